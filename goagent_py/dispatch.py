@@ -1,0 +1,255 @@
+"""Tool dispatch: the middleware chain every tool call goes through.
+
+The chain, outermost first: logging -> timeout -> circuit breaker -> custom middlewares (first
+registered is outermost) -> exception recovery -> the tool. It is built once per agent, so breaker
+state lives across runs, and it serves every kind of tool alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+
+from goagent_py.errors import (
+    CircuitOpenError,
+    ToolArgumentsError,
+    ToolError,
+    ToolExecutionError,
+    ToolNotFoundError,
+    ToolPanicError,
+    ToolTimeoutError,
+)
+from goagent_py.hooks import Hooks, ToolResult, call_hook
+from goagent_py.messages import ContentBlock, TextBlock, ToolCall
+from goagent_py.resilience import CircuitBreaker
+from goagent_py.tools import Tool
+
+__all__ = [
+    "DispatchFunc",
+    "DispatchMiddleware",
+    "Dispatcher",
+    "circuit_breaker_middleware",
+    "logging_middleware",
+    "recovery_middleware",
+    "timeout_middleware",
+]
+
+DispatchFunc = Callable[[ToolCall], Awaitable[list[ContentBlock]]]
+"""Runs one tool call and returns its content; raises on failure."""
+
+DispatchMiddleware = Callable[[DispatchFunc], DispatchFunc]
+"""Wraps a :data:`DispatchFunc` with behaviour of its own (logging, limits, policies...)."""
+
+# The message a timeout cancels a call with, so the breaker can tell it from a caller's cancel.
+_TIMEOUT_CANCEL = "goagent-tool-timeout"
+# How long a timed-out call may take to unwind after its cancellation before it is abandoned.
+_CANCEL_GRACE = 1.0
+
+
+def _not_a_failure(exc: BaseException) -> bool:
+    # The model's bad arguments say nothing about the tool's health.
+    return isinstance(exc, ToolArgumentsError | CircuitOpenError)
+
+
+def logging_middleware(logger: logging.Logger) -> DispatchMiddleware:
+    """Log every call at debug level with its duration, and failures at warning level."""
+
+    def middleware(next_: DispatchFunc) -> DispatchFunc:
+        async def call(tc: ToolCall) -> list[ContentBlock]:
+            start = time.perf_counter()
+            try:
+                result = await next_(tc)
+            except Exception as exc:
+                logger.warning(
+                    "tool dispatch failed: tool=%s duration=%.4fs error=%s",
+                    tc.name,
+                    time.perf_counter() - start,
+                    exc,
+                )
+                raise
+            logger.debug(
+                "tool dispatch: tool=%s duration=%.4fs", tc.name, time.perf_counter() - start
+            )
+            return result
+
+        return call
+
+    return middleware
+
+
+def timeout_middleware(seconds: float, hooks: Hooks | None = None) -> DispatchMiddleware:
+    """Give each call ``seconds`` to finish; past that it is cancelled and fails with
+    :class:`ToolTimeoutError`. A sync tool's thread cannot be stopped: it is abandoned."""
+
+    def middleware(next_: DispatchFunc) -> DispatchFunc:
+        async def call(tc: ToolCall) -> list[ContentBlock]:
+            task = asyncio.ensure_future(next_(tc))
+            try:
+                done, _ = await asyncio.wait({task}, timeout=seconds)
+            except BaseException:
+                task.cancel()
+                raise
+            if task in done:
+                return task.result()
+            task.cancel(_TIMEOUT_CANCEL)
+            await asyncio.wait({task}, timeout=_CANCEL_GRACE)
+            if task.done() and not task.cancelled():
+                task.exception()  # the call's own outcome no longer matters; mark it retrieved
+            if hooks is not None:
+                await call_hook(hooks.on_tool_timeout, tc.name, seconds)
+            raise ToolTimeoutError(tc.name, seconds)
+
+        return call
+
+    return middleware
+
+
+def circuit_breaker_middleware(
+    max_failures: int,
+    reset_timeout: float,
+    hooks: Hooks | None = None,
+    *,
+    clock: Callable[[], float] | None = None,
+    logger: logging.Logger | None = None,
+) -> DispatchMiddleware:
+    """A circuit breaker per tool name; rejected calls fail with :class:`CircuitOpenError`."""
+    breakers: dict[str, CircuitBreaker] = {}
+    log = logger or logging.getLogger("goagent_py.dispatch")
+
+    def breaker_for(name: str) -> CircuitBreaker:
+        breaker = breakers.get(name)
+        if breaker is None:
+            kwargs = {"clock": clock} if clock is not None else {}
+            breaker = breakers.setdefault(
+                name, CircuitBreaker(max_failures, reset_timeout, **kwargs)
+            )
+        return breaker
+
+    def middleware(next_: DispatchFunc) -> DispatchFunc:
+        async def call(tc: ToolCall) -> list[ContentBlock]:
+            breaker = breaker_for(tc.name)
+            if not breaker.allow():
+                open_until = breaker.open_until()
+                log.warning(
+                    "circuit breaker open: tool=%s until=%s", tc.name, open_until.isoformat()
+                )
+                if hooks is not None:
+                    await call_hook(hooks.on_circuit_open, tc.name, open_until)
+                raise CircuitOpenError(tc.name, open_until)
+            try:
+                result = await next_(tc)
+            except asyncio.CancelledError as exc:
+                if exc.args and exc.args[0] == _TIMEOUT_CANCEL:
+                    breaker.record_failure()
+                else:
+                    breaker.release_probe()
+                raise
+            except Exception as exc:
+                if _not_a_failure(exc):
+                    breaker.release_probe()
+                else:
+                    breaker.record_failure()
+                raise
+            except BaseException:
+                breaker.release_probe()
+                raise
+            breaker.record_success()
+            return result
+
+        return call
+
+    return middleware
+
+
+def recovery_middleware(next_: DispatchFunc) -> DispatchFunc:
+    """Turn any unexpected ``Exception`` from a tool into :class:`ToolPanicError` (traceback kept).
+
+    ``BaseException``s (cancellation, KeyboardInterrupt, SystemExit) pass through untouched.
+    """
+
+    async def call(tc: ToolCall) -> list[ContentBlock]:
+        try:
+            return await next_(tc)
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolPanicError(tc.name, exc, traceback.format_exc()) from exc
+
+    return call
+
+
+def _chain(base: DispatchFunc, middlewares: Sequence[DispatchMiddleware]) -> DispatchFunc:
+    for middleware in reversed(middlewares):
+        base = middleware(base)
+    return base
+
+
+def error_text(error: BaseException) -> str:
+    """The text the model reads for a failed call."""
+    return f"Error: {error}"
+
+
+class Dispatcher:
+    """Runs the model's tool calls through the chain; built once per agent.
+
+    Args:
+        tools: the tools by name (read at call time, so tools added later are found).
+        timeout: seconds per call, or None for no limit.
+        circuit_breaker: ``(max_failures, reset_timeout)``, or None.
+        middlewares: custom middlewares, first registered outermost.
+        hooks: the agent's hooks (for ``on_circuit_open``, ``on_tool_timeout``...).
+        logger: where the logging middleware writes.
+        clock: the breaker's monotonic clock (tests inject one).
+    """
+
+    def __init__(
+        self,
+        tools: Mapping[str, Tool],
+        *,
+        timeout: float | None = None,
+        circuit_breaker: tuple[int, float] | None = None,
+        middlewares: Sequence[DispatchMiddleware] = (),
+        hooks: Hooks | None = None,
+        logger: logging.Logger | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self._tools = tools
+        self._logger = logger or logging.getLogger("goagent_py.dispatch")
+        chain: list[DispatchMiddleware] = [logging_middleware(self._logger)]
+        if timeout:
+            chain.append(timeout_middleware(timeout, hooks))
+        if circuit_breaker is not None:
+            chain.append(
+                circuit_breaker_middleware(
+                    *circuit_breaker, hooks, clock=clock, logger=self._logger
+                )
+            )
+        chain.extend(middlewares)
+        chain.append(recovery_middleware)
+        self._call = _chain(self._execute_tool, chain)
+
+    async def _execute_tool(self, tc: ToolCall) -> list[ContentBlock]:
+        return await self._tools[tc.name].execute(dict(tc.arguments))
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Run one call through the chain; failures come back as error results, never raised.
+
+        ``BaseException``s that are not ``Exception`` (cancellation, KeyboardInterrupt) propagate.
+        """
+        started = datetime.now(UTC)
+        if call.name not in self._tools:
+            error: BaseException = ToolNotFoundError(call.name, tuple(self._tools))
+            return ToolResult(call, [TextBlock(error_text(error))], error, 0.0, started)
+        start = time.perf_counter()
+        try:
+            content = await self._call(call)
+        except Exception as exc:
+            error = ToolExecutionError(call.name, call.arguments, exc)
+            return ToolResult(
+                call, [TextBlock(error_text(error))], error, time.perf_counter() - start, started
+            )
+        return ToolResult(call, content, None, time.perf_counter() - start, started)

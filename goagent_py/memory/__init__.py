@@ -1,0 +1,17 @@
+"""Memory: short-term (the conversation) and long-term (semantic recall across sessions)."""
+
+from goagent_py.memory.base import (
+    LongTermMemoryProtocol,
+    ShortTermMemoryProtocol,
+    WritePolicy,
+    min_length,
+    store_always,
+)
+
+__all__ = [
+    "LongTermMemoryProtocol",
+    "ShortTermMemoryProtocol",
+    "WritePolicy",
+    "min_length",
+    "store_always",
+]

@@ -1,0 +1,247 @@
+"""Messages and content blocks: the data every other part of goagent-py exchanges.
+
+Blocks and messages are cheap slotted dataclasses; one pydantic ``TypeAdapter`` turns any list of
+messages into JSON and back (bytes travel as base64), so a conversation survives storage intact.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, TypeAdapter
+
+from goagent_py.errors import InvalidMediaTypeError
+
+__all__ = [
+    "DOCUMENT_MEDIA_TYPES",
+    "IMAGE_MEDIA_TYPES",
+    "ContentBlock",
+    "DocumentBlock",
+    "ImageBlock",
+    "Message",
+    "Role",
+    "ScoredMessage",
+    "StopReason",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCall",
+    "Usage",
+    "assistant_message",
+    "messages_from_json",
+    "messages_to_json",
+    "text_from",
+    "user_message",
+]
+
+IMAGE_MEDIA_TYPES: tuple[str, ...] = ("image/jpeg", "image/png", "image/gif", "image/webp")
+DOCUMENT_MEDIA_TYPES: tuple[str, ...] = ("application/pdf", "text/plain")
+
+# Bytes go over JSON as base64 (the default would be UTF-8 and break on binary data).
+_BYTES_AS_BASE64 = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+
+class Role(enum.StrEnum):
+    """Who a message comes from. ``DOCUMENT`` marks RAG chunks and never reaches a provider."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+    DOCUMENT = "document"
+
+
+class StopReason(enum.StrEnum):
+    """Why the model stopped producing output."""
+
+    END_TURN = "end_turn"
+    MAX_TOKENS = "max_tokens"
+    TOOL_USE = "tool_use"
+    STOP_SEQUENCE = "stop_sequence"
+    REFUSAL = "refusal"
+    PAUSE_TURN = "pause_turn"
+    ERROR = "error"
+
+
+@dataclass(slots=True, frozen=True)
+class TextBlock:
+    """Plain text."""
+
+    text: str
+    type: Literal["text"] = field(default="text", init=False, repr=False)
+
+
+@dataclass(slots=True, frozen=True)
+class ImageBlock:
+    """An image as raw bytes; ``media_type`` is one of :data:`IMAGE_MEDIA_TYPES`."""
+
+    __pydantic_config__ = _BYTES_AS_BASE64
+
+    data: bytes
+    media_type: str
+    type: Literal["image"] = field(default="image", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _check_bytes(self.data, "ImageBlock")
+        if self.media_type not in IMAGE_MEDIA_TYPES:
+            raise InvalidMediaTypeError("image", self.media_type, IMAGE_MEDIA_TYPES)
+
+    def __repr__(self) -> str:
+        return f"ImageBlock(media_type={self.media_type!r}, {len(self.data)} bytes)"
+
+
+@dataclass(slots=True, frozen=True)
+class DocumentBlock:
+    """A document (PDF or plain text) as raw bytes, with an optional title."""
+
+    __pydantic_config__ = _BYTES_AS_BASE64
+
+    data: bytes
+    media_type: str
+    title: str = ""
+    type: Literal["document"] = field(default="document", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _check_bytes(self.data, "DocumentBlock")
+        if self.media_type not in DOCUMENT_MEDIA_TYPES:
+            raise InvalidMediaTypeError("document", self.media_type, DOCUMENT_MEDIA_TYPES)
+
+    def __repr__(self) -> str:
+        return (
+            f"DocumentBlock(media_type={self.media_type!r}, title={self.title!r}, "
+            f"{len(self.data)} bytes)"
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class ThinkingBlock:
+    """The model's reasoning. ``signature`` is an opaque vendor token that must be echoed back.
+
+    Redacted thinking (Anthropic) is ``thinking="[redacted]"`` with the encrypted data in
+    ``signature``.
+    """
+
+    thinking: str
+    signature: str = ""
+    type: Literal["thinking"] = field(default="thinking", init=False, repr=False)
+
+
+ContentBlock = Annotated[
+    TextBlock | ImageBlock | DocumentBlock | ThinkingBlock, Field(discriminator="type")
+]
+"""Any content block; ``block.type`` tells which."""
+
+
+def _check_bytes(data: object, what: str) -> None:
+    if not isinstance(data, bytes):
+        raise TypeError(f"{what}.data must be bytes, got {type(data).__name__}; wrap it in bytes()")
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCall:
+    """A call the model asks for; ``id`` links it to its result."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class Usage:
+    """Token counts of one or more model calls; ``a + b`` sums every field."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens
+            + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens (cache tokens are part of the input)."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+        )
+
+
+@dataclass(slots=True)
+class Message:
+    """One message of a conversation.
+
+    Attributes:
+        role: who it comes from.
+        content: the content blocks.
+        tool_calls: calls the assistant asks for (assistant messages only).
+        tool_call_id: the call this message answers (tool messages only).
+        is_error: on a tool message, whether the call failed.
+        metadata: free data for stores and RAG; never sent to a provider.
+    """
+
+    role: Role
+    content: list[ContentBlock] = field(default_factory=list)
+    _: KW_ONLY
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str = ""
+    is_error: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined by newlines (thinking, images and documents are left out)."""
+        return text_from(self.content)
+
+    def has(self, block_type: str) -> bool:
+        """Whether any content block is of ``block_type`` ("text", "image", ...)."""
+        return any(block.type == block_type for block in self.content)
+
+
+@dataclass(slots=True, frozen=True)
+class ScoredMessage:
+    """A message found by a similarity search; higher ``score`` is better."""
+
+    message: Message
+    score: float
+    id: str = ""
+
+
+def text_from(blocks: list[ContentBlock]) -> str:
+    """Join the non-empty text blocks of ``blocks`` with newlines."""
+    return "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
+
+
+def user_message(text: str) -> Message:
+    """A user message with one text block."""
+    return Message(Role.USER, [TextBlock(text)])
+
+
+def assistant_message(text: str) -> Message:
+    """An assistant message with one text block."""
+    return Message(Role.ASSISTANT, [TextBlock(text)])
+
+
+_MESSAGES = TypeAdapter(list[Message])
+
+
+def messages_to_json(messages: list[Message]) -> bytes:
+    """Serialise messages to JSON (bytes as base64). Inverse of :func:`messages_from_json`."""
+    return _MESSAGES.dump_json(messages)
+
+
+def messages_from_json(data: str | bytes) -> list[Message]:
+    """Parse messages from JSON made by :func:`messages_to_json`.
+
+    Only goagent-py's own types come out; unknown block types are rejected.
+    """
+    return _MESSAGES.validate_json(data)

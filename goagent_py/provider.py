@@ -1,0 +1,131 @@
+"""The model side: what a provider receives and returns, and what a streaming provider yields."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from goagent_py.messages import Message, StopReason, Usage
+from goagent_py.tools import ToolDefinition
+
+__all__ = [
+    "CompletionRequest",
+    "CompletionResponse",
+    "Provider",
+    "StreamDone",
+    "StreamEvent",
+    "StreamingProvider",
+    "TextDelta",
+    "ThinkingConfig",
+    "ThinkingDelta",
+    "ToolCallDelta",
+    "ToolCallStart",
+]
+
+Effort = Literal["low", "medium", "high"]
+
+
+@dataclass(slots=True, frozen=True)
+class ThinkingConfig:
+    """Extended thinking: a token budget, or ``budget_tokens=0`` for adaptive thinking."""
+
+    budget_tokens: int = 0
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the model decides how much to think."""
+        return self.budget_tokens == 0
+
+
+@dataclass(slots=True)
+class CompletionRequest:
+    """One call to a model.
+
+    Attributes:
+        model: the model name; providers raise if it is empty and they have no default.
+        system_prompt: the system prompt ("" for none).
+        messages: the conversation, oldest first.
+        tools: the tools the model may call.
+        thinking: extended thinking, or None for off.
+        effort: "low", "medium" or "high", or None for the provider's default.
+        max_tokens: the output token limit, or None for the provider's default.
+    """
+
+    model: str
+    system_prompt: str = ""
+    messages: list[Message] = field(default_factory=list)
+    tools: list[ToolDefinition] = field(default_factory=list)
+    thinking: ThinkingConfig | None = None
+    effort: Effort | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class CompletionResponse:
+    """A model's answer: one assistant message, why it stopped and what it cost."""
+
+    message: Message
+    stop_reason: StopReason = StopReason.END_TURN
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class TextDelta:
+    """A piece of answer text."""
+
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class ThinkingDelta:
+    """A piece of the model's reasoning."""
+
+    thinking: str
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallStart:
+    """The model started a tool call (arguments follow as deltas)."""
+
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallDelta:
+    """A piece of a tool call's JSON arguments."""
+
+    index: int
+    arguments_delta: str
+
+
+@dataclass(slots=True, frozen=True)
+class StreamDone:
+    """The stream's last event: the complete response, assembled by the provider."""
+
+    response: CompletionResponse
+
+
+StreamEvent = TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | StreamDone
+"""What a streaming provider yields; the last event is always :class:`StreamDone`."""
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model backend: implement ``complete``, raising :class:`~goagent_py.ProviderError`."""
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        """Send ``request`` to the model and return its answer."""
+        ...
+
+
+@runtime_checkable
+class StreamingProvider(Provider, Protocol):
+    """A provider that can also stream its answer as it is produced."""
+
+    def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
+        """Yield deltas as they arrive, then one :class:`StreamDone` with the whole response."""
+        ...

@@ -1,0 +1,169 @@
+"""Test doubles for code built on goagent-py: scripted and function-backed providers.
+
+``ScriptedProvider`` replays responses in order and records every request; it fails loudly when
+the script runs out, so a test never passes by accident on an unexpected extra call.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from pydantic_core import to_json
+
+from goagent_py.errors import GoAgentError
+from goagent_py.messages import (
+    ContentBlock,
+    Message,
+    Role,
+    StopReason,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    Usage,
+)
+from goagent_py.provider import (
+    CompletionRequest,
+    CompletionResponse,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
+
+__all__ = [
+    "FunctionProvider",
+    "ScriptExhaustedError",
+    "ScriptedProvider",
+    "text_response",
+    "tool_call_response",
+]
+
+_ids = itertools.count(1)
+
+
+class ScriptExhaustedError(GoAgentError, AssertionError):
+    """A scripted provider was called more times than it has responses."""
+
+
+def text_response(
+    text: str,
+    *,
+    stop_reason: StopReason = StopReason.END_TURN,
+    usage: Usage | None = None,
+) -> CompletionResponse:
+    """A final answer: one assistant text message."""
+    return CompletionResponse(
+        Message(Role.ASSISTANT, [TextBlock(text)]), stop_reason, usage or Usage()
+    )
+
+
+def tool_call_response(
+    *calls: ToolCall | tuple[str, dict[str, Any]],
+    text: str = "",
+    stop_reason: StopReason = StopReason.TOOL_USE,
+    usage: Usage | None = None,
+) -> CompletionResponse:
+    """An assistant message asking for tool calls; ``(name, args)`` pairs get generated ids."""
+    tool_calls = [
+        c if isinstance(c, ToolCall) else ToolCall(f"call_{next(_ids)}", c[0], dict(c[1]))
+        for c in calls
+    ]
+    content: list[ContentBlock] = [TextBlock(text)] if text else []
+    return CompletionResponse(
+        Message(Role.ASSISTANT, content, tool_calls=tool_calls), stop_reason, usage or Usage()
+    )
+
+
+def _stream_of(response: CompletionResponse) -> list[StreamEvent]:
+    events: list[StreamEvent] = []
+    for block in response.message.content:
+        if isinstance(block, ThinkingBlock):
+            events.append(ThinkingDelta(block.thinking))
+        elif isinstance(block, TextBlock):
+            words = block.text.split(" ")
+            events.extend(TextDelta(w if i == 0 else " " + w) for i, w in enumerate(words))
+    for i, call in enumerate(response.message.tool_calls):
+        events.append(ToolCallStart(i, call.id, call.name))
+        events.append(ToolCallDelta(i, to_json(call.arguments).decode()))
+    events.append(StreamDone(response))
+    return events
+
+
+class ScriptedProvider:
+    """Replays ``responses`` in order; an exception in the script is raised at its turn.
+
+    Every request is recorded, as an independent deep copy, in :attr:`requests`. Strings are
+    shorthand for :func:`text_response`. It also streams (text split at spaces) so streaming
+    paths can be tested with the same script.
+    """
+
+    def __init__(self, *responses: CompletionResponse | BaseException | str) -> None:
+        self._script: list[CompletionResponse | BaseException] = [
+            text_response(r) if isinstance(r, str) else r for r in responses
+        ]
+        self._lock = threading.Lock()
+        self.requests: list[CompletionRequest] = []
+
+    @property
+    def remaining(self) -> int:
+        """Responses not yet used."""
+        return len(self._script) - len(self.requests)
+
+    def _next(self, request: CompletionRequest) -> CompletionResponse:
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(copy.deepcopy(request))
+            if index >= len(self._script):
+                raise ScriptExhaustedError(
+                    f"ScriptedProvider: no more responses queued (call #{index + 1}, "
+                    f"script has {len(self._script)})"
+                )
+            item = self._script[index]
+        if isinstance(item, BaseException):
+            raise item
+        return copy.deepcopy(item)
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        """Return the next scripted response (or raise the next scripted error)."""
+        return self._next(request)
+
+    async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
+        """Stream the next scripted response as deltas, then :class:`StreamDone`."""
+        for event in _stream_of(self._next(request)):
+            yield event
+
+
+class FunctionProvider:
+    """Computes each response from the request with ``fn`` (sync or async).
+
+    ``fn`` may return a :class:`CompletionResponse` or a string (a final text answer).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[CompletionRequest], CompletionResponse | str | Awaitable[Any]],
+    ) -> None:
+        self._fn = fn
+        self.requests: list[CompletionRequest] = []
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        """Call ``fn`` with a copy of the request."""
+        snapshot = copy.deepcopy(request)
+        self.requests.append(snapshot)
+        result = self._fn(snapshot)
+        if isinstance(result, Awaitable):
+            result = await result
+        if isinstance(result, str):
+            return text_response(result)
+        if not isinstance(result, CompletionResponse):
+            raise TypeError(
+                f"FunctionProvider's function must return a CompletionResponse or str, "
+                f"got {type(result).__name__}"
+            )
+        return result
