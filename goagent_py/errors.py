@@ -11,6 +11,7 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     ├── ProviderError                   the model call failed (status, body, Retry-After, cause)
     ├── MaxIterationsError              the iteration budget ran out (iterations, last_thought)
     ├── MemoryStoreError                short-term or long-term memory failed to load or store
+    ├── NoEmbeddableContentError        nothing in the input can be embedded (e.g. image-only text)
     └── ToolError                       base of what a tool call can end in; the model reads these
         ├── ToolNotFoundError           the model named a tool that does not exist
         ├── ToolArgumentsError          the arguments failed validation
@@ -37,6 +38,7 @@ __all__ = [
     "MaxIterationsError",
     "MemoryStoreError",
     "MissingExtraError",
+    "NoEmbeddableContentError",
     "ProviderError",
     "ToolArgumentsError",
     "ToolBlockedError",
@@ -136,6 +138,10 @@ class MaxIterationsError(GoAgentError):
 
 class MemoryStoreError(GoAgentError):
     """Short-term or long-term memory could not be loaded or stored."""
+
+
+class NoEmbeddableContentError(GoAgentError, ValueError):
+    """The embedder found nothing it can embed in the input (e.g. only images, for a text model)."""
 
 
 class ToolError(GoAgentError):

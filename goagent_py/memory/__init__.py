@@ -1,6 +1,10 @@
 """Memory: short-term (the conversation) and long-term (semantic recall across sessions)."""
 
 from goagent_py.memory.base import (
+    BatchEmbedder,
+    Chunk,
+    Chunker,
+    Embedder,
     LongTermMemoryProtocol,
     ShortTermMemoryProtocol,
     WritePolicy,
@@ -9,6 +13,10 @@ from goagent_py.memory.base import (
 )
 
 __all__ = [
+    "BatchEmbedder",
+    "Chunk",
+    "Chunker",
+    "Embedder",
     "LongTermMemoryProtocol",
     "ShortTermMemoryProtocol",
     "WritePolicy",

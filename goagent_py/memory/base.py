@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from goagent_py.messages import ContentBlock, Message, ScoredMessage
 
+if TYPE_CHECKING:  # numpy stays out of `import goagent_py`
+    import numpy as np
+    from numpy.typing import NDArray
+
 __all__ = [
+    "BatchEmbedder",
+    "Chunk",
+    "Chunker",
+    "Embedder",
     "LongTermMemoryProtocol",
     "ShortTermMemoryProtocol",
     "WritePolicy",
@@ -72,3 +81,44 @@ def min_length(n: int) -> WritePolicy:
         return [user, assistant] if size > n else None
 
     return policy
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns content into a vector (1-D float32 numpy array)."""
+
+    async def embed(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
+        """Embed ``blocks`` as one vector.
+
+        Raises:
+            NoEmbeddableContentError: nothing in ``blocks`` can be embedded by this model.
+        """
+        ...
+
+
+@runtime_checkable
+class BatchEmbedder(Embedder, Protocol):
+    """An embedder that embeds many inputs in one call (one request, one model pass)."""
+
+    async def embed_batch(self, inputs: Sequence[Sequence[ContentBlock]]) -> NDArray[np.float32]:
+        """Embed each input; returns a 2-D array with one row per input, in order."""
+        ...
+
+
+@dataclass(slots=True, frozen=True)
+class Chunk:
+    """One piece of a message or document, with metadata (chunk_index, heading, page...)."""
+
+    blocks: list[ContentBlock]
+    metadata: dict[str, Any]
+
+
+@runtime_checkable
+class Chunker(Protocol):
+    """Splits content into chunks for embedding (shared by long-term memory and RAG)."""
+
+    def chunk(
+        self, blocks: Sequence[ContentBlock], metadata: dict[str, Any] | None = None
+    ) -> list[Chunk]:
+        """Split ``blocks``; the caller's ``metadata`` is copied into each chunk, never mutated."""
+        ...
