@@ -1,0 +1,1 @@
+"""Vector stores: one interface, backends from in-memory to sqlite-vec, pgvector and qdrant."""

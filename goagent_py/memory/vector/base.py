@@ -1,0 +1,104 @@
+"""The vector-store interface shared by long-term memory and RAG.
+
+A store keeps (id, vector, message) entries and finds the messages nearest a query vector.
+Optional capabilities are separate protocols checked with ``isinstance``: bulk writes
+(:class:`BulkVectorStore`) and counting (:class:`CountableStore`). Scores are "higher is better"
+everywhere (cosine similarity for cosine stores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from goagent_py.messages import Message, ScoredMessage
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    Vector = NDArray[np.float32] | Sequence[float]
+else:
+    Vector = Any
+
+__all__ = [
+    "BulkVectorStore",
+    "CountableStore",
+    "ScoredMessage",
+    "SearchOptions",
+    "UpsertEntry",
+    "Vector",
+    "VectorStore",
+]
+
+
+@dataclass(slots=True, frozen=True)
+class SearchOptions:
+    """How to search.
+
+    Attributes:
+        top_k: the most results to return (> 0).
+        score_threshold: drop results scoring below this (None: keep all).
+        filter: metadata that results must match exactly (every key, AND), e.g.
+            ``{"session": "alice"}``; None for no filter.
+    """
+
+    top_k: int = 3
+    score_threshold: float | None = None
+    filter: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.top_k <= 0:
+            raise ValueError(f"SearchOptions.top_k must be > 0, got {self.top_k}")
+
+
+@dataclass(slots=True, frozen=True)
+class UpsertEntry:
+    """One entry of a bulk upsert."""
+
+    id: str
+    vector: Vector
+    message: Message
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Stores message vectors and finds the nearest ones."""
+
+    async def upsert(self, id: str, vector: Vector, message: Message) -> None:
+        """Insert or replace the entry ``id``. The message's metadata is stored and filterable."""
+        ...
+
+    async def search(
+        self, vector: Vector, options: SearchOptions | None = None
+    ) -> list[ScoredMessage]:
+        """The entries nearest ``vector``, best first, honouring ``options``."""
+        ...
+
+    async def delete(self, id: str) -> None:
+        """Remove the entry ``id`` (no error if it does not exist)."""
+        ...
+
+
+@runtime_checkable
+class BulkVectorStore(VectorStore, Protocol):
+    """A store that writes and deletes many entries in one transaction or request."""
+
+    async def upsert_batch(self, entries: Sequence[UpsertEntry]) -> None:
+        """Insert or replace all ``entries`` atomically where the backend allows."""
+        ...
+
+    async def delete_batch(self, ids: Sequence[str]) -> None:
+        """Remove all ``ids``."""
+        ...
+
+
+@runtime_checkable
+class CountableStore(VectorStore, Protocol):
+    """A store that can count its entries."""
+
+    async def count(self) -> int:
+        """How many entries the store holds."""
+        ...
