@@ -9,7 +9,7 @@ everywhere (cosine similarity for cosine stores).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from goagent_py.messages import Message, ScoredMessage
@@ -60,7 +60,6 @@ class UpsertEntry:
     id: str
     vector: Vector
     message: Message
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable
