@@ -13,7 +13,7 @@ import contextlib
 import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -365,7 +365,7 @@ class Run:
             error=error,
         )
 
-    async def events(self) -> AsyncIterator[AgentEvent]:
+    async def events(self) -> AsyncGenerator[AgentEvent, None]:
         """Run the loop, yielding its events; raises what the run ends with."""
         o = self.o
         self._start = time.perf_counter()

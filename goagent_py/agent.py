@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any
@@ -156,8 +157,10 @@ class Agent:
             [TextBlock(prompt)] if isinstance(prompt, str) else _check_blocks(prompt, "stream()")
         )
         run = await self._run(content, streaming=True)
-        async for event in run.events():
-            yield event
+        # aclosing: a consumer that stops early still ends the run (on_run_end) right away.
+        async with contextlib.aclosing(run.events()) as events:
+            async for event in events:
+                yield event
 
     def run_sync(self, prompt: str) -> str:
         """Blocking :meth:`run`, for scripts and notebooks without an event loop."""

@@ -1,0 +1,276 @@
+"""Hooks: firing order on success and on every failure path, merge_hooks, failing hooks."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Any
+
+import pytest
+
+from goagent_py import (
+    Agent,
+    Hooks,
+    MaxIterationsError,
+    MemoryStoreError,
+    Message,
+    ProviderError,
+    ThinkingBlock,
+    merge_hooks,
+    tool,
+)
+from goagent_py.hooks import HOOK_NAMES
+from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+
+
+def recorder(log: list[str], *, async_hooks: bool = False) -> Hooks:
+    """Hooks that append their name (and a key argument) to ``log``."""
+
+    def make(name: str) -> Any:
+        def describe(args: tuple[Any, ...]) -> str:
+            if name == "on_tool_call":
+                return f"{name}:{args[0].name}"
+            if name in ("on_iteration_start", "on_provider_request", "on_provider_response"):
+                return f"{name}:{args[0]}"
+            return name
+
+        if async_hooks:
+
+            async def ahook(*args: Any) -> None:
+                await asyncio.sleep(0)
+                log.append(describe(args))
+
+            return ahook
+
+        def hook(*args: Any) -> None:
+            log.append(describe(args))
+
+        return hook
+
+    return Hooks(**{name: make(name) for name in HOOK_NAMES})
+
+
+class Mem:
+    async def messages(self) -> list[Message]:
+        return []
+
+    async def append(self, *messages: Message) -> None:
+        return None
+
+
+class LTM:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+
+    async def retrieve(self, query: Any, *, top_k: int, session: str = "") -> list[Any]:
+        if self.fail:
+            raise OSError("index gone")
+        return []
+
+    async def store(self, messages: list[Message], *, session: str = "") -> None:
+        return None
+
+
+@pytest.mark.parametrize("async_hooks", [False, True])
+async def test_hook_order_on_success(async_hooks: bool) -> None:
+    log: list[str] = []
+    first = tool_call_response(("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4}))
+    first.message.content.append(ThinkingBlock("hm"))
+    agent = Agent(
+        provider=ScriptedProvider(first, "done"),
+        model="m",
+        tools=[add],
+        short_term_memory=Mem(),
+        long_term_memory=LTM(),
+        hooks=recorder(log, async_hooks=async_hooks),
+    )
+    await agent.run("go")
+    assert log == [
+        "on_run_start",
+        "on_long_term_retrieve",
+        "on_short_term_load",
+        "on_iteration_start:0",
+        "on_provider_request:0",
+        "on_provider_response:0",
+        "on_thinking",
+        "on_tool_call:add",
+        "on_tool_call:add",
+        "on_tool_result",
+        "on_tool_result",
+        "on_iteration_start:1",
+        "on_provider_request:1",
+        "on_provider_response:1",
+        "on_response",
+        "on_short_term_append",
+        "on_long_term_store",
+        "on_run_end",
+    ]
+
+
+async def test_streaming_hooks_fire_per_delta() -> None:
+    log: list[str] = []
+    tokens: list[str] = []
+    hooks = merge_hooks(recorder(log), Hooks(on_stream_token=tokens.append))
+    agent = Agent(provider=ScriptedProvider("one two"), model="m", hooks=hooks)
+    [e async for e in agent.stream("hi")]
+    assert tokens == ["one", " two"]
+    assert log[:4] == [
+        "on_run_start",
+        "on_iteration_start:0",
+        "on_provider_request:0",
+        "on_stream_start",
+    ]
+    assert log[-3:] == ["on_provider_response:0", "on_response", "on_run_end"]
+
+
+async def _ends(agent: Agent, log: list[str], exc: type[BaseException]) -> None:
+    with pytest.raises(exc):
+        await agent.run("go")
+    assert log.count("on_run_end") == 1
+    assert log[-1] == "on_run_end"
+
+
+async def test_hook_order_on_provider_error() -> None:
+    log: list[str] = []
+    agent = Agent(
+        provider=ScriptedProvider(RuntimeError("boom")),
+        model="m",
+        short_term_memory=Mem(),
+        hooks=recorder(log),
+    )
+    await _ends(agent, log, ProviderError)
+    assert log == [
+        "on_run_start",
+        "on_short_term_load",
+        "on_iteration_start:0",
+        "on_provider_request:0",
+        "on_provider_response:0",
+        "on_run_end",
+    ]
+
+
+async def test_hook_order_on_max_iterations() -> None:
+    log: list[str] = []
+    agent = Agent(
+        provider=ScriptedProvider(tool_call_response(("add", {"a": 1, "b": 1}))),
+        model="m",
+        tools=[add],
+        max_iterations=1,
+        short_term_memory=Mem(),
+        hooks=recorder(log),
+    )
+    await _ends(agent, log, MaxIterationsError)
+    assert log[-4:] == ["on_tool_result", "on_response", "on_short_term_append", "on_run_end"]
+
+
+async def test_hook_order_on_memory_load_error() -> None:
+    log: list[str] = []
+    agent = Agent(
+        provider=ScriptedProvider(), model="m", long_term_memory=LTM(fail=True), hooks=recorder(log)
+    )
+    await _ends(agent, log, MemoryStoreError)
+    assert log == ["on_run_start", "on_long_term_retrieve", "on_run_end"]
+
+
+async def test_run_end_once_on_cancellation() -> None:
+    log: list[str] = []
+    gate = asyncio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Wait forever."""
+        gate.set()
+        await asyncio.Event().wait()
+        return ""
+
+    agent = Agent(
+        provider=ScriptedProvider(tool_call_response(("wait", {}))),
+        model="m",
+        tools=[wait],
+        hooks=recorder(log),
+    )
+    task = asyncio.create_task(agent.run("go"))
+    await gate.wait()
+    task.cancel()
+    await _ends_task(task)
+    assert log.count("on_run_end") == 1
+    assert "on_tool_result" not in log
+    assert "on_response" not in log
+
+
+async def _ends_task(task: asyncio.Task[Any]) -> None:
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_run_end_once_when_a_stream_consumer_stops_early() -> None:
+    log: list[str] = []
+    agent = Agent(provider=ScriptedProvider("a b c d"), model="m", hooks=recorder(log))
+    stream = agent.stream("hi")
+    async for _ in stream:
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert log.count("on_run_end") == 1
+
+
+async def test_a_raising_hook_is_logged_and_the_run_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def bad(*args: Any) -> None:
+        raise ValueError("hook bug")
+
+    seen: list[str] = []
+    hooks = merge_hooks(
+        Hooks(on_run_start=bad, on_response=bad, on_run_end=bad),
+        Hooks(on_run_end=lambda r: seen.append(r.text)),
+    )
+    agent = Agent(provider=ScriptedProvider("fine"), model="m", hooks=hooks)
+    with caplog.at_level(logging.ERROR):
+        assert await agent.run("x") == "fine"
+    assert seen == ["fine"]  # the second set still ran after the first raised
+    assert len([r for r in caplog.records if "raised; the run goes on" in r.message]) == 3
+
+
+async def test_run_result_fields_on_success_and_error() -> None:
+    results: list[Any] = []
+    agent = Agent(
+        provider=ScriptedProvider(text_response("ok"), RuntimeError("x")),
+        model="m",
+        hooks=Hooks(on_run_end=results.append),
+    )
+    await agent.run("a")
+    with pytest.raises(ProviderError):
+        await agent.run("b")
+    ok, failed = results
+    assert (ok.text, ok.iterations, ok.error) == ("ok", 1, None)
+    assert ok.duration > 0
+    assert isinstance(failed.error, ProviderError)
+    assert failed.iterations == 1
+    assert failed.text == ""
+
+
+def test_merge_hooks_semantics() -> None:
+    calls: list[str] = []
+    a = Hooks(on_response=lambda t, i: calls.append(f"a{i}"))
+    b = Hooks(on_response=lambda t, i: calls.append(f"b{i}"), on_thinking=calls.append)
+    assert merge_hooks(a) is a
+    merged = merge_hooks(a, Hooks(), b)
+    assert merged.on_run_end is None  # fields nobody set stay None
+    assert merged.on_thinking is b.on_thinking  # a single callback is kept as is
+    asyncio.run(_call(merged.on_response, "t", 7))
+    assert calls == ["a7", "b7"]
+    assert merge_hooks() == Hooks()
+    assert len(dataclasses.fields(Hooks)) == len(HOOK_NAMES) == 19
+
+
+async def _call(hook: Any, *args: Any) -> None:
+    result = hook(*args)
+    if asyncio.iscoroutine(result):
+        await result
