@@ -1,0 +1,61 @@
+"""Chatbot: a multi-turn conversation with short-term memory.
+
+Run it:
+
+    python examples/chatbot.py            # a scripted demo conversation, offline
+    python examples/chatbot.py --repl     # type your own lines (the scripted model echoes)
+
+The agent keeps the conversation in a short-term memory and sends it with every turn, so the
+model sees what was said before. Swap the scripted provider for a real one to chat for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from goagent_py import Agent, CompletionRequest, Message, Role
+from goagent_py.testing import FunctionProvider
+
+
+class ConversationMemory:
+    """The smallest short-term memory: a list (goagent_py.memory has persistent ones)."""
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+
+    async def messages(self) -> list[Message]:
+        return list(self._messages)
+
+    async def append(self, *messages: Message) -> None:
+        self._messages.extend(messages)
+
+
+def echo_model(request: CompletionRequest) -> str:
+    """A stand-in model that shows it sees the whole conversation."""
+    said = [m.text for m in request.messages if m.role is Role.USER]
+    earlier = f" Before that you said: {said[-2]!r}." if len(said) > 1 else ""
+    return f"You said {said[-1]!r} ({len(said)} messages from you so far).{earlier}"
+
+
+async def main() -> None:
+    memory = ConversationMemory()
+    agent = Agent(provider=FunctionProvider(echo_model), model="echo", short_term_memory=memory)
+    if "--repl" in sys.argv:
+        while True:
+            try:
+                line = (await asyncio.to_thread(input, "you> ")).strip()
+            except EOFError:
+                break
+            if line in ("", "/exit"):
+                break
+            print("bot>", await agent.run(line))
+        return
+    for line in ("Hi, I'm Ada.", "I like chess.", "What do you know about me?"):
+        print("you>", line)
+        print("bot>", await agent.run(line))
+    print(f"(memory holds {len(await memory.messages())} messages)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
