@@ -24,7 +24,7 @@ import email.utils
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -36,6 +36,7 @@ from goagent_py.errors import ConfigurationError, ProviderError
 __all__ = [
     "DEFAULT_TIMEOUT",
     "HTTPBackend",
+    "INVALID_ARGUMENTS_KEY",
     "ServerSentEvent",
     "error_from_response",
     "excerpt",
@@ -49,6 +50,14 @@ DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 """Model calls can take minutes; connecting should not."""
 
 _EXCERPT_CHARS = 300
+
+INVALID_ARGUMENTS_KEY = "__invalid_arguments__"
+"""Key of the arguments a provider gives a tool call whose JSON from the model is malformed.
+
+``ToolCall(arguments={INVALID_ARGUMENTS_KEY: raw_text})``: the call still reaches the agent, the
+tool's argument validation rejects it, and the model reads an error result naming the problem
+instead of the run crashing.
+"""
 
 
 def resolve_api_key(
@@ -285,7 +294,7 @@ class HTTPBackend:
 
     async def stream_sse(
         self, path: str, body: Mapping[str, Any]
-    ) -> AsyncIterator[ServerSentEvent]:
+    ) -> AsyncGenerator[ServerSentEvent, None]:
         """POST ``body`` and yield the server-sent events of the answer.
 
         A non-2xx status, or a 2xx answer that is not an event stream (e.g. a JSON error object),
@@ -317,7 +326,7 @@ class HTTPBackend:
         except httpx.HTTPError as exc:
             raise transport_error(exc, provider=self._provider, during="during stream") from exc
 
-    async def stream_ndjson(self, path: str, body: Mapping[str, Any]) -> AsyncIterator[Any]:
+    async def stream_ndjson(self, path: str, body: Mapping[str, Any]) -> AsyncGenerator[Any, None]:
         """POST ``body`` and yield each line of a newline-delimited JSON answer, parsed.
 
         Blank lines are skipped. Errors as for :meth:`stream_sse`; a line that is not JSON raises
