@@ -1,0 +1,29 @@
+"""Every Python snippet in README.md runs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SNIPPETS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+def test_readme_has_snippets() -> None:
+    assert SNIPPETS
+
+
+@pytest.mark.parametrize("index", range(len(SNIPPETS)))
+def test_readme_snippet_runs(index: int) -> None:
+    code = SNIPPETS[index]
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr
+    for expected in re.findall(r"#\s*(.+)$", code, re.M):
+        if expected.strip() and not expected.startswith(" "):
+            assert expected.strip() in out.stdout
