@@ -1,8 +1,13 @@
 """Tool dispatch: the middleware chain every tool call goes through.
 
-The chain, outermost first: logging -> timeout -> circuit breaker -> custom middlewares (first
-registered is outermost) -> exception recovery -> the tool. It is built once per agent, so breaker
-state lives across runs, and it serves every kind of tool alike.
+The chain, outermost first: logging -> timeout -> circuit breaker -> retry (opt-in) -> rate limit
+(opt-in) -> custom middlewares (first registered is outermost) -> exception recovery -> the tool.
+It is built once per agent, so breaker and limiter state live across runs, and it serves every
+kind of tool alike (function tools, MCP tools, agents as tools).
+
+What the breaker counts as a failure: any error out of the layers inside it (tool exceptions,
+recovered panics, timeouts, errors of custom middlewares, a retry's final error). Not failures:
+the model's bad arguments, an unknown tool, a blocked call, and cancellation by the caller.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from datetime import UTC, datetime
 from goagent_py.errors import (
     CircuitOpenError,
     ToolArgumentsError,
+    ToolBlockedError,
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,
@@ -25,7 +31,13 @@ from goagent_py.errors import (
 )
 from goagent_py.hooks import Hooks, ToolResult, call_hook
 from goagent_py.messages import ContentBlock, TextBlock, ToolCall
-from goagent_py.resilience import CircuitBreaker
+from goagent_py.resilience import (
+    CircuitBreaker,
+    PerTool,
+    RetryPolicy,
+    retry_middleware,
+)
+from goagent_py.resilience import rate_limit as _rate_limit
 from goagent_py.tools import Tool
 
 __all__ = [
@@ -51,8 +63,10 @@ _CANCEL_GRACE = 1.0
 
 
 def _not_a_failure(exc: BaseException) -> bool:
-    # The model's bad arguments say nothing about the tool's health.
-    return isinstance(exc, ToolArgumentsError | CircuitOpenError)
+    # The model's bad arguments (or a refused call) say nothing about the tool's health.
+    return isinstance(
+        exc, ToolArgumentsError | ToolNotFoundError | ToolBlockedError | CircuitOpenError
+    )
 
 
 def logging_middleware(logger: logging.Logger) -> DispatchMiddleware:
@@ -96,9 +110,9 @@ def timeout_middleware(seconds: float, hooks: Hooks | None = None) -> DispatchMi
             if task in done:
                 return task.result()
             task.cancel(_TIMEOUT_CANCEL)
+            # The call's own outcome no longer matters, even if it ends after being abandoned.
+            task.add_done_callback(_discard_outcome)
             await asyncio.wait({task}, timeout=_CANCEL_GRACE)
-            if task.done() and not task.cancelled():
-                task.exception()  # the call's own outcome no longer matters; mark it retrieved
             if hooks is not None:
                 await call_hook(hooks.on_tool_timeout, tc.name, seconds)
             raise ToolTimeoutError(tc.name, seconds)
@@ -106,6 +120,11 @@ def timeout_middleware(seconds: float, hooks: Hooks | None = None) -> DispatchMi
         return call
 
     return middleware
+
+
+def _discard_outcome(task: asyncio.Future[list[ContentBlock]]) -> None:
+    if not task.cancelled():
+        task.exception()  # mark it retrieved: no "exception was never retrieved" noise
 
 
 def circuit_breaker_middleware(
@@ -196,14 +215,20 @@ def error_text(error: BaseException) -> str:
 class Dispatcher:
     """Runs the model's tool calls through the chain; built once per agent.
 
+    The chain, outermost first: logging -> timeout -> circuit breaker -> retry -> rate limit ->
+    custom middlewares -> exception recovery -> tool (the optional layers only when configured).
+
     Args:
         tools: the tools by name (read at call time, so tools added later are found).
-        timeout: seconds per call, or None for no limit.
+        timeout: seconds per call (all retries and rate-limit waits included), or None.
         circuit_breaker: ``(max_failures, reset_timeout)``, or None.
+        retry: the retry policy for failed calls, or None for no retry.
+        rate_limit: ``(rate, burst)`` (calls per second, calls at once), or None for no limit.
+        rate_limit_per_tool: see :func:`~goagent_py.resilience.rate_limit`'s ``per_tool``.
         middlewares: custom middlewares, first registered outermost.
-        hooks: the agent's hooks (for ``on_circuit_open``, ``on_tool_timeout``...).
+        hooks: the agent's hooks (``on_circuit_open``, ``on_tool_retry``, ``on_tool_timeout``).
         logger: where the logging middleware writes.
-        clock: the breaker's monotonic clock (tests inject one).
+        clock: the monotonic clock of the breaker and the rate limiter (tests inject one).
     """
 
     def __init__(
@@ -212,6 +237,9 @@ class Dispatcher:
         *,
         timeout: float | None = None,
         circuit_breaker: tuple[int, float] | None = None,
+        retry: RetryPolicy | None = None,
+        rate_limit: tuple[float, int] | None = None,
+        rate_limit_per_tool: PerTool = False,
         middlewares: Sequence[DispatchMiddleware] = (),
         hooks: Hooks | None = None,
         logger: logging.Logger | None = None,
@@ -226,6 +254,14 @@ class Dispatcher:
             chain.append(
                 circuit_breaker_middleware(
                     *circuit_breaker, hooks, clock=clock, logger=self._logger
+                )
+            )
+        if retry is not None and retry.retries:
+            chain.append(retry_middleware(retry, hooks=hooks))
+        if rate_limit is not None:
+            chain.append(
+                _rate_limit(
+                    *rate_limit, per_tool=rate_limit_per_tool, clock=clock or time.monotonic
                 )
             )
         chain.extend(middlewares)

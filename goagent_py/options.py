@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,6 +18,7 @@ from goagent_py.hooks import Hooks, ToolResult
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol, WritePolicy
 from goagent_py.messages import Message, ToolCall
 from goagent_py.provider import Provider, ThinkingConfig
+from goagent_py.resilience import PerTool, RetryPolicy, check_rate_limit
 from goagent_py.tools import Tool
 
 __all__ = [
@@ -44,12 +45,14 @@ __all__ = [
     "with_model",
     "with_name",
     "with_provider",
+    "with_rate_limit",
     "with_short_term_memory",
     "with_short_term_trace_tools",
     "with_system_prompt",
     "with_thinking",
     "with_tool",
     "with_tool_execution",
+    "with_tool_retry",
     "with_tool_timeout",
     "with_tools",
     "with_transform_context",
@@ -102,6 +105,9 @@ class AgentOptions:
     sequential_tools: set[str] = field(default_factory=set)
     max_tool_result_chars: int | None = None
     transform_context: TransformContext | None = None
+    tool_retry: RetryPolicy | None = None
+    rate_limit: tuple[float, int] | None = None
+    rate_limit_per_tool: PerTool = False
 
     def validate(self) -> None:
         """Check every setting; raise :class:`ConfigurationError` naming the fix."""
@@ -172,6 +178,16 @@ class AgentOptions:
                 "long-term memory must have async retrieve(query, top_k=, session=) and "
                 "store(messages, session=), e.g. LongTermMemory(...)"
             )
+        if self.tool_retry is not None and not isinstance(self.tool_retry, RetryPolicy):
+            raise ConfigurationError(
+                f"with_tool_retry({self.tool_retry!r}): pass a RetryPolicy(...), "
+                "e.g. RetryPolicy(max_attempts=3)"
+            )
+        if self.rate_limit is not None:
+            try:
+                check_rate_limit(*self.rate_limit, per_tool=self.rate_limit_per_tool)
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"with_rate_limit: {exc}") from None
         self.check_tools(self.tools)
         unknown = self.sequential_tools - {t.definition.name for t in self.tools}
         if unknown and not self.mcp_connectors:
@@ -303,6 +319,30 @@ def with_dispatch_middleware(*middlewares: DispatchMiddleware) -> Option:
     return Option("dispatch_middleware", lambda o: o.dispatch_middlewares.extend(middlewares))
 
 
+def with_tool_retry(policy: RetryPolicy | None) -> Option:
+    """Retry failed tool calls under ``policy`` (None: no retry, the default).
+
+    Retries run inside the circuit breaker and the tool timeout: the breaker counts one failure
+    per call, and the timeout bounds all its attempts together. ``on_tool_retry`` hooks see each.
+    """
+    return _set("tool_retry", "tool_retry", policy)
+
+
+def with_rate_limit(rate: float, burst: int, *, per_tool: PerTool = False) -> Option:
+    """Hold tool calls to ``rate`` per second, with up to ``burst`` at once (a token bucket).
+
+    ``per_tool=False`` shares one bucket between every tool; ``True`` gives each tool its own;
+    ``{"search": (1.0, 2)}`` gives the named tools their own limits (the rest share one bucket).
+    A call waiting for a token still counts against the tool timeout.
+    """
+
+    def apply(o: AgentOptions) -> None:
+        o.rate_limit = (rate, burst)
+        o.rate_limit_per_tool = dict(per_tool) if isinstance(per_tool, Mapping) else per_tool
+
+    return Option("rate_limit", apply)
+
+
 def with_thinking(budget_tokens: int) -> Option:
     """Extended thinking with a token budget."""
     return _set("thinking", "thinking", ThinkingConfig(budget_tokens))
@@ -385,6 +425,19 @@ def _adaptive(value: Any) -> Option:
     return with_adaptive_thinking() if value else Option("adaptive_thinking", lambda o: None)
 
 
+def _rate_limit_keyword(value: Any) -> Option:
+    if value is None:
+        return Option("rate_limit", lambda o: setattr(o, "rate_limit", None))
+    if isinstance(value, Mapping):
+        return with_rate_limit(**value)
+    if isinstance(value, list | tuple) and len(value) in (2, 3):
+        return with_rate_limit(*value[:2], **({"per_tool": value[2]} if len(value) == 3 else {}))
+    raise ConfigurationError(
+        "rate_limit= takes (rate, burst), (rate, burst, per_tool) or "
+        f"{{'rate': ..., 'burst': ..., 'per_tool': ...}}, got {value!r}"
+    )
+
+
 def _tool_execution(value: Any) -> Option:
     if isinstance(value, str):
         return with_tool_execution(value)  # type: ignore[arg-type]
@@ -424,6 +477,8 @@ KEYWORD_OPTIONS: dict[str, Callable[[Any], Option]] = {
     "sequential_tools": lambda v: with_tool_execution("sequential", tools=v),
     "max_tool_result_chars": with_max_tool_result_chars,
     "transform_context": with_transform_context,
+    "tool_retry": with_tool_retry,
+    "rate_limit": _rate_limit_keyword,
 }
 
 

@@ -1,19 +1,74 @@
-"""Resilience for tools and providers: the circuit breaker (retry and rate limiting join it).
+"""Resilience for tools and providers: circuit breaker, retry, rate limiting.
 
-The breaker is per tool name: closed -> open after ``max_failures`` consecutive failures -> after
-``reset_timeout`` exactly one half-open probe (concurrent calls meanwhile are rejected, not
-queued) -> closed on success, open again on failure. Cancellation is not a failure.
+- :class:`CircuitBreaker`, per tool name: closed -> open after ``max_failures`` consecutive
+  failures -> after ``reset_timeout`` exactly one half-open probe (concurrent calls meanwhile are
+  rejected, not queued) -> closed on success, open again on failure.
+- :class:`RetryPolicy` with :func:`retry_tool`, :func:`retry_middleware` and
+  :func:`retry_provider`, on tenacity, with one precedence for what is retried (see the policy).
+- :class:`RateLimiter`, a token bucket, and :func:`rate_limit`, the dispatch middleware.
+
+Cancellation is never a failure: it opens no circuit and is never retried. Clocks and sleeps
+are injectable so tests never wait.
 """
 
 from __future__ import annotations
 
+import asyncio
+import email.utils
 import enum
+import random
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["CircuitBreaker", "CircuitState"]
+from goagent_py.errors import (
+    CircuitOpenError,
+    ConfigurationError,
+    ProviderError,
+    ToolArgumentsError,
+    ToolBlockedError,
+    ToolNotFoundError,
+    ToolPanicError,
+)
+from goagent_py.hooks import Hooks, call_hook
+from goagent_py.messages import ContentBlock, ToolCall
+from goagent_py.provider import (
+    CompletionRequest,
+    CompletionResponse,
+    Provider,
+    StreamEvent,
+    StreamingProvider,
+)
+from goagent_py.tools import Tool, ToolDefinition
+
+if TYPE_CHECKING:
+    from goagent_py.dispatch import DispatchFunc as DispatchFuncType
+    from goagent_py.dispatch import DispatchMiddleware as DispatchMiddlewareType
+
+__all__ = [
+    "CircuitBreaker",
+    "CircuitState",
+    "PerTool",
+    "RateLimiter",
+    "RetryPolicy",
+    "Sleep",
+    "TransientError",
+    "TransientMarker",
+    "check_rate_limit",
+    "is_retryable_provider_error",
+    "is_retryable_tool_error",
+    "parse_retry_after",
+    "rate_limit",
+    "retry_middleware",
+    "retry_provider",
+    "retry_tool",
+]
+
+T = TypeVar("T")
 
 
 class CircuitState(enum.StrEnum):
@@ -103,3 +158,631 @@ class CircuitBreaker:
         with self._lock:
             if self._state is CircuitState.HALF_OPEN:
                 self._state = CircuitState.OPEN
+
+
+# ---------------------------------------------------------------------------------------------
+# Retry
+
+
+@runtime_checkable
+class TransientError(Protocol):
+    """An error that knows whether trying again can help.
+
+    Any exception with an ``is_transient()`` method matches (``isinstance`` works on it); the
+    retry wrappers look for one along the error's causes. Subclass :class:`TransientMarker` for a
+    ready-made implementation.
+    """
+
+    def is_transient(self) -> bool:
+        """Whether the same call may succeed if tried again."""
+        ...
+
+
+class TransientMarker(Exception):
+    """A mixin for exceptions that say whether they are transient.
+
+    Args:
+        *args: the exception's arguments, as for ``Exception``.
+        transient: whether trying again can help (True by default).
+    """
+
+    def __init__(self, *args: object, transient: bool = True) -> None:
+        super().__init__(*args)
+        self.transient = transient
+
+    def is_transient(self) -> bool:
+        """Whether the same call may succeed if tried again."""
+        return self.transient
+
+
+Sleep = Callable[[float], Awaitable[None]]
+"""An async sleep in seconds (``asyncio.sleep``); tests inject one that records and returns."""
+
+
+@dataclass(slots=True, frozen=True)
+class RetryPolicy:
+    """How to retry a failing tool or provider call (exponential backoff with jitter).
+
+    Whether an error is retried follows ONE precedence, the same for :func:`retry_tool`,
+    :func:`retry_middleware` and :func:`retry_provider`:
+
+    1. ``retryable``, when set, decides alone (its answer wins, even over a transient marker);
+    2. else a :class:`TransientError` marker found on the error or along its causes decides;
+    3. else the default classifier: for providers, connection errors and HTTP 408, 409, 429 and
+       5xx (529 included), or a vendor error type ``overloaded_error``, ``rate_limit_error`` or
+       ``api_error`` even on an HTTP 200 (sent mid-stream), or a :class:`ProviderError` that got
+       no status at all; for tools, every failure except the model's bad arguments, an unknown
+       tool, an open circuit and a blocked call.
+
+    ``BaseException``s that are not ``Exception`` (cancellation, KeyboardInterrupt) are never
+    retried; a cancellation during a wait stops at once. The delay before retry ``n`` (1-based)
+    is ``retry_after(error)`` when that returns a number, else the server's Retry-After (the
+    error's ``retry_after`` attribute, as :class:`ProviderError` carries it), else
+    ``initial_delay * multiplier ** (n - 1)`` with ``± jitter`` of itself at random; whichever
+    it is, it never exceeds ``max_delay`` (a server asking for an hour does not stall the run).
+
+    Args:
+        max_attempts: calls in all, the first included; 0 or 1 means no retry (the wrappers then
+            return what they were given).
+        initial_delay: seconds before the first retry.
+        max_delay: the most any wait lasts, server Retry-After included.
+        multiplier: growth of the delay per attempt (>= 1).
+        jitter: random spread as a fraction of the delay (0 to 1; 0 for none).
+        retryable: ``error -> bool``; decides alone which errors are retried. For tools it gets
+            the tool's own exception (a :class:`ToolPanicError` is unwrapped to its ``value``).
+        retry_after: ``error -> seconds | None``; a delay that wins over the computed one.
+        sleep: the async sleep used between attempts (inject one in tests).
+    """
+
+    max_attempts: int = 3
+    _: KW_ONLY
+    initial_delay: float = 0.2
+    max_delay: float = 10.0
+    multiplier: float = 2.0
+    jitter: float = 0.25
+    retryable: Callable[[BaseException], bool] | None = None
+    retry_after: Callable[[BaseException], float | None] | None = None
+    sleep: Sleep = asyncio.sleep
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 0:
+            raise ConfigurationError(
+                f"RetryPolicy: max_attempts must be >= 1 (0 or 1 = no retry), "
+                f"got {self.max_attempts}"
+            )
+        if self.initial_delay < 0:
+            raise ConfigurationError(
+                f"RetryPolicy: initial_delay must be >= 0, got {self.initial_delay}"
+            )
+        if self.max_delay < 0:
+            raise ConfigurationError(f"RetryPolicy: max_delay must be >= 0, got {self.max_delay}")
+        if self.multiplier < 1:
+            raise ConfigurationError(f"RetryPolicy: multiplier must be >= 1, got {self.multiplier}")
+        if not 0 <= self.jitter <= 1:
+            raise ConfigurationError(
+                f"RetryPolicy: jitter must be between 0 and 1, got {self.jitter}"
+            )
+
+    @property
+    def retries(self) -> bool:
+        """Whether this policy makes more than one attempt."""
+        return self.max_attempts > 1
+
+    def delay(self, attempt: int, error: BaseException) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1-based) before the next one."""
+        chosen: float | None = None
+        if self.retry_after is not None:
+            chosen = self.retry_after(error)
+        if chosen is None:
+            chosen = _server_retry_after(error)
+        if chosen is None:
+            chosen = self.initial_delay * self.multiplier ** (attempt - 1)
+            if self.jitter:
+                chosen *= 1 + self.jitter * (2 * random.random() - 1)
+        return max(0.0, min(chosen, self.max_delay))
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """The error, then what it wraps (``cause``/``value`` attributes and ``__cause__``)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        inner = getattr(current, "cause", None) or getattr(current, "value", None)
+        current = inner if isinstance(inner, BaseException) else current.__cause__
+
+
+def _server_retry_after(error: BaseException) -> float | None:
+    for e in _causes(error):
+        value = getattr(e, "retry_after", None)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return float(value)
+    return None
+
+
+def _transient_verdict(error: BaseException) -> bool | None:
+    for e in _causes(error):
+        if isinstance(e, TransientError):
+            return bool(e.is_transient())
+    return None
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP date.
+
+    Args:
+        value: the header's value (None or "" when absent).
+        now: the current time for the HTTP-date form (UTC now by default).
+
+    Returns:
+        The seconds (>= 0), or None when the header is absent or unreadable.
+    """
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    if seconds != seconds:  # NaN
+        return None
+    return max(0.0, seconds)
+
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error"})
+
+
+def is_retryable_provider_error(error: BaseException) -> bool:
+    """The default classifier for providers (step 3 of :class:`RetryPolicy`'s precedence).
+
+    Args:
+        error: what the provider raised.
+
+    Returns:
+        True for connection errors, HTTP 408/409/429/5xx, the vendor error types
+        ``overloaded_error``/``rate_limit_error``/``api_error`` (whatever the status), and a
+        :class:`ProviderError` without a status (the request got no answer).
+    """
+    for e in _causes(error):
+        if isinstance(e, ProviderError):
+            if e.error_type in _RETRYABLE_ERROR_TYPES:
+                return True
+            if e.status is None:
+                if not e.error_type:
+                    return True
+                continue
+            return e.status in _RETRYABLE_STATUS or e.status >= 500
+        if isinstance(e, ConnectionError | TimeoutError):
+            return True
+        # httpx is only consulted if someone imported it: its errors cannot exist otherwise.
+        httpx = sys.modules.get("httpx")
+        if httpx is not None and isinstance(e, httpx.TransportError):
+            return True
+    return False
+
+
+_NEVER_RETRIED_TOOL_ERRORS = (
+    ToolArgumentsError,
+    ToolNotFoundError,
+    CircuitOpenError,
+    ToolBlockedError,
+)
+
+
+def is_retryable_tool_error(error: BaseException) -> bool:
+    """The default classifier for tools (step 3 of :class:`RetryPolicy`'s precedence).
+
+    Args:
+        error: what the tool (or the chain below the retry) raised.
+
+    Returns:
+        False for bad arguments, an unknown tool, an open circuit and a blocked call (trying
+        again cannot change them); True for every other ``Exception``.
+    """
+    return isinstance(error, Exception) and not isinstance(error, _NEVER_RETRIED_TOOL_ERRORS)
+
+
+def _unwrap_panic(error: BaseException) -> BaseException:
+    return error.value if isinstance(error, ToolPanicError) else error
+
+
+def _should_retry(
+    policy: RetryPolicy, error: BaseException, default: Callable[[BaseException], bool]
+) -> bool:
+    if not isinstance(error, Exception):
+        return False  # cancellation, KeyboardInterrupt, SystemExit: never
+    if policy.retryable is not None:
+        return bool(policy.retryable(error))
+    verdict = _transient_verdict(error)
+    if verdict is not None:
+        return verdict
+    return default(error)
+
+
+OnRetry = Callable[[int, BaseException, float], Awaitable[None]]
+
+
+async def _call_with_retry(
+    policy: RetryPolicy,
+    fn: Callable[[], Awaitable[T]],
+    *,
+    default: Callable[[BaseException], bool],
+    unwrap: Callable[[BaseException], BaseException] = lambda e: e,
+    on_retry: OnRetry | None = None,
+) -> T:
+    """Call ``fn`` under ``policy`` with tenacity; the last error is raised unchanged."""
+    import tenacity  # here, not at the top: `import goagent_py` stays light
+
+    pending: list[tuple[int, BaseException, float]] = []
+
+    def should_retry(error: BaseException) -> bool:
+        return _should_retry(policy, unwrap(error), default)
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        assert state.outcome is not None
+        error = state.outcome.exception()
+        assert error is not None
+        delay = policy.delay(state.attempt_number, unwrap(error))
+        pending.append((state.attempt_number, error, delay))
+        return delay
+
+    async def sleep(seconds: float) -> None:
+        if on_retry is not None and pending:
+            attempt, error, delay = pending.pop()
+            await on_retry(attempt, error, delay)
+        await policy.sleep(seconds)
+
+    retrying = tenacity.AsyncRetrying(
+        stop=tenacity.stop_after_attempt(policy.max_attempts),
+        retry=tenacity.retry_if_exception(should_retry),
+        wait=wait,
+        sleep=sleep,
+        reraise=True,
+    )
+    # The iterator form (not ``await retrying(fn)``): it behaves the same on every tenacity >= 8.2.
+    async for attempt in retrying:
+        with attempt:
+            result = await fn()
+        if not attempt.retry_state.outcome or not attempt.retry_state.outcome.failed:
+            return result
+    raise AssertionError("unreachable: tenacity ends with a result or the last error")
+
+
+class _RetryingTool:
+    """A tool whose failures are retried under a policy (see :func:`retry_tool`)."""
+
+    __slots__ = ("inner", "policy")
+
+    def __init__(self, inner: Tool, policy: RetryPolicy) -> None:
+        self.inner = inner
+        self.policy = policy
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return self.inner.definition
+
+    async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
+        return await _call_with_retry(
+            self.policy,
+            lambda: self.inner.execute(dict(args)),
+            default=is_retryable_tool_error,
+            unwrap=_unwrap_panic,
+        )
+
+    def __repr__(self) -> str:
+        return f"retry_tool({self.inner!r})"
+
+
+def retry_tool(tool: Tool, policy: RetryPolicy | None = None) -> Tool:
+    """Wrap ``tool`` so failed calls are retried under ``policy``.
+
+    Args:
+        tool: the tool to wrap; its definition is kept as is.
+        policy: the retry policy (``RetryPolicy()`` by default).
+
+    Returns:
+        A tool that retries, or ``tool`` itself when the policy makes a single attempt.
+    """
+    policy = policy or RetryPolicy()
+    if not policy.retries:
+        return tool
+    return _RetryingTool(tool, policy)
+
+
+def retry_middleware(
+    policy: RetryPolicy | None = None, *, hooks: Hooks | None = None
+) -> DispatchMiddlewareType:
+    """A dispatch middleware that retries failed tool calls under ``policy``.
+
+    In the agent's chain it sits inside the circuit breaker and the timeout: the breaker counts
+    one failure per call, whatever the attempts, and the timeout bounds all attempts together.
+
+    Args:
+        policy: the retry policy (``RetryPolicy()`` by default).
+        hooks: when given, ``on_tool_retry(tool_name, attempt, error, delay)`` fires before each
+            wait; ``attempt`` is the 1-based number of the attempt that failed.
+
+    Returns:
+        The middleware (one that passes calls straight through when the policy does not retry).
+    """
+    policy = policy or RetryPolicy()
+    on_tool_retry = hooks.on_tool_retry if hooks is not None else None
+
+    def middleware(next_: DispatchFuncType) -> DispatchFuncType:
+        if not policy.retries:
+            return next_
+
+        async def call(tc: ToolCall) -> list[ContentBlock]:
+            on_retry: OnRetry | None = None
+            if on_tool_retry is not None:
+
+                async def on_retry(attempt: int, error: BaseException, delay: float) -> None:
+                    await call_hook(on_tool_retry, tc.name, attempt, error, delay)
+
+            return await _call_with_retry(
+                policy,
+                lambda: next_(tc),
+                default=is_retryable_tool_error,
+                unwrap=_unwrap_panic,
+                on_retry=on_retry,
+            )
+
+        return call
+
+    return middleware
+
+
+class _RetryingProvider:
+    """A provider whose failed calls are retried under a policy (see :func:`retry_provider`)."""
+
+    def __init__(self, inner: Provider, policy: RetryPolicy) -> None:
+        self.inner = inner
+        self.policy = policy
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        return await _call_with_retry(
+            self.policy,
+            lambda: self.inner.complete(request),
+            default=is_retryable_provider_error,
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else (name, aclose, ...) is the inner provider's.
+        if name in ("inner", "policy"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"retry_provider({self.inner!r})"
+
+
+class _RetryingStreamingProvider(_RetryingProvider):
+    """The streaming form: a stream is retried only while nothing has been yielded from it."""
+
+    inner: StreamingProvider
+
+    async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
+        async def open_stream() -> tuple[AsyncIterator[StreamEvent], StreamEvent | None]:
+            events = self.inner.stream(request)
+            try:
+                first = await anext(events)
+            except StopAsyncIteration:
+                return events, None
+            except BaseException:
+                await _aclose(events)
+                raise
+            return events, first
+
+        events, first = await _call_with_retry(
+            self.policy, open_stream, default=is_retryable_provider_error
+        )
+        try:
+            if first is None:
+                return
+            yield first
+            async for event in events:
+                yield event
+        finally:
+            await _aclose(events)
+
+
+async def _aclose(events: AsyncIterator[Any]) -> None:
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+def retry_provider(provider: Provider, policy: RetryPolicy | None = None) -> Provider:
+    """Wrap ``provider`` so failed model calls are retried under ``policy``.
+
+    By default connection errors, HTTP 408/409/429/5xx and overload errors sent mid-stream are
+    retried, waiting what the server's Retry-After asks (capped at ``max_delay``). A streaming
+    provider stays a streaming provider: a stream is retried only when it fails before its first
+    event (once text reached the caller, starting over would repeat it).
+
+    Args:
+        provider: the provider to wrap (other attributes are reached through the wrapper).
+        policy: the retry policy (``RetryPolicy()`` by default).
+
+    Returns:
+        A provider that retries, or ``provider`` itself when the policy makes a single attempt.
+    """
+    policy = policy or RetryPolicy()
+    if not policy.retries:
+        return provider
+    if isinstance(provider, StreamingProvider):
+        return _RetryingStreamingProvider(provider, policy)
+    return _RetryingProvider(provider, policy)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rate limiting
+
+
+class RateLimiter:
+    """A token bucket: ``burst`` calls at once, then ``rate`` calls per second.
+
+    The bucket starts full. Waiters reserve their token when they arrive, so they are served in
+    order; one that is cancelled while it waits (by its caller or by the tool timeout around it)
+    gives its token back and stops at once.
+
+    Args:
+        rate: tokens added per second (> 0).
+        burst: the bucket's size, the most calls let through at once (>= 1).
+        clock: a monotonic clock in seconds (``time.monotonic`` by default).
+        sleep: the async sleep used to wait (``asyncio.sleep`` by default).
+    """
+
+    __slots__ = ("_clock", "_last", "_sleep", "_tokens", "burst", "rate")
+
+    def __init__(
+        self,
+        rate: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        check_rate_limit(rate, burst)
+        self.rate = float(rate)
+        self.burst = burst
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(burst)
+        self._last = clock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        elapsed = now - self._last
+        if elapsed > 0:
+            self._tokens = min(float(self.burst), self._tokens + elapsed * self.rate)
+        self._last = now
+
+    @property
+    def tokens(self) -> float:
+        """Tokens available now (negative while callers wait for reserved ones)."""
+        self._refill()
+        return self._tokens
+
+    def try_acquire(self) -> bool:
+        """Take a token if one is available now, without waiting."""
+        self._refill()
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
+
+    async def acquire(self) -> float:
+        """Take a token, waiting until the bucket has one.
+
+        Returns:
+            The seconds this call had to wait (0 when a token was available).
+        """
+        self._refill()
+        self._tokens -= 1
+        if self._tokens >= 0:
+            return 0.0
+        wait = -self._tokens / self.rate
+        try:
+            await self._sleep(wait)
+        except BaseException:
+            # Cancelled (or the sleep failed): the reserved token goes back to the bucket.
+            self._refill()
+            self._tokens = min(float(self.burst), self._tokens + 1)
+            raise
+        return wait
+
+
+PerTool = bool | Mapping[str, tuple[float, int]]
+"""``rate_limit``'s ``per_tool``: False (one shared bucket), True (a bucket per tool), or limits
+for named tools (``{"search": (1.0, 2)}``; the other tools share the global bucket)."""
+
+
+def check_rate_limit(
+    rate: float, burst: int, *, per_tool: PerTool = False
+) -> dict[str, tuple[float, int]]:
+    """Validate a rate limit; raise :class:`ConfigurationError` saying what is wrong.
+
+    Args:
+        rate: calls per second; must be > 0.
+        burst: calls let through at once; must be an int >= 1.
+        per_tool: False, True, or ``{tool_name: (rate, burst)}`` (each checked the same way).
+
+    Returns:
+        The limits of the tools named in ``per_tool`` (empty unless it is a mapping).
+    """
+    if not isinstance(rate, int | float) or isinstance(rate, bool) or not rate > 0:
+        raise ConfigurationError(f"rate limit: rate must be > 0 calls per second, got {rate!r}")
+    if not isinstance(burst, int) or isinstance(burst, bool) or burst < 1:
+        raise ConfigurationError(f"rate limit: burst must be an int >= 1, got {burst!r}")
+    named: dict[str, tuple[float, int]] = {}
+    if isinstance(per_tool, Mapping):
+        for name, limit in per_tool.items():
+            if not isinstance(limit, tuple | list) or len(limit) != 2:
+                raise ConfigurationError(
+                    f"rate limit for tool {name!r}: give (rate, burst), got {limit!r}"
+                )
+            check_rate_limit(*limit)
+            named[name] = (float(limit[0]), int(limit[1]))
+    elif not isinstance(per_tool, bool):
+        raise ConfigurationError(
+            "rate limit: per_tool must be True, False or {tool_name: (rate, burst)}, "
+            f"got {per_tool!r}"
+        )
+    return named
+
+
+def rate_limit(
+    rate: float,
+    burst: int,
+    *,
+    per_tool: PerTool = False,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Sleep = asyncio.sleep,
+) -> DispatchMiddlewareType:
+    """A dispatch middleware that holds tool calls to a token-bucket rate.
+
+    Waiting respects cancellation, and in the agent's chain (inside the timeout) the tool
+    timeout too: a call that waits past it ends as a timeout and gives its token back.
+
+    Args:
+        rate: calls per second (> 0).
+        burst: calls let through at once (>= 1).
+        per_tool: False: one bucket shared by every tool; True: one ``(rate, burst)`` bucket per
+            tool name; a mapping ``{tool_name: (rate, burst)}``: those tools get their own
+            bucket with their own limits, and every other tool shares the global one.
+        clock: the buckets' monotonic clock (inject one in tests).
+        sleep: the async sleep used to wait (inject one in tests).
+
+    Returns:
+        The middleware. Its buckets live as long as it does (build it once per agent).
+    """
+    named = check_rate_limit(rate, burst, per_tool=per_tool)
+    shared = RateLimiter(rate, burst, clock=clock, sleep=sleep)
+    buckets: dict[str, RateLimiter] = {}
+
+    def limiter_for(name: str) -> RateLimiter:
+        if per_tool is False or (named and name not in named):
+            return shared
+        limiter = buckets.get(name)
+        if limiter is None:
+            r, b = named.get(name, (rate, burst))
+            limiter = buckets[name] = RateLimiter(r, b, clock=clock, sleep=sleep)
+        return limiter
+
+    def middleware(next_: DispatchFuncType) -> DispatchFuncType:
+        async def call(tc: ToolCall) -> list[ContentBlock]:
+            await limiter_for(tc.name).acquire()
+            return await next_(tc)
+
+        return call
+
+    return middleware
