@@ -683,3 +683,53 @@ async def test_agent_tool_round_trip(mock: Callable[..., AnthropicProvider]) -> 
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": "toolu_add", "content": "5"}],
     }
+
+
+def _sse_events(*events: dict[str, Any]) -> bytes:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+async def test_agent_streaming_tool_round_trip(mock: Callable[..., AnthropicProvider]) -> None:
+    tool_stream = _sse_events(
+        {
+            "type": "message_start",
+            "message": {"model": MODEL, "content": [], "usage": {"input_tokens": 9}},
+        },
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "toolu_add", "name": "add", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"a": 2, '},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '"b": 3}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use"},
+            "usage": {"output_tokens": 7},
+        },
+        {"type": "message_stop"},
+    )
+    rec = Recorder(
+        httpx.Response(200, content=tool_stream, headers={"content-type": "text/event-stream"}),
+        sse("stream_text.sse"),
+    )
+    agent = Agent(provider=mock(rec), model=MODEL, tools=[add])
+    events = [event async for event in agent.stream("What is 2 + 3?")]
+    assert events
+    first, second = rec.bodies
+    assert first["stream"] is True
+    assert second["messages"][1]["content"] == [
+        {"type": "tool_use", "id": "toolu_add", "name": "add", "input": {"a": 2, "b": 3}}
+    ]
+    assert second["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_add", "content": "5"}
+    ]
