@@ -1,0 +1,209 @@
+"""OpenTelemetry for goagent-py: spans and metrics named by the GenAI semantic conventions.
+
+Depends on ``opentelemetry-api`` only (``import goagent_py`` never imports OpenTelemetry; this
+module does). Without an SDK configured every call is a no-op. Pass providers explicitly, or set
+the global ones with the SDK (``pip install "goagent-py[otel-sdk]"``)::
+
+    from goagent_py import Agent, merge_hooks
+    from goagent_py.otel import instrument
+
+    agent = Agent(provider=provider, model="claude-sonnet-4-6",
+                  hooks=merge_hooks(instrument(provider=provider), my_hooks))
+
+What a run emits (the span tree; times are the operations' real times)::
+
+    invoke_agent {agent name}          INTERNAL, child of the caller's current span
+    ├── search_memory                  long-term recall, then short-term history
+    ├── chat {model}                   CLIENT, one per provider call
+    ├── execute_tool {tool}            INTERNAL, one per call; parallel calls overlap
+    │                                  events: goagent.tool.retry / .timeout / .circuit_open
+    ├── create_memory / upsert_memory  short-term append / long-term store
+    └── {operation} {store}            vector-store calls made during the run (instrument_store)
+
+The run span is the current span while the run goes on, so other instrumentation (httpx, a
+database driver, :func:`instrument_store`) nests under it; ``chat`` is current during the
+provider call. Spans are ended on every exit: success, provider error, max iterations,
+cancellation.
+
+Attributes: ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
+``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` (cached input included, as the
+convention counts it) / ``output_tokens``, ``gen_ai.response.finish_reasons`` (goagent's
+``StopReason`` values), ``gen_ai.agent.name``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+``gen_ai.memory.store.id`` (``short_term`` or ``long_term``), ``gen_ai.memory.record.count``,
+``error.type`` (the HTTP status of a provider error, else the exception's qualified class name;
+a failed tool call reports its cause, e.g. ``goagent_py.errors.ToolTimeoutError``) with ERROR
+status. Names of our own carry the ``goagent.`` prefix.
+
+Metrics: ``gen_ai.client.token.usage`` ({token}, by ``gen_ai.token.type``) and
+``gen_ai.client.operation.duration`` (s), both with the convention's bucket boundaries;
+``gen_ai.invoke_agent.duration`` and ``gen_ai.execute_tool.duration`` (s, same buckets);
+``goagent.tool.errors`` ({error}, by tool and ``error.type``); vector stores record
+``db.client.operation.duration`` (s, the database convention's buckets).
+
+Content (prompts, system instructions, completions, tool arguments and results, recalled
+memories, exception messages) is recorded only with ``capture_content=True`` or
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``, as JSON strings in the
+convention's message schema. Image and document bytes are never recorded (only their media
+type and size), and nothing here ever sees an API key.
+
+Sources (the GenAI conventions are at "Development" stability; names follow their latest text):
+
+* Spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-spans/ and
+  open-telemetry/semantic-conventions-genai ``docs/gen-ai/gen-ai-spans.md`` (inference span
+  ``{gen_ai.operation.name} {gen_ai.request.model}``; memory operations ``search_memory``,
+  ``create_memory``, ``upsert_memory`` named ``{gen_ai.operation.name}``; ``execute_tool
+  {gen_ai.tool.name}`` INTERNAL; opt-in content attributes and "SHOULD NOT capture by default").
+* Agent spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-agent-spans/
+  (``invoke_agent {gen_ai.agent.name}``, INTERNAL for in-process agents).
+* Metrics: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/ (token buckets
+  [1, 4, ..., 67108864], duration buckets [0.01, ..., 81.92]; well-known
+  ``gen_ai.provider.name`` values); ``gen_ai.invoke_agent.duration`` and
+  ``gen_ai.execute_tool.duration`` from the semantic-conventions-genai repository's draft.
+* Vector stores: the database client conventions (``db.client.operation.duration``,
+  ``db.system.name``, ``db.operation.name``, span name ``{db.operation.name} {target}``).
+"""
+
+from __future__ import annotations
+
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import TracerProvider
+
+from goagent_py.hooks import Hooks
+from goagent_py.memory.base import Embedder
+from goagent_py.memory.vector.base import VectorStore
+from goagent_py.memory.vector.observable import ObservableStore
+from goagent_py.otel._content import CAPTURE_ENV, capture_from_env
+from goagent_py.otel._hooks import Instrumentation
+from goagent_py.otel._semconv import provider_name_of
+from goagent_py.otel._store import (
+    InstrumentedBatchEmbedder,
+    InstrumentedEmbedder,
+    StoreTelemetry,
+    wrap_embedder,
+    wrap_store,
+)
+
+__all__ = [
+    "CAPTURE_ENV",
+    "InstrumentedBatchEmbedder",
+    "InstrumentedEmbedder",
+    "StoreTelemetry",
+    "instrument",
+    "instrument_embedder",
+    "instrument_store",
+    "provider_name_of",
+]
+
+
+def _capture(capture_content: bool | None) -> bool:
+    return capture_from_env() if capture_content is None else capture_content
+
+
+def instrument(
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    *,
+    capture_content: bool | None = None,
+    provider_name: str | None = None,
+    provider: object | None = None,
+) -> Hooks:
+    """Hooks that trace and measure every run of the agent they are given to.
+
+    Merge them with your own hooks via :func:`~goagent_py.merge_hooks`. One hook set may serve
+    several agents and any number of concurrent runs.
+
+    Args:
+        tracer_provider: where spans go (the global provider when None).
+        meter_provider: where metrics go (the global provider when None).
+        capture_content: record prompts, completions and tool arguments/results. None reads
+            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` (``true`` opts in), now.
+        provider_name: ``gen_ai.provider.name`` (wins over ``provider``).
+        provider: the agent's provider, to derive ``gen_ai.provider.name`` from (see
+            :func:`provider_name_of`). Hooks never see the provider, so without this or
+            ``provider_name`` the name is ``"_OTHER"``.
+
+    Returns:
+        The hooks.
+    """
+    if provider_name is None:
+        provider_name = provider_name_of(provider) if provider is not None else "_OTHER"
+    return Instrumentation(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        capture_content=_capture(capture_content),
+        provider_name=provider_name,
+    ).hooks()
+
+
+def instrument_store(
+    store: VectorStore,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    system: str | None = None,
+    collection: str = "",
+    observer: object | None = None,
+    capture_content: bool | None = None,
+) -> ObservableStore:
+    """Wrap a vector store so each call is a span and a ``db.client.operation.duration`` point.
+
+    Built on :class:`~goagent_py.memory.vector.observable.ObservableStore`: the result is a
+    ``BulkVectorStore`` / ``CountableStore`` exactly when ``store`` is. Spans are children of
+    the span current around the call (the run span inside an instrumented run).
+
+    Args:
+        store: the store to wrap.
+        tracer_provider: where spans go (the global provider when None).
+        meter_provider: where metrics go (the global provider when None).
+        system: ``db.system.name`` (derived from the store's class when None).
+        collection: ``db.collection.name`` (table, collection), if any.
+        observer: another observer to report to as well.
+        capture_content: record exception messages (None reads the environment variable).
+
+    Returns:
+        The wrapped store.
+    """
+    return wrap_store(
+        store,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        system=system,
+        collection=collection,
+        observer=observer,
+        capture_content=_capture(capture_content),
+    )
+
+
+def instrument_embedder(
+    embedder: Embedder,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    model: str | None = None,
+    provider_name: str | None = None,
+    capture_content: bool | None = None,
+) -> InstrumentedEmbedder:
+    """Wrap an embedder so each call is an ``embeddings {model}`` span.
+
+    The result is a ``BatchEmbedder`` exactly when ``embedder`` is; calls also record
+    ``gen_ai.client.operation.duration`` with ``gen_ai.operation.name=embeddings``.
+
+    Args:
+        embedder: the embedder to wrap.
+        tracer_provider: where spans go (the global provider when None).
+        meter_provider: where metrics go (the global provider when None).
+        model: ``gen_ai.request.model`` (the embedder's ``model`` attribute when None).
+        provider_name: ``gen_ai.provider.name`` (derived from the embedder's class when None).
+        capture_content: record exception messages (None reads the environment variable).
+
+    Returns:
+        The wrapped embedder.
+    """
+    return wrap_embedder(
+        embedder,
+        model=model,
+        provider_name=provider_name,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        capture_content=_capture(capture_content),
+    )

@@ -1,0 +1,485 @@
+"""The hooks behind :func:`goagent_py.otel.instrument`: one span tree per run.
+
+Per-run state lives in a ``ContextVar`` set by ``on_run_start``. Every hook of a run is called
+from the run's own task (parallel tool calls run in child tasks, which inherit a copy of that
+context), so concurrent runs in one event loop never see each other's state. The run span is
+also attached as the current OpenTelemetry context for the run, so spans made by other code
+during the run (HTTP clients, :func:`~goagent_py.otel.instrument_store`) nest under it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextvars import ContextVar, Token
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.metrics import Meter, MeterProvider, get_meter
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.util.types import AttributeValue
+
+from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
+from goagent_py.messages import ContentBlock, Role, ScoredMessage, StopReason, ToolCall, Usage
+from goagent_py.otel import _content
+from goagent_py.otel import _semconv as sc
+from goagent_py.provider import CompletionRequest
+
+_log = logging.getLogger("goagent_py.otel")
+
+# Tool events (retry, timeout, circuit open) are matched to the call whose time window holds them.
+_EVENT_SLACK_NS = 5_000_000
+
+
+@dataclass(slots=True)
+class _ToolEvent:
+    tool: str
+    at_ns: int
+    name: str
+    attributes: dict[str, AttributeValue]
+
+
+@dataclass(slots=True)
+class _Run:
+    span: Span
+    ctx: otel_context.Context
+    provider: str
+    model: str
+    agent: str
+    first_block: ContentBlock | None
+    otel_token: object = None
+    var_token: Token[_Run | None] | None = None
+    chat: Span | None = None
+    chat_token: object = None
+    chat_attrs: dict[str, AttributeValue] = field(default_factory=dict)
+    pending: list[tuple[Span, int]] = field(default_factory=list)
+    events: list[_ToolEvent] = field(default_factory=list)
+
+
+def tracer_for(tracer_provider: TracerProvider | None) -> Tracer:
+    """goagent-py's tracer from ``tracer_provider`` (the global one when None)."""
+    return trace.get_tracer(sc.SCOPE, tracer_provider=tracer_provider, schema_url=sc.SCHEMA_URL)
+
+
+def meter_for(meter_provider: MeterProvider | None) -> Meter:
+    """goagent-py's meter from ``meter_provider`` (the global one when None)."""
+    return get_meter(sc.SCOPE, meter_provider=meter_provider, schema_url=sc.SCHEMA_URL)
+
+
+def set_error(span: Span, error: BaseException, *, capture: bool) -> str:
+    """Mark ``span`` failed; the message (which may quote content) only when capturing."""
+    kind = sc.error_type(error)
+    span.set_attribute(sc.ERROR_TYPE, kind)
+    if capture:
+        span.record_exception(error)
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+    else:
+        span.add_event("exception", {"exception.type": kind})
+        span.set_status(Status(StatusCode.ERROR, kind))
+    return kind
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def _span_ns(seconds: float) -> int:
+    return max(0, int(seconds * 1e9))
+
+
+class Instrumentation:
+    """Turns one agent's hook calls into spans and metrics (see :func:`instrument`)."""
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: TracerProvider | None,
+        meter_provider: MeterProvider | None,
+        capture_content: bool,
+        provider_name: str,
+    ) -> None:
+        self.tracer = tracer_for(tracer_provider)
+        meter = meter_for(meter_provider)
+        self.capture = capture_content
+        self.provider = provider_name
+        self._run: ContextVar[_Run | None] = ContextVar("goagent_otel_run", default=None)
+        self._open: dict[int, _Run] = {}
+        self.token_usage = meter.create_histogram(
+            sc.METRIC_TOKEN_USAGE,
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=sc.TOKEN_BUCKETS,
+        )
+        self.operation_duration = meter.create_histogram(
+            sc.METRIC_OPERATION_DURATION,
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=sc.DURATION_BUCKETS,
+        )
+        self.agent_duration = meter.create_histogram(
+            sc.METRIC_INVOKE_AGENT_DURATION,
+            unit="s",
+            description="Duration of an agent run.",
+            explicit_bucket_boundaries_advisory=sc.DURATION_BUCKETS,
+        )
+        self.tool_duration = meter.create_histogram(
+            sc.METRIC_TOOL_DURATION,
+            unit="s",
+            description="Duration of a tool call.",
+            explicit_bucket_boundaries_advisory=sc.DURATION_BUCKETS,
+        )
+        self.tool_errors = meter.create_counter(
+            sc.METRIC_TOOL_ERRORS, unit="{error}", description="Tool calls that failed."
+        )
+
+    def hooks(self) -> Hooks:
+        """The hook set (all sync: nothing here awaits)."""
+        return Hooks(
+            on_run_start=self.on_run_start,
+            on_run_end=self.on_run_end,
+            on_provider_request=self.on_provider_request,
+            on_provider_response=self.on_provider_response,
+            on_tool_result=self.on_tool_result,
+            on_tool_retry=self.on_tool_retry,
+            on_tool_timeout=self.on_tool_timeout,
+            on_circuit_open=self.on_circuit_open,
+            on_short_term_load=self.on_short_term_load,
+            on_short_term_append=self.on_short_term_append,
+            on_long_term_retrieve=self.on_long_term_retrieve,
+            on_long_term_store=self.on_long_term_store,
+        )
+
+    # -- run -----------------------------------------------------------------------------------
+
+    def on_run_start(self, info: RunInfo) -> None:
+        """Open ``invoke_agent {name}`` under the caller's current span and make it current."""
+        attrs: dict[str, AttributeValue] = {
+            sc.OPERATION: sc.OP_INVOKE_AGENT,
+            sc.PROVIDER: self.provider,
+            sc.RUN_ID: info.run_id,
+        }
+        if info.agent_name:
+            attrs[sc.AGENT_NAME] = info.agent_name
+        if info.model:
+            attrs[sc.REQUEST_MODEL] = info.model
+        if self.capture:
+            attrs[sc.INPUT_MESSAGES] = _content.user_input(info.content)
+        name = f"invoke_agent {info.agent_name}" if info.agent_name else "invoke_agent"
+        span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs)
+        ctx = trace.set_span_in_context(span)
+        run = _Run(
+            span=span,
+            ctx=ctx,
+            provider=self.provider,
+            model=info.model,
+            agent=info.agent_name,
+            first_block=info.content[0] if info.content else None,
+        )
+        run.otel_token = otel_context.attach(ctx)
+        run.var_token = self._run.set(run)
+        self._open[id(run)] = run
+
+    def _find(self, result: RunResult) -> tuple[_Run | None, bool]:
+        """The run ``result`` ends, and whether we are in the context that started it."""
+        run = self._run.get()
+        if run is not None:
+            return run, True
+        # on_run_end from another context (an abandoned stream closed by the event loop's
+        # async-generator finalizer): find the run by the identity of its prompt's first block.
+        if result.messages and result.messages[0].content:
+            first = result.messages[0].content[0]
+            for candidate in self._open.values():
+                if candidate.first_block is first:
+                    return candidate, False
+        if len(self._open) == 1:
+            return next(iter(self._open.values())), False
+        return None, False
+
+    def on_run_end(self, result: RunResult) -> None:
+        """End every span the run still has open, then the run span; restore the context."""
+        run, same_context = self._find(result)
+        if run is None:
+            _log.debug("on_run_end without a run span (instrumentation added mid-run?)")
+            return
+        self._open.pop(id(run), None)
+        end_ns = _now_ns()
+        if run.chat is not None:
+            interrupted = result.error or RuntimeError("the provider call did not finish")
+            self._end_chat(run, interrupted, end_ns, same_context=same_context)
+        self._finish_pending(run, result)
+        span = run.span
+        usage = result.usage
+        span.set_attribute(sc.INPUT_TOKENS, _input_tokens(usage))
+        span.set_attribute(sc.OUTPUT_TOKENS, usage.output_tokens)
+        span.set_attribute(sc.RUN_ITERATIONS, result.iterations)
+        span.set_attribute(sc.RUN_TOOL_CALLS, result.tool_calls)
+        metric: dict[str, AttributeValue] = {
+            sc.OPERATION: sc.OP_INVOKE_AGENT,
+            sc.PROVIDER: run.provider,
+        }
+        if run.model:
+            metric[sc.REQUEST_MODEL] = run.model
+        if run.agent:
+            metric[sc.AGENT_NAME] = run.agent
+        if result.error is not None:
+            metric[sc.ERROR_TYPE] = set_error(span, result.error, capture=self.capture)
+        else:
+            if self.capture:
+                span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_text(result.text))
+            span.set_status(Status(StatusCode.OK))
+        span.end(end_time=end_ns)
+        self.agent_duration.record(result.duration, metric)
+        if same_context:
+            _detach(run.otel_token)
+            if run.var_token is not None:
+                try:
+                    self._run.reset(run.var_token)
+                except ValueError:
+                    self._run.set(None)
+
+    # -- model ---------------------------------------------------------------------------------
+
+    def on_provider_request(self, iteration: int, request: CompletionRequest) -> None:
+        """Open ``chat {model}`` as a child of the run span, current while the call runs."""
+        run = self._run.get()
+        if run is None:
+            return
+        if run.chat is not None:  # a response that never came (should not happen)
+            self._end_chat(run, RuntimeError("no provider response"), _now_ns())
+        model = request.model or run.model
+        attrs: dict[str, AttributeValue] = {sc.OPERATION: sc.OP_CHAT, sc.PROVIDER: run.provider}
+        if model:
+            attrs[sc.REQUEST_MODEL] = model
+        run.chat_attrs = dict(attrs)
+        if request.max_tokens is not None:
+            attrs[sc.REQUEST_MAX_TOKENS] = request.max_tokens
+        if self.capture:
+            attrs[sc.INPUT_MESSAGES] = _content.input_messages(request.messages)
+            if request.system_prompt:
+                attrs[sc.SYSTEM_INSTRUCTIONS] = _content.system_instructions(request.system_prompt)
+        name = f"chat {model}" if model else "chat"
+        span = self.tracer.start_span(name, context=run.ctx, kind=SpanKind.CLIENT, attributes=attrs)
+        run.chat = span
+        run.chat_token = otel_context.attach(trace.set_span_in_context(span, run.ctx))
+
+    def on_provider_response(self, iteration: int, event: ProviderEvent) -> None:
+        """End the ``chat`` span with the response's model, usage and finish reason."""
+        run = self._run.get()
+        if run is None or run.chat is None:
+            return
+        span = run.chat
+        end_ns = _now_ns()
+        metric = dict(run.chat_attrs)
+        if event.model:
+            span.set_attribute(sc.RESPONSE_MODEL, event.model)
+            metric[sc.RESPONSE_MODEL] = event.model
+        if event.error is not None:
+            metric[sc.ERROR_TYPE] = sc.error_type(event.error)
+            self._end_chat(run, event.error, end_ns)
+            self.operation_duration.record(event.duration, metric)
+            return
+        usage = event.usage
+        input_tokens = _input_tokens(usage)
+        span.set_attribute(sc.INPUT_TOKENS, input_tokens)
+        span.set_attribute(sc.OUTPUT_TOKENS, usage.output_tokens)
+        if usage.cache_read_input_tokens:
+            span.set_attribute(sc.CACHE_READ_TOKENS, usage.cache_read_input_tokens)
+        if usage.cache_creation_input_tokens:
+            span.set_attribute(sc.CACHE_CREATION_TOKENS, usage.cache_creation_input_tokens)
+        if event.stop_reason is not None:
+            span.set_attribute(sc.FINISH_REASONS, [str(event.stop_reason)])
+        self.operation_duration.record(event.duration, metric)
+        # A provider that reports no usage at all reports nothing (the convention forbids
+        # guessing); a real call always has input tokens.
+        if usage.total_tokens:
+            self.token_usage.record(input_tokens, {**metric, sc.TOKEN_TYPE: "input"})
+            self.token_usage.record(usage.output_tokens, {**metric, sc.TOKEN_TYPE: "output"})
+        _detach(run.chat_token)
+        run.chat = None
+        run.chat_token = None
+        span.set_status(Status(StatusCode.OK))
+        if self.capture:
+            # The assistant message only reaches hooks in RunResult.messages: end the span then,
+            # with its real end time.
+            run.pending.append((span, end_ns))
+        else:
+            span.end(end_time=end_ns)
+
+    def _end_chat(
+        self, run: _Run, error: BaseException, end_ns: int, *, same_context: bool = True
+    ) -> None:
+        span = run.chat
+        if span is None:
+            return
+        if same_context:
+            _detach(run.chat_token)
+        run.chat = None
+        run.chat_token = None
+        set_error(span, error, capture=self.capture)
+        span.end(end_time=end_ns)
+
+    def _finish_pending(self, run: _Run, result: RunResult) -> None:
+        if not run.pending:
+            return
+        # One assistant message per successful provider response, in order.
+        answers = [m for m in result.messages if m.role == Role.ASSISTANT]
+        for i, (span, end_ns) in enumerate(run.pending):
+            if i < len(answers):
+                reason = None
+                if i == len(answers) - 1:
+                    reason = result.stop_reason
+                elif answers[i].tool_calls:
+                    reason = StopReason.TOOL_USE
+                span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_message(answers[i], reason))
+            span.end(end_time=end_ns)
+        run.pending.clear()
+
+    # -- tools ---------------------------------------------------------------------------------
+
+    def _event(self, tool: str, name: str, attributes: dict[str, AttributeValue]) -> None:
+        run = self._run.get()
+        if run is not None:
+            run.events.append(_ToolEvent(tool, _now_ns(), name, attributes))
+
+    def on_tool_retry(self, tool: str, attempt: int, error: BaseException, delay: float) -> None:
+        """Remember a retry, to become an event of the call's span."""
+        self._event(
+            tool,
+            sc.EVENT_TOOL_RETRY,
+            {
+                "goagent.tool.retry.attempt": attempt,
+                "goagent.tool.retry.delay": delay,
+                sc.ERROR_TYPE: sc.error_type(error),
+            },
+        )
+
+    def on_tool_timeout(self, tool: str, timeout: float) -> None:
+        """Remember a timeout, to become an event of the call's span."""
+        self._event(tool, sc.EVENT_TOOL_TIMEOUT, {"goagent.tool.timeout": timeout})
+
+    def on_circuit_open(self, tool: str, open_until: datetime) -> None:
+        """Remember a circuit-breaker rejection, to become an event of the call's span."""
+        self._event(
+            tool, sc.EVENT_CIRCUIT_OPEN, {"goagent.tool.circuit.open_until": open_until.isoformat()}
+        )
+
+    def on_tool_result(self, result: ToolResult) -> None:
+        """Record ``execute_tool {tool}`` with the call's real start and end times."""
+        run = self._run.get()
+        call = result.call
+        # A blocked call has no start time: it never ran.
+        started = result.started_at
+        start_ns = sc.to_ns(started) if started is not None else _now_ns()
+        end_ns = start_ns + _span_ns(result.duration)
+        attrs: dict[str, AttributeValue] = {
+            sc.OPERATION: sc.OP_EXECUTE_TOOL,
+            sc.TOOL_NAME: call.name,
+            sc.TOOL_TYPE: "function",
+        }
+        if call.id:
+            attrs[sc.TOOL_CALL_ID] = call.id
+        if self.capture:
+            attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(call.arguments)
+        parent = run.ctx if run is not None else None
+        span = self.tracer.start_span(
+            f"execute_tool {call.name}",
+            context=parent,
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=start_ns,
+        )
+        if run is not None:
+            self._attach_events(run, call, span, start_ns, end_ns)
+        metric: dict[str, AttributeValue] = {
+            sc.OPERATION: sc.OP_EXECUTE_TOOL,
+            sc.TOOL_NAME: call.name,
+        }
+        if result.error is not None:
+            kind = set_error(span, result.error, capture=self.capture)
+            metric[sc.ERROR_TYPE] = kind
+            self.tool_errors.add(1, metric)
+        else:
+            if self.capture:
+                span.set_attribute(sc.TOOL_CALL_RESULT, _content.tool_result(result.content))
+            span.set_status(Status(StatusCode.OK))
+        span.end(end_time=end_ns)
+        self.tool_duration.record(result.duration, metric)
+
+    @staticmethod
+    def _attach_events(run: _Run, call: ToolCall, span: Span, start_ns: int, end_ns: int) -> None:
+        kept: list[_ToolEvent] = []
+        for event in run.events:
+            inside = start_ns - _EVENT_SLACK_NS <= event.at_ns <= end_ns + _EVENT_SLACK_NS
+            if event.tool == call.name and inside:
+                span.add_event(event.name, event.attributes, timestamp=event.at_ns)
+            else:
+                kept.append(event)
+        run.events = kept
+
+    # -- memory --------------------------------------------------------------------------------
+
+    def _memory(
+        self,
+        operation: str,
+        store: str,
+        count: int,
+        duration: float,
+        error: BaseException | None,
+        extra: dict[str, AttributeValue] | None = None,
+    ) -> None:
+        run = self._run.get()
+        end_ns = _now_ns()
+        attrs: dict[str, AttributeValue] = {
+            sc.OPERATION: operation,
+            sc.MEMORY_STORE_ID: store,
+            sc.MEMORY_RECORD_COUNT: count,
+        }
+        if extra:
+            attrs.update(extra)
+        span = self.tracer.start_span(
+            operation,
+            context=run.ctx if run is not None else None,
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=end_ns - _span_ns(duration),
+        )
+        if error is not None:
+            set_error(span, error, capture=self.capture)
+        else:
+            span.set_status(Status(StatusCode.OK))
+        span.end(end_time=end_ns)
+
+    def on_short_term_load(self, count: int, duration: float, error: BaseException | None) -> None:
+        """``search_memory`` on the short-term store (the history loaded)."""
+        self._memory(sc.OP_SEARCH_MEMORY, "short_term", count, duration, error)
+
+    def on_short_term_append(
+        self, count: int, duration: float, error: BaseException | None
+    ) -> None:
+        """``create_memory`` on the short-term store (the turn appended)."""
+        self._memory(sc.OP_CREATE_MEMORY, "short_term", count, duration, error)
+
+    def on_long_term_retrieve(
+        self, results: list[ScoredMessage], duration: float, error: BaseException | None
+    ) -> None:
+        """``search_memory`` on the long-term store (what was recalled)."""
+        extra: dict[str, AttributeValue] | None = None
+        if self.capture and results:
+            extra = {sc.MEMORY_RECORDS: _content.memory_records(results)}
+        self._memory(sc.OP_SEARCH_MEMORY, "long_term", len(results), duration, error, extra)
+
+    def on_long_term_store(self, count: int, duration: float, error: BaseException | None) -> None:
+        """``upsert_memory`` on the long-term store (what the write policy kept)."""
+        self._memory(sc.OP_UPSERT_MEMORY, "long_term", count, duration, error)
+
+
+def _input_tokens(usage: Usage) -> int:
+    # The convention counts cached input tokens as input tokens; Usage keeps them apart.
+    return usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+
+
+def _detach(token: object) -> None:
+    if token is not None:
+        otel_context.detach(token)  # type: ignore[arg-type]

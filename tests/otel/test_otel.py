@@ -1,0 +1,917 @@
+"""goagent_py.otel: the span tree, metrics, content opt-in and exit paths of instrumented runs.
+
+Providers are passed explicitly (never the global ones) with the SDK's in-memory exporter and
+metric reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from goagent_py import (
+    Agent,
+    ContentBlock,
+    ImageBlock,
+    MaxIterationsError,
+    Message,
+    ProviderError,
+    ScoredMessage,
+    StopReason,
+    TextBlock,
+    ToolCall,
+    Usage,
+    merge_hooks,
+)
+from goagent_py.hooks import Hooks
+from goagent_py.memory.vector.base import (
+    BulkVectorStore,
+    CountableStore,
+    SearchOptions,
+    UpsertEntry,
+    VectorStore,
+)
+from goagent_py.messages import Role
+from goagent_py.otel import (
+    CAPTURE_ENV,
+    instrument,
+    instrument_embedder,
+    instrument_store,
+    provider_name_of,
+)
+from goagent_py.otel._semconv import DB_DURATION_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
+from goagent_py.provider import CompletionRequest, CompletionResponse
+from goagent_py.testing import FunctionProvider, ScriptedProvider, tool_call_response
+from goagent_py.tools import Tool, tool_func
+
+SECRET = "SECRET-7f3a"
+
+
+class OpenSpans(SpanProcessor):
+    """Tracks spans started and not yet ended."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, str] = {}
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.open[span.context.span_id] = span.name
+
+    def on_end(self, span: ReadableSpan) -> None:
+        assert span.context is not None
+        self.open.pop(span.context.span_id, None)
+
+
+@dataclass
+class Telemetry:
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    exporter: InMemorySpanExporter
+    reader: InMemoryMetricReader
+    tracker: OpenSpans
+
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def named(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.spans() if s.name == name]
+
+    def one(self, name: str) -> ReadableSpan:
+        found = self.named(name)
+        assert len(found) == 1, [s.name for s in self.spans()]
+        return found[0]
+
+    def hooks(self, **kwargs: Any) -> Hooks:
+        kwargs.setdefault("capture_content", False)
+        return instrument(self.tracer_provider, self.meter_provider, **kwargs)
+
+    def points(self, metric: str) -> list[Any]:
+        data = self.reader.get_metrics_data()
+        out: list[Any] = []
+        if data is None:
+            return out
+        for rm in data.resource_metrics:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    if m.name == metric:
+                        out.extend(m.data.data_points)
+        return out
+
+    def all_attribute_values(self) -> Iterator[str]:
+        """Every attribute value, event attribute and status text of every span and metric."""
+        for span in self.spans():
+            yield span.name
+            yield span.status.description or ""
+            for value in (span.attributes or {}).values():
+                yield str(value)
+            for event in span.events:
+                for value in (event.attributes or {}).values():
+                    yield str(value)
+        data = self.reader.get_metrics_data()
+        if data is not None:
+            for rm in data.resource_metrics:
+                for sm in rm.scope_metrics:
+                    for m in sm.metrics:
+                        for p in m.data.data_points:
+                            yield from (str(v) for v in (p.attributes or {}).values())
+
+
+@pytest.fixture
+def otel() -> Iterator[Telemetry]:
+    exporter = InMemorySpanExporter()
+    tracker = OpenSpans()
+    tp = TracerProvider()
+    tp.add_span_processor(tracker)
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    mp = MeterProvider(metric_readers=[reader])
+    yield Telemetry(tp, mp, exporter, reader, tracker)
+    tp.shutdown()
+    mp.shutdown()
+
+
+def sid(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return int(span.context.span_id)
+
+
+def parent_id(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def _ns(span: ReadableSpan, end: bool = False) -> int:
+    value = span.end_time if end else span.start_time
+    assert value is not None
+    return value
+
+
+class Barrier:
+    """Lets ``n`` concurrent tool calls proceed only once all have started (proves overlap)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.arrived = 0
+        self.event = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.arrived += 1
+        if self.arrived >= self.n:
+            self.event.set()
+        await self.event.wait()
+
+
+def barrier_tools(barrier: Barrier) -> list[Tool]:
+    async def lookup(args: dict[str, Any]) -> str:
+        await barrier.wait()
+        return f"found {args.get('q', '')}"
+
+    async def explode(args: dict[str, Any]) -> str:
+        await barrier.wait()
+        raise RuntimeError(f"kaboom {args.get('q', '')}")
+
+    return [
+        tool_func("lookup", "Look something up.", None, lookup),
+        tool_func("explode", "Always fails.", None, explode),
+    ]
+
+
+def two_tool_script(text: str = "done", arg: str = "x") -> ScriptedProvider:
+    first = tool_call_response(
+        ToolCall("call_a", "lookup", {"q": arg}),
+        ToolCall("call_b", "explode", {"q": arg}),
+        usage=Usage(input_tokens=10, output_tokens=5),
+    )
+    final = CompletionResponse(
+        Message(Role.ASSISTANT, [TextBlock(text)]),
+        StopReason.END_TURN,
+        Usage(input_tokens=20, output_tokens=7, cache_read_input_tokens=3),
+        model="test-model-2025",
+    )
+    return ScriptedProvider(first, final)
+
+
+# -- the span tree -------------------------------------------------------------------------------
+
+
+async def test_span_tree_of_a_run_with_two_parallel_tool_calls_one_failing(otel: Telemetry) -> None:
+    provider = two_tool_script()
+    agent = Agent(
+        provider=provider,
+        model="test-model",
+        name="helper",
+        tools=barrier_tools(Barrier(2)),
+        hooks=otel.hooks(provider=provider),
+    )
+    assert await agent.run("go") == "done"
+
+    assert otel.tracker.open == {}
+    root = otel.one("invoke_agent helper")
+    chats = sorted(otel.named("chat test-model"), key=_ns)
+    lookup = otel.one("execute_tool lookup")
+    explode = otel.one("execute_tool explode")
+    assert len(otel.spans()) == 5
+    assert root.parent is None
+    assert root.kind is SpanKind.INTERNAL
+    for child in [*chats, lookup, explode]:
+        assert parent_id(child) == sid(root)
+        assert child.context is not None
+        assert root.context is not None
+        assert child.context.trace_id == root.context.trace_id
+
+    attrs = dict(root.attributes or {})
+    assert attrs["gen_ai.operation.name"] == "invoke_agent"
+    assert attrs["gen_ai.agent.name"] == "helper"
+    assert attrs["gen_ai.provider.name"] == "scripted"
+    assert attrs["gen_ai.request.model"] == "test-model"
+    assert attrs["gen_ai.usage.input_tokens"] == 33
+    assert attrs["gen_ai.usage.output_tokens"] == 12
+    assert attrs["goagent.run.iterations"] == 2
+    assert attrs["goagent.run.tool_calls"] == 2
+    assert root.status.status_code is StatusCode.OK
+
+    first, second = chats
+    assert first.kind is SpanKind.CLIENT
+    a1 = dict(first.attributes or {})
+    assert a1["gen_ai.operation.name"] == "chat"
+    assert a1["gen_ai.provider.name"] == "scripted"
+    assert a1["gen_ai.request.model"] == "test-model"
+    assert "gen_ai.response.model" not in a1
+    assert a1["gen_ai.usage.input_tokens"] == 10
+    assert a1["gen_ai.usage.output_tokens"] == 5
+    assert a1["gen_ai.response.finish_reasons"] == ("tool_use",)
+    a2 = dict(second.attributes or {})
+    assert a2["gen_ai.response.model"] == "test-model-2025"
+    assert a2["gen_ai.usage.input_tokens"] == 23  # cached input counts as input
+    assert a2["gen_ai.usage.cache_read.input_tokens"] == 3
+    assert a2["gen_ai.response.finish_reasons"] == ("end_turn",)
+
+    la = dict(lookup.attributes or {})
+    assert la["gen_ai.operation.name"] == "execute_tool"
+    assert la["gen_ai.tool.name"] == "lookup"
+    assert la["gen_ai.tool.call.id"] == "call_a"
+    assert "error.type" not in la
+    assert lookup.status.status_code is StatusCode.OK
+    ea = dict(explode.attributes or {})
+    assert ea["gen_ai.tool.call.id"] == "call_b"
+    assert ea["error.type"] == "goagent_py.errors.ToolPanicError"
+    assert explode.status.status_code is StatusCode.ERROR
+    assert lookup.kind is SpanKind.INTERNAL
+
+    # Siblings with their real, overlapping times, between the two model calls.
+    assert _ns(lookup) < _ns(explode, end=True)
+    assert _ns(explode) < _ns(lookup, end=True)
+    assert _ns(first, end=True) <= min(_ns(lookup), _ns(explode))
+    assert max(_ns(lookup, end=True), _ns(explode, end=True)) <= _ns(second)
+    assert _ns(root) <= _ns(first)
+    assert _ns(second, end=True) <= _ns(root, end=True)
+
+    # One point per attribute set: the second call also carries gen_ai.response.model.
+    usage = otel.points("gen_ai.client.token.usage")
+    seen = sorted(
+        (
+            p.attributes["gen_ai.token.type"],
+            p.attributes.get("gen_ai.response.model", ""),
+            p.count,
+            p.sum,
+        )
+        for p in usage
+    )
+    assert seen == [
+        ("input", "", 1, 10),
+        ("input", "test-model-2025", 1, 23),
+        ("output", "", 1, 5),
+        ("output", "test-model-2025", 1, 7),
+    ]
+    for p in usage:
+        assert isinstance(p, HistogramDataPoint)
+        assert tuple(p.explicit_bounds) == TOKEN_BUCKETS
+        attrs = dict(p.attributes or {})
+        assert attrs["gen_ai.operation.name"] == "chat"
+        assert attrs["gen_ai.provider.name"] == "scripted"
+        assert attrs["gen_ai.request.model"] == "test-model"
+
+    durations = otel.points("gen_ai.client.operation.duration")
+    assert sum(p.count for p in durations) == 2
+    assert all(tuple(p.explicit_bounds) == DURATION_BUCKETS for p in durations)
+
+    errors = otel.points("goagent.tool.errors")
+    assert [(p.value, p.attributes["gen_ai.tool.name"]) for p in errors] == [(1, "explode")]
+    tool_durations = otel.points("gen_ai.execute_tool.duration")
+    assert sum(p.count for p in tool_durations) == 2
+    assert sum(p.count for p in otel.points("gen_ai.invoke_agent.duration")) == 1
+
+
+async def test_run_span_nests_under_the_callers_span_and_context_is_restored(
+    otel: Telemetry,
+) -> None:
+    provider = ScriptedProvider("hi")
+    agent = Agent(provider=provider, model="m", hooks=otel.hooks(provider_name="acme"))
+    tracer = otel.tracer_provider.get_tracer("caller")
+    with tracer.start_as_current_span("request") as caller:
+        await agent.run("hello")
+        assert trace.get_current_span() is caller
+    root = otel.one("invoke_agent")  # no agent name
+    assert parent_id(root) == caller.get_span_context().span_id
+    assert dict(root.attributes or {})["gen_ai.provider.name"] == "acme"
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+async def test_the_run_span_is_current_inside_tools_and_the_provider_call(
+    otel: Telemetry,
+) -> None:
+    seen: dict[str, int] = {}
+
+    async def probe(args: dict[str, Any]) -> str:
+        seen["tool"] = trace.get_current_span().get_span_context().span_id
+        return "ok"
+
+    async def model(request: CompletionRequest) -> CompletionResponse | str:
+        seen.setdefault("chat", trace.get_current_span().get_span_context().span_id)
+        if len(request.messages) == 1:
+            return tool_call_response(("probe", {}))
+        return "done"
+
+    agent = Agent(
+        provider=FunctionProvider(model),
+        model="m",
+        tools=[tool_func("probe", "Probe.", None, probe)],
+        hooks=otel.hooks(),
+    )
+    await agent.run("go")
+    root = otel.one("invoke_agent")
+    first_chat = min(otel.named("chat m"), key=_ns)
+    assert seen["chat"] == sid(first_chat)
+    assert seen["tool"] == sid(root)
+
+
+# -- content -------------------------------------------------------------------------------------
+
+
+def secret_agent(otel: Telemetry, **hook_kwargs: Any) -> Agent:
+    async def echo(args: dict[str, Any]) -> str:
+        return f"result {SECRET}"
+
+    provider = ScriptedProvider(
+        tool_call_response(("echo", {"text": SECRET}), usage=Usage(5, 5)),
+        f"answer {SECRET}",
+    )
+    return Agent(
+        provider=provider,
+        model="m",
+        system_prompt=f"system {SECRET}",
+        tools=[tool_func("echo", "Echo.", None, echo)],
+        hooks=otel.hooks(**hook_kwargs),
+    )
+
+
+async def test_no_content_in_spans_or_metrics_by_default(
+    otel: Telemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(CAPTURE_ENV, raising=False)
+    agent = secret_agent(otel, capture_content=None)
+    await agent.run(f"prompt {SECRET}")
+    values = list(otel.all_attribute_values())
+    assert values
+    assert not [v for v in values if SECRET in v]
+    for span in otel.spans():
+        keys = set(span.attributes or {})
+        assert not keys & {"gen_ai.input.messages", "gen_ai.output.messages"}
+
+
+async def test_failures_do_not_leak_content_unless_opted_in(otel: Telemetry) -> None:
+    # MaxIterationsError's message quotes the model's last thought.
+    provider = ScriptedProvider(tool_call_response(("echo", {}), text=f"thinking {SECRET}"))
+
+    async def echo(args: dict[str, Any]) -> str:
+        raise ValueError(f"tool failed on {SECRET}")
+
+    agent = Agent(
+        provider=provider,
+        model="m",
+        max_iterations=1,
+        tools=[tool_func("echo", "Echo.", None, echo)],
+        hooks=otel.hooks(),
+    )
+    with pytest.raises(MaxIterationsError):
+        await agent.run("go")
+    assert not [v for v in otel.all_attribute_values() if SECRET in v]
+    root = otel.one("invoke_agent")
+    assert root.status.description == "goagent_py.errors.MaxIterationsError"
+
+
+async def test_content_is_captured_when_opted_in(otel: Telemetry) -> None:
+    agent = secret_agent(otel, capture_content=True)
+    await agent.run(f"prompt {SECRET}")
+    root = dict(otel.one("invoke_agent").attributes or {})
+    assert f"prompt {SECRET}" in str(root["gen_ai.input.messages"])
+    assert f"answer {SECRET}" in str(root["gen_ai.output.messages"])
+    first, second = sorted(otel.named("chat m"), key=_ns)
+    a1 = dict(first.attributes or {})
+    assert f"system {SECRET}" in str(a1["gen_ai.system_instructions"])
+    assert '"role":"user"' in str(a1["gen_ai.input.messages"])
+    assert '"type":"tool_call"' in str(a1["gen_ai.output.messages"])
+    assert '"finish_reason":"tool_call"' in str(a1["gen_ai.output.messages"])
+    a2 = dict(second.attributes or {})
+    assert f"answer {SECRET}" in str(a2["gen_ai.output.messages"])
+    assert '"type":"tool_call_response"' in str(a2["gen_ai.input.messages"])
+    tool = dict(otel.one("execute_tool echo").attributes or {})
+    assert SECRET in str(tool["gen_ai.tool.call.arguments"])
+    assert tool["gen_ai.tool.call.result"] == f"result {SECRET}"
+    assert otel.tracker.open == {}
+    # Metric attributes never hold content, even when spans do.
+    for metric in ("gen_ai.client.operation.duration", "gen_ai.client.token.usage"):
+        for p in otel.points(metric):
+            assert not [v for v in p.attributes.values() if SECRET in str(v)]
+
+
+@pytest.mark.parametrize(
+    ("env", "explicit", "captured"),
+    [
+        ("true", None, True),
+        ("TRUE", None, True),
+        ("false", None, False),
+        ("true", False, False),
+        ("", True, True),
+    ],
+)
+async def test_the_environment_variable_opts_in_unless_overridden(
+    otel: Telemetry,
+    monkeypatch: pytest.MonkeyPatch,
+    env: str,
+    explicit: bool | None,
+    captured: bool,
+) -> None:
+    monkeypatch.setenv(CAPTURE_ENV, env)
+    agent = secret_agent(otel, capture_content=explicit)
+    await agent.run(f"prompt {SECRET}")
+    leaked = any(SECRET in v for v in otel.all_attribute_values())
+    assert leaked is captured
+
+
+async def test_image_bytes_are_never_recorded(otel: Telemetry) -> None:
+    png = b"\x89PNG\r\n\x1a\n" + b"IMAGEBYTES" * 20
+    provider = ScriptedProvider("a picture")
+    agent = Agent(provider=provider, model="m", hooks=otel.hooks(capture_content=True))
+    await agent.run_blocks(TextBlock("what is this?"), ImageBlock(png, "image/png"))
+    encoded = base64.b64encode(png).decode()
+    values = list(otel.all_attribute_values())
+    assert any('"type":"image"' in v and '"mime_type":"image/png"' in v for v in values)
+    assert not [v for v in values if "IMAGEBYTES" in v or encoded[:40] in v]
+
+
+# -- exit paths ----------------------------------------------------------------------------------
+
+
+async def test_provider_error_ends_every_span_with_error_status(otel: Telemetry) -> None:
+    provider = ScriptedProvider(ProviderError("overloaded", provider="x", status=529))
+    agent = Agent(provider=provider, model="m", name="a", hooks=otel.hooks())
+    with pytest.raises(ProviderError):
+        await agent.run("go")
+    assert otel.tracker.open == {}
+    chat = otel.one("chat m")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert dict(chat.attributes or {})["error.type"] == "529"
+    root = otel.one("invoke_agent a")
+    assert root.status.status_code is StatusCode.ERROR
+    assert dict(root.attributes or {})["error.type"] == "529"
+    [point] = otel.points("gen_ai.client.operation.duration")
+    assert point.attributes["error.type"] == "529"
+    assert otel.points("gen_ai.client.token.usage") == []
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+async def test_max_iterations_ends_every_span(otel: Telemetry) -> None:
+    async def noop(args: dict[str, Any]) -> str:
+        return "ok"
+
+    provider = ScriptedProvider(tool_call_response(("noop", {})), tool_call_response(("noop", {})))
+    agent = Agent(
+        provider=provider,
+        model="m",
+        max_iterations=2,
+        tools=[tool_func("noop", "Nothing.", None, noop)],
+        hooks=otel.hooks(capture_content=True),
+    )
+    with pytest.raises(MaxIterationsError):
+        await agent.run("go")
+    assert otel.tracker.open == {}
+    assert len(otel.named("chat m")) == 2
+    assert len(otel.named("execute_tool noop")) == 2
+    root = otel.one("invoke_agent")
+    assert dict(root.attributes or {})["error.type"] == "goagent_py.errors.MaxIterationsError"
+
+
+async def test_cancelling_the_run_task_ends_every_span(otel: Telemetry) -> None:
+    called = asyncio.Event()
+
+    async def hang(request: CompletionRequest) -> CompletionResponse:
+        called.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    agent = Agent(provider=FunctionProvider(hang), model="m", hooks=otel.hooks())
+    task = asyncio.create_task(agent.run("go"))
+    await called.wait()
+    assert set(otel.tracker.open.values()) == {"invoke_agent", "chat m"}
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert otel.tracker.open == {}
+    chat = otel.one("chat m")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert dict(chat.attributes or {})["error.type"] == "asyncio.exceptions.CancelledError"
+    assert otel.one("invoke_agent").status.status_code is StatusCode.ERROR
+
+
+async def test_cancelling_during_parallel_tools_ends_every_span(otel: Telemetry) -> None:
+    started = asyncio.Event()
+
+    async def hang(args: dict[str, Any]) -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    provider = ScriptedProvider(tool_call_response(("hang", {}), ("hang", {})))
+    agent = Agent(
+        provider=provider,
+        model="m",
+        tools=[tool_func("hang", "Hang.", None, hang)],
+        hooks=otel.hooks(capture_content=True),
+    )
+    task = asyncio.create_task(agent.run("go"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert otel.tracker.open == {}
+    assert otel.one("chat m").end_time is not None  # deferred for content, still ended
+    assert otel.one("invoke_agent").status.status_code is StatusCode.ERROR
+
+
+async def test_closing_a_stream_early_ends_every_span(otel: Telemetry) -> None:
+    provider = ScriptedProvider("one two three")
+    agent = Agent(provider=provider, model="m", hooks=otel.hooks())
+    stream = agent.stream("go")
+    async for _ in stream:
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert otel.tracker.open == {}
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+async def test_a_user_hook_still_runs_alongside(otel: Telemetry) -> None:
+    ended: list[str] = []
+    hooks = merge_hooks(otel.hooks(), Hooks(on_run_end=lambda r: ended.append(r.text)))
+    agent = Agent(provider=ScriptedProvider("ok"), model="m", hooks=hooks)
+    await agent.run("go")
+    assert ended == ["ok"]
+    assert otel.one("invoke_agent").end_time is not None
+
+
+# -- concurrency ---------------------------------------------------------------------------------
+
+
+async def test_two_concurrent_runs_of_one_agent_make_two_separate_trees(otel: Telemetry) -> None:
+    barrier = Barrier(2)
+
+    async def wait(args: dict[str, Any]) -> str:
+        await barrier.wait()  # both runs are inside a tool call at once
+        return "ok"
+
+    provider = ScriptedProvider(
+        tool_call_response(("wait", {})), tool_call_response(("wait", {})), "a", "b"
+    )
+    agent = Agent(
+        provider=provider,
+        model="m",
+        name="twin",
+        tools=[tool_func("wait", "Wait.", None, wait)],
+        hooks=otel.hooks(),
+    )
+    tracer = otel.tracer_provider.get_tracer("caller")
+
+    async def run(label: str) -> str:
+        with tracer.start_as_current_span(f"caller {label}"):
+            return await agent.run(label)
+
+    assert sorted(await asyncio.gather(run("one"), run("two"))) == ["a", "b"]
+    assert otel.tracker.open == {}
+    roots = otel.named("invoke_agent twin")
+    assert len(roots) == 2
+    callers = {sid(s): s for s in otel.spans() if s.name.startswith("caller ")}
+    for root in roots:
+        assert parent_id(root) in callers
+        children = [s for s in otel.spans() if parent_id(s) == sid(root)]
+        assert sorted(s.name for s in children) == ["chat m", "chat m", "execute_tool wait"]
+        assert root.context is not None
+        assert all(
+            c.context is not None and c.context.trace_id == root.context.trace_id for c in children
+        )
+    trace_ids = {r.context.trace_id for r in roots if r.context is not None}
+    assert len(trace_ids) == 2
+
+
+# -- tool events ---------------------------------------------------------------------------------
+
+
+async def test_timeout_and_circuit_open_become_events_of_the_tool_span(otel: Telemetry) -> None:
+    async def stuck(args: dict[str, Any]) -> str:
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    provider = ScriptedProvider(
+        tool_call_response(("stuck", {})), tool_call_response(("stuck", {})), "gave up"
+    )
+    agent = Agent(
+        provider=provider,
+        model="m",
+        tools=[tool_func("stuck", "Stuck.", None, stuck)],
+        tool_timeout=0.01,
+        circuit_breaker=(1, 60.0),
+        hooks=otel.hooks(),
+    )
+    assert await agent.run("go") == "gave up"
+    first, second = sorted(otel.named("execute_tool stuck"), key=_ns)
+    assert [e.name for e in first.events if e.name.startswith("goagent.")] == [
+        "goagent.tool.timeout"
+    ]
+    assert dict(first.attributes or {})["error.type"] == "goagent_py.errors.ToolTimeoutError"
+    assert [e.name for e in second.events if e.name.startswith("goagent.")] == [
+        "goagent.tool.circuit_open"
+    ]
+    assert dict(second.attributes or {})["error.type"] == "goagent_py.errors.CircuitOpenError"
+    for span in (first, second):
+        for event in span.events:
+            assert _ns(span) - 5_000_000 <= event.timestamp <= _ns(span, end=True) + 5_000_000
+
+
+# -- memory --------------------------------------------------------------------------------------
+
+
+class ListMemory:
+    def __init__(self) -> None:
+        self.items: list[Message] = []
+
+    async def messages(self) -> list[Message]:
+        return list(self.items)
+
+    async def append(self, *messages: Message) -> None:
+        self.items.extend(messages)
+
+
+class RecallMemory:
+    def __init__(self) -> None:
+        self.stored: list[Message] = []
+
+    async def retrieve(
+        self, query: list[ContentBlock], *, top_k: int, session: str = ""
+    ) -> list[ScoredMessage]:
+        return [ScoredMessage(Message(Role.USER, [TextBlock(f"old {SECRET}")]), 0.9, "m1")]
+
+    async def store(self, messages: list[Message], *, session: str = "") -> None:
+        self.stored.extend(messages)
+
+
+async def test_memory_spans_are_children_of_the_run(otel: Telemetry) -> None:
+    agent = Agent(
+        provider=ScriptedProvider("ok"),
+        model="m",
+        short_term_memory=ListMemory(),
+        long_term_memory=RecallMemory(),
+        hooks=otel.hooks(),
+    )
+    await agent.run("go")
+    root = otel.one("invoke_agent")
+    memory = sorted((s for s in otel.spans() if s.name.endswith("_memory")), key=lambda s: _ns(s))
+    seen = [
+        (
+            s.name,
+            dict(s.attributes or {})["gen_ai.memory.store.id"],
+            dict(s.attributes or {})["gen_ai.memory.record.count"],
+        )
+        for s in memory
+    ]
+    assert seen == [
+        ("search_memory", "long_term", 1),
+        ("search_memory", "short_term", 0),
+        ("create_memory", "short_term", 2),
+        ("upsert_memory", "long_term", 2),
+    ]
+    assert all(parent_id(s) == sid(root) for s in memory)
+    assert all(_ns(s, end=True) <= _ns(root, end=True) for s in memory)
+    assert not [v for v in otel.all_attribute_values() if SECRET in v]
+
+
+# -- vector stores and embedders -----------------------------------------------------------------
+
+
+class DictStore:
+    """A plain VectorStore (no bulk, no count)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Message] = {}
+
+    async def upsert(self, id: str, vector: Any, message: Message) -> None:
+        self.entries[id] = message
+
+    async def search(
+        self, vector: Any, options: SearchOptions | None = None
+    ) -> list[ScoredMessage]:
+        if options is not None and options.filter == {"fail": True}:
+            raise ConnectionError(f"lost {SECRET}")
+        k = (options or SearchOptions()).top_k
+        return [ScoredMessage(m, 1.0, i) for i, m in list(self.entries.items())[:k]]
+
+    async def delete(self, id: str) -> None:
+        self.entries.pop(id, None)
+
+
+class BulkDictStore(DictStore):
+    async def upsert_batch(self, entries: Sequence[UpsertEntry]) -> None:
+        for e in entries:
+            self.entries[e.id] = e.message
+
+    async def delete_batch(self, ids: Sequence[str]) -> None:
+        for i in ids:
+            self.entries.pop(i, None)
+
+    async def count(self) -> int:
+        return len(self.entries)
+
+
+async def test_instrument_store_spans_metrics_and_capabilities(otel: Telemetry) -> None:
+    plain = instrument_store(
+        DictStore(), tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider
+    )
+    assert isinstance(plain, VectorStore)
+    assert not isinstance(plain, BulkVectorStore)
+    assert not isinstance(plain, CountableStore)
+
+    store = instrument_store(
+        BulkDictStore(),
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        system="testdb",
+        collection="docs",
+        capture_content=False,
+    )
+    assert isinstance(store, BulkVectorStore)
+    assert isinstance(store, CountableStore)
+    tracer = otel.tracer_provider.get_tracer("caller")
+    msg = Message(Role.USER, [TextBlock("hello")])
+    with tracer.start_as_current_span("caller") as caller:
+        await store.upsert("a", [1.0, 0.0], msg)
+        await store.upsert_batch(
+            [UpsertEntry("b", [0.0, 1.0], msg), UpsertEntry("c", [1.0, 1.0], msg)]
+        )
+        found = await store.search([1.0, 0.0], SearchOptions(top_k=2))
+        with pytest.raises(ConnectionError):
+            await store.search([1.0, 0.0], SearchOptions(filter={"fail": True}))
+        await store.delete("a")
+        await store.delete_batch(["b"])
+        assert await store.count() == 1
+    assert len(found) == 2
+    names = [s.name for s in sorted(otel.spans(), key=_ns) if s.name != "caller"]
+    assert names == [
+        "upsert docs",
+        "upsert_batch docs",
+        "search docs",
+        "search docs",
+        "delete docs",
+        "delete_batch docs",
+        "count docs",
+    ]
+    caller_id = caller.get_span_context().span_id
+    for span in otel.spans():
+        if span.name == "caller":
+            continue
+        attrs = dict(span.attributes or {})
+        assert parent_id(span) == caller_id
+        assert span.kind is SpanKind.CLIENT
+        assert attrs["db.system.name"] == "testdb"
+        assert attrs["db.collection.name"] == "docs"
+    ok, failed = otel.named("search docs")
+    assert dict(ok.attributes or {})["db.response.returned_rows"] == 2
+    assert dict(ok.attributes or {})["goagent.vector.top_k"] == 2
+    assert failed.status.status_code is StatusCode.ERROR
+    assert dict(failed.attributes or {})["error.type"] == "ConnectionError"
+    assert dict(otel.one("upsert_batch docs").attributes or {})["db.operation.batch.size"] == 2
+    assert not [v for v in otel.all_attribute_values() if SECRET in v]
+
+    points = otel.points("db.client.operation.duration")
+    assert sum(p.count for p in points) == 7
+    assert all(tuple(p.explicit_bounds) == DB_DURATION_BUCKETS for p in points)
+    assert [p.attributes.get("error.type") for p in points if "error.type" in p.attributes] == [
+        "ConnectionError"
+    ]
+
+
+async def test_store_calls_made_by_a_tool_nest_under_the_run(otel: Telemetry) -> None:
+    store = instrument_store(DictStore(), tracer_provider=otel.tracer_provider, system="t")
+
+    async def remember(args: dict[str, Any]) -> str:
+        await store.upsert("k", [1.0], Message(Role.USER, [TextBlock("x")]))
+        return "stored"
+
+    provider = ScriptedProvider(tool_call_response(("remember", {})), "ok")
+    agent = Agent(
+        provider=provider,
+        model="m",
+        tools=[tool_func("remember", "Remember.", None, remember)],
+        hooks=otel.hooks(),
+    )
+    await agent.run("go")
+    assert parent_id(otel.one("upsert t")) == sid(otel.one("invoke_agent"))
+
+
+class FakeEmbedder:
+    model = "fake-embed-1"
+
+    async def embed(self, blocks: Sequence[ContentBlock]) -> Any:
+        return np.zeros(4, dtype=np.float32)
+
+
+class FakeBatchEmbedder(FakeEmbedder):
+    async def embed_batch(self, inputs: Sequence[Sequence[ContentBlock]]) -> Any:
+        if not inputs:
+            raise ValueError("nothing to embed")
+        return np.zeros((len(inputs), 4), dtype=np.float32)
+
+
+async def test_instrument_embedder(otel: Telemetry) -> None:
+    from goagent_py.memory.base import BatchEmbedder, Embedder
+
+    plain = instrument_embedder(FakeEmbedder(), tracer_provider=otel.tracer_provider)
+    assert isinstance(plain, Embedder)
+    assert not isinstance(plain, BatchEmbedder)
+    batch = instrument_embedder(
+        FakeBatchEmbedder(),
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+        provider_name="local",
+    )
+    assert isinstance(batch, BatchEmbedder)
+    await plain.embed([TextBlock("a")])
+    await batch.embed_batch([[TextBlock("a")], [TextBlock("b")]])
+    with pytest.raises(ValueError, match="nothing"):
+        await batch.embed_batch([])
+    spans = otel.named("embeddings fake-embed-1")
+    assert len(spans) == 3
+    first = dict(spans[0].attributes or {})
+    assert first["gen_ai.operation.name"] == "embeddings"
+    assert first["gen_ai.provider.name"] == "fake"
+    assert first["gen_ai.embeddings.dimension.count"] == 4
+    assert dict(spans[1].attributes or {})["gen_ai.provider.name"] == "local"
+    assert spans[2].status.status_code is StatusCode.ERROR
+    points = otel.points("gen_ai.client.operation.duration")
+    assert sum(p.count for p in points) == 2  # the plain one went to the global (no-op) meter
+
+
+# -- naming and packaging ------------------------------------------------------------------------
+
+
+def test_provider_names_follow_the_convention() -> None:
+    def named(cls_name: str, **attrs: Any) -> object:
+        return type(cls_name, (), attrs)()
+
+    assert provider_name_of(named("AnthropicProvider")) == "anthropic"
+    assert provider_name_of(named("OpenAIProvider")) == "openai"
+    assert provider_name_of(named("OllamaProvider")) == "ollama"
+    assert provider_name_of(named("LlamaCppProvider")) == "llama_cpp"
+    assert provider_name_of(named("GeminiProvider")) == "gcp.gemini"
+    assert provider_name_of(named("MistralProvider")) == "mistral_ai"
+    assert provider_name_of(named("VoyageEmbedder")) == "voyage"
+    assert provider_name_of(named("Custom", provider_name="my.llm")) == "my.llm"
+    assert provider_name_of(ScriptedProvider()) == "scripted"
+
+
+def test_importing_goagent_py_does_not_import_opentelemetry() -> None:
+    code = (
+        "import sys, goagent_py, goagent_py.testing; "
+        "assert not [m for m in sys.modules if m.startswith('opentelemetry')]; "
+        "import goagent_py.otel; "
+        "assert 'opentelemetry.trace' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_public_names() -> None:
+    import goagent_py.otel as otel_module
+
+    assert otel_module.__all__ == sorted(otel_module.__all__)
+    for name in otel_module.__all__:
+        assert getattr(otel_module, name).__doc__ or name == "CAPTURE_ENV"
