@@ -178,20 +178,19 @@ class TransientError(Protocol):
         ...
 
 
-class TransientMarker(Exception):
-    """A mixin for exceptions that say whether they are transient.
+class TransientMarker:
+    """A mixin that makes an exception a :class:`TransientError`.
 
-    Args:
-        *args: the exception's arguments, as for ``Exception``.
-        transient: whether trying again can help (True by default).
+    Set ``transient`` on the class or the instance (True by default)::
+
+        class BackendBusyError(TransientMarker, Exception):
+            transient = True
     """
 
-    def __init__(self, *args: object, transient: bool = True) -> None:
-        super().__init__(*args)
-        self.transient = transient
+    transient: bool = True
 
     def is_transient(self) -> bool:
-        """Whether the same call may succeed if tried again."""
+        """Whether the same call may succeed if tried again (the ``transient`` attribute)."""
         return self.transient
 
 
@@ -418,20 +417,38 @@ async def _call_with_retry(
     unwrap: Callable[[BaseException], BaseException] = lambda e: e,
     on_retry: OnRetry | None = None,
 ) -> T:
-    """Call ``fn`` under ``policy`` with tenacity; the last error is raised unchanged."""
-    import tenacity  # here, not at the top: `import goagent_py` stays light
+    """Call ``fn`` under ``policy``; the last error is raised unchanged.
 
-    pending: list[tuple[int, BaseException, float]] = []
+    The first attempt runs bare (most calls succeed: they pay nothing for the policy); the
+    retries after a retryable failure run on tenacity.
+    """
 
     def should_retry(error: BaseException) -> bool:
         return _should_retry(policy, unwrap(error), default)
+
+    try:
+        return await fn()
+    except Exception as exc:
+        if policy.max_attempts <= 1 or not should_retry(exc):
+            raise
+        first_error: BaseException = exc
+    delay = policy.delay(1, unwrap(first_error))
+    if on_retry is not None:
+        await on_retry(1, first_error, delay)
+    await policy.sleep(delay)
+    del first_error
+
+    import tenacity  # here, not at the top: `import goagent_py` stays light
+
+    pending: list[tuple[int, BaseException, float]] = []
 
     def wait(state: tenacity.RetryCallState) -> float:
         assert state.outcome is not None
         error = state.outcome.exception()
         assert error is not None
-        delay = policy.delay(state.attempt_number, unwrap(error))
-        pending.append((state.attempt_number, error, delay))
+        attempt = state.attempt_number + 1  # tenacity counts from the second attempt
+        delay = policy.delay(attempt, unwrap(error))
+        pending.append((attempt, error, delay))
         return delay
 
     async def sleep(seconds: float) -> None:
@@ -441,7 +458,7 @@ async def _call_with_retry(
         await policy.sleep(seconds)
 
     retrying = tenacity.AsyncRetrying(
-        stop=tenacity.stop_after_attempt(policy.max_attempts),
+        stop=tenacity.stop_after_attempt(policy.max_attempts - 1),
         retry=tenacity.retry_if_exception(should_retry),
         wait=wait,
         sleep=sleep,

@@ -271,9 +271,16 @@ def test_a_translated_connection_error_is_retryable_through_its_cause() -> None:
 
 
 def test_transient_marker_is_a_transient_error() -> None:
-    assert isinstance(TransientMarker("x"), TransientError)
-    assert TransientMarker("x").is_transient()
-    assert not TransientMarker("x", transient=False).is_transient()
+    class BusyError(TransientMarker, Exception):
+        pass
+
+    class GoneError(TransientMarker, Exception):
+        transient = False
+
+    assert isinstance(BusyError("x"), TransientError)
+    assert BusyError("x").is_transient()
+    assert not GoneError("x").is_transient()
+    assert not isinstance(ValueError("x"), TransientError)
 
 
 # -- retry_provider ---------------------------------------------------------------------------
