@@ -1,0 +1,65 @@
+"""Short-term memory: the conversation, kept in a storage and read through a window policy."""
+
+from __future__ import annotations
+
+from goagent_py.errors import MemoryStoreError
+from goagent_py.memory.policies import NoOp, Policy
+from goagent_py.memory.storage import InMemoryStorage, Storage
+from goagent_py.messages import Message
+
+__all__ = ["ShortTermMemory"]
+
+
+class ShortTermMemory:
+    """The conversation so far: the agent loads it before a run and appends each turn after it.
+
+    Everything is stored; the policy only decides what :meth:`messages` returns, so changing
+    the window later never loses history::
+
+        memory = ShortTermMemory(storage=SQLiteStorage("chat.db"), policy=TokenWindow(8000))
+        agent = Agent(provider=..., short_term_memory=memory)
+
+    Args:
+        storage: where messages are kept; a fresh :class:`InMemoryStorage` by default.
+        policy: the window applied when reading; :class:`NoOp` (everything) by default.
+    """
+
+    def __init__(self, storage: Storage | None = None, policy: Policy | None = None) -> None:
+        self.storage: Storage = storage if storage is not None else InMemoryStorage()
+        self.policy: Policy = policy if policy is not None else NoOp()
+
+    async def messages(self) -> list[Message]:
+        """The stored conversation after the policy's window, oldest first.
+
+        Raises:
+            MemoryStoreError: the storage could not be read.
+        """
+        try:
+            stored = await self.storage.load()
+        except MemoryStoreError:
+            raise
+        except Exception as exc:  # a third-party Storage that does not follow the protocol
+            raise MemoryStoreError(f"loading short-term memory failed: {exc}") from exc
+        return self.policy.apply(stored)
+
+    async def append(self, *messages: Message) -> None:
+        """Store ``messages`` (one turn) at the end, atomically; nothing to store is a no-op.
+
+        Raises:
+            MemoryStoreError: the storage could not be written.
+        """
+        if not messages:
+            return
+        try:
+            await self.storage.append(list(messages))
+        except MemoryStoreError:
+            raise
+        except Exception as exc:
+            raise MemoryStoreError(f"appending to short-term memory failed: {exc}") from exc
+
+    async def clear(self) -> None:
+        """Forget the conversation (in the storage)."""
+        await self.storage.clear()
+
+    def __repr__(self) -> str:
+        return f"ShortTermMemory(storage={self.storage!r}, policy={self.policy!r})"

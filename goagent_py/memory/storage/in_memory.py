@@ -1,0 +1,46 @@
+"""A storage in a Python list: the default, for one process and tests."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+
+from goagent_py.messages import Message
+
+__all__ = ["InMemoryStorage"]
+
+
+class InMemoryStorage:
+    """Keeps the conversation in memory; lost when the process ends.
+
+    Messages are deep-copied on the way in and out (binary payloads are immutable ``bytes`` and
+    shared), so neither the caller's later changes nor changes to loaded messages reach what is
+    stored. Safe to share between tasks and threads.
+    """
+
+    def __init__(self) -> None:
+        self._messages: list[Message] = []
+        self._lock = threading.Lock()
+
+    async def load(self) -> list[Message]:
+        """Copies of the stored messages, oldest first."""
+        with self._lock:
+            return copy.deepcopy(self._messages)
+
+    async def append(self, messages: Sequence[Message]) -> None:
+        """Store copies of ``messages`` at the end."""
+        copies = copy.deepcopy(list(messages))
+        with self._lock:
+            self._messages.extend(copies)
+
+    async def clear(self) -> None:
+        """Forget every message."""
+        with self._lock:
+            self._messages.clear()
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __repr__(self) -> str:
+        return f"InMemoryStorage({len(self._messages)} messages)"

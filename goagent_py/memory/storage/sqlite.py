@@ -1,0 +1,307 @@
+"""Conversations in a SQLite file (stdlib ``sqlite3``): survives restarts and crashes.
+
+Layout: one table, ``goagent_messages(session_id, seq, message, created_at)``, one row per
+message, ``message`` being the message's JSON from :func:`~goagent_py.messages.messages_to_json`
+(bytes as base64), ``(session_id, seq)`` the primary key. Many sessions share one file. The
+schema version is kept in ``PRAGMA user_version``; a file written by a newer schema is refused
+rather than misread.
+
+Durability: the file is in WAL mode and every :meth:`SQLiteStorage.append` is one
+``BEGIN IMMEDIATE ... COMMIT`` transaction, so a turn is stored entirely or not at all, and
+concurrent writers (other processes too) get sequence numbers without gaps or clashes.
+``synchronous=FULL`` makes SQLite fsync the WAL at each commit: once ``append`` has returned,
+the messages survive not only a killed process (a committed WAL frame is already in the file,
+which ``synchronous=NORMAL`` would also guarantee) but also a power cut or OS crash, which
+``NORMAL`` would not. One fsync per turn is cheap next to a model call.
+
+All blocking calls run in a worker thread (``asyncio.to_thread``), one at a time (a lock around
+the single connection). WAL needs a local file system (not NFS/SMB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import TypeVar
+
+from goagent_py.errors import ConfigurationError, MemoryStoreError
+from goagent_py.messages import Message, messages_from_json, messages_to_json
+
+__all__ = ["SCHEMA_VERSION", "SQLiteStorage"]
+
+SCHEMA_VERSION = 1
+"""The schema version this code writes (``PRAGMA user_version``)."""
+
+_TABLE = "goagent_messages"
+_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS {_TABLE} ("
+    " session_id TEXT NOT NULL,"
+    " seq INTEGER NOT NULL,"
+    " message TEXT NOT NULL,"
+    " created_at REAL NOT NULL,"
+    " PRIMARY KEY (session_id, seq))"
+)
+
+T = TypeVar("T")
+
+
+def _summary(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+class SQLiteStorage:
+    """Keeps one session's conversation in a SQLite file; many sessions can share the file.
+
+    Use it as an async context manager (or call :meth:`aclose`) to close the connection, which
+    is opened on first use::
+
+        async with SQLiteStorage("chat.db", session_id="alice") as storage:
+            memory = ShortTermMemory(storage=storage)
+
+    Args:
+        path: the database file (created if missing), or ":memory:".
+        session_id: which conversation this storage reads and writes.
+        timeout: seconds to wait for another connection's write lock before failing.
+
+    Raises:
+        MemoryStoreError: from any method, when the file cannot be opened, is locked past
+            ``timeout``, is not a database, has a newer schema, or holds a corrupted row.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, session_id: str = "default", timeout: float = 5.0
+    ) -> None:
+        if not isinstance(session_id, str) or not session_id:
+            raise ConfigurationError(
+                f"SQLiteStorage: session_id must be a non-empty string, got {session_id!r}"
+            )
+        if timeout < 0:
+            raise ConfigurationError(f"SQLiteStorage: timeout must be >= 0, got {timeout!r}")
+        self.path = os.fspath(path)
+        self.session_id = session_id
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"SQLite storage {self.path!r} (session {self.session_id!r})"
+
+    def _translate(self, exc: sqlite3.Error) -> MemoryStoreError:
+        text = str(exc)
+        lower = text.lower()
+        if "locked" in lower or "busy" in lower:
+            hint = (
+                f"the file is locked by another connection (waited {self.timeout:g}s); close "
+                "the other writer or pass a larger timeout= to SQLiteStorage"
+            )
+        elif "unable to open" in lower:
+            hint = "cannot open the file; check that its folder exists and is writable"
+        elif "readonly" in lower:
+            hint = "the file is read-only; check its permissions and those of its folder"
+        elif "not a database" in lower or "malformed" in lower:
+            hint = (
+                "the file is not a SQLite database or is corrupted; move it aside (keep it for "
+                "recovery) or point SQLiteStorage at another path"
+            )
+        else:
+            hint = "the database call failed"
+        return MemoryStoreError(f"{self._where()}: {hint} ({text})")
+
+    def _open(self) -> sqlite3.Connection:
+        if self._closed:
+            raise MemoryStoreError(f"{self._where()} is closed; create a new SQLiteStorage")
+        if self._conn is None:
+            # isolation_level=None: no implicit transactions; each append is an explicit one.
+            conn = sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+            try:
+                self._migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        version = self._version(conn)
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise MemoryStoreError(
+                f"{self._where()}: the file has schema version {version}, newer than this "
+                f"goagent-py understands ({SCHEMA_VERSION}); upgrade goagent-py"
+            )
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have created the schema while we waited for the lock.
+            if self._version(conn) < SCHEMA_VERSION:
+                conn.execute(_SCHEMA)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _version(conn: sqlite3.Connection) -> int:
+        row = conn.execute("PRAGMA user_version").fetchone()
+        return int(row[0])
+
+    def _locked(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            try:
+                return fn(self._open())
+            except sqlite3.Error as exc:
+                raise self._translate(exc) from exc
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # A cancelled caller does not stop the thread: a started append still commits whole.
+        return await asyncio.to_thread(self._locked, fn)
+
+    # -- Storage -----------------------------------------------------------------------------
+
+    async def load(self) -> list[Message]:
+        """This session's messages, oldest first.
+
+        Raises:
+            MemoryStoreError: the file cannot be read, or a row is corrupted (the error names
+                the session and the row's ``seq``).
+        """
+
+        def rows(conn: sqlite3.Connection) -> list[tuple[int, object]]:
+            cursor = conn.execute(
+                f"SELECT seq, message FROM {_TABLE} WHERE session_id = ? ORDER BY seq",
+                (self.session_id,),
+            )
+            return [(int(seq), raw) for seq, raw in cursor.fetchall()]
+
+        found = await self._call(rows)
+        if not found:
+            return []
+        return await asyncio.to_thread(self._parse, found)
+
+    def _parse(self, rows: list[tuple[int, object]]) -> list[Message]:
+        texts = [raw for _, raw in rows]
+        if all(isinstance(t, str) for t in texts):
+            try:
+                messages = messages_from_json("[" + ",".join(texts) + "]")  # type: ignore[arg-type]
+            except ValueError:  # pydantic's ValidationError; find the row below
+                pass
+            else:
+                if len(messages) == len(rows):
+                    return messages
+        out: list[Message] = []
+        for seq, raw in rows:
+            try:
+                if not isinstance(raw, str):
+                    raise TypeError(f"expected JSON text, found {type(raw).__name__}")
+                parsed = messages_from_json("[" + raw + "]")
+                if len(parsed) != 1:
+                    raise ValueError(f"the row holds {len(parsed)} messages instead of one")
+            except (ValueError, TypeError) as exc:
+                raise MemoryStoreError(
+                    f"{self._where()}: the stored message with seq={seq} (table {_TABLE}) is "
+                    f"corrupted and cannot be read: {_summary(exc)}; delete that row or clear "
+                    "the session"
+                ) from exc
+            out.extend(parsed)
+        return out
+
+    async def append(self, messages: Sequence[Message]) -> None:
+        """Add ``messages`` at the end of this session, in one transaction (all or none).
+
+        Raises:
+            MemoryStoreError: a message cannot be serialised, or the write failed (nothing of
+                this call is stored then).
+        """
+        if not messages:
+            return
+        rows: list[str] = []
+        for i, message in enumerate(messages):
+            try:
+                # One message per row: the one-element JSON array without its brackets.
+                rows.append(messages_to_json([message])[1:-1].decode())
+            except (ValueError, TypeError) as exc:  # e.g. a non-JSON value in metadata
+                raise MemoryStoreError(
+                    f"{self._where()}: message {i} cannot be stored as JSON: {_summary(exc)}"
+                ) from exc
+        now = time.time()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                (start,) = conn.execute(
+                    f"SELECT COALESCE(MAX(seq) + 1, 0) FROM {_TABLE} WHERE session_id = ?",
+                    (self.session_id,),
+                ).fetchone()
+                conn.executemany(
+                    f"INSERT INTO {_TABLE} (session_id, seq, message, created_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(self.session_id, start + i, row, now) for i, row in enumerate(rows)],
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        await self._call(write)
+
+    async def clear(self) -> None:
+        """Delete this session's messages (other sessions in the file are untouched)."""
+
+        def delete(conn: sqlite3.Connection) -> None:
+            conn.execute(f"DELETE FROM {_TABLE} WHERE session_id = ?", (self.session_id,))
+
+        await self._call(delete)
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of every session with at least one message in the file, sorted."""
+
+        def sessions(conn: sqlite3.Connection) -> list[str]:
+            cursor = conn.execute(f"SELECT DISTINCT session_id FROM {_TABLE} ORDER BY session_id")
+            return [str(row[0]) for row in cursor.fetchall()]
+
+        return await self._call(sessions)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the connection; later calls raise :class:`MemoryStoreError`. Idempotent."""
+
+        def close() -> None:
+            with self._lock:
+                self._closed = True
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+        await asyncio.to_thread(close)
+
+    async def __aenter__(self) -> SQLiteStorage:
+        await self._call(lambda conn: None)  # open now, so a bad path fails here
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStorage({self.path!r}, session_id={self.session_id!r})"

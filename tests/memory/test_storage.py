@@ -1,0 +1,301 @@
+"""Storages: in-memory copies, and a real SQLite file (sessions, corruption, a killed writer)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from goagent_py.errors import ConfigurationError, MemoryStoreError
+from goagent_py.memory.storage import InMemoryStorage, SQLiteStorage, Storage
+from goagent_py.memory.storage.sqlite import SCHEMA_VERSION
+from goagent_py.messages import (
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    assistant_message,
+    user_message,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4  # binary, not UTF-8
+
+
+def rich_turn() -> list[Message]:
+    return [
+        Message(Role.USER, [TextBlock("look"), ImageBlock(PNG, "image/png")]),
+        Message(
+            Role.ASSISTANT,
+            [ThinkingBlock("hmm", signature="sig"), TextBlock("calling")],
+            tool_calls=[ToolCall("c1", "describe", {"size": [1, 2], "deep": {"x": None}})],
+        ),
+        Message(Role.TOOL, [TextBlock("a cat")], tool_call_id="c1", is_error=True),
+        Message(
+            Role.USER,
+            [DocumentBlock(b"%PDF-1.4\x00\xff", "application/pdf", title="t.pdf")],
+            metadata={"k": [1, "v"]},
+        ),
+        assistant_message("done ✓"),
+    ]
+
+
+# -- in memory -----------------------------------------------------------------------------------
+
+
+async def test_in_memory_round_trip_and_clear() -> None:
+    storage = InMemoryStorage()
+    assert isinstance(storage, Storage)
+    assert await storage.load() == []
+    await storage.append(rich_turn())
+    await storage.append([user_message("again")])
+    loaded = await storage.load()
+    assert loaded == [*rich_turn(), user_message("again")]
+    await storage.clear()
+    assert await storage.load() == []
+
+
+async def test_in_memory_makes_defensive_copies() -> None:
+    storage = InMemoryStorage()
+    msg = Message(Role.ASSISTANT, [TextBlock("a")], tool_calls=[ToolCall("1", "t", {"x": 1})])
+    await storage.append([msg])
+    msg.content.append(TextBlock("changed"))
+    msg.tool_calls[0].arguments["x"] = 2
+    loaded = await storage.load()
+    assert loaded[0].content == [TextBlock("a")]
+    assert loaded[0].tool_calls[0].arguments == {"x": 1}
+    loaded[0].content.clear()
+    assert (await storage.load())[0].content == [TextBlock("a")]
+
+
+async def test_in_memory_concurrent_appends_keep_every_turn() -> None:
+    storage = InMemoryStorage()
+    await asyncio.gather(
+        *(storage.append([user_message(f"q{i}"), assistant_message(f"a{i}")]) for i in range(50))
+    )
+    loaded = await storage.load()
+    assert len(loaded) == 100
+    for q, a in zip(loaded[::2], loaded[1::2], strict=True):  # turns never interleave
+        assert q.text[1:] == a.text[1:]
+
+
+# -- SQLite --------------------------------------------------------------------------------------
+
+
+async def test_sqlite_round_trip_with_binary_content(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path, session_id="s1") as storage:
+        assert isinstance(storage, Storage)
+        assert await storage.load() == []
+        await storage.append(rich_turn())
+        await storage.append([])  # nothing to do
+    async with SQLiteStorage(path, session_id="s1") as again:
+        loaded = await again.load()
+    assert loaded == rich_turn()
+    image = loaded[0].content[1]
+    assert isinstance(image, ImageBlock)
+    assert image.data == PNG
+
+
+async def test_sqlite_file_settings_and_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path) as storage:
+        await storage.append([user_message("x")])
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        rows = conn.execute("SELECT session_id, seq FROM goagent_messages").fetchall()
+    conn.close()
+    assert rows == [("default", 0)]
+
+
+async def test_sqlite_many_sessions_in_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    async with (
+        SQLiteStorage(path, session_id="alice") as alice,
+        SQLiteStorage(path, session_id="bob") as bob,
+    ):
+        await alice.append([user_message("hi from alice")])
+        await bob.append([user_message("hi from bob"), assistant_message("hello bob")])
+        await alice.append([assistant_message("hello alice")])
+        assert [m.text for m in await alice.load()] == ["hi from alice", "hello alice"]
+        assert [m.text for m in await bob.load()] == ["hi from bob", "hello bob"]
+        assert await alice.list_sessions() == ["alice", "bob"]
+        await alice.clear()
+        assert await alice.load() == []
+        assert len(await bob.load()) == 2
+        assert await bob.list_sessions() == ["bob"]
+
+
+async def test_sqlite_concurrent_appends_are_whole_turns_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path) as one, SQLiteStorage(path) as two:
+        await asyncio.gather(
+            *(
+                (one if i % 2 else two).append([user_message(f"q{i}"), assistant_message(f"a{i}")])
+                for i in range(20)
+            )
+        )
+        loaded = await one.load()
+    assert len(loaded) == 40
+    for q, a in zip(loaded[::2], loaded[1::2], strict=True):
+        assert q.text[1:] == a.text[1:]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ('{"role": "user", "content": [{"type": "video"}]}', "video"),
+        ("not json at all", "corrupted"),
+        ('{"role": "user"},{"role": "user"}', "2 messages"),
+        (b"\x00\x01 blob", "bytes"),
+    ],
+)
+async def test_sqlite_corrupted_row_names_session_and_row(
+    tmp_path: Path, raw: str | bytes, reason: str
+) -> None:
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path, session_id="s-7") as storage:
+        await storage.append([user_message("fine"), assistant_message("fine too")])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE goagent_messages SET message = ? WHERE seq = 1", (raw,))
+    conn.close()
+    async with SQLiteStorage(path, session_id="s-7") as storage:
+        with pytest.raises(MemoryStoreError) as info:
+            await storage.load()
+        # Appending still works, and the good row is intact.
+        await storage.append([user_message("more")])
+    message = str(info.value)
+    assert "'s-7'" in message
+    assert "seq=1" in message
+    assert reason in message
+    assert "delete that row or clear the session" in message
+
+
+async def test_sqlite_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    storage = SQLiteStorage(path)
+    with pytest.raises(MemoryStoreError, match="not a SQLite database or is corrupted"):
+        await storage.load()
+    await storage.aclose()
+
+
+async def test_sqlite_unopenable_path(tmp_path: Path) -> None:
+    storage = SQLiteStorage(tmp_path / "missing-dir" / "chat.db")
+    with pytest.raises(MemoryStoreError, match="folder exists and is writable"):
+        async with storage:
+            pass
+
+
+async def test_sqlite_locked_file_fails_with_advice(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path) as storage:
+        await storage.append([user_message("x")])
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        try:
+            locked = SQLiteStorage(path, timeout=0)
+            with pytest.raises(MemoryStoreError, match="locked by another connection"):
+                await locked.append([user_message("y")])
+            await locked.aclose()
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert [m.text for m in await storage.load()] == ["x"]
+
+
+async def test_sqlite_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    storage = SQLiteStorage(path)
+    with pytest.raises(MemoryStoreError, match="upgrade goagent-py"):
+        await storage.load()
+    await storage.aclose()
+
+
+async def test_sqlite_unserialisable_message_stores_nothing(tmp_path: Path) -> None:
+    async with SQLiteStorage(tmp_path / "chat.db") as storage:
+        bad = Message(Role.USER, [TextBlock("x")], metadata={"obj": object()})
+        with pytest.raises(MemoryStoreError, match="message 1 cannot be stored"):
+            await storage.append([user_message("ok"), bad])
+        assert await storage.load() == []
+
+
+async def test_sqlite_closed_storage_and_bad_arguments(tmp_path: Path) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db")
+    await storage.aclose()
+    await storage.aclose()  # idempotent
+    with pytest.raises(MemoryStoreError, match="is closed"):
+        await storage.load()
+    with pytest.raises(ConfigurationError):
+        SQLiteStorage(tmp_path / "x.db", session_id="")
+    with pytest.raises(ConfigurationError):
+        SQLiteStorage(tmp_path / "x.db", timeout=-1)
+
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from goagent_py.memory.storage import SQLiteStorage
+    from goagent_py.messages import user_message, assistant_message
+
+    async def main() -> None:
+        storage = SQLiteStorage(sys.argv[1], session_id="crash")
+        i = 0
+        while True:
+            await storage.append([user_message(f"q{i}"), assistant_message(f"a{i}")])
+            print(i, flush=True)  # acknowledged: the append has returned
+            i += 1
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_sqlite_survives_a_sigkilled_writer(tmp_path: Path) -> None:
+    path = tmp_path / "crash.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout is not None
+    acknowledged = -1
+    try:
+        for line in proc.stdout:
+            acknowledged = int(line)
+            if acknowledged >= 40:
+                break
+        os.kill(proc.pid, signal.SIGKILL)  # mid-run: it is appending the next turn now
+    finally:
+        proc.wait()
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert acknowledged >= 40
+
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+
+    async def check() -> list[Message]:
+        async with SQLiteStorage(path, session_id="crash") as storage:
+            loaded = await storage.load()
+            await storage.append([user_message("after restart")])
+            return loaded
+
+    loaded = asyncio.run(check())
+    turns = len(loaded) // 2
+    assert len(loaded) % 2 == 0  # no half turn
+    assert turns >= acknowledged + 1  # every acknowledged append is there
+    assert [m.text for m in loaded] == [t for i in range(turns) for t in (f"q{i}", f"a{i}")]
