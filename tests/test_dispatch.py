@@ -469,7 +469,31 @@ async def test_hung_sync_tool_is_abandoned_and_the_run_goes_on(make_agent: MakeA
     assert isinstance(cause_of(results[0]), ToolTimeoutError)
 
 
-async def test_retries_and_rate_limit_waits_count_against_the_timeout() -> None:
+async def test_retry_waits_count_against_the_timeout_and_fail_the_breaker_once() -> None:
+    switch = Switch()
+    waits: list[float] = []
+
+    async def endless(seconds: float) -> None:
+        waits.append(seconds)
+        await asyncio.Event().wait()
+
+    d = Dispatcher(
+        {"svc": switch_tool(switch)},
+        timeout=0.05,
+        circuit_breaker=(2, 30),
+        retry=RetryPolicy(max_attempts=5, sleep=endless),
+        clock=FakeClock(),
+    )
+    assert isinstance(cause_of(await d.execute(call())), ToolTimeoutError)
+    assert switch.calls == 1
+    assert len(waits) == 1
+    # One call, one failure for the breaker (max 2): the next call still reaches the tool.
+    assert isinstance(cause_of(await d.execute(call())), ToolTimeoutError)
+    assert switch.calls == 2
+    assert isinstance(cause_of(await d.execute(call())), CircuitOpenError)
+
+
+async def test_rate_limit_waits_count_against_the_timeout() -> None:
     d = Dispatcher(
         {"svc": switch_tool(Switch())},
         timeout=0.05,
