@@ -131,20 +131,24 @@ class TokenWindow:
         if not messages:
             return []
         groups = message_groups(messages)
-        costs = [
-            sum(self.estimator.count(messages[i]) for i in range(start, end))
-            for start, end in groups
-        ]
+
+        def cost(group: tuple[int, int]) -> int:
+            return sum(self.estimator.count(messages[i]) for i in range(*group))
+
         # The newest group that is not an orphan tool result is kept whatever it costs.
         last = len(groups) - 1
         while last >= 0 and _is_orphan(messages, groups[last]):
             last -= 1
         if last < 0:
             return []
-        budget = self.max_tokens - sum(costs[last:])
+        # Costs are computed newest first and only until the budget runs out.
+        budget = self.max_tokens - sum(cost(g) for g in groups[last:])
         first = last
-        while first > 0 and costs[first - 1] <= budget:
-            budget -= costs[first - 1]
+        while first > 0:
+            needed = cost(groups[first - 1])
+            if needed > budget:
+                break
+            budget -= needed
             first -= 1
         return _from_group(messages, groups, first)
 
