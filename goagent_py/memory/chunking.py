@@ -41,12 +41,15 @@ from goagent_py.memory.tokens import HeuristicEstimator, TokenEstimator
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock
 
 __all__ = [
+    "DEFAULT_SEPARATORS",
     "BlockChunker",
     "MarkdownChunker",
     "NoOpChunker",
     "RecursiveChunker",
     "SentenceChunker",
     "TextChunker",
+    "markdown_sections",
+    "split_sentences",
 ]
 
 log = logging.getLogger(__name__)

