@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -915,3 +916,18 @@ def test_public_names() -> None:
     assert otel_module.__all__ == sorted(otel_module.__all__)
     for name in otel_module.__all__:
         assert getattr(otel_module, name).__doc__ or name == "CAPTURE_ENV"
+
+
+def test_the_console_example_prints_the_span_tree() -> None:
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, str(root / "examples" / "otel_console.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=root,
+    ).stdout
+    assert "invoke_agent calculator  [OK" in out
+    assert "execute_tool divide  [ERROR" in out
+    assert "gen_ai.client.token.usage input -> 300 {token}" in out
