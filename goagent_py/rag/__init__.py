@@ -1,0 +1,78 @@
+"""Retrieval-augmented generation: index documents, search them, let the agent cite them.
+
+::
+
+    from goagent_py.rag import Pipeline, load_directory
+
+    pipeline = Pipeline.sqlite("kb.db", SentenceTransformerEmbedder(), dimensions=384)
+    await pipeline.index(load_directory("docs", glob="**/*.md"))
+    agent = Agent(provider=..., tools=[pipeline.as_tool()])
+
+Importing this package imports numpy (``import goagent_py`` does not).
+"""
+
+from goagent_py.rag.documents import FORMATS, Document, html_to_text, load_directory, load_file
+from goagent_py.rag.format import (
+    NO_RESULTS,
+    Formatter,
+    describe_location,
+    format_multimodal,
+    format_passages,
+    format_plain,
+)
+from goagent_py.rag.keyword import (
+    BulkKeywordIndex,
+    InMemoryKeywordIndex,
+    KeywordEntry,
+    KeywordIndex,
+    SqliteKeywordIndex,
+    fts5_query,
+    query_terms,
+)
+from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest, SqliteManifest
+from goagent_py.rag.pipeline import RRF_K, Pipeline, SearchMode, reciprocal_rank_fusion
+from goagent_py.rag.rerank import CrossEncoderReranker, Reranker
+from goagent_py.rag.results import (
+    DocumentReport,
+    IndexProgress,
+    IndexReport,
+    PipelineObserver,
+    SearchResult,
+)
+from goagent_py.rag.tool import KnowledgeBaseTool
+
+__all__ = [
+    "BulkKeywordIndex",
+    "ChunkManifest",
+    "CrossEncoderReranker",
+    "Document",
+    "DocumentReport",
+    "FORMATS",
+    "Formatter",
+    "InMemoryKeywordIndex",
+    "InMemoryManifest",
+    "IndexProgress",
+    "IndexReport",
+    "KeywordEntry",
+    "KeywordIndex",
+    "KnowledgeBaseTool",
+    "NO_RESULTS",
+    "Pipeline",
+    "PipelineObserver",
+    "RRF_K",
+    "Reranker",
+    "SearchMode",
+    "SearchResult",
+    "SqliteKeywordIndex",
+    "SqliteManifest",
+    "describe_location",
+    "format_multimodal",
+    "format_passages",
+    "format_plain",
+    "fts5_query",
+    "html_to_text",
+    "load_directory",
+    "load_file",
+    "query_terms",
+    "reciprocal_rank_fusion",
+]

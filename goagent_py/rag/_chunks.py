@@ -1,0 +1,141 @@
+"""Chunk preparation for the pipeline: documents to content-addressed chunk messages.
+
+A chunk's id is ``<source>#<index>:<hash>``, the hash covering its content and metadata (the
+location included), so the same document always gives the same ids and any change gives new
+ones. Locations (lines, heading path, page) are recorded in the metadata for citations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from goagent_py.memory.base import Chunk, Chunker
+from goagent_py.messages import Message, Role, TextBlock, messages_to_json, text_from
+from goagent_py.rag.documents import Document, markdown_headings
+
+# Keys the pipeline owns in chunk metadata (they win over document metadata).
+LOCATION_KEYS = ("heading", "page", "line_start", "line_end")
+
+
+# -- chunk preparation ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Prepared:
+    id: str
+    message: Message
+    embed_text: str
+
+
+def default_chunker(fmt: str) -> Chunker:
+    from goagent_py.memory.chunking import MarkdownChunker, RecursiveChunker
+
+    # ~800 characters (heuristic tokens are UTF-8 bytes / 4): under the 256-token input limit
+    # of small sentence embedders such as all-MiniLM-L6-v2, with room for the title header.
+    if fmt in ("markdown", "html"):
+        return MarkdownChunker(max_size=200, overlap=20)
+    return RecursiveChunker(max_size=200, overlap=20)
+
+
+def digest(message: Message) -> str:
+    return hashlib.sha256(messages_to_json([message])).hexdigest()[:16]
+
+
+def line_spans(text: str, chunker: Chunker, chunks: list[Chunk]) -> list[tuple[int, int] | None]:
+    """Each chunk's (first, last) line in ``text``, or None where it can't be placed."""
+    spans_fn = getattr(chunker, "spans", None)
+    offsets: list[tuple[int, int] | None] = []
+    texts = [text_from(c.blocks) for c in chunks]
+    exact = None
+    if callable(spans_fn):
+        try:
+            candidate = [(int(s), int(e)) for s, e in spans_fn(text)]
+        except Exception:
+            candidate = None
+        if (
+            candidate is not None
+            and len(candidate) == len(chunks)
+            and all(text[s:e] == t for (s, e), t in zip(candidate, texts, strict=True))
+        ):
+            exact = candidate
+    if exact is not None:
+        offsets = list(exact)
+    else:
+        cursor = 0
+        for chunk_text in texts:
+            probe = chunk_text.strip()
+            pos = text.find(probe, cursor) if probe else -1
+            if pos < 0 and probe:
+                pos = text.find(probe)
+            if pos < 0:
+                offsets.append(None)
+                continue
+            offsets.append((pos, pos + len(probe)))
+            cursor = pos + 1
+    out: list[tuple[int, int] | None] = []
+    for span in offsets:
+        if span is None:
+            out.append(None)
+            continue
+        start, end = span
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        first = text.count("\n", 0, start) + 1
+        out.append((first, first + text.count("\n", start, end)))
+    return out
+
+
+def prepare(doc: Document, chunker: Chunker | None) -> list[Prepared]:
+    """The document's chunks as messages with deterministic, content-addressed ids."""
+    fmt = str(doc.metadata.get("format", ""))
+    chunker = chunker or default_chunker(fmt)
+    paged = fmt == "pdf" and len(doc.blocks) > 1
+    base: dict[str, Any] = dict(doc.metadata)
+    for key in (*LOCATION_KEYS, "chunk_index", "chunk_total"):
+        base.pop(key, None)
+    base["source"] = doc.source
+    title = doc.title
+    out: list[Prepared] = []
+    for block_number, block in enumerate(doc.blocks):
+        if isinstance(block, TextBlock):
+            if not block.text.strip():
+                continue
+            chunks = chunker.chunk([block], {})
+            lines = line_spans(block.text, chunker, chunks)
+            headings = markdown_headings(block.text) if fmt in ("markdown", "html") else []
+        else:
+            chunks = [Chunk([block], {})]
+            lines, headings = [None], []
+        for chunk, span in zip(chunks, lines, strict=True):
+            meta = dict(base)
+            extra = {k: v for k, v in chunk.metadata.items() if k not in ("chunk_total",)}
+            meta.update(extra)
+            meta["chunk_index"] = len(out)
+            heading = meta.get("heading")
+            if span is not None:
+                if not paged:
+                    meta["line_start"], meta["line_end"] = span
+                if not heading and headings:
+                    found = [path for line, path in headings if line <= span[0]]
+                    if found:
+                        meta["heading"] = heading = found[-1]
+            if not heading:
+                meta.pop("heading", None)
+            if paged:
+                meta["page"] = block_number + 1
+            message = Message(Role.DOCUMENT, list(chunk.blocks), metadata=meta)
+            chunk_id = f"{doc.source}#{len(out)}:{digest(message)}"
+            header = [title] if title else []
+            if isinstance(heading, str) and heading:
+                parts = heading.split(" > ")
+                if parts and parts[0] == title:
+                    parts = parts[1:]
+                header += parts
+            body = text_from(list(chunk.blocks))
+            embed_text = (" > ".join(header) + "\n\n" + body) if header and body else body
+            out.append(Prepared(chunk_id, message, embed_text))
+    return out

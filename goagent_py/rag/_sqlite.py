@@ -1,0 +1,145 @@
+"""SQLite plumbing shared by the RAG side tables (keyword index, chunk manifest).
+
+They live in the same file as a ``SqliteVecStore``, so they must use the same SQLite library as
+that store: two copies of SQLite in one process don't see each other's POSIX locks, and closing
+one copy's file handle drops the other's locks. So the driver is the store's when sqlite-vec is
+installed, else the first of ``pysqlite3``, ``sqlean`` and the standard library that has FTS5.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import importlib
+import os
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from goagent_py.errors import ConfigurationError, GoAgentError, MemoryStoreError
+
+T = TypeVar("T")
+
+
+@functools.cache
+def driver() -> Any:
+    """The sqlite3 module to use (see the module docstring)."""
+    try:
+        from goagent_py.memory.vector.sqlite_vec import _driver
+
+        return _driver()
+    except (ImportError, GoAgentError):
+        pass
+    errors = []
+    for name in ("pysqlite3.dbapi2", "sqlean", "sqlite3"):
+        try:
+            module = importlib.import_module(name)
+            conn = module.connect(":memory:")
+            try:
+                conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+            finally:
+                conn.close()
+        except Exception as exc:
+            errors.append(f"{name}: {exc}")
+            continue
+        return module
+    raise ConfigurationError(
+        "no sqlite3 module here has FTS5 ("
+        + "; ".join(errors)
+        + '); install one: pip install "goagent-py[vector]" or pip install sqlean.py'
+    )
+
+
+def validate_identifier(name: str, *, what: str = "table name") -> str:
+    """``name`` quoted for SQL after checking it is a plain identifier (see ``SqliteVecStore``)."""
+    from goagent_py.memory.vector.sqlite_vec import validate_identifier as check
+
+    return check(name, what=what)
+
+
+class Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any error (autocommit connection)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+class SqliteTable:
+    """One lazily opened connection to a SQLite file, used from worker threads one call at a time.
+
+    Subclasses set up their tables in :meth:`_migrate` and run queries with :meth:`_run`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = os.fspath(path)
+        driver()  # fail at construction when no usable sqlite3 is installed
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._closed = False
+
+    def _migrate(self, conn: Any) -> None:
+        raise NotImplementedError
+
+    async def _run(self, fn: Callable[[Any], T]) -> T:
+        return await asyncio.to_thread(self._locked, fn)
+
+    def _locked(self, fn: Callable[[Any], T]) -> T:
+        with self._lock:
+            if self._closed:
+                raise MemoryStoreError(f"{self!r} is closed")
+            if self._conn is None:
+                conn = driver().connect(self._path, isolation_level=None, check_same_thread=False)
+                try:
+                    conn.execute("PRAGMA busy_timeout = 5000")
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    self._migrate(conn)
+                except ConfigurationError:
+                    conn.close()
+                    raise
+                except Exception as exc:
+                    conn.close()
+                    raise MemoryStoreError(f"opening {self!r} failed: {exc}") from exc
+                self._conn = conn
+            try:
+                return fn(self._conn)
+            except (ValueError, GoAgentError):
+                raise
+            except Exception as exc:
+                raise MemoryStoreError(f"{self!r}: {exc}") from exc
+
+    async def aclose(self) -> None:
+        """Close the database connection. Later calls raise :class:`MemoryStoreError`."""
+
+        def close() -> None:
+            with self._lock:
+                self._closed = True
+                if self._conn is not None:
+                    with contextlib.suppress(Exception):
+                        self._conn.close()
+                    self._conn = None
+
+        await asyncio.to_thread(close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

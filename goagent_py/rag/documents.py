@@ -1,0 +1,361 @@
+"""Documents to index, and loaders that read them from files.
+
+A :class:`Document` is content (text or blocks) with a ``source`` (its identity: re-indexing the
+same source replaces what was indexed for it) and metadata (kept on every chunk, filterable at
+search time). The loaders read text, Markdown, reStructuredText, HTML (as text, with the
+standard library's ``html.parser``) and PDF text (when ``pypdf`` is installed); each sets
+``path``, ``title`` and ``format`` in the metadata.
+
+Loaders do blocking file I/O: inside an event loop call them through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from goagent_py.errors import ConfigurationError, MissingExtraError
+from goagent_py.messages import ContentBlock, TextBlock, text_from
+
+__all__ = [
+    "FORMATS",
+    "Document",
+    "html_to_text",
+    "load_directory",
+    "load_file",
+]
+
+FORMATS: Mapping[str, str] = {
+    ".txt": "text",
+    ".text": "text",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".rst": "rst",
+    ".html": "html",
+    ".htm": "html",
+    ".pdf": "pdf",
+}
+"""File suffix -> format name, for the suffixes the loaders read."""
+
+_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}\s*$")
+
+
+@dataclass(slots=True, frozen=True, init=False)
+class Document:
+    """Content to index under a ``source``.
+
+    Args:
+        content: the text, or a list of content blocks (text blocks are indexed; other blocks
+            are kept on the chunks but have nothing to embed for a text embedder).
+        source: what the document is (a path, a URL, a key). Chunk ids derive from it, and
+            re-indexing the same source replaces its old chunks.
+        metadata: JSON data kept on every chunk (``str``/``int``/``float``/``bool`` values can be
+            filtered on at search time). ``title`` is shown in citations. Keys the pipeline sets
+            itself (``source``, ``chunk_index``, ``location``...) win over these.
+
+    Raises:
+        ValueError: an empty source.
+    """
+
+    source: str
+    blocks: tuple[ContentBlock, ...]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        content: str | Sequence[ContentBlock],
+        source: str,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(source, str) or not source.strip():
+            raise ValueError(f"Document source must be a non-empty str, got {source!r}")
+        blocks = (TextBlock(content),) if isinstance(content, str) else tuple(content)
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "blocks", blocks)
+        object.__setattr__(self, "metadata", dict(metadata or {}))
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined by newlines."""
+        return text_from(list(self.blocks))
+
+    @property
+    def title(self) -> str:
+        """``metadata["title"]`` when it is a string, else ""."""
+        title = self.metadata.get("title")
+        return title if isinstance(title, str) else ""
+
+
+def load_file(
+    path: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    format: str | None = None,
+    encoding: str = "utf-8",
+) -> Document:
+    """Read one file into a :class:`Document`.
+
+    Args:
+        path: the file.
+        source: the document's source; defaults to ``path`` as given (as a POSIX path).
+        metadata: extra metadata for the document (wins over what the loader sets).
+        format: "text", "markdown", "rst", "html" or "pdf"; defaults to the one the suffix
+            names in :data:`FORMATS` ("text" for an unknown suffix).
+        encoding: the text encoding (undecodable bytes are replaced, never fatal).
+
+    Returns:
+        The document, with ``path`` (absolute), ``title`` (the first heading, the HTML/PDF
+        title, else the file name without suffix) and ``format`` in its metadata. A PDF has one
+        text block per page and ``pages`` in its metadata, so chunks know their page.
+
+    Raises:
+        MissingExtraError: a PDF and ``pypdf`` is not installed.
+        ConfigurationError: an unknown ``format``.
+        OSError: the file can't be read.
+    """
+    p = Path(path)
+    fmt = format or FORMATS.get(p.suffix.lower(), "text")
+    if fmt not in set(FORMATS.values()):
+        raise ConfigurationError(
+            f"unknown document format {fmt!r}; use one of {sorted(set(FORMATS.values()))}"
+        )
+    meta: dict[str, Any] = {"path": str(p.resolve()), "format": fmt}
+    blocks: list[ContentBlock]
+    if fmt == "pdf":
+        pages, title = _read_pdf(p)
+        blocks = [TextBlock(page) for page in pages]
+        meta["pages"] = len(pages)
+    else:
+        raw = p.read_text(encoding=encoding, errors="replace")
+        if fmt == "html":
+            title, text = _HTMLText.convert(raw)
+        else:
+            text = raw
+            title = {"markdown": markdown_title, "rst": rst_title}.get(fmt, _no_title)(text)
+        blocks = [TextBlock(text)]
+    meta["title"] = title or p.stem
+    meta.update(metadata or {})
+    return Document(blocks, source if source is not None else p.as_posix(), metadata=meta)
+
+
+def load_directory(
+    path: str | os.PathLike[str],
+    *,
+    glob: str = "**/*",
+    formats: Sequence[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    encoding: str = "utf-8",
+) -> list[Document]:
+    """Read every supported file under a directory, sorted by path.
+
+    Hidden files and directories (a name starting with ".") are skipped, and so are files whose
+    suffix is not in :data:`FORMATS` (and PDFs when ``pypdf`` is not installed).
+
+    Args:
+        path: the directory.
+        glob: which files, relative to ``path`` (``"**/*.md"`` for Markdown only).
+        formats: only these formats (e.g. ``["markdown", "rst"]``); None for all.
+        metadata: extra metadata for every document.
+        encoding: the text encoding.
+
+    Returns:
+        One document per file; each source is the file's path relative to ``path`` (POSIX
+        separators), so the same folder indexes the same way from any working directory.
+
+    Raises:
+        NotADirectoryError: ``path`` is not a directory.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise NotADirectoryError(f"{os.fspath(path)!r} is not a directory")
+    wanted = set(formats) if formats is not None else set(FORMATS.values())
+    if "pdf" in wanted and not _has_pypdf():
+        wanted.discard("pdf")
+    documents = []
+    for file in sorted(root.glob(glob)):
+        rel = file.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or not file.is_file():
+            continue
+        fmt = FORMATS.get(file.suffix.lower())
+        if fmt is None or fmt not in wanted:
+            continue
+        documents.append(
+            load_file(file, source=rel.as_posix(), metadata=metadata, format=fmt, encoding=encoding)
+        )
+    return documents
+
+
+# -- titles -----------------------------------------------------------------------------------
+
+
+def _no_title(text: str) -> str:
+    return ""
+
+
+def markdown_title(text: str) -> str:
+    """The first level-1 heading of Markdown text (front-matter ``title:`` first), or ""."""
+    lines = text.splitlines()
+    if lines and lines[0].strip() == "---":
+        for line in lines[1:]:
+            if line.strip() == "---":
+                break
+            key, _, value = line.partition(":")
+            if key.strip() == "title" and value.strip():
+                return value.strip().strip("\"'")
+    fallback = ""
+    for line in lines:
+        match = _ATX_HEADING.match(line)
+        if match:
+            if len(match.group(1)) == 1:
+                return match.group(2).strip()
+            fallback = fallback or match.group(2).strip()
+    return fallback
+
+
+def rst_title(text: str) -> str:
+    """The first section title of reStructuredText (a line underlined with = - ~ ...), or ""."""
+    lines = text.splitlines()
+    for i in range(1, len(lines)):
+        title = lines[i - 1].strip()
+        if title and _RST_UNDERLINE.match(lines[i]) and len(lines[i].strip()) >= len(title):
+            return title
+    return ""
+
+
+def markdown_headings(text: str) -> list[tuple[int, str]]:
+    """``(line_number, heading path)`` for every ATX heading outside fenced code, in order.
+
+    The heading path joins the enclosing headings with " > " ("Config > Retries"); line numbers
+    are 1-based.
+    """
+    out: list[tuple[int, str]] = []
+    stack: list[tuple[int, str]] = []
+    fence = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            marker = stripped[:3]
+            if not fence:
+                fence = marker
+            elif marker == fence:
+                fence = ""
+            continue
+        if fence:
+            continue
+        match = _ATX_HEADING.match(line)
+        if match:
+            level = len(match.group(1))
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, match.group(2).strip()))
+            out.append((number, " > ".join(name for _, name in stack)))
+    return out
+
+
+# -- HTML ---------------------------------------------------------------------------------------
+
+
+class _HTMLText(HTMLParser):
+    """HTML to readable text: headings become Markdown headings, scripts and styles go away."""
+
+    _SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head"})
+    _BLOCK = frozenset(
+        {
+            "p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header",
+            "footer", "nav", "aside", "main", "blockquote", "pre", "dt", "dd", "hr", "figure",
+            "h1", "h2", "h3", "h4", "h5", "h6",
+        }
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.title = ""
+        self._skip = 0
+        self._in_title = False
+        self._pre = 0
+
+    @classmethod
+    def convert(cls, html: str) -> tuple[str, str]:
+        parser = cls()
+        parser.feed(html)
+        parser.close()
+        lines = []
+        for line in "".join(parser.parts).split("\n"):
+            lines.append(line.rstrip())
+        text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+        title = parser.title.strip()
+        if not title:
+            title = markdown_title(text)
+        return title, text
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "title":
+            self._in_title = True
+        elif tag in self._SKIP:
+            self._skip += 1
+        if tag == "pre":
+            self._pre += 1
+        if tag in self._BLOCK:
+            self.parts.append("\n")
+        if len(tag) == 2 and tag[0] == "h" and tag[1] in "123456" and not self._skip:
+            self.parts.append("\n" + "#" * int(tag[1]) + " ")
+        elif tag == "li" and not self._skip:
+            self.parts.append("- ")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self._in_title = False
+        elif tag in self._SKIP:
+            self._skip = max(0, self._skip - 1)
+        if tag == "pre":
+            self._pre = max(0, self._pre - 1)
+        if tag in self._BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self._in_title:
+            self.title += data
+        elif not self._skip:
+            self.parts.append(data if self._pre else re.sub(r"\s+", " ", data))
+
+
+def html_to_text(html: str) -> str:
+    """Readable text from HTML (standard library only); headings come out as ``# Heading``."""
+    return _HTMLText.convert(html)[1]
+
+
+# -- PDF ----------------------------------------------------------------------------------------
+
+
+def _has_pypdf() -> bool:
+    try:
+        import pypdf  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _read_pdf(path: Path) -> tuple[list[str], str]:
+    try:
+        import pypdf
+    except ImportError as exc:
+        raise MissingExtraError("pypdf", "pdf", feature="loading PDF documents") from exc
+    reader = pypdf.PdfReader(str(path))
+    pages = [(page.extract_text() or "").strip() for page in reader.pages]
+    title = ""
+    info = reader.metadata
+    if info is not None and isinstance(info.title, str):
+        title = info.title.strip()
+    if not title:
+        first = next((page for page in pages if page), "")
+        title = first.splitlines()[0].strip()[:120] if first else ""
+    return pages, title

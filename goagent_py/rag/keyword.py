@@ -1,0 +1,432 @@
+"""Keyword (full-text) indexes for hybrid search: exact words, identifiers and error codes.
+
+Embeddings are good at meaning and bad at exact strings: ``GA-1042`` or ``max_retry_delay`` come
+out close to any other code or key. A keyword index finds them. The pipeline fuses its ranking
+with the vector ranking (:func:`~goagent_py.rag.pipeline.reciprocal_rank_fusion`).
+
+Two implementations of :class:`KeywordIndex`:
+
+- :class:`SqliteKeywordIndex`: an SQLite FTS5 table (BM25 ranking) that can live in the same file
+  as a ``SqliteVecStore``.
+- :class:`InMemoryKeywordIndex`: BM25 over an in-memory inverted index, beside an
+  ``InMemoryVectorStore``.
+
+User queries never reach FTS5 as syntax: :func:`fts5_query` turns any text into a quoted-terms
+``OR`` expression, so ``NEAR``, ``*``, ``^``, ``AND``, column filters and quotes in a question are
+searched for as words, never interpreted.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import json
+import math
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from goagent_py.memory.vector.in_memory import check_filter, metadata_matches
+from goagent_py.rag._sqlite import SqliteTable, Transaction, validate_identifier
+
+__all__ = [
+    "BulkKeywordIndex",
+    "InMemoryKeywordIndex",
+    "KeywordEntry",
+    "KeywordIndex",
+    "SqliteKeywordIndex",
+    "fts5_query",
+    "query_terms",
+]
+
+# A term: letters/digits, optionally joined by - _ . : / @ into one identifier (GA-1042,
+# max_retry_delay, v2.3.1, app.retry.max).
+_TERM = re.compile(r"[^\W_]+(?:[-_.:/@][^\W_]+)*")
+_WORD = re.compile(r"[^\W_]+")
+_STOPWORDS = frozenset(
+    {
+        "a", "about", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for",
+        "from", "how", "i", "if", "in", "is", "it", "its", "me", "my", "of", "on", "or",
+        "should", "so", "that", "the", "their", "them", "then", "there", "these", "this", "to",
+        "was", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you",
+        "your",
+    }
+)  # fmt: skip
+
+
+def query_terms(text: str) -> list[str]:
+    """The search terms of ``text``: words and joined identifiers, lower-cased, deduplicated.
+
+    Common English words ("what", "the", "does") are dropped unless nothing else is left.
+    """
+    terms = list(dict.fromkeys(t.casefold() for t in _TERM.findall(text)))
+    kept = [t for t in terms if t not in _STOPWORDS]
+    return kept or terms
+
+
+def fts5_query(text: str) -> str:
+    """An FTS5 ``MATCH`` expression that searches ``text`` as plain words, never as syntax.
+
+    Each term becomes a double-quoted string (an FTS5 phrase, so ``"GA-1042"`` matches the
+    adjacent tokens ``ga 1042``), joined with ``OR``; BM25 ranks documents that match more, and
+    rarer, terms first. Returns "" when ``text`` has no terms.
+    """
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in query_terms(text))
+
+
+def _stem(word: str) -> str:
+    """A light English suffix stripper (plurals, -ing, -ed), the same for text and query."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    for suffix, replacement in (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)] + replacement
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _index_tokens(text: str) -> list[str]:
+    """Tokens for the in-memory index: every word, plus every joined identifier as one token."""
+    folded = text.casefold()
+    tokens = [_stem(w) for w in _WORD.findall(folded)]
+    tokens += [t for t in _TERM.findall(folded) if not _WORD.fullmatch(t)]
+    return tokens
+
+
+def _query_tokens(text: str) -> list[str]:
+    tokens: list[str] = []
+    for term in query_terms(text):
+        if _WORD.fullmatch(term):
+            tokens.append(_stem(term))
+        else:
+            tokens.append(term)
+            tokens += [_stem(w) for w in _WORD.findall(term)]
+    return list(dict.fromkeys(tokens))
+
+
+@dataclass(slots=True, frozen=True)
+class KeywordEntry:
+    """One indexed text with its metadata (the chunk's message metadata)."""
+
+    id: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class KeywordIndex(Protocol):
+    """A full-text index of chunk texts, searched by keywords and filtered by metadata.
+
+    The pipeline keeps it in step with the vector store (same ids). ``get`` lets the pipeline
+    show a chunk that only the keyword search found.
+    """
+
+    async def add(self, id: str, text: str, metadata: Mapping[str, Any]) -> None:
+        """Index ``text`` under ``id`` (replacing what ``id`` had)."""
+        ...
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        """Remove ``ids`` (missing ones are ignored)."""
+        ...
+
+    async def search(
+        self, query: str, *, top_k: int, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
+        """``(id, score)`` of the best ``top_k`` matches for ``query``, best (highest) first.
+
+        ``query`` is user text, never query syntax. ``filter`` matches metadata exactly (every
+        key, like ``SearchOptions.filter``).
+        """
+        ...
+
+    async def get(self, ids: Sequence[str]) -> dict[str, KeywordEntry]:
+        """The entries for ``ids`` that exist."""
+        ...
+
+
+@runtime_checkable
+class BulkKeywordIndex(KeywordIndex, Protocol):
+    """A keyword index that adds many entries at once (one transaction)."""
+
+    async def add_batch(self, entries: Sequence[KeywordEntry]) -> None:
+        """Index all ``entries`` (the last of duplicate ids wins)."""
+        ...
+
+
+def _check_top_k(top_k: int) -> None:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
+        raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+
+
+class InMemoryKeywordIndex:
+    """BM25 (k1=1.2, b=0.75) over an in-memory inverted index.
+
+    Tokens are lower-cased words (lightly stemmed: plurals, -ing, -ed), plus each joined
+    identifier (``ga-1042``, ``max_retry_delay``) as one more token, so an exact identifier in
+    the query is a rare, high-scoring term.
+    Implements :class:`KeywordIndex` and :class:`BulkKeywordIndex`.
+    """
+
+    def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
+        self._k1 = k1
+        self._b = b
+        self._lock = threading.Lock()
+        self._entries: dict[str, KeywordEntry] = {}
+        self._tf: dict[str, collections.Counter[str]] = {}
+        self._lengths: dict[str, int] = {}
+        self._postings: dict[str, set[str]] = collections.defaultdict(set)
+        self._total_length = 0
+
+    def __repr__(self) -> str:
+        return f"InMemoryKeywordIndex(entries={len(self._entries)})"
+
+    def _remove(self, id: str) -> None:
+        tf = self._tf.pop(id, None)
+        if tf is None:
+            return
+        del self._entries[id]
+        self._total_length -= self._lengths.pop(id)
+        for token in tf:
+            posting = self._postings[token]
+            posting.discard(id)
+            if not posting:
+                del self._postings[token]
+
+    def _add(self, entry: KeywordEntry) -> None:
+        self._remove(entry.id)
+        tokens = _index_tokens(entry.text)
+        tf = collections.Counter(tokens)
+        self._entries[entry.id] = KeywordEntry(entry.id, entry.text, copy.deepcopy(entry.metadata))
+        self._tf[entry.id] = tf
+        self._lengths[entry.id] = len(tokens)
+        self._total_length += len(tokens)
+        for token in tf:
+            self._postings[token].add(entry.id)
+
+    async def add(self, id: str, text: str, metadata: Mapping[str, Any]) -> None:
+        """Index ``text`` under ``id``."""
+        await self.add_batch([KeywordEntry(id, text, metadata)])
+
+    async def add_batch(self, entries: Sequence[KeywordEntry]) -> None:
+        """Index all ``entries``."""
+        with self._lock:
+            for entry in entries:
+                self._add(entry)
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        """Remove ``ids``."""
+        with self._lock:
+            for id in ids:
+                self._remove(id)
+
+    async def count(self) -> int:
+        """How many entries the index holds."""
+        return len(self._entries)
+
+    async def get(self, ids: Sequence[str]) -> dict[str, KeywordEntry]:
+        """The entries for ``ids`` that exist (copies)."""
+        with self._lock:
+            return {id: copy.deepcopy(self._entries[id]) for id in ids if id in self._entries}
+
+    async def search(
+        self, query: str, *, top_k: int, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
+        """BM25 matches for ``query``, best first (ties by id)."""
+        _check_top_k(top_k)
+        checked = check_filter(filter)
+        with self._lock:
+            n = len(self._entries)
+            if n == 0:
+                return []
+            avgdl = self._total_length / n or 1.0
+            scores: dict[str, float] = collections.defaultdict(float)
+            for token in _query_tokens(query):
+                posting = self._postings.get(token)
+                if not posting:
+                    continue
+                df = len(posting)
+                idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+                for id in posting:
+                    tf = self._tf[id][token]
+                    norm = self._k1 * (1.0 - self._b + self._b * self._lengths[id] / avgdl)
+                    scores[id] += idf * tf * (self._k1 + 1.0) / (tf + norm)
+            hits = [
+                (id, score)
+                for id, score in scores.items()
+                if not checked or metadata_matches(self._entries[id].metadata, checked)
+            ]
+        hits.sort(key=lambda h: (-h[1], h[0]))
+        return hits[:top_k]
+
+
+def _filter_sql(filter: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
+    """SQL conditions on ``d.metadata`` with JSON equality (bools are not numbers)."""
+    conds: list[str] = []
+    params: list[Any] = []
+    for key, value in filter.items():
+        path = f'$."{key}"'  # check_filter allows no quotes or dots in keys
+        if isinstance(value, bool):
+            conds.append("json_type(d.metadata, ?) = ?")
+            params += [path, "true" if value else "false"]
+        elif isinstance(value, int | float):
+            conds.append(
+                "json_type(d.metadata, ?) IN ('integer', 'real') "
+                "AND json_extract(d.metadata, ?) = ?"
+            )
+            params += [path, path, value]
+        else:
+            conds.append("json_type(d.metadata, ?) = 'text' AND json_extract(d.metadata, ?) = ?")
+            params += [path, path, value]
+    return conds, params
+
+
+class SqliteKeywordIndex(SqliteTable):
+    """A keyword index in an SQLite FTS5 table, BM25-ranked; can share a ``SqliteVecStore`` file.
+
+    Layout for ``table="rag_keywords"``: ``rag_keywords`` (pk, id unique, text, metadata JSON)
+    and ``rag_keywords_fts``, an external-content FTS5 table over its ``text`` (``unicode61``
+    tokenizer with Porter stemming, diacritics folded). Writes are one transaction per call;
+    SQLite calls run in a worker thread. Implements :class:`KeywordIndex` and
+    :class:`BulkKeywordIndex`.
+
+    Args:
+        path: the database file (a ``SqliteVecStore``'s file is fine), or ":memory:".
+        table: the table name (a plain identifier); the FTS table is ``<table>_fts``.
+
+    Raises:
+        ConfigurationError: a bad table name, or no sqlite3 module here has FTS5.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, table: str = "rag_keywords") -> None:
+        self._table = validate_identifier(table)
+        self._fts = validate_identifier(f"{table}_fts")
+        self._name = table
+        super().__init__(path)
+
+    def __repr__(self) -> str:
+        return f"SqliteKeywordIndex({self._path!r}, table={self._name!r})"
+
+    def _migrate(self, conn: Any) -> None:
+        with Transaction(conn):
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._table} (pk INTEGER PRIMARY KEY, "
+                "id TEXT NOT NULL UNIQUE, text TEXT NOT NULL, metadata TEXT NOT NULL DEFAULT '{}')"
+            )
+            conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {self._fts} USING fts5(text, "
+                f"content={self._table}, content_rowid=pk, "
+                "tokenize='porter unicode61 remove_diacritics 2')"
+            )
+
+    def _delete_ids(self, conn: Any, ids: Sequence[str]) -> None:
+        for id in ids:
+            row = conn.execute(f"SELECT pk, text FROM {self._table} WHERE id = ?", (id,)).fetchone()
+            if row is None:
+                continue
+            # External content: FTS5 must be told the old text to remove its tokens.
+            conn.execute(
+                f"INSERT INTO {self._fts} ({self._fts}, rowid, text) VALUES ('delete', ?, ?)", row
+            )
+            conn.execute(f"DELETE FROM {self._table} WHERE pk = ?", (row[0],))
+
+    async def add(self, id: str, text: str, metadata: Mapping[str, Any]) -> None:
+        """Index ``text`` under ``id`` (one transaction)."""
+        await self.add_batch([KeywordEntry(id, text, metadata)])
+
+    async def add_batch(self, entries: Sequence[KeywordEntry]) -> None:
+        """Index all ``entries`` in one transaction: all or none.
+
+        Raises:
+            ValueError: an empty id, or metadata that is not JSON data; nothing is written.
+        """
+        rows = []
+        for e in entries:
+            if not isinstance(e.id, str) or not e.id:
+                raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
+            try:
+                rows.append((e.id, e.text, json.dumps(dict(e.metadata), allow_nan=False)))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
+        if not rows:
+            return
+
+        def write(conn: Any) -> None:
+            with Transaction(conn):
+                self._delete_ids(conn, [row[0] for row in rows])
+                for id, text, metadata in rows:
+                    (pk,) = conn.execute(
+                        f"INSERT INTO {self._table} (id, text, metadata) VALUES (?, ?, ?) "
+                        "RETURNING pk",
+                        (id, text, metadata),
+                    ).fetchone()
+                    conn.execute(f"INSERT INTO {self._fts} (rowid, text) VALUES (?, ?)", (pk, text))
+
+        await self._run(write)
+
+    async def delete(self, ids: Sequence[str]) -> None:
+        """Remove ``ids`` in one transaction."""
+        ids = list(ids)
+        if not ids:
+            return
+
+        def delete(conn: Any) -> None:
+            with Transaction(conn):
+                self._delete_ids(conn, ids)
+
+        await self._run(delete)
+
+    async def count(self) -> int:
+        """How many entries the index holds."""
+
+        def count(conn: Any) -> int:
+            return int(conn.execute(f"SELECT count(*) FROM {self._table}").fetchone()[0])
+
+        return await self._run(count)
+
+    async def get(self, ids: Sequence[str]) -> dict[str, KeywordEntry]:
+        """The entries for ``ids`` that exist."""
+        ids = list(dict.fromkeys(ids))
+
+        def get(conn: Any) -> list[tuple[str, str, str]]:
+            out = []
+            for id in ids:
+                row = conn.execute(
+                    f"SELECT id, text, metadata FROM {self._table} WHERE id = ?", (id,)
+                ).fetchone()
+                if row is not None:
+                    out.append(row)
+            return out
+
+        return {
+            id: KeywordEntry(id, text, json.loads(metadata))
+            for id, text, metadata in await self._run(get)
+        }
+
+    async def search(
+        self, query: str, *, top_k: int, filter: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]:
+        """BM25 matches for ``query`` (escaped with :func:`fts5_query`), best first.
+
+        Scores are FTS5's ``bm25()`` negated, so higher is better.
+        """
+        _check_top_k(top_k)
+        match = fts5_query(query)
+        if not match:
+            return []
+        conds, params = _filter_sql(check_filter(filter))
+        where = " AND ".join([f"{self._fts} MATCH ?", *conds])
+        sql = (
+            f"SELECT d.id, bm25({self._fts}) AS rank FROM {self._fts} "
+            f"JOIN {self._table} AS d ON d.pk = {self._fts}.rowid "
+            f"WHERE {where} ORDER BY rank, d.id LIMIT ?"
+        )
+        args = [match, *params, top_k]
+
+        def search(conn: Any) -> list[tuple[str, float]]:
+            return [(id, -float(rank)) for id, rank in conn.execute(sql, args).fetchall()]
+
+        return await self._run(search)

@@ -1,0 +1,133 @@
+"""The chunk manifest: which chunk ids each indexed source has, so none is ever left stale.
+
+The vector-store interface can't list ids by source, so the pipeline records them here. On
+re-index it compares a document's new chunk ids with the recorded ones: ids in both are left
+alone (nothing written), new ids are written, and recorded ids that are gone are deleted. The
+manifest is updated last, so a crash part-way leaves at worst extra work for the next run, never
+a stale chunk that nothing knows about.
+
+Use a persistent manifest with a persistent store (:class:`SqliteManifest` beside a
+``SqliteVecStore``, the same file is fine): an in-memory manifest forgets, after a restart, which
+chunks a source had.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from goagent_py.rag._sqlite import SqliteTable, Transaction, validate_identifier
+
+__all__ = ["ChunkManifest", "InMemoryManifest", "SqliteManifest"]
+
+
+@runtime_checkable
+class ChunkManifest(Protocol):
+    """Records the chunk ids of every indexed source."""
+
+    async def get(self, source: str) -> list[str]:
+        """The recorded chunk ids of ``source``, in chunk order ([] when unknown)."""
+        ...
+
+    async def set(self, source: str, ids: Sequence[str]) -> None:
+        """Record ``ids`` as the chunks of ``source`` (an empty list forgets the source)."""
+        ...
+
+    async def sources(self) -> list[str]:
+        """Every recorded source, sorted."""
+        ...
+
+
+class InMemoryManifest:
+    """A manifest in a dict (lost when the process ends). Implements :class:`ChunkManifest`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: dict[str, list[str]] = {}
+
+    def __repr__(self) -> str:
+        return f"InMemoryManifest(sources={len(self._ids)})"
+
+    async def get(self, source: str) -> list[str]:
+        """The recorded chunk ids of ``source``."""
+        with self._lock:
+            return list(self._ids.get(source, ()))
+
+    async def set(self, source: str, ids: Sequence[str]) -> None:
+        """Record ``ids`` for ``source``."""
+        with self._lock:
+            if ids:
+                self._ids[source] = list(ids)
+            else:
+                self._ids.pop(source, None)
+
+    async def sources(self) -> list[str]:
+        """Every recorded source, sorted."""
+        with self._lock:
+            return sorted(self._ids)
+
+
+class SqliteManifest(SqliteTable):
+    """A manifest in an SQLite table (one row per source); can share a ``SqliteVecStore`` file.
+
+    Args:
+        path: the database file, or ":memory:".
+        table: the table name (a plain identifier).
+
+    Raises:
+        ConfigurationError: a bad table name, or no usable sqlite3 module.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, table: str = "rag_manifest") -> None:
+        self._table = validate_identifier(table)
+        self._name = table
+        super().__init__(path)
+
+    def __repr__(self) -> str:
+        return f"SqliteManifest({self._path!r}, table={self._name!r})"
+
+    def _migrate(self, conn: Any) -> None:
+        with Transaction(conn):
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self._table} (source TEXT PRIMARY KEY, "
+                "ids TEXT NOT NULL, updated_at REAL NOT NULL DEFAULT (unixepoch('subsec')))"
+            )
+
+    async def get(self, source: str) -> list[str]:
+        """The recorded chunk ids of ``source``."""
+
+        def get(conn: Any) -> list[str]:
+            row = conn.execute(
+                f"SELECT ids FROM {self._table} WHERE source = ?", (source,)
+            ).fetchone()
+            return [str(id) for id in json.loads(row[0])] if row else []
+
+        return await self._run(get)
+
+    async def set(self, source: str, ids: Sequence[str]) -> None:
+        """Record ``ids`` for ``source`` (one statement, atomic)."""
+        data = json.dumps(list(ids))
+
+        def put(conn: Any) -> None:
+            if ids:
+                conn.execute(
+                    f"INSERT INTO {self._table} (source, ids) VALUES (?, ?) ON CONFLICT(source) "
+                    "DO UPDATE SET ids = excluded.ids, updated_at = unixepoch('subsec')",
+                    (source, data),
+                )
+            else:
+                conn.execute(f"DELETE FROM {self._table} WHERE source = ?", (source,))
+
+        await self._run(put)
+
+    async def sources(self) -> list[str]:
+        """Every recorded source, sorted."""
+
+        def sources(conn: Any) -> list[str]:
+            rows = conn.execute(f"SELECT source FROM {self._table} ORDER BY source").fetchall()
+            return [str(row[0]) for row in rows]
+
+        return await self._run(sources)

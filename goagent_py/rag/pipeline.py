@@ -1,0 +1,604 @@
+"""The RAG pipeline: index documents into a vector store (and a keyword index), search them.
+
+Indexing is incremental and leaves nothing stale (the reference left old chunks behind when a
+document shrank). Each chunk's id is derived from its source, its index in the document and a
+hash of its content and metadata, and a :class:`~goagent_py.rag.manifest.ChunkManifest` records
+the ids each source has. Re-indexing a document therefore:
+
+- writes nothing (and embeds nothing) when it is unchanged;
+- writes only the chunks whose content changed, and deletes the chunks it no longer has;
+- with :meth:`Pipeline.remove`, deletes all of its chunks.
+
+Search takes ``top_k``, ``score_threshold`` and a metadata ``filter`` (the reference took only
+``top_k``), in one of three modes: ``"vector"`` (embeddings), ``"keyword"`` (BM25 full text) or
+``"hybrid"`` (both, fused with reciprocal rank fusion, so an exact identifier that embeddings
+miss is still found). An optional :class:`~goagent_py.rag.rerank.Reranker` reorders the fused
+candidates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Self
+
+from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
+from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder
+from goagent_py.memory.vector.base import (
+    BulkVectorStore,
+    SearchOptions,
+    UpsertEntry,
+    VectorStore,
+)
+from goagent_py.memory.vector.in_memory import check_filter
+from goagent_py.messages import ContentBlock, Message, Role, TextBlock
+from goagent_py.rag._chunks import Prepared, prepare
+from goagent_py.rag.documents import Document
+from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
+from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest
+from goagent_py.rag.results import (
+    DocumentReport,
+    IndexProgress,
+    IndexReport,
+    SearchResult,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from goagent_py.rag.format import Formatter
+    from goagent_py.rag.rerank import Reranker
+    from goagent_py.rag.tool import KnowledgeBaseTool
+
+__all__ = ["RRF_K", "Pipeline", "SearchMode", "reciprocal_rank_fusion"]
+
+_log = logging.getLogger("goagent_py.rag")
+
+SearchMode = Literal["hybrid", "vector", "keyword"]
+_MODES: tuple[str, ...] = ("hybrid", "vector", "keyword")
+RRF_K = 60
+"""The reciprocal-rank-fusion constant of Cormack et al. (2009); dampens the top ranks."""
+
+
+# -- fusion -----------------------------------------------------------------------------------
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[str]],
+    *,
+    k: int = RRF_K,
+    weights: Sequence[float] | None = None,
+) -> list[tuple[str, float]]:
+    """Fuse ranked id lists: each id scores ``sum(weight / (k + rank))`` (ranks from 1).
+
+    Only ranks matter, so lists scored on different scales (cosine, BM25) fuse fairly, and an
+    id that only one list found still ranks by its place there. Ties keep the order in which
+    ids first appear (the first ranking's order first).
+
+    Args:
+        rankings: id lists, best first (duplicates within a list count once, at the best rank).
+        k: the RRF constant (60 in the paper); larger flattens the top ranks.
+        weights: one weight per ranking (default 1.0 each).
+
+    Returns:
+        ``(id, score)`` pairs, best first.
+    """
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if weights is not None and len(weights) != len(rankings):
+        raise ValueError(f"got {len(weights)} weights for {len(rankings)} rankings")
+    scores: dict[str, float] = {}
+    for i, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[i]
+        seen: set[str] = set()
+        for rank, id in enumerate(ranking, start=1):
+            if id in seen:
+                continue
+            seen.add(id)
+            scores[id] = scores.get(id, 0.0) + weight / (k + rank)
+    order = {id: n for n, id in enumerate(scores)}
+    return sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
+
+
+# -- the pipeline -----------------------------------------------------------------------------
+
+
+class Pipeline:
+    """Indexes documents and searches them: chunk, embed, store; vector, keyword or hybrid.
+
+    Args:
+        embedder: turns chunks and queries into vectors (a ``BatchEmbedder`` embeds in
+            batches of ``batch_size``; others are called concurrently, at most
+            ``max_concurrency`` at a time).
+        store: where the vectors go (``BulkVectorStore`` writes one batch per document).
+        chunker: splits documents; None for a ``MarkdownChunker`` on Markdown and HTML and a
+            ``RecursiveChunker`` on the rest (both about 800 characters, 80 overlap). Each
+            text block of a document is chunked on its own (a PDF page stays a page).
+        keyword_index: a :class:`~goagent_py.rag.keyword.KeywordIndex` kept in step with the
+            store; it enables the ``"keyword"`` and ``"hybrid"`` modes (hybrid is then the
+            default).
+        manifest: where chunk ids per source are recorded; None for an in-memory one. With a
+            persistent store, pass a persistent one (see :meth:`sqlite`) so that stale chunks
+            are still found after a restart.
+        reranker: reorders the fused candidates (see :mod:`goagent_py.rag.rerank`).
+        observers: :class:`PipelineObserver` objects told about every index, search and remove.
+        batch_size: chunks per ``embed_batch`` call.
+        max_concurrency: parallel ``embed`` calls for an embedder without batching.
+        candidates: how many hits each search leg fetches for fusion and reranking (at least
+            ``top_k``).
+        rrf_k: the reciprocal-rank-fusion constant.
+
+    Raises:
+        ConfigurationError: a missing embedder or store, or a bad number.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        store: VectorStore,
+        *,
+        chunker: Chunker | None = None,
+        keyword_index: KeywordIndex | None = None,
+        manifest: ChunkManifest | None = None,
+        reranker: Reranker | None = None,
+        observers: Sequence[object] = (),
+        batch_size: int = 64,
+        max_concurrency: int = 8,
+        candidates: int = 20,
+        rrf_k: int = RRF_K,
+    ) -> None:
+        if not isinstance(embedder, Embedder):
+            raise ConfigurationError("Pipeline: embedder is required (an Embedder)")
+        if not isinstance(store, VectorStore):
+            raise ConfigurationError("Pipeline: store is required (a VectorStore)")
+        if chunker is not None and not isinstance(chunker, Chunker):
+            raise ConfigurationError("Pipeline: chunker must implement Chunker")
+        if keyword_index is not None and not isinstance(keyword_index, KeywordIndex):
+            raise ConfigurationError("Pipeline: keyword_index must implement KeywordIndex")
+        for name, value in (
+            ("batch_size", batch_size),
+            ("max_concurrency", max_concurrency),
+            ("candidates", candidates),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"Pipeline: {name} must be an int >= 1, got {value!r}")
+        if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 0:
+            raise ConfigurationError(f"Pipeline: rrf_k must be an int >= 0, got {rrf_k!r}")
+        self.embedder = embedder
+        self.store = store
+        self.chunker = chunker
+        self.keyword_index = keyword_index
+        self.manifest: ChunkManifest = manifest if manifest is not None else InMemoryManifest()
+        self.reranker = reranker
+        self._observers = list(observers)
+        self._batch_size = batch_size
+        self._max_concurrency = max_concurrency
+        self._candidates = candidates
+        self._rrf_k = rrf_k
+        self._write_lock = asyncio.Lock()
+        self._owned: list[Any] = []
+
+    # -- construction helpers ---------------------------------------------------------------
+
+    @classmethod
+    def in_memory(cls, embedder: Embedder, *, hybrid: bool = True, **kwargs: Any) -> Pipeline:
+        """A pipeline on an ``InMemoryVectorStore`` (and an in-memory BM25 index if ``hybrid``).
+
+        Other keyword arguments go to :class:`Pipeline`.
+        """
+        from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+        from goagent_py.rag.keyword import InMemoryKeywordIndex
+
+        keyword = InMemoryKeywordIndex() if hybrid else None
+        return cls(embedder, InMemoryVectorStore(), keyword_index=keyword, **kwargs)
+
+    @classmethod
+    def sqlite(
+        cls,
+        path: str | os.PathLike[str],
+        embedder: Embedder,
+        *,
+        dimensions: int | None = None,
+        table: str = "rag",
+        hybrid: bool = True,
+        **kwargs: Any,
+    ) -> Pipeline:
+        """A persistent pipeline in one SQLite file: vectors, FTS5 keywords and the manifest.
+
+        Tables: ``<table>`` and ``<table>_vec`` (the ``SqliteVecStore``),
+        ``<table>_keywords`` (+ ``_fts``) and ``<table>_manifest``. The pipeline owns them:
+        :meth:`aclose` (or ``async with``) closes them.
+
+        Args:
+            path: the database file.
+            embedder: the embedder.
+            dimensions: its vector length; None reads ``embedder.dimensions`` (which may load
+                a local model).
+            table: the base table name (a plain identifier).
+            hybrid: keep the FTS5 keyword index (hybrid and keyword search).
+            **kwargs: passed to :class:`Pipeline` (chunker, reranker, observers...).
+
+        Raises:
+            ConfigurationError: unknown dimensions, a bad table name, or no sqlite3 module that
+                can load sqlite-vec.
+        """
+        from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
+        from goagent_py.rag.keyword import SqliteKeywordIndex
+        from goagent_py.rag.manifest import SqliteManifest
+
+        if dimensions is None:
+            dims = getattr(embedder, "dimensions", None)
+            if not isinstance(dims, int):
+                raise ConfigurationError(
+                    "Pipeline.sqlite: pass dimensions= (the embedder's vector length)"
+                )
+            dimensions = dims
+        store = SqliteVecStore(path, table=table, dimensions=dimensions)
+        keyword = SqliteKeywordIndex(path, table=f"{table}_keywords") if hybrid else None
+        manifest = SqliteManifest(path, table=f"{table}_manifest")
+        pipeline = cls(embedder, store, keyword_index=keyword, manifest=manifest, **kwargs)
+        pipeline._owned = [x for x in (store, keyword, manifest) if x is not None]
+        return pipeline
+
+    async def aclose(self) -> None:
+        """Close what the pipeline created (nothing when you passed the store and index)."""
+        owned, self._owned = self._owned, []
+        for resource in owned:
+            await resource.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return (
+            f"Pipeline(embedder={self.embedder!r}, store={self.store!r}, "
+            f"keyword_index={self.keyword_index!r})"
+        )
+
+    @property
+    def default_mode(self) -> SearchMode:
+        """``"hybrid"`` with a keyword index, else ``"vector"``."""
+        return "hybrid" if self.keyword_index is not None else "vector"
+
+    # -- observers --------------------------------------------------------------------------
+
+    async def _notify(self, method: str, *args: Any) -> None:
+        for observer in self._observers:
+            fn = getattr(observer, method, None)
+            if fn is None:
+                continue
+            try:
+                result = fn(*args)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                _log.exception("RAG pipeline observer %r raised in %s", observer, method)
+
+    # -- indexing ---------------------------------------------------------------------------
+
+    async def _embed(self, chunks: Sequence[Prepared]) -> list[NDArray[np.float32] | None]:
+        """One vector per chunk; None where the embedder found nothing to embed."""
+        vectors: list[NDArray[np.float32] | None] = [None] * len(chunks)
+
+        def inputs(c: Prepared) -> list[ContentBlock]:
+            if c.embed_text:
+                return [TextBlock(c.embed_text)]
+            return list(c.message.content)
+
+        async def one(i: int) -> None:
+            try:
+                vectors[i] = await self.embedder.embed(inputs(chunks[i]))
+            except NoEmbeddableContentError:
+                vectors[i] = None
+
+        if isinstance(self.embedder, BatchEmbedder):
+            text_rows = [i for i, c in enumerate(chunks) if c.embed_text]
+            for start in range(0, len(text_rows), self._batch_size):
+                batch = text_rows[start : start + self._batch_size]
+                try:
+                    matrix = await self.embedder.embed_batch([inputs(chunks[i]) for i in batch])
+                except NoEmbeddableContentError:
+                    for i in batch:  # find which ones, one by one
+                        await one(i)
+                    continue
+                for row, i in enumerate(batch):
+                    vectors[i] = matrix[row]
+            for i, c in enumerate(chunks):
+                if not c.embed_text:  # images and other non-text chunks, one by one
+                    await one(i)
+            return vectors
+        semaphore = asyncio.Semaphore(self._max_concurrency)
+
+        async def limited(i: int) -> None:
+            async with semaphore:
+                await one(i)
+
+        await asyncio.gather(*(limited(i) for i in range(len(chunks))))
+        return vectors
+
+    async def _delete(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        if isinstance(self.store, BulkVectorStore):
+            await self.store.delete_batch(ids)
+        else:
+            for id in ids:
+                await self.store.delete(id)
+        if self.keyword_index is not None:
+            await self.keyword_index.delete(ids)
+
+    async def _index_one(self, doc: Document, counts: dict[str, int]) -> None:
+        prepared = prepare(doc, self.chunker)
+        counts["chunks"] = len(prepared)
+        old = await self.manifest.get(doc.source)
+        old_set = set(old)
+        new = [c for c in prepared if c.id not in old_set]
+        counts["unchanged"] = len(prepared) - len(new)
+        vectors = await self._embed(new)
+        entries = [
+            UpsertEntry(c.id, v, c.message)
+            for c, v in zip(new, vectors, strict=True)
+            if v is not None
+        ]
+        counts["skipped"] = len(new) - len(entries)
+        if entries:
+            if isinstance(self.store, BulkVectorStore):
+                await self.store.upsert_batch(entries)
+            else:
+                for entry in entries:
+                    await self.store.upsert(entry.id, entry.vector, entry.message)
+            if self.keyword_index is not None:
+                keyword_entries = [
+                    KeywordEntry(e.id, e.message.text, e.message.metadata)
+                    for e in entries
+                    if e.message.text.strip()
+                ]
+                if isinstance(self.keyword_index, BulkKeywordIndex):
+                    await self.keyword_index.add_batch(keyword_entries)
+                else:
+                    for k in keyword_entries:
+                        await self.keyword_index.add(k.id, k.text, k.metadata)
+        counts["written"] = len(entries)
+        stored = {e.id for e in entries} | (old_set & {c.id for c in prepared})
+        stale = [id for id in old if id not in stored]
+        await self._delete(stale)
+        counts["deleted"] = len(stale)
+        # Last: a crash before this line only leaves work for the next run, never an orphan.
+        await self.manifest.set(doc.source, [c.id for c in prepared if c.id in stored])
+
+    async def index(
+        self,
+        documents: Document | Iterable[Document],
+        *,
+        progress: Callable[[IndexProgress], Any] | None = None,
+    ) -> IndexReport:
+        """Index documents: chunk, embed what changed, write it, delete what is gone.
+
+        Documents are indexed one after another; a failure stops the call and raises (with a
+        note naming the document), and documents indexed before it stay indexed.
+
+        Args:
+            documents: one document or an iterable of them.
+            progress: called (sync or async) after each document with an
+                :class:`IndexProgress`, e.g. to drive a progress bar.
+
+        Returns:
+            What was written, left unchanged and deleted, per document.
+        """
+        docs: Iterable[Document] = [documents] if isinstance(documents, Document) else documents
+        total = len(docs) if isinstance(docs, Sized) else None
+        started = time.perf_counter()
+        reports: list[DocumentReport] = []
+        async with self._write_lock:
+            for doc in docs:
+                if not isinstance(doc, Document):
+                    raise TypeError(f"index() takes Documents, got {type(doc).__name__}")
+                counts: dict[str, int] = {}
+                t0 = time.perf_counter()
+                error: BaseException | None = None
+                try:
+                    await self._index_one(doc, counts)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    exc.add_note(f"while indexing document {doc.source!r}")
+                    error = exc
+                report = DocumentReport(source=doc.source, **counts)
+                await self._notify("on_index", report, time.perf_counter() - t0, error)
+                if error is not None:
+                    raise error
+                reports.append(report)
+                if progress is not None:
+                    update = IndexProgress(
+                        done=len(reports),
+                        total=total,
+                        document=report,
+                        elapsed=time.perf_counter() - started,
+                    )
+                    result = progress(update)
+                    if inspect.isawaitable(result):
+                        await result
+        return IndexReport(documents=reports, duration=time.perf_counter() - started)
+
+    async def remove(self, source: str) -> int:
+        """Delete every chunk of ``source``; returns how many (0 for an unknown source)."""
+        t0 = time.perf_counter()
+        deleted = 0
+        try:
+            async with self._write_lock:
+                ids = await self.manifest.get(source)
+                await self._delete(ids)
+                await self.manifest.set(source, [])
+                deleted = len(ids)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._notify("on_remove", source, 0, time.perf_counter() - t0, exc)
+            raise
+        await self._notify("on_remove", source, deleted, time.perf_counter() - t0, None)
+        return deleted
+
+    async def sources(self) -> list[str]:
+        """Every indexed source, sorted."""
+        return await self.manifest.sources()
+
+    # -- search -----------------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 3,
+        score_threshold: float | None = None,
+        filter: Mapping[str, Any] | None = None,
+        mode: SearchMode | None = None,
+    ) -> list[SearchResult]:
+        """The ``top_k`` chunks most relevant to ``query``, best first.
+
+        Args:
+            query: the question or keywords (plain text; never interpreted as query syntax).
+            top_k: how many results (> 0).
+            score_threshold: the minimum cosine similarity of a vector hit ("vector" and the
+                vector leg of "hybrid"), or the minimum BM25 score in "keyword" mode. In hybrid
+                mode keyword hits are kept whatever their vector similarity: they contain the
+                query's words.
+            filter: metadata every result must match exactly, e.g. ``{"source": "a.md"}``.
+            mode: "hybrid", "vector" or "keyword"; None for :attr:`default_mode`.
+
+        Raises:
+            ValueError: a blank query, a bad ``top_k`` or filter.
+            ConfigurationError: a keyword mode without a keyword index, or an unknown mode.
+        """
+        t0 = time.perf_counter()
+        try:
+            results = await self._search(query, top_k, score_threshold, filter, mode)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._notify("on_search", query, [], time.perf_counter() - t0, exc)
+            raise
+        await self._notify("on_search", query, results, time.perf_counter() - t0, None)
+        return results
+
+    async def _search(
+        self,
+        query: str,
+        top_k: int,
+        score_threshold: float | None,
+        filter: Mapping[str, Any] | None,
+        mode: SearchMode | None,
+    ) -> list[SearchResult]:
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("search query must be a non-empty string")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
+            raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+        mode = mode or self.default_mode
+        if mode not in _MODES:
+            raise ConfigurationError(f"unknown search mode {mode!r}; use one of {_MODES}")
+        if mode != "vector" and self.keyword_index is None:
+            raise ConfigurationError(
+                f"search mode {mode!r} needs a keyword index: pass keyword_index= to Pipeline"
+            )
+        checked = check_filter(filter) or None
+        n = top_k
+        if mode == "hybrid" or self.reranker is not None:
+            n = max(top_k, self._candidates)
+
+        vector_hits: list[SearchResult] = []
+        if mode != "keyword":
+            vector = await self.embedder.embed([TextBlock(query)])
+            options = SearchOptions(top_k=n, score_threshold=score_threshold, filter=checked)
+            vector_hits = [
+                SearchResult(id=h.id, message=h.message, score=h.score, vector_score=h.score)
+                for h in await self.store.search(vector, options)
+            ]
+        keyword_hits: list[tuple[str, float]] = []
+        if mode != "vector":
+            assert self.keyword_index is not None
+            keyword_hits = await self.keyword_index.search(query, top_k=n, filter=checked)
+            if mode == "keyword" and score_threshold is not None:
+                keyword_hits = [(id, s) for id, s in keyword_hits if s >= score_threshold]
+
+        if mode == "vector":
+            results = vector_hits
+        else:
+            keyword_scores = dict(keyword_hits)
+            by_id = {r.id: r for r in vector_hits}
+            missing = [id for id, _ in keyword_hits if id not in by_id]
+            entries = await self.keyword_index.get(missing) if missing else {}  # type: ignore[union-attr]
+            if mode == "keyword":
+                ranked = keyword_hits
+            else:
+                ranked = reciprocal_rank_fusion(
+                    [[r.id for r in vector_hits], [id for id, _ in keyword_hits]], k=self._rrf_k
+                )
+            results = []
+            for id, score in ranked:
+                if id in by_id:
+                    message = by_id[id].message
+                    vector_score = by_id[id].vector_score
+                elif id in entries:
+                    entry = entries[id]
+                    message = Message(
+                        Role.DOCUMENT, [TextBlock(entry.text)], metadata=dict(entry.metadata)
+                    )
+                    vector_score = None
+                else:  # deleted between the two queries
+                    continue
+                results.append(
+                    SearchResult(
+                        id=id,
+                        message=message,
+                        score=score,
+                        vector_score=vector_score,
+                        keyword_score=keyword_scores.get(id),
+                    )
+                )
+        if self.reranker is not None and results:
+            results = list(await self.reranker.rerank(query, results[:n], top_k=top_k))
+        return results[:top_k]
+
+    # -- the agent's tool -------------------------------------------------------------------
+
+    def as_tool(
+        self,
+        *,
+        name: str = "search_knowledge_base",
+        top_k: int = 3,
+        description: str | None = None,
+        score_threshold: float | None = None,
+        filter: Mapping[str, Any] | None = None,
+        mode: SearchMode | None = None,
+        formatter: Formatter | None = None,
+    ) -> KnowledgeBaseTool:
+        """A tool the agent calls with ``{"query": ...}`` to search this pipeline.
+
+        The result is numbered passages with source and location, marked as data (see
+        :func:`~goagent_py.rag.format.format_passages`), so the model can cite them.
+        """
+        from goagent_py.rag.tool import KnowledgeBaseTool
+
+        return KnowledgeBaseTool(
+            self,
+            name=name,
+            top_k=top_k,
+            description=description,
+            score_threshold=score_threshold,
+            filter=filter,
+            mode=mode,
+            formatter=formatter,
+        )
