@@ -37,6 +37,7 @@ from goagent_py.provider import (
 )
 
 __all__ = [
+    "FakeEmbedder",
     "FunctionProvider",
     "ScriptExhaustedError",
     "ScriptedProvider",
@@ -167,3 +168,102 @@ class FunctionProvider:
                 f"got {type(result).__name__}"
             )
         return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Embeddings
+
+import re  # noqa: E402  (this section was appended; its imports stay with it)
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:  # numpy is imported on first use, not with this module
+    from collections.abc import Sequence
+
+    import numpy as np
+    from numpy.typing import NDArray
+
+_WORD = re.compile(r"\w+")
+_FNV_OFFSET = 0x811C9DC5
+_FNV_PRIME = 0x01000193
+
+
+def _fnv32a(data: bytes) -> int:
+    h = _FNV_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * _FNV_PRIME) & 0xFFFFFFFF
+    return h
+
+
+def _lcg_vector(seed: int, dimensions: int) -> list[float]:
+    # The reference MockEmbedder's generator: seed = seed * 1664525 + 1013904223 (uint32),
+    # v[i] = (seed >> 16) / 65536 * 2 - 1.
+    out = []
+    for _ in range(dimensions):
+        seed = (seed * 1664525 + 1013904223) & 0xFFFFFFFF
+        out.append((seed >> 16) / 65536 * 2 - 1)
+    return out
+
+
+class FakeEmbedder:
+    """A deterministic, offline embedder for tests: texts sharing words score higher.
+
+    Each lower-cased word of the text blocks is hashed (FNV-32a) into the seed of the reference
+    ``MockEmbedder``'s LCG, which spreads it into a vector; the word vectors are summed and
+    scaled to unit length (float32). The same text always gives the same vector, and the cosine
+    of two texts grows with the words they share. Text without any word character is hashed
+    whole. Implements ``Embedder`` and ``BatchEmbedder``; counts its calls.
+
+    Args:
+        dimensions: the vector length.
+
+    Attributes:
+        embed_calls: how many times :meth:`embed` was called.
+        batch_calls: how many times :meth:`embed_batch` was called.
+    """
+
+    def __init__(self, dimensions: int = 16) -> None:
+        if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions <= 0:
+            raise ValueError(f"FakeEmbedder dimensions must be a positive int, got {dimensions!r}")
+        self.dimensions = dimensions
+        self.embed_calls = 0
+        self.batch_calls = 0
+
+    def _vector(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
+        import numpy as np
+
+        from goagent_py.errors import NoEmbeddableContentError
+
+        text = " ".join(b.text for b in blocks if isinstance(b, TextBlock)).strip()
+        if not text:
+            raise NoEmbeddableContentError("FakeEmbedder: no text to embed in the blocks")
+        tokens = _WORD.findall(text.lower()) or [text]
+        total = np.zeros(self.dimensions, dtype=np.float64)
+        for token in tokens:
+            total += _lcg_vector(_fnv32a(token.encode()), self.dimensions)
+        norm = float(np.linalg.norm(total))
+        if norm == 0.0:  # words that cancel out exactly: fall back to the whole text
+            total = np.array(_lcg_vector(_fnv32a(text.encode()), self.dimensions))
+            norm = float(np.linalg.norm(total))
+        return (total / norm).astype(np.float32)
+
+    async def embed(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
+        """Embed the text of ``blocks`` as one unit vector.
+
+        Raises:
+            NoEmbeddableContentError: ``blocks`` hold no text (e.g. only images).
+        """
+        self.embed_calls += 1
+        return self._vector(blocks)
+
+    async def embed_batch(self, inputs: Sequence[Sequence[ContentBlock]]) -> NDArray[np.float32]:
+        """Embed each input; a 2-D array with one row per input.
+
+        Raises:
+            NoEmbeddableContentError: an input holds no text.
+        """
+        import numpy as np
+
+        self.batch_calls += 1
+        if not inputs:
+            return np.empty((0, self.dimensions), dtype=np.float32)
+        return np.stack([self._vector(blocks) for blocks in inputs])

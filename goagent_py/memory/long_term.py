@@ -1,0 +1,276 @@
+"""Long-term memory: semantic recall across sessions, on any embedder and vector store.
+
+``store`` chunks each message, embeds the chunks (one ``embed_batch`` call when the embedder
+batches, else concurrent ``embed`` calls) and upserts them (one ``upsert_batch`` when the store
+is bulk-capable). Entry ids are ``"<session>:<sha256 of the message JSON>:<chunk index>"``, so
+storing the same turn twice replaces it instead of duplicating it.
+
+The session (the agent's name) is stored in each entry's metadata under ``"session"`` and every
+search filters on it, natively in each backend: two agents sharing one store never see each
+other's memories, and an unnamed agent ("" session) sees only unnamed memories.
+
+``retrieve`` never fails a run for want of text: a query with nothing to embed (an image for a
+text embedder) returns ``[]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
+from goagent_py.memory.base import BatchEmbedder, Chunk, Chunker, Embedder
+from goagent_py.memory.vector.base import (
+    BulkVectorStore,
+    SearchOptions,
+    UpsertEntry,
+    VectorStore,
+)
+from goagent_py.messages import ContentBlock, Message, ScoredMessage, messages_to_json
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = ["SESSION_KEY", "LongTermMemory"]
+
+SESSION_KEY = "session"
+"""The metadata key holding the session (agent name) of each stored memory."""
+
+
+@runtime_checkable
+class _MessageCounter(Protocol):
+    def count(self, message: Message) -> int: ...
+
+
+def _bytes_over_four(message: Message) -> int:
+    return (len(message.text.encode()) + 3) // 4
+
+
+def message_digest(message: Message) -> str:
+    """The hex SHA-256 of ``message`` as JSON: the same message always gives the same digest."""
+    return hashlib.sha256(messages_to_json([message])).hexdigest()
+
+
+class LongTermMemory:
+    """Semantic memory: stores messages as vectors and recalls the most relevant ones.
+
+    Implements :class:`~goagent_py.memory.base.LongTermMemoryProtocol`, so it plugs into an
+    agent with ``with_long_term_memory(...)``; the agent passes its name as the session.
+
+    Args:
+        embedder: turns content into vectors (``BatchEmbedder`` is used when available).
+        store: where the vectors live (``BulkVectorStore`` is used when available).
+        chunker: splits each message before embedding; None stores one chunk per message.
+        top_k: how many memories to recall when ``retrieve`` is given ``top_k <= 0``.
+        score_threshold: drop memories scoring below this (None keeps all).
+        token_budget: the most tokens recalled memories may take; the lowest-scored are dropped
+            first (None: no budget).
+        estimator: counts a message's tokens for the budget (any object with
+            ``count(message) -> int``, e.g. a ``TokenEstimator``); None uses text bytes / 4.
+        max_concurrency: the most ``embed`` calls in flight at once (non-batch embedders).
+
+    Example:
+        >>> memory = LongTermMemory(FakeEmbedder(), InMemoryVectorStore())  # doctest: +SKIP
+        >>> agent = Agent(provider=p, long_term_memory=memory, name="alice")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        store: VectorStore,
+        *,
+        chunker: Chunker | None = None,
+        top_k: int = 3,
+        score_threshold: float | None = None,
+        token_budget: int | None = None,
+        estimator: Any | None = None,
+        max_concurrency: int = 8,
+    ) -> None:
+        if not isinstance(embedder, Embedder):
+            raise ConfigurationError(
+                f"LongTermMemory needs an embedder with async embed(blocks), "
+                f"got {type(embedder).__name__}"
+            )
+        if not isinstance(store, VectorStore):
+            raise ConfigurationError(
+                f"LongTermMemory needs a VectorStore (upsert, search, delete), "
+                f"got {type(store).__name__}"
+            )
+        if chunker is not None and not isinstance(chunker, Chunker):
+            raise ConfigurationError(
+                f"chunker must have chunk(blocks, metadata), got {type(chunker).__name__}"
+            )
+        if estimator is not None and not isinstance(estimator, _MessageCounter):
+            raise ConfigurationError(
+                f"estimator must have count(message) -> int, got {type(estimator).__name__}"
+            )
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
+            raise ConfigurationError(f"top_k must be a positive int, got {top_k!r}")
+        if token_budget is not None and token_budget < 0:
+            raise ConfigurationError(f"token_budget must be >= 0, got {token_budget}")
+        if max_concurrency <= 0:
+            raise ConfigurationError(f"max_concurrency must be > 0, got {max_concurrency}")
+        self.embedder = embedder
+        self.vector_store = store
+        self.chunker = chunker
+        self.top_k = top_k
+        self.score_threshold = score_threshold
+        self.token_budget = token_budget
+        self.estimator: _MessageCounter | None = estimator
+        self._max_concurrency = max_concurrency
+
+    def __repr__(self) -> str:
+        return (
+            f"LongTermMemory(embedder={type(self.embedder).__name__}, "
+            f"store={type(self.vector_store).__name__}, top_k={self.top_k})"
+        )
+
+    # -- store ---------------------------------------------------------------------------------
+
+    def _chunks(self, message: Message) -> list[Chunk]:
+        if self.chunker is None:
+            return [Chunk(list(message.content), {})]
+        return self.chunker.chunk(message.content, {"role": str(message.role)})
+
+    async def store(self, messages: list[Message], *, session: str = "") -> None:
+        """Store ``messages`` under ``session``; storing the same message again replaces it.
+
+        Chunks with nothing the embedder can embed (e.g. an image for a text model) are
+        skipped silently. Errors of the embedder or the store propagate.
+        """
+        pending: list[tuple[str, Message]] = []
+        for message in messages:
+            digest = message_digest(message)
+            for index, chunk in enumerate(self._chunks(message)):
+                if not chunk.blocks:
+                    continue
+                metadata = {**message.metadata, **chunk.metadata, SESSION_KEY: session}
+                stored = Message(
+                    message.role,
+                    list(chunk.blocks),
+                    tool_call_id=message.tool_call_id,
+                    is_error=message.is_error,
+                    metadata=metadata,
+                )
+                pending.append((f"{session}:{digest}:{index}", stored))
+        if not pending:
+            return
+        vectors = await self._embed_all([m.content for _, m in pending])
+        entries = [
+            UpsertEntry(id, vector, message)
+            for (id, message), vector in zip(pending, vectors, strict=True)
+            if vector is not None
+        ]
+        if not entries:
+            return
+        if isinstance(self.vector_store, BulkVectorStore):
+            await self.vector_store.upsert_batch(entries)
+        else:
+            for entry in entries:
+                await self.vector_store.upsert(entry.id, entry.vector, entry.message)
+
+    async def _embed_all(
+        self, inputs: list[list[ContentBlock]]
+    ) -> list[NDArray[np.float32] | None]:
+        """One vector per input; None where the embedder found nothing to embed."""
+        if isinstance(self.embedder, BatchEmbedder):
+            try:
+                matrix = await self.embedder.embed_batch(inputs)
+            except NoEmbeddableContentError:
+                pass  # some input has nothing to embed: find which, one by one
+            else:
+                if len(matrix) != len(inputs):
+                    raise ValueError(
+                        f"{type(self.embedder).__name__}.embed_batch returned {len(matrix)} "
+                        f"vectors for {len(inputs)} inputs"
+                    )
+                return list(matrix)
+        limit = asyncio.Semaphore(self._max_concurrency)
+
+        async def one(blocks: list[ContentBlock]) -> NDArray[np.float32] | None:
+            async with limit:
+                try:
+                    return await self.embedder.embed(blocks)
+                except NoEmbeddableContentError:
+                    return None
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(blocks)) for blocks in inputs]
+        return [task.result() for task in tasks]
+
+    # -- retrieve ------------------------------------------------------------------------------
+
+    async def retrieve(
+        self,
+        query: list[ContentBlock],
+        *,
+        top_k: int = 0,
+        session: str = "",
+        score_threshold: float | None = None,
+        filter: Mapping[str, Any] | None = None,
+        token_budget: int | None = None,
+    ) -> list[ScoredMessage]:
+        """The memories of ``session`` most relevant to ``query``, best first.
+
+        Args:
+            query: the content to match (usually the user's message).
+            top_k: how many to recall; ``<= 0`` uses the memory's ``top_k``.
+            session: whose memories to search (the agent's name; "" for unnamed).
+            score_threshold: overrides the memory's threshold for this call.
+            filter: more metadata to match exactly (AND), on top of the session.
+            token_budget: overrides the memory's token budget for this call.
+
+        Returns:
+            The recalled memories; ``[]`` when ``query`` has nothing the embedder can embed.
+        """
+        k = top_k if top_k > 0 else self.top_k
+        if not query:
+            return []
+        try:
+            vector = await self.embedder.embed(query)
+        except NoEmbeddableContentError:
+            return []
+        threshold = score_threshold if score_threshold is not None else self.score_threshold
+        options = SearchOptions(
+            top_k=k,
+            score_threshold=threshold,
+            filter={**(filter or {}), SESSION_KEY: session},
+        )
+        found = await self.vector_store.search(vector, options)
+        budget = token_budget if token_budget is not None else self.token_budget
+        return self._within_budget(found, budget)
+
+    def _within_budget(self, found: list[ScoredMessage], budget: int | None) -> list[ScoredMessage]:
+        """The best-scored prefix of ``found`` that fits ``budget`` (lowest scores dropped)."""
+        if budget is None:
+            return found
+        count = self.estimator.count if self.estimator is not None else _bytes_over_four
+        kept: list[ScoredMessage] = []
+        left = budget
+        for scored in sorted(found, key=lambda s: -s.score):
+            cost = count(scored.message)
+            if cost > left:
+                break
+            kept.append(scored)
+            left -= cost
+        return kept
+
+    async def forget(self, messages: Sequence[Message], *, session: str = "") -> None:
+        """Delete what :meth:`store` stored for ``messages`` under ``session``.
+
+        Only meaningful without a chunker or with a deterministic one (it re-chunks to find
+        the chunk ids).
+        """
+        ids = [
+            f"{session}:{message_digest(m)}:{i}"
+            for m in messages
+            for i in range(len(self._chunks(m)))
+        ]
+        if isinstance(self.vector_store, BulkVectorStore):
+            await self.vector_store.delete_batch(ids)
+        else:
+            for id in ids:
+                await self.vector_store.delete(id)
