@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -211,12 +211,10 @@ def markdown_title(text: str) -> str:
             if key.strip() == "title" and value.strip():
                 return value.strip().strip("\"'")
     fallback = ""
-    for line in lines:
-        match = _ATX_HEADING.match(line)
-        if match:
-            if len(match.group(1)) == 1:
-                return match.group(2).strip()
-            fallback = fallback or match.group(2).strip()
+    for _, level, title in _atx_headings(text):
+        if level == 1:
+            return title
+        fallback = fallback or title
     return fallback
 
 
@@ -230,14 +228,8 @@ def rst_title(text: str) -> str:
     return ""
 
 
-def markdown_headings(text: str) -> list[tuple[int, str]]:
-    """``(line_number, heading path)`` for every ATX heading outside fenced code, in order.
-
-    The heading path joins the enclosing headings with " > " ("Config > Retries"); line numbers
-    are 1-based.
-    """
-    out: list[tuple[int, str]] = []
-    stack: list[tuple[int, str]] = []
+def _atx_headings(text: str) -> Iterator[tuple[int, int, str]]:
+    """``(line_number, level, title)`` of each ATX heading outside fenced code (1-based lines)."""
     fence = ""
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.lstrip()
@@ -252,11 +244,22 @@ def markdown_headings(text: str) -> list[tuple[int, str]]:
             continue
         match = _ATX_HEADING.match(line)
         if match:
-            level = len(match.group(1))
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, match.group(2).strip()))
-            out.append((number, " > ".join(name for _, name in stack)))
+            yield number, len(match.group(1)), match.group(2).strip()
+
+
+def markdown_headings(text: str) -> list[tuple[int, str]]:
+    """``(line_number, heading path)`` for every ATX heading outside fenced code, in order.
+
+    The heading path joins the enclosing headings with " > " ("Config > Retries"); line numbers
+    are 1-based.
+    """
+    out: list[tuple[int, str]] = []
+    stack: list[tuple[int, str]] = []
+    for number, level, title in _atx_headings(text):
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        out.append((number, " > ".join(name for _, name in stack)))
     return out
 
 

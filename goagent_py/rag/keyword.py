@@ -98,14 +98,9 @@ def _index_tokens(text: str) -> list[str]:
 
 
 def _query_tokens(text: str) -> list[str]:
-    tokens: list[str] = []
-    for term in query_terms(text):
-        if _WORD.fullmatch(term):
-            tokens.append(_stem(term))
-        else:
-            tokens.append(term)
-            tokens += [_stem(w) for w in _WORD.findall(term)]
-    return list(dict.fromkeys(tokens))
+    """Query tokens: a joined identifier matches only itself (as FTS5 matches it as a phrase)."""
+    terms = query_terms(text)
+    return list(dict.fromkeys(_stem(t) if _WORD.fullmatch(t) else t for t in terms))
 
 
 @dataclass(slots=True, frozen=True)
