@@ -148,6 +148,9 @@ class InMemoryVectorStore:
         self._messages: list[Message] = []
         self._matrix: NDArray[np.float32] = np.empty((0, self._dims or 0), dtype=np.float32)
         self._norms: NDArray[np.float32] = np.empty(0, dtype=np.float32)
+        # Sessions as integer codes per row (-1: none), so a session filter is one comparison.
+        self._session_codes: dict[str, int] = {}
+        self._sessions: NDArray[np.int32] = np.empty(0, dtype=np.int32)
 
     @property
     def dimensions(self) -> int | None:
@@ -191,6 +194,12 @@ class InMemoryVectorStore:
                 self._messages[row] = message
             self._matrix[row] = vec
             self._norms[row] = np.linalg.norm(vec)
+            session = session_of(message.metadata)
+            if session is None:
+                self._sessions[row] = -1
+            else:
+                code = self._session_codes.setdefault(session, len(self._session_codes))
+                self._sessions[row] = code
 
     def _grow(self, size: int) -> None:
         import numpy as np
@@ -203,7 +212,9 @@ class InMemoryVectorStore:
         matrix[:capacity] = self._matrix
         norms = np.ones(new_capacity, dtype=np.float32)
         norms[:capacity] = self._norms
-        self._matrix, self._norms = matrix, norms
+        sessions = np.full(new_capacity, -1, dtype=np.int32)
+        sessions[:capacity] = self._sessions
+        self._matrix, self._norms, self._sessions = matrix, norms, sessions
 
     def _remove(self, id: str) -> None:
         row = self._rows.pop(id, None)
@@ -216,6 +227,7 @@ class InMemoryVectorStore:
             self._messages[row] = self._messages[last]
             self._matrix[row] = self._matrix[last]
             self._norms[row] = self._norms[last]
+            self._sessions[row] = self._sessions[last]
             self._rows[moved] = row
         self._ids.pop()
         self._messages.pop()
@@ -253,6 +265,27 @@ class InMemoryVectorStore:
 
     # -- search --------------------------------------------------------------------------------
 
+    def _candidates(self, filter: dict[str, FilterValue], n: int) -> NDArray[np.intp]:
+        import numpy as np
+
+        session = filter.get(SESSION_KEY)
+        if isinstance(session, str):
+            code = self._session_codes.get(session)
+            if code is None:
+                return np.empty(0, dtype=np.intp)
+            rows = np.flatnonzero(self._sessions[:n] == code)
+            rest = {k: v for k, v in filter.items() if k != SESSION_KEY}
+        else:
+            rows = np.arange(n)
+            rest = filter
+        if not rest:
+            return rows
+        messages = self._messages
+        return np.fromiter(
+            (i for i in rows.tolist() if metadata_matches(messages[i].metadata, rest)),
+            dtype=np.intp,
+        )
+
     async def search(
         self, vector: Vector, options: SearchOptions | None = None
     ) -> list[ScoredMessage]:
@@ -271,14 +304,7 @@ class InMemoryVectorStore:
             if n == 0:
                 return []
             if filter:
-                rows = np.fromiter(
-                    (
-                        i
-                        for i, m in enumerate(self._messages)
-                        if metadata_matches(m.metadata, filter)
-                    ),
-                    dtype=np.intp,
-                )
+                rows = self._candidates(filter, n)
                 if rows.size == 0:
                     return []
                 matrix, norms = self._matrix[rows], self._norms[rows]

@@ -261,3 +261,25 @@ async def test_qdrant_local_mode_persists_across_reopen(tmp_path: Path) -> None:
     async with QdrantStore(path, collection="mem", dimensions=4) as store:
         with pytest.raises(ConfigurationError, match="holds 3-dimensional"):
             await store.count()
+
+
+# -- in-memory --------------------------------------------------------------------------------
+
+
+async def test_in_memory_session_index_follows_deletes_and_replacements() -> None:
+    store = InMemoryVectorStore()
+    await store.upsert("a", [1.0, 0.0], msg("a", session="s1"))
+    await store.upsert("b", [1.0, 0.1], msg("b", session="s2"))
+    await store.upsert("c", [1.0, 0.2], msg("c", session="s1"))
+    await store.delete("a")  # "c" moves into the freed row
+    s1 = SearchOptions(top_k=5, filter={"session": "s1"})
+    assert [h.id for h in await store.search([1.0, 0.0], s1)] == ["c"]
+    await store.upsert("b", [1.0, 0.1], msg("b", session="s1"))  # b changes session
+    assert [h.id for h in await store.search([1.0, 0.0], s1)] == ["b", "c"]
+    assert await store.search([1.0, 0.0], SearchOptions(filter={"session": "s2"})) == []
+    assert store.dimensions == 2
+    for i in range(200):  # growth keeps every row's session
+        await store.upsert(f"x{i}", [1.0, i / 100], msg("x", session=f"g{i % 3}"))
+    g1 = await store.search([1.0, 0.0], SearchOptions(top_k=500, filter={"session": "g1"}))
+    assert len(g1) == 67
+    assert all(h.message.metadata["session"] == "g1" for h in g1)
