@@ -301,6 +301,7 @@ class Run:
                 stop_reason=response.stop_reason,
                 tool_calls=len(response.message.tool_calls),
                 model=response.model,
+                message=response.message,
             ),
         )
         yield response
@@ -363,13 +364,15 @@ class Run:
             duration=time.perf_counter() - self._start,
             messages=list(self.new_messages),
             error=error,
+            run_id=self.run_id,
         )
 
     async def events(self) -> AsyncGenerator[AgentEvent, None]:
         """Run the loop, yielding its events; raises what the run ends with."""
         o = self.o
         self._start = time.perf_counter()
-        info = RunInfo(uuid.uuid4().hex, o.name, o.model, list(self.content))
+        self.run_id = uuid.uuid4().hex
+        info = RunInfo(self.run_id, o.name, o.model, list(self.content), o.provider)
         await self._hook("on_run_start", info)
         self.log.info(
             "run started: agent=%s model=%s max_iterations=%d tools=%d",

@@ -48,11 +48,12 @@ class RunInfo:
     agent_name: str
     model: str
     content: list[ContentBlock]
+    provider: object | None = None
 
 
 @dataclass(slots=True, frozen=True)
 class ProviderEvent:
-    """The outcome of one provider call (``error`` set on failure)."""
+    """The outcome of one provider call (``error`` set on failure, ``message`` on success)."""
 
     duration: float
     usage: Usage = field(default_factory=Usage)
@@ -60,6 +61,7 @@ class ProviderEvent:
     tool_calls: int = 0
     model: str = ""
     error: BaseException | None = None
+    message: Message | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,6 +102,7 @@ class RunResult:
         duration: seconds the run took.
         messages: the messages this run added (the user message, then assistant and tool messages).
         error: the error the run ended with, or None.
+        run_id: the id given to the run in ``RunInfo``.
     """
 
     text: str = ""
@@ -111,6 +114,7 @@ class RunResult:
     duration: float = 0.0
     messages: list[Message] = field(default_factory=list)
     error: BaseException | None = None
+    run_id: str = ""
 
 
 @dataclass(slots=True)

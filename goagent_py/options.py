@@ -290,9 +290,13 @@ def with_name(name: str) -> Option:
     return _set("name", "name", name)
 
 
-def with_hooks(hooks: Hooks) -> Option:
-    """The hooks (replaces earlier ones; combine sets with merge_hooks)."""
-    return _set("hooks", "hooks", hooks)
+def with_hooks(hooks: Hooks | None) -> Option:
+    """The hooks (replaces earlier ones; combine sets with merge_hooks). None means no hooks."""
+    if hooks is not None and not isinstance(hooks, Hooks):
+        raise ConfigurationError(
+            f"with_hooks() takes a Hooks object (combine several with merge_hooks), got {hooks!r}"
+        )
+    return _set("hooks", "hooks", hooks if hooks is not None else Hooks())
 
 
 def with_logger(logger: logging.Logger) -> Option:

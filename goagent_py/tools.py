@@ -9,6 +9,7 @@ model's arguments with pydantic before the function runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 import re
@@ -98,13 +99,18 @@ async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T
         else:
             future.set_result(cast(T, result))
 
+    def deliver(result: T | None, error: BaseException | None) -> None:
+        # An abandoned call (timed out) may finish after its event loop closed: drop it.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, result, error)
+
     def worker() -> None:
         try:
             result = ctx.run(fn, *args, **kwargs)
         except BaseException as exc:  # handed to the awaiting task, which decides
-            loop.call_soon_threadsafe(settle, None, exc)
+            deliver(None, exc)
         else:
-            loop.call_soon_threadsafe(settle, result, None)
+            deliver(result, None)
 
     threading.Thread(
         target=worker, name=f"goagent-tool-{getattr(fn, '__name__', 'fn')}", daemon=True

@@ -274,3 +274,31 @@ async def _call(hook: Any, *args: Any) -> None:
     result = hook(*args)
     if asyncio.iscoroutine(result):
         await result
+
+
+async def test_hooks_none_means_no_hooks_and_a_wrong_type_is_refused() -> None:
+    from goagent_py import ConfigurationError
+
+    assert await Agent(provider=ScriptedProvider("ok"), model="m", hooks=None).run("x") == "ok"
+    with pytest.raises(ConfigurationError, match="takes a Hooks object"):
+        Agent(provider=ScriptedProvider(), hooks=[Hooks()])
+
+
+async def test_hooks_see_the_provider_run_id_and_assistant_message() -> None:
+    infos: list[Any] = []
+    events: list[Any] = []
+    results: list[Any] = []
+    provider = ScriptedProvider("hello")
+    agent = Agent(
+        provider=provider,
+        model="m",
+        hooks=Hooks(
+            on_run_start=infos.append,
+            on_provider_response=lambda i, e: events.append(e),
+            on_run_end=results.append,
+        ),
+    )
+    await agent.run("x")
+    assert infos[0].provider is provider
+    assert results[0].run_id == infos[0].run_id != ""
+    assert events[0].message.text == "hello"

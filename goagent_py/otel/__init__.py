@@ -72,6 +72,7 @@ from goagent_py.hooks import Hooks
 from goagent_py.memory.base import Embedder
 from goagent_py.memory.vector.base import VectorStore
 from goagent_py.memory.vector.observable import ObservableStore
+from goagent_py.otel import _semconv
 from goagent_py.otel._content import CAPTURE_ENV, capture_from_env
 from goagent_py.otel._hooks import Instrumentation
 from goagent_py.otel._semconv import provider_name_of
@@ -120,13 +121,15 @@ def instrument(
         provider_name: ``gen_ai.provider.name`` (wins over ``provider``).
         provider: the agent's provider, to derive ``gen_ai.provider.name`` from (see
             :func:`provider_name_of`). Hooks never see the provider, so without this or
-            ``provider_name`` the name is ``"_OTHER"``.
+            ``provider_name`` the name is derived per run from the agent's provider.
 
     Returns:
         The hooks.
     """
     if provider_name is None:
-        provider_name = provider_name_of(provider) if provider is not None else "_OTHER"
+        provider_name = (
+            provider_name_of(provider) if provider is not None else _semconv.PROVIDER_OTHER
+        )
     return Instrumentation(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,

@@ -155,9 +155,12 @@ class Instrumentation:
 
     def on_run_start(self, info: RunInfo) -> None:
         """Open ``invoke_agent {name}`` under the caller's current span and make it current."""
+        provider = self.provider
+        if provider == sc.PROVIDER_OTHER and info.provider is not None:
+            provider = sc.provider_name_of(info.provider)
         attrs: dict[str, AttributeValue] = {
             sc.OPERATION: sc.OP_INVOKE_AGENT,
-            sc.PROVIDER: self.provider,
+            sc.PROVIDER: provider,
             sc.RUN_ID: info.run_id,
         }
         if info.agent_name:
@@ -172,7 +175,7 @@ class Instrumentation:
         run = _Run(
             span=span,
             ctx=ctx,
-            provider=self.provider,
+            provider=provider,
             model=info.model,
             agent=info.agent_name,
             first_block=info.content[0] if info.content else None,

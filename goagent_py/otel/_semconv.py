@@ -142,6 +142,9 @@ _WELL_KNOWN_PROVIDERS: dict[str, str] = {
     "watsonx": "ibm.watsonx.ai",
 }
 
+PROVIDER_OTHER = "_OTHER"
+"""``gen_ai.provider.name`` when the provider is unknown (the convention's catch-all)."""
+
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -168,6 +171,9 @@ def provider_name_of(provider: object) -> str:
     explicit = getattr(provider, "provider_name", None)
     if isinstance(explicit, str) and explicit:
         return explicit
+    inner = getattr(provider, "inner", None)  # wrappers such as retry_provider
+    if inner is not None and inner is not provider:
+        return provider_name_of(inner)
     cls = type(provider).__name__
     stem = cls.removesuffix("Provider").removesuffix("Embedder") or cls
     return _WELL_KNOWN_PROVIDERS.get(stem.lower().replace("_", ""), snake_case(stem))

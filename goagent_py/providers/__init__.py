@@ -9,7 +9,11 @@ import importlib
 from typing import Any
 
 # public name -> module that defines it (filled in as providers land)
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "AnthropicProvider": "anthropic",
+    "OpenAIEmbedder": "openai",
+    "OpenAIProvider": "openai",
+}
 
 __all__ = sorted(_LAZY)
 
