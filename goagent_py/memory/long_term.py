@@ -190,16 +190,22 @@ class LongTermMemory:
                 return list(matrix)
         limit = asyncio.Semaphore(self._max_concurrency)
 
-        async def one(blocks: list[ContentBlock]) -> NDArray[np.float32] | None:
+        async def one(blocks: list[ContentBlock]) -> NDArray[np.float32] | Exception | None:
             async with limit:
                 try:
                     return await self.embedder.embed(blocks)
                 except NoEmbeddableContentError:
                     return None
+                except Exception as exc:  # raised below, first by input order, unwrapped
+                    return exc
 
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(one(blocks)) for blocks in inputs]
-        return [task.result() for task in tasks]
+        results = [task.result() for task in tasks]
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return [r for r in results if not isinstance(r, Exception)]
 
     # -- retrieve ------------------------------------------------------------------------------
 

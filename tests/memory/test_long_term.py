@@ -297,3 +297,47 @@ async def test_an_image_only_prompt_does_not_fail_the_run() -> None:
     answer = await agent.run_blocks(ImageBlock(PNG, "image/png"))
     assert answer == "A cat."
     assert recalled_block(p) == ""
+
+
+async def test_plain_embedder_embeds_chunks_concurrently_with_a_limit() -> None:
+    import asyncio
+
+    active = peak = 0
+
+    class Slow:
+        def __init__(self) -> None:
+            self.inner = FakeEmbedder()
+
+        async def embed(self, blocks: Sequence[ContentBlock]) -> Any:
+            nonlocal active, peak
+            active += 1
+            peak = max(peak, active)
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            active -= 1
+            return await self.inner.embed(blocks)
+
+    m = LongTermMemory(Slow(), InMemoryVectorStore(), max_concurrency=3)
+    await m.store([user_message(f"message {i}") for i in range(10)])
+    assert peak == 3
+
+
+async def test_embedder_and_store_errors_propagate() -> None:
+    class Failing:
+        async def embed(self, blocks: Sequence[ContentBlock]) -> Any:
+            raise RuntimeError("embedding service down")
+
+    m = LongTermMemory(Failing(), InMemoryVectorStore())
+    with pytest.raises(RuntimeError, match="embedding service down"):
+        await m.store([user_message("x")])
+    with pytest.raises(RuntimeError, match="embedding service down"):
+        await m.retrieve([TextBlock("x")], top_k=1)
+
+    class WrongSize(FakeEmbedder):
+        async def embed_batch(self, inputs: Sequence[Sequence[ContentBlock]]) -> Any:
+            return (await super().embed_batch(inputs))[:1]
+
+    with pytest.raises(ValueError, match="returned 1 vectors for 2 inputs"):
+        await LongTermMemory(WrongSize(), InMemoryVectorStore()).store(
+            [user_message("a"), user_message("b")]
+        )
