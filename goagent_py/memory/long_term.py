@@ -28,6 +28,7 @@ from goagent_py.memory.vector.base import (
     UpsertEntry,
     VectorStore,
 )
+from goagent_py.memory.vector.in_memory import SESSION_KEY
 from goagent_py.messages import ContentBlock, Message, ScoredMessage, messages_to_json
 
 if TYPE_CHECKING:
@@ -35,9 +36,6 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["SESSION_KEY", "LongTermMemory"]
-
-SESSION_KEY = "session"
-"""The metadata key holding the session (agent name) of each stored memory."""
 
 
 @runtime_checkable
