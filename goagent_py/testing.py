@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json
 
@@ -173,8 +174,6 @@ class FunctionProvider:
 # ---------------------------------------------------------------------------------------------
 # Embeddings
 
-import re  # noqa: E402  (this section was appended; its imports stay with it)
-from typing import TYPE_CHECKING  # noqa: E402
 
 if TYPE_CHECKING:  # numpy is imported on first use, not with this module
     from collections.abc import Sequence

@@ -36,10 +36,22 @@ def test_every_error_derives_from_goagent_error() -> None:
 
 def test_import_is_light() -> None:
     code = (
-        "import sys, goagent_py, goagent_py.memory, goagent_py.providers, goagent_py.testing;"
+        "import sys, goagent_py, goagent_py.memory, goagent_py.memory.vector, goagent_py.providers,"
+        " goagent_py.testing;"
         "heavy = [m for m in ('numpy', 'httpx', 'tenacity', 'opentelemetry', 'tiktoken', "
-        "'torch', 'llama_cpp', 'sqlite_vec') if m in sys.modules];"
+        "'torch', 'llama_cpp', 'sqlite_vec', 'psycopg', 'qdrant_client') if m in sys.modules];"
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_subpackages_export_what_they_say() -> None:
+    import goagent_py.memory as memory
+    import goagent_py.memory.vector as vector
+    import goagent_py.providers as providers
+
+    for module in (memory, vector, providers):
+        assert list(module.__all__) == sorted(module.__all__)
+        for name in module.__all__:
+            assert getattr(module, name) is not None

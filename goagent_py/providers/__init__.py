@@ -11,8 +11,16 @@ from typing import Any
 # public name -> module that defines it (filled in as providers land)
 _LAZY: dict[str, str] = {
     "AnthropicProvider": "anthropic",
+    "LlamaCppProvider": "llama_cpp",
+    "OllamaEmbedder": "ollama",
+    "OllamaProvider": "ollama",
     "OpenAIEmbedder": "openai",
     "OpenAIProvider": "openai",
+    "SentenceTransformerEmbedder": "sentence_transformers",
+    "VoyageEmbedder": "voyage",
+    "default_embedding_model_path": "sentence_transformers",
+    "default_model_path": "llama_cpp",
+    "ollama_reachable": "ollama",
 }
 
 __all__ = sorted(_LAZY)

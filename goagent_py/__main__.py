@@ -1,0 +1,7 @@
+"""``python -m goagent_py`` runs the ``goagent-py`` command."""
+
+import sys
+
+from goagent_py.cli import main
+
+sys.exit(main())
