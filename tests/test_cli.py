@@ -1,0 +1,301 @@
+"""The goagent-py command: argument handling, the REPL's behaviour, bad input, exit codes.
+
+Fast tests drive the REPL in-process through a real pipe with a scripted provider; the slow
+ones run the real command in subprocesses on the embedded local model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goagent_py import cli
+from goagent_py.memory import SQLiteStorage
+from goagent_py.provider import CompletionRequest, CompletionResponse
+from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- pure parts ------------------------------------------------------------------------------
+
+
+def test_parse_provider() -> None:
+    assert cli.parse_provider("anthropic:claude-x") == ("anthropic", "claude-x")
+    assert cli.parse_provider("local") == ("local", cli.DEFAULT_MODELS["local"])
+    assert cli.parse_provider("OpenAI") == ("openai", cli.DEFAULT_MODELS["openai"])
+    with pytest.raises(cli.UsageError, match="use anthropic:MODEL"):
+        cli.parse_provider("gemini:pro")
+
+
+async def test_calculator_is_safe_and_correct() -> None:
+    assert (await cli.calculator.execute({"expression": "2 * (3 + 4)"}))[0].text == "14"  # type: ignore[union-attr]
+    assert (await cli.calculator.execute({"expression": "sqrt(16) / 8"}))[0].text == "0.5"  # type: ignore[union-attr]
+    for bad in ("__import__('os').system('x')", "open('/etc/passwd')", "9 ** 99999", "a"):
+        with pytest.raises(ValueError, match=r"unsupported|exponent|not an arithmetic"):
+            await cli.calculator.execute({"expression": bad})
+
+
+async def test_current_time_rejects_unknown_zones() -> None:
+    assert "T" in (await cli.current_time.execute({}))[0].text  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="unknown time zone"):
+        await cli.current_time.execute({"timezone": "Mars/Olympus"})
+
+
+def test_data_home_honours_goagent_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GOAGENT_HOME", str(tmp_path / "h"))
+    assert cli.data_home() == tmp_path / "h"
+
+
+def test_unknown_provider_and_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["chat", "--provider", "nope:x", "--no-memory"]) == cli.EXIT_USAGE
+    assert "unknown provider 'nope:x'" in capsys.readouterr().err
+    assert cli.main(["frobnicate"]) == cli.EXIT_USAGE
+
+
+async def test_auto_pick_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "make_provider", lambda vendor, model: vendor)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    assert (await cli.pick_provider(None)).name == "anthropic"
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    assert (await cli.pick_provider(None)).name == "openai"
+    monkeypatch.delenv("OPENAI_API_KEY")
+
+    async def up() -> bool:
+        return True
+
+    monkeypatch.setattr(cli, "_ollama_up", up)
+    assert (await cli.pick_provider(None)).name == "ollama"
+
+    async def down() -> bool:
+        return False
+
+    monkeypatch.setattr(cli, "_ollama_up", down)
+    picked = await cli.pick_provider(None)
+    assert (picked.name, picked.reason) == (
+        "local",
+        "no API key and no Ollama server: the embedded model",
+    )
+
+
+# -- the REPL, in-process --------------------------------------------------------------------
+
+
+class Harness:
+    """Runs ``run_chat`` with stdin on a real pipe and a given provider."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, provider: Any, db: Path) -> None:
+        read_fd, self.write_fd = os.pipe()
+        self.stdin = os.fdopen(read_fd, "rb", buffering=0)
+        monkeypatch.setattr(sys, "stdin", self.stdin)
+        monkeypatch.setattr(cli, "make_provider", lambda vendor, model: provider)
+
+        async def no_long_term(path: Path, closers: list[Any]) -> None:
+            return None
+
+        monkeypatch.setattr(cli, "_long_term", no_long_term)
+        self.out, self.err = io.StringIO(), io.StringIO()
+        self.db = db
+
+    def send(self, data: bytes) -> None:
+        os.write(self.write_fd, data)
+
+    def close_input(self) -> None:
+        os.close(self.write_fd)
+
+    def start(self, *extra: str) -> asyncio.Task[int]:
+        args = cli.build_parser().parse_args(
+            ["chat", "--provider", "local", "--db", str(self.db), "--session", "t", *extra]
+        )
+        console = cli.Console(self.out, self.err, interactive=False)
+        return asyncio.ensure_future(cli.run_chat(args, console))
+
+
+@pytest.fixture
+def harness(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    made: list[Harness] = []
+
+    def make(provider: Any) -> Harness:
+        h = Harness(monkeypatch, provider, tmp_path / "chat.db")
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.stdin.close()
+
+
+async def test_piped_lines_are_answered_and_stored(harness: Any) -> None:
+    h = harness(
+        ScriptedProvider(
+            tool_call_response(("calculator", {"expression": "6*7"})), "It is 42.", "Bye."
+        )
+    )
+    h.send(b"what is 6*7?\n\n   \nthanks\n")
+    h.close_input()
+    assert await h.start() == cli.EXIT_OK
+    assert h.out.getvalue().split() == ["It", "is", "42.", "Bye."]
+    assert "[tool] calculator(expression='6*7')" in h.err.getvalue()
+    assert "[tool] -> ok: 42" in h.err.getvalue()
+    stored = await SQLiteStorage(h.db, session_id="t").load()
+    assert [m.role for m in stored] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+    ]
+
+
+async def test_binary_input_is_refused_and_the_session_continues(harness: Any) -> None:
+    h = harness(ScriptedProvider("fine"))
+    h.send(b"\xff\xfe\x00garbage\nhello\n")
+    h.close_input()
+    assert await h.start() == cli.EXIT_TURN_FAILED
+    assert "input is not UTF-8 text; line skipped" in h.err.getvalue()
+    assert h.out.getvalue().strip() == "fine"
+
+
+async def test_slash_commands(harness: Any) -> None:
+    h = harness(ScriptedProvider("one"))
+    h.send(b"hi\n/sessions\n/memory\n/bogus\n/reset\n/help\n/exit\nnever read\n")
+    assert await h.start() == cli.EXIT_OK
+    out = h.out.getvalue()
+    assert "t\n" in out  # the session list
+    assert "(nothing recalled for the last turn)" in out
+    assert "unknown command /bogus" in out
+    assert "(this session's conversation is forgotten)" in out
+    assert "/memory" in out  # the help text
+    assert await SQLiteStorage(h.db, session_id="t").load() == []
+
+
+async def test_provider_failure_keeps_the_session_and_sets_the_exit_code(harness: Any) -> None:
+    h = harness(ScriptedProvider(RuntimeError("connection refused"), "recovered"))
+    h.send(b"first\nsecond\n")
+    h.close_input()
+    assert await h.start() == cli.EXIT_TURN_FAILED
+    assert "connection refused" in h.err.getvalue()
+    assert "recovered" in h.out.getvalue()
+    stored = await SQLiteStorage(h.db, session_id="t").load()
+    assert [m.text for m in stored] == ["second", "recovered"]
+
+
+class SlowProvider:
+    """Answers the first request only after a long wait (so it can be interrupted)."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.calls = 0
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        self.calls += 1
+        if self.calls == 1:
+            self.started.set()
+            await asyncio.sleep(3600)
+        return text_response(f"answer to {request.messages[-1].text}")
+
+
+async def test_ctrl_c_cancels_the_turn_and_the_next_turn_works(harness: Any) -> None:
+    provider = SlowProvider()
+    h = harness(provider)
+    task = h.start()
+    h.send(b"slow question\n")
+    await asyncio.wait_for(provider.started.wait(), 10)
+    os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends
+    h.send(b"next question\n")
+    h.close_input()
+    assert await asyncio.wait_for(task, 10) == cli.EXIT_OK
+    assert "(turn cancelled; the session is intact)" in h.err.getvalue()
+    assert "answer to next question" in h.out.getvalue()
+    conn = sqlite3.connect(h.db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+    stored = await SQLiteStorage(h.db, session_id="t").load()
+    assert [m.text for m in stored] == ["next question", "answer to next question"]
+
+
+def test_unusable_database_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "chat.db"
+    bad.write_bytes(b"this is not a database" * 100)
+    code = cli.main(["chat", "--provider", "local", "--db", str(bad)])
+    assert code == cli.EXIT_DATABASE
+    assert "goagent-py:" in capsys.readouterr().err
+
+
+# -- the real command on the embedded model (slow) -------------------------------------------
+
+
+def _run(
+    args: list[str], stdin: str, home: Path, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GOAGENT_HOME": str(home)}
+    env.pop("ANTHROPIC_API_KEY", None)
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "goagent_py", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.slow
+def test_a_fact_told_in_one_process_is_recalled_in_the_next(tmp_path: Path) -> None:
+    first = _run(["chat", "--session", "ada"], "My cat is called Archimedes.\n", tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "provider local" in first.stderr
+    second = _run(["chat", "--session", "ada"], "What is my cat called?\n/memory\n", tmp_path)
+    assert second.returncode == 0, second.stderr
+    recalled = [line for line in second.stdout.splitlines() if line.startswith("[")]
+    assert recalled, second.stdout
+    assert "My cat is called Archimedes." in recalled[0]
+    history = asyncio.run(SQLiteStorage(tmp_path / "chat.db", session_id="ada").load())
+    texts = [m.text for m in history]
+    assert texts[0] == "My cat is called Archimedes."
+    assert "What is my cat called?" in texts
+
+
+@pytest.mark.slow
+def test_rag_index_then_ask_cites_the_right_file(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "deploy.md").write_text(
+        "# Deploying\n\nRun `make release` to build the release bundle. The deploy job "
+        "uploads the bundle to the staging bucket and restarts the workers.\n"
+    )
+    (docs / "cooking.md").write_text(
+        "# Pancakes\n\nMix flour, eggs and milk. Fry each pancake for two minutes a side.\n"
+    )
+    (docs / "errors.md").write_text(
+        "# Error codes\n\nE1042 means the license key expired. Renew it in the admin panel.\n"
+    )
+    db = tmp_path / "rag.db"
+    indexed = _run(["rag", "index", str(docs), "--db", str(db)], "", tmp_path)
+    assert indexed.returncode == 0, indexed.stderr
+    assert "indexed 3 documents" in indexed.stdout
+    assert "indexing [" in indexed.stderr  # the progress bar
+    again = _run(["rag", "index", str(docs), "--db", str(db)], "", tmp_path)
+    assert "0 chunks written" in again.stdout
+    answer = _run(["rag", "ask", "What does error E1042 mean?", "--db", str(db)], "", tmp_path)
+    assert answer.returncode == 0, answer.stderr
+    sources = answer.stdout.split("Sources:")[1]
+    assert sources.strip().splitlines()[0].strip().startswith("[1]")
+    assert "errors.md" in sources.strip().splitlines()[0]
+    missing = _run(["rag", "ask", "x", "--db", str(tmp_path / "none.db")], "", tmp_path)
+    assert missing.returncode == cli.EXIT_USAGE
+    assert "run 'goagent-py rag index" in missing.stderr
