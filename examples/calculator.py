@@ -2,19 +2,22 @@
 
 Run it:
 
-    python examples/calculator.py
+    python examples/calculator.py                       # the embedded local model (offline)
+    python examples/calculator.py --provider scripted   # a scripted model: a fixed demo
+    python examples/calculator.py --provider anthropic:claude-sonnet-4-6
 
-It runs offline on a scripted model (goagent_py.testing.ScriptedProvider) that asks for
-``calculate(op="div", a=10, b=0)``, reads the division-by-zero error, then asks for ``7 * 6``
-and answers. Swap in a real provider with ``with_provider(...)`` to use a real model.
+The scripted model asks for ``calculate(op="div", a=10, b=0)``, reads the division-by-zero
+error, then asks for ``7 * 6`` and answers. The embedded model (SmolLM2-135M, from the
+``local`` extra) is tiny: it calls the tool, but its arithmetic answers are not to be trusted.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import enum
 
-from goagent_py import Agent, Hooks, ToolCall, ToolResult, tool
+from goagent_py import Agent, Hooks, MaxIterationsError, ToolCall, ToolResult, tool
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 
 
@@ -56,14 +59,33 @@ def show(result: ToolResult) -> None:
 
 
 async def main() -> None:
+    parser = argparse.ArgumentParser(description="An agent with a calculator tool.")
+    parser.add_argument(
+        "--provider",
+        default="local",
+        help="scripted, local, anthropic:MODEL, openai:MODEL or ollama:MODEL",
+    )
+    parser.add_argument("question", nargs="?", default="What is 10 divided by 0, and 7 times 6?")
+    args = parser.parse_args()
+    if args.provider == "scripted":
+        provider, model = scripted_model(), "scripted"
+    else:
+        from goagent_py.cli import provider_from_spec
+
+        provider, model = provider_from_spec(args.provider)
     agent = Agent(
-        provider=scripted_model(),
-        model="scripted",
+        provider=provider,
+        model=model,
+        max_iterations=4,
         tools=[calculate],
         system_prompt="You are a careful calculator. Use the tool for arithmetic.",
         hooks=Hooks(on_tool_result=show),
     )
-    result = await agent.run_detailed("What is 10 divided by 0, and 7 times 6?")
+    try:
+        result = await agent.run_detailed(args.question)
+    except MaxIterationsError as exc:
+        print(f"no final answer after {exc.iterations} model calls; last: {exc.last_thought}")
+        return
     print(f"answer: {result.text}")
     print(f"({result.iterations} model calls, {result.tool_calls} tool calls)")
 

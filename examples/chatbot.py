@@ -2,17 +2,19 @@
 
 Run it:
 
-    python examples/chatbot.py            # a scripted demo conversation, offline
-    python examples/chatbot.py --repl     # type your own lines (the scripted model echoes)
+    python examples/chatbot.py                        # the embedded local model, a demo chat
+    python examples/chatbot.py --repl                 # type your own lines
+    python examples/chatbot.py --provider scripted    # an echoing stand-in model (offline)
+    python examples/chatbot.py --provider openai:gpt-4o-mini --repl
 
 The agent keeps the conversation in a short-term memory and sends it with every turn, so the
-model sees what was said before. Swap the scripted provider for a real one to chat for real.
+model sees what was said before. For memory that survives restarts see chatbot_persistent.py.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 
 from goagent_py import Agent, CompletionRequest, Message, Role
 from goagent_py.testing import FunctionProvider
@@ -39,9 +41,28 @@ def echo_model(request: CompletionRequest) -> str:
 
 
 async def main() -> None:
+    parser = argparse.ArgumentParser(description="A multi-turn chatbot.")
+    parser.add_argument(
+        "--provider",
+        default="local",
+        help="scripted, local, anthropic:MODEL, openai:MODEL or ollama:MODEL",
+    )
+    parser.add_argument("--repl", action="store_true", help="type your own lines")
+    args = parser.parse_args()
+    if args.provider == "scripted":
+        provider, model = FunctionProvider(echo_model), "echo"
+    else:
+        from goagent_py.cli import provider_from_spec
+
+        provider, model = provider_from_spec(args.provider)
     memory = ConversationMemory()
-    agent = Agent(provider=FunctionProvider(echo_model), model="echo", short_term_memory=memory)
-    if "--repl" in sys.argv:
+    agent = Agent(
+        provider=provider,
+        model=model,
+        short_term_memory=memory,
+        system_prompt="You are a friendly assistant. Answer in one sentence.",
+    )
+    if args.repl:
         while True:
             try:
                 line = (await asyncio.to_thread(input, "you> ")).strip()

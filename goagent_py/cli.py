@@ -210,6 +210,12 @@ def make_provider(vendor: str, model: str) -> Any:
     return LlamaCppProvider(max_tool_rounds=1)
 
 
+def provider_from_spec(spec: str) -> tuple[Any, str]:
+    """The provider and model for ``vendor:MODEL`` or ``local`` (for scripts and examples)."""
+    vendor, model = parse_provider(spec)
+    return make_provider(vendor, model), model
+
+
 async def pick_provider(spec: str | None) -> Picked:
     """The provider named by ``spec``, or the first available one."""
     if spec:
