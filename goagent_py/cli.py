@@ -206,8 +206,9 @@ def make_provider(vendor: str, model: str) -> Any:
         return OllamaProvider()
     from goagent_py.providers.llama_cpp import LlamaCppProvider
 
-    # The shipped 135M model keeps calling tools once offered them: one round, then text.
-    return LlamaCppProvider(max_tool_rounds=1)
+    # The shipped 135M model keeps calling tools once offered them (one round, then text) and
+    # can loop on a phrase until the token limit: keep answers short and discourage repeats.
+    return LlamaCppProvider(max_tool_rounds=1, max_tokens=200, repeat_penalty=1.3)
 
 
 def provider_from_spec(spec: str) -> tuple[Any, str]:

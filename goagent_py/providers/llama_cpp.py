@@ -129,6 +129,8 @@ class LlamaCppProvider:
         chat_format: llama-cpp-python's chat format; the default handles tool calls.
         n_threads: CPU threads for generation (None: llama.cpp's default).
         max_tokens: output token limit when the request sets none.
+        repeat_penalty: how strongly repeated tokens are discouraged (llama.cpp's default 1.1;
+            small models loop less with ~1.3).
         temperature: sampling temperature (0 makes answers repeatable).
         seed: the sampling seed, or None for llama.cpp's default.
         max_tool_rounds: after this many consecutive rounds of tool results the model is offered
@@ -153,6 +155,7 @@ class LlamaCppProvider:
         chat_format: str = _FUNCTION_CALLING,
         n_threads: int | None = None,
         max_tokens: int = 512,
+        repeat_penalty: float = 1.1,
         temperature: float = 0.2,
         seed: int | None = None,
         max_tool_rounds: int | None = None,
@@ -168,6 +171,7 @@ class LlamaCppProvider:
         self._chat_format = chat_format
         self._n_threads = n_threads
         self._max_tokens = max_tokens
+        self._repeat_penalty = repeat_penalty
         self._temperature = temperature
         self._seed = seed
         self._max_tool_rounds = max_tool_rounds
@@ -246,6 +250,7 @@ class LlamaCppProvider:
             ),
             "max_tokens": request.max_tokens or self._max_tokens,
             "temperature": self._temperature,
+            "repeat_penalty": self._repeat_penalty,
         }
         if self._seed is not None:
             kwargs["seed"] = self._seed

@@ -315,11 +315,16 @@ async def test_text_answer_under_auto_is_re_asked_without_tools() -> None:
 
 async def test_max_tool_rounds_offers_no_tools_after_results() -> None:
     llama = FakeLlama(picks_tool=True)
-    provider = _fake_provider(llama, max_tool_rounds=1, max_tokens=64, temperature=0.0, seed=7)
+    provider = _fake_provider(
+        llama, max_tool_rounds=1, max_tokens=64, temperature=0.0, seed=7, repeat_penalty=1.3
+    )
     await provider.complete(_request(user_message("2 + 3?")))
     await provider.complete(_request(user_message("2 + 3?"), *_turn("5")))
     assert [c["tool_choice"] for c in llama.calls] == ["auto", "none"]
-    assert {(c["max_tokens"], c["temperature"], c["seed"]) for c in llama.calls} == {(64, 0.0, 7)}
+    settings = {
+        (c["max_tokens"], c["temperature"], c["seed"], c["repeat_penalty"]) for c in llama.calls
+    }
+    assert settings == {(64, 0.0, 7, 1.3)}
     assert llama.calls[0]["tools"][0]["function"]["name"] == "add"
 
 
