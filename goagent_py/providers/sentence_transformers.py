@@ -137,7 +137,15 @@ class SentenceTransformerEmbedder:
 
     @property
     def dimensions(self) -> int:
-        """The vector length (384 for the default model); loads the model if needed."""
+        """The vector length (384 for the default model).
+
+        Read from the model folder's pooling config when no layer after pooling changes the
+        size, so asking does not load the model (about 4 s); otherwise the model is loaded.
+        """
+        if self._model is None:
+            known = _pooled_dimensions(self._path)
+            if known is not None:
+                return known
         model = self._load()
         get = getattr(model, "get_embedding_dimension", None) or (
             model.get_sentence_embedding_dimension
@@ -185,3 +193,24 @@ class SentenceTransformerEmbedder:
 
             return np.zeros((0, self.dimensions), dtype=np.float32)
         return await asyncio.to_thread(self._encode, texts)
+
+
+def _pooled_dimensions(path: Path) -> int | None:
+    """The output size from ``modules.json`` + the pooling config, or None if it can't be told.
+
+    Only pipelines of the form Transformer -> Pooling [-> Normalize] qualify: a Dense layer
+    (or anything else) after pooling may change the size.
+    """
+    import json
+
+    try:
+        modules = json.loads((path / "modules.json").read_text())
+        kinds = [str(m["type"]).rsplit(".", 1)[-1] for m in modules]
+        if kinds[:2] != ["Transformer", "Pooling"] or any(k != "Normalize" for k in kinds[2:]):
+            return None
+        pooling = next(m for m in modules if str(m["type"]).endswith("Pooling"))
+        config = json.loads((path / pooling["path"] / "config.json").read_text())
+        value = config["word_embedding_dimension"]
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
+    return value if isinstance(value, int) and value > 0 else None

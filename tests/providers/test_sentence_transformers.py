@@ -10,6 +10,7 @@ import asyncio
 import os
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -137,3 +138,37 @@ async def test_text_blocks_are_joined_and_other_blocks_ignored(
     )
     joined = await embedder.embed([TextBlock("hello world")])
     np.testing.assert_allclose(mixed, joined, atol=1e-5)
+
+
+def test_dimensions_come_from_the_pooling_config_without_loading_the_model() -> None:
+    from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()
+    assert embedder.dimensions == 384
+    assert embedder._model is None  # nothing was loaded to answer
+
+
+def test_dimensions_are_not_guessed_when_a_dense_layer_follows(tmp_path: Path) -> None:
+    import json
+
+    from goagent_py.providers.sentence_transformers import _pooled_dimensions
+
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"word_embedding_dimension": 384}')
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {
+            "idx": 1,
+            "name": "1",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.models.Pooling",
+        },
+    ]
+    (tmp_path / "modules.json").write_text(json.dumps(modules))
+    assert _pooled_dimensions(tmp_path) == 384
+    modules.append(
+        {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+    )
+    (tmp_path / "modules.json").write_text(json.dumps(modules))
+    assert _pooled_dimensions(tmp_path) is None
+    assert _pooled_dimensions(tmp_path / "missing") is None
