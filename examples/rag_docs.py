@@ -2,16 +2,17 @@
 
 Run it:
 
-    python examples/rag_docs.py [--embedder auto|local|fake] [--docs FOLDER]
+    python examples/rag_docs.py [--provider local|scripted|anthropic:MODEL|...]
+                                [--embedder auto|local|fake] [--docs FOLDER]
 
 It indexes ``examples/docs`` (three Markdown pages of a made-up weather API) into one SQLite
 file (sqlite-vec vectors + FTS5 keywords, hybrid search), shows that re-indexing the unchanged
-folder writes nothing, then runs an agent with the ``search_knowledge_base`` tool. It runs
-offline: the model is a scripted stand-in (goagent_py.testing.ScriptedProvider) that calls the
-tool and answers, citing passage [1]; the tool result it reads is printed. The embedder is the
-local all-MiniLM-L6-v2 when the ``local`` extra is installed (``--embedder auto``, the default),
-else goagent_py.testing.FakeEmbedder. Swap in a real provider with ``provider=...`` to let a
-real model write the answer.
+folder writes nothing, then runs an agent with the ``search_knowledge_base`` tool; the tool
+result it reads is printed. The model is the embedded local one by default (offline; tiny, so
+its answer is rough); ``--provider scripted`` is a stand-in that calls the tool and answers
+citing passage [1]; any ``vendor:MODEL`` works too. The embedder is the local
+all-MiniLM-L6-v2 when the ``local`` extra is installed (``--embedder auto``, the default), else
+goagent_py.testing.FakeEmbedder.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def show_tool_result(result: ToolResult) -> None:
     print(f"\ntool {result.call.name}({result.call.arguments}) returned:\n{text}\n")
 
 
-async def main(embedder_choice: str, docs: Path) -> None:
+async def main(embedder_choice: str, docs: Path, provider_spec: str = "scripted") -> None:
     embedder, dims = make_embedder(embedder_choice)
     print(f"embedder: {type(embedder).__name__}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,9 +80,16 @@ async def main(embedder_choice: str, docs: Path) -> None:
                 f"{again.unchanged} unchanged, {again.deleted} deleted"
             )
 
+            if provider_spec == "scripted":
+                provider, model = scripted_model(), "scripted"
+            else:
+                from goagent_py.providers import provider_from_string
+
+                provider, model = provider_from_string(provider_spec)
             agent = Agent(
-                provider=scripted_model(),
-                model="scripted",
+                provider=provider,
+                model=model,
+                max_iterations=4,
                 tools=[pipeline.as_tool(top_k=2)],
                 system_prompt="Answer from the knowledge base and cite passages as [n].",
                 hooks=Hooks(on_tool_result=show_tool_result),
@@ -93,7 +101,12 @@ async def main(embedder_choice: str, docs: Path) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--provider",
+        default="local",
+        help="local, scripted, anthropic:MODEL, openai:MODEL or ollama:MODEL",
+    )
     parser.add_argument("--embedder", choices=["auto", "local", "fake"], default="auto")
     parser.add_argument("--docs", type=Path, default=DOCS)
     args = parser.parse_args()
-    asyncio.run(main(args.embedder, args.docs))
+    asyncio.run(main(args.embedder, args.docs, args.provider))

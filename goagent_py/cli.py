@@ -37,6 +37,7 @@ from goagent_py.errors import (
     MissingExtraError,
 )
 from goagent_py.messages import ScoredMessage
+from goagent_py.providers import DEFAULT_MODELS
 from goagent_py.tools import tool
 
 EXIT_OK = 0
@@ -46,12 +47,6 @@ EXIT_MISSING_EXTRA = 3
 EXIT_DATABASE = 4
 EXIT_INTERRUPTED = 130
 
-DEFAULT_MODELS = {
-    "anthropic": "claude-sonnet-4-6",
-    "openai": "gpt-4o-mini",
-    "ollama": "llama3.2",
-    "local": "smollm2-135m-instruct",
-}
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant with a memory of earlier conversations. Answer briefly. "
@@ -191,24 +186,10 @@ def parse_provider(spec: str) -> tuple[str, str]:
 
 
 def make_provider(vendor: str, model: str) -> Any:
-    """Build the provider for ``vendor`` (imports only that vendor's module)."""
-    if vendor == "anthropic":
-        from goagent_py.providers.anthropic import AnthropicProvider
+    """Build the provider for ``vendor`` through the registry (imports only that vendor)."""
+    from goagent_py.providers import provider_from_string
 
-        return AnthropicProvider()
-    if vendor == "openai":
-        from goagent_py.providers.openai import OpenAIProvider
-
-        return OpenAIProvider()
-    if vendor == "ollama":
-        from goagent_py.providers.ollama import OllamaProvider
-
-        return OllamaProvider()
-    from goagent_py.providers.llama_cpp import LlamaCppProvider
-
-    # The shipped 135M model keeps calling tools once offered them (one round, then text) and
-    # can loop on a phrase until the token limit: keep answers short and discourage repeats.
-    return LlamaCppProvider(max_tool_rounds=1, max_tokens=200, repeat_penalty=1.3)
+    return provider_from_string(f"{vendor}:{model}")[0]
 
 
 def provider_from_spec(spec: str) -> tuple[Any, str]:

@@ -23,7 +23,50 @@ _LAZY: dict[str, str] = {
     "ollama_reachable": "ollama",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = sorted([*_LAZY, "provider_from_string"])
+
+DEFAULT_MODELS: dict[str, str] = {
+    "anthropic": "claude-sonnet-4-6",
+    "openai": "gpt-4o-mini",
+    "ollama": "llama3.2",
+    "local": "smollm2-135m-instruct",
+}
+"""The model each vendor gets when a spec names none."""
+
+
+def provider_from_string(spec: str) -> tuple[Any, str]:
+    """Build a provider from ``"vendor:MODEL"`` and return it with the model name.
+
+    ``"anthropic:claude-sonnet-4-6"``, ``"openai:gpt-4o"``, ``"ollama:qwen3"`` or ``"local"``
+    (the embedded SmolLM2-135M; tuned for it: one tool round, short answers, a repeat
+    penalty). Keys come from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY). Only the
+    named vendor's module is imported.
+
+    Raises:
+        ConfigurationError: an unknown vendor, or a missing API key.
+    """
+    from goagent_py.errors import ConfigurationError
+
+    vendor, _, model = spec.partition(":")
+    vendor = vendor.strip().lower()
+    if vendor not in DEFAULT_MODELS:
+        raise ConfigurationError(
+            f"unknown provider {spec!r}: use anthropic:MODEL, openai:MODEL, ollama:MODEL or local"
+        )
+    model = model.strip() or DEFAULT_MODELS[vendor]
+    if vendor == "anthropic":
+        provider: Any = __getattr__("AnthropicProvider")()
+    elif vendor == "openai":
+        provider = __getattr__("OpenAIProvider")()
+    elif vendor == "ollama":
+        provider = __getattr__("OllamaProvider")()
+    else:
+        # The shipped 135M model keeps calling tools once offered them (one round, then text)
+        # and can loop on a phrase until the token limit: short answers, fewer repeats.
+        provider = __getattr__("LlamaCppProvider")(
+            max_tool_rounds=1, max_tokens=200, repeat_penalty=1.3
+        )
+    return provider, model
 
 
 def __getattr__(name: str) -> Any:

@@ -303,3 +303,31 @@ async def test_stream_ndjson_bad_line_and_error_status() -> None:
         with pytest.raises(ProviderError, match="not found") as info:
             _ = [line async for line in backend.stream_ndjson("/api/chat", {})]
     assert info.value.status == 404
+
+
+def test_provider_from_string_builds_each_vendor(monkeypatch: pytest.MonkeyPatch) -> None:
+    from goagent_py.errors import ConfigurationError
+    from goagent_py.providers import (
+        AnthropicProvider,
+        LlamaCppProvider,
+        OllamaProvider,
+        OpenAIProvider,
+        provider_from_string,
+    )
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    provider, model = provider_from_string("anthropic:claude-sonnet-4-6")
+    assert isinstance(provider, AnthropicProvider)
+    assert model == "claude-sonnet-4-6"
+    assert isinstance(provider_from_string("openai:gpt-4o")[0], OpenAIProvider)
+    assert provider_from_string("ollama:qwen3")[1] == "qwen3"
+    assert isinstance(provider_from_string("ollama:qwen3")[0], OllamaProvider)
+    local, name = provider_from_string("local")
+    assert isinstance(local, LlamaCppProvider)
+    assert name == "smollm2-135m-instruct"
+    with pytest.raises(ConfigurationError, match="unknown provider 'gemini:x'"):
+        provider_from_string("gemini:x")
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
+        provider_from_string("anthropic")

@@ -34,13 +34,13 @@ def check(out: str) -> None:
 
 
 def test_rag_example_with_the_fake_embedder() -> None:
-    out = run("--embedder", "fake")
+    out = run("--provider", "scripted", "--embedder", "fake")
     assert "embedder: FakeEmbedder" in out
     check(out)
 
 
 @pytest.mark.slow
 def test_rag_example_with_the_local_embedder() -> None:
-    out = run("--embedder", "local")
+    out = run("--provider", "scripted", "--embedder", "local")
     assert "embedder: SentenceTransformerEmbedder" in out
     check(out)
