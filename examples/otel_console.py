@@ -1,19 +1,23 @@
 """Print the OpenTelemetry spans and metrics of one agent run to the console.
 
-Run it (offline: the model is a scripted test double)::
+Run it (offline)::
 
     pip install "goagent-py[otel-sdk]"
-    python examples/otel_console.py
+    python examples/otel_console.py                       # the embedded local model
+    python examples/otel_console.py --provider scripted   # a scripted model: a fixed demo
+    python examples/otel_console.py --provider anthropic:claude-sonnet-4-6
 
-It prints the span tree (``invoke_agent calculator`` with two ``chat scripted-model`` spans and
-two parallel ``execute_tool`` spans, one failing), then each span as JSON from the SDK's
-``ConsoleSpanExporter``, then the token-usage and duration metrics. Set
+With ``--provider scripted`` it prints the span tree (``invoke_agent calculator`` with two
+``chat scripted-model`` spans and two parallel ``execute_tool`` spans, one failing), then each
+span as JSON from the SDK's ``ConsoleSpanExporter``, then the token-usage and duration metrics.
+Set
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` to also see prompts, answers and
 tool arguments on the spans.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from typing import Any
 
@@ -24,7 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from goagent_py import Agent, ToolCall, Usage
+from goagent_py import Agent, GoAgentError, ToolCall, Usage
 from goagent_py.otel import instrument
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 from goagent_py.tools import tool_func
@@ -60,7 +64,7 @@ def tree(spans: list[ReadableSpan]) -> list[str]:
     return lines
 
 
-async def main() -> None:
+async def main(provider_spec: str) -> None:
     resource = Resource.create({"service.name": "otel-console-example"})
     collected = InMemorySpanExporter()
     tracer_provider = TracerProvider(resource=resource)
@@ -69,26 +73,36 @@ async def main() -> None:
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader], resource=resource)
 
-    # Swap in a real provider (AnthropicProvider(), OpenAIProvider(), ...) to trace real calls.
-    provider = ScriptedProvider(
-        tool_call_response(
-            ToolCall("call_1", "multiply", {"a": 6, "b": 7}),
-            ToolCall("call_2", "divide", {"a": 1, "b": 0}),
-            usage=Usage(input_tokens=120, output_tokens=30),
-        ),
-        text_response("6 x 7 = 42; 1 / 0 is undefined.", usage=Usage(180, 15)),
-    )
+    provider: Any
+    if provider_spec != "scripted":
+        from goagent_py.providers import provider_from_string
+
+        provider, model = provider_from_string(provider_spec)
+    else:
+        model = "scripted-model"
+        provider = ScriptedProvider(
+            tool_call_response(
+                ToolCall("call_1", "multiply", {"a": 6, "b": 7}),
+                ToolCall("call_2", "divide", {"a": 1, "b": 0}),
+                usage=Usage(input_tokens=120, output_tokens=30),
+            ),
+            text_response("6 x 7 = 42; 1 / 0 is undefined.", usage=Usage(180, 15)),
+        )
     agent = Agent(
         provider=provider,
-        model="scripted-model",
+        model=model,
         name="calculator",
+        max_iterations=4,
         tools=[
             tool_func("multiply", "Multiply a by b.", None, multiply),
             tool_func("divide", "Divide a by b.", None, divide),
         ],
         hooks=instrument(tracer_provider, meter_provider, provider=provider),
     )
-    answer = await agent.run("What are 6 x 7 and 1 / 0?")
+    try:
+        answer = await agent.run("What are 6 x 7 and 1 / 0?")
+    except GoAgentError as exc:  # a small local model may not finish; the spans still show it
+        answer = f"(no answer: {exc})"
 
     print("answer:", answer)
     print("\nspan tree:")
@@ -110,4 +124,10 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description="Print the spans and metrics of one run.")
+    parser.add_argument(
+        "--provider",
+        default="local",
+        help="local, scripted, anthropic:MODEL, openai:MODEL or ollama:MODEL",
+    )
+    asyncio.run(main(parser.parse_args().provider))

@@ -921,7 +921,7 @@ def test_public_names() -> None:
 def test_the_console_example_prints_the_span_tree() -> None:
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
-        [sys.executable, str(root / "examples" / "otel_console.py")],
+        [sys.executable, str(root / "examples" / "otel_console.py"), "--provider", "scripted"],
         capture_output=True,
         text=True,
         timeout=120,
