@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from goagent_py.errors import ConfigurationError, GoAgentError, MemoryStoreError
+from goagent_py.memory.vector.sqlite_vec import _transaction
 
 T = TypeVar("T")
 
@@ -59,22 +60,8 @@ def validate_identifier(name: str, *, what: str = "table name") -> str:
     return check(name, what=what)
 
 
-class Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any error (autocommit connection)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+# One transaction helper for every table in the shared SQLite file.
+Transaction = _transaction
 
 
 class SqliteTable:
