@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from goagent_py.memory.vector.in_memory import check_filter, metadata_matches
+from goagent_py.memory.vector.sqlite_vec import filter_sql
 from goagent_py.rag._sqlite import SqliteTable, Transaction, validate_identifier
 
 __all__ = [
@@ -258,27 +259,6 @@ class InMemoryKeywordIndex:
         return hits[:top_k]
 
 
-def _filter_sql(filter: Mapping[str, Any]) -> tuple[list[str], list[Any]]:
-    """SQL conditions on ``d.metadata`` with JSON equality (bools are not numbers)."""
-    conds: list[str] = []
-    params: list[Any] = []
-    for key, value in filter.items():
-        path = f'$."{key}"'  # check_filter allows no quotes or dots in keys
-        if isinstance(value, bool):
-            conds.append("json_type(d.metadata, ?) = ?")
-            params += [path, "true" if value else "false"]
-        elif isinstance(value, int | float):
-            conds.append(
-                "json_type(d.metadata, ?) IN ('integer', 'real') "
-                "AND json_extract(d.metadata, ?) = ?"
-            )
-            params += [path, path, value]
-        else:
-            conds.append("json_type(d.metadata, ?) = 'text' AND json_extract(d.metadata, ?) = ?")
-            params += [path, path, value]
-    return conds, params
-
-
 class SqliteKeywordIndex(SqliteTable):
     """A keyword index in an SQLite FTS5 table, BM25-ranked; can share a ``SqliteVecStore`` file.
 
@@ -412,7 +392,7 @@ class SqliteKeywordIndex(SqliteTable):
         match = fts5_query(query)
         if not match:
             return []
-        conds, params = _filter_sql(check_filter(filter))
+        conds, params = filter_sql(check_filter(filter), alias="d")
         where = " AND ".join([f"{self._fts} MATCH ?", *conds])
         sql = (
             f"SELECT d.id, bm25({self._fts}) AS rank FROM {self._fts} "

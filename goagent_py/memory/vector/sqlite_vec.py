@@ -128,23 +128,29 @@ def _json_path(key: str) -> str:
     return f'$."{key}"'  # keys are checked by check_filter: no quotes or dots inside
 
 
-def _filter_sql(filter: Mapping[str, FilterValue]) -> tuple[list[str], list[Any]]:
-    """SQL conditions on ``t.metadata`` with JSON equality (bools are not numbers)."""
+def filter_sql(
+    filter: Mapping[str, FilterValue], *, alias: str = "t"
+) -> tuple[list[str], list[Any]]:
+    """SQL conditions on ``<alias>.metadata`` with JSON equality (bools are not numbers).
+
+    Shared by every table that keeps metadata as JSON in one SQLite file (the vector store and
+    the RAG keyword index). ``alias`` is a fixed table alias, never user input.
+    """
+    column = f"{alias}.metadata"
     conds: list[str] = []
     params: list[Any] = []
     for key, value in filter.items():
         path = _json_path(key)
         if isinstance(value, bool):
-            conds.append("json_type(t.metadata, ?) = ?")
+            conds.append(f"json_type({column}, ?) = ?")
             params += [path, "true" if value else "false"]
         elif isinstance(value, int | float):
             conds.append(
-                "json_type(t.metadata, ?) IN ('integer', 'real') "
-                "AND json_extract(t.metadata, ?) = ?"
+                f"json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) = ?"
             )
             params += [path, path, value]
         else:
-            conds.append("json_type(t.metadata, ?) = 'text' AND json_extract(t.metadata, ?) = ?")
+            conds.append(f"json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?")
             params += [path, path, value]
     return conds, params
 
@@ -415,7 +421,7 @@ class SqliteVecStore:
             )
             params: list[Any] = [blob, k] + ([session] if session is not None else [])
         else:
-            conds, params = _filter_sql(filter)
+            conds, params = filter_sql(filter)
             if session is not None:
                 conds.insert(0, "t.session = ?")
                 params.insert(0, session)
