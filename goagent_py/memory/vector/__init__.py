@@ -6,6 +6,7 @@ Importing this package stays light: numpy and each backend's driver load on firs
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     CountableStore,
+    Metric,
     ScoredMessage,
     SearchOptions,
     UpsertEntry,
@@ -26,6 +27,7 @@ __all__ = [
     "BulkVectorStore",
     "CountableStore",
     "InMemoryVectorStore",
+    "Metric",
     "ObservableStore",
     "PgVectorStore",
     "QdrantStore",

@@ -2,16 +2,20 @@
 
 A store keeps (id, vector, message) entries and finds the messages nearest a query vector.
 Optional capabilities are separate protocols checked with ``isinstance``: bulk writes
-(:class:`BulkVectorStore`) and counting (:class:`CountableStore`). Scores are "higher is better"
-everywhere (cosine similarity for cosine stores).
+(:class:`BulkVectorStore`) and counting (:class:`CountableStore`).
+
+Every backend takes ``metric="cosine"`` (the default) or ``metric="l2"`` (Euclidean distance).
+Scores are "higher is better" everywhere: cosine similarity ``1 - d`` in [-1, 1] for cosine,
+``1 / (1 + d)`` in (0, 1] for l2, so one ``score_threshold`` means the same in every store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from goagent_py.errors import ConfigurationError
 from goagent_py.messages import Message, ScoredMessage
 
 if TYPE_CHECKING:
@@ -23,14 +27,54 @@ else:
     Vector = Any
 
 __all__ = [
+    "METRICS",
     "BulkVectorStore",
     "CountableStore",
     "ScoredMessage",
     "SearchOptions",
     "UpsertEntry",
+    "Metric",
     "Vector",
     "VectorStore",
+    "check_metric",
+    "max_distance",
+    "score_of",
 ]
+
+Metric = Literal["cosine", "l2"]
+"""How stores measure nearness: cosine distance (``1 - cos``) or Euclidean distance."""
+
+METRICS: tuple[Metric, ...] = ("cosine", "l2")
+
+
+def check_metric(metric: str) -> Metric:
+    """Validate a store's ``metric`` argument.
+
+    Raises:
+        ConfigurationError: not one of :data:`METRICS`.
+    """
+    if metric == "cosine":
+        return "cosine"
+    if metric == "l2":
+        return "l2"
+    raise ConfigurationError(f"unknown metric {metric!r}: use 'cosine' or 'l2'")
+
+
+def score_of(metric: Metric, distance: float) -> float:
+    """The score (higher is better) of a ``distance`` under ``metric``."""
+    if metric == "l2":
+        return 1.0 / (1.0 + max(0.0, distance))
+    return min(1.0, max(-1.0, 1.0 - distance))
+
+
+def max_distance(metric: Metric, threshold: float) -> float | None:
+    """The largest distance whose score is still ``>= threshold`` (None: every distance is).
+
+    Lets a backend apply the score threshold in its own query, on the distance it indexes.
+    """
+    if metric == "l2":
+        return None if threshold <= 0 else 1.0 / threshold - 1.0
+    return 1.0 - threshold
 
 
 @dataclass(slots=True, frozen=True)

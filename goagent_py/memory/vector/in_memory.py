@@ -1,8 +1,9 @@
 """An exact in-memory vector store on a numpy float32 matrix.
 
-Search is exact cosine similarity (``a.b / (|a| |b|)``, no unit-length assumption): one matrix
-product over the candidate rows and an ``argpartition`` for the top k. Metadata filters are exact
-equality on every key (AND); the session of long-term memory is one such key.
+Search is exact: cosine similarity (``a.b / (|a| |b|)``, no unit-length assumption) or Euclidean
+distance, from one matrix product over the candidate rows and a partition for the top k.
+Metadata filters are exact equality on every key (AND); the session of long-term memory is one
+such key.
 
 This module also holds the checks every backend shares (vectors, filters), so each store
 rejects the same bad input with the same message. numpy is imported on first use, so importing
@@ -18,7 +19,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from goagent_py.memory.vector.base import SearchOptions, UpsertEntry, Vector
+from goagent_py.memory.vector.base import (
+    Metric,
+    SearchOptions,
+    UpsertEntry,
+    Vector,
+    check_metric,
+    score_of,
+)
 from goagent_py.messages import Message, ScoredMessage
 
 if TYPE_CHECKING:
@@ -36,13 +44,14 @@ FilterValue = str | int | float | bool
 
 
 def as_vector(
-    vector: Vector, dimensions: int | None, *, what: str = "vector"
+    vector: Vector, dimensions: int | None, *, what: str = "vector", metric: Metric = "cosine"
 ) -> NDArray[np.float32]:
-    """``vector`` as a fresh 1-D float32 array, checked: finite, non-zero, ``dimensions`` long.
+    """``vector`` as a fresh 1-D float32 array, checked: finite, ``dimensions`` long, and for
+    the cosine metric not all zeros.
 
     Raises:
-        ValueError: the vector is empty, not 1-D, has NaN/inf, is all zeros (cosine is undefined
-            for it), or has the wrong number of dimensions.
+        ValueError: the vector is empty, not 1-D, has NaN/inf, is all zeros under cosine (which
+            is undefined for it), or has the wrong number of dimensions.
     """
     import numpy as np
 
@@ -61,7 +70,7 @@ def as_vector(
         )
     if not np.isfinite(arr).all():
         raise ValueError(f"{what} contains NaN or infinite values")
-    if not np.any(arr):
+    if metric == "cosine" and not np.any(arr):
         raise ValueError(f"{what} is all zeros; cosine similarity is undefined for it")
     return arr
 
@@ -128,7 +137,7 @@ def session_of(metadata: Mapping[str, Any]) -> str | None:
 
 
 class InMemoryVectorStore:
-    """An exact cosine-similarity store held in memory (lost when the process ends).
+    """An exact vector store held in memory (lost when the process ends).
 
     Implements :class:`~goagent_py.memory.vector.base.VectorStore`, ``BulkVectorStore`` and
     ``CountableStore``. Vectors and messages are copied in and out, so callers can't change
@@ -136,11 +145,17 @@ class InMemoryVectorStore:
 
     Args:
         dimensions: the vector length; None takes it from the first upsert.
+        metric: ``"cosine"`` (score = cosine similarity) or ``"l2"`` (score = ``1 / (1 + d)``
+            for the Euclidean distance ``d``).
+
+    Raises:
+        ConfigurationError: an unknown metric.
     """
 
-    def __init__(self, *, dimensions: int | None = None) -> None:
+    def __init__(self, *, dimensions: int | None = None, metric: Metric = "cosine") -> None:
         import numpy as np
 
+        self._metric = check_metric(metric)
         self._dims = check_dimensions(dimensions) if dimensions is not None else None
         self._lock = threading.Lock()
         self._ids: list[str] = []
@@ -157,8 +172,16 @@ class InMemoryVectorStore:
         """The vector length, or None before the first upsert when it was not given."""
         return self._dims
 
+    @property
+    def metric(self) -> Metric:
+        """How nearness is measured: ``"cosine"`` or ``"l2"``."""
+        return self._metric
+
     def __repr__(self) -> str:
-        return f"InMemoryVectorStore(dimensions={self._dims}, entries={len(self._ids)})"
+        return (
+            f"InMemoryVectorStore(dimensions={self._dims}, metric={self._metric!r}, "
+            f"entries={len(self._ids)})"
+        )
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -168,7 +191,9 @@ class InMemoryVectorStore:
         for entry in entries:
             if not isinstance(entry.id, str) or not entry.id:
                 raise ValueError(f"entry id must be a non-empty str, got {entry.id!r}")
-            vec = as_vector(entry.vector, dims, what=f"vector of entry {entry.id!r}")
+            vec = as_vector(
+                entry.vector, dims, what=f"vector of entry {entry.id!r}", metric=self._metric
+            )
             dims = vec.shape[0]
             session_of(entry.message.metadata)
             prepared.append((entry.id, vec, copy.deepcopy(entry.message)))
@@ -289,7 +314,7 @@ class InMemoryVectorStore:
     async def search(
         self, vector: Vector, options: SearchOptions | None = None
     ) -> list[ScoredMessage]:
-        """The entries most similar to ``vector`` by cosine, best first (ties by id).
+        """The entries nearest ``vector`` under the store's metric, best first (ties by id).
 
         Raises:
             ValueError: a bad vector, or a filter no backend could match exactly.
@@ -299,7 +324,7 @@ class InMemoryVectorStore:
         options = options or SearchOptions()
         filter = check_filter(options.filter)
         with self._lock:
-            query = as_vector(vector, self._dims, what="query vector")
+            query = as_vector(vector, self._dims, what="query vector", metric=self._metric)
             n = len(self._ids)
             if n == 0:
                 return []
@@ -311,19 +336,36 @@ class InMemoryVectorStore:
             else:
                 rows = None
                 matrix, norms = self._matrix[:n], self._norms[:n]
-            scores = (matrix @ query) / (norms * np.linalg.norm(query))
+            dots = matrix @ query
+            if self._metric == "cosine":
+                scores = dots / (norms * np.linalg.norm(query))
+                slack = 0.0
+            else:
+                # -|x - q|^2 = 2 x.q - |x|^2 - |q|^2 ranks by Euclidean distance; float32
+                # rounding makes it approximate, so candidates get some slack and are then
+                # scored exactly.
+                q2 = float(query @ query)
+                scores = 2.0 * dots - norms * norms - q2
+                slack = 1e-4 * (float(norms.max()) ** 2 + q2)
             k = min(options.top_k, scores.shape[0])
             if k < scores.shape[0]:
                 # Every entry tied with the k-th score is a candidate, so ties break by id
                 # (deterministically), not by position.
                 kth = np.partition(scores, scores.shape[0] - k)[scores.shape[0] - k]
-                best = np.flatnonzero(scores >= kth)
+                best = np.flatnonzero(scores >= kth - slack)
             else:
-                best = np.arange(k)
+                best = np.arange(scores.shape[0])
+            if self._metric == "cosine":
+                exact = scores[best]
+            else:
+                exact = np.linalg.norm(matrix[best] - query, axis=1)
             hits = []
-            for i in best:
-                row = int(rows[i]) if rows is not None else int(i)
-                score = min(1.0, max(-1.0, float(scores[i])))
+            for i, value in zip(best.tolist(), exact.tolist(), strict=True):
+                row = int(rows[i]) if rows is not None else i
+                if self._metric == "cosine":
+                    score = min(1.0, max(-1.0, value))
+                else:
+                    score = score_of("l2", value)
                 hits.append((score, self._ids[row], row))
             hits.sort(key=lambda h: (-h[0], h[1]))
             threshold = options.score_threshold

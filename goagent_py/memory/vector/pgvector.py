@@ -4,11 +4,13 @@ Layout for ``table="memories"`` (created on first use, recorded in ``goagent_vec
 
     memories  id TEXT PRIMARY KEY, session TEXT, embedding vector(D), text, message (JSON text),
               metadata JSONB, created_at
-              + an HNSW index (vector_cosine_ops), a session index, a GIN index on metadata
+              + an HNSW index (vector_cosine_ops or vector_l2_ops), a session index, a GIN
+                index on metadata
 
-Search orders by cosine distance (``<=>``) with the session and metadata filters (``@>``) and
-the score threshold in the SQL. Filtered searches turn on pgvector's iterative index scan, so a
-selective filter still returns ``top_k`` matches when there are that many.
+Search orders by cosine distance (``<=>``) or Euclidean distance (``<->``), with the session
+and metadata filters (``@>``) and the score threshold in the SQL. Filtered searches turn on
+pgvector's iterative index scan, so a selective filter still returns ``top_k`` matches when
+there are that many.
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
-from goagent_py.memory.vector.base import SearchOptions, UpsertEntry, Vector
+from goagent_py.memory.vector.base import (
+    Metric,
+    SearchOptions,
+    UpsertEntry,
+    Vector,
+    check_metric,
+    max_distance,
+    score_of,
+)
 from goagent_py.memory.vector.in_memory import (
     as_vector,
     check_dimensions,
@@ -39,6 +49,8 @@ __all__ = ["PgVectorStore"]
 
 SCHEMA_VERSION = 1
 _REGISTRY = "goagent_vector_tables"
+# metric -> (distance operator, HNSW operator class)
+_OPERATORS = {"cosine": ("<=>", "vector_cosine_ops"), "l2": ("<->", "vector_l2_ops")}
 
 
 def _psycopg() -> Any:
@@ -55,7 +67,7 @@ def _literal(vector: NDArray[np.float32]) -> str:
 
 
 class PgVectorStore:
-    """A vector store in a PostgreSQL table with pgvector (cosine distance, HNSW index).
+    """A vector store in a PostgreSQL table with pgvector (HNSW index).
 
     Implements ``VectorStore``, ``BulkVectorStore`` and ``CountableStore``.
 
@@ -64,11 +76,14 @@ class PgVectorStore:
             connection), or an open ``psycopg.AsyncConnection`` (the caller keeps and closes it).
         table: the table name (a plain identifier).
         dimensions: the vector length; must match what the table was created with.
+        metric: ``"cosine"`` (score = cosine similarity) or ``"l2"`` (score = ``1 / (1 + d)``
+            for the Euclidean distance ``d``); must match what the table was created with.
         hnsw_m: HNSW ``m`` (links per node), used when the index is created.
         hnsw_ef_construction: HNSW ``ef_construction``, used when the index is created.
 
     Raises:
-        ConfigurationError: a bad table name or dimensions.
+        ConfigurationError: a bad table name, dimensions or metric (also when they differ from
+            those the table was created with, on first use).
         MissingExtraError: psycopg is not installed (``pip install "goagent-py[postgres]"``).
     """
 
@@ -78,6 +93,7 @@ class PgVectorStore:
         *,
         table: str = "memories",
         dimensions: int,
+        metric: Metric = "cosine",
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
     ) -> None:
@@ -90,6 +106,8 @@ class PgVectorStore:
             check_dimensions(hnsw_ef_construction)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
+        self._metric = check_metric(metric)
+        self._op, self._opclass = _OPERATORS[self._metric]
         self._m = hnsw_m
         self._ef = hnsw_ef_construction
         if isinstance(dsn_or_connection, str):
@@ -107,8 +125,15 @@ class PgVectorStore:
         """The vector length."""
         return self._dims
 
+    @property
+    def metric(self) -> Metric:
+        """How nearness is measured: ``"cosine"`` or ``"l2"``."""
+        return self._metric
+
     def __repr__(self) -> str:
-        return f"PgVectorStore(table={self._name!r}, dimensions={self._dims})"
+        return (
+            f"PgVectorStore(table={self._name!r}, dimensions={self._dims}, metric={self._metric!r})"
+        )
 
     def _sql(self, template: str) -> Any:
         sql = self._psycopg.sql
@@ -142,17 +167,23 @@ class PgVectorStore:
                 )
             )
             cur = await conn.execute(
-                self._sql("SELECT schema_version, dimensions FROM {reg} WHERE name = %s"),
+                self._sql("SELECT schema_version, dimensions, metric FROM {reg} WHERE name = %s"),
                 (self._name,),
             )
             row = await cur.fetchone()
             if row is not None:
-                version, dims = row
+                version, dims, metric = row
                 if dims != self._dims:
                     raise ConfigurationError(
                         f"table {self._name!r} holds {dims}-dimensional vectors, but the store "
                         f"was opened with dimensions={self._dims}; use the embedder the table "
                         "was made with, or another table"
+                    )
+                if metric != self._metric:
+                    raise ConfigurationError(
+                        f"table {self._name!r} was made with metric={metric!r}, but the store "
+                        f"was opened with metric={self._metric!r}; open it with "
+                        f"metric={metric!r}, or use another table"
                     )
                 if version > SCHEMA_VERSION:
                     raise ConfigurationError(
@@ -171,7 +202,7 @@ class PgVectorStore:
             await conn.execute(
                 self._sql(
                     "CREATE INDEX IF NOT EXISTS {hnsw} ON {t} USING hnsw "
-                    f"(embedding vector_cosine_ops) WITH (m = {self._m}, "
+                    f"(embedding {self._opclass}) WITH (m = {self._m}, "
                     f"ef_construction = {self._ef})"
                 )
             )
@@ -184,9 +215,9 @@ class PgVectorStore:
             await conn.execute(
                 self._sql(
                     "INSERT INTO {reg} (name, schema_version, dimensions, metric) "
-                    "VALUES (%s, %s, %s, 'cosine')"
+                    "VALUES (%s, %s, %s, %s)"
                 ),
-                (self._name, SCHEMA_VERSION, self._dims),
+                (self._name, SCHEMA_VERSION, self._dims, self._metric),
             )
 
     async def _with_conn(self, work: Any) -> Any:
@@ -226,7 +257,9 @@ class PgVectorStore:
         for e in entries:
             if not isinstance(e.id, str) or not e.id:
                 raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
-            vec = as_vector(e.vector, self._dims, what=f"vector of entry {e.id!r}")
+            vec = as_vector(
+                e.vector, self._dims, what=f"vector of entry {e.id!r}", metric=self._metric
+            )
             try:
                 metadata = json.dumps(e.message.metadata, allow_nan=False)
                 message = messages_to_json([e.message]).decode()
@@ -295,7 +328,7 @@ class PgVectorStore:
     async def search(
         self, vector: Vector, options: SearchOptions | None = None
     ) -> list[ScoredMessage]:
-        """The entries most similar to ``vector`` by cosine, best first.
+        """The entries nearest ``vector`` under the store's metric, best first.
 
         Raises:
             ValueError: a bad vector or filter.
@@ -303,7 +336,9 @@ class PgVectorStore:
         """
         options = options or SearchOptions()
         filter = check_filter(options.filter)
-        query_vec = _literal(as_vector(vector, self._dims, what="query vector"))
+        query_vec = _literal(
+            as_vector(vector, self._dims, what="query vector", metric=self._metric)
+        )
         conds: list[str] = []
         params: list[Any] = [query_vec]
         session = filter.get("session")
@@ -314,12 +349,17 @@ class PgVectorStore:
         if filter:
             conds.append("metadata @> %s::jsonb")
             params.append(json.dumps(filter))
-        if options.score_threshold is not None:
-            conds.append("embedding <=> %s::vector <= %s")
-            params += [query_vec, 1.0 - options.score_threshold]
+        bound = (
+            None
+            if options.score_threshold is None
+            else max_distance(self._metric, options.score_threshold)
+        )
+        if bound is not None:
+            conds.append(f"embedding {self._op} %s::vector <= %s")
+            params += [query_vec, bound]
         where = f"WHERE {' AND '.join(conds)}" if conds else ""
         query = self._sql(
-            "SELECT id, message, embedding <=> %s::vector AS distance FROM {t} "
+            f"SELECT id, message, embedding {self._op} %s::vector AS distance FROM {{t}} "
             f"{where} ORDER BY distance, id LIMIT %s"
         )
         params.append(options.top_k)
@@ -337,7 +377,7 @@ class PgVectorStore:
         threshold = options.score_threshold
         out = []
         for id, data, distance in rows:
-            score = min(1.0, max(-1.0, 1.0 - float(distance)))
+            score = score_of(self._metric, float(distance))
             if threshold is not None and score < threshold:
                 continue
             out.append(ScoredMessage(self._load(id, data), score, id))

@@ -15,7 +15,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
-from goagent_py.memory.vector.base import SearchOptions, UpsertEntry, Vector
+from goagent_py.memory.vector.base import (
+    Metric,
+    SearchOptions,
+    UpsertEntry,
+    Vector,
+    check_metric,
+    max_distance,
+    score_of,
+)
 from goagent_py.memory.vector.in_memory import (
     FilterValue,
     as_vector,
@@ -56,7 +64,7 @@ def _condition(models: Any, key: str, value: FilterValue) -> Any:
 
 
 class QdrantStore:
-    """A vector store in a Qdrant collection (cosine distance).
+    """A vector store in a Qdrant collection (cosine or Euclidean distance).
 
     Implements ``VectorStore``, ``BulkVectorStore`` and ``CountableStore``.
 
@@ -66,9 +74,12 @@ class QdrantStore:
             or ``":memory:"``. For a URL or directory the store creates and closes the client.
         collection: the collection name (a plain identifier); created on first use.
         dimensions: the vector length; must match the collection's.
+        metric: ``"cosine"`` (score = cosine similarity) or ``"l2"`` (Qdrant's Euclid distance,
+            score = ``1 / (1 + d)``); must match the collection's distance.
 
     Raises:
-        ConfigurationError: a bad collection name or dimensions.
+        ConfigurationError: a bad collection name, dimensions or metric (also when they differ
+            from the collection's, on first use).
         MissingExtraError: qdrant-client is not installed (``pip install "goagent-py[qdrant]"``).
     """
 
@@ -78,6 +89,7 @@ class QdrantStore:
         *,
         collection: str = "memories",
         dimensions: int,
+        metric: Metric = "cosine",
     ) -> None:
         qdrant_client = _qdrant()
         self._models = qdrant_client.models
@@ -87,6 +99,9 @@ class QdrantStore:
             self._dims = check_dimensions(dimensions)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
+        self._metric = check_metric(metric)
+        distances = self._models.Distance
+        self._distance = distances.COSINE if self._metric == "cosine" else distances.EUCLID
         self._local = False
         if isinstance(client_or_location, str):
             location = client_or_location
@@ -111,8 +126,16 @@ class QdrantStore:
         """The vector length."""
         return self._dims
 
+    @property
+    def metric(self) -> Metric:
+        """How nearness is measured: ``"cosine"`` or ``"l2"``."""
+        return self._metric
+
     def __repr__(self) -> str:
-        return f"QdrantStore(collection={self._collection!r}, dimensions={self._dims})"
+        return (
+            f"QdrantStore(collection={self._collection!r}, dimensions={self._dims}, "
+            f"metric={self._metric!r})"
+        )
 
     async def _ensure(self) -> None:
         if self._closed:
@@ -129,9 +152,16 @@ class QdrantStore:
                     f"collection {name!r} holds {size}-dimensional vectors (or named vectors), "
                     f"but the store was opened with dimensions={self._dims}"
                 )
+            distance = getattr(vectors, "distance", None)
+            if distance != self._distance:
+                raise ConfigurationError(
+                    f"collection {name!r} uses distance {distance}, but the store was opened "
+                    f"with metric={self._metric!r}; open it with the collection's metric, or "
+                    "use another collection"
+                )
         else:
             await c.create_collection(
-                name, vectors_config=m.VectorParams(size=self._dims, distance=m.Distance.COSINE)
+                name, vectors_config=m.VectorParams(size=self._dims, distance=self._distance)
             )
             if not self._local:  # the local mode has no payload indexes (and warns)
                 await c.create_payload_index(
@@ -172,7 +202,9 @@ class QdrantStore:
         for e in entries:
             if not isinstance(e.id, str) or not e.id:
                 raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
-            vec = as_vector(e.vector, self._dims, what=f"vector of entry {e.id!r}")
+            vec = as_vector(
+                e.vector, self._dims, what=f"vector of entry {e.id!r}", metric=self._metric
+            )
             session_of(e.message.metadata)
             try:
                 metadata = json.loads(json.dumps(e.message.metadata, allow_nan=False))
@@ -235,7 +267,7 @@ class QdrantStore:
     async def search(
         self, vector: Vector, options: SearchOptions | None = None
     ) -> list[ScoredMessage]:
-        """The entries most similar to ``vector`` by cosine, best first.
+        """The entries nearest ``vector`` under the store's metric, best first.
 
         Raises:
             ValueError: a bad vector or filter.
@@ -243,7 +275,17 @@ class QdrantStore:
         """
         options = options or SearchOptions()
         filter = check_filter(options.filter)
-        query = as_vector(vector, self._dims, what="query vector").tolist()
+        query = as_vector(vector, self._dims, what="query vector", metric=self._metric).tolist()
+        # Qdrant's threshold is a minimum similarity for cosine, a maximum distance for Euclid,
+        # and its local mode drops scores equal to it; so it gets a little slack, and the exact
+        # ">= score_threshold" is applied below.
+        threshold = options.score_threshold
+        if threshold is not None:
+            if self._metric == "cosine":
+                threshold -= 1e-6
+            else:
+                bound = max_distance("l2", threshold)
+                threshold = None if bound is None else bound + 1e-6 * (1.0 + abs(bound))
         m = self._models
         query_filter = (
             m.Filter(must=[_condition(m, k, v) for k, v in filter.items()]) if filter else None
@@ -255,7 +297,7 @@ class QdrantStore:
                 query=query,
                 limit=options.top_k,
                 query_filter=query_filter,
-                score_threshold=options.score_threshold,
+                score_threshold=threshold,
                 with_payload=True,
             )
             return list(result.points)
@@ -263,7 +305,11 @@ class QdrantStore:
         points = await self._call(run)
         out = []
         for p in points:
-            score = min(1.0, max(-1.0, float(p.score)))
+            # Qdrant reports cosine similarity for cosine, the distance itself for Euclid.
+            if self._metric == "cosine":
+                score = min(1.0, max(-1.0, float(p.score)))
+            else:
+                score = score_of("l2", float(p.score))
             if options.score_threshold is not None and score < options.score_threshold:
                 continue
             out.append(self._load(p, score))

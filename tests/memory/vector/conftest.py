@@ -16,7 +16,7 @@ from goagent_py.memory.vector.base import VectorStore
 
 BACKENDS = ("memory", "sqlite", "pgvector", "qdrant")
 
-StoreFactory = Callable[[int], Awaitable[Any]]
+StoreFactory = Callable[..., Awaitable[Any]]  # (dimensions=3, metric="cosine") -> store
 
 
 @pytest.fixture(scope="session")
@@ -47,27 +47,41 @@ def unique_name() -> str:
 
 
 async def open_store(
-    backend: str, dimensions: int, tmp_path: Path, request: pytest.FixtureRequest
+    backend: str,
+    dimensions: int,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    metric: str = "cosine",
 ) -> Any:
     """A fresh, empty store of ``backend``."""
     if backend == "memory":
         from goagent_py.memory.vector.in_memory import InMemoryVectorStore
 
-        return InMemoryVectorStore(dimensions=dimensions)
+        return InMemoryVectorStore(dimensions=dimensions, metric=metric)
     if backend == "sqlite":
         from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
 
-        return SqliteVecStore(tmp_path / "vectors.db", table=unique_name(), dimensions=dimensions)
+        return SqliteVecStore(
+            tmp_path / "vectors.db",
+            table=unique_name(),
+            dimensions=dimensions,
+            metric=metric,
+        )
     if backend == "pgvector":
         from goagent_py.memory.vector.pgvector import PgVectorStore
 
         dsn = request.getfixturevalue("pg_dsn")
-        return PgVectorStore(dsn, table=unique_name(), dimensions=dimensions)
+        return PgVectorStore(dsn, table=unique_name(), dimensions=dimensions, metric=metric)
     if backend == "qdrant":
         from goagent_py.memory.vector.qdrant import QdrantStore
 
         path = tmp_path / f"qdrant-{uuid.uuid4().hex[:8]}"
-        return QdrantStore(str(path), collection=unique_name(), dimensions=dimensions)
+        return QdrantStore(
+            str(path),
+            collection=unique_name(),
+            dimensions=dimensions,
+            metric=metric,
+        )
     raise AssertionError(backend)
 
 
@@ -76,8 +90,8 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     """A factory of fresh stores of one backend (each test runs once per backend)."""
     opened: list[VectorStore] = []
 
-    async def make(dimensions: int = 3) -> Any:
-        store = await open_store(request.param, dimensions, tmp_path, request)
+    async def make(dimensions: int = 3, metric: str = "cosine") -> Any:
+        store = await open_store(request.param, dimensions, tmp_path, request, metric)
         opened.append(store)
         return store
 

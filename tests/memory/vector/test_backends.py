@@ -112,6 +112,27 @@ async def test_sqlite_reopen_with_other_dimensions_is_a_clear_error(tmp_path: Pa
         assert await store.count() == 1
 
 
+async def test_sqlite_l2_table_records_its_metric_and_refuses_another(tmp_path: Path) -> None:
+    path = tmp_path / "mem.db"
+    async with SqliteVecStore(path, table="notes", dimensions=3, metric="l2") as store:
+        await store.upsert("a", [3.0, 4.0, 0.0], msg("a"))
+    with sqlite3.connect(path) as conn:
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'notes_vec'").fetchone()[0]
+        (metric,) = conn.execute(
+            "SELECT metric FROM goagent_vector_tables WHERE name = 'notes'"
+        ).fetchone()
+    conn.close()
+    assert "distance_metric=l2" in sql
+    assert "chunk_size=128" in sql
+    assert metric == "l2"
+    async with SqliteVecStore(path, table="notes", dimensions=3) as store:  # cosine
+        with pytest.raises(ConfigurationError, match=r"made with metric='l2'.*metric='cosine'"):
+            await store.search([1.0, 0.0, 0.0])
+    async with SqliteVecStore(path, table="notes", dimensions=3, metric="l2") as store:
+        [hit] = await store.search([0.0, 0.0, 0.0])
+        assert hit.score == pytest.approx(1 / 6)  # distance 5
+
+
 async def test_sqlite_failed_batch_leaves_previous_contents_intact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -217,6 +238,24 @@ async def test_pgvector_uses_a_passed_connection_and_leaves_it_open(pg_dsn: str)
                 await other.count()
 
 
+async def test_pgvector_l2_uses_an_l2_index_and_refuses_another_metric(pg_dsn: str) -> None:
+    import psycopg
+
+    table = f"t_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        async with PgVectorStore(conn, table=table, dimensions=3, metric="l2") as store:
+            await store.upsert("a", [3.0, 4.0, 0.0], msg("a"))
+            [hit] = await store.search([0.0, 0.0, 0.0], SearchOptions(score_threshold=0.1))
+            assert hit.score == pytest.approx(1 / 6)  # distance 5
+            assert await store.search([0.0, 0.0, 0.0], SearchOptions(score_threshold=0.2)) == []
+        cur = await conn.execute("SELECT indexdef FROM pg_indexes WHERE tablename = %s", (table,))
+        indexes = " ".join(r[0] for r in await cur.fetchall())
+        assert "hnsw (embedding vector_l2_ops)" in indexes
+        async with PgVectorStore(conn, table=table, dimensions=3) as other:
+            with pytest.raises(ConfigurationError, match="made with metric='l2'"):
+                await other.count()
+
+
 async def test_pgvector_corrupted_row_is_a_clear_error(pg_dsn: str) -> None:
     import psycopg
     from psycopg import sql
@@ -261,9 +300,34 @@ async def test_qdrant_local_mode_persists_across_reopen(tmp_path: Path) -> None:
     async with QdrantStore(path, collection="mem", dimensions=4) as store:
         with pytest.raises(ConfigurationError, match="holds 3-dimensional"):
             await store.count()
+    async with QdrantStore(path, collection="mem", dimensions=3, metric="l2") as store:
+        with pytest.raises(ConfigurationError, match="metric='l2'"):
+            await store.count()
 
 
 # -- in-memory --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+async def test_in_memory_l2_matches_brute_force(filtered: bool) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((2000, 64)).astype(np.float32) * 10 + 50  # far from 0
+    store = InMemoryVectorStore(metric="l2")
+    await store.upsert_batch(
+        [UpsertEntry(f"e{i}", v, msg(str(i), session=f"s{i % 4}")) for i, v in enumerate(vectors)]
+    )
+    for query in rng.standard_normal((20, 64)).astype(np.float32) * 10 + 50:
+        distances = np.linalg.norm(vectors.astype(np.float64) - query, axis=1)
+        rows = np.arange(2000)
+        if filtered:
+            rows = rows[rows % 4 == 1]
+        expected = rows[np.argsort(distances[rows], kind="stable")[:10]]
+        options = SearchOptions(top_k=10, filter={"session": "s1"} if filtered else None)
+        hits = await store.search(query, options)
+        assert [h.id for h in hits] == [f"e{i}" for i in expected]
+        assert [h.score for h in hits] == pytest.approx(1 / (1 + distances[expected]), rel=1e-5)
 
 
 async def test_in_memory_session_index_follows_deletes_and_replacements() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from goagent_py.errors import ConfigurationError
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     CountableStore,
@@ -18,7 +19,7 @@ from goagent_py.memory.vector.base import (
 from goagent_py.memory.vector.observable import ObservableStore
 from goagent_py.messages import ImageBlock, Message, Role, TextBlock
 
-StoreFactory = Callable[[int], Awaitable[Any]]  # the make_store fixture (conftest.py)
+StoreFactory = Callable[..., Awaitable[Any]]  # the make_store fixture (conftest.py)
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 
@@ -267,3 +268,54 @@ async def test_results_are_copies(make_store: StoreFactory) -> None:
     hit.message.metadata["tag"] = "mutated"
     [again] = await store.search([1.0, 0.0, 0.0])
     assert again.message.metadata["tag"] == "x"
+
+
+# -- metric="l2": the same contract under Euclidean distance ----------------------------------
+
+
+async def test_l2_ranks_by_euclidean_distance_with_score_one_over_one_plus_d(
+    make_store: StoreFactory,
+) -> None:
+    store = await make_store(3, metric="l2")
+    assert store.metric == "l2"
+    await store.upsert("same", [1.0, 0.0, 0.0], msg("same"))
+    await store.upsert("near", [1.0, 0.5, 0.0], msg("near"))  # cosine 0.89, distance 0.5
+    await store.upsert("far", [10.0, 0.0, 0.0], msg("far"))  # cosine 1.0, distance 9
+    hits = await store.search([1.0, 0.0, 0.0], SearchOptions(top_k=5))
+    assert ids(hits) == ["same", "near", "far"]  # cosine would put "far" before "near"
+    assert [h.score for h in hits] == pytest.approx([1.0, 1 / 1.5, 1 / 10], abs=1e-5)
+
+
+async def test_l2_threshold_filters_and_zero_vectors(make_store: StoreFactory) -> None:
+    store = await make_store(3, metric="l2")
+    entries = [
+        UpsertEntry("origin", [0.0, 0.0, 0.0], msg("origin", session="a")),  # fine under l2
+        UpsertEntry("one", [1.0, 0.0, 0.0], msg("one", session="a", kind="x")),
+        UpsertEntry("three", [3.0, 0.0, 0.0], msg("three", session="b", kind="x")),
+    ]
+    await store.upsert_batch(entries)
+    [hit] = await store.search([0.0, 0.0, 0.0], SearchOptions(top_k=1))
+    assert (hit.id, hit.score) == ("origin", pytest.approx(1.0))
+    # score >= 0.5 means distance <= 1: "origin" and "one", not "three" (distance 3).
+    hits = await store.search([0.0, 0.0, 0.0], SearchOptions(top_k=5, score_threshold=0.5))
+    assert ids(hits) == ["origin", "one"]
+    hits = await store.search([3.0, 0.0, 0.0], SearchOptions(top_k=5, filter={"session": "a"}))
+    assert ids(hits) == ["one", "origin"]
+    assert [h.score for h in hits] == pytest.approx([1 / 3, 1 / 4], abs=1e-5)
+    hits = await store.search([0.0, 0.0, 0.0], SearchOptions(top_k=5, filter={"kind": "x"}))
+    assert ids(hits) == ["one", "three"]
+    assert [h.score for h in hits] == pytest.approx([1 / 2, 1 / 4], abs=1e-5)
+
+
+async def test_l2_still_rejects_bad_vectors(make_store: StoreFactory) -> None:
+    store = await make_store(3, metric="l2")
+    await store.upsert("a", [1.0, 2.0, 3.0], msg("a"))
+    for bad in ([1.0, 2.0], [float("nan"), 0.0, 0.0]):
+        with pytest.raises(ValueError, match=r"dimensions|NaN"):
+            await store.upsert("b", bad, msg("b"))
+    assert await store.count() == 1
+
+
+async def test_unknown_metric_is_a_configuration_error(make_store: StoreFactory) -> None:
+    with pytest.raises(ConfigurationError, match="unknown metric 'dot'"):
+        await make_store(3, metric="dot")
