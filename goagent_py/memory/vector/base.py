@@ -11,7 +11,7 @@ Scores are "higher is better" everywhere: cosine similarity ``1 - d`` in [-1, 1]
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -142,6 +142,6 @@ class BulkVectorStore(VectorStore, Protocol):
 class CountableStore(VectorStore, Protocol):
     """A store that can count its entries."""
 
-    async def count(self) -> int:
-        """How many entries the store holds."""
+    async def count(self, filter: Mapping[str, Any] | None = None) -> int:
+        """How many entries the store holds, or how many match ``filter`` (as in a search)."""
         ...

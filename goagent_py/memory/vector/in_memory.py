@@ -284,9 +284,16 @@ class InMemoryVectorStore:
             for id in ids:
                 self._remove(id)
 
-    async def count(self) -> int:
-        """How many entries the store holds."""
-        return len(self._ids)
+    async def count(self, filter: Mapping[str, Any] | None = None) -> int:
+        """How many entries the store holds, or how many match ``filter``.
+
+        Raises:
+            ValueError: a filter no backend could match exactly.
+        """
+        checked = check_filter(filter)
+        with self._lock:
+            n = len(self._ids)
+            return int(self._candidates(checked, n).size) if checked and n else n
 
     # -- search --------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
@@ -264,7 +264,7 @@ class _BulkMixin(ObservableStore):
 
 
 class _CountMixin(ObservableStore):
-    async def count(self) -> int:
+    async def count(self, filter: Mapping[str, Any] | None = None) -> int:
         """Count through the inner store and report ``on_count``."""
         inner = self._inner
         assert isinstance(inner, CountableStore)
@@ -272,7 +272,8 @@ class _CountMixin(ObservableStore):
         async def report(n: int | None, duration: float, error: BaseException | None) -> None:
             await _notify(self._observer, "on_count", n or 0, duration, error)
 
-        return await self._timed(inner.count(), report)
+        # Without a filter, call count() bare: stores written before count took one still work.
+        return await self._timed(inner.count(filter) if filter else inner.count(), report)
 
 
 class _ObservableBulkStore(_BulkMixin):

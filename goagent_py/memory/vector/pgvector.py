@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -312,11 +312,18 @@ class PgVectorStore:
 
         await self._with_conn(delete)
 
-    async def count(self) -> int:
-        """How many entries the table holds."""
+    async def count(self, filter: Mapping[str, Any] | None = None) -> int:
+        """How many entries the table holds, or how many match ``filter``.
+
+        Raises:
+            ValueError: a bad filter.
+        """
+        conds, params = self._filter_sql(check_filter(filter))
+        where = f"WHERE {' AND '.join(conds)}" if conds else ""
+        query = self._sql(f"SELECT count(*) FROM {{t}} {where}")
 
         async def count(conn: Any) -> int:
-            cur = await conn.execute(self._sql("SELECT count(*) FROM {t}"))
+            cur = await conn.execute(query, params)
             row = await cur.fetchone()
             return int(row[0])
 
@@ -339,16 +346,8 @@ class PgVectorStore:
         query_vec = _literal(
             as_vector(vector, self._dims, what="query vector", metric=self._metric)
         )
-        conds: list[str] = []
-        params: list[Any] = [query_vec]
-        session = filter.get("session")
-        if isinstance(session, str):
-            del filter["session"]
-            conds.append("session = %s")
-            params.append(session)
-        if filter:
-            conds.append("metadata @> %s::jsonb")
-            params.append(json.dumps(filter))
+        conds, filter_params = self._filter_sql(filter)
+        params: list[Any] = [query_vec, *filter_params]
         bound = (
             None
             if options.score_threshold is None
@@ -382,6 +381,22 @@ class PgVectorStore:
                 continue
             out.append(ScoredMessage(self._load(id, data), score, id))
         return out
+
+    @staticmethod
+    def _filter_sql(filter: dict[str, Any]) -> tuple[list[str], list[Any]]:
+        """WHERE conditions for a checked filter: the session column, then JSONB containment."""
+        conds: list[str] = []
+        params: list[Any] = []
+        session = filter.pop("session", None)
+        if isinstance(session, str):
+            conds.append("session = %s")
+            params.append(session)
+        elif session is not None:
+            filter["session"] = session  # not a session name: match it in the JSON
+        if filter:
+            conds.append("metadata @> %s::jsonb")
+            params.append(json.dumps(filter))
+        return conds, params
 
     def _load(self, id: str, data: str) -> Message:
         try:

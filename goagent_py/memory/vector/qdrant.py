@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -252,11 +252,18 @@ class QdrantStore:
 
         await self._call(delete)
 
-    async def count(self) -> int:
-        """How many points the collection holds (exact)."""
+    async def count(self, filter: Mapping[str, Any] | None = None) -> int:
+        """How many points the collection holds, or how many match ``filter`` (exact).
+
+        Raises:
+            ValueError: a bad filter.
+        """
+        count_filter = self._filter(check_filter(filter))
 
         async def count() -> int:
-            result = await self._client.count(self._collection, exact=True)
+            result = await self._client.count(
+                self._collection, count_filter=count_filter, exact=True
+            )
             return int(result.count)
 
         n: int = await self._call(count)
@@ -286,10 +293,7 @@ class QdrantStore:
             else:
                 bound = max_distance("l2", threshold)
                 threshold = None if bound is None else bound + 1e-6 * (1.0 + abs(bound))
-        m = self._models
-        query_filter = (
-            m.Filter(must=[_condition(m, k, v) for k, v in filter.items()]) if filter else None
-        )
+        query_filter = self._filter(filter)
 
         async def run() -> list[Any]:
             result = await self._client.query_points(
@@ -314,6 +318,10 @@ class QdrantStore:
                 continue
             out.append(self._load(p, score))
         return out
+
+    def _filter(self, filter: Mapping[str, FilterValue]) -> Any:
+        m = self._models
+        return m.Filter(must=[_condition(m, k, v) for k, v in filter.items()]) if filter else None
 
     def _load(self, point: Any, score: float) -> ScoredMessage:
         payload = point.payload or {}

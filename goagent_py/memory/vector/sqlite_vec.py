@@ -416,11 +416,26 @@ class SqliteVecStore:
 
         await self._run(delete)
 
-    async def count(self) -> int:
-        """How many entries the table holds."""
+    async def count(self, filter: Mapping[str, Any] | None = None) -> int:
+        """How many entries the table holds, or how many match ``filter``.
+
+        Raises:
+            ValueError: a bad filter.
+        """
+        from goagent_py.memory.vector.in_memory import check_filter
+
+        checked = check_filter(filter)
+        session = checked.get("session")
+        if isinstance(session, str):
+            del checked["session"]
+        conds, params = filter_sql(checked)
+        if isinstance(session, str):
+            conds.insert(0, "t.session = ?")
+            params.insert(0, session)
+        sql = f"SELECT count(*) FROM {self._table} AS t WHERE {' AND '.join(conds) or '1'}"
 
         def count(conn: Any) -> int:
-            return int(conn.execute(f"SELECT count(*) FROM {self._table}").fetchone()[0])
+            return int(conn.execute(sql, params).fetchone()[0])
 
         return await self._run(count)
 

@@ -319,3 +319,30 @@ async def test_l2_still_rejects_bad_vectors(make_store: StoreFactory) -> None:
 async def test_unknown_metric_is_a_configuration_error(make_store: StoreFactory) -> None:
     with pytest.raises(ConfigurationError, match="unknown metric 'dot'"):
         await make_store(3, metric="dot")
+
+
+async def test_count_with_a_filter_counts_what_a_search_would_match(
+    make_store: StoreFactory,
+) -> None:
+    store = await make_store(3)
+    await store.upsert_batch(
+        [
+            UpsertEntry("a", [1.0, 0.0, 0.0], msg("a", session="alice", kind="note", n=1)),
+            UpsertEntry("b", [0.0, 1.0, 0.0], msg("b", session="alice", kind="fact", n=2)),
+            UpsertEntry("c", [0.0, 0.0, 1.0], msg("c", session="bob", kind="note", n=1)),
+            UpsertEntry("d", [1.0, 1.0, 0.0], msg("d", kind="note", flag=True)),
+        ]
+    )
+    assert await store.count() == 4
+    assert await store.count({}) == 4
+    assert await store.count({"session": "alice"}) == 2
+    assert await store.count({"session": "carol"}) == 0
+    assert await store.count({"kind": "note"}) == 3
+    assert await store.count({"session": "alice", "kind": "note"}) == 1
+    assert await store.count({"n": 1}) == 2
+    assert await store.count({"flag": True}) == 1
+    assert await store.count({"flag": 1}) == 0  # a bool is not a number, as in search
+    with pytest.raises(ValueError, match="filter key"):
+        await store.count({"bad key": "x"})
+    wrapped = ObservableStore(store, object())
+    assert await wrapped.count({"session": "bob"}) == 1
