@@ -195,6 +195,9 @@ def build_request(request: CompletionRequest) -> dict[str, Any]:
     body: dict[str, Any] = {"model": request.model, "messages": messages}
     if request.tools:
         body["tools"] = [_tool(t) for t in request.tools]
+        # The API's default, said outright: llama-cpp-python's server takes a missing
+        # tool_choice as "none" and leaves the tools out of the prompt.
+        body["tool_choice"] = "auto"
     if request.effort is not None:
         body["reasoning_effort"] = request.effort
     return body
@@ -286,7 +289,9 @@ def _assistant(message: Message) -> dict[str, Any] | None:
             )
     if not texts and not message.tool_calls:
         return None
-    wire: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
+    # "" rather than null next to tool calls: the API allows both, but some compatible servers
+    # (llama-cpp-python's, older llama.cpp and SGLang) refuse a null content.
+    wire: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts)}
     if message.tool_calls:
         wire["tool_calls"] = [
             {

@@ -133,12 +133,17 @@ def request(*messages: Message, **kwargs: Any) -> CompletionRequest:
     return CompletionRequest(model=kwargs.pop("model", MODEL), messages=list(messages), **kwargs)
 
 
-def without_strict(body: dict[str, Any]) -> dict[str, Any]:
-    """The fixture minus what we deliberately do not send (strict mode, explicit tool_choice)."""
+def as_we_send(body: dict[str, Any]) -> dict[str, Any]:
+    """The fixture as we send it: no strict mode, tool_choice "auto" spelt out whenever tools
+    are offered, and "" instead of null as the content of an assistant's tool calls."""
     body = json.loads(json.dumps(body))
-    body.pop("tool_choice", None)
     for t in body.get("tools", []):
         t["function"].pop("strict", None)
+    if body.get("tools"):
+        body.setdefault("tool_choice", "auto")
+    for m in body["messages"]:
+        if m["role"] == "assistant" and m.get("content") is None:
+            m["content"] = ""
     return body
 
 
@@ -199,7 +204,7 @@ async def test_system_tools_and_image_match_fixture(mock: Callable[..., OpenAIPr
     assert body["messages"][1]["content"][1]["image_url"]["url"].startswith(
         "data:image/png;base64,iVBOR"
     )
-    assert body == without_strict(REQUEST_FIXTURE)
+    assert body == as_we_send(REQUEST_FIXTURE)
 
 
 async def test_tool_results_one_message_each(mock: Callable[..., OpenAIProvider]) -> None:
@@ -227,7 +232,7 @@ async def test_tool_results_one_message_each(mock: Callable[..., OpenAIProvider]
     ]
     await provider.complete(req)
     body = rec.bodies[1]
-    assert body == without_strict(expected)
+    assert body == as_we_send(expected)
     # arguments go back as JSON strings that decode to what the model sent
     for sent, original in zip(
         body["messages"][2]["tool_calls"], expected["messages"][2]["tool_calls"], strict=True
@@ -274,6 +279,35 @@ async def test_three_parallel_results_and_error_flag(mock: Callable[..., OpenAIP
     ]
 
 
+async def test_what_llama_cpp_python_server_needs(mock: Callable[..., OpenAIProvider]) -> None:
+    # llama-cpp-python's server answers HTTP 500 to a null content next to tool calls (and to a
+    # missing one), and takes a missing tool_choice as "none": it leaves the tools out.
+    rec = Recorder(httpx.Response(200, json=TEXT_REPLY), httpx.Response(200, json=TEXT_REPLY))
+    provider = mock(rec, base_url=LOCAL)
+    turn = [
+        user_message("What is 2 + 3?"),
+        Message(Role.ASSISTANT, [], tool_calls=[ToolCall("c1", "add", {"a": 2, "b": 3})]),
+        Message(Role.TOOL, [TextBlock("5")], tool_call_id="c1"),
+    ]
+    await provider.complete(request(*turn, model="local", tools=[WEATHER]))
+    await provider.complete(request(*turn, model="local"))
+    with_tools, without_tools = rec.bodies
+    assert with_tools["messages"][1] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "add", "arguments": '{"a": 2, "b": 3}'},
+            }
+        ],
+    }
+    assert with_tools["tool_choice"] == "auto"
+    assert "tool_choice" not in without_tools
+    assert "tools" not in without_tools
+
+
 async def test_image_in_tool_result_follows_as_user_message(
     mock: Callable[..., OpenAIProvider],
 ) -> None:
@@ -291,7 +325,7 @@ async def test_image_in_tool_result_follows_as_user_message(
     )
     messages = rec.bodies[0]["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "user"]
-    assert messages[1]["content"] is None
+    assert messages[1]["content"] == ""
     assert messages[2]["content"].startswith("shot\n[1 image(s)")
     assert messages[4]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
     assert "call_a" in messages[4]["content"][0]["text"]
@@ -532,7 +566,7 @@ async def test_stream_request_matches_fixture(mock: Callable[..., OpenAIProvider
             tools=[WEATHER, STOCK],
         ),
     )
-    assert rec.bodies[0] == without_strict(fixture("chat_request_stream.json"))
+    assert rec.bodies[0] == as_we_send(fixture("chat_request_stream.json"))
     assert rec.requests[0].headers["accept"] == "text/event-stream"
 
 
