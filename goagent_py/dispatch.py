@@ -97,7 +97,10 @@ def logging_middleware(logger: logging.Logger) -> DispatchMiddleware:
 
 def timeout_middleware(seconds: float, hooks: Hooks | None = None) -> DispatchMiddleware:
     """Give each call ``seconds`` to finish; past that it is cancelled and fails with
-    :class:`ToolTimeoutError`. A sync tool's thread cannot be stopped: it is abandoned."""
+    :class:`ToolTimeoutError`. A sync tool's thread cannot be stopped: it is abandoned.
+
+    With ``hooks``, ``on_tool_timeout(call, seconds)`` fires for each call given up on.
+    """
 
     def middleware(next_: DispatchFunc) -> DispatchFunc:
         async def call(tc: ToolCall) -> list[ContentBlock]:
@@ -114,7 +117,7 @@ def timeout_middleware(seconds: float, hooks: Hooks | None = None) -> DispatchMi
             task.add_done_callback(_discard_outcome)
             await asyncio.wait({task}, timeout=_CANCEL_GRACE)
             if hooks is not None:
-                await call_hook(hooks.on_tool_timeout, tc.name, seconds)
+                await call_hook(hooks.on_tool_timeout, tc, seconds)
             raise ToolTimeoutError(tc.name, seconds)
 
         return call
@@ -135,7 +138,10 @@ def circuit_breaker_middleware(
     clock: Callable[[], float] | None = None,
     logger: logging.Logger | None = None,
 ) -> DispatchMiddleware:
-    """A circuit breaker per tool name; rejected calls fail with :class:`CircuitOpenError`."""
+    """A circuit breaker per tool name; rejected calls fail with :class:`CircuitOpenError`.
+
+    With ``hooks``, ``on_circuit_open(call, open_until)`` fires on every rejection.
+    """
     breakers: dict[str, CircuitBreaker] = {}
     log = logger or logging.getLogger("goagent_py.dispatch")
 
@@ -157,7 +163,7 @@ def circuit_breaker_middleware(
                     "circuit breaker open: tool=%s until=%s", tc.name, open_until.isoformat()
                 )
                 if hooks is not None:
-                    await call_hook(hooks.on_circuit_open, tc.name, open_until)
+                    await call_hook(hooks.on_circuit_open, tc, open_until)
                 raise CircuitOpenError(tc.name, open_until)
             try:
                 result = await next_(tc)

@@ -127,8 +127,11 @@ class Hooks:
     ``on_provider_response`` -> ``on_thinking``... -> (``on_tool_call``... ->
     ``on_tool_result``...)}
     -> ``on_response`` -> [``on_short_term_append``] -> [``on_long_term_store``] -> ``on_run_end``.
-    ``on_run_end`` fires exactly once on every exit. ``on_circuit_open``, ``on_tool_retry`` and
-    ``on_tool_timeout`` fire from inside the tool dispatch chain, while calls run.
+    ``on_run_end`` fires exactly once on every exit.
+
+    ``on_circuit_open(call, open_until)``, ``on_tool_retry(call, attempt, error, delay)`` and
+    ``on_tool_timeout(call, timeout)`` fire from inside the tool dispatch chain, while calls run.
+    ``call`` is the :class:`ToolCall` concerned: its ``id`` tells apart parallel calls of one tool.
     """
 
     on_run_start: Callable[[RunInfo], Any] | None = None
@@ -139,9 +142,9 @@ class Hooks:
     on_thinking: Callable[[str], Any] | None = None
     on_tool_call: Callable[[ToolCall], Any] | None = None
     on_tool_result: Callable[[ToolResult], Any] | None = None
-    on_circuit_open: Callable[[str, datetime], Any] | None = None
-    on_tool_retry: Callable[[str, int, BaseException, float], Any] | None = None
-    on_tool_timeout: Callable[[str, float], Any] | None = None
+    on_circuit_open: Callable[[ToolCall, datetime], Any] | None = None
+    on_tool_retry: Callable[[ToolCall, int, BaseException, float], Any] | None = None
+    on_tool_timeout: Callable[[ToolCall, float], Any] | None = None
     on_response: Callable[[str, int], Any] | None = None
     on_short_term_load: Callable[[int, float, BaseException | None], Any] | None = None
     on_short_term_append: Callable[[int, float, BaseException | None], Any] | None = None

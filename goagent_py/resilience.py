@@ -524,8 +524,9 @@ def retry_middleware(
 
     Args:
         policy: the retry policy (``RetryPolicy()`` by default).
-        hooks: when given, ``on_tool_retry(tool_name, attempt, error, delay)`` fires before each
-            wait; ``attempt`` is the 1-based number of the attempt that failed.
+        hooks: when given, ``on_tool_retry(call, attempt, error, delay)`` fires before each
+            wait; ``call`` is the :class:`~goagent_py.messages.ToolCall` retried, ``attempt`` the
+            1-based number of the attempt that failed.
 
     Returns:
         The middleware (one that passes calls straight through when the policy does not retry).
@@ -542,7 +543,7 @@ def retry_middleware(
             if on_tool_retry is not None:
 
                 async def on_retry(attempt: int, error: BaseException, delay: float) -> None:
-                    await call_hook(on_tool_retry, tc.name, attempt, error, delay)
+                    await call_hook(on_tool_retry, tc, attempt, error, delay)
 
             return await _call_with_retry(
                 policy,

@@ -205,7 +205,7 @@ async def test_after_n_failures_the_next_call_is_rejected_without_calling_the_to
     assert switch.calls == max_failures
     assert "circuit breaker open" in rejected.content[0].text  # type: ignore[union-attr]
     assert len(opened) == 1
-    assert opened[0] == ("svc", error.open_until)
+    assert opened[0] == (call(), error.open_until)
 
 
 async def test_on_circuit_open_fires_on_every_rejection_with_the_reopen_time() -> None:
@@ -214,11 +214,13 @@ async def test_on_circuit_open_fires_on_every_rejection_with_the_reopen_time() -
     d = breaker_dispatcher({"svc": switch_tool(switch)}, 1, FakeClock(), opened)
     before = datetime.now(UTC)
     await d.execute(call())
-    for _ in range(3):
-        await d.execute(call())
+    for i in range(3):
+        await d.execute(call(id=f"r{i}"))
     assert len(opened) == 3
-    for name, open_until in opened:
-        assert name == "svc"
+    assert [c.id for c, _ in opened] == ["r0", "r1", "r2"]
+    for tc, open_until in opened:
+        assert isinstance(tc, ToolCall)
+        assert tc.name == "svc"
         assert open_until.tzinfo is not None
         assert before + timedelta(seconds=29) <= open_until <= before + timedelta(seconds=31)
 
@@ -303,6 +305,7 @@ async def test_100_parallel_calls_admit_exactly_one_probe() -> None:
     assert len(ok) == 1
     assert len(rejected) == 99
     assert all(isinstance(cause_of(r), CircuitOpenError) for r in rejected)
+    assert sorted(args[0].id for args in opened) == sorted(r.call.id for r in rejected)
     assert switch.calls == 2
 
 
@@ -434,7 +437,11 @@ async def test_hung_async_tool_times_out_and_the_model_reads_it(make_agent: Make
     [message] = tool_messages(provider, 1)
     assert message.is_error
     assert "timed out after 0.05s" in message.text
-    assert timeouts == [("hang", 0.05)]
+    [(timed_out, seconds)] = timeouts
+    assert isinstance(timed_out, ToolCall)
+    assert timed_out.name == "hang"
+    assert timed_out.id == message.tool_call_id
+    assert seconds == 0.05
 
 
 async def test_hung_sync_tool_is_abandoned_and_the_run_goes_on(make_agent: MakeAgent) -> None:
@@ -588,7 +595,7 @@ async def test_with_tool_retry_retries_through_the_agent(make_agent: MakeAgent) 
 
     class Flip:
         async def __call__(self, *args: Any) -> None:
-            retries.append((args[0], args[1]))
+            retries.append((args[0].name, args[1]))
             switch.fail = False
 
     provider = ScriptedProvider(tool_call_response(("svc", {})), "ok")

@@ -557,7 +557,7 @@ async def test_retry_tool_does_not_retry_bad_arguments() -> None:
 
 
 async def test_retry_middleware_fires_on_tool_retry_with_attempt_error_and_delay() -> None:
-    events: list[tuple[str, int, BaseException, float]] = []
+    events: list[tuple[ToolCall, int, BaseException, float]] = []
     p, _ = policy(initial_delay=0.1, multiplier=2)
     hooks = Hooks(on_tool_retry=lambda *a: events.append(a))
     flaky = Flaky(2, lambda: RuntimeError("flaky"))
@@ -566,11 +566,12 @@ async def test_retry_middleware_fires_on_tool_retry_with_attempt_error_and_delay
     async def base(tc: ToolCall) -> list[ContentBlock]:
         return await the_tool.execute({})
 
-    result = await retry_middleware(p, hooks=hooks)(base)(ToolCall("1", "flaky", {}))
+    tc = ToolCall("1", "flaky", {})
+    result = await retry_middleware(p, hooks=hooks)(base)(tc)
     assert result == [TextBlock("ok")]
-    assert [(name, attempt, delay) for name, attempt, _, delay in events] == [
-        ("flaky", 1, 0.1),
-        ("flaky", 2, 0.2),
+    assert [(c, attempt, delay) for c, attempt, _, delay in events] == [
+        (tc, 1, 0.1),
+        (tc, 2, 0.2),
     ]
     assert all(isinstance(e[2], RuntimeError) for e in events)
 

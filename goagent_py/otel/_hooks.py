@@ -29,13 +29,12 @@ from goagent_py.provider import CompletionRequest
 
 _log = logging.getLogger("goagent_py.otel")
 
-# Tool events (retry, timeout, circuit open) are matched to the call whose time window holds them.
-_EVENT_SLACK_NS = 5_000_000
-
 
 @dataclass(slots=True)
 class _ToolEvent:
-    tool: str
+    """A retry, timeout or circuit-open event waiting for the span of its call (by call id)."""
+
+    call_id: str
     at_ns: int
     name: str
     attributes: dict[str, AttributeValue]
@@ -341,15 +340,17 @@ class Instrumentation:
 
     # -- tools ---------------------------------------------------------------------------------
 
-    def _event(self, tool: str, name: str, attributes: dict[str, AttributeValue]) -> None:
+    def _event(self, call: ToolCall, name: str, attributes: dict[str, AttributeValue]) -> None:
         run = self._run.get()
         if run is not None:
-            run.events.append(_ToolEvent(tool, _now_ns(), name, attributes))
+            run.events.append(_ToolEvent(call.id, _now_ns(), name, attributes))
 
-    def on_tool_retry(self, tool: str, attempt: int, error: BaseException, delay: float) -> None:
+    def on_tool_retry(
+        self, call: ToolCall, attempt: int, error: BaseException, delay: float
+    ) -> None:
         """Remember a retry, to become an event of the call's span."""
         self._event(
-            tool,
+            call,
             sc.EVENT_TOOL_RETRY,
             {
                 "goagent.tool.retry.attempt": attempt,
@@ -358,14 +359,14 @@ class Instrumentation:
             },
         )
 
-    def on_tool_timeout(self, tool: str, timeout: float) -> None:
+    def on_tool_timeout(self, call: ToolCall, timeout: float) -> None:
         """Remember a timeout, to become an event of the call's span."""
-        self._event(tool, sc.EVENT_TOOL_TIMEOUT, {"goagent.tool.timeout": timeout})
+        self._event(call, sc.EVENT_TOOL_TIMEOUT, {"goagent.tool.timeout": timeout})
 
-    def on_circuit_open(self, tool: str, open_until: datetime) -> None:
+    def on_circuit_open(self, call: ToolCall, open_until: datetime) -> None:
         """Remember a circuit-breaker rejection, to become an event of the call's span."""
         self._event(
-            tool, sc.EVENT_CIRCUIT_OPEN, {"goagent.tool.circuit.open_until": open_until.isoformat()}
+            call, sc.EVENT_CIRCUIT_OPEN, {"goagent.tool.circuit.open_until": open_until.isoformat()}
         )
 
     def on_tool_result(self, result: ToolResult) -> None:
@@ -394,7 +395,7 @@ class Instrumentation:
             start_time=start_ns,
         )
         if run is not None:
-            self._attach_events(run, call, span, start_ns, end_ns)
+            self._attach_events(run, call, span)
         metric: dict[str, AttributeValue] = {
             sc.OPERATION: sc.OP_EXECUTE_TOOL,
             sc.TOOL_NAME: call.name,
@@ -411,11 +412,11 @@ class Instrumentation:
         self.tool_duration.record(result.duration, metric)
 
     @staticmethod
-    def _attach_events(run: _Run, call: ToolCall, span: Span, start_ns: int, end_ns: int) -> None:
+    def _attach_events(run: _Run, call: ToolCall, span: Span) -> None:
+        # By call id, not by tool name: parallel calls of one tool overlap in time.
         kept: list[_ToolEvent] = []
         for event in run.events:
-            inside = start_ns - _EVENT_SLACK_NS <= event.at_ns <= end_ns + _EVENT_SLACK_NS
-            if event.tool == call.name and inside:
+            if event.call_id == call.id:
                 span.add_event(event.name, event.attributes, timestamp=event.at_ns)
             else:
                 kept.append(event)

@@ -57,6 +57,7 @@ from goagent_py.otel import (
 )
 from goagent_py.otel._semconv import DB_DURATION_BUCKETS, DURATION_BUCKETS, TOKEN_BUCKETS
 from goagent_py.provider import CompletionRequest, CompletionResponse
+from goagent_py.resilience import RetryPolicy
 from goagent_py.testing import FunctionProvider, ScriptedProvider, tool_call_response
 from goagent_py.tools import Tool, tool_func
 
@@ -658,6 +659,59 @@ async def test_timeout_and_circuit_open_become_events_of_the_tool_span(otel: Tel
     for span in (first, second):
         for event in span.events:
             assert _ns(span) - 5_000_000 <= event.timestamp <= _ns(span, end=True) + 5_000_000
+
+
+async def test_tool_events_land_on_the_span_of_their_call_among_parallel_calls_of_one_tool(
+    otel: Telemetry,
+) -> None:
+    """Of two overlapping calls of one tool, only "b" retries then times out: only its span has
+    the events, though "a" ends first and its time window holds the retry."""
+    retried = asyncio.Event()
+    attempts = 0
+
+    async def fetch(args: dict[str, Any]) -> str:
+        nonlocal attempts
+        if args["q"] == "ok":
+            await retried.wait()  # overlaps b's retry
+            return "fetched"
+        attempts += 1
+        if attempts == 1:
+            raise ConnectionError("reset")
+        await asyncio.Event().wait()  # the second attempt hangs until the timeout
+        return "unreachable"
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    provider = ScriptedProvider(
+        tool_call_response(
+            ToolCall("call_a", "fetch", {"q": "ok"}), ToolCall("call_b", "fetch", {"q": "bad"})
+        ),
+        "done",
+    )
+    agent = Agent(
+        provider=provider,
+        model="m",
+        tools=[tool_func("fetch", "Fetch.", None, fetch)],
+        tool_timeout=0.05,
+        tool_retry=RetryPolicy(sleep=no_sleep),
+        hooks=merge_hooks(otel.hooks(), Hooks(on_tool_retry=lambda *a: retried.set())),
+    )
+    assert await agent.run("go") == "done"
+    spans = {
+        dict(s.attributes or {})["gen_ai.tool.call.id"]: s for s in otel.named("execute_tool fetch")
+    }
+    a, b = spans["call_a"], spans["call_b"]
+    assert a.status.status_code is StatusCode.OK
+    assert [e.name for e in a.events] == []
+    assert dict(b.attributes or {})["error.type"] == "goagent_py.errors.ToolTimeoutError"
+    assert [e.name for e in b.events if e.name.startswith("goagent.")] == [
+        "goagent.tool.retry",
+        "goagent.tool.timeout",
+    ]
+    retry = next(e for e in b.events if e.name == "goagent.tool.retry")
+    assert dict(retry.attributes or {})["goagent.tool.retry.attempt"] == 1
+    assert _ns(a) <= retry.timestamp <= _ns(a, end=True)  # a time window could not tell
 
 
 # -- memory --------------------------------------------------------------------------------------
