@@ -343,7 +343,10 @@ class InMemoryVectorStore:
             else:
                 rows = None
                 matrix, norms = self._matrix[:n], self._norms[:n]
-            dots = matrix @ query
+            # einsum, not matmul: numpy's own single-threaded loop is as fast as one BLAS thread,
+            # and a multithreaded BLAS matrix-vector product waits for a busy second core (8 ms
+            # instead of 0.5 ms at 10k rows when the embedder or the model is running).
+            dots = np.einsum("ij,j->i", matrix, query)
             if self._metric == "cosine":
                 scores = dots / (norms * np.linalg.norm(query))
                 slack = 0.0
