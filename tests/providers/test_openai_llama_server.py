@@ -113,8 +113,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "chatml-function-calling",
         "--n_ctx",
         "2048",
-        "--n_threads",
-        "2",
+        "--n_threads",  # 1: on a busy 2-core machine, 2 threads spin-wait and run ~4x slower
+        "1",
         "--seed",
         "0",
         "--host",
