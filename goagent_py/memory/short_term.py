@@ -5,7 +5,7 @@ from __future__ import annotations
 from goagent_py.errors import MemoryStoreError
 from goagent_py.memory.policies import NoOp, Policy
 from goagent_py.memory.storage import InMemoryStorage, Storage
-from goagent_py.messages import Message
+from goagent_py.messages import Message, Role
 
 __all__ = ["ShortTermMemory"]
 
@@ -14,7 +14,10 @@ class ShortTermMemory:
     """The conversation so far: the agent loads it before a run and appends each turn after it.
 
     Everything is stored; the policy only decides what :meth:`messages` returns, so changing
-    the window later never loses history::
+    the window later never loses history. When the window cuts the history, it opens on a user
+    message: assistant and tool messages left at its start (answers whose question was cut off)
+    are dropped too, because Anthropic's API rejects a conversation that starts with an
+    assistant message, and many chat templates of local servers expect user first::
 
         memory = ShortTermMemory(storage=SQLiteStorage("chat.db"), policy=TokenWindow(8000))
         agent = Agent(provider=..., short_term_memory=memory)
@@ -31,6 +34,10 @@ class ShortTermMemory:
     async def messages(self) -> list[Message]:
         """The stored conversation after the policy's window, oldest first.
 
+        A window that is a cut tail of the history starts on a user message (see the class
+        docs); a history that itself starts with an assistant message (a greeting) is returned
+        as the policy gives it.
+
         Raises:
             MemoryStoreError: the storage could not be read.
         """
@@ -40,7 +47,12 @@ class ShortTermMemory:
             raise
         except Exception as exc:  # a third-party Storage that does not follow the protocol
             raise MemoryStoreError(f"loading short-term memory failed: {exc}") from exc
-        return self.policy.apply(stored)
+        window = self.policy.apply(stored)
+        cut = len(stored) - len(window)
+        if window and cut > 0 and window[0] is stored[cut]:  # a tail: the policy cut the start
+            first = next((i for i, m in enumerate(window) if m.role == Role.USER), len(window))
+            window = window[first:]
+        return window
 
     async def append(self, *messages: Message) -> None:
         """Store ``messages`` (one turn) at the end, atomically; nothing to store is a no-op.

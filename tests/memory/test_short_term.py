@@ -22,6 +22,7 @@ from goagent_py.messages import (
     Role,
     TextBlock,
     ThinkingBlock,
+    ToolCall,
     assistant_message,
     user_message,
 )
@@ -59,8 +60,9 @@ async def test_policy_applies_at_read_time_only() -> None:
     storage = InMemoryStorage()
     memory = ShortTermMemory(storage=storage, policy=FixedWindow(1))
     await memory.append(user_message("first"), assistant_message("second"))
-    assert [m.text for m in await memory.messages()] == ["second"]
-    assert len(await storage.load()) == 2  # everything is kept
+    await memory.append(user_message("third"))
+    assert [m.text for m in await memory.messages()] == ["third"]
+    assert len(await storage.load()) == 3  # everything is kept
     await memory.clear()
     assert await storage.load() == []
 
@@ -163,8 +165,43 @@ async def test_token_window_limits_what_the_agent_sends() -> None:
     await agent.run("x" * 16)
     await agent.run("y" * 16)
     await agent.run("z")
-    # 16 chars = 8 tokens a message: only the newest stored message fits in 12.
-    assert _history(provider.requests[2].messages) == [("assistant", "b" * 16), ("user", "z")]
+    # 16 chars = 8 tokens a message: only the newest stored message fits in 12, an answer
+    # whose question was cut off, so the window drops it rather than open on an assistant turn.
+    assert _history(provider.requests[1].messages) == [("user", "y" * 16)]
+    assert _history(provider.requests[2].messages) == [("user", "z")]
+
+
+async def test_a_cut_window_opens_on_a_user_message() -> None:
+    storage = InMemoryStorage()
+    call = ToolCall("c1", "lookup", {})
+    history = [
+        user_message("q1"),
+        assistant_message("a1"),
+        user_message("q2"),
+        Message(Role.ASSISTANT, [], tool_calls=[call]),
+        Message(Role.TOOL, [TextBlock("r")], tool_call_id="c1"),
+        assistant_message("a2"),
+    ]
+    await storage.append(history)
+    # FixedWindow(2) keeps the tool group and "a2": both answer "q2", which was cut off.
+    assert await ShortTermMemory(storage, FixedWindow(2)).messages() == []
+    assert [m.text for m in await ShortTermMemory(storage, FixedWindow(3)).messages()] == [
+        "q2",
+        "",
+        "r",
+        "a2",
+    ]
+    # Five groups: FixedWindow(4) starts on "a1", which is dropped; FixedWindow(5) cuts nothing.
+    assert (await ShortTermMemory(storage, FixedWindow(4)).messages())[0].text == "q2"
+    assert (await ShortTermMemory(storage, FixedWindow(5)).messages())[0].text == "q1"
+    # Nothing cut: a history that opens with an assistant greeting is kept as it is.
+    greeting = InMemoryStorage()
+    await greeting.append([assistant_message("Hello!"), user_message("hi")])
+    assert [m.text for m in await ShortTermMemory(greeting).messages()] == ["Hello!", "hi"]
+    assert [m.text for m in await ShortTermMemory(greeting, FixedWindow(5)).messages()] == [
+        "Hello!",
+        "hi",
+    ]
 
 
 CHATBOT = textwrap.dedent(
