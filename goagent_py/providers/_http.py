@@ -13,6 +13,9 @@ What every HTTP backend needs, in one place:
   with the httpx exception as ``__cause__``.
 - :func:`resolve_api_key`: the argument, else the environment variable, else a
   :class:`~goagent_py.errors.ConfigurationError` naming the variable.
+- :class:`RemoteEmbedder`: what the HTTP embedders share (argument checks, ``embed`` and
+  ``embed_batch`` with batching, the text of an input, the count and size checks of an answer);
+  a vendor adds only its request body and the parsing of its answer.
 
 Secrets travel only in request headers; they never appear in an exception message, a ``repr``
 or a log line (nothing here logs).
@@ -24,19 +27,28 @@ import email.utils
 import json
 import os
 import time
-from collections.abc import AsyncGenerator, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import httpx
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from goagent_py.errors import ConfigurationError, ProviderError
+from goagent_py.errors import ConfigurationError, NoEmbeddableContentError, ProviderError
+from goagent_py.messages import ContentBlock, TextBlock
+
+if TYPE_CHECKING:
+    # numpy is imported where vectors are built, so that importing a chat provider stays light.
+    import numpy as np
+    from numpy.typing import NDArray
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "HTTPBackend",
     "INVALID_ARGUMENTS_KEY",
+    "RemoteEmbedder",
     "ServerSentEvent",
     "error_from_response",
     "excerpt",
@@ -359,3 +371,234 @@ def _not_a_stream(response: httpx.Response, provider: str, expected: str) -> Pro
         body=body,
         retry_after=parse_retry_after(response.headers),
     )
+
+
+# --- embedders --------------------------------------------------------------------------------
+
+
+class _WireIndexedEmbedding(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    index: int
+    embedding: list[float]
+
+
+class _WireIndexedEmbeddings(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    data: list[_WireIndexedEmbedding]
+
+
+def _kinds(blocks: Sequence[ContentBlock]) -> str:
+    """What an input without text held, for the error message ("image, blank text")."""
+    if not blocks:
+        return "no blocks"
+    return ", ".join(sorted({"blank text" if isinstance(b, TextBlock) else b.type for b in blocks}))
+
+
+class RemoteEmbedder(HTTPBackend, ABC):
+    """Base of the HTTP embedders (OpenAI-compatible, Ollama, Voyage).
+
+    Implements ``Embedder`` and ``BatchEmbedder``: the text blocks of an input are joined by
+    newlines (blank ones skipped, other blocks ignored); an input without text raises
+    :class:`~goagent_py.NoEmbeddableContentError`. ``embed_batch`` sends ``batch_size`` texts per
+    request. Every answer is checked: one vector per text, each of the configured size, or, when
+    none was configured, of the size of the first vector received (which then becomes
+    :attr:`dimensions`).
+
+    A subclass sets ``_path`` (the endpoint), builds the JSON body for a list of texts
+    (:meth:`_body`) and turns the parsed answer into one vector per text, in input order
+    (:meth:`_parse`), raising ``pydantic.ValidationError`` when the answer has the wrong shape.
+
+    Args:
+        provider: the name used in errors ("openai", "ollama", "voyage").
+        model: the embedding model.
+        dimensions: the vector size configured by the user, or None to take the model's.
+        dimensions_arg: the name of the subclass's argument for ``dimensions``, for messages.
+        batch_size: texts per request in :meth:`embed_batch`.
+        max_batch_size: the vendor's limit on ``batch_size``, if it has one.
+        base_url: the API root.
+        http_client: an ``httpx.AsyncClient`` to use instead of creating one.
+        timeout: the timeout of the created client.
+        headers: headers sent with every request (the API key).
+
+    Raises:
+        ConfigurationError: an empty model, ``dimensions`` < 1 or ``batch_size`` out of range.
+    """
+
+    _path: ClassVar[str]
+    """The endpoint, relative to ``base_url`` ("/embeddings")."""
+
+    def __init__(
+        self,
+        provider: str,
+        *,
+        model: str,
+        dimensions: int | None,
+        dimensions_arg: str = "dimensions",
+        batch_size: int,
+        max_batch_size: int | None = None,
+        base_url: str,
+        http_client: httpx.AsyncClient | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        name = type(self).__name__
+        if not model:
+            raise ConfigurationError(
+                f"{name}: model must not be empty: pass the embedding model's name"
+            )
+        if dimensions is not None and dimensions < 1:
+            raise ConfigurationError(
+                f"{name}: {dimensions_arg} must be >= 1, got {dimensions}; "
+                "leave it None to take the model's own size"
+            )
+        if batch_size < 1 or (max_batch_size is not None and batch_size > max_batch_size):
+            limit = f"between 1 and {max_batch_size}" if max_batch_size is not None else ">= 1"
+            raise ConfigurationError(f"{name}: batch_size must be {limit}, got {batch_size}")
+        super().__init__(
+            provider, base_url=base_url, http_client=http_client, timeout=timeout, headers=headers
+        )
+        self._model = model
+        self._requested_dimensions = dimensions
+        self._dimensions_arg = dimensions_arg
+        self._dimensions = dimensions
+        self._batch_size = batch_size
+
+    @property
+    def model(self) -> str:
+        """The embedding model's name."""
+        return self._model
+
+    @property
+    def dimensions(self) -> int | None:
+        """The vector size: as configured, else as first received (None before any call)."""
+        return self._dimensions
+
+    async def embed(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
+        """Embed the text of ``blocks`` as one 1-D float32 vector.
+
+        Raises:
+            NoEmbeddableContentError: ``blocks`` hold no text (the message says what they hold).
+            ProviderError: the request failed, or the answer has no vector or one of the wrong
+                size.
+        """
+        vectors = await self._embed_texts([self._text(blocks)])
+        vector: NDArray[np.float32] = vectors[0]
+        return vector
+
+    async def embed_batch(self, inputs: Sequence[Sequence[ContentBlock]]) -> NDArray[np.float32]:
+        """Embed each input; a 2-D float32 array with one row per input, in order.
+
+        Inputs are sent ``batch_size`` at a time; no request is sent when any input has no text.
+        No inputs give an array of shape ``(0, dimensions or 0)``.
+
+        Raises:
+            NoEmbeddableContentError: an input holds no text (the message names which).
+            ProviderError: a request failed, or an answer has too few or too many vectors or one
+                of the wrong size.
+        """
+        import numpy as np
+
+        texts: list[str] = []
+        for i, blocks in enumerate(inputs):
+            try:
+                texts.append(self._text(blocks))
+            except NoEmbeddableContentError as exc:
+                raise NoEmbeddableContentError(f"input {i}: {exc}") from None
+        rows = [
+            await self._embed_texts(texts[start : start + self._batch_size], first=start)
+            for start in range(0, len(texts), self._batch_size)
+        ]
+        if not rows:
+            return np.zeros((0, self._dimensions or 0), dtype=np.float32)
+        return np.concatenate(rows, axis=0)
+
+    @abstractmethod
+    def _body(self, texts: list[str]) -> dict[str, Any]:
+        """The JSON body asking for the embeddings of ``texts``."""
+
+    @abstractmethod
+    def _parse(self, data: Any) -> list[list[float]]:
+        """The vectors of a parsed answer, in input order (any count: the caller checks it).
+
+        Raises:
+            pydantic.ValidationError: the answer has the wrong shape.
+            ProviderError: the answer is an error, or its order cannot be known.
+        """
+
+    def _text(self, blocks: Sequence[ContentBlock]) -> str:
+        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text.strip())
+        if not text:
+            raise NoEmbeddableContentError(
+                f"no text to embed (got {_kinds(blocks)}): "
+                f"{type(self).__name__} embeds text blocks only"
+            )
+        return text
+
+    async def _embed_texts(self, texts: list[str], *, first: int = 0) -> NDArray[np.float32]:
+        """Embed ``texts``, which are the inputs numbered from ``first`` on (for messages)."""
+        import numpy as np
+
+        data = await self.post_json(self._path, self._body(texts))
+        try:
+            vectors = self._parse(data)
+        except ValidationError as exc:
+            raise self._bad_answer(
+                f"unexpected embeddings response from model {self._model!r}: "
+                f"{excerpt(json.dumps(data, default=str))}",
+                data,
+            ) from exc
+        if len(vectors) != len(texts):
+            raise self._bad_answer(
+                f"embeddings: asked model {self._model!r} for {len(texts)}, got {len(vectors)}",
+                data,
+            )
+        for i, vector in enumerate(vectors):
+            self._check_size(len(vector), first + i, data)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def _check_size(self, size: int, index: int, data: Any) -> None:
+        if self._dimensions is None:
+            if size == 0:
+                raise self._bad_answer(
+                    f"model {self._model!r} returned an empty vector for input {index}", data
+                )
+            self._dimensions = size  # the first vector received sets the size
+            return
+        if size != self._dimensions:
+            source = (
+                f"{self._dimensions_arg}={self._requested_dimensions}"
+                if self._requested_dimensions is not None
+                else "the size of its first vector"
+            )
+            raise self._bad_answer(
+                f"embedding size mismatch: model {self._model!r} returned a vector of size "
+                f"{size} for input {index}, expected {self._dimensions} ({source})",
+                data,
+            )
+
+    def _vectors_by_index(self, data: Any) -> list[list[float]]:
+        """The vectors of an OpenAI-style ``{"data": [{"index", "embedding"}, ...]}`` answer.
+
+        Ordered by ``index``, not position (the API does not promise the order).
+
+        Raises:
+            pydantic.ValidationError: the answer has another shape.
+            ProviderError: the indexes are not 0, 1, 2... each once.
+        """
+        items = sorted(
+            _WireIndexedEmbeddings.model_validate(data).data, key=lambda item: item.index
+        )
+        indexes = [item.index for item in items]
+        if indexes != list(range(len(items))):
+            raise self._bad_answer(
+                f"model {self._model!r} returned embeddings with indexes {indexes[:10]}, "
+                f"expected 0 to {len(items) - 1}, each once",
+                data,
+            )
+        return [item.embedding for item in items]
+
+    def _bad_answer(self, message: str, data: Any) -> ProviderError:
+        # Built only on failure: serializing a large answer is not free.
+        return ProviderError(
+            message, provider=self._provider, status=200, body=json.dumps(data, default=str)
+        )

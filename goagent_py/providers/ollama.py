@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from goagent_py.errors import (
-    ConfigurationError,
-    NoEmbeddableContentError,
-    ProviderError,
-    UnsupportedContentError,
-)
+from goagent_py.errors import ConfigurationError, ProviderError, UnsupportedContentError
 from goagent_py.messages import (
     ContentBlock,
     DocumentBlock,
@@ -48,12 +43,9 @@ from goagent_py.provider import (
 from goagent_py.providers._http import (
     INVALID_ARGUMENTS_KEY,
     HTTPBackend,
+    RemoteEmbedder,
     excerpt,
 )
-
-if TYPE_CHECKING:
-    import numpy as np
-    from numpy.typing import NDArray
 
 __all__ = [
     "OllamaEmbedder",
@@ -416,15 +408,7 @@ class _WireEmbed(_Wire):
     embeddings: list[list[float]]
 
 
-def _text(blocks: Sequence[ContentBlock]) -> str:
-    text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text.strip())
-    if not text:
-        kinds = ", ".join(sorted({b.type for b in blocks})) or "nothing"
-        raise NoEmbeddableContentError(f"no text to embed (got {kinds})")
-    return text
-
-
-class OllamaEmbedder(HTTPBackend):
+class OllamaEmbedder(RemoteEmbedder):
     """Text embeddings from a model served by Ollama (``/api/embed``, batched).
 
     Implements ``Embedder`` and ``BatchEmbedder``: text blocks are joined by newlines, other
@@ -444,6 +428,8 @@ class OllamaEmbedder(HTTPBackend):
         ConfigurationError: an empty model or a bad size.
     """
 
+    _path = "/api/embed"
+
     def __init__(
         self,
         model: str,
@@ -455,99 +441,28 @@ class OllamaEmbedder(HTTPBackend):
         keep_alive: str | float | None = None,
         timeout: float | httpx.Timeout | None = None,
     ) -> None:
-        if not model:
-            raise ConfigurationError("OllamaEmbedder: model must not be empty")
-        if dimensions is not None and dimensions < 1:
-            raise ConfigurationError(f"OllamaEmbedder: dimensions must be >= 1, got {dimensions}")
-        if batch_size < 1:
-            raise ConfigurationError(f"OllamaEmbedder: batch_size must be >= 1, got {batch_size}")
-        super().__init__(_PROVIDER, base_url=base_url, http_client=http_client, timeout=timeout)
-        self._model = model
-        self._requested_dimensions = dimensions
-        self._dimensions = dimensions
-        self._batch_size = batch_size
+        super().__init__(
+            _PROVIDER,
+            model=model,
+            dimensions=dimensions,
+            batch_size=batch_size,
+            base_url=base_url,
+            http_client=http_client,
+            timeout=timeout,
+        )
         self._keep_alive = keep_alive
 
-    @property
-    def model(self) -> str:
-        """The embedding model's name."""
-        return self._model
-
-    @property
-    def dimensions(self) -> int | None:
-        """The vector size: as configured, else as first received (None before any call)."""
-        return self._dimensions
-
-    async def embed(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
-        """Embed the text of ``blocks`` as one 1-D float32 vector.
-
-        Raises:
-            NoEmbeddableContentError: ``blocks`` hold no text.
-            ProviderError: the request failed or the vector has the wrong size.
-        """
-        vectors = await self._embed_texts([_text(blocks)])
-        vector: NDArray[np.float32] = vectors[0]
-        return vector
-
-    async def embed_batch(self, inputs: Sequence[Sequence[ContentBlock]]) -> NDArray[np.float32]:
-        """Embed each input; a 2-D float32 array with one row per input, in order.
-
-        Raises:
-            NoEmbeddableContentError: an input holds no text (the message names which).
-            ProviderError: a request failed or a vector has the wrong size.
-        """
-        import numpy as np
-
-        texts: list[str] = []
-        for i, blocks in enumerate(inputs):
-            try:
-                texts.append(_text(blocks))
-            except NoEmbeddableContentError as exc:
-                raise NoEmbeddableContentError(f"input {i}: {exc}") from None
-        rows = [
-            await self._embed_texts(texts[start : start + self._batch_size])
-            for start in range(0, len(texts), self._batch_size)
-        ]
-        if not rows:
-            return np.zeros((0, self._dimensions or 0), dtype=np.float32)
-        return np.concatenate(rows, axis=0)
-
-    async def _embed_texts(self, texts: list[str]) -> NDArray[np.float32]:
-        import numpy as np
-
+    def _body(self, texts: list[str]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self._model, "input": texts}
         if self._requested_dimensions is not None:
             body["dimensions"] = self._requested_dimensions
         if self._keep_alive is not None:
             body["keep_alive"] = self._keep_alive
-        data = await self.post_json("/api/embed", body)
+        return body
+
+    def _parse(self, data: Any) -> list[list[float]]:
         if isinstance(data, dict) and data.get("error"):
-            raise ProviderError(str(data["error"]), provider=_PROVIDER, status=200, body=str(data))
-        text = json.dumps(data, default=str)
-        try:
-            wire = _WireEmbed.model_validate(data)
-        except ValidationError as exc:
             raise ProviderError(
-                f"unexpected embed response: {excerpt(text)}",
-                provider=_PROVIDER,
-                status=200,
-                body=text,
-            ) from exc
-        if len(wire.embeddings) != len(texts):
-            raise ProviderError(
-                f"asked for {len(texts)} embeddings, got {len(wire.embeddings)}",
-                provider=_PROVIDER,
-                status=200,
-                body=text,
+                str(data["error"]), provider=_PROVIDER, status=200, body=json.dumps(data)
             )
-        sizes = {len(v) for v in wire.embeddings}
-        expected = self._dimensions or next(iter(sizes))
-        if sizes != {expected} or expected == 0:
-            raise ProviderError(
-                f"embedding size mismatch: expected {expected}, got {sorted(sizes)}",
-                provider=_PROVIDER,
-                status=200,
-                body=excerpt(text),
-            )
-        self._dimensions = expected
-        return np.asarray(wire.embeddings, dtype=np.float32)
+        return _WireEmbed.model_validate(data).embeddings

@@ -33,16 +33,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import numpy as np
-from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from goagent_py.errors import (
-    ConfigurationError,
-    NoEmbeddableContentError,
-    ProviderError,
-    UnsupportedContentError,
-)
+from goagent_py.errors import ConfigurationError, ProviderError, UnsupportedContentError
 from goagent_py.messages import (
     ContentBlock,
     DocumentBlock,
@@ -68,6 +61,7 @@ from goagent_py.provider import (
 from goagent_py.providers._http import (
     INVALID_ARGUMENTS_KEY,
     HTTPBackend,
+    RemoteEmbedder,
     excerpt,
     resolve_api_key,
 )
@@ -593,16 +587,7 @@ class _StreamAssembler:
 # --- embeddings -------------------------------------------------------------------------------
 
 
-class _WireEmbedding(_Wire):
-    index: int
-    embedding: list[float]
-
-
-class _WireEmbeddings(_Wire):
-    data: list[_WireEmbedding]
-
-
-class OpenAIEmbedder(HTTPBackend):
+class OpenAIEmbedder(RemoteEmbedder):
     """Text embeddings through an OpenAI-compatible ``/embeddings`` endpoint.
 
     Implements ``Embedder`` and ``BatchEmbedder``: only text blocks are embedded (joined by
@@ -622,6 +607,8 @@ class OpenAIEmbedder(HTTPBackend):
         ConfigurationError: a bad argument, or no key for OpenAI.
     """
 
+    _path = "/embeddings"
+
     def __init__(
         self,
         model: str,
@@ -633,107 +620,22 @@ class OpenAIEmbedder(HTTPBackend):
         batch_size: int = 256,
         timeout: float | httpx.Timeout | None = None,
     ) -> None:
-        if not model:
-            raise ConfigurationError("OpenAIEmbedder: model must not be empty")
-        if dimensions is not None and dimensions < 1:
-            raise ConfigurationError(f"OpenAIEmbedder: dimensions must be >= 1, got {dimensions}")
-        if batch_size < 1:
-            raise ConfigurationError(f"OpenAIEmbedder: batch_size must be >= 1, got {batch_size}")
         super().__init__(
             _PROVIDER,
+            model=model,
+            dimensions=dimensions,
+            batch_size=batch_size,
             base_url=base_url,
             http_client=http_client,
             timeout=timeout,
             headers=_auth(_api_key(api_key, base_url)),
         )
-        self._model = model
-        self._requested_dimensions = dimensions
-        self._dimensions = dimensions
-        self._batch_size = batch_size
 
-    @property
-    def model(self) -> str:
-        """The embedding model's name."""
-        return self._model
-
-    @property
-    def dimensions(self) -> int | None:
-        """The vector size: as configured, else as first received (None before any call)."""
-        return self._dimensions
-
-    async def embed(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
-        """Embed the text of ``blocks`` as one 1-D float32 vector.
-
-        Raises:
-            NoEmbeddableContentError: ``blocks`` hold no text.
-            ProviderError: the request failed or the vector has the wrong size.
-        """
-        vectors = await self._embed_texts([_text(blocks)])
-        vector: NDArray[np.float32] = vectors[0]
-        return vector
-
-    async def embed_batch(self, inputs: Sequence[Sequence[ContentBlock]]) -> NDArray[np.float32]:
-        """Embed each input; a 2-D float32 array with one row per input, in order.
-
-        Inputs are sent ``batch_size`` at a time.
-
-        Raises:
-            NoEmbeddableContentError: an input holds no text (the message names which).
-            ProviderError: a request failed or a vector has the wrong size.
-        """
-        texts: list[str] = []
-        for i, blocks in enumerate(inputs):
-            try:
-                texts.append(_text(blocks))
-            except NoEmbeddableContentError as exc:
-                raise NoEmbeddableContentError(f"input {i}: {exc}") from None
-        rows: list[NDArray[np.float32]] = []
-        for start in range(0, len(texts), self._batch_size):
-            rows.append(await self._embed_texts(texts[start : start + self._batch_size]))
-        if not rows:
-            return np.zeros((0, self._dimensions or 0), dtype=np.float32)
-        return np.concatenate(rows, axis=0)
-
-    async def _embed_texts(self, texts: list[str]) -> NDArray[np.float32]:
+    def _body(self, texts: list[str]) -> dict[str, Any]:
         body: dict[str, Any] = {"input": texts, "model": self._model, "encoding_format": "float"}
         if self._requested_dimensions is not None:
             body["dimensions"] = self._requested_dimensions
-        data = await self.post_json("/embeddings", body)
-        try:
-            wire = _WireEmbeddings.model_validate(data)
-        except ValidationError as exc:
-            text = json.dumps(data, default=str)
-            raise ProviderError(
-                f"malformed embeddings response: {excerpt(text)}",
-                provider=_PROVIDER,
-                status=200,
-                body=text,
-            ) from exc
-        items = sorted(wire.data, key=lambda item: item.index)  # order by index, not position
-        if [item.index for item in items] != list(range(len(texts))):
-            raise ProviderError(
-                f"embeddings response has {len(items)} vectors for {len(texts)} inputs",
-                provider=_PROVIDER,
-                status=200,
-            )
-        for item in items:
-            self._check_dimensions(len(item.embedding))
-        return np.asarray([item.embedding for item in items], dtype=np.float32)
+        return body
 
-    def _check_dimensions(self, size: int) -> None:
-        if self._dimensions is None:
-            self._dimensions = size
-        elif size != self._dimensions:
-            raise ProviderError(
-                f"embedding dimension mismatch: model {self._model!r} returned {size} values, "
-                f"expected {self._dimensions}",
-                provider=_PROVIDER,
-                status=200,
-            )
-
-
-def _text(blocks: Sequence[ContentBlock]) -> str:
-    text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
-    if not text.strip():
-        raise NoEmbeddableContentError("no text to embed: OpenAIEmbedder embeds text blocks only")
-    return text
+    def _parse(self, data: Any) -> list[list[float]]:
+        return self._vectors_by_index(data)

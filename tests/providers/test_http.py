@@ -1,22 +1,29 @@
-"""The shared HTTP plumbing: client ownership, error mapping, Retry-After, SSE and NDJSON."""
+"""The shared HTTP plumbing: client ownership, errors, Retry-After, SSE, NDJSON, embedders."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
-from goagent_py.errors import ConfigurationError, ProviderError
+from goagent_py.errors import ConfigurationError, NoEmbeddableContentError, ProviderError
+from goagent_py.messages import ImageBlock, TextBlock
 from goagent_py.providers._http import (
     HTTPBackend,
+    RemoteEmbedder,
     error_from_response,
     excerpt,
     parse_retry_after,
     resolve_api_key,
 )
+from goagent_py.providers.ollama import OllamaEmbedder
+from goagent_py.providers.openai import OpenAIEmbedder
+from goagent_py.providers.voyage import VoyageEmbedder
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -331,3 +338,119 @@ def test_provider_from_string_builds_each_vendor(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY"):
         provider_from_string("anthropic")
+
+
+# --- RemoteEmbedder: the checks the three HTTP embedders share, with one set of messages ------
+
+
+def _indexed(vectors: list[list[float]], indexes: list[int] | None = None) -> dict[str, Any]:
+    order = list(range(len(vectors))) if indexes is None else indexes
+    return {"data": [{"index": i, "embedding": v} for i, v in zip(order, vectors, strict=True)]}
+
+
+def _plain(vectors: list[list[float]]) -> dict[str, Any]:
+    return {"embeddings": vectors}
+
+
+# vendor -> (class, name of its dimensions argument, answer builder, extra arguments)
+_EMBEDDERS: dict[str, tuple[type[RemoteEmbedder], str, Callable[..., Any], dict[str, Any]]] = {
+    "openai": (OpenAIEmbedder, "dimensions", _indexed, {"api_key": "k"}),
+    "ollama": (OllamaEmbedder, "dimensions", _plain, {}),
+    "voyage": (VoyageEmbedder, "output_dimension", _indexed, {"api_key": "k"}),
+}
+
+
+def _embedder(vendor: str, *answers: Any, **kwargs: Any) -> Any:
+    cls, _, _, extra = _EMBEDDERS[vendor]
+    replies = iter(answers)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=next(replies))
+
+    return cls("emb-model", http_client=mock_client(handler), **extra, **kwargs)
+
+
+@pytest.mark.parametrize("vendor", _EMBEDDERS)
+def test_embedder_argument_messages(vendor: str) -> None:
+    cls, dim_arg, _, extra = _EMBEDDERS[vendor]
+    name = cls.__name__
+    with pytest.raises(ConfigurationError) as info:
+        _embedder(vendor, **{dim_arg: 0})
+    assert str(info.value) == (
+        f"{name}: {dim_arg} must be >= 1, got 0; leave it None to take the model's own size"
+    )
+    with pytest.raises(
+        ConfigurationError, match=rf"^{name}: batch_size must be (>= 1|between 1 and 1000), got 0$"
+    ):
+        _embedder(vendor, batch_size=0)
+    with pytest.raises(ConfigurationError) as info:
+        cls("", **extra)
+    assert str(info.value) == f"{name}: model must not be empty: pass the embedding model's name"
+
+
+@pytest.mark.parametrize("vendor", _EMBEDDERS)
+async def test_embedder_without_text_says_what_it_got(vendor: str) -> None:
+    name = _EMBEDDERS[vendor][0].__name__
+    embedder = _embedder(vendor)  # no answers: no request may be sent
+    with pytest.raises(NoEmbeddableContentError) as info:
+        await embedder.embed([ImageBlock(b"\x89PNG", "image/png"), TextBlock("  ")])
+    assert str(info.value) == (
+        f"no text to embed (got blank text, image): {name} embeds text blocks only"
+    )
+    with pytest.raises(NoEmbeddableContentError) as info:
+        await embedder.embed_batch([[TextBlock("ok")], []])
+    assert str(info.value) == (
+        f"input 1: no text to embed (got no blocks): {name} embeds text blocks only"
+    )
+
+
+@pytest.mark.parametrize("vendor", _EMBEDDERS)
+async def test_embedder_answer_checks(vendor: str) -> None:
+    _, dim_arg, answer, _ = _EMBEDDERS[vendor]
+    head = f"provider {vendor!r}: "
+    texts = [[TextBlock(t)] for t in "abc"]
+
+    learned = _embedder(vendor, answer([[1.0, 2.0], [3.0, 4.0]]), answer([[1.0]]), batch_size=2)
+    with pytest.raises(ProviderError) as info:
+        await learned.embed_batch(texts)
+    assert str(info.value) == (
+        f"{head}embedding size mismatch: model 'emb-model' returned a vector of size 1 for "
+        "input 2, expected 2 (the size of its first vector)"
+    )
+    assert (info.value.status, json.loads(info.value.body)) == (200, answer([[1.0]]))
+    assert learned.dimensions == 2
+
+    configured = _embedder(vendor, answer([[1.0, 2.0]]), **{dim_arg: 3})
+    with pytest.raises(ProviderError) as info:
+        await configured.embed([TextBlock("a")])
+    assert str(info.value) == (
+        f"{head}embedding size mismatch: model 'emb-model' returned a vector of size 2 for "
+        f"input 0, expected 3 ({dim_arg}=3)"
+    )
+
+    fresh = _embedder(vendor, answer([]), answer([[]]), {"oops": 1})
+    with pytest.raises(ProviderError) as info:
+        await fresh.embed([TextBlock("a")])
+    assert str(info.value) == f"{head}embeddings: asked model 'emb-model' for 1, got 0"
+    with pytest.raises(ProviderError) as info:
+        await fresh.embed([TextBlock("a")])
+    assert str(info.value) == f"{head}model 'emb-model' returned an empty vector for input 0"
+    assert fresh.dimensions is None
+    with pytest.raises(ProviderError) as info:
+        await fresh.embed([TextBlock("a")])
+    assert str(info.value) == (
+        f"""{head}unexpected embeddings response from model 'emb-model': {{"oops": 1}}"""
+    )
+    assert isinstance(info.value.__cause__, ValidationError)
+
+
+@pytest.mark.parametrize("vendor", ["openai", "voyage"])
+async def test_embedder_indexes_must_be_each_input_once(vendor: str) -> None:
+    twice = _indexed([[1.0], [2.0]], indexes=[0, 0])
+    embedder = _embedder(vendor, twice)
+    with pytest.raises(ProviderError) as info:
+        await embedder.embed_batch([[TextBlock("a")], [TextBlock("b")]])
+    assert str(info.value) == (
+        f"provider {vendor!r}: model 'emb-model' returned embeddings with indexes [0, 0], "
+        "expected 0 to 1, each once"
+    )

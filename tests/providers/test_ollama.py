@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -546,11 +547,17 @@ async def test_embed_checks() -> None:
         httpx.Response(400, json={"error": "input too long"}),
     )
     embedder = OllamaEmbedder("m", http_client=recorder.client(), dimensions=3)
-    with pytest.raises(ProviderError, match="size mismatch"):
+    with pytest.raises(
+        ProviderError,
+        match=re.escape(
+            "embedding size mismatch: model 'm' returned a vector of size 2 for input 0, "
+            "expected 3 (dimensions=3)"
+        ),
+    ):
         await embedder.embed([TextBlock("a")])
-    with pytest.raises(ProviderError, match="asked for 2 embeddings, got 1"):
+    with pytest.raises(ProviderError, match=r"embeddings: asked model 'm' for 2, got 1$"):
         await embedder.embed_batch([[TextBlock("a")], [TextBlock("b")]])
-    with pytest.raises(ProviderError, match="asked for 1 embeddings, got 0"):
+    with pytest.raises(ProviderError, match=r"embeddings: asked model 'm' for 1, got 0$"):
         await embedder.embed([TextBlock("a")])
     with pytest.raises(ProviderError, match="input too long") as info:
         await embedder.embed([TextBlock("a")])

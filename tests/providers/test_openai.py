@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -813,11 +814,22 @@ async def test_dimension_mismatch(embedder: Callable[..., OpenAIEmbedder]) -> No
     )
     configured = embedder(rec, dimensions=3)
     await configured.embed([TextBlock("a")])
-    with pytest.raises(ProviderError, match="dimension mismatch"):
+    with pytest.raises(ProviderError) as info:
         await configured.embed([TextBlock("b")])
+    assert str(info.value) == (
+        "provider 'openai': embedding size mismatch: model 'text-embedding-3-small' returned "
+        "a vector of size 2 for input 0, expected 3 (dimensions=3)"
+    )
+    assert info.value.status == 200
+    assert json.loads(info.value.body)["data"][0]["embedding"] == [1.0, 2.0]
     learned = embedder(rec)
     assert learned.dimensions is None
-    with pytest.raises(ProviderError, match="dimension mismatch"):
+    with pytest.raises(
+        ProviderError,
+        match=re.escape(
+            "returned a vector of size 1 for input 1, expected 2 (the size of its first vector)"
+        ),
+    ):
         await learned.embed_batch([[TextBlock("a")], [TextBlock("b")]])
     assert learned.dimensions == 2  # learned from the first vector
 
@@ -828,7 +840,9 @@ async def test_embed_count_mismatch_and_errors(embedder: Callable[..., OpenAIEmb
         httpx.Response(429, json=fixture("error_429_slow_down.json"), headers={"retry-after": "1"}),
     )
     emb = embedder(rec)
-    with pytest.raises(ProviderError, match="1 vectors for 2 inputs"):
+    with pytest.raises(
+        ProviderError, match=r"embeddings: asked model 'text-embedding-3-small' for 2, got 1$"
+    ):
         await emb.embed_batch([[TextBlock("a")], [TextBlock("b")]])
     with pytest.raises(ProviderError) as info:
         await emb.embed([TextBlock("a")])

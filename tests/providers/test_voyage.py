@@ -6,6 +6,7 @@ Fixtures in tests/fixtures/voyage (provenance in its README.md); HTTP through ht
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,13 @@ async def test_output_dimension_is_sent_and_checked() -> None:
     matrix = await e.embed_batch(texts("Sample text 1", "Sample text 2"))
     assert recorder.body == fixture("embeddings_request_output_dimension.json")
     assert matrix.shape == (2, dims)
-    with pytest.raises(ProviderError, match="size mismatch: expected 256, got \\[4\\]"):
+    with pytest.raises(
+        ProviderError,
+        match=re.escape(
+            "embedding size mismatch: model 'voyage-3-large' returned a vector of size 4 for "
+            "input 0, expected 256 (output_dimension=256)"
+        ),
+    ):
         await e.embed_batch(texts("a", "b"))
 
 
@@ -119,9 +126,12 @@ async def test_missing_or_extra_rows_are_errors() -> None:
     one = {"data": [{"embedding": [1.0], "index": 0}]}
     recorder = Recorder(httpx.Response(200, json=one), httpx.Response(200, json={"oops": 1}))
     e = embedder(recorder)
-    with pytest.raises(ProviderError, match="asked for 2 embeddings"):
+    with pytest.raises(ProviderError, match=r"embeddings: asked model 'voyage-3.5' for 2, got 1$"):
         await e.embed_batch(texts("a", "b"))
-    with pytest.raises(ProviderError, match="unexpected embeddings response"):
+    with pytest.raises(
+        ProviderError,
+        match=re.escape("""unexpected embeddings response from model 'voyage-3.5': {"oops": 1}"""),
+    ):
         await e.embed_batch(texts("a"))
 
 
