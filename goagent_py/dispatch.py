@@ -17,7 +17,7 @@ import logging
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from goagent_py.errors import (
     CircuitOpenError,
@@ -282,16 +282,21 @@ class Dispatcher:
 
         ``BaseException``s that are not ``Exception`` (cancellation, KeyboardInterrupt) propagate.
         """
-        started = datetime.now(UTC)
         if call.name not in self._tools:
-            error: BaseException = ToolNotFoundError(call.name, tuple(self._tools))
-            return ToolResult(call, [TextBlock(error_text(error))], error, 0.0, started)
+            missing = ToolNotFoundError(call.name, tuple(self._tools))
+            return ToolResult(
+                call, [TextBlock(error_text(missing))], missing, 0.0, datetime.now(UTC)
+            )
         start = time.perf_counter()
+        error: ToolExecutionError | None = None
         try:
             content = await self._call(call)
         except Exception as exc:
             error = ToolExecutionError(call.name, call.arguments, exc)
-            return ToolResult(
-                call, [TextBlock(error_text(error))], error, time.perf_counter() - start, started
-            )
-        return ToolResult(call, content, None, time.perf_counter() - start, started)
+            content = [TextBlock(error_text(error))]
+        duration = time.perf_counter() - start
+        # The start is counted back from the end, so started_at + duration is the wall-clock end
+        # (telemetry ends the call's span there, after any span made inside the tool) even if the
+        # process paused between the two clock reads a start taken first would need.
+        started = datetime.now(UTC) - timedelta(seconds=duration)
+        return ToolResult(call, content, error, duration, started)
