@@ -1,9 +1,11 @@
 """The ReAct loop: one async generator of typed events, shared by run, run_blocks and stream.
 
-Hooks are fed from the same points that yield events. The rules it keeps are DESIGN.md's eight:
-the assistant message is appended as returned; the loop goes on while tool calls come back; each
-call gets one result, in order; errors are data; calls of a turn run concurrently; the budget
-raises and persists; recall comes first, as data; hooks fire in order and ``on_run_end`` once.
+Hooks are fed from the same points that yield events, except ``on_tool_call``: it fires in the
+call's own task (see ``Run._run_one``), so the tool inherits what it sets. The rules it keeps are
+DESIGN.md's eight: the assistant message is appended as returned; the loop goes on while tool
+calls come back; each call gets one result, in order; errors are data; calls of a turn run
+concurrently; the budget raises and persists; recall comes first, as data; hooks fire in order
+and ``on_run_end`` once.
 """
 
 from __future__ import annotations
@@ -309,7 +311,9 @@ class Run:
     # -- tools -------------------------------------------------------------------------------
 
     async def _run_one(self, call: ToolCall) -> ToolResult:
+        """One call, in a task of its own when there is an ``on_tool_call`` hook or siblings."""
         o = self.o
+        reason: str | None = None
         if o.before_tool_call is not None:
             try:
                 reason = await _maybe_await(o.before_tool_call(call))
@@ -317,10 +321,13 @@ class Run:
                 # Fail closed: an approval check that breaks must not let the call through.
                 self.log.warning("before_tool_call raised; the call is blocked: %s", exc)
                 reason = f"the approval check failed ({type(exc).__name__}: {exc})"
-            if reason is not None:
-                error = ToolBlockedError(call.name, str(reason))
-                result = ToolResult(call, [TextBlock(error_text(error))], error)
-                return await self._after(result)
+        # Here, in the call's task: what the hook sets in its context (the OpenTelemetry hooks
+        # make the call's span current) reaches the tool, its thread included, and no sibling.
+        await self._hook("on_tool_call", call)
+        if reason is not None:
+            error = ToolBlockedError(call.name, str(reason))
+            result = ToolResult(call, [TextBlock(error_text(error))], error)
+            return await self._after(result)
         result = await self.dispatcher.execute(call)
         return await self._after(result)
 
@@ -346,10 +353,28 @@ class Run:
             c.name in o.sequential_tools for c in calls
         )
         if sequential or len(calls) == 1:
-            return [await self._run_one(c) for c in calls]
+            if self.hooks.on_tool_call is None:  # nothing to isolate: spare the task
+                return [await self._run_one(c) for c in calls]
+            return [await self._in_own_task(c) for c in calls]
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(self._run_one(c)) for c in calls]
         return [t.result() for t in tasks]
+
+    async def _in_own_task(self, call: ToolCall) -> ToolResult:
+        """:meth:`_run_one` in a task of its own, as parallel calls run, so that what
+        ``on_tool_call`` sets in the call's context (the OpenTelemetry hooks make the call's span
+        current) stays out of the run's context and the next call's."""
+
+        async def guarded() -> ToolResult | BaseException:
+            try:
+                return await self._run_one(call)
+            except (KeyboardInterrupt, SystemExit) as exc:
+                return exc  # a task would raise these out of the event loop, not to the run
+
+        outcome = await asyncio.create_task(guarded())
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -422,8 +447,7 @@ class Run:
                     return
                 calls = list(message.tool_calls)
                 for call in calls:
-                    await self._hook("on_tool_call", call)
-                    yield ToolExecutionStart(call)
+                    yield ToolExecutionStart(call)  # on_tool_call fires in the call's task
                 results = await self._dispatch(calls)
                 for result in results:
                     await self._hook("on_tool_result", result)

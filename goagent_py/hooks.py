@@ -129,6 +129,14 @@ class Hooks:
     -> ``on_response`` -> [``on_short_term_append``] -> [``on_long_term_store``] -> ``on_run_end``.
     ``on_run_end`` fires exactly once on every exit.
 
+    ``on_tool_call`` fires in a task of the call's own, just before the call runs (after
+    ``before_tool_call`` let it through or blocked it; a blocked call gets both hooks too), so a
+    context variable it sets, such as the current OpenTelemetry span, reaches the tool (a sync
+    tool's worker thread copies the task's context) and neither the run nor a sibling call.
+    Calls of a turn run concurrently: a call's ``on_tool_call`` may come after a sibling has
+    started running. ``on_tool_result`` fires in the run's task once every call of the turn is
+    done, in call order.
+
     ``on_circuit_open(call, open_until)``, ``on_tool_retry(call, attempt, error, delay)`` and
     ``on_tool_timeout(call, timeout)`` fire from inside the tool dispatch chain, while calls run.
     ``call`` is the :class:`ToolCall` concerned: its ``id`` tells apart parallel calls of one tool.

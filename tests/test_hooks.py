@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import logging
 from typing import Any
@@ -17,11 +18,13 @@ from goagent_py import (
     Message,
     ProviderError,
     ThinkingBlock,
+    ToolCall,
     merge_hooks,
     tool,
 )
 from goagent_py.hooks import HOOK_NAMES
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+from goagent_py.tools import tool_func
 
 
 @tool
@@ -128,6 +131,67 @@ async def test_streaming_hooks_fire_per_delta() -> None:
         "on_stream_start",
     ]
     assert log[-3:] == ["on_provider_response:0", "on_response", "on_run_end"]
+
+
+@pytest.mark.parametrize("execution", ["parallel", "sequential"])
+async def test_on_tool_call_fires_in_the_calls_own_task_after_the_approval_check(
+    execution: str,
+) -> None:
+    """What on_tool_call sets in its context reaches its own call's tool (a sync tool's thread
+    too), never a sibling call or the run."""
+    current: contextvars.ContextVar[str] = contextvars.ContextVar("current", default="-")
+    log: list[str] = []
+
+    def on_tool_call(call: ToolCall) -> None:
+        log.append(f"on_tool_call:{call.id}")
+        current.set(call.id)
+
+    def approve(call: ToolCall) -> str | None:
+        log.append(f"before_tool_call:{call.id}")
+        return "no" if call.id == "blocked" else None
+
+    async def probe(args: dict[str, Any]) -> str:
+        await asyncio.sleep(0)  # let siblings start
+        log.append(f"probe:{args['k']}:{current.get()}")
+        return "ok"
+
+    def sync_probe(args: dict[str, Any]) -> str:
+        log.append(f"sync_probe:{args['k']}:{current.get()}")
+        return "ok"
+
+    provider = ScriptedProvider(
+        tool_call_response(
+            ToolCall("a", "probe", {"k": "a"}),
+            ToolCall("b", "probe", {"k": "b"}),
+            ToolCall("s", "sync_probe", {"k": "s"}),
+            ToolCall("blocked", "probe", {"k": "blocked"}),
+        ),
+        "done",
+    )
+    agent = Agent(
+        provider=provider,
+        model="m",
+        tools=[
+            tool_func("probe", "Probe.", None, probe),
+            tool_func("sync_probe", "Probe.", None, sync_probe),
+        ],
+        tool_execution=execution,  # type: ignore[arg-type]
+        before_tool_call=approve,
+        hooks=Hooks(
+            on_tool_call=on_tool_call,
+            on_tool_result=lambda r: log.append(f"on_tool_result:{r.call.id}:{current.get()}"),
+        ),
+    )
+    assert await agent.run("go") == "done"
+    assert {e for e in log if "probe:" in e} == {"probe:a:a", "probe:b:b", "sync_probe:s:s"}
+    for call_id in ("a", "b", "s", "blocked"):
+        assert log.index(f"before_tool_call:{call_id}") < log.index(f"on_tool_call:{call_id}")
+    results = [e for e in log if e.startswith("on_tool_result")]
+    assert results == [f"on_tool_result:{c}:-" for c in ("a", "b", "s", "blocked")]
+    assert log.index("on_tool_result:a:-") > max(
+        i for i, e in enumerate(log) if not e.startswith("on_tool_result")
+    )
+    assert current.get() == "-"
 
 
 async def _ends(agent: Agent, log: list[str], exc: type[BaseException]) -> None:

@@ -16,14 +16,16 @@ What a run emits (the span tree; times are the operations' real times)::
     ├── search_memory                  long-term recall, then short-term history
     ├── chat {model}                   CLIENT, one per provider call
     ├── execute_tool {tool}            INTERNAL, one per call; parallel calls overlap
-    │                                  events: goagent.tool.retry / .timeout / .circuit_open
+    │   │                              events: goagent.tool.retry / .timeout / .circuit_open
+    │   └── ...                        spans made inside the tool (httpx, a nested agent...)
     ├── create_memory / upsert_memory  short-term append / long-term store
     └── {operation} {store}            vector-store calls made during the run (instrument_store)
 
 The run span is the current span while the run goes on, so other instrumentation (httpx, a
 database driver, :func:`instrument_store`) nests under it; ``chat`` is current during the
-provider call. Spans are ended on every exit: success, provider error, max iterations,
-cancellation.
+provider call, and each ``execute_tool`` span while its call runs (sync tools' worker threads
+included), so what a tool does nests under that call. Spans are ended on every exit: success,
+provider error, max iterations, cancellation.
 
 Attributes: ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
 ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` (cached input included, as the
@@ -152,7 +154,8 @@ def instrument_store(
 
     Built on :class:`~goagent_py.memory.vector.observable.ObservableStore`: the result is a
     ``BulkVectorStore`` / ``CountableStore`` exactly when ``store`` is. Spans are children of
-    the span current around the call (the run span inside an instrumented run).
+    the span current around the call (inside an instrumented run, the run span, or the
+    ``execute_tool`` span of the tool call that made it).
 
     Args:
         store: the store to wrap.

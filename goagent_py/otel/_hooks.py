@@ -1,10 +1,12 @@
 """The hooks behind :func:`goagent_py.otel.instrument`: one span tree per run.
 
 Per-run state lives in a ``ContextVar`` set by ``on_run_start``. Every hook of a run is called
-from the run's own task (parallel tool calls run in child tasks, which inherit a copy of that
-context), so concurrent runs in one event loop never see each other's state. The run span is
-also attached as the current OpenTelemetry context for the run, so spans made by other code
-during the run (HTTP clients, :func:`~goagent_py.otel.instrument_store`) nest under it.
+from the run's own task or, for the hooks of one tool call, from that call's task (a child task,
+which inherits a copy of the run's context), so concurrent runs in one event loop never see each
+other's state. The run span is attached as the current OpenTelemetry context for the run, and
+each ``execute_tool`` span for its call's task, so spans made by other code (HTTP clients,
+:func:`~goagent_py.otel.instrument_store`) nest under the run, or under the tool call that made
+them.
 """
 
 from __future__ import annotations
@@ -31,13 +33,9 @@ _log = logging.getLogger("goagent_py.otel")
 
 
 @dataclass(slots=True)
-class _ToolEvent:
-    """A retry, timeout or circuit-open event waiting for the span of its call (by call id)."""
-
-    call_id: str
-    at_ns: int
-    name: str
-    attributes: dict[str, AttributeValue]
+class _ToolSpan:
+    span: Span
+    start_ns: int
 
 
 @dataclass(slots=True)
@@ -54,7 +52,8 @@ class _Run:
     chat_token: object = None
     chat_attrs: dict[str, AttributeValue] = field(default_factory=dict)
     pending: list[tuple[Span, int]] = field(default_factory=list)
-    events: list[_ToolEvent] = field(default_factory=list)
+    # Open execute_tool spans by call id (a list, should a model repeat an id within a turn).
+    tools: dict[str, list[_ToolSpan]] = field(default_factory=dict)
 
 
 def tracer_for(tracer_provider: TracerProvider | None) -> Tracer:
@@ -140,6 +139,7 @@ class Instrumentation:
             on_run_end=self.on_run_end,
             on_provider_request=self.on_provider_request,
             on_provider_response=self.on_provider_response,
+            on_tool_call=self.on_tool_call,
             on_tool_result=self.on_tool_result,
             on_tool_retry=self.on_tool_retry,
             on_tool_timeout=self.on_tool_timeout,
@@ -210,6 +210,7 @@ class Instrumentation:
         if run.chat is not None:
             interrupted = result.error or RuntimeError("the provider call did not finish")
             self._end_chat(run, interrupted, end_ns, same_context=same_context)
+        self._end_open_tools(run, result, end_ns)
         self._finish_pending(run, result)
         span = run.span
         usage = result.usage
@@ -340,15 +341,63 @@ class Instrumentation:
 
     # -- tools ---------------------------------------------------------------------------------
 
-    def _event(self, call: ToolCall, name: str, attributes: dict[str, AttributeValue]) -> None:
+    def on_tool_call(self, call: ToolCall) -> None:
+        """Open ``execute_tool {tool}`` under the run span and make it current for the call.
+
+        The loop fires this hook in the call's own task, so the tool (its worker thread too)
+        runs with the span current and spans made inside it are its children, while sibling
+        calls never see it. Nothing detaches it: the attachment ends with the task's context.
+        """
         run = self._run.get()
-        if run is not None:
-            run.events.append(_ToolEvent(call.id, _now_ns(), name, attributes))
+        if run is None:
+            return
+        start_ns = _now_ns()
+        span = self._start_tool_span(run, call, start_ns)
+        run.tools.setdefault(call.id, []).append(_ToolSpan(span, start_ns))
+        otel_context.attach(trace.set_span_in_context(span, run.ctx))
+
+    def _start_tool_span(self, run: _Run | None, call: ToolCall, start_ns: int) -> Span:
+        attrs: dict[str, AttributeValue] = {
+            sc.OPERATION: sc.OP_EXECUTE_TOOL,
+            sc.TOOL_NAME: call.name,
+            sc.TOOL_TYPE: "function",
+        }
+        if call.id:
+            attrs[sc.TOOL_CALL_ID] = call.id
+        if self.capture:
+            attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(call.arguments)
+        return self.tracer.start_span(
+            f"execute_tool {call.name}",
+            context=run.ctx if run is not None else None,
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=start_ns,
+        )
+
+    @staticmethod
+    def _open_tool(run: _Run | None, call_id: str, *, take: bool = False) -> _ToolSpan | None:
+        if run is None:
+            return None
+        spans = run.tools.get(call_id)
+        if not spans:
+            return None
+        if not take:
+            return spans[0]
+        tool = spans.pop(0)
+        if not spans:
+            del run.tools[call_id]
+        return tool
+
+    def _event(self, call: ToolCall, name: str, attributes: dict[str, AttributeValue]) -> None:
+        # By call id, not by tool name: parallel calls of one tool overlap in time.
+        tool = self._open_tool(self._run.get(), call.id)
+        if tool is not None:
+            tool.span.add_event(name, attributes, timestamp=_now_ns())
 
     def on_tool_retry(
         self, call: ToolCall, attempt: int, error: BaseException, delay: float
     ) -> None:
-        """Remember a retry, to become an event of the call's span."""
+        """A retry, as an event of the call's span."""
         self._event(
             call,
             sc.EVENT_TOOL_RETRY,
@@ -360,42 +409,33 @@ class Instrumentation:
         )
 
     def on_tool_timeout(self, call: ToolCall, timeout: float) -> None:
-        """Remember a timeout, to become an event of the call's span."""
+        """A timeout, as an event of the call's span."""
         self._event(call, sc.EVENT_TOOL_TIMEOUT, {"goagent.tool.timeout": timeout})
 
     def on_circuit_open(self, call: ToolCall, open_until: datetime) -> None:
-        """Remember a circuit-breaker rejection, to become an event of the call's span."""
+        """A circuit-breaker rejection, as an event of the call's span."""
         self._event(
             call, sc.EVENT_CIRCUIT_OPEN, {"goagent.tool.circuit.open_until": open_until.isoformat()}
         )
 
     def on_tool_result(self, result: ToolResult) -> None:
-        """Record ``execute_tool {tool}`` with the call's real start and end times."""
+        """End the call's ``execute_tool`` span at the call's real end time.
+
+        The hook fires once every call of the turn is done, so the end is the call's own start
+        plus its duration, not now. A blocked call (no start time: it never ran) ends where its
+        span started.
+        """
         run = self._run.get()
         call = result.call
-        # A blocked call has no start time: it never ran.
-        started = result.started_at
-        start_ns = sc.to_ns(started) if started is not None else _now_ns()
-        end_ns = start_ns + _span_ns(result.duration)
-        attrs: dict[str, AttributeValue] = {
-            sc.OPERATION: sc.OP_EXECUTE_TOOL,
-            sc.TOOL_NAME: call.name,
-            sc.TOOL_TYPE: "function",
-        }
-        if call.id:
-            attrs[sc.TOOL_CALL_ID] = call.id
-        if self.capture:
-            attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(call.arguments)
-        parent = run.ctx if run is not None else None
-        span = self.tracer.start_span(
-            f"execute_tool {call.name}",
-            context=parent,
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
-            start_time=start_ns,
-        )
-        if run is not None:
-            self._attach_events(run, call, span)
+        tool = self._open_tool(run, call.id, take=True)
+        if tool is None:  # no on_tool_call opened it (instrumentation added mid-turn?)
+            started = result.started_at
+            start_ns = sc.to_ns(started) if started is not None else _now_ns()
+            tool = _ToolSpan(self._start_tool_span(run, call, start_ns), start_ns)
+        span = tool.span
+        end_ns = tool.start_ns + _span_ns(result.duration)
+        if result.started_at is not None:
+            end_ns = max(end_ns, sc.to_ns(result.started_at) + _span_ns(result.duration))
         metric: dict[str, AttributeValue] = {
             sc.OPERATION: sc.OP_EXECUTE_TOOL,
             sc.TOOL_NAME: call.name,
@@ -411,16 +451,14 @@ class Instrumentation:
         span.end(end_time=end_ns)
         self.tool_duration.record(result.duration, metric)
 
-    @staticmethod
-    def _attach_events(run: _Run, call: ToolCall, span: Span) -> None:
-        # By call id, not by tool name: parallel calls of one tool overlap in time.
-        kept: list[_ToolEvent] = []
-        for event in run.events:
-            if event.call_id == call.id:
-                span.add_event(event.name, event.attributes, timestamp=event.at_ns)
-            else:
-                kept.append(event)
-        run.events = kept
+    def _end_open_tools(self, run: _Run, result: RunResult, end_ns: int) -> None:
+        """End the spans of calls that never got a result (the run was cancelled meanwhile)."""
+        interrupted = result.error or RuntimeError("the tool call did not finish")
+        for tools in run.tools.values():
+            for tool in tools:
+                set_error(tool.span, interrupted, capture=self.capture)
+                tool.span.end(end_time=max(end_ns, tool.start_ns))
+        run.tools.clear()
 
     # -- memory --------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -332,32 +333,149 @@ async def test_run_span_nests_under_the_callers_span_and_context_is_restored(
     assert trace.get_current_span() is trace.INVALID_SPAN
 
 
-async def test_the_run_span_is_current_inside_tools_and_the_provider_call(
+async def test_the_call_span_is_current_in_the_tool_the_chat_span_in_the_provider_call(
     otel: Telemetry,
 ) -> None:
-    seen: dict[str, int] = {}
+    seen: dict[str, list[int]] = {"tool": [], "chat": [], "between": []}
+
+    def current() -> int:
+        return trace.get_current_span().get_span_context().span_id
 
     async def probe(args: dict[str, Any]) -> str:
-        seen["tool"] = trace.get_current_span().get_span_context().span_id
+        seen["tool"].append(current())
         return "ok"
 
     async def model(request: CompletionRequest) -> CompletionResponse | str:
-        seen.setdefault("chat", trace.get_current_span().get_span_context().span_id)
+        seen["chat"].append(current())
         if len(request.messages) == 1:
             return tool_call_response(("probe", {}))
         return "done"
+
+    def transform(messages: list[Message]) -> list[Message]:
+        seen["between"].append(current())  # in the run's task, before each model call
+        return messages
 
     agent = Agent(
         provider=FunctionProvider(model),
         model="m",
         tools=[tool_func("probe", "Probe.", None, probe)],
+        transform_context=transform,
         hooks=otel.hooks(),
     )
     await agent.run("go")
     root = otel.one("invoke_agent")
-    first_chat = min(otel.named("chat m"), key=_ns)
-    assert seen["chat"] == sid(first_chat)
-    assert seen["tool"] == sid(root)
+    chats = sorted(otel.named("chat m"), key=_ns)
+    assert seen["chat"] == [sid(c) for c in chats]
+    assert seen["tool"] == [sid(otel.one("execute_tool probe"))]
+    # The call's span never leaked into the run's context (a lone call runs in a task too).
+    assert seen["between"] == [sid(root), sid(root)]
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+@pytest.mark.parametrize("execution", ["parallel", "sequential"])
+async def test_spans_made_inside_async_and_sync_tools_are_children_of_their_call_span(
+    otel: Telemetry, execution: str
+) -> None:
+    tracer = otel.tracer_provider.get_tracer("inside-tools")
+    barrier = Barrier(2 if execution == "parallel" else 1)
+    threads: list[str] = []
+
+    async def fetch(args: dict[str, Any]) -> str:
+        with tracer.start_as_current_span(f"inner fetch {args['q']}"):
+            await barrier.wait()  # in parallel, both fetch calls are in flight at once
+            with tracer.start_as_current_span(f"innermost fetch {args['q']}"):
+                return "fetched"
+
+    def crunch(args: dict[str, Any]) -> str:  # sync: runs in a worker thread
+        threads.append(threading.current_thread().name)
+        with tracer.start_as_current_span("inner crunch"):
+            return "crunched"
+
+    provider = ScriptedProvider(
+        tool_call_response(
+            ToolCall("f1", "fetch", {"q": "one"}),
+            ToolCall("f2", "fetch", {"q": "two"}),
+            ToolCall("c1", "crunch", {}),
+        ),
+        "done",
+    )
+    agent = Agent(
+        provider=provider,
+        model="m",
+        tools=[
+            tool_func("fetch", "Fetch.", None, fetch),
+            tool_func("crunch", "Crunch.", None, crunch),
+        ],
+        tool_execution=execution,  # type: ignore[arg-type]
+        hooks=otel.hooks(),
+    )
+    assert await agent.run("go") == "done"
+    assert otel.tracker.open == {}
+    [thread] = threads
+    assert thread.startswith("goagent-tool-")  # not the event loop's thread
+
+    root = otel.one("invoke_agent")
+    calls = {
+        dict(s.attributes or {})["gen_ai.tool.call.id"]: s
+        for s in otel.spans()
+        if s.name.startswith("execute_tool ")
+    }
+    assert sorted(calls) == ["c1", "f1", "f2"]
+    assert all(parent_id(c) == sid(root) for c in calls.values())
+    assert parent_id(otel.one("inner fetch one")) == sid(calls["f1"])
+    assert parent_id(otel.one("inner fetch two")) == sid(calls["f2"])
+    assert parent_id(otel.one("innermost fetch one")) == sid(otel.one("inner fetch one"))
+    assert parent_id(otel.one("inner crunch")) == sid(calls["c1"])
+    for name, call_id in [("inner fetch one", "f1"), ("inner crunch", "c1")]:
+        inner, call = otel.one(name), calls[call_id]
+        assert _ns(call) <= _ns(inner) <= _ns(inner, end=True) <= _ns(call, end=True)
+    if execution == "parallel":  # real, overlapping times
+        assert _ns(calls["f1"]) < _ns(calls["f2"], end=True)
+        assert _ns(calls["f2"]) < _ns(calls["f1"], end=True)
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+async def test_a_blocked_call_gets_a_span_of_its_own_beside_its_running_sibling(
+    otel: Telemetry,
+) -> None:
+    tracer = otel.tracer_provider.get_tracer("inside-tools")
+
+    async def delete(args: dict[str, Any]) -> str:
+        with tracer.start_as_current_span("inner delete"):
+            await asyncio.sleep(0.01)
+        return "deleted"
+
+    def approve(call: ToolCall) -> str | None:
+        return "too many" if call.arguments["n"] > 10 else None
+
+    provider = ScriptedProvider(
+        tool_call_response(
+            ToolCall("big", "delete", {"n": 50}), ToolCall("small", "delete", {"n": 1})
+        ),
+        "ok",
+    )
+    agent = Agent(
+        provider=provider,
+        model="m",
+        tools=[tool_func("delete", "Delete.", None, delete)],
+        before_tool_call=approve,
+        hooks=otel.hooks(),
+    )
+    assert await agent.run("go") == "ok"
+    assert otel.tracker.open == {}
+    calls = {
+        dict(s.attributes or {})["gen_ai.tool.call.id"]: s
+        for s in otel.named("execute_tool delete")
+    }
+    blocked, ran = calls["big"], calls["small"]
+    assert dict(blocked.attributes or {})["error.type"] == "goagent_py.errors.ToolBlockedError"
+    assert blocked.status.status_code is StatusCode.ERROR
+    assert _ns(blocked, end=True) == _ns(blocked)  # it never ran
+    assert ran.status.status_code is StatusCode.OK
+    assert _ns(ran, end=True) - _ns(ran) >= 5_000_000
+    assert parent_id(otel.one("inner delete")) == sid(ran)
+    # The blocked call's span did not last as long as its sibling.
+    assert _ns(blocked, end=True) < _ns(ran, end=True)
 
 
 # -- content -------------------------------------------------------------------------------------
@@ -561,6 +679,11 @@ async def test_cancelling_during_parallel_tools_ends_every_span(otel: Telemetry)
         await task
     assert otel.tracker.open == {}
     assert otel.one("chat m").end_time is not None  # deferred for content, still ended
+    hung = otel.named("execute_tool hang")
+    assert len(hung) == 2
+    for span in hung:
+        assert span.status.status_code is StatusCode.ERROR
+        assert dict(span.attributes or {})["error.type"] == "asyncio.exceptions.CancelledError"
     assert otel.one("invoke_agent").status.status_code is StatusCode.ERROR
 
 
@@ -875,7 +998,7 @@ async def test_instrument_store_spans_metrics_and_capabilities(otel: Telemetry) 
     ]
 
 
-async def test_store_calls_made_by_a_tool_nest_under_the_run(otel: Telemetry) -> None:
+async def test_store_calls_made_by_a_tool_nest_under_its_call_span(otel: Telemetry) -> None:
     store = instrument_store(DictStore(), tracer_provider=otel.tracer_provider, system="t")
 
     async def remember(args: dict[str, Any]) -> str:
@@ -890,7 +1013,9 @@ async def test_store_calls_made_by_a_tool_nest_under_the_run(otel: Telemetry) ->
         hooks=otel.hooks(),
     )
     await agent.run("go")
-    assert parent_id(otel.one("upsert t")) == sid(otel.one("invoke_agent"))
+    call_span = otel.one("execute_tool remember")
+    assert parent_id(otel.one("upsert t")) == sid(call_span)
+    assert parent_id(call_span) == sid(otel.one("invoke_agent"))
 
 
 class FakeEmbedder:
