@@ -13,6 +13,13 @@ straight mapping:
 - An ``error`` event in a stream that started with HTTP 200 (e.g. ``overloaded_error``) raises
   :class:`~goagent_py.ProviderError` with that ``error_type``; so does a stream that ends before
   ``message_stop``.
+- Sampling settings are checked before anything is sent: ``temperature`` in [0, 1] and
+  ``top_p`` in (0, 1], not both (Claude models from the 4.5 generation on refuse both; the API
+  reference advises changing one); with extended thinking the API takes only ``temperature`` 1
+  and ``top_p`` from 0.95 to 1, so a request with thinking and another setting raises
+  :class:`~goagent_py.ConfigurationError` rather than costing a round trip for a 400. Models
+  that refuse sampling settings outright (Anthropic's migration guide for Claude Opus 4.7) are
+  left to the API's 400, since that depends on each request's model.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from goagent_py.providers._http import (
     excerpt,
     resolve_api_key,
 )
+from goagent_py.providers._sampling import check_extra_body, check_sampling
 from goagent_py.tools import ToolDefinition
 
 __all__ = ["AnthropicProvider"]
@@ -62,6 +70,23 @@ __all__ = ["AnthropicProvider"]
 _PROVIDER = "anthropic"
 _API_VERSION = "2023-06-01"
 _REDACTED = "[redacted]"
+
+# extra_body keys that would take over what the provider builds or has an argument for.
+_RESERVED_BODY_KEYS = {
+    "model": "the model comes from the request (with_model(...))",
+    "messages": "the provider builds them from the conversation",
+    "stream": "complete() and stream() set it",
+    "max_tokens": "pass max_tokens=... to AnthropicProvider (or with_max_tokens(...))",
+    "temperature": "pass temperature=... to AnthropicProvider",
+    "top_p": "pass top_p=... to AnthropicProvider",
+    "stop_sequences": "pass stop=[...] to AnthropicProvider",
+}
+
+# With extended thinking on, the API takes temperature 1 only and top_p from 0.95 to 1
+# (https://platform.claude.com/docs/en/build-with-claude/extended-thinking, "Feature
+# compatibility").
+_THINKING_TEMPERATURE = 1.0
+_THINKING_MIN_TOP_P = 0.95
 
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": StopReason.END_TURN,
@@ -88,9 +113,21 @@ class AnthropicProvider(HTTPBackend):
         http_client: an ``httpx.AsyncClient`` to use instead of creating one.
         max_tokens: the output limit when the request does not set one.
         timeout: the timeout of the created client, in seconds or as ``httpx.Timeout``.
+        temperature: the sampling temperature of every request, 0 to 1 (None: the model's
+            default, 1). With extended thinking only 1 is allowed.
+        top_p: the nucleus-sampling mass of every request, greater than 0 and at most 1 (None:
+            not sent). Set ``temperature`` or ``top_p``, not both. With extended thinking only
+            0.95 to 1 is allowed.
+        stop: stop sequences (``stop_sequences`` on the wire): each a non-empty string with a
+            visible character. A match ends the answer with ``StopReason.STOP_SEQUENCE``.
+        extra_body: fields merged last into every request body, for API fields this provider
+            does not model (e.g. ``{"top_k": 40}`` or ``{"metadata": {"user_id": "u1"}}``). A key
+            here replaces what the provider would send (e.g. ``tool_choice``); ``model``,
+            ``messages``, ``stream`` and the fields that have an argument above are refused.
 
     Raises:
-        ConfigurationError: no API key was given and ``ANTHROPIC_API_KEY`` is not set.
+        ConfigurationError: no API key was given and ``ANTHROPIC_API_KEY`` is not set, or a
+            setting is out of range (the message says which and what is allowed).
     """
 
     def __init__(
@@ -101,10 +138,29 @@ class AnthropicProvider(HTTPBackend):
         http_client: httpx.AsyncClient | None = None,
         max_tokens: int = 4096,
         timeout: float | httpx.Timeout | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: Sequence[str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         key = resolve_api_key(api_key, "ANTHROPIC_API_KEY", provider=_PROVIDER)
         if max_tokens < 1:
             raise ConfigurationError(f"anthropic: max_tokens must be >= 1, got {max_tokens}")
+        self._sampling = check_sampling(
+            _PROVIDER,
+            temperature=temperature,
+            top_p=top_p,
+            stop=stop,
+            max_temperature=1.0,
+            stop_needs_non_whitespace=True,
+            vendor="Anthropic",
+        )
+        if self._sampling.temperature is not None and self._sampling.top_p is not None:
+            raise ConfigurationError(
+                "anthropic: set temperature or top_p, not both: Claude models from the 4.5 "
+                "generation on refuse requests with both (the API reference advises changing one)"
+            )
+        self._extra_body = check_extra_body(_PROVIDER, extra_body, reserved=_RESERVED_BODY_KEYS)
         super().__init__(
             _PROVIDER,
             base_url=base_url,
@@ -122,8 +178,7 @@ class AnthropicProvider(HTTPBackend):
             ConfigurationError: the request has no model or a message the API cannot take.
             UnsupportedContentError: a content block cannot be sent to Claude.
         """
-        body = build_request(request, default_max_tokens=self._max_tokens)
-        data = await self.post_json("/v1/messages", body)
+        data = await self.post_json("/v1/messages", self._body(request))
         return parse_response(data)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
@@ -133,7 +188,7 @@ class AnthropicProvider(HTTPBackend):
             ProviderError: the call failed, the server sent an ``error`` event, or the stream
                 ended before ``message_stop``.
         """
-        body = build_request(request, default_max_tokens=self._max_tokens)
+        body = self._body(request)
         body["stream"] = True
         assembler = _StreamAssembler()
         async with aclosing(self.stream_sse("/v1/messages", body)) as events:
@@ -143,6 +198,31 @@ class AnthropicProvider(HTTPBackend):
                 if assembler.done:
                     break
         yield StreamDone(assembler.response())
+
+    def _body(self, request: CompletionRequest) -> dict[str, Any]:
+        if request.thinking is not None:
+            self._check_thinking()
+        body = build_request(request, default_max_tokens=self._max_tokens)
+        body.update(self._sampling.fields("stop_sequences"))
+        body.update(self._extra_body)
+        return body
+
+    def _check_thinking(self) -> None:
+        # Refused here, not left to the API: the user set both, and a 400 would only say so
+        # after a round trip (and an agent run would end on it just the same).
+        temperature, top_p = self._sampling.temperature, self._sampling.top_p
+        if temperature is not None and temperature != _THINKING_TEMPERATURE:
+            raise ConfigurationError(
+                f"anthropic: temperature={temperature:g} cannot be used with extended thinking: "
+                "the API takes only temperature 1 while thinking is on; leave temperature unset "
+                "(or 1) on AnthropicProvider, or drop with_thinking/with_adaptive_thinking"
+            )
+        if top_p is not None and top_p < _THINKING_MIN_TOP_P:
+            raise ConfigurationError(
+                f"anthropic: top_p={top_p:g} cannot be used with extended thinking: the API "
+                f"takes only top_p from {_THINKING_MIN_TOP_P:g} to 1 while thinking is on; raise "
+                "or unset top_p on AnthropicProvider, or drop with_thinking/with_adaptive_thinking"
+            )
 
 
 # --- request mapping (pure) -------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -46,6 +46,7 @@ from goagent_py.providers._http import (
     RemoteEmbedder,
     excerpt,
 )
+from goagent_py.providers._sampling import check_extra_body, check_sampling
 
 __all__ = [
     "OllamaEmbedder",
@@ -57,6 +58,15 @@ __all__ = [
 
 _PROVIDER = "ollama"
 DEFAULT_BASE_URL = "http://localhost:11434"
+
+# extra_body keys that would take over what the provider builds or has an argument for.
+_RESERVED_BODY_KEYS = {
+    "model": "pass model=... to OllamaProvider or use with_model(...)",
+    "messages": "the provider builds them from the conversation",
+    "stream": "complete() and stream() set it",
+    "options": "pass options={...} (or temperature=, top_p=, stop=) to OllamaProvider",
+    "keep_alive": "pass keep_alive=... to OllamaProvider",
+}
 
 
 async def ollama_reachable(
@@ -322,7 +332,20 @@ class OllamaProvider(HTTPBackend):
         http_client: an ``httpx.AsyncClient`` to use instead of creating one.
         timeout: the timeout of the created client, in seconds or as ``httpx.Timeout``.
         keep_alive: how long the server keeps the model loaded after a call ("5m", seconds).
-        options: model options sent with every call (``temperature``, ``num_ctx``...).
+        options: model options sent with every call (``num_ctx``, ``top_k``, ``seed``...).
+        temperature: the sampling temperature, >= 0; sent as ``options.temperature``.
+        top_p: the nucleus-sampling mass, greater than 0 and at most 1; sent as
+            ``options.top_p``.
+        stop: stop sequences, each a non-empty string; sent as ``options.stop``.
+        extra_body: fields merged last into every ``/api/chat`` body, for API fields this
+            provider does not model (e.g. ``{"format": "json"}``). A key here replaces what the
+            provider would send (e.g. ``think``); ``model``, ``messages``, ``stream``,
+            ``options`` and ``keep_alive`` are refused (they have arguments above).
+
+    Raises:
+        ConfigurationError: a setting is out of range, is given both as an argument and in
+            ``options`` (``temperature=0.2`` and ``options={"temperature": 0.5}``: which one
+            was meant cannot be told, so neither wins), or ``extra_body`` sets a refused key.
     """
 
     def __init__(
@@ -334,20 +357,38 @@ class OllamaProvider(HTTPBackend):
         timeout: float | httpx.Timeout | None = None,
         keep_alive: str | float | None = None,
         options: dict[str, Any] | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: Sequence[str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
+        sampling = check_sampling(
+            _PROVIDER, temperature=temperature, top_p=top_p, stop=stop, max_temperature=None
+        )
+        merged = dict(options or {})
+        for key, value in sampling.fields("stop").items():
+            if key in merged:
+                raise ConfigurationError(
+                    f"ollama: {key} is given twice, as {key}={value!r} and as "
+                    f"options[{key!r}]={merged[key]!r}; keep one of them"
+                )
+            merged[key] = value
+        self._extra_body = check_extra_body(_PROVIDER, extra_body, reserved=_RESERVED_BODY_KEYS)
         super().__init__(_PROVIDER, base_url=base_url, http_client=http_client, timeout=timeout)
         self._model = model
         self._keep_alive = keep_alive
-        self._options = dict(options or {})
+        self._options = merged
 
     def _body(self, request: CompletionRequest, *, stream: bool) -> dict[str, Any]:
-        return build_chat_request(
+        body = build_chat_request(
             request,
             model=self._model,
             stream=stream,
             keep_alive=self._keep_alive,
             options=self._options,
         )
+        body.update(self._extra_body)
+        return body
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         """Send ``request`` and return the model's answer.

@@ -20,6 +20,11 @@ How our messages map to the wire, where the API has no exact equivalent:
   Ollama) in a reply becomes a :class:`~goagent_py.ThinkingBlock`; thinking is not sent back.
   ``effort`` becomes ``reasoning_effort``; ``CompletionRequest.thinking`` has no equivalent and
   is ignored.
+- Sampling: ``temperature`` (0 to 2), ``top_p`` (greater than 0, at most 1) and ``stop`` (at
+  most 4 sequences on ``api.openai.com``; compatible servers set their own limits) are checked
+  when the provider is built. OpenAI's reasoning models take only the default temperature and
+  top_p, and o3/o4-mini take no ``stop``: the API answers 400, which is left to it since it
+  depends on the model of each request.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from goagent_py.providers._http import (
     excerpt,
     resolve_api_key,
 )
+from goagent_py.providers._sampling import check_extra_body, check_sampling
 from goagent_py.tools import ToolDefinition
 
 __all__ = ["OpenAIEmbedder", "OpenAIProvider"]
@@ -78,6 +84,23 @@ _FINISH_REASONS: dict[str, StopReason] = {
     "tool_calls": StopReason.TOOL_USE,
     "function_call": StopReason.TOOL_USE,
     "content_filter": StopReason.REFUSAL,
+}
+
+
+# OpenAI's limit on `stop` (the API reference: "Up to 4 sequences").
+_MAX_STOP = 4
+
+# extra_body keys that would take over what the provider builds or has an argument for.
+_RESERVED_BODY_KEYS = {
+    "model": "the model comes from the request (with_model(...))",
+    "messages": "the provider builds them from the conversation",
+    "stream": "complete() and stream() set it",
+    "stream_options": "stream() sets it (the usage of a streamed answer depends on it)",
+    "max_tokens": "pass max_tokens=... to OpenAIProvider (or with_max_tokens(...))",
+    "max_completion_tokens": "pass max_tokens=... to OpenAIProvider (or with_max_tokens(...))",
+    "temperature": "pass temperature=... to OpenAIProvider",
+    "top_p": "pass top_p=... to OpenAIProvider",
+    "stop": "pass stop=[...] to OpenAIProvider",
 }
 
 
@@ -110,9 +133,21 @@ class OpenAIProvider(HTTPBackend):
         http_client: an ``httpx.AsyncClient`` to use instead of creating one.
         max_tokens: the output limit when the request does not set one (None: server default).
         timeout: the timeout of the created client, in seconds or as ``httpx.Timeout``.
+        temperature: the sampling temperature of every request, 0 to 2 (None: not sent, the
+            server's default).
+        top_p: the nucleus-sampling mass of every request, greater than 0 and at most 1 (None:
+            not sent). OpenAI advises changing ``temperature`` or ``top_p``, not both.
+        stop: stop sequences, each a non-empty string; at most 4 for ``api.openai.com``.
+        extra_body: fields merged last into every request body, for API fields this provider
+            does not model (e.g. ``{"seed": 7}``, ``{"response_format": {...}}``, or a server's
+            own such as vLLM's ``{"top_k": 20}``), like the OpenAI SDK's ``extra_body``. A key
+            here replaces what the provider would send (e.g. ``tool_choice``); ``model``,
+            ``messages``, ``stream``, ``stream_options`` and the fields that have an argument
+            above are refused.
 
     Raises:
-        ConfigurationError: ``base_url`` is OpenAI's and no key is given or set.
+        ConfigurationError: ``base_url`` is OpenAI's and no key is given or set, or a setting is
+            out of range (the message says which and what is allowed).
     """
 
     def __init__(
@@ -123,7 +158,21 @@ class OpenAIProvider(HTTPBackend):
         http_client: httpx.AsyncClient | None = None,
         max_tokens: int | None = None,
         timeout: float | httpx.Timeout | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: Sequence[str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
+        self._sampling = check_sampling(
+            _PROVIDER,
+            temperature=temperature,
+            top_p=top_p,
+            stop=stop,
+            max_temperature=2.0,
+            max_stop=_MAX_STOP if _is_openai(base_url) else None,
+            vendor="OpenAI",
+        )
+        self._extra_body = check_extra_body(_PROVIDER, extra_body, reserved=_RESERVED_BODY_KEYS)
         super().__init__(
             _PROVIDER,
             base_url=base_url,
@@ -172,6 +221,8 @@ class OpenAIProvider(HTTPBackend):
         max_tokens = request.max_tokens or self._max_tokens
         if max_tokens:
             body[self._max_tokens_field] = max_tokens
+        body.update(self._sampling.fields("stop"))
+        body.update(self._extra_body)
         return body
 
 

@@ -78,10 +78,10 @@ class Recorder:
 async def mock() -> AsyncIterator[Callable[..., AnthropicProvider]]:
     clients: list[httpx.AsyncClient] = []
 
-    def make(recorder: Recorder) -> AnthropicProvider:
+    def make(recorder: Recorder, **kwargs: Any) -> AnthropicProvider:
         client = httpx.AsyncClient(transport=httpx.MockTransport(recorder))
         clients.append(client)
-        return AnthropicProvider("sk-ant-test", http_client=client)
+        return AnthropicProvider("sk-ant-test", http_client=client, **kwargs)
 
     yield make
     for client in clients:
@@ -396,6 +396,161 @@ async def test_empty_model_rejected_without_network(
     with pytest.raises(ConfigurationError, match="no model"):
         await mock(rec).complete(request(user_message("x"), model=""))
     assert rec.requests == []
+
+
+# --- sampling settings and extra_body ---------------------------------------------------------
+
+
+def text_reply() -> httpx.Response:
+    return httpx.Response(200, json=fixture("messages_response_text.json"))
+
+
+async def test_unset_sampling_sends_nothing(mock: Callable[..., AnthropicProvider]) -> None:
+    rec = Recorder(text_reply())
+    await mock(rec, temperature=None, top_p=None, stop=None, extra_body=None).complete(
+        request(user_message("Hi"))
+    )
+    assert rec.bodies[0] == {
+        "model": MODEL,
+        "max_tokens": 4096,
+        "messages": [{"role": "user", "content": "Hi"}],
+    }
+
+
+async def test_sampling_goes_into_every_body(mock: Callable[..., AnthropicProvider]) -> None:
+    rec = Recorder(text_reply(), sse("stream_text.sse"), text_reply())
+    provider = mock(rec, temperature=0, stop=["END", "\n\nHuman:"])
+    await provider.complete(request(user_message("Hi")))
+    async for _ in provider.stream(request(user_message("Hi"))):
+        pass
+    plain, streamed = rec.bodies
+    assert plain["temperature"] == 0
+    assert plain["stop_sequences"] == ["END", "\n\nHuman:"]
+    assert "top_p" not in plain
+    assert streamed["temperature"] == 0
+    assert streamed["stop_sequences"] == ["END", "\n\nHuman:"]
+    assert streamed["stream"] is True
+    await mock(rec, top_p=0.9).complete(request(user_message("Hi")))
+    assert rec.bodies[2]["top_p"] == 0.9
+    assert "temperature" not in rec.bodies[2]
+    assert "stop_sequences" not in rec.bodies[2]
+
+
+async def test_extra_body_is_merged_last(mock: Callable[..., AnthropicProvider]) -> None:
+    rec = Recorder(text_reply())
+    extra = {
+        "top_k": 40,
+        "metadata": {"user_id": "u-1"},
+        "tool_choice": {"type": "tool", "name": "get_weather"},  # replaces what we'd send
+    }
+    await mock(rec, extra_body=extra, temperature=0.5).complete(
+        request(user_message("Hi"), tools=[WEATHER])
+    )
+    body = rec.bodies[0]
+    assert body["top_k"] == 40
+    assert body["metadata"] == {"user_id": "u-1"}
+    assert body["tool_choice"] == {"type": "tool", "name": "get_weather"}
+    assert body["temperature"] == 0.5
+    assert body["messages"] == [{"role": "user", "content": "Hi"}]
+    assert body["model"] == MODEL
+
+
+@pytest.mark.parametrize(
+    ("key", "advice"),
+    [
+        ("model", "the model comes from the request (with_model(...))"),
+        ("messages", "the provider builds them from the conversation"),
+        ("stream", "complete() and stream() set it"),
+        ("max_tokens", "pass max_tokens=... to AnthropicProvider (or with_max_tokens(...))"),
+        ("temperature", "pass temperature=... to AnthropicProvider"),
+        ("top_p", "pass top_p=... to AnthropicProvider"),
+        ("stop_sequences", "pass stop=[...] to AnthropicProvider"),
+    ],
+)
+def test_extra_body_cannot_take_over_the_request(key: str, advice: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        AnthropicProvider("k", extra_body={key: "x"})
+    assert str(info.value) == f"anthropic: extra_body may not set {key!r}: {advice}"
+
+
+async def test_thinking_with_another_temperature_fails_before_sending(
+    mock: Callable[..., AnthropicProvider],
+) -> None:
+    rec = Recorder()
+    provider = mock(rec, temperature=0.2)
+    thinking = request(user_message("Hi"), thinking=ThinkingConfig(budget_tokens=2048))
+    with pytest.raises(ConfigurationError) as info:
+        await provider.complete(thinking)
+    assert str(info.value) == (
+        "anthropic: temperature=0.2 cannot be used with extended thinking: the API takes only "
+        "temperature 1 while thinking is on; leave temperature unset (or 1) on "
+        "AnthropicProvider, or drop with_thinking/with_adaptive_thinking"
+    )
+    with pytest.raises(ConfigurationError, match=r"temperature=0\.2 cannot be used"):
+        async for _ in provider.stream(thinking):
+            pass
+    narrow = mock(rec, top_p=0.9)
+    with pytest.raises(ConfigurationError) as info:
+        await narrow.complete(request(user_message("Hi"), thinking=ThinkingConfig()))
+    assert str(info.value) == (
+        "anthropic: top_p=0.9 cannot be used with extended thinking: the API takes only top_p "
+        "from 0.95 to 1 while thinking is on; raise or unset top_p on AnthropicProvider, or "
+        "drop with_thinking/with_adaptive_thinking"
+    )
+    assert rec.requests == []
+
+
+async def test_thinking_with_allowed_settings_is_sent(
+    mock: Callable[..., AnthropicProvider],
+) -> None:
+    rec = Recorder(text_reply(), text_reply(), text_reply())
+    await mock(rec, temperature=1).complete(
+        request(user_message("Hi"), thinking=ThinkingConfig(budget_tokens=2048))
+    )
+    await mock(rec, top_p=0.95).complete(request(user_message("Hi"), thinking=ThinkingConfig()))
+    await mock(rec, temperature=0.2).complete(request(user_message("Hi")))  # no thinking
+    with_temperature, with_top_p, plain = rec.bodies
+    assert with_temperature["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert with_temperature["temperature"] == 1
+    assert with_top_p["thinking"] == {"type": "adaptive"}
+    assert with_top_p["top_p"] == 0.95
+    assert plain["temperature"] == 0.2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"temperature": 1.5},
+            "anthropic: temperature must be between 0 and 1 (the Anthropic API's range), got "
+            "1.5; leave it None for the model's default",
+        ),
+        (
+            {"temperature": -0.1},
+            "anthropic: temperature must be between 0 and 1 (the Anthropic API's range), got "
+            "-0.1; leave it None for the model's default",
+        ),
+        (
+            {"top_p": 0},
+            "anthropic: top_p must be greater than 0 and at most 1, got 0; leave it None for "
+            "the model's default",
+        ),
+        (
+            {"temperature": 0.5, "top_p": 0.9},
+            "anthropic: set temperature or top_p, not both: Claude models from the 4.5 "
+            "generation on refuse requests with both (the API reference advises changing one)",
+        ),
+        (
+            {"stop": ["END", " \n"]},
+            "anthropic: stop[1] is only whitespace (' \\n'), which the Anthropic API refuses; "
+            "use a sequence with a visible character",
+        ),
+    ],
+)
+def test_sampling_outside_anthropics_limits(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        AnthropicProvider("k", **kwargs)
+    assert str(info.value) == message
 
 
 # --- response mapping -------------------------------------------------------------------------

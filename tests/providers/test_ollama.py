@@ -233,6 +233,109 @@ def test_documents_are_refused_and_model_is_required() -> None:
         build_chat_request(CompletionRequest(model="", messages=[user_message("q")]))
 
 
+# -- sampling settings and extra_body ----------------------------------------------------------
+
+
+def _reply() -> httpx.Response:
+    return httpx.Response(200, json=fixture("chat_response_tool_calls_thinking.json"))
+
+
+async def test_sampling_goes_into_options() -> None:
+    recorder = Recorder(_reply(), _reply())
+    p = provider(
+        recorder,
+        model="qwen3",
+        options={"num_ctx": 8192},
+        temperature=0.2,
+        top_p=0.9,
+        stop=["<|im_end|>", "\n\n"],
+    )
+    await p.complete(CompletionRequest(model="", messages=[user_message("hi")], max_tokens=64))
+    assert recorder.body == {
+        "model": "qwen3",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": False,
+        "options": {
+            "num_ctx": 8192,
+            "temperature": 0.2,
+            "top_p": 0.9,
+            "stop": ["<|im_end|>", "\n\n"],
+            "num_predict": 64,
+        },
+    }
+    await provider(recorder, model="qwen3").complete(
+        CompletionRequest(model="", messages=[user_message("hi")])
+    )
+    assert "options" not in recorder.body  # nothing set, nothing sent
+
+
+def test_a_setting_given_twice_is_refused() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        OllamaProvider(temperature=0.2, options={"temperature": 0.5})
+    assert str(info.value) == (
+        "ollama: temperature is given twice, as temperature=0.2 and as "
+        "options['temperature']=0.5; keep one of them"
+    )
+    with pytest.raises(ConfigurationError, match=r"stop is given twice, as stop=\['x'\]"):
+        OllamaProvider(stop=["x"], options={"stop": ["y"]})
+    OllamaProvider(stop=[], options={"stop": ["y"]})  # an empty stop sets nothing
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"temperature": -1},
+            "ollama: temperature must be >= 0, got -1; leave it None for the model's default",
+        ),
+        (
+            {"top_p": 0.0},
+            "ollama: top_p must be greater than 0 and at most 1, got 0.0; leave it None for the "
+            "model's default",
+        ),
+        ({"stop": [""]}, "ollama: stop[0] must be a non-empty string, got ''"),
+        (
+            {"extra_body": {"options": {}}},
+            "ollama: extra_body may not set 'options': pass options={...} (or temperature=, "
+            "top_p=, stop=) to OllamaProvider",
+        ),
+        (
+            {"extra_body": {"model": "x"}},
+            "ollama: extra_body may not set 'model': pass model=... to OllamaProvider or use "
+            "with_model(...)",
+        ),
+        (
+            {"extra_body": {"messages": []}},
+            "ollama: extra_body may not set 'messages': the provider builds them from the "
+            "conversation",
+        ),
+        (
+            {"extra_body": {"keep_alive": "1m"}},
+            "ollama: extra_body may not set 'keep_alive': pass keep_alive=... to OllamaProvider",
+        ),
+    ],
+)
+def test_bad_settings_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        OllamaProvider(**kwargs)
+    assert str(info.value) == message
+
+
+async def test_extra_body_is_merged_last() -> None:
+    recorder = Recorder(_reply(), ndjson("chat_stream_tool_call.ndjson"))
+    p = provider(recorder, model="qwen3", temperature=5.0, extra_body={"format": "json"})
+    await p.complete(CompletionRequest(model="", messages=[user_message("hi")]))
+    assert recorder.body["format"] == "json"
+    assert recorder.body["options"] == {"temperature": 5.0}  # Ollama sets no upper bound
+    thinking = provider(recorder, model="qwen3", extra_body={"think": "high"})
+    await collect(
+        thinking,
+        CompletionRequest(model="", messages=[user_message("hi")], thinking=ThinkingConfig()),
+    )
+    assert recorder.body["think"] == "high"  # replaces the True the request would send
+    assert recorder.body["stream"] is True
+
+
 # -- responses ---------------------------------------------------------------------------------
 
 

@@ -694,6 +694,139 @@ async def test_stream_http_error(mock: Callable[..., OpenAIProvider]) -> None:
     assert (info.value.status, info.value.retry_after) == (429, 2.0)
 
 
+# --- sampling settings and extra_body ---------------------------------------------------------
+
+
+async def test_unset_sampling_sends_nothing(mock: Callable[..., OpenAIProvider]) -> None:
+    rec = Recorder(httpx.Response(200, json=TEXT_REPLY))
+    await mock(rec, temperature=None, top_p=None, stop=None, extra_body=None).complete(
+        request(user_message("Hi"))
+    )
+    assert rec.bodies[0] == {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
+
+
+async def test_sampling_goes_into_every_body(mock: Callable[..., OpenAIProvider]) -> None:
+    rec = Recorder(
+        httpx.Response(200, json=TEXT_REPLY),
+        sse((FIXTURES / "chat_stream_text.sse").read_bytes()),
+    )
+    provider = mock(rec, temperature=0, top_p=0.5, stop=["\n\n", "END"])
+    await provider.complete(request(user_message("Hi")))
+    await collect(provider, request(user_message("Hi")))
+    plain, streamed = rec.bodies
+    assert plain == {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Hi"}],
+        "temperature": 0,
+        "top_p": 0.5,
+        "stop": ["\n\n", "END"],  # whitespace is a fine stop sequence here
+    }
+    assert streamed == plain | {"stream": True, "stream_options": {"include_usage": True}}
+
+
+async def test_stop_limit_is_openais_own(mock: Callable[..., OpenAIProvider]) -> None:
+    five = ["a", "b", "c", "d", "e"]
+    with pytest.raises(ConfigurationError) as info:
+        OpenAIProvider("k", stop=five)
+    assert str(info.value) == (
+        "openai: the OpenAI API takes at most 4 stop sequences, got 5; keep the 4 that matter most"
+    )
+    rec = Recorder(httpx.Response(200, json=TEXT_REPLY))
+    await mock(rec, base_url=LOCAL, stop=five).complete(request(user_message("Hi")))
+    assert rec.bodies[0]["stop"] == five  # a compatible server sets its own limit
+
+
+async def test_extra_body_is_merged_last(mock: Callable[..., OpenAIProvider]) -> None:
+    rec = Recorder(httpx.Response(200, json=TEXT_REPLY))
+    extra: dict[str, Any] = {"seed": 7, "top_k": 20, "tool_choice": "required"}
+    provider = mock(rec, base_url=LOCAL, extra_body=extra, max_tokens=32)
+    extra["seed"] = 8  # copied at construction: a later change is not sent
+    await provider.complete(request(user_message("Hi"), tools=[WEATHER]))
+    body = rec.bodies[0]
+    assert body["seed"] == 7
+    assert body["top_k"] == 20
+    assert body["tool_choice"] == "required"  # replaces the "auto" the provider sends
+    assert body["max_tokens"] == 32
+    assert body["model"] == MODEL
+    assert body["messages"] == [{"role": "user", "content": "Hi"}]
+
+
+@pytest.mark.parametrize(
+    ("key", "advice"),
+    [
+        ("model", "the model comes from the request (with_model(...))"),
+        ("messages", "the provider builds them from the conversation"),
+        ("stream", "complete() and stream() set it"),
+        ("stream_options", "stream() sets it (the usage of a streamed answer depends on it)"),
+        ("max_tokens", "pass max_tokens=... to OpenAIProvider (or with_max_tokens(...))"),
+        (
+            "max_completion_tokens",
+            "pass max_tokens=... to OpenAIProvider (or with_max_tokens(...))",
+        ),
+        ("temperature", "pass temperature=... to OpenAIProvider"),
+        ("top_p", "pass top_p=... to OpenAIProvider"),
+        ("stop", "pass stop=[...] to OpenAIProvider"),
+    ],
+)
+def test_extra_body_cannot_take_over_the_request(key: str, advice: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        OpenAIProvider("k", extra_body={key: 1})
+    assert str(info.value) == f"openai: extra_body may not set {key!r}: {advice}"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"temperature": 2.5},
+            "openai: temperature must be between 0 and 2 (the OpenAI API's range), got 2.5; "
+            "leave it None for the model's default",
+        ),
+        (
+            {"top_p": 1.5},
+            "openai: top_p must be greater than 0 and at most 1, got 1.5; leave it None for the "
+            "model's default",
+        ),
+        (
+            {"stop": "END"},
+            "openai: stop must be a list of strings, got str 'END'; for one sequence pass "
+            "stop=[...] with it alone",
+        ),
+        ({"stop": ["END", ""]}, "openai: stop[1] must be a non-empty string, got ''"),
+        ({"stop": ["END", 3]}, "openai: stop[1] must be a non-empty string, got 3"),
+        (
+            {"temperature": "0.5"},
+            "openai: temperature must be a finite number, got str '0.5'",
+        ),
+        ({"temperature": True}, "openai: temperature must be a finite number, got bool True"),
+        (
+            {"top_p": float("nan")},
+            "openai: top_p must be a finite number, got float nan",
+        ),
+        (
+            {"extra_body": {"seed": object}},
+            "openai: extra_body is not JSON: Object of type type is not JSON serializable",
+        ),
+        (
+            {"extra_body": ["seed", 7]},
+            "openai: extra_body must be a mapping of JSON fields, got list",
+        ),
+    ],
+)
+def test_sampling_outside_openais_limits(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        OpenAIProvider("k", **kwargs)
+    assert str(info.value) == message
+
+
+async def test_edges_of_the_ranges_are_allowed(mock: Callable[..., OpenAIProvider]) -> None:
+    rec = Recorder(httpx.Response(200, json=TEXT_REPLY))
+    await mock(rec, temperature=2, top_p=1, stop=["a", "b", "c", "d"]).complete(
+        request(user_message("Hi"))
+    )
+    assert (rec.bodies[0]["temperature"], rec.bodies[0]["top_p"]) == (2, 1)
+
+
 # --- end to end -------------------------------------------------------------------------------
 
 
