@@ -13,10 +13,12 @@ this module (e.g. from a package ``__init__``) stays light.
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from goagent_py.memory.vector.base import (
@@ -27,7 +29,7 @@ from goagent_py.memory.vector.base import (
     check_metric,
     score_of,
 )
-from goagent_py.messages import Message, ScoredMessage
+from goagent_py.messages import Message, ScoredMessage, messages_to_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -124,6 +126,42 @@ def value_matches(actual: Any, expected: FilterValue) -> bool:
 def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, FilterValue]) -> bool:
     """Whether ``metadata`` has every key of ``filter`` with an equal value."""
     return all(k in metadata and value_matches(metadata[k], v) for k, v in filter.items())
+
+
+@dataclass(slots=True, frozen=True)
+class SerializedEntry:
+    """An upsert entry checked and serialized for a persistent store."""
+
+    id: str
+    vector: NDArray[np.float32]
+    session: str | None
+    text: str
+    message: str  # the message as JSON (messages_to_json)
+    metadata: str  # the metadata as JSON
+
+
+def serialize_entries(
+    entries: Sequence[UpsertEntry], dimensions: int, metric: Metric
+) -> list[SerializedEntry]:
+    """Check every entry (id, vector, session, JSON metadata) and serialize it, all before a
+    store writes anything, so a bad entry leaves the store as it was.
+
+    Raises:
+        ValueError: an empty id, a bad vector, or metadata that is not JSON data.
+    """
+    out = []
+    for e in entries:
+        if not isinstance(e.id, str) or not e.id:
+            raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
+        vector = as_vector(e.vector, dimensions, what=f"vector of entry {e.id!r}", metric=metric)
+        session = session_of(e.message.metadata)
+        try:
+            metadata = json.dumps(e.message.metadata, allow_nan=False)
+            message = messages_to_json([e.message]).decode()
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
+        out.append(SerializedEntry(e.id, vector, session, e.message.text, message, metadata))
+    return out
 
 
 def session_of(metadata: Mapping[str, Any]) -> str | None:

@@ -35,10 +35,10 @@ from goagent_py.memory.vector.in_memory import (
     as_vector,
     check_dimensions,
     check_filter,
-    session_of,
+    serialize_entries,
 )
 from goagent_py.memory.vector.sqlite_vec import validate_identifier
-from goagent_py.messages import Message, ScoredMessage, messages_from_json, messages_to_json
+from goagent_py.messages import Message, ScoredMessage, messages_from_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -253,21 +253,10 @@ class PgVectorStore:
     # -- writes --------------------------------------------------------------------------------
 
     def _prepare(self, entries: Sequence[UpsertEntry]) -> list[tuple[Any, ...]]:
-        rows = []
-        for e in entries:
-            if not isinstance(e.id, str) or not e.id:
-                raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
-            vec = as_vector(
-                e.vector, self._dims, what=f"vector of entry {e.id!r}", metric=self._metric
-            )
-            try:
-                metadata = json.dumps(e.message.metadata, allow_nan=False)
-                message = messages_to_json([e.message]).decode()
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
-            session = session_of(e.message.metadata)
-            rows.append((e.id, session, _literal(vec), e.message.text, message, metadata))
-        return rows
+        return [
+            (e.id, e.session, _literal(e.vector), e.text, e.message, e.metadata)
+            for e in serialize_entries(entries, self._dims, self._metric)
+        ]
 
     async def upsert(self, id: str, vector: Vector, message: Message) -> None:
         """Insert or replace entry ``id``.

@@ -29,10 +29,10 @@ from goagent_py.memory.vector.in_memory import (
     as_vector,
     check_dimensions,
     check_filter,
-    session_of,
+    serialize_entries,
 )
 from goagent_py.memory.vector.sqlite_vec import validate_identifier
-from goagent_py.messages import Message, ScoredMessage, messages_from_json, messages_to_json
+from goagent_py.messages import Message, ScoredMessage, messages_from_json
 
 if TYPE_CHECKING:
     from qdrant_client import AsyncQdrantClient
@@ -199,21 +199,10 @@ class QdrantStore:
 
     def _points(self, entries: Sequence[UpsertEntry]) -> list[Any]:
         points: dict[str, Any] = {}  # the last of duplicate ids wins
-        for e in entries:
-            if not isinstance(e.id, str) or not e.id:
-                raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
-            vec = as_vector(
-                e.vector, self._dims, what=f"vector of entry {e.id!r}", metric=self._metric
-            )
-            session_of(e.message.metadata)
-            try:
-                metadata = json.loads(json.dumps(e.message.metadata, allow_nan=False))
-                message = messages_to_json([e.message]).decode()
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
-            payload = {"id": e.id, "message": message, "metadata": metadata}
+        for e in serialize_entries(entries, self._dims, self._metric):
+            payload = {"id": e.id, "message": e.message, "metadata": json.loads(e.metadata)}
             points[e.id] = self._models.PointStruct(
-                id=point_id(e.id), vector=vec.tolist(), payload=payload
+                id=point_id(e.id), vector=e.vector.tolist(), payload=payload
             )
         return list(points.values())
 

@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import functools
 import importlib
-import json
 import os
 import re
 import threading
@@ -41,7 +40,7 @@ from goagent_py.memory.vector.base import (
     check_metric,
     score_of,
 )
-from goagent_py.messages import Message, ScoredMessage, messages_from_json, messages_to_json
+from goagent_py.messages import Message, ScoredMessage, messages_from_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -333,23 +332,12 @@ class SqliteVecStore:
     # -- writes --------------------------------------------------------------------------------
 
     def _prepare(self, entries: Sequence[UpsertEntry]) -> list[tuple[Any, ...]]:
-        from goagent_py.memory.vector.in_memory import as_vector, session_of
+        from goagent_py.memory.vector.in_memory import serialize_entries
 
-        rows = []
-        for e in entries:
-            if not isinstance(e.id, str) or not e.id:
-                raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
-            vec = as_vector(
-                e.vector, self._dims, what=f"vector of entry {e.id!r}", metric=self._metric
-            )
-            try:
-                metadata = json.dumps(e.message.metadata, allow_nan=False)
-                message = messages_to_json([e.message]).decode()
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
-            session = session_of(e.message.metadata)
-            rows.append((e.id, session, e.message.text, message, metadata, _blob(vec)))
-        return rows
+        return [
+            (e.id, e.session, e.text, e.message, e.metadata, _blob(e.vector))
+            for e in serialize_entries(entries, self._dims, self._metric)
+        ]
 
     def _write_row(self, conn: Any, row: tuple[Any, ...]) -> None:
         id, session, text, message, metadata, blob = row
