@@ -37,6 +37,7 @@ __all__ = [
     "Vector",
     "VectorStore",
     "check_metric",
+    "check_registered",
     "max_distance",
     "score_of",
 ]
@@ -58,6 +59,38 @@ def check_metric(metric: str) -> Metric:
     if metric == "l2":
         return "l2"
     raise ConfigurationError(f"unknown metric {metric!r}: use 'cosine' or 'l2'")
+
+
+def check_registered(
+    table: str,
+    registered: tuple[int, int, str],
+    *,
+    dimensions: int,
+    metric: Metric,
+    schema_version: int,
+) -> None:
+    """Check a table's registry row ``(schema_version, dimensions, metric)`` against how a
+    persistent store was opened; ``table`` names it in the messages.
+
+    Raises:
+        ConfigurationError: other dimensions, another metric, or a newer schema.
+    """
+    version, dims, made_with = registered
+    if dims != dimensions:
+        raise ConfigurationError(
+            f"{table} holds {dims}-dimensional vectors, but the store was opened with "
+            f"dimensions={dimensions}; use the embedder the table was made with, or another table"
+        )
+    if made_with != metric:
+        raise ConfigurationError(
+            f"{table} was made with metric={made_with!r}, but the store was opened with "
+            f"metric={metric!r}; open it with metric={made_with!r}, or use another table"
+        )
+    if version > schema_version:
+        raise ConfigurationError(
+            f"{table} has schema version {version}, newer than this goagent-py understands "
+            f"({schema_version}); upgrade goagent-py"
+        )
 
 
 def score_of(metric: Metric, distance: float) -> float:

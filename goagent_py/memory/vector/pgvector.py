@@ -28,6 +28,7 @@ from goagent_py.memory.vector.base import (
     UpsertEntry,
     Vector,
     check_metric,
+    check_registered,
     max_distance,
     score_of,
 )
@@ -172,24 +173,13 @@ class PgVectorStore:
             )
             row = await cur.fetchone()
             if row is not None:
-                version, dims, metric = row
-                if dims != self._dims:
-                    raise ConfigurationError(
-                        f"table {self._name!r} holds {dims}-dimensional vectors, but the store "
-                        f"was opened with dimensions={self._dims}; use the embedder the table "
-                        "was made with, or another table"
-                    )
-                if metric != self._metric:
-                    raise ConfigurationError(
-                        f"table {self._name!r} was made with metric={metric!r}, but the store "
-                        f"was opened with metric={self._metric!r}; open it with "
-                        f"metric={metric!r}, or use another table"
-                    )
-                if version > SCHEMA_VERSION:
-                    raise ConfigurationError(
-                        f"table {self._name!r} has schema version {version}, newer than this "
-                        f"goagent-py understands ({SCHEMA_VERSION}); upgrade goagent-py"
-                    )
+                check_registered(
+                    f"table {self._name!r}",
+                    row,
+                    dimensions=self._dims,
+                    metric=self._metric,
+                    schema_version=SCHEMA_VERSION,
+                )
                 return
             await conn.execute(
                 self._sql(

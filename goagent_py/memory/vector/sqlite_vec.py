@@ -38,6 +38,7 @@ from goagent_py.memory.vector.base import (
     UpsertEntry,
     Vector,
     check_metric,
+    check_registered,
     score_of,
 )
 from goagent_py.messages import Message, ScoredMessage, messages_from_json
@@ -268,25 +269,13 @@ class SqliteVecStore:
                 (self._name,),
             ).fetchone()
             if row is not None:
-                version, dims, metric = row
-                if dims != self._dims:
-                    raise ConfigurationError(
-                        f"table {self._name!r} in {self._path!r} holds {dims}-dimensional "
-                        f"vectors, but the store was opened with dimensions={self._dims}; "
-                        "use the embedder the table was made with, or another table"
-                    )
-                if metric != self._metric:
-                    raise ConfigurationError(
-                        f"table {self._name!r} in {self._path!r} was made with "
-                        f"metric={metric!r}, but the store was opened with "
-                        f"metric={self._metric!r}; open it with metric={metric!r}, or use "
-                        "another table"
-                    )
-                if version > SCHEMA_VERSION:
-                    raise ConfigurationError(
-                        f"table {self._name!r} has schema version {version}, newer than this "
-                        f"goagent-py understands ({SCHEMA_VERSION}); upgrade goagent-py"
-                    )
+                check_registered(
+                    f"table {self._name!r} in {self._path!r}",
+                    row,
+                    dimensions=self._dims,
+                    metric=self._metric,
+                    schema_version=SCHEMA_VERSION,
+                )
                 return
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {t} ("
