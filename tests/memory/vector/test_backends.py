@@ -133,6 +133,21 @@ async def test_sqlite_l2_table_records_its_metric_and_refuses_another(tmp_path: 
         assert hit.score == pytest.approx(1 / 6)  # distance 5
 
 
+async def test_sqlite_table_of_a_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "mem.db"
+    async with SqliteVecStore(path, dimensions=3) as store:
+        await store.upsert("a", [1.0, 0.0, 0.0], msg("a"))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE goagent_vector_tables SET schema_version = 99")
+    conn.close()
+    async with SqliteVecStore(path, dimensions=3) as store:
+        with pytest.raises(ConfigurationError, match=r"schema version 99, newer .* upgrade"):
+            await store.count()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM memories").fetchone() == (1,)
+    conn.close()
+
+
 async def test_sqlite_failed_batch_leaves_previous_contents_intact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
