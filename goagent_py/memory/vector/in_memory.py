@@ -164,6 +164,19 @@ def serialize_entries(
     return out
 
 
+def split_session(filter: dict[str, FilterValue]) -> str | None:
+    """Take the session name out of a checked ``filter`` and return it (None if it has none).
+
+    Only a str ``session`` is a session name (a store's session column or partition); any
+    other value stays in ``filter``, to be matched in the metadata like every other key.
+    """
+    session = filter.get(SESSION_KEY)
+    if isinstance(session, str):
+        del filter[SESSION_KEY]
+        return session
+    return None
+
+
 def session_of(metadata: Mapping[str, Any]) -> str | None:
     """The session stored in ``metadata``, or None when it has no string session."""
     value = metadata.get(SESSION_KEY)
@@ -338,16 +351,15 @@ class InMemoryVectorStore:
     def _candidates(self, filter: dict[str, FilterValue], n: int) -> NDArray[np.intp]:
         import numpy as np
 
-        session = filter.get(SESSION_KEY)
-        if isinstance(session, str):
+        rest = dict(filter)
+        session = split_session(rest)
+        if session is not None:
             code = self._session_codes.get(session)
             if code is None:
                 return np.empty(0, dtype=np.intp)
             rows = np.flatnonzero(self._sessions[:n] == code)
-            rest = {k: v for k, v in filter.items() if k != SESSION_KEY}
         else:
             rows = np.arange(n)
-            rest = filter
         if not rest:
             return rows
         messages = self._messages

@@ -37,6 +37,7 @@ from goagent_py.memory.vector.in_memory import (
     check_dimensions,
     check_filter,
     serialize_entries,
+    split_session,
 )
 from goagent_py.memory.vector.sqlite_vec import validate_identifier
 from goagent_py.messages import Message, ScoredMessage, messages_from_json
@@ -366,12 +367,10 @@ class PgVectorStore:
         """WHERE conditions for a checked filter: the session column, then JSONB containment."""
         conds: list[str] = []
         params: list[Any] = []
-        session = filter.pop("session", None)
-        if isinstance(session, str):
+        session = split_session(filter)
+        if session is not None:
             conds.append("session = %s")
             params.append(session)
-        elif session is not None:
-            filter["session"] = session  # not a session name: match it in the JSON
         if filter:
             conds.append("metadata @> %s::jsonb")
             params.append(json.dumps(filter))

@@ -167,6 +167,15 @@ def filter_sql(
     return conds, params
 
 
+def _where(session: str | None, filter: Mapping[str, FilterValue]) -> tuple[str, list[Any]]:
+    """The WHERE clause on data table ``t`` for a session (its column) and a metadata filter."""
+    conds, params = filter_sql(filter)
+    if session is not None:
+        conds.insert(0, "t.session = ?")
+        params.insert(0, session)
+    return " AND ".join(conds) or "1", params
+
+
 class SqliteVecStore:
     """A persistent vector store in one SQLite file, on sqlite-vec (exact search).
 
@@ -399,17 +408,11 @@ class SqliteVecStore:
         Raises:
             ValueError: a bad filter.
         """
-        from goagent_py.memory.vector.in_memory import check_filter
+        from goagent_py.memory.vector.in_memory import check_filter, split_session
 
         checked = check_filter(filter)
-        session = checked.get("session")
-        if isinstance(session, str):
-            del checked["session"]
-        conds, params = filter_sql(checked)
-        if isinstance(session, str):
-            conds.insert(0, "t.session = ?")
-            params.insert(0, session)
-        sql = f"SELECT count(*) FROM {self._table} AS t WHERE {' AND '.join(conds) or '1'}"
+        where, params = _where(split_session(checked), checked)
+        sql = f"SELECT count(*) FROM {self._table} AS t WHERE {where}"
 
         def count(conn: Any) -> int:
             return int(conn.execute(sql, params).fetchone()[0])
@@ -431,15 +434,12 @@ class SqliteVecStore:
             ValueError: a bad vector or filter.
             MemoryStoreError: SQLite failed, or a stored row is corrupted.
         """
-        from goagent_py.memory.vector.in_memory import as_vector, check_filter
+        from goagent_py.memory.vector.in_memory import as_vector, check_filter, split_session
 
         options = options or SearchOptions()
         filter = check_filter(options.filter)
         blob = _blob(as_vector(vector, self._dims, what="query vector", metric=self._metric))
-        session = filter.pop("session", None)
-        if session is not None and not isinstance(session, str):
-            filter["session"] = session  # not a partition value: match it in the JSON
-            session = None
+        session = split_session(filter)
         k = options.top_k
         t, v = self._table, self._vec
         if not filter and k <= _KNN_MAX_K:
@@ -451,17 +451,14 @@ class SqliteVecStore:
             )
             params: list[Any] = [blob, k] + ([session] if session is not None else [])
         else:
-            conds, params = filter_sql(filter)
-            if session is not None:
-                conds.insert(0, "t.session = ?")
-                params.insert(0, session)
+            where, where_params = _where(session, filter)
             # CROSS JOIN: walk the (filtered) data rows, fetch each vector by rowid.
             sql = (
                 f"SELECT t.id, t.message, vec_distance_{self._metric}(v.embedding, ?) AS distance "
                 f"FROM {t} AS t CROSS JOIN {v} AS v ON v.rowid = t.pk "
-                f"WHERE {' AND '.join(conds) or '1'} ORDER BY distance, t.id LIMIT ?"
+                f"WHERE {where} ORDER BY distance, t.id LIMIT ?"
             )
-            params = [blob, *params, k]
+            params = [blob, *where_params, k]
 
         def query(conn: Any) -> list[tuple[str, str, float]]:
             return list(conn.execute(sql, params).fetchall())
