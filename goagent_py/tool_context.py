@@ -1,0 +1,69 @@
+"""What a running tool can know about its call, and how it reports progress.
+
+A tool's ``execute(args)`` keeps its plain signature; the call's context travels in a context
+variable that the loop sets in the call's own task (a sync tool's worker thread copies it)::
+
+    @tool
+    async def index(folder: str) -> str:
+        ctx = current_tool_context()
+        for i, path in enumerate(files(folder)):
+            ...
+            if ctx is not None:
+                ctx.report({"done": i + 1})    # a ToolExecutionUpdate event, not sent to the model
+        return "indexed"
+
+Outside a run (a tool called directly, in a test) :func:`current_tool_context` returns None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from goagent_py.messages import ToolCall
+
+__all__ = ["ToolContext", "current_tool_context"]
+
+
+def _drop(_: Any) -> None:
+    return None
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ToolContext:
+    """The context of one tool call.
+
+    Attributes:
+        call: the call as the model made it (``call.id`` tells parallel calls apart).
+        run_id: the id of the run the call belongs to.
+        iteration: the 0-based iteration (model call) that asked for the tool.
+        path: the names of the agents from the root run down to this one (empty at top level).
+        reporter: where :meth:`report` sends updates (the loop sets it; a no-op by default).
+    """
+
+    call: ToolCall
+    run_id: str = ""
+    iteration: int = 0
+    path: tuple[str, ...] = ()
+    reporter: Callable[[Any], None] = field(default=_drop, repr=False)
+
+    @property
+    def idempotency_key(self) -> str:
+        """A key unique to this call of this run (``run_id:iteration:call_id``), stable across
+        retries of the call, so a tool can de-duplicate external side effects."""
+        return f"{self.run_id}:{self.iteration}:{self.call.id}"
+
+    def report(self, update: Any) -> None:
+        """Report progress or a partial result; it reaches the run's events as a
+        ``ToolExecutionUpdate`` (for UIs), never the model. Safe from a worker thread."""
+        self.reporter(update)
+
+
+_current: ContextVar[ToolContext | None] = ContextVar("goagent_tool_context", default=None)
+
+
+def current_tool_context() -> ToolContext | None:
+    """The context of the tool call running in this task or thread, or None outside one."""
+    return _current.get()
