@@ -82,7 +82,7 @@ async def main() -> None:
         hooks=Hooks(on_tool_result=show),
     )
     try:
-        result = await agent.run_detailed(args.question)
+        result = await agent.run(args.question)
     except MaxIterationsError as exc:
         print(f"no final answer after {exc.iterations} model calls; last: {exc.last_thought}")
         return

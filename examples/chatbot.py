@@ -70,11 +70,11 @@ async def main() -> None:
                 break
             if line in ("", "/exit"):
                 break
-            print("bot>", await agent.run(line))
+            print("bot>", (await agent.run(line)).text)
         return
     for line in ("Hi, I'm Ada.", "I like chess.", "What do you know about me?"):
         print("you>", line)
-        print("bot>", await agent.run(line))
+        print("bot>", (await agent.run(line)).text)
     print(f"(memory holds {len(await memory.messages())} messages)")
 
 

@@ -67,7 +67,7 @@ async def main() -> None:
             long_term_memory=LongTermMemory(embedder, store),
             hooks=Hooks(on_long_term_retrieve=lambda results, d, e: recalled.extend(results)),
         )
-        answer = await agent.run(args.message)
+        answer = (await agent.run(args.message)).text
         for scored in recalled:
             print(f"(recalled {scored.score:.2f}: {scored.message.text})")
         print(answer)

@@ -100,7 +100,7 @@ async def main(provider_spec: str) -> None:
         hooks=instrument(tracer_provider, meter_provider, provider=provider),
     )
     try:
-        answer = await agent.run("What are 6 x 7 and 1 / 0?")
+        answer = (await agent.run("What are 6 x 7 and 1 / 0?")).text
     except GoAgentError as exc:  # a small local model may not finish; the spans still show it
         answer = f"(no answer: {exc})"
 

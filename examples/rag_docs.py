@@ -95,7 +95,7 @@ async def main(embedder_choice: str, docs: Path, provider_spec: str = "scripted"
                 hooks=Hooks(on_tool_result=show_tool_result),
             )
             print(f"question: {QUESTION}")
-            answer = await agent.run(QUESTION)
+            answer = (await agent.run(QUESTION)).text
             print(f"answer: {answer}")
 
 

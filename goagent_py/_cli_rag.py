@@ -114,7 +114,7 @@ async def ask(args: argparse.Namespace, console: Console) -> int:
     passages = format_passages(results)
     status = EXIT_OK
     try:
-        answer = await agent.run_blocks(*passages, TextBlock(f"Question: {args.question}"))
+        answer = (await agent.run([*passages, TextBlock(f"Question: {args.question}")])).text
         console.say(answer.strip())
     except GoAgentError as exc:
         console.note(f"goagent-py: could not get an answer: {exc}")

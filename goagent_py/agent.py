@@ -4,30 +4,83 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
-from goagent_py._loop import Run
-from goagent_py.dispatch import Dispatcher
+from goagent_py._loop import Run, RunControl
+from goagent_py.dispatch import Dispatcher, DispatchMiddleware
 from goagent_py.errors import ConfigurationError
-from goagent_py.hooks import AgentEvent, RunResult
+from goagent_py.events import AgentEvent
+from goagent_py.hooks import HookDispatcher, Hooks
+from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol, WritePolicy
 from goagent_py.messages import (
     ContentBlock,
     DocumentBlock,
     ImageBlock,
+    Message,
+    Role,
     TextBlock,
     ThinkingBlock,
 )
-from goagent_py.options import AgentOptions, Option, build_options
+from goagent_py.options import (
+    AfterToolCall,
+    AgentOptions,
+    BeforeToolCall,
+    CircuitBreakerConfig,
+    MCPConnector,
+    Option,
+    PrepareArguments,
+    PrepareTurn,
+    RateLimitConfig,
+    ShouldStop,
+    TransformContext,
+    build_options,
+)
+from goagent_py.provider import Provider
+from goagent_py.resilience import RetryPolicy
+from goagent_py.results import RunResult
 from goagent_py.tools import Tool
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "Prompt"]
 
 _BLOCK_TYPES = (TextBlock, ImageBlock, DocumentBlock, ThinkingBlock)
 
+# Marks keyword settings the caller did not give (None is a real value: "off").
+_NOT_GIVEN: Any = object()
 
-def _check_blocks(blocks: tuple[Any, ...] | list[Any], where: str) -> list[ContentBlock]:
+Prompt = str | Sequence[ContentBlock] | Message | Sequence[Message]
+"""What a run takes: text, content blocks (text, images, documents), or whole messages
+(user messages; the last one is the prompt, the ones before it enter the conversation first)."""
+
+
+def to_messages(prompt: Prompt, where: str) -> list[Message]:
+    """The user messages a run starts from; a clear error for anything else."""
+    if isinstance(prompt, str):
+        return [Message(Role.USER, [TextBlock(prompt)])]
+    if isinstance(prompt, Message):
+        prompt = [prompt]
+    if not isinstance(prompt, Sequence) or not prompt:
+        raise ConfigurationError(
+            f"{where} takes a str, content blocks or user messages, got "
+            f"{type(prompt).__name__ if not isinstance(prompt, Sequence) else 'an empty list'}"
+        )
+    if all(isinstance(m, Message) for m in prompt):
+        messages = [m for m in prompt if isinstance(m, Message)]
+        for m in messages:
+            if m.role is not Role.USER:
+                raise ConfigurationError(
+                    f"{where} takes user messages, got a {m.role} message; the system prompt "
+                    "is the agent's system_prompt, and history belongs in short-term memory"
+                )
+            _check_blocks(m.content, where)
+        return messages
+    return [Message(Role.USER, _check_blocks(prompt, where))]
+
+
+def _check_blocks(blocks: Sequence[Any], where: str) -> list[ContentBlock]:
     if not blocks:
         raise ConfigurationError(
             f"{where} requires at least one content block, e.g. TextBlock('...')"
@@ -47,31 +100,113 @@ def _check_blocks(blocks: tuple[Any, ...] | list[Any], where: str) -> list[Conte
 class Agent:
     """An agent: a model that calls tools in a loop until it answers.
 
-    Configure it with ``with_*`` options or the same settings as keywords; both are validated
-    here, so a bad setting fails at construction, never in the middle of a run::
+    Configure it with settings as keywords, or with ``with_*`` options (the same settings, for
+    code that builds its configuration step by step); both are validated here, so a bad setting
+    fails at construction, never in the middle of a run::
 
-        agent = Agent(with_provider(provider), with_model("claude-sonnet-4-6"), with_tool(add))
-        answer = await agent.run("What is 2 + 3?")
+        agent = Agent(provider=provider, model="claude-sonnet-4-6", tools=[add])
+        result = await agent.run("What is 2 + 3?")
+        print(result.text)
+
+    Scalar settings: the last given wins (options, then keywords). List-like settings (tools,
+    hooks, dispatch middlewares, MCP connectors) accumulate. None means "off".
 
     The agent keeps no per-run state: concurrent runs are safe when its memory is.
+
+    Args:
+        provider: the model backend (required).
+        model: the model name sent with every request.
+        tools: the tools the model may call.
+        system_prompt: the system prompt (it travels on the request, not as a message).
+        max_iterations: the most model calls one run may make (default 10).
+        short_term_memory: the conversation, loaded before and appended after each run.
+        long_term_memory: semantic memory recalled before each run and written after it.
+        long_term_top_k: memories recalled per run (None: the memory's own ``top_k``).
+        write_policy: what a finished turn leaves in long-term memory (default: everything).
+        name: the agent's name; it namespaces its long-term memory.
+        hooks: one or several :class:`Hooks` sets, all called.
+        logger: where the agent logs.
+        tool_timeout: seconds each tool call may take (None: no limit).
+        circuit_breaker: a per-tool :class:`CircuitBreakerConfig` (None: off).
+        dispatch_middlewares: custom middlewares around every tool call (first is outermost).
+        thinking: an extended-thinking token budget (None: off).
+        adaptive_thinking: extended thinking where the model decides the budget.
+        effort: "low", "medium" or "high", for providers that support it.
+        max_tokens: the output token limit per model call (None: the provider's default).
+        short_term_trace_tools: store the tool trace in short-term memory (default True).
+        mcp_connectors: connectors run on first use whose tools join the agent's.
+        before_tool_call: approve or block each call (return a reason to block).
+        stop_on_denied: a call blocked by ``before_tool_call`` also ends the run.
+        after_tool_call: see each result; return a replacement to override it.
+        prepare_arguments: repair a call's raw arguments before validation.
+        should_stop: asked after each turn with tool calls whether to stop there.
+        prepare_turn: shape each request before it is sent (model, thinking, tools).
+        tool_execution: "parallel" (default) or "sequential".
+        sequential_tools: tools whose turns run sequentially.
+        max_parallel_tools: at most this many calls of one turn at once (None: no limit).
+        max_tool_result_chars: cut longer tool results, with a visible marker (None: no cap).
+        transform_context: rewrite the messages sent with each request.
+        tool_retry: a :class:`RetryPolicy` for failed tool calls (None: no retry).
+        rate_limit: a :class:`RateLimitConfig` for tool calls (None: no limit).
+
+    Raises:
+        ConfigurationError: a setting is missing, unknown, of the wrong type or out of range;
+            the message names the setting as it was written.
     """
 
-    def __init__(self, *options: Option, **settings: Any) -> None:
-        self._options: AgentOptions = build_options(options, settings)
+    def __init__(
+        self,
+        *options: Option,
+        provider: Provider = _NOT_GIVEN,
+        model: str = _NOT_GIVEN,
+        tools: Sequence[Tool] = _NOT_GIVEN,
+        system_prompt: str = _NOT_GIVEN,
+        max_iterations: int = _NOT_GIVEN,
+        short_term_memory: ShortTermMemoryProtocol | None = _NOT_GIVEN,
+        long_term_memory: LongTermMemoryProtocol | None = _NOT_GIVEN,
+        long_term_top_k: int | None = _NOT_GIVEN,
+        write_policy: WritePolicy | None = _NOT_GIVEN,
+        name: str = _NOT_GIVEN,
+        hooks: Hooks | Sequence[Hooks] | None = _NOT_GIVEN,
+        logger: logging.Logger = _NOT_GIVEN,
+        tool_timeout: float | None = _NOT_GIVEN,
+        circuit_breaker: CircuitBreakerConfig | None = _NOT_GIVEN,
+        dispatch_middlewares: Sequence[DispatchMiddleware] = _NOT_GIVEN,
+        thinking: int | None = _NOT_GIVEN,
+        adaptive_thinking: bool = _NOT_GIVEN,
+        effort: Literal["low", "medium", "high"] | None = _NOT_GIVEN,
+        max_tokens: int | None = _NOT_GIVEN,
+        short_term_trace_tools: bool = _NOT_GIVEN,
+        mcp_connectors: Sequence[MCPConnector] = _NOT_GIVEN,
+        before_tool_call: BeforeToolCall | None = _NOT_GIVEN,
+        stop_on_denied: bool = _NOT_GIVEN,
+        after_tool_call: AfterToolCall | None = _NOT_GIVEN,
+        prepare_arguments: PrepareArguments | None = _NOT_GIVEN,
+        should_stop: ShouldStop | None = _NOT_GIVEN,
+        prepare_turn: PrepareTurn | None = _NOT_GIVEN,
+        tool_execution: Literal["parallel", "sequential"] = _NOT_GIVEN,
+        sequential_tools: Sequence[str] = _NOT_GIVEN,
+        max_parallel_tools: int | None = _NOT_GIVEN,
+        max_tool_result_chars: int | None = _NOT_GIVEN,
+        transform_context: TransformContext | None = _NOT_GIVEN,
+        tool_retry: RetryPolicy | None = _NOT_GIVEN,
+        rate_limit: RateLimitConfig | None = _NOT_GIVEN,
+    ) -> None:
+        given = {k: v for k, v in locals().items() if v is not _NOT_GIVEN and k in _KEYWORDS}
+        self._options: AgentOptions = build_options(options, given)
         o = self._options
         self._tools: dict[str, Tool] = {t.definition.name: t for t in o.tools}
         self._connected = not o.mcp_connectors
-        self._connect_lock = asyncio.Lock()
+        self._connect_lock: asyncio.Lock | None = None
         self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._hook_dispatcher = HookDispatcher(o.hooks, o.logger)
         self._dispatcher = Dispatcher(
             self._tools,
             timeout=o.tool_timeout,
             circuit_breaker=o.circuit_breaker,
             retry=o.tool_retry,
             rate_limit=o.rate_limit,
-            rate_limit_per_tool=o.rate_limit_per_tool,
             middlewares=o.dispatch_middlewares,
-            hooks=o.hooks,
             logger=o.logger,
         )
 
@@ -93,6 +228,8 @@ class Agent:
     async def _connect(self) -> None:
         if self._connected:
             return
+        if self._connect_lock is None:
+            self._connect_lock = asyncio.Lock()
         async with self._connect_lock:
             if self._connected:
                 return
@@ -111,61 +248,68 @@ class Agent:
                 self._tools[t.definition.name] = t
             self._connected = True
 
-    async def _run(self, content: list[ContentBlock], *, streaming: bool) -> Run:
-        await self._connect()
-        defs = [t.definition for t in self._tools.values()]
-        return Run(self._options, self._dispatcher, defs, content, streaming=streaming)
+    async def start_run(
+        self,
+        prompt: Prompt | None,
+        *,
+        streaming: bool,
+        control: RunControl | None = None,
+        history: list[Message] | None = None,
+        path: tuple[str, ...] = (),
+    ) -> Run:
+        """The :class:`Run` of one prompt, not started (its ``events()`` runs it).
 
-    async def run(self, prompt: str) -> str:
-        """Run the agent on a text prompt and return its final answer.
+        For sessions and orchestration built on the agent; applications call :meth:`run`,
+        :meth:`stream` or use a :class:`~goagent_py.Session`. ``prompt=None`` continues from
+        ``history`` without a new user message.
+        """
+        await self._connect()
+        messages = [] if prompt is None else to_messages(prompt, "run()")
+        defs = [t.definition for t in self._tools.values()]
+        return Run(
+            self._options,
+            self._dispatcher,
+            self._hook_dispatcher,
+            defs,
+            messages,
+            streaming=streaming,
+            control=control,
+            history=history,
+            path=path,
+        )
+
+    async def run(self, prompt: Prompt) -> RunResult:
+        """Run the agent on a prompt and return what the run did (``result.text`` is the answer).
+
+        Args:
+            prompt: text, content blocks (``[TextBlock(...), ImageBlock(...)]``), or user
+                messages.
 
         Raises:
             MaxIterationsError: the iteration budget ran out (the turn is still persisted).
             ProviderError: the model call failed.
             MemoryStoreError: memory could not be loaded.
+            ConfigurationError: the prompt is not text, blocks or user messages.
+
+        A failed run's exception carries the run's result as ``exc.run_result``.
         """
-        return (await self.run_detailed(prompt)).text
-
-    async def run_blocks(self, *blocks: ContentBlock) -> str:
-        """Run the agent on content blocks (text, images, documents) and return its answer."""
-        return (await self.run_blocks_detailed(*blocks)).text
-
-    async def run_detailed(self, prompt: str) -> RunResult:
-        """Like :meth:`run`, returning the whole :class:`RunResult` (answer, stop reason, usage).
-
-        A failed run raises; the exception carries the run's result as ``exc.run_result``.
-        """
-        if not isinstance(prompt, str):
-            raise ConfigurationError(
-                f"run() takes a str prompt, got {type(prompt).__name__}; use run_blocks() "
-                "for images and documents"
-            )
-        return await self._drain([TextBlock(prompt)])
-
-    async def run_blocks_detailed(self, *blocks: ContentBlock) -> RunResult:
-        """Like :meth:`run_blocks`, returning the whole :class:`RunResult`."""
-        return await self._drain(_check_blocks(blocks, "run_blocks()"))
-
-    async def _drain(self, content: list[ContentBlock]) -> RunResult:
-        run = await self._run(content, streaming=False)
+        run = await self.start_run(prompt, streaming=False)
         async for _ in run.events():
             pass
         assert run.result is not None
         return run.result
 
-    async def stream(self, prompt: str | list[ContentBlock]) -> AsyncIterator[AgentEvent]:
+    async def stream(self, prompt: Prompt) -> AsyncIterator[AgentEvent]:
         """Run the agent and yield its events as they happen (text deltas when the provider
-        streams). The last event is :class:`~goagent_py.AgentEnd`; failures raise as in run()."""
-        content: list[ContentBlock] = (
-            [TextBlock(prompt)] if isinstance(prompt, str) else _check_blocks(prompt, "stream()")
-        )
-        run = await self._run(content, streaming=True)
+        streams). The last event is :class:`~goagent_py.AgentEnd`; failures then raise as in
+        :meth:`run`."""
+        run = await self.start_run(prompt, streaming=True)
         # aclosing: a consumer that stops early still ends the run (on_run_end) right away.
         async with contextlib.aclosing(run.events()) as events:
             async for event in events:
                 yield event
 
-    def run_sync(self, prompt: str) -> str:
+    def run_sync(self, prompt: Prompt) -> RunResult:
         """Blocking :meth:`run`, for scripts and notebooks without an event loop."""
         try:
             asyncio.get_running_loop()
@@ -199,3 +343,6 @@ class Agent:
     def __repr__(self) -> str:
         o = self._options
         return f"Agent(name={o.name!r}, model={o.model!r}, tools={list(self._tools)})"
+
+
+_KEYWORDS = frozenset(inspect.signature(Agent.__init__).parameters) - {"self", "options"}

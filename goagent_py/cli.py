@@ -288,7 +288,8 @@ def _memory_paths(db: str | None) -> tuple[Path, Path]:
 async def run_chat(args: argparse.Namespace, console: Console) -> int:
     """The chat command; returns the exit code."""
     from goagent_py.agent import Agent
-    from goagent_py.hooks import AgentEnd, Hooks, MessageDelta, ToolExecutionEnd, ToolExecutionStart
+    from goagent_py.events import AgentEnd, MessageDelta, ToolExecutionEnd, ToolExecutionStart
+    from goagent_py.hooks import Hooks
 
     state = ChatState()
     picked = await pick_provider(args.provider)

@@ -17,10 +17,14 @@ import logging
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from goagent_py.errors import (
     CircuitOpenError,
+    ConfigurationError,
     ToolArgumentsError,
     ToolBlockedError,
     ToolError,
@@ -29,21 +33,26 @@ from goagent_py.errors import (
     ToolPanicError,
     ToolTimeoutError,
 )
-from goagent_py.hooks import Hooks, ToolResult, call_hook
+from goagent_py.events import CircuitOpen, ToolRetry, ToolTimeout
+from goagent_py.hooks import Hooks, call_hook, merge_hooks
 from goagent_py.messages import ContentBlock, TextBlock, ToolCall
 from goagent_py.resilience import (
     CircuitBreaker,
     PerTool,
     RetryPolicy,
+    check_rate_limit,
     retry_middleware,
 )
 from goagent_py.resilience import rate_limit as _rate_limit
+from goagent_py.results import ToolResult
 from goagent_py.tools import Tool
 
 __all__ = [
+    "CircuitBreakerConfig",
     "DispatchFunc",
     "DispatchMiddleware",
     "Dispatcher",
+    "RateLimitConfig",
     "circuit_breaker_middleware",
     "logging_middleware",
     "recovery_middleware",
@@ -55,6 +64,80 @@ DispatchFunc = Callable[[ToolCall], Awaitable[list[ContentBlock]]]
 
 DispatchMiddleware = Callable[[DispatchFunc], DispatchFunc]
 """Wraps a :data:`DispatchFunc` with behaviour of its own (logging, limits, policies...)."""
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(slots=True, frozen=True)
+class CircuitBreakerConfig:
+    """A per-tool circuit breaker: open after ``max_failures`` consecutive failures, for
+    ``reset_timeout`` seconds, then let one probe through."""
+
+    max_failures: int = 5
+    reset_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.max_failures) or self.max_failures <= 0:
+            raise ConfigurationError(
+                f"CircuitBreakerConfig(max_failures={self.max_failures!r}): must be an int > 0 "
+                "(pass circuit_breaker=None to switch the breaker off)"
+            )
+        reset = self.reset_timeout
+        if not isinstance(reset, int | float) or isinstance(reset, bool) or reset <= 0:
+            raise ConfigurationError(
+                f"CircuitBreakerConfig(reset_timeout={reset!r}): must be > 0 seconds"
+            )
+
+
+@dataclass(slots=True, frozen=True)
+class RateLimitConfig:
+    """A token bucket for tool calls: ``rate`` per second, up to ``burst`` at once.
+
+    ``per_tool=False`` shares one bucket between every tool; ``True`` gives each tool its own;
+    ``{"search": (1.0, 2)}`` gives the named tools their own limits (the rest share one).
+    """
+
+    rate: float
+    burst: int = 1
+    per_tool: PerTool = False
+
+    def __post_init__(self) -> None:
+        try:
+            check_rate_limit(self.rate, self.burst, per_tool=self.per_tool)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"RateLimitConfig: {exc}") from None
+        if isinstance(self.per_tool, Mapping):
+            object.__setattr__(self, "per_tool", dict(self.per_tool))
+
+
+# Where the middlewares' events (retry, timeout, open circuit) go: set by the run in each call's
+# task, so a dispatcher shared by concurrent runs reports each call to its own run.
+_sink: ContextVar[tuple[Callable[[Any], None], tuple[str, ...]] | None] = ContextVar(
+    "goagent_dispatch_sink", default=None
+)
+
+
+def set_event_sink(put: Callable[[Any], None], path: tuple[str, ...] = ()) -> Callable[[], None]:
+    """Send the events of calls made in this context to ``put``; returns the undo."""
+    token = _sink.set((put, path))
+    return lambda: _sink.reset(token)
+
+
+def _send(make: Callable[[tuple[str, ...]], Any]) -> None:
+    sink = _sink.get()
+    if sink is not None:
+        put, path = sink
+        put(make(path))
+
+
+# The middlewares report through these, turned into events for the run that made the call.
+_EVENT_HOOKS = Hooks(
+    on_tool_retry=lambda c, n, e, d: _send(lambda p: ToolRetry(c, n, e, d, path=p)),
+    on_tool_timeout=lambda c, t: _send(lambda p: ToolTimeout(c, t, path=p)),
+    on_circuit_open=lambda c, u: _send(lambda p: CircuitOpen(c, u, path=p)),
+)
 
 # The message a timeout cancels a call with, so the breaker can tell it from a caller's cancel.
 _TIMEOUT_CANCEL = "goagent-tool-timeout"
@@ -227,12 +310,13 @@ class Dispatcher:
     Args:
         tools: the tools by name (read at call time, so tools added later are found).
         timeout: seconds per call (all retries and rate-limit waits included), or None.
-        circuit_breaker: ``(max_failures, reset_timeout)``, or None.
+        circuit_breaker: the breaker's settings, or None for no breaker.
         retry: the retry policy for failed calls, or None for no retry.
-        rate_limit: ``(rate, burst)`` (calls per second, calls at once), or None for no limit.
-        rate_limit_per_tool: see :func:`~goagent_py.resilience.rate_limit`'s ``per_tool``.
+        rate_limit: the rate limit's settings, or None for no limit.
         middlewares: custom middlewares, first registered outermost.
-        hooks: the agent's hooks (``on_circuit_open``, ``on_tool_retry``, ``on_tool_timeout``).
+        hooks: hooks told of retries, timeouts and open circuits, for a dispatcher used on its
+            own; inside a run these become ``ToolRetry``/``ToolTimeout``/``CircuitOpen`` events
+            of the run that made the call (and reach the agent's hooks from there).
         logger: where the logging middleware writes.
         clock: the monotonic clock of the breaker and the rate limiter (tests inject one).
     """
@@ -242,10 +326,9 @@ class Dispatcher:
         tools: Mapping[str, Tool],
         *,
         timeout: float | None = None,
-        circuit_breaker: tuple[int, float] | None = None,
+        circuit_breaker: CircuitBreakerConfig | None = None,
         retry: RetryPolicy | None = None,
-        rate_limit: tuple[float, int] | None = None,
-        rate_limit_per_tool: PerTool = False,
+        rate_limit: RateLimitConfig | None = None,
         middlewares: Sequence[DispatchMiddleware] = (),
         hooks: Hooks | None = None,
         logger: logging.Logger | None = None,
@@ -253,13 +336,18 @@ class Dispatcher:
     ) -> None:
         self._tools = tools
         self._logger = logger or logging.getLogger("goagent_py.dispatch")
+        hooks = _EVENT_HOOKS if hooks is None else merge_hooks(hooks, _EVENT_HOOKS)
         chain: list[DispatchMiddleware] = [logging_middleware(self._logger)]
-        if timeout:
+        if timeout is not None:
             chain.append(timeout_middleware(timeout, hooks))
         if circuit_breaker is not None:
             chain.append(
                 circuit_breaker_middleware(
-                    *circuit_breaker, hooks, clock=clock, logger=self._logger
+                    circuit_breaker.max_failures,
+                    circuit_breaker.reset_timeout,
+                    hooks,
+                    clock=clock,
+                    logger=self._logger,
                 )
             )
         if retry is not None and retry.retries:
@@ -267,7 +355,10 @@ class Dispatcher:
         if rate_limit is not None:
             chain.append(
                 _rate_limit(
-                    *rate_limit, per_tool=rate_limit_per_tool, clock=clock or time.monotonic
+                    rate_limit.rate,
+                    rate_limit.burst,
+                    per_tool=rate_limit.per_tool,
+                    clock=clock or time.monotonic,
                 )
             )
         chain.extend(middlewares)
@@ -288,11 +379,15 @@ class Dispatcher:
                 call, [TextBlock(error_text(missing))], missing, 0.0, datetime.now(UTC)
             )
         start = time.perf_counter()
-        error: ToolExecutionError | None = None
+        error: ToolError | None = None
         try:
             content = await self._call(call)
-        except Exception as exc:
+        except ToolError as exc:  # the specific error: timeout, open circuit, bad arguments...
+            error = exc
+            content = [TextBlock(error_text(error))]
+        except Exception as exc:  # a custom middleware's own failure
             error = ToolExecutionError(call.name, call.arguments, exc)
+            error.__cause__ = exc
             content = [TextBlock(error_text(error))]
         duration = time.perf_counter() - start
         # The start is counted back from the end, so started_at + duration is the wall-clock end

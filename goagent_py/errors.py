@@ -28,7 +28,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from goagent_py.results import RunResult
 
 __all__ = [
     "CircuitOpenError",
@@ -40,6 +43,7 @@ __all__ = [
     "MissingExtraError",
     "NoEmbeddableContentError",
     "ProviderError",
+    "ToolAbortedError",
     "ToolArgumentsError",
     "ToolBlockedError",
     "ToolError",
@@ -52,7 +56,12 @@ __all__ = [
 
 
 class GoAgentError(Exception):
-    """Base of every error raised by goagent-py."""
+    """Base of every error raised by goagent-py.
+
+    ``run_result`` is set on the error a run ends with: what the run did before it failed.
+    """
+
+    run_result: RunResult | None = None
 
 
 class ConfigurationError(GoAgentError):
@@ -222,3 +231,16 @@ class CircuitOpenError(ToolError):
             f"tool {tool_name!r} is unavailable: circuit breaker open until "
             f"{open_until.isoformat(timespec='seconds')} after repeated failures"
         )
+
+
+class ToolAbortedError(ToolError):
+    """The run was aborted before this call finished; the call's result says so."""
+
+    def __init__(self, tool_name: str, reason: str = "") -> None:
+        self.tool_name = tool_name
+        self.reason = reason
+        why = f": {reason}" if reason else ""
+        super().__init__(f"tool {tool_name!r} did not finish: the run was aborted{why}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.tool_name, self.reason), self.__dict__)

@@ -1,7 +1,14 @@
-"""What a run reports: hooks, the run result, and the typed events of the loop.
+"""Hooks: typed callbacks on the life of a run, derived from its events.
 
-Hooks are optional callables, sync or async. They observe; a hook that raises is logged and the
-run goes on. The same events feed hooks, telemetry and ``Agent.stream``.
+A run is observed through one channel, its events (:mod:`goagent_py.events`). Hooks are a
+convenience over it: :class:`HookDispatcher` maps each event to the hook that wants it and calls
+it as a typed attribute, so mypy checks every call. Hooks are sync or async; a hook that raises is
+logged and the run goes on.
+
+One hook is not derived from an event: ``on_tool_call`` fires inside the call's own task, just
+before the tool runs, so a context variable it sets (the OpenTelemetry hooks make the call's span
+current) reaches the tool (and a sync tool's worker thread) and neither the run nor a sibling
+call. Events are consumed in the run's task, where that would be too late and the wrong context.
 """
 
 from __future__ import annotations
@@ -9,112 +16,47 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from functools import partial
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from goagent_py.messages import ContentBlock, Message, ScoredMessage, StopReason, ToolCall, Usage
+from goagent_py.events import (
+    AgentEnd,
+    AgentEvent,
+    AgentStart,
+    CircuitOpen,
+    FinalResponse,
+    HistoryAppend,
+    HistoryLoad,
+    MemoryRecall,
+    MemoryStore,
+    MessageDelta,
+    MessageEnd,
+    MessageStart,
+    ModelRequest,
+    ToolExecutionEnd,
+    ToolRetry,
+    ToolTimeout,
+    TurnStart,
+)
+from goagent_py.messages import Role, ScoredMessage, ThinkingBlock, ToolCall
 from goagent_py.provider import CompletionRequest
+from goagent_py.results import ModelResponse, ProviderEvent, RunInfo, RunResult, ToolResult
 
 __all__ = [
-    "AgentEnd",
-    "AgentEvent",
-    "AgentStart",
+    "HookDispatcher",
     "Hooks",
-    "MessageDelta",
-    "MessageEnd",
+    "ModelResponse",
     "ProviderEvent",
     "RunInfo",
     "RunResult",
-    "ToolExecutionEnd",
-    "ToolExecutionStart",
     "ToolResult",
-    "TurnEnd",
-    "TurnStart",
     "merge_hooks",
 ]
 
 _log = logging.getLogger("goagent_py.hooks")
-
-Hook = Callable[..., Any]
-
-
-@dataclass(slots=True, frozen=True)
-class RunInfo:
-    """What a run starts with."""
-
-    run_id: str
-    agent_name: str
-    model: str
-    content: list[ContentBlock]
-    provider: object | None = None
-
-
-@dataclass(slots=True, frozen=True)
-class ProviderEvent:
-    """The outcome of one provider call (``error`` set on failure, ``message`` on success)."""
-
-    duration: float
-    usage: Usage = field(default_factory=Usage)
-    stop_reason: StopReason | None = None
-    tool_calls: int = 0
-    model: str = ""
-    error: BaseException | None = None
-    message: Message | None = None
-
-
-@dataclass(slots=True, frozen=True)
-class ToolResult:
-    """The outcome of one tool call.
-
-    Attributes:
-        call: the call as the model made it.
-        content: what the model reads (on error, the error text).
-        error: the error, or None on success.
-        duration: seconds the call took (0 when the tool was not found or was blocked).
-        started_at: when the call started (UTC).
-    """
-
-    call: ToolCall
-    content: list[ContentBlock]
-    error: BaseException | None = None
-    duration: float = 0.0
-    started_at: datetime | None = None
-
-    @property
-    def is_error(self) -> bool:
-        """Whether the call failed."""
-        return self.error is not None
-
-
-@dataclass(slots=True, frozen=True)
-class RunResult:
-    """What a run did: the answer, why it stopped, what it cost, what it added.
-
-    Attributes:
-        text: the final answer text ("" when the run failed before one).
-        stop_reason: the final response's stop reason, so a truncated answer is never silent.
-        iterations: model calls made (1-based).
-        usage: token usage summed over every call.
-        tool_calls: tool calls made.
-        tool_time: seconds spent in tools (parallel calls each counted).
-        duration: seconds the run took.
-        messages: the messages this run added (the user message, then assistant and tool messages).
-        error: the error the run ended with, or None.
-        run_id: the id given to the run in ``RunInfo``.
-    """
-
-    text: str = ""
-    stop_reason: StopReason | None = None
-    iterations: int = 0
-    usage: Usage = field(default_factory=Usage)
-    tool_calls: int = 0
-    tool_time: float = 0.0
-    duration: float = 0.0
-    messages: list[Message] = field(default_factory=list)
-    error: BaseException | None = None
-    run_id: str = ""
 
 
 @dataclass(slots=True)
@@ -129,24 +71,18 @@ class Hooks:
     -> ``on_response`` -> [``on_short_term_append``] -> [``on_long_term_store``] -> ``on_run_end``.
     ``on_run_end`` fires exactly once on every exit.
 
-    ``on_tool_call`` fires in a task of the call's own, just before the call runs (after
-    ``before_tool_call`` let it through or blocked it; a blocked call gets both hooks too), so a
-    context variable it sets, such as the current OpenTelemetry span, reaches the tool (a sync
-    tool's worker thread copies the task's context) and neither the run nor a sibling call.
-    Calls of a turn run concurrently: a call's ``on_tool_call`` may come after a sibling has
-    started running. ``on_tool_result`` fires in the run's task once every call of the turn is
-    done, in call order.
-
-    ``on_circuit_open(call, open_until)``, ``on_tool_retry(call, attempt, error, delay)`` and
-    ``on_tool_timeout(call, timeout)`` fire from inside the tool dispatch chain, while calls run.
-    ``call`` is the :class:`ToolCall` concerned: its ``id`` tells apart parallel calls of one tool.
+    ``on_tool_call`` fires in the call's own task just before the call runs (after
+    ``before_tool_call`` let it through or blocked it; a blocked call gets both hooks too).
+    ``on_tool_result`` fires as each call finishes; ``on_circuit_open(call, open_until)``,
+    ``on_tool_retry(call, attempt, error, delay)`` and ``on_tool_timeout(call, timeout)`` while
+    calls run. ``call`` is the :class:`ToolCall` concerned: its ``id`` tells apart parallel calls.
     """
 
     on_run_start: Callable[[RunInfo], Any] | None = None
     on_run_end: Callable[[RunResult], Any] | None = None
     on_iteration_start: Callable[[int], Any] | None = None
     on_provider_request: Callable[[int, CompletionRequest], Any] | None = None
-    on_provider_response: Callable[[int, ProviderEvent], Any] | None = None
+    on_provider_response: Callable[[int, ModelResponse], Any] | None = None
     on_thinking: Callable[[str], Any] | None = None
     on_tool_call: Callable[[ToolCall], Any] | None = None
     on_tool_result: Callable[[ToolResult], Any] | None = None
@@ -168,12 +104,10 @@ class Hooks:
 HOOK_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Hooks))
 
 
-async def call_hook(hook: Hook | None, *args: Any, logger: logging.Logger = _log) -> None:
-    """Call one hook, sync or async; log and swallow any ``Exception`` it raises."""
-    if hook is None:
-        return
+async def _settle(call: Callable[[], Any], hook: object, logger: logging.Logger) -> None:
+    """Run one hook call, awaiting it if async; log and swallow any ``Exception``."""
     try:
-        result = hook(*args)
+        result = call()
         if inspect.isawaitable(result):
             await result
     except Exception:
@@ -181,7 +115,15 @@ async def call_hook(hook: Hook | None, *args: Any, logger: logging.Logger = _log
         logger.exception("hook %s raised; the run goes on", name)
 
 
-def _merged(callbacks: list[Hook]) -> Hook:
+async def call_hook(
+    hook: Callable[..., Any] | None, *args: Any, logger: logging.Logger = _log
+) -> None:
+    """Call one hook, sync or async; log and swallow any ``Exception`` it raises."""
+    if hook is not None:
+        await _settle(lambda: hook(*args), hook, logger)
+
+
+def _merged(callbacks: list[Callable[..., Any]]) -> Callable[..., Awaitable[None]]:
     async def merged(*args: Any) -> None:
         for callback in callbacks:
             await call_hook(callback, *args)
@@ -207,79 +149,140 @@ def merge_hooks(*hooks: Hooks) -> Hooks:
     return merged
 
 
-# ---------------------------------------------------------------------------------------------
-# Events of the loop (what Agent.stream yields)
+class HookDispatcher:
+    """The one adapter from events to hooks: ``await dispatcher(event)`` calls the hooks that
+    event feeds, in the documented order. Built once per agent; events no hook wants cost one
+    dictionary lookup."""
+
+    __slots__ = ("_handlers", "hooks", "logger")
+
+    def __init__(self, hooks: Hooks, logger: logging.Logger = _log) -> None:
+        self.hooks = hooks
+        self.logger = logger
+        h = hooks
+        table: dict[type[Any], Callable[[Any], Awaitable[None]]] = {}
+        if h.on_run_start is not None:
+            table[AgentStart] = self._run_start
+        if h.on_long_term_retrieve is not None:
+            table[MemoryRecall] = self._recall
+        if h.on_short_term_load is not None:
+            table[HistoryLoad] = self._load
+        if h.on_iteration_start is not None:
+            table[TurnStart] = self._turn_start
+        if h.on_provider_request is not None:
+            table[ModelRequest] = self._request
+        if h.on_stream_start is not None:
+            table[MessageStart] = self._message_start
+        if h.on_stream_token is not None or h.on_thinking_text is not None:
+            table[MessageDelta] = self._delta
+        if h.on_provider_response is not None:
+            table[ModelResponse] = self._response
+        if h.on_thinking is not None:
+            table[MessageEnd] = self._message_end
+        if h.on_tool_retry is not None:
+            table[ToolRetry] = self._retry
+        if h.on_tool_timeout is not None:
+            table[ToolTimeout] = self._timeout
+        if h.on_circuit_open is not None:
+            table[CircuitOpen] = self._circuit_open
+        if h.on_tool_result is not None:
+            table[ToolExecutionEnd] = self._tool_end
+        if h.on_response is not None:
+            table[FinalResponse] = self._final
+        if h.on_short_term_append is not None:
+            table[HistoryAppend] = self._append
+        if h.on_long_term_store is not None:
+            table[MemoryStore] = self._store
+        if h.on_run_end is not None:
+            table[AgentEnd] = self._run_end
+        self._handlers = table
+
+    def wants(self, event_type: type[Any]) -> bool:
+        """Whether any hook is fed by events of ``event_type``."""
+        return event_type in self._handlers
+
+    async def __call__(self, event: AgentEvent) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            await handler(event)
+
+    async def _run_start(self, e: AgentStart) -> None:
+        if (h := self.hooks.on_run_start) is not None:
+            await _settle(lambda: h(e.info), h, self.logger)
+
+    async def _recall(self, e: MemoryRecall) -> None:
+        if (h := self.hooks.on_long_term_retrieve) is not None:
+            await _settle(lambda: h(e.memories, e.duration, e.error), h, self.logger)
+
+    async def _load(self, e: HistoryLoad) -> None:
+        if (h := self.hooks.on_short_term_load) is not None:
+            await _settle(lambda: h(e.count, e.duration, e.error), h, self.logger)
+
+    async def _turn_start(self, e: TurnStart) -> None:
+        if (h := self.hooks.on_iteration_start) is not None:
+            await _settle(lambda: h(e.iteration), h, self.logger)
+
+    async def _request(self, e: ModelRequest) -> None:
+        if (h := self.hooks.on_provider_request) is not None:
+            await _settle(lambda: h(e.iteration, e.request), h, self.logger)
+
+    async def _message_start(self, e: MessageStart) -> None:
+        if e.role is Role.ASSISTANT and e.streaming and (h := self.hooks.on_stream_start):
+            await _settle(lambda: h(e.iteration), h, self.logger)
+
+    async def _delta(self, e: MessageDelta) -> None:
+        if e.kind == "text":
+            if (h := self.hooks.on_stream_token) is not None:
+                await _settle(lambda: h(e.delta), h, self.logger)
+        elif e.kind == "thinking" and (t := self.hooks.on_thinking_text) is not None:
+            await _settle(lambda: t(e.delta), t, self.logger)
+
+    async def _response(self, e: ModelResponse) -> None:
+        if (h := self.hooks.on_provider_response) is not None:
+            await _settle(lambda: h(e.iteration, e), h, self.logger)
+
+    async def _message_end(self, e: MessageEnd) -> None:
+        if e.message.role is not Role.ASSISTANT or (h := self.hooks.on_thinking) is None:
+            return
+        for text in [b.thinking for b in e.message.content if isinstance(b, ThinkingBlock)]:
+            await _settle(partial(h, text), h, self.logger)
+
+    async def _retry(self, e: ToolRetry) -> None:
+        if (h := self.hooks.on_tool_retry) is not None:
+            await _settle(lambda: h(e.call, e.attempt, e.error, e.delay), h, self.logger)
+
+    async def _timeout(self, e: ToolTimeout) -> None:
+        if (h := self.hooks.on_tool_timeout) is not None:
+            await _settle(lambda: h(e.call, e.timeout), h, self.logger)
+
+    async def _circuit_open(self, e: CircuitOpen) -> None:
+        if (h := self.hooks.on_circuit_open) is not None:
+            await _settle(lambda: h(e.call, e.open_until), h, self.logger)
+
+    async def _tool_end(self, e: ToolExecutionEnd) -> None:
+        if (h := self.hooks.on_tool_result) is not None:
+            await _settle(lambda: h(e.result), h, self.logger)
+
+    async def _final(self, e: FinalResponse) -> None:
+        if (h := self.hooks.on_response) is not None:
+            await _settle(lambda: h(e.text, e.iterations), h, self.logger)
+
+    async def _append(self, e: HistoryAppend) -> None:
+        if (h := self.hooks.on_short_term_append) is not None:
+            await _settle(lambda: h(e.count, e.duration, e.error), h, self.logger)
+
+    async def _store(self, e: MemoryStore) -> None:
+        if (h := self.hooks.on_long_term_store) is not None:
+            await _settle(lambda: h(e.count, e.duration, e.error), h, self.logger)
+
+    async def _run_end(self, e: AgentEnd) -> None:
+        if (h := self.hooks.on_run_end) is not None:
+            await _settle(lambda: h(e.result), h, self.logger)
 
 
-@dataclass(slots=True, frozen=True)
-class AgentStart:
-    """The run started."""
-
-    info: RunInfo
-
-
-@dataclass(slots=True, frozen=True)
-class TurnStart:
-    """An iteration (one model call and its tool calls) started; ``iteration`` is 0-based."""
-
-    iteration: int
-
-
-@dataclass(slots=True, frozen=True)
-class MessageDelta:
-    """A piece of the assistant's message while it streams: ``kind`` is "text" or "thinking"."""
-
-    kind: str
-    delta: str
-
-
-@dataclass(slots=True, frozen=True)
-class MessageEnd:
-    """The assistant's message of this iteration, exactly as the provider returned it."""
-
-    message: Message
-    stop_reason: StopReason
-    usage: Usage
-
-
-@dataclass(slots=True, frozen=True)
-class ToolExecutionStart:
-    """A tool call is about to run."""
-
-    call: ToolCall
-
-
-@dataclass(slots=True, frozen=True)
-class ToolExecutionEnd:
-    """A tool call finished (successfully or not)."""
-
-    result: ToolResult
-
-
-@dataclass(slots=True, frozen=True)
-class TurnEnd:
-    """An iteration ended; ``tool_results`` is empty on the final iteration."""
-
-    iteration: int
-    message: Message
-    tool_results: list[ToolResult]
-
-
-@dataclass(slots=True, frozen=True)
-class AgentEnd:
-    """The run ended (``result.error`` tells how)."""
-
-    result: RunResult
-
-
-AgentEvent = (
-    AgentStart
-    | TurnStart
-    | MessageDelta
-    | MessageEnd
-    | ToolExecutionStart
-    | ToolExecutionEnd
-    | TurnEnd
-    | AgentEnd
-)
-"""Any event of a run, as ``Agent.stream`` yields them."""
+def combine(hooks: Iterable[Hooks]) -> Hooks:
+    """One :class:`Hooks` from several (an empty one for none)."""
+    sets = list(hooks)
+    if not sets:
+        return Hooks()
+    return merge_hooks(*sets)

@@ -10,9 +10,9 @@ import enum
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter
 
-from goagent_py.errors import InvalidMediaTypeError
+from goagent_py.errors import ConfigurationError, InvalidMediaTypeError
 
 __all__ = [
     "DOCUMENT_MEDIA_TYPES",
@@ -43,13 +43,24 @@ _BYTES_AS_BASE64 = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
 
 class Role(enum.StrEnum):
-    """Who a message comes from. ``DOCUMENT`` marks RAG chunks and never reaches a provider."""
+    """Who a message of the conversation comes from.
+
+    There is no system role (the system prompt travels on the request) and no document role
+    (retrieved passages are search results, delimited data inside a user or tool message).
+    """
 
     USER = "user"
     ASSISTANT = "assistant"
     TOOL = "tool"
-    SYSTEM = "system"
-    DOCUMENT = "document"
+
+
+# Histories and indexes written before roles were narrowed may hold these; read them as user
+# content (that is how two of the four providers sent them), never fail to load.
+_LEGACY_ROLES = {"document": "user", "system": "user"}
+
+
+def _legacy_role(value: Any) -> Any:
+    return _LEGACY_ROLES.get(value, value) if isinstance(value, str) else value
 
 
 class StopReason(enum.StrEnum):
@@ -62,6 +73,7 @@ class StopReason(enum.StrEnum):
     REFUSAL = "refusal"
     PAUSE_TURN = "pause_turn"
     ERROR = "error"
+    ABORTED = "aborted"
 
 
 @dataclass(slots=True, frozen=True)
@@ -189,13 +201,23 @@ class Message:
         metadata: free data for stores and RAG; never sent to a provider.
     """
 
-    role: Role
+    role: Annotated[Role, BeforeValidator(_legacy_role)]
     content: list[ContentBlock] = field(default_factory=list)
     _: KW_ONLY
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str = ""
     is_error: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if type(self.role) is not Role:
+            try:
+                self.role = Role(self.role)
+            except ValueError:
+                raise ConfigurationError(
+                    f"Message role {self.role!r}: use 'user', 'assistant' or 'tool'; the "
+                    "system prompt is the agent's system_prompt (it travels on the request)"
+                ) from None
 
     @property
     def text(self) -> str:

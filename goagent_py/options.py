@@ -1,7 +1,14 @@
-"""Agent configuration: the ``with_*`` options and the validated :class:`AgentOptions`.
+"""Agent configuration: the ``with_*`` options, the settings objects, and their one validation.
 
-Every setting is a functional option; ``Agent(provider=p, tools=[add])`` keyword arguments map
-onto the same options, so there is one code path and one validation, at construction.
+``Agent(with_provider(p), with_tool(add))`` and ``Agent(provider=p, tools=[add])`` are the same
+thing: every keyword maps onto the option of the same name, so there is one code path, one
+validation (at construction) and one set of rules:
+
+- scalar settings: the last one given wins (options first, then keywords);
+- list-like settings (tools, hooks, dispatch middlewares, MCP connectors) accumulate, in order;
+- ``None`` means "off" wherever a setting can be off; 0 is never a secret "off".
+
+Error messages name what the caller wrote (``max_iterations='5'`` or ``with_max_iterations('5')``).
 """
 
 from __future__ import annotations
@@ -12,22 +19,28 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from goagent_py.dispatch import DispatchMiddleware
+from goagent_py.dispatch import CircuitBreakerConfig, DispatchMiddleware, RateLimitConfig
 from goagent_py.errors import ConfigurationError
-from goagent_py.hooks import Hooks, ToolResult
+from goagent_py.hooks import Hooks, ToolResult, merge_hooks
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol, WritePolicy
 from goagent_py.messages import Message, ToolCall
-from goagent_py.provider import Provider, ThinkingConfig
-from goagent_py.resilience import PerTool, RetryPolicy, check_rate_limit
+from goagent_py.provider import CompletionRequest, Provider, ThinkingConfig
+from goagent_py.resilience import PerTool, RetryPolicy
 from goagent_py.tools import Tool
 
 __all__ = [
     "AfterToolCall",
     "AgentOptions",
     "BeforeToolCall",
+    "CircuitBreakerConfig",
     "MCPConnector",
     "Option",
+    "PrepareArguments",
+    "PrepareTurn",
+    "RateLimitConfig",
+    "ShouldStop",
     "TransformContext",
+    "TurnState",
     "with_adaptive_thinking",
     "with_after_tool_call",
     "with_before_tool_call",
@@ -39,15 +52,19 @@ __all__ = [
     "with_long_term_memory",
     "with_long_term_top_k",
     "with_max_iterations",
+    "with_max_parallel_tools",
     "with_max_tokens",
     "with_max_tool_result_chars",
     "with_mcp_connector",
     "with_model",
     "with_name",
+    "with_prepare_arguments",
+    "with_prepare_turn",
     "with_provider",
     "with_rate_limit",
     "with_short_term_memory",
     "with_short_term_trace_tools",
+    "with_should_stop",
     "with_system_prompt",
     "with_thinking",
     "with_tool",
@@ -66,18 +83,56 @@ AfterToolCall = Callable[[ToolResult], "ToolResult | Awaitable[ToolResult | None
 """Return ``None`` to keep a result, or a replacement :class:`ToolResult`."""
 
 TransformContext = Callable[[list[Message]], "list[Message] | Awaitable[list[Message]]"]
-"""Rewrites the message list sent with each request (compaction); the run's history is kept."""
+"""Rewrites the message list sent with each request; the run's history is kept."""
+
+PrepareArguments = Callable[[ToolCall], "dict[str, Any] | Awaitable[dict[str, Any] | None] | None"]
+"""Repairs a call's raw arguments before validation: return new arguments, or None to keep."""
 
 MCPConnector = Callable[[], Awaitable[tuple[Sequence[Tool], Callable[[], Awaitable[None]] | None]]]
 """Connects to tool servers on first use: returns the tools and an async ``close`` (or None)."""
+
+
+@dataclass(slots=True, frozen=True)
+class TurnState:
+    """What turn-shaping hooks see between turns.
+
+    Attributes:
+        iteration: the 0-based iteration that just ended.
+        messages: the conversation so far, as the next request would start from.
+        last: the assistant message of the turn that just ended.
+        tool_results: that turn's tool results (empty when it called none).
+    """
+
+    iteration: int
+    messages: list[Message]
+    last: Message
+    tool_results: list[ToolResult]
+
+
+ShouldStop = Callable[[TurnState], "bool | Awaitable[bool]"]
+"""Asked after each turn with tool calls: True ends the run there (its answer is the last text)."""
+
+PrepareTurn = Callable[[CompletionRequest], "CompletionRequest | Awaitable[CompletionRequest]"]
+"""Shapes the next request (model, thinking, tools, ...) just before it is sent."""
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _EFFORTS = ("low", "medium", "high")
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 @dataclass(slots=True)
 class AgentOptions:
-    """The validated settings of an agent. Built by :class:`~goagent_py.Agent` from options."""
+    """The validated settings of an agent. Built by :class:`~goagent_py.Agent` from options.
+
+    ``sources`` maps each setting to what the caller wrote to set it, for error messages.
+    """
 
     provider: Provider | None = None
     model: str = ""
@@ -86,13 +141,14 @@ class AgentOptions:
     max_iterations: int = 10
     short_term_memory: ShortTermMemoryProtocol | None = None
     long_term_memory: LongTermMemoryProtocol | None = None
-    long_term_top_k: int = 3
+    long_term_top_k: int | None = None
     write_policy: WritePolicy | None = None
     name: str = ""
     hooks: Hooks = field(default_factory=Hooks)
+    hook_sets: list[Hooks] = field(default_factory=list)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("goagent_py"))
     tool_timeout: float | None = None
-    circuit_breaker: tuple[int, float] | None = None
+    circuit_breaker: CircuitBreakerConfig | None = None
     dispatch_middlewares: list[DispatchMiddleware] = field(default_factory=list)
     thinking: ThinkingConfig | None = None
     effort: Literal["low", "medium", "high"] | None = None
@@ -100,100 +156,137 @@ class AgentOptions:
     short_term_trace_tools: bool = True
     mcp_connectors: list[MCPConnector] = field(default_factory=list)
     before_tool_call: BeforeToolCall | None = None
+    stop_on_denied: bool = False
     after_tool_call: AfterToolCall | None = None
+    prepare_arguments: PrepareArguments | None = None
+    should_stop: ShouldStop | None = None
+    prepare_turn: PrepareTurn | None = None
     tool_execution: Literal["parallel", "sequential"] = "parallel"
     sequential_tools: set[str] = field(default_factory=set)
+    max_parallel_tools: int | None = None
     max_tool_result_chars: int | None = None
     transform_context: TransformContext | None = None
     tool_retry: RetryPolicy | None = None
-    rate_limit: tuple[float, int] | None = None
-    rate_limit_per_tool: PerTool = False
+    rate_limit: RateLimitConfig | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def _said(self, setting: str, default: str) -> str:
+        return self.sources.get(setting, default)
+
+    def _positive_int(self, setting: str, *, optional: bool) -> None:
+        value = getattr(self, setting)
+        if value is None and optional:
+            return
+        if not _is_int(value) or value <= 0:
+            off = f" (or None for {_OFF_MEANING[setting]})" if optional else ""
+            raise ConfigurationError(
+                f"{self._said(setting, setting)}: must be an int > 0{off}, "
+                f"got {type(value).__name__} {value!r}"
+            )
 
     def validate(self) -> None:
         """Check every setting; raise :class:`ConfigurationError` naming the fix."""
-        if self.provider is None:
-            raise ConfigurationError(
-                "no provider configured: pass with_provider(...) (or provider=...), e.g. "
-                "AnthropicProvider(), OpenAIProvider(), or ScriptedProvider(...) in tests"
-            )
-        if not callable(getattr(self.provider, "complete", None)):
-            raise ConfigurationError(
-                f"provider {self.provider!r} has no complete(request) method: "
-                "it must implement the Provider protocol"
-            )
-        if self.max_iterations <= 0:
-            raise ConfigurationError(f"with_max_iterations({self.max_iterations}): must be > 0")
-        if self.long_term_top_k <= 0:
-            raise ConfigurationError(f"with_long_term_top_k({self.long_term_top_k}): must be > 0")
+        self._check_provider()
+        self._positive_int("max_iterations", optional=False)
+        for setting in ("long_term_top_k", "max_tokens", "max_tool_result_chars"):
+            self._positive_int(setting, optional=True)
+        self._positive_int("max_parallel_tools", optional=True)
+        for setting in ("model", "system_prompt", "name"):
+            if not isinstance(getattr(self, setting), str):
+                raise ConfigurationError(
+                    f"{self._said(setting, setting)}: must be a str, "
+                    f"got {type(getattr(self, setting)).__name__}"
+                )
         if self.name and not _NAME_RE.match(self.name):
             raise ConfigurationError(
-                f"invalid agent name {self.name!r}: the name namespaces the agent's memory "
-                "sessions, so use 1-128 letters, digits, '_', '-' or '.', starting with a "
-                "letter or digit"
+                f"{self._said('name', 'name')}: invalid agent name {self.name!r}: the name "
+                "namespaces the agent's memory sessions, so use 1-128 letters, digits, '_', '-' "
+                "or '.', starting with a letter or digit"
             )
-        if self.tool_timeout is not None and self.tool_timeout < 0:
+        if self.tool_timeout is not None and (
+            not _is_number(self.tool_timeout) or self.tool_timeout <= 0
+        ):
             raise ConfigurationError(
-                f"with_tool_timeout({self.tool_timeout}): must be >= 0 (0 or None = no timeout)"
+                f"{self._said('tool_timeout', 'tool_timeout')}: must be a number of seconds > 0 "
+                "(or None for no timeout)"
             )
-        if self.circuit_breaker is not None:
-            failures, reset = self.circuit_breaker
-            if failures <= 0:
-                raise ConfigurationError(
-                    f"with_circuit_breaker: max_failures must be > 0, got {failures}"
-                )
-            if reset <= 0:
-                raise ConfigurationError(
-                    f"with_circuit_breaker: reset_timeout must be > 0, got {reset}"
-                )
+        self._check_types()
         if self.effort is not None and self.effort not in _EFFORTS:
             raise ConfigurationError(
-                f"with_effort({self.effort!r}): use one of {', '.join(_EFFORTS)}"
+                f"{self._said('effort', 'effort')}: use one of {', '.join(_EFFORTS)}"
             )
-        if self.thinking is not None and self.thinking.budget_tokens < 0:
+        if self.thinking is not None and (
+            not _is_int(self.thinking.budget_tokens) or self.thinking.budget_tokens < 0
+        ):
             raise ConfigurationError(
-                f"with_thinking({self.thinking.budget_tokens}): budget must be > 0 "
-                "(use with_adaptive_thinking() to let the model decide)"
-            )
-        if self.max_tokens is not None and self.max_tokens <= 0:
-            raise ConfigurationError(f"with_max_tokens({self.max_tokens}): must be > 0")
-        if self.max_tool_result_chars is not None and self.max_tool_result_chars <= 0:
-            raise ConfigurationError(
-                f"with_max_tool_result_chars({self.max_tool_result_chars}): must be > 0"
+                f"{self._said('thinking', 'thinking')}: the budget must be an int > 0 "
+                "(adaptive_thinking=True lets the model decide)"
             )
         if self.tool_execution not in ("parallel", "sequential"):
             raise ConfigurationError(
-                f"with_tool_execution({self.tool_execution!r}): use 'parallel' or 'sequential'"
+                f"{self._said('tool_execution', 'tool_execution')}: use 'parallel' or 'sequential'"
             )
-        if self.short_term_memory is not None and not isinstance(
-            self.short_term_memory, ShortTermMemoryProtocol
-        ):
-            raise ConfigurationError(
-                "short-term memory must have async messages() and append(*messages), e.g. "
-                "ShortTermMemory(...)"
-            )
-        if self.long_term_memory is not None and not isinstance(
-            self.long_term_memory, LongTermMemoryProtocol
-        ):
-            raise ConfigurationError(
-                "long-term memory must have async retrieve(query, top_k=, session=) and "
-                "store(messages, session=), e.g. LongTermMemory(...)"
-            )
-        if self.tool_retry is not None and not isinstance(self.tool_retry, RetryPolicy):
-            raise ConfigurationError(
-                f"with_tool_retry({self.tool_retry!r}): pass a RetryPolicy(...), "
-                "e.g. RetryPolicy(max_attempts=3)"
-            )
-        if self.rate_limit is not None:
-            try:
-                check_rate_limit(*self.rate_limit, per_tool=self.rate_limit_per_tool)
-            except ConfigurationError as exc:
-                raise ConfigurationError(f"with_rate_limit: {exc}") from None
         self.check_tools(self.tools)
         unknown = self.sequential_tools - {t.definition.name for t in self.tools}
         if unknown and not self.mcp_connectors:
             raise ConfigurationError(
-                f"with_tool_execution(tools=...) names unknown tools: {', '.join(sorted(unknown))}"
+                f"{self._said('sequential_tools', 'sequential_tools')} names unknown tools: "
+                f"{', '.join(sorted(unknown))}"
             )
+        self.hooks = merge_hooks(*self.hook_sets) if self.hook_sets else Hooks()
+
+    def _check_provider(self) -> None:
+        if self.provider is None:
+            raise ConfigurationError(
+                "no provider configured: pass provider=... (or with_provider(...)), e.g. "
+                "AnthropicProvider(), OpenAIProvider(), or ScriptedProvider(...) in tests"
+            )
+        if not callable(getattr(self.provider, "complete", None)):
+            raise ConfigurationError(
+                f"{self._said('provider', 'provider')}: {self.provider!r} has no "
+                "complete(request) method: it must implement the Provider protocol"
+            )
+
+    def _check_types(self) -> None:
+        checks: list[tuple[str, object, type[Any] | tuple[type[Any], ...], str]] = [
+            ("short_term_memory", self.short_term_memory, ShortTermMemoryProtocol,
+             "async messages() and append(*messages), e.g. ShortTermMemory(...)"),
+            ("long_term_memory", self.long_term_memory, LongTermMemoryProtocol,
+             "async retrieve(query, top_k=, session=) and store(messages, session=), "
+             "e.g. LongTermMemory(...)"),
+            ("tool_retry", self.tool_retry, RetryPolicy, "a RetryPolicy(max_attempts=3)"),
+            ("circuit_breaker", self.circuit_breaker, CircuitBreakerConfig,
+             "a CircuitBreakerConfig(max_failures=5, reset_timeout=30.0)"),
+            ("rate_limit", self.rate_limit, RateLimitConfig,
+             "a RateLimitConfig(rate=10.0, burst=5)"),
+            ("logger", self.logger, logging.Logger, "a logging.Logger"),
+        ]  # fmt: skip
+        for setting, value, expected, want in checks:
+            if value is not None and not isinstance(value, expected):
+                raise ConfigurationError(
+                    f"{self._said(setting, setting)}: expected {want}, got {type(value).__name__}"
+                )
+        for setting in (
+            "before_tool_call", "after_tool_call", "transform_context", "write_policy",
+            "prepare_arguments", "should_stop", "prepare_turn",
+        ):  # fmt: skip
+            value = getattr(self, setting)
+            if value is not None and not callable(value):
+                raise ConfigurationError(
+                    f"{self._said(setting, setting)}: expected a function, "
+                    f"got {type(value).__name__}"
+                )
+        for middleware in self.dispatch_middlewares:
+            if not callable(middleware):
+                raise ConfigurationError(
+                    f"dispatch middleware {middleware!r} is not callable: a middleware takes "
+                    "the next DispatchFunc and returns one"
+                )
+        for hooks in self.hook_sets:
+            if not isinstance(hooks, Hooks):
+                raise ConfigurationError(
+                    f"hooks: expected Hooks objects, got {type(hooks).__name__}"
+                )
 
     @staticmethod
     def check_tools(tools: Iterable[Tool]) -> None:
@@ -214,177 +307,222 @@ class AgentOptions:
             seen.add(name)
 
 
+_OFF_MEANING = {
+    "long_term_top_k": "the memory's own top_k",
+    "max_tokens": "the provider's default",
+    "max_tool_result_chars": "no cap",
+    "max_parallel_tools": "no limit",
+}
+
+
 class Option:
-    """One configuration step for :class:`~goagent_py.Agent`, made by a ``with_*`` function."""
+    """One configuration step for :class:`~goagent_py.Agent`, made by a ``with_*`` function.
 
-    __slots__ = ("_apply", "name")
+    ``label`` is what the caller wrote (``with_max_iterations(5)``), used in error messages.
+    """
 
-    def __init__(self, name: str, apply: Callable[[AgentOptions], None]) -> None:
+    __slots__ = ("_apply", "label", "name")
+
+    def __init__(self, name: str, apply: Callable[[AgentOptions], None], label: str = "") -> None:
         self.name = name
+        self.label = label or f"with_{name}(...)"
         self._apply = apply
 
     def apply(self, options: AgentOptions) -> None:
-        """Apply this option to ``options``."""
+        """Apply this option to ``options``, recording what set it."""
         self._apply(options)
+        options.sources[self.name] = self.label
+
+    def relabel(self, label: str) -> Option:
+        """The same option, reported as ``label`` in error messages."""
+        self.label = label
+        return self
 
     def __repr__(self) -> str:
-        return f"<Option {self.name}>"
+        return f"<Option {self.label}>"
 
 
-def _set(name: str, attr: str, value: Any) -> Option:
-    return Option(name, lambda o: setattr(o, attr, value))
+def _set(name: str, value: Any, attr: str = "") -> Option:
+    return Option(name, lambda o: setattr(o, attr or name, value), f"with_{name}({value!r})")
 
 
 def with_provider(provider: Provider) -> Option:
     """The model backend (required)."""
-    return _set("provider", "provider", provider)
+    return _set("provider", provider)
 
 
 def with_model(model: str) -> Option:
     """The model name sent with every request."""
-    return _set("model", "model", model)
+    return _set("model", model)
 
 
 def with_tool(tool: Tool) -> Option:
     """Add one tool."""
-    return Option("tool", lambda o: o.tools.append(tool))
+    return Option("tools", lambda o: o.tools.append(tool), f"with_tool({tool!r})")
 
 
 def with_tools(*tools: Tool) -> Option:
     """Add several tools."""
-    return Option("tools", lambda o: o.tools.extend(tools))
+    return Option("tools", lambda o: o.tools.extend(tools), "with_tools(...)")
 
 
 def with_system_prompt(prompt: str) -> Option:
-    """The system prompt."""
-    return _set("system_prompt", "system_prompt", prompt)
+    """The system prompt (sent on the request, never as a message)."""
+    return _set("system_prompt", prompt)
 
 
 def with_max_iterations(n: int) -> Option:
     """The most model calls one run may make (default 10)."""
-    return _set("max_iterations", "max_iterations", n)
+    return _set("max_iterations", n)
 
 
 def with_short_term_memory(memory: ShortTermMemoryProtocol) -> Option:
     """The conversation memory, loaded before and appended after each run."""
-    return _set("short_term_memory", "short_term_memory", memory)
+    return _set("short_term_memory", memory)
 
 
 def with_long_term_memory(memory: LongTermMemoryProtocol) -> Option:
     """Semantic memory recalled before each run and written after it."""
-    return _set("long_term_memory", "long_term_memory", memory)
+    return _set("long_term_memory", memory)
 
 
-def with_long_term_top_k(k: int) -> Option:
-    """How many memories to recall per run (default 3)."""
-    return _set("long_term_top_k", "long_term_top_k", k)
+def with_long_term_top_k(k: int | None) -> Option:
+    """How many memories to recall per run (None, the default: the memory's own ``top_k``)."""
+    return _set("long_term_top_k", k)
 
 
 def with_write_policy(policy: WritePolicy) -> Option:
     """What a finished turn leaves in long-term memory (default: store_always)."""
-    return _set("write_policy", "write_policy", policy)
+    return _set("write_policy", policy)
 
 
 def with_name(name: str) -> Option:
     """The agent's name; it also namespaces its long-term memory session."""
-    return _set("name", "name", name)
+    return _set("name", name)
 
 
-def with_hooks(hooks: Hooks | None) -> Option:
-    """The hooks (replaces earlier ones; combine sets with merge_hooks). None means no hooks."""
-    if hooks is not None and not isinstance(hooks, Hooks):
-        raise ConfigurationError(
-            f"with_hooks() takes a Hooks object (combine several with merge_hooks), got {hooks!r}"
-        )
-    return _set("hooks", "hooks", hooks if hooks is not None else Hooks())
+def with_hooks(*hooks: Hooks) -> Option:
+    """Add hook sets; every set given (here or in other ``with_hooks``/``hooks=``) is called."""
+    return Option("hooks", lambda o: o.hook_sets.extend(hooks), "with_hooks(...)")
 
 
 def with_logger(logger: logging.Logger) -> Option:
     """Where the agent logs (default: the "goagent_py" logger)."""
-    return _set("logger", "logger", logger)
+    return _set("logger", logger)
 
 
 def with_tool_timeout(seconds: float | None) -> Option:
-    """Seconds each tool call may take (None or 0: no limit)."""
-    return _set("tool_timeout", "tool_timeout", seconds or None)
+    """Seconds each tool call may take (None, the default: no limit)."""
+    return _set("tool_timeout", seconds)
 
 
-def with_circuit_breaker(max_failures: int, reset_timeout: float) -> Option:
+def with_circuit_breaker(max_failures: int = 5, reset_timeout: float = 30.0) -> Option:
     """Open a tool's circuit after ``max_failures`` consecutive failures for ``reset_timeout`` s.
 
-    ``with_circuit_breaker(0, 0)`` leaves the breaker off.
+    Raises:
+        ConfigurationError: a value is not > 0.
     """
-    value = None if (max_failures == 0 and reset_timeout == 0) else (max_failures, reset_timeout)
-    return _set("circuit_breaker", "circuit_breaker", value)
+    config = CircuitBreakerConfig(max_failures, reset_timeout)
+    return _set("circuit_breaker", config)
 
 
 def with_dispatch_middleware(*middlewares: DispatchMiddleware) -> Option:
     """Add custom dispatch middlewares (the first registered is the outermost)."""
-    return Option("dispatch_middleware", lambda o: o.dispatch_middlewares.extend(middlewares))
+    return Option(
+        "dispatch_middlewares",
+        lambda o: o.dispatch_middlewares.extend(middlewares),
+        "with_dispatch_middleware(...)",
+    )
 
 
 def with_tool_retry(policy: RetryPolicy | None) -> Option:
     """Retry failed tool calls under ``policy`` (None: no retry, the default).
 
     Retries run inside the circuit breaker and the tool timeout: the breaker counts one failure
-    per call, and the timeout bounds all its attempts together. ``on_tool_retry`` hooks see each.
+    per call, and the timeout bounds all its attempts together. ``ToolRetry`` events report each.
     """
-    return _set("tool_retry", "tool_retry", policy)
+    return _set("tool_retry", policy)
 
 
-def with_rate_limit(rate: float, burst: int, *, per_tool: PerTool = False) -> Option:
+def with_rate_limit(rate: float, burst: int = 1, *, per_tool: PerTool = False) -> Option:
     """Hold tool calls to ``rate`` per second, with up to ``burst`` at once (a token bucket).
 
-    ``per_tool=False`` shares one bucket between every tool; ``True`` gives each tool its own;
-    ``{"search": (1.0, 2)}`` gives the named tools their own limits (the rest share one bucket).
-    A call waiting for a token still counts against the tool timeout.
+    See :class:`RateLimitConfig` for ``per_tool``. A call waiting for a token still counts
+    against the tool timeout.
     """
-
-    def apply(o: AgentOptions) -> None:
-        o.rate_limit = (rate, burst)
-        o.rate_limit_per_tool = dict(per_tool) if isinstance(per_tool, Mapping) else per_tool
-
-    return Option("rate_limit", apply)
+    return _set("rate_limit", RateLimitConfig(rate, burst, per_tool))
 
 
 def with_thinking(budget_tokens: int) -> Option:
     """Extended thinking with a token budget."""
-    return _set("thinking", "thinking", ThinkingConfig(budget_tokens))
+    return Option(
+        "thinking",
+        lambda o: setattr(o, "thinking", ThinkingConfig(budget_tokens)),
+        f"with_thinking({budget_tokens!r})",
+    )
 
 
 def with_adaptive_thinking() -> Option:
     """Extended thinking where the model decides the budget."""
-    return _set("adaptive_thinking", "thinking", ThinkingConfig(0))
+    return Option(
+        "thinking", lambda o: setattr(o, "thinking", ThinkingConfig(0)), "with_adaptive_thinking()"
+    )
 
 
 def with_effort(level: Literal["low", "medium", "high"]) -> Option:
     """The effort level ("low", "medium", "high") for providers that support it."""
-    return _set("effort", "effort", level)
+    return _set("effort", level)
 
 
-def with_max_tokens(n: int) -> Option:
-    """The output token limit per model call."""
-    return _set("max_tokens", "max_tokens", n)
+def with_max_tokens(n: int | None) -> Option:
+    """The output token limit per model call (None: the provider's default)."""
+    return _set("max_tokens", n)
 
 
 def with_short_term_trace_tools(enabled: bool) -> Option:
     """Store the full tool trace in short-term memory (default) or only [user, final answer]."""
-    return _set("short_term_trace_tools", "short_term_trace_tools", enabled)
+    return _set("short_term_trace_tools", enabled)
 
 
 def with_mcp_connector(connector: MCPConnector) -> Option:
     """Add a connector run on first use; its tools join the agent's and ``aclose`` closes it."""
-    return Option("mcp_connector", lambda o: o.mcp_connectors.append(connector))
+    return Option(
+        "mcp_connectors", lambda o: o.mcp_connectors.append(connector), "with_mcp_connector(...)"
+    )
 
 
-def with_before_tool_call(fn: BeforeToolCall) -> Option:
-    """Approve or block each call: return None to run it, or a reason the model reads."""
-    return _set("before_tool_call", "before_tool_call", fn)
+def with_before_tool_call(fn: BeforeToolCall, *, stop_on_deny: bool = False) -> Option:
+    """Approve or block each call: return None to run it, or a reason the model reads.
+
+    With ``stop_on_deny=True`` a denied call also ends the run after its batch (the denial is
+    still recorded as the call's result, so the transcript stays valid).
+    """
+
+    def apply(o: AgentOptions) -> None:
+        o.before_tool_call = fn
+        o.stop_on_denied = stop_on_deny
+
+    return Option("before_tool_call", apply, "with_before_tool_call(...)")
 
 
 def with_after_tool_call(fn: AfterToolCall) -> Option:
     """See each result; return a replacement ToolResult to override it."""
-    return _set("after_tool_call", "after_tool_call", fn)
+    return _set("after_tool_call", fn)
+
+
+def with_prepare_arguments(fn: PrepareArguments) -> Option:
+    """Repair each call's raw arguments before they are validated (e.g. fix a model's quirks)."""
+    return _set("prepare_arguments", fn)
+
+
+def with_should_stop(fn: ShouldStop) -> Option:
+    """Ask after each turn with tool calls whether the run should stop there."""
+    return _set("should_stop", fn)
+
+
+def with_prepare_turn(fn: PrepareTurn) -> Option:
+    """Shape each request before it is sent (swap model, thinking or tools between turns)."""
+    return _set("prepare_turn", fn)
 
 
 def with_tool_execution(
@@ -394,115 +532,106 @@ def with_tool_execution(
 
     With ``tools``, only those tools are sequential: a turn that calls any of them runs in order.
     """
+    names = None if tools is None else list(tools)
 
     def apply(o: AgentOptions) -> None:
-        if tools is None:
+        if names is None:
             o.tool_execution = mode
         elif mode == "sequential":
-            o.sequential_tools.update(tools)
+            o.sequential_tools.update(names)
+            o.sources["sequential_tools"] = f"with_tool_execution('sequential', tools={names!r})"
         else:
-            o.sequential_tools.difference_update(tools)
+            o.sequential_tools.difference_update(names)
 
-    return Option("tool_execution", apply)
+    return Option("tool_execution", apply, f"with_tool_execution({mode!r})")
 
 
-def with_max_tool_result_chars(n: int) -> Option:
+def with_max_parallel_tools(n: int | None) -> Option:
+    """Run at most ``n`` calls of one turn at once (None, the default: no limit)."""
+    return _set("max_parallel_tools", n)
+
+
+def with_max_tool_result_chars(n: int | None) -> Option:
     """Cut tool results longer than ``n`` characters, with a visible truncation marker."""
-    return _set("max_tool_result_chars", "max_tool_result_chars", n)
+    return _set("max_tool_result_chars", n)
 
 
 def with_transform_context(fn: TransformContext) -> Option:
-    """Rewrite the messages sent with each request (e.g. compaction); history stays intact."""
-    return _set("transform_context", "transform_context", fn)
+    """Rewrite the messages sent with each request; the run's history stays intact."""
+    return _set("transform_context", fn)
 
 
-def _multi(fn: Callable[..., Option]) -> Callable[[Any], Option]:
-    def from_value(value: Any) -> Option:
-        if isinstance(value, list | tuple):
-            return fn(*value)
-        return fn(value)
-
-    return from_value
-
-
-def _adaptive(value: Any) -> Option:
-    return with_adaptive_thinking() if value else Option("adaptive_thinking", lambda o: None)
-
-
-def _rate_limit_keyword(value: Any) -> Option:
-    if value is None:
-        return Option("rate_limit", lambda o: setattr(o, "rate_limit", None))
-    if isinstance(value, Mapping):
-        return with_rate_limit(**value)
-    if isinstance(value, list | tuple) and len(value) in (2, 3):
-        return with_rate_limit(*value[:2], **({"per_tool": value[2]} if len(value) == 3 else {}))
-    raise ConfigurationError(
-        "rate_limit= takes (rate, burst), (rate, burst, per_tool) or "
-        f"{{'rate': ..., 'burst': ..., 'per_tool': ...}}, got {value!r}"
-    )
-
-
-def _tool_execution(value: Any) -> Option:
-    if isinstance(value, str):
-        return with_tool_execution(value)  # type: ignore[arg-type]
-    raise ConfigurationError("tool_execution= takes 'parallel' or 'sequential'")
-
-
-KEYWORD_OPTIONS: dict[str, Callable[[Any], Option]] = {
-    "provider": with_provider,
-    "model": with_model,
-    "tool": with_tool,
-    "tools": _multi(with_tools),
-    "system_prompt": with_system_prompt,
-    "max_iterations": with_max_iterations,
-    "short_term_memory": with_short_term_memory,
-    "long_term_memory": with_long_term_memory,
-    "long_term_top_k": with_long_term_top_k,
-    "write_policy": with_write_policy,
-    "name": with_name,
-    "hooks": with_hooks,
-    "logger": with_logger,
-    "tool_timeout": with_tool_timeout,
-    "circuit_breaker": _multi(with_circuit_breaker),
-    "dispatch_middleware": _multi(with_dispatch_middleware),
-    "dispatch_middlewares": _multi(with_dispatch_middleware),
-    "thinking": with_thinking,
-    "adaptive_thinking": _adaptive,
-    "effort": with_effort,
-    "max_tokens": with_max_tokens,
-    "short_term_trace_tools": with_short_term_trace_tools,
-    "mcp_connector": with_mcp_connector,
-    "mcp_connectors": _multi(
-        lambda *cs: Option("mcp_connectors", lambda o: o.mcp_connectors.extend(cs))
-    ),
-    "before_tool_call": with_before_tool_call,
-    "after_tool_call": with_after_tool_call,
-    "tool_execution": _tool_execution,
-    "sequential_tools": lambda v: with_tool_execution("sequential", tools=v),
-    "max_tool_result_chars": with_max_tool_result_chars,
-    "transform_context": with_transform_context,
-    "tool_retry": with_tool_retry,
-    "rate_limit": _rate_limit_keyword,
-}
-
-
-def build_options(options: Sequence[Option], keywords: dict[str, Any]) -> AgentOptions:
+def build_options(options: Sequence[Option], keywords: Mapping[str, Any]) -> AgentOptions:
     """Apply ``options`` then ``keywords`` (mapped onto the same options) and validate."""
     settings = AgentOptions()
-    steps = list(options)
-    for key, value in keywords.items():
-        factory = KEYWORD_OPTIONS.get(key)
-        if factory is None:
-            raise ConfigurationError(
-                f"Agent() got an unknown setting {key!r}; known settings: "
-                f"{', '.join(sorted(KEYWORD_OPTIONS))}"
-            )
-        steps.append(factory(value))
-    for step in steps:
+    for step in options:
         if not isinstance(step, Option):
             raise ConfigurationError(
-                f"Agent() takes options made by the with_* functions, got {step!r}"
+                f"Agent() takes options made by the with_* functions as positional arguments, "
+                f"got {step!r}; pass settings as keywords (provider=..., tools=[...])"
             )
         step.apply(settings)
+    for key, value in keywords.items():
+        _keyword_option(key, value).apply(settings)
     settings.validate()
     return settings
+
+
+def _sequence(key: str, value: Any) -> list[Any]:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | set | frozenset):
+        raise ConfigurationError(f"{key}=: expected a list, got {type(value).__name__}")
+    return list(value)
+
+
+def _keyword_option(key: str, value: Any) -> Option:
+    label = f"{key}={value!r}"
+    option: Option
+    if key == "tools":
+        items = _sequence(key, value)
+        option = Option("tools", lambda o: o.tools.extend(items))
+    elif key == "hooks":
+        sets = [value] if isinstance(value, Hooks) or value is None else _sequence(key, value)
+        option = with_hooks(*[h for h in sets if h is not None])
+    elif key == "dispatch_middlewares":
+        option = with_dispatch_middleware(*_sequence(key, value))
+    elif key == "mcp_connectors":
+        connectors = _sequence(key, value)
+        option = Option("mcp_connectors", lambda o: o.mcp_connectors.extend(connectors))
+    elif key == "thinking":
+        option = Option(
+            "thinking",
+            lambda o: setattr(o, "thinking", None if value is None else ThinkingConfig(value)),
+        )
+    elif key == "adaptive_thinking":
+        option = Option(
+            "thinking", lambda o: setattr(o, "thinking", ThinkingConfig(0)) if value else None
+        )
+    elif key == "sequential_tools":
+        names = _sequence(key, value)
+        option = Option("sequential_tools", lambda o: o.sequential_tools.update(names))
+    elif key == "stop_on_denied":
+        option = Option("stop_on_denied", lambda o: setattr(o, "stop_on_denied", bool(value)))
+    elif key in _SCALARS:
+        option = _set(key, value)
+    else:
+        raise ConfigurationError(
+            f"Agent() got an unknown setting {key!r}; known settings: "
+            f"{', '.join(sorted([*_SCALARS, *_SPECIAL]))}"
+        )
+    return option.relabel(label)
+
+
+_SPECIAL = (
+    "tools", "hooks", "dispatch_middlewares", "mcp_connectors", "thinking", "adaptive_thinking",
+    "sequential_tools", "stop_on_denied",
+)  # fmt: skip
+_SCALARS = frozenset(
+    {
+        "provider", "model", "system_prompt", "max_iterations", "short_term_memory",
+        "long_term_memory", "long_term_top_k", "write_policy", "name", "logger", "tool_timeout",
+        "circuit_breaker", "effort", "max_tokens", "short_term_trace_tools", "before_tool_call",
+        "after_tool_call", "prepare_arguments", "should_stop", "prepare_turn", "tool_execution",
+        "max_parallel_tools", "max_tool_result_chars", "transform_context", "tool_retry",
+        "rate_limit",
+    }
+)  # fmt: skip

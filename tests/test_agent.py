@@ -11,8 +11,10 @@ import pytest
 
 from goagent_py import (
     Agent,
+    CircuitBreakerConfig,
     ConfigurationError,
     DocumentBlock,
+    Hooks,
     ImageBlock,
     InvalidMediaTypeError,
     MaxIterationsError,
@@ -28,12 +30,13 @@ from goagent_py import (
     ToolCall,
     ToolExecutionError,
     ToolNotFoundError,
-    ToolPanicError,
     ToolResult,
     Usage,
     assistant_message,
     tool,
     user_message,
+    with_circuit_breaker,
+    with_hooks,
     with_model,
     with_provider,
     with_tool,
@@ -103,7 +106,7 @@ async def test_assistant_text_thinking_and_tool_calls_appended_as_one_unchanged_
     first = tool_call_response(ToolCall("c1", "add", {"a": 2, "b": 3}), text="Let me add.")
     first.message.content.insert(0, ThinkingBlock("need a sum", "sig-1"))
     p = ScriptedProvider(first, "5")
-    result = await make_agent(p, tools=[add]).run_detailed("2+3?")
+    result = await make_agent(p, tools=[add]).run("2+3?")
     assert result.text == "5"
     second = p.requests[1].messages
     assert [m.role for m in second] == [Role.USER, Role.ASSISTANT, Role.TOOL]
@@ -114,16 +117,28 @@ async def test_assistant_text_thinking_and_tool_calls_appended_as_one_unchanged_
 # -- rule 2: the loop continues while tool calls come back, whatever the stop reason ---------
 
 
-async def test_tool_calls_are_run_even_when_stop_reason_says_max_tokens(
+async def test_tool_calls_cut_off_at_the_token_limit_are_not_run_but_answered(
     make_agent: MakeAgent,
 ) -> None:
+    ran: list[int] = []
+
+    @tool
+    def add_once(a: int, b: int) -> int:
+        """Add."""
+        ran.append(a + b)
+        return a + b
+
     p = ScriptedProvider(
-        tool_call_response(("add", {"a": 1, "b": 1}), stop_reason=StopReason.MAX_TOKENS),
+        tool_call_response(("add_once", {"a": 1, "b": 1}), stop_reason=StopReason.MAX_TOKENS),
         text_response("2 (truncat", stop_reason=StopReason.MAX_TOKENS),
     )
-    result = await make_agent(p, tools=[add]).run_detailed("1+1")
+    result = await make_agent(p, tools=[add_once]).run("1+1")
     assert result.iterations == 2
-    assert p.requests[1].messages[2].content == [TextBlock("2")]
+    assert ran == []  # truncated arguments are never executed
+    reply = p.requests[1].messages[2]
+    assert reply.is_error
+    assert "cut off at the output token limit" in reply.text
+    assert "Re-issue the call with complete arguments" in reply.text
     # a truncated final answer is reported, never silent
     assert result.stop_reason is StopReason.MAX_TOKENS
     assert result.text == "2 (truncat"
@@ -131,7 +146,7 @@ async def test_tool_calls_are_run_even_when_stop_reason_says_max_tokens(
 
 async def test_tool_use_stop_reason_without_calls_ends_the_run(make_agent: MakeAgent) -> None:
     p = ScriptedProvider(text_response("done", stop_reason=StopReason.TOOL_USE))
-    result = await make_agent(p).run_detailed("hi")
+    result = await make_agent(p).run("hi")
     assert (result.text, result.iterations) == ("done", 1)
 
 
@@ -171,7 +186,7 @@ async def test_unknown_tool_bad_arguments_and_exceptions_become_error_results(
         "recovered",
     )
     agent = make_agent(p, tools=[add, fail], hooks=_hooks(on_tool_result=results.append))
-    assert await agent.run("go") == "recovered"
+    assert (await agent.run("go")).text == "recovered"
     msgs = {m.tool_call_id: m for m in p.requests[1].messages[2:]}
     assert msgs["a"].is_error
     assert "tool not found: 'nope'; available tools: add, fail" in msgs["a"].text
@@ -185,7 +200,7 @@ async def test_unknown_tool_bad_arguments_and_exceptions_become_error_results(
     errors = {r.call.id: r.error for r in results}
     assert isinstance(errors["a"], ToolNotFoundError)
     assert isinstance(errors["c"], ToolExecutionError)
-    assert isinstance(errors["c"].cause, ToolPanicError)
+    assert isinstance(errors["c"].__cause__, RuntimeError)
     assert "disk on fire" in errors["c"].cause.traceback
     assert errors["d"] is None
 
@@ -429,7 +444,7 @@ async def test_memory_failures(make_agent: MakeAgent) -> None:
         short_term_memory=Broken(),
         hooks=_hooks(on_short_term_append=lambda n, d, e: errors.append(e)),
     )
-    assert await agent.run("x") == "ok"
+    assert (await agent.run("x")).text == "ok"
     assert isinstance(errors[0], OSError)
 
 
@@ -530,11 +545,11 @@ async def test_request_carries_settings_and_tool_definitions(make_agent: MakeAge
     assert [t.name for t in req.tools] == ["add"]
 
 
-async def test_run_blocks_sends_multimodal_content(make_agent: MakeAgent) -> None:
+async def test_run_takes_multimodal_content(make_agent: MakeAgent) -> None:
     p = ScriptedProvider("a cat")
     img = ImageBlock(b"\x89PNG", "image/png")
     doc = DocumentBlock(b"%PDF", "application/pdf")
-    assert await make_agent(p).run_blocks(TextBlock("what?"), img, doc) == "a cat"
+    assert (await make_agent(p).run([TextBlock("what?"), img, doc])).text == "a cat"
     assert p.requests[0].messages[0].content == [TextBlock("what?"), img, doc]
 
 
@@ -545,7 +560,7 @@ async def test_usage_and_counts_are_summed_in_the_run_result(make_agent: MakeAge
         ),
         text_response("ok", usage=Usage(150, 20, 5, 7)),
     )
-    result = await make_agent(p, tools=[add]).run_detailed("go")
+    result = await make_agent(p, tools=[add]).run("go")
     assert result.usage == Usage(250, 30, 5, 7)
     assert (result.iterations, result.tool_calls) == (2, 2)
     assert result.tool_time >= 0
@@ -559,7 +574,7 @@ async def test_stream_yields_deltas_and_ends_with_the_result(make_agent: MakeAge
     names = [type(e).__name__ for e in events]
     assert names[0] == "AgentStart"
     assert names[-1] == "AgentEnd"
-    deltas = "".join(e.delta for e in events if isinstance(e, MessageDelta))
+    deltas = "".join(e.delta for e in events if isinstance(e, MessageDelta) and e.kind == "text")
     assert deltas == "the answer is 3"
     assert names.count("ToolExecutionStart") == names.count("ToolExecutionEnd") == 1
     assert events[-1].result.text == "the answer is 3"  # type: ignore[union-attr]
@@ -571,12 +586,12 @@ async def test_concurrent_runs_of_one_agent_do_not_share_state() -> None:
 
     agent = Agent(provider=_FunctionProvider(answer), model="m")
     results = await asyncio.gather(*(agent.run(f"q{i}") for i in range(20)))
-    assert results == [f"echo q{i}" for i in range(20)]
+    assert [r.text for r in results] == [f"echo q{i}" for i in range(20)]
 
 
 def test_run_sync_outside_and_inside_a_loop() -> None:
     agent = Agent(with_provider(ScriptedProvider("hi")), with_model("m"))
-    assert agent.run_sync("x") == "hi"
+    assert agent.run_sync("x").text == "hi"
 
     async def inside() -> None:
         with pytest.raises(ConfigurationError, match=r"await agent\.run"):
@@ -588,38 +603,48 @@ def test_run_sync_outside_and_inside_a_loop() -> None:
 # -- bad input: clear errors at the earliest point -------------------------------------------
 
 
-async def test_run_blocks_without_blocks_or_with_bad_media(make_agent: MakeAgent) -> None:
+async def test_run_without_blocks_or_with_bad_media(make_agent: MakeAgent) -> None:
     agent = make_agent(ScriptedProvider())
-    with pytest.raises(ConfigurationError, match="at least one content block"):
-        await agent.run_blocks()
+    with pytest.raises(
+        ConfigurationError, match="takes a str, content blocks or user messages, got an empty list"
+    ):
+        await agent.run([])
     with pytest.raises(ConfigurationError, match="content blocks"):
-        await agent.run_blocks("text")  # type: ignore[arg-type]
+        await agent.run(["text"])  # type: ignore[list-item]
     with pytest.raises(InvalidMediaTypeError):
-        await agent.run_blocks(ImageBlock(b"x", "image/bmp"))
+        await agent.run([ImageBlock(b"x", "image/bmp")])
 
 
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({}, "no provider configured: pass with_provider"),
+        ({}, r"no provider configured: pass provider=\.\.\. \(or with_provider"),
         ({"provider": object()}, "has no complete"),
-        ({"provider": ScriptedProvider(), "max_iterations": 0}, r"with_max_iterations\(0\)"),
-        ({"provider": ScriptedProvider(), "max_iterations": -3}, "must be > 0"),
+        ({"provider": ScriptedProvider(), "max_iterations": 0}, r"^max_iterations=0: must be"),
+        (
+            {"provider": ScriptedProvider(), "max_iterations": "5"},
+            "max_iterations='5': must be an int",
+        ),
+        ({"provider": ScriptedProvider(), "thinking": -1}, "thinking=-1: the budget"),
+        ({"provider": ScriptedProvider(), "max_iterations": -3}, "must be an int > 0"),
         ({"provider": ScriptedProvider(), "tools": [add, add]}, "duplicate tool name 'add'"),
         ({"provider": ScriptedProvider(), "tools": [len]}, "is not a tool"),
         ({"provider": ScriptedProvider(), "name": "alice:bob"}, "invalid agent name"),
         ({"provider": ScriptedProvider(), "name": "a b"}, "namespaces the agent's memory"),
-        ({"provider": ScriptedProvider(), "tool_timeout": -1}, "must be >= 0"),
-        ({"provider": ScriptedProvider(), "circuit_breaker": (-1, 5)}, "max_failures"),
-        ({"provider": ScriptedProvider(), "circuit_breaker": (3, 0)}, "reset_timeout"),
+        ({"provider": ScriptedProvider(), "tool_timeout": -1}, "tool_timeout=-1: must be"),
+        ({"provider": ScriptedProvider(), "tool_timeout": 0}, r"or None for no timeout"),
+        ({"provider": ScriptedProvider(), "tool_timeout": "soon"}, "tool_timeout='soon'"),
+        (
+            {"provider": ScriptedProvider(), "circuit_breaker": (3, 5)},
+            "expected a CircuitBreakerConfig",
+        ),
         ({"provider": ScriptedProvider(), "effort": "max"}, "use one of low"),
         ({"provider": ScriptedProvider(), "long_term_top_k": 0}, "long_term_top_k"),
-        ({"provider": ScriptedProvider(), "max_tool_result_chars": 0}, "must be > 0"),
+        ({"provider": ScriptedProvider(), "max_tool_result_chars": 0}, "or None for no cap"),
         ({"provider": ScriptedProvider(), "tool_execution": "random"}, "'parallel' or"),
         ({"provider": ScriptedProvider(), "sequential_tools": ["ghost"]}, "unknown tools: ghost"),
         ({"provider": ScriptedProvider(), "short_term_memory": object()}, "messages()"),
         ({"provider": ScriptedProvider(), "long_term_memory": object()}, "retrieve"),
-        ({"provider": ScriptedProvider(), "colour": "red"}, "unknown setting 'colour'"),
     ],
 )
 def test_bad_settings_fail_at_construction(settings: dict[str, Any], message: str) -> None:
@@ -627,12 +652,40 @@ def test_bad_settings_fail_at_construction(settings: dict[str, Any], message: st
         Agent(**settings)
 
 
+def test_config_objects_check_their_values() -> None:
+    with pytest.raises(ConfigurationError, match="max_failures=-1"):
+        CircuitBreakerConfig(-1, 5)
+    with pytest.raises(ConfigurationError, match="reset_timeout=0"):
+        CircuitBreakerConfig(3, 0)
+    with pytest.raises(ConfigurationError, match=r"max_failures=0"):
+        with_circuit_breaker(0, 0)
+
+
+@tool
+def add_once(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def test_unknown_keywords_are_a_type_error_and_list_settings_accumulate() -> None:
+    with pytest.raises(TypeError, match="colour"):
+        Agent(provider=ScriptedProvider(), colour="red")  # type: ignore[call-arg]
+    p = ScriptedProvider()
+    first, second = Hooks(), Hooks()
+    agent = Agent(with_hooks(first), with_tool(add), provider=p, hooks=[second], tools=[add_once])
+    assert agent.options.hook_sets == [first, second]
+    assert [t.definition.name for t in agent.tools] == ["add", "add_once"]
+
+
 def test_options_and_keywords_are_one_path() -> None:
     p = ScriptedProvider()
     a = Agent(with_provider(p), with_tool(add), with_model("m"))
     b = Agent(provider=p, tools=[add], model="m")
-    assert a.options == b.options
-    assert Agent(provider=p, circuit_breaker=(0, 0)).options.circuit_breaker is None
+    keep = ("sources",)
+    assert {k: getattr(a.options, k) for k in a.options.__slots__ if k not in keep} == {
+        k: getattr(b.options, k) for k in b.options.__slots__ if k not in keep
+    }
+    assert Agent(provider=p, circuit_breaker=None).options.circuit_breaker is None
     with pytest.raises(ConfigurationError, match="with_\\* functions"):
         Agent("provider")  # type: ignore[arg-type]
 
@@ -647,8 +700,8 @@ async def test_mcp_style_connectors_add_tools_lazily_and_close_once() -> None:
         return [add], close
 
     p = ScriptedProvider(tool_call_response(("add", {"a": 2, "b": 2})), "4")
-    async with Agent(provider=p, model="m", mcp_connector=connect) as agent:
-        assert await agent.run("2+2") == "4"
+    async with Agent(provider=p, model="m", mcp_connectors=[connect]) as agent:
+        assert (await agent.run("2+2")).text == "4"
         assert [t.name for t in p.requests[0].tools] == ["add"]
     await agent.aclose()
     assert closed == ["closed"]
@@ -667,4 +720,4 @@ async def test_function_provider_computes_from_the_request() -> None:
         return tool_call_response(("add", {"a": 20, "b": 22}))
 
     agent = Agent(provider=_FunctionProvider(fn), model="m", tools=[add])
-    assert await agent.run("go") == "result 42"
+    assert (await agent.run("go")).text == "result 42"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from goagent_py import Agent
+from goagent_py import Agent, CircuitBreakerConfig, RateLimitConfig
 from goagent_py.dispatch import Dispatcher, DispatchFunc
 from goagent_py.errors import (
     CircuitOpenError,
@@ -85,9 +85,10 @@ def call(name: str = "svc", args: dict[str, Any] | None = None, id: str = "c1") 
     return ToolCall(id, name, args or {})
 
 
-def cause_of(result: ToolResult) -> BaseException:
-    assert isinstance(result.error, ToolExecutionError)
-    return result.error.cause
+def error_of(result: ToolResult) -> BaseException:
+    """The specific error a result holds (no wrapper to unwrap)."""
+    assert result.error is not None
+    return result.error
 
 
 def tool_messages(provider: ScriptedProvider, request: int) -> list[Message]:
@@ -127,7 +128,7 @@ async def test_middleware_order_first_registered_is_outermost(make_agent: MakeAg
             recording_middleware(log, "mw1"), recording_middleware(log, "mw2")
         ),
     )
-    assert await agent.run("go") == "done"
+    assert (await agent.run("go")).text == "done"
     assert log == ["mw1 before", "mw2 before", "tool", "mw2 after", "mw1 after"]
 
 
@@ -143,9 +144,9 @@ async def test_builtin_layers_wrap_custom_middlewares_in_the_documented_order() 
     dispatcher = Dispatcher(
         {"svc": switch_tool(switch)},
         timeout=5,
-        circuit_breaker=(1, 60),
+        circuit_breaker=CircuitBreakerConfig(1, 60),
         retry=RetryPolicy(max_attempts=2, sleep=no_sleep, jitter=0),
-        rate_limit=(1000.0, 100),
+        rate_limit=RateLimitConfig(1000.0, 100),
         middlewares=[recording_middleware(log, "mw")],
         hooks=hooks,
         clock=FakeClock(),
@@ -153,10 +154,10 @@ async def test_builtin_layers_wrap_custom_middlewares_in_the_documented_order() 
     result = await dispatcher.execute(call())
     # Both attempts went through the custom middleware; the breaker saw one failure only.
     assert log == ["mw before", "retry", "sleep", "mw before"]
-    assert isinstance(cause_of(result), ToolPanicError)
+    assert isinstance(error_of(result), ToolPanicError)
     assert switch.calls == 2
     rejected = await dispatcher.execute(call())
-    assert isinstance(cause_of(rejected), CircuitOpenError)
+    assert isinstance(error_of(rejected), CircuitOpenError)
     assert switch.calls == 2
 
 
@@ -171,8 +172,8 @@ async def test_chain_is_built_once_so_breaker_state_persists_across_runs(
         "second run done",
     )
     agent = make_agent(provider, with_tool(switch_tool(switch)), with_circuit_breaker(1, 60))
-    assert await agent.run("one") == "first run done"
-    assert await agent.run("two") == "second run done"
+    assert (await agent.run("one")).text == "first run done"
+    assert (await agent.run("two")).text == "second run done"
     assert switch.calls == 1  # the second run's call was rejected without calling the tool
     [rejection] = tool_messages(provider, 3)[-1:]
     assert rejection.is_error
@@ -186,7 +187,9 @@ def breaker_dispatcher(
     tools: dict[str, Tool], max_failures: int, clock: FakeClock, opened: list[Any] | None = None
 ) -> Dispatcher:
     hooks = Hooks(on_circuit_open=lambda *a: opened.append(a)) if opened is not None else None
-    return Dispatcher(tools, circuit_breaker=(max_failures, 30.0), hooks=hooks, clock=clock)
+    return Dispatcher(
+        tools, circuit_breaker=CircuitBreakerConfig(max_failures, 30.0), hooks=hooks, clock=clock
+    )
 
 
 @pytest.mark.parametrize("max_failures", [1, 2, 3])
@@ -197,10 +200,10 @@ async def test_after_n_failures_the_next_call_is_rejected_without_calling_the_to
     opened: list[Any] = []
     d = breaker_dispatcher({"svc": switch_tool(switch)}, max_failures, FakeClock(), opened)
     for _ in range(max_failures):
-        assert isinstance(cause_of(await d.execute(call())), ToolPanicError)
+        assert isinstance(error_of(await d.execute(call())), ToolPanicError)
     assert opened == []
     rejected = await d.execute(call())
-    error = cause_of(rejected)
+    error = error_of(rejected)
     assert isinstance(error, CircuitOpenError)
     assert switch.calls == max_failures
     assert "circuit breaker open" in rejected.content[0].text  # type: ignore[union-attr]
@@ -230,7 +233,7 @@ async def test_half_open_success_closes_the_circuit() -> None:
     clock = FakeClock()
     d = breaker_dispatcher({"svc": switch_tool(switch)}, 1, clock)
     await d.execute(call())
-    assert isinstance(cause_of(await d.execute(call())), CircuitOpenError)
+    assert isinstance(error_of(await d.execute(call())), CircuitOpenError)
     clock.advance(30)
     switch.fail = False
     assert (await d.execute(call())).error is None  # the probe
@@ -246,11 +249,11 @@ async def test_half_open_failure_reopens_the_circuit() -> None:
     await d.execute(call())
     await d.execute(call())
     clock.advance(31)
-    assert isinstance(cause_of(await d.execute(call())), ToolPanicError)  # the failed probe
-    assert isinstance(cause_of(await d.execute(call())), CircuitOpenError)  # open again
+    assert isinstance(error_of(await d.execute(call())), ToolPanicError)  # the failed probe
+    assert isinstance(error_of(await d.execute(call())), CircuitOpenError)  # open again
     assert switch.calls == 3
     clock.advance(29)
-    assert isinstance(cause_of(await d.execute(call())), CircuitOpenError)
+    assert isinstance(error_of(await d.execute(call())), CircuitOpenError)
     clock.advance(1)
     switch.fail = False
     assert (await d.execute(call())).error is None
@@ -268,7 +271,7 @@ async def test_calls_during_the_half_open_probe_are_rejected_not_queued() -> Non
     probe = asyncio.create_task(d.execute(call(id="probe")))
     await switch.entered.wait()
     others = [await d.execute(call(id=f"o{i}")) for i in range(5)]
-    assert all(isinstance(cause_of(r), CircuitOpenError) for r in others)
+    assert all(isinstance(error_of(r), CircuitOpenError) for r in others)
     assert switch.calls == 2
     switch.release.set()
     assert (await probe).error is None
@@ -288,7 +291,7 @@ async def test_100_parallel_calls_admit_exactly_one_probe() -> None:
 
     d = Dispatcher(
         {"svc": switch_tool(switch)},
-        circuit_breaker=(1, 30.0),
+        circuit_breaker=CircuitBreakerConfig(1, 30.0),
         hooks=Hooks(on_circuit_open=on_open),
         clock=clock,
     )
@@ -304,7 +307,7 @@ async def test_100_parallel_calls_admit_exactly_one_probe() -> None:
     rejected = [r for r in results if r.error is not None]
     assert len(ok) == 1
     assert len(rejected) == 99
-    assert all(isinstance(cause_of(r), CircuitOpenError) for r in rejected)
+    assert all(isinstance(error_of(r), CircuitOpenError) for r in rejected)
     assert sorted(args[0].id for args in opened) == sorted(r.call.id for r in rejected)
     assert switch.calls == 2
 
@@ -329,13 +332,13 @@ async def test_100_parallel_failing_calls_in_threads_keep_consistent_counts() ->
     await asyncio.sleep(0)
     gate.set()
     results = await asyncio.gather(*tasks)
-    failed = [r for r in results if isinstance(cause_of(r), ToolPanicError)]
-    rejected = [r for r in results if isinstance(cause_of(r), CircuitOpenError)]
+    failed = [r for r in results if isinstance(error_of(r), ToolPanicError)]
+    rejected = [r for r in results if isinstance(error_of(r), CircuitOpenError)]
     assert len(failed) + len(rejected) == 100
     assert len(failed) == calls
     assert len(rejected) == len(opened)
     # Afterwards the circuit is open: nothing else reaches the tool.
-    assert isinstance(cause_of(await d.execute(call("shaky"))), CircuitOpenError)
+    assert isinstance(error_of(await d.execute(call("shaky"))), CircuitOpenError)
     assert calls == len(failed)
 
 
@@ -351,7 +354,7 @@ async def test_breaker_ignores_bad_arguments_and_unknown_tools() -> None:
 
     d = breaker_dispatcher({"typed": typed}, 1, FakeClock())
     for _ in range(3):
-        assert isinstance(cause_of(await d.execute(call("typed", {"n": "x"}))), ToolArgumentsError)
+        assert isinstance(error_of(await d.execute(call("typed", {"n": "x"}))), ToolArgumentsError)
     missing = await d.execute(call("nope"))
     assert isinstance(missing.error, ToolNotFoundError)
     assert "typed" in str(missing.error)
@@ -386,13 +389,14 @@ async def test_breaker_counts_errors_of_custom_middlewares() -> None:
 
     d = Dispatcher(
         {"svc": switch_tool(switch)},
-        circuit_breaker=(1, 30),
+        circuit_breaker=CircuitBreakerConfig(1, 30),
         middlewares=[broken],
         clock=FakeClock(),
     )
-    first = cause_of(await d.execute(call()))
-    assert isinstance(first, PermissionError)
-    assert isinstance(cause_of(await d.execute(call())), CircuitOpenError)
+    first = error_of(await d.execute(call()))
+    assert isinstance(first, ToolExecutionError)
+    assert isinstance(first.__cause__, PermissionError)
+    assert isinstance(error_of(await d.execute(call())), CircuitOpenError)
 
 
 async def test_breaker_counts_timeouts() -> None:
@@ -402,9 +406,11 @@ async def test_breaker_counts_timeouts() -> None:
         await asyncio.Event().wait()
         return ""
 
-    d = Dispatcher({"hang": hang}, timeout=0.05, circuit_breaker=(1, 30), clock=FakeClock())
-    assert isinstance(cause_of(await d.execute(call("hang"))), ToolTimeoutError)
-    assert isinstance(cause_of(await d.execute(call("hang"))), CircuitOpenError)
+    d = Dispatcher(
+        {"hang": hang}, timeout=0.05, circuit_breaker=CircuitBreakerConfig(1, 30), clock=FakeClock()
+    )
+    assert isinstance(error_of(await d.execute(call("hang"))), ToolTimeoutError)
+    assert isinstance(error_of(await d.execute(call("hang"))), CircuitOpenError)
 
 
 # -- timeouts ---------------------------------------------------------------------------------
@@ -431,7 +437,7 @@ async def test_hung_async_tool_times_out_and_the_model_reads_it(make_agent: Make
         with_tool_timeout(0.05),
         with_hooks(Hooks(on_tool_timeout=lambda *a: timeouts.append(a))),
     )
-    result = await agent.run_detailed("go")
+    result = await agent.run("go")
     assert result.text == "gave up waiting"
     assert cancelled.is_set()
     [message] = tool_messages(provider, 1)
@@ -465,7 +471,7 @@ async def test_hung_sync_tool_is_abandoned_and_the_run_goes_on(make_agent: MakeA
         with_hooks(Hooks(on_tool_result=results.append)),
     )
     try:
-        assert await agent.run("go") == "moved on"
+        assert (await agent.run("go")).text == "moved on"
     finally:
         release.set()
         for thread in threads:  # let the abandoned thread end while the loop is open
@@ -473,7 +479,7 @@ async def test_hung_sync_tool_is_abandoned_and_the_run_goes_on(make_agent: MakeA
     [message] = tool_messages(provider, 1)
     assert message.is_error
     assert "timed out" in message.text
-    assert isinstance(cause_of(results[0]), ToolTimeoutError)
+    assert isinstance(error_of(results[0]), ToolTimeoutError)
 
 
 async def test_retry_waits_count_against_the_timeout_and_fail_the_breaker_once() -> None:
@@ -487,29 +493,29 @@ async def test_retry_waits_count_against_the_timeout_and_fail_the_breaker_once()
     d = Dispatcher(
         {"svc": switch_tool(switch)},
         timeout=0.05,
-        circuit_breaker=(2, 30),
+        circuit_breaker=CircuitBreakerConfig(2, 30),
         retry=RetryPolicy(max_attempts=5, sleep=endless),
         clock=FakeClock(),
     )
-    assert isinstance(cause_of(await d.execute(call())), ToolTimeoutError)
+    assert isinstance(error_of(await d.execute(call())), ToolTimeoutError)
     assert switch.calls == 1
     assert len(waits) == 1
     # One call, one failure for the breaker (max 2): the next call still reaches the tool.
-    assert isinstance(cause_of(await d.execute(call())), ToolTimeoutError)
+    assert isinstance(error_of(await d.execute(call())), ToolTimeoutError)
     assert switch.calls == 2
-    assert isinstance(cause_of(await d.execute(call())), CircuitOpenError)
+    assert isinstance(error_of(await d.execute(call())), CircuitOpenError)
 
 
 async def test_rate_limit_waits_count_against_the_timeout() -> None:
     d = Dispatcher(
         {"svc": switch_tool(Switch())},
         timeout=0.05,
-        rate_limit=(0.001, 1),  # the second call would wait ~1000 s for a token
+        rate_limit=RateLimitConfig(0.001, 1),  # the second call would wait ~1000 s for a token
     )
     await d.execute(call())
     started = asyncio.get_running_loop().time()
     result = await d.execute(call())
-    assert isinstance(cause_of(result), ToolTimeoutError)
+    assert isinstance(error_of(result), ToolTimeoutError)
     assert asyncio.get_running_loop().time() - started < 5
 
 
@@ -525,8 +531,8 @@ async def test_a_raising_tool_becomes_a_panic_error_the_model_reads(make_agent: 
     seen: list[ToolResult] = []
     provider = ScriptedProvider(tool_call_response(("explode", {"x": 7})), "recovered")
     agent = make_agent(provider, with_tool(explode), with_hooks(Hooks(on_tool_result=seen.append)))
-    assert await agent.run("go") == "recovered"
-    panic = cause_of(seen[0])
+    assert (await agent.run("go")).text == "recovered"
+    panic = error_of(seen[0])
     assert isinstance(panic, ToolPanicError)
     assert panic.tool_name == "explode"
     assert isinstance(panic.value, ZeroDivisionError)
@@ -552,7 +558,7 @@ async def test_a_raising_sibling_does_not_stop_the_other_call(make_agent: MakeAg
         tool_call_response(("bad", {}), ("good", {"x": 1}), ("good", {"x": 2})), "ok"
     )
     agent = make_agent(provider, with_tools(good, bad))
-    assert await agent.run("go") == "ok"
+    assert (await agent.run("go")).text == "ok"
     messages = tool_messages(provider, 1)
     assert [m.is_error for m in messages] == [True, False, False]
     assert [m.text for m in messages[1:]] == ["good 1", "good 2"]
@@ -578,7 +584,9 @@ async def test_dispatcher_lets_base_exceptions_through() -> None:
         """Exits."""
         raise SystemExit(3)
 
-    d = Dispatcher({"leave": leave}, circuit_breaker=(1, 30), retry=RetryPolicy())
+    d = Dispatcher(
+        {"leave": leave}, circuit_breaker=CircuitBreakerConfig(1, 30), retry=RetryPolicy()
+    )
     with pytest.raises(SystemExit):
         await d.execute(call("leave"))
 
@@ -596,16 +604,18 @@ async def test_with_tool_retry_retries_through_the_agent(make_agent: MakeAgent) 
     class Flip:
         async def __call__(self, *args: Any) -> None:
             retries.append((args[0].name, args[1]))
-            switch.fail = False
+
+    async def flip_after_first(_: float) -> None:
+        switch.fail = False  # the retry's wait: the backend recovers meanwhile
 
     provider = ScriptedProvider(tool_call_response(("svc", {})), "ok")
     agent = make_agent(
         provider,
         with_tool(switch_tool(switch)),
-        with_tool_retry(RetryPolicy(sleep=no_sleep)),
+        with_tool_retry(RetryPolicy(sleep=flip_after_first)),
         with_hooks(Hooks(on_tool_retry=Flip())),
     )
-    assert await agent.run("go") == "ok"
+    assert (await agent.run("go")).text == "ok"
     assert retries == [("svc", 1)]
     [message] = tool_messages(provider, 1)
     assert not message.is_error
@@ -614,16 +624,16 @@ async def test_with_tool_retry_retries_through_the_agent(make_agent: MakeAgent) 
 
 def test_rate_limit_and_retry_options_are_validated_at_construction() -> None:
     provider = ScriptedProvider()
-    with pytest.raises(ConfigurationError, match="with_rate_limit"):
-        Agent(provider=provider, model="m", rate_limit=(0, 1))
-    with pytest.raises(ConfigurationError, match="with_rate_limit"):
+    with pytest.raises(ConfigurationError, match="RateLimitConfig: rate limit: rate must be > 0"):
+        Agent(provider=provider, model="m", rate_limit=RateLimitConfig(0, 1))
+    with pytest.raises(ConfigurationError, match="burst must be an int >= 1"):
         Agent(with_rate_limit(1.0, 0), provider=provider, model="m")
-    with pytest.raises(ConfigurationError, match="with_rate_limit"):
+    with pytest.raises(ConfigurationError, match=r"rate limit for tool 'x'|burst"):
         Agent(with_rate_limit(1.0, 1, per_tool={"x": (1.0, 0)}), provider=provider, model="m")
-    with pytest.raises(ConfigurationError, match="RetryPolicy"):
-        Agent(provider=provider, model="m", tool_retry=3)
-    with pytest.raises(ConfigurationError, match="rate_limit="):
-        Agent(provider=provider, model="m", rate_limit="fast")
+    with pytest.raises(ConfigurationError, match="tool_retry=3: expected a RetryPolicy"):
+        Agent(provider=provider, model="m", tool_retry=3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="rate_limit='fast': expected a RateLimitConfig"):
+        Agent(provider=provider, model="m", rate_limit="fast")  # type: ignore[arg-type]
 
 
 def test_keyword_options_map_onto_the_same_settings() -> None:
@@ -632,16 +642,12 @@ def test_keyword_options_map_onto_the_same_settings() -> None:
         provider=ScriptedProvider(),
         model="m",
         tool_retry=policy,
-        rate_limit=(2.0, 3, {"svc": (1.0, 1)}),
+        rate_limit=RateLimitConfig(2.0, 3, {"svc": (1.0, 1)}),
     )
     assert agent.options.tool_retry is policy
-    assert agent.options.rate_limit == (2.0, 3)
-    assert agent.options.rate_limit_per_tool == {"svc": (1.0, 1)}
-    by_dict = Agent(
-        provider=ScriptedProvider(), model="m", rate_limit={"rate": 1, "burst": 2, "per_tool": True}
-    )
-    assert by_dict.options.rate_limit == (1, 2)
-    assert by_dict.options.rate_limit_per_tool is True
+    assert agent.options.rate_limit == RateLimitConfig(2.0, 3, {"svc": (1.0, 1)})
+    by_option = Agent(with_rate_limit(1, 2, per_tool=True), provider=ScriptedProvider(), model="m")
+    assert by_option.options.rate_limit == RateLimitConfig(1, 2, True)
 
 
 async def test_with_rate_limit_limits_through_the_agent(make_agent: MakeAgent) -> None:
@@ -656,9 +662,9 @@ async def test_with_rate_limit_limits_through_the_agent(make_agent: MakeAgent) -
     agent = make_agent(
         provider, with_tool(switch_tool(switch)), with_rate_limit(0.001, 2), with_tool_timeout(0.05)
     )
-    assert await agent.run("first") == "ok"
+    assert (await agent.run("first")).text == "ok"
     assert [m.is_error for m in tool_messages(provider, 1)] == [False, False]
-    assert await agent.run("second") == "ok"  # the bucket is empty and persists across runs
+    assert (await agent.run("second")).text == "ok"  # the bucket is empty and persists across runs
     [limited] = tool_messages(provider, 3)[-1:]
     assert limited.is_error
     assert "timed out" in limited.text

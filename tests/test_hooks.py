@@ -21,6 +21,7 @@ from goagent_py import (
     ToolCall,
     merge_hooks,
     tool,
+    with_hooks,
 )
 from goagent_py.hooks import HOOK_NAMES
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
@@ -182,15 +183,20 @@ async def test_on_tool_call_fires_in_the_calls_own_task_after_the_approval_check
             on_tool_result=lambda r: log.append(f"on_tool_result:{r.call.id}:{current.get()}"),
         ),
     )
-    assert await agent.run("go") == "done"
+    assert (await agent.run("go")).text == "done"
     assert {e for e in log if "probe:" in e} == {"probe:a:a", "probe:b:b", "sync_probe:s:s"}
     for call_id in ("a", "b", "s", "blocked"):
         assert log.index(f"before_tool_call:{call_id}") < log.index(f"on_tool_call:{call_id}")
     results = [e for e in log if e.startswith("on_tool_result")]
-    assert results == [f"on_tool_result:{c}:-" for c in ("a", "b", "s", "blocked")]
-    assert log.index("on_tool_result:a:-") > max(
-        i for i, e in enumerate(log) if not e.startswith("on_tool_result")
-    )
+    # each result as its call finishes, in the run's context (what the call set stays there)
+    assert sorted(results) == sorted(f"on_tool_result:{c}:-" for c in ("a", "b", "s", "blocked"))
+    for c in ("a", "b", "s"):
+        probe = next(
+            i
+            for i, e in enumerate(log)
+            if e.startswith(("probe:", "sync_probe:")) and e.split(":")[1] == c
+        )
+        assert log.index(f"on_tool_result:{c}:-") > probe
     assert current.get() == "-"
 
 
@@ -297,7 +303,7 @@ async def test_a_raising_hook_is_logged_and_the_run_goes_on(
     )
     agent = Agent(provider=ScriptedProvider("fine"), model="m", hooks=hooks)
     with caplog.at_level(logging.ERROR):
-        assert await agent.run("x") == "fine"
+        assert (await agent.run("x")).text == "fine"
     assert seen == ["fine"]  # the second set still ran after the first raised
     assert len([r for r in caplog.records if "raised; the run goes on" in r.message]) == 3
 
@@ -343,9 +349,20 @@ async def _call(hook: Any, *args: Any) -> None:
 async def test_hooks_none_means_no_hooks_and_a_wrong_type_is_refused() -> None:
     from goagent_py import ConfigurationError
 
-    assert await Agent(provider=ScriptedProvider("ok"), model="m", hooks=None).run("x") == "ok"
-    with pytest.raises(ConfigurationError, match="takes a Hooks object"):
-        Agent(provider=ScriptedProvider(), hooks=[Hooks()])
+    assert (
+        await Agent(provider=ScriptedProvider("ok"), model="m", hooks=None).run("x")
+    ).text == "ok"
+    with pytest.raises(ConfigurationError, match="expected Hooks objects, got dict"):
+        Agent(provider=ScriptedProvider(), hooks=[{"on_run_end": print}])  # type: ignore[list-item]
+
+
+async def test_hook_sets_compose_instead_of_replacing_each_other() -> None:
+    seen: list[str] = []
+    telemetry = Hooks(on_run_end=lambda r: seen.append("telemetry"))
+    mine = Hooks(on_run_end=lambda r: seen.append("mine"))
+    agent = Agent(with_hooks(telemetry), provider=ScriptedProvider("ok"), hooks=mine)
+    await agent.run("x")
+    assert seen == ["telemetry", "mine"]
 
 
 async def test_hooks_see_the_provider_run_id_and_assistant_message() -> None:

@@ -148,3 +148,13 @@ _messages = st.builds(
 @given(st.lists(_messages, max_size=5))
 def test_any_message_list_round_trips(messages: list[Message]) -> None:
     assert messages_from_json(messages_to_json(messages)) == messages
+
+
+def test_legacy_system_and_document_rows_load_as_user_messages() -> None:
+    raw = (
+        b'[{"role": "document", "content": [{"type": "text", "text": "a"}]},'
+        b' {"role": "system", "content": [{"type": "text", "text": "b"}]}]'
+    )
+    loaded = messages_from_json(raw)
+    assert [m.role for m in loaded] == [Role.USER, Role.USER]
+    assert [m.text for m in loaded] == ["a", "b"]

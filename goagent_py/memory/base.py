@@ -43,9 +43,12 @@ class LongTermMemoryProtocol(Protocol):
     """Semantic memory across sessions: store what matters, recall what is relevant."""
 
     async def retrieve(
-        self, query: list[ContentBlock], *, top_k: int, session: str = ""
+        self, query: list[ContentBlock], *, top_k: int | None, session: str = ""
     ) -> list[ScoredMessage]:
         """The ``top_k`` stored messages most relevant to ``query``, best first.
+
+        ``top_k=None`` means the memory's own default (the agent passes None unless its
+        ``long_term_top_k`` is set, so one owner decides).
 
         ``session`` is the agent's name ("" for none): only that session's memories come back.
         A query with nothing to embed (an image for a text embedder) returns ``[]``.

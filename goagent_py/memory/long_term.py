@@ -62,7 +62,7 @@ class LongTermMemory:
         embedder: turns content into vectors (``BatchEmbedder`` is used when available).
         store: where the vectors live (``BulkVectorStore`` is used when available).
         chunker: splits each message before embedding; None stores one chunk per message.
-        top_k: how many memories to recall when ``retrieve`` is given ``top_k <= 0``.
+        top_k: how many memories to recall when ``retrieve`` is given no ``top_k``.
         score_threshold: drop memories scoring below this (None keeps all).
         token_budget: the most tokens recalled memories may take; the lowest-scored are dropped
             first (None: no budget).
@@ -211,7 +211,7 @@ class LongTermMemory:
         self,
         query: list[ContentBlock],
         *,
-        top_k: int = 0,
+        top_k: int | None = None,
         session: str = "",
         score_threshold: float | None = None,
         filter: Mapping[str, Any] | None = None,
@@ -221,7 +221,7 @@ class LongTermMemory:
 
         Args:
             query: the content to match (usually the user's message).
-            top_k: how many to recall; ``<= 0`` uses the memory's ``top_k``.
+            top_k: how many to recall; None (or <= 0) uses the memory's ``top_k``.
             session: whose memories to search (the agent's name; "" for unnamed).
             score_threshold: overrides the memory's threshold for this call.
             filter: more metadata to match exactly (AND), on top of the session.
@@ -230,7 +230,7 @@ class LongTermMemory:
         Returns:
             The recalled memories; ``[]`` when ``query`` has nothing the embedder can embed.
         """
-        k = top_k if top_k > 0 else self.top_k
+        k = top_k if top_k is not None and top_k > 0 else self.top_k
         if not query:
             return []
         try:

@@ -72,7 +72,7 @@ def message(m: Message) -> dict[str, Any]:
             "role": "tool",
             "parts": [{"type": "tool_call_response", "id": m.tool_call_id, "response": text}],
         }
-    role = "user" if m.role == Role.DOCUMENT else str(m.role)
+    role = str(m.role)
     return {"role": role, "parts": parts(m.content) + [_tool_call_part(c) for c in m.tool_calls]}
 
 

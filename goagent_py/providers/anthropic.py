@@ -292,11 +292,6 @@ def _message(message: Message) -> tuple[str, list[dict[str, Any]]]:
         return "assistant", _assistant_blocks(message)
     if message.role is Role.TOOL:
         return "user", [_tool_result(message)]
-    if message.role is Role.SYSTEM:
-        raise ConfigurationError(
-            "anthropic: a system-role message cannot go in the conversation; "
-            "pass it as the system prompt (with_system_prompt)"
-        )
     raise ConfigurationError(
         f"anthropic: a {message.role.value!r}-role message cannot be sent to the model; "
         "only user, assistant and tool messages can (RAG documents go in as context text)"

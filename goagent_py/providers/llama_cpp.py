@@ -487,8 +487,7 @@ def chat_messages(
             else:
                 out.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": text})
         else:
-            role = "system" if message.role == Role.SYSTEM else "user"
-            out.append({"role": role, "content": safe(_text_of(message, where))})
+            out.append({"role": "user", "content": safe(_text_of(message, where))})
     return out
 
 

@@ -114,7 +114,7 @@ def _images(message: Message, where: str) -> list[str]:
 
 
 def _wire_message(message: Message, names: dict[str, str], where: str) -> dict[str, Any]:
-    role = "user" if message.role == Role.DOCUMENT else str(message.role)
+    role = str(message.role)
     out: dict[str, Any] = {"role": role, "content": message.text}
     if message.role == Role.ASSISTANT:
         thinking = "".join(b.thinking for b in message.content if isinstance(b, ThinkingBlock))

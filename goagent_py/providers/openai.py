@@ -281,11 +281,6 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             tool_message, images = _tool_message(message)
             wire.append(tool_message)
             pending_images.extend(images)
-        elif message.role is Role.SYSTEM:
-            raise ConfigurationError(
-                "openai: a system-role message cannot go in the conversation; "
-                "pass it as the system prompt (with_system_prompt)"
-            )
         else:
             raise ConfigurationError(
                 f"openai: a {message.role.value!r}-role message cannot be sent to the model; "

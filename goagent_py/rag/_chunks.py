@@ -127,7 +127,7 @@ def prepare(doc: Document, chunker: Chunker | None) -> list[Prepared]:
                 meta.pop("heading", None)
             if paged:
                 meta["page"] = block_number + 1
-            message = Message(Role.DOCUMENT, list(chunk.blocks), metadata=meta)
+            message = Message(Role.USER, list(chunk.blocks), metadata=meta)
             chunk_id = f"{doc.source}#{len(out)}:{digest(message)}"
             header = [title] if title else []
             if isinstance(heading, str) and heading:

@@ -554,7 +554,7 @@ class Pipeline:
                 elif id in entries:
                     entry = entries[id]
                     message = Message(
-                        Role.DOCUMENT, [TextBlock(entry.text)], metadata=dict(entry.metadata)
+                        Role.USER, [TextBlock(entry.text)], metadata=dict(entry.metadata)
                     )
                     vector_score = None
                 else:  # deleted between the two queries

@@ -294,7 +294,7 @@ async def test_an_image_only_prompt_does_not_fail_the_run() -> None:
     await m.store([user_message("a photo of my cat")], session="")
     p = ScriptedProvider("A cat.")
     agent = Agent(provider=p, model="m", long_term_memory=m)
-    answer = await agent.run_blocks(ImageBlock(PNG, "image/png"))
+    answer = (await agent.run([ImageBlock(PNG, "image/png")])).text
     assert answer == "A cat."
     assert recalled_block(p) == ""
 

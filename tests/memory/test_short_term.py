@@ -94,8 +94,8 @@ async def test_agent_prepends_history_in_order_across_runs() -> None:
     memory = ShortTermMemory()
     provider = ScriptedProvider("Hello Ann.", "Your name is Ann.")
     agent = Agent(provider=provider, short_term_memory=memory)
-    assert await agent.run("I am Ann.") == "Hello Ann."
-    assert await agent.run("What is my name?") == "Your name is Ann."
+    assert (await agent.run("I am Ann.")).text == "Hello Ann."
+    assert (await agent.run("What is my name?")).text == "Your name is Ann."
     assert _history(provider.requests[1].messages) == [
         ("user", "I am Ann."),
         ("assistant", "Hello Ann."),
@@ -111,7 +111,7 @@ async def test_agent_stores_the_full_tool_trace_without_thinking(tmp_path: Path)
     async with SQLiteStorage(tmp_path / "chat.db", session_id="calc") as storage:
         memory = ShortTermMemory(storage=storage)
         agent = Agent(provider=provider, tools=[add], short_term_memory=memory)
-        assert await agent.run("What is 2 + 3?") == "2 + 3 = 5"
+        assert (await agent.run("What is 2 + 3?")).text == "2 + 3 = 5"
         stored = await storage.load()
         assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
         call = stored[1]

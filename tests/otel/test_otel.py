@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from goagent_py import (
     Agent,
+    CircuitBreakerConfig,
     ContentBlock,
     ImageBlock,
     MaxIterationsError,
@@ -219,7 +220,7 @@ async def test_span_tree_of_a_run_with_two_parallel_tool_calls_one_failing(otel:
         tools=barrier_tools(Barrier(2)),
         hooks=otel.hooks(provider=provider),
     )
-    assert await agent.run("go") == "done"
+    assert (await agent.run("go")).text == "done"
 
     assert otel.tracker.open == {}
     root = otel.one("invoke_agent helper")
@@ -409,7 +410,7 @@ async def test_spans_made_inside_async_and_sync_tools_are_children_of_their_call
         tool_execution=execution,  # type: ignore[arg-type]
         hooks=otel.hooks(),
     )
-    assert await agent.run("go") == "done"
+    assert (await agent.run("go")).text == "done"
     assert otel.tracker.open == {}
     [thread] = threads
     assert thread.startswith("goagent-tool-")  # not the event loop's thread
@@ -461,7 +462,7 @@ async def test_a_blocked_call_gets_a_span_of_its_own_beside_its_running_sibling(
         before_tool_call=approve,
         hooks=otel.hooks(),
     )
-    assert await agent.run("go") == "ok"
+    assert (await agent.run("go")).text == "ok"
     assert otel.tracker.open == {}
     calls = {
         dict(s.attributes or {})["gen_ai.tool.call.id"]: s
@@ -586,7 +587,7 @@ async def test_image_bytes_are_never_recorded(otel: Telemetry) -> None:
     png = b"\x89PNG\r\n\x1a\n" + b"IMAGEBYTES" * 20
     provider = ScriptedProvider("a picture")
     agent = Agent(provider=provider, model="m", hooks=otel.hooks(capture_content=True))
-    await agent.run_blocks(TextBlock("what is this?"), ImageBlock(png, "image/png"))
+    await agent.run([TextBlock("what is this?"), ImageBlock(png, "image/png")])
     encoded = base64.b64encode(png).decode()
     values = list(otel.all_attribute_values())
     assert any('"type":"image"' in v and '"mime_type":"image/png"' in v for v in values)
@@ -731,7 +732,7 @@ async def test_two_concurrent_runs_of_one_agent_make_two_separate_trees(otel: Te
 
     async def run(label: str) -> str:
         with tracer.start_as_current_span(f"caller {label}"):
-            return await agent.run(label)
+            return (await agent.run(label)).text
 
     assert sorted(await asyncio.gather(run("one"), run("two"))) == ["a", "b"]
     assert otel.tracker.open == {}
@@ -766,10 +767,10 @@ async def test_timeout_and_circuit_open_become_events_of_the_tool_span(otel: Tel
         model="m",
         tools=[tool_func("stuck", "Stuck.", None, stuck)],
         tool_timeout=0.01,
-        circuit_breaker=(1, 60.0),
+        circuit_breaker=CircuitBreakerConfig(1, 60.0),
         hooks=otel.hooks(),
     )
-    assert await agent.run("go") == "gave up"
+    assert (await agent.run("go")).text == "gave up"
     first, second = sorted(otel.named("execute_tool stuck"), key=_ns)
     assert [e.name for e in first.events if e.name.startswith("goagent.")] == [
         "goagent.tool.timeout"
@@ -820,7 +821,7 @@ async def test_tool_events_land_on_the_span_of_their_call_among_parallel_calls_o
         tool_retry=RetryPolicy(sleep=no_sleep),
         hooks=merge_hooks(otel.hooks(), Hooks(on_tool_retry=lambda *a: retried.set())),
     )
-    assert await agent.run("go") == "done"
+    assert (await agent.run("go")).text == "done"
     spans = {
         dict(s.attributes or {})["gen_ai.tool.call.id"]: s for s in otel.named("execute_tool fetch")
     }

@@ -471,7 +471,7 @@ async def test_agent_round_trip_with_the_real_model(local: LlamaCppProvider) -> 
     provider._llama = local._llama  # share the loaded model (the module loads it once)
     provider._call_lock = local._call_lock
     agent = Agent(provider=provider, model="local", tools=[add], max_iterations=4)
-    result = await agent.run_detailed("What is 2 + 3?")
+    result = await agent.run("What is 2 + 3?")
     assert result.error is None
     assert calls
     assert all(type(v) is int for c in calls for v in c.arguments.values())

@@ -201,7 +201,7 @@ async def test_agent_round_trip_with_a_tool_call(server: str) -> None:
             max_iterations=4,
             max_tokens=48,
         )
-        result = await agent.run_detailed("What is 2 + 3?")
+        result = await agent.run("What is 2 + 3?")
 
     assert result.error is None
     # The model called add with integers, and the tool ran with them.
@@ -241,7 +241,7 @@ async def test_agent_round_trip_with_a_tool_call(server: str) -> None:
 async def test_a_plain_question_gets_a_text_answer(server: str) -> None:
     async with OpenAIProvider(base_url=server, timeout=TIMEOUT) as provider:
         agent = Agent(provider=provider, model=MODEL, max_tokens=32)
-        result = await agent.run_detailed("What is the capital of France?")
+        result = await agent.run("What is the capital of France?")
     assert result.error is None
     assert result.text.strip()
     assert result.stop_reason in (StopReason.END_TURN, StopReason.MAX_TOKENS)

@@ -132,7 +132,7 @@ async def test_sqlite_index_shares_the_vector_store_file(tmp_path: Path) -> None
     async with SqliteVecStore(path, table="chunks", dimensions=3) as store:
         from goagent_py.messages import Message, Role, TextBlock
 
-        await store.upsert("x", [1.0, 0.0, 0.0], Message(Role.DOCUMENT, [TextBlock("hi")]))
+        await store.upsert("x", [1.0, 0.0, 0.0], Message(Role.USER, [TextBlock("hi")]))
         async with SqliteKeywordIndex(path, table="chunks_keywords") as kw:
             await kw.add("x", "hello GA-1042", {})
             assert await kw.search("GA-1042", top_k=1) == [("x", pytest.approx(1e-6, abs=1))]

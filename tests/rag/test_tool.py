@@ -29,7 +29,7 @@ from .conftest import BatchWordEmbedder
 
 
 def result(text: str, source: str = "a.md", **meta: Any) -> SearchResult:
-    message = Message(Role.DOCUMENT, [TextBlock(text)], metadata={"source": source, **meta})
+    message = Message(Role.USER, [TextBlock(text)], metadata={"source": source, **meta})
     return SearchResult(id=f"{source}#0", message=message, score=0.5)
 
 
@@ -131,7 +131,7 @@ async def test_rag_tool_in_a_real_agent_run(corpus_dir: Path) -> None:
         text_response("GA-2077 means the request quota is exhausted [1] (errors.md)."),
     )
     agent = Agent(provider=provider, model="scripted", tools=[pipeline.as_tool(top_k=2)])
-    run = await agent.run_detailed("What does error GA-2077 mean?")
+    run = await agent.run("What does error GA-2077 mean?")
 
     assert run.text.startswith("GA-2077 means")
     assert run.tool_calls == 1
@@ -157,7 +157,7 @@ async def test_blank_query_is_an_error_result_the_model_reads() -> None:
         text_response("Sorry."),
     )
     agent = Agent(provider=provider, model="scripted", tools=[pipeline.as_tool()])
-    assert await agent.run("?") == "Sorry."
+    assert (await agent.run("?")).text == "Sorry."
     tool_message = provider.requests[1].messages[-1]
     assert tool_message.is_error
     assert "'query'" in tool_message.text

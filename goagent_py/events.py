@@ -1,0 +1,302 @@
+"""The typed events of a run: the one channel through which a run is observed.
+
+``Agent.stream`` and ``Session`` subscribers see these events; hooks and telemetry are fed from
+them by one adapter (:func:`goagent_py.hooks.dispatch_event`). Every event carries ``path``: the
+names of the agents from the root run down to the one that emitted it (empty for a top-level run),
+so the events of sub-agents can stream through their parent.
+
+In order, for a run that calls one tool and then answers::
+
+    AgentStart [MemoryRecall] [HistoryLoad] MessageStart(user) MessageEnd(user)
+    TurnStart ModelRequest MessageStart(assistant) MessageDelta... ModelResponse
+    MessageEnd(assistant) ToolExecutionStart [ToolExecutionUpdate|ToolRetry|ToolTimeout|
+    CircuitOpen]... ToolExecutionEnd MessageStart(tool) MessageEnd(tool) TurnEnd
+    TurnStart ... MessageEnd(assistant) TurnEnd FinalResponse [HistoryAppend] [MemoryStore]
+    AgentEnd
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from goagent_py.messages import Message, Role, ScoredMessage, StopReason, ToolCall, Usage
+from goagent_py.provider import CompletionRequest
+from goagent_py.results import ModelResponse, RunInfo, RunResult, ToolResult
+
+__all__ = [
+    "AbortRequested",
+    "AgentEnd",
+    "AgentEvent",
+    "AgentStart",
+    "CircuitOpen",
+    "FinalResponse",
+    "HistoryAppend",
+    "HistoryLoad",
+    "MemoryRecall",
+    "MemoryStore",
+    "MessageDelta",
+    "MessageEnd",
+    "MessageStart",
+    "MessagesInjected",
+    "ModelRequest",
+    "ModelResponse",
+    "QueueUpdate",
+    "ToolExecutionEnd",
+    "ToolExecutionStart",
+    "ToolExecutionUpdate",
+    "ToolRetry",
+    "ToolTimeout",
+    "TurnEnd",
+    "TurnStart",
+]
+
+
+@dataclass(slots=True, frozen=True)
+class AgentStart:
+    """The run started."""
+
+    info: RunInfo
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class MemoryRecall:
+    """Long-term memory was searched (``error`` set if that failed)."""
+
+    memories: list[ScoredMessage]
+    duration: float
+    error: BaseException | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class HistoryLoad:
+    """Short-term history was loaded: ``count`` messages (``error`` set if that failed)."""
+
+    count: int
+    duration: float
+    error: BaseException | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class TurnStart:
+    """An iteration (one model call and its tool calls) started; ``iteration`` is 0-based."""
+
+    iteration: int
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class ModelRequest:
+    """The request about to be sent to the model."""
+
+    iteration: int
+    request: CompletionRequest
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class MessageStart:
+    """A message begins: the user's prompt, an injected message, the assistant's reply (before
+    the model call; ``streaming`` tells whether deltas follow) or a tool result.
+
+    ``message`` is the whole message for user and tool messages, None for the assistant's (it
+    is built while the model answers: see :class:`MessageEnd`).
+    """
+
+    role: Role
+    iteration: int
+    message: Message | None = None
+    streaming: bool = False
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class MessageDelta:
+    """A piece of the assistant's message while it streams.
+
+    ``kind`` is "text", "thinking", or "tool_call" (a piece of a call's JSON arguments, with
+    ``call_id`` and ``name`` when the provider reports them).
+    """
+
+    kind: Literal["text", "thinking", "tool_call"]
+    delta: str
+    call_id: str = ""
+    name: str = ""
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class MessageEnd:
+    """A message is complete. For the assistant's: exactly as the provider returned it, with its
+    stop reason and usage (both None for user and tool messages)."""
+
+    message: Message
+    stop_reason: StopReason | None = None
+    usage: Usage | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class ToolExecutionStart:
+    """A tool call is about to run, with the arguments it runs with."""
+
+    call: ToolCall
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The call's arguments."""
+        return self.call.arguments
+
+
+@dataclass(slots=True, frozen=True)
+class ToolExecutionUpdate:
+    """A running tool reported progress or a partial result (for UIs; not sent to the model)."""
+
+    call: ToolCall
+    update: Any
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class ToolRetry:
+    """A failed call is retried: ``attempt`` (1-based) failed with ``error``; next in ``delay``."""
+
+    call: ToolCall
+    attempt: int
+    error: BaseException
+    delay: float
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class ToolTimeout:
+    """A call ran past the tool timeout and was cancelled."""
+
+    call: ToolCall
+    timeout: float
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class CircuitOpen:
+    """A call was refused: the tool's circuit breaker is open until ``open_until`` (UTC)."""
+
+    call: ToolCall
+    open_until: datetime
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class ToolExecutionEnd:
+    """A tool call finished (successfully or not); sent as each call finishes."""
+
+    result: ToolResult
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class TurnEnd:
+    """An iteration ended; ``tool_results`` is empty on the final iteration."""
+
+    iteration: int
+    message: Message
+    tool_results: list[ToolResult]
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class FinalResponse:
+    """The run has its answer (or gave up on the iteration budget); persistence follows."""
+
+    text: str
+    iterations: int
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class HistoryAppend:
+    """The run's messages were appended to short-term history (``error`` set if that failed)."""
+
+    count: int
+    duration: float
+    error: BaseException | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class MemoryStore:
+    """Messages were written to long-term memory (``error`` set if that failed)."""
+
+    count: int
+    duration: float
+    error: BaseException | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class QueueUpdate:
+    """A session's steering or follow-up queue changed: ``size`` messages are waiting."""
+
+    queue: Literal["steering", "follow_up"]
+    size: int
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class MessagesInjected:
+    """Queued messages entered the conversation, taken from ``queue``."""
+
+    queue: Literal["steering", "follow_up"]
+    messages: list[Message]
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class AbortRequested:
+    """An abort was asked for, in ``mode`` ("now", "after_tools" or "after_turn")."""
+
+    mode: Literal["now", "after_tools", "after_turn"]
+    reason: str = ""
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True, frozen=True)
+class AgentEnd:
+    """The run ended (``result.error`` tells how; ``result.stop_reason`` is ``ABORTED`` after
+    an abort). Sent on every exit but cancellation, which is only reported to hooks."""
+
+    result: RunResult
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+AgentEvent = (
+    AgentStart
+    | MemoryRecall
+    | HistoryLoad
+    | TurnStart
+    | ModelRequest
+    | MessageStart
+    | MessageDelta
+    | ModelResponse
+    | MessageEnd
+    | ToolExecutionStart
+    | ToolExecutionUpdate
+    | ToolRetry
+    | ToolTimeout
+    | CircuitOpen
+    | ToolExecutionEnd
+    | TurnEnd
+    | FinalResponse
+    | HistoryAppend
+    | MemoryStore
+    | QueueUpdate
+    | MessagesInjected
+    | AbortRequested
+    | AgentEnd
+)
+"""Any event of a run."""
