@@ -22,6 +22,7 @@ from goagent_py.errors import (
     MissingExtraError,
     NoEmbeddableContentError,
     ProviderError,
+    SessionBusyError,
     ToolAbortedError,
     ToolArgumentsError,
     ToolBlockedError,
@@ -150,6 +151,7 @@ from goagent_py.resilience import (
     retry_tool,
 )
 from goagent_py.results import ModelResponse, ProviderEvent, RunInfo, RunResult, ToolResult
+from goagent_py.session import Session, SessionState
 from goagent_py.tool_context import ToolContext, current_tool_context
 from goagent_py.tools import (
     FunctionTool,
@@ -214,6 +216,7 @@ __all__ = [
     "Prompt",
     "Provider",
     "ProviderError",
+    "SessionBusyError",
     "ProviderEvent",
     "QueueUpdate",
     "RateLimitConfig",
@@ -223,6 +226,8 @@ __all__ = [
     "RunInfo",
     "RunResult",
     "ScoredMessage",
+    "Session",
+    "SessionState",
     "ShouldStop",
     "StopReason",
     "StreamDone",

@@ -788,11 +788,12 @@ class Run:
                 async for event in self._steer(messages):
                     yield event
                 request = await self._request(messages, i)
-                before = len(messages)
-                async for event in self._steer(messages):  # after context preparation
-                    yield event
-                if len(messages) != before:
-                    request = await self._request(messages, i)
+                if o.transform_context is not None:  # after context preparation
+                    before = len(messages)
+                    async for event in self._steer(messages):
+                        yield event
+                    if len(messages) != before:
+                        request = await self._request(messages, i)
                 yield await self._emit(ModelRequest(i, request, path=self.path))
                 yield await self._emit(
                     MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)

@@ -43,6 +43,7 @@ __all__ = [
     "MissingExtraError",
     "NoEmbeddableContentError",
     "ProviderError",
+    "SessionBusyError",
     "ToolAbortedError",
     "ToolArgumentsError",
     "ToolBlockedError",
@@ -244,3 +245,7 @@ class ToolAbortedError(ToolError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.tool_name, self.reason), self.__dict__)
+
+
+class SessionBusyError(GoAgentError):
+    """A session (or a session's history lease) is in use by another run."""

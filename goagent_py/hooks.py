@@ -16,10 +16,10 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from functools import partial
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from goagent_py.events import (

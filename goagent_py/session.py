@@ -1,0 +1,319 @@
+"""A live conversation with an agent: stream it, steer it, queue follow-ups, abort, continue.
+
+:class:`Session` wraps an :class:`~goagent_py.Agent` with a transcript (loaded from and stored to
+the agent's short-term memory when it has one), two queues and an abort lever::
+
+    session = Session(agent)
+    task = asyncio.create_task(session.prompt("Refactor the parser"))
+    session.steer("Keep the public names")       # taken after the current tool batch
+    session.follow_up("Then write the changelog") # taken when the run would stop
+    session.abort("after_tools")                  # or "now", "after_turn"
+    result = await task                           # result.stop_reason is ABORTED
+
+The drain points (a contract, see docs/architecture.md "Sessions"): steering messages are taken
+before the first model call, after every batch of tool results, and again after context
+preparation; follow-ups only when the run would otherwise stop. ``steer``, ``follow_up`` and
+``abort`` are safe from another thread or task while a run streams. A steer into an idle
+session starts nothing: it waits for the next prompt (or :meth:`Session.continue_`).
+
+An aborted run is a state, not an exception: it ends with ``TurnEnd`` and ``AgentEnd``, its
+result's ``stop_reason`` is ``ABORTED``, the partial answer is kept, and every tool call without
+a result gets an error result, so the transcript (and what is stored) is always valid for the
+next request. Cancelling the task that runs a prompt still raises ``CancelledError``; the
+transcript stays well-formed then too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from goagent_py._loop import AbortMode, QueueMode, Run, RunControl, repair_transcript
+from goagent_py.agent import Agent, Prompt, to_messages
+from goagent_py.errors import ConfigurationError, SessionBusyError
+from goagent_py.events import AbortRequested, AgentEvent, QueueUpdate
+from goagent_py.messages import Message, Role, ToolCall
+from goagent_py.results import RunResult
+
+__all__ = ["Session", "SessionState"]
+
+_log = logging.getLogger("goagent_py.session")
+
+Subscriber = Callable[[AgentEvent], object]
+
+
+@dataclass(slots=True, frozen=True)
+class SessionState:
+    """A snapshot of a session.
+
+    Attributes:
+        running: whether a run is in progress.
+        streaming_message: the assistant text streamed so far in the current model call.
+        pending_tool_calls: the calls of the current batch that have no result yet.
+        steering: messages waiting in the steering queue.
+        follow_ups: messages waiting in the follow-up queue.
+        last_error: the error the last run ended with, or None.
+        messages: how many messages the transcript holds.
+    """
+
+    running: bool
+    streaming_message: str
+    pending_tool_calls: list[ToolCall]
+    steering: int
+    follow_ups: int
+    last_error: BaseException | None
+    messages: int
+    last_result: RunResult | None = field(default=None, repr=False)
+
+
+def _as_message(message: str | Message) -> Message:
+    if isinstance(message, str):
+        return to_messages(message, "steer()")[0]
+    if not isinstance(message, Message) or message.role is not Role.USER:
+        raise ConfigurationError("queue a str or a user Message")
+    return message
+
+
+class Session:
+    """A stateful conversation around an agent (see the module docstring).
+
+    Args:
+        agent: the agent that answers. Its short-term memory, if any, holds the transcript.
+        steering_mode: take steering messages "one_at_a_time" (default) or "all" at once.
+        follow_up_mode: the same for follow-ups.
+
+    A prompt while a run is in progress raises :class:`SessionBusyError`: steer it, queue a
+    follow-up, or abort it instead.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        steering_mode: QueueMode = "one_at_a_time",
+        follow_up_mode: QueueMode = "one_at_a_time",
+    ) -> None:
+        if not isinstance(agent, Agent):
+            raise ConfigurationError(f"Session() takes an Agent, got {type(agent).__name__}")
+        for name, mode in (("steering_mode", steering_mode), ("follow_up_mode", follow_up_mode)):
+            if mode not in ("one_at_a_time", "all"):
+                raise ConfigurationError(f"{name}={mode!r}: use 'one_at_a_time' or 'all'")
+        self.agent = agent
+        self._control = RunControl(
+            steering_mode=steering_mode, follow_up_mode=follow_up_mode, on_change=self._queued
+        )
+        self._transcript: list[Message] = []
+        self._loaded = False
+        self._run: Run | None = None
+        self._subscribers: list[Subscriber] = []
+        self._last_error: BaseException | None = None
+        self._last_result: RunResult | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- transcript --------------------------------------------------------------------------
+
+    @property
+    def transcript(self) -> list[Message]:
+        """The conversation so far (a copy)."""
+        return list(self._transcript)
+
+    async def load(self) -> list[Message]:
+        """Load the transcript from the agent's short-term memory (done before the first run).
+
+        A stored transcript that ends in tool calls without results (a crash in the middle of
+        a batch, written by an older version) is repaired in memory with error results.
+        """
+        memory = self.agent.options.short_term_memory
+        if memory is not None:
+            self._transcript = repair_transcript(await memory.messages(), "interrupted")
+        self._loaded = True
+        return self.transcript
+
+    async def reset(self) -> None:
+        """Forget the conversation: clear the transcript, the queues and (if it can) memory."""
+        self._ensure_idle("reset()")
+        memory = self.agent.options.short_term_memory
+        clear = getattr(memory, "clear", None)
+        if callable(clear):
+            await clear()
+        self._transcript = []
+        self._control.clear()
+
+    # -- configuration between runs ----------------------------------------------------------
+
+    def set_agent(self, agent: Agent) -> None:
+        """Answer with another agent from the next run on (other model, prompt, tools...)."""
+        self._ensure_idle("set_agent()")
+        self.agent = agent
+
+    # -- queues and abort (thread-safe) ------------------------------------------------------
+
+    def steer(self, message: str | Message) -> None:
+        """Queue a message to inject into the current run at its next drain point."""
+        self._control.push("steering", _as_message(message))
+
+    def follow_up(self, message: str | Message) -> None:
+        """Queue a message to process when the current run would otherwise stop."""
+        self._control.push("follow_up", _as_message(message))
+
+    @property
+    def steering_queue(self) -> list[Message]:
+        """The queued steering messages (a copy)."""
+        return self._control.peek()[0]
+
+    @property
+    def follow_up_queue(self) -> list[Message]:
+        """The queued follow-up messages (a copy)."""
+        return self._control.peek()[1]
+
+    def clear_queues(self, queue: Literal["steering", "follow_up"] | None = None) -> None:
+        """Drop queued messages (both queues when ``queue`` is None)."""
+        self._control.clear(queue)
+
+    def abort(self, mode: AbortMode = "now", *, reason: str = "") -> None:
+        """Stop the current run: "now", "after_tools" (let running tools finish) or
+        "after_turn" (let the model's reply and its tools finish). A no-op when idle."""
+        if mode not in ("now", "after_tools", "after_turn"):
+            raise ConfigurationError(f"abort({mode!r}): use 'now', 'after_tools' or 'after_turn'")
+        if self._run is None:
+            return
+        self._control.abort(mode, reason)
+        self._publish(AbortRequested(mode, reason))
+
+    # -- observation -------------------------------------------------------------------------
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Call ``subscriber(event)`` for every event of every run; returns the unsubscribe.
+        A subscriber that raises is logged and never breaks the run."""
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber)
+
+    @property
+    def state(self) -> SessionState:
+        """A snapshot: running or idle, what streams, pending calls, queue sizes, last error."""
+        run = self._run
+        steering, follow_ups = self._control.sizes()
+        return SessionState(
+            running=run is not None,
+            streaming_message=run.streaming_message if run is not None else "",
+            pending_tool_calls=list(run.pending_calls) if run is not None else [],
+            steering=steering,
+            follow_ups=follow_ups,
+            last_error=self._last_error,
+            messages=len(self._transcript) + (len(run.new_messages) if run is not None else 0),
+            last_result=self._last_result,
+        )
+
+    def _publish(self, event: AgentEvent) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:
+                _log.exception("session subscriber %r raised; the run goes on", subscriber)
+
+    def _queued(self, queue: str, size: int) -> None:
+        event = QueueUpdate(queue, size)  # type: ignore[arg-type]
+        loop = self._loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is not None and running is not loop and not loop.is_closed():
+            loop.call_soon_threadsafe(self._publish, event)
+        else:
+            self._publish(event)
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def _ensure_idle(self, what: str) -> None:
+        if self._run is not None:
+            raise SessionBusyError(
+                f"{what}: the session is running; steer(), follow_up() or abort() it, or wait "
+                "for the run to end"
+            )
+
+    async def prompt(self, prompt: Prompt) -> RunResult:
+        """Run the agent on ``prompt`` in this conversation and return the result.
+
+        Raises:
+            SessionBusyError: a run is in progress.
+            ProviderError, MaxIterationsError, MemoryStoreError: as :meth:`Agent.run`.
+        """
+        async for event in self.stream(prompt):
+            del event
+        assert self._last_result is not None
+        return self._last_result
+
+    async def continue_(self) -> RunResult:
+        """Resume from the transcript without a new prompt (after an abort, an error, a crash).
+
+        If the transcript ends with a user message or tool results, the model is called; if it
+        ends with the assistant's answer, queued steering, then follow-ups, are taken as the
+        next prompt.
+
+        Raises:
+            ConfigurationError: the transcript is empty, or ends with an answer and nothing is
+                queued.
+        """
+        async for event in self.stream_continue():
+            del event
+        assert self._last_result is not None
+        return self._last_result
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[AgentEvent]:
+        """Like :meth:`prompt`, yielding the run's events as they happen."""
+        self._ensure_idle("prompt()")
+        messages = to_messages(prompt, "prompt()")
+        async for event in self._go(messages):
+            yield event
+
+    async def stream_continue(self) -> AsyncIterator[AgentEvent]:
+        """Like :meth:`continue_`, yielding the run's events as they happen."""
+        self._ensure_idle("continue_()")
+        if not self._loaded:
+            await self.load()
+        if not self._transcript:
+            raise ConfigurationError("continue_(): the transcript is empty; use prompt(...)")
+        prompt: list[Message] | None = None
+        if self._transcript[-1].role is Role.ASSISTANT:
+            prompt = self._control.take_steering() or self._control.take_follow_ups()
+            if not prompt:
+                raise ConfigurationError(
+                    "continue_(): the transcript ends with the assistant's answer and no "
+                    "message is queued; prompt(...) or steer(...)/follow_up(...) first"
+                )
+        async for event in self._go(prompt):
+            yield event
+
+    async def _go(self, prompt: list[Message] | None) -> AsyncIterator[AgentEvent]:
+        self._loop = asyncio.get_running_loop()
+        if not self._loaded:
+            await self.load()
+        self._control.abort_mode = None
+        self._control.abort_reason = ""
+        run = await self.agent.start_run(
+            prompt,
+            streaming=True,
+            control=self._control,
+            history=list(self._transcript),
+        )
+        self._run = run
+        self._last_error = None
+        try:
+            async with contextlib.aclosing(run.events()) as events:
+                async for event in events:
+                    self._publish(event)
+                    yield event
+        except BaseException as exc:
+            self._last_error = exc
+            raise
+        finally:
+            self._transcript.extend(repair_transcript(run.new_messages, "interrupted"))
+            self._transcript = repair_transcript(self._transcript, "interrupted")
+            self._last_result = run.result
+            self._run = None
+            self._control.abort_mode = None

@@ -1,0 +1,389 @@
+"""Session: steering, follow-ups, abort, continue (docs/architecture.md "Sessions")."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goagent_py import (
+    Agent,
+    AgentEnd,
+    CompletionRequest,
+    ConfigurationError,
+    MessageDelta,
+    MessagesInjected,
+    Role,
+    Session,
+    SessionBusyError,
+    StopReason,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    TurnEnd,
+    tool,
+)
+from goagent_py.memory.short_term import ShortTermMemory
+from goagent_py.memory.storage.sqlite import SQLiteStorage
+from goagent_py.messages import Message
+from goagent_py.providers import anthropic, ollama, openai
+from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+
+
+def assert_valid_for_every_provider(messages: list[Message]) -> None:
+    """No orphan tool call, no orphan result, and every request builder takes it."""
+    open_calls: set[str] = set()
+    for m in messages:
+        if m.role is Role.TOOL:
+            assert m.tool_call_id in open_calls, f"orphan result {m.tool_call_id}"
+            open_calls.discard(m.tool_call_id)
+        else:
+            assert not open_calls, f"calls without results: {open_calls}"
+            open_calls = {c.id for c in m.tool_calls}
+    assert not open_calls, f"calls without results: {open_calls}"
+    anthropic.build_request(CompletionRequest(model="m", messages=messages), default_max_tokens=10)
+    openai.build_request(CompletionRequest(model="m", messages=messages))
+    ollama.build_chat_request(CompletionRequest(model="m", messages=messages))
+
+
+class Gate:
+    """A tool that waits until released, so a test can act while a batch runs."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.calls = 0
+
+    def tool(self) -> Any:
+        @tool
+        async def slow(n: int) -> str:
+            """Wait for the test."""
+            self.calls += 1
+            self.entered.set()
+            await self.release.wait()
+            return f"slow {n}"
+
+        return slow
+
+
+@tool
+def fast(n: int) -> str:
+    """Answer at once."""
+    return f"fast {n}"
+
+
+def user_texts(request: CompletionRequest) -> list[str]:
+    return [m.text for m in request.messages if m.role is Role.USER]
+
+
+async def test_steering_arrives_after_the_batch_it_came_in_never_inside_it() -> None:
+    gate = Gate()
+    provider = ScriptedProvider(
+        tool_call_response(("slow", {"n": 1}), ("fast", {"n": 2})), "noted", "done"
+    )
+    session = Session(Agent(provider=provider, tools=[gate.tool(), fast]))
+    task = asyncio.create_task(session.prompt("work"))
+    await gate.entered.wait()
+    session.steer("use tabs")
+    assert session.state.steering == 1
+    assert session.state.running
+    gate.release.set()
+    result = await task
+    second = provider.requests[1].messages
+    # the batch is whole: call, both results, and only then the steering message
+    assert [m.role for m in second] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL, Role.USER]
+    assert second[-1].text == "use tabs"
+    assert result.text == "noted"
+    assert session.state.steering == 0
+    assert_valid_for_every_provider(session.transcript)
+
+
+@pytest.mark.parametrize(("mode", "requests"), [("one_at_a_time", 2), ("all", 1)])
+async def test_steering_one_at_a_time_or_all(mode: str, requests: int) -> None:
+    provider = ScriptedProvider("a", "b", "c")
+    session = Session(Agent(provider=provider), steering_mode=mode)  # type: ignore[arg-type]
+    session.steer("first")  # idle: waits for the next prompt, starts nothing
+    session.steer("second")
+    assert provider.requests == []
+    await session.prompt("hello")
+    assert len(provider.requests) == requests
+    assert user_texts(provider.requests[0]) == (
+        ["hello", "first", "second"] if mode == "all" else ["hello", "first"]
+    )
+    assert user_texts(provider.requests[-1]) == ["hello", "first", "second"]
+
+
+async def test_follow_ups_only_when_the_run_would_stop_one_turn_each() -> None:
+    provider = ScriptedProvider(tool_call_response(("fast", {"n": 1})), "one", "two", "three")
+    session = Session(Agent(provider=provider, tools=[fast]))
+    injected: list[str] = []
+    session.subscribe(
+        lambda e: (
+            injected.extend(m.text for m in e.messages) if isinstance(e, MessagesInjected) else None
+        )
+    )
+    session.follow_up("then A")
+    session.follow_up("then B")
+    result = await session.prompt("start")
+    # the tool turn was not interrupted; then exactly one more turn per follow-up
+    assert len(provider.requests) == 4
+    assert user_texts(provider.requests[2])[-1] == "then A"
+    assert user_texts(provider.requests[3])[-1] == "then B"
+    assert injected == ["then A", "then B"]
+    assert result.text == "three"
+
+
+async def test_a_second_prompt_while_running_is_refused_and_abort_when_idle_is_a_no_op() -> None:
+    gate = Gate()
+    provider = ScriptedProvider(tool_call_response(("slow", {"n": 1})), "done")
+    session = Session(Agent(provider=provider, tools=[gate.tool()]))
+    session.abort()  # idle: nothing happens
+    task = asyncio.create_task(session.prompt("x"))
+    await gate.entered.wait()
+    with pytest.raises(SessionBusyError, match="steer"):
+        await session.prompt("y")
+    gate.release.set()
+    assert (await task).text == "done"
+
+
+async def _store(tmp_path: Path) -> tuple[SQLiteStorage, ShortTermMemory]:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    return storage, ShortTermMemory(storage)
+
+
+@pytest.mark.parametrize("mode", ["now", "after_tools", "after_turn"])
+async def test_abort_while_tools_run_leaves_a_valid_stored_transcript(
+    tmp_path: Path, mode: str
+) -> None:
+    gate = Gate()
+    provider = ScriptedProvider(
+        tool_call_response(("slow", {"n": 1}), ("fast", {"n": 2})), "never", "next answer"
+    )
+    storage, memory = await _store(tmp_path)
+    async with storage:
+        session = Session(
+            Agent(provider=provider, tools=[gate.tool(), fast], short_term_memory=memory)
+        )
+        events: list[Any] = []
+        session.subscribe(events.append)
+        task = asyncio.create_task(session.prompt("go"))
+        await gate.entered.wait()
+        session.abort(mode, reason="user pressed stop")  # type: ignore[arg-type]
+        if mode != "now":
+            gate.release.set()
+        result = await task
+        assert result.stop_reason is StopReason.ABORTED
+        assert result.error is None
+        ends = [type(e) for e in events if isinstance(e, TurnEnd | AgentEnd)]
+        assert ends[-2:] == [TurnEnd, AgentEnd]
+        assert len(provider.requests) == 1  # no model call after the abort
+        tool_results = [m for m in session.transcript if m.role is Role.TOOL]
+        assert len(tool_results) == 2
+        slow_result = tool_results[0]
+        if mode == "now":
+            assert slow_result.is_error
+            assert "aborted" in slow_result.text
+        else:
+            assert slow_result.text == "slow 1"
+        stored = await memory.messages()
+        assert stored == session.transcript
+        assert_valid_for_every_provider(stored)
+        # the next prompt works on the reloaded transcript
+        again = Session(Agent(provider=provider, tools=[fast], short_term_memory=memory))
+        assert (await again.prompt("and now?")).text == "never"
+        assert_valid_for_every_provider(await memory.messages())
+
+
+class StreamingGate(ScriptedProvider):
+    """Streams "partial " then waits until released before the rest."""
+
+    def __init__(self, *responses: Any) -> None:
+        super().__init__(*responses)
+        self.streaming = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def stream(self, request: CompletionRequest) -> Any:
+        from goagent_py.provider import StreamDone, TextDelta
+
+        response = self._next(request)
+        yield TextDelta("partial ")
+        self.streaming.set()
+        await self.release.wait()
+        yield TextDelta(response.message.text)
+        yield StreamDone(response)
+
+
+async def test_abort_now_while_the_model_streams_keeps_the_partial_answer(tmp_path: Path) -> None:
+    provider = StreamingGate("answer that never completes", "after")
+    storage, memory = await _store(tmp_path)
+    async with storage:
+        session = Session(Agent(provider=provider, short_term_memory=memory))
+        task = asyncio.create_task(session.prompt("hi"))
+        await provider.streaming.wait()
+        assert session.state.streaming_message == "partial "
+        session.abort("now")
+        result = await task
+        assert result.stop_reason is StopReason.ABORTED
+        assert result.text == "partial "
+        assert [m.role for m in session.transcript] == [Role.USER, Role.ASSISTANT]
+        assert await memory.messages() == session.transcript
+        provider.release.set()
+        assert (await session.prompt("again")).text == "after"
+        assert_valid_for_every_provider(await memory.messages())
+
+
+async def test_abort_between_turns_stops_before_the_next_model_call() -> None:
+    provider = ScriptedProvider(tool_call_response(("fast", {"n": 1})), "unused")
+    session = Session(Agent(provider=provider, tools=[fast]))
+
+    def stop_after_tool(event: Any) -> None:
+        if isinstance(event, ToolExecutionEnd):
+            session.abort("after_turn")
+
+    session.subscribe(stop_after_tool)
+    result = await session.prompt("go")
+    assert result.stop_reason is StopReason.ABORTED
+    assert len(provider.requests) == 1
+    assert [m.role for m in session.transcript] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    # continue: the transcript ends with tool results, so the model is called
+    assert (await session.continue_()).text == "unused"
+
+
+async def test_steering_from_another_thread_while_streaming() -> None:
+    provider = StreamingGate("first answer", "steered answer")
+    session = Session(Agent(provider=provider))
+    deltas: list[str] = []
+    task = asyncio.create_task(session.prompt("hi"))
+    session.subscribe(lambda e: deltas.append(e.delta) if isinstance(e, MessageDelta) else None)
+    await provider.streaming.wait()
+    thread = threading.Thread(target=session.steer, args=("also mention cats",))
+    thread.start()
+    thread.join()
+    provider.release.set()
+    result = await task
+    assert result.text == "steered answer"
+    assert user_texts(provider.requests[1])[-1] == "also mention cats"
+    assert "steered answer" in deltas
+
+
+async def test_continue_needs_something_to_continue() -> None:
+    session = Session(Agent(provider=ScriptedProvider("hi", "queued reply")))
+    with pytest.raises(ConfigurationError, match="empty"):
+        await session.continue_()
+    await session.prompt("hello")
+    with pytest.raises(ConfigurationError, match="no message is queued"):
+        await session.continue_()
+    session.follow_up("one more thing")
+    assert (await session.continue_()).text == "queued reply"
+
+
+async def test_a_subscriber_that_raises_never_breaks_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    session = Session(Agent(provider=ScriptedProvider("ok")))
+
+    def broken(event: Any) -> None:
+        raise RuntimeError("subscriber bug")
+
+    session.subscribe(broken)
+    assert (await session.prompt("x")).text == "ok"
+    assert "subscriber bug" in caplog.text
+
+
+async def test_cancelling_the_prompt_keeps_the_transcript_well_formed() -> None:
+    gate = Gate()
+    provider = ScriptedProvider(tool_call_response(("slow", {"n": 1}), ("fast", {"n": 2})))
+    session = Session(Agent(provider=provider, tools=[gate.tool(), fast]))
+    task = asyncio.create_task(session.prompt("go"))
+    await gate.entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert_valid_for_every_provider(session.transcript)
+    assert not session.state.running
+    errors = [m for m in session.transcript if m.role is Role.TOOL and m.is_error]
+    assert errors
+    assert all("interrupted" in m.text for m in errors)
+
+
+CRASH_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    from goagent_py import Agent, Session, tool
+    from goagent_py.memory.short_term import ShortTermMemory
+    from goagent_py.memory.storage.sqlite import SQLiteStorage
+    from goagent_py.testing import FunctionProvider, tool_call_response
+
+    @tool
+    def fast(n: int) -> str:
+        \"\"\"Answer at once.\"\"\"
+        return f"fast {n}"
+
+    calls = []
+
+    def model(request):
+        calls.append(request)
+        if len(calls) == 1:
+            return tool_call_response(("fast", {"n": 7}))
+        os.kill(os.getpid(), signal.SIGKILL)  # dies between the tool results and the model
+
+    async def main():
+        storage = SQLiteStorage(sys.argv[1], session_id="s")
+        agent = Agent(provider=FunctionProvider(model), tools=[fast],
+                      short_term_memory=ShortTermMemory(storage))
+        await Session(agent).prompt("compute")
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_continue_after_a_crash_between_tool_results_and_the_next_model_call(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "chat.db"
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH_SCRIPT)
+    proc = await asyncio.to_thread(
+        subprocess.run, [sys.executable, str(script), str(db)], capture_output=True, timeout=60
+    )
+    assert proc.returncode == -9, proc.stderr.decode()
+    storage, memory = SQLiteStorage(db, session_id="s"), None
+    async with storage:
+        memory = ShortTermMemory(storage)
+        provider = ScriptedProvider(text_response("seven"))
+        session = Session(Agent(provider=provider, tools=[fast], short_term_memory=memory))
+        transcript = await session.load()
+        assert [m.role for m in transcript] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+        assert transcript[-1].text == "fast 7"
+        result = await session.continue_()
+        assert result.text == "seven"
+        assert [m.role for m in provider.requests[0].messages][-1] is Role.TOOL
+        stored = await memory.messages()
+        assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+        assert_valid_for_every_provider(stored)
+
+
+async def test_tool_start_events_and_each_end_as_its_call_finishes() -> None:
+    gate = Gate()
+    provider = ScriptedProvider(tool_call_response(("slow", {"n": 1}), ("fast", {"n": 2})), "ok")
+    agent = Agent(provider=provider, tools=[gate.tool(), fast])
+    order: list[str] = []
+    async for event in agent.stream("go"):
+        if isinstance(event, ToolExecutionStart):
+            order.append(f"start {event.call.name} {event.arguments}")
+        elif isinstance(event, ToolExecutionEnd):
+            order.append(f"end {event.result.call.name}")
+            if event.result.call.name == "fast":
+                gate.release.set()  # the fast call's end arrived while slow still runs
+    assert order == [
+        "start slow {'n': 1}",
+        "start fast {'n': 2}",
+        "end fast",
+        "end slow",
+    ]
