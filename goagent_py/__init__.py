@@ -21,7 +21,6 @@ from goagent_py.errors import (
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,
-    ToolPanicError,
     ToolTimeoutError,
     UnsupportedContentError,
 )
@@ -195,7 +194,6 @@ __all__ = [
     "ToolExecutionError",
     "ToolExecutionStart",
     "ToolNotFoundError",
-    "ToolPanicError",
     "ToolResult",
     "ToolTimeoutError",
     "TransientError",

@@ -28,7 +28,6 @@ from goagent_py import (
     ToolCall,
     ToolExecutionError,
     ToolNotFoundError,
-    ToolPanicError,
     ToolResult,
     Usage,
     assistant_message,
@@ -185,7 +184,7 @@ async def test_unknown_tool_bad_arguments_and_exceptions_become_error_results(
     errors = {r.call.id: r.error for r in results}
     assert isinstance(errors["a"], ToolNotFoundError)
     assert isinstance(errors["c"], ToolExecutionError)
-    assert isinstance(errors["c"].cause, ToolPanicError)
+    assert isinstance(errors["c"].cause, ToolExecutionError)
     assert "disk on fire" in errors["c"].cause.traceback
     assert errors["d"] is None
 

@@ -22,8 +22,8 @@ from goagent_py.errors import (
     ProviderError,
     ToolArgumentsError,
     ToolBlockedError,
+    ToolExecutionError,
     ToolNotFoundError,
-    ToolPanicError,
 )
 from goagent_py.hooks import Hooks, call_hook
 from goagent_py.messages import ContentBlock, ToolCall
@@ -120,7 +120,8 @@ class RetryPolicy:
         multiplier: growth of the delay per attempt (>= 1).
         jitter: random spread as a fraction of the delay (0 to 1; 0 for none).
         retryable: ``error -> bool``; decides alone which errors are retried. For tools it gets
-            the tool's own exception (a :class:`ToolPanicError` is unwrapped to its ``value``).
+            the tool's own exception (a :class:`ToolExecutionError` is unwrapped to its
+            ``cause``).
         retry_after: ``error -> seconds | None``; a delay that wins over the computed one.
         sleep: the async sleep used between attempts (inject one in tests).
     """
@@ -174,13 +175,13 @@ class RetryPolicy:
 
 
 def _causes(error: BaseException) -> Iterator[BaseException]:
-    """The error, then what it wraps (``cause``/``value`` attributes and ``__cause__``)."""
+    """The error, then what it wraps (a ``cause`` attribute, else ``__cause__``)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         yield current
-        inner = getattr(current, "cause", None) or getattr(current, "value", None)
+        inner = getattr(current, "cause", None)
         current = inner if isinstance(inner, BaseException) else current.__cause__
 
 
@@ -281,8 +282,9 @@ def is_retryable_tool_error(error: BaseException) -> bool:
     return isinstance(error, Exception) and not isinstance(error, _NEVER_RETRIED_TOOL_ERRORS)
 
 
-def _unwrap_panic(error: BaseException) -> BaseException:
-    return error.value if isinstance(error, ToolPanicError) else error
+def _unwrap_execution(error: BaseException) -> BaseException:
+    # What the tool raised, as the recovery layer wrapped it, is what a classifier judges.
+    return error.cause if isinstance(error, ToolExecutionError) else error
 
 
 def _should_retry(
@@ -383,7 +385,7 @@ class _RetryingTool:
             self.policy,
             lambda: self.inner.execute(dict(args)),
             default=is_retryable_tool_error,
-            unwrap=_unwrap_panic,
+            unwrap=_unwrap_execution,
         )
 
     def __repr__(self) -> str:
@@ -441,7 +443,7 @@ def retry_middleware(
                 policy,
                 lambda: next_(tc),
                 default=is_retryable_tool_error,
-                unwrap=_unwrap_panic,
+                unwrap=_unwrap_execution,
                 on_retry=on_retry,
             )
 
