@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from goagent_py.errors import ConfigurationError, ToolArgumentsError
 from goagent_py.memory.vector.in_memory import check_filter
 from goagent_py.messages import ContentBlock
 from goagent_py.rag.format import format_passages
@@ -43,8 +44,7 @@ class KnowledgeBaseTool:
             :func:`~goagent_py.rag.format.format_passages`.
 
     Raises:
-        ConfigurationError: a bad tool name.
-        ValueError: a bad ``top_k`` or filter.
+        ConfigurationError: a bad tool name, ``top_k`` or filter.
     """
 
     def __init__(
@@ -60,7 +60,7 @@ class KnowledgeBaseTool:
         formatter: Formatter | None = None,
     ) -> None:
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
-            raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+            raise ConfigurationError(f"top_k must be a positive int, got {top_k!r}")
         self._pipeline = pipeline
         self._definition = ToolDefinition(
             name=validate_tool_name(name),
@@ -95,11 +95,15 @@ class KnowledgeBaseTool:
         """Search for ``args["query"]`` and return the formatted passages.
 
         Raises:
-            ValueError: ``query`` is missing, not a string, or blank (the model reads this).
+            ToolArgumentsError: ``query`` is missing, not a string, or blank (the model reads
+                this).
         """
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
-            raise ValueError("missing or empty 'query' argument: pass the text to search for")
+            raise ToolArgumentsError(
+                self._definition.name,
+                "missing or empty 'query' argument: pass the text to search for",
+            )
         results = await self._pipeline.search(
             query,
             top_k=self._top_k,

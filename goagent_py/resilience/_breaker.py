@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from goagent_py.errors import ConfigurationError
+
 __all__ = ["CircuitBreaker", "CircuitState"]
 
 
@@ -51,9 +53,9 @@ class CircuitBreaker:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_failures <= 0:
-            raise ValueError(f"max_failures must be > 0, got {max_failures}")
+            raise ConfigurationError(f"max_failures must be > 0, got {max_failures}")
         if reset_timeout <= 0:
-            raise ValueError(f"reset_timeout must be > 0, got {reset_timeout}")
+            raise ConfigurationError(f"reset_timeout must be > 0, got {reset_timeout}")
         self.max_failures = max_failures
         self.reset_timeout = reset_timeout
         self._clock = clock

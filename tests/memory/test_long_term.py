@@ -63,7 +63,7 @@ async def test_fake_embedder_has_nothing_to_embed_without_text() -> None:
     with pytest.raises(NoEmbeddableContentError):
         await e.embed_batch([[TextBlock("a")], [ImageBlock(PNG, "image/png")]])
     assert (await e.embed_batch([])).shape == (0, 16)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ConfigurationError, match="positive int"):
         FakeEmbedder(0)
 
 

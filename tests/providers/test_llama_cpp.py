@@ -18,6 +18,7 @@ import pytest
 
 from goagent_py import Agent, tool
 from goagent_py.errors import (
+    ConfigurationError,
     MaxIterationsError,
     MissingExtraError,
     ProviderError,
@@ -105,7 +106,7 @@ def test_missing_model_package_names_the_local_extra(monkeypatch: pytest.MonkeyP
 
 
 def test_bad_max_tool_rounds_is_refused_at_construction() -> None:
-    with pytest.raises(ValueError, match="max_tool_rounds"):
+    with pytest.raises(ConfigurationError, match="max_tool_rounds"):
         LlamaCppProvider(max_tool_rounds=0)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from goagent_py.errors import MissingExtraError, NoEmbeddableContentError
+from goagent_py.errors import ConfigurationError, MissingExtraError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Embedder
 from goagent_py.messages import ImageBlock, TextBlock
 from goagent_py.providers import sentence_transformers as st_module
@@ -73,7 +73,7 @@ def test_missing_model_package_names_the_local_extra(monkeypatch: pytest.MonkeyP
 
 
 def test_bad_batch_size_is_refused() -> None:
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(ConfigurationError, match="batch_size"):
         SentenceTransformerEmbedder(batch_size=0)
 
 

@@ -55,7 +55,7 @@ def test_document_from_text_or_blocks() -> None:
     doc = Document([TextBlock("x"), image, TextBlock("y")], "b")
     assert doc.text == "x\ny"
     assert doc.title == ""
-    with pytest.raises(ValueError, match="source"):
+    with pytest.raises(ConfigurationError, match="source"):
         Document("x", "  ")
     meta = {"k": 1}
     doc = Document("x", "c", metadata=meta)

@@ -108,7 +108,7 @@ async def test_filters(index: Any) -> None:
     assert await index.search("text", top_k=5, filter={"flag": 1}) == []
     with pytest.raises(ValueError, match="filter"):
         await index.search("x", top_k=5, filter={"a.b": 1})
-    with pytest.raises(ValueError, match="top_k"):
+    with pytest.raises(ConfigurationError, match="top_k"):
         await index.search("x", top_k=0)
 
 
@@ -149,9 +149,9 @@ async def test_sqlite_index_persists_and_validates(tmp_path: Path) -> None:
         await kw.add_batch(ENTRIES)
     async with SqliteKeywordIndex(path) as kw:
         assert await kw.count() == len(ENTRIES)
-        with pytest.raises(ValueError, match="JSON"):
+        with pytest.raises(ConfigurationError, match="JSON"):
             await kw.add("z", "text", {"bad": object()})
-        with pytest.raises(ValueError, match="non-empty"):
+        with pytest.raises(ConfigurationError, match="non-empty"):
             await kw.add("", "text", {})
     for bad in ("kw; DROP TABLE x", "1abc", 'a"b', "x" * 64):
         with pytest.raises(ConfigurationError, match="invalid table name"):

@@ -280,9 +280,9 @@ async def test_filters_and_thresholds_in_every_mode(
 async def test_search_validates_its_arguments() -> None:
     pipeline = Pipeline.in_memory(BatchWordEmbedder(), hybrid=False)
     assert pipeline.default_mode == "vector"
-    with pytest.raises(ValueError, match="non-empty"):
+    with pytest.raises(ConfigurationError, match="non-empty"):
         await pipeline.search("  ")
-    with pytest.raises(ValueError, match="top_k"):
+    with pytest.raises(ConfigurationError, match="top_k"):
         await pipeline.search("x", top_k=0)
     with pytest.raises(ConfigurationError, match="keyword index"):
         await pipeline.search("x", mode="hybrid")

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from goagent_py.errors import ConfigurationError
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -241,7 +242,7 @@ class InMemoryVectorStore:
         prepared = []
         for entry in entries:
             if not isinstance(entry.id, str) or not entry.id:
-                raise ValueError(f"entry id must be a non-empty str, got {entry.id!r}")
+                raise ConfigurationError(f"entry id must be a non-empty str, got {entry.id!r}")
             vec = as_vector(
                 entry.vector, dims, what=f"vector of entry {entry.id!r}", metric=self._metric
             )
