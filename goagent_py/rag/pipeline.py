@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder
@@ -38,6 +38,7 @@ from goagent_py.memory.vector.base import (
 from goagent_py.memory.vector.in_memory import check_filter
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock
 from goagent_py.rag._chunks import Prepared, prepare
+from goagent_py.rag._search import SearchMode
 from goagent_py.rag.documents import Document
 from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
 from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest
@@ -60,7 +61,6 @@ __all__ = ["RRF_K", "Pipeline", "SearchMode", "reciprocal_rank_fusion"]
 
 _log = logging.getLogger("goagent_py.rag")
 
-SearchMode = Literal["hybrid", "vector", "keyword"]
 _MODES: tuple[str, ...] = ("hybrid", "vector", "keyword")
 RRF_K = 60
 """The reciprocal-rank-fusion constant of Cormack et al. (2009); dampens the top ranks."""

@@ -17,8 +17,8 @@ from goagent_py.rag.format import format_passages
 from goagent_py.tools import ToolDefinition, validate_tool_name
 
 if TYPE_CHECKING:
+    from goagent_py.rag._search import Searchable, SearchMode
     from goagent_py.rag.format import Formatter
-    from goagent_py.rag.pipeline import Pipeline, SearchMode
 
 __all__ = ["DEFAULT_DESCRIPTION", "KnowledgeBaseTool"]
 
@@ -33,7 +33,8 @@ class KnowledgeBaseTool:
     """A :class:`~goagent_py.tools.Tool` that searches a pipeline and formats the passages.
 
     Args:
-        pipeline: what to search.
+        pipeline: what to search: a :class:`~goagent_py.rag.pipeline.Pipeline` (or anything
+            with the same ``search`` method).
         name: the tool name the model sees.
         top_k: passages per call (> 0).
         description: what the model is told; None for :data:`DEFAULT_DESCRIPTION`.
@@ -49,7 +50,7 @@ class KnowledgeBaseTool:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        pipeline: Searchable,
         *,
         name: str = "search_knowledge_base",
         top_k: int = 3,

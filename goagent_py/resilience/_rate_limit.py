@@ -9,15 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
+from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ContentBlock, ToolCall
 from goagent_py.resilience._retry import Sleep
-
-if TYPE_CHECKING:
-    from goagent_py.dispatch import DispatchFunc as DispatchFuncType
-    from goagent_py.dispatch import DispatchMiddleware as DispatchMiddlewareType
 
 __all__ = ["PerTool", "RateLimiter", "check_rate_limit", "rate_limit"]
 
@@ -142,7 +138,7 @@ def rate_limit(
     per_tool: PerTool = False,
     clock: Callable[[], float] = time.monotonic,
     sleep: Sleep = asyncio.sleep,
-) -> DispatchMiddlewareType:
+) -> DispatchMiddleware:
     """A dispatch middleware that holds tool calls to a token-bucket rate.
 
     Waiting respects cancellation, and in the agent's chain (inside the timeout) the tool
@@ -173,7 +169,7 @@ def rate_limit(
             limiter = buckets[name] = RateLimiter(r, b, clock=clock, sleep=sleep)
         return limiter
 
-    def middleware(next_: DispatchFuncType) -> DispatchFuncType:
+    def middleware(next_: DispatchFunc) -> DispatchFunc:
         async def call(tc: ToolCall) -> list[ContentBlock]:
             await limiter_for(tc.name).acquire()
             return await next_(tc)

@@ -14,8 +14,9 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
@@ -35,10 +36,6 @@ from goagent_py.provider import (
     StreamingProvider,
 )
 from goagent_py.tools import Tool, ToolDefinition
-
-if TYPE_CHECKING:
-    from goagent_py.dispatch import DispatchFunc as DispatchFuncType
-    from goagent_py.dispatch import DispatchMiddleware as DispatchMiddlewareType
 
 __all__ = [
     "RetryPolicy",
@@ -410,7 +407,7 @@ def retry_tool(tool: Tool, policy: RetryPolicy | None = None) -> Tool:
 
 def retry_middleware(
     policy: RetryPolicy | None = None, *, hooks: Hooks | None = None
-) -> DispatchMiddlewareType:
+) -> DispatchMiddleware:
     """A dispatch middleware that retries failed tool calls under ``policy``.
 
     In the agent's chain it sits inside the circuit breaker and the timeout: the breaker counts
@@ -428,7 +425,7 @@ def retry_middleware(
     policy = policy or RetryPolicy()
     on_tool_retry = hooks.on_tool_retry if hooks is not None else None
 
-    def middleware(next_: DispatchFuncType) -> DispatchFuncType:
+    def middleware(next_: DispatchFunc) -> DispatchFunc:
         if not policy.retries:
             return next_
 
