@@ -248,6 +248,7 @@ def recalled_block(provider: ScriptedProvider, call: int = 0) -> str:
     return texts[0] if texts else ""
 
 
+@pytest.mark.needs_extra("vector")
 async def test_agents_sharing_a_store_never_recall_each_others_memories(tmp_path: Path) -> None:
     async with SqliteVecStore(tmp_path / "memory.db", dimensions=64) as store:
         shared = LongTermMemory(FakeEmbedder(64), store, top_k=5)

@@ -121,7 +121,7 @@ def test_load_file_formats(tmp_path: Path) -> None:
 
 
 def test_load_pdf_pages(tmp_path: Path) -> None:
-    pytest.importorskip("pypdf")
+    pytest.importorskip("pypdf", reason='needs the "pdf" extra')
     (tmp_path / "r.pdf").write_bytes(make_pdf(["First page", "Second page about kiwis"]))
     doc = load_file(tmp_path / "r.pdf")
     assert doc.metadata["format"] == "pdf"
@@ -136,7 +136,7 @@ def test_load_pdf_pages(tmp_path: Path) -> None:
 
 
 async def test_pdf_chunks_cite_their_page(tmp_path: Path) -> None:
-    pytest.importorskip("pypdf")
+    pytest.importorskip("pypdf", reason='needs the "pdf" extra')
     (tmp_path / "r.pdf").write_bytes(make_pdf(["First page", "Second page about kiwis"]))
     pipeline = Pipeline.in_memory(BatchWordEmbedder())
     await pipeline.index(load_directory(tmp_path))

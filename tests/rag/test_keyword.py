@@ -127,6 +127,7 @@ async def test_replace_delete_get_count(index: Any) -> None:
     await index.delete([])
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_index_shares_the_vector_store_file(tmp_path: Path) -> None:
     path = tmp_path / "kb.db"
     async with SqliteVecStore(path, table="chunks", dimensions=3) as store:

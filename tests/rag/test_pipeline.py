@@ -127,6 +127,7 @@ async def test_metadata_change_rewrites_the_chunk(make_pipeline: PipelineFactory
     assert hit.metadata["team"] == "blue"
 
 
+@pytest.mark.needs_extra("vector")
 async def test_manifest_survives_reopening_the_sqlite_file(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "docs")
     path = tmp_path / "kb.db"

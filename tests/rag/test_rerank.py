@@ -70,6 +70,6 @@ async def test_reranker_errors() -> None:
 
 def test_cross_encoder_by_name_loads_lazily() -> None:
     if importlib.util.find_spec("sentence_transformers") is None:
-        pytest.skip("sentence-transformers is not installed")
+        pytest.skip('needs the "local" extra (sentence-transformers)')
     reranker = CrossEncoderReranker("/nonexistent/cross-encoder")
     assert "nonexistent" in repr(reranker)  # nothing loaded (or downloaded) yet
