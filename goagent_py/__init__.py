@@ -29,7 +29,6 @@ from goagent_py.errors import (
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,
-    ToolPanicError,
     ToolTimeoutError,
     UnsupportedContentError,
 )
@@ -253,7 +252,6 @@ __all__ = [
     "ToolExecutionStart",
     "ToolExecutionUpdate",
     "ToolNotFoundError",
-    "ToolPanicError",
     "ToolResult",
     "ToolRetry",
     "ToolTimeout",

@@ -30,7 +30,6 @@ from goagent_py.errors import (
     ToolError,
     ToolExecutionError,
     ToolNotFoundError,
-    ToolPanicError,
     ToolTimeoutError,
 )
 from goagent_py.events import CircuitOpen, ToolRetry, ToolTimeout
@@ -274,9 +273,12 @@ def circuit_breaker_middleware(
 
 
 def recovery_middleware(next_: DispatchFunc) -> DispatchFunc:
-    """Turn any unexpected ``Exception`` from a tool into :class:`ToolPanicError` (traceback kept).
+    """Turn any unexpected ``Exception`` from a tool into :class:`ToolExecutionError`.
 
-    ``BaseException``s (cancellation, KeyboardInterrupt, SystemExit) pass through untouched.
+    The exception becomes the error's ``cause`` and ``__cause__``, its formatted traceback the
+    error's ``traceback`` (for logs; the model reads only the message). A :class:`ToolError`
+    passes through as it is, and so do ``BaseException``s (cancellation, KeyboardInterrupt,
+    SystemExit).
     """
 
     async def call(tc: ToolCall) -> list[ContentBlock]:
@@ -285,7 +287,7 @@ def recovery_middleware(next_: DispatchFunc) -> DispatchFunc:
         except ToolError:
             raise
         except Exception as exc:
-            raise ToolPanicError(tc.name, exc, traceback.format_exc()) from exc
+            raise ToolExecutionError(tc.name, tc.arguments, exc, traceback.format_exc()) from exc
 
     return call
 

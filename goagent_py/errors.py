@@ -4,29 +4,33 @@ Every error the framework raises derives from :class:`GoAgentError`. Misuse (a b
 missing extra, an invalid media type) is kept apart from failures at run time::
 
     GoAgentError
-    ├── ConfigurationError              misuse, raised as early as possible (at construction)
+    ├── ConfigurationError              misuse, raised as early as possible (also a ValueError)
     │   ├── MissingExtraError           an optional dependency is missing (also an ImportError)
-    │   └── InvalidMediaTypeError       unsupported image/document media type (also a ValueError)
+    │   └── InvalidMediaTypeError       unsupported image/document media type
     ├── UnsupportedContentError         a provider cannot send this kind of content
-    ├── ProviderError                   the model call failed (status, body, Retry-After, cause)
+    ├── ProviderError                   the model call failed (status, body, Retry-After)
     ├── MaxIterationsError              the iteration budget ran out (iterations, last_thought)
     ├── MemoryStoreError                short-term or long-term memory failed to load or store
-    ├── NoEmbeddableContentError        nothing in the input can be embedded (e.g. image-only text)
+    ├── NoEmbeddableContentError        nothing in the input can be embedded (also a ValueError)
+    ├── SessionBusyError                a session (or its history lease) is in use by another run
     └── ToolError                       base of what a tool call can end in; the model reads these
         ├── ToolNotFoundError           the model named a tool that does not exist
         ├── ToolArgumentsError          the arguments failed validation
-        ├── ToolExecutionError          the tool failed; ``cause`` is the error below (or any other)
-        ├── ToolPanicError              the tool raised an unexpected exception (traceback kept)
+        ├── ToolExecutionError          the tool raised; ``__cause__`` is what it raised
         ├── ToolTimeoutError            the tool ran past its timeout
         ├── ToolBlockedError            ``before_tool_call`` refused the call
+        ├── ToolAbortedError            the run was aborted before the call finished
         └── CircuitOpenError            the tool's circuit breaker is open
 
-Exceptions here are plain data: attributes, a message, no I/O.
+Exceptions here are plain data: attributes, a message, no I/O. Every one survives a ``pickle``
+round trip (multiprocessing, task queues and durable engines ship exceptions) with its type,
+message and attributes; ``run_result`` and the standard ``__cause__``/``__traceback__`` are
+not shipped (a :class:`ToolExecutionError` rebuilds ``__cause__`` from its ``cause``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -50,23 +54,44 @@ __all__ = [
     "ToolError",
     "ToolExecutionError",
     "ToolNotFoundError",
-    "ToolPanicError",
     "ToolTimeoutError",
     "UnsupportedContentError",
 ]
+
+_Reduced = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any] | None]
+
+
+def _rebuild(cls: type[GoAgentError], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Unpickle an error: call its constructor with the arguments it was built with."""
+    return cls(*args, **kwargs)
 
 
 class GoAgentError(Exception):
     """Base of every error raised by goagent-py.
 
-    ``run_result`` is set on the error a run ends with: what the run did before it failed.
+    Attributes:
+        run_result: when the error ended an agent run, what the run did up to then
+            (:class:`~goagent_py.hooks.RunResult`); None otherwise. Not pickled.
     """
 
+    # Declared on the class so every error has it; the run sets it on the instance.
     run_result: RunResult | None = None
 
+    def _reduce_with(self, *args: Any, **kwargs: Any) -> _Reduced:
+        # The state is the instance's attributes (notes included) minus the run's result, which
+        # holds the error itself and a whole conversation: an error travels without it.
+        state = {k: v for k, v in self.__dict__.items() if k != "run_result"}
+        return (_rebuild, (type(self), args, kwargs), state or None)
 
-class ConfigurationError(GoAgentError):
-    """The framework was used wrongly: a bad option, a bad argument, a missing dependency."""
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(*self.args)
+
+
+class ConfigurationError(GoAgentError, ValueError):
+    """The framework was used wrongly: a bad option, a bad argument, a missing dependency.
+
+    Also a :class:`ValueError`, so ``except ValueError`` written for a bad argument still works.
+    """
 
 
 class MissingExtraError(ConfigurationError, ImportError):
@@ -75,13 +100,17 @@ class MissingExtraError(ConfigurationError, ImportError):
     def __init__(self, package: str, extra: str, *, feature: str = "") -> None:
         self.package = package
         self.extra = extra
+        self.feature = feature
         what = f" for {feature}" if feature else ""
         super().__init__(
             f'{package} is required{what}: install it with pip install "goagent-py[{extra}]"'
         )
 
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.package, self.extra, feature=self.feature)
 
-class InvalidMediaTypeError(ConfigurationError, ValueError):
+
+class InvalidMediaTypeError(ConfigurationError):
     """An image or document block carries a media type that is not supported."""
 
     def __init__(self, kind: str, media_type: str, allowed: tuple[str, ...]) -> None:
@@ -93,6 +122,9 @@ class InvalidMediaTypeError(ConfigurationError, ValueError):
             f"use one of {', '.join(allowed)}"
         )
 
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.kind, self.media_type, self.allowed)
+
 
 class UnsupportedContentError(GoAgentError):
     """A provider cannot send a content block of this kind."""
@@ -103,6 +135,13 @@ class UnsupportedContentError(GoAgentError):
         self.reason = reason
         text = f"provider {provider!r} does not support {content_type} content"
         super().__init__(f"{text}: {reason}" if reason else text)
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.content_type, self.provider, self.reason)
+
+
+def _provider_prefix(provider: str) -> str:
+    return f"provider {provider!r}: " if provider else "provider: "
 
 
 class ProviderError(GoAgentError):
@@ -131,8 +170,20 @@ class ProviderError(GoAgentError):
         self.error_type = error_type
         self.body = body
         self.retry_after = retry_after
-        prefix = f"provider {provider!r}" if provider else "provider"
-        super().__init__(f"{prefix}: {message}")
+        super().__init__(_provider_prefix(provider) + message)
+
+    def __reduce__(self) -> _Reduced:
+        # The constructor adds the prefix: hand it the message without one, or it doubles.
+        message = str(self.args[0]) if self.args else ""
+        message = message.removeprefix(_provider_prefix(self.provider))
+        return self._reduce_with(
+            message,
+            provider=self.provider,
+            status=self.status,
+            error_type=self.error_type,
+            body=self.body,
+            retry_after=self.retry_after,
+        )
 
 
 class MaxIterationsError(GoAgentError):
@@ -144,6 +195,9 @@ class MaxIterationsError(GoAgentError):
         super().__init__(
             f"agent reached max iterations ({iterations}): last thought: {last_thought}"
         )
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.iterations, self.last_thought)
 
 
 class MemoryStoreError(GoAgentError):
@@ -169,6 +223,9 @@ class ToolNotFoundError(ToolError):
         names = ", ".join(available) if available else "none"
         super().__init__(f"tool not found: {tool_name!r}; available tools: {names}")
 
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.tool_name, self.available)
+
 
 class ToolArgumentsError(ToolError):
     """The model's arguments for a tool failed validation."""
@@ -178,30 +235,38 @@ class ToolArgumentsError(ToolError):
         self.details = details
         super().__init__(f"invalid arguments for tool {tool_name!r}: {details}")
 
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.tool_name, self.details)
+
 
 class ToolExecutionError(ToolError):
-    """A tool call failed; ``cause`` is the underlying error (also ``__cause__``)."""
+    """A tool raised: ``cause`` is what it raised (also ``__cause__``).
 
-    def __init__(self, tool_name: str, arguments: Mapping[str, Any], cause: BaseException) -> None:
+    Attributes:
+        tool_name: the tool that failed.
+        arguments: the arguments it was called with.
+        cause: the exception the tool raised.
+        traceback: the formatted traceback of ``cause``, for logs (the model reads only the
+            message); "" when not captured.
+    """
+
+    def __init__(
+        self,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        cause: BaseException,
+        traceback: str = "",
+    ) -> None:
         self.tool_name = tool_name
         self.arguments = dict(arguments)
         self.cause = cause
-        # A cause that already names this tool says it best ("tool 'x' timed out after 5s").
-        if isinstance(cause, ToolError) and getattr(cause, "tool_name", None) == tool_name:
-            super().__init__(str(cause))
-        else:
-            super().__init__(f"tool {tool_name!r} failed: {cause}")
+        self.traceback = traceback
+        detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        super().__init__(f"tool {tool_name!r} failed: {detail}")
         self.__cause__ = cause
 
-
-class ToolPanicError(ToolError):
-    """A tool raised an unexpected exception; the traceback is kept for logs, not for the model."""
-
-    def __init__(self, tool_name: str, value: BaseException, traceback: str) -> None:
-        self.tool_name = tool_name
-        self.value = value
-        self.traceback = traceback
-        super().__init__(f"tool {tool_name!r} raised {type(value).__name__}: {value}")
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.tool_name, self.arguments, self.cause, self.traceback)
 
 
 class ToolTimeoutError(ToolError):
@@ -212,6 +277,9 @@ class ToolTimeoutError(ToolError):
         self.timeout = timeout
         super().__init__(f"tool {tool_name!r} timed out after {timeout:g}s")
 
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.tool_name, self.timeout)
+
 
 class ToolBlockedError(ToolError):
     """``before_tool_call`` refused the call; ``reason`` is shown to the model."""
@@ -220,6 +288,9 @@ class ToolBlockedError(ToolError):
         self.tool_name = tool_name
         self.reason = reason
         super().__init__(f"tool {tool_name!r} was not run: {reason}")
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.tool_name, self.reason)
 
 
 class CircuitOpenError(ToolError):
@@ -233,6 +304,9 @@ class CircuitOpenError(ToolError):
             f"{open_until.isoformat(timespec='seconds')} after repeated failures"
         )
 
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.tool_name, self.open_until)
+
 
 class ToolAbortedError(ToolError):
     """The run was aborted before this call finished; the call's result says so."""
@@ -243,8 +317,8 @@ class ToolAbortedError(ToolError):
         why = f": {reason}" if reason else ""
         super().__init__(f"tool {tool_name!r} did not finish: the run was aborted{why}")
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.tool_name, self.reason), self.__dict__)
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.tool_name, self.reason)
 
 
 class SessionBusyError(GoAgentError):

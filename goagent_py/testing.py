@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_json
 
-from goagent_py.errors import GoAgentError
+from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.messages import (
     ContentBlock,
     Message,
@@ -164,7 +164,7 @@ class FunctionProvider:
         if isinstance(result, str):
             return text_response(result)
         if not isinstance(result, CompletionResponse):
-            raise TypeError(
+            raise ConfigurationError(
                 f"FunctionProvider's function must return a CompletionResponse or str, "
                 f"got {type(result).__name__}"
             )
@@ -222,7 +222,9 @@ class FakeEmbedder:
 
     def __init__(self, dimensions: int = 16) -> None:
         if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions <= 0:
-            raise ValueError(f"FakeEmbedder dimensions must be a positive int, got {dimensions!r}")
+            raise ConfigurationError(
+                f"FakeEmbedder dimensions must be a positive int, got {dimensions!r}"
+            )
         self.dimensions = dimensions
         self.embed_calls = 0
         self.batch_calls = 0

@@ -184,13 +184,13 @@ def _wrap(
 
 def _as_text(value: object) -> list[ContentBlock]:
     if not isinstance(value, str):
-        raise TypeError(f"tool function must return str, got {type(value).__name__}")
+        raise ConfigurationError(f"tool function must return str, got {type(value).__name__}")
     return [TextBlock(value)]
 
 
 def _as_blocks(value: object) -> list[ContentBlock]:
     if not isinstance(value, list) or not all(isinstance(v, _BLOCK_TYPES) for v in value):
-        raise TypeError("tool function must return a list of content blocks")
+        raise ConfigurationError("tool function must return a list of content blocks")
     return list(value)
 
 

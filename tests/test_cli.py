@@ -226,6 +226,7 @@ async def test_ctrl_c_cancels_the_turn_and_the_next_turn_works(harness: Any) -> 
     assert [m.text for m in stored] == ["next question", "answer to next question"]
 
 
+@pytest.mark.needs_extra("local")
 def test_unusable_database_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "chat.db"
     bad.write_bytes(b"this is not a database" * 100)
@@ -255,6 +256,7 @@ def _run(
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("local", "vector")
 def test_a_fact_told_in_one_process_is_recalled_in_the_next(tmp_path: Path) -> None:
     first = _run(["chat", "--session", "ada"], "My cat is called Archimedes.\n", tmp_path)
     assert first.returncode == 0, first.stderr
@@ -271,6 +273,7 @@ def test_a_fact_told_in_one_process_is_recalled_in_the_next(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("local", "vector")
 def test_rag_index_then_ask_cites_the_right_file(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -18,7 +18,6 @@ from goagent_py.errors import (
     ToolArgumentsError,
     ToolExecutionError,
     ToolNotFoundError,
-    ToolPanicError,
     ToolTimeoutError,
 )
 from goagent_py.hooks import Hooks, ToolResult
@@ -154,7 +153,7 @@ async def test_builtin_layers_wrap_custom_middlewares_in_the_documented_order() 
     result = await dispatcher.execute(call())
     # Both attempts went through the custom middleware; the breaker saw one failure only.
     assert log == ["mw before", "retry", "sleep", "mw before"]
-    assert isinstance(error_of(result), ToolPanicError)
+    assert isinstance(error_of(result), ToolExecutionError)
     assert switch.calls == 2
     rejected = await dispatcher.execute(call())
     assert isinstance(error_of(rejected), CircuitOpenError)
@@ -200,7 +199,7 @@ async def test_after_n_failures_the_next_call_is_rejected_without_calling_the_to
     opened: list[Any] = []
     d = breaker_dispatcher({"svc": switch_tool(switch)}, max_failures, FakeClock(), opened)
     for _ in range(max_failures):
-        assert isinstance(error_of(await d.execute(call())), ToolPanicError)
+        assert isinstance(error_of(await d.execute(call())), ToolExecutionError)
     assert opened == []
     rejected = await d.execute(call())
     error = error_of(rejected)
@@ -249,7 +248,7 @@ async def test_half_open_failure_reopens_the_circuit() -> None:
     await d.execute(call())
     await d.execute(call())
     clock.advance(31)
-    assert isinstance(error_of(await d.execute(call())), ToolPanicError)  # the failed probe
+    assert isinstance(error_of(await d.execute(call())), ToolExecutionError)  # the failed probe
     assert isinstance(error_of(await d.execute(call())), CircuitOpenError)  # open again
     assert switch.calls == 3
     clock.advance(29)
@@ -332,7 +331,7 @@ async def test_100_parallel_failing_calls_in_threads_keep_consistent_counts() ->
     await asyncio.sleep(0)
     gate.set()
     results = await asyncio.gather(*tasks)
-    failed = [r for r in results if isinstance(error_of(r), ToolPanicError)]
+    failed = [r for r in results if isinstance(error_of(r), ToolExecutionError)]
     rejected = [r for r in results if isinstance(error_of(r), CircuitOpenError)]
     assert len(failed) + len(rejected) == 100
     assert len(failed) == calls
@@ -533,9 +532,9 @@ async def test_a_raising_tool_becomes_a_panic_error_the_model_reads(make_agent: 
     agent = make_agent(provider, with_tool(explode), with_hooks(Hooks(on_tool_result=seen.append)))
     assert (await agent.run("go")).text == "recovered"
     panic = error_of(seen[0])
-    assert isinstance(panic, ToolPanicError)
+    assert isinstance(panic, ToolExecutionError)
     assert panic.tool_name == "explode"
-    assert isinstance(panic.value, ZeroDivisionError)
+    assert isinstance(panic.cause, ZeroDivisionError)
     assert "ZeroDivisionError" in panic.traceback
     [message] = tool_messages(provider, 1)
     assert message.is_error

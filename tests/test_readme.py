@@ -17,7 +17,28 @@ def test_readme_has_snippets() -> None:
     assert SNIPPETS
 
 
-@pytest.mark.parametrize("index", range(len(SNIPPETS)))
+# What a snippet names -> the extra it needs (the snippet is skipped without it).
+_EXTRA_OF = {
+    "SqliteVecStore": "vector",
+    "Pipeline.sqlite": "vector",
+    "PgVectorStore": "postgres",
+    "QdrantStore": "qdrant",
+    "tiktoken": "tiktoken",
+    "LlamaCppProvider": "local",
+    "SentenceTransformerEmbedder": "local",
+    '"local"': "local",
+    "load_pdf": "pdf",
+}
+
+
+def _needs(code: str) -> list[pytest.MarkDecorator]:
+    extras = sorted({extra for name, extra in _EXTRA_OF.items() if name in code})
+    return [pytest.mark.needs_extra(*extras)] if extras else []
+
+
+@pytest.mark.parametrize(
+    "index", [pytest.param(i, marks=_needs(code)) for i, code in enumerate(SNIPPETS)]
+)
 def test_readme_snippet_runs(index: int) -> None:
     code = SNIPPETS[index]
     out = subprocess.run(

@@ -16,7 +16,7 @@ from goagent_py.errors import (
     ConfigurationError,
     ProviderError,
     ToolArgumentsError,
-    ToolPanicError,
+    ToolExecutionError,
 )
 from goagent_py.hooks import Hooks
 from goagent_py.messages import ContentBlock, TextBlock, ToolCall
@@ -473,7 +473,7 @@ async def _attempts_middleware(p: RetryPolicy, error: Callable[[], BaseException
         except ToolArgumentsError:
             raise
         except Exception as exc:  # what the recovery middleware does in the real chain
-            raise ToolPanicError(tc.name, exc, "tb") from exc
+            raise ToolExecutionError(tc.name, tc.arguments, exc, "tb") from exc
 
     with contextlib.suppress(Exception):
         await retry_middleware(p)(base)(ToolCall("1", "flaky", {}))

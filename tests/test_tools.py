@@ -143,7 +143,7 @@ async def test_tool_func_propagates_errors_and_checks_return_type() -> None:
     with pytest.raises(ValueError, match="nope"):
         await tool_func("boom", "", None, boom).execute({})
     bad = tool_func("bad", "", None, lambda a: 3)  # type: ignore[arg-type,return-value]
-    with pytest.raises(TypeError, match="must return str"):
+    with pytest.raises(ConfigurationError, match="must return str"):
         await bad.execute({})
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ContentBlock, Message, ScoredMessage
 
 if TYPE_CHECKING:  # numpy stays out of `import goagent_py`
@@ -77,7 +78,7 @@ def store_always(user: Message, assistant: Message) -> list[Message] | None:
 def min_length(n: int) -> WritePolicy:
     """Store a turn only when its text is longer than ``n`` UTF-8 bytes (user + answer)."""
     if n < 0:
-        raise ValueError(f"min_length({n}): n must be >= 0")
+        raise ConfigurationError(f"min_length({n}): n must be >= 0")
 
     def policy(user: Message, assistant: Message) -> list[Message] | None:
         size = len(user.text.encode()) + len(assistant.text.encode())

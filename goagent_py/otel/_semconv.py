@@ -182,7 +182,7 @@ def provider_name_of(provider: object) -> str:
 def error_type(error: BaseException) -> str:
     """A low-cardinality ``error.type``: the HTTP status of a provider error, else the class name.
 
-    ``ToolExecutionError`` is unwrapped to its cause, so a timeout reads as ``ToolTimeoutError``.
+    ``ToolExecutionError`` is unwrapped to its cause: the type of what the tool raised.
     """
     status = getattr(error, "status", None)
     if isinstance(status, int) and not isinstance(status, bool):

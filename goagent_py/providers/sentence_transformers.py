@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from goagent_py.errors import MissingExtraError, NoEmbeddableContentError
+from goagent_py.errors import ConfigurationError, MissingExtraError, NoEmbeddableContentError
 from goagent_py.messages import ContentBlock, TextBlock
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class SentenceTransformerEmbedder:
         batch_size: int = 32,
     ) -> None:
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
         if importlib.util.find_spec("sentence_transformers") is None:
             raise MissingExtraError(
                 "sentence-transformers", "local", feature="SentenceTransformerEmbedder"

@@ -60,7 +60,7 @@ class Document:
             itself (``source``, ``chunk_index``, ``location``...) win over these.
 
     Raises:
-        ValueError: an empty source.
+        ConfigurationError: an empty source.
     """
 
     source: str
@@ -75,7 +75,7 @@ class Document:
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(source, str) or not source.strip():
-            raise ValueError(f"Document source must be a non-empty str, got {source!r}")
+            raise ConfigurationError(f"Document source must be a non-empty str, got {source!r}")
         blocks = (TextBlock(content),) if isinstance(content, str) else tuple(content)
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "blocks", blocks)

@@ -11,10 +11,11 @@ A formatter is any ``Callable[[Sequence[SearchResult]], list[ContentBlock]]``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from goagent_py.messages import ContentBlock, TextBlock
+from goagent_py.rag._location import describe_location
 
 if TYPE_CHECKING:
     from goagent_py.rag.results import SearchResult
@@ -40,25 +41,6 @@ _PREAMBLE = (
     "its source."
 )
 _CLOSING_TAG = re.compile(r"</?\s*(passage|retrieved_passages)\b", re.IGNORECASE)
-
-
-def describe_location(metadata: Mapping[str, Any]) -> str:
-    """Where a chunk is in its document, for citations: 'section "A > B", lines 3-9' or 'page 2'.
-
-    Built from the chunk metadata the pipeline records (``heading``, ``page``, ``line_start``,
-    ``line_end``); "" when none is known.
-    """
-    parts = []
-    heading = metadata.get("heading")
-    if isinstance(heading, str) and heading:
-        parts.append(f'section "{heading}"')
-    page = metadata.get("page")
-    if isinstance(page, int) and not isinstance(page, bool):
-        parts.append(f"page {page}")
-    start, end = metadata.get("line_start"), metadata.get("line_end")
-    if isinstance(start, int) and isinstance(end, int):
-        parts.append(f"line {start}" if start == end else f"lines {start}-{end}")
-    return ", ".join(parts)
 
 
 def _attr(value: str) -> str:

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from goagent_py.errors import ConfigurationError
 from goagent_py.memory.vector.in_memory import check_filter, metadata_matches
 from goagent_py.memory.vector.sqlite_vec import filter_sql
 from goagent_py.rag._sqlite import SqliteTable, Transaction, validate_identifier
@@ -155,7 +156,7 @@ class BulkKeywordIndex(KeywordIndex, Protocol):
 
 def _check_top_k(top_k: int) -> None:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
-        raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+        raise ConfigurationError(f"top_k must be a positive int, got {top_k!r}")
 
 
 class InMemoryKeywordIndex:
@@ -316,16 +317,19 @@ class SqliteKeywordIndex(SqliteTable):
         """Index all ``entries`` in one transaction: all or none.
 
         Raises:
-            ValueError: an empty id, or metadata that is not JSON data; nothing is written.
+            ConfigurationError: an empty id, or metadata that is not JSON data; nothing is
+                written.
         """
         rows = []
         for e in entries:
             if not isinstance(e.id, str) or not e.id:
-                raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
+                raise ConfigurationError(f"entry id must be a non-empty str, got {e.id!r}")
             try:
                 rows.append((e.id, e.text, json.dumps(dict(e.metadata), allow_nan=False)))
             except (TypeError, ValueError) as exc:
-                raise ValueError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
+                raise ConfigurationError(
+                    f"entry {e.id!r}: metadata must be JSON data: {exc}"
+                ) from exc
         if not rows:
             return
 

@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder
@@ -38,6 +38,7 @@ from goagent_py.memory.vector.base import (
 from goagent_py.memory.vector.in_memory import check_filter
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock
 from goagent_py.rag._chunks import Prepared, prepare
+from goagent_py.rag._search import SearchMode
 from goagent_py.rag.documents import Document
 from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
 from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest
@@ -60,7 +61,6 @@ __all__ = ["RRF_K", "Pipeline", "SearchMode", "reciprocal_rank_fusion"]
 
 _log = logging.getLogger("goagent_py.rag")
 
-SearchMode = Literal["hybrid", "vector", "keyword"]
 _MODES: tuple[str, ...] = ("hybrid", "vector", "keyword")
 RRF_K = 60
 """The reciprocal-rank-fusion constant of Cormack et al. (2009); dampens the top ranks."""
@@ -90,9 +90,9 @@ def reciprocal_rank_fusion(
         ``(id, score)`` pairs, best first.
     """
     if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
+        raise ConfigurationError(f"k must be >= 0, got {k}")
     if weights is not None and len(weights) != len(rankings):
-        raise ValueError(f"got {len(weights)} weights for {len(rankings)} rankings")
+        raise ConfigurationError(f"got {len(weights)} weights for {len(rankings)} rankings")
     scores: dict[str, float] = {}
     for i, ranking in enumerate(rankings):
         weight = 1.0 if weights is None else weights[i]
@@ -406,7 +406,7 @@ class Pipeline:
         async with self._write_lock:
             for doc in docs:
                 if not isinstance(doc, Document):
-                    raise TypeError(f"index() takes Documents, got {type(doc).__name__}")
+                    raise ConfigurationError(f"index() takes Documents, got {type(doc).__name__}")
                 counts: dict[str, int] = {}
                 t0 = time.perf_counter()
                 error: BaseException | None = None
@@ -480,8 +480,8 @@ class Pipeline:
             mode: "hybrid", "vector" or "keyword"; None for :attr:`default_mode`.
 
         Raises:
-            ValueError: a blank query, a bad ``top_k`` or filter.
-            ConfigurationError: a keyword mode without a keyword index, or an unknown mode.
+            ConfigurationError: a blank query, a bad ``top_k`` or filter, a keyword mode
+                without a keyword index, or an unknown mode.
         """
         t0 = time.perf_counter()
         try:
@@ -503,9 +503,9 @@ class Pipeline:
         mode: SearchMode | None,
     ) -> list[SearchResult]:
         if not isinstance(query, str) or not query.strip():
-            raise ValueError("search query must be a non-empty string")
+            raise ConfigurationError("search query must be a non-empty string")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
-            raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+            raise ConfigurationError(f"top_k must be a positive int, got {top_k!r}")
         mode = mode or self.default_mode
         if mode not in _MODES:
             raise ConfigurationError(f"unknown search mode {mode!r}; use one of {_MODES}")

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from goagent_py.errors import MissingExtraError
+from goagent_py.errors import ConfigurationError, MissingExtraError
 
 if TYPE_CHECKING:
     from goagent_py.rag.results import SearchResult
@@ -75,7 +75,9 @@ class CrossEncoderReranker:
             self._model: Any = None
         else:
             if not callable(getattr(model, "predict", None)):
-                raise TypeError("model must be a name, a path, or an object with predict(pairs)")
+                raise ConfigurationError(
+                    "model must be a name, a path, or an object with predict(pairs)"
+                )
             self._name = None
             self._model = model
 

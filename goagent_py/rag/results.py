@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from goagent_py.messages import Message
-from goagent_py.rag.format import describe_location
+from goagent_py.rag._location import describe_location
 
 __all__ = [
     "DocumentReport",

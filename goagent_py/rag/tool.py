@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from goagent_py.errors import ConfigurationError, ToolArgumentsError
 from goagent_py.memory.vector.in_memory import check_filter
 from goagent_py.messages import ContentBlock
 from goagent_py.rag.format import format_passages
 from goagent_py.tools import ToolDefinition, validate_tool_name
 
 if TYPE_CHECKING:
+    from goagent_py.rag._search import Searchable, SearchMode
     from goagent_py.rag.format import Formatter
-    from goagent_py.rag.pipeline import Pipeline, SearchMode
 
 __all__ = ["DEFAULT_DESCRIPTION", "KnowledgeBaseTool"]
 
@@ -32,7 +33,8 @@ class KnowledgeBaseTool:
     """A :class:`~goagent_py.tools.Tool` that searches a pipeline and formats the passages.
 
     Args:
-        pipeline: what to search.
+        pipeline: what to search: a :class:`~goagent_py.rag.pipeline.Pipeline` (or anything
+            with the same ``search`` method).
         name: the tool name the model sees.
         top_k: passages per call (> 0).
         description: what the model is told; None for :data:`DEFAULT_DESCRIPTION`.
@@ -43,13 +45,12 @@ class KnowledgeBaseTool:
             :func:`~goagent_py.rag.format.format_passages`.
 
     Raises:
-        ConfigurationError: a bad tool name.
-        ValueError: a bad ``top_k`` or filter.
+        ConfigurationError: a bad tool name, ``top_k`` or filter.
     """
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        pipeline: Searchable,
         *,
         name: str = "search_knowledge_base",
         top_k: int = 3,
@@ -60,7 +61,7 @@ class KnowledgeBaseTool:
         formatter: Formatter | None = None,
     ) -> None:
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
-            raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+            raise ConfigurationError(f"top_k must be a positive int, got {top_k!r}")
         self._pipeline = pipeline
         self._definition = ToolDefinition(
             name=validate_tool_name(name),
@@ -95,11 +96,15 @@ class KnowledgeBaseTool:
         """Search for ``args["query"]`` and return the formatted passages.
 
         Raises:
-            ValueError: ``query`` is missing, not a string, or blank (the model reads this).
+            ToolArgumentsError: ``query`` is missing, not a string, or blank (the model reads
+                this).
         """
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
-            raise ValueError("missing or empty 'query' argument: pass the text to search for")
+            raise ToolArgumentsError(
+                self._definition.name,
+                "missing or empty 'query' argument: pass the text to search for",
+            )
         results = await self._pipeline.search(
             query,
             top_k=self._top_k,

@@ -63,7 +63,7 @@ async def test_fake_embedder_has_nothing_to_embed_without_text() -> None:
     with pytest.raises(NoEmbeddableContentError):
         await e.embed_batch([[TextBlock("a")], [ImageBlock(PNG, "image/png")]])
     assert (await e.embed_batch([])).shape == (0, 16)
-    with pytest.raises(ValueError, match="positive int"):
+    with pytest.raises(ConfigurationError, match="positive int"):
         FakeEmbedder(0)
 
 
@@ -248,6 +248,7 @@ def recalled_block(provider: ScriptedProvider, call: int = 0) -> str:
     return texts[0] if texts else ""
 
 
+@pytest.mark.needs_extra("vector")
 async def test_agents_sharing_a_store_never_recall_each_others_memories(tmp_path: Path) -> None:
     async with SqliteVecStore(tmp_path / "memory.db", dimensions=64) as store:
         shared = LongTermMemory(FakeEmbedder(64), store, top_k=5)

@@ -138,6 +138,7 @@ def test_estimators_satisfy_the_protocol() -> None:
 @pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No network at all, an empty tiktoken cache, and no encoding loaded in this process."""
+    pytest.importorskip("tiktoken", reason='needs the "tiktoken" extra')
     import tiktoken.load
     import tiktoken.registry
 

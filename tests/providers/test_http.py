@@ -312,11 +312,19 @@ async def test_stream_ndjson_bad_line_and_error_status() -> None:
     assert info.value.status == 404
 
 
+@pytest.mark.needs_extra("local")
+def test_provider_from_string_builds_the_local_model() -> None:
+    from goagent_py.providers import LlamaCppProvider, provider_from_string
+
+    local, name = provider_from_string("local")
+    assert isinstance(local, LlamaCppProvider)
+    assert name == "smollm2-135m-instruct"
+
+
 def test_provider_from_string_builds_each_vendor(monkeypatch: pytest.MonkeyPatch) -> None:
     from goagent_py.errors import ConfigurationError
     from goagent_py.providers import (
         AnthropicProvider,
-        LlamaCppProvider,
         OllamaProvider,
         OpenAIProvider,
         provider_from_string,
@@ -330,9 +338,6 @@ def test_provider_from_string_builds_each_vendor(monkeypatch: pytest.MonkeyPatch
     assert isinstance(provider_from_string("openai:gpt-4o")[0], OpenAIProvider)
     assert provider_from_string("ollama:qwen3")[1] == "qwen3"
     assert isinstance(provider_from_string("ollama:qwen3")[0], OllamaProvider)
-    local, name = provider_from_string("local")
-    assert isinstance(local, LlamaCppProvider)
-    assert name == "smollm2-135m-instruct"
     with pytest.raises(ConfigurationError, match="unknown provider 'gemini:x'"):
         provider_from_string("gemini:x")
     monkeypatch.delenv("ANTHROPIC_API_KEY")

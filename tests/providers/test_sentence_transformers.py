@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from goagent_py.errors import MissingExtraError, NoEmbeddableContentError
+from goagent_py.errors import ConfigurationError, MissingExtraError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Embedder
 from goagent_py.messages import ImageBlock, TextBlock
 from goagent_py.providers import sentence_transformers as st_module
@@ -47,6 +47,7 @@ def embedder() -> SentenceTransformerEmbedder:
     return model
 
 
+@pytest.mark.needs_extra("local")
 def test_default_model_path_is_the_folder_shipped_by_the_package() -> None:
     path = default_embedding_model_path()
     assert path.name == "model"
@@ -65,6 +66,7 @@ def test_missing_sentence_transformers_names_the_local_extra(
         st_module._import_sentence_transformers()
 
 
+@pytest.mark.needs_extra("local")
 def test_missing_model_package_names_the_local_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(st_module, "_DEFAULT_PACKAGE", "no_such_package_xyz")
     with pytest.raises(MissingExtraError) as info:
@@ -73,10 +75,11 @@ def test_missing_model_package_names_the_local_extra(monkeypatch: pytest.MonkeyP
 
 
 def test_bad_batch_size_is_refused() -> None:
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(ConfigurationError, match="batch_size"):
         SentenceTransformerEmbedder(batch_size=0)
 
 
+@pytest.mark.needs_extra("local")
 async def test_input_without_text_raises_before_loading_anything() -> None:
     model = SentenceTransformerEmbedder()
     with pytest.raises(NoEmbeddableContentError, match="image"):
@@ -87,6 +90,7 @@ async def test_input_without_text_raises_before_loading_anything() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("local")
 def test_loading_is_offline(embedder: SentenceTransformerEmbedder) -> None:
     assert network_attempts == []
     assert os.environ["HF_HUB_OFFLINE"] == "1"
@@ -94,6 +98,7 @@ def test_loading_is_offline(embedder: SentenceTransformerEmbedder) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("local")
 async def test_vectors_are_384_dim_unit_float32(embedder: SentenceTransformerEmbedder) -> None:
     assert isinstance(embedder, Embedder)
     assert isinstance(embedder, BatchEmbedder)
@@ -105,6 +110,7 @@ async def test_vectors_are_384_dim_unit_float32(embedder: SentenceTransformerEmb
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("local")
 async def test_related_sentences_score_higher(embedder: SentenceTransformerEmbedder) -> None:
     texts = [
         "A cat is sleeping on the sofa.",
@@ -120,6 +126,7 @@ async def test_related_sentences_score_higher(embedder: SentenceTransformerEmbed
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("local")
 async def test_batch_rows_match_single_embeddings(embedder: SentenceTransformerEmbedder) -> None:
     inputs = [[TextBlock(f"sentence number {i}")] for i in range(40)]  # > batch_size (32)
     matrix = await embedder.embed_batch(inputs)
@@ -130,6 +137,7 @@ async def test_batch_rows_match_single_embeddings(embedder: SentenceTransformerE
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("local")
 async def test_text_blocks_are_joined_and_other_blocks_ignored(
     embedder: SentenceTransformerEmbedder,
 ) -> None:
@@ -140,6 +148,7 @@ async def test_text_blocks_are_joined_and_other_blocks_ignored(
     np.testing.assert_allclose(mixed, joined, atol=1e-5)
 
 
+@pytest.mark.needs_extra("local")
 def test_dimensions_come_from_the_pooling_config_without_loading_the_model() -> None:
     from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
 

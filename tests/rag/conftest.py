@@ -114,7 +114,9 @@ def small_chunker() -> RecursiveChunker:
 PipelineFactory = Callable[..., Pipeline]
 
 
-@pytest.fixture(params=["in_memory", "sqlite_vec"])
+@pytest.fixture(
+    params=["in_memory", pytest.param("sqlite_vec", marks=pytest.mark.needs_extra("vector"))]
+)
 async def make_pipeline(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[PipelineFactory]:

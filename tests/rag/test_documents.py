@@ -55,7 +55,7 @@ def test_document_from_text_or_blocks() -> None:
     doc = Document([TextBlock("x"), image, TextBlock("y")], "b")
     assert doc.text == "x\ny"
     assert doc.title == ""
-    with pytest.raises(ValueError, match="source"):
+    with pytest.raises(ConfigurationError, match="source"):
         Document("x", "  ")
     meta = {"k": 1}
     doc = Document("x", "c", metadata=meta)
@@ -121,7 +121,7 @@ def test_load_file_formats(tmp_path: Path) -> None:
 
 
 def test_load_pdf_pages(tmp_path: Path) -> None:
-    pytest.importorskip("pypdf")
+    pytest.importorskip("pypdf", reason='needs the "pdf" extra')
     (tmp_path / "r.pdf").write_bytes(make_pdf(["First page", "Second page about kiwis"]))
     doc = load_file(tmp_path / "r.pdf")
     assert doc.metadata["format"] == "pdf"
@@ -136,7 +136,7 @@ def test_load_pdf_pages(tmp_path: Path) -> None:
 
 
 async def test_pdf_chunks_cite_their_page(tmp_path: Path) -> None:
-    pytest.importorskip("pypdf")
+    pytest.importorskip("pypdf", reason='needs the "pdf" extra')
     (tmp_path / "r.pdf").write_bytes(make_pdf(["First page", "Second page about kiwis"]))
     pipeline = Pipeline.in_memory(BatchWordEmbedder())
     await pipeline.index(load_directory(tmp_path))

@@ -33,6 +33,7 @@ def check(out: str) -> None:
     assert "[1] (errors.md)" in out
 
 
+@pytest.mark.needs_extra("vector")
 def test_rag_example_with_the_fake_embedder() -> None:
     out = run("--provider", "scripted", "--embedder", "fake")
     assert "embedder: FakeEmbedder" in out
@@ -40,6 +41,7 @@ def test_rag_example_with_the_fake_embedder() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("vector", "local")
 def test_rag_example_with_the_local_embedder() -> None:
     out = run("--provider", "scripted", "--embedder", "local")
     assert "embedder: SentenceTransformerEmbedder" in out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from goagent_py.errors import ConfigurationError
 from goagent_py.rag import RRF_K, reciprocal_rank_fusion
 
 
@@ -39,7 +40,7 @@ def test_k_weights_duplicates_and_empty() -> None:
     assert dict(reciprocal_rank_fusion([["a", "a", "b"]]))["b"] == pytest.approx(1 / 63)
     assert reciprocal_rank_fusion([]) == []
     assert reciprocal_rank_fusion([[], []]) == []
-    with pytest.raises(ValueError, match="weights"):
+    with pytest.raises(ConfigurationError, match="weights"):
         reciprocal_rank_fusion([["a"]], weights=[1.0, 2.0])
-    with pytest.raises(ValueError, match="k must"):
+    with pytest.raises(ConfigurationError, match="k must"):
         reciprocal_rank_fusion([["a"]], k=-1)

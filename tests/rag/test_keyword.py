@@ -108,7 +108,7 @@ async def test_filters(index: Any) -> None:
     assert await index.search("text", top_k=5, filter={"flag": 1}) == []
     with pytest.raises(ValueError, match="filter"):
         await index.search("x", top_k=5, filter={"a.b": 1})
-    with pytest.raises(ValueError, match="top_k"):
+    with pytest.raises(ConfigurationError, match="top_k"):
         await index.search("x", top_k=0)
 
 
@@ -127,6 +127,7 @@ async def test_replace_delete_get_count(index: Any) -> None:
     await index.delete([])
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_index_shares_the_vector_store_file(tmp_path: Path) -> None:
     path = tmp_path / "kb.db"
     async with SqliteVecStore(path, table="chunks", dimensions=3) as store:
@@ -149,9 +150,9 @@ async def test_sqlite_index_persists_and_validates(tmp_path: Path) -> None:
         await kw.add_batch(ENTRIES)
     async with SqliteKeywordIndex(path) as kw:
         assert await kw.count() == len(ENTRIES)
-        with pytest.raises(ValueError, match="JSON"):
+        with pytest.raises(ConfigurationError, match="JSON"):
             await kw.add("z", "text", {"bad": object()})
-        with pytest.raises(ValueError, match="non-empty"):
+        with pytest.raises(ConfigurationError, match="non-empty"):
             await kw.add("", "text", {})
     for bad in ("kw; DROP TABLE x", "1abc", 'a"b', "x" * 64):
         with pytest.raises(ConfigurationError, match="invalid table name"):

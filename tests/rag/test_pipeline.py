@@ -127,6 +127,7 @@ async def test_metadata_change_rewrites_the_chunk(make_pipeline: PipelineFactory
     assert hit.metadata["team"] == "blue"
 
 
+@pytest.mark.needs_extra("vector")
 async def test_manifest_survives_reopening_the_sqlite_file(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "docs")
     path = tmp_path / "kb.db"
@@ -280,9 +281,9 @@ async def test_filters_and_thresholds_in_every_mode(
 async def test_search_validates_its_arguments() -> None:
     pipeline = Pipeline.in_memory(BatchWordEmbedder(), hybrid=False)
     assert pipeline.default_mode == "vector"
-    with pytest.raises(ValueError, match="non-empty"):
+    with pytest.raises(ConfigurationError, match="non-empty"):
         await pipeline.search("  ")
-    with pytest.raises(ValueError, match="top_k"):
+    with pytest.raises(ConfigurationError, match="top_k"):
         await pipeline.search("x", top_k=0)
     with pytest.raises(ConfigurationError, match="keyword index"):
         await pipeline.search("x", mode="hybrid")

@@ -63,7 +63,7 @@ def embedder() -> Any:
     try:
         return SentenceTransformerEmbedder()
     except ImportError as exc:
-        pytest.skip(f"the local embedder is not installed: {exc}")
+        pytest.skip(f'needs the "local" extra: {exc}')
 
 
 @pytest.mark.slow

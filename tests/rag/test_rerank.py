@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from goagent_py.errors import ConfigurationError
 from goagent_py.rag import CrossEncoderReranker, Document, Pipeline, Reranker
 
 from .conftest import BatchWordEmbedder
@@ -63,12 +64,12 @@ async def test_reranker_errors() -> None:
     results = await pipeline.search("fruit", top_k=3)
     with pytest.raises(ValueError, match="1 scores for 3 passages"):
         await CrossEncoderReranker(Wrong()).rerank("fruit", results, top_k=3)
-    with pytest.raises(TypeError, match="predict"):
+    with pytest.raises(ConfigurationError, match="predict"):
         CrossEncoderReranker(object())
 
 
 def test_cross_encoder_by_name_loads_lazily() -> None:
     if importlib.util.find_spec("sentence_transformers") is None:
-        pytest.skip("sentence-transformers is not installed")
+        pytest.skip('needs the "local" extra (sentence-transformers)')
     reranker = CrossEncoderReranker("/nonexistent/cross-encoder")
     assert "nonexistent" in repr(reranker)  # nothing loaded (or downloaded) yet

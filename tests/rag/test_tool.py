@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from goagent_py import Agent, Role, Tool, ToolCall
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, ToolArgumentsError
 from goagent_py.messages import Message, TextBlock
 from goagent_py.rag import (
     NO_RESULTS,
@@ -96,14 +96,14 @@ async def test_tool_definition_and_arguments() -> None:
     assert "cite" in d.description
     assert d.parameters["required"] == ["query"]
     assert d.parameters["properties"]["query"]["type"] == "string"
-    with pytest.raises(ValueError, match="'query'"):
+    with pytest.raises(ToolArgumentsError, match="'query'"):
         await tool.execute({"query": "  "})
-    with pytest.raises(ValueError, match="'query'"):
+    with pytest.raises(ToolArgumentsError, match="'query'"):
         await tool.execute({})
     assert await tool.execute({"query": "anything"}) == [TextBlock(NO_RESULTS)]
     with pytest.raises(ConfigurationError, match="invalid tool name"):
         pipeline.as_tool(name="bad name")
-    with pytest.raises(ValueError, match="top_k"):
+    with pytest.raises(ConfigurationError, match="top_k"):
         pipeline.as_tool(top_k=0)
     custom = pipeline.as_tool(name="docs", top_k=1, description="Docs.", formatter=format_plain)
     assert (custom.definition.name, custom.definition.description) == ("docs", "Docs.")

@@ -127,7 +127,7 @@ class SearchOptions:
 
     def __post_init__(self) -> None:
         if self.top_k <= 0:
-            raise ValueError(f"SearchOptions.top_k must be > 0, got {self.top_k}")
+            raise ConfigurationError(f"SearchOptions.top_k must be > 0, got {self.top_k}")
 
 
 @dataclass(slots=True, frozen=True)

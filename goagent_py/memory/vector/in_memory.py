@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from goagent_py.errors import ConfigurationError
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -52,35 +53,35 @@ def as_vector(
     the cosine metric not all zeros.
 
     Raises:
-        ValueError: the vector is empty, not 1-D, has NaN/inf, is all zeros under cosine (which
-            is undefined for it), or has the wrong number of dimensions.
+        ConfigurationError: the vector is empty, not 1-D, has NaN/inf, is all zeros under
+            cosine (which is undefined for it), or has the wrong number of dimensions.
     """
     import numpy as np
 
     try:
         arr = np.array(vector, dtype=np.float32, copy=True)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{what} must be a sequence of numbers: {exc}") from exc
+        raise ConfigurationError(f"{what} must be a sequence of numbers: {exc}") from exc
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(
+        raise ConfigurationError(
             f"{what} must be a non-empty 1-D sequence of numbers, got shape {arr.shape}"
         )
     if dimensions is not None and arr.shape[0] != dimensions:
-        raise ValueError(
+        raise ConfigurationError(
             f"{what} has {arr.shape[0]} dimensions but the store holds {dimensions}-dimensional "
             "vectors; use the same embedder (and dimensions) for storing and searching"
         )
     if not np.isfinite(arr).all():
-        raise ValueError(f"{what} contains NaN or infinite values")
+        raise ConfigurationError(f"{what} contains NaN or infinite values")
     if metric == "cosine" and not np.any(arr):
-        raise ValueError(f"{what} is all zeros; cosine similarity is undefined for it")
+        raise ConfigurationError(f"{what} is all zeros; cosine similarity is undefined for it")
     return arr
 
 
 def check_dimensions(dimensions: int) -> int:
     """Validate a store's ``dimensions`` argument."""
     if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions <= 0:
-        raise ValueError(f"dimensions must be a positive int, got {dimensions!r}")
+        raise ConfigurationError(f"dimensions must be a positive int, got {dimensions!r}")
     return dimensions
 
 
@@ -88,26 +89,26 @@ def check_filter(filter: Mapping[str, Any] | None) -> dict[str, FilterValue]:
     """Validate a metadata filter: keys like identifiers, values str/int/float/bool (finite).
 
     Raises:
-        ValueError: a key or value that no backend can match exactly.
+        ConfigurationError: a key or value that no backend can match exactly.
     """
     if not filter:
         return {}
     out: dict[str, FilterValue] = {}
     for key, value in filter.items():
         if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
-            raise ValueError(
+            raise ConfigurationError(
                 f"filter key {key!r} is not supported: use letters, digits, '_' or '-' "
                 "(starting with a letter or '_', at most 64 characters)"
             )
         if not isinstance(value, str | int | float):
-            raise ValueError(
+            raise ConfigurationError(
                 f"filter value for {key!r} must be a str, int, float or bool, "
                 f"got {type(value).__name__}"
             )
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"filter value for {key!r} must be finite, got {value!r}")
+            raise ConfigurationError(f"filter value for {key!r} must be finite, got {value!r}")
         if isinstance(value, str) and "\x00" in value:
-            raise ValueError(f"filter value for {key!r} must not contain NUL characters")
+            raise ConfigurationError(f"filter value for {key!r} must not contain NUL characters")
         out[key] = value
     return out
 
@@ -147,19 +148,19 @@ def serialize_entries(
     store writes anything, so a bad entry leaves the store as it was.
 
     Raises:
-        ValueError: an empty id, a bad vector, or metadata that is not JSON data.
+        ConfigurationError: an empty id, a bad vector, or metadata that is not JSON data.
     """
     out = []
     for e in entries:
         if not isinstance(e.id, str) or not e.id:
-            raise ValueError(f"entry id must be a non-empty str, got {e.id!r}")
+            raise ConfigurationError(f"entry id must be a non-empty str, got {e.id!r}")
         vector = as_vector(e.vector, dimensions, what=f"vector of entry {e.id!r}", metric=metric)
         session = session_of(e.message.metadata)
         try:
             metadata = json.dumps(e.message.metadata, allow_nan=False)
             message = messages_to_json([e.message]).decode()
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
+            raise ConfigurationError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
         out.append(SerializedEntry(e.id, vector, session, e.message.text, message, metadata))
     return out
 
@@ -182,7 +183,7 @@ def session_of(metadata: Mapping[str, Any]) -> str | None:
     value = metadata.get(SESSION_KEY)
     if isinstance(value, str):
         if "\x00" in value:
-            raise ValueError("the session metadata value must not contain NUL characters")
+            raise ConfigurationError("the session metadata value must not contain NUL characters")
         return value
     return None
 
@@ -241,7 +242,7 @@ class InMemoryVectorStore:
         prepared = []
         for entry in entries:
             if not isinstance(entry.id, str) or not entry.id:
-                raise ValueError(f"entry id must be a non-empty str, got {entry.id!r}")
+                raise ConfigurationError(f"entry id must be a non-empty str, got {entry.id!r}")
             vec = as_vector(
                 entry.vector, dims, what=f"vector of entry {entry.id!r}", metric=self._metric
             )
@@ -312,7 +313,8 @@ class InMemoryVectorStore:
         """Insert or replace entry ``id``.
 
         Raises:
-            ValueError: a bad vector (see :func:`as_vector`) or empty id; nothing is changed.
+            ConfigurationError: a bad vector (see :func:`as_vector`) or empty id; nothing is
+                changed.
         """
         await self.upsert_batch([UpsertEntry(id, vector, message)])
 
@@ -339,7 +341,7 @@ class InMemoryVectorStore:
         """How many entries the store holds, or how many match ``filter``.
 
         Raises:
-            ValueError: a filter no backend could match exactly.
+            ConfigurationError: a filter no backend could match exactly.
         """
         checked = check_filter(filter)
         with self._lock:
@@ -374,7 +376,7 @@ class InMemoryVectorStore:
         """The entries nearest ``vector`` under the store's metric, best first (ties by id).
 
         Raises:
-            ValueError: a bad vector, or a filter no backend could match exactly.
+            ConfigurationError: a bad vector, or a filter no backend could match exactly.
         """
         import numpy as np
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
+from goagent_py.errors import ConfigurationError
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     CountableStore,
@@ -167,7 +168,9 @@ class ObservableStore:
 
     def __init__(self, store: VectorStore, observer: object) -> None:
         if not isinstance(store, VectorStore):
-            raise TypeError(f"ObservableStore needs a VectorStore, got {type(store).__name__}")
+            raise ConfigurationError(
+                f"ObservableStore needs a VectorStore, got {type(store).__name__}"
+            )
         self._inner = store
         self._observer = observer
 

@@ -253,7 +253,7 @@ class PgVectorStore:
         """Insert or replace entry ``id``.
 
         Raises:
-            ValueError: a bad vector, id or metadata; nothing is written.
+            ConfigurationError: a bad vector, id or metadata; nothing is written.
             MemoryStoreError: the database failed.
         """
         await self.upsert_batch([UpsertEntry(id, vector, message)])
@@ -296,7 +296,7 @@ class PgVectorStore:
         """How many entries the table holds, or how many match ``filter``.
 
         Raises:
-            ValueError: a bad filter.
+            ConfigurationError: a bad filter.
         """
         conds, params = self._filter_sql(check_filter(filter))
         where = f"WHERE {' AND '.join(conds)}" if conds else ""
@@ -318,7 +318,7 @@ class PgVectorStore:
         """The entries nearest ``vector`` under the store's metric, best first.
 
         Raises:
-            ValueError: a bad vector or filter.
+            ConfigurationError: a bad vector or filter.
             MemoryStoreError: the database failed, or a stored row is corrupted.
         """
         options = options or SearchOptions()

@@ -210,7 +210,7 @@ class QdrantStore:
         """Insert or replace entry ``id``.
 
         Raises:
-            ValueError: a bad vector, id or metadata; nothing is written.
+            ConfigurationError: a bad vector, id or metadata; nothing is written.
             MemoryStoreError: Qdrant failed.
         """
         await self.upsert_batch([UpsertEntry(id, vector, message)])
@@ -245,7 +245,7 @@ class QdrantStore:
         """How many points the collection holds, or how many match ``filter`` (exact).
 
         Raises:
-            ValueError: a bad filter.
+            ConfigurationError: a bad filter.
         """
         count_filter = self._filter(check_filter(filter))
 
@@ -266,7 +266,7 @@ class QdrantStore:
         """The entries nearest ``vector`` under the store's metric, best first.
 
         Raises:
-            ValueError: a bad vector or filter.
+            ConfigurationError: a bad vector or filter.
             MemoryStoreError: Qdrant failed, or a stored point is corrupted.
         """
         options = options or SearchOptions()

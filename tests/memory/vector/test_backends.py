@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,24 +30,58 @@ def msg(text: str, **metadata: Any) -> Message:
 # -- identifiers and construction -------------------------------------------------------------
 
 
+# Each backend, built with a name or with dimensions; only the installed backends run.
+NAMED = [
+    pytest.param(
+        lambda tmp_path, name: SqliteVecStore(tmp_path / "x.db", table=name, dimensions=3),
+        "invalid table name",
+        id="sqlite",
+        marks=pytest.mark.needs_extra("vector"),
+    ),
+    pytest.param(
+        lambda tmp_path, name: PgVectorStore("postgresql://unused", table=name, dimensions=3),
+        "invalid table name",
+        id="pgvector",
+        marks=pytest.mark.needs_extra("postgres"),
+    ),
+    pytest.param(
+        lambda tmp_path, name: QdrantStore(":memory:", collection=name, dimensions=3),
+        "invalid collection name",
+        id="qdrant",
+        marks=pytest.mark.needs_extra("qdrant"),
+    ),
+]
+SIZED = [
+    pytest.param(lambda tmp_path, dims: InMemoryVectorStore(dimensions=dims), id="memory"),
+    pytest.param(
+        lambda tmp_path, dims: SqliteVecStore(tmp_path / "x.db", dimensions=dims),
+        id="sqlite",
+        marks=pytest.mark.needs_extra("vector"),
+    ),
+    pytest.param(
+        lambda tmp_path, dims: PgVectorStore("postgresql://unused", dimensions=dims),
+        id="pgvector",
+        marks=pytest.mark.needs_extra("postgres"),
+    ),
+]
+
+
 @pytest.mark.parametrize("name", BAD_NAMES)
-def test_table_and_collection_names_are_validated(name: str, tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match="invalid table name"):
-        SqliteVecStore(tmp_path / "x.db", table=name, dimensions=3)
-    with pytest.raises(ConfigurationError, match="invalid table name"):
-        PgVectorStore("postgresql://unused", table=name, dimensions=3)
-    with pytest.raises(ConfigurationError, match="invalid collection name"):
-        QdrantStore(":memory:", collection=name, dimensions=3)
+@pytest.mark.parametrize(("build", "message"), NAMED)
+def test_table_and_collection_names_are_validated(
+    build: Callable[[Path, str], Any], message: str, name: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        build(tmp_path, name)
 
 
 @pytest.mark.parametrize("dims", [0, -1, True, 2.5])
-def test_dimensions_are_validated(dims: Any, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="dimensions must be a positive int"):
-        InMemoryVectorStore(dimensions=dims)
+@pytest.mark.parametrize("build", SIZED)
+def test_dimensions_are_validated(
+    build: Callable[[Path, Any], Any], dims: Any, tmp_path: Path
+) -> None:
     with pytest.raises(ConfigurationError, match="dimensions must be a positive int"):
-        SqliteVecStore(tmp_path / "x.db", dimensions=dims)
-    with pytest.raises(ConfigurationError, match="dimensions must be a positive int"):
-        PgVectorStore("postgresql://unused", dimensions=dims)
+        build(tmp_path, dims)
 
 
 def test_missing_extras_name_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -85,6 +120,7 @@ def test_no_extension_capable_sqlite_is_a_clear_error(
 # -- sqlite-vec -------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_persists_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "mem.db"
     async with SqliteVecStore(path, table="notes", dimensions=3) as store:
@@ -101,6 +137,7 @@ async def test_sqlite_persists_across_reopen(tmp_path: Path) -> None:
     assert row == (sqlite_vec.SCHEMA_VERSION, 3, "cosine")
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_reopen_with_other_dimensions_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "mem.db"
     async with SqliteVecStore(path, dimensions=3) as store:
@@ -112,6 +149,7 @@ async def test_sqlite_reopen_with_other_dimensions_is_a_clear_error(tmp_path: Pa
         assert await store.count() == 1
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_l2_table_records_its_metric_and_refuses_another(tmp_path: Path) -> None:
     path = tmp_path / "mem.db"
     async with SqliteVecStore(path, table="notes", dimensions=3, metric="l2") as store:
@@ -133,6 +171,7 @@ async def test_sqlite_l2_table_records_its_metric_and_refuses_another(tmp_path: 
         assert hit.score == pytest.approx(1 / 6)  # distance 5
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_table_of_a_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
     path = tmp_path / "mem.db"
     async with SqliteVecStore(path, dimensions=3) as store:
@@ -148,6 +187,7 @@ async def test_sqlite_table_of_a_newer_schema_is_refused_untouched(tmp_path: Pat
     conn.close()
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_failed_batch_leaves_previous_contents_intact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,6 +226,7 @@ async def test_sqlite_failed_batch_leaves_previous_contents_intact(
         assert await store.count() == 3
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_extension_loading_is_switched_off_after_load(tmp_path: Path) -> None:
     async with SqliteVecStore(tmp_path / "mem.db", dimensions=3) as store:
         assert await store.count() == 0
@@ -196,6 +237,7 @@ async def test_sqlite_extension_loading_is_switched_off_after_load(tmp_path: Pat
             conn.load_extension("libc.so.6")
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_corrupted_row_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "mem.db"
     async with SqliteVecStore(path, table="mem", dimensions=3) as store:
@@ -206,6 +248,7 @@ async def test_sqlite_corrupted_row_is_a_clear_error(tmp_path: Path) -> None:
             await store.search([1.0, 0.0, 0.0])
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_large_top_k_and_closed_store(tmp_path: Path) -> None:
     store = SqliteVecStore(tmp_path / "mem.db", dimensions=3)
     await store.upsert_batch(
@@ -219,6 +262,7 @@ async def test_sqlite_large_top_k_and_closed_store(tmp_path: Path) -> None:
         await store.count()
 
 
+@pytest.mark.needs_extra("vector")
 async def test_sqlite_tables_are_independent(tmp_path: Path) -> None:
     path = tmp_path / "mem.db"
     async with (
@@ -233,6 +277,7 @@ async def test_sqlite_tables_are_independent(tmp_path: Path) -> None:
 # -- pgvector ---------------------------------------------------------------------------------
 
 
+@pytest.mark.needs_extra("postgres")
 async def test_pgvector_uses_a_passed_connection_and_leaves_it_open(pg_dsn: str) -> None:
     import psycopg
 
@@ -253,6 +298,7 @@ async def test_pgvector_uses_a_passed_connection_and_leaves_it_open(pg_dsn: str)
                 await other.count()
 
 
+@pytest.mark.needs_extra("postgres")
 async def test_pgvector_l2_uses_an_l2_index_and_refuses_another_metric(pg_dsn: str) -> None:
     import psycopg
 
@@ -271,6 +317,7 @@ async def test_pgvector_l2_uses_an_l2_index_and_refuses_another_metric(pg_dsn: s
                 await other.count()
 
 
+@pytest.mark.needs_extra("postgres")
 async def test_pgvector_corrupted_row_is_a_clear_error(pg_dsn: str) -> None:
     import psycopg
     from psycopg import sql
@@ -286,6 +333,7 @@ async def test_pgvector_corrupted_row_is_a_clear_error(pg_dsn: str) -> None:
             await store.search([1.0, 0.0, 0.0])
 
 
+@pytest.mark.needs_extra("postgres")
 async def test_pgvector_server_errors_become_memory_store_errors(tmp_path: Path) -> None:
     socket_dir = tmp_path / "nothing-listens-here"
     socket_dir.mkdir()
@@ -305,6 +353,7 @@ def test_qdrant_point_ids_are_deterministic_uuids() -> None:
     assert uuid.UUID(point_id("x")).version == 5
 
 
+@pytest.mark.needs_extra("qdrant")
 async def test_qdrant_local_mode_persists_across_reopen(tmp_path: Path) -> None:
     path = str(tmp_path / "qdrant")
     async with QdrantStore(path, collection="mem", dimensions=3) as store:

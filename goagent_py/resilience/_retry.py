@@ -1,38 +1,30 @@
-"""Resilience for tools and providers: circuit breaker, retry, rate limiting.
+"""Retry for tools and providers: :class:`RetryPolicy` and its wrappers, on tenacity.
 
-- :class:`CircuitBreaker`, per tool name: closed -> open after ``max_failures`` consecutive
-  failures -> after ``reset_timeout`` exactly one half-open probe (concurrent calls meanwhile are
-  rejected, not queued) -> closed on success, open again on failure.
-- :class:`RetryPolicy` with :func:`retry_tool`, :func:`retry_middleware` and
-  :func:`retry_provider`, on tenacity, with one precedence for what is retried (see the policy).
-- :class:`RateLimiter`, a token bucket, and :func:`rate_limit`, the dispatch middleware.
-
-Cancellation is never a failure: it opens no circuit and is never retried. Clocks and sleeps
-are injectable so tests never wait.
+:func:`retry_tool`, :func:`retry_middleware` and :func:`retry_provider` share one precedence for
+what is retried (see the policy), and :func:`parse_retry_after` reads a server's Retry-After.
+Cancellation is never retried. Sleeps are injectable so tests never wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
-import enum
 import random
 import sys
-import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import KW_ONLY, dataclass
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
     ProviderError,
     ToolArgumentsError,
     ToolBlockedError,
+    ToolExecutionError,
     ToolNotFoundError,
-    ToolPanicError,
 )
 from goagent_py.hooks import Hooks, call_hook
 from goagent_py.messages import ContentBlock, ToolCall
@@ -45,123 +37,20 @@ from goagent_py.provider import (
 )
 from goagent_py.tools import Tool, ToolDefinition
 
-if TYPE_CHECKING:
-    from goagent_py.dispatch import DispatchFunc as DispatchFuncType
-    from goagent_py.dispatch import DispatchMiddleware as DispatchMiddlewareType
-
 __all__ = [
-    "CircuitBreaker",
-    "CircuitState",
-    "PerTool",
-    "RateLimiter",
     "RetryPolicy",
     "Sleep",
     "TransientError",
     "TransientMarker",
-    "check_rate_limit",
     "is_retryable_provider_error",
     "is_retryable_tool_error",
     "parse_retry_after",
-    "rate_limit",
     "retry_middleware",
     "retry_provider",
     "retry_tool",
 ]
 
 T = TypeVar("T")
-
-
-class CircuitState(enum.StrEnum):
-    """The state of one tool's breaker."""
-
-    CLOSED = "closed"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
-
-
-class CircuitBreaker:
-    """One breaker (for one tool). Thread-safe; uses a monotonic clock, injectable for tests.
-
-    Args:
-        max_failures: consecutive failures that open the circuit (> 0).
-        reset_timeout: seconds the circuit stays open before one probe is let through (> 0).
-        clock: a monotonic clock in seconds (``time.monotonic`` by default).
-    """
-
-    __slots__ = (
-        "_clock",
-        "_failures",
-        "_lock",
-        "_open_until",
-        "_state",
-        "max_failures",
-        "reset_timeout",
-    )
-
-    def __init__(
-        self,
-        max_failures: int,
-        reset_timeout: float,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        if max_failures <= 0:
-            raise ValueError(f"max_failures must be > 0, got {max_failures}")
-        if reset_timeout <= 0:
-            raise ValueError(f"reset_timeout must be > 0, got {reset_timeout}")
-        self.max_failures = max_failures
-        self.reset_timeout = reset_timeout
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._state = CircuitState.CLOSED
-        self._failures = 0
-        self._open_until = 0.0
-
-    @property
-    def state(self) -> CircuitState:
-        """The current state (an open circuit past its timeout still reads OPEN until probed)."""
-        return self._state
-
-    def allow(self) -> bool:
-        """Whether a call may go through now; when it returns True for an open circuit past its
-        reset timeout, this call is the single half-open probe."""
-        with self._lock:
-            if self._state is CircuitState.CLOSED:
-                return True
-            if self._state is CircuitState.OPEN and self._clock() >= self._open_until:
-                self._state = CircuitState.HALF_OPEN
-                return True
-            return False
-
-    def open_until(self) -> datetime:
-        """When the circuit lets the next probe through, as a UTC wall-clock time."""
-        with self._lock:
-            remaining = max(0.0, self._open_until - self._clock())
-        return datetime.now(UTC) + timedelta(seconds=remaining)
-
-    def record_success(self) -> None:
-        """A call succeeded: close the circuit and reset the failure count."""
-        with self._lock:
-            self._state = CircuitState.CLOSED
-            self._failures = 0
-
-    def record_failure(self) -> None:
-        """A call failed: count it; open the circuit at the threshold or after a failed probe."""
-        with self._lock:
-            self._failures += 1
-            if self._state is CircuitState.HALF_OPEN or self._failures >= self.max_failures:
-                self._state = CircuitState.OPEN
-                self._open_until = self._clock() + self.reset_timeout
-
-    def release_probe(self) -> None:
-        """A probe ended without a verdict (it was cancelled): let the next call probe again."""
-        with self._lock:
-            if self._state is CircuitState.HALF_OPEN:
-                self._state = CircuitState.OPEN
-
-
-# ---------------------------------------------------------------------------------------------
-# Retry
 
 
 @runtime_checkable
@@ -228,7 +117,8 @@ class RetryPolicy:
         multiplier: growth of the delay per attempt (>= 1).
         jitter: random spread as a fraction of the delay (0 to 1; 0 for none).
         retryable: ``error -> bool``; decides alone which errors are retried. For tools it gets
-            the tool's own exception (a :class:`ToolPanicError` is unwrapped to its ``value``).
+            the tool's own exception (a :class:`ToolExecutionError` is unwrapped to its
+            ``cause``).
         retry_after: ``error -> seconds | None``; a delay that wins over the computed one.
         sleep: the async sleep used between attempts (inject one in tests).
     """
@@ -282,13 +172,13 @@ class RetryPolicy:
 
 
 def _causes(error: BaseException) -> Iterator[BaseException]:
-    """The error, then what it wraps (``cause``/``value`` attributes and ``__cause__``)."""
+    """The error, then what it wraps (a ``cause`` attribute, else ``__cause__``)."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         yield current
-        inner = getattr(current, "cause", None) or getattr(current, "value", None)
+        inner = getattr(current, "cause", None)
         current = inner if isinstance(inner, BaseException) else current.__cause__
 
 
@@ -389,8 +279,9 @@ def is_retryable_tool_error(error: BaseException) -> bool:
     return isinstance(error, Exception) and not isinstance(error, _NEVER_RETRIED_TOOL_ERRORS)
 
 
-def _unwrap_panic(error: BaseException) -> BaseException:
-    return error.value if isinstance(error, ToolPanicError) else error
+def _unwrap_execution(error: BaseException) -> BaseException:
+    # What the tool raised, as the recovery layer wrapped it, is what a classifier judges.
+    return error.cause if isinstance(error, ToolExecutionError) else error
 
 
 def _should_retry(
@@ -491,7 +382,7 @@ class _RetryingTool:
             self.policy,
             lambda: self.inner.execute(dict(args)),
             default=is_retryable_tool_error,
-            unwrap=_unwrap_panic,
+            unwrap=_unwrap_execution,
         )
 
     def __repr__(self) -> str:
@@ -516,7 +407,7 @@ def retry_tool(tool: Tool, policy: RetryPolicy | None = None) -> Tool:
 
 def retry_middleware(
     policy: RetryPolicy | None = None, *, hooks: Hooks | None = None
-) -> DispatchMiddlewareType:
+) -> DispatchMiddleware:
     """A dispatch middleware that retries failed tool calls under ``policy``.
 
     In the agent's chain it sits inside the circuit breaker and the timeout: the breaker counts
@@ -534,7 +425,7 @@ def retry_middleware(
     policy = policy or RetryPolicy()
     on_tool_retry = hooks.on_tool_retry if hooks is not None else None
 
-    def middleware(next_: DispatchFuncType) -> DispatchFuncType:
+    def middleware(next_: DispatchFunc) -> DispatchFunc:
         if not policy.retries:
             return next_
 
@@ -549,7 +440,7 @@ def retry_middleware(
                 policy,
                 lambda: next_(tc),
                 default=is_retryable_tool_error,
-                unwrap=_unwrap_panic,
+                unwrap=_unwrap_execution,
                 on_retry=on_retry,
             )
 
@@ -639,168 +530,3 @@ def retry_provider(provider: Provider, policy: RetryPolicy | None = None) -> Pro
     if isinstance(provider, StreamingProvider):
         return _RetryingStreamingProvider(provider, policy)
     return _RetryingProvider(provider, policy)
-
-
-# ---------------------------------------------------------------------------------------------
-# Rate limiting
-
-
-class RateLimiter:
-    """A token bucket: ``burst`` calls at once, then ``rate`` calls per second.
-
-    The bucket starts full. Waiters reserve their token when they arrive, so they are served in
-    order; one that is cancelled while it waits (by its caller or by the tool timeout around it)
-    gives its token back and stops at once.
-
-    Args:
-        rate: tokens added per second (> 0).
-        burst: the bucket's size, the most calls let through at once (>= 1).
-        clock: a monotonic clock in seconds (``time.monotonic`` by default).
-        sleep: the async sleep used to wait (``asyncio.sleep`` by default).
-    """
-
-    __slots__ = ("_clock", "_last", "_sleep", "_tokens", "burst", "rate")
-
-    def __init__(
-        self,
-        rate: float,
-        burst: int,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Sleep = asyncio.sleep,
-    ) -> None:
-        check_rate_limit(rate, burst)
-        self.rate = float(rate)
-        self.burst = burst
-        self._clock = clock
-        self._sleep = sleep
-        self._tokens = float(burst)
-        self._last = clock()
-
-    def _refill(self) -> None:
-        now = self._clock()
-        elapsed = now - self._last
-        if elapsed > 0:
-            self._tokens = min(float(self.burst), self._tokens + elapsed * self.rate)
-        self._last = now
-
-    @property
-    def tokens(self) -> float:
-        """Tokens available now (negative while callers wait for reserved ones)."""
-        self._refill()
-        return self._tokens
-
-    def try_acquire(self) -> bool:
-        """Take a token if one is available now, without waiting."""
-        self._refill()
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
-
-    async def acquire(self) -> float:
-        """Take a token, waiting until the bucket has one.
-
-        Returns:
-            The seconds this call had to wait (0 when a token was available).
-        """
-        self._refill()
-        self._tokens -= 1
-        if self._tokens >= 0:
-            return 0.0
-        wait = -self._tokens / self.rate
-        try:
-            await self._sleep(wait)
-        except BaseException:
-            # Cancelled (or the sleep failed): the reserved token goes back to the bucket.
-            self._refill()
-            self._tokens = min(float(self.burst), self._tokens + 1)
-            raise
-        return wait
-
-
-PerTool = bool | Mapping[str, tuple[float, int]]
-"""``rate_limit``'s ``per_tool``: False (one shared bucket), True (a bucket per tool), or limits
-for named tools (``{"search": (1.0, 2)}``; the other tools share the global bucket)."""
-
-
-def check_rate_limit(
-    rate: float, burst: int, *, per_tool: PerTool = False
-) -> dict[str, tuple[float, int]]:
-    """Validate a rate limit; raise :class:`ConfigurationError` saying what is wrong.
-
-    Args:
-        rate: calls per second; must be > 0.
-        burst: calls let through at once; must be an int >= 1.
-        per_tool: False, True, or ``{tool_name: (rate, burst)}`` (each checked the same way).
-
-    Returns:
-        The limits of the tools named in ``per_tool`` (empty unless it is a mapping).
-    """
-    if not isinstance(rate, int | float) or isinstance(rate, bool) or not rate > 0:
-        raise ConfigurationError(f"rate limit: rate must be > 0 calls per second, got {rate!r}")
-    if not isinstance(burst, int) or isinstance(burst, bool) or burst < 1:
-        raise ConfigurationError(f"rate limit: burst must be an int >= 1, got {burst!r}")
-    named: dict[str, tuple[float, int]] = {}
-    if isinstance(per_tool, Mapping):
-        for name, limit in per_tool.items():
-            if not isinstance(limit, tuple | list) or len(limit) != 2:
-                raise ConfigurationError(
-                    f"rate limit for tool {name!r}: give (rate, burst), got {limit!r}"
-                )
-            check_rate_limit(*limit)
-            named[name] = (float(limit[0]), int(limit[1]))
-    elif not isinstance(per_tool, bool):
-        raise ConfigurationError(
-            "rate limit: per_tool must be True, False or {tool_name: (rate, burst)}, "
-            f"got {per_tool!r}"
-        )
-    return named
-
-
-def rate_limit(
-    rate: float,
-    burst: int,
-    *,
-    per_tool: PerTool = False,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Sleep = asyncio.sleep,
-) -> DispatchMiddlewareType:
-    """A dispatch middleware that holds tool calls to a token-bucket rate.
-
-    Waiting respects cancellation, and in the agent's chain (inside the timeout) the tool
-    timeout too: a call that waits past it ends as a timeout and gives its token back.
-
-    Args:
-        rate: calls per second (> 0).
-        burst: calls let through at once (>= 1).
-        per_tool: False: one bucket shared by every tool; True: one ``(rate, burst)`` bucket per
-            tool name; a mapping ``{tool_name: (rate, burst)}``: those tools get their own
-            bucket with their own limits, and every other tool shares the global one.
-        clock: the buckets' monotonic clock (inject one in tests).
-        sleep: the async sleep used to wait (inject one in tests).
-
-    Returns:
-        The middleware. Its buckets live as long as it does (build it once per agent).
-    """
-    named = check_rate_limit(rate, burst, per_tool=per_tool)
-    shared = RateLimiter(rate, burst, clock=clock, sleep=sleep)
-    buckets: dict[str, RateLimiter] = {}
-
-    def limiter_for(name: str) -> RateLimiter:
-        if per_tool is False or (named and name not in named):
-            return shared
-        limiter = buckets.get(name)
-        if limiter is None:
-            r, b = named.get(name, (rate, burst))
-            limiter = buckets[name] = RateLimiter(r, b, clock=clock, sleep=sleep)
-        return limiter
-
-    def middleware(next_: DispatchFuncType) -> DispatchFuncType:
-        async def call(tc: ToolCall) -> list[ContentBlock]:
-            await limiter_for(tc.name).acquire()
-            return await next_(tc)
-
-        return call
-
-    return middleware

@@ -1,0 +1,107 @@
+"""The circuit breaker: one per tool name.
+
+Closed -> open after ``max_failures`` consecutive failures -> after ``reset_timeout`` exactly one
+half-open probe (concurrent calls meanwhile are rejected, not queued) -> closed on success, open
+again on failure. Cancellation is never a failure: a cancelled probe is released, not counted.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from goagent_py.errors import ConfigurationError
+
+__all__ = ["CircuitBreaker", "CircuitState"]
+
+
+class CircuitState(enum.StrEnum):
+    """The state of one tool's breaker."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class CircuitBreaker:
+    """One breaker (for one tool). Thread-safe; uses a monotonic clock, injectable for tests.
+
+    Args:
+        max_failures: consecutive failures that open the circuit (> 0).
+        reset_timeout: seconds the circuit stays open before one probe is let through (> 0).
+        clock: a monotonic clock in seconds (``time.monotonic`` by default).
+    """
+
+    __slots__ = (
+        "_clock",
+        "_failures",
+        "_lock",
+        "_open_until",
+        "_state",
+        "max_failures",
+        "reset_timeout",
+    )
+
+    def __init__(
+        self,
+        max_failures: int,
+        reset_timeout: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_failures <= 0:
+            raise ConfigurationError(f"max_failures must be > 0, got {max_failures}")
+        if reset_timeout <= 0:
+            raise ConfigurationError(f"reset_timeout must be > 0, got {reset_timeout}")
+        self.max_failures = max_failures
+        self.reset_timeout = reset_timeout
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state = CircuitState.CLOSED
+        self._failures = 0
+        self._open_until = 0.0
+
+    @property
+    def state(self) -> CircuitState:
+        """The current state (an open circuit past its timeout still reads OPEN until probed)."""
+        return self._state
+
+    def allow(self) -> bool:
+        """Whether a call may go through now; when it returns True for an open circuit past its
+        reset timeout, this call is the single half-open probe."""
+        with self._lock:
+            if self._state is CircuitState.CLOSED:
+                return True
+            if self._state is CircuitState.OPEN and self._clock() >= self._open_until:
+                self._state = CircuitState.HALF_OPEN
+                return True
+            return False
+
+    def open_until(self) -> datetime:
+        """When the circuit lets the next probe through, as a UTC wall-clock time."""
+        with self._lock:
+            remaining = max(0.0, self._open_until - self._clock())
+        return datetime.now(UTC) + timedelta(seconds=remaining)
+
+    def record_success(self) -> None:
+        """A call succeeded: close the circuit and reset the failure count."""
+        with self._lock:
+            self._state = CircuitState.CLOSED
+            self._failures = 0
+
+    def record_failure(self) -> None:
+        """A call failed: count it; open the circuit at the threshold or after a failed probe."""
+        with self._lock:
+            self._failures += 1
+            if self._state is CircuitState.HALF_OPEN or self._failures >= self.max_failures:
+                self._state = CircuitState.OPEN
+                self._open_until = self._clock() + self.reset_timeout
+
+    def release_probe(self) -> None:
+        """A probe ended without a verdict (it was cancelled): let the next call probe again."""
+        with self._lock:
+            if self._state is CircuitState.HALF_OPEN:
+                self._state = CircuitState.OPEN

@@ -1,0 +1,244 @@
+"""The error tree as data: every exception survives pickle, the tree's shape, the messages.
+
+The pickle test walks every exception class defined anywhere in goagent_py (every module that
+imports without its optional extra), so a new exception without a sample here, or with an
+``__init__`` that a plain ``args`` round trip cannot rebuild, fails it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pickle
+import pkgutil
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import ModuleType
+
+import pytest
+
+import goagent_py
+from goagent_py import errors
+from goagent_py.errors import (
+    CircuitOpenError,
+    ConfigurationError,
+    GoAgentError,
+    InvalidMediaTypeError,
+    MaxIterationsError,
+    MemoryStoreError,
+    MissingExtraError,
+    NoEmbeddableContentError,
+    ProviderError,
+    SessionBusyError,
+    ToolAbortedError,
+    ToolArgumentsError,
+    ToolBlockedError,
+    ToolError,
+    ToolExecutionError,
+    ToolNotFoundError,
+    ToolTimeoutError,
+    UnsupportedContentError,
+)
+
+
+def _raised(error: BaseException) -> tuple[BaseException, str]:
+    """``error`` as it comes out of a tool, with its formatted traceback."""
+    try:
+        raise error
+    except BaseException as exc:
+        return exc, traceback.format_exc()
+
+
+def _execution_error() -> ToolExecutionError:
+    cause, tb = _raised(ValueError("boom"))
+    return ToolExecutionError("lookup", {"city": "Paris", "days": 3}, cause, tb)
+
+
+# One realistic instance per class, keyed by the class's qualified name (so classes in modules
+# that cannot be imported without an extra can still be listed).
+SAMPLES: dict[str, Callable[[], BaseException]] = {
+    "goagent_py.errors.GoAgentError": lambda: GoAgentError("something failed"),
+    "goagent_py.errors.ConfigurationError": lambda: ConfigurationError(
+        "max_iterations must be >= 1, got 0"
+    ),
+    "goagent_py.errors.MissingExtraError": lambda: MissingExtraError(
+        "sqlite-vec", "vector", feature="SqliteVecStore"
+    ),
+    "goagent_py.errors.InvalidMediaTypeError": lambda: InvalidMediaTypeError(
+        "image", "image/bmp", ("image/png", "image/jpeg")
+    ),
+    "goagent_py.errors.UnsupportedContentError": lambda: UnsupportedContentError(
+        "document", "ollama", "send text instead"
+    ),
+    "goagent_py.errors.ProviderError": lambda: ProviderError(
+        "HTTP 529: overloaded",
+        provider="anthropic",
+        status=529,
+        error_type="overloaded_error",
+        body='{"type":"error"}',
+        retry_after=2.5,
+    ),
+    "goagent_py.errors.MaxIterationsError": lambda: MaxIterationsError(5, "need one more look"),
+    "goagent_py.errors.MemoryStoreError": lambda: MemoryStoreError("cannot open history.db"),
+    "goagent_py.errors.NoEmbeddableContentError": lambda: NoEmbeddableContentError(
+        "nothing to embed: only images"
+    ),
+    "goagent_py.errors.ToolError": lambda: ToolError("tool 'x' failed"),
+    "goagent_py.errors.ToolNotFoundError": lambda: ToolNotFoundError("serch", ("search", "add")),
+    "goagent_py.errors.ToolArgumentsError": lambda: ToolArgumentsError("add", "a: Field required"),
+    "goagent_py.errors.ToolExecutionError": _execution_error,
+    "goagent_py.errors.ToolTimeoutError": lambda: ToolTimeoutError("slow", 2.5),
+    "goagent_py.errors.ToolAbortedError": lambda: ToolAbortedError("slow", "user pressed stop"),
+    "goagent_py.errors.SessionBusyError": lambda: SessionBusyError("the session is running"),
+    "goagent_py.errors.ToolBlockedError": lambda: ToolBlockedError("rm", "not on a Sunday"),
+    "goagent_py.errors.CircuitOpenError": lambda: CircuitOpenError(
+        "flaky", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    ),
+    "goagent_py.testing.ScriptExhaustedError": lambda: _testing_error(),
+    "goagent_py.cli.UsageError": lambda: _cli_error(),
+}
+
+
+def _testing_error() -> BaseException:
+    from goagent_py.testing import ScriptExhaustedError
+
+    return ScriptExhaustedError("ScriptedProvider: no more responses queued (call #3)")
+
+
+def _cli_error() -> BaseException:
+    from goagent_py.cli import UsageError
+
+    return UsageError("unknown provider 'foo'")
+
+
+def _modules() -> list[ModuleType]:
+    """goagent_py and every module below it that imports here (extras may be missing)."""
+    found = [goagent_py]
+    for info in pkgutil.walk_packages(goagent_py.__path__, "goagent_py."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            found.append(importlib.import_module(info.name))
+        except ImportError:
+            continue  # a module of an extra that is not installed (MissingExtraError included)
+    return found
+
+
+def _exception_classes() -> dict[str, type[BaseException]]:
+    classes: dict[str, type[BaseException]] = {}
+    for module in _modules():
+        for obj in vars(module).values():
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__.startswith("goagent_py")
+                and not obj.__name__.startswith("_")  # internal control flow, never raised out
+            ):
+                classes[f"{obj.__module__}.{obj.__qualname__}"] = obj
+    return classes
+
+
+EXCEPTIONS = _exception_classes()
+
+
+def _attributes(error: BaseException) -> dict[str, object]:
+    attrs = dict(vars(error))
+    cause = attrs.pop("cause", None)
+    if isinstance(cause, BaseException):
+        # Exceptions compare by identity: compare what identifies them.
+        attrs["cause"] = (type(cause), cause.args)
+    return attrs
+
+
+def test_every_exception_class_has_a_sample() -> None:
+    # A new exception class must get a sample above (and so a pickle round trip).
+    assert set(EXCEPTIONS) <= set(SAMPLES)
+    assert {f"goagent_py.errors.{name}" for name in errors.__all__} <= set(EXCEPTIONS)
+
+
+def test_the_walk_finds_exceptions_outside_errors() -> None:
+    # Guards the walk itself: it must see beyond goagent_py.errors.
+    assert "goagent_py.testing.ScriptExhaustedError" in EXCEPTIONS
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_exception_survives_pickle(name: str) -> None:
+    original = SAMPLES[name]()
+    assert f"{type(original).__module__}.{type(original).__qualname__}" == name
+    original.add_note("while indexing document 'b'")
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        copy = pickle.loads(pickle.dumps(original, protocol=protocol))
+        assert type(copy) is type(original)
+        assert str(copy) == str(original)
+        assert copy.args == original.args
+        assert _attributes(copy) == _attributes(original)
+        assert copy.__notes__ == ["while indexing document 'b'"]
+
+
+def test_provider_error_message_is_not_prefixed_twice() -> None:
+    error = ProviderError("HTTP 500: oops", provider="openai", status=500)
+    copy = pickle.loads(pickle.dumps(error))
+    assert str(copy) == "provider 'openai': HTTP 500: oops"
+    no_name = pickle.loads(pickle.dumps(ProviderError("connection refused")))
+    assert str(no_name) == "provider: connection refused"
+
+
+def test_run_result_is_declared_on_every_error_and_not_pickled() -> None:
+    from goagent_py.hooks import RunResult
+
+    error = MaxIterationsError(3, "thinking")
+    assert error.run_result is None
+    assert GoAgentError.run_result is None
+    error.run_result = RunResult(text="", iterations=3, error=error)
+    copy = pickle.loads(pickle.dumps(error))
+    assert copy.run_result is None
+    assert (copy.iterations, copy.last_thought) == (3, "thinking")
+
+
+def test_tool_execution_error_keeps_cause_and_traceback() -> None:
+    error = _execution_error()
+    assert str(error) == "tool 'lookup' failed: ValueError: boom"
+    assert error.__cause__ is error.cause
+    assert isinstance(error.cause, ValueError)
+    assert "ValueError: boom" in error.traceback
+    assert "_raised" in error.traceback
+    assert error.arguments == {"city": "Paris", "days": 3}
+    copy = pickle.loads(pickle.dumps(error))
+    assert isinstance(copy.__cause__, ValueError)
+    assert copy.__cause__ is copy.cause
+    assert copy.traceback == error.traceback
+
+
+def test_tool_execution_error_of_an_error_without_text_names_its_type() -> None:
+    error = ToolExecutionError("t", {}, KeyError())
+    assert str(error) == "tool 't' failed: KeyError"
+
+
+def test_tool_execution_error_does_not_take_over_a_tool_error_message() -> None:
+    # The dispatcher puts a timeout in ToolResult.error as it is; wrapped, it is one more cause.
+    timeout = ToolTimeoutError("slow", 1)
+    error = ToolExecutionError("slow", {}, timeout)
+    assert str(error) == "tool 'slow' failed: ToolTimeoutError: tool 'slow' timed out after 1s"
+
+
+def test_misuse_errors_are_value_errors_too() -> None:
+    assert issubclass(ConfigurationError, ValueError)
+    assert issubclass(InvalidMediaTypeError, ValueError)
+    assert issubclass(MissingExtraError, ImportError)
+    assert issubclass(MissingExtraError, ValueError)
+    assert not issubclass(ProviderError, ValueError)
+
+
+def test_missing_extra_message_names_the_extra() -> None:
+    error = MissingExtraError("qdrant-client", "qdrant", feature="QdrantStore")
+    assert str(error) == (
+        "qdrant-client is required for QdrantStore: "
+        'install it with pip install "goagent-py[qdrant]"'
+    )
+    assert error.feature == "QdrantStore"
+
+
+def test_every_error_in_the_tree_derives_from_goagent_error() -> None:
+    for name, cls in EXCEPTIONS.items():
+        assert issubclass(cls, GoAgentError), name
