@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunk, Chunker, Embedder
+from goagent_py.memory.vector._common import SESSION_KEY
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     SearchOptions,
     UpsertEntry,
     VectorStore,
 )
-from goagent_py.memory.vector.in_memory import SESSION_KEY
 from goagent_py.messages import ContentBlock, Message, ScoredMessage, messages_to_json
 
 if TYPE_CHECKING:

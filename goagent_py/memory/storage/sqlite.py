@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
+from goagent_py._sqlite import transaction
 from goagent_py.errors import ConfigurationError, MemoryStoreError
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -143,17 +144,11 @@ class SQLiteStorage:
                 f"{self._where()}: the file has schema version {version}, newer than this "
                 f"goagent-py understands ({SCHEMA_VERSION}); upgrade goagent-py"
             )
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             # Another process may have created the schema while we waited for the lock.
             if self._version(conn) < SCHEMA_VERSION:
                 conn.execute(_SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
     @staticmethod
     def _version(conn: sqlite3.Connection) -> int:
@@ -241,8 +236,7 @@ class SQLiteStorage:
         now = time.time()
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(conn):
                 (start,) = conn.execute(
                     f"SELECT COALESCE(MAX(seq) + 1, 0) FROM {_TABLE} WHERE session_id = ?",
                     (self.session_id,),
@@ -252,11 +246,6 @@ class SQLiteStorage:
                     "VALUES (?, ?, ?, ?)",
                     [(self.session_id, start + i, row, now) for i, row in enumerate(rows)],
                 )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
 
         await self._call(write)
 

@@ -22,6 +22,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py.memory.vector._common import (
+    as_vector,
+    check_dimensions,
+    check_filter,
+    serialize_entries,
+    split_session,
+    validate_identifier,
+)
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -32,14 +40,6 @@ from goagent_py.memory.vector.base import (
     max_distance,
     score_of,
 )
-from goagent_py.memory.vector.in_memory import (
-    as_vector,
-    check_dimensions,
-    check_filter,
-    serialize_entries,
-    split_session,
-)
-from goagent_py.memory.vector.sqlite_vec import validate_identifier
 from goagent_py.messages import Message, ScoredMessage, messages_from_json
 
 if TYPE_CHECKING:

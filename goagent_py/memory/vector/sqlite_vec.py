@@ -21,17 +21,24 @@ off again as soon as sqlite-vec is loaded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import importlib
 import os
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py._sqlite import connect_vec, transaction, vec_driver
+from goagent_py.errors import ConfigurationError, MemoryStoreError
+from goagent_py.memory.vector._common import (
+    FilterValue,
+    as_vector,
+    check_dimensions,
+    check_filter,
+    filter_sql,
+    serialize_entries,
+    split_session,
+    validate_identifier,
+)
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -47,13 +54,10 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from goagent_py.memory.vector.in_memory import FilterValue
-
-__all__ = ["SqliteVecStore", "validate_identifier"]
+__all__ = ["SqliteVecStore"]
 
 SCHEMA_VERSION = 1
 _REGISTRY = "goagent_vector_tables"
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _KNN_MAX_K = 4096  # sqlite-vec's limit on k in one KNN query
 # Vectors per vec0 chunk. sqlite-vec allocates whole chunks per partition (session), and its
 # default of 1024 costs 1.5 MB per session at 384 dimensions; search speed is the same.
@@ -62,109 +66,8 @@ _CHUNK_SIZE = 128
 T = TypeVar("T")
 
 
-def validate_identifier(name: str, *, what: str = "table name") -> str:
-    """``name`` quoted for SQL, after checking it against ``[A-Za-z_][A-Za-z0-9_]{0,62}``.
-
-    Raises:
-        ConfigurationError: the name is not a plain identifier.
-    """
-    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
-        raise ConfigurationError(
-            f"invalid {what} {name!r}: use letters, digits and '_', starting with a letter or "
-            "'_', at most 63 characters"
-        )
-    return f'"{name}"'
-
-
-@functools.cache
-def _driver() -> Any:
-    """The first sqlite3 module that can load sqlite-vec (stdlib, pysqlite3, sqlean)."""
-    try:
-        sqlite_vec = importlib.import_module("sqlite_vec")
-    except ImportError as exc:
-        raise MissingExtraError("sqlite-vec", "vector", feature="SqliteVecStore") from exc
-    import sqlite3
-
-    candidates: list[Any] = []
-    if hasattr(sqlite3.Connection, "enable_load_extension"):
-        candidates.append(sqlite3)
-    for name in ("pysqlite3.dbapi2", "sqlean"):
-        with contextlib.suppress(ImportError):
-            candidates.append(importlib.import_module(name))
-    errors = []
-    for module in candidates:
-        try:
-            conn = module.connect(":memory:")
-            try:
-                conn.enable_load_extension(True)
-                sqlite_vec.load(conn)
-                conn.enable_load_extension(False)
-                conn.execute("SELECT vec_version()").fetchone()
-            finally:
-                conn.close()
-        except Exception as exc:
-            errors.append(f"{module.__name__}: {exc}")
-            continue
-        return module
-    tried = "; ".join(errors) or "this Python's sqlite3 cannot load extensions"
-    raise ConfigurationError(
-        "SqliteVecStore needs a sqlite3 module that can load the sqlite-vec extension "
-        f'({tried}). Install one: pip install "goagent-py[vector]" (brings pysqlite3-binary '
-        "on Linux) or pip install sqlean.py"
-    )
-
-
-def _connect(path: str) -> Any:
-    sqlite_vec = importlib.import_module("sqlite_vec")
-
-    conn = _driver().connect(path, isolation_level=None, check_same_thread=False)
-    try:
-        conn.enable_load_extension(True)
-        try:
-            sqlite_vec.load(conn)
-        finally:
-            conn.enable_load_extension(False)
-        conn.execute("PRAGMA busy_timeout = 5000")
-        conn.execute("PRAGMA journal_mode = WAL")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
 def _blob(vector: NDArray[np.float32]) -> bytes:
     return vector.astype("<f4", copy=False).tobytes()
-
-
-def _json_path(key: str) -> str:
-    return f'$."{key}"'  # keys are checked by check_filter: no quotes or dots inside
-
-
-def filter_sql(
-    filter: Mapping[str, FilterValue], *, alias: str = "t"
-) -> tuple[list[str], list[Any]]:
-    """SQL conditions on ``<alias>.metadata`` with JSON equality (bools are not numbers).
-
-    Shared by every table that keeps metadata as JSON in one SQLite file (the vector store and
-    the RAG keyword index). ``alias`` is a fixed table alias, never user input.
-    """
-    column = f"{alias}.metadata"
-    conds: list[str] = []
-    params: list[Any] = []
-    for key, value in filter.items():
-        path = _json_path(key)
-        if isinstance(value, bool):
-            conds.append(f"json_type({column}, ?) = ?")
-            params += [path, "true" if value else "false"]
-        elif isinstance(value, int | float):
-            conds.append(
-                f"json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) = ?"
-            )
-            params += [path, path, value]
-        else:
-            conds.append(f"json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?")
-            params += [path, path, value]
-    return conds, params
 
 
 def _where(session: str | None, filter: Mapping[str, FilterValue]) -> tuple[str, list[Any]]:
@@ -204,8 +107,6 @@ class SqliteVecStore:
         dimensions: int,
         metric: Metric = "cosine",
     ) -> None:
-        from goagent_py.memory.vector.in_memory import check_dimensions
-
         self._table = validate_identifier(table)
         self._vec = f'"{table}_vec"'
         self._name = table
@@ -215,7 +116,7 @@ class SqliteVecStore:
             raise ConfigurationError(str(exc)) from None
         self._metric = check_metric(metric)
         self._path = os.fspath(path)
-        _driver()  # fail at construction, not on first use, when the setup can't work
+        vec_driver()  # fail at construction, not on first use, when the setup can't work
         self._lock = threading.Lock()
         self._conn: Any = None
         self._closed = False
@@ -247,7 +148,7 @@ class SqliteVecStore:
                 raise MemoryStoreError(f"{self!r} is closed")
             if self._conn is None:
                 try:
-                    conn = _connect(self._path)
+                    conn = connect_vec(self._path)
                     try:
                         self._migrate(conn)
                     except BaseException:
@@ -267,7 +168,7 @@ class SqliteVecStore:
 
     def _migrate(self, conn: Any) -> None:
         t, v = self._table, self._vec
-        with _transaction(conn):
+        with transaction(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {_REGISTRY} (name TEXT PRIMARY KEY, "
                 "schema_version INTEGER NOT NULL, dimensions INTEGER NOT NULL, "
@@ -330,8 +231,6 @@ class SqliteVecStore:
     # -- writes --------------------------------------------------------------------------------
 
     def _prepare(self, entries: Sequence[UpsertEntry]) -> list[tuple[Any, ...]]:
-        from goagent_py.memory.vector.in_memory import serialize_entries
-
         return [
             (e.id, e.session, e.text, e.message, e.metadata, _blob(e.vector))
             for e in serialize_entries(entries, self._dims, self._metric)
@@ -380,7 +279,7 @@ class SqliteVecStore:
             return
 
         def write(conn: Any) -> None:
-            with _transaction(conn):
+            with transaction(conn):
                 for row in rows:
                     self._write_row(conn, row)
 
@@ -397,7 +296,7 @@ class SqliteVecStore:
         ids = list(ids)
 
         def delete(conn: Any) -> None:
-            with _transaction(conn):
+            with transaction(conn):
                 self._delete_ids(conn, ids)
 
         await self._run(delete)
@@ -408,8 +307,6 @@ class SqliteVecStore:
         Raises:
             ValueError: a bad filter.
         """
-        from goagent_py.memory.vector.in_memory import check_filter, split_session
-
         checked = check_filter(filter)
         where, params = _where(split_session(checked), checked)
         sql = f"SELECT count(*) FROM {self._table} AS t WHERE {where}"
@@ -434,8 +331,6 @@ class SqliteVecStore:
             ValueError: a bad vector or filter.
             MemoryStoreError: SQLite failed, or a stored row is corrupted.
         """
-        from goagent_py.memory.vector.in_memory import as_vector, check_filter, split_session
-
         options = options or SearchOptions()
         filter = check_filter(options.filter)
         blob = _blob(as_vector(vector, self._dims, what="query vector", metric=self._metric))
@@ -481,21 +376,3 @@ class SqliteVecStore:
                 f"entry {id!r} in table {self._name!r} of {self._path!r} is corrupted: {exc}"
             ) from exc
         return message
-
-
-class _transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any error (autocommit connection)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from goagent_py import _sqlite
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
 from goagent_py.memory.vector import sqlite_vec
 from goagent_py.memory.vector.base import SearchOptions, UpsertEntry
@@ -57,12 +58,12 @@ def test_missing_extras_name_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path
     with pytest.raises(MissingExtraError, match=r"goagent-py\[qdrant\]"):
         QdrantStore(":memory:", dimensions=3)
     monkeypatch.setitem(sys.modules, "sqlite_vec", None)
-    sqlite_vec._driver.cache_clear()
+    _sqlite.vec_driver.cache_clear()
     try:
         with pytest.raises(MissingExtraError, match=r"goagent-py\[vector\]"):
             SqliteVecStore(tmp_path / "x.db", dimensions=3)
     finally:
-        sqlite_vec._driver.cache_clear()
+        _sqlite.vec_driver.cache_clear()
 
 
 @pytest.mark.skipif(
@@ -74,12 +75,12 @@ def test_no_extension_capable_sqlite_is_a_clear_error(
 ) -> None:
     for name in ("pysqlite3", "pysqlite3.dbapi2", "sqlean"):
         monkeypatch.setitem(sys.modules, name, None)
-    sqlite_vec._driver.cache_clear()
+    _sqlite.vec_driver.cache_clear()
     try:
         with pytest.raises(ConfigurationError, match=r'pip install "goagent-py\[vector\]"'):
             SqliteVecStore(tmp_path / "x.db", dimensions=3)
     finally:
-        sqlite_vec._driver.cache_clear()
+        _sqlite.vec_driver.cache_clear()
 
 
 # -- sqlite-vec -------------------------------------------------------------------------------
