@@ -21,8 +21,11 @@ off again as soon as sqlite-vec is loaded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
 import threading
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
@@ -56,8 +59,14 @@ if TYPE_CHECKING:
 
 __all__ = ["SqliteVecStore"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: session-less rows in the NULL partition; 2: in the ``_NO_SESSION`` partition."""
 _REGISTRY = "goagent_vector_tables"
+# The partition of entries without a session. Not NULL: sqlite-vec allocates a new chunk for
+# every NULL-partition insert (issue 19: 1,000 session-less vectors made a 199 MB file). A NUL
+# character, because no session name can contain one (session_of refuses it), so no session
+# shares this partition; sqlite-vec compares partition keys by length and bytes.
+_NO_SESSION = "\x00"
 _KNN_MAX_K = 4096  # sqlite-vec's limit on k in one KNN query
 # Vectors per vec0 chunk. sqlite-vec allocates whole chunks per partition (session), and its
 # default of 1024 costs 1.5 MB per session at 384 dimensions; search speed is the same.
@@ -79,6 +88,32 @@ def _where(session: str | None, filter: Mapping[str, FilterValue]) -> tuple[str,
     return " AND ".join(conds) or "1", params
 
 
+def _check_table_name(table: str) -> None:
+    """Refuse names SQLite reserves or that collide with a store's derived names."""
+    lower = table.lower()
+    if lower.startswith("sqlite_"):
+        raise ConfigurationError(
+            f"invalid table name {table!r}: names starting with 'sqlite_' are reserved for "
+            "SQLite's own tables; use another table name"
+        )
+    if lower == _REGISTRY:
+        raise ConfigurationError(
+            f"invalid table name {table!r}: it is the store's registry table; use another "
+            "table name"
+        )
+    if re.search(r"_vec(_|$)", lower):
+        raise ConfigurationError(
+            f"invalid table name {table!r}: a store on table 'x' also makes 'x_vec' and "
+            "'x_vec_*', so names ending in '_vec' or containing '_vec_' could be another "
+            "store's; use another table name"
+        )
+
+
+def _names(conn: Any) -> set[str]:
+    """The lower-cased names of every table, view and index in the main schema."""
+    return {str(n).lower() for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+
+
 class SqliteVecStore:
     """A persistent vector store in one SQLite file, on sqlite-vec (exact search).
 
@@ -93,9 +128,12 @@ class SqliteVecStore:
             for the Euclidean distance ``d``); must match what the table was created with.
 
     Raises:
-        ConfigurationError: a bad table name, dimensions or metric (also when they differ from
-            those the table was created with, on first use), or no sqlite3 module here can load
-            extensions (the message says what to install).
+        ConfigurationError: a bad table name (not a plain identifier, reserved by SQLite or
+            the store, ending in ``_vec`` or containing ``_vec_``, or taken in the file by a
+            table the store did not make), dimensions or metric (also when they differ from
+            those the table was created with; checked at construction when the file exists,
+            else on first use), or no sqlite3 module here can load extensions (the message
+            says what to install).
         MissingExtraError: sqlite-vec is not installed (``pip install "goagent-py[vector]"``).
     """
 
@@ -108,6 +146,7 @@ class SqliteVecStore:
         metric: Metric = "cosine",
     ) -> None:
         self._table = validate_identifier(table)
+        _check_table_name(table)
         self._vec = f'"{table}_vec"'
         self._name = table
         try:
@@ -117,6 +156,7 @@ class SqliteVecStore:
         self._metric = check_metric(metric)
         self._path = os.fspath(path)
         vec_driver()  # fail at construction, not on first use, when the setup can't work
+        self._peek()
         self._lock = threading.Lock()
         self._conn: Any = None
         self._closed = False
@@ -138,6 +178,37 @@ class SqliteVecStore:
         )
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    def _peek(self) -> None:
+        """Check an existing file at construction (read-only): a table of another shape under
+        this name, or other dimensions or metric, fail now rather than on first write."""
+        if self._path == ":memory:" or self._path.startswith("file:"):
+            return
+        if not os.path.isfile(self._path) or os.path.getsize(self._path) == 0:
+            return
+        try:
+            conn = vec_driver().connect(
+                f"file:{urllib.parse.quote(os.path.abspath(self._path))}?mode=ro", uri=True
+            )
+        except Exception:
+            return  # opening for real reports it, with the translation of _locked
+        try:
+            names = _names(conn)
+            registered = self._registered(conn) if _REGISTRY in names else []
+        except Exception:
+            return
+        finally:
+            conn.close()
+        if not registered:
+            self._check_free(names)
+        for name, row in registered:
+            check_registered(
+                self._describe(name),
+                row,
+                dimensions=self._dims,
+                metric=self._metric,
+                schema_version=SCHEMA_VERSION,
+            )
 
     async def _run(self, fn: Callable[[Any], T]) -> T:
         return await asyncio.to_thread(self._locked, fn)
@@ -167,43 +238,108 @@ class SqliteVecStore:
                 raise MemoryStoreError(f"{self!r}: {exc}") from exc
 
     def _migrate(self, conn: Any) -> None:
-        t, v = self._table, self._vec
         with transaction(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {_REGISTRY} (name TEXT PRIMARY KEY, "
                 "schema_version INTEGER NOT NULL, dimensions INTEGER NOT NULL, "
                 "metric TEXT NOT NULL)"
             )
-            row = conn.execute(
-                f"SELECT schema_version, dimensions, metric FROM {_REGISTRY} WHERE name = ?",
-                (self._name,),
-            ).fetchone()
-            if row is not None:
+            registered = self._registered(conn)
+            if not registered:
+                self._check_free(_names(conn))
+                self._create(conn)
+                return
+            for name, row in registered:
                 check_registered(
-                    f"table {self._name!r} in {self._path!r}",
+                    self._describe(name),
                     row,
                     dimensions=self._dims,
                     metric=self._metric,
                     schema_version=SCHEMA_VERSION,
                 )
+            if min(row[0] for _, row in registered) >= SCHEMA_VERSION:
                 return
+            self._upgrade_v1(conn)
             conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {t} ("
-                "pk INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, session TEXT, "
-                "text TEXT NOT NULL DEFAULT '', message TEXT NOT NULL, "
-                "metadata TEXT NOT NULL DEFAULT '{}', "
-                "created_at REAL NOT NULL DEFAULT (unixepoch('subsec')))"
+                f"UPDATE {_REGISTRY} SET schema_version = ? WHERE name = ? COLLATE NOCASE",
+                (SCHEMA_VERSION, self._name),
             )
-            conn.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {v} USING vec0("
-                f"session text partition key, embedding float[{self._dims}] "
-                f"distance_metric={self._metric}, chunk_size={_CHUNK_SIZE})"
+        # The rebuild freed the old chunks; give the space back (best effort: another
+        # connection reading the file makes VACUUM fail, and the pages are reused anyway).
+        with contextlib.suppress(Exception):
+            conn.execute("VACUUM")
+
+    def _registered(self, conn: Any) -> list[tuple[str, tuple[int, int, str]]]:
+        # SQLite table names ignore case, so "Memories" is the table registered as "memories"
+        # (files written before this check may hold both rows).
+        rows = conn.execute(
+            f"SELECT name, schema_version, dimensions, metric FROM {_REGISTRY} "
+            "WHERE name = ? COLLATE NOCASE ORDER BY name",
+            (self._name,),
+        ).fetchall()
+        return [(str(name), (int(v), int(d), str(m))) for name, v, d, m in rows]
+
+    def _describe(self, registered_as: str) -> str:
+        if registered_as == self._name:
+            return f"table {self._name!r} in {self._path!r}"
+        return (
+            f"table {self._name!r} in {self._path!r} (SQLite table names ignore case: it is "
+            f"the table {registered_as!r})"
+        )
+
+    def _check_free(self, existing: set[str]) -> None:
+        """Refuse a new table whose name or derived names are taken by other tables."""
+        mine = {self._name.lower(), f"{self._name}_vec".lower()}
+        prefix = f"{self._name}_vec_".lower()
+        taken = sorted(n for n in existing if n in mine or n.startswith(prefix))
+        if taken:
+            raise ConfigurationError(
+                f"SqliteVecStore table {self._name!r}: {self._path!r} already has "
+                f"{', '.join(map(repr, taken))}, which the store would create (it makes "
+                f"{self._name!r} and {self._name + '_vec'!r}); use another table name"
             )
-            conn.execute(
-                f"INSERT INTO {_REGISTRY} (name, schema_version, dimensions, metric) "
-                "VALUES (?, ?, ?, ?)",
-                (self._name, SCHEMA_VERSION, self._dims, self._metric),
-            )
+
+    def _create(self, conn: Any) -> None:
+        conn.execute(
+            f"CREATE TABLE {self._table} ("
+            "pk INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, session TEXT, "
+            "text TEXT NOT NULL DEFAULT '', message TEXT NOT NULL, "
+            "metadata TEXT NOT NULL DEFAULT '{}', "
+            "created_at REAL NOT NULL DEFAULT (unixepoch('subsec')))"
+        )
+        self._create_vec(conn, self._vec)
+        conn.execute(
+            f"INSERT INTO {_REGISTRY} (name, schema_version, dimensions, metric) "
+            "VALUES (?, ?, ?, ?)",
+            (self._name, SCHEMA_VERSION, self._dims, self._metric),
+        )
+
+    def _create_vec(self, conn: Any, name: str) -> None:
+        conn.execute(
+            f"CREATE VIRTUAL TABLE {name} USING vec0("
+            f"session text partition key, embedding float[{self._dims}] "
+            f"distance_metric={self._metric}, chunk_size={_CHUNK_SIZE})"
+        )
+
+    def _upgrade_v1(self, conn: Any) -> None:
+        """Schema 1 -> 2: session-less rows move from the NULL partition to ``_NO_SESSION``.
+
+        sqlite-vec gives every NULL-partition insert a chunk of its own (1,000 session-less
+        vectors took 199 MB), so the vector table is rebuilt rather than updated in place.
+        Runs inside the caller's transaction: on any error the file is left as it was.
+        """
+        conn.execute(
+            "CREATE TEMP TABLE goagent_vec_upgrade AS "
+            f"SELECT rowid AS pk, COALESCE(session, ?) AS session, embedding FROM {self._vec}",
+            (_NO_SESSION,),
+        )
+        conn.execute(f"DROP TABLE {self._vec}")
+        self._create_vec(conn, self._vec)
+        conn.execute(
+            f"INSERT INTO {self._vec} (rowid, session, embedding) "
+            "SELECT pk, session, embedding FROM temp.goagent_vec_upgrade ORDER BY pk"
+        )
+        conn.execute("DROP TABLE temp.goagent_vec_upgrade")
 
     async def aclose(self) -> None:
         """Close the database file. Later calls raise :class:`MemoryStoreError`."""
@@ -249,7 +385,7 @@ class SqliteVecStore:
         conn.execute(f"DELETE FROM {self._vec} WHERE rowid = ?", (pk,))
         conn.execute(
             f"INSERT INTO {self._vec} (rowid, session, embedding) VALUES (?, ?, ?)",
-            (pk, session, blob),
+            (pk, _NO_SESSION if session is None else session, blob),
         )
 
     def _delete_ids(self, conn: Any, ids: Sequence[str]) -> None:
@@ -337,26 +473,33 @@ class SqliteVecStore:
         session = split_session(filter)
         k = options.top_k
         t, v = self._table, self._vec
-        if not filter and k <= _KNN_MAX_K:
-            sql = (
-                f"SELECT t.id, t.message, knn.distance FROM (SELECT rowid, distance FROM {v} "
-                "WHERE embedding MATCH ? AND k = ?"
-                + (" AND session = ?" if session is not None else "")
-                + f") AS knn JOIN {t} AS t ON t.pk = knn.rowid ORDER BY knn.distance, t.id"
-            )
-            params: list[Any] = [blob, k] + ([session] if session is not None else [])
-        else:
-            where, where_params = _where(session, filter)
-            # CROSS JOIN: walk the (filtered) data rows, fetch each vector by rowid.
-            sql = (
-                f"SELECT t.id, t.message, vec_distance_{self._metric}(v.embedding, ?) AS distance "
-                f"FROM {t} AS t CROSS JOIN {v} AS v ON v.rowid = t.pk "
-                f"WHERE {where} ORDER BY distance, t.id LIMIT ?"
-            )
-            params = [blob, *where_params, k]
+        where, where_params = _where(session, filter)
+        # CROSS JOIN: walk the (filtered) data rows, fetch each vector by rowid.
+        scan_sql = (
+            f"SELECT t.id, t.message, vec_distance_{self._metric}(v.embedding, ?) AS distance "
+            f"FROM {t} AS t CROSS JOIN {v} AS v ON v.rowid = t.pk "
+            f"WHERE {where} ORDER BY distance, t.id LIMIT ?"
+        )
+        scan_params = [blob, *where_params, k]
+        # The KNN query picks among entries tied at the k-th distance in storage order; a few
+        # extra rows show whether a tie crosses the boundary, and only then does the exact scan
+        # (ties broken by id, as in every store) run.
+        fetch = min(2 * k + 8, _KNN_MAX_K)
+        knn_sql = (
+            f"SELECT t.id, t.message, knn.distance FROM (SELECT rowid, distance FROM {v} "
+            "WHERE embedding MATCH ? AND k = ?"
+            + (" AND session = ?" if session is not None else "")
+            + f") AS knn JOIN {t} AS t ON t.pk = knn.rowid ORDER BY knn.distance, t.id"
+        )
+        knn_params: list[Any] = [blob, fetch] + ([session] if session is not None else [])
 
         def query(conn: Any) -> list[tuple[str, str, float]]:
-            return list(conn.execute(sql, params).fetchall())
+            if filter or k > _KNN_MAX_K:
+                return list(conn.execute(scan_sql, scan_params).fetchall())
+            rows = list(conn.execute(knn_sql, knn_params).fetchall())
+            if len(rows) > k and rows[k][2] == rows[k - 1][2] and len(rows) == fetch:
+                return list(conn.execute(scan_sql, scan_params).fetchall())
+            return rows[:k]
 
         rows = await self._run(query)
         threshold = options.score_threshold

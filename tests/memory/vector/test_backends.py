@@ -106,9 +106,8 @@ async def test_sqlite_reopen_with_other_dimensions_is_a_clear_error(tmp_path: Pa
     path = tmp_path / "mem.db"
     async with SqliteVecStore(path, dimensions=3) as store:
         await store.upsert("a", [1.0, 0.0, 0.0], msg("a"))
-    async with SqliteVecStore(path, dimensions=4) as store:
-        with pytest.raises(ConfigurationError, match="holds 3-dimensional vectors"):
-            await store.count()
+    with pytest.raises(ConfigurationError, match="holds 3-dimensional vectors"):
+        SqliteVecStore(path, dimensions=4)  # refused at construction: the file exists
     async with SqliteVecStore(path, dimensions=3) as store:
         assert await store.count() == 1
 
@@ -126,9 +125,8 @@ async def test_sqlite_l2_table_records_its_metric_and_refuses_another(tmp_path: 
     assert "distance_metric=l2" in sql
     assert "chunk_size=128" in sql
     assert metric == "l2"
-    async with SqliteVecStore(path, table="notes", dimensions=3) as store:  # cosine
-        with pytest.raises(ConfigurationError, match=r"made with metric='l2'.*metric='cosine'"):
-            await store.search([1.0, 0.0, 0.0])
+    with pytest.raises(ConfigurationError, match=r"made with metric='l2'.*metric='cosine'"):
+        SqliteVecStore(path, table="notes", dimensions=3)  # cosine
     async with SqliteVecStore(path, table="notes", dimensions=3, metric="l2") as store:
         [hit] = await store.search([0.0, 0.0, 0.0])
         assert hit.score == pytest.approx(1 / 6)  # distance 5
@@ -141,9 +139,8 @@ async def test_sqlite_table_of_a_newer_schema_is_refused_untouched(tmp_path: Pat
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE goagent_vector_tables SET schema_version = 99")
     conn.close()
-    async with SqliteVecStore(path, dimensions=3) as store:
-        with pytest.raises(ConfigurationError, match=r"schema version 99, newer .* upgrade"):
-            await store.count()
+    with pytest.raises(ConfigurationError, match=r"schema version 99, newer .* upgrade"):
+        SqliteVecStore(path, dimensions=3)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (1,)
     conn.close()
