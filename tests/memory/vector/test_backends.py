@@ -360,3 +360,27 @@ async def test_in_memory_session_index_follows_deletes_and_replacements() -> Non
     g1 = await store.search([1.0, 0.0], SearchOptions(top_k=500, filter={"session": "g1"}))
     assert len(g1) == 67
     assert all(h.message.metadata["session"] == "g1" for h in g1)
+
+
+@pytest.mark.parametrize("length", [55, 62, 63])
+async def test_pgvector_long_table_names_get_every_index(pg_dsn: str, length: int) -> None:
+    # Issue 21 (5): "<table>_hnsw_idx" past 63 characters was truncated by PostgreSQL, so the
+    # three index names collided (or named the table itself) and the indexes were skipped.
+    import psycopg
+
+    table = f"t_{uuid.uuid4().hex}".ljust(length, "x")
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        async with PgVectorStore(conn, table=table, dimensions=3) as store:
+            await store.upsert("a", [1.0, 0.0, 0.0], msg("a", session="s"))
+        async with PgVectorStore(conn, table=table, dimensions=3) as store:  # reopen: no dupes
+            assert await store.count() == 1
+        cur = await conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", (table,)
+        )
+        rows = await cur.fetchall()
+    defs = " ".join(d for _, d in rows)
+    assert "USING hnsw (embedding vector_cosine_ops)" in defs
+    assert "USING btree (session)" in defs
+    assert "USING gin (metadata jsonb_path_ops)" in defs
+    assert len(rows) == 4  # with the primary key's
+    assert all(len(name) <= 63 for name, _ in rows)
