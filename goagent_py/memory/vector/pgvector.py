@@ -116,6 +116,11 @@ class PgVectorStore:
     ) -> None:
         self._psycopg = _psycopg()
         validate_identifier(table)
+        if table == _REGISTRY:
+            raise ConfigurationError(
+                f"invalid table name {table!r}: it is the store's registry table; use another "
+                "table name"
+            )
         self._name = table
         try:
             self._dims = check_dimensions(dimensions)

@@ -384,3 +384,9 @@ async def test_pgvector_long_table_names_get_every_index(pg_dsn: str, length: in
     assert "USING gin (metadata jsonb_path_ops)" in defs
     assert len(rows) == 4  # with the primary key's
     assert all(len(name) <= 63 for name, _ in rows)
+
+
+def test_pgvector_refuses_the_registry_table_as_its_table() -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(ConfigurationError, match="registry table"):
+        PgVectorStore("postgresql://unused", table="goagent_vector_tables", dimensions=3)
