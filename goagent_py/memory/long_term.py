@@ -11,6 +11,15 @@ other's memories, and an unnamed agent ("" session) sees only unnamed memories.
 
 ``retrieve`` never fails a run for want of text: a query with nothing to embed (an image for a
 text embedder) returns ``[]``.
+
+Provenance: every stored entry records where its text came from under the metadata key
+``"goagent.provenance"`` (:data:`PROVENANCE_KEY`): ``"user"``, ``"assistant"``, ``"tool"``
+(tool output) or ``"retrieved"`` (retrieved passages, e.g. RAG). Tool output and retrieved text
+are untrusted: whoever renders recalled memories into a prompt should mark them so. The value
+follows the message's role, and a caller can only make it less trusted (``store(...,
+provenance="retrieved")`` or the same metadata key), never more: a tool message stays
+``"tool"``. Recalled messages always carry it; entries stored before it existed get it from
+their role.
 """
 
 from __future__ import annotations
@@ -18,24 +27,53 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunk, Chunker, Embedder
+from goagent_py.memory.vector._common import SESSION_KEY
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     SearchOptions,
     UpsertEntry,
     VectorStore,
 )
-from goagent_py.memory.vector.in_memory import SESSION_KEY
 from goagent_py.messages import ContentBlock, Message, ScoredMessage, messages_to_json
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["SESSION_KEY", "LongTermMemory"]
+__all__ = ["PROVENANCE_KEY", "PROVENANCES", "SESSION_KEY", "LongTermMemory", "Provenance"]
+
+PROVENANCE_KEY = "goagent.provenance"
+"""The metadata key of a memory's provenance (see the module docstring)."""
+
+Provenance = Literal["user", "assistant", "tool", "retrieved"]
+"""Where a memory's text came from; ``"tool"`` and ``"retrieved"`` are untrusted."""
+
+PROVENANCES: tuple[Provenance, ...] = ("user", "assistant", "tool", "retrieved")
+
+# How far each provenance is from the user: a message is given the least trusted of its role's
+# and any declared provenance, so a declaration can lower trust but never raise it.
+_DISTRUST: dict[str, int] = {"user": 0, "assistant": 1, "tool": 2, "retrieved": 2}
+_ROLE_PROVENANCE: dict[str, Provenance] = {
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+    "document": "retrieved",
+}
+
+
+def provenance_of(message: Message, declared: str | None = None) -> Provenance:
+    """The provenance to record for ``message``: the least trusted of what its role implies
+    (an unknown role counts as retrieved), its metadata's :data:`PROVENANCE_KEY` and
+    ``declared``; invalid metadata values are ignored."""
+    found: Provenance = _ROLE_PROVENANCE.get(str(message.role), "retrieved")
+    for value in (message.metadata.get(PROVENANCE_KEY), declared):
+        if isinstance(value, str) and _DISTRUST.get(value, -1) >= _DISTRUST[found]:
+            found = value  # type: ignore[assignment]  # checked against _DISTRUST
+    return found
 
 
 @runtime_checkable
@@ -50,6 +88,16 @@ def _bytes_over_four(message: Message) -> int:
 def message_digest(message: Message) -> str:
     """The hex SHA-256 of ``message`` as JSON: the same message always gives the same digest."""
     return hashlib.sha256(messages_to_json([message])).hexdigest()
+
+
+def _with_provenance(scored: ScoredMessage) -> ScoredMessage:
+    """``scored`` with a valid provenance (entries stored before it existed get their role's)."""
+    message = scored.message
+    recorded = message.metadata.get(PROVENANCE_KEY)
+    if isinstance(recorded, str) and recorded in _DISTRUST:
+        return scored
+    message.metadata = {**message.metadata, PROVENANCE_KEY: provenance_of(message)}
+    return scored
 
 
 class LongTermMemory:
@@ -133,19 +181,45 @@ class LongTermMemory:
             return [Chunk(list(message.content), {})]
         return self.chunker.chunk(message.content, {"role": str(message.role)})
 
-    async def store(self, messages: list[Message], *, session: str = "") -> None:
+    async def store(
+        self,
+        messages: list[Message],
+        *,
+        session: str = "",
+        provenance: Provenance | None = None,
+    ) -> None:
         """Store ``messages`` under ``session``; storing the same message again replaces it.
 
         Chunks with nothing the embedder can embed (e.g. an image for a text model) are
         skipped silently. Errors of the embedder or the store propagate.
+
+        Args:
+            messages: what to remember.
+            session: whose memories these are (the agent's name; "" for unnamed).
+            provenance: where the messages' text came from, when it is less trusted than
+                their roles say (e.g. ``"retrieved"`` for passages stored as user messages);
+                recorded under :data:`PROVENANCE_KEY` (see the module docstring).
+
+        Raises:
+            ConfigurationError: ``provenance`` is not one of :data:`PROVENANCES`.
         """
+        if provenance is not None and provenance not in _DISTRUST:
+            raise ConfigurationError(
+                f"provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}"
+            )
         pending: list[tuple[str, Message]] = []
         for message in messages:
             digest = message_digest(message)
+            origin = provenance_of(message, provenance)
             for index, chunk in enumerate(self._chunks(message)):
                 if not chunk.blocks:
                     continue
-                metadata = {**message.metadata, **chunk.metadata, SESSION_KEY: session}
+                metadata = {
+                    **message.metadata,
+                    **chunk.metadata,
+                    SESSION_KEY: session,
+                    PROVENANCE_KEY: origin,
+                }
                 stored = Message(
                     message.role,
                     list(chunk.blocks),
@@ -243,7 +317,7 @@ class LongTermMemory:
             score_threshold=threshold,
             filter={**(filter or {}), SESSION_KEY: session},
         )
-        found = await self.vector_store.search(vector, options)
+        found = [_with_provenance(s) for s in await self.vector_store.search(vector, options)]
         budget = token_budget if token_budget is not None else self.token_budget
         return self._within_budget(found, budget)
 

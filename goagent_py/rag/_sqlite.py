@@ -18,8 +18,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from goagent_py._sqlite import transaction as _transaction
 from goagent_py.errors import ConfigurationError, GoAgentError, MemoryStoreError
-from goagent_py.memory.vector.sqlite_vec import _transaction
 
 T = TypeVar("T")
 
@@ -28,9 +28,9 @@ T = TypeVar("T")
 def driver() -> Any:
     """The sqlite3 module to use (see the module docstring)."""
     try:
-        from goagent_py.memory.vector.sqlite_vec import _driver
+        from goagent_py._sqlite import vec_driver
 
-        return _driver()
+        return vec_driver()
     except (ImportError, GoAgentError):
         pass
     errors = []
@@ -55,7 +55,7 @@ def driver() -> Any:
 
 def validate_identifier(name: str, *, what: str = "table name") -> str:
     """``name`` quoted for SQL after checking it is a plain identifier (see ``SqliteVecStore``)."""
-    from goagent_py.memory.vector.sqlite_vec import validate_identifier as check
+    from goagent_py.memory.vector._common import validate_identifier as check
 
     return check(name, what=what)
 

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from goagent_py.errors import ConfigurationError
-from goagent_py.memory.vector.in_memory import check_filter, metadata_matches
-from goagent_py.memory.vector.sqlite_vec import filter_sql
+from goagent_py.memory.vector._common import check_filter, filter_sql, metadata_matches
 from goagent_py.rag._sqlite import SqliteTable, Transaction, validate_identifier
 
 __all__ = [

@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder
+from goagent_py.memory.vector._common import check_filter
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     SearchOptions,
     UpsertEntry,
     VectorStore,
 )
-from goagent_py.memory.vector.in_memory import check_filter
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock
 from goagent_py.rag._chunks import Prepared, prepare
 from goagent_py.rag._search import SearchMode

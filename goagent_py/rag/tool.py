@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from goagent_py.errors import ConfigurationError, ToolArgumentsError
-from goagent_py.memory.vector.in_memory import check_filter
+from goagent_py.memory.vector._common import check_filter
 from goagent_py.messages import ContentBlock
 from goagent_py.rag.format import format_passages
 from goagent_py.tools import ToolDefinition, validate_tool_name

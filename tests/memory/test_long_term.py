@@ -224,7 +224,12 @@ async def test_chunker_chunks_are_stored_with_their_metadata() -> None:
     assert await store.count() == 2
     found = await m.retrieve([TextBlock("yellow blue")], top_k=1, session="s")
     assert found[0].message.text == "blue yellow"
-    assert found[0].message.metadata == {"role": "user", "chunk_index": 1, "session": "s"}
+    assert found[0].message.metadata == {
+        "role": "user",
+        "chunk_index": 1,
+        "session": "s",
+        "goagent.provenance": "user",
+    }
     assert found[0].id.endswith(":1")
 
 

@@ -181,6 +181,43 @@ async def test_sqlite_corrupted_row_names_session_and_row(
     assert "delete that row or clear the session" in message
 
 
+async def test_sqlite_rows_valid_only_when_joined_are_refused(tmp_path: Path) -> None:
+    # Issue 21 (7): one message split over two rows parsed as valid when the rows were joined.
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path, session_id="s") as storage:
+        await storage.append([user_message("one"), user_message("two")])
+    with sqlite3.connect(path) as conn:
+        first, second = (r[0] for r in conn.execute("SELECT message FROM goagent_messages"))
+        cut = second.index(",")  # after the first field of the second message
+        conn.execute(
+            "UPDATE goagent_messages SET message = ? WHERE seq = 0", (f"{first},{second[:cut]}",)
+        )
+        conn.execute("UPDATE goagent_messages SET message = ? WHERE seq = 1", (second[cut + 1 :],))
+    conn.close()
+    async with SQLiteStorage(path, session_id="s") as storage:
+        with pytest.raises(MemoryStoreError, match=r"'s'.*seq=0.*corrupted"):
+            await storage.load()
+
+
+async def test_sqlite_broken_utf8_names_session_and_row(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path, session_id="s-9") as storage:
+        await storage.append([user_message("a"), user_message("b"), user_message("c")])
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE goagent_messages SET message = CAST(? AS TEXT) WHERE seq = 2",
+            (b'{"role": "user", "content": [{"type": "text", "text": "\xff\xfe"}]}',),
+        )
+        (kind,) = conn.execute(
+            "SELECT typeof(message) FROM goagent_messages WHERE seq = 2"
+        ).fetchone()
+    conn.close()
+    assert kind == "text"
+    async with SQLiteStorage(path, session_id="s-9") as storage:
+        with pytest.raises(MemoryStoreError, match=r"'s-9'.*seq=2.*utf-8"):
+            await storage.load()
+
+
 async def test_sqlite_not_a_database(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite" * 100)

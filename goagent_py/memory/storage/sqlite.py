@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
+from goagent_py._sqlite import transaction
 from goagent_py.errors import ConfigurationError, MemoryStoreError
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -143,17 +144,11 @@ class SQLiteStorage:
                 f"{self._where()}: the file has schema version {version}, newer than this "
                 f"goagent-py understands ({SCHEMA_VERSION}); upgrade goagent-py"
             )
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             # Another process may have created the schema while we waited for the lock.
             if self._version(conn) < SCHEMA_VERSION:
                 conn.execute(_SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
     @staticmethod
     def _version(conn: sqlite3.Connection) -> int:
@@ -181,37 +176,34 @@ class SQLiteStorage:
                 the session and the row's ``seq``).
         """
 
-        def rows(conn: sqlite3.Connection) -> list[tuple[int, object]]:
+        def rows(conn: sqlite3.Connection) -> list[tuple[int, str, bytes]]:
+            # As bytes, decoded per row below: sqlite3 decoding a broken row itself would fail
+            # the whole query without saying which row.
             cursor = conn.execute(
-                f"SELECT seq, message FROM {_TABLE} WHERE session_id = ? ORDER BY seq",
+                f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
+                "WHERE session_id = ? ORDER BY seq",
                 (self.session_id,),
             )
-            return [(int(seq), raw) for seq, raw in cursor.fetchall()]
+            return [(int(seq), str(kind), bytes(raw or b"")) for seq, kind, raw in cursor]
 
         found = await self._call(rows)
         if not found:
             return []
         return await asyncio.to_thread(self._parse, found)
 
-    def _parse(self, rows: list[tuple[int, object]]) -> list[Message]:
-        texts = [raw for _, raw in rows]
-        if all(isinstance(t, str) for t in texts):
-            try:
-                messages = messages_from_json("[" + ",".join(texts) + "]")  # type: ignore[arg-type]
-            except ValueError:  # pydantic's ValidationError; find the row below
-                pass
-            else:
-                if len(messages) == len(rows):
-                    return messages
+    def _parse(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
+        # Each row is parsed alone: rows that are only valid JSON when joined (one message
+        # split over two rows) must not be re-split into other messages.
         out: list[Message] = []
-        for seq, raw in rows:
+        for seq, kind, raw in rows:
             try:
-                if not isinstance(raw, str):
-                    raise TypeError(f"expected JSON text, found {type(raw).__name__}")
-                parsed = messages_from_json("[" + raw + "]")
+                if kind != "text":
+                    raise TypeError(f"expected JSON text, found a SQLite {kind} (bytes)")
+                text = raw.decode("utf-8")
+                parsed = messages_from_json("[" + text + "]")
                 if len(parsed) != 1:
                     raise ValueError(f"the row holds {len(parsed)} messages instead of one")
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
                 raise MemoryStoreError(
                     f"{self._where()}: the stored message with seq={seq} (table {_TABLE}) is "
                     f"corrupted and cannot be read: {_summary(exc)}; delete that row or clear "
@@ -241,8 +233,7 @@ class SQLiteStorage:
         now = time.time()
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(conn):
                 (start,) = conn.execute(
                     f"SELECT COALESCE(MAX(seq) + 1, 0) FROM {_TABLE} WHERE session_id = ?",
                     (self.session_id,),
@@ -252,11 +243,6 @@ class SQLiteStorage:
                     "VALUES (?, ?, ?, ?)",
                     [(self.session_id, start + i, row, now) for i, row in enumerate(rows)],
                 )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
 
         await self._call(write)
 

@@ -1,4 +1,5 @@
-"""Vector stores: one interface, backends from in-memory to sqlite-vec, pgvector and qdrant.
+"""Vector stores: one interface, backends from in-memory to sqlite-vec, pgvector, qdrant and
+Chroma.
 
 Importing this package stays light: numpy and each backend's driver load on first use.
 """
@@ -13,6 +14,7 @@ from goagent_py.memory.vector.base import (
     Vector,
     VectorStore,
 )
+from goagent_py.memory.vector.chroma import ChromaStore
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
 from goagent_py.memory.vector.observable import (
     ObservableStore,
@@ -25,6 +27,7 @@ from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
 
 __all__ = [
     "BulkVectorStore",
+    "ChromaStore",
     "CountableStore",
     "InMemoryVectorStore",
     "Metric",

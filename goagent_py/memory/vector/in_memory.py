@@ -5,23 +5,27 @@ distance, from one matrix product over the candidate rows and a partition for th
 Metadata filters are exact equality on every key (AND); the session of long-term memory is one
 such key.
 
-This module also holds the checks every backend shares (vectors, filters), so each store
-rejects the same bad input with the same message. numpy is imported on first use, so importing
-this module (e.g. from a package ``__init__``) stays light.
+numpy is imported on first use, so importing this module (e.g. from a package ``__init__``)
+stays light.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import math
-import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from goagent_py.errors import ConfigurationError
+from goagent_py.memory.vector._common import (
+    FilterValue,
+    as_vector,
+    check_dimensions,
+    check_filter,
+    metadata_matches,
+    session_of,
+    split_session,
+)
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -30,162 +34,13 @@ from goagent_py.memory.vector.base import (
     check_metric,
     score_of,
 )
-from goagent_py.messages import Message, ScoredMessage, messages_to_json
+from goagent_py.messages import Message, ScoredMessage
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
 __all__ = ["InMemoryVectorStore"]
-
-SESSION_KEY = "session"
-"""The metadata key long-term memory stores the session (agent name) under."""
-
-_FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,63}")
-
-FilterValue = str | int | float | bool
-
-
-def as_vector(
-    vector: Vector, dimensions: int | None, *, what: str = "vector", metric: Metric = "cosine"
-) -> NDArray[np.float32]:
-    """``vector`` as a fresh 1-D float32 array, checked: finite, ``dimensions`` long, and for
-    the cosine metric not all zeros.
-
-    Raises:
-        ConfigurationError: the vector is empty, not 1-D, has NaN/inf, is all zeros under
-            cosine (which is undefined for it), or has the wrong number of dimensions.
-    """
-    import numpy as np
-
-    try:
-        arr = np.array(vector, dtype=np.float32, copy=True)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"{what} must be a sequence of numbers: {exc}") from exc
-    if arr.ndim != 1 or arr.size == 0:
-        raise ConfigurationError(
-            f"{what} must be a non-empty 1-D sequence of numbers, got shape {arr.shape}"
-        )
-    if dimensions is not None and arr.shape[0] != dimensions:
-        raise ConfigurationError(
-            f"{what} has {arr.shape[0]} dimensions but the store holds {dimensions}-dimensional "
-            "vectors; use the same embedder (and dimensions) for storing and searching"
-        )
-    if not np.isfinite(arr).all():
-        raise ConfigurationError(f"{what} contains NaN or infinite values")
-    if metric == "cosine" and not np.any(arr):
-        raise ConfigurationError(f"{what} is all zeros; cosine similarity is undefined for it")
-    return arr
-
-
-def check_dimensions(dimensions: int) -> int:
-    """Validate a store's ``dimensions`` argument."""
-    if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions <= 0:
-        raise ConfigurationError(f"dimensions must be a positive int, got {dimensions!r}")
-    return dimensions
-
-
-def check_filter(filter: Mapping[str, Any] | None) -> dict[str, FilterValue]:
-    """Validate a metadata filter: keys like identifiers, values str/int/float/bool (finite).
-
-    Raises:
-        ConfigurationError: a key or value that no backend can match exactly.
-    """
-    if not filter:
-        return {}
-    out: dict[str, FilterValue] = {}
-    for key, value in filter.items():
-        if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
-            raise ConfigurationError(
-                f"filter key {key!r} is not supported: use letters, digits, '_' or '-' "
-                "(starting with a letter or '_', at most 64 characters)"
-            )
-        if not isinstance(value, str | int | float):
-            raise ConfigurationError(
-                f"filter value for {key!r} must be a str, int, float or bool, "
-                f"got {type(value).__name__}"
-            )
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigurationError(f"filter value for {key!r} must be finite, got {value!r}")
-        if isinstance(value, str) and "\x00" in value:
-            raise ConfigurationError(f"filter value for {key!r} must not contain NUL characters")
-        out[key] = value
-    return out
-
-
-def value_matches(actual: Any, expected: FilterValue) -> bool:
-    """JSON-style equality: bools only equal bools, numbers compare numerically, str exactly."""
-    if isinstance(expected, bool):
-        return isinstance(actual, bool) and actual is expected
-    if isinstance(expected, int | float):
-        return (
-            isinstance(actual, int | float) and not isinstance(actual, bool) and actual == expected
-        )
-    return isinstance(actual, str) and actual == expected
-
-
-def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, FilterValue]) -> bool:
-    """Whether ``metadata`` has every key of ``filter`` with an equal value."""
-    return all(k in metadata and value_matches(metadata[k], v) for k, v in filter.items())
-
-
-@dataclass(slots=True, frozen=True)
-class SerializedEntry:
-    """An upsert entry checked and serialized for a persistent store."""
-
-    id: str
-    vector: NDArray[np.float32]
-    session: str | None
-    text: str
-    message: str  # the message as JSON (messages_to_json)
-    metadata: str  # the metadata as JSON
-
-
-def serialize_entries(
-    entries: Sequence[UpsertEntry], dimensions: int, metric: Metric
-) -> list[SerializedEntry]:
-    """Check every entry (id, vector, session, JSON metadata) and serialize it, all before a
-    store writes anything, so a bad entry leaves the store as it was.
-
-    Raises:
-        ConfigurationError: an empty id, a bad vector, or metadata that is not JSON data.
-    """
-    out = []
-    for e in entries:
-        if not isinstance(e.id, str) or not e.id:
-            raise ConfigurationError(f"entry id must be a non-empty str, got {e.id!r}")
-        vector = as_vector(e.vector, dimensions, what=f"vector of entry {e.id!r}", metric=metric)
-        session = session_of(e.message.metadata)
-        try:
-            metadata = json.dumps(e.message.metadata, allow_nan=False)
-            message = messages_to_json([e.message]).decode()
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"entry {e.id!r}: metadata must be JSON data: {exc}") from exc
-        out.append(SerializedEntry(e.id, vector, session, e.message.text, message, metadata))
-    return out
-
-
-def split_session(filter: dict[str, FilterValue]) -> str | None:
-    """Take the session name out of a checked ``filter`` and return it (None if it has none).
-
-    Only a str ``session`` is a session name (a store's session column or partition); any
-    other value stays in ``filter``, to be matched in the metadata like every other key.
-    """
-    session = filter.get(SESSION_KEY)
-    if isinstance(session, str):
-        del filter[SESSION_KEY]
-        return session
-    return None
-
-
-def session_of(metadata: Mapping[str, Any]) -> str | None:
-    """The session stored in ``metadata``, or None when it has no string session."""
-    value = metadata.get(SESSION_KEY)
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ConfigurationError("the session metadata value must not contain NUL characters")
-        return value
-    return None
 
 
 class InMemoryVectorStore:

@@ -16,12 +16,21 @@ there are that many.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py.memory.vector._common import (
+    as_vector,
+    check_dimensions,
+    check_filter,
+    serialize_entries,
+    split_session,
+    validate_identifier,
+)
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -32,14 +41,6 @@ from goagent_py.memory.vector.base import (
     max_distance,
     score_of,
 )
-from goagent_py.memory.vector.in_memory import (
-    as_vector,
-    check_dimensions,
-    check_filter,
-    serialize_entries,
-    split_session,
-)
-from goagent_py.memory.vector.sqlite_vec import validate_identifier
 from goagent_py.messages import Message, ScoredMessage, messages_from_json
 
 if TYPE_CHECKING:
@@ -61,6 +62,20 @@ def _psycopg() -> Any:
     except ImportError as exc:
         raise MissingExtraError("psycopg", "postgres", feature="PgVectorStore") from exc
     return psycopg
+
+
+_MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1: longer names are silently truncated
+
+
+def _index_name(table: str, suffix: str) -> str:
+    """``<table>_<suffix>``, or when that is too long for PostgreSQL, the table name cut short
+    plus a hash of the full name (deterministic, so reopening finds the same index)."""
+    name = f"{table}_{suffix}"
+    if len(name) <= _MAX_IDENTIFIER:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    keep = _MAX_IDENTIFIER - len(suffix) - len(digest) - 2
+    return f"{table[:keep]}_{digest}_{suffix}"
 
 
 def _literal(vector: NDArray[np.float32]) -> str:
@@ -101,6 +116,11 @@ class PgVectorStore:
     ) -> None:
         self._psycopg = _psycopg()
         validate_identifier(table)
+        if table == _REGISTRY:
+            raise ConfigurationError(
+                f"invalid table name {table!r}: it is the store's registry table; use another "
+                "table name"
+            )
         self._name = table
         try:
             self._dims = check_dimensions(dimensions)
@@ -142,9 +162,9 @@ class PgVectorStore:
         ident = sql.Identifier
         return sql.SQL(template).format(
             t=ident(self._name),
-            hnsw=ident(f"{self._name}_hnsw_idx"),
-            sess=ident(f"{self._name}_session_idx"),
-            meta=ident(f"{self._name}_metadata_idx"),
+            hnsw=ident(_index_name(self._name, "hnsw_idx")),
+            sess=ident(_index_name(self._name, "session_idx")),
+            meta=ident(_index_name(self._name, "metadata_idx")),
             reg=ident(_REGISTRY),
         )
 
@@ -181,15 +201,38 @@ class PgVectorStore:
                     metric=self._metric,
                     schema_version=SCHEMA_VERSION,
                 )
-                return
-            await conn.execute(
-                self._sql(
-                    "CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, session TEXT, "
-                    f"embedding vector({self._dims}) NOT NULL, text TEXT NOT NULL DEFAULT '', "
-                    "message TEXT NOT NULL, metadata JSONB NOT NULL DEFAULT '{{}}', "
-                    "created_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            else:
+                await conn.execute(
+                    self._sql(
+                        "CREATE TABLE IF NOT EXISTS {t} (id TEXT PRIMARY KEY, session TEXT, "
+                        f"embedding vector({self._dims}) NOT NULL, text TEXT NOT NULL "
+                        "DEFAULT '', message TEXT NOT NULL, metadata JSONB NOT NULL DEFAULT "
+                        "'{{}}', created_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                    )
                 )
-            )
+                await conn.execute(
+                    self._sql(
+                        "INSERT INTO {reg} (name, schema_version, dimensions, metric) "
+                        "VALUES (%s, %s, %s, %s)"
+                    ),
+                    (self._name, SCHEMA_VERSION, self._dims, self._metric),
+                )
+            await self._ensure_indexes(conn)
+
+    async def _ensure_indexes(self, conn: Any) -> None:
+        """Create whichever of the three indexes the table lacks.
+
+        Looked up by what they index, not by name: tables made before index names were
+        shortened (62-63-character table names) got their names truncated by PostgreSQL, so
+        at most one index, and for 63 characters none, was made.
+        """
+        cur = await conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = %s",
+            (self._name,),
+        )
+        defs = [str(r[0]) for r in await cur.fetchall()]
+        if not any("USING hnsw (embedding" in d for d in defs):
             await conn.execute(
                 self._sql(
                     "CREATE INDEX IF NOT EXISTS {hnsw} ON {t} USING hnsw "
@@ -197,18 +240,13 @@ class PgVectorStore:
                     f"ef_construction = {self._ef})"
                 )
             )
+        if not any("USING btree (session)" in d for d in defs):
             await conn.execute(self._sql("CREATE INDEX IF NOT EXISTS {sess} ON {t} (session)"))
+        if not any("USING gin (metadata" in d for d in defs):
             await conn.execute(
                 self._sql(
                     "CREATE INDEX IF NOT EXISTS {meta} ON {t} USING gin (metadata jsonb_path_ops)"
                 )
-            )
-            await conn.execute(
-                self._sql(
-                    "INSERT INTO {reg} (name, schema_version, dimensions, metric) "
-                    "VALUES (%s, %s, %s, %s)"
-                ),
-                (self._name, SCHEMA_VERSION, self._dims, self._metric),
             )
 
     async def _with_conn(self, work: Any) -> Any:

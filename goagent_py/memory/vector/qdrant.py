@@ -15,6 +15,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py.memory.vector._common import (
+    FilterValue,
+    as_vector,
+    check_dimensions,
+    check_filter,
+    serialize_entries,
+    validate_identifier,
+)
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -24,14 +32,6 @@ from goagent_py.memory.vector.base import (
     max_distance,
     score_of,
 )
-from goagent_py.memory.vector.in_memory import (
-    FilterValue,
-    as_vector,
-    check_dimensions,
-    check_filter,
-    serialize_entries,
-)
-from goagent_py.memory.vector.sqlite_vec import validate_identifier
 from goagent_py.messages import Message, ScoredMessage, messages_from_json
 
 if TYPE_CHECKING:

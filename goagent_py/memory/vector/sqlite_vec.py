@@ -22,16 +22,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import importlib
 import os
 import re
 import threading
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py._sqlite import connect_vec, transaction, vec_driver
+from goagent_py.errors import ConfigurationError, MemoryStoreError
+from goagent_py.memory.vector._common import (
+    FilterValue,
+    as_vector,
+    check_dimensions,
+    check_filter,
+    filter_sql,
+    serialize_entries,
+    split_session,
+    validate_identifier,
+)
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -47,13 +57,16 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from goagent_py.memory.vector.in_memory import FilterValue
+__all__ = ["SqliteVecStore"]
 
-__all__ = ["SqliteVecStore", "validate_identifier"]
-
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: session-less rows in the NULL partition; 2: in the ``_NO_SESSION`` partition."""
 _REGISTRY = "goagent_vector_tables"
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+# The partition of entries without a session. Not NULL: sqlite-vec allocates a new chunk for
+# every NULL-partition insert (issue 19: 1,000 session-less vectors made a 199 MB file). A NUL
+# character, because no session name can contain one (session_of refuses it), so no session
+# shares this partition; sqlite-vec compares partition keys by length and bytes.
+_NO_SESSION = "\x00"
 _KNN_MAX_K = 4096  # sqlite-vec's limit on k in one KNN query
 # Vectors per vec0 chunk. sqlite-vec allocates whole chunks per partition (session), and its
 # default of 1024 costs 1.5 MB per session at 384 dimensions; search speed is the same.
@@ -62,109 +75,8 @@ _CHUNK_SIZE = 128
 T = TypeVar("T")
 
 
-def validate_identifier(name: str, *, what: str = "table name") -> str:
-    """``name`` quoted for SQL, after checking it against ``[A-Za-z_][A-Za-z0-9_]{0,62}``.
-
-    Raises:
-        ConfigurationError: the name is not a plain identifier.
-    """
-    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
-        raise ConfigurationError(
-            f"invalid {what} {name!r}: use letters, digits and '_', starting with a letter or "
-            "'_', at most 63 characters"
-        )
-    return f'"{name}"'
-
-
-@functools.cache
-def _driver() -> Any:
-    """The first sqlite3 module that can load sqlite-vec (stdlib, pysqlite3, sqlean)."""
-    try:
-        sqlite_vec = importlib.import_module("sqlite_vec")
-    except ImportError as exc:
-        raise MissingExtraError("sqlite-vec", "vector", feature="SqliteVecStore") from exc
-    import sqlite3
-
-    candidates: list[Any] = []
-    if hasattr(sqlite3.Connection, "enable_load_extension"):
-        candidates.append(sqlite3)
-    for name in ("pysqlite3.dbapi2", "sqlean"):
-        with contextlib.suppress(ImportError):
-            candidates.append(importlib.import_module(name))
-    errors = []
-    for module in candidates:
-        try:
-            conn = module.connect(":memory:")
-            try:
-                conn.enable_load_extension(True)
-                sqlite_vec.load(conn)
-                conn.enable_load_extension(False)
-                conn.execute("SELECT vec_version()").fetchone()
-            finally:
-                conn.close()
-        except Exception as exc:
-            errors.append(f"{module.__name__}: {exc}")
-            continue
-        return module
-    tried = "; ".join(errors) or "this Python's sqlite3 cannot load extensions"
-    raise ConfigurationError(
-        "SqliteVecStore needs a sqlite3 module that can load the sqlite-vec extension "
-        f'({tried}). Install one: pip install "goagent-py[vector]" (brings pysqlite3-binary '
-        "on Linux) or pip install sqlean.py"
-    )
-
-
-def _connect(path: str) -> Any:
-    sqlite_vec = importlib.import_module("sqlite_vec")
-
-    conn = _driver().connect(path, isolation_level=None, check_same_thread=False)
-    try:
-        conn.enable_load_extension(True)
-        try:
-            sqlite_vec.load(conn)
-        finally:
-            conn.enable_load_extension(False)
-        conn.execute("PRAGMA busy_timeout = 5000")
-        conn.execute("PRAGMA journal_mode = WAL")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
 def _blob(vector: NDArray[np.float32]) -> bytes:
     return vector.astype("<f4", copy=False).tobytes()
-
-
-def _json_path(key: str) -> str:
-    return f'$."{key}"'  # keys are checked by check_filter: no quotes or dots inside
-
-
-def filter_sql(
-    filter: Mapping[str, FilterValue], *, alias: str = "t"
-) -> tuple[list[str], list[Any]]:
-    """SQL conditions on ``<alias>.metadata`` with JSON equality (bools are not numbers).
-
-    Shared by every table that keeps metadata as JSON in one SQLite file (the vector store and
-    the RAG keyword index). ``alias`` is a fixed table alias, never user input.
-    """
-    column = f"{alias}.metadata"
-    conds: list[str] = []
-    params: list[Any] = []
-    for key, value in filter.items():
-        path = _json_path(key)
-        if isinstance(value, bool):
-            conds.append(f"json_type({column}, ?) = ?")
-            params += [path, "true" if value else "false"]
-        elif isinstance(value, int | float):
-            conds.append(
-                f"json_type({column}, ?) IN ('integer', 'real') AND json_extract({column}, ?) = ?"
-            )
-            params += [path, path, value]
-        else:
-            conds.append(f"json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?")
-            params += [path, path, value]
-    return conds, params
 
 
 def _where(session: str | None, filter: Mapping[str, FilterValue]) -> tuple[str, list[Any]]:
@@ -174,6 +86,32 @@ def _where(session: str | None, filter: Mapping[str, FilterValue]) -> tuple[str,
         conds.insert(0, "t.session = ?")
         params.insert(0, session)
     return " AND ".join(conds) or "1", params
+
+
+def _check_table_name(table: str) -> None:
+    """Refuse names SQLite reserves or that collide with a store's derived names."""
+    lower = table.lower()
+    if lower.startswith("sqlite_"):
+        raise ConfigurationError(
+            f"invalid table name {table!r}: names starting with 'sqlite_' are reserved for "
+            "SQLite's own tables; use another table name"
+        )
+    if lower == _REGISTRY:
+        raise ConfigurationError(
+            f"invalid table name {table!r}: it is the store's registry table; use another "
+            "table name"
+        )
+    if re.search(r"_vec(_|$)", lower):
+        raise ConfigurationError(
+            f"invalid table name {table!r}: a store on table 'x' also makes 'x_vec' and "
+            "'x_vec_*', so names ending in '_vec' or containing '_vec_' could be another "
+            "store's; use another table name"
+        )
+
+
+def _names(conn: Any) -> set[str]:
+    """The lower-cased names of every table, view and index in the main schema."""
+    return {str(n).lower() for (n,) in conn.execute("SELECT name FROM sqlite_master")}
 
 
 class SqliteVecStore:
@@ -190,9 +128,12 @@ class SqliteVecStore:
             for the Euclidean distance ``d``); must match what the table was created with.
 
     Raises:
-        ConfigurationError: a bad table name, dimensions or metric (also when they differ from
-            those the table was created with, on first use), or no sqlite3 module here can load
-            extensions (the message says what to install).
+        ConfigurationError: a bad table name (not a plain identifier, reserved by SQLite or
+            the store, ending in ``_vec`` or containing ``_vec_``, or taken in the file by a
+            table the store did not make), dimensions or metric (also when they differ from
+            those the table was created with; checked at construction when the file exists,
+            else on first use), or no sqlite3 module here can load extensions (the message
+            says what to install).
         MissingExtraError: sqlite-vec is not installed (``pip install "goagent-py[vector]"``).
     """
 
@@ -204,9 +145,8 @@ class SqliteVecStore:
         dimensions: int,
         metric: Metric = "cosine",
     ) -> None:
-        from goagent_py.memory.vector.in_memory import check_dimensions
-
         self._table = validate_identifier(table)
+        _check_table_name(table)
         self._vec = f'"{table}_vec"'
         self._name = table
         try:
@@ -215,7 +155,8 @@ class SqliteVecStore:
             raise ConfigurationError(str(exc)) from None
         self._metric = check_metric(metric)
         self._path = os.fspath(path)
-        _driver()  # fail at construction, not on first use, when the setup can't work
+        vec_driver()  # fail at construction, not on first use, when the setup can't work
+        self._peek()
         self._lock = threading.Lock()
         self._conn: Any = None
         self._closed = False
@@ -238,6 +179,37 @@ class SqliteVecStore:
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    def _peek(self) -> None:
+        """Check an existing file at construction (read-only): a table of another shape under
+        this name, or other dimensions or metric, fail now rather than on first write."""
+        if self._path == ":memory:" or self._path.startswith("file:"):
+            return
+        if not os.path.isfile(self._path) or os.path.getsize(self._path) == 0:
+            return
+        try:
+            conn = vec_driver().connect(
+                f"file:{urllib.parse.quote(os.path.abspath(self._path))}?mode=ro", uri=True
+            )
+        except Exception:
+            return  # opening for real reports it, with the translation of _locked
+        try:
+            names = _names(conn)
+            registered = self._registered(conn) if _REGISTRY in names else []
+        except Exception:
+            return
+        finally:
+            conn.close()
+        if not registered:
+            self._check_free(names)
+        for name, row in registered:
+            check_registered(
+                self._describe(name),
+                row,
+                dimensions=self._dims,
+                metric=self._metric,
+                schema_version=SCHEMA_VERSION,
+            )
+
     async def _run(self, fn: Callable[[Any], T]) -> T:
         return await asyncio.to_thread(self._locked, fn)
 
@@ -247,7 +219,7 @@ class SqliteVecStore:
                 raise MemoryStoreError(f"{self!r} is closed")
             if self._conn is None:
                 try:
-                    conn = _connect(self._path)
+                    conn = connect_vec(self._path)
                     try:
                         self._migrate(conn)
                     except BaseException:
@@ -266,43 +238,108 @@ class SqliteVecStore:
                 raise MemoryStoreError(f"{self!r}: {exc}") from exc
 
     def _migrate(self, conn: Any) -> None:
-        t, v = self._table, self._vec
-        with _transaction(conn):
+        with transaction(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {_REGISTRY} (name TEXT PRIMARY KEY, "
                 "schema_version INTEGER NOT NULL, dimensions INTEGER NOT NULL, "
                 "metric TEXT NOT NULL)"
             )
-            row = conn.execute(
-                f"SELECT schema_version, dimensions, metric FROM {_REGISTRY} WHERE name = ?",
-                (self._name,),
-            ).fetchone()
-            if row is not None:
+            registered = self._registered(conn)
+            if not registered:
+                self._check_free(_names(conn))
+                self._create(conn)
+                return
+            for name, row in registered:
                 check_registered(
-                    f"table {self._name!r} in {self._path!r}",
+                    self._describe(name),
                     row,
                     dimensions=self._dims,
                     metric=self._metric,
                     schema_version=SCHEMA_VERSION,
                 )
+            if min(row[0] for _, row in registered) >= SCHEMA_VERSION:
                 return
+            self._upgrade_v1(conn)
             conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {t} ("
-                "pk INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, session TEXT, "
-                "text TEXT NOT NULL DEFAULT '', message TEXT NOT NULL, "
-                "metadata TEXT NOT NULL DEFAULT '{}', "
-                "created_at REAL NOT NULL DEFAULT (unixepoch('subsec')))"
+                f"UPDATE {_REGISTRY} SET schema_version = ? WHERE name = ? COLLATE NOCASE",
+                (SCHEMA_VERSION, self._name),
             )
-            conn.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {v} USING vec0("
-                f"session text partition key, embedding float[{self._dims}] "
-                f"distance_metric={self._metric}, chunk_size={_CHUNK_SIZE})"
+        # The rebuild freed the old chunks; give the space back (best effort: another
+        # connection reading the file makes VACUUM fail, and the pages are reused anyway).
+        with contextlib.suppress(Exception):
+            conn.execute("VACUUM")
+
+    def _registered(self, conn: Any) -> list[tuple[str, tuple[int, int, str]]]:
+        # SQLite table names ignore case, so "Memories" is the table registered as "memories"
+        # (files written before this check may hold both rows).
+        rows = conn.execute(
+            f"SELECT name, schema_version, dimensions, metric FROM {_REGISTRY} "
+            "WHERE name = ? COLLATE NOCASE ORDER BY name",
+            (self._name,),
+        ).fetchall()
+        return [(str(name), (int(v), int(d), str(m))) for name, v, d, m in rows]
+
+    def _describe(self, registered_as: str) -> str:
+        if registered_as == self._name:
+            return f"table {self._name!r} in {self._path!r}"
+        return (
+            f"table {self._name!r} in {self._path!r} (SQLite table names ignore case: it is "
+            f"the table {registered_as!r})"
+        )
+
+    def _check_free(self, existing: set[str]) -> None:
+        """Refuse a new table whose name or derived names are taken by other tables."""
+        mine = {self._name.lower(), f"{self._name}_vec".lower()}
+        prefix = f"{self._name}_vec_".lower()
+        taken = sorted(n for n in existing if n in mine or n.startswith(prefix))
+        if taken:
+            raise ConfigurationError(
+                f"SqliteVecStore table {self._name!r}: {self._path!r} already has "
+                f"{', '.join(map(repr, taken))}, which the store would create (it makes "
+                f"{self._name!r} and {self._name + '_vec'!r}); use another table name"
             )
-            conn.execute(
-                f"INSERT INTO {_REGISTRY} (name, schema_version, dimensions, metric) "
-                "VALUES (?, ?, ?, ?)",
-                (self._name, SCHEMA_VERSION, self._dims, self._metric),
-            )
+
+    def _create(self, conn: Any) -> None:
+        conn.execute(
+            f"CREATE TABLE {self._table} ("
+            "pk INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, session TEXT, "
+            "text TEXT NOT NULL DEFAULT '', message TEXT NOT NULL, "
+            "metadata TEXT NOT NULL DEFAULT '{}', "
+            "created_at REAL NOT NULL DEFAULT (unixepoch('subsec')))"
+        )
+        self._create_vec(conn, self._vec)
+        conn.execute(
+            f"INSERT INTO {_REGISTRY} (name, schema_version, dimensions, metric) "
+            "VALUES (?, ?, ?, ?)",
+            (self._name, SCHEMA_VERSION, self._dims, self._metric),
+        )
+
+    def _create_vec(self, conn: Any, name: str) -> None:
+        conn.execute(
+            f"CREATE VIRTUAL TABLE {name} USING vec0("
+            f"session text partition key, embedding float[{self._dims}] "
+            f"distance_metric={self._metric}, chunk_size={_CHUNK_SIZE})"
+        )
+
+    def _upgrade_v1(self, conn: Any) -> None:
+        """Schema 1 -> 2: session-less rows move from the NULL partition to ``_NO_SESSION``.
+
+        sqlite-vec gives every NULL-partition insert a chunk of its own (1,000 session-less
+        vectors took 199 MB), so the vector table is rebuilt rather than updated in place.
+        Runs inside the caller's transaction: on any error the file is left as it was.
+        """
+        conn.execute(
+            "CREATE TEMP TABLE goagent_vec_upgrade AS "
+            f"SELECT rowid AS pk, COALESCE(session, ?) AS session, embedding FROM {self._vec}",
+            (_NO_SESSION,),
+        )
+        conn.execute(f"DROP TABLE {self._vec}")
+        self._create_vec(conn, self._vec)
+        conn.execute(
+            f"INSERT INTO {self._vec} (rowid, session, embedding) "
+            "SELECT pk, session, embedding FROM temp.goagent_vec_upgrade ORDER BY pk"
+        )
+        conn.execute("DROP TABLE temp.goagent_vec_upgrade")
 
     async def aclose(self) -> None:
         """Close the database file. Later calls raise :class:`MemoryStoreError`."""
@@ -330,8 +367,6 @@ class SqliteVecStore:
     # -- writes --------------------------------------------------------------------------------
 
     def _prepare(self, entries: Sequence[UpsertEntry]) -> list[tuple[Any, ...]]:
-        from goagent_py.memory.vector.in_memory import serialize_entries
-
         return [
             (e.id, e.session, e.text, e.message, e.metadata, _blob(e.vector))
             for e in serialize_entries(entries, self._dims, self._metric)
@@ -350,7 +385,7 @@ class SqliteVecStore:
         conn.execute(f"DELETE FROM {self._vec} WHERE rowid = ?", (pk,))
         conn.execute(
             f"INSERT INTO {self._vec} (rowid, session, embedding) VALUES (?, ?, ?)",
-            (pk, session, blob),
+            (pk, _NO_SESSION if session is None else session, blob),
         )
 
     def _delete_ids(self, conn: Any, ids: Sequence[str]) -> None:
@@ -380,7 +415,7 @@ class SqliteVecStore:
             return
 
         def write(conn: Any) -> None:
-            with _transaction(conn):
+            with transaction(conn):
                 for row in rows:
                     self._write_row(conn, row)
 
@@ -397,7 +432,7 @@ class SqliteVecStore:
         ids = list(ids)
 
         def delete(conn: Any) -> None:
-            with _transaction(conn):
+            with transaction(conn):
                 self._delete_ids(conn, ids)
 
         await self._run(delete)
@@ -408,8 +443,6 @@ class SqliteVecStore:
         Raises:
             ConfigurationError: a bad filter.
         """
-        from goagent_py.memory.vector.in_memory import check_filter, split_session
-
         checked = check_filter(filter)
         where, params = _where(split_session(checked), checked)
         sql = f"SELECT count(*) FROM {self._table} AS t WHERE {where}"
@@ -434,34 +467,39 @@ class SqliteVecStore:
             ConfigurationError: a bad vector or filter.
             MemoryStoreError: SQLite failed, or a stored row is corrupted.
         """
-        from goagent_py.memory.vector.in_memory import as_vector, check_filter, split_session
-
         options = options or SearchOptions()
         filter = check_filter(options.filter)
         blob = _blob(as_vector(vector, self._dims, what="query vector", metric=self._metric))
         session = split_session(filter)
         k = options.top_k
         t, v = self._table, self._vec
-        if not filter and k <= _KNN_MAX_K:
-            sql = (
-                f"SELECT t.id, t.message, knn.distance FROM (SELECT rowid, distance FROM {v} "
-                "WHERE embedding MATCH ? AND k = ?"
-                + (" AND session = ?" if session is not None else "")
-                + f") AS knn JOIN {t} AS t ON t.pk = knn.rowid ORDER BY knn.distance, t.id"
-            )
-            params: list[Any] = [blob, k] + ([session] if session is not None else [])
-        else:
-            where, where_params = _where(session, filter)
-            # CROSS JOIN: walk the (filtered) data rows, fetch each vector by rowid.
-            sql = (
-                f"SELECT t.id, t.message, vec_distance_{self._metric}(v.embedding, ?) AS distance "
-                f"FROM {t} AS t CROSS JOIN {v} AS v ON v.rowid = t.pk "
-                f"WHERE {where} ORDER BY distance, t.id LIMIT ?"
-            )
-            params = [blob, *where_params, k]
+        where, where_params = _where(session, filter)
+        # CROSS JOIN: walk the (filtered) data rows, fetch each vector by rowid.
+        scan_sql = (
+            f"SELECT t.id, t.message, vec_distance_{self._metric}(v.embedding, ?) AS distance "
+            f"FROM {t} AS t CROSS JOIN {v} AS v ON v.rowid = t.pk "
+            f"WHERE {where} ORDER BY distance, t.id LIMIT ?"
+        )
+        scan_params = [blob, *where_params, k]
+        # The KNN query picks among entries tied at the k-th distance in storage order; a few
+        # extra rows show whether a tie crosses the boundary, and only then does the exact scan
+        # (ties broken by id, as in every store) run.
+        fetch = min(2 * k + 8, _KNN_MAX_K)
+        knn_sql = (
+            f"SELECT t.id, t.message, knn.distance FROM (SELECT rowid, distance FROM {v} "
+            "WHERE embedding MATCH ? AND k = ?"
+            + (" AND session = ?" if session is not None else "")
+            + f") AS knn JOIN {t} AS t ON t.pk = knn.rowid ORDER BY knn.distance, t.id"
+        )
+        knn_params: list[Any] = [blob, fetch] + ([session] if session is not None else [])
 
         def query(conn: Any) -> list[tuple[str, str, float]]:
-            return list(conn.execute(sql, params).fetchall())
+            if filter or k > _KNN_MAX_K:
+                return list(conn.execute(scan_sql, scan_params).fetchall())
+            rows = list(conn.execute(knn_sql, knn_params).fetchall())
+            if len(rows) > k and rows[k][2] == rows[k - 1][2] and len(rows) == fetch:
+                return list(conn.execute(scan_sql, scan_params).fetchall())
+            return rows[:k]
 
         rows = await self._run(query)
         threshold = options.score_threshold
@@ -481,21 +519,3 @@ class SqliteVecStore:
                 f"entry {id!r} in table {self._name!r} of {self._path!r} is corrupted: {exc}"
             ) from exc
         return message
-
-
-class _transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any error (autocommit connection)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")

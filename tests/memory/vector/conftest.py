@@ -14,12 +14,13 @@ import pytest
 
 from goagent_py.memory.vector.base import VectorStore
 
-BACKENDS = ("memory", "sqlite", "pgvector", "qdrant")
+BACKENDS = ("memory", "sqlite", "pgvector", "qdrant", "chroma")
 # The module each backend needs, and the extra that installs it.
 BACKEND_EXTRAS = {
     "sqlite": ("sqlite_vec", "vector"),
     "pgvector": ("psycopg", "postgres"),
     "qdrant": ("qdrant_client", "qdrant"),
+    "chroma": ("chromadb", "chroma"),
 }
 
 StoreFactory = Callable[..., Awaitable[Any]]  # (dimensions=3, metric="cosine") -> store
@@ -90,6 +91,16 @@ async def open_store(
         path = tmp_path / f"qdrant-{uuid.uuid4().hex[:8]}"
         return QdrantStore(
             str(path),
+            collection=unique_name(),
+            dimensions=dimensions,
+            metric=metric,
+        )
+    if backend == "chroma":
+        pytest.importorskip("chromadb", reason="the chroma extra is not installed")
+        from goagent_py.memory.vector.chroma import ChromaStore
+
+        return ChromaStore(
+            tmp_path / f"chroma-{uuid.uuid4().hex[:8]}",
             collection=unique_name(),
             dimensions=dimensions,
             metric=metric,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from goagent_py import _sqlite
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
 from goagent_py.memory.vector import sqlite_vec
 from goagent_py.memory.vector.base import SearchOptions, UpsertEntry
@@ -92,12 +93,12 @@ def test_missing_extras_name_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path
     with pytest.raises(MissingExtraError, match=r"goagent-py\[qdrant\]"):
         QdrantStore(":memory:", dimensions=3)
     monkeypatch.setitem(sys.modules, "sqlite_vec", None)
-    sqlite_vec._driver.cache_clear()
+    _sqlite.vec_driver.cache_clear()
     try:
         with pytest.raises(MissingExtraError, match=r"goagent-py\[vector\]"):
             SqliteVecStore(tmp_path / "x.db", dimensions=3)
     finally:
-        sqlite_vec._driver.cache_clear()
+        _sqlite.vec_driver.cache_clear()
 
 
 @pytest.mark.skipif(
@@ -109,12 +110,12 @@ def test_no_extension_capable_sqlite_is_a_clear_error(
 ) -> None:
     for name in ("pysqlite3", "pysqlite3.dbapi2", "sqlean"):
         monkeypatch.setitem(sys.modules, name, None)
-    sqlite_vec._driver.cache_clear()
+    _sqlite.vec_driver.cache_clear()
     try:
         with pytest.raises(ConfigurationError, match=r'pip install "goagent-py\[vector\]"'):
             SqliteVecStore(tmp_path / "x.db", dimensions=3)
     finally:
-        sqlite_vec._driver.cache_clear()
+        _sqlite.vec_driver.cache_clear()
 
 
 # -- sqlite-vec -------------------------------------------------------------------------------
@@ -142,9 +143,8 @@ async def test_sqlite_reopen_with_other_dimensions_is_a_clear_error(tmp_path: Pa
     path = tmp_path / "mem.db"
     async with SqliteVecStore(path, dimensions=3) as store:
         await store.upsert("a", [1.0, 0.0, 0.0], msg("a"))
-    async with SqliteVecStore(path, dimensions=4) as store:
-        with pytest.raises(ConfigurationError, match="holds 3-dimensional vectors"):
-            await store.count()
+    with pytest.raises(ConfigurationError, match="holds 3-dimensional vectors"):
+        SqliteVecStore(path, dimensions=4)  # refused at construction: the file exists
     async with SqliteVecStore(path, dimensions=3) as store:
         assert await store.count() == 1
 
@@ -163,9 +163,8 @@ async def test_sqlite_l2_table_records_its_metric_and_refuses_another(tmp_path: 
     assert "distance_metric=l2" in sql
     assert "chunk_size=128" in sql
     assert metric == "l2"
-    async with SqliteVecStore(path, table="notes", dimensions=3) as store:  # cosine
-        with pytest.raises(ConfigurationError, match=r"made with metric='l2'.*metric='cosine'"):
-            await store.search([1.0, 0.0, 0.0])
+    with pytest.raises(ConfigurationError, match=r"made with metric='l2'.*metric='cosine'"):
+        SqliteVecStore(path, table="notes", dimensions=3)  # cosine
     async with SqliteVecStore(path, table="notes", dimensions=3, metric="l2") as store:
         [hit] = await store.search([0.0, 0.0, 0.0])
         assert hit.score == pytest.approx(1 / 6)  # distance 5
@@ -179,9 +178,8 @@ async def test_sqlite_table_of_a_newer_schema_is_refused_untouched(tmp_path: Pat
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE goagent_vector_tables SET schema_version = 99")
     conn.close()
-    async with SqliteVecStore(path, dimensions=3) as store:
-        with pytest.raises(ConfigurationError, match=r"schema version 99, newer .* upgrade"):
-            await store.count()
+    with pytest.raises(ConfigurationError, match=r"schema version 99, newer .* upgrade"):
+        SqliteVecStore(path, dimensions=3)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (1,)
     conn.close()
@@ -411,3 +409,33 @@ async def test_in_memory_session_index_follows_deletes_and_replacements() -> Non
     g1 = await store.search([1.0, 0.0], SearchOptions(top_k=500, filter={"session": "g1"}))
     assert len(g1) == 67
     assert all(h.message.metadata["session"] == "g1" for h in g1)
+
+
+@pytest.mark.parametrize("length", [55, 62, 63])
+async def test_pgvector_long_table_names_get_every_index(pg_dsn: str, length: int) -> None:
+    # Issue 21 (5): "<table>_hnsw_idx" past 63 characters was truncated by PostgreSQL, so the
+    # three index names collided (or named the table itself) and the indexes were skipped.
+    import psycopg
+
+    table = f"t_{uuid.uuid4().hex}".ljust(length, "x")
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        async with PgVectorStore(conn, table=table, dimensions=3) as store:
+            await store.upsert("a", [1.0, 0.0, 0.0], msg("a", session="s"))
+        async with PgVectorStore(conn, table=table, dimensions=3) as store:  # reopen: no dupes
+            assert await store.count() == 1
+        cur = await conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", (table,)
+        )
+        rows = await cur.fetchall()
+    defs = " ".join(d for _, d in rows)
+    assert "USING hnsw (embedding vector_cosine_ops)" in defs
+    assert "USING btree (session)" in defs
+    assert "USING gin (metadata jsonb_path_ops)" in defs
+    assert len(rows) == 4  # with the primary key's
+    assert all(len(name) <= 63 for name, _ in rows)
+
+
+def test_pgvector_refuses_the_registry_table_as_its_table() -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(ConfigurationError, match="registry table"):
+        PgVectorStore("postgresql://unused", table="goagent_vector_tables", dimensions=3)

@@ -243,6 +243,8 @@ async def test_bad_vectors_are_rejected_and_nothing_is_lost(
         ({"x": None}, "must be a str, int, float or bool"),
         ({"a.b": "x"}, "filter key"),
         ({"x": float("inf")}, "finite"),
+        ({"n": 2**64}, "beyond 64 bits"),
+        ({"n": -(2**63) - 1}, "beyond 64 bits"),
     ],
 )
 async def test_unsupported_filters_are_a_clear_error(
@@ -250,8 +252,10 @@ async def test_unsupported_filters_are_a_clear_error(
 ) -> None:
     store = await make_store(3)
     await store.upsert("a", [1.0, 0.0, 0.0], msg("a"))
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ConfigurationError, match=f"bad filter.*{match}"):
         await store.search([1.0, 0.0, 0.0], SearchOptions(filter=filter))
+    with pytest.raises(ValueError, match=match):  # as before ConfigurationError was one
+        await store.count(filter)
 
 
 async def test_results_are_copies(make_store: StoreFactory) -> None:
