@@ -1,0 +1,50 @@
+"""The one place that imports the ``mcp`` SDK (lazily), so a missing extra is a clear error.
+
+goagent-py targets the SDK's current major (2.x): ``mcp.Client``, ``mcp_types`` and
+``mcp.server.mcpserver.MCPServer``. The 1.x line is not supported (its ``FastMCP`` server and
+camelCase result fields differ); a 1.x install gets a clear error here, not a failure deep inside.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+from types import ModuleType
+from typing import Any
+
+from goagent_py.errors import ConfigurationError, MissingExtraError
+
+__all__ = ["CONNECTION_CLOSED", "require", "sdk_version"]
+
+# JSON-RPC error code the SDK uses for a transport that closed (mcp_types.CONNECTION_CLOSED).
+CONNECTION_CLOSED = -32000
+
+
+def sdk_version() -> str:
+    """The installed SDK's version, or "" when it is not installed."""
+    try:
+        return version("mcp")
+    except PackageNotFoundError:
+        return ""
+
+
+def require(module: str = "mcp") -> ModuleType:
+    """Import ``module`` of the SDK, or raise :class:`MissingExtraError` / a version error."""
+    try:
+        mod = import_module(module)
+    except ImportError as exc:
+        if sdk_version():
+            if not sdk_version().startswith(("2.", "3.")):
+                raise ConfigurationError(
+                    f"goagent_py.mcp needs the mcp SDK 2.x, found {sdk_version()}: "
+                    'pip install -U "goagent-py[mcp]"'
+                ) from exc
+            raise
+        raise MissingExtraError("mcp", "mcp", feature="MCP servers") from exc
+    return mod
+
+
+def closed_code() -> int:
+    """The SDK's CONNECTION_CLOSED code (checked against ours once)."""
+    types: Any = require("mcp_types")
+    return int(getattr(types, "CONNECTION_CLOSED", CONNECTION_CLOSED))
