@@ -34,7 +34,9 @@ def cap_description(text: str | None, limit: int) -> str:
     text = text or ""
     if limit <= 0 or len(text) <= limit:
         return text
-    return text[: max(0, limit - len(_TRUNCATED))] + _TRUNCATED
+    if limit <= 2 * len(_TRUNCATED):
+        return text[:limit]
+    return text[: limit - len(_TRUNCATED)] + _TRUNCATED
 
 
 def input_schema(schema: Any) -> dict[str, Any]:

@@ -224,6 +224,7 @@ class MCPConnection:
         self._retry_at = 0.0
         self._last_error = ""
         self._connection_id = 0
+        self._connects = 0
 
     # ----------------------------------------------------------------- public API
 
@@ -236,6 +237,11 @@ class MCPConnection:
     def generation(self) -> int:
         """Grows each time the list of tools changes (compare to know when to re-read it)."""
         return self._generation
+
+    @property
+    def connects(self) -> int:
+        """How many times the connection was established (1 + reconnects)."""
+        return self._connects
 
     @property
     def pins(self) -> Mapping[str, str]:
@@ -421,6 +427,7 @@ class MCPConnection:
                         if _is_modern(client):
                             tg.start_soon(self._listen, client)
                         self._connected = True
+                        self._connects += 1
                         self._attempts = 0
                         if not ready.done():
                             ready.set_result(None)
@@ -590,7 +597,7 @@ class MCPConnection:
                     self,
                     t.name,
                     definition,
-                    idempotent=self._is_idempotent(t.name, t.annotations),
+                    idempotent=self._is_idempotent(t.name, getattr(t, "annotations", None)),
                 )
             )
             remote[t.name] = _Remote(t.name, tool, usable)

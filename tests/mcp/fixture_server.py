@@ -1,8 +1,9 @@
 """A small MCP server on the SDK's MCPServer, started by the tests over stdio (or in-process).
 
 Tools: ``env`` (the server's os.environ as JSON), ``pid``, ``echo``, ``slow`` (reports progress),
+``hang`` (reports progress, then never answers),
 ``fail`` (an isError result), ``add_tool`` (adds a tool and announces the changed list),
-``describe`` (changes ``echo``'s description and announces it).
+``drop_tool`` (removes one), ``describe`` (changes ``echo``'s description and announces it).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import json
 import os
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -42,6 +44,13 @@ def build() -> MCPServer:
         return "done"
 
     @server.tool()
+    async def hang(ctx: Context) -> str:
+        """Report progress once, then never answer (the tests kill the server meanwhile)."""
+        await ctx.report_progress(1, None, "started")
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    @server.tool()
     def fail(reason: str) -> str:
         """Always fails with the reason."""
         raise ToolError(reason)
@@ -62,6 +71,13 @@ def build() -> MCPServer:
         server.add_tool(new_tool, name=name, description=f"The {name} tool.")
         await announce(ctx)
         return f"added {name}"
+
+    @server.tool()
+    async def drop_tool(name: str, ctx: Context) -> str:
+        """Remove the tool ``name``."""
+        server.remove_tool(name)
+        await announce(ctx)
+        return f"dropped {name}"
 
     @server.tool()
     async def describe(description: str, ctx: Context) -> str:
