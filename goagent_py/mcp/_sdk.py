@@ -29,19 +29,17 @@ def sdk_version() -> str:
 
 
 def require(module: str = "mcp") -> ModuleType:
-    """Import ``module`` of the SDK, or raise :class:`MissingExtraError` / a version error."""
-    try:
-        mod = import_module(module)
-    except ImportError as exc:
-        if sdk_version():
-            if not sdk_version().startswith(("2.", "3.")):
-                raise ConfigurationError(
-                    f"goagent_py.mcp needs the mcp SDK 2.x, found {sdk_version()}: "
-                    'pip install -U "goagent-py[mcp]"'
-                ) from exc
-            raise
-        raise MissingExtraError("mcp", "mcp", feature="MCP servers") from exc
-    return mod
+    """Import ``module`` of the SDK, or raise :class:`MissingExtraError` (not installed) or
+    :class:`ConfigurationError` (an SDK older than 2.x)."""
+    installed = sdk_version()
+    if not installed:
+        raise MissingExtraError("mcp", "mcp", feature="MCP servers")
+    if installed.split(".", 1)[0] in ("0", "1"):
+        raise ConfigurationError(
+            f"goagent_py.mcp needs the mcp SDK 2.x, found {installed}: "
+            'pip install -U "goagent-py[mcp]"'
+        )
+    return import_module(module)
 
 
 def closed_code() -> int:

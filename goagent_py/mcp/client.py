@@ -214,6 +214,7 @@ class MCPConnection:
         self._generation = 0
         self._changed: asyncio.Event | None = None
         # Owner state; all of it lives in the event loop of the first use.
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._owner: asyncio.Task[None] | None = None
         self._queue: asyncio.Queue[object] | None = None
         self._ready: asyncio.Future[None] | None = None
@@ -336,13 +337,21 @@ class MCPConnection:
     # ------------------------------------------------------------ the owner task
 
     def _start_owner(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop:
+            if self._loop.is_running():
+                raise ConfigurationError(
+                    f"MCP connection {self.name!r} is in use by another event loop; "
+                    "use one connection per event loop"
+                )
+            # The previous loop ended (e.g. run_sync called twice): its owner went with it.
+            self._owner = self._queue = self._ready = self._wanted = self._changed = None
+        self._loop = loop
         # No await between the check and the creation: concurrent first uses share one owner.
         if self._owner is None:
             self._queue = asyncio.Queue()
             self._wanted = asyncio.Event()
-            self._owner = asyncio.get_running_loop().create_task(
-                self._own(), name=f"goagent-mcp-{self.name}"
-            )
+            self._owner = loop.create_task(self._own(), name=f"goagent-mcp-{self.name}")
 
     async def _ensure_connected(self) -> None:
         if self._closed:

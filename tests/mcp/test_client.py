@@ -298,3 +298,20 @@ def test_errors_survive_pickle(error: GoAgentError) -> None:
     assert type(copy) is type(error)
     assert str(copy) == str(error)
     assert vars(copy) == vars(error)
+
+
+def test_a_connection_survives_run_sync_called_twice() -> None:
+    from goagent_py import Agent
+
+    conn = MCPInProcess(fixture_server.build())
+    p = ScriptedProvider(
+        tool_call_response(("echo", {"text": "one"})),
+        "first",
+        tool_call_response(("echo", {"text": "two"})),
+        "second",
+    )
+    agent = Agent(provider=p, model="m", mcp_connector=conn.connector())
+    assert agent.run_sync("1") == "first"  # each run_sync has its own event loop
+    assert agent.run_sync("2") == "second"
+    assert [m.text for m in tool_results(p, 3)] == ["two"]
+    assert conn.connects == 2  # the second loop connected afresh
