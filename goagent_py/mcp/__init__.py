@@ -15,7 +15,8 @@ The SDK itself is imported only when a connection starts or a server is built.
 """
 
 from goagent_py.mcp._pins import ToolChange, definition_hash
-from goagent_py.mcp.client import MCPConnection, MCPTool, mcp_tools
+from goagent_py.mcp._tool import MCPTool, mcp_tools, sync_mcp_tools
+from goagent_py.mcp.client import MCPConnection
 from goagent_py.mcp.errors import (
     MCPConnectionError,
     MCPError,
@@ -24,6 +25,7 @@ from goagent_py.mcp.errors import (
     MCPToolError,
     MCPToolUnavailableError,
 )
+from goagent_py.mcp.server import run_http, run_stdio, serve_agent
 from goagent_py.mcp.transports import MCPHttp, MCPInProcess, MCPStdio
 
 __all__ = [
@@ -41,4 +43,8 @@ __all__ = [
     "ToolChange",
     "definition_hash",
     "mcp_tools",
+    "run_http",
+    "run_stdio",
+    "serve_agent",
+    "sync_mcp_tools",
 ]

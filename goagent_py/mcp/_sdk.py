@@ -14,7 +14,7 @@ from typing import Any
 
 from goagent_py.errors import ConfigurationError, MissingExtraError
 
-__all__ = ["CONNECTION_CLOSED", "require", "sdk_version"]
+__all__ = ["CONNECTION_CLOSED", "describe", "is_lost", "is_modern", "require", "sdk_version"]
 
 # JSON-RPC error code the SDK uses for a transport that closed (mcp_types.CONNECTION_CLOSED).
 CONNECTION_CLOSED = -32000
@@ -46,3 +46,31 @@ def closed_code() -> int:
     """The SDK's CONNECTION_CLOSED code (checked against ours once)."""
     types: Any = require("mcp_types")
     return int(getattr(types, "CONNECTION_CLOSED", CONNECTION_CLOSED))
+
+
+def is_modern(client: Any) -> bool:
+    """Whether the connection speaks the 2026-07-28 protocol (subscriptions/listen)."""
+    version = getattr(client, "protocol_version", "") or ""
+    return version >= "2026-07-28"
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def is_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the transport is gone (the server died or closed the stream)."""
+    exc = _leaf(exc)
+    if getattr(getattr(exc, "error", None), "code", None) == closed_code():
+        return True
+    name = type(exc).__name__
+    return name in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an error: its type and message (single-error groups unwrapped)."""
+    exc = _leaf(exc)
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

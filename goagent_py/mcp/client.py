@@ -40,20 +40,17 @@ from typing import Any
 from goagent_py.errors import ConfigurationError
 from goagent_py.mcp import _convert
 from goagent_py.mcp._pins import ToolChange, _Pins
-from goagent_py.mcp._sdk import closed_code, require
+from goagent_py.mcp._sdk import describe, is_lost, is_modern, require
+from goagent_py.mcp._tool import MCPTool, _Lost
 from goagent_py.mcp.errors import (
     MCPConnectionError,
-    MCPServerRestartedError,
     MCPToolChangedError,
-    MCPToolError,
     MCPToolUnavailableError,
 )
-from goagent_py.messages import ContentBlock
 from goagent_py.options import MCPConnector
-from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import Tool, ToolDefinition
 
-__all__ = ["MCPConnection", "MCPTool", "mcp_tools"]
+__all__ = ["MCPConnection"]
 
 _log = logging.getLogger("goagent_py.mcp")
 
@@ -77,10 +74,6 @@ class _Request:
             self.scope.cancel()
 
 
-class _Lost(Exception):
-    """Internal: the connection broke under a request."""
-
-
 _CLOSE = object()
 _LOST = object()
 _REFRESH = object()
@@ -93,46 +86,6 @@ class _Remote:
     name: str
     tool: MCPTool
     usable: bool = True
-
-
-class MCPTool:
-    """One tool of an MCP server, as a goagent-py :class:`~goagent_py.tools.Tool`.
-
-    ``execute`` sends the call through the connection's owner task; the agent's dispatch chain
-    (timeout, breaker, retry, rate limit, hooks, spans) wraps it like any function tool.
-    """
-
-    def __init__(
-        self,
-        connection: MCPConnection,
-        remote_name: str,
-        definition: ToolDefinition,
-        *,
-        idempotent: bool,
-    ) -> None:
-        self.connection = connection
-        self.remote_name = remote_name
-        self.idempotent = idempotent
-        self._definition = definition
-
-    @property
-    def definition(self) -> ToolDefinition:
-        """The name (prefixed), capped description and input schema shown to the model."""
-        return self._definition
-
-    async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
-        """Call the tool on the server and return its content.
-
-        Raises:
-            MCPToolError: the server answered with ``isError``.
-            MCPConnectionError: the server could not be reached (or broke; see the module doc).
-            MCPToolUnavailableError: the server no longer offers the tool.
-            MCPToolChangedError: the tool changed and is blocked until re-approved.
-        """
-        return await self.connection._call(self, args)
-
-    def __repr__(self) -> str:
-        return f"MCPTool({self._definition.name!r}, server={self.connection.name!r})"
 
 
 @dataclass(slots=True)
@@ -386,7 +339,7 @@ class MCPConnection:
                     await self._session(ready)
                 except Exception as exc:
                     self._attempts += 1
-                    self._last_error = _describe(exc)
+                    self._last_error = describe(exc)
                     delay = min(_BACKOFF_MAX, _BACKOFF_START * 2 ** (self._attempts - 1))
                     self._retry_at = time.monotonic() + delay
                     self._wanted.clear()
@@ -433,7 +386,7 @@ class MCPConnection:
                     await self._list(client)
                     timer.cancel()
                     async with anyio.create_task_group() as tg:
-                        if _is_modern(client):
+                        if is_modern(client):
                             tg.start_soon(self._listen, client)
                         self._connected = True
                         self._connects += 1
@@ -479,10 +432,10 @@ class MCPConnection:
             try:
                 result = await req.run(client)
             except Exception as exc:
-                if _is_lost(exc):
+                if is_lost(exc):
                     assert self._queue is not None
-                    self._queue.put_nowait((_LOST, connection_id, _describe(exc)))
-                    exc = _Lost(_describe(exc))
+                    self._queue.put_nowait((_LOST, connection_id, describe(exc)))
+                    exc = _Lost(describe(exc))
                 if not req.future.done():
                     req.future.set_exception(exc)
                 return
@@ -533,13 +486,13 @@ class MCPConnection:
                     # The event is also teed to the message handler, which marks the list stale.
                     self._stale = True
         except Exception as exc:  # a server without the subscription: notifications only
-            _log.debug("MCP server %r: no tools subscription (%s)", self.name, _describe(exc))
+            _log.debug("MCP server %r: no tools subscription (%s)", self.name, describe(exc))
 
     async def _refresh_task(self, client: Any) -> None:
         try:
             await self._list(client)
         except Exception as exc:
-            _log.warning("MCP server %r: refreshing tools failed: %s", self.name, _describe(exc))
+            _log.warning("MCP server %r: refreshing tools failed: %s", self.name, describe(exc))
 
     async def _refresh_now(self) -> None:
         await self._submit(self._list)
@@ -622,48 +575,6 @@ class MCPConnection:
 
     # ----------------------------------------------------------------------- calls
 
-    async def _call(self, tool: MCPTool, args: dict[str, Any]) -> list[ContentBlock]:
-        ctx = current_tool_context()
-        server = self.name
-
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            if ctx is not None:
-                ctx.report(
-                    {
-                        "server": server,
-                        "tool": tool.definition.name,
-                        "progress": progress,
-                        "total": total,
-                        "message": message,
-                    }
-                )
-
-        async def run(client: Any) -> Any:
-            return await client.call_tool(tool.remote_name, args, progress_callback=on_progress)
-
-        for attempt in (1, 2):
-            await self._ensure_connected()
-            self._check_offered(tool)
-            try:
-                result = await self._submit(run)
-            except _Lost as lost:
-                if not tool.idempotent:
-                    raise MCPServerRestartedError(server, tool.definition.name, str(lost)) from None
-                if attempt == 2:
-                    raise MCPConnectionError(
-                        server, f"the connection broke again during the retry ({lost})"
-                    ) from None
-                _log.info("MCP server %r: retrying idempotent %r", server, tool.remote_name)
-                continue
-            except Exception as exc:
-                if isinstance(exc, MCPConnectionError):
-                    raise
-                raise MCPConnectionError(server, _describe(exc)) from exc
-            if result.is_error:
-                raise MCPToolError(server, tool.definition.name, _convert.error_text(result))
-            return _convert.blocks_from_result(result)
-        raise AssertionError("unreachable")
-
     def _bump(self) -> None:
         self._generation += 1
         if self._changed is not None:
@@ -676,50 +587,3 @@ class MCPConnection:
             raise MCPToolUnavailableError(self.name, tool.definition.name, names)
         if not current.usable:
             raise MCPToolChangedError(self.name, tool.definition.name)
-
-
-def _is_modern(client: Any) -> bool:
-    version = getattr(client, "protocol_version", "") or ""
-    return version >= "2026-07-28"
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _is_lost(exc: BaseException) -> bool:
-    exc = _leaf(exc)
-    if getattr(getattr(exc, "error", None), "code", None) == closed_code():
-        return True
-    name = type(exc).__name__
-    return name in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}
-
-
-def _describe(exc: BaseException) -> str:
-    exc = _leaf(exc)
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-async def mcp_tools(*connections: MCPConnection) -> list[Tool]:
-    """Connect to every server and return all their tools, checking that names are unique.
-
-    Raises:
-        ConfigurationError: two servers offer a tool under the same name (use ``prefix=``).
-        MCPConnectionError: a server could not be started or reached.
-    """
-    owners: dict[str, str] = {}
-    out: list[Tool] = []
-    for conn in connections:
-        for t in await conn.tools():
-            name = t.definition.name
-            if name in owners:
-                raise ConfigurationError(
-                    f"tool {name!r} is offered by MCP servers {owners[name]!r} and {conn.name!r}; "
-                    "give one of them a prefix= (or filter with allow=/deny=)"
-                )
-            owners[name] = conn.name
-            out.append(t)
-    return out

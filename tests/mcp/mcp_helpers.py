@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from goagent_py import Agent
-from goagent_py.mcp import MCPConnection, MCPTool
+from goagent_py.mcp import MCPConnection, sync_mcp_tools
 from goagent_py.messages import Message, Role
 from goagent_py.testing import ScriptedProvider
 
@@ -38,11 +38,10 @@ def child_pids(command_part: str) -> list[int]:
 
 
 class RefreshingAgent(Agent):
-    """An Agent that re-reads its MCP connections' tools before every run.
+    """An Agent that brings its MCP tools up to date before every run.
 
-    Stand-in for what ``Agent(mcp_servers=[...])`` does once it lands in agent.py (see
-    docs/notes/mcp.md): ``await connection.tools()`` between turns, replacing the tools of that
-    connection. It touches the agent's internals, which the real integration owns.
+    Stand-in for ``Agent(mcp_servers=[...])`` until it lands in agent.py (see docs/notes/mcp.md):
+    the same ``sync_mcp_tools`` call on the agent's tools, which the real integration owns.
     """
 
     def __init__(self, *args: Any, connections: list[MCPConnection], **kwargs: Any) -> None:
@@ -50,10 +49,5 @@ class RefreshingAgent(Agent):
         self._connections = connections
 
     async def _run(self, content: Any, *, streaming: bool) -> Any:
-        tools: dict[str, Any] = self._tools  # the dispatcher reads this dict at call time
-        for name in [n for n, t in tools.items() if isinstance(t, MCPTool)]:
-            del tools[name]
-        for connection in self._connections:
-            for t in await connection.tools():
-                tools[t.definition.name] = t
+        await sync_mcp_tools(self._tools, self._connections)
         return await super()._run(content, streaming=streaming)

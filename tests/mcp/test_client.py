@@ -315,3 +315,29 @@ def test_a_connection_survives_run_sync_called_twice() -> None:
     assert agent.run_sync("2") == "second"
     assert [m.text for m in tool_results(p, 3)] == ["two"]
     assert conn.connects == 2  # the second loop connected afresh
+
+
+async def test_sync_mcp_tools_replaces_server_tools_and_keeps_local_ones() -> None:
+    from goagent_py import tool
+    from goagent_py.mcp import sync_mcp_tools
+
+    @tool
+    def local(x: int) -> int:
+        """A local tool."""
+        return x
+
+    tools: dict[str, Any] = {"local": local}
+    async with MCPInProcess(fixture_server.build(), allow=["echo", "drop_tool"]) as conn:
+        assert await sync_mcp_tools(tools, [conn])
+        assert set(tools) == {"local", "echo", "drop_tool"}
+        assert not await sync_mcp_tools(tools, [conn])  # nothing changed
+        generation = conn.generation
+        await tools["drop_tool"].execute({"name": "echo"})
+        await asyncio.wait_for(conn.wait_changed(generation), 10)
+        assert await sync_mcp_tools(tools, [conn])
+        assert set(tools) == {"local", "drop_tool"}
+
+        clash: dict[str, Any] = {"drop_tool": local}
+        with pytest.raises(ConfigurationError, match="drop_tool"):
+            await sync_mcp_tools(clash, [conn])
+        assert clash == {"drop_tool": local}  # unchanged
