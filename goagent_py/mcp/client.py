@@ -221,6 +221,12 @@ class MCPConnection:
         connects, returns the tools and this connection's ``aclose``."""
 
         async def connect() -> tuple[Sequence[Tool], Callable[[], Any] | None]:
+            if self._closed:
+                # The agent closed it after a failed connect (or its own aclose) and connects
+                # again: start afresh rather than fail forever.
+                await self.aclose()
+                self._closed = False
+                self._owner = self._queue = self._ready = self._wanted = None
             return await self.tools(), self.aclose
 
         return connect

@@ -341,3 +341,25 @@ async def test_sync_mcp_tools_replaces_server_tools_and_keeps_local_ones() -> No
         with pytest.raises(ConfigurationError, match="drop_tool"):
             await sync_mcp_tools(clash, [conn])
         assert clash == {"drop_tool": local}  # unchanged
+
+
+async def test_an_agent_can_connect_again_after_a_failed_connect_closed_its_servers() -> None:
+    from goagent_py import Agent
+
+    good = MCPInProcess(fixture_server.build(), allow=["echo"])
+    attempts = 0
+
+    async def flaky() -> Any:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise MCPConnectionError("flaky", "not yet")
+        return [], None
+
+    p = ScriptedProvider(tool_call_response(("echo", {"text": "again"})), "done")
+    agent = Agent(provider=p, model="m", mcp_connectors=[good.connector(), flaky])
+    with pytest.raises(MCPConnectionError, match="not yet"):
+        await agent.run("first")  # the agent closed `good` while failing
+    assert await agent.run("second") == "done"
+    assert [m.text for m in tool_results(p, 1)] == ["again"]
+    await agent.aclose()

@@ -106,3 +106,31 @@ async def test_a_server_that_cannot_start_is_a_connection_error_and_backs_off() 
     await conn.aclose()
     with pytest.raises(MCPConnectionError, match="closed"):
         await conn.tools()
+
+
+async def test_a_server_that_never_answers_fails_at_the_connect_timeout() -> None:
+    silent = MCPStdio(
+        sys.executable, ["-c", "import time; time.sleep(600)"], name="silent", connect_timeout=0.5
+    )
+    with pytest.raises(MCPConnectionError, match=r"connect_timeout=0\.5s"):
+        await silent.tools()
+    await silent.aclose()
+    assert child_pids("time.sleep(600)") == []  # the SDK stopped the process
+
+
+async def test_aclose_fails_a_call_in_flight_with_a_closed_error() -> None:
+    conn = MCPStdio(sys.executable, [FIXTURE], name="fixture")
+    tools = by_name(await conn.tools())
+    started = asyncio.Event()
+    token = _current.set(
+        ToolContext(call=ToolCall("c", "hang", {}), reporter=lambda _: started.set())
+    )
+    try:
+        call = asyncio.create_task(tools["hang"].execute({}))
+    finally:
+        _current.reset(token)
+    await started.wait()
+    await conn.aclose()
+    with pytest.raises(MCPConnectionError, match="closed") as info:
+        await call
+    assert not isinstance(info.value, MCPServerRestartedError)
