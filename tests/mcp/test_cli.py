@@ -40,3 +40,25 @@ def test_mcp_commands_are_split_like_a_shell_but_never_run_by_one() -> None:
     assert conn.args == ["--name", "two words", ";", "rm", "-rf", "/"]
     with pytest.raises(ConfigurationError, match="--mcp"):
         stdio_connections([" "])
+
+
+@pytest.mark.slow
+async def test_python_m_goagent_py_mcp_serve_answers_an_sdk_client_over_stdio() -> None:
+    import sys
+    from pathlib import Path
+
+    from mcp import Client, StdioServerParameters
+
+    import goagent_py
+
+    pytest.importorskip("llama_cpp", reason="the local extra runs the served agent's model")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "goagent_py.mcp", "serve", "--provider", "local", "--expose", "both"],
+        env={"PYTHONPATH": str(Path(goagent_py.__file__).parents[1])},
+    )
+    async with Client(params) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        result = await client.call_tool("calculator", {"expression": "6 * 7"})
+    assert names == {"ask", "calculator", "current_time"}
+    assert result.content[0].text == "42"
