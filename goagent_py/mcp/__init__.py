@@ -6,7 +6,7 @@ function tools::
     from goagent_py.mcp import MCPStdio
 
     time = MCPStdio("mcp-server-time", prefix="time_")
-    agent = Agent(provider=p, model="m", mcp_connector=time.connector())
+    agent = Agent(provider=p, model="m", mcp_connectors=[time.connector()])
 
 Server: :func:`serve_agent` exposes an agent (one tool: prompt in, answer out) and/or its
 function tools over stdio or streamable HTTP.

@@ -28,7 +28,7 @@ class MCPStdio(MCPConnection):
     Example::
 
         time = MCPStdio("uvx", ["mcp-server-time"], prefix="time_")
-        agent = Agent(provider=p, model="m", mcp_connector=time.connector())
+        agent = Agent(provider=p, model="m", mcp_connectors=[time.connector()])
 
     Args:
         command: the executable (looked up on PATH).

@@ -12,6 +12,22 @@ from goagent_py.messages import Message, Role
 from goagent_py.testing import ScriptedProvider
 
 
+async def answer(agent: Agent, prompt: str) -> str:
+    """The agent's answer, whether ``run`` returns the text or a RunResult."""
+    return text_of(await agent.run(prompt))
+
+
+async def run_result(agent: Agent, prompt: str) -> Any:
+    """The run's RunResult (``run_detailed`` here, ``run`` on the newer API)."""
+    run = getattr(agent, "run_detailed", None) or agent.run
+    return await run(prompt)
+
+
+def text_of(result: Any) -> str:
+    """The answer text of a ``run``/``run_sync`` return value (str or RunResult)."""
+    return result if isinstance(result, str) else str(result.text)
+
+
 def tool_results(provider: ScriptedProvider, request: int) -> list[Message]:
     """The tool-result messages the model saw in request number ``request``."""
     return [m for m in provider.requests[request].messages if m.role == Role.TOOL]
@@ -50,4 +66,9 @@ class RefreshingAgent(Agent):
 
     async def _run(self, content: Any, *, streaming: bool) -> Any:
         await sync_mcp_tools(self._tools, self._connections)
-        return await super()._run(content, streaming=streaming)
+        return await super()._run(content, streaming=streaming)  # type: ignore[misc]
+
+    async def start_run(self, prompt: Any, *, streaming: bool = False) -> Any:
+        # The same on the newer Agent, whose runs start here.
+        await sync_mcp_tools(self._tools, self._connections)
+        return await super().start_run(prompt, streaming=streaming)  # type: ignore[misc]

@@ -11,7 +11,7 @@ from typing import Any
 
 import fixture_server
 import pytest
-from mcp_helpers import RefreshingAgent, offered, tool_results
+from mcp_helpers import RefreshingAgent, answer, offered, text_of, tool_results
 
 from goagent_py.errors import ConfigurationError, GoAgentError, ToolError
 from goagent_py.mcp import (
@@ -47,11 +47,11 @@ async def test_the_new_tool_is_offered_and_used_on_the_next_run() -> None:
     )
     agent = RefreshingAgent(provider=p, model="m", connections=[conn])
     try:
-        assert await agent.run("add a greeting tool") == "added"
+        assert await answer(agent, "add a greeting tool") == "added"
         assert "greet" not in offered(p, 0)
         # The list-changed event arrives on its own stream: wait for it, not for a clock.
         await asyncio.wait_for(conn.wait_changed(0), 10)
-        assert await agent.run("greet") == "greeted"
+        assert await answer(agent, "greet") == "greeted"
         assert "greet" in offered(p, 2)
         [result] = tool_results(p, 3)
         assert not result.is_error
@@ -197,7 +197,7 @@ async def test_a_collision_with_a_local_tool_is_a_configuration_error() -> None:
 
     conn = MCPInProcess(fixture_server.build())
     agent = Agent(
-        provider=ScriptedProvider(), model="m", tools=[echo], mcp_connector=conn.connector()
+        provider=ScriptedProvider(), model="m", tools=[echo], mcp_connectors=[conn.connector()]
     )
     with pytest.raises(ConfigurationError, match="echo"):
         await agent.run("hi")
@@ -310,9 +310,9 @@ def test_a_connection_survives_run_sync_called_twice() -> None:
         tool_call_response(("echo", {"text": "two"})),
         "second",
     )
-    agent = Agent(provider=p, model="m", mcp_connector=conn.connector())
-    assert agent.run_sync("1") == "first"  # each run_sync has its own event loop
-    assert agent.run_sync("2") == "second"
+    agent = Agent(provider=p, model="m", mcp_connectors=[conn.connector()])
+    assert text_of(agent.run_sync("1")) == "first"  # each run_sync has its own event loop
+    assert text_of(agent.run_sync("2")) == "second"
     assert [m.text for m in tool_results(p, 3)] == ["two"]
     assert conn.connects == 2  # the second loop connected afresh
 
@@ -360,6 +360,6 @@ async def test_an_agent_can_connect_again_after_a_failed_connect_closed_its_serv
     agent = Agent(provider=p, model="m", mcp_connectors=[good.connector(), flaky])
     with pytest.raises(MCPConnectionError, match="not yet"):
         await agent.run("first")  # the agent closed `good` while failing
-    assert await agent.run("second") == "done"
+    assert await answer(agent, "second") == "done"
     assert [m.text for m in tool_results(p, 1)] == ["again"]
     await agent.aclose()

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from mcp_helpers import offered, tool_results
+from mcp_helpers import answer, offered, run_result, tool_results
 
 from goagent_py import Agent
 from goagent_py.mcp import MCPStdio, MCPToolError, mcp_tools
@@ -22,10 +22,10 @@ async def test_time_server_tools_are_listed_and_called_through_an_agent(time_ser
         tool_call_response(("time_get_current_time", {"timezone": "Europe/Paris"})),
         "It is evening in Paris.",
     )
-    async with Agent(provider=p, model="m", mcp_connector=time.connector()) as agent:
-        answer = await agent.run("What time is it in Paris?")
+    async with Agent(provider=p, model="m", mcp_connectors=[time.connector()]) as agent:
+        text = await answer(agent, "What time is it in Paris?")
 
-    assert answer == "It is evening in Paris."
+    assert text == "It is evening in Paris."
     assert offered(p, 0) == {"time_get_current_time", "time_convert_time"}
     [result] = tool_results(p, 1)
     assert not result.is_error
@@ -38,8 +38,8 @@ async def test_an_unknown_time_zone_is_an_error_result_the_model_reads(time_serv
         tool_call_response(("get_current_time", {"timezone": "Mars/Olympus_Mons"})),
         "That is not a time zone.",
     )
-    async with Agent(provider=p, model="m", mcp_connector=time.connector()) as agent:
-        result = await agent.run_detailed("What time is it on Mars?")
+    async with Agent(provider=p, model="m", mcp_connectors=[time.connector()]) as agent:
+        result = await run_result(agent, "What time is it on Mars?")
 
     assert result.text == "That is not a time zone."  # the run went on
     [tool_result] = tool_results(p, 1)
@@ -85,7 +85,7 @@ async def test_git_server_lists_its_tools_and_answers_through_an_agent(
         ),
         "One commit; notes.txt has a new line.",
     )
-    async with Agent(provider=p, model="m", mcp_connector=git.connector()) as agent:
+    async with Agent(provider=p, model="m", mcp_connectors=[git.connector()]) as agent:
         await agent.run("What happened in this repository?")
 
     names = offered(p, 0)

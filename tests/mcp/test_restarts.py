@@ -9,7 +9,7 @@ import signal
 import sys
 
 import pytest
-from mcp_helpers import child_pids, tool_results
+from mcp_helpers import child_pids, run_result, tool_results
 
 from goagent_py import Agent
 from goagent_py.mcp import MCPConnectionError, MCPServerRestartedError, MCPStdio, MCPTool
@@ -41,13 +41,13 @@ async def test_killed_server_next_call_fails_fast_and_the_following_one_reconnec
         "third",
     )
     async with Agent(
-        provider=p, model="m", mcp_connector=time.connector(), tool_timeout=60
+        provider=p, model="m", mcp_connectors=[time.connector()], tool_timeout=60
     ) as agent:
         await agent.run("time?")
         [pid] = child_pids("mcp-server-time")
         os.kill(pid, signal.SIGKILL)
 
-        result = await agent.run_detailed("time again?")
+        result = await run_result(agent, "time again?")
         [failed] = tool_results(p, 3)
         assert failed.is_error
         assert "call not retried" in failed.text
