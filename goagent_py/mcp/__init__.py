@@ -1,0 +1,50 @@
+"""MCP for goagent-py, on the official ``mcp`` SDK (``pip install "goagent-py[mcp]"``).
+
+Client: an MCP server's tools become the agent's tools, through the same dispatch chain as
+function tools::
+
+    from goagent_py.mcp import MCPStdio
+
+    time = MCPStdio("mcp-server-time", prefix="time_")
+    agent = Agent(provider=p, model="m", mcp_connectors=[time.connector()])
+
+Server: :func:`serve_agent` exposes an agent (one tool: prompt in, answer out) and/or its
+function tools over stdio or streamable HTTP.
+
+The SDK itself is imported only when a connection starts or a server is built.
+"""
+
+from goagent_py.mcp._pins import ToolChange, definition_hash
+from goagent_py.mcp._tool import MCPTool, mcp_tools, sync_mcp_tools
+from goagent_py.mcp.client import MCPConnection
+from goagent_py.mcp.errors import (
+    MCPConnectionError,
+    MCPError,
+    MCPServerRestartedError,
+    MCPToolChangedError,
+    MCPToolError,
+    MCPToolUnavailableError,
+)
+from goagent_py.mcp.server import run_http, run_stdio, serve_agent
+from goagent_py.mcp.transports import MCPHttp, MCPInProcess, MCPStdio
+
+__all__ = [
+    "MCPConnection",
+    "MCPConnectionError",
+    "MCPError",
+    "MCPHttp",
+    "MCPInProcess",
+    "MCPServerRestartedError",
+    "MCPStdio",
+    "MCPTool",
+    "MCPToolChangedError",
+    "MCPToolError",
+    "MCPToolUnavailableError",
+    "ToolChange",
+    "definition_hash",
+    "mcp_tools",
+    "run_http",
+    "run_stdio",
+    "serve_agent",
+    "sync_mcp_tools",
+]

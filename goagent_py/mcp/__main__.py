@@ -1,0 +1,8 @@
+"""``python -m goagent_py.mcp serve --provider ...``: serve an agent over MCP."""
+
+import sys
+
+from goagent_py.mcp.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

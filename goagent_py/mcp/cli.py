@@ -1,0 +1,115 @@
+"""Command line: ``goagent-py mcp serve`` (an agent as an MCP server) and ``chat --mcp``.
+
+The lead's ``goagent_py/cli.py`` wires these in with :func:`add_mcp_cli` and
+:func:`stdio_connections`; ``python -m goagent_py.mcp serve ...`` runs the same command alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from goagent_py.errors import ConfigurationError
+from goagent_py.mcp.transports import MCPStdio
+
+__all__ = ["add_mcp_cli", "run_mcp_command", "stdio_connections"]
+
+
+def add_mcp_cli(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``mcp`` command (``mcp serve``) to an ``add_subparsers()`` object."""
+    mcp: argparse.ArgumentParser = subparsers.add_parser(
+        "mcp", help="serve an agent over the Model Context Protocol"
+    )
+    sub = mcp.add_subparsers(dest="mcp_command", required=True)
+    serve = sub.add_parser(
+        "serve",
+        help="serve an agent (tool 'ask') and/or its tools over MCP (stdio or streamable HTTP)",
+    )
+    serve.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
+    serve.add_argument("--name", default="goagent-py", help="server name (default: goagent-py)")
+    serve.add_argument("--system", help="the agent's system prompt")
+    serve.add_argument(
+        "--expose",
+        choices=("agent", "tools", "both"),
+        default="agent",
+        help="the agent as one tool, its tools one to one, or both (default: agent)",
+    )
+    serve.add_argument("--tool-name", default="ask", help="the agent tool's name (default: ask)")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--path", default="/mcp", help="HTTP endpoint path (default: /mcp)")
+    serve.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="attach an MCP server's tools to the served agent (repeatable)",
+    )
+    return mcp
+
+
+def stdio_connections(commands: Sequence[str]) -> list[MCPStdio]:
+    """One :class:`MCPStdio` per ``--mcp "<command> <args>"`` (split like a shell would, but run
+    without one). Servers after the first get a prefix ``<name>_`` only if you ask for it."""
+    out: list[MCPStdio] = []
+    for command in commands:
+        argv = shlex.split(command)
+        if not argv:
+            raise ConfigurationError("--mcp needs a command, e.g. --mcp 'uvx mcp-server-time'")
+        out.append(MCPStdio(argv[0], argv[1:]))
+    return out
+
+
+async def run_mcp_command(args: argparse.Namespace) -> int:
+    """Run ``mcp serve`` (the only ``mcp`` subcommand); returns the exit code.
+
+    Notes go to stderr: over stdio, stdout carries the protocol alone.
+    """
+    from goagent_py.agent import Agent
+    from goagent_py.cli import calculator, current_time, pick_provider
+    from goagent_py.mcp.server import run_http, run_stdio, serve_agent
+
+    picked = await pick_provider(args.provider)
+    print(
+        f"goagent-py mcp serve: provider {picked.name} ({picked.model}): {picked.reason}",
+        file=sys.stderr,
+    )
+    settings: dict[str, Any] = {
+        "provider": picked.provider,
+        "model": picked.model,
+        "name": args.name,
+        "tools": [calculator, current_time],
+    }
+    if args.system:
+        settings["system_prompt"] = args.system
+    connections = stdio_connections(args.mcp)
+    if connections:
+        settings["mcp_connectors"] = [c.connector() for c in connections]
+    async with Agent(**settings) as agent:
+        server = serve_agent(agent, name=args.name, expose=args.expose, tool_name=args.tool_name)
+        if args.transport == "stdio":
+            await run_stdio(server)
+        else:
+            print(f"serving on http://{args.host}:{args.port}{args.path}", file=sys.stderr)
+            await run_http(server, host=args.host, port=args.port, path=args.path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m goagent_py.mcp serve ...``."""
+    import asyncio
+
+    parser = argparse.ArgumentParser(prog="python -m goagent_py.mcp", usage="%(prog)s serve ...")
+    add_mcp_cli(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["mcp", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return asyncio.run(run_mcp_command(args))
+    except ConfigurationError as exc:
+        print(f"goagent-py mcp: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,112 @@
+"""The errors of the MCP client, in the goagent-py error tree.
+
+Errors of one tool call are also :class:`~goagent_py.errors.ToolError`\\ s named after the tool as
+the agent knows it, so the model reads their message as is (``Error: <message>``)::
+
+    GoAgentError
+    └── MCPError                         base: ``server`` names the connection
+        ├── MCPConnectionError           the server could not be started or reached, or went away
+        │   └── MCPServerRestartedError  (also a ToolError) the connection broke under a call that
+        │                                is not idempotent, so it was not retried
+        ├── MCPToolError                 (also a ToolError) the server answered ``isError``
+        ├── MCPToolChangedError          (also a ToolError) a pinned tool changed; blocked until
+        │                                re-approved
+        └── MCPToolUnavailableError      (also a ToolError) the server no longer offers the tool
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goagent_py.errors import GoAgentError, ToolError
+
+__all__ = [
+    "MCPConnectionError",
+    "MCPError",
+    "MCPServerRestartedError",
+    "MCPToolChangedError",
+    "MCPToolError",
+    "MCPToolUnavailableError",
+]
+
+
+class MCPError(GoAgentError):
+    """Base of the MCP client's errors; ``server`` is the connection's name."""
+
+    def __init__(self, server: str, message: str) -> None:
+        self.server = server
+        self.detail = message
+        super().__init__(f"MCP server {server!r}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.server, self.detail))
+
+
+class MCPConnectionError(MCPError):
+    """The server could not be started or reached, or the connection broke."""
+
+
+class MCPServerRestartedError(MCPConnectionError, ToolError):
+    """The connection broke under a call to a tool that is not idempotent: it was not retried,
+    since the server may have run it already. The connection is re-established in the background.
+    """
+
+    def __init__(self, server: str, tool_name: str, reason: str) -> None:
+        self.tool_name = tool_name
+        self.reason = reason
+        MCPError.__init__(
+            self,
+            server,
+            f"the connection broke during call to tool {tool_name!r} ({reason}); the server is "
+            "being restarted; call not retried because the tool is not marked idempotent",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.server, self.tool_name, self.reason))
+
+
+class MCPToolError(MCPError, ToolError):
+    """The server ran the tool and reported an error (``isError``); ``text`` is its message."""
+
+    def __init__(self, server: str, tool_name: str, text: str) -> None:
+        self.tool_name = tool_name
+        self.text = text
+        MCPError.__init__(self, server, f"tool {tool_name!r} failed: {text}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.server, self.tool_name, self.text))
+
+
+class MCPToolChangedError(MCPError, ToolError):
+    """The tool's definition changed since it was pinned, and changed tools are blocked until
+    re-approved (``connection.approve(name)``)."""
+
+    def __init__(self, server: str, tool_name: str) -> None:
+        self.tool_name = tool_name
+        MCPError.__init__(
+            self,
+            server,
+            f"tool {tool_name!r} changed since it was approved (name, description or schema); "
+            "it is blocked until re-approved",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.server, self.tool_name))
+
+
+class MCPToolUnavailableError(MCPError, ToolError):
+    """The server no longer offers the tool (its tool list changed)."""
+
+    def __init__(self, server: str, tool_name: str, available: tuple[str, ...] = ()) -> None:
+        self.tool_name = tool_name
+        self.available = available
+        names = ", ".join(available) if available else "none"
+        MCPError.__init__(
+            self,
+            server,
+            f"tool {tool_name!r} is no longer offered by this server (its tool list changed); "
+            f"its tools now: {names}",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.server, self.tool_name, self.available))

@@ -1,0 +1,185 @@
+"""MCP server: an agent (one tool, prompt in, answer out) and/or its function tools, served by
+the SDK's ``MCPServer`` over stdio or streamable HTTP::
+
+    server = serve_agent(agent, name="helper", expose="both")
+    await run_stdio(server)                      # or: await run_http(server, port=8000)
+
+Any MCP client (Claude Desktop, an IDE, another goagent-py agent through ``MCPStdio``) can then
+call ``ask(prompt)`` and read the agent's answer, with progress notifications while it runs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from goagent_py import AgentEnd, ToolExecutionStart, TurnStart
+from goagent_py.errors import ConfigurationError
+from goagent_py.mcp._sdk import require
+from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
+from goagent_py.tools import Tool
+
+__all__ = ["run_http", "run_stdio", "serve_agent"]
+
+Expose = Literal["agent", "tools", "both"]
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+async def _run_agent(agent: Any, prompt: str, progress: Any) -> str:
+    """The agent's answer to ``prompt``; ``progress(message)`` is awaited at each turn and tool.
+
+    The one place that knows how to run the agent and read its answer (its run API is moving).
+    """
+    answer = ""
+    async for event in agent.stream(prompt):
+        if isinstance(event, TurnStart):
+            await progress(f"turn {event.iteration + 1}")
+        elif isinstance(event, ToolExecutionStart):
+            await progress(f"calling tool {event.call.name}")
+        elif isinstance(event, AgentEnd):
+            answer = event.result.text
+    return answer
+
+
+def _content(blocks: list[ContentBlock]) -> list[Any]:
+    """Our content blocks as MCP content (images as images, the rest as text)."""
+    import base64
+
+    types: Any = require("mcp_types")
+    out: list[Any] = []
+    for block in blocks:
+        if isinstance(block, TextBlock):
+            out.append(types.TextContent(type="text", text=block.text))
+        elif isinstance(block, ImageBlock):
+            data = base64.b64encode(block.data).decode()
+            out.append(types.ImageContent(type="image", data=data, mime_type=block.media_type))
+        elif isinstance(block, DocumentBlock):
+            if block.media_type == "text/plain":
+                text = block.data.decode(errors="replace")
+            else:
+                text = f"[document {block.title or ''} ({block.media_type}) omitted]"
+            out.append(types.TextContent(type="text", text=text))
+        elif isinstance(block, ThinkingBlock):
+            continue  # the tool's reasoning is not its result
+    return out or [types.TextContent(type="text", text="")]
+
+
+def _forwarded_tool(tool: Tool) -> Any:
+    """An SDK tool that lists ``tool``'s own JSON schema and runs ``tool.execute``."""
+    base: Any = require("mcp.server.mcpserver.tools.base")
+    meta: Any = require("mcp.server.mcpserver.utilities.func_metadata")
+    exceptions: Any = require("mcp.server.mcpserver.exceptions")
+    types: Any = require("mcp_types")
+
+    async def _placeholder() -> None:
+        """Never called: the subclass below runs the goagent-py tool."""
+
+    class _Forwarded(base.Tool):  # type: ignore[misc]
+        async def run(
+            self, arguments: dict[str, Any], context: Any, convert_result: bool = False
+        ) -> Any:
+            try:
+                blocks = await tool.execute(dict(arguments))
+            except Exception as exc:
+                # Sent back as an isError result; the exception's text is the tool's message.
+                raise exceptions.ToolError(f"{type(exc).__name__}: {exc}") from exc
+            return types.CallToolResult(content=_content(blocks))
+
+    d = tool.definition
+    return _Forwarded(
+        fn=_placeholder,
+        name=d.name,
+        description=d.description,
+        parameters=dict(d.parameters),
+        fn_metadata=meta.func_metadata(_placeholder, structured_output=False),
+        is_async=True,
+    )
+
+
+def serve_agent(
+    agent: Any,
+    *,
+    name: str | None = None,
+    expose: Expose = "agent",
+    tool_name: str = "ask",
+    description: str | None = None,
+    instructions: str | None = None,
+) -> Any:
+    """Build an SDK ``MCPServer`` that serves ``agent``.
+
+    Args:
+        agent: the :class:`~goagent_py.Agent` to serve.
+        name: the server's name (default: the agent's name, or "goagent-py").
+        expose: "agent" (one tool ``tool_name(prompt) -> answer``), "tools" (the agent's function
+            tools one to one, with their own schemas), or "both".
+        tool_name: the agent tool's name.
+        description: the agent tool's description (default: says to send a task in plain text).
+        instructions: the server's instructions for clients.
+
+    Returns:
+        An ``mcp.server.mcpserver.MCPServer``: run it with :func:`run_stdio` or :func:`run_http`,
+        or connect to it in-process with ``mcp.Client(server)``.
+
+    Raises:
+        MissingExtraError: the ``mcp`` extra is not installed.
+        ConfigurationError: a bad ``expose`` or tool name, or an agent tool named like one of the
+            agent's function tools.
+    """
+    if expose not in ("agent", "tools", "both"):
+        raise ConfigurationError(f"expose must be 'agent', 'tools' or 'both', got {expose!r}")
+    if not _NAME_RE.match(tool_name):
+        raise ConfigurationError(f"invalid tool_name {tool_name!r}: use [A-Za-z0-9_-]{{1,64}}")
+    mcpserver: Any = require("mcp.server.mcpserver")
+    server_name = name or getattr(agent, "name", "") or "goagent-py"
+    tools = list(agent.tools) if expose in ("tools", "both") else []
+    if expose == "both" and any(t.definition.name == tool_name for t in tools):
+        raise ConfigurationError(
+            f"the agent has a tool named {tool_name!r}: pick another tool_name= for the agent"
+        )
+    server = mcpserver.MCPServer(
+        server_name,
+        instructions=instructions,
+        tools=[_forwarded_tool(t) for t in tools],
+        log_level="WARNING",
+    )
+    if expose in ("agent", "both"):
+        exceptions: Any = require("mcp.server.mcpserver.exceptions")
+
+        async def ask(prompt: str, ctx: Any) -> str:
+            step = 0
+
+            async def progress(message: str) -> None:
+                nonlocal step
+                step += 1
+                await ctx.report_progress(step, None, message)
+
+            try:
+                return await _run_agent(agent, prompt, progress)
+            except Exception as exc:
+                raise exceptions.ToolError(f"the agent failed: {exc}") from exc
+
+        # The SDK finds the context parameter by its annotation, resolved at run time here.
+        ask.__annotations__ = {"prompt": str, "ctx": mcpserver.Context, "return": str}
+        server.add_tool(
+            ask,
+            name=tool_name,
+            description=description
+            or (
+                f"Ask the agent {server_name!r}: send a task or question in plain language; it "
+                "works on it (using its own tools) and answers in text."
+            ),
+            structured_output=False,
+        )
+    return server
+
+
+async def run_stdio(server: Any) -> None:
+    """Serve ``server`` on this process's stdin/stdout until the client disconnects."""
+    await server.run_stdio_async()
+
+
+async def run_http(
+    server: Any, *, host: str = "127.0.0.1", port: int = 8000, path: str = "/mcp"
+) -> None:
+    """Serve ``server`` over streamable HTTP at ``http://host:port/path`` until cancelled."""
+    await server.run_streamable_http_async(host=host, port=port, streamable_http_path=path)

@@ -1,0 +1,74 @@
+"""Helpers shared by the MCP tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from goagent_py import Agent
+from goagent_py.mcp import MCPConnection, sync_mcp_tools
+from goagent_py.messages import Message, Role
+from goagent_py.testing import ScriptedProvider
+
+
+async def answer(agent: Agent, prompt: str) -> str:
+    """The agent's answer, whether ``run`` returns the text or a RunResult."""
+    return text_of(await agent.run(prompt))
+
+
+async def run_result(agent: Agent, prompt: str) -> Any:
+    """The run's RunResult (``run_detailed`` here, ``run`` on the newer API)."""
+    run = getattr(agent, "run_detailed", None) or agent.run
+    return await run(prompt)
+
+
+def text_of(result: Any) -> str:
+    """The answer text of a ``run``/``run_sync`` return value (str or RunResult)."""
+    return result if isinstance(result, str) else str(result.text)
+
+
+def tool_results(provider: ScriptedProvider, request: int) -> list[Message]:
+    """The tool-result messages the model saw in request number ``request``."""
+    return [m for m in provider.requests[request].messages if m.role == Role.TOOL]
+
+
+def offered(provider: ScriptedProvider, request: int) -> set[str]:
+    """The tool names offered to the model in request number ``request``."""
+    return {t.name for t in provider.requests[request].tools}
+
+
+def child_pids(command_part: str) -> list[int]:
+    """Our child processes whose command line contains ``command_part`` (Linux /proc)."""
+    pids: list[int] = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        children = (task / "children").read_text().split()
+        for pid in map(int, children):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if command_part.encode() in cmdline:
+                pids.append(pid)
+    return pids
+
+
+class RefreshingAgent(Agent):
+    """An Agent that brings its MCP tools up to date before every run.
+
+    Stand-in for ``Agent(mcp_servers=[...])`` until it lands in agent.py (see docs/notes/mcp.md):
+    the same ``sync_mcp_tools`` call on the agent's tools, which the real integration owns.
+    """
+
+    def __init__(self, *args: Any, connections: list[MCPConnection], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._connections = connections
+
+    async def _run(self, content: Any, *, streaming: bool) -> Any:
+        await sync_mcp_tools(self._tools, self._connections)
+        return await super()._run(content, streaming=streaming)  # type: ignore[misc]
+
+    async def start_run(self, prompt: Any, *, streaming: bool = False) -> Any:
+        # The same on the newer Agent, whose runs start here.
+        await sync_mcp_tools(self._tools, self._connections)
+        return await super().start_run(prompt, streaming=streaming)  # type: ignore[misc]
