@@ -313,8 +313,10 @@ class Run:
         control: RunControl | None = None,
         history: list[Message] | None = None,
         path: tuple[str, ...] = (),
+        refresh_tools: Callable[[], Awaitable[list[ToolDefinition]]] | None = None,
     ) -> None:
         self.o = options
+        self.refresh_tools = refresh_tools
         self.hooks = hooks
         self.log = options.logger
         self.dispatcher = dispatcher
@@ -785,6 +787,8 @@ class Run:
                 if self._abort_due("now", "after_tools", "after_turn"):
                     raise _Abort
                 yield await self._emit(TurnStart(i, path=self.path))
+                if i > 0 and self.refresh_tools is not None:  # between turns, never in a batch
+                    self.tool_defs = await self.refresh_tools()
                 async for event in self._steer(messages):
                     yield event
                 request = await self._request(messages, i)

@@ -8,11 +8,11 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from goagent_py._loop import Run, RunControl
 from goagent_py.dispatch import Dispatcher, DispatchMiddleware
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.events import AgentEvent
 from goagent_py.hooks import HookDispatcher, Hooks
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol, WritePolicy
@@ -42,7 +42,10 @@ from goagent_py.options import (
 from goagent_py.provider import Provider
 from goagent_py.resilience import RetryPolicy
 from goagent_py.results import RunResult
-from goagent_py.tools import Tool
+from goagent_py.tools import Tool, ToolDefinition
+
+if TYPE_CHECKING:
+    from goagent_py.mcp import MCPConnection
 
 __all__ = ["Agent", "Prompt"]
 
@@ -135,6 +138,8 @@ class Agent:
         max_tokens: the output token limit per model call (None: the provider's default).
         short_term_trace_tools: store the tool trace in short-term memory (default True).
         mcp_connectors: connectors run on first use whose tools join the agent's.
+        mcp_servers: MCP servers (``goagent_py.mcp``) whose tools join the agent's and are
+            refreshed between turns when the server's list changes.
         before_tool_call: approve or block each call (return a reason to block).
         stop_on_denied: a call blocked by ``before_tool_call`` also ends the run.
         after_tool_call: see each result; return a replacement to override it.
@@ -178,6 +183,7 @@ class Agent:
         max_tokens: int | None = _NOT_GIVEN,
         short_term_trace_tools: bool = _NOT_GIVEN,
         mcp_connectors: Sequence[MCPConnector] = _NOT_GIVEN,
+        mcp_servers: Sequence[MCPConnection] = _NOT_GIVEN,
         before_tool_call: BeforeToolCall | None = _NOT_GIVEN,
         stop_on_denied: bool = _NOT_GIVEN,
         after_tool_call: AfterToolCall | None = _NOT_GIVEN,
@@ -196,7 +202,7 @@ class Agent:
         self._options: AgentOptions = build_options(options, given)
         o = self._options
         self._tools: dict[str, Tool] = {t.definition.name: t for t in o.tools}
-        self._connected = not o.mcp_connectors
+        self._connected = not (o.mcp_connectors or o.mcp_servers)
         self._connect_lock: asyncio.Lock | None = None
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self._hook_dispatcher = HookDispatcher(o.hooks, o.logger)
@@ -248,6 +254,23 @@ class Agent:
                 self._tools[t.definition.name] = t
             self._connected = True
 
+    async def _sync_mcp(self) -> None:
+        """Bring the MCP servers' tools up to date (never while a run's tool batch runs: the
+        loop calls this between turns)."""
+        from goagent_py.mcp import sync_mcp_tools  # light: the SDK loads only on connect
+
+        assert self._connect_lock is not None
+        async with self._connect_lock:
+            await sync_mcp_tools(self._tools, self._options.mcp_servers)
+
+    async def _current_tools(self) -> list[ToolDefinition]:
+        """The tool definitions for the next turn; a failed refresh keeps the previous ones."""
+        try:
+            await self._sync_mcp()
+        except GoAgentError as exc:
+            self._options.logger.warning("MCP tools not refreshed: %s", exc)
+        return [t.definition for t in self._tools.values()]
+
     async def start_run(
         self,
         prompt: Prompt | None,
@@ -263,8 +286,10 @@ class Agent:
         :meth:`stream` or use a :class:`~goagent_py.Session`. ``prompt=None`` continues from
         ``history`` without a new user message.
         """
-        await self._connect()
         messages = [] if prompt is None else to_messages(prompt, "run()")
+        await self._connect()
+        if self._options.mcp_servers:
+            await self._sync_mcp()  # the first run connects; a name clash raises here
         defs = [t.definition for t in self._tools.values()]
         return Run(
             self._options,
@@ -276,6 +301,7 @@ class Agent:
             control=control,
             history=history,
             path=path,
+            refresh_tools=self._current_tools if self._options.mcp_servers else None,
         )
 
     async def run(self, prompt: Prompt) -> RunResult:
@@ -320,8 +346,9 @@ class Agent:
         )
 
     async def aclose(self) -> None:
-        """Close what the agent's connectors opened. Idempotent."""
+        """Close what the agent's connectors and MCP servers opened. Idempotent."""
         closers, self._closers = self._closers, []
+        closers = [s.aclose for s in self._options.mcp_servers] + closers
         for close in reversed(closers):
             try:
                 await close()

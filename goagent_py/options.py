@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from goagent_py.dispatch import CircuitBreakerConfig, DispatchMiddleware, RateLimitConfig
 from goagent_py.errors import ConfigurationError
@@ -27,6 +27,9 @@ from goagent_py.messages import Message, ToolCall
 from goagent_py.provider import CompletionRequest, Provider, ThinkingConfig
 from goagent_py.resilience import PerTool, RetryPolicy
 from goagent_py.tools import Tool
+
+if TYPE_CHECKING:
+    from goagent_py.mcp import MCPConnection
 
 __all__ = [
     "AfterToolCall",
@@ -56,6 +59,7 @@ __all__ = [
     "with_max_tokens",
     "with_max_tool_result_chars",
     "with_mcp_connector",
+    "with_mcp_server",
     "with_model",
     "with_name",
     "with_prepare_arguments",
@@ -155,6 +159,7 @@ class AgentOptions:
     max_tokens: int | None = None
     short_term_trace_tools: bool = True
     mcp_connectors: list[MCPConnector] = field(default_factory=list)
+    mcp_servers: list[MCPConnection] = field(default_factory=list)
     before_tool_call: BeforeToolCall | None = None
     stop_on_denied: bool = False
     after_tool_call: AfterToolCall | None = None
@@ -228,7 +233,15 @@ class AgentOptions:
             )
         self.check_tools(self.tools)
         unknown = self.sequential_tools - {t.definition.name for t in self.tools}
-        if unknown and not self.mcp_connectors:
+        for server in self.mcp_servers:
+            if not callable(getattr(server, "tools", None)) or not callable(
+                getattr(server, "aclose", None)
+            ):
+                raise ConfigurationError(
+                    f"mcp_servers: {server!r} is not an MCP connection; use MCPStdio(...), "
+                    "MCPHttp(...) or MCPInProcess(...) from goagent_py.mcp"
+                )
+        if unknown and not (self.mcp_connectors or self.mcp_servers):
             raise ConfigurationError(
                 f"{self._said('sequential_tools', 'sequential_tools')} names unknown tools: "
                 f"{', '.join(sorted(unknown))}"
@@ -491,6 +504,12 @@ def with_mcp_connector(connector: MCPConnector) -> Option:
     )
 
 
+def with_mcp_server(*servers: MCPConnection) -> Option:
+    """Attach MCP servers (``MCPStdio``, ``MCPHttp``, ``MCPInProcess`` from goagent_py.mcp):
+    their tools join the agent's at the first run and are brought up to date between turns."""
+    return Option("mcp_servers", lambda o: o.mcp_servers.extend(servers), "with_mcp_server(...)")
+
+
 def with_before_tool_call(fn: BeforeToolCall, *, stop_on_deny: bool = False) -> Option:
     """Approve or block each call: return None to run it, or a reason the model reads.
 
@@ -597,6 +616,8 @@ def _keyword_option(key: str, value: Any) -> Option:
     elif key == "mcp_connectors":
         connectors = _sequence(key, value)
         option = Option("mcp_connectors", lambda o: o.mcp_connectors.extend(connectors))
+    elif key == "mcp_servers":
+        option = with_mcp_server(*_sequence(key, value))
     elif key == "thinking":
         option = Option(
             "thinking",
@@ -622,7 +643,8 @@ def _keyword_option(key: str, value: Any) -> Option:
 
 
 _SPECIAL = (
-    "tools", "hooks", "dispatch_middlewares", "mcp_connectors", "thinking", "adaptive_thinking",
+    "tools", "hooks", "dispatch_middlewares", "mcp_connectors", "mcp_servers", "thinking",
+    "adaptive_thinking",
     "sequential_tools", "stop_on_denied",
 )  # fmt: skip
 _SCALARS = frozenset(

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from goagent_py import Agent
-from goagent_py.mcp import MCPConnection, sync_mcp_tools
 from goagent_py.messages import Message, Role
 from goagent_py.testing import ScriptedProvider
 
@@ -51,24 +50,3 @@ def child_pids(command_part: str) -> list[int]:
             if command_part.encode() in cmdline:
                 pids.append(pid)
     return pids
-
-
-class RefreshingAgent(Agent):
-    """An Agent that brings its MCP tools up to date before every run.
-
-    Stand-in for ``Agent(mcp_servers=[...])`` until it lands in agent.py (see docs/notes/mcp.md):
-    the same ``sync_mcp_tools`` call on the agent's tools, which the real integration owns.
-    """
-
-    def __init__(self, *args: Any, connections: list[MCPConnection], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._connections = connections
-
-    async def _run(self, content: Any, *, streaming: bool) -> Any:
-        await sync_mcp_tools(self._tools, self._connections)
-        return await super()._run(content, streaming=streaming)  # type: ignore[misc]
-
-    async def start_run(self, prompt: Any, *, streaming: bool = False) -> Any:
-        # The same on the newer Agent, whose runs start here.
-        await sync_mcp_tools(self._tools, self._connections)
-        return await super().start_run(prompt, streaming=streaming)  # type: ignore[misc]

@@ -11,8 +11,9 @@ from typing import Any
 
 import fixture_server
 import pytest
-from mcp_helpers import RefreshingAgent, answer, offered, text_of, tool_results
+from mcp_helpers import answer, offered, text_of, tool_results
 
+from goagent_py import Agent
 from goagent_py.errors import ConfigurationError, GoAgentError, ToolError
 from goagent_py.mcp import (
     MCPConnectionError,
@@ -45,7 +46,7 @@ async def test_the_new_tool_is_offered_and_used_on_the_next_run() -> None:
         tool_call_response(("greet", {})),
         "greeted",
     )
-    agent = RefreshingAgent(provider=p, model="m", connections=[conn])
+    agent = Agent(provider=p, model="m", mcp_servers=[conn])
     try:
         assert await answer(agent, "add a greeting tool") == "added"
         assert "greet" not in offered(p, 0)
