@@ -89,6 +89,8 @@ __all__ = ["AbortMode", "QueueMode", "Run", "RunControl", "repair_transcript"]
 T = TypeVar("T")
 
 SYNTHETIC_METADATA_KEY = "goagent.synthetic"
+UI_ONLY_KEY = "goagent.ui_only"
+"""Messages with this metadata set stay in the transcript for UIs and never reach the model."""
 
 AbortMode = Literal["now", "after_tools", "after_turn"]
 QueueMode = Literal["one_at_a_time", "all"]
@@ -110,7 +112,7 @@ def strip_thinking(messages: list[Message]) -> list[Message]:
     out = []
     for m in messages:
         content: list[ContentBlock] = [b for b in m.content if not isinstance(b, ThinkingBlock)]
-        meta = {k: v for k, v in m.metadata.items() if k == SYNTHETIC_METADATA_KEY}
+        meta = {k: v for k, v in m.metadata.items() if k in (SYNTHETIC_METADATA_KEY, UI_ONLY_KEY)}
         out.append(replace(m, content=content, tool_calls=list(m.tool_calls), metadata=meta))
     return out
 
@@ -443,7 +445,7 @@ class Run:
 
     async def _request(self, messages: list[Message], iteration: int) -> CompletionRequest:
         o = self.o
-        sent = list(messages)
+        sent = [m for m in messages if not m.metadata.get(UI_ONLY_KEY)]
         if o.transform_context is not None:
             sent = list(await _maybe_await(o.transform_context(sent)))
         request = CompletionRequest(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -199,8 +200,11 @@ class Agent:
         rate_limit: RateLimitConfig | None = _NOT_GIVEN,
     ) -> None:
         given = {k: v for k, v in locals().items() if v is not _NOT_GIVEN and k in _KEYWORDS}
-        self._options: AgentOptions = build_options(options, given)
-        o = self._options
+        self._setup(build_options(options, given))
+
+    def _setup(self, options: AgentOptions) -> None:
+        self._options = options
+        o = options
         self._tools: dict[str, Tool] = {t.definition.name: t for t in o.tools}
         self._connected = not (o.mcp_connectors or o.mcp_servers)
         self._connect_lock: asyncio.Lock | None = None
@@ -215,6 +219,37 @@ class Agent:
             middlewares=o.dispatch_middlewares,
             logger=o.logger,
         )
+
+    def replace(self, **settings: Any) -> Agent:
+        """A new agent with these settings changed (the same keywords as the constructor).
+
+        For switching model, system prompt, thinking or tools between runs (a
+        :class:`~goagent_py.Session` takes the new agent with ``set_agent``). List-like settings
+        given here replace the old lists rather than adding to them. The new agent has its own
+        circuit breakers and rate limits.
+
+        Raises:
+            ConfigurationError: a setting is invalid (the message names it as written).
+            TypeError: an unknown setting.
+        """
+        unknown = set(settings) - _KEYWORDS
+        if unknown:
+            raise TypeError(f"Agent.replace() got unknown settings: {', '.join(sorted(unknown))}")
+        base = dataclasses.replace(
+            self._options,
+            tools=[] if "tools" in settings else list(self._options.tools),
+            hook_sets=[] if "hooks" in settings else list(self._options.hook_sets),
+            dispatch_middlewares=[]
+            if "dispatch_middlewares" in settings
+            else list(self._options.dispatch_middlewares),
+            mcp_connectors=list(self._options.mcp_connectors),
+            mcp_servers=list(self._options.mcp_servers),
+            sequential_tools=set(self._options.sequential_tools),
+            sources=dict(self._options.sources),
+        )
+        clone = Agent.__new__(Agent)
+        clone._setup(build_options((), settings, base=base))
+        return clone
 
     @property
     def options(self) -> AgentOptions:

@@ -580,9 +580,12 @@ def with_transform_context(fn: TransformContext) -> Option:
     return _set("transform_context", fn)
 
 
-def build_options(options: Sequence[Option], keywords: Mapping[str, Any]) -> AgentOptions:
-    """Apply ``options`` then ``keywords`` (mapped onto the same options) and validate."""
-    settings = AgentOptions()
+def build_options(
+    options: Sequence[Option], keywords: Mapping[str, Any], *, base: AgentOptions | None = None
+) -> AgentOptions:
+    """Apply ``options`` then ``keywords`` (mapped onto the same options) to ``base`` (or the
+    defaults) and validate."""
+    settings = base if base is not None else AgentOptions()
     for step in options:
         if not isinstance(step, Option):
             raise ConfigurationError(

@@ -28,16 +28,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from goagent_py._loop import AbortMode, QueueMode, Run, RunControl, repair_transcript
+from goagent_py._loop import UI_ONLY_KEY, AbortMode, QueueMode, Run, RunControl, repair_transcript
 from goagent_py.agent import Agent, Prompt, to_messages
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEvent, QueueUpdate
 from goagent_py.messages import Message, Role, ToolCall
 from goagent_py.results import RunResult
+from goagent_py.tools import Tool
 
 __all__ = ["Session", "SessionState"]
 
@@ -148,7 +149,37 @@ class Session:
     def set_agent(self, agent: Agent) -> None:
         """Answer with another agent from the next run on (other model, prompt, tools...)."""
         self._ensure_idle("set_agent()")
+        if not isinstance(agent, Agent):
+            raise ConfigurationError(f"set_agent() takes an Agent, got {type(agent).__name__}")
         self.agent = agent
+
+    def set_model(self, model: str) -> None:
+        """Use ``model`` from the next run on."""
+        self.set_agent(self.agent.replace(model=model))
+
+    def set_system_prompt(self, prompt: str) -> None:
+        """Use ``prompt`` as the system prompt from the next run on."""
+        self.set_agent(self.agent.replace(system_prompt=prompt))
+
+    def set_thinking(self, budget_tokens: int | None) -> None:
+        """Extended thinking with this budget from the next run on (None: off)."""
+        self.set_agent(self.agent.replace(thinking=budget_tokens))
+
+    def set_tools(self, tools: Sequence[Tool]) -> None:
+        """Offer exactly these tools from the next run on."""
+        self.set_agent(self.agent.replace(tools=list(tools)))
+
+    async def add_ui_message(self, message: Message) -> None:
+        """Keep a message in the transcript for the UI only: it is stored (in short-term memory
+        too), never sent to the model (``metadata["goagent.ui_only"] = True`` marks it)."""
+        self._ensure_idle("add_ui_message()")
+        if not self._loaded:
+            await self.load()
+        message.metadata[UI_ONLY_KEY] = True
+        memory = self.agent.options.short_term_memory
+        if memory is not None:
+            await memory.append(message)
+        self._transcript.append(message)
 
     # -- queues and abort (thread-safe) ------------------------------------------------------
 

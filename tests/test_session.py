@@ -23,6 +23,7 @@ from goagent_py import (
     Session,
     SessionBusyError,
     StopReason,
+    TextBlock,
     ToolExecutionEnd,
     ToolExecutionStart,
     TurnEnd,
@@ -387,3 +388,24 @@ async def test_tool_start_events_and_each_end_as_its_call_finishes() -> None:
         "end fast",
         "end slow",
     ]
+
+
+async def test_setters_between_runs_and_ui_only_messages(tmp_path: Path) -> None:
+    provider = ScriptedProvider("first", "second")
+    storage, memory = await _store(tmp_path)
+    async with storage:
+        session = Session(Agent(provider=provider, model="small", short_term_memory=memory))
+        await session.prompt("hi")
+        await session.add_ui_message(Message(Role.ASSISTANT, [TextBlock("(shown to the user)")]))
+        session.set_model("large")
+        session.set_system_prompt("Be brief.")
+        session.set_tools([fast])
+        await session.prompt("again")
+        request = provider.requests[1]
+        assert (request.model, request.system_prompt) == ("large", "Be brief.")
+        assert [t.name for t in request.tools] == ["fast"]
+        assert all("shown to the user" not in m.text for m in request.messages)
+        stored = await memory.messages()
+        assert any(m.metadata.get("goagent.ui_only") for m in stored)  # kept for the UI
+        with pytest.raises(ConfigurationError, match="max_iterations=0"):
+            session.agent.replace(max_iterations=0)
