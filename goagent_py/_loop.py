@@ -346,10 +346,6 @@ class Run:
         self._results: list[ToolResult | None] = []
         self._watch_calls = False
 
-    async def _emit(self, event: AgentEvent) -> AgentEvent:
-        await self.hooks(event)
-        return event
-
     def _content(self) -> list[ContentBlock]:
         return [b for m in self.prompt for b in m.content]
 
@@ -365,11 +361,9 @@ class Run:
                 self.prompt[-1].content, top_k=self.o.long_term_top_k, session=self.o.name
             )
         except Exception as exc:
-            yield await self._emit(
-                MemoryRecall([], time.perf_counter() - start, exc, path=self.path)
-            )
+            yield (MemoryRecall([], time.perf_counter() - start, exc, path=self.path))
             raise MemoryStoreError(f"retrieving long-term context failed: {exc}") from exc
-        yield await self._emit(MemoryRecall(recalled, time.perf_counter() - start, path=self.path))
+        yield MemoryRecall(recalled, time.perf_counter() - start, path=self.path)
         if recalled:
             self._recalled = recall_message(recalled)
 
@@ -384,9 +378,9 @@ class Run:
         try:
             past = await memory.messages()
         except Exception as exc:
-            yield await self._emit(HistoryLoad(0, time.perf_counter() - start, exc, path=self.path))
+            yield HistoryLoad(0, time.perf_counter() - start, exc, path=self.path)
             raise MemoryStoreError(f"loading short-term history failed: {exc}") from exc
-        yield await self._emit(HistoryLoad(len(past), time.perf_counter() - start, path=self.path))
+        yield HistoryLoad(len(past), time.perf_counter() - start, path=self.path)
         self._history = past
 
     async def _persist(self, final: Message | None) -> AsyncGenerator[AgentEvent, None]:
@@ -411,9 +405,7 @@ class Run:
                     error = exc
                     self.log.warning("short-term memory append failed: %s", exc)
                 duration = time.perf_counter() - start
-                yield await self._emit(
-                    HistoryAppend(len(to_store), duration, error, path=self.path)
-                )
+                yield (HistoryAppend(len(to_store), duration, error, path=self.path))
         if o.long_term_memory is not None and final is not None and self.prompt:
             policy = o.write_policy or store_always
             answer = assistant_message(final.text)
@@ -432,7 +424,7 @@ class Run:
                 error = exc
                 self.log.warning("long-term memory store failed: %s", exc)
             duration = time.perf_counter() - start
-            yield await self._emit(MemoryStore(len(chosen), duration, error, path=self.path))
+            yield MemoryStore(len(chosen), duration, error, path=self.path)
 
     async def _checkpoint(self) -> AsyncGenerator[AgentEvent, None]:
         """In a session, store what the run has added so far (each append leaves a valid
@@ -516,12 +508,12 @@ class Run:
             failed = ModelResponse(
                 time.perf_counter() - start, error=exc, iteration=iteration, path=self.path
             )
-            yield await self._emit(failed)
+            yield failed
             self.log.warning("provider error: %s", exc)
             if isinstance(exc, ProviderError):
                 raise
             raise ProviderError(f"{type(exc).__name__}: {exc}") from exc
-        yield await self._emit(
+        yield (
             ModelResponse(
                 time.perf_counter() - start,
                 usage=response.usage,
@@ -568,7 +560,7 @@ class Run:
                     return
                 if isinstance(item, _Failed):
                     raise item.exc
-                yield await self._emit(item)
+                yield item
         finally:
             if self.control is not None:
                 self.control._attach(None)
@@ -644,6 +636,22 @@ class Run:
             c.name in o.sequential_tools for c in calls
         )
         limit = 1 if sequential else (o.max_parallel_tools or n)
+        if n == 1 and self.control is None and not self.streaming and not self._watch_calls:
+            # Nobody watches live: run the lone call inline; its events follow it.
+            call = calls[0]
+            pending: list[Any] = []  # list.append is safe from a sync tool's worker thread
+            token = _current.set(self._context(call, iteration, pending.append))
+            undo_sink = set_event_sink(pending.append, self.path)
+            try:
+                result = await self._run_one(call)
+            finally:
+                _current.reset(token)
+                undo_sink()
+            for item in pending:
+                yield item
+            results[0] = result
+            yield ToolExecutionEnd(result, path=self.path)
+            return
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         owner = threading.get_ident()
@@ -664,25 +672,6 @@ class Run:
                 if not isinstance(exc, Exception):
                     raise
 
-        if n == 1 and self.control is None and not self.streaming and not self._watch_calls:
-            # Nobody watches live: run the lone call inline, its events follow it.
-            token = _current.set(self._context(calls[0], iteration, put))
-            sink = set_event_sink(put, self.path)
-            try:
-                await one(0, calls[0])
-            finally:
-                _current.reset(token)
-                sink()
-            while not queue.empty():
-                item = queue.get_nowait()
-                if isinstance(item, _Done):
-                    results[0] = item.result
-                    yield await self._emit(ToolExecutionEnd(item.result, path=self.path))
-                elif isinstance(item, _Failed):
-                    raise item.exc
-                else:
-                    yield await self._emit(item)
-            return
         tasks: dict[int, asyncio.Task[None]] = {}
         started = done = 0
         if self.control is not None:
@@ -700,11 +689,11 @@ class Run:
                 if isinstance(item, _Done):
                     results[item.index] = item.result
                     done += 1
-                    yield await self._emit(ToolExecutionEnd(item.result, path=self.path))
+                    yield ToolExecutionEnd(item.result, path=self.path)
                 elif isinstance(item, _Failed):
                     raise item.exc
                 else:
-                    yield await self._emit(item)
+                    yield item
         finally:
             if self.control is not None:
                 self.control._attach(None)
@@ -737,11 +726,11 @@ class Run:
     async def _inject(
         self, messages: list[Message], taken: list[Message], queue: Literal["steering", "follow_up"]
     ) -> AsyncGenerator[AgentEvent, None]:
-        yield await self._emit(MessagesInjected(queue, list(taken), path=self.path))
+        yield MessagesInjected(queue, list(taken), path=self.path)
         for m in taken:
             self._append(messages, m)
-            yield await self._emit(MessageStart(Role.USER, self.iterations, m, path=self.path))
-            yield await self._emit(MessageEnd(m, path=self.path))
+            yield MessageStart(Role.USER, self.iterations, m, path=self.path)
+            yield MessageEnd(m, path=self.path)
 
     async def _steer(self, messages: list[Message]) -> AsyncGenerator[AgentEvent, None]:
         if self.control is not None and (taken := self.control.take_steering()):
@@ -751,8 +740,29 @@ class Run:
     def _abort_due(self, *modes: AbortMode) -> bool:
         return self.control is not None and self.control.abort_mode in modes
 
-    async def events(self) -> AsyncGenerator[AgentEvent, None]:
-        """Run the loop, yielding its events; raises what the run ends with."""
+    def events(self) -> AsyncGenerator[AgentEvent, None]:
+        """Run the loop, yielding its events; raises what the run ends with.
+
+        Each event feeds the hooks (through the agent's :class:`HookDispatcher`) just before it
+        is yielded: one place, so hooks and the stream can never disagree.
+        """
+        if not self.hooks.handlers:
+            return self._events()  # no hook to feed: spare every event a generator hop
+        return self._hooked_events()
+
+    async def _hooked_events(self) -> AsyncGenerator[AgentEvent, None]:
+        handlers = self.hooks.handlers
+        inner = self._events()
+        try:
+            async for event in inner:
+                handler = handlers.get(type(event))
+                if handler is not None:
+                    await handler(event)
+                yield event
+        finally:
+            await inner.aclose()
+
+    async def _events(self) -> AsyncGenerator[AgentEvent, None]:
         o = self.o
         self._start = time.perf_counter()
         self.run_id = uuid.uuid4().hex
@@ -767,18 +777,23 @@ class Run:
         )
         ended = False
         try:
-            yield await self._emit(AgentStart(info, path=self.path))
-            async for event in self._recall():
-                yield event
-            async for event in self._load():
-                yield event
+            yield AgentStart(info, path=self.path)
+            if o.long_term_memory is not None and self.prompt:
+                async for event in self._recall():
+                    yield event
+            if self.given_history is not None:
+                self._history = list(self.given_history)
+            elif o.short_term_memory is not None:
+                async for event in self._load():
+                    yield event
             messages = ([self._recalled] if self._recalled is not None else []) + self._history
             for m in self.prompt:
                 self._append(messages, m)
-                yield await self._emit(MessageStart(Role.USER, 0, m, path=self.path))
-                yield await self._emit(MessageEnd(m, path=self.path))
-            async for event in self._checkpoint():
-                yield event
+                yield MessageStart(Role.USER, 0, m, path=self.path)
+                yield MessageEnd(m, path=self.path)
+            if self.control is not None:
+                async for event in self._checkpoint():
+                    yield event
             final: Message | None = None
             while final is None:
                 if self.iterations >= o.max_iterations:
@@ -788,11 +803,12 @@ class Run:
                 self.iterations += 1
                 if self._abort_due("now", "after_tools", "after_turn"):
                     raise _Abort
-                yield await self._emit(TurnStart(i, path=self.path))
+                yield TurnStart(i, path=self.path)
                 if i > 0 and self.refresh_tools is not None:  # between turns, never in a batch
                     self.tool_defs = await self.refresh_tools()
-                async for event in self._steer(messages):
-                    yield event
+                if self.control is not None:
+                    async for event in self._steer(messages):
+                        yield event
                 request = await self._request(messages, i)
                 if o.transform_context is not None:  # after context preparation
                     before = len(messages)
@@ -800,10 +816,8 @@ class Run:
                         yield event
                     if len(messages) != before:
                         request = await self._request(messages, i)
-                yield await self._emit(ModelRequest(i, request, path=self.path))
-                yield await self._emit(
-                    MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
-                )
+                yield ModelRequest(i, request, path=self.path)
+                yield (MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path))
                 response: CompletionResponse | None = None
                 async for item in self._call_model(i, request):
                     if isinstance(item, CompletionResponse):
@@ -817,11 +831,9 @@ class Run:
                 self._append(messages, message)  # rule 1: exactly as returned
                 self.last_text = message.text
                 self.streaming_message = ""
-                yield await self._emit(
-                    MessageEnd(message, response.stop_reason, response.usage, path=self.path)
-                )
+                yield (MessageEnd(message, response.stop_reason, response.usage, path=self.path))
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
-                    yield await self._emit(TurnEnd(i, message, [], path=self.path))
+                    yield TurnEnd(i, message, [], path=self.path)
                     if self._abort_due("now", "after_tools", "after_turn"):
                         raise _Abort
                     taken = self.control.take_steering() if self.control is not None else []
@@ -842,11 +854,11 @@ class Run:
                         for c in calls
                     ]
                     for r in results:
-                        yield await self._emit(ToolExecutionStart(r.call, path=self.path))
-                        yield await self._emit(ToolExecutionEnd(r, path=self.path))
+                        yield ToolExecutionStart(r.call, path=self.path)
+                        yield ToolExecutionEnd(r, path=self.path)
                 else:
                     for call in calls:
-                        yield await self._emit(ToolExecutionStart(call, path=self.path))
+                        yield ToolExecutionStart(call, path=self.path)
                     try:
                         async for event in self._tools(i, calls):
                             yield event
@@ -857,7 +869,7 @@ class Run:
                 self.pending_calls = []
                 async for event in self._tool_messages(messages, results):
                     yield event
-                yield await self._emit(TurnEnd(i, message, results, path=self.path))
+                yield TurnEnd(i, message, results, path=self.path)
                 async for event in self._checkpoint():
                     yield event
                 if await self._stop_after(i, messages, message, results):
@@ -865,14 +877,16 @@ class Run:
                     break
                 if self._abort_due("now", "after_tools", "after_turn"):
                     raise _Abort
-                async for event in self._steer(messages):  # after the tool batch
+                if self.control is not None:  # after the tool batch
+                    async for event in self._steer(messages):
+                        yield event
+            yield FinalResponse(self.last_text, self.iterations, path=self.path)
+            if o.short_term_memory is not None or o.long_term_memory is not None:
+                async for event in self._persist(final):
                     yield event
-            yield await self._emit(FinalResponse(self.last_text, self.iterations, path=self.path))
-            async for event in self._persist(final):
-                yield event
             self.result = self._finish(None)
             ended = True
-            yield await self._emit(AgentEnd(self.result, path=self.path))
+            yield AgentEnd(self.result, path=self.path)
         except _Abort:
             async for event in self._aborted(messages):
                 yield event
@@ -887,7 +901,7 @@ class Run:
                 else:
                     if isinstance(exc, GoAgentError):
                         exc.run_result = self.result
-                    yield await self._emit(AgentEnd(self.result, path=self.path))
+                    yield AgentEnd(self.result, path=self.path)
             raise
 
     def _record_results(
@@ -911,10 +925,8 @@ class Run:
         for result in results:  # rule 3: one result per call, in call order
             tool_msg = tool_message(result)
             self._append(messages, tool_msg)
-            yield await self._emit(
-                MessageStart(Role.TOOL, self.iterations - 1, tool_msg, path=self.path)
-            )
-            yield await self._emit(MessageEnd(tool_msg, path=self.path))
+            yield (MessageStart(Role.TOOL, self.iterations - 1, tool_msg, path=self.path))
+            yield MessageEnd(tool_msg, path=self.path)
 
     async def _stop_after(
         self, i: int, messages: list[Message], message: Message, results: list[ToolResult]
@@ -935,7 +947,7 @@ class Run:
     async def _exhausted(self) -> AsyncGenerator[AgentEvent, None]:
         """Budget exhausted (rule 6): report, persist a well-formed turn, raise."""
         o = self.o
-        yield await self._emit(FinalResponse(self.last_text, o.max_iterations, path=self.path))
+        yield FinalResponse(self.last_text, o.max_iterations, path=self.path)
         note = f"[The agent stopped after {o.max_iterations} iterations without a final answer." + (
             f" Last thought: {self.last_text}]" if self.last_text else "]"
         )
@@ -956,7 +968,7 @@ class Run:
             )
             self._append(messages, kept)
             self.last_text = partial
-            yield await self._emit(MessageEnd(kept, StopReason.ABORTED, Usage(), path=self.path))
+            yield MessageEnd(kept, StopReason.ABORTED, Usage(), path=self.path)
         if self.pending_calls:
             self._record_results(messages, self.pending_calls, [None] * len(self.pending_calls))
         repaired = repair_transcript(self.new_messages, "aborted")
@@ -964,7 +976,7 @@ class Run:
             self.new_messages = repaired
         self.stop_reason = StopReason.ABORTED
         last = self.new_messages[-1] if self.new_messages else None
-        yield await self._emit(
+        yield (
             TurnEnd(
                 max(self.iterations - 1, 0), last or Message(Role.ASSISTANT), [], path=self.path
             )
@@ -972,4 +984,4 @@ class Run:
         async for event in self._persist(None):  # the trace only: no long-term write
             yield event
         self.result = self._finish(None)
-        yield await self._emit(AgentEnd(self.result, path=self.path))
+        yield AgentEnd(self.result, path=self.path)

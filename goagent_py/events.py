@@ -5,6 +5,9 @@ them by one adapter (:func:`goagent_py.hooks.dispatch_event`). Every event carri
 names of the agents from the root run down to the one that emitted it (empty for a top-level run),
 so the events of sub-agents can stream through their parent.
 
+Events are plain slotted dataclasses, not frozen (a frozen dataclass costs a
+``object.__setattr__`` per field, and a run makes twenty of them): treat them as read-only.
+
 In order, for a run that calls one tool and then answers::
 
     AgentStart [MemoryRecall] [HistoryLoad] MessageStart(user) MessageEnd(user)
@@ -53,7 +56,7 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class AgentStart:
     """The run started."""
 
@@ -61,7 +64,7 @@ class AgentStart:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class MemoryRecall:
     """Long-term memory was searched (``error`` set if that failed)."""
 
@@ -71,7 +74,7 @@ class MemoryRecall:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class HistoryLoad:
     """Short-term history was loaded: ``count`` messages (``error`` set if that failed)."""
 
@@ -81,7 +84,7 @@ class HistoryLoad:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class TurnStart:
     """An iteration (one model call and its tool calls) started; ``iteration`` is 0-based."""
 
@@ -89,7 +92,7 @@ class TurnStart:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ModelRequest:
     """The request about to be sent to the model."""
 
@@ -98,7 +101,7 @@ class ModelRequest:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class MessageStart:
     """A message begins: the user's prompt, an injected message, the assistant's reply (before
     the model call; ``streaming`` tells whether deltas follow) or a tool result.
@@ -114,7 +117,7 @@ class MessageStart:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class MessageDelta:
     """A piece of the assistant's message while it streams.
 
@@ -129,7 +132,7 @@ class MessageDelta:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class MessageEnd:
     """A message is complete. For the assistant's: exactly as the provider returned it, with its
     stop reason and usage (both None for user and tool messages)."""
@@ -140,7 +143,7 @@ class MessageEnd:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ToolExecutionStart:
     """A tool call is about to run, with the arguments it runs with."""
 
@@ -153,7 +156,7 @@ class ToolExecutionStart:
         return self.call.arguments
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ToolExecutionUpdate:
     """A running tool reported progress or a partial result (for UIs; not sent to the model)."""
 
@@ -162,7 +165,7 @@ class ToolExecutionUpdate:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ToolRetry:
     """A failed call is retried: ``attempt`` (1-based) failed with ``error``; next in ``delay``."""
 
@@ -173,7 +176,7 @@ class ToolRetry:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ToolTimeout:
     """A call ran past the tool timeout and was cancelled."""
 
@@ -182,7 +185,7 @@ class ToolTimeout:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class CircuitOpen:
     """A call was refused: the tool's circuit breaker is open until ``open_until`` (UTC)."""
 
@@ -191,7 +194,7 @@ class CircuitOpen:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class ToolExecutionEnd:
     """A tool call finished (successfully or not); sent as each call finishes."""
 
@@ -199,7 +202,7 @@ class ToolExecutionEnd:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class TurnEnd:
     """An iteration ended; ``tool_results`` is empty on the final iteration."""
 
@@ -209,7 +212,7 @@ class TurnEnd:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class FinalResponse:
     """The run has its answer (or gave up on the iteration budget); persistence follows."""
 
@@ -218,7 +221,7 @@ class FinalResponse:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class HistoryAppend:
     """The run's messages were appended to short-term history (``error`` set if that failed)."""
 
@@ -228,7 +231,7 @@ class HistoryAppend:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class MemoryStore:
     """Messages were written to long-term memory (``error`` set if that failed)."""
 
@@ -238,7 +241,7 @@ class MemoryStore:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class QueueUpdate:
     """A session's steering or follow-up queue changed: ``size`` messages are waiting."""
 
@@ -247,7 +250,7 @@ class QueueUpdate:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class MessagesInjected:
     """Queued messages entered the conversation, taken from ``queue``."""
 
@@ -256,7 +259,7 @@ class MessagesInjected:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class AbortRequested:
     """An abort was asked for, in ``mode`` ("now", "after_tools" or "after_turn")."""
 
@@ -265,7 +268,7 @@ class AbortRequested:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class AgentEnd:
     """The run ended (``result.error`` tells how; ``result.stop_reason`` is ``ABORTED`` after
     an abort). Sent on every exit but cancellation, which is only reported to hooks."""

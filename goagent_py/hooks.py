@@ -154,7 +154,7 @@ class HookDispatcher:
     event feeds, in the documented order. Built once per agent; events no hook wants cost one
     dictionary lookup."""
 
-    __slots__ = ("_handlers", "hooks", "logger")
+    __slots__ = ("handlers", "hooks", "logger")
 
     def __init__(self, hooks: Hooks, logger: logging.Logger = _log) -> None:
         self.hooks = hooks
@@ -195,14 +195,14 @@ class HookDispatcher:
             table[MemoryStore] = self._store
         if h.on_run_end is not None:
             table[AgentEnd] = self._run_end
-        self._handlers = table
+        self.handlers = table
 
     def wants(self, event_type: type[Any]) -> bool:
         """Whether any hook is fed by events of ``event_type``."""
-        return event_type in self._handlers
+        return event_type in self.handlers
 
     async def __call__(self, event: AgentEvent) -> None:
-        handler = self._handlers.get(type(event))
+        handler = self.handlers.get(type(event))
         if handler is not None:
             await handler(event)
 

@@ -119,6 +119,9 @@ ShouldStop = Callable[[TurnState], "bool | Awaitable[bool]"]
 PrepareTurn = Callable[[CompletionRequest], "CompletionRequest | Awaitable[CompletionRequest]"]
 """Shapes the next request (model, thinking, tools, ...) just before it is sent."""
 
+Label = str | Callable[[], str]
+"""What the caller wrote, or a function that formats it (only when an error needs it)."""
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _EFFORTS = ("low", "medium", "high")
 
@@ -173,10 +176,11 @@ class AgentOptions:
     transform_context: TransformContext | None = None
     tool_retry: RetryPolicy | None = None
     rate_limit: RateLimitConfig | None = None
-    sources: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, Label] = field(default_factory=dict)
 
     def _said(self, setting: str, default: str) -> str:
-        return self.sources.get(setting, default)
+        label = self.sources.get(setting, default)
+        return label if isinstance(label, str) else label()
 
     def _positive_int(self, setting: str, *, optional: bool) -> None:
         value = getattr(self, setting)
@@ -334,21 +338,26 @@ class Option:
     ``label`` is what the caller wrote (``with_max_iterations(5)``), used in error messages.
     """
 
-    __slots__ = ("_apply", "label", "name")
+    __slots__ = ("_apply", "_label", "name")
 
-    def __init__(self, name: str, apply: Callable[[AgentOptions], None], label: str = "") -> None:
+    def __init__(self, name: str, apply: Callable[[AgentOptions], None], label: Label = "") -> None:
         self.name = name
-        self.label = label or f"with_{name}(...)"
+        self._label = label or f"with_{name}(...)"
         self._apply = apply
+
+    @property
+    def label(self) -> str:
+        """What the caller wrote, e.g. ``with_max_iterations(5)`` or ``max_iterations=5``."""
+        return self._label if isinstance(self._label, str) else self._label()
 
     def apply(self, options: AgentOptions) -> None:
         """Apply this option to ``options``, recording what set it."""
         self._apply(options)
-        options.sources[self.name] = self.label
+        options.sources[self.name] = self._label
 
-    def relabel(self, label: str) -> Option:
+    def relabel(self, label: Label) -> Option:
         """The same option, reported as ``label`` in error messages."""
-        self.label = label
+        self._label = label
         return self
 
     def __repr__(self) -> str:
@@ -371,7 +380,7 @@ def with_model(model: str) -> Option:
 
 def with_tool(tool: Tool) -> Option:
     """Add one tool."""
-    return Option("tools", lambda o: o.tools.append(tool), f"with_tool({tool!r})")
+    return Option("tools", lambda o: o.tools.append(tool), lambda: f"with_tool({tool!r})")
 
 
 def with_tools(*tools: Tool) -> Option:
@@ -606,7 +615,9 @@ def _sequence(key: str, value: Any) -> list[Any]:
 
 
 def _keyword_option(key: str, value: Any) -> Option:
-    label = f"{key}={value!r}"
+    def label() -> str:  # formatted only for an error message: a repr can be costly
+        return f"{key}={value!r}"
+
     option: Option
     if key == "tools":
         items = _sequence(key, value)

@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,12 @@ def _execution_error() -> ToolExecutionError:
 
 # One realistic instance per class, keyed by the class's qualified name (so classes in modules
 # that cannot be imported without an extra can still be listed).
+def _mcp() -> Any:
+    import goagent_py.mcp.errors as errors
+
+    return errors
+
+
 SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.GoAgentError": lambda: GoAgentError("something failed"),
     "goagent_py.errors.ConfigurationError": lambda: ConfigurationError(
@@ -91,6 +98,16 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.ToolTimeoutError": lambda: ToolTimeoutError("slow", 2.5),
     "goagent_py.errors.ToolAbortedError": lambda: ToolAbortedError("slow", "user pressed stop"),
     "goagent_py.errors.SessionBusyError": lambda: SessionBusyError("the session is running"),
+    "goagent_py.mcp.errors.MCPError": lambda: _mcp().MCPError("time", "boom"),
+    "goagent_py.mcp.errors.MCPConnectionError": lambda: _mcp().MCPConnectionError("time", "gone"),
+    "goagent_py.mcp.errors.MCPServerRestartedError": lambda: _mcp().MCPServerRestartedError(
+        "time", "now", "server restarted; call not retried"
+    ),
+    "goagent_py.mcp.errors.MCPToolError": lambda: _mcp().MCPToolError("time", "now", "bad zone"),
+    "goagent_py.mcp.errors.MCPToolChangedError": lambda: _mcp().MCPToolChangedError("t", "now"),
+    "goagent_py.mcp.errors.MCPToolUnavailableError": lambda: _mcp().MCPToolUnavailableError(
+        "time", "now", ("later",)
+    ),
     "goagent_py.errors.ToolBlockedError": lambda: ToolBlockedError("rm", "not on a Sunday"),
     "goagent_py.errors.CircuitOpenError": lambda: CircuitOpenError(
         "flaky", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

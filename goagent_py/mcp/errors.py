@@ -38,8 +38,8 @@ class MCPError(GoAgentError):
         self.detail = message
         super().__init__(f"MCP server {server!r}: {message}")
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.server, self.detail))
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.server, self.detail)
 
 
 class MCPConnectionError(MCPError):
@@ -61,8 +61,8 @@ class MCPServerRestartedError(MCPConnectionError, ToolError):
             "being restarted; call not retried because the tool is not marked idempotent",
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.server, self.tool_name, self.reason))
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.server, self.tool_name, self.reason)
 
 
 class MCPToolError(MCPError, ToolError):
@@ -73,8 +73,8 @@ class MCPToolError(MCPError, ToolError):
         self.text = text
         MCPError.__init__(self, server, f"tool {tool_name!r} failed: {text}")
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.server, self.tool_name, self.text))
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.server, self.tool_name, self.text)
 
 
 class MCPToolChangedError(MCPError, ToolError):
@@ -90,8 +90,8 @@ class MCPToolChangedError(MCPError, ToolError):
             "it is blocked until re-approved",
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.server, self.tool_name))
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.server, self.tool_name)
 
 
 class MCPToolUnavailableError(MCPError, ToolError):
@@ -108,5 +108,5 @@ class MCPToolUnavailableError(MCPError, ToolError):
             f"its tools now: {names}",
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.server, self.tool_name, self.available))
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.server, self.tool_name, self.available)
