@@ -35,6 +35,7 @@ __all__ = [
     "FunctionTool",
     "Tool",
     "ToolDefinition",
+    "is_tool",
     "run_in_thread",
     "schema_from",
     "tool",
@@ -69,6 +70,16 @@ class Tool(Protocol):
     async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
         """Run the tool with the model's arguments and return its result."""
         ...
+
+
+def is_tool(obj: object) -> bool:
+    """``isinstance(obj, Tool)``, fast for the tools this module makes.
+
+    A check against the runtime-checkable :class:`Tool` protocol inspects the protocol's members
+    on every call (~8 µs, half the cost of building an agent); a :class:`FunctionTool` is a tool
+    by construction.
+    """
+    return type(obj) is FunctionTool or isinstance(obj, Tool)
 
 
 def validate_tool_name(name: str) -> str:
