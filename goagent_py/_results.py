@@ -17,12 +17,13 @@ import codecs
 import dataclasses
 from collections import deque
 from collections.abc import Iterator, Mapping
-from typing import Any
-
-from pydantic_core import to_json
+from typing import TYPE_CHECKING, Any
 
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
 from goagent_py.tool_context import current_tool_context
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["DEFAULT_RESULT_CHARS", "bounded_json", "result_char_limit", "to_blocks"]
 
@@ -71,12 +72,14 @@ def bounded_json(value: object, limit: int) -> str:
     Raises:
         ValueError: the value nests deeper than 200 levels (a cycle) or cannot be serialised.
     """
+    from pydantic_core import to_json  # on first use: importing goagent_py stays light
+
     if _plain_size(value, limit + 1) >= 0:
         text = to_json(value, fallback=str).decode()
         if len(text) <= limit:
             return text
         return _cut(text, limit)
-    writer = _Writer(limit)
+    writer = _Writer(limit, to_json)
     try:
         _write(value, writer, 0)
     except _Full:
@@ -124,9 +127,10 @@ class _Full(Exception):
 
 
 class _Writer:
-    __slots__ = ("limit", "parts", "size")
+    __slots__ = ("dump", "limit", "parts", "size")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, dump: Callable[..., bytes]) -> None:
+        self.dump = dump  # pydantic_core.to_json
         self.limit = limit
         self.parts: list[str] = []
         self.size = 0
@@ -149,13 +153,13 @@ def _write(value: Any, w: _Writer, depth: int) -> None:
             f"tool result nests deeper than {_MAX_DEPTH} levels (a container holding itself?)"
         )
     if isinstance(value, str):
-        w.write(to_json(value[: w.left]).decode())
+        w.write(w.dump(value[: w.left]).decode())
     elif value is None or isinstance(value, int | float):
-        w.write(to_json(value).decode())
+        w.write(w.dump(value).decode())
     elif isinstance(value, bytes | bytearray | memoryview):
         # A cut may split a UTF-8 sequence: the incremental decoder leaves that tail out.
         head = bytes(value[: w.left])
-        w.write(to_json(codecs.getincrementaldecoder("utf-8")().decode(head)).decode())
+        w.write(w.dump(codecs.getincrementaldecoder("utf-8")().decode(head)).decode())
     elif isinstance(value, Mapping):
         _write_items(((k, v) for k, v in value.items()), w, depth)
     elif isinstance(value, _ARRAYS):
@@ -171,7 +175,7 @@ def _write(value: Any, w: _Writer, depth: int) -> None:
     else:
         # Models, dates, UUIDs, enums, anything else: pydantic's own serialisation (which
         # never iterates a non-iterator), then the budget.
-        w.write(to_json(value, fallback=str).decode()[: w.left])
+        w.write(w.dump(value, fallback=str).decode()[: w.left])
 
 
 def _write_items(items: Iterator[tuple[Any, Any]], w: _Writer, depth: int) -> None:
@@ -180,9 +184,9 @@ def _write_items(items: Iterator[tuple[Any, Any]], w: _Writer, depth: int) -> No
         if i:
             w.write(",")
         if isinstance(key, str):
-            w.write(to_json(key[: w.left]).decode())
+            w.write(w.dump(key[: w.left]).decode())
         else:  # the key as pydantic writes it ({1: x} -> "1", {None: x} -> "None")
-            w.write(to_json({key: None}, fallback=str).decode()[1:-6])
+            w.write(w.dump({key: None}, fallback=str).decode()[1:-6])
         w.write(":")
         _write(val, w, depth + 1)
     w.write("}")

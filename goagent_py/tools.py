@@ -15,10 +15,16 @@ import types
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast, get_type_hints, overload, runtime_checkable
-
-import pydantic
-from pydantic import TypeAdapter
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Protocol,
+    TypeVar,
+    cast,
+    get_type_hints,
+    overload,
+    runtime_checkable,
+)
 
 from goagent_py._results import to_blocks
 from goagent_py._workers import run_in_thread, run_named
@@ -30,6 +36,9 @@ from goagent_py.messages import (
     TextBlock,
     ThinkingBlock,
 )
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = [
     "FunctionTool",
@@ -250,8 +259,10 @@ def schema_from(model: type[Any] | None) -> dict[str, Any]:
     """
     if model is None:
         return {"type": "object", "properties": {}}
+    import pydantic  # on first use: importing goagent_py stays light
+
     try:
-        schema = TypeAdapter(model).json_schema()
+        schema = pydantic.TypeAdapter(model).json_schema()
     except pydantic.PydanticUserError as exc:
         raise ConfigurationError(f"cannot build a JSON schema from {model!r}: {exc}") from exc
     schema = _strip_titles(schema)
@@ -306,6 +317,8 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 def _build_model(fn: Callable[..., Any], arg_docs: dict[str, str]) -> type[pydantic.BaseModel]:
+    import pydantic  # on first use: importing goagent_py stays light
+
     signature = inspect.signature(fn)
     try:
         hints = get_type_hints(fn, include_extras=True)
@@ -340,11 +353,14 @@ class _Schema:
     by every tool made from it: the docstring summary, the argument model (validation) and, on
     first use, the JSON schema. It holds no reference to the function (the cache's weak key)."""
 
-    __slots__ = ("_parameters", "field_names", "model", "stamp", "summary", "tools")
+    __slots__ = ("_invalid", "_parameters", "field_names", "model", "stamp", "summary", "tools")
 
     def __init__(self, fn: Callable[..., Any], stamp: tuple[object, ...]) -> None:
+        import pydantic
+
         self.summary, arg_docs = parse_docstring(fn.__doc__)
         self.model = _build_model(fn, arg_docs)
+        self._invalid = pydantic.ValidationError
         self.field_names = tuple(self.model.model_fields)
         self.stamp = stamp
         self._parameters: dict[str, Any] | None = None
@@ -356,6 +372,8 @@ class _Schema:
         """The JSON schema of the arguments (built on first use, then shared: do not mutate)."""
         parameters = self._parameters
         if parameters is None:
+            import pydantic
+
             try:
                 parameters = _strip_titles(self.model.model_json_schema())
             except pydantic.PydanticUserError as exc:
@@ -371,7 +389,7 @@ class _Schema:
         """The model's arguments validated and coerced, as keyword arguments for the function."""
         try:
             validated = self.model.model_validate(args)
-        except pydantic.ValidationError as exc:
+        except self._invalid as exc:
             raise ToolArgumentsError(tool_name, _format_validation_error(exc)) from exc
         return {k: getattr(validated, k) for k in self.field_names}
 
