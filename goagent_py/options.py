@@ -19,7 +19,7 @@ from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtoc
 from goagent_py.messages import Message, ToolCall
 from goagent_py.provider import Provider, ThinkingConfig
 from goagent_py.resilience import PerTool, RetryPolicy, check_rate_limit
-from goagent_py.tools import Tool, is_tool
+from goagent_py.tools import Tool
 
 __all__ = [
     "AfterToolCall",
@@ -200,7 +200,7 @@ class AgentOptions:
         """Every tool must implement the protocol, and names must be unique."""
         seen: set[str] = set()
         for t in tools:
-            if not is_tool(t):
+            if not isinstance(t, Tool):
                 raise ConfigurationError(
                     f"{t!r} is not a tool: decorate the function with @tool, or implement "
                     "definition and async execute(args)"
