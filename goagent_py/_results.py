@@ -107,9 +107,13 @@ def _plain_size(value: object, budget: int) -> int:
             size += 25
         elif kind is list or kind is tuple:
             size += len(item) + 2
+            if size > budget:  # before copying the items: the list may be huge
+                return -1
             stack.extend(item)
         elif kind is dict:
             size += 2 * len(item) + 2
+            if size > budget:
+                return -1
             for key, val in item.items():
                 if type(key) is not str:
                     return -1
