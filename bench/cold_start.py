@@ -41,11 +41,10 @@ answer = ga.Agent(provider=provider, tools=[add]).run_sync("2+3?")
 t2 = time.perf_counter()
 assert answer == "5", answer
 import json, sys
-heavy = [m for m in ("numpy", "httpx", "anyio", "opentelemetry", "sqlite_vec", "psycopg") if m in sys.modules]
+optional = ("numpy", "httpx", "anyio", "opentelemetry", "sqlite_vec", "psycopg")
+heavy = [m for m in optional if m in sys.modules]
 print(json.dumps({"import_ms": (t1 - t0) * 1e3, "answer_ms": (t2 - t1) * 1e3, "heavy": heavy}))
 """
-
-HEAVY = ("numpy", "httpx", "anyio", "opentelemetry", "sqlite_vec", "psycopg")
 
 
 def env() -> dict[str, str]:
@@ -84,7 +83,8 @@ def importtime(runs: int, top: int) -> None:
             cums[name.strip()].append(int(cum))
     print(f"\nlargest self times under -X importtime (minimum of {runs} runs):")
     for name in sorted(selfs, key=lambda k: -min(selfs[k]))[:top]:
-        print(f"  {min(selfs[name]) / 1e3:7.1f} ms self {min(cums[name]) / 1e3:8.1f} ms cum  {name}")
+        own, cum = min(selfs[name]) / 1e3, min(cums[name]) / 1e3
+        print(f"  {own:7.1f} ms self {cum:8.1f} ms cum  {name}")
 
 
 def main() -> None:
