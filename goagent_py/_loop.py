@@ -620,7 +620,12 @@ class Run:
             put(ToolExecutionUpdate(call, update, path=self.path))
 
         return ToolContext(
-            call=call, run_id=self.run_id, iteration=iteration, path=self.path, reporter=report
+            call=call,
+            run_id=self.run_id,
+            iteration=iteration,
+            path=self.path,
+            reporter=report,
+            max_result_chars=self.o.max_tool_result_chars,
         )
 
     async def _tools(

@@ -41,6 +41,9 @@ class ToolContext:
         iteration: the 0-based iteration (model call) that asked for the tool.
         path: the names of the agents from the root run down to this one (empty at top level).
         reporter: where :meth:`report` sends updates (the loop sets it; a no-op by default).
+        max_result_chars: the most characters a result that is not text (a dict, a list, an
+            iterator...) is serialised to; None means the default (100,000). The loop sets the
+            agent's ``max_tool_result_chars``.
     """
 
     call: ToolCall
@@ -48,6 +51,7 @@ class ToolContext:
     iteration: int = 0
     path: tuple[str, ...] = ()
     reporter: Callable[[Any], None] = field(default=_drop, repr=False)
+    max_result_chars: int | None = None
 
     @property
     def idempotency_key(self) -> str:

@@ -8,20 +8,26 @@ model's arguments with pydantic before the function runs.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import inspect
 import re
 import threading
+import types
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast, get_type_hints, overload, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Protocol,
+    TypeVar,
+    cast,
+    get_type_hints,
+    overload,
+    runtime_checkable,
+)
 
-import pydantic
-from pydantic import TypeAdapter
-from pydantic_core import to_json
-
+from goagent_py._results import to_blocks
+from goagent_py._workers import run_in_thread, run_named
 from goagent_py.errors import ConfigurationError, ToolArgumentsError
 from goagent_py.messages import (
     ContentBlock,
@@ -30,6 +36,9 @@ from goagent_py.messages import (
     TextBlock,
     ThinkingBlock,
 )
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = [
     "FunctionTool",
@@ -57,8 +66,22 @@ class ToolDefinition:
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
+class _ToolCheck(type(Protocol)):  # type: ignore[misc]
+    """The protocol's metaclass, with a fast ``isinstance`` for the tools this module makes.
+
+    On Python 3.11 an ``isinstance`` against a runtime-checkable protocol lists the protocol's
+    members anew on every call (~8 µs, half the cost of building an agent, which checks each
+    tool); a :class:`FunctionTool` is a tool by construction.
+    """
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        if type(instance) is FunctionTool and cls is Tool:
+            return True
+        return super().__instancecheck__(instance)  # type: ignore[no-any-return]
+
+
 @runtime_checkable
-class Tool(Protocol):
+class Tool(Protocol, metaclass=_ToolCheck):
     """Something the model can call. Implement this for tools that need more than :func:`tool`."""
 
     @property
@@ -81,64 +104,18 @@ def validate_tool_name(name: str) -> str:
     return name
 
 
-async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """Run blocking ``fn`` in a daemon thread and await its result.
-
-    Unlike ``asyncio.to_thread`` the thread is a daemon: a sync tool that hangs past its timeout is
-    abandoned without blocking interpreter exit, and never occupies a shared pool slot.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-    ctx = contextvars.copy_context()
-
-    def settle(result: T | None, error: BaseException | None) -> None:
-        if future.cancelled():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(cast(T, result))
-
-    def deliver(result: T | None, error: BaseException | None) -> None:
-        # An abandoned call (timed out) may finish after its event loop closed: drop it.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, result, error)
-
-    def worker() -> None:
-        try:
-            result = ctx.run(fn, *args, **kwargs)
-        except BaseException as exc:  # handed to the awaiting task, which decides
-            deliver(None, exc)
-        else:
-            deliver(result, None)
-
-    threading.Thread(
-        target=worker, name=f"goagent-tool-{getattr(fn, '__name__', 'fn')}", daemon=True
-    ).start()
-    return await future
-
-
-def to_blocks(value: object) -> list[ContentBlock]:
-    """Turn what a tool function returned into content blocks.
-
-    ``str`` becomes one text block, a block or a list of blocks passes through, and anything
-    else is serialised to JSON text with pydantic (dicts, lists, dataclasses, models).
-    """
-    if isinstance(value, str):
-        return [TextBlock(value)]
-    if isinstance(value, _BLOCK_TYPES):
-        return [value]
-    if isinstance(value, list) and value and all(isinstance(v, _BLOCK_TYPES) for v in value):
-        return list(value)
-    if value is None:
-        return [TextBlock("")]
-    return [TextBlock(to_json(value, fallback=str).decode())]
-
-
 class FunctionTool:
     """A tool backed by a Python function (sync or async). Made by :func:`tool` and friends."""
 
-    __slots__ = ("_call", "_definition", "_validator")
+    __slots__ = (
+        "__weakref__",
+        "_call",
+        "_definition",
+        "_description",
+        "_name",
+        "_schema",
+        "_validator",
+    )
 
     def __init__(
         self,
@@ -147,23 +124,49 @@ class FunctionTool:
         validator: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         validate_tool_name(definition.name)
-        self._definition = definition
+        self._name = definition.name
+        self._description = definition.description
+        self._definition: ToolDefinition | None = definition
         self._call = call
         self._validator = validator
+        self._schema: _Schema | None = None
+
+    @classmethod
+    def _from_schema(
+        cls,
+        name: str,
+        description: str,
+        schema: _Schema,
+        call: Callable[[dict[str, Any]], Awaitable[list[ContentBlock]]],
+    ) -> FunctionTool:
+        # The definition (JSON schema) is built on first use, from the function's cached schema.
+        self = cls.__new__(cls)
+        self._name, self._description, self._definition = name, description, None
+        self._call, self._validator, self._schema = call, None, schema
+        return self
 
     @property
     def definition(self) -> ToolDefinition:
         """The definition shown to the model."""
-        return self._definition
+        definition = self._definition
+        if definition is None:
+            assert self._schema is not None
+            parameters = dict(self._schema.parameters(self._name))
+            definition = self._definition = ToolDefinition(
+                self._name, self._description, parameters
+            )
+        return definition
 
     async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
         """Validate ``args`` (when the tool has a typed signature) and run the function."""
-        if self._validator is not None:
+        if self._schema is not None:
+            args = self._schema.validate(self._name, args)
+        elif self._validator is not None:
             args = self._validator(args)
         return await self._call(args)
 
     def __repr__(self) -> str:
-        return f"FunctionTool({self._definition.name!r})"
+        return f"FunctionTool({self._name!r})"
 
 
 def _wrap(
@@ -176,8 +179,13 @@ def _wrap(
 
         return call_async
 
+    label = getattr(fn, "__name__", "fn")
+
+    def call_and_convert(args: dict[str, Any]) -> list[ContentBlock]:
+        return convert(fn(args))
+
     async def call_sync(args: dict[str, Any]) -> list[ContentBlock]:
-        return convert(await run_in_thread(fn, args))
+        return await run_named(label, call_and_convert, args)
 
     return call_sync
 
@@ -254,8 +262,10 @@ def schema_from(model: type[Any] | None) -> dict[str, Any]:
     """
     if model is None:
         return {"type": "object", "properties": {}}
+    import pydantic  # on first use: importing goagent_py stays light
+
     try:
-        schema = TypeAdapter(model).json_schema()
+        schema = pydantic.TypeAdapter(model).json_schema()
     except pydantic.PydanticUserError as exc:
         raise ConfigurationError(f"cannot build a JSON schema from {model!r}: {exc}") from exc
     schema = _strip_titles(schema)
@@ -310,6 +320,8 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 def _build_model(fn: Callable[..., Any], arg_docs: dict[str, str]) -> type[pydantic.BaseModel]:
+    import pydantic  # on first use: importing goagent_py stays light
+
     signature = inspect.signature(fn)
     try:
         hints = get_type_hints(fn, include_extras=True)
@@ -339,6 +351,84 @@ def _build_model(fn: Callable[..., Any], arg_docs: dict[str, str]) -> type[pydan
     return cast(type[pydantic.BaseModel], model)
 
 
+class _Schema:
+    """What a function's signature costs to analyse, done once per function object and shared
+    by every tool made from it: the docstring summary, the argument model (validation) and, on
+    first use, the JSON schema. It holds no reference to the function (the cache's weak key)."""
+
+    __slots__ = ("_invalid", "_parameters", "field_names", "model", "stamp", "summary", "tools")
+
+    def __init__(self, fn: Callable[..., Any], stamp: tuple[object, ...]) -> None:
+        import pydantic
+
+        self.summary, arg_docs = parse_docstring(fn.__doc__)
+        self.model = _build_model(fn, arg_docs)
+        self._invalid = pydantic.ValidationError
+        self.field_names = tuple(self.model.model_fields)
+        self.stamp = stamp
+        self._parameters: dict[str, Any] | None = None
+        # The tools made from a plain function, by (name, description): tool(f) twice gives the
+        # same (immutable) tool while the first one lives.
+        self.tools: dict[tuple[str, str | None], weakref.ref[FunctionTool]] = {}
+
+    def parameters(self, tool_name: str) -> dict[str, Any]:
+        """The JSON schema of the arguments (built on first use, then shared: do not mutate)."""
+        parameters = self._parameters
+        if parameters is None:
+            import pydantic
+
+            try:
+                parameters = _strip_titles(self.model.model_json_schema())
+            except pydantic.PydanticUserError as exc:
+                raise ConfigurationError(
+                    f"@tool {tool_name!r}: cannot build a JSON schema: {exc}"
+                ) from exc
+            parameters.pop("additionalProperties", None)
+            parameters.setdefault("properties", {})
+            self._parameters = parameters
+        return parameters
+
+    def validate(self, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The model's arguments validated and coerced, as keyword arguments for the function."""
+        try:
+            validated = self.model.model_validate(args)
+        except self._invalid as exc:
+            raise ToolArgumentsError(tool_name, _format_validation_error(exc)) from exc
+        return {k: getattr(validated, k) for k in self.field_names}
+
+
+# Schemas by function object (weak keys: a function that goes away takes its entry along). Bound
+# methods are keyed on their function, in a table of their own (their signature has no self).
+_SCHEMAS: weakref.WeakKeyDictionary[Callable[..., Any], _Schema] = weakref.WeakKeyDictionary()
+_BOUND_SCHEMAS: weakref.WeakKeyDictionary[Callable[..., Any], _Schema] = weakref.WeakKeyDictionary()
+_SCHEMAS_LOCK = threading.Lock()
+
+
+def _schema_for(fn: Callable[..., Any]) -> _Schema:
+    if isinstance(fn, types.FunctionType):
+        target, cache = fn, _SCHEMAS
+    elif isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        target, cache = fn.__func__, _BOUND_SCHEMAS
+    else:  # callable objects, partials, builtins: analysed every time
+        return _Schema(fn, ())
+    schema = cache.get(target)
+    # What the schema is made of; if any is replaced after the first analysis, analyse again.
+    if schema is not None:
+        doc, defaults, kwdefaults, annotations = schema.stamp
+        if (
+            target.__doc__ is doc
+            and target.__defaults__ is defaults
+            and target.__kwdefaults__ is kwdefaults
+            and target.__annotations__ is annotations
+        ):
+            return schema
+    stamp = (target.__doc__, target.__defaults__, target.__kwdefaults__, target.__annotations__)
+    schema = _Schema(fn, stamp)
+    with _SCHEMAS_LOCK:
+        cache[target] = schema
+    return schema
+
+
 def _format_validation_error(exc: pydantic.ValidationError) -> str:
     parts = []
     for err in exc.errors(include_url=False):
@@ -347,39 +437,47 @@ def _format_validation_error(exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _call_to_blocks(fn: Callable[..., Any], args: dict[str, Any]) -> list[ContentBlock]:
+    # In the worker thread: the result is serialised there too, under the call's timeout.
+    return to_blocks(fn(**args))
+
+
+def _typed_call(
+    fn: Callable[..., Any],
+) -> Callable[[dict[str, Any]], Awaitable[list[ContentBlock]]]:
+    if inspect.iscoroutinefunction(fn):
+
+        async def call_async(args: dict[str, Any]) -> list[ContentBlock]:
+            return to_blocks(await fn(**args))
+
+        return call_async
+
+    label = getattr(fn, "__name__", "fn")
+
+    async def call_sync(args: dict[str, Any]) -> list[ContentBlock]:
+        return await run_named(label, _call_to_blocks, fn, args)
+
+    return call_sync
+
+
 def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> FunctionTool:
     if not callable(fn):
         raise ConfigurationError(f"@tool needs a function, got {fn!r}")
-    summary, arg_docs = parse_docstring(fn.__doc__)
     tool_name = validate_tool_name(name or fn.__name__)
-    model = _build_model(fn, arg_docs)
-    try:
-        parameters = _strip_titles(model.model_json_schema())
-    except pydantic.PydanticUserError as exc:
-        raise ConfigurationError(f"@tool {tool_name!r}: cannot build a JSON schema: {exc}") from exc
-    parameters.pop("additionalProperties", None)
-    parameters.setdefault("properties", {})
-    field_names = list(model.model_fields)
-
-    def validate(args: dict[str, Any]) -> dict[str, Any]:
-        try:
-            validated = model.model_validate(args)
-        except pydantic.ValidationError as exc:
-            raise ToolArgumentsError(tool_name, _format_validation_error(exc)) from exc
-        return {k: getattr(validated, k) for k in field_names}
-
-    if inspect.iscoroutinefunction(fn):
-
-        async def call(args: dict[str, Any]) -> list[ContentBlock]:
-            return to_blocks(await fn(**args))
-
-    else:
-
-        async def call(args: dict[str, Any]) -> list[ContentBlock]:
-            return to_blocks(await run_in_thread(fn, **args))
-
-    definition = ToolDefinition(tool_name, description or summary or tool_name, parameters)
-    return FunctionTool(definition, call, validate)
+    schema = _schema_for(fn)
+    shared = isinstance(fn, types.FunctionType)
+    key = (tool_name, description)
+    if shared:
+        ref = schema.tools.get(key)
+        existing = ref() if ref is not None else None
+        if existing is not None:
+            return existing
+    made = FunctionTool._from_schema(
+        tool_name, description or schema.summary or tool_name, schema, _typed_call(fn)
+    )
+    if shared:
+        schema.tools[key] = weakref.ref(made)
+    return made
 
 
 @overload

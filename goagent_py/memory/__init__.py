@@ -4,36 +4,91 @@ Importing this package stays light: numpy, tiktoken and the vector-store drivers
 use. Vector stores live in :mod:`goagent_py.memory.vector`.
 """
 
-from goagent_py.memory.base import (
-    BatchEmbedder,
-    Chunk,
-    Chunker,
-    Embedder,
-    LongTermMemoryProtocol,
-    ShortTermMemoryProtocol,
-    WritePolicy,
-    min_length,
-    store_always,
-)
-from goagent_py.memory.chunking import (
-    BlockChunker,
-    MarkdownChunker,
-    NoOpChunker,
-    RecursiveChunker,
-    SentenceChunker,
-    TextChunker,
-)
-from goagent_py.memory.long_term import LongTermMemory
-from goagent_py.memory.policies import FixedWindow, NoOp, Policy, TokenWindow, message_groups
-from goagent_py.memory.short_term import ShortTermMemory
-from goagent_py.memory.storage import InMemoryStorage, SQLiteStorage, Storage
-from goagent_py.memory.tokens import (
-    CharEstimator,
-    HeuristicEstimator,
-    TiktokenEstimator,
-    TokenEstimator,
-    image_tokens,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names for type checkers; at run time each loads on first access
+    from goagent_py.memory.base import (
+        BatchEmbedder,
+        Chunk,
+        Chunker,
+        Embedder,
+        LongTermMemoryProtocol,
+        ShortTermMemoryProtocol,
+        WritePolicy,
+        min_length,
+        store_always,
+    )
+    from goagent_py.memory.chunking import (
+        BlockChunker,
+        MarkdownChunker,
+        NoOpChunker,
+        RecursiveChunker,
+        SentenceChunker,
+        TextChunker,
+    )
+    from goagent_py.memory.long_term import LongTermMemory
+    from goagent_py.memory.policies import FixedWindow, NoOp, Policy, TokenWindow, message_groups
+    from goagent_py.memory.short_term import ShortTermMemory
+    from goagent_py.memory.storage import InMemoryStorage, SQLiteStorage, Storage
+    from goagent_py.memory.tokens import (
+        CharEstimator,
+        HeuristicEstimator,
+        TiktokenEstimator,
+        TokenEstimator,
+        image_tokens,
+    )
+
+# Each public name and the module it comes from. Importing goagent_py.memory.base (as the agent
+# does) runs this file first: importing every submodule here would load the stores, SQLite and
+# the chunkers on every `import goagent_py`.
+_LAZY = {
+    "BatchEmbedder": "goagent_py.memory.base",
+    "Chunk": "goagent_py.memory.base",
+    "Chunker": "goagent_py.memory.base",
+    "Embedder": "goagent_py.memory.base",
+    "LongTermMemoryProtocol": "goagent_py.memory.base",
+    "ShortTermMemoryProtocol": "goagent_py.memory.base",
+    "WritePolicy": "goagent_py.memory.base",
+    "min_length": "goagent_py.memory.base",
+    "store_always": "goagent_py.memory.base",
+    "BlockChunker": "goagent_py.memory.chunking",
+    "MarkdownChunker": "goagent_py.memory.chunking",
+    "NoOpChunker": "goagent_py.memory.chunking",
+    "RecursiveChunker": "goagent_py.memory.chunking",
+    "SentenceChunker": "goagent_py.memory.chunking",
+    "TextChunker": "goagent_py.memory.chunking",
+    "LongTermMemory": "goagent_py.memory.long_term",
+    "FixedWindow": "goagent_py.memory.policies",
+    "NoOp": "goagent_py.memory.policies",
+    "Policy": "goagent_py.memory.policies",
+    "TokenWindow": "goagent_py.memory.policies",
+    "message_groups": "goagent_py.memory.policies",
+    "ShortTermMemory": "goagent_py.memory.short_term",
+    "InMemoryStorage": "goagent_py.memory.storage",
+    "SQLiteStorage": "goagent_py.memory.storage",
+    "Storage": "goagent_py.memory.storage",
+    "CharEstimator": "goagent_py.memory.tokens",
+    "HeuristicEstimator": "goagent_py.memory.tokens",
+    "TiktokenEstimator": "goagent_py.memory.tokens",
+    "TokenEstimator": "goagent_py.memory.tokens",
+    "image_tokens": "goagent_py.memory.tokens",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name's module on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "BatchEmbedder",

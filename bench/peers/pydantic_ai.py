@@ -1,0 +1,75 @@
+"""peerbench: pydantic-ai (pydantic-ai-slim) on its own FunctionModel test double.
+
+Fake model: `pydantic_ai.models.function.FunctionModel(fn)`; fn looks at the last request: if it
+carries a ToolReturnPart it answers with that result as text, else it asks for add(a=2, b=3).
+"""
+
+import _harness as h  # before any framework: telemetry off, bench/peers/ off sys.path
+from pydantic_ai import Agent, Tool
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+
+def canned(messages, info: AgentInfo) -> ModelResponse:
+    for part in messages[-1].parts:
+        if isinstance(part, ToolReturnPart):
+            return ModelResponse(parts=[TextPart(str(part.content))])
+    return ModelResponse(parts=[ToolCallPart("add", {"a": 2, "b": 3}, tool_call_id="call_1")])
+
+
+MODEL = FunctionModel(canned)
+ADD_TOOL = Tool(h.add)
+
+
+def make_agent():
+    return Agent(MODEL, tools=[h.add], instructions=h.INSTRUCTIONS)
+
+
+def make_agent_prebuilt():
+    return Agent(MODEL, tools=[ADD_TOOL], instructions=h.INSTRUCTIONS)
+
+
+AGENT = make_agent()
+AGENT_ASYNC_TOOL = Agent(MODEL, tools=[h.add_async], instructions=h.INSTRUCTIONS)
+
+
+async def _run(agent):
+    return (await agent.run(h.PROMPT)).output
+
+
+def make_run():
+    return lambda: _run(AGENT)
+
+
+def make_run_async_tool():
+    return lambda: _run(AGENT_ASYNC_TOOL)
+
+
+def verify():
+    import asyncio
+
+    result = asyncio.run(AGENT.run(h.PROMPT))
+    msgs = result.all_messages()
+    calls = [p for m in msgs for p in m.parts if isinstance(p, ToolCallPart)]
+    returns = [p for m in msgs for p in m.parts if isinstance(p, ToolReturnPart)]
+    responses = [m for m in msgs if isinstance(m, ModelResponse)]
+    assert len(responses) == 2 and len(calls) == 1 and len(returns) == 1, msgs
+    assert returns[0].content == 5 and result.output == "5", msgs
+
+
+if __name__ == "__main__":
+    h.bench(
+        framework="pydantic-ai",
+        dist="pydantic-ai-slim",
+        related_dists=("pydantic", "pydantic-core", "pydantic-graph"),
+        import_stmt="from pydantic_ai import Agent",
+        entry="pydantic_ai.Agent(...).run()",
+        fake_model="pydantic_ai.models.function.FunctionModel (own test double)",
+        mode="async",
+        make_agent=make_agent,
+        make_agent_prebuilt=make_agent_prebuilt,
+        make_run=make_run,
+        make_run_async_tool=make_run_async_tool,
+        verify=verify,
+        notes="sync tools run in a worker thread (anyio.to_thread)",
+    )
