@@ -199,7 +199,8 @@ class Agent:
         tool_retry: RetryPolicy | None = _NOT_GIVEN,
         rate_limit: RateLimitConfig | None = _NOT_GIVEN,
     ) -> None:
-        given = {k: v for k, v in locals().items() if v is not _NOT_GIVEN and k in _KEYWORDS}
+        given = {k: v for k, v in locals().items() if v is not _NOT_GIVEN}
+        del given["self"], given["options"]
         self._setup(build_options(options, given))
 
     def _setup(self, options: AgentOptions) -> None:

@@ -119,8 +119,9 @@ ShouldStop = Callable[[TurnState], "bool | Awaitable[bool]"]
 PrepareTurn = Callable[[CompletionRequest], "CompletionRequest | Awaitable[CompletionRequest]"]
 """Shapes the next request (model, thinking, tools, ...) just before it is sent."""
 
-Label = str | Callable[[], str]
-"""What the caller wrote, or a function that formats it (only when an error needs it)."""
+Label = str | Callable[[], str] | tuple[str, Any]
+"""What the caller wrote, or what formats it only when an error needs it: a function, or
+``(keyword, value)`` for ``keyword=value``."""
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _EFFORTS = ("low", "medium", "high")
@@ -180,6 +181,8 @@ class AgentOptions:
 
     def _said(self, setting: str, default: str) -> str:
         label = self.sources.get(setting, default)
+        if isinstance(label, tuple):  # a keyword, formatted now that an error needs it
+            return f"{label[0]}={label[1]!r}"
         return label if isinstance(label, str) else label()
 
     def _positive_int(self, setting: str, *, optional: bool) -> None:
@@ -348,7 +351,10 @@ class Option:
     @property
     def label(self) -> str:
         """What the caller wrote, e.g. ``with_max_iterations(5)`` or ``max_iterations=5``."""
-        return self._label if isinstance(self._label, str) else self._label()
+        label = self._label
+        if isinstance(label, tuple):
+            return f"{label[0]}={label[1]!r}"
+        return label if isinstance(label, str) else label()
 
     def apply(self, options: AgentOptions) -> None:
         """Apply this option to ``options``, recording what set it."""
@@ -603,7 +609,14 @@ def build_options(
             )
         step.apply(settings)
     for key, value in keywords.items():
-        _keyword_option(key, value).apply(settings)
+        if key in _SCALARS:  # the common case, without building an Option
+            setattr(settings, key, value)
+            settings.sources[key] = (key, value)
+        elif key == "tools":
+            settings.tools.extend(_sequence(key, value))
+            settings.sources[key] = (key, value)
+        else:
+            _keyword_option(key, value).apply(settings)
     settings.validate()
     return settings
 
