@@ -23,6 +23,17 @@ from goagent_py.memory.chunking import (
     SentenceChunker,
     TextChunker,
 )
+from goagent_py.memory.compaction import (
+    ClampParts,
+    ClearToolResults,
+    CompactionError,
+    SlidingWindow,
+    Strategy,
+    Summarize,
+    Tiered,
+    validate_context,
+)
+from goagent_py.memory.compactor import CompactionEvent, Compactor
 from goagent_py.memory.long_term import LongTermMemory
 from goagent_py.memory.policies import FixedWindow, NoOp, Policy, TokenWindow, message_groups
 from goagent_py.memory.short_term import ShortTermMemory
@@ -41,6 +52,11 @@ __all__ = [
     "CharEstimator",
     "Chunk",
     "Chunker",
+    "ClampParts",
+    "ClearToolResults",
+    "CompactionError",
+    "CompactionEvent",
+    "Compactor",
     "Embedder",
     "FixedWindow",
     "HeuristicEstimator",
@@ -56,8 +72,12 @@ __all__ = [
     "SentenceChunker",
     "ShortTermMemory",
     "ShortTermMemoryProtocol",
+    "SlidingWindow",
     "Storage",
+    "Strategy",
+    "Summarize",
     "TextChunker",
+    "Tiered",
     "TiktokenEstimator",
     "TokenEstimator",
     "TokenWindow",
@@ -66,4 +86,5 @@ __all__ = [
     "message_groups",
     "min_length",
     "store_always",
+    "validate_context",
 ]

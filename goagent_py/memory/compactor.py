@@ -102,6 +102,7 @@ class Compactor:
        :func:`~goagent_py.memory.compaction.validate_context` and on failure runs ``fallback``;
        if that fails too, the context is sent unchanged. Failures never touch the history.
     4. stores a new boundary in ``memory`` (append-only) once the messages it covers are stored.
+       A context made by the fallback after a failure is used for that request only.
 
     One compactor serves one conversation (like its memory). Every compaction is recorded in
     :attr:`events` and passed to ``on_event``; the summary model's usage adds up in
@@ -248,7 +249,9 @@ class Compactor:
         self.usage = self.usage + report.usage
         out, boundary = self._record(current, out, before)
         persisted = False
-        if boundary is not None:
+        if boundary is not None and not report.errors:
+            # A fallback after a failure is for this request only: neither reused nor stored,
+            # so the next request tries the strategy again (the breaker limits how often).
             self._boundary = boundary
             if self.memory is not None:
                 self._pending = boundary
