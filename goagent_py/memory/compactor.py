@@ -16,6 +16,7 @@ not summarise again)::
 
 from __future__ import annotations
 
+import collections
 import inspect
 import logging
 from collections.abc import Callable, Sequence
@@ -105,7 +106,7 @@ class Compactor:
        A context made by the fallback after a failure is used for that request only.
 
     One compactor serves one conversation (like its memory). Every compaction is recorded in
-    :attr:`events` and passed to ``on_event``; the summary model's usage adds up in
+    :attr:`events` (the last 100) and passed to ``on_event``; the summary model's usage adds up in
     :attr:`usage`.
 
     Args:
@@ -157,7 +158,7 @@ class Compactor:
         self.reserve_tokens = reserve_tokens
         self.on_event = on_event
         self.usage = Usage()
-        self.events: list[CompactionEvent] = []
+        self.events: collections.deque[CompactionEvent] = collections.deque(maxlen=100)
         self._boundary: Message | None = None
         self._pending: Message | None = None
         self._sent: list[Message] | None = None

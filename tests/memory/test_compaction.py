@@ -254,7 +254,7 @@ async def test_compactor_leaves_a_small_context_alone_and_reuses_its_summary() -
     compactor = Compactor(Summarize(summariser, keep_last_groups=3), context_window=2000)
     small = conversation(2)
     assert await compactor(small) == small
-    assert compactor.events == []
+    assert not compactor.events
     msgs = conversation(12)
     out = await compactor(msgs)
     assert len(summariser.requests) == 1
