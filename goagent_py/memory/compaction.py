@@ -48,6 +48,7 @@ from goagent_py.provider import CompletionRequest, Provider
 
 __all__ = [
     "COMPACTION_METADATA_KEY",
+    "USAGE_SINK",
     "ClampParts",
     "ClearToolResults",
     "CompactionError",
@@ -97,6 +98,13 @@ class _Report:
 _REPORT: contextvars.ContextVar[_Report | None] = contextvars.ContextVar(
     "goagent_compaction_report", default=None
 )
+
+
+USAGE_SINK: contextvars.ContextVar[Callable[[Usage], None] | None] = contextvars.ContextVar(
+    "goagent_compaction_usage_sink", default=None
+)
+"""Set by a run around ``transform_context``: the summary model's usage is passed to it, so it
+counts toward the run's usage."""
 
 
 def _report() -> _Report:
@@ -410,6 +418,9 @@ class Summarize:
             raise CompactionError(f"Summarize: the summary model failed: {exc}") from exc
         self.usage = self.usage + response.usage
         report.usage = report.usage + response.usage
+        sink = USAGE_SINK.get()
+        if sink is not None:
+            sink(response.usage)
         summary = response.message.text.strip()
         if response.message.tool_calls:
             raise CompactionError("Summarize: the summary model answered with a tool call")

@@ -14,6 +14,7 @@ from goagent_py.errors import ConfigurationError
 from goagent_py.memory.compaction import (
     CLEARED_NOTE,
     COMPACTION_METADATA_KEY,
+    USAGE_SINK,
     ClampParts,
     ClearToolResults,
     CompactionError,
@@ -309,6 +310,17 @@ async def test_compactor_without_fallback_sends_the_context_unchanged() -> None:
     assert out == msgs
     assert not compactor.events[0].changed
     assert compactor.events[0].error is not None
+
+
+async def test_summary_usage_reaches_the_run_through_the_sink() -> None:
+    seen: list[Usage] = []
+    compactor = Compactor(Summarize(Summariser(), keep_last_groups=2), context_window=1000)
+    token = USAGE_SINK.set(seen.append)  # what the loop sets around transform_context
+    try:
+        await compactor(conversation(12))
+    finally:
+        USAGE_SINK.reset(token)
+    assert seen == [Usage(100, 20)]
 
 
 async def test_compact_now_runs_every_tier_with_a_focus() -> None:
