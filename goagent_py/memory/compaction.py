@@ -172,8 +172,8 @@ def validate_context(messages: Sequence[Message], original: Sequence[Message] = 
 
     Checked: every tool call of an assistant message has its result right after it and every
     result follows its call (no orphans); the context opens on a user message (unless
-    ``original`` itself did not); nothing was added at the end, and a non-empty ``original``
-    does not become empty.
+    ``original`` itself did not), and so does the part kept after a boundary; the newest
+    message is still last; a non-empty ``original`` does not become empty.
     """
     if original and not messages:
         raise CompactionError("compaction returned no messages")
@@ -193,6 +193,9 @@ def validate_context(messages: Sequence[Message], original: Sequence[Message] = 
     opens_on_user = not original or original[0].role is Role.USER
     if messages and opens_on_user and messages[0].role is not Role.USER:
         raise CompactionError(f"the context opens on a {messages[0].role.value} message")
+    _, boundary, body = _split(messages)
+    if boundary is not None and body and body[0].role is not Role.USER:
+        raise CompactionError(f"the kept part opens on a {body[0].role.value} message")
     if original and messages and messages[-1].role is not original[-1].role:
         raise CompactionError("the newest message was not kept")
 

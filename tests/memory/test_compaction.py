@@ -154,6 +154,9 @@ async def test_summarize_sends_a_clean_request_and_keeps_the_tail() -> None:
     assert out[1:] == msgs[-4:]  # the last turn (its 3 groups) is kept verbatim
     assert strategy.usage == Usage(100, 20)
     assert_valid_for_every_provider(out)
+    # the cut moves back to the user message that opens the groups kept
+    wider = await Summarize(Summariser(), keep_last_groups=4)(msgs)
+    assert wider[1:] == msgs[-8:]
     # incremental: the next summary is asked to build on this one
     again = await strategy(out + conversation(8)[-12:])
     assert "<previous_summary>" in summariser.requests[1].messages[0].text
@@ -184,6 +187,8 @@ def test_validator_rejects_what_providers_refuse() -> None:
         validate_context([msgs[0], msgs[1], msgs[3]], msgs)
     with pytest.raises(CompactionError, match="opens on"):
         validate_context(msgs[3:], msgs)
+    with pytest.raises(CompactionError, match="kept part opens on"):
+        validate_context([boundary_message("s", "summarize"), *msgs[3:]], msgs)
     with pytest.raises(CompactionError, match="newest"):
         validate_context(msgs[:3], msgs)
     with pytest.raises(CompactionError, match="no messages"):
@@ -398,6 +403,8 @@ async def test_200_turns_under_a_small_window_never_overflow_nor_orphan() -> Non
     for request in model.requests:
         assert tokens(request.messages) <= window
         assert_valid_for_every_provider(request.messages)
+        if is_boundary(request.messages[0]):  # the kept part opens on a user message
+            assert request.messages[1].role is Role.USER
     # summaries were built incrementally, each on the one before
     assert len(summariser.requests) >= 10
     for n in range(2, len(summariser.requests) + 1):
