@@ -120,6 +120,8 @@ class Compactor:
         reserve_tokens: room kept for what the messages do not hold (system prompt, tools,
             the answer).
         on_event: called (sync or async) with each :class:`CompactionEvent`.
+        tracer_provider: an OpenTelemetry ``TracerProvider`` for the ``compact_context`` span
+            (the global one if None; a no-op without an SDK).
     """
 
     def __init__(
@@ -134,6 +136,7 @@ class Compactor:
         fallback: Callable[[list[Message]], Any] | Literal[False] | None = None,
         reserve_tokens: int = 0,
         on_event: Callable[[CompactionEvent], Any] | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         if not callable(strategy):
             raise ConfigurationError("Compactor(strategy): expected an async strategy callable")
@@ -157,6 +160,7 @@ class Compactor:
         self.fallback = SlidingWindow() if fallback is None else fallback or None
         self.reserve_tokens = reserve_tokens
         self.on_event = on_event
+        self.tracer_provider = tracer_provider
         self.usage = Usage()
         self.events: collections.deque[CompactionEvent] = collections.deque(maxlen=100)
         self._boundary: Message | None = None
@@ -242,11 +246,22 @@ class Compactor:
             return current
         self._anchor = None
         report = _Report(None if force else self.target_tokens, self.estimator, focus)
-        token = _REPORT.set(report)
-        try:
-            out = await self._compact(current, report)
-        finally:
-            _REPORT.reset(token)
+        from opentelemetry import trace  # here: `import goagent_py` stays light
+
+        tracer = trace.get_tracer(__name__, tracer_provider=self.tracer_provider)
+        with tracer.start_as_current_span("compact_context") as span:
+            token = _REPORT.set(report)
+            try:
+                out = await self._compact(current, report)
+            finally:
+                _REPORT.reset(token)
+            span.set_attribute("goagent.compaction.steps", list(report.steps))
+            span.set_attribute("goagent.compaction.tokens_before", before)
+            span.set_attribute("goagent.compaction.tokens_after", _tokens(out, self.estimator))
+            span.set_attribute("goagent.compaction.fallback_used", report.fallback_used)
+            if report.errors:
+                error = report.errors[0]
+                span.set_attribute("error.type", type(error).__qualname__)
         self.usage = self.usage + report.usage
         out, boundary = self._record(current, out, before)
         persisted = False

@@ -328,6 +328,31 @@ async def test_summary_usage_reaches_the_run_through_the_sink() -> None:
     assert seen == [Usage(100, 20)]
 
 
+async def test_a_compaction_is_a_span_with_its_sizes() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    compactor = Compactor(
+        Tiered([Summarize(Summariser(fail=True))]), context_window=1000, tracer_provider=provider
+    )
+    await compactor(conversation(12))
+    provider.shutdown()
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "compact_context"
+    attributes = dict(span.attributes or {})
+    assert attributes["goagent.compaction.steps"] == ("sliding_window",)
+    assert attributes["goagent.compaction.fallback_used"] is True
+    assert (
+        attributes["goagent.compaction.tokens_after"]
+        < attributes["goagent.compaction.tokens_before"]
+    )
+    assert attributes["error.type"] == "CompactionError"
+
+
 async def test_compact_now_runs_every_tier_with_a_focus() -> None:
     summariser = Summariser()
     compactor = Compactor(Tiered([Summarize(summariser, keep_last_groups=2)]))
