@@ -17,6 +17,7 @@ not summarise again)::
 from __future__ import annotations
 
 import collections
+import contextvars
 import inspect
 import logging
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ from goagent_py.memory.tokens import HeuristicEstimator, TokenEstimator
 from goagent_py.messages import Message, Role, Usage
 from goagent_py.results import ModelResponse
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "CompactionEvent", "Compactor"]
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "EVENT_SINK", "CompactionEvent", "Compactor"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,13 @@ class CompactionEvent:
     changed: bool = True
     persisted: bool = False
     usage: Usage = field(default_factory=Usage)
+
+
+EVENT_SINK: contextvars.ContextVar[Callable[[CompactionEvent], None] | None] = (
+    contextvars.ContextVar("goagent_compaction_event_sink", default=None)
+)
+"""Set by a run around ``transform_context``: each :class:`CompactionEvent` is passed to it, so
+the run can emit it among its own events."""
 
 
 def _covers(boundary: Message) -> int:
@@ -346,6 +354,9 @@ class Compactor:
 
     async def _emit(self, event: CompactionEvent) -> None:
         self.events.append(event)
+        sink = EVENT_SINK.get()
+        if sink is not None:
+            sink(event)
         if self.on_event is None:
             return
         try:

@@ -25,7 +25,7 @@ from goagent_py.memory.compaction import (
     is_boundary,
     validate_context,
 )
-from goagent_py.memory.compactor import CompactionEvent, Compactor
+from goagent_py.memory.compactor import EVENT_SINK, CompactionEvent, Compactor
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage import InMemoryStorage, SQLiteStorage
 from goagent_py.memory.tokens import HeuristicEstimator
@@ -317,15 +317,20 @@ async def test_compactor_without_fallback_sends_the_context_unchanged() -> None:
     assert compactor.events[0].error is not None
 
 
-async def test_summary_usage_reaches_the_run_through_the_sink() -> None:
+async def test_summary_usage_and_events_reach_the_run_through_the_sinks() -> None:
     seen: list[Usage] = []
+    events: list[CompactionEvent] = []
     compactor = Compactor(Summarize(Summariser(), keep_last_groups=2), context_window=1000)
-    token = USAGE_SINK.set(seen.append)  # what the loop sets around transform_context
+    usage_token = USAGE_SINK.set(seen.append)  # what a run sets around transform_context
+    event_token = EVENT_SINK.set(events.append)
     try:
         await compactor(conversation(12))
     finally:
-        USAGE_SINK.reset(token)
+        USAGE_SINK.reset(usage_token)
+        EVENT_SINK.reset(event_token)
     assert seen == [Usage(100, 20)]
+    assert events == list(compactor.events)
+    assert events[0].usage == Usage(100, 20)
 
 
 async def test_a_compaction_is_a_span_with_its_sizes() -> None:
