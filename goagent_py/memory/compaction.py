@@ -93,6 +93,7 @@ class _Report:
     steps: list[str] = field(default_factory=list)
     errors: list[BaseException] = field(default_factory=list)
     fallback_used: bool = False
+    original: list[Message] | None = None
 
 
 _REPORT: contextvars.ContextVar[_Report | None] = contextvars.ContextVar(
@@ -341,7 +342,9 @@ class Summarize:
     """Summarises the older part of the conversation with a model, on top of the last summary.
 
     Keeps the newest ``keep_last_groups`` groups (more if needed to open on a user message) and
-    replaces what is before them with a boundary holding the summary. The request has no tools,
+    replaces what is before them with a boundary holding the summary. After cheaper tiers of a
+    :class:`Tiered` strategy, it reads the messages as they were before them (tool results a
+    tier cleared are summarised from their full text). The request has no tools,
     the covered messages flattened into one text (thinking dropped) and clamped to
     ``max_input_chars``, and asks for a structured summary (goal, decisions, open tasks,
     identifiers, user preferences) that merges the previous one. Its usage is added to
@@ -414,7 +417,8 @@ class Summarize:
         if cut == 0:
             raise CompactionError("Summarize: nothing to summarise before the kept groups")
         report = _report()
-        request = self.request(body[:cut], _summary_of(boundary), report.focus)
+        covered = _same_shape(report.original, messages)[len(prefix) + (boundary is not None) :]
+        request = self.request(covered[:cut], _summary_of(boundary), report.focus)
         try:
             response = await self.provider.complete(request)
         except Exception as exc:
@@ -434,6 +438,17 @@ class Summarize:
 
     def __repr__(self) -> str:
         return f"Summarize(model={self.model!r}, keep_last_groups={self.keep_last_groups})"
+
+
+def _same_shape(original: list[Message] | None, current: list[Message]) -> list[Message]:
+    """``original`` if ``current`` is it with parts clamped or cleared (same messages, same
+    order), so a summary reads the tool results a cheaper tier cleared; else ``current``."""
+    if original is None or len(original) != len(current):
+        return current
+    for a, b in zip(original, current, strict=True):
+        if a.role is not b.role or a.tool_call_id != b.tool_call_id or a.metadata != b.metadata:
+            return current
+    return original
 
 
 class SlidingWindow:
@@ -541,7 +556,15 @@ class Tiered:
 
     async def __call__(self, messages: list[Message]) -> list[Message]:
         """The context after as many tiers as needed (see the class docs)."""
+        if _REPORT.get() is None:  # used alone: the tiers still share one report
+            token = _REPORT.set(_Report())
+            try:
+                return await self(messages)
+            finally:
+                _REPORT.reset(token)
         report = _report()
+        if report.original is None:
+            report.original = list(messages)
         target = self.target_tokens if self.target_tokens is not None else report.target
         estimator = self.estimator or report.estimator
         current = list(messages)

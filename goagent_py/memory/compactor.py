@@ -113,7 +113,9 @@ class Compactor:
     4. stores a new boundary in ``memory`` (append-only) once the messages it covers are stored.
        A context made by the fallback after a failure is used for that request only.
 
-    One compactor serves one conversation (like its memory). Every compaction is recorded in
+    One compactor serves one conversation (like its memory). A boundary's ``covers`` counts
+    transcript messages, so persisting needs the agent to store every message of a turn
+    (``short_term_trace_tools=True``, the default). Every compaction is recorded in
     :attr:`events` (the last 100) and passed to ``on_event``; the summary model's usage adds up in
     :attr:`usage`.
 

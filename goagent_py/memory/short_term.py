@@ -34,7 +34,8 @@ class ShortTermMemory:
     A compaction boundary (appended by :class:`~goagent_py.memory.compaction.Compactor`) marks
     the first ``covers`` messages of the transcript as summarised: :meth:`messages` then returns
     the latest boundary followed by the transcript messages after the ones it covers (the
-    policy's window applies to those). The storage stays append-only and keeps everything.
+    policy's window applies to those; when it cuts them, the boundary is left out too). The
+    storage stays append-only and keeps everything.
 
     Args:
         storage: where messages are kept; a fresh :class:`InMemoryStorage` by default.

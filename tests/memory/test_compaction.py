@@ -163,6 +163,17 @@ async def test_summarize_sends_a_clean_request_and_keeps_the_tail() -> None:
     assert "builds on #1" in again[0].text
 
 
+async def test_summarize_after_clearing_reads_the_full_tool_results() -> None:
+    summariser = Summariser()
+    msgs = conversation(6)
+    tiered = Tiered([ClearToolResults(1), Summarize(summariser, keep_last_groups=3)])
+    out = await tiered(msgs)
+    prompt = summariser.requests[0].messages[0].text
+    assert "result 0 rrrr" in prompt
+    assert CLEARED_NOTE not in prompt
+    assert is_boundary(out[0])
+
+
 async def test_summarize_input_is_bounded() -> None:
     summariser = Summariser()
     msgs = [m for i in range(40) for m in turn(i, "z" * 20_000)]
