@@ -20,7 +20,7 @@ from typing import Any
 
 from goagent_py import Agent
 from goagent_py.memory.compaction import ClampParts, ClearToolResults, Summarize, Tiered
-from goagent_py.memory.compactor import Compactor
+from goagent_py.memory.compactor import CompactionEvent, Compactor
 from goagent_py.memory.tokens import HeuristicEstimator
 from goagent_py.messages import Role, Usage
 from goagent_py.provider import CompletionRequest, CompletionResponse
@@ -100,17 +100,18 @@ async def main() -> None:
     window = int(sys.argv[2]) if len(sys.argv) > 2 else 16_000
     plain, plain_s = await run(turns, None)
     summariser = Summariser()
+    events: list[CompactionEvent] = []
     compactor = Compactor(
         Tiered([ClampParts(8000), ClearToolResults(4), Summarize(summariser, keep_last_groups=8)]),
         context_window=window,
+        on_event=events.append,
     )
     compacted, compacted_s = await run(turns, compactor)
     print(f"{turns} turns, one tool call each; window {window:,} tokens (heuristic count)\n")
     report("no compaction", plain, plain_s)
     report("with compaction", compacted, compacted_s, extra=sum(summariser.sizes))
-    steps = sum(1 for e in compactor.events if "summarize" in e.steps)
     print(
-        f"{'':<18} {len(compactor.events)} compactions, {steps} summaries "
+        f"{'':<18} {len(events)} compactions, {len(summariser.sizes)} summaries "
         f"({sum(summariser.sizes):,} summary input tokens, counted in the total); "
         f"over the window: {sum(s > window for s in compacted.sizes)} requests"
     )
