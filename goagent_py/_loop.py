@@ -40,6 +40,7 @@ from goagent_py.events import (
     AgentEnd,
     AgentEvent,
     AgentStart,
+    ContextCompacted,
     FinalResponse,
     HistoryAppend,
     HistoryLoad,
@@ -345,6 +346,14 @@ class Run:
         self._history: list[Message] = []
         self._results: list[ToolResult | None] = []
         self._watch_calls = False
+        self._compactions: list[Any] = []
+
+    def _add_usage(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+
+    def _drain_compactions(self) -> list[ContextCompacted]:
+        done, self._compactions = self._compactions, []
+        return [ContextCompacted(c, path=self.path) for c in done]
 
     def _content(self) -> list[ContentBlock]:
         return [b for m in self.prompt for b in m.content]
@@ -439,7 +448,17 @@ class Run:
         o = self.o
         sent = [m for m in messages if not m.metadata.get(UI_ONLY_KEY)]
         if o.transform_context is not None:
-            sent = list(await _maybe_await(o.transform_context(sent)))
+            # A compactor reports its summary usage (counted in the run) and what it did.
+            from goagent_py.memory.compaction import USAGE_SINK
+            from goagent_py.memory.compactor import EVENT_SINK
+
+            usage_token = USAGE_SINK.set(self._add_usage)
+            event_token = EVENT_SINK.set(self._compactions.append)
+            try:
+                sent = list(await _maybe_await(o.transform_context(sent)))
+            finally:
+                USAGE_SINK.reset(usage_token)
+                EVENT_SINK.reset(event_token)
         request = CompletionRequest(
             model=o.model,
             system_prompt=o.system_prompt,
@@ -815,6 +834,8 @@ class Run:
                     async for event in self._steer(messages):
                         yield event
                 request = await self._request(messages, i)
+                for compacted in self._drain_compactions():
+                    yield compacted
                 if o.transform_context is not None:  # after context preparation
                     before = len(messages)
                     async for event in self._steer(messages):

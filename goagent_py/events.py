@@ -22,11 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from goagent_py.messages import Message, Role, ScoredMessage, StopReason, ToolCall, Usage
 from goagent_py.provider import CompletionRequest
 from goagent_py.results import ModelResponse, RunInfo, RunResult, ToolResult
+
+if TYPE_CHECKING:
+    from goagent_py.memory.compactor import CompactionEvent
 
 __all__ = [
     "AbortRequested",
@@ -34,6 +37,7 @@ __all__ = [
     "AgentEvent",
     "AgentStart",
     "CircuitOpen",
+    "ContextCompacted",
     "FinalResponse",
     "HistoryAppend",
     "HistoryLoad",
@@ -242,6 +246,14 @@ class MemoryStore:
 
 
 @dataclass(slots=True)
+class ContextCompacted:
+    """The context was compacted before a request (strategy, tokens before and after)."""
+
+    compaction: CompactionEvent
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True)
 class QueueUpdate:
     """A session's steering or follow-up queue changed: ``size`` messages are waiting."""
 
@@ -297,6 +309,7 @@ AgentEvent = (
     | FinalResponse
     | HistoryAppend
     | MemoryStore
+    | ContextCompacted
     | QueueUpdate
     | MessagesInjected
     | AbortRequested

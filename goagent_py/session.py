@@ -30,7 +30,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from goagent_py._loop import UI_ONLY_KEY, AbortMode, QueueMode, Run, RunControl, repair_transcript
 from goagent_py.agent import Agent, Prompt, to_messages
@@ -39,6 +39,9 @@ from goagent_py.events import AbortRequested, AgentEvent, QueueUpdate
 from goagent_py.messages import Message, Role, ToolCall
 from goagent_py.results import RunResult
 from goagent_py.tools import Tool
+
+if TYPE_CHECKING:
+    from goagent_py.memory.compactor import CompactionEvent
 
 __all__ = ["Session", "SessionState"]
 
@@ -168,6 +171,29 @@ class Session:
     def set_tools(self, tools: Sequence[Tool]) -> None:
         """Offer exactly these tools from the next run on."""
         self.set_agent(self.agent.replace(tools=list(tools)))
+
+    async def compact_now(self, focus: str = "") -> CompactionEvent | None:
+        """Compact the conversation now (``/compact``), with an optional focus for the summary.
+
+        The agent's ``transform_context`` must be a :class:`~goagent_py.memory.Compactor`; the
+        transcript stays whole and the compactor persists its boundary in short-term memory.
+
+        Raises:
+            ConfigurationError: the agent has no compactor.
+        """
+        from goagent_py.memory.compactor import Compactor
+
+        self._ensure_idle("compact_now()")
+        compactor = self.agent.options.transform_context
+        if not isinstance(compactor, Compactor):
+            raise ConfigurationError(
+                "compact_now(): the agent has no compactor; pass "
+                "transform_context=Compactor(...) to the Agent"
+            )
+        if not self._loaded:
+            await self.load()
+        await compactor.compact_now(self._transcript, focus=focus)
+        return compactor.events[-1] if compactor.events else None
 
     async def add_ui_message(self, message: Message) -> None:
         """Keep a message in the transcript for the UI only: it is stored (in short-term memory

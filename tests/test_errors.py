@@ -64,6 +64,12 @@ def _mcp() -> Any:
     return errors
 
 
+def _compaction() -> Any:
+    import goagent_py.memory.compaction as compaction
+
+    return compaction
+
+
 SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.GoAgentError": lambda: GoAgentError("something failed"),
     "goagent_py.errors.ConfigurationError": lambda: ConfigurationError(
@@ -99,6 +105,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.ToolAbortedError": lambda: ToolAbortedError("slow", "user pressed stop"),
     "goagent_py.errors.SessionBusyError": lambda: SessionBusyError("the session is running"),
     "goagent_py.mcp.errors.MCPError": lambda: _mcp().MCPError("time", "boom"),
+    "goagent_py.memory.compaction.CompactionError": lambda: _compaction().CompactionError(
+        "the summary left an orphan tool call"
+    ),
     "goagent_py.mcp.errors.MCPConnectionError": lambda: _mcp().MCPConnectionError("time", "gone"),
     "goagent_py.mcp.errors.MCPServerRestartedError": lambda: _mcp().MCPServerRestartedError(
         "time", "now", "server restarted; call not retried"

@@ -409,3 +409,32 @@ async def test_setters_between_runs_and_ui_only_messages(tmp_path: Path) -> None
         assert any(m.metadata.get("goagent.ui_only") for m in stored)  # kept for the UI
         with pytest.raises(ConfigurationError, match="max_iterations=0"):
             session.agent.replace(max_iterations=0)
+
+
+async def test_compaction_is_an_event_of_the_run_and_its_usage_counts(tmp_path: Path) -> None:
+    from goagent_py import ContextCompacted, Usage
+    from goagent_py.memory import Compactor, Summarize
+    from goagent_py.testing import FunctionProvider
+
+    def model(request: CompletionRequest) -> Any:
+        if not request.tools and request.system_prompt.startswith("You maintain"):
+            return text_response("## Goal\nTalk.", usage=Usage(input_tokens=7, output_tokens=3))
+        return text_response("noted", usage=Usage(input_tokens=1, output_tokens=1))
+
+    provider = FunctionProvider(model)
+    storage, memory = await _store(tmp_path)
+    async with storage:
+        compactor = Compactor(Summarize(provider, model="small"), context_window=400, memory=memory)
+        agent = Agent(provider=provider, short_term_memory=memory, transform_context=compactor)
+        session = Session(agent)
+        compactions: list[Any] = []
+        session.subscribe(
+            lambda e: compactions.append(e) if isinstance(e, ContextCompacted) else None
+        )
+        results = [await session.prompt(f"message {i}: " + "blah " * 40) for i in range(8)]
+        assert compactions, "the context went over the window: a compaction is reported"
+        summarised = [r for r in results if r.usage.input_tokens > 1]
+        assert summarised  # the summary call's tokens are counted in that run
+        assert await session.compact_now(focus="numbers") is not None or compactor.events
+        with pytest.raises(ConfigurationError, match="no compactor"):
+            await Session(Agent(provider=provider)).compact_now()

@@ -27,6 +27,17 @@ if TYPE_CHECKING:  # the names for type checkers; at run time each loads on firs
         SentenceChunker,
         TextChunker,
     )
+    from goagent_py.memory.compaction import (
+        ClampParts,
+        ClearToolResults,
+        CompactionError,
+        SlidingWindow,
+        Strategy,
+        Summarize,
+        Tiered,
+        validate_context,
+    )
+    from goagent_py.memory.compactor import CompactionEvent, Compactor
     from goagent_py.memory.long_term import LongTermMemory
     from goagent_py.memory.policies import FixedWindow, NoOp, Policy, TokenWindow, message_groups
     from goagent_py.memory.short_term import ShortTermMemory
@@ -58,6 +69,16 @@ _LAZY = {
     "RecursiveChunker": "goagent_py.memory.chunking",
     "SentenceChunker": "goagent_py.memory.chunking",
     "TextChunker": "goagent_py.memory.chunking",
+    "ClampParts": "goagent_py.memory.compaction",
+    "ClearToolResults": "goagent_py.memory.compaction",
+    "CompactionError": "goagent_py.memory.compaction",
+    "SlidingWindow": "goagent_py.memory.compaction",
+    "Strategy": "goagent_py.memory.compaction",
+    "Summarize": "goagent_py.memory.compaction",
+    "Tiered": "goagent_py.memory.compaction",
+    "validate_context": "goagent_py.memory.compaction",
+    "CompactionEvent": "goagent_py.memory.compactor",
+    "Compactor": "goagent_py.memory.compactor",
     "LongTermMemory": "goagent_py.memory.long_term",
     "FixedWindow": "goagent_py.memory.policies",
     "NoOp": "goagent_py.memory.policies",
@@ -96,6 +117,11 @@ __all__ = [
     "CharEstimator",
     "Chunk",
     "Chunker",
+    "ClampParts",
+    "ClearToolResults",
+    "CompactionError",
+    "CompactionEvent",
+    "Compactor",
     "Embedder",
     "FixedWindow",
     "HeuristicEstimator",
@@ -111,8 +137,12 @@ __all__ = [
     "SentenceChunker",
     "ShortTermMemory",
     "ShortTermMemoryProtocol",
+    "SlidingWindow",
     "Storage",
+    "Strategy",
+    "Summarize",
     "TextChunker",
+    "Tiered",
     "TiktokenEstimator",
     "TokenEstimator",
     "TokenWindow",
@@ -121,4 +151,5 @@ __all__ = [
     "message_groups",
     "min_length",
     "store_always",
+    "validate_context",
 ]

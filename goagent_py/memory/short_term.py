@@ -7,7 +7,16 @@ from goagent_py.memory.policies import NoOp, Policy
 from goagent_py.memory.storage import InMemoryStorage, Storage
 from goagent_py.messages import Message, Role
 
-__all__ = ["ShortTermMemory"]
+__all__ = ["COMPACTION_METADATA_KEY", "ShortTermMemory", "is_boundary"]
+
+COMPACTION_METADATA_KEY = "goagent.compaction"
+"""Metadata key of a compaction boundary: ``{summary, covers, strategy, tokens_before,
+tokens_after}`` (see :mod:`goagent_py.memory.compaction`)."""
+
+
+def is_boundary(message: Message) -> bool:
+    """Whether ``message`` is a compaction boundary (a stored summary of earlier messages)."""
+    return isinstance(message.metadata.get(COMPACTION_METADATA_KEY), dict)
 
 
 class ShortTermMemory:
@@ -22,6 +31,12 @@ class ShortTermMemory:
         memory = ShortTermMemory(storage=SQLiteStorage("chat.db"), policy=TokenWindow(8000))
         agent = Agent(provider=..., short_term_memory=memory)
 
+    A compaction boundary (appended by :class:`~goagent_py.memory.compaction.Compactor`) marks
+    the first ``covers`` messages of the transcript as summarised: :meth:`messages` then returns
+    the latest boundary followed by the transcript messages after the ones it covers (the
+    policy's window applies to those; when it cuts them, the boundary is left out too). The
+    storage stays append-only and keeps everything.
+
     Args:
         storage: where messages are kept; a fresh :class:`InMemoryStorage` by default.
         policy: the window applied when reading; :class:`NoOp` (everything) by default.
@@ -30,6 +45,9 @@ class ShortTermMemory:
     def __init__(self, storage: Storage | None = None, policy: Policy | None = None) -> None:
         self.storage: Storage = storage if storage is not None else InMemoryStorage()
         self.policy: Policy = policy if policy is not None else NoOp()
+        self.window_start = 0
+        """Transcript index (boundaries not counted) of the first transcript message the last
+        :meth:`messages` call returned; a compactor maps positions with it."""
 
     async def messages(self) -> list[Message]:
         """The stored conversation after the policy's window, oldest first.
@@ -41,18 +59,39 @@ class ShortTermMemory:
         Raises:
             MemoryStoreError: the storage could not be read.
         """
+        stored = await self._load()
+        boundary = next((m for m in reversed(stored) if is_boundary(m)), None)
+        transcript = [m for m in stored if not is_boundary(m)]
+        start = 0
+        if boundary is not None:
+            covers = boundary.metadata[COMPACTION_METADATA_KEY].get("covers", 0)
+            start = min(max(int(covers), 0), len(transcript))
+            transcript = transcript[start:]
+        window = self.policy.apply(transcript)
+        cut = len(transcript) - len(window)
+        if window and cut > 0 and window[0] is transcript[cut]:  # a tail: the policy cut the start
+            first = next((i for i, m in enumerate(window) if m.role == Role.USER), len(window))
+            window = window[first:]
+        self.window_start = start + len(transcript) - len(window)
+        if boundary is not None and len(window) == len(transcript):
+            return [boundary, *window]  # the summary stands for what the window starts after
+        return window
+
+    async def transcript(self) -> list[Message]:
+        """Every stored message except compaction boundaries: the full conversation.
+
+        Raises:
+            MemoryStoreError: the storage could not be read.
+        """
+        return [m for m in await self._load() if not is_boundary(m)]
+
+    async def _load(self) -> list[Message]:
         try:
-            stored = await self.storage.load()
+            return await self.storage.load()
         except MemoryStoreError:
             raise
         except Exception as exc:  # a third-party Storage that does not follow the protocol
             raise MemoryStoreError(f"loading short-term memory failed: {exc}") from exc
-        window = self.policy.apply(stored)
-        cut = len(stored) - len(window)
-        if window and cut > 0 and window[0] is stored[cut]:  # a tail: the policy cut the start
-            first = next((i for i, m in enumerate(window) if m.role == Role.USER), len(window))
-            window = window[first:]
-        return window
 
     async def append(self, *messages: Message) -> None:
         """Store ``messages`` (one turn) at the end, atomically; nothing to store is a no-op.
