@@ -27,6 +27,7 @@ __all__ = [
     "BulkVectorStore",
     "CountableStore",
     "InMemoryVectorStore",
+    "merge_observers",
     "Metric",
     "ObservableStore",
     "PgVectorStore",
@@ -38,5 +39,4 @@ __all__ = [
     "Vector",
     "VectorStore",
     "VectorStoreObserver",
-    "merge_observers",
 ]
