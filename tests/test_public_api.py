@@ -17,13 +17,8 @@ import goagent_py
 from goagent_py import errors
 
 # The public packages; each one's namespace must be exactly its ``__all__``.
-PACKAGES = [
-    pytest.param(
-        "goagent_py",
-        # goagent_py/__init__.py is being rewritten on main: its __all__ is still sorted
-        # case-sensitively. Strict, so the mark must go once it is re-sorted.
-        marks=pytest.mark.xfail(strict=True, reason="goagent_py.__all__ not yet casefold-sorted"),
-    ),
+PACKAGE_NAMES = [
+    "goagent_py",
     "goagent_py.memory",
     "goagent_py.memory.storage",
     "goagent_py.memory.vector",
@@ -31,6 +26,16 @@ PACKAGES = [
     "goagent_py.providers",
     "goagent_py.rag",
     "goagent_py.resilience",
+]
+PACKAGES = [
+    # goagent_py/__init__.py is being rewritten on main: its __all__ is still sorted
+    # case-sensitively. Strict, so the mark must go once it is re-sorted.
+    pytest.param(
+        name, marks=pytest.mark.xfail(strict=True, reason="goagent_py.__all__ not casefold-sorted")
+    )
+    if name == "goagent_py"
+    else name
+    for name in PACKAGE_NAMES
 ]
 # Dunder names a package exports on purpose.
 EXPORTED_DUNDERS = {"__version__"}
@@ -62,9 +67,9 @@ def test_all_is_exactly_the_public_namespace_sorted_case_insensitively(name: str
 def test_the_namespace_check_can_fail() -> None:
     fake = ModuleType("fake")
     fake.__dict__.update(Zeta=1, alpha=2, helper=3, _private=4, os=os)
-    fake.__all__ = ["alpha", "Zeta"]  # type: ignore[attr-defined]
+    fake.__dict__["__all__"] = ["alpha", "Zeta"]
     assert _public_names(fake) == ["alpha", "helper", "Zeta"]
-    assert fake.__all__ != _public_names(fake)  # type: ignore[attr-defined]
+    assert fake.__dict__["__all__"] != _public_names(fake)
 
 
 def _exception_classes() -> dict[type[BaseException], ModuleType]:
@@ -122,7 +127,7 @@ def test_import_is_light() -> None:
 
 
 def test_subpackages_export_what_they_say() -> None:
-    for name in ["goagent_py", *PACKAGES[1:]]:
+    for name in PACKAGE_NAMES:
         module = importlib.import_module(name)
         for exported in module.__all__:
             assert getattr(module, exported) is not None, f"{name}.{exported}"
