@@ -93,33 +93,7 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.testing.ScriptExhaustedError": lambda: _testing_error(),
     "goagent_py.cli.UsageError": lambda: _cli_error(),
-    "goagent_py.mcp.errors.MCPError": lambda: _mcp("MCPError", "git", "handshake refused"),
-    "goagent_py.mcp.errors.MCPConnectionError": lambda: _mcp(
-        "MCPConnectionError", "git", "the process exited with status 1"
-    ),
-    "goagent_py.mcp.errors.MCPServerRestartedError": lambda: _mcp(
-        "MCPServerRestartedError", "git", "git_commit", "EOF on stdout"
-    ),
-    "goagent_py.mcp.errors.MCPToolError": lambda: _mcp(
-        "MCPToolError", "git", "git_log", "not a git repository"
-    ),
-    "goagent_py.mcp.errors.MCPToolChangedError": lambda: _mcp(
-        "MCPToolChangedError", "git", "git_status"
-    ),
-    "goagent_py.mcp.errors.MCPToolUnavailableError": lambda: _mcp(
-        "MCPToolUnavailableError", "git", "git_diff", ("git_log", "git_status")
-    ),
 }
-
-
-def _mcp(name: str, *args: object) -> BaseException:
-    # goagent_py.mcp may be absent (an older tree) or need its extra: skip, do not fail.
-    try:
-        module = importlib.import_module("goagent_py.mcp.errors")
-    except ImportError as exc:
-        pytest.skip(f'goagent_py.mcp.errors is not importable (the "mcp" extra?): {exc}')
-    error: BaseException = getattr(module, name)(*args)
-    return error
 
 
 def _testing_error() -> BaseException:
