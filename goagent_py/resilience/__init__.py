@@ -27,20 +27,20 @@ from goagent_py.resilience._retry import (
 )
 
 __all__ = [
+    "check_rate_limit",
     "CircuitBreaker",
     "CircuitState",
+    "is_retryable_provider_error",
+    "is_retryable_tool_error",
+    "parse_retry_after",
     "PerTool",
+    "rate_limit",
     "RateLimiter",
+    "retry_middleware",
+    "retry_provider",
+    "retry_tool",
     "RetryPolicy",
     "Sleep",
     "TransientError",
     "TransientMarker",
-    "check_rate_limit",
-    "is_retryable_provider_error",
-    "is_retryable_tool_error",
-    "parse_retry_after",
-    "rate_limit",
-    "retry_middleware",
-    "retry_provider",
-    "retry_tool",
 ]

@@ -1093,7 +1093,7 @@ def test_importing_goagent_py_does_not_import_opentelemetry() -> None:
 def test_public_names() -> None:
     import goagent_py.otel as otel_module
 
-    assert otel_module.__all__ == sorted(otel_module.__all__)
+    assert otel_module.__all__ == sorted(otel_module.__all__, key=str.casefold)
     for name in otel_module.__all__:
         assert getattr(otel_module, name).__doc__ or name == "CAPTURE_ENV"
 

@@ -30,6 +30,7 @@ __all__ = [
     "ChromaStore",
     "CountableStore",
     "InMemoryVectorStore",
+    "merge_observers",
     "Metric",
     "ObservableStore",
     "PgVectorStore",
@@ -41,5 +42,4 @@ __all__ = [
     "Vector",
     "VectorStore",
     "VectorStoreObserver",
-    "merge_observers",
 ]
