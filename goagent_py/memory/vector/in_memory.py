@@ -12,6 +12,7 @@ stays light.
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -130,6 +131,12 @@ class InMemoryVectorStore:
             )
             dims = vec.shape[0]
             session_of(entry.message.metadata)
+            try:  # what the persistent stores accept, so switching backends changes nothing
+                json.dumps(entry.message.metadata, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise ConfigurationError(
+                    f"entry {entry.id!r}: metadata must be JSON data: {exc}"
+                ) from exc
             prepared.append((entry.id, vec, copy.deepcopy(entry.message)))
         return prepared
 

@@ -101,7 +101,14 @@ def _check_table_name(table: str) -> None:
             f"invalid table name {table!r}: it is the store's registry table; use another "
             "table name"
         )
-    if re.search(r"_vec(_|$)", lower):
+
+
+def _check_new_table_name(table: str) -> None:
+    """Refuse, for a table not made yet, names another store's derived tables could have.
+
+    Tables made before this check with such names stay usable.
+    """
+    if re.search(r"_vec(_|$)", table.lower()):
         raise ConfigurationError(
             f"invalid table name {table!r}: a store on table 'x' also makes 'x_vec' and "
             "'x_vec_*', so names ending in '_vec' or containing '_vec_' could be another "
@@ -156,7 +163,8 @@ class SqliteVecStore:
         self._metric = check_metric(metric)
         self._path = os.fspath(path)
         vec_driver()  # fail at construction, not on first use, when the setup can't work
-        self._peek()
+        if not self._peek():
+            _check_new_table_name(table)
         self._lock = threading.Lock()
         self._conn: Any = None
         self._closed = False
@@ -179,24 +187,28 @@ class SqliteVecStore:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _peek(self) -> None:
+    def _peek(self) -> bool:
         """Check an existing file at construction (read-only): a table of another shape under
-        this name, or other dimensions or metric, fail now rather than on first write."""
+        this name, or other dimensions or metric, fail now rather than on first write.
+
+        Returns:
+            Whether the file has this table registered already.
+        """
         if self._path == ":memory:" or self._path.startswith("file:"):
-            return
+            return False
         if not os.path.isfile(self._path) or os.path.getsize(self._path) == 0:
-            return
+            return False
         try:
             conn = vec_driver().connect(
                 f"file:{urllib.parse.quote(os.path.abspath(self._path))}?mode=ro", uri=True
             )
         except Exception:
-            return  # opening for real reports it, with the translation of _locked
+            return False  # opening for real reports it, with the translation of _locked
         try:
             names = _names(conn)
             registered = self._registered(conn) if _REGISTRY in names else []
         except Exception:
-            return
+            return False
         finally:
             conn.close()
         if not registered:
@@ -209,6 +221,7 @@ class SqliteVecStore:
                 metric=self._metric,
                 schema_version=SCHEMA_VERSION,
             )
+        return bool(registered)
 
     async def _run(self, fn: Callable[[Any], T]) -> T:
         return await asyncio.to_thread(self._locked, fn)
@@ -246,6 +259,7 @@ class SqliteVecStore:
             )
             registered = self._registered(conn)
             if not registered:
+                _check_new_table_name(self._name)
                 self._check_free(_names(conn))
                 self._create(conn)
                 return

@@ -79,7 +79,9 @@ async def test_sessionless_entries_are_not_the_empty_session(tmp_path: Path) -> 
         assert await store.count({"session": "alice"}) == 1
 
 
-def write_v1_file(path: Path, *, sessionless: int, dims: int = 8) -> np.ndarray:
+def write_v1_file(
+    path: Path, *, sessionless: int, dims: int = 8, table: str = "memories"
+) -> np.ndarray:
     """A table as schema 1 wrote it: session-less rows in the NULL partition."""
     rng = np.random.default_rng(3)
     vectors = rng.standard_normal((sessionless + 2, dims), dtype=np.float32)
@@ -91,23 +93,21 @@ def write_v1_file(path: Path, *, sessionless: int, dims: int = 8) -> np.ndarray:
             "NOT NULL, dimensions INTEGER NOT NULL, metric TEXT NOT NULL)"
         )
         conn.execute(
-            "CREATE TABLE memories (pk INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+            f"CREATE TABLE {table} (pk INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
             "session TEXT, text TEXT NOT NULL DEFAULT '', message TEXT NOT NULL, "
             "metadata TEXT NOT NULL DEFAULT '{}', "
             "created_at REAL NOT NULL DEFAULT (unixepoch('subsec')))"
         )
         conn.execute(
-            f"CREATE VIRTUAL TABLE memories_vec USING vec0(session text partition key, "
+            f"CREATE VIRTUAL TABLE {table}_vec USING vec0(session text partition key, "
             f"embedding float[{dims}] distance_metric=cosine, chunk_size=128)"
         )
-        conn.execute(
-            "INSERT INTO goagent_vector_tables VALUES ('memories', 1, ?, 'cosine')", (dims,)
-        )
+        conn.execute("INSERT INTO goagent_vector_tables VALUES (?, 1, ?, 'cosine')", (table, dims))
         for i, vector in enumerate(vectors):
             session = "alice" if i >= sessionless else None
             message = msg(f"entry {i}", **({"session": session} if session else {}))
             conn.execute(
-                "INSERT INTO memories (pk, id, session, text, message, metadata) "
+                f"INSERT INTO {table} (pk, id, session, text, message, metadata) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     i + 1,
@@ -119,7 +119,7 @@ def write_v1_file(path: Path, *, sessionless: int, dims: int = 8) -> np.ndarray:
                 ),
             )
             conn.execute(
-                "INSERT INTO memories_vec (rowid, session, embedding) VALUES (?, ?, ?)",
+                f"INSERT INTO {table}_vec (rowid, session, embedding) VALUES (?, ?, ?)",
                 (i + 1, session, vector.tobytes()),
             )
         conn.execute("COMMIT")
@@ -236,6 +236,16 @@ async def test_names_taken_by_foreign_tables_fail_at_construction(
         SqliteVecStore(path, table="x", dimensions=3)
     async with SqliteVecStore(path, table="y", dimensions=3) as other:  # the file is usable
         await other.upsert("a", [1.0, 0.0, 0.0], msg("a"))
+
+
+async def test_a_table_made_before_the_vec_rule_stays_usable(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    write_v1_file(path, sessionless=3, table="notes_vec")
+    async with SqliteVecStore(path, table="notes_vec", dimensions=8) as store:
+        assert await store.count() == 5
+    assert chunk_count(path, "notes_vec") == 2
+    with pytest.raises(ConfigurationError, match="invalid table name"):
+        SqliteVecStore(path, table="other_vec", dimensions=8)  # a new one is still refused
 
 
 def test_names_that_only_look_alike_are_accepted(tmp_path: Path) -> None:

@@ -350,3 +350,15 @@ async def test_count_with_a_filter_counts_what_a_search_would_match(
         await store.count({"bad key": "x"})
     wrapped = ObservableStore(store, object())
     assert await wrapped.count({"session": "bob"}) == 1
+
+
+async def test_metadata_that_is_not_json_data_is_refused_by_every_store(
+    make_store: StoreFactory,
+) -> None:
+    # The in-memory store used to keep it, so code that worked there failed on a real backend.
+    store = await make_store(3)
+    with pytest.raises((ValueError, ConfigurationError), match="must be JSON data"):
+        await store.upsert("a", [1.0, 0.0, 0.0], msg("x", bad=object()))
+    with pytest.raises((ValueError, ConfigurationError), match="must be JSON data"):
+        await store.upsert("b", [1.0, 0.0, 0.0], msg("x", nan=float("nan")))
+    assert await store.count() == 0
