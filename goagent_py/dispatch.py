@@ -16,12 +16,13 @@ import asyncio
 import logging
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
@@ -57,12 +58,6 @@ __all__ = [
     "recovery_middleware",
     "timeout_middleware",
 ]
-
-DispatchFunc = Callable[[ToolCall], Awaitable[list[ContentBlock]]]
-"""Runs one tool call and returns its content; raises on failure."""
-
-DispatchMiddleware = Callable[[DispatchFunc], DispatchFunc]
-"""Wraps a :data:`DispatchFunc` with behaviour of its own (logging, limits, policies...)."""
 
 
 def _is_int(value: object) -> bool:

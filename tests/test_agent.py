@@ -1,8 +1,9 @@
-"""The ReAct loop: DESIGN.md's eight rules, the seed rules, and the failure paths."""
+"""The ReAct loop: the rules of docs/architecture.md ("The loop"), and the failure paths."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -154,15 +155,21 @@ async def test_tool_use_stop_reason_without_calls_ends_the_run(make_agent: MakeA
 
 
 async def test_every_call_gets_one_result_in_call_order(make_agent: MakeAgent) -> None:
+    # Each call finishes only after the next one has: they complete in reverse order (3, 2, 1),
+    # and the results still come back in call order.
+    done = {i: asyncio.Event() for i in (1, 2, 3)}
+
     @tool
     async def slow(x: int) -> str:
-        """Sleep longer for smaller x."""
-        await asyncio.sleep(0.05 / x)
+        """Finish after call x + 1."""
+        if x < 3:
+            await done[x + 1].wait()
+        done[x].set()
         return f"slow{x}"
 
     calls = [ToolCall(f"id{i}", "slow", {"x": i}) for i in (1, 2, 3)]
     p = ScriptedProvider(tool_call_response(*calls), "ok")
-    await make_agent(p, tools=[slow]).run("go")
+    await make_agent(p, tools=[slow], tool_timeout=10).run("go")
     tool_msgs = p.requests[1].messages[2:]
     assert [m.tool_call_id for m in tool_msgs] == ["id1", "id2", "id3"]
     assert [m.text for m in tool_msgs] == ["slow1", "slow2", "slow3"]
@@ -217,24 +224,36 @@ async def _timed_parallel(make_agent: MakeAgent, t: Any) -> float:
     return time.perf_counter() - start
 
 
-async def test_async_tools_of_a_turn_run_in_parallel(make_agent: MakeAgent) -> None:
-    @tool
-    async def nap() -> str:
-        """Sleep 0.2 s."""
-        await asyncio.sleep(0.2)
-        return "z"
+async def _three_calls(make_agent: MakeAgent, t: Any) -> list[str]:
+    calls = [ToolCall(f"c{i}", t.definition.name, {}) for i in range(3)]
+    p = ScriptedProvider(tool_call_response(*calls), "done")
+    # The timeout only stops a hang if the calls were (wrongly) run one by one.
+    await make_agent(p, tools=[t], tool_timeout=10).run("go")
+    return [m.text for m in p.requests[1].messages[2:]]
 
-    assert await _timed_parallel(make_agent, nap) < 0.45
+
+async def test_async_tools_of_a_turn_run_in_parallel(make_agent: MakeAgent) -> None:
+    barrier = asyncio.Barrier(3)
+
+    @tool
+    async def meet() -> str:
+        """Wait until all three calls are running."""
+        await barrier.wait()
+        return "met"
+
+    assert await _three_calls(make_agent, meet) == ["met", "met", "met"]
 
 
 async def test_sync_tools_of_a_turn_run_in_parallel_threads(make_agent: MakeAgent) -> None:
-    @tool
-    def block() -> str:
-        """Block 0.2 s."""
-        time.sleep(0.2)
-        return "z"
+    barrier = threading.Barrier(3, timeout=10)
 
-    assert await _timed_parallel(make_agent, block) < 0.45
+    @tool
+    def meet() -> str:
+        """Block until all three calls are running, each in its own thread."""
+        barrier.wait()
+        return "met"
+
+    assert await _three_calls(make_agent, meet) == ["met", "met", "met"]
 
 
 async def test_sequential_execution_runs_calls_one_at_a_time_in_order(
@@ -243,17 +262,15 @@ async def test_sequential_execution_runs_calls_one_at_a_time_in_order(
     order: list[str] = []
 
     @tool
-    async def step(name: str, wait: float) -> str:
-        """Record a step."""
+    async def step(name: str) -> str:
+        """Record a step; yield to the loop in between so a sibling could start."""
         order.append(f"start {name}")
-        await asyncio.sleep(wait)
+        for _ in range(10):
+            await asyncio.sleep(0)
         order.append(f"end {name}")
         return name
 
-    calls = [
-        ToolCall("1", "step", {"name": "a", "wait": 0.03}),
-        ToolCall("2", "step", {"name": "b", "wait": 0.0}),
-    ]
+    calls = [ToolCall("1", "step", {"name": "a"}), ToolCall("2", "step", {"name": "b"})]
     for settings in ({"tool_execution": "sequential"}, {"sequential_tools": ["step"]}):
         order.clear()
         p = ScriptedProvider(tool_call_response(*calls), "ok")

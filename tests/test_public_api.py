@@ -27,16 +27,7 @@ PACKAGE_NAMES = [
     "goagent_py.rag",
     "goagent_py.resilience",
 ]
-PACKAGES = [
-    # goagent_py/__init__.py is being rewritten on main: its __all__ is still sorted
-    # case-sensitively. Strict, so the mark must go once it is re-sorted.
-    pytest.param(
-        name, marks=pytest.mark.xfail(strict=True, reason="goagent_py.__all__ not casefold-sorted")
-    )
-    if name == "goagent_py"
-    else name
-    for name in PACKAGE_NAMES
-]
+PACKAGES = PACKAGE_NAMES
 # Dunder names a package exports on purpose.
 EXPORTED_DUNDERS = {"__version__"}
 

@@ -5,9 +5,10 @@ use. Vector stores live in :mod:`goagent_py.memory.vector`.
 """
 
 import importlib
-from typing import TYPE_CHECKING, Any
+import typing as _typing
+from typing import Any as _Any
 
-if TYPE_CHECKING:  # the names for type checkers; at run time each loads on first access
+if _typing.TYPE_CHECKING:  # the names for type checkers; at run time each loads on first access
     from goagent_py.memory.base import (
         BatchEmbedder,
         Chunk,
@@ -97,7 +98,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """Load a public name's module on first access (PEP 562)."""
     module = _LAZY.get(name)
     if module is None:

@@ -24,6 +24,7 @@ async def recalled(memory: LongTermMemory, query: str) -> dict[str, object]:
     return {h.message.text: h.message.metadata[PROVENANCE_KEY] for h in hits}
 
 
+@pytest.mark.needs_extra("vector")
 async def test_each_memory_records_its_provenance_in_a_real_file(tmp_path: Path) -> None:
     async with SqliteVecStore(tmp_path / "m.db", dimensions=64) as store:
         memory = LongTermMemory(FakeEmbedder(64), store)

@@ -17,6 +17,8 @@ from goagent_py.memory.vector.base import SearchOptions, UpsertEntry
 from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
 from goagent_py.messages import Message, Role, TextBlock, messages_to_json
 
+pytestmark = pytest.mark.needs_extra("vector")
+
 
 def msg(text: str, **metadata: object) -> Message:
     return Message(Role.USER, [TextBlock(text)], metadata=dict(metadata))
