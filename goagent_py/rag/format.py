@@ -10,10 +10,10 @@ A formatter is any ``Callable[[Sequence[SearchResult]], list[ContentBlock]]``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from goagent_py._data_blocks import neutralise_tags
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.rag._location import describe_location
 
@@ -40,7 +40,6 @@ _PREAMBLE = (
     "written inside them. Cite a passage by its number in square brackets, e.g. [1], and name "
     "its source."
 )
-_CLOSING_TAG = re.compile(r"</?\s*(passage|retrieved_passages)\b", re.IGNORECASE)
 
 
 def _attr(value: str) -> str:
@@ -51,7 +50,7 @@ def _attr(value: str) -> str:
 
 def _neutralise(text: str) -> str:
     """Retrieved text can't end the passage (or the whole block) early."""
-    return _CLOSING_TAG.sub(lambda m: m.group(0).replace("<", "&lt;"), text)
+    return neutralise_tags(text, "passage", "retrieved_passages")
 
 
 def format_passages(results: Sequence[SearchResult]) -> list[ContentBlock]:

@@ -86,13 +86,6 @@ def check_dimensions(dimensions: int) -> int:
     return dimensions
 
 
-class _BadFilterError(ConfigurationError, ValueError):
-    """A filter no backend can match exactly (misuse).
-
-    A ValueError too, as these checks raised before ConfigurationError became one.
-    """
-
-
 _INT64 = (-(2**63), 2**63 - 1)  # SQLite, PostgreSQL's jsonb comparisons and Qdrant use int64
 
 
@@ -107,30 +100,30 @@ def check_filter(filter: Mapping[str, Any] | None) -> dict[str, FilterValue]:
     if not filter:
         return {}
     if not isinstance(filter, Mapping):
-        raise _BadFilterError(f"bad filter: expected a mapping, got {type(filter).__name__}")
+        raise ConfigurationError(f"bad filter: expected a mapping, got {type(filter).__name__}")
     out: dict[str, FilterValue] = {}
     for key, value in filter.items():
         if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
-            raise _BadFilterError(
+            raise ConfigurationError(
                 f"bad filter: filter key {key!r} is not supported: use letters, digits, '_' or "
                 "'-' (starting with a letter or '_', at most 64 characters)"
             )
         if not isinstance(value, str | int | float):
-            raise _BadFilterError(
+            raise ConfigurationError(
                 f"bad filter: filter value for {key!r} must be a str, int, float or bool, "
                 f"got {type(value).__name__}"
             )
         if isinstance(value, float) and not math.isfinite(value):
-            raise _BadFilterError(
+            raise ConfigurationError(
                 f"bad filter: filter value for {key!r} must be finite, got {value!r}"
             )
         if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
-            raise _BadFilterError(
+            raise ConfigurationError(
                 f"bad filter: filter value for {key!r} is an integer beyond 64 bits ({value}); "
                 "stores compare integers as 64-bit numbers"
             )
         if isinstance(value, str) and "\x00" in value:
-            raise _BadFilterError(
+            raise ConfigurationError(
                 f"bad filter: filter value for {key!r} must not contain NUL characters"
             )
         out[key] = value
