@@ -590,21 +590,38 @@ class Run:
 
     # -- tools -------------------------------------------------------------------------------
 
-    async def _run_one(self, call: ToolCall) -> ToolResult:
-        """One call: repair, approve, announce (``on_tool_call``, in the call's task), run."""
+    async def _run_one(
+        self, call: ToolCall, message: Message, put: Callable[[Any], None]
+    ) -> ToolResult:
+        """One call: repair, validate, announce, approve, ``on_tool_call`` (in the call's own
+        task), run. The start event and the approval see the validated arguments."""
         o = self.o
         if o.prepare_arguments is not None:
             try:
                 repaired = await _maybe_await(o.prepare_arguments(call))
             except Exception as exc:
                 error = ToolArgumentsError(call.name, f"preparing the arguments failed: {exc}")
+                put(ToolExecutionStart(call, path=self.path))
                 return await self._after(_error_result(call, error))
             if repaired is not None:
                 call = replace(call, arguments=dict(repaired))
+        shown = call
+        validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
+        if validate is not None:
+            try:
+                shown = replace(call, arguments=validate(dict(call.arguments)))
+            except ToolArgumentsError as exc:
+                put(ToolExecutionStart(call, path=self.path))
+                return await self._after(_error_result(call, exc))
+        put(ToolExecutionStart(shown, path=self.path))
         reason: str | None = None
         if o.before_tool_call is not None:
             try:
-                reason = await _maybe_await(o.before_tool_call(call))
+                if o.before_tool_call_sees_message:
+                    gate = o.before_tool_call(shown, message)
+                else:
+                    gate = o.before_tool_call(shown)
+                reason = await _maybe_await(gate)
             except Exception as exc:
                 # Fail closed: an approval check that breaks must not let the call through.
                 self.log.warning("before_tool_call raised; the call is blocked: %s", exc)
@@ -648,7 +665,7 @@ class Run:
         )
 
     async def _tools(
-        self, iteration: int, calls: list[ToolCall]
+        self, iteration: int, message: Message, calls: list[ToolCall]
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run a turn's calls, yielding their events as they happen and each end as it comes;
         the results land in ``self._results`` in call order (rule 3)."""
@@ -667,7 +684,7 @@ class Run:
             token = _current.set(self._context(call, iteration, pending.append))
             undo_sink = set_event_sink(pending.append, self.path)
             try:
-                result = await self._run_one(call)
+                result = await self._run_one(call, message, pending.append)
             finally:
                 _current.reset(token)
                 undo_sink()
@@ -690,7 +707,7 @@ class Run:
             _current.set(self._context(call, iteration, put))
             set_event_sink(put, self.path)
             try:
-                put(_Done(index, await self._run_one(call)))
+                put(_Done(index, await self._run_one(call, message, put)))
             except BaseException as exc:
                 put(_Failed(exc))
                 if not isinstance(exc, Exception):
@@ -883,10 +900,8 @@ class Run:
                         yield ToolExecutionStart(r.call, path=self.path)
                         yield ToolExecutionEnd(r, path=self.path)
                 else:
-                    for call in calls:
-                        yield ToolExecutionStart(call, path=self.path)
                     try:
-                        async for event in self._tools(i, calls):
+                        async for event in self._tools(i, message, calls):
                             yield event
                     except _Abort:
                         self._record_results(messages, calls, self._results)

@@ -362,6 +362,10 @@ class Dispatcher:
         chain.append(recovery_middleware)
         self._call = _chain(self._execute_tool, chain)
 
+    def tool(self, name: str) -> Tool | None:
+        """The tool registered under ``name``, or None."""
+        return self._tools.get(name)
+
     async def _execute_tool(self, tc: ToolCall) -> list[ContentBlock]:
         return await self._tools[tc.name].execute(dict(tc.arguments))
 

@@ -13,6 +13,7 @@ Error messages name what the caller wrote (``max_iterations='5'`` or ``with_max_
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -80,8 +81,9 @@ __all__ = [
     "with_write_policy",
 ]
 
-BeforeToolCall = Callable[[ToolCall], "str | Awaitable[str | None] | None"]
-"""Return ``None`` to let a call run, or a reason (shown to the model) to block it."""
+BeforeToolCall = Callable[..., "str | Awaitable[str | None] | None"]
+"""``(call)`` or ``(call, assistant_message)``: return ``None`` to let a call run, or a reason
+(shown to the model) to block it. The call's arguments are the validated ones."""
 
 AfterToolCall = Callable[[ToolResult], "ToolResult | Awaitable[ToolResult | None] | None"]
 """Return ``None`` to keep a result, or a replacement :class:`ToolResult`."""
@@ -127,6 +129,20 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _EFFORTS = ("low", "medium", "high")
 
 
+def _takes_two(fn: Callable[..., object]) -> bool:
+    """Whether ``fn`` takes a second positional argument (the assistant message)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -166,6 +182,7 @@ class AgentOptions:
     mcp_servers: list[MCPConnection] = field(default_factory=list)
     before_tool_call: BeforeToolCall | None = None
     stop_on_denied: bool = False
+    before_tool_call_sees_message: bool = False
     after_tool_call: AfterToolCall | None = None
     prepare_arguments: PrepareArguments | None = None
     should_stop: ShouldStop | None = None
@@ -254,6 +271,8 @@ class AgentOptions:
                 f"{', '.join(sorted(unknown))}"
             )
         self.hooks = merge_hooks(*self.hook_sets) if self.hook_sets else Hooks()
+        if self.before_tool_call is not None:
+            self.before_tool_call_sees_message = _takes_two(self.before_tool_call)
 
     def _check_provider(self) -> None:
         if self.provider is None:

@@ -157,6 +157,18 @@ class FunctionTool:
             )
         return definition
 
+    def validate_arguments(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` validated and coerced as the function will get them.
+
+        Raises:
+            ToolArgumentsError: the arguments do not fit the signature (the model reads why).
+        """
+        if self._schema is not None:
+            return self._schema.validate(self._name, args)
+        if self._validator is not None:
+            return self._validator(args)
+        return args
+
     async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
         """Validate ``args`` (when the tool has a typed signature) and run the function."""
         if self._schema is not None:

@@ -438,3 +438,25 @@ async def test_compaction_is_an_event_of_the_run_and_its_usage_counts(tmp_path: 
         assert await session.compact_now(focus="numbers") is not None or compactor.events
         with pytest.raises(ConfigurationError, match="no compactor"):
             await Session(Agent(provider=provider)).compact_now()
+
+
+async def test_the_gate_and_the_start_event_see_validated_arguments() -> None:
+    seen: list[tuple[dict[str, Any], str]] = []
+
+    def gate(call: Any, message: Message) -> str | None:
+        seen.append((dict(call.arguments), message.role))
+        return None
+
+    provider = ScriptedProvider(
+        tool_call_response(("fast", {"n": "7"}), ("fast", {"n": "seven"})), "ok"
+    )
+    agent = Agent(provider=provider, tools=[fast], before_tool_call=gate)
+    starts: list[dict[str, Any]] = []
+    async for event in agent.stream("go"):
+        if isinstance(event, ToolExecutionStart):
+            starts.append(dict(event.arguments))
+    assert seen == [({"n": 7}, Role.ASSISTANT)]  # coerced; the invalid call never reaches it
+    assert {"n": 7} in starts
+    errors = [m for m in provider.requests[1].messages if m.role is Role.TOOL and m.is_error]
+    assert len(errors) == 1
+    assert "invalid arguments" in errors[0].text
