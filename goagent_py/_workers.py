@@ -32,7 +32,8 @@ T = TypeVar("T")
 IDLE_SECONDS = 30.0
 """How long an idle worker waits for another call before it ends."""
 
-_Job = Callable[[], None]
+_Job = Callable[[], Callable[[], None]]
+"""Runs a call in the worker; returns what posts its outcome to the caller."""
 
 
 class _DaemonPool:
@@ -64,9 +65,13 @@ class _DaemonPool:
                 if idle.acquire(blocking=False):
                     return
                 continue
-            job()
+            post = job()
             del job  # drop the call's references before waiting for the next one
+            # Idle before the result is posted: the caller's next call, made as soon as it has
+            # the result, then finds this worker instead of starting another.
             idle.release()
+            post()
+            del post
 
 
 _POOL = _DaemonPool(IDLE_SECONDS)
@@ -97,7 +102,7 @@ async def run_named(label: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         else:
             future.set_result(cast(T, result))
 
-    def job() -> None:
+    def job() -> Callable[[], None]:
         threading.current_thread().name = name  # what the thread runs, for debuggers and logs
         try:
             result = ctx.run(fn, *args, **kwargs)
@@ -105,9 +110,13 @@ async def run_named(label: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
             outcome: tuple[T | None, BaseException | None] = (None, exc)
         else:
             outcome = (result, None)
-        # An abandoned call (timed out) may finish after its event loop closed: drop it.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(settle, *outcome)
+
+        def post() -> None:
+            # An abandoned call (timed out) may finish after its event loop closed: drop it.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, *outcome)
+
+        return post
 
     _POOL.submit(job)
     return await future

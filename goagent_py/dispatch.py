@@ -133,6 +133,8 @@ _EVENT_HOOKS = Hooks(
     on_circuit_open=lambda c, u: _send(lambda p: CircuitOpen(c, u, path=p)),
 )
 
+_DISPATCH_LOG = logging.getLogger("goagent_py.dispatch")
+
 # The message a timeout cancels a call with, so the breaker can tell it from a caller's cancel.
 _TIMEOUT_CANCEL = "goagent-tool-timeout"
 # How long a timed-out call may take to unwind after its cancellation before it is abandoned.
@@ -332,7 +334,12 @@ class Dispatcher:
         clock: Callable[[], float] | None = None,
     ) -> None:
         self._tools = tools
-        self._logger = logger or logging.getLogger("goagent_py.dispatch")
+        self._logger = logger or _DISPATCH_LOG
+        self._settings = (timeout, circuit_breaker, retry, rate_limit, middlewares, hooks, clock)
+        self._chain: DispatchFunc | None = None  # built on the first call: most agents never
+
+    def _build(self) -> DispatchFunc:
+        timeout, circuit_breaker, retry, rate_limit, middlewares, hooks, clock = self._settings
         hooks = _EVENT_HOOKS if hooks is None else merge_hooks(hooks, _EVENT_HOOKS)
         chain: list[DispatchMiddleware] = [logging_middleware(self._logger)]
         if timeout is not None:
@@ -360,7 +367,8 @@ class Dispatcher:
             )
         chain.extend(middlewares)
         chain.append(recovery_middleware)
-        self._call = _chain(self._execute_tool, chain)
+        self._chain = _chain(self._execute_tool, chain)
+        return self._chain
 
     def tool(self, name: str) -> Tool | None:
         """The tool registered under ``name``, or None."""
@@ -382,7 +390,7 @@ class Dispatcher:
         start = time.perf_counter()
         error: ToolError | None = None
         try:
-            content = await self._call(call)
+            content = await (self._chain or self._build())(call)
         except ToolError as exc:  # the specific error: timeout, open circuit, bad arguments...
             error = exc
             content = [TextBlock(error_text(error))]

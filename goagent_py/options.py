@@ -125,6 +125,8 @@ Label = str | Callable[[], str] | tuple[str, Any]
 """What the caller wrote, or what formats it only when an error needs it: a function, or
 ``(keyword, value)`` for ``keyword=value``."""
 
+_LOGGER = logging.getLogger("goagent_py")
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _EFFORTS = ("low", "medium", "high")
 
@@ -170,7 +172,7 @@ class AgentOptions:
     name: str = ""
     hooks: Hooks = field(default_factory=Hooks)
     hook_sets: list[Hooks] = field(default_factory=list)
-    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("goagent_py"))
+    logger: logging.Logger = field(default_factory=lambda: _LOGGER)
     tool_timeout: float | None = None
     circuit_breaker: CircuitBreakerConfig | None = None
     dispatch_middlewares: list[DispatchMiddleware] = field(default_factory=list)
@@ -214,14 +216,15 @@ class AgentOptions:
             )
 
     def validate(self) -> None:
-        """Check every setting; raise :class:`ConfigurationError` naming the fix."""
+        """Check every setting the caller gave (the defaults are valid); raise
+        :class:`ConfigurationError` naming the fix."""
         self._check_provider()
-        self._positive_int("max_iterations", optional=False)
-        for setting in ("long_term_top_k", "max_tokens", "max_tool_result_chars"):
-            self._positive_int(setting, optional=True)
-        self._positive_int("max_parallel_tools", optional=True)
+        given = self.sources
+        for setting in _POSITIVE_INTS:
+            if setting in given:
+                self._positive_int(setting, optional=setting != "max_iterations")
         for setting in ("model", "system_prompt", "name"):
-            if not isinstance(getattr(self, setting), str):
+            if setting in given and not isinstance(getattr(self, setting), str):
                 raise ConfigurationError(
                     f"{self._said(setting, setting)}: must be a str, "
                     f"got {type(getattr(self, setting)).__name__}"
@@ -255,8 +258,8 @@ class AgentOptions:
             raise ConfigurationError(
                 f"{self._said('tool_execution', 'tool_execution')}: use 'parallel' or 'sequential'"
             )
-        self.check_tools(self.tools)
-        unknown = self.sequential_tools - {t.definition.name for t in self.tools}
+        if self.tools:
+            self.check_tools(self.tools)
         for server in self.mcp_servers:
             if not callable(getattr(server, "tools", None)) or not callable(
                 getattr(server, "aclose", None)
@@ -265,12 +268,15 @@ class AgentOptions:
                     f"mcp_servers: {server!r} is not an MCP connection; use MCPStdio(...), "
                     "MCPHttp(...) or MCPInProcess(...) from goagent_py.mcp"
                 )
-        if unknown and not (self.mcp_connectors or self.mcp_servers):
-            raise ConfigurationError(
-                f"{self._said('sequential_tools', 'sequential_tools')} names unknown tools: "
-                f"{', '.join(sorted(unknown))}"
-            )
-        self.hooks = merge_hooks(*self.hook_sets) if self.hook_sets else Hooks()
+        if self.sequential_tools:
+            unknown = self.sequential_tools - {t.definition.name for t in self.tools}
+            if unknown and not (self.mcp_connectors or self.mcp_servers):
+                raise ConfigurationError(
+                    f"{self._said('sequential_tools', 'sequential_tools')} names unknown tools: "
+                    f"{', '.join(sorted(unknown))}"
+                )
+        if self.hook_sets:
+            self.hooks = merge_hooks(*self.hook_sets)
         if self.before_tool_call is not None:
             self.before_tool_call_sees_message = _takes_two(self.before_tool_call)
 
@@ -287,6 +293,8 @@ class AgentOptions:
             )
 
     def _check_types(self) -> None:
+        if not _given_any(self.sources, _TYPED):
+            return
         checks: list[tuple[str, object, type[Any] | tuple[type[Any], ...], str]] = [
             ("short_term_memory", self.short_term_memory, ShortTermMemoryProtocol,
              "async messages() and append(*messages), e.g. ShortTermMemory(...)"),
@@ -344,6 +352,24 @@ class AgentOptions:
                     "(rename one with @tool(name=...))"
                 )
             seen.add(name)
+
+
+_POSITIVE_INTS = (
+    "max_iterations", "long_term_top_k", "max_tokens", "max_tool_result_chars",
+    "max_parallel_tools",
+)  # fmt: skip
+_TYPED = frozenset(
+    {
+        "short_term_memory", "long_term_memory", "tool_retry", "circuit_breaker", "rate_limit",
+        "logger", "before_tool_call", "after_tool_call", "transform_context", "write_policy",
+        "prepare_arguments", "should_stop", "prepare_turn", "dispatch_middlewares", "hooks",
+    }
+)  # fmt: skip
+
+
+def _given_any(sources: Mapping[str, object], settings: frozenset[str]) -> bool:
+    """Whether any of ``settings`` was given (is in ``sources``)."""
+    return any(key in settings for key in sources)
 
 
 _OFF_MEANING = {

@@ -46,7 +46,7 @@ def _public_names(module: ModuleType) -> list[str]:
         and not isinstance(value, __future__._Feature)  # `from __future__ import annotations`
     }
     names |= set(getattr(module, "_LAZY", {}))
-    return sorted(names, key=str.casefold)
+    return sorted(names, key=lambda n: (n.casefold(), n))
 
 
 @pytest.mark.parametrize("name", PACKAGES)

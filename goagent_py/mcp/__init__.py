@@ -29,6 +29,8 @@ from goagent_py.mcp.server import run_http, run_stdio, serve_agent
 from goagent_py.mcp.transports import MCPHttp, MCPInProcess, MCPStdio
 
 __all__ = [
+    "definition_hash",
+    "mcp_tools",
     "MCPConnection",
     "MCPConnectionError",
     "MCPError",
@@ -40,11 +42,9 @@ __all__ = [
     "MCPToolChangedError",
     "MCPToolError",
     "MCPToolUnavailableError",
-    "ToolChange",
-    "definition_hash",
-    "mcp_tools",
     "run_http",
     "run_stdio",
     "serve_agent",
     "sync_mcp_tools",
+    "ToolChange",
 ]
