@@ -147,7 +147,9 @@ ContentBlock = Annotated[
 
 def _check_bytes(data: object, what: str) -> None:
     if not isinstance(data, bytes):
-        raise TypeError(f"{what}.data must be bytes, got {type(data).__name__}; wrap it in bytes()")
+        raise ConfigurationError(
+            f"{what}.data must be bytes, got {type(data).__name__}; wrap it in bytes()"
+        )
 
 
 @dataclass(slots=True, frozen=True)

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from goagent_py import (
+    ConfigurationError,
     DocumentBlock,
     ImageBlock,
     InvalidMediaTypeError,
@@ -49,7 +50,7 @@ def test_document_media_type_rejected() -> None:
 
 
 def test_block_data_must_be_bytes() -> None:
-    with pytest.raises(TypeError, match="bytes"):
+    with pytest.raises(ConfigurationError, match="bytes"):
         ImageBlock("not bytes", "image/png")  # type: ignore[arg-type]
 
 
