@@ -25,8 +25,18 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
+from goagent_py._control import AbortMode, RunControl
 from goagent_py._recall import recall_message
-from goagent_py.dispatch import Dispatcher, error_text, set_event_sink
+from goagent_py._transcript import (
+    SYNTHETIC_METADATA_KEY,
+    UI_ONLY_KEY,
+    error_result,
+    repair_transcript,
+    strip_thinking,
+    tool_message,
+    truncate_content,
+)
+from goagent_py.dispatch import Dispatcher, set_event_sink
 from goagent_py.errors import (
     GoAgentError,
     MaxIterationsError,
@@ -65,7 +75,6 @@ from goagent_py.messages import (
     Role,
     StopReason,
     TextBlock,
-    ThinkingBlock,
     ToolCall,
     Usage,
     assistant_message,
@@ -85,16 +94,10 @@ from goagent_py.results import ModelResponse, RunInfo, RunResult, ToolResult
 from goagent_py.tool_context import ToolContext, _current
 from goagent_py.tools import ToolDefinition
 
-__all__ = ["AbortMode", "QueueMode", "Run", "RunControl", "repair_transcript"]
+__all__ = ["Run"]
 
 T = TypeVar("T")
 
-SYNTHETIC_METADATA_KEY = "goagent.synthetic"
-UI_ONLY_KEY = "goagent.ui_only"
-"""Messages with this metadata set stay in the transcript for UIs and never reach the model."""
-
-AbortMode = Literal["now", "after_tools", "after_turn"]
-QueueMode = Literal["one_at_a_time", "all"]
 
 _TRUNCATED_CALL = (
     "Error: your response was cut off at the output token limit, so this call's arguments may "
@@ -106,181 +109,6 @@ async def _maybe_await(value: T | Awaitable[T]) -> T:
     if inspect.isawaitable(value):
         return await value
     return value
-
-
-def strip_thinking(messages: list[Message]) -> list[Message]:
-    """Copies of ``messages`` without thinking blocks or run metadata (what memory keeps)."""
-    out = []
-    for m in messages:
-        content: list[ContentBlock] = [b for b in m.content if not isinstance(b, ThinkingBlock)]
-        meta = {k: v for k, v in m.metadata.items() if k in (SYNTHETIC_METADATA_KEY, UI_ONLY_KEY)}
-        out.append(replace(m, content=content, tool_calls=list(m.tool_calls), metadata=meta))
-    return out
-
-
-def truncate_content(content: list[ContentBlock], limit: int) -> list[ContentBlock]:
-    """Cut the text of ``content`` to ``limit`` characters in all, with a visible marker."""
-    total = sum(len(b.text) for b in content if isinstance(b, TextBlock))
-    if total <= limit:
-        return content
-    out: list[ContentBlock] = []
-    left = limit
-    for block in content:
-        if not isinstance(block, TextBlock):
-            out.append(block)
-            continue
-        if left <= 0:
-            continue
-        out.append(TextBlock(block.text[:left]))
-        left -= len(block.text)
-    out.append(
-        TextBlock(
-            f"\n[truncated: the result had {total} characters; only the first {limit} are shown]"
-        )
-    )
-    return out
-
-
-def tool_message(result: ToolResult) -> Message:
-    """The tool message the model reads for ``result``."""
-    return Message(
-        Role.TOOL,
-        list(result.content),
-        tool_call_id=result.call.id,
-        is_error=result.error is not None,
-    )
-
-
-def _error_result(call: ToolCall, error: BaseException, text: str = "") -> ToolResult:
-    return ToolResult(call, [TextBlock(text or error_text(error))], error)
-
-
-def repair_transcript(messages: list[Message], reason: str = "interrupted") -> list[Message]:
-    """``messages`` with an error result added for every tool call that has none, right after
-    its assistant message's results, and results without a call dropped: a transcript every
-    provider accepts."""
-    out: list[Message] = []
-    i = 0
-    while i < len(messages):
-        m = messages[i]
-        i += 1
-        if m.role is Role.TOOL:
-            continue  # a result whose call is not right before it: orphaned
-        out.append(m)
-        if m.role is not Role.ASSISTANT or not m.tool_calls:
-            continue
-        results: dict[str, Message] = {}
-        while i < len(messages) and messages[i].role is Role.TOOL:
-            results.setdefault(messages[i].tool_call_id, messages[i])
-            i += 1
-        for call in m.tool_calls:
-            found = results.get(call.id)
-            if found is None:
-                error = ToolAbortedError(call.name, reason)
-                found = tool_message(_error_result(call, error))
-            out.append(found)
-    return out
-
-
-class RunControl:
-    """The levers a session holds on its runs: queues and abort. Thread-safe.
-
-    The run calls :meth:`take_steering` / :meth:`take_follow_ups` at its drain points and reads
-    :attr:`abort_mode`; :meth:`abort` wakes a run waiting on the model or on tools.
-    """
-
-    def __init__(
-        self,
-        *,
-        steering_mode: QueueMode = "one_at_a_time",
-        follow_up_mode: QueueMode = "one_at_a_time",
-        on_change: Callable[[str, int], None] | None = None,
-    ) -> None:
-        self.steering_mode: QueueMode = steering_mode
-        self.follow_up_mode: QueueMode = follow_up_mode
-        self._lock = threading.Lock()
-        self._steering: list[Message] = []
-        self._follow_ups: list[Message] = []
-        self.abort_mode: AbortMode | None = None
-        self.abort_reason = ""
-        self._on_change = on_change
-        self._wake: Callable[[], None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    # -- queues ------------------------------------------------------------------------------
-
-    def push(self, queue: Literal["steering", "follow_up"], message: Message) -> None:
-        """Queue ``message`` (from any thread or task)."""
-        with self._lock:
-            target = self._steering if queue == "steering" else self._follow_ups
-            target.append(message)
-            size = len(target)
-        if self._on_change is not None:
-            self._on_change(queue, size)
-
-    def _take(self, queue: Literal["steering", "follow_up"]) -> list[Message]:
-        with self._lock:
-            target = self._steering if queue == "steering" else self._follow_ups
-            mode = self.steering_mode if queue == "steering" else self.follow_up_mode
-            if not target:
-                return []
-            taken = list(target) if mode == "all" else [target[0]]
-            del target[: len(taken)]
-            size = len(target)
-        if self._on_change is not None:
-            self._on_change(queue, size)
-        return taken
-
-    def take_steering(self) -> list[Message]:
-        """The steering messages to inject now (one, or all, by the queue's mode)."""
-        return self._take("steering")
-
-    def take_follow_ups(self) -> list[Message]:
-        """The follow-up messages to inject now (one, or all, by the queue's mode)."""
-        return self._take("follow_up")
-
-    def sizes(self) -> tuple[int, int]:
-        """(steering, follow-up) queue sizes."""
-        with self._lock:
-            return len(self._steering), len(self._follow_ups)
-
-    def peek(self) -> tuple[list[Message], list[Message]]:
-        """Copies of the (steering, follow-up) queues."""
-        with self._lock:
-            return list(self._steering), list(self._follow_ups)
-
-    def clear(self, queue: Literal["steering", "follow_up"] | None = None) -> None:
-        """Drop queued messages (both queues when ``queue`` is None)."""
-        with self._lock:
-            if queue in (None, "steering"):
-                self._steering.clear()
-            if queue in (None, "follow_up"):
-                self._follow_ups.clear()
-        if self._on_change is not None:
-            for name in ("steering", "follow_up") if queue is None else (queue,):
-                self._on_change(name, 0)
-
-    # -- abort -------------------------------------------------------------------------------
-
-    def abort(self, mode: AbortMode = "now", reason: str = "") -> None:
-        """Ask the current run to stop (from any thread or task)."""
-        self.abort_mode = mode
-        self.abort_reason = reason
-        wake, loop = self._wake, self._loop
-        if wake is None or loop is None or loop.is_closed():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            wake()
-        else:
-            loop.call_soon_threadsafe(wake)
-
-    def _attach(self, wake: Callable[[], None] | None) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._wake = wake
 
 
 class _Abort(Exception):
@@ -602,7 +430,7 @@ class Run:
             except Exception as exc:
                 error = ToolArgumentsError(call.name, f"preparing the arguments failed: {exc}")
                 put(ToolExecutionStart(call, path=self.path))
-                return await self._after(_error_result(call, error))
+                return await self._after(error_result(call, error))
             if repaired is not None:
                 call = replace(call, arguments=dict(repaired))
         shown = call
@@ -612,7 +440,7 @@ class Run:
                 shown = replace(call, arguments=validate(dict(call.arguments)))
             except ToolArgumentsError as exc:
                 put(ToolExecutionStart(call, path=self.path))
-                return await self._after(_error_result(call, exc))
+                return await self._after(error_result(call, exc))
         put(ToolExecutionStart(shown, path=self.path))
         reason: str | None = None
         if o.before_tool_call is not None:
@@ -632,7 +460,7 @@ class Run:
             # hooks make the call's span current) reaches the tool and no sibling.
             await call_hook(hook, call, logger=self.log)
         if reason is not None:
-            return await self._after(_error_result(call, ToolBlockedError(call.name, str(reason))))
+            return await self._after(error_result(call, ToolBlockedError(call.name, str(reason))))
         return await self._after(await self.dispatcher.execute(call))
 
     async def _after(self, result: ToolResult) -> ToolResult:
@@ -893,7 +721,7 @@ class Run:
                 self.pending_calls = calls
                 if response.stop_reason == StopReason.MAX_TOKENS:
                     results = [
-                        _error_result(c, ToolArgumentsError(c.name, "cut off"), _TRUNCATED_CALL)
+                        error_result(c, ToolArgumentsError(c.name, "cut off"), _TRUNCATED_CALL)
                         for c in calls
                     ]
                     for r in results:
@@ -952,7 +780,7 @@ class Run:
         reason = self.control.abort_reason if self.control is not None else ""
         for call, result in zip(calls, results, strict=True):
             if result is None:
-                result = _error_result(call, ToolAbortedError(call.name, reason or "aborted"))
+                result = error_result(call, ToolAbortedError(call.name, reason or "aborted"))
             self._append(messages, tool_message(result))
             self.tool_calls += 1
             self.tool_time += result.duration

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from goagent_py._loop import Run, RunControl
+from goagent_py._control import RunControl
+from goagent_py._loop import Run
 from goagent_py.dispatch import Dispatcher, DispatchMiddleware
 from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.events import AgentEvent

@@ -32,7 +32,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from goagent_py._loop import UI_ONLY_KEY, AbortMode, QueueMode, Run, RunControl, repair_transcript
+from goagent_py._control import AbortMode, QueueMode, RunControl
+from goagent_py._loop import Run
+from goagent_py._transcript import UI_ONLY_KEY, repair_transcript
 from goagent_py.agent import Agent, Prompt, to_messages
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEvent, QueueUpdate

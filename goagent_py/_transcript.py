@@ -1,0 +1,104 @@
+"""What a run's transcript must look like, and the helpers that keep it so.
+
+A transcript is valid for every provider when each assistant tool call is answered by exactly one
+tool result right after it, and no result is orphaned. :func:`repair_transcript` makes any list
+of messages so (after an abort or a crash); the rest shape what the model reads and what memory
+keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from goagent_py.dispatch import error_text
+from goagent_py.errors import ToolAbortedError
+from goagent_py.messages import ContentBlock, Message, Role, TextBlock, ThinkingBlock, ToolCall
+from goagent_py.results import ToolResult
+
+__all__ = [
+    "SYNTHETIC_METADATA_KEY",
+    "UI_ONLY_KEY",
+    "error_result",
+    "repair_transcript",
+    "strip_thinking",
+    "tool_message",
+    "truncate_content",
+]
+
+SYNTHETIC_METADATA_KEY = "goagent.synthetic"
+UI_ONLY_KEY = "goagent.ui_only"
+"""Messages with this metadata set stay in the transcript for UIs and never reach the model."""
+
+
+def strip_thinking(messages: list[Message]) -> list[Message]:
+    """Copies of ``messages`` without thinking blocks or run metadata (what memory keeps)."""
+    out = []
+    for m in messages:
+        content: list[ContentBlock] = [b for b in m.content if not isinstance(b, ThinkingBlock)]
+        meta = {k: v for k, v in m.metadata.items() if k in (SYNTHETIC_METADATA_KEY, UI_ONLY_KEY)}
+        out.append(replace(m, content=content, tool_calls=list(m.tool_calls), metadata=meta))
+    return out
+
+
+def truncate_content(content: list[ContentBlock], limit: int) -> list[ContentBlock]:
+    """Cut the text of ``content`` to ``limit`` characters in all, with a visible marker."""
+    total = sum(len(b.text) for b in content if isinstance(b, TextBlock))
+    if total <= limit:
+        return content
+    out: list[ContentBlock] = []
+    left = limit
+    for block in content:
+        if not isinstance(block, TextBlock):
+            out.append(block)
+            continue
+        if left <= 0:
+            continue
+        out.append(TextBlock(block.text[:left]))
+        left -= len(block.text)
+    out.append(
+        TextBlock(
+            f"\n[truncated: the result had {total} characters; only the first {limit} are shown]"
+        )
+    )
+    return out
+
+
+def tool_message(result: ToolResult) -> Message:
+    """The tool message the model reads for ``result``."""
+    return Message(
+        Role.TOOL,
+        list(result.content),
+        tool_call_id=result.call.id,
+        is_error=result.error is not None,
+    )
+
+
+def error_result(call: ToolCall, error: BaseException, text: str = "") -> ToolResult:
+    return ToolResult(call, [TextBlock(text or error_text(error))], error)
+
+
+def repair_transcript(messages: list[Message], reason: str = "interrupted") -> list[Message]:
+    """``messages`` with an error result added for every tool call that has none, right after
+    its assistant message's results, and results without a call dropped: a transcript every
+    provider accepts."""
+    out: list[Message] = []
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        i += 1
+        if m.role is Role.TOOL:
+            continue  # a result whose call is not right before it: orphaned
+        out.append(m)
+        if m.role is not Role.ASSISTANT or not m.tool_calls:
+            continue
+        results: dict[str, Message] = {}
+        while i < len(messages) and messages[i].role is Role.TOOL:
+            results.setdefault(messages[i].tool_call_id, messages[i])
+            i += 1
+        for call in m.tool_calls:
+            found = results.get(call.id)
+            if found is None:
+                error = ToolAbortedError(call.name, reason)
+                found = tool_message(error_result(call, error))
+            out.append(found)
+    return out
