@@ -42,6 +42,7 @@ from goagent_py.errors import (
     MaxIterationsError,
     MemoryStoreError,
     ProviderError,
+    TokenBudgetError,
     ToolAbortedError,
     ToolArgumentsError,
     ToolBlockedError,
@@ -719,7 +720,19 @@ class Run:
                     break
                 calls = list(message.tool_calls)
                 self.pending_calls = calls
-                if response.stop_reason == StopReason.MAX_TOKENS:
+                over_budget = (
+                    o.max_run_tokens is not None and self.usage.total_tokens > o.max_run_tokens
+                )
+                if over_budget:
+                    note = "Error: the run's token budget is spent; this call was not run."
+                    results = [
+                        error_result(c, TokenBudgetError(o.max_run_tokens or 0, 0), note)
+                        for c in calls
+                    ]
+                    for r in results:
+                        yield ToolExecutionStart(r.call, path=self.path)
+                        yield ToolExecutionEnd(r, path=self.path)
+                elif response.stop_reason == StopReason.MAX_TOKENS:
                     results = [
                         error_result(c, ToolArgumentsError(c.name, "cut off"), _TRUNCATED_CALL)
                         for c in calls
@@ -741,6 +754,9 @@ class Run:
                 yield TurnEnd(i, message, results, path=self.path)
                 async for event in self._checkpoint():
                     yield event
+                if over_budget:
+                    async for event in self._budget_spent():
+                        yield event
                 if await self._stop_after(i, messages, message, results):
                     final = message
                     break
@@ -812,6 +828,14 @@ class Run:
             except Exception as exc:
                 self.log.warning("should_stop raised; the run goes on: %s", exc)
         return False
+
+    async def _budget_spent(self) -> AsyncGenerator[AgentEvent, None]:
+        """The token budget ran out with tool calls pending (answered with errors above):
+        persist the well-formed turn and raise, as the iteration budget does (rule 6)."""
+        yield FinalResponse(self.last_text, self.iterations, path=self.path)
+        async for event in self._persist(None):
+            yield event
+        raise TokenBudgetError(self.o.max_run_tokens or 0, self.usage.total_tokens)
 
     async def _exhausted(self) -> AsyncGenerator[AgentEvent, None]:
         """Budget exhausted (rule 6): report, persist a well-formed turn, raise."""

@@ -150,7 +150,9 @@ class Agent:
         prepare_turn: shape each request before it is sent (model, thinking, tools).
         tool_execution: "parallel" (default) or "sequential".
         sequential_tools: tools whose turns run sequentially.
-        max_parallel_tools: at most this many calls of one turn at once (None: no limit).
+        max_parallel_tools: at most this many calls of one turn at once (default 64; None: no
+            limit), so a model that asks for 2,000 calls cannot start them all at once.
+        max_run_tokens: a token budget for the run, checked after every model call (None: none).
         max_tool_result_chars: cut longer tool results, with a visible marker (None: no cap).
         transform_context: rewrite the messages sent with each request.
         tool_retry: a :class:`RetryPolicy` for failed tool calls (None: no retry).
@@ -195,6 +197,7 @@ class Agent:
         tool_execution: Literal["parallel", "sequential"] = _NOT_GIVEN,
         sequential_tools: Sequence[str] = _NOT_GIVEN,
         max_parallel_tools: int | None = _NOT_GIVEN,
+        max_run_tokens: int | None = _NOT_GIVEN,
         max_tool_result_chars: int | None = _NOT_GIVEN,
         transform_context: TransformContext | None = _NOT_GIVEN,
         tool_retry: RetryPolicy | None = _NOT_GIVEN,

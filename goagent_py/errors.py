@@ -10,6 +10,7 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     ├── UnsupportedContentError         a provider cannot send this kind of content
     ├── ProviderError                   the model call failed (status, body, Retry-After)
     ├── MaxIterationsError              the iteration budget ran out (iterations, last_thought)
+    ├── TokenBudgetError                the run's token budget ran out (budget, used)
     ├── MemoryStoreError                short-term or long-term memory failed to load or store
     ├── NoEmbeddableContentError        nothing in the input can be embedded (also a ValueError)
     ├── SessionBusyError                a session (or its history lease) is in use by another run
@@ -43,6 +44,7 @@ __all__ = [
     "GoAgentError",
     "InvalidMediaTypeError",
     "MaxIterationsError",
+    "TokenBudgetError",
     "MemoryStoreError",
     "MissingExtraError",
     "NoEmbeddableContentError",
@@ -323,3 +325,16 @@ class ToolAbortedError(ToolError):
 
 class SessionBusyError(GoAgentError):
     """A session (or a session's history lease) is in use by another run."""
+
+
+class TokenBudgetError(GoAgentError):
+    """The run used more tokens than its ``max_run_tokens`` budget; it stopped after that call
+    (its tool calls answered with an error, the turn persisted)."""
+
+    def __init__(self, budget: int, used: int) -> None:
+        self.budget = budget
+        self.used = used
+        super().__init__(f"the run used {used} tokens, over its budget of {budget}")
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.budget, self.used)

@@ -57,6 +57,7 @@ __all__ = [
     "with_long_term_top_k",
     "with_max_iterations",
     "with_max_parallel_tools",
+    "with_max_run_tokens",
     "with_max_tokens",
     "with_max_tool_result_chars",
     "with_mcp_connector",
@@ -191,7 +192,8 @@ class AgentOptions:
     prepare_turn: PrepareTurn | None = None
     tool_execution: Literal["parallel", "sequential"] = "parallel"
     sequential_tools: set[str] = field(default_factory=set)
-    max_parallel_tools: int | None = None
+    max_parallel_tools: int | None = 64
+    max_run_tokens: int | None = None
     max_tool_result_chars: int | None = None
     transform_context: TransformContext | None = None
     tool_retry: RetryPolicy | None = None
@@ -356,7 +358,7 @@ class AgentOptions:
 
 _POSITIVE_INTS = (
     "max_iterations", "long_term_top_k", "max_tokens", "max_tool_result_chars",
-    "max_parallel_tools",
+    "max_parallel_tools", "max_run_tokens",
 )  # fmt: skip
 _TYPED = frozenset(
     {
@@ -377,6 +379,7 @@ _OFF_MEANING = {
     "max_tokens": "the provider's default",
     "max_tool_result_chars": "no cap",
     "max_parallel_tools": "no limit",
+    "max_run_tokens": "no token budget",
 }
 
 
@@ -625,8 +628,14 @@ def with_tool_execution(
     return Option("tool_execution", apply, f"with_tool_execution({mode!r})")
 
 
+def with_max_run_tokens(n: int | None) -> Option:
+    """A token budget for the whole run (input + output of every model call, sub-agents'
+    included): checked after each call; past it the run ends with ``TokenBudgetError``."""
+    return _set("max_run_tokens", n)
+
+
 def with_max_parallel_tools(n: int | None) -> Option:
-    """Run at most ``n`` calls of one turn at once (None, the default: no limit)."""
+    """Run at most ``n`` calls of one turn at once (default 64; None: no limit)."""
     return _set("max_parallel_tools", n)
 
 
@@ -725,7 +734,8 @@ _SCALARS = frozenset(
         "long_term_memory", "long_term_top_k", "write_policy", "name", "logger", "tool_timeout",
         "circuit_breaker", "effort", "max_tokens", "short_term_trace_tools", "before_tool_call",
         "after_tool_call", "prepare_arguments", "should_stop", "prepare_turn", "tool_execution",
-        "max_parallel_tools", "max_tool_result_chars", "transform_context", "tool_retry",
+        "max_parallel_tools", "max_run_tokens", "max_tool_result_chars", "transform_context",
+        "tool_retry",
         "rate_limit",
     }
 )  # fmt: skip

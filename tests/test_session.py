@@ -31,7 +31,8 @@ from goagent_py import (
 )
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
-from goagent_py.messages import Message
+from goagent_py.messages import Message, ToolCall
+from goagent_py.provider import CompletionResponse
 from goagent_py.providers import anthropic, ollama, openai
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 
@@ -460,3 +461,53 @@ async def test_the_gate_and_the_start_event_see_validated_arguments() -> None:
     errors = [m for m in provider.requests[1].messages if m.role is Role.TOOL and m.is_error]
     assert len(errors) == 1
     assert "invalid arguments" in errors[0].text
+
+
+async def test_a_token_budget_stops_the_run_within_the_step_and_persists_a_valid_turn(
+    tmp_path: Path,
+) -> None:
+    from goagent_py import TokenBudgetError, Usage
+
+    big = Usage(input_tokens=600, output_tokens=100)
+    provider = ScriptedProvider(
+        CompletionResponse(
+            Message(Role.ASSISTANT, [], tool_calls=[ToolCall("c1", "fast", {"n": 1})]),
+            StopReason.TOOL_USE,
+            big,
+        ),
+        "never asked",
+    )
+    storage, memory = await _store(tmp_path)
+    async with storage:
+        agent = Agent(provider=provider, tools=[fast], short_term_memory=memory, max_run_tokens=500)
+        with pytest.raises(TokenBudgetError, match="700 tokens, over its budget of 500") as info:
+            await agent.run("go")
+        assert info.value.run_result is not None
+        assert len(provider.requests) == 1  # stopped right after the call that spent it
+        stored = await memory.messages()
+        assert_valid_for_every_provider(stored)
+        assert "token budget is spent" in stored[-1].text
+
+
+async def test_calls_of_one_turn_run_at_most_max_parallel_tools_at_once() -> None:
+    running = 0
+    peak = 0
+
+    @tool
+    async def work(n: int) -> str:
+        """Work a little."""
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        running -= 1
+        return str(n)
+
+    calls = [ToolCall(f"c{i}", "work", {"n": i}) for i in range(200)]
+    provider = ScriptedProvider(tool_call_response(*calls), "done")
+    assert Agent(provider=provider, tools=[work]).options.max_parallel_tools == 64
+    await Agent(provider=provider, tools=[work], max_parallel_tools=8).run("go")
+    assert peak == 8
+    results = [m for m in provider.requests[1].messages if m.role is Role.TOOL]
+    assert [m.text for m in results] == [str(i) for i in range(200)]  # still in call order
