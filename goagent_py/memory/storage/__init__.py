@@ -2,6 +2,7 @@
 
 from goagent_py.memory.storage.base import Storage
 from goagent_py.memory.storage.in_memory import InMemoryStorage
+from goagent_py.memory.storage.postgres import PostgresStorage, SessionLease
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 
-__all__ = ["InMemoryStorage", "SQLiteStorage", "Storage"]
+__all__ = ["InMemoryStorage", "PostgresStorage", "SQLiteStorage", "SessionLease", "Storage"]
