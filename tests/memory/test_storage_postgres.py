@@ -108,6 +108,18 @@ async def test_append_once_applies_a_key_once(storage: PostgresStorage) -> None:
         await storage.append_once("", [user_message("q")])
 
 
+async def test_a_session_storage_opens_the_shared_pool_itself(pg_dsn: str) -> None:
+    parent = PostgresStorage(pg_dsn, table=unique())
+    alice = parent.for_session("alice")  # the parent was never used: alice opens the pool
+    await alice.append([user_message("hi")])
+    assert [m.text for m in await parent.for_session("alice").load()] == ["hi"]
+    await alice.aclose()  # a session storage leaves the shared pool open
+    assert await parent.load() == []
+    await parent.aclose()
+    with pytest.raises(MemoryStoreError):
+        await parent.for_session("bob").load()
+
+
 async def test_unreachable_server_is_a_memory_store_error() -> None:
     storage = PostgresStorage("postgresql://nobody@127.0.0.1:1/none", timeout=1, min_size=0)
     with pytest.raises(MemoryStoreError, match="no database connection"):

@@ -198,7 +198,13 @@ class PostgresStorage:
             )
         else:
             self._pool = dsn_or_pool
-        self._shared: dict[str, Any] = {"ready": False, "lock": asyncio.Lock(), "opened": False}
+        # Shared with for_session() storages: one migration, one pool opening, whoever comes first.
+        self._shared: dict[str, Any] = {
+            "ready": False,
+            "lock": asyncio.Lock(),
+            "opened": False,
+            "owned": self._owns_pool,
+        }
         self._closed = False
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -259,7 +265,7 @@ class PostgresStorage:
         async with shared["lock"]:
             if shared["ready"]:
                 return
-            if self._owns_pool and not shared["opened"]:
+            if shared["owned"] and not shared["opened"]:
                 await self._pool.open()
                 shared["opened"] = True
             async with self._pool.connection(timeout=self.timeout) as conn:

@@ -1,0 +1,390 @@
+"""The workflow side: the unchanged loop, with a provider, tools and memories made of activities.
+
+Only decisions run here (the loop's state machine, deterministic on replay); every effect is an
+activity whose result Temporal records, so a replay after a crash reuses what completed and
+re-runs only what had not. Each tool call gets the idempotency key
+``<workflow id>:<iteration>:<call id>``, the same on every attempt and every replay.
+
+goagent-py is passed through Temporal's sandbox (see :func:`sandbox_runner`): its modules are
+shared with the worker, not re-imported per workflow. The loop's own run id (a uuid) and its
+timings are therefore not replay-stable; nothing that reaches a command depends on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+
+from goagent_py.agent import Agent
+from goagent_py.dispatch import DispatchFunc
+from goagent_py.errors import (
+    ConfigurationError,
+    GoAgentError,
+    MaxIterationsError,
+    MemoryStoreError,
+    ProviderError,
+)
+from goagent_py.hooks import Hooks
+from goagent_py.messages import ContentBlock, Message, ScoredMessage, ToolCall
+from goagent_py.provider import CompletionRequest, CompletionResponse, ThinkingConfig
+from goagent_py.tools import ToolDefinition
+
+from ._wire import (
+    DurableRunError,
+    ErrorData,
+    RemoteToolError,
+    check_size,
+    content_from_text,
+    content_to_text,
+    definition_from_data,
+    messages_from_text,
+    messages_to_text,
+    request_to_data,
+    response_from_data,
+    usage_to_data,
+)
+from .agent import (
+    ABORT_SIGNAL,
+    FOLLOW_UP_SIGNAL,
+    STATE_QUERY,
+    STEER_SIGNAL,
+    WORKFLOW_NAME,
+    DurableResult,
+)
+
+_NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
+
+
+def _error_of(exc: ActivityError) -> ErrorData:
+    cause = exc.cause
+    if isinstance(cause, ApplicationError) and cause.details:
+        detail = cause.details[0]
+        if isinstance(detail, dict):
+            return ErrorData.from_data(detail)
+    if isinstance(cause, FailureError):
+        return ErrorData(type(cause).__name__, cause.message, True)
+    return ErrorData(type(exc).__name__, str(exc), True)
+
+
+class _Calls:
+    """What the proxies of one run share: the config, the current iteration and call."""
+
+    def __init__(self, config: dict[str, Any], run_id: str) -> None:
+        self.config = config
+        self.agent = str(config["agent"])
+        self.run_id = run_id
+        self.iteration = 0
+        self.call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+            "goagent_durable_call", default=None
+        )
+
+    def on_iteration_start(self, iteration: int) -> None:
+        self.iteration = iteration
+
+    def middleware(self, next_call: DispatchFunc) -> DispatchFunc:
+        """Tell the tool proxy which call it runs (the Tool protocol passes only arguments)."""
+
+        async def run(call: ToolCall) -> list[ContentBlock]:
+            token = self.call.set(call)
+            try:
+                return await next_call(call)
+            finally:
+                self.call.reset(token)
+
+        return run
+
+    async def activity(self, name: str, data: dict[str, Any], timeout_key: str) -> Any:
+        c = self.config
+        heartbeat = c.get("heartbeat_timeout")
+        return await workflow.execute_activity(
+            name,
+            data,
+            start_to_close_timeout=timedelta(seconds=float(c[timeout_key])),
+            heartbeat_timeout=None if heartbeat is None else timedelta(seconds=float(heartbeat)),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                maximum_interval=timedelta(seconds=float(c["max_retry_delay"])),
+                maximum_attempts=int(c["max_attempts"]),
+                non_retryable_error_types=_NON_RETRYABLE,
+            ),
+        )
+
+
+class _ModelProxy:
+    """A provider whose ``complete`` is the activity ``goagent.model.<agent>``."""
+
+    def __init__(self, calls: _Calls) -> None:
+        self._calls = calls
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        calls = self._calls
+        data = {"provider": calls.config["provider"], "request": request_to_data(request)}
+        check_size(data, f"model {request.model!r} request", int(calls.config["payload_limit"]))
+        try:
+            out = await calls.activity(f"goagent.model.{calls.agent}", data, "model_timeout")
+        except ActivityError as exc:
+            error = _error_of(exc)
+            raise ProviderError(
+                f"model {request.model!r} failed ({error.type}): {error.message}",
+                provider=calls.config["provider"],
+                status=error.status,
+                error_type=str(error.extra.get("error_type", "")),
+                retry_after=error.retry_after,
+            ) from None
+        return response_from_data(out)
+
+
+class _ToolProxy:
+    """A tool whose ``execute`` is the activity ``goagent.tool.<agent>.<tool>``."""
+
+    def __init__(self, calls: _Calls, definition: ToolDefinition) -> None:
+        self._calls = calls
+        self._definition = definition
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return self._definition
+
+    async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
+        calls = self._calls
+        name = self._definition.name
+        call = calls.call.get() or ToolCall("", name, args)
+        data = {
+            "tool": name,
+            "call_id": call.id,
+            "arguments": args,
+            "run_id": calls.run_id,
+            "iteration": calls.iteration,
+        }
+        check_size(data, f"tool {name!r} arguments", int(calls.config["payload_limit"]))
+        try:
+            out = await calls.activity(f"goagent.tool.{calls.agent}.{name}", data, "tool_timeout")
+        except ActivityError as exc:
+            error = _error_of(exc)
+            raise RemoteToolError(f"{error.type}: {error.message}") from None
+        return content_from_text(out["content"])
+
+
+class _ShortTermProxy:
+    """Short-term memory whose reads and writes are activities (the worker applies the window)."""
+
+    def __init__(self, calls: _Calls, session_id: str) -> None:
+        self._calls = calls
+        self._session = session_id
+
+    async def messages(self) -> list[Message]:
+        out = await self._memory("load", {"session_id": self._session})
+        return messages_from_text(out["messages"])
+
+    async def append(self, *messages: Message) -> None:
+        # One append per run: the key lets a storage with append_once skip a retried write.
+        key = f"{self._calls.run_id}:persist"
+        data = {"session_id": self._session, "messages": messages_to_text(messages), "key": key}
+        await self._memory("append", data)
+
+    async def _memory(self, op: str, data: dict[str, Any]) -> Any:
+        calls = self._calls
+        try:
+            return await calls.activity(f"goagent.memory.{op}.{calls.agent}", data, "tool_timeout")
+        except ActivityError as exc:
+            error = _error_of(exc)
+            raise MemoryStoreError(f"short-term memory {op} failed: {error.message}") from None
+
+
+class _LongTermProxy:
+    """Long-term memory whose recall and store are activities."""
+
+    def __init__(self, calls: _Calls) -> None:
+        self._calls = calls
+
+    async def retrieve(
+        self, query: list[ContentBlock], *, top_k: int, session: str = ""
+    ) -> list[ScoredMessage]:
+        data = {"query": content_to_text(query), "top_k": top_k, "session": session}
+        out = await self._memory("recall", data)
+        found = messages_from_text(out["messages"])
+        return [
+            ScoredMessage(m, float(s), str(i))
+            for m, s, i in zip(found, out["scores"], out["ids"], strict=True)
+        ]
+
+    async def store(self, messages: list[Message], *, session: str = "") -> None:
+        await self._memory("store", {"messages": messages_to_text(messages), "session": session})
+
+    async def _memory(self, op: str, data: dict[str, Any]) -> Any:
+        calls = self._calls
+        try:
+            return await calls.activity(f"goagent.memory.{op}.{calls.agent}", data, "tool_timeout")
+        except ActivityError as exc:
+            error = _error_of(exc)
+            raise MemoryStoreError(f"long-term memory {op} failed: {error.message}") from None
+
+
+def _agent_for(config: dict[str, Any], calls: _Calls, session_id: str) -> Agent:
+    thinking = config.get("thinking")
+    settings: dict[str, Any] = {
+        "provider": _ModelProxy(calls),
+        "model": config["model"],
+        "name": config["agent"],
+        "system_prompt": config.get("system_prompt", ""),
+        "max_iterations": config["max_iterations"],
+        "tools": [_ToolProxy(calls, definition_from_data(t)) for t in config["tools"]],
+        "long_term_top_k": config["long_term_top_k"],
+        "short_term_trace_tools": config["short_term_trace_tools"],
+        "tool_execution": config["tool_execution"],
+        "dispatch_middleware": calls.middleware,
+        "hooks": Hooks(on_iteration_start=calls.on_iteration_start),
+    }
+    if config.get("short_term"):
+        settings["short_term_memory"] = _ShortTermProxy(calls, session_id)
+    if config.get("long_term"):
+        settings["long_term_memory"] = _LongTermProxy(calls)
+    if thinking is not None:
+        settings["thinking"] = ThinkingConfig(int(thinking))
+    for key in ("effort", "max_tokens", "max_tool_result_chars"):
+        if config.get(key) is not None:
+            settings[key] = config[key]
+    agent = Agent(**settings)
+    # Per-tool sequential execution is not a keyword; set it as the agent's options hold it.
+    agent.options.sequential_tools.update(config.get("sequential_tools", ()))
+    return agent
+
+
+async def run_in_workflow(
+    config: dict[str, Any],
+    content: Sequence[ContentBlock],
+    session_id: str,
+    run_id: str | None,
+) -> dict[str, Any]:
+    """Run the loop in the current workflow; returns the result as data.
+
+    Raises:
+        ConfigurationError: not inside a Temporal workflow.
+    """
+    if not workflow.in_workflow():
+        raise ConfigurationError(
+            f"the durable agent {config.get('agent')!r} can only run inside a Temporal "
+            "workflow: start it with 'await durable.execute(client, prompt)' from your app "
+            "(and run a worker with create_worker), not directly"
+        )
+    calls = _Calls(config, run_id or workflow.info().workflow_id)
+    agent = _agent_for(config, calls, session_id)
+    result = await agent.run_blocks_detailed(*content)
+    return {
+        "text": result.text,
+        "stop_reason": None if result.stop_reason is None else str(result.stop_reason),
+        "iterations": result.iterations,
+        "usage": usage_to_data(result.usage),
+        "tool_calls": result.tool_calls,
+        "messages": messages_to_text(result.messages),
+        "run_id": calls.run_id,
+        "aborted": False,
+    }
+
+
+def _failure(exc: GoAgentError) -> ApplicationError:
+    extra: dict[str, Any] = {}
+    if isinstance(exc, MaxIterationsError):
+        extra = {"iterations": exc.iterations, "last_thought": exc.last_thought}
+    data = ErrorData(type(exc).__name__, str(exc), False, extra=extra)
+    return ApplicationError(str(exc), data.to_data(), type=data.type, non_retryable=True)
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class AgentWorkflow:
+    """One durable run of an agent; signals steer or abort it, a query reports its state."""
+
+    def __init__(self) -> None:
+        self._steering: list[str] = []
+        self._follow_ups: list[str] = []
+        self._abort_reason: str | None = None
+        self._task: asyncio.Task[dict[str, Any]] | None = None
+        self._status = "starting"
+        self._calls: _Calls | None = None
+
+    @workflow.run
+    async def run(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Run the agent on ``data`` (``config``, ``content``, ``session_id``)."""
+        config = data["config"]
+        content = content_from_text(data["content"])
+        self._status = "running"
+        self._task = asyncio.create_task(
+            run_in_workflow(config, content, str(data.get("session_id", "default")), None)
+        )
+        try:
+            result = await self._task
+        except asyncio.CancelledError:
+            if self._abort_reason is None:
+                raise  # the workflow itself was cancelled
+            self._status = "aborted"
+            return {
+                "text": "",
+                "stop_reason": None,
+                "iterations": 0,
+                "usage": {},
+                "tool_calls": 0,
+                "messages": "[]",
+                "run_id": workflow.info().workflow_id,
+                "aborted": True,
+            }
+        except GoAgentError as exc:
+            self._status = "failed"
+            raise _failure(exc) from exc
+        self._status = "completed"
+        return result
+
+    @workflow.signal(name=STEER_SIGNAL)
+    def steer(self, text: str) -> None:
+        """Queue a steering message (delivered between turns once the loop polls its queue)."""
+        self._steering.append(text)
+
+    @workflow.signal(name=FOLLOW_UP_SIGNAL)
+    def follow_up(self, text: str) -> None:
+        """Queue a follow-up prompt (run after the current one once the loop supports it)."""
+        self._follow_ups.append(text)
+
+    @workflow.signal(name=ABORT_SIGNAL)
+    def abort(self, reason: str = "") -> None:
+        """Stop the run: the in-flight activity is cancelled, nothing more is persisted."""
+        self._abort_reason = reason or "aborted"
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    @workflow.query(name=STATE_QUERY)
+    def state(self) -> dict[str, Any]:
+        """The run's status and its queued signals."""
+        return {
+            "status": self._status,
+            "steering": list(self._steering),
+            "follow_ups": list(self._follow_ups),
+            "abort_reason": self._abort_reason,
+        }
+
+
+async def result_of(handle: Any) -> DurableResult:
+    """Await a durable run's handle; a failure raises the matching goagent-py error."""
+    from temporalio.client import WorkflowFailureError
+
+    try:
+        data = await handle.result()
+    except WorkflowFailureError as exc:
+        cause = exc.cause
+        if isinstance(cause, ApplicationError) and cause.details:
+            detail = cause.details[0]
+            error = ErrorData.from_data(detail) if isinstance(detail, dict) else None
+            if error is not None:
+                if error.type == "MaxIterationsError":
+                    raise MaxIterationsError(
+                        int(error.extra.get("iterations", 0)),
+                        str(error.extra.get("last_thought", "")),
+                    ) from exc
+                raise DurableRunError(error.type, error.message) from exc
+        raise DurableRunError(type(cause).__name__, str(cause)) from exc
+    return DurableResult.from_data(data)
