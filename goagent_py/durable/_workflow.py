@@ -20,7 +20,12 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    is_cancelled_exception,
+)
 
 from goagent_py.agent import Agent
 from goagent_py.dispatch import DispatchFunc
@@ -103,6 +108,18 @@ class _Calls:
     async def activity(self, name: str, data: dict[str, Any], timeout_key: str) -> Any:
         c = self.config
         heartbeat = c.get("heartbeat_timeout")
+        try:
+            return await self._execute(name, data, c, timeout_key, heartbeat)
+        except ActivityError as exc:
+            # An abort (or a cancelled workflow) reaches an awaited activity as an ActivityError;
+            # the loop must see a cancellation, not a tool or model failure to carry on from.
+            if is_cancelled_exception(exc):
+                raise asyncio.CancelledError(f"{name} was cancelled") from exc
+            raise
+
+    async def _execute(
+        self, name: str, data: dict[str, Any], c: dict[str, Any], timeout_key: str, heartbeat: Any
+    ) -> Any:
         return await workflow.execute_activity(
             name,
             data,

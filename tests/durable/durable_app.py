@@ -84,7 +84,9 @@ def registry() -> ProviderRegistry:
 
 def durable_agent(dsn: str | None, **settings: Any) -> DurableAgent:
     agent = Agent(
-        provider=FunctionProvider(plan), model="plan-model", name="planner",
+        provider=FunctionProvider(plan),
+        model="plan-model",
+        name="planner",
         tools=[lookup, slow_step],
     )
     storage = PostgresStorage(dsn, table="durable_messages") if dsn else None

@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
+import durable_app  # tests/durable/durable_app.py
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from goagent_py.durable import DurableAgent, create_worker
-
-import durable_app  # tests/durable/durable_app.py
+from goagent_py import Agent
+from goagent_py.durable import (
+    ABORT_SIGNAL,
+    STATE_QUERY,
+    STEER_SIGNAL,
+    DurableAgent,
+    DurableRunError,
+    ProviderRegistry,
+    create_worker,
+)
+from goagent_py.errors import ConfigurationError, ProviderError
+from goagent_py.messages import Role, ToolCall
+from goagent_py.provider import CompletionRequest, CompletionResponse
+from goagent_py.testing import FunctionProvider, tool_call_response
+from goagent_py.tools import tool
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +39,155 @@ async def test_a_run_completes_with_model_and_tool_activities(
     durable = durable_app.durable_agent(pg_dsn, task_queue=queue())
     async with create_worker(temporal.client, [durable], registry=durable_app.registry()):
         result = await durable.execute(temporal.client, "go", session_id="s-basic")
+        again = await durable.execute(temporal.client, "again", session_id="s-basic")
     assert result.text == "done: value of a, step 2 done"
-    assert result.iterations == 3
-    assert result.tool_calls == 2
+    assert (result.iterations, result.tool_calls, result.aborted) == (3, 2, False)
+    assert [m.role for m in result.messages] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+    ]
+    assert result.run_id
+    # The second run read the first one's history (two tool results) from PostgreSQL, so the
+    # plan answered at once.
+    assert (again.iterations, again.text) == (1, "done: value of a, step 2 done")
+
+
+def one_tool_agent(provider_fn: Any, tools: list[Any], name: str = "helper") -> Agent:
+    return Agent(provider=FunctionProvider(provider_fn), model="m", name=name, tools=tools)
+
+
+async def test_outside_a_workflow_is_a_clear_error() -> None:
+    durable = DurableAgent(one_tool_agent(lambda r: "hi", []), provider="fn:x")
+    with pytest.raises(ConfigurationError, match="only run inside a Temporal workflow"):
+        await durable.run("hello")
+    with pytest.raises(ConfigurationError, match="runs only on Temporal"):
+        durable.run_sync("hello")
+
+
+def test_misconfigured_durable_agents_fail_at_construction() -> None:
+    unnamed = Agent(provider=FunctionProvider(lambda r: "x"), model="m")
+    with pytest.raises(ConfigurationError, match="needs a name"):
+        DurableAgent(unnamed, provider="fn:x")
+    named = one_tool_agent(lambda r: "x", [])
+    with pytest.raises(ConfigurationError, match="spec"):
+        DurableAgent(named, provider="")
+    with pytest.raises(ConfigurationError):
+        DurableAgent(named, provider="fn:x", max_attempts=0)
+    with pytest.raises(ConfigurationError):
+        ProviderRegistry().resolve("nobody:x")
+
+
+async def test_a_tool_result_over_the_payload_limit_is_an_error_naming_the_tool(
+    temporal: WorkflowEnvironment,
+) -> None:
+    @tool
+    async def dump() -> str:
+        """Return a lot."""
+        return "x" * 5000
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        results = [m for m in request.messages if m.role == Role.TOOL]
+        if not results:
+            return tool_call_response(ToolCall("c1", "dump", {}))
+        return f"error={results[0].is_error}: {results[0].text}"
+
+    durable = DurableAgent(
+        one_tool_agent(plan, [dump]), provider="fn:x", payload_limit=4000, task_queue=queue()
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        result = await durable.execute(temporal.client, "go")
+    assert result.text.startswith("error=True")
+    assert "tool 'dump' result" in result.text
+    assert "4000-byte limit" in result.text
+
+
+async def test_provider_errors_retry_by_the_engine_and_4xx_is_not_retried(
+    temporal: WorkflowEnvironment,
+) -> None:
+    attempts: list[str] = []
+
+    async def flaky(request: CompletionRequest) -> str:
+        prompt = request.messages[-1].text
+        attempts.append(prompt)
+        if prompt == "rate" and attempts.count("rate") == 1:
+            raise ProviderError("slow down", provider="fn", status=429, retry_after=0.01)
+        if prompt == "bad":
+            raise ProviderError("invalid request", provider="fn", status=400)
+        return f"ok {prompt}"
+
+    durable = DurableAgent(
+        one_tool_agent(flaky, []), provider="fn:x", max_attempts=3, task_queue=queue()
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(flaky)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        assert (await durable.execute(temporal.client, "rate")).text == "ok rate"
+        with pytest.raises(DurableRunError) as info:
+            await durable.execute(temporal.client, "bad")
+    assert attempts.count("rate") == 2  # a 429 is retried (after its Retry-After)
+    assert attempts.count("bad") == 1  # a 400 is not
+    assert info.value.type == "ProviderError"
+    assert "invalid request" in str(info.value)
+
+
+async def test_an_unknown_provider_spec_fails_the_run_without_retrying(
+    temporal: WorkflowEnvironment,
+) -> None:
+    durable = DurableAgent(one_tool_agent(lambda r: "x", []), provider="nope:x", task_queue=queue())
+    async with create_worker(temporal.client, [durable], registry=ProviderRegistry()):
+        with pytest.raises(DurableRunError, match="no provider registered for spec 'nope:x'"):
+            await durable.execute(temporal.client, "go")
+
+
+async def test_steer_is_queued_and_abort_stops_a_running_run(
+    temporal: WorkflowEnvironment,
+) -> None:
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Never returns."""
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "unreachable"
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        return tool_call_response(ToolCall("c1", "wait_forever", {}))
+
+    durable = DurableAgent(
+        one_tool_agent(plan, [wait_forever]),
+        provider="fn:x",
+        heartbeat_timeout=1.0,
+        task_queue=queue(),
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "go")
+        await started.wait()
+        await handle.signal(STEER_SIGNAL, "use the other tool")
+        state = await handle.query(STATE_QUERY)
+        assert state["status"] == "running"
+        assert state["steering"] == ["use the other tool"]
+        await handle.signal(ABORT_SIGNAL, "user pressed stop")
+        result = await durable_result(handle)
+        await cancelled.wait()  # the tool's activity was cancelled too
+        final = await handle.query(STATE_QUERY)  # a query needs a worker: ask before it stops
+    assert result.aborted
+    assert result.text == ""
+    assert final["status"] == "aborted"
+    assert final["abort_reason"] == "user pressed stop"
+
+
+async def durable_result(handle: Any) -> Any:
+    from goagent_py.durable._workflow import result_of
+
+    return await result_of(handle)
