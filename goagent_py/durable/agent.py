@@ -185,7 +185,8 @@ class DurableAgent:
         short_term_memory: ``session_id -> memory`` for workers (e.g. a
             :class:`~goagent_py.memory.storage.PostgresStorage` per session); None uses the
             agent's own short-term memory for every session.
-        long_term_memory: the workers' long-term memory (None: the agent's own).
+        long_term_memory: the workers' long-term memory (None: the agent's own). Recall and
+            store run only if the app process's definition has one too.
         model_timeout: seconds one model call may take before it is retried.
         tool_timeout: seconds one tool call may take before it is retried.
         heartbeat_timeout: seconds without a heartbeat after which a call is retried on
@@ -283,7 +284,6 @@ class DurableAgent:
                 "DurableAgent: before_tool_call, after_tool_call and transform_context run "
                 "inside the workflow and are not supported yet; remove them for durable runs"
             )
-        has_short = self._short_term is not None or o.short_term_memory is not None
         return {
             "agent": self.name,
             "provider": self.provider,
@@ -299,7 +299,9 @@ class DurableAgent:
             "max_tokens": o.max_tokens,
             "long_term_top_k": o.long_term_top_k,
             "short_term_trace_tools": o.short_term_trace_tools,
-            "short_term": has_short,
+            # Always: only workers know their memory (app processes need no database
+            # settings); a worker without one loads nothing and stores nothing.
+            "short_term": True,
             "long_term": self._long_term is not None,
             **self._settings,
         }
