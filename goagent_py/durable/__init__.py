@@ -26,6 +26,7 @@ from goagent_py.durable._wire import DurableRunError, PayloadTooLargeError, Remo
 from goagent_py.durable._workflow import AgentWorkflow, run_in_workflow
 from goagent_py.durable.agent import (
     ABORT_SIGNAL,
+    EVENTS_UPDATE,
     FOLLOW_UP_SIGNAL,
     STATE_QUERY,
     STEER_SIGNAL,
@@ -37,6 +38,7 @@ from goagent_py.durable.agent import (
 
 __all__ = [
     "ABORT_SIGNAL",
+    "EVENTS_UPDATE",
     "FOLLOW_UP_SIGNAL",
     "STATE_QUERY",
     "STEER_SIGNAL",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -36,8 +36,8 @@ from goagent_py.errors import (
     MemoryStoreError,
     ProviderError,
 )
-from goagent_py.hooks import Hooks
-from goagent_py.messages import ContentBlock, Message, ScoredMessage, ToolCall
+from goagent_py.hooks import Hooks, ProviderEvent, ToolResult
+from goagent_py.messages import ContentBlock, Message, ScoredMessage, TextBlock, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse, ThinkingConfig
 from goagent_py.tools import ToolDefinition
 
@@ -57,6 +57,7 @@ from ._wire import (
 )
 from .agent import (
     ABORT_SIGNAL,
+    EVENTS_UPDATE,
     FOLLOW_UP_SIGNAL,
     STATE_QUERY,
     STEER_SIGNAL,
@@ -65,6 +66,7 @@ from .agent import (
 )
 
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
+_EVENT_TEXT = 2000  # characters of a tool result kept in an event (events live in the workflow)
 
 
 def _error_of(exc: ActivityError) -> ErrorData:
@@ -81,17 +83,48 @@ def _error_of(exc: ActivityError) -> ErrorData:
 class _Calls:
     """What the proxies of one run share: the config, the current iteration and call."""
 
-    def __init__(self, config: dict[str, Any], run_id: str) -> None:
+    def __init__(
+        self, config: dict[str, Any], run_id: str, events: list[dict[str, Any]] | None = None
+    ) -> None:
         self.config = config
         self.agent = str(config["agent"])
         self.run_id = run_id
         self.iteration = 0
+        # Derived only from recorded results, so a replay rebuilds the same list.
+        self.events: list[dict[str, Any]] = events if events is not None else []
         self.call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
             "goagent_durable_call", default=None
         )
 
     def on_iteration_start(self, iteration: int) -> None:
         self.iteration = iteration
+        self.events.append({"type": "turn_start", "iteration": iteration})
+
+    def on_provider_response(self, iteration: int, event: ProviderEvent) -> None:
+        if event.message is None:
+            return
+        self.events.append(
+            {
+                "type": "message",
+                "iteration": iteration,
+                "text": event.message.text,
+                "tool_calls": [c.name for c in event.message.tool_calls],
+                "stop_reason": None if event.stop_reason is None else str(event.stop_reason),
+            }
+        )
+
+    def on_tool_result(self, result: ToolResult) -> None:
+        text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
+        self.events.append(
+            {
+                "type": "tool_result",
+                "iteration": self.iteration,
+                "tool": result.call.name,
+                "call_id": result.call.id,
+                "is_error": result.error is not None,
+                "text": text[:_EVENT_TEXT],
+            }
+        )
 
     def middleware(self, next_call: DispatchFunc) -> DispatchFunc:
         """Tell the tool proxy which call it runs (the Tool protocol passes only arguments)."""
@@ -257,7 +290,11 @@ def _agent_for(config: dict[str, Any], calls: _Calls, session_id: str) -> Agent:
         "short_term_trace_tools": config["short_term_trace_tools"],
         "tool_execution": config["tool_execution"],
         "dispatch_middleware": calls.middleware,
-        "hooks": Hooks(on_iteration_start=calls.on_iteration_start),
+        "hooks": Hooks(
+            on_iteration_start=calls.on_iteration_start,
+            on_provider_response=calls.on_provider_response,
+            on_tool_result=calls.on_tool_result,
+        ),
     }
     if config.get("short_term"):
         settings["short_term_memory"] = _ShortTermProxy(calls, session_id)
@@ -279,8 +316,11 @@ async def run_in_workflow(
     content: Sequence[ContentBlock],
     session_id: str,
     run_id: str | None,
+    events: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the loop in the current workflow; returns the result as data.
+
+    ``events`` (if given) receives the run's events as plain dicts, as they happen.
 
     Raises:
         ConfigurationError: not inside a Temporal workflow.
@@ -291,7 +331,7 @@ async def run_in_workflow(
             "workflow: start it with 'await durable.execute(client, prompt)' from your app "
             "(and run a worker with create_worker), not directly"
         )
-    calls = _Calls(config, run_id or workflow.info().workflow_id)
+    calls = _Calls(config, run_id or workflow.info().workflow_id, events)
     agent = _agent_for(config, calls, session_id)
     result = await agent.run_blocks_detailed(*content)
     return {
@@ -324,7 +364,7 @@ class AgentWorkflow:
         self._abort_reason: str | None = None
         self._task: asyncio.Task[dict[str, Any]] | None = None
         self._status = "starting"
-        self._calls: _Calls | None = None
+        self._events: list[dict[str, Any]] = []
 
     @workflow.run
     async def run(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -333,7 +373,9 @@ class AgentWorkflow:
         content = content_from_text(data["content"])
         self._status = "running"
         self._task = asyncio.create_task(
-            run_in_workflow(config, content, str(data.get("session_id", "default")), None)
+            run_in_workflow(
+                config, content, str(data.get("session_id", "default")), None, self._events
+            )
         )
         try:
             result = await self._task
@@ -341,7 +383,7 @@ class AgentWorkflow:
             if self._abort_reason is None:
                 raise  # the workflow itself was cancelled
             self._status = "aborted"
-            return {
+            result = {
                 "text": "",
                 "stop_reason": None,
                 "iterations": 0,
@@ -353,8 +395,12 @@ class AgentWorkflow:
             }
         except GoAgentError as exc:
             self._status = "failed"
+            await workflow.wait_condition(workflow.all_handlers_finished)
             raise _failure(exc) from exc
-        self._status = "completed"
+        else:
+            self._status = "completed"
+        # Let event streams waiting in update handlers get their last batch.
+        await workflow.wait_condition(workflow.all_handlers_finished)
         return result
 
     @workflow.signal(name=STEER_SIGNAL)
@@ -374,11 +420,21 @@ class AgentWorkflow:
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
+    @workflow.update(name=EVENTS_UPDATE)
+    async def events(self, after: int) -> dict[str, Any]:
+        """The run's events from index ``after`` on, waiting until there is one or it ended."""
+        await workflow.wait_condition(lambda: len(self._events) > after or self._finished())
+        return {"events": self._events[after:], "done": self._finished()}
+
+    def _finished(self) -> bool:
+        return self._status not in ("starting", "running")
+
     @workflow.query(name=STATE_QUERY)
     def state(self) -> dict[str, Any]:
         """The run's status and its queued signals."""
         return {
             "status": self._status,
+            "events": len(self._events),
             "steering": list(self._steering),
             "follow_ups": list(self._follow_ups),
             "abort_reason": self._abort_reason,
@@ -405,3 +461,22 @@ async def result_of(handle: Any) -> DurableResult:
                 raise DurableRunError(error.type, error.message) from exc
         raise DurableRunError(type(cause).__name__, str(cause)) from exc
     return DurableResult.from_data(data)
+
+
+async def stream_events(handle: Any) -> AsyncIterator[dict[str, Any]]:
+    """The events of a running durable run, as they happen, until it ends (long-polling
+    workflow updates: no polling interval, no sleeps)."""
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    seen = 0
+    while True:
+        try:
+            batch = await handle.execute_update(EVENTS_UPDATE, seen)
+        except (WorkflowUpdateFailedError, RPCError):
+            return  # the run had already ended: its result holds the messages
+        for event in batch["events"]:
+            yield event
+        seen += len(batch["events"])
+        if batch["done"]:
+            return

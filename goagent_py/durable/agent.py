@@ -18,7 +18,7 @@ renaming an agent or a tool while runs are in flight strands them, so it is a de
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABORT_SIGNAL",
+    "EVENTS_UPDATE",
     "FOLLOW_UP_SIGNAL",
     "STATE_QUERY",
     "STEER_SIGNAL",
@@ -58,6 +59,8 @@ FOLLOW_UP_SIGNAL = "goagent.follow_up"
 """Signal: a follow-up prompt to run after the current one (queued)."""
 ABORT_SIGNAL = "goagent.abort"
 """Signal: stop the run now; the in-flight activity is cancelled, nothing more is persisted."""
+EVENTS_UPDATE = "goagent.events"
+"""Update: the run's events after an index, waiting for the next (see ``DurableAgent.events``)."""
 STATE_QUERY = "goagent.state"
 """Query: the run's state (status, iteration, tool calls, queued signals)."""
 
@@ -366,6 +369,18 @@ class DurableAgent:
             client, prompt, session_id=session_id, workflow_id=workflow_id, **start_options
         )
         return await result_of(handle)
+
+    def events(self, handle: WorkflowHandle[Any, Any]) -> AsyncIterator[dict[str, Any]]:
+        """Stream a running run's events (turn starts, model messages, tool results) as plain
+        dicts, while it runs::
+
+            handle = await durable.start(client, "Add 2 and 3")
+            async for event in durable.events(handle):
+                print(event["type"], event.get("text", ""))
+        """
+        from ._workflow import stream_events
+
+        return stream_events(handle)
 
     async def run(self, prompt: str | list[ContentBlock], *, session_id: str = "default") -> Any:
         """Run the loop here, inside your own Temporal workflow (model and tool calls become

@@ -191,3 +191,34 @@ async def durable_result(handle: Any) -> Any:
     from goagent_py.durable._workflow import result_of
 
     return await result_of(handle)
+
+
+async def test_events_stream_while_the_run_goes_on(
+    temporal: WorkflowEnvironment, pg_dsn: str
+) -> None:
+    durable = durable_app.durable_agent(pg_dsn, task_queue=queue())
+    async with create_worker(temporal.client, [durable], registry=durable_app.registry()):
+        handle = await durable.start(temporal.client, "go", session_id=f"ev-{uuid.uuid4().hex}")
+        events = [event async for event in durable.events(handle)]
+        result = await durable_result(handle)
+    assert result.text == "done: value of a, step 2 done"
+    assert [e["type"] for e in events] == [
+        "turn_start",
+        "message",
+        "tool_result",
+        "turn_start",
+        "message",
+        "tool_result",
+        "turn_start",
+        "message",
+    ]
+    assert events[1]["tool_calls"] == ["lookup"]
+    assert events[2] == {
+        "type": "tool_result",
+        "iteration": 0,
+        "tool": "lookup",
+        "call_id": "call-1",
+        "is_error": False,
+        "text": "value of a",
+    }
+    assert events[-1]["text"] == result.text
