@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from goagent_py.agent import Agent
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol
 from goagent_py.messages import ContentBlock, Message, StopReason, TextBlock, Usage
 from goagent_py.provider import Provider
@@ -318,6 +318,7 @@ class DurableAgent:
         *,
         session_id: str = "default",
         workflow_id: str | None = None,
+        exclusive: bool = False,
         **start_options: Any,
     ) -> WorkflowHandle[Any, Any]:
         """Start a durable run; returns its workflow handle (signal, query, await it).
@@ -326,11 +327,23 @@ class DurableAgent:
             client: a connected ``temporalio.client.Client``.
             prompt: the user's text or content blocks.
             session_id: the conversation (short-term memory) this run belongs to.
-            workflow_id: the run's id (default: ``<agent>-<session>-<random>``); an id is
-                unique among running workflows, so one per session serialises its runs.
+            workflow_id: the run's id (default: ``<agent>-<session>-<random>``).
+            exclusive: one run per session at a time: the run's id is ``<agent>-<session>``,
+                which Temporal keeps unique among running workflows, so a second start while
+                one runs raises :class:`~goagent_py.errors.SessionBusyError`.
             **start_options: passed to ``Client.start_workflow`` (e.g. ``id_reuse_policy``).
+
+        Raises:
+            SessionBusyError: ``exclusive`` and a run of this session is in progress.
         """
         import uuid
+
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
+        if exclusive:
+            if workflow_id is not None:
+                raise ConfigurationError("DurableAgent.start: exclusive= sets the workflow id")
+            workflow_id = f"{self.name}-{session_id}"
 
         content = [TextBlock(prompt)] if isinstance(prompt, str) else list(prompt)
         if not content:
@@ -340,13 +353,18 @@ class DurableAgent:
             "content": content_to_text(content),
             "session_id": session_id,
         }
-        return await client.start_workflow(
-            WORKFLOW_NAME,
-            data,
-            id=workflow_id or f"{self.name}-{session_id}-{uuid.uuid4().hex[:12]}",
-            task_queue=self.task_queue,
-            **start_options,
-        )
+        try:
+            return await client.start_workflow(
+                WORKFLOW_NAME,
+                data,
+                id=workflow_id or f"{self.name}-{session_id}-{uuid.uuid4().hex[:12]}",
+                task_queue=self.task_queue,
+                **start_options,
+            )
+        except WorkflowAlreadyStartedError as exc:
+            if not exclusive:
+                raise
+            raise SessionBusyError(session_id, f"durable run {exc.workflow_id}") from exc
 
     async def execute(
         self,
@@ -355,18 +373,25 @@ class DurableAgent:
         *,
         session_id: str = "default",
         workflow_id: str | None = None,
+        exclusive: bool = False,
         **start_options: Any,
     ) -> DurableResult:
-        """Start a durable run and wait for its result.
+        """Start a durable run and wait for its result (arguments as in :meth:`start`).
 
         Raises:
+            SessionBusyError: ``exclusive`` and a run of this session is in progress.
             DurableRunError: the run failed (its ``type`` names the error inside, e.g.
                 ``"ProviderError"`` or ``"MaxIterationsError"``).
         """
         from ._workflow import result_of
 
         handle = await self.start(
-            client, prompt, session_id=session_id, workflow_id=workflow_id, **start_options
+            client,
+            prompt,
+            session_id=session_id,
+            workflow_id=workflow_id,
+            exclusive=exclusive,
+            **start_options,
         )
         return await result_of(handle)
 

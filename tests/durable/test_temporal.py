@@ -20,7 +20,7 @@ from goagent_py.durable import (
     ProviderRegistry,
     create_worker,
 )
-from goagent_py.errors import ConfigurationError, ProviderError
+from goagent_py.errors import ConfigurationError, ProviderError, SessionBusyError
 from goagent_py.messages import Role, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
 from goagent_py.testing import FunctionProvider, tool_call_response
@@ -222,3 +222,39 @@ async def test_events_stream_while_the_run_goes_on(
         "text": "value of a",
     }
     assert events[-1]["text"] == result.text
+
+
+async def test_exclusive_runs_make_a_second_run_of_the_session_busy(
+    temporal: WorkflowEnvironment,
+) -> None:
+    release = asyncio.Event()
+    started = asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Wait for the test."""
+        started.set()
+        await release.wait()
+        return "held"
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        if request.messages[-1].role == Role.TOOL:
+            return "finished"
+        return tool_call_response(ToolCall("c1", "hold", {}))
+
+    durable = DurableAgent(one_tool_agent(plan, [hold]), provider="fn:x", task_queue=queue())
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        first = await durable.start(temporal.client, "one", session_id="bob", exclusive=True)
+        await started.wait()
+        with pytest.raises(SessionBusyError) as info:
+            await durable.start(temporal.client, "two", session_id="bob", exclusive=True)
+        other = await durable.start(temporal.client, "x", session_id="carol", exclusive=True)
+        release.set()
+        assert (await durable_result(first)).text == "finished"
+        assert (await durable_result(other)).text == "finished"
+        # Once the first run is over, the session is free again.
+        again = await durable.execute(temporal.client, "three", session_id="bob", exclusive=True)
+    assert again.text == "finished"
+    assert info.value.session_id == "bob"
+    assert first.id == "helper-bob"
