@@ -258,3 +258,30 @@ async def test_exclusive_runs_make_a_second_run_of_the_session_busy(
     assert again.text == "finished"
     assert info.value.session_id == "bob"
     assert first.id == "helper-bob"
+
+
+async def test_long_term_memory_is_recalled_and_stored_through_activities(
+    temporal: WorkflowEnvironment,
+) -> None:
+    from goagent_py.memory import LongTermMemory
+    from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+    from goagent_py.testing import FakeEmbedder
+
+    memory = LongTermMemory(FakeEmbedder(), InMemoryVectorStore(dimensions=16))
+    seen: list[str] = []
+
+    def plan(request: CompletionRequest) -> str:
+        seen.append(request.messages[0].text)
+        return f"noted: {request.messages[-1].text}"
+
+    agent = Agent(
+        provider=FunctionProvider(plan), model="m", name="rememberer", long_term_memory=memory
+    )
+    durable = DurableAgent(agent, provider="fn:x", task_queue=queue())
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        await durable.execute(temporal.client, "my favourite colour is teal")
+        await durable.execute(temporal.client, "what is my favourite colour?")
+    assert "<recalled_memories>" not in seen[0]
+    assert "<recalled_memories>" in seen[1]
+    assert "my favourite colour is teal" in seen[1]
