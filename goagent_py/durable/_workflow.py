@@ -237,6 +237,7 @@ class _ShortTermProxy:
         # One append per run: the key lets a storage with append_once skip a retried write.
         key = f"{self._calls.run_id}:persist"
         data = {"session_id": self._session, "messages": messages_to_text(messages), "key": key}
+        check_size(data, "short-term memory append", int(self._calls.config["payload_limit"]))
         await self._memory("append", data)
 
     async def _memory(self, op: str, data: dict[str, Any]) -> Any:
