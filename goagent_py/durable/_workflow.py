@@ -67,6 +67,10 @@ from .agent import (
 
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
 _EVENT_TEXT = 2000  # characters of a tool result kept in an event (events live in the workflow)
+# The call a tool proxy runs: set by the dispatch middleware in the call's own task.
+_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "goagent_durable_call", default=None
+)
 
 
 def _error_of(exc: ActivityError) -> ErrorData:
@@ -92,9 +96,7 @@ class _Calls:
         self.iteration = 0
         # Derived only from recorded results, so a replay rebuilds the same list.
         self.events: list[dict[str, Any]] = events if events is not None else []
-        self.call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
-            "goagent_durable_call", default=None
-        )
+        self.call = _CALL
 
     def on_iteration_start(self, iteration: int) -> None:
         self.iteration = iteration
