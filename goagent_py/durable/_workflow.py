@@ -349,6 +349,39 @@ async def run_in_workflow(
     }
 
 
+def _aborted(run_id: str) -> dict[str, Any]:
+    return {
+        "text": "",
+        "stop_reason": None,
+        "iterations": 0,
+        "usage": {},
+        "tool_calls": 0,
+        "messages": "[]",
+        "run_id": run_id,
+        "aborted": True,
+    }
+
+
+def _merge(results: list[dict[str, Any]], unprocessed: list[str]) -> dict[str, Any]:
+    """One result for the workflow: the last run's answer, every run's messages and counts."""
+    last = dict(results[-1])
+    usage: dict[str, int] = {}
+    for r in results:
+        for key, value in r["usage"].items():
+            usage[key] = usage.get(key, 0) + int(value)
+    messages = [m for r in results for m in messages_from_text(r["messages"])]
+    last.update(
+        iterations=sum(int(r["iterations"]) for r in results),
+        tool_calls=sum(int(r["tool_calls"]) for r in results),
+        usage=usage,
+        messages=messages_to_text(messages),
+        runs=len(results),
+        unprocessed_follow_ups=list(unprocessed),
+        run_id=results[0]["run_id"],
+    )
+    return last
+
+
 def _failure(exc: GoAgentError) -> ApplicationError:
     extra: dict[str, Any] = {}
     if isinstance(exc, MaxIterationsError):
@@ -371,31 +404,30 @@ class AgentWorkflow:
 
     @workflow.run
     async def run(self, data: dict[str, Any]) -> dict[str, Any]:
-        """Run the agent on ``data`` (``config``, ``content``, ``session_id``)."""
+        """Run the agent on ``data`` (``config``, ``content``, ``session_id``), then on each
+        follow-up prompt that arrived meanwhile (each a run of its own in the same session)."""
         config = data["config"]
         content = content_from_text(data["content"])
+        session = str(data.get("session_id", "default"))
+        workflow_id = workflow.info().workflow_id
         self._status = "running"
-        self._task = asyncio.create_task(
-            run_in_workflow(
-                config, content, str(data.get("session_id", "default")), None, self._events
-            )
-        )
+        results: list[dict[str, Any]] = []
         try:
-            result = await self._task
+            while True:
+                # Each run of the workflow gets its own prefix for its idempotency keys.
+                run_id = workflow_id if not results else f"{workflow_id}.{len(results)}"
+                self._task = asyncio.create_task(
+                    run_in_workflow(config, content, session, run_id, self._events)
+                )
+                results.append(await self._task)
+                if not self._follow_ups:
+                    break
+                content = [TextBlock(self._follow_ups.pop(0))]
         except asyncio.CancelledError:
             if self._abort_reason is None:
                 raise  # the workflow itself was cancelled
             self._status = "aborted"
-            result = {
-                "text": "",
-                "stop_reason": None,
-                "iterations": 0,
-                "usage": {},
-                "tool_calls": 0,
-                "messages": "[]",
-                "run_id": workflow.info().workflow_id,
-                "aborted": True,
-            }
+            results.append(_aborted(workflow_id))
         except GoAgentError as exc:
             self._status = "failed"
             await workflow.wait_condition(workflow.all_handlers_finished)
@@ -404,7 +436,7 @@ class AgentWorkflow:
             self._status = "completed"
         # Let event streams waiting in update handlers get their last batch.
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return result
+        return _merge(results, self._follow_ups)
 
     @workflow.signal(name=STEER_SIGNAL)
     def steer(self, text: str) -> None:
@@ -413,7 +445,7 @@ class AgentWorkflow:
 
     @workflow.signal(name=FOLLOW_UP_SIGNAL)
     def follow_up(self, text: str) -> None:
-        """Queue a follow-up prompt (run after the current one once the loop supports it)."""
+        """Queue a follow-up prompt: it runs when the current prompt is answered."""
         self._follow_ups.append(text)
 
     @workflow.signal(name=ABORT_SIGNAL)

@@ -56,7 +56,7 @@ WORKFLOW_NAME = "goagent.run"
 STEER_SIGNAL = "goagent.steer"
 """Signal: a steering message for the running turn (queued; delivered between turns)."""
 FOLLOW_UP_SIGNAL = "goagent.follow_up"
-"""Signal: a follow-up prompt to run after the current one (queued)."""
+"""Signal: a follow-up prompt, run in the same workflow once the current prompt is answered."""
 ABORT_SIGNAL = "goagent.abort"
 """Signal: stop the run now; the in-flight activity is cancelled, nothing more is persisted."""
 EVENTS_UPDATE = "goagent.events"
@@ -151,6 +151,9 @@ class DurableResult:
         messages: the run's new messages (user prompt, assistant turns, tool results).
         run_id: the workflow id (the prefix of every idempotency key of the run).
         aborted: True if an abort signal stopped the run.
+        runs: prompts answered: 1 plus the follow-ups that arrived while it ran (the numbers
+            above add them all up; ``text`` is the last answer).
+        unprocessed_follow_ups: follow-ups that arrived too late (or before an abort).
     """
 
     text: str
@@ -161,6 +164,8 @@ class DurableResult:
     messages: list[Message] = field(default_factory=list)
     run_id: str = ""
     aborted: bool = False
+    runs: int = 1
+    unprocessed_follow_ups: list[str] = field(default_factory=list)
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> DurableResult:
@@ -175,6 +180,8 @@ class DurableResult:
             messages=messages_from_text(data.get("messages", "[]")),
             run_id=str(data.get("run_id", "")),
             aborted=bool(data.get("aborted", False)),
+            runs=int(data.get("runs", 1)),
+            unprocessed_follow_ups=list(data.get("unprocessed_follow_ups", [])),
         )
 
 

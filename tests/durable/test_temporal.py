@@ -13,6 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 from goagent_py import Agent
 from goagent_py.durable import (
     ABORT_SIGNAL,
+    FOLLOW_UP_SIGNAL,
     STATE_QUERY,
     STEER_SIGNAL,
     DurableAgent,
@@ -285,3 +286,55 @@ async def test_long_term_memory_is_recalled_and_stored_through_activities(
     assert "<recalled_memories>" not in seen[0]
     assert "<recalled_memories>" in seen[1]
     assert "my favourite colour is teal" in seen[1]
+
+
+async def test_a_follow_up_signal_runs_after_the_current_prompt(
+    temporal: WorkflowEnvironment,
+) -> None:
+    release = asyncio.Event()
+    started = asyncio.Event()
+    keys: list[str] = []
+
+    @tool
+    async def hold() -> str:
+        """Wait for the test."""
+        from goagent_py.tool_context import current_tool_context
+
+        ctx = current_tool_context()
+        keys.append(ctx.idempotency_key if ctx else "")
+        started.set()
+        await release.wait()
+        return "held"
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        last = request.messages[-1]
+        if last.role == Role.TOOL:
+            return "first answered"
+        if last.text == "first":
+            return tool_call_response(ToolCall("c1", "hold", {}))
+        prompts = [m.text for m in request.messages if m.role == Role.USER]
+        return f"follow-up answered after {prompts}"
+
+    from goagent_py.memory import ShortTermMemory
+
+    # The follow-up is a run of its own: it sees the first one through the session's memory.
+    agent = Agent(
+        provider=FunctionProvider(plan),
+        model="m",
+        name="helper",
+        tools=[hold],
+        short_term_memory=ShortTermMemory(),
+    )
+    durable = DurableAgent(agent, provider="fn:x", task_queue=queue())
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "first", session_id="fu")
+        await started.wait()
+        await handle.signal(FOLLOW_UP_SIGNAL, "second")
+        release.set()
+        result = await durable_result(handle)
+    assert result.runs == 2
+    assert result.text == "follow-up answered after ['first', 'second']"
+    assert [m.text for m in result.messages if m.role == Role.USER] == ["first", "second"]
+    assert (result.iterations, result.tool_calls) == (3, 1)
+    assert keys == [f"{handle.id}:0:c1"]
