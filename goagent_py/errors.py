@@ -11,7 +11,7 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     ├── ProviderError                   the model call failed (status, body, Retry-After, cause)
     ├── MaxIterationsError              the iteration budget ran out (iterations, last_thought)
     ├── MemoryStoreError                short-term or long-term memory failed to load or store
-    ├── SessionBusyError                another worker holds the session's run lease
+    ├── SessionBusyError                a session (or its history lease) is in use by another run
     ├── NoEmbeddableContentError        nothing in the input can be embedded (e.g. image-only text)
     └── ToolError                       base of what a tool call can end in; the model reads these
         ├── ToolNotFoundError           the model named a tool that does not exist
@@ -143,24 +143,18 @@ class MemoryStoreError(GoAgentError):
 
 
 class SessionBusyError(GoAgentError):
-    """Another worker holds the run lease of this session, so this one must not run it now.
+    """A session (or a session's history lease) is in use by another run.
 
     Attributes:
-        session_id: the session.
-        holder: the id of the lease's holder ("" if it just went away).
+        session_id: the busy session ("" when not known).
+        holder: who holds it (a lease owner or a durable run's id; "" when not known).
     """
 
-    def __init__(self, session_id: str, holder: str = "") -> None:
+    def __init__(self, message: str, *, session_id: str = "", holder: str = "") -> None:
+        # Keyword-only extras: the default pickling (args + __dict__) round-trips them.
+        super().__init__(message)
         self.session_id = session_id
         self.holder = holder
-        by = f" (held by {holder})" if holder else ""
-        super().__init__(
-            f"session {session_id!r} is busy: another run holds its lease{by}; retry later "
-            "or take the lease with wait=True"
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.session_id, self.holder))
 
 
 class NoEmbeddableContentError(GoAgentError, ValueError):

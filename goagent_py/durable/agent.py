@@ -371,7 +371,12 @@ class DurableAgent:
         except WorkflowAlreadyStartedError as exc:
             if not exclusive:
                 raise
-            raise SessionBusyError(session_id, f"durable run {exc.workflow_id}") from exc
+            raise SessionBusyError(
+                f"session {session_id!r} is busy: the durable run {exc.workflow_id!r} is in "
+                "progress; wait for it, signal it a follow-up, or retry later",
+                session_id=session_id,
+                holder=exc.workflow_id,
+            ) from exc
 
     async def execute(
         self,

@@ -107,7 +107,7 @@ def test_payload_limit_names_what_is_too_big() -> None:
     [
         PayloadTooLargeError("tool 't' result", 300, 100),
         DurableRunError("ProviderError", "bad request"),
-        SessionBusyError("s", "host:1:abc"),
+        SessionBusyError("session 's' is busy", session_id="s", holder="host:1:abc"),
     ],
 )
 def test_new_errors_survive_pickle(exc: Exception) -> None:

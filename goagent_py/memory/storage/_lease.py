@@ -89,7 +89,13 @@ class SessionLease:
             if holder is None:
                 break
             if not self._wait or (deadline is not None and loop.time() >= deadline):
-                raise SessionBusyError(self.session_id, holder)
+                by = f" (held by {holder})" if holder else ""
+                raise SessionBusyError(
+                    f"session {self.session_id!r} is busy: another run holds its lease{by}; "
+                    "retry later or take the lease with wait=True",
+                    session_id=self.session_id,
+                    holder=holder,
+                )
             await asyncio.sleep(self._poll)
         self._renewer = asyncio.create_task(self._renew())
 
