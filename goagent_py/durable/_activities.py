@@ -163,15 +163,15 @@ class _AgentActivities:
     async def recall(self, data: dict[str, Any]) -> dict[str, Any]:
         memory = self.durable.long_term_memory
         try:
-            found = (
-                []
-                if memory is None
-                else await memory.retrieve(
-                    content_from_text(data["query"]),
-                    top_k=int(data["top_k"]),
-                    session=str(data["session"]),
-                )
-            )
+            found = []
+            if memory is not None:
+                # top_k None (newer agents): the memory's own default.
+                top_k = data.get("top_k")
+                options: dict[str, Any] = {
+                    "top_k": None if top_k is None else int(top_k),
+                    "session": str(data["session"]),
+                }
+                found = await memory.retrieve(content_from_text(data["query"]), **options)
             out = {
                 "messages": messages_to_text([s.message for s in found]),
                 "scores": [s.score for s in found],

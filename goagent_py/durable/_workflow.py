@@ -38,7 +38,7 @@ from goagent_py.errors import (
 )
 from goagent_py.hooks import Hooks, ProviderEvent, ToolResult
 from goagent_py.messages import ContentBlock, Message, ScoredMessage, TextBlock, ToolCall
-from goagent_py.provider import CompletionRequest, CompletionResponse, ThinkingConfig
+from goagent_py.provider import CompletionRequest, CompletionResponse
 from goagent_py.tools import ToolDefinition
 
 from ._wire import (
@@ -289,10 +289,9 @@ def _agent_for(config: dict[str, Any], calls: _Calls, session_id: str) -> Agent:
         "system_prompt": config.get("system_prompt", ""),
         "max_iterations": config["max_iterations"],
         "tools": [_ToolProxy(calls, definition_from_data(t)) for t in config["tools"]],
-        "long_term_top_k": config["long_term_top_k"],
         "short_term_trace_tools": config["short_term_trace_tools"],
         "tool_execution": config["tool_execution"],
-        "dispatch_middleware": calls.middleware,
+        "dispatch_middlewares": [calls.middleware],
         "hooks": Hooks(
             on_iteration_start=calls.on_iteration_start,
             on_provider_response=calls.on_provider_response,
@@ -303,9 +302,12 @@ def _agent_for(config: dict[str, Any], calls: _Calls, session_id: str) -> Agent:
         settings["short_term_memory"] = _ShortTermProxy(calls, session_id)
     if config.get("long_term"):
         settings["long_term_memory"] = _LongTermProxy(calls)
-    if thinking is not None:
-        settings["thinking"] = ThinkingConfig(int(thinking))
-    for key in ("effort", "max_tokens", "max_tool_result_chars"):
+    if thinking is not None:  # a budget, or 0 for adaptive thinking
+        if int(thinking):
+            settings["thinking"] = int(thinking)
+        else:
+            settings["adaptive_thinking"] = True
+    for key in ("effort", "max_tokens", "max_tool_result_chars", "long_term_top_k"):
         if config.get(key) is not None:
             settings[key] = config[key]
     agent = Agent(**settings)
@@ -336,7 +338,13 @@ async def run_in_workflow(
         )
     calls = _Calls(config, run_id or workflow.info().workflow_id, events)
     agent = _agent_for(config, calls, session_id)
-    result = await agent.run_blocks_detailed(*content)
+    # The agent API being merged on main returns the RunResult from run(); this branch's base
+    # has run_blocks_detailed(). Either way it is one run of the unchanged loop.
+    untyped: Any = agent  # typed differently by the two APIs
+    if hasattr(untyped, "run_blocks_detailed"):
+        result = await untyped.run_blocks_detailed(*content)
+    else:
+        result = await untyped.run(list(content))
     return {
         "text": result.text,
         "stop_reason": None if result.stop_reason is None else str(result.stop_reason),
