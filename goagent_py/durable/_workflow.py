@@ -37,7 +37,7 @@ from goagent_py.errors import (
     ProviderError,
 )
 from goagent_py.hooks import Hooks, ProviderEvent, ToolResult
-from goagent_py.messages import ContentBlock, Message, ScoredMessage, TextBlock, ToolCall
+from goagent_py.messages import ContentBlock, Message, Role, ScoredMessage, TextBlock, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
 from goagent_py.tools import ToolDefinition
 
@@ -322,10 +322,12 @@ async def run_in_workflow(
     session_id: str,
     run_id: str | None,
     events: list[dict[str, Any]] | None = None,
+    control: Any = None,
 ) -> dict[str, Any]:
     """Run the loop in the current workflow; returns the result as data.
 
-    ``events`` (if given) receives the run's events as plain dicts, as they happen.
+    ``events`` (if given) receives the run's events as plain dicts, as they happen;
+    ``control`` (a ``RunControl``, where the loop has one) takes steering messages into it.
 
     Raises:
         ConfigurationError: not inside a Temporal workflow.
@@ -341,7 +343,12 @@ async def run_in_workflow(
     # The agent API being merged on main returns the RunResult from run(); this branch's base
     # has run_blocks_detailed(). Either way it is one run of the unchanged loop.
     untyped: Any = agent  # typed differently by the two APIs
-    if hasattr(untyped, "run_blocks_detailed"):
+    if control is not None and hasattr(untyped, "start_run"):
+        run = await untyped.start_run(list(content), streaming=False, control=control)
+        async for _ in run.events():
+            pass
+        result = run.result
+    elif hasattr(untyped, "run_blocks_detailed"):
         result = await untyped.run_blocks_detailed(*content)
     else:
         result = await untyped.run(list(content))
@@ -355,6 +362,14 @@ async def run_in_workflow(
         "run_id": calls.run_id,
         "aborted": False,
     }
+
+
+def _new_control() -> Any:
+    """A ``RunControl`` for the loop's steering queue, where the loop has one (else None)."""
+    from goagent_py import _loop
+
+    make = getattr(_loop, "RunControl", None)
+    return None if make is None else make()
 
 
 def _aborted(run_id: str) -> dict[str, Any]:
@@ -409,6 +424,8 @@ class AgentWorkflow:
         self._task: asyncio.Task[dict[str, Any]] | None = None
         self._status = "starting"
         self._events: list[dict[str, Any]] = []
+        self._control: Any = None
+        self._steered = 0  # steering messages handed to a run's control
 
     @workflow.run
     async def run(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -424,8 +441,11 @@ class AgentWorkflow:
             while True:
                 # Each run of the workflow gets its own prefix for its idempotency keys.
                 run_id = workflow_id if not results else f"{workflow_id}.{len(results)}"
+                self._control = _new_control()
+                for text in self._steering[self._steered :]:  # arrived between runs
+                    self._steer(text)
                 self._task = asyncio.create_task(
-                    run_in_workflow(config, content, session, run_id, self._events)
+                    run_in_workflow(config, content, session, run_id, self._events, self._control)
                 )
                 results.append(await self._task)
                 if not self._follow_ups:
@@ -448,8 +468,15 @@ class AgentWorkflow:
 
     @workflow.signal(name=STEER_SIGNAL)
     def steer(self, text: str) -> None:
-        """Queue a steering message (delivered between turns once the loop polls its queue)."""
+        """Steer the running prompt: the message reaches the model at the loop's next drain
+        point (where the loop has a steering queue; otherwise it is only recorded)."""
         self._steering.append(text)
+        self._steer(text)
+
+    def _steer(self, text: str) -> None:
+        if self._control is not None:
+            self._control.push("steering", Message(Role.USER, [TextBlock(text)]))
+            self._steered = len(self._steering)
 
     @workflow.signal(name=FOLLOW_UP_SIGNAL)
     def follow_up(self, text: str) -> None:

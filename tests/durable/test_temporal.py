@@ -338,3 +338,41 @@ async def test_a_follow_up_signal_runs_after_the_current_prompt(
     assert [m.text for m in result.messages if m.role == Role.USER] == ["first", "second"]
     assert (result.iterations, result.tool_calls) == (3, 1)
     assert keys == [f"{handle.id}:0:c1"]
+
+
+async def test_a_steer_signal_reaches_the_model_at_the_next_turn(
+    temporal: WorkflowEnvironment,
+) -> None:
+    from goagent_py import _loop
+
+    if not hasattr(_loop, "RunControl"):
+        pytest.skip("the loop has no steering queue yet (RunControl); steering is only recorded")
+    release = asyncio.Event()
+    started = asyncio.Event()
+    requests: list[list[str]] = []
+
+    @tool
+    async def hold() -> str:
+        """Wait for the test."""
+        started.set()
+        await release.wait()
+        return "held"
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        requests.append([f"{m.role}:{m.text}" for m in request.messages])
+        if len(requests) == 1:
+            return tool_call_response(ToolCall("c1", "hold", {}))
+        return "steered"
+
+    durable = DurableAgent(one_tool_agent(plan, [hold]), provider="fn:x", task_queue=queue())
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "go")
+        await started.wait()
+        await handle.signal(STEER_SIGNAL, "use metric units")
+        state = await handle.query(STATE_QUERY)  # the signal is in once a query sees it
+        assert state["steering"] == ["use metric units"]
+        release.set()
+        result = await durable_result(handle)
+    assert result.text == "steered"
+    assert requests[1][-2:] == ["tool:held", "user:use metric units"]
