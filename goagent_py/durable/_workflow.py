@@ -230,14 +230,17 @@ class _ShortTermProxy:
     def __init__(self, calls: _Calls, session_id: str) -> None:
         self._calls = calls
         self._session = session_id
+        self._appends = 0
 
     async def messages(self) -> list[Message]:
         out = await self._memory("load", {"session_id": self._session})
         return messages_from_text(out["messages"])
 
     async def append(self, *messages: Message) -> None:
-        # One append per run: the key lets a storage with append_once skip a retried write.
-        key = f"{self._calls.run_id}:persist"
+        # The n-th append of the run (a loop may append once per run, or message by message):
+        # the key lets a storage with append_once skip a retried write, and only that.
+        self._appends += 1
+        key = f"{self._calls.run_id}:persist:{self._appends}"
         data = {"session_id": self._session, "messages": messages_to_text(messages), "key": key}
         check_size(data, "short-term memory append", int(self._calls.config["payload_limit"]))
         await self._memory("append", data)
