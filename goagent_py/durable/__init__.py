@@ -1,0 +1,57 @@
+"""Durable agent runs on Temporal: runs survive worker crashes and scale across processes.
+
+Install with ``pip install "goagent-py[temporal]"``. The pieces::
+
+    durable = DurableAgent(
+        agent,  # an Agent with a name, tools, model and system prompt
+        provider="anthropic:claude-sonnet-4-6",
+        short_term_memory=lambda session: ShortTermMemory(pg.for_session(session)),
+    )
+    worker = create_worker(client, [durable])           # worker processes: await worker.run()
+    result = await durable.execute(client, "hi", session_id="alice")      # app processes
+
+The loop's decisions run in a workflow; model calls, tool calls and memory run as activities
+named after the agent and its tools. See :mod:`goagent_py.durable.agent`.
+"""
+
+from goagent_py.errors import MissingExtraError
+
+try:
+    import temporalio  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise MissingExtraError("temporalio", "temporal", feature="goagent_py.durable") from exc
+
+from goagent_py.durable._activities import activities_for, create_worker, sandbox_runner
+from goagent_py.durable._wire import DurableRunError, PayloadTooLargeError, RemoteToolError
+from goagent_py.durable._workflow import AgentWorkflow, run_in_workflow
+from goagent_py.durable.agent import (
+    ABORT_SIGNAL,
+    EVENTS_UPDATE,
+    FOLLOW_UP_SIGNAL,
+    STATE_QUERY,
+    STEER_SIGNAL,
+    WORKFLOW_NAME,
+    DurableAgent,
+    DurableResult,
+    ProviderRegistry,
+)
+
+__all__ = [
+    "ABORT_SIGNAL",
+    "EVENTS_UPDATE",
+    "FOLLOW_UP_SIGNAL",
+    "STATE_QUERY",
+    "STEER_SIGNAL",
+    "WORKFLOW_NAME",
+    "AgentWorkflow",
+    "DurableAgent",
+    "DurableResult",
+    "DurableRunError",
+    "PayloadTooLargeError",
+    "ProviderRegistry",
+    "RemoteToolError",
+    "activities_for",
+    "create_worker",
+    "run_in_workflow",
+    "sandbox_runner",
+]

@@ -1,0 +1,232 @@
+"""What crosses the workflow/activity boundary: plain JSON data, never pickled objects.
+
+Messages travel as the JSON of :func:`~goagent_py.messages.messages_to_json` (a string inside the
+payload), requests and responses as dicts of plain fields, errors as ``{type, message,
+retryable}`` plus a few typed fields (HTTP status, Retry-After).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from goagent_py.errors import ConfigurationError, GoAgentError, ProviderError
+from goagent_py.messages import ContentBlock, Message, Role, StopReason, Usage
+from goagent_py.messages import messages_from_json as _from_json
+from goagent_py.messages import messages_to_json as _to_json
+from goagent_py.provider import CompletionRequest, CompletionResponse, ThinkingConfig
+from goagent_py.tools import ToolDefinition
+
+DEFAULT_PAYLOAD_LIMIT = 2 * 1024 * 1024
+"""Temporal's default limit on one payload (the server refuses bigger blobs)."""
+
+
+class PayloadTooLargeError(ConfigurationError):
+    """A request or result is too big to record in the workflow's history."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        self.what = what
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"{what}: the payload is {size} bytes, over the {limit}-byte limit of a Temporal "
+            "payload; return a reference (a path, a URL, a row id) instead of the data, or "
+            "raise payload_limit= if your server allows it"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.what, self.size, self.limit))
+
+
+def check_size(data: Any, what: str, limit: int) -> None:
+    """Raise :class:`PayloadTooLargeError` if ``data``'s JSON is over ``limit`` bytes."""
+    size = len(json.dumps(data, separators=(",", ":")).encode())
+    if size > limit:
+        raise PayloadTooLargeError(what, size, limit)
+
+
+def messages_to_text(messages: Sequence[Message]) -> str:
+    """Messages as JSON text (bytes as base64)."""
+    return _to_json(list(messages)).decode()
+
+
+def messages_from_text(text: str) -> list[Message]:
+    """Messages from :func:`messages_to_text`'s JSON (only goagent-py's own types)."""
+    return _from_json(text)
+
+
+def content_to_text(content: Sequence[ContentBlock]) -> str:
+    """Content blocks as JSON text (inside one user message)."""
+    return messages_to_text([Message(Role.USER, list(content))])
+
+
+def content_from_text(text: str) -> list[ContentBlock]:
+    """Content blocks from :func:`content_to_text`'s JSON."""
+    (message,) = messages_from_text(text)
+    return list(message.content)
+
+
+def definition_to_data(definition: ToolDefinition) -> dict[str, Any]:
+    """A tool definition as a dict."""
+    return {
+        "name": definition.name,
+        "description": definition.description,
+        "parameters": definition.parameters,
+    }
+
+
+def definition_from_data(data: dict[str, Any]) -> ToolDefinition:
+    """A tool definition from :func:`definition_to_data`."""
+    return ToolDefinition(data["name"], data["description"], data["parameters"])
+
+
+def request_to_data(request: CompletionRequest) -> dict[str, Any]:
+    """A completion request as plain data."""
+    return {
+        "model": request.model,
+        "system_prompt": request.system_prompt,
+        "messages": messages_to_text(request.messages),
+        "tools": [definition_to_data(t) for t in request.tools],
+        "thinking": None if request.thinking is None else request.thinking.budget_tokens,
+        "effort": request.effort,
+        "max_tokens": request.max_tokens,
+    }
+
+
+def request_from_data(data: dict[str, Any]) -> CompletionRequest:
+    """A completion request from :func:`request_to_data`."""
+    thinking = data.get("thinking")
+    return CompletionRequest(
+        model=data["model"],
+        system_prompt=data.get("system_prompt", ""),
+        messages=messages_from_text(data["messages"]),
+        tools=[definition_from_data(t) for t in data.get("tools", [])],
+        thinking=None if thinking is None else ThinkingConfig(int(thinking)),
+        effort=data.get("effort"),
+        max_tokens=data.get("max_tokens"),
+    )
+
+
+def usage_to_data(usage: Usage) -> dict[str, int]:
+    """Token counts as a dict."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+    }
+
+
+def usage_from_data(data: dict[str, Any]) -> Usage:
+    """Token counts from :func:`usage_to_data`."""
+    return Usage(**{k: int(v) for k, v in data.items()})
+
+
+def response_to_data(response: CompletionResponse) -> dict[str, Any]:
+    """A completion response as plain data."""
+    return {
+        "message": messages_to_text([response.message]),
+        "stop_reason": str(response.stop_reason),
+        "usage": usage_to_data(response.usage),
+        "model": response.model,
+    }
+
+
+def response_from_data(data: dict[str, Any]) -> CompletionResponse:
+    """A completion response from :func:`response_to_data`."""
+    (message,) = messages_from_text(data["message"])
+    return CompletionResponse(
+        message=message,
+        stop_reason=StopReason(data["stop_reason"]),
+        usage=usage_from_data(data["usage"]),
+        model=data.get("model", ""),
+    )
+
+
+_NON_RETRYABLE_STATUS = range(400, 500)
+_RETRYABLE_STATUS = (408, 409, 429)
+
+
+@dataclass(slots=True, frozen=True)
+class ErrorData:
+    """An error as data: its type name, message, whether retrying can help, and extras.
+
+    Attributes:
+        type: the exception's class name (``"ProviderError"``).
+        message: its text.
+        retryable: False for misuse and client errors (4xx but 408/409/429).
+        status: the HTTP status of a provider error, if any.
+        retry_after: seconds the server asked to wait, if it said so.
+    """
+
+    type: str
+    message: str
+    retryable: bool
+    status: int | None = None
+    retry_after: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_data(self) -> dict[str, Any]:
+        """As a JSON-ready dict."""
+        return {
+            "type": self.type,
+            "message": self.message,
+            "retryable": self.retryable,
+            "status": self.status,
+            "retry_after": self.retry_after,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> ErrorData:
+        """From :meth:`to_data`'s dict."""
+        return cls(
+            type=str(data.get("type", "Exception")),
+            message=str(data.get("message", "")),
+            retryable=bool(data.get("retryable", True)),
+            status=data.get("status"),
+            retry_after=data.get("retry_after"),
+            extra=dict(data.get("extra") or {}),
+        )
+
+
+def error_to_data(exc: BaseException) -> ErrorData:
+    """Classify ``exc``: configuration errors and 4xx (but 408/409/429) are not retryable."""
+    if isinstance(exc, ProviderError):
+        retryable = not (
+            exc.status in _NON_RETRYABLE_STATUS and exc.status not in _RETRYABLE_STATUS
+        )
+        return ErrorData(
+            "ProviderError",
+            str(exc),
+            retryable,
+            status=exc.status,
+            retry_after=exc.retry_after,
+            extra={"provider": exc.provider, "error_type": exc.error_type},
+        )
+    if isinstance(exc, ConfigurationError):
+        return ErrorData(type(exc).__name__, str(exc), False)
+    return ErrorData(type(exc).__name__, str(exc), True)
+
+
+class DurableRunError(GoAgentError):
+    """A durable run failed; ``type`` names the error raised inside the workflow.
+
+    Attributes:
+        type: the inner error's class name (``"ProviderError"``, ``"MaxIterationsError"``...).
+        detail: the inner error's message.
+    """
+
+    def __init__(self, type: str, detail: str) -> None:
+        self.type = type
+        self.detail = detail
+        super().__init__(f"durable run failed with {type}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.type, self.detail))
+
+
+class RemoteToolError(GoAgentError):
+    """A tool failed in its activity (after the engine's retries); the message says how."""

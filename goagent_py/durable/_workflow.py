@@ -1,0 +1,548 @@
+"""The workflow side: the unchanged loop, with a provider, tools and memories made of activities.
+
+Only decisions run here (the loop's state machine, deterministic on replay); every effect is an
+activity whose result Temporal records, so a replay after a crash reuses what completed and
+re-runs only what had not. Each tool call gets the idempotency key
+``<workflow id>:<iteration>:<call id>``, the same on every attempt and every replay.
+
+goagent-py is passed through Temporal's sandbox (see :func:`sandbox_runner`): its modules are
+shared with the worker, not re-imported per workflow. The loop's own run id (a uuid) and its
+timings are therefore not replay-stable; nothing that reaches a command depends on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    is_cancelled_exception,
+)
+
+from goagent_py.agent import Agent
+from goagent_py.dispatch import DispatchFunc
+from goagent_py.errors import (
+    ConfigurationError,
+    GoAgentError,
+    MaxIterationsError,
+    MemoryStoreError,
+    ProviderError,
+)
+from goagent_py.hooks import Hooks, ProviderEvent, ToolResult
+from goagent_py.messages import ContentBlock, Message, Role, ScoredMessage, TextBlock, ToolCall
+from goagent_py.provider import CompletionRequest, CompletionResponse
+from goagent_py.tools import ToolDefinition
+
+from ._wire import (
+    DurableRunError,
+    ErrorData,
+    RemoteToolError,
+    check_size,
+    content_from_text,
+    content_to_text,
+    definition_from_data,
+    messages_from_text,
+    messages_to_text,
+    request_to_data,
+    response_from_data,
+    usage_to_data,
+)
+from .agent import (
+    ABORT_SIGNAL,
+    EVENTS_UPDATE,
+    FOLLOW_UP_SIGNAL,
+    STATE_QUERY,
+    STEER_SIGNAL,
+    WORKFLOW_NAME,
+    DurableResult,
+)
+
+_NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
+_EVENT_TEXT = 2000  # characters of a tool result kept in an event (events live in the workflow)
+# The call a tool proxy runs: set by the dispatch middleware in the call's own task.
+_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "goagent_durable_call", default=None
+)
+
+
+def _error_of(exc: ActivityError) -> ErrorData:
+    cause = exc.cause
+    if isinstance(cause, ApplicationError) and cause.details:
+        detail = cause.details[0]
+        if isinstance(detail, dict):
+            return ErrorData.from_data(detail)
+    if isinstance(cause, FailureError):
+        return ErrorData(type(cause).__name__, cause.message, True)
+    return ErrorData(type(exc).__name__, str(exc), True)
+
+
+class _Calls:
+    """What the proxies of one run share: the config, the current iteration and call."""
+
+    def __init__(
+        self, config: dict[str, Any], run_id: str, events: list[dict[str, Any]] | None = None
+    ) -> None:
+        self.config = config
+        self.agent = str(config["agent"])
+        self.run_id = run_id
+        self.iteration = 0
+        # Derived only from recorded results, so a replay rebuilds the same list.
+        self.events: list[dict[str, Any]] = events if events is not None else []
+        self.call = _CALL
+
+    def on_iteration_start(self, iteration: int) -> None:
+        self.iteration = iteration
+        self.events.append({"type": "turn_start", "iteration": iteration})
+
+    def on_provider_response(self, iteration: int, event: ProviderEvent) -> None:
+        if event.message is None:
+            return
+        self.events.append(
+            {
+                "type": "message",
+                "iteration": iteration,
+                "text": event.message.text,
+                "tool_calls": [c.name for c in event.message.tool_calls],
+                "stop_reason": None if event.stop_reason is None else str(event.stop_reason),
+            }
+        )
+
+    def on_tool_result(self, result: ToolResult) -> None:
+        text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
+        self.events.append(
+            {
+                "type": "tool_result",
+                "iteration": self.iteration,
+                "tool": result.call.name,
+                "call_id": result.call.id,
+                "is_error": result.error is not None,
+                "text": text[:_EVENT_TEXT],
+            }
+        )
+
+    def middleware(self, next_call: DispatchFunc) -> DispatchFunc:
+        """Tell the tool proxy which call it runs (the Tool protocol passes only arguments)."""
+
+        async def run(call: ToolCall) -> list[ContentBlock]:
+            token = self.call.set(call)
+            try:
+                return await next_call(call)
+            finally:
+                self.call.reset(token)
+
+        return run
+
+    async def activity(self, name: str, data: dict[str, Any], timeout_key: str) -> Any:
+        c = self.config
+        heartbeat = c.get("heartbeat_timeout")
+        try:
+            return await self._execute(name, data, c, timeout_key, heartbeat)
+        except ActivityError as exc:
+            # An abort (or a cancelled workflow) reaches an awaited activity as an ActivityError;
+            # the loop must see a cancellation, not a tool or model failure to carry on from.
+            if is_cancelled_exception(exc):
+                raise asyncio.CancelledError(f"{name} was cancelled") from exc
+            raise
+
+    async def _execute(
+        self, name: str, data: dict[str, Any], c: dict[str, Any], timeout_key: str, heartbeat: Any
+    ) -> Any:
+        return await workflow.execute_activity(
+            name,
+            data,
+            start_to_close_timeout=timedelta(seconds=float(c[timeout_key])),
+            heartbeat_timeout=None if heartbeat is None else timedelta(seconds=float(heartbeat)),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                maximum_interval=timedelta(seconds=float(c["max_retry_delay"])),
+                maximum_attempts=int(c["max_attempts"]),
+                non_retryable_error_types=_NON_RETRYABLE,
+            ),
+        )
+
+
+class _ModelProxy:
+    """A provider whose ``complete`` is the activity ``goagent.model.<agent>``."""
+
+    def __init__(self, calls: _Calls) -> None:
+        self._calls = calls
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        calls = self._calls
+        data = {"provider": calls.config["provider"], "request": request_to_data(request)}
+        check_size(data, f"model {request.model!r} request", int(calls.config["payload_limit"]))
+        try:
+            out = await calls.activity(f"goagent.model.{calls.agent}", data, "model_timeout")
+        except ActivityError as exc:
+            error = _error_of(exc)
+            raise ProviderError(
+                f"model {request.model!r} failed ({error.type}): {error.message}",
+                provider=calls.config["provider"],
+                status=error.status,
+                error_type=str(error.extra.get("error_type", "")),
+                retry_after=error.retry_after,
+            ) from None
+        return response_from_data(out)
+
+
+class _ToolProxy:
+    """A tool whose ``execute`` is the activity ``goagent.tool.<agent>.<tool>``."""
+
+    def __init__(self, calls: _Calls, definition: ToolDefinition) -> None:
+        self._calls = calls
+        self._definition = definition
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return self._definition
+
+    async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
+        calls = self._calls
+        name = self._definition.name
+        call = calls.call.get() or ToolCall("", name, args)
+        data = {
+            "tool": name,
+            "call_id": call.id,
+            "arguments": args,
+            "run_id": calls.run_id,
+            "iteration": calls.iteration,
+        }
+        check_size(data, f"tool {name!r} arguments", int(calls.config["payload_limit"]))
+        try:
+            out = await calls.activity(f"goagent.tool.{calls.agent}.{name}", data, "tool_timeout")
+        except ActivityError as exc:
+            error = _error_of(exc)
+            raise RemoteToolError(f"{error.type}: {error.message}") from None
+        return content_from_text(out["content"])
+
+
+class _ShortTermProxy:
+    """Short-term memory whose reads and writes are activities (the worker applies the window)."""
+
+    def __init__(self, calls: _Calls, session_id: str) -> None:
+        self._calls = calls
+        self._session = session_id
+        self._appends = 0
+
+    async def messages(self) -> list[Message]:
+        out = await self._memory("load", {"session_id": self._session})
+        return messages_from_text(out["messages"])
+
+    async def append(self, *messages: Message) -> None:
+        # The n-th append of the run (a loop may append once per run, or message by message):
+        # the key lets a storage with append_once skip a retried write, and only that.
+        self._appends += 1
+        key = f"{self._calls.run_id}:persist:{self._appends}"
+        data = {"session_id": self._session, "messages": messages_to_text(messages), "key": key}
+        check_size(data, "short-term memory append", int(self._calls.config["payload_limit"]))
+        await self._memory("append", data)
+
+    async def _memory(self, op: str, data: dict[str, Any]) -> Any:
+        calls = self._calls
+        try:
+            return await calls.activity(f"goagent.memory.{op}.{calls.agent}", data, "tool_timeout")
+        except ActivityError as exc:
+            error = _error_of(exc)
+            raise MemoryStoreError(f"short-term memory {op} failed: {error.message}") from None
+
+
+class _LongTermProxy:
+    """Long-term memory whose recall and store are activities."""
+
+    def __init__(self, calls: _Calls) -> None:
+        self._calls = calls
+
+    async def retrieve(
+        self, query: list[ContentBlock], *, top_k: int, session: str = ""
+    ) -> list[ScoredMessage]:
+        data = {"query": content_to_text(query), "top_k": top_k, "session": session}
+        out = await self._memory("recall", data)
+        found = messages_from_text(out["messages"])
+        return [
+            ScoredMessage(m, float(s), str(i))
+            for m, s, i in zip(found, out["scores"], out["ids"], strict=True)
+        ]
+
+    async def store(self, messages: list[Message], *, session: str = "") -> None:
+        await self._memory("store", {"messages": messages_to_text(messages), "session": session})
+
+    async def _memory(self, op: str, data: dict[str, Any]) -> Any:
+        calls = self._calls
+        try:
+            return await calls.activity(f"goagent.memory.{op}.{calls.agent}", data, "tool_timeout")
+        except ActivityError as exc:
+            error = _error_of(exc)
+            raise MemoryStoreError(f"long-term memory {op} failed: {error.message}") from None
+
+
+def _agent_for(config: dict[str, Any], calls: _Calls, session_id: str) -> Agent:
+    thinking = config.get("thinking")
+    settings: dict[str, Any] = {
+        "provider": _ModelProxy(calls),
+        "model": config["model"],
+        "name": config["agent"],
+        "system_prompt": config.get("system_prompt", ""),
+        "max_iterations": config["max_iterations"],
+        "tools": [_ToolProxy(calls, definition_from_data(t)) for t in config["tools"]],
+        "short_term_trace_tools": config["short_term_trace_tools"],
+        "tool_execution": config["tool_execution"],
+        "dispatch_middlewares": [calls.middleware],
+        "hooks": Hooks(
+            on_iteration_start=calls.on_iteration_start,
+            on_provider_response=calls.on_provider_response,
+            on_tool_result=calls.on_tool_result,
+        ),
+    }
+    if config.get("short_term"):
+        settings["short_term_memory"] = _ShortTermProxy(calls, session_id)
+    if config.get("long_term"):
+        settings["long_term_memory"] = _LongTermProxy(calls)
+    if thinking is not None:  # a budget, or 0 for adaptive thinking
+        if int(thinking):
+            settings["thinking"] = int(thinking)
+        else:
+            settings["adaptive_thinking"] = True
+    for key in ("effort", "max_tokens", "max_tool_result_chars", "long_term_top_k"):
+        if config.get(key) is not None:
+            settings[key] = config[key]
+    agent = Agent(**settings)
+    # Per-tool sequential execution is not a keyword; set it as the agent's options hold it.
+    agent.options.sequential_tools.update(config.get("sequential_tools", ()))
+    return agent
+
+
+async def run_in_workflow(
+    config: dict[str, Any],
+    content: Sequence[ContentBlock],
+    session_id: str,
+    run_id: str | None,
+    events: list[dict[str, Any]] | None = None,
+    control: Any = None,
+) -> dict[str, Any]:
+    """Run the loop in the current workflow; returns the result as data.
+
+    ``events`` (if given) receives the run's events as plain dicts, as they happen;
+    ``control`` (a ``RunControl``, where the loop has one) takes steering messages into it.
+
+    Raises:
+        ConfigurationError: not inside a Temporal workflow.
+    """
+    if not workflow.in_workflow():
+        raise ConfigurationError(
+            f"the durable agent {config.get('agent')!r} can only run inside a Temporal "
+            "workflow: start it with 'await durable.execute(client, prompt)' from your app "
+            "(and run a worker with create_worker), not directly"
+        )
+    calls = _Calls(config, run_id or workflow.info().workflow_id, events)
+    agent = _agent_for(config, calls, session_id)
+    # One run of the unchanged loop; the control carries the steer signal into it.
+    run = await agent.start_run(list(content), streaming=False, control=control)
+    async for _ in run.events():
+        pass
+    result = run.result
+    assert result is not None
+    return {
+        "text": result.text,
+        "stop_reason": None if result.stop_reason is None else str(result.stop_reason),
+        "iterations": result.iterations,
+        "usage": usage_to_data(result.usage),
+        "tool_calls": result.tool_calls,
+        "messages": messages_to_text(result.messages),
+        "run_id": calls.run_id,
+        "aborted": False,
+    }
+
+
+def _new_control() -> Any:
+    """A ``RunControl`` for the loop's steering queue (the steer signal pushes into it)."""
+    from goagent_py._control import RunControl
+
+    return RunControl()
+
+
+def _aborted(run_id: str) -> dict[str, Any]:
+    return {
+        "text": "",
+        "stop_reason": None,
+        "iterations": 0,
+        "usage": {},
+        "tool_calls": 0,
+        "messages": "[]",
+        "run_id": run_id,
+        "aborted": True,
+    }
+
+
+def _merge(results: list[dict[str, Any]], unprocessed: list[str]) -> dict[str, Any]:
+    """One result for the workflow: the last run's answer, every run's messages and counts."""
+    last = dict(results[-1])
+    usage: dict[str, int] = {}
+    for r in results:
+        for key, value in r["usage"].items():
+            usage[key] = usage.get(key, 0) + int(value)
+    messages = [m for r in results for m in messages_from_text(r["messages"])]
+    last.update(
+        iterations=sum(int(r["iterations"]) for r in results),
+        tool_calls=sum(int(r["tool_calls"]) for r in results),
+        usage=usage,
+        messages=messages_to_text(messages),
+        runs=len(results),
+        unprocessed_follow_ups=list(unprocessed),
+        run_id=results[0]["run_id"],
+    )
+    return last
+
+
+def _failure(exc: GoAgentError) -> ApplicationError:
+    extra: dict[str, Any] = {}
+    if isinstance(exc, MaxIterationsError):
+        extra = {"iterations": exc.iterations, "last_thought": exc.last_thought}
+    data = ErrorData(type(exc).__name__, str(exc), False, extra=extra)
+    return ApplicationError(str(exc), data.to_data(), type=data.type, non_retryable=True)
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class AgentWorkflow:
+    """One durable run of an agent; signals steer or abort it, a query reports its state."""
+
+    def __init__(self) -> None:
+        self._steering: list[str] = []
+        self._follow_ups: list[str] = []
+        self._abort_reason: str | None = None
+        self._task: asyncio.Task[dict[str, Any]] | None = None
+        self._status = "starting"
+        self._events: list[dict[str, Any]] = []
+        self._control: Any = None
+        self._steered = 0  # steering messages handed to a run's control
+
+    @workflow.run
+    async def run(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Run the agent on ``data`` (``config``, ``content``, ``session_id``), then on each
+        follow-up prompt that arrived meanwhile (each a run of its own in the same session)."""
+        config = data["config"]
+        content = content_from_text(data["content"])
+        session = str(data.get("session_id", "default"))
+        workflow_id = workflow.info().workflow_id
+        self._status = "running"
+        results: list[dict[str, Any]] = []
+        try:
+            while True:
+                # Each run of the workflow gets its own prefix for its idempotency keys.
+                run_id = workflow_id if not results else f"{workflow_id}.{len(results)}"
+                self._control = _new_control()
+                for text in self._steering[self._steered :]:  # arrived between runs
+                    self._steer(text)
+                self._task = asyncio.create_task(
+                    run_in_workflow(config, content, session, run_id, self._events, self._control)
+                )
+                results.append(await self._task)
+                if not self._follow_ups:
+                    break
+                content = [TextBlock(self._follow_ups.pop(0))]
+        except asyncio.CancelledError:
+            if self._abort_reason is None:
+                raise  # the workflow itself was cancelled
+            self._status = "aborted"
+            results.append(_aborted(workflow_id))
+        except GoAgentError as exc:
+            self._status = "failed"
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise _failure(exc) from exc
+        else:
+            self._status = "completed"
+        # Let event streams waiting in update handlers get their last batch.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return _merge(results, self._follow_ups)
+
+    @workflow.signal(name=STEER_SIGNAL)
+    def steer(self, text: str) -> None:
+        """Steer the running prompt: the message reaches the model at the loop's next drain
+        point (where the loop has a steering queue; otherwise it is only recorded)."""
+        self._steering.append(text)
+        self._steer(text)
+
+    def _steer(self, text: str) -> None:
+        if self._control is not None:
+            self._control.push("steering", Message(Role.USER, [TextBlock(text)]))
+            self._steered = len(self._steering)
+
+    @workflow.signal(name=FOLLOW_UP_SIGNAL)
+    def follow_up(self, text: str) -> None:
+        """Queue a follow-up prompt: it runs when the current prompt is answered."""
+        self._follow_ups.append(text)
+
+    @workflow.signal(name=ABORT_SIGNAL)
+    def abort(self, reason: str = "") -> None:
+        """Stop the run: the in-flight activity is cancelled, nothing more is persisted."""
+        self._abort_reason = reason or "aborted"
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    @workflow.update(name=EVENTS_UPDATE)
+    async def events(self, after: int) -> dict[str, Any]:
+        """The run's events from index ``after`` on, waiting until there is one or it ended."""
+        await workflow.wait_condition(lambda: len(self._events) > after or self._finished())
+        return {"events": self._events[after:], "done": self._finished()}
+
+    def _finished(self) -> bool:
+        return self._status not in ("starting", "running")
+
+    @workflow.query(name=STATE_QUERY)
+    def state(self) -> dict[str, Any]:
+        """The run's status and its queued signals."""
+        return {
+            "status": self._status,
+            "events": len(self._events),
+            "steering": list(self._steering),
+            "follow_ups": list(self._follow_ups),
+            "abort_reason": self._abort_reason,
+        }
+
+
+async def result_of(handle: Any) -> DurableResult:
+    """Await a durable run's handle; a failure raises the matching goagent-py error."""
+    from temporalio.client import WorkflowFailureError
+
+    try:
+        data = await handle.result()
+    except WorkflowFailureError as exc:
+        cause = exc.cause
+        if isinstance(cause, ApplicationError) and cause.details:
+            detail = cause.details[0]
+            error = ErrorData.from_data(detail) if isinstance(detail, dict) else None
+            if error is not None:
+                if error.type == "MaxIterationsError":
+                    raise MaxIterationsError(
+                        int(error.extra.get("iterations", 0)),
+                        str(error.extra.get("last_thought", "")),
+                    ) from exc
+                raise DurableRunError(error.type, error.message) from exc
+        raise DurableRunError(type(cause).__name__, str(cause)) from exc
+    return DurableResult.from_data(data)
+
+
+async def stream_events(handle: Any) -> AsyncIterator[dict[str, Any]]:
+    """The events of a running durable run, as they happen, until it ends (long-polling
+    workflow updates: no polling interval, no sleeps)."""
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    seen = 0
+    while True:
+        try:
+            batch = await handle.execute_update(EVENTS_UPDATE, seen)
+        except (WorkflowUpdateFailedError, RPCError):
+            return  # the run had already ended: its result holds the messages
+        for event in batch["events"]:
+            yield event
+        seen += len(batch["events"])
+        if batch["done"]:
+            return

@@ -1,0 +1,445 @@
+"""The durable agent: an :class:`~goagent_py.Agent`'s definition, run on Temporal.
+
+The same ``Agent`` (model, system prompt, tools, memory) is used on both sides:
+
+- in app processes, :meth:`DurableAgent.start` / :meth:`DurableAgent.execute` start a workflow
+  with the agent's plain settings (no objects: names, numbers, tool schemas);
+- in workflows, the unchanged loop runs with a provider, tools and memories that are proxies:
+  each call is an activity (see :mod:`goagent_py.durable._workflow`);
+- in worker processes, those activities call the real tools, the real memories, and the provider
+  that a :class:`ProviderRegistry` builds from the agent's provider spec (``"anthropic:..."``).
+
+Activity names come from the agent's and the tool's names (``goagent.model.<agent>``,
+``goagent.tool.<agent>.<tool>``, ``goagent.memory.<load|append|recall|store>.<agent>``):
+renaming an agent or a tool while runs are in flight strands them, so it is a deliberate act
+(drain the task queue first, or keep the old names registered on a worker).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from goagent_py.agent import Agent
+from goagent_py.errors import ConfigurationError, SessionBusyError
+from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol
+from goagent_py.messages import ContentBlock, Message, StopReason, TextBlock, Usage
+from goagent_py.provider import Provider
+
+from ._wire import (
+    DEFAULT_PAYLOAD_LIMIT,
+    content_to_text,
+    definition_to_data,
+    messages_from_text,
+    usage_from_data,
+)
+
+if TYPE_CHECKING:
+    from temporalio.client import Client, WorkflowHandle
+
+__all__ = [
+    "ABORT_SIGNAL",
+    "EVENTS_UPDATE",
+    "FOLLOW_UP_SIGNAL",
+    "STATE_QUERY",
+    "STEER_SIGNAL",
+    "WORKFLOW_NAME",
+    "DurableAgent",
+    "DurableResult",
+    "ProviderRegistry",
+]
+
+WORKFLOW_NAME = "goagent.run"
+"""The workflow type that runs one agent turn."""
+STEER_SIGNAL = "goagent.steer"
+"""Signal: a steering message for the running turn (queued; delivered between turns)."""
+FOLLOW_UP_SIGNAL = "goagent.follow_up"
+"""Signal: a follow-up prompt, run in the same workflow once the current prompt is answered."""
+ABORT_SIGNAL = "goagent.abort"
+"""Signal: stop the run now; the in-flight activity is cancelled, nothing more is persisted."""
+EVENTS_UPDATE = "goagent.events"
+"""Update: the run's events after an index, waiting for the next (see ``DurableAgent.events``)."""
+STATE_QUERY = "goagent.state"
+"""Query: the run's state (status, iteration, tool calls, queued signals)."""
+
+ShortTermFactory = Callable[[str], ShortTermMemoryProtocol]
+
+
+class ProviderRegistry:
+    """Builds providers inside worker processes from serialisable specs (``"prefix:rest"``).
+
+    A workflow only carries the spec; each worker maps its prefix to a factory that receives the
+    rest (often a model name) and returns a provider, built once per spec and reused::
+
+        registry = ProviderRegistry.default()            # anthropic:, openai:, ollama:
+        registry.register("scripted", lambda name: my_scripts[name])
+
+    Leave provider-level retries off (no ``retry_provider``): the engine retries the activity.
+    """
+
+    def __init__(self, factories: Mapping[str, Callable[[str], Provider]] | None = None) -> None:
+        self._factories: dict[str, Callable[[str], Provider]] = {}
+        self._built: dict[str, Provider] = {}
+        self._lock = threading.Lock()
+        for prefix, factory in (factories or {}).items():
+            self.register(prefix, factory)
+
+    @classmethod
+    def default(cls) -> ProviderRegistry:
+        """A registry for the HTTP providers (their API keys come from the environment)."""
+
+        def anthropic(_: str) -> Provider:
+            from goagent_py.providers.anthropic import AnthropicProvider
+
+            return AnthropicProvider()
+
+        def openai(_: str) -> Provider:
+            from goagent_py.providers.openai import OpenAIProvider
+
+            return OpenAIProvider()
+
+        def ollama(_: str) -> Provider:
+            from goagent_py.providers.ollama import OllamaProvider
+
+            return OllamaProvider()
+
+        return cls({"anthropic": anthropic, "openai": openai, "ollama": ollama})
+
+    def register(self, prefix: str, factory: Callable[[str], Provider]) -> None:
+        """Build providers for specs ``"prefix:..."`` with ``factory(rest)``."""
+        if not prefix or ":" in prefix or not callable(factory):
+            raise ConfigurationError(
+                f"ProviderRegistry.register: need a prefix without ':' and a callable, got "
+                f"{prefix!r}, {factory!r}"
+            )
+        with self._lock:
+            self._factories[prefix] = factory
+
+    def resolve(self, spec: str) -> Provider:
+        """The provider for ``spec`` (built on first use, then reused).
+
+        Raises:
+            ConfigurationError: no factory is registered for the spec's prefix.
+        """
+        with self._lock:
+            if spec in self._built:
+                return self._built[spec]
+            prefix, _, rest = spec.partition(":")
+            factory = self._factories.get(prefix)
+            if factory is None:
+                raise ConfigurationError(
+                    f"no provider registered for spec {spec!r} on this worker; known prefixes: "
+                    f"{', '.join(sorted(self._factories)) or 'none'} (ProviderRegistry.register)"
+                )
+            provider = factory(rest)
+            self._built[spec] = provider
+            return provider
+
+
+@dataclass(slots=True)
+class DurableResult:
+    """The outcome of a durable run (what ``RunResult`` holds, as data).
+
+    Attributes:
+        text: the final answer ("" if aborted).
+        stop_reason: why the model stopped, or None if aborted before any answer.
+        iterations: model calls made.
+        usage: tokens used.
+        tool_calls: tool calls made.
+        messages: the run's new messages (user prompt, assistant turns, tool results).
+        run_id: the workflow id (the prefix of every idempotency key of the run).
+        aborted: True if an abort signal stopped the run.
+        runs: prompts answered: 1 plus the follow-ups that arrived while it ran (the numbers
+            above add them all up; ``text`` is the last answer).
+        unprocessed_follow_ups: follow-ups that arrived too late (or before an abort).
+    """
+
+    text: str
+    stop_reason: StopReason | None
+    iterations: int
+    usage: Usage
+    tool_calls: int
+    messages: list[Message] = field(default_factory=list)
+    run_id: str = ""
+    aborted: bool = False
+    runs: int = 1
+    unprocessed_follow_ups: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> DurableResult:
+        """From the workflow's result."""
+        reason = data.get("stop_reason")
+        return cls(
+            text=str(data.get("text", "")),
+            stop_reason=StopReason(reason) if reason else None,
+            iterations=int(data.get("iterations", 0)),
+            usage=usage_from_data(data.get("usage", {})),
+            tool_calls=int(data.get("tool_calls", 0)),
+            messages=messages_from_text(data.get("messages", "[]")),
+            run_id=str(data.get("run_id", "")),
+            aborted=bool(data.get("aborted", False)),
+            runs=int(data.get("runs", 1)),
+            unprocessed_follow_ups=list(data.get("unprocessed_follow_ups", [])),
+        )
+
+
+class DurableAgent:
+    """An agent whose runs survive worker crashes: see the module docs.
+
+    Args:
+        agent: the agent's definition (a name is required: activity names derive from it).
+            Its own provider is not used by workers; ``provider`` is.
+        provider: the provider spec workers resolve in their :class:`ProviderRegistry`.
+        short_term_memory: ``session_id -> memory`` for workers (e.g. a
+            :class:`~goagent_py.memory.storage.PostgresStorage` per session); None uses the
+            agent's own short-term memory for every session.
+        long_term_memory: the workers' long-term memory (None: the agent's own). Recall and
+            store run only if the app process's definition has one too.
+        model_timeout: seconds one model call may take before it is retried.
+        tool_timeout: seconds one tool call may take before it is retried.
+        heartbeat_timeout: seconds without a heartbeat after which a call is retried on
+            another worker (activities heartbeat while they wait); None: only the timeouts.
+        max_attempts: attempts per model or tool call (1 = no retry).
+        max_retry_delay: the longest wait between attempts (caps a server's Retry-After).
+        payload_limit: the largest request or result, in bytes, that is recorded.
+        task_queue: the Temporal task queue of this agent's workflows and activities.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        provider: str,
+        short_term_memory: ShortTermFactory | None = None,
+        long_term_memory: LongTermMemoryProtocol | None = None,
+        model_timeout: float = 300.0,
+        tool_timeout: float = 300.0,
+        heartbeat_timeout: float | None = 30.0,
+        max_attempts: int = 5,
+        max_retry_delay: float = 60.0,
+        payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
+        task_queue: str = "goagent",
+    ) -> None:
+        if not isinstance(agent, Agent):
+            raise ConfigurationError(f"DurableAgent takes an Agent, got {type(agent).__name__}")
+        o = agent.options
+        if not o.name:
+            raise ConfigurationError(
+                "DurableAgent: the agent needs a name (with_name(...)): its activities are "
+                "named after it"
+            )
+        if not isinstance(provider, str) or not provider.partition(":")[0]:
+            raise ConfigurationError(
+                f"DurableAgent: provider must be a spec like 'anthropic:claude-sonnet-4-6', "
+                f"got {provider!r}"
+            )
+        for label, value in (
+            ("model_timeout", model_timeout),
+            ("tool_timeout", tool_timeout),
+            ("max_retry_delay", max_retry_delay),
+        ):
+            if value <= 0:
+                raise ConfigurationError(f"DurableAgent: {label} must be > 0, got {value!r}")
+        if heartbeat_timeout is not None and heartbeat_timeout <= 0:
+            raise ConfigurationError("DurableAgent: heartbeat_timeout must be > 0 or None")
+        if max_attempts < 1 or payload_limit < 1:
+            raise ConfigurationError("DurableAgent: max_attempts and payload_limit must be >= 1")
+        if o.mcp_connectors:
+            raise ConfigurationError(
+                "DurableAgent: MCP connectors are not supported yet; their tools are only known "
+                "after connecting, and activity names must be fixed up front"
+            )
+        self.agent = agent
+        self.provider = provider
+        self.task_queue = task_queue
+        self._short_term = short_term_memory
+        self._long_term = long_term_memory if long_term_memory is not None else o.long_term_memory
+        self._settings = {
+            "model_timeout": model_timeout,
+            "tool_timeout": tool_timeout,
+            "heartbeat_timeout": heartbeat_timeout,
+            "max_attempts": max_attempts,
+            "max_retry_delay": max_retry_delay,
+            "payload_limit": payload_limit,
+        }
+
+    @property
+    def name(self) -> str:
+        """The agent's name (the stem of its activity names)."""
+        return self.agent.name
+
+    # -- worker side ---------------------------------------------------------------------------
+
+    def short_term_memory(self, session_id: str) -> ShortTermMemoryProtocol | None:
+        """The short-term memory of ``session_id`` on a worker."""
+        if self._short_term is not None:
+            return self._short_term(session_id)
+        return self.agent.options.short_term_memory
+
+    @property
+    def long_term_memory(self) -> LongTermMemoryProtocol | None:
+        """The long-term memory on a worker."""
+        return self._long_term
+
+    # -- plain settings ------------------------------------------------------------------------
+
+    def config(self) -> dict[str, Any]:
+        """The agent's settings as plain data: what a workflow needs to run the loop."""
+        o = self.agent.options
+        if o.before_tool_call or o.after_tool_call or o.transform_context:
+            # Callables cannot cross into a workflow; refuse rather than silently drop them.
+            raise ConfigurationError(
+                "DurableAgent: before_tool_call, after_tool_call and transform_context run "
+                "inside the workflow and are not supported yet; remove them for durable runs"
+            )
+        return {
+            "agent": self.name,
+            "provider": self.provider,
+            "model": o.model,
+            "system_prompt": o.system_prompt,
+            "max_iterations": o.max_iterations,
+            "tools": [definition_to_data(t.definition) for t in self.agent.tools],
+            "tool_execution": o.tool_execution,
+            "sequential_tools": sorted(o.sequential_tools),
+            "max_tool_result_chars": o.max_tool_result_chars,
+            "thinking": None if o.thinking is None else o.thinking.budget_tokens,
+            "effort": o.effort,
+            "max_tokens": o.max_tokens,
+            "long_term_top_k": o.long_term_top_k,
+            "short_term_trace_tools": o.short_term_trace_tools,
+            # Always: only workers know their memory (app processes need no database
+            # settings); a worker without one loads nothing and stores nothing.
+            "short_term": True,
+            "long_term": self._long_term is not None,
+            **self._settings,
+        }
+
+    # -- app side ------------------------------------------------------------------------------
+
+    async def start(
+        self,
+        client: Client,
+        prompt: str | list[ContentBlock],
+        *,
+        session_id: str = "default",
+        workflow_id: str | None = None,
+        exclusive: bool = False,
+        **start_options: Any,
+    ) -> WorkflowHandle[Any, Any]:
+        """Start a durable run; returns its workflow handle (signal, query, await it).
+
+        Args:
+            client: a connected ``temporalio.client.Client``.
+            prompt: the user's text or content blocks.
+            session_id: the conversation (short-term memory) this run belongs to.
+            workflow_id: the run's id (default: ``<agent>-<session>-<random>``).
+            exclusive: one run per session at a time: the run's id is ``<agent>-<session>``,
+                which Temporal keeps unique among running workflows, so a second start while
+                one runs raises :class:`~goagent_py.errors.SessionBusyError`.
+            **start_options: passed to ``Client.start_workflow`` (e.g. ``id_reuse_policy``).
+
+        Raises:
+            SessionBusyError: ``exclusive`` and a run of this session is in progress.
+        """
+        import uuid
+
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
+        if exclusive:
+            if workflow_id is not None:
+                raise ConfigurationError("DurableAgent.start: exclusive= sets the workflow id")
+            workflow_id = f"{self.name}-{session_id}"
+
+        content = [TextBlock(prompt)] if isinstance(prompt, str) else list(prompt)
+        if not content:
+            raise ConfigurationError("DurableAgent.start: the prompt is empty")
+        data = {
+            "config": self.config(),
+            "content": content_to_text(content),
+            "session_id": session_id,
+        }
+        try:
+            return await client.start_workflow(
+                WORKFLOW_NAME,
+                data,
+                id=workflow_id or f"{self.name}-{session_id}-{uuid.uuid4().hex[:12]}",
+                task_queue=self.task_queue,
+                **start_options,
+            )
+        except WorkflowAlreadyStartedError as exc:
+            if not exclusive:
+                raise
+            raise SessionBusyError(
+                f"session {session_id!r} is busy: the durable run {exc.workflow_id!r} is in "
+                "progress; wait for it, signal it a follow-up, or retry later",
+                session_id=session_id,
+                holder=exc.workflow_id,
+            ) from exc
+
+    async def execute(
+        self,
+        client: Client,
+        prompt: str | list[ContentBlock],
+        *,
+        session_id: str = "default",
+        workflow_id: str | None = None,
+        exclusive: bool = False,
+        **start_options: Any,
+    ) -> DurableResult:
+        """Start a durable run and wait for its result (arguments as in :meth:`start`).
+
+        Raises:
+            SessionBusyError: ``exclusive`` and a run of this session is in progress.
+            DurableRunError: the run failed (its ``type`` names the error inside, e.g.
+                ``"ProviderError"`` or ``"MaxIterationsError"``).
+        """
+        from ._workflow import result_of
+
+        handle = await self.start(
+            client,
+            prompt,
+            session_id=session_id,
+            workflow_id=workflow_id,
+            exclusive=exclusive,
+            **start_options,
+        )
+        return await result_of(handle)
+
+    def events(self, handle: WorkflowHandle[Any, Any]) -> AsyncIterator[dict[str, Any]]:
+        """Stream a running run's events (turn starts, model messages, tool results) as plain
+        dicts, while it runs::
+
+            handle = await durable.start(client, "Add 2 and 3")
+            async for event in durable.events(handle):
+                print(event["type"], event.get("text", ""))
+        """
+        from ._workflow import stream_events
+
+        return stream_events(handle)
+
+    async def run(self, prompt: str | list[ContentBlock], *, session_id: str = "default") -> Any:
+        """Run the loop here, inside your own Temporal workflow (model and tool calls become
+        activities). Outside a workflow this raises: use :meth:`execute` there.
+
+        Raises:
+            ConfigurationError: called outside a Temporal workflow.
+        """
+        from ._workflow import run_in_workflow
+
+        content = [TextBlock(prompt)] if isinstance(prompt, str) else list(prompt)
+        return DurableResult.from_data(
+            await run_in_workflow(self.config(), content, session_id, None)
+        )
+
+    def run_sync(self, prompt: str) -> str:
+        """Always raises: a durable run is started with :meth:`execute` on a client."""
+        raise ConfigurationError(
+            f"DurableAgent {self.name!r} runs only on Temporal: start it with "
+            "'await durable.execute(client, prompt)' (a worker must be running), or use "
+            "durable.agent.run_sync(prompt) for a plain, non-durable run"
+        )
+
+    def __repr__(self) -> str:
+        return f"DurableAgent(name={self.name!r}, provider={self.provider!r})"

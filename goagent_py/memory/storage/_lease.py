@@ -1,0 +1,146 @@
+"""A run lease on one PostgreSQL session: a row with an expiry, renewed while held.
+
+See :meth:`goagent_py.memory.storage.PostgresStorage.lease`. An advisory lock would pin one
+pooled connection for the whole run; a lease row needs a connection only for a moment, every
+``ttl / 3`` seconds, and a holder that dies frees the session when its lease expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+from goagent_py.errors import MemoryStoreError, SessionBusyError
+
+if TYPE_CHECKING:
+    from goagent_py.memory.storage.postgres import PostgresStorage
+
+__all__ = ["SessionLease"]
+
+
+class SessionLease:
+    """A held (or wanted) run lease on one session; see :meth:`PostgresStorage.lease`.
+
+    Attributes:
+        owner: this holder's id (host, process and a random part).
+        lost: True if a renewal found the lease taken over (it had expired).
+    """
+
+    def __init__(
+        self,
+        storage: PostgresStorage,
+        *,
+        wait: bool,
+        timeout: float | None,
+        ttl: float,
+        poll: float,
+    ) -> None:
+        self._storage = storage
+        self._wait = wait
+        self._timeout = timeout
+        self._ttl = ttl
+        self._poll = poll
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.lost = False
+        self._renewer: asyncio.Task[None] | None = None
+
+    @property
+    def session_id(self) -> str:
+        """The leased session."""
+        return self._storage.session_id
+
+    async def _try(self) -> str | None:
+        """Take the lease if it is free or expired; None on success, else the holder."""
+        s = self._storage
+        async with s._connection() as conn:
+            cur = await conn.execute(
+                s._sql(
+                    "INSERT INTO {leases} AS l (session_id, owner, expires_at) "
+                    "VALUES (%s, %s, now() + make_interval(secs => %s)) "
+                    "ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, "
+                    "expires_at = EXCLUDED.expires_at WHERE l.expires_at < now() "
+                    "RETURNING owner"
+                ),
+                (s.session_id, self.owner, self._ttl),
+            )
+            if await cur.fetchone() is not None:
+                return None
+            cur = await conn.execute(
+                s._sql("SELECT owner FROM {leases} WHERE session_id = %s"), (s.session_id,)
+            )
+            row = await cur.fetchone()
+            return str(row[0]) if row is not None else ""
+
+    async def acquire(self) -> None:
+        """Take the lease (waiting if asked to) and start renewing it.
+
+        Raises:
+            SessionBusyError: another holder has it (and ``wait`` is off, or timed out).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if self._timeout is None else loop.time() + self._timeout
+        while True:
+            holder = await self._try()
+            if holder is None:
+                break
+            if not self._wait or (deadline is not None and loop.time() >= deadline):
+                by = f" (held by {holder})" if holder else ""
+                raise SessionBusyError(
+                    f"session {self.session_id!r} is busy: another run holds its lease{by}; "
+                    "retry later or take the lease with wait=True",
+                    session_id=self.session_id,
+                    holder=holder,
+                )
+            await asyncio.sleep(self._poll)
+        self._renewer = asyncio.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        s = self._storage
+        while True:
+            await asyncio.sleep(self._ttl / 3)
+            try:
+                async with s._connection() as conn:
+                    cur = await conn.execute(
+                        s._sql(
+                            "UPDATE {leases} SET expires_at = now() + make_interval(secs => %s) "
+                            "WHERE session_id = %s AND owner = %s"
+                        ),
+                        (self._ttl, s.session_id, self.owner),
+                    )
+                    if cur.rowcount == 0:
+                        self.lost = True
+                        return
+            except MemoryStoreError:
+                continue  # a blip: the next renewal (well before expiry) tries again
+
+    async def release(self) -> None:
+        """Stop renewing and free the lease. Idempotent."""
+        renewer, self._renewer = self._renewer, None
+        if renewer is None:
+            return
+        renewer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewer
+        s = self._storage
+        async with s._connection() as conn:
+            await conn.execute(
+                s._sql("DELETE FROM {leases} WHERE session_id = %s AND owner = %s"),
+                (s.session_id, self.owner),
+            )
+
+    async def __aenter__(self) -> Self:
+        await self.acquire()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()

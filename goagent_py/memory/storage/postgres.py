@@ -1,0 +1,480 @@
+"""Conversations in PostgreSQL (psycopg 3 with a connection pool): one history, many processes.
+
+Layout for ``table="goagent_messages"`` in ``schema="public"`` (created on first use)::
+
+    goagent_messages           session_id, seq, message (JSON text), created_at
+                               PRIMARY KEY (session_id, seq): append-only, one row per message
+    goagent_messages_sessions  session_id PRIMARY KEY, next_seq: the per-session counter
+    goagent_messages_appends   session_id, append_key: appends already applied (append_once)
+    goagent_messages_leases    session_id PRIMARY KEY, owner, expires_at: run leases
+    goagent_storage_tables     table_name PRIMARY KEY, schema_version: what created the table
+
+Writers never rewrite a session: :meth:`PostgresStorage.append` is one short transaction that
+bumps the session's counter row (``INSERT ... ON CONFLICT DO UPDATE ... RETURNING``, which
+row-locks it until commit) and inserts the new rows after it, so concurrent writers in any
+number of processes get gap-free, strictly increasing sequence numbers and a turn is stored
+whole or not at all. A connection is taken from the pool for each call and given back at once,
+never held across a model call; the pool checks a connection before lending it, so one that the
+server or a proxy closed while idle is replaced instead of failing the next append.
+
+A run lease (:meth:`PostgresStorage.lease`) is a row with an expiry, renewed in the background
+while the run holds it: an advisory lock would pin a connection for the whole run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py.messages import Message, messages_from_json, messages_to_json
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+    from goagent_py.memory.storage._lease import SessionLease
+
+__all__ = ["SCHEMA_VERSION", "PostgresStorage"]
+
+SCHEMA_VERSION = 1
+"""The schema version this code writes (kept in ``goagent_storage_tables``)."""
+
+_REGISTRY = "goagent_storage_tables"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+# Table names get suffixes (_sessions, _appends, _leases): keep room for the longest.
+_MAX_TABLE = 63 - len("_sessions")
+
+
+def _check_identifier(name: object, what: str, limit: int = 63) -> str:
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or len(name) > limit:
+        raise ConfigurationError(
+            f"PostgresStorage: invalid {what} {name!r}: use letters, digits and '_', starting "
+            f"with a letter or '_', at most {limit} characters"
+        )
+    return name
+
+
+def _check_session(session_id: object) -> str:
+    if not isinstance(session_id, str) or not session_id:
+        raise ConfigurationError(
+            f"PostgresStorage: session_id must be a non-empty string, got {session_id!r}"
+        )
+    return session_id
+
+
+def _summary(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _pool_class() -> Any:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError("psycopg", "postgres", feature="PostgresStorage") from exc
+    try:
+        from psycopg_pool import AsyncConnectionPool
+    except ImportError as exc:
+        raise MissingExtraError("psycopg-pool", "postgres", feature="PostgresStorage") from exc
+    return AsyncConnectionPool
+
+
+def serialize_rows(messages: Sequence[Message], where: str) -> list[str]:
+    """One JSON text per message (the one-element JSON array without its brackets)."""
+    rows: list[str] = []
+    for i, message in enumerate(messages):
+        try:
+            rows.append(messages_to_json([message])[1:-1].decode())
+        except (ValueError, TypeError) as exc:  # e.g. a non-JSON value in metadata
+            raise MemoryStoreError(
+                f"{where}: message {i} cannot be stored as JSON: {_summary(exc)}"
+            ) from exc
+    return rows
+
+
+def parse_rows(rows: Sequence[tuple[int, object]], where: str, table: str) -> list[Message]:
+    """The messages of ``(seq, json)`` rows; a bad row is named by its ``seq``."""
+    texts = [raw for _, raw in rows]
+    if all(isinstance(t, str) for t in texts):
+        try:  # the fast path: one parse for the whole history
+            messages = messages_from_json("[" + ",".join(texts) + "]")  # type: ignore[arg-type]
+        except ValueError:  # pydantic's ValidationError; find the row below
+            pass
+        else:
+            if len(messages) == len(rows):
+                return messages
+    out: list[Message] = []
+    for seq, raw in rows:
+        try:
+            if not isinstance(raw, str):
+                raise TypeError(f"expected JSON text, found {type(raw).__name__}")
+            parsed = messages_from_json("[" + raw + "]")
+            if len(parsed) != 1:
+                raise ValueError(f"the row holds {len(parsed)} messages instead of one")
+        except (ValueError, TypeError) as exc:
+            raise MemoryStoreError(
+                f"{where}: the stored message with seq={seq} (table {table}) is corrupted and "
+                f"cannot be read: {_summary(exc)}; delete that row or clear the session"
+            ) from exc
+        out.extend(parsed)
+    return out
+
+
+class PostgresStorage:
+    """Keeps one session's conversation in PostgreSQL; any number of processes share it.
+
+    Use it as an async context manager (or call :meth:`aclose`) to close the pool it opened::
+
+        async with PostgresStorage("postgresql://...", session_id="alice") as storage:
+            memory = ShortTermMemory(storage=storage)
+
+    Many sessions in one process should share one pool: :meth:`for_session` gives a storage
+    of another session on the same pool (closing it leaves the pool open).
+
+    Args:
+        dsn_or_pool: a libpq connection string (the storage opens and closes its own pool), or
+            an ``psycopg_pool.AsyncConnectionPool`` (the caller opens and closes it; create it
+            with ``check=AsyncConnectionPool.check_connection`` to get the health checks).
+        session_id: which conversation this storage reads and writes.
+        schema: the PostgreSQL schema of the tables (created if missing).
+        table: the name of the message table; the other tables are named after it.
+        min_size: connections the pool keeps open (own pool only).
+        max_size: the most connections the pool opens (own pool only).
+        timeout: seconds to wait for a free connection before failing.
+
+    Raises:
+        ConfigurationError: a bad session id, schema or table name, or pool size.
+        MissingExtraError: psycopg or psycopg-pool is missing (``goagent-py[postgres]``).
+        MemoryStoreError: from any method, when the server cannot be reached, has a newer
+            schema, or holds a corrupted row.
+    """
+
+    def __init__(
+        self,
+        dsn_or_pool: str | AsyncConnectionPool[Any],
+        *,
+        session_id: str = "default",
+        schema: str = "public",
+        table: str = "goagent_messages",
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 30.0,
+    ) -> None:
+        pool_class = _pool_class()
+        self.session_id = _check_session(session_id)
+        self.schema = _check_identifier(schema, "schema name")
+        self.table = _check_identifier(table, "table name", _MAX_TABLE)
+        if not 0 <= min_size <= max_size or max_size < 1:
+            raise ConfigurationError(
+                f"PostgresStorage: need 0 <= min_size <= max_size and max_size >= 1, got "
+                f"min_size={min_size}, max_size={max_size}"
+            )
+        if timeout <= 0:
+            raise ConfigurationError(f"PostgresStorage: timeout must be > 0, got {timeout!r}")
+        self.timeout = timeout
+        self._owns_pool = isinstance(dsn_or_pool, str)
+        if isinstance(dsn_or_pool, str):
+            self._pool: Any = pool_class(
+                dsn_or_pool,
+                min_size=min_size,
+                max_size=max_size,
+                open=False,
+                timeout=timeout,
+                kwargs={"autocommit": True},
+                # Checked before each loan: an idle connection reaped by the server, a proxy or
+                # a failover is dropped and replaced, not handed to the next append.
+                check=pool_class.check_connection,
+                name=f"goagent-{table}",
+            )
+        else:
+            self._pool = dsn_or_pool
+        # Shared with for_session() storages: one migration, one pool opening, whoever comes first.
+        self._shared: dict[str, Any] = {
+            "ready": False,
+            "lock": asyncio.Lock(),
+            "opened": False,
+            "owned": self._owns_pool,
+        }
+        self._closed = False
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def for_session(self, session_id: str) -> PostgresStorage:
+        """A storage of ``session_id`` on the same pool and tables (it does not own the pool)."""
+        other = PostgresStorage.__new__(PostgresStorage)
+        other.__dict__.update(self.__dict__)
+        other.session_id = _check_session(session_id)
+        other._owns_pool = False
+        other._closed = False
+        return other
+
+    @property
+    def pool(self) -> AsyncConnectionPool[Any]:
+        """The connection pool (shared by :meth:`for_session` storages)."""
+        return self._pool  # type: ignore[no-any-return]
+
+    def _where(self) -> str:
+        return f"PostgreSQL storage {self.schema}.{self.table} (session {self.session_id!r})"
+
+    def _sql(self, template: str) -> Any:
+        from psycopg import sql
+
+        return sql.SQL(template).format(
+            schema=sql.Identifier(self.schema),
+            t=sql.Identifier(self.schema, self.table),
+            sessions=sql.Identifier(self.schema, f"{self.table}_sessions"),
+            appends=sql.Identifier(self.schema, f"{self.table}_appends"),
+            leases=sql.Identifier(self.schema, f"{self.table}_leases"),
+            reg=sql.Identifier(self.schema, _REGISTRY),
+        )
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        """A pooled connection for one call; database errors become MemoryStoreError."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        if self._closed:
+            raise MemoryStoreError(f"{self._where()} is closed; create a new PostgresStorage")
+        try:
+            await self._ready()
+            async with self._pool.connection(timeout=self.timeout) as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise MemoryStoreError(
+                f"{self._where()}: no database connection within {self.timeout:g}s "
+                f"(is the server up, and is max_size large enough?): {_summary(exc)}"
+            ) from exc
+        except psycopg.Error as exc:
+            raise MemoryStoreError(f"{self._where()}: {_summary(exc)}") from exc
+
+    async def _ready(self) -> None:
+        shared = self._shared
+        if shared["ready"]:
+            return
+        async with shared["lock"]:
+            if shared["ready"]:
+                return
+            if shared["owned"] and not shared["opened"]:
+                await self._pool.open()
+                shared["opened"] = True
+            async with self._pool.connection(timeout=self.timeout) as conn:
+                await self._migrate(conn)
+            shared["ready"] = True
+
+    async def _migrate(self, conn: Any) -> None:
+        async with conn.transaction():
+            # Concurrent CREATE ... IF NOT EXISTS can still collide in PostgreSQL's catalogs:
+            # one process at a time creates the tables.
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('goagent_py.storage'))")
+            await conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            await conn.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {reg} (table_name TEXT PRIMARY KEY, "
+                    "schema_version INTEGER NOT NULL)"
+                )
+            )
+            cur = await conn.execute(
+                self._sql("SELECT schema_version FROM {reg} WHERE table_name = %s"),
+                (self.table,),
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                if int(row[0]) > SCHEMA_VERSION:
+                    raise MemoryStoreError(
+                        f"{self._where()}: the table has schema version {row[0]}, newer than "
+                        f"this goagent-py understands ({SCHEMA_VERSION}); upgrade goagent-py"
+                    )
+                return
+            await conn.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {t} (session_id TEXT NOT NULL, "
+                    "seq BIGINT NOT NULL, message TEXT NOT NULL, "
+                    "created_at TIMESTAMPTZ NOT NULL DEFAULT now(), "
+                    "PRIMARY KEY (session_id, seq))"
+                )
+            )
+            await conn.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {sessions} (session_id TEXT PRIMARY KEY, "
+                    "next_seq BIGINT NOT NULL)"
+                )
+            )
+            await conn.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {appends} (session_id TEXT NOT NULL, "
+                    "append_key TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now(), "
+                    "PRIMARY KEY (session_id, append_key))"
+                )
+            )
+            await conn.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {leases} (session_id TEXT PRIMARY KEY, "
+                    "owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)"
+                )
+            )
+            await conn.execute(
+                self._sql("INSERT INTO {reg} (table_name, schema_version) VALUES (%s, %s)"),
+                (self.table, SCHEMA_VERSION),
+            )
+
+    # -- Storage -------------------------------------------------------------------------------
+
+    async def load(self) -> list[Message]:
+        """This session's messages, oldest first.
+
+        Raises:
+            MemoryStoreError: the server failed, or a row is corrupted (the error names the
+                session and the row's ``seq``).
+        """
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                self._sql("SELECT seq, message FROM {t} WHERE session_id = %s ORDER BY seq"),
+                (self.session_id,),
+            )
+            rows = [(int(seq), raw) for seq, raw in await cur.fetchall()]
+        if not rows:
+            return []
+        return parse_rows(rows, self._where(), self.table)
+
+    async def append(self, messages: Sequence[Message]) -> None:
+        """Add ``messages`` at the end of this session, in one transaction (all or none).
+
+        Raises:
+            MemoryStoreError: a message cannot be serialised, or the write failed (nothing of
+                this call is stored then).
+        """
+        await self._append(messages, None)
+
+    async def append_once(self, key: str, messages: Sequence[Message]) -> bool:
+        """Like :meth:`append`, but at most once per ``key`` in this session.
+
+        A retried write (a durable activity that committed, then lost its worker before it
+        could report it) is recognised by its key and skipped, in the same transaction.
+
+        Returns:
+            True if the messages were stored now, False if ``key`` was already applied.
+        """
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"append_once: key must be a non-empty string, got {key!r}")
+        return await self._append(messages, key)
+
+    async def _append(self, messages: Sequence[Message], key: str | None) -> bool:
+        rows = serialize_rows(messages, self._where())
+        if not rows and key is None:
+            return True
+        async with self._connection() as conn, conn.transaction():
+            if key is not None:
+                cur = await conn.execute(
+                    self._sql(
+                        "INSERT INTO {appends} (session_id, append_key) VALUES (%s, %s) "
+                        "ON CONFLICT DO NOTHING RETURNING 1"
+                    ),
+                    (self.session_id, key),
+                )
+                if await cur.fetchone() is None:
+                    return False
+            if not rows:
+                return True
+            # The upsert row-locks the session's counter until commit: writers of one session
+            # queue here for a few milliseconds, and their seq ranges never overlap.
+            cur = await conn.execute(
+                self._sql(
+                    "INSERT INTO {sessions} AS s (session_id, next_seq) VALUES (%s, %s) "
+                    "ON CONFLICT (session_id) DO UPDATE SET next_seq = s.next_seq + %s "
+                    "RETURNING next_seq"
+                ),
+                (self.session_id, len(rows), len(rows)),
+            )
+            found = await cur.fetchone()
+            start = int(found[0]) - len(rows)
+            async with conn.cursor() as cursor:
+                await cursor.executemany(
+                    self._sql("INSERT INTO {t} (session_id, seq, message) VALUES (%s, %s, %s)"),
+                    [(self.session_id, start + i, row) for i, row in enumerate(rows)],
+                )
+        return True
+
+    async def clear(self) -> None:
+        """Delete this session's messages (sequence numbers are not reused afterwards)."""
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(
+                self._sql("DELETE FROM {t} WHERE session_id = %s"), (self.session_id,)
+            )
+            await conn.execute(
+                self._sql("DELETE FROM {appends} WHERE session_id = %s"), (self.session_id,)
+            )
+
+    async def list_sessions(self) -> list[str]:
+        """The ids of every session with at least one message in the table, sorted."""
+        async with self._connection() as conn:
+            cur = await conn.execute(self._sql("SELECT DISTINCT session_id FROM {t} ORDER BY 1"))
+            return [str(row[0]) for row in await cur.fetchall()]
+
+    # -- leases --------------------------------------------------------------------------------
+
+    def lease(
+        self,
+        session_id: str | None = None,
+        *,
+        wait: bool = False,
+        timeout: float | None = None,
+        ttl: float = 30.0,
+        poll_interval: float = 0.2,
+    ) -> SessionLease:
+        """A run lease on a session, so two workers never run it at once::
+
+            async with storage.lease(wait=False):     # SessionBusyError if another holds it
+                await agent.run(prompt)
+
+        The lease is a row with an expiry ``ttl`` seconds ahead, renewed every ``ttl / 3``
+        seconds while held; a holder that dies frees it when it expires.
+
+        Args:
+            session_id: the session to lease (this storage's by default).
+            wait: wait until the lease is free instead of raising at once.
+            timeout: with ``wait``, give up after this many seconds (None: wait forever).
+            ttl: how long a lease outlives a holder that stopped renewing it.
+            poll_interval: with ``wait``, seconds between attempts.
+        """
+        if ttl <= 0 or poll_interval <= 0 or (timeout is not None and timeout < 0):
+            raise ConfigurationError(
+                f"lease: ttl and poll_interval must be > 0 and timeout >= 0, got ttl={ttl!r}, "
+                f"poll_interval={poll_interval!r}, timeout={timeout!r}"
+            )
+        from goagent_py.memory.storage._lease import SessionLease
+
+        session = self if session_id is None else self.for_session(session_id)
+        return SessionLease(session, wait=wait, timeout=timeout, ttl=ttl, poll=poll_interval)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the pool if this storage opened it; later calls raise. Idempotent."""
+        self._closed = True
+        if self._owns_pool and self._shared["opened"]:
+            self._shared["opened"] = False
+            await self._pool.close()
+
+    async def __aenter__(self) -> Self:
+        async with self._connection():
+            pass  # connect and migrate now, so a bad server fails here
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return (
+            f"PostgresStorage(schema={self.schema!r}, table={self.table!r}, "
+            f"session_id={self.session_id!r})"
+        )

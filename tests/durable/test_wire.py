@@ -1,0 +1,117 @@
+"""What crosses the workflow boundary: plain data in, the same objects out; errors classified."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from datetime import timedelta
+
+import pytest
+
+from goagent_py.durable._activities import _application_error
+from goagent_py.durable._wire import (
+    DurableRunError,
+    ErrorData,
+    PayloadTooLargeError,
+    check_size,
+    error_to_data,
+    request_from_data,
+    request_to_data,
+    response_from_data,
+    response_to_data,
+)
+from goagent_py.errors import ConfigurationError, ProviderError, SessionBusyError
+from goagent_py.messages import (
+    ImageBlock,
+    Message,
+    Role,
+    StopReason,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    Usage,
+    user_message,
+)
+from goagent_py.provider import CompletionRequest, CompletionResponse, ThinkingConfig
+from goagent_py.tools import ToolDefinition
+
+
+def test_requests_and_responses_round_trip_through_json() -> None:
+    request = CompletionRequest(
+        model="m",
+        system_prompt="be brief",
+        messages=[
+            Message(
+                Role.USER, [TextBlock("look"), ImageBlock(b"\x89PNG\r\n\x1a\n\xff", "image/png")]
+            ),
+            Message(
+                Role.ASSISTANT,
+                [ThinkingBlock("hmm", signature="s")],
+                tool_calls=[ToolCall("c1", "t", {"a": [1, None]})],
+            ),
+        ],
+        tools=[ToolDefinition("t", "a tool", {"type": "object", "properties": {}})],
+        thinking=ThinkingConfig(1024),
+        effort="low",
+        max_tokens=100,
+    )
+    data = json.loads(json.dumps(request_to_data(request)))  # plain JSON, nothing pickled
+    assert request_from_data(data) == request
+    response = CompletionResponse(
+        user_message("x"), StopReason.MAX_TOKENS, Usage(input_tokens=3, output_tokens=4), "m-1"
+    )
+    assert response_from_data(json.loads(json.dumps(response_to_data(response)))) == response
+
+
+@pytest.mark.parametrize(
+    ("exc", "retryable"),
+    [
+        (ProviderError("bad", status=400), False),
+        (ProviderError("auth", status=401), False),
+        (ProviderError("slow", status=429, retry_after=3), True),
+        (ProviderError("timeout", status=408), True),
+        (ProviderError("down", status=503), True),
+        (ProviderError("no answer"), True),
+        (ConfigurationError("misuse"), False),
+        (RuntimeError("boom"), True),
+    ],
+)
+def test_errors_are_classified(exc: Exception, retryable: bool) -> None:
+    data = error_to_data(exc)
+    assert data.retryable is retryable
+    assert data.type == type(exc).__name__
+    assert ErrorData.from_data(json.loads(json.dumps(data.to_data()))) == data
+
+
+def test_retry_after_becomes_the_next_retry_delay_capped() -> None:
+    error = error_to_data(ProviderError("slow", status=429, retry_after=3600))
+    app = _application_error(error, "model 'm'", max_delay=60)
+    assert app.next_retry_delay == timedelta(seconds=60)
+    assert not app.non_retryable
+    assert app.type == "ProviderError"
+    assert app.message == "model 'm': provider: slow"
+    fatal = _application_error(error_to_data(ProviderError("x", status=400)), "model 'm'", 60)
+    assert fatal.non_retryable
+    assert fatal.next_retry_delay is None
+
+
+def test_payload_limit_names_what_is_too_big() -> None:
+    check_size({"a": "x" * 10}, "tool 't' result", 100)
+    with pytest.raises(PayloadTooLargeError, match="tool 't' result: the payload is") as info:
+        check_size({"a": "x" * 200}, "tool 't' result", 100)
+    assert isinstance(info.value, ConfigurationError)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        PayloadTooLargeError("tool 't' result", 300, 100),
+        DurableRunError("ProviderError", "bad request"),
+        SessionBusyError("session 's' is busy", session_id="s", holder="host:1:abc"),
+    ],
+)
+def test_new_errors_survive_pickle(exc: Exception) -> None:
+    again = pickle.loads(pickle.dumps(exc))
+    assert type(again) is type(exc)
+    assert str(again) == str(exc)
+    assert vars(again) == vars(exc)
