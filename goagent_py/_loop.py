@@ -345,6 +345,7 @@ class Run:
         self._history: list[Message] = []
         self._results: list[ToolResult | None] = []
         self._watch_calls = False
+        self._messages: list[Message] = []
 
     def _content(self) -> list[ContentBlock]:
         return [b for m in self.prompt for b in m.content]
@@ -620,8 +621,20 @@ class Run:
             put(ToolExecutionUpdate(call, update, path=self.path))
 
         return ToolContext(
-            call=call, run_id=self.run_id, iteration=iteration, path=self.path, reporter=report
+            call=call,
+            run_id=self.run_id,
+            iteration=iteration,
+            path=self.path,
+            reporter=report,
+            usage_sink=self._add_usage,
+            messages_source=self._current_messages,
         )
+
+    def _add_usage(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+
+    def _current_messages(self) -> list[Message]:
+        return self._messages
 
     async def _tools(
         self, iteration: int, calls: list[ToolCall]
@@ -787,6 +800,7 @@ class Run:
                 async for event in self._load():
                     yield event
             messages = ([self._recalled] if self._recalled is not None else []) + self._history
+            self._messages = messages  # what a tool's context reads (agents as tools)
             for m in self.prompt:
                 self._append(messages, m)
                 yield MessageStart(Role.USER, 0, m, path=self.path)
