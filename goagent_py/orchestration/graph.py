@@ -158,7 +158,7 @@ class Graph(Flow):
         current = self.start
         while current != END:
             if len(parts) >= self.max_steps:
-                error = MaxStepsError(self.max_steps, (*state["path"], current), scope.path)
+                error = MaxStepsError(self.max_steps, tuple(state["path"]), scope.path)
                 error.partial = combine(state["last"], parts, start, state=state)
                 raise error
             node = self.nodes[current]
