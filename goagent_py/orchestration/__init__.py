@@ -25,6 +25,7 @@ from goagent_py.orchestration._core import (
     StepFailedError,
 )
 from goagent_py.orchestration.graph import END, Branch, Graph, GraphState
+from goagent_py.orchestration.handoff import HandoffRefusedError, Handoffs, transfer_tool_name
 from goagent_py.orchestration.patterns import Loop, Parallel, Pipeline, RouteError, Router
 from goagent_py.orchestration.supervisor import Supervisor
 
@@ -36,6 +37,8 @@ __all__ = [
     "FlowResult",
     "Graph",
     "GraphState",
+    "HandoffRefusedError",
+    "Handoffs",
     "Loop",
     "MaxStepsError",
     "Node",
@@ -50,4 +53,5 @@ __all__ = [
     "Step",
     "StepFailedError",
     "Supervisor",
+    "transfer_tool_name",
 ]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.events import AgentEvent
-from goagent_py.messages import Usage
+from goagent_py.messages import Message, Usage
 from goagent_py.resilience import RetryPolicy
 
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ class FlowResult:
         errors: the errors of direct children that failed without failing the whole
             (``Parallel(fail_fast=False)``), by name.
         state: a :class:`Graph`'s final state (plain data), else None.
+        messages: for :class:`Handoffs`, the whole conversation, every agent's turns in order.
     """
 
     text: str
@@ -95,6 +96,7 @@ class FlowResult:
     outputs: Mapping[str, str] = field(default_factory=dict)
     errors: Mapping[str, BaseException] = field(default_factory=dict)
     state: Any = None
+    messages: tuple[Message, ...] = ()
 
     def __str__(self) -> str:
         return self.text
