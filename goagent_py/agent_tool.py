@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_core import to_json
 
 from goagent_py._loop import UI_ONLY_KEY, repair_transcript, strip_thinking
+from goagent_py.budget import observe
 from goagent_py.errors import ConfigurationError, ToolArgumentsError
 from goagent_py.events import AgentEvent, ToolExecutionUpdate
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock
@@ -169,6 +170,7 @@ class AgentTool:
         try:
             async with contextlib.aclosing(run.events()) as events:
                 async for event in events:
+                    observe(event)  # the run-wide budget, if one is active
                     if ctx is not None:
                         ctx.report(event)
         finally:

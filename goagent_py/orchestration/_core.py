@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from goagent_py.budget import Budget, BudgetExceededError, current_budget, observe
 from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.events import AgentEvent
 from goagent_py.messages import Message, Usage
@@ -238,16 +239,20 @@ class Flow:
     async def _invoke(self, input: str, scope: Scope) -> FlowResult:
         raise NotImplementedError
 
-    async def run(self, input: str) -> FlowResult:
-        """Run the orchestration on ``input``.
+    async def run(self, input: str, *, budget: Budget | None = None) -> FlowResult:
+        """Run the orchestration on ``input`` (drawing from ``budget``, or the active one).
 
         Raises:
+            BudgetExceededError: the run-wide budget ran out.
             StepFailedError: a node failed (``path`` names it, ``partial`` holds what was done).
             MaxStepsError: a graph or loop ran past its limit.
         """
-        return await self._invoke(input, Scope((self.name,)))
+        if budget is None:
+            return await self._invoke(input, Scope((self.name,)))
+        with budget:
+            return await self._invoke(input, Scope((self.name,)))
 
-    async def stream(self, input: str) -> AsyncIterator[FlowEvent]:
+    async def stream(self, input: str, *, budget: Budget | None = None) -> AsyncIterator[FlowEvent]:
         """Run on ``input`` yielding every event as it happens, ending with the root's
         :class:`NodeEnd` (whose ``result`` is the run's); raises what :meth:`run` raises.
         Closing the iterator early cancels the run."""
@@ -261,7 +266,8 @@ class Flow:
             finally:
                 queue.put_nowait(done)
 
-        task = asyncio.create_task(body())
+        with budget if budget is not None else contextlib.nullcontext():
+            task = asyncio.create_task(body())  # the task copies the context, budget included
         try:
             while (item := await queue.get()) is not done:
                 yield item
@@ -366,6 +372,9 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
             f"node {'/'.join(here.path)!r} got a {type(text).__name__} as input; "
             "give it Node(..., input=...) that returns a str"
         )
+    budget = current_budget()
+    if budget is not None:
+        budget.check()
     if here.emit is not None:
         here.emit(NodeStart(text, path=here.path))
     attempt = 0
@@ -373,8 +382,8 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
         attempt += 1
         try:
             result = await _run_once(node.runnable, text, here)
-        except ConfigurationError:
-            raise  # misuse, not a failure of the node: never retried or wrapped
+        except (ConfigurationError, BudgetExceededError):
+            raise  # misuse, or the whole run out of budget: never retried or wrapped
         except Exception as exc:
             policy = node.retry
             if (
@@ -421,8 +430,11 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
     try:
         async with contextlib.aclosing(run.events()) as events:
             async for event in events:
+                observe(event)  # the run-wide budget, if one is active
                 if scope.emit is not None:
                     scope.emit(event)
+    except BudgetExceededError:
+        raise  # the whole run is out of budget, not this node
     except Exception as exc:
         r = run.result
         if r is not None:
