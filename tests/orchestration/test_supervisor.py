@@ -152,3 +152,42 @@ def test_supervisor_misuse() -> None:
         Supervisor(lead(), [member("a"), member("a")])
     with pytest.raises(ConfigurationError, match="mode"):
         Supervisor(lead(), [member("a")], mode="vote")  # type: ignore[arg-type]
+
+
+async def test_aborting_a_session_cancels_both_sub_agents_and_keeps_a_valid_transcript() -> None:
+    from goagent_py import Role, Session, StopReason
+
+    inside = asyncio.Barrier(3)
+    cancelled: list[str] = []
+
+    @tool
+    async def hang(who: str) -> str:
+        """Hang until cancelled."""
+        await inside.wait()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(who)
+            raise
+        return "never"
+
+    a = member("a", tool_call_response(("hang", {"who": "a"})), tools=[hang])
+    b = member("b", tool_call_response(("hang", {"who": "b"})), tools=[hang])
+    boss = Agent(
+        provider=ScriptedProvider(both_members_called()),
+        model="m",
+        name="lead",
+        tools=[as_tool(a, name="a", description="A."), as_tool(b, name="b", description="B.")],
+    )
+    session = Session(boss)
+    task = asyncio.create_task(session.prompt("do it"))
+    async with asyncio.timeout(30):
+        await inside.wait()
+    session.abort("now", reason="user pressed stop")
+    result = await task
+
+    assert result.stop_reason is StopReason.ABORTED
+    assert sorted(cancelled) == ["a", "b"]
+    tool_results = [m for m in session.transcript if m.role is Role.TOOL]
+    assert [m.is_error for m in tool_results] == [True, True]
+    assert asyncio.all_tasks() == {asyncio.current_task()}
