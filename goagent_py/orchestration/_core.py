@@ -253,8 +253,9 @@ class Flow:
             return await self._invoke(input, Scope((self.name,)))
 
     async def stream(self, input: str, *, budget: Budget | None = None) -> AsyncIterator[FlowEvent]:
-        """Run on ``input`` yielding every event as it happens, ending with the root's
-        :class:`NodeEnd` (whose ``result`` is the run's); raises what :meth:`run` raises.
+        """Run on ``input`` yielding every event as it happens, from the root's
+        :class:`NodeStart` to its :class:`NodeEnd` (whose ``result`` is the run's); raises what
+        :meth:`run` raises.
         Closing the iterator early cancels the run."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
@@ -269,6 +270,7 @@ class Flow:
         with budget if budget is not None else contextlib.nullcontext():
             task = asyncio.create_task(body())  # the task copies the context, budget included
         try:
+            yield NodeStart(input, path=scope.path)
             while (item := await queue.get()) is not done:
                 yield item
             result = await task

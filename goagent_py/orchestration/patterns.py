@@ -136,7 +136,7 @@ class Parallel(Flow):
         try:
             if self.fail_fast:
                 done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-                failed = [t for t in tasks if t in done and t.exception() is not None]
+                failed = [t for t in tasks if t in done and not t.cancelled() and t.exception()]
                 if failed:
                     error = failed[0].exception()
                     assert error is not None
@@ -152,7 +152,7 @@ class Parallel(Flow):
         parts: list[tuple[str, FlowResult]] = []
         errors: dict[str, BaseException] = {}
         for node, task in zip(self.branches, tasks, strict=True):
-            exc = task.exception()
+            exc = asyncio.CancelledError() if task.cancelled() else task.exception()
             if exc is None:
                 parts.append((node.name, task.result()))
             else:

@@ -180,6 +180,7 @@ async def test_stream_shows_each_agent_as_a_node() -> None:
     group, _ = desk([transfer("tech")], [], tech=["Rebooted."])
     events = [e async for e in group.stream("x")]
     assert [e.path for e in events if isinstance(e, NodeStart)] == [
+        ("handoffs",),
         ("handoffs", "triage"),
         ("handoffs", "tech"),
     ]

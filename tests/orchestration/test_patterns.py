@@ -90,6 +90,7 @@ async def test_pipeline_streams_node_and_agent_events_with_paths() -> None:
 
     starts = [e.path for e in events if isinstance(e, NodeStart)]
     assert starts == [
+        ("pipeline",),
         ("pipeline", "upper"),
         ("pipeline", "inner"),
         ("pipeline", "inner", "writer"),
