@@ -43,7 +43,7 @@ from goagent_py.events import AgentEvent, ToolExecutionUpdate
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock
 from goagent_py.results import RunResult
 from goagent_py.tool_context import current_tool_context
-from goagent_py.tools import ToolDefinition, to_blocks, validate_tool_name
+from goagent_py.tools import ToolDefinition, validate_tool_name
 
 if TYPE_CHECKING:
     from goagent_py.agent import Agent
@@ -177,7 +177,15 @@ class AgentTool:
             if ctx is not None and run.result is not None:
                 ctx.add_usage(run.result.usage)
         assert run.result is not None
-        return to_blocks(self._returns(run.result))
+        returned = self._returns(run.result)
+        if isinstance(returned, str):
+            return [TextBlock(returned)]
+        if isinstance(returned, list):
+            return list(returned)
+        raise ConfigurationError(
+            f"as_tool({self.name!r}) returns must give a str or content blocks, "
+            f"got {type(returned).__name__}"
+        )
 
     def __repr__(self) -> str:
         return f"AgentTool({self.name!r})"

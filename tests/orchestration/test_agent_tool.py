@@ -226,3 +226,16 @@ async def test_bad_arguments_and_custom_schemas() -> None:
 def test_misuse_is_a_configuration_error(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigurationError, match=match):
         as_tool(agent(ScriptedProvider()), **kwargs)
+
+
+async def test_returns_shapes_the_result() -> None:
+    t = as_tool(
+        agent(ScriptedProvider(text_response("x", usage=Usage(2, 3)))),
+        name="r",
+        description="R.",
+        returns=lambda r: [TextBlock(f"{r.text} ({r.usage.total_tokens} tokens)")],
+    )
+    assert await t.execute({"prompt": "go"}) == [TextBlock("x (5 tokens)")]
+    bad = as_tool(agent(ScriptedProvider("x")), name="b", description="B.", returns=lambda r: 3)  # type: ignore[arg-type,return-value]
+    with pytest.raises(ConfigurationError, match="returns must give"):
+        await bad.execute({"prompt": "go"})
