@@ -74,8 +74,9 @@ class ToolContext:
         self.usage_sink(usage)
 
     def transcript(self) -> list[Message]:
-        """The run's conversation as the model last saw it, up to and including the assistant
-        message that made this call (whose results are not in yet). A copy."""
+        """The run's conversation so far (as kept, before any ``transform_context``), up to
+        and including the assistant message that made this call (its results are not in yet).
+        A copy."""
         return list(self.messages_source())
 
 
