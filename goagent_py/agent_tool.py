@@ -237,9 +237,10 @@ def as_tool(
     )
 
 
-def unwrap(event: AgentEvent) -> AgentEvent:
-    """The event itself, or, for a sub-agent's event forwarded by an :class:`AgentTool`, the
-    nested event (at any depth): ``event.path`` then tells which agent it came from.
+def unwrap(event: AgentEvent) -> Any:
+    """The event itself, or, for a sub-agent's event forwarded by an :class:`AgentTool` (or an
+    orchestration's, by ``Flow.as_tool``), the nested event (at any depth): ``event.path`` then
+    tells where it came from.
 
     ::
 
@@ -247,9 +248,8 @@ def unwrap(event: AgentEvent) -> AgentEvent:
             e = unwrap(event)
             print("/".join(e.path) or "lead", type(e).__name__)
     """
-    while isinstance(event, ToolExecutionUpdate) and isinstance(event.update, _EVENT_TYPES):
-        event = event.update
+    while isinstance(event, ToolExecutionUpdate) and isinstance(
+        getattr(event.update, "path", None), tuple
+    ):
+        event = event.update  # a nested event (an agent's, or an orchestration node's)
     return event
-
-
-_EVENT_TYPES = AgentEvent.__args__

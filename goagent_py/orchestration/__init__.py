@@ -24,6 +24,7 @@ from goagent_py.orchestration._core import (
     Step,
     StepFailedError,
 )
+from goagent_py.orchestration.flow_tool import FlowTool
 from goagent_py.orchestration.graph import END, Branch, Graph, GraphState
 from goagent_py.orchestration.handoff import HandoffRefusedError, Handoffs, transfer_tool_name
 from goagent_py.orchestration.patterns import Loop, Parallel, Pipeline, RouteError, Router
@@ -35,6 +36,7 @@ __all__ = [
     "Flow",
     "FlowEvent",
     "FlowResult",
+    "FlowTool",
     "Graph",
     "GraphState",
     "HandoffRefusedError",

@@ -23,6 +23,7 @@ from goagent_py.resilience import RetryPolicy
 
 if TYPE_CHECKING:
     from goagent_py.agent import Agent
+    from goagent_py.orchestration.flow_tool import FlowTool
 
 __all__ = [
     "Flow",
@@ -238,6 +239,13 @@ class Flow:
 
     async def _invoke(self, input: str, scope: Scope) -> FlowResult:
         raise NotImplementedError
+
+    def as_tool(self, *, name: str, description: str) -> FlowTool:
+        """This orchestration as a tool an agent's model can call with a ``prompt`` (see
+        :mod:`goagent_py.orchestration.flow_tool`)."""
+        from goagent_py.orchestration.flow_tool import FlowTool
+
+        return FlowTool(self, name=name, description=description)
 
     async def run(self, input: str, *, budget: Budget | None = None) -> FlowResult:
         """Run the orchestration on ``input`` (drawing from ``budget``, or the active one).

@@ -245,6 +245,17 @@ async def test_router_default_and_no_route() -> None:
         await Router(routes, classify=lambda t: "both shout and cheer").run("a")
 
 
+async def test_a_failing_route_names_itself_and_keeps_the_classification() -> None:
+    classifier = agent("triage", text_response("broken", usage=Usage(4, 1)))
+    router = Router({"broken": boom, "fine": upper}, classify=classifier)
+    with pytest.raises(StepFailedError) as info:
+        await router.run("x")
+    assert info.value.path == ("router", "broken")
+    assert info.value.partial is not None
+    assert info.value.partial.trace == ("classify",)
+    assert info.value.partial.usage == Usage(4, 1)
+
+
 def test_router_misuse() -> None:
     with pytest.raises(ConfigurationError, match="at least one route"):
         Router({}, classify=lambda t: "x")
