@@ -345,8 +345,9 @@ def _default_name(runnable: Runnable) -> str:
     return str(getattr(runnable, "__name__", "") or type(runnable).__name__)
 
 
-def as_nodes(items: Any, where: str) -> list[Node]:
-    """Nodes from runnables, nodes or a ``{name: runnable}`` dict; names must be unique."""
+def as_nodes(items: Any, where: str, *, number_repeats: bool = False) -> list[Node]:
+    """Nodes from runnables, nodes or a ``{name: runnable}`` dict; names must be unique, or
+    with ``number_repeats`` a repeated default name gets a suffix ("refine", "refine-2")."""
     if isinstance(items, Mapping):
         nodes = [
             v if isinstance(v, Node) and v.name == k else _named(v, k) for k, v in items.items()
@@ -354,7 +355,12 @@ def as_nodes(items: Any, where: str) -> list[Node]:
     else:
         nodes = [v if isinstance(v, Node) else Node(v) for v in items]
     seen: set[str] = set()
-    for n in nodes:
+    for i, n in enumerate(nodes):
+        if n.name in seen and number_repeats and not isinstance(items[i], Node):
+            count = 2
+            while f"{n.name}-{count}" in seen:
+                count += 1
+            n = nodes[i] = _named(n, f"{n.name}-{count}")
         if n.name in seen:
             raise ConfigurationError(
                 f"{where}: two nodes are named {n.name!r}; name them with Node(..., name=...)"

@@ -52,11 +52,12 @@ class Pipeline(Flow):
         name: the pipeline's name in paths.
 
     Raises:
-        ConfigurationError: no steps, or two steps with the same name.
+        ConfigurationError: no steps, or two steps given the same name with ``Node``
+            (a step repeated without one is numbered: "refine", "refine-2").
     """
 
     def __init__(self, *steps: Runnable | Node, name: str = "pipeline") -> None:
-        self.steps = as_nodes(_flat(steps), f"Pipeline {name!r}")
+        self.steps = as_nodes(_flat(steps), f"Pipeline {name!r}", number_repeats=True)
         if not self.steps:
             raise ConfigurationError(f"Pipeline {name!r} needs at least one step")
         self.name = name

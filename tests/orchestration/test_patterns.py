@@ -53,6 +53,12 @@ async def test_pipeline_feeds_each_output_to_the_next() -> None:
     assert [s.path for s in result.steps] == [("pipeline", "upper"), ("pipeline", "exclaim")]
 
 
+async def test_a_step_repeated_without_a_name_is_numbered() -> None:
+    result = await Pipeline(exclaim, exclaim, exclaim).run("a")
+    assert result.text == "a!!!"
+    assert result.trace == ("exclaim", "exclaim-2", "exclaim-3")
+
+
 async def test_pipeline_of_agents_sums_usage_and_maps_inputs() -> None:
     researcher = agent("researcher", text_response("notes", usage=Usage(10, 1)))
     writer_p = ScriptedProvider(text_response("article", usage=Usage(20, 2)))
@@ -125,8 +131,8 @@ async def test_a_node_retries_by_its_policy() -> None:
 def test_pipeline_misuse() -> None:
     with pytest.raises(ConfigurationError, match="at least one step"):
         Pipeline()
-    with pytest.raises(ConfigurationError, match="two nodes are named 'upper'"):
-        Pipeline(upper, upper)
+    with pytest.raises(ConfigurationError, match="two nodes are named 'u'"):
+        Pipeline(Node(upper, name="u"), Node(exclaim, name="u"))
     with pytest.raises(ConfigurationError, match="a node must be"):
         Pipeline(42)  # type: ignore[arg-type]
 
