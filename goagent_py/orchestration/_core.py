@@ -402,12 +402,14 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
             raise  # misuse, or the whole run out of budget: never retried or wrapped
         except Exception as exc:
             policy = node.retry
+            # The policy judges what the node failed with, not the wrapper naming the node.
+            cause = exc.cause if isinstance(exc, StepFailedError) else exc
             if (
                 policy is not None
                 and attempt < policy.max_attempts
-                and (policy.retryable is None or policy.retryable(exc))
+                and (policy.retryable is None or policy.retryable(cause))
             ):
-                await policy.sleep(policy.delay(attempt, exc))
+                await policy.sleep(policy.delay(attempt, cause))
                 continue
             if here.emit is not None:
                 here.emit(NodeEnd(None, exc, path=here.path))

@@ -128,6 +128,23 @@ async def test_a_node_retries_by_its_policy() -> None:
     assert len(calls) == 3
 
 
+async def test_a_retry_policy_judges_the_agents_own_error() -> None:
+    seen: list[BaseException] = []
+
+    def retryable(error: BaseException) -> bool:
+        seen.append(error)
+        return isinstance(error, ProviderError)
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    flaky = agent("flaky", ProviderError("overloaded"), "second try")
+    policy = RetryPolicy(2, initial_delay=0, jitter=0, retryable=retryable, sleep=no_sleep)
+    result = await Pipeline(Node(flaky, retry=policy)).run("x")
+    assert result.text == "second try"
+    assert [type(e) for e in seen] == [ProviderError]
+
+
 def test_pipeline_misuse() -> None:
     with pytest.raises(ConfigurationError, match="at least one step"):
         Pipeline()
