@@ -45,9 +45,7 @@ def make_agent(name: str, system_prompt: str, spec: str) -> Agent:
 
 def build(spec: str) -> Pipeline:
     """research -> write -> review; the writer and reviewer get their input through a template."""
-    researcher = make_agent(
-        "researcher", "Collect the key facts as short notes.", spec
-    )
+    researcher = make_agent("researcher", "Collect the key facts as short notes.", spec)
     writer = make_agent("writer", "Write one clear paragraph from the notes you are given.", spec)
     reviewer = make_agent(
         "reviewer", "Correct the paragraph you are given; start with APPROVED when done.", spec
