@@ -176,6 +176,7 @@ class Run:
         self._results: list[ToolResult | None] = []
         self._watch_calls = False
         self._compactions: list[Any] = []
+        self._messages: list[Message] = []
 
     def _add_usage(self, usage: Usage) -> None:
         self.usage = self.usage + usage
@@ -491,7 +492,12 @@ class Run:
             path=self.path,
             reporter=report,
             max_result_chars=self.o.max_tool_result_chars,
+            usage_sink=self._add_usage,
+            messages_source=self._current_messages,
         )
+
+    def _current_messages(self) -> list[Message]:
+        return self._messages
 
     async def _tools(
         self, iteration: int, message: Message, calls: list[ToolCall]
@@ -657,6 +663,7 @@ class Run:
                 async for event in self._load():
                     yield event
             messages = ([self._recalled] if self._recalled is not None else []) + self._history
+            self._messages = messages  # what a tool's context reads (agents as tools)
             for m in self.prompt:
                 self._append(messages, m)
                 yield MessageStart(Role.USER, 0, m, path=self.path)

@@ -47,6 +47,7 @@ from goagent_py.results import RunResult
 from goagent_py.tools import Tool, ToolDefinition
 
 if TYPE_CHECKING:
+    from goagent_py.agent_tool import AgentTool
     from goagent_py.mcp import MCPConnection
 
 __all__ = ["Agent", "Prompt"]
@@ -270,6 +271,13 @@ class Agent:
     def tools(self) -> list[Tool]:
         """The registered tools, in registration order (connector tools after local ones)."""
         return list(self._tools.values())
+
+    def as_tool(self, *, name: str, description: str, **options: Any) -> AgentTool:
+        """This agent as a tool another agent's model can call: see
+        :func:`goagent_py.agent_tool.as_tool` for the options and what crosses the boundary."""
+        from goagent_py.agent_tool import as_tool
+
+        return as_tool(self, name=name, description=description, **options)
 
     async def _connect(self) -> None:
         if self._connected:

@@ -17,18 +17,22 @@ Outside a run (a tool called directly, in a test) :func:`current_tool_context` r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from goagent_py.messages import ToolCall
+from goagent_py.messages import Message, ToolCall, Usage
 
 __all__ = ["ToolContext", "current_tool_context"]
 
 
 def _drop(_: Any) -> None:
     return None
+
+
+def _no_messages() -> Sequence[Message]:
+    return ()
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -44,6 +48,8 @@ class ToolContext:
         max_result_chars: the most characters a result that is not text (a dict, a list, an
             iterator...) is serialised to; None means the default (100,000). The loop sets the
             agent's ``max_tool_result_chars``.
+        usage_sink: where :meth:`add_usage` sends tokens (the loop sets it; a no-op by default).
+        messages_source: what :meth:`transcript` reads (the loop sets it; empty by default).
     """
 
     call: ToolCall
@@ -52,6 +58,8 @@ class ToolContext:
     path: tuple[str, ...] = ()
     reporter: Callable[[Any], None] = field(default=_drop, repr=False)
     max_result_chars: int | None = None
+    usage_sink: Callable[[Usage], None] = field(default=_drop, repr=False)
+    messages_source: Callable[[], Sequence[Message]] = field(default=_no_messages, repr=False)
 
     @property
     def idempotency_key(self) -> str:
@@ -63,6 +71,17 @@ class ToolContext:
         """Report progress or a partial result; it reaches the run's events as a
         ``ToolExecutionUpdate`` (for UIs), never the model. Safe from a worker thread."""
         self.reporter(update)
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add tokens spent on the call's behalf (a sub-agent's model calls) to the run's
+        ``RunResult.usage``. Call it from the event loop's thread."""
+        self.usage_sink(usage)
+
+    def transcript(self) -> list[Message]:
+        """The run's conversation so far (as kept, before any ``transform_context``), up to
+        and including the assistant message that made this call (its results are not in yet).
+        A copy."""
+        return list(self.messages_source())
 
 
 _current: ContextVar[ToolContext | None] = ContextVar("goagent_tool_context", default=None)

@@ -71,6 +71,12 @@ def _compaction() -> Any:
     return compaction
 
 
+def _wire() -> Any:
+    import goagent_py.durable._wire as wire
+
+    return wire
+
+
 SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.GoAgentError": lambda: GoAgentError("something failed"),
     "goagent_py.errors.ConfigurationError": lambda: ConfigurationError(
@@ -103,6 +109,13 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.ToolArgumentsError": lambda: ToolArgumentsError("add", "a: Field required"),
     "goagent_py.errors.ToolExecutionError": _execution_error,
     "goagent_py.errors.ToolTimeoutError": lambda: ToolTimeoutError("slow", 2.5),
+    "goagent_py.durable._wire.PayloadTooLargeError": lambda: _wire().PayloadTooLargeError(
+        "tool 'read'", 3_000_000, 2_000_000
+    ),
+    "goagent_py.durable._wire.DurableRunError": lambda: _wire().DurableRunError(
+        "ProviderError", "boom"
+    ),
+    "goagent_py.durable._wire.RemoteToolError": lambda: _wire().RemoteToolError("disk full"),
     "goagent_py.errors.TokenBudgetError": lambda: TokenBudgetError(500, 700),
     "goagent_py.errors.ToolAbortedError": lambda: ToolAbortedError("slow", "user pressed stop"),
     "goagent_py.errors.SessionBusyError": lambda: SessionBusyError("the session is running"),
@@ -124,8 +137,36 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
         "flaky", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     ),
     "goagent_py.testing.ScriptExhaustedError": lambda: _testing_error(),
+    "goagent_py.budget.BudgetExceededError": lambda: _orchestration("BudgetExceededError"),
+    "goagent_py.orchestration._core.OrchestrationError": lambda: _orchestration(
+        "OrchestrationError"
+    ),
+    "goagent_py.orchestration._core.StepFailedError": lambda: _orchestration("StepFailedError"),
+    "goagent_py.orchestration._core.MaxStepsError": lambda: _orchestration("MaxStepsError"),
+    "goagent_py.orchestration.patterns.RouteError": lambda: _orchestration("RouteError"),
+    "goagent_py.orchestration.handoff.HandoffRefusedError": lambda: _orchestration(
+        "HandoffRefusedError"
+    ),
     "goagent_py.cli.UsageError": lambda: _cli_error(),
 }
+
+
+def _orchestration(name: str) -> BaseException:
+    from goagent_py import budget, orchestration
+
+    samples: dict[str, Callable[[], BaseException]] = {
+        "BudgetExceededError": lambda: budget.BudgetExceededError("tokens", 1000, 1200),
+        "OrchestrationError": lambda: orchestration.OrchestrationError("the flow failed"),
+        "StepFailedError": lambda: orchestration.StepFailedError(
+            ("pipeline", "writer"), ProviderError("HTTP 529: overloaded", status=529)
+        ),
+        "MaxStepsError": lambda: orchestration.MaxStepsError(4, ("write", "review"), ("graph",)),
+        "RouteError": lambda: orchestration.RouteError("maybe", ("billing", "tech")),
+        "HandoffRefusedError": lambda: orchestration.HandoffRefusedError(
+            "transfer_to_tech", "only one handoff per turn"
+        ),
+    }
+    return samples[name]()
 
 
 def _testing_error() -> BaseException:

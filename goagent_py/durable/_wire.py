@@ -36,8 +36,8 @@ class PayloadTooLargeError(ConfigurationError):
             "raise payload_limit= if your server allows it"
         )
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.what, self.size, self.limit))
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.what, self.size, self.limit)
 
 
 def check_size(data: Any, what: str, limit: int) -> None:
@@ -224,8 +224,8 @@ class DurableRunError(GoAgentError):
         self.detail = detail
         super().__init__(f"durable run failed with {type}: {detail}")
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.type, self.detail))
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.type, self.detail)
 
 
 class RemoteToolError(GoAgentError):

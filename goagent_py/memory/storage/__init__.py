@@ -6,4 +6,4 @@ from goagent_py.memory.storage.in_memory import InMemoryStorage
 from goagent_py.memory.storage.postgres import PostgresStorage
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 
-__all__ = ["InMemoryStorage", "PostgresStorage", "SQLiteStorage", "SessionLease", "Storage"]
+__all__ = ["InMemoryStorage", "PostgresStorage", "SessionLease", "SQLiteStorage", "Storage"]

@@ -1,0 +1,255 @@
+"""An agent as a tool: the parent's model delegates a task to a child agent.
+
+:func:`as_tool` wraps an :class:`~goagent_py.Agent` in a :class:`~goagent_py.tools.Tool`. When
+the parent's model calls it, the child runs a whole run of its own (its own model, tools and
+iteration budget) and its answer becomes the tool result::
+
+    researcher = Agent(provider=p, name="researcher", tools=[search])
+    lead = Agent(provider=p, tools=[as_tool(researcher, name="research",
+                                            description="Research a topic in depth.")])
+    result = await lead.run("Write a brief on solid-state batteries.")
+    result.usage          # the lead's tokens and the researcher's
+
+What crosses the boundary:
+
+- **Usage**: the child's tokens are added to the parent run's ``RunResult.usage`` (through
+  ``ToolContext.add_usage``), failed child runs included.
+- **Events**: every event of the child run reaches the parent's stream and hooks as a
+  :class:`~goagent_py.events.ToolExecutionUpdate` of the delegating call, whose ``update`` is
+  the child's event; the child's event has ``path = parent path + (child name,)``, so a UI can
+  tell nested agents apart (:func:`unwrap` yields the nested event).
+- **Cancellation**: the child runs in the parent's tool task; cancelling or aborting the parent
+  (``Session.abort``) cancels the child.
+- **Failure**: a child that fails (``ProviderError``, ``MaxIterationsError``...) is an error
+  result the parent's model reads (a ``ToolExecutionError`` whose ``__cause__`` is the child's
+  error), not a crashed parent run.
+- **History**: by default the child sees only the prompt its parent wrote. ``"last_user"``
+  adds the parent's last user message; a function chooses from the parent's transcript.
+  Thinking blocks never cross.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic_core import to_json
+
+from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking
+from goagent_py.budget import observe
+from goagent_py.errors import ConfigurationError, ToolArgumentsError
+from goagent_py.events import AgentEvent, ToolExecutionUpdate
+from goagent_py.messages import ContentBlock, Message, Role, TextBlock
+from goagent_py.results import RunResult
+from goagent_py.tool_context import current_tool_context
+from goagent_py.tools import ToolDefinition, validate_tool_name
+
+if TYPE_CHECKING:
+    from goagent_py.agent import Agent
+
+__all__ = ["AgentTool", "HistoryMode", "as_tool", "unwrap"]
+
+HistoryMode = Literal["none", "last_user"] | Callable[[list[Message]], Sequence[Message]]
+"""What the child sees of its parent's conversation: nothing, the parent's last user message, or
+what a function picks from the parent's transcript (any messages; the result is repaired into a
+valid transcript and stripped of thinking blocks)."""
+
+_PROMPT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "prompt": {
+            "type": "string",
+            "description": "The task for the sub-agent, with every detail it needs.",
+        }
+    },
+    "required": ["prompt"],
+}
+
+
+def _default_returns(result: RunResult) -> str:
+    return result.text
+
+
+class AgentTool:
+    """A tool that runs a child agent (made by :func:`as_tool`; see the module docstring).
+
+    Attributes:
+        agent: the child agent (with ``max_iterations`` applied).
+        name: the tool name, which is also the child's segment in event paths.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        name: str,
+        description: str,
+        parameters: dict[str, Any] | None = None,
+        prompt: Callable[[dict[str, Any]], str] | None = None,
+        history: HistoryMode = "none",
+        max_iterations: int | None = None,
+        returns: Callable[[RunResult], str | list[ContentBlock]] = _default_returns,
+        streaming: bool = False,
+    ) -> None:
+        validate_tool_name(name)
+        if not isinstance(description, str) or not description.strip():
+            raise ConfigurationError(f"as_tool({name!r}) needs a description for the model")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise ConfigurationError(
+                f"as_tool({name!r}) parameters must be a JSON-schema dict, "
+                f"got {type(parameters).__name__}"
+            )
+        if history not in ("none", "last_user") and not callable(history):
+            raise ConfigurationError(
+                f"as_tool({name!r}) history must be 'none', 'last_user' or a function, "
+                f"got {history!r}"
+            )
+        if not callable(returns):
+            raise ConfigurationError(f"as_tool({name!r}) returns must be a function")
+        if max_iterations is not None:
+            agent = agent.replace(max_iterations=max_iterations)
+        self.agent = agent
+        self.name = name
+        self._definition = ToolDefinition(name, description, parameters or dict(_PROMPT_SCHEMA))
+        self._custom_schema = parameters is not None
+        self._prompt = prompt
+        self._history = history
+        self._returns = returns
+        self._streaming = streaming
+
+    @property
+    def definition(self) -> ToolDefinition:
+        """The definition shown to the parent's model."""
+        return self._definition
+
+    def _prompt_text(self, args: dict[str, Any]) -> str:
+        if self._prompt is not None:
+            return self._prompt(args)
+        if not self._custom_schema or "prompt" in args:
+            text = args.get("prompt")
+            if not isinstance(text, str) or not text.strip():
+                raise ToolArgumentsError(self.name, "'prompt' must be a non-empty string")
+            return text
+        # A custom schema without a prompt field: the child reads the arguments as JSON.
+        return to_json(args).decode()
+
+    def _messages(self, transcript: list[Message], text: str) -> tuple[Any, list[Message] | None]:
+        """The child's prompt and history from the parent's transcript."""
+        if self._history == "none":
+            return text, None
+        if self._history == "last_user":
+            for m in reversed(transcript):
+                if m.role is Role.USER and not m.metadata.get(UI_ONLY_KEY):
+                    first = strip_thinking([m])[0]
+                    return [Message(Role.USER, list(first.content)), _user(text)], None
+            return text, None
+        assert callable(self._history)
+        # The assistant message that made this call has no results yet: leave it out.
+        if transcript and transcript[-1].role is Role.ASSISTANT and transcript[-1].tool_calls:
+            transcript = transcript[:-1]
+        chosen = list(self._history(list(transcript)))
+        return text, repair_transcript(strip_thinking(chosen), "not shown to this agent")
+
+    async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
+        """Run the child agent with the call's prompt; its answer is the result.
+
+        Raises:
+            ToolArgumentsError: the arguments hold no usable prompt.
+            GoAgentError: what the child run failed with (the dispatcher makes it an error
+                result for the parent's model).
+        """
+        text = self._prompt_text(args)
+        ctx = current_tool_context()
+        transcript = ctx.transcript() if ctx is not None else []
+        prompt, history = self._messages(transcript, text)
+        path = (*ctx.path, self.name) if ctx is not None else (self.name,)
+        run = await self.agent.start_run(
+            prompt, streaming=self._streaming, history=history, path=path
+        )
+        try:
+            async with contextlib.aclosing(run.events()) as events:
+                async for event in events:
+                    observe(event)  # the run-wide budget, if one is active
+                    if ctx is not None:
+                        ctx.report(event)
+        finally:
+            if ctx is not None and run.result is not None:
+                ctx.add_usage(run.result.usage)
+        assert run.result is not None
+        returned = self._returns(run.result)
+        if isinstance(returned, str):
+            return [TextBlock(returned)]
+        if isinstance(returned, list):
+            return list(returned)
+        raise ConfigurationError(
+            f"as_tool({self.name!r}) returns must give a str or content blocks, "
+            f"got {type(returned).__name__}"
+        )
+
+    def __repr__(self) -> str:
+        return f"AgentTool({self.name!r})"
+
+
+def _user(text: str) -> Message:
+    return Message(Role.USER, [TextBlock(text)])
+
+
+def as_tool(
+    agent: Agent,
+    *,
+    name: str,
+    description: str,
+    parameters: dict[str, Any] | None = None,
+    prompt: Callable[[dict[str, Any]], str] | None = None,
+    history: HistoryMode = "none",
+    max_iterations: int | None = None,
+    returns: Callable[[RunResult], str | list[ContentBlock]] = _default_returns,
+    streaming: bool = False,
+) -> AgentTool:
+    """A tool that runs ``agent`` as a sub-agent (see the module docstring for what crosses).
+
+    Args:
+        agent: the child agent.
+        name: the tool name (also the child's segment in event paths).
+        description: what the parent's model reads about the child.
+        parameters: the argument schema (default: one required string, ``prompt``).
+        prompt: builds the child's prompt from the arguments (default: ``args["prompt"]``,
+            or the arguments as JSON for a schema without ``prompt``).
+        history: what the child sees of the parent's conversation (see :data:`HistoryMode`).
+        max_iterations: the child's own iteration budget (default: the child agent's).
+        returns: turns the child's :class:`RunResult` into the tool result (default: its text).
+        streaming: run the child streaming, so its text deltas reach the parent's events.
+
+    Raises:
+        ConfigurationError: a bad name, an empty description or a bad option.
+    """
+    return AgentTool(
+        agent,
+        name=name,
+        description=description,
+        parameters=parameters,
+        prompt=prompt,
+        history=history,
+        max_iterations=max_iterations,
+        returns=returns,
+        streaming=streaming,
+    )
+
+
+def unwrap(event: AgentEvent) -> Any:
+    """The event itself, or, for a sub-agent's event forwarded by an :class:`AgentTool` (or an
+    orchestration's, by ``Flow.as_tool``), the nested event (at any depth): ``event.path`` then
+    tells where it came from.
+
+    ::
+
+        async for event in lead.stream("..."):
+            e = unwrap(event)
+            print("/".join(e.path) or "lead", type(e).__name__)
+    """
+    while isinstance(event, ToolExecutionUpdate) and isinstance(
+        getattr(event.update, "path", None), tuple
+    ):
+        event = event.update  # a nested event (an agent's, or an orchestration node's)
+    return event

@@ -1,0 +1,183 @@
+"""A run-wide budget: model calls, tokens and wall time shared by an agent and its sub-agents.
+
+A :class:`Budget` is made active for a block of code (``with budget:``, or
+``flow.run(input, budget=...)``); everything started inside draws from it: orchestration nodes,
+agents called as tools (:func:`~goagent_py.agent_tool.as_tool`) at any depth, handoffs. Before
+each model call the budget is checked, and a run past it ends with :class:`BudgetExceededError`,
+so a delegation chain cannot run away::
+
+    budget = Budget(max_iterations=20, max_tokens=50_000, max_seconds=120)
+    lead = budget.guard(Agent(provider=p, tools=[researcher.as_tool(name=..., description=...)]))
+    with budget:
+        result = await lead.run("...")
+    budget.iterations, budget.tokens          # what the lead and its sub-agents spent
+
+An agent you run yourself at the top draws from the budget once wrapped with :meth:`guard`
+(a check before each of its model calls and a charge after); agents run by the framework (as
+tools, as nodes) need nothing. A sub-agent that runs out is an error result its parent's model
+reads; the parent's next model call then fails with the same error.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any, Literal
+
+from goagent_py.errors import ConfigurationError, GoAgentError
+from goagent_py.events import ModelRequest
+from goagent_py.hooks import Hooks
+from goagent_py.messages import Usage
+from goagent_py.provider import CompletionRequest
+from goagent_py.results import ModelResponse
+
+if TYPE_CHECKING:
+    from goagent_py.agent import Agent
+
+__all__ = ["Budget", "BudgetExceededError", "current_budget"]
+
+Kind = Literal["iterations", "tokens", "seconds"]
+
+
+class BudgetExceededError(GoAgentError):
+    """A run-wide budget ran out before a model call.
+
+    Attributes:
+        kind: "iterations", "tokens" or "seconds".
+        limit: the budget's limit for that kind.
+        spent: what was spent when the call was refused.
+    """
+
+    def __init__(self, kind: Kind, limit: float, spent: float) -> None:
+        self.kind = kind
+        self.limit = limit
+        self.spent = spent
+        super().__init__(f"the run-wide budget is spent: {kind} {spent:g} of {limit:g}")
+
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.kind, self.limit, self.spent)
+
+
+_current: ContextVar[Budget | None] = ContextVar("goagent_budget", default=None)
+
+
+def current_budget() -> Budget | None:
+    """The budget active in this task (None outside ``with budget:``)."""
+    return _current.get()
+
+
+def _limit(value: float | None, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigurationError(f"Budget {name} must be a positive number or None, got {value!r}")
+    return value
+
+
+class Budget:
+    """Limits shared by every agent run while the budget is active (see the module docstring).
+
+    Args:
+        max_iterations: the most model calls in all.
+        max_tokens: the most tokens (``Usage.total_tokens``) in all.
+        max_seconds: the most wall-clock seconds since the budget was first made active.
+        clock: the monotonic clock (inject one in tests).
+
+    Attributes:
+        iterations: model calls made so far.
+        tokens: tokens spent so far.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_iterations: int | None = None,
+        max_tokens: int | None = None,
+        max_seconds: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_iterations = _limit(max_iterations, "max_iterations")
+        self.max_tokens = _limit(max_tokens, "max_tokens")
+        self.max_seconds = _limit(max_seconds, "max_seconds")
+        self._clock = clock
+        self._started: float | None = None
+        self._tokens: list[Token[Budget | None]] = []
+        self.iterations = 0
+        self.tokens = 0
+
+    # -- activation --------------------------------------------------------------------------
+
+    def __enter__(self) -> Budget:
+        if self._started is None:
+            self._started = self._clock()
+        self._tokens.append(_current.set(self))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._tokens.pop())
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the budget was first made active (0 before)."""
+        return 0.0 if self._started is None else self._clock() - self._started
+
+    # -- accounting --------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Raise :class:`BudgetExceededError` if any limit is reached."""
+        if self.max_iterations is not None and self.iterations >= self.max_iterations:
+            raise BudgetExceededError("iterations", self.max_iterations, self.iterations)
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            raise BudgetExceededError("tokens", self.max_tokens, self.tokens)
+        if self.max_seconds is not None and self.elapsed >= self.max_seconds:
+            raise BudgetExceededError("seconds", self.max_seconds, round(self.elapsed, 3))
+
+    def before_call(self) -> None:
+        """Check the budget, then count one model call (what runs do before each call)."""
+        self.check()
+        self.iterations += 1
+
+    def charge(self, usage: Usage) -> None:
+        """Count the tokens of a model call."""
+        self.tokens += usage.total_tokens
+
+    def observe(self, event: object) -> None:
+        """Account for one event of a run the framework drives (a node, a sub-agent)."""
+        if isinstance(event, ModelRequest):
+            self.before_call()
+        elif isinstance(event, ModelResponse) and event.error is None:
+            self.charge(event.usage)
+
+    # -- agents run at the top ---------------------------------------------------------------
+
+    def guard(self, agent: Agent) -> Agent:
+        """A copy of ``agent`` that draws from the active budget: checked before each model
+        call (``prepare_turn``), charged after it (a hook). Outside ``with budget:`` it draws
+        from this budget all the same."""
+        own = agent.options.prepare_turn
+
+        async def prepare(request: CompletionRequest) -> CompletionRequest:
+            (current_budget() or self).before_call()
+            if own is None:
+                return request
+            shaped: Any = own(request)
+            if not isinstance(shaped, CompletionRequest):
+                shaped = await shaped
+            return shaped  # type: ignore[no-any-return]
+
+        def charge(iteration: int, response: ModelResponse) -> None:
+            if response.error is None:
+                (current_budget() or self).charge(response.usage)
+
+        return agent.replace(
+            prepare_turn=prepare,
+            hooks=[*agent.options.hook_sets, Hooks(on_provider_response=charge)],
+        )
+
+
+def observe(event: object) -> None:
+    """Account for ``event`` in the active budget, if any (raises when it is spent)."""
+    budget = _current.get()
+    if budget is not None:
+        budget.observe(event)

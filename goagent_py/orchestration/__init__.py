@@ -1,0 +1,59 @@
+"""Orchestration the application's code controls: pipeline, parallel, router, loop, graph,
+supervisor.
+
+Every node has one shape, a :data:`Runnable`: an :class:`~goagent_py.Agent`, an orchestration,
+or a plain ``async (input: str) -> str`` function (:class:`Node` names one and gives it an input
+mapping and a retry policy). Every orchestration returns a :class:`FlowResult` and streams
+:data:`FlowEvent`\\ s whose ``path`` names the node from the root, so patterns nest freely::
+
+    flow = Pipeline(researcher, writer, reviewer)
+    result = await flow.run("solid-state batteries")
+    print(result.text, result.usage.total_tokens, result.trace)
+"""
+
+from goagent_py.orchestration._core import (
+    Flow,
+    FlowEvent,
+    FlowResult,
+    MaxStepsError,
+    Node,
+    NodeEnd,
+    NodeStart,
+    OrchestrationError,
+    Runnable,
+    Step,
+    StepFailedError,
+)
+from goagent_py.orchestration.flow_tool import FlowTool
+from goagent_py.orchestration.graph import END, Branch, Graph, GraphState
+from goagent_py.orchestration.handoff import HandoffRefusedError, Handoffs, transfer_tool_name
+from goagent_py.orchestration.patterns import Loop, Parallel, Pipeline, RouteError, Router
+from goagent_py.orchestration.supervisor import Supervisor
+
+__all__ = [
+    "END",
+    "Branch",
+    "Flow",
+    "FlowEvent",
+    "FlowResult",
+    "FlowTool",
+    "Graph",
+    "GraphState",
+    "HandoffRefusedError",
+    "Handoffs",
+    "Loop",
+    "MaxStepsError",
+    "Node",
+    "NodeEnd",
+    "NodeStart",
+    "OrchestrationError",
+    "Parallel",
+    "Pipeline",
+    "RouteError",
+    "Router",
+    "Runnable",
+    "Step",
+    "StepFailedError",
+    "Supervisor",
+    "transfer_tool_name",
+]

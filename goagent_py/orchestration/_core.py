@@ -1,0 +1,468 @@
+"""The runnable shape every orchestration node shares, its result, its events and its errors.
+
+A node is an :class:`~goagent_py.Agent`, an orchestration (:class:`Flow`), or a plain async
+function ``async (input: str) -> str``; :class:`Node` names one and gives it an input mapping
+and a retry policy. Every node run ends in a :class:`FlowResult`, so patterns nest freely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from goagent_py.budget import Budget, BudgetExceededError, current_budget, observe
+from goagent_py.errors import ConfigurationError, GoAgentError
+from goagent_py.events import AgentEvent
+from goagent_py.messages import Message, Usage
+from goagent_py.resilience import RetryPolicy
+
+if TYPE_CHECKING:
+    from goagent_py.agent import Agent
+    from goagent_py.orchestration.flow_tool import FlowTool
+
+__all__ = [
+    "Flow",
+    "FlowEvent",
+    "FlowResult",
+    "MaxStepsError",
+    "Node",
+    "NodeEnd",
+    "NodeStart",
+    "OrchestrationError",
+    "Runnable",
+    "Step",
+    "StepFailedError",
+]
+
+AsyncFn: TypeAlias = Callable[[str], Awaitable[str]]
+Runnable: TypeAlias = "Agent | Flow | AsyncFn"
+"""What a node runs: an agent, an orchestration, or ``async (input: str) -> str``."""
+
+
+# -- results -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class Step:
+    """One leaf run (an agent run or a function call) inside an orchestration.
+
+    Attributes:
+        path: the node names from the root orchestration down to this node.
+        text: what it returned ("" on failure).
+        usage: the tokens it used (sub-agents included).
+        iterations: model calls it made (0 for a function).
+        duration: seconds it took.
+        error: what it failed with, or None.
+    """
+
+    path: tuple[str, ...]
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    iterations: int = 0
+    duration: float = 0.0
+    error: BaseException | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class FlowResult:
+    """What any node returns: its output and what getting it cost.
+
+    ``str(result)`` is the output text.
+
+    Attributes:
+        text: the output.
+        usage: tokens summed over every agent run inside (sub-agents included).
+        iterations: model calls summed over every agent run inside.
+        duration: seconds the node took.
+        steps: every leaf run inside, in the order they finished.
+        trace: the names of the direct children run, in order (a graph's path, a loop's rounds,
+            a router's choice).
+        outputs: the last output of each direct child, by name.
+        errors: the errors of direct children that failed without failing the whole
+            (``Parallel(fail_fast=False)``), by name.
+        state: a :class:`Graph`'s final state (plain data), else None.
+        messages: for :class:`Handoffs`, the whole conversation, every agent's turns in order.
+    """
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    iterations: int = 0
+    duration: float = 0.0
+    steps: tuple[Step, ...] = ()
+    trace: tuple[str, ...] = ()
+    outputs: Mapping[str, str] = field(default_factory=dict)
+    errors: Mapping[str, BaseException] = field(default_factory=dict)
+    state: Any = None
+    messages: tuple[Message, ...] = ()
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def combine(
+    text: str,
+    parts: list[tuple[str, FlowResult]],
+    start: float,
+    *,
+    errors: Mapping[str, BaseException] | None = None,
+    state: Any = None,
+) -> FlowResult:
+    """The result of a pattern from its children's ``(name, result)`` in the order they ran."""
+    usage = Usage()
+    for _, r in parts:
+        usage = usage + r.usage
+    return FlowResult(
+        text=text,
+        usage=usage,
+        iterations=sum(r.iterations for _, r in parts),
+        duration=time.perf_counter() - start,
+        steps=tuple(s for _, r in parts for s in r.steps),
+        trace=tuple(n for n, _ in parts),
+        outputs={n: r.text for n, r in parts},
+        errors=dict(errors or {}),
+        state=state,
+    )
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+class OrchestrationError(GoAgentError):
+    """Base of the errors an orchestration run ends with.
+
+    Attributes:
+        partial: what the orchestration did before it failed (a :class:`FlowResult`); not
+            pickled.
+    """
+
+    partial: FlowResult | None = None
+
+    def _reduce_with(self, *args: Any, **kwargs: Any) -> Any:
+        fn, rebuild_args, state = super()._reduce_with(*args, **kwargs)
+        if state is not None:
+            state = {k: v for k, v in state.items() if k != "partial"} or None
+        return fn, rebuild_args, state
+
+
+class StepFailedError(OrchestrationError):
+    """A node failed; ``__cause__`` (and ``cause``) is what it failed with.
+
+    Attributes:
+        path: the node names from the root down to the node that failed.
+        cause: the node's error.
+    """
+
+    def __init__(self, path: tuple[str, ...], cause: BaseException) -> None:
+        self.path = tuple(path)
+        self.cause = cause
+        super().__init__(f"node {'/'.join(self.path)!r} failed: {type(cause).__name__}: {cause}")
+        self.__cause__ = cause
+
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.path, self.cause)
+
+
+class MaxStepsError(OrchestrationError):
+    """A graph or loop ran out of steps; ``taken`` is the path of node names it ran.
+
+    Attributes:
+        max_steps: the limit.
+        taken: the node names run, in order.
+        where: the graph or loop's path.
+    """
+
+    def __init__(self, max_steps: int, taken: tuple[str, ...], where: tuple[str, ...] = ()) -> None:
+        self.max_steps = max_steps
+        self.taken = tuple(taken)
+        self.where = tuple(where)
+        label = "/".join(self.where) or "flow"
+        super().__init__(
+            f"{label!r} stopped after {max_steps} steps without finishing; "
+            f"path taken: {' -> '.join(self.taken)}"
+        )
+
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.max_steps, self.taken, self.where)
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class NodeStart:
+    """A node starts with ``input``; ``path`` names it from the root orchestration."""
+
+    input: str
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True)
+class NodeEnd:
+    """A node ended: ``result`` on success, ``error`` on failure (treat as read-only)."""
+
+    result: FlowResult | None
+    error: BaseException | None = None
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+FlowEvent: TypeAlias = NodeStart | NodeEnd | AgentEvent
+"""What an orchestration streams: node starts and ends, and the events of every agent inside
+(``path`` says where; an agent's own events carry its node path)."""
+
+
+# -- running nodes -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class Scope:
+    """Where a node runs: its path and where events go (None: nobody listens)."""
+
+    path: tuple[str, ...] = ()
+    emit: Callable[[Any], None] | None = None
+
+    def child(self, name: str) -> Scope:
+        return Scope((*self.path, name), self.emit)
+
+
+class Flow:
+    """Base of every orchestration: run it, stream it, or use it as a node of another.
+
+    Subclasses implement :meth:`_invoke`.
+    """
+
+    name: str = "flow"
+
+    async def _invoke(self, input: str, scope: Scope) -> FlowResult:
+        raise NotImplementedError
+
+    def as_tool(self, *, name: str, description: str) -> FlowTool:
+        """This orchestration as a tool an agent's model can call with a ``prompt`` (see
+        :mod:`goagent_py.orchestration.flow_tool`)."""
+        from goagent_py.orchestration.flow_tool import FlowTool
+
+        return FlowTool(self, name=name, description=description)
+
+    async def run(self, input: str, *, budget: Budget | None = None) -> FlowResult:
+        """Run the orchestration on ``input`` (drawing from ``budget``, or the active one).
+
+        Raises:
+            BudgetExceededError: the run-wide budget ran out.
+            StepFailedError: a node failed (``path`` names it, ``partial`` holds what was done).
+            MaxStepsError: a graph or loop ran past its limit.
+        """
+        if budget is None:
+            return await self._invoke(input, Scope((self.name,)))
+        with budget:
+            return await self._invoke(input, Scope((self.name,)))
+
+    async def stream(self, input: str, *, budget: Budget | None = None) -> AsyncIterator[FlowEvent]:
+        """Run on ``input`` yielding every event as it happens, from the root's
+        :class:`NodeStart` to its :class:`NodeEnd` (whose ``result`` is the run's); raises what
+        :meth:`run` raises.
+        Closing the iterator early cancels the run."""
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        done = object()
+        scope = Scope((self.name,), queue.put_nowait)
+
+        async def body() -> FlowResult:
+            try:
+                return await self._invoke(input, scope)
+            finally:
+                queue.put_nowait(done)
+
+        with budget if budget is not None else contextlib.nullcontext():
+            task = asyncio.create_task(body())  # the task copies the context, budget included
+        try:
+            yield NodeStart(input, path=scope.path)
+            while (item := await queue.get()) is not done:
+                yield item
+            result = await task
+            yield NodeEnd(result, path=scope.path)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+
+class Node:
+    """A runnable with a name, an optional input mapping and an optional retry policy.
+
+    Args:
+        runnable: an agent, an orchestration, or ``async (input: str) -> str``.
+        name: the node's name in paths (default: the agent's or flow's name, or the function's).
+        input: maps what the node receives to its input (in a :class:`Graph`, it receives the
+            state dict instead of a string).
+        retry: retry a failing node (cancellation is never retried).
+    """
+
+    __slots__ = ("input", "name", "retry", "runnable")
+
+    def __init__(
+        self,
+        runnable: Runnable,
+        *,
+        name: str | None = None,
+        input: Callable[[Any], str] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        from goagent_py.agent import Agent
+
+        if isinstance(runnable, Node):
+            raise ConfigurationError("Node(...) takes an agent, a flow or a function, not a Node")
+        if not isinstance(runnable, Agent | Flow) and not callable(runnable):
+            raise ConfigurationError(
+                "a node must be an Agent, an orchestration or an async function "
+                f"(input: str) -> str, got {type(runnable).__name__}"
+            )
+        if input is not None and not callable(input):
+            raise ConfigurationError("Node input must be a function")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigurationError(f"Node retry must be a RetryPolicy, got {retry!r}")
+        self.runnable = runnable
+        self.name = name or _default_name(runnable)
+        if not isinstance(self.name, str) or not self.name or "/" in self.name:
+            raise ConfigurationError(f"invalid node name {self.name!r}")
+        self.input = input
+        self.retry = retry
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r})"
+
+
+def _default_name(runnable: Runnable) -> str:
+    from goagent_py.agent import Agent
+
+    if isinstance(runnable, Agent):
+        return runnable.name or "agent"
+    if isinstance(runnable, Flow):
+        return runnable.name
+    return str(getattr(runnable, "__name__", "") or type(runnable).__name__)
+
+
+def as_nodes(items: Any, where: str, *, number_repeats: bool = False) -> list[Node]:
+    """Nodes from runnables, nodes or a ``{name: runnable}`` dict; names must be unique, or
+    with ``number_repeats`` a repeated default name gets a suffix ("refine", "refine-2")."""
+    if isinstance(items, Mapping):
+        nodes = [
+            v if isinstance(v, Node) and v.name == k else _named(v, k) for k, v in items.items()
+        ]
+    else:
+        nodes = [v if isinstance(v, Node) else Node(v) for v in items]
+    seen: set[str] = set()
+    for i, n in enumerate(nodes):
+        if n.name in seen and number_repeats and not isinstance(items[i], Node):
+            count = 2
+            while f"{n.name}-{count}" in seen:
+                count += 1
+            n = nodes[i] = _named(n, f"{n.name}-{count}")
+        if n.name in seen:
+            raise ConfigurationError(
+                f"{where}: two nodes are named {n.name!r}; name them with Node(..., name=...)"
+            )
+        seen.add(n.name)
+    return nodes
+
+
+def _named(value: Any, name: str) -> Node:
+    if isinstance(value, Node):
+        return Node(value.runnable, name=name, input=value.input, retry=value.retry)
+    return Node(value, name=name)
+
+
+async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
+    """Run ``node`` (mapping ``received`` to its input, retrying by its policy) under ``scope``.
+
+    Raises:
+        StepFailedError: the node failed (after its retries).
+    """
+    here = scope.child(node.name)
+    text = node.input(received) if node.input is not None else received
+    if not isinstance(text, str):
+        raise ConfigurationError(
+            f"node {'/'.join(here.path)!r} got a {type(text).__name__} as input; "
+            "give it Node(..., input=...) that returns a str"
+        )
+    budget = current_budget()
+    if budget is not None:
+        budget.check()
+    if here.emit is not None:
+        here.emit(NodeStart(text, path=here.path))
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            result = await _run_once(node.runnable, text, here)
+        except (ConfigurationError, BudgetExceededError):
+            raise  # misuse, or the whole run out of budget: never retried or wrapped
+        except Exception as exc:
+            policy = node.retry
+            # The policy judges what the node failed with, not the wrapper naming the node.
+            cause = exc.cause if isinstance(exc, StepFailedError) else exc
+            if (
+                policy is not None
+                and attempt < policy.max_attempts
+                and (policy.retryable is None or policy.retryable(cause))
+            ):
+                await policy.sleep(policy.delay(attempt, cause))
+                continue
+            if here.emit is not None:
+                here.emit(NodeEnd(None, exc, path=here.path))
+            if isinstance(exc, StepFailedError):
+                raise  # already names the node that failed, deepest first
+            raise StepFailedError(here.path, exc) from exc
+        if here.emit is not None:
+            here.emit(NodeEnd(result, path=here.path))
+        return result
+
+
+async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:
+    from goagent_py.agent import Agent
+
+    if isinstance(runnable, Flow):
+        return await runnable._invoke(text, scope)
+    start = time.perf_counter()
+    if isinstance(runnable, Agent):
+        return await _run_agent(runnable, text, scope, start)
+    value: Any = runnable(text)
+    if inspect.isawaitable(value):
+        value = await value
+    if isinstance(value, FlowResult):
+        value = value.text
+    if not isinstance(value, str):
+        raise ConfigurationError(
+            f"node {'/'.join(scope.path)!r} returned {type(value).__name__}; a function node "
+            "returns a str"
+        )
+    duration = time.perf_counter() - start
+    return FlowResult(value, duration=duration, steps=(Step(scope.path, value, duration=duration),))
+
+
+async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> FlowResult:
+    run = await agent.start_run(text, streaming=scope.emit is not None, path=scope.path)
+    try:
+        async with contextlib.aclosing(run.events()) as events:
+            async for event in events:
+                observe(event)  # the run-wide budget, if one is active
+                if scope.emit is not None:
+                    scope.emit(event)
+    except BudgetExceededError:
+        raise  # the whole run is out of budget, not this node
+    except Exception as exc:
+        r = run.result
+        if r is not None:
+            failed = Step(scope.path, "", r.usage, r.iterations, r.duration, exc)
+            wrapped = StepFailedError(scope.path, exc)
+            wrapped.partial = FlowResult("", r.usage, r.iterations, r.duration, (failed,))
+            raise wrapped from exc
+        raise
+    r = run.result
+    assert r is not None
+    duration = time.perf_counter() - start
+    step = Step(scope.path, r.text, r.usage, r.iterations, duration)
+    return FlowResult(r.text, r.usage, r.iterations, duration, (step,))

@@ -1,0 +1,99 @@
+"""A run-wide budget that sub-agents and nodes draw from."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+
+from goagent_py import Agent, ConfigurationError, Role, Usage, tool
+from goagent_py.agent_tool import as_tool
+from goagent_py.budget import Budget, BudgetExceededError, current_budget
+from goagent_py.orchestration import Loop, Pipeline
+from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+
+
+@tool
+def noop() -> str:
+    """Do nothing."""
+    return "ok"
+
+
+def agent(name: str, *responses: Any, **settings: Any) -> Agent:
+    return Agent(provider=ScriptedProvider(*responses), model="m", name=name, **settings)
+
+
+async def test_a_delegation_chain_stops_when_the_shared_iterations_run_out() -> None:
+    child_p = ScriptedProvider(
+        tool_call_response(("noop", {})), tool_call_response(("noop", {})), "never"
+    )
+    child = Agent(provider=child_p, model="m", name="child", tools=[noop])
+    budget = Budget(max_iterations=3)
+    lead = budget.guard(
+        agent(
+            "lead",
+            tool_call_response(("child", {"prompt": "go"})),
+            "never",
+            tools=[as_tool(child, name="child", description="C.")],
+        )
+    )
+
+    with budget, pytest.raises(BudgetExceededError) as info:
+        await lead.run("start")
+
+    assert (info.value.kind, info.value.limit, info.value.spent) == ("iterations", 3, 3)
+    assert budget.iterations == 3
+    assert len(child_p.requests) == 2  # the child's third call was refused
+    run = info.value.run_result
+    assert run is not None
+    tool_msg = next(m for m in run.messages if m.role is Role.TOOL)
+    assert tool_msg.is_error
+    assert "budget is spent" in tool_msg.text
+    assert current_budget() is None
+
+
+async def test_pipeline_nodes_draw_tokens_from_the_budget() -> None:
+    third_p = ScriptedProvider("never")
+    flow = Pipeline(
+        agent("a", text_response("1", usage=Usage(40, 10))),
+        agent("b", text_response("2", usage=Usage(40, 10))),
+        Agent(provider=third_p, model="m", name="c"),
+    )
+    budget = Budget(max_tokens=100)
+
+    with pytest.raises(BudgetExceededError, match="tokens 100 of 100"):
+        await flow.run("x", budget=budget)
+
+    assert third_p.requests == []
+    assert budget.tokens == 100
+
+
+async def test_wall_time_is_checked_before_each_node() -> None:
+    now = [0.0]
+
+    async def slow_step(text: str) -> str:
+        now[0] += 6
+        return text + "."
+
+    budget = Budget(max_seconds=10, clock=lambda: now[0])
+    with pytest.raises(BudgetExceededError) as info:
+        await Loop(slow_step, max_rounds=5).run("x", budget=budget)
+    assert info.value.kind == "seconds"
+    assert now[0] == 12  # two rounds ran; the third was refused
+
+
+async def test_streams_draw_from_the_budget_too() -> None:
+    budget = Budget(max_iterations=1)
+    flow = Pipeline(agent("a", "1"), agent("b", "never"))
+    with pytest.raises(BudgetExceededError):
+        _ = [e async for e in flow.stream("x", budget=budget)]
+    assert budget.iterations == 1
+
+
+def test_budget_misuse_and_pickling() -> None:
+    with pytest.raises(ConfigurationError, match="max_tokens"):
+        Budget(max_tokens=0)
+    error = BudgetExceededError("tokens", 10, 12)
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.kind, copy.limit, copy.spent, str(copy)) == ("tokens", 10, 12, str(error))
