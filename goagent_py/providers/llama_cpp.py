@@ -8,7 +8,8 @@ never downloaded).
 
 The default model is tiny (135M parameters, ~100 MB): it answers simple questions and makes
 simple tool calls ("What is 2 + 3?" -> ``add(a=2, b=3)``), but once it is offered tools it keeps
-calling them; pass ``max_tool_rounds=1`` to make it answer in text after one round of results.
+calling them: by default (``max_tool_rounds=1``) it is offered no tools after one round of
+results, so it answers in text. Raise the limit for a model that uses tool results well.
 
 llama-cpp-python's ``chatml-function-calling`` format (the default here) has three defects that
 this module works around, so the model sees the conversation it should:
@@ -33,7 +34,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from goagent_py.errors import MissingExtraError, ProviderError, UnsupportedContentError
+from goagent_py.errors import ConfigurationError, MissingExtraError, ProviderError, UnsupportedContentError
 from goagent_py.messages import (
     DocumentBlock,
     ImageBlock,
@@ -134,8 +135,9 @@ class LlamaCppProvider:
         temperature: sampling temperature (0 makes answers repeatable).
         seed: the sampling seed, or None for llama.cpp's default.
         max_tool_rounds: after this many consecutive rounds of tool results the model is offered
-            no tools, so it must answer in text (None: no limit). Small models that never stop
-            calling tools need 1.
+            no tools, so it must answer in text (None: no limit). 1 by default: small models
+            never stop calling tools (with no limit every simple prompt ends in
+            ``MaxIterationsError``); raise it for a model that chains tool calls well.
         extra_buffer_types: use llama.cpp's extra CPU buffer types (weight repacking, AMX). Off
             by default: on some virtual machines that advertise AMX they crash the process as
             soon as a prompt of more than one token is evaluated.
@@ -158,13 +160,15 @@ class LlamaCppProvider:
         repeat_penalty: float = 1.1,
         temperature: float = 0.2,
         seed: int | None = None,
-        max_tool_rounds: int | None = None,
+        max_tool_rounds: int | None = 1,
         extra_buffer_types: bool = False,
         verbose: bool = False,
         **llama_kwargs: Any,
     ) -> None:
         if max_tool_rounds is not None and max_tool_rounds < 1:
-            raise ValueError(f"max_tool_rounds must be >= 1 or None, got {max_tool_rounds}")
+            raise ConfigurationError(
+                f"max_tool_rounds must be >= 1 or None, got {max_tool_rounds}"
+            )
         _import_llama()
         self._model_path = Path(model_path) if model_path is not None else default_model_path()
         self._n_ctx = n_ctx

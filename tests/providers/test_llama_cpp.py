@@ -18,6 +18,7 @@ import pytest
 
 from goagent_py import Agent, tool
 from goagent_py.errors import (
+    ConfigurationError,
     MaxIterationsError,
     MissingExtraError,
     ProviderError,
@@ -105,7 +106,7 @@ def test_missing_model_package_names_the_local_extra(monkeypatch: pytest.MonkeyP
 
 
 def test_bad_max_tool_rounds_is_refused_at_construction() -> None:
-    with pytest.raises(ValueError, match="max_tool_rounds"):
+    with pytest.raises(ConfigurationError, match="max_tool_rounds"):
         LlamaCppProvider(max_tool_rounds=0)
 
 
@@ -488,10 +489,22 @@ async def test_agent_round_trip_with_the_real_model(local: LlamaCppProvider) -> 
 
 
 @pytest.mark.slow
-async def test_a_model_that_never_stops_calling_tools_ends_in_max_iterations(
-    local: LlamaCppProvider,
-) -> None:
-    agent = Agent(provider=local, model="local", tools=[add], max_iterations=2)
-    with pytest.raises(MaxIterationsError) as info:
-        await asyncio.wait_for(agent.run("What is 2 + 3?"), timeout=120)
-    assert info.value.iterations == 2
+async def test_without_a_tool_round_limit_the_model_never_stops_calling_tools() -> None:
+    unlimited = LlamaCppProvider(temperature=0.0, seed=0, max_tool_rounds=None)
+    try:
+        agent = Agent(provider=unlimited, model="local", tools=[add], max_iterations=2)
+        with pytest.raises(MaxIterationsError) as info:
+            await asyncio.wait_for(agent.run("What is 2 + 3?"), timeout=120)
+        assert info.value.iterations == 2
+    finally:
+        await unlimited.aclose()
+
+
+@pytest.mark.slow
+async def test_by_default_one_tool_round_then_a_text_answer(local: LlamaCppProvider) -> None:
+    agent = Agent(provider=local, model="local", tools=[add], max_iterations=4)
+    result = await asyncio.wait_for(agent.run_detailed("What is 2 + 3?"), timeout=120)
+    assert result.error is None
+    assert result.tool_calls == 1
+    assert result.iterations == 2
+    assert not result.messages[-1].tool_calls
