@@ -1,0 +1,61 @@
+"""Context filters: what earlier turns the model sees, for ``transform_context``.
+
+A filter takes the messages about to be sent and returns the ones to send; storage is never
+touched (short-term memory keeps the whole trace). Made for small models, which copy what they
+read: a failed tool call and the confused answer after it, left in the context, come back as
+new failed calls and as the same answer, word for word, on later turns::
+
+    agent = Agent(provider=..., transform_context=drop_failed_tool_exchanges)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from goagent_py.messages import Message, Role
+
+__all__ = ["current_turn_start", "drop_failed_tool_exchanges"]
+
+
+def current_turn_start(messages: Sequence[Message]) -> int:
+    """The index of the last user message (where the turn being answered starts); 0 if none."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == Role.USER:
+            return i
+    return 0
+
+
+def drop_failed_tool_exchanges(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` without the failed tool exchanges of earlier turns.
+
+    A failed exchange is an assistant message with tool calls together with its tool results,
+    when one of the results is an error; the assistant's text answer that ends the same turn is
+    dropped with it (it was written from the error). The turn being answered (from the last
+    user message on) is kept whole: the model must read its own errors to correct them.
+    """
+    start = current_turn_start(messages)
+    kept: list[Message] = []
+    failed_turn = False
+    i = 0
+    while i < start:
+        message = messages[i]
+        if message.role == Role.USER:
+            failed_turn = False
+            kept.append(message)
+            i += 1
+            continue
+        if message.role == Role.ASSISTANT and message.tool_calls:
+            end = i + 1
+            while end < start and messages[end].role == Role.TOOL:
+                end += 1
+            if any(m.is_error for m in messages[i + 1 : end]):
+                failed_turn = True
+            elif not failed_turn:
+                kept.extend(messages[i:end])
+            i = end
+            continue
+        if not failed_turn:
+            kept.append(message)
+        i += 1
+    kept.extend(messages[start:])
+    return kept
