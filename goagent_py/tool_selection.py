@@ -43,8 +43,10 @@ __all__ = [
     "ToolScore",
     "ToolSelectingProvider",
     "last_user_text",
+    "limit_tool_rounds",
     "required_parameters_only",
     "select_tools",
+    "trailing_tool_rounds",
 ]
 
 _QUERY_CACHE = 64
@@ -88,7 +90,7 @@ def _unit(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
     import numpy as np
 
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    out: NDArray[np.float32] = matrix / np.where(norms == 0, 1.0, norms)
+    out: NDArray[np.float32] = (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
     return out
 
 
@@ -288,3 +290,73 @@ def select_tools(
         examples=examples,
         required_only=required_only,
     )
+
+
+# -- a limit on consecutive tool rounds ----------------------------------------------------------
+
+
+def trailing_tool_rounds(messages: Sequence[Message]) -> int:
+    """How many assistant tool-call turns, each followed by its results, end ``messages``."""
+    rounds = 0
+    i = len(messages) - 1
+    while i >= 0 and messages[i].role == Role.TOOL:
+        while i >= 0 and messages[i].role == Role.TOOL:
+            i -= 1
+        if i < 0 or messages[i].role != Role.ASSISTANT or not messages[i].tool_calls:
+            break
+        rounds += 1
+        i -= 1
+    return rounds
+
+
+class _RoundLimitedProvider:
+    def __init__(self, provider: Provider, rounds: int) -> None:
+        self.provider = provider
+        self.rounds = rounds
+
+    def __repr__(self) -> str:
+        return f"limit_tool_rounds({self.provider!r}, {self.rounds})"
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "provider":
+            raise AttributeError(name)
+        return getattr(self.provider, name)
+
+    def _limited(self, request: CompletionRequest) -> CompletionRequest:
+        if request.tools and trailing_tool_rounds(request.messages) >= self.rounds:
+            return dataclasses.replace(request, tools=[])
+        return request
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        return await self.provider.complete(self._limited(request))
+
+
+class _StreamingRoundLimitedProvider(_RoundLimitedProvider):
+    async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
+        assert isinstance(self.provider, StreamingProvider)
+        async for event in self.provider.stream(self._limited(request)):
+            yield event
+
+
+def limit_tool_rounds(provider: Provider, rounds: int = 1) -> Provider:
+    """Wrap ``provider`` so that after ``rounds`` consecutive rounds of tool results the model
+    is offered no tools and must answer in text.
+
+    For models (or servers) that never stop calling tools: what
+    ``LlamaCppProvider(max_tool_rounds=...)`` does in-process, for any provider, e.g. an
+    ``OpenAIProvider`` in front of llama-cpp-python's server, which leaves tool results out of
+    the prompt.
+
+    Raises:
+        ConfigurationError: ``rounds`` < 1, or a provider of the wrong kind.
+    """
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ConfigurationError(f"limit_tool_rounds: rounds must be an int >= 1, got {rounds!r}")
+    if not isinstance(provider, Provider):
+        raise ConfigurationError(
+            f"limit_tool_rounds: provider must have async complete(request), "
+            f"got {type(provider).__name__}"
+        )
+    if isinstance(provider, StreamingProvider):
+        return _StreamingRoundLimitedProvider(provider, rounds)
+    return _RoundLimitedProvider(provider, rounds)

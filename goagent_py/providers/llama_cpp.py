@@ -34,7 +34,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from goagent_py.errors import ConfigurationError, MissingExtraError, ProviderError, UnsupportedContentError
+from goagent_py.errors import (
+    ConfigurationError,
+    MissingExtraError,
+    ProviderError,
+    UnsupportedContentError,
+)
 from goagent_py.messages import (
     DocumentBlock,
     ImageBlock,
@@ -166,9 +171,7 @@ class LlamaCppProvider:
         **llama_kwargs: Any,
     ) -> None:
         if max_tool_rounds is not None and max_tool_rounds < 1:
-            raise ConfigurationError(
-                f"max_tool_rounds must be >= 1 or None, got {max_tool_rounds}"
-            )
+            raise ConfigurationError(f"max_tool_rounds must be >= 1 or None, got {max_tool_rounds}")
         _import_llama()
         self._model_path = Path(model_path) if model_path is not None else default_model_path()
         self._n_ctx = n_ctx

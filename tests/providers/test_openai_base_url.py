@@ -77,11 +77,15 @@ async def test_a_connection_error_names_the_url_tried(stream: bool) -> None:
         _client(refuse) as client,
         OpenAIProvider(base_url="http://nowhere.invalid:9/v1", http_client=client) as provider,
     ):
-        with pytest.raises(ProviderError) as info:
+
+        async def call() -> None:
             if stream:
                 [e async for e in provider.stream(_request(tools=False))]
             else:
                 await provider.complete(_request(tools=False))
+
+        with pytest.raises(ProviderError) as info:
+            await call()
     assert "http://nowhere.invalid:9/v1/chat/completions" in str(info.value)
     assert "Name or service not known" in str(info.value)
     assert info.value.status is None
@@ -114,7 +118,8 @@ async def test_stream_tools_false_asks_for_a_whole_answer_when_tools_are_offered
     assert with_tools[0] == ToolCallStart(0, "c1", "add")
     assert isinstance(with_tools[1], ToolCallDelta)
     assert json.loads(with_tools[1].arguments_delta) == {"a": 2}
-    assert isinstance(without[0], TextDelta) and without[0].text == "hi"
+    assert isinstance(without[0], TextDelta)
+    assert without[0].text == "hi"
 
 
 async def test_a_tool_stream_closed_before_anything_says_to_use_stream_tools_false() -> None:
