@@ -22,7 +22,7 @@ __all__ = ["calculator", "current_time"]
 # Patterns in the schemas: a model whose arguments are grammar-constrained to the schema (the
 # embedded one) can then only write a plausible zone name or arithmetic, never prose.
 _TimeZone = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+){0,2}$")]
-_Expression = Annotated[str, Field(pattern=r"^[0-9(a-z][0-9a-z.+*/%(), -]*$", max_length=200)]
+_Expression = Annotated[str, Field(pattern=r"^[0-9(a-z][0-9a-z.+*/%() -]*$", max_length=200)]
 
 
 @tool
