@@ -533,12 +533,25 @@ def build_parser() -> argparse.ArgumentParser:
     index = rag_sub.add_parser("index", help="index files or folders")
     index.add_argument("paths", nargs="+")
     index.add_argument("--db", help="index database file (default: in the data folder)")
+    index.add_argument(
+        "--root",
+        help="sources are paths relative to this folder (default: the current folder); "
+        "files outside it are keyed by their absolute path",
+    )
     ask = rag_sub.add_parser("ask", help="answer a question from the index, with citations")
     ask.add_argument("question")
     ask.add_argument("--db", help="index database file (default: in the data folder)")
     ask.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
     ask.add_argument("--base-url", help=_BASE_URL_HELP)
     ask.add_argument("--top-k", type=int, default=4)
+    ask.add_argument(
+        "--min-score",
+        type=float,
+        default=0.25,
+        metavar="SCORE",
+        help="answer only when a passage is at least this similar to the question "
+        "(cosine, default 0.25); otherwise say that the index does not hold the answer",
+    )
     return parser
 
 
