@@ -320,3 +320,96 @@ def test_rag_index_then_ask_cites_the_right_file(tmp_path: Path) -> None:
     missing = _run(["rag", "ask", "x", "--db", str(tmp_path / "none.db")], "", tmp_path)
     assert missing.returncode == cli.EXIT_USAGE
     assert "run 'goagent-py rag index" in missing.stderr
+
+
+# -- base URL, the small-model kit, memory defaults --------------------------------------------
+
+
+def test_base_url_needs_an_openai_compatible_vendor(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["chat", "--provider", "anthropic", "--base-url", "http://x/v1", "--no-memory"])
+    assert code == cli.EXIT_USAGE
+    assert "--base-url works with openai:MODEL" in capsys.readouterr().err
+
+
+async def test_base_url_makes_an_unstreamed_one_round_openai_provider(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from goagent_py.providers.openai import OpenAIProvider
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    picked = await cli.pick_provider("openai:smollm2", "http://127.0.0.1:9/v1")
+    assert (picked.name, picked.model, picked.small) == ("openai", "smollm2", True)
+    inner = picked.provider.provider  # limit_tool_rounds(OpenAIProvider(...), 1)
+    assert isinstance(inner, OpenAIProvider)
+    assert inner.base_url == "http://127.0.0.1:9/v1"
+    assert picked.provider.rounds == 1
+    await picked.provider.aclose()
+
+
+async def test_openai_base_url_is_picked_when_no_key_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cli, "make_provider", lambda vendor, model, base_url=None: vendor)
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    picked = await cli.pick_provider(None)
+    assert picked.name == "openai"
+    assert "OPENAI_BASE_URL is set" in picked.reason
+    assert picked.small
+
+
+async def test_small_model_kit_offers_no_tool_for_chit_chat_and_answers_from_results(
+    harness: Any,
+) -> None:
+    from goagent_py.testing import FakeEmbedder
+
+    provider = ScriptedProvider(
+        "Hello there!", tool_call_response(("calculator", {"expression": "6 * 7"}))
+    )
+    h = harness(provider)
+    h.embedder = FakeEmbedder(64)
+    h.send(b"hi, nice day\nwhat is 6 * 7\n")
+    h.close_input()
+    assert await h.start("--small-model", "on") == cli.EXIT_OK
+    assert provider.requests[0].tools == []
+    assert [t.name for t in provider.requests[1].tools] == ["calculator"]
+    assert len(provider.requests) == 2  # the answer came from the result, not the model
+    assert h.out.getvalue().splitlines() == ["Hello there!", "6 * 7 = 42"]
+
+
+async def test_a_tool_error_is_shown_in_the_turn_not_logged(
+    harness: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    provider = ScriptedProvider(
+        tool_call_response(("current_time", {"timezone": "Mars/Olympus"})), "Sorry."
+    )
+    h = harness(provider)
+    h.send(b"what time is it on mars\n")
+    h.close_input()
+    assert await h.start() == cli.EXIT_OK
+    assert "[tool] current_time failed:" in h.err.getvalue()
+    assert "unknown time zone 'Mars/Olympus'" in h.err.getvalue()
+    assert "tool dispatch failed" not in capfd.readouterr().err
+
+
+async def test_long_term_memory_keeps_the_users_statements_only(harness: Any) -> None:
+    from goagent_py.memory.long_term import LongTermMemory
+    from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+    from goagent_py.messages import TextBlock
+    from goagent_py.testing import FakeEmbedder
+
+    h = harness(ScriptedProvider("You live in Paris.", "Nice!"))
+    h.embedder = FakeEmbedder(64)
+    memory = LongTermMemory(h.embedder, InMemoryVectorStore(), score_threshold=-1.0)
+    h.long_term = memory
+    h.send(b"Where do I live?\nI live in Lisbon with my cat.\n")
+    h.close_input()
+    assert await h.start() == cli.EXIT_OK
+    found = await memory.retrieve([TextBlock("live")], top_k=10, session="goagent-chat")
+    assert [m.message.text for m in found] == ["I live in Lisbon with my cat."]
+
+
+def test_memory_flags_have_documented_defaults() -> None:
+    args = cli.build_parser().parse_args(["chat"])
+    assert (args.remember, args.recall_threshold, args.small_model) == ("statements", 0.3, "auto")
