@@ -135,8 +135,11 @@ class LlamaCppProvider:
         chat_format: llama-cpp-python's chat format; the default handles tool calls.
         n_threads: CPU threads for generation (None: llama.cpp's default).
         max_tokens: output token limit when the request sets none.
-        repeat_penalty: how strongly repeated tokens are discouraged (llama.cpp's default 1.1;
-            small models loop less with ~1.3).
+        repeat_penalty: how strongly repeated tokens are discouraged in text answers
+            (llama.cpp's default 1.1; small models loop less with ~1.3).
+        tool_repeat_penalty: the same while the model may write a tool call (1.0: none).
+            Arguments copy numbers and names from the conversation, which a penalty forbids:
+            at 1.3 the default model turns "What is 144 / 12?" into ``14.67 * (x + y)``.
         temperature: sampling temperature (0 makes answers repeatable).
         seed: the sampling seed, or None for llama.cpp's default.
         max_tool_rounds: after this many consecutive rounds of tool results the model is offered
@@ -163,6 +166,7 @@ class LlamaCppProvider:
         n_threads: int | None = None,
         max_tokens: int = 512,
         repeat_penalty: float = 1.1,
+        tool_repeat_penalty: float = 1.0,
         temperature: float = 0.2,
         seed: int | None = None,
         max_tool_rounds: int | None = 1,
@@ -179,6 +183,7 @@ class LlamaCppProvider:
         self._n_threads = n_threads
         self._max_tokens = max_tokens
         self._repeat_penalty = repeat_penalty
+        self._tool_repeat_penalty = tool_repeat_penalty
         self._temperature = temperature
         self._seed = seed
         self._max_tool_rounds = max_tool_rounds
@@ -276,7 +281,13 @@ class LlamaCppProvider:
             rounds = trailing_tool_rounds(request.messages)
             over = self._max_tool_rounds is not None and rounds >= self._max_tool_rounds
             kwargs["tool_choice"] = "none" if over else "auto"
+            if not over:
+                kwargs["repeat_penalty"] = self._tool_repeat_penalty
         return kwargs
+
+    def _text_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` re-asked for a text answer: no tool choice, the text repeat penalty."""
+        return {**kwargs, "tool_choice": "none", "repeat_penalty": self._repeat_penalty}
 
     # -- complete ------------------------------------------------------------------------------
 
@@ -291,7 +302,7 @@ class LlamaCppProvider:
                     and not _tool_calls_of(result)
                 ):
                     # The model chose to answer in text, which "auto" constrains to nothing.
-                    result = llama.create_chat_completion(**{**kwargs, "tool_choice": "none"})
+                    result = llama.create_chat_completion(**self._text_kwargs(kwargs))
             except ValueError as exc:
                 raise ProviderError(str(exc), provider=_PROVIDER) from exc
             return result
@@ -343,7 +354,7 @@ class LlamaCppProvider:
             # The model picked a tool, which this chat format cannot stream.
             return llama.create_chat_completion(**kwargs)
         # The model picked a text answer, which "auto" constrains to nothing: stream it unbound.
-        return llama.create_chat_completion(**{**kwargs, "tool_choice": "none"}, stream=True)
+        return llama.create_chat_completion(**self._text_kwargs(kwargs), stream=True)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
         """Yield text deltas as the model produces them, then a :class:`StreamDone`.

@@ -322,10 +322,10 @@ async def test_max_tool_rounds_offers_no_tools_after_results() -> None:
     await provider.complete(_request(user_message("2 + 3?")))
     await provider.complete(_request(user_message("2 + 3?"), *_turn("5")))
     assert [c["tool_choice"] for c in llama.calls] == ["auto", "none"]
-    settings = {
-        (c["max_tokens"], c["temperature"], c["seed"], c["repeat_penalty"]) for c in llama.calls
-    }
-    assert settings == {(64, 0.0, 7, 1.3)}
+    settings = {(c["max_tokens"], c["temperature"], c["seed"]) for c in llama.calls}
+    assert settings == {(64, 0.0, 7)}
+    # Tool arguments copy the conversation: no repeat penalty while they may be written.
+    assert [c["repeat_penalty"] for c in llama.calls] == [1.0, 1.3]
     assert llama.calls[0]["tools"][0]["function"]["name"] == "add"
 
 
