@@ -9,8 +9,10 @@ The small-model kit is what makes the embedded 135M model usable, by the framewo
 - :func:`~goagent_py.tool_answers.answer_from_tools` answers from the calculator's and the
   clock's results (the model reads "395" and writes "69") and turns a failed call into a short
   apology instead of an essay about the error;
-- :func:`~goagent_py.context_filters.drop_failed_tool_exchanges` keeps failed exchanges of
-  earlier turns out of what the model reads, and a short history window keeps turns fast.
+- :func:`~goagent_py.context_filters.drop_earlier_tool_exchanges` keeps the tool calls and
+  results of earlier turns (and the answers of failed ones) out of what the model reads: the
+  chat template shows an earlier call as ``functions.current_time:`` text, which the model then
+  writes as its answer to "Hello!". A short history window keeps turns fast.
 
 It applies to the embedded model and to ``--base-url`` servers (local OpenAI-compatible servers
 run small models); the cloud models get the plain agent.
@@ -44,9 +46,10 @@ TOOL_EXAMPLES: dict[str, list[str]] = {
     ],
     "current_time": [
         "What time is it?",
-        "What is the date today?",
-        "What day is it today?",
+        "What is the date?",
+        "What day of the week is it?",
         "Tell me the current time",
+        "What's the current date and time?",
     ],
 }
 """Requests each built-in tool serves: tool selection matches a message against these too."""
@@ -57,9 +60,9 @@ TOOL_TEMPLATES: dict[str, str] = {
 }
 """Direct answers from the built-in tools' results."""
 
-SELECTION_THRESHOLD = 0.3
-"""Least similarity for a tool to be offered (MiniLM: requests for it score 0.4-0.9, other
-messages under 0.25)."""
+SELECTION_THRESHOLD = 0.4
+"""Least similarity for a tool to be offered (MiniLM with the examples above: requests for a
+tool score 0.45-0.95, chit-chat and personal facts at most 0.33)."""
 
 
 def local_embedder() -> Any:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from goagent_py.messages import Message, Role
 
-__all__ = ["current_turn_start", "drop_failed_tool_exchanges"]
+__all__ = ["current_turn_start", "drop_earlier_tool_exchanges", "drop_failed_tool_exchanges"]
 
 
 def current_turn_start(messages: Sequence[Message]) -> int:
@@ -33,6 +33,24 @@ def drop_failed_tool_exchanges(messages: Sequence[Message]) -> list[Message]:
     dropped with it (it was written from the error). The turn being answered (from the last
     user message on) is kept whole: the model must read its own errors to correct them.
     """
+    return _drop(messages, failed_only=True)
+
+
+def drop_earlier_tool_exchanges(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` without any tool exchange of earlier turns; their text answers stay, except
+    the answers of turns whose exchange failed.
+
+    For small models: their chat template renders an earlier call as text (llama-cpp-python's
+    ``chatml-function-calling`` writes ``functions.current_time:``), which they copy as the
+    answer to the next, unrelated message. The answer that followed a successful call carries
+    what it found.
+    """
+    return _drop(messages, failed_only=False)
+
+
+def _drop(messages: Sequence[Message], *, failed_only: bool) -> list[Message]:
+    """Earlier turns without failed exchanges (and their answers), and without the successful
+    ones too unless ``failed_only``; the current turn whole."""
     start = current_turn_start(messages)
     kept: list[Message] = []
     failed_turn = False
@@ -50,7 +68,7 @@ def drop_failed_tool_exchanges(messages: Sequence[Message]) -> list[Message]:
                 end += 1
             if any(m.is_error for m in messages[i + 1 : end]):
                 failed_turn = True
-            elif not failed_turn:
+            elif failed_only and not failed_turn:
                 kept.extend(messages[i:end])
             i = end
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from goagent_py import Agent, tool
-from goagent_py.context_filters import drop_failed_tool_exchanges
+from goagent_py.context_filters import drop_earlier_tool_exchanges, drop_failed_tool_exchanges
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory.write_policies import is_statement, user_statements
 from goagent_py.messages import Message, Role, TextBlock, ToolCall, assistant_message, user_message
@@ -292,3 +292,22 @@ async def test_the_default_threshold_separates_requests_from_chit_chat_on_minilm
     for text, names in expected.items():
         chosen = await selector.select(_request(text, tools))
         assert [t.name for t in chosen] == names, (text, selector.last_selection)
+
+
+def test_earlier_tool_exchanges_are_all_dropped_but_their_answers_stay() -> None:
+    messages = [
+        user_message("what time is it"),
+        *_round("12:00", call_id="a"),
+        assistant_message("It is 12:00."),
+        user_message("oops"),
+        *_round("Error: boom", error=True, call_id="b"),
+        assistant_message("an essay"),
+        user_message("hello"),
+    ]
+    kept = drop_earlier_tool_exchanges(messages)
+    assert [(m.role, m.text) for m in kept] == [
+        (Role.USER, "what time is it"),
+        (Role.ASSISTANT, "It is 12:00."),
+        (Role.USER, "oops"),
+        (Role.USER, "hello"),
+    ]
