@@ -58,8 +58,7 @@ async def _prompt_toolkit_lines(prompt: str, history: Path) -> LineSource:
             text = await session.prompt_async(prompt)
         except EOFError:
             return
-        except KeyboardInterrupt:  # Ctrl-C at the prompt: a fresh prompt, as shells do
-            continue
+        # Ctrl-C at the prompt raises KeyboardInterrupt: the chat ends with exit code 130.
         yield text
 
 

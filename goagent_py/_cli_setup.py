@@ -9,10 +9,10 @@ The small-model kit is what makes the embedded 135M model usable, by the framewo
 - :func:`~goagent_py.tool_answers.answer_from_tools` answers from the calculator's and the
   clock's results (the model reads "395" and writes "69") and turns a failed call into a short
   apology instead of an essay about the error;
-- :func:`~goagent_py.context_filters.drop_earlier_tool_exchanges` keeps the tool calls and
-  results of earlier turns (and the answers of failed ones) out of what the model reads: the
-  chat template shows an earlier call as ``functions.current_time:`` text, which the model then
-  writes as its answer to "Hello!". A short history window keeps turns fast.
+- :func:`~goagent_py.context_filters.drop_failed_tool_exchanges` keeps failed exchanges of
+  earlier turns, and the confused answers after them, out of what the model reads (successful
+  ones stay: they are the examples it follows when it calls a tool). A short history window
+  keeps turns fast.
 
 It applies to the embedded model and to ``--base-url`` servers (local OpenAI-compatible servers
 run small models); the cloud models get the plain agent.

@@ -260,7 +260,7 @@ async def build_agent(
     """The chat's agent and its history storage (None with ``--no-memory``)."""
     from goagent_py._cli_setup import small_model_provider, write_policy
     from goagent_py.agent import Agent
-    from goagent_py.context_filters import drop_earlier_tool_exchanges
+    from goagent_py.context_filters import drop_failed_tool_exchanges
     from goagent_py.hooks import Hooks
 
     small = picked.small if args.small_model == "auto" else args.small_model == "on"
@@ -290,7 +290,7 @@ async def build_agent(
     if small:
         provider = small_model_provider(provider, embedder)
         state.selector = getattr(provider, "provider", None)
-        settings["transform_context"] = drop_earlier_tool_exchanges
+        settings["transform_context"] = drop_failed_tool_exchanges
 
     def remember(results: list[ScoredMessage], duration: float, error: Any) -> None:
         state.recalled = list(results)

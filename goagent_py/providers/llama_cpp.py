@@ -20,7 +20,11 @@ this module works around, so the model sees the conversation it should:
   ``{&#34;a&#34;: 2}``), so content is passed as already-safe markup;
 * with ``tool_choice="auto"`` a text answer is grammar-constrained to nothing and streaming
   raises when the model picks a tool, so a text answer is re-asked with ``tool_choice="none"``
-  and a tool call in a stream is computed without streaming.
+  and a tool call in a stream is computed without streaming;
+* with no tools offered its template renders earlier tool calls as ``functions.add:`` text,
+  which a small model copies as its answer to an unrelated message, so a text answer is asked
+  without the tool exchanges of earlier turns (their text answers stay; see
+  :func:`~goagent_py.context_filters.drop_earlier_tool_exchanges`).
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ import importlib.util
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from goagent_py.context_filters import drop_earlier_tool_exchanges
 from goagent_py.errors import (
     ConfigurationError,
     MissingExtraError,
@@ -256,10 +262,14 @@ class LlamaCppProvider:
         return self._chat_format == _FUNCTION_CALLING
 
     def _kwargs(self, request: CompletionRequest) -> dict[str, Any]:
+        template = self._works_around_template
+        text_request = request
+        if template:
+            # A text answer's prompt renders earlier calls as "functions.add:" text, which a
+            # small model then writes as its answer: text answers see no earlier exchange.
+            text_request = replace(request, messages=drop_earlier_tool_exchanges(request.messages))
         kwargs: dict[str, Any] = {
-            "messages": chat_messages(
-                request, function_calling_template=self._works_around_template
-            ),
+            "messages": chat_messages(text_request, function_calling_template=template),
             "max_tokens": request.max_tokens or self._max_tokens,
             "temperature": self._temperature,
             "repeat_penalty": self._repeat_penalty,
@@ -283,11 +293,18 @@ class LlamaCppProvider:
             kwargs["tool_choice"] = "none" if over else "auto"
             if not over:
                 kwargs["repeat_penalty"] = self._tool_repeat_penalty
+                # Earlier calls, shown, are examples the model follows when it picks a tool.
+                kwargs[_TEXT_MESSAGES] = kwargs["messages"]
+                kwargs["messages"] = chat_messages(request, function_calling_template=template)
         return kwargs
 
     def _text_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """``kwargs`` re-asked for a text answer: no tool choice, the text repeat penalty."""
-        return {**kwargs, "tool_choice": "none", "repeat_penalty": self._repeat_penalty}
+        """``kwargs`` re-asked for a text answer: no tool choice, the text repeat penalty, and
+        the messages without earlier tool exchanges."""
+        text = {k: v for k, v in kwargs.items() if k != _TEXT_MESSAGES}
+        text.update(tool_choice="none", repeat_penalty=self._repeat_penalty)
+        text["messages"] = kwargs.get(_TEXT_MESSAGES, kwargs["messages"])
+        return text
 
     # -- complete ------------------------------------------------------------------------------
 
@@ -295,7 +312,7 @@ class LlamaCppProvider:
         llama = self._load()
         with self._call_lock:
             try:
-                result: dict[str, Any] = llama.create_chat_completion(**kwargs)
+                result: dict[str, Any] = llama.create_chat_completion(**_sent(kwargs))
                 if (
                     self._works_around_template
                     and kwargs.get("tool_choice") == "auto"
@@ -345,14 +362,14 @@ class LlamaCppProvider:
 
     def _open_stream(self, llama: Any, kwargs: dict[str, Any]) -> Any:
         if not (self._works_around_template and kwargs.get("tool_choice") == "auto"):
-            return llama.create_chat_completion(**kwargs, stream=True)
+            return llama.create_chat_completion(**_sent(kwargs), stream=True)
         try:
-            llama.create_chat_completion(**kwargs, stream=True)
+            llama.create_chat_completion(**_sent(kwargs), stream=True)
         except ValueError as exc:
             if "streaming tool choice" not in str(exc):
                 raise
             # The model picked a tool, which this chat format cannot stream.
-            return llama.create_chat_completion(**kwargs)
+            return llama.create_chat_completion(**_sent(kwargs))
         # The model picked a text answer, which "auto" constrains to nothing: stream it unbound.
         return llama.create_chat_completion(**self._text_kwargs(kwargs), stream=True)
 
@@ -412,6 +429,13 @@ class LlamaCppProvider:
 
 
 # -- mapping (pure functions) ------------------------------------------------------------------
+
+_TEXT_MESSAGES = "_goagent_text_messages"
+"""Where ``_kwargs`` keeps the messages of a text re-ask; never sent to llama.cpp."""
+
+
+def _sent(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if k != _TEXT_MESSAGES}
 
 
 def _text_of(message: Message, what: str) -> str:

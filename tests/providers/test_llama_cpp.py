@@ -32,6 +32,7 @@ from goagent_py.messages import (
     StopReason,
     TextBlock,
     ToolCall,
+    assistant_message,
     user_message,
 )
 from goagent_py.provider import (
@@ -327,6 +328,31 @@ async def test_max_tool_rounds_offers_no_tools_after_results() -> None:
     # Tool arguments copy the conversation: no repeat penalty while they may be written.
     assert [c["repeat_penalty"] for c in llama.calls] == [1.0, 1.3]
     assert llama.calls[0]["tools"][0]["function"]["name"] == "add"
+
+
+async def test_text_answers_are_asked_without_earlier_tool_exchanges() -> None:
+    # The template renders earlier calls as "functions.add:" text when no tools are offered;
+    # the model copied it as its answer. A tool pick still sees them (they are its examples).
+    earlier = [
+        user_message("2 + 3?"),
+        *_turn("5"),
+        assistant_message("It is 5."),
+        user_message("hi"),
+    ]
+    llama = FakeLlama(picks_tool=False)
+    await _fake_provider(llama).complete(_request(*earlier))
+    auto, text = llama.calls
+    assert [m["role"] for m in auto["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert [m["role"] for m in text["messages"]] == ["system", "user", "assistant", "user"]
+    assert text["messages"][2]["content"] == "It is 5."
+    assert all("_goagent" not in key for call in llama.calls for key in call)
 
 
 async def test_stream_of_a_tool_call_falls_back_to_a_whole_answer() -> None:
