@@ -11,8 +11,12 @@ The small-model kit is what makes the embedded 135M model usable, by the framewo
   apology instead of an essay about the error;
 - :func:`~goagent_py.context_filters.drop_failed_tool_exchanges` keeps failed exchanges of
   earlier turns, and the confused answers after them, out of what the model reads (successful
-  ones stay: they are the examples it follows when it calls a tool). A short history window
-  keeps turns fast.
+  ones stay: they are the examples it follows when it calls a tool);
+- :func:`~goagent_py.repeat_guard.avoid_repeats` asks again, without the earlier turns, when
+  an answer copies an earlier one word for word (the model continues patterns: after a few
+  "It is 12:04." answers, "Thanks!" got "It is 12:04." too);
+- a short history window (the last 4 messages or exchanges): the model imitates what it reads,
+  and long prompts are slow on a CPU. Facts from earlier come back through long-term recall.
 
 It applies to the embedded model and to ``--base-url`` servers (local OpenAI-compatible servers
 run small models); the cloud models get the plain agent.
@@ -122,6 +126,7 @@ async def long_term_memory(
 
 def small_model_provider(provider: Any, embedder: Any | None) -> Any:
     """``provider`` wrapped in the small-model kit (see the module's docstring)."""
+    from goagent_py.repeat_guard import avoid_repeats
     from goagent_py.tool_answers import answer_from_tools
     from goagent_py.tool_selection import select_tools
 
@@ -134,4 +139,4 @@ def small_model_provider(provider: Any, embedder: Any | None) -> Any:
             examples=TOOL_EXAMPLES,
             required_only=True,
         )
-    return answer_from_tools(provider, TOOL_TEMPLATES)
+    return answer_from_tools(avoid_repeats(provider), TOOL_TEMPLATES)

@@ -269,7 +269,7 @@ async def build_agent(
     settings: dict[str, Any] = {}
     storage = None
     if not args.no_memory:
-        from goagent_py.memory.policies import TokenWindow
+        from goagent_py.memory.policies import FixedWindow, TokenWindow
         from goagent_py.memory.short_term import ShortTermMemory
         from goagent_py.memory.storage.sqlite import SQLiteStorage
 
@@ -279,7 +279,7 @@ async def build_agent(
         closers.append(storage)
         await storage.load()  # fail now, with a clear message, if the file is unusable
         # A small model reads a short window: it copies from long contexts and slows down.
-        window = TokenWindow(600 if small else 3000)
+        window = FixedWindow(4) if small else TokenWindow(3000)
         settings["short_term_memory"] = ShortTermMemory(storage, window)
         if args.remember != "none" and embedder is not None:
             settings["long_term_memory"] = await _long_term(vector_path, embedder, closers, args)
@@ -289,7 +289,7 @@ async def build_agent(
     provider = picked.provider
     if small:
         provider = small_model_provider(provider, embedder)
-        state.selector = getattr(provider, "provider", None)
+        state.selector = provider.provider.provider  # answer_from_tools(avoid_repeats(selector))
         settings["transform_context"] = drop_failed_tool_exchanges
 
     def remember(results: list[ScoredMessage], duration: float, error: Any) -> None:

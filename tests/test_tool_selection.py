@@ -311,3 +311,43 @@ def test_earlier_tool_exchanges_are_all_dropped_but_their_answers_stay() -> None
         (Role.USER, "oops"),
         (Role.USER, "hello"),
     ]
+
+
+# -- avoid_repeats ----------------------------------------------------------------------------
+
+
+async def test_a_verbatim_copy_is_asked_again_without_earlier_turns() -> None:
+    from goagent_py.repeat_guard import avoid_repeats, is_repeat
+
+    recalled = Message(
+        Role.USER, [TextBlock("<recalled_memories>...")], metadata={"goagent.recall": True}
+    )
+    history = [
+        recalled,
+        user_message("what time is it"),
+        assistant_message("It is 12:04."),
+        user_message("thanks!"),
+    ]
+    inner = ScriptedProvider("It is  12:04.", "You're welcome!")
+    guard = avoid_repeats(inner)
+    response = await guard.complete(CompletionRequest(model="m", messages=history))
+    assert response.message.text == "You're welcome!"
+    assert guard.repeats == 1
+    assert [m.text for m in inner.requests[1].messages] == ["<recalled_memories>...", "thanks!"]
+    assert is_repeat("it is 12:04.", history)
+    assert not is_repeat("It is 12:05.", history)
+
+
+async def test_a_second_copy_keeps_the_first_answer_and_new_answers_pass() -> None:
+    from goagent_py.repeat_guard import avoid_repeats
+
+    history = [user_message("a"), assistant_message("same"), user_message("b")]
+    inner = ScriptedProvider("same", "same", "new")
+    guard = avoid_repeats(inner)
+    assert (
+        await guard.complete(CompletionRequest(model="m", messages=history))
+    ).message.text == "same"
+    assert (
+        await guard.complete(CompletionRequest(model="m", messages=history))
+    ).message.text == "new"
+    assert len(inner.requests) == 3
