@@ -17,15 +17,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from goagent_py._loop import RECALL_METADATA_KEY  # the recalled memories: kept on a re-ask
 from goagent_py.context_filters import current_turn_start
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import Message, Role
 from goagent_py.provider import CompletionRequest, CompletionResponse, Provider
 
-__all__ = ["RECALL_METADATA_KEY", "RepeatGuardProvider", "avoid_repeats", "is_repeat"]
-
-RECALL_METADATA_KEY = "goagent.recall"
-"""Metadata flag of the message holding recalled memories (kept when earlier turns go)."""
+__all__ = ["RepeatGuardProvider", "avoid_repeats", "is_repeat"]
 
 
 def _normal(text: str) -> str:
