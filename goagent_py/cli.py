@@ -56,6 +56,8 @@ SYSTEM_PROMPT = (
     "Use the tools for the current time and for arithmetic."
 )
 
+SMALL_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly."
+
 HELP = """commands:
   /help       this help
   /reset      forget this session's conversation (long-term memory stays)
@@ -260,7 +262,7 @@ async def build_agent(
     """The chat's agent and its history storage (None with ``--no-memory``)."""
     from goagent_py._cli_setup import small_model_provider, write_policy
     from goagent_py.agent import Agent
-    from goagent_py.context_filters import drop_failed_tool_exchanges
+    from goagent_py.context_filters import drop_failed_tool_exchanges, inline_memories
     from goagent_py.hooks import Hooks
 
     small = picked.small if args.small_model == "auto" else args.small_model == "on"
@@ -287,10 +289,19 @@ async def build_agent(
         console.note(f"session {args.session!r}; memory in {chat_path.parent}")
 
     provider = picked.provider
+    system = args.system or SYSTEM_PROMPT
     if small:
         provider = small_model_provider(provider, embedder)
         state.selector = provider.provider.provider  # answer_from_tools(avoid_repeats(selector))
-        settings["transform_context"] = drop_failed_tool_exchanges
+
+        def small_context(messages: list[Any]) -> list[Any]:
+            # Recalled facts quoted next to the question: a small model ignores a memory block.
+            recalled = [s.message.text for s in state.recalled if s.message.role == "user"]
+            return inline_memories(drop_failed_tool_exchanges(messages), recalled)
+
+        settings["transform_context"] = small_context
+        # Tools are offered only when relevant: no sentence about them to distract the model.
+        system = args.system or SMALL_SYSTEM_PROMPT
 
     def remember(results: list[ScoredMessage], duration: float, error: Any) -> None:
         state.recalled = list(results)
@@ -299,7 +310,7 @@ async def build_agent(
         provider=provider,
         model=picked.model,
         name="goagent-chat",
-        system_prompt=args.system or SYSTEM_PROMPT,
+        system_prompt=system,
         tools=[current_time, calculator],
         max_iterations=6,
         tool_timeout=30,

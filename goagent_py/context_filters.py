@@ -10,11 +10,19 @@ new failed calls and as the same answer, word for word, on later turns::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
-from goagent_py.messages import Message, Role
+from goagent_py.messages import Message, Role, TextBlock
 
-__all__ = ["current_turn_start", "drop_earlier_tool_exchanges", "drop_failed_tool_exchanges"]
+RECALL_METADATA_KEY = "goagent.recall"  # the agent's flag on its recalled-memories message
+
+__all__ = [
+    "current_turn_start",
+    "drop_earlier_tool_exchanges",
+    "drop_failed_tool_exchanges",
+    "inline_memories",
+]
 
 
 def current_turn_start(messages: Sequence[Message]) -> int:
@@ -76,4 +84,25 @@ def _drop(messages: Sequence[Message], *, failed_only: bool) -> list[Message]:
             kept.append(message)
         i += 1
     kept.extend(messages[start:])
+    return kept
+
+
+def inline_memories(messages: Sequence[Message], memories: Sequence[str]) -> list[Message]:
+    """``messages`` with recalled ``memories`` quoted in front of the last user message, and
+    the agent's recalled-memories message left out.
+
+    For small models: they ignore a separate block of recalled excerpts but use a fact quoted
+    next to the question (``(You told me earlier: "I live in Lisbon.")``). ``memories`` are the
+    texts the agent recalled for this turn (its ``on_long_term_retrieve`` hook has them).
+    """
+    kept = [m for m in messages if not m.metadata.get(RECALL_METADATA_KEY)]
+    start = current_turn_start(kept)
+    if not memories or not kept or kept[start].role != Role.USER:
+        return kept
+    question = kept[start]
+    if any(not isinstance(b, TextBlock) for b in question.content):
+        return kept
+    quoted = " ".join(f'"{m.strip()}"' for m in memories if m.strip())
+    text = f"(You told me earlier: {quoted})\n{question.text}"
+    kept[start] = dataclasses.replace(question, content=[TextBlock(text)])
     return kept

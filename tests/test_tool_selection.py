@@ -351,3 +351,26 @@ async def test_a_second_copy_keeps_the_first_answer_and_new_answers_pass() -> No
         await guard.complete(CompletionRequest(model="m", messages=history))
     ).message.text == "new"
     assert len(inner.requests) == 3
+
+
+def test_recalled_memories_are_quoted_before_the_question() -> None:
+    from goagent_py.context_filters import inline_memories
+
+    block = Message(
+        Role.USER, [TextBlock("<recalled_memories>")], metadata={"goagent.recall": True}
+    )
+    messages = [
+        block,
+        user_message("hi"),
+        assistant_message("hello"),
+        user_message("Where do I live?"),
+    ]
+    sent = inline_memories(messages, ["I live in Lisbon."])
+    assert [m.text for m in sent] == [
+        "hi",
+        "hello",
+        '(You told me earlier: "I live in Lisbon.")\nWhere do I live?',
+    ]
+    assert messages[-1].text == "Where do I live?"  # the input is left untouched
+    assert [m.text for m in inline_memories(messages, [])] == ["hi", "hello", "Where do I live?"]
+    assert Role.USER == "user"
