@@ -56,8 +56,6 @@ SYSTEM_PROMPT = (
     "Use the tools for the current time and for arithmetic."
 )
 
-SMALL_SYSTEM_PROMPT = "You are a helpful assistant. Answer briefly."
-
 HELP = """commands:
   /help       this help
   /reset      forget this session's conversation (long-term memory stays)
@@ -300,8 +298,6 @@ async def build_agent(
             return inline_memories(drop_failed_tool_exchanges(messages), recalled)
 
         settings["transform_context"] = small_context
-        # Tools are offered only when relevant: no sentence about them to distract the model.
-        system = args.system or SMALL_SYSTEM_PROMPT
 
     def remember(results: list[ScoredMessage], duration: float, error: Any) -> None:
         state.recalled = list(results)
