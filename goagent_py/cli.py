@@ -260,7 +260,11 @@ async def build_agent(
     """The chat's agent and its history storage (None with ``--no-memory``)."""
     from goagent_py._cli_setup import small_model_provider, write_policy
     from goagent_py.agent import Agent
-    from goagent_py.context_filters import drop_failed_tool_exchanges, inline_memories
+    from goagent_py.context_filters import (
+        current_turn_start,
+        drop_failed_tool_exchanges,
+        inline_memories,
+    )
     from goagent_py.hooks import Hooks
 
     small = picked.small if args.small_model == "auto" else args.small_model == "on"
@@ -294,8 +298,12 @@ async def build_agent(
 
         def small_context(messages: list[Any]) -> list[Any]:
             # Recalled facts quoted next to the question: a small model ignores a memory block.
+            # With a fact recalled, earlier turns go: the model imitates their answers instead.
             recalled = [s.message.text for s in state.recalled if s.message.role == "user"]
-            return inline_memories(drop_failed_tool_exchanges(messages), recalled)
+            kept = drop_failed_tool_exchanges(messages)
+            if recalled:
+                kept = kept[current_turn_start(kept) :]
+            return inline_memories(kept, recalled)
 
         settings["transform_context"] = small_context
 
