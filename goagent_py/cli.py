@@ -299,7 +299,8 @@ async def build_agent(
         def small_context(messages: list[Any]) -> list[Any]:
             # Recalled facts quoted next to the question: a small model ignores a memory block.
             # With a fact recalled, earlier turns go: the model imitates their answers instead.
-            recalled = [s.message.text for s in state.recalled if s.message.role == "user"]
+            # Only the best one: given two facts, it mixes them ("your name is Biscuit").
+            recalled = [s.message.text for s in state.recalled if s.message.role == "user"][:1]
             kept = drop_failed_tool_exchanges(messages)
             if recalled:
                 kept = kept[current_turn_start(kept) :]
