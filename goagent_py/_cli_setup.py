@@ -6,6 +6,9 @@ The small-model kit is what makes the embedded 135M model usable, by the framewo
   (none for chit-chat), with required parameters only (the model fills optional ones with
   noise; its arguments are grammar-constrained to the schema, so a parameter it is not offered
   cannot be written);
+  With the embedded model the one tool offered must be called
+  (``LlamaCppProvider.require_tool``): left to choose, it answered "What time is it now?" with
+  a made-up time;
 - :func:`~goagent_py.tool_answers.answer_from_tools` answers from the calculator's and the
   clock's results (the model reads "395" and writes "69") and turns a failed call into a short
   apology instead of an essay about the error;
@@ -131,6 +134,9 @@ def small_model_provider(provider: Any, embedder: Any | None) -> Any:
     from goagent_py.tool_selection import select_tools
 
     if embedder is not None:
+        if hasattr(provider, "require_tool"):
+            # Offered only when relevant, the one tool must be called, not answered around.
+            provider.require_tool = True
         provider = select_tools(
             provider,
             embedder,

@@ -152,6 +152,11 @@ class LlamaCppProvider:
             no tools, so it must answer in text (None: no limit). 1 by default: small models
             never stop calling tools (with no limit every simple prompt ends in
             ``MaxIterationsError``); raise it for a model that chains tool calls well.
+        require_tool: when a request offers exactly one tool (and the round limit is not
+            reached), the model must call it instead of choosing between it and a text answer.
+            For requests whose tools were chosen as relevant already, e.g. by
+            :func:`~goagent_py.tool_selection.select_tools`: the default model often answers
+            "What time is it?" with a made-up time when it may choose.
         extra_buffer_types: use llama.cpp's extra CPU buffer types (weight repacking, AMX). Off
             by default: on some virtual machines that advertise AMX they crash the process as
             soon as a prompt of more than one token is evaluated.
@@ -176,6 +181,7 @@ class LlamaCppProvider:
         temperature: float = 0.2,
         seed: int | None = None,
         max_tool_rounds: int | None = 1,
+        require_tool: bool = False,
         extra_buffer_types: bool = False,
         verbose: bool = False,
         **llama_kwargs: Any,
@@ -193,6 +199,7 @@ class LlamaCppProvider:
         self._temperature = temperature
         self._seed = seed
         self._max_tool_rounds = max_tool_rounds
+        self.require_tool = require_tool
         self._extra_buffer_types = extra_buffer_types
         self._verbose = verbose
         self._llama_kwargs = llama_kwargs
@@ -291,6 +298,11 @@ class LlamaCppProvider:
             rounds = trailing_tool_rounds(request.messages)
             over = self._max_tool_rounds is not None and rounds >= self._max_tool_rounds
             kwargs["tool_choice"] = "none" if over else "auto"
+            if not over and self.require_tool and len(request.tools) == 1:
+                kwargs["tool_choice"] = {
+                    "type": "function",
+                    "function": {"name": request.tools[0].name},
+                }
             if not over:
                 kwargs["repeat_penalty"] = self._tool_repeat_penalty
                 # Earlier calls, shown, are examples the model follows when it picks a tool.

@@ -355,6 +355,15 @@ async def test_text_answers_are_asked_without_earlier_tool_exchanges() -> None:
     assert all("_goagent" not in key for call in llama.calls for key in call)
 
 
+async def test_require_tool_forces_the_one_tool_offered() -> None:
+    llama = FakeLlama(picks_tool=False)
+    provider = _fake_provider(llama, require_tool=True)
+    await provider.complete(_request(user_message("2 + 3?")))
+    assert llama.calls[0]["tool_choice"] == {"type": "function", "function": {"name": "add"}}
+    await provider.complete(_request(user_message("2 + 3?"), *_turn("5")))
+    assert llama.calls[-1]["tool_choice"] == "none"  # the round limit still holds
+
+
 async def test_stream_of_a_tool_call_falls_back_to_a_whole_answer() -> None:
     llama = FakeLlama(picks_tool=True)
     events = [e async for e in _fake_provider(llama).stream(_request(user_message("2 + 3?")))]
