@@ -369,7 +369,7 @@ def test_recalled_memories_are_quoted_before_the_question() -> None:
     assert [m.text for m in sent] == [
         "hi",
         "hello",
-        '(You told me earlier: "I live in Lisbon.")\nWhere do I live?',
+        'Earlier I told you: "I live in Lisbon."\nWhere do I live?',
     ]
     assert messages[-1].text == "Where do I live?"  # the input is left untouched
     assert [m.text for m in inline_memories(messages, [])] == ["hi", "hello", "Where do I live?"]
