@@ -107,7 +107,9 @@ def write_policy(mode: str) -> Any:
         return store_always
     if mode == "none":
         return lambda user, answer: None
-    return user_statements()
+    # First-person statements only: a request ("Calculate 250 - 37") recalled later is read
+    # as a fact, and the small model copied its numbers into the next calculation.
+    return user_statements(about_user=True)
 
 
 async def long_term_memory(

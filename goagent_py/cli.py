@@ -302,6 +302,8 @@ async def build_agent(
             # Only the best one: given two facts, it mixes them ("your name is Biscuit").
             recalled = [s.message.text for s in state.recalled if s.message.role == "user"][:1]
             kept = drop_failed_tool_exchanges(messages)
+            if not kept or not kept[-1].text.rstrip().endswith("?"):
+                recalled = []  # a statement: quoted facts would only be parroted back
             if recalled:
                 kept = kept[current_turn_start(kept) :]
             return inline_memories(kept, recalled)

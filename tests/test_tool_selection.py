@@ -374,3 +374,13 @@ def test_recalled_memories_are_quoted_before_the_question() -> None:
     assert messages[-1].text == "Where do I live?"  # the input is left untouched
     assert [m.text for m in inline_memories(messages, [])] == ["hi", "hello", "Where do I live?"]
     assert Role.USER == "user"
+
+
+def test_about_user_keeps_first_person_statements_only() -> None:
+    policy = user_statements(about_user=True)
+    answer = assistant_message("ok")
+    assert policy(user_message("Calculate 250 - 37"), answer) is None
+    told = user_message("My dog is called Biscuit.")
+    assert policy(told, answer) == [told]
+    assert is_statement("I was born in Goa.", about_user=True)
+    assert not is_statement("The sky is blue today.", about_user=True)
