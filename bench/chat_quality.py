@@ -17,7 +17,8 @@ Measured:
   or none when none is expected (chit-chat, facts, recall questions). Target >= 90%.
 - correct tool answers: the arithmetic answer holds the right number, the time answer today's
   date (UTC).
-- verbatim copies: answers identical to an earlier answer of the same process. Target 0.
+- verbatim copies: model answers identical to an earlier answer of the same process (answers
+  computed from a tool result are not the model's and are not counted). Target 0.
 - facts recalled across processes: the "ask" answer contains the fact's keyword. Target >= 80%.
 """
 
@@ -151,10 +152,13 @@ def _run_phase(phase: str, home: Path) -> list[dict[str, Any]]:
 
 
 def _copies(rows: list[dict[str, Any]]) -> int:
+    """Model answers identical to an earlier answer. Answers computed from a tool result are
+    not the model's (two clock readings in the same second give the same text): they count as
+    earlier answers, never as copies."""
     seen: set[str] = set()
     copies = 0
     for row in rows:
-        if row["answer"] in seen:
+        if row["answer"] in seen and not row["called"]:
             copies += 1
         seen.add(row["answer"])
     return copies
@@ -180,7 +184,12 @@ def main() -> None:
     parser.add_argument("--phase", choices=("tell", "ask"))
     parser.add_argument("--home")
     parser.add_argument("--out", help="write every row and the figures to this JSON file")
+    parser.add_argument("--report", help="print the figures of an earlier --out file")
     options = parser.parse_args()
+    if options.report:
+        rows = json.loads(Path(options.report).read_text())["rows"]
+        print(json.dumps(report(rows), indent=2))
+        return
     if options.phase:
         rows = asyncio.run(_phase(options.phase, Path(options.home)))
         print(json.dumps(rows))
