@@ -37,7 +37,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 provider = ScriptedProvider(tool_call_response(ga.ToolCall("c1", "add", {"a": 2, "b": 3})), "5")
-answer = ga.Agent(provider=provider, tools=[add]).run_sync("2+3?")
+answer = ga.Agent(provider=provider, tools=[add]).run_sync("2+3?").text
 t2 = time.perf_counter()
 assert answer == "5", answer
 import json, sys

@@ -1,11 +1,18 @@
 """The ``goagent-py`` command: a persistent-memory chatbot, and RAG over your files.
 
-    goagent-py chat [--provider SPEC] [--session NAME] [--db PATH] [--system PROMPT] [--no-memory]
-    goagent-py rag index PATH... [--db PATH]
-    goagent-py rag ask "question" [--db PATH] [--provider SPEC]
+    goagent-py chat [--provider SPEC] [--base-url URL] [--session NAME] [--db PATH]
+                    [--system PROMPT] [--no-memory] [--remember statements|all|none]
+                    [--recall-threshold SCORE] [--small-model auto|on|off]
+    goagent-py rag index PATH... [--db PATH] [--root DIR]
+    goagent-py rag ask "question" [--db PATH] [--provider SPEC] [--base-url URL]
 
-Without ``--provider`` the chat picks, in order: ANTHROPIC_API_KEY, OPENAI_API_KEY, an Ollama
-server on localhost, the embedded local model — and says which it picked.
+Without ``--provider`` the chat picks, in order: ANTHROPIC_API_KEY, OPENAI_API_KEY,
+OPENAI_BASE_URL (an OpenAI-compatible server), an Ollama server on localhost, the embedded local
+model — and says which it picked. ``--base-url`` (or ``OPENAI_BASE_URL``) points
+``openai:MODEL`` at a compatible server such as llama.cpp's or vLLM's.
+
+Long-term memory keeps the user's statements (not the model's replies, which a small model
+often invents) and recalls only memories scoring at least ``--recall-threshold``.
 
 Exit codes (for scripts): 0 success; 1 a turn failed (provider or tool trouble); 2 bad usage
 (unknown provider string, bad arguments); 3 a missing optional extra; 4 a database problem
@@ -15,21 +22,18 @@ Exit codes (for scripts): 0 success; 1 a turn failed (provider or tool trouble);
 from __future__ import annotations
 
 import argparse
-import ast
 import asyncio
 import contextlib
-import datetime as _dt
-import math
-import operator
+import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from goagent_py._cli_tools import calculator, current_time  # re-exported for scripts
 from goagent_py.errors import (
     ConfigurationError,
     GoAgentError,
@@ -38,7 +42,6 @@ from goagent_py.errors import (
 )
 from goagent_py.messages import ScoredMessage
 from goagent_py.providers import DEFAULT_MODELS
-from goagent_py.tools import tool
 
 EXIT_OK = 0
 EXIT_TURN_FAILED = 1
@@ -58,6 +61,7 @@ HELP = """commands:
   /reset      forget this session's conversation (long-term memory stays)
   /sessions   list the stored sessions
   /memory     what long-term memory recalled for the last turn, with scores
+  /tools      which tools were offered to the model for the last turn, with scores
   /exit       leave (Ctrl-D works too); Ctrl-C cancels the current turn"""
 
 
@@ -78,100 +82,25 @@ def data_home() -> Path:
     return Path(base) / "goagent-py"
 
 
-# -- built-in tools (safe: no shell, no files, no network) -----------------------------------
-
-
-@tool
-def current_time(timezone: str = "UTC") -> str:
-    """The current date and time.
-
-    Args:
-        timezone: an IANA time zone such as "Europe/Paris"; "UTC" by default.
-    """
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        zone = ZoneInfo(timezone)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown time zone {timezone!r}") from exc
-    return _dt.datetime.now(zone).isoformat(timespec="seconds")
-
-
-_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-}
-_FUNCTIONS: dict[str, Callable[..., float]] = {
-    "sqrt": math.sqrt,
-    "log": math.log,
-    "exp": math.exp,
-    "sin": math.sin,
-    "cos": math.cos,
-    "tan": math.tan,
-    "abs": abs,
-    "round": round,
-}
-
-
-def _evaluate(node: ast.AST) -> float:
-    if isinstance(node, ast.Expression):
-        return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        value = _evaluate(node.operand)
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > 1000:
-            raise ValueError("exponent too large")
-        return float(_BINARY[type(node.op)](left, right))
-    if isinstance(node, ast.Name) and node.id in ("pi", "e"):
-        return math.pi if node.id == "pi" else math.e
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id in _FUNCTIONS
-        and not node.keywords
-    ):
-        return float(_FUNCTIONS[node.func.id](*(_evaluate(a) for a in node.args)))
-    raise ValueError(f"unsupported expression: {ast.dump(node)[:60]}")
-
-
-@tool
-def calculator(expression: str) -> str:
-    """Evaluate an arithmetic expression such as "2 * (3 + 4) / sqrt(2)".
-
-    Args:
-        expression: numbers, + - * / // % **, parentheses, pi, e, and sqrt/log/exp/sin/cos/tan/
-            abs/round.
-    """
-    if len(expression) > 200:
-        raise ValueError("expression too long (200 characters at most)")
-    try:
-        tree = ast.parse(expression, mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"not an arithmetic expression: {expression!r}") from exc
-    result = _evaluate(tree)
-    return str(int(result)) if float(result).is_integer() and abs(result) < 1e15 else str(result)
-
-
 # -- providers -------------------------------------------------------------------------------
 
 
 @dataclass
 class Picked:
-    """The provider chosen for this process, and why."""
+    """The provider chosen for this process, and why.
+
+    ``small`` marks a small model (the embedded one, or a local OpenAI-compatible server): the
+    chat gives it the small-model kit (see :mod:`goagent_py._cli_setup`).
+    """
 
     provider: Any
     name: str
     model: str
     reason: str
+    small: bool = False
+
+
+_BASE_URL_VENDORS = ("openai", "ollama")
 
 
 def parse_provider(spec: str) -> tuple[str, str]:
@@ -185,8 +114,31 @@ def parse_provider(spec: str) -> tuple[str, str]:
     return vendor, model.strip() or DEFAULT_MODELS[vendor]
 
 
-def make_provider(vendor: str, model: str) -> Any:
-    """Build the provider for ``vendor`` through the registry (imports only that vendor)."""
+def _compatible_server(base_url: str | None) -> bool:
+    """Whether OpenAI requests go to another server than OpenAI's (argument or environment)."""
+    from urllib.parse import urlsplit
+
+    url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL") or ""
+    return bool(url) and urlsplit(url).hostname != "api.openai.com"
+
+
+def make_provider(vendor: str, model: str, base_url: str | None = None) -> Any:
+    """Build the provider for ``vendor`` (imports only that vendor).
+
+    OpenAI requests go to ``base_url``, else ``OPENAI_BASE_URL``, else OpenAI. A compatible
+    server gets tools offered for one round and never streamed: llama-cpp-python's server
+    leaves tool results out of the prompt and cannot stream a tool call.
+    """
+    if vendor == "openai" and (base_url is not None or _compatible_server(None)):
+        from goagent_py.providers.openai import OpenAIProvider
+        from goagent_py.tool_selection import limit_tool_rounds
+
+        provider = OpenAIProvider(base_url=base_url, stream_tools=False)
+        return limit_tool_rounds(provider, 1) if _compatible_server(base_url) else provider
+    if vendor == "ollama" and base_url is not None:
+        from goagent_py.providers.ollama import OllamaProvider
+
+        return OllamaProvider(base_url=base_url)
     from goagent_py.providers import provider_from_string
 
     return provider_from_string(f"{vendor}:{model}")[0]
@@ -198,21 +150,38 @@ def provider_from_spec(spec: str) -> tuple[Any, str]:
     return make_provider(vendor, model), model
 
 
-async def pick_provider(spec: str | None) -> Picked:
-    """The provider named by ``spec``, or the first available one."""
+async def pick_provider(spec: str | None, base_url: str | None = None) -> Picked:
+    """The provider named by ``spec`` (at ``base_url``, if given), or the first available one.
+
+    Raises:
+        UsageError: an unknown provider, or a base URL for a vendor that takes none.
+    """
+    if base_url is not None:
+        vendor, model = parse_provider(spec or "openai")
+        if vendor not in _BASE_URL_VENDORS:
+            raise UsageError(
+                f"--base-url works with openai:MODEL (OpenAI-compatible servers) and "
+                f"ollama:MODEL, not {vendor!r}"
+            )
+        provider = make_provider(vendor, model, base_url)
+        return Picked(provider, vendor, model, f"at {base_url}", small=True)
     if spec:
         vendor, model = parse_provider(spec)
-        return Picked(make_provider(vendor, model), vendor, model, "chosen with --provider")
+        small = vendor == "local" or (vendor == "openai" and _compatible_server(None))
+        return Picked(make_provider(vendor, model), vendor, model, "chosen with --provider", small)
     if os.environ.get("ANTHROPIC_API_KEY"):
         vendor, reason = "anthropic", "ANTHROPIC_API_KEY is set"
     elif os.environ.get("OPENAI_API_KEY"):
         vendor, reason = "openai", "OPENAI_API_KEY is set"
+    elif os.environ.get("OPENAI_BASE_URL"):
+        vendor, reason = "openai", f"OPENAI_BASE_URL is set ({os.environ['OPENAI_BASE_URL']})"
     elif await _ollama_up():
         vendor, reason = "ollama", "an Ollama server answers on localhost:11434"
     else:
         vendor, reason = "local", "no API key and no Ollama server: the embedded model"
     model = DEFAULT_MODELS[vendor]
-    return Picked(make_provider(vendor, model), vendor, model, reason)
+    small = vendor == "local" or (vendor == "openai" and _compatible_server(None))
+    return Picked(make_provider(vendor, model), vendor, model, reason, small)
 
 
 async def _ollama_up() -> bool:
@@ -226,7 +195,7 @@ async def _ollama_up() -> bool:
         return False
 
 
-# -- the chat REPL ---------------------------------------------------------------------------
+# -- the chat --------------------------------------------------------------------------------
 
 
 @dataclass
@@ -236,6 +205,7 @@ class ChatState:
     recalled: list[ScoredMessage] = field(default_factory=list)
     turn: asyncio.Task[Any] | None = None
     failures: int = 0
+    selector: Any = None  # the tool selector, for /tools
 
 
 class Console:
@@ -255,29 +225,6 @@ class Console:
         self.err.flush()
 
 
-async def _lines(stream: Any) -> Any:
-    """Yield decoded input lines; a line that is not UTF-8 yields a UnicodeDecodeError."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 20)
-    protocol = asyncio.StreamReaderProtocol(reader)
-    transport, _ = await loop.connect_read_pipe(lambda: protocol, stream)
-    try:
-        while True:
-            try:
-                raw = await reader.readline()
-            except ValueError:  # a line over the limit
-                yield UnicodeDecodeError("utf-8", b"", 0, 1, "line too long")
-                continue
-            if not raw:
-                return
-            try:
-                yield raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as exc:
-                yield exc
-    finally:
-        transport.close()
-
-
 def _memory_paths(db: str | None) -> tuple[Path, Path]:
     chat = Path(db).expanduser() if db else data_home() / "chat.db"
     # Two files on purpose: history uses the stdlib sqlite3, vectors use pysqlite3 (to load
@@ -285,20 +232,48 @@ def _memory_paths(db: str | None) -> tuple[Path, Path]:
     return chat, chat.with_name(chat.stem + "-memory.db")
 
 
-async def run_chat(args: argparse.Namespace, console: Console) -> int:
-    """The chat command; returns the exit code."""
+def _make_embedder() -> Any:
+    """The local embedder shared by long-term memory and tool selection (None if missing)."""
+    from goagent_py._cli_setup import load_in_background, local_embedder
+
+    try:
+        embedder = local_embedder()
+    except MissingExtraError:
+        return None
+    load_in_background(embedder)
+    return embedder
+
+
+def _quiet_logger() -> logging.Logger:
+    # The chat shows tool errors and provider errors in the turn itself; the agent's warnings
+    # ("tool dispatch failed: ...") would print them a second time, as log lines.
+    logger = logging.getLogger("goagent_py.cli.chat")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+    return logger
+
+
+async def build_agent(
+    args: argparse.Namespace, console: Console, picked: Picked, state: ChatState, closers: list[Any]
+) -> tuple[Any, Any]:
+    """The chat's agent and its history storage (None with ``--no-memory``)."""
+    from goagent_py._cli_setup import small_model_provider, write_policy
     from goagent_py.agent import Agent
-    from goagent_py.events import AgentEnd, MessageDelta, ToolExecutionEnd, ToolExecutionStart
+    from goagent_py.context_filters import (
+        current_turn_start,
+        drop_failed_tool_exchanges,
+        inline_memories,
+    )
     from goagent_py.hooks import Hooks
 
-    state = ChatState()
-    picked = await pick_provider(args.provider)
-    console.note(f"goagent-py chat — provider {picked.name} ({picked.model}): {picked.reason}")
-
+    small = picked.small if args.small_model == "auto" else args.small_model == "on"
+    needs_embedder = small or not args.no_memory
+    embedder = _make_embedder() if needs_embedder else None
     settings: dict[str, Any] = {}
-    closers: list[Any] = []
+    storage = None
     if not args.no_memory:
-        from goagent_py.memory.policies import TokenWindow
+        from goagent_py.memory.policies import FixedWindow, TokenWindow
         from goagent_py.memory.short_term import ShortTermMemory
         from goagent_py.memory.storage.sqlite import SQLiteStorage
 
@@ -307,51 +282,124 @@ async def run_chat(args: argparse.Namespace, console: Console) -> int:
         storage = SQLiteStorage(chat_path, session_id=args.session)
         closers.append(storage)
         await storage.load()  # fail now, with a clear message, if the file is unusable
-        settings["short_term_memory"] = ShortTermMemory(storage, TokenWindow(3000))
-        ltm = await _long_term(vector_path, closers)
-        if ltm is not None:
-            settings["long_term_memory"] = ltm
+        # A small model reads a short window: it copies from long contexts and slows down.
+        window = FixedWindow(4) if small else TokenWindow(3000)
+        settings["short_term_memory"] = ShortTermMemory(storage, window)
+        if args.remember != "none" and embedder is not None:
+            settings["long_term_memory"] = await _long_term(vector_path, embedder, closers, args)
+            settings["write_policy"] = write_policy(args.remember)
         console.note(f"session {args.session!r}; memory in {chat_path.parent}")
-    else:
-        storage = None
+
+    provider = picked.provider
+    system = args.system or SYSTEM_PROMPT
+    if small:
+        provider = small_model_provider(provider, embedder)
+        state.selector = provider.provider.provider  # answer_from_tools(avoid_repeats(selector))
+
+        def small_context(messages: list[Any]) -> list[Any]:
+            # Recalled facts quoted next to the question: a small model ignores a memory block.
+            # With a fact recalled, earlier turns go: the model imitates their answers instead.
+            # Only the best one: given two facts, it mixes them ("your name is Biscuit").
+            recalled = [s.message.text for s in state.recalled if s.message.role == "user"][:1]
+            kept = drop_failed_tool_exchanges(messages)
+            if not kept or not kept[-1].text.rstrip().endswith("?"):
+                recalled = []  # a statement: quoted facts would only be parroted back
+            if recalled:
+                kept = kept[current_turn_start(kept) :]
+            return inline_memories(kept, recalled)
+
+        settings["transform_context"] = small_context
 
     def remember(results: list[ScoredMessage], duration: float, error: Any) -> None:
         state.recalled = list(results)
 
     agent = Agent(
-        provider=picked.provider,
+        provider=provider,
         model=picked.model,
         name="goagent-chat",
-        system_prompt=args.system or SYSTEM_PROMPT,
+        system_prompt=system,
         tools=[current_time, calculator],
         max_iterations=6,
         tool_timeout=30,
         hooks=Hooks(on_long_term_retrieve=remember),
+        logger=_quiet_logger(),
         **settings,
     )
+    return agent, storage
 
-    async def turn(text: str) -> None:
-        streamed = False
-        async for event in agent.stream(text):
-            if isinstance(event, MessageDelta) and event.kind == "text":
-                console.say(event.delta, end="")
-                streamed = True
-            elif isinstance(event, ToolExecutionStart):
-                if streamed:
-                    console.say()
-                    streamed = False
-                console.note(f"  [tool] {event.call.name}({_args(event.call.arguments)})")
-            elif isinstance(event, ToolExecutionEnd):
-                mark = "error" if event.result.is_error else "ok"
-                text_out = " ".join(getattr(b, "text", "") for b in event.result.content)
-                console.note(f"  [tool] -> {mark}: {text_out[:200]}")
-            elif isinstance(event, AgentEnd):
-                if not streamed:
-                    console.say(event.result.text, end="")
+
+async def _long_term(path: Path, embedder: Any, closers: list[Any], args: Any) -> Any:
+    """Long-term memory on sqlite-vec with the local embedder."""
+    from goagent_py._cli_setup import long_term_memory
+
+    threshold = None if args.recall_threshold < 0 else args.recall_threshold
+    return await long_term_memory(path, embedder, closers, threshold=threshold)
+
+
+async def run_chat(args: argparse.Namespace, console: Console) -> int:
+    """The chat command; returns the exit code."""
+    from goagent_py._cli_input import line_source
+
+    state = ChatState()
+    picked = await pick_provider(args.provider, args.base_url)
+    console.note(f"goagent-py chat — provider {picked.name} ({picked.model}): {picked.reason}")
+    closers: list[Any] = []
+    try:
+        agent, storage = await build_agent(args, console, picked, state, closers)
+        lines = line_source(
+            sys.stdin,
+            interactive=console.interactive,
+            prompt="you> ",
+            history=data_home() / "chat_history",
+        )
+        return await chat_loop(agent, lines, console, state, storage)
+    finally:
+        for closer in closers:
+            with contextlib.suppress(Exception):
+                await closer.aclose()
+        close = getattr(picked.provider, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
+
+
+async def play_turn(agent: Any, text: str, console: Console) -> None:
+    """Run one turn and show it: streamed text, tool calls and their results or errors."""
+    from goagent_py.events import AgentEnd, MessageDelta, ToolExecutionEnd, ToolExecutionStart
+
+    streamed = False
+    async for event in agent.stream(text):
+        if isinstance(event, MessageDelta) and event.kind == "text":
+            console.say(event.delta, end="")
+            streamed = True
+        elif isinstance(event, ToolExecutionStart):
+            if streamed:
                 console.say()
+                streamed = False
+            console.note(f"  [tool] {event.call.name}({_args(event.call.arguments)})")
+        elif isinstance(event, ToolExecutionEnd):
+            text_out = " ".join(getattr(b, "text", "") for b in event.result.content)
+            if event.result.error is not None:
+                console.note(f"  [tool] {event.result.call.name} failed: {text_out[:300]}")
+            else:
+                console.note(f"  [tool] -> ok: {text_out[:200]}")
+        elif isinstance(event, AgentEnd):
+            if not streamed:
+                console.say(event.result.text, end="")
+            console.say()
 
+
+async def chat_loop(
+    agent: Any, lines: Any, console: Console, state: ChatState, storage: Any
+) -> int:
+    """The REPL: read a line, run a command or a turn, until end of input or /exit.
+
+    Ctrl-C cancels a running turn (the session stays intact); at the prompt it quits. Returns
+    the exit code: 0, 1 when a turn failed, 130 when interrupted.
+    """
     loop = asyncio.get_running_loop()
     interrupted = False
+    stop = asyncio.Event()
 
     def on_sigint() -> None:
         nonlocal interrupted
@@ -359,26 +407,21 @@ async def run_chat(args: argparse.Namespace, console: Console) -> int:
             state.turn.cancel()
         else:
             interrupted = True
-            raise_exit.set()
+            stop.set()
 
-    raise_exit = asyncio.Event()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGINT, on_sigint)
-
     if console.interactive:
         console.note("type /help for commands")
     try:
-        lines = _lines(sys.stdin)
-        while not raise_exit.is_set():
-            if console.interactive:
-                console.say("you> ", end="")
+        while not stop.is_set():
             next_line = asyncio.ensure_future(anext(lines, None))
-            stop = asyncio.ensure_future(raise_exit.wait())
-            done, _ = await asyncio.wait({next_line, stop}, return_when=asyncio.FIRST_COMPLETED)
+            stopping = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait({next_line, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
             if next_line not in done:
                 next_line.cancel()
                 break
-            stop.cancel()
             line = next_line.result()
             if line is None:
                 break
@@ -395,7 +438,7 @@ async def run_chat(args: argparse.Namespace, console: Console) -> int:
                 continue
             if console.interactive:
                 console.say("bot> ", end="")
-            state.turn = asyncio.ensure_future(turn(line))
+            state.turn = asyncio.ensure_future(play_turn(agent, line, console))
             try:
                 await state.turn
             except asyncio.CancelledError:
@@ -403,9 +446,6 @@ async def run_chat(args: argparse.Namespace, console: Console) -> int:
                     raise
                 console.say()
                 console.note("(turn cancelled; the session is intact)")
-            except MemoryStoreError as exc:
-                console.note(f"error: {exc}")
-                state.failures += 1
             except GoAgentError as exc:
                 console.say()
                 console.note(f"error: {exc}")
@@ -415,37 +455,11 @@ async def run_chat(args: argparse.Namespace, console: Console) -> int:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
-        for closer in closers:
-            with contextlib.suppress(Exception):
-                await closer.aclose()
-        close = getattr(picked.provider, "aclose", None)
-        if close is not None:
-            with contextlib.suppress(Exception):
-                await close()
+        with contextlib.suppress(Exception):
+            await lines.aclose()
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_TURN_FAILED if state.failures else EXIT_OK
-
-
-async def _long_term(path: Path, closers: list[Any]) -> Any:
-    """Long-term memory on sqlite-vec with the local embedder, or None when the extra is missing."""
-    try:
-        from goagent_py.memory.long_term import LongTermMemory
-        from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
-        from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise MissingExtraError(
-            str(exc.name or exc), "local,vector", feature="long-term memory"
-        ) from exc
-    embedder = SentenceTransformerEmbedder()
-    store = SqliteVecStore(path, table="memories", dimensions=embedder.dimensions)
-    closers.append(store)
-    # Load the embedding model in the background while the user types.
-    _background.add(asyncio.ensure_future(embedder.load()))
-    return LongTermMemory(embedder, store)
-
-
-_background: set[asyncio.Future[Any]] = set()
 
 
 def _args(arguments: dict[str, Any]) -> str:
@@ -476,6 +490,15 @@ async def _command(line: str, console: Console, state: ChatState, storage: Any) 
             console.say("(nothing recalled for the last turn)")
         for i, scored in enumerate(state.recalled, 1):
             console.say(f"[{i}] {scored.score:.3f} {scored.message.role}: {scored.message.text}")
+    elif name == "/tools":
+        selection = getattr(state.selector, "last_selection", None)
+        if selection is None:
+            console.say("(every tool is offered to this model)")
+        elif not selection:
+            console.say("(no turn yet)")
+        for scored_tool in selection or []:
+            mark = "offered" if scored_tool.offered else "not offered"
+            console.say(f"{scored_tool.name}: {scored_tool.score:.3f} ({mark})")
     else:
         console.say(f"unknown command {name}; type /help")
     return False
@@ -484,26 +507,69 @@ async def _command(line: str, console: Console, state: ChatState, storage: Any) 
 # -- entry point -----------------------------------------------------------------------------
 
 
+_BASE_URL_HELP = (
+    "the API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (with "
+    "openai:MODEL, the default then; or ollama:MODEL); OPENAI_BASE_URL is read when not given"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line grammar."""
     parser = argparse.ArgumentParser(prog="goagent-py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     chat = sub.add_parser("chat", help="chat with an agent that remembers you")
     chat.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
+    chat.add_argument("--base-url", help=_BASE_URL_HELP)
     chat.add_argument("--session", default="default", help="conversation name (default: default)")
     chat.add_argument("--db", help="history database file (default: in the data folder)")
     chat.add_argument("--system", help="system prompt")
     chat.add_argument("--no-memory", action="store_true", help="keep nothing between runs")
+    chat.add_argument(
+        "--remember",
+        choices=("statements", "all", "none"),
+        default="statements",
+        help="what long-term memory keeps: the user's statements (default; never the model's "
+        "replies, which may be invented), every user message and reply, or nothing",
+    )
+    chat.add_argument(
+        "--recall-threshold",
+        type=float,
+        default=0.3,
+        metavar="SCORE",
+        help="recall only memories at least this similar to the message (cosine, default 0.3; "
+        "a negative value recalls the best 3 whatever their score)",
+    )
+    chat.add_argument(
+        "--small-model",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="tool selection, direct tool answers and a short window for small models "
+        "(auto: on for the embedded model and --base-url servers)",
+    )
     rag = sub.add_parser("rag", help="index files and answer questions about them")
     rag_sub = rag.add_subparsers(dest="rag_command", required=True)
     index = rag_sub.add_parser("index", help="index files or folders")
     index.add_argument("paths", nargs="+")
     index.add_argument("--db", help="index database file (default: in the data folder)")
+    index.add_argument(
+        "--root",
+        help="sources are paths relative to this folder (default: the current folder); "
+        "files outside it are keyed by their absolute path",
+    )
     ask = rag_sub.add_parser("ask", help="answer a question from the index, with citations")
     ask.add_argument("question")
     ask.add_argument("--db", help="index database file (default: in the data folder)")
     ask.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
+    ask.add_argument("--base-url", help=_BASE_URL_HELP)
     ask.add_argument("--top-k", type=int, default=4)
+    ask.add_argument(
+        "--min-score",
+        type=float,
+        default=0.25,
+        metavar="SCORE",
+        help="answer only when a passage is at least this similar to the question "
+        "(cosine, default 0.25); otherwise say that the index does not hold the answer",
+    )
     return parser
 
 

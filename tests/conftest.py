@@ -84,3 +84,9 @@ def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.cleanup()
         if os.geteuid() == 0:
             shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_openai_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenAIProvider reads OPENAI_BASE_URL as the SDK does: the shell's value must not leak in."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)

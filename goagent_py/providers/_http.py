@@ -185,19 +185,22 @@ def error_from_response(response: httpx.Response, *, provider: str) -> ProviderE
     )
 
 
-def transport_error(exc: httpx.HTTPError, *, provider: str, during: str = "") -> ProviderError:
+def transport_error(
+    exc: httpx.HTTPError, *, provider: str, during: str = "", url: str = ""
+) -> ProviderError:
     """A :class:`ProviderError` with ``status=None`` for a failure without an HTTP answer.
 
-    The caller raises it ``from exc`` so the httpx error stays attached as the cause.
+    The message names ``url`` when given (httpx's own messages do not: "Name or service not
+    known" alone does not say which host). The caller raises it ``from exc`` so the httpx
+    error stays attached as the cause.
     """
     what = type(exc).__name__
     where = f" {during}" if during else ""
     detail = str(exc)
-    return ProviderError(
-        f"{what}{where}: {detail}" if detail else f"{what}{where}",
-        provider=provider,
-        status=None,
-    )
+    message = f"{what}{where}: {detail}" if detail else f"{what}{where}"
+    if url:
+        message += f" (POST {url})"
+    return ProviderError(message, provider=provider, status=None)
 
 
 def parse_json(text: str, *, provider: str, status: int | None) -> Any:
@@ -297,7 +300,7 @@ class HTTPBackend:
         try:
             response = await self.client.post(self.url(path), json=body, headers=self._headers)
         except httpx.HTTPError as exc:
-            raise transport_error(exc, provider=self._provider) from exc
+            raise transport_error(exc, provider=self._provider, url=self.url(path)) from exc
         if not response.is_success:
             raise error_from_response(response, provider=self._provider)
         return parse_json(
@@ -336,7 +339,9 @@ class HTTPBackend:
                         f"malformed event stream: {exc}", provider=self._provider
                     ) from exc
         except httpx.HTTPError as exc:
-            raise transport_error(exc, provider=self._provider, during="during stream") from exc
+            raise transport_error(
+                exc, provider=self._provider, during="during stream", url=self.url(path)
+            ) from exc
 
     async def stream_ndjson(self, path: str, body: Mapping[str, Any]) -> AsyncGenerator[Any, None]:
         """POST ``body`` and yield each line of a newline-delimited JSON answer, parsed.
@@ -355,7 +360,9 @@ class HTTPBackend:
                     if line.strip():
                         yield parse_json(line, provider=self._provider, status=response.status_code)
         except httpx.HTTPError as exc:
-            raise transport_error(exc, provider=self._provider, during="during stream") from exc
+            raise transport_error(
+                exc, provider=self._provider, during="during stream", url=self.url(path)
+            ) from exc
 
 
 def _not_a_stream(response: httpx.Response, provider: str, expected: str) -> ProviderError:

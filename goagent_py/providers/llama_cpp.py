@@ -8,7 +8,8 @@ never downloaded).
 
 The default model is tiny (135M parameters, ~100 MB): it answers simple questions and makes
 simple tool calls ("What is 2 + 3?" -> ``add(a=2, b=3)``), but once it is offered tools it keeps
-calling them; pass ``max_tool_rounds=1`` to make it answer in text after one round of results.
+calling them: by default (``max_tool_rounds=1``) it is offered no tools after one round of
+results, so it answers in text. Raise the limit for a model that uses tool results well.
 
 llama-cpp-python's ``chatml-function-calling`` format (the default here) has three defects that
 this module works around, so the model sees the conversation it should:
@@ -19,7 +20,11 @@ this module works around, so the model sees the conversation it should:
   ``{&#34;a&#34;: 2}``), so content is passed as already-safe markup;
 * with ``tool_choice="auto"`` a text answer is grammar-constrained to nothing and streaming
   raises when the model picks a tool, so a text answer is re-asked with ``tool_choice="none"``
-  and a tool call in a stream is computed without streaming.
+  and a tool call in a stream is computed without streaming;
+* with no tools offered its template renders earlier tool calls as ``functions.add:`` text,
+  which a small model copies as its answer to an unrelated message, so a text answer is asked
+  without the tool exchanges of earlier turns (their text answers stay; see
+  :func:`~goagent_py.context_filters.drop_earlier_tool_exchanges`).
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ import importlib.util
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from goagent_py.context_filters import drop_earlier_tool_exchanges
 from goagent_py.errors import (
     ConfigurationError,
     MissingExtraError,
@@ -134,13 +141,22 @@ class LlamaCppProvider:
         chat_format: llama-cpp-python's chat format; the default handles tool calls.
         n_threads: CPU threads for generation (None: llama.cpp's default).
         max_tokens: output token limit when the request sets none.
-        repeat_penalty: how strongly repeated tokens are discouraged (llama.cpp's default 1.1;
-            small models loop less with ~1.3).
+        repeat_penalty: how strongly repeated tokens are discouraged in text answers
+            (llama.cpp's default 1.1; small models loop less with ~1.3).
+        tool_repeat_penalty: the same while the model may write a tool call (1.0: none).
+            Arguments copy numbers and names from the conversation, which a penalty forbids:
+            at 1.3 the default model turns "What is 144 / 12?" into ``14.67 * (x + y)``.
         temperature: sampling temperature (0 makes answers repeatable).
         seed: the sampling seed, or None for llama.cpp's default.
         max_tool_rounds: after this many consecutive rounds of tool results the model is offered
-            no tools, so it must answer in text (None: no limit). Small models that never stop
-            calling tools need 1.
+            no tools, so it must answer in text (None: no limit). 1 by default: small models
+            never stop calling tools (with no limit every simple prompt ends in
+            ``MaxIterationsError``); raise it for a model that chains tool calls well.
+        require_tool: when a request offers exactly one tool (and the round limit is not
+            reached), the model must call it instead of choosing between it and a text answer.
+            For requests whose tools were chosen as relevant already, e.g. by
+            :func:`~goagent_py.tool_selection.select_tools`: the default model often answers
+            "What time is it?" with a made-up time when it may choose.
         extra_buffer_types: use llama.cpp's extra CPU buffer types (weight repacking, AMX). Off
             by default: on some virtual machines that advertise AMX they crash the process as
             soon as a prompt of more than one token is evaluated.
@@ -161,9 +177,11 @@ class LlamaCppProvider:
         n_threads: int | None = None,
         max_tokens: int = 512,
         repeat_penalty: float = 1.1,
+        tool_repeat_penalty: float = 1.0,
         temperature: float = 0.2,
         seed: int | None = None,
-        max_tool_rounds: int | None = None,
+        max_tool_rounds: int | None = 1,
+        require_tool: bool = False,
         extra_buffer_types: bool = False,
         verbose: bool = False,
         **llama_kwargs: Any,
@@ -177,9 +195,11 @@ class LlamaCppProvider:
         self._n_threads = n_threads
         self._max_tokens = max_tokens
         self._repeat_penalty = repeat_penalty
+        self._tool_repeat_penalty = tool_repeat_penalty
         self._temperature = temperature
         self._seed = seed
         self._max_tool_rounds = max_tool_rounds
+        self.require_tool = require_tool
         self._extra_buffer_types = extra_buffer_types
         self._verbose = verbose
         self._llama_kwargs = llama_kwargs
@@ -249,10 +269,14 @@ class LlamaCppProvider:
         return self._chat_format == _FUNCTION_CALLING
 
     def _kwargs(self, request: CompletionRequest) -> dict[str, Any]:
+        template = self._works_around_template
+        text_request = request
+        if template:
+            # A text answer's prompt renders earlier calls as "functions.add:" text, which a
+            # small model then writes as its answer: text answers see no earlier exchange.
+            text_request = replace(request, messages=drop_earlier_tool_exchanges(request.messages))
         kwargs: dict[str, Any] = {
-            "messages": chat_messages(
-                request, function_calling_template=self._works_around_template
-            ),
+            "messages": chat_messages(text_request, function_calling_template=template),
             "max_tokens": request.max_tokens or self._max_tokens,
             "temperature": self._temperature,
             "repeat_penalty": self._repeat_penalty,
@@ -274,7 +298,25 @@ class LlamaCppProvider:
             rounds = trailing_tool_rounds(request.messages)
             over = self._max_tool_rounds is not None and rounds >= self._max_tool_rounds
             kwargs["tool_choice"] = "none" if over else "auto"
+            if not over and self.require_tool and len(request.tools) == 1:
+                kwargs["tool_choice"] = {
+                    "type": "function",
+                    "function": {"name": request.tools[0].name},
+                }
+            if not over:
+                kwargs["repeat_penalty"] = self._tool_repeat_penalty
+                # Earlier calls, shown, are examples the model follows when it picks a tool.
+                kwargs[_TEXT_MESSAGES] = kwargs["messages"]
+                kwargs["messages"] = chat_messages(request, function_calling_template=template)
         return kwargs
+
+    def _text_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """``kwargs`` re-asked for a text answer: no tool choice, the text repeat penalty, and
+        the messages without earlier tool exchanges."""
+        text = {k: v for k, v in kwargs.items() if k != _TEXT_MESSAGES}
+        text.update(tool_choice="none", repeat_penalty=self._repeat_penalty)
+        text["messages"] = kwargs.get(_TEXT_MESSAGES, kwargs["messages"])
+        return text
 
     # -- complete ------------------------------------------------------------------------------
 
@@ -282,14 +324,14 @@ class LlamaCppProvider:
         llama = self._load()
         with self._call_lock:
             try:
-                result: dict[str, Any] = llama.create_chat_completion(**kwargs)
+                result: dict[str, Any] = llama.create_chat_completion(**_sent(kwargs))
                 if (
                     self._works_around_template
                     and kwargs.get("tool_choice") == "auto"
                     and not _tool_calls_of(result)
                 ):
                     # The model chose to answer in text, which "auto" constrains to nothing.
-                    result = llama.create_chat_completion(**{**kwargs, "tool_choice": "none"})
+                    result = llama.create_chat_completion(**self._text_kwargs(kwargs))
             except ValueError as exc:
                 raise ProviderError(str(exc), provider=_PROVIDER) from exc
             return result
@@ -332,16 +374,16 @@ class LlamaCppProvider:
 
     def _open_stream(self, llama: Any, kwargs: dict[str, Any]) -> Any:
         if not (self._works_around_template and kwargs.get("tool_choice") == "auto"):
-            return llama.create_chat_completion(**kwargs, stream=True)
+            return llama.create_chat_completion(**_sent(kwargs), stream=True)
         try:
-            llama.create_chat_completion(**kwargs, stream=True)
+            llama.create_chat_completion(**_sent(kwargs), stream=True)
         except ValueError as exc:
             if "streaming tool choice" not in str(exc):
                 raise
             # The model picked a tool, which this chat format cannot stream.
-            return llama.create_chat_completion(**kwargs)
+            return llama.create_chat_completion(**_sent(kwargs))
         # The model picked a text answer, which "auto" constrains to nothing: stream it unbound.
-        return llama.create_chat_completion(**{**kwargs, "tool_choice": "none"}, stream=True)
+        return llama.create_chat_completion(**self._text_kwargs(kwargs), stream=True)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
         """Yield text deltas as the model produces them, then a :class:`StreamDone`.
@@ -399,6 +441,13 @@ class LlamaCppProvider:
 
 
 # -- mapping (pure functions) ------------------------------------------------------------------
+
+_TEXT_MESSAGES = "_goagent_text_messages"
+"""Where ``_kwargs`` keeps the messages of a text re-ask; never sent to llama.cpp."""
+
+
+def _sent(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if k != _TEXT_MESSAGES}
 
 
 def _text_of(message: Message, what: str) -> str:

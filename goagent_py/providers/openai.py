@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
@@ -73,7 +74,7 @@ from goagent_py.providers._http import (
 from goagent_py.providers._sampling import check_extra_body, check_sampling
 from goagent_py.tools import ToolDefinition
 
-__all__ = ["OpenAIEmbedder", "OpenAIProvider"]
+__all__ = ["OpenAIEmbedder", "OpenAIProvider", "resolve_base_url"]
 
 _PROVIDER = "openai"
 _OPENAI_URL = "https://api.openai.com/v1"
@@ -127,9 +128,18 @@ class OpenAIProvider(HTTPBackend):
         async with OpenAIProvider(base_url="http://localhost:8080/v1") as provider:
             agent = Agent(with_provider(provider), with_model("qwen3"))
 
+    llama-cpp-python's server (``python -m llama_cpp.server``) with its
+    ``chatml-function-calling`` format has two limits: it leaves ``tool`` messages out of the
+    prompt (the model never reads a tool result, so offer tools for one round only, e.g. with
+    :func:`~goagent_py.tool_selection.limit_tool_rounds`), and it cannot stream a tool call
+    under ``tool_choice="auto"``: it closes the stream without a word (the reason, "Automatic
+    streaming tool choice is not supported", is only in its log). Pass ``stream_tools=False``
+    for such servers.
+
     Args:
         api_key: the API key; defaults to the ``OPENAI_API_KEY`` environment variable.
-        base_url: the API root including ``/v1`` (OpenRouter: ``https://openrouter.ai/api/v1``).
+        base_url: the API root including ``/v1`` (OpenRouter: ``https://openrouter.ai/api/v1``);
+            None reads ``OPENAI_BASE_URL``, as the OpenAI SDK does, else OpenAI's.
         http_client: an ``httpx.AsyncClient`` to use instead of creating one.
         max_tokens: the output limit when the request does not set one (None: server default).
         timeout: the timeout of the created client, in seconds or as ``httpx.Timeout``.
@@ -144,6 +154,8 @@ class OpenAIProvider(HTTPBackend):
             here replaces what the provider would send (e.g. ``tool_choice``); ``model``,
             ``messages``, ``stream``, ``stream_options`` and the fields that have an argument
             above are refused.
+        stream_tools: False makes :meth:`stream` ask for a whole answer (and replay it as
+            events) whenever tools are offered, for servers that cannot stream tool calls.
 
     Raises:
         ConfigurationError: ``base_url`` is OpenAI's and no key is given or set, or a setting is
@@ -154,7 +166,7 @@ class OpenAIProvider(HTTPBackend):
         self,
         api_key: str | None = None,
         *,
-        base_url: str = _OPENAI_URL,
+        base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         max_tokens: int | None = None,
         timeout: float | httpx.Timeout | None = None,
@@ -162,7 +174,10 @@ class OpenAIProvider(HTTPBackend):
         top_p: float | None = None,
         stop: Sequence[str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        stream_tools: bool = True,
     ) -> None:
+        base_url = resolve_base_url(base_url)
+        self._stream_tools = stream_tools
         self._sampling = check_sampling(
             _PROVIDER,
             temperature=temperature,
@@ -203,18 +218,35 @@ class OpenAIProvider(HTTPBackend):
             ProviderError: the call failed, the server sent an error object, or the stream ended
                 before a finish reason.
         """
+        if request.tools and not self._stream_tools:
+            for event in _events_of(await self.complete(request)):
+                yield event
+            return
         body = self._body(request)
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         assembler = _StreamAssembler()
+        produced = False
         async with aclosing(self.stream_sse("/chat/completions", body)) as events:
             async for sse in events:
                 if sse.data.strip() == "[DONE]":
                     assembler.done = True
                     break
                 for event in assembler.feed(sse.data):
+                    produced = True
                     yield event
-        yield StreamDone(assembler.response())
+        try:
+            response = assembler.response()
+        except ProviderError as exc:
+            if request.tools and not produced:
+                exc.add_note(
+                    f"{self.base_url} closed the stream of a request with tools before sending "
+                    "anything; servers that cannot stream tool calls do that (llama-cpp-python's: "
+                    "'Automatic streaming tool choice is not supported'). "
+                    "Use OpenAIProvider(stream_tools=False)."
+                )
+            raise
+        yield StreamDone(response)
 
     def _body(self, request: CompletionRequest) -> dict[str, Any]:
         body = build_request(request)
@@ -224,6 +256,30 @@ class OpenAIProvider(HTTPBackend):
         body.update(self._sampling.fields("stop"))
         body.update(self._extra_body)
         return body
+
+
+def resolve_base_url(base_url: str | None) -> str:
+    """The API root: ``base_url``, else ``OPENAI_BASE_URL`` (as the OpenAI SDK reads it), else
+    OpenAI's. An empty variable counts as unset.
+    """
+    if base_url is not None:
+        return base_url
+    return os.environ.get("OPENAI_BASE_URL") or _OPENAI_URL
+
+
+def _events_of(response: CompletionResponse) -> list[StreamEvent]:
+    """A whole answer as the events a stream of it would have given."""
+    events: list[StreamEvent] = []
+    thinking = "".join(b.thinking for b in response.message.content if isinstance(b, ThinkingBlock))
+    if thinking:
+        events.append(ThinkingDelta(thinking))
+    if response.message.text:
+        events.append(TextDelta(response.message.text))
+    for i, call in enumerate(response.message.tool_calls):
+        events.append(ToolCallStart(i, call.id, call.name))
+        events.append(ToolCallDelta(i, json.dumps(call.arguments)))
+    events.append(StreamDone(response))
+    return events
 
 
 # --- request mapping (pure) -------------------------------------------------------------------
@@ -643,7 +699,7 @@ class OpenAIEmbedder(RemoteEmbedder):
     Args:
         model: the embedding model, e.g. ``"text-embedding-3-small"``.
         api_key: the API key; defaults to ``OPENAI_API_KEY`` (required only for OpenAI itself).
-        base_url: the API root including ``/v1``.
+        base_url: the API root including ``/v1``; None reads ``OPENAI_BASE_URL``, else OpenAI's.
         http_client: an ``httpx.AsyncClient`` to use instead of creating one.
         dimensions: the vector size to ask for (models that support it) and to expect.
         batch_size: inputs per request in :meth:`embed_batch` (OpenAI allows up to 2048).
@@ -660,12 +716,13 @@ class OpenAIEmbedder(RemoteEmbedder):
         model: str,
         *,
         api_key: str | None = None,
-        base_url: str = _OPENAI_URL,
+        base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
         dimensions: int | None = None,
         batch_size: int = 256,
         timeout: float | httpx.Timeout | None = None,
     ) -> None:
+        base_url = resolve_base_url(base_url)
         super().__init__(
             _PROVIDER,
             model=model,

@@ -28,6 +28,7 @@ __all__ = [
     "html_to_text",
     "load_directory",
     "load_file",
+    "source_key",
 ]
 
 FORMATS: Mapping[str, str] = {
@@ -153,6 +154,7 @@ def load_directory(
     formats: Sequence[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
     encoding: str = "utf-8",
+    source_root: str | os.PathLike[str] | None = None,
 ) -> list[Document]:
     """Read every supported file under a directory, sorted by path.
 
@@ -165,10 +167,14 @@ def load_directory(
         formats: only these formats (e.g. ``["markdown", "rst"]``); None for all.
         metadata: extra metadata for every document.
         encoding: the text encoding.
+        source_root: make sources relative to this folder instead of ``path`` (see
+            :func:`source_key`), so that two folders holding the same file names
+            (``a/README.md``, ``b/README.md``) do not share sources in one index.
 
     Returns:
         One document per file; each source is the file's path relative to ``path`` (POSIX
-        separators), so the same folder indexes the same way from any working directory.
+        separators), so the same folder indexes the same way from any working directory; or
+        relative to ``source_root`` when given.
 
     Raises:
         NotADirectoryError: ``path`` is not a directory.
@@ -187,10 +193,22 @@ def load_directory(
         fmt = FORMATS.get(file.suffix.lower())
         if fmt is None or fmt not in wanted:
             continue
+        source = rel.as_posix() if source_root is None else source_key(file, source_root)
         documents.append(
-            load_file(file, source=rel.as_posix(), metadata=metadata, format=fmt, encoding=encoding)
+            load_file(file, source=source, metadata=metadata, format=fmt, encoding=encoding)
         )
     return documents
+
+
+def source_key(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> str:
+    """The source of ``path`` in an index rooted at ``root``: the POSIX path relative to
+    ``root``, or the absolute path for a file outside it. Symlinks are resolved first.
+    """
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
 
 
 # -- titles -----------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from goagent_py.messages import (
     StopReason,
     TextBlock,
     ToolCall,
+    assistant_message,
     user_message,
 )
 from goagent_py.provider import (
@@ -330,11 +331,45 @@ async def test_max_tool_rounds_offers_no_tools_after_results() -> None:
     await provider.complete(_request(user_message("2 + 3?")))
     await provider.complete(_request(user_message("2 + 3?"), *_turn("5")))
     assert [c["tool_choice"] for c in llama.calls] == ["auto", "none"]
-    settings = {
-        (c["max_tokens"], c["temperature"], c["seed"], c["repeat_penalty"]) for c in llama.calls
-    }
-    assert settings == {(64, 0.0, 7, 1.3)}
+    settings = {(c["max_tokens"], c["temperature"], c["seed"]) for c in llama.calls}
+    assert settings == {(64, 0.0, 7)}
+    # Tool arguments copy the conversation: no repeat penalty while they may be written.
+    assert [c["repeat_penalty"] for c in llama.calls] == [1.0, 1.3]
     assert llama.calls[0]["tools"][0]["function"]["name"] == "add"
+
+
+async def test_text_answers_are_asked_without_earlier_tool_exchanges() -> None:
+    # The template renders earlier calls as "functions.add:" text when no tools are offered;
+    # the model copied it as its answer. A tool pick still sees them (they are its examples).
+    earlier = [
+        user_message("2 + 3?"),
+        *_turn("5"),
+        assistant_message("It is 5."),
+        user_message("hi"),
+    ]
+    llama = FakeLlama(picks_tool=False)
+    await _fake_provider(llama).complete(_request(*earlier))
+    auto, text = llama.calls
+    assert [m["role"] for m in auto["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert [m["role"] for m in text["messages"]] == ["system", "user", "assistant", "user"]
+    assert text["messages"][2]["content"] == "It is 5."
+    assert all("_goagent" not in key for call in llama.calls for key in call)
+
+
+async def test_require_tool_forces_the_one_tool_offered() -> None:
+    llama = FakeLlama(picks_tool=False)
+    provider = _fake_provider(llama, require_tool=True)
+    await provider.complete(_request(user_message("2 + 3?")))
+    assert llama.calls[0]["tool_choice"] == {"type": "function", "function": {"name": "add"}}
+    await provider.complete(_request(user_message("2 + 3?"), *_turn("5")))
+    assert llama.calls[-1]["tool_choice"] == "none"  # the round limit still holds
 
 
 @pytest.mark.needs_extra("local")
@@ -502,10 +537,22 @@ async def test_agent_round_trip_with_the_real_model(local: LlamaCppProvider) -> 
 
 
 @pytest.mark.slow
-async def test_a_model_that_never_stops_calling_tools_ends_in_max_iterations(
-    local: LlamaCppProvider,
-) -> None:
-    agent = Agent(provider=local, model="local", tools=[add], max_iterations=2)
-    with pytest.raises(MaxIterationsError) as info:
-        await asyncio.wait_for(agent.run("What is 2 + 3?"), timeout=120)
-    assert info.value.iterations == 2
+async def test_without_a_tool_round_limit_the_model_never_stops_calling_tools() -> None:
+    unlimited = LlamaCppProvider(temperature=0.0, seed=0, max_tool_rounds=None)
+    try:
+        agent = Agent(provider=unlimited, model="local", tools=[add], max_iterations=2)
+        with pytest.raises(MaxIterationsError) as info:
+            await asyncio.wait_for(agent.run("What is 2 + 3?"), timeout=120)
+        assert info.value.iterations == 2
+    finally:
+        await unlimited.aclose()
+
+
+@pytest.mark.slow
+async def test_by_default_one_tool_round_then_a_text_answer(local: LlamaCppProvider) -> None:
+    agent = Agent(provider=local, model="local", tools=[add], max_iterations=4)
+    result = await asyncio.wait_for(agent.run("What is 2 + 3?"), timeout=120)
+    assert result.error is None
+    assert result.tool_calls == 1
+    assert result.iterations == 2
+    assert not result.messages[-1].tool_calls

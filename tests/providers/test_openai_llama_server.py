@@ -322,3 +322,56 @@ async def test_a_streamed_tool_call_the_server_cannot_stream_is_a_provider_error
     else:
         assert isinstance(events[-1], StreamDone)
         _assert_add_call(events[-1].response.message.tool_calls[0])
+
+
+async def test_stream_tools_false_gets_the_tool_call_whole(server: str) -> None:
+    request = CompletionRequest(
+        model=MODEL,
+        messages=[user_message("What is 2 + 3?")],
+        tools=[_add_tool([]).definition],
+        max_tokens=48,
+    )
+    async with OpenAIProvider(base_url=server, timeout=TIMEOUT, stream_tools=False) as provider:
+        events = [e async for e in provider.stream(request)]
+    assert isinstance(events[-1], StreamDone)
+    _assert_add_call(events[-1].response.message.tool_calls[0])
+
+
+def test_the_chat_command_answers_through_the_server(server: str, tmp_path: Path) -> None:
+    # What a user types: goagent-py chat --provider openai:smollm2 --base-url http://.../v1
+    env = {**os.environ, "GOAGENT_HOME": str(tmp_path)}
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"):
+        env.pop(key, None)
+    package_root = str(Path(goagent_py.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "goagent_py", "chat", "--provider", f"openai:{MODEL}"]
+    done = subprocess.run(
+        [*command, "--base-url", server, "--no-memory"],
+        input="What is 17 * 23 + 4?\nWhat is the capital of France?\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"provider openai ({MODEL}): at {server}" in done.stderr
+    assert "[tool] calculator(expression='17 * 23 + 4')" in done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert lines[0] == "17 * 23 + 4 = 395"
+    assert len(lines) >= 2  # the second question got a text answer too
+
+
+def test_a_server_that_is_not_there_is_named_in_the_error(tmp_path: Path) -> None:
+    env = {**os.environ, "GOAGENT_HOME": str(tmp_path)}
+    env.pop("OPENAI_API_KEY", None)
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    done = subprocess.run(
+        [sys.executable, "-m", "goagent_py", "chat", "--base-url", url, "--no-memory"],
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 1
+    assert f"{url}/chat/completions" in done.stderr

@@ -1,0 +1,210 @@
+"""Quality of ``goagent-py chat`` on the embedded model, on a labelled set of prompts.
+
+Run it (about 5 minutes on 2 cores):
+
+    python bench/chat_quality.py [--out results.json]
+
+The chat agent is built exactly as the command builds it (``cli.build_agent``: the embedded
+SmolLM2-135M, the small-model kit, long-term memory with the default write policy and recall
+threshold) in a fresh data folder, in two processes:
+
+1. "tell": arithmetic, time and chit-chat prompts, and statements of personal facts;
+2. "ask" (a new process on the same data folder): questions about those facts.
+
+Measured:
+
+- right tool or no tool: the turn called exactly the expected tool (calculator, current_time)
+  or none when none is expected (chit-chat, facts, recall questions). Target >= 90%.
+- correct tool answers: the arithmetic answer holds the right number, the time answer today's
+  date (UTC).
+- verbatim copies: model answers identical to an earlier answer of the same process (answers
+  computed from a tool result are not the model's and are not counted). Target 0.
+- facts recalled across processes: the "ask" answer contains the fact's keyword. Target >= 80%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (prompt, expected tool or None, a check on the answer or None)
+TELL: list[tuple[str, str | None, str | None]] = [
+    ("What is 17 * 23 + 4?", "calculator", "395"),
+    ("How much is 12 plus 30?", "calculator", "42"),
+    ("What is 144 / 12?", "calculator", "12"),
+    ("Calculate 250 - 37", "calculator", "213"),
+    ("What is 9 * 8?", "calculator", "72"),
+    ("What's 1000 divided by 8?", "calculator", "125"),
+    ("Compute 2 ** 10", "calculator", "1024"),
+    ("What is 15 + 27 + 3?", "calculator", "45"),
+    ("How much is 7 times 6?", "calculator", "42"),
+    ("What is (3 + 4) * 5?", "calculator", "35"),
+    ("What time is it now?", "current_time", "{today}"),
+    ("What's today's date?", "current_time", "{today}"),
+    ("Which day is it today?", "current_time", "{today}"),
+    ("Can you tell me the current time?", "current_time", "{today}"),
+    ("Could you give me the time, please?", "current_time", "{today}"),
+    ("Do you know what time it is?", "current_time", "{today}"),
+    ("Hello!", None, None),
+    ("How are you today?", None, None),
+    ("Tell me a joke.", None, None),
+    ("What is the capital of France?", None, None),
+    ("Thanks for your help!", None, None),
+    ("Can you recommend a good book?", None, None),
+    ("What color is the sky?", None, None),
+    ("Good morning, nice to meet you.", None, None),
+    ("Hello! My name is Priya and I live in Lisbon.", None, None),
+    ("My favourite colour is green.", None, None),
+    ("I work as a nurse at the city hospital.", None, None),
+    ("My dog is called Biscuit.", None, None),
+    ("I was born in Goa, in India.", None, None),
+    ("My favourite food is mango curry.", None, None),
+]
+ASK: list[tuple[str, str]] = [
+    ("Where do I live?", "lisbon"),
+    ("What is my name?", "priya"),
+    ("What is my favourite colour?", "green"),
+    ("What is my dog called?", "biscuit"),
+    ("Where was I born?", "goa"),
+    ("What is my favourite food?", "mango"),
+]
+
+
+def _args(home: Path) -> argparse.Namespace:
+    from goagent_py import cli
+
+    return cli.build_parser().parse_args(
+        ["chat", "--provider", "local", "--db", str(home / "chat.db"), "--session", "bench"]
+    )
+
+
+async def _phase(phase: str, home: Path) -> list[dict[str, Any]]:
+    from goagent_py import cli
+
+    args = _args(home)
+    console = cli.Console(io.StringIO(), io.StringIO(), interactive=False)
+    state = cli.ChatState()
+    picked = await cli.pick_provider(args.provider)
+    closers: list[Any] = []
+    agent, _ = await cli.build_agent(args, console, picked, state, closers)
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    prompts = (
+        [(p, tool, check) for p, tool, check in TELL]
+        if phase == "tell"
+        else [(p, None, keyword) for p, keyword in ASK]
+    )
+    rows = []
+    try:
+        for prompt, tool, check in prompts:
+            start = time.perf_counter()
+            result = await agent.run(prompt)
+            took = time.perf_counter() - start
+            called = [c.name for m in result.messages for c in m.tool_calls]
+            answer = result.text.strip()
+            expected = check.format(today=today) if check else None
+            rows.append(
+                {
+                    "phase": phase,
+                    "prompt": prompt,
+                    "expected_tool": tool,
+                    "called": called,
+                    "right_tool": called == ([tool] if tool else []),
+                    "answer": answer,
+                    "answer_ok": None if expected is None else expected in answer.lower(),
+                    "recalled": [s.message.text for s in state.recalled],
+                    "seconds": round(took, 2),
+                }
+            )
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    finally:
+        for closer in closers:
+            await closer.aclose()
+        await picked.provider.aclose()
+    return rows
+
+
+def _run_phase(phase: str, home: Path) -> list[dict[str, Any]]:
+    env = {**os.environ, "GOAGENT_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        env.pop(key, None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, __file__, "--phase", phase, "--home", str(home)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        check=True,
+    )
+    rows: list[dict[str, Any]] = json.loads(done.stdout)
+    return rows
+
+
+def _copies(rows: list[dict[str, Any]]) -> int:
+    """Model answers identical to an earlier answer. Answers computed from a tool result are
+    not the model's (two clock readings in the same second give the same text): they count as
+    earlier answers, never as copies."""
+    seen: set[str] = set()
+    copies = 0
+    for row in rows:
+        if row["answer"] in seen and not row["called"]:
+            copies += 1
+        seen.add(row["answer"])
+    return copies
+
+
+def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of a run."""
+    tell = [r for r in rows if r["phase"] == "tell"]
+    ask = [r for r in rows if r["phase"] == "ask"]
+    checked = [r for r in tell if r["answer_ok"] is not None]
+    return {
+        "prompts": len(rows),
+        "right_tool_or_no_tool": sum(r["right_tool"] for r in rows) / len(rows),
+        "correct_tool_answers": sum(bool(r["answer_ok"]) for r in checked) / len(checked),
+        "verbatim_copies": _copies(tell) + _copies(ask),
+        "facts_recalled_across_processes": sum(bool(r["answer_ok"]) for r in ask) / len(ask),
+        "median_turn_seconds": sorted(r["seconds"] for r in rows)[len(rows) // 2],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--phase", choices=("tell", "ask"))
+    parser.add_argument("--home")
+    parser.add_argument("--out", help="write every row and the figures to this JSON file")
+    parser.add_argument("--report", help="print the figures of an earlier --out file")
+    options = parser.parse_args()
+    if options.report:
+        rows = json.loads(Path(options.report).read_text())["rows"]
+        print(json.dumps(report(rows), indent=2))
+        return
+    if options.phase:
+        rows = asyncio.run(_phase(options.phase, Path(options.home)))
+        print(json.dumps(rows))
+        return
+    with tempfile.TemporaryDirectory(prefix="goagent-bench-") as folder:
+        home = Path(folder)
+        rows = _run_phase("tell", home) + _run_phase("ask", home)
+    figures = report(rows)
+    for row in rows:
+        mark = "ok " if row["right_tool"] else "BAD"
+        print(f"{mark} {row['prompt'][:45]:45} {row['called']!s:18} {row['answer'][:60]!r}")
+    print(json.dumps(figures, indent=2))
+    if options.out:
+        Path(options.out).write_text(json.dumps({"figures": figures, "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""How the chat reads the user's lines: prompt_toolkit, else readline, else a plain pipe.
+
+On a terminal the chat edits lines and keeps a history: with prompt_toolkit (extra ``cli``)
+arrow keys, Ctrl-R search and a history file; without it, the stdlib ``readline``. Both read in
+raw mode, so a paste longer than the terminal's 4,095-character line limit arrives whole, and
+prompt_toolkit keeps a multi-line paste (bracketed paste) as one message. Piped input is read
+line by line with no length limit below 1 MiB.
+
+Each reader is an async iterator of lines: a ``str`` per line, a ``UnicodeDecodeError`` for a
+line that is not UTF-8 (the chat skips it and says so); it ends at end of input (Ctrl-D).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LineSource", "line_source", "pipe_lines"]
+
+LineSource = AsyncIterator["str | UnicodeDecodeError"]
+
+
+async def pipe_lines(stream: Any) -> LineSource:
+    """Lines of a pipe or file, read without blocking the event loop."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    protocol = asyncio.StreamReaderProtocol(reader)
+    transport, _ = await loop.connect_read_pipe(lambda: protocol, stream)
+    try:
+        while True:
+            try:
+                raw = await reader.readline()
+            except ValueError:  # a line over the limit
+                yield UnicodeDecodeError("utf-8", b"", 0, 1, "line too long")
+                continue
+            if not raw:
+                return
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as exc:
+                yield exc
+    finally:
+        transport.close()
+
+
+async def _prompt_toolkit_lines(prompt: str, history: Path) -> LineSource:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+
+    history.parent.mkdir(parents=True, exist_ok=True)
+    session: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
+    while True:
+        try:
+            text = await session.prompt_async(prompt)
+        except EOFError:
+            return
+        # Ctrl-C at the prompt raises KeyboardInterrupt: the chat ends with exit code 130.
+        yield text
+
+
+def _input_in_daemon_thread(prompt: str) -> asyncio.Future[str | None]:
+    # A daemon thread, not the executor: quitting must not wait for a pending input().
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str | None] = loop.create_future()
+
+    def settle(value: str | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def read() -> None:
+        try:
+            value: str | None = input(prompt)
+        except EOFError:
+            value = None
+        except BaseException as exc:  # handed to the loop
+            loop.call_soon_threadsafe(settle, None, exc)
+            return
+        loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=read, name="goagent-chat-input", daemon=True).start()
+    return future
+
+
+async def _readline_lines(prompt: str, history: Path) -> LineSource:
+    import readline
+
+    history.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        readline.read_history_file(history)
+    try:
+        while True:
+            text = await _input_in_daemon_thread(prompt)
+            if text is None:
+                return
+            yield text
+    finally:
+        with contextlib.suppress(OSError):
+            readline.write_history_file(history)
+
+
+def line_source(stdin: Any, *, interactive: bool, prompt: str, history: Path) -> LineSource:
+    """The chat's input: an editing reader with history on a terminal, else the pipe's lines.
+
+    Args:
+        stdin: the input stream.
+        interactive: stdin is a terminal.
+        prompt: the prompt shown before each line (terminal only).
+        history: the history file (terminal only).
+    """
+    if not interactive:
+        return pipe_lines(stdin)
+    try:
+        import prompt_toolkit  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        return _prompt_toolkit_lines(prompt, history)
+    try:
+        import readline  # noqa: F401
+    except ImportError:  # pragma: no cover - Windows without pyreadline
+        return pipe_lines(stdin)
+    return _readline_lines(prompt, history)

@@ -1,0 +1,150 @@
+"""What ``goagent-py chat`` is made of: memory, the local embedder, the small-model kit.
+
+The small-model kit is what makes the embedded 135M model usable, by the framework's own means:
+
+- :func:`~goagent_py.tool_selection.select_tools` offers only the tool relevant to the message
+  (none for chit-chat), with required parameters only (the model fills optional ones with
+  noise; its arguments are grammar-constrained to the schema, so a parameter it is not offered
+  cannot be written);
+  With the embedded model the one tool offered must be called
+  (``LlamaCppProvider.require_tool``): left to choose, it answered "What time is it now?" with
+  a made-up time;
+- :func:`~goagent_py.tool_answers.answer_from_tools` answers from the calculator's and the
+  clock's results (the model reads "395" and writes "69") and turns a failed call into a short
+  apology instead of an essay about the error;
+- :func:`~goagent_py.context_filters.drop_failed_tool_exchanges` keeps failed exchanges of
+  earlier turns, and the confused answers after them, out of what the model reads (successful
+  ones stay: they are the examples it follows when it calls a tool);
+- :func:`~goagent_py.repeat_guard.avoid_repeats` asks again, without the earlier turns, when
+  an answer copies an earlier one word for word (the model continues patterns: after a few
+  "It is 12:04." answers, "Thanks!" got "It is 12:04." too);
+- a short history window (the last 4 messages or exchanges): the model imitates what it reads,
+  and long prompts are slow on a CPU. Facts from earlier come back through long-term recall.
+
+It applies to the embedded model and to ``--base-url`` servers (local OpenAI-compatible servers
+run small models); the cloud models get the plain agent.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from goagent_py.errors import MissingExtraError
+
+__all__ = [
+    "TOOL_EXAMPLES",
+    "TOOL_TEMPLATES",
+    "load_in_background",
+    "local_embedder",
+    "long_term_memory",
+    "small_model_provider",
+    "write_policy",
+]
+
+TOOL_EXAMPLES: dict[str, list[str]] = {
+    "calculator": [
+        "What is 12 * 7?",
+        "How much is 250 plus 37?",
+        "Calculate 15 / 4",
+        "What is 3 + 4 * 2?",
+        "What's 100 minus 58?",
+    ],
+    "current_time": [
+        "What time is it?",
+        "What is the date?",
+        "What day of the week is it?",
+        "Tell me the current time",
+        "What's the current date and time?",
+    ],
+}
+"""Requests each built-in tool serves: tool selection matches a message against these too."""
+
+TOOL_TEMPLATES: dict[str, str] = {
+    "calculator": "{expression} = {result}",
+    "current_time": "It is {result}.",
+}
+"""Direct answers from the built-in tools' results."""
+
+SELECTION_THRESHOLD = 0.4
+"""Least similarity for a tool to be offered (MiniLM with the examples above: requests for a
+tool score 0.45-0.95, chit-chat and personal facts at most 0.33)."""
+
+
+def local_embedder() -> Any:
+    """The local MiniLM sentence embedder (extras ``local``), not loaded yet."""
+    try:
+        from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise MissingExtraError(
+            str(exc.name or exc), "local", feature="the local embedder"
+        ) from exc
+    return SentenceTransformerEmbedder()
+
+
+def load_in_background(embedder: Any) -> threading.Thread | None:
+    """Load ``embedder``'s model in a daemon thread while the user types.
+
+    Not in the event loop's executor: quitting right after start must not wait for the load
+    (asyncio.run joins its executor threads; the interpreter does not join daemon threads).
+    A turn that needs the model waits for it on the embedder's own lock.
+    """
+    load = getattr(embedder, "_load", None)
+    if load is None:
+        return None
+    thread = threading.Thread(target=load, name="goagent-embedder-load", daemon=True)
+    thread.start()
+    return thread
+
+
+def write_policy(mode: str) -> Any:
+    """The long-term write policy for ``--remember``: statements, all or none."""
+    from goagent_py.memory.base import store_always
+    from goagent_py.memory.write_policies import user_statements
+
+    if mode == "all":
+        return store_always
+    if mode == "none":
+        return lambda user, answer: None
+    # First-person statements only: a request ("Calculate 250 - 37") recalled later is read
+    # as a fact, and the small model copied its numbers into the next calculation.
+    return user_statements(about_user=True)
+
+
+async def long_term_memory(
+    path: Path, embedder: Any, closers: list[Any], *, threshold: float | None, top_k: int = 3
+) -> Any:
+    """Long-term memory on sqlite-vec at ``path`` with ``embedder``."""
+    try:
+        from goagent_py.memory.long_term import LongTermMemory
+        from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise MissingExtraError(
+            str(exc.name or exc), "local,vector", feature="long-term memory"
+        ) from exc
+    # Read from the model folder without loading the model (loading takes seconds).
+    store = SqliteVecStore(path, table="memories", dimensions=embedder.dimensions)
+    closers.append(store)
+    return LongTermMemory(embedder, store, top_k=top_k, score_threshold=threshold)
+
+
+def small_model_provider(provider: Any, embedder: Any | None) -> Any:
+    """``provider`` wrapped in the small-model kit (see the module's docstring)."""
+    from goagent_py.repeat_guard import avoid_repeats
+    from goagent_py.tool_answers import answer_from_tools
+    from goagent_py.tool_selection import select_tools
+
+    if embedder is not None:
+        if hasattr(provider, "require_tool"):
+            # Offered only when relevant, the one tool must be called, not answered around.
+            provider.require_tool = True
+        provider = select_tools(
+            provider,
+            embedder,
+            top_k=1,
+            threshold=SELECTION_THRESHOLD,
+            examples=TOOL_EXAMPLES,
+            required_only=True,
+        )
+    return answer_from_tools(avoid_repeats(provider), TOOL_TEMPLATES)

@@ -1,0 +1,146 @@
+"""``goagent-py rag index`` / ``rag ask``: sources keyed by path, removals, cited sources only.
+
+The commands run in-process on a real SQLite index with the word-hashing ``FakeEmbedder``
+(fast); the slow end-to-end run with the local models is in ``tests/test_cli.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goagent_py import _cli_rag, cli
+from goagent_py.rag.documents import load_directory, source_key
+from goagent_py.rag.pipeline import Pipeline
+from goagent_py.testing import FakeEmbedder, ScriptedProvider
+
+
+@pytest.fixture
+def fake_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    def make(path: Path) -> Pipeline:
+        return Pipeline.sqlite(path, FakeEmbedder(384), dimensions=384, table="rag")
+
+    monkeypatch.setattr(_cli_rag, "_pipeline", make)
+
+
+def _console() -> cli.Console:
+    return cli.Console(io.StringIO(), io.StringIO(), interactive=False)
+
+
+async def _index(db: Path, root: Path, *paths: Path) -> str:
+    console = _console()
+    args = argparse.Namespace(paths=[str(p) for p in paths], db=str(db), root=str(root))
+    assert await _cli_rag.index(args, console) == cli.EXIT_OK
+    return console.out.getvalue()  # type: ignore[attr-defined,no-any-return]
+
+
+async def _sources(db: Path) -> list[str]:
+    async with _cli_rag._pipeline(db) as pipeline:
+        return await pipeline.sources()
+
+
+def _tree(root: Path) -> tuple[Path, Path]:
+    for name in ("a", "b"):
+        (root / name).mkdir(parents=True)
+        (root / name / "README.md").write_text(f"# {name}\n\nThe {name} project readme.\n")
+    (root / "a" / "notes.md").write_text("# Notes\n\nSome notes.\n")
+    return root / "a", root / "b"
+
+
+def test_source_key_is_relative_to_the_root_or_absolute(tmp_path: Path) -> None:
+    assert source_key(tmp_path / "a" / "x.md", tmp_path) == "a/x.md"
+    assert source_key(tmp_path / "x.md", tmp_path / "a") == (tmp_path / "x.md").resolve().as_posix()
+    a, _ = _tree(tmp_path)
+    assert [d.source for d in load_directory(a, source_root=tmp_path)] == [
+        "a/README.md",
+        "a/notes.md",
+    ]
+
+
+async def test_two_folders_with_the_same_file_names_do_not_collide(
+    tmp_path: Path, fake_pipeline: None
+) -> None:
+    a, b = _tree(tmp_path / "docs")
+    db = tmp_path / "rag.db"
+    await _index(db, tmp_path / "docs", a, b)
+    assert await _sources(db) == ["a/README.md", "a/notes.md", "b/README.md"]
+    again = await _index(db, tmp_path / "docs", a, b)
+    assert "0 chunks written" in again  # no flip-flop between the two READMEs
+
+
+async def test_a_file_gone_from_an_indexed_folder_is_removed(
+    tmp_path: Path, fake_pipeline: None
+) -> None:
+    a, b = _tree(tmp_path / "docs")
+    db = tmp_path / "rag.db"
+    await _index(db, tmp_path / "docs", a, b)
+    (a / "notes.md").unlink()
+    out = await _index(db, tmp_path / "docs", a)
+    assert "1 documents removed" in out
+    # b was not re-indexed this time: its documents stay.
+    assert await _sources(db) == ["a/README.md", "b/README.md"]
+
+
+async def test_ask_lists_only_cited_sources_without_rrf_scores(
+    tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "errors.md").write_text("# Errors\n\nerror E1042 means the license key expired\n")
+    (docs / "cooking.md").write_text("# Pancakes\n\nmix flour eggs and milk\n")
+    (docs / "deploy.md").write_text("# Deploy\n\nrun make release to deploy\n")
+    db = tmp_path / "rag.db"
+    await _index(db, tmp_path, docs)
+    provider = ScriptedProvider("It means the license key expired [1].")
+    monkeypatch.setattr(cli, "make_provider", lambda vendor, model, base_url=None: provider)
+    console = _console()
+    args = argparse.Namespace(
+        question="what does error E1042 mean",
+        db=str(db),
+        provider="local",
+        base_url=None,
+        top_k=3,
+        min_score=0.1,
+    )
+    assert await _cli_rag.ask(args, console) == cli.EXIT_OK
+    out: str = console.out.getvalue()  # type: ignore[attr-defined]
+    sources = out.split("Sources:")[1].strip().splitlines()
+    assert len(sources) == 1
+    assert sources[0].startswith("[1] docs/errors.md")
+    assert "score" not in out
+
+
+async def test_ask_says_when_the_index_does_not_hold_the_answer(
+    tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "cooking.md").write_text("# Pancakes\n\nmix flour eggs and milk\n")
+    db = tmp_path / "rag.db"
+    await _index(db, tmp_path, docs)
+
+    def no_model(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the model must not be asked")
+
+    monkeypatch.setattr(cli, "make_provider", no_model)
+    console = _console()
+    args = argparse.Namespace(
+        question="who won the 1998 world cup",
+        db=str(db),
+        provider="local",
+        base_url=None,
+        top_k=3,
+        min_score=0.5,
+    )
+    assert await _cli_rag.ask(args, console) == cli.EXIT_OK
+    assert console.out.getvalue().strip() == _cli_rag.NOT_IN_INDEX  # type: ignore[attr-defined]
+    assert "closest passage: docs/cooking.md" in console.err.getvalue()  # type: ignore[attr-defined]
+
+
+def test_citations_are_parsed_in_order_and_bounded() -> None:
+    assert _cli_rag.cited("See [2] and [1], again [2]; not [9].", 3) == [2, 1]
+    assert _cli_rag.cited("no citation", 3) == []
