@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import goagent_py._cli_common as cli_common
 from goagent_py import cli
 from goagent_py.errors import ToolArgumentsError
 from goagent_py.memory import SQLiteStorage
@@ -33,11 +34,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_parse_provider() -> None:
-    assert cli.parse_provider("anthropic:claude-x") == ("anthropic", "claude-x")
-    assert cli.parse_provider("local") == ("local", cli.DEFAULT_MODELS["local"])
-    assert cli.parse_provider("OpenAI") == ("openai", cli.DEFAULT_MODELS["openai"])
+    assert cli_common.parse_provider("anthropic:claude-x") == ("anthropic", "claude-x")
+    assert cli_common.parse_provider("local") == ("local", cli_common.DEFAULT_MODELS["local"])
+    assert cli_common.parse_provider("OpenAI") == ("openai", cli_common.DEFAULT_MODELS["openai"])
     with pytest.raises(cli.UsageError, match="use anthropic:MODEL"):
-        cli.parse_provider("gemini:pro")
+        cli_common.parse_provider("gemini:pro")
 
 
 async def test_calculator_is_safe_and_correct() -> None:
@@ -67,7 +68,7 @@ def test_unknown_provider_and_bad_arguments_exit_2(capsys: pytest.CaptureFixture
 
 
 async def test_auto_pick_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "make_provider", lambda vendor, model, base_url=None: vendor)
+    monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model, base_url=None: vendor)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
     monkeypatch.setenv("OPENAI_API_KEY", "k")
@@ -79,13 +80,13 @@ async def test_auto_pick_order(monkeypatch: pytest.MonkeyPatch) -> None:
     async def up() -> bool:
         return True
 
-    monkeypatch.setattr(cli, "_ollama_up", up)
+    monkeypatch.setattr(cli_common, "_ollama_up", up)
     assert (await cli.pick_provider(None)).name == "ollama"
 
     async def down() -> bool:
         return False
 
-    monkeypatch.setattr(cli, "_ollama_up", down)
+    monkeypatch.setattr(cli_common, "_ollama_up", down)
     picked = await cli.pick_provider(None)
     assert (picked.name, picked.reason) == (
         "local",
@@ -103,7 +104,9 @@ class Harness:
         read_fd, self.write_fd = os.pipe()
         self.stdin = os.fdopen(read_fd, "rb", buffering=0)
         monkeypatch.setattr(sys, "stdin", self.stdin)
-        monkeypatch.setattr(cli, "make_provider", lambda vendor, model, base_url=None: provider)
+        monkeypatch.setattr(
+            cli_common, "make_provider", lambda vendor, model, base_url=None: provider
+        )
         self.embedder: Any = None
         self.long_term: Any = None
         monkeypatch.setattr(cli, "_make_embedder", lambda: self.embedder)
@@ -352,7 +355,7 @@ async def test_base_url_makes_an_unstreamed_one_round_openai_provider(
 async def test_openai_base_url_is_picked_when_no_key_is_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(cli, "make_provider", lambda vendor, model, base_url=None: vendor)
+    monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model, base_url=None: vendor)
     for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import goagent_py._cli_common as cli_common
 from goagent_py import _cli_rag, cli
 from goagent_py.rag.documents import load_directory, source_key
 from goagent_py.rag.pipeline import Pipeline
@@ -96,7 +97,7 @@ async def test_ask_lists_only_cited_sources_without_rrf_scores(
     db = tmp_path / "rag.db"
     await _index(db, tmp_path, docs)
     provider = ScriptedProvider("It means the license key expired [1].")
-    monkeypatch.setattr(cli, "make_provider", lambda vendor, model, base_url=None: provider)
+    monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model, base_url=None: provider)
     console = _console()
     args = argparse.Namespace(
         question="what does error E1042 mean",
@@ -126,7 +127,7 @@ async def test_ask_says_when_the_index_does_not_hold_the_answer(
     def no_model(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the model must not be asked")
 
-    monkeypatch.setattr(cli, "make_provider", no_model)
+    monkeypatch.setattr(cli_common, "make_provider", no_model)
     console = _console()
     args = argparse.Namespace(
         question="who won the 1998 world cup",

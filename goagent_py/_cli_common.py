@@ -1,0 +1,173 @@
+"""What the ``goagent-py`` commands share: exit codes, the data folder, provider choice, output.
+
+Kept apart from :mod:`goagent_py.cli` so the subcommands living elsewhere (``rag``, ``mcp``)
+import this, not the command's entry module.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from goagent_py.errors import GoAgentError
+from goagent_py.providers import DEFAULT_MODELS
+
+EXIT_OK = 0
+EXIT_TURN_FAILED = 1
+EXIT_USAGE = 2
+EXIT_MISSING_EXTRA = 3
+EXIT_DATABASE = 4
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(GoAgentError):
+    """The command line was wrong; the message says how to fix it."""
+
+
+def data_home() -> Path:
+    """Where goagent-py keeps its data: $GOAGENT_HOME, else the platform's user data folder."""
+    env = os.environ.get("GOAGENT_HOME")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "goagent-py"
+    if sys.platform == "win32":
+        return Path(os.environ.get("APPDATA", Path.home())) / "goagent-py"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "goagent-py"
+
+
+# -- providers -------------------------------------------------------------------------------
+
+
+@dataclass
+class Picked:
+    """The provider chosen for this process, and why.
+
+    ``small`` marks a small model (the embedded one, or a local OpenAI-compatible server): the
+    chat gives it the small-model kit (see :mod:`goagent_py._cli_setup`).
+    """
+
+    provider: Any
+    name: str
+    model: str
+    reason: str
+    small: bool = False
+
+
+_BASE_URL_VENDORS = ("openai", "ollama")
+
+
+def parse_provider(spec: str) -> tuple[str, str]:
+    """Split ``vendor:MODEL`` (or ``local``) into (vendor, model)."""
+    vendor, _, model = spec.partition(":")
+    vendor = vendor.strip().lower()
+    if vendor not in DEFAULT_MODELS:
+        raise UsageError(
+            f"unknown provider {spec!r}: use anthropic:MODEL, openai:MODEL, ollama:MODEL or local"
+        )
+    return vendor, model.strip() or DEFAULT_MODELS[vendor]
+
+
+def _compatible_server(base_url: str | None) -> bool:
+    """Whether OpenAI requests go to another server than OpenAI's (argument or environment)."""
+    from urllib.parse import urlsplit
+
+    url = base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL") or ""
+    return bool(url) and urlsplit(url).hostname != "api.openai.com"
+
+
+def make_provider(vendor: str, model: str, base_url: str | None = None) -> Any:
+    """Build the provider for ``vendor`` (imports only that vendor).
+
+    OpenAI requests go to ``base_url``, else ``OPENAI_BASE_URL``, else OpenAI. A compatible
+    server gets tools offered for one round and never streamed: llama-cpp-python's server
+    leaves tool results out of the prompt and cannot stream a tool call.
+    """
+    if vendor == "openai" and (base_url is not None or _compatible_server(None)):
+        from goagent_py.providers.openai import OpenAIProvider
+        from goagent_py.tool_selection import limit_tool_rounds
+
+        provider = OpenAIProvider(base_url=base_url, stream_tools=False)
+        return limit_tool_rounds(provider, 1) if _compatible_server(base_url) else provider
+    if vendor == "ollama" and base_url is not None:
+        from goagent_py.providers.ollama import OllamaProvider
+
+        return OllamaProvider(base_url=base_url)
+    from goagent_py.providers import provider_from_string
+
+    return provider_from_string(f"{vendor}:{model}")[0]
+
+
+def provider_from_spec(spec: str) -> tuple[Any, str]:
+    """The provider and model for ``vendor:MODEL`` or ``local`` (for scripts and examples)."""
+    vendor, model = parse_provider(spec)
+    return make_provider(vendor, model), model
+
+
+async def pick_provider(spec: str | None, base_url: str | None = None) -> Picked:
+    """The provider named by ``spec`` (at ``base_url``, if given), or the first available one.
+
+    Raises:
+        UsageError: an unknown provider, or a base URL for a vendor that takes none.
+    """
+    if base_url is not None:
+        vendor, model = parse_provider(spec or "openai")
+        if vendor not in _BASE_URL_VENDORS:
+            raise UsageError(
+                f"--base-url works with openai:MODEL (OpenAI-compatible servers) and "
+                f"ollama:MODEL, not {vendor!r}"
+            )
+        provider = make_provider(vendor, model, base_url)
+        return Picked(provider, vendor, model, f"at {base_url}", small=True)
+    if spec:
+        vendor, model = parse_provider(spec)
+        small = vendor == "local" or (vendor == "openai" and _compatible_server(None))
+        return Picked(make_provider(vendor, model), vendor, model, "chosen with --provider", small)
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        vendor, reason = "anthropic", "ANTHROPIC_API_KEY is set"
+    elif os.environ.get("OPENAI_API_KEY"):
+        vendor, reason = "openai", "OPENAI_API_KEY is set"
+    elif os.environ.get("OPENAI_BASE_URL"):
+        vendor, reason = "openai", f"OPENAI_BASE_URL is set ({os.environ['OPENAI_BASE_URL']})"
+    elif await _ollama_up():
+        vendor, reason = "ollama", "an Ollama server answers on localhost:11434"
+    else:
+        vendor, reason = "local", "no API key and no Ollama server: the embedded model"
+    model = DEFAULT_MODELS[vendor]
+    small = vendor == "local" or (vendor == "openai" and _compatible_server(None))
+    return Picked(make_provider(vendor, model), vendor, model, reason, small)
+
+
+async def _ollama_up() -> bool:
+    try:
+        from goagent_py.providers.ollama import ollama_reachable
+    except ImportError:
+        return False
+    try:
+        return bool(await ollama_reachable("http://localhost:11434", timeout=0.3))
+    except Exception:
+        return False
+
+
+# -- the chat --------------------------------------------------------------------------------
+
+
+class Console:
+    """Where the chat writes: prompts and chrome only when interactive."""
+
+    def __init__(self, out: TextIO, err: TextIO, interactive: bool) -> None:
+        self.out = out
+        self.err = err
+        self.interactive = interactive
+
+    def say(self, text: str = "", end: str = "\n") -> None:
+        self.out.write(text + end)
+        self.out.flush()
+
+    def note(self, text: str) -> None:
+        self.err.write(text + "\n")
+        self.err.flush()
