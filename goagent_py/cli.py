@@ -66,7 +66,9 @@ HELP = """commands:
   /sessions   list the stored sessions
   /memory     what long-term memory recalled for the last turn, with scores
   /tools      which tools were offered to the model for the last turn, with scores
-  /exit       leave (Ctrl-D works too); Ctrl-C cancels the current turn"""
+  /continue   resume after an aborted or failed turn
+  /compact [focus]  summarise the older part of the conversation now (with --compact)
+  /exit       leave (Ctrl-D works too); Ctrl-C aborts the current turn"""
 
 
 @dataclass
@@ -77,6 +79,8 @@ class ChatState:
     turn: asyncio.Task[Any] | None = None
     failures: int = 0
     selector: Any = None  # the tool selector, for /tools
+    session: Any = None  # the chat's Session
+    aborting: bool = False  # a Ctrl-C asked the running turn to abort
 
 
 def _memory_paths(db: str | None) -> tuple[Path, Path]:
@@ -164,6 +168,27 @@ async def build_agent(
 
         settings["transform_context"] = small_context
 
+    if getattr(args, "mcp", None):
+        from goagent_py.mcp.cli import stdio_connections
+
+        settings["mcp_servers"] = stdio_connections(args.mcp)
+    hook_sets: list[Any] = []
+    if getattr(args, "compact", False):
+        if small:
+            console.note("(--compact is for larger models: the small model reads a short window)")
+        else:
+            from goagent_py.memory import ClampParts, ClearToolResults, Compactor, Summarize, Tiered
+
+            compactor = Compactor(
+                Tiered(
+                    [ClampParts(4000), ClearToolResults(4), Summarize(provider, model=picked.model)]
+                ),
+                context_window=args.context_window,
+                memory=settings.get("short_term_memory"),
+            )
+            settings["transform_context"] = compactor
+            hook_sets.append(compactor.hooks())
+
     def remember(results: list[ScoredMessage], duration: float, error: Any) -> None:
         state.recalled = list(results)
 
@@ -175,7 +200,7 @@ async def build_agent(
         tools=[current_time, calculator],
         max_iterations=6,
         tool_timeout=30,
-        hooks=Hooks(on_long_term_retrieve=remember),
+        hooks=[Hooks(on_long_term_retrieve=remember), *hook_sets],
         logger=_quiet_logger(),
         **settings,
     )
@@ -217,12 +242,17 @@ async def run_chat(args: argparse.Namespace, console: Console) -> int:
                 await close()
 
 
-async def play_turn(agent: Any, text: str, console: Console) -> None:
-    """Run one turn and show it: streamed text, tool calls and their results or errors."""
+async def play_turn(session: Any, text: str | None, console: Console) -> None:
+    """Run one turn of ``session`` (``text=None`` continues) and show it: streamed text, tool
+    calls and their results or errors, and an abort."""
     from goagent_py.events import AgentEnd, MessageDelta, ToolExecutionEnd, ToolExecutionStart
+    from goagent_py.messages import StopReason
 
     streamed = False
-    async for event in agent.stream(text):
+    events = session.stream(text) if text is not None else session.stream_continue()
+    async for event in events:
+        if event.path:
+            continue  # a sub-agent's own events
         if isinstance(event, MessageDelta) and event.kind == "text":
             console.say(event.delta, end="")
             streamed = True
@@ -238,6 +268,10 @@ async def play_turn(agent: Any, text: str, console: Console) -> None:
             else:
                 console.note(f"  [tool] -> ok: {text_out[:200]}")
         elif isinstance(event, AgentEnd):
+            if event.result.stop_reason is StopReason.ABORTED:
+                console.say()
+                console.note("(turn aborted and recorded as such; /continue resumes it)")
+                return
             if not streamed:
                 console.say(event.result.text, end="")
             console.say()
@@ -248,9 +282,15 @@ async def chat_loop(
 ) -> int:
     """The REPL: read a line, run a command or a turn, until end of input or /exit.
 
-    Ctrl-C cancels a running turn (the session stays intact); at the prompt it quits. Returns
-    the exit code: 0, 1 when a turn failed, 130 when interrupted.
+    Each conversation runs in a :class:`~goagent_py.Session`: Ctrl-C aborts a running turn
+    (recorded as aborted, the transcript stays valid, ``/continue`` resumes it; a second Ctrl-C
+    cancels it outright); at the prompt Ctrl-C quits. Returns the exit code: 0, 1 when a turn
+    failed, 130 when interrupted.
     """
+    from goagent_py.session import Session
+
+    session = Session(agent)
+    state.session = session
     loop = asyncio.get_running_loop()
     interrupted = False
     stop = asyncio.Event()
@@ -258,7 +298,11 @@ async def chat_loop(
     def on_sigint() -> None:
         nonlocal interrupted
         if state.turn is not None and not state.turn.done():
-            state.turn.cancel()
+            if session.state.running and not state.aborting:
+                state.aborting = True
+                session.abort("now", reason="the user pressed Ctrl-C")
+            else:
+                state.turn.cancel()
         else:
             interrupted = True
             stop.set()
@@ -286,13 +330,17 @@ async def chat_loop(
             line = line.strip()
             if not line:
                 continue
-            if line.startswith("/"):
+            prompt: str | None = line
+            if line.split()[0].lower() == "/continue":
+                prompt = None
+            elif line.startswith("/"):
                 if await _command(line, console, state, storage):
                     break
                 continue
             if console.interactive:
                 console.say("bot> ", end="")
-            state.turn = asyncio.ensure_future(play_turn(agent, line, console))
+            state.aborting = False
+            state.turn = asyncio.ensure_future(play_turn(session, prompt, console))
             try:
                 await state.turn
             except asyncio.CancelledError:
@@ -339,6 +387,20 @@ async def _command(line: str, console: Console, state: ChatState, storage: Any) 
         else:
             for session in await storage.list_sessions():
                 console.say(session)
+    elif name == "/compact":
+        focus = line[len(name) :].strip()
+        try:
+            done = await state.session.compact_now(focus=focus)
+        except GoAgentError as exc:
+            console.say(f"({exc})")
+        else:
+            if done is None:
+                console.say("(nothing to compact yet)")
+            else:
+                console.say(
+                    f"(compacted: {done.tokens_before} -> {done.tokens_after} tokens, "
+                    f"{'+'.join(done.steps) or 'nothing to do'})"
+                )
     elif name == "/memory":
         if not state.recalled:
             console.say("(nothing recalled for the last turn)")
@@ -379,6 +441,25 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--system", help="system prompt")
     chat.add_argument("--no-memory", action="store_true", help="keep nothing between runs")
     chat.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="attach an MCP server started with COMMAND (repeatable), e.g. --mcp "
+        "'uvx mcp-server-time'; run without a shell, with an allowlisted environment",
+    )
+    chat.add_argument(
+        "--compact",
+        action="store_true",
+        help="compact long conversations (clamp, clear old tool results, summarise); /compact",
+    )
+    chat.add_argument(
+        "--context-window",
+        type=int,
+        default=8000,
+        help="the model's context window in tokens, for --compact (default 8000)",
+    )
+    chat.add_argument(
         "--remember",
         choices=("statements", "all", "none"),
         default="statements",
@@ -400,6 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="tool selection, direct tool answers and a short window for small models "
         "(auto: on for the embedded model and --base-url servers)",
     )
+    from goagent_py.mcp.cli import add_mcp_cli  # argparse only: the SDK loads on use
+
+    add_mcp_cli(sub)
     rag = sub.add_parser("rag", help="index files and answer questions about them")
     rag_sub = rag.add_subparsers(dest="rag_command", required=True)
     index = rag_sub.add_parser("index", help="index files or folders")
@@ -431,6 +515,10 @@ async def _main(args: argparse.Namespace) -> int:
     console = Console(sys.stdout, sys.stderr, interactive=sys.stdin.isatty())
     if args.command == "chat":
         return await run_chat(args, console)
+    if args.command == "mcp":
+        from goagent_py.mcp.cli import run_mcp_command
+
+        return await run_mcp_command(args)
     from goagent_py._cli_rag import ask, index
 
     if args.rag_command == "index":

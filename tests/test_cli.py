@@ -201,7 +201,8 @@ async def test_provider_failure_keeps_the_session_and_sets_the_exit_code(harness
     assert "connection refused" in h.err.getvalue()
     assert "recovered" in h.out.getvalue()
     stored = await SQLiteStorage(h.db, session_id="t").load()
-    assert [m.text for m in stored] == ["second", "recovered"]
+    # a session records the user's message as the turn starts: the failed one stays on record
+    assert [m.text for m in stored] == ["first", "second", "recovered"]
 
 
 class SlowProvider:
@@ -219,7 +220,7 @@ class SlowProvider:
         return text_response(f"answer to {request.messages[-1].text}")
 
 
-async def test_ctrl_c_cancels_the_turn_and_the_next_turn_works(harness: Any) -> None:
+async def test_ctrl_c_aborts_the_turn_and_the_next_turn_works(harness: Any) -> None:
     provider = SlowProvider()
     h = harness(provider)
     task = h.start()
@@ -229,13 +230,32 @@ async def test_ctrl_c_cancels_the_turn_and_the_next_turn_works(harness: Any) -> 
     h.send(b"next question\n")
     h.close_input()
     assert await asyncio.wait_for(task, 10) == cli.EXIT_OK
-    assert "(turn cancelled; the session is intact)" in h.err.getvalue()
+    assert "(turn aborted and recorded as such; /continue resumes it)" in h.err.getvalue()
     assert "answer to next question" in h.out.getvalue()
     conn = sqlite3.connect(h.db)
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
     stored = await SQLiteStorage(h.db, session_id="t").load()
-    assert [m.text for m in stored] == ["next question", "answer to next question"]
+    assert [m.text for m in stored] == [
+        "slow question",
+        "next question",
+        "answer to next question",
+    ]
+
+
+async def test_continue_resumes_an_aborted_turn(harness: Any) -> None:
+    provider = SlowProvider()
+    h = harness(provider)
+    task = h.start()
+    h.send(b"slow question\n")
+    await asyncio.wait_for(provider.started.wait(), 10)
+    os.kill(os.getpid(), signal.SIGINT)
+    h.send(b"/continue\n")
+    h.close_input()
+    assert await asyncio.wait_for(task, 10) == cli.EXIT_OK
+    assert "answer to slow question" in h.out.getvalue()
+    stored = await SQLiteStorage(h.db, session_id="t").load()
+    assert [m.text for m in stored] == ["slow question", "answer to slow question"]
 
 
 @pytest.mark.needs_extra("local")
