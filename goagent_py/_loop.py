@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import threading
 import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -530,10 +529,15 @@ class Run:
             return
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        owner = threading.get_ident()
 
         def put(item: Any) -> None:
-            if threading.get_ident() == owner:
+            # By the running loop, not the thread: an event loop may hop threads between steps
+            # (a Temporal workflow's does), while a sync tool's worker thread has no loop.
+            try:
+                here = asyncio.get_running_loop()
+            except RuntimeError:
+                here = None
+            if here is loop:
                 queue.put_nowait(item)
             else:  # a sync tool reporting from its worker thread
                 loop.call_soon_threadsafe(queue.put_nowait, item)
