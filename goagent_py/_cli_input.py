@@ -58,7 +58,10 @@ async def _prompt_toolkit_lines(prompt: str, history: Path) -> LineSource:
             text = await session.prompt_async(prompt)
         except EOFError:
             return
-        # Ctrl-C at the prompt raises KeyboardInterrupt: the chat ends with exit code 130.
+        except KeyboardInterrupt:
+            # Ctrl-C at the prompt ends the chat like Ctrl-D (a KeyboardInterrupt left to fly
+            # out of this task would end the event loop with a traceback).
+            return
         yield text
 
 
