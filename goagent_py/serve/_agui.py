@@ -117,15 +117,15 @@ class AguiMapper:
                 {"type": "CUSTOM", "name": "goagent.memory_recall", "value": {"memories": memories}}
             ]
         if isinstance(event, AgentEnd):
-            result = event.result
+            final = event.result
             return [
                 {
                     "type": "RUN_FINISHED",
                     "threadId": self.thread_id,
                     "runId": self.run_id,
                     "result": {
-                        "stopReason": result.stop_reason.value if result.stop_reason else None,
-                        "text": result.text,
+                        "stopReason": final.stop_reason.value if final.stop_reason else None,
+                        "text": final.text,
                     },
                 }
             ]
@@ -150,7 +150,9 @@ class AguiMapper:
             if event.call_id not in self._calls:
                 self._calls[event.call_id] = event.name
                 out.append(self._call_start(event.call_id, event.name))
-            out.append({"type": "TOOL_CALL_ARGS", "toolCallId": event.call_id, "delta": event.delta})
+            out.append(
+                {"type": "TOOL_CALL_ARGS", "toolCallId": event.call_id, "delta": event.delta}
+            )
         return out
 
     def _call_start(self, call_id: str, name: str) -> dict[str, Any]:
@@ -181,7 +183,11 @@ class AguiMapper:
             if call.id not in self._announced:
                 out.append(self._call_start(call.id, call.name))
                 out.append(
-                    {"type": "TOOL_CALL_ARGS", "toolCallId": call.id, "delta": json.dumps(call.arguments)}
+                    {
+                        "type": "TOOL_CALL_ARGS",
+                        "toolCallId": call.id,
+                        "delta": json.dumps(call.arguments),
+                    }
                 )
             out.append({"type": "TOOL_CALL_END", "toolCallId": call.id})
         self._text_open = self._thinking_open = False

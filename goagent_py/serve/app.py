@@ -9,7 +9,7 @@ import inspect
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,7 @@ from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 from goagent_py.serve._agui import AguiMapper
 from goagent_py.serve._auth import Auth, NoAuth
-from goagent_py.serve._threads import ThreadStore, message_json, session_key
+from goagent_py.serve._threads import ThreadStore, session_key
 from goagent_py.session import Session
 
 if TYPE_CHECKING:
@@ -135,12 +135,12 @@ class _Server:
                 del self.cookies[token]
                 raise HttpError(401, "session expired; log in again")
             return user
-        user = self.auth.authenticate(headers, client)
-        if user is None:
+        found_user = self.auth.authenticate(headers, client)
+        if found_user is None:
             if isinstance(self.auth, NoAuth):
                 raise HttpError(403, "this server accepts local clients only")
             raise HttpError(401, "missing, wrong or expired credentials")
-        return user
+        return found_user
 
     async def body(self, request: Request) -> dict[str, Any]:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -282,7 +282,7 @@ class ServeApp:
                 await _send_error(send, 403, f"cross-origin request from {origin!r} refused")
                 return
 
-        async def secure(message: dict[str, Any]) -> None:
+        async def secure(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 extra = [
                     (b"content-security-policy", CSP.encode()),
@@ -302,7 +302,10 @@ async def _send_error(send: Send, status: int, message: str) -> None:
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
@@ -366,4 +369,3 @@ def static_file(name: str) -> tuple[bytes, str]:
     else:
         raise HttpError(404, "no such file")
     return resources.files("goagent_py.serve").joinpath("static", name).read_bytes(), media
-

@@ -62,13 +62,21 @@ def build_auth(args: argparse.Namespace) -> Auth:
     if mode == "token":
         token = args.token or os.environ.get("GOAGENT_SERVE_TOKEN", "")
         if len(token) < 16:
-            raise ConfigurationError("--auth token needs --token or GOAGENT_SERVE_TOKEN (16+ chars)")
+            raise ConfigurationError(
+                "--auth token needs --token or GOAGENT_SERVE_TOKEN (16+ chars)"
+            )
         return TokenAuth({token: "user"})
     if mode == "users":
         if not args.users_file:
             raise ConfigurationError("--auth users needs --users-file")
         return UsersFileAuth(args.users_file)
     return TrustedProxyAuth(header=args.proxy_header)
+
+
+def _db_path(db: str | None, home: Path) -> Path:
+    path = Path(db).expanduser() if db else home / "serve.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 async def run_serve(args: argparse.Namespace) -> int:
@@ -87,8 +95,7 @@ async def run_serve(args: argparse.Namespace) -> int:
     from goagent_py.serve.app import ThreadContext, create_app
 
     picked = await pick_provider(args.provider)
-    db = Path(args.db).expanduser() if args.db else data_home() / "serve.db"
-    db.parent.mkdir(parents=True, exist_ok=True)
+    db = _db_path(args.db, data_home())
 
     def factory(ctx: ThreadContext) -> Agent:
         return Agent(

@@ -78,4 +78,3 @@ async def echo_app(db: str) -> AsyncIterator[Any]:
     app = create_app(factory_for(FunctionProvider(answer)), storage_path=db)
     yield app
     await app.aclose()
-

@@ -17,7 +17,9 @@ async def _thread(client: Any, title: str = "") -> str:
     return str(r.json()["id"])
 
 
-async def test_a_run_streams_agui_events_and_history_is_rebuilt(echo_app: Any, helpers: Any) -> None:
+async def test_a_run_streams_agui_events_and_history_is_rebuilt(
+    echo_app: Any, helpers: Any
+) -> None:
     async with helpers.client_for(echo_app) as client:
         tid = await _thread(client)
         r = await client.post(f"/api/threads/{tid}/runs", json={"message": "hello there"})
@@ -25,8 +27,10 @@ async def test_a_run_streams_agui_events_and_history_is_rebuilt(echo_app: Any, h
         assert r.headers["content-type"].startswith("text/event-stream")
         events = helpers.sse_events(r.text)
         types = [e["type"] for e in events]
-        assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
-        assert "TEXT_MESSAGE_START" in types and "TEXT_MESSAGE_END" in types
+        assert types[0] == "RUN_STARTED"
+        assert types[-1] == "RUN_FINISHED"
+        assert "TEXT_MESSAGE_START" in types
+        assert "TEXT_MESSAGE_END" in types
         text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
         assert text == "echo: hello there"
         threads = (await client.get("/api/threads")).json()["threads"]
@@ -73,13 +77,16 @@ async def test_tool_calls_stream_as_cards_and_are_in_history(db: str, helpers: A
         assert args.replace(" ", "") == '{"a":2,"b":3}'
         assert any(e["type"] == "TOOL_CALL_END" for e in events)
         result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
-        assert result["content"] == "5" and result["isError"] is False
-        assert result["toolCallId"] == start["toolCallId"] and result["duration"] >= 0
+        assert result["content"] == "5"
+        assert result["isError"] is False
+        assert result["toolCallId"] == start["toolCallId"]
+        assert result["duration"] >= 0
         msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
         assert msgs[1]["tool_calls"] == [
             {"id": start["toolCallId"], "name": "add", "arguments": {"a": 2, "b": 3}}
         ]
-        assert msgs[2]["role"] == "tool" and msgs[2]["text"] == "5"
+        assert msgs[2]["role"] == "tool"
+        assert msgs[2]["text"] == "5"
         assert msgs[3]["text"] == "it is 5"
     await app.aclose()
 
@@ -89,7 +96,8 @@ async def test_rename_and_delete(echo_app: Any, helpers: Any) -> None:
         tid = await _thread(client)
         await client.post(f"/api/threads/{tid}/runs", json={"message": "x"})
         r = await client.patch(f"/api/threads/{tid}", json={"title": "Renamed"})
-        assert r.status_code == 200 and r.json()["title"] == "Renamed"
+        assert r.status_code == 200
+        assert r.json()["title"] == "Renamed"
         assert (await client.delete(f"/api/threads/{tid}")).status_code == 200
         assert (await client.get(f"/api/threads/{tid}/messages")).status_code == 404
         assert (await client.get("/api/threads")).json()["threads"] == []
@@ -145,10 +153,13 @@ async def test_one_run_at_a_time_steer_and_stop(gated: Any, helpers: Any) -> Non
         # The transcript stays valid: the call has an (error) result; the next run works.
         msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
         assert msgs[1]["tool_calls"][0]["name"] == "wait_here"
-        assert msgs[2]["role"] == "tool" and msgs[2]["is_error"] is True
+        assert msgs[2]["role"] == "tool"
+        assert msgs[2]["is_error"] is True
         nxt = await client.post(f"/api/threads/{tid}/runs", json={"message": "next"})
         assert helpers.sse_events(nxt.text)[-1]["type"] == "RUN_FINISHED"
-        assert (await client.post(f"/api/threads/{tid}/steer", json={"message": "x"})).status_code == 409
+        assert (
+            await client.post(f"/api/threads/{tid}/steer", json={"message": "x"})
+        ).status_code == 409
     await app.aclose()
 
 
@@ -164,7 +175,8 @@ async def test_a_provider_failure_is_a_run_error_and_the_server_goes_on(
         events = helpers.sse_events(
             (await client.post(f"/api/threads/{tid}/runs", json={"message": "a"})).text
         )
-        assert events[-1]["type"] == "RUN_ERROR" and "vendor down" in events[-1]["message"]
+        assert events[-1]["type"] == "RUN_ERROR"
+        assert "vendor down" in events[-1]["message"]
         events = helpers.sse_events(
             (await client.post(f"/api/threads/{tid}/runs", json={"message": "b"})).text
         )

@@ -18,24 +18,22 @@ from goagent_py.testing import ScriptedProvider, tool_call_response
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _serve(app: Any) -> AsyncIterator[str]:
     uvicorn = pytest.importorskip("uvicorn")
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # uvicorn exposes no start event
-        await asyncio.sleep(0.01)
+    # Our own listening socket: connections queue in the kernel from now on, so there is
+    # nothing to wait for before the first request.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         await task
+        sock.close()
 
 
 async def test_openai_sdk_streams_from_chat_completions(db: str, helpers: Any) -> None:
@@ -106,7 +104,8 @@ async def test_closing_the_stream_aborts_the_run_on_the_server(db: str, helpers:
             await run.done.wait()
             assert not release.is_set()
             msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
-            assert msgs[2]["role"] == "tool" and msgs[2]["is_error"] is True
+            assert msgs[2]["role"] == "tool"
+            assert msgs[2]["is_error"] is True
             r = await client.post(f"/api/threads/{tid}/runs", json={"message": "more"})
             assert json.loads(r.text.split("data:")[-1])["type"] == "RUN_FINISHED"
             assert "next answer" in r.text.replace('", "', "")

@@ -44,9 +44,7 @@ async def test_host_and_origin_are_checked(echo_app: Any, helpers: Any) -> None:
     async with helpers.client_for(echo_app) as client:
         r = await client.get("/api/threads", headers={"host": "evil.example"})
         assert r.status_code == 421
-        r = await client.post(
-            "/api/threads", json={}, headers={"origin": "http://evil.example"}
-        )
+        r = await client.post("/api/threads", json={}, headers={"origin": "http://evil.example"})
         assert r.status_code == 403
         r = await client.post("/api/threads", json={}, headers={"origin": "http://127.0.0.1"})
         assert r.status_code == 201
@@ -59,7 +57,9 @@ async def test_bodies_must_be_small_json_objects(db: str, helpers: Any) -> None:
         url = f"/api/threads/{tid}/runs"
         r = await client.post(url, content=b"message=hi", headers={"content-type": "text/plain"})
         assert r.status_code == 415
-        r = await client.post(url, content=b"{not json", headers={"content-type": "application/json"})
+        r = await client.post(
+            url, content=b"{not json", headers={"content-type": "application/json"}
+        )
         assert r.status_code == 400
         r = await client.post(url, json=[1, 2])
         assert r.status_code == 400
@@ -69,7 +69,9 @@ async def test_bodies_must_be_small_json_objects(db: str, helpers: Any) -> None:
         assert r.status_code == 400
         # Nothing was stored by the refused requests.
         assert (await client.get(f"/api/threads/{tid}/messages")).json()["messages"] == []
-        assert (await client.post("/api/threads/nope/runs", json={"message": "hi"})).status_code == 404
+        assert (
+            await client.post("/api/threads/nope/runs", json={"message": "hi"})
+        ).status_code == 404
     await app.aclose()
 
 
@@ -77,7 +79,9 @@ async def test_another_users_thread_and_run_are_404(db: str, helpers: Any) -> No
     app = create_app(_echo(helpers), storage_path=db, auth=TokenAuth(TOKENS))
     async with helpers.client_for(app, client="10.1.2.3") as client:
         alice, bob = _as("a" * 20), _as("b" * 20)
-        tid = (await client.post("/api/threads", json={"title": "mine"}, headers=alice)).json()["id"]
+        tid = (await client.post("/api/threads", json={"title": "mine"}, headers=alice)).json()[
+            "id"
+        ]
         await client.post(f"/api/threads/{tid}/runs", json={"message": "secret"}, headers=alice)
         assert (await client.get("/api/threads", headers=bob)).json()["threads"] == []
         for method, path in [
@@ -88,7 +92,9 @@ async def test_another_users_thread_and_run_are_404(db: str, helpers: Any) -> No
             assert (await client.request(method, path, headers=bob)).status_code == 404
         r = await client.post(f"/api/threads/{tid}/runs", json={"message": "x"}, headers=bob)
         assert r.status_code == 404
-        assert (await client.post("/api/runs/run_unknown/stop", json={}, headers=bob)).status_code == 404
+        assert (
+            await client.post("/api/runs/run_unknown/stop", json={}, headers=bob)
+        ).status_code == 404
         assert (await client.get(f"/api/threads/{tid}/messages", headers=alice)).status_code == 200
         assert (await client.get("/api/threads")).status_code == 401
         assert (await client.get("/api/threads", headers=_as("z" * 20))).status_code == 401
@@ -117,13 +123,15 @@ async def test_users_file_login_sets_a_strict_httponly_cookie(
         r = await client.post("/api/login", json={"user": "alice", "password": "correct horse"})
         assert r.status_code == 200
         cookie = r.headers["set-cookie"].lower()
-        assert "httponly" in cookie and "samesite=strict" in cookie
+        assert "httponly" in cookie
+        assert "samesite=strict" in cookie
         assert (await client.get("/api/me")).json() == {"user": "alice"}
         server = app.server
         for token in server.cookies:
             server.cookies[token] = ("alice", time.time() - 1)
         r = await client.get("/api/me")
-        assert r.status_code == 401 and "expired" in r.json()["error"]
+        assert r.status_code == 401
+        assert "expired" in r.json()["error"]
     await app.aclose()
 
 
@@ -143,9 +151,11 @@ async def test_page_has_a_strict_csp_and_no_inline_script(echo_app: Any, helpers
         r = await client.get("/")
         assert r.status_code == 200
         csp = r.headers["content-security-policy"]
-        assert "script-src 'self'" in csp and "unsafe-inline" not in csp
-        assert "<script src=\"/static/app.js\"" in r.text
-        assert "<script>" not in r.text and "http" not in r.text.replace("http-equiv", "")
+        assert "script-src 'self'" in csp
+        assert "unsafe-inline" not in csp
+        assert '<script src="/static/app.js"' in r.text
+        assert "<script>" not in r.text
+        assert "http" not in r.text.replace("http-equiv", "")
         assert (await client.get("/static/app.js")).status_code == 200
         assert (await client.get("/static/app.css")).status_code == 200
         assert (await client.get("/static/..%2Fapp.py")).status_code == 404
@@ -153,8 +163,10 @@ async def test_page_has_a_strict_csp_and_no_inline_script(echo_app: Any, helpers
 
 def test_password_hashes_and_bad_config() -> None:
     stored = hash_password("pw")
-    assert stored.startswith("scrypt$") and verify_password("pw", stored)
-    assert not verify_password("other", stored) and not verify_password("pw", "garbage")
+    assert stored.startswith("scrypt$")
+    assert verify_password("pw", stored)
+    assert not verify_password("other", stored)
+    assert not verify_password("pw", "garbage")
     with pytest.raises(ConfigurationError):
         TokenAuth({"short": "x"})
     err = pickle.loads(pickle.dumps(HttpError(404, "no such thread")))
