@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from goagent_py.agent import Agent
 from goagent_py.errors import ConfigurationError, MissingExtraError
@@ -104,7 +104,9 @@ class _Server:
         max_body: int,
         cookie_ttl: float,
         model_name: str,
+        busy: str = "refuse",
     ) -> None:
+        self.busy = busy
         self.factory = factory
         self.storage_path = storage_path
         self.auth = auth
@@ -203,8 +205,13 @@ class _Server:
 
     async def start_run(self, user: str, thread_id: str, text: str) -> _Run:
         live = await self.live_of(user, thread_id)
-        if live.run is not None:
-            raise HttpError(409, "a run is in progress in this thread; stop or steer it")
+        while live.run is not None:
+            if self.busy == "refuse":
+                raise HttpError(409, "a run is in progress in this thread; stop or steer it")
+            # busy="interrupt": the new message wins; the old run ends aborted (and stored).
+            current = live.run
+            live.session.abort("now", reason="interrupted by a new message")
+            await current.done.wait()
         run_id = "run_" + secrets.token_hex(8)
         run = _Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
         live.run = run
@@ -320,6 +327,7 @@ def create_app(
     max_body: int = 1 << 20,
     cookie_ttl: float = 12 * 3600,
     model_name: str = "goagent",
+    busy: Literal["refuse", "interrupt"] = "refuse",
 ) -> ServeApp:
     """An ASGI app that serves agents built per (user, thread) by ``agent_factory``.
 
@@ -335,6 +343,8 @@ def create_app(
         max_body: the largest JSON body accepted, in bytes (413 above).
         cookie_ttl: seconds a login cookie lasts.
         model_name: the model id ``/v1/models`` lists.
+        busy: a message sent while the thread's run is going: "refuse" it with 409 (steer
+            instead), or "interrupt" the run (abort it, then run the new message).
 
     Raises:
         MissingExtraError: starlette or sse-starlette is missing (``goagent-py[serve]``).
@@ -345,8 +355,10 @@ def create_app(
 
     from goagent_py.serve import _routes
 
+    if busy not in ("refuse", "interrupt"):
+        raise ConfigurationError(f"busy={busy!r}: use 'refuse' or 'interrupt'")
     server = _Server(
-        agent_factory, storage_path, auth or NoAuth(), max_body, cookie_ttl, model_name
+        agent_factory, storage_path, auth or NoAuth(), max_body, cookie_ttl, model_name, busy
     )
     routes = [Route(path, fn, methods=methods) for path, fn, methods in _routes.table(server)]
 

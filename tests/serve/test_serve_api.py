@@ -182,3 +182,72 @@ async def test_a_provider_failure_is_a_run_error_and_the_server_goes_on(
         )
         assert events[-1]["type"] == "RUN_FINISHED"
     await app.aclose()
+
+
+async def test_recalled_memories_stream_with_scores(db: str, helpers: Any) -> None:
+    import httpx
+
+    from goagent_py import Agent
+    from goagent_py.memory.long_term import LongTermMemory
+    from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+    from goagent_py.messages import Message, Role, TextBlock
+    from goagent_py.serve import ThreadContext
+    from goagent_py.testing import FakeEmbedder
+
+    ltm = LongTermMemory(FakeEmbedder(), InMemoryVectorStore(), top_k=2)
+    fact = Message(Role.USER, [TextBlock("my cat is called Miso")])
+    await ltm.store([fact], session="user-local")
+
+    def factory(ctx: ThreadContext) -> Agent:
+        # The agent's name scopes long-term memory: one scope per user.
+        return Agent(
+            provider=ScriptedProvider("Miso!"),
+            model="scripted",
+            name=f"user-{ctx.user}",
+            short_term_memory=ctx.short_term_memory,
+            long_term_memory=ltm,
+        )
+
+    app = create_app(factory, storage_path=db)
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        tid = await _thread(client)
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "what is my cat called"})
+        recall = next(e for e in helpers.sse_events(r.text) if e["type"] == "CUSTOM")
+        assert recall["name"] == "goagent.memory_recall"
+        memories = recall["value"]["memories"]
+        assert memories[0]["text"] == "my cat is called Miso"
+        assert 0 < memories[0]["score"] <= 1
+    await app.aclose()
+
+
+async def test_busy_interrupt_aborts_the_running_run_for_the_new_message(
+    db: str, helpers: Any
+) -> None:
+    from goagent_py.errors import ConfigurationError
+    from goagent_py.tools import tool
+
+    gate = _Gate()
+
+    @tool
+    async def wait_here() -> str:
+        """Wait."""
+        gate.entered.set()
+        await gate.release.wait()
+        return "released"
+
+    provider = ScriptedProvider(tool_call_response(("wait_here", {})), "new answer")
+    app = create_app(helpers.factory_for(provider, [wait_here]), storage_path=db, busy="interrupt")
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+        first = asyncio.create_task(client.post(f"/api/threads/{tid}/runs", json={"message": "a"}))
+        await gate.entered.wait()
+        second = await client.post(f"/api/threads/{tid}/runs", json={"message": "b"})
+        assert helpers.sse_events(second.text)[-1]["result"]["text"] == "new answer"
+        assert helpers.sse_events((await first).text)[-1]["type"] == "RUN_FINISHED"
+        assert not gate.release.is_set()
+        msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+        assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "user", "assistant"]
+    await app.aclose()
+    with pytest.raises(ConfigurationError):
+        create_app(helpers.factory_for(provider), storage_path=db, busy="queue")  # type: ignore[arg-type]
