@@ -107,6 +107,7 @@ class _Server:
         busy: str = "refuse",
     ) -> None:
         self.busy = busy
+        self.max_live = 256
         self.factory = factory
         self.storage_path = storage_path
         self.auth = auth
@@ -186,6 +187,8 @@ class _Server:
                     raise ConfigurationError("the agent factory must return an Agent")
                 live = _Live(Session(agent), storage)
                 self.live[key] = live
+            else:  # most recently used last, for _evict
+                self.live[key] = self.live.pop(key)
             return live
 
     async def drop(self, user: str, thread_id: str) -> None:
@@ -234,6 +237,15 @@ class _Server:
             await self.threads.update(run.user, run.thread_id)
             put(None)
             run.done.set()
+            await self._evict()
+
+    async def _evict(self) -> None:
+        # Each live thread holds a session and a SQLite connection: keep the most recently
+        # used ones; an evicted thread is rebuilt from storage on its next request.
+        idle = [key for key, live in self.live.items() if live.run is None]
+        for key in idle[: max(0, len(self.live) - self.max_live)]:
+            live = self.live.pop(key)
+            await live.storage.aclose()
 
     async def events(self, run: _Run) -> AsyncIterator[dict[str, Any]]:
         """The run's AG-UI events; leaving early (a closed tab) aborts the run."""

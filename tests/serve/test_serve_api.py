@@ -251,3 +251,29 @@ async def test_busy_interrupt_aborts_the_running_run_for_the_new_message(
     await app.aclose()
     with pytest.raises(ConfigurationError):
         create_app(helpers.factory_for(provider), storage_path=db, busy="queue")  # type: ignore[arg-type]
+
+
+async def test_idle_threads_are_evicted_and_rebuilt_from_storage(
+    echo_app: Any, helpers: Any
+) -> None:
+    echo_app.server.max_live = 1
+    async with helpers.client_for(echo_app) as client:
+        first, second = await _thread(client), await _thread(client)
+        await client.post(f"/api/threads/{first}/runs", json={"message": "one"})
+        await client.post(f"/api/threads/{second}/runs", json={"message": "two"})
+        assert list(echo_app.server.live) == [("local", second)]
+        await client.post(f"/api/threads/{first}/runs", json={"message": "three"})
+        msgs = (await client.get(f"/api/threads/{first}/messages")).json()["messages"]
+        assert [m["text"] for m in msgs] == ["one", "echo: one", "three", "echo: three"]
+
+
+def test_the_page_script_parses() -> None:
+    import shutil
+    import subprocess
+    from importlib import resources
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = resources.files("goagent_py.serve").joinpath("static", "app.js")
+    subprocess.run([node, "--check", str(script)], check=True, timeout=60)
