@@ -17,7 +17,14 @@ from goagent_py.serve._auth import (
     hash_password,
     verify_password,
 )
-from goagent_py.serve.app import AgentFactory, HttpError, ServeApp, ThreadContext, create_app
+from goagent_py.serve.app import (
+    AgentFactory,
+    HttpError,
+    ServeApp,
+    ThreadContext,
+    create_app,
+    memory_scope,
+)
 from goagent_py.serve.run import run_serve
 
 __all__ = [
@@ -32,6 +39,7 @@ __all__ = [
     "UsersFileAuth",
     "create_app",
     "hash_password",
+    "memory_scope",
     "run_serve",
     "verify_password",
 ]

@@ -47,7 +47,7 @@ def _text_of(value: Any) -> str:
 
 def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
     """The routes: (path, endpoint, methods)."""
-    from goagent_py.serve.app import HttpError, static_file
+    from goagent_py.serve.app import HttpError, memory_scope, static_file
 
     def sse(events: AsyncIterator[dict[str, Any]]) -> Response:
         from sse_starlette.sse import EventSourceResponse
@@ -178,6 +178,50 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
             raise HttpError(404, "no such run")
         return JSONResponse({"stopped": server.stop(found)})
 
+    # -- long-term memories ---------------------------------------------------------------
+
+    def _ltm() -> Any:
+        if server.long_term_memory is None:
+            raise HttpError(404, "this server has no long-term memory")
+        return server.long_term_memory
+
+    async def memories(request: Request) -> Response:
+        from goagent_py.memory.long_term import LongTermMemory
+        from goagent_py.messages import TextBlock
+
+        scope = memory_scope(server.user(request))
+        ltm = _ltm()
+        query = request.query_params.get("q", "").strip()
+        if not query:
+            raise HttpError(400, "search your memories with ?q=...")
+        k = request.query_params.get("k", "20")
+        top_k = min(int(k), 100) if k.isdigit() and int(k) > 0 else 20
+        kwargs: dict[str, Any] = (
+            {"score_threshold": -1.0} if isinstance(ltm, LongTermMemory) else {}
+        )
+        found = await ltm.retrieve([TextBlock(query)], top_k=top_k, session=scope, **kwargs)
+        return JSONResponse(
+            {
+                "memories": [
+                    {"id": m.id, "text": m.message.text, "score": round(float(m.score), 4)}
+                    for m in found
+                ]
+            }
+        )
+
+    async def forget(request: Request) -> Response:
+        scope = memory_scope(server.user(request))
+        ltm = _ltm()
+        memory_id = request.path_params["memory_id"]
+        # Ids are "<scope>:<digest>:<chunk>": another user's id is not found.
+        if not memory_id.startswith(scope + ":"):
+            raise HttpError(404, "no such memory")
+        store = getattr(ltm, "vector_store", None)
+        if store is None:
+            raise HttpError(501, "this long-term memory cannot forget by id")
+        await store.delete(memory_id)
+        return JSONResponse({"forgotten": memory_id})
+
     # -- OpenAI-compatible -----------------------------------------------------------------
 
     async def models(request: Request) -> Response:
@@ -270,6 +314,8 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         (t + "/steer", steer, ["POST"]),
         (t + "/stop", stop, ["POST"]),
         ("/api/runs/{run_id:str}/stop", stop_run, ["POST"]),
+        ("/api/memories", memories, ["GET"]),
+        ("/api/memories/{memory_id:str}", forget, ["DELETE"]),
         ("/v1/models", models, ["GET"]),
         ("/v1/chat/completions", completions, ["POST"]),
     ]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import inspect
 import json
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from goagent_py.agent import Agent
 from goagent_py.errors import ConfigurationError, MissingExtraError
+from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 from goagent_py.serve._agui import AguiMapper
@@ -27,7 +30,14 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["AgentFactory", "HttpError", "ServeApp", "ThreadContext", "create_app"]
+__all__ = [
+    "AgentFactory",
+    "HttpError",
+    "ServeApp",
+    "ThreadContext",
+    "create_app",
+    "memory_scope",
+]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -51,6 +61,19 @@ class ThreadContext:
     user: str
     thread_id: str
     short_term_memory: ShortTermMemory
+
+    @property
+    def memory_scope(self) -> str:
+        """The agent name to give this user's agents: long-term memory is scoped by the
+        agent's name, so every thread of a user shares memories and users never do."""
+        return memory_scope(self.user)
+
+
+def memory_scope(user: str) -> str:
+    """The long-term memory scope (agent name) of ``user``."""
+    if re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", user):
+        return f"user-{user}"
+    return "user-" + hashlib.sha256(user.encode()).hexdigest()[:32]
 
 
 AgentFactory = Callable[[ThreadContext], Agent | Awaitable[Agent]]
@@ -105,7 +128,9 @@ class _Server:
         cookie_ttl: float,
         model_name: str,
         busy: str = "refuse",
+        long_term_memory: LongTermMemoryProtocol | None = None,
     ) -> None:
+        self.long_term_memory = long_term_memory
         self.busy = busy
         self.max_live = 256
         self.factory = factory
@@ -340,6 +365,7 @@ def create_app(
     cookie_ttl: float = 12 * 3600,
     model_name: str = "goagent",
     busy: Literal["refuse", "interrupt"] = "refuse",
+    long_term_memory: LongTermMemoryProtocol | None = None,
 ) -> ServeApp:
     """An ASGI app that serves agents built per (user, thread) by ``agent_factory``.
 
@@ -357,6 +383,9 @@ def create_app(
         model_name: the model id ``/v1/models`` lists.
         busy: a message sent while the thread's run is going: "refuse" it with 409 (steer
             instead), or "interrupt" the run (abort it, then run the new message).
+        long_term_memory: the long-term memory your agents share, to let users search and
+            forget their memories (``/api/memories``); give the agents
+            ``name=context.memory_scope`` so each user has their own.
 
     Raises:
         MissingExtraError: starlette or sse-starlette is missing (``goagent-py[serve]``).
@@ -370,7 +399,14 @@ def create_app(
     if busy not in ("refuse", "interrupt"):
         raise ConfigurationError(f"busy={busy!r}: use 'refuse' or 'interrupt'")
     server = _Server(
-        agent_factory, storage_path, auth or NoAuth(), max_body, cookie_ttl, model_name, busy
+        agent_factory,
+        storage_path,
+        auth or NoAuth(),
+        max_body,
+        cookie_ttl,
+        model_name,
+        busy,
+        long_term_memory,
     )
     routes = [Route(path, fn, methods=methods) for path, fn, methods in _routes.table(server)]
 

@@ -197,18 +197,19 @@ async def test_recalled_memories_stream_with_scores(db: str, helpers: Any) -> No
     ltm = LongTermMemory(FakeEmbedder(), InMemoryVectorStore(), top_k=2)
     fact = Message(Role.USER, [TextBlock("my cat is called Miso")])
     await ltm.store([fact], session="user-local")
+    await ltm.store([Message(Role.USER, [TextBlock("my cat is Bob's")])], session="user-bob")
 
     def factory(ctx: ThreadContext) -> Agent:
         # The agent's name scopes long-term memory: one scope per user.
         return Agent(
             provider=ScriptedProvider("Miso!"),
             model="scripted",
-            name=f"user-{ctx.user}",
+            name=ctx.memory_scope,
             short_term_memory=ctx.short_term_memory,
             long_term_memory=ltm,
         )
 
-    app = create_app(factory, storage_path=db)
+    app = create_app(factory, storage_path=db, long_term_memory=ltm)
     transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         tid = await _thread(client)
@@ -218,6 +219,21 @@ async def test_recalled_memories_stream_with_scores(db: str, helpers: Any) -> No
         memories = recall["value"]["memories"]
         assert memories[0]["text"] == "my cat is called Miso"
         assert 0 < memories[0]["score"] <= 1
+        # Listable and forgettable by their user.
+        listed = (await client.get("/api/memories", params={"q": "cat"})).json()["memories"]
+        # The fact and the turn just stored; never another user's memory.
+        texts = [m["text"] for m in listed]
+        assert "my cat is called Miso" in texts
+        assert "my cat is Bob's" not in texts
+        fact_id = memories[0]["id"]
+        assert fact_id in [m["id"] for m in listed]
+        assert (await client.get("/api/memories")).status_code == 400
+        other = "user-bob:" + fact_id.split(":", 1)[1]
+        assert (await client.delete(f"/api/memories/{other}")).status_code == 404
+        assert (await client.delete(f"/api/memories/{fact_id}")).status_code == 200
+        left = (await client.get("/api/memories", params={"q": "cat"})).json()["memories"]
+        assert fact_id not in [m["id"] for m in left]
+        assert len(left) == len(listed) - 1
     await app.aclose()
 
 

@@ -69,6 +69,17 @@
       const item = el("li");
       item.appendChild(el("span", "score", m.score.toFixed(3) + " "));
       item.appendChild(el("span", "", m.text));
+      if (m.id) {
+        const forget = el("button", "forget", "forget");
+        forget.title = "Delete this memory";
+        forget.addEventListener("click", async () => {
+          try {
+            await api(`/api/memories/${encodeURIComponent(m.id)}`, { method: "DELETE" });
+            item.remove();
+          } catch (error) { status(error.message, true); }
+        });
+        item.appendChild(forget);
+      }
       list.appendChild(item);
     }
   }
