@@ -39,13 +39,33 @@ from goagent_py.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from goagent_py.messages import Role, TextBlock
+from goagent_py.messages import Message, Role, TextBlock
 
-__all__ = ["AguiMapper"]
+__all__ = ["AguiMapper", "messages_snapshot"]
 
 
 def _text(blocks: list[Any]) -> str:
     return "".join(b.text for b in blocks if isinstance(b, TextBlock))
+
+
+def messages_snapshot(messages: list[Message]) -> dict[str, Any]:
+    """A ``MESSAGES_SNAPSHOT`` event of a stored conversation (AG-UI message shapes)."""
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        item: dict[str, Any] = {"id": f"m{i}", "role": m.role.value, "content": _text(m.content)}
+        if m.role is Role.ASSISTANT and m.tool_calls:
+            item["toolCalls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                }
+                for c in m.tool_calls
+            ]
+        if m.role is Role.TOOL:
+            item["toolCallId"] = m.tool_call_id
+        out.append(item)
+    return {"type": "MESSAGES_SNAPSHOT", "messages": out}
 
 
 class AguiMapper:

@@ -135,6 +135,10 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         await server.thread(user, thread_id)
         live = await server.live_of(user, thread_id)
         stored = await live.session.agent.options.short_term_memory.transcript()  # type: ignore[union-attr]
+        if request.query_params.get("format") == "agui":
+            from goagent_py.serve._agui import messages_snapshot
+
+            return JSONResponse(messages_snapshot(stored))
         return JSONResponse({"messages": [message_json(m) for m in stored]})
 
     async def _message_of(request: Request) -> tuple[str, str, str]:

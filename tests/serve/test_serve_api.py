@@ -88,6 +88,16 @@ async def test_tool_calls_stream_as_cards_and_are_in_history(db: str, helpers: A
         assert msgs[2]["role"] == "tool"
         assert msgs[2]["text"] == "5"
         assert msgs[3]["text"] == "it is 5"
+        snap = (await client.get(f"/api/threads/{tid}/messages?format=agui")).json()
+        assert snap["type"] == "MESSAGES_SNAPSHOT"
+        call = snap["messages"][1]["toolCalls"][0]
+        assert call["function"]["name"] == "add"
+        assert snap["messages"][2] == {
+            "id": "m2",
+            "role": "tool",
+            "content": "5",
+            "toolCallId": call["id"],
+        }
     await app.aclose()
 
 
