@@ -74,3 +74,17 @@ async def test_run_serve_serves_the_cli_agent(
         assert '"RUN_FINISHED"' in r.text
         assert "served" in r.text
     await config.app.aclose()
+
+
+def test_the_serve_options_do_not_import_the_web_stack() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, goagent_py.serve.run; "
+        "print(sorted(m for m in ('starlette', 'uvicorn', 'sse_starlette') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"
