@@ -15,6 +15,11 @@ from typing import Any, TextIO
 from goagent_py.errors import GoAgentError
 from goagent_py.providers import DEFAULT_MODELS
 
+SYSTEM_PROMPT = (
+    "You are a helpful assistant with a memory of earlier conversations. Answer briefly. "
+    "Use the tools for the current time and for arithmetic."
+)
+
 EXIT_OK = 0
 EXIT_TURN_FAILED = 1
 EXIT_USAGE = 2

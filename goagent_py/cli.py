@@ -40,6 +40,7 @@ from goagent_py._cli_common import (  # re-exported: scripts and tests import th
     EXIT_OK,
     EXIT_TURN_FAILED,
     EXIT_USAGE,
+    SYSTEM_PROMPT,
     Console,
     Picked,
     UsageError,
@@ -54,11 +55,6 @@ from goagent_py.errors import (
     MissingExtraError,
 )
 from goagent_py.messages import ScoredMessage
-
-SYSTEM_PROMPT = (
-    "You are a helpful assistant with a memory of earlier conversations. Answer briefly. "
-    "Use the tools for the current time and for arithmetic."
-)
 
 HELP = """commands:
   /help       this help
@@ -482,8 +478,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(auto: on for the embedded model and --base-url servers)",
     )
     from goagent_py.mcp.cli import add_mcp_cli  # argparse only: the SDK loads on use
+    from goagent_py.serve.run import add_serve_arguments  # argparse only: starlette loads on use
 
     add_mcp_cli(sub)
+    add_serve_arguments(
+        sub.add_parser(
+            "serve", help="serve the chat agent to a browser and an OpenAI-compatible API"
+        )
+    )
     rag = sub.add_parser("rag", help="index files and answer questions about them")
     rag_sub = rag.add_subparsers(dest="rag_command", required=True)
     index = rag_sub.add_parser("index", help="index files or folders")
@@ -519,6 +521,10 @@ async def _main(args: argparse.Namespace) -> int:
         from goagent_py.mcp.cli import run_mcp_command
 
         return await run_mcp_command(args)
+    if args.command == "serve":
+        from goagent_py.serve.run import run_serve
+
+        return await run_serve(args)
     from goagent_py._cli_rag import ask, index
 
     if args.rag_command == "index":

@@ -77,6 +77,12 @@ def _wire() -> Any:
     return wire
 
 
+def _serve_error() -> BaseException:
+    from goagent_py.serve.app import HttpError
+
+    return HttpError(404, "no such thread")
+
+
 SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.GoAgentError": lambda: GoAgentError("something failed"),
     "goagent_py.errors.ConfigurationError": lambda: ConfigurationError(
@@ -147,7 +153,8 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.orchestration.handoff.HandoffRefusedError": lambda: _orchestration(
         "HandoffRefusedError"
     ),
-    "goagent_py.cli.UsageError": lambda: _cli_error(),
+    "goagent_py._cli_common.UsageError": lambda: _cli_error(),
+    "goagent_py.serve.app.HttpError": lambda: _serve_error(),
 }
 
 
@@ -176,7 +183,7 @@ def _testing_error() -> BaseException:
 
 
 def _cli_error() -> BaseException:
-    from goagent_py.cli import UsageError
+    from goagent_py._cli_common import UsageError
 
     return UsageError("unknown provider 'foo'")
 

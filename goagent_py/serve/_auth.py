@@ -1,0 +1,193 @@
+"""Who is asking: the four auth modes of the server and the scrypt password hashes.
+
+Modes: :class:`NoAuth` (one local user, loopback clients only), :class:`TokenAuth` (bearer
+tokens, optionally expiring), :class:`UsersFileAuth` (``user:scrypt$...`` lines, a login sets an
+HttpOnly SameSite=Strict cookie) and :class:`TrustedProxyAuth` (a reverse proxy that already
+authenticated the user names them in a header; only the proxy's address is believed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from goagent_py.errors import ConfigurationError
+
+__all__ = [
+    "Auth",
+    "NoAuth",
+    "TokenAuth",
+    "TrustedProxyAuth",
+    "UsersFileAuth",
+    "hash_password",
+    "verify_password",
+]
+
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
+_USER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or name) is this machine."""
+    return host in _LOOPBACK or host.startswith("127.")
+
+
+def valid_user(name: str) -> bool:
+    """Whether ``name`` is an acceptable user id (it becomes part of a storage key)."""
+    return bool(_USER_RE.match(name))
+
+
+def hash_password(password: str, *, salt: bytes | None = None) -> str:
+    """A ``scrypt$n$r$p$salt$hash`` string for a users file (hashlib.scrypt, random salt)."""
+    salt = salt if salt is not None else secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, dklen=32, **_SCRYPT)
+    return f"scrypt${_SCRYPT['n']}${_SCRYPT['r']}${_SCRYPT['p']}${salt.hex()}${digest.hex()}"
+
+
+def verify_password(password: str, stored: str) -> bool:
+    """Whether ``password`` matches a :func:`hash_password` string (constant-time compare)."""
+    try:
+        kind, n, r, p, salt, digest = stored.split("$")
+        if kind != "scrypt":
+            return False
+        found = hashlib.scrypt(
+            password.encode(), salt=bytes.fromhex(salt), n=int(n), r=int(r), p=int(p), dklen=32
+        )
+    except (ValueError, MemoryError):
+        return False
+    return hmac.compare_digest(found.hex(), digest)
+
+
+class Auth(Protocol):
+    """How the server learns the user of a request."""
+
+    requires_login: bool
+    """Whether the page must show a login form (token or password) first."""
+
+    def authenticate(self, headers: dict[str, str], client: str) -> str | None:
+        """The user of a request from its (lower-cased) headers and client address, or None."""
+        ...
+
+    def login(self, body: dict[str, Any]) -> str | None:
+        """The user a login body (``{"token"}`` or ``{"user", "password"}``) proves, or None."""
+        ...
+
+
+def _bearer(headers: dict[str, str]) -> str:
+    value = headers.get("authorization", "")
+    return value[7:].strip() if value.lower().startswith("bearer ") else ""
+
+
+@dataclass
+class NoAuth:
+    """No credentials: every loopback client is ``user``; any other client is refused."""
+
+    user: str = "local"
+    requires_login: bool = field(default=False, init=False)
+
+    def authenticate(self, headers: dict[str, str], client: str) -> str | None:
+        """``user`` for a loopback client, None otherwise."""
+        return self.user if is_loopback(client) else None
+
+    def login(self, body: dict[str, Any]) -> str | None:
+        """Nothing to log in to: the local user."""
+        return self.user
+
+
+@dataclass
+class TokenAuth:
+    """Bearer tokens: ``tokens`` maps a token to its user; ``expires`` (optional) maps a token
+    to the Unix time it stops working."""
+
+    tokens: dict[str, str]
+    expires: dict[str, float] = field(default_factory=dict)
+    requires_login: bool = field(default=True, init=False)
+
+    def __post_init__(self) -> None:
+        for token, user in self.tokens.items():
+            if len(token) < 16:
+                raise ConfigurationError("TokenAuth: tokens must be at least 16 characters")
+            if not valid_user(user):
+                raise ConfigurationError(f"TokenAuth: invalid user name {user!r}")
+
+    def _check(self, token: str) -> str | None:
+        for known, user in self.tokens.items():
+            if hmac.compare_digest(known.encode(), token.encode()):
+                deadline = self.expires.get(known)
+                return user if deadline is None or time.time() < deadline else None
+        return None
+
+    def authenticate(self, headers: dict[str, str], client: str) -> str | None:
+        """The user of the request's bearer token, if it is known and not expired."""
+        token = _bearer(headers)
+        return self._check(token) if token else None
+
+    def login(self, body: dict[str, Any]) -> str | None:
+        """The user of ``body["token"]``."""
+        token = body.get("token")
+        return self._check(token) if isinstance(token, str) and token else None
+
+
+class UsersFileAuth:
+    """Users and scrypt hashes from a file of ``user:scrypt$n$r$p$salt$hash`` lines.
+
+    Args:
+        path: the users file (``#`` comments and blank lines are skipped). Make lines with
+            :func:`hash_password` (``goagent-py serve --add-user NAME``).
+    """
+
+    requires_login = True
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.users: dict[str, str] = {}
+        for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            user, sep, stored = line.partition(":")
+            if not sep or not valid_user(user) or not stored.startswith("scrypt$"):
+                raise ConfigurationError(f"{path}:{number}: expected user:scrypt$... ")
+            self.users[user] = stored
+
+    def authenticate(self, headers: dict[str, str], client: str) -> str | None:
+        """None: users of a users file authenticate with the login cookie."""
+        return None
+
+    def login(self, body: dict[str, Any]) -> str | None:
+        """The user if ``body["password"]`` matches their hash."""
+        user, password = body.get("user"), body.get("password")
+        if not isinstance(user, str) or not isinstance(password, str):
+            return None
+        stored = self.users.get(user)
+        if stored is None:
+            verify_password(password, hash_password("x"))  # same time for unknown users
+            return None
+        return user if verify_password(password, stored) else None
+
+
+@dataclass
+class TrustedProxyAuth:
+    """The user named by ``header``, believed only from the proxy addresses in ``trusted``."""
+
+    header: str = "x-forwarded-user"
+    trusted: frozenset[str] = frozenset({"127.0.0.1", "::1"})
+    requires_login: bool = field(default=False, init=False)
+
+    def authenticate(self, headers: dict[str, str], client: str) -> str | None:
+        """The header's user when the request comes from a trusted proxy."""
+        if client not in self.trusted:
+            return None
+        user = headers.get(self.header.lower(), "")
+        return user if valid_user(user) else None
+
+    def login(self, body: dict[str, Any]) -> str | None:
+        """None: the proxy logs users in."""
+        return None

@@ -1,0 +1,326 @@
+"""The HTTP endpoints of :func:`goagent_py.serve.create_app` (JSON API, SSE runs, the page,
+OpenAI-compatible ``/v1``)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from goagent_py.serve._threads import message_json
+
+if TYPE_CHECKING:
+    from goagent_py.serve.app import _Run, _Server
+
+__all__ = ["table"]
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+_TITLE = "New chat"
+
+
+def _guarded(fn: Endpoint) -> Endpoint:
+    from goagent_py.serve.app import HttpError
+
+    async def wrapper(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except HttpError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+
+    return wrapper
+
+
+def _text_of(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # OpenAI content parts
+        return "".join(
+            p.get("text", "") for p in value if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
+    """The routes: (path, endpoint, methods)."""
+    from goagent_py.serve.app import HttpError, memory_scope, static_file
+
+    def sse(events: AsyncIterator[dict[str, Any]]) -> Response:
+        from sse_starlette.sse import EventSourceResponse
+
+        async def frames() -> AsyncIterator[dict[str, str]]:
+            async for item in events:
+                yield {"data": json.dumps(item)}
+
+        return EventSourceResponse(frames(), ping=15)
+
+    async def page(request: Request) -> Response:
+        body, media = static_file("index.html")
+        return Response(body, media_type=media)
+
+    async def static(request: Request) -> Response:
+        body, media = static_file(request.path_params["name"])
+        return Response(body, media_type=media, headers={"cache-control": "no-cache"})
+
+    async def me(request: Request) -> Response:
+        try:
+            user = server.user(request)
+        except HttpError as exc:
+            return JSONResponse(
+                {"error": exc.message, "login": server.auth.requires_login}, exc.status
+            )
+        return JSONResponse({"user": user})
+
+    async def login(request: Request) -> Response:
+        body = await server.body(request)
+        user = server.auth.login(body)
+        if user is None:
+            raise HttpError(401, "wrong credentials")
+        token = secrets.token_urlsafe(32)
+        server.cookies[token] = (user, time.time() + server.cookie_ttl)
+        response = JSONResponse({"user": user})
+        response.set_cookie(
+            "goagent_session",
+            token,
+            max_age=int(server.cookie_ttl),
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+        return response
+
+    async def logout(request: Request) -> Response:
+        server.cookies.pop(request.cookies.get("goagent_session", ""), None)
+        response = JSONResponse({"ok": True})
+        response.delete_cookie("goagent_session", path="/", httponly=True, samesite="strict")
+        return response
+
+    async def threads(request: Request) -> Response:
+        user = server.user(request)
+        if request.method == "GET":
+            return JSONResponse({"threads": await server.threads.list(user)})
+        body = await server.body(request)
+        title = body.get("title", _TITLE)
+        if not isinstance(title, str) or len(title) > 200:
+            raise HttpError(400, "title must be a string of at most 200 characters")
+        return JSONResponse(await server.threads.create(user, title or _TITLE), 201)
+
+    async def thread(request: Request) -> Response:
+        user = server.user(request)
+        thread_id = request.path_params["thread_id"]
+        found = await server.thread(user, thread_id)
+        if request.method == "DELETE":
+            await server.drop(user, thread_id)
+            await server.threads.delete(user, thread_id)
+            return JSONResponse({"deleted": thread_id})
+        if request.method == "PATCH":
+            body = await server.body(request)
+            title = body.get("title")
+            if not isinstance(title, str) or not title or len(title) > 200:
+                raise HttpError(400, "title must be a non-empty string of at most 200 characters")
+            await server.threads.update(user, thread_id, title)
+            found["title"] = title
+        live = server.live.get((user, thread_id))
+        found["running"] = live is not None and live.run is not None
+        return JSONResponse(found)
+
+    async def messages(request: Request) -> Response:
+        user = server.user(request)
+        thread_id = request.path_params["thread_id"]
+        await server.thread(user, thread_id)
+        live = await server.live_of(user, thread_id)
+        stored = await live.session.agent.options.short_term_memory.transcript()  # type: ignore[union-attr]
+        if request.query_params.get("format") == "agui":
+            from goagent_py.serve._agui import messages_snapshot
+
+            return JSONResponse(messages_snapshot(stored))
+        return JSONResponse({"messages": [message_json(m) for m in stored]})
+
+    async def _message_of(request: Request) -> tuple[str, str, str]:
+        user = server.user(request)
+        thread_id = request.path_params["thread_id"]
+        body = await server.body(request)
+        text = body.get("message")
+        if not isinstance(text, str) or not text.strip():
+            raise HttpError(400, 'send {"message": "..."} with a non-empty string')
+        return user, thread_id, text
+
+    async def run(request: Request) -> Response:
+        user, thread_id, text = await _message_of(request)
+        found = await server.thread(user, thread_id)
+        if found["title"] == _TITLE:
+            await server.threads.update(user, thread_id, text.strip()[:60])
+        started = await server.start_run(user, thread_id, text)
+        return sse(server.events(started))
+
+    async def steer(request: Request) -> Response:
+        user, thread_id, text = await _message_of(request)
+        await server.thread(user, thread_id)
+        live = server.live.get((user, thread_id))
+        if live is None or live.run is None:
+            raise HttpError(409, "no run in progress; send a message instead")
+        live.session.steer(text)
+        return JSONResponse({"steered": True, "runId": live.run.run_id})
+
+    async def stop(request: Request) -> Response:
+        user = server.user(request)
+        thread_id = request.path_params["thread_id"]
+        await server.thread(user, thread_id)
+        live = server.live.get((user, thread_id))
+        current = live.run if live is not None else None
+        return JSONResponse({"stopped": current is not None and server.stop(current)})
+
+    async def stop_run(request: Request) -> Response:
+        user = server.user(request)
+        found: _Run | None = server.runs.get(request.path_params["run_id"])
+        if found is None or found.user != user:
+            raise HttpError(404, "no such run")
+        return JSONResponse({"stopped": server.stop(found)})
+
+    # -- long-term memories ---------------------------------------------------------------
+
+    def _ltm() -> Any:
+        if server.long_term_memory is None:
+            raise HttpError(404, "this server has no long-term memory")
+        return server.long_term_memory
+
+    async def memories(request: Request) -> Response:
+        from goagent_py.memory.long_term import LongTermMemory
+        from goagent_py.messages import TextBlock
+
+        scope = memory_scope(server.user(request))
+        ltm = _ltm()
+        query = request.query_params.get("q", "").strip()
+        if not query:
+            raise HttpError(400, "search your memories with ?q=...")
+        k = request.query_params.get("k", "20")
+        top_k = min(int(k), 100) if k.isdigit() and int(k) > 0 else 20
+        kwargs: dict[str, Any] = (
+            {"score_threshold": -1.0} if isinstance(ltm, LongTermMemory) else {}
+        )
+        found = await ltm.retrieve([TextBlock(query)], top_k=top_k, session=scope, **kwargs)
+        return JSONResponse(
+            {
+                "memories": [
+                    {"id": m.id, "text": m.message.text, "score": round(float(m.score), 4)}
+                    for m in found
+                ]
+            }
+        )
+
+    async def forget(request: Request) -> Response:
+        scope = memory_scope(server.user(request))
+        ltm = _ltm()
+        memory_id = request.path_params["memory_id"]
+        # Ids are "<scope>:<digest>:<chunk>": another user's id is not found.
+        if not memory_id.startswith(scope + ":"):
+            raise HttpError(404, "no such memory")
+        store = getattr(ltm, "vector_store", None)
+        if store is None:
+            raise HttpError(501, "this long-term memory cannot forget by id")
+        await store.delete(memory_id)
+        return JSONResponse({"forgotten": memory_id})
+
+    # -- OpenAI-compatible -----------------------------------------------------------------
+
+    async def models(request: Request) -> Response:
+        server.user(request)
+        model = {"id": server.model_name, "object": "model", "created": 0, "owned_by": "goagent"}
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def completions(request: Request) -> Response:
+        user = server.user(request)
+        body = await server.body(request)
+        chat = body.get("messages")
+        if not isinstance(chat, list):
+            raise HttpError(400, "messages must be a list")
+        prompt = next(
+            (
+                _text_of(m.get("content"))
+                for m in reversed(chat)
+                if isinstance(m, dict) and m.get("role") == "user"
+            ),
+            "",
+        )
+        if not prompt:
+            raise HttpError(400, "no user message with text content")
+        # The server owns history: the thread is named by the "user" field (or a header).
+        name = request.headers.get("x-goagent-thread") or body.get("user") or "default"
+        thread_id = "openai-" + "".join(c for c in str(name) if c.isalnum() or c in "-_")[:40]
+        if await server.threads.get(user, thread_id) is None:
+            await server.threads.create(user, f"OpenAI API ({name})"[:200], thread_id)
+        started = await server.start_run(user, thread_id, prompt)
+        cid = "chatcmpl-" + started.run_id
+        created = int(time.time())
+        model = str(body.get("model") or server.model_name)
+
+        def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+            return {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+
+        if body.get("stream"):
+
+            async def frames() -> AsyncIterator[str]:
+                yield json.dumps(chunk({"role": "assistant", "content": ""}, None))
+                error = ""
+                async for item in server.events(started):
+                    if item["type"] == "TEXT_MESSAGE_CONTENT":
+                        yield json.dumps(chunk({"content": item["delta"]}, None))
+                    elif item["type"] == "RUN_ERROR":
+                        error = item["message"]
+                if error:
+                    yield json.dumps({"error": {"message": error, "type": "server_error"}})
+                yield json.dumps(chunk({}, "stop"))
+                yield "[DONE]"
+
+            from sse_starlette.sse import EventSourceResponse
+
+            return EventSourceResponse(frames(), ping=15)
+        error = ""
+        async for item in server.events(started):
+            if item["type"] == "RUN_ERROR":
+                error = item["message"]
+        if error:
+            raise HttpError(502, error)
+        message = {"role": "assistant", "content": started.mapper.text}
+        return JSONResponse(
+            {
+                "id": cid,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            }
+        )
+
+    t = "/api/threads/{thread_id:str}"
+    plain: list[tuple[str, Endpoint, list[str]]] = [
+        ("/", page, ["GET"]),
+        ("/static/{name:str}", static, ["GET"]),
+        ("/api/me", me, ["GET"]),
+        ("/api/login", login, ["POST"]),
+        ("/api/logout", logout, ["POST"]),
+        ("/api/threads", threads, ["GET", "POST"]),
+        (t, thread, ["GET", "PATCH", "DELETE"]),
+        (t + "/messages", messages, ["GET"]),
+        (t + "/runs", run, ["POST"]),
+        (t + "/steer", steer, ["POST"]),
+        (t + "/stop", stop, ["POST"]),
+        ("/api/runs/{run_id:str}/stop", stop_run, ["POST"]),
+        ("/api/memories", memories, ["GET"]),
+        ("/api/memories/{memory_id:str}", forget, ["DELETE"]),
+        ("/v1/models", models, ["GET"]),
+        ("/v1/chat/completions", completions, ["POST"]),
+    ]
+    return [(path, _guarded(fn), methods) for path, fn, methods in plain]

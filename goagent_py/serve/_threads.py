@@ -1,0 +1,166 @@
+"""The thread index (who owns which conversation, its title) and the stored messages as JSON.
+
+Threads live in the same SQLite file as the conversations (table ``goagent_serve_threads``); a
+thread's messages are the short-term memory session ``serve:<user>:<thread id>``, so one user
+can never read another's rows: every query is keyed by the authenticated user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from goagent_py.messages import Message, Role, TextBlock, ThinkingBlock
+
+__all__ = ["ThreadStore", "message_json", "session_key"]
+
+T = TypeVar("T")
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS goagent_serve_threads ("
+    " user TEXT NOT NULL, thread_id TEXT NOT NULL, title TEXT NOT NULL,"
+    " created_at REAL NOT NULL, updated_at REAL NOT NULL,"
+    " PRIMARY KEY (user, thread_id))"
+)
+
+
+def session_key(user: str, thread_id: str) -> str:
+    """The short-term memory session id of a user's thread."""
+    return f"serve:{user}:{thread_id}"
+
+
+class ThreadStore:
+    """Threads per user in a SQLite file (blocking calls in a worker thread, one at a time)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            if self._conn is None:
+                conn = sqlite3.connect(
+                    self.path, timeout=5.0, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(_SCHEMA)
+                self._conn = conn
+            return fn(self._conn)
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.to_thread(self._run, fn)
+
+    async def list(self, user: str) -> list[dict[str, Any]]:
+        """The user's threads, most recently used first."""
+
+        def q(c: sqlite3.Connection) -> list[dict[str, Any]]:
+            rows = c.execute(
+                "SELECT thread_id, title, created_at, updated_at FROM goagent_serve_threads "
+                "WHERE user = ? ORDER BY updated_at DESC, thread_id",
+                (user,),
+            ).fetchall()
+            return [
+                {"id": r[0], "title": r[1], "created_at": r[2], "updated_at": r[3]} for r in rows
+            ]
+
+        return await self._call(q)
+
+    async def get(self, user: str, thread_id: str) -> dict[str, Any] | None:
+        """The user's thread, or None (also for another user's thread)."""
+        for thread in await self.list(user):
+            if thread["id"] == thread_id:
+                return thread
+        return None
+
+    async def create(self, user: str, title: str, thread_id: str = "") -> dict[str, Any]:
+        """A new thread for ``user`` (a random id unless given)."""
+        thread_id = thread_id or secrets.token_hex(8)
+        now = time.time()
+
+        def q(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT OR IGNORE INTO goagent_serve_threads VALUES (?, ?, ?, ?, ?)",
+                (user, thread_id, title, now, now),
+            )
+
+        await self._call(q)
+        return {"id": thread_id, "title": title, "created_at": now, "updated_at": now}
+
+    async def update(self, user: str, thread_id: str, title: str | None = None) -> bool:
+        """Rename (when ``title`` is given) and touch a thread; False if it is not the user's."""
+
+        def q(c: sqlite3.Connection) -> bool:
+            if title is None:
+                cur = c.execute(
+                    "UPDATE goagent_serve_threads SET updated_at = ? WHERE user = ? AND "
+                    "thread_id = ?",
+                    (time.time(), user, thread_id),
+                )
+            else:
+                cur = c.execute(
+                    "UPDATE goagent_serve_threads SET title = ?, updated_at = ? WHERE user = ? "
+                    "AND thread_id = ?",
+                    (title, time.time(), user, thread_id),
+                )
+            return cur.rowcount > 0
+
+        return await self._call(q)
+
+    async def delete(self, user: str, thread_id: str) -> bool:
+        """Delete the thread and its messages; False if it is not the user's."""
+
+        def q(c: sqlite3.Connection) -> bool:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                cur = c.execute(
+                    "DELETE FROM goagent_serve_threads WHERE user = ? AND thread_id = ?",
+                    (user, thread_id),
+                )
+                found = cur.rowcount > 0
+                if found:
+                    # The conversation table exists once a message was stored.
+                    has = c.execute(
+                        "SELECT 1 FROM sqlite_master WHERE name = 'goagent_messages'"
+                    ).fetchone()
+                    if has:
+                        c.execute(
+                            "DELETE FROM goagent_messages WHERE session_id = ?",
+                            (session_key(user, thread_id),),
+                        )
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            return found
+
+        return await self._call(q)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """A stored message as the page and API show it (tool calls and results included)."""
+    text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+    thinking = "".join(b.thinking for b in message.content if isinstance(b, ThinkingBlock))
+    out: dict[str, Any] = {"role": message.role.value, "text": text}
+    if thinking:
+        out["thinking"] = thinking
+    if message.role is Role.ASSISTANT and message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+        ]
+    if message.role is Role.TOOL:
+        out["tool_call_id"] = message.tool_call_id
+        out["is_error"] = message.is_error
+    return out

@@ -1,0 +1,128 @@
+"""``goagent-py serve``: the built-in chat page and API for the CLI's agent, on uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from pathlib import Path
+from typing import Any
+
+from goagent_py.errors import ConfigurationError, MissingExtraError
+from goagent_py.serve._auth import (
+    Auth,
+    NoAuth,
+    TokenAuth,
+    TrustedProxyAuth,
+    UsersFileAuth,
+    hash_password,
+    is_loopback,
+)
+
+__all__ = ["add_serve_arguments", "build_auth", "run_serve"]
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``serve`` sub-command's options (for ``cli.build_parser``)."""
+    parser.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--db", help="threads database file (default: in the data folder)")
+    parser.add_argument("--system", help="system prompt")
+    parser.add_argument(
+        "--auth", choices=["none", "token", "users", "proxy"], default="none",
+        help="none (local clients only), token (GOAGENT_SERVE_TOKEN or --token), users "
+        "(--users-file of scrypt hashes), proxy (--proxy-header from 127.0.0.1)",
+    )  # fmt: skip
+    parser.add_argument("--token", help="the bearer token for --auth token (16+ characters)")
+    parser.add_argument("--users-file", help="user:scrypt$... lines for --auth users")
+    parser.add_argument("--proxy-header", default="X-Forwarded-User")
+    parser.add_argument("--allowed-host", action="append", default=[], help="extra Host name")
+    parser.add_argument(
+        "--add-user", metavar="NAME", help="print a users-file line for NAME (asks a password)"
+    )
+
+
+def build_auth(args: argparse.Namespace) -> Auth:
+    """The auth mode the options ask for; a public address without auth is refused.
+
+    Raises:
+        ConfigurationError: a mode without its secret, or a non-loopback host with no auth.
+    """
+    import os
+
+    mode = args.auth
+    if mode == "none":
+        if not is_loopback(args.host):
+            raise ConfigurationError(
+                f"--host {args.host} is not a loopback address: pick --auth token, users or "
+                "proxy (serving without auth is only allowed on 127.0.0.1)"
+            )
+        return NoAuth()
+    if mode == "token":
+        token = args.token or os.environ.get("GOAGENT_SERVE_TOKEN", "")
+        if len(token) < 16:
+            raise ConfigurationError(
+                "--auth token needs --token or GOAGENT_SERVE_TOKEN (16+ chars)"
+            )
+        return TokenAuth({token: "user"})
+    if mode == "users":
+        if not args.users_file:
+            raise ConfigurationError("--auth users needs --users-file")
+        return UsersFileAuth(args.users_file)
+    return TrustedProxyAuth(header=args.proxy_header)
+
+
+def _db_path(db: str | None, home: Path) -> Path:
+    path = Path(db).expanduser() if db else home / "serve.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+async def run_serve(args: argparse.Namespace) -> int:
+    """Serve the CLI's agent (provider picked like ``chat``) until interrupted; the exit code."""
+    if args.add_user:
+        password = getpass.getpass(f"password for {args.add_user}: ")
+        print(f"{args.add_user}:{hash_password(password)}")
+        return 0
+    auth = build_auth(args)
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
+    from goagent_py._cli_common import SYSTEM_PROMPT, data_home, pick_provider
+    from goagent_py._cli_tools import calculator, current_time
+    from goagent_py.agent import Agent
+    from goagent_py.serve.app import ThreadContext, create_app
+
+    picked = await pick_provider(args.provider)
+    db = _db_path(args.db, data_home())
+
+    def factory(ctx: ThreadContext) -> Agent:
+        return Agent(
+            provider=picked.provider,
+            model=picked.model,
+            name="goagent-serve",
+            system_prompt=args.system or SYSTEM_PROMPT,
+            tools=[current_time, calculator],
+            max_iterations=6,
+            tool_timeout=30,
+            short_term_memory=ctx.short_term_memory,
+        )
+
+    app = create_app(
+        factory,
+        storage_path=str(db),
+        auth=auth,
+        allowed_hosts=tuple(args.allowed_host) + ((args.host,) if args.host != "0.0.0.0" else ()),
+        model_name=picked.model,
+    )
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(
+        f"goagent-py serve — provider {picked.name} ({picked.model}); threads in {db}\n"
+        f"open http://{host}:{args.port}/",
+        file=sys.stderr,
+    )
+    config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    await uvicorn.Server(config).serve()
+    return 0

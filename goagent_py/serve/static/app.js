@@ -1,0 +1,299 @@
+// goagent-py built-in chat: no framework, no CDN. Talks to /api and reads AG-UI events over SSE.
+"use strict";
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const state = { thread: null, runId: null, controller: null, running: false };
+
+  async function api(path, options = {}) {
+    const init = { method: options.method || "GET", headers: {}, credentials: "same-origin" };
+    if (options.body !== undefined) {
+      init.headers["content-type"] = "application/json";
+      init.body = JSON.stringify(options.body);
+    }
+    if (options.signal) init.signal = options.signal;
+    const response = await fetch(path, init);
+    if (options.raw) return response;
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error(data.error || response.statusText);
+    return data;
+  }
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function status(text, isError) {
+    $("status").textContent = text || "";
+    $("status").className = isError ? "error" : "";
+  }
+
+  function scroll() { $("messages").scrollTop = $("messages").scrollHeight; }
+
+  function bubble(role, text) {
+    const node = el("div", "msg " + role);
+    const body = el("span", "text", text || "");
+    node.appendChild(body);
+    $("messages").appendChild(node);
+    scroll();
+    return node;
+  }
+
+  function toolCard(id, name) {
+    const card = el("details", "tool");
+    card.dataset.callId = id;
+    const summary = el("summary", "", "🔧 " + name + " …");
+    card.appendChild(summary);
+    card.appendChild(el("pre", "args", ""));
+    card.appendChild(el("pre", "result", ""));
+    card.open = true;
+    $("messages").appendChild(card);
+    scroll();
+    return card;
+  }
+
+  function finishCard(card, name, content, isError, duration) {
+    card.querySelector(".result").textContent = content;
+    const took = duration === undefined ? "" : " — " + (duration * 1000).toFixed(0) + " ms";
+    card.querySelector("summary").textContent = (isError ? "⚠ " : "🔧 ") + name + took;
+    if (isError) card.classList.add("error");
+  }
+
+  function showMemories(memories) {
+    const list = $("memory-list");
+    list.replaceChildren();
+    if (!memories.length) list.appendChild(el("li", "muted", "nothing recalled"));
+    for (const m of memories) {
+      const item = el("li");
+      item.appendChild(el("span", "score", m.score.toFixed(3) + " "));
+      item.appendChild(el("span", "", m.text));
+      if (m.id) {
+        const forget = el("button", "forget", "forget");
+        forget.title = "Delete this memory";
+        forget.addEventListener("click", async () => {
+          try {
+            await api(`/api/memories/${encodeURIComponent(m.id)}`, { method: "DELETE" });
+            item.remove();
+          } catch (error) { status(error.message, true); }
+        });
+        item.appendChild(forget);
+      }
+      list.appendChild(item);
+    }
+  }
+
+  async function loadThreads() {
+    const { threads } = await api("/api/threads");
+    const list = $("threads");
+    list.replaceChildren();
+    for (const t of threads) {
+      const item = el("li", t.id === state.thread ? "active" : "", t.title);
+      item.title = t.title;
+      item.addEventListener("click", () => openThread(t.id, t.title));
+      list.appendChild(item);
+    }
+    return threads;
+  }
+
+  async function openThread(id, title) {
+    if (state.running) return;
+    state.thread = id;
+    $("thread-title").textContent = title;
+    localStorage.setItem("goagent.thread", id);
+    const { messages } = await api(`/api/threads/${id}/messages`);
+    $("messages").replaceChildren();
+    const cards = {};
+    for (const m of messages) {
+      if (m.role === "user") bubble("user", m.text);
+      else if (m.role === "assistant") {
+        if (m.thinking) $("messages").appendChild(el("div", "msg assistant thinking", m.thinking));
+        if (m.text) bubble("assistant", m.text);
+        for (const c of m.tool_calls || []) {
+          const card = toolCard(c.id, c.name);
+          card.querySelector(".args").textContent = JSON.stringify(c.arguments, null, 2);
+          card.open = false;
+          cards[c.id] = [card, c.name];
+        }
+      } else if (m.role === "tool" && cards[m.tool_call_id]) {
+        const [card, name] = cards[m.tool_call_id];
+        finishCard(card, name, m.text, m.is_error);
+      }
+    }
+    await loadThreads();
+  }
+
+  async function newThread() {
+    const thread = await api("/api/threads", { method: "POST", body: {} });
+    await openThread(thread.id, thread.title);
+    $("input").focus();
+  }
+
+  function setRunning(running) {
+    state.running = running;
+    $("stop").disabled = !running;
+    $("send").textContent = running ? "Steer" : "Send";
+  }
+
+  function handle(event, ctx) {
+    switch (event.type) {
+      case "RUN_STARTED":
+        state.runId = event.runId;
+        status("working…");
+        break;
+      case "TEXT_MESSAGE_START":
+        ctx.bubble = bubble("assistant", "");
+        break;
+      case "TEXT_MESSAGE_CONTENT":
+        if (!ctx.bubble) ctx.bubble = bubble("assistant", "");
+        if (ctx.firstToken === undefined) {
+          ctx.firstToken = performance.now() - ctx.sent;
+          document.body.dataset.ttftMs = ctx.firstToken.toFixed(1);
+        }
+        ctx.bubble.querySelector(".text").textContent += event.delta;
+        scroll();
+        break;
+      case "TEXT_MESSAGE_END":
+        ctx.bubble = null;
+        break;
+      case "THINKING_TEXT_MESSAGE_START":
+        ctx.thinking = el("div", "msg assistant thinking", "");
+        $("messages").appendChild(ctx.thinking);
+        break;
+      case "THINKING_TEXT_MESSAGE_CONTENT":
+        if (ctx.thinking) ctx.thinking.textContent += event.delta;
+        break;
+      case "TOOL_CALL_START":
+        ctx.cards[event.toolCallId] = [toolCard(event.toolCallId, event.toolCallName), event.toolCallName];
+        break;
+      case "TOOL_CALL_ARGS": {
+        const entry = ctx.cards[event.toolCallId];
+        if (entry) entry[0].querySelector(".args").textContent += event.delta;
+        break;
+      }
+      case "TOOL_CALL_RESULT": {
+        const entry = ctx.cards[event.toolCallId];
+        if (entry) finishCard(entry[0], entry[1], event.content, event.isError, event.duration);
+        break;
+      }
+      case "CUSTOM":
+        if (event.name === "goagent.memory_recall") showMemories(event.value.memories);
+        break;
+      case "RUN_FINISHED": {
+        const took = ctx.firstToken === undefined ? "" : ` (first token ${ctx.firstToken.toFixed(0)} ms)`;
+        status((event.result && event.result.stopReason === null ? "stopped" : "done") + took);
+        break;
+      }
+      case "RUN_ERROR":
+        status(event.message, true);
+        break;
+    }
+  }
+
+  async function send(text) {
+    bubble("user", text);
+    setRunning(true);
+    const controller = new AbortController();
+    state.controller = controller;
+    const ctx = { cards: {}, bubble: null, thinking: null, sent: performance.now() };
+    try {
+      const response = await api(`/api/threads/${state.thread}/runs`, {
+        method: "POST", body: { message: text }, raw: true, signal: controller.signal,
+      });
+      if (!response.ok) {
+        const data = await response.json().catch(() => ({}));
+        throw new Error(data.error || response.statusText);
+      }
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
+          const frame = buffer.slice(0, cut);
+          buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
+          const data = frame.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+          if (data) handle(JSON.parse(data), ctx);
+        }
+      }
+    } catch (error) {
+      if (error.name !== "AbortError") status(error.message, true);
+    } finally {
+      setRunning(false);
+      state.controller = null;
+      await loadThreads();
+    }
+  }
+
+  async function submit(event) {
+    event.preventDefault();
+    const text = $("input").value.trim();
+    if (!text) return;
+    $("input").value = "";
+    if (state.running) {
+      bubble("user", text);
+      await api(`/api/threads/${state.thread}/steer`, { method: "POST", body: { message: text } })
+        .catch((e) => status(e.message, true));
+      return;
+    }
+    if (!state.thread) await newThread();
+    await send(text);
+  }
+
+  async function start() {
+    const me = await api("/api/me", { raw: true });
+    const data = await me.json();
+    if (!me.ok) {
+      $("login").hidden = false;
+      if (!data.login) $("login-error").textContent = data.error;
+      return;
+    }
+    $("login").hidden = true;
+    $("app").hidden = false;
+    $("whoami").textContent = "signed in as " + data.user;
+    const threads = await loadThreads();
+    const last = localStorage.getItem("goagent.thread");
+    const pick = threads.find((t) => t.id === last) || threads[0];
+    if (pick) await openThread(pick.id, pick.title);
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("composer").addEventListener("submit", submit);
+    $("input").addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
+    });
+    $("new-thread").addEventListener("click", () => newThread().catch((e) => status(e.message, true)));
+    $("stop").addEventListener("click", () => {
+      api(`/api/threads/${state.thread}/stop`, { method: "POST", body: {} }).catch(() => {});
+    });
+    $("rename").addEventListener("click", async () => {
+      if (!state.thread) return;
+      const title = prompt("New title", $("thread-title").textContent);
+      if (!title) return;
+      await api(`/api/threads/${state.thread}`, { method: "PATCH", body: { title } });
+      $("thread-title").textContent = title;
+      await loadThreads();
+    });
+    $("delete").addEventListener("click", async () => {
+      if (!state.thread || state.running || !confirm("Delete this thread?")) return;
+      await api(`/api/threads/${state.thread}`, { method: "DELETE" });
+      state.thread = null;
+      $("messages").replaceChildren();
+      $("thread-title").textContent = "goagent-py";
+      await loadThreads();
+    });
+    $("login-form").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const user = $("login-user").value.trim();
+      const secret = $("login-secret").value;
+      const body = user ? { user, password: secret } : { token: secret };
+      try { await api("/api/login", { method: "POST", body }); await start(); }
+      catch (error) { $("login-error").textContent = error.message; }
+    });
+    start().catch((e) => status(e.message, true));
+  });
+})();

@@ -1,0 +1,305 @@
+"""The serve API over ASGI: threads, runs as AG-UI events, history rebuilt from storage."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from goagent_py.serve import create_app
+from goagent_py.testing import ScriptedProvider, tool_call_response
+
+
+async def _thread(client: Any, title: str = "") -> str:
+    r = await client.post("/api/threads", json={"title": title} if title else {})
+    assert r.status_code == 201
+    return str(r.json()["id"])
+
+
+async def test_a_run_streams_agui_events_and_history_is_rebuilt(
+    echo_app: Any, helpers: Any
+) -> None:
+    async with helpers.client_for(echo_app) as client:
+        tid = await _thread(client)
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "hello there"})
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = helpers.sse_events(r.text)
+        types = [e["type"] for e in events]
+        assert types[0] == "RUN_STARTED"
+        assert types[-1] == "RUN_FINISHED"
+        assert "TEXT_MESSAGE_START" in types
+        assert "TEXT_MESSAGE_END" in types
+        text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+        assert text == "echo: hello there"
+        threads = (await client.get("/api/threads")).json()["threads"]
+        assert threads[0]["title"] == "hello there"
+        msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+        assert [(m["role"], m["text"]) for m in msgs] == [
+            ("user", "hello there"),
+            ("assistant", "echo: hello there"),
+        ]
+
+
+async def test_a_new_app_on_the_same_file_restores_threads(db: str, helpers: Any) -> None:
+    provider = ScriptedProvider("first answer")
+    app = create_app(helpers.factory_for(provider), storage_path=db)
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client, "kept")
+        await client.post(f"/api/threads/{tid}/runs", json={"message": "q"})
+    await app.aclose()
+    again = create_app(helpers.factory_for(ScriptedProvider()), storage_path=db)
+    async with helpers.client_for(again) as client:
+        assert [t["id"] for t in (await client.get("/api/threads")).json()["threads"]] == [tid]
+        msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+        assert [m["text"] for m in msgs] == ["q", "first answer"]
+    await again.aclose()
+
+
+async def test_tool_calls_stream_as_cards_and_are_in_history(db: str, helpers: Any) -> None:
+    from goagent_py.tools import tool
+
+    @tool
+    def add(a: int, b: int) -> str:
+        """Add two numbers."""
+        return str(a + b)
+
+    provider = ScriptedProvider(tool_call_response(("add", {"a": 2, "b": 3})), "it is 5")
+    app = create_app(helpers.factory_for(provider, [add]), storage_path=db)
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "2+3?"})
+        events = helpers.sse_events(r.text)
+        start = next(e for e in events if e["type"] == "TOOL_CALL_START")
+        assert start["toolCallName"] == "add"
+        args = "".join(e["delta"] for e in events if e["type"] == "TOOL_CALL_ARGS")
+        assert args.replace(" ", "") == '{"a":2,"b":3}'
+        assert any(e["type"] == "TOOL_CALL_END" for e in events)
+        result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+        assert result["content"] == "5"
+        assert result["isError"] is False
+        assert result["toolCallId"] == start["toolCallId"]
+        assert result["duration"] >= 0
+        msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+        assert msgs[1]["tool_calls"] == [
+            {"id": start["toolCallId"], "name": "add", "arguments": {"a": 2, "b": 3}}
+        ]
+        assert msgs[2]["role"] == "tool"
+        assert msgs[2]["text"] == "5"
+        assert msgs[3]["text"] == "it is 5"
+        snap = (await client.get(f"/api/threads/{tid}/messages?format=agui")).json()
+        assert snap["type"] == "MESSAGES_SNAPSHOT"
+        call = snap["messages"][1]["toolCalls"][0]
+        assert call["function"]["name"] == "add"
+        assert snap["messages"][2] == {
+            "id": "m2",
+            "role": "tool",
+            "content": "5",
+            "toolCallId": call["id"],
+        }
+    await app.aclose()
+
+
+async def test_rename_and_delete(echo_app: Any, helpers: Any) -> None:
+    async with helpers.client_for(echo_app) as client:
+        tid = await _thread(client)
+        await client.post(f"/api/threads/{tid}/runs", json={"message": "x"})
+        r = await client.patch(f"/api/threads/{tid}", json={"title": "Renamed"})
+        assert r.status_code == 200
+        assert r.json()["title"] == "Renamed"
+        assert (await client.delete(f"/api/threads/{tid}")).status_code == 200
+        assert (await client.get(f"/api/threads/{tid}/messages")).status_code == 404
+        assert (await client.get("/api/threads")).json()["threads"] == []
+
+
+class _Gate:
+    """A tool that blocks until the test releases it (or the run is aborted)."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+
+@pytest.fixture
+def gated(db: str, helpers: Any) -> Any:
+    from goagent_py.tools import tool
+
+    gate = _Gate()
+
+    @tool
+    async def wait_here() -> str:
+        """Wait."""
+        gate.entered.set()
+        await gate.release.wait()
+        return "released"
+
+    provider = ScriptedProvider(
+        tool_call_response(("wait_here", {})), "after", "second run", "third run"
+    )
+    app = create_app(helpers.factory_for(provider, [wait_here]), storage_path=db)
+    return app, gate
+
+
+async def test_one_run_at_a_time_steer_and_stop(gated: Any, helpers: Any) -> None:
+    app, gate = gated
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+        stream = asyncio.create_task(
+            client.post(f"/api/threads/{tid}/runs", json={"message": "go"})
+        )
+        await gate.entered.wait()
+        busy = await client.post(f"/api/threads/{tid}/runs", json={"message": "again"})
+        assert busy.status_code == 409
+        assert (await client.get(f"/api/threads/{tid}")).json()["running"] is True
+        steer = await client.post(f"/api/threads/{tid}/steer", json={"message": "hurry"})
+        assert steer.status_code == 200
+        stop = await client.post(f"/api/threads/{tid}/stop", json={})
+        assert stop.json() == {"stopped": True}
+        events = helpers.sse_events((await stream).text)
+        finished = events[-1]
+        assert finished["type"] == "RUN_FINISHED"
+        assert finished["result"]["stopReason"] is None or "abort" in str(finished["result"])
+        # The transcript stays valid: the call has an (error) result; the next run works.
+        msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+        assert msgs[1]["tool_calls"][0]["name"] == "wait_here"
+        assert msgs[2]["role"] == "tool"
+        assert msgs[2]["is_error"] is True
+        nxt = await client.post(f"/api/threads/{tid}/runs", json={"message": "next"})
+        assert helpers.sse_events(nxt.text)[-1]["type"] == "RUN_FINISHED"
+        assert (
+            await client.post(f"/api/threads/{tid}/steer", json={"message": "x"})
+        ).status_code == 409
+    await app.aclose()
+
+
+async def test_a_provider_failure_is_a_run_error_and_the_server_goes_on(
+    db: str, helpers: Any
+) -> None:
+    from goagent_py.errors import ProviderError
+
+    provider = ScriptedProvider(ProviderError("vendor down"), "fine now")
+    app = create_app(helpers.factory_for(provider), storage_path=db)
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+        events = helpers.sse_events(
+            (await client.post(f"/api/threads/{tid}/runs", json={"message": "a"})).text
+        )
+        assert events[-1]["type"] == "RUN_ERROR"
+        assert "vendor down" in events[-1]["message"]
+        events = helpers.sse_events(
+            (await client.post(f"/api/threads/{tid}/runs", json={"message": "b"})).text
+        )
+        assert events[-1]["type"] == "RUN_FINISHED"
+    await app.aclose()
+
+
+async def test_recalled_memories_stream_with_scores(db: str, helpers: Any) -> None:
+    import httpx
+
+    from goagent_py import Agent
+    from goagent_py.memory.long_term import LongTermMemory
+    from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+    from goagent_py.messages import Message, Role, TextBlock
+    from goagent_py.serve import ThreadContext
+    from goagent_py.testing import FakeEmbedder
+
+    ltm = LongTermMemory(FakeEmbedder(), InMemoryVectorStore(), top_k=2)
+    fact = Message(Role.USER, [TextBlock("my cat is called Miso")])
+    await ltm.store([fact], session="user-local")
+    await ltm.store([Message(Role.USER, [TextBlock("my cat is Bob's")])], session="user-bob")
+
+    def factory(ctx: ThreadContext) -> Agent:
+        # The agent's name scopes long-term memory: one scope per user.
+        return Agent(
+            provider=ScriptedProvider("Miso!"),
+            model="scripted",
+            name=ctx.memory_scope,
+            short_term_memory=ctx.short_term_memory,
+            long_term_memory=ltm,
+        )
+
+    app = create_app(factory, storage_path=db, long_term_memory=ltm)
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        tid = await _thread(client)
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "what is my cat called"})
+        recall = next(e for e in helpers.sse_events(r.text) if e["type"] == "CUSTOM")
+        assert recall["name"] == "goagent.memory_recall"
+        memories = recall["value"]["memories"]
+        assert memories[0]["text"] == "my cat is called Miso"
+        assert 0 < memories[0]["score"] <= 1
+        # Listable and forgettable by their user.
+        listed = (await client.get("/api/memories", params={"q": "cat"})).json()["memories"]
+        # The fact and the turn just stored; never another user's memory.
+        texts = [m["text"] for m in listed]
+        assert "my cat is called Miso" in texts
+        assert "my cat is Bob's" not in texts
+        fact_id = memories[0]["id"]
+        assert fact_id in [m["id"] for m in listed]
+        assert (await client.get("/api/memories")).status_code == 400
+        other = "user-bob:" + fact_id.split(":", 1)[1]
+        assert (await client.delete(f"/api/memories/{other}")).status_code == 404
+        assert (await client.delete(f"/api/memories/{fact_id}")).status_code == 200
+        left = (await client.get("/api/memories", params={"q": "cat"})).json()["memories"]
+        assert fact_id not in [m["id"] for m in left]
+        assert len(left) == len(listed) - 1
+    await app.aclose()
+
+
+async def test_busy_interrupt_aborts_the_running_run_for_the_new_message(
+    db: str, helpers: Any
+) -> None:
+    from goagent_py.errors import ConfigurationError
+    from goagent_py.tools import tool
+
+    gate = _Gate()
+
+    @tool
+    async def wait_here() -> str:
+        """Wait."""
+        gate.entered.set()
+        await gate.release.wait()
+        return "released"
+
+    provider = ScriptedProvider(tool_call_response(("wait_here", {})), "new answer")
+    app = create_app(helpers.factory_for(provider, [wait_here]), storage_path=db, busy="interrupt")
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+        first = asyncio.create_task(client.post(f"/api/threads/{tid}/runs", json={"message": "a"}))
+        await gate.entered.wait()
+        second = await client.post(f"/api/threads/{tid}/runs", json={"message": "b"})
+        assert helpers.sse_events(second.text)[-1]["result"]["text"] == "new answer"
+        assert helpers.sse_events((await first).text)[-1]["type"] == "RUN_FINISHED"
+        assert not gate.release.is_set()
+        msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+        assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "user", "assistant"]
+    await app.aclose()
+    with pytest.raises(ConfigurationError):
+        create_app(helpers.factory_for(provider), storage_path=db, busy="queue")  # type: ignore[arg-type]
+
+
+async def test_idle_threads_are_evicted_and_rebuilt_from_storage(
+    echo_app: Any, helpers: Any
+) -> None:
+    echo_app.server.max_live = 1
+    async with helpers.client_for(echo_app) as client:
+        first, second = await _thread(client), await _thread(client)
+        await client.post(f"/api/threads/{first}/runs", json={"message": "one"})
+        await client.post(f"/api/threads/{second}/runs", json={"message": "two"})
+        assert list(echo_app.server.live) == [("local", second)]
+        await client.post(f"/api/threads/{first}/runs", json={"message": "three"})
+        msgs = (await client.get(f"/api/threads/{first}/messages")).json()["messages"]
+        assert [m["text"] for m in msgs] == ["one", "echo: one", "three", "echo: three"]
+
+
+def test_the_page_script_parses() -> None:
+    import shutil
+    import subprocess
+    from importlib import resources
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = resources.files("goagent_py.serve").joinpath("static", "app.js")
+    subprocess.run([node, "--check", str(script)], check=True, timeout=60)

@@ -1,0 +1,91 @@
+"""``run_serve`` (``goagent-py serve``): options, auth from options, the served app."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from goagent_py.errors import ConfigurationError
+from goagent_py.serve import TokenAuth, UsersFileAuth, verify_password
+from goagent_py.serve.run import add_serve_arguments, build_auth, run_serve
+from goagent_py.testing import ScriptedProvider
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_auth_from_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigurationError, match="loopback"):
+        build_auth(_args("--host", "0.0.0.0"))
+    with pytest.raises(ConfigurationError, match="token"):
+        build_auth(_args("--auth", "token"))
+    monkeypatch.setenv("GOAGENT_SERVE_TOKEN", "t" * 20)
+    assert isinstance(build_auth(_args("--auth", "token", "--host", "0.0.0.0")), TokenAuth)
+    users = tmp_path / "users"
+    users.write_text("")
+    assert isinstance(
+        build_auth(_args("--auth", "users", "--users-file", str(users))), UsersFileAuth
+    )
+    with pytest.raises(ConfigurationError):
+        build_auth(_args("--auth", "users"))
+
+
+async def test_add_user_prints_a_users_file_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("getpass.getpass", lambda prompt: "s3cret")
+    assert await run_serve(_args("--add-user", "alice")) == 0
+    user, stored = capsys.readouterr().out.strip().split(":", 1)
+    assert user == "alice"
+    assert verify_password("s3cret", stored)
+
+
+async def test_run_serve_serves_the_cli_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    import goagent_py._cli_common as cli_common
+    from goagent_py import cli
+
+    async def pick(spec: str | None) -> Any:
+        return cli.Picked(ScriptedProvider("served"), "scripted", "scripted-model", "test")
+
+    served: list[Any] = []
+
+    async def serve(self: Any, sockets: Any = None) -> None:
+        served.append(self.config)
+
+    monkeypatch.setattr(cli_common, "pick_provider", pick)
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    assert await run_serve(_args("--db", str(tmp_path / "s.db"), "--port", "9999")) == 0
+    config = served[0]
+    assert (config.host, config.port) == ("127.0.0.1", 9999)
+    transport = httpx.ASGITransport(app=config.app, client=("127.0.0.1", 1))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        assert (await client.get("/v1/models")).json()["data"][0]["id"] == "scripted-model"
+        tid = (await client.post("/api/threads", json={})).json()["id"]
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "hi"})
+        assert '"RUN_FINISHED"' in r.text
+        assert "served" in r.text
+    await config.app.aclose()
+
+
+def test_the_serve_options_do_not_import_the_web_stack() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, goagent_py.serve.run; "
+        "print(sorted(m for m in ('starlette', 'uvicorn', 'sse_starlette') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"

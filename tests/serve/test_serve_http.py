@@ -1,0 +1,112 @@
+"""The server on a real uvicorn port: the OpenAI SDK streaming, and a closed stream aborting
+the run on the server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from goagent_py.serve import create_app
+from goagent_py.testing import ScriptedProvider, tool_call_response
+
+pytestmark = pytest.mark.slow
+
+
+async def _serve(app: Any) -> AsyncIterator[str]:
+    uvicorn = pytest.importorskip("uvicorn")
+    # Our own listening socket: connections queue in the kernel from now on, so there is
+    # nothing to wait for before the first request.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+async def test_openai_sdk_streams_from_chat_completions(db: str, helpers: Any) -> None:
+    openai = pytest.importorskip("openai")
+    from goagent_py.messages import Role
+
+    provider = ScriptedProvider("nice to meet you", "second answer")
+    app = create_app(helpers.factory_for(provider), storage_path=db)
+    async for base in _serve(app):
+        client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="unused-locally")
+        models = await client.models.list()
+        assert [m.id for m in models.data] == ["goagent"]
+        stream = await client.chat.completions.create(
+            model="goagent",
+            messages=[{"role": "user", "content": "hello"}],
+            stream=True,
+            user="sdk",
+        )
+        pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+        assert len([p for p in pieces if p]) > 1  # it really streamed
+        assert "".join(pieces) == "nice to meet you"
+        # The server owns history: the second request sends only the new message.
+        done = await client.chat.completions.create(
+            model="goagent", messages=[{"role": "user", "content": "again"}], user="sdk"
+        )
+        assert done.choices[0].message.content == "second answer"
+        seen = [(m.role, m.text) for m in provider.requests[1].messages]
+        assert seen == [
+            (Role.USER, "hello"),
+            (Role.ASSISTANT, "nice to meet you"),
+            (Role.USER, "again"),
+        ]
+        async with httpx.AsyncClient(base_url=base) as raw:
+            threads = (await raw.get("/api/threads")).json()["threads"]
+            assert [t["id"] for t in threads] == ["openai-sdk"]
+        await client.close()
+    await app.aclose()
+
+
+async def test_closing_the_stream_aborts_the_run_on_the_server(db: str, helpers: Any) -> None:
+    from goagent_py.tools import tool
+
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Slow."""
+        entered.set()
+        await release.wait()
+        return "never"
+
+    provider = ScriptedProvider(tool_call_response(("slow", {})), "next answer")
+    app = create_app(helpers.factory_for(provider, [slow]), storage_path=db)
+    server = app.server
+    async for base in _serve(app):
+        async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+            tid = (await client.post("/api/threads", json={})).json()["id"]
+            async with client.stream(
+                "POST", f"/api/threads/{tid}/runs", json={"message": "go"}
+            ) as response:
+                async for line in response.aiter_lines():
+                    if line.startswith("data:") and json.loads(line[5:])["type"] == "RUN_STARTED":
+                        break
+                await entered.wait()
+                run = server.live[("local", tid)].run
+                assert run is not None
+            # The tab is closed: the server aborts the run; the tool never finishes.
+            await run.done.wait()
+            assert not release.is_set()
+            msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+            assert msgs[2]["role"] == "tool"
+            assert msgs[2]["is_error"] is True
+            r = await client.post(f"/api/threads/{tid}/runs", json={"message": "more"})
+            assert json.loads(r.text.split("data:")[-1])["type"] == "RUN_FINISHED"
+            assert "next answer" in r.text.replace('", "', "")
+    await app.aclose()
