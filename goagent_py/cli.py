@@ -47,6 +47,9 @@ from goagent_py._cli_common import (  # re-exported: scripts and tests import th
     data_home,
     pick_provider,
 )
+from goagent_py._cli_common import make_provider as make_provider
+from goagent_py._cli_common import parse_provider as parse_provider
+from goagent_py._cli_common import provider_from_spec as provider_from_spec
 from goagent_py._cli_tools import calculator, current_time  # re-exported for scripts
 from goagent_py.errors import (
     ConfigurationError,
