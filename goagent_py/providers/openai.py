@@ -194,7 +194,8 @@ class OpenAIProvider(HTTPBackend):
         """
         body = self._body(request)
         data = await self.post_json("/chat/completions", body)
-        return parse_response(data)
+        with self.redacting():
+            return parse_response(data)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
         """Stream the answer: text, reasoning and tool-call deltas, then :class:`StreamDone`.
@@ -207,14 +208,16 @@ class OpenAIProvider(HTTPBackend):
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         assembler = _StreamAssembler()
-        async with aclosing(self.stream_sse("/chat/completions", body)) as events:
-            async for sse in events:
-                if sse.data.strip() == "[DONE]":
-                    assembler.done = True
-                    break
-                for event in assembler.feed(sse.data):
-                    yield event
-        yield StreamDone(assembler.response())
+        with self.redacting():  # an error object mid-stream may echo what was sent
+            async with aclosing(self.stream_sse("/chat/completions", body)) as events:
+                async for sse in events:
+                    if sse.data.strip() == "[DONE]":
+                        assembler.done = True
+                        break
+                    for event in assembler.feed(sse.data):
+                        yield event
+            done = StreamDone(assembler.response())
+        yield done
 
     def _body(self, request: CompletionRequest) -> dict[str, Any]:
         body = build_request(request)
