@@ -35,7 +35,8 @@ convention counts it) / ``output_tokens``, ``gen_ai.response.finish_reasons`` (g
 ``error.type`` (for a provider error the vendor's error type from its body, e.g.
 ``overloaded_error`` even when sent mid-stream after an HTTP 200, else its HTTP status; else the
 exception's qualified class name; a failed tool call reports its cause, e.g.
-``goagent_py.errors.ToolTimeoutError``) with ERROR status. Names of our own carry the ``goagent.`` prefix.
+``goagent_py.errors.ToolTimeoutError``) with ERROR status. Names of our own carry the
+``goagent.`` prefix.
 
 Metrics: ``gen_ai.client.token.usage`` ({token}, by ``gen_ai.token.type``) and
 ``gen_ai.client.operation.duration`` (s), both with the convention's bucket boundaries;

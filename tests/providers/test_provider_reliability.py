@@ -221,7 +221,7 @@ INSUFFICIENT_QUOTA = {
     ("body", "retried"),
     [
         (INSUFFICIENT_QUOTA, False),
-        ({"error": {"message": "m", "type": "requests", "code": "credit_balance_exhausted"}}, False),
+        ({"error": {"type": "requests", "code": "credit_balance_exhausted"}}, False),
         (json.loads(_fixture("openai/error_429_slow_down.json")), True),
     ],
     ids=["insufficient_quota", "billing_code", "slow_down"],
@@ -257,7 +257,7 @@ OPENAI_STREAM_ERROR = {
 
 async def test_openai_mid_stream_server_error_is_typed_and_retried() -> None:
     failing = _sse(f"data: {json.dumps(OPENAI_STREAM_ERROR)}\n\n".encode())
-    client, seen = _server(failing, _sse(_fixture("openai/chat_stream_text.sse")))
+    client, _ = _server(failing, _sse(_fixture("openai/chat_stream_text.sse")))
     async with client:
         provider = OpenAIProvider(api_key="k", http_client=client)
         with pytest.raises(ProviderError) as info:
@@ -301,8 +301,10 @@ async def test_openai_mid_stream_insufficient_quota_is_not_retried() -> None:
     ("line", "kind"),
     [
         (b'{"error":"an error was encountered while running the model"}\n', "server_error"),
-        (b'{"error":"server busy, please try again.  maximum pending requests exceeded"}\n',
-         "overloaded_error"),
+        (
+            b'{"error":"server busy, please try again.  maximum pending requests exceeded"}\n',
+            "overloaded_error",
+        ),
         (b'{"error":"429 Too Many Requests: rate limit exceeded"}\n', "rate_limit_error"),
     ],
 )
