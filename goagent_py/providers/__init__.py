@@ -11,6 +11,7 @@ from typing import Any
 # public name -> module that defines it (filled in as providers land)
 _LAZY: dict[str, str] = {
     "AnthropicProvider": "anthropic",
+    "CohereEmbedder": "cohere",
     "LlamaCppProvider": "llama_cpp",
     "OllamaEmbedder": "ollama",
     "OllamaProvider": "ollama",
