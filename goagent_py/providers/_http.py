@@ -11,7 +11,7 @@ What every HTTP backend needs, in one place:
   raw body, Retry-After (:func:`parse_retry_after`) and the server's ``x-should-retry`` verdict.
 - :func:`redact_error`: every error built here has the API keys it could echo taken out of its
   message and body (:func:`goagent_py._redact.redact`) before it leaves: what is logged or put in
-  a span afterwards is safe. :meth:`HTTPBackend.redacting` does the same for the errors a vendor
+  a span afterwards is safe. :meth:`HTTPBackend._redacting` does the same for the errors a vendor
   module builds from a stream.
 - :func:`transport_error`: connection errors and timeouts become ``ProviderError(status=None)``
   with the httpx exception as ``__cause__``.
@@ -337,7 +337,7 @@ class HTTPBackend:
         await self.aclose()
 
     @contextmanager
-    def redacting(self) -> Iterator[None]:
+    def _redacting(self) -> Iterator[None]:
         """Redact every :class:`ProviderError` raised inside the block (see :func:`redact_error`).
 
         A vendor module wraps the parsing of answers and streams in it: the errors it builds
@@ -625,7 +625,7 @@ class RemoteEmbedder(HTTPBackend, ABC):
         import numpy as np
 
         data = await self.post_json(self._path, self._body(texts))
-        with self.redacting():
+        with self._redacting():
             try:
                 vectors = self._parse(data)
             except ValidationError as exc:

@@ -179,7 +179,7 @@ class AnthropicProvider(HTTPBackend):
             UnsupportedContentError: a content block cannot be sent to Claude.
         """
         data = await self.post_json("/v1/messages", self._body(request))
-        with self.redacting():
+        with self._redacting():
             return parse_response(data)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
@@ -192,7 +192,7 @@ class AnthropicProvider(HTTPBackend):
         body = self._body(request)
         body["stream"] = True
         assembler = _StreamAssembler()
-        with self.redacting():  # an error event may echo what was sent
+        with self._redacting():  # an error event may echo what was sent
             async with aclosing(self.stream_sse("/v1/messages", body)) as events:
                 async for sse in events:
                     for event in assembler.feed(sse.event, sse.data):

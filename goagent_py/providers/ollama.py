@@ -423,7 +423,7 @@ class OllamaProvider(HTTPBackend):
                 answered with an ``{"error": ...}`` object.
         """
         data = await self.post_json("/api/chat", self._body(request, stream=False))
-        with self.redacting():
+        with self._redacting():
             return parse_chat_response(data)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
@@ -443,7 +443,7 @@ class OllamaProvider(HTTPBackend):
         text: list[str] = []
         calls: list[ToolCall] = []
         async for data in self.stream_ndjson("/api/chat", body):
-            with self.redacting():
+            with self._redacting():
                 chunk = _chunk(data, status=200)
             message = chunk.message
             if message is not None:

@@ -194,7 +194,7 @@ class OpenAIProvider(HTTPBackend):
         """
         body = self._body(request)
         data = await self.post_json("/chat/completions", body)
-        with self.redacting():
+        with self._redacting():
             return parse_response(data)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
@@ -208,7 +208,7 @@ class OpenAIProvider(HTTPBackend):
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         assembler = _StreamAssembler()
-        with self.redacting():  # an error object mid-stream may echo what was sent
+        with self._redacting():  # an error object mid-stream may echo what was sent
             async with aclosing(self.stream_sse("/chat/completions", body)) as events:
                 async for sse in events:
                     if sse.data.strip() == "[DONE]":
