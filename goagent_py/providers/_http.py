@@ -147,17 +147,29 @@ def redact_error(error: ProviderError, secrets: Iterable[str] = ()) -> ProviderE
     """Take ``secrets`` and every known key shape out of ``error``'s text, in place.
 
     The message (``args``), the body and every other text attribute are redacted, so the
-    exception is safe to log, record or pickle whatever reads it.
+    exception is safe to log, record or pickle whatever reads it. The messages of the errors it
+    was raised from (``__cause__``/``__context__``, e.g. an httpx error naming a URL) are
+    redacted too: a logged traceback shows them.
 
     Returns:
         ``error`` itself.
     """
     secrets = tuple(secrets)
-    error.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in error.args)
     for name, value in list(vars(error).items()):
         if isinstance(value, str):
             setattr(error, name, redact(value, secrets))
+    _redact_chain(error, secrets)
     return error
+
+
+def _redact_chain(error: BaseException, secrets: Sequence[str]) -> None:
+    """Redact the text ``args`` of ``error`` and of every error it was raised from."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in current.args)
+        current = current.__cause__ or current.__context__
 
 
 def _vendor_error(body: str) -> tuple[str, str]:
@@ -235,6 +247,8 @@ def transport_error(
 
     The caller raises it ``from exc`` so the httpx error stays attached as the cause.
     """
+    secrets = tuple(secrets)
+    _redact_chain(exc, secrets)  # it becomes the cause: a logged traceback prints it
     what = type(exc).__name__
     where = f" {during}" if during else ""
     detail = str(exc)

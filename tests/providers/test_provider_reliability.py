@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -337,3 +338,20 @@ async def test_the_fixture_mid_stream_ollama_error_after_text_is_typed() -> None
             await _drain(provider.stream(request))
     assert info.value.error_type == "server_error"
     assert "an error was encountered while running the model" in str(info.value)
+
+
+async def test_a_key_in_a_transport_error_is_redacted() -> None:
+    google_key = "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError(f"cannot connect to https://gw.example/v1?key={google_key}")
+
+    client, _ = _server(refuse)
+    async with client, OpenAIProvider(api_key=PLAIN_KEY, http_client=client) as provider:
+        with pytest.raises(ProviderError) as info:
+            await provider.complete(_openai_request())
+    assert info.value.status is None
+    assert google_key not in str(info.value)
+    assert isinstance(info.value.__cause__, httpx.ConnectError)  # the cause is kept...
+    assert google_key not in str(info.value.__cause__)  # ...and its message redacted too
+    assert google_key not in "".join(traceback.format_exception(info.value))
