@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from goagent_py.dispatch import Dispatcher
+import pytest
+
+from goagent_py.dispatch import circuit_breaker_middleware
 from goagent_py.errors import CircuitOpenError
-from goagent_py.messages import ToolCall
+from goagent_py.messages import ContentBlock, TextBlock, ToolCall
 from goagent_py.resilience import CircuitBreaker, CircuitState
-from goagent_py.tools import tool_func
 
 
 class FakeClock:
@@ -47,33 +47,32 @@ def test_open_until_of_an_open_circuit_is_unchanged() -> None:
     assert before + timedelta(seconds=19) <= until <= datetime.now(UTC) + timedelta(seconds=21)
 
 
-async def test_through_the_dispatcher_the_refused_caller_gets_a_future_open_until() -> None:
+async def test_through_the_middleware_the_refused_caller_gets_a_future_open_until() -> None:
     clock = FakeClock()
     entered = asyncio.Event()
     release = asyncio.Event()
     fail = True
 
-    async def svc(args: dict[str, Any]) -> str:
+    async def svc(tc: ToolCall) -> list[ContentBlock]:
         if fail:
             raise RuntimeError("down")
         entered.set()
         await release.wait()
-        return "ok"
+        return [TextBlock("ok")]
 
-    d = Dispatcher(
-        {"svc": tool_func("svc", "A service.", None, svc)}, circuit_breaker=(1, 30.0), clock=clock
-    )
-    await d.execute(ToolCall("c0", "svc", {}))
+    call = circuit_breaker_middleware(1, 30.0, clock=clock)(svc)
+    with pytest.raises(RuntimeError):
+        await call(ToolCall("c0", "svc", {}))
     clock.now += 30
     fail = False
-    probe = asyncio.create_task(d.execute(ToolCall("probe", "svc", {})))
-    await entered.wait()
+    probe = asyncio.create_task(call(ToolCall("probe", "svc", {})))
+    waiter = asyncio.create_task(entered.wait())
+    await asyncio.wait({probe, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    assert entered.is_set(), "the probe must be let through and be running"
     before = datetime.now(UTC)
-    refused = await d.execute(ToolCall("c1", "svc", {}))
-    error = refused.error
-    while error is not None and not isinstance(error, CircuitOpenError):
-        error = getattr(error, "cause", None) or error.__cause__
-    assert isinstance(error, CircuitOpenError)
-    assert error.open_until >= before + timedelta(seconds=29)
+    with pytest.raises(CircuitOpenError) as info:
+        await call(ToolCall("c1", "svc", {}))
+    assert info.value.open_until >= before + timedelta(seconds=29)
     release.set()
-    assert (await probe).error is None
+    assert await probe == [TextBlock("ok")]
+    await waiter
