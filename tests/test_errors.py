@@ -77,6 +77,12 @@ def _wire() -> Any:
     return wire
 
 
+def _path_error() -> BaseException:
+    from goagent_py._paths import PathEscapeError
+
+    return PathEscapeError("/work", "../etc/passwd", "it leaves the root")
+
+
 def _serve_error() -> BaseException:
     from goagent_py.serve.app import HttpError
 
@@ -155,6 +161,7 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py._cli_common.UsageError": lambda: _cli_error(),
     "goagent_py.serve.app.HttpError": lambda: _serve_error(),
+    "goagent_py._paths.PathEscapeError": lambda: _path_error(),
 }
 
 

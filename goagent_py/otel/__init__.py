@@ -32,9 +32,11 @@ Attributes: ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.reques
 convention counts it) / ``output_tokens``, ``gen_ai.response.finish_reasons`` (goagent's
 ``StopReason`` values), ``gen_ai.agent.name``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
 ``gen_ai.memory.store.id`` (``short_term`` or ``long_term``), ``gen_ai.memory.record.count``,
-``error.type`` (the HTTP status of a provider error, else the exception's qualified class name;
-a failed tool call reports its cause, e.g. ``goagent_py.errors.ToolTimeoutError``) with ERROR
-status. Names of our own carry the ``goagent.`` prefix.
+``error.type`` (for a provider error the vendor's error type from its body, e.g.
+``overloaded_error`` even when sent mid-stream after an HTTP 200, else its HTTP status; else the
+exception's qualified class name; a failed tool call reports its cause, e.g.
+``goagent_py.errors.ToolTimeoutError``) with ERROR status. Names of our own carry the
+``goagent.`` prefix.
 
 Metrics: ``gen_ai.client.token.usage`` ({token}, by ``gen_ai.token.type``) and
 ``gen_ai.client.operation.duration`` (s), both with the convention's bucket boundaries;

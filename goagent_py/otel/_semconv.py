@@ -180,10 +180,16 @@ def provider_name_of(provider: object) -> str:
 
 
 def error_type(error: BaseException) -> str:
-    """A low-cardinality ``error.type``: the HTTP status of a provider error, else the class name.
+    """A low-cardinality ``error.type`` for ``error``.
 
+    A provider error reads as the vendor's error type from its body (``overloaded_error``,
+    ``rate_limit_error``...): that is what went wrong, even when it arrived mid-stream after an
+    HTTP 200; else as its HTTP status; anything else as its qualified class name.
     ``ToolExecutionError`` is unwrapped to its cause: the type of what the tool raised.
     """
+    kind = getattr(error, "error_type", None)
+    if isinstance(kind, str) and _is_low_cardinality(kind):
+        return kind
     status = getattr(error, "status", None)
     if isinstance(status, int) and not isinstance(status, bool):
         return str(status)
@@ -193,6 +199,17 @@ def error_type(error: BaseException) -> str:
     cls = type(error)
     module = cls.__module__
     return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+def _is_low_cardinality(kind: str) -> bool:
+    # A vendor's enum value ("overloaded_error", "InternalServerError"), not a sentence that a
+    # compatible server put where the type goes: that would make one metric series per message.
+    return (
+        0 < len(kind) <= _MAX_ERROR_TYPE_CHARS and kind.replace("_", "").replace(".", "").isalnum()
+    )
+
+
+_MAX_ERROR_TYPE_CHARS = 64
 
 
 def to_ns(moment: datetime) -> int:

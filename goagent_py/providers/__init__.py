@@ -11,6 +11,7 @@ import typing
 # public name -> module that defines it (filled in as providers land)
 _LAZY: dict[str, str] = {
     "AnthropicProvider": "anthropic",
+    "CohereEmbedder": "cohere",
     "LlamaCppProvider": "llama_cpp",
     "OllamaEmbedder": "ollama",
     "OllamaProvider": "ollama",

@@ -8,7 +8,11 @@ What every HTTP backend needs, in one place:
   :meth:`HTTPBackend.stream_ndjson`, which turn every failure into a
   :class:`~goagent_py.errors.ProviderError`.
 - :func:`error_from_response`: status, vendor error type and message parsed from the body, the
-  raw body, and Retry-After (:func:`parse_retry_after`).
+  raw body, Retry-After (:func:`parse_retry_after`) and the server's ``x-should-retry`` verdict.
+- :func:`redact_error`: every error built here has the API keys it could echo taken out of its
+  message and body (:func:`goagent_py._redact.redact`) before it leaves: what is logged or put in
+  a span afterwards is safe. :meth:`HTTPBackend._redacting` does the same for the errors a vendor
+  module builds from a stream.
 - :func:`transport_error`: connection errors and timeouts become ``ProviderError(status=None)``
   with the httpx exception as ``__cause__``.
 - :func:`resolve_api_key`: the argument, else the environment variable, else a
@@ -18,7 +22,7 @@ What every HTTP backend needs, in one place:
   a vendor adds only its request body and the parsing of its answer.
 
 Secrets travel only in request headers; they never appear in an exception message, a ``repr``
-or a log line (nothing here logs).
+or a log line (nothing here logs), even when the server echoes them back.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ import json
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -36,6 +41,8 @@ import httpx
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from goagent_py._provider_retry import parse_should_retry, set_server_should_retry
+from goagent_py._redact import redact, secrets_from_headers
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError, ProviderError
 from goagent_py.messages import ContentBlock, TextBlock
 
@@ -54,6 +61,7 @@ __all__ = [
     "excerpt",
     "parse_json",
     "parse_retry_after",
+    "redact_error",
     "resolve_api_key",
     "transport_error",
 ]
@@ -135,11 +143,41 @@ def excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def redact_error(error: ProviderError, secrets: Iterable[str] = ()) -> ProviderError:
+    """Take ``secrets`` and every known key shape out of ``error``'s text, in place.
+
+    The message (``args``), the body and every other text attribute are redacted, so the
+    exception is safe to log, record or pickle whatever reads it. The messages of the errors it
+    was raised from (``__cause__``/``__context__``, e.g. an httpx error naming a URL) are
+    redacted too: a logged traceback shows them.
+
+    Returns:
+        ``error`` itself.
+    """
+    secrets = tuple(secrets)
+    for name, value in list(vars(error).items()):
+        if isinstance(value, str):
+            setattr(error, name, redact(value, secrets))
+    _redact_chain(error, secrets)
+    return error
+
+
+def _redact_chain(error: BaseException, secrets: Sequence[str]) -> None:
+    """Redact the text ``args`` of ``error`` and of every error it was raised from."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in current.args)
+        current = current.__cause__ or current.__context__
+
+
 def _vendor_error(body: str) -> tuple[str, str]:
     """The (error type, message) in a vendor error body, or ("", "") when there is none.
 
     Understands ``{"error": {"type", "message", "code"}}`` (Anthropic, OpenAI and compatible
-    servers), ``{"error": "message"}`` (Ollama) and ``{"detail": ...}`` (Voyage, FastAPI).
+    servers), ``{"error": "message"}`` (Ollama), ``{"detail": ...}`` (Voyage, FastAPI) and
+    ``{"message": ...}`` (Cohere).
     """
     try:
         data = json.loads(body)
@@ -157,36 +195,58 @@ def _vendor_error(body: str) -> tuple[str, str]:
     detail = data.get("detail")
     if detail:
         return "", detail if isinstance(detail, str) else json.dumps(detail)
+    message = data.get("message")
+    if isinstance(message, str) and message:
+        return "", message
     return "", ""
 
 
-def error_from_response(response: httpx.Response, *, provider: str) -> ProviderError:
-    """A :class:`ProviderError` for an error response whose body has been read.
-
-    Args:
-        response: the response (its body must have been read, e.g. with ``aread()``).
-        provider: the provider's name.
-
-    Returns:
-        The error, with status, the vendor's error type and message, the raw body and
-        Retry-After.
-    """
-    body = _body_text(response)
-    kind, message = _vendor_error(body)
-    summary = message or excerpt(body) or response.reason_phrase or "no body"
-    label = f"HTTP {response.status_code}" + (f" {kind}" if kind else "")
-    return ProviderError(
-        f"{label}: {summary}",
+def _answered_error(
+    response: httpx.Response, message: str, kind: str, body: str, provider: str
+) -> ProviderError:
+    error = ProviderError(
+        message,
         provider=provider,
         status=response.status_code,
         error_type=kind,
         body=body,
         retry_after=parse_retry_after(response.headers),
     )
+    set_server_should_retry(error, parse_should_retry(response.headers.get("x-should-retry")))
+    return error
+
+
+def error_from_response(
+    response: httpx.Response, *, provider: str, secrets: Iterable[str] = ()
+) -> ProviderError:
+    """A :class:`ProviderError` for an error response whose body has been read.
+
+    Args:
+        response: the response (its body must have been read, e.g. with ``aread()``).
+        provider: the provider's name.
+        secrets: the credentials sent with the request, taken out of the text should the
+            server echo them (known key shapes are taken out in any case).
+
+    Returns:
+        The error, with status, the vendor's error type and message, the body (redacted),
+        Retry-After and the ``x-should-retry`` verdict.
+    """
+    secrets = tuple(secrets)
+    body = redact(_body_text(response), secrets)  # before any excerpt can cut a key in two
+    kind, message = _vendor_error(body)
+    summary = message or excerpt(body) or response.reason_phrase or "no body"
+    label = f"HTTP {response.status_code}" + (f" {kind}" if kind else "")
+    error = _answered_error(response, f"{label}: {summary}", kind, body, provider)
+    return redact_error(error, secrets)
 
 
 def transport_error(
-    exc: httpx.HTTPError, *, provider: str, during: str = "", url: str = ""
+    exc: httpx.HTTPError,
+    *,
+    provider: str,
+    during: str = "",
+    url: str = "",
+    secrets: Iterable[str] = (),
 ) -> ProviderError:
     """A :class:`ProviderError` with ``status=None`` for a failure without an HTTP answer.
 
@@ -194,25 +254,33 @@ def transport_error(
     known" alone does not say which host). The caller raises it ``from exc`` so the httpx
     error stays attached as the cause.
     """
+    secrets = tuple(secrets)
+    _redact_chain(exc, secrets)  # it becomes the cause: a logged traceback prints it
     what = type(exc).__name__
     where = f" {during}" if during else ""
     detail = str(exc)
     message = f"{what}{where}: {detail}" if detail else f"{what}{where}"
     if url:
         message += f" (POST {url})"
-    return ProviderError(message, provider=provider, status=None)
+    error = ProviderError(message, provider=provider, status=None)
+    return redact_error(error, secrets)
 
 
-def parse_json(text: str, *, provider: str, status: int | None) -> Any:
+def parse_json(text: str, *, provider: str, status: int | None, secrets: Iterable[str] = ()) -> Any:
     """Parse a response body, raising :class:`ProviderError` with an excerpt when it is not JSON."""
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise ProviderError(
-            f"malformed response body (not JSON): {excerpt(text) or 'empty body'}",
-            provider=provider,
-            status=status,
-            body=text,
+        secrets = tuple(secrets)
+        text = redact(text, secrets)
+        raise redact_error(
+            ProviderError(
+                f"malformed response body (not JSON): {excerpt(text) or 'empty body'}",
+                provider=provider,
+                status=status,
+                body=text,
+            ),
+            secrets,
         ) from exc
 
 
@@ -253,6 +321,7 @@ class HTTPBackend:
         self._owns_client = http_client is None
         self._timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self._headers = dict(headers or {})
+        self._secrets = secrets_from_headers(self._headers)
 
     def __repr__(self) -> str:
         # Never show headers: they hold the API key.
@@ -287,6 +356,19 @@ class HTTPBackend:
     ) -> None:
         await self.aclose()
 
+    @contextmanager
+    def _redacting(self) -> Iterator[None]:
+        """Redact every :class:`ProviderError` raised inside the block (see :func:`redact_error`).
+
+        A vendor module wraps the parsing of answers and streams in it: the errors it builds
+        from a body (an ``error`` event mid-stream) are redacted like those built here.
+        """
+        try:
+            yield
+        except ProviderError as exc:
+            redact_error(exc, self._secrets)
+            raise
+
     def url(self, path: str) -> str:
         """``base_url`` joined with ``path`` ("/v1/messages")."""
         return f"{self._base_url}/{path.lstrip('/')}"
@@ -300,11 +382,16 @@ class HTTPBackend:
         try:
             response = await self.client.post(self.url(path), json=body, headers=self._headers)
         except httpx.HTTPError as exc:
-            raise transport_error(exc, provider=self._provider, url=self.url(path)) from exc
+            raise transport_error(
+                exc, provider=self._provider, url=self.url(path), secrets=self._secrets
+            ) from exc
         if not response.is_success:
-            raise error_from_response(response, provider=self._provider)
+            raise error_from_response(response, provider=self._provider, secrets=self._secrets)
         return parse_json(
-            _body_text(response), provider=self._provider, status=response.status_code
+            _body_text(response),
+            provider=self._provider,
+            status=response.status_code,
+            secrets=self._secrets,
         )
 
     async def stream_sse(
@@ -326,21 +413,30 @@ class HTTPBackend:
                 response = source.response
                 if not response.is_success:
                     await response.aread()
-                    raise error_from_response(response, provider=self._provider)
+                    raise error_from_response(
+                        response, provider=self._provider, secrets=self._secrets
+                    )
                 content_type = response.headers.get("content-type", "")
                 if "text/event-stream" not in content_type:
                     await response.aread()
-                    raise _not_a_stream(response, self._provider, "text/event-stream")
+                    raise _not_a_stream(
+                        response, self._provider, "text/event-stream", self._secrets
+                    )
                 try:
                     async for event in source.aiter_sse():
                         yield event
                 except SSEError as exc:  # pragma: no cover - content type checked above
-                    raise ProviderError(
-                        f"malformed event stream: {exc}", provider=self._provider
+                    raise redact_error(
+                        ProviderError(f"malformed event stream: {exc}", provider=self._provider),
+                        self._secrets,
                     ) from exc
         except httpx.HTTPError as exc:
             raise transport_error(
-                exc, provider=self._provider, during="during stream", url=self.url(path)
+                exc,
+                provider=self._provider,
+                during="during stream",
+                url=self.url(path),
+                secrets=self._secrets,
             ) from exc
 
     async def stream_ndjson(self, path: str, body: Mapping[str, Any]) -> AsyncGenerator[Any, None]:
@@ -355,29 +451,42 @@ class HTTPBackend:
             ) as response:
                 if not response.is_success:
                     await response.aread()
-                    raise error_from_response(response, provider=self._provider)
+                    raise error_from_response(
+                        response, provider=self._provider, secrets=self._secrets
+                    )
                 async for line in response.aiter_lines():
                     if line.strip():
-                        yield parse_json(line, provider=self._provider, status=response.status_code)
+                        yield parse_json(
+                            line,
+                            provider=self._provider,
+                            status=response.status_code,
+                            secrets=self._secrets,
+                        )
         except httpx.HTTPError as exc:
             raise transport_error(
-                exc, provider=self._provider, during="during stream", url=self.url(path)
+                exc,
+                provider=self._provider,
+                during="during stream",
+                url=self.url(path),
+                secrets=self._secrets,
             ) from exc
 
 
-def _not_a_stream(response: httpx.Response, provider: str, expected: str) -> ProviderError:
-    body = _body_text(response)
+def _not_a_stream(
+    response: httpx.Response, provider: str, expected: str, secrets: Sequence[str]
+) -> ProviderError:
+    body = redact(_body_text(response), secrets)
     kind, message = _vendor_error(body)
     got = response.headers.get("content-type", "") or "no content type"
     summary = message or excerpt(body) or "empty body"
-    return ProviderError(
+    error = _answered_error(
+        response,
         f"HTTP {response.status_code}: expected {expected}, got {got}: {summary}",
-        provider=provider,
-        status=response.status_code,
-        error_type=kind,
-        body=body,
-        retry_after=parse_retry_after(response.headers),
+        kind,
+        body,
+        provider,
     )
+    return redact_error(error, secrets)
 
 
 # --- embedders --------------------------------------------------------------------------------
@@ -546,21 +655,22 @@ class RemoteEmbedder(HTTPBackend, ABC):
         import numpy as np
 
         data = await self.post_json(self._path, self._body(texts))
-        try:
-            vectors = self._parse(data)
-        except ValidationError as exc:
-            raise self._bad_answer(
-                f"unexpected embeddings response from model {self._model!r}: "
-                f"{excerpt(json.dumps(data, default=str))}",
-                data,
-            ) from exc
-        if len(vectors) != len(texts):
-            raise self._bad_answer(
-                f"embeddings: asked model {self._model!r} for {len(texts)}, got {len(vectors)}",
-                data,
-            )
-        for i, vector in enumerate(vectors):
-            self._check_size(len(vector), first + i, data)
+        with self._redacting():
+            try:
+                vectors = self._parse(data)
+            except ValidationError as exc:
+                raise self._bad_answer(
+                    f"unexpected embeddings response from model {self._model!r}: "
+                    f"{excerpt(json.dumps(data, default=str))}",
+                    data,
+                ) from exc
+            if len(vectors) != len(texts):
+                raise self._bad_answer(
+                    f"embeddings: asked model {self._model!r} for {len(texts)}, got {len(vectors)}",
+                    data,
+                )
+            for i, vector in enumerate(vectors):
+                self._check_size(len(vector), first + i, data)
         return np.asarray(vectors, dtype=np.float32)
 
     def _check_size(self, size: int, index: int, data: Any) -> None:

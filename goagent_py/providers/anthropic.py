@@ -179,7 +179,8 @@ class AnthropicProvider(HTTPBackend):
             UnsupportedContentError: a content block cannot be sent to Claude.
         """
         data = await self.post_json("/v1/messages", self._body(request))
-        return parse_response(data)
+        with self._redacting():
+            return parse_response(data)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
         """Stream Claude's answer: text, thinking and tool-call deltas, then :class:`StreamDone`.
@@ -191,13 +192,15 @@ class AnthropicProvider(HTTPBackend):
         body = self._body(request)
         body["stream"] = True
         assembler = _StreamAssembler()
-        async with aclosing(self.stream_sse("/v1/messages", body)) as events:
-            async for sse in events:
-                for event in assembler.feed(sse.event, sse.data):
-                    yield event
-                if assembler.done:
-                    break
-        yield StreamDone(assembler.response())
+        with self._redacting():  # an error event may echo what was sent
+            async with aclosing(self.stream_sse("/v1/messages", body)) as events:
+                async for sse in events:
+                    for event in assembler.feed(sse.event, sse.data):
+                        yield event
+                    if assembler.done:
+                        break
+            done = StreamDone(assembler.response())
+        yield done
 
     def _body(self, request: CompletionRequest) -> dict[str, Any]:
         if request.thinking is not None:

@@ -239,11 +239,34 @@ class _WireChunk(_Wire):
     error: str | dict[str, Any] | None = None
 
 
+# Ollama's errors are bare strings ({"error": "..."}); the server sends one as an NDJSON line
+# after the HTTP 200 when generation fails mid-stream (docs/api/errors.mdx). Its text is all
+# there is to tell "busy" from "failed", so it gets the error type a typed API would have sent.
+_BUSY_WORDS = ("server busy", "overloaded", "maximum pending requests", "try again")
+_RATE_WORDS = ("rate limit", "too many requests")
+
+
+def _error_type(message: str) -> str:
+    """The error type of an untyped error sent with HTTP 200 (mid-stream), from its text."""
+    text = message.lower()
+    if any(word in text for word in _RATE_WORDS):
+        return "rate_limit_error"
+    if any(word in text for word in _BUSY_WORDS):
+        return "overloaded_error"
+    return "server_error"  # the generation failed on the server, as a 500 would say
+
+
 def _chunk(data: Any, *, status: int | None) -> _WireChunk:
     if isinstance(data, dict) and data.get("error"):
         error = data["error"]
         message = error if isinstance(error, str) else json.dumps(error)
-        raise ProviderError(message, provider=_PROVIDER, status=status, body=json.dumps(data))
+        raise ProviderError(
+            message,
+            provider=_PROVIDER,
+            status=status,
+            error_type=_error_type(message) if status == 200 else "",
+            body=json.dumps(data),
+        )
     try:
         return _WireChunk.model_validate(data)
     except ValidationError as exc:
@@ -400,7 +423,8 @@ class OllamaProvider(HTTPBackend):
                 answered with an ``{"error": ...}`` object.
         """
         data = await self.post_json("/api/chat", self._body(request, stream=False))
-        return parse_chat_response(data)
+        with self._redacting():
+            return parse_chat_response(data)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
         """Stream the answer: thinking and text deltas, each tool call whole, then done.
@@ -419,7 +443,8 @@ class OllamaProvider(HTTPBackend):
         text: list[str] = []
         calls: list[ToolCall] = []
         async for data in self.stream_ndjson("/api/chat", body):
-            chunk = _chunk(data, status=200)
+            with self._redacting():
+                chunk = _chunk(data, status=200)
             message = chunk.message
             if message is not None:
                 if message.thinking:

@@ -209,7 +209,8 @@ class OpenAIProvider(HTTPBackend):
         """
         body = self._body(request)
         data = await self.post_json("/chat/completions", body)
-        return parse_response(data)
+        with self._redacting():
+            return parse_response(data)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
         """Stream the answer: text, reasoning and tool-call deltas, then :class:`StreamDone`.
@@ -227,26 +228,27 @@ class OpenAIProvider(HTTPBackend):
         body["stream_options"] = {"include_usage": True}
         assembler = _StreamAssembler()
         produced = False
-        async with aclosing(self.stream_sse("/chat/completions", body)) as events:
-            async for sse in events:
-                if sse.data.strip() == "[DONE]":
-                    assembler.done = True
-                    break
-                for event in assembler.feed(sse.data):
-                    produced = True
-                    yield event
-        try:
-            response = assembler.response()
-        except ProviderError as exc:
-            if request.tools and not produced:
-                exc.add_note(
-                    f"{self.base_url} closed the stream of a request with tools before sending "
-                    "anything; servers that cannot stream tool calls do that (llama-cpp-python's: "
-                    "'Automatic streaming tool choice is not supported'). "
-                    "Use OpenAIProvider(stream_tools=False)."
-                )
-            raise
-        yield StreamDone(response)
+        with self._redacting():  # an error object mid-stream may echo what was sent
+            async with aclosing(self.stream_sse("/chat/completions", body)) as events:
+                async for sse in events:
+                    if sse.data.strip() == "[DONE]":
+                        assembler.done = True
+                        break
+                    for event in assembler.feed(sse.data):
+                        produced = True
+                        yield event
+            try:
+                done = StreamDone(assembler.response())
+            except ProviderError as exc:
+                if request.tools and not produced:
+                    exc.add_note(
+                        f"{self.base_url} closed the stream of a request with tools before "
+                        "sending anything; servers that cannot stream tool calls do that "
+                        "(llama-cpp-python's: 'Automatic streaming tool choice is not "
+                        "supported'). Use OpenAIProvider(stream_tools=False)."
+                    )
+                raise
+        yield done
 
     def _body(self, request: CompletionRequest) -> dict[str, Any]:
         body = build_request(request)

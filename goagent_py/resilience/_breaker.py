@@ -84,6 +84,9 @@ class CircuitBreaker:
         """When the circuit lets the next probe through, as a UTC wall-clock time."""
         with self._lock:
             remaining = max(0.0, self._open_until - self._clock())
+            if self._state is CircuitState.HALF_OPEN:
+                # A probe is running: should it fail, the circuit opens for a whole timeout.
+                remaining = self.reset_timeout
         return datetime.now(UTC) + timedelta(seconds=remaining)
 
     def record_success(self) -> None:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
+from goagent_py._provider_retry import provider_verdict
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
@@ -96,10 +97,12 @@ class RetryPolicy:
 
     1. ``retryable``, when set, decides alone (its answer wins, even over a transient marker);
     2. else a :class:`TransientError` marker found on the error or along its causes decides;
-    3. else the default classifier: for providers, connection errors and HTTP 408, 409, 429 and
-       5xx (529 included), or a vendor error type ``overloaded_error``, ``rate_limit_error`` or
-       ``api_error`` even on an HTTP 200 (sent mid-stream), or a :class:`ProviderError` that got
-       no status at all; for tools, every failure except the model's bad arguments, an unknown
+    3. else the default classifier: for providers, first what the server said (its
+       ``x-should-retry: true|false`` header; a quota or spend limit that no wait lifts is never
+       retried; a vendor error type meaning "busy", such as ``overloaded_error`` or OpenAI's
+       ``server_error``, is retried even on an HTTP 200, sent mid-stream), then connection
+       errors and HTTP 408, 409, 429 and 5xx (529 included), or a :class:`ProviderError` that
+       got no status at all; for tools, every failure except the model's bad arguments, an unknown
        tool, an open circuit and a blocked call.
 
     ``BaseException``s that are not ``Exception`` (cancellation, KeyboardInterrupt) are never
@@ -226,7 +229,6 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
 
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
-_RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "rate_limit_error", "api_error"})
 
 
 def is_retryable_provider_error(error: BaseException) -> bool:
@@ -236,14 +238,18 @@ def is_retryable_provider_error(error: BaseException) -> bool:
         error: what the provider raised.
 
     Returns:
-        True for connection errors, HTTP 408/409/429/5xx, the vendor error types
-        ``overloaded_error``/``rate_limit_error``/``api_error`` (whatever the status), and a
-        :class:`ProviderError` without a status (the request got no answer).
+        The server's ``x-should-retry`` verdict when it sent one; False for a quota or spend
+        limit used up (OpenAI ``insufficient_quota``, Anthropic ``enforced_spend_limit_reached``);
+        True for the vendor error types that mean "busy" (``overloaded_error``,
+        ``rate_limit_error``, ``api_error``, ``server_error``... whatever the status), connection
+        errors, HTTP 408/409/429/5xx and a :class:`ProviderError` without a status (the request
+        got no answer). See ``goagent_py._provider_retry`` for the lists.
     """
     for e in _causes(error):
         if isinstance(e, ProviderError):
-            if e.error_type in _RETRYABLE_ERROR_TYPES:
-                return True
+            verdict = provider_verdict(e)  # x-should-retry, quota, vendor error types
+            if verdict is not None:
+                return verdict
             if e.status is None:
                 if not e.error_type:
                     return True

@@ -615,6 +615,72 @@ async def test_provider_error_ends_every_span_with_error_status(otel: Telemetry)
     assert trace.get_current_span() is trace.INVALID_SPAN
 
 
+async def test_a_mid_stream_overloaded_error_is_recorded_by_its_type_not_200(
+    otel: Telemetry,
+) -> None:
+    """Issue 21 defect 9: the error event arrives after HTTP 200; its type is what went wrong."""
+    import httpx
+
+    from goagent_py.providers.anthropic import AnthropicProvider
+
+    sse = (
+        Path(__file__).parent.parent / "fixtures/anthropic/stream_error_overloaded.sse"
+    ).read_bytes()
+    transport = httpx.MockTransport(
+        lambda _: httpx.Response(200, content=sse, headers={"content-type": "text/event-stream"})
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        provider = AnthropicProvider(api_key="k", http_client=client)
+        agent = Agent(provider=provider, model="m", name="a", hooks=otel.hooks())
+        with pytest.raises(ProviderError) as info:
+            async for _ in agent.stream("go"):
+                pass
+    assert (info.value.status, info.value.error_type) == (200, "overloaded_error")
+    assert dict(otel.one("chat m").attributes or {})["error.type"] == "overloaded_error"
+    assert dict(otel.one("invoke_agent a").attributes or {})["error.type"] == "overloaded_error"
+    [point] = otel.points("gen_ai.client.operation.duration")
+    assert point.attributes["error.type"] == "overloaded_error"
+
+
+async def test_error_type_falls_back_to_the_status_for_untyped_or_wordy_errors(
+    otel: Telemetry,
+) -> None:
+    wordy = ProviderError("x", provider="p", status=502, error_type="Bad gateway, try later")
+    provider = ScriptedProvider(ProviderError("x", provider="p", status=503), wordy)
+    agent = Agent(provider=provider, model="m", hooks=otel.hooks())
+    for _ in range(2):
+        with pytest.raises(ProviderError):
+            await agent.run("go")
+    assert [dict(s.attributes or {})["error.type"] for s in otel.named("chat m")] == ["503", "502"]
+
+
+async def test_a_key_echoed_by_the_provider_is_in_no_span_even_when_capturing(
+    otel: Telemetry,
+) -> None:
+    """Issue 21 defect 6: with content capture on, the exception message goes into spans."""
+    import httpx
+
+    from goagent_py.providers.anthropic import AnthropicProvider
+
+    key = "Zq81mXk2Lw9Pq3Rt7Yv5Nb6Hc4Jd0Fs1Ga8Ke2W"
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        body = {"type": "error", "error": {"type": "authentication_error", "message": key}}
+        return httpx.Response(401, json=body)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(echo)) as client:
+        provider = AnthropicProvider(api_key=key, http_client=client)
+        agent = Agent(provider=provider, model="m", hooks=otel.hooks(capture_content=True))
+        with pytest.raises(ProviderError):
+            await agent.run("go")
+    values = list(otel.all_attribute_values())
+    assert any("authentication_error" in v for v in values)  # the error was recorded...
+    assert not [v for v in values if key in v]  # ...without the key
+    for span in otel.spans():
+        for event in span.events:
+            assert key not in str(dict(event.attributes or {}))
+
+
 async def test_max_iterations_ends_every_span(otel: Telemetry) -> None:
     async def noop(args: dict[str, Any]) -> str:
         return "ok"

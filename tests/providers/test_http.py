@@ -21,6 +21,7 @@ from goagent_py.providers._http import (
     parse_retry_after,
     resolve_api_key,
 )
+from goagent_py.providers.cohere import CohereEmbedder
 from goagent_py.providers.ollama import OllamaEmbedder
 from goagent_py.providers.openai import OpenAIEmbedder
 from goagent_py.providers.voyage import VoyageEmbedder
@@ -357,11 +358,16 @@ def _plain(vectors: list[list[float]]) -> dict[str, Any]:
     return {"embeddings": vectors}
 
 
+def _by_type(vectors: list[list[float]]) -> dict[str, Any]:
+    return {"id": "x", "embeddings": {"float": vectors}, "response_type": "embeddings_by_type"}
+
+
 # vendor -> (class, name of its dimensions argument, answer builder, extra arguments)
 _EMBEDDERS: dict[str, tuple[type[RemoteEmbedder], str, Callable[..., Any], dict[str, Any]]] = {
     "openai": (OpenAIEmbedder, "dimensions", _indexed, {"api_key": "k"}),
     "ollama": (OllamaEmbedder, "dimensions", _plain, {}),
     "voyage": (VoyageEmbedder, "output_dimension", _indexed, {"api_key": "k"}),
+    "cohere": (CohereEmbedder, "output_dimension", _by_type, {"api_key": "k"}),
 }
 
 
@@ -385,7 +391,7 @@ def test_embedder_argument_messages(vendor: str) -> None:
         f"{name}: {dim_arg} must be >= 1, got 0; leave it None to take the model's own size"
     )
     with pytest.raises(
-        ConfigurationError, match=rf"^{name}: batch_size must be (>= 1|between 1 and 1000), got 0$"
+        ConfigurationError, match=rf"^{name}: batch_size must be (>= 1|between 1 and \d+), got 0$"
     ):
         _embedder(vendor, batch_size=0)
     with pytest.raises(ConfigurationError) as info:

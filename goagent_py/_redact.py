@@ -1,0 +1,100 @@
+"""Secrets out of error text (private).
+
+A vendor may echo the API key it was sent back in an error body ("Incorrect API key provided:
+sk-..."), and a proxy may echo the whole ``Authorization`` header. Error text is logged at
+WARNING and recorded in spans, so :func:`redact` takes out of it, before any of that:
+
+- the keys this process was configured with (passed in by whoever holds them: the HTTP backend
+  knows its own headers), wherever they appear, even inside a longer token;
+- the common key shapes, whoever they belong to: ``sk-...`` (OpenAI, ``sk-proj-``/``sk-ant-``
+  included), ``AIza...`` (Google), ``pa-...`` (Voyage), ``hf_...``, ``gsk_...``, ``ghp_...``/
+  ``github_pat_...``, ``xox?-...`` (Slack), ``AKIA...`` (AWS access key ids), ``Bearer``/``Basic``
+  credentials, and the values of ``api_key=``, ``"x-api-key": "..."``, ``password=``... pairs.
+
+Every secret becomes ``[REDACTED]``; what surrounds it is kept so the error stays readable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+__all__ = ["MIN_SECRET_CHARS", "REDACTED", "redact", "secrets_from_headers"]
+
+REDACTED = "[REDACTED]"
+
+MIN_SECRET_CHARS = 8
+"""Configured secrets shorter than this are not searched for: no real key is that short, and
+replacing a 3-letter test key everywhere would mangle the message instead of protecting it."""
+
+# Key shapes, each matched as a whole token (not in the middle of a longer word).
+_KEY_SHAPES = re.compile(
+    r"""(?<![A-Za-z0-9])(?:
+        sk-[A-Za-z0-9_\-]{16,}                          # OpenAI, Anthropic (sk-ant-), DeepSeek
+      | AIza[0-9A-Za-z_\-]{30,}                         # Google API keys
+      | pa-[A-Za-z0-9_\-]{20,}                          # Voyage AI
+      | hf_[A-Za-z0-9]{20,}                             # Hugging Face
+      | gsk_[A-Za-z0-9]{20,}                            # Groq
+      | (?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}        # GitHub tokens
+      | github_pat_[A-Za-z0-9_]{20,}
+      | xox[abprs]-[A-Za-z0-9\-]{10,}                   # Slack
+      | (?:AKIA|ASIA)[0-9A-Z]{16}                       # AWS access key ids
+    )""",
+    re.VERBOSE,
+)
+
+# "Authorization: Bearer xyz", "Basic dXNlcjpwYXNz": the scheme stays, the credential goes.
+_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=\-]{8,}")
+
+# api_key=..., "x-api-key": "...", password: ... (query strings, JSON, headers, env dumps).
+_KEY_VALUE = re.compile(
+    r"""(?ix)
+    (\b(?:x-)?(?:api[_-]?key|access[_-]?token|auth[_-]?token|secret[_-]?key|client[_-]?secret
+        |password|passwd|x-goog-api-key)\b
+     ["']?\s*[:=]\s*["']?)
+    ([^\s"',;&}]{4,})
+    """
+)
+
+# Headers whose value is a credential (lower-case names).
+_SECRET_HEADER_WORDS = ("key", "token", "secret", "auth", "password", "cookie")
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with the configured ``secrets`` and every known key shape replaced.
+
+    Args:
+        text: an error message or response body.
+        secrets: the exact secrets to take out (API keys this process sends); those shorter
+            than :data:`MIN_SECRET_CHARS` are ignored.
+
+    Returns:
+        The text with each secret replaced by ``[REDACTED]`` (unchanged when there is none).
+    """
+    if not text:
+        return text
+    # Longest first: a key that contains another is replaced whole.
+    for secret in sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    text = _KEY_VALUE.sub(
+        lambda m: m.group(0) if m.group(2) == REDACTED else f"{m.group(1)}{REDACTED}", text
+    )
+    return _KEY_SHAPES.sub(REDACTED, text)
+
+
+def secrets_from_headers(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The credentials among request headers (``Authorization``, ``x-api-key``...).
+
+    For ``Authorization: Bearer KEY`` both the whole value and ``KEY`` are returned.
+    """
+    found: list[str] = []
+    for name, value in headers.items():
+        if not value or not any(word in name.lower() for word in _SECRET_HEADER_WORDS):
+            continue
+        found.append(value)
+        scheme, _, credential = value.partition(" ")
+        if credential and scheme.isalpha():
+            found.append(credential.strip())
+    return tuple(found)
