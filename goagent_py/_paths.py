@@ -1,0 +1,277 @@
+"""Paths a model or user names, held inside a root directory (private; for the file tools).
+
+Two checks, for two uses:
+
+- :func:`resolve_in_root` answers "which file does this name mean?" before anything is done:
+  it refuses NUL bytes, absolute paths (POSIX, drive letters, UNC), any ``..`` component, and a
+  path whose resolution (symlinks followed) leaves the root. The comparison is by path
+  components, so ``root_evil`` beside ``root`` is outside ``root``.
+- :func:`open_in_root` is what must be used to actually open: it makes the same refusals at
+  OPEN time. Starting from a descriptor of the root it opens one component at a time with
+  ``O_NOFOLLOW`` relative to the directory descriptor before it (``os.open(dir_fd=...)``), so a
+  symlink swapped in between a check and the open cannot lead outside. A symlink met on the way
+  is read (``readlink`` at its directory) and followed by hand when it stays inside the root;
+  an absolute target is accepted only when it points into the root. Only regular files are
+  opened (a FIFO or a device is refused without blocking).
+
+Every refusal raises :class:`PathEscapeError`, a :class:`~goagent_py.errors.ConfigurationError`
+naming the path and the reason. Platforms without ``dir_fd`` support for ``os.open`` (Windows)
+get the check before the open and a second one after it, comparing the opened file with the
+resolved path.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import IO, Any
+
+from goagent_py.errors import ConfigurationError
+
+__all__ = ["PathEscapeError", "open_in_root", "resolve_in_root"]
+
+StrPath = str | os.PathLike[str]
+
+_MAX_SYMLINKS = 40  # as Linux's own limit: a loop ends in a refusal, not a hang
+
+
+class PathEscapeError(ConfigurationError):
+    """A path was refused: it is not, or might not stay, inside the root.
+
+    Attributes:
+        root: the root directory.
+        path: the path as given.
+        reason: why it was refused.
+    """
+
+    def __init__(self, root: str, path: str, reason: str) -> None:
+        self.root = root
+        self.path = path
+        self.reason = reason
+        super().__init__(f"path {path!r} refused: {reason} (root: {root})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.root, self.path, self.reason))
+
+
+def _root_dir(root: StrPath) -> Path:
+    try:
+        real = Path(os.path.realpath(os.fspath(root)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"root must be a directory path, got {root!r}") from exc
+    if not real.is_dir():
+        raise ConfigurationError(f"root {os.fspath(root)!r} is not an existing directory")
+    return real
+
+
+def _parts(root: Path, user_path: StrPath) -> list[str]:
+    """The components of ``user_path`` after the lexical refusals (no file system access)."""
+    try:
+        text = os.fspath(user_path)
+    except TypeError as exc:
+        raise ConfigurationError(f"path must be a str or os.PathLike, got {user_path!r}") from exc
+    if not isinstance(text, str):
+        raise ConfigurationError(f"path must be text, got {type(text).__name__}")
+    shown = str(root)
+    if "\x00" in text:
+        raise PathEscapeError(shown, text, "it contains a NUL byte")
+    if not text.strip():
+        raise PathEscapeError(shown, text, "it is empty")
+    windows = PureWindowsPath(text)
+    if PurePosixPath(text).is_absolute() or windows.drive or windows.root:
+        raise PathEscapeError(
+            shown, text, "absolute paths are not allowed; give one relative to the root"
+        )
+    # Both separators count: a "..\\" that is harmless here is an escape on Windows.
+    parts = [p for p in text.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise PathEscapeError(shown, text, "'..' components are not allowed")
+    if not parts:
+        raise PathEscapeError(shown, text, "it names the root itself, not a file in it")
+    return parts
+
+
+def resolve_in_root(root: StrPath, user_path: StrPath) -> Path:
+    """The absolute, resolved path ``user_path`` names inside ``root``.
+
+    Args:
+        root: the directory every path must stay in (must exist).
+        user_path: a path relative to ``root``, as a model or user gave it.
+
+    Returns:
+        The resolved path (symlinks followed), inside the resolved root. It need not exist.
+
+    Raises:
+        PathEscapeError: a NUL byte, an absolute path, a ``..`` component, or a path that
+            resolves outside the root (a symlink pointing out, for instance).
+        ConfigurationError: ``root`` is not an existing directory.
+
+    A path checked here can still be swapped for a symlink before it is opened: open it with
+    :func:`open_in_root`, which checks again at open time.
+    """
+    base = _root_dir(root)
+    parts = _parts(base, user_path)
+    resolved = Path(os.path.realpath(base.joinpath(*parts)))
+    if not resolved.is_relative_to(base):
+        raise PathEscapeError(
+            str(base), os.fspath(user_path), f"it resolves to {resolved}, outside the root"
+        )
+    return resolved
+
+
+_MODES: dict[str, int] = {
+    "r": os.O_RDONLY,
+    "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+    "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+    "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+}
+
+
+def _flags(mode: str) -> int:
+    base = mode.replace("b", "").replace("t", "")
+    plus = base.endswith("+")
+    kind = base.removesuffix("+")
+    if kind not in _MODES or len(mode) - len(base) > 1 or ("b" in mode and "t" in mode):
+        raise ConfigurationError(
+            f"mode must be one of r, w, a, x with optional + and b/t (like open()), got {mode!r}"
+        )
+    flags = _MODES[kind]
+    if plus:
+        flags = (flags & ~(os.O_RDONLY | os.O_WRONLY)) | os.O_RDWR
+    return flags | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def open_in_root(root: StrPath, user_path: StrPath, mode: str = "r", **open_kwargs: Any) -> IO[Any]:
+    """Open ``user_path`` inside ``root``, checked at open time (see the module docstring).
+
+    Args:
+        root: the directory every path must stay in (must exist).
+        user_path: a path relative to ``root``, as a model or user gave it.
+        mode: as for :func:`open` (``"r"``, ``"rb"``, ``"w"``, ``"a+"``, ``"x"``...).
+        **open_kwargs: passed to :func:`os.fdopen` (``encoding``, ``errors``, ``newline``...).
+
+    Returns:
+        The open file object.
+
+    Raises:
+        PathEscapeError: the path is refused, or at the moment of opening it led outside the
+            root or to something other than a regular file.
+        ConfigurationError: ``root`` is not an existing directory, or ``mode`` is not valid.
+        OSError: the file system said no (e.g. ``FileNotFoundError``).
+    """
+    base = _root_dir(root)
+    parts = _parts(base, user_path)
+    flags = _flags(mode)
+    shown = os.fspath(user_path)
+    if os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW"):
+        fd = _open_walking(base, parts, flags, shown)
+    else:  # pragma: no cover - Windows
+        fd = _open_checked_twice(base, user_path, flags, shown)
+    try:
+        return os.fdopen(fd, mode, **open_kwargs)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_walking(base: Path, parts: list[str], flags: int, shown: str) -> int:
+    """Open ``parts`` below ``base`` one component at a time, symlinks followed by hand."""
+
+    def refuse(why: str) -> PathEscapeError:
+        return PathEscapeError(str(base), shown, why)
+
+    dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    stack: list[int] = [os.open(base, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))]
+    pending = list(reversed(parts))  # components still to open, next one last
+    links = 0
+    try:
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":  # only from a symlink's target: the user's own path has none
+                if len(stack) == 1:
+                    raise refuse("a symlink on the way leads out of the root")
+                os.close(stack.pop())
+                continue
+            last = not pending
+            try:
+                if last:
+                    fd = os.open(
+                        name, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666, dir_fd=stack[-1]
+                    )
+                else:
+                    fd = os.open(name, dir_flags, dir_fd=stack[-1])
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise
+                target = _symlink_target(name, stack[-1])
+                if target is None:
+                    if exc.errno == errno.ENOTDIR:
+                        raise
+                    raise refuse(f"{name!r} cannot be opened safely") from exc
+                links += 1
+                if links > _MAX_SYMLINKS:
+                    raise refuse("too many symlinks (a loop?)") from exc
+                pending.extend(reversed(_link_parts(base, target, refuse)))
+                if target.startswith("/"):  # absolute but inside the root: restart from it
+                    while len(stack) > 1:
+                        os.close(stack.pop())
+                continue
+            if last:
+                return _regular_file(fd, refuse)
+            stack.append(fd)
+        raise refuse("it names the root itself, not a file in it")
+    finally:
+        for fd in stack:
+            os.close(fd)
+
+
+def _symlink_target(name: str, dir_fd: int) -> str | None:
+    try:
+        return os.readlink(name, dir_fd=dir_fd)
+    except OSError:
+        return None  # not a symlink after all (or gone): the caller refuses
+
+
+def _link_parts(base: Path, target: str, refuse: Callable[[str], PathEscapeError]) -> list[str]:
+    if "\x00" in target:
+        raise refuse("a symlink on the way has a NUL byte in its target")
+    if target.startswith("/"):
+        real = PurePosixPath(target)
+        if not real.is_relative_to(base):
+            raise refuse(f"a symlink on the way points to {target}, outside the root")
+        return list(real.relative_to(base).parts)
+    return [p for p in target.split("/") if p not in ("", ".")]
+
+
+def _regular_file(fd: int, refuse: Callable[[str], PathEscapeError]) -> int:
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise refuse("it is not a regular file")
+        os.set_blocking(fd, True)  # opened non-blocking only so that a FIFO could not hang us
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_checked_twice(
+    base: Path, user_path: StrPath, flags: int, shown: str
+) -> int:  # pragma: no cover
+    resolved = resolve_in_root(base, user_path)
+    fd = os.open(resolved, flags, 0o666)
+    try:
+        again = resolve_in_root(base, user_path)
+        if not os.path.samestat(os.fstat(fd), os.stat(again)):
+            raise PathEscapeError(str(base), shown, "it changed while being opened")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PathEscapeError(str(base), shown, "it is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
