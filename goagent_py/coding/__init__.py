@@ -8,6 +8,20 @@ about the rest. ``python -m goagent_py.coding --root DIR`` is a coding agent bui
 from __future__ import annotations
 
 from goagent_py.coding._tool import CodingTool, CodingToolError, is_mutating
+from goagent_py.coding.approvals import Answer, ApprovalPolicy, ApprovalRequest, Decision
 from goagent_py.coding.files import FileToolkit, file_tools
+from goagent_py.coding.shell import command_text, shell_tool
 
-__all__ = ["CodingTool", "CodingToolError", "FileToolkit", "file_tools", "is_mutating"]
+__all__ = [
+    "Answer",
+    "ApprovalPolicy",
+    "ApprovalRequest",
+    "CodingTool",
+    "CodingToolError",
+    "Decision",
+    "FileToolkit",
+    "command_text",
+    "file_tools",
+    "is_mutating",
+    "shell_tool",
+]
