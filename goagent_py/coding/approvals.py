@@ -167,7 +167,8 @@ class ApprovalPolicy:
             shell_like = "argv" in call.arguments or "command" in call.arguments
             self.allow_for_session(f"{name}({subject})" if shell_like and subject else name)
             return None
-        reason = decision.reason or f"the user denied {name}" + (f" on {subject}" if subject else "")
+        where = f" on {subject}" if subject else ""
+        reason = decision.reason or f"the user denied {name}{where}"
         if decision.answer == "stop":
             self.stopped = True
             if self.stop is not None:

@@ -13,6 +13,7 @@ path run one after another in call order (:class:`~goagent_py.coding._tool.PathQ
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -160,7 +161,7 @@ class FileToolkit:
 
     # -- the tools -----------------------------------------------------------------------------
 
-    async def read(self, args: dict[str, Any]) -> str:
+    def _read_sync(self, args: dict[str, Any]) -> str:
         """read_file: numbered lines of a text file, from ``offset`` for ``limit`` lines."""
         path = args["path"]
         resolved = self._resolve(path)
@@ -198,14 +199,14 @@ class FileToolkit:
         path, content = args["path"], args["content"]
         resolved = self._resolve(path)
 
-        async def body() -> str:
+        def body() -> str:
             self._check_fresh(path, resolved, self._current(path))
             data = content.encode("utf-8")
             self._write_bytes(path, data)
             self._seen[resolved] = _digest(data)
             return f"wrote {path} ({len(data)} bytes, {content.count(chr(10)) + 1} lines)"
 
-        return await self._queue.run(resolved, body)
+        return await self._queue.run(resolved, lambda: asyncio.to_thread(body))
 
     async def edit(self, args: dict[str, Any]) -> str:
         """edit_file: replace ``old_string`` (exactly once, or every time) with ``new_string``."""
@@ -217,7 +218,7 @@ class FileToolkit:
         if old == new:
             raise CodingToolError("old_string and new_string are the same")
 
-        async def body() -> str:
+        def body() -> str:
             current = self._current(path)
             if current is None:
                 raise CodingToolError(f"{path}: no such file")
@@ -236,7 +237,7 @@ class FileToolkit:
             self._seen[resolved] = _digest(data)
             return f"edited {path}: {count if replace_all else 1} replacement(s)"
 
-        return await self._queue.run(resolved, body)
+        return await self._queue.run(resolved, lambda: asyncio.to_thread(body))
 
     def _walk(self, start: str) -> Iterator[tuple[str, str, int]]:
         """(relative path, name, dir fd) of the regular files below ``start``, symlinks skipped.
@@ -258,7 +259,7 @@ class FileToolkit:
                     rel = name if rel_dir == "." else f"{rel_dir}/{name}"
                     yield rel.replace(os.sep, "/"), name, dirfd
 
-    async def list_dir(self, args: dict[str, Any]) -> str:
+    def _list_dir_sync(self, args: dict[str, Any]) -> str:
         """list_dir: the entries of a directory (``/`` after directories)."""
         path = args.get("path", ".")
         top = self._base if path in ("", ".") else self._resolve(path)
@@ -271,13 +272,13 @@ class FileToolkit:
         lines = [e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries]
         return self._capped(lines, "entries") or "[empty directory]"
 
-    async def glob(self, args: dict[str, Any]) -> str:
+    def _glob_sync(self, args: dict[str, Any]) -> str:
         """glob: files whose path relative to the root matches ``pattern``."""
         regex = _glob_regex(args["pattern"])
         hits = [rel for rel, _, _ in self._walk(args.get("path", ".")) if regex.match(rel)]
         return self._capped(hits, "files") or "[no files match]"
 
-    async def grep(self, args: dict[str, Any]) -> str:
+    def _grep_sync(self, args: dict[str, Any]) -> str:
         """grep: ``path:line:text`` for each line matching the regular expression."""
         try:
             regex = re.compile(args["pattern"], re.IGNORECASE if args.get("ignore_case") else 0)
@@ -326,6 +327,25 @@ class FileToolkit:
         more = len(lines) - self.max_results
         shown = "\n".join(lines[: self.max_results])
         return f"{shown}\n[... {more}+ more {what} not shown; narrow the search]"
+
+    # The file system work runs in a worker thread: a grep over a large tree must not stall
+    # the event loop (and the other calls of the turn).
+
+    async def read(self, args: dict[str, Any]) -> str:
+        """read_file (see :meth:`_read_sync`)."""
+        return await asyncio.to_thread(self._read_sync, args)
+
+    async def list_dir(self, args: dict[str, Any]) -> str:
+        """list_dir (see :meth:`_list_dir_sync`)."""
+        return await asyncio.to_thread(self._list_dir_sync, args)
+
+    async def glob(self, args: dict[str, Any]) -> str:
+        """glob (see :meth:`_glob_sync`)."""
+        return await asyncio.to_thread(self._glob_sync, args)
+
+    async def grep(self, args: dict[str, Any]) -> str:
+        """grep (see :meth:`_grep_sync`)."""
+        return await asyncio.to_thread(self._grep_sync, args)
 
     # -- the tools as the model sees them ------------------------------------------------------
 

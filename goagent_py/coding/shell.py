@@ -156,7 +156,7 @@ def shell_tool(
 
         try:
             await asyncio.wait_for(pump(), limit)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             timed_out = True
         finally:
             # On a timeout, an abort (cancellation) or any failure: no process outlives the call.
@@ -166,7 +166,8 @@ def shell_tool(
                     await asyncio.shield(proc.wait())
         text = out.text().rstrip("\n")
         if timed_out:
-            return f"{text}\n[killed after {limit:g} seconds (timeout)]\nexit code: {proc.returncode}"
+            killed = f"[killed after {limit:g} seconds (timeout)]"
+            return f"{text}\n{killed}\nexit code: {proc.returncode}"
         return f"{text}\nexit code: {proc.returncode}" if text else f"exit code: {proc.returncode}"
 
     props: dict[str, Any] = {
