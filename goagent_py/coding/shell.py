@@ -152,6 +152,8 @@ def shell_tool(
             assert proc.stdout is not None
             while chunk := await proc.stdout.read(65536):
                 out.add(chunk)
+                if context is not None:  # live output, for a UI (becomes an update event)
+                    context.report({"output": chunk.decode("utf-8", "replace")})
             await proc.wait()
 
         try:
