@@ -29,6 +29,8 @@ from goagent_py.tool_context import current_tool_context
 
 __all__ = ["command_text", "shell_tool"]
 
+_REAP_SECONDS = 5.0
+
 
 def command_text(args: Mapping[str, Any]) -> str:
     """The command a shell tool call runs, as one line (what approval patterns match)."""
@@ -163,9 +165,10 @@ def shell_tool(
         finally:
             # On a timeout, an abort (cancellation) or any failure: no process outlives the call.
             _kill_group(proc)
-            if proc.returncode is None:
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(proc.wait())
+            # Bounded: wait() also waits for the pipe to close, which a process that left the
+            # group (setsid) and kept our stdout would hold open for ever.
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), _REAP_SECONDS)
         text = out.text().rstrip("\n")
         if timed_out:
             killed = f"[killed after {limit:g} seconds (timeout)]"
