@@ -93,7 +93,8 @@ async def test_read_numbers_lines_and_honours_ranges_and_the_cap(tree: Path) -> 
     t = tools(tree, max_read_chars=200)
     first = await run(t["read_file"], path="big.txt")
     assert first.startswith("     1\tline 1\n")
-    assert "cut at 200 characters" in first and "offset=" in first
+    assert "cut at 200 characters" in first
+    assert "offset=" in first
     part = await run(t["read_file"], path="big.txt", offset=10, limit=2)
     assert part == "    10\tline 10\n    11\tline 11"
     assert "past the end" in await run(t["read_file"], path="big.txt", offset=5000)
@@ -146,7 +147,9 @@ async def test_grep_output_is_ripgrep_like_and_capped(tree: Path) -> None:
     t = tools(tree, max_results=10)
     out = (await run(t["grep"], pattern="todo", ignore_case=True)).splitlines()
     assert out[0] == "src/m00.py:2:TODO = 1"
-    assert len(out) == 11 and out[-1].startswith("[... ") and "narrow the search" in out[-1]
+    assert len(out) == 11
+    assert out[-1].startswith("[... ")
+    assert "narrow the search" in out[-1]
     only = await run(t["grep"], pattern="x =", glob="*.py")
     assert only == "src/app.py:1:x = 1"
     assert await run(t["grep"], pattern="nothing-here") == "[no matches]"

@@ -71,15 +71,18 @@ async def test_the_environment_has_no_api_keys(
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
     sh = shell_tool(tmp_path, env={"MY_FLAG": "1"})
     out = await run(sh, argv=[PY, "-c", "import os; print(sorted(os.environ))"])
-    assert "ANTHROPIC_API_KEY" not in out and "GITHUB_TOKEN" not in out
-    assert "MY_FLAG" in out and "PATH" in out
+    assert "ANTHROPIC_API_KEY" not in out
+    assert "GITHUB_TOKEN" not in out
+    assert "MY_FLAG" in out
+    assert "PATH" in out
 
 
 async def test_output_is_capped_with_a_marker_keeping_both_ends(tmp_path: Path) -> None:
     sh = shell_tool(tmp_path, max_output_chars=100)
     code = "print('BEGIN'); print('x' * 10000); print('END')"
     out = await run(sh, argv=[PY, "-c", code])
-    assert out.startswith("BEGIN") and "bytes of output cut" in out
+    assert out.startswith("BEGIN")
+    assert "bytes of output cut" in out
     assert out.endswith("END\nexit code: 0")
     assert len(out) < 200
 
@@ -178,8 +181,10 @@ async def test_always_allows_for_the_session_and_stop_stops(tmp_path: Path) -> N
     assert await policy(call("shell", argv=["make", "test"])) is None
     assert await policy(call("shell", argv=["make", "lint"])) is None  # allow: once
     reason = await policy(call("write_file", path="c.py"))
-    assert reason is not None and "stopped the run" in reason
-    assert stopped and policy.stopped
+    assert reason is not None
+    assert "stopped the run" in reason
+    assert stopped
+    assert policy.stopped
     assert await policy(call("shell", argv=["make", "test"])) == "the user stopped this run"
     policy.reset_stop()
     assert asked == ["edit_file a.py", "shell make test", "shell make lint", "write_file c.py"]
@@ -202,4 +207,5 @@ async def test_parallel_asks_come_one_at_a_time_in_call_order(tmp_path: Path) ->
     policy = ApprovalPolicy(file_tools(tmp_path), ask=ask)
     calls = [call("write_file", path=f"f{i}.py") for i in range(5)]
     assert await asyncio.gather(*(policy(c) for c in calls)) == [None] * 5
-    assert most == 1 and order == [f"f{i}.py" for i in range(5)]
+    assert most == 1
+    assert order == [f"f{i}.py" for i in range(5)]
