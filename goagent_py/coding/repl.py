@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,7 @@ async def code_main(
     if session_id is None and ns.resume and last.exists():
         session_id = last.read_text().strip() or None
     if session_id is None:
-        session_id = f"code-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        session_id = f"code-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     last.write_text(session_id)
     storage = SQLiteStorage(db, session_id=session_id)
     memory = ShortTermMemory(storage)
