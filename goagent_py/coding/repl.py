@@ -29,7 +29,7 @@ from typing import Any
 from goagent_py.coding.approvals import Answer, ApprovalPolicy, ApprovalRequest
 from goagent_py.coding.files import file_tools
 from goagent_py.coding.shell import shell_tool
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, GoAgentError
 
 __all__ = ["SYSTEM_PROMPT", "build_parser", "code_main", "run_code"]
 
@@ -44,7 +44,9 @@ Write = Callable[[str], None]
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m goagent_py.coding`` (and ``goagent-py code``)."""
-    p = argparse.ArgumentParser(prog="goagent-py code", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="goagent-py code", description="A coding agent in a workspace directory."
+    )
     p.add_argument("--root", default=".", help="the workspace directory (default: .)")
     p.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
     p.add_argument("--plain", action="store_true", help="line mode (the only UI for now)")
@@ -96,7 +98,6 @@ async def code_main(
 ) -> int:
     """Run the REPL with parsed arguments (``provider`` and the I/O are injectable for tests)."""
     from goagent_py.agent import Agent
-    from goagent_py.events import AgentEnd, ToolExecutionEnd, ToolExecutionStart
     from goagent_py.memory.compaction import Summarize
     from goagent_py.memory.compactor import Compactor
     from goagent_py.memory.short_term import ShortTermMemory
@@ -166,26 +167,41 @@ async def code_main(
                 write("(conversation cleared)")
                 continue
             if text.startswith("/compact"):
-                event = await session.compact_now(text.removeprefix("/compact").strip())
+                try:
+                    event = await session.compact_now(text.removeprefix("/compact").strip())
+                except GoAgentError as exc:
+                    write(f"(not compacted: {exc})")
+                    continue
                 write("(compacted)" if event is not None else "(nothing to compact)")
                 continue
             policy.reset_stop()
             with _sigint(loop, lambda: session.abort("now", reason="Ctrl-C")):
-                async for ev in session.stream(text):
-                    if isinstance(ev, ToolExecutionStart):
-                        write(f"  • {ev.call.name} {_brief(ev.call.arguments)}")
-                    elif isinstance(ev, ToolExecutionEnd) and ev.result.is_error:
-                        body = " ".join(getattr(b, "text", "") for b in ev.result.content)
-                        write(f"    ✗ {body[:300]}")
-                    elif isinstance(ev, AgentEnd):
-                        if ev.result.text:
-                            write(ev.result.text)
-                        reason = ev.result.stop_reason
-                        if reason is not None and reason.value == "aborted":
-                            write("(aborted)")
+                try:
+                    await _turn(session, text, write)
+                except GoAgentError as exc:  # the provider failed...: say so, keep the REPL
+                    write(f"error: {exc}")
     finally:
         with contextlib.suppress(Exception):
             await storage.aclose()
+
+
+async def _turn(session: Any, text: str, write: Write) -> None:
+    from goagent_py.events import AgentEnd, ToolExecutionEnd, ToolExecutionStart
+
+    async for ev in session.stream(text):
+        if isinstance(ev, ToolExecutionStart):
+            write(f"  • {ev.call.name} {_brief(ev.call.arguments)}")
+        elif isinstance(ev, ToolExecutionEnd) and ev.result.is_error:
+            body = " ".join(getattr(b, "text", "") for b in ev.result.content)
+            write(f"    ✗ {body[:300]}")
+        elif isinstance(ev, AgentEnd):
+            if ev.result.text:
+                write(ev.result.text)
+            reason = ev.result.stop_reason
+            if reason is not None and reason.value == "aborted":
+                write("(aborted)")
+            if ev.result.error is not None:
+                write(f"error: {ev.result.error}")
 
 
 @contextlib.contextmanager

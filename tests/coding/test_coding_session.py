@@ -184,3 +184,19 @@ async def test_the_repl_asks_edits_persists_and_continue_resumes(tmp_path: Path)
     assert "(0 messages)" in next(line for line in out if line.startswith("session "))
     out = await _repl(base, ["/exit"], ScriptedProvider())  # without --continue: a new one
     assert next(line for line in out if line.startswith("session ")).split()[1] != first.split()[1]
+
+
+async def test_the_repl_compacts_and_survives_a_failing_provider(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    base = ["--root", str(root), "--db", str(tmp_path / "code.db")]
+    answers = ScriptedProvider(*[text_response(f"answer {i}") for i in range(6)])
+    await _repl(base, [f"question {i}" for i in range(6)], answers)
+    summary = ScriptedProvider("Summary: six questions, six answers.")
+    out = await _repl([*base, "--continue"], ["/compact the answers", "/exit"], summary)
+    assert "(compacted)" in out
+    assert summary.remaining == 0
+    failing = ScriptedProvider(ConnectionError("the model is down"), "back again")
+    out = await _repl([*base, "--continue"], ["hello?", "hello again", "/exit"], failing)
+    assert any(line.startswith("error: ") and "down" in line for line in out), out
+    assert "back again" in out
