@@ -14,11 +14,12 @@ path run one after another in call order (:class:`~goagent_py.coding._tool.PathQ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,7 +207,7 @@ class FileToolkit:
             self._seen[resolved] = _digest(data)
             return f"wrote {path} ({len(data)} bytes, {content.count(chr(10)) + 1} lines)"
 
-        return await self._queue.run(resolved, lambda: asyncio.to_thread(body))
+        return await self._queue.run(resolved, lambda: _finish_in_thread(body))
 
     async def edit(self, args: dict[str, Any]) -> str:
         """edit_file: replace ``old_string`` (exactly once, or every time) with ``new_string``."""
@@ -237,7 +238,7 @@ class FileToolkit:
             self._seen[resolved] = _digest(data)
             return f"edited {path}: {count if replace_all else 1} replacement(s)"
 
-        return await self._queue.run(resolved, lambda: asyncio.to_thread(body))
+        return await self._queue.run(resolved, lambda: _finish_in_thread(body))
 
     def _walk(self, start: str) -> Iterator[tuple[str, str, int]]:
         """(relative path, name, dir fd) of the regular files below ``start``, symlinks skipped.
@@ -423,6 +424,18 @@ class FileToolkit:
                 mutating=False,
             ),
         ]
+
+
+async def _finish_in_thread(body: Callable[[], str]) -> str:
+    """Run ``body`` in a worker thread; when the call is cancelled (the run aborted), the write
+    still finishes before the file's queue moves on, so two writes never overlap."""
+    future = asyncio.ensure_future(asyncio.to_thread(body))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await future
+        raise
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
