@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from goagent_py.coding import CodingToolError, FileToolkit, file_tools, is_mutating
+from goagent_py.coding._tool import PathQueue
 from goagent_py.errors import ConfigurationError, ToolArgumentsError
 from goagent_py.tools import Tool
 
@@ -253,3 +254,33 @@ def test_a_symlink_swapped_during_1000_rounds_never_lets_a_tool_read_or_write_ou
     assert (outside / deep / "f").read_text() == "SECRET", "a write went outside"
     assert sorted(p.name for p in outside.iterdir()) == ["b.txt", "d0"]
     assert counts["inside"] + counts["refused"] > 0
+
+
+async def test_the_path_queue_keeps_order_when_a_waiter_is_cancelled(tmp_path: Path) -> None:
+    queue = PathQueue()
+    path = tmp_path / "f"
+    order: list[str] = []
+    gate = asyncio.Event()
+
+    def step(name: str, wait: bool = False) -> Any:
+        async def body() -> str:
+            order.append(f"{name} start")
+            if wait:
+                await gate.wait()
+            order.append(f"{name} end")
+            return name
+
+        return body
+
+    first = asyncio.create_task(queue.run(path, step("a", wait=True)))
+    second = asyncio.create_task(queue.run(path, step("b")))
+    third = asyncio.create_task(queue.run(path, step("c")))
+    other = asyncio.create_task(queue.run(tmp_path / "g", step("other")))
+    assert await other == "other"  # another path does not wait
+    second.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    assert not third.done()  # still behind "a"
+    gate.set()
+    assert await asyncio.gather(first, third) == ["a", "c"]
+    assert order == ["a start", "other start", "other end", "a end", "c start", "c end"]
