@@ -133,7 +133,15 @@ class FileToolkit:
         try:
             if parent:
                 os.makedirs(resolve_in_root(self._base, parent), exist_ok=True)
-            with open_in_root(self._base, path, "wb") as f:
+            # Opened without truncating: a file with another hard link may be one outside the
+            # root (same inode), which no path check can see; it is refused untouched.
+            with open_in_root(self._base, path, "ab") as f:
+                if os.fstat(f.fileno()).st_nlink > 1:
+                    raise CodingToolError(
+                        f"{path}: refused: it has other hard links (it may be a file outside "
+                        "the root)"
+                    )
+                f.truncate(0)
                 f.write(data)
         except PathEscapeError as exc:
             raise CodingToolError(f"{path}: refused: {exc.reason}") from exc

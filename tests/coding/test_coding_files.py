@@ -284,3 +284,12 @@ async def test_the_path_queue_keeps_order_when_a_waiter_is_cancelled(tmp_path: P
     gate.set()
     assert await asyncio.gather(first, third) == ["a", "c"]
     assert order == ["a start", "other start", "other end", "a end", "c start", "c end"]
+
+
+async def test_a_hard_link_to_a_file_outside_is_not_written(tree: Path) -> None:
+    outside = tree.parent / "outside" / "b.txt"
+    os.link(outside, tree / "hard.txt")
+    t = tools(tree, require_read=False)
+    with pytest.raises(CodingToolError, match="hard links"):
+        await run(t["write_file"], path="hard.txt", content="PWNED")
+    assert outside.read_text() == "SECRET outside"
