@@ -29,7 +29,8 @@ from typing import Any
 from goagent_py.coding.approvals import Answer, ApprovalPolicy, ApprovalRequest
 from goagent_py.coding.files import file_tools
 from goagent_py.coding.shell import shell_tool
-from goagent_py.errors import ConfigurationError, GoAgentError
+from goagent_py.errors import ConfigurationError, GoAgentError, MissingExtraError
+from goagent_py.session import Session
 
 __all__ = ["SYSTEM_PROMPT", "build_parser", "code_main", "run_code"]
 
@@ -49,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--root", default=".", help="the workspace directory (default: .)")
     p.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
-    p.add_argument("--plain", action="store_true", help="line mode (the only UI for now)")
+    p.add_argument("--plain", action="store_true", help="line mode (default: full screen)")
     p.add_argument("--db", help="SQLite file for sessions (default ~/.goagent-py/code.db)")
     p.add_argument("--session", help="session name (default: a new one)")
     p.add_argument("--continue", dest="resume", action="store_true", help="resume the last session")
@@ -95,14 +96,25 @@ async def code_main(
     provider: Any = None,
     read_line: ReadLine = _stdin_line,
     write: Write = _say,
+    on_session: Callable[[Session], None] | None = None,
 ) -> int:
-    """Run the REPL with parsed arguments (``provider`` and the I/O are injectable for tests)."""
+    """Run the REPL with parsed arguments.
+
+    Args:
+        ns: the parsed command line (:func:`build_parser`).
+        provider: the model (default: chosen from ``--provider`` or the environment).
+        read_line: ``await read_line(prompt)`` gives the next line, None at the end.
+        write: shows one line of output.
+        on_session: called with the session once it exists (a UI keeps it to abort turns).
+
+    Returns:
+        The exit status.
+    """
     from goagent_py.agent import Agent
     from goagent_py.memory.compaction import Summarize
     from goagent_py.memory.compactor import Compactor
     from goagent_py.memory.short_term import ShortTermMemory
     from goagent_py.memory.storage.sqlite import SQLiteStorage
-    from goagent_py.session import Session
 
     root = Path(os.path.realpath(ns.root))  # noqa: ASYNC240 - once, at start-up
     if not root.is_dir():  # noqa: ASYNC240
@@ -151,6 +163,8 @@ async def code_main(
         max_iterations=ns.max_iterations,
     )
     session = holder["session"] = Session(agent)
+    if on_session is not None:
+        on_session(session)
     loaded = await session.load()
     write(f"session {session_id} ({len(loaded)} messages) in {db}; root {root}")
     loop = asyncio.get_running_loop()
@@ -239,6 +253,16 @@ def run_code(argv: Sequence[str] | None = None) -> int:
     """``goagent-py code``: parse ``argv`` and run the REPL; returns the exit status."""
     ns = build_parser().parse_args(argv)
     try:
+        if not ns.plain and sys.stdin.isatty() and sys.stdout.isatty():
+            from goagent_py.coding.tui import make_app
+
+            try:
+                app = make_app(ns)
+            except MissingExtraError as exc:
+                print(f"({exc}; using the line mode)", file=sys.stderr)
+            else:
+                code = app.run()
+                return code if isinstance(code, int) else 0
         return asyncio.run(code_main(ns))
     except ConfigurationError as exc:
         print(f"goagent-py code: {exc}", file=sys.stderr)
