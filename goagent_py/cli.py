@@ -484,6 +484,9 @@ def build_parser() -> argparse.ArgumentParser:
     from goagent_py.serve.run import add_serve_arguments  # argparse only: starlette loads on use
 
     add_mcp_cli(sub)
+    sub.add_parser(
+        "code", help="a coding agent in a workspace (goagent-py code --help)", add_help=False
+    )
     add_serve_arguments(
         sub.add_parser(
             "serve", help="serve the chat agent to a browser and an OpenAI-compatible API"
@@ -539,6 +542,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit code."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    given = sys.argv[1:] if argv is None else list(argv)
+    if given[:1] == ["code"]:  # its own parser: goagent_py.coding.repl
+        from goagent_py.coding.repl import run_code
+
+        return run_code(given[1:])
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse already printed the usage

@@ -77,6 +77,12 @@ def _wire() -> Any:
     return wire
 
 
+def _coding_error() -> BaseException:
+    from goagent_py.coding._tool import CodingToolError
+
+    return CodingToolError("edit_file: 'x = 1' occurs 3 times; give more context")
+
+
 def _path_error() -> BaseException:
     from goagent_py._paths import PathEscapeError
 
@@ -162,6 +168,7 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py._cli_common.UsageError": lambda: _cli_error(),
     "goagent_py.serve.app.HttpError": lambda: _serve_error(),
     "goagent_py._paths.PathEscapeError": lambda: _path_error(),
+    "goagent_py.coding._tool.CodingToolError": lambda: _coding_error(),
 }
 
 

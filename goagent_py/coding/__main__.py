@@ -1,0 +1,10 @@
+"""``python -m goagent_py.coding``: see :mod:`goagent_py.coding.repl`."""
+
+from __future__ import annotations
+
+import sys
+
+from goagent_py.coding.repl import run_code
+
+if __name__ == "__main__":
+    sys.exit(run_code())

@@ -1,0 +1,177 @@
+"""Approving tool calls: read-only tools go through, mutating ones are asked about.
+
+:class:`ApprovalPolicy` is a ``before_tool_call``: ``Agent(..., before_tool_call=policy)``.
+For each call, in this order:
+
+1. a ``deny`` pattern that matches blocks it;
+2. an ``allow`` pattern that matches (or one added by an "always" answer) lets it through;
+3. a read-only tool (``tool.mutating`` False) goes through when ``allow_read_only``;
+4. otherwise ``ask`` is called (one question at a time) and its answer decides: ``"allow"``,
+   ``"always"`` (allow, and do not ask again this session: this command for a shell tool,
+   the whole tool otherwise), ``"deny"`` (the model is told and may try something else) or
+   ``"stop"`` (blocked, and ``stop(reason)`` is called to end the run: pass
+   ``lambda reason: session.abort("after_tools")``, or make the agent with
+   ``stop_on_denied=True``). Without ``ask``, such a call is denied.
+
+A pattern is ``"tool"`` or ``"tool(subject)"`` where both parts are globs; the subject is the
+call's ``path`` for file tools and the command line for a shell tool: ``"read_file"``,
+``"write_file(src/**)"``, ``"shell(git status*)"``, ``"*(secrets/**)"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from goagent_py.coding._tool import is_mutating
+from goagent_py.coding.shell import command_text
+from goagent_py.errors import ConfigurationError
+from goagent_py.messages import ToolCall
+from goagent_py.tools import Tool
+
+__all__ = ["Answer", "ApprovalPolicy", "ApprovalRequest", "Decision"]
+
+Answer = Literal["allow", "always", "deny", "stop"]
+_ANSWERS = ("allow", "always", "deny", "stop")
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What ``ask`` is shown.
+
+    Attributes:
+        call: the call as the model made it.
+        subject: the path or command line the call acts on ("" when it has none).
+        mutating: whether the tool can change something.
+    """
+
+    call: ToolCall
+    subject: str
+    mutating: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """An answer with a message for the model (why it was denied, what to do instead)."""
+
+    answer: Answer
+    reason: str = ""
+
+
+def _subject(call: ToolCall) -> str:
+    args = call.arguments
+    if "path" in args and isinstance(args["path"], str):
+        path = args["path"].replace("\\", "/")
+        while path.startswith("./"):
+            path = path[2:]
+        return path or "."
+    if "argv" in args or "command" in args:
+        return command_text(args)
+    return ""
+
+
+def _parse(pattern: str) -> tuple[str, str | None]:
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise ConfigurationError(f"ApprovalPolicy: a pattern must be a non-empty str: {pattern!r}")
+    if pattern.endswith(")") and "(" in pattern:
+        name, _, rest = pattern.partition("(")
+        return name.strip() or "*", rest[:-1]
+    return pattern.strip(), None
+
+
+@dataclass
+class ApprovalPolicy:
+    """A ``before_tool_call`` for coding agents (see the module docstring).
+
+    Args:
+        tools: the agent's tools, to tell read-only ones (``tool.mutating`` False) from the
+            rest; a tool not listed counts as mutating.
+        allow_read_only: let read-only tools through without asking.
+        ask: ``ask(request) -> Answer | Decision`` (sync or async); None denies what it would ask.
+        allow: patterns always allowed.
+        deny: patterns always denied (checked first).
+        stop: called with the reason on a "stop" answer, to end the run.
+    """
+
+    tools: Sequence[Tool] = ()
+    allow_read_only: bool = True
+    ask: Callable[[ApprovalRequest], Answer | Decision | Awaitable[Answer | Decision]] | None = None
+    allow: Iterable[str] = ()
+    deny: Iterable[str] = ()
+    stop: Callable[[str], Any] | None = None
+    _allow: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
+    _deny: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
+    _read_only: set[str] = field(default_factory=set, repr=False)
+    _asking: asyncio.Lock | None = field(default=None, repr=False)
+    stopped: bool = field(default=False, init=False)
+    """True once a "stop" answer was given (until :meth:`reset_stop`)."""
+
+    def __post_init__(self) -> None:
+        self._allow = [_parse(p) for p in self.allow]
+        self._deny = [_parse(p) for p in self.deny]
+        self._read_only = {t.definition.name for t in self.tools if not is_mutating(t)}
+        if self.ask is not None and not callable(self.ask):
+            raise ConfigurationError("ApprovalPolicy(ask=...): expected a callable")
+
+    def allow_for_session(self, pattern: str) -> None:
+        """Allow calls matching ``pattern`` from now on (what an "always" answer does)."""
+        self._allow.append(_parse(pattern))
+
+    def reset_stop(self) -> None:
+        """Forget a "stop" answer (a new run may ask again)."""
+        self.stopped = False
+
+    @staticmethod
+    def _matches(rules: list[tuple[str, str | None]], name: str, subject: str) -> bool:
+        for tool_glob, subject_glob in rules:
+            if not fnmatch.fnmatchcase(name, tool_glob):
+                continue
+            if subject_glob is None or fnmatch.fnmatchcase(subject, subject_glob):
+                return True
+        return False
+
+    async def __call__(self, call: ToolCall) -> str | None:
+        """The reason to block ``call``, or None to let it run."""
+        name, subject = call.name, _subject(call)
+        if self._matches(self._deny, name, subject):
+            return f"{name} is not allowed on {subject or 'this'} (denied by policy)"
+        if self.stopped:
+            return "the user stopped this run"
+        if self._matches(self._allow, name, subject):
+            return None
+        mutating = name not in self._read_only
+        if not mutating and self.allow_read_only:
+            return None
+        if self.ask is None:
+            return f"{name} needs approval and nobody can give it here"
+        if self._asking is None:
+            self._asking = asyncio.Lock()
+        async with self._asking:  # one question at a time, in the order the calls came
+            if self.stopped:
+                return "the user stopped this run"
+            if self._matches(self._allow, name, subject):  # an "always" given meanwhile
+                return None
+            got = self.ask(ApprovalRequest(call, subject, mutating))
+            if inspect.isawaitable(got):
+                got = await got
+            decision = got if isinstance(got, Decision) else Decision(got)
+        if decision.answer not in _ANSWERS:
+            return f"the approval answer {decision.answer!r} is not understood: denied"
+        if decision.answer == "allow":
+            return None
+        if decision.answer == "always":
+            shell_like = "argv" in call.arguments or "command" in call.arguments
+            self.allow_for_session(f"{name}({subject})" if shell_like and subject else name)
+            return None
+        where = f" on {subject}" if subject else ""
+        reason = decision.reason or f"the user denied {name}{where}"
+        if decision.answer == "stop":
+            self.stopped = True
+            if self.stop is not None:
+                self.stop(reason)
+            return reason + " and stopped the run"
+        return reason

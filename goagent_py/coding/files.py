@@ -1,0 +1,483 @@
+"""File tools held inside one workspace root: read, write, edit, list, glob, grep.
+
+Every path a model gives goes through :mod:`goagent_py._paths`: ``..``, absolute paths, NUL
+bytes and symlinks leading out are refused, and files are opened with the check made at open
+time (directory descriptors, ``O_NOFOLLOW``), so a symlink swapped in after a check cannot
+lead outside. Directory walks (glob, grep) use :func:`os.fwalk` without following symlinks.
+
+A toolkit remembers what the agent read (modification time and SHA-256 per file). Writing or
+editing a file that changed since the agent last read it is refused as stale (the model reads
+it again first), and a read of a file that changed since the last read says so. Writes to one
+path run one after another in call order (:class:`~goagent_py.coding._tool.PathQueue`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from goagent_py._paths import PathEscapeError, open_in_root, resolve_in_root
+from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue
+from goagent_py.errors import ConfigurationError
+
+__all__ = ["FileToolkit", "file_tools"]
+
+_SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".tox"})
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """A glob (``*``, ``?``, ``**``, ``[...]``) over ``/``-separated relative paths."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : end].replace("\\", "\\\\")
+                out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+                i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+@dataclass
+class FileToolkit:
+    """The file tools of one workspace, sharing what the agent has read.
+
+    Args:
+        root: the workspace directory; no tool reads or writes outside it.
+        max_read_chars: the most characters one read returns (the rest is marked as cut).
+        max_file_bytes: files larger than this are not read, edited or searched.
+        max_results: the most lines a list, glob or grep answer holds.
+        require_read: an edit, or a write that replaces an existing file, needs a read first.
+    """
+
+    root: str | os.PathLike[str]
+    max_read_chars: int = 50_000
+    max_file_bytes: int = 5_000_000
+    max_results: int = 200
+    require_read: bool = True
+    _seen: dict[Path, str] = field(default_factory=dict, repr=False)
+    _queue: PathQueue = field(default_factory=PathQueue, repr=False)
+
+    def __post_init__(self) -> None:
+        real = Path(os.path.realpath(os.fspath(self.root)))
+        if not real.is_dir():
+            raise ConfigurationError(f"FileToolkit(root={self.root!r}): not an existing directory")
+        self.root = real
+        for name in ("max_read_chars", "max_file_bytes", "max_results"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigurationError(f"FileToolkit({name}={value!r}): use a positive int")
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    @property
+    def _base(self) -> Path:
+        assert isinstance(self.root, Path)
+        return self.root
+
+    def _resolve(self, path: str) -> Path:
+        try:
+            return resolve_in_root(self._base, path)
+        except PathEscapeError as exc:
+            raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
+
+    def _read_bytes(self, path: str) -> bytes:
+        try:
+            with open_in_root(self._base, path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size > self.max_file_bytes:
+                    raise CodingToolError(
+                        f"{path}: {size} bytes, more than the {self.max_file_bytes} bytes allowed"
+                    )
+                data: bytes = f.read(self.max_file_bytes + 1)
+                return data
+        except PathEscapeError as exc:
+            raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
+        except FileNotFoundError as exc:
+            raise CodingToolError(f"{path}: no such file") from exc
+        except IsADirectoryError as exc:
+            raise CodingToolError(f"{path}: is a directory") from exc
+
+    def _write_bytes(self, path: str, data: bytes) -> None:
+        parent = os.path.dirname(path.replace("\\", "/").strip("/"))
+        try:
+            if parent:
+                os.makedirs(resolve_in_root(self._base, parent), exist_ok=True)
+            # Opened without truncating: a file with another hard link may be one outside the
+            # root (same inode), which no path check can see; it is refused untouched.
+            with open_in_root(self._base, path, "ab") as f:
+                if os.fstat(f.fileno()).st_nlink > 1:
+                    raise CodingToolError(
+                        f"{path}: refused: it has other hard links (it may be a file outside "
+                        "the root)"
+                    )
+                f.truncate(0)
+                f.write(data)
+        except PathEscapeError as exc:
+            raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
+
+    def _check_fresh(self, path: str, resolved: Path, current: bytes | None) -> None:
+        """Refuse a change to a file the agent has not read, or that changed since it did."""
+        if current is None:
+            return  # a new file
+        seen = self._seen.get(resolved)
+        if seen is None:
+            if self.require_read:
+                raise CodingToolError(f"{path}: read the file before changing it")
+            return
+        if seen != _digest(current):
+            raise CodingToolError(
+                f"{path}: the file changed since you last read it (stale); read it again first"
+            )
+
+    def _current(self, path: str) -> bytes | None:
+        try:
+            return self._read_bytes(path)
+        except CodingToolError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                return None
+            raise
+
+    # -- the tools -----------------------------------------------------------------------------
+
+    def _read_sync(self, args: dict[str, Any]) -> str:
+        """read_file: numbered lines of a text file, from ``offset`` for ``limit`` lines."""
+        path = args["path"]
+        resolved = self._resolve(path)
+        data = self._read_bytes(path)
+        digest = _digest(data)
+        before = self._seen.get(resolved)
+        self._seen[resolved] = digest
+        text = data.decode("utf-8", errors="replace")
+        lines = text.splitlines()
+        start = max(int(args.get("offset", 1)), 1)
+        limit = args.get("limit")
+        end = len(lines) if limit is None else min(len(lines), start - 1 + max(int(limit), 0))
+        out: list[str] = []
+        if before is not None and before != digest:
+            out.append("[note: this file changed since you last read it]")
+        used = 0
+        for n in range(start, end + 1):
+            line = f"{n:6}\t{lines[n - 1]}"
+            if used + len(line) > self.max_read_chars:
+                out.append(
+                    f"[... cut at {self.max_read_chars} characters; lines {n}-{len(lines)} "
+                    f"not shown: read again with offset={n}]"
+                )
+                break
+            out.append(line)
+            used += len(line) + 1
+        if not lines:
+            out.append("[empty file]")
+        elif start > len(lines):
+            out.append(f"[the file has {len(lines)} lines; offset {start} is past the end]")
+        return "\n".join(out)
+
+    async def write(self, args: dict[str, Any]) -> str:
+        """write_file: create or replace a file with ``content``."""
+        path, content = args["path"], args["content"]
+        resolved = self._resolve(path)
+
+        def body() -> str:
+            self._check_fresh(path, resolved, self._current(path))
+            data = content.encode("utf-8")
+            self._write_bytes(path, data)
+            self._seen[resolved] = _digest(data)
+            return f"wrote {path} ({len(data)} bytes, {content.count(chr(10)) + 1} lines)"
+
+        return await self._queue.run(resolved, lambda: _finish_in_thread(body))
+
+    async def edit(self, args: dict[str, Any]) -> str:
+        """edit_file: replace ``old_string`` (exactly once, or every time) with ``new_string``."""
+        path, old, new = args["path"], args["old_string"], args["new_string"]
+        replace_all = bool(args.get("replace_all", False))
+        resolved = self._resolve(path)
+        if not old:
+            raise CodingToolError("old_string is empty; use write_file to create a file")
+        if old == new:
+            raise CodingToolError("old_string and new_string are the same")
+
+        def body() -> str:
+            current = self._current(path)
+            if current is None:
+                raise CodingToolError(f"{path}: no such file")
+            self._check_fresh(path, resolved, current)
+            text = current.decode("utf-8")
+            count = text.count(old)
+            if count == 0:
+                raise CodingToolError(f"{path}: old_string not found; read the file again")
+            if count > 1 and not replace_all:
+                raise CodingToolError(
+                    f"{path}: old_string appears {count} times; give more surrounding context "
+                    "to make it unique, or set replace_all"
+                )
+            data = text.replace(old, new).encode("utf-8")
+            self._write_bytes(path, data)
+            self._seen[resolved] = _digest(data)
+            return f"edited {path}: {count if replace_all else 1} replacement(s)"
+
+        return await self._queue.run(resolved, lambda: _finish_in_thread(body))
+
+    def _walk(self, start: str) -> Iterator[tuple[str, str, int]]:
+        """(relative path, name, dir fd) of the regular files below ``start``, symlinks skipped.
+
+        The directory descriptor is valid until the next item (use it before moving on).
+        """
+        top = self._base if start in ("", ".") else self._resolve(start)
+        if not top.is_dir():
+            raise CodingToolError(f"{start}: not a directory")
+        for dirpath, dirnames, filenames, dirfd in os.fwalk(top, follow_symlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+            rel_dir = os.path.relpath(dirpath, self._base)
+            for name in sorted(filenames):
+                try:
+                    info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+                    yield rel.replace(os.sep, "/"), name, dirfd
+
+    def _list_dir_sync(self, args: dict[str, Any]) -> str:
+        """list_dir: the entries of a directory (``/`` after directories)."""
+        path = args.get("path", ".")
+        top = self._base if path in ("", ".") else self._resolve(path)
+        try:
+            entries = sorted(os.scandir(top), key=lambda e: e.name)
+        except NotADirectoryError as exc:
+            raise CodingToolError(f"{path}: not a directory") from exc
+        except FileNotFoundError as exc:
+            raise CodingToolError(f"{path}: no such directory") from exc
+        lines = [e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries]
+        return self._capped(lines, "entries") or "[empty directory]"
+
+    def _glob_sync(self, args: dict[str, Any]) -> str:
+        """glob: files whose path relative to the root matches ``pattern``."""
+        regex = _glob_regex(args["pattern"])
+        hits = [rel for rel, _, _ in self._walk(args.get("path", ".")) if regex.match(rel)]
+        return self._capped(hits, "files") or "[no files match]"
+
+    def _grep_sync(self, args: dict[str, Any]) -> str:
+        """grep: ``path:line:text`` for each line matching the regular expression."""
+        try:
+            regex = re.compile(args["pattern"], re.IGNORECASE if args.get("ignore_case") else 0)
+        except re.error as exc:
+            raise CodingToolError(f"invalid regular expression: {exc}") from exc
+        only = _glob_regex(args["glob"]) if args.get("glob") else None
+        start = args.get("path", ".")
+        files: Iterable[tuple[str, str, int]]
+        if start not in ("", ".") and self._resolve(start).is_file():
+            files = [(start, "", -1)]
+        else:
+            files = self._walk(start)
+        hits: list[str] = []
+        for rel, name, dirfd in files:
+            if only is not None and not (only.match(rel) or only.match(rel.rsplit("/", 1)[-1])):
+                continue
+            data = self._grep_bytes(rel, name, dirfd)
+            if data is None or b"\x00" in data[:8192]:
+                continue  # unreadable, too large, or binary
+            for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                if regex.search(line):
+                    hits.append(f"{rel}:{n}:{line[:500]}")
+                    if len(hits) > self.max_results:
+                        break
+            if len(hits) > self.max_results:
+                break
+        return self._capped(hits, "matches") or "[no matches]"
+
+    def _grep_bytes(self, rel: str, name: str, dirfd: int) -> bytes | None:
+        try:
+            if dirfd < 0:
+                return self._read_bytes(rel)
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(name, flags, dir_fd=dirfd)
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    return None
+                data: bytes = f.read(self.max_file_bytes + 1)
+                return None if len(data) > self.max_file_bytes else data
+        except (OSError, CodingToolError):
+            return None
+
+    def _capped(self, lines: list[str], what: str) -> str:
+        if len(lines) <= self.max_results:
+            return "\n".join(lines)
+        more = len(lines) - self.max_results
+        shown = "\n".join(lines[: self.max_results])
+        return f"{shown}\n[... {more}+ more {what} not shown; narrow the search]"
+
+    # The file system work runs in a worker thread: a grep over a large tree must not stall
+    # the event loop (and the other calls of the turn).
+
+    async def read(self, args: dict[str, Any]) -> str:
+        """read_file (see :meth:`_read_sync`)."""
+        return await asyncio.to_thread(self._read_sync, args)
+
+    async def list_dir(self, args: dict[str, Any]) -> str:
+        """list_dir (see :meth:`_list_dir_sync`)."""
+        return await asyncio.to_thread(self._list_dir_sync, args)
+
+    async def glob(self, args: dict[str, Any]) -> str:
+        """glob (see :meth:`_glob_sync`)."""
+        return await asyncio.to_thread(self._glob_sync, args)
+
+    async def grep(self, args: dict[str, Any]) -> str:
+        """grep (see :meth:`_grep_sync`)."""
+        return await asyncio.to_thread(self._grep_sync, args)
+
+    # -- the tools as the model sees them ------------------------------------------------------
+
+    @property
+    def tools(self) -> list[CodingTool]:
+        """read_file, write_file, edit_file, list_dir, glob, grep (new objects, shared state)."""
+        s = {"type": "string"}
+        path = {"type": "string", "description": "a path relative to the workspace root"}
+        where = {"type": "string", "description": "a directory relative to the root ('.')"}
+        return [
+            CodingTool(
+                "read_file",
+                "Read a text file (numbered lines). Read a file before editing it.",
+                _schema(
+                    {
+                        "path": path,
+                        "offset": {"type": "integer", "description": "first line (1-based)"},
+                        "limit": {"type": "integer", "description": "how many lines"},
+                    },
+                    ["path"],
+                ),
+                self.read,
+                mutating=False,
+            ),
+            CodingTool(
+                "write_file",
+                "Create a file, or replace a file you have read, with the given content.",
+                _schema({"path": path, "content": s}, ["path", "content"]),
+                self.write,
+                mutating=True,
+            ),
+            CodingTool(
+                "edit_file",
+                "Replace old_string with new_string in a file you have read. old_string must "
+                "match exactly (whitespace included) and be unique unless replace_all is set.",
+                _schema(
+                    {
+                        "path": path,
+                        "old_string": s,
+                        "new_string": s,
+                        "replace_all": {"type": "boolean"},
+                    },
+                    ["path", "old_string", "new_string"],
+                ),
+                self.edit,
+                mutating=True,
+            ),
+            CodingTool(
+                "list_dir",
+                "List a directory of the workspace.",
+                _schema({"path": where}, []),
+                self.list_dir,
+                mutating=False,
+            ),
+            CodingTool(
+                "glob",
+                "Find files by glob pattern relative to the root, e.g. '**/*.py'.",
+                _schema({"pattern": s, "path": where}, ["pattern"]),
+                self.glob,
+                mutating=False,
+            ),
+            CodingTool(
+                "grep",
+                "Search file contents with a regular expression; answers path:line:text.",
+                _schema(
+                    {
+                        "pattern": s,
+                        "path": {"type": "string", "description": "a file or directory"},
+                        "glob": {"type": "string", "description": "only files matching this"},
+                        "ignore_case": {"type": "boolean"},
+                    },
+                    ["pattern"],
+                ),
+                self.grep,
+                mutating=False,
+            ),
+        ]
+
+
+async def _finish_in_thread(body: Callable[[], str]) -> str:
+    """Run ``body`` in a worker thread; when the call is cancelled (the run aborted), the write
+    still finishes before the file's queue moves on, so two writes never overlap."""
+    future = asyncio.ensure_future(asyncio.to_thread(body))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await future
+        raise
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def file_tools(
+    root: str | os.PathLike[str],
+    *,
+    max_read_chars: int = 50_000,
+    max_file_bytes: int = 5_000_000,
+    max_results: int = 200,
+    require_read: bool = True,
+) -> list[CodingTool]:
+    """The file tools of a workspace: read_file, write_file, edit_file, list_dir, glob, grep.
+
+    Args:
+        root: the workspace directory; no tool reads or writes outside it.
+        max_read_chars: the most characters one read returns.
+        max_file_bytes: larger files are not read, edited or searched.
+        max_results: the most lines a list, glob or grep answer holds (the rest is counted).
+        require_read: an edit, or a write replacing an existing file, needs a read first.
+
+    Returns:
+        Six tools sharing one :class:`FileToolkit` (what was read, the per-path write queue).
+        ``tool.mutating`` tells write_file and edit_file from the read-only ones.
+
+    Raises:
+        ConfigurationError: ``root`` is not a directory, or a limit is not a positive int.
+    """
+    return FileToolkit(
+        root,
+        max_read_chars=max_read_chars,
+        max_file_bytes=max_file_bytes,
+        max_results=max_results,
+        require_read=require_read,
+    ).tools

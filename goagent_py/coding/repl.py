@@ -1,0 +1,271 @@
+"""``python -m goagent_py.coding``: a line-mode coding agent built from the public toolkits.
+
+    python -m goagent_py.coding --root DIR [--provider SPEC] [--continue] [--shell] [--yes]
+
+The agent gets :func:`~goagent_py.coding.file_tools` and :func:`~goagent_py.coding.shell_tool`
+held in ``--root``, an :class:`~goagent_py.coding.ApprovalPolicy` that asks on the terminal
+before anything changes (``y`` yes, ``a`` always this session, ``n`` no and tell the model,
+``s`` no and stop the run), and a :class:`~goagent_py.Session` whose transcript is stored in
+SQLite after each turn (``--continue`` resumes the last session of this root). Typing
+``/exit`` leaves, ``/clear`` forgets the conversation, ``/compact`` summarises it; Ctrl-C
+during a turn aborts it (``session.abort("now")``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from goagent_py.coding.approvals import Answer, ApprovalPolicy, ApprovalRequest
+from goagent_py.coding.files import file_tools
+from goagent_py.coding.shell import shell_tool
+from goagent_py.errors import ConfigurationError, GoAgentError, MissingExtraError
+from goagent_py.session import Session
+
+__all__ = ["SYSTEM_PROMPT", "build_parser", "code_main", "run_code"]
+
+SYSTEM_PROMPT = """You are a coding agent working in the directory given to your tools.
+Use list_dir, glob and grep to find your way, read_file before you change a file, edit_file
+for small changes (old_string must be unique) and write_file for new files. Run programs with
+the shell tool (argv list). Keep answers short: say what you changed and why."""
+
+ReadLine = Callable[[str], Awaitable[str | None]]
+Write = Callable[[str], None]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m goagent_py.coding`` (and ``goagent-py code``)."""
+    p = argparse.ArgumentParser(
+        prog="goagent-py code", description="A coding agent in a workspace directory."
+    )
+    p.add_argument("--root", default=".", help="the workspace directory (default: .)")
+    p.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
+    p.add_argument("--plain", action="store_true", help="line mode (default: full screen)")
+    p.add_argument("--db", help="SQLite file for sessions (default ~/.goagent-py/code.db)")
+    p.add_argument("--session", help="session name (default: a new one)")
+    p.add_argument("--continue", dest="resume", action="store_true", help="resume the last session")
+    p.add_argument("--shell", action="store_true", help="let the model use shell command lines")
+    p.add_argument("--yes", action="store_true", help="approve every call without asking")
+    p.add_argument("--max-iterations", type=int, default=30)
+    return p
+
+
+def _last_file(db: Path, root: Path) -> Path:
+    key = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    return db.with_name(f"{db.name}.last-{key}")
+
+
+async def _stdin_line(prompt: str) -> str | None:
+    try:
+        return await asyncio.to_thread(input, prompt)
+    except EOFError:
+        return None
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _ask_on(read_line: ReadLine, write: Write) -> Callable[[ApprovalRequest], Awaitable[Answer]]:
+    async def ask(request: ApprovalRequest) -> Answer:
+        what = f"{request.call.name} {request.subject}".strip()
+        while True:
+            line = await read_line(f"allow {what}? [y]es [a]lways [n]o [s]top: ")
+            choice = (line or "s").strip().lower()[:1]
+            answer: dict[str, Answer] = {"y": "allow", "a": "always", "n": "deny", "s": "stop"}
+            if choice in answer:
+                return answer[choice]
+            write("  answer y, a, n or s")
+
+    return ask
+
+
+async def code_main(
+    ns: argparse.Namespace,
+    *,
+    provider: Any = None,
+    read_line: ReadLine = _stdin_line,
+    write: Write = _say,
+    on_session: Callable[[Session], None] | None = None,
+) -> int:
+    """Run the REPL with parsed arguments.
+
+    Args:
+        ns: the parsed command line (:func:`build_parser`).
+        provider: the model (default: chosen from ``--provider`` or the environment).
+        read_line: ``await read_line(prompt)`` gives the next line, None at the end.
+        write: shows one line of output.
+        on_session: called with the session once it exists (a UI keeps it to abort turns).
+
+    Returns:
+        The exit status.
+    """
+    from goagent_py.agent import Agent
+    from goagent_py.memory.compaction import Summarize
+    from goagent_py.memory.compactor import Compactor
+    from goagent_py.memory.short_term import ShortTermMemory
+    from goagent_py.memory.storage.sqlite import SQLiteStorage
+
+    root = Path(os.path.realpath(ns.root))  # noqa: ASYNC240 - once, at start-up
+    if not root.is_dir():  # noqa: ASYNC240
+        raise ConfigurationError(f"--root {ns.root!r} is not a directory")
+    model = ""
+    if provider is None:
+        from goagent_py._cli_common import pick_provider
+
+        picked = await pick_provider(ns.provider)
+        provider, model = picked.provider, picked.model
+        write(f"provider {picked.name} ({picked.model}): {picked.reason}")
+    db = Path(ns.db) if ns.db else Path.home() / ".goagent-py" / "code.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    last = _last_file(db, root)
+    session_id = ns.session
+    if session_id is None and ns.resume and last.exists():
+        session_id = last.read_text().strip() or None
+    if session_id is None:
+        session_id = f"code-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    last.write_text(session_id)
+    storage = SQLiteStorage(db, session_id=session_id)
+    memory = ShortTermMemory(storage)
+    tools = [*file_tools(root), shell_tool(root, allow_shell=ns.shell)]
+    holder: dict[str, Session] = {}
+
+    def stop(reason: str) -> None:
+        holder["session"].abort("after_tools", reason=reason)
+
+    async def yes(_: ApprovalRequest) -> Answer:
+        return "allow"
+
+    policy = ApprovalPolicy(
+        tools,
+        ask=yes if ns.yes else _ask_on(read_line, write),
+        deny=[f"*({db.name}*)"] if db.parent == root else [],
+        stop=stop,
+    )
+    agent = Agent(
+        provider=provider,
+        model=model,
+        system_prompt=f"{SYSTEM_PROMPT}\nThe workspace root is {root}.",
+        tools=tools,
+        before_tool_call=policy,
+        short_term_memory=memory,
+        transform_context=Compactor(Summarize(provider, model=model), memory=memory),
+        max_iterations=ns.max_iterations,
+    )
+    session = holder["session"] = Session(agent)
+    if on_session is not None:
+        on_session(session)
+    loaded = await session.load()
+    write(f"session {session_id} ({len(loaded)} messages) in {db}; root {root}")
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            line = await read_line("> ")
+            if line is None or line.strip() == "/exit":
+                return 0
+            text = line.strip()
+            if not text:
+                continue
+            if text == "/clear":
+                await session.reset()
+                write("(conversation cleared)")
+                continue
+            if text.startswith("/compact"):
+                try:
+                    event = await session.compact_now(text.removeprefix("/compact").strip())
+                except GoAgentError as exc:
+                    write(f"(not compacted: {exc})")
+                    continue
+                write("(compacted)" if event is not None else "(nothing to compact)")
+                continue
+            policy.reset_stop()
+            with _sigint(loop, lambda: session.abort("now", reason="Ctrl-C")):
+                try:
+                    await _turn(session, text, write)
+                except GoAgentError as exc:  # the provider failed...: say so, keep the REPL
+                    write(f"error: {exc}")
+    finally:
+        with contextlib.suppress(Exception):
+            await storage.aclose()
+
+
+async def _turn(session: Any, text: str, write: Write) -> None:
+    from goagent_py.events import AgentEnd, ToolExecutionEnd, ToolExecutionStart
+
+    async for ev in session.stream(text):
+        if isinstance(ev, ToolExecutionStart):
+            write(f"  • {ev.call.name} {_brief(ev.call.arguments)}")
+        elif isinstance(ev, ToolExecutionEnd) and ev.result.is_error:
+            body = " ".join(getattr(b, "text", "") for b in ev.result.content)
+            write(f"    ✗ {body[:300]}")
+        elif isinstance(ev, AgentEnd):
+            if ev.result.text:
+                write(ev.result.text)
+            reason = ev.result.stop_reason
+            if reason is not None and reason.value == "aborted":
+                write("(aborted)")
+            if ev.result.error is not None:
+                write(f"error: {ev.result.error}")
+
+
+@contextlib.contextmanager
+def _sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> Any:
+    """Ctrl-C calls ``handler`` while the block runs (where signals can be handled)."""
+    installed = False
+    if sys.platform != "win32" and _main_thread():
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, handler)
+            installed = True
+    try:
+        yield
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _brief(args: dict[str, Any]) -> str:
+    if "path" in args:
+        return str(args["path"])
+    if "argv" in args or "command" in args:
+        from goagent_py.coding.shell import command_text
+
+        return command_text(args)
+    return ", ".join(f"{k}={v!r}"[:60] for k, v in args.items())
+
+
+def run_code(argv: Sequence[str] | None = None) -> int:
+    """``goagent-py code``: parse ``argv`` and run the REPL; returns the exit status."""
+    ns = build_parser().parse_args(argv)
+    try:
+        if not ns.plain and sys.stdin.isatty() and sys.stdout.isatty():
+            from goagent_py.coding.tui import make_app
+
+            try:
+                app = make_app(ns)
+            except MissingExtraError as exc:
+                print(f"({exc}; using the line mode)", file=sys.stderr)
+            else:
+                code = app.run()
+                return code if isinstance(code, int) else 0
+        return asyncio.run(code_main(ns))
+    except ConfigurationError as exc:
+        print(f"goagent-py code: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,193 @@
+"""A shell tool held in a workspace: programs run with an argument list, in the root.
+
+The model gives ``argv`` (a list: no shell, no quoting surprises). A command line run by
+``/bin/sh -c`` (pipes, ``&&``) is accepted only when the tool is made with
+``allow_shell=True``. The program runs in the root (or a directory inside it), in its own
+process group, with the environment from :func:`goagent_py._subprocess.safe_env` (no API keys),
+stdin closed. At the timeout, or when the run is aborted, the whole group is killed. Output
+(stdout and stderr together) is capped, keeping its beginning and end with a marker between,
+and the answer ends with the exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from goagent_py._paths import PathEscapeError, resolve_in_root
+from goagent_py._subprocess import safe_env
+from goagent_py.coding._tool import CodingTool, CodingToolError
+from goagent_py.errors import ConfigurationError
+from goagent_py.tool_context import current_tool_context
+
+__all__ = ["command_text", "shell_tool"]
+
+_REAP_SECONDS = 5.0
+
+
+def command_text(args: Mapping[str, Any]) -> str:
+    """The command a shell tool call runs, as one line (what approval patterns match)."""
+    if args.get("command"):
+        return str(args["command"])
+    argv = args.get("argv") or []
+    return shlex.join(str(a) for a in argv)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if sys.platform == "win32":  # pragma: no cover
+            proc.kill()
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+class _Capped:
+    """Keeps the first and last ``limit / 2`` characters of a stream and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > self.half:
+            self.dropped += len(self.tail) - self.half
+            del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", "replace")
+        tail = self.tail.decode("utf-8", "replace")
+        if self.dropped:
+            return f"{head}\n[... {self.dropped} bytes of output cut ...]\n{tail}"
+        return head + tail
+
+
+def shell_tool(
+    root: str | os.PathLike[str],
+    *,
+    allow_shell: bool = False,
+    timeout: float = 120.0,
+    max_output_chars: int = 30_000,
+    env: Mapping[str, str] | None = None,
+    name: str = "shell",
+) -> CodingTool:
+    """A tool that runs programs in ``root`` (``tool.mutating`` is True).
+
+    Args:
+        root: the workspace directory; the working directory is it or a directory inside it.
+        allow_shell: also accept ``command``, a command line run by ``/bin/sh -c``.
+        timeout: seconds before the process group is killed (the model may ask for less).
+        max_output_chars: the most output returned (beginning and end kept, marked cut).
+        env: variables to add to the safe environment (see ``safe_env``'s ``extra``).
+        name: the tool's name.
+
+    Returns:
+        The tool.
+
+    Raises:
+        ConfigurationError: ``root`` is not a directory, or a limit is not positive.
+    """
+    base = Path(os.path.realpath(os.fspath(root)))
+    if not base.is_dir():
+        raise ConfigurationError(f"shell_tool(root={root!r}): not an existing directory")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ConfigurationError(f"shell_tool(timeout={timeout!r}): use a positive number")
+    if isinstance(max_output_chars, bool) or not isinstance(max_output_chars, int):
+        raise ConfigurationError(f"shell_tool(max_output_chars={max_output_chars!r}): use an int")
+    if max_output_chars <= 0:
+        raise ConfigurationError("shell_tool(max_output_chars=...): use a positive int")
+    child_env = safe_env(env)
+
+    async def run(args: dict[str, Any]) -> str:
+        argv: list[str] = list(args.get("argv") or [])
+        line = args.get("command")
+        if line and not allow_shell:
+            raise CodingToolError("command lines are not enabled; give argv (a list) instead")
+        if bool(argv) == bool(line):
+            raise CodingToolError("give exactly one of argv (a list) or command")
+        cwd = base
+        if args.get("cwd") not in (None, "", "."):
+            try:
+                cwd = resolve_in_root(base, args["cwd"])
+            except PathEscapeError as exc:
+                raise CodingToolError(f"cwd {args['cwd']!r} refused: {exc.reason}") from exc
+            if not cwd.is_dir():
+                raise CodingToolError(f"cwd {args['cwd']!r} is not a directory")
+        limit = min(float(args.get("timeout") or timeout), timeout)
+        program = ["/bin/sh", "-c", line] if line else argv
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *program,
+                cwd=cwd,
+                env=child_env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # its own process group: a kill reaches its children
+            )
+        except FileNotFoundError as exc:
+            raise CodingToolError(f"no such program: {program[0]!r}") from exc
+        except PermissionError as exc:
+            raise CodingToolError(f"cannot run {program[0]!r}: permission denied") from exc
+        context = current_tool_context()
+        if context is not None:
+            context.report({"pid": proc.pid, "command": command_text(args)})
+        out = _Capped(max_output_chars)
+        timed_out = False
+
+        async def pump() -> None:
+            assert proc.stdout is not None
+            while chunk := await proc.stdout.read(65536):
+                out.add(chunk)
+                if context is not None:  # live output, for a UI (becomes an update event)
+                    context.report({"output": chunk.decode("utf-8", "replace")})
+            await proc.wait()
+
+        try:
+            await asyncio.wait_for(pump(), limit)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            # On a timeout, an abort (cancellation) or any failure: no process outlives the call.
+            _kill_group(proc)
+            # Bounded: wait() also waits for the pipe to close, which a process that left the
+            # group (setsid) and kept our stdout would hold open for ever.
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), _REAP_SECONDS)
+        text = out.text().rstrip("\n")
+        if timed_out:
+            killed = f"[killed after {limit:g} seconds (timeout)]"
+            return f"{text}\n{killed}\nexit code: {proc.returncode}"
+        return f"{text}\nexit code: {proc.returncode}" if text else f"exit code: {proc.returncode}"
+
+    props: dict[str, Any] = {
+        "argv": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "the program and its arguments, e.g. ['pytest', '-q']",
+        },
+        "cwd": {"type": "string", "description": "working directory relative to the root"},
+        "timeout": {"type": "number", "description": f"seconds (at most {timeout:g})"},
+    }
+    description = "Run a program in the workspace (argv list, no shell); answers its output "
+    description += "and exit code."
+    if allow_shell:
+        props["command"] = {"type": "string", "description": "a command line for /bin/sh -c"}
+        description += " Give a command line in `command` instead when you need a shell."
+    schema = {"type": "object", "properties": props, "required": []}
+    return CodingTool(name, description, schema, run, mutating=True)
