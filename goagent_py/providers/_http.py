@@ -28,11 +28,20 @@ or a log line (nothing here logs), even when the server echoes them back.
 from __future__ import annotations
 
 import email.utils
+import inspect
 import json
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self
@@ -78,6 +87,28 @@ INVALID_ARGUMENTS_KEY = "__invalid_arguments__"
 tool's argument validation rejects it, and the model reads an error result naming the problem
 instead of the run crashing.
 """
+
+
+KeySource = Callable[[], "str | Awaitable[str]"]
+"""A function giving the API key for each request (sync or async): short-lived tokens."""
+
+
+def key_headers(
+    source: KeySource, make: Callable[[str], dict[str, str]], *, provider: str
+) -> Callable[[], Awaitable[Mapping[str, str]]]:
+    """A ``header_source`` that asks ``source`` for the key before each request."""
+
+    async def headers() -> Mapping[str, str]:
+        key = source()
+        if inspect.isawaitable(key):
+            key = await key
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(
+                f"{provider}: the api_key function returned {key!r}, not a key"
+            )
+        return make(key)
+
+    return headers
 
 
 def resolve_api_key(
@@ -304,6 +335,8 @@ class HTTPBackend:
         http_client: a client to borrow (tests pass one with ``httpx.MockTransport``).
         timeout: the timeout of a created client (ignored for a borrowed client).
         headers: headers sent with every request (API keys go here, never in URLs).
+        header_source: headers computed anew for each request (a short-lived token from
+            :class:`KeySource`), merged over ``headers``; what it returns is redacted too.
     """
 
     def __init__(
@@ -314,6 +347,7 @@ class HTTPBackend:
         http_client: httpx.AsyncClient | None = None,
         timeout: float | httpx.Timeout | None = None,
         headers: Mapping[str, str] | None = None,
+        header_source: Callable[[], Awaitable[Mapping[str, str]]] | None = None,
     ) -> None:
         self._provider = provider
         self._base_url = base_url.rstrip("/")
@@ -322,6 +356,19 @@ class HTTPBackend:
         self._timeout = DEFAULT_TIMEOUT if timeout is None else timeout
         self._headers = dict(headers or {})
         self._secrets = secrets_from_headers(self._headers)
+        self._header_source = header_source
+
+    async def _request_headers(self) -> dict[str, str]:
+        """The headers of one request: the fixed ones, plus those resolved for it."""
+        if self._header_source is None:
+            return self._headers
+        fresh = dict(await self._header_source())
+        known = set(self._secrets)
+        self._secrets = (
+            *self._secrets,
+            *(k for k in secrets_from_headers(fresh) if k not in known),
+        )
+        return {**self._headers, **fresh}
 
     def __repr__(self) -> str:
         # Never show headers: they hold the API key.
@@ -380,7 +427,9 @@ class HTTPBackend:
             ProviderError: a non-2xx status, a transport failure, or a body that is not JSON.
         """
         try:
-            response = await self.client.post(self.url(path), json=body, headers=self._headers)
+            response = await self.client.post(
+                self.url(path), json=body, headers=await self._request_headers()
+            )
         except httpx.HTTPError as exc:
             raise transport_error(
                 exc, provider=self._provider, url=self.url(path), secrets=self._secrets
@@ -408,7 +457,11 @@ class HTTPBackend:
         """
         try:
             async with aconnect_sse(
-                self.client, "POST", self.url(path), json=body, headers=dict(self._headers)
+                self.client,
+                "POST",
+                self.url(path),
+                json=body,
+                headers=dict(await self._request_headers()),
             ) as source:
                 response = source.response
                 if not response.is_success:
@@ -447,7 +500,7 @@ class HTTPBackend:
         """
         try:
             async with self.client.stream(
-                "POST", self.url(path), json=body, headers=self._headers
+                "POST", self.url(path), json=body, headers=await self._request_headers()
             ) as response:
                 if not response.is_success:
                     await response.aread()

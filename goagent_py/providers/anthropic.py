@@ -28,7 +28,7 @@ import base64
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -59,7 +59,9 @@ from goagent_py.provider import (
 from goagent_py.providers._http import (
     INVALID_ARGUMENTS_KEY,
     HTTPBackend,
+    KeySource,
     excerpt,
+    key_headers,
     resolve_api_key,
 )
 from goagent_py.providers._sampling import check_extra_body, check_sampling
@@ -108,7 +110,8 @@ class AnthropicProvider(HTTPBackend):
             agent = Agent(with_provider(provider), with_model("claude-sonnet-4-6"))
 
     Args:
-        api_key: the API key; defaults to the ``ANTHROPIC_API_KEY`` environment variable.
+        api_key: the API key; defaults to the ``ANTHROPIC_API_KEY`` environment variable. A
+            function (sync or async) is called before each request instead: short-lived keys.
         base_url: the API root (a proxy or gateway may stand in).
         http_client: an ``httpx.AsyncClient`` to use instead of creating one.
         max_tokens: the output limit when the request does not set one.
@@ -132,7 +135,7 @@ class AnthropicProvider(HTTPBackend):
 
     def __init__(
         self,
-        api_key: str | None = None,
+        api_key: str | KeySource | None = None,
         *,
         base_url: str = "https://api.anthropic.com",
         http_client: httpx.AsyncClient | None = None,
@@ -143,7 +146,14 @@ class AnthropicProvider(HTTPBackend):
         stop: Sequence[str] | None = None,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
-        key = resolve_api_key(api_key, "ANTHROPIC_API_KEY", provider=_PROVIDER)
+        source = api_key if callable(api_key) else None
+        key = (
+            ""
+            if source is not None
+            else resolve_api_key(
+                cast("str | None", api_key), "ANTHROPIC_API_KEY", provider=_PROVIDER
+            )
+        )
         if max_tokens < 1:
             raise ConfigurationError(f"anthropic: max_tokens must be >= 1, got {max_tokens}")
         self._sampling = check_sampling(
@@ -166,7 +176,10 @@ class AnthropicProvider(HTTPBackend):
             base_url=base_url,
             http_client=http_client,
             timeout=timeout,
-            headers={"x-api-key": key, "anthropic-version": _API_VERSION},
+            headers={"anthropic-version": _API_VERSION, **({"x-api-key": key} if key else {})},
+            header_source=None
+            if source is None
+            else key_headers(source, lambda k: {"x-api-key": k}, provider=_PROVIDER),
         )
         self._max_tokens = max_tokens
 

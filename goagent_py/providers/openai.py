@@ -67,8 +67,10 @@ from goagent_py.provider import (
 from goagent_py.providers._http import (
     INVALID_ARGUMENTS_KEY,
     HTTPBackend,
+    KeySource,
     RemoteEmbedder,
     excerpt,
+    key_headers,
     resolve_api_key,
 )
 from goagent_py.providers._sampling import check_extra_body, check_sampling
@@ -137,7 +139,8 @@ class OpenAIProvider(HTTPBackend):
     for such servers.
 
     Args:
-        api_key: the API key; defaults to the ``OPENAI_API_KEY`` environment variable.
+        api_key: the API key; defaults to the ``OPENAI_API_KEY`` environment variable. A
+            function (sync or async) is called before each request instead: short-lived keys.
         base_url: the API root including ``/v1`` (OpenRouter: ``https://openrouter.ai/api/v1``);
             None reads ``OPENAI_BASE_URL``, as the OpenAI SDK does, else OpenAI's.
         http_client: an ``httpx.AsyncClient`` to use instead of creating one.
@@ -164,7 +167,7 @@ class OpenAIProvider(HTTPBackend):
 
     def __init__(
         self,
-        api_key: str | None = None,
+        api_key: str | KeySource | None = None,
         *,
         base_url: str | None = None,
         http_client: httpx.AsyncClient | None = None,
@@ -193,7 +196,10 @@ class OpenAIProvider(HTTPBackend):
             base_url=base_url,
             http_client=http_client,
             timeout=timeout,
-            headers=_auth(_api_key(api_key, base_url)),
+            headers={} if callable(api_key) else _auth(_api_key(api_key, base_url)),
+            header_source=key_headers(api_key, _auth, provider=_PROVIDER)
+            if callable(api_key)
+            else None,
         )
         self._max_tokens = max_tokens
         # OpenAI deprecated max_tokens (reasoning models refuse it); compatible servers know it.
