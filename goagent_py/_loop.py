@@ -462,7 +462,15 @@ class Run:
             await call_hook(hook, call, logger=self.log)
         if reason is not None:
             return await self._after(error_result(call, ToolBlockedError(call.name, str(reason))))
-        return await self._after(await self.dispatcher.execute(call))
+        result = await self.dispatcher.execute(call)
+        ctx = _current.get()
+        if ctx is not None and ctx.outcome and ctx.call.id == call.id:
+            result = replace(
+                result,
+                details=ctx.outcome.get("details", result.details),
+                terminate=bool(ctx.outcome.get("terminate", result.terminate)),
+            )
+        return await self._after(result)
 
     async def _after(self, result: ToolResult) -> ToolResult:
         o = self.o

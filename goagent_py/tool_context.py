@@ -50,6 +50,7 @@ class ToolContext:
             agent's ``max_tool_result_chars``.
         usage_sink: where :meth:`add_usage` sends tokens (the loop sets it; a no-op by default).
         messages_source: what :meth:`transcript` reads (the loop sets it; empty by default).
+        outcome: what :meth:`set_details` and :meth:`terminate` recorded for the result.
     """
 
     call: ToolCall
@@ -60,12 +61,23 @@ class ToolContext:
     max_result_chars: int | None = None
     usage_sink: Callable[[Usage], None] = field(default=_drop, repr=False)
     messages_source: Callable[[], Sequence[Message]] = field(default=_no_messages, repr=False)
+    outcome: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def idempotency_key(self) -> str:
         """A key unique to this call of this run (``run_id:iteration:call_id``), stable across
         retries of the call, so a tool can de-duplicate external side effects."""
         return f"{self.run_id}:{self.iteration}:{self.call.id}"
+
+    def set_details(self, details: Any) -> None:
+        """Attach structured data to the call's result for UIs and logs (``ToolResult.details``);
+        the model never sees it."""
+        self.outcome["details"] = details
+
+    def terminate(self) -> None:
+        """Ask the run to stop after this batch (it stops when every call of the batch asks):
+        the tool's result is the last thing the model produced an answer from."""
+        self.outcome["terminate"] = True
 
     def report(self, update: Any) -> None:
         """Report progress or a partial result; it reaches the run's events as a

@@ -511,3 +511,33 @@ async def test_calls_of_one_turn_run_at_most_max_parallel_tools_at_once() -> Non
     assert peak == 8
     results = [m for m in provider.requests[1].messages if m.role is Role.TOOL]
     assert [m.text for m in results] == [str(i) for i in range(200)]  # still in call order
+
+
+async def test_a_tool_sets_details_for_uis_and_asks_the_run_to_terminate() -> None:
+    from goagent_py import current_tool_context
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy a target."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        ctx.set_details({"target": target, "url": f"https://{target}.example"})
+        ctx.terminate()
+        return f"{target} deployed"
+
+    both = ScriptedProvider(
+        tool_call_response(("deploy", {"target": "a"}), ("deploy", {"target": "b"})), "unused"
+    )
+    ends: list[Any] = []
+    async for event in Agent(provider=both, tools=[deploy]).stream("ship"):
+        if isinstance(event, ToolExecutionEnd):
+            ends.append(event.result)
+    assert len(both.requests) == 1  # every call of the batch asked: the run stops there
+    assert {r.details["url"] for r in ends} == {"https://a.example", "https://b.example"}
+    assert all("url" not in "".join(b.text for b in r.content) for r in ends)  # not for the model
+
+    one = ScriptedProvider(
+        tool_call_response(("deploy", {"target": "a"}), ("fast", {"n": 1})), "goes on"
+    )
+    result = await Agent(provider=one, tools=[deploy, fast]).run("ship")
+    assert result.text == "goes on"  # one call did not ask: the run goes on
