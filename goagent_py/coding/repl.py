@@ -26,13 +26,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from goagent_py.coding._tool import is_mutating
 from goagent_py.coding.approvals import Answer, ApprovalPolicy, ApprovalRequest
 from goagent_py.coding.files import file_tools
 from goagent_py.coding.shell import shell_tool
 from goagent_py.errors import ConfigurationError, GoAgentError, MissingExtraError
 from goagent_py.session import Session
+from goagent_py.tools import Tool
 
 __all__ = ["SYSTEM_PROMPT", "build_parser", "code_main", "run_code"]
+
+EXPLORE_PROMPT = (
+    "You explore a code base with read-only tools (read, list, glob, grep) and answer the "
+    "question you were given with a short, factual report: file paths, line numbers, names."
+)
 
 SYSTEM_PROMPT = """You are a coding agent working in the directory given to your tools.
 Use list_dir, glob and grep to find your way, read_file before you change a file, edit_file
@@ -57,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shell", action="store_true", help="let the model use shell command lines")
     p.add_argument("--yes", action="store_true", help="approve every call without asking")
     p.add_argument("--max-iterations", type=int, default=30)
+    p.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="attach an MCP server started with COMMAND (repeatable); its tools are asked about",
+    )
     return p
 
 
@@ -137,7 +151,29 @@ async def code_main(
     last.write_text(session_id)
     storage = SQLiteStorage(db, session_id=session_id)
     memory = ShortTermMemory(storage)
-    tools = [*file_tools(root), shell_tool(root, allow_shell=ns.shell)]
+    files = file_tools(root)
+    # A sub-agent with the read-only tools and a context of its own: the model delegates
+    # exploring ("find where X is handled and report") without filling its own context.
+    explorer = Agent(
+        provider=provider,
+        model=model,
+        name="explore",
+        system_prompt=f"{EXPLORE_PROMPT}\nThe workspace root is {root}.",
+        tools=[t for t in files if not is_mutating(t)],
+        max_iterations=12,
+    )
+    explore = explorer.as_tool(
+        name="explore",
+        description="Delegate a read-only investigation of the workspace (find, read, grep) to "
+        "a sub-agent with its own context; it answers with a short report.",
+    )
+    explore.mutating = False  # type: ignore[attr-defined]  # its agent has read-only tools only
+    tools: list[Tool] = [*files, shell_tool(root, allow_shell=ns.shell), explore]
+    mcp_servers = []
+    if ns.mcp:
+        from goagent_py.mcp.cli import stdio_connections
+
+        mcp_servers = stdio_connections(ns.mcp)
     holder: dict[str, Session] = {}
 
     def stop(reason: str) -> None:
@@ -157,6 +193,7 @@ async def code_main(
         model=model,
         system_prompt=f"{SYSTEM_PROMPT}\nThe workspace root is {root}.",
         tools=tools,
+        mcp_servers=mcp_servers,
         before_tool_call=policy,
         short_term_memory=memory,
         transform_context=Compactor(Summarize(provider, model=model), memory=memory),

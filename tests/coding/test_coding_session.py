@@ -200,3 +200,42 @@ async def test_the_repl_compacts_and_survives_a_failing_provider(tmp_path: Path)
     out = await _repl([*base, "--continue"], ["hello?", "hello again", "/exit"], failing)
     assert any(line.startswith("error: ") and "down" in line for line in out), out
     assert "back again" in out
+
+
+async def test_the_code_agent_delegates_exploration_to_a_read_only_sub_agent(
+    tmp_path: Path,
+) -> None:
+    import argparse
+
+    from goagent_py.coding.repl import code_main
+    from goagent_py.testing import ScriptedProvider, tool_call_response
+
+    (tmp_path / "app.py").write_text("def handler():\n    return 42\n")
+    provider = ScriptedProvider(
+        tool_call_response(("explore", {"prompt": "where is handler?"})),  # the lead delegates
+        tool_call_response(("grep", {"pattern": "def handler"})),  # the sub-agent searches
+        "app.py line 1 defines handler.",  # the sub-agent's report
+        "handler is in app.py.",  # the lead's answer
+    )
+    lines = iter(["where is handler?", "/exit"])
+    out: list[str] = []
+
+    async def read_line(prompt: str) -> str | None:
+        return next(lines, None)
+
+    sessions: list[Any] = []
+    ns = argparse.Namespace(
+        root=str(tmp_path), provider=None, plain=True, db=str(tmp_path / "code.db"),
+        session=None, resume=False, shell=False, yes=False, max_iterations=10, mcp=[],
+    )  # fmt: skip
+    await code_main(
+        ns, provider=provider, read_line=read_line, write=out.append, on_session=sessions.append
+    )
+    sub_request = provider.requests[1]  # the sub-agent's own request
+    assert sub_request.tools
+    assert {t.name for t in sub_request.tools} <= {
+        "read_file", "list_dir", "glob", "grep",
+    }  # fmt: skip
+    assert "write_file" not in {t.name for t in sub_request.tools}
+    assert len(sub_request.messages) == 1  # its own context: only the delegated prompt
+    assert any("handler is in app.py" in line for line in out)
