@@ -190,28 +190,25 @@ class Run:
     # -- memory ------------------------------------------------------------------------------
 
     async def _recall(self) -> AsyncGenerator[AgentEvent, None]:
+        """Search long-term memory (the caller checks there is one, and a prompt)."""
         memory = self.o.long_term_memory
-        if memory is None or not self.prompt:
-            return
+        assert memory is not None
         start = time.perf_counter()
         try:
             recalled = await memory.retrieve(
                 self.prompt[-1].content, top_k=self.o.long_term_top_k, session=self.o.name
             )
         except Exception as exc:
-            yield (MemoryRecall([], time.perf_counter() - start, exc, path=self.path))
+            yield MemoryRecall([], time.perf_counter() - start, exc, path=self.path)
             raise MemoryStoreError(f"retrieving long-term context failed: {exc}") from exc
         yield MemoryRecall(recalled, time.perf_counter() - start, path=self.path)
         if recalled:
             self._recalled = recall_message(recalled)
 
     async def _load(self) -> AsyncGenerator[AgentEvent, None]:
-        if self.given_history is not None:
-            self._history = list(self.given_history)
-            return
+        """Load short-term history (the caller checks there is a memory and no given history)."""
         memory = self.o.short_term_memory
-        if memory is None:
-            return
+        assert memory is not None
         start = time.perf_counter()
         try:
             past = await memory.messages()
@@ -243,7 +240,7 @@ class Run:
                     error = exc
                     self.log.warning("short-term memory append failed: %s", exc)
                 duration = time.perf_counter() - start
-                yield (HistoryAppend(len(to_store), duration, error, path=self.path))
+                yield HistoryAppend(len(to_store), duration, error, path=self.path)
         if o.long_term_memory is not None and final is not None and self.prompt:
             policy = o.write_policy or store_always
             answer = assistant_message(final.text)
@@ -708,7 +705,7 @@ class Run:
                     if len(messages) != before:
                         request = await self._request(messages, i)
                 yield ModelRequest(i, request, path=self.path)
-                yield (MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path))
+                yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
                 response: CompletionResponse | None = None
                 async for item in self._call_model(i, request):
                     if isinstance(item, CompletionResponse):
@@ -722,7 +719,7 @@ class Run:
                 self._append(messages, message)  # rule 1: exactly as returned
                 self.last_text = message.text
                 self.streaming_message = ""
-                yield (MessageEnd(message, response.stop_reason, response.usage, path=self.path))
+                yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
                     yield TurnEnd(i, message, [], path=self.path)
                     if self._abort_due("now", "after_tools", "after_turn"):
@@ -829,7 +826,7 @@ class Run:
         for result in results:  # rule 3: one result per call, in call order
             tool_msg = tool_message(result)
             self._append(messages, tool_msg)
-            yield (MessageStart(Role.TOOL, self.iterations - 1, tool_msg, path=self.path))
+            yield MessageStart(Role.TOOL, self.iterations - 1, tool_msg, path=self.path)
             yield MessageEnd(tool_msg, path=self.path)
 
     async def _stop_after(

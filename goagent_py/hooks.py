@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -278,11 +278,3 @@ class HookDispatcher:
     async def _run_end(self, e: AgentEnd) -> None:
         if (h := self.hooks.on_run_end) is not None:
             await _settle(lambda: h(e.result), h, self.logger)
-
-
-def combine(hooks: Iterable[Hooks]) -> Hooks:
-    """One :class:`Hooks` from several (an empty one for none)."""
-    sets = list(hooks)
-    if not sets:
-        return Hooks()
-    return merge_hooks(*sets)

@@ -686,10 +686,7 @@ def _keyword_option(key: str, value: Any) -> Option:
         return f"{key}={value!r}"
 
     option: Option
-    if key == "tools":
-        items = _sequence(key, value)
-        option = Option("tools", lambda o: o.tools.extend(items))
-    elif key == "hooks":
+    if key == "hooks":
         sets = [value] if isinstance(value, Hooks) or value is None else _sequence(key, value)
         option = with_hooks(*[h for h in sets if h is not None])
     elif key == "dispatch_middlewares":
