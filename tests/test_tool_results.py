@@ -178,13 +178,18 @@ async def test_run_in_thread_reuses_daemon_threads_and_carries_the_context() -> 
         return var.get(), t.daemon, t.ident or 0, current_tool_context()
 
     token = _current.set(ToolContext(call=ToolCall("c9", "probe", {})))
+    before = set(threading.enumerate())
     try:
         seen = [await run_in_thread(probe) for _ in range(5)]
     finally:
         _current.reset(token)
+    started = set(threading.enumerate()) - before
     assert {s[0] for s in seen} == {"from the caller"}
     assert all(s[1] for s in seen)  # daemons: a hung tool never blocks interpreter exit
-    assert len({s[2] for s in seen}) < 5  # sequential calls reuse an idle worker
+    # Sequential calls reuse an idle worker: at most one thread is started for all five (any
+    # idle worker left by an earlier test may take a call, so the idents may differ).
+    assert len(started) <= 1
+    assert len({s[2] for s in seen}) < 5 or not started
     assert all(s[3] is not None and s[3].call.id == "c9" for s in seen)
 
 
