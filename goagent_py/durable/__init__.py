@@ -22,7 +22,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("temporalio", "temporal", feature="goagent_py.durable") from exc
 
 from goagent_py.durable._activities import activities_for, create_worker, sandbox_runner
-from goagent_py.durable._wire import DurableRunError, PayloadTooLargeError, RemoteToolError
+from goagent_py.durable._mcp import MCPServerSpec
+from goagent_py.durable._wire import (
+    MEMORY_ID_KEY,
+    DurableRunError,
+    PayloadTooLargeError,
+    RemoteToolError,
+)
 from goagent_py.durable._workflow import AgentWorkflow, run_in_workflow
 from goagent_py.durable.agent import (
     ABORT_SIGNAL,
@@ -40,6 +46,7 @@ __all__ = [
     "ABORT_SIGNAL",
     "EVENTS_UPDATE",
     "FOLLOW_UP_SIGNAL",
+    "MEMORY_ID_KEY",
     "STATE_QUERY",
     "STEER_SIGNAL",
     "WORKFLOW_NAME",
@@ -47,6 +54,7 @@ __all__ = [
     "DurableAgent",
     "DurableResult",
     "DurableRunError",
+    "MCPServerSpec",
     "PayloadTooLargeError",
     "ProviderRegistry",
     "RemoteToolError",

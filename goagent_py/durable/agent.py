@@ -28,6 +28,7 @@ from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtoc
 from goagent_py.messages import ContentBlock, Message, StopReason, TextBlock, Usage
 from goagent_py.provider import Provider
 
+from ._mcp import MCPServerSpec, specs_of
 from ._wire import (
     DEFAULT_PAYLOAD_LIMIT,
     content_to_text,
@@ -248,9 +249,15 @@ class DurableAgent:
             raise ConfigurationError("DurableAgent: max_attempts and payload_limit must be >= 1")
         if o.mcp_connectors:
             raise ConfigurationError(
-                "DurableAgent: MCP connectors are not supported yet; their tools are only known "
-                "after connecting, and activity names must be fixed up front"
+                "DurableAgent: mcp_connectors are opaque callables that cannot reach the workers; "
+                "attach MCP servers with mcp_servers=[MCPStdio(...) or MCPHttp(...)] instead"
             )
+        if o.transform_context is not None:
+            # A callable in the workflow would have to be deterministic; refuse, never drop it.
+            raise ConfigurationError(
+                "DurableAgent: transform_context is not supported for durable runs; remove it"
+            )
+        self.mcp_servers: list[MCPServerSpec] = specs_of(o.mcp_servers)
         self.agent = agent
         self.provider = provider
         self.task_queue = task_queue
@@ -288,12 +295,6 @@ class DurableAgent:
     def config(self) -> dict[str, Any]:
         """The agent's settings as plain data: what a workflow needs to run the loop."""
         o = self.agent.options
-        if o.before_tool_call or o.after_tool_call or o.transform_context:
-            # Callables cannot cross into a workflow; refuse rather than silently drop them.
-            raise ConfigurationError(
-                "DurableAgent: before_tool_call, after_tool_call and transform_context run "
-                "inside the workflow and are not supported yet; remove them for durable runs"
-            )
         return {
             "agent": self.name,
             "provider": self.provider,
@@ -309,6 +310,12 @@ class DurableAgent:
             "max_tokens": o.max_tokens,
             "long_term_top_k": o.long_term_top_k,
             "short_term_trace_tools": o.short_term_trace_tools,
+            # Only the names: the workers hold the servers' specs (commands, env, headers).
+            "mcp_servers": [spec.name for spec in self.mcp_servers],
+            # before/after_tool_call run on the workers (in the tool activity); the loop in the
+            # workflow needs to know only whether a denial ends the run.
+            "stop_on_denied": o.stop_on_denied,
+            "gate_sees_message": o.before_tool_call is not None and o.before_tool_call_sees_message,
             # Always: only workers know their memory (app processes need no database
             # settings); a worker without one loads nothing and stores nothing.
             "short_term": True,
