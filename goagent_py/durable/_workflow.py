@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -99,6 +100,14 @@ class _Calls:
         # Derived only from recorded results, so a replay rebuilds the same list.
         self.events: list[dict[str, Any]] = events if events is not None else []
         self.call = _CALL
+        # The content a worker recorded for a failed call, by call id (it may differ from the
+        # error's text: the worker's after_tool_call can replace it).
+        self.failed_content: dict[str, list[ContentBlock]] = {}
+
+    def after_tool_call(self, result: ToolResult) -> ToolResult | None:
+        """Give a failed call the content its activity recorded."""
+        content = self.failed_content.pop(result.call.id, None)
+        return None if content is None else replace(result, content=content)
 
     def on_iteration_start(self, iteration: int) -> None:
         self.iteration = iteration
@@ -231,6 +240,8 @@ class _ToolProxy:
             raise tool_error_from_data(name, _error_of(exc)) from None
         error = out.get("error")
         if error is not None:  # an error for the model, recorded as the call's outcome
+            if call.id:
+                calls.failed_content[call.id] = content_from_text(out["content"])
             raise tool_error_from_data(name, ErrorData.from_data(error))
         return content_from_text(out["content"])
 
@@ -330,6 +341,7 @@ def _agent_for(
         "short_term_trace_tools": config["short_term_trace_tools"],
         "tool_execution": config["tool_execution"],
         "dispatch_middlewares": [calls.middleware],
+        "after_tool_call": calls.after_tool_call,
         "hooks": Hooks(
             on_iteration_start=calls.on_iteration_start,
             on_provider_response=calls.on_provider_response,
