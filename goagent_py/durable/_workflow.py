@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -45,7 +45,6 @@ from goagent_py.tools import ToolDefinition
 
 from ._mcp import call_activity, listed_definitions
 from ._wire import (
-    DurableRunError,
     ErrorData,
     check_size,
     content_from_text,
@@ -65,7 +64,6 @@ from .agent import (
     STATE_QUERY,
     STEER_SIGNAL,
     WORKFLOW_NAME,
-    DurableResult,
 )
 
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
@@ -564,44 +562,3 @@ class AgentWorkflow:
             "follow_ups": list(self._follow_ups),
             "abort_reason": self._abort_reason,
         }
-
-
-async def result_of(handle: Any) -> DurableResult:
-    """Await a durable run's handle; a failure raises the matching goagent-py error."""
-    from temporalio.client import WorkflowFailureError
-
-    try:
-        data = await handle.result()
-    except WorkflowFailureError as exc:
-        cause = exc.cause
-        if isinstance(cause, ApplicationError) and cause.details:
-            detail = cause.details[0]
-            error = ErrorData.from_data(detail) if isinstance(detail, dict) else None
-            if error is not None:
-                if error.type == "MaxIterationsError":
-                    raise MaxIterationsError(
-                        int(error.extra.get("iterations", 0)),
-                        str(error.extra.get("last_thought", "")),
-                    ) from exc
-                raise DurableRunError(error.type, error.message) from exc
-        raise DurableRunError(type(cause).__name__, str(cause)) from exc
-    return DurableResult.from_data(data)
-
-
-async def stream_events(handle: Any) -> AsyncIterator[dict[str, Any]]:
-    """The events of a running durable run, as they happen, until it ends (long-polling
-    workflow updates: no polling interval, no sleeps)."""
-    from temporalio.client import WorkflowUpdateFailedError
-    from temporalio.service import RPCError
-
-    seen = 0
-    while True:
-        try:
-            batch = await handle.execute_update(EVENTS_UPDATE, seen)
-        except (WorkflowUpdateFailedError, RPCError):
-            return  # the run had already ended: its result holds the messages
-        for event in batch["events"]:
-            yield event
-        seen += len(batch["events"])
-        if batch["done"]:
-            return

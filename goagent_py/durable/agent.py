@@ -402,7 +402,7 @@ class DurableAgent:
             DurableRunError: the run failed (its ``type`` names the error inside, e.g.
                 ``"ProviderError"`` or ``"MaxIterationsError"``).
         """
-        from ._workflow import result_of
+        from ._client import result_of
 
         handle = await self.start(
             client,
@@ -422,7 +422,7 @@ class DurableAgent:
             async for event in durable.events(handle):
                 print(event["type"], event.get("text", ""))
         """
-        from ._workflow import stream_events
+        from ._client import stream_events
 
         return stream_events(handle)
 
