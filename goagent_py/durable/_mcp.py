@@ -238,9 +238,12 @@ class MCPServers:
 
     async def list(self, server: str) -> list[Tool]:
         """The server's current tools (also made known to the worker's dispatcher)."""
-        tools: list[Tool] = await self.connection(server).tools()
-        for t in tools:
-            self.tools[t.definition.name] = t
+        conn = self.connection(server)
+        tools: list[Tool] = await conn.tools()
+        gone = [n for n, t in self.tools.items() if getattr(t, "connection", None) is conn]
+        for name in gone:  # tools the server no longer offers (or renamed)
+            del self.tools[name]
+        self.tools.update((t.definition.name, t) for t in tools)
         return tools
 
     async def find(self, server: str, name: str) -> Tool | None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import json
 import shutil
+import socket
 import sys
 import uuid
 from pathlib import Path
@@ -23,7 +26,7 @@ from goagent_py.durable import (
     create_worker,
     sandbox_runner,
 )
-from goagent_py.mcp import MCPStdio
+from goagent_py.mcp import MCPHttp, MCPStdio
 from goagent_py.messages import Role, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
 from goagent_py.testing import FunctionProvider, tool_call_response
@@ -59,7 +62,7 @@ def call_then_report(call: ToolCall, seen: list[list[str]]) -> Any:
     return plan
 
 
-def durable_for(plan: Any, server: MCPStdio, **settings: Any) -> tuple[DurableAgent, Any]:
+def durable_for(plan: Any, server: MCPStdio | MCPHttp, **settings: Any) -> tuple[DurableAgent, Any]:
     agent = Agent(
         provider=FunctionProvider(plan), model="m", name="clock", mcp_servers=[server], **settings
     )
@@ -143,3 +146,41 @@ async def test_an_unreachable_mcp_server_fails_the_run_with_a_clear_error(
     assert info.value.type == "MCPConnectionError"
     assert "'ghost'" in str(info.value)
     assert "listing its tools failed" in str(info.value)
+
+
+def fixture_module() -> Any:
+    spec = importlib.util.spec_from_file_location("durable_mcp_fixture", FIXTURE_SERVER)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_an_http_mcp_server_is_called_as_activities(temporal: WorkflowEnvironment) -> None:
+    import uvicorn
+
+    app = fixture_module().build().streamable_http_app()
+    # A socket bound and listening before the server starts: the worker can connect at once.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    port = sock.getsockname()[1]
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serving = asyncio.create_task(web.serve(sockets=[sock]))
+    seen: list[list[str]] = []
+    call = ToolCall("c1", "echo", {"text": "over http"})
+    server = MCPHttp(f"http://127.0.0.1:{port}/mcp", name="web", allow=["echo"])
+    durable, registry = durable_for(call_then_report(call, seen), server)
+    try:
+        async with create_worker(temporal.client, [durable], registry=registry):
+            handle = await durable.start(temporal.client, "go")
+            result = DurableResult.from_data(await handle.result())
+    finally:
+        web.should_exit = True
+        await serving
+        sock.close()
+    assert json.loads(result.text) == {"is_error": False, "text": "over http"}
+    assert seen[0] == ["echo"]  # the allow= filter ran on the worker
+    names = [name for name, _ in activities_in(await handle.fetch_history())]
+    assert "goagent.mcp.call.clock.web" in names
