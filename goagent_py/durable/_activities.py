@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
 from collections import ChainMap
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
@@ -35,7 +36,7 @@ from goagent_py.mcp.errors import (
     MCPServerRestartedError,
     MCPToolUnavailableError,
 )
-from goagent_py.messages import Message, Role, TextBlock, ToolCall
+from goagent_py.messages import Message, Role, TextBlock, ToolCall, Usage
 from goagent_py.results import ToolResult
 from goagent_py.tool_context import ToolContext, _current
 from goagent_py.tools import Tool
@@ -55,6 +56,7 @@ from ._wire import (
     request_from_data,
     response_to_data,
     tool_error_to_data,
+    usage_to_data,
 )
 from .agent import DurableAgent, ProviderRegistry
 
@@ -204,8 +206,12 @@ class _AgentActivities:
         name = str(data["tool"])
         what = f"tool {name!r}"
         call = ToolCall(str(data["call_id"]), name, dict(data["arguments"]))
+        used: list[Usage] = []
         context = ToolContext(
-            call=call, run_id=str(data["run_id"]), iteration=int(data["iteration"])
+            call=call,
+            run_id=str(data["run_id"]),
+            iteration=int(data["iteration"]),
+            usage_sink=used.append,
         )
         token = _current.set(context)
         try:
@@ -219,10 +225,27 @@ class _AgentActivities:
             if retry:
                 raise _application_error(error, what, self.max_delay) from result.error
             out["error"] = error.to_data()
+        out.update(self._outcome(context, used, what))
         try:
             check_size(out, f"{what} result", self.limit)
         except PayloadTooLargeError as exc:
             raise self._fail(exc, what) from exc
+        return out
+
+    def _outcome(self, context: ToolContext, used: list[Usage], what: str) -> dict[str, Any]:
+        """What the tool told its context, for the workflow's: terminate, details (if they are
+        JSON), and tokens spent on its behalf."""
+        out: dict[str, Any] = {}
+        if context.outcome.get("terminate"):
+            out["terminate"] = True
+        if "details" in context.outcome:
+            try:
+                json.dumps(context.outcome["details"])
+                out["details"] = context.outcome["details"]
+            except (TypeError, ValueError):
+                self.options.logger.warning("%s: details that are not JSON are dropped", what)
+        if used:
+            out["usage"] = usage_to_data(sum(used, Usage()))
         return out
 
     async def _run_call(self, call: ToolCall, data: dict[str, Any]) -> ToolResult:

@@ -55,6 +55,7 @@ from ._wire import (
     request_to_data,
     response_from_data,
     tool_error_from_data,
+    usage_from_data,
     usage_to_data,
 )
 from .agent import (
@@ -236,6 +237,14 @@ class _ToolProxy:
             out = await calls.activity(self._activity, data, "tool_timeout")
         except ActivityError as exc:
             raise tool_error_from_data(name, _error_of(exc)) from None
+        ctx = current_tool_context()
+        if ctx is not None and ctx.call.id == call.id:  # what the tool told its context
+            if out.get("terminate"):
+                ctx.terminate()
+            if "details" in out:
+                ctx.set_details(out["details"])
+            if out.get("usage"):
+                ctx.add_usage(usage_from_data(out["usage"]))
         error = out.get("error")
         if error is not None:  # an error for the model, recorded as the call's outcome
             if call.id:

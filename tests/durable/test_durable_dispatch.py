@@ -14,10 +14,19 @@ from temporalio.testing import WorkflowEnvironment
 
 from goagent_py import Agent
 from goagent_py.durable import MEMORY_ID_KEY, DurableAgent, ProviderRegistry, create_worker
-from goagent_py.messages import ContentBlock, Message, Role, ScoredMessage, TextBlock, ToolCall
+from goagent_py.messages import (
+    ContentBlock,
+    Message,
+    Role,
+    ScoredMessage,
+    TextBlock,
+    ToolCall,
+    Usage,
+)
 from goagent_py.provider import CompletionRequest, CompletionResponse
 from goagent_py.results import ToolResult
 from goagent_py.testing import FunctionProvider, tool_call_response
+from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import tool
 
 pytestmark = pytest.mark.slow
@@ -178,3 +187,28 @@ async def test_a_retried_long_term_store_upserts_the_same_rows(
     assert {id.rsplit(":", 1)[0] for id, _ in rows} == {f"{first.run_id}:store:1"}
     # Another turn is other rows: the ids are per run and message, not per text.
     assert len(memory.rows()) == 4
+
+
+async def test_what_a_tool_tells_its_context_on_the_worker_reaches_the_run(
+    temporal: WorkflowEnvironment,
+) -> None:
+    @tool
+    def final_report() -> str:
+        """Write the final report."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        ctx.add_usage(Usage(input_tokens=7, output_tokens=3))  # a sub-agent's tokens
+        ctx.terminate()
+        return "report written"
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        if not results_of(request):
+            return tool_call_response(ToolCall("c1", "final_report", {}))
+        return "the model must not be asked again: the tool terminated the run"
+
+    durable, registry = durable_for(plan, [final_report])
+    async with create_worker(temporal.client, [durable], registry=registry):
+        result = await durable.execute(temporal.client, "go")
+    assert result.iterations == 1  # not asked again
+    assert [m.text for m in result.messages if m.role == Role.TOOL] == ["report written"]
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (7, 3)
