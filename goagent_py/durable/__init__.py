@@ -10,8 +10,11 @@ Install with ``pip install "goagent-py[temporal]"``. The pieces::
     worker = create_worker(client, [durable])           # worker processes: await worker.run()
     result = await durable.execute(client, "hi", session_id="alice")      # app processes
 
-The loop's decisions run in a workflow; model calls, tool calls and memory run as activities
-named after the agent and its tools. See :mod:`goagent_py.durable.agent`.
+The loop's decisions run in a workflow; model calls, tool calls, memory and MCP traffic run as
+activities named after the agent, its tools and its MCP servers. A tool call runs in its
+activity through the agent's own dispatch chain (timeout, breaker, rate limit, middlewares) and
+its ``before_tool_call``/``after_tool_call``; retries belong to the engine. See
+:mod:`goagent_py.durable.agent` and ``docs/architecture.md`` (section 10).
 """
 
 from goagent_py.errors import MissingExtraError

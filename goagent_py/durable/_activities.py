@@ -2,9 +2,12 @@
 
 Retries belong to the engine: an activity turns a failure into an ``ApplicationError`` that says
 whether retrying can help (misuse and 4xx but 408/409/429 cannot) and, when the server sent a
-Retry-After, when to try again (capped at the agent's ``max_retry_delay``). A tool's own
-exception is data for the model, so it is not retried, except connection errors and timeouts.
-A result too big to record fails at once, naming the tool or model.
+Retry-After, when to try again (capped at the agent's ``max_retry_delay``). A tool call runs as
+the loop runs one (validation, ``before_tool_call``, the agent's dispatch chain without its
+retry layer, ``after_tool_call``); its failure is data for the model, recorded as the
+activity's result, except what a retry can cure (a connection error or a timeout raised inside
+the tool, an MCP server out of reach). A result too big to record fails at once, naming the
+tool or model.
 """
 
 from __future__ import annotations

@@ -6,11 +6,15 @@ The same ``Agent`` (model, system prompt, tools, memory) is used on both sides:
   with the agent's plain settings (no objects: names, numbers, tool schemas);
 - in workflows, the unchanged loop runs with a provider, tools and memories that are proxies:
   each call is an activity (see :mod:`goagent_py.durable._workflow`);
-- in worker processes, those activities call the real tools, the real memories, and the provider
-  that a :class:`ProviderRegistry` builds from the agent's provider spec (``"anthropic:..."``).
+- in worker processes, those activities call the real tools (through the agent's dispatch
+  chain and tool gates), the real memories, the agent's MCP servers (each worker connects from
+  their :class:`~goagent_py.durable.MCPServerSpec`), and the provider that a
+  :class:`ProviderRegistry` builds from the agent's provider spec (``"anthropic:..."``).
 
-Activity names come from the agent's and the tool's names (``goagent.model.<agent>``,
-``goagent.tool.<agent>.<tool>``, ``goagent.memory.<load|append|recall|store>.<agent>``):
+Activity names come from the agent's, the tool's and the MCP server's names
+(``goagent.model.<agent>``, ``goagent.tool.<agent>.<tool>``,
+``goagent.memory.<load|append|recall|store>.<agent>``,
+``goagent.mcp.<list|call>.<agent>.<server>``):
 renaming an agent or a tool while runs are in flight strands them, so it is a deliberate act
 (drain the task queue first, or keep the old names registered on a worker).
 """
@@ -188,6 +192,12 @@ class DurableResult:
 
 class DurableAgent:
     """An agent whose runs survive worker crashes: see the module docs.
+
+    The agent's ``mcp_servers`` (``MCPStdio``/``MCPHttp``) are described as
+    :class:`~goagent_py.durable.MCPServerSpec` objects (:attr:`mcp_servers`); only their names
+    reach the workflow. Its ``before_tool_call``, ``after_tool_call``, ``tool_timeout``, circuit
+    breaker, rate limit and dispatch middlewares apply on the workers, in each tool activity;
+    its ``tool_retry`` does not (the engine retries: ``max_attempts``).
 
     Args:
         agent: the agent's definition (a name is required: activity names derive from it).
