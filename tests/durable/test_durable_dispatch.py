@@ -13,6 +13,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from goagent_py import Agent
+from goagent_py.dispatch import DispatchFunc
 from goagent_py.durable import MEMORY_ID_KEY, DurableAgent, ProviderRegistry, create_worker
 from goagent_py.messages import (
     ContentBlock,
@@ -87,7 +88,7 @@ async def test_a_gate_on_the_worker_denies_a_call_and_the_denial_ends_the_run(
     assert denial[0].text == "Error: tool 'wipe' was not run: wiping / is not allowed"
 
 
-async def test_after_tool_call_on_the_worker_replaces_a_result(
+async def test_after_tool_call_and_middlewares_run_on_the_worker(
     temporal: WorkflowEnvironment,
 ) -> None:
     @tool
@@ -104,11 +105,23 @@ async def test_after_tool_call_on_the_worker_replaces_a_result(
     def redact(result: ToolResult) -> ToolResult:
         return ToolResult(result.call, [TextBlock("[redacted]")], None, result.duration)
 
-    durable, registry = durable_for(plan, [secret], after_tool_call=redact)
+    passed: list[tuple[str, str]] = []
+
+    def audit(next_call: DispatchFunc) -> DispatchFunc:
+        async def run(call: ToolCall) -> list[ContentBlock]:
+            passed.append((call.id, call.name))
+            return await next_call(call)
+
+        return run
+
+    durable, registry = durable_for(
+        plan, [secret], after_tool_call=redact, dispatch_middlewares=[audit]
+    )
     async with create_worker(temporal.client, [durable], registry=registry):
         result = await durable.execute(temporal.client, "go")
     assert result.text == "saw: [redacted]"
     assert "hunter2" not in str([m.text for m in result.messages])
+    assert passed == [("c1", "secret")]  # the agent's middlewares ran on the worker
 
 
 async def test_the_agents_tool_timeout_applies_in_the_activity_and_is_not_retried(
