@@ -424,6 +424,8 @@ def _mcp_failure(server: str, exc: BaseException) -> BaseException:
     from goagent_py.mcp.errors import MCPConnectionError
 
     error = _error_of(exc) if isinstance(exc, ActivityError) else ErrorData("Error", str(exc), True)
+    if error.type == "ConfigurationError":  # e.g. two of its tools map to one name
+        return ConfigurationError(f"MCP server {server!r}: {error.message}")
     return MCPConnectionError(server, f"listing its tools failed ({error.type}): {error.message}")
 
 
