@@ -10,8 +10,11 @@ Install with ``pip install "goagent-py[temporal]"``. The pieces::
     worker = create_worker(client, [durable])           # worker processes: await worker.run()
     result = await durable.execute(client, "hi", session_id="alice")      # app processes
 
-The loop's decisions run in a workflow; model calls, tool calls and memory run as activities
-named after the agent and its tools. See :mod:`goagent_py.durable.agent`.
+The loop's decisions run in a workflow; model calls, tool calls, memory and MCP traffic run as
+activities named after the agent, its tools and its MCP servers. A tool call runs in its
+activity through the agent's own dispatch chain (timeout, breaker, rate limit, middlewares) and
+its ``before_tool_call``/``after_tool_call``; retries belong to the engine. See
+:mod:`goagent_py.durable.agent` and ``docs/architecture.md`` (section 10).
 """
 
 from goagent_py.errors import MissingExtraError
@@ -22,7 +25,13 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("temporalio", "temporal", feature="goagent_py.durable") from exc
 
 from goagent_py.durable._activities import activities_for, create_worker, sandbox_runner
-from goagent_py.durable._wire import DurableRunError, PayloadTooLargeError, RemoteToolError
+from goagent_py.durable._mcp import MCPServerSpec
+from goagent_py.durable._wire import (
+    MEMORY_ID_KEY,
+    DurableRunError,
+    PayloadTooLargeError,
+    RemoteToolError,
+)
 from goagent_py.durable._workflow import AgentWorkflow, run_in_workflow
 from goagent_py.durable.agent import (
     ABORT_SIGNAL,
@@ -40,6 +49,7 @@ __all__ = [
     "ABORT_SIGNAL",
     "EVENTS_UPDATE",
     "FOLLOW_UP_SIGNAL",
+    "MEMORY_ID_KEY",
     "STATE_QUERY",
     "STEER_SIGNAL",
     "WORKFLOW_NAME",
@@ -47,6 +57,7 @@ __all__ = [
     "DurableAgent",
     "DurableResult",
     "DurableRunError",
+    "MCPServerSpec",
     "PayloadTooLargeError",
     "ProviderRegistry",
     "RemoteToolError",

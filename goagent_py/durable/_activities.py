@@ -2,38 +2,64 @@
 
 Retries belong to the engine: an activity turns a failure into an ``ApplicationError`` that says
 whether retrying can help (misuse and 4xx but 408/409/429 cannot) and, when the server sent a
-Retry-After, when to try again (capped at the agent's ``max_retry_delay``). A tool's own
-exception is data for the model, so it is not retried, except connection errors and timeouts.
-A result too big to record fails at once, naming the tool or model.
+Retry-After, when to try again (capped at the agent's ``max_retry_delay``). A tool call runs as
+the loop runs one (validation, ``before_tool_call``, the agent's dispatch chain without its
+retry layer, ``after_tool_call``); its failure is data for the model, recorded as the
+activity's result, except what a retry can cure (a connection error or a timeout raised inside
+the tool, an MCP server out of reach). A result too big to record fails at once, naming the
+tool or model.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import json
+from collections import ChainMap
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
 
-from goagent_py.errors import ConfigurationError
-from goagent_py.messages import ToolCall
+from goagent_py._transcript import error_result
+from goagent_py.dispatch import Dispatcher, error_text
+from goagent_py.errors import (
+    ConfigurationError,
+    ToolArgumentsError,
+    ToolBlockedError,
+    ToolExecutionError,
+)
+from goagent_py.mcp.errors import (
+    MCPConnectionError,
+    MCPServerRestartedError,
+    MCPToolUnavailableError,
+)
+from goagent_py.messages import Message, Role, TextBlock, ToolCall, Usage
+from goagent_py.results import ToolResult
 from goagent_py.tool_context import ToolContext, _current
 from goagent_py.tools import Tool
 
+from ._mcp import MCPServers, call_activity, list_activity
 from ._wire import (
+    MEMORY_ID_KEY,
     ErrorData,
     PayloadTooLargeError,
     check_size,
     content_from_text,
     content_to_text,
+    definition_to_data,
     error_to_data,
     messages_from_text,
     messages_to_text,
     request_from_data,
     response_to_data,
+    tool_error_to_data,
+    usage_to_data,
 )
 from .agent import DurableAgent, ProviderRegistry
 
@@ -76,6 +102,16 @@ async def _heartbeating(work: Awaitable[T]) -> T:
             await beater
 
 
+def _retryable(error: BaseException) -> bool:
+    """A tool's failure is data for the model, not retried, except what a retry can cure: a
+    connection error or a timeout raised inside the tool, and an MCP server out of reach. The
+    agent's own tool timeout is final, as in a plain run (it bounds the call)."""
+    cause = error.cause if isinstance(error, ToolExecutionError) else None
+    if isinstance(cause, MCPServerRestartedError):
+        return False  # a call that may have run, on a tool that is not idempotent
+    return isinstance(cause, ConnectionError | TimeoutError | MCPConnectionError)
+
+
 def _named(name: str, fn: Activity) -> Callable[..., Any]:
     async def run(data: dict[str, Any]) -> dict[str, Any]:
         return await fn(data)
@@ -91,7 +127,19 @@ class _AgentActivities:
         config = durable.config()
         self.limit = int(config["payload_limit"])
         self.max_delay = float(config["max_retry_delay"])
+        self.options = o = durable.agent.options
         self.tools: dict[str, Tool] = {t.definition.name: t for t in durable.agent.tools}
+        self.mcp = MCPServers(durable.mcp_servers)
+        # The agent's own chain (timeout, breaker, rate limit, middlewares) for every call,
+        # function and MCP tools alike; no retry layer: the engine retries the activity.
+        self.dispatcher = Dispatcher(
+            ChainMap(self.tools, self.mcp.tools),
+            timeout=o.tool_timeout,
+            circuit_breaker=o.circuit_breaker,
+            rate_limit=o.rate_limit,
+            middlewares=o.dispatch_middlewares,
+            logger=o.logger,
+        )
 
     def _fail(self, exc: BaseException, what: str) -> ApplicationError:
         return _application_error(error_to_data(exc), what, self.max_delay)
@@ -110,30 +158,138 @@ class _AgentActivities:
 
     def tool(self, name: str) -> Activity:
         async def run(data: dict[str, Any]) -> dict[str, Any]:
-            what = f"tool {name!r}"
-            tool = self.tools[name]
-            call = ToolCall(str(data["call_id"]), name, dict(data["arguments"]))
-            context = ToolContext(
-                call=call, run_id=str(data["run_id"]), iteration=int(data["iteration"])
-            )
-            token = _current.set(context)
+            return await self._call(data)
+
+        return run
+
+    def mcp_list(self, server: str) -> Activity:
+        async def run(data: dict[str, Any]) -> dict[str, Any]:
+            what = f"MCP server {server!r}"
             try:
-                content = await _heartbeating(tool.execute(dict(call.arguments)))
-                out = {"content": content_to_text(content)}
-                check_size(out, f"{what} result", self.limit)
-            except PayloadTooLargeError as exc:
-                raise self._fail(exc, what) from exc
+                tools = await _heartbeating(self.mcp.list(server))
+                out = {"tools": [definition_to_data(t.definition) for t in tools]}
+                check_size(out, f"{what} tool list", self.limit)
             except Exception as exc:
                 error = error_to_data(exc)
-                # A tool's exception is data for the model: retry only what a retry can cure.
-                retry = isinstance(exc, ConnectionError | TimeoutError)
-                error = ErrorData(error.type, error.message, retry, extra=error.extra)
+                # A server that cannot be reached may come back; a bad listing will not.
+                retry = isinstance(exc, MCPConnectionError) or error.retryable
+                error = ErrorData(error.type, error.message, retry)
                 raise _application_error(error, what, self.max_delay) from exc
-            finally:
-                _current.reset(token)
             return out
 
         return run
+
+    def mcp_call(self, server: str) -> Activity:
+        async def run(data: dict[str, Any]) -> dict[str, Any]:
+            name = str(data["tool"])
+            try:
+                found = await _heartbeating(self.mcp.find(server, name))
+            except Exception as exc:  # the server cannot be reached: the engine retries
+                error = ErrorData(type(exc).__name__, str(exc), True)
+                raise _application_error(error, f"tool {name!r}", self.max_delay) from exc
+            if found is None:
+                offered = tuple(
+                    t.definition.name
+                    for t in self.mcp.tools.values()
+                    if getattr(getattr(t, "connection", None), "name", None) == server
+                )
+                missing = MCPToolUnavailableError(server, name, offered)
+                return {
+                    "content": content_to_text([TextBlock(error_text(missing))]),
+                    "error": tool_error_to_data(missing, False).to_data(),
+                }
+            return await self._call(data)
+
+        return run
+
+    async def _call(self, data: dict[str, Any]) -> dict[str, Any]:
+        """One tool call, as the loop makes it: validate, ``before_tool_call``, the dispatch
+        chain, ``after_tool_call``. An error for the model is returned as data (the call's
+        recorded outcome); one a retry can cure is raised for the engine to retry."""
+        name = str(data["tool"])
+        what = f"tool {name!r}"
+        call = ToolCall(str(data["call_id"]), name, dict(data["arguments"]))
+        used: list[Usage] = []
+        context = ToolContext(
+            call=call,
+            run_id=str(data["run_id"]),
+            iteration=int(data["iteration"]),
+            usage_sink=used.append,
+        )
+        token = _current.set(context)
+        try:
+            result = await _heartbeating(self._run_call(call, data))
+        finally:
+            _current.reset(token)
+        out: dict[str, Any] = {"content": content_to_text(result.content)}
+        if result.error is not None:
+            retry = _retryable(result.error)
+            error = tool_error_to_data(result.error, retry)
+            if retry:
+                raise _application_error(error, what, self.max_delay) from result.error
+            out["error"] = error.to_data()
+        out.update(self._outcome(context, used, what))
+        try:
+            check_size(out, f"{what} result", self.limit)
+        except PayloadTooLargeError as exc:
+            raise self._fail(exc, what) from exc
+        return out
+
+    def _outcome(self, context: ToolContext, used: list[Usage], what: str) -> dict[str, Any]:
+        """What the tool told its context, for the workflow's: terminate, details (if they are
+        JSON), and tokens spent on its behalf."""
+        out: dict[str, Any] = {}
+        if context.outcome.get("terminate"):
+            out["terminate"] = True
+        if "details" in context.outcome:
+            try:
+                json.dumps(context.outcome["details"])
+                out["details"] = context.outcome["details"]
+            except (TypeError, ValueError):
+                self.options.logger.warning("%s: details that are not JSON are dropped", what)
+        if used:
+            out["usage"] = usage_to_data(sum(used, Usage()))
+        return out
+
+    async def _run_call(self, call: ToolCall, data: dict[str, Any]) -> ToolResult:
+        o = self.options
+        shown = call
+        validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
+        if validate is not None:
+            try:
+                shown = replace(call, arguments=validate(dict(call.arguments)))
+            except ToolArgumentsError as exc:
+                return await self._after(error_result(call, exc))
+        reason: str | None = None
+        if o.before_tool_call is not None:
+            try:
+                if o.before_tool_call_sees_message:
+                    found = messages_from_text(str(data.get("message", "[]")))
+                    message = found[0] if found else Message(Role.ASSISTANT, [])
+                    gate = o.before_tool_call(shown, message)
+                else:
+                    gate = o.before_tool_call(shown)
+                reason = await gate if inspect.isawaitable(gate) else gate
+            except Exception as exc:
+                # Fail closed, as in a plain run: a broken approval check blocks the call.
+                o.logger.warning("before_tool_call raised; the call is blocked: %s", exc)
+                reason = f"the approval check failed ({type(exc).__name__}: {exc})"
+        if reason is not None:
+            return await self._after(error_result(call, ToolBlockedError(call.name, str(reason))))
+        return await self._after(await self.dispatcher.execute(call))
+
+    async def _after(self, result: ToolResult) -> ToolResult:
+        after = self.options.after_tool_call
+        if after is None:
+            return result
+        try:
+            replacement = after(result)
+            if inspect.isawaitable(replacement):
+                replacement = await replacement
+        except Exception as exc:
+            self.options.logger.warning("after_tool_call raised; the result is kept: %s", exc)
+            replacement = None
+        return result if replacement is None else replacement
 
     async def load(self, data: dict[str, Any]) -> dict[str, Any]:
         memory = self.durable.short_term_memory(str(data["session_id"]))
@@ -186,7 +342,21 @@ class _AgentActivities:
         memory = self.durable.long_term_memory
         try:
             if memory is not None:
-                await memory.store(messages_from_text(data["messages"]), session=data["session"])
+                messages = messages_from_text(data["messages"])
+                session = str(data["session"])
+                key = data.get("key")
+                store_once = getattr(memory, "store_once", None)
+                if key and store_once is not None:  # the memory de-duplicates by key itself
+                    await store_once(str(key), messages, session=session)
+                else:
+                    if key:
+                        # Each message's id, the same on every attempt: a retried store upserts
+                        # the rows the failed attempt wrote (see MEMORY_ID_KEY).
+                        messages = [
+                            replace(m, metadata={**m.metadata, MEMORY_ID_KEY: f"{key}:{i}"})
+                            for i, m in enumerate(messages)
+                        ]
+                    await memory.store(messages, session=session)
         except Exception as exc:
             raise self._fail(exc, "long-term memory store") from exc
         return {}
@@ -201,21 +371,48 @@ class _AgentActivities:
             _named(f"goagent.memory.store.{n}", self.store),
         ]
         out.extend(_named(f"goagent.tool.{n}.{t}", self.tool(t)) for t in self.tools)
+        for server in self.mcp.specs:
+            out.append(_named(list_activity(n, server), self.mcp_list(server)))
+            out.append(_named(call_activity(n, server), self.mcp_call(server)))
         return out
 
 
 def activities_for(
     agents: Iterable[DurableAgent], registry: ProviderRegistry
 ) -> list[Callable[..., Any]]:
-    """The activities of ``agents`` (model, tools, memory), to register on a worker."""
-    out: list[Callable[..., Any]] = []
+    """The activities of ``agents`` (model, tools, memory, MCP), to register on a worker.
+
+    With your own worker, MCP servers stay connected until the process ends; a worker from
+    :func:`create_worker` closes them when it stops.
+    """
+    return [a for group in _groups(agents, registry) for a in group.all()]
+
+
+def _groups(agents: Iterable[DurableAgent], registry: ProviderRegistry) -> list[_AgentActivities]:
+    out: list[_AgentActivities] = []
     names: set[str] = set()
     for durable in agents:
         if durable.name in names:
             raise ConfigurationError(f"two durable agents are named {durable.name!r}")
         names.add(durable.name)
-        out.extend(_AgentActivities(durable, registry).all())
+        out.append(_AgentActivities(durable, registry))
     return out
+
+
+class _Worker(Worker):
+    """A worker that closes its agents' MCP connections when it stops."""
+
+    _groups: list[_AgentActivities]
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            for group in self._groups:
+                try:
+                    await group.mcp.aclose()
+                except Exception as exc:  # closing must not hide why the worker stopped
+                    group.options.logger.warning("closing MCP servers failed: %s", exc)
 
 
 def sandbox_runner() -> Any:
@@ -248,8 +445,6 @@ def create_worker(
         task_queue: the task queue (default: the agents' own, which must agree).
         **worker_options: passed to ``temporalio.worker.Worker``.
     """
-    from temporalio.worker import Worker
-
     from ._workflow import AgentWorkflow
 
     if not agents:
@@ -262,11 +457,14 @@ def create_worker(
                 "pass task_queue= or run one worker per queue"
             )
         task_queue = queues.pop()
-    return Worker(
+    groups = _groups(agents, registry or ProviderRegistry.default())
+    worker = _Worker(
         client,
         task_queue=task_queue,
         workflows=[AgentWorkflow],
-        activities=activities_for(agents, registry or ProviderRegistry.default()),
+        activities=[a for group in groups for a in group.all()],
         workflow_runner=worker_options.pop("workflow_runner", None) or sandbox_runner(),
         **worker_options,
     )
+    worker._groups = groups
+    return worker

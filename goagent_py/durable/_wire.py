@@ -12,12 +12,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from goagent_py.errors import ConfigurationError, GoAgentError, ProviderError
+from goagent_py.errors import (
+    ConfigurationError,
+    GoAgentError,
+    ProviderError,
+    ToolBlockedError,
+    ToolError,
+    ToolTimeoutError,
+)
 from goagent_py.messages import ContentBlock, Message, Role, StopReason, Usage
 from goagent_py.messages import messages_from_json as _from_json
 from goagent_py.messages import messages_to_json as _to_json
 from goagent_py.provider import CompletionRequest, CompletionResponse, ThinkingConfig
 from goagent_py.tools import ToolDefinition
+
+MEMORY_ID_KEY = "goagent.memory_id"
+"""The metadata key of a message's id in a durable run's long-term store: ``<run id>:store:<n>:
+<index>``, the same on every attempt, so a store keyed by it (or hashing metadata, like
+:class:`~goagent_py.memory.LongTermMemory`) upserts the same rows when the activity is retried.
+A memory with ``store_once(key, messages, *, session)`` gets the key ``<run id>:store:<n>``
+instead."""
 
 DEFAULT_PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's default limit on one payload (the server refuses bigger blobs)."""
@@ -228,5 +242,51 @@ class DurableRunError(GoAgentError):
         return self._reduce_with(self.type, self.detail)
 
 
-class RemoteToolError(GoAgentError):
-    """A tool failed in its activity (after the engine's retries); the message says how."""
+class RemoteToolError(ToolError):
+    """A tool failed in its activity; the message is the worker's own error message (what the
+    model reads, as in a plain run).
+
+    Attributes:
+        tool_name: the tool.
+        type: the error's class name on the worker (``"ToolExecutionError"``, ``"MCPToolError"``).
+        retryable: whether the engine could retry it (True only when the retries ran out).
+    """
+
+    def __init__(
+        self, message: str, *, tool_name: str = "", type: str = "", retryable: bool = False
+    ) -> None:
+        self.tool_name = tool_name
+        self.type = type
+        self.retryable = retryable
+        super().__init__(message)
+
+    def __reduce__(self) -> Any:
+        return self._reduce_with(
+            self.args[0] if self.args else "",
+            tool_name=self.tool_name,
+            type=self.type,
+            retryable=self.retryable,
+        )
+
+
+def tool_error_to_data(error: BaseException, retryable: bool) -> ErrorData:
+    """A tool call's error as data, with what :func:`tool_error_from_data` needs to rebuild it."""
+    extra: dict[str, Any] = {}
+    if isinstance(error, ToolTimeoutError):
+        extra = {"timeout": error.timeout}
+    elif isinstance(error, ToolBlockedError):
+        extra = {"reason": error.reason}
+    return ErrorData(type(error).__name__, str(error), retryable, extra=extra)
+
+
+def tool_error_from_data(tool_name: str, error: ErrorData) -> ToolError:
+    """The error a workflow's tool proxy raises for a failed activity: a timeout or a blocked
+    call as its own type (the loop tells a denied call by its type), anything else as a
+    :class:`RemoteToolError` with the worker's message."""
+    if error.type == "ToolTimeoutError" and "timeout" in error.extra:
+        return ToolTimeoutError(tool_name, float(error.extra["timeout"]))
+    if error.type == "ToolBlockedError" and "reason" in error.extra:
+        return ToolBlockedError(tool_name, str(error.extra["reason"]))
+    return RemoteToolError(
+        error.message, tool_name=tool_name, type=error.type, retryable=error.retryable
+    )

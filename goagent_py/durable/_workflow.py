@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -39,12 +40,12 @@ from goagent_py.errors import (
 from goagent_py.hooks import Hooks, ProviderEvent, ToolResult
 from goagent_py.messages import ContentBlock, Message, Role, ScoredMessage, TextBlock, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
+from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition
 
+from ._mcp import call_activity, listed_definitions
 from ._wire import (
-    DurableRunError,
     ErrorData,
-    RemoteToolError,
     check_size,
     content_from_text,
     content_to_text,
@@ -53,6 +54,8 @@ from ._wire import (
     messages_to_text,
     request_to_data,
     response_from_data,
+    tool_error_from_data,
+    usage_from_data,
     usage_to_data,
 )
 from .agent import (
@@ -62,7 +65,6 @@ from .agent import (
     STATE_QUERY,
     STEER_SIGNAL,
     WORKFLOW_NAME,
-    DurableResult,
 )
 
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
@@ -97,6 +99,14 @@ class _Calls:
         # Derived only from recorded results, so a replay rebuilds the same list.
         self.events: list[dict[str, Any]] = events if events is not None else []
         self.call = _CALL
+        # The content a worker recorded for a failed call, by call id (it may differ from the
+        # error's text: the worker's after_tool_call can replace it).
+        self.failed_content: dict[str, list[ContentBlock]] = {}
+
+    def after_tool_call(self, result: ToolResult) -> ToolResult | None:
+        """Give a failed call the content its activity recorded."""
+        content = self.failed_content.pop(result.call.id, None)
+        return None if content is None else replace(result, content=content)
 
     def on_iteration_start(self, iteration: int) -> None:
         self.iteration = iteration
@@ -194,11 +204,15 @@ class _ModelProxy:
 
 
 class _ToolProxy:
-    """A tool whose ``execute`` is the activity ``goagent.tool.<agent>.<tool>``."""
+    """A tool whose ``execute`` is an activity: ``goagent.tool.<agent>.<tool>`` for the agent's
+    own tools, ``goagent.mcp.call.<agent>.<server>`` for an MCP server's."""
 
-    def __init__(self, calls: _Calls, definition: ToolDefinition) -> None:
+    def __init__(
+        self, calls: _Calls, definition: ToolDefinition, activity: str | None = None
+    ) -> None:
         self._calls = calls
         self._definition = definition
+        self._activity = activity or f"goagent.tool.{calls.agent}.{definition.name}"
 
     @property
     def definition(self) -> ToolDefinition:
@@ -208,20 +222,44 @@ class _ToolProxy:
         calls = self._calls
         name = self._definition.name
         call = calls.call.get() or ToolCall("", name, args)
-        data = {
+        data: dict[str, Any] = {
             "tool": name,
             "call_id": call.id,
             "arguments": args,
             "run_id": calls.run_id,
             "iteration": calls.iteration,
         }
+        if calls.config.get("gate_sees_message"):
+            # The worker's before_tool_call takes (call, assistant message): send the message.
+            data["message"] = messages_to_text(_assistant_message(call.id))
         check_size(data, f"tool {name!r} arguments", int(calls.config["payload_limit"]))
         try:
-            out = await calls.activity(f"goagent.tool.{calls.agent}.{name}", data, "tool_timeout")
+            out = await calls.activity(self._activity, data, "tool_timeout")
         except ActivityError as exc:
-            error = _error_of(exc)
-            raise RemoteToolError(f"{error.type}: {error.message}") from None
+            raise tool_error_from_data(name, _error_of(exc)) from None
+        ctx = current_tool_context()
+        if ctx is not None and ctx.call.id == call.id:  # what the tool told its context
+            if out.get("terminate"):
+                ctx.terminate()
+            if "details" in out:
+                ctx.set_details(out["details"])
+            if out.get("usage"):
+                ctx.add_usage(usage_from_data(out["usage"]))
+        error = out.get("error")
+        if error is not None:  # an error for the model, recorded as the call's outcome
+            if call.id:
+                calls.failed_content[call.id] = content_from_text(out["content"])
+            raise tool_error_from_data(name, ErrorData.from_data(error))
         return content_from_text(out["content"])
+
+
+def _assistant_message(call_id: str) -> list[Message]:
+    """The assistant message that made the call ``call_id`` (from the run's transcript)."""
+    ctx = current_tool_context()
+    for message in reversed(ctx.transcript() if ctx is not None else []):
+        if message.role == Role.ASSISTANT and any(c.id == call_id for c in message.tool_calls):
+            return [message]
+    return []
 
 
 class _ShortTermProxy:
@@ -259,6 +297,7 @@ class _LongTermProxy:
 
     def __init__(self, calls: _Calls) -> None:
         self._calls = calls
+        self._stores = 0
 
     async def retrieve(
         self, query: list[ContentBlock], *, top_k: int, session: str = ""
@@ -272,7 +311,12 @@ class _LongTermProxy:
         ]
 
     async def store(self, messages: list[Message], *, session: str = "") -> None:
-        await self._memory("store", {"messages": messages_to_text(messages), "session": session})
+        # The n-th store of the run: its key (the same on every retry and replay) gives each
+        # message a deterministic id, so a retried store upserts instead of duplicating.
+        self._stores += 1
+        key = f"{self._calls.run_id}:store:{self._stores}"
+        data = {"messages": messages_to_text(messages), "session": session, "key": key}
+        await self._memory("store", data)
 
     async def _memory(self, op: str, data: dict[str, Any]) -> Any:
         calls = self._calls
@@ -283,18 +327,28 @@ class _LongTermProxy:
             raise MemoryStoreError(f"long-term memory {op} failed: {error.message}") from None
 
 
-def _agent_for(config: dict[str, Any], calls: _Calls, session_id: str) -> Agent:
+def _agent_for(
+    config: dict[str, Any],
+    calls: _Calls,
+    session_id: str,
+    mcp: Sequence[tuple[str, ToolDefinition]] = (),
+) -> Agent:
     thinking = config.get("thinking")
+    tools = [_ToolProxy(calls, definition_from_data(t)) for t in config["tools"]]
+    tools += [_ToolProxy(calls, d, call_activity(calls.agent, server)) for server, d in mcp]
     settings: dict[str, Any] = {
         "provider": _ModelProxy(calls),
         "model": config["model"],
         "name": config["agent"],
         "system_prompt": config.get("system_prompt", ""),
         "max_iterations": config["max_iterations"],
-        "tools": [_ToolProxy(calls, definition_from_data(t)) for t in config["tools"]],
+        "tools": tools,
+        # The worker's before_tool_call decides; the loop here ends the run on a denial.
+        "stop_on_denied": bool(config.get("stop_on_denied", False)),
         "short_term_trace_tools": config["short_term_trace_tools"],
         "tool_execution": config["tool_execution"],
         "dispatch_middlewares": [calls.middleware],
+        "after_tool_call": calls.after_tool_call,
         "hooks": Hooks(
             on_iteration_start=calls.on_iteration_start,
             on_provider_response=calls.on_provider_response,
@@ -342,7 +396,10 @@ async def run_in_workflow(
             "(and run a worker with create_worker), not directly"
         )
     calls = _Calls(config, run_id or workflow.info().workflow_id, events)
-    agent = _agent_for(config, calls, session_id)
+    # The MCP servers' tools, listed once per run: the list is recorded in the history, so a
+    # replay builds the same tools (and a changed server does not change a run in flight).
+    mcp = await listed_definitions(calls, list(config.get("mcp_servers", ())), _mcp_failure)
+    agent = _agent_for(config, calls, session_id, mcp)
     # One run of the unchanged loop; the control carries the steer signal into it.
     run = await agent.start_run(list(content), streaming=False, control=control)
     async for _ in run.events():
@@ -359,6 +416,17 @@ async def run_in_workflow(
         "run_id": calls.run_id,
         "aborted": False,
     }
+
+
+def _mcp_failure(server: str, exc: BaseException) -> BaseException:
+    """A server whose tools could not be listed fails the run (a GoAgentError, not a retried
+    workflow task)."""
+    from goagent_py.mcp.errors import MCPConnectionError
+
+    error = _error_of(exc) if isinstance(exc, ActivityError) else ErrorData("Error", str(exc), True)
+    if error.type == "ConfigurationError":  # e.g. two of its tools map to one name
+        return ConfigurationError(f"MCP server {server!r}: {error.message}")
+    return MCPConnectionError(server, f"listing its tools failed ({error.type}): {error.message}")
 
 
 def _new_control() -> Any:
@@ -505,44 +573,3 @@ class AgentWorkflow:
             "follow_ups": list(self._follow_ups),
             "abort_reason": self._abort_reason,
         }
-
-
-async def result_of(handle: Any) -> DurableResult:
-    """Await a durable run's handle; a failure raises the matching goagent-py error."""
-    from temporalio.client import WorkflowFailureError
-
-    try:
-        data = await handle.result()
-    except WorkflowFailureError as exc:
-        cause = exc.cause
-        if isinstance(cause, ApplicationError) and cause.details:
-            detail = cause.details[0]
-            error = ErrorData.from_data(detail) if isinstance(detail, dict) else None
-            if error is not None:
-                if error.type == "MaxIterationsError":
-                    raise MaxIterationsError(
-                        int(error.extra.get("iterations", 0)),
-                        str(error.extra.get("last_thought", "")),
-                    ) from exc
-                raise DurableRunError(error.type, error.message) from exc
-        raise DurableRunError(type(cause).__name__, str(cause)) from exc
-    return DurableResult.from_data(data)
-
-
-async def stream_events(handle: Any) -> AsyncIterator[dict[str, Any]]:
-    """The events of a running durable run, as they happen, until it ends (long-polling
-    workflow updates: no polling interval, no sleeps)."""
-    from temporalio.client import WorkflowUpdateFailedError
-    from temporalio.service import RPCError
-
-    seen = 0
-    while True:
-        try:
-            batch = await handle.execute_update(EVENTS_UPDATE, seen)
-        except (WorkflowUpdateFailedError, RPCError):
-            return  # the run had already ended: its result holds the messages
-        for event in batch["events"]:
-            yield event
-        seen += len(batch["events"])
-        if batch["done"]:
-            return

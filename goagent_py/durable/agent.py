@@ -6,11 +6,15 @@ The same ``Agent`` (model, system prompt, tools, memory) is used on both sides:
   with the agent's plain settings (no objects: names, numbers, tool schemas);
 - in workflows, the unchanged loop runs with a provider, tools and memories that are proxies:
   each call is an activity (see :mod:`goagent_py.durable._workflow`);
-- in worker processes, those activities call the real tools, the real memories, and the provider
-  that a :class:`ProviderRegistry` builds from the agent's provider spec (``"anthropic:..."``).
+- in worker processes, those activities call the real tools (through the agent's dispatch
+  chain and tool gates), the real memories, the agent's MCP servers (each worker connects from
+  their :class:`~goagent_py.durable.MCPServerSpec`), and the provider that a
+  :class:`ProviderRegistry` builds from the agent's provider spec (``"anthropic:..."``).
 
-Activity names come from the agent's and the tool's names (``goagent.model.<agent>``,
-``goagent.tool.<agent>.<tool>``, ``goagent.memory.<load|append|recall|store>.<agent>``):
+Activity names come from the agent's, the tool's and the MCP server's names
+(``goagent.model.<agent>``, ``goagent.tool.<agent>.<tool>``,
+``goagent.memory.<load|append|recall|store>.<agent>``,
+``goagent.mcp.<list|call>.<agent>.<server>``):
 renaming an agent or a tool while runs are in flight strands them, so it is a deliberate act
 (drain the task queue first, or keep the old names registered on a worker).
 """
@@ -28,6 +32,7 @@ from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtoc
 from goagent_py.messages import ContentBlock, Message, StopReason, TextBlock, Usage
 from goagent_py.provider import Provider
 
+from ._mcp import MCPServerSpec, specs_of
 from ._wire import (
     DEFAULT_PAYLOAD_LIMIT,
     content_to_text,
@@ -188,6 +193,12 @@ class DurableResult:
 class DurableAgent:
     """An agent whose runs survive worker crashes: see the module docs.
 
+    The agent's ``mcp_servers`` (``MCPStdio``/``MCPHttp``) are described as
+    :class:`~goagent_py.durable.MCPServerSpec` objects (:attr:`mcp_servers`); only their names
+    reach the workflow. Its ``before_tool_call``, ``after_tool_call``, ``tool_timeout``, circuit
+    breaker, rate limit and dispatch middlewares apply on the workers, in each tool activity;
+    its ``tool_retry`` does not (the engine retries: ``max_attempts``).
+
     Args:
         agent: the agent's definition (a name is required: activity names derive from it).
             Its own provider is not used by workers; ``provider`` is.
@@ -248,9 +259,15 @@ class DurableAgent:
             raise ConfigurationError("DurableAgent: max_attempts and payload_limit must be >= 1")
         if o.mcp_connectors:
             raise ConfigurationError(
-                "DurableAgent: MCP connectors are not supported yet; their tools are only known "
-                "after connecting, and activity names must be fixed up front"
+                "DurableAgent: mcp_connectors are opaque callables that cannot reach the workers; "
+                "attach MCP servers with mcp_servers=[MCPStdio(...) or MCPHttp(...)] instead"
             )
+        if o.transform_context is not None:
+            # A callable in the workflow would have to be deterministic; refuse, never drop it.
+            raise ConfigurationError(
+                "DurableAgent: transform_context is not supported for durable runs; remove it"
+            )
+        self.mcp_servers: list[MCPServerSpec] = specs_of(o.mcp_servers)
         self.agent = agent
         self.provider = provider
         self.task_queue = task_queue
@@ -288,12 +305,6 @@ class DurableAgent:
     def config(self) -> dict[str, Any]:
         """The agent's settings as plain data: what a workflow needs to run the loop."""
         o = self.agent.options
-        if o.before_tool_call or o.after_tool_call or o.transform_context:
-            # Callables cannot cross into a workflow; refuse rather than silently drop them.
-            raise ConfigurationError(
-                "DurableAgent: before_tool_call, after_tool_call and transform_context run "
-                "inside the workflow and are not supported yet; remove them for durable runs"
-            )
         return {
             "agent": self.name,
             "provider": self.provider,
@@ -309,6 +320,12 @@ class DurableAgent:
             "max_tokens": o.max_tokens,
             "long_term_top_k": o.long_term_top_k,
             "short_term_trace_tools": o.short_term_trace_tools,
+            # Only the names: the workers hold the servers' specs (commands, env, headers).
+            "mcp_servers": [spec.name for spec in self.mcp_servers],
+            # before/after_tool_call run on the workers (in the tool activity); the loop in the
+            # workflow needs to know only whether a denial ends the run.
+            "stop_on_denied": o.stop_on_denied,
+            "gate_sees_message": o.before_tool_call is not None and o.before_tool_call_sees_message,
             # Always: only workers know their memory (app processes need no database
             # settings); a worker without one loads nothing and stores nothing.
             "short_term": True,
@@ -395,7 +412,7 @@ class DurableAgent:
             DurableRunError: the run failed (its ``type`` names the error inside, e.g.
                 ``"ProviderError"`` or ``"MaxIterationsError"``).
         """
-        from ._workflow import result_of
+        from ._client import result_of
 
         handle = await self.start(
             client,
@@ -415,7 +432,7 @@ class DurableAgent:
             async for event in durable.events(handle):
                 print(event["type"], event.get("text", ""))
         """
-        from ._workflow import stream_events
+        from ._client import stream_events
 
         return stream_events(handle)
 

@@ -71,7 +71,7 @@ async def test_a_sigkilled_worker_is_replaced_and_completed_calls_are_not_repeat
         first.wait()
         assert first.returncode == -signal.SIGKILL
         second = start_worker(temporal, queue, pg_dsn, log, block=False)
-        from goagent_py.durable._workflow import result_of
+        from goagent_py.durable._client import result_of
 
         result = await result_of(handle)
     finally:

@@ -7,8 +7,15 @@ import json
 import pytest
 
 from goagent_py import Agent
-from goagent_py.durable import DurableAgent, ProviderRegistry, activities_for, create_worker
+from goagent_py.durable import (
+    DurableAgent,
+    MCPServerSpec,
+    ProviderRegistry,
+    activities_for,
+    create_worker,
+)
 from goagent_py.errors import ConfigurationError
+from goagent_py.mcp import MCPHttp, MCPInProcess, MCPStdio
 from goagent_py.testing import FunctionProvider
 from goagent_py.tools import tool
 
@@ -39,10 +46,59 @@ def test_the_config_is_plain_json_with_the_tool_schemas() -> None:
     assert set(config["tools"][0]["parameters"]["properties"]) == {"a", "b"}
 
 
-def test_callables_that_would_run_in_the_workflow_are_refused() -> None:
-    durable = DurableAgent(make(before_tool_call=lambda call: None), provider="fn:x")
-    with pytest.raises(ConfigurationError, match="before_tool_call"):
-        durable.config()
+def test_a_callable_that_would_run_in_the_workflow_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="transform_context"):
+        DurableAgent(make(transform_context=lambda messages: messages), provider="fn:x")
+
+
+def test_tool_gates_stay_on_the_workers_and_only_their_shape_is_in_the_config() -> None:
+    def gate(call: object, message: object) -> None:
+        return None
+
+    config = DurableAgent(
+        make(before_tool_call=gate, stop_on_denied=True), provider="fn:x"
+    ).config()
+    assert json.loads(json.dumps(config)) == config
+    assert (config["stop_on_denied"], config["gate_sees_message"]) == (True, True)
+
+
+def test_mcp_servers_become_specs_and_only_their_names_reach_the_workflow() -> None:
+    server = MCPStdio("mcp-server-time", ["--local-timezone", "UTC"], env={"TOKEN": "s3cret"})
+    web = MCPHttp("http://127.0.0.1:9/mcp", headers={"Authorization": "Bearer s3cret"}, name="web")
+    durable = DurableAgent(make(tools=[add], mcp_servers=[server, web]), provider="fn:x")
+    stdio_spec, http_spec = durable.mcp_servers
+    assert (stdio_spec.command, stdio_spec.args) == ("mcp-server-time", ("--local-timezone", "UTC"))
+    assert MCPServerSpec.from_data(json.loads(json.dumps(stdio_spec.to_data()))) == stdio_spec
+    assert MCPServerSpec.from_data(json.loads(json.dumps(http_spec.to_data()))) == http_spec
+    config = durable.config()
+    assert config["mcp_servers"] == ["mcp-server-time", "web"]
+    assert "s3cret" not in json.dumps(config)  # secrets stay on the workers
+    names = {
+        getattr(fn, "__temporal_activity_definition").name
+        for fn in activities_for([durable], ProviderRegistry())
+    }
+    assert {
+        "goagent.mcp.list.calc.mcp-server-time",
+        "goagent.mcp.call.calc.mcp-server-time",
+        "goagent.mcp.list.calc.web",
+        "goagent.mcp.call.calc.web",
+    } <= names
+
+
+def test_mcp_servers_that_cannot_be_config_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="MCPStdio"):
+        DurableAgent(make(mcp_servers=[MCPInProcess(object(), name="x")]), provider="fn:x")
+    with pytest.raises(ConfigurationError, match="auth="):
+        DurableAgent(make(mcp_servers=[MCPHttp("http://h/mcp", auth=object())]), provider="fn:x")
+    twins = [MCPStdio("a", name="same"), MCPStdio("b", name="same")]
+    with pytest.raises(ConfigurationError, match="two MCP servers are named 'same'"):
+        DurableAgent(make(mcp_servers=twins), provider="fn:x")
+
+    async def connector() -> tuple[list[object], None]:
+        return [], None
+
+    with pytest.raises(ConfigurationError, match="mcp_servers="):
+        DurableAgent(make(mcp_connectors=[connector]), provider="fn:x")
 
 
 def test_activities_are_named_after_the_agent_and_its_tools() -> None:

@@ -189,7 +189,7 @@ async def test_steer_is_queued_and_abort_stops_a_running_run(
 
 
 async def durable_result(handle: Any) -> Any:
-    from goagent_py.durable._workflow import result_of
+    from goagent_py.durable._client import result_of
 
     return await result_of(handle)
 

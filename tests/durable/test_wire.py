@@ -8,19 +8,31 @@ from datetime import timedelta
 
 import pytest
 
-from goagent_py.durable._activities import _application_error
+from goagent_py.durable._activities import _application_error, _retryable
 from goagent_py.durable._wire import (
     DurableRunError,
     ErrorData,
     PayloadTooLargeError,
+    RemoteToolError,
     check_size,
     error_to_data,
     request_from_data,
     request_to_data,
     response_from_data,
     response_to_data,
+    tool_error_from_data,
+    tool_error_to_data,
 )
-from goagent_py.errors import ConfigurationError, ProviderError, SessionBusyError
+from goagent_py.errors import (
+    ConfigurationError,
+    ProviderError,
+    SessionBusyError,
+    ToolBlockedError,
+    ToolError,
+    ToolExecutionError,
+    ToolTimeoutError,
+)
+from goagent_py.mcp.errors import MCPConnectionError, MCPServerRestartedError, MCPToolError
 from goagent_py.messages import (
     ImageBlock,
     Message,
@@ -115,3 +127,32 @@ def test_new_errors_survive_pickle(exc: Exception) -> None:
     assert type(again) is type(exc)
     assert str(again) == str(exc)
     assert vars(again) == vars(exc)
+
+
+def test_tool_errors_cross_as_data_and_come_back_as_the_model_would_read_them() -> None:
+    for error in (ToolTimeoutError("slow", 0.5), ToolBlockedError("wipe", "not allowed")):
+        data = json.loads(json.dumps(tool_error_to_data(error, False).to_data()))
+        back = tool_error_from_data(error.tool_name, ErrorData.from_data(data))
+        assert type(back) is type(error)
+        assert str(back) == str(error)
+    failed = ToolExecutionError("calc", {"a": 1}, ValueError("boom"))
+    back = tool_error_from_data("calc", tool_error_to_data(failed, False))
+    assert isinstance(back, RemoteToolError)
+    assert isinstance(back, ToolError)  # the workflow's recovery passes it through as it is
+    assert str(back) == "tool 'calc' failed: ValueError: boom"  # what a plain run shows
+    assert (back.tool_name, back.type, back.retryable) == ("calc", "ToolExecutionError", False)
+    again = pickle.loads(pickle.dumps(back))
+    assert (str(again), again.tool_name, again.type) == (str(back), "calc", "ToolExecutionError")
+
+
+def test_only_what_a_retry_can_cure_is_retried() -> None:
+    def wrapped(cause: Exception) -> ToolExecutionError:
+        return ToolExecutionError("t", {}, cause)
+
+    assert _retryable(wrapped(ConnectionResetError("reset")))
+    assert _retryable(wrapped(TimeoutError("read timed out")))
+    assert _retryable(wrapped(MCPConnectionError("time", "unavailable")))
+    assert not _retryable(wrapped(ValueError("bad input")))
+    assert not _retryable(ToolTimeoutError("t", 1.0))  # the agent's own timeout is final
+    assert not _retryable(MCPServerRestartedError("time", "t", "restarted"))
+    assert not _retryable(MCPToolError("time", "t", "isError"))
