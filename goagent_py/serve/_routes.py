@@ -45,18 +45,37 @@ def _text_of(value: Any) -> str:
     return ""
 
 
+def _run_stream(server: _Server, run: _Run, content: AsyncIterator[Any]) -> Response:
+    """An SSE response for ``run`` that aborts the run when the stream ends before it does.
+
+    Leaving ``server.events`` early aborts the run, but only once that generator has started:
+    a client gone before the first frame (the server noticed the disconnect first, or the
+    response start could not be sent, ASGI 2.4 servers raise ``OSError`` there) never starts
+    it, and the run would go on with nobody listening.
+    """
+    from sse_starlette.sse import EventSourceResponse
+
+    class _RunStream(EventSourceResponse):
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            try:
+                await super().__call__(scope, receive, send)
+            finally:
+                if not run.done.is_set():
+                    server.stop(run)
+
+    return _RunStream(content, ping=15)
+
+
 def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
     """The routes: (path, endpoint, methods)."""
     from goagent_py.serve.app import HttpError, memory_scope, static_file
 
-    def sse(events: AsyncIterator[dict[str, Any]]) -> Response:
-        from sse_starlette.sse import EventSourceResponse
-
+    def sse(run: _Run) -> Response:
         async def frames() -> AsyncIterator[dict[str, str]]:
-            async for item in events:
+            async for item in server.events(run):
                 yield {"data": json.dumps(item)}
 
-        return EventSourceResponse(frames(), ping=15)
+        return _run_stream(server, run, frames())
 
     async def page(request: Request) -> Response:
         body, media = static_file("index.html")
@@ -156,7 +175,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         if found["title"] == _TITLE:
             await server.threads.update(user, thread_id, text.strip()[:60])
         started = await server.start_run(user, thread_id, text)
-        return sse(server.events(started))
+        return sse(started)
 
     async def steer(request: Request) -> Response:
         user, thread_id, text = await _message_of(request)
@@ -283,9 +302,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
                 yield json.dumps(chunk({}, "stop"))
                 yield "[DONE]"
 
-            from sse_starlette.sse import EventSourceResponse
-
-            return EventSourceResponse(frames(), ping=15)
+            return _run_stream(server, started, frames())
         error = ""
         async for item in server.events(started):
             if item["type"] == "RUN_ERROR":
