@@ -182,7 +182,7 @@
         break;
       case "RUN_FINISHED": {
         const took = ctx.firstToken === undefined ? "" : ` (first token ${ctx.firstToken.toFixed(0)} ms)`;
-        status((event.result && event.result.stopReason === null ? "stopped" : "done") + took);
+        status((event.result && event.result.stopReason === "aborted" ? "stopped" : "done") + took);
         break;
       }
       case "RUN_ERROR":
