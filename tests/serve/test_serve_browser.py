@@ -273,7 +273,7 @@ def test_a_tool_card_shows_arguments_result_and_duration(world: _World, alice: A
     card = alice.find_element(By.CSS_SELECTOR, "#messages details.tool")
     assert '"city": "Lyon"' in card.find_element(By.CSS_SELECTOR, ".args").text
     assert card.find_element(By.CSS_SELECTOR, ".result").text == "sunny, 21 °C in Lyon"
-    assert re.fullmatch(r"🔧 weather — \d+ ms", card.find_element(By.TAG_NAME, "summary").text)
+    assert re.fullmatch(r"tool weather — \d+ ms", card.find_element(By.TAG_NAME, "summary").text)
     assert _texts(alice, "#messages .msg.assistant .text") == [
         "Here is the forecast: sunny, 21 °C in Lyon."
     ]
