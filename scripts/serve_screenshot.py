@@ -79,7 +79,9 @@ class _Demo:
 async def weather(city: str, when: str = "now") -> str:
     """The weather forecast for a city."""
     await asyncio.sleep(0.18)  # a plausible duration on the card
-    return json.dumps({"city": city, "when": when, "sky": "light rain", "temp_c": 14, "wind_kmh": 12})
+    return json.dumps(
+        {"city": city, "when": when, "sky": "light rain", "temp_c": 14, "wind_kmh": 12}
+    )
 
 
 def _app(folder: Path, loop: asyncio.AbstractEventLoop) -> Any:
@@ -140,7 +142,8 @@ def main() -> None:
     args = parser.parse_args()
 
     loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_forever, daemon=True).start()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
     with tempfile.TemporaryDirectory() as folder:
         app = _app(Path(folder), loop)
         sock = socket.socket()
@@ -173,6 +176,12 @@ def main() -> None:
             serving.result(30)
             asyncio.run_coroutine_threadsafe(app.aclose(), loop).result(30)
             loop.call_soon_threadsafe(loop.stop)
+            runner.join(30)
+            # sse-starlette leaves a shutdown watcher task on the loop: end it quietly.
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            loop.run_until_complete(asyncio.sleep(0))
+            loop.close()
             sock.close()
 
 

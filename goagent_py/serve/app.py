@@ -43,7 +43,7 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-_STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+_STATIC = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
 _COOKIE = "goagent_session"
 
 

@@ -203,6 +203,7 @@ def _chromium(profile: Path) -> Any:
         f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(options=options, service=Service(_DRIVER or ""))
 
 
@@ -263,6 +264,10 @@ def test_a_message_streams_into_the_page(world: _World, alice: Any) -> None:
     wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == [STREAMED])
     _idle(alice)
     assert alice.find_element(By.ID, "status").text.startswith("done (first token")
+    # No script error, no Content-Security-Policy violation, no missing file (the 401 of
+    # /api/me is the page asking who is there before the login).
+    logged = [e["message"] for e in alice.get_log("browser") if e["level"] == "SEVERE"]
+    assert [m for m in logged if "/api/me" not in m] == []
     print(f"\ntime to first token, measured in the page: {float(ttft):.1f} ms")
 
 
