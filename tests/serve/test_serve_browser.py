@@ -230,9 +230,24 @@ def alice(world: _World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
 def _new_chat(driver: Any) -> None:
     before = driver.execute_script("return localStorage.getItem('goagent.thread')")
     driver.find_element(By.ID, "new-thread").click()
+    # The page has opened the new thread once it is the active one in the list (the list is
+    # loaded last): a message typed earlier could be wiped by the thread's (empty) history.
     WebDriverWait(driver, _WAIT).until(
-        lambda d: d.execute_script("return localStorage.getItem('goagent.thread')") != before
+        lambda d: (
+            d.execute_script("return localStorage.getItem('goagent.thread')") != before
+            and _texts(d, "#threads li.active") == ["New chat"]
+        )
     )
+
+
+def _api(driver: Any, path: str) -> tuple[int, Any]:
+    """GET ``path`` from the page, with its cookie: (status, JSON body)."""
+    status, body = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "fetch(arguments[0]).then(r => r.text().then(t => done([r.status, t])));",
+        path,
+    )
+    return int(status), json.loads(body)
 
 
 def _send(driver: Any, text: str) -> None:
@@ -342,27 +357,27 @@ def test_another_user_sees_neither_threads_nor_memories(
     assert any("I live in Paris" in r for r in recalled)
     assert all(re.match(r"\d\.\d{3} ", r) for r in recalled)
     alice_thread = alice.execute_script("return localStorage.getItem('goagent.thread')")
-    alice_threads = _texts(alice, "#threads li")
+    status, listed = _api(alice, "/api/threads")
+    assert status == 200
+    alice_threads = [t["title"] for t in listed["threads"]]
+    assert "weather in Paris" in alice_threads
 
     bob = _chromium(tmp_path_factory.mktemp("chromium-bob"))
     try:
         _login(bob, world, "bob")  # his own cookie, in his own browser profile
-        assert _texts(bob, "#threads li") == []
-        fetch = (
-            "const done = arguments[arguments.length - 1];"
-            "fetch(arguments[0]).then(r => r.text().then(t => done([r.status, t])));"
-        )
-        status, _ = bob.execute_async_script(fetch, f"/api/threads/{alice_thread}/messages")
-        assert status == 404
-        status, body = bob.execute_async_script(fetch, "/api/memories?q=cat")
+        assert _api(bob, "/api/threads") == (200, {"threads": []})
+        assert _api(bob, f"/api/threads/{alice_thread}/messages")[0] == 404
+        assert _api(bob, f"/api/threads/{alice_thread}")[0] == 404
+        status, found = _api(bob, "/api/memories?q=cat")
         assert status == 200
-        assert "Miso" not in body
-        assert "Paris" not in body
+        assert not any("Miso" in m["text"] or "Paris" in m["text"] for m in found["memories"])
         _new_chat(bob)
         _send(bob, "what is my cat called")
         _idle(bob)
         assert not any("Miso" in r or "Paris" in r for r in _texts(bob, "#memory-list li"))
-        assert _texts(bob, "#threads li") == ["what is my cat called"]
+        WebDriverWait(bob, _WAIT).until(
+            lambda d: _texts(d, "#threads li") == ["what is my cat called"]
+        )
     finally:
         bob.quit()
     # Alice's session is untouched by Bob's login.
