@@ -9,8 +9,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from goagent_py.serve._threads import message_json
 
@@ -45,25 +47,26 @@ def _text_of(value: Any) -> str:
     return ""
 
 
-def _run_stream(server: _Server, run: _Run, content: AsyncIterator[Any]) -> Response:
-    """An SSE response for ``run`` that aborts the run when the stream ends before it does.
+class _RunStream(EventSourceResponse):
+    """An SSE response for a run that aborts the run when the stream ends before it does.
 
     Leaving ``server.events`` early aborts the run, but only once that generator has started:
     a client gone before the first frame (the server noticed the disconnect first, or the
     response start could not be sent, ASGI 2.4 servers raise ``OSError`` there) never starts
     it, and the run would go on with nobody listening.
     """
-    from sse_starlette.sse import EventSourceResponse
 
-    class _RunStream(EventSourceResponse):
-        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-            try:
-                await super().__call__(scope, receive, send)
-            finally:
-                if not run.done.is_set():
-                    server.stop(run)
+    def __init__(self, server: _Server, run: _Run, content: AsyncIterator[Any]) -> None:
+        super().__init__(content, ping=15)
+        self._server = server
+        self._run = run
 
-    return _RunStream(content, ping=15)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not self._run.done.is_set():
+                self._server.stop(self._run)
 
 
 def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
@@ -75,7 +78,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
             async for item in server.events(run):
                 yield {"data": json.dumps(item)}
 
-        return _run_stream(server, run, frames())
+        return _RunStream(server, run, frames())
 
     async def page(request: Request) -> Response:
         body, media = static_file("index.html")
@@ -302,7 +305,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
                 yield json.dumps(chunk({}, "stop"))
                 yield "[DONE]"
 
-            return _run_stream(server, started, frames())
+            return _RunStream(server, started, frames())
         error = ""
         async for item in server.events(started):
             if item["type"] == "RUN_ERROR":
