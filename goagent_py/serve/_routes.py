@@ -9,8 +9,10 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from goagent_py.serve._threads import message_json
 
@@ -45,18 +47,38 @@ def _text_of(value: Any) -> str:
     return ""
 
 
+class _RunStream(EventSourceResponse):
+    """An SSE response for a run that aborts the run when the stream ends before it does.
+
+    Leaving ``server.events`` early aborts the run, but only once that generator has started:
+    a client gone before the first frame (the server noticed the disconnect first, or the
+    response start could not be sent, ASGI 2.4 servers raise ``OSError`` there) never starts
+    it, and the run would go on with nobody listening.
+    """
+
+    def __init__(self, server: _Server, run: _Run, content: AsyncIterator[Any]) -> None:
+        super().__init__(content, ping=15)
+        self._server = server
+        self._run = run
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not self._run.done.is_set():
+                self._server.stop(self._run)
+
+
 def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
     """The routes: (path, endpoint, methods)."""
     from goagent_py.serve.app import HttpError, memory_scope, static_file
 
-    def sse(events: AsyncIterator[dict[str, Any]]) -> Response:
-        from sse_starlette.sse import EventSourceResponse
-
+    def sse(run: _Run) -> Response:
         async def frames() -> AsyncIterator[dict[str, str]]:
-            async for item in events:
+            async for item in server.events(run):
                 yield {"data": json.dumps(item)}
 
-        return EventSourceResponse(frames(), ping=15)
+        return _RunStream(server, run, frames())
 
     async def page(request: Request) -> Response:
         body, media = static_file("index.html")
@@ -156,7 +178,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         if found["title"] == _TITLE:
             await server.threads.update(user, thread_id, text.strip()[:60])
         started = await server.start_run(user, thread_id, text)
-        return sse(server.events(started))
+        return sse(started)
 
     async def steer(request: Request) -> Response:
         user, thread_id, text = await _message_of(request)
@@ -283,9 +305,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
                 yield json.dumps(chunk({}, "stop"))
                 yield "[DONE]"
 
-            from sse_starlette.sse import EventSourceResponse
-
-            return EventSourceResponse(frames(), ping=15)
+            return _RunStream(server, started, frames())
         error = ""
         async for item in server.events(started):
             if item["type"] == "RUN_ERROR":

@@ -43,7 +43,7 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-_STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
+_STATIC = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
 _COOKIE = "goagent_session"
 
 
@@ -101,6 +101,10 @@ class _Run:
     mapper: AguiMapper
     task: asyncio.Task[None] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    # An abort asked for before the session's run began (a client gone before the first
+    # frame): Session.abort is a no-op then, so _drive delivers it at the run's first event.
+    abort_reason: str = ""
+    abort_sent: bool = False
 
 
 @dataclass
@@ -220,7 +224,7 @@ class _Server:
         live = self.live.pop((user, thread_id), None)
         if live is not None:
             if live.run is not None:
-                live.session.abort("now", reason="thread deleted")
+                self._abort(live, live.run, "thread deleted")
                 await live.run.done.wait()
             await live.storage.aclose()
 
@@ -238,7 +242,7 @@ class _Server:
                 raise HttpError(409, "a run is in progress in this thread; stop or steer it")
             # busy="interrupt": the new message wins; the old run ends aborted (and stored).
             current = live.run
-            live.session.abort("now", reason="interrupted by a new message")
+            self._abort(live, current, "interrupted by a new message")
             await current.done.wait()
         run_id = "run_" + secrets.token_hex(8)
         run = _Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
@@ -252,6 +256,8 @@ class _Server:
         put(run.mapper.started())
         try:
             async for event in live.session.stream(text):
+                if run.abort_reason and not run.abort_sent:
+                    self._abort(live, run, run.abort_reason)
                 for item in run.mapper.map(event):
                     put(item)
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
@@ -290,8 +296,15 @@ class _Server:
         live = self.live.get((run.user, run.thread_id))
         if live is None or live.run is not run:
             return False
-        live.session.abort("now", reason="stopped by the client")
+        self._abort(live, run, "stopped by the client")
         return True
+
+    @staticmethod
+    def _abort(live: _Live, run: _Run, reason: str) -> None:
+        run.abort_reason = run.abort_reason or reason
+        if live.session.state.running and not run.abort_sent:
+            run.abort_sent = True
+            live.session.abort("now", reason=run.abort_reason)
 
 
 class ServeApp:

@@ -95,7 +95,17 @@ async def run_serve(args: argparse.Namespace) -> int:
     from goagent_py.agent import Agent
     from goagent_py.serve.app import ThreadContext, create_app
 
-    picked = await pick_provider(args.provider)
+    try:
+        picked = await pick_provider(args.provider)
+    except MissingExtraError as exc:
+        if args.provider:
+            raise
+        # Nothing configured: the fallback is the embedded model, whose extra is not there.
+        raise ConfigurationError(
+            "no model to serve: set ANTHROPIC_API_KEY or OPENAI_API_KEY (or OPENAI_BASE_URL "
+            "for a local OpenAI-compatible server), start Ollama, pass --provider, or install "
+            f'"goagent-py[serve,local]" for the embedded model ({exc})'
+        ) from exc
     db = _db_path(args.db, data_home())
 
     def factory(ctx: ThreadContext) -> Agent:

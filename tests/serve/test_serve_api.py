@@ -303,3 +303,71 @@ def test_the_page_script_parses() -> None:
         pytest.skip("node is not installed")
     script = resources.files("goagent_py.serve").joinpath("static", "app.js")
     subprocess.run([node, "--check", str(script)], check=True, timeout=60)
+
+
+async def test_a_response_start_that_fails_aborts_the_run(db: str, helpers: Any) -> None:
+    # ASGI 2.4 servers raise OSError from send() once the client is gone: the stream then
+    # ends before its generator starts, and the run must still be aborted.
+    from goagent_py.messages import StopReason
+    from goagent_py.tools import tool
+
+    gate = _Gate()
+
+    @tool
+    async def wait_here() -> str:
+        """Wait."""
+        gate.entered.set()
+        await gate.release.wait()
+        return "released"
+
+    provider = ScriptedProvider(tool_call_response(("wait_here", {})))
+    app = create_app(helpers.factory_for(provider, [wait_here]), storage_path=db)
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+    body = b'{"message": "go"}'
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": f"/api/threads/{tid}/runs",
+        "raw_path": f"/api/threads/{tid}/runs".encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    received = [{"type": "http.request", "body": body, "more_body": False}]
+    gone = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if received:
+            return received.pop()
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        await gate.entered.wait()  # the run is in its tool when the client turns out gone
+        gone.set()
+        raise OSError("client disconnected")
+
+    with pytest.raises(OSError, match="client disconnected"):
+        await app(scope, receive, send)
+    live = app.server.live[("local", tid)]
+    if live.run is not None:
+        await asyncio.wait_for(live.run.done.wait(), 30)
+    result = live.session.state.last_result
+    assert result is not None
+    assert result.stop_reason is StopReason.ABORTED
+    assert not gate.release.is_set()
+    async with helpers.client_for(app) as client:
+        msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "tool"]
+    assert msgs[2]["is_error"] is True
+    await app.aclose()

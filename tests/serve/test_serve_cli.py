@@ -77,6 +77,22 @@ async def test_run_serve_serves_the_cli_agent(
     await config.app.aclose()
 
 
+async def test_no_model_configured_says_how_to_pick_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("uvicorn")
+    import goagent_py._cli_common as cli_common
+    from goagent_py.errors import MissingExtraError
+
+    async def pick(spec: str | None) -> Any:
+        # What pick_provider does with no key, no Ollama and no llama-cpp-python.
+        raise MissingExtraError("llama-cpp-python", "local")
+
+    monkeypatch.setattr(cli_common, "pick_provider", pick)
+    with pytest.raises(ConfigurationError, match="ANTHROPIC_API_KEY or OPENAI_API_KEY"):
+        await run_serve(_args())
+    with pytest.raises(MissingExtraError):  # a provider asked for by name: its own error
+        await run_serve(_args("--provider", "local"))
+
+
 def test_the_serve_options_do_not_import_the_web_stack() -> None:
     import subprocess
     import sys

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from goagent_py.serve import create_app
-from goagent_py.testing import ScriptedProvider, tool_call_response
+from goagent_py.testing import FunctionProvider, ScriptedProvider, tool_call_response
 
 pytestmark = pytest.mark.slow
 
@@ -109,4 +109,77 @@ async def test_closing_the_stream_aborts_the_run_on_the_server(db: str, helpers:
             r = await client.post(f"/api/threads/{tid}/runs", json={"message": "more"})
             assert json.loads(r.text.split("data:")[-1])["type"] == "RUN_FINISHED"
             assert "next answer" in r.text.replace('", "', "")
+    await app.aclose()
+
+
+async def test_a_client_gone_before_the_first_frame_aborts_the_run(db: str, helpers: Any) -> None:
+    from goagent_py import Agent
+    from goagent_py.messages import StopReason
+    from goagent_py.serve import ThreadContext
+    from goagent_py.tools import tool
+
+    building, proceed, released = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Slow."""
+        await released.wait()  # never set: only an abort ends this tool
+        return "never"
+
+    def answer(request: Any) -> Any:
+        last = request.messages[-1]
+        return tool_call_response(("slow", {})) if last.text == "go" else "next answer"
+
+    provider = FunctionProvider(answer)
+
+    async def factory(ctx: ThreadContext) -> Agent:
+        # Hold the request before its run exists, so the client is gone before any frame.
+        building.set()
+        await proceed.wait()
+        return helpers.factory_for(provider, [slow])(ctx)
+
+    app = create_app(factory, storage_path=db)
+    server = app.server
+    runs: asyncio.Queue[Any] = asyncio.Queue()
+    start_run = server.start_run
+
+    async def spy(*args: Any) -> Any:
+        run = await start_run(*args)
+        runs.put_nowait(run)
+        return run
+
+    server.start_run = spy  # type: ignore[method-assign]
+    async for base in _serve(app):
+        async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+            tid = (await client.post("/api/threads", json={})).json()["id"]
+            host, port = base.removeprefix("http://").split(":")
+            _, writer = await asyncio.open_connection(host, int(port))
+            body = b'{"message": "go"}'
+            writer.write(
+                f"POST /api/threads/{tid}/runs HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+            await building.wait()
+            writer.close()  # the tab is closed before the server sent anything
+            await writer.wait_closed()
+            proceed.set()
+            # The tool waits forever: the run can only end by the abort.
+            run = await runs.get()
+            await asyncio.wait_for(run.done.wait(), 30)
+            live = server.live[("local", tid)]
+            result = live.session.state.last_result
+            assert result is not None
+            assert result.stop_reason is StopReason.ABORTED
+            msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+            assert msgs[0] == {**msgs[0], "role": "user", "text": "go"}
+            # The transcript stays valid: a tool call cut short has an error result.
+            calls = [c["id"] for m in msgs for c in m.get("tool_calls") or []]
+            results = {m["tool_call_id"]: m for m in msgs if m["role"] == "tool"}
+            assert sorted(calls) == sorted(results)
+            assert all(r["is_error"] for r in results.values())
+            assert not released.is_set()
+            r = await client.post(f"/api/threads/{tid}/runs", json={"message": "more"})
+            assert helpers.sse_events(r.text)[-1]["type"] == "RUN_FINISHED"
     await app.aclose()

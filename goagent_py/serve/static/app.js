@@ -44,8 +44,7 @@
   function toolCard(id, name) {
     const card = el("details", "tool");
     card.dataset.callId = id;
-    const summary = el("summary", "", "🔧 " + name + " …");
-    card.appendChild(summary);
+    card.appendChild(cardSummary("tool", name + " …"));
     card.appendChild(el("pre", "args", ""));
     card.appendChild(el("pre", "result", ""));
     card.open = true;
@@ -54,10 +53,18 @@
     return card;
   }
 
+  // No emoji: a machine without an emoji font would show empty boxes.
+  function cardSummary(kind, text) {
+    const summary = el("summary");
+    summary.appendChild(el("span", "badge", kind));
+    summary.appendChild(document.createTextNode(" " + text));
+    return summary;
+  }
+
   function finishCard(card, name, content, isError, duration) {
     card.querySelector(".result").textContent = content;
     const took = duration === undefined ? "" : " — " + (duration * 1000).toFixed(0) + " ms";
-    card.querySelector("summary").textContent = (isError ? "⚠ " : "🔧 ") + name + took;
+    card.querySelector("summary").replaceWith(cardSummary(isError ? "error" : "tool", name + took));
     if (isError) card.classList.add("error");
   }
 
@@ -89,6 +96,8 @@
     const list = $("threads");
     list.replaceChildren();
     for (const t of threads) {
+      // The server names a new thread after its first message.
+      if (t.id === state.thread) $("thread-title").textContent = t.title;
       const item = el("li", t.id === state.thread ? "active" : "", t.title);
       item.title = t.title;
       item.addEventListener("click", () => openThread(t.id, t.title));
@@ -182,7 +191,7 @@
         break;
       case "RUN_FINISHED": {
         const took = ctx.firstToken === undefined ? "" : ` (first token ${ctx.firstToken.toFixed(0)} ms)`;
-        status((event.result && event.result.stopReason === null ? "stopped" : "done") + took);
+        status((event.result && event.result.stopReason === "aborted" ? "stopped" : "done") + took);
         break;
       }
       case "RUN_ERROR":

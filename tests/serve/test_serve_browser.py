@@ -1,0 +1,385 @@
+"""The built-in page in a real browser: Debian's headless chromium driven by selenium, against
+a real uvicorn server with a deterministic provider (users-file auth, long-term memory).
+
+One chromium serves the module (a second one only for the other user's test); the server runs
+in its own thread and event loop, so the tests can look at its side (runs, transcripts, tools).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import socket
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from goagent_py import Agent
+from goagent_py.messages import Message, Role, StopReason, TextBlock
+from goagent_py.provider import (
+    CompletionRequest,
+    CompletionResponse,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
+from goagent_py.testing import text_response, tool_call_response
+
+pytestmark = pytest.mark.slow
+
+_CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+_DRIVER = shutil.which("chromedriver")
+if _CHROMIUM is None or _DRIVER is None:
+    pytest.skip(
+        "the browser tests need Debian's chromium and chromium-driver "
+        "(apt-get install chromium chromium-driver; .ci/run installs them)",
+        allow_module_level=True,
+    )
+pytest.importorskip("selenium", reason="the browser tests need selenium (the dev extra)")
+pytest.importorskip("uvicorn", reason="the browser tests need the serve extra")
+
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+T = TypeVar("T")
+PASSWORDS = {"alice": "alice-secret-1", "bob": "bob-secret-22"}
+STREAMED = "The quick brown fox jumps over the lazy dog."
+_WAIT = 30  # seconds before a wait fails the test (never reached when things work)
+
+
+class _World:
+    """The server side: its loop, the gates the tests open, what the tools saw."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.mid_stream = asyncio.Event()  # the streaming answer waits here after two words
+        self.tool_entered = threading.Event()
+        self.tool_cancelled = threading.Event()
+        self.tool_released = asyncio.Event()  # never set: only Stop ends wait_here
+        self.app: Any = None
+        self.base = ""
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the server's loop and return its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(_WAIT)
+
+    def release_stream(self) -> None:
+        self.loop.call_soon_threadsafe(self.mid_stream.set)
+
+
+class _Router:
+    """A deterministic provider: the answer depends on the last message; text streams word by
+    word, and "stream" answers pause mid-way until the test lets them go on."""
+
+    def __init__(self, world: _World) -> None:
+        self.world = world
+
+    def _answer(self, request: CompletionRequest) -> CompletionResponse:
+        last = request.messages[-1]
+        if last.role is Role.TOOL:
+            return text_response(f"Here is the forecast: {last.text}.")
+        text = last.text
+        if text.startswith("weather in "):
+            return tool_call_response(("weather", {"city": text.removeprefix("weather in ")}))
+        if text == "wait for me":
+            return tool_call_response(("wait_here", {}))
+        if text.startswith("stream"):
+            return text_response(STREAMED)
+        return text_response(f"echo: {text}")
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        return self._answer(request)
+
+    async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
+        response = self._answer(request)
+        words = response.message.text.split(" ") if response.message.text else []
+        for i, word in enumerate(words):
+            if i == 2 and response.message.text == STREAMED:
+                await self.world.mid_stream.wait()
+            yield TextDelta(word if i == 0 else " " + word)
+        for i, call in enumerate(response.message.tool_calls):
+            yield ToolCallStart(i, call.id, call.name)
+            yield ToolCallDelta(i, json.dumps(call.arguments))
+        yield StreamDone(response)
+
+
+def _build_app(world: _World, tmp: Path) -> Any:
+    from goagent_py.memory.long_term import LongTermMemory
+    from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+    from goagent_py.serve import ThreadContext, UsersFileAuth, create_app, hash_password
+    from goagent_py.testing import FakeEmbedder
+    from goagent_py.tools import tool
+
+    @tool
+    def weather(city: str) -> str:
+        """Today's weather in a city."""
+        return f"sunny, 21 °C in {city}"
+
+    @tool
+    async def wait_here() -> str:
+        """Wait until released."""
+        world.tool_entered.set()
+        try:
+            await world.tool_released.wait()
+        except asyncio.CancelledError:
+            world.tool_cancelled.set()
+            raise
+        return "released"
+
+    ltm = LongTermMemory(FakeEmbedder(), InMemoryVectorStore(), top_k=3)
+    for text in ("my cat is called Miso", "I live in Paris and like the weather there"):
+        world.call(ltm.store([Message(Role.USER, [TextBlock(text)])], session="user-alice"))
+    users = tmp / "users.txt"
+    users.write_text("".join(f"{u}:{hash_password(p)}\n" for u, p in PASSWORDS.items()))
+    provider = _Router(world)
+
+    def factory(ctx: ThreadContext) -> Agent:
+        return Agent(
+            provider=provider,
+            model="scripted",
+            name=ctx.memory_scope,
+            tools=[weather, wait_here],
+            short_term_memory=ctx.short_term_memory,
+            long_term_memory=ltm,
+        )
+
+    return create_app(
+        factory,
+        storage_path=str(tmp / "serve.db"),
+        auth=UsersFileAuth(str(users)),
+        long_term_memory=ltm,
+    )
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_World]:
+    import uvicorn
+
+    world = _World()
+    thread = threading.Thread(target=world.loop.run_forever, daemon=True)
+    thread.start()
+    world.app = _build_app(world, tmp_path_factory.mktemp("serve"))
+    # Our own listening socket: connections queue in the kernel from now on.
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    world.base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(world.app, log_level="warning"))
+    serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), world.loop)
+    yield world
+    server.should_exit = True
+    serving.result(_WAIT)
+    world.call(world.app.aclose())
+    world.loop.call_soon_threadsafe(world.loop.stop)
+    thread.join(_WAIT)
+    world.loop.close()
+    sock.close()
+
+
+def _chromium(profile: Path) -> Any:
+    options = webdriver.ChromeOptions()
+    options.binary_location = _CHROMIUM or ""
+    # Without the background-networking flags chromium misbehaves on a closed network.
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,800",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=options, service=Service(_DRIVER or ""))
+
+
+def _login(driver: Any, world: _World, user: str) -> None:
+    driver.get(world.base + "/")
+    wait = WebDriverWait(driver, _WAIT)
+    wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+    driver.find_element(By.ID, "login-user").send_keys(user)
+    driver.find_element(By.ID, "login-secret").send_keys(PASSWORDS[user])
+    driver.find_element(By.CSS_SELECTOR, "#login-form button").click()
+    wait.until(lambda d: d.find_element(By.ID, "whoami").text == f"signed in as {user}")
+
+
+@pytest.fixture(scope="module")
+def alice(world: _World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    driver = _chromium(tmp_path_factory.mktemp("chromium-alice"))
+    try:
+        _login(driver, world, "alice")
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _new_chat(driver: Any) -> None:
+    before = driver.execute_script("return localStorage.getItem('goagent.thread')")
+    driver.find_element(By.ID, "new-thread").click()
+    # The page has opened the new thread once it is the active one in the list (the list is
+    # loaded last): a message typed earlier could be wiped by the thread's (empty) history.
+    WebDriverWait(driver, _WAIT).until(
+        lambda d: (
+            d.execute_script("return localStorage.getItem('goagent.thread')") != before
+            and _texts(d, "#threads li.active") == ["New chat"]
+        )
+    )
+
+
+def _api(driver: Any, path: str) -> tuple[int, Any]:
+    """GET ``path`` from the page, with its cookie: (status, JSON body)."""
+    status, body = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "fetch(arguments[0]).then(r => r.text().then(t => done([r.status, t])));",
+        path,
+    )
+    return int(status), json.loads(body)
+
+
+def _send(driver: Any, text: str) -> None:
+    box = driver.find_element(By.ID, "input")
+    box.send_keys(text)
+    driver.find_element(By.ID, "send").click()
+
+
+def _idle(driver: Any) -> None:
+    """Wait until the page's run is over (Send is back)."""
+    WebDriverWait(driver, _WAIT).until(lambda d: d.find_element(By.ID, "send").text == "Send")
+
+
+def _texts(driver: Any, selector: str) -> list[str]:
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, selector)]
+
+
+def test_a_message_streams_into_the_page(world: _World, alice: Any) -> None:
+    _new_chat(alice)
+    _send(alice, "stream something")
+    wait = WebDriverWait(alice, _WAIT)
+    # The answer stops after two words on the server until the test lets it go on: the page
+    # shows the partial text while the run is still going...
+    wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["The quick"])
+    assert alice.find_element(By.ID, "stop").is_enabled()
+    ttft = alice.execute_script("return document.body.dataset.ttftMs")
+    world.release_stream()
+    # ...then the rest, delta by delta.
+    wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == [STREAMED])
+    _idle(alice)
+    assert alice.find_element(By.ID, "status").text.startswith("done (first token")
+    # No script error, no Content-Security-Policy violation, no missing file (the 401 of
+    # /api/me is the page asking who is there before the login).
+    logged = [e["message"] for e in alice.get_log("browser") if e["level"] == "SEVERE"]
+    assert [m for m in logged if "/api/me" not in m] == []
+    print(f"\ntime to first token, measured in the page: {float(ttft):.1f} ms")
+
+
+def test_a_tool_card_shows_arguments_result_and_duration(world: _World, alice: Any) -> None:
+    _new_chat(alice)
+    _send(alice, "weather in Lyon")
+    _idle(alice)
+    card = alice.find_element(By.CSS_SELECTOR, "#messages details.tool")
+    assert '"city": "Lyon"' in card.find_element(By.CSS_SELECTOR, ".args").text
+    assert card.find_element(By.CSS_SELECTOR, ".result").text == "sunny, 21 °C in Lyon"
+    assert re.fullmatch(r"tool weather — \d+ ms", card.find_element(By.TAG_NAME, "summary").text)
+    assert _texts(alice, "#messages .msg.assistant .text") == [
+        "Here is the forecast: sunny, 21 °C in Lyon."
+    ]
+    ttft = float(alice.execute_script("return document.body.dataset.ttftMs"))
+    print(f"\ntime to first token after a tool call, measured in the page: {ttft:.1f} ms")
+
+
+def test_a_reload_restores_the_thread_with_its_tool_card(world: _World, alice: Any) -> None:
+    _new_chat(alice)
+    _send(alice, "weather in Nice")
+    _idle(alice)
+    thread = alice.execute_script("return localStorage.getItem('goagent.thread')")
+    alice.refresh()
+    wait = WebDriverWait(alice, _WAIT)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#messages details.tool")) == 1)
+    assert alice.execute_script("return localStorage.getItem('goagent.thread')") == thread
+    assert _texts(alice, "#messages .msg.user .text") == ["weather in Nice"]
+    assert _texts(alice, "#messages .msg.assistant .text") == [
+        "Here is the forecast: sunny, 21 °C in Nice."
+    ]
+    card = alice.find_element(By.CSS_SELECTOR, "#messages details.tool")
+    card.find_element(By.TAG_NAME, "summary").click()  # restored cards are folded
+    assert card.find_element(By.CSS_SELECTOR, ".result").text == "sunny, 21 °C in Nice"
+    assert '"city": "Nice"' in card.find_element(By.CSS_SELECTOR, ".args").text
+    assert alice.find_element(By.ID, "thread-title").text == "weather in Nice"
+
+
+def test_stop_cancels_the_run_on_the_server(world: _World, alice: Any) -> None:
+    _new_chat(alice)
+    thread = alice.execute_script("return localStorage.getItem('goagent.thread')")
+    _send(alice, "wait for me")
+    assert world.tool_entered.wait(_WAIT)
+    WebDriverWait(alice, _WAIT).until(lambda d: d.find_element(By.ID, "stop").is_enabled())
+    alice.find_element(By.ID, "stop").click()
+    # The server side: the tool saw its cancellation, the run ended aborted.
+    assert world.tool_cancelled.wait(_WAIT)
+    _idle(alice)
+    live = world.app.server.live[("alice", thread)]
+    assert live.run is None
+    assert live.session.state.last_result.stop_reason is StopReason.ABORTED
+    assert not world.tool_released.is_set()
+    transcript = world.call(live.session.agent.options.short_term_memory.transcript())
+    assert [m.role for m in transcript] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert transcript[2].is_error
+    assert transcript[2].tool_call_id == transcript[1].tool_calls[0].id
+    assert alice.find_element(By.ID, "status").text.startswith("stopped")
+    # The thread goes on.
+    _send(alice, "still there?")
+    _idle(alice)
+    assert _texts(alice, "#messages .msg.assistant .text")[-1] == "echo: still there?"
+
+
+def test_another_user_sees_neither_threads_nor_memories(
+    world: _World, alice: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    _new_chat(alice)
+    _send(alice, "weather in Paris")
+    _idle(alice)
+    # The owner's panel: what long-term memory brought back, with scores.
+    recalled = _texts(alice, "#memory-list li")
+    assert any("I live in Paris" in r for r in recalled)
+    assert all(re.match(r"\d\.\d{3} ", r) for r in recalled)
+    alice_thread = alice.execute_script("return localStorage.getItem('goagent.thread')")
+    status, listed = _api(alice, "/api/threads")
+    assert status == 200
+    alice_threads = [t["title"] for t in listed["threads"]]
+    assert "weather in Paris" in alice_threads
+
+    bob = _chromium(tmp_path_factory.mktemp("chromium-bob"))
+    try:
+        _login(bob, world, "bob")  # his own cookie, in his own browser profile
+        assert _api(bob, "/api/threads") == (200, {"threads": []})
+        assert _api(bob, f"/api/threads/{alice_thread}/messages")[0] == 404
+        assert _api(bob, f"/api/threads/{alice_thread}")[0] == 404
+        status, found = _api(bob, "/api/memories?q=cat")
+        assert status == 200
+        assert not any("Miso" in m["text"] or "Paris" in m["text"] for m in found["memories"])
+        _new_chat(bob)
+        _send(bob, "what is my cat called")
+        _idle(bob)
+        assert not any("Miso" in r or "Paris" in r for r in _texts(bob, "#memory-list li"))
+        WebDriverWait(bob, _WAIT).until(
+            lambda d: _texts(d, "#threads li") == ["what is my cat called"]
+        )
+    finally:
+        bob.quit()
+    # Alice's session is untouched by Bob's login.
+    alice.refresh()
+    WebDriverWait(alice, _WAIT).until(lambda d: _texts(d, "#threads li") == alice_threads)
