@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from goagent_py.events import MessageEnd
+from goagent_py.events import MessageEnd, ToolExecutionUpdate
 from goagent_py.messages import Role, Usage
 
 __all__ = ["Price", "Status", "tokens_text"]
@@ -64,7 +64,10 @@ class Status:
     """What the agent is doing: ``idle``, ``working``, ``waiting for you``, ``aborting``."""
 
     def see(self, event: object) -> None:
-        """Count the usage a finished assistant message reports."""
+        """Count the usage a finished assistant message reports (a sub-agent's too: its events
+        arrive inside the ``ToolExecutionUpdate`` of the call that runs it)."""
+        while isinstance(event, ToolExecutionUpdate):
+            event = event.update
         if not isinstance(event, MessageEnd) or event.usage is None:
             return
         if event.message.role is not Role.ASSISTANT:
