@@ -370,27 +370,36 @@ async def code_main(
 
 
 async def _turn(session: Any, text: str, write: Write, status: Status) -> None:
-    from goagent_py.events import AgentEnd, ToolExecutionEnd, ToolExecutionStart
-
     async for ev in session.stream(text):
         status.see(ev)
-        indent = "  " * len(ev.path)  # a sub-agent's calls, nested under its own
-        if isinstance(ev, ToolExecutionStart):
-            write(f"{indent}  • {ev.call.name} {_brief(ev.call.arguments)}")
-        elif isinstance(ev, ToolExecutionEnd):
-            mark = "✗" if ev.result.is_error else "✓"
-            body = " ".join(getattr(b, "text", "") for b in ev.result.content)
-            first = body.strip().splitlines()[0][:100] if body.strip() else ""
-            shown = body[:300] if ev.result.is_error else first
-            write(f"{indent}    {mark} {ev.result.duration:.2f}s {shown}")
-        elif isinstance(ev, AgentEnd) and not ev.path:
-            if ev.result.text:
-                write(ev.result.text)
-            reason = ev.result.stop_reason
-            if reason is not None and reason.value == "aborted":
-                write("(aborted)")
-            if ev.result.error is not None:
-                write(f"error: {ev.result.error}")
+        _show_event(ev, write)
+
+
+def _show_event(ev: Any, write: Write) -> None:
+    from goagent_py.events import AgentEnd, MessageEnd, ToolExecutionEnd, ToolExecutionStart
+    from goagent_py.events import ToolExecutionUpdate as Update
+
+    indent = "  " * len(ev.path)  # a sub-agent's calls, nested under its own
+    if isinstance(ev, Update) and hasattr(ev.update, "path"):
+        _show_event(ev.update, write)  # a sub-agent's event, inside the call that runs it
+    elif ev.path and isinstance(ev, MessageEnd) and ev.message.text and ev.usage is not None:
+        write(f"{indent}  {ev.path[-1]}: {ev.message.text}")
+    elif isinstance(ev, ToolExecutionStart):
+        write(f"{indent}  • {ev.call.name} {_brief(ev.call.arguments)}")
+    elif isinstance(ev, ToolExecutionEnd):
+        mark = "✗" if ev.result.is_error else "✓"
+        body = " ".join(getattr(b, "text", "") for b in ev.result.content)
+        first = body.strip().splitlines()[0][:100] if body.strip() else ""
+        shown = body[:300] if ev.result.is_error else first
+        write(f"{indent}    {mark} {ev.result.duration:.2f}s {shown}")
+    elif isinstance(ev, AgentEnd) and not ev.path:
+        if ev.result.text:
+            write(ev.result.text)
+        reason = ev.result.stop_reason
+        if reason is not None and reason.value == "aborted":
+            write("(aborted)")
+        if ev.result.error is not None:
+            write(f"error: {ev.result.error}")
 
 
 @contextlib.contextmanager
