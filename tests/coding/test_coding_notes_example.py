@@ -20,9 +20,9 @@ def test_the_under_30_lines_example_runs() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
-        "allow edit_file hello.py? yes",
-        f"allow shell {sys.executable} hello.py? yes",
-        "hello.py prints hi now.",
+        "allow edit_file a.py? yes",
+        f"allow shell {sys.executable} a.py? yes",
+        "a.py prints hi now.",
         "print('hi')",
     ]
     for expected in re.findall(r"#\s*(.+)$", code, re.M):
