@@ -305,14 +305,15 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
 
         async def _leave(self) -> None:
             if self.code is not None:
-                if self.code.session.state.running:
-                    self.code.session.abort("now", reason="the user quit")
                 await self.code.aclose()
             self.exit(0)
 
         async def action_quit(self) -> None:
-            if self._question is not None and not self._question.done():
-                self._question.set_result("stop")
+            if self.code is not None and self.code.session.state.running:
+                # Abort, and let the turn store its aborted transcript before the storage closes.
+                self.code.session.abort("now", reason="the user quit")
+            turns = [w for w in self.workers if w.group == "turn"]
+            await asyncio.gather(*(w.wait() for w in turns), return_exceptions=True)
             await self._leave()
 
     return CodingApp()

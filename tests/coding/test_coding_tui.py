@@ -306,3 +306,23 @@ async def test_a_sub_agent_s_calls_are_shown_nested_in_its_call(tmp_path: Path) 
         assert explore.title.startswith("✓ explore")
         assert "handler is in app.py." in app.output
         await pilot.press("ctrl+q")
+
+
+async def test_quitting_mid_tool_stores_the_aborted_turn_first(tmp_path: Path) -> None:
+    hold = Hold()
+    provider = ScriptedProvider(tool_call_response(("hold", {})), text_response("unused"))
+    app = _app(tmp_path, provider, tools=[hold.tool])
+    async with app.run_test() as pilot:
+        await app.prompts.get()
+        await _say(app, pilot, "wait for it")
+        await hold.entered.wait()
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0
+    resumed = _app(tmp_path, ScriptedProvider(), "--continue")
+    async with resumed.run_test() as pilot:
+        await resumed.prompts.get()
+        messages = resumed.code.session.transcript
+        assert [m.role for m in messages] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+        assert "aborted" in messages[-1].text
+        assert_valid_for_every_provider(messages)
+        await pilot.press("ctrl+q")
