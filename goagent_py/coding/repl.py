@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import signal
 import sys
@@ -436,6 +437,10 @@ def _brief(args: dict[str, Any]) -> str:
 def run_code(argv: Sequence[str] | None = None) -> int:
     """``goagent-py code``: parse ``argv`` and run the REPL; returns the exit status."""
     ns = build_parser().parse_args(argv)
+    # The command shows each failed call itself: without this, Python's last-resort handler
+    # would print the library's warnings about them to stderr a second time (a handler the user
+    # configures still gets them: the records propagate as before).
+    logging.getLogger("goagent_py").addHandler(logging.NullHandler())
     try:
         if not ns.plain and sys.stdin.isatty() and sys.stdout.isatty():
             from goagent_py.coding.tui import make_app
