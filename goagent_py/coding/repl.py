@@ -361,19 +361,25 @@ async def code_main(
                 continue
             code.policy.reset_stop()
             with _sigint(loop, lambda: session.abort("now", reason="Ctrl-C")):
-                try:
-                    await _turn(session, text, write, code.status)
-                except GoAgentError as exc:  # the provider failed...: say so, keep the REPL
-                    write(f"error: {exc}")
+                await _turn(session, text, write, code.status)
             write(f"[{code.status.line()}]")
     finally:
         await code.aclose()
 
 
 async def _turn(session: Any, text: str, write: Write, status: Status) -> None:
-    async for ev in session.stream(text):
-        status.see(ev)
-        _show_event(ev, write)
+    from goagent_py.events import AgentEnd
+
+    shown: BaseException | None = None
+    try:
+        async for ev in session.stream(text):
+            status.see(ev)
+            _show_event(ev, write)
+            if isinstance(ev, AgentEnd) and not ev.path:
+                shown = ev.result.error
+    except GoAgentError as exc:  # the provider failed...: say so (once), keep the REPL
+        if exc is not shown:
+            write(f"error: {exc}")
 
 
 def _show_event(ev: Any, write: Write) -> None:

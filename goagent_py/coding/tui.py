@@ -231,13 +231,17 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
             code.policy.reset_stop()
             code.status.state = "working"
             self._refresh_status()
+            shown: BaseException | None = None
             try:
                 async for ev in code.session.stream(text):
                     code.status.see(ev)
                     self._render(ev)
                     self._refresh_status()
-            except GoAgentError as exc:  # the provider failed...: say so, keep the window
-                self._show(f"error: {exc}")
+                    if isinstance(ev, AgentEnd) and not ev.path:
+                        shown = ev.result.error
+            except GoAgentError as exc:  # the provider failed...: say so (once), keep the window
+                if exc is not shown:
+                    self._show(f"error: {exc}")
             finally:
                 code.status.state = "idle"
                 self._streaming = None

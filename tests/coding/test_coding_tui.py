@@ -326,3 +326,17 @@ async def test_quitting_mid_tool_stores_the_aborted_turn_first(tmp_path: Path) -
         assert "aborted" in messages[-1].text
         assert_valid_for_every_provider(messages)
         await pilot.press("ctrl+q")
+
+
+async def test_a_failing_provider_is_reported_once_and_the_window_goes_on(tmp_path: Path) -> None:
+    provider = ScriptedProvider(ConnectionError("the model is down"), "back again")
+    app = _app(tmp_path, provider)
+    async with app.run_test() as pilot:
+        await app.prompts.get()
+        await _say(app, pilot, "hello?")
+        assert await app.prompts.get() == "> "
+        assert sum("the model is down" in line for line in app.output) == 1, app.output
+        await _say(app, pilot, "hello again")
+        await app.prompts.get()
+        assert "back again" in app.output
+        await pilot.press("ctrl+q")
