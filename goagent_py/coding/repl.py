@@ -1,14 +1,17 @@
-"""``python -m goagent_py.coding``: a line-mode coding agent built from the public toolkits.
+"""``goagent-py code``: a coding agent built from the public toolkits (this is its line mode).
 
-    python -m goagent_py.coding --root DIR [--provider SPEC] [--continue] [--shell] [--yes]
+    goagent-py code --root DIR [--provider SPEC] [--continue] [--shell] [--yes] [--plain]
+                    [--mcp COMMAND] [--context-window TOKENS] [--price IN,OUT]
 
-The agent gets :func:`~goagent_py.coding.file_tools` and :func:`~goagent_py.coding.shell_tool`
-held in ``--root``, an :class:`~goagent_py.coding.ApprovalPolicy` that asks on the terminal
-before anything changes (``y`` yes, ``a`` always this session, ``n`` no and tell the model,
-``s`` no and stop the run), and a :class:`~goagent_py.Session` whose transcript is stored in
-SQLite after each turn (``--continue`` resumes the last session of this root). Typing
-``/exit`` leaves, ``/clear`` forgets the conversation, ``/compact`` summarises it; Ctrl-C
-during a turn aborts it (``session.abort("now")``).
+:func:`open_session` builds what both front ends share: :func:`~goagent_py.coding.file_tools`
+and :func:`~goagent_py.coding.shell_tool` held in ``--root``, a read-only ``explore`` sub-agent,
+an :class:`~goagent_py.coding.ApprovalPolicy` that asks before anything changes (``y`` yes,
+``a`` always this session, ``n`` no and tell the model, ``s`` no and stop the run), a
+:class:`~goagent_py.Session` whose transcript is stored in SQLite after each turn
+(``--continue`` resumes the last session of this root) and a
+:class:`~goagent_py.coding.Status` for the status line. :func:`code_main` is the line mode:
+``/exit``, ``/clear``, ``/compact [focus]``, ``/model [name]``; Ctrl-C during a turn aborts it
+(``session.abort("now")``). The full-screen window is :mod:`goagent_py.coding.tui`.
 """
 
 from __future__ import annotations
