@@ -2,7 +2,8 @@
 
 ``file_tools(root)`` and ``shell_tool(root)`` give tools held inside one directory;
 :class:`ApprovalPolicy` is a ``before_tool_call`` that lets read-only tools through and asks
-about the rest. ``python -m goagent_py.coding --root DIR`` is a coding agent built from them.
+about the rest; :class:`Status` keeps a UI's status line (tokens, cost at a known
+:class:`Price`, context fill). ``goagent-py code --root DIR`` is a coding agent built from them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from goagent_py.coding._tool import CodingTool, CodingToolError, is_mutating
 from goagent_py.coding.approvals import Answer, ApprovalPolicy, ApprovalRequest, Decision
 from goagent_py.coding.files import FileToolkit, file_tools
 from goagent_py.coding.shell import command_text, shell_tool
+from goagent_py.coding.status import Price, Status
 
 __all__ = [
     "Answer",
@@ -20,6 +22,8 @@ __all__ = [
     "CodingToolError",
     "Decision",
     "FileToolkit",
+    "Price",
+    "Status",
     "command_text",
     "file_tools",
     "is_mutating",

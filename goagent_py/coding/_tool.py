@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from goagent_py.errors import GoAgentError, ToolArgumentsError
-from goagent_py.messages import ContentBlock, TextBlock
+from goagent_py.messages import ContentBlock, TextBlock, ToolCall
 from goagent_py.tools import ToolDefinition, validate_tool_name
 
-__all__ = ["CodingTool", "CodingToolError", "PathQueue", "is_mutating"]
+__all__ = ["CodingTool", "CodingToolError", "PathQueue", "call_key", "is_mutating"]
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
@@ -37,7 +37,7 @@ class CodingTool:
             for these); False for tools that only read.
     """
 
-    __slots__ = ("_body", "_definition", "mutating")
+    __slots__ = ("_body", "_definition", "mutating", "reserve")
 
     def __init__(
         self,
@@ -52,6 +52,9 @@ class CodingTool:
         self._definition = ToolDefinition(name, description, parameters)
         self._body = body
         self.mutating = mutating
+        # reserve(call) -> release: takes the call's place in its file's write queue before an
+        # approval gate may hold it (set by the file toolkit on its writing tools).
+        self.reserve: Callable[[ToolCall], Callable[[], None] | None] | None = None
 
     @property
     def definition(self) -> ToolDefinition:
@@ -100,37 +103,89 @@ def is_mutating(tool: object) -> bool:
     return value if isinstance(value, bool) else True
 
 
+def call_key(call: ToolCall) -> str:
+    """The key a call's queue place is held under: the same in the gate and in the body (both
+    run in the call's task, where the tool context is set)."""
+    from goagent_py.tool_context import current_tool_context
+
+    ctx = current_tool_context()
+    if ctx is not None and ctx.call.id == call.id:
+        return ctx.idempotency_key
+    return call.id
+
+
 class PathQueue:
     """One queue per resolved path: the writers of one file run one after another, in order.
 
     The agent runs a turn's calls concurrently. A mutating tool joins its path's queue the
     moment its body starts (before any ``await``), so the order is the order the calls started,
     which is the order the model gave them (the loop starts a turn's calls in that order).
-    Calls on different paths do not wait for each other.
+    An approval gate can delay one call and not the next; so a gate that sees the calls in
+    order (:class:`~goagent_py.coding.ApprovalPolicy`) takes each call's place in line first
+    (:meth:`reserve`), and the body, when it runs, uses that place. Calls on different paths do
+    not wait for each other.
     """
 
     def __init__(self) -> None:
         self._tails: dict[Path, asyncio.Future[None]] = {}
+        # call id -> (path, its place, the place before it): taken by reserve(), used by run().
+        self._reserved: dict[str, tuple[Path, asyncio.Future[None], asyncio.Future[None] | None]]
+        self._reserved = {}
 
-    async def run(self, path: Path, body: Callable[[], Awaitable[str]]) -> str:
-        """Run ``body`` after every call queued on ``path`` before it."""
+    def _take(self, path: Path) -> tuple[asyncio.Future[None], asyncio.Future[None] | None]:
         mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         before = self._tails.get(path)
         self._tails[path] = mine  # taken synchronously: this is the call's place in line
+        return mine, before
 
+    def _finish(
+        self, path: Path, mine: asyncio.Future[None], before: asyncio.Future[None] | None
+    ) -> None:
         def finish(_: object = None) -> None:
             if not mine.done():
                 mine.set_result(None)
             if self._tails.get(path) is mine:
                 del self._tails[path]
 
+        if before is None or before.done():
+            finish()
+        else:  # left before its turn: the next in line still waits for the one before
+            before.add_done_callback(finish)
+
+    def reserve(self, path: Path, key: str) -> None:
+        """Take a place in ``path``'s line now for the call ``key`` (its body runs later).
+
+        The place is given up by :meth:`release` (the call was blocked), or when the task that
+        reserved it ends without the body having run.
+        """
+        if key in self._reserved:
+            return
+        mine, before = self._take(path)
+        self._reserved[key] = (path, mine, before)
+        task = asyncio.current_task()
+        if task is not None:
+            task.add_done_callback(lambda _: self.release(key))
+
+    def release(self, key: str) -> None:
+        """Give up the place :meth:`reserve` took for ``key`` if its body has not used it."""
+        held = self._reserved.pop(key, None)
+        if held is not None:
+            self._finish(*held)
+
+    async def run(self, path: Path, body: Callable[[], Awaitable[str]], key: str = "") -> str:
+        """Run ``body`` after every call queued on ``path`` before it (in ``key``'s reserved
+        place when there is one)."""
+        held = self._reserved.pop(key, None) if key else None
+        if held is not None and held[0] == path:
+            _, mine, before = held
+        else:
+            if held is not None:  # reserved for another path (cannot happen): let it go
+                self._finish(*held)
+            mine, before = self._take(path)
         try:
             if before is not None and not before.done():
                 # Shielded: a cancelled waiter must not cancel the turn of the one before it.
                 await asyncio.shield(before)
             return await body()
         finally:
-            if before is None or before.done():
-                finish()
-            else:  # cancelled while waiting: the next in line still waits for ours' turn
-                before.add_done_callback(finish)
+            self._finish(path, mine, before)

@@ -107,6 +107,9 @@ class ApprovalPolicy:
     _deny: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
     _read_only: set[str] = field(default_factory=set, repr=False)
     _asking: asyncio.Lock | None = field(default=None, repr=False)
+    _reservers: dict[str, Callable[[ToolCall], Callable[[], None] | None]] = field(
+        default_factory=dict, repr=False
+    )
     stopped: bool = field(default=False, init=False)
     """True once a "stop" answer was given (until :meth:`reset_stop`)."""
 
@@ -114,6 +117,9 @@ class ApprovalPolicy:
         self._allow = [_parse(p) for p in self.allow]
         self._deny = [_parse(p) for p in self.deny]
         self._read_only = {t.definition.name for t in self.tools if not is_mutating(t)}
+        self._reservers = {
+            t.definition.name: r for t in self.tools if (r := getattr(t, "reserve", None))
+        }
         if self.ask is not None and not callable(self.ask):
             raise ConfigurationError("ApprovalPolicy(ask=...): expected a callable")
 
@@ -136,6 +142,21 @@ class ApprovalPolicy:
 
     async def __call__(self, call: ToolCall) -> str | None:
         """The reason to block ``call``, or None to let it run."""
+        # Before any await, so in call order: a write held by a question keeps its place in
+        # its file's queue, and a later write to that file allowed at once waits behind it.
+        reserve = self._reservers.get(call.name)
+        release = reserve(call) if reserve is not None else None
+        try:
+            reason = await self._decide(call)
+        except BaseException:
+            if release is not None:
+                release()
+            raise
+        if reason is not None and release is not None:
+            release()
+        return reason
+
+    async def _decide(self, call: ToolCall) -> str | None:
         name, subject = call.name, _subject(call)
         if self._matches(self._deny, name, subject):
             return f"{name} is not allowed on {subject or 'this'} (denied by policy)"

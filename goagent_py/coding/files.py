@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from goagent_py._paths import PathEscapeError, open_in_root, resolve_in_root
-from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue
+from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue, call_key
 from goagent_py.errors import ConfigurationError
+from goagent_py.messages import ToolCall
 
 __all__ = ["FileToolkit", "file_tools"]
 
@@ -215,7 +216,7 @@ class FileToolkit:
             self._seen[resolved] = _digest(data)
             return f"wrote {path} ({len(data)} bytes, {content.count(chr(10)) + 1} lines)"
 
-        return await self._queue.run(resolved, lambda: _finish_in_thread(body))
+        return await self._queue.run(resolved, lambda: _finish_in_thread(body), _running_key())
 
     async def edit(self, args: dict[str, Any]) -> str:
         """edit_file: replace ``old_string`` (exactly once, or every time) with ``new_string``."""
@@ -246,7 +247,7 @@ class FileToolkit:
             self._seen[resolved] = _digest(data)
             return f"edited {path}: {count if replace_all else 1} replacement(s)"
 
-        return await self._queue.run(resolved, lambda: _finish_in_thread(body))
+        return await self._queue.run(resolved, lambda: _finish_in_thread(body), _running_key())
 
     def _walk(self, start: str) -> Iterator[tuple[str, str, int]]:
         """(relative path, name, dir fd) of the regular files below ``start``, symlinks skipped.
@@ -364,7 +365,7 @@ class FileToolkit:
         s = {"type": "string"}
         path = {"type": "string", "description": "a path relative to the workspace root"}
         where = {"type": "string", "description": "a directory relative to the root ('.')"}
-        return [
+        tools = [
             CodingTool(
                 "read_file",
                 "Read a text file (numbered lines). Read a file before editing it.",
@@ -432,6 +433,33 @@ class FileToolkit:
                 mutating=False,
             ),
         ]
+        for tool in tools:
+            if tool.mutating:
+                tool.reserve = self.reserve
+        return tools
+
+    def reserve(self, call: ToolCall) -> Callable[[], None] | None:
+        """Take ``call``'s place in its file's write queue now (an approval gate calls this as
+        it sees the call, in call order); returns the function that gives the place up, or None
+        when the call names no usable path (its body will refuse it)."""
+        path = call.arguments.get("path")
+        if not isinstance(path, str):
+            return None
+        try:
+            resolved = resolve_in_root(self._base, path)
+        except PathEscapeError:
+            return None
+        key = call_key(call)
+        self._queue.reserve(resolved, key)
+        return lambda: self._queue.release(key)
+
+
+def _running_key() -> str:
+    """The running call's queue key ("" outside a call: the body takes a new place)."""
+    from goagent_py.tool_context import current_tool_context
+
+    ctx = current_tool_context()
+    return call_key(ctx.call) if ctx is not None else ""
 
 
 async def _finish_in_thread(body: Callable[[], str]) -> str:

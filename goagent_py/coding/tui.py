@@ -1,26 +1,52 @@
-"""A full-screen UI for the coding agent (Textual): the same REPL in a window.
+"""A full-screen UI for the coding agent (Textual).
 
-``python -m goagent_py.coding --root DIR`` opens it when Textual is installed (without
-``--plain``). The conversation scrolls above, one input line below; the input answers the
-approval questions too (``y``/``a``/``n``/``s``). Ctrl-C aborts the running turn
-(``session.abort("now")``), Ctrl-Q quits. It drives :func:`~goagent_py.coding.repl.code_main`
-with its own ``read_line`` and ``write``, so both front ends behave alike.
+``goagent-py code --root DIR`` opens it when Textual is installed (without ``--plain``). The
+conversation scrolls above: the assistant's text as it streams, each tool call as a
+collapsible block (its arguments, its result and how long it took; a sub-agent's calls nested
+inside the call that started it), the approval questions inline. Below: a status line (model,
+tokens used, cost when a price is known, context fill, what the agent is doing) and one input
+line. The input answers an approval question (``y`` yes, ``a`` always this session, ``n`` no
+and tell the model, ``s`` no and stop the run); typed while the agent works, it steers the run
+(``session.steer``); otherwise it starts a turn or runs ``/clear``, ``/compact [focus]``,
+``/model [name]`` or ``/exit``. Esc (or Ctrl-C) aborts the running turn, Ctrl-Q quits.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+from collections.abc import Sequence
 from typing import Any
 
-from goagent_py.errors import MissingExtraError
-from goagent_py.session import Session
+from goagent_py.coding.approvals import Answer, ApprovalRequest
+from goagent_py.errors import GoAgentError, MissingExtraError
+from goagent_py.tools import Tool
 
 __all__ = ["make_app"]
 
+_ANSWERS: dict[str, Answer] = {"y": "allow", "a": "always", "n": "deny", "s": "stop"}
+_CSS = """
+#log { height: 1fr; }
+#status { height: 1; background: $boost; color: $text-muted; padding: 0 1; }
+.user { color: $accent; margin-top: 1; }
+.question { color: $warning; }
+.note { color: $text-muted; }
+.nested { padding-left: 2; }
+"""
 
-def make_app(ns: argparse.Namespace, *, provider: Any = None) -> Any:
+
+def _text_of(result: Any) -> str:
+    return "\n".join(getattr(b, "text", "") for b in result.content)
+
+
+def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[Tool] = ()) -> Any:
     """The Textual app for parsed arguments (``app.run()`` returns the exit status).
+
+    Args:
+        ns: the parsed command line (:func:`~goagent_py.coding.repl.build_parser`).
+        provider: the model (default: chosen from ``--provider`` or the environment).
+        tools: more tools for the agent.
 
     Raises:
         MissingExtraError: Textual is not installed.
@@ -28,63 +54,270 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None) -> Any:
     try:
         from textual.app import App, ComposeResult
         from textual.binding import Binding
-        from textual.widgets import Input, RichLog
+        from textual.containers import Vertical, VerticalScroll
+        from textual.widget import Widget
+        from textual.widgets import Collapsible, Input, Static
     except ImportError as exc:
         raise MissingExtraError("textual", "tui", feature="the full-screen coding UI") from exc
 
-    from goagent_py.coding.repl import code_main
+    from goagent_py.coding.repl import CodeSession, _brief, open_session
+    from goagent_py.events import (
+        AgentEnd,
+        MessageDelta,
+        MessageEnd,
+        MessageStart,
+        ToolExecutionEnd,
+        ToolExecutionStart,
+        ToolExecutionUpdate,
+    )
+    from goagent_py.messages import Role
+
+    class ToolCallView(Collapsible):
+        """One tool call: title ``• name subject``, then ``✓ name subject · 0.12s``; inside,
+        the arguments, what the sub-agent did (if the tool is one) and the result."""
+
+        def __init__(self, name: str, brief: str, arguments: dict[str, Any]) -> None:
+            self.name_ = name
+            self.brief = brief
+            self.args = Static(json.dumps(arguments, indent=1, default=str)[:2000], markup=False)
+            self.nested = Vertical(classes="nested")
+            self.result = Static("(running)", markup=False)
+            super().__init__(
+                self.args, self.nested, self.result, title=f"• {name} {brief}", collapsed=True
+            )
+
+        def finish(self, ok: bool, duration: float, text: str) -> None:
+            mark = "✓" if ok else "✗"
+            self.title = f"{mark} {self.name_} {self.brief} · {duration:.2f}s"
+            self.result.update(text[:4000] or "(no output)")
 
     class CodingApp(App[int]):
-        """The window: a log and an input line."""
+        """The window: the conversation, a status line, an input line."""
 
+        CSS = _CSS
         BINDINGS = [  # noqa: RUF012 - Textual reads the class attribute
+            Binding("escape", "abort", "abort the turn", priority=True),
             Binding("ctrl+c", "abort", "abort the turn", priority=True),
-            Binding("ctrl+q", "quit", "quit"),
+            Binding("ctrl+q", "quit", "quit", priority=True),
         ]
 
         def __init__(self) -> None:
             super().__init__()
-            self.lines: asyncio.Queue[str | None] = asyncio.Queue()
-            self.prompts: asyncio.Queue[str] = asyncio.Queue()  # each question asked (for tests)
-            self.session: Session | None = None
+            self.code: CodeSession | None = None
+            self.prompts: asyncio.Queue[str] = asyncio.Queue()
+            """Each time the input waits: ``"> "`` when idle, the question when asking."""
             self.output: list[str] = []
+            """Every line shown (the tests read it)."""
+            self.running = False
+            self._question: asyncio.Future[Answer] | None = None
+            self._calls: dict[tuple[tuple[str, ...], str], ToolCallView] = {}
+            self._streaming: Static | None = None
+            self._streamed = ""
 
         def compose(self) -> ComposeResult:
-            yield RichLog(id="log", wrap=True, markup=False)
+            yield VerticalScroll(id="log")
+            yield Static("", id="status", markup=False)
             yield Input(placeholder="> ", id="prompt")
 
         def on_mount(self) -> None:
             self.query_one(Input).focus()
-            self.run_worker(self._main(), exclusive=True)
+            self.run_worker(self._start(), group="start")
 
-        async def _main(self) -> None:
-            def keep(session: Session) -> None:
-                self.session = session
+        # -- output ------------------------------------------------------------------------
 
-            code = await code_main(
-                ns, provider=provider, read_line=self._read, write=self._write, on_session=keep
-            )
-            self.exit(code)
-
-        async def _read(self, prompt: str) -> str | None:
-            self.query_one(Input).placeholder = prompt
-            self.prompts.put_nowait(prompt)
-            return await self.lines.get()
+        def _show(self, text: str, classes: str = "", box: Widget | None = None) -> Static:
+            self.output.append(text)
+            return self._mount(text, classes, box)
 
         def _write(self, text: str) -> None:
-            self.output.append(text)
-            self.query_one(RichLog).write(text)
+            self._show(text)
+
+        def _mount(self, text: str, classes: str = "", box: Widget | None = None) -> Static:
+            widget = Static(text, classes=classes, markup=False)
+            (box or self.query_one("#log")).mount(widget)
+            self.query_one("#log", VerticalScroll).scroll_end(animate=False)
+            return widget
+
+        def _refresh_status(self) -> None:
+            if self.code is not None:
+                self.query_one("#status", Static).update(self.code.status.line())
+
+        def _idle(self) -> None:
+            self.query_one(Input).placeholder = "> "
+            self.prompts.put_nowait("> ")
+
+        # -- start, approvals ----------------------------------------------------------------
+
+        async def _start(self) -> None:
+            try:
+                self.code = await open_session(
+                    ns, provider=provider, ask=self._ask, write=self._write, tools=tools
+                )
+            except GoAgentError as exc:
+                self._show(f"error: {exc}")
+                self.exit(2)
+                return
+            c = self.code
+            self._show(f"session {c.session_id} ({c.loaded} messages) in {c.db}; root {c.root}")
+            for m in c.session.transcript[-6:] if c.loaded else []:
+                if m.role is Role.USER and m.text:
+                    self._show(f"> {m.text}", "user")
+                elif m.role is Role.ASSISTANT and m.text:
+                    self._show(m.text)
+            self._refresh_status()
+            self._idle()
+
+        async def _ask(self, request: ApprovalRequest) -> Answer:
+            what = f"{request.call.name} {request.subject}".strip()
+            question = f"allow {what}? [y]es [a]lways [n]o [s]top"
+            self._show(question, "question")
+            assert self.code is not None
+            self.code.status.state = "waiting for you"
+            self._refresh_status()
+            self._question = asyncio.get_running_loop().create_future()
+            self.query_one(Input).placeholder = "y / a / n / s"
+            self.prompts.put_nowait(question)
+            try:
+                return await self._question
+            finally:
+                self._question = None
+                for box in self.query(Input):  # none once the window closes
+                    box.placeholder = "> "
+                self.code.status.state = "working" if self.running else "idle"
+                self._refresh_status()
+
+        # -- input ---------------------------------------------------------------------------
 
         def on_input_submitted(self, event: Input.Submitted) -> None:
-            self._write(f"{event.input.placeholder}{event.value}")
-            self.lines.put_nowait(event.value)
+            text = event.value.strip()
             event.input.value = ""
+            if self.code is None:
+                return
+            if self._question is not None and not self._question.done():
+                choice = text.lower()[:1]
+                if choice in _ANSWERS:
+                    self._show(f"  → {_ANSWERS[choice]}", "note")
+                    self._question.set_result(_ANSWERS[choice])
+                else:
+                    self._show("  answer y, a, n or s", "note")
+                return
+            if not text:
+                return
+            if self.running:
+                self.code.session.steer(text)
+                self._show(f"> {text}  (steering the running turn)", "user")
+                return
+            self.running = True  # at once: a second Enter must steer, not start another turn
+            self.run_worker(self._handle(text), group="turn")
+
+        async def _handle(self, text: str) -> None:
+            assert self.code is not None
+            try:
+                done = await self.code.command(text, self._write)
+                if done:
+                    await self._leave()
+                    return
+                if done is None:
+                    await self._turn(text)
+            finally:
+                self.running = False
+                self._refresh_status()
+                self._idle()
+
+        async def _turn(self, text: str) -> None:
+            assert self.code is not None
+            code = self.code
+            self._show(f"> {text}", "user")
+            code.policy.reset_stop()
+            code.status.state = "working"
+            self._refresh_status()
+            shown: BaseException | None = None
+            try:
+                async for ev in code.session.stream(text):
+                    code.status.see(ev)
+                    self._render(ev)
+                    self._refresh_status()
+                    if isinstance(ev, AgentEnd) and not ev.path:
+                        shown = ev.result.error
+            except GoAgentError as exc:  # the provider failed...: say so (once), keep the window
+                if exc is not shown:
+                    self._show(f"error: {exc}")
+            finally:
+                code.status.state = "idle"
+                self._streaming = None
+
+        def _render(self, ev: Any, box: Widget | None = None) -> None:
+            """Show one event; a sub-agent's (inside a ``ToolExecutionUpdate`` of the call that
+            runs it) goes into that call's block, as deep as sub-agents nest."""
+            path: tuple[str, ...] = ev.path
+            if isinstance(ev, ToolExecutionUpdate):
+                inner = ev.update
+                parent = self._calls.get((path, ev.call.id))
+                if parent is not None and hasattr(inner, "path"):
+                    self._render(inner, parent.nested)
+                return
+            if isinstance(ev, MessageStart) and ev.role is Role.ASSISTANT and ev.streaming:
+                self._streamed = ""
+                self._streaming = None
+            elif isinstance(ev, MessageDelta) and ev.kind == "text" and not path:
+                self._streamed += ev.delta
+                if self._streaming is None:
+                    self._streaming = self._mount("", "assistant")
+                self._streaming.update(self._streamed)
+            elif isinstance(ev, MessageEnd) and ev.message.role is Role.ASSISTANT:
+                text = ev.message.text
+                if path:
+                    if text:
+                        self._show(f"{path[-1]}: {text}", "note", box)
+                elif self._streaming is not None:
+                    self._streaming.update(text)
+                    self.output.append(text)
+                    self._streaming = None
+                elif text:
+                    self._show(text, "assistant")
+            elif isinstance(ev, ToolExecutionStart):
+                view = ToolCallView(ev.call.name, _brief(ev.call.arguments), ev.call.arguments)
+                self._calls[(path, ev.call.id)] = view
+                self.output.append(f"{'  ' * len(path)}• {ev.call.name} {view.brief}")
+                (box or self.query_one("#log")).mount(view)
+            elif isinstance(ev, ToolExecutionEnd):
+                ended = self._calls.pop((path, ev.result.call.id), None)
+                if ended is not None:
+                    ok = not ev.result.is_error
+                    ended.finish(ok, ev.result.duration, _text_of(ev.result))
+                    mark = "✓" if ok else "✗"
+                    self.output.append(f"{'  ' * len(path)}{mark} {ended.name_} {ended.brief}")
+            elif isinstance(ev, AgentEnd) and not path:
+                reason = ev.result.stop_reason
+                if reason is not None and reason.value == "aborted":
+                    for view in self._calls.values():  # the calls the abort cut short
+                        view.finish(False, 0.0, "(aborted)")
+                        self.output.append(f"✗ {view.name_} {view.brief}")
+                    self._show("(aborted)", "note")
+                self._calls.clear()
+                if ev.result.error is not None:
+                    self._show(f"error: {ev.result.error}")
+
+        # -- keys ----------------------------------------------------------------------------
 
         def action_abort(self) -> None:
-            if self.session is not None and self.session.state.running:
-                self.session.abort("now", reason="Ctrl-C")
+            code = self.code
+            if code is not None and code.session.state.running:
+                code.status.state = "aborting"
+                self._refresh_status()
+                code.session.abort("now", reason="aborted by the user (Esc)")
+
+        async def _leave(self) -> None:
+            if self.code is not None:
+                await self.code.aclose()
+            self.exit(0)
 
         async def action_quit(self) -> None:
-            self.lines.put_nowait(None)
+            if self.code is not None and self.code.session.state.running:
+                # Abort, and let the turn store its aborted transcript before the storage closes.
+                self.code.session.abort("now", reason="the user quit")
+            turns = [w for w in self.workers if w.group == "turn"]
+            await asyncio.gather(*(w.wait() for w in turns), return_exceptions=True)
+            await self._leave()
 
     return CodingApp()

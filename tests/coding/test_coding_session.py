@@ -198,7 +198,7 @@ async def test_the_repl_compacts_and_survives_a_failing_provider(tmp_path: Path)
     assert summary.remaining == 0
     failing = ScriptedProvider(ConnectionError("the model is down"), "back again")
     out = await _repl([*base, "--continue"], ["hello?", "hello again", "/exit"], failing)
-    assert any(line.startswith("error: ") and "down" in line for line in out), out
+    assert sum(line.startswith("error: ") and "down" in line for line in out) == 1, out
     assert "back again" in out
 
 
@@ -239,3 +239,10 @@ async def test_the_code_agent_delegates_exploration_to_a_read_only_sub_agent(
     assert "write_file" not in {t.name for t in sub_request.tools}
     assert len(sub_request.messages) == 1  # its own context: only the delegated prompt
     assert any("handler is in app.py" in line for line in out)
+    # The line mode shows the sub-agent's work indented under its call, then the status line.
+    at = out.index("  • explore prompt='where is handler?'")
+    assert out[at + 1 :][:2] == ["    • grep pattern='def handler'", "      ✓ " + out[at + 2][8:]]
+    assert out[at + 2].endswith("app.py:1:def handler():")
+    assert "    explore: app.py line 1 defines handler." in out
+    assert out[-1].startswith("[")
+    assert "· cost — ·" in out[-1]

@@ -209,3 +209,48 @@ async def test_parallel_asks_come_one_at_a_time_in_call_order(tmp_path: Path) ->
     assert await asyncio.gather(*(policy(c) for c in calls)) == [None] * 5
     assert most == 1
     assert order == [f"f{i}.py" for i in range(5)]
+
+
+async def test_writes_to_one_path_apply_in_call_order_when_only_the_first_is_asked(
+    tmp_path: Path,
+) -> None:
+    """The first write waits for a person, the second is allowed by a pattern: the second
+    must still wait for the first (the order is the model's, not the approvals')."""
+    import asyncio
+
+    from goagent_py.agent import Agent
+    from goagent_py.coding import ApprovalPolicy, file_tools
+    from goagent_py.testing import ScriptedProvider, tool_call_response
+
+    (tmp_path / "f.txt").write_text("one\n")
+    provider = ScriptedProvider(
+        tool_call_response(("read_file", {"path": "f.txt"})),
+        tool_call_response(
+            ("write_file", {"path": "f.txt", "content": "two\n"}),  # asked about
+            ("edit_file", {"path": "f.txt", "old_string": "two", "new_string": "three"}),
+        ),
+        "done",
+    )
+    tools = file_tools(tmp_path)
+    asked = asyncio.Event()
+    answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def ask(request: ApprovalRequest) -> str:
+        asked.set()
+        return await answer
+
+    policy = ApprovalPolicy(tools, ask=ask, allow=["edit_file(f.txt)"])
+    run = asyncio.ensure_future(
+        Agent(
+            provider=provider, tools=tools, before_tool_call=policy, tool_execution="parallel"
+        ).run("go")
+    )
+    await asked.wait()
+    # The edit was allowed at once; it must not have run ahead of the write it follows.
+    for _ in range(50):
+        await asyncio.sleep(0)  # let the edit's task go as far as it can (no time passes)
+    assert (tmp_path / "f.txt").read_text() == "one\n"
+    answer.set_result("allow")
+    result = await run
+    assert result.text == "done"
+    assert (tmp_path / "f.txt").read_text() == "three\n"
