@@ -2,7 +2,7 @@
 
 Embeddings are good at meaning and bad at exact strings: ``GA-1042`` or ``max_retry_delay`` come
 out close to any other code or key. A keyword index finds them. The pipeline fuses its ranking
-with the vector ranking (:func:`~goagent_py.rag.pipeline.reciprocal_rank_fusion`).
+with the vector ranking (:mod:`goagent_py.rag.fusion`).
 
 Two implementations of :class:`KeywordIndex`:
 
