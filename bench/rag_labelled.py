@@ -34,13 +34,16 @@ from pathlib import Path
 from typing import Any
 
 _HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("build_corpus", _HERE / "rag_labelled" / "build_corpus.py")
-assert _spec is not None and _spec.loader is not None
+_spec = importlib.util.spec_from_file_location(
+    "build_corpus", _HERE / "rag_labelled" / "build_corpus.py"
+)
+assert _spec is not None
+assert _spec.loader is not None
 corpus = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(corpus)
 
-from goagent_py.rag import Document, Pipeline, load_directory  # noqa: E402
-from goagent_py.rag.pipeline import fuse  # noqa: E402
+from goagent_py.messages import text_from  # noqa: E402
+from goagent_py.rag import DEFAULT_FUSION, Document, Fusion, Pipeline, load_directory  # noqa: E402
 
 KINDS = ("identifier", "paraphrase", "factual")
 DEPTH = 50  # candidates fetched per leg for offline tuning
@@ -80,12 +83,8 @@ async def collect(pipeline: Pipeline, questions: list[dict[str, str]]) -> list[L
         v = await pipeline.search(q["question"], top_k=DEPTH, mode="vector")
         k = await pipeline.search(q["question"], top_k=DEPTH, mode="keyword")
         answer = _norm(q["answer"])
-        relevant = {
-            r.id for r in [*v, *k] if r.source == q["source"] and answer in _norm(r.text)
-        }
-        out.append(
-            Legs(q, [(r.id, r.score) for r in v], [(r.id, r.score) for r in k], relevant)
-        )
+        relevant = {r.id for r in [*v, *k] if r.source == q["source"] and answer in _norm(r.text)}
+        out.append(Legs(q, [(r.id, r.score) for r in v], [(r.id, r.score) for r in k], relevant))
     return out
 
 
@@ -102,11 +101,12 @@ def metrics(legs: Sequence[Legs], rank: Callable[[Legs], list[str]]) -> dict[str
     return {"r@1": r1 / n, "r@5": r5 / n, "mrr": mrr / n}
 
 
-def rankers(**fusion: Any) -> dict[str, Callable[[Legs], list[str]]]:
-    depth = fusion.pop("depth", 20)
+def rankers(fusion: Fusion, depth: int) -> dict[str, Callable[[Legs], list[str]]]:
+    """Vector, keyword and hybrid rankings; hybrid fuses each leg's first ``depth`` hits."""
 
     def hybrid(leg: Legs) -> list[str]:
-        return [id for id, _ in fuse(leg.vector[:depth], leg.keyword[:depth], **fusion)]
+        q = leg.question["question"]
+        return [id for id, _ in fusion.fuse(q, leg.vector[:depth], leg.keyword[:depth])]
 
     return {
         "vector": lambda leg: [id for id, _ in leg.vector],
@@ -115,51 +115,97 @@ def rankers(**fusion: Any) -> dict[str, Callable[[Legs], list[str]]]:
     }
 
 
-def table(title: str, legs: Sequence[Legs], **fusion: Any) -> None:
-    print(f"\n{title} ({len(legs)} questions: " + ", ".join(
-        f"{sum(leg.question['kind'] == k for leg in legs)} {k}" for k in KINDS) + ")")
-    print(f"{'mode':<8} {'subset':<11} {'r@1':>6} {'r@5':>6} {'MRR':>6}")
-    for mode, rank in rankers(**fusion).items():
+OLD_RRF = (Fusion("rrf", 1.0, None, 60), 20)  # the default before: RRF k=60, 20 candidates
+DEFAULT = (DEFAULT_FUSION, 30)  # the default now (Pipeline(candidates=30))
+
+
+def table(title: str, legs: Sequence[Legs]) -> None:
+    counts = ", ".join(f"{sum(leg.question['kind'] == k for leg in legs)} {k}" for k in KINDS)
+    print(f"\n{title} ({len(legs)} questions: {counts}); recall@1 / recall@5 / MRR")
+    print(f"{'mode':<14} " + " ".join(f"{k:>20}" for k in ("all", *KINDS)))
+    rows = {**rankers(*DEFAULT)}
+    rows["hybrid (RRF before)"] = rankers(*OLD_RRF)["hybrid"]
+    for mode, rank in rows.items():
+        cells = []
         for kind in ("all", *KINDS):
             subset = [leg for leg in legs if kind == "all" or leg.question["kind"] == kind]
             m = metrics(subset, rank)
-            print(f"{mode:<8} {kind:<11} {m['r@1']:>6.3f} {m['r@5']:>6.3f} {m['mrr']:>6.3f}")
+            cells.append(f"{m['r@1']:.3f} {m['r@5']:.3f} {m['mrr']:.3f}")
+        print(f"{mode:<14} " + " ".join(f"{c:>20}" for c in cells))
 
 
 def tune(dev: Sequence[Legs], test: Sequence[Legs]) -> None:
-    grid: list[dict[str, Any]] = []
+    """Search fusion settings on dev; print the best with their test figures."""
+    grid: list[tuple[Fusion, int]] = []
     for depth in (10, 20, 30, 50):
-        for k in (0, 5, 10, 20, 30, 60):
-            for wk in (0.3, 0.5, 0.7, 1.0, 1.5):
-                grid.append({"method": "rrf", "k": k, "keyword_weight": wk, "depth": depth})
+        for k in (0, 10, 30, 60):
+            for wk in (0.3, 0.5, 1.0):
+                for wi in (None, 1.0, 2.0, 3.0):
+                    grid.append((Fusion("rrf", wk, wi, k), depth))
         for method in ("minmax", "zscore", "relative"):
-            for wk in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
-                grid.append({"method": method, "keyword_weight": wk, "depth": depth})
+            for wk in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5):
+                for wi in (None, 0.5, 0.6, 0.7, 0.8, 0.9):
+                    grid.append((Fusion(method, wk, wi), depth))  # type: ignore[arg-type]
     scored = []
-    for setting in grid:
-        m = metrics(dev, rankers(**dict(setting))["hybrid"])
-        scored.append((m["r@1"], m["mrr"], setting))
+    for fusion, depth in grid:
+        m = metrics(dev, rankers(fusion, depth)["hybrid"])
+        scored.append((m["r@1"], m["mrr"], fusion, depth))
     scored.sort(key=lambda s: (-s[0], -s[1]))
-    print("\nbest fusion settings on dev (r@1, MRR) -> test (r@1, MRR)")
-    shown = set()
-    for r1, mrr, setting in scored:
-        key = setting["method"]
-        if sum(1 for s in shown if s[0] == key) >= 4:
+    print(f"\nbest of {len(grid)} fusion settings on dev (r@1, MRR) -> test (r@1, MRR)")
+    shown: dict[str, int] = {}
+    for r1, mrr, fusion, depth in scored:
+        if shown.get(fusion.method, 0) >= 3:
             continue
-        shown.add((key, str(setting)))
-        t = metrics(test, rankers(**dict(setting))["hybrid"])
-        print(f"  {r1:.3f} {mrr:.3f} -> {t['r@1']:.3f} {t['mrr']:.3f}  {setting}")
+        shown[fusion.method] = shown.get(fusion.method, 0) + 1
+        t = metrics(test, rankers(fusion, depth)["hybrid"])
+        print(f"  {r1:.3f} {mrr:.3f} -> {t['r@1']:.3f} {t['mrr']:.3f}  {fusion} candidates={depth}")
+
+
+class CachedEmbedder:
+    """The local embedder, with a cache for indexing: the corpus is embedded once for all runs.
+
+    Queries bypass the cache (``caching = False``), so search latency includes a real query
+    embedding.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.dimensions = 384
+        self.caching = True
+        self._cache: dict[str, Any] = {}
+
+    async def embed(self, blocks: Any) -> Any:
+        if not self.caching:
+            return await self.inner.embed(blocks)
+        return (await self.embed_batch([blocks]))[0]
+
+    async def embed_batch(self, inputs: Any) -> Any:
+        import numpy as np
+
+        keys = [text_from(list(blocks)) for blocks in inputs]
+        missing = [i for i, key in enumerate(keys) if key not in self._cache]
+        if missing:
+            vectors = await self.inner.embed_batch([inputs[i] for i in missing])
+            for row, i in enumerate(missing):
+                self._cache[keys[i]] = vectors[row]
+        return np.stack([self._cache[key] for key in keys])
 
 
 async def latency(pipeline: Pipeline, docs: list[Document], questions: list[Any]) -> None:
     """Hybrid search p50 on about 10k chunks (the corpus repeated under other sources)."""
+    embedder = pipeline.embedder
+    assert isinstance(embedder, CachedEmbedder)
+    embedder.caching = True
     count = await pipeline.store.count() if hasattr(pipeline.store, "count") else 0
     copy = 0
     while count < 10_000:
         copy += 1
-        copies = [Document(list(d.blocks), f"copy{copy}/{d.source}", metadata=d.metadata) for d in docs]
+        copies = [
+            Document(list(d.blocks), f"copy{copy}/{d.source}", metadata=d.metadata) for d in docs
+        ]
         report = await pipeline.index(copies)
         count += report.written
+    embedder.caching = False
     for mode in ("hybrid", "vector", "keyword"):
         times = []
         for q in itertools.islice(itertools.cycle(questions), 200):
@@ -167,14 +213,16 @@ async def latency(pipeline: Pipeline, docs: list[Document], questions: list[Any]
             await pipeline.search(q["question"], top_k=5, mode=mode)
             times.append(time.perf_counter() - t0)
         times.sort()
-        print(f"  {mode:<8} {count} chunks: p50 {statistics.median(times) * 1000:6.2f} ms, "
-              f"p90 {times[int(len(times) * 0.9)] * 1000:6.2f} ms")
+        print(
+            f"  {mode:<8} {count} chunks: p50 {statistics.median(times) * 1000:6.2f} ms, "
+            f"p90 {times[int(len(times) * 0.9)] * 1000:6.2f} ms"
+        )
     t_embed = []
     for q in questions[:100]:
         from goagent_py.messages import TextBlock
 
         t0 = time.perf_counter()
-        await pipeline.embedder.embed([TextBlock(q["question"])])
+        await embedder.inner.embed([TextBlock(q["question"])])
         t_embed.append(time.perf_counter() - t0)
     print(f"  query embedding alone: p50 {statistics.median(t_embed) * 1000:6.2f} ms")
 
@@ -183,8 +231,9 @@ async def main(args: argparse.Namespace) -> None:
     from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
 
     questions = corpus.load_questions()
-    embedder = SentenceTransformerEmbedder()
-    await embedder.load()
+    local = SentenceTransformerEmbedder()
+    await local.load()
+    embedder = CachedEmbedder(local)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "corpus"
         corpus.build(root)
@@ -199,18 +248,30 @@ async def main(args: argparse.Namespace) -> None:
                 pipeline = Pipeline.sqlite(Path(tmp) / "kb.db", embedder, dimensions=384)
             else:
                 pipeline = Pipeline.in_memory(embedder)
+            embedder.caching = True
             t0 = time.perf_counter()
             report = await pipeline.index(docs)
-            print(f"\n== {store}: {report.chunks} chunks from {len(docs)} files, "
-                  f"indexed in {time.perf_counter() - t0:.1f} s")
+            embedder.caching = False
+            print(
+                f"\n== {store}: {report.chunks} chunks from {len(docs)} files, "
+                f"indexed in {time.perf_counter() - t0:.1f} s"
+            )
             dev = await collect(pipeline, dev_q)
             test = await collect(pipeline, test_q)
             if args.save_legs:
                 import pickle
 
-                Path(f"{args.save_legs}.{store}").write_bytes(pickle.dumps((dev, test)))
+                with open(f"{args.save_legs}.{store}", "wb") as f:  # noqa: ASYNC230
+                    pickle.dump((dev, test), f)
             unreachable = [leg.question["question"] for leg in [*dev, *test] if not leg.relevant]
-            print(f"{len(unreachable)} questions with no answering chunk in either leg's top {DEPTH}")
+            print(f"{len(unreachable)} questions: no answering chunk in either leg's top {DEPTH}")
+            # The offline fusion must be what the pipeline does: compare on dev.
+            differ = 0
+            for leg in dev:
+                got = await pipeline.search(leg.question["question"], top_k=5)
+                want = rankers(*DEFAULT)["hybrid"](leg)[:5]
+                differ += [r.id for r in got] != want
+            print(f"pipeline hybrid search vs offline fusion: {differ} of {len(dev)} top-5 differ")
             if args.tune:
                 tune(dev, test)
             table("dev", dev)

@@ -76,7 +76,7 @@ def build(root: Path) -> dict[str, str]:
     for name, (package, pinned, what) in SOURCES.items():
         dist = importlib.metadata.distribution(package)
         if dist.version != pinned:
-            print(f"warning: {package} {dist.version} installed, questions written against {pinned}")
+            print(f"warning: {package} {dist.version} installed, questions are for {pinned}")
         if what == "readme":
             text = _readme(dist)
         else:

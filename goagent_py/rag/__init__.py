@@ -20,16 +20,6 @@ from goagent_py.rag.format import (
     format_passages,
     format_plain,
 )
-from goagent_py.rag.keyword import (
-    BulkKeywordIndex,
-    InMemoryKeywordIndex,
-    KeywordEntry,
-    KeywordIndex,
-    SqliteKeywordIndex,
-    fts5_query,
-    query_terms,
-)
-from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest, SqliteManifest
 from goagent_py.rag.fusion import (
     DEFAULT_FUSION,
     RRF_K,
@@ -40,6 +30,16 @@ from goagent_py.rag.fusion import (
     reciprocal_rank_fusion,
     score_fusion,
 )
+from goagent_py.rag.keyword import (
+    BulkKeywordIndex,
+    InMemoryKeywordIndex,
+    KeywordEntry,
+    KeywordIndex,
+    SqliteKeywordIndex,
+    fts5_query,
+    query_terms,
+)
+from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest, SqliteManifest
 from goagent_py.rag.pipeline import Pipeline, SearchMode
 from goagent_py.rag.rerank import CrossEncoderReranker, Reranker
 from goagent_py.rag.results import (
