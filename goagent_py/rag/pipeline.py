@@ -490,20 +490,34 @@ class Pipeline:
         if mode == "hybrid" or self.reranker is not None:
             n = max(top_k, self._candidates)
 
-        vector_hits: list[SearchResult] = []
-        if mode != "keyword":
+        async def vector_leg() -> list[SearchResult]:
             vector = await self.embedder.embed([TextBlock(query)])
             options = SearchOptions(top_k=n, score_threshold=score_threshold, filter=checked)
-            vector_hits = [
+            return [
                 SearchResult(id=h.id, message=h.message, score=h.score, vector_score=h.score)
                 for h in await self.store.search(vector, options)
             ]
-        keyword_hits: list[tuple[str, float]] = []
-        if mode != "vector":
+
+        async def keyword_leg() -> list[tuple[str, float]]:
             assert self.keyword_index is not None
-            keyword_hits = await self.keyword_index.search(query, top_k=n, filter=checked)
+            hits = await self.keyword_index.search(query, top_k=n, filter=checked)
             if mode == "keyword" and score_threshold is not None:
-                keyword_hits = [(id, s) for id, s in keyword_hits if s >= score_threshold]
+                hits = [(id, s) for id, s in hits if s >= score_threshold]
+            return hits
+
+        vector_hits: list[SearchResult] = []
+        keyword_hits: list[tuple[str, float]] = []
+        if mode == "vector":
+            vector_hits = await vector_leg()
+        elif mode == "keyword":
+            keyword_hits = await keyword_leg()
+        else:
+            # Both legs at once: the embedding (torch) and SQLite both leave the GIL.
+            legs = await asyncio.gather(vector_leg(), keyword_leg(), return_exceptions=True)
+            for leg in legs:
+                if isinstance(leg, BaseException):
+                    raise leg
+            vector_hits, keyword_hits = legs  # type: ignore[assignment]
 
         if mode == "vector":
             results = vector_hits
