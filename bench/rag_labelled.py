@@ -145,7 +145,7 @@ def tune(dev: Sequence[Legs], test: Sequence[Legs]) -> None:
         for method in ("minmax", "zscore", "relative"):
             for wk in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5):
                 for wi in (None, 0.5, 0.6, 0.7, 0.8, 0.9):
-                    grid.append((Fusion(method, wk, wi), depth))  # type: ignore[arg-type]
+                    grid.append((Fusion(method, wk, wi), depth))
     scored = []
     for fusion, depth in grid:
         m = metrics(dev, rankers(fusion, depth)["hybrid"])

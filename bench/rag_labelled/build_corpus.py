@@ -65,7 +65,7 @@ def _readme(dist: importlib.metadata.Distribution) -> str:
     text = dist.read_text("METADATA") or ""
     _, _, body = text.partition("\n\n")  # headers, a blank line, then the long description
     if not body.strip():
-        body = dist.metadata.get("Description", "") or ""
+        body = (dist.metadata.get_all("Description") or [""])[0]
     return body
 
 

@@ -22,6 +22,7 @@ from goagent_py.rag import (
     reciprocal_rank_fusion,
     score_fusion,
 )
+
 from .conftest import BatchWordEmbedder, PipelineFactory
 
 
@@ -85,7 +86,8 @@ def test_relative_fusion_keeps_cosine_and_scales_bm25_by_the_best() -> None:
 
 
 def test_zscore_fusion_and_edge_cases() -> None:
-    scores = dict(score_fusion([("a", 3.0), ("b", 1.0)], [], keyword_weight=0.0, normalise="zscore"))
+    vector = [("a", 3.0), ("b", 1.0)]
+    scores = dict(score_fusion(vector, [], keyword_weight=0.0, normalise="zscore"))
     assert scores == {"a": pytest.approx(2.0), "b": pytest.approx(0.0)}  # (v - min) / std
     # One candidate (or all equal): it is its list's best and scores 1 there.
     assert dict(score_fusion([("a", 0.3)], [("a", 7.0)], normalise="minmax")) == {"a": 1.0}
@@ -120,7 +122,7 @@ def test_fuse_by_name_and_bad_settings() -> None:
         {"k": -1},
     ):
         with pytest.raises(ConfigurationError):
-            Fusion(**bad)  # type: ignore[arg-type]
+            Fusion(**bad)
     assert Fusion("rrf", 2.0, 3.0).keyword_weight == 2.0  # RRF weights are not shares
 
 
@@ -146,7 +148,7 @@ def test_identifier_queries() -> None:
     assert fusion.weight_for("get_cached_controller") == 0.6
     assert fusion.weight_for("how do I stop it") == 0.1
     assert Fusion(keyword_weight=0.2, identifier_keyword_weight=None).weight_for("a_b") == 0.2
-    assert DEFAULT_FUSION == Fusion()
+    assert Fusion() == DEFAULT_FUSION
 
 
 def test_score_fusion_keeps_a_confident_hit_where_rrf_loses_it() -> None:
@@ -243,6 +245,6 @@ def test_pipeline_fusion_options() -> None:
     custom = Fusion("minmax", 0.4, None)
     assert Pipeline.in_memory(BatchWordEmbedder(), fusion=custom).fusion is custom
     with pytest.raises(ConfigurationError, match="fusion must be a Fusion"):
-        Pipeline.in_memory(BatchWordEmbedder(), fusion="rrf")  # type: ignore[arg-type]
+        Pipeline.in_memory(BatchWordEmbedder(), fusion="rrf")
     with pytest.raises(ConfigurationError, match="rrf_k"):
         Pipeline.in_memory(BatchWordEmbedder(), rrf_k=-1)
