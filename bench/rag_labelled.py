@@ -3,6 +3,7 @@
 Run it:
 
     python bench/rag_labelled.py [--store sqlite|memory|both] [--tune] [--no-latency]
+        [--latency-only]
 
 The corpus is the documentation shipped in installed packages (see
 ``bench/rag_labelled/build_corpus.py``: 25 files, about 700 KiB, extracted into a temporary
@@ -23,6 +24,7 @@ import argparse
 import asyncio
 import importlib.util
 import itertools
+import os
 import random
 import statistics
 import sys
@@ -206,25 +208,51 @@ async def latency(pipeline: Pipeline, docs: list[Document], questions: list[Any]
         report = await pipeline.index(copies)
         count += report.written
     embedder.caching = False
-    for mode in ("hybrid", "vector", "keyword"):
-        times = []
-        for q in itertools.islice(itertools.cycle(questions), 200):
-            t0 = time.perf_counter()
-            await pipeline.search(q["question"], top_k=5, mode=mode)
-            times.append(time.perf_counter() - t0)
-        times.sort()
-        print(
-            f"  {mode:<8} {count} chunks: p50 {statistics.median(times) * 1000:6.2f} ms, "
-            f"p90 {times[int(len(times) * 0.9)] * 1000:6.2f} ms"
-        )
-    t_embed = []
-    for q in questions[:100]:
-        from goagent_py.messages import TextBlock
+    # Interleaved per query (the machine is shared: medians of the same moments), each part
+    # on its own and then the whole search.
+    from goagent_py.memory.vector.base import SearchOptions
+    from goagent_py.messages import TextBlock
 
+    assert pipeline.keyword_index is not None
+    parts: dict[str, list[float]] = {
+        k: []
+        for k in ("embed", "vector scan", "keyword", "fusion", "hybrid", "vector", "keyword mode")
+    }
+    for q in itertools.islice(itertools.cycle(questions), 300):
+        text = q["question"]
         t0 = time.perf_counter()
-        await embedder.inner.embed([TextBlock(q["question"])])
-        t_embed.append(time.perf_counter() - t0)
-    print(f"  query embedding alone: p50 {statistics.median(t_embed) * 1000:6.2f} ms")
+        vec = await embedder.inner.embed([TextBlock(text)])
+        t1 = time.perf_counter()
+        hits = await pipeline.store.search(vec, SearchOptions(top_k=30))
+        t2 = time.perf_counter()
+        kw = await pipeline.keyword_index.search(text, top_k=30)
+        t3 = time.perf_counter()
+        DEFAULT_FUSION.fuse(text, [(h.id, h.score) for h in hits], kw)
+        t4 = time.perf_counter()
+        await pipeline.search(text, top_k=5)
+        t5 = time.perf_counter()
+        await pipeline.search(text, top_k=5, mode="vector")
+        t6 = time.perf_counter()
+        await pipeline.search(text, top_k=5, mode="keyword")
+        t7 = time.perf_counter()
+        times = (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t6 - t5, t7 - t6)
+        for key, dt in zip(parts, times, strict=True):
+            parts[key].append(dt * 1000)
+    print(f"  {count} chunks, 300 queries, top_k=5; p50 / p90 ms")
+    for key, values in parts.items():
+        values.sort()
+        label = {
+            "embed": "query embedding alone",
+            "vector scan": "vector store search alone",
+            "keyword": "keyword index search alone",
+            "fusion": "fusion alone",
+            "hybrid": "hybrid search (all of it)",
+            "vector": "vector search (all of it)",
+            "keyword mode": "keyword search (all of it)",
+        }[key]
+        print(
+            f"  {label:<28} {statistics.median(values):7.2f} {values[int(len(values) * 0.9)]:7.2f}"
+        )
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -234,6 +262,11 @@ async def main(args: argparse.Namespace) -> None:
     local = SentenceTransformerEmbedder()
     await local.load()
     embedder = CachedEmbedder(local)
+    if args.embed_cache and os.path.exists(args.embed_cache):  # noqa: ASYNC240
+        import pickle
+
+        with open(args.embed_cache, "rb") as f:  # noqa: ASYNC230
+            embedder._cache = pickle.load(f)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "corpus"
         corpus.build(root)
@@ -256,6 +289,11 @@ async def main(args: argparse.Namespace) -> None:
                 f"\n== {store}: {report.chunks} chunks from {len(docs)} files, "
                 f"indexed in {time.perf_counter() - t0:.1f} s"
             )
+            if args.latency_only:
+                print("\nlatency (including the query embedding)")
+                await latency(pipeline, docs, questions)
+                await pipeline.aclose()
+                continue
             dev = await collect(pipeline, dev_q)
             test = await collect(pipeline, test_q)
             if args.save_legs:
@@ -287,5 +325,7 @@ if __name__ == "__main__":
     parser.add_argument("--store", default="sqlite", choices=("sqlite", "memory", "both"))
     parser.add_argument("--tune", action="store_true")
     parser.add_argument("--no-latency", action="store_true")
+    parser.add_argument("--latency-only", action="store_true")
+    parser.add_argument("--embed-cache", default="", help="keep the corpus embeddings in this file")
     parser.add_argument("--save-legs", default="", help="pickle the candidate lists to this path")
     asyncio.run(main(parser.parse_args(sys.argv[1:])))
