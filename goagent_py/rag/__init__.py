@@ -20,6 +20,16 @@ from goagent_py.rag.format import (
     format_passages,
     format_plain,
 )
+from goagent_py.rag.fusion import (
+    DEFAULT_FUSION,
+    RRF_K,
+    Fusion,
+    FusionMethod,
+    fuse,
+    looks_like_identifier,
+    reciprocal_rank_fusion,
+    score_fusion,
+)
 from goagent_py.rag.keyword import (
     BulkKeywordIndex,
     InMemoryKeywordIndex,
@@ -30,7 +40,7 @@ from goagent_py.rag.keyword import (
     query_terms,
 )
 from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest, SqliteManifest
-from goagent_py.rag.pipeline import RRF_K, Pipeline, SearchMode, reciprocal_rank_fusion
+from goagent_py.rag.pipeline import Pipeline, SearchMode
 from goagent_py.rag.rerank import CrossEncoderReranker, Reranker
 from goagent_py.rag.results import (
     DocumentReport,
@@ -45,6 +55,7 @@ __all__ = [
     "BulkKeywordIndex",
     "ChunkManifest",
     "CrossEncoderReranker",
+    "DEFAULT_FUSION",
     "describe_location",
     "Document",
     "DocumentReport",
@@ -54,6 +65,9 @@ __all__ = [
     "FORMATS",
     "Formatter",
     "fts5_query",
+    "fuse",
+    "Fusion",
+    "FusionMethod",
     "html_to_text",
     "IndexProgress",
     "IndexReport",
@@ -64,6 +78,7 @@ __all__ = [
     "KnowledgeBaseTool",
     "load_directory",
     "load_file",
+    "looks_like_identifier",
     "NO_RESULTS",
     "Pipeline",
     "PipelineObserver",
@@ -71,6 +86,7 @@ __all__ = [
     "reciprocal_rank_fusion",
     "Reranker",
     "RRF_K",
+    "score_fusion",
     "SearchMode",
     "SearchResult",
     "SqliteKeywordIndex",

@@ -2,7 +2,7 @@
 
 Embeddings are good at meaning and bad at exact strings: ``GA-1042`` or ``max_retry_delay`` come
 out close to any other code or key. A keyword index finds them. The pipeline fuses its ranking
-with the vector ranking (:func:`~goagent_py.rag.pipeline.reciprocal_rank_fusion`).
+with the vector ranking (:mod:`goagent_py.rag.fusion`).
 
 Two implementations of :class:`KeywordIndex`:
 
@@ -371,12 +371,14 @@ class SqliteKeywordIndex(SqliteTable):
 
         def get(conn: Any) -> list[tuple[str, str, str]]:
             out = []
-            for id in ids:
-                row = conn.execute(
-                    f"SELECT id, text, metadata FROM {self._table} WHERE id = ?", (id,)
-                ).fetchone()
-                if row is not None:
-                    out.append(row)
+            # One query per batch (hybrid search asks for up to `candidates` ids each time);
+            # batches stay under SQLite's default limit of host parameters.
+            for start in range(0, len(ids), 500):
+                batch = ids[start : start + 500]
+                marks = ",".join("?" * len(batch))
+                out += conn.execute(
+                    f"SELECT id, text, metadata FROM {self._table} WHERE id IN ({marks})", batch
+                ).fetchall()
             return out
 
         return {

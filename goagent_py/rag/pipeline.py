@@ -11,9 +11,11 @@ the ids each source has. Re-indexing a document therefore:
 
 Search takes ``top_k``, ``score_threshold`` and a metadata ``filter`` (the reference took only
 ``top_k``), in one of three modes: ``"vector"`` (embeddings), ``"keyword"`` (BM25 full text) or
-``"hybrid"`` (both, fused with reciprocal rank fusion, so an exact identifier that embeddings
-miss is still found). An optional :class:`~goagent_py.rag.rerank.Reranker` reorders the fused
-candidates.
+``"hybrid"`` (both, fused by a :class:`~goagent_py.rag.fusion.Fusion`: by default a weighted sum
+of the cosine similarity and the query-relative BM25 score, with more keyword weight for a
+query that names an identifier, so an exact identifier that embeddings miss is still found and
+prose questions keep their vector ranking). An optional :class:`~goagent_py.rag.rerank.Reranker`
+reorders the fused candidates.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from goagent_py.messages import ContentBlock, Message, Role, TextBlock
 from goagent_py.rag._chunks import Prepared, prepare
 from goagent_py.rag._search import SearchMode
 from goagent_py.rag.documents import Document
+from goagent_py.rag.fusion import DEFAULT_FUSION, RRF_K, Fusion, fuse, reciprocal_rank_fusion
 from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
 from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest
 from goagent_py.rag.results import (
@@ -57,53 +60,11 @@ if TYPE_CHECKING:
     from goagent_py.rag.rerank import Reranker
     from goagent_py.rag.tool import KnowledgeBaseTool
 
-__all__ = ["RRF_K", "Pipeline", "SearchMode", "reciprocal_rank_fusion"]
+__all__ = ["RRF_K", "Fusion", "Pipeline", "SearchMode", "fuse", "reciprocal_rank_fusion"]
 
 _log = logging.getLogger("goagent_py.rag")
 
 _MODES: tuple[str, ...] = ("hybrid", "vector", "keyword")
-RRF_K = 60
-"""The reciprocal-rank-fusion constant of Cormack et al. (2009); dampens the top ranks."""
-
-
-# -- fusion -----------------------------------------------------------------------------------
-
-
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[str]],
-    *,
-    k: int = RRF_K,
-    weights: Sequence[float] | None = None,
-) -> list[tuple[str, float]]:
-    """Fuse ranked id lists: each id scores ``sum(weight / (k + rank))`` (ranks from 1).
-
-    Only ranks matter, so lists scored on different scales (cosine, BM25) fuse fairly, and an
-    id that only one list found still ranks by its place there. Ties keep the order in which
-    ids first appear (the first ranking's order first).
-
-    Args:
-        rankings: id lists, best first (duplicates within a list count once, at the best rank).
-        k: the RRF constant (60 in the paper); larger flattens the top ranks.
-        weights: one weight per ranking (default 1.0 each).
-
-    Returns:
-        ``(id, score)`` pairs, best first.
-    """
-    if k < 0:
-        raise ConfigurationError(f"k must be >= 0, got {k}")
-    if weights is not None and len(weights) != len(rankings):
-        raise ConfigurationError(f"got {len(weights)} weights for {len(rankings)} rankings")
-    scores: dict[str, float] = {}
-    for i, ranking in enumerate(rankings):
-        weight = 1.0 if weights is None else weights[i]
-        seen: set[str] = set()
-        for rank, id in enumerate(ranking, start=1):
-            if id in seen:
-                continue
-            seen.add(id)
-            scores[id] = scores.get(id, 0.0) + weight / (k + rank)
-    order = {id: n for n, id in enumerate(scores)}
-    return sorted(scores.items(), key=lambda item: (-item[1], order[item[0]]))
 
 
 # -- the pipeline -----------------------------------------------------------------------------
@@ -131,8 +92,12 @@ class Pipeline:
         batch_size: chunks per ``embed_batch`` call.
         max_concurrency: parallel ``embed`` calls for an embedder without batching.
         candidates: how many hits each search leg fetches for fusion and reranking (at least
-            ``top_k``).
-        rrf_k: the reciprocal-rank-fusion constant.
+            ``top_k``; 30 by default, tuned with the fusion).
+        fusion: how hybrid search fuses the two lists; None for
+            :data:`~goagent_py.rag.fusion.DEFAULT_FUSION`.
+        rrf_k: the reciprocal-rank-fusion constant: passing it (without ``fusion``) selects
+            plain rank fusion, ``Fusion("rrf", 1.0, None, rrf_k)``, the default before the
+            score fusion.
 
     Raises:
         ConfigurationError: a missing embedder or store, or a bad number.
@@ -150,8 +115,9 @@ class Pipeline:
         observers: Sequence[object] = (),
         batch_size: int = 64,
         max_concurrency: int = 8,
-        candidates: int = 20,
-        rrf_k: int = RRF_K,
+        candidates: int = 30,
+        fusion: Fusion | None = None,
+        rrf_k: int | None = None,
     ) -> None:
         if not isinstance(embedder, Embedder):
             raise ConfigurationError("Pipeline: embedder is required (an Embedder)")
@@ -168,8 +134,14 @@ class Pipeline:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"Pipeline: {name} must be an int >= 1, got {value!r}")
-        if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 0:
+        if rrf_k is not None and (
+            isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 0
+        ):
             raise ConfigurationError(f"Pipeline: rrf_k must be an int >= 0, got {rrf_k!r}")
+        if fusion is not None and not isinstance(fusion, Fusion):
+            raise ConfigurationError(f"Pipeline: fusion must be a Fusion, got {fusion!r}")
+        if fusion is None:
+            fusion = DEFAULT_FUSION if rrf_k is None else Fusion("rrf", 1.0, None, rrf_k)
         self.embedder = embedder
         self.store = store
         self.chunker = chunker
@@ -180,7 +152,7 @@ class Pipeline:
         self._batch_size = batch_size
         self._max_concurrency = max_concurrency
         self._candidates = candidates
-        self._rrf_k = rrf_k
+        self.fusion = fusion
         self._write_lock = asyncio.Lock()
         self._owned: list[Any] = []
 
@@ -518,20 +490,34 @@ class Pipeline:
         if mode == "hybrid" or self.reranker is not None:
             n = max(top_k, self._candidates)
 
-        vector_hits: list[SearchResult] = []
-        if mode != "keyword":
+        async def vector_leg() -> list[SearchResult]:
             vector = await self.embedder.embed([TextBlock(query)])
             options = SearchOptions(top_k=n, score_threshold=score_threshold, filter=checked)
-            vector_hits = [
+            return [
                 SearchResult(id=h.id, message=h.message, score=h.score, vector_score=h.score)
                 for h in await self.store.search(vector, options)
             ]
-        keyword_hits: list[tuple[str, float]] = []
-        if mode != "vector":
+
+        async def keyword_leg() -> list[tuple[str, float]]:
             assert self.keyword_index is not None
-            keyword_hits = await self.keyword_index.search(query, top_k=n, filter=checked)
+            hits = await self.keyword_index.search(query, top_k=n, filter=checked)
             if mode == "keyword" and score_threshold is not None:
-                keyword_hits = [(id, s) for id, s in keyword_hits if s >= score_threshold]
+                hits = [(id, s) for id, s in hits if s >= score_threshold]
+            return hits
+
+        vector_hits: list[SearchResult] = []
+        keyword_hits: list[tuple[str, float]] = []
+        if mode == "vector":
+            vector_hits = await vector_leg()
+        elif mode == "keyword":
+            keyword_hits = await keyword_leg()
+        else:
+            # Both legs at once: the embedding (torch) and SQLite both leave the GIL.
+            legs = await asyncio.gather(vector_leg(), keyword_leg(), return_exceptions=True)
+            for leg in legs:
+                if isinstance(leg, BaseException):
+                    raise leg
+            vector_hits, keyword_hits = legs  # type: ignore[assignment]
 
         if mode == "vector":
             results = vector_hits
@@ -543,8 +529,8 @@ class Pipeline:
             if mode == "keyword":
                 ranked = keyword_hits
             else:
-                ranked = reciprocal_rank_fusion(
-                    [[r.id for r in vector_hits], [id for id, _ in keyword_hits]], k=self._rrf_k
+                ranked = self.fusion.fuse(
+                    query, [(r.id, r.score) for r in vector_hits], keyword_hits
                 )
             results = []
             for id, score in ranked:

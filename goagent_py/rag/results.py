@@ -27,7 +27,8 @@ class SearchResult:
         message: the chunk as stored (role ``document``; metadata has ``source``, ``title``,
             ``chunk_index``, location keys and the document's own metadata).
         score: the ranking score, higher is better: cosine similarity (vector), BM25 (keyword),
-            the fused RRF score (hybrid) or the reranker's score.
+            the fused score (hybrid; see :class:`~goagent_py.rag.fusion.Fusion`) or the reranker's
+            score.
         vector_score: the cosine similarity, when the vector search found the chunk.
         keyword_score: the BM25 score, when the keyword search found the chunk.
     """

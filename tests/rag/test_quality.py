@@ -5,7 +5,7 @@ configuration keys, error codes, operations) and ``data/questions.json`` 38 ques
 labelled with its source and a passage the top-5 results must contain. 12 are exact-identifier
 questions (error codes, config keys, environment variables), the case embeddings are weak at.
 
-Recall@5 vector-only vs hybrid (vector + keyword, reciprocal rank fusion): hybrid must not be
+Recall@5 vector-only vs hybrid (vector + keyword, fused by the default Fusion): hybrid must not be
 worse, and it must find every exact-identifier question. ``bench/rag_quality.py`` prints the
 full table.
 """
