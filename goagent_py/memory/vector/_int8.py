@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["Int8Rows", "candidate_count"]
+__all__ = ["Int8Rows", "candidate_count", "quantize"]
 
 
 def candidate_count(top_k: int) -> int:
@@ -73,6 +73,11 @@ class Int8Rows:
     def set(self, row: int, vector: NDArray[np.float32], norm: float) -> None:
         """Store row ``row`` from its float32 ``vector`` and that vector's ``norm`` (> 0)."""
         codes, scale = quantize(vector / norm)
+        self._codes[row] = codes
+        self._scales[row] = scale
+
+    def set_codes(self, row: int, codes: NDArray[np.int8], scale: float) -> None:
+        """Store row ``row`` from codes made by :func:`quantize` (e.g. read back from a file)."""
         self._codes[row] = codes
         self._scales[row] = scale
 
