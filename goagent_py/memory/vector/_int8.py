@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["Int8Rows", "candidate_count", "quantize"]
+__all__ = ["Int8Rows", "Selection", "candidate_count", "quantize"]
+
+Selection = tuple[int, int, Any]
+"""Rows ``[start, end)`` plus the rows listed in an index array (or None: no more rows)."""
 
 
 def candidate_count(top_k: int) -> int:
@@ -81,25 +84,42 @@ class Int8Rows:
         self._codes[row] = codes
         self._scales[row] = scale
 
+    def permute(self, order: NDArray[np.intp]) -> None:
+        """Reorder the first ``len(order)`` rows: row ``i`` becomes the old row ``order[i]``."""
+        n = order.shape[0]
+        self._codes[:n] = self._codes[order]
+        self._scales[:n] = self._scales[order]
+
     def move(self, source: int, target: int) -> None:
         """Copy row ``source`` over row ``target`` (the store fills a deleted row's hole)."""
         self._codes[target] = self._codes[source]
         self._scales[target] = self._scales[source]
 
-    def candidates(self, query: NDArray[np.float32], n: int, rows: Any, count: int) -> Any:
+    def candidates(self, query: NDArray[np.float32], rows: Selection, count: int) -> Any:
         """The ``count`` rows (indices into the store) of the best approximate cosine with
-        ``query``, among the first ``n`` rows, or among ``rows`` when given."""
+        ``query`` among ``rows`` (which hold more than ``count``)."""
         import numpy as np
 
         q_codes, _ = quantize(query)
-        if rows is None:
-            codes, scales = self._codes[:n], self._scales[:n]
-        else:
-            codes, scales = self._codes[rows], self._scales[rows]
-        dots = np.asarray(self._simsimd.cdist(q_codes[None, :], codes, metric="dot"))
-        approx = dots.reshape(-1).astype(np.float32) * scales
+        start, end, extra = rows
+        # The slice is scanned in place; only the extra rows (a session's tail) are gathered.
+        approx = self._approx(q_codes, self._codes[start:end], self._scales[start:end])
+        if extra is not None and extra.size:
+            more = self._approx(q_codes, self._codes[extra], self._scales[extra])
+            approx = np.concatenate([approx, more])
         best = np.argpartition(approx, approx.shape[0] - count)[approx.shape[0] - count :]
-        return best if rows is None else rows[best]
+        if extra is None or not extra.size:
+            return best + start
+        inside = best < end - start
+        return np.where(inside, best + start, extra[np.where(inside, 0, best - (end - start))])
+
+    def _approx(self, q_codes: Any, codes: Any, scales: Any) -> Any:
+        import numpy as np
+
+        if not codes.shape[0]:
+            return np.empty(0, dtype=np.float32)
+        dots = np.asarray(self._simsimd.cdist(q_codes[None, :], codes, metric="dot"))
+        return dots.reshape(-1).astype(np.float32) * scales
 
 
 def quantize(vector: NDArray[np.float32]) -> tuple[NDArray[np.int8], float]:

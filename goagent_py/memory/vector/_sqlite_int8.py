@@ -145,6 +145,7 @@ class Int8Mirror:
         if size <= count:
             chosen = np.arange(n) if rows is None else rows
         else:
-            chosen = self._codes.candidates(query, n, rows, count)
+            chosen = self._codes.candidates(
+                query, (0, n, None) if rows is None else (0, 0, rows), count
+            )
         return [int(pk) for pk in self._pks[chosen].tolist()]
-

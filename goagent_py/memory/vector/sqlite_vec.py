@@ -71,6 +71,7 @@ SCHEMA_VERSION = 3
 """1: session-less rows in the NULL partition; 2: in the ``_NO_SESSION`` partition; 3: may have
 the int8 side table ``<table>_vec_q8``, which every write must keep up to date (so versions that
 don't know it refuse the file)."""
+_PLAIN_VERSION = 2  # what a table without the side table records: older versions can open it
 _REGISTRY = "goagent_vector_tables"
 # The partition of entries without a session. Not NULL: sqlite-vec allocates a new chunk for
 # every NULL-partition insert (issue 19: 1,000 session-less vectors made a 199 MB file). A NUL
@@ -301,7 +302,6 @@ class SqliteVecStore:
                 self._create(conn)
                 if self._quantization:
                     conn.execute(side_table_sql(self._q8))
-                    self._set_version(conn, SCHEMA_VERSION)
                     self._has_q8 = True
                 return
             for name, row in registered:
@@ -321,7 +321,7 @@ class SqliteVecStore:
             if version >= 2:
                 return
             self._upgrade_v1(conn)
-            self._set_version(conn, SCHEMA_VERSION if self._has_q8 else 2)
+            self._set_version(conn, SCHEMA_VERSION if self._has_q8 else _PLAIN_VERSION)
         # The rebuild freed the old chunks; give the space back (best effort: another
         # connection reading the file makes VACUUM fail, and the pages are reused anyway).
         with contextlib.suppress(Exception):
@@ -392,7 +392,12 @@ class SqliteVecStore:
         conn.execute(
             f"INSERT INTO {_REGISTRY} (name, schema_version, dimensions, metric) "
             "VALUES (?, ?, ?, ?)",
-            (self._name, SCHEMA_VERSION, self._dims, self._metric),
+            (
+                self._name,
+                SCHEMA_VERSION if self._quantization else _PLAIN_VERSION,
+                self._dims,
+                self._metric,
+            ),
         )
 
     def _create_vec(self, conn: Any, name: str) -> None:
@@ -610,9 +615,7 @@ class SqliteVecStore:
 
         def query(conn: Any) -> list[tuple[str, str, float]]:
             if quick and self._has_q8:
-                pks = self._fresh_mirror(conn).candidates(
-                    query_vector, session, candidate_count(k)
-                )
+                pks = self._fresh_mirror(conn).candidates(query_vector, session, candidate_count(k))
                 if not pks:
                     return []
                 return list(conn.execute(rescore_sql, (blob, json.dumps(pks), k)).fetchall())
