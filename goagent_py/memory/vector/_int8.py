@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["Int8Rows", "Selection", "candidate_count", "quantize"]
+__all__ = ["Int8Rows", "Selection", "candidate_count", "quantize", "top_indices"]
 
 Selection = tuple[int, int, Any]
 """Rows ``[start, end)`` plus the rows listed in an index array (or None: no more rows)."""
@@ -79,8 +79,9 @@ class Int8Rows:
         self._codes[row] = codes
         self._scales[row] = scale
 
-    def set_codes(self, row: int, codes: NDArray[np.int8], scale: float) -> None:
-        """Store row ``row`` from codes made by :func:`quantize` (e.g. read back from a file)."""
+    def set_codes(self, row: int | slice, codes: NDArray[np.int8], scale: Any) -> None:
+        """Store row ``row`` (or rows) from codes made by :func:`quantize` and their scales
+        (e.g. read back from a file)."""
         self._codes[row] = codes
         self._scales[row] = scale
 
@@ -107,7 +108,7 @@ class Int8Rows:
         if extra is not None and extra.size:
             more = self._approx(q_codes, self._codes[extra], self._scales[extra])
             approx = np.concatenate([approx, more])
-        best = np.argpartition(approx, approx.shape[0] - count)[approx.shape[0] - count :]
+        best = top_indices(approx, count)
         if extra is None or not extra.size:
             return best + start
         inside = best < end - start
@@ -118,8 +119,32 @@ class Int8Rows:
 
         if not codes.shape[0]:
             return np.empty(0, dtype=np.float32)
-        dots = np.asarray(self._simsimd.cdist(q_codes[None, :], codes, metric="dot"))
-        return dots.reshape(-1).astype(np.float32) * scales
+        dots = self._simsimd.cdist(q_codes[None, :], codes, metric="dot", out_dtype="float32")
+        return np.asarray(dots).reshape(-1) * scales
+
+
+def top_indices(values: NDArray[np.float32], count: int) -> Any:
+    """The indices of the ``count`` largest ``values`` (in no order; ``count < len(values)``).
+
+    A partition of 100k values costs 0.6 ms, a third of the int8 scan itself; a threshold taken
+    from every 16th value (its ``3 * count / 16``-th best, ~``3 * count``-th overall) leaves a few
+    hundred values to partition instead. When the sample was unlucky and fewer than ``count``
+    values pass (rare), the full partition runs; either way the result is the same.
+    """
+    import numpy as np
+
+    n = values.shape[0]
+    if n >= 32 * count:
+        sample = values[::16]
+        rank = max(1, 3 * count // 16)
+        threshold = np.partition(sample, sample.shape[0] - rank)[sample.shape[0] - rank]
+        above = np.flatnonzero(values >= threshold)
+        if above.size >= count:
+            picked = values[above]
+            return above[
+                np.argpartition(picked, picked.shape[0] - count)[picked.shape[0] - count :]
+            ]
+    return np.argpartition(values, n - count)[n - count :]
 
 
 def quantize(vector: NDArray[np.float32]) -> tuple[NDArray[np.int8], float]:

@@ -30,7 +30,13 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["Int8Mirror", "encode", "side_table_sql"]
+__all__ = [
+    "Int8Mirror",
+    "build_side_table",
+    "encode",
+    "fresh_mirror",
+    "side_table_sql",
+]
 
 
 def side_table_sql(name: str) -> str:
@@ -81,9 +87,23 @@ class Int8Mirror:
         cls, rows: Iterable[tuple[int, str | None, float, bytes]], dimensions: int, version: int
     ) -> Int8Mirror:
         """A mirror of ``rows`` (``pk, session, scale, codes`` as the side table holds them)."""
+        import numpy as np
+
         mirror = cls(dimensions, version)
-        for pk, session, scale, codes in rows:
-            mirror.set(pk, session, scale, codes)
+        held = list(rows)
+        n = len(held)
+        if not n:
+            return mirror
+        mirror._grow(n)
+        pks, sessions, scales, codes = zip(*held, strict=True)
+        mirror._pks[:n] = pks
+        mirror._rows = {int(pk): row for row, pk in enumerate(pks)}
+        table = mirror._session_codes
+        mirror._sessions[:n] = [
+            -1 if s is None else table.setdefault(s, len(table)) for s in sessions
+        ]
+        matrix = np.frombuffer(b"".join(codes), dtype=np.int8).reshape(n, dimensions)
+        mirror._codes.set_codes(slice(0, n), matrix, np.asarray(scales, dtype=np.float32))
         return mirror
 
     def set(self, pk: int, session: str | None, scale: float, codes: bytes) -> None:
@@ -149,3 +169,36 @@ class Int8Mirror:
                 query, (0, n, None) if rows is None else (0, 0, rows), count
             )
         return [int(pk) for pk in self._pks[chosen].tolist()]
+
+
+def build_side_table(conn: Any, vec: str, side: str) -> None:
+    """Make side table ``side`` of an existing table from the vectors in its vec0 table ``vec``
+    (quoted names), in the caller's transaction: on any error the file is left as it was."""
+    import numpy as np
+
+    conn.execute(side_table_sql(side))
+    cursor = conn.execute(f"SELECT rowid, embedding FROM {vec}")
+    while batch := cursor.fetchmany(1000):
+        rows = []
+        for pk, blob in batch:
+            scale, codes = encode(np.frombuffer(blob, dtype="<f4"))
+            rows.append((pk, scale, codes, blob))
+        conn.executemany(
+            f"INSERT INTO {side} (pk, scale, codes, embedding) VALUES (?, ?, ?, ?)", rows
+        )
+
+
+def fresh_mirror(
+    conn: Any, mirror: Int8Mirror | None, side: str, table: str, dimensions: int
+) -> Int8Mirror:
+    """``mirror``, or a new one read from side table ``side`` and data table ``table`` (quoted
+    names) when there is none or another connection changed the file since it was read."""
+    # Read before the rows: a commit in between makes the next search reload again.
+    (version,) = conn.execute("PRAGMA data_version").fetchone()
+    if mirror is not None and mirror.version == version:
+        return mirror
+    rows = conn.execute(
+        f"SELECT q.pk, t.session, q.scale, q.codes FROM {side} AS q JOIN {table} AS t "
+        "ON t.pk = q.pk"
+    )
+    return Int8Mirror.load(rows, dimensions, int(version))

@@ -49,7 +49,13 @@ from goagent_py.memory.vector._common import (
     validate_identifier,
 )
 from goagent_py.memory.vector._int8 import _simsimd, candidate_count
-from goagent_py.memory.vector._sqlite_int8 import Int8Mirror, encode, side_table_sql
+from goagent_py.memory.vector._sqlite_int8 import (
+    Int8Mirror,
+    build_side_table,
+    encode,
+    fresh_mirror,
+    side_table_sql,
+)
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -315,7 +321,7 @@ class SqliteVecStore:
             self._has_q8 = f"{self._name}_vec_q8".lower() in _names(conn)
             version = min(row[0] for _, row in registered)
             if self._quantization and not self._has_q8:
-                self._build_q8(conn)
+                build_side_table(conn, self._vec, self._q8)
                 self._has_q8 = True
                 self._set_version(conn, max(version, SCHEMA_VERSION))
             if version >= 2:
@@ -332,23 +338,6 @@ class SqliteVecStore:
             f"UPDATE {_REGISTRY} SET schema_version = ? WHERE name = ? COLLATE NOCASE",
             (version, self._name),
         )
-
-    def _build_q8(self, conn: Any) -> None:
-        """Make the int8 side table of an existing table from its vectors (in the caller's
-        transaction: on any error the file is left as it was)."""
-        import numpy as np
-
-        conn.execute(side_table_sql(self._q8))
-        cursor = conn.execute(f"SELECT rowid, embedding FROM {self._vec}")
-        while batch := cursor.fetchmany(1000):
-            rows = []
-            for pk, blob in batch:
-                vector = np.frombuffer(blob, dtype="<f4")
-                scale, codes = encode(vector)
-                rows.append((pk, scale, codes, blob))
-            conn.executemany(
-                f"INSERT INTO {self._q8} (pk, scale, codes, embedding) VALUES (?, ?, ?, ?)", rows
-            )
 
     def _registered(self, conn: Any) -> list[tuple[str, tuple[int, int, str]]]:
         # SQLite table names ignore case, so "Memories" is the table registered as "memories"
@@ -615,7 +604,8 @@ class SqliteVecStore:
 
         def query(conn: Any) -> list[tuple[str, str, float]]:
             if quick and self._has_q8:
-                pks = self._fresh_mirror(conn).candidates(query_vector, session, candidate_count(k))
+                self._mirror = fresh_mirror(conn, self._mirror, self._q8, self._table, self._dims)
+                pks = self._mirror.candidates(query_vector, session, candidate_count(k))
                 if not pks:
                     return []
                 return list(conn.execute(rescore_sql, (blob, json.dumps(pks), k)).fetchall())
@@ -635,18 +625,6 @@ class SqliteVecStore:
                 continue
             out.append(ScoredMessage(self._load(id, message), score, id))
         return out
-
-    def _fresh_mirror(self, conn: Any) -> Int8Mirror:
-        """The int8 mirror, (re)loaded when absent or when another connection wrote."""
-        # Read before the rows: a commit in between makes the next search reload again.
-        (version,) = conn.execute("PRAGMA data_version").fetchone()
-        if self._mirror is None or self._mirror.version != version:
-            rows = conn.execute(
-                f"SELECT q.pk, t.session, q.scale, q.codes FROM {self._q8} AS q "
-                f"JOIN {self._table} AS t ON t.pk = q.pk"
-            )
-            self._mirror = Int8Mirror.load(rows, self._dims, int(version))
-        return self._mirror
 
     def _load(self, id: str, data: str) -> Message:
         try:

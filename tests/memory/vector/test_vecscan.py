@@ -217,3 +217,19 @@ def test_int8_sqlite_needs_the_cosine_metric_and_a_known_name(tmp_path: Path) ->
         store_class(tmp_path / "a.db", dimensions=4, metric="l2", quantization="int8")
     with pytest.raises(ConfigurationError, match="quantization='int4'"):
         store_class(tmp_path / "a.db", dimensions=4, quantization="int4")
+
+
+def test_top_indices_match_a_full_sort_with_and_without_the_sample() -> None:
+    from goagent_py.memory.vector._int8 import top_indices
+
+    rng = np.random.default_rng(1)
+    for n, count in ((100_000, 64), (5_000, 64), (3_000, 100), (65, 64)):
+        values = rng.standard_normal(n).astype(np.float32)
+        want = set(np.argsort(-values)[:count].tolist())
+        assert set(top_indices(values, count).tolist()) == want
+    # An adversarial order: the sampled values are the largest, so the sampled threshold
+    # passes fewer than count values and the full partition must run.
+    values = np.zeros(10_000, dtype=np.float32)
+    values[::16] = 1.0 + np.arange(values[::16].size, dtype=np.float32)
+    got = top_indices(values, 64)
+    assert set(got.tolist()) == set(np.argsort(-values, kind="stable")[:64].tolist())
