@@ -12,7 +12,6 @@ import pytest
 
 from goagent_py._sqlite import connect_vec
 from goagent_py.errors import ConfigurationError
-from goagent_py.memory.vector import sqlite_vec
 from goagent_py.memory.vector.base import SearchOptions, UpsertEntry
 from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
 from goagent_py.messages import Message, Role, TextBlock, messages_to_json

@@ -168,13 +168,16 @@ async def test_a_file_without_the_side_table_gets_it_on_open(tmp_path: Path) -> 
     vectors = rng.standard_normal((500, DIMS), dtype=np.float32)
     async with store_class(path, dimensions=DIMS) as plain:
         await plain.upsert_batch(_batch(vectors))
-    assert _version(path) == 2 and not _has_side_table(path)  # older goagent-py can open it
+    assert _version(path) == 2
+    assert not _has_side_table(path)
 
     async with store_class(path, dimensions=DIMS, quantization="int8") as quick:
         assert await quick.count() == 500
         [hit] = await quick.search(vectors[42], SearchOptions(top_k=1))
-        assert hit.id == "e42" and hit.score == pytest.approx(1.0, abs=1e-6)
-    assert _version(path) == 3 and _has_side_table(path)
+        assert hit.id == "e42"
+        assert hit.score == pytest.approx(1.0, abs=1e-6)
+    assert _version(path) == 3
+    assert _has_side_table(path)
 
     # A store opened without quantization keeps the side table up to date.
     async with store_class(path, dimensions=DIMS) as plain:
