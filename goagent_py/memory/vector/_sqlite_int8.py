@@ -21,6 +21,7 @@ The mirror follows the store's own writes as they commit, and is reloaded when
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "build_side_table",
     "encode",
     "fresh_mirror",
+    "rescore",
     "side_table_sql",
 ]
 
@@ -202,3 +204,20 @@ def fresh_mirror(
         "ON t.pk = q.pk"
     )
     return Int8Mirror.load(rows, dimensions, int(version))
+
+
+def rescore(
+    conn: Any, side: str, table: str, query: bytes, pks: list[int], k: int
+) -> list[tuple[str, str, float]]:
+    """``(id, message JSON, exact cosine distance)`` of the best ``k`` of the entries ``pks``,
+    best first (ties by id): their float32 vectors come from side table ``side``."""
+    if not pks:
+        return []
+    return list(
+        conn.execute(
+            "SELECT t.id, t.message, vec_distance_cosine(q.embedding, ?) AS distance "
+            f"FROM {side} AS q JOIN {table} AS t ON t.pk = q.pk "
+            "WHERE q.pk IN (SELECT value FROM json_each(?)) ORDER BY distance, t.id LIMIT ?",
+            (query, json.dumps(pks), k),
+        ).fetchall()
+    )

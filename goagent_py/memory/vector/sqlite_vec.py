@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import threading
@@ -54,6 +53,7 @@ from goagent_py.memory.vector._sqlite_int8 import (
     build_side_table,
     encode,
     fresh_mirror,
+    rescore,
     side_table_sql,
 )
 from goagent_py.memory.vector.base import (
@@ -150,15 +150,12 @@ class SqliteVecStore:
         dimensions: the vector length; must match what the table was created with.
         metric: ``"cosine"`` (score = cosine similarity) or ``"l2"`` (score = ``1 / (1 + d)``
             for the Euclidean distance ``d``); must match what the table was created with.
-        quantization: ``"int8"`` adds the table ``<table>_vec_q8`` (int8 codes and a copy of
-            each vector: ~1.25x the vector bytes more on disk), built on first use for a table
-            that lacks it, and keeps the codes in memory (a quarter of the float bytes).
-            Searches without a filter or on the session alone scan those codes and score their
-            best ``max(4 * top_k, 64)`` candidates exactly: the scores are the exact ones, and
-            the results are those of the exact search unless the int8 pass ranks a true top-k
-            entry below that many others (it did not on the benchmarks). Cosine metric only;
-            needs the ``simd`` extra (simsimd). Once built, the side table is kept up to date
-            by every store that opens the file, quantized or not.
+        quantization: ``"int8"``: searches without a filter or on the session alone scan int8
+            codes held in memory and rescore their best ``max(4 * top_k, 64)`` candidates
+            exactly (exact scores; the exact results unless the int8 pass ranks a true top-k
+            entry below that many others). Adds ``<table>_vec_q8`` (built on first use for a
+            table without it; every store then keeps it up to date). Cosine only; needs the
+            ``simd`` extra. See ``_sqlite_int8``.
 
     Raises:
         ConfigurationError: a bad table name (not a plain identifier, reserved by SQLite or
@@ -577,11 +574,6 @@ class SqliteVecStore:
         t, v = self._table, self._vec
         # The int8 pass, then exact distances of its candidates from the side table.
         quick = self._quantization is not None and not filter
-        rescore_sql = (
-            f"SELECT t.id, t.message, vec_distance_cosine(q.embedding, ?) AS distance "
-            f"FROM {self._q8} AS q JOIN {t} AS t ON t.pk = q.pk "
-            "WHERE q.pk IN (SELECT value FROM json_each(?)) ORDER BY distance, t.id LIMIT ?"
-        )
         where, where_params = _where(session, filter)
         # CROSS JOIN: walk the (filtered) data rows, fetch each vector by rowid.
         scan_sql = (
@@ -606,9 +598,7 @@ class SqliteVecStore:
             if quick and self._has_q8:
                 self._mirror = fresh_mirror(conn, self._mirror, self._q8, self._table, self._dims)
                 pks = self._mirror.candidates(query_vector, session, candidate_count(k))
-                if not pks:
-                    return []
-                return list(conn.execute(rescore_sql, (blob, json.dumps(pks), k)).fetchall())
+                return rescore(conn, self._q8, t, blob, pks, k)
             if filter or k > _KNN_MAX_K:
                 return list(conn.execute(scan_sql, scan_params).fetchall())
             rows = list(conn.execute(knn_sql, knn_params).fetchall())
