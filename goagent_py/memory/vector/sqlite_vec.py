@@ -13,7 +13,8 @@ metadata filters are SQL conditions (``json_extract``) in an exact scan, so ``to
 counts matching entries. The metric (``cosine`` or ``l2``) is fixed when the table is made.
 The ``text`` column is there for a later FTS5 index (hybrid search).
 
-With ``quantization="int8"`` the file also holds ``memories_vec_q8`` (int8 codes and the exact
+With ``quantization="int8"`` the file also holds ``memories_vec_q8`` and ``memories_vec_f32``
+(int8 codes, and the exact
 vectors, see ``_sqlite_int8``): searches without a filter or on the session alone scan an
 in-memory copy of the codes and rescore the best candidates exactly, ~5x faster than
 sqlite-vec's own scan at 100k vectors.
@@ -181,6 +182,7 @@ class SqliteVecStore:
         _check_table_name(table)
         self._vec = f'"{table}_vec"'
         self._q8 = f'"{table}_vec_q8"'
+        self._f32 = f'"{table}_vec_f32"'
         self._name = table
         try:
             self._dims = check_dimensions(dimensions)
@@ -304,7 +306,8 @@ class SqliteVecStore:
                 self._check_free(_names(conn))
                 self._create(conn)
                 if self._quantization:
-                    conn.execute(side_table_sql(self._q8))
+                    for sql in side_table_sql(self._q8, self._f32):
+                        conn.execute(sql)
                     self._has_q8 = True
                 return
             for name, row in registered:
@@ -318,7 +321,7 @@ class SqliteVecStore:
             self._has_q8 = f"{self._name}_vec_q8".lower() in _names(conn)
             version = min(row[0] for _, row in registered)
             if self._quantization and not self._has_q8:
-                build_side_table(conn, self._vec, self._q8)
+                build_side_table(conn, self._vec, self._table, self._q8, self._f32)
                 self._has_q8 = True
                 self._set_version(conn, max(version, SCHEMA_VERSION))
             if version >= 2:
@@ -468,8 +471,11 @@ class SqliteVecStore:
             return None
         scale, codes = encode(vector)
         conn.execute(
-            f"INSERT OR REPLACE INTO {self._q8} (pk, scale, codes, embedding) VALUES (?, ?, ?, ?)",
-            (pk, scale, codes, blob),
+            f"INSERT OR REPLACE INTO {self._q8} (pk, session, scale, codes) VALUES (?, ?, ?, ?)",
+            (pk, session, scale, codes),
+        )
+        conn.execute(
+            f"INSERT OR REPLACE INTO {self._f32} (pk, embedding) VALUES (?, ?)", (pk, blob)
         )
         return pk, session, scale, codes
 
@@ -484,6 +490,7 @@ class SqliteVecStore:
             conn.execute(f"DELETE FROM {self._table} WHERE pk = ?", (row[0],))
             if self._has_q8:
                 conn.execute(f"DELETE FROM {self._q8} WHERE pk = ?", (row[0],))
+                conn.execute(f"DELETE FROM {self._f32} WHERE pk = ?", (row[0],))
             deleted.append(int(row[0]))
         return deleted
 
@@ -596,9 +603,9 @@ class SqliteVecStore:
 
         def query(conn: Any) -> list[tuple[str, str, float]]:
             if quick and self._has_q8:
-                self._mirror = fresh_mirror(conn, self._mirror, self._q8, self._table, self._dims)
+                self._mirror = fresh_mirror(conn, self._mirror, self._q8, self._dims)
                 pks = self._mirror.candidates(query_vector, session, candidate_count(k))
-                return rescore(conn, self._q8, t, blob, pks, k)
+                return rescore(conn, self._f32, t, blob, pks, k)
             if filter or k > _KNN_MAX_K:
                 return list(conn.execute(scan_sql, scan_params).fetchall())
             rows = list(conn.execute(knn_sql, knn_params).fetchall())
