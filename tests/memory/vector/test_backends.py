@@ -13,7 +13,6 @@ import pytest
 
 from goagent_py import _sqlite
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
-from goagent_py.memory.vector import sqlite_vec
 from goagent_py.memory.vector.base import SearchOptions, UpsertEntry
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
 from goagent_py.memory.vector.pgvector import PgVectorStore
