@@ -170,19 +170,19 @@ class InMemoryVectorStore:
                 self._rows[id] = row
             else:
                 self._messages[row] = message
-            if row < self._grouped:
-                # The session may change: the grouped prefix ends before this row.
-                self._grouped = row
             self._matrix[row] = vec
             self._norms[row] = np.linalg.norm(vec)
             if self._int8 is not None:
                 self._int8.set(row, vec, float(self._norms[row]))
             session = session_of(message.metadata)
-            if session is None:
-                self._sessions[row] = -1
-            else:
-                code = self._session_codes.setdefault(session, len(self._session_codes))
-                self._sessions[row] = code
+            code = (
+                -1
+                if session is None
+                else self._session_codes.setdefault(session, len(self._session_codes))
+            )
+            if row < self._grouped and self._sessions[row] != code:
+                self._grouped = row  # the row moves to another session: the prefix ends here
+            self._sessions[row] = code
 
     def _grow(self, size: int) -> None:
         import numpy as np
@@ -206,7 +206,9 @@ class InMemoryVectorStore:
         if row is None:
             return
         last = len(self._ids) - 1
-        self._grouped = min(self._grouped, row)  # the hole takes the last row, of any session
+        if row < self._grouped and self._sessions[last] != self._sessions[row]:
+            self._grouped = row  # the hole takes the last row, of another session
+        self._grouped = min(self._grouped, last)
         if row != last:  # move the last entry into the hole
             moved = self._ids[last]
             self._ids[row] = moved
