@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["Int8Rows", "candidate_count"]
+__all__ = ["Int8Rows", "Selection", "candidate_count", "quantize", "top_indices"]
+
+Selection = tuple[int, int, Any]
+"""Rows ``[start, end)`` plus the rows listed in an index array (or None: no more rows)."""
 
 
 def candidate_count(top_k: int) -> int:
@@ -76,25 +79,72 @@ class Int8Rows:
         self._codes[row] = codes
         self._scales[row] = scale
 
+    def set_codes(self, row: int | slice, codes: NDArray[np.int8], scale: Any) -> None:
+        """Store row ``row`` (or rows) from codes made by :func:`quantize` and their scales
+        (e.g. read back from a file)."""
+        self._codes[row] = codes
+        self._scales[row] = scale
+
+    def permute(self, order: NDArray[np.intp]) -> None:
+        """Reorder the first ``len(order)`` rows: row ``i`` becomes the old row ``order[i]``."""
+        n = order.shape[0]
+        self._codes[:n] = self._codes[order]
+        self._scales[:n] = self._scales[order]
+
     def move(self, source: int, target: int) -> None:
         """Copy row ``source`` over row ``target`` (the store fills a deleted row's hole)."""
         self._codes[target] = self._codes[source]
         self._scales[target] = self._scales[source]
 
-    def candidates(self, query: NDArray[np.float32], n: int, rows: Any, count: int) -> Any:
+    def candidates(self, query: NDArray[np.float32], rows: Selection, count: int) -> Any:
         """The ``count`` rows (indices into the store) of the best approximate cosine with
-        ``query``, among the first ``n`` rows, or among ``rows`` when given."""
+        ``query`` among ``rows`` (which hold more than ``count``)."""
         import numpy as np
 
         q_codes, _ = quantize(query)
-        if rows is None:
-            codes, scales = self._codes[:n], self._scales[:n]
-        else:
-            codes, scales = self._codes[rows], self._scales[rows]
-        dots = np.asarray(self._simsimd.cdist(q_codes[None, :], codes, metric="dot"))
-        approx = dots.reshape(-1).astype(np.float32) * scales
-        best = np.argpartition(approx, approx.shape[0] - count)[approx.shape[0] - count :]
-        return best if rows is None else rows[best]
+        start, end, extra = rows
+        # The slice is scanned in place; only the extra rows (a session's tail) are gathered.
+        approx = self._approx(q_codes, self._codes[start:end], self._scales[start:end])
+        if extra is not None and extra.size:
+            more = self._approx(q_codes, self._codes[extra], self._scales[extra])
+            approx = np.concatenate([approx, more])
+        best = top_indices(approx, count)
+        if extra is None or not extra.size:
+            return best + start
+        inside = best < end - start
+        return np.where(inside, best + start, extra[np.where(inside, 0, best - (end - start))])
+
+    def _approx(self, q_codes: Any, codes: Any, scales: Any) -> Any:
+        import numpy as np
+
+        if not codes.shape[0]:
+            return np.empty(0, dtype=np.float32)
+        dots = self._simsimd.cdist(q_codes[None, :], codes, metric="dot", out_dtype="float32")
+        return np.asarray(dots).reshape(-1) * scales
+
+
+def top_indices(values: NDArray[np.float32], count: int) -> Any:
+    """The indices of the ``count`` largest ``values`` (in no order; ``count < len(values)``).
+
+    A partition of 100k values costs 0.6 ms, a third of the int8 scan itself; a threshold taken
+    from every 16th value (its ``3 * count / 16``-th best, ~``3 * count``-th overall) leaves a few
+    hundred values to partition instead. When the sample was unlucky and fewer than ``count``
+    values pass (rare), the full partition runs; either way the result is the same.
+    """
+    import numpy as np
+
+    n = values.shape[0]
+    if n >= 32 * count:
+        sample = values[::16]
+        rank = max(1, 3 * count // 16)
+        threshold = np.partition(sample, sample.shape[0] - rank)[sample.shape[0] - rank]
+        above = np.flatnonzero(values >= threshold)
+        if above.size >= count:
+            picked = values[above]
+            return above[
+                np.argpartition(picked, picked.shape[0] - count)[picked.shape[0] - count :]
+            ]
+    return np.argpartition(values, n - count)[n - count :]
 
 
 def quantize(vector: NDArray[np.float32]) -> tuple[NDArray[np.int8], float]:

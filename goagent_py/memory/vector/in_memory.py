@@ -5,6 +5,13 @@ distance, from one matrix product over the candidate rows and a partition for th
 Metadata filters are exact equality on every key (AND); the session of long-term memory is one
 such key.
 
+A session filter reads only that session's rows: the rows are kept grouped by session (a prefix
+sorted by session, where each session is one slice, plus a tail of rows written since), so a
+session's search scans its slice in place and the few tail rows it has, instead of gathering
+rows scattered over the whole matrix (at 100k rows and a 10% session that gather cost 4 ms, the
+scan of the session's 15 MB 0.7 ms). The prefix is rebuilt when the tail outgrows an eighth of
+the store (or 1,024 rows), on the next session search.
+
 numpy is imported on first use, so importing this module (e.g. from a package ``__init__``)
 stays light.
 """
@@ -27,7 +34,7 @@ from goagent_py.memory.vector._common import (
     session_of,
     split_session,
 )
-from goagent_py.memory.vector._int8 import Int8Rows, _simsimd, candidate_count
+from goagent_py.memory.vector._int8 import Int8Rows, Selection, _simsimd, candidate_count
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -99,6 +106,9 @@ class InMemoryVectorStore:
         # Sessions as integer codes per row (-1: none), so a session filter is one comparison.
         self._session_codes: dict[str, int] = {}
         self._sessions: NDArray[np.int32] = np.empty(0, dtype=np.int32)
+        # Rows [0, _grouped) are sorted by session code; _slices[code] = (start, end) there.
+        self._grouped = 0
+        self._slices: dict[int, tuple[int, int]] = {}
         if quantization == "int8" and self._dims is not None:
             self._int8 = Int8Rows(self._dims)
 
@@ -165,11 +175,14 @@ class InMemoryVectorStore:
             if self._int8 is not None:
                 self._int8.set(row, vec, float(self._norms[row]))
             session = session_of(message.metadata)
-            if session is None:
-                self._sessions[row] = -1
-            else:
-                code = self._session_codes.setdefault(session, len(self._session_codes))
-                self._sessions[row] = code
+            code = (
+                -1
+                if session is None
+                else self._session_codes.setdefault(session, len(self._session_codes))
+            )
+            if row < self._grouped and self._sessions[row] != code:
+                self._grouped = row  # the row moves to another session: the prefix ends here
+            self._sessions[row] = code
 
     def _grow(self, size: int) -> None:
         import numpy as np
@@ -193,6 +206,9 @@ class InMemoryVectorStore:
         if row is None:
             return
         last = len(self._ids) - 1
+        if row < self._grouped and self._sessions[last] != self._sessions[row]:
+            self._grouped = row  # the hole takes the last row, of another session
+        self._grouped = min(self._grouped, last)
         if row != last:  # move the last entry into the hole
             moved = self._ids[last]
             self._ids[row] = moved
@@ -243,28 +259,78 @@ class InMemoryVectorStore:
         checked = check_filter(filter)
         with self._lock:
             n = len(self._ids)
-            return int(self._candidates(checked, n).size) if checked and n else n
+            if not checked or not n:
+                return n
+            start, end, extra = self._candidates(checked, n)
+            return end - start + int(extra.size)
 
     # -- search --------------------------------------------------------------------------------
 
-    def _candidates(self, filter: dict[str, FilterValue], n: int) -> NDArray[np.intp]:
+    def _group(self, n: int) -> None:
+        """Sort the rows by session (stable: a session's rows keep their order) and record each
+        session's slice."""
+        import numpy as np
+
+        order = np.argsort(self._sessions[:n], kind="stable")
+        self._matrix[:n] = self._matrix[order]
+        self._norms[:n] = self._norms[order]
+        self._sessions[:n] = self._sessions[order]
+        if self._int8 is not None:
+            self._int8.permute(order)
+        positions = order.tolist()
+        self._ids = [self._ids[i] for i in positions]
+        self._messages = [self._messages[i] for i in positions]
+        self._rows = {id: row for row, id in enumerate(self._ids)}
+        codes, starts, counts = np.unique(self._sessions[:n], return_index=True, return_counts=True)
+        self._slices = {
+            int(c): (int(b), int(b + k))
+            for c, b, k in zip(codes.tolist(), starts.tolist(), counts.tolist(), strict=True)
+        }
+        self._grouped = n
+
+    def _session_rows(self, code: int, n: int) -> Selection:
+        """Session ``code``'s rows: a slice of the grouped prefix plus the tail rows."""
+        import numpy as np
+
+        tail = n - self._grouped
+        if tail > max(1024, n // 8):
+            self._group(n)
+            tail = 0
+        start, end = self._slices.get(code, (0, 0))
+        end = min(end, self._grouped)
+        start = min(start, end)
+        extra = (
+            np.flatnonzero(self._sessions[self._grouped : n] == code) + self._grouped
+            if tail
+            else np.empty(0, dtype=np.intp)
+        )
+        return start, end, extra
+
+    def _candidates(self, filter: dict[str, FilterValue], n: int) -> Selection:
+        """The rows matching ``filter``, as ``(start, end, extra)``: rows [start, end) plus the
+        rows listed in ``extra``."""
         import numpy as np
 
         rest = dict(filter)
         session = split_session(rest)
+        empty = np.empty(0, dtype=np.intp)
         if session is not None:
             code = self._session_codes.get(session)
             if code is None:
-                return np.empty(0, dtype=np.intp)
-            rows = np.flatnonzero(self._sessions[:n] == code)
+                return 0, 0, empty
+            start, end, extra = self._session_rows(code, n)
         else:
-            rows = np.arange(n)
+            start, end, extra = 0, n, empty
         if not rest:
-            return rows
+            return start, end, extra
         messages = self._messages
-        return np.fromiter(
-            (i for i in rows.tolist() if metadata_matches(messages[i].metadata, rest)),
-            dtype=np.intp,
+        rows = range(start, end) if not extra.size else [*range(start, end), *extra.tolist()]
+        return (
+            0,
+            0,
+            np.fromiter(
+                (i for i in rows if metadata_matches(messages[i].metadata, rest)), dtype=np.intp
+            ),
         )
 
     async def search(
@@ -284,23 +350,29 @@ class InMemoryVectorStore:
             n = len(self._ids)
             if n == 0:
                 return []
-            rows: Any = None
-            if filter:
-                rows = self._candidates(filter, n)
-                if rows.size == 0:
-                    return []
+            start, end, extra = self._candidates(filter, n) if filter else (0, n, None)
+            size = end - start + (0 if extra is None else int(extra.size))
+            if size == 0:
+                return []
             count = candidate_count(options.top_k)
-            if self._int8 is not None and (n if rows is None else rows.size) > count:
-                # The int8 pass picks the candidates; only they are scored exactly below.
-                rows = self._int8.candidates(query, n, rows, count)
-            if rows is not None:
-                matrix, norms = self._matrix[rows], self._norms[rows]
-            else:
-                matrix, norms = self._matrix[:n], self._norms[:n]
             # einsum, not matmul: numpy's own single-threaded loop is as fast as one BLAS thread,
             # and a multithreaded BLAS matrix-vector product waits for a busy second core (8 ms
             # instead of 0.5 ms at 10k rows when the embedder or the model is running).
-            dots = np.einsum("ij,j->i", matrix, query)
+            rows: Any  # the row of each score below, or None: rows 0..n-1
+            if self._int8 is not None and size > count:
+                # The int8 pass picks the candidates; only they are scored exactly below.
+                rows = self._int8.candidates(query, (start, end, extra), count)
+                norms = self._norms[rows]
+                dots = np.einsum("ij,j->i", self._matrix[rows], query)
+            else:
+                # The slice is read in place: gathering it first would cost more than the scan.
+                norms = self._norms[start:end]
+                dots = np.einsum("ij,j->i", self._matrix[start:end], query)
+                rows = None if (start, end) == (0, n) else np.arange(start, end)
+                if extra is not None and extra.size:  # the session's rows in the tail
+                    rows = np.concatenate([np.arange(start, end), extra])
+                    norms = np.concatenate([norms, self._norms[extra]])
+                    dots = np.concatenate([dots, np.einsum("ij,j->i", self._matrix[extra], query)])
             if self._metric == "cosine":
                 scores = dots / (norms * np.linalg.norm(query))
                 slack = 0.0
@@ -322,7 +394,8 @@ class InMemoryVectorStore:
             if self._metric == "cosine":
                 exact = scores[best]
             else:
-                exact = np.linalg.norm(matrix[best] - query, axis=1)
+                picked = best if rows is None else rows[best]
+                exact = np.linalg.norm(self._matrix[picked] - query, axis=1)
             hits = []
             for i, value in zip(best.tolist(), exact.tolist(), strict=True):
                 row = int(rows[i]) if rows is not None else i

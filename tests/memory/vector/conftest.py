@@ -11,10 +11,11 @@ import pytest
 
 from goagent_py.memory.vector.base import VectorStore
 
-BACKENDS = ("memory", "sqlite", "pgvector", "qdrant", "chroma")
+BACKENDS = ("memory", "memory-int8", "sqlite", "sqlite-int8", "pgvector", "qdrant", "chroma")
 # The module each backend needs, and the extra that installs it.
 BACKEND_EXTRAS = {
     "sqlite": ("sqlite_vec", "vector"),
+    "memory-int8": ("simsimd", "simd"),
     "pgvector": ("psycopg", "postgres"),
     "qdrant": ("qdrant_client", "qdrant"),
     "chroma": ("chromadb", "chroma"),
@@ -38,6 +39,25 @@ async def open_store(
     if backend in BACKEND_EXTRAS:
         module, extra = BACKEND_EXTRAS[backend]
         pytest.importorskip(module, reason=f'needs the "{extra}" extra')
+    if backend.endswith("-int8"):
+        if metric != "cosine":
+            pytest.skip("quantization='int8' is for the cosine metric")
+        if backend == "sqlite-int8":
+            pytest.importorskip("sqlite_vec", reason='needs the "vector" extra')
+        pytest.importorskip("simsimd", reason='needs the "simd" extra')
+    if backend == "memory-int8":
+        from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+
+        return InMemoryVectorStore(dimensions=dimensions, quantization="int8")
+    if backend == "sqlite-int8":
+        from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
+
+        return SqliteVecStore(
+            tmp_path / "vectors.db",
+            table=unique_name(),
+            dimensions=dimensions,
+            quantization="int8",
+        )
     if backend == "memory":
         from goagent_py.memory.vector.in_memory import InMemoryVectorStore
 
