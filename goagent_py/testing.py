@@ -125,31 +125,37 @@ _SLOTTED = frozenset(
 )
 
 
-def _deepcopy(value: T, memo: dict[int, Any] | None = None) -> T:
+def _deepcopy(value: T) -> T:
+    return cast(T, _copy(value, {}))
+
+
+def _copy(value: Any, memo: dict[int, Any]) -> Any:
     kind = type(value)
     if kind in _ATOMIC:
         return value
-    if memo is None:
-        memo = {}
-    else:
-        done = memo.get(id(value), memo)
-        if done is not memo:
-            return cast(T, done)
+    done = memo.get(id(value), memo)
+    if done is not memo:
+        return done
+    atomic = _ATOMIC
     out: Any
     if kind is list:
         out = memo[id(value)] = []
-        out.extend(_deepcopy(v, memo) for v in cast(list[Any], value))
+        for v in value:
+            out.append(v if type(v) in atomic else _copy(v, memo))
     elif kind is dict:
         out = memo[id(value)] = {}
-        for k, v in cast(dict[Any, Any], value).items():
-            out[_deepcopy(k, memo)] = _deepcopy(v, memo)
+        for k, v in value.items():
+            out[k if type(k) in atomic else _copy(k, memo)] = (
+                v if type(v) in atomic else _copy(v, memo)
+            )
     elif kind in _SLOTTED:
         out = memo[id(value)] = object.__new__(kind)
         for name in _FIELDS[kind]:
-            object.__setattr__(out, name, _deepcopy(getattr(value, name), memo))
+            v = getattr(value, name)
+            object.__setattr__(out, name, v if type(v) in atomic else _copy(v, memo))
     else:
         return copy.deepcopy(value, memo)
-    return cast(T, out)
+    return out
 
 
 _FIELDS = {kind: tuple(f.name for f in dataclasses.fields(kind)) for kind in _SLOTTED}
