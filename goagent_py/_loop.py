@@ -396,8 +396,8 @@ class Run:
         start = time.perf_counter()
         self.streaming_message = ""
         provider = self.o.provider
-        assert provider is not None
         try:
+            assert provider is not None
             response = await provider.complete(request)
             if not isinstance(response, CompletionResponse) or not isinstance(
                 response.message, Message
