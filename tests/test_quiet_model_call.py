@@ -14,26 +14,24 @@ from goagent_py.results import ModelResponse
 from goagent_py.testing import ScriptedProvider
 
 
-async def run_both(make_error: Any) -> list[tuple[Any, list[str], list[ModelResponse]]]:
-    """The same failing run, quiet (``run``) and interruptible (a run with a control)."""
-    outcomes = []
-    for controlled in (False, True):
-        seen: list[str] = []
-        responses: list[ModelResponse] = []
+async def one_run(make_error: Any, controlled: bool) -> tuple[Any, list[str], list[Any]]:
+    seen: list[str] = []
+    responses: list[ModelResponse] = []
 
-        def on_provider_response(iteration: int, event: ModelResponse) -> None:
-            responses.append(event)
+    def on_provider_response(iteration: int, event: ModelResponse) -> None:
+        responses.append(event)
 
-        hooks = Hooks(on_provider_response=on_provider_response)
-        agent = Agent(provider=ScriptedProvider(make_error()), model="m", hooks=hooks)
-        run = await agent.start_run(
-            "hi", streaming=False, control=RunControl() if controlled else None
-        )
-        with pytest.raises(ProviderError) as info:
-            async for event in run.events():
-                seen.append(type(event).__name__)
-        outcomes.append((info.value, seen, responses))
-    return outcomes
+    hooks = Hooks(on_provider_response=on_provider_response)
+    agent = Agent(provider=ScriptedProvider(make_error()), model="m", hooks=hooks)
+    run = await agent.start_run("hi", streaming=False, control=RunControl() if controlled else None)
+
+    async def drain() -> None:
+        async for event in run.events():
+            seen.append(type(event).__name__)
+
+    with pytest.raises(ProviderError) as info:
+        await drain()
+    return info.value, seen, responses
 
 
 @pytest.mark.parametrize(
@@ -45,9 +43,11 @@ async def test_a_failed_model_call_is_reported_and_raised_alike(
     make_error: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="goagent_py")
-    (quiet, quiet_seen, quiet_resp), (ctl, ctl_seen, ctl_resp) = await run_both(make_error)
+    quiet, quiet_seen, quiet_resp = await one_run(make_error, controlled=False)
+    ctl, ctl_seen, ctl_resp = await one_run(make_error, controlled=True)
     assert quiet_seen == ctl_seen
-    assert type(quiet) is type(ctl) and str(quiet) == str(ctl)
+    assert type(quiet) is type(ctl)
+    assert str(quiet) == str(ctl)
     assert type(quiet.__cause__) is type(ctl.__cause__)
     assert type(quiet.__context__) is type(ctl.__context__)
     assert quiet.__suppress_context__ == ctl.__suppress_context__
