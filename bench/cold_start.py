@@ -6,7 +6,8 @@ Each run starts a new interpreter that imports goagent_py, builds an agent on a
 ``ScriptedProvider`` with one ``@tool`` function, and runs one turn (a tool call, then the
 answer). Prints the median and minimum of: the import, the first answer (agent built and run),
 their sum, and the interpreter's whole wall time (start-up included); and which heavy optional
-packages (numpy, httpx, ...) the import pulled in (none should be). With ``--importtime`` it
+packages (numpy, httpx, ...) the import pulled in (none should be), and whether pydantic was
+loaded (not for a plain ``@tool`` signature and a scripted answer). With ``--importtime`` it
 also lists the modules with the largest self time under ``-X importtime`` (minimum over runs).
 """
 
@@ -43,7 +44,9 @@ assert answer == "5", answer
 import json, sys
 optional = ("numpy", "httpx", "anyio", "opentelemetry", "sqlite_vec", "psycopg")
 heavy = [m for m in optional if m in sys.modules]
-print(json.dumps({"import_ms": (t1 - t0) * 1e3, "answer_ms": (t2 - t1) * 1e3, "heavy": heavy}))
+pydantic = [m for m in ("pydantic", "pydantic_core") if m in sys.modules]
+print(json.dumps({"import_ms": (t1 - t0) * 1e3, "answer_ms": (t2 - t1) * 1e3, "heavy": heavy,
+                  "pydantic": pydantic}))
 """
 
 
@@ -109,6 +112,8 @@ def main() -> None:
         print(f"{label:<28} {statistics.median(values):>8.1f} {min(values):>8.1f}")
     heavy = sorted({m for r in records for m in r["heavy"]})
     print(f"optional packages imported: {', '.join(heavy) if heavy else 'none'}")
+    pydantic = sorted({m for r in records for m in r["pydantic"]})
+    print(f"pydantic loaded by the first answer: {', '.join(pydantic) if pydantic else 'no'}")
     if args.importtime:
         importtime(args.runs, args.top)
 

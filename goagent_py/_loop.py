@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import os
 import time
-import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
@@ -103,6 +103,21 @@ _TRUNCATED_CALL = (
     "Error: your response was cut off at the output token limit, so this call's arguments may "
     "be incomplete; it was not run. Re-issue the call with complete arguments."
 )
+
+
+def _uuid4_hex() -> str:
+    """``uuid.uuid4().hex`` without the uuid module (its import costs ~3 ms at start-up)."""
+    n = int.from_bytes(os.urandom(16))
+    n = (n & ~(0xC000 << 48)) | (0x8000 << 48)  # the variant, RFC 4122
+    n = (n & ~(0xF000 << 64)) | (4 << 76)  # version 4
+    return f"{n:032x}"
+
+
+def _with_arguments(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
+    """``replace(call, arguments=arguments)``, without its field-by-field walk for a plain call."""
+    if type(call) is ToolCall:
+        return ToolCall(call.id, call.name, arguments)
+    return replace(call, arguments=arguments)
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -372,6 +387,46 @@ class Run:
         )
         yield response
 
+    async def _call_model_once(
+        self, iteration: int, request: CompletionRequest
+    ) -> tuple[ModelResponse, CompletionResponse | None, BaseException | None]:
+        """:meth:`_call_model` for a run with no control and no streaming: the event, then the
+        response or the error to raise (the same error, cause and context; the caller logs it
+        after the event, as :meth:`_call_model` does)."""
+        start = time.perf_counter()
+        self.streaming_message = ""
+        provider = self.o.provider
+        try:
+            assert provider is not None
+            response = await provider.complete(request)
+            if not isinstance(response, CompletionResponse) or not isinstance(
+                response.message, Message
+            ):
+                raise ProviderError(
+                    f"provider returned {type(response).__name__}, not a CompletionResponse"
+                )
+        except Exception as exc:
+            failed = ModelResponse(
+                time.perf_counter() - start, error=exc, iteration=iteration, path=self.path
+            )
+            if isinstance(exc, ProviderError):
+                return failed, None, exc
+            error = ProviderError(f"{type(exc).__name__}: {exc}")
+            error.__cause__ = exc
+            error.__context__ = exc
+            return failed, None, error
+        reported = ModelResponse(
+            time.perf_counter() - start,
+            usage=response.usage,
+            stop_reason=response.stop_reason,
+            tool_calls=len(response.message.tool_calls),
+            model=response.model,
+            message=response.message,
+            iteration=iteration,
+            path=self.path,
+        )
+        return reported, response, None
+
     async def _interruptible(
         self,
         work: Callable[[int, CompletionRequest, Callable[[Any], None]], Awaitable[T]],
@@ -430,12 +485,12 @@ class Run:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, error))
             if repaired is not None:
-                call = replace(call, arguments=dict(repaired))
+                call = _with_arguments(call, dict(repaired))
         shown = call
         validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
         if validate is not None:
             try:
-                shown = replace(call, arguments=validate(dict(call.arguments)))
+                shown = _with_arguments(call, validate(dict(call.arguments)))
             except ToolArgumentsError as exc:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
@@ -650,7 +705,7 @@ class Run:
     async def _events(self) -> AsyncGenerator[AgentEvent, None]:
         o = self.o
         self._start = time.perf_counter()
-        self.run_id = uuid.uuid4().hex
+        self.run_id = _uuid4_hex()
         self._watch_calls = self.hooks.hooks.on_tool_call is not None
         info = RunInfo(self.run_id, o.name, o.model, self._content(), o.provider)
         self.log.info(
@@ -707,11 +762,19 @@ class Run:
                 yield ModelRequest(i, request, path=self.path)
                 yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
                 response: CompletionResponse | None = None
-                async for item in self._call_model(i, request):
-                    if isinstance(item, CompletionResponse):
-                        response = item
-                    else:
-                        yield item
+                if self.control is None and not self.streaming:
+                    # Nothing to interrupt or stream: a plain call, no async generator.
+                    reported, response, failure = await self._call_model_once(i, request)
+                    yield reported
+                    if failure is not None:
+                        self.log.warning("provider error: %s", reported.error)
+                        raise failure
+                else:
+                    async for item in self._call_model(i, request):
+                        if isinstance(item, CompletionResponse):
+                            response = item
+                        else:
+                            yield item
                 assert response is not None
                 self.usage = self.usage + response.usage
                 self.stop_reason = response.stop_reason
@@ -765,11 +828,12 @@ class Run:
                         raise
                     results = [r for r in self._results if r is not None]
                 self.pending_calls = []
-                async for event in self._tool_messages(messages, results):
+                for event in self._tool_messages(messages, results):
                     yield event
                 yield TurnEnd(i, message, results, path=self.path)
-                async for event in self._checkpoint():
-                    yield event
+                if self.control is not None:  # spare an async generator when it has nothing
+                    async for event in self._checkpoint():
+                        yield event
                 if over_budget:
                     async for event in self._budget_spent():
                         yield event
@@ -818,9 +882,10 @@ class Run:
             self.tool_time += result.duration
         self.pending_calls = []
 
-    async def _tool_messages(
+    def _tool_messages(
         self, messages: list[Message], results: list[ToolResult]
-    ) -> AsyncGenerator[AgentEvent, None]:
+    ) -> Iterator[AgentEvent]:
+        # A plain generator (nothing here awaits): no async generator to set up per turn.
         self.tool_calls += len(results)
         self.tool_time += sum(r.duration for r in results)
         for result in results:  # rule 3: one result per call, in call order

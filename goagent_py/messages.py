@@ -2,15 +2,14 @@
 
 Blocks and messages are cheap slotted dataclasses; one pydantic ``TypeAdapter`` turns any list of
 messages into JSON and back (bytes travel as base64), so a conversation survives storage intact.
+pydantic is imported (and the adapter built) on first use: importing goagent_py stays light.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Annotated, Any, Literal
-
-from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from goagent_py.errors import ConfigurationError, InvalidMediaTypeError
 
@@ -35,11 +34,16 @@ __all__ = [
     "user_message",
 ]
 
+if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler, TypeAdapter
+    from pydantic_core import CoreSchema
+
 IMAGE_MEDIA_TYPES: tuple[str, ...] = ("image/jpeg", "image/png", "image/gif", "image/webp")
 DOCUMENT_MEDIA_TYPES: tuple[str, ...] = ("application/pdf", "text/plain")
 
-# Bytes go over JSON as base64 (the default would be UTF-8 and break on binary data).
-_BYTES_AS_BASE64 = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+# Bytes go over JSON as base64 (the default would be UTF-8 and break on binary data). A pydantic
+# ConfigDict is a plain dict: no pydantic import needed to write one.
+_BYTES_AS_BASE64: dict[str, Any] = {"ser_json_bytes": "base64", "val_json_bytes": "base64"}
 
 
 class Role(enum.StrEnum):
@@ -61,6 +65,28 @@ _LEGACY_ROLES = {"document": "user", "system": "user"}
 
 def _legacy_role(value: Any) -> Any:
     return _LEGACY_ROLES.get(value, value) if isinstance(value, str) else value
+
+
+class _LegacyRole:
+    """``Annotated`` metadata: read legacy roles as user (pydantic's ``BeforeValidator``, without
+    importing pydantic until a schema is built)."""
+
+    @staticmethod
+    def __get_pydantic_core_schema__(source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(_legacy_role, handler(source))
+
+
+class _ByType:
+    """``Annotated`` metadata: the union is discriminated by ``type`` (pydantic's
+    ``Field(discriminator="type")``, without importing pydantic until a schema is built)."""
+
+    @staticmethod
+    def __get_pydantic_core_schema__(source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        from pydantic import Field
+
+        return handler.generate_schema(Annotated[source, Field(discriminator="type")])
 
 
 class StopReason(enum.StrEnum):
@@ -139,9 +165,7 @@ class ThinkingBlock:
     type: Literal["thinking"] = field(default="thinking", init=False, repr=False)
 
 
-ContentBlock = Annotated[
-    TextBlock | ImageBlock | DocumentBlock | ThinkingBlock, Field(discriminator="type")
-]
+ContentBlock = Annotated[TextBlock | ImageBlock | DocumentBlock | ThinkingBlock, _ByType()]
 """Any content block; ``block.type`` tells which."""
 
 
@@ -203,7 +227,7 @@ class Message:
         metadata: free data for stores and RAG; never sent to a provider.
     """
 
-    role: Annotated[Role, BeforeValidator(_legacy_role)]
+    role: Annotated[Role, _LegacyRole()]
     content: list[ContentBlock] = field(default_factory=list)
     _: KW_ONLY
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -255,12 +279,22 @@ def assistant_message(text: str) -> Message:
     return Message(Role.ASSISTANT, [TextBlock(text)])
 
 
-_MESSAGES = TypeAdapter(list[Message])
+_ADAPTER: list[TypeAdapter[list[Message]]] = []
+
+
+def _messages_adapter() -> TypeAdapter[list[Message]]:
+    # Built on first use (pydantic's import and the schema cost ~100 ms); a race builds it twice,
+    # harmlessly.
+    if not _ADAPTER:
+        from pydantic import TypeAdapter
+
+        _ADAPTER.append(TypeAdapter(list[Message]))
+    return _ADAPTER[0]
 
 
 def messages_to_json(messages: list[Message]) -> bytes:
     """Serialise messages to JSON (bytes as base64). Inverse of :func:`messages_from_json`."""
-    return _MESSAGES.dump_json(messages)
+    return _messages_adapter().dump_json(messages)
 
 
 def messages_from_json(data: str | bytes) -> list[Message]:
@@ -268,4 +302,4 @@ def messages_from_json(data: str | bytes) -> list[Message]:
 
     Only goagent-py's own types come out; unknown block types are rejected.
     """
-    return _MESSAGES.validate_json(data)
+    return _messages_adapter().validate_json(data)

@@ -12,6 +12,7 @@ import inspect
 import re
 import threading
 import types
+import typing
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -331,15 +332,14 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return text, args
 
 
-def _build_model(fn: Callable[..., Any], arg_docs: dict[str, str]) -> type[pydantic.BaseModel]:
-    import pydantic  # on first use: importing goagent_py stays light
-
+def _fields(fn: Callable[..., Any], arg_docs: dict[str, str]) -> list[_Field]:
+    """The function's parameters as (name, annotation, default, description)."""
     signature = inspect.signature(fn)
     try:
         hints = get_type_hints(fn, include_extras=True)
     except Exception as exc:  # unresolvable forward references
         raise ConfigurationError(f"@tool cannot resolve the type hints of {fn!r}: {exc}") from exc
-    fields: dict[str, Any] = {}
+    fields: list[_Field] = []
     for pname, param in signature.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ConfigurationError(
@@ -351,16 +351,112 @@ def _build_model(fn: Callable[..., Any], arg_docs: dict[str, str]) -> type[pydan
                 f"@tool function {fn.__name__!r}: parameter {pname!r} is positional-only; "
                 "tools are called with keyword arguments"
             )
-        annotation = hints.get(pname, Any)
         default = ... if param.default is param.empty else param.default
-        info = pydantic.Field(default=default, description=arg_docs.get(pname))
-        fields[pname] = (annotation, info)
+        fields.append((pname, hints.get(pname, Any), default, arg_docs.get(pname)))
+    return fields
+
+
+def _build_model(model_name: str, fields: list[_Field]) -> type[pydantic.BaseModel]:
+    import pydantic  # on first use: importing goagent_py stays light
+
+    definitions: dict[str, Any] = {
+        name: (annotation, pydantic.Field(default=default, description=doc))
+        for name, annotation, default, doc in fields
+    }
     model = pydantic.create_model(
-        f"{fn.__name__}_arguments",
+        model_name,
         __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False),
-        **fields,
+        **definitions,
     )
     return cast(type[pydantic.BaseModel], model)
+
+
+def _model_parameters(model: type[pydantic.BaseModel], tool_name: str) -> dict[str, Any]:
+    import pydantic
+
+    try:
+        parameters: dict[str, Any] = _strip_titles(model.model_json_schema())
+    except pydantic.PydanticUserError as exc:
+        raise ConfigurationError(f"@tool {tool_name!r}: cannot build a JSON schema: {exc}") from exc
+    parameters.pop("additionalProperties", None)
+    parameters.setdefault("properties", {})
+    return parameters
+
+
+# The common signatures (str, int, float, bool, their Optional, Any; JSON-plain defaults) are
+# validated and described without pydantic, exactly as pydantic would: a first answer then needs
+# neither pydantic's import (~60 ms) nor a model (~2 ms). Anything else, and any argument that is
+# not already of its exact type (coercion, errors), goes to the pydantic model, built on demand.
+_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+_NONE = type(None)
+_REQUIRED: Any = ...
+# Names pydantic treats apart (private attributes, its namespace, BaseModel's attributes): such
+# a signature is left to pydantic, with its errors and warnings at decoration time.
+_PYDANTIC_NAMES = frozenset(
+    (
+        "construct",
+        "copy",
+        "dict",
+        "from_orm",
+        "json",
+        "parse_file",
+        "parse_obj",
+        "parse_raw",
+        "schema",
+        "schema_json",
+        "update_forward_refs",
+        "validate",
+    )
+)
+_PLAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+_Field = tuple[str, Any, Any, "str | None"]
+# Per parameter: name, the exact types accepted as they are (None: anything), the default.
+_FastField = tuple[str, "frozenset[type] | None", Any]
+
+
+def _json_type(annotation: Any) -> bool:
+    # isinstance first: an annotation need not be hashable (Annotated metadata).
+    return isinstance(annotation, type) and annotation in _JSON_TYPES
+
+
+def _plain_default(value: object) -> bool:
+    kind = type(value)
+    if kind is float:
+        return value == value and value not in (float("inf"), float("-inf"))
+    return value is _REQUIRED or kind in (str, int, bool, _NONE)
+
+
+def _fast_field(name: str, annotation: Any, default: Any) -> _FastField | None:
+    if not _PLAIN_NAME.match(name) or name.startswith("model_") or name in _PYDANTIC_NAMES:
+        return None
+    if not _plain_default(default):
+        return None
+    if annotation is Any:
+        return (name, None, default)
+    if _json_type(annotation):
+        return (name, frozenset((annotation,)), default)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = typing.get_args(annotation)
+        inner = [a for a in args if a is not _NONE]
+        if len(args) == 2 and len(inner) == 1 and _json_type(inner[0]):
+            return (name, frozenset((inner[0], _NONE)), default)
+    return None
+
+
+def _fast_property(annotation: Any, default: Any, doc: str | None) -> dict[str, Any]:
+    # Keys in pydantic's (sorted) order.
+    prop: dict[str, Any] = {}
+    if annotation is not Any and not _json_type(annotation):  # X | None
+        inner = next(a for a in typing.get_args(annotation) if a is not _NONE)
+        prop["anyOf"] = [{"type": _JSON_TYPES[inner]}, {"type": "null"}]
+    if default is not _REQUIRED:
+        prop["default"] = default
+    if doc is not None:
+        prop["description"] = doc
+    if _json_type(annotation):
+        prop["type"] = _JSON_TYPES[annotation]
+    return prop
 
 
 class _Schema:
@@ -368,43 +464,86 @@ class _Schema:
     by every tool made from it: the docstring summary, the argument model (validation) and, on
     first use, the JSON schema. It holds no reference to the function (the cache's weak key)."""
 
-    __slots__ = ("_invalid", "_parameters", "field_names", "model", "stamp", "summary", "tools")
+    __slots__ = (
+        "_fast",
+        "_fields",
+        "_model",
+        "_model_name",
+        "_parameters",
+        "field_names",
+        "stamp",
+        "summary",
+        "tools",
+    )
 
     def __init__(self, fn: Callable[..., Any], stamp: tuple[object, ...]) -> None:
-        import pydantic
-
         self.summary, arg_docs = parse_docstring(fn.__doc__)
-        self.model = _build_model(fn, arg_docs)
-        self._invalid = pydantic.ValidationError
-        self.field_names = tuple(self.model.model_fields)
+        fields = _fields(fn, arg_docs)
+        self._model_name = f"{fn.__name__}_arguments"
+        self._fields = fields
         self.stamp = stamp
         self._parameters: dict[str, Any] | None = None
+        self._model: type[pydantic.BaseModel] | None = None
+        fast = [_fast_field(name, annotation, default) for name, annotation, default, _ in fields]
+        self._fast: tuple[_FastField, ...] | None = None
+        if all(f is not None for f in fast):
+            self._fast = tuple(cast(list[_FastField], fast))
+            self.field_names = tuple(name for name, *_ in fields)
+        else:  # pydantic's own analysis, now: its errors belong to the decoration
+            self.field_names = tuple(self.model.model_fields)
         # The tools made from a plain function, by (name, description): tool(f) twice gives the
         # same (immutable) tool while the first one lives.
         self.tools: dict[tuple[str, str | None], weakref.ref[FunctionTool]] = {}
+
+    @property
+    def model(self) -> type[pydantic.BaseModel]:
+        """The pydantic model of the arguments (built on first use)."""
+        model = self._model
+        if model is None:
+            model = self._model = _build_model(self._model_name, self._fields)
+        return model
 
     def parameters(self, tool_name: str) -> dict[str, Any]:
         """The JSON schema of the arguments (built on first use, then shared: do not mutate)."""
         parameters = self._parameters
         if parameters is None:
-            import pydantic
-
-            try:
-                parameters = _strip_titles(self.model.model_json_schema())
-            except pydantic.PydanticUserError as exc:
-                raise ConfigurationError(
-                    f"@tool {tool_name!r}: cannot build a JSON schema: {exc}"
-                ) from exc
-            parameters.pop("additionalProperties", None)
-            parameters.setdefault("properties", {})
+            if self._fast is not None:
+                properties = {name: _fast_property(a, d, doc) for name, a, d, doc in self._fields}
+                parameters = {"properties": properties}
+                required = [name for name, _, d, _ in self._fields if d is _REQUIRED]
+                if required:
+                    parameters["required"] = required
+                parameters["type"] = "object"
+            else:
+                parameters = _model_parameters(self.model, tool_name)
             self._parameters = parameters
         return parameters
 
     def validate(self, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
         """The model's arguments validated and coerced, as keyword arguments for the function."""
+        fast = self._fast
+        if fast is not None and type(args) is dict:
+            out: dict[str, Any] = {}
+            given = 0
+            for name, accepted, default in fast:
+                if name in args:
+                    value = args[name]
+                    if accepted is not None and type(value) not in accepted:
+                        break
+                    out[name] = value
+                    given += 1
+                elif default is _REQUIRED:
+                    break
+                else:
+                    out[name] = default
+            else:
+                if given == len(args):
+                    return out
+        import pydantic
+
         try:
             validated = self.model.model_validate(args)
-        except self._invalid as exc:
+        except pydantic.ValidationError as exc:
             raise ToolArgumentsError(tool_name, _format_validation_error(exc)) from exc
         return {k: getattr(validated, k) for k in self.field_names}
 

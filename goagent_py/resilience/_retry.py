@@ -8,7 +8,6 @@ Cancellation is never retried. Sleeps are injectable so tests never wait.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import random
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -217,6 +216,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         seconds = float(text)
     except ValueError:
         try:
+            import email.utils  # here: its imports cost ~5 ms, and few retries carry a date
+
             when = email.utils.parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError):
             return None
