@@ -28,6 +28,7 @@ run small models); the cloud models get the plain agent.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "load_in_background",
     "local_embedder",
     "long_term_memory",
+    "small_model_context",
     "small_model_provider",
     "write_policy",
 ]
@@ -148,3 +150,28 @@ def small_model_provider(provider: Any, embedder: Any | None) -> Any:
             required_only=True,
         )
     return answer_from_tools(avoid_repeats(provider), TOOL_TEMPLATES)
+
+
+def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any]], list[Any]]:
+    """The small model's ``transform_context``; ``recalled`` gives the turn's recalled memories.
+
+    Recalled facts are quoted next to the question: a small model ignores a memory block.
+    With a fact recalled, earlier turns go: the model imitates their answers instead. Only the
+    best one: given two facts, it mixes them ("your name is Biscuit").
+    """
+    from goagent_py.context_filters import (
+        current_turn_start,
+        drop_failed_tool_exchanges,
+        inline_memories,
+    )
+
+    def transform(messages: list[Any]) -> list[Any]:
+        facts = [s.message.text for s in recalled() if s.message.role == "user"][:1]
+        kept = drop_failed_tool_exchanges(messages)
+        if not kept or not kept[-1].text.rstrip().endswith("?"):
+            facts = []  # a statement: quoted facts would only be parroted back
+        if facts:
+            kept = kept[current_turn_start(kept) :]
+        return inline_memories(kept, facts)
+
+    return transform

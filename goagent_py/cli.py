@@ -115,13 +115,8 @@ async def build_agent(
     args: argparse.Namespace, console: Console, picked: Picked, state: ChatState, closers: list[Any]
 ) -> tuple[Any, Any]:
     """The chat's agent and its history storage (None with ``--no-memory``)."""
-    from goagent_py._cli_setup import small_model_provider, write_policy
+    from goagent_py._cli_setup import small_model_context, small_model_provider, write_policy
     from goagent_py.agent import Agent
-    from goagent_py.context_filters import (
-        current_turn_start,
-        drop_failed_tool_exchanges,
-        inline_memories,
-    )
     from goagent_py.hooks import Hooks
 
     small = picked.small if args.small_model == "auto" else args.small_model == "on"
@@ -153,19 +148,7 @@ async def build_agent(
         provider = small_model_provider(provider, embedder)
         state.selector = provider.provider.provider  # answer_from_tools(avoid_repeats(selector))
 
-        def small_context(messages: list[Any]) -> list[Any]:
-            # Recalled facts quoted next to the question: a small model ignores a memory block.
-            # With a fact recalled, earlier turns go: the model imitates their answers instead.
-            # Only the best one: given two facts, it mixes them ("your name is Biscuit").
-            recalled = [s.message.text for s in state.recalled if s.message.role == "user"][:1]
-            kept = drop_failed_tool_exchanges(messages)
-            if not kept or not kept[-1].text.rstrip().endswith("?"):
-                recalled = []  # a statement: quoted facts would only be parroted back
-            if recalled:
-                kept = kept[current_turn_start(kept) :]
-            return inline_memories(kept, recalled)
-
-        settings["transform_context"] = small_context
+        settings["transform_context"] = small_model_context(lambda: state.recalled)
 
     if getattr(args, "mcp", None):
         from goagent_py.mcp.cli import stdio_connections

@@ -25,6 +25,24 @@ __all__ = ["add_serve_arguments", "build_auth", "run_serve"]
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``serve`` sub-command's options (for ``cli.build_parser``)."""
     parser.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
+    parser.add_argument(
+        "--base-url",
+        help="the API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 "
+        "(OPENAI_BASE_URL is read when not given)",
+    )
+    parser.add_argument(
+        "--memory",
+        choices=("statements", "all", "none"),
+        default="statements",
+        help="what long-term memory keeps of each user's messages: first-person statements "
+        "(default), every exchange, or nothing; recalled across the user's threads",
+    )
+    parser.add_argument(
+        "--recall-threshold",
+        type=float,
+        default=0.3,
+        help="least similarity for a memory to be recalled (default 0.3; -1 recalls the top 3)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--db", help="threads database file (default: in the data folder)")
@@ -91,12 +109,21 @@ async def run_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
     from goagent_py._cli_common import SYSTEM_PROMPT, data_home, pick_provider
+    from goagent_py._cli_setup import (
+        load_in_background,
+        long_term_memory,
+        small_model_context,
+        small_model_provider,
+        write_policy,
+    )
     from goagent_py._cli_tools import calculator, current_time
     from goagent_py.agent import Agent
+    from goagent_py.hooks import Hooks
+    from goagent_py.memory.policies import FixedWindow
     from goagent_py.serve.app import ThreadContext, create_app
 
     try:
-        picked = await pick_provider(args.provider)
+        picked = await pick_provider(args.provider, getattr(args, "base_url", None))
     except MissingExtraError as exc:
         if args.provider:
             raise
@@ -106,18 +133,49 @@ async def run_serve(args: argparse.Namespace) -> int:
             "for a local OpenAI-compatible server), start Ollama, pass --provider, or install "
             f'"goagent-py[serve,local]" for the embedded model ({exc})'
         ) from exc
-    db = _db_path(args.db, data_home())
+    home = data_home()
+    db = _db_path(args.db, home)
+    closers: list[Any] = []
+    memory_mode = getattr(args, "memory", "statements")
+    embedder = _embedder() if picked.small or memory_mode != "none" else None
+    long_term = None
+    if embedder is not None and memory_mode != "none":
+        threshold = getattr(args, "recall_threshold", 0.3)
+        vectors = db.with_name(db.stem + "-memories.db")
+        long_term = await long_term_memory(
+            vectors, embedder, closers, threshold=None if threshold < 0 else threshold
+        )
+    if embedder is not None:
+        load_in_background(embedder)  # after the store: numpy is imported by then, here
+    provider = picked.provider
+    if picked.small:
+        provider = small_model_provider(provider, embedder)
 
     def factory(ctx: ThreadContext) -> Agent:
+        recalled: list[Any] = []
+
+        def remember(results: list[Any], duration: float, error: Any) -> None:
+            recalled[:] = results
+
+        settings: dict[str, Any] = {}
+        if long_term is not None:
+            settings["long_term_memory"] = long_term
+            settings["write_policy"] = write_policy(memory_mode)
+        if picked.small:
+            # The small-model kit of goagent-py chat: a short window, recalled facts quoted.
+            ctx.short_term_memory.policy = FixedWindow(4)
+            settings["transform_context"] = small_model_context(lambda: recalled)
         return Agent(
-            provider=picked.provider,
+            provider=provider,
             model=picked.model,
-            name="goagent-serve",
+            name=ctx.memory_scope,  # long-term memory is per user, across their threads
             system_prompt=args.system or SYSTEM_PROMPT,
             tools=[current_time, calculator],
             max_iterations=6,
             tool_timeout=30,
             short_term_memory=ctx.short_term_memory,
+            hooks=Hooks(on_long_term_retrieve=remember),
+            **settings,
         )
 
     app = create_app(
@@ -126,6 +184,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         auth=auth,
         allowed_hosts=tuple(args.allowed_host) + ((args.host,) if args.host != "0.0.0.0" else ()),
         model_name=picked.model,
+        long_term_memory=long_term,
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(
@@ -133,6 +192,22 @@ async def run_serve(args: argparse.Namespace) -> int:
         f"open http://{host}:{args.port}/",
         file=sys.stderr,
     )
+    if long_term is not None:
+        print(f"long-term memory ({memory_mode}) in {vectors}", file=sys.stderr)
     config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
-    await uvicorn.Server(config).serve()
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        for closer in reversed(closers):
+            await closer.aclose()
     return 0
+
+
+def _embedder() -> Any:
+    """The local embedder, not loaded yet; None without the ``local`` extra."""
+    from goagent_py._cli_setup import local_embedder
+
+    try:
+        return local_embedder()
+    except MissingExtraError:
+        return None

@@ -12,7 +12,7 @@ import pytest
 from goagent_py.errors import ConfigurationError
 from goagent_py.serve import TokenAuth, UsersFileAuth, verify_password
 from goagent_py.serve.run import add_serve_arguments, build_auth, run_serve
-from goagent_py.testing import ScriptedProvider
+from goagent_py.testing import FunctionProvider, ScriptedProvider
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -54,7 +54,7 @@ async def test_run_serve_serves_the_cli_agent(
     import goagent_py._cli_common as cli_common
     from goagent_py import cli
 
-    async def pick(spec: str | None) -> Any:
+    async def pick(spec: str | None, base_url: str | None = None) -> Any:
         return cli.Picked(ScriptedProvider("served"), "scripted", "scripted-model", "test")
 
     served: list[Any] = []
@@ -64,7 +64,8 @@ async def test_run_serve_serves_the_cli_agent(
 
     monkeypatch.setattr(cli_common, "pick_provider", pick)
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
-    assert await run_serve(_args("--db", str(tmp_path / "s.db"), "--port", "9999")) == 0
+    args = _args("--db", str(tmp_path / "s.db"), "--port", "9999", "--memory", "none")
+    assert await run_serve(args) == 0
     config = served[0]
     assert (config.host, config.port) == ("127.0.0.1", 9999)
     transport = httpx.ASGITransport(app=config.app, client=("127.0.0.1", 1))
@@ -82,7 +83,7 @@ async def test_no_model_configured_says_how_to_pick_one(monkeypatch: pytest.Monk
     import goagent_py._cli_common as cli_common
     from goagent_py.errors import MissingExtraError
 
-    async def pick(spec: str | None) -> Any:
+    async def pick(spec: str | None, base_url: str | None = None) -> Any:
         # What pick_provider does with no key, no Ollama and no llama-cpp-python.
         raise MissingExtraError("llama-cpp-python", "local")
 
@@ -105,3 +106,47 @@ def test_the_serve_options_do_not_import_the_web_stack() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.needs_extra("local", "vector")
+async def test_the_served_agent_remembers_a_user_across_threads_only_for_that_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's server keeps first-person statements per user and recalls them in a new
+    thread (the memories panel lists them); the small-model kit quotes the fact to the model."""
+    uvicorn = pytest.importorskip("uvicorn")
+    import goagent_py._cli_common as cli_common
+    from goagent_py import cli
+
+    seen: list[str] = []
+
+    def model(request: Any) -> str:
+        seen.append(request.messages[-1].text)
+        return "noted"
+
+    async def pick(spec: str | None, base_url: str | None = None) -> Any:
+        provider = FunctionProvider(model)
+        return cli.Picked(provider, "local", "tiny", "test", small=True)
+
+    memories: dict[str, Any] = {}
+
+    async def serve(self: Any, sockets: Any = None) -> None:
+        # what a browser would do while the server runs (the stores close when it stops)
+        app = self.config.app
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            first = (await client.post("/api/threads", json={})).json()["id"]
+            told = {"message": "I was born in Goa."}
+            await client.post(f"/api/threads/{first}/runs", json=told)
+            second = (await client.post("/api/threads", json={})).json()["id"]
+            asked = {"message": "Where was I born?"}
+            r = await client.post(f"/api/threads/{second}/runs", json=asked)
+            assert '"RUN_FINISHED"' in r.text
+            memories.update((await client.get("/api/memories", params={"q": "born"})).json())
+        await app.aclose()
+
+    monkeypatch.setattr(cli_common, "pick_provider", pick)
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    assert await run_serve(_args("--db", str(tmp_path / "s.db"))) == 0
+    assert "Goa" in seen[-1] and seen[-1].rstrip().endswith("Where was I born?")
+    assert [m["text"] for m in memories["memories"]] == ["I was born in Goa."]
