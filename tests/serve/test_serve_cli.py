@@ -148,5 +148,6 @@ async def test_the_served_agent_remembers_a_user_across_threads_only_for_that_us
     monkeypatch.setattr(cli_common, "pick_provider", pick)
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
     assert await run_serve(_args("--db", str(tmp_path / "s.db"))) == 0
-    assert "Goa" in seen[-1] and seen[-1].rstrip().endswith("Where was I born?")
+    assert "Goa" in seen[-1]
+    assert seen[-1].rstrip().endswith("Where was I born?")
     assert [m["text"] for m in memories["memories"]] == ["I was born in Goa."]
