@@ -147,7 +147,9 @@ class LlamaCppProvider:
             Arguments copy numbers and names from the conversation, which a penalty forbids:
             at 1.3 the default model turns "What is 144 / 12?" into ``14.67 * (x + y)``.
         temperature: sampling temperature (0 makes answers repeatable).
-        seed: the sampling seed, or None for llama.cpp's default.
+        seed: the sampling seed, or None for llama.cpp's default. Set on every request, so
+            the same prompt gets the same answer; the ``seed`` attribute may be changed between
+            requests (a benchmark runs its prompts once per seed).
         max_tool_rounds: after this many consecutive rounds of tool results the model is offered
             no tools, so it must answer in text (None: no limit). 1 by default: small models
             never stop calling tools (with no limit every simple prompt ends in
@@ -197,7 +199,7 @@ class LlamaCppProvider:
         self._repeat_penalty = repeat_penalty
         self._tool_repeat_penalty = tool_repeat_penalty
         self._temperature = temperature
-        self._seed = seed
+        self.seed = seed
         self._max_tool_rounds = max_tool_rounds
         self.require_tool = require_tool
         self._extra_buffer_types = extra_buffer_types
@@ -281,8 +283,8 @@ class LlamaCppProvider:
             "temperature": self._temperature,
             "repeat_penalty": self._repeat_penalty,
         }
-        if self._seed is not None:
-            kwargs["seed"] = self._seed
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
         if request.tools:
             kwargs["tools"] = [
                 {
