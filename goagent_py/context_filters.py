@@ -18,7 +18,12 @@ from goagent_py._recall import RECALL_METADATA_KEY  # the agent's flag on its re
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import Message, Role, TextBlock
 
+INLINED_MEMORIES_KEY = "goagent.inlined_memories"
+"""Metadata of a message rewritten by :func:`inline_memories`: ``{"question": the message's own
+text, "memories": the texts put before it}``."""
+
 __all__ = [
+    "INLINED_MEMORIES_KEY",
     "current_turn_start",
     "drop_earlier_tool_exchanges",
     "drop_failed_tool_exchanges",
@@ -126,7 +131,12 @@ def inline_memories(
     else:
         facts = " ".join(second_person(m) for m in texts)
     text = f"{facts}\n{question.text}"
-    kept[start] = dataclasses.replace(question, content=[TextBlock(text)])
+    # What was asked and what was added, for select_tools (it scores the question alone).
+    metadata = {
+        **question.metadata,
+        INLINED_MEMORIES_KEY: {"question": question.text, "memories": texts},
+    }
+    kept[start] = dataclasses.replace(question, content=[TextBlock(text)], metadata=metadata)
     return kept
 
 

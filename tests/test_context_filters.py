@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from goagent_py.context_filters import inline_memories, second_person
+from goagent_py.context_filters import INLINED_MEMORIES_KEY, inline_memories, second_person
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import (
     ImageBlock,
@@ -14,6 +14,10 @@ from goagent_py.messages import (
     assistant_message,
     user_message,
 )
+from goagent_py.provider import CompletionRequest
+from goagent_py.testing import FakeEmbedder, ScriptedProvider
+from goagent_py.tool_selection import ToolSelectingProvider, select_tools
+from goagent_py.tools import ToolDefinition
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
@@ -65,3 +69,51 @@ def test_nothing_changes_without_memories_or_for_a_question_with_an_image() -> N
 def test_an_unknown_style_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="style"):
         inline_memories([user_message("hi")], ["I live in Lisbon."], style="shouted")
+
+
+# -- tool selection defers to a recalled statement ---------------------------------------------
+
+
+def _tools() -> list[ToolDefinition]:
+    from goagent_py.cli import calculator, current_time
+
+    return [calculator.definition, current_time.definition]
+
+
+async def _offered(selector: ToolSelectingProvider, question: str, memory: str | None) -> list[str]:
+    messages = [user_message(question)]
+    if memory is not None:
+        messages = inline_memories(messages, [memory])
+    chosen = await selector.select(CompletionRequest(model="m", messages=messages, tools=_tools()))
+    return [t.name for t in chosen]
+
+
+async def test_a_question_a_recalled_statement_answers_gets_no_tool() -> None:
+    selector = select_tools(ScriptedProvider(), FakeEmbedder(64), top_k=1, threshold=0.1)
+    birthday = "My birthday is the current date in March."  # shares words with the clock's text
+    assert await _offered(selector, "what is the current date", None) == ["current_time"]
+    assert await _offered(selector, "what is the current date", birthday) == []
+    assert INLINED_MEMORIES_KEY not in user_message("x").metadata
+    plain = select_tools(
+        ScriptedProvider(), FakeEmbedder(64), top_k=1, threshold=0.1, defer_to_memory=False
+    )
+    assert await _offered(plain, "what is the current date", birthday) == ["current_time"]
+
+
+async def test_on_minilm_the_birthday_is_remembered_and_the_time_still_asked() -> None:
+    pytest.importorskip("sentence_transformers")
+    from goagent_py._cli_setup import SELECTION_THRESHOLD, TOOL_EXAMPLES
+    from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
+
+    selector = select_tools(
+        ScriptedProvider(),
+        SentenceTransformerEmbedder(),
+        top_k=1,
+        threshold=SELECTION_THRESHOLD,
+        examples=TOOL_EXAMPLES,
+    )
+    birthday = "My birthday is on the 3rd of March."
+    assert await _offered(selector, "When is my birthday?", birthday) == []
+    wake = "I wake up at seven every morning."
+    assert await _offered(selector, "What time is it now?", wake) == ["current_time"]
+    assert await _offered(selector, "What is 17 * 23 + 4?", "I am 17 years old.") == ["calculator"]
