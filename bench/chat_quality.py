@@ -1,8 +1,12 @@
 """Quality of ``goagent-py chat`` on the embedded model, on a labelled set of prompts.
 
-Run it (about 5 minutes on 2 cores):
+Run it (about 4 minutes per seed on 2 quiet cores):
 
-    python bench/chat_quality.py [--out results.json]
+    python bench/chat_quality.py [--seeds 1,2,3] [--out results.json]
+
+Each seed is one whole run (both processes, a fresh data folder) with the embedded model's
+sampling seeded: the same prompt gets the same answer, so a run can be repeated, and the mean
+over seeds is not one lucky or unlucky draw (single unseeded runs moved by +-15 points).
 
 The chat agent is built exactly as the command builds it (``cli.build_agent``: the embedded
 SmolLM2-135M, the small-model kit, long-term memory with the default write policy and recall
@@ -71,6 +75,12 @@ TELL: list[tuple[str, str | None, str | None]] = [
     ("My dog is called Biscuit.", None, None),
     ("I was born in Goa, in India.", None, None),
     ("My favourite food is mango curry.", None, None),
+    ("My sister is called Meera.", None, None),
+    ("I drive a red Toyota.", None, None),
+    ("My favourite sport is cricket.", None, None),
+    ("I play the violin in an orchestra.", None, None),
+    ("My birthday is on the 3rd of March.", None, None),
+    ("I am allergic to peanuts.", None, None),
 ]
 ASK: list[tuple[str, str]] = [
     ("Where do I live?", "lisbon"),
@@ -79,6 +89,12 @@ ASK: list[tuple[str, str]] = [
     ("What is my dog called?", "biscuit"),
     ("Where was I born?", "goa"),
     ("What is my favourite food?", "mango"),
+    ("What is my sister's name?", "meera"),
+    ("What car do I drive?", "toyota"),
+    ("What is my favourite sport?", "cricket"),
+    ("Which instrument do I play?", "violin"),
+    ("When is my birthday?", "march"),
+    ("What am I allergic to?", "peanut"),
 ]
 
 
@@ -90,13 +106,15 @@ def _args(home: Path) -> argparse.Namespace:
     )
 
 
-async def _phase(phase: str, home: Path) -> list[dict[str, Any]]:
+async def _phase(phase: str, home: Path, seed: int | None) -> list[dict[str, Any]]:
     from goagent_py import cli
 
     args = _args(home)
     console = cli.Console(io.StringIO(), io.StringIO(), interactive=False)
     state = cli.ChatState()
     picked = await cli.pick_provider(args.provider)
+    if seed is not None:
+        picked.provider.seed = seed  # the same prompt gets the same answer: runs repeat
     closers: list[Any] = []
     agent, _ = await cli.build_agent(args, console, picked, state, closers)
     today = dt.datetime.now(dt.UTC).date().isoformat()
@@ -135,13 +153,14 @@ async def _phase(phase: str, home: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _run_phase(phase: str, home: Path) -> list[dict[str, Any]]:
+def _run_phase(phase: str, home: Path, seed: int | None) -> list[dict[str, Any]]:
     env = {**os.environ, "GOAGENT_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         env.pop(key, None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, __file__, "--phase", phase, "--home", str(home)],
+        [sys.executable, __file__, "--phase", phase, "--home", str(home)]
+        + ([] if seed is None else ["--seed", str(seed)]),
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -179,31 +198,63 @@ def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def mean(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The mean of each figure over runs (``figures`` of each run)."""
+    keys = runs[0]["figures"].keys()
+    return {k: round(sum(r["figures"][k] for r in runs) / len(runs), 4) for k in keys}
+
+
+def _print_run(seed: int | None, rows: list[dict[str, Any]]) -> None:
+    print(f"-- seed {seed}")
+    for row in rows:
+        mark = "ok " if row["right_tool"] else "BAD"
+        if row["phase"] == "ask":
+            mark = "ok " if row["answer_ok"] else "MISS"
+        print(f"{mark} {row['prompt'][:45]:45} {row['called']!s:18} {row['answer'][:60]!r}")
+    print(json.dumps(report(rows)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--phase", choices=("tell", "ask"))
     parser.add_argument("--home")
+    parser.add_argument("--seed", type=int, help="(internal) the sampling seed of a phase")
+    parser.add_argument(
+        "--seeds",
+        default="1,2,3",
+        help="run the whole set once per sampling seed, each in a fresh data folder "
+        "(comma-separated; default 1,2,3; 'none' for one run with llama.cpp's own seed)",
+    )
     parser.add_argument("--out", help="write every row and the figures to this JSON file")
     parser.add_argument("--report", help="print the figures of an earlier --out file")
     options = parser.parse_args()
     if options.report:
-        rows = json.loads(Path(options.report).read_text())["rows"]
-        print(json.dumps(report(rows), indent=2))
+        saved = json.loads(Path(options.report).read_text())
+        runs = saved.get("runs") or [{"seed": None, "rows": saved["rows"]}]
+        for run in runs:
+            run["figures"] = report(run["rows"])
+            print(f"seed {run['seed']}: {json.dumps(run['figures'])}")
+        print("mean:", json.dumps(mean(runs), indent=2))
         return
     if options.phase:
-        rows = asyncio.run(_phase(options.phase, Path(options.home)))
+        rows = asyncio.run(_phase(options.phase, Path(options.home), options.seed))
         print(json.dumps(rows))
         return
-    with tempfile.TemporaryDirectory(prefix="goagent-bench-") as folder:
-        home = Path(folder)
-        rows = _run_phase("tell", home) + _run_phase("ask", home)
-    figures = report(rows)
-    for row in rows:
-        mark = "ok " if row["right_tool"] else "BAD"
-        print(f"{mark} {row['prompt'][:45]:45} {row['called']!s:18} {row['answer'][:60]!r}")
-    print(json.dumps(figures, indent=2))
-    if options.out:
-        Path(options.out).write_text(json.dumps({"figures": figures, "rows": rows}, indent=2))
+    seeds: list[int | None] = (
+        [None] if options.seeds == "none" else [int(x) for x in options.seeds.split(",")]
+    )
+    runs = []
+    for seed in seeds:
+        with tempfile.TemporaryDirectory(prefix="goagent-bench-") as folder:
+            home = Path(folder)
+            rows = _run_phase("tell", home, seed) + _run_phase("ask", home, seed)
+        _print_run(seed, rows)
+        runs.append({"seed": seed, "figures": report(rows), "rows": rows})
+        if options.out:  # after every run: a long benchmark interrupted keeps what it did
+            Path(options.out).write_text(json.dumps({"mean": mean(runs), "runs": runs}, indent=2))
+    for run in runs:
+        print(f"seed {run['seed']}: {json.dumps(run['figures'])}")
+    print("mean:", json.dumps(mean(runs), indent=2))
 
 
 if __name__ == "__main__":

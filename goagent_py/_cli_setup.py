@@ -19,7 +19,11 @@ The small-model kit is what makes the embedded 135M model usable, by the framewo
   an answer copies an earlier one word for word (the model continues patterns: after a few
   "It is 12:04." answers, "Thanks!" got "It is 12:04." too);
 - a short history window (the last 4 messages or exchanges): the model imitates what it reads,
-  and long prompts are slow on a CPU. Facts from earlier come back through long-term recall.
+  and long prompts are slow on a CPU. Facts from earlier come back through long-term recall:
+  the best recalled statement is said back to the model before a question
+  (:func:`~goagent_py.context_filters.inline_memories`: "You were born in Goa, in India.\nWhere
+  was I born?"), and tool selection then offers no tool when that statement matches the
+  question better than any tool does ("When is my birthday?" is not a request for the clock).
 
 It applies to the embedded model and to ``--base-url`` servers (local OpenAI-compatible servers
 run small models); the cloud models get the plain agent.

@@ -11,16 +11,24 @@ new failed calls and as the same answer, word for word, on later turns::
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 
 from goagent_py._recall import RECALL_METADATA_KEY  # the agent's flag on its recalled memories
+from goagent_py.errors import ConfigurationError
 from goagent_py.messages import Message, Role, TextBlock
 
+INLINED_MEMORIES_KEY = "goagent.inlined_memories"
+"""Metadata of a message rewritten by :func:`inline_memories`: ``{"question": the message's own
+text, "memories": the texts put before it}``."""
+
 __all__ = [
+    "INLINED_MEMORIES_KEY",
     "current_turn_start",
     "drop_earlier_tool_exchanges",
     "drop_failed_tool_exchanges",
     "inline_memories",
+    "second_person",
 ]
 
 
@@ -86,24 +94,101 @@ def _drop(messages: Sequence[Message], *, failed_only: bool) -> list[Message]:
     return kept
 
 
-def inline_memories(messages: Sequence[Message], memories: Sequence[str]) -> list[Message]:
-    """``messages`` with recalled ``memories`` quoted in front of the last user message, and
-    the agent's recalled-memories message left out.
+def inline_memories(
+    messages: Sequence[Message], memories: Sequence[str], *, style: str = "said_back"
+) -> list[Message]:
+    """``messages`` with recalled ``memories`` put in front of the last user message, and the
+    agent's recalled-memories message left out.
 
-    For small models: they ignore a separate block of recalled excerpts but use a fact quoted
-    next to the question (``Earlier I told you: "I live in Lisbon."``; SmolLM2-135M used the
-    fact in 10 answers of 12 so, in 8 with a "You told me" quote, in 6 as an earlier turn).
-    ``memories`` are the texts the agent recalled for this turn (its ``on_long_term_retrieve``
-    hook has them).
+    For small models: they ignore a separate block of recalled excerpts but use a fact written
+    next to the question. ``memories`` are the texts the agent recalled for this turn (its
+    ``on_long_term_retrieve`` hook has them).
+
+    Args:
+        messages: the messages about to be sent.
+        memories: the recalled texts to show (the best first; small models mix up several).
+        style: ``"said_back"`` (default): each memory as the assistant would say it back, in
+            the second person, then the question (``"You live in Lisbon.\nWhere do I
+            live?"``, see :func:`second_person`); for memories that are the user's own
+            statements. ``"quoted"``: the memories quoted as the user's words
+            (``Earlier I told you: "I live in Lisbon."``), for memories of any kind.
+
+    Raises:
+        ConfigurationError: an unknown ``style``.
     """
+    if style not in _STYLES:
+        raise ConfigurationError(f"style must be one of {sorted(_STYLES)}, got {style!r}")
     kept = [m for m in messages if not m.metadata.get(RECALL_METADATA_KEY)]
     start = current_turn_start(kept)
-    if not memories or not kept or kept[start].role != Role.USER:
+    texts = [m.strip() for m in memories if m.strip()]
+    if not texts or not kept or kept[start].role != Role.USER:
         return kept
     question = kept[start]
     if any(not isinstance(b, TextBlock) for b in question.content):
         return kept
-    quoted = " ".join(f'"{m.strip()}"' for m in memories if m.strip())
-    text = f"Earlier I told you: {quoted}\n{question.text}"
-    kept[start] = dataclasses.replace(question, content=[TextBlock(text)])
+    if style == "quoted":
+        facts = "Earlier I told you: " + " ".join(f'"{m}"' for m in texts)
+    else:
+        facts = " ".join(second_person(m) for m in texts)
+    text = f"{facts}\n{question.text}"
+    # What was asked and what was added, for select_tools (it scores the question alone).
+    metadata = {
+        **question.metadata,
+        INLINED_MEMORIES_KEY: {"question": question.text, "memories": texts},
+    }
+    kept[start] = dataclasses.replace(question, content=[TextBlock(text)], metadata=metadata)
     return kept
+
+
+_STYLES = frozenset({"quoted", "said_back"})
+
+_GREETING = re.compile(
+    r"^\s*(?:hello|hi|hey|good (?:morning|afternoon|evening))(?: there)?\b[!,.]*\s+", re.I
+)
+_TO_SECOND = {
+    "i": "you",
+    "i'm": "you're",
+    "i've": "you've",
+    "i'd": "you'd",
+    "i'll": "you'll",
+    "me": "you",
+    "my": "your",
+    "mine": "yours",
+    "myself": "yourself",
+    "am": "are",
+    "we": "you",
+    "we're": "you're",
+    "we've": "you've",
+    "our": "your",
+    "ours": "yours",
+    "us": "you",
+}
+_WORD = re.compile(r"[A-Za-z]+(?:['\u2019][A-Za-z]+)?")
+
+
+def second_person(statement: str) -> str:
+    """A user's first-person statement (English) as said back to them, without a greeting.
+
+    ``"Hello! My name is Priya and I live in Lisbon."`` becomes ``"Your name is Priya and you
+    live in Lisbon."``. For small models: asked "Where do I live?", they copy a fact phrased as
+    the answer ("You live in Lisbon.") far more often than they turn "I live in Lisbon" around.
+    Word by word (I, me, my, am, we, our...; "I was" becomes "you were"); a statement in
+    another language comes back unchanged but for those English words.
+    """
+    text = _GREETING.sub("", statement, count=1) or statement
+    words = list(_WORD.finditer(text))
+    out: list[str] = []
+    last = 0
+    for i, match in enumerate(words):
+        word = match.group(0)
+        key = word.lower().replace("\u2019", "'")
+        new = _TO_SECOND.get(key, word)
+        if key == "was" and i > 0 and words[i - 1].group(0).lower() in ("i", "we"):
+            new = "were"
+        if new is not word and word[0].isupper() and (key != "i" or match.start() == 0):
+            new = new[0].upper() + new[1:]
+        out.append(text[last : match.start()] + new)
+        last = match.end()
+    out.append(text[last:])
+    said = "".join(out).strip()
+    return said[:1].upper() + said[1:]

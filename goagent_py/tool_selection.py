@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from goagent_py.context_filters import INLINED_MEMORIES_KEY
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory.base import BatchEmbedder, Embedder
 from goagent_py.messages import Message, Role, TextBlock
@@ -111,6 +112,7 @@ class ToolSelectingProvider:
         always: Iterable[str] = (),
         examples: Mapping[str, Sequence[str]] | None = None,
         required_only: bool = False,
+        defer_to_memory: bool = True,
     ) -> None:
         if not isinstance(provider, Provider):
             raise ConfigurationError(
@@ -136,6 +138,7 @@ class ToolSelectingProvider:
         self.always = frozenset(always)
         self.examples = {name: list(texts) for name, texts in (examples or {}).items()}
         self.required_only = required_only
+        self.defer_to_memory = defer_to_memory
         self.last_selection: list[ToolScore] = []
         self._tool_vectors: dict[tuple[str, str], NDArray[np.float32]] = {}
         self._queries: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
@@ -208,6 +211,9 @@ class ToolSelectingProvider:
             self.last_selection = []
             return []
         text = last_user_text(request.messages)
+        inlined = _inlined_memories(request.messages)
+        if inlined is not None:
+            text = inlined[0]  # the question, without the facts said back before it
         candidates = [t for t in request.tools if t.name not in self.always]
         scored = await self.scores(text, candidates) if text else []
         ranked = sorted(scored, key=lambda item: -item[1])
@@ -216,6 +222,11 @@ class ToolSelectingProvider:
             for name, score in ranked[: self.top_k]
             if self.threshold is None or score >= self.threshold
         }
+        if chosen and inlined is not None and self.defer_to_memory:
+            query = await self._query(text)
+            memory = max([float(await self._query(m) @ query) for m in inlined[1]], default=-1.0)
+            if memory >= ranked[0][1]:
+                chosen = set()  # the user's own statement answers it better than any tool
         chosen |= {t.name for t in request.tools if t.name in self.always}
         score_of = dict(scored)
         self.last_selection = [
@@ -252,6 +263,7 @@ def select_tools(
     always: Iterable[str] = (),
     examples: Mapping[str, Sequence[str]] | None = None,
     required_only: bool = False,
+    defer_to_memory: bool = True,
 ) -> ToolSelectingProvider:
     """Wrap ``provider`` so that each request offers only the tools relevant to the message.
 
@@ -269,6 +281,11 @@ def select_tools(
             match much better with a few examples.
         required_only: offer each tool with its required parameters only (see
             :func:`required_parameters_only`); for small models.
+        defer_to_memory: when recalled memories were put before the message
+            (:func:`~goagent_py.context_filters.inline_memories` marks it), tools are scored
+            against the message alone, and none is offered if a memory is at least as similar
+            to the message as the best tool: "When is my birthday?", with "My birthday is on
+            the 3rd of March." recalled, is about the user, not a request for the clock.
 
     Returns:
         The wrapping provider; give it to the agent instead of ``provider``.
@@ -289,7 +306,20 @@ def select_tools(
         always=always,
         examples=examples,
         required_only=required_only,
+        defer_to_memory=defer_to_memory,
     )
+
+
+def _inlined_memories(messages: Sequence[Message]) -> tuple[str, list[str]] | None:
+    """The question and the memories :func:`inline_memories` put before it, if it did."""
+    for message in reversed(messages):
+        if message.role != Role.USER:
+            continue
+        found = message.metadata.get(INLINED_MEMORIES_KEY)
+        if isinstance(found, dict) and isinstance(found.get("question"), str):
+            return found["question"], [str(m) for m in found.get("memories", [])]
+        return None
+    return None
 
 
 # -- a limit on consecutive tool rounds ----------------------------------------------------------

@@ -365,7 +365,7 @@ def test_recalled_memories_are_quoted_before_the_question() -> None:
         assistant_message("hello"),
         user_message("Where do I live?"),
     ]
-    sent = inline_memories(messages, ["I live in Lisbon."])
+    sent = inline_memories(messages, ["I live in Lisbon."], style="quoted")
     assert [m.text for m in sent] == [
         "hi",
         "hello",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -111,7 +112,15 @@ class LongTermMemory:
         store: where the vectors live (``BulkVectorStore`` is used when available).
         chunker: splits each message before embedding; None stores one chunk per message.
         top_k: how many memories to recall when ``retrieve`` is given no ``top_k``.
-        score_threshold: drop memories scoring below this (None keeps all).
+        score_threshold: drop memories scoring below this (None, the default, keeps the
+            ``top_k`` best whatever their score). There is no default threshold because the
+            score that separates related from unrelated depends on the embedder, not on the
+            memory: with the local MiniLM (``SentenceTransformerEmbedder``) related memories
+            score 0.35-0.75 and unrelated ones under 0.25, so 0.3 suits it (``goagent-py
+            chat`` uses 0.3); other embedders have other ranges (an l2 store scores
+            ``1 / (1 + d)``, at least 0.33 for unit vectors). Measure yours: recall a few
+            related and unrelated messages and look at ``ScoredMessage.score``. Without a
+            threshold, every turn recalls ``top_k`` memories, relevant or not.
         token_budget: the most tokens recalled memories may take; the lowest-scored are dropped
             first (None: no budget).
         estimator: counts a message's tokens for the budget (any object with
@@ -155,6 +164,14 @@ class LongTermMemory:
             )
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
             raise ConfigurationError(f"top_k must be a positive int, got {top_k!r}")
+        if score_threshold is not None and (
+            isinstance(score_threshold, bool)
+            or not isinstance(score_threshold, int | float)
+            or math.isnan(score_threshold)
+        ):
+            raise ConfigurationError(
+                f"score_threshold must be a number or None, got {score_threshold!r}"
+            )
         if token_budget is not None and token_budget < 0:
             raise ConfigurationError(f"token_budget must be >= 0, got {token_budget}")
         if max_concurrency <= 0:

@@ -147,7 +147,9 @@ class LlamaCppProvider:
             Arguments copy numbers and names from the conversation, which a penalty forbids:
             at 1.3 the default model turns "What is 144 / 12?" into ``14.67 * (x + y)``.
         temperature: sampling temperature (0 makes answers repeatable).
-        seed: the sampling seed, or None for llama.cpp's default.
+        seed: the sampling seed, or None for llama.cpp's default. Set on every request, so
+            the same prompt gets the same answer; the ``seed`` attribute may be changed between
+            requests (a benchmark runs its prompts once per seed).
         max_tool_rounds: after this many consecutive rounds of tool results the model is offered
             no tools, so it must answer in text (None: no limit). 1 by default: small models
             never stop calling tools (with no limit every simple prompt ends in
@@ -197,7 +199,7 @@ class LlamaCppProvider:
         self._repeat_penalty = repeat_penalty
         self._tool_repeat_penalty = tool_repeat_penalty
         self._temperature = temperature
-        self._seed = seed
+        self.seed = seed
         self._max_tool_rounds = max_tool_rounds
         self.require_tool = require_tool
         self._extra_buffer_types = extra_buffer_types
@@ -281,8 +283,8 @@ class LlamaCppProvider:
             "temperature": self._temperature,
             "repeat_penalty": self._repeat_penalty,
         }
-        if self._seed is not None:
-            kwargs["seed"] = self._seed
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
         if request.tools:
             kwargs["tools"] = [
                 {
@@ -320,18 +322,26 @@ class LlamaCppProvider:
 
     # -- complete ------------------------------------------------------------------------------
 
+    def _create(self, llama: Any, kwargs: dict[str, Any], **extra: Any) -> Any:
+        if self.seed is not None:
+            # chatml-function-calling does not pass ``seed`` on (each call then reseeds from
+            # the one before, so an answer depended on how many calls came before it): seed
+            # the model itself, so the same prompt gets the same answer in every chat format.
+            llama.set_seed(self.seed)
+        return llama.create_chat_completion(**kwargs, **extra)
+
     def _complete_sync(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         llama = self._load()
         with self._call_lock:
             try:
-                result: dict[str, Any] = llama.create_chat_completion(**_sent(kwargs))
+                result: dict[str, Any] = self._create(llama, _sent(kwargs))
                 if (
                     self._works_around_template
                     and kwargs.get("tool_choice") == "auto"
                     and not _tool_calls_of(result)
                 ):
                     # The model chose to answer in text, which "auto" constrains to nothing.
-                    result = llama.create_chat_completion(**self._text_kwargs(kwargs))
+                    result = self._create(llama, self._text_kwargs(kwargs))
             except ValueError as exc:
                 raise ProviderError(str(exc), provider=_PROVIDER) from exc
             return result
@@ -374,16 +384,16 @@ class LlamaCppProvider:
 
     def _open_stream(self, llama: Any, kwargs: dict[str, Any]) -> Any:
         if not (self._works_around_template and kwargs.get("tool_choice") == "auto"):
-            return llama.create_chat_completion(**_sent(kwargs), stream=True)
+            return self._create(llama, _sent(kwargs), stream=True)
         try:
-            llama.create_chat_completion(**_sent(kwargs), stream=True)
+            self._create(llama, _sent(kwargs), stream=True)
         except ValueError as exc:
             if "streaming tool choice" not in str(exc):
                 raise
             # The model picked a tool, which this chat format cannot stream.
-            return llama.create_chat_completion(**_sent(kwargs))
+            return self._create(llama, _sent(kwargs))
         # The model picked a text answer, which "auto" constrains to nothing: stream it unbound.
-        return llama.create_chat_completion(**self._text_kwargs(kwargs), stream=True)
+        return self._create(llama, self._text_kwargs(kwargs), stream=True)
 
     async def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
         """Yield text deltas as the model produces them, then a :class:`StreamDone`.

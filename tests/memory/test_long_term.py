@@ -133,6 +133,28 @@ async def test_threshold_and_extra_filter() -> None:
     assert [s.message.metadata["kind"] for s in found] == ["fact"]
 
 
+async def test_no_threshold_by_default_recalls_the_best_whatever_their_score() -> None:
+    # The library has no default threshold (scores depend on the embedder); the chat sets one.
+    m = memory(top_k=2)
+    assert m.score_threshold is None
+    await m.store([user_message("alpha beta"), user_message("trains leave at noon")], session="s")
+    found = await m.retrieve([TextBlock("alpha beta")], session="s")
+    assert [s.message.text for s in found] == ["alpha beta", "trains leave at noon"]
+    assert found[1].score < 0.3
+    with_threshold = memory(top_k=2, score_threshold=0.3)
+    await with_threshold.store(
+        [user_message("alpha beta"), user_message("trains leave at noon")], session="s"
+    )
+    found = await with_threshold.retrieve([TextBlock("alpha beta")], session="s")
+    assert [s.message.text for s in found] == ["alpha beta"]
+
+
+@pytest.mark.parametrize("bad", ["0.3", True, float("nan"), [0.3]])
+def test_a_threshold_that_is_not_a_number_is_refused(bad: Any) -> None:
+    with pytest.raises(ConfigurationError, match="score_threshold"):
+        memory(score_threshold=bad)
+
+
 async def test_token_budget_drops_the_lowest_scores_first() -> None:
     m = memory(top_k=3)
     await m.store(

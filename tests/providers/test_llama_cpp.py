@@ -273,7 +273,11 @@ class FakeLlama:
     def __init__(self, *, picks_tool: bool) -> None:
         self.picks_tool = picks_tool
         self.calls: list[dict[str, Any]] = []
+        self.seeds: list[int] = []
         self.n_tokens = 30
+
+    def set_seed(self, seed: int) -> None:
+        self.seeds.append(seed)
 
     def create_chat_completion(self, **kwargs: Any) -> Any:
         self.calls.append(kwargs)
@@ -320,6 +324,21 @@ async def test_text_answer_under_auto_is_re_asked_without_tools() -> None:
     assert [c["tool_choice"] for c in llama.calls] == ["auto", "none"]
     assert response.message.text == "Paris is the capital."
     assert response.stop_reason == StopReason.END_TURN
+
+
+@pytest.mark.needs_extra("local")
+async def test_a_seed_reseeds_the_model_before_every_call() -> None:
+    # chatml-function-calling drops ``seed``: the provider seeds the model itself.
+    llama = FakeLlama(picks_tool=False)
+    provider = _fake_provider(llama, seed=5)
+    await provider.complete(_request(user_message("capital?")))
+    provider.seed = 6
+    async for _ in provider.stream(_request(user_message("capital?"))):
+        pass
+    assert llama.seeds == [5, 5, 6, 6]  # auto, then re-asked without tools; twice
+    unseeded = FakeLlama(picks_tool=False)
+    await _fake_provider(unseeded).complete(_request(user_message("capital?")))
+    assert unseeded.seeds == []
 
 
 @pytest.mark.needs_extra("local")
@@ -534,6 +553,22 @@ async def test_agent_round_trip_with_the_real_model(local: LlamaCppProvider) -> 
     tool_result = result.messages[2]
     assert tool_result.tool_call_id == result.messages[1].tool_calls[0].id
     assert not tool_result.is_error
+
+
+@pytest.mark.needs_extra("local")
+async def test_a_seeded_answer_does_not_depend_on_the_calls_before_it(
+    local: LlamaCppProvider,
+) -> None:
+    # Unseeded, llama-cpp-python reseeds each call from the one before: the same question got
+    # another answer after one more call. With a seed the prompt alone decides.
+    provider = LlamaCppProvider(temperature=1.0, seed=3, max_tokens=24)
+    provider._llama = local._llama
+    provider._call_lock = local._call_lock
+    question = CompletionRequest(model="", messages=[user_message("Name a colour.")])
+    first = await provider.complete(question)
+    await provider.complete(CompletionRequest(model="", messages=[user_message("Hello!")]))
+    again = await provider.complete(question)
+    assert again.message.text == first.message.text
 
 
 @pytest.mark.slow
