@@ -140,7 +140,10 @@ class LlamaCppProvider:
         n_ctx: the context window in tokens.
         chat_format: llama-cpp-python's chat format; the default handles tool calls.
         n_threads: CPU threads for generation (None: llama.cpp's default).
-        max_tokens: output token limit when the request sets none.
+        max_tokens: output token limit when the request sets none. It also bounds each tool
+            call's arguments (which llama-cpp-python would otherwise generate until the context
+            window is full): a call cut off there comes back with ``StopReason.MAX_TOKENS``, so
+            the agent loop does not run it and tells the model its arguments were cut off.
         repeat_penalty: how strongly repeated tokens are discouraged in text answers
             (llama.cpp's default 1.1; small models loop less with ~1.3).
         tool_repeat_penalty: the same while the model may write a tool call (1.0: none).
@@ -216,6 +219,11 @@ class LlamaCppProvider:
     def model_name(self) -> str:
         """The model file's name, reported as ``CompletionResponse.model``."""
         return self._model_path.name
+
+    @property
+    def context_window(self) -> int:
+        """The context window in tokens (``n_ctx``)."""
+        return self._n_ctx
 
     def _load(self) -> Any:
         with self._load_lock:
@@ -320,9 +328,10 @@ class LlamaCppProvider:
 
     # -- complete ------------------------------------------------------------------------------
 
-    def _complete_sync(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _complete_sync(self, kwargs: dict[str, Any], stop: threading.Event) -> dict[str, Any]:
         llama = self._load()
-        with self._call_lock:
+        guard = _Guard(stop, kwargs["max_tokens"])
+        with self._call_lock, guard.installed(llama):
             try:
                 result: dict[str, Any] = llama.create_chat_completion(**_sent(kwargs))
                 if (
@@ -334,7 +343,7 @@ class LlamaCppProvider:
                     result = llama.create_chat_completion(**self._text_kwargs(kwargs))
             except ValueError as exc:
                 raise ProviderError(str(exc), provider=_PROVIDER) from exc
-            return result
+            return guard.marked(result)
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         """Run the model on ``request`` in a worker thread and return its answer.
@@ -345,7 +354,12 @@ class LlamaCppProvider:
                 in ``n_ctx``).
         """
         kwargs = self._kwargs(request)
-        result = await asyncio.to_thread(self._complete_sync, kwargs)
+        stop = threading.Event()
+        try:
+            result = await asyncio.to_thread(self._complete_sync, kwargs, stop)
+        except asyncio.CancelledError:
+            stop.set()  # the worker stops at its next token and lets the lock go
+            raise
         return parse_completion(result, model=self.model_name)
 
     # -- stream --------------------------------------------------------------------------------
@@ -357,11 +371,12 @@ class LlamaCppProvider:
         stop: threading.Event,
     ) -> None:
         llama = self._load()
-        with self._call_lock:
+        guard = _Guard(stop, kwargs["max_tokens"])
+        with self._call_lock, guard.installed(llama):
             try:
                 chunks = self._open_stream(llama, kwargs)
                 if isinstance(chunks, dict):
-                    emit(("whole", chunks))
+                    emit(("whole", guard.marked(chunks)))
                     return
                 for chunk in chunks:
                     if stop.is_set():
@@ -369,6 +384,8 @@ class LlamaCppProvider:
                     emit(("chunk", chunk))
                 # Usage is not in stream chunks: count from what the context now holds.
                 emit(("tokens", int(llama.n_tokens)))
+            except _Aborted:
+                return  # the consumer has gone: nobody reads what was generated
             except ValueError as exc:
                 raise ProviderError(str(exc), provider=_PROVIDER) from exc
 
@@ -435,9 +452,110 @@ class LlamaCppProvider:
         finally:
             stop.set()
             if not task.done():
-                # The worker sees ``stop`` at its next token and lets the lock go.
+                # The worker sees ``stop`` at its next token (a stopping criterion of every
+                # completion, see _Guard) and lets the lock go.
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.shield(task)
+
+
+# -- bounding and interrupting llama.cpp ---------------------------------------------------------
+
+
+_MIN_BOUND = 32
+"""The smallest bound given to a completion llama-cpp-python asks with no ``max_tokens``."""
+
+
+class _Aborted(Exception):
+    """Raised inside the worker thread once the caller has gone (``stop`` is set)."""
+
+
+class _Guard:
+    """Bounds and interrupts every completion llama-cpp-python makes for one chat call.
+
+    ``chatml_function_calling`` generates a tool choice and each tool call's arguments with
+    ``max_tokens=None`` (until the context window is full: minutes on a CPU) and forwards no
+    stopping criteria; its ``logits_processor`` runs inside a ctypes sampler callback, which
+    prints and drops exceptions. But it calls ``llama.create_completion``, so, for the call
+    only (under the call lock), the instance's ``create_completion`` is wrapped: an unbounded
+    completion gets ``max_tokens`` and every completion a stopping criterion, checked in
+    Python after each token, that raises :class:`_Aborted` once ``stop`` is set.
+
+    Args:
+        stop: set when the caller has gone (a stream closed, a task cancelled).
+        max_tokens: the bound for each completion that asks for none (at least 32).
+    """
+
+    def __init__(self, stop: threading.Event, max_tokens: int) -> None:
+        self.stop = stop
+        self.max_tokens = max_tokens
+        self.cut_off = False
+        self.tokens = 0
+
+    def criterion(self, input_ids: Any, logits: Any) -> bool:
+        """The stopping criterion: never stops a completion, raises once aborted."""
+        self.tokens += 1
+        if self.stop.is_set():
+            raise _Aborted
+        return False
+
+    def wrap(self, create_completion: Any) -> Any:
+        """``create_completion`` bounded, interruptible, and watched for a cut-off."""
+
+        def bounded(*args: Any, **kwargs: Any) -> Any:
+            if self.stop.is_set():
+                raise _Aborted
+            limit = kwargs.get("max_tokens")
+            if limit is None or limit <= 0:
+                # At least enough for the tool-choice step's "functions.<name>:".
+                kwargs["max_tokens"] = max(self.max_tokens, _MIN_BOUND)
+            if self.cut_off:
+                # The call is already cut off, so it will not run: end the handler's loop over
+                # further calls (each would be as long) at once.
+                kwargs["max_tokens"] = 1
+            theirs = kwargs.get("stopping_criteria")
+
+            def criteria(input_ids: Any, logits: Any) -> bool:
+                return self.criterion(input_ids, logits) or bool(
+                    theirs is not None and theirs(input_ids, logits)
+                )
+
+            kwargs["stopping_criteria"] = criteria
+            result = create_completion(*args, **kwargs)
+            if isinstance(result, dict) and _finish_of(result) == "length":
+                self.cut_off = True
+            return result
+
+        return bounded
+
+    @contextlib.contextmanager
+    def installed(self, llama: Any) -> Iterator[None]:
+        """Wrap ``llama.create_completion`` (an instance attribute) while the block runs."""
+        original = getattr(llama, "create_completion", None)
+        if original is None:  # not a llama_cpp.Llama (a test double)
+            yield
+            return
+        had_own = "create_completion" in vars(llama)
+        llama.create_completion = self.wrap(original)
+        try:
+            yield
+        finally:
+            if had_own:
+                llama.create_completion = original
+            else:
+                del llama.create_completion
+
+    def marked(self, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` with ``finish_reason`` "length" if a completion of its tool calls was cut
+        off (the chat handler says "tool_calls" whatever happened)."""
+        if self.cut_off and _tool_calls_of(result):
+            result["choices"][0]["finish_reason"] = "length"
+        return result
+
+
+def _finish_of(result: dict[str, Any]) -> str | None:
+    choices = result.get("choices") or [{}]
+    reason: str | None = choices[0].get("finish_reason")
+    return reason
 
 
 # -- mapping (pure functions) ------------------------------------------------------------------
@@ -561,10 +679,11 @@ def parse_arguments(raw: str | None) -> dict[str, Any]:
 
 
 def _stop_reason(finish_reason: str | None, has_tool_calls: bool) -> StopReason:
-    if has_tool_calls or finish_reason in ("tool_calls", "function_call"):
-        return StopReason.TOOL_USE
+    # "length" first: tool calls cut off at the limit must not run (the loop says so).
     if finish_reason == "length":
         return StopReason.MAX_TOKENS
+    if has_tool_calls or finish_reason in ("tool_calls", "function_call"):
+        return StopReason.TOOL_USE
     return StopReason.END_TURN
 
 
