@@ -11,8 +11,8 @@ simple tool calls ("What is 2 + 3?" -> ``add(a=2, b=3)``), but once it is offere
 calling them: by default (``max_tool_rounds=1``) it is offered no tools after one round of
 results, so it answers in text. Raise the limit for a model that uses tool results well.
 
-llama-cpp-python's ``chatml-function-calling`` format (the default here) has three defects that
-this module works around, so the model sees the conversation it should:
+llama-cpp-python's ``chatml-function-calling`` format (the default here) has defects that this
+module works around, so the model sees the conversation it should and calls end:
 
 * its prompt template silently drops ``tool`` messages, so tool results are sent as user
   messages (``Result of add: 5``) instead;
@@ -24,7 +24,11 @@ this module works around, so the model sees the conversation it should:
 * with no tools offered its template renders earlier tool calls as ``functions.add:`` text,
   which a small model copies as its answer to an unrelated message, so a text answer is asked
   without the tool exchanges of earlier turns (their text answers stay; see
-  :func:`~goagent_py.context_filters.drop_earlier_tool_exchanges`).
+  :func:`~goagent_py.context_filters.drop_earlier_tool_exchanges`);
+* it generates tool arguments with no token limit (until the context window is full) and
+  forwards no stopping criteria, so each completion it makes is bounded by ``max_tokens`` (a
+  call cut off comes back with ``StopReason.MAX_TOKENS``, which the agent loop does not run)
+  and stops at the next token once the caller has gone (a stream closed, a task cancelled).
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from goagent_py.provider import (
     ToolCallStart,
 )
 from goagent_py.providers._http import INVALID_ARGUMENTS_KEY
+from goagent_py.providers._llama_guard import Guard, _Aborted
 
 __all__ = ["LlamaCppProvider", "default_model_path"]
 
@@ -330,7 +335,7 @@ class LlamaCppProvider:
 
     def _complete_sync(self, kwargs: dict[str, Any], stop: threading.Event) -> dict[str, Any]:
         llama = self._load()
-        guard = _Guard(stop, kwargs["max_tokens"])
+        guard = Guard(stop, kwargs["max_tokens"])
         with self._call_lock, guard.installed(llama):
             try:
                 result: dict[str, Any] = llama.create_chat_completion(**_sent(kwargs))
@@ -371,7 +376,7 @@ class LlamaCppProvider:
         stop: threading.Event,
     ) -> None:
         llama = self._load()
-        guard = _Guard(stop, kwargs["max_tokens"])
+        guard = Guard(stop, kwargs["max_tokens"])
         with self._call_lock, guard.installed(llama):
             try:
                 chunks = self._open_stream(llama, kwargs)
@@ -453,109 +458,9 @@ class LlamaCppProvider:
             stop.set()
             if not task.done():
                 # The worker sees ``stop`` at its next token (a stopping criterion of every
-                # completion, see _Guard) and lets the lock go.
+                # completion, see Guard) and lets the lock go.
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.shield(task)
-
-
-# -- bounding and interrupting llama.cpp ---------------------------------------------------------
-
-
-_MIN_BOUND = 32
-"""The smallest bound given to a completion llama-cpp-python asks with no ``max_tokens``."""
-
-
-class _Aborted(Exception):
-    """Raised inside the worker thread once the caller has gone (``stop`` is set)."""
-
-
-class _Guard:
-    """Bounds and interrupts every completion llama-cpp-python makes for one chat call.
-
-    ``chatml_function_calling`` generates a tool choice and each tool call's arguments with
-    ``max_tokens=None`` (until the context window is full: minutes on a CPU) and forwards no
-    stopping criteria; its ``logits_processor`` runs inside a ctypes sampler callback, which
-    prints and drops exceptions. But it calls ``llama.create_completion``, so, for the call
-    only (under the call lock), the instance's ``create_completion`` is wrapped: an unbounded
-    completion gets ``max_tokens`` and every completion a stopping criterion, checked in
-    Python after each token, that raises :class:`_Aborted` once ``stop`` is set.
-
-    Args:
-        stop: set when the caller has gone (a stream closed, a task cancelled).
-        max_tokens: the bound for each completion that asks for none (at least 32).
-    """
-
-    def __init__(self, stop: threading.Event, max_tokens: int) -> None:
-        self.stop = stop
-        self.max_tokens = max_tokens
-        self.cut_off = False
-        self.tokens = 0
-
-    def criterion(self, input_ids: Any, logits: Any) -> bool:
-        """The stopping criterion: never stops a completion, raises once aborted."""
-        self.tokens += 1
-        if self.stop.is_set():
-            raise _Aborted
-        return False
-
-    def wrap(self, create_completion: Any) -> Any:
-        """``create_completion`` bounded, interruptible, and watched for a cut-off."""
-
-        def bounded(*args: Any, **kwargs: Any) -> Any:
-            if self.stop.is_set():
-                raise _Aborted
-            limit = kwargs.get("max_tokens")
-            if limit is None or limit <= 0:
-                # At least enough for the tool-choice step's "functions.<name>:".
-                kwargs["max_tokens"] = max(self.max_tokens, _MIN_BOUND)
-            if self.cut_off:
-                # The call is already cut off, so it will not run: end the handler's loop over
-                # further calls (each would be as long) at once.
-                kwargs["max_tokens"] = 1
-            theirs = kwargs.get("stopping_criteria")
-
-            def criteria(input_ids: Any, logits: Any) -> bool:
-                return self.criterion(input_ids, logits) or bool(
-                    theirs is not None and theirs(input_ids, logits)
-                )
-
-            kwargs["stopping_criteria"] = criteria
-            result = create_completion(*args, **kwargs)
-            if isinstance(result, dict) and _finish_of(result) == "length":
-                self.cut_off = True
-            return result
-
-        return bounded
-
-    @contextlib.contextmanager
-    def installed(self, llama: Any) -> Iterator[None]:
-        """Wrap ``llama.create_completion`` (an instance attribute) while the block runs."""
-        original = getattr(llama, "create_completion", None)
-        if original is None:  # not a llama_cpp.Llama (a test double)
-            yield
-            return
-        had_own = "create_completion" in vars(llama)
-        llama.create_completion = self.wrap(original)
-        try:
-            yield
-        finally:
-            if had_own:
-                llama.create_completion = original
-            else:
-                del llama.create_completion
-
-    def marked(self, result: dict[str, Any]) -> dict[str, Any]:
-        """``result`` with ``finish_reason`` "length" if a completion of its tool calls was cut
-        off (the chat handler says "tool_calls" whatever happened)."""
-        if self.cut_off and _tool_calls_of(result):
-            result["choices"][0]["finish_reason"] = "length"
-        return result
-
-
-def _finish_of(result: dict[str, Any]) -> str | None:
-    choices = result.get("choices") or [{}]
-    reason: str | None = choices[0].get("finish_reason")
-    return reason
 
 
 # -- mapping (pure functions) ------------------------------------------------------------------

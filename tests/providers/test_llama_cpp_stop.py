@@ -2,7 +2,7 @@
 
 llama-cpp-python's ``chatml-function-calling`` handler generates tool arguments with
 ``max_tokens=None`` (until the context window is full) and forwards no stopping criteria; the
-provider wraps ``create_completion`` for each call (``_Guard``). The fast tests drive the guard
+provider wraps ``create_completion`` for each call (``Guard``). The fast tests drive the guard
 with a stand-in ``create_completion``; the ``slow`` ones run the real SmolLM2-135M-Instruct.
 """
 
@@ -18,7 +18,8 @@ import pytest
 from goagent_py import Agent, tool
 from goagent_py.messages import Role, StopReason, user_message
 from goagent_py.provider import CompletionRequest, StreamDone
-from goagent_py.providers.llama_cpp import LlamaCppProvider, _Aborted, _Guard
+from goagent_py.providers._llama_guard import Guard, _Aborted
+from goagent_py.providers.llama_cpp import LlamaCppProvider
 
 
 @tool
@@ -60,7 +61,7 @@ def _call_result(finish: str) -> dict[str, Any]:
 
 def test_an_unbounded_completion_gets_the_bound_and_a_given_one_keeps_its_own() -> None:
     inner = _Completions()
-    bounded = _Guard(threading.Event(), 100).wrap(inner)
+    bounded = Guard(threading.Event(), 100).wrap(inner)
     bounded(prompt="a", max_tokens=None)
     bounded(prompt="b", max_tokens=-1)
     bounded(prompt="c", max_tokens=7)
@@ -69,13 +70,13 @@ def test_an_unbounded_completion_gets_the_bound_and_a_given_one_keeps_its_own() 
 
 def test_the_bound_leaves_room_for_the_tool_choice() -> None:
     inner = _Completions()
-    _Guard(threading.Event(), 4).wrap(inner)(prompt="a", max_tokens=None)
+    Guard(threading.Event(), 4).wrap(inner)(prompt="a", max_tokens=None)
     assert inner.calls[0]["max_tokens"] == 32
 
 
 def test_a_cut_off_ends_the_handlers_loop_and_marks_the_calls() -> None:
     inner = _Completions(finish="length")
-    guard = _Guard(threading.Event(), 100)
+    guard = Guard(threading.Event(), 100)
     bounded = guard.wrap(inner)
     bounded(prompt="arguments", max_tokens=None)
     bounded(prompt="next call?", max_tokens=None)
@@ -86,14 +87,14 @@ def test_a_cut_off_ends_the_handlers_loop_and_marks_the_calls() -> None:
 
 
 def test_without_a_cut_off_the_calls_are_left_alone() -> None:
-    guard = _Guard(threading.Event(), 100)
+    guard = Guard(threading.Event(), 100)
     guard.wrap(_Completions())(prompt="a", max_tokens=None)
     assert guard.marked(_call_result("tool_calls"))["choices"][0]["finish_reason"] == "tool_calls"
 
 
 def test_the_stopping_criterion_raises_at_the_first_token_after_the_abort() -> None:
     stop = threading.Event()
-    guard = _Guard(stop, 100)
+    guard = Guard(stop, 100)
     assert guard.criterion(None, None) is False
     stop.set()
     with pytest.raises(_Aborted):
@@ -111,7 +112,7 @@ def test_a_stopping_criterion_of_the_caller_still_counts() -> None:
         seen.append(1)
         return len(seen) == 3
 
-    _Guard(threading.Event(), 100).wrap(inner)(prompt="a", stopping_criteria=theirs)
+    Guard(threading.Event(), 100).wrap(inner)(prompt="a", stopping_criteria=theirs)
     assert len(seen) == 3
 
 
@@ -122,7 +123,7 @@ class _Llama:
 
 def test_installed_wraps_for_the_call_only() -> None:
     llama = _Llama()
-    guard = _Guard(threading.Event(), 100)
+    guard = Guard(threading.Event(), 100)
     with guard.installed(llama):
         assert "create_completion" in vars(llama)
     assert "create_completion" not in vars(llama)
