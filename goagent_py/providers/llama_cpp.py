@@ -11,8 +11,8 @@ simple tool calls ("What is 2 + 3?" -> ``add(a=2, b=3)``), but once it is offere
 calling them: by default (``max_tool_rounds=1``) it is offered no tools after one round of
 results, so it answers in text. Raise the limit for a model that uses tool results well.
 
-llama-cpp-python's ``chatml-function-calling`` format (the default here) has three defects that
-this module works around, so the model sees the conversation it should:
+llama-cpp-python's ``chatml-function-calling`` format (the default here) has defects that this
+module works around, so the model sees the conversation it should and calls end:
 
 * its prompt template silently drops ``tool`` messages, so tool results are sent as user
   messages (``Result of add: 5``) instead;
@@ -24,7 +24,11 @@ this module works around, so the model sees the conversation it should:
 * with no tools offered its template renders earlier tool calls as ``functions.add:`` text,
   which a small model copies as its answer to an unrelated message, so a text answer is asked
   without the tool exchanges of earlier turns (their text answers stay; see
-  :func:`~goagent_py.context_filters.drop_earlier_tool_exchanges`).
+  :func:`~goagent_py.context_filters.drop_earlier_tool_exchanges`);
+* it generates tool arguments with no token limit (until the context window is full) and
+  forwards no stopping criteria, so each completion it makes is bounded by ``max_tokens`` (a
+  call cut off comes back with ``StopReason.MAX_TOKENS``, which the agent loop does not run)
+  and stops at the next token once the caller has gone (a stream closed, a task cancelled).
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from goagent_py.provider import (
     ToolCallStart,
 )
 from goagent_py.providers._http import INVALID_ARGUMENTS_KEY
+from goagent_py.providers._llama_guard import Guard, _Aborted
 
 __all__ = ["LlamaCppProvider", "default_model_path"]
 
@@ -140,7 +145,10 @@ class LlamaCppProvider:
         n_ctx: the context window in tokens.
         chat_format: llama-cpp-python's chat format; the default handles tool calls.
         n_threads: CPU threads for generation (None: llama.cpp's default).
-        max_tokens: output token limit when the request sets none.
+        max_tokens: output token limit when the request sets none. It also bounds each tool
+            call's arguments (which llama-cpp-python would otherwise generate until the context
+            window is full): a call cut off there comes back with ``StopReason.MAX_TOKENS``, so
+            the agent loop does not run it and tells the model its arguments were cut off.
         repeat_penalty: how strongly repeated tokens are discouraged in text answers
             (llama.cpp's default 1.1; small models loop less with ~1.3).
         tool_repeat_penalty: the same while the model may write a tool call (1.0: none).
@@ -218,6 +226,11 @@ class LlamaCppProvider:
     def model_name(self) -> str:
         """The model file's name, reported as ``CompletionResponse.model``."""
         return self._model_path.name
+
+    @property
+    def context_window(self) -> int:
+        """The context window in tokens (``n_ctx``)."""
+        return self._n_ctx
 
     def _load(self) -> Any:
         with self._load_lock:
@@ -330,9 +343,10 @@ class LlamaCppProvider:
             llama.set_seed(self.seed)
         return llama.create_chat_completion(**kwargs, **extra)
 
-    def _complete_sync(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _complete_sync(self, kwargs: dict[str, Any], stop: threading.Event) -> dict[str, Any]:
         llama = self._load()
-        with self._call_lock:
+        guard = Guard(stop, kwargs["max_tokens"])
+        with self._call_lock, guard.installed(llama):
             try:
                 result: dict[str, Any] = self._create(llama, _sent(kwargs))
                 if (
@@ -344,7 +358,7 @@ class LlamaCppProvider:
                     result = self._create(llama, self._text_kwargs(kwargs))
             except ValueError as exc:
                 raise ProviderError(str(exc), provider=_PROVIDER) from exc
-            return result
+            return guard.marked(result)
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         """Run the model on ``request`` in a worker thread and return its answer.
@@ -355,7 +369,12 @@ class LlamaCppProvider:
                 in ``n_ctx``).
         """
         kwargs = self._kwargs(request)
-        result = await asyncio.to_thread(self._complete_sync, kwargs)
+        stop = threading.Event()
+        try:
+            result = await asyncio.to_thread(self._complete_sync, kwargs, stop)
+        except asyncio.CancelledError:
+            stop.set()  # the worker stops at its next token and lets the lock go
+            raise
         return parse_completion(result, model=self.model_name)
 
     # -- stream --------------------------------------------------------------------------------
@@ -367,11 +386,12 @@ class LlamaCppProvider:
         stop: threading.Event,
     ) -> None:
         llama = self._load()
-        with self._call_lock:
+        guard = Guard(stop, kwargs["max_tokens"])
+        with self._call_lock, guard.installed(llama):
             try:
                 chunks = self._open_stream(llama, kwargs)
                 if isinstance(chunks, dict):
-                    emit(("whole", chunks))
+                    emit(("whole", guard.marked(chunks)))
                     return
                 for chunk in chunks:
                     if stop.is_set():
@@ -379,6 +399,8 @@ class LlamaCppProvider:
                     emit(("chunk", chunk))
                 # Usage is not in stream chunks: count from what the context now holds.
                 emit(("tokens", int(llama.n_tokens)))
+            except _Aborted:
+                return  # the consumer has gone: nobody reads what was generated
             except ValueError as exc:
                 raise ProviderError(str(exc), provider=_PROVIDER) from exc
 
@@ -445,7 +467,8 @@ class LlamaCppProvider:
         finally:
             stop.set()
             if not task.done():
-                # The worker sees ``stop`` at its next token and lets the lock go.
+                # The worker sees ``stop`` at its next token (a stopping criterion of every
+                # completion, see Guard) and lets the lock go.
                 with contextlib.suppress(asyncio.CancelledError):
                     await asyncio.shield(task)
 
@@ -571,10 +594,11 @@ def parse_arguments(raw: str | None) -> dict[str, Any]:
 
 
 def _stop_reason(finish_reason: str | None, has_tool_calls: bool) -> StopReason:
-    if has_tool_calls or finish_reason in ("tool_calls", "function_call"):
-        return StopReason.TOOL_USE
+    # "length" first: tool calls cut off at the limit must not run (the loop says so).
     if finish_reason == "length":
         return StopReason.MAX_TOKENS
+    if has_tool_calls or finish_reason in ("tool_calls", "function_call"):
+        return StopReason.TOOL_USE
     return StopReason.END_TURN
 
 

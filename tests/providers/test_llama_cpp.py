@@ -221,6 +221,7 @@ def test_parse_arguments(raw: str | None, expected: dict[str, Any]) -> None:
         ("length", False, StopReason.MAX_TOKENS),
         ("tool_calls", True, StopReason.TOOL_USE),
         ("stop", True, StopReason.TOOL_USE),
+        ("length", True, StopReason.MAX_TOKENS),  # cut-off calls must not run
         (None, False, StopReason.END_TURN),
     ],
 )
