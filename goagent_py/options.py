@@ -222,9 +222,10 @@ class AgentOptions:
         :class:`ConfigurationError` naming the fix."""
         self._check_provider()
         given = self.sources
-        for setting in _POSITIVE_INTS:
-            if setting in given:
-                self._positive_int(setting, optional=setting != "max_iterations")
+        if not _POSITIVE_INT_SET.isdisjoint(given):
+            for setting in _POSITIVE_INTS:
+                if setting in given:
+                    self._positive_int(setting, optional=setting != "max_iterations")
         for setting in ("model", "system_prompt", "name"):
             if setting in given and not isinstance(getattr(self, setting), str):
                 raise ConfigurationError(
@@ -360,6 +361,7 @@ _POSITIVE_INTS = (
     "max_iterations", "long_term_top_k", "max_tokens", "max_tool_result_chars",
     "max_parallel_tools", "max_run_tokens",
 )  # fmt: skip
+_POSITIVE_INT_SET = frozenset(_POSITIVE_INTS)
 _TYPED = frozenset(
     {
         "short_term_memory", "long_term_memory", "tool_retry", "circuit_breaker", "rate_limit",
@@ -371,7 +373,7 @@ _TYPED = frozenset(
 
 def _given_any(sources: Mapping[str, object], settings: frozenset[str]) -> bool:
     """Whether any of ``settings`` was given (is in ``sources``)."""
-    return any(key in settings for key in sources)
+    return not settings.isdisjoint(sources)
 
 
 _OFF_MEANING = {
