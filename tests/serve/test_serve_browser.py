@@ -262,7 +262,13 @@ def _idle(driver: Any) -> None:
 
 
 def _texts(driver: Any, selector: str) -> list[str]:
-    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, selector)]
+    # One script reads them all: the page may re-render the list between two WebDriver calls
+    # (a stale element), and a list read half before and half after would be wrong anyway.
+    texts: list[str] = driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), e => e.innerText.trim())",
+        selector,
+    )
+    return texts
 
 
 def test_a_message_streams_into_the_page(world: _World, alice: Any) -> None:
