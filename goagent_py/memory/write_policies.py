@@ -73,10 +73,12 @@ def statement_clauses(text: str) -> list[str]:
         if not sentence:
             continue
         parts = _clauses(sentence)
-        end = sentence[-1] if sentence[-1] in ".!?…" else ""
+        # A clause cut off before "and" ends as its sentence does: "." after a question or
+        # an ellipsis (the cut clause is a statement), nothing when the sentence has no end.
+        stop = {".": ".", "!": "!", "?": ".", "…": "."}.get(sentence[-1], "")
         for index, part in enumerate(parts):
             if index < len(parts) - 1 and part[-1] not in ".!?…":
-                part = part.rstrip(",;") + (end if end in ".!" else ".")
+                part = part.rstrip(",;") + stop
             clauses.append(part[:1].upper() + part[1:])
     return clauses
 

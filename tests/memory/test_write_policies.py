@@ -43,6 +43,7 @@ def stored(text: str, **kwargs: bool) -> list[str] | None:
         ),
         ("I was tired, but we won the match!", ["I was tired!", "We won the match!"]),
         ("I live in Lisbon. Where do you live?", ["I live in Lisbon.", "Where do you live?"]),
+        ("I moved here and I like it, right?", ["I moved here.", "I like it, right?"]),
         # "and" before anything but a first-person subject does not cut.
         ("I like salt and pepper.", ["I like salt and pepper."]),
         ("I was born in Goa, in India.", ["I was born in Goa, in India."]),
@@ -73,6 +74,7 @@ def test_the_statements_of_a_message_that_asks_are_kept() -> None:
     assert stored(mixed, questions=True) == ["I live in Lisbon.", "Where do you live?"]
     assert stored(mixed, split=False) is None  # the whole message ends in "?"
     assert stored("Where do I live? And where do you live?") is None
+    assert stored("I moved to Porto and I like it, right?") == ["I moved to Porto."]
 
 
 def test_clauses_are_user_messages_with_the_original_metadata() -> None:
