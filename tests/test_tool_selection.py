@@ -255,7 +255,11 @@ def test_user_statements_store_the_user_never_the_reply() -> None:
     policy = user_statements()
     answer = assistant_message("You live in Paris.")
     told = user_message("Hello! My name is Priya and I live in Lisbon.")
-    assert policy(told, answer) == [told]
+    assert [m.text for m in policy(told, answer) or []] == [
+        "My name is Priya.",
+        "I live in Lisbon.",
+    ]
+    assert user_statements(split=False)(told, answer) == [told]
     assert policy(user_message("Where do I live?"), answer) is None
     assert policy(user_message("thanks!"), answer) is None
     asked = user_message("Where do I live?")

@@ -6,19 +6,38 @@ if it were a fact, and repeated. :func:`user_statements` stores only the user's 
 (questions and short remarks carry no fact worth recalling)::
 
     agent = Agent(provider=..., long_term_memory=memory, write_policy=user_statements())
+
+By default each statement of a message is stored as its own memory (:func:`statement_clauses`):
+"Hello! My name is Priya and I live in Lisbon." leaves "My name is Priya." and "I live in
+Lisbon.". One vector for the whole message is a blend of its facts and scores lower against a
+question about any one of them: with a dozen facts stored, "What is my name?" recalled "My
+sister is called Meera." (0.46) above the whole message (0.37); "My name is Priya." alone
+scores 0.61 (local MiniLM embedder).
 """
 
 from __future__ import annotations
 
+import re
+
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory.base import WritePolicy
-from goagent_py.messages import Message
+from goagent_py.messages import Message, Role, TextBlock
 
-__all__ = ["is_statement", "user_statements"]
+__all__ = ["is_statement", "statement_clauses", "user_statements"]
 
 _FIRST_PERSON = frozenset(
     {"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself", "we", "our", "us"}
 )
+
+# A sentence ends at . ! ? (or an ellipsis) followed by a space and a capital letter, a digit
+# or a quote; not after a title or a common abbreviation ("Dr. Rao", "e.g. Lisbon").
+_SENTENCE_END = re.compile(
+    r"(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\bMrs\.)(?<!\be\.g\.)(?<!\bi\.e\.)"
+    r"(?<=[.!?…])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9])"
+)
+# "..., and I ...", "... but my ...": a conjunction joining two first-person clauses. Only
+# before a first-person subject (I, I'm, my, we...), so "I like salt and pepper" stays whole.
+_CLAUSE_JOIN = re.compile(r"\s*(?:[,;]\s*|\s)(?:and|but)\s+(?=(?:I|[Mm]y|[Ww]e|[Oo]ur)\b)")
 
 
 def is_statement(text: str, *, min_words: int = 3, about_user: bool = False) -> bool:
@@ -36,16 +55,71 @@ def is_statement(text: str, *, min_words: int = 3, about_user: bool = False) -> 
     return True
 
 
+def statement_clauses(text: str) -> list[str]:
+    """``text`` cut into its sentences, and each sentence into the first-person clauses that
+    "and"/"but" join (English).
+
+    ``"Hello! My name is Priya and I live in Lisbon."`` gives ``["Hello!", "My name is
+    Priya.", "I live in Lisbon."]``: a clause cut off before "and" gets the sentence's final
+    full stop, and a clause starting with "my"/"our" a capital. A conjunction is a cut only
+    before a first-person subject (I, I'm, my, we, our) and after at least three words, so "I
+    like salt and pepper" and "My brother and I play chess" stay whole (a longer compound
+    subject, "My older brother and I ...", is cut). Nothing is dropped here
+    (:func:`user_statements` filters).
+    """
+    clauses: list[str] = []
+    for sentence in _SENTENCE_END.split(text.strip()):
+        sentence = sentence.strip()
+        if not sentence:
+            continue
+        parts = _clauses(sentence)
+        # A clause cut off before "and" ends as its sentence does: "." after a question or
+        # an ellipsis (the cut clause is a statement), nothing when the sentence has no end.
+        stop = {".": ".", "!": "!", "?": ".", "…": "."}.get(sentence[-1], "")
+        for index, part in enumerate(parts):
+            if index < len(parts) - 1 and part[-1] not in ".!?…":
+                part = part.rstrip(",;") + stop
+            clauses.append(part[:1].upper() + part[1:])
+    return clauses
+
+
+def _clauses(sentence: str) -> list[str]:
+    """``sentence`` cut at the conjunctions of :data:`_CLAUSE_JOIN` whose left side has at
+    least three words: "My brother and I play chess" is one clause (a compound subject)."""
+    parts: list[str] = []
+    start = 0
+    for join in _CLAUSE_JOIN.finditer(sentence):
+        left = sentence[start : join.start()].strip()
+        if len(left.split()) >= 3:
+            parts.append(left)
+            start = join.end()
+    parts.append(sentence[start:].strip())
+    return [p for p in parts if p]
+
+
 def user_statements(
-    *, min_words: int = 3, questions: bool = False, about_user: bool = False
+    *,
+    min_words: int = 3,
+    questions: bool = False,
+    about_user: bool = False,
+    split: bool = True,
 ) -> WritePolicy:
     """A write policy storing the user's message of a turn, never the model's answer.
 
     Args:
-        min_words: a message with fewer words is not stored ("thanks", "hi there").
-        questions: store questions too (by default a message ending in "?" is not stored).
+        min_words: a message (with ``split``, a clause) with fewer words is not stored
+            ("thanks", "hi there").
+        questions: store questions too (by default a message or clause ending in "?" is not
+            stored).
         about_user: store only first-person statements ("My dog is called Biscuit."), not
             requests ("Calculate 250 - 37"), which recalled later read as facts.
+        split: store each sentence and each first-person clause of a text message as its own
+            memory (:func:`statement_clauses`), keeping those that pass the filters above:
+            "Hello! My name is Priya and I live in Lisbon." stores "My name is Priya." and "I
+            live in Lisbon."; the greeting is dropped. A memory of one fact is recalled by a
+            question about it; a message of several facts is a blend that a question about
+            one scores lower. A message of one clause, or with content other than text, is
+            stored whole (as when ``split=False``).
 
     Raises:
         ConfigurationError: ``min_words`` < 0.
@@ -53,16 +127,24 @@ def user_statements(
     if min_words < 0:
         raise ConfigurationError(f"user_statements(min_words={min_words}): must be >= 0")
 
+    def keep(text: str) -> bool:
+        if questions:
+            return len(text.split()) >= min_words and (
+                not about_user or is_statement(text.rstrip("?"), min_words=0, about_user=True)
+            )
+        return is_statement(text, min_words=min_words, about_user=about_user)
+
     def policy(user: Message, assistant: Message) -> list[Message] | None:
         text = user.text.strip()
         if not text:
             return None
-        if questions:
-            keep = len(text.split()) >= min_words and (
-                not about_user or is_statement(text.rstrip("?"), min_words=0, about_user=True)
-            )
-        else:
-            keep = is_statement(text, min_words=min_words, about_user=about_user)
-        return [user] if keep else None
+        whole = not split or any(not isinstance(b, TextBlock) for b in user.content)
+        clauses = [text] if whole else statement_clauses(text)
+        if len(clauses) <= 1:
+            return [user] if keep(text) else None
+        kept = [c for c in clauses if keep(c)]
+        if not kept:
+            return None
+        return [Message(Role.USER, [TextBlock(c)], metadata=dict(user.metadata)) for c in kept]
 
     return policy
