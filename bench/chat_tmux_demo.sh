@@ -32,6 +32,7 @@ tmux send-keys -t $S "goagent-py chat --provider local" Enter
 sleep 2; wait_prompt "you>"
 say "Where was I born?"
 say "Where do I live?"
+say "What is my name?"
 say "/memory"
 tmux send-keys -t $S "/exit" Enter; sleep 1; wait_prompt '$'
 tmux capture-pane -p -S - -t $S | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' > "$OUT"
