@@ -11,7 +11,9 @@ The small-model kit is what makes the embedded 135M model usable, by the framewo
   a made-up time;
 - :func:`~goagent_py.tool_answers.answer_from_tools` answers from the calculator's and the
   clock's results (the model reads "395" and writes "69") and turns a failed call into a short
-  apology instead of an essay about the error;
+  apology instead of an essay about the error; and a question about the user from the user's
+  own statement recalled for it, when it covers the question, said back ("Where was I born?":
+  "You were born in Goa, in India."; the model, shown that sentence, wrote "India");
 - :func:`~goagent_py.context_filters.drop_failed_tool_exchanges` keeps failed exchanges of
   earlier turns, and the confused answers after them, out of what the model reads (successful
   ones stay: they are the examples it follows when it calls a tool);
@@ -153,7 +155,7 @@ def small_model_provider(provider: Any, embedder: Any | None) -> Any:
             examples=TOOL_EXAMPLES,
             required_only=True,
         )
-    return answer_from_tools(avoid_repeats(provider), TOOL_TEMPLATES)
+    return answer_from_tools(avoid_repeats(provider), TOOL_TEMPLATES, memory_answers=True)
 
 
 def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any]], list[Any]]:

@@ -11,13 +11,22 @@ the answer is "17 * 23 + 4 = 395". A template is a :meth:`str.format` string ove
 arguments and ``{result}`` (the result's text). A failed call is answered with
 ``error_template`` (over ``{tool}`` and ``{error}``), so the model never writes a confused
 essay about an error; pass ``error_template=None`` to let the model read errors instead.
+
+With ``memory_answers=True`` it also answers a question about the user from the user's own
+statement that :func:`~goagent_py.context_filters.inline_memories` put before it, said back in
+the second person ("Where was I born?" with "I was born in Goa, in India." recalled: "You were
+born in Goa, in India."), when every content word of the question is in the statement;
+otherwise the model answers. The 135M model, shown that very sentence, still
+answered "You were born in India" or took "Your name is Priya" as its own name.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from goagent_py.context_filters import INLINED_MEMORIES_KEY, second_person
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import Message, Role, StopReason, TextBlock
 from goagent_py.provider import (
@@ -30,7 +39,13 @@ from goagent_py.provider import (
     TextDelta,
 )
 
-__all__ = ["DEFAULT_ERROR_TEMPLATE", "ToolAnsweringProvider", "answer_from_tools", "direct_answer"]
+__all__ = [
+    "DEFAULT_ERROR_TEMPLATE",
+    "ToolAnsweringProvider",
+    "answer_from_memory",
+    "answer_from_tools",
+    "direct_answer",
+]
 
 DEFAULT_ERROR_TEMPLATE = "Sorry, {tool} failed: {error}"
 
@@ -78,6 +93,41 @@ def direct_answer(
     return "\n".join(lines)
 
 
+_ABOUT_USER = re.compile(
+    r"^\s*(?:where|what|when|who|which|how old)\b.*\b(?:i|my|me)\b[^?]*\?\s*$", re.I
+)
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_NOT_CONTENT = frozenset({
+    "where", "what", "when", "who", "which", "how", "old", "what's", "where's", "who's", "when's",
+    "i", "my", "me", "mine", "am", "is", "are", "was", "were", "do", "does", "did", "be", "been",
+    "the", "a", "an", "of", "in", "on", "at", "to", "from", "for", "called", "s",
+})  # fmt: skip
+
+
+def answer_from_memory(messages: list[Message]) -> str | None:
+    """The answer to a question about the user from the statement recalled for it, or None.
+
+    The last user message must carry what :func:`~goagent_py.context_filters.inline_memories`
+    put before it; the question must ask about the user (``where/what/when/who/which/how old``
+    ... ``I/my/me`` ... ``?``) and every content word of it must be in the best recalled
+    statement, which is then said back in the second person.
+    """
+    last = messages[-1] if messages else None
+    if last is None or last.role != Role.USER:
+        return None
+    inlined = last.metadata.get(INLINED_MEMORIES_KEY)
+    if not isinstance(inlined, dict):
+        return None
+    question, memories = inlined.get("question"), inlined.get("memories")
+    if not isinstance(question, str) or not memories or not _ABOUT_USER.match(question):
+        return None
+    statement = str(memories[0])
+    asked = set(_WORD.findall(question.lower())) - _NOT_CONTENT
+    if not asked or not asked <= set(_WORD.findall(statement.lower())):
+        return None
+    return second_person(statement)
+
+
 class ToolAnsweringProvider:
     """Answers from tool results when it can, else asks the wrapped provider.
 
@@ -90,6 +140,7 @@ class ToolAnsweringProvider:
         templates: Mapping[str, str],
         *,
         error_template: str | None = DEFAULT_ERROR_TEMPLATE,
+        memory_answers: bool = False,
     ) -> None:
         if not isinstance(provider, Provider):
             raise ConfigurationError(
@@ -105,6 +156,7 @@ class ToolAnsweringProvider:
         self.provider = provider
         self.templates = dict(templates)
         self.error_template = error_template
+        self.memory_answers = memory_answers
 
     def __repr__(self) -> str:
         return f"answer_from_tools({self.provider!r}, tools={sorted(self.templates)})"
@@ -116,6 +168,8 @@ class ToolAnsweringProvider:
 
     def _direct(self, request: CompletionRequest) -> CompletionResponse | None:
         text = direct_answer(request.messages, self.templates, self.error_template)
+        if text is None and self.memory_answers:
+            text = answer_from_memory(request.messages)
         if text is None:
             return None
         return CompletionResponse(
@@ -148,6 +202,7 @@ def answer_from_tools(
     templates: Mapping[str, str],
     *,
     error_template: str | None = DEFAULT_ERROR_TEMPLATE,
+    memory_answers: bool = False,
 ) -> ToolAnsweringProvider:
     """Wrap ``provider`` so that a round of templated tool results is answered directly.
 
@@ -157,6 +212,8 @@ def answer_from_tools(
             arguments and ``{result}``; a missing field formats as "".
         error_template: the answer for a failed call, over ``{tool}`` and ``{error}``; None
             hands a round with an error to the model.
+        memory_answers: also answer a question about the user from the statement recalled for
+            it (see :func:`answer_from_memory`).
 
     Raises:
         ConfigurationError: a provider of the wrong kind, or a template that is not a string.
@@ -166,4 +223,4 @@ def answer_from_tools(
         if isinstance(provider, StreamingProvider)
         else ToolAnsweringProvider
     )
-    return cls(provider, templates, error_template=error_template)
+    return cls(provider, templates, error_template=error_template, memory_answers=memory_answers)
