@@ -129,6 +129,7 @@ async def test_the_served_agent_remembers_a_user_across_threads_only_for_that_us
         return cli.Picked(provider, "local", "tiny", "test", small=True)
 
     memories: dict[str, Any] = {}
+    answers: list[str] = []
 
     async def serve(self: Any, sockets: Any = None) -> None:
         # what a browser would do while the server runs (the stores close when it stops)
@@ -139,9 +140,13 @@ async def test_the_served_agent_remembers_a_user_across_threads_only_for_that_us
             told = {"message": "I was born in Goa."}
             await client.post(f"/api/threads/{first}/runs", json=told)
             second = (await client.post("/api/threads", json={})).json()["id"]
-            asked = {"message": "Where was I born?"}
+            asked = {"message": "Which city was I born in?"}
             r = await client.post(f"/api/threads/{second}/runs", json=asked)
             assert '"RUN_FINISHED"' in r.text
+            # covered by the statement: answered with it, said back, without the model
+            covered = {"message": "Where was I born?"}
+            r = await client.post(f"/api/threads/{second}/runs", json=covered)
+            answers.append(r.text)
             memories.update((await client.get("/api/memories", params={"q": "born"})).json())
         await app.aclose()
 
@@ -149,5 +154,7 @@ async def test_the_served_agent_remembers_a_user_across_threads_only_for_that_us
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
     assert await run_serve(_args("--db", str(tmp_path / "s.db"))) == 0
     assert "Goa" in seen[-1]
-    assert seen[-1].rstrip().endswith("Where was I born?")
+    assert seen[-1].rstrip().endswith("Which city was I born in?")
+    assert len(seen) == 2
+    assert "You were born in Goa." in answers[0]
     assert [m["text"] for m in memories["memories"]] == ["I was born in Goa."]
