@@ -4,9 +4,11 @@ Importing this package stays light: numpy, tiktoken and the vector-store drivers
 use. Vector stores live in :mod:`goagent_py.memory.vector`.
 """
 
-import importlib
 import typing as _typing
 from typing import Any as _Any
+
+from goagent_py._lazy import lazy_dir as _lazy_dir
+from goagent_py._lazy import lazy_load as _lazy_load
 
 if _typing.TYPE_CHECKING:  # the names for type checkers; at run time each loads on first access
     from goagent_py.memory.base import (
@@ -100,16 +102,11 @@ _LAZY = {
 
 def __getattr__(name: str) -> _Any:
     """Load a public name's module on first access (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return _lazy_load(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return _lazy_dir(__name__, _LAZY)
 
 
 __all__ = [

@@ -13,9 +13,11 @@ below load on first access, so ``goagent-py``'s parser can add the serve options
 
 from __future__ import annotations
 
-import importlib
 import typing as _typing
 from typing import Any as _Any
+
+from goagent_py._lazy import lazy_dir as _lazy_dir
+from goagent_py._lazy import lazy_load as _lazy_load
 
 if _typing.TYPE_CHECKING:  # the names for type checkers; at run time each loads on first access
     from goagent_py.serve._auth import (
@@ -57,16 +59,11 @@ _LAZY = {
 
 def __getattr__(name: str) -> _Any:
     """Load a public name's module on first access (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return _lazy_load(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return _lazy_dir(__name__, _LAZY)
 
 
 __all__ = [
