@@ -33,6 +33,8 @@ run small models); the cloud models get the plain agent.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +46,7 @@ __all__ = [
     "TOOL_EXAMPLES",
     "TOOL_TEMPLATES",
     "load_in_background",
+    "loading_embedder",
     "local_embedder",
     "long_term_memory",
     "small_model_context",
@@ -101,9 +104,24 @@ def load_in_background(embedder: Any) -> threading.Thread | None:
     load = getattr(embedder, "_load", None)
     if load is None:
         return None
+    # numpy first, in this thread: the load imports it, and so does a vector store opened
+    # meanwhile; two threads importing it at once can see it half initialised ("cannot import
+    # name 'NDArray' from partially initialized module 'numpy._typing'").
+    with contextlib.suppress(ImportError):
+        importlib.import_module("numpy")
     thread = threading.Thread(target=load, name="goagent-embedder-load", daemon=True)
     thread.start()
     return thread
+
+
+def loading_embedder() -> Any:
+    """The local embedder, its model loading in the background (None without ``local``)."""
+    try:
+        embedder = local_embedder()
+    except MissingExtraError:
+        return None
+    load_in_background(embedder)
+    return embedder
 
 
 def write_policy(mode: str) -> Any:

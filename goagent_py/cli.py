@@ -91,14 +91,9 @@ def _memory_paths(db: str | None) -> tuple[Path, Path]:
 
 def _make_embedder() -> Any:
     """The local embedder shared by long-term memory and tool selection (None if missing)."""
-    from goagent_py._cli_setup import load_in_background, local_embedder
+    from goagent_py._cli_setup import loading_embedder
 
-    try:
-        embedder = local_embedder()
-    except MissingExtraError:
-        return None
-    load_in_background(embedder)
-    return embedder
+    return loading_embedder()
 
 
 def _quiet_logger() -> logging.Logger:

@@ -110,7 +110,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
     from goagent_py._cli_common import SYSTEM_PROMPT, data_home, pick_provider
     from goagent_py._cli_setup import (
-        load_in_background,
+        loading_embedder,
         long_term_memory,
         small_model_context,
         small_model_provider,
@@ -137,7 +137,7 @@ async def run_serve(args: argparse.Namespace) -> int:
     db = _db_path(args.db, home)
     closers: list[Any] = []
     memory_mode = getattr(args, "memory", "statements")
-    embedder = _embedder() if picked.small or memory_mode != "none" else None
+    embedder = loading_embedder() if picked.small or memory_mode != "none" else None
     long_term = None
     if embedder is not None and memory_mode != "none":
         threshold = getattr(args, "recall_threshold", 0.3)
@@ -145,8 +145,6 @@ async def run_serve(args: argparse.Namespace) -> int:
         long_term = await long_term_memory(
             vectors, embedder, closers, threshold=None if threshold < 0 else threshold
         )
-    if embedder is not None:
-        load_in_background(embedder)  # after the store: numpy is imported by then, here
     provider = picked.provider
     if picked.small:
         provider = small_model_provider(provider, embedder)
@@ -201,13 +199,3 @@ async def run_serve(args: argparse.Namespace) -> int:
         for closer in reversed(closers):
             await closer.aclose()
     return 0
-
-
-def _embedder() -> Any:
-    """The local embedder, not loaded yet; None without the ``local`` extra."""
-    from goagent_py._cli_setup import local_embedder
-
-    try:
-        return local_embedder()
-    except MissingExtraError:
-        return None
