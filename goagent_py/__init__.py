@@ -81,6 +81,7 @@ from goagent_py.messages import (
 from goagent_py.options import (
     AfterToolCall,
     AgentOptions,
+    AgentSettings,
     BeforeToolCall,
     Option,
     PrepareArguments,
@@ -176,6 +177,7 @@ __all__ = [
     "AgentEnd",
     "AgentEvent",
     "AgentOptions",
+    "AgentSettings",
     "AgentStart",
     "assistant_message",
     "BeforeToolCall",

@@ -149,6 +149,9 @@ def merge_hooks(*hooks: Hooks) -> Hooks:
     return merged
 
 
+_NO_HOOKS = Hooks()  # read only: what a dispatcher without hooks calls (no field is set)
+
+
 class HookDispatcher:
     """The one adapter from events to hooks: ``await dispatcher(event)`` calls the hooks that
     event feeds, in the documented order. Built once per agent; events no hook wants cost one
@@ -156,11 +159,13 @@ class HookDispatcher:
 
     __slots__ = ("handlers", "hooks", "logger")
 
-    def __init__(self, hooks: Hooks, logger: logging.Logger = _log) -> None:
-        self.hooks = hooks
+    def __init__(self, hooks: Hooks | None, logger: logging.Logger = _log) -> None:
         self.logger = logger
-        h = hooks
         table: dict[type[Any], Callable[[Any], Awaitable[None]]] = {}
+        if hooks is None:  # an agent with no hooks (most): nothing to look at
+            self.hooks, self.handlers = _NO_HOOKS, table
+            return
+        self.hooks = h = hooks
         if h.on_run_start is not None:
             table[AgentStart] = self._run_start
         if h.on_long_term_retrieve is not None:

@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from goagent_py.dispatch import CircuitBreakerConfig, DispatchMiddleware, RateLimitConfig
 from goagent_py.errors import ConfigurationError
@@ -27,7 +27,7 @@ from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtoc
 from goagent_py.messages import Message, ToolCall
 from goagent_py.provider import CompletionRequest, Provider, ThinkingConfig
 from goagent_py.resilience import PerTool, RetryPolicy
-from goagent_py.tools import Tool
+from goagent_py.tools import Tool, _name_of
 
 if TYPE_CHECKING:
     from goagent_py.mcp import MCPConnection
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AfterToolCall",
     "AgentOptions",
+    "AgentSettings",
     "BeforeToolCall",
     "CircuitBreakerConfig",
     "MCPConnector",
@@ -154,6 +155,53 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+class AgentSettings(TypedDict, total=False):
+    """The keyword settings of :class:`~goagent_py.Agent` and ``Agent.replace``, for type
+    checkers: ``Agent(provider=p, max_iteration=5)`` is an error under mypy or pyright, and a
+    ``TypeError`` at run time. Each key is documented on :class:`~goagent_py.Agent`.
+
+    Use it to type a function that passes settings through:
+    ``def make(**settings: Unpack[AgentSettings]) -> Agent``.
+    """
+
+    provider: Provider
+    model: str
+    tools: Sequence[Tool]
+    system_prompt: str
+    max_iterations: int
+    short_term_memory: ShortTermMemoryProtocol | None
+    long_term_memory: LongTermMemoryProtocol | None
+    long_term_top_k: int | None
+    write_policy: WritePolicy | None
+    name: str
+    hooks: Hooks | Sequence[Hooks] | None
+    logger: logging.Logger
+    tool_timeout: float | None
+    circuit_breaker: CircuitBreakerConfig | None
+    dispatch_middlewares: Sequence[DispatchMiddleware]
+    thinking: int | None
+    adaptive_thinking: bool
+    effort: Literal["low", "medium", "high"] | None
+    max_tokens: int | None
+    short_term_trace_tools: bool
+    mcp_connectors: Sequence[MCPConnector]
+    mcp_servers: Sequence[MCPConnection]
+    before_tool_call: BeforeToolCall | None
+    stop_on_denied: bool
+    after_tool_call: AfterToolCall | None
+    prepare_arguments: PrepareArguments | None
+    should_stop: ShouldStop | None
+    prepare_turn: PrepareTurn | None
+    tool_execution: Literal["parallel", "sequential"]
+    sequential_tools: Sequence[str]
+    max_parallel_tools: int | None
+    max_run_tokens: int | None
+    max_tool_result_chars: int | None
+    transform_context: TransformContext | None
+    tool_retry: RetryPolicy | None
+    rate_limit: RateLimitConfig | None
+
+
 @dataclass(slots=True)
 class AgentOptions:
     """The validated settings of an agent. Built by :class:`~goagent_py.Agent` from options.
@@ -171,9 +219,9 @@ class AgentOptions:
     long_term_top_k: int | None = None
     write_policy: WritePolicy | None = None
     name: str = ""
-    hooks: Hooks = field(default_factory=Hooks)
+    hooks: Hooks | None = None  # the hook sets merged (validate); None: none given
     hook_sets: list[Hooks] = field(default_factory=list)
-    logger: logging.Logger = field(default_factory=lambda: _LOGGER)
+    logger: logging.Logger = _LOGGER
     tool_timeout: float | None = None
     circuit_breaker: CircuitBreakerConfig | None = None
     dispatch_middlewares: list[DispatchMiddleware] = field(default_factory=list)
@@ -226,12 +274,15 @@ class AgentOptions:
             for setting in _POSITIVE_INTS:
                 if setting in given:
                     self._positive_int(setting, optional=setting != "max_iterations")
-        for setting in ("model", "system_prompt", "name"):
-            if setting in given and not isinstance(getattr(self, setting), str):
-                raise ConfigurationError(
-                    f"{self._said(setting, setting)}: must be a str, "
-                    f"got {type(getattr(self, setting)).__name__}"
-                )
+        if not (
+            type(self.model) is str and type(self.system_prompt) is str and type(self.name) is str
+        ):
+            for setting in ("model", "system_prompt", "name"):
+                if setting in given and not isinstance(getattr(self, setting), str):
+                    raise ConfigurationError(
+                        f"{self._said(setting, setting)}: must be a str, "
+                        f"got {type(getattr(self, setting)).__name__}"
+                    )
         if self.name and not _NAME_RE.match(self.name):
             raise ConfigurationError(
                 f"{self._said('name', 'name')}: invalid agent name {self.name!r}: the name "
@@ -348,7 +399,7 @@ class AgentOptions:
                     f"{t!r} is not a tool: decorate the function with @tool, or implement "
                     "definition and async execute(args)"
                 )
-            name = t.definition.name
+            name = _name_of(t)
             if name in seen:
                 raise ConfigurationError(
                     f"duplicate tool name {name!r}: every tool needs its own name "
@@ -421,7 +472,10 @@ class Option:
 
 
 def _set(name: str, value: Any, attr: str = "") -> Option:
-    return Option(name, lambda o: setattr(o, attr or name, value), f"with_{name}({value!r})")
+    # The label is formatted only when an error needs it: a provider's repr can be costly.
+    return Option(
+        name, lambda o: setattr(o, attr or name, value), lambda: f"with_{name}({value!r})"
+    )
 
 
 def with_provider(provider: Provider) -> Option:
@@ -715,9 +769,16 @@ def _keyword_option(key: str, value: Any) -> Option:
     elif key in _SCALARS:
         option = _set(key, value)
     else:
-        raise ConfigurationError(
-            f"Agent() got an unknown setting {key!r}; known settings: "
-            f"{', '.join(sorted([*_SCALARS, *_SPECIAL]))}"
+        import difflib
+
+        known = sorted([*_SCALARS, *_SPECIAL])
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        # A TypeError, as Python raises for an unexpected keyword (the keywords arrive as one
+        # dict; see Agent.__init__).
+        raise TypeError(
+            f"Agent() got an unexpected keyword argument {key!r}; {hint}"
+            f"known settings: {', '.join(known)}"
         )
     return option.relabel(label)
 

@@ -470,6 +470,7 @@ class _Schema:
         "_model",
         "_model_name",
         "_parameters",
+        "call",
         "field_names",
         "stamp",
         "summary",
@@ -494,6 +495,8 @@ class _Schema:
         # The tools made from a plain function, by (name, description): tool(f) twice gives the
         # same (immutable) tool while the first one lives.
         self.tools: dict[tuple[str, str | None], weakref.ref[FunctionTool]] = {}
+        # A plain function's call wrapper, made once (a bound method gets one per tool).
+        self.call: Callable[[dict[str, Any]], Awaitable[list[ContentBlock]]] | None = None
 
     @property
     def model(self) -> type[pydantic.BaseModel]:
@@ -623,12 +626,23 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
         existing = ref() if ref is not None else None
         if existing is not None:
             return existing
+    call = schema.call if shared else None
+    if call is None:
+        call = _typed_call(fn)
+        if shared:
+            schema.call = call
     made = FunctionTool._from_schema(
-        tool_name, description or schema.summary or tool_name, schema, _typed_call(fn)
+        tool_name, description or schema.summary or tool_name, schema, call
     )
     if shared:
         schema.tools[key] = weakref.ref(made)
     return made
+
+
+def _name_of(tool: Tool) -> str:
+    """A tool's name, without building a function tool's definition (its JSON schema): an
+    agent needs only the names when it is made."""
+    return tool._name if type(tool) is FunctionTool else tool.definition.name
 
 
 @overload

@@ -687,6 +687,8 @@ def add_once(a: int, b: int) -> int:
 def test_unknown_keywords_are_a_type_error_and_list_settings_accumulate() -> None:
     with pytest.raises(TypeError, match="colour"):
         Agent(provider=ScriptedProvider(), colour="red")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="did you mean 'max_iterations'"):
+        Agent(provider=ScriptedProvider(), max_iteration=3)  # type: ignore[call-arg]
     p = ScriptedProvider()
     first, second = Hooks(), Hooks()
     agent = Agent(with_hooks(first), with_tool(add), provider=p, hooks=[second], tools=[add_once])
@@ -738,3 +740,21 @@ async def test_function_provider_computes_from_the_request() -> None:
 
     agent = Agent(provider=_FunctionProvider(fn), model="m", tools=[add])
     assert (await agent.run("go")).text == "result 42"
+
+
+def test_agent_settings_name_every_keyword_and_help_shows_them() -> None:
+    import inspect
+
+    from goagent_py import AgentSettings
+    from goagent_py.options import _SCALARS, _SPECIAL
+
+    # The TypedDict (what type checkers read) and the runtime (what build_options accepts) agree.
+    assert set(AgentSettings.__annotations__) == set(_SCALARS) | set(_SPECIAL)
+    params = inspect.signature(Agent).parameters
+    assert list(params) == ["options", *AgentSettings.__annotations__]
+    assert params["max_iterations"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert params["max_iterations"].annotation == "int"
+    # Every keyword the runtime accepts works as a keyword (none is refused as unknown).
+    agent = Agent(provider=ScriptedProvider(), max_iterations=3, adaptive_thinking=True)
+    assert agent.options.max_iterations == 3
+    assert agent.options.thinking is not None
