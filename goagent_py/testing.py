@@ -6,19 +6,16 @@ the script runs out, so a test never passes by accident on an unexpected extra c
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import itertools
 import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from goagent_py._deepcopy import deepcopy as _deepcopy
 from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.messages import (
     ContentBlock,
-    DocumentBlock,
-    ImageBlock,
     Message,
     Role,
     StopReason,
@@ -33,12 +30,10 @@ from goagent_py.provider import (
     StreamDone,
     StreamEvent,
     TextDelta,
-    ThinkingConfig,
     ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
 )
-from goagent_py.tools import ToolDefinition
 
 __all__ = [
     "FakeEmbedder",
@@ -101,64 +96,6 @@ def _stream_of(response: CompletionResponse) -> list[StreamEvent]:
         events.append(ToolCallDelta(i, to_json(call.arguments).decode()))
     events.append(StreamDone(response))
     return events
-
-
-# Exactly what copy.deepcopy makes of requests and responses, several times faster: the copies
-# are the framework's overhead in every benchmark run on these providers. goagent-py's own
-# dataclasses are rebuilt field by field, plain containers item by item; anything else (and any
-# subclass) goes to copy.deepcopy with the same memo, so shared references stay shared.
-_ATOMIC = frozenset((str, int, float, bool, bytes, type(None), Role, StopReason))
-_SLOTTED = frozenset(
-    (
-        CompletionRequest,
-        CompletionResponse,
-        Message,
-        TextBlock,
-        ImageBlock,
-        DocumentBlock,
-        ThinkingBlock,
-        ToolCall,
-        Usage,
-        ToolDefinition,
-        ThinkingConfig,
-    )
-)
-
-
-def _deepcopy(value: T) -> T:
-    return cast(T, _copy(value, {}))
-
-
-def _copy(value: Any, memo: dict[int, Any]) -> Any:
-    kind = type(value)
-    if kind in _ATOMIC:
-        return value
-    done = memo.get(id(value), memo)
-    if done is not memo:
-        return done
-    atomic = _ATOMIC
-    out: Any
-    if kind is list:
-        out = memo[id(value)] = []
-        for v in value:
-            out.append(v if type(v) in atomic else _copy(v, memo))
-    elif kind is dict:
-        out = memo[id(value)] = {}
-        for k, v in value.items():
-            out[k if type(k) in atomic else _copy(k, memo)] = (
-                v if type(v) in atomic else _copy(v, memo)
-            )
-    elif kind in _SLOTTED:
-        out = memo[id(value)] = object.__new__(kind)
-        for name in _FIELDS[kind]:
-            v = getattr(value, name)
-            object.__setattr__(out, name, v if type(v) in atomic else _copy(v, memo))
-    else:
-        return copy.deepcopy(value, memo)
-    return out
-
-
-_FIELDS = {kind: tuple(f.name for f in dataclasses.fields(kind)) for kind in _SLOTTED}
 
 
 class ScriptedProvider:
