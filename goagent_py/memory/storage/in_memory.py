@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Sequence
 
+from goagent_py._deepcopy import deepcopy
 from goagent_py.messages import Message
 
 __all__ = ["InMemoryStorage"]
@@ -26,11 +26,11 @@ class InMemoryStorage:
     async def load(self) -> list[Message]:
         """Copies of the stored messages, oldest first."""
         with self._lock:
-            return copy.deepcopy(self._messages)
+            return deepcopy(self._messages)
 
     async def append(self, messages: Sequence[Message]) -> None:
         """Store copies of ``messages`` at the end."""
-        copies = copy.deepcopy(list(messages))
+        copies = deepcopy(list(messages))
         with self._lock:
             self._messages.extend(copies)
 

@@ -18,12 +18,12 @@ stays light.
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from goagent_py._deepcopy import deepcopy
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory.vector._common import (
     FilterValue,
@@ -147,7 +147,7 @@ class InMemoryVectorStore:
                 raise ConfigurationError(
                     f"entry {entry.id!r}: metadata must be JSON data: {exc}"
                 ) from exc
-            prepared.append((entry.id, vec, copy.deepcopy(entry.message)))
+            prepared.append((entry.id, vec, deepcopy(entry.message)))
         return prepared
 
     def _write(self, prepared: list[tuple[str, Any, Message]]) -> None:
@@ -407,7 +407,7 @@ class InMemoryVectorStore:
             hits.sort(key=lambda h: (-h[0], h[1]))
             threshold = options.score_threshold
             return [
-                ScoredMessage(copy.deepcopy(self._messages[row]), score, id)
+                ScoredMessage(deepcopy(self._messages[row]), score, id)
                 for score, id, row in hits[:k]
                 if threshold is None or score >= threshold
             ]
