@@ -203,9 +203,10 @@ class _AgentActivities:
         return run
 
     async def _call(self, data: dict[str, Any]) -> dict[str, Any]:
-        """One tool call, as the loop makes it: validate, ``before_tool_call``, the dispatch
-        chain, ``after_tool_call``. An error for the model is returned as data (the call's
-        recorded outcome); one a retry can cure is raised for the engine to retry."""
+        """One tool call, as the loop makes it: ``prepare_arguments``, validate,
+        ``before_tool_call``, the dispatch chain, ``after_tool_call``. An error for the model is
+        returned as data (the call's recorded outcome); one a retry can cure is raised for the
+        engine to retry."""
         name = str(data["tool"])
         what = f"tool {name!r}"
         call = ToolCall(str(data["call_id"]), name, dict(data["arguments"]))
@@ -253,6 +254,17 @@ class _AgentActivities:
 
     async def _run_call(self, call: ToolCall, data: dict[str, Any]) -> ToolResult:
         o = self.options
+        if o.prepare_arguments is not None:
+            # As in a plain run: the repair comes first, and its failure is the model's to read.
+            try:
+                repaired = o.prepare_arguments(call)
+                if inspect.isawaitable(repaired):
+                    repaired = await repaired
+            except Exception as exc:
+                error = ToolArgumentsError(call.name, f"preparing the arguments failed: {exc}")
+                return await self._after(error_result(call, error))
+            if repaired is not None:
+                call = replace(call, arguments=dict(repaired))
         shown = call
         validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
         if validate is not None:

@@ -195,9 +195,11 @@ class DurableAgent:
 
     The agent's ``mcp_servers`` (``MCPStdio``/``MCPHttp``) are described as
     :class:`~goagent_py.durable.MCPServerSpec` objects (:attr:`mcp_servers`); only their names
-    reach the workflow. Its ``before_tool_call``, ``after_tool_call``, ``tool_timeout``, circuit
-    breaker, rate limit and dispatch middlewares apply on the workers, in each tool activity;
-    its ``tool_retry`` does not (the engine retries: ``max_attempts``).
+    reach the workflow. Its ``prepare_arguments``, ``before_tool_call``, ``after_tool_call``,
+    ``tool_timeout``, circuit breaker, rate limit and dispatch middlewares apply on the workers,
+    in each tool activity; its ``tool_retry`` does not (the engine retries: ``max_attempts``).
+    ``transform_context``, ``should_stop`` and ``prepare_turn`` are refused (they would run in
+    the workflow).
 
     Args:
         agent: the agent's definition (a name is required: activity names derive from it).
@@ -262,11 +264,15 @@ class DurableAgent:
                 "DurableAgent: mcp_connectors are opaque callables that cannot reach the workers; "
                 "attach MCP servers with mcp_servers=[MCPStdio(...) or MCPHttp(...)] instead"
             )
-        if o.transform_context is not None:
-            # A callable in the workflow would have to be deterministic; refuse, never drop it.
-            raise ConfigurationError(
-                "DurableAgent: transform_context is not supported for durable runs; remove it"
-            )
+        # These run between turns, in the workflow, where a callable would have to be
+        # deterministic and replay-safe: refuse them rather than drop them silently.
+        for setting in ("transform_context", "should_stop", "prepare_turn"):
+            if getattr(o, setting) is not None:
+                raise ConfigurationError(
+                    f"DurableAgent: {setting} is not supported for durable runs (it would run in "
+                    "the workflow, between turns); remove it, or run this agent without "
+                    "DurableAgent"
+                )
         self.mcp_servers: list[MCPServerSpec] = specs_of(o.mcp_servers)
         self.agent = agent
         self.provider = provider

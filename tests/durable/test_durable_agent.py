@@ -49,6 +49,10 @@ def test_the_config_is_plain_json_with_the_tool_schemas() -> None:
 def test_a_callable_that_would_run_in_the_workflow_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="transform_context"):
         DurableAgent(make(transform_context=lambda messages: messages), provider="fn:x")
+    with pytest.raises(ConfigurationError, match="should_stop is not supported"):
+        DurableAgent(make(should_stop=lambda state: True), provider="fn:x")
+    with pytest.raises(ConfigurationError, match="prepare_turn is not supported"):
+        DurableAgent(make(prepare_turn=lambda request: request), provider="fn:x")
 
 
 def test_tool_gates_stay_on_the_workers_and_only_their_shape_is_in_the_config() -> None:

@@ -88,6 +88,44 @@ async def test_a_gate_on_the_worker_denies_a_call_and_the_denial_ends_the_run(
     assert denial[0].text == "Error: tool 'wipe' was not run: wiping / is not allowed"
 
 
+async def test_prepare_arguments_repairs_a_call_on_the_worker_before_validation(
+    temporal: WorkflowEnvironment,
+) -> None:
+    ran: list[int] = []
+
+    @tool
+    def double(n: int) -> int:
+        """Double a number.
+
+        Args:
+            n: the number.
+        """
+        ran.append(n)
+        return 2 * n
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        found = results_of(request)
+        if not found:  # the model spells the argument wrong; the repair renames it
+            return tool_call_response(
+                ToolCall("c1", "double", {"number": "21"}), ToolCall("c2", "double", {"n": 1})
+            )
+        return " | ".join(m.text for m in found)
+
+    def repair(call: ToolCall) -> dict[str, Any] | None:
+        if call.id == "c2":
+            raise RuntimeError("no repair for this one")
+        if "number" in call.arguments:
+            return {"n": call.arguments["number"]}
+        return None
+
+    durable, registry = durable_for(plan, [double], prepare_arguments=repair)
+    async with create_worker(temporal.client, [durable], registry=registry):
+        result = await durable.execute(temporal.client, "double 21")
+    assert ran == [21]  # repaired, then validated ("21" -> 21); the failed repair never ran
+    assert result.text.startswith("42 | Error: ")
+    assert "preparing the arguments failed: no repair for this one" in result.text
+
+
 async def test_after_tool_call_and_middlewares_run_on_the_worker(
     temporal: WorkflowEnvironment,
 ) -> None:
