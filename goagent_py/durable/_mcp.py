@@ -90,26 +90,25 @@ class MCPServerSpec:
                 f"DurableAgent: MCP server {name!r} ({type(connection).__name__}) cannot be "
                 "described as config for the workers; use MCPStdio(...) or MCPHttp(...)"
             )
-        pins = connection._pins
-        if pins.on_changed is not None:
+        settings = connection.settings()
+        if settings["on_tool_changed"] is not None:
             raise ConfigurationError(
                 f"DurableAgent: MCP server {name!r} has an on_tool_changed callback, which "
                 "cannot reach the workers; use block_changed=True with reviewed pins= instead"
             )
-        s = connection._settings
-        idempotent = s.idempotent
+        idempotent = settings["idempotent"]
         common: dict[str, Any] = {
-            "name": s.name,
-            "prefix": s.prefix,
-            "allow": s.allow,
-            "deny": s.deny,
+            "name": settings["name"],
+            "prefix": settings["prefix"],
+            "allow": settings["allow"],
+            "deny": settings["deny"],
             "idempotent": tuple(sorted(idempotent))
             if isinstance(idempotent, frozenset)
             else idempotent,
-            "max_description_chars": s.max_description_chars,
-            "connect_timeout": s.connect_timeout,
-            "pins": dict(pins.pins) if pins.pins else None,
-            "block_changed": pins.block_changed,
+            "max_description_chars": settings["max_description_chars"],
+            "connect_timeout": settings["connect_timeout"],
+            "pins": settings["pins"] or None,
+            "block_changed": settings["block_changed"],
         }
         if isinstance(connection, MCPStdio):
             if connection.errlog is not None:

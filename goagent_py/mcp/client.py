@@ -202,6 +202,24 @@ class MCPConnection:
         """The pinned definition hashes, by tool name on the server."""
         return self._pins.pins
 
+    def settings(self) -> dict[str, Any]:
+        """The connection's settings, by the constructor's keyword (``allow``/``deny`` as
+        tuples, ``idempotent`` as a bool, None or a frozenset of names, ``pins`` a copy): what
+        it takes to open the same connection elsewhere (a durable agent's workers do)."""
+        s, pins = self._settings, self._pins
+        return {
+            "name": s.name,
+            "prefix": s.prefix,
+            "allow": s.allow,
+            "deny": s.deny,
+            "idempotent": s.idempotent,
+            "pins": dict(pins.pins),
+            "on_tool_changed": pins.on_changed,
+            "block_changed": pins.block_changed,
+            "max_description_chars": s.max_description_chars,
+            "connect_timeout": s.connect_timeout,
+        }
+
     async def tools(self) -> list[Tool]:
         """Connect if needed, and return the current tools (refetched if the list changed).
 

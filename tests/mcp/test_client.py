@@ -364,3 +364,33 @@ async def test_an_agent_can_connect_again_after_a_failed_connect_closed_its_serv
     assert await answer(agent, "second") == "done"
     assert [m.text for m in tool_results(p, 1)] == ["again"]
     await agent.aclose()
+
+
+def test_settings_give_back_what_the_connection_was_made_with() -> None:
+    pins = {"now": "abc"}
+    stdio = MCPStdio(
+        "mcp-server-time",
+        ["--local-timezone", "UTC"],
+        name="clock",
+        prefix="t_",
+        allow=["now"],
+        idempotent=["now"],
+        pins=pins,
+        block_changed=True,
+        connect_timeout=5.0,
+    )
+    settings = stdio.settings()
+    assert settings == {
+        "name": "clock",
+        "prefix": "t_",
+        "allow": ("now",),
+        "deny": (),
+        "idempotent": frozenset({"now"}),
+        "pins": {"now": "abc"},
+        "on_tool_changed": None,
+        "block_changed": True,
+        "max_description_chars": 1024,
+        "connect_timeout": 5.0,
+    }
+    settings["pins"]["later"] = "x"  # a copy: the connection's pins are not touched
+    assert dict(stdio.pins) == {"now": "abc"}
