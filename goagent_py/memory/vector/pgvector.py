@@ -169,8 +169,9 @@ class PgVectorStore:
             for the Euclidean distance ``d``); must match what the table was created with.
         hnsw_m: HNSW ``m`` (links per node), used when the index is created.
         hnsw_ef_construction: HNSW ``ef_construction``, used when the index is created.
-        exact_sessions: search a session by an exact scan of its entries (the default); False
-            uses HNSW with an iterative scan instead (approximate; for sessions so large that
+        exact_sessions: search a session exactly (the default: a scan of its entries' half
+            vectors, the best rescored from the float ones; see the module notes); False uses
+            HNSW with an iterative scan instead (approximate; for sessions so large that
             scanning them costs more, roughly beyond 50k entries).
 
     Raises:
@@ -460,13 +461,20 @@ class PgVectorStore:
         """Insert or replace entry ``id``.
 
         Raises:
-            ConfigurationError: a bad vector, id or metadata; nothing is written.
+            ConfigurationError: a bad vector, id or metadata, or an id and session longer
+                together than the covering session index has room for (2704 bytes less the
+                vector's: 1,880 bytes at 384 dimensions); nothing is written.
             MemoryStoreError: the database failed.
         """
         await self.upsert_batch([UpsertEntry(id, vector, message)])
 
     async def upsert_batch(self, entries: Sequence[UpsertEntry]) -> None:
-        """Insert or replace all ``entries`` in one transaction; the last of duplicate ids wins."""
+        """Insert or replace all ``entries`` in one transaction; the last of duplicate ids wins.
+
+        Raises:
+            ConfigurationError: as :meth:`upsert`, for any entry; nothing is written.
+            MemoryStoreError: the database failed.
+        """
         rows = self._prepare(entries)
         if not rows:
             return

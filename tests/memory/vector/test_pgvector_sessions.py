@@ -280,3 +280,15 @@ async def test_hnsw_for_sessions_when_asked(pg_dsn: str) -> None:
         assert hits[0].id == "e7"
         assert len(hits) == 5
         assert all(int(h.id[1:]) % 10 == 7 for h in hits)
+
+
+@pytest.mark.parametrize("autocommit", [True, False])
+async def test_a_passed_connection_in_either_mode(pg_dsn: str, autocommit: bool) -> None:
+    table = new_table()
+    vectors = np.random.default_rng(7).standard_normal((100, DIMS), dtype=np.float32)
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=autocommit) as conn:
+        async with PgVectorStore(conn, table=table, dimensions=DIMS) as store:
+            await store.upsert_batch(batch(vectors))
+            hits = await store.search(vectors[9], SearchOptions(top_k=3, filter={"session": "s9"}))
+            assert ids_scores(hits) == float_scan(pg_dsn, table, vectors[9], "s9", 3)
+        assert not conn.closed
