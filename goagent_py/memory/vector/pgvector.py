@@ -258,11 +258,16 @@ class PgVectorStore:
         if self._conn is None:
             self._conn = await self._psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
         if not self._ready:
-            await self._migrate(self._conn)
+            built = await self._migrate(self._conn)
             self._ready = True
+            if built and self._conn.autocommit:
+                # A side table just filled has no page marked all-visible yet, and until
+                # autovacuum comes by, the index-only scan also reads the table's rows.
+                await self._conn.execute(self._sql("VACUUM (ANALYZE) {side}"))
         return self._conn
 
-    async def _migrate(self, conn: Any) -> None:
+    async def _migrate(self, conn: Any) -> bool:
+        """Create or check the table and its indexes; True if it built the side table."""
         async with conn.transaction():
             await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             await conn.execute(
@@ -301,10 +306,11 @@ class PgVectorStore:
                     ),
                     (self._name, SCHEMA_VERSION, self._dims, self._metric),
                 )
-            await self._ensure_indexes(conn)
+            return await self._ensure_indexes(conn)
 
-    async def _ensure_indexes(self, conn: Any) -> None:
-        """Create whichever indexes the table lacks, and the session layout it should have.
+    async def _ensure_indexes(self, conn: Any) -> bool:
+        """Create whichever indexes the table lacks, and the session layout it should have;
+        True if it built the side table.
 
         Looked up by what they index, not by name: tables made before index names were
         shortened (62-63-character table names) got their names truncated by PostgreSQL, so
@@ -350,6 +356,7 @@ class PgVectorStore:
         self._layout = await self._current_layout(conn)
         if self._layout != _FLOAT:
             await conn.execute(self._sql("CREATE INDEX IF NOT EXISTS {sess} ON {t} (session)"))
+        return layout != _HALF and self._layout == _HALF
 
     async def _index_defs(self, conn: Any, table: str) -> list[str]:
         cur = await conn.execute(
