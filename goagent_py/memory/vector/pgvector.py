@@ -269,6 +269,12 @@ class PgVectorStore:
     async def _migrate(self, conn: Any) -> bool:
         """Create or check the table and its indexes; True if it built the side table."""
         async with conn.transaction():
+            # Stores opening the same table at once take turns: the first builds, the others
+            # then find it built (instead of racing to create the same objects).
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"goagent_vector_tables:{self._name}",),
+            )
             await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             await conn.execute(
                 self._sql(
@@ -354,6 +360,10 @@ class PgVectorStore:
                 continue
             break
         self._layout = await self._current_layout(conn)
+        if self._layout == _HALF:
+            # Made again by an older version of the store since (it does not know the side
+            # table); of no use to this one.
+            await conn.execute(self._sql("DROP INDEX IF EXISTS {cover}"))
         if self._layout != _FLOAT:
             await conn.execute(self._sql("CREATE INDEX IF NOT EXISTS {sess} ON {t} (session)"))
         return layout != _HALF and self._layout == _HALF

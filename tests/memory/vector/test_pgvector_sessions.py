@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any
@@ -292,3 +293,35 @@ async def test_a_passed_connection_in_either_mode(pg_dsn: str, autocommit: bool)
             hits = await store.search(vectors[9], SearchOptions(top_k=3, filter={"session": "s9"}))
             assert ids_scores(hits) == float_scan(pg_dsn, table, vectors[9], "s9", 3)
         assert not conn.closed
+
+
+async def test_stores_opening_an_older_table_at_once_take_turns(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = new_table()
+    vectors = np.random.default_rng(12).standard_normal((300, DIMS), dtype=np.float32)
+    async with PgVectorStore(pg_dsn, table=table, dimensions=DIMS) as store:
+        await store.upsert_batch(batch(vectors))
+    to_old_layout(pg_dsn, table)
+    stores = [PgVectorStore(pg_dsn, table=table, dimensions=DIMS) for _ in range(3)]
+    options = SearchOptions(top_k=4, filter={"session": "s2"})
+    with caplog.at_level(logging.WARNING, logger="goagent_py.memory.vector"):
+        results = [
+            ids_scores(hits)
+            for hits in await asyncio.gather(*(s.search(vectors[2], options) for s in stores))
+        ]
+    for s in stores:
+        await s.aclose()
+    assert results == [float_scan(pg_dsn, table, vectors[2], "s2", 4)] * 3
+    assert caplog.text == ""
+    assert [s._layout for s in stores] == ["half"] * 3
+    # An older version opening the table since made its float covering index again.
+    sql(
+        pg_dsn,
+        f"CREATE INDEX {table}_session_cover_idx ON {table} (session) INCLUDE (id, embedding)",
+    )
+    async with PgVectorStore(pg_dsn, table=table, dimensions=DIMS) as store:
+        assert await store.count() == 300
+    defs = indexes(pg_dsn, table)
+    assert not any("INCLUDE (id, embedding)" in d for d in defs)
+    assert any(d.endswith("USING btree (session)") for d in defs)
