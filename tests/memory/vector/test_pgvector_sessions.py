@@ -48,13 +48,17 @@ def indexes(dsn: str, *tables: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+def literal(vector: Any) -> str:
+    return "[" + ",".join(repr(x) for x in np.asarray(vector, np.float32).tolist()) + "]"
+
+
 def insert_sql(dsn: str, table: str, id: str, vector: Any, session: str) -> None:
     """A row written the way an older version of the store (or any other writer) would."""
     message = messages_to_json([Message(Role.USER, [TextBlock(id)])]).decode()
     sql(
         dsn,
         f"INSERT INTO {table} (id, session, embedding, message) VALUES (%s, %s, %s::vector, %s)",
-        (id, session, pgvector._literal(np.asarray(vector, np.float32)), message),
+        (id, session, literal(vector), message),
     )
 
 
@@ -69,12 +73,12 @@ def to_old_layout(dsn: str, table: str) -> None:
 
 def float_scan(dsn: str, table: str, query: Any, session: str, k: int) -> list[tuple[str, float]]:
     """What pgvector's own exact float scan ranks first (ties by id, as the store orders)."""
-    literal = "[" + ",".join(repr(x) for x in np.asarray(query, np.float32).tolist()) + "]"
+    q = literal(query)
     rows = sql(
         dsn,
         f"SELECT id, 1 - (embedding <=> %s::vector) AS s FROM {table} WHERE session = %s "
         "ORDER BY embedding <=> %s::vector, id LIMIT %s",
-        (literal, session, literal, k),
+        (q, session, q, k),
     )
     return [(str(i), float(s)) for i, s in rows]
 
@@ -138,13 +142,13 @@ async def test_the_error_bound_holds_for_pgvectors_arithmetic(pg_dsn: str) -> No
         await store.upsert_batch(batch(vectors, sessions=1))
     error = pgvector._half_error(dims)
     for query in rng.standard_normal((5, dims), dtype=np.float32):
-        unit = pgvector._unit_literal(query)
-        literal = pgvector._literal(query)
+        # the half query vector exactly as the store sends it
+        half = np.frombuffer(pgvector._half_param(query)[4:], ">f2").astype(np.float32)
         rows = sql(
             pg_dsn,
-            f"SELECT max(abs((h.half <=> %s::halfvec) - (t.embedding <=> %s::vector))) "
+            "SELECT max(abs((h.half <=> %s::halfvec) - (t.embedding <=> %s::vector))) "
             f"FROM {table} t JOIN {table}_half h USING (id)",
-            (unit, literal),
+            (literal(half), literal(query)),
         )
         assert 0 < float(rows[0][0]) <= error
 
