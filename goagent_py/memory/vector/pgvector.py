@@ -13,11 +13,12 @@ Search orders by cosine distance (``<=>``) or Euclidean distance (``<->``), with
 and metadata filters (``@>``) and the score threshold in the SQL. A search filtered by session
 is exact. Under the cosine metric it scans the session's entries in the side table's covering
 index (an index-only scan: one session's rows are contiguous there, and half precision halves
-the bytes, which is what the scan costs), rescores the best ``max(4 * top_k, 64)`` from the
-float vectors and checks the result against a bound on the half-precision error
-(:func:`_half_error`): when no entry outside the candidates can rank in the top ``top_k``,
-which is nearly always, it is the exact answer (the same entries and float scores as a float
-scan); otherwise the search widens, then falls back to scoring the session's float vectors.
+the bytes the scan reads), rescores the best ``max(4 * top_k, 64)`` from the float vectors
+and checks the result against a bound on the half-precision error (:func:`_half_error`):
+when no entry outside the candidates can rank in the top ``top_k``, which is nearly always,
+it is the exact answer (the same entries and float scores as a float scan); otherwise the
+search widens, then falls back to scoring the session's float vectors. Vectors go to the
+server as binary parameters (pgvector's own format).
 Under the l2 metric the table's session index covers the float vectors instead
 (``INCLUDE (id, embedding)``). A covering index is made only when a vector leaves room in a
 btree row (2704 bytes) for an id and a session (cosine: up to 1196 dimensions, l2: 598);
