@@ -96,6 +96,7 @@ _HALF, _FLOAT, _PLAIN = "half", "float", "plain"
 _HALF_INDEX_DEF = "USING btree (session) INCLUDE (id, half)"
 _FLOAT_INDEX_DEF = "USING btree (session) INCLUDE (id, embedding)"
 _TRIGGERS = ("goagent_half_sync", "goagent_half_truncate")
+_SIDE_MARK = "goagent-py PgVectorStore: half-precision session index, kept by triggers"
 
 
 def _vector_bytes(layout: str, dimensions: int) -> int:
@@ -376,6 +377,13 @@ class PgVectorStore:
             if _fits(layout, self._dims)
         ]
         layout = await self._current_layout(conn)
+        if _HALF in wanted and layout != _HALF and await self._side_name_taken(conn):
+            _log.warning(
+                "%r: a table named %r that is not its side table exists; no half session index",
+                self,
+                _index_name(self._name, "half"),
+            )
+            wanted.remove(_HALF)
         if layout not in (*wanted, _PLAIN):
             # A covering index made for vectors too long for it (by a version that did not
             # check): every insert would fail.
@@ -425,6 +433,17 @@ class PgVectorStore:
             return _FLOAT
         return _PLAIN
 
+    async def _side_name_taken(self, conn: Any) -> bool:
+        """Whether ``<table>_half`` exists without this store's mark (someone else's table:
+        building the side table would empty it)."""
+        cur = await conn.execute(
+            "SELECT obj_description(oid, 'pg_class') FROM pg_class WHERE relname = %s "
+            "AND relnamespace = current_schema()::regnamespace",
+            (_index_name(self._name, "half"),),
+        )
+        row = await cur.fetchone()
+        return row is not None and row[0] != _SIDE_MARK
+
     async def _make_layout(self, conn: Any, layout: str) -> None:
         """Build the session index of ``layout``, then drop the ones it replaces."""
         if layout == _FLOAT:
@@ -445,6 +464,7 @@ class PgVectorStore:
         for statement in (
             "CREATE TABLE IF NOT EXISTS {side} (id TEXT PRIMARY KEY, session TEXT, "
             f"half halfvec({d}) NOT NULL)",
+            f"COMMENT ON TABLE {{side}} IS '{_SIDE_MARK}'",
             "TRUNCATE {side}",  # left from an earlier table of this name: rebuilt below
             "CREATE OR REPLACE FUNCTION {sync}() RETURNS trigger LANGUAGE plpgsql "
             "SET search_path FROM CURRENT AS $$ BEGIN "

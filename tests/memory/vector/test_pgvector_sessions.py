@@ -329,3 +329,20 @@ async def test_stores_opening_an_older_table_at_once_take_turns(
     defs = indexes(pg_dsn, table)
     assert not any("INCLUDE (id, embedding)" in d for d in defs)
     assert any(d.endswith("USING btree (session)") for d in defs)
+
+
+async def test_someone_elses_table_named_like_the_side_table_is_left_alone(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = new_table()
+    sql(pg_dsn, f"CREATE TABLE {table}_half (id TEXT PRIMARY KEY, session TEXT, half TEXT)")
+    sql(pg_dsn, f"INSERT INTO {table}_half VALUES ('mine', 's', 'keep me')")
+    vectors = np.random.default_rng(13).standard_normal((100, DIMS), dtype=np.float32)
+    with caplog.at_level(logging.WARNING, logger="goagent_py.memory.vector"):
+        async with PgVectorStore(pg_dsn, table=table, dimensions=DIMS) as store:
+            await store.upsert_batch(batch(vectors))
+            hits = await store.search(vectors[4], SearchOptions(top_k=3, filter={"session": "s4"}))
+            assert ids_scores(hits) == float_scan(pg_dsn, table, vectors[4], "s4", 3)
+            assert store._layout == "float"
+    assert "not its side table" in caplog.text
+    assert sql(pg_dsn, f"SELECT * FROM {table}_half") == [("mine", "s", "keep me")]
