@@ -110,14 +110,14 @@ def _fits(layout: str, dimensions: int) -> bool:
 
 
 def _half_error(dimensions: int) -> float:
-    """A bound on |half-precision cosine distance - float cosine distance|, as pgvector
+    """A bound on |(1 - half-precision dot product) - float cosine distance|, as pgvector
     computes them, for vectors stored and queried as unit-length halfvecs.
 
     Rounding a unit vector's components to half precision moves it by at most
-    ``u + s * sqrt(d)`` (``u = 2**-11``, the unit roundoff of normal halves; ``s = 2**-25``, half
-    the spacing of subnormals), so the angle between two vectors changes by at most twice that
-    and the cosine (1-Lipschitz in the angle) as much; pgvector sums products in float32, which
-    adds up to ``d * 2**-24`` per dot product or norm, in both distances. Margins on top.
+    ``e = u + s * sqrt(d)`` (``u = 2**-11``, the unit roundoff of normal halves; ``s = 2**-25``,
+    half the spacing of subnormals), so the dot product of two of them moves by at most
+    ``e * (1 + e) + e`` (Cauchy-Schwarz) from their cosine; pgvector sums products in float32,
+    which adds up to ``d * 2**-24`` per dot product or norm, in both distances. Margins on top.
     """
     rounding = 2.0**-11 + 2.0**-25 * math.sqrt(dimensions)
     return 2.1 * rounding + 8 * dimensions * 2.0**-24
@@ -705,14 +705,16 @@ class PgVectorStore:
         """The exact top ``top_k`` of a session through the half vectors, or None when the
         error bound cannot rule out an entry outside the candidates (rare).
 
-        Candidates: the best ``n`` by half-precision distance (an index-only scan of the
-        covering index), rescored from the float vectors. Any other entry's half distance is
-        at least the candidates' largest, ``a``, so its float distance is at least
-        ``a - error``: when the k-th rescored distance is below that, the top k are exact.
-        The score threshold is applied by the caller (the order is the same).
+        Candidates: the best ``n`` by half-precision distance ``1 - dot`` (an index-only scan
+        of the covering index; the vectors are unit length, so the dot product stands for
+        the cosine and costs a third of pgvector's cosine, which also computes both norms),
+        rescored from the float vectors. Any other entry's half distance is at least the
+        candidates' largest, ``a``, so its float distance is at least ``a - error``: when the
+        k-th rescored distance is below that, the top k are exact. The score threshold is
+        applied by the caller (the order is the same).
         """
         sql = self._sql(
-            "WITH c AS MATERIALIZED (SELECT id, half <=> %b AS approx FROM {side} "
+            "WITH c AS MATERIALIZED (SELECT id, half <#> %b AS approx FROM {side} "
             "WHERE session = %s ORDER BY approx LIMIT %s) "
             "SELECT t.id, t.message, t.embedding <=> %b AS distance, "
             "(SELECT max(approx) FROM c), (SELECT count(*) FROM c) "
@@ -727,7 +729,7 @@ class PgVectorStore:
                 return []
             _, _, last, widest, count = rows[-1]
             # count < n: every entry of the session is a candidate.
-            if count < n or (len(rows) == top_k and float(last) < float(widest) - error):
+            if count < n or (len(rows) == top_k and float(last) < 1 + float(widest) - error):
                 return [(id, data, distance) for id, data, distance, _, _ in rows]
             n *= 8
         return None

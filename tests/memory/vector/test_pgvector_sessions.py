@@ -146,7 +146,7 @@ async def test_the_error_bound_holds_for_pgvectors_arithmetic(pg_dsn: str) -> No
         half = np.frombuffer(pgvector._half_param(query)[4:], ">f2").astype(np.float32)
         rows = sql(
             pg_dsn,
-            "SELECT max(abs((h.half <=> %s::halfvec) - (t.embedding <=> %s::vector))) "
+            "SELECT max(abs(1 + (h.half <#> %s::halfvec) - (t.embedding <=> %s::vector))) "
             f"FROM {table} t JOIN {table}_half h USING (id)",
             (literal(half), literal(query)),
         )
