@@ -11,14 +11,10 @@ float32 ones.
 
 numpy has no fast int8 dot product (it widens to int32 in a generic loop, slower than the float
 scan), hence the optional dependency.
-
-One core's memory bandwidth bounds the scan (100k rows: ~1.5 ms), so a scan of many rows is
-split across the machine's cores, as BLAS does for the float32 scan.
 """
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from goagent_py.errors import MissingExtraError
@@ -31,17 +27,6 @@ __all__ = ["Int8Rows", "Selection", "candidate_count", "quantize", "top_indices"
 
 Selection = tuple[int, int, Any]
 """Rows ``[start, end)`` plus the rows listed in an index array (or None: no more rows)."""
-
-
-# Below this many rows a scan takes ~0.3 ms on one core and threads cost more than they save.
-PARALLEL_ROWS = 20_000
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def candidate_count(top_k: int) -> int:
@@ -66,13 +51,12 @@ class Int8Rows:
     under its lock.
     """
 
-    __slots__ = ("_codes", "_scales", "_simsimd", "_threads")
+    __slots__ = ("_codes", "_scales", "_simsimd")
 
     def __init__(self, dimensions: int) -> None:
         import numpy as np
 
         self._simsimd = _simsimd()
-        self._threads = _cores()
         self._codes: NDArray[np.int8] = np.empty((0, dimensions), dtype=np.int8)
         self._scales: NDArray[np.float32] = np.empty(0, dtype=np.float32)
 
@@ -135,10 +119,7 @@ class Int8Rows:
 
         if not codes.shape[0]:
             return np.empty(0, dtype=np.float32)
-        threads = self._threads if codes.shape[0] >= PARALLEL_ROWS else 1
-        dots = self._simsimd.cdist(
-            q_codes[None, :], codes, metric="dot", out_dtype="float32", threads=threads
-        )
+        dots = self._simsimd.cdist(q_codes[None, :], codes, metric="dot", out_dtype="float32")
         return np.asarray(dots).reshape(-1) * scales
 
 
