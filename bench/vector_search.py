@@ -12,8 +12,11 @@ prints the scan rate (bytes of the matrix per second of an unfiltered search), t
 the machine's memory bandwidth. ``memory-int8`` is the in-memory store with
 ``quantization="int8"`` (the simd extra): its figures add recall@k against an exact scan;
 ``sqlite-int8`` is sqlite-vec with ``quantization="int8"`` (recall@k likewise). For pgvector,
-the session figures are the exact covering-index scan (the default); ``pg-hnsw`` lines repeat
-them through HNSW with an iterative scan (``exact_sessions=False``, what it did before).
+the session figures are the exact session search (the default: half-precision candidates from
+the side table's covering index, rescored exactly); ``pg-hnsw`` lines repeat them through HNSW
+with an iterative scan (``exact_sessions=False``). Inserting 100k entries one batch at a time
+keeps HNSW up to date on every row (slow); ``bench/pg_sessions.py`` loads with COPY instead and
+compares the session search with the previous store's.
 
 Every latency is the median of ``--repeats`` passes over the queries (default 3): the machine
 these figures come from is shared, and one pass can catch another job's burst.

@@ -2,19 +2,30 @@
 
 Layout for ``table="memories"`` (created on first use, recorded in ``goagent_vector_tables``)::
 
-    memories  id TEXT PRIMARY KEY, session TEXT, embedding vector(D), text, message (JSON text),
-              metadata JSONB, created_at
-              + an HNSW index (vector_cosine_ops or vector_l2_ops), a covering session index
-                (session) INCLUDE (id, embedding), a GIN index on metadata
+    memories       id TEXT PRIMARY KEY, session TEXT, embedding vector(D), text, message (JSON
+                   text), metadata JSONB, created_at
+                   + an HNSW index (vector_cosine_ops or vector_l2_ops), a session index, a GIN
+                     index on metadata, and triggers that keep memories_half in step
+    memories_half  id TEXT PRIMARY KEY, session TEXT, half halfvec(D) (the unit vector)
+                   + a covering index (session) INCLUDE (id, half)
 
 Search orders by cosine distance (``<=>``) or Euclidean distance (``<->``), with the session
 and metadata filters (``@>``) and the score threshold in the SQL. A search filtered by session
-is exact: an index-only scan of the session's entries in the covering index (one session's rows
-are contiguous there, while in the table they are spread over every page), which at 100k
-entries and a 10% session costs a few ms where HNSW with a filter cost 28 ms or more (its
-iterative scan visits the other sessions' nodes too). Other filtered searches use HNSW and
-turn on pgvector's iterative index scan, so a selective filter still returns ``top_k`` matches
-when there are that many.
+is exact. Under the cosine metric it scans the session's entries in the side table's covering
+index (an index-only scan: one session's rows are contiguous there, and half precision halves
+the bytes the scan reads), rescores the best ``max(4 * top_k, 64)`` from the float vectors
+and checks the result against a bound on the half-precision error (:func:`_half_error`):
+when no entry outside the candidates can rank in the top ``top_k``, which is nearly always,
+it is the exact answer (the same entries and float scores as a float scan); otherwise the
+search widens, then falls back to scoring the session's float vectors. Vectors go to the
+server as binary parameters (pgvector's own format).
+Under the l2 metric the table's session index covers the float vectors instead
+(``INCLUDE (id, embedding)``). A covering index is made only when a vector leaves room in a
+btree row (2704 bytes) for an id and a session (cosine: up to 1196 dimensions, l2: 598);
+beyond that the session index leads to the rows and the scan reads their vectors from the table.
+
+Other filtered searches use HNSW and turn on pgvector's iterative index scan, so a selective
+filter still returns ``top_k`` matches when there are that many.
 """
 
 from __future__ import annotations
@@ -22,6 +33,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
+import math
+import struct
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -54,15 +68,59 @@ if TYPE_CHECKING:
 
 __all__ = ["PgVectorStore"]
 
+_log = logging.getLogger("goagent_py.memory.vector")
+
 SCHEMA_VERSION = 1
 _REGISTRY = "goagent_vector_tables"
 # metric -> (distance operator, HNSW operator class)
 _OPERATORS = {"cosine": ("<=>", "vector_cosine_ops"), "l2": ("<->", "vector_l2_ops")}
+# Sent with every exact session search, in the same round trip (a pipeline). The planner's
+# estimates are off until the table is analysed (it chose a sequential scan of every session,
+# 100 ms at 100k); the covering index is always the way here, one query is too short for
+# parallel workers, and JIT compilation (where the server has it) would cost more than the
+# query once a large session's scan looks expensive.
 _EXACT_SETTINGS = (
     "SET LOCAL enable_seqscan = off",
     "SET LOCAL enable_bitmapscan = off",
     "SET LOCAL max_parallel_workers_per_gather = 0",
+    "SET LOCAL jit = off",
 )
+# btree's largest row (8 kB pages), what its row header and the vector's header take, and the
+# room a covering index must leave for an entry's id and session (longer ones are refused).
+_BTREE_MAX_ROW = 2704
+_ROW_OVERHEAD = 48
+_KEY_ROOM = 256
+# Session search layouts: half vectors in a side table's covering index, float vectors in the
+# table's covering index, or no vectors (a plain session index on the table).
+_HALF, _FLOAT, _PLAIN = "half", "float", "plain"
+_HALF_INDEX_DEF = "USING btree (session) INCLUDE (id, half)"
+_FLOAT_INDEX_DEF = "USING btree (session) INCLUDE (id, embedding)"
+_TRIGGERS = ("goagent_half_sync", "goagent_half_truncate")
+_SIDE_MARK = "goagent-py PgVectorStore: half-precision session index, kept by triggers"
+
+
+def _vector_bytes(layout: str, dimensions: int) -> int:
+    return 8 + (2 if layout == _HALF else 4) * dimensions
+
+
+def _fits(layout: str, dimensions: int) -> bool:
+    """Whether a covering index of ``layout`` leaves ``_KEY_ROOM`` bytes for id and session."""
+    room = _BTREE_MAX_ROW - _ROW_OVERHEAD - _vector_bytes(layout, dimensions)
+    return room >= _KEY_ROOM
+
+
+def _half_error(dimensions: int) -> float:
+    """A bound on |(1 - half-precision dot product) - float cosine distance|, as pgvector
+    computes them, for vectors stored and queried as unit-length halfvecs.
+
+    Rounding a unit vector's components to half precision moves it by at most
+    ``e = u + s * sqrt(d)`` (``u = 2**-11``, the unit roundoff of normal halves; ``s = 2**-25``,
+    half the spacing of subnormals), so the dot product of two of them moves by at most
+    ``e * (1 + e) + e`` (Cauchy-Schwarz) from their cosine; pgvector sums products in float32,
+    which adds up to ``d * 2**-24`` per dot product or norm, in both distances. Margins on top.
+    """
+    rounding = 2.0**-11 + 2.0**-25 * math.sqrt(dimensions)
+    return 2.1 * rounding + 8 * dimensions * 2.0**-24
 
 
 def _psycopg() -> Any:
@@ -87,9 +145,47 @@ def _index_name(table: str, suffix: str) -> str:
     return f"{table[:keep]}_{digest}_{suffix}"
 
 
-def _literal(vector: NDArray[np.float32]) -> str:
-    # repr() of a float32 widened to float round-trips exactly through pgvector's float4 parser.
-    return "[" + ",".join(repr(x) for x in vector.tolist()) + "]"
+class _VectorParam(bytes):
+    """A vector in pgvector's binary format, sent as a binary parameter: formatting and
+    parsing 384 floats as text cost ~0.3 ms a vector on the machine of the figures."""
+
+
+class _HalfParam(bytes):
+    """A halfvec in pgvector's binary format."""
+
+
+def _vector_param(vector: NDArray[np.float32]) -> _VectorParam:
+    # header: dimensions and an unused int16, then big-endian float32s (vector_recv)
+    return _VectorParam(struct.pack(">HH", len(vector), 0) + vector.astype(">f4").tobytes())
+
+
+def _half_param(vector: NDArray[np.float32]) -> _HalfParam:
+    """``vector`` scaled to length 1 and rounded to half precision (round to nearest, as
+    :func:`_half_error` assumes; no component can overflow)."""
+    import numpy as np
+
+    wide = vector.astype(np.float64)
+    unit = wide / float(np.linalg.norm(wide))
+    return _HalfParam(struct.pack(">HH", len(vector), 0) + unit.astype(">f2").tobytes())
+
+
+async def _register_params(conn: Any) -> None:
+    """Teach ``conn`` to send :class:`_VectorParam` and :class:`_HalfParam` (the types' OIDs
+    are the database's own: pgvector is an extension)."""
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format
+
+    cur = await conn.execute("SELECT to_regtype('vector')::oid, to_regtype('halfvec')::oid")
+    row = await cur.fetchone()
+    for cls, oid in zip((_VectorParam, _HalfParam), row, strict=True):
+        if oid is None:  # pgvector before 0.7: no halfvec, and no half layout either
+            continue
+        dumper = type(
+            f"{cls.__name__}Dumper",
+            (Dumper,),
+            {"format": Format.BINARY, "oid": int(oid), "dump": lambda self, obj: bytes(obj)},
+        )
+        conn.adapters.register_dumper(cls, dumper)
 
 
 class PgVectorStore:
@@ -106,8 +202,9 @@ class PgVectorStore:
             for the Euclidean distance ``d``); must match what the table was created with.
         hnsw_m: HNSW ``m`` (links per node), used when the index is created.
         hnsw_ef_construction: HNSW ``ef_construction``, used when the index is created.
-        exact_sessions: search a session by an exact scan of its entries (the default); False
-            uses HNSW with an iterative scan instead (approximate; for sessions so large that
+        exact_sessions: search a session exactly (the default: a scan of its entries' half
+            vectors, the best rescored from the float ones; see the module notes); False uses
+            HNSW with an iterative scan instead (approximate; for sessions so large that
             scanning them costs more, roughly beyond 50k entries).
 
     Raises:
@@ -146,6 +243,7 @@ class PgVectorStore:
         self._m = hnsw_m
         self._ef = hnsw_ef_construction
         self._exact_sessions = exact_sessions
+        self._layout = _PLAIN  # what the table has, set on first use (_ensure_indexes)
         if isinstance(dsn_or_connection, str):
             self._dsn: str | None = dsn_or_connection
             self._conn: Any = None
@@ -179,6 +277,10 @@ class PgVectorStore:
             hnsw=ident(_index_name(self._name, "hnsw_idx")),
             sess=ident(_index_name(self._name, "session_idx")),
             cover=ident(_index_name(self._name, "session_cover_idx")),
+            side=ident(_index_name(self._name, "half")),
+            side_idx=ident(_index_name(self._name, "half_cover_idx")),
+            sync=ident(_index_name(self._name, "half_sync")),
+            trunc=ident(_index_name(self._name, "half_truncate")),
             meta=ident(_index_name(self._name, "metadata_idx")),
             reg=ident(_REGISTRY),
         )
@@ -189,12 +291,23 @@ class PgVectorStore:
         if self._conn is None:
             self._conn = await self._psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
         if not self._ready:
-            await self._migrate(self._conn)
+            built = await self._migrate(self._conn)
             self._ready = True
+            if built and self._conn.autocommit:
+                # A side table just filled has no page marked all-visible yet, and until
+                # autovacuum comes by, the index-only scan also reads the table's rows.
+                await self._conn.execute(self._sql("VACUUM (ANALYZE) {side}"))
         return self._conn
 
-    async def _migrate(self, conn: Any) -> None:
+    async def _migrate(self, conn: Any) -> bool:
+        """Create or check the table and its indexes; True if it built the side table."""
         async with conn.transaction():
+            # Stores opening the same table at once take turns: the first builds, the others
+            # then find it built (instead of racing to create the same objects).
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"goagent_vector_tables:{self._name}",),
+            )
             await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             await conn.execute(
                 self._sql(
@@ -232,21 +345,18 @@ class PgVectorStore:
                     ),
                     (self._name, SCHEMA_VERSION, self._dims, self._metric),
                 )
-            await self._ensure_indexes(conn)
+            await _register_params(conn)  # in the transaction: it must not leave one open
+            return await self._ensure_indexes(conn)
 
-    async def _ensure_indexes(self, conn: Any) -> None:
-        """Create whichever of the three indexes the table lacks.
+    async def _ensure_indexes(self, conn: Any) -> bool:
+        """Create whichever indexes the table lacks, and the session layout it should have;
+        True if it built the side table.
 
         Looked up by what they index, not by name: tables made before index names were
         shortened (62-63-character table names) got their names truncated by PostgreSQL, so
         at most one index, and for 63 characters none, was made.
         """
-        cur = await conn.execute(
-            "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-            "AND tablename = %s",
-            (self._name,),
-        )
-        defs = [str(r[0]) for r in await cur.fetchall()]
+        defs = await self._index_defs(conn, self._name)
         if not any("USING hnsw (embedding" in d for d in defs):
             await conn.execute(
                 self._sql(
@@ -255,21 +365,129 @@ class PgVectorStore:
                     f"ef_construction = {self._ef})"
                 )
             )
-        if not any("USING btree (session) INCLUDE (id, embedding)" in d for d in defs):
-            await conn.execute(
-                self._sql(
-                    "CREATE INDEX IF NOT EXISTS {cover} ON {t} (session) INCLUDE (id, embedding)"
-                )
-            )
-            # It does what the plain session index of tables made before did; two indexes on
-            # session would only make the planner's choice less predictable.
-            await conn.execute(self._sql("DROP INDEX IF EXISTS {sess}"))
         if not any("USING gin (metadata" in d for d in defs):
             await conn.execute(
                 self._sql(
                     "CREATE INDEX IF NOT EXISTS {meta} ON {t} USING gin (metadata jsonb_path_ops)"
                 )
             )
+        wanted = [
+            layout
+            for layout in ((_HALF,) if self._metric == "cosine" else ()) + (_FLOAT,)
+            if _fits(layout, self._dims)
+        ]
+        layout = await self._current_layout(conn)
+        if _HALF in wanted and layout != _HALF and await self._side_name_taken(conn):
+            _log.warning(
+                "%r: a table named %r that is not its side table exists; no half session index",
+                self,
+                _index_name(self._name, "half"),
+            )
+            wanted.remove(_HALF)
+        if layout not in (*wanted, _PLAIN):
+            # A covering index made for vectors too long for it (by a version that did not
+            # check): every insert would fail.
+            await conn.execute(self._sql("DROP INDEX IF EXISTS {cover}"))
+        for candidate in wanted:
+            if layout == candidate:
+                break
+            # A savepoint each: a layout the server cannot make (a pgvector before 0.7 has no
+            # halfvec) leaves the table as it was, and the next one is tried.
+            try:
+                async with conn.transaction():
+                    await self._make_layout(conn, candidate)
+            except self._psycopg.Error as exc:
+                _log.warning("%r: no %s session index (%s)", self, candidate, exc)
+                continue
+            break
+        self._layout = await self._current_layout(conn)
+        if self._layout == _HALF:
+            # Made again by an older version of the store since (it does not know the side
+            # table); of no use to this one.
+            await conn.execute(self._sql("DROP INDEX IF EXISTS {cover}"))
+        if self._layout != _FLOAT:
+            await conn.execute(self._sql("CREATE INDEX IF NOT EXISTS {sess} ON {t} (session)"))
+        return layout != _HALF and self._layout == _HALF
+
+    async def _index_defs(self, conn: Any, table: str) -> list[str]:
+        cur = await conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = %s",
+            (table,),
+        )
+        return [str(r[0]) for r in await cur.fetchall()]
+
+    async def _current_layout(self, conn: Any) -> str:
+        side = await self._index_defs(conn, _index_name(self._name, "half"))
+        if any(d.endswith(_HALF_INDEX_DEF) for d in side):
+            cur = await conn.execute(
+                "SELECT count(*) FROM pg_trigger WHERE tgname = ANY(%s) AND tgrelid = "
+                "(SELECT oid FROM pg_class WHERE relname = %s "
+                "AND relnamespace = current_schema()::regnamespace)",
+                (list(_TRIGGERS), self._name),
+            )
+            row = await cur.fetchone()
+            if row is not None and int(row[0]) == len(_TRIGGERS):
+                return _HALF
+        if any(d.endswith(_FLOAT_INDEX_DEF) for d in await self._index_defs(conn, self._name)):
+            return _FLOAT
+        return _PLAIN
+
+    async def _side_name_taken(self, conn: Any) -> bool:
+        """Whether ``<table>_half`` exists without this store's mark (someone else's table:
+        building the side table would empty it)."""
+        cur = await conn.execute(
+            "SELECT obj_description(oid, 'pg_class') FROM pg_class WHERE relname = %s "
+            "AND relnamespace = current_schema()::regnamespace",
+            (_index_name(self._name, "half"),),
+        )
+        row = await cur.fetchone()
+        return row is not None and row[0] != _SIDE_MARK
+
+    async def _make_layout(self, conn: Any, layout: str) -> None:
+        """Build the session index of ``layout``, then drop the ones it replaces."""
+        if layout == _FLOAT:
+            await conn.execute(
+                self._sql(
+                    "CREATE INDEX IF NOT EXISTS {cover} ON {t} (session) INCLUDE (id, embedding)"
+                )
+            )
+            # Two indexes on session would only make the planner's choice less predictable.
+            await conn.execute(self._sql("DROP INDEX IF EXISTS {sess}"))
+            return
+        # The side table holds each entry's session and unit vector in half precision, kept
+        # in step with the table by triggers (so writers that do not know of it, such as
+        # older versions of this store, keep it up to date too). Making it reads the table
+        # once and builds one btree; the table itself and its HNSW index are not touched.
+        # The triggers take a lock that holds other writers until this transaction ends.
+        d = self._dims
+        for statement in (
+            "CREATE TABLE IF NOT EXISTS {side} (id TEXT PRIMARY KEY, session TEXT, "
+            f"half halfvec({d}) NOT NULL)",
+            f"COMMENT ON TABLE {{side}} IS '{_SIDE_MARK}'",
+            "TRUNCATE {side}",  # left from an earlier table of this name: rebuilt below
+            "CREATE OR REPLACE FUNCTION {sync}() RETURNS trigger LANGUAGE plpgsql "
+            "SET search_path FROM CURRENT AS $$ BEGIN "
+            "IF TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND OLD.id IS DISTINCT FROM NEW.id) "
+            "THEN DELETE FROM {side} WHERE id = OLD.id; END IF; "
+            "IF TG_OP <> 'DELETE' THEN INSERT INTO {side} (id, session, half) VALUES "
+            f"(NEW.id, NEW.session, l2_normalize(NEW.embedding)::halfvec({d})) "
+            "ON CONFLICT (id) DO UPDATE SET session = EXCLUDED.session, half = EXCLUDED.half; "
+            "END IF; RETURN NULL; END $$",
+            "CREATE OR REPLACE FUNCTION {trunc}() RETURNS trigger LANGUAGE plpgsql "
+            "SET search_path FROM CURRENT AS $$ BEGIN TRUNCATE {side}; RETURN NULL; END $$",
+            f"DROP TRIGGER IF EXISTS {_TRIGGERS[0]} ON {{t}}",
+            f"CREATE TRIGGER {_TRIGGERS[0]} AFTER INSERT OR DELETE OR UPDATE OF id, session, "
+            "embedding ON {t} FOR EACH ROW EXECUTE FUNCTION {sync}()",
+            f"DROP TRIGGER IF EXISTS {_TRIGGERS[1]} ON {{t}}",
+            f"CREATE TRIGGER {_TRIGGERS[1]} AFTER TRUNCATE ON {{t}} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION {trunc}()",
+            "INSERT INTO {side} (id, session, half) "
+            f"SELECT id, session, l2_normalize(embedding)::halfvec({d}) FROM {{t}}",
+            "CREATE INDEX IF NOT EXISTS {side_idx} ON {side} (session) INCLUDE (id, half)",
+            "DROP INDEX IF EXISTS {cover}",
+        ):
+            await conn.execute(self._sql(statement))
 
     async def _with_conn(self, work: Any) -> Any:
         """Run ``work(conn)`` under the lock; database errors become MemoryStoreError."""
@@ -305,7 +523,7 @@ class PgVectorStore:
 
     def _prepare(self, entries: Sequence[UpsertEntry]) -> list[tuple[Any, ...]]:
         return [
-            (e.id, e.session, _literal(e.vector), e.text, e.message, e.metadata)
+            (e.id, e.session, _vector_param(e.vector), e.text, e.message, e.metadata)
             for e in serialize_entries(entries, self._dims, self._metric)
         ]
 
@@ -313,28 +531,50 @@ class PgVectorStore:
         """Insert or replace entry ``id``.
 
         Raises:
-            ConfigurationError: a bad vector, id or metadata; nothing is written.
+            ConfigurationError: a bad vector, id or metadata, or an id and session longer
+                together than the covering session index has room for (2704 bytes less the
+                vector's: 1,880 bytes at 384 dimensions); nothing is written.
             MemoryStoreError: the database failed.
         """
         await self.upsert_batch([UpsertEntry(id, vector, message)])
 
     async def upsert_batch(self, entries: Sequence[UpsertEntry]) -> None:
-        """Insert or replace all ``entries`` in one transaction; the last of duplicate ids wins."""
+        """Insert or replace all ``entries`` in one transaction; the last of duplicate ids wins.
+
+        Raises:
+            ConfigurationError: as :meth:`upsert`, for any entry; nothing is written.
+            MemoryStoreError: the database failed.
+        """
         rows = self._prepare(entries)
         if not rows:
             return
         query = self._sql(
             "INSERT INTO {t} (id, session, embedding, text, message, metadata) "
-            "VALUES (%s, %s, %s::vector, %s, %s, %s::jsonb) ON CONFLICT (id) DO UPDATE SET "
+            "VALUES (%s, %s, %b, %s, %s, %s::jsonb) ON CONFLICT (id) DO UPDATE SET "
             "session = EXCLUDED.session, embedding = EXCLUDED.embedding, text = EXCLUDED.text, "
             "message = EXCLUDED.message, metadata = EXCLUDED.metadata"
         )
 
         async def write(conn: Any) -> None:
+            self._check_key_room(rows)
             async with conn.transaction(), conn.cursor() as cur:
                 await cur.executemany(query, rows)
 
         await self._with_conn(write)
+
+    def _check_key_room(self, rows: list[tuple[Any, ...]]) -> None:
+        """Refuse, before writing, an entry whose id and session overflow a covering index row
+        (the database would fail the whole batch)."""
+        if self._layout == _PLAIN:
+            return
+        room = _BTREE_MAX_ROW - _ROW_OVERHEAD - _vector_bytes(self._layout, self._dims)
+        for id, session, *_ in rows:
+            used = len(id.encode()) + len((session or "").encode())
+            if used > room:
+                raise ConfigurationError(
+                    f"entry {id!r}: its id and session take {used} bytes; with "
+                    f"{self._dims}-dimensional vectors table {self._name!r} has room for {room}"
+                )
 
     async def delete(self, id: str) -> None:
         """Remove entry ``id`` (no error if it does not exist)."""
@@ -383,51 +623,18 @@ class PgVectorStore:
         """
         options = options or SearchOptions()
         filter = check_filter(options.filter)
-        query_vec = _literal(
-            as_vector(vector, self._dims, what="query vector", metric=self._metric)
-        )
+        query = as_vector(vector, self._dims, what="query vector", metric=self._metric)
         exact = self._exact_sessions and split_session(dict(filter)) is not None
         conds, filter_params = self._filter_sql(filter)
-        params: list[Any] = [query_vec, *filter_params]
-        bound = (
-            None
-            if options.score_threshold is None
-            else max_distance(self._metric, options.score_threshold)
-        )
-        if bound is not None:
-            conds.append(f"embedding {self._op} %s::vector <= %s")
-            params += [query_vec, bound]
-        where = f"WHERE {' AND '.join(conds)}" if conds else ""
-        if exact:
-            # OFFSET 0 keeps the distance out of reach of the HNSW index: the session's
-            # entries are read from the covering index and all of them are scored.
-            query = self._sql(
-                "WITH top AS MATERIALIZED (SELECT id, distance FROM (SELECT id, embedding "
-                f"{self._op} %s::vector AS distance FROM {{t}} {where} OFFSET 0) AS s "
-                "ORDER BY distance, id LIMIT %s) SELECT top.id, t.message, top.distance "
-                "FROM top JOIN {t} AS t USING (id) ORDER BY top.distance, top.id"
-            )
-        else:
-            query = self._sql(
-                f"SELECT id, message, embedding {self._op} %s::vector AS distance FROM {{t}} "
-                f"{where} ORDER BY distance, id LIMIT %s"
-            )
-        params.append(options.top_k)
 
         async def run(conn: Any) -> list[tuple[str, str, float]]:
-            async with conn.transaction():
-                if exact:
-                    # The planner's estimates are off until the table is analysed (it chose a
-                    # sequential scan of every session, 100 ms at 100k); the covering index is
-                    # always the way here, and one query is too short for parallel workers.
-                    for setting in _EXACT_SETTINGS:
-                        await conn.execute(setting)
-                elif conds:
-                    # Without it, HNSW returns ef_search candidates and the filter may leave
-                    # fewer than top_k of them.
-                    await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-                cur = await conn.execute(query, params)
-                return list(await cur.fetchall())
+            if not exact:
+                return await self._approximate(conn, query, conds, filter_params, options)
+            if self._layout == _HALF and len(conds) == 1:  # the session and nothing else
+                found = await self._half_scan(conn, query, filter_params[0], options.top_k)
+                if found is not None:
+                    return found
+            return await self._exact_scan(conn, query, conds, filter_params, options)
 
         rows: list[tuple[str, str, float]] = await self._with_conn(run)
         threshold = options.score_threshold
@@ -438,6 +645,109 @@ class PgVectorStore:
                 continue
             out.append(ScoredMessage(self._load(id, data), score, id))
         return out
+
+    def _bounded(
+        self, literal: _VectorParam, conds: list[str], params: list[Any], options: SearchOptions
+    ) -> tuple[str, list[Any]]:
+        """The WHERE clause and its parameters, with the score threshold as a distance bound."""
+        conds, params = list(conds), [literal, *params]
+        if options.score_threshold is not None:
+            conds.append(f"embedding {self._op} %b <= %s")
+            params += [literal, max_distance(self._metric, options.score_threshold)]
+        return (f"WHERE {' AND '.join(conds)}" if conds else ""), params
+
+    async def _approximate(
+        self,
+        conn: Any,
+        query: NDArray[np.float32],
+        conds: list[str],
+        params: list[Any],
+        options: SearchOptions,
+    ) -> list[tuple[str, str, float]]:
+        """HNSW (unfiltered, or filtered with an iterative scan)."""
+        where, params = self._bounded(_vector_param(query), conds, params, options)
+        sql = self._sql(
+            f"SELECT id, message, embedding {self._op} %b AS distance FROM {{t}} "
+            f"{where} ORDER BY distance, id LIMIT %s"
+        )
+        async with conn.transaction():
+            if conds or options.score_threshold is not None:
+                # Without it, HNSW returns ef_search candidates and the filter may leave
+                # fewer than top_k of them.
+                await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+            cur = await conn.execute(sql, [*params, options.top_k])
+            return list(await cur.fetchall())
+
+    async def _exact_scan(
+        self,
+        conn: Any,
+        query: NDArray[np.float32],
+        conds: list[str],
+        params: list[Any],
+        options: SearchOptions,
+    ) -> list[tuple[str, str, float]]:
+        """Score every entry of the session from the float vectors (from the covering index
+        of the l2 layout, from the table otherwise)."""
+        where, params = self._bounded(_vector_param(query), conds, params, options)
+        # OFFSET 0 keeps the distance out of reach of the HNSW index: the session's entries
+        # are read by the session index and all of them are scored.
+        sql = self._sql(
+            "WITH top AS MATERIALIZED (SELECT id, distance FROM (SELECT id, embedding "
+            f"{self._op} %b AS distance FROM {{t}} {where} OFFSET 0) AS s "
+            "ORDER BY distance, id LIMIT %s) SELECT top.id, t.message, top.distance "
+            "FROM top JOIN {t} AS t USING (id) ORDER BY top.distance, top.id"
+        )
+        return await self._pipelined(conn, sql, [*params, options.top_k])
+
+    async def _half_scan(
+        self, conn: Any, query: NDArray[np.float32], session: str, top_k: int
+    ) -> list[tuple[str, str, float]] | None:
+        """The exact top ``top_k`` of a session through the half vectors, or None when the
+        error bound cannot rule out an entry outside the candidates (rare).
+
+        Candidates: the best ``n`` by half-precision distance ``1 - dot`` (an index-only scan
+        of the covering index; the vectors are unit length, so the dot product stands for
+        the cosine and costs a third of pgvector's cosine, which also computes both norms),
+        rescored from the float vectors. Any other entry's half distance is at least the
+        candidates' largest, ``a``, so its float distance is at least ``a - error``: when the
+        k-th rescored distance is below that, the top k are exact. The score threshold is
+        applied by the caller (the order is the same).
+        """
+        sql = self._sql(
+            "WITH c AS MATERIALIZED (SELECT id, half <#> %b AS approx FROM {side} "
+            "WHERE session = %s ORDER BY approx LIMIT %s) "
+            "SELECT t.id, t.message, t.embedding <=> %b AS distance, "
+            "(SELECT max(approx) FROM c), (SELECT count(*) FROM c) "
+            "FROM c JOIN {t} AS t USING (id) ORDER BY distance, t.id LIMIT %s"
+        )
+        unit, literal = _half_param(query), _vector_param(query)
+        error = _half_error(self._dims)
+        n = max(4 * top_k, 64)
+        for _ in range(2):
+            rows = await self._pipelined(conn, sql, [unit, session, n, literal, top_k])
+            if not rows:
+                return []
+            _, _, last, widest, count = rows[-1]
+            # count < n: every entry of the session is a candidate.
+            if count < n or (len(rows) == top_k and float(last) < 1 + float(widest) - error):
+                return [(id, data, distance) for id, data, distance, _, _ in rows]
+            n *= 8
+        return None
+
+    async def _pipelined(self, conn: Any, sql: Any, params: list[Any]) -> list[Any]:
+        """``sql`` in a transaction under ``_EXACT_SETTINGS``, in one round trip when the
+        client library can pipeline (libpq 14+)."""
+        if self._psycopg.Pipeline.is_supported():
+            async with conn.pipeline(), conn.transaction():
+                for setting in _EXACT_SETTINGS:
+                    await conn.execute(setting)
+                cur = await conn.execute(sql, params)
+            return list(await cur.fetchall())
+        async with conn.transaction():
+            for setting in _EXACT_SETTINGS:
+                await conn.execute(setting)
+            cur = await conn.execute(sql, params)
+            return list(await cur.fetchall())
 
     @staticmethod
     def _filter_sql(filter: dict[str, Any]) -> tuple[list[str], list[Any]]:
