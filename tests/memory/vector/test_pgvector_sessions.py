@@ -16,7 +16,7 @@ from goagent_py.messages import Message, Role, TextBlock, messages_to_json
 
 psycopg = pytest.importorskip("psycopg", reason='needs the "postgres" extra')
 
-from goagent_py.memory.vector import pgvector  # noqa: E402
+from goagent_py.memory.vector import _pg_layout, pgvector  # noqa: E402
 from goagent_py.memory.vector.pgvector import PgVectorStore  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a real PostgreSQL
@@ -140,7 +140,7 @@ async def test_the_error_bound_holds_for_pgvectors_arithmetic(pg_dsn: str) -> No
     vectors[200:300] *= 1e4
     async with PgVectorStore(pg_dsn, table=table, dimensions=dims) as store:
         await store.upsert_batch(batch(vectors, sessions=1))
-    error = pgvector._half_error(dims)
+    error = _pg_layout._half_error(dims)
     for query in rng.standard_normal((5, dims), dtype=np.float32):
         # the half query vector exactly as the store sends it
         half = np.frombuffer(pgvector._half_param(query)[4:], ">f2").astype(np.float32)
