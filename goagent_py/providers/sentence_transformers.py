@@ -6,10 +6,12 @@ With no ``model_path`` it uses all-MiniLM-L6-v2 (384 dimensions), whose files th
 touches the network. The import and the load take a few seconds: both happen once, lazily, in a
 worker thread.
 
-One text (a search query) takes a shorter path than ``encode``: the model's own tokenizer and
-forward pass under ``torch.inference_mode``, on the embedder's own worker thread with one torch
-thread (``query_threads``). Its vectors are ``encode``'s (checked on a probe text at load; a
-model where they differ keeps ``encode``). Batches go through ``encode`` as before.
+One text (a search query) takes a shorter path than ``encode``, on the embedder's own worker
+thread with one thread (``query_threads``): the whole model exported to ONNX in memory at load
+and run by ONNX Runtime, or without ``onnxruntime`` the model's own modules under
+``torch.inference_mode`` (see :mod:`goagent_py.providers._st_onnx`). Its vectors are
+``encode``'s (checked on probe texts at load; a model where they differ keeps ``encode``).
+Batches go through ``encode`` as before.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from goagent_py.errors import ConfigurationError, MissingExtraError, NoEmbeddableContentError
 from goagent_py.messages import ContentBlock, TextBlock
+from goagent_py.providers._st_onnx import OneText, one_text_path
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,9 +41,6 @@ _OFFLINE_ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # the weight-loading bar would land on stderr
 }
-# The load compares the direct path with encode() on this text; below this cosine, encode stays.
-_PROBE = "Where is the retry policy of a tool configured? sqlite-vec, FTS5 and BM25."
-_SAME_VECTOR = 0.99999
 
 
 def default_embedding_model_path() -> Path:
@@ -96,12 +96,13 @@ class SentenceTransformerEmbedder:
         normalize: return unit-length vectors (models with a ``Normalize`` module, like the
             default, return them either way).
         batch_size: texts per forward pass.
-        query_threads: torch intra-op threads for one text (:meth:`embed`), which runs on a
-            worker thread of this embedder's own; None uses torch's process-wide setting (as
+        query_threads: threads for one text (:meth:`embed`), which runs on a worker thread
+            of this embedder's own (ONNX Runtime intra-op threads, or torch's for that thread
+            only); None uses the runtime's default (torch: its process-wide setting, as
             batches do). The default 1: a query of a few dozen tokens gains little from a
             second thread, and waits for it whenever the other cores are busy (p50 of one
-            query on a shared 2-core machine: 13 ms with 1 thread, 117-350 ms with 2).
-            Other threads keep torch's setting.
+            query with torch on a shared 2-core machine: 13 ms with 1 thread, 117-350 ms
+            with 2).
 
     Raises:
         ConfigurationError: a bad ``batch_size`` or ``query_threads``.
@@ -139,9 +140,10 @@ class SentenceTransformerEmbedder:
         self._query_threads = query_threads
         self._model: Any = None
         self._lock = threading.Lock()
-        # Set by _load: the one-text worker, and whether the direct path gives encode's vectors.
+        # Set by _load: the one-text worker and the one-text path (None: encode).
         self._query_pool: ThreadPoolExecutor | None = None
-        self._direct = False
+        self._query_path: str | None = None
+        self._one_text: OneText | None = None
 
     def __repr__(self) -> str:
         return (
@@ -158,10 +160,21 @@ class SentenceTransformerEmbedder:
             if self._model is None:
                 st = _import_sentence_transformers()
                 model = st.SentenceTransformer(str(self._path), device=self._device)
-                self._direct = _direct_matches_encode(model, self._normalize)
+                self._query_path, self._one_text = one_text_path(
+                    model, self._normalize, self._query_threads
+                )
                 self._query_pool = self._start_query_pool()
                 self._model = model
             return self._model
+
+    @property
+    def query_path(self) -> str | None:
+        """How one text is embedded: "onnxruntime", "torch" or "encode" (None before loading).
+
+        "onnxruntime" needs the ``onnx`` and ``onnxruntime`` packages (extra ``local``) and a
+        CPU device; every path gives ``encode``'s vectors (cosine >= 0.99999 on probe texts).
+        """
+        return self._query_path
 
     def _start_query_pool(self) -> ThreadPoolExecutor:
         """One worker thread for one-text forwards, with ``query_threads`` torch threads."""
@@ -209,9 +222,10 @@ class SentenceTransformerEmbedder:
         return int(get())
 
     def _encode_one(self, text: str) -> NDArray[np.float32]:
-        """One text through the model's forward pass directly (no ``encode`` overhead)."""
-        model = self._load()
-        vectors = _direct(model, [text], self._normalize) if self._direct else self._encode([text])
+        """One text on the path chosen at load (no ``encode`` overhead)."""
+        self._load()
+        run = self._one_text
+        vectors = run([text]) if run is not None else self._encode([text])
         row: NDArray[np.float32] = vectors[0]
         return row
 
@@ -258,57 +272,6 @@ class SentenceTransformerEmbedder:
 
             return np.zeros((0, self.dimensions), dtype=np.float32)
         return await asyncio.to_thread(self._encode, texts)
-
-
-def _features(model: Any, texts: list[str]) -> dict[str, Any]:
-    """The model's own tokenization of ``texts``, on the model's device."""
-    # preprocess() since sentence-transformers 6 (tokenize() is deprecated there).
-    prepare = getattr(model, "preprocess", None) or model.tokenize
-    features: dict[str, Any] = prepare(texts)
-    device = model.device
-    return {k: v.to(device) if hasattr(v, "to") else v for k, v in features.items()}
-
-
-def _direct(model: Any, texts: list[str], normalize: bool) -> NDArray[np.float32]:
-    """The model's modules on ``texts`` (tokenizer, transformer, pooling...), without encode."""
-    import numpy as np
-    import torch
-
-    features = _features(model, texts)
-    with torch.inference_mode():
-        out = model(features)["sentence_embedding"]
-        if normalize:
-            out = torch.nn.functional.normalize(out, p=2, dim=1)
-        vectors = out.float().cpu().numpy()
-    return np.ascontiguousarray(vectors, dtype=np.float32)
-
-
-def _direct_matches_encode(model: Any, normalize: bool) -> bool:
-    """Whether the direct path gives ``encode``'s vector on a probe text.
-
-    ``encode`` may add what the direct path does not (a default prompt, a truncated dimension,
-    a task the model routes on): then one text keeps going through ``encode``.
-    """
-    import numpy as np
-
-    try:
-        want = model.encode(
-            [_PROBE], normalize_embeddings=normalize, convert_to_numpy=True, show_progress_bar=False
-        )
-        got = _direct(model, [_PROBE], normalize)
-    except Exception:
-        return False
-    want = np.asarray(want, dtype=np.float64).reshape(1, -1)
-    if got.shape != want.shape:
-        return False
-    a, b = got[0].astype(np.float64), want[0]
-    denominator = float(np.linalg.norm(a) * np.linalg.norm(b))
-    if denominator == 0.0:
-        return False
-    same_length = abs(float(np.linalg.norm(a)) - float(np.linalg.norm(b))) <= 1e-4 * max(
-        1.0, float(np.linalg.norm(b))
-    )
-    return same_length and float(a @ b) / denominator >= _SAME_VECTOR
 
 
 def _pooled_dimensions(path: Path) -> int | None:

@@ -1,7 +1,8 @@
-"""SentenceTransformerEmbedder's one-text path: encode()'s vectors, torch threads of its own.
+"""SentenceTransformerEmbedder's one-text paths (ONNX Runtime, torch): encode()'s vectors,
+threads of their own.
 
-The reference vectors come from sentence-transformers' own ``encode``, so a direct path that
-drifted from it (pooling, normalisation, truncation, tokenisation) fails here.
+The reference vectors come from sentence-transformers' own ``encode``, so a path that drifted
+from it (pooling, normalisation, truncation, tokenisation, a shape fixed by the export) fails.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import TextBlock
-from goagent_py.providers import sentence_transformers as st_module
+from goagent_py.providers import _st_onnx
 from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +57,7 @@ def reference(embedder: SentenceTransformerEmbedder, items: list[str]) -> np.nda
 async def test_one_text_vectors_are_encodes_vectors(embedder: SentenceTransformerEmbedder) -> None:
     items = texts()
     assert len(items) >= 250
-    assert embedder._direct  # the default model takes the direct path
+    assert embedder.query_path == "onnxruntime"  # onnx and onnxruntime are in extra local
     got = np.stack([await embedder.embed([TextBlock(t)]) for t in items])
     want = reference(embedder, items)
     assert got.dtype == np.float32
@@ -116,13 +117,38 @@ def test_bad_query_threads_are_refused(value: Any) -> None:
         SentenceTransformerEmbedder(query_threads=value)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_extra("local")
+def test_the_torch_path_gives_encodes_vectors_too(embedder: SentenceTransformerEmbedder) -> None:
+    items = texts()[::3]
+    run = _st_onnx.torch_path(embedder._load(), True)
+    got = np.concatenate([run([t]) for t in items])
+    cosines = (got * reference(embedder, items)).sum(axis=1)
+    assert float(cosines.min()) >= 0.9999
+
+
+@pytest.mark.slow
+@pytest.mark.needs_extra("local")
+async def test_without_onnx_runtime_one_text_runs_on_torch(
+    monkeypatch: pytest.MonkeyPatch, embedder: SentenceTransformerEmbedder
+) -> None:
+    monkeypatch.setattr(_st_onnx, "onnx_path", lambda model, normalize, threads: None)
+    plain = SentenceTransformerEmbedder()
+    assert plain.query_path is None
+    await plain.load()
+    assert plain.query_path == "torch"
+    items = texts()[:10]
+    got = np.stack([await plain.embed([TextBlock(t)]) for t in items])
+    np.testing.assert_allclose(got, reference(embedder, items), atol=1e-5)
+
+
 class _FakeModel:
     def encode(self, texts: list[str], **kwargs: Any) -> np.ndarray:
         return np.array([[0.6, 0.8, 0.0]], dtype=np.float32)
 
 
 @pytest.mark.parametrize(
-    ("direct", "same"),
+    ("vector", "same"),
     [
         ([[0.6, 0.8, 0.0]], True),
         ([[0.6, 0.8, 0.001]], True),  # float noise
@@ -131,18 +157,26 @@ class _FakeModel:
         ([[0.6, 0.8]], False),  # truncated dimensions
     ],
 )
-def test_the_direct_path_is_used_only_where_it_gives_encodes_vector(
-    monkeypatch: pytest.MonkeyPatch, direct: list[list[float]], same: bool
+def test_a_path_is_used_only_where_it_gives_encodes_vector(
+    vector: list[list[float]], same: bool
 ) -> None:
-    monkeypatch.setattr(
-        st_module, "_direct", lambda model, texts, normalize: np.array(direct, dtype=np.float32)
-    )
-    assert st_module._direct_matches_encode(_FakeModel(), True) is same
+    def run(texts: list[str]) -> np.ndarray:
+        return np.array(vector, dtype=np.float32)
+
+    assert _st_onnx.matches_encode(_FakeModel(), True, run) is same
 
 
-def test_a_failing_direct_path_means_encode(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(model: Any, texts: list[str], normalize: bool) -> np.ndarray:
+def test_a_failing_path_is_not_used() -> None:
+    def broken(texts: list[str]) -> np.ndarray:
         raise AttributeError("no preprocess or tokenize here")
 
-    monkeypatch.setattr(st_module, "_direct", broken)
-    assert st_module._direct_matches_encode(_FakeModel(), True) is False
+    assert _st_onnx.matches_encode(_FakeModel(), True, broken) is False
+
+
+def test_no_path_matching_encode_means_encode(monkeypatch: pytest.MonkeyPatch) -> None:
+    def wrong(texts: list[str]) -> np.ndarray:
+        return np.array([[0.8, 0.6, 0.0]], dtype=np.float32)
+
+    monkeypatch.setattr(_st_onnx, "onnx_path", lambda model, normalize, threads: wrong)
+    monkeypatch.setattr(_st_onnx, "torch_path", lambda model, normalize: wrong)
+    assert _st_onnx.one_text_path(_FakeModel(), True, 1) == ("encode", None)
