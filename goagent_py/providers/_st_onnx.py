@@ -165,16 +165,18 @@ def matches_encode(model: Any, normalize: bool, run: OneText) -> bool:
     return True
 
 
-def one_text_path(model: Any, normalize: bool, threads: int | None) -> tuple[str, OneText | None]:
+def one_text_path(
+    model: Any, normalize: bool, threads: int | None, *, onnx: bool = True
+) -> tuple[str, OneText | None]:
     """The fastest path that gives ``encode``'s vectors: ("onnxruntime" | "torch", run), or
-    ("encode", None)."""
+    ("encode", None). ``onnx=False`` skips ONNX Runtime."""
+    exported: OneText | None = None
     try:
-        onnx = onnx_path(model, normalize, threads)
+        exported = onnx_path(model, normalize, threads) if onnx else None
     except Exception as exc:  # an architecture the exporter does not handle
         _log.debug("ONNX export of the embedder failed, using torch: %r", exc)
-        onnx = None
-    if onnx is not None and matches_encode(model, normalize, onnx):
-        return "onnxruntime", onnx
+    if exported is not None and matches_encode(model, normalize, exported):
+        return "onnxruntime", exported
     direct = torch_path(model, normalize)
     if matches_encode(model, normalize, direct):
         return "torch", direct

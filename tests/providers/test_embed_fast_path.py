@@ -142,6 +142,17 @@ async def test_without_onnx_runtime_one_text_runs_on_torch(
     np.testing.assert_allclose(got, reference(embedder, items), atol=1e-5)
 
 
+@pytest.mark.slow
+@pytest.mark.needs_extra("local")
+async def test_onnx_false_keeps_one_text_on_torch(embedder: SentenceTransformerEmbedder) -> None:
+    plain = SentenceTransformerEmbedder(onnx=False)
+    await plain.load()
+    assert plain.query_path == "torch"
+    items = texts()[-8:]
+    got = np.stack([await plain.embed([TextBlock(t)]) for t in items])
+    np.testing.assert_allclose(got, reference(embedder, items), atol=1e-5)
+
+
 class _FakeModel:
     def encode(self, texts: list[str], **kwargs: Any) -> np.ndarray:
         return np.array([[0.6, 0.8, 0.0]], dtype=np.float32)
