@@ -498,34 +498,36 @@ class Pipeline:
                 for h in await self.store.search(vector, options)
             ]
 
-        async def keyword_leg() -> list[tuple[str, float]]:
+        async def keyword_leg() -> tuple[list[tuple[str, float]], dict[str, KeywordEntry]]:
             assert self.keyword_index is not None
             hits = await self.keyword_index.search(query, top_k=n, filter=checked)
             if mode == "keyword" and score_threshold is not None:
                 hits = [(id, s) for id, s in hits if s >= score_threshold]
-            return hits
+            # The texts of every hit, fetched while the query is still being embedded (the
+            # slow leg), not after it: a hit the vector leg also finds reads its text twice.
+            entries = await self.keyword_index.get([id for id, _ in hits]) if hits else {}
+            return hits, entries
 
         vector_hits: list[SearchResult] = []
         keyword_hits: list[tuple[str, float]] = []
+        entries: dict[str, KeywordEntry] = {}
         if mode == "vector":
             vector_hits = await vector_leg()
         elif mode == "keyword":
-            keyword_hits = await keyword_leg()
+            keyword_hits, entries = await keyword_leg()
         else:
             # Both legs at once: the embedding (torch) and SQLite both leave the GIL.
             legs = await asyncio.gather(vector_leg(), keyword_leg(), return_exceptions=True)
             for leg in legs:
                 if isinstance(leg, BaseException):
                     raise leg
-            vector_hits, keyword_hits = legs  # type: ignore[assignment]
+            vector_hits, (keyword_hits, entries) = legs  # type: ignore[assignment,misc]
 
         if mode == "vector":
             results = vector_hits
         else:
             keyword_scores = dict(keyword_hits)
             by_id = {r.id: r for r in vector_hits}
-            missing = [id for id, _ in keyword_hits if id not in by_id]
-            entries = await self.keyword_index.get(missing) if missing else {}  # type: ignore[union-attr]
             if mode == "keyword":
                 ranked = keyword_hits
             else:
