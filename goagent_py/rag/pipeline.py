@@ -27,7 +27,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder
@@ -159,16 +159,26 @@ class Pipeline:
     # -- construction helpers ---------------------------------------------------------------
 
     @classmethod
-    def in_memory(cls, embedder: Embedder, *, hybrid: bool = True, **kwargs: Any) -> Pipeline:
+    def in_memory(
+        cls,
+        embedder: Embedder,
+        *,
+        hybrid: bool = True,
+        quantization: Literal["int8"] | None = None,
+        **kwargs: Any,
+    ) -> Pipeline:
         """A pipeline on an ``InMemoryVectorStore`` (and an in-memory BM25 index if ``hybrid``).
 
-        Other keyword arguments go to :class:`Pipeline`.
+        ``quantization="int8"`` (the ``simd`` extra) scans an int8 copy of the vectors first and
+        rescores the best exactly (see ``InMemoryVectorStore``). Other keyword arguments go to
+        :class:`Pipeline`.
         """
         from goagent_py.memory.vector.in_memory import InMemoryVectorStore
         from goagent_py.rag.keyword import InMemoryKeywordIndex
 
         keyword = InMemoryKeywordIndex() if hybrid else None
-        return cls(embedder, InMemoryVectorStore(), keyword_index=keyword, **kwargs)
+        store = InMemoryVectorStore(quantization=quantization)
+        return cls(embedder, store, keyword_index=keyword, **kwargs)
 
     @classmethod
     def sqlite(
@@ -179,6 +189,7 @@ class Pipeline:
         dimensions: int | None = None,
         table: str = "rag",
         hybrid: bool = True,
+        quantization: Literal["int8"] | None = None,
         **kwargs: Any,
     ) -> Pipeline:
         """A persistent pipeline in one SQLite file: vectors, FTS5 keywords and the manifest.
@@ -194,6 +205,10 @@ class Pipeline:
                 a local model).
             table: the base table name (a plain identifier).
             hybrid: keep the FTS5 keyword index (hybrid and keyword search).
+            quantization: ``"int8"`` (the ``simd`` extra) keeps int8 codes of the vectors
+                beside them and scans those in memory first, rescoring the best exactly from
+                the file (``SqliteVecStore(quantization="int8")``): a 10k-chunk vector search
+                in ~1 ms instead of sqlite-vec's ~10 ms scan; None: sqlite-vec's own scan.
             **kwargs: passed to :class:`Pipeline` (chunker, reranker, observers...).
 
         Raises:
@@ -211,7 +226,7 @@ class Pipeline:
                     "Pipeline.sqlite: pass dimensions= (the embedder's vector length)"
                 )
             dimensions = dims
-        store = SqliteVecStore(path, table=table, dimensions=dimensions)
+        store = SqliteVecStore(path, table=table, dimensions=dimensions, quantization=quantization)
         keyword = SqliteKeywordIndex(path, table=f"{table}_keywords") if hybrid else None
         manifest = SqliteManifest(path, table=f"{table}_manifest")
         pipeline = cls(embedder, store, keyword_index=keyword, manifest=manifest, **kwargs)

@@ -377,3 +377,37 @@ async def test_keyword_only_pipeline_in_memory_index_is_kept_in_step() -> None:
     await pipeline.index(Document("Nothing special.", "a"))
     assert await keyword.count() == 1
     assert await keyword.search("E42", top_k=3) == []
+
+
+@pytest.mark.needs_extra("vector")
+@pytest.mark.needs_extra("simd")
+async def test_int8_quantization_finds_what_the_exact_scan_finds(tmp_path: Path) -> None:
+    corpus = load_directory(write_corpus(tmp_path / "docs"))
+    exact = Pipeline.in_memory(BatchWordEmbedder())
+    await exact.index(corpus)
+    quick_memory = Pipeline.in_memory(BatchWordEmbedder(), quantization="int8")
+    await quick_memory.index(corpus)
+    async with Pipeline.sqlite(
+        tmp_path / "kb.db", BatchWordEmbedder(), dimensions=32, quantization="int8"
+    ) as quick_sqlite:
+        await quick_sqlite.index(corpus)
+    exact_sqlite = Pipeline.sqlite(tmp_path / "exact.db", BatchWordEmbedder(), dimensions=32)
+    await exact_sqlite.index(corpus)
+    # The int8 codes are kept in the file: a reopened pipeline searches them at once.
+    async with Pipeline.sqlite(
+        tmp_path / "kb.db", BatchWordEmbedder(), dimensions=32, quantization="int8"
+    ) as reopened:
+        assert reopened.store._quantization == "int8"  # type: ignore[attr-defined]
+        for query in ("pip version", "widget errors", "configure the installer"):
+            want = [(h.id, round(h.score, 5)) for h in await exact.search(query, mode="vector")]
+            for pipeline in (quick_memory, reopened):
+                got = await pipeline.search(query, mode="vector")
+                assert [(h.id, round(h.score, 5)) for h in got] == want
+            # Hybrid, against the exact pipeline with the same keyword index (FTS5 here).
+            assert [h.id for h in await reopened.search(query)] == [
+                h.id for h in await exact_sqlite.search(query)
+            ]
+            assert [h.id for h in await quick_memory.search(query)] == [
+                h.id for h in await exact.search(query)
+            ]
+    await exact_sqlite.aclose()
