@@ -442,25 +442,44 @@ class Option:
     ``label`` is what the caller wrote (``with_max_iterations(5)``), used in error messages.
     """
 
-    __slots__ = ("_apply", "_label", "name")
+    __slots__ = ("_apply", "_label", "_value", "name")
 
-    def __init__(self, name: str, apply: Callable[[AgentOptions], None], label: Label = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        apply: Callable[[AgentOptions], None] | None = None,
+        label: Label = "",
+        *,
+        value: Any = None,
+    ) -> None:
         self.name = name
-        self._label = label or f"with_{name}(...)"
-        self._apply = apply
+        self._label = label
+        self._apply = apply  # None: set the setting ``name`` to ``value``
+        self._value = value
 
     @property
     def label(self) -> str:
         """What the caller wrote, e.g. ``with_max_iterations(5)`` or ``max_iterations=5``."""
         label = self._label
+        if not label:  # formatted only now that it is asked for: a repr can be costly
+            if self._apply is None:
+                return f"with_{self.name}({self._value!r})"
+            return f"with_{self.name}(...)"
         if isinstance(label, tuple):
             return f"{label[0]}={label[1]!r}"
         return label if isinstance(label, str) else label()
 
+    def __call__(self) -> str:
+        """The label (an option is its own lazy label in ``AgentOptions.sources``)."""
+        return self.label
+
     def apply(self, options: AgentOptions) -> None:
         """Apply this option to ``options``, recording what set it."""
-        self._apply(options)
-        options.sources[self.name] = self._label
+        if self._apply is None:
+            setattr(options, self.name, self._value)
+        else:
+            self._apply(options)
+        options.sources[self.name] = self._label or self
 
     def relabel(self, label: Label) -> Option:
         """The same option, reported as ``label`` in error messages."""
@@ -471,11 +490,8 @@ class Option:
         return f"<Option {self.label}>"
 
 
-def _set(name: str, value: Any, attr: str = "") -> Option:
-    # The label is formatted only when an error needs it: a provider's repr can be costly.
-    return Option(
-        name, lambda o: setattr(o, attr or name, value), lambda: f"with_{name}({value!r})"
-    )
+def _set(name: str, value: Any) -> Option:
+    return Option(name, value=value)
 
 
 def with_provider(provider: Provider) -> Option:
