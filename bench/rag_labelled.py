@@ -285,6 +285,11 @@ async def main(args: argparse.Namespace) -> None:
             t0 = time.perf_counter()
             report = await pipeline.index(docs)
             embedder.caching = False
+            if args.embed_cache:
+                import pickle
+
+                with open(args.embed_cache, "wb") as f:  # noqa: ASYNC230
+                    pickle.dump(embedder._cache, f)
             print(
                 f"\n== {store}: {report.chunks} chunks from {len(docs)} files, "
                 f"indexed in {time.perf_counter() - t0:.1f} s"

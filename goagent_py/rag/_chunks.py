@@ -8,7 +8,9 @@ ones. Locations (lines, heading path, page) are recorded in the metadata for cit
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 from goagent_py.memory.base import Chunk, Chunker
@@ -24,9 +26,48 @@ LOCATION_KEYS = ("heading", "page", "line_start", "line_end")
 
 @dataclass(slots=True)
 class Prepared:
+    """A chunk ready to index: ``embed_text`` is what is embedded (context + text), ``context``
+    what the keyword index searches beside the text; the stored text is the message's."""
+
     id: str
     message: Message
     embed_text: str
+    context: str = ""
+
+
+# Markdown images and links in titles and headings: keep the link text, drop the URLs (a
+# badge's URL or a changelog's compare link is noise to an embedder and a keyword index).
+_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+
+
+def clean_heading(text: str) -> str:
+    """A title or heading as plain words: link text kept, images and URLs dropped."""
+    text = _IMAGE.sub("", text)
+    text = _LINK.sub(r"\1", text)
+    text = text.replace("[]", "")
+    return " ".join(text.split())
+
+
+def chunk_context(source: str, title: str, heading: str | None) -> str:
+    """The context a chunk is embedded and keyword-indexed with: document, title, headings.
+
+    ``"orjson > Serialize > Options"``: the source's file name (without suffix) unless the
+    title already names it, then the title and the heading path (the title not repeated).
+    """
+    parts: list[str] = []
+    title = clean_heading(title)
+    stem = PurePosixPath(source.replace("\\", "/")).stem if source else ""
+    if stem and stem.casefold() not in title.casefold():
+        parts.append(stem)
+    if title:
+        parts.append(title)
+    if heading:
+        path = [clean_heading(h) for h in heading.split(" > ")]
+        if path and path[0] == title:
+            path = path[1:]
+        parts += [h for h in path if h]
+    return " > ".join(parts)
 
 
 def default_chunker(fmt: str) -> Chunker:
@@ -39,8 +80,13 @@ def default_chunker(fmt: str) -> Chunker:
     return RecursiveChunker(max_size=200, overlap=20)
 
 
-def digest(message: Message) -> str:
-    return hashlib.sha256(messages_to_json([message])).hexdigest()[:16]
+def digest(message: Message, embed_text: str = "") -> str:
+    # The embedded text is covered too: when the way context is built changes, every chunk
+    # gets a new id, so the next index() re-embeds it instead of keeping a vector of old text.
+    h = hashlib.sha256(messages_to_json([message]))
+    if embed_text:
+        h.update(b"\0" + embed_text.encode())
+    return h.hexdigest()[:16]
 
 
 def line_spans(text: str, chunker: Chunker, chunks: list[Chunk]) -> list[tuple[int, int] | None]:
@@ -128,14 +174,11 @@ def prepare(doc: Document, chunker: Chunker | None) -> list[Prepared]:
             if paged:
                 meta["page"] = block_number + 1
             message = Message(Role.USER, list(chunk.blocks), metadata=meta)
-            chunk_id = f"{doc.source}#{len(out)}:{digest(message)}"
-            header = [title] if title else []
-            if isinstance(heading, str) and heading:
-                parts = heading.split(" > ")
-                if parts and parts[0] == title:
-                    parts = parts[1:]
-                header += parts
+            context = chunk_context(
+                doc.source, title, heading if isinstance(heading, str) else None
+            )
             body = text_from(list(chunk.blocks))
-            embed_text = (" > ".join(header) + "\n\n" + body) if header and body else body
-            out.append(Prepared(chunk_id, message, embed_text))
+            embed_text = (context + "\n\n" + body) if context and body else body
+            chunk_id = f"{doc.source}#{len(out)}:{digest(message, embed_text)}"
+            out.append(Prepared(chunk_id, message, embed_text, context if body else ""))
     return out

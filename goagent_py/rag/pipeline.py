@@ -334,14 +334,15 @@ class Pipeline:
                 for entry in entries:
                     await self.store.upsert(entry.id, entry.vector, entry.message)
             if self.keyword_index is not None:
+                contexts = {c.id: c.context for c in new}
                 keyword_entries = [
-                    KeywordEntry(e.id, e.message.text, e.message.metadata)
+                    KeywordEntry(e.id, e.message.text, e.message.metadata, contexts[e.id])
                     for e in entries
                     if e.message.text.strip()
                 ]
                 if isinstance(self.keyword_index, BulkKeywordIndex):
                     await self.keyword_index.add_batch(keyword_entries)
-                else:
+                else:  # the protocol's add() takes no context: the text alone is indexed
                     for k in keyword_entries:
                         await self.keyword_index.add(k.id, k.text, k.metadata)
         counts["written"] = len(entries)
