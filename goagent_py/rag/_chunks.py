@@ -15,7 +15,7 @@ from typing import Any
 
 from goagent_py.memory.base import Chunk, Chunker
 from goagent_py.messages import Message, Role, TextBlock, messages_to_json, text_from
-from goagent_py.rag.documents import Document, markdown_headings
+from goagent_py.rag.documents import Document, markdown_headings, rst_headings
 
 # Keys the pipeline owns in chunk metadata (they win over document metadata).
 LOCATION_KEYS = ("heading", "page", "line_start", "line_end")
@@ -152,7 +152,12 @@ def prepare(doc: Document, chunker: Chunker | None) -> list[Prepared]:
                 continue
             chunks = chunker.chunk([block], {})
             lines = line_spans(block.text, chunker, chunks)
-            headings = markdown_headings(block.text) if fmt in ("markdown", "html") else []
+            if fmt in ("markdown", "html"):
+                headings = markdown_headings(block.text)
+            elif fmt == "rst":
+                headings = rst_headings(block.text)
+            else:
+                headings = []
         else:
             chunks = [Chunk([block], {})]
             lines, headings = [None], []

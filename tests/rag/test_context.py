@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from goagent_py.memory.chunking import RecursiveChunker
 from goagent_py.rag import (
     Document,
     InMemoryKeywordIndex,
@@ -138,3 +139,23 @@ async def test_memory_index_matches_a_name_inside_a_dotted_call() -> None:
     )
     assert [id for id, _ in await index.search("win_service_get", top_k=5)] == ["a"]
     assert [id for id, _ in await index.search("service_get", top_k=5)] == ["a"]
+
+
+def test_rst_headings_give_rst_chunks_a_heading_path() -> None:
+    from goagent_py.rag.documents import rst_headings
+
+    text = (
+        "=====\nGuide\n=====\n\nIntro.\n\nInstall\n-------\n\npip install it.\n\n"
+        "Linux\n~~~~~\n\nUse apt.\n\nUsage\n-------\n\nRun it.\n"
+    )
+    assert rst_headings(text) == [
+        (2, "Guide"),
+        (7, "Guide > Install"),
+        (12, "Guide > Install > Linux"),
+        (17, "Guide > Usage"),
+    ]
+    doc = Document(text, "tool.rst", metadata={"format": "rst", "title": "Guide"})
+    chunks = prepare(doc, RecursiveChunker(max_size=6, overlap=0))
+    apt = next(c for c in chunks if "apt" in c.message.text)
+    assert apt.message.metadata["heading"] == "Guide > Install > Linux"
+    assert apt.context == "tool > Guide > Install > Linux"
