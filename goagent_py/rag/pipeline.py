@@ -104,10 +104,13 @@ class Pipeline:
         rrf_k: the reciprocal-rank-fusion constant: passing it (without ``fusion``) selects
             plain rank fusion, ``Fusion("rrf", 1.0, None, rrf_k)``, the default before the
             score fusion.
-        part_vectors: also embed each sentence-sized part of a chunk and store it beside the
-            chunk's vector; a chunk then scores half its own cosine and half its best part's
-            (a small embedder blurs one fact in a whole chunk's vector). Costs about twice
-            the embedding at indexing and more rows in the store; results stay chunks.
+        part_vectors: also embed each part of a chunk (sentences packed to 150-400
+            characters) and store it beside the chunk's vector; a chunk then scores half its
+            own cosine and half its best part's (a small embedder blurs one fact in a whole
+            chunk's vector). Off by default: it costs about twice the embedding at indexing
+            and about three times the rows in the vector store (so a slower exact scan), for
+            a clear gain in vector search and a small one in hybrid search (figures in
+            ``bench/rag_labelled.py``). Results stay chunks.
 
     Raises:
         ConfigurationError: a missing embedder or store, or a bad number.
@@ -128,7 +131,7 @@ class Pipeline:
         candidates: int = 30,
         fusion: Fusion | None = None,
         rrf_k: int | None = None,
-        part_vectors: bool = True,
+        part_vectors: bool = False,
     ) -> None:
         if not isinstance(embedder, Embedder):
             raise ConfigurationError("Pipeline: embedder is required (an Embedder)")

@@ -22,12 +22,13 @@ NOTES = (
 
 def test_sentence_parts() -> None:
     parts = sentence_parts(NOTES)
-    assert len(parts) == 4
-    assert parts[2].startswith("Failed jobs are retried")
+    assert len(parts) == 2  # sentences packed to at least 150 characters
+    assert parts[1].startswith("Failed jobs are retried")
+    assert " ".join(parts) == NOTES
     assert sentence_parts("One short sentence.") == []  # a single part: the chunk's own vector
     # Short pieces (list items, table rows) are merged until a part says something.
     items = "\n".join(f"- item {n}" for n in range(20))
-    assert all(len(p) >= 60 for p in sentence_parts(items)[:-1])
+    assert all(len(p) >= 150 for p in sentence_parts(items)[:-1])
 
 
 @dataclass
@@ -66,10 +67,10 @@ def test_collapse_parts_scores_chunk_and_best_part() -> None:
 async def test_parts_are_stored_searched_as_chunks_and_removed(
     make_pipeline: PipelineFactory,
 ) -> None:
-    pipeline = make_pipeline(chunker=None)
+    pipeline = make_pipeline(chunker=None, part_vectors=True)
     report = await pipeline.index(Document(NOTES, "notes.txt"))
     assert report.chunks == report.written == 1
-    assert await pipeline.store.count() == 1 + 4  # type: ignore[attr-defined]
+    assert await pipeline.store.count() == 1 + 2  # type: ignore[attr-defined]
     for mode in ("vector", "hybrid"):
         results = await pipeline.search("how often are failed jobs retried", top_k=5, mode=mode)
         assert [r.id for r in results] == [(await pipeline.manifest.get("notes.txt"))[0]]
@@ -80,7 +81,7 @@ async def test_parts_are_stored_searched_as_chunks_and_removed(
     changed = NOTES.replace("three times", "five times")
     report = await pipeline.index(Document(changed, "notes.txt"))
     assert (report.written, report.deleted) == (1, 1)
-    assert await pipeline.store.count() == 5  # type: ignore[attr-defined]
+    assert await pipeline.store.count() == 3  # type: ignore[attr-defined]
     assert await pipeline.remove("notes.txt") == 1
     assert await pipeline.store.count() == 0  # type: ignore[attr-defined]
 
@@ -95,12 +96,16 @@ async def test_part_vectors_off_and_on_again(tmp_path: Path) -> None:
         await pipeline.index(doc)
         assert await pipeline.store.count() == 1  # type: ignore[attr-defined]
     embedder.texts.clear()
-    async with Pipeline.sqlite(path, embedder, dimensions=embedder.dimensions) as pipeline:
+    async with Pipeline.sqlite(
+        path, embedder, dimensions=embedder.dimensions, part_vectors=True
+    ) as pipeline:
         report = await pipeline.index(doc)  # the chunk is kept; its parts are added
         assert (report.written, report.unchanged) == (0, 1)
-        assert len(embedder.texts) == 4
-        assert await pipeline.store.count() == 5  # type: ignore[attr-defined]
-    async with Pipeline.sqlite(path, embedder, dimensions=embedder.dimensions) as pipeline:
+        assert len(embedder.texts) == 2
+        assert await pipeline.store.count() == 3  # type: ignore[attr-defined]
+    async with Pipeline.sqlite(
+        path, embedder, dimensions=embedder.dimensions, part_vectors=True
+    ) as pipeline:
         [hit] = await pipeline.search("failed jobs retried", top_k=1, mode="vector")
         assert hit.text == NOTES  # reopened: the parts are still there and still collapse
         assert (await pipeline.index(doc)).written == 0
