@@ -523,13 +523,16 @@ class Pipeline:
 
         async def vector_leg() -> list[SearchResult]:
             vector = await self.embedder.embed([TextBlock(query)])
-            # With part vectors, twice as many rows, collapsed to chunks (see collapse_parts).
+            # With part vectors, twice as many rows, collapsed to chunks (see collapse_parts);
+            # the threshold then applies to the chunk's combined score, after collapsing.
             k = 2 * n if self._part_vectors else n
-            options = SearchOptions(top_k=k, score_threshold=score_threshold, filter=checked)
+            threshold = None if self._part_vectors else score_threshold
+            options = SearchOptions(top_k=k, score_threshold=threshold, filter=checked)
             hits = await self.store.search(vector, options)
             return [
                 SearchResult(id=id, message=message, score=score, vector_score=score)
                 for id, message, score in collapse_parts(hits, n)
+                if score_threshold is None or score >= score_threshold  # a chunk's, not a part's
             ]
 
         async def keyword_leg() -> list[tuple[str, float]]:

@@ -77,6 +77,11 @@ async def test_parts_are_stored_searched_as_chunks_and_removed(
         assert results[0].text == NOTES
         assert PART_KEY not in results[0].metadata
     assert (await pipeline.index(Document(NOTES, "notes.txt"))).written == 0
+    # The threshold applies to the chunk's score (chunk and part combined), never above it.
+    [best] = await pipeline.search("failed jobs retried", top_k=1, mode="vector")
+    assert await pipeline.search("failed jobs retried", mode="vector", score_threshold=best.score)
+    above = best.score + 1e-6
+    assert await pipeline.search("failed jobs retried", mode="vector", score_threshold=above) == []
     # A changed document: the old chunk and its parts go, the new ones come.
     changed = NOTES.replace("three times", "five times")
     report = await pipeline.index(Document(changed, "notes.txt"))
