@@ -3,7 +3,8 @@
 Run it:
 
     python bench/rag_labelled.py [--store sqlite|memory|both] [--tune] [--no-latency]
-        [--latency-only]
+        [--latency-only] [--embed-cache FILE] [--part-vectors default|on|off]
+        [--index-speed N]
 
 The corpus is the documentation shipped in installed packages (see
 ``bench/rag_labelled/build_corpus.py``: 25 files, about 700 KiB, extracted into a temporary
@@ -136,6 +137,33 @@ def table(title: str, legs: Sequence[Legs]) -> None:
         print(f"{mode:<14} " + " ".join(f"{c:>20}" for c in cells))
 
 
+def misses(title: str, legs: Sequence[Legs]) -> None:
+    """Where the default hybrid search misses at rank 1: what limits recall@1."""
+    counts: dict[str, int] = {}
+    rank = rankers(*DEFAULT)["hybrid"]
+    for leg in legs:
+        ids = rank(leg)
+        if ids and ids[0] in leg.relevant:
+            continue
+        if not leg.relevant:
+            key = "no answering chunk in either leg's top 50"
+        else:
+            pos = next((n for n, id in enumerate(ids) if id in leg.relevant), None)
+            where = (
+                "same file"
+                if ids and ids[0].split("#")[0] == leg.question["source"]
+                else "other file"
+            )
+            if pos is None:
+                key = f"answer only deeper in one leg; {where} on top"
+            else:
+                key = f"answer at rank {'2-5' if pos < 5 else '6+'}; {where} on top"
+        counts[key] = counts.get(key, 0) + 1
+    print(f"\n{title}: hybrid misses at rank 1 ({sum(counts.values())} of {len(legs)})")
+    for key, n in sorted(counts.items()):
+        print(f"  {n:4d}  {key}")
+
+
 def tune(dev: Sequence[Legs], test: Sequence[Legs]) -> None:
     """Search fusion settings on dev; print the best with their test figures."""
     grid: list[tuple[Fusion, int]] = []
@@ -255,6 +283,64 @@ async def latency(pipeline: Pipeline, docs: list[Document], questions: list[Any]
         )
 
 
+class TimedEmbedder:
+    """The local embedder, timing its ``embed_batch`` calls (the embedder's share of indexing)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.dimensions = 384
+        self.seconds = 0.0
+        self.texts = 0
+
+    async def embed(self, blocks: Any) -> Any:
+        return (await self.embed_batch([blocks]))[0]
+
+    async def embed_batch(self, inputs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return await self.inner.embed_batch(inputs)
+        finally:
+            self.seconds += time.perf_counter() - t0
+            self.texts += len(inputs)
+
+
+async def index_speed(local: Any, docs: list[Document], rounds: int) -> None:
+    """Chunks per second with and without part vectors, and the framework's share of it.
+
+    Real embeddings (no cache), the in-memory and the SQLite pipeline, alternated per round.
+    """
+    print(f"\nindexing {len(docs)} files with the real embedder; medians of {rounds} rounds")
+    rows: dict[str, list[tuple[float, float, int, int]]] = {}
+    for _ in range(rounds):
+        for parts in (False, True):
+            for store in ("memory", "sqlite"):
+                timed = TimedEmbedder(local)
+                with tempfile.TemporaryDirectory() as tmp:
+                    if store == "sqlite":
+                        pipeline = Pipeline.sqlite(
+                            Path(tmp) / "kb.db", timed, dimensions=384, part_vectors=parts
+                        )
+                    else:
+                        pipeline = Pipeline.in_memory(timed, part_vectors=parts)
+                    t0 = time.perf_counter()
+                    report = await pipeline.index(docs)
+                    total = time.perf_counter() - t0
+                    await pipeline.aclose()
+                key = f"{store}, part vectors {'on' if parts else 'off'}"
+                rows.setdefault(key, []).append(
+                    (total, total - timed.seconds, report.chunks, timed.texts)
+                )
+    print(f"  {'':<28} {'chunks/s':>9} {'texts':>6} {'framework s':>12} {'share':>6}")
+    for key, values in rows.items():
+        total = statistics.median(v[0] for v in values)
+        framework = statistics.median(v[1] for v in values)
+        chunks, texts = values[0][2], values[0][3]
+        print(
+            f"  {key:<28} {chunks / total:9.1f} {texts:6d} {framework:12.2f} "
+            f"{framework / total:6.1%}"
+        )
+
+
 async def main(args: argparse.Namespace) -> None:
     from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
 
@@ -274,17 +360,28 @@ async def main(args: argparse.Namespace) -> None:
         if problems:
             print("label problems:\n  " + "\n  ".join(problems))
         docs = load_directory(root)
+        if args.index_speed:
+            await index_speed(local, docs[: args.index_speed], rounds=2)
+            return
         dev_q, test_q = split(questions)
         stores = ("sqlite", "memory") if args.store == "both" else (args.store,)
         for store in stores:
+            options: dict[str, Any] = {}
+            if args.part_vectors != "default":
+                options["part_vectors"] = args.part_vectors == "on"
             if store == "sqlite":
-                pipeline = Pipeline.sqlite(Path(tmp) / "kb.db", embedder, dimensions=384)
+                pipeline = Pipeline.sqlite(Path(tmp) / "kb.db", embedder, dimensions=384, **options)
             else:
-                pipeline = Pipeline.in_memory(embedder)
+                pipeline = Pipeline.in_memory(embedder, **options)
             embedder.caching = True
             t0 = time.perf_counter()
             report = await pipeline.index(docs)
             embedder.caching = False
+            if args.embed_cache:
+                import pickle
+
+                with open(args.embed_cache, "wb") as f:  # noqa: ASYNC230
+                    pickle.dump(embedder._cache, f)
             print(
                 f"\n== {store}: {report.chunks} chunks from {len(docs)} files, "
                 f"indexed in {time.perf_counter() - t0:.1f} s"
@@ -303,17 +400,27 @@ async def main(args: argparse.Namespace) -> None:
                     pickle.dump((dev, test), f)
             unreachable = [leg.question["question"] for leg in [*dev, *test] if not leg.relevant]
             print(f"{len(unreachable)} questions: no answering chunk in either leg's top {DEPTH}")
-            # The offline fusion must be what the pipeline does: compare on dev.
+            # The offline fusion must be what the pipeline does: compare on dev, from legs
+            # fetched at the pipeline's candidate depth (with part vectors a vector leg of 30
+            # is not the first 30 of a leg of 50: parts collapse against a different floor).
             differ = 0
+            depth = DEFAULT[1]
             for leg in dev:
-                got = await pipeline.search(leg.question["question"], top_k=5)
-                want = rankers(*DEFAULT)["hybrid"](leg)[:5]
-                differ += [r.id for r in got] != want
+                q = leg.question["question"]
+                got = await pipeline.search(q, top_k=5)
+                v = await pipeline.search(q, top_k=depth, mode="vector")
+                k = await pipeline.search(q, top_k=depth, mode="keyword")
+                fused = DEFAULT[0].fuse(
+                    q, [(r.id, r.score) for r in v], [(r.id, r.score) for r in k]
+                )
+                differ += [r.id for r in got] != [id for id, _ in fused[:5]]
             print(f"pipeline hybrid search vs offline fusion: {differ} of {len(dev)} top-5 differ")
             if args.tune:
                 tune(dev, test)
             table("dev", dev)
             table("test", test)
+            misses("dev", dev)
+            misses("test", test)
             if not args.no_latency:
                 print("\nlatency (top_k=5, including the query embedding)")
                 await latency(pipeline, docs, questions)
@@ -327,5 +434,14 @@ if __name__ == "__main__":
     parser.add_argument("--no-latency", action="store_true")
     parser.add_argument("--latency-only", action="store_true")
     parser.add_argument("--embed-cache", default="", help="keep the corpus embeddings in this file")
+    parser.add_argument(
+        "--part-vectors",
+        default="default",
+        choices=("default", "on", "off"),
+        help="Pipeline(part_vectors=...): the pipeline's default, or on/off",
+    )
+    parser.add_argument(
+        "--index-speed", type=int, default=0, help="time indexing N files for real, then stop"
+    )
     parser.add_argument("--save-legs", default="", help="pickle the candidate lists to this path")
     asyncio.run(main(parser.parse_args(sys.argv[1:])))

@@ -265,6 +265,38 @@ def _atx_headings(text: str) -> Iterator[tuple[int, int, str]]:
             yield number, len(match.group(1)), match.group(2).strip()
 
 
+def rst_headings(text: str) -> list[tuple[int, str]]:
+    """``(line_number, heading path)`` for every reStructuredText section title, in order.
+
+    A title is a line underlined (optionally also overlined) with a punctuation character at
+    least as long as the title; levels follow the order in which the styles first appear, as
+    docutils does. Line numbers are the title's, 1-based.
+    """
+    lines = text.splitlines()
+    styles: list[tuple[str, bool]] = []
+    stack: list[tuple[int, str]] = []
+    out: list[tuple[int, str]] = []
+    for i in range(1, len(lines)):
+        title = lines[i - 1].strip()
+        under = lines[i].strip()
+        if not title or _RST_UNDERLINE.match(title) or not _RST_UNDERLINE.match(lines[i]):
+            continue
+        if len(under) < len(title) or (
+            i >= 2 and lines[i - 2].strip() and not _RST_UNDERLINE.match(lines[i - 2])
+        ):
+            continue  # a paragraph line, or a table border, not a title
+        over = i >= 2 and lines[i - 2].strip() == under
+        style = (under[0], over)
+        if style not in styles:
+            styles.append(style)
+        level = styles.index(style)
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        out.append((i, " > ".join(name for _, name in stack)))
+    return out
+
+
 def markdown_headings(text: str) -> list[tuple[int, str]]:
     """``(line_number, heading path)`` for every ATX heading outside fenced code, in order.
 

@@ -90,11 +90,35 @@ def _stem(word: str) -> str:
     return word
 
 
+_SEPARATOR = re.compile(r"[-_.:/@]")
+_MAX_PARTS = 8  # longer joined terms (URLs, paths) add only their shorter runs
+
+
+def _joined_runs(term: str) -> list[str]:
+    """Every run of two or more adjacent parts of a joined term, separators kept.
+
+    ``psutil.win_service_get`` gives ``psutil.win``, ..., ``win_service_get``, ``service_get``
+    and the whole: a query naming ``win_service_get`` matches it, as FTS5 matches the phrase
+    ``"win_service_get"`` inside the text ``psutil.win_service_get``.
+    """
+    cuts = [m.start() for m in _SEPARATOR.finditer(term)]
+    starts = [0, *(c + 1 for c in cuts)]
+    ends = [*cuts, len(term)]
+    out = []
+    for i in range(len(starts)):
+        for j in range(i + 1, min(len(ends), i + _MAX_PARTS)):
+            out.append(term[starts[i] : ends[j]])
+    return out
+
+
 def _index_tokens(text: str) -> list[str]:
-    """Tokens for the in-memory index: every word, plus every joined identifier as one token."""
+    """Tokens for the in-memory index: every word, plus every joined identifier (and each run
+    of its adjacent parts) as one token."""
     folded = text.casefold()
     tokens = [_stem(w) for w in _WORD.findall(folded)]
-    tokens += [t for t in _TERM.findall(folded) if not _WORD.fullmatch(t)]
+    for term in _TERM.findall(folded):
+        if not _WORD.fullmatch(term):
+            tokens += _joined_runs(term)
     return tokens
 
 
@@ -106,11 +130,17 @@ def _query_tokens(text: str) -> list[str]:
 
 @dataclass(slots=True, frozen=True)
 class KeywordEntry:
-    """One indexed text with its metadata (the chunk's message metadata)."""
+    """One indexed text with its metadata (the chunk's message metadata).
+
+    ``context`` is searched with the text but never returned as part of it: the pipeline puts
+    the chunk's document title and heading path there, so a query that names the section (or
+    the document) finds a chunk whose own words don't repeat it.
+    """
 
     id: str
     text: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    context: str = ""
 
 
 @runtime_checkable
@@ -195,8 +225,13 @@ class InMemoryKeywordIndex:
     def _add(self, entry: KeywordEntry) -> None:
         self._remove(entry.id)
         tokens = _index_tokens(entry.text)
+        # The context's words count as much as the text's (one field; FTS5 weighs its
+        # context column the same way, see SqliteKeywordIndex).
+        tokens += _index_tokens(entry.context)
         tf = collections.Counter(tokens)
-        self._entries[entry.id] = KeywordEntry(entry.id, entry.text, copy.deepcopy(entry.metadata))
+        self._entries[entry.id] = KeywordEntry(
+            entry.id, entry.text, copy.deepcopy(entry.metadata), entry.context
+        )
         self._tf[entry.id] = tf
         self._lengths[entry.id] = len(tokens)
         self._total_length += len(tokens)
@@ -262,11 +297,14 @@ class InMemoryKeywordIndex:
 class SqliteKeywordIndex(SqliteTable):
     """A keyword index in an SQLite FTS5 table, BM25-ranked; can share a ``SqliteVecStore`` file.
 
-    Layout for ``table="rag_keywords"``: ``rag_keywords`` (pk, id unique, text, metadata JSON)
-    and ``rag_keywords_fts``, an external-content FTS5 table over its ``text`` (``unicode61``
-    tokenizer with Porter stemming, diacritics folded). Writes are one transaction per call;
-    SQLite calls run in a worker thread. Implements :class:`KeywordIndex` and
-    :class:`BulkKeywordIndex`.
+    Layout for ``table="rag_keywords"``: ``rag_keywords`` (pk, id unique, text, metadata JSON,
+    context) and ``rag_keywords_fts``, an external-content FTS5 table over its ``text`` and
+    ``context`` (``unicode61`` tokenizer with Porter stemming, diacritics folded). A table
+    written before the ``context`` column existed is migrated when it is opened (the column is
+    added empty and the FTS index rebuilt); entries get their context when they are written
+    again (``Pipeline.index`` rewrites every chunk once after the upgrade). Writes are one
+    transaction per call; SQLite calls run in a worker thread. Implements
+    :class:`KeywordIndex` and :class:`BulkKeywordIndex`.
 
     Args:
         path: the database file (a ``SqliteVecStore``'s file is fine), or ":memory:".
@@ -289,22 +327,41 @@ class SqliteKeywordIndex(SqliteTable):
         with Transaction(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} (pk INTEGER PRIMARY KEY, "
-                "id TEXT NOT NULL UNIQUE, text TEXT NOT NULL, metadata TEXT NOT NULL DEFAULT '{}')"
+                "id TEXT NOT NULL UNIQUE, text TEXT NOT NULL, metadata TEXT NOT NULL DEFAULT '{}', "
+                "context TEXT NOT NULL DEFAULT '')"
             )
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({self._table})")}
+            fts_exists = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = ?", (self._fts.strip('"'),)
+            ).fetchone()
+            if "context" not in columns:
+                # Written by a version without the context column: add it, rebuild the index.
+                conn.execute(
+                    f"ALTER TABLE {self._table} ADD COLUMN context TEXT NOT NULL DEFAULT ''"
+                )
+                if fts_exists:
+                    conn.execute(f"DROP TABLE {self._fts}")
+                    fts_exists = None
             conn.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {self._fts} USING fts5(text, "
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {self._fts} USING fts5(text, context, "
                 f"content={self._table}, content_rowid=pk, "
                 "tokenize='porter unicode61 remove_diacritics 2')"
             )
+            if not fts_exists:
+                conn.execute(f"INSERT INTO {self._fts} ({self._fts}) VALUES ('rebuild')")
 
     def _delete_ids(self, conn: Any, ids: Sequence[str]) -> None:
         for id in ids:
-            row = conn.execute(f"SELECT pk, text FROM {self._table} WHERE id = ?", (id,)).fetchone()
+            row = conn.execute(
+                f"SELECT pk, text, context FROM {self._table} WHERE id = ?", (id,)
+            ).fetchone()
             if row is None:
                 continue
             # External content: FTS5 must be told the old text to remove its tokens.
             conn.execute(
-                f"INSERT INTO {self._fts} ({self._fts}, rowid, text) VALUES ('delete', ?, ?)", row
+                f"INSERT INTO {self._fts} ({self._fts}, rowid, text, context) "
+                "VALUES ('delete', ?, ?, ?)",
+                row,
             )
             conn.execute(f"DELETE FROM {self._table} WHERE pk = ?", (row[0],))
 
@@ -324,7 +381,8 @@ class SqliteKeywordIndex(SqliteTable):
             if not isinstance(e.id, str) or not e.id:
                 raise ConfigurationError(f"entry id must be a non-empty str, got {e.id!r}")
             try:
-                rows.append((e.id, e.text, json.dumps(dict(e.metadata), allow_nan=False)))
+                metadata = json.dumps(dict(e.metadata), allow_nan=False)
+                rows.append((e.id, e.text, metadata, e.context))
             except (TypeError, ValueError) as exc:
                 raise ConfigurationError(
                     f"entry {e.id!r}: metadata must be JSON data: {exc}"
@@ -335,13 +393,16 @@ class SqliteKeywordIndex(SqliteTable):
         def write(conn: Any) -> None:
             with Transaction(conn):
                 self._delete_ids(conn, [row[0] for row in rows])
-                for id, text, metadata in rows:
+                for id, text, metadata, context in rows:
                     (pk,) = conn.execute(
-                        f"INSERT INTO {self._table} (id, text, metadata) VALUES (?, ?, ?) "
-                        "RETURNING pk",
-                        (id, text, metadata),
+                        f"INSERT INTO {self._table} (id, text, metadata, context) "
+                        "VALUES (?, ?, ?, ?) RETURNING pk",
+                        (id, text, metadata, context),
                     ).fetchone()
-                    conn.execute(f"INSERT INTO {self._fts} (rowid, text) VALUES (?, ?)", (pk, text))
+                    conn.execute(
+                        f"INSERT INTO {self._fts} (rowid, text, context) VALUES (?, ?, ?)",
+                        (pk, text, context),
+                    )
 
         await self._run(write)
 
@@ -369,7 +430,7 @@ class SqliteKeywordIndex(SqliteTable):
         """The entries for ``ids`` that exist."""
         ids = list(dict.fromkeys(ids))
 
-        def get(conn: Any) -> list[tuple[str, str, str]]:
+        def get(conn: Any) -> list[tuple[str, str, str, str]]:
             out = []
             # One query per batch (hybrid search asks for up to `candidates` ids each time);
             # batches stay under SQLite's default limit of host parameters.
@@ -377,13 +438,14 @@ class SqliteKeywordIndex(SqliteTable):
                 batch = ids[start : start + 500]
                 marks = ",".join("?" * len(batch))
                 out += conn.execute(
-                    f"SELECT id, text, metadata FROM {self._table} WHERE id IN ({marks})", batch
+                    f"SELECT id, text, metadata, context FROM {self._table} WHERE id IN ({marks})",
+                    batch,
                 ).fetchall()
             return out
 
         return {
-            id: KeywordEntry(id, text, json.loads(metadata))
-            for id, text, metadata in await self._run(get)
+            id: KeywordEntry(id, text, json.loads(metadata), context)
+            for id, text, metadata, context in await self._run(get)
         }
 
     async def search(

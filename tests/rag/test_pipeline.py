@@ -243,18 +243,19 @@ async def test_hybrid_finds_exact_identifiers_the_embedder_misses(
     make_pipeline: PipelineFactory,
 ) -> None:
     pipeline = make_pipeline()
-    # The fake embedder reads letters only: both texts embed to the same vector.
+    # The fake embedder reads letters only: both texts (with their context, the file name
+    # "errors") embed to the same vector.
     await pipeline.index(
         [
-            Document("Error E1042: the request failed. Retry later.", "a.txt"),
-            Document("Error E2077: the request failed. Retry later.", "z.txt"),
+            Document("Error E1042: the request failed. Retry later.", "a/errors.txt"),
+            Document("Error E2077: the request failed. Retry later.", "z/errors.txt"),
         ]
     )
     vector = await pipeline.search("what is E2077", top_k=1, mode="vector")
     hybrid = await pipeline.search("what is E2077", top_k=1)
     keyword = await pipeline.search("what is E2077", top_k=1, mode="keyword")
-    assert vector[0].source == "a.txt"  # a tie, broken by id: the embedder can't tell
-    assert hybrid[0].source == keyword[0].source == "z.txt"
+    assert vector[0].source == "a/errors.txt"  # a tie, broken by id: the embedder can't tell
+    assert hybrid[0].source == keyword[0].source == "z/errors.txt"
     assert hybrid[0].keyword_score is not None
     assert hybrid[0].vector_score is not None
     assert keyword[0].vector_score is None
