@@ -21,7 +21,6 @@ from __future__ import annotations
 import collections
 import copy
 import json
-import math
 import os
 import re
 import threading
@@ -31,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory.vector._common import check_filter, filter_sql, metadata_matches
+from goagent_py.rag._bm25 import Snapshot
 from goagent_py.rag._sqlite import SqliteTable, Transaction, validate_identifier
 
 __all__ = [
@@ -206,6 +206,7 @@ class InMemoryKeywordIndex:
         self._lengths: dict[str, int] = {}
         self._postings: dict[str, set[str]] = collections.defaultdict(set)
         self._total_length = 0
+        self._snapshot: Snapshot | None = None  # arrays for scoring; dropped by every write
 
     def __repr__(self) -> str:
         return f"InMemoryKeywordIndex(entries={len(self._entries)})"
@@ -214,6 +215,7 @@ class InMemoryKeywordIndex:
         tf = self._tf.pop(id, None)
         if tf is None:
             return
+        self._snapshot = None
         del self._entries[id]
         self._total_length -= self._lengths.pop(id)
         for token in tf:
@@ -224,6 +226,7 @@ class InMemoryKeywordIndex:
 
     def _add(self, entry: KeywordEntry) -> None:
         self._remove(entry.id)
+        self._snapshot = None
         tokens = _index_tokens(entry.text)
         # The context's words count as much as the text's (one field; FTS5 weighs its
         # context column the same way, see SqliteKeywordIndex).
@@ -267,6 +270,8 @@ class InMemoryKeywordIndex:
         self, query: str, *, top_k: int, filter: Mapping[str, Any] | None = None
     ) -> list[tuple[str, float]]:
         """BM25 matches for ``query``, best first (ties by id)."""
+        import numpy as np
+
         _check_top_k(top_k)
         checked = check_filter(filter)
         with self._lock:
@@ -274,22 +279,27 @@ class InMemoryKeywordIndex:
             if n == 0:
                 return []
             avgdl = self._total_length / n or 1.0
-            scores: dict[str, float] = collections.defaultdict(float)
-            for token in _query_tokens(query):
-                posting = self._postings.get(token)
-                if not posting:
-                    continue
-                df = len(posting)
-                idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-                for id in posting:
-                    tf = self._tf[id][token]
-                    norm = self._k1 * (1.0 - self._b + self._b * self._lengths[id] / avgdl)
-                    scores[id] += idf * tf * (self._k1 + 1.0) / (tf + norm)
-            hits = [
-                (id, score)
-                for id, score in scores.items()
-                if not checked or metadata_matches(self._entries[id].metadata, checked)
-            ]
+            snapshot = self._snapshot
+            if snapshot is None:
+                snapshot = self._snapshot = Snapshot(self._tf, self._lengths, self._postings)
+            rows, scores = snapshot.scores(
+                _query_tokens(query), k1=self._k1, b=self._b, avgdl=avgdl
+            )
+            ids = snapshot.ids
+            if checked:
+                keep = [
+                    i
+                    for i, row in enumerate(rows.tolist())
+                    if metadata_matches(self._entries[ids[row]].metadata, checked)
+                ]
+                rows, scores = rows[keep], scores[keep]
+            if rows.shape[0] > top_k:
+                # Every entry tied with the k-th score stays a candidate: ties break by id.
+                kth = np.partition(scores, rows.shape[0] - top_k)[rows.shape[0] - top_k]
+                best = scores >= kth
+                rows, scores = rows[best], scores[best]
+            pairs = zip(rows.tolist(), scores.tolist(), strict=True)
+            hits = [(ids[row], score) for row, score in pairs]
         hits.sort(key=lambda h: (-h[1], h[0]))
         return hits[:top_k]
 

@@ -163,3 +163,67 @@ async def test_sqlite_index_persists_and_validates(tmp_path: Path) -> None:
 
     with pytest.raises(MemoryStoreError, match="closed"):
         await closed.count()
+
+
+def _reference_bm25(
+    index: InMemoryKeywordIndex, query: str, filter: dict[str, Any] | None
+) -> list[tuple[str, float]]:
+    """The dictionary walk the numpy snapshot replaced, over the index's own postings."""
+    import collections
+    import math
+
+    from goagent_py.memory.vector._common import metadata_matches
+    from goagent_py.rag.keyword import _query_tokens
+
+    n = len(index._entries)
+    avgdl = index._total_length / n or 1.0
+    k1, b = index._k1, index._b
+    scores: dict[str, float] = collections.defaultdict(float)
+    for token in _query_tokens(query):
+        posting = index._postings.get(token)
+        if not posting:
+            continue
+        df = len(posting)
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        for id in posting:
+            tf = index._tf[id][token]
+            norm = k1 * (1.0 - b + b * index._lengths[id] / avgdl)
+            scores[id] += idf * tf * (k1 + 1.0) / (tf + norm)
+    hits = [
+        (id, s)
+        for id, s in scores.items()
+        if not filter or metadata_matches(index._entries[id].metadata, filter)
+    ]
+    return sorted(hits, key=lambda h: (-h[1], h[0]))
+
+
+async def test_in_memory_bm25_scores_are_the_dictionary_walks_across_writes() -> None:
+    import random
+
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(60)] + ["retry", "max_retry_delay", "psutil.cpu_count"]
+    index = InMemoryKeywordIndex()
+
+    def entry(i: int) -> KeywordEntry:
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 40)))
+        return KeywordEntry(f"doc{i:03d}", text, {"team": rng.choice(["red", "blue"])})
+
+    await index.add_batch([entry(i) for i in range(300)])
+    await index.add_batch([KeywordEntry("dup-a", "w1 w2", {}), KeywordEntry("dup-b", "w1 w2", {})])
+    queries = ["w1 w2", "retry w7 w7", "max_retry_delay", "psutil.cpu_count w3", "nothing", "w5"]
+    writes = [  # each drops the snapshot: new entries, replaced ones, deleted ones
+        lambda: index.add_batch([entry(1000 + i) for i in range(10)]),
+        lambda: index.add_batch([entry(i) for i in range(0, 300, 7)]),
+        lambda: index.delete([f"doc{i:03d}" for i in range(3, 300, 11)]),
+        lambda: index.add_batch([entry(2000 + i) for i in range(10)]),
+    ]
+    for write in [None, *writes]:
+        if write is not None:
+            await write()
+        for query in queries:
+            for filter in (None, {"team": "red"}):
+                for top_k in (1, 5, 400):
+                    got = await index.search(query, top_k=top_k, filter=filter)
+                    want = _reference_bm25(index, query, filter)[:top_k]
+                    assert got == want  # the same ids, order (ties by id) and scores, to the bit
+    assert (await index.search("w1 w2", top_k=2))[0][0] == "dup-a"  # a tie breaks by id
