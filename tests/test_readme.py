@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -45,6 +47,12 @@ def test_readme_snippet_runs(index: int) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert out.returncode == 0, out.stderr
-    for expected in re.findall(r"#\s*(.+)$", code, re.M):
+    for expected in _comments(code):
         if expected.strip() and not expected.startswith(" "):
             assert expected.strip() in out.stdout
+
+
+def _comments(code: str) -> list[str]:
+    """The text of each comment in ``code`` (real comments: a "#" inside a string is not)."""
+    tokens = tokenize.generate_tokens(io.StringIO(code).readline)
+    return [t.string.lstrip("#").lstrip() for t in tokens if t.type == tokenize.COMMENT]

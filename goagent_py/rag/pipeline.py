@@ -493,7 +493,9 @@ class Pipeline:
             score_threshold: the minimum cosine similarity of a vector hit ("vector" and the
                 vector leg of "hybrid"), or the minimum BM25 score in "keyword" mode. In hybrid
                 mode keyword hits are kept whatever their vector similarity: they contain the
-                query's words.
+                query's words. With ``part_vectors``, a vector hit's score is the chunk's
+                combined score (half its cosine, half its best part's), and the threshold
+                applies to that.
             filter: metadata every result must match exactly, e.g. ``{"source": "a.md"}``.
             mode: "hybrid", "vector" or "keyword"; None for :attr:`default_mode`.
 
