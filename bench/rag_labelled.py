@@ -369,6 +369,8 @@ async def main(args: argparse.Namespace) -> None:
             options: dict[str, Any] = {}
             if args.part_vectors != "default":
                 options["part_vectors"] = args.part_vectors == "on"
+            if args.quantization == "int8":
+                options["quantization"] = "int8"
             if store == "sqlite":
                 pipeline = Pipeline.sqlite(Path(tmp) / "kb.db", embedder, dimensions=384, **options)
             else:
@@ -444,4 +446,10 @@ if __name__ == "__main__":
         "--index-speed", type=int, default=0, help="time indexing N files for real, then stop"
     )
     parser.add_argument("--save-legs", default="", help="pickle the candidate lists to this path")
+    parser.add_argument(
+        "--quantization",
+        default="none",
+        choices=("none", "int8"),
+        help="the stores' int8 first pass (Pipeline.sqlite/in_memory(quantization=...))",
+    )
     asyncio.run(main(parser.parse_args(sys.argv[1:])))
