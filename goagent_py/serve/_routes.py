@@ -161,7 +161,8 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
             from goagent_py.serve._agui import messages_snapshot
 
             return JSONResponse(messages_snapshot(stored))
-        return JSONResponse({"messages": [message_json(m) for m in stored]})
+        durations = await server.threads.durations(user, thread_id)
+        return JSONResponse({"messages": [message_json(m, durations) for m in stored]})
 
     async def _message_of(request: Request) -> tuple[str, str, str]:
         user = server.user(request)

@@ -27,6 +27,13 @@ _SCHEMA = (
     " created_at REAL NOT NULL, updated_at REAL NOT NULL,"
     " PRIMARY KEY (user, thread_id))"
 )
+# How long each tool call took, for the tool cards after a reload: the stored conversation keeps
+# the results the model read, not their timing.
+_TIMES = (
+    "CREATE TABLE IF NOT EXISTS goagent_serve_tool_times ("
+    " user TEXT NOT NULL, thread_id TEXT NOT NULL, call_id TEXT NOT NULL,"
+    " duration REAL NOT NULL, PRIMARY KEY (user, thread_id, call_id))"
+)
 
 
 def session_key(user: str, thread_id: str) -> str:
@@ -50,6 +57,7 @@ class ThreadStore:
                 )
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(_SCHEMA)
+                conn.execute(_TIMES)
                 self._conn = conn
             return fn(self._conn)
 
@@ -124,6 +132,10 @@ class ThreadStore:
                 )
                 found = cur.rowcount > 0
                 if found:
+                    c.execute(
+                        "DELETE FROM goagent_serve_tool_times WHERE user = ? AND thread_id = ?",
+                        (user, thread_id),
+                    )
                     # The conversation table exists once a message was stored.
                     has = c.execute(
                         "SELECT 1 FROM sqlite_master WHERE name = 'goagent_messages'"
@@ -141,6 +153,34 @@ class ThreadStore:
 
         return await self._call(q)
 
+    async def record_durations(
+        self, user: str, thread_id: str, durations: dict[str, float]
+    ) -> None:
+        """Keep how long the thread's tool calls took, by call id."""
+        if not durations:
+            return
+        rows = [(user, thread_id, call_id, d) for call_id, d in durations.items()]
+
+        def q(c: sqlite3.Connection) -> None:
+            c.executemany(
+                "INSERT OR REPLACE INTO goagent_serve_tool_times VALUES (?, ?, ?, ?)", rows
+            )
+
+        await self._call(q)
+
+    async def durations(self, user: str, thread_id: str) -> dict[str, float]:
+        """How long the thread's tool calls took, by call id (the calls recorded)."""
+
+        def q(c: sqlite3.Connection) -> dict[str, float]:
+            found = c.execute(
+                "SELECT call_id, duration FROM goagent_serve_tool_times"
+                " WHERE user = ? AND thread_id = ?",
+                (user, thread_id),
+            )
+            return {call_id: duration for call_id, duration in found}
+
+        return await self._call(q)
+
     def close(self) -> None:
         """Close the connection."""
         with self._lock:
@@ -149,8 +189,9 @@ class ThreadStore:
                 self._conn = None
 
 
-def message_json(message: Message) -> dict[str, Any]:
-    """A stored message as the page and API show it (tool calls and results included)."""
+def message_json(message: Message, durations: dict[str, float] | None = None) -> dict[str, Any]:
+    """A stored message as the page and API show it (tool calls and results included; a tool
+    result's ``duration`` in seconds when ``durations`` has its call)."""
     text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
     thinking = "".join(b.thinking for b in message.content if isinstance(b, ThinkingBlock))
     out: dict[str, Any] = {"role": message.role.value, "text": text}
@@ -163,4 +204,6 @@ def message_json(message: Message) -> dict[str, Any]:
     if message.role is Role.TOOL:
         out["tool_call_id"] = message.tool_call_id
         out["is_error"] = message.is_error
+        if durations and message.tool_call_id in durations:
+            out["duration"] = durations[message.tool_call_id]
     return out

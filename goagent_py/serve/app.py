@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from goagent_py.agent import Agent
 from goagent_py.errors import ConfigurationError, GoAgentError, MissingExtraError
+from goagent_py.events import ToolExecutionEnd
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
@@ -254,10 +255,13 @@ class _Server:
     async def _drive(self, live: _Live, run: _Run, text: str) -> None:
         put = run.queue.put_nowait
         put(run.mapper.started())
+        durations: dict[str, float] = {}
         try:
             async for event in live.session.stream(text):
                 if run.abort_reason and not run.abort_sent:
                     self._abort(live, run, run.abort_reason)
+                if isinstance(event, ToolExecutionEnd):
+                    durations[event.result.call.id] = round(event.result.duration, 6)
                 for item in run.mapper.map(event):
                     put(item)
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
@@ -265,6 +269,7 @@ class _Server:
         finally:
             live.run = None
             self.runs.pop(run.run_id, None)
+            await self.threads.record_durations(run.user, run.thread_id, durations)
             await self.threads.update(run.user, run.thread_id)
             put(None)
             run.done.set()

@@ -87,6 +87,9 @@ async def test_tool_calls_stream_as_cards_and_are_in_history(db: str, helpers: A
         ]
         assert msgs[2]["role"] == "tool"
         assert msgs[2]["text"] == "5"
+        # The call's duration is kept for the card after a reload: the one the stream showed.
+        assert msgs[2]["duration"] == result["duration"]
+        assert "duration" not in msgs[3]
         assert msgs[3]["text"] == "it is 5"
         snap = (await client.get(f"/api/threads/{tid}/messages?format=agui")).json()
         assert snap["type"] == "MESSAGES_SNAPSHOT"

@@ -321,6 +321,8 @@ def test_a_reload_restores_the_thread_with_its_tool_card(world: _World, alice: A
         "Here is the forecast: sunny, 21 °C in Nice."
     ]
     card = alice.find_element(By.CSS_SELECTOR, "#messages details.tool")
+    # The duration survives the reload (kept by the server beside the conversation).
+    assert re.fullmatch(r"tool weather — \d+ ms", card.find_element(By.TAG_NAME, "summary").text)
     card.find_element(By.TAG_NAME, "summary").click()  # restored cards are folded
     assert card.find_element(By.CSS_SELECTOR, ".result").text == "sunny, 21 °C in Nice"
     assert '"city": "Nice"' in card.find_element(By.CSS_SELECTOR, ".args").text

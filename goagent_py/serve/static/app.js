@@ -127,7 +127,7 @@
         }
       } else if (m.role === "tool" && cards[m.tool_call_id]) {
         const [card, name] = cards[m.tool_call_id];
-        finishCard(card, name, m.text, m.is_error);
+        finishCard(card, name, m.text, m.is_error, m.duration);
       }
     }
     await loadThreads();
