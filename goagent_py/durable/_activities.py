@@ -39,6 +39,7 @@ from goagent_py.mcp.errors import (
     MCPServerRestartedError,
     MCPToolUnavailableError,
 )
+from goagent_py.memory.long_term import LongTermMemory
 from goagent_py.messages import Message, Role, TextBlock, ToolCall, Usage
 from goagent_py.results import ToolResult
 from goagent_py.tool_context import ToolContext, _current
@@ -361,9 +362,11 @@ class _AgentActivities:
                 if key and store_once is not None:  # the memory de-duplicates by key itself
                     await store_once(str(key), messages, session=session)
                 else:
-                    if key:
+                    if key and not isinstance(memory, LongTermMemory):
                         # Each message's id, the same on every attempt: a retried store upserts
-                        # the rows the failed attempt wrote (see MEMORY_ID_KEY).
+                        # the rows the failed attempt wrote (see MEMORY_ID_KEY). LongTermMemory
+                        # ids hash the message already (the same on every attempt), and a key
+                        # per turn would store the same text twice, as a plain run does not.
                         messages = [
                             replace(m, metadata={**m.metadata, MEMORY_ID_KEY: f"{key}:{i}"})
                             for i, m in enumerate(messages)

@@ -240,6 +240,29 @@ async def test_a_retried_long_term_store_upserts_the_same_rows(
     assert len(memory.rows()) == 4
 
 
+async def test_the_same_turn_twice_is_one_set_of_memories_as_in_a_plain_run(
+    temporal: WorkflowEnvironment,
+) -> None:
+    from goagent_py.memory import LongTermMemory
+    from goagent_py.memory.vector import InMemoryVectorStore
+    from goagent_py.testing import FakeEmbedder
+
+    store = InMemoryVectorStore()
+    memory = LongTermMemory(FakeEmbedder(), store)
+    durable, registry = durable_for(
+        lambda r: f"answer to {r.messages[-1].text}", [], long_term_memory=memory
+    )
+    async with create_worker(temporal.client, [durable], registry=registry):
+        await durable.execute(temporal.client, "my cat is called Miso")
+        once = await store.count()
+        await durable.execute(temporal.client, "my cat is called Miso")
+        again = await store.count()
+        await durable.execute(temporal.client, "my dog is called Pepper")
+    assert once == 2  # the user's message and the answer
+    assert again == once  # LongTermMemory's ids hash the message: the same turn replaces
+    assert await store.count() == 4
+
+
 async def test_what_a_tool_tells_its_context_on_the_worker_reaches_the_run(
     temporal: WorkflowEnvironment,
 ) -> None:
