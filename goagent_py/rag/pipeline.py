@@ -29,27 +29,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
-from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder
+from goagent_py.errors import ConfigurationError
+from goagent_py.memory.base import Chunker, Embedder
 from goagent_py.memory.vector._common import check_filter
-from goagent_py.memory.vector.base import (
-    BulkVectorStore,
-    SearchOptions,
-    UpsertEntry,
-    VectorStore,
-)
-from goagent_py.messages import ContentBlock, Message, Role, TextBlock
-from goagent_py.rag._chunks import (
-    Prepared,
-    collapse_parts,
-    is_part_id,
-    part_entries,
-    prepare,
-)
+from goagent_py.memory.vector.base import SearchOptions, VectorStore
+from goagent_py.messages import Message, Role, TextBlock
+from goagent_py.rag._chunks import collapse_parts, is_part_id
+from goagent_py.rag._indexing import _Indexing
 from goagent_py.rag._search import SearchMode
 from goagent_py.rag.documents import Document
 from goagent_py.rag.fusion import DEFAULT_FUSION, RRF_K, Fusion, fuse, reciprocal_rank_fusion
-from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
+from goagent_py.rag.keyword import KeywordEntry, KeywordIndex
 from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest
 from goagent_py.rag.results import (
     DocumentReport,
@@ -59,9 +49,6 @@ from goagent_py.rag.results import (
 )
 
 if TYPE_CHECKING:
-    import numpy as np
-    from numpy.typing import NDArray
-
     from goagent_py.rag.format import Formatter
     from goagent_py.rag.rerank import Reranker
     from goagent_py.rag.tool import KnowledgeBaseTool
@@ -76,7 +63,7 @@ _MODES: tuple[str, ...] = ("hybrid", "vector", "keyword")
 # -- the pipeline -----------------------------------------------------------------------------
 
 
-class Pipeline:
+class Pipeline(_Indexing):
     """Indexes documents and searches them: chunk, embed, store; vector, keyword or hybrid.
 
     Args:
@@ -291,112 +278,6 @@ class Pipeline:
                 _log.exception("RAG pipeline observer %r raised in %s", observer, method)
 
     # -- indexing ---------------------------------------------------------------------------
-
-    async def _embed(self, chunks: Sequence[Prepared]) -> list[NDArray[np.float32] | None]:
-        """One vector per chunk; None where the embedder found nothing to embed."""
-        vectors: list[NDArray[np.float32] | None] = [None] * len(chunks)
-
-        def inputs(c: Prepared) -> list[ContentBlock]:
-            if c.embed_text:
-                return [TextBlock(c.embed_text)]
-            return list(c.message.content)
-
-        async def one(i: int) -> None:
-            try:
-                vectors[i] = await self.embedder.embed(inputs(chunks[i]))
-            except NoEmbeddableContentError:
-                vectors[i] = None
-
-        if isinstance(self.embedder, BatchEmbedder):
-            text_rows = [i for i, c in enumerate(chunks) if c.embed_text]
-            for start in range(0, len(text_rows), self._batch_size):
-                batch = text_rows[start : start + self._batch_size]
-                try:
-                    matrix = await self.embedder.embed_batch([inputs(chunks[i]) for i in batch])
-                except NoEmbeddableContentError:
-                    for i in batch:  # find which ones, one by one
-                        await one(i)
-                    continue
-                for row, i in enumerate(batch):
-                    vectors[i] = matrix[row]
-            for i, c in enumerate(chunks):
-                if not c.embed_text:  # images and other non-text chunks, one by one
-                    await one(i)
-            return vectors
-        semaphore = asyncio.Semaphore(self._max_concurrency)
-
-        async def limited(i: int) -> None:
-            async with semaphore:
-                await one(i)
-
-        await asyncio.gather(*(limited(i) for i in range(len(chunks))))
-        return vectors
-
-    async def _delete(self, ids: Sequence[str]) -> None:
-        if not ids:
-            return
-        if isinstance(self.store, BulkVectorStore):
-            await self.store.delete_batch(ids)
-        else:
-            for id in ids:
-                await self.store.delete(id)
-        if self.keyword_index is not None:
-            await self.keyword_index.delete(ids)
-
-    async def _index_one(self, doc: Document, counts: dict[str, int]) -> None:
-        prepared = prepare(doc, self.chunker)
-        counts["chunks"] = len(prepared)
-        old = await self.manifest.get(doc.source)
-        old_set = set(old)
-        new = [c for c in prepared if c.id not in old_set]
-        counts["unchanged"] = len(prepared) - len(new)
-        # Part vectors are items of their own (ids derived from the chunk's): a store indexed
-        # without them gets them on the next index(), one indexed with them loses them when
-        # part_vectors is turned off (they are then stale).
-        parts = [p for c in prepared for p in part_entries(c)] if self._part_vectors else []
-        new_parts = [p for p in parts if p.id not in old_set]
-        vectors = await self._embed([*new, *new_parts])
-        entries = [
-            UpsertEntry(c.id, v, c.message)
-            for c, v in zip(new, vectors[: len(new)], strict=True)
-            if v is not None
-        ]
-        counts["skipped"] = len(new) - len(entries)
-        part_rows = [
-            UpsertEntry(p.id, v, p.message)
-            for p, v in zip(new_parts, vectors[len(new) :], strict=True)
-            if v is not None
-        ]
-        if entries or part_rows:
-            if isinstance(self.store, BulkVectorStore):
-                await self.store.upsert_batch([*entries, *part_rows])
-            else:
-                for entry in [*entries, *part_rows]:
-                    await self.store.upsert(entry.id, entry.vector, entry.message)
-        if entries and self.keyword_index is not None:
-            contexts = {c.id: c.context for c in new}
-            keyword_entries = [
-                KeywordEntry(e.id, e.message.text, e.message.metadata, contexts[e.id])
-                for e in entries
-                if e.message.text.strip()
-            ]
-            if isinstance(self.keyword_index, BulkKeywordIndex):
-                await self.keyword_index.add_batch(keyword_entries)
-            else:  # the protocol's add() takes no context: the text alone is indexed
-                for k in keyword_entries:
-                    await self.keyword_index.add(k.id, k.text, k.metadata)
-        counts["written"] = len(entries)
-        stored = {e.id for e in entries} | (old_set & {c.id for c in prepared})
-        parts_stored = {e.id for e in part_rows} | (old_set & {p.id for p in parts})
-        stale = [id for id in old if id not in stored and id not in parts_stored]
-        await self._delete(stale)
-        counts["deleted"] = len([id for id in stale if not is_part_id(id)])
-        # Last: a crash before this line only leaves work for the next run, never an orphan.
-        await self.manifest.set(
-            doc.source,
-            [c.id for c in prepared if c.id in stored]
-            + [p.id for p in parts if p.id in parts_stored],
-        )
 
     async def index(
         self,
