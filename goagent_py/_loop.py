@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
+from goagent_py._call_gates import after_call, gate_reason, prepared_call, with_arguments
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._recall import recall_message
 from goagent_py._transcript import (
@@ -111,13 +112,6 @@ def _uuid4_hex() -> str:
     n = (n & ~(0xC000 << 48)) | (0x8000 << 48)  # the variant, RFC 4122
     n = (n & ~(0xF000 << 64)) | (4 << 76)  # version 4
     return f"{n:032x}"
-
-
-def _with_arguments(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
-    """``replace(call, arguments=arguments)``, without its field-by-field walk for a plain call."""
-    if type(call) is ToolCall:
-        return ToolCall(call.id, call.name, arguments)
-    return replace(call, arguments=arguments)
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -479,41 +473,35 @@ class Run:
         o = self.o
         if o.prepare_arguments is not None:
             try:
-                repaired = await _maybe_await(o.prepare_arguments(call))
-            except Exception as exc:
-                error = ToolArgumentsError(call.name, f"preparing the arguments failed: {exc}")
+                call = await prepared_call(o.prepare_arguments, call)
+            except ToolArgumentsError as exc:
                 put(ToolExecutionStart(call, path=self.path))
-                return await self._after(error_result(call, error))
-            if repaired is not None:
-                call = _with_arguments(call, dict(repaired))
+                return await self._after(error_result(call, exc))
         shown = call
         validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
         if validate is not None:
             try:
-                shown = _with_arguments(call, validate(dict(call.arguments)))
+                shown = with_arguments(call, validate(dict(call.arguments)))
             except ToolArgumentsError as exc:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
         put(ToolExecutionStart(shown, path=self.path))
         reason: str | None = None
         if o.before_tool_call is not None:
-            try:
-                if o.before_tool_call_sees_message:
-                    gate = o.before_tool_call(shown, message)
-                else:
-                    gate = o.before_tool_call(shown)
-                reason = await _maybe_await(gate)
-            except Exception as exc:
-                # Fail closed: an approval check that breaks must not let the call through.
-                self.log.warning("before_tool_call raised; the call is blocked: %s", exc)
-                reason = f"the approval check failed ({type(exc).__name__}: {exc})"
+            reason = await gate_reason(
+                o.before_tool_call,
+                o.before_tool_call_sees_message,
+                shown,
+                lambda: message,
+                self.log,
+            )
         hook = self.hooks.hooks.on_tool_call
         if hook is not None:
             # Here, in the call's task: what the hook sets in its context (the OpenTelemetry
             # hooks make the call's span current) reaches the tool and no sibling.
             await call_hook(hook, call, logger=self.log)
         if reason is not None:
-            return await self._after(error_result(call, ToolBlockedError(call.name, str(reason))))
+            return await self._after(error_result(call, ToolBlockedError(call.name, reason)))
         result = await self.dispatcher.execute(call)
         ctx = _current.get()
         if ctx is not None and ctx.outcome and ctx.call.id == call.id:
@@ -527,13 +515,7 @@ class Run:
     async def _after(self, result: ToolResult) -> ToolResult:
         o = self.o
         if o.after_tool_call is not None:
-            try:
-                replacement = await _maybe_await(o.after_tool_call(result))
-            except Exception as exc:
-                self.log.warning("after_tool_call raised; the result is kept: %s", exc)
-                replacement = None
-            if replacement is not None:
-                result = replacement
+            result = await after_call(o.after_tool_call, result, self.log)
         if o.max_tool_result_chars is not None:
             result = replace(
                 result, content=truncate_content(list(result.content), o.max_tool_result_chars)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 from collections import ChainMap
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -26,6 +25,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
+from goagent_py._call_gates import after_call, gate_reason, prepared_call, with_arguments
 from goagent_py._transcript import error_result
 from goagent_py.dispatch import Dispatcher, error_text
 from goagent_py.errors import (
@@ -258,51 +258,36 @@ class _AgentActivities:
         if o.prepare_arguments is not None:
             # As in a plain run: the repair comes first, and its failure is the model's to read.
             try:
-                repaired = o.prepare_arguments(call)
-                if inspect.isawaitable(repaired):
-                    repaired = await repaired
-            except Exception as exc:
-                error = ToolArgumentsError(call.name, f"preparing the arguments failed: {exc}")
-                return await self._after(error_result(call, error))
-            if repaired is not None:
-                call = replace(call, arguments=dict(repaired))
+                call = await prepared_call(o.prepare_arguments, call)
+            except ToolArgumentsError as exc:
+                return await self._after(error_result(call, exc))
         shown = call
         validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
         if validate is not None:
             try:
-                shown = replace(call, arguments=validate(dict(call.arguments)))
+                shown = with_arguments(call, validate(dict(call.arguments)))
             except ToolArgumentsError as exc:
                 return await self._after(error_result(call, exc))
         reason: str | None = None
         if o.before_tool_call is not None:
-            try:
-                if o.before_tool_call_sees_message:
-                    found = messages_from_text(str(data.get("message", "[]")))
-                    message = found[0] if found else Message(Role.ASSISTANT, [])
-                    gate = o.before_tool_call(shown, message)
-                else:
-                    gate = o.before_tool_call(shown)
-                reason = await gate if inspect.isawaitable(gate) else gate
-            except Exception as exc:
-                # Fail closed, as in a plain run: a broken approval check blocks the call.
-                o.logger.warning("before_tool_call raised; the call is blocked: %s", exc)
-                reason = f"the approval check failed ({type(exc).__name__}: {exc})"
+
+            def message() -> Message:
+                found = messages_from_text(str(data.get("message", "[]")))
+                return found[0] if found else Message(Role.ASSISTANT, [])
+
+            # Fail closed, as in a plain run: a broken approval check blocks the call.
+            reason = await gate_reason(
+                o.before_tool_call, o.before_tool_call_sees_message, shown, message, o.logger
+            )
         if reason is not None:
-            return await self._after(error_result(call, ToolBlockedError(call.name, str(reason))))
+            return await self._after(error_result(call, ToolBlockedError(call.name, reason)))
         return await self._after(await self.dispatcher.execute(call))
 
     async def _after(self, result: ToolResult) -> ToolResult:
         after = self.options.after_tool_call
         if after is None:
             return result
-        try:
-            replacement = after(result)
-            if inspect.isawaitable(replacement):
-                replacement = await replacement
-        except Exception as exc:
-            self.options.logger.warning("after_tool_call raised; the result is kept: %s", exc)
-            replacement = None
-        return result if replacement is None else replacement
+        return await after_call(after, result, self.options.logger)
 
     async def load(self, data: dict[str, Any]) -> dict[str, Any]:
         memory = self.durable.short_term_memory(str(data["session_id"]))

@@ -1,0 +1,77 @@
+"""The user's steps around one tool call, shared by the loop and a durable run's tool activity:
+``prepare_arguments`` before validation, ``before_tool_call`` (fail closed) and
+``after_tool_call`` (a broken one keeps the result). Each runs where the call runs, so a plain
+run and a durable one treat a call, and a callback that breaks, the same way.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from goagent_py.errors import ToolArgumentsError
+from goagent_py.messages import Message, ToolCall
+from goagent_py.results import ToolResult
+
+if TYPE_CHECKING:
+    from goagent_py.options import AfterToolCall, BeforeToolCall, PrepareArguments
+
+__all__ = ["after_call", "gate_reason", "prepared_call", "with_arguments"]
+
+
+def with_arguments(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
+    """``replace(call, arguments=arguments)``, without its field-by-field walk for a plain call."""
+    if type(call) is ToolCall:
+        return ToolCall(call.id, call.name, arguments)
+    return replace(call, arguments=arguments)
+
+
+async def _resolved(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+async def prepared_call(prepare: PrepareArguments, call: ToolCall) -> ToolCall:
+    """``call`` with the arguments ``prepare`` returns (unchanged when it returns None).
+
+    Raises:
+        ToolArgumentsError: ``prepare`` raised (an error the model reads).
+    """
+    try:
+        repaired = await _resolved(prepare(call))
+    except Exception as exc:
+        raise ToolArgumentsError(call.name, f"preparing the arguments failed: {exc}") from exc
+    return call if repaired is None else with_arguments(call, dict(repaired))
+
+
+async def gate_reason(
+    gate: BeforeToolCall,
+    sees_message: bool,
+    call: ToolCall,
+    message: Callable[[], Message],
+    logger: logging.Logger,
+) -> str | None:
+    """Why ``gate`` blocks ``call`` (its validated form), or None to let it run. A gate that
+    raises blocks the call: an approval check that breaks must not let it through. ``message``
+    gives the assistant message that made the call, for a gate that takes it."""
+    try:
+        verdict = gate(call, message()) if sees_message else gate(call)
+        reason = await _resolved(verdict)
+    except Exception as exc:
+        logger.warning("before_tool_call raised; the call is blocked: %s", exc)
+        return f"the approval check failed ({type(exc).__name__}: {exc})"
+    return None if reason is None else str(reason)
+
+
+async def after_call(
+    after: AfterToolCall, result: ToolResult, logger: logging.Logger
+) -> ToolResult:
+    """``result`` as ``after`` replaces it (kept when it returns None or raises)."""
+    try:
+        replacement = await _resolved(after(result))
+    except Exception as exc:
+        logger.warning("after_tool_call raised; the result is kept: %s", exc)
+        return result
+    return result if replacement is None else replacement
