@@ -6,9 +6,9 @@ Run it:
         [--latency-only] [--embed-cache FILE] [--part-vectors default|on|off]
         [--index-speed N]
 
-The corpus is the documentation shipped in installed packages (see
-``bench/rag_labelled/build_corpus.py``: 25 files, about 700 KiB, extracted into a temporary
-folder); the questions are ``bench/rag_labelled/questions.jsonl`` (question, kind, source,
+The corpus is documentation of pinned package versions, committed in
+``bench/rag_labelled/corpus/`` (see ``bench/rag_labelled/build_corpus.py``: 25 files, about
+700 KiB, copied into a temporary folder); the questions are ``bench/rag_labelled/questions.jsonl`` (question, kind, source,
 answer). A result is a hit when it comes from the question's source and its text contains the
 answer phrase, so labels survive chunking changes.
 

@@ -1,29 +1,36 @@
-"""Extract the labelled-retrieval corpus from documentation shipped in installed packages.
+"""The labelled-retrieval corpus: documentation of pinned package versions, committed here.
 
-The corpus is real reference documentation that ships inside the virtualenv: each package's
-long description (its README, as PyPI shows it, read from ``*.dist-info/METADATA``) plus a few
-Markdown files shipped as package data. All are under MIT, BSD or Apache-2.0 licences. It is
-extracted, not committed: run
+The corpus is real reference documentation: each package's long description (its README, as
+PyPI shows it, the body of ``*.dist-info/METADATA``) plus a few Markdown files shipped as
+package data. All are under MIT, BSD or Apache-2.0 licences. It is committed under ``corpus/``
+beside this file, extracted from the exact versions pinned in :data:`SOURCES`, so neither the
+benchmark nor its test depends on whatever version pip installs today (a newer release of one
+package once turned CI red).
 
-    python bench/rag_labelled/build_corpus.py DIR
+Refresh it on purpose (this downloads the pinned wheels from the package registry):
 
-and DIR gets one file per entry of :data:`SOURCES` (the names the questions in
-``questions.jsonl`` cite). The versions the questions were written against are pinned in
-:data:`SOURCES`; another installed version prints a warning (answers may have moved or gone,
-and :func:`check_questions` then reports the labels whose answer phrase is missing).
+    python bench/rag_labelled/build_corpus.py --refresh
+
+then run ``pytest tests/rag/test_labelled_set.py``: :func:`check_questions` reports every label
+whose answer phrase is no longer in its source. ``python build_corpus.py DIR`` copies the
+committed corpus into DIR.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
+import shutil
+import subprocess
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "questions.jsonl"
+CORPUS = HERE / "corpus"
 
-# corpus file -> (distribution, pinned version, what: "readme" or a path inside the package)
+# corpus file -> (distribution, pinned version, what: "readme" or a path inside the wheel)
 SOURCES: dict[str, tuple[str, str, str]] = {
     "pydantic.md": ("pydantic", "2.14.3", "readme"),
     "temporalio.md": ("temporalio", "1.35.0", "readme"),
@@ -61,28 +68,54 @@ SOURCES: dict[str, tuple[str, str, str]] = {
 }  # fmt: skip
 
 
-def _readme(dist: importlib.metadata.Distribution) -> str:
-    text = dist.read_text("METADATA") or ""
-    _, _, body = text.partition("\n\n")  # headers, a blank line, then the long description
-    if not body.strip():
-        body = (dist.metadata.get_all("Description") or [""])[0]
-    return body
+def _readme(metadata: str) -> str:
+    headers, _, body = metadata.partition("\n\n")  # headers, a blank line, the description
+    if body.strip():
+        return body
+    # An old-style METADATA keeps the description in a folded header.
+    lines = headers.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Description: "):
+            rest = [x[8:] if x.startswith(" " * 8) else x for x in lines[i + 1 :]]
+            return "\n".join([line[len("Description: ") :], *rest])
+    return ""
+
+
+def _from_wheel(wheel: Path, what: str) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        if what == "readme":
+            (what,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        # Universal newlines, as an installed package's files read with open() or
+        # importlib.metadata.
+        text = archive.read(what).decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    return _readme(text) if what.endswith(".dist-info/METADATA") else text
+
+
+def refresh(target: Path = CORPUS) -> None:
+    """Download each pinned wheel and write the corpus files into ``target``."""
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels: dict[tuple[str, str], Path] = {}
+        for name, (package, version, what) in SOURCES.items():
+            if (package, version) not in wheels:
+                folder = Path(tmp) / f"{package}-{version}"
+                subprocess.run(
+                    [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                     "--only-binary=:all:", "-d", str(folder), f"{package}=={version}"],
+                    check=True,
+                )  # fmt: skip
+                (wheels[package, version],) = folder.glob("*.whl")
+            text = _from_wheel(wheels[package, version], what)
+            (target / name).write_text(text, encoding="utf-8")
 
 
 def build(root: Path) -> dict[str, str]:
-    """Write the corpus into ``root``; returns {file: installed version}."""
+    """Copy the committed corpus into ``root``; returns {file: pinned version}."""
     root.mkdir(parents=True, exist_ok=True)
     versions: dict[str, str] = {}
-    for name, (package, pinned, what) in SOURCES.items():
-        dist = importlib.metadata.distribution(package)
-        if dist.version != pinned:
-            print(f"warning: {package} {dist.version} installed, questions are for {pinned}")
-        if what == "readme":
-            text = _readme(dist)
-        else:
-            text = Path(str(dist.locate_file(what))).read_text(encoding="utf-8")
-        (root / name).write_text(text, encoding="utf-8")
-        versions[name] = dist.version
+    for name, (_, pinned, _) in SOURCES.items():
+        shutil.copyfile(CORPUS / name, root / name)
+        versions[name] = pinned
     return versions
 
 
@@ -97,7 +130,7 @@ def load_questions(path: Path = QUESTIONS) -> list[dict[str, str]]:
 
 def check_questions(root: Path, questions: list[dict[str, str]]) -> list[str]:
     """Problems with the labels: unknown source, or an answer phrase not in its source."""
-    texts = {name: _norm((root / name).read_text()) for name in SOURCES}
+    texts = {name: _norm((root / name).read_text(encoding="utf-8")) for name in SOURCES}
     problems = []
     for n, q in enumerate(questions, start=1):
         if q["source"] not in texts:
@@ -110,10 +143,13 @@ def check_questions(root: Path, questions: list[dict[str, str]]) -> list[str]:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1] if len(sys.argv) > 1 else "rag_corpus")
-    found = build(target)
-    size = sum((target / name).stat().st_size for name in found)
-    print(f"{len(found)} files, {size / 1024:.0f} KiB in {target}")
-    if QUESTIONS.exists():
-        issues = check_questions(target, load_questions())
-        print("\n".join(issues) or "every answer phrase is in its source")
+    if sys.argv[1:] == ["--refresh"]:
+        refresh()
+        target = CORPUS
+    else:
+        target = Path(sys.argv[1] if len(sys.argv) > 1 else "rag_corpus")
+        build(target)
+    size = sum((target / name).stat().st_size for name in SOURCES)
+    print(f"{len(SOURCES)} files, {size / 1024:.0f} KiB in {target}")
+    issues = check_questions(target, load_questions())
+    print("\n".join(issues) or "every answer phrase is in its source")
