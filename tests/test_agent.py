@@ -670,11 +670,13 @@ def test_bad_settings_fail_at_construction(settings: dict[str, Any], message: st
 
 
 def test_config_objects_check_their_values() -> None:
-    with pytest.raises(ConfigurationError, match="max_failures=-1"):
+    with pytest.raises(
+        ConfigurationError, match="CircuitBreakerConfig: max_failures must be > 0, got -1"
+    ):
         CircuitBreakerConfig(-1, 5)
-    with pytest.raises(ConfigurationError, match="reset_timeout=0"):
+    with pytest.raises(ConfigurationError, match="reset_timeout must be > 0, got 0"):
         CircuitBreakerConfig(3, 0)
-    with pytest.raises(ConfigurationError, match=r"max_failures=0"):
+    with pytest.raises(ConfigurationError, match=r"max_failures must be > 0, got 0"):
         with_circuit_breaker(0, 0)
 
 

@@ -754,7 +754,11 @@ async def test_a_dispatcher_built_with_good_settings_runs_the_tool() -> None:
 def test_the_public_middlewares_refuse_bad_settings_when_built() -> None:
     with pytest.raises(ConfigurationError, match=r"timeout_middleware\(\(1, 2\)\): must be"):
         timeout_middleware((1, 2))  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match=r"max_failures='3'\): must be an int > 0"):
+    with pytest.raises(
+        ConfigurationError, match=r"circuit_breaker_middleware: max_failures must be > 0, got '3'"
+    ):
         circuit_breaker_middleware("3", 10)  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match=r"reset_timeout=\(1, 2\)\): must be > 0"):
+    with pytest.raises(
+        ConfigurationError, match=r"CircuitBreaker: reset_timeout must be > 0, got \(1, 2\)"
+    ):
         CircuitBreaker(3, (1, 2))  # type: ignore[arg-type]

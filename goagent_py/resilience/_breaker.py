@@ -24,17 +24,20 @@ def check_circuit_breaker(max_failures: object, reset_timeout: object, *, owner:
     The one check behind :class:`CircuitBreaker`, ``CircuitBreakerConfig`` and
     ``circuit_breaker_middleware``; ``owner`` names what the caller built, for the message.
     """
+    # "max_failures must be > 0, got 0" is the wording users have seen (and the docs show).
     if not isinstance(max_failures, int) or isinstance(max_failures, bool) or max_failures <= 0:
         raise ConfigurationError(
-            f"{owner}(max_failures={max_failures!r}): must be an int > 0 "
-            "(pass circuit_breaker=None to switch the breaker off)"
+            f"{owner}: max_failures must be > 0, got {max_failures!r} (an int; pass "
+            "circuit_breaker=None to switch the breaker off)"
         )
     if (
         not isinstance(reset_timeout, int | float)
         or isinstance(reset_timeout, bool)
         or not reset_timeout > 0
     ):
-        raise ConfigurationError(f"{owner}(reset_timeout={reset_timeout!r}): must be > 0 seconds")
+        raise ConfigurationError(
+            f"{owner}: reset_timeout must be > 0, got {reset_timeout!r} (a number of seconds)"
+        )
 
 
 class CircuitState(enum.StrEnum):
