@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -213,15 +212,6 @@ async def test_unknown_tool_bad_arguments_and_exceptions_become_error_results(
 
 
 # -- rule 5: calls of a turn run concurrently; cancellation is never swallowed ---------------
-
-
-async def _timed_parallel(make_agent: MakeAgent, t: Any) -> float:
-    calls = [ToolCall(f"c{i}", t.definition.name, {}) for i in range(3)]
-    p = ScriptedProvider(tool_call_response(*calls), "done")
-    agent = make_agent(p, tools=[t])
-    start = time.perf_counter()
-    await agent.run("go")
-    return time.perf_counter() - start
 
 
 async def _three_calls(make_agent: MakeAgent, t: Any) -> list[str]:
