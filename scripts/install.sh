@@ -5,9 +5,9 @@
 #     bash scripts/install.sh --core DIR     # DIR: only the core and the dev extra
 #
 # Every package comes pinned with its hash (pip --require-hashes), then the project itself goes
-# in editable without touching them (--no-deps). The first install builds llama-cpp-python from
-# source, a few minutes on 2 cores; its build requirements are pinned too (requirements-build.txt:
-# pip reads PIP_CONSTRAINT in the build's own install).
+# in editable without touching them (--no-deps). What pip builds is built with pinned tools
+# (requirements-build.txt): the project, and llama-cpp-python, which has no wheel for Linux and
+# is built from source on the first install (a few minutes on 2 cores; pip caches the wheel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +19,13 @@ fi
 venv=${1:-.venv}
 
 python3 -m venv "$venv"
-PIP_CONSTRAINT="$PWD/requirements-build.txt" \
-    "$venv/bin/python" -m pip install --quiet --require-hashes -r "$lock"
-"$venv/bin/python" -m pip install --quiet --no-deps -e .
-"$venv/bin/python" -m pip check
+py="$venv/bin/python"
+# First pip itself, at the version and hash the full lock gives it: the pip a new virtualenv
+# comes with may be too old for --build-constraint.
+pip_pin=$(mktemp)
+trap 'rm -f "$pip_pin"' EXIT
+awk '/^pip==/ { on = 1 } on { print; if ($0 !~ /\\$/) exit }' requirements-lock.txt >"$pip_pin"
+"$py" -m pip install --quiet --require-hashes --no-deps -r "$pip_pin"
+"$py" -m pip install --quiet --require-hashes --build-constraint requirements-build.txt -r "$lock"
+"$py" -m pip install --quiet --no-deps --build-constraint requirements-build.txt -e .
+"$py" -m pip check

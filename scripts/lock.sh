@@ -10,9 +10,9 @@
 #   requirements-lock.txt        every package of the extras below (pip install --require-hashes)
 #   requirements-core-lock.txt   the core and the dev extra only (the core-only CI job), at the
 #                                same versions as the full lock
-#   requirements-build.txt       what pip builds llama-cpp-python with (it ships no wheel for
-#                                this machine: pip builds it from source), versions only, as a
-#                                constraint of the build (pip takes no hashes there)
+#   requirements-build.txt       what pip builds with: llama-cpp-python (it ships no wheel for
+#                                this machine: pip builds it from source) and the project itself;
+#                                versions only (pip's --build-constraint takes no hashes)
 #
 # Resolved by uv for this interpreter and platform (CPython 3.11, Linux x86_64). torch is the
 # CPU build that constraints.txt names; uv finds it in /opt/wheels where it lies on this kind of
@@ -22,8 +22,9 @@ cd "$(dirname "$0")/.."
 
 # The extras CI installs: every extra but the empty vendor ones and "all".
 EXTRAS=(dev vector postgres qdrant chroma tiktoken simd local pdf mcp otel-sdk temporal cli serve tui)
-# llama-cpp-python's [build-system] requires (the only package of the lock built from source).
-BUILD_REQUIRES=("scikit-build-core[pyproject]>=0.9.2" "cmake>=3.21" "ninja>=1.5")
+# The [build-system] requires of what pip builds: llama-cpp-python (the only package of the lock
+# built from source; scikit-build-core may add cmake and ninja) and this project (hatchling).
+BUILD_REQUIRES=("scikit-build-core[pyproject]>=0.9.2" "cmake>=3.21" "ninja>=1.5" "hatchling")
 UV_VERSION=0.13.8
 PYTHON=${PYTHON:-python3}
 
@@ -38,7 +39,8 @@ if [ -d /opt/wheels ]; then links=(--find-links /opt/wheels); fi
 extra_args=()
 for extra in "${EXTRAS[@]}"; do extra_args+=(--extra "$extra"); done
 
-"${uv[@]}" pyproject.toml "${extra_args[@]}" -c constraints.txt "${links[@]}" \
+# pip itself too: scripts/install.sh installs it first, from this lock.
+echo pip | "${uv[@]}" pyproject.toml - "${extra_args[@]}" -c constraints.txt "${links[@]}" \
     --generate-hashes -o requirements-lock.txt
 # The same versions as the full lock: the core-only job tests what the full job installs.
 "${uv[@]}" pyproject.toml --extra dev -c requirements-lock.txt "${links[@]}" \
