@@ -17,7 +17,6 @@ checkpoint it between nodes::
 
 from __future__ import annotations
 
-import copy
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -45,7 +44,9 @@ END = "__end__"
 GraphState = dict[str, Any]
 """A graph's state: ``input`` (the graph's input), ``last`` (the last node's output),
 ``outputs`` ({node: its last output}), ``visits`` ({node: times run}) and ``path`` (the node
-names run, in order). Plain data: conditions may read it and add keys of their own."""
+names run, in order). Plain data, one dict for the whole run: conditions and ``Node(...,
+input=fn)`` mappings see the same dict, and keys they add (a retry count, a verdict) are kept
+for the conditions after them and in ``result.state``."""
 
 Condition = Callable[[GraphState], str | Awaitable[str]]
 
@@ -141,7 +142,7 @@ class Graph(Flow):
             return edge
         condition = edge.condition if isinstance(edge, Branch) else edge
         allowed = edge.targets if isinstance(edge, Branch) else (*self.nodes, END)
-        answer = condition(copy.deepcopy(state))
+        answer = condition(state)  # the run's one state: what a condition adds, it keeps
         if inspect.isawaitable(answer):
             answer = await answer
         if answer not in allowed:

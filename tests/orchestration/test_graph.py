@@ -122,3 +122,21 @@ def test_graph_misuse(nodes: Any, edges: Any, start: str, match: str) -> None:
 def test_max_steps_must_be_positive() -> None:
     with pytest.raises(ConfigurationError, match="max_steps"):
         Graph({"a": noop}, {}, start="a", max_steps=0)
+
+
+async def test_conditions_share_one_state_and_may_keep_counts_in_it() -> None:
+    async def work(text: str) -> str:
+        return text + "."
+
+    def until_third_try(s: dict[str, Any]) -> str:
+        s["tries"] = s.get("tries", 0) + 1
+        return END if s["tries"] >= 3 else "work"
+
+    graph = Graph(
+        {"work": work}, edges={"work": Branch(until_third_try, "work", END)}, start="work"
+    )
+    result = await graph.run("x")
+
+    assert result.trace == ("work", "work", "work")
+    assert result.text == "x..."
+    assert result.state["tries"] == 3

@@ -1,0 +1,32 @@
+"""Every Python block of docs/multi-agent.md runs as it stands."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOC = Path(__file__).parents[2] / "docs" / "multi-agent.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
+
+
+def test_the_page_has_examples() -> None:
+    assert len(BLOCKS) >= 3
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_a_doc_example_runs(index: int, tmp_path: Path) -> None:
+    script = tmp_path / f"example_{index}.py"
+    script.write_text(BLOCKS[index], encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=DOC.parents[1],
+        env={"PYTHONPATH": str(DOC.parents[1]), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
