@@ -24,8 +24,10 @@ from goagent_py import errors
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
+    CorruptedDataError,
     GoAgentError,
     InvalidMediaTypeError,
+    LeaseLostError,
     MaxIterationsError,
     MemoryStoreError,
     MissingExtraError,
@@ -137,6 +139,10 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.TokenBudgetError": lambda: TokenBudgetError(500, 700),
     "goagent_py.errors.ToolAbortedError": lambda: ToolAbortedError("slow", "user pressed stop"),
     "goagent_py.errors.SessionBusyError": lambda: SessionBusyError("the session is running"),
+    "goagent_py.errors.LeaseLostError": lambda: LeaseLostError(
+        "lease lost", session_id="s", holder="w2", token=2, current_token=3
+    ),
+    "goagent_py.errors.CorruptedDataError": lambda: CorruptedDataError("seq=3 is corrupted"),
     "goagent_py.mcp.errors.MCPError": lambda: _mcp().MCPError("time", "boom"),
     "goagent_py.memory.compaction.CompactionError": lambda: _compaction().CompactionError(
         "the summary left an orphan tool call"
