@@ -136,6 +136,13 @@ class Budget:
         """Seconds since the budget was first made active (0 before)."""
         return 0.0 if self._started is None else self._clock() - self._started
 
+    def remaining_seconds(self) -> float | None:
+        """Seconds left of ``max_seconds`` (None: no wall-time limit); flows bound each node
+        by it, so a node still running when the time is up is stopped."""
+        if self.max_seconds is None:
+            return None
+        return max(0.0, self.max_seconds - self.elapsed)
+
     # -- accounting --------------------------------------------------------------------------
 
     def check(self) -> None:

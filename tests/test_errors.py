@@ -167,6 +167,7 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.orchestration._core.StepFailedError": lambda: _orchestration("StepFailedError"),
     "goagent_py.orchestration._core.MaxStepsError": lambda: _orchestration("MaxStepsError"),
+    "goagent_py.orchestration._core.NodeTimeoutError": lambda: _orchestration("NodeTimeoutError"),
     "goagent_py.orchestration.patterns.RouteError": lambda: _orchestration("RouteError"),
     "goagent_py.orchestration.handoff.HandoffRefusedError": lambda: _orchestration(
         "HandoffRefusedError"
@@ -188,6 +189,7 @@ def _orchestration(name: str) -> BaseException:
             ("pipeline", "writer"), ProviderError("HTTP 529: overloaded", status=529)
         ),
         "MaxStepsError": lambda: orchestration.MaxStepsError(4, ("write", "review"), ("graph",)),
+        "NodeTimeoutError": lambda: orchestration.NodeTimeoutError(("flow", "slow"), 0.5),
         "RouteError": lambda: orchestration.RouteError("maybe", ("billing", "tech")),
         "HandoffRefusedError": lambda: orchestration.HandoffRefusedError(
             "transfer_to_tech", "only one handoff per turn"

@@ -51,6 +51,13 @@ for the conditions after them and in ``result.state``."""
 Condition = Callable[[GraphState], str | Awaitable[str]]
 
 
+def _label(text: str) -> str:
+    """``text`` safe inside a Mermaid label (quotes and brackets as entity codes)."""
+    for char, code in (('"', "#quot;"), ("[", "#91;"), ("]", "#93;"), ("|", "#124;")):
+        text = text.replace(char, code)
+    return text
+
+
 class Branch:
     """A conditional edge: ``condition(state)`` names the next node (or :data:`END`), one of
     ``targets`` (checked when the graph is built, and again on each answer)."""
@@ -135,6 +142,32 @@ class Graph(Flow):
         self.start = start
         self.max_steps = max_steps
         self.name = name
+
+    def mermaid(self) -> str:
+        """The graph as a Mermaid flowchart (for docs and reviews): plain edges solid,
+        conditional ones dotted (to each target a :class:`Branch` declares, or to every node and
+        the end for a bare function, which may name any), a node without an edge into the end.
+
+        Example::
+
+            print(graph.mermaid())   # paste into a ```mermaid block
+        """
+        ids = {name: f"n{i}" for i, name in enumerate(self.nodes)}
+        ids[END] = "stop"
+        lines = ["flowchart TD", "    start([start])", "    stop([end])"]
+        lines += [f'    {ids[name]}["{_label(name)}"]' for name in self.nodes]
+        lines.append(f"    start --> {ids[self.start]}")
+        for name in self.nodes:
+            edge = self.edges.get(name, END)
+            if isinstance(edge, str):
+                lines.append(f"    {ids[name]} --> {ids[edge]}")
+                continue
+            condition = edge.condition if isinstance(edge, Branch) else edge
+            targets = edge.targets if isinstance(edge, Branch) else (*self.nodes, END)
+            label = getattr(condition, "__name__", "")
+            text = f"|{_label(label)}|" if label and label != "<lambda>" else ""
+            lines += [f"    {ids[name]} -.->{text} {ids[t]}" for t in targets]
+        return "\n".join(lines) + "\n"
 
     async def _next(self, current: str, state: GraphState) -> str:
         edge = self.edges.get(current, END)

@@ -250,6 +250,7 @@ class Router(Flow):
                 input=base.input
                 or (lambda text: _CLASSIFY_PROMPT.format(routes=routes_text, input=text)),
                 retry=base.retry,
+                timeout=base.timeout,
             )
         elif callable(classify):
             self._classify_fn = classify
