@@ -30,3 +30,20 @@ def test_a_doc_example_runs(index: int, tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_mermaid_shown_is_what_the_example_prints(tmp_path: Path) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    (shown,) = re.findall(r"```mermaid\n(.*?)```", text, re.DOTALL)
+    (example,) = [b for b in BLOCKS if "graph.mermaid()" in b]
+    script = tmp_path / "mermaid_example.py"
+    script.write_text(example, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(DOC.parents[1]), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout.strip() == shown.strip()
