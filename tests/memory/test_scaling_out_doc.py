@@ -31,3 +31,4 @@ def test_a_doc_example_runs(index: int, pg_dsn: str, tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    assert "GOAGENT_PG_DSN" not in done.stdout  # it ran against the server
