@@ -1,8 +1,11 @@
 """The built-in page in a real browser: Debian's headless chromium driven by selenium, against
-a real uvicorn server with a deterministic provider (users-file auth, long-term memory).
+a real uvicorn server with a deterministic provider (users-file auth, long-term memory; one
+server without auth for what ``goagent-py serve`` shows by default).
 
-One chromium serves the module (a second one only for the other user's test); the server runs
-in its own thread and event loop, so the tests can look at its side (runs, transcripts, tools).
+One chromium serves most of the module (others only for the other user's test and the first
+look at a page); the server runs in its own thread and event loop, so the tests can look at its
+side (runs, transcripts, tools). What the user sees is checked as displayed and in the viewport,
+not as present in the DOM (issue 37).
 """
 
 from __future__ import annotations
