@@ -14,7 +14,11 @@ from goagent_py.errors import GoAgentError, ToolArgumentsError
 from goagent_py.messages import ContentBlock, TextBlock, ToolCall
 from goagent_py.tools import ToolDefinition, validate_tool_name
 
-__all__ = ["CodingTool", "CodingToolError", "PathQueue", "call_key", "is_mutating"]
+__all__ = ["CodingTool", "CodingToolError", "PathQueue", "PathRule", "call_key", "is_mutating"]
+
+PathRule = Callable[[str, str], bool]
+"""``rule(tool_name, path) -> True`` when ``tool_name`` must not see or touch ``path`` (relative
+to the workspace root, symlinks resolved, ``/``-separated)."""
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
@@ -37,7 +41,7 @@ class CodingTool:
             for these); False for tools that only read.
     """
 
-    __slots__ = ("_body", "_definition", "mutating", "reserve")
+    __slots__ = ("_body", "_definition", "add_path_rule", "mutating", "reserve", "rule_path")
 
     def __init__(
         self,
@@ -55,6 +59,10 @@ class CodingTool:
         # reserve(call) -> release: takes the call's place in its file's write queue before an
         # approval gate may hold it (set by the file toolkit on its writing tools).
         self.reserve: Callable[[ToolCall], Callable[[], None] | None] | None = None
+        # rule_path(path) -> the path a rule is checked on (resolved, relative to the root), and
+        # add_path_rule(rule): what walks hide and opens refuse (set by the file toolkit).
+        self.rule_path: Callable[[str], str] | None = None
+        self.add_path_rule: Callable[[PathRule], None] | None = None
 
     @property
     def definition(self) -> ToolDefinition:

@@ -16,6 +16,12 @@ For each call, in this order:
 A pattern is ``"tool"`` or ``"tool(subject)"`` where both parts are globs; the subject is the
 call's ``path`` for file tools and the command line for a shell tool: ``"read_file"``,
 ``"write_file(src/**)"``, ``"shell(git status*)"``, ``"*(secrets/**)"``.
+
+For the file tools a path is matched RESOLVED, relative to the root (``.//secrets/k`` and a
+symlink ``alias -> secrets`` as ``alias/k`` are both ``secrets/k``), and the deny patterns
+also filter what the walks return: with ``*(secrets/**)``, grep, glob and list_dir leave out
+what is under ``secrets/``, and a read or write that reaches it through a link swapped in
+later is refused when the file is opened.
 """
 
 from __future__ import annotations
@@ -110,6 +116,7 @@ class ApprovalPolicy:
     _reservers: dict[str, Callable[[ToolCall], Callable[[], None] | None]] = field(
         default_factory=dict, repr=False
     )
+    _rule_paths: dict[str, Callable[[str], str]] = field(default_factory=dict, repr=False)
     stopped: bool = field(default=False, init=False)
     """True once a "stop" answer was given (until :meth:`reset_stop`)."""
 
@@ -122,6 +129,32 @@ class ApprovalPolicy:
         }
         if self.ask is not None and not callable(self.ask):
             raise ConfigurationError("ApprovalPolicy(ask=...): expected a callable")
+        self._use_path_rules()
+
+    # -- path rules: one normalisation (the tool's rule_path), the same matcher everywhere ---
+
+    def _use_path_rules(self) -> None:
+        """Learn each file tool's path normalisation, and give the tools the deny patterns
+        to filter their walks and opens with."""
+        for t in self.tools:
+            normalise = getattr(t, "rule_path", None)
+            if callable(normalise):
+                self._rule_paths[t.definition.name] = normalise
+            add_rule = getattr(t, "add_path_rule", None)
+            if callable(add_rule):
+                add_rule(self.denies_path)
+
+    def denies_path(self, tool: str, path: str) -> bool:
+        """Whether a deny pattern covers ``tool`` on ``path`` (resolved, relative to the root)."""
+        return self._matches(self._deny, tool, path)
+
+    def _path_subject(self, call: ToolCall) -> str | None:
+        """The resolved path a file tool's call acts on (None for other calls)."""
+        normalise = self._rule_paths.get(call.name)
+        path = call.arguments.get("path")
+        if normalise is None or not isinstance(path, str):
+            return None
+        return normalise(path)
 
     def allow_for_session(self, pattern: str) -> None:
         """Allow calls matching ``pattern`` from now on (what an "always" answer does)."""
@@ -157,7 +190,7 @@ class ApprovalPolicy:
         return reason
 
     async def _decide(self, call: ToolCall) -> str | None:
-        name, subject = call.name, _subject(call)
+        name, subject = call.name, self._path_subject(call) or _subject(call)
         if self._matches(self._deny, name, subject):
             return f"{name} is not allowed on {subject or 'this'} (denied by policy)"
         if self.stopped:
