@@ -59,8 +59,9 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob (``*``, ``?``, ``**``, ``[...]``) over ``/``-separated relative paths."""
+def _glob_regex(pattern: str) -> str:
+    """The regular expression of a glob (``*``, ``?``, ``**``, ``[...]``) over ``/``-separated
+    relative paths, matched from the start (see :func:`_matcher`)."""
     out, i = [], 0
     while i < len(pattern):
         c = pattern[i]
@@ -87,41 +88,51 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(c))
         i += 1
-    return re.compile("".join(out) + r"\Z")
+    return "".join(out) + r"\Z"
 
 
-def _bounded_search(pattern: str, ignore_case: bool, timeout: float) -> Callable[[str], bool]:
-    """``search(line) -> matched``, all calls together held to ``timeout`` seconds.
+def _matcher(
+    source: str,
+    *,
+    tool: str,
+    deadline: float,
+    timeout: float,
+    glob: bool = False,
+    ignore_case: bool = False,
+) -> Callable[[str], bool]:
+    """``matches(text) -> bool`` for a model's pattern, all calls held to one ``deadline``.
 
     The ``regex`` package releases the GIL while it matches and stops at its timeout: a
-    pattern that backtracks catastrophically (``(a+)+$``) cannot stall the event loop or run
-    forever, as the standard ``re`` would.
+    pattern that backtracks catastrophically (``(a|aa)+$``, or a glob of many ``*a``) ends in
+    an error the model reads, never stalls the event loop or runs forever as ``re`` would.
+    ``glob`` patterns (from :func:`_glob_regex`) match from the start, the others anywhere.
     """
     try:
         regex = importlib.import_module("regex")  # an extra; untyped (Any here)
     except ImportError as exc:
-        missing = MissingExtraError("regex", "code", feature="grep")
+        missing = MissingExtraError("regex", "code", feature=tool)
         raise CodingToolError(str(missing)) from exc
     try:
-        compiled = regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
+        compiled = regex.compile(source, regex.IGNORECASE if ignore_case else 0)
     except regex.error as exc:
-        raise CodingToolError(f"invalid regular expression: {exc}") from exc
-    deadline = time.monotonic() + timeout
+        what = "glob pattern" if glob else "regular expression"
+        raise CodingToolError(f"invalid {what}: {exc}") from exc
+    run = compiled.match if glob else compiled.search
 
-    def search(line: str) -> bool:
+    def matches(text: str) -> bool:
         left = deadline - time.monotonic()
         try:
             if left <= 0:
                 raise TimeoutError
-            return compiled.search(line, timeout=left) is not None
+            return run(text, timeout=left) is not None
         except TimeoutError as exc:
             raise CodingToolError(
-                f"grep stopped after {timeout:g} s of matching: the pattern is too slow "
-                "(nested repeats such as (a+)+ backtrack without end); simplify the pattern, "
-                "or narrow the search with path or glob"
+                f"{tool} stopped after {timeout:g} s of matching: the pattern is too slow "
+                "(nested repeats such as (a+)+, or many * in a row, backtrack without end); "
+                "simplify the pattern, or narrow the search with path or glob"
             ) from exc
 
-    return search
+    return matches
 
 
 @dataclass
@@ -135,8 +146,8 @@ class FileToolkit:
             write or edit makes one.
         max_results: the most lines a list, glob or grep answer holds.
         require_read: an edit, or a write that replaces an existing file, needs a read first.
-        grep_timeout: the most seconds one grep spends matching (a pattern that backtracks
-            catastrophically ends in an error instead of running forever).
+        grep_timeout: the most seconds one grep or glob spends matching (a pattern that
+            backtracks catastrophically ends in an error instead of running forever).
     """
 
     root: str | os.PathLike[str]
@@ -400,21 +411,41 @@ class FileToolkit:
 
     def _glob_sync(self, args: dict[str, Any]) -> str:
         """glob: files whose path relative to the root matches ``pattern``."""
-        regex = _glob_regex(args["pattern"])
-        hits = [rel for rel, _, _ in self._walk(args.get("path", "."), "glob") if regex.match(rel)]
+        timeout = self.grep_timeout
+        deadline = time.monotonic() + timeout
+        matches = _matcher(
+            _glob_regex(args["pattern"]), tool="glob", deadline=deadline, timeout=timeout, glob=True
+        )
+        hits = [rel for rel, _, _ in self._walk(args.get("path", "."), "glob") if matches(rel)]
         return self._capped(hits, "files") or "[no files match]"
 
     def _grep_sync(self, args: dict[str, Any]) -> str:
         """grep: ``path:line:text`` for each line matching the regular expression."""
-        search = _bounded_search(args["pattern"], bool(args.get("ignore_case")), self.grep_timeout)
-        only = _glob_regex(args["glob"]) if args.get("glob") else None
+        timeout = self.grep_timeout
+        deadline = time.monotonic() + timeout
+        search = _matcher(
+            args["pattern"],
+            tool="grep",
+            deadline=deadline,
+            timeout=timeout,
+            ignore_case=bool(args.get("ignore_case")),
+        )
+        only = None
+        if args.get("glob"):
+            only = _matcher(
+                _glob_regex(args["glob"]),
+                tool="grep",
+                deadline=deadline,
+                timeout=timeout,
+                glob=True,
+            )
         start = args.get("path", ".")
         walk = None if self._is_file(start) else self._walk(start, "grep")
         files: Iterable[tuple[str, str, int]] = [(start, "", -1)] if walk is None else walk
         hits: list[str] = []
         try:
             for rel, name, dirfd in files:
-                if only is not None and not (only.match(rel) or only.match(rel.rsplit("/", 1)[-1])):
+                if only is not None and not (only(rel) or only(rel.rsplit("/", 1)[-1])):
                     continue
                 data = self._grep_bytes(rel, name, dirfd)
                 if data is None or b"\x00" in data[:8192]:
