@@ -125,13 +125,14 @@ def call_key(call: ToolCall) -> str:
 class PathQueue:
     """One queue per resolved path: the writers of one file run one after another, in order.
 
-    The agent runs a turn's calls concurrently. A mutating tool joins its path's queue the
-    moment its body starts (before any ``await``), so the order is the order the calls started,
-    which is the order the model gave them (the loop starts a turn's calls in that order).
-    An approval gate can delay one call and not the next; so a gate that sees the calls in
-    order (:class:`~goagent_py.coding.ApprovalPolicy`) takes each call's place in line first
-    (:meth:`reserve`), and the body, when it runs, uses that place. Calls on different paths do
-    not wait for each other.
+    The agent runs a turn's calls concurrently, and an approval gate can delay one call and
+    not the next, or answer them in any order. So the loop lets each call take its place in
+    line first (:meth:`reserve`, through the tool's ``reserve``; see
+    :func:`goagent_py._call_gates.take_place`), at the start of the call's task, before any
+    gate: the tasks start in the order the model gave the calls. The body, when it runs, uses
+    that place; a call that is blocked gives it up. A body with no place reserved (a tool
+    called directly) joins the line when it starts. Calls on different paths do not wait for
+    each other.
     """
 
     def __init__(self) -> None:
