@@ -77,8 +77,9 @@ def _root_dir(root: StrPath) -> Path:
     return real
 
 
-def _parts(root: Path, user_path: StrPath) -> list[str]:
-    """The components of ``user_path`` after the lexical refusals (no file system access)."""
+def _parts(root: Path, user_path: StrPath, *, allow_root: bool = False) -> list[str]:
+    """The components of ``user_path`` after the lexical refusals (no file system access);
+    ``allow_root`` lets ``.``, ``./`` or ``.//`` name the root itself (``[]``)."""
     try:
         text = os.fspath(user_path)
     except TypeError as exc:
@@ -89,6 +90,8 @@ def _parts(root: Path, user_path: StrPath) -> list[str]:
     if "\x00" in text:
         raise PathEscapeError(shown, text, "it contains a NUL byte")
     if not text.strip():
+        if allow_root:
+            return []
         raise PathEscapeError(shown, text, "it is empty")
     windows = PureWindowsPath(text)
     if PurePosixPath(text).is_absolute() or windows.drive or windows.root:
@@ -99,7 +102,7 @@ def _parts(root: Path, user_path: StrPath) -> list[str]:
     parts = [p for p in text.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
         raise PathEscapeError(shown, text, "'..' components are not allowed")
-    if not parts:
+    if not parts and not allow_root:
         raise PathEscapeError(shown, text, "it names the root itself, not a file in it")
     return parts
 
@@ -145,7 +148,7 @@ def relative_in_root(root: StrPath, user_path: StrPath) -> str:
     text = os.fspath(user_path)
     lexical = posixpath.normpath(str(text).replace("\\", "/"))
     try:
-        parts = _parts(base, text)
+        parts = _parts(base, text, allow_root=True)
     except PathEscapeError:
         return lexical
     try:
@@ -256,7 +259,7 @@ def open_dir_in_root(root: StrPath, user_path: StrPath, *, create: bool = False)
     """
     base = _root_dir(root)
     text = os.fspath(user_path)
-    parts = [] if isinstance(text, str) and text.strip() in ("", ".", "./") else _parts(base, text)
+    parts = _parts(base, text, allow_root=True)
     if not (os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")):  # pragma: no cover
         raise PathEscapeError(str(base), str(text), "directory walks need POSIX dir_fd support")
     fd, names = _open_walking(base, parts, 0, str(text), directory=True, create=create)

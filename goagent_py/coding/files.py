@@ -465,8 +465,8 @@ class FileToolkit:
     def _is_file(self, path: str) -> bool:
         """Whether grep's ``path`` names a file (read by :func:`open_file_in_root`, held in
         the root at open time) rather than a directory (walked)."""
-        if path in ("", ".", "./"):
-            return False
+        if all(p in ("", ".") for p in path.replace("\\", "/").split("/")):
+            return False  # "", ".", "./", ".//": the root
         try:
             return self._resolve(path).is_file()
         except OSError:
@@ -613,7 +613,7 @@ class FileToolkit:
             return None
         try:
             resolved = resolve_in_root(self._base, path)
-        except PathEscapeError:
+        except (PathEscapeError, OSError):  # refused, or a link changed meanwhile: the body says
             return None
         key = call_key(call)
         self._queue.reserve(resolved, key)

@@ -127,3 +127,14 @@ def test_rule_path_is_the_one_normalisation(root: Path) -> None:
     assert kit.rule_path("db_alias") == "code.db"
     assert kit.rule_path("new/dir/file.txt") == "new/dir/file.txt"  # need not exist
     assert kit.rule_path("../outside") == "../outside"  # refused by the tools anyway
+
+
+async def test_the_root_is_named_by_any_spelling_of_dot(root: Path) -> None:
+    t = named(file_tools(root))
+    listed = await run(t["list_dir"])
+    for spelling in (".", "./", ".//", "", "././"):
+        assert await run(t["list_dir"], path=spelling) == listed, spelling
+        assert "src/app.py" in await run(t["glob"], pattern="**", path=spelling)
+    for refused in ("/", "//", "\\"):
+        with pytest.raises(CodingToolError, match="refused"):
+            await run(t["list_dir"], path=refused)
