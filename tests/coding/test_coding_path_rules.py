@@ -138,3 +138,16 @@ async def test_the_root_is_named_by_any_spelling_of_dot(root: Path) -> None:
     for refused in ("/", "//", "\\"):
         with pytest.raises(CodingToolError, match="refused"):
             await run(t["list_dir"], path=refused)
+
+
+async def test_tools_used_without_the_policy_still_hold_its_deny_patterns(root: Path) -> None:
+    """A sub-agent given the same tool objects (goagent-py code's explore) but no policy:
+    the toolkit holds the deny patterns itself."""
+    tools = file_tools(root)
+    ApprovalPolicy(tools, deny=["*(code.db*)"])
+    t = named(tools)
+    for path in ("code.db", ".//code.db", "db_alias"):
+        with pytest.raises(CodingToolError, match="path rule"):
+            await run(t["read_file"], path=path)
+    assert "code.db" not in await run(t["glob"], pattern="**")
+    assert "stored conversation" not in await run(t["grep"], pattern="conversation")
