@@ -28,11 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import importlib
 import os
-import re
 import stat
-import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +43,9 @@ from goagent_py._paths import (
     resolve_in_root,
     walk_files,
 )
+from goagent_py.coding._match import LineSearch, glob_matcher
 from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue, PathRule, call_key
-from goagent_py.errors import ConfigurationError, MissingExtraError
+from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ToolCall
 
 __all__ = ["FileToolkit", "file_tools"]
@@ -57,82 +55,6 @@ _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _glob_regex(pattern: str) -> str:
-    """The regular expression of a glob (``*``, ``?``, ``**``, ``[...]``) over ``/``-separated
-    relative paths, matched from the start (see :func:`_matcher`)."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = pattern.find("]", i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : end].replace("\\", "\\\\")
-                out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-                i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out) + r"\Z"
-
-
-def _matcher(
-    source: str,
-    *,
-    tool: str,
-    deadline: float,
-    timeout: float,
-    glob: bool = False,
-    ignore_case: bool = False,
-) -> Callable[[str], bool]:
-    """``matches(text) -> bool`` for a model's pattern, all calls held to one ``deadline``.
-
-    The ``regex`` package releases the GIL while it matches and stops at its timeout: a
-    pattern that backtracks catastrophically (``(a|aa)+$``, or a glob of many ``*a``) ends in
-    an error the model reads, never stalls the event loop or runs forever as ``re`` would.
-    ``glob`` patterns (from :func:`_glob_regex`) match from the start, the others anywhere.
-    """
-    try:
-        regex = importlib.import_module("regex")  # an extra; untyped (Any here)
-    except ImportError as exc:
-        missing = MissingExtraError("regex", "code", feature=tool)
-        raise CodingToolError(str(missing)) from exc
-    try:
-        compiled = regex.compile(source, regex.IGNORECASE if ignore_case else 0)
-    except regex.error as exc:
-        what = "glob pattern" if glob else "regular expression"
-        raise CodingToolError(f"invalid {what}: {exc}") from exc
-    run = compiled.match if glob else compiled.search
-
-    def matches(text: str) -> bool:
-        left = deadline - time.monotonic()
-        try:
-            if left <= 0:
-                raise TimeoutError
-            return run(text, timeout=left) is not None
-        except TimeoutError as exc:
-            raise CodingToolError(
-                f"{tool} stopped after {timeout:g} s of matching: the pattern is too slow "
-                "(nested repeats such as (a+)+, or many * in a row, backtrack without end); "
-                "simplify the pattern, or narrow the search with path or glob"
-            ) from exc
-
-    return matches
 
 
 @dataclass
@@ -411,34 +333,21 @@ class FileToolkit:
 
     def _glob_sync(self, args: dict[str, Any]) -> str:
         """glob: files whose path relative to the root matches ``pattern``."""
-        timeout = self.grep_timeout
-        deadline = time.monotonic() + timeout
-        matches = _matcher(
-            _glob_regex(args["pattern"]), tool="glob", deadline=deadline, timeout=timeout, glob=True
-        )
+        matches = glob_matcher(args["pattern"], tool="glob", timeout=self.grep_timeout)
         hits = [rel for rel, _, _ in self._walk(args.get("path", "."), "glob") if matches(rel)]
         return self._capped(hits, "files") or "[no files match]"
 
     def _grep_sync(self, args: dict[str, Any]) -> str:
         """grep: ``path:line:text`` for each line matching the regular expression."""
-        timeout = self.grep_timeout
-        deadline = time.monotonic() + timeout
-        search = _matcher(
+        search = LineSearch(
             args["pattern"],
-            tool="grep",
-            deadline=deadline,
-            timeout=timeout,
             ignore_case=bool(args.get("ignore_case")),
+            tool="grep",
+            timeout=self.grep_timeout,
         )
         only = None
         if args.get("glob"):
-            only = _matcher(
-                _glob_regex(args["glob"]),
-                tool="grep",
-                deadline=deadline,
-                timeout=timeout,
-                glob=True,
-            )
+            only = glob_matcher(args["glob"], tool="grep", clock=search.clock)
         start = args.get("path", ".")
         walk = None if self._is_file(start) else self._walk(start, "grep")
         files: Iterable[tuple[str, str, int]] = [(start, "", -1)] if walk is None else walk
@@ -450,11 +359,10 @@ class FileToolkit:
                 data = self._grep_bytes(rel, name, dirfd)
                 if data is None or b"\x00" in data[:8192]:
                     continue  # unreadable, too large, or binary
-                for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-                    if search(line):
-                        hits.append(f"{rel}:{n}:{line[:500]}")
-                        if len(hits) > self.max_results:
-                            break
+                for n, line in search.lines(data.decode("utf-8", "replace")):
+                    hits.append(f"{rel}:{n}:{line[:500]}")
+                    if len(hits) > self.max_results:
+                        break
                 if len(hits) > self.max_results:
                     break
         finally:
