@@ -457,3 +457,11 @@ async def test_writes_to_one_file_keep_call_order_whatever_order_a_gate_answers(
     await answering
     assert result.text == "done"
     assert (tree / "f.txt").read_text() == "x = 3\n"
+
+
+async def test_an_invalid_glob_is_a_clear_tool_error(tree: Path) -> None:
+    t = tools(tree)
+    with pytest.raises(CodingToolError, match="invalid glob pattern"):
+        await run(t["glob"], pattern="[z-a]")
+    with pytest.raises(CodingToolError, match="invalid glob pattern"):
+        await run(t["grep"], pattern="x", glob="[z-a]")
