@@ -16,12 +16,6 @@ For each call, in this order:
 A pattern is ``"tool"`` or ``"tool(subject)"`` where both parts are globs; the subject is the
 call's ``path`` for file tools and the command line for a shell tool: ``"read_file"``,
 ``"write_file(src/**)"``, ``"shell(git status*)"``, ``"*(secrets/**)"``.
-
-For the file tools a path is matched RESOLVED, relative to the root (``.//secrets/k`` and a
-symlink ``alias -> secrets`` as ``alias/k`` are both ``secrets/k``), and the deny patterns
-also filter what the walks return: with ``*(secrets/**)``, grep, glob and list_dir leave out
-what is under ``secrets/``, and a read or write that reaches it through a link swapped in
-later is refused when the file is opened.
 """
 
 from __future__ import annotations
@@ -93,6 +87,13 @@ def _parse(pattern: str) -> tuple[str, str | None]:
 class ApprovalPolicy:
     """A ``before_tool_call`` for coding agents (see the module docstring).
 
+    For the file tools a path is matched RESOLVED, relative to the root (``.//secrets/k`` and
+    a symlink ``alias -> secrets`` as ``alias/k`` are both ``secrets/k``), and the deny
+    patterns also filter what the walks return: with ``*(secrets/**)``, grep, glob and
+    list_dir leave out what is under ``secrets/``, and a read or write that reaches it through
+    a link swapped in later is refused when the file is opened (the tools hold the patterns:
+    a caller that shares the tool objects without the policy meets them too).
+
     Args:
         tools: the agent's tools, to tell read-only ones (``tool.mutating`` False) from the
             rest; a tool not listed counts as mutating.
@@ -112,11 +113,11 @@ class ApprovalPolicy:
     _allow: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
     _deny: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
     _read_only: set[str] = field(default_factory=set, repr=False)
+    _rule_paths: dict[str, Callable[[str], str]] = field(default_factory=dict, repr=False)
     _asking: asyncio.Lock | None = field(default=None, repr=False)
     _reservers: dict[str, Callable[[ToolCall], Callable[[], None] | None]] = field(
         default_factory=dict, repr=False
     )
-    _rule_paths: dict[str, Callable[[str], str]] = field(default_factory=dict, repr=False)
     stopped: bool = field(default=False, init=False)
     """True once a "stop" answer was given (until :meth:`reset_stop`)."""
 
