@@ -300,6 +300,8 @@ class FileToolkit:
             raise CodingToolError(f"{path}: not a directory") from exc
         except FileNotFoundError as exc:
             raise CodingToolError(f"{path}: no such directory") from exc
+        except OSError as exc:  # permission denied, a loop the kernel saw first...
+            raise CodingToolError(f"{path}: cannot be opened ({exc.strerror or exc})") from exc
 
     def _walk(self, start: str, tool: str) -> Generator[tuple[str, str, int], None, None]:
         """(path relative to the root, name, dir fd) of the regular files below ``start``
@@ -318,10 +320,14 @@ class FileToolkit:
 
     def _list_dir_sync(self, args: dict[str, Any]) -> str:
         """list_dir: the entries of a directory (``/`` after directories)."""
-        top, real = self._open_dir(args.get("path", "."))
+        path = args.get("path", ".")
+        top, real = self._open_dir(path)
         try:
-            with os.scandir(top) as it:
-                entries = sorted(it, key=lambda e: e.name)
+            try:
+                with os.scandir(top) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as exc:
+                raise CodingToolError(f"{path}: cannot be listed ({exc.strerror})") from exc
             lines = [
                 e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
                 for e in entries
