@@ -140,5 +140,5 @@ def test_a_folder_swapped_for_an_outside_link_never_leaks_through_a_walk(
     assert made_outside == [], "something was made outside the root"
     assert errors == [], errors[:5]  # refusals are CodingToolErrors the model reads
     assert swaps > ROUNDS  # the race really ran
-    for name, counts in seen.items():
-        assert counts["inside"] > 0, (name, counts)  # the tools worked while it ran
+    assert sum(c["inside"] for c in seen.values()) > 0, seen  # the tools worked meanwhile
+    assert all(c["inside"] + c["refused"] == ROUNDS for c in seen.values()), seen
