@@ -87,6 +87,13 @@ def _parse(pattern: str) -> tuple[str, str | None]:
 class ApprovalPolicy:
     """A ``before_tool_call`` for coding agents (see the module docstring).
 
+    For the file tools a path is matched RESOLVED, relative to the root (``.//secrets/k`` and
+    a symlink ``alias -> secrets`` as ``alias/k`` are both ``secrets/k``), and the deny
+    patterns also filter what the walks return: with ``*(secrets/**)``, grep, glob and
+    list_dir leave out what is under ``secrets/``, and a read or write that reaches it through
+    a link swapped in later is refused when the file is opened (the tools hold the patterns:
+    a caller that shares the tool objects without the policy meets them too).
+
     Args:
         tools: the agent's tools, to tell read-only ones (``tool.mutating`` False) from the
             rest; a tool not listed counts as mutating.
@@ -106,6 +113,7 @@ class ApprovalPolicy:
     _allow: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
     _deny: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
     _read_only: set[str] = field(default_factory=set, repr=False)
+    _rule_paths: dict[str, Callable[[str], str]] = field(default_factory=dict, repr=False)
     _asking: asyncio.Lock | None = field(default=None, repr=False)
     _reservers: dict[str, Callable[[ToolCall], Callable[[], None] | None]] = field(
         default_factory=dict, repr=False
@@ -122,6 +130,32 @@ class ApprovalPolicy:
         }
         if self.ask is not None and not callable(self.ask):
             raise ConfigurationError("ApprovalPolicy(ask=...): expected a callable")
+        self._use_path_rules()
+
+    # -- path rules: one normalisation (the tool's rule_path), the same matcher everywhere ---
+
+    def _use_path_rules(self) -> None:
+        """Learn each file tool's path normalisation, and give the tools the deny patterns
+        to filter their walks and opens with."""
+        for t in self.tools:
+            normalise = getattr(t, "rule_path", None)
+            if callable(normalise):
+                self._rule_paths[t.definition.name] = normalise
+            add_rule = getattr(t, "add_path_rule", None)
+            if callable(add_rule):
+                add_rule(self.denies_path)
+
+    def denies_path(self, tool: str, path: str) -> bool:
+        """Whether a deny pattern covers ``tool`` on ``path`` (resolved, relative to the root)."""
+        return self._matches(self._deny, tool, path)
+
+    def _path_subject(self, call: ToolCall) -> str | None:
+        """The resolved path a file tool's call acts on (None for other calls)."""
+        normalise = self._rule_paths.get(call.name)
+        path = call.arguments.get("path")
+        if normalise is None or not isinstance(path, str):
+            return None
+        return normalise(path)
 
     def allow_for_session(self, pattern: str) -> None:
         """Allow calls matching ``pattern`` from now on (what an "always" answer does)."""
@@ -157,7 +191,7 @@ class ApprovalPolicy:
         return reason
 
     async def _decide(self, call: ToolCall) -> str | None:
-        name, subject = call.name, _subject(call)
+        name, subject = call.name, self._path_subject(call) or _subject(call)
         if self._matches(self._deny, name, subject):
             return f"{name} is not allowed on {subject or 'this'} (denied by policy)"
         if self.stopped:
