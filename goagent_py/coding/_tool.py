@@ -37,7 +37,7 @@ class CodingTool:
             for these); False for tools that only read.
     """
 
-    __slots__ = ("_body", "_definition", "mutating", "reserve")
+    __slots__ = ("_body", "_definition", "check", "mutating", "reserve")
 
     def __init__(
         self,
@@ -55,6 +55,9 @@ class CodingTool:
         # reserve(call) -> release: takes the call's place in its file's write queue before an
         # approval gate may hold it (set by the file toolkit on its writing tools).
         self.reserve: Callable[[ToolCall], Callable[[], None] | None] | None = None
+        # check(args) raises CodingToolError for arguments the body would refuse: an approval
+        # policy runs it before asking (set by the shell tool; the body runs it too).
+        self.check: Callable[[dict[str, Any]], object] | None = None
 
     @property
     def definition(self) -> ToolDefinition:
