@@ -253,7 +253,7 @@ async def open_session(
     model = ""
     embedded = False
     if provider is None:
-        from goagent_py._cli_common import pick_provider
+        from goagent_py.cli._common import pick_provider
 
         picked = await pick_provider(ns.provider)
         provider, model = picked.provider, picked.model
@@ -304,7 +304,7 @@ async def open_session(
     all_tools: list[Tool] = [*files, shell, explore, *tools]
     mcp_servers = []
     if ns.mcp:
-        from goagent_py.mcp.cli import stdio_connections
+        from goagent_py.cli._mcp import stdio_connections
 
         mcp_servers = stdio_connections(ns.mcp)
     holder: dict[str, Session] = {}
@@ -391,7 +391,7 @@ def _open_db_path(given: str | None) -> Path:
 
 
 def _data_home() -> Path:
-    from goagent_py._cli_common import data_home
+    from goagent_py.cli._common import data_home
 
     return data_home()
 

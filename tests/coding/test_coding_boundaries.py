@@ -419,7 +419,7 @@ def test_an_unknown_provider_is_a_usage_error_without_a_traceback(
 async def _run_local(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *flags: str, answers: list[str]
 ) -> list[str]:
-    from goagent_py import _cli_common
+    from goagent_py.cli import _common as _cli_common
     from goagent_py.coding.repl import build_parser, code_main
     from goagent_py.testing import ScriptedProvider, tool_call_response
 
