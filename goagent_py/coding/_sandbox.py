@@ -5,9 +5,9 @@ What a sandboxed command gets (:meth:`Sandbox.wrap`):
 - the whole file system read-only, the workspace root read-write;
 - an empty, private ``/tmp``; the usual places of credentials in the home folder
   (:data:`SECRET_PLACES`: ``~/.ssh``, ``~/.aws``, ``~/.config``, ``~/.netrc``...) shown empty,
-  and the paths given in ``hide`` (the session database's folder) too; or, with
-  ``hide_home=True``, the whole home folder empty (safer, but a Python or toolchain installed
-  there, e.g. with pyenv, is then gone too);
+  and the paths given in ``hide`` (the session database's folder) too; ``hide=[Path.home()]``
+  empties the whole home folder (safer, but a Python or toolchain installed there, e.g. with
+  pyenv, is then gone too);
 - a new PID namespace with its own ``/proc``: the agent's process and its environment
   (``/proc/<pid>/environ``, which holds the API keys) cannot be seen; when the command is
   killed, every process it started dies with the namespace, ``setsid()`` or not;
@@ -95,7 +95,6 @@ class Sandbox:
         root: the workspace, the only writable folder.
         network: leave the network on.
         hide: more paths to show empty (those that do not exist are skipped).
-        hide_home: show the whole home folder empty, not only :data:`SECRET_PLACES`.
 
     Raises:
         ConfigurationError: bubblewrap cannot run here (the message says what to install).
@@ -107,7 +106,6 @@ class Sandbox:
         *,
         network: bool = False,
         hide: Sequence[str | os.PathLike[str]] = (),
-        hide_home: bool = False,
     ) -> None:
         ok, reason = sandbox_available()
         if not ok:
@@ -115,8 +113,7 @@ class Sandbox:
         self.bwrap = shutil.which("bwrap") or "bwrap"
         self.root = root
         self.network = network
-        home = Path.home()
-        places = [home] if hide_home else [home / p for p in SECRET_PLACES]
+        places = [Path.home() / p for p in SECRET_PLACES]
         hidden = [Path(os.path.realpath(p)) for p in [*places, *hide]]
         hidden = [p for p in dict.fromkeys(hidden) if p.exists() and p != root]
         # Mounts stack in order: a folder around the root (or beside it) is hidden before the

@@ -258,6 +258,21 @@ async def test_the_sandbox_writes_only_inside_the_root(tmp_path: Path) -> None:
 
 
 @needs_sandbox
+async def test_the_sandbox_hides_the_given_paths_around_and_inside_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "private").mkdir(parents=True)
+    (root / "private" / "inner.txt").write_text("inner")
+    (root / "public.txt").write_text("public")
+    (tmp_path / "db").mkdir()
+    (tmp_path / "db" / "code.db").write_text("conversations")
+    sh = shell_tool(root, sandbox=True, hide=[tmp_path / "db", root / "private", tmp_path])
+    out = await run(sh, argv=["cat", "public.txt", str(tmp_path / "db" / "code.db")])
+    assert out.startswith("public")  # the root is bound back over the hidden folder around it
+    assert "conversations" not in out
+    assert await run(sh, argv=["ls", "-A", "private"]) == "exit code: 0"
+
+
+@needs_sandbox
 async def test_the_sandbox_kills_a_grandchild_that_left_the_group(tmp_path: Path) -> None:
     fifo = tmp_path / "held"
     os.mkfifo(fifo)
