@@ -58,6 +58,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
         from textual.app import App, ComposeResult
         from textual.binding import Binding
         from textual.containers import Vertical, VerticalScroll
+        from textual.markup import escape
         from textual.widget import Widget
         from textual.widgets import Collapsible, Input, Static
     except ImportError as exc:
@@ -90,13 +91,13 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 self.args,
                 self.nested,
                 self.result,
-                title=f"• {self.name_} {self.brief}",
+                title=escape(f"• {self.name_} {self.brief}"),  # a title is markup: made literal
                 collapsed=True,
             )
 
         def finish(self, ok: bool, duration: float, text: str) -> None:
             mark = "✓" if ok else "✗"
-            self.title = f"{mark} {self.name_} {self.brief} · {duration:.2f}s"
+            self.title = escape(f"{mark} {self.name_} {self.brief} · {duration:.2f}s")
             self.result.update(printable(text[:4000], newlines=True) or "(no output)")
 
     class CodingApp(App[int]):

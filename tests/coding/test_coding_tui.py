@@ -369,3 +369,21 @@ async def test_the_approval_shows_the_diff_and_escapes_what_the_model_wrote(
         assert "changed it \\e[2J\\rdone" in app.output
         assert not any("\x1b" in line for line in app.output)
         await pilot.press("ctrl+q")
+
+
+async def test_a_tool_call_title_is_shown_literally_not_as_markup(tmp_path: Path) -> None:
+    odd = "[/bold]x[@click=app.quit]y[red]"
+    provider = ScriptedProvider(
+        tool_call_response(("read_file", {"path": odd})), text_response("no such file")
+    )
+    app = _app(tmp_path, provider)
+    async with app.run_test() as pilot:
+        await app.prompts.get()
+        await _say(app, pilot, "read it")
+        assert await app.prompts.get() == "> "
+        view = _views(app)["read_file"]
+        shown = str(view.query_one("CollapsibleTitle").render())
+        assert odd in shown
+        assert "no such file" in app.output
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0
