@@ -18,16 +18,23 @@ from goagent_py.messages import ToolCall
 
 __all__ = ["find_placeholder", "preflight"]
 
+# Free text, where "{name}" may be exactly what the user wants written (a template).
+_FREE_TEXT = frozenset({"content", "new_string", "old_string"})
 # A whole value that is a template slot the model copied instead of filling in.
 _PLACEHOLDER = re.compile(r"^\s*(\{\{?\s*[A-Za-z_][\w .-]*\}\}?|<[A-Za-z_][\w-]*>)\s*$")
 
 
 def find_placeholder(value: Any, where: str = "") -> str | None:
-    """The first argument (``name`` or ``name[2]``) whose value is a placeholder, or None."""
+    """The first argument (``name`` or ``name[2]``) whose value is a placeholder, or None.
+
+    A file's new text (``content``, ``new_string``, ``old_string``) is not looked at.
+    """
     if isinstance(value, str):
         return where if _PLACEHOLDER.match(value) else None
     if isinstance(value, dict):
         for key, item in value.items():
+            if not where and key in _FREE_TEXT:
+                continue
             found = find_placeholder(item, f"{where}.{key}" if where else str(key))
             if found is not None:
                 return found
