@@ -100,8 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--sandbox",
         choices=("auto", "on", "off"),
         default="auto",
-        help="run shell commands under bubblewrap: only the root writable, no network, the "
-        "home folder and the agent's processes hidden (auto: where bwrap works; default)",
+        help="run shell commands under bubblewrap: only the root writable, no network, "
+        "credential folders and the agent's processes hidden (auto: where bwrap works; default)",
     )
     p.add_argument(
         "--yes-i-know",
