@@ -115,7 +115,8 @@ class Sandbox:
         self.network = network
         places = [Path.home() / p for p in SECRET_PLACES]
         hidden = [Path(os.path.realpath(p)) for p in [*places, *hide]]
-        hidden = [p for p in dict.fromkeys(hidden) if p.exists() and p != root]
+        # Never "/" (a session database at /code.db would otherwise empty the whole system).
+        hidden = [p for p in dict.fromkeys(hidden) if p.exists() and p not in (root, Path("/"))]
         # Mounts stack in order: a folder around the root (or beside it) is hidden before the
         # root is bound back on top; one inside the root is hidden after.
         self.hidden_before = [p for p in hidden if root not in p.parents]

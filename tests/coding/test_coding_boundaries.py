@@ -272,6 +272,14 @@ async def test_the_sandbox_hides_the_given_paths_around_and_inside_the_root(tmp_
 
 
 @needs_sandbox
+def test_the_sandbox_never_hides_the_whole_file_system(tmp_path: Path) -> None:
+    from goagent_py.coding._sandbox import Sandbox
+
+    argv = Sandbox(tmp_path, hide=["/", tmp_path]).wrap(["true"], tmp_path)
+    assert "/" not in [argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs"]
+
+
+@needs_sandbox
 async def test_the_sandbox_kills_a_grandchild_that_left_the_group(tmp_path: Path) -> None:
     fifo = tmp_path / "held"
     os.mkfifo(fifo)
