@@ -148,12 +148,16 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
             self.query_one("#log", VerticalScroll).scroll_end(animate=False)
             return widget
 
+        # query(), not query_one(): a turn's worker can finish after /exit closed the window,
+        # when the widgets are gone (query_one would raise NoMatches in that worker).
         def _refresh_status(self) -> None:
             if self.code is not None:
-                self.query_one("#status", Static).update(self.code.status.line())
+                for bar in self.query("#status").results(Static):
+                    bar.update(self.code.status.line())
 
         def _idle(self) -> None:
-            self.query_one(Input).placeholder = "> "
+            for box in self.query(Input):
+                box.placeholder = "> "
             self.prompts.put_nowait("> ")
 
         # -- start, approvals ----------------------------------------------------------------
