@@ -192,3 +192,21 @@ async def test_a_budget_error_in_a_parallel_branch_ends_the_whole_run() -> None:
         await Parallel(runaway, fn, fail_fast=False).run("x", budget=budget)
     assert info.value.kind == "iterations"
     assert budget.iterations == 4
+
+
+async def test_a_guarded_agent_run_on_its_own_covers_the_agents_it_calls_as_tools() -> None:
+    budget = Budget(max_iterations=3)
+    child, child_p = three_calls("child")
+    lead = agent(
+        "lead",
+        tool_call_response(("child", {"prompt": "go"})),
+        "never",
+        tools=[as_tool(child, name="child", description="C.")],
+    )
+
+    with pytest.raises(BudgetExceededError):
+        await budget.guard(lead).run("start")
+
+    assert budget.iterations == 3  # the lead's first call and the child's two
+    assert len(child_p.requests) == 2  # the child's third call was refused
+    assert current_budget() is None
