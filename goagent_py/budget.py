@@ -82,6 +82,9 @@ class BudgetExceededError(GoAgentError):
 
 
 _current: ContextVar[Budget | None] = ContextVar("goagent_budget", default=None)
+_entered: ContextVar[tuple[Token[Budget | None], ...]] = ContextVar(
+    "goagent_budget_entered", default=()
+)
 
 
 def current_budget() -> Budget | None:
@@ -124,7 +127,6 @@ class Budget:
         self.max_seconds = _limit(max_seconds, "max_seconds")
         self._clock = clock
         self._started: float | None = None
-        self._tokens: list[Token[Budget | None]] = []
         self.iterations = 0
         self.tokens = 0
 
@@ -133,11 +135,15 @@ class Budget:
     def __enter__(self) -> Budget:
         if self._started is None:
             self._started = self._clock()
-        self._tokens.append(_current.set(self))
+        # The token stack lives in the context, not on the budget: tasks that enter the same
+        # budget concurrently (parallel tool calls, a task group) exit in any order.
+        _entered.set((*_entered.get(), _current.set(self)))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _current.reset(self._tokens.pop())
+        *rest, token = _entered.get()
+        _entered.set(tuple(rest))
+        _current.reset(token)
 
     @property
     def elapsed(self) -> float:
@@ -185,7 +191,7 @@ class Budget:
             async def call(tool_call: ToolCall) -> list[ContentBlock]:
                 if current_budget() is not None:
                     return await next_call(tool_call)
-                with self:
+                with self:  # each call's own context: calls of one turn run concurrently
                     return await next_call(tool_call)
 
             return call

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from typing import Any
 
@@ -209,4 +210,83 @@ async def test_a_guarded_agent_run_on_its_own_covers_the_agents_it_calls_as_tool
 
     assert budget.iterations == 3  # the lead's first call and the child's two
     assert len(child_p.requests) == 2  # the child's third call was refused
+    assert current_budget() is None
+
+
+class SetsWhenDone:
+    """A tool that sets ``done`` when the wrapped tool has returned."""
+
+    def __init__(self, tool: Any, done: asyncio.Event) -> None:
+        self.tool = tool
+        self.done = done
+        self.definition = tool.definition
+
+    async def execute(self, args: dict[str, Any]) -> Any:
+        try:
+            return await self.tool.execute(args)
+        finally:
+            self.done.set()
+
+
+async def test_a_guarded_agents_concurrent_tool_calls_each_draw_from_its_budget() -> None:
+    # The first call ends while the second is still running (the order that broke a shared
+    # token stack: the first call's exit reset the second call's token).
+    second_inside, first_finished = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Wait until the second sub-agent is running."""
+        await second_inside.wait()
+        return "held"
+
+    @tool
+    async def arrive() -> str:
+        """Say the second sub-agent is running, then wait for the first to finish."""
+        second_inside.set()
+        await first_finished.wait()
+        return "arrived"
+
+    first_p = ScriptedProvider(tool_call_response(("hold", {})), "first done")
+    second_p = ScriptedProvider(tool_call_response(("arrive", {})), "second done")
+    first = Agent(provider=first_p, model="m", name="first", tools=[hold])
+    second = Agent(provider=second_p, model="m", name="second", tools=[arrive])
+    budget = Budget(max_iterations=10)
+    lead = agent(
+        "lead",
+        tool_call_response(("first", {"prompt": "a"}), ("second", {"prompt": "b"})),
+        "both done",
+        tools=[
+            SetsWhenDone(as_tool(first, name="first", description="F."), first_finished),
+            as_tool(second, name="second", description="S."),
+        ],
+    )
+
+    result = await budget.guard(lead).run("start")
+
+    assert result.text == "both done"
+    answers = [m for m in result.messages if m.role is Role.TOOL]
+    assert [(m.is_error, m.text) for m in answers] == [
+        (False, "first done"),
+        (False, "second done"),
+    ]
+    assert budget.iterations == 6  # the lead's two calls and two for each child
+    assert current_budget() is None
+
+
+async def test_tasks_entering_one_budget_concurrently_may_leave_in_any_order() -> None:
+    budget = Budget(max_iterations=10)
+    both_inside, first_left = asyncio.Barrier(2), asyncio.Event()
+
+    async def first() -> None:
+        with budget:
+            await both_inside.wait()
+        first_left.set()
+
+    async def second() -> None:
+        with budget:
+            await both_inside.wait()
+            await first_left.wait()
+            assert current_budget() is budget
+
+    await asyncio.gather(asyncio.create_task(first()), asyncio.create_task(second()))
     assert current_budget() is None
