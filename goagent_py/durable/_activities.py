@@ -59,6 +59,7 @@ from ._wire import (
     messages_to_text,
     request_from_data,
     response_to_data,
+    server_blob_limit,
     tool_error_to_data,
     usage_to_data,
 )
@@ -103,21 +104,6 @@ async def _heartbeating(work: Awaitable[T]) -> T:
         beater.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beater
-
-
-async def server_blob_limit() -> int:
-    """The largest payload the server of this activity accepts (its namespace's
-    ``blob_size_limit_error``), or 0 if it does not say (older servers) or cannot be asked."""
-    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-
-    try:
-        client = activity.client()
-        described = await client.workflow_service.describe_namespace(
-            DescribeNamespaceRequest(namespace=client.namespace)
-        )
-        return int(described.namespace_info.limits.blob_size_limit_error)
-    except Exception:  # the check is a courtesy: never fail a call because it cannot be made
-        return 0
 
 
 def _retryable(error: BaseException) -> bool:
@@ -168,7 +154,11 @@ class _AgentActivities:
         over what the server accepts fails at once, naming what produced it, instead of being
         refused by the server on every attempt with a generic error."""
         if self.server_limit is None:
-            self.server_limit = await server_blob_limit()
+            try:
+                client = activity.client()
+            except RuntimeError:  # an activity run without a worker's client (a test harness)
+                client = None
+            self.server_limit = 0 if client is None else await server_blob_limit(client)
         check_size(data, what, self.limit, server_limit=self.server_limit)
 
     async def model(self, data: dict[str, Any]) -> dict[str, Any]:

@@ -72,6 +72,20 @@ class PayloadTooLargeError(ConfigurationError):
         return self._reduce_with(self.what, self.size, self.limit, server=self.server)
 
 
+async def server_blob_limit(client: Any) -> int:
+    """The largest payload ``client``'s server accepts (its namespace's
+    ``blob_size_limit_error``), or 0 if it does not say (older servers) or cannot be asked."""
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+
+    try:
+        described = await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=client.namespace)
+        )
+        return int(described.namespace_info.limits.blob_size_limit_error)
+    except Exception:  # the check is a courtesy: never fail a run because it cannot be made
+        return 0
+
+
 def check_size(data: Any, what: str, limit: int, *, server_limit: int = 0) -> None:
     """Raise :class:`PayloadTooLargeError` if ``data``'s JSON is over ``limit`` bytes, or over
     ``server_limit`` (the server's own limit; 0: not known) when that is lower."""

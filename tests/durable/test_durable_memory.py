@@ -129,3 +129,31 @@ async def test_a_result_over_the_servers_limit_names_the_tool_and_is_not_retried
     assert "tool 'dump' result" in result.text
     assert "2097152-byte limit of the Temporal server's blob size limit" in result.text
     assert calls == [1]
+
+
+async def test_a_model_request_over_the_servers_limit_fails_the_run_naming_it(
+    temporal: WorkflowEnvironment,
+) -> None:
+    # Each tool result is under the server's 2 MiB, the next model request (both) is over it.
+    # Sent, the server refused the workflow's task again and again and the run never ended.
+    @tool
+    async def half() -> str:
+        """Return a lot."""
+        return "x" * 1_200_000
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        if not any(m.role == Role.TOOL for m in request.messages):
+            return tool_call_response(ToolCall("c1", "half", {}), ToolCall("c2", "half", {}))
+        return "unreachable"
+
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="req", tools=[half])
+    durable = DurableAgent(
+        agent, provider="fn:x", payload_limit=8 * 1024 * 1024, max_attempts=2, task_queue=queue()
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        with pytest.raises(DurableRunError) as info:
+            # The bound only keeps a regression from hanging the suite.
+            await asyncio.wait_for(durable.execute(temporal.client, "go"), timeout=120)
+    assert "model 'm' request" in str(info.value)
+    assert "2097152-byte limit of the Temporal server's blob size limit" in str(info.value)
