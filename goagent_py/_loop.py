@@ -90,6 +90,7 @@ from goagent_py.messages import (
     assistant_message,
 )
 from goagent_py.options import AgentOptions, TurnState
+from goagent_py.output import OutputSpec, Verdict
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
@@ -112,6 +113,12 @@ T = TypeVar("T")
 _TRUNCATED_CALL = (
     "Error: your response was cut off at the output token limit, so this call's arguments may "
     "be incomplete; it was not run. Re-issue the call with complete arguments."
+)
+
+
+_BESIDE_FINAL = (
+    "not run: the final_result call in the same response ends the turn; call the tool in a "
+    "response of its own if you still need it"
 )
 
 
@@ -163,8 +170,15 @@ class Run:
         history: list[Message] | None = None,
         path: tuple[str, ...] = (),
         refresh_tools: Callable[[], Awaitable[list[ToolDefinition]]] | None = None,
+        output: OutputSpec[Any] | None = None,
+        deps: Any = None,
     ) -> None:
         self.o = options
+        self.output = output
+        self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
+        self.output_value: Any = None
+        self._output_tries = 0
+        self.deps = deps
         self.refresh_tools = refresh_tools
         self.hooks = hooks
         self.log = options.logger
@@ -182,7 +196,7 @@ class Run:
         self.last_text = ""
         self.stop_reason: StopReason | None = None
         self.new_messages: list[Message] = []
-        self.result: RunResult | None = None
+        self.result: RunResult[Any] | None = None
         self.run_id = ""
         self.streaming_message = ""
         self.pending_calls: list[ToolCall] = []
@@ -243,7 +257,7 @@ class Run:
         if o.short_term_memory is not None and self.new_messages:
             if o.short_term_trace_tools:
                 to_store = strip_thinking(self.new_messages[self._persisted :])
-                if final is not None and final is not self.new_messages[-1]:
+                if final is not None and not any(m is final for m in self.new_messages):
                     to_store.extend(strip_thinking([final]))
             else:
                 users = [m for m in self.new_messages if m.role is Role.USER]
@@ -309,6 +323,8 @@ class Run:
             effort=o.effort,
             max_tokens=o.max_tokens,
         )
+        if self.output is not None:
+            request = self.output.shape(request, self.output_mode)
         if o.prepare_turn is not None:
             request = await _maybe_await(o.prepare_turn(request))
         return request
@@ -644,7 +660,7 @@ class Run:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def _finish(self, error: BaseException | None) -> RunResult:
+    def _finish(self, error: BaseException | None) -> RunResult[Any]:
         return RunResult(
             text=self.last_text if error is None else "",
             stop_reason=self.stop_reason,
@@ -656,7 +672,56 @@ class Run:
             messages=list(self.new_messages),
             error=error,
             run_id=self.run_id,
+            output=None if error is not None else self._output(),
         )
+
+    # -- typed output (see output.py) ---------------------------------------------------------
+
+    def _output(self) -> Any:
+        return self.last_text if self.output is None else self.output_value
+
+    async def _judge(self, message: Message) -> Verdict | None:
+        """The verdict on ``message`` as the run's answer, or None when it is not one yet (it
+        calls tools). Raises OutputValidationError when the retries are spent."""
+        spec = self.output
+        assert spec is not None
+        found = spec.candidate(message, self.output_mode)
+        if found is None:
+            return None
+        verdict = await spec.judge(*found, self.output_mode)
+        if verdict.accepted:
+            self.output_value = verdict.value
+            self.last_text = self.last_text or verdict.raw
+            return verdict
+        self._output_tries += 1
+        if self._output_tries > spec.retries:
+            raise spec.failed(verdict)
+        return verdict
+
+    def _output_turn(
+        self, messages: list[Message], i: int, message: Message, verdict: Verdict
+    ) -> Iterator[AgentEvent]:
+        """End a turn that gave an answer: the ``final_result`` call (and any call beside it,
+        not run) gets its result; an answer to retry gets the feedback as a user message."""
+        results: list[ToolResult] = []
+        if message.tool_calls:
+            for call in message.tool_calls:
+                if call is verdict.call:
+                    text = "Final result accepted." if verdict.accepted else verdict.feedback
+                    error = None if verdict.accepted else ToolArgumentsError(call.name, text)
+                    result = ToolResult(call, [TextBlock(text)], error)
+                else:
+                    result = error_result(call, ToolBlockedError(call.name, _BESIDE_FINAL))
+                yield ToolExecutionStart(call, path=self.path)
+                yield ToolExecutionEnd(result, path=self.path)
+                results.append(result)
+            yield from self._tool_messages(messages, results)
+        elif not verdict.accepted:
+            retry = Message(Role.USER, [TextBlock(verdict.feedback)])
+            self._append(messages, retry)
+            yield MessageStart(Role.USER, i, retry, path=self.path)
+            yield MessageEnd(retry, path=self.path)
+        yield TurnEnd(i, message, results, path=self.path)
 
     def _append(self, messages: list[Message], message: Message) -> None:
         messages.append(message)
@@ -787,6 +852,13 @@ class Run:
                 self.last_text = message.text
                 self.streaming_message = ""
                 yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
+                if self.output is not None and (verdict := await self._judge(message)) is not None:
+                    for event in self._output_turn(messages, i, message, verdict):
+                        yield event
+                    if verdict.accepted:
+                        final = message
+                        break
+                    continue
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
                     yield TurnEnd(i, message, [], path=self.path)
                     if self._abort_due("now", "after_tools", "after_turn"):

@@ -751,7 +751,8 @@ def test_agent_settings_name_every_keyword_and_help_shows_them() -> None:
     # The TypedDict (what type checkers read) and the runtime (what build_options accepts) agree.
     assert set(AgentSettings.__annotations__) == set(_SCALARS) | set(_SPECIAL)
     params = inspect.signature(Agent).parameters
-    assert list(params) == ["options", *AgentSettings.__annotations__]
+    # output_type is apart from AgentSettings: the constructor binds the agent's output type to it.
+    assert list(params) == ["options", *AgentSettings.__annotations__, "output_type"]
     assert params["max_iterations"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["max_iterations"].annotation == "int"
     # Every keyword the runtime accepts works as a keyword (none is refused as unknown).
