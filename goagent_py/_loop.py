@@ -568,6 +568,7 @@ class Run:
             max_result_chars=self.o.max_tool_result_chars,
             usage_sink=self._add_usage,
             messages_source=self._current_messages,
+            deps=self.deps,
         )
 
     def _current_messages(self) -> list[Message]:

@@ -16,6 +16,7 @@ from goagent_py.memory import ShortTermMemory
 from goagent_py.messages import Role
 from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.testing import ScriptedProvider, tool_call_response
+from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import tool
 
 
@@ -246,3 +247,28 @@ def test_the_stream_ends_with_the_typed_output() -> None:
 def test_bad_output_settings_fail_at_construction(settings: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigurationError, match=match):
         Agent(provider=ScriptedProvider(), **settings)  # type: ignore[call-overload]
+
+
+@dataclass
+class Deps:
+    user_id: str
+    db: dict[str, int]
+
+
+def test_deps_reach_tools_typed() -> None:
+    @tool
+    def balance() -> int:
+        """The user's balance."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        deps = ctx.deps_as(Deps)
+        return deps.db[deps.user_id]
+
+    p = ScriptedProvider(tool_call_response(("balance", {})), "done")
+    agent = Agent(provider=p, tools=[balance])
+    agent.run_sync("go", deps=Deps("u1", {"u1": 17}))
+    assert p.requests[1].messages[-1].text == "17"
+    # Each run has its own deps; a run without any gives the tool a clear error.
+    p2 = ScriptedProvider(tool_call_response(("balance", {})), "done")
+    result = Agent(provider=p2, tools=[balance]).run_sync("go")
+    assert "deps=Deps(...)" in result.messages[2].text

@@ -1,4 +1,5 @@
-"""Typed output is typed end to end: mypy --strict sees ``result.output`` as the output type.
+"""Typed output and deps are typed end to end: mypy --strict sees ``result.output`` as the
+output type and ``deps_as(Deps)`` as a ``Deps``.
 
 Runs mypy on a small probe file, the way a user's type checker sees ``Agent(output_type=...)``
 and ``run(..., output_type=...)``.
@@ -36,6 +37,16 @@ PROBE = textwrap.dedent(
         synced: RunResult[City] = typed.run_sync("x")
         bare: RunResult = plain.run_sync("x")
         mixed: RunResult[str] = typed.run_sync("x")
+
+    from dataclasses import dataclass
+    from goagent_py.tool_context import ToolContext
+
+    @dataclass
+    class Deps:
+        user_id: str
+
+    def read(ctx: ToolContext) -> int:
+        return ctx.deps_as(Deps).user_id
     """
 )
 
@@ -51,4 +62,5 @@ def test_mypy_strict_sees_the_output_type(tmp_path: Path) -> None:
     assert any(":16: error:" in e and '"str"' in e and '"int"' in e for e in errors), out
     assert any(":19: error:" in e and '"City"' in e and '"str"' in e for e in errors), out
     assert any(":22: error:" in e and "RunResult[City]" in e for e in errors), out
-    assert len(errors) == 3, out  # the rest type-checks: output is City, str, list[int]
+    assert any(":32: error:" in e and '"str"' in e and '"int"' in e for e in errors), out
+    assert len(errors) == 4, out  # the rest type-checks: output is City, str, list[int]
