@@ -74,8 +74,9 @@ class CompletionRequest:
         effort: "low", "medium" or "high", or None for the provider's default.
         max_tokens: the output token limit, or None for the provider's default.
         output: a JSON schema the answer must follow (the provider's structured output), or
-            None for free text. Providers that cannot enforce one raise
-            :class:`~goagent_py.ConfigurationError` (use ``output_mode="tool"`` there).
+            None for free text. OpenAI sends it as ``response_format``, Anthropic as
+            ``output_config.format``, Ollama as ``format``; a provider that cannot enforce one
+            ignores it (the run still validates the answer and asks again).
     """
 
     model: str
