@@ -759,3 +759,23 @@ def test_agent_settings_name_every_keyword_and_help_shows_them() -> None:
     agent = Agent(provider=ScriptedProvider(), max_iterations=3, adaptive_thinking=True)
     assert agent.options.max_iterations == 3
     assert agent.options.thinking is not None
+
+
+async def test_a_run_stopped_by_a_terminating_tool_stores_its_turn_once() -> None:
+    from goagent_py.memory import ShortTermMemory
+    from goagent_py.tool_context import current_tool_context
+
+    @tool
+    def finish() -> str:
+        """Finish the job."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        ctx.terminate()
+        return "done"
+
+    memory = ShortTermMemory()
+    p = ScriptedProvider(tool_call_response(("finish", {})))
+    await Agent(provider=p, tools=[finish], short_term_memory=memory).run("go")
+    stored = await memory.messages()
+    # The assistant message that made the call, once, and its result after it.
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
