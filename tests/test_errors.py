@@ -260,7 +260,20 @@ def test_the_walk_finds_exceptions_outside_errors() -> None:
     assert "goagent_py.testing.ScriptExhaustedError" in EXCEPTIONS
 
 
-@pytest.mark.parametrize("name", sorted(SAMPLES))
+# Modules that cannot be imported without an extra -> that extra (their samples skip without it).
+SAMPLE_EXTRAS = {"goagent_py.durable.": "temporal"}
+
+
+def _sample_params() -> list[Any]:
+    params = []
+    for name in sorted(SAMPLES):
+        extras = [extra for prefix, extra in SAMPLE_EXTRAS.items() if name.startswith(prefix)]
+        marks = [pytest.mark.needs_extra(*extras)] if extras else []
+        params.append(pytest.param(name, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("name", _sample_params())
 def test_every_exception_survives_pickle(name: str) -> None:
     original = SAMPLES[name]()
     assert f"{type(original).__module__}.{type(original).__qualname__}" == name
