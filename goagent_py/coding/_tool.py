@@ -41,7 +41,15 @@ class CodingTool:
             for these); False for tools that only read.
     """
 
-    __slots__ = ("_body", "_definition", "add_path_rule", "mutating", "reserve", "rule_path")
+    __slots__ = (
+        "_body",
+        "_definition",
+        "add_path_rule",
+        "check",
+        "mutating",
+        "reserve",
+        "rule_path",
+    )
 
     def __init__(
         self,
@@ -63,6 +71,9 @@ class CodingTool:
         # add_path_rule(rule): what walks hide and opens refuse (set by the file toolkit).
         self.rule_path: Callable[[str], str] | None = None
         self.add_path_rule: Callable[[PathRule], None] | None = None
+        # check(args) raises CodingToolError for arguments the body would refuse: an approval
+        # policy runs it before asking (set by the shell tool; the body runs it too).
+        self.check: Callable[[dict[str, Any]], object] | None = None
 
     @property
     def definition(self) -> ToolDefinition:
