@@ -133,12 +133,23 @@ def _model_params(extra_buffer_types: bool) -> Iterator[None]:
             lib.llama_model_default_params = original
 
 
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+# llama.cpp's own converter's rule: no raw control characters inside a JSON string.
+_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
 def _schema_grammar(schema: dict[str, Any]) -> Any:
     """A llama.cpp grammar that admits only JSON valid for ``schema``. Passed as ``grammar=``:
-    the function-calling chat format ignores ``response_format``."""
-    from llama_cpp.llama_grammar import LlamaGrammar
+    the function-calling chat format ignores ``response_format``.
 
-    return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    llama-cpp-python's converter lets a string hold raw newlines (``char ::= [^"\\]``), so a
+    small model wandered on inside a string until the token limit cut the JSON off; the rule is
+    narrowed to llama.cpp's (no control characters), which makes it close the string.
+    """
+    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(json.dumps(schema)).replace(_LOOSE_CHAR, _JSON_CHAR)
+    return LlamaGrammar.from_string(gbnf, verbose=False)
 
 
 class LlamaCppProvider:
