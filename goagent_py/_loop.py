@@ -71,6 +71,7 @@ from goagent_py.events import (
     MessagesInjected,
     MessageStart,
     ModelRequest,
+    OutputDelta,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -90,7 +91,7 @@ from goagent_py.messages import (
     assistant_message,
 )
 from goagent_py.options import AgentOptions, TurnState
-from goagent_py.output import OutputSpec, Verdict
+from goagent_py.output import FINAL_RESULT_TOOL, OutputSpec, Verdict
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
@@ -178,6 +179,8 @@ class Run:
         self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
         self.output_value: Any = None
         self._output_tries = 0
+        self._partial_raw = ""
+        self._partial: Any = None
         self.deps = deps
         self.refresh_tools = refresh_tools
         self.hooks = hooks
@@ -339,6 +342,7 @@ class Run:
         assert isinstance(provider, StreamingProvider)
         response: CompletionResponse | None = None
         calls: dict[int, tuple[str, str]] = {}
+        self._partial_raw, self._partial = "", None
         async for event in provider.stream(request):
             if isinstance(event, TextDelta):
                 self.streaming_message += event.text
@@ -352,6 +356,8 @@ class Run:
                 put(MessageDelta("tool_call", event.arguments_delta, call_id, name, path=self.path))
             elif isinstance(event, StreamDone):
                 response = event.response
+            if self.output is not None and not self.output.is_text:
+                self._stream_output(event, calls, put)
         if response is None:
             raise ProviderError("the stream ended without a final response")
         return response
@@ -698,6 +704,30 @@ class Run:
         if self._output_tries > spec.retries:
             raise spec.failed(verdict)
         return verdict
+
+    def _stream_output(
+        self, event: Any, calls: dict[int, tuple[str, str]], put: Callable[[Any], None]
+    ) -> None:
+        """Put an :class:`OutputDelta` when the answer streamed so far validates to more."""
+        spec = self.output
+        assert spec is not None
+        if isinstance(event, ToolCallStart):
+            self._partial_raw, self._partial = "", None  # a new call: a new answer
+            return
+        if self.output_mode == "tool":
+            if not isinstance(event, ToolCallDelta):
+                return
+            if calls.get(event.index, ("", ""))[1] != FINAL_RESULT_TOOL:
+                return
+            self._partial_raw += event.arguments_delta
+        elif isinstance(event, TextDelta):
+            self._partial_raw += event.text
+        else:
+            return
+        value = spec.partial(self._partial_raw)
+        if value is not None and value != self._partial:
+            self._partial = value
+            put(OutputDelta(value, path=self.path))
 
     def _output_turn(
         self, messages: list[Message], i: int, message: Message, verdict: Verdict

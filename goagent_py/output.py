@@ -239,6 +239,25 @@ class OutputSpec(Generic[Out]):
             ]
             raise ValueError("; ".join(errors)) from None
 
+    def partial(self, raw: str) -> Any:
+        """What the JSON received so far (``raw``, possibly cut mid-value) validates to, or
+        None while it validates to nothing yet."""
+        from pydantic import ValidationError
+        from pydantic_core import from_json
+
+        try:
+            data = from_json(raw, allow_partial=True)
+        except ValueError:
+            return None
+        if self.wrapped:
+            if not isinstance(data, dict) or "response" not in data:
+                return None
+            data = data["response"]
+        try:
+            return self._adapter.validate_python(data, experimental_allow_partial=True)
+        except ValidationError:
+            return None
+
     def failed(self, verdict: Verdict) -> OutputValidationError:
         """The error a run ends with when ``verdict`` is its last try."""
         return OutputValidationError(verdict.raw, verdict.feedback, self.retries)

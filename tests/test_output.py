@@ -11,7 +11,14 @@ import pytest
 from pydantic import BaseModel
 from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
-from goagent_py import Agent, AgentEnd, ConfigurationError, ModelRetry, OutputValidationError
+from goagent_py import (
+    Agent,
+    AgentEnd,
+    ConfigurationError,
+    ModelRetry,
+    OutputDelta,
+    OutputValidationError,
+)
 from goagent_py.memory import ShortTermMemory
 from goagent_py.messages import Role
 from goagent_py.output import FINAL_RESULT_TOOL
@@ -272,3 +279,35 @@ def test_deps_reach_tools_typed() -> None:
     p2 = ScriptedProvider(tool_call_response(("balance", {})), "done")
     result = Agent(provider=p2, tools=[balance]).run_sync("go")
     assert "deps=Deps(...)" in result.messages[2].text
+
+
+def _partials(agent: Agent[object], **run: object) -> tuple[list[object], object]:
+    async def go() -> tuple[list[object], object]:
+        events = [e async for e in agent.stream("go", **run)]  # type: ignore[arg-type]
+        end = events[-1]
+        assert isinstance(end, AgentEnd)
+        return [e.partial for e in events if isinstance(e, OutputDelta)], end.result.output
+
+    return asyncio.run(go())
+
+
+def test_a_streamed_native_answer_yields_growing_partial_outputs() -> None:
+    # The scripted stream splits text at spaces: four deltas.
+    p = ScriptedProvider('{"response": ["a", "b", "c"]}')
+    agent = Agent(provider=p, output_type=list[str], output_mode="native")
+    partials, output = _partials(agent)
+    assert partials == [["a"], ["a", "b"], ["a", "b", "c"]]
+    assert output == ["a", "b", "c"]
+
+
+def test_a_streamed_final_result_call_yields_partials_from_its_arguments() -> None:
+    p = ScriptedProvider(final({"name": "Oslo", "population": 7}))
+    partials, output = _partials(Agent(provider=p, output_type=City))
+    assert partials == [City(name="Oslo", population=7)]  # the scripted call streams whole
+    assert output == partials[-1]
+
+
+def test_a_plain_text_stream_has_no_partial_outputs() -> None:
+    partials, output = _partials(Agent(provider=ScriptedProvider("just text")))
+    assert partials == []
+    assert output == "just text"
