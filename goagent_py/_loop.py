@@ -91,7 +91,7 @@ from goagent_py.messages import (
     assistant_message,
 )
 from goagent_py.options import AgentOptions, TurnState
-from goagent_py.output import FINAL_RESULT_TOOL, OutputSpec, Verdict
+from goagent_py.output import FINAL_RESULT_TOOL, OutputContext, OutputSpec, Verdict
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
@@ -695,7 +695,8 @@ class Run:
         found = spec.candidate(message, self.output_mode)
         if found is None:
             return None
-        verdict = await spec.judge(*found, self.output_mode)
+        context = OutputContext(self.deps, self._output_tries)
+        verdict = await spec.judge(*found, self.output_mode, context)
         if verdict.accepted:
             self.output_value = verdict.value
             self.last_text = self.last_text or verdict.raw

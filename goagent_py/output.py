@@ -39,16 +39,54 @@ from goagent_py.provider import (
 )
 from goagent_py.tools import ToolDefinition
 
-__all__ = ["FINAL_RESULT_TOOL", "OutputSpec", "OutputValidator", "Verdict"]
+__all__ = ["FINAL_RESULT_TOOL", "OutputContext", "OutputSpec", "OutputValidator", "Verdict"]
 
 Out = TypeVar("Out")
+D = TypeVar("D")
 
 FINAL_RESULT_TOOL = "final_result"
 """The name of the tool the model calls with its answer in ``"tool"`` mode."""
 
-OutputValidator = Callable[[Any], Any]
-"""A function (sync or async) given the validated output; it returns the output (possibly
-changed) or raises :class:`~goagent_py.ModelRetry` with a message for the model."""
+OutputValidator = Callable[..., Any]
+"""A function (sync or async) given the validated output, or an :class:`OutputContext` and the
+output; it returns the output (possibly changed) or raises :class:`~goagent_py.ModelRetry` with
+a message for the model."""
+
+
+@dataclass(slots=True, frozen=True)
+class OutputContext:
+    """What an output validator that takes two arguments gets first.
+
+    Attributes:
+        deps: the run's ``deps`` (None when the run got none).
+        retries: the retries the run has used so far (0 on the first answer).
+    """
+
+    deps: Any = None
+    retries: int = 0
+
+    def deps_as(self, kind: type[D]) -> D:
+        """The run's deps, typed.
+
+        Raises:
+            TypeError: the run's deps are not a ``kind``.
+        """
+        if not isinstance(self.deps, kind):
+            raise TypeError(
+                f"this run's deps are {type(self.deps).__name__}, not {kind.__name__}: pass "
+                f"deps={kind.__name__}(...) to agent.run()"
+            )
+        return self.deps
+
+
+def _takes_context(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2
+
 
 _MODES = ("tool", "native", "prompted")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
@@ -108,7 +146,7 @@ class OutputSpec(Generic[Out]):
         self.type = output_type
         self.mode = mode
         self.retries = retries
-        self.validators = list(validators)
+        self.validators = [(v, _takes_context(v)) for v in validators]
         self.is_text = output_type is str
         self.wrapped = False
         self.schema: dict[str, Any] = {}
@@ -186,8 +224,15 @@ class OutputSpec(Generic[Out]):
             return None
         return message.text, None
 
-    async def judge(self, raw: str, call: ToolCall | None, mode: OutputMode) -> Verdict:
-        """Validate ``raw`` then run the validators; a verdict either way."""
+    async def judge(
+        self,
+        raw: str,
+        call: ToolCall | None,
+        mode: OutputMode,
+        context: OutputContext | None = None,
+    ) -> Verdict:
+        """Validate ``raw`` then run the validators (those taking two arguments get
+        ``context``); a verdict either way."""
         if self.is_text:
             value: Any = raw
         elif mode == "tool" and call is None:
@@ -202,9 +247,13 @@ class OutputSpec(Generic[Out]):
                 value = self.parse(raw)
             except ValueError as exc:
                 return Verdict(False, raw=raw, feedback=_feedback(str(exc)), call=call)
-        for validator in self.validators:
+        for validator, with_context in self.validators:
             try:
-                value = validator(value)
+                value = (
+                    validator(context or OutputContext(), value)
+                    if with_context
+                    else validator(value)
+                )
                 if inspect.isawaitable(value):
                     value = await value
             except ModelRetry as exc:

@@ -21,7 +21,7 @@ from goagent_py import (
 )
 from goagent_py.memory import ShortTermMemory
 from goagent_py.messages import Role
-from goagent_py.output import FINAL_RESULT_TOOL
+from goagent_py.output import FINAL_RESULT_TOOL, OutputContext
 from goagent_py.testing import ScriptedProvider, tool_call_response
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import tool
@@ -311,3 +311,18 @@ def test_a_plain_text_stream_has_no_partial_outputs() -> None:
     partials, output = _partials(Agent(provider=ScriptedProvider("just text")))
     assert partials == []
     assert output == "just text"
+
+
+def test_an_output_validator_taking_two_arguments_gets_the_deps() -> None:
+    def allowed(ctx: OutputContext, city: City) -> City:
+        if city.name not in ctx.deps_as(Deps).db:
+            raise ModelRetry(f"{city.name} is not one of {sorted(ctx.deps_as(Deps).db)}")
+        return city
+
+    p = ScriptedProvider(
+        final({"name": "Rome", "population": 1}), final({"name": "Oslo", "population": 2})
+    )
+    agent = Agent(provider=p, output_type=City, output_validators=[allowed])
+    result = agent.run_sync("go", deps=Deps("u", {"Oslo": 1}))
+    assert result.output.name == "Oslo"
+    assert "Rome is not one of ['Oslo']" in p.requests[1].messages[-1].text
