@@ -166,6 +166,12 @@ from goagent_py.tools import (
     tool_blocks_func,
     tool_func,
 )
+from goagent_py.transcript import (
+    InvalidTranscriptError,
+    Violation,
+    check_transcript,
+    validate_transcript,
+)
 
 __version__ = "0.1.0"
 
@@ -181,6 +187,7 @@ __all__ = [
     "AgentStart",
     "assistant_message",
     "BeforeToolCall",
+    "check_transcript",
     "CircuitBreaker",
     "CircuitBreakerConfig",
     "CircuitOpen",
@@ -205,6 +212,7 @@ __all__ = [
     "Hooks",
     "ImageBlock",
     "InvalidMediaTypeError",
+    "InvalidTranscriptError",
     "is_retryable_provider_error",
     "is_retryable_tool_error",
     "MaxIterationsError",
@@ -291,6 +299,8 @@ __all__ = [
     "UnsupportedContentError",
     "Usage",
     "user_message",
+    "validate_transcript",
+    "Violation",
     "with_adaptive_thinking",
     "with_after_tool_call",
     "with_before_tool_call",
