@@ -36,7 +36,7 @@ from goagent_py.memory.compaction import (
     _tokens,
     validate_context,
 )
-from goagent_py.memory.short_term import ShortTermMemory, is_boundary
+from goagent_py.memory.short_term import ShortTermMemory, is_boundary, model_visible
 from goagent_py.memory.tokens import HeuristicEstimator, TokenEstimator
 from goagent_py.messages import Message, Role, Usage
 from goagent_py.results import ModelResponse
@@ -255,7 +255,13 @@ class Compactor:
             self._sent = current
             return current
         self._anchor = None
-        report = _Report(None if force else self.target_tokens, self.estimator, focus)
+        # The trigger measured with the provider's counts: bring the target into the
+        # estimator's units by the same ratio, so a tokenizer that counts more than the
+        # estimate does not leave the compacted context over the window (issue 28).
+        estimated = _tokens(current, self.estimator)
+        ratio = max(1.0, before / estimated) if estimated > 0 else 1.0
+        target = int(self.target_tokens / ratio)
+        report = _Report(None if force else target, self.estimator, focus)
         from opentelemetry import trace  # here: `import goagent_py` stays light
 
         tracer = trace.get_tracer(__name__, tracer_provider=self.tracer_provider)
@@ -345,7 +351,7 @@ class Compactor:
             if any(is_boundary(m) and _covers(m) >= _covers(pending) for m in stored):
                 self._pending = None  # as new a boundary is already stored
                 return False
-            if _covers(pending) > sum(not is_boundary(m) for m in stored):
+            if _covers(pending) > sum(model_visible(m) for m in stored):
                 return False  # the run has not stored what it covers yet; next request
             await memory.append(pending)
         except Exception as exc:
