@@ -99,6 +99,7 @@ from goagent_py.tools import ToolDefinition
 __all__ = ["Run"]
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 _TRUNCATED_CALL = (
@@ -317,6 +318,23 @@ class Run:
             request = await _maybe_await(o.prepare_turn(request))
         return request
 
+    async def _prepared(self, messages: list[Message], iteration: int) -> CompletionRequest:
+        """:meth:`_request`; in a session with ``transform_context`` (a summariser may run
+        there), in a task an abort interrupts: a hung summariser never holds an abort."""
+        if self.control is None or self.o.transform_context is None:
+            return await self._request(messages, iteration)
+
+        async def work(
+            i: int, given: list[Message], put: Callable[[Any], None]
+        ) -> CompletionRequest:
+            return await self._request(given, i)
+
+        async with contextlib.aclosing(self._interruptible(work, iteration, messages)) as items:
+            async for item in items:
+                if isinstance(item, CompletionRequest):
+                    return item
+        raise AssertionError("the request was not prepared")  # pragma: no cover
+
     async def _model_events(
         self, iteration: int, request: CompletionRequest, put: Callable[[Any], None]
     ) -> CompletionResponse:
@@ -433,9 +451,9 @@ class Run:
 
     async def _interruptible(
         self,
-        work: Callable[[int, CompletionRequest, Callable[[Any], None]], Awaitable[T]],
+        work: Callable[[int, A, Callable[[Any], None]], Awaitable[T]],
         iteration: int,
-        request: CompletionRequest,
+        request: A,
     ) -> AsyncGenerator[AgentEvent | T, None]:
         """Run ``work`` in a task whose events arrive through a queue, so that they stream and an
         abort ("now" or "after_tools") interrupts it."""
@@ -747,7 +765,7 @@ class Run:
                 if self.control is not None:
                     async for event in self._steer(messages):
                         yield event
-                request = await self._request(messages, i)
+                request = await self._prepared(messages, i)
                 for compacted in self._drain_compactions():
                     yield compacted
                 if o.transform_context is not None:  # after context preparation
@@ -755,7 +773,7 @@ class Run:
                     async for event in self._steer(messages):
                         yield event
                     if len(messages) != before:
-                        request = await self._request(messages, i)
+                        request = await self._prepared(messages, i)
                 yield ModelRequest(i, request, path=self.path)
                 yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
                 response: CompletionResponse | None = None
