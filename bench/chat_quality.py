@@ -99,7 +99,7 @@ ASK: list[tuple[str, str]] = [
 
 
 def _args(home: Path) -> argparse.Namespace:
-    from goagent_py import cli
+    from goagent_py.cli import main as cli
 
     return cli.build_parser().parse_args(
         ["chat", "--provider", "local", "--db", str(home / "chat.db"), "--session", "bench"]
@@ -107,7 +107,7 @@ def _args(home: Path) -> argparse.Namespace:
 
 
 async def _phase(phase: str, home: Path, seed: int | None) -> list[dict[str, Any]]:
-    from goagent_py import cli
+    from goagent_py.cli import main as cli
 
     args = _args(home)
     console = cli.Console(io.StringIO(), io.StringIO(), interactive=False)

@@ -47,7 +47,7 @@ async def main() -> None:
     if args.provider == "scripted":
         provider, model = FunctionProvider(recall_echo), "scripted"
     else:
-        from goagent_py.cli import provider_from_spec
+        from goagent_py.cli.main import provider_from_spec
 
         provider, model = provider_from_spec(args.provider)
 

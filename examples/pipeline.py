@@ -35,7 +35,7 @@ def make_agent(name: str, system_prompt: str, spec: str) -> Agent:
     if spec == "scripted":
         provider, model = ScriptedProvider(text_response(SCRIPTS[name], usage=Usage(40, 20))), "s"
     else:
-        from goagent_py.cli import provider_from_spec
+        from goagent_py.cli.main import provider_from_spec
 
         provider, model = provider_from_spec(spec)
     return Agent(

@@ -2,6 +2,6 @@
 
 import sys
 
-from goagent_py.cli import main
+from goagent_py.cli.main import main
 
 sys.exit(main())

@@ -37,6 +37,7 @@ from goagent_py._transcript import (
     tool_message,
     truncate_content,
 )
+from goagent_py.budget import current_budget
 from goagent_py.dispatch import Dispatcher, set_event_sink
 from goagent_py.errors import (
     GoAgentError,
@@ -49,6 +50,8 @@ from goagent_py.errors import (
     ToolBlockedError,
 )
 from goagent_py.events import (
+    EVENT_SINK,
+    USAGE_SINK,
     AgentEnd,
     AgentEvent,
     AgentStart,
@@ -295,9 +298,6 @@ class Run:
         sent = [m for m in messages if not m.metadata.get(UI_ONLY_KEY)]
         if o.transform_context is not None:
             # A compactor reports its summary usage (counted in the run) and what it did.
-            from goagent_py.memory.compaction import USAGE_SINK
-            from goagent_py.memory.compactor import EVENT_SINK
-
             usage_token = USAGE_SINK.set(self._add_usage)
             event_token = EVENT_SINK.set(self._compactions.append)
             try:
@@ -774,6 +774,9 @@ class Run:
                         yield event
                     if len(messages) != before:
                         request = await self._prepared(messages, i)
+                budget = current_budget()  # the run-wide budget: once per call, at any depth
+                if budget is not None:
+                    budget.before_call()
                 yield ModelRequest(i, request, path=self.path)
                 yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
                 response: CompletionResponse | None = None
@@ -791,6 +794,8 @@ class Run:
                         else:
                             yield item
                 assert response is not None
+                if budget is not None:
+                    budget.charge(response.usage)
                 self.usage = self.usage + response.usage
                 self.stop_reason = response.stop_reason
                 message = response.message

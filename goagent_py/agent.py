@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from goagent_py._control import RunControl
 from goagent_py._loop import Run
+from goagent_py._tool_servers import sync_server_tools
+from goagent_py.agent_tool import AgentTool, as_tool
 from goagent_py.dispatch import Dispatcher
 from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.events import AgentEvent
@@ -33,9 +35,6 @@ from goagent_py.options import (
 )
 from goagent_py.results import RunResult
 from goagent_py.tools import Tool, ToolDefinition, _name_of
-
-if TYPE_CHECKING:
-    from goagent_py.agent_tool import AgentTool
 
 __all__ = ["Agent", "Prompt"]
 
@@ -229,8 +228,6 @@ class Agent:
     def as_tool(self, *, name: str, description: str, **options: Any) -> AgentTool:
         """This agent as a tool another agent's model can call: see
         :func:`goagent_py.agent_tool.as_tool` for the options and what crosses the boundary."""
-        from goagent_py.agent_tool import as_tool
-
         return as_tool(self, name=name, description=description, **options)
 
     async def _connect(self) -> None:
@@ -259,11 +256,9 @@ class Agent:
     async def _sync_mcp(self) -> None:
         """Bring the MCP servers' tools up to date (never while a run's tool batch runs: the
         loop calls this between turns)."""
-        from goagent_py.mcp import sync_mcp_tools  # light: the SDK loads only on connect
-
         assert self._connect_lock is not None
         async with self._connect_lock:
-            await sync_mcp_tools(self._tools, self._options.mcp_servers)
+            await sync_server_tools(self._tools, self._options.mcp_servers)
 
     async def _current_tools(self) -> list[ToolDefinition]:
         """The tool definitions for the next turn; a failed refresh keeps the previous ones."""

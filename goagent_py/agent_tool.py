@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic_core import to_json
 
+from goagent_py._loop import Run
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking
-from goagent_py.budget import observe
 from goagent_py.errors import ConfigurationError, ToolArgumentsError
 from goagent_py.events import AgentEvent, ToolExecutionUpdate
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock
@@ -45,10 +45,26 @@ from goagent_py.results import RunResult
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition, validate_tool_name
 
-if TYPE_CHECKING:
-    from goagent_py.agent import Agent
+__all__ = ["AgentTool", "ChildAgent", "HistoryMode", "as_tool", "unwrap"]
 
-__all__ = ["AgentTool", "HistoryMode", "as_tool", "unwrap"]
+
+class ChildAgent(Protocol):
+    """What :class:`AgentTool` needs of the agent it wraps (an :class:`~goagent_py.Agent`).
+
+    Defined here, below the agent, so the agent can offer :meth:`~goagent_py.Agent.as_tool`
+    without this module importing it back (docs/architecture.md, "Layers").
+    """
+
+    def replace(self, *, max_iterations: int) -> ChildAgent: ...
+
+    async def start_run(
+        self,
+        prompt: str | list[Message] | None,
+        *,
+        streaming: bool,
+        history: list[Message] | None = None,
+        path: tuple[str, ...] = (),
+    ) -> Run: ...
 
 HistoryMode = Literal["none", "last_user"] | Callable[[list[Message]], Sequence[Message]]
 """What the child sees of its parent's conversation: nothing, the parent's last user message, or
@@ -81,7 +97,7 @@ class AgentTool:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: ChildAgent,
         *,
         name: str,
         description: str,
@@ -170,7 +186,6 @@ class AgentTool:
         try:
             async with contextlib.aclosing(run.events()) as events:
                 async for event in events:
-                    observe(event)  # the run-wide budget, if one is active
                     if ctx is not None:
                         ctx.report(event)
         finally:
@@ -196,7 +211,7 @@ def _user(text: str) -> Message:
 
 
 def as_tool(
-    agent: Agent,
+    agent: ChildAgent,
     *,
     name: str,
     description: str,

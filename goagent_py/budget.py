@@ -12,10 +12,15 @@ so a delegation chain cannot run away::
         result = await lead.run("...")
     budget.iterations, budget.tokens          # what the lead and its sub-agents spent
 
-An agent you run yourself at the top draws from the budget once wrapped with :meth:`guard`
-(a check before each of its model calls and a charge after); agents run by the framework (as
-tools, as nodes) need nothing. A sub-agent that runs out is an error result its parent's model
-reads; the parent's next model call then fails with the same error.
+Every model call of every agent run inside ``with budget:`` draws from it exactly once: the
+loop checks the active budget before each call and charges it after, whether the agent was run
+by you at the top, as a tool, as a node or through a handoff. :meth:`guard` makes an agent draw
+from a budget even when none is active. A sub-agent that runs out is an error result its
+parent's model reads; the parent's next model call then fails with the same error.
+
+Concurrent branches (``Parallel``, parallel tool calls) check the budget before their calls and
+are charged after them, so the token limit may be overshot by up to one call per branch running
+at the same time; the iteration limit is exact.
 """
 
 from __future__ import annotations
@@ -23,19 +28,28 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol, Self, TypeVar
 
 from goagent_py.errors import ConfigurationError, GoAgentError
-from goagent_py.events import ModelRequest
 from goagent_py.hooks import Hooks
 from goagent_py.messages import Usage
+from goagent_py.options import AgentOptions, PrepareTurn
 from goagent_py.provider import CompletionRequest
 from goagent_py.results import ModelResponse
 
-if TYPE_CHECKING:
-    from goagent_py.agent import Agent
-
 __all__ = ["Budget", "BudgetExceededError", "current_budget"]
+
+
+class _Guardable(Protocol):
+    """What :meth:`Budget.guard` needs of an agent (an :class:`~goagent_py.Agent`)."""
+
+    @property
+    def options(self) -> AgentOptions: ...
+
+    def replace(self, *, prepare_turn: PrepareTurn | None, hooks: list[Hooks]) -> Self: ...
+
+
+_A = TypeVar("_A", bound=_Guardable)
 
 Kind = Literal["iterations", "tokens", "seconds"]
 
@@ -142,23 +156,16 @@ class Budget:
         """Count the tokens of a model call."""
         self.tokens += usage.total_tokens
 
-    def observe(self, event: object) -> None:
-        """Account for one event of a run the framework drives (a node, a sub-agent)."""
-        if isinstance(event, ModelRequest):
-            self.before_call()
-        elif isinstance(event, ModelResponse) and event.error is None:
-            self.charge(event.usage)
-
     # -- agents run at the top ---------------------------------------------------------------
 
-    def guard(self, agent: Agent) -> Agent:
-        """A copy of ``agent`` that draws from the active budget: checked before each model
-        call (``prepare_turn``), charged after it (a hook). Outside ``with budget:`` it draws
-        from this budget all the same."""
+    def guard(self, agent: _A) -> _A:
+        """A copy of ``agent`` that draws from this budget when no budget is active (inside
+        ``with budget:`` every run draws from the active one, guarded or not, once per call)."""
         own = agent.options.prepare_turn
 
         async def prepare(request: CompletionRequest) -> CompletionRequest:
-            (current_budget() or self).before_call()
+            if current_budget() is None:
+                self.before_call()
             if own is None:
                 return request
             shaped: Any = own(request)
@@ -167,17 +174,10 @@ class Budget:
             return shaped  # type: ignore[no-any-return]
 
         def charge(iteration: int, response: ModelResponse) -> None:
-            if response.error is None:
-                (current_budget() or self).charge(response.usage)
+            if response.error is None and current_budget() is None:
+                self.charge(response.usage)
 
         return agent.replace(
             prepare_turn=prepare,
             hooks=[*agent.options.hook_sets, Hooks(on_provider_response=charge)],
         )
-
-
-def observe(event: object) -> None:
-    """Account for ``event`` in the active budget, if any (raises when it is spent)."""
-    budget = _current.get()
-    if budget is not None:
-        budget.observe(event)

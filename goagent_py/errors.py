@@ -35,10 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from goagent_py.results import RunResult
+from typing import Any
 
 __all__ = [
     "CircuitOpenError",
@@ -75,11 +72,13 @@ class GoAgentError(Exception):
 
     Attributes:
         run_result: when the error ended an agent run, what the run did up to then
-            (:class:`~goagent_py.hooks.RunResult`); None otherwise. Not pickled.
+            (a :class:`~goagent_py.results.RunResult`); None otherwise. Not pickled.
     """
 
-    # Declared on the class so every error has it; the run sets it on the instance.
-    run_result: RunResult | None = None
+    # Declared on the class so every error has it; the run sets it on the instance. Typed Any:
+    # the error tree is the bottom of the package (messages raise these errors, and a RunResult
+    # holds messages), so it names no type above it (docs/architecture.md, "Layers").
+    run_result: Any = None
 
     def _reduce_with(self, *args: Any, **kwargs: Any) -> _Reduced:
         # The state is the instance's attributes (notes included) minus the run's result, which

@@ -20,6 +20,8 @@ In order, for a run that calls one tool and then answers::
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -28,8 +30,6 @@ from goagent_py.messages import Message, Role, ScoredMessage, StopReason, ToolCa
 from goagent_py.provider import CompletionRequest
 from goagent_py.results import ModelResponse, RunInfo, RunResult, ToolResult
 
-if TYPE_CHECKING:
-    from goagent_py.memory.compactor import CompactionEvent
 
 __all__ = [
     "AbortRequested",
@@ -244,6 +244,48 @@ class MemoryStore:
     error: BaseException | None = None
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
+
+@dataclass(slots=True, frozen=True)
+class CompactionEvent:
+    """One compaction: what ran, what it cost, and what came out.
+
+    Attributes:
+        steps: the strategies that ran, in order ("clamp_parts", "summarize", ...).
+        tokens_before: the estimated context size before.
+        tokens_after: the estimated context size after.
+        covers: how many transcript messages the newest boundary covers (0 without one).
+        summary: the boundary's summary ("" when no boundary was made).
+        fallback_used: whether a strategy failed (or fell short) and the fallback ran.
+        error: the first failure, or None; with ``changed=False`` the history was left as is.
+        changed: whether the context sent differs from the one given.
+        persisted: whether the boundary is now in short-term memory.
+        usage: tokens the summary model used.
+    """
+
+    steps: tuple[str, ...]
+    tokens_before: int
+    tokens_after: int
+    covers: int = 0
+    summary: str = ""
+    fallback_used: bool = False
+    error: BaseException | None = None
+    changed: bool = True
+    persisted: bool = False
+    usage: Usage = field(default_factory=Usage)
+
+
+
+USAGE_SINK: contextvars.ContextVar[Callable[[Usage], None] | None] = contextvars.ContextVar(
+    "goagent_compaction_usage_sink", default=None
+)
+"""Set by a run around ``transform_context``: the summary model's usage is passed to it, so it
+counts toward the run's usage."""
+
+EVENT_SINK: contextvars.ContextVar[Callable[[CompactionEvent], None] | None] = (
+    contextvars.ContextVar("goagent_compaction_event_sink", default=None)
+)
+"""Set by a run around ``transform_context``: each :class:`CompactionEvent` is passed to it, so
+the run can emit it among its own events."""
 
 @dataclass(slots=True)
 class ContextCompacted:

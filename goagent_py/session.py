@@ -30,21 +30,29 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript
 from goagent_py.agent import Agent, Prompt, to_messages
 from goagent_py.errors import ConfigurationError, SessionBusyError
-from goagent_py.events import AbortRequested, AgentEvent, QueueUpdate
+from goagent_py.events import AbortRequested, AgentEvent, CompactionEvent, QueueUpdate
 from goagent_py.memory.base import ShortTermMemoryProtocol
 from goagent_py.messages import Message, Role, ToolCall
 from goagent_py.results import RunResult
 from goagent_py.tools import Tool
 
-if TYPE_CHECKING:
-    from goagent_py.memory.compactor import CompactionEvent
+
+@runtime_checkable
+class _CompactsNow(Protocol):
+    """A ``transform_context`` that compacts on request: a :class:`~goagent_py.memory.Compactor`.
+    (The session is core; the compactor is memory, a layer above: docs/architecture.md.)"""
+
+    async def compact_now(self, messages: list[Message], *, focus: str = "") -> object: ...
+
+    @property
+    def events(self) -> Sequence[CompactionEvent]: ...
 
 __all__ = ["Session", "SessionState"]
 
@@ -214,11 +222,9 @@ class Session:
         Raises:
             ConfigurationError: the agent has no compactor.
         """
-        from goagent_py.memory.compactor import Compactor
-
         self._ensure_idle("compact_now()")
         compactor = self.agent.options.transform_context
-        if not isinstance(compactor, Compactor):
+        if not isinstance(compactor, _CompactsNow):
             raise ConfigurationError(
                 "compact_now(): the agent has no compactor; pass "
                 "transform_context=Compactor(...) to the Agent"

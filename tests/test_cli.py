@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-import goagent_py._cli_common as cli_common
-from goagent_py import cli
+import goagent_py.cli._common as cli_common
+from goagent_py.cli import main as cli
 from goagent_py.errors import ToolArgumentsError
 from goagent_py.memory import SQLiteStorage
 from goagent_py.provider import CompletionRequest, CompletionResponse

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from goagent_py.context_filters import INLINED_MEMORIES_KEY, inline_memories, second_person
+from goagent_py.small_models.context_filters import INLINED_MEMORIES_KEY, inline_memories, second_person
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import (
     ImageBlock,
@@ -16,7 +16,7 @@ from goagent_py.messages import (
 )
 from goagent_py.provider import CompletionRequest
 from goagent_py.testing import FakeEmbedder, ScriptedProvider
-from goagent_py.tool_selection import ToolSelectingProvider, select_tools
+from goagent_py.small_models.tool_selection import ToolSelectingProvider, select_tools
 from goagent_py.tools import ToolDefinition
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
@@ -75,7 +75,7 @@ def test_an_unknown_style_is_refused() -> None:
 
 
 def _tools() -> list[ToolDefinition]:
-    from goagent_py.cli import calculator, current_time
+    from goagent_py.cli._tools import calculator, current_time
 
     return [calculator.definition, current_time.definition]
 
@@ -102,7 +102,7 @@ async def test_a_question_a_recalled_statement_answers_gets_no_tool() -> None:
 
 async def test_on_minilm_the_birthday_is_remembered_and_the_time_still_asked() -> None:
     pytest.importorskip("sentence_transformers")
-    from goagent_py._cli_setup import SELECTION_THRESHOLD, TOOL_EXAMPLES
+    from goagent_py.cli._setup import SELECTION_THRESHOLD, TOOL_EXAMPLES
     from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
 
     selector = select_tools(

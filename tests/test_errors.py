@@ -174,7 +174,7 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.orchestration.handoff.HandoffRefusedError": lambda: _orchestration(
         "HandoffRefusedError"
     ),
-    "goagent_py._cli_common.UsageError": lambda: _cli_error(),
+    "goagent_py.cli._common.UsageError": lambda: _cli_error(),
     "goagent_py.serve.app.HttpError": lambda: _serve_error(),
     "goagent_py._paths.PathEscapeError": lambda: _path_error(),
     "goagent_py.coding._tool.CodingToolError": lambda: _coding_error(),
@@ -206,7 +206,7 @@ def _testing_error() -> BaseException:
 
 
 def _cli_error() -> BaseException:
-    from goagent_py._cli_common import UsageError
+    from goagent_py.cli._common import UsageError
 
     return UsageError("unknown provider 'foo'")
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import pytest
 
 from goagent_py import Agent, tool
-from goagent_py.context_filters import drop_earlier_tool_exchanges, drop_failed_tool_exchanges
+from goagent_py.small_models.context_filters import drop_earlier_tool_exchanges, drop_failed_tool_exchanges
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory.write_policies import is_statement, user_statements
 from goagent_py.messages import Message, Role, TextBlock, ToolCall, assistant_message, user_message
 from goagent_py.provider import CompletionRequest, StreamDone, StreamingProvider, TextDelta
 from goagent_py.testing import FakeEmbedder, ScriptedProvider, tool_call_response
-from goagent_py.tool_answers import answer_from_tools, direct_answer
-from goagent_py.tool_selection import (
+from goagent_py.small_models.tool_answers import answer_from_tools, direct_answer
+from goagent_py.small_models.tool_selection import (
     limit_tool_rounds,
     required_parameters_only,
     select_tools,
@@ -275,8 +275,8 @@ def test_user_statements_store_the_user_never_the_reply() -> None:
 @pytest.mark.slow
 async def test_the_default_threshold_separates_requests_from_chit_chat_on_minilm() -> None:
     pytest.importorskip("sentence_transformers")
-    from goagent_py._cli_setup import SELECTION_THRESHOLD, TOOL_EXAMPLES
-    from goagent_py.cli import calculator, current_time
+    from goagent_py.cli._setup import SELECTION_THRESHOLD, TOOL_EXAMPLES
+    from goagent_py.cli._tools import calculator, current_time
     from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
 
     selector = select_tools(
@@ -321,7 +321,7 @@ def test_earlier_tool_exchanges_are_all_dropped_but_their_answers_stay() -> None
 
 
 async def test_a_verbatim_copy_is_asked_again_without_earlier_turns() -> None:
-    from goagent_py.repeat_guard import avoid_repeats, is_repeat
+    from goagent_py.small_models.repeat_guard import avoid_repeats, is_repeat
 
     recalled = Message(
         Role.USER, [TextBlock("<recalled_memories>...")], metadata={"goagent.recall": True}
@@ -343,7 +343,7 @@ async def test_a_verbatim_copy_is_asked_again_without_earlier_turns() -> None:
 
 
 async def test_a_second_copy_keeps_the_first_answer_and_new_answers_pass() -> None:
-    from goagent_py.repeat_guard import avoid_repeats
+    from goagent_py.small_models.repeat_guard import avoid_repeats
 
     history = [user_message("a"), assistant_message("same"), user_message("b")]
     inner = ScriptedProvider("same", "same", "new")
@@ -358,7 +358,7 @@ async def test_a_second_copy_keeps_the_first_answer_and_new_answers_pass() -> No
 
 
 def test_recalled_memories_are_quoted_before_the_question() -> None:
-    from goagent_py.context_filters import inline_memories
+    from goagent_py.small_models.context_filters import inline_memories
 
     block = Message(
         Role.USER, [TextBlock("<recalled_memories>")], metadata={"goagent.recall": True}

@@ -238,7 +238,7 @@ async def open_session(
     price = _price(getattr(ns, "price", None))
     model = ""
     if provider is None:
-        from goagent_py._cli_common import pick_provider
+        from goagent_py.cli._common import pick_provider
 
         picked = await pick_provider(ns.provider)
         provider, model = picked.provider, picked.model
@@ -279,7 +279,7 @@ async def open_session(
     all_tools: list[Tool] = [*files, shell_tool(root, allow_shell=ns.shell), explore, *tools]
     mcp_servers = []
     if ns.mcp:
-        from goagent_py.mcp.cli import stdio_connections
+        from goagent_py.cli._mcp import stdio_connections
 
         mcp_servers = stdio_connections(ns.mcp)
     holder: dict[str, Session] = {}

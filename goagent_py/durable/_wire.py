@@ -8,7 +8,7 @@ retryable}`` plus a few typed fields (HTTP status, Retry-After).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -290,3 +290,66 @@ def tool_error_from_data(tool_name: str, error: ErrorData) -> ToolError:
     return RemoteToolError(
         error.message, tool_name=tool_name, type=error.type, retryable=error.retryable
     )
+
+
+# -- names and results shared by the workflow, the client and DurableAgent ------------------
+
+WORKFLOW_NAME = "goagent.run"
+"""The workflow type that runs one agent turn."""
+STEER_SIGNAL = "goagent.steer"
+"""Signal: a steering message for the running turn (queued; delivered between turns)."""
+FOLLOW_UP_SIGNAL = "goagent.follow_up"
+"""Signal: a follow-up prompt, run in the same workflow once the current prompt is answered."""
+ABORT_SIGNAL = "goagent.abort"
+"""Signal: stop the run now; the in-flight activity is cancelled, nothing more is persisted."""
+EVENTS_UPDATE = "goagent.events"
+"""Update: the run's events after an index, waiting for the next (see ``DurableAgent.events``)."""
+STATE_QUERY = "goagent.state"
+"""Query: the run's state (status, iteration, tool calls, queued signals)."""
+
+
+@dataclass(slots=True)
+class DurableResult:
+    """The outcome of a durable run (what ``RunResult`` holds, as data).
+
+    Attributes:
+        text: the final answer ("" if aborted).
+        stop_reason: why the model stopped, or None if aborted before any answer.
+        iterations: model calls made.
+        usage: tokens used.
+        tool_calls: tool calls made.
+        messages: the run's new messages (user prompt, assistant turns, tool results).
+        run_id: the workflow id (the prefix of every idempotency key of the run).
+        aborted: True if an abort signal stopped the run.
+        runs: prompts answered: 1 plus the follow-ups that arrived while it ran (the numbers
+            above add them all up; ``text`` is the last answer).
+        unprocessed_follow_ups: follow-ups that arrived too late (or before an abort).
+    """
+
+    text: str
+    stop_reason: StopReason | None
+    iterations: int
+    usage: Usage
+    tool_calls: int
+    messages: list[Message] = field(default_factory=list)
+    run_id: str = ""
+    aborted: bool = False
+    runs: int = 1
+    unprocessed_follow_ups: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> DurableResult:
+        """From the workflow's result."""
+        reason = data.get("stop_reason")
+        return cls(
+            text=str(data.get("text", "")),
+            stop_reason=StopReason(reason) if reason else None,
+            iterations=int(data.get("iterations", 0)),
+            usage=usage_from_data(data.get("usage", {})),
+            tool_calls=int(data.get("tool_calls", 0)),
+            messages=messages_from_text(data.get("messages", "[]")),
+            run_id=str(data.get("run_id", "")),
+            aborted=bool(data.get("aborted", False)),
+            runs=int(data.get("runs", 1)),
+            unprocessed_follow_ups=list(data.get("unprocessed_follow_ups", [])),
+        )

@@ -58,7 +58,7 @@ from ._wire import (
     usage_from_data,
     usage_to_data,
 )
-from .agent import (
+from ._wire import (  # names shared with the client
     ABORT_SIGNAL,
     EVENTS_UPDATE,
     FOLLOW_UP_SIGNAL,

@@ -15,8 +15,9 @@ The SDK itself is imported only when a connection starts or a server is built.
 """
 
 from goagent_py.mcp._pins import ToolChange, definition_hash
-from goagent_py.mcp._tool import MCPTool, mcp_tools, sync_mcp_tools
-from goagent_py.mcp.client import MCPConnection
+from goagent_py._tool_servers import server_tools as mcp_tools
+from goagent_py._tool_servers import sync_server_tools as sync_mcp_tools
+from goagent_py.mcp.client import MCPConnection, MCPTool
 from goagent_py.mcp.errors import (
     MCPConnectionError,
     MCPError,

@@ -2,7 +2,7 @@
 
 import sys
 
-from goagent_py.mcp.cli import main
+from goagent_py.cli._mcp import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -41,16 +41,20 @@ from goagent_py.errors import ConfigurationError
 from goagent_py.mcp import _convert
 from goagent_py.mcp._pins import ToolChange, _Pins
 from goagent_py.mcp._sdk import describe, is_lost, is_modern, require
-from goagent_py.mcp._tool import MCPTool, _Lost
 from goagent_py.mcp.errors import (
     MCPConnectionError,
+    MCPError,
+    MCPServerRestartedError,
     MCPToolChangedError,
+    MCPToolError,
     MCPToolUnavailableError,
 )
+from goagent_py.messages import ContentBlock
+from goagent_py.tool_context import current_tool_context
 from goagent_py.options import MCPConnector
 from goagent_py.tools import Tool, ToolDefinition
 
-__all__ = ["MCPConnection"]
+__all__ = ["MCPConnection", "MCPTool"]
 
 _log = logging.getLogger("goagent_py.mcp")
 
@@ -98,6 +102,100 @@ class _Settings:
     max_description_chars: int = 1024
     connect_timeout: float = 30.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Lost(Exception):
+    """Internal: the connection broke under a request (the owner is reconnecting)."""
+
+
+class MCPTool:
+    """One tool of an MCP server, as a goagent-py :class:`~goagent_py.tools.Tool`.
+
+    ``execute`` sends the call through the connection's owner task; the agent's dispatch chain
+    (timeout, breaker, retry, rate limit, hooks, spans) wraps it like any function tool.
+    """
+
+    def __init__(
+        self,
+        connection: MCPConnection,
+        remote_name: str,
+        definition: ToolDefinition,
+        *,
+        idempotent: bool,
+    ) -> None:
+        self.connection = connection
+        self.remote_name = remote_name
+        self.idempotent = idempotent
+        self._definition = definition
+
+    @property
+    def server_name(self) -> str:
+        """The name of the server that offers the tool (a :class:`ServerTool`)."""
+        return self.connection.name
+
+    @property
+    def definition(self) -> ToolDefinition:
+        """The name (prefixed), capped description and input schema shown to the model."""
+        return self._definition
+
+    async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
+        """Call the tool on the server and return its content.
+
+        Raises:
+            MCPToolError: the server answered with ``isError``.
+            MCPConnectionError: the server could not be reached (or broke; see the module doc).
+            MCPToolUnavailableError: the server no longer offers the tool.
+            MCPToolChangedError: the tool changed and is blocked until re-approved.
+        """
+        ctx = current_tool_context()
+        conn = self.connection
+        server = conn.name
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if ctx is not None:
+                ctx.report(
+                    {
+                        "server": server,
+                        "tool": self.definition.name,
+                        "progress": progress,
+                        "total": total,
+                        "message": message,
+                    }
+                )
+
+        async def run(client: Any) -> Any:
+            return await client.call_tool(self.remote_name, args, progress_callback=on_progress)
+
+        for attempt in (1, 2):
+            await conn._ensure_connected()
+            conn._check_offered(self)
+            try:
+                result = await conn._submit(run)
+            except _Lost as lost:
+                if not self.idempotent:
+                    raise MCPServerRestartedError(server, self.definition.name, str(lost)) from None
+                if attempt == 2:
+                    raise MCPConnectionError(
+                        server, f"the connection broke again during the retry ({lost})"
+                    ) from None
+                _log.info("MCP server %r: retrying idempotent %r", server, self.remote_name)
+                continue
+            except (MCPError, ConfigurationError):
+                raise
+            except Exception as exc:
+                code = getattr(getattr(exc, "error", None), "code", None)
+                if code is not None:  # a JSON-RPC error answer: the server refused the call
+                    raise MCPToolError(
+                        server, self.definition.name, f"{getattr(exc, 'message', exc)} ({code})"
+                    ) from exc
+                raise MCPConnectionError(server, describe(exc)) from exc
+            if result.is_error:
+                raise MCPToolError(server, self.definition.name, _convert.error_text(result))
+            return _convert.blocks_from_result(result)
+        raise AssertionError("unreachable")
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self._definition.name!r}, server={self.connection.name!r})"
 
 
 class MCPConnection:

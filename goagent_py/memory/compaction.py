@@ -30,6 +30,7 @@ from pydantic_core import to_json
 
 from goagent_py._data_blocks import neutralise_tags
 from goagent_py._recall import RECALL_METADATA_KEY
+from goagent_py.events import USAGE_SINK
 from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.memory.policies import message_groups
 from goagent_py.memory.short_term import COMPACTION_METADATA_KEY, is_boundary
@@ -99,13 +100,6 @@ class _Report:
 _REPORT: contextvars.ContextVar[_Report | None] = contextvars.ContextVar(
     "goagent_compaction_report", default=None
 )
-
-
-USAGE_SINK: contextvars.ContextVar[Callable[[Usage], None] | None] = contextvars.ContextVar(
-    "goagent_compaction_usage_sink", default=None
-)
-"""Set by a run around ``transform_context``: the summary model's usage is passed to it, so it
-counts toward the run's usage."""
 
 
 def _report() -> _Report:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from goagent_py.errors import ConfigurationError
+from goagent_py.events import EVENT_SINK, CompactionEvent
 from goagent_py.hooks import Hooks
 from goagent_py.memory.compaction import (
     _REPORT,
@@ -47,42 +48,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT_WINDOW = 32_000
 """The window assumed when none is given: small enough for most models served today."""
-
-
-@dataclass(slots=True, frozen=True)
-class CompactionEvent:
-    """One compaction: what ran, what it cost, and what came out.
-
-    Attributes:
-        steps: the strategies that ran, in order ("clamp_parts", "summarize", ...).
-        tokens_before: the estimated context size before.
-        tokens_after: the estimated context size after.
-        covers: how many transcript messages the newest boundary covers (0 without one).
-        summary: the boundary's summary ("" when no boundary was made).
-        fallback_used: whether a strategy failed (or fell short) and the fallback ran.
-        error: the first failure, or None; with ``changed=False`` the history was left as is.
-        changed: whether the context sent differs from the one given.
-        persisted: whether the boundary is now in short-term memory.
-        usage: tokens the summary model used.
-    """
-
-    steps: tuple[str, ...]
-    tokens_before: int
-    tokens_after: int
-    covers: int = 0
-    summary: str = ""
-    fallback_used: bool = False
-    error: BaseException | None = None
-    changed: bool = True
-    persisted: bool = False
-    usage: Usage = field(default_factory=Usage)
-
-
-EVENT_SINK: contextvars.ContextVar[Callable[[CompactionEvent], None] | None] = (
-    contextvars.ContextVar("goagent_compaction_event_sink", default=None)
-)
-"""Set by a run around ``transform_context``: each :class:`CompactionEvent` is passed to it, so
-the run can emit it among its own events."""
 
 
 def _covers(boundary: Message) -> int:

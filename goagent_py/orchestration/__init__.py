@@ -12,6 +12,7 @@ mapping and a retry policy). Every orchestration returns a :class:`FlowResult` a
 """
 
 from goagent_py.orchestration._core import (
+    FlowTool,
     Flow,
     FlowEvent,
     FlowResult,
@@ -24,7 +25,6 @@ from goagent_py.orchestration._core import (
     Step,
     StepFailedError,
 )
-from goagent_py.orchestration.flow_tool import FlowTool
 from goagent_py.orchestration.graph import END, Branch, Graph, GraphState
 from goagent_py.orchestration.handoff import HandoffRefusedError, Handoffs, transfer_tool_name
 from goagent_py.orchestration.patterns import Loop, Parallel, Pipeline, RouteError, Router

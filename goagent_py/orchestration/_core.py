@@ -15,15 +15,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from goagent_py.budget import Budget, BudgetExceededError, current_budget, observe
-from goagent_py.errors import ConfigurationError, GoAgentError
+from goagent_py.agent_tool import _PROMPT_SCHEMA
+from goagent_py.budget import Budget, BudgetExceededError, current_budget
+from goagent_py.errors import ConfigurationError, GoAgentError, ToolArgumentsError
 from goagent_py.events import AgentEvent
-from goagent_py.messages import Message, Usage
+from goagent_py.messages import ContentBlock, Message, TextBlock, Usage
 from goagent_py.resilience import RetryPolicy
+from goagent_py.tool_context import current_tool_context
+from goagent_py.tools import ToolDefinition, validate_tool_name
 
 if TYPE_CHECKING:
     from goagent_py.agent import Agent
-    from goagent_py.orchestration.flow_tool import FlowTool
 
 __all__ = [
     "Flow",
@@ -242,9 +244,8 @@ class Flow:
 
     def as_tool(self, *, name: str, description: str) -> FlowTool:
         """This orchestration as a tool an agent's model can call with a ``prompt`` (see
-        :mod:`goagent_py.orchestration.flow_tool`)."""
-        from goagent_py.orchestration.flow_tool import FlowTool
-
+        the same contract as :func:`~goagent_py.agent_tool.as_tool`)."""
+    
         return FlowTool(self, name=name, description=description)
 
     async def run(self, input: str, *, budget: Budget | None = None) -> FlowResult:
@@ -448,7 +449,6 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
     try:
         async with contextlib.aclosing(run.events()) as events:
             async for event in events:
-                observe(event)  # the run-wide budget, if one is active
                 if scope.emit is not None:
                     scope.emit(event)
     except BudgetExceededError:
@@ -466,3 +466,56 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
     duration = time.perf_counter() - start
     step = Step(scope.path, r.text, r.usage, r.iterations, duration)
     return FlowResult(r.text, r.usage, r.iterations, duration, (step,))
+
+
+# -- an orchestration as a tool ------------------------------------------------------------
+# The orchestration counterpart of as_tool, with the same contract: the flow's usage rolls into
+# the calling run's usage, its events reach the caller's stream as ToolExecutionUpdates with
+# path = caller path + (name, node...), cancelling the caller cancels it, and a failure is an
+# error result for the model.
+
+
+class FlowTool:
+    """A tool that runs an orchestration on the model's ``prompt`` (made by
+    :meth:`Flow.as_tool <goagent_py.orchestration.Flow.as_tool>`)."""
+
+    def __init__(self, flow: Flow, *, name: str, description: str) -> None:
+        validate_tool_name(name)
+        if not isinstance(description, str) or not description.strip():
+            raise ConfigurationError(f"as_tool({name!r}) needs a description for the model")
+        self.flow = flow
+        self.name = name
+        self._definition = ToolDefinition(name, description, dict(_PROMPT_SCHEMA))
+
+    @property
+    def definition(self) -> ToolDefinition:
+        """The definition shown to the model."""
+        return self._definition
+
+    async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
+        """Run the flow on ``args["prompt"]``; its output is the result.
+
+        Raises:
+            ToolArgumentsError: no usable prompt.
+            OrchestrationError: what the flow failed with (an error result for the model).
+        """
+        text = args.get("prompt")
+        if not isinstance(text, str) or not text.strip():
+            raise ToolArgumentsError(self.name, "'prompt' must be a non-empty string")
+        ctx = current_tool_context()
+        if ctx is None:
+            result = await self.flow._invoke(text, Scope((self.name,)))
+            return [TextBlock(result.text)]
+        scope = Scope((*ctx.path, self.name), ctx.report)
+        try:
+            result = await self.flow._invoke(text, scope)
+        except Exception as exc:
+            partial = getattr(exc, "partial", None)
+            if isinstance(partial, FlowResult):
+                ctx.add_usage(partial.usage)
+            raise
+        ctx.add_usage(result.usage)
+        return [TextBlock(result.text)]
+
+    def __repr__(self) -> str:
+        return f"FlowTool({self.name!r})"

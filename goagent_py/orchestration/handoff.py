@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from goagent_py._transcript import repair_transcript, strip_thinking
-from goagent_py.budget import BudgetExceededError, observe
+from goagent_py.budget import BudgetExceededError
 from goagent_py.errors import ConfigurationError, ToolError
 from goagent_py.messages import ContentBlock, Message, TextBlock
 from goagent_py.options import TurnState
@@ -217,7 +217,6 @@ class Handoffs(Flow):
             try:
                 async with contextlib.aclosing(run.events()) as events:
                     async for event in events:
-                        observe(event)  # the run-wide budget, if one is active
                         if here.emit is not None:
                             here.emit(event)
             except BudgetExceededError:

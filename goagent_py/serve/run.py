@@ -108,15 +108,15 @@ async def run_serve(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError as exc:
         raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
-    from goagent_py._cli_common import SYSTEM_PROMPT, data_home, pick_provider
-    from goagent_py._cli_setup import (
+    from goagent_py.cli._common import SYSTEM_PROMPT, data_home, pick_provider
+    from goagent_py.cli._setup import (
         loading_embedder,
         long_term_memory,
         small_model_context,
         small_model_provider,
         write_policy,
     )
-    from goagent_py._cli_tools import calculator, current_time
+    from goagent_py.cli._tools import calculator, current_time
     from goagent_py.agent import Agent
     from goagent_py.hooks import Hooks
     from goagent_py.memory.policies import FixedWindow

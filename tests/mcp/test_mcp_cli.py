@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from goagent_py.errors import ConfigurationError
-from goagent_py.mcp.cli import add_mcp_cli, stdio_connections
+from goagent_py.cli._mcp import add_mcp_cli, stdio_connections
 
 
 def parser() -> argparse.ArgumentParser:

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-import goagent_py._cli_common as cli_common
-from goagent_py import _cli_rag, cli
+import goagent_py.cli._common as cli_common
+from goagent_py.cli import _rag as _cli_rag
+from goagent_py.cli import main as cli
 from goagent_py.rag.documents import load_directory, source_key
 from goagent_py.rag.pipeline import Pipeline
 from goagent_py.testing import FakeEmbedder, ScriptedProvider

@@ -51,8 +51,8 @@ async def test_run_serve_serves_the_cli_agent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uvicorn = pytest.importorskip("uvicorn")
-    import goagent_py._cli_common as cli_common
-    from goagent_py import cli
+    import goagent_py.cli._common as cli_common
+    from goagent_py.cli import main as cli
 
     async def pick(spec: str | None, base_url: str | None = None) -> Any:
         return cli.Picked(ScriptedProvider("served"), "scripted", "scripted-model", "test")
@@ -80,7 +80,7 @@ async def test_run_serve_serves_the_cli_agent(
 
 async def test_no_model_configured_says_how_to_pick_one(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("uvicorn")
-    import goagent_py._cli_common as cli_common
+    import goagent_py.cli._common as cli_common
     from goagent_py.errors import MissingExtraError
 
     async def pick(spec: str | None, base_url: str | None = None) -> Any:
@@ -115,8 +115,8 @@ async def test_the_served_agent_remembers_a_user_across_threads_only_for_that_us
     """The CLI's server keeps first-person statements per user and recalls them in a new
     thread (the memories panel lists them); the small-model kit quotes the fact to the model."""
     uvicorn = pytest.importorskip("uvicorn")
-    import goagent_py._cli_common as cli_common
-    from goagent_py import cli
+    import goagent_py.cli._common as cli_common
+    from goagent_py.cli import main as cli
 
     seen: list[str] = []
 

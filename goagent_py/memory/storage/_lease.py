@@ -12,15 +12,26 @@ import contextlib
 import os
 import socket
 import uuid
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import Any, Protocol, Self
 
 from goagent_py.errors import MemoryStoreError, SessionBusyError
 
-if TYPE_CHECKING:
-    from goagent_py.memory.storage.postgres import PostgresStorage
-
 __all__ = ["SessionLease"]
+
+
+class _LeaseTable(Protocol):
+    """What a lease needs of its storage (a :class:`PostgresStorage`): the session, its
+    tables' SQL and a pooled connection. Defined here so the storage can import this module
+    without it importing the storage back."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    def _sql(self, template: str) -> Any: ...
+
+    def _connection(self) -> AbstractAsyncContextManager[Any]: ...
 
 
 class SessionLease:
@@ -33,7 +44,7 @@ class SessionLease:
 
     def __init__(
         self,
-        storage: PostgresStorage,
+        storage: _LeaseTable,
         *,
         wait: bool,
         timeout: float | None,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from goagent_py._cli_common import (  # re-exported: scripts and tests import them from here
+from goagent_py.cli._common import (  # re-exported: scripts and tests import them from here
     EXIT_DATABASE,
     EXIT_INTERRUPTED,
     EXIT_MISSING_EXTRA,
@@ -47,10 +47,10 @@ from goagent_py._cli_common import (  # re-exported: scripts and tests import th
     data_home,
     pick_provider,
 )
-from goagent_py._cli_common import make_provider as make_provider
-from goagent_py._cli_common import parse_provider as parse_provider
-from goagent_py._cli_common import provider_from_spec as provider_from_spec
-from goagent_py._cli_tools import calculator, current_time  # re-exported for scripts
+from goagent_py.cli._common import make_provider as make_provider
+from goagent_py.cli._common import parse_provider as parse_provider
+from goagent_py.cli._common import provider_from_spec as provider_from_spec
+from goagent_py.cli._tools import calculator, current_time  # re-exported for scripts
 from goagent_py.errors import (
     ConfigurationError,
     GoAgentError,
@@ -91,7 +91,7 @@ def _memory_paths(db: str | None) -> tuple[Path, Path]:
 
 def _make_embedder() -> Any:
     """The local embedder shared by long-term memory and tool selection (None if missing)."""
-    from goagent_py._cli_setup import loading_embedder
+    from goagent_py.cli._setup import loading_embedder
 
     return loading_embedder()
 
@@ -110,7 +110,7 @@ async def build_agent(
     args: argparse.Namespace, console: Console, picked: Picked, state: ChatState, closers: list[Any]
 ) -> tuple[Any, Any]:
     """The chat's agent and its history storage (None with ``--no-memory``)."""
-    from goagent_py._cli_setup import small_model_context, small_model_provider, write_policy
+    from goagent_py.cli._setup import small_model_context, small_model_provider, write_policy
     from goagent_py.agent import Agent
     from goagent_py.hooks import Hooks
 
@@ -146,7 +146,7 @@ async def build_agent(
         settings["transform_context"] = small_model_context(lambda: state.recalled)
 
     if getattr(args, "mcp", None):
-        from goagent_py.mcp.cli import stdio_connections
+        from goagent_py.cli._mcp import stdio_connections
 
         settings["mcp_servers"] = stdio_connections(args.mcp)
     hook_sets: list[Any] = []
@@ -186,7 +186,7 @@ async def build_agent(
 
 async def _long_term(path: Path, embedder: Any, closers: list[Any], args: Any) -> Any:
     """Long-term memory on sqlite-vec with the local embedder."""
-    from goagent_py._cli_setup import long_term_memory
+    from goagent_py.cli._setup import long_term_memory
 
     threshold = None if args.recall_threshold < 0 else args.recall_threshold
     return await long_term_memory(path, embedder, closers, threshold=threshold)
@@ -194,7 +194,7 @@ async def _long_term(path: Path, embedder: Any, closers: list[Any], args: Any) -
 
 async def run_chat(args: argparse.Namespace, console: Console) -> int:
     """The chat command; returns the exit code."""
-    from goagent_py._cli_input import line_source
+    from goagent_py.cli._input import line_source
 
     state = ChatState()
     picked = await pick_provider(args.provider, args.base_url)
@@ -458,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="tool selection, direct tool answers and a short window for small models "
         "(auto: on for the embedded model and --base-url servers)",
     )
-    from goagent_py.mcp.cli import add_mcp_cli  # argparse only: the SDK loads on use
+    from goagent_py.cli._mcp import add_mcp_cli  # argparse only: the SDK loads on use
     from goagent_py.serve.run import add_serve_arguments  # argparse only: starlette loads on use
 
     add_mcp_cli(sub)
@@ -502,14 +502,14 @@ async def _main(args: argparse.Namespace) -> int:
     if args.command == "chat":
         return await run_chat(args, console)
     if args.command == "mcp":
-        from goagent_py.mcp.cli import run_mcp_command
+        from goagent_py.cli._mcp import run_mcp_command
 
         return await run_mcp_command(args)
     if args.command == "serve":
         from goagent_py.serve.run import run_serve
 
         return await run_serve(args)
-    from goagent_py._cli_rag import ask, index
+    from goagent_py.cli._rag import ask, index
 
     if args.rag_command == "index":
         return await index(args, console)

@@ -53,7 +53,7 @@ class Picked:
     """The provider chosen for this process, and why.
 
     ``small`` marks a small model (the embedded one, or a local OpenAI-compatible server): the
-    chat gives it the small-model kit (see :mod:`goagent_py._cli_setup`).
+    chat gives it the small-model kit (see :mod:`goagent_py.cli._setup`).
     """
 
     provider: Any
@@ -94,7 +94,7 @@ def make_provider(vendor: str, model: str, base_url: str | None = None) -> Any:
     """
     if vendor == "openai" and (base_url is not None or _compatible_server(None)):
         from goagent_py.providers.openai import OpenAIProvider
-        from goagent_py.tool_selection import limit_tool_rounds
+        from goagent_py.small_models.tool_selection import limit_tool_rounds
 
         provider = OpenAIProvider(base_url=base_url, stream_tools=False)
         return limit_tool_rounds(provider, 1) if _compatible_server(base_url) else provider

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from goagent_py.errors import GoAgentError, MissingExtraError
 
 if TYPE_CHECKING:
-    from goagent_py._cli_common import Console
+    from goagent_py.cli._common import Console
     from goagent_py.rag.pipeline import Pipeline
     from goagent_py.rag.results import IndexProgress, SearchResult
 
@@ -37,7 +37,7 @@ _CITATION = re.compile(r"\[(\d{1,3})\]")
 
 
 def _db(args: argparse.Namespace) -> Path:
-    from goagent_py._cli_common import data_home
+    from goagent_py.cli._common import data_home
 
     return Path(args.db).expanduser() if args.db else data_home() / "rag.db"
 
@@ -116,7 +116,7 @@ def gone(indexed: list[str], loaded: Loaded) -> list[str]:
 
 async def index(args: argparse.Namespace, console: Console) -> int:
     """Index files and folders into the RAG database; prints a progress bar and a summary."""
-    from goagent_py._cli_common import EXIT_OK, EXIT_USAGE
+    from goagent_py.cli._common import EXIT_OK, EXIT_USAGE
 
     try:
         loaded = load_paths(args.paths, args.root)
@@ -166,7 +166,7 @@ def _best_similarity(results: list[SearchResult]) -> float:
 
 async def ask(args: argparse.Namespace, console: Console) -> int:
     """Answer a question from the index, then list the sources the answer cites."""
-    from goagent_py._cli_common import EXIT_OK, EXIT_TURN_FAILED, EXIT_USAGE, pick_provider
+    from goagent_py.cli._common import EXIT_OK, EXIT_TURN_FAILED, EXIT_USAGE, pick_provider
     from goagent_py.agent import Agent
     from goagent_py.messages import TextBlock
     from goagent_py.rag.format import format_passages

@@ -1,6 +1,6 @@
 """Command line: ``goagent-py mcp serve`` (an agent as an MCP server) and ``chat --mcp``.
 
-The lead's ``goagent_py/cli.py`` wires these in with :func:`add_mcp_cli` and
+The lead's ``goagent_py/cli/main.py`` wires these in with :func:`add_mcp_cli` and
 :func:`stdio_connections`; ``python -m goagent_py.mcp serve ...`` runs the same command alone.
 """
 
@@ -69,8 +69,8 @@ async def run_mcp_command(args: argparse.Namespace) -> int:
 
     Notes go to stderr: over stdio, stdout carries the protocol alone.
     """
-    from goagent_py._cli_common import pick_provider
-    from goagent_py._cli_tools import calculator, current_time
+    from goagent_py.cli._common import pick_provider
+    from goagent_py.cli._tools import calculator, current_time
     from goagent_py.agent import Agent
     from goagent_py.mcp.server import run_http, run_stdio, serve_agent
 
