@@ -494,3 +494,32 @@ async def test_a_base_exception_in_a_parallel_call_reaches_the_caller_as_itself(
         await agent.run("go")
     assert caught.value.code == 3
     assert [type(r.error) for r in ends] == [SystemExit]
+
+
+async def test_compact_now_with_ui_only_messages_cuts_where_the_model_view_cuts(
+    tmp_path: Path,
+) -> None:
+    async with SQLiteStorage(tmp_path / "chat.db", session_id="s") as storage:
+        memory = ShortTermMemory(storage)
+        compactor = Compactor(
+            Summarize(Summariser(), keep_last_groups=2), context_window=100_000, memory=memory
+        )
+        session = Session(
+            Agent(
+                provider=Model(),
+                tools=[lookup],
+                short_term_memory=memory,
+                transform_context=compactor,
+            )
+        )
+        for i in range(4):
+            await session.add_ui_message(Message(Role.ASSISTANT, [TextBlock(f"(ui note {i})")]))
+            await session.prompt(f"turn {i}")
+        await session.compact_now()
+        view = await memory.messages()
+        assert is_boundary(view[0])
+        assert validate_transcript(view) == []
+        sent = [m for m in view[1:] if not m.metadata.get("goagent.ui_only")]
+        assert sent[0].role is Role.USER
+        assert sent[0].text == "turn 3"  # keep_last_groups=2: the last turn's two groups
+        await _stored_equals_shown(storage, session)

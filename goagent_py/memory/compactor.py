@@ -17,13 +17,13 @@ not summarise again)::
 from __future__ import annotations
 
 import collections
-import contextvars
 import inspect
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal
 
+from goagent_py._metadata_keys import UI_ONLY_KEY
 from goagent_py.errors import ConfigurationError
 from goagent_py.events import EVENT_SINK, CompactionEvent
 from goagent_py.hooks import Hooks
@@ -213,6 +213,9 @@ class Compactor:
         return _join(prefix, latest, body[j:])
 
     async def _run(self, messages: list[Message], *, force: bool, focus: str) -> list[Message]:
+        # A boundary's covers counts what the model is sent, as storage counts it: UI-only
+        # messages are never sent, so they are not counted (issue 28).
+        messages = [m for m in messages if not m.metadata.get(UI_ONLY_KEY)]
         current = self._apply_latest(messages)
         await self._flush()
         before = self.estimate(current)
