@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -368,7 +368,7 @@ class Session:
         assert self._last_result is not None
         return self._last_result
 
-    async def stream(self, prompt: Prompt) -> AsyncIterator[AgentEvent]:
+    async def stream(self, prompt: Prompt) -> AsyncGenerator[AgentEvent, None]:
         """Like :meth:`prompt`, yielding the run's events as they happen."""
         messages = to_messages(prompt, "prompt()")
         self._claim("prompt()")
@@ -376,7 +376,7 @@ class Session:
             async for event in events:
                 yield event
 
-    async def stream_continue(self) -> AsyncIterator[AgentEvent]:
+    async def stream_continue(self) -> AsyncGenerator[AgentEvent, None]:
         """Like :meth:`continue_`, yielding the run's events as they happen."""
         self._claim("continue_()")
         try:
