@@ -196,6 +196,7 @@ class Run:
         self._watch_calls = False
         self._compactions: list[Any] = []
         self._messages: list[Message] = []
+        self._injected = False  # a queued message went into the request being prepared
 
     def _add_usage(self, usage: Usage) -> None:
         self.usage = self.usage + usage
@@ -681,6 +682,7 @@ class Run:
     async def _inject(
         self, messages: list[Message], taken: list[Message], queue: Literal["steering", "follow_up"]
     ) -> AsyncGenerator[AgentEvent, None]:
+        self._injected = True
         yield MessagesInjected(queue, list(taken), path=self.path)
         for m in taken:
             self._append(messages, m)
@@ -762,18 +764,21 @@ class Run:
                 yield TurnStart(i, path=self.path)
                 if i > 0 and self.refresh_tools is not None:  # between turns, never in a batch
                     self.tool_defs = await self.refresh_tools()
-                if self.control is not None:
+                if self.control is not None and i == 0:  # later turns drained at their end
                     async for event in self._steer(messages):
                         yield event
                 request = await self._prepared(messages, i)
                 for compacted in self._drain_compactions():
                     yield compacted
-                if o.transform_context is not None:  # after context preparation
+                # After context preparation, unless this request already took a queued
+                # message: one at a time means one per request (issue 28).
+                if o.transform_context is not None and not self._injected:
                     before = len(messages)
                     async for event in self._steer(messages):
                         yield event
                     if len(messages) != before:
                         request = await self._prepared(messages, i)
+                self._injected = False
                 budget = current_budget()  # the run-wide budget: once per call, at any depth
                 if budget is not None:
                     budget.before_call()

@@ -545,3 +545,40 @@ def _exec_into(code: str, errors: list[BaseException]) -> None:
         exec(compile(code, "docs/sessions.md", "exec"), {"__name__": "__docs__"})
     except BaseException as exc:
         errors.append(exc)
+
+
+# -- LOW ----------------------------------------------------------------------------------------
+
+
+async def test_abort_from_another_thread_calls_subscribers_on_the_sessions_loop() -> None:
+    gate = Gate()
+    provider = ScriptedProvider(tool_call_response(("slow", {"n": 1})), "unused")
+    session = Session(Agent(provider=provider, tools=[gate.tool()]))
+    seen: list[tuple[str, int]] = []
+    session.subscribe(lambda e: seen.append((type(e).__name__, threading.get_ident())))
+    task = asyncio.create_task(session.prompt("go"))
+    await gate.entered.wait()
+    thread = threading.Thread(target=session.abort, args=("after_tools",))
+    thread.start()
+    thread.join()
+    gate.release.set()
+    result = await task
+    assert result.stop_reason is StopReason.ABORTED
+    here = threading.get_ident()
+    assert [t for name, t in seen if name == "AbortRequested"] == [here]
+
+
+async def test_two_steers_in_one_batch_arrive_one_per_request_in_one_at_a_time_mode() -> None:
+    gate = Gate()
+    provider = ScriptedProvider(tool_call_response(("slow", {"n": 1})), "first", "second", "unused")
+    agent = Agent(provider=provider, tools=[gate.tool()], transform_context=lambda m: m)
+    session = Session(agent)
+    task = asyncio.create_task(session.prompt("go"))
+    await gate.entered.wait()
+    session.steer("steer one")
+    session.steer("steer two")
+    gate.release.set()
+    await task
+    users = [[m.text for m in r.messages if m.role is Role.USER] for r in provider.requests]
+    assert users[1] == ["go", "steer one"]
+    assert users[2] == ["go", "steer one", "steer two"]
