@@ -582,3 +582,25 @@ async def test_two_steers_in_one_batch_arrive_one_per_request_in_one_at_a_time_m
     users = [[m.text for m in r.messages if m.role is Role.USER] for r in provider.requests]
     assert users[1] == ["go", "steer one"]
     assert users[2] == ["go", "steer one", "steer two"]
+
+
+async def test_a_summary_larger_than_the_window_is_neither_stored_nor_sent() -> None:
+    class Verbose:
+        """A summary model that ignores max_tokens."""
+
+        async def complete(self, request: CompletionRequest) -> CompletionResponse:
+            return text_response("## Goal\n" + "word " * 3000)
+
+    memory = ShortTermMemory()
+    await memory.append(*_old_turns(8))
+    window = 1500
+    compactor = Compactor(
+        Summarize(Verbose(), keep_last_groups=1), context_window=window, memory=memory
+    )
+    provider = ScriptedProvider("fine")
+    agent = Agent(provider=provider, short_term_memory=memory, transform_context=compactor)
+    await agent.run("next")
+    sent = provider.requests[0].messages
+    assert sum(ESTIMATOR.count(m) for m in sent) <= window
+    assert not any(is_boundary(m) and "word word" in m.text for m in await memory.storage.load())
+    assert compactor.events[-1].fallback_used

@@ -30,6 +30,7 @@ from goagent_py.hooks import Hooks
 from goagent_py.memory.compaction import (
     _REPORT,
     COMPACTION_METADATA_KEY,
+    CompactionError,
     SlidingWindow,
     _join,
     _Report,
@@ -276,6 +277,7 @@ class Compactor:
         try:
             out = list(await self.strategy(current))
             validate_context(out, current)
+            self._check_fits(out)
             return out
         except Exception as exc:
             report.errors.append(exc)
@@ -290,6 +292,17 @@ class Compactor:
                 report.errors.append(exc)
                 log.warning("compaction fallback failed; the context is sent unchanged: %s", exc)
         return current  # failure never destroys history
+
+    def _check_fits(self, out: list[Message]) -> None:
+        """A compaction that does not fit the window is a failure (a summariser that ignores
+        its ``max_tokens`` can write more than it replaced): never stored, never sent."""
+        size = _tokens(out, self.estimator)
+        room = self.context_window - self.reserve_tokens
+        if size > room:
+            raise CompactionError(
+                f"the compacted context has {size} tokens, more than the {room} the window "
+                "leaves; lower the summariser's max_tokens or use a model that keeps to it"
+            )
 
     def _record(
         self, current: list[Message], out: list[Message], before: int
