@@ -604,3 +604,31 @@ async def test_a_summary_larger_than_the_window_is_neither_stored_nor_sent() -> 
     assert sum(ESTIMATOR.count(m) for m in sent) <= window
     assert not any(is_boundary(m) and "word word" in m.text for m in await memory.storage.load())
     assert compactor.events[-1].fallback_used
+
+
+async def test_a_sync_tool_sees_an_abort_through_its_contexts_cancelled_flag() -> None:
+    started, stopped, give_up = threading.Event(), threading.Event(), threading.Event()
+
+    @tool
+    def crunch(n: int) -> str:
+        """Work until told to stop."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        started.set()
+        while not give_up.is_set():
+            if getattr(ctx, "cancelled", False):
+                stopped.set()
+                return "stopped early"
+            give_up.wait(0.001)
+        return "gave up"
+
+    provider = ScriptedProvider(tool_call_response(("crunch", {"n": 1})), "unused")
+    session = Session(Agent(provider=provider, tools=[crunch]))
+    task = asyncio.create_task(session.prompt("go"))
+    assert await asyncio.to_thread(started.wait, 30)
+    session.abort("now")
+    assert (await task).stop_reason is StopReason.ABORTED
+    try:
+        assert await asyncio.to_thread(stopped.wait, 30)  # a bound for a failure, not a timing
+    finally:
+        give_up.set()
