@@ -110,8 +110,8 @@ async def build_agent(
     args: argparse.Namespace, console: Console, picked: Picked, state: ChatState, closers: list[Any]
 ) -> tuple[Any, Any]:
     """The chat's agent and its history storage (None with ``--no-memory``)."""
-    from goagent_py.cli._setup import small_model_context, small_model_provider, write_policy
     from goagent_py.agent import Agent
+    from goagent_py.cli._setup import small_model_context, small_model_provider, write_policy
     from goagent_py.hooks import Hooks
 
     small = picked.small if args.small_model == "auto" else args.small_model == "on"
