@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import copy
 import itertools
-import re
 import threading
 from collections import Counter
 from dataclasses import replace
@@ -525,26 +524,6 @@ async def test_compact_now_with_ui_only_messages_cuts_where_the_model_view_cuts(
         assert sent[0].role is Role.USER
         assert sent[0].text == "turn 3"  # keep_last_groups=2: the last turn's two groups
         await _stored_equals_shown(storage, session)
-
-
-def test_the_code_blocks_of_docs_sessions_md_run() -> None:
-    page = (Path(__file__).parent.parent / "docs" / "sessions.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
-    assert len(blocks) == 3
-    for block in blocks:
-        # Each block calls asyncio.run: run it in a fresh thread, out of pytest's loop.
-        errors: list[BaseException] = []
-        thread = threading.Thread(target=_exec_into, args=(block, errors))
-        thread.start()
-        thread.join()
-        assert errors == []
-
-
-def _exec_into(code: str, errors: list[BaseException]) -> None:
-    try:
-        exec(compile(code, "docs/sessions.md", "exec"), {"__name__": "__docs__"})
-    except BaseException as exc:
-        errors.append(exc)
 
 
 # -- LOW ----------------------------------------------------------------------------------------
