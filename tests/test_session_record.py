@@ -29,6 +29,7 @@ from goagent_py import (
     TextBlock,
     TextDelta,
     ToolExecutionEnd,
+    ToolExecutionStart,
     current_tool_context,
     tool,
     validate_transcript,
@@ -611,3 +612,16 @@ async def test_a_sync_tool_sees_an_abort_through_its_contexts_cancelled_flag() -
         assert await asyncio.to_thread(stopped.wait, 30)  # a bound for a failure, not a timing
     finally:
         give_up.set()
+
+
+async def test_closing_a_session_stream_early_ends_the_run_at_once() -> None:
+    gate = Gate()
+    session = Session(Agent(provider=_batch_provider(), tools=[gate.tool(), fast]))
+    stream = session.stream("go")
+    async for event in stream:
+        if isinstance(event, ToolExecutionStart):
+            break
+    assert session.state.running
+    await stream.aclose()
+    assert not session.state.running  # not left to the async generator finaliser
+    assert validate_transcript(session.transcript) == []
