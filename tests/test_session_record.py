@@ -28,6 +28,7 @@ from goagent_py import (
     StopReason,
     TextBlock,
     TextDelta,
+    ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
     current_tool_context,
@@ -625,3 +626,16 @@ async def test_closing_a_session_stream_early_ends_the_run_at_once() -> None:
     await stream.aclose()
     assert not session.state.running  # not left to the async generator finaliser
     assert validate_transcript(session.transcript) == []
+
+
+async def test_a_stored_dangling_call_is_closed_in_storage_on_load(tmp_path: Path) -> None:
+    async with SQLiteStorage(tmp_path / "chat.db", session_id="s") as storage:
+        dangling = Message(Role.ASSISTANT, tool_calls=[ToolCall("c9", "fast", {"n": 1})])
+        await storage.append([Message(Role.USER, [TextBlock("old")]), dangling])
+        session = Session(
+            Agent(provider=ScriptedProvider("next"), short_term_memory=ShortTermMemory(storage))
+        )
+        await session.load()
+        stored = await _stored_equals_shown(storage, session)
+        assert stored[-1].tool_call_id == "c9"
+        assert stored[-1].metadata.get("goagent.synthetic") == "interrupted"
