@@ -203,6 +203,7 @@ class Run:
         self._compactions: list[Any] = []
         self._messages: list[Message] = []
         self._injected = False  # a queued message went into the request being prepared
+        self._abandoned: list[ToolResult] = []  # calls an abort answered with an error result
 
     def _add_usage(self, usage: Usage) -> None:
         self.usage = self.usage + usage
@@ -968,6 +969,7 @@ class Run:
             if result is None:
                 result = error_result(call, ToolAbortedError(call.name, reason))
                 self._append(messages, synthetic(tool_message(result), kind))
+                self._abandoned.append(result)
                 self.tool_calls += 1
                 continue
             self._append(messages, tool_message(result))
@@ -1031,6 +1033,9 @@ class Run:
         kept = self._close_open(messages, "aborted")
         if kept is not None:
             yield MessageEnd(kept, StopReason.ABORTED, Usage(), path=self.path)
+        abandoned, self._abandoned = self._abandoned, []
+        for result in abandoned:  # a live stream shows every call's end, an aborted one too
+            yield ToolExecutionEnd(result, path=self.path)
         self.stop_reason = StopReason.ABORTED
         last = self.new_messages[-1] if self.new_messages else None
         yield (

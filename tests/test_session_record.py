@@ -639,3 +639,17 @@ async def test_a_stored_dangling_call_is_closed_in_storage_on_load(tmp_path: Pat
         stored = await _stored_equals_shown(storage, session)
         assert stored[-1].tool_call_id == "c9"
         assert stored[-1].metadata.get("goagent.synthetic") == "interrupted"
+
+
+async def test_an_aborted_call_gets_its_end_event_in_the_live_stream() -> None:
+    gate = Gate()
+    session = Session(Agent(provider=_batch_provider(), tools=[gate.tool(), fast]))
+    ends: list[Any] = []
+    session.subscribe(lambda e: ends.append(e.result) if isinstance(e, ToolExecutionEnd) else None)
+    task = asyncio.create_task(session.prompt("go"))
+    await gate.entered.wait()
+    session.abort("now")
+    await task
+    by_name = {r.call.name: r for r in ends}
+    assert set(by_name) == {"slow", "fast"}
+    assert type(by_name["slow"].error).__name__ == "ToolAbortedError"
