@@ -24,8 +24,10 @@ from goagent_py import errors
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
+    CorruptedDataError,
     GoAgentError,
     InvalidMediaTypeError,
+    LeaseLostError,
     MaxIterationsError,
     MemoryStoreError,
     MissingExtraError,
@@ -146,6 +148,10 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.transcript.InvalidTranscriptError": lambda: _transcript().InvalidTranscriptError(
         [_transcript().Violation(3, "orphan_result", "result for 'c1' follows no call")]
     ),
+    "goagent_py.errors.LeaseLostError": lambda: LeaseLostError(
+        "lease lost", session_id="s", holder="w2", token=2, current_token=3
+    ),
+    "goagent_py.errors.CorruptedDataError": lambda: CorruptedDataError("seq=3 is corrupted"),
     "goagent_py.mcp.errors.MCPError": lambda: _mcp().MCPError("time", "boom"),
     "goagent_py.memory.compaction.CompactionError": lambda: _compaction().CompactionError(
         "the summary left an orphan tool call"
@@ -170,6 +176,7 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.orchestration._core.StepFailedError": lambda: _orchestration("StepFailedError"),
     "goagent_py.orchestration._core.MaxStepsError": lambda: _orchestration("MaxStepsError"),
+    "goagent_py.orchestration._core.NodeTimeoutError": lambda: _orchestration("NodeTimeoutError"),
     "goagent_py.orchestration.patterns.RouteError": lambda: _orchestration("RouteError"),
     "goagent_py.orchestration.handoff.HandoffRefusedError": lambda: _orchestration(
         "HandoffRefusedError"
@@ -191,6 +198,7 @@ def _orchestration(name: str) -> BaseException:
             ("pipeline", "writer"), ProviderError("HTTP 529: overloaded", status=529)
         ),
         "MaxStepsError": lambda: orchestration.MaxStepsError(4, ("write", "review"), ("graph",)),
+        "NodeTimeoutError": lambda: orchestration.NodeTimeoutError(("flow", "slow"), 0.5),
         "RouteError": lambda: orchestration.RouteError("maybe", ("billing", "tech")),
         "HandoffRefusedError": lambda: orchestration.HandoffRefusedError(
             "transfer_to_tech", "only one handoff per turn"
