@@ -178,6 +178,12 @@ from goagent_py.tools import (
     tool_blocks_func,
     tool_func,
 )
+from goagent_py.transcript import (
+    InvalidTranscriptError,
+    Violation,
+    check_transcript,
+    validate_transcript,
+)
 
 __version__ = "0.1.0"
 
@@ -193,6 +199,7 @@ __all__ = [
     "AgentStart",
     "assistant_message",
     "BeforeToolCall",
+    "check_transcript",
     "CircuitBreaker",
     "CircuitBreakerConfig",
     "CircuitOpen",
@@ -218,6 +225,7 @@ __all__ = [
     "Hooks",
     "ImageBlock",
     "InvalidMediaTypeError",
+    "InvalidTranscriptError",
     "is_retryable_provider_error",
     "is_retryable_tool_error",
     "LeaseLostError",
@@ -311,6 +319,8 @@ __all__ = [
     "UnsupportedContentError",
     "Usage",
     "user_message",
+    "validate_transcript",
+    "Violation",
     "with_adaptive_thinking",
     "with_after_tool_call",
     "with_before_tool_call",

@@ -18,6 +18,8 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     ├── NoEmbeddableContentError        nothing in the input can be embedded (also a ValueError)
     ├── SessionBusyError                a session (or its history lease) is in use by another run
     │   └── LeaseLostError              a write under a run lease that another run has taken over
+    ├── InvalidTranscriptError          a transcript breaks a vendor's pairing or role rules
+    │                                   (defined in goagent_py.transcript, with Violation)
     └── ToolError                       base of what a tool call can end in; the model reads these
         ├── ToolNotFoundError           the model named a tool that does not exist
         ├── ToolArgumentsError          the arguments failed validation

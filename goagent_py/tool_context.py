@@ -17,6 +17,7 @@ Outside a run (a tool called directly, in a test) :func:`current_tool_context` r
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ class ToolContext:
         messages_source: what :meth:`transcript` reads (the loop sets it; empty by default).
         outcome: what :meth:`set_details` and :meth:`terminate` recorded for the result.
         deps: the run's request-scoped dependencies (``agent.run(prompt, deps=...)``), or None.
+        cancel_event: set when the call is abandoned (see :attr:`cancelled`).
     """
 
     call: ToolCall
@@ -66,6 +68,7 @@ class ToolContext:
     messages_source: Callable[[], Sequence[Message]] = field(default=_no_messages, repr=False)
     outcome: dict[str, Any] = field(default_factory=dict, repr=False)
     deps: Any = field(default=None, repr=False)
+    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def deps_as(self, kind: type[D]) -> D:
         """The run's deps, typed: ``current_tool_context().deps_as(MyDeps).db``.
@@ -79,6 +82,13 @@ class ToolContext:
                 f"deps={kind.__name__}(...) to agent.run()"
             )
         return self.deps
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the call was abandoned: the run was aborted or cancelled, or the call timed
+        out. A sync tool runs on in its worker thread after that (a thread cannot be stopped
+        from outside), so a long one polls this flag to stop early. Safe from any thread."""
+        return self.cancel_event.is_set()
 
     @property
     def idempotency_key(self) -> str:

@@ -69,6 +69,12 @@ def _mcp() -> Any:
     return errors
 
 
+def _transcript() -> Any:
+    import goagent_py.transcript as transcript
+
+    return transcript
+
+
 def _compaction() -> Any:
     import goagent_py.memory.compaction as compaction
 
@@ -145,6 +151,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.TokenBudgetError": lambda: TokenBudgetError(500, 700),
     "goagent_py.errors.ToolAbortedError": lambda: ToolAbortedError("slow", "user pressed stop"),
     "goagent_py.errors.SessionBusyError": lambda: SessionBusyError("the session is running"),
+    "goagent_py.transcript.InvalidTranscriptError": lambda: _transcript().InvalidTranscriptError(
+        [_transcript().Violation(3, "orphan_result", "result for 'c1' follows no call")]
+    ),
     "goagent_py.errors.LeaseLostError": lambda: LeaseLostError(
         "lease lost", session_id="s", holder="w2", token=2, current_token=3
     ),
