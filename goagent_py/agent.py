@@ -227,6 +227,9 @@ class Agent(Generic[Out]):
             mcp_connectors=list(self._options.mcp_connectors),
             mcp_servers=list(self._options.mcp_servers),
             sequential_tools=set(self._options.sequential_tools),
+            output_validators=[]
+            if "output_validators" in settings
+            else list(self._options.output_validators),
             sources=dict(self._options.sources),
         )
         clone: Agent[Out] = Agent.__new__(Agent)

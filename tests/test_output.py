@@ -326,3 +326,18 @@ def test_an_output_validator_taking_two_arguments_gets_the_deps() -> None:
     result = agent.run_sync("go", deps=Deps("u", {"Oslo": 1}))
     assert result.output.name == "Oslo"
     assert "Rome is not one of ['Oslo']" in p.requests[1].messages[-1].text
+
+
+def test_replace_keeps_the_output_settings_and_leaves_the_original_alone() -> None:
+    def first(city: City) -> City:
+        return city
+
+    def second(city: City) -> City:
+        raise ModelRetry("never")
+
+    agent = Agent(provider=ScriptedProvider(), output_type=City, output_validators=[first])
+    clone = agent.replace(output_validators=[second], output_retries=0)
+    assert clone.options.output_type is City
+    assert agent.options.output_validators == [first]
+    assert clone.options.output_validators == [second]
+    assert agent.replace(name="b").options.output_validators == [first]
