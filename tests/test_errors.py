@@ -31,7 +31,9 @@ from goagent_py.errors import (
     MaxIterationsError,
     MemoryStoreError,
     MissingExtraError,
+    ModelRetry,
     NoEmbeddableContentError,
+    OutputValidationError,
     ProviderError,
     SessionBusyError,
     TokenBudgetError,
@@ -65,6 +67,12 @@ def _mcp() -> Any:
     import goagent_py.mcp.errors as errors
 
     return errors
+
+
+def _transcript() -> Any:
+    import goagent_py.transcript as transcript
+
+    return transcript
 
 
 def _compaction() -> Any:
@@ -121,6 +129,10 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.errors.MaxIterationsError": lambda: MaxIterationsError(5, "need one more look"),
     "goagent_py.errors.MemoryStoreError": lambda: MemoryStoreError("cannot open history.db"),
+    "goagent_py.errors.ModelRetry": lambda: ModelRetry("the total must be positive"),
+    "goagent_py.errors.OutputValidationError": lambda: OutputValidationError(
+        '{"total": -1}', "total: must be positive", 2
+    ),
     "goagent_py.errors.NoEmbeddableContentError": lambda: NoEmbeddableContentError(
         "nothing to embed: only images"
     ),
@@ -139,6 +151,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.TokenBudgetError": lambda: TokenBudgetError(500, 700),
     "goagent_py.errors.ToolAbortedError": lambda: ToolAbortedError("slow", "user pressed stop"),
     "goagent_py.errors.SessionBusyError": lambda: SessionBusyError("the session is running"),
+    "goagent_py.transcript.InvalidTranscriptError": lambda: _transcript().InvalidTranscriptError(
+        [_transcript().Violation(3, "orphan_result", "result for 'c1' follows no call")]
+    ),
     "goagent_py.errors.LeaseLostError": lambda: LeaseLostError(
         "lease lost", session_id="s", holder="w2", token=2, current_token=3
     ),
