@@ -41,8 +41,16 @@ if _typing.TYPE_CHECKING:  # the names for type checkers; at run time each loads
         validate_context,
     )
     from goagent_py.memory.compactor import CompactionEvent, Compactor
+    from goagent_py.memory.consolidation import (
+        ConsolidationReport,
+        Decider,
+        Decision,
+        DecisionError,
+    )
+    from goagent_py.memory.deciders import ModelDecider, RuleDecider
     from goagent_py.memory.long_term import LongTermMemory
     from goagent_py.memory.policies import FixedWindow, NoOp, Policy, TokenWindow, message_groups
+    from goagent_py.memory.records import MemoryChange, MemoryRecord
     from goagent_py.memory.short_term import ShortTermMemory
     from goagent_py.memory.storage import InMemoryStorage, SQLiteStorage, Storage
     from goagent_py.memory.tokens import (
@@ -82,7 +90,15 @@ _LAZY = {
     "validate_context": "goagent_py.memory.compaction",
     "CompactionEvent": "goagent_py.memory.compactor",
     "Compactor": "goagent_py.memory.compactor",
+    "ConsolidationReport": "goagent_py.memory.consolidation",
+    "Decider": "goagent_py.memory.consolidation",
+    "Decision": "goagent_py.memory.consolidation",
+    "DecisionError": "goagent_py.memory.consolidation",
+    "ModelDecider": "goagent_py.memory.deciders",
+    "RuleDecider": "goagent_py.memory.deciders",
     "LongTermMemory": "goagent_py.memory.long_term",
+    "MemoryChange": "goagent_py.memory.records",
+    "MemoryRecord": "goagent_py.memory.records",
     "FixedWindow": "goagent_py.memory.policies",
     "NoOp": "goagent_py.memory.policies",
     "Policy": "goagent_py.memory.policies",
@@ -120,6 +136,10 @@ __all__ = [
     "CompactionError",
     "CompactionEvent",
     "Compactor",
+    "ConsolidationReport",
+    "Decider",
+    "Decision",
+    "DecisionError",
     "Embedder",
     "FixedWindow",
     "HeuristicEstimator",
@@ -128,12 +148,16 @@ __all__ = [
     "LongTermMemory",
     "LongTermMemoryProtocol",
     "MarkdownChunker",
+    "MemoryChange",
+    "MemoryRecord",
     "message_groups",
     "min_length",
+    "ModelDecider",
     "NoOp",
     "NoOpChunker",
     "Policy",
     "RecursiveChunker",
+    "RuleDecider",
     "SentenceChunker",
     "ShortTermMemory",
     "ShortTermMemoryProtocol",

@@ -17,11 +17,10 @@ not summarise again)::
 from __future__ import annotations
 
 import collections
-import contextvars
 import inspect
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from goagent_py.errors import ConfigurationError
