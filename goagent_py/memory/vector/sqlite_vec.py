@@ -91,7 +91,8 @@ class SqliteVecStore(_SqliteVecSchema):
     """A persistent vector store in one SQLite file, on sqlite-vec (exact search).
 
     Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore`` and ``ListableStore``.
-    SQLite calls run in a worker thread, one at a time. Use ``async with`` (or call :meth:`aclose`) to close the file.
+    SQLite calls run in a worker thread, one at a time. Use ``async with`` (or call
+    :meth:`aclose`) to close the file.
 
     Args:
         path: the database file (created if missing), or ":memory:".
