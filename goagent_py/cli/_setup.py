@@ -139,9 +139,16 @@ def write_policy(mode: str) -> Any:
 
 
 async def long_term_memory(
-    path: Path, embedder: Any, closers: list[Any], *, threshold: float | None, top_k: int = 3
+    path: Path,
+    embedder: Any,
+    closers: list[Any],
+    *,
+    threshold: float | None,
+    top_k: int = 3,
+    decider: Any = None,
 ) -> Any:
-    """Long-term memory on sqlite-vec at ``path`` with ``embedder``."""
+    """Long-term memory on sqlite-vec at ``path`` with ``embedder``, consolidating new facts
+    with ``decider`` (None: every statement is added)."""
     try:
         from goagent_py.memory.long_term import LongTermMemory
         from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
@@ -152,7 +159,7 @@ async def long_term_memory(
     # Read from the model folder without loading the model (loading takes seconds).
     store = SqliteVecStore(path, table="memories", dimensions=embedder.dimensions)
     closers.append(store)
-    return LongTermMemory(embedder, store, top_k=top_k, score_threshold=threshold)
+    return LongTermMemory(embedder, store, top_k=top_k, score_threshold=threshold, decider=decider)
 
 
 def small_model_provider(provider: Any, embedder: Any | None) -> Any:

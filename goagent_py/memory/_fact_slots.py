@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Fact", "parse_fact", "same_value"]
+__all__ = ["Fact", "is_retraction", "parse_fact", "same_value"]
 
 FactKind = Literal["set", "multi", "retract"]
 
@@ -274,6 +274,11 @@ def _multi_fact(text: str) -> Fact | None:
     if not value:
         return None
     return Fact(match.group("slot").lower(), value, "multi")
+
+
+def is_retraction(text: str) -> bool:
+    """Whether ``text`` takes back what was said last ("That's no longer true.")."""
+    return bool(_RETRACT_LAST.search(text.strip()))
 
 
 def parse_fact(text: str) -> Fact | None:
