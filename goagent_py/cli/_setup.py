@@ -190,15 +190,22 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
     With a fact recalled, earlier turns go: the model imitates their answers instead. Only the
     best one: given two facts, it mixes them ("your name is Biscuit").
     """
+    from goagent_py.memory.records import SUPERSEDED, asks_about_past, state_of
     from goagent_py.small_models.context_filters import (
         current_turn_start,
         drop_failed_tool_exchanges,
         inline_memories,
+        used_to,
     )
 
     def transform(messages: list[Any]) -> list[Any]:
-        facts = [s.message.text for s in recalled() if s.message.role == "user"][:1]
+        said = [s.message for s in recalled() if s.message.role == "user"]
+        facts = [m.text for m in said][:1]
         kept = drop_failed_tool_exchanges(messages)
+        # Asked about the past: the fact a newer one replaced, said as the past.
+        former = [m.text for m in said if state_of(m.metadata) == SUPERSEDED]
+        if former and kept and asks_about_past(kept[-1].text):
+            facts = [used_to(former[0])]
         if not kept or not kept[-1].text.rstrip().endswith("?"):
             facts = []  # a statement: quoted facts would only be parroted back
         if facts:

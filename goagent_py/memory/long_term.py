@@ -56,6 +56,7 @@ from goagent_py.memory.records import (
     MemoryChange,
     MemoryRecord,
     MemoryState,
+    as_present,
     asks_about_past,
     format_time,
     record_of,
@@ -594,15 +595,23 @@ class LongTermMemory:
         k = top_k if top_k is not None and top_k > 0 else self.top_k
         if not query:
             return []
+        asked = text_from(list(query))
+        if include_superseded is None:
+            include_superseded = self.recall_superseded == "always" or (
+                self.recall_superseded == "past" and asks_about_past(asked)
+            )
+        if include_superseded and asked and asks_about_past(asked):
+            # "Where did I live before?" is searched as "Where do I live?": the tense and
+            # the cue words pull the question away from the facts it asks about.
+            query = [
+                TextBlock(as_present(asked)),
+                *(b for b in query if not isinstance(b, TextBlock)),
+            ]
         try:
             vector = await self.embedder.embed(query)
         except NoEmbeddableContentError:
             return []
         threshold = score_threshold if score_threshold is not None else self.score_threshold
-        if include_superseded is None:
-            include_superseded = self.recall_superseded == "always" or (
-                self.recall_superseded == "past" and asks_about_past(text_from(list(query)))
-            )
         states = (CURRENT, SUPERSEDED) if include_superseded else (CURRENT,)
         scope = {**(filter or {}), SESSION_KEY: session}
         found = await self._search(vector, k, scope, states, threshold)

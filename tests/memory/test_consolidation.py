@@ -333,3 +333,18 @@ async def test_listing_needs_a_store_that_lists() -> None:
     m = LongTermMemory(FakeEmbedder(), Plain())
     with pytest.raises(ConfigurationError, match="cannot list"):
         await m.records()
+
+
+@pytest.mark.parametrize(
+    ("question", "present"),
+    [
+        ("Where did I live before?", "Where do I live?"),
+        ("Where did I use to live?", "Where do I live?"),
+        ("What was my old phone number?", "What is my phone number?"),
+        ("Where do I live?", "Where do I live?"),
+    ],
+)
+def test_a_question_about_the_past_is_searched_in_the_present(question: str, present: str) -> None:
+    from goagent_py.memory.records import as_present
+
+    assert as_present(question) == present
