@@ -144,6 +144,13 @@ def _with_provenance(scored: ScoredMessage) -> ScoredMessage:
     return scored
 
 
+def _plain_text(message: Message) -> str | None:
+    """The text of a message made of one text block (None otherwise)."""
+    if len(message.content) == 1 and isinstance(message.content[0], TextBlock):
+        return message.content[0].text
+    return None
+
+
 def _source_message(message: Message) -> str:
     """The id of the message a memory comes from: given in its metadata, else its digest."""
     value = message.metadata.get(SOURCE_MESSAGE_KEY)
@@ -420,12 +427,18 @@ class LongTermMemory:
             op=op, at=now, decider=decider, source_message=_source_message(message), **fields
         )
 
-    async def _write(self, pending: Sequence[tuple[str, Message]]) -> None:
-        """Embed and upsert ``(id, message)`` pairs (one batch when the store has batches)."""
+    async def _write(
+        self, pending: Sequence[tuple[str, Message]], known: Mapping[str, Any] | None = None
+    ) -> None:
+        """Embed and upsert ``(id, message)`` pairs (one batch when the store has batches);
+        a text-only message whose text is in ``known`` reuses that vector."""
         if not pending:
             return
         unique = dict(pending)  # one entry per id: the last wins, as in every store
-        vectors = await self._embed_all([m.content for m in unique.values()])
+        reused = [(known or {}).get(_plain_text(m) or "") for m in unique.values()]
+        todo = [m.content for m, v in zip(unique.values(), reused, strict=True) if v is None]
+        made = iter(await self._embed_all(todo) if todo else [])
+        vectors = [v if v is not None else next(made) for v in reused]
         entries = [
             UpsertEntry(id, vector, message)
             for (id, message), vector in zip(unique.items(), vectors, strict=True)
@@ -447,7 +460,7 @@ class LongTermMemory:
         started = time.perf_counter()
         texts = [f.text for f in facts]
         report = ConsolidationReport(decider=self.decider.name, facts=texts)
-        candidates = await self._candidates(texts, session)
+        candidates, vectors = await self._candidates(texts, session)
         try:
             decided = await self.decider.decide(texts, candidates)
             decisions = check_decisions(decided, facts=len(facts), candidates=candidates)
@@ -462,13 +475,16 @@ class LongTermMemory:
         report.duration = time.perf_counter() - started
         by_id = {c.id: c for c in candidates}
         name = self.decider.name if not report.warning else "none"
-        await self._write(self._applied(decisions, facts, by_id, session, now, name))
+        await self._write(self._applied(decisions, facts, by_id, session, now, name), vectors)
         if self.on_consolidation is not None:
             self.on_consolidation(report)
 
-    async def _candidates(self, texts: list[str], session: str) -> list[MemoryRecord]:
+    async def _candidates(
+        self, texts: list[str], session: str
+    ) -> tuple[list[MemoryRecord], dict[str, Any]]:
         """The current memories of ``session`` most similar to each fact (best first), then
-        the latest one (for "that's no longer true") when the store can list."""
+        the latest one (for "that's no longer true") when the store can list; and the facts'
+        vectors by text (storing a fact reuses its vector)."""
         vectors = await self._embed_all([[TextBlock(t)] for t in texts])
         scope: dict[str, Any] = {SESSION_KEY: session}
         found: dict[str, MemoryRecord] = {}
@@ -483,7 +499,8 @@ class LongTermMemory:
             if listed:
                 latest = max(listed, key=lambda r: r.created_at or _EPOCH)
                 found.setdefault(latest.id, latest)
-        return list(found.values())
+        by_text = {t: v for t, v in zip(texts, vectors, strict=True) if v is not None}
+        return list(found.values()), by_text
 
     def _applied(
         self,

@@ -348,3 +348,10 @@ def test_a_question_about_the_past_is_searched_in_the_present(question: str, pre
     from goagent_py.memory.records import as_present
 
     assert as_present(question) == present
+
+
+async def test_a_fact_added_as_said_is_embedded_once() -> None:
+    embedder = FakeEmbedder(64)
+    m = LongTermMemory(embedder, InMemoryVectorStore(), decider=RuleDecider(), clock=Clock())
+    await m.store([said("I like tea.")], session="alice")
+    assert (embedder.embed_calls, embedder.batch_calls) == (0, 1)  # the candidates' search
