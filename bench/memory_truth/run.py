@@ -4,6 +4,7 @@
     python bench/memory_truth/run.py --backends memory,sqlite,pgvector
     python bench/memory_truth/run.py --deciders model --model openai:gpt-4o-mini
     python bench/memory_truth/run.py --embedder fake       # quick, no model download
+    python bench/memory_truth/run.py --set heldout         # phrasings the rules never saw
 
 Each scenario of ``scenarios.jsonl`` (written by ``make_scenarios.py``) runs on a fresh store:
 every statement is one turn through the chat's write policy (``user_statements(about_user=
@@ -143,7 +144,8 @@ def make_decider(name: str, model: str | None) -> Any:
 
 
 async def bench(args: argparse.Namespace) -> None:
-    scenarios = [json.loads(line) for line in SET.read_text().splitlines() if line.strip()]
+    path = SET if args.set == "main" else SET.with_name("heldout.jsonl")
+    scenarios = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if args.limit:
         scenarios = scenarios[: args.limit]
     if args.embedder == "fake":
@@ -218,6 +220,12 @@ def main() -> None:
     parser.add_argument("--backends", default="memory,sqlite")
     parser.add_argument("--embedder", choices=("local", "fake"), default="local")
     parser.add_argument("--model", help="vendor:MODEL for the model decider")
+    parser.add_argument(
+        "--set",
+        choices=("main", "heldout"),
+        default="main",
+        help="the labelled set, or the 24 held-out phrasings written after the rules",
+    )
     parser.add_argument("--limit", type=int, default=0, help="only the first N scenarios")
     parser.add_argument("--failures", action="store_true", help="list the missed scenarios")
     asyncio.run(bench(parser.parse_args()))
