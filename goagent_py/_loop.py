@@ -24,7 +24,13 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
-from goagent_py._call_gates import after_call, gate_reason, prepared_call, with_arguments
+from goagent_py._call_gates import (
+    after_call,
+    gate_reason,
+    prepared_call,
+    take_place,
+    with_arguments,
+)
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._recall import recall_message
 from goagent_py._transcript import (
@@ -466,6 +472,17 @@ class Run:
     # -- tools -------------------------------------------------------------------------------
 
     async def _run_one(
+        self, call: ToolCall, message: Message, put: Callable[[Any], None]
+    ) -> ToolResult:
+        """One call, holding its place in line (see :func:`take_place`) until it ends."""
+        release = take_place(self.dispatcher.tool(call.name), call)
+        try:
+            return await self._run_checked(call, message, put)
+        finally:
+            if release is not None:
+                release()
+
+    async def _run_checked(
         self, call: ToolCall, message: Message, put: Callable[[Any], None]
     ) -> ToolResult:
         """One call: repair, validate, announce, approve, ``on_tool_call`` (in the call's own

@@ -8,7 +8,7 @@ import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack
 
 from goagent_py._control import RunControl
 from goagent_py._loop import Run
@@ -225,7 +225,7 @@ class Agent:
         """The registered tools, in registration order (connector tools after local ones)."""
         return list(self._tools.values())
 
-    def as_tool(self, *, name: str, description: str, **options: Any) -> AgentTool:
+    def as_tool(self, *, name: str, description: str, **options: Any) -> AgentTool[Agent]:
         """This agent as a tool another agent's model can call: see
         :func:`goagent_py.agent_tool.as_tool` for the options and what crosses the boundary."""
         return as_tool(self, name=name, description=description, **options)

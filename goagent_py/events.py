@@ -24,12 +24,11 @@ import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from goagent_py.messages import Message, Role, ScoredMessage, StopReason, ToolCall, Usage
 from goagent_py.provider import CompletionRequest
 from goagent_py.results import ModelResponse, RunInfo, RunResult, ToolResult
-
 
 __all__ = [
     "AbortRequested",
@@ -274,7 +273,6 @@ class CompactionEvent:
     usage: Usage = field(default_factory=Usage)
 
 
-
 USAGE_SINK: contextvars.ContextVar[Callable[[Usage], None] | None] = contextvars.ContextVar(
     "goagent_compaction_usage_sink", default=None
 )
@@ -286,6 +284,7 @@ EVENT_SINK: contextvars.ContextVar[Callable[[CompactionEvent], None] | None] = (
 )
 """Set by a run around ``transform_context``: each :class:`CompactionEvent` is passed to it, so
 the run can emit it among its own events."""
+
 
 @dataclass(slots=True)
 class ContextCompacted:

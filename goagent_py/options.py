@@ -18,7 +18,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from goagent_py._tool_servers import ToolServer
 from goagent_py.dispatch import CircuitBreakerConfig, DispatchMiddleware, RateLimitConfig
@@ -528,6 +528,7 @@ _SCALARS = frozenset(
         "rate_limit",
     }
 )  # fmt: skip
+
 
 class Option:
     """One configuration step for :class:`~goagent_py.Agent`, made by a ``with_*`` function.

@@ -53,6 +53,7 @@ class _CompactsNow(Protocol):
     @property
     def events(self) -> Sequence[CompactionEvent]: ...
 
+
 __all__ = ["Session", "SessionState"]
 
 _log = logging.getLogger("goagent_py.session")

@@ -166,7 +166,7 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
         "HandoffRefusedError"
     ),
     "goagent_py.cli._common.UsageError": lambda: _cli_error(),
-    "goagent_py.serve.app.HttpError": lambda: _serve_error(),
+    "goagent_py.serve._server.HttpError": lambda: _serve_error(),
     "goagent_py._paths.PathEscapeError": lambda: _path_error(),
     "goagent_py.coding._tool.CodingToolError": lambda: _coding_error(),
 }

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from goagent_py.small_models.context_filters import inline_memories
 from goagent_py.messages import user_message
 from goagent_py.provider import CompletionRequest
-from goagent_py.testing import FunctionProvider
+from goagent_py.small_models.context_filters import inline_memories
 from goagent_py.small_models.tool_answers import answer_from_memory, answer_from_tools
+from goagent_py.testing import FunctionProvider
 from goagent_py.tools import ToolDefinition
 
 

@@ -69,9 +69,9 @@ async def run_mcp_command(args: argparse.Namespace) -> int:
 
     Notes go to stderr: over stdio, stdout carries the protocol alone.
     """
+    from goagent_py.agent import Agent
     from goagent_py.cli._common import pick_provider
     from goagent_py.cli._tools import calculator, current_time
-    from goagent_py.agent import Agent
     from goagent_py.mcp.server import run_http, run_stdio, serve_agent
 
     picked = await pick_provider(args.provider)

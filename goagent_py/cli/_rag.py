@@ -166,8 +166,8 @@ def _best_similarity(results: list[SearchResult]) -> float:
 
 async def ask(args: argparse.Namespace, console: Console) -> int:
     """Answer a question from the index, then list the sources the answer cites."""
-    from goagent_py.cli._common import EXIT_OK, EXIT_TURN_FAILED, EXIT_USAGE, pick_provider
     from goagent_py.agent import Agent
+    from goagent_py.cli._common import EXIT_OK, EXIT_TURN_FAILED, EXIT_USAGE, pick_provider
     from goagent_py.messages import TextBlock
     from goagent_py.rag.format import format_passages
 

@@ -44,7 +44,13 @@ from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition
 
 from ._mcp import call_activity, listed_definitions
-from ._wire import (
+from ._wire import (  # names shared with the client
+    ABORT_SIGNAL,
+    EVENTS_UPDATE,
+    FOLLOW_UP_SIGNAL,
+    STATE_QUERY,
+    STEER_SIGNAL,
+    WORKFLOW_NAME,
     ErrorData,
     check_size,
     content_from_text,
@@ -57,14 +63,6 @@ from ._wire import (
     tool_error_from_data,
     usage_from_data,
     usage_to_data,
-)
-from ._wire import (  # names shared with the client
-    ABORT_SIGNAL,
-    EVENTS_UPDATE,
-    FOLLOW_UP_SIGNAL,
-    STATE_QUERY,
-    STEER_SIGNAL,
-    WORKFLOW_NAME,
 )
 
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]

@@ -23,29 +23,26 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from goagent_py.agent import Agent
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol
-from goagent_py.messages import ContentBlock, Message, StopReason, TextBlock, Usage
+from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.provider import Provider
 
 from ._mcp import MCPServerSpec, specs_of
 from ._wire import (
     ABORT_SIGNAL,
+    DEFAULT_PAYLOAD_LIMIT,
     EVENTS_UPDATE,
     FOLLOW_UP_SIGNAL,
     STATE_QUERY,
     STEER_SIGNAL,
     WORKFLOW_NAME,
     DurableResult,
-    DEFAULT_PAYLOAD_LIMIT,
     content_to_text,
     definition_to_data,
-    messages_from_text,
-    usage_from_data,
 )
 
 if TYPE_CHECKING:

@@ -12,10 +12,10 @@ mapping and a retry policy). Every orchestration returns a :class:`FlowResult` a
 """
 
 from goagent_py.orchestration._core import (
-    FlowTool,
     Flow,
     FlowEvent,
     FlowResult,
+    FlowTool,
     MaxStepsError,
     Node,
     NodeEnd,

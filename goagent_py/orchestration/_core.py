@@ -245,7 +245,7 @@ class Flow:
     def as_tool(self, *, name: str, description: str) -> FlowTool:
         """This orchestration as a tool an agent's model can call with a ``prompt`` (see
         the same contract as :func:`~goagent_py.agent_tool.as_tool`)."""
-    
+
         return FlowTool(self, name=name, description=description)
 
     async def run(self, input: str, *, budget: Budget | None = None) -> FlowResult:

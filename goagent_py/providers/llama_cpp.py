@@ -24,7 +24,7 @@ module works around, so the model sees the conversation it should and calls end:
 * with no tools offered its template renders earlier tool calls as ``functions.add:`` text,
   which a small model copies as its answer to an unrelated message, so a text answer is asked
   without the tool exchanges of earlier turns (their text answers stay; see
-  :func:`~goagent_py.small_models.context_filters.drop_earlier_tool_exchanges`);
+  :func:`~goagent_py.small_models.drop_earlier_tool_exchanges`);
 * it generates tool arguments with no token limit (until the context window is full) and
   forwards no stopping criteria, so each completion it makes is bounded by ``max_tokens`` (a
   call cut off comes back with ``StopReason.MAX_TOKENS``, which the agent loop does not run)
@@ -43,7 +43,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from goagent_py.small_models.context_filters import drop_earlier_tool_exchanges
 from goagent_py.errors import (
     ConfigurationError,
     MissingExtraError,
@@ -71,6 +70,7 @@ from goagent_py.provider import (
 )
 from goagent_py.providers._http import INVALID_ARGUMENTS_KEY
 from goagent_py.providers._llama_guard import Guard, _Aborted
+from goagent_py.small_models.context_filters import drop_earlier_tool_exchanges
 
 __all__ = ["LlamaCppProvider", "default_model_path"]
 
@@ -165,7 +165,7 @@ class LlamaCppProvider:
         require_tool: when a request offers exactly one tool (and the round limit is not
             reached), the model must call it instead of choosing between it and a text answer.
             For requests whose tools were chosen as relevant already, e.g. by
-            :func:`~goagent_py.small_models.tool_selection.select_tools`: the default model often answers
+            :func:`~goagent_py.small_models.select_tools`: the default model often answers
             "What time is it?" with a made-up time when it may choose.
         extra_buffer_types: use llama.cpp's extra CPU buffer types (weight repacking, AMX). Off
             by default: on some virtual machines that advertise AMX they crash the process as

@@ -133,7 +133,7 @@ class OpenAIProvider(HTTPBackend):
     llama-cpp-python's server (``python -m llama_cpp.server``) with its
     ``chatml-function-calling`` format has two limits: it leaves ``tool`` messages out of the
     prompt (the model never reads a tool result, so offer tools for one round only, e.g. with
-    :func:`~goagent_py.small_models.tool_selection.limit_tool_rounds`), and it cannot stream a tool call
+    :func:`~goagent_py.small_models.limit_tool_rounds`), and it cannot stream a tool call
     under ``tool_choice="auto"``: it closes the stream without a word (the reason, "Automatic
     streaming tool choice is not supported", is only in its log). Pass ``stream_tools=False``
     for such servers.

@@ -108,6 +108,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError as exc:
         raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
+    from goagent_py.agent import Agent
     from goagent_py.cli._common import SYSTEM_PROMPT, data_home, pick_provider
     from goagent_py.cli._setup import (
         loading_embedder,
@@ -117,7 +118,6 @@ async def run_serve(args: argparse.Namespace) -> int:
         write_policy,
     )
     from goagent_py.cli._tools import calculator, current_time
-    from goagent_py.agent import Agent
     from goagent_py.hooks import Hooks
     from goagent_py.memory.policies import FixedWindow
     from goagent_py.serve.app import ThreadContext, create_app

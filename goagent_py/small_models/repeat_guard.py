@@ -18,10 +18,10 @@ import dataclasses
 from typing import Any
 
 from goagent_py._recall import RECALL_METADATA_KEY  # the recalled memories: kept on a re-ask
-from goagent_py.small_models.context_filters import current_turn_start
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import Message, Role
 from goagent_py.provider import CompletionRequest, CompletionResponse, Provider
+from goagent_py.small_models.context_filters import current_turn_start
 
 __all__ = ["RepeatGuardProvider", "avoid_repeats", "is_repeat"]
 
