@@ -162,7 +162,8 @@ _HAVE_NO_MORE = re.compile(
 # Where a value ends: a clause, a reason or a time phrase after it.
 _VALUE_END = re.compile(
     r"\s*(?:[,;:()]|\.(?:\s|$)|!|\?| - | and | but | because | since | so | as | when | where "
-    r"| which | who | with | for (?:a|the|about|over|two|three|\d)| last | this | next "
+    r"| which | who | with | from now\b| for (?:a|the|about|over|two|three|\d)| last | this "
+    r"| next "
     r"| a (?:few|couple|month|week|year) | (?:two|three|four|several) | ago\b| now\b"
     r"| these days| nowadays| recently| anymore| any more| at the moment| currently| again\b"
     r"| full[- ]time| part[- ]time| too\b| as well\b| instead\b| in (?:january|february|march"
