@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ContentBlock, Message, ScoredMessage
@@ -76,7 +76,7 @@ MEMORY_CREATED_AT_KEY = "goagent.created_at"
 MEMORY_INVALID_AT_KEY = "goagent.invalid_at"
 """The metadata key of when a long-term memory stopped being true (ISO 8601, UTC), or None."""
 
-MEMORY_FORMERLY = "superseded"
+MEMORY_FORMERLY: Final = "superseded"
 """The :data:`MEMORY_STATE_KEY` value of a memory a newer fact replaced (recalled as
 "formerly" when asked for)."""
 

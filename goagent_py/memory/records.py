@@ -74,9 +74,8 @@ HISTORY_KEY = "goagent.history"
 
 MemoryState = Literal["current", "superseded", "deleted"]
 CURRENT: MemoryState = "current"
-SUPERSEDED: MemoryState = "superseded"
+SUPERSEDED: MemoryState = MEMORY_FORMERLY
 DELETED: MemoryState = "deleted"
-assert SUPERSEDED == MEMORY_FORMERLY
 
 ChangeOp = Literal["add", "update", "superseded", "delete"]
 """What happened to a memory: stored (``add``), stored as the new version of another
