@@ -20,6 +20,13 @@ follows the message's role, and a caller can only make it less trusted (``store(
 provenance="retrieved")`` or the same metadata key), never more: a tool message stays
 ``"tool"``. Recalled messages always carry it; entries stored before it existed get it from
 their role.
+
+Records (issue 31): every entry also carries when it was stored, where it came from, its state
+and its history (:mod:`goagent_py.memory.records`). With a ``decider``, the user facts of a
+turn are consolidated with the current memories they change (:mod:`.consolidation`), and
+``retrieve`` recalls current memories only (superseded ones too for questions about the past).
+The state is checked here, after the store's search, so entries from before records existed
+count as current in every backend.
 """
 
 from __future__ import annotations
