@@ -114,13 +114,9 @@ def _pairs(pool: list[str], n: int) -> list[tuple[str, str]]:
     return out
 
 
-def _value(template_value: str) -> str:
-    return template_value
-
-
 def updates() -> list[dict[str, Any]]:
     out = []
-    for slot, first, changes, ask, _, pool in UPDATES:
+    for slot, first, changes, ask, _past, pool in UPDATES:
         for i, ((a, b), change) in enumerate(zip(_pairs(pool, 7), cycle(changes), strict=False)):
             out.append(
                 {
@@ -154,7 +150,7 @@ def indirect() -> list[dict[str, Any]]:
 
 def compatible() -> list[dict[str, Any]]:
     out = []
-    for n, (first, second, ask, kind) in enumerate(COMPATIBLE):
+    for n, (first, second, _ask, kind) in enumerate(COMPATIBLE):
         pool = POOLS.get(kind, [])
         pairs = _pairs(pool, 5) if pool else [("Portuguese", "Japanese")]
         for i, (a, b) in enumerate(pairs):
