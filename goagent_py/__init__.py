@@ -15,8 +15,10 @@ from goagent_py.dispatch import (
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
+    CorruptedDataError,
     GoAgentError,
     InvalidMediaTypeError,
+    LeaseLostError,
     MaxIterationsError,
     MemoryStoreError,
     MissingExtraError,
@@ -166,6 +168,12 @@ from goagent_py.tools import (
     tool_blocks_func,
     tool_func,
 )
+from goagent_py.transcript import (
+    InvalidTranscriptError,
+    Violation,
+    check_transcript,
+    validate_transcript,
+)
 
 __version__ = "0.1.0"
 
@@ -181,6 +189,7 @@ __all__ = [
     "AgentStart",
     "assistant_message",
     "BeforeToolCall",
+    "check_transcript",
     "CircuitBreaker",
     "CircuitBreakerConfig",
     "CircuitOpen",
@@ -191,6 +200,7 @@ __all__ = [
     "ConfigurationError",
     "ContentBlock",
     "ContextCompacted",
+    "CorruptedDataError",
     "current_tool_context",
     "Dispatcher",
     "DispatchFunc",
@@ -205,8 +215,10 @@ __all__ = [
     "Hooks",
     "ImageBlock",
     "InvalidMediaTypeError",
+    "InvalidTranscriptError",
     "is_retryable_provider_error",
     "is_retryable_tool_error",
+    "LeaseLostError",
     "MaxIterationsError",
     "MemoryRecall",
     "MemoryStore",
@@ -291,6 +303,8 @@ __all__ = [
     "UnsupportedContentError",
     "Usage",
     "user_message",
+    "validate_transcript",
+    "Violation",
     "with_adaptive_thinking",
     "with_after_tool_call",
     "with_before_tool_call",

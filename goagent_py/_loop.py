@@ -39,6 +39,7 @@ from goagent_py._transcript import (
     error_result,
     repair_transcript,
     strip_thinking,
+    synthetic,
     tool_message,
     truncate_content,
 )
@@ -107,6 +108,7 @@ from goagent_py.tools import ToolDefinition
 __all__ = ["Run"]
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 _TRUNCATED_CALL = (
@@ -121,6 +123,12 @@ def _uuid4_hex() -> str:
     n = (n & ~(0xC000 << 48)) | (0x8000 << 48)  # the variant, RFC 4122
     n = (n & ~(0xF000 << 64)) | (4 << 76)  # version 4
     return f"{n:032x}"
+
+
+def _without_calls(message: Message) -> Message:
+    """``message`` without its tool calls: what a trace without tool messages may keep of an
+    answer that stopped on calls (a call stored without its result is refused by every vendor)."""
+    return replace(message, tool_calls=[]) if message.tool_calls else message
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -194,6 +202,8 @@ class Run:
         self._watch_calls = False
         self._compactions: list[Any] = []
         self._messages: list[Message] = []
+        self._injected = False  # a queued message went into the request being prepared
+        self._abandoned: list[ToolResult] = []  # calls an abort answered with an error result
 
     def _add_usage(self, usage: Usage) -> None:
         self.usage = self.usage + usage
@@ -241,13 +251,16 @@ class Run:
         write policy keeps. Failures are reported as events and never fail the run."""
         o = self.o
         if o.short_term_memory is not None and self.new_messages:
+            # ``final`` is stored only when the run has not appended it already (the synthetic
+            # note of an exhausted budget): a run stopped right after a tool batch ends on the
+            # message that made the calls, which is in the trace (issue 28: it was stored twice).
+            extra = [] if final is None or any(m is final for m in self.new_messages) else [final]
             if o.short_term_trace_tools:
-                to_store = strip_thinking(self.new_messages[self._persisted :])
-                if final is not None and final is not self.new_messages[-1]:
-                    to_store.extend(strip_thinking([final]))
+                to_store = strip_thinking(self.new_messages[self._persisted :] + extra)
             else:
                 users = [m for m in self.new_messages if m.role is Role.USER]
-                to_store = strip_thinking(users + ([final] if final is not None else []))
+                last = [] if final is None else [_without_calls(final)]
+                to_store = strip_thinking(users + [m for m in last if m.content])
             self._persisted = len(self.new_messages)
             if to_store:
                 start = time.perf_counter()
@@ -312,6 +325,23 @@ class Run:
         if o.prepare_turn is not None:
             request = await _maybe_await(o.prepare_turn(request))
         return request
+
+    async def _prepared(self, messages: list[Message], iteration: int) -> CompletionRequest:
+        """:meth:`_request`; in a session with ``transform_context`` (a summariser may run
+        there), in a task an abort interrupts: a hung summariser never holds an abort."""
+        if self.control is None or self.o.transform_context is None:
+            return await self._request(messages, iteration)
+
+        async def work(
+            i: int, given: list[Message], put: Callable[[Any], None]
+        ) -> CompletionRequest:
+            return await self._request(given, i)
+
+        async with contextlib.aclosing(self._interruptible(work, iteration, messages)) as items:
+            async for item in items:
+                if isinstance(item, CompletionRequest):
+                    return item
+        raise AssertionError("the request was not prepared")  # pragma: no cover
 
     async def _model_events(
         self, iteration: int, request: CompletionRequest, put: Callable[[Any], None]
@@ -429,9 +459,9 @@ class Run:
 
     async def _interruptible(
         self,
-        work: Callable[[int, CompletionRequest, Callable[[Any], None]], Awaitable[T]],
+        work: Callable[[int, A, Callable[[Any], None]], Awaitable[T]],
         iteration: int,
-        request: CompletionRequest,
+        request: A,
     ) -> AsyncGenerator[AgentEvent | T, None]:
         """Run ``work`` in a task whose events arrive through a queue, so that they stream and an
         abort ("now" or "after_tools") interrupts it."""
@@ -442,7 +472,7 @@ class Run:
                 queue.put_nowait(_Done(0, await work(iteration, request, queue.put_nowait)))  # type: ignore[arg-type]
             except BaseException as exc:  # handed to the run's task, which re-raises it
                 queue.put_nowait(_Failed(exc))
-                if not isinstance(exc, Exception):
+                if isinstance(exc, asyncio.CancelledError):
                     raise
 
         task = asyncio.create_task(body())
@@ -564,8 +594,7 @@ class Run:
         the results land in ``self._results`` in call order (rule 3)."""
         o = self.o
         n = len(calls)
-        results: list[ToolResult | None] = [None] * n
-        self._results = results
+        results = self._results  # set with pending_calls: a cancelled run keeps what finished
         sequential = o.tool_execution == "sequential" or any(
             c.name in o.sequential_tools for c in calls
         )
@@ -605,11 +634,17 @@ class Run:
             _current.set(self._context(call, iteration, put))
             set_event_sink(put, self.path)
             try:
-                put(_Done(index, await self._run_one(call, message, put)))
+                result = await self._run_one(call, message, put)
             except BaseException as exc:
                 put(_Failed(exc))
-                if not isinstance(exc, Exception):
+                # Only cancellation ends the task as cancelled: a SystemExit or
+                # KeyboardInterrupt raised here would escape the event loop itself, so it
+                # reaches the run's task through the queue and is raised there as itself.
+                if isinstance(exc, asyncio.CancelledError):
                     raise
+                return
+            results[index] = result  # before the event: a cancel now keeps this result
+            put(_Done(index, result))
 
         tasks: dict[int, asyncio.Task[None]] = {}
         started = done = 0
@@ -665,6 +700,7 @@ class Run:
     async def _inject(
         self, messages: list[Message], taken: list[Message], queue: Literal["steering", "follow_up"]
     ) -> AsyncGenerator[AgentEvent, None]:
+        self._injected = True
         yield MessagesInjected(queue, list(taken), path=self.path)
         for m in taken:
             self._append(messages, m)
@@ -746,18 +782,21 @@ class Run:
                 yield TurnStart(i, path=self.path)
                 if i > 0 and self.refresh_tools is not None:  # between turns, never in a batch
                     self.tool_defs = await self.refresh_tools()
-                if self.control is not None:
+                if self.control is not None and i == 0:  # later turns drained at their end
                     async for event in self._steer(messages):
                         yield event
-                request = await self._request(messages, i)
+                request = await self._prepared(messages, i)
                 for compacted in self._drain_compactions():
                     yield compacted
-                if o.transform_context is not None:  # after context preparation
+                # After context preparation, unless this request already took a queued
+                # message: one at a time means one per request (issue 28).
+                if o.transform_context is not None and not self._injected:
                     before = len(messages)
                     async for event in self._steer(messages):
                         yield event
                     if len(messages) != before:
-                        request = await self._request(messages, i)
+                        request = await self._prepared(messages, i)
+                self._injected = False
                 budget = current_budget()  # the run-wide budget: once per call, at any depth
                 if budget is not None:
                     budget.before_call()
@@ -803,6 +842,7 @@ class Run:
                     break
                 calls = list(message.tool_calls)
                 self.pending_calls = calls
+                self._results = [None] * len(calls)
                 over_budget = (
                     o.max_run_tokens is not None and self.usage.total_tokens > o.max_run_tokens
                 )
@@ -862,9 +902,11 @@ class Run:
             ended = True
         except BaseException as exc:
             if not ended:
+                cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit)
+                await self._failed(cancelled)
                 self.result = self._finish(exc)
                 ended = True
-                if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+                if cancelled:
                     self.log.info("run cancelled")
                     await self.hooks(AgentEnd(self.result, path=self.path))
                 else:
@@ -873,14 +915,63 @@ class Run:
                     yield AgentEnd(self.result, path=self.path)
             raise
 
+    async def _failed(self, cancelled: bool) -> None:
+        """A run that raises (cancelled, or failed): keep the streamed partial answer, keep every
+        result that finished and close the other calls, so ``new_messages`` is a valid record.
+        A session's run has stored each turn as it ended, so it stores this last part too
+        (issue 28: the session and storage must hold the same record); a plain run stores no
+        half turn (rule 6)."""
+        reason = "interrupted" if cancelled else "failed"
+        self._close_open(self._messages, reason)
+        if self.control is None or not self.o.short_term_trace_tools:
+            return
+        try:
+            async for _ in self._persist(None):
+                pass
+        except Exception as exc:  # the run's own error is what the caller gets
+            self.log.warning("storing the interrupted turn failed: %s", exc)
+
+    def _close_open(self, messages: list[Message], reason: str) -> Message | None:
+        """Keep the partial answer streamed so far and give every open call a result (the
+        finished ones keep theirs); returns the partial answer kept, if any."""
+        partial = self.streaming_message
+        self.streaming_message = ""
+        kept: Message | None = None
+        if partial:
+            kept = Message(
+                Role.ASSISTANT, [TextBlock(partial)], metadata={SYNTHETIC_METADATA_KEY: reason}
+            )
+            self._append(messages, kept)
+            self.last_text = partial
+        calls = self.pending_calls
+        if calls:
+            results = self._results
+            if len(results) != len(calls):
+                results = [None] * len(calls)
+            self._record_results(messages, calls, results, reason)
+        repaired = repair_transcript(self.new_messages, reason)
+        if repaired != self.new_messages:
+            self.new_messages = repaired
+        return kept
+
     def _record_results(
-        self, messages: list[Message], calls: list[ToolCall], results: list[ToolResult | None]
+        self,
+        messages: list[Message],
+        calls: list[ToolCall],
+        results: list[ToolResult | None],
+        reason: str = "aborted",
     ) -> None:
         """After an abort in a batch: the finished results, and an error result for the rest."""
-        reason = self.control.abort_reason if self.control is not None else ""
+        kind = reason
+        if self.control is not None and self.control.abort_reason:
+            reason = self.control.abort_reason
         for call, result in zip(calls, results, strict=True):
             if result is None:
-                result = error_result(call, ToolAbortedError(call.name, reason or "aborted"))
+                result = error_result(call, ToolAbortedError(call.name, reason))
+                self._append(messages, synthetic(tool_message(result), kind))
+                self._abandoned.append(result)
+                self.tool_calls += 1
+                continue
             self._append(messages, tool_message(result))
             self.tool_calls += 1
             self.tool_time += result.duration
@@ -932,26 +1023,19 @@ class Run:
         final = Message(
             Role.ASSISTANT, [TextBlock(note)], metadata={SYNTHETIC_METADATA_KEY: "max_iterations"}
         )
+        self.new_messages.append(final)  # in the result as in storage: one record
         async for event in self._persist(final):
             yield event
         raise MaxIterationsError(o.max_iterations, self.last_text)
 
     async def _aborted(self, messages: list[Message]) -> AsyncGenerator[AgentEvent, None]:
         """End an aborted run: keep the partial answer, close every open call, persist, report."""
-        partial = self.streaming_message
-        self.streaming_message = ""
-        if partial:
-            kept = Message(
-                Role.ASSISTANT, [TextBlock(partial)], metadata={SYNTHETIC_METADATA_KEY: "aborted"}
-            )
-            self._append(messages, kept)
-            self.last_text = partial
+        kept = self._close_open(messages, "aborted")
+        if kept is not None:
             yield MessageEnd(kept, StopReason.ABORTED, Usage(), path=self.path)
-        if self.pending_calls:
-            self._record_results(messages, self.pending_calls, [None] * len(self.pending_calls))
-        repaired = repair_transcript(self.new_messages, "aborted")
-        if repaired != self.new_messages:
-            self.new_messages = repaired
+        abandoned, self._abandoned = self._abandoned, []
+        for result in abandoned:  # a live stream shows every call's end, an aborted one too
+            yield ToolExecutionEnd(result, path=self.path)
         self.stop_reason = StopReason.ABORTED
         last = self.new_messages[-1] if self.new_messages else None
         yield (

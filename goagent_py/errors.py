@@ -12,8 +12,12 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     ├── MaxIterationsError              the iteration budget ran out (iterations, last_thought)
     ├── TokenBudgetError                the run's token budget ran out (budget, used)
     ├── MemoryStoreError                short-term or long-term memory failed to load or store
+    │   └── CorruptedDataError          a stored row cannot be read (retrying cannot help)
     ├── NoEmbeddableContentError        nothing in the input can be embedded (also a ValueError)
     ├── SessionBusyError                a session (or its history lease) is in use by another run
+    │   └── LeaseLostError              a write under a run lease that another run has taken over
+    ├── InvalidTranscriptError          a transcript breaks a vendor's pairing or role rules
+    │                                   (defined in goagent_py.transcript, with Violation)
     └── ToolError                       base of what a tool call can end in; the model reads these
         ├── ToolNotFoundError           the model named a tool that does not exist
         ├── ToolArgumentsError          the arguments failed validation
@@ -38,8 +42,10 @@ from typing import Any
 __all__ = [
     "CircuitOpenError",
     "ConfigurationError",
+    "CorruptedDataError",
     "GoAgentError",
     "InvalidMediaTypeError",
+    "LeaseLostError",
     "MaxIterationsError",
     "TokenBudgetError",
     "MemoryStoreError",
@@ -205,6 +211,11 @@ class MemoryStoreError(GoAgentError):
     """Short-term or long-term memory could not be loaded or stored."""
 
 
+class CorruptedDataError(MemoryStoreError):
+    """A stored row cannot be read (bad JSON, not a message): retrying cannot help, so durable
+    runs fail at once instead of retrying; the message names the row and what to do."""
+
+
 class SessionBusyError(GoAgentError):
     """A session (or a session's history lease) is in use by another run.
 
@@ -218,6 +229,34 @@ class SessionBusyError(GoAgentError):
         super().__init__(message)
         self.session_id = session_id
         self.holder = holder
+
+
+class LeaseLostError(SessionBusyError):
+    """A write under a run lease was refused: the lease expired and another run took it over
+    (fencing), so nothing of the write was stored.
+
+    The run that gets this lost its session, typically after a pause longer than the lease's
+    ``ttl`` (a stopped process, a long GC pause, a partition): it must stop, not retry.
+
+    Attributes:
+        session_id: the session.
+        holder: the run that holds the lease now ("" if none).
+        token: the fencing token of the lost lease.
+        current_token: the token of the lease now in force.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str = "",
+        holder: str = "",
+        token: int = 0,
+        current_token: int = 0,
+    ) -> None:
+        super().__init__(message, session_id=session_id, holder=holder)
+        self.token = token
+        self.current_token = current_token
 
 
 class NoEmbeddableContentError(GoAgentError, ValueError):

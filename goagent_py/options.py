@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from goagent_py._tool_servers import ToolServer
-from goagent_py.dispatch import CircuitBreakerConfig, DispatchMiddleware, RateLimitConfig
+from goagent_py.dispatch import (
+    CircuitBreakerConfig,
+    DispatchMiddleware,
+    RateLimitConfig,
+    check_dispatch_settings,
+)
 from goagent_py.errors import ConfigurationError
 from goagent_py.hooks import Hooks, ToolResult, merge_hooks
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol, WritePolicy
@@ -147,10 +152,6 @@ def _takes_two(fn: Callable[..., object]) -> bool:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class AgentSettings(TypedDict, total=False):
@@ -287,12 +288,14 @@ class AgentOptions:
                 "namespaces the agent's memory sessions, so use 1-128 letters, digits, '_', '-' "
                 "or '.', starting with a letter or digit"
             )
-        if self.tool_timeout is not None and (
-            not _is_number(self.tool_timeout) or self.tool_timeout <= 0
-        ):
-            raise ConfigurationError(
-                f"{self._said('tool_timeout', 'tool_timeout')}: must be a number of seconds > 0 "
-                "(or None for no timeout)"
+        if not _DISPATCH_SET.isdisjoint(given):
+            check_dispatch_settings(
+                timeout=self.tool_timeout,
+                circuit_breaker=self.circuit_breaker,
+                retry=self.tool_retry,
+                rate_limit=self.rate_limit,
+                middlewares=self.dispatch_middlewares,
+                said=self._said_dispatch,
             )
         self._check_types()
         if self.effort is not None and self.effort not in _EFFORTS:
@@ -332,6 +335,10 @@ class AgentOptions:
         if self.before_tool_call is not None:
             self.before_tool_call_sees_message = _takes_two(self.before_tool_call)
 
+    def _said_dispatch(self, name: str, value: object) -> str:
+        setting = _DISPATCH_SETTING.get(name, name)
+        return self._said(setting, f"{setting}={value!r}")
+
     def _check_provider(self) -> None:
         if self.provider is None:
             raise ConfigurationError(
@@ -353,11 +360,6 @@ class AgentOptions:
             ("long_term_memory", self.long_term_memory, LongTermMemoryProtocol,
              "async retrieve(query, top_k=, session=) and store(messages, session=), "
              "e.g. LongTermMemory(...)"),
-            ("tool_retry", self.tool_retry, RetryPolicy, "a RetryPolicy(max_attempts=3)"),
-            ("circuit_breaker", self.circuit_breaker, CircuitBreakerConfig,
-             "a CircuitBreakerConfig(max_failures=5, reset_timeout=30.0)"),
-            ("rate_limit", self.rate_limit, RateLimitConfig,
-             "a RateLimitConfig(rate=10.0, burst=5)"),
             ("logger", self.logger, logging.Logger, "a logging.Logger"),
         ]  # fmt: skip
         for setting, value, expected, want in checks:
@@ -374,12 +376,6 @@ class AgentOptions:
                 raise ConfigurationError(
                     f"{self._said(setting, setting)}: expected a function, "
                     f"got {type(value).__name__}"
-                )
-        for middleware in self.dispatch_middlewares:
-            if not callable(middleware):
-                raise ConfigurationError(
-                    f"dispatch middleware {middleware!r} is not callable: a middleware takes "
-                    "the next DispatchFunc and returns one"
                 )
         for hooks in self.hook_sets:
             if not isinstance(hooks, Hooks):
@@ -411,11 +407,16 @@ _POSITIVE_INTS = (
     "max_parallel_tools", "max_run_tokens",
 )  # fmt: skip
 _POSITIVE_INT_SET = frozenset(_POSITIVE_INTS)
+# The Agent's names of the Dispatcher's settings (check_dispatch_settings checks them for both).
+_DISPATCH_SETTING = {"timeout": "tool_timeout", "retry": "tool_retry"}
+_DISPATCH_SET = frozenset(
+    {"tool_timeout", "circuit_breaker", "tool_retry", "rate_limit", "dispatch_middlewares"}
+)
 _TYPED = frozenset(
     {
-        "short_term_memory", "long_term_memory", "tool_retry", "circuit_breaker", "rate_limit",
-        "logger", "before_tool_call", "after_tool_call", "transform_context", "write_policy",
-        "prepare_arguments", "should_stop", "prepare_turn", "dispatch_middlewares", "hooks",
+        "short_term_memory", "long_term_memory", "logger", "before_tool_call", "after_tool_call",
+        "transform_context", "write_policy", "prepare_arguments", "should_stop", "prepare_turn",
+        "hooks",
     }
 )  # fmt: skip
 

@@ -17,6 +17,7 @@ Outside a run (a tool called directly, in a test) :func:`current_tool_context` r
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ class ToolContext:
         usage_sink: where :meth:`add_usage` sends tokens (the loop sets it; a no-op by default).
         messages_source: what :meth:`transcript` reads (the loop sets it; empty by default).
         outcome: what :meth:`set_details` and :meth:`terminate` recorded for the result.
+        cancel_event: set when the call is abandoned (see :attr:`cancelled`).
     """
 
     call: ToolCall
@@ -62,6 +64,14 @@ class ToolContext:
     usage_sink: Callable[[Usage], None] = field(default=_drop, repr=False)
     messages_source: Callable[[], Sequence[Message]] = field(default=_no_messages, repr=False)
     outcome: dict[str, Any] = field(default_factory=dict, repr=False)
+    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the call was abandoned: the run was aborted or cancelled, or the call timed
+        out. A sync tool runs on in its worker thread after that (a thread cannot be stopped
+        from outside), so a long one polls this flag to stop early. Safe from any thread."""
+        return self.cancel_event.is_set()
 
     @property
     def idempotency_key(self) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -213,15 +212,6 @@ async def test_unknown_tool_bad_arguments_and_exceptions_become_error_results(
 
 
 # -- rule 5: calls of a turn run concurrently; cancellation is never swallowed ---------------
-
-
-async def _timed_parallel(make_agent: MakeAgent, t: Any) -> float:
-    calls = [ToolCall(f"c{i}", t.definition.name, {}) for i in range(3)]
-    p = ScriptedProvider(tool_call_response(*calls), "done")
-    agent = make_agent(p, tools=[t])
-    start = time.perf_counter()
-    await agent.run("go")
-    return time.perf_counter() - start
 
 
 async def _three_calls(make_agent: MakeAgent, t: Any) -> list[str]:
@@ -670,11 +660,13 @@ def test_bad_settings_fail_at_construction(settings: dict[str, Any], message: st
 
 
 def test_config_objects_check_their_values() -> None:
-    with pytest.raises(ConfigurationError, match="max_failures=-1"):
+    with pytest.raises(
+        ConfigurationError, match="CircuitBreakerConfig: max_failures must be > 0, got -1"
+    ):
         CircuitBreakerConfig(-1, 5)
-    with pytest.raises(ConfigurationError, match="reset_timeout=0"):
+    with pytest.raises(ConfigurationError, match="reset_timeout must be > 0, got 0"):
         CircuitBreakerConfig(3, 0)
-    with pytest.raises(ConfigurationError, match=r"max_failures=0"):
+    with pytest.raises(ConfigurationError, match=r"max_failures must be > 0, got 0"):
         with_circuit_breaker(0, 0)
 
 

@@ -73,6 +73,15 @@ _CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
 )
 
 
+def _limits(config: dict[str, Any]) -> dict[str, int]:
+    """The payload limits of what the workflow sends: the agent's, and the server's own (asked
+    by the client that started the run; 0: not known)."""
+    return {
+        "limit": int(config["payload_limit"]),
+        "server_limit": int(config.get("server_payload_limit") or 0),
+    }
+
+
 def _error_of(exc: ActivityError) -> ErrorData:
     cause = exc.cause
     if isinstance(cause, ApplicationError) and cause.details:
@@ -186,7 +195,7 @@ class _ModelProxy:
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         calls = self._calls
         data = {"provider": calls.config["provider"], "request": request_to_data(request)}
-        check_size(data, f"model {request.model!r} request", int(calls.config["payload_limit"]))
+        check_size(data, f"model {request.model!r} request", **_limits(calls.config))
         try:
             out = await calls.activity(f"goagent.model.{calls.agent}", data, "model_timeout")
         except ActivityError as exc:
@@ -230,7 +239,7 @@ class _ToolProxy:
         if calls.config.get("gate_sees_message"):
             # The worker's before_tool_call takes (call, assistant message): send the message.
             data["message"] = messages_to_text(_assistant_message(call.id))
-        check_size(data, f"tool {name!r} arguments", int(calls.config["payload_limit"]))
+        check_size(data, f"tool {name!r} arguments", **_limits(calls.config))
         try:
             out = await calls.activity(self._activity, data, "tool_timeout")
         except ActivityError as exc:
@@ -278,7 +287,7 @@ class _ShortTermProxy:
         self._appends += 1
         key = f"{self._calls.run_id}:persist:{self._appends}"
         data = {"session_id": self._session, "messages": messages_to_text(messages), "key": key}
-        check_size(data, "short-term memory append", int(self._calls.config["payload_limit"]))
+        check_size(data, "short-term memory append", **_limits(self._calls.config))
         await self._memory("append", data)
 
     async def _memory(self, op: str, data: dict[str, Any]) -> Any:

@@ -43,6 +43,7 @@ from ._wire import (
     DurableResult,
     content_to_text,
     definition_to_data,
+    server_blob_limit,
 )
 
 if TYPE_CHECKING:
@@ -322,11 +323,12 @@ class DurableAgent:
         content = [TextBlock(prompt)] if isinstance(prompt, str) else list(prompt)
         if not content:
             raise ConfigurationError("DurableAgent.start: the prompt is empty")
-        data = {
-            "config": self.config(),
-            "content": content_to_text(content),
-            "session_id": session_id,
-        }
+        config = self.config()
+        # What the workflow sends (model requests, tool arguments, appends) is checked against
+        # the server's own limit too: an activity input over it would fail the workflow task
+        # again and again instead of the run.
+        config["server_payload_limit"] = await server_blob_limit(client)
+        data = {"config": config, "content": content_to_text(content), "session_id": session_id}
         try:
             return await client.start_workflow(
                 WORKFLOW_NAME,

@@ -344,6 +344,9 @@ class Server:
 
     @staticmethod
     def _abort(live: Live, run: Run, reason: str) -> None:
+        # Steering belongs to the run it was sent to: a stopped run's pending steer must not
+        # become the next run's first message (the user's new message would go unanswered).
+        live.session.clear_queues("steering")
         run.abort_reason = run.abort_reason or reason
         if live.session.state.running and not run.abort_sent:
             run.abort_sent = True

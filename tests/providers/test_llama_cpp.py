@@ -358,6 +358,7 @@ async def test_max_tool_rounds_offers_no_tools_after_results() -> None:
     assert llama.calls[0]["tools"][0]["function"]["name"] == "add"
 
 
+@pytest.mark.needs_extra("local")
 async def test_text_answers_are_asked_without_earlier_tool_exchanges() -> None:
     # The template renders earlier calls as "functions.add:" text when no tools are offered;
     # the model copied it as its answer. A tool pick still sees them (they are its examples).
@@ -383,6 +384,7 @@ async def test_text_answers_are_asked_without_earlier_tool_exchanges() -> None:
     assert all("_goagent" not in key for call in llama.calls for key in call)
 
 
+@pytest.mark.needs_extra("local")
 async def test_require_tool_forces_the_one_tool_offered() -> None:
     llama = FakeLlama(picks_tool=False)
     provider = _fake_provider(llama, require_tool=True)
@@ -573,6 +575,7 @@ async def test_a_seeded_answer_does_not_depend_on_the_calls_before_it(
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("local")
 async def test_without_a_tool_round_limit_the_model_never_stops_calling_tools() -> None:
     unlimited = LlamaCppProvider(temperature=0.0, seed=0, max_tool_rounds=None)
     try:
