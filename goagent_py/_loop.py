@@ -72,6 +72,7 @@ from goagent_py.events import (
     MessagesInjected,
     MessageStart,
     ModelRequest,
+    OutputDelta,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -91,6 +92,7 @@ from goagent_py.messages import (
     assistant_message,
 )
 from goagent_py.options import AgentOptions, TurnState
+from goagent_py.output import FINAL_RESULT_TOOL, OutputContext, OutputSpec, Verdict
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
@@ -114,6 +116,12 @@ A = TypeVar("A")
 _TRUNCATED_CALL = (
     "Error: your response was cut off at the output token limit, so this call's arguments may "
     "be incomplete; it was not run. Re-issue the call with complete arguments."
+)
+
+
+_BESIDE_FINAL = (
+    "not run: the final_result call in the same response ends the turn; call the tool in a "
+    "response of its own if you still need it"
 )
 
 
@@ -171,8 +179,17 @@ class Run:
         history: list[Message] | None = None,
         path: tuple[str, ...] = (),
         refresh_tools: Callable[[], Awaitable[list[ToolDefinition]]] | None = None,
+        output: OutputSpec[Any] | None = None,
+        deps: Any = None,
     ) -> None:
         self.o = options
+        self.output = output
+        self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
+        self.output_value: Any = None
+        self._output_tries = 0
+        self._partial_raw = ""
+        self._partial: Any = None
+        self.deps = deps
         self.refresh_tools = refresh_tools
         self.hooks = hooks
         self.log = options.logger
@@ -190,7 +207,7 @@ class Run:
         self.last_text = ""
         self.stop_reason: StopReason | None = None
         self.new_messages: list[Message] = []
-        self.result: RunResult | None = None
+        self.result: RunResult[Any] | None = None
         self.run_id = ""
         self.streaming_message = ""
         self.pending_calls: list[ToolCall] = []
@@ -322,6 +339,8 @@ class Run:
             effort=o.effort,
             max_tokens=o.max_tokens,
         )
+        if self.output is not None:
+            request = self.output.shape(request, self.output_mode)
         if o.prepare_turn is not None:
             request = await _maybe_await(o.prepare_turn(request))
         return request
@@ -353,6 +372,7 @@ class Run:
         assert isinstance(provider, StreamingProvider)
         response: CompletionResponse | None = None
         calls: dict[int, tuple[str, str]] = {}
+        self._partial_raw, self._partial = "", None
         async for event in provider.stream(request):
             if isinstance(event, TextDelta):
                 self.streaming_message += event.text
@@ -366,6 +386,8 @@ class Run:
                 put(MessageDelta("tool_call", event.arguments_delta, call_id, name, path=self.path))
             elif isinstance(event, StreamDone):
                 response = event.response
+            if self.output is not None and not self.output.is_text:
+                self._stream_output(event, calls, put)
         if response is None:
             raise ProviderError("the stream ended without a final response")
         return response
@@ -582,6 +604,7 @@ class Run:
             max_result_chars=self.o.max_tool_result_chars,
             usage_sink=self._add_usage,
             messages_source=self._current_messages,
+            deps=self.deps,
         )
 
     def _current_messages(self) -> list[Message]:
@@ -679,7 +702,7 @@ class Run:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def _finish(self, error: BaseException | None) -> RunResult:
+    def _finish(self, error: BaseException | None) -> RunResult[Any]:
         return RunResult(
             text=self.last_text if error is None else "",
             stop_reason=self.stop_reason,
@@ -691,7 +714,81 @@ class Run:
             messages=list(self.new_messages),
             error=error,
             run_id=self.run_id,
+            output=None if error is not None else self._output(),
         )
+
+    # -- typed output (see output.py) ---------------------------------------------------------
+
+    def _output(self) -> Any:
+        return self.last_text if self.output is None else self.output_value
+
+    async def _judge(self, message: Message) -> Verdict | None:
+        """The verdict on ``message`` as the run's answer, or None when it is not one yet (it
+        calls tools). Raises OutputValidationError when the retries are spent."""
+        spec = self.output
+        assert spec is not None
+        found = spec.candidate(message, self.output_mode)
+        if found is None:
+            return None
+        context = OutputContext(self.deps, self._output_tries)
+        verdict = await spec.judge(*found, self.output_mode, context)
+        if verdict.accepted:
+            self.output_value = verdict.value
+            self.last_text = self.last_text or verdict.raw
+            return verdict
+        self._output_tries += 1
+        if self._output_tries > spec.retries:
+            raise spec.failed(verdict)
+        return verdict
+
+    def _stream_output(
+        self, event: Any, calls: dict[int, tuple[str, str]], put: Callable[[Any], None]
+    ) -> None:
+        """Put an :class:`OutputDelta` when the answer streamed so far validates to more."""
+        spec = self.output
+        assert spec is not None
+        if isinstance(event, ToolCallStart):
+            self._partial_raw, self._partial = "", None  # a new call: a new answer
+            return
+        if self.output_mode == "tool":
+            if not isinstance(event, ToolCallDelta):
+                return
+            if calls.get(event.index, ("", ""))[1] != FINAL_RESULT_TOOL:
+                return
+            self._partial_raw += event.arguments_delta
+        elif isinstance(event, TextDelta):
+            self._partial_raw += event.text
+        else:
+            return
+        value = spec.partial(self._partial_raw)
+        if value is not None and value != self._partial:
+            self._partial = value
+            put(OutputDelta(value, path=self.path))
+
+    def _output_turn(
+        self, messages: list[Message], i: int, message: Message, verdict: Verdict
+    ) -> Iterator[AgentEvent]:
+        """End a turn that gave an answer: the ``final_result`` call (and any call beside it,
+        not run) gets its result; an answer to retry gets the feedback as a user message."""
+        results: list[ToolResult] = []
+        if message.tool_calls:
+            for call in message.tool_calls:
+                if call is verdict.call:
+                    text = "Final result accepted." if verdict.accepted else verdict.feedback
+                    error = None if verdict.accepted else ToolArgumentsError(call.name, text)
+                    result = ToolResult(call, [TextBlock(text)], error)
+                else:
+                    result = error_result(call, ToolBlockedError(call.name, _BESIDE_FINAL))
+                yield ToolExecutionStart(call, path=self.path)
+                yield ToolExecutionEnd(result, path=self.path)
+                results.append(result)
+            yield from self._tool_messages(messages, results)
+        elif not verdict.accepted:
+            retry = Message(Role.USER, [TextBlock(verdict.feedback)])
+            self._append(messages, retry)
+            yield MessageStart(Role.USER, i, retry, path=self.path)
+            yield MessageEnd(retry, path=self.path)
+        yield TurnEnd(i, message, results, path=self.path)
 
     def _append(self, messages: list[Message], message: Message) -> None:
         messages.append(message)
@@ -826,6 +923,13 @@ class Run:
                 self.last_text = message.text
                 self.streaming_message = ""
                 yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
+                if self.output is not None and (verdict := await self._judge(message)) is not None:
+                    for event in self._output_turn(messages, i, message, verdict):
+                        yield event
+                    if verdict.accepted:
+                        final = message
+                        break
+                    continue
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
                     yield TurnEnd(i, message, [], path=self.path)
                     if self._abort_due("now", "after_tools", "after_turn"):

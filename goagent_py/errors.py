@@ -13,6 +13,8 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     ├── TokenBudgetError                the run's token budget ran out (budget, used)
     ├── MemoryStoreError                short-term or long-term memory failed to load or store
     │   └── CorruptedDataError          a stored row cannot be read (retrying cannot help)
+    ├── ModelRetry                      raised by an output validator: ask the model again
+    ├── OutputValidationError           the model's output stayed invalid after its retries
     ├── NoEmbeddableContentError        nothing in the input can be embedded (also a ValueError)
     ├── SessionBusyError                a session (or its history lease) is in use by another run
     │   └── LeaseLostError              a write under a run lease that another run has taken over
@@ -50,6 +52,8 @@ __all__ = [
     "TokenBudgetError",
     "MemoryStoreError",
     "MissingExtraError",
+    "ModelRetry",
+    "OutputValidationError",
     "NoEmbeddableContentError",
     "ProviderError",
     "SessionBusyError",
@@ -387,3 +391,38 @@ class TokenBudgetError(GoAgentError):
 
     def __reduce__(self) -> _Reduced:
         return self._reduce_with(self.budget, self.used)
+
+
+class ModelRetry(GoAgentError):
+    """Raised by an output validator to send the model back with ``message`` (what to fix).
+
+    The run counts it against ``output_retries``, like a schema validation failure.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+class OutputValidationError(GoAgentError):
+    """The model's output did not validate against ``output_type`` (or an output validator
+    kept asking for a retry) after ``output_retries`` retries.
+
+    Attributes:
+        raw_output: the last output the model gave, as it gave it (JSON text).
+        errors: what was wrong with it (the message the model would have read).
+        retries: how many retries the run allowed.
+    """
+
+    def __init__(self, raw_output: str, errors: str, retries: int) -> None:
+        self.raw_output = raw_output
+        self.errors = errors
+        self.retries = retries
+        super().__init__(
+            f"the model's output stayed invalid after {retries} retries: {errors} "
+            f"(last output: {raw_output[:500]!r}); raise output_retries=, simplify the "
+            "output type, or use a stronger model"
+        )
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.raw_output, self.errors, self.retries)

