@@ -40,17 +40,18 @@ from goagent_py.cli._common import (  # re-exported: scripts and tests import th
     EXIT_OK,
     EXIT_TURN_FAILED,
     EXIT_USAGE,
-    SYSTEM_PROMPT,
     Console,
     Picked,
     UsageError,
     data_home,
     pick_provider,
 )
+from goagent_py.cli._common import SYSTEM_PROMPT as SYSTEM_PROMPT
 from goagent_py.cli._common import make_provider as make_provider
 from goagent_py.cli._common import parse_provider as parse_provider
 from goagent_py.cli._common import provider_from_spec as provider_from_spec
-from goagent_py.cli._tools import calculator, current_time  # re-exported for scripts
+from goagent_py.cli._tools import calculator as calculator  # re-exported for scripts
+from goagent_py.cli._tools import current_time as current_time
 from goagent_py.errors import (
     ConfigurationError,
     GoAgentError,
@@ -109,18 +110,17 @@ def _quiet_logger() -> logging.Logger:
 async def build_agent(
     args: argparse.Namespace, console: Console, picked: Picked, state: ChatState, closers: list[Any]
 ) -> tuple[Any, Any]:
-    """The chat's agent and its history storage (None with ``--no-memory``)."""
-    from goagent_py.cli._setup import small_model_context, small_model_provider, write_policy
-    from goagent_py.agent import Agent
-    from goagent_py.hooks import Hooks
+    """The chat's agent (:func:`goagent_py.cli._agent.build_agent`, as ``serve`` and
+    ``mcp serve`` build theirs) and its history storage (None with ``--no-memory``)."""
+    from goagent_py.cli import _agent
+    from goagent_py.cli._setup import write_policy
 
     small = picked.small if args.small_model == "auto" else args.small_model == "on"
     needs_embedder = small or not args.no_memory
     embedder = _make_embedder() if needs_embedder else None
     settings: dict[str, Any] = {}
-    storage = None
     if not args.no_memory:
-        from goagent_py.memory.policies import FixedWindow, TokenWindow
+        from goagent_py.memory.policies import TokenWindow
         from goagent_py.memory.short_term import ShortTermMemory
         from goagent_py.memory.storage.sqlite import SQLiteStorage
 
@@ -129,22 +129,16 @@ async def build_agent(
         storage = SQLiteStorage(chat_path, session_id=args.session)
         closers.append(storage)
         await storage.load()  # fail now, with a clear message, if the file is unusable
-        # A small model reads a short window: it copies from long contexts and slows down.
-        window = FixedWindow(4) if small else TokenWindow(3000)
-        settings["short_term_memory"] = ShortTermMemory(storage, window)
+        settings["short_term_memory"] = ShortTermMemory(storage, TokenWindow(3000))
         if args.remember != "none" and embedder is not None:
             settings["long_term_memory"] = await _long_term(vector_path, embedder, closers, args)
             settings["write_policy"] = write_policy(args.remember)
         console.note(f"session {args.session!r}; memory in {chat_path.parent}")
+    else:
+        storage = None
 
-    provider = picked.provider
-    system = args.system or SYSTEM_PROMPT
-    if small:
-        provider = small_model_provider(provider, embedder)
-        state.selector = provider.provider.provider  # answer_from_tools(avoid_repeats(selector))
-
-        settings["transform_context"] = small_model_context(lambda: state.recalled)
-
+    kit = _agent.agent_kit(picked, small=small, embedder=embedder, system=args.system)
+    state.selector = kit.selector
     if getattr(args, "mcp", None):
         from goagent_py.cli._mcp import stdio_connections
 
@@ -158,26 +152,22 @@ async def build_agent(
 
             compactor = Compactor(
                 Tiered(
-                    [ClampParts(4000), ClearToolResults(4), Summarize(provider, model=picked.model)]
+                    [
+                        ClampParts(4000),
+                        ClearToolResults(4),
+                        Summarize(picked.provider, model=picked.model),
+                    ]
                 ),
                 context_window=args.context_window,
                 memory=settings.get("short_term_memory"),
             )
             settings["transform_context"] = compactor
             hook_sets.append(compactor.hooks())
-
-    def remember(results: list[ScoredMessage], duration: float, error: Any) -> None:
-        state.recalled = list(results)
-
-    agent = Agent(
-        provider=provider,
-        model=picked.model,
+    agent = _agent.build_agent(
+        kit,
         name="goagent-chat",
-        system_prompt=system,
-        tools=[current_time, calculator],
-        max_iterations=6,
-        tool_timeout=30,
-        hooks=[Hooks(on_long_term_retrieve=remember), *hook_sets],
+        recalled=state.recalled,
+        hooks=hook_sets,
         logger=_quiet_logger(),
         **settings,
     )
