@@ -439,3 +439,33 @@ async def test_long_term_memory_keeps_the_users_statements_only(harness: Any) ->
 def test_memory_flags_have_documented_defaults() -> None:
     args = cli.build_parser().parse_args(["chat"])
     assert (args.remember, args.recall_threshold, args.small_model) == ("statements", 0.3, "auto")
+
+
+# -- the clock says which zone its time is in (issue 37) --------------------------------------
+
+
+async def test_the_clock_names_the_zone_of_its_answer() -> None:
+    text = (await cli.current_time.execute({"timezone": "Asia/Tokyo"}))[0].text  # type: ignore[union-attr]
+    assert text.endswith("+09:00 (Asia/Tokyo)")
+    assert (await cli.current_time.execute({}))[0].text.endswith("+00:00 (UTC)")  # type: ignore[union-attr]
+
+
+async def test_a_place_in_the_question_sets_the_clocks_zone() -> None:
+    """'What time is it in Tokyo?' called the clock with timezone='UTC' (the small model is
+    offered required parameters only) and the answer gave UTC as Tokyo's time."""
+    from goagent_py.agent import Agent
+    from goagent_py.cli._setup import TOOL_TEMPLATES
+    from goagent_py.small_models.tool_answers import answer_from_tools
+
+    provider = ScriptedProvider(
+        tool_call_response(("current_time", {})),
+        tool_call_response(("current_time", {"timezone": "UTC"})),
+        tool_call_response(("current_time", {})),
+    )
+    agent = Agent(provider=answer_from_tools(provider, TOOL_TEMPLATES), tools=[cli.current_time])
+    tokyo = (await agent.run("What time is it in Tokyo?")).text
+    assert tokyo.startswith("It is ") and tokyo.endswith("+09:00 (Asia/Tokyo).")
+    new_york = (await agent.run("what's the time in new york right now?")).text
+    assert "(America/New_York)" in new_york
+    mars = (await agent.run("What time is it on Mars?")).text
+    assert mars.endswith("+00:00 (UTC).")  # no place it knows: UTC, and it says so
