@@ -464,8 +464,61 @@ async def test_a_place_in_the_question_sets_the_clocks_zone() -> None:
     )
     agent = Agent(provider=answer_from_tools(provider, TOOL_TEMPLATES), tools=[cli.current_time])
     tokyo = (await agent.run("What time is it in Tokyo?")).text
-    assert tokyo.startswith("It is ") and tokyo.endswith("+09:00 (Asia/Tokyo).")
+    assert tokyo.startswith("It is ")
+    assert tokyo.endswith("+09:00 (Asia/Tokyo).")
     new_york = (await agent.run("what's the time in new york right now?")).text
     assert "(America/New_York)" in new_york
     mars = (await agent.run("What time is it on Mars?")).text
     assert mars.endswith("+00:00 (UTC).")  # no place it knows: UTC, and it says so
+
+
+# -- /continue after Ctrl-C mid-answer (issue 37) ----------------------------------------------
+
+
+class HalfAnswerProvider:
+    """Streams half an answer, then hangs until the turn is aborted; the next request gets the
+    second half."""
+
+    def __init__(self) -> None:
+        self.requests: list[CompletionRequest] = []
+        self.streaming = asyncio.Event()
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        raise AssertionError("the chat streams")
+
+    async def stream(self, request: CompletionRequest) -> Any:
+        from goagent_py.provider import StreamDone, TextDelta
+
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            yield TextDelta("Once upon a time, a fox")
+            self.streaming.set()
+            await asyncio.Event().wait()  # until Ctrl-C aborts the turn
+        yield TextDelta(" found a golden key.")
+        yield StreamDone(text_response(" found a golden key."))
+
+
+async def test_continue_after_ctrl_c_mid_answer_finishes_the_answer(harness: Any) -> None:
+    """The chat promised '/continue resumes it', then printed 'error: continue_(): the
+    transcript ends with the assistant's answer...' whenever the abort landed in text."""
+    provider = HalfAnswerProvider()
+    h = harness(provider)
+    task = h.start()
+    h.send(b"tell me a story\n")
+    await asyncio.wait_for(provider.streaming.wait(), 10)
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, mid-answer
+    h.send(b"/continue\n/continue\n")
+    h.close_input()
+    assert await asyncio.wait_for(task, 10) == cli.EXIT_OK
+    err = h.err.getvalue()
+    assert "(turn aborted and recorded as such; /continue resumes it)" in err
+    assert "continue_()" not in err
+    assert "error:" not in err
+    assert "(nothing to continue: the last answer is complete)" in err  # the second /continue
+    out = h.out.getvalue()
+    assert "Once upon a time, a fox" in out
+    assert "found a golden key." in out
+    resumed = provider.requests[1].messages
+    assert [m.role for m in resumed] == ["user", "assistant", "user"]
+    assert resumed[1].text == "Once upon a time, a fox"
+    assert "Once upon a time, a fox" in resumed[2].text  # asked to go on from the partial text

@@ -299,7 +299,10 @@ async def chat_loop(
                 continue
             prompt: str | None = line
             if line.split()[0].lower() == "/continue":
-                prompt = None
+                resume, prompt = await _continuation(session)
+                if not resume:
+                    console.note(prompt or "")
+                    continue
             elif line.startswith("/"):
                 if await _command(line, console, state, storage):
                     break
@@ -329,6 +332,33 @@ async def chat_loop(
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_TURN_FAILED if state.failures else EXIT_OK
+
+
+CONTINUE_PROMPT = (
+    'Your answer was cut off after: "{tail}". Go on from there, without repeating what you '
+    "already wrote."
+)
+"""What ``/continue`` asks after an answer cut off by Ctrl-C (models do not resume a message
+of their own; they continue what they are shown)."""
+
+
+async def _continuation(session: Any) -> tuple[bool, str | None]:
+    """What ``/continue`` does now: (True, None) resumes the turn (the transcript ends with the
+    user's message or tool results), (True, prompt) asks the model to go on from an answer cut
+    off by Ctrl-C; (False, note) when there is nothing to continue."""
+    from goagent_py._transcript import SYNTHETIC_METADATA_KEY
+    from goagent_py.messages import Role
+
+    transcript = session.transcript or await session.load()
+    if not transcript:
+        return False, "(nothing to continue yet)"
+    last = transcript[-1]
+    if last.role != Role.ASSISTANT:
+        return True, None
+    if last.metadata.get(SYNTHETIC_METADATA_KEY) == "aborted" and last.text.strip():
+        tail = " ".join(last.text.split()[-12:])
+        return True, CONTINUE_PROMPT.format(tail=tail)
+    return False, "(nothing to continue: the last answer is complete)"
 
 
 def _args(arguments: dict[str, Any]) -> str:
