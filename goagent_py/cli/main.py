@@ -5,6 +5,7 @@
                     [--recall-threshold SCORE] [--small-model auto|on|off]
     goagent-py rag index PATH... [--db PATH] [--root DIR]
     goagent-py rag ask "question" [--db PATH] [--provider SPEC] [--base-url URL]
+    goagent-py rag chat [--db PATH] [--provider SPEC] [--base-url URL]
 
 Without ``--provider`` the chat picks, in order: ANTHROPIC_API_KEY, OPENAI_API_KEY,
 OPENAI_BASE_URL (an OpenAI-compatible server), an Ollama server on localhost, the embedded local
@@ -502,18 +503,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ask = rag_sub.add_parser("ask", help="answer a question from the index, with citations")
     ask.add_argument("question")
-    ask.add_argument("--db", help="index database file (default: in the data folder)")
-    ask.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
-    ask.add_argument("--base-url", help=_BASE_URL_HELP)
-    ask.add_argument("--top-k", type=int, default=4)
-    ask.add_argument(
-        "--min-score",
-        type=float,
-        default=0.25,
-        metavar="SCORE",
-        help="answer only when a passage is at least this similar to the question "
-        "(cosine, default 0.25); otherwise say that the index does not hold the answer",
+    rag_chat = rag_sub.add_parser(
+        "chat", help="answer question after question from the index (models loaded once)"
     )
+    for answering in (ask, rag_chat):
+        answering.add_argument("--db", help="index database file (default: in the data folder)")
+        answering.add_argument(
+            "--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local"
+        )
+        answering.add_argument("--base-url", help=_BASE_URL_HELP)
+        answering.add_argument("--top-k", type=int, default=4)
+        answering.add_argument(
+            "--min-score",
+            type=float,
+            default=0.25,
+            metavar="SCORE",
+            help="answer only when a passage is at least this similar to the question "
+            "(cosine, default 0.25); otherwise say that the index does not hold the answer",
+        )
     return parser
 
 
@@ -529,10 +536,12 @@ async def _main(args: argparse.Namespace) -> int:
         from goagent_py.serve.run import run_serve
 
         return await run_serve(args)
-    from goagent_py.cli._rag import ask, index
+    from goagent_py.cli._rag import ask, chat, index
 
     if args.rag_command == "index":
         return await index(args, console)
+    if args.rag_command == "chat":
+        return await chat(args, console)
     return await ask(args, console)
 
 
