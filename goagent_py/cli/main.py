@@ -512,7 +512,11 @@ def build_parser() -> argparse.ArgumentParser:
             "--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local"
         )
         answering.add_argument("--base-url", help=_BASE_URL_HELP)
-        answering.add_argument("--top-k", type=int, default=4)
+        answering.add_argument(
+            "--top-k",
+            type=int,
+            help="passages given to the model (default 4; 2, cut short, for a small model)",
+        )
         answering.add_argument(
             "--min-score",
             type=float,
