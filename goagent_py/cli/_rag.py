@@ -43,10 +43,9 @@ ANSWER_TOKENS = 120
 SPARE_RESULTS = 4
 """Results fetched beyond ``--top-k``, to stand in for passages of files deleted since."""
 SMALL_TOP_K = 2
-SMALL_PASSAGE_CHARS = 600
-"""A small model reads the 2 best passages, each cut to 600 characters (without ``--top-k``):
-on 2 CPU cores the embedded model reads a prompt at a few hundred tokens a second, and 4 whole
-passages (1,159 tokens) took 10x as long to answer as 2 (641 tokens)."""
+"""A small model reads the 2 best passages (without ``--top-k``): on 2 CPU cores the embedded
+model reads a prompt at a few hundred tokens a second, and 4 passages (1,159 tokens) took 10x
+as long to answer as 2 (641 tokens). Cutting passages short lost the sentence that answered."""
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 
 
@@ -165,8 +164,9 @@ def nothing_to_index() -> str:
 
     suffixes = ", ".join(sorted(FORMATS))
     return (
-        f"nothing to index: no supported files found (rag index reads {suffixes}; .pdf needs "
-        "pypdf). To index other text files, such as .py, copy or rename them to .txt."
+        f"nothing to index: no supported files found (in a folder, rag index reads {suffixes}; "
+        ".pdf needs pypdf). Name other text files themselves to index them as plain text, "
+        "e.g. goagent-py rag index src/*.py"
     )
 
 
@@ -195,20 +195,6 @@ def _on_disk(result: SearchResult) -> bool:
     return not isinstance(path, str) or Path(path).exists()
 
 
-def _cut(result: SearchResult, chars: int) -> SearchResult:
-    """``result`` with its text cut to about ``chars`` characters, at a word."""
-    import dataclasses
-
-    from goagent_py.messages import TextBlock
-
-    text = result.text
-    if len(text) <= chars:
-        return result
-    short = text[:chars].rsplit(" ", 1)[0] + " ..."
-    message = dataclasses.replace(result.message, content=[TextBlock(short)])
-    return dataclasses.replace(result, message=message)
-
-
 @dataclass
 class Answerer:
     """What answers questions from an index: the pipeline and the model, loaded once."""
@@ -218,7 +204,6 @@ class Answerer:
     provider: Any
     top_k: int
     min_score: float
-    passage_chars: int | None = None
 
     async def aclose(self) -> None:
         await self.pipeline.aclose()
@@ -246,8 +231,7 @@ async def open_answerer(args: argparse.Namespace, console: Console) -> Answerer 
         max_tokens=ANSWER_TOKENS,
     )
     top_k = args.top_k or (SMALL_TOP_K if picked.small else 4)
-    chars = SMALL_PASSAGE_CHARS if picked.small else None
-    return Answerer(_pipeline(db), agent, picked.provider, top_k, args.min_score, chars)
+    return Answerer(_pipeline(db), agent, picked.provider, top_k, args.min_score)
 
 
 async def warm_up(answerer: Answerer) -> None:
@@ -281,8 +265,6 @@ async def answer(answerer: Answerer, question: str, console: Console) -> int:
                 f"--min-score {answerer.min_score})"
             )
         return EXIT_OK
-    if answerer.passage_chars is not None:
-        results = [_cut(r, answerer.passage_chars) for r in results]
     try:
         prompt = [*format_passages(results), TextBlock(f"Question: {question}")]
         raw = (await answerer.agent.run(prompt)).text.strip()
