@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["GroundedAnswer", "ground_answer"]
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}")
 _MARKER = re.compile(r"\s*\[\d{1,3}(?:\s*,\s*\d{1,3})*\]")
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset({
@@ -81,7 +81,9 @@ def ground_answer(
     kept: list[str] = []
     citations: list[int] = []
     dropped = 0
-    for raw in _SENTENCE.split(answer.strip()):
+    # A line break inside a paragraph is not the end of a sentence (small models wrap lines).
+    text = re.sub(r"(?<!\n)\n(?!\n)", " ", answer.strip())
+    for raw in _SENTENCE.split(text):
         sentence = _MARKER.sub("", raw).strip()
         if not sentence:
             continue

@@ -40,3 +40,8 @@ def test_an_answer_no_passage_supports_grounds_to_nothing() -> None:
 def test_at_most_max_sentences_are_kept() -> None:
     answer = "Mix flour. Mix eggs. Mix milk. Fry each pancake."
     assert len(ground_answer(answer, PASSAGES, max_sentences=2).text.split("[1]")) == 3
+
+
+def test_a_line_break_inside_a_sentence_does_not_split_it() -> None:
+    grounded = ground_answer("E1042 means the license\nkey expired.", PASSAGES)
+    assert grounded.text == "E1042 means the license key expired. [2]"
