@@ -8,9 +8,10 @@ Run it:
 
 The corpus is documentation of pinned package versions, committed in
 ``bench/rag_labelled/corpus/`` (see ``bench/rag_labelled/build_corpus.py``: 25 files, about
-700 KiB, copied into a temporary folder); the questions are ``bench/rag_labelled/questions.jsonl`` (question, kind, source,
-answer). A result is a hit when it comes from the question's source and its text contains the
-answer phrase, so labels survive chunking changes.
+700 KiB, copied into a temporary folder); the questions are
+``bench/rag_labelled/questions.jsonl`` (question, kind, source, answer). A result is a hit
+when it comes from the question's source and its text contains the answer phrase, so labels
+survive chunking changes.
 
 The questions are split 50/50 into dev and test (seed 20, stratified by kind). ``--tune``
 searches fusion settings on dev (from the legs' candidate lists, fetched once) and prints the

@@ -19,7 +19,7 @@ from goagent_py.results import ToolResult
 if TYPE_CHECKING:
     from goagent_py.options import AfterToolCall, BeforeToolCall, PrepareArguments
 
-__all__ = ["after_call", "gate_reason", "prepared_call", "with_arguments"]
+__all__ = ["after_call", "gate_reason", "prepared_call", "take_place", "with_arguments"]
 
 
 def with_arguments(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
@@ -27,6 +27,26 @@ def with_arguments(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
     if type(call) is ToolCall:
         return ToolCall(call.id, call.name, arguments)
     return replace(call, arguments=arguments)
+
+
+def take_place(tool: object, call: ToolCall) -> Callable[[], None] | None:
+    """Let ``tool`` take ``call``'s place in its own line before anything can delay the call.
+
+    The loop calls this at the very start of each call's task, before ``prepare_arguments``
+    and ``before_tool_call``: the tasks start in call order, so the places are taken in the
+    order the model gave the calls, whatever order a gate answers in (the file tools queue the
+    writes to one file this way). A tool offers it as ``tool.reserve(call) -> release | None``;
+    the returned ``release`` is called when the call ends (a no-op once the body used its
+    place). A ``reserve`` that raises takes no place: the call runs unordered, not blocked.
+    """
+    reserve = getattr(tool, "reserve", None)
+    if not callable(reserve):
+        return None
+    try:
+        release = reserve(call)
+    except Exception:
+        return None
+    return release if callable(release) else None
 
 
 async def _resolved(value: Any) -> Any:

@@ -24,7 +24,13 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
-from goagent_py._call_gates import after_call, gate_reason, prepared_call, with_arguments
+from goagent_py._call_gates import (
+    after_call,
+    gate_reason,
+    prepared_call,
+    take_place,
+    with_arguments,
+)
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._recall import recall_message
 from goagent_py._transcript import (
@@ -33,6 +39,7 @@ from goagent_py._transcript import (
     error_result,
     repair_transcript,
     strip_thinking,
+    synthetic,
     tool_message,
     truncate_content,
 )
@@ -65,6 +72,7 @@ from goagent_py.events import (
     MessagesInjected,
     MessageStart,
     ModelRequest,
+    OutputDelta,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -84,6 +92,7 @@ from goagent_py.messages import (
     assistant_message,
 )
 from goagent_py.options import AgentOptions, TurnState
+from goagent_py.output import FINAL_RESULT_TOOL, OutputContext, OutputSpec, Verdict
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
@@ -101,11 +110,18 @@ from goagent_py.tools import ToolDefinition
 __all__ = ["Run"]
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 _TRUNCATED_CALL = (
     "Error: your response was cut off at the output token limit, so this call's arguments may "
     "be incomplete; it was not run. Re-issue the call with complete arguments."
+)
+
+
+_BESIDE_FINAL = (
+    "not run: the final_result call in the same response ends the turn; call the tool in a "
+    "response of its own if you still need it"
 )
 
 
@@ -115,6 +131,12 @@ def _uuid4_hex() -> str:
     n = (n & ~(0xC000 << 48)) | (0x8000 << 48)  # the variant, RFC 4122
     n = (n & ~(0xF000 << 64)) | (4 << 76)  # version 4
     return f"{n:032x}"
+
+
+def _without_calls(message: Message) -> Message:
+    """``message`` without its tool calls: what a trace without tool messages may keep of an
+    answer that stopped on calls (a call stored without its result is refused by every vendor)."""
+    return replace(message, tool_calls=[]) if message.tool_calls else message
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -157,8 +179,17 @@ class Run:
         history: list[Message] | None = None,
         path: tuple[str, ...] = (),
         refresh_tools: Callable[[], Awaitable[list[ToolDefinition]]] | None = None,
+        output: OutputSpec[Any] | None = None,
+        deps: Any = None,
     ) -> None:
         self.o = options
+        self.output = output
+        self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
+        self.output_value: Any = None
+        self._output_tries = 0
+        self._partial_raw = ""
+        self._partial: Any = None
+        self.deps = deps
         self.refresh_tools = refresh_tools
         self.hooks = hooks
         self.log = options.logger
@@ -176,7 +207,7 @@ class Run:
         self.last_text = ""
         self.stop_reason: StopReason | None = None
         self.new_messages: list[Message] = []
-        self.result: RunResult | None = None
+        self.result: RunResult[Any] | None = None
         self.run_id = ""
         self.streaming_message = ""
         self.pending_calls: list[ToolCall] = []
@@ -188,6 +219,8 @@ class Run:
         self._watch_calls = False
         self._compactions: list[Any] = []
         self._messages: list[Message] = []
+        self._injected = False  # a queued message went into the request being prepared
+        self._abandoned: list[ToolResult] = []  # calls an abort answered with an error result
 
     def _add_usage(self, usage: Usage) -> None:
         self.usage = self.usage + usage
@@ -235,13 +268,16 @@ class Run:
         write policy keeps. Failures are reported as events and never fail the run."""
         o = self.o
         if o.short_term_memory is not None and self.new_messages:
+            # ``final`` is stored only when the run has not appended it already (the synthetic
+            # note of an exhausted budget): a run stopped right after a tool batch ends on the
+            # message that made the calls, which is in the trace (issue 28: it was stored twice).
+            extra = [] if final is None or any(m is final for m in self.new_messages) else [final]
             if o.short_term_trace_tools:
-                to_store = strip_thinking(self.new_messages[self._persisted :])
-                if final is not None and final is not self.new_messages[-1]:
-                    to_store.extend(strip_thinking([final]))
+                to_store = strip_thinking(self.new_messages[self._persisted :] + extra)
             else:
                 users = [m for m in self.new_messages if m.role is Role.USER]
-                to_store = strip_thinking(users + ([final] if final is not None else []))
+                last = [] if final is None else [_without_calls(final)]
+                to_store = strip_thinking(users + [m for m in last if m.content])
             self._persisted = len(self.new_messages)
             if to_store:
                 start = time.perf_counter()
@@ -303,9 +339,28 @@ class Run:
             effort=o.effort,
             max_tokens=o.max_tokens,
         )
+        if self.output is not None:
+            request = self.output.shape(request, self.output_mode)
         if o.prepare_turn is not None:
             request = await _maybe_await(o.prepare_turn(request))
         return request
+
+    async def _prepared(self, messages: list[Message], iteration: int) -> CompletionRequest:
+        """:meth:`_request`; in a session with ``transform_context`` (a summariser may run
+        there), in a task an abort interrupts: a hung summariser never holds an abort."""
+        if self.control is None or self.o.transform_context is None:
+            return await self._request(messages, iteration)
+
+        async def work(
+            i: int, given: list[Message], put: Callable[[Any], None]
+        ) -> CompletionRequest:
+            return await self._request(given, i)
+
+        async with contextlib.aclosing(self._interruptible(work, iteration, messages)) as items:
+            async for item in items:
+                if isinstance(item, CompletionRequest):
+                    return item
+        raise AssertionError("the request was not prepared")  # pragma: no cover
 
     async def _model_events(
         self, iteration: int, request: CompletionRequest, put: Callable[[Any], None]
@@ -317,6 +372,7 @@ class Run:
         assert isinstance(provider, StreamingProvider)
         response: CompletionResponse | None = None
         calls: dict[int, tuple[str, str]] = {}
+        self._partial_raw, self._partial = "", None
         async for event in provider.stream(request):
             if isinstance(event, TextDelta):
                 self.streaming_message += event.text
@@ -330,6 +386,8 @@ class Run:
                 put(MessageDelta("tool_call", event.arguments_delta, call_id, name, path=self.path))
             elif isinstance(event, StreamDone):
                 response = event.response
+            if self.output is not None and not self.output.is_text:
+                self._stream_output(event, calls, put)
         if response is None:
             raise ProviderError("the stream ended without a final response")
         return response
@@ -423,9 +481,9 @@ class Run:
 
     async def _interruptible(
         self,
-        work: Callable[[int, CompletionRequest, Callable[[Any], None]], Awaitable[T]],
+        work: Callable[[int, A, Callable[[Any], None]], Awaitable[T]],
         iteration: int,
-        request: CompletionRequest,
+        request: A,
     ) -> AsyncGenerator[AgentEvent | T, None]:
         """Run ``work`` in a task whose events arrive through a queue, so that they stream and an
         abort ("now" or "after_tools") interrupts it."""
@@ -436,7 +494,7 @@ class Run:
                 queue.put_nowait(_Done(0, await work(iteration, request, queue.put_nowait)))  # type: ignore[arg-type]
             except BaseException as exc:  # handed to the run's task, which re-raises it
                 queue.put_nowait(_Failed(exc))
-                if not isinstance(exc, Exception):
+                if isinstance(exc, asyncio.CancelledError):
                     raise
 
         task = asyncio.create_task(body())
@@ -466,6 +524,17 @@ class Run:
     # -- tools -------------------------------------------------------------------------------
 
     async def _run_one(
+        self, call: ToolCall, message: Message, put: Callable[[Any], None]
+    ) -> ToolResult:
+        """One call, holding its place in line (see :func:`take_place`) until it ends."""
+        release = take_place(self.dispatcher.tool(call.name), call)
+        try:
+            return await self._run_checked(call, message, put)
+        finally:
+            if release is not None:
+                release()
+
+    async def _run_checked(
         self, call: ToolCall, message: Message, put: Callable[[Any], None]
     ) -> ToolResult:
         """One call: repair, validate, announce, approve, ``on_tool_call`` (in the call's own
@@ -535,6 +604,7 @@ class Run:
             max_result_chars=self.o.max_tool_result_chars,
             usage_sink=self._add_usage,
             messages_source=self._current_messages,
+            deps=self.deps,
         )
 
     def _current_messages(self) -> list[Message]:
@@ -547,8 +617,7 @@ class Run:
         the results land in ``self._results`` in call order (rule 3)."""
         o = self.o
         n = len(calls)
-        results: list[ToolResult | None] = [None] * n
-        self._results = results
+        results = self._results  # set with pending_calls: a cancelled run keeps what finished
         sequential = o.tool_execution == "sequential" or any(
             c.name in o.sequential_tools for c in calls
         )
@@ -588,11 +657,17 @@ class Run:
             _current.set(self._context(call, iteration, put))
             set_event_sink(put, self.path)
             try:
-                put(_Done(index, await self._run_one(call, message, put)))
+                result = await self._run_one(call, message, put)
             except BaseException as exc:
                 put(_Failed(exc))
-                if not isinstance(exc, Exception):
+                # Only cancellation ends the task as cancelled: a SystemExit or
+                # KeyboardInterrupt raised here would escape the event loop itself, so it
+                # reaches the run's task through the queue and is raised there as itself.
+                if isinstance(exc, asyncio.CancelledError):
                     raise
+                return
+            results[index] = result  # before the event: a cancel now keeps this result
+            put(_Done(index, result))
 
         tasks: dict[int, asyncio.Task[None]] = {}
         started = done = 0
@@ -627,7 +702,7 @@ class Run:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def _finish(self, error: BaseException | None) -> RunResult:
+    def _finish(self, error: BaseException | None) -> RunResult[Any]:
         return RunResult(
             text=self.last_text if error is None else "",
             stop_reason=self.stop_reason,
@@ -639,7 +714,81 @@ class Run:
             messages=list(self.new_messages),
             error=error,
             run_id=self.run_id,
+            output=None if error is not None else self._output(),
         )
+
+    # -- typed output (see output.py) ---------------------------------------------------------
+
+    def _output(self) -> Any:
+        return self.last_text if self.output is None else self.output_value
+
+    async def _judge(self, message: Message) -> Verdict | None:
+        """The verdict on ``message`` as the run's answer, or None when it is not one yet (it
+        calls tools). Raises OutputValidationError when the retries are spent."""
+        spec = self.output
+        assert spec is not None
+        found = spec.candidate(message, self.output_mode)
+        if found is None:
+            return None
+        context = OutputContext(self.deps, self._output_tries)
+        verdict = await spec.judge(*found, self.output_mode, context)
+        if verdict.accepted:
+            self.output_value = verdict.value
+            self.last_text = self.last_text or verdict.raw
+            return verdict
+        self._output_tries += 1
+        if self._output_tries > spec.retries:
+            raise spec.failed(verdict)
+        return verdict
+
+    def _stream_output(
+        self, event: Any, calls: dict[int, tuple[str, str]], put: Callable[[Any], None]
+    ) -> None:
+        """Put an :class:`OutputDelta` when the answer streamed so far validates to more."""
+        spec = self.output
+        assert spec is not None
+        if isinstance(event, ToolCallStart):
+            self._partial_raw, self._partial = "", None  # a new call: a new answer
+            return
+        if self.output_mode == "tool":
+            if not isinstance(event, ToolCallDelta):
+                return
+            if calls.get(event.index, ("", ""))[1] != FINAL_RESULT_TOOL:
+                return
+            self._partial_raw += event.arguments_delta
+        elif isinstance(event, TextDelta):
+            self._partial_raw += event.text
+        else:
+            return
+        value = spec.partial(self._partial_raw)
+        if value is not None and value != self._partial:
+            self._partial = value
+            put(OutputDelta(value, path=self.path))
+
+    def _output_turn(
+        self, messages: list[Message], i: int, message: Message, verdict: Verdict
+    ) -> Iterator[AgentEvent]:
+        """End a turn that gave an answer: the ``final_result`` call (and any call beside it,
+        not run) gets its result; an answer to retry gets the feedback as a user message."""
+        results: list[ToolResult] = []
+        if message.tool_calls:
+            for call in message.tool_calls:
+                if call is verdict.call:
+                    text = "Final result accepted." if verdict.accepted else verdict.feedback
+                    error = None if verdict.accepted else ToolArgumentsError(call.name, text)
+                    result = ToolResult(call, [TextBlock(text)], error)
+                else:
+                    result = error_result(call, ToolBlockedError(call.name, _BESIDE_FINAL))
+                yield ToolExecutionStart(call, path=self.path)
+                yield ToolExecutionEnd(result, path=self.path)
+                results.append(result)
+            yield from self._tool_messages(messages, results)
+        elif not verdict.accepted:
+            retry = Message(Role.USER, [TextBlock(verdict.feedback)])
+            self._append(messages, retry)
+            yield MessageStart(Role.USER, i, retry, path=self.path)
+            yield MessageEnd(retry, path=self.path)
+        yield TurnEnd(i, message, results, path=self.path)
 
     def _append(self, messages: list[Message], message: Message) -> None:
         messages.append(message)
@@ -648,6 +797,7 @@ class Run:
     async def _inject(
         self, messages: list[Message], taken: list[Message], queue: Literal["steering", "follow_up"]
     ) -> AsyncGenerator[AgentEvent, None]:
+        self._injected = True
         yield MessagesInjected(queue, list(taken), path=self.path)
         for m in taken:
             self._append(messages, m)
@@ -729,18 +879,21 @@ class Run:
                 yield TurnStart(i, path=self.path)
                 if i > 0 and self.refresh_tools is not None:  # between turns, never in a batch
                     self.tool_defs = await self.refresh_tools()
-                if self.control is not None:
+                if self.control is not None and i == 0:  # later turns drained at their end
                     async for event in self._steer(messages):
                         yield event
-                request = await self._request(messages, i)
+                request = await self._prepared(messages, i)
                 for compacted in self._drain_compactions():
                     yield compacted
-                if o.transform_context is not None:  # after context preparation
+                # After context preparation, unless this request already took a queued
+                # message: one at a time means one per request (issue 28).
+                if o.transform_context is not None and not self._injected:
                     before = len(messages)
                     async for event in self._steer(messages):
                         yield event
                     if len(messages) != before:
-                        request = await self._request(messages, i)
+                        request = await self._prepared(messages, i)
+                self._injected = False
                 budget = current_budget()  # the run-wide budget: once per call, at any depth
                 if budget is not None:
                     budget.before_call()
@@ -770,6 +923,13 @@ class Run:
                 self.last_text = message.text
                 self.streaming_message = ""
                 yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
+                if self.output is not None and (verdict := await self._judge(message)) is not None:
+                    for event in self._output_turn(messages, i, message, verdict):
+                        yield event
+                    if verdict.accepted:
+                        final = message
+                        break
+                    continue
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
                     yield TurnEnd(i, message, [], path=self.path)
                     if self._abort_due("now", "after_tools", "after_turn"):
@@ -786,6 +946,7 @@ class Run:
                     break
                 calls = list(message.tool_calls)
                 self.pending_calls = calls
+                self._results = [None] * len(calls)
                 over_budget = (
                     o.max_run_tokens is not None and self.usage.total_tokens > o.max_run_tokens
                 )
@@ -845,9 +1006,11 @@ class Run:
             ended = True
         except BaseException as exc:
             if not ended:
+                cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit)
+                await self._failed(cancelled)
                 self.result = self._finish(exc)
                 ended = True
-                if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+                if cancelled:
                     self.log.info("run cancelled")
                     await self.hooks(AgentEnd(self.result, path=self.path))
                 else:
@@ -856,14 +1019,63 @@ class Run:
                     yield AgentEnd(self.result, path=self.path)
             raise
 
+    async def _failed(self, cancelled: bool) -> None:
+        """A run that raises (cancelled, or failed): keep the streamed partial answer, keep every
+        result that finished and close the other calls, so ``new_messages`` is a valid record.
+        A session's run has stored each turn as it ended, so it stores this last part too
+        (issue 28: the session and storage must hold the same record); a plain run stores no
+        half turn (rule 6)."""
+        reason = "interrupted" if cancelled else "failed"
+        self._close_open(self._messages, reason)
+        if self.control is None or not self.o.short_term_trace_tools:
+            return
+        try:
+            async for _ in self._persist(None):
+                pass
+        except Exception as exc:  # the run's own error is what the caller gets
+            self.log.warning("storing the interrupted turn failed: %s", exc)
+
+    def _close_open(self, messages: list[Message], reason: str) -> Message | None:
+        """Keep the partial answer streamed so far and give every open call a result (the
+        finished ones keep theirs); returns the partial answer kept, if any."""
+        partial = self.streaming_message
+        self.streaming_message = ""
+        kept: Message | None = None
+        if partial:
+            kept = Message(
+                Role.ASSISTANT, [TextBlock(partial)], metadata={SYNTHETIC_METADATA_KEY: reason}
+            )
+            self._append(messages, kept)
+            self.last_text = partial
+        calls = self.pending_calls
+        if calls:
+            results = self._results
+            if len(results) != len(calls):
+                results = [None] * len(calls)
+            self._record_results(messages, calls, results, reason)
+        repaired = repair_transcript(self.new_messages, reason)
+        if repaired != self.new_messages:
+            self.new_messages = repaired
+        return kept
+
     def _record_results(
-        self, messages: list[Message], calls: list[ToolCall], results: list[ToolResult | None]
+        self,
+        messages: list[Message],
+        calls: list[ToolCall],
+        results: list[ToolResult | None],
+        reason: str = "aborted",
     ) -> None:
         """After an abort in a batch: the finished results, and an error result for the rest."""
-        reason = self.control.abort_reason if self.control is not None else ""
+        kind = reason
+        if self.control is not None and self.control.abort_reason:
+            reason = self.control.abort_reason
         for call, result in zip(calls, results, strict=True):
             if result is None:
-                result = error_result(call, ToolAbortedError(call.name, reason or "aborted"))
+                result = error_result(call, ToolAbortedError(call.name, reason))
+                self._append(messages, synthetic(tool_message(result), kind))
+                self._abandoned.append(result)
+                self.tool_calls += 1
+                continue
             self._append(messages, tool_message(result))
             self.tool_calls += 1
             self.tool_time += result.duration
@@ -915,26 +1127,19 @@ class Run:
         final = Message(
             Role.ASSISTANT, [TextBlock(note)], metadata={SYNTHETIC_METADATA_KEY: "max_iterations"}
         )
+        self.new_messages.append(final)  # in the result as in storage: one record
         async for event in self._persist(final):
             yield event
         raise MaxIterationsError(o.max_iterations, self.last_text)
 
     async def _aborted(self, messages: list[Message]) -> AsyncGenerator[AgentEvent, None]:
         """End an aborted run: keep the partial answer, close every open call, persist, report."""
-        partial = self.streaming_message
-        self.streaming_message = ""
-        if partial:
-            kept = Message(
-                Role.ASSISTANT, [TextBlock(partial)], metadata={SYNTHETIC_METADATA_KEY: "aborted"}
-            )
-            self._append(messages, kept)
-            self.last_text = partial
+        kept = self._close_open(messages, "aborted")
+        if kept is not None:
             yield MessageEnd(kept, StopReason.ABORTED, Usage(), path=self.path)
-        if self.pending_calls:
-            self._record_results(messages, self.pending_calls, [None] * len(self.pending_calls))
-        repaired = repair_transcript(self.new_messages, "aborted")
-        if repaired != self.new_messages:
-            self.new_messages = repaired
+        abandoned, self._abandoned = self._abandoned, []
+        for result in abandoned:  # a live stream shows every call's end, an aborted one too
+            yield ToolExecutionEnd(result, path=self.path)
         self.stop_reason = StopReason.ABORTED
         last = self.new_messages[-1] if self.new_messages else None
         yield (

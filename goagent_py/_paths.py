@@ -22,16 +22,26 @@ resolved path.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import posixpath
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import IO, Any
 
 from goagent_py.errors import ConfigurationError
 
-__all__ = ["PathEscapeError", "open_in_root", "resolve_in_root"]
+__all__ = [
+    "PathEscapeError",
+    "open_dir_in_root",
+    "open_file_in_root",
+    "open_in_root",
+    "relative_in_root",
+    "resolve_in_root",
+    "walk_files",
+]
 
 StrPath = str | os.PathLike[str]
 
@@ -67,8 +77,9 @@ def _root_dir(root: StrPath) -> Path:
     return real
 
 
-def _parts(root: Path, user_path: StrPath) -> list[str]:
-    """The components of ``user_path`` after the lexical refusals (no file system access)."""
+def _parts(root: Path, user_path: StrPath, *, allow_root: bool = False) -> list[str]:
+    """The components of ``user_path`` after the lexical refusals (no file system access);
+    ``allow_root`` lets ``.``, ``./`` or ``.//`` name the root itself (``[]``)."""
     try:
         text = os.fspath(user_path)
     except TypeError as exc:
@@ -79,6 +90,8 @@ def _parts(root: Path, user_path: StrPath) -> list[str]:
     if "\x00" in text:
         raise PathEscapeError(shown, text, "it contains a NUL byte")
     if not text.strip():
+        if allow_root:
+            return []
         raise PathEscapeError(shown, text, "it is empty")
     windows = PureWindowsPath(text)
     if PurePosixPath(text).is_absolute() or windows.drive or windows.root:
@@ -89,7 +102,7 @@ def _parts(root: Path, user_path: StrPath) -> list[str]:
     parts = [p for p in text.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
         raise PathEscapeError(shown, text, "'..' components are not allowed")
-    if not parts:
+    if not parts and not allow_root:
         raise PathEscapeError(shown, text, "it names the root itself, not a file in it")
     return parts
 
@@ -120,6 +133,31 @@ def resolve_in_root(root: StrPath, user_path: StrPath) -> Path:
             str(base), os.fspath(user_path), f"it resolves to {resolved}, outside the root"
         )
     return resolved
+
+
+def relative_in_root(root: StrPath, user_path: StrPath) -> str:
+    """The path a name rule is checked on: ``user_path`` resolved inside ``root``.
+
+    Symlinks are followed, ``.``, ``//`` and ``\\`` are normalised away, and the result is
+    relative to the root, ``/``-separated (``"."`` for the root itself): ``.//secrets/k``,
+    ``./secrets/k`` and a link ``alias -> secrets`` as ``alias/k`` all give ``secrets/k``.
+    A path that is refused (outside, absolute, ``..``) comes back normalised as written; a
+    tool refuses it anyway.
+    """
+    base = _root_dir(root)
+    text = os.fspath(user_path)
+    lexical = posixpath.normpath(str(text).replace("\\", "/"))
+    try:
+        parts = _parts(base, text, allow_root=True)
+    except PathEscapeError:
+        return lexical
+    try:
+        resolved = Path(os.path.realpath(base.joinpath(*parts)))
+    except OSError:  # a link swapped while it was read: the names as given (opens check again)
+        return "/".join(parts)
+    if not resolved.is_relative_to(base):
+        return lexical
+    return resolved.relative_to(base).as_posix() or "."
 
 
 _MODES: dict[str, int] = {
@@ -167,7 +205,7 @@ def open_in_root(root: StrPath, user_path: StrPath, mode: str = "r", **open_kwar
     flags = _flags(mode)
     shown = os.fspath(user_path)
     if os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW"):
-        fd = _open_walking(base, parts, flags, shown)
+        fd, _ = _open_walking(base, parts, flags, shown)
     else:  # pragma: no cover - Windows
         fd = _open_checked_twice(base, user_path, flags, shown)
     try:
@@ -177,14 +215,130 @@ def open_in_root(root: StrPath, user_path: StrPath, mode: str = "r", **open_kwar
         raise
 
 
-def _open_walking(base: Path, parts: list[str], flags: int, shown: str) -> int:
-    """Open ``parts`` below ``base`` one component at a time, symlinks followed by hand."""
+def open_file_in_root(
+    root: StrPath, user_path: StrPath, mode: str = "r", **open_kwargs: Any
+) -> tuple[IO[Any], str]:
+    """:func:`open_in_root`, and the path relative to the root of the file it opened.
+
+    The path is the one the open walked (symlinks resolved, ``/``-separated): a rule on names
+    checked on it holds whatever was swapped in after an earlier check.
+    """
+    base = _root_dir(root)
+    parts = _parts(base, user_path)
+    flags = _flags(mode)
+    shown = os.fspath(user_path)
+    if os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW"):
+        fd, names = _open_walking(base, parts, flags, shown)
+        real = "/".join(names)
+    else:  # pragma: no cover - Windows
+        fd = _open_checked_twice(base, user_path, flags, shown)
+        real = resolve_in_root(base, user_path).relative_to(base).as_posix()
+    try:
+        return os.fdopen(fd, mode, **open_kwargs), real
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_dir_in_root(root: StrPath, user_path: StrPath, *, create: bool = False) -> tuple[int, str]:
+    """A descriptor of the directory ``user_path`` names in ``root``, opened at open time.
+
+    Args:
+        root: the directory every path must stay in (must exist).
+        user_path: a directory relative to ``root``; ``""`` or ``"."`` is the root itself.
+        create: make the missing directories on the way (as ``os.makedirs``), each one made and
+            opened in the descriptor of the one before it, so none is ever made outside.
+
+    Returns:
+        The descriptor (the caller closes it) and the directory's path relative to the root,
+        symlinks resolved (``"."`` for the root).
+
+    Raises:
+        PathEscapeError: the path is refused or led outside the root when it was opened.
+        NotADirectoryError, FileNotFoundError: what the file system said.
+    """
+    base = _root_dir(root)
+    text = os.fspath(user_path)
+    parts = _parts(base, text, allow_root=True)
+    if not (os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")):  # pragma: no cover
+        raise PathEscapeError(str(base), str(text), "directory walks need POSIX dir_fd support")
+    fd, names = _open_walking(base, parts, 0, str(text), directory=True, create=create)
+    return fd, "/".join(names) or "."
+
+
+def walk_files(
+    top_fd: int, *, skip: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, str, int]]:
+    """``(directory, name, directory descriptor)`` of each regular file below ``top_fd``.
+
+    ``directory`` is relative to ``top_fd`` (``""`` for its own files). Directories come
+    sorted, depth first, a directory's files before its subdirectories; names in ``skip`` are
+    not entered. Every subdirectory is opened in its parent's descriptor with ``O_NOFOLLOW``,
+    so one swapped for a symlink while the walk runs is skipped, never entered. The
+    descriptor is valid until the next item: open the file in it (``dir_fd=``) before moving on.
+    """
+    frames: list[tuple[int, str, list[str]]] = []  # (fd, relative dir, subdirs still to visit)
+    fd, rel = top_fd, ""
+    try:
+        while True:
+            with os.scandir(fd) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_file(follow_symlinks=False):
+                        yield rel, entry.name, fd
+            subdirs = []
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.name not in skip and entry.is_dir(follow_symlinks=False):
+                        subdirs.append(entry.name)
+            frames.append((fd, rel, subdirs[::-1]))
+            fd = -1
+            while frames and fd < 0:
+                parent, parent_rel, todo = frames[-1]
+                if not todo:
+                    frames.pop()
+                    if parent != top_fd:
+                        os.close(parent)
+                    continue
+                name = todo.pop()
+                try:
+                    fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+                except OSError:  # gone, or swapped for a symlink: not entered
+                    continue
+                rel = f"{parent_rel}/{name}" if parent_rel else name
+            if fd < 0:
+                return
+    finally:
+        for parent, _, _ in frames:
+            if parent != top_fd:
+                os.close(parent)
+        if fd >= 0 and fd != top_fd:
+            os.close(fd)
+
+
+def _open_walking(
+    base: Path,
+    parts: list[str],
+    flags: int,
+    shown: str,
+    *,
+    directory: bool = False,
+    create: bool = False,
+) -> tuple[int, list[str]]:
+    """Open ``parts`` below ``base`` one component at a time, symlinks followed by hand.
+
+    Returns the descriptor and the components actually opened (the path relative to the root
+    that the descriptor is, symlinks resolved): a name rule can be checked on it race-free.
+    ``directory`` opens a directory (``parts`` may be empty: the root); ``create`` makes the
+    missing directories on the way, each one in the directory descriptor before it.
+    """
 
     def refuse(why: str) -> PathEscapeError:
         return PathEscapeError(str(base), shown, why)
 
-    dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     stack: list[int] = [os.open(base, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))]
+    names: list[str] = []  # the real components of stack[1:]
     pending = list(reversed(parts))  # components still to open, next one last
     links = 0
     try:
@@ -196,15 +350,11 @@ def _open_walking(base: Path, parts: list[str], flags: int, shown: str) -> int:
                 if len(stack) == 1:
                     raise refuse("a symlink on the way leads out of the root")
                 os.close(stack.pop())
+                names.pop()
                 continue
-            last = not pending
+            file_step = not pending and not directory
             try:
-                if last:
-                    fd = os.open(
-                        name, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666, dir_fd=stack[-1]
-                    )
-                else:
-                    fd = os.open(name, dir_flags, dir_fd=stack[-1])
+                fd = _open_step(name, stack[-1], flags if file_step else None, create)
             except OSError as exc:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
                     raise
@@ -220,14 +370,38 @@ def _open_walking(base: Path, parts: list[str], flags: int, shown: str) -> int:
                 if target.startswith("/"):  # absolute but inside the root: restart from it
                     while len(stack) > 1:
                         os.close(stack.pop())
+                    names.clear()
                 continue
-            if last:
-                return _regular_file(fd, refuse)
+            names.append(name)
+            if file_step:
+                return _regular_file(fd, refuse), names
             stack.append(fd)
-        raise refuse("it names the root itself, not a file in it")
+        if not directory:
+            raise refuse("it names the root itself, not a file in it")
+        return stack.pop(), names
     finally:
         for fd in stack:
             os.close(fd)
+
+
+_DIR_FLAGS = (
+    os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def _open_step(name: str, dir_fd: int, file_flags: int | None, create: bool) -> int:
+    """One component opened in ``dir_fd`` without following a symlink: the file (with
+    ``file_flags``) or a directory (made first when missing and ``create``)."""
+    if file_flags is not None:
+        return os.open(name, file_flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666, dir_fd=dir_fd)
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if not create:
+            raise
+    with contextlib.suppress(FileExistsError):  # made meanwhile by someone else: open it
+        os.mkdir(name, 0o777, dir_fd=dir_fd)
+    return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
 
 
 def _symlink_target(name: str, dir_fd: int) -> str | None:

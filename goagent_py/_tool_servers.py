@@ -60,7 +60,9 @@ async def server_tools(*servers: ToolServer) -> list[Tool]:
     return out
 
 
-async def sync_server_tools(tools: MutableMapping[str, Tool], servers: Sequence[ToolServer]) -> bool:
+async def sync_server_tools(
+    tools: MutableMapping[str, Tool], servers: Sequence[ToolServer]
+) -> bool:
     """Bring the server tools in ``tools`` (an agent's tools by name) up to date with ``servers``.
 
     The agent calls this before each run and between turns (never during a tool batch): it

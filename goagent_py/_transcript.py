@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from goagent_py._metadata_keys import SYNTHETIC_METADATA_KEY, UI_ONLY_KEY
 from goagent_py.dispatch import error_text
 from goagent_py.errors import ToolAbortedError
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock, ThinkingBlock, ToolCall
@@ -21,13 +22,10 @@ __all__ = [
     "error_result",
     "repair_transcript",
     "strip_thinking",
+    "synthetic",
     "tool_message",
     "truncate_content",
 ]
-
-SYNTHETIC_METADATA_KEY = "goagent.synthetic"
-UI_ONLY_KEY = "goagent.ui_only"
-"""Messages with this metadata set stay in the transcript for UIs and never reach the model."""
 
 
 def strip_thinking(messages: list[Message]) -> list[Message]:
@@ -77,6 +75,13 @@ def error_result(call: ToolCall, error: BaseException, text: str = "") -> ToolRe
     return ToolResult(call, [TextBlock(text or error_text(error))], error)
 
 
+def synthetic(message: Message, kind: str) -> Message:
+    """``message`` marked as made by the framework (``kind``: "aborted", "interrupted"...),
+    so the record tells an entry the run wrote for a stop from one the model or a tool wrote."""
+    message.metadata[SYNTHETIC_METADATA_KEY] = kind
+    return message
+
+
 def repair_transcript(messages: list[Message], reason: str = "interrupted") -> list[Message]:
     """``messages`` with an error result added for every tool call that has none, right after
     its assistant message's results, and results without a call dropped: a transcript every
@@ -99,6 +104,6 @@ def repair_transcript(messages: list[Message], reason: str = "interrupted") -> l
             found = results.get(call.id)
             if found is None:
                 error = ToolAbortedError(call.name, reason)
-                found = tool_message(error_result(call, error))
+                found = synthetic(tool_message(error_result(call, error)), reason)
             out.append(found)
     return out

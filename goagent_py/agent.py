@@ -8,7 +8,9 @@ import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Generic, Unpack, overload
+
+from typing_extensions import TypeVar
 
 from goagent_py._control import RunControl
 from goagent_py._loop import Run
@@ -37,6 +39,10 @@ from goagent_py.results import RunResult
 from goagent_py.tools import Tool, ToolDefinition, _name_of
 
 __all__ = ["Agent", "Prompt"]
+
+Out = TypeVar("Out", default=str)
+RunOut = TypeVar("RunOut")
+_UNSET: Any = object()
 
 _BLOCK_TYPES = (TextBlock, ImageBlock, DocumentBlock, ThinkingBlock)
 
@@ -94,7 +100,7 @@ def _check_blocks(blocks: Sequence[Any], where: str) -> list[ContentBlock]:
     return list(blocks)
 
 
-class Agent:
+class Agent(Generic[Out]):
     """An agent: a model that calls tools in a loop until it answers.
 
     Configure it with settings as keywords, or with ``with_*`` options (the same settings, for
@@ -149,6 +155,13 @@ class Agent:
         transform_context: rewrite the messages sent with each request.
         tool_retry: a :class:`RetryPolicy` for failed tool calls (None: no retry).
         rate_limit: a :class:`RateLimitConfig` for tool calls (None: no limit).
+        output_type: the type of ``result.output`` (default ``str``, the text): a pydantic
+            model, dataclass, TypedDict, ``list[...]``, a union or a ``Literal``; the answer is
+            validated, and an invalid one sent back to the model (see docs/typed-output.md).
+        output_mode: "tool", "native" or "prompted" (None: the provider's default).
+        output_retries: how many times an invalid output is sent back (default 1).
+        output_validators: functions run on the validated output; they may raise
+            :class:`ModelRetry` with a message for the model.
 
     Raises:
         ConfigurationError: a setting is missing, of the wrong type or out of range; the
@@ -156,10 +169,20 @@ class Agent:
         TypeError: an unknown keyword (the message suggests the closest setting).
     """
 
-    def __init__(self, *options: Option, **settings: Unpack[AgentSettings]) -> None:
+    def __init__(
+        self,
+        *options: Option,
+        output_type: type[Out] = str,  # type: ignore[assignment]  # Out defaults to str
+        **settings: Unpack[AgentSettings],
+    ) -> None:
         # The keywords arrive as the dict of those given, which is what build_options reads: a
         # signature with every setting spelled out cost ~3 us per agent to sort given from not.
-        self._setup(build_options(options, settings))
+        # output_type is apart so a type checker binds Out to it (a union or a Literal, which
+        # are not a type[...] to mypy, make an Agent[Any]).
+        keywords: dict[str, Any] = dict(settings)
+        if output_type is not str:
+            keywords["output_type"] = output_type
+        self._setup(build_options(options, keywords))
 
     def _setup(self, options: AgentOptions) -> None:
         self._options = options
@@ -179,7 +202,7 @@ class Agent:
             logger=o.logger,
         )
 
-    def replace(self, **settings: Unpack[AgentSettings]) -> Agent:
+    def replace(self, **settings: Unpack[AgentSettings]) -> Agent[Out]:
         """A new agent with these settings changed (the same keywords as the constructor).
 
         For switching model, system prompt, thinking or tools between runs (a
@@ -204,9 +227,12 @@ class Agent:
             mcp_connectors=list(self._options.mcp_connectors),
             mcp_servers=list(self._options.mcp_servers),
             sequential_tools=set(self._options.sequential_tools),
+            output_validators=[]
+            if "output_validators" in settings
+            else list(self._options.output_validators),
             sources=dict(self._options.sources),
         )
-        clone = Agent.__new__(Agent)
+        clone: Agent[Out] = Agent.__new__(Agent)
         clone._setup(build_options((), settings, base=base))
         return clone
 
@@ -225,7 +251,7 @@ class Agent:
         """The registered tools, in registration order (connector tools after local ones)."""
         return list(self._tools.values())
 
-    def as_tool(self, *, name: str, description: str, **options: Any) -> AgentTool:
+    def as_tool(self, *, name: str, description: str, **options: Any) -> AgentTool[Agent[Any]]:
         """This agent as a tool another agent's model can call: see
         :func:`goagent_py.agent_tool.as_tool` for the options and what crosses the boundary."""
         return as_tool(self, name=name, description=description, **options)
@@ -276,13 +302,21 @@ class Agent:
         control: RunControl | None = None,
         history: list[Message] | None = None,
         path: tuple[str, ...] = (),
+        output_type: object = _UNSET,
+        deps: Any = None,
     ) -> Run:
         """The :class:`Run` of one prompt, not started (its ``events()`` runs it).
 
         For sessions and orchestration built on the agent; applications call :meth:`run`,
         :meth:`stream` or use a :class:`~goagent_py.Session`. ``prompt=None`` continues from
-        ``history`` without a new user message.
+        ``history`` without a new user message; ``output_type`` overrides the agent's for
+        this run.
         """
+        output = (
+            self._options.output
+            if output_type is _UNSET or output_type is self._options.output_type
+            else self._options.output_spec(output_type)
+        )
         messages = [] if prompt is None else to_messages(prompt, "run()")
         await self._connect()
         if self._options.mcp_servers:
@@ -299,45 +333,78 @@ class Agent:
             history=history,
             path=path,
             refresh_tools=self._current_tools if self._options.mcp_servers else None,
+            output=output,
+            deps=deps,
         )
 
-    async def run(self, prompt: Prompt) -> RunResult:
-        """Run the agent on a prompt and return what the run did (``result.text`` is the answer).
+    @overload
+    async def run(self, prompt: Prompt, *, deps: Any = None) -> RunResult[Out]: ...
+    @overload
+    async def run(
+        self, prompt: Prompt, *, output_type: type[RunOut], deps: Any = None
+    ) -> RunResult[RunOut]: ...
+    @overload
+    async def run(
+        self, prompt: Prompt, *, output_type: object, deps: Any = None
+    ) -> RunResult[Any]: ...
+    async def run(
+        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Any = None
+    ) -> RunResult[Any]:
+        """Run the agent on a prompt and return what the run did (``result.output`` is the
+        answer, of the agent's ``output_type``; ``result.text`` its text).
 
         Args:
             prompt: text, content blocks (``[TextBlock(...), ImageBlock(...)]``), or user
                 messages.
+            output_type: this run's output type, instead of the agent's.
+            deps: request-scoped dependencies (a user id, a database connection) that tools
+                read as ``current_tool_context().deps``.
 
         Raises:
             MaxIterationsError: the iteration budget ran out (the turn is still persisted).
             ProviderError: the model call failed.
             MemoryStoreError: memory could not be loaded.
             ConfigurationError: the prompt is not text, blocks or user messages.
+            OutputValidationError: the output stayed invalid after ``output_retries``.
 
         A failed run's exception carries the run's result as ``exc.run_result``.
         """
-        run = await self.start_run(prompt, streaming=False)
+        run = await self.start_run(prompt, streaming=False, output_type=output_type, deps=deps)
         async for _ in run.events():
             pass
         assert run.result is not None
         return run.result
 
-    async def stream(self, prompt: Prompt) -> AsyncIterator[AgentEvent]:
+    async def stream(
+        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Any = None
+    ) -> AsyncIterator[AgentEvent]:
         """Run the agent and yield its events as they happen (text deltas when the provider
-        streams). The last event is :class:`~goagent_py.AgentEnd`; failures then raise as in
-        :meth:`run`."""
-        run = await self.start_run(prompt, streaming=True)
+        streams). The last event is :class:`~goagent_py.AgentEnd` (its result's ``output``
+        is the typed answer); failures then raise as in :meth:`run`."""
+        run = await self.start_run(prompt, streaming=True, output_type=output_type, deps=deps)
         # aclosing: a consumer that stops early still ends the run (on_run_end) right away.
         async with contextlib.aclosing(run.events()) as events:
             async for event in events:
                 yield event
 
-    def run_sync(self, prompt: Prompt) -> RunResult:
+    @overload
+    def run_sync(self, prompt: Prompt, *, deps: Any = None) -> RunResult[Out]: ...
+    @overload
+    def run_sync(
+        self, prompt: Prompt, *, output_type: type[RunOut], deps: Any = None
+    ) -> RunResult[RunOut]: ...
+    @overload
+    def run_sync(
+        self, prompt: Prompt, *, output_type: object, deps: Any = None
+    ) -> RunResult[Any]: ...
+    def run_sync(
+        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Any = None
+    ) -> RunResult[Any]:
         """Blocking :meth:`run`, for scripts and notebooks without an event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(prompt))
+            return asyncio.run(self.run(prompt, output_type=output_type, deps=deps))
         raise ConfigurationError(
             "run_sync() was called inside a running event loop: use 'await agent.run(...)'"
         )
@@ -352,7 +419,7 @@ class Agent:
             except Exception as exc:
                 self._options.logger.warning("connector close failed: %s", exc)
 
-    async def __aenter__(self) -> Agent:
+    async def __aenter__(self) -> Agent[Out]:
         await self._connect()
         return self
 
@@ -389,6 +456,7 @@ def _signature() -> inspect.Signature:
                 )
                 for name, annotation in AgentSettings.__annotations__.items()
             ),
+            inspect.Parameter("output_type", keyword, default=str, annotation="type[Out]"),
         ],
         return_annotation="None",
     )

@@ -31,10 +31,9 @@ What crosses the boundary:
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol
-
-from pydantic_core import to_json
+from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 from goagent_py._loop import Run
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking
@@ -55,7 +54,7 @@ class ChildAgent(Protocol):
     without this module importing it back (docs/architecture.md, "Layers").
     """
 
-    def replace(self, *, max_iterations: int) -> ChildAgent: ...
+    def replace(self, *, max_iterations: int) -> Self: ...
 
     async def start_run(
         self,
@@ -65,6 +64,7 @@ class ChildAgent(Protocol):
         history: list[Message] | None = None,
         path: tuple[str, ...] = (),
     ) -> Run: ...
+
 
 HistoryMode = Literal["none", "last_user"] | Callable[[list[Message]], Sequence[Message]]
 """What the child sees of its parent's conversation: nothing, the parent's last user message, or
@@ -87,7 +87,10 @@ def _default_returns(result: RunResult) -> str:
     return result.text
 
 
-class AgentTool:
+_A = TypeVar("_A", bound=ChildAgent)
+
+
+class AgentTool(Generic[_A]):
     """A tool that runs a child agent (made by :func:`as_tool`; see the module docstring).
 
     Attributes:
@@ -97,7 +100,7 @@ class AgentTool:
 
     def __init__(
         self,
-        agent: ChildAgent,
+        agent: _A,
         *,
         name: str,
         description: str,
@@ -148,7 +151,8 @@ class AgentTool:
                 raise ToolArgumentsError(self.name, "'prompt' must be a non-empty string")
             return text
         # A custom schema without a prompt field: the child reads the arguments as JSON.
-        return to_json(args).decode()
+        # (json, not pydantic: an agent imports this module, and a plain run loads no pydantic)
+        return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
 
     def _messages(self, transcript: list[Message], text: str) -> tuple[Any, list[Message] | None]:
         """The child's prompt and history from the parent's transcript."""
@@ -211,7 +215,7 @@ def _user(text: str) -> Message:
 
 
 def as_tool(
-    agent: ChildAgent,
+    agent: _A,
     *,
     name: str,
     description: str,
@@ -221,7 +225,7 @@ def as_tool(
     max_iterations: int | None = None,
     returns: Callable[[RunResult], str | list[ContentBlock]] = _default_returns,
     streaming: bool = False,
-) -> AgentTool:
+) -> AgentTool[_A]:
     """A tool that runs ``agent`` as a sub-agent (see the module docstring for what crosses).
 
     Args:

@@ -15,7 +15,8 @@ so a delegation chain cannot run away::
 Every model call of every agent run inside ``with budget:`` draws from it exactly once: the
 loop checks the active budget before each call and charges it after, whether the agent was run
 by you at the top, as a tool, as a node or through a handoff. :meth:`guard` makes an agent draw
-from a budget even when none is active. A sub-agent that runs out is an error result its
+from a budget even when none is active (and makes it active around the agent's tool calls, so
+its sub-agents draw from it too). A sub-agent that runs out is an error result its
 parent's model reads; the parent's next model call then fails with the same error.
 
 Concurrent branches (``Parallel``, parallel tool calls) check the budget before their calls and
@@ -30,9 +31,10 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any, Literal, Protocol, Self, TypeVar
 
+from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.hooks import Hooks
-from goagent_py.messages import Usage
+from goagent_py.messages import ContentBlock, ToolCall, Usage
 from goagent_py.options import AgentOptions, PrepareTurn
 from goagent_py.provider import CompletionRequest
 from goagent_py.results import ModelResponse
@@ -46,7 +48,13 @@ class _Guardable(Protocol):
     @property
     def options(self) -> AgentOptions: ...
 
-    def replace(self, *, prepare_turn: PrepareTurn | None, hooks: list[Hooks]) -> Self: ...
+    def replace(
+        self,
+        *,
+        prepare_turn: PrepareTurn | None,
+        hooks: list[Hooks],
+        dispatch_middlewares: list[DispatchMiddleware],
+    ) -> Self: ...
 
 
 _A = TypeVar("_A", bound=_Guardable)
@@ -74,6 +82,9 @@ class BudgetExceededError(GoAgentError):
 
 
 _current: ContextVar[Budget | None] = ContextVar("goagent_budget", default=None)
+_entered: ContextVar[tuple[Token[Budget | None], ...]] = ContextVar(
+    "goagent_budget_entered", default=()
+)
 
 
 def current_budget() -> Budget | None:
@@ -116,7 +127,6 @@ class Budget:
         self.max_seconds = _limit(max_seconds, "max_seconds")
         self._clock = clock
         self._started: float | None = None
-        self._tokens: list[Token[Budget | None]] = []
         self.iterations = 0
         self.tokens = 0
 
@@ -125,16 +135,27 @@ class Budget:
     def __enter__(self) -> Budget:
         if self._started is None:
             self._started = self._clock()
-        self._tokens.append(_current.set(self))
+        # The token stack lives in the context, not on the budget: tasks that enter the same
+        # budget concurrently (parallel tool calls, a task group) exit in any order.
+        _entered.set((*_entered.get(), _current.set(self)))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _current.reset(self._tokens.pop())
+        *rest, token = _entered.get()
+        _entered.set(tuple(rest))
+        _current.reset(token)
 
     @property
     def elapsed(self) -> float:
         """Seconds since the budget was first made active (0 before)."""
         return 0.0 if self._started is None else self._clock() - self._started
+
+    def remaining_seconds(self) -> float | None:
+        """Seconds left of ``max_seconds`` (None: no wall-time limit); flows bound each node
+        by it, so a node still running when the time is up is stopped."""
+        if self.max_seconds is None:
+            return None
+        return max(0.0, self.max_seconds - self.elapsed)
 
     # -- accounting --------------------------------------------------------------------------
 
@@ -160,8 +181,20 @@ class Budget:
 
     def guard(self, agent: _A) -> _A:
         """A copy of ``agent`` that draws from this budget when no budget is active (inside
-        ``with budget:`` every run draws from the active one, guarded or not, once per call)."""
+        ``with budget:`` every run draws from the active one, guarded or not, once per call).
+
+        Run on its own, the guarded agent also makes this budget active around each of its tool
+        calls, so the agents it calls as tools (and their own sub-agents) draw from it too."""
         own = agent.options.prepare_turn
+
+        def activate(next_call: DispatchFunc) -> DispatchFunc:
+            async def call(tool_call: ToolCall) -> list[ContentBlock]:
+                if current_budget() is not None:
+                    return await next_call(tool_call)
+                with self:  # each call's own context: calls of one turn run concurrently
+                    return await next_call(tool_call)
+
+            return call
 
         async def prepare(request: CompletionRequest) -> CompletionRequest:
             if current_budget() is None:
@@ -180,4 +213,5 @@ class Budget:
         return agent.replace(
             prepare_turn=prepare,
             hooks=[*agent.options.hook_sets, Hooks(on_provider_response=charge)],
+            dispatch_middlewares=[*agent.options.dispatch_middlewares, activate],
         )

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,6 +40,7 @@ from goagent_py.resilience import (
     CircuitBreaker,
     PerTool,
     RetryPolicy,
+    check_circuit_breaker,
     check_rate_limit,
     retry_middleware,
 )
@@ -53,15 +54,12 @@ __all__ = [
     "DispatchMiddleware",
     "Dispatcher",
     "RateLimitConfig",
+    "check_dispatch_settings",
     "circuit_breaker_middleware",
     "logging_middleware",
     "recovery_middleware",
     "timeout_middleware",
 ]
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(slots=True, frozen=True)
@@ -73,16 +71,7 @@ class CircuitBreakerConfig:
     reset_timeout: float = 30.0
 
     def __post_init__(self) -> None:
-        if not _is_int(self.max_failures) or self.max_failures <= 0:
-            raise ConfigurationError(
-                f"CircuitBreakerConfig(max_failures={self.max_failures!r}): must be an int > 0 "
-                "(pass circuit_breaker=None to switch the breaker off)"
-            )
-        reset = self.reset_timeout
-        if not isinstance(reset, int | float) or isinstance(reset, bool) or reset <= 0:
-            raise ConfigurationError(
-                f"CircuitBreakerConfig(reset_timeout={reset!r}): must be > 0 seconds"
-            )
+        check_circuit_breaker(self.max_failures, self.reset_timeout, owner="CircuitBreakerConfig")
 
 
 @dataclass(slots=True, frozen=True)
@@ -104,6 +93,53 @@ class RateLimitConfig:
             raise ConfigurationError(f"RateLimitConfig: {exc}") from None
         if isinstance(self.per_tool, Mapping):
             object.__setattr__(self, "per_tool", dict(self.per_tool))
+
+
+def check_dispatch_settings(
+    *,
+    timeout: object = None,
+    circuit_breaker: object = None,
+    retry: object = None,
+    rate_limit: object = None,
+    middlewares: Iterable[object] = (),
+    said: Callable[[str, object], str],
+) -> None:
+    """Check the chain's settings; raise :class:`ConfigurationError` naming the fix.
+
+    The one check behind :class:`Dispatcher` and ``Agent``, so both refuse a wrong setting when
+    built, in the same words (a wrong one let through would fail every call instead).
+
+    Args:
+        timeout, circuit_breaker, retry, rate_limit, middlewares: as :class:`Dispatcher` takes
+            them.
+        said: ``said(name, value)`` says how the caller wrote the setting ``name`` (a
+            :class:`Dispatcher` parameter), e.g. ``"tool_timeout=0"``; called only for a message.
+    """
+    if timeout is not None:
+        _check_timeout(timeout, said("timeout", timeout))
+    for name, value, expected, want in (
+        ("circuit_breaker", circuit_breaker, CircuitBreakerConfig,
+         "a CircuitBreakerConfig(max_failures=5, reset_timeout=30.0)"),
+        ("retry", retry, RetryPolicy, "a RetryPolicy(max_attempts=3)"),
+        ("rate_limit", rate_limit, RateLimitConfig, "a RateLimitConfig(rate=10.0, burst=5)"),
+    ):  # fmt: skip
+        if value is not None and not isinstance(value, expected):
+            raise ConfigurationError(
+                f"{said(name, value)}: expected {want}, got {type(value).__name__}"
+            )
+    for middleware in middlewares:
+        if not callable(middleware):
+            raise ConfigurationError(
+                f"dispatch middleware {middleware!r} is not callable: a middleware takes "
+                "the next DispatchFunc and returns one"
+            )
+
+
+def _check_timeout(seconds: object, said: str) -> None:
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not seconds > 0:
+        raise ConfigurationError(
+            f"{said}: must be a number of seconds > 0 (or None for no timeout)"
+        )
 
 
 # Where the middlewares' events (retry, timeout, open circuit) go: set by the run in each call's
@@ -179,7 +215,11 @@ def timeout_middleware(seconds: float, hooks: Hooks | None = None) -> DispatchMi
     :class:`ToolTimeoutError`. A sync tool's thread cannot be stopped: it is abandoned.
 
     With ``hooks``, ``on_tool_timeout(call, seconds)`` fires for each call given up on.
+
+    Raises:
+        ConfigurationError: ``seconds`` is not a number > 0.
     """
+    _check_timeout(seconds, f"timeout_middleware({seconds!r})")
 
     def middleware(next_: DispatchFunc) -> DispatchFunc:
         async def call(tc: ToolCall) -> list[ContentBlock]:
@@ -220,7 +260,11 @@ def circuit_breaker_middleware(
     """A circuit breaker per tool name; rejected calls fail with :class:`CircuitOpenError`.
 
     With ``hooks``, ``on_circuit_open(call, open_until)`` fires on every rejection.
+
+    Raises:
+        ConfigurationError: a setting is out of range (checked now, not at the first call).
     """
+    check_circuit_breaker(max_failures, reset_timeout, owner="circuit_breaker_middleware")
     breakers: dict[str, CircuitBreaker] = {}
     log = logger or logging.getLogger("goagent_py.dispatch")
 
@@ -295,6 +339,10 @@ def _chain(base: DispatchFunc, middlewares: Sequence[DispatchMiddleware]) -> Dis
     return base
 
 
+def _dispatcher_said(name: str, value: object) -> str:
+    return f"Dispatcher({name}={value!r})"
+
+
 def error_text(error: BaseException) -> str:
     """The text the model reads for a failed call."""
     return f"Error: {error}"
@@ -318,6 +366,10 @@ class Dispatcher:
             of the run that made the call (and reach the agent's hooks from there).
         logger: where the logging middleware writes.
         clock: the monotonic clock of the breaker and the rate limiter (tests inject one).
+
+    Raises:
+        ConfigurationError: a setting is of the wrong type or out of range (checked here, so
+            a wrong one never fails every call instead).
     """
 
     def __init__(
@@ -333,6 +385,14 @@ class Dispatcher:
         logger: logging.Logger | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
+        check_dispatch_settings(
+            timeout=timeout,
+            circuit_breaker=circuit_breaker,
+            retry=retry,
+            rate_limit=rate_limit,
+            middlewares=middlewares,
+            said=_dispatcher_said,
+        )
         self._tools = tools
         self._logger = logger or _DISPATCH_LOG
         self._settings = (timeout, circuit_breaker, retry, rate_limit, middlewares, hooks, clock)

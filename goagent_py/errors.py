@@ -12,8 +12,14 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     ├── MaxIterationsError              the iteration budget ran out (iterations, last_thought)
     ├── TokenBudgetError                the run's token budget ran out (budget, used)
     ├── MemoryStoreError                short-term or long-term memory failed to load or store
+    │   └── CorruptedDataError          a stored row cannot be read (retrying cannot help)
+    ├── ModelRetry                      raised by an output validator: ask the model again
+    ├── OutputValidationError           the model's output stayed invalid after its retries
     ├── NoEmbeddableContentError        nothing in the input can be embedded (also a ValueError)
     ├── SessionBusyError                a session (or its history lease) is in use by another run
+    │   └── LeaseLostError              a write under a run lease that another run has taken over
+    ├── InvalidTranscriptError          a transcript breaks a vendor's pairing or role rules
+    │                                   (defined in goagent_py.transcript, with Violation)
     └── ToolError                       base of what a tool call can end in; the model reads these
         ├── ToolNotFoundError           the model named a tool that does not exist
         ├── ToolArgumentsError          the arguments failed validation
@@ -38,12 +44,16 @@ from typing import Any
 __all__ = [
     "CircuitOpenError",
     "ConfigurationError",
+    "CorruptedDataError",
     "GoAgentError",
     "InvalidMediaTypeError",
+    "LeaseLostError",
     "MaxIterationsError",
     "TokenBudgetError",
     "MemoryStoreError",
     "MissingExtraError",
+    "ModelRetry",
+    "OutputValidationError",
     "NoEmbeddableContentError",
     "ProviderError",
     "SessionBusyError",
@@ -205,6 +215,11 @@ class MemoryStoreError(GoAgentError):
     """Short-term or long-term memory could not be loaded or stored."""
 
 
+class CorruptedDataError(MemoryStoreError):
+    """A stored row cannot be read (bad JSON, not a message): retrying cannot help, so durable
+    runs fail at once instead of retrying; the message names the row and what to do."""
+
+
 class SessionBusyError(GoAgentError):
     """A session (or a session's history lease) is in use by another run.
 
@@ -218,6 +233,34 @@ class SessionBusyError(GoAgentError):
         super().__init__(message)
         self.session_id = session_id
         self.holder = holder
+
+
+class LeaseLostError(SessionBusyError):
+    """A write under a run lease was refused: the lease expired and another run took it over
+    (fencing), so nothing of the write was stored.
+
+    The run that gets this lost its session, typically after a pause longer than the lease's
+    ``ttl`` (a stopped process, a long GC pause, a partition): it must stop, not retry.
+
+    Attributes:
+        session_id: the session.
+        holder: the run that holds the lease now ("" if none).
+        token: the fencing token of the lost lease.
+        current_token: the token of the lease now in force.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str = "",
+        holder: str = "",
+        token: int = 0,
+        current_token: int = 0,
+    ) -> None:
+        super().__init__(message, session_id=session_id, holder=holder)
+        self.token = token
+        self.current_token = current_token
 
 
 class NoEmbeddableContentError(GoAgentError, ValueError):
@@ -348,3 +391,38 @@ class TokenBudgetError(GoAgentError):
 
     def __reduce__(self) -> _Reduced:
         return self._reduce_with(self.budget, self.used)
+
+
+class ModelRetry(GoAgentError):
+    """Raised by an output validator to send the model back with ``message`` (what to fix).
+
+    The run counts it against ``output_retries``, like a schema validation failure.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+class OutputValidationError(GoAgentError):
+    """The model's output did not validate against ``output_type`` (or an output validator
+    kept asking for a retry) after ``output_retries`` retries.
+
+    Attributes:
+        raw_output: the last output the model gave, as it gave it (JSON text).
+        errors: what was wrong with it (the message the model would have read).
+        retries: how many retries the run allowed.
+    """
+
+    def __init__(self, raw_output: str, errors: str, retries: int) -> None:
+        self.raw_output = raw_output
+        self.errors = errors
+        self.retries = retries
+        super().__init__(
+            f"the model's output stayed invalid after {retries} retries: {errors} "
+            f"(last output: {raw_output[:500]!r}); raise output_retries=, simplify the "
+            "output type, or use a stronger model"
+        )
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.raw_output, self.errors, self.retries)

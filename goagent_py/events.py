@@ -24,12 +24,11 @@ import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from goagent_py.messages import Message, Role, ScoredMessage, StopReason, ToolCall, Usage
 from goagent_py.provider import CompletionRequest
 from goagent_py.results import ModelResponse, RunInfo, RunResult, ToolResult
-
 
 __all__ = [
     "AbortRequested",
@@ -49,6 +48,7 @@ __all__ = [
     "MessagesInjected",
     "ModelRequest",
     "ModelResponse",
+    "OutputDelta",
     "QueueUpdate",
     "ToolExecutionEnd",
     "ToolExecutionStart",
@@ -133,6 +133,16 @@ class MessageDelta:
     delta: str
     call_id: str = ""
     name: str = ""
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True)
+class OutputDelta:
+    """The typed output so far, while a typed run streams its answer: ``partial`` is what the
+    JSON received until now validates to (a list with its first items, a model once its
+    required fields are in). Sent when it changes; the final output is ``AgentEnd``'s."""
+
+    partial: Any
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
@@ -274,7 +284,6 @@ class CompactionEvent:
     usage: Usage = field(default_factory=Usage)
 
 
-
 USAGE_SINK: contextvars.ContextVar[Callable[[Usage], None] | None] = contextvars.ContextVar(
     "goagent_compaction_usage_sink", default=None
 )
@@ -286,6 +295,7 @@ EVENT_SINK: contextvars.ContextVar[Callable[[CompactionEvent], None] | None] = (
 )
 """Set by a run around ``transform_context``: each :class:`CompactionEvent` is passed to it, so
 the run can emit it among its own events."""
+
 
 @dataclass(slots=True)
 class ContextCompacted:
@@ -339,6 +349,7 @@ AgentEvent = (
     | ModelRequest
     | MessageStart
     | MessageDelta
+    | OutputDelta
     | ModelResponse
     | MessageEnd
     | ToolExecutionStart

@@ -18,15 +18,21 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from goagent_py._tool_servers import ToolServer
-from goagent_py.dispatch import CircuitBreakerConfig, DispatchMiddleware, RateLimitConfig
+from goagent_py.dispatch import (
+    CircuitBreakerConfig,
+    DispatchMiddleware,
+    RateLimitConfig,
+    check_dispatch_settings,
+)
 from goagent_py.errors import ConfigurationError
 from goagent_py.hooks import Hooks, ToolResult, merge_hooks
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol, WritePolicy
 from goagent_py.messages import Message, ToolCall
-from goagent_py.provider import CompletionRequest, Provider, ThinkingConfig
+from goagent_py.output import OutputSpec, OutputValidator
+from goagent_py.provider import CompletionRequest, OutputMode, Provider, ThinkingConfig
 from goagent_py.resilience import PerTool, RetryPolicy
 from goagent_py.tools import Tool, _name_of
 
@@ -63,6 +69,10 @@ __all__ = [
     "with_mcp_server",
     "with_model",
     "with_name",
+    "with_output_mode",
+    "with_output_retries",
+    "with_output_type",
+    "with_output_validator",
     "with_prepare_arguments",
     "with_prepare_turn",
     "with_provider",
@@ -149,10 +159,6 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 class AgentSettings(TypedDict, total=False):
     """The keyword settings of :class:`~goagent_py.Agent` and ``Agent.replace``, for type
     checkers: ``Agent(provider=p, max_iteration=5)`` is an error under mypy or pyright, and a
@@ -198,6 +204,9 @@ class AgentSettings(TypedDict, total=False):
     transform_context: TransformContext | None
     tool_retry: RetryPolicy | None
     rate_limit: RateLimitConfig | None
+    output_mode: OutputMode | None
+    output_retries: int
+    output_validators: Sequence[OutputValidator]
 
 
 @dataclass(slots=True)
@@ -244,6 +253,11 @@ class AgentOptions:
     transform_context: TransformContext | None = None
     tool_retry: RetryPolicy | None = None
     rate_limit: RateLimitConfig | None = None
+    output_type: Any = str
+    output_mode: OutputMode | None = None
+    output_retries: int = 1
+    output_validators: list[OutputValidator] = field(default_factory=list)
+    output: OutputSpec[Any] | None = None  # built from the four above (validate); None: text
     sources: dict[str, Label] = field(default_factory=dict)
 
     def _said(self, setting: str, default: str) -> str:
@@ -287,12 +301,14 @@ class AgentOptions:
                 "namespaces the agent's memory sessions, so use 1-128 letters, digits, '_', '-' "
                 "or '.', starting with a letter or digit"
             )
-        if self.tool_timeout is not None and (
-            not _is_number(self.tool_timeout) or self.tool_timeout <= 0
-        ):
-            raise ConfigurationError(
-                f"{self._said('tool_timeout', 'tool_timeout')}: must be a number of seconds > 0 "
-                "(or None for no timeout)"
+        if not _DISPATCH_SET.isdisjoint(given):
+            check_dispatch_settings(
+                timeout=self.tool_timeout,
+                circuit_breaker=self.circuit_breaker,
+                retry=self.tool_retry,
+                rate_limit=self.rate_limit,
+                middlewares=self.dispatch_middlewares,
+                said=self._said_dispatch,
             )
         self._check_types()
         if self.effort is not None and self.effort not in _EFFORTS:
@@ -331,6 +347,35 @@ class AgentOptions:
             self.hooks = merge_hooks(*self.hook_sets)
         if self.before_tool_call is not None:
             self.before_tool_call_sees_message = _takes_two(self.before_tool_call)
+        if _given_any(self.sources, _OUTPUT):
+            self.output = self.output_spec(self.output_type)
+
+    def output_spec(self, output_type: Any) -> OutputSpec[Any] | None:
+        """The spec a run with ``output_type`` uses (None: plain text, nothing to check). The
+        agent's output validators check the agent's own output type only."""
+        if not _is_int(self.output_retries) or self.output_retries < 0:
+            raise ConfigurationError(
+                f"{self._said('output_retries', 'output_retries')}: must be an int >= 0"
+            )
+        validators = self.output_validators if output_type is self.output_type else []
+        for validator in validators:
+            if not callable(validator):
+                raise ConfigurationError(
+                    f"output_validators: {validator!r} is not a function; a validator takes the "
+                    "output and returns it, or raises ModelRetry('what to fix')"
+                )
+        if output_type is str and not validators:
+            return None
+        return OutputSpec(
+            output_type,
+            mode=self.output_mode,
+            retries=self.output_retries,
+            validators=validators,
+        )
+
+    def _said_dispatch(self, name: str, value: object) -> str:
+        setting = _DISPATCH_SETTING.get(name, name)
+        return self._said(setting, f"{setting}={value!r}")
 
     def _check_provider(self) -> None:
         if self.provider is None:
@@ -353,11 +398,6 @@ class AgentOptions:
             ("long_term_memory", self.long_term_memory, LongTermMemoryProtocol,
              "async retrieve(query, top_k=, session=) and store(messages, session=), "
              "e.g. LongTermMemory(...)"),
-            ("tool_retry", self.tool_retry, RetryPolicy, "a RetryPolicy(max_attempts=3)"),
-            ("circuit_breaker", self.circuit_breaker, CircuitBreakerConfig,
-             "a CircuitBreakerConfig(max_failures=5, reset_timeout=30.0)"),
-            ("rate_limit", self.rate_limit, RateLimitConfig,
-             "a RateLimitConfig(rate=10.0, burst=5)"),
             ("logger", self.logger, logging.Logger, "a logging.Logger"),
         ]  # fmt: skip
         for setting, value, expected, want in checks:
@@ -374,12 +414,6 @@ class AgentOptions:
                 raise ConfigurationError(
                     f"{self._said(setting, setting)}: expected a function, "
                     f"got {type(value).__name__}"
-                )
-        for middleware in self.dispatch_middlewares:
-            if not callable(middleware):
-                raise ConfigurationError(
-                    f"dispatch middleware {middleware!r} is not callable: a middleware takes "
-                    "the next DispatchFunc and returns one"
                 )
         for hooks in self.hook_sets:
             if not isinstance(hooks, Hooks):
@@ -411,11 +445,17 @@ _POSITIVE_INTS = (
     "max_parallel_tools", "max_run_tokens",
 )  # fmt: skip
 _POSITIVE_INT_SET = frozenset(_POSITIVE_INTS)
+_OUTPUT = frozenset({"output_type", "output_mode", "output_retries", "output_validators"})
+# The Agent's names of the Dispatcher's settings (check_dispatch_settings checks them for both).
+_DISPATCH_SETTING = {"timeout": "tool_timeout", "retry": "tool_retry"}
+_DISPATCH_SET = frozenset(
+    {"tool_timeout", "circuit_breaker", "tool_retry", "rate_limit", "dispatch_middlewares"}
+)
 _TYPED = frozenset(
     {
-        "short_term_memory", "long_term_memory", "tool_retry", "circuit_breaker", "rate_limit",
-        "logger", "before_tool_call", "after_tool_call", "transform_context", "write_policy",
-        "prepare_arguments", "should_stop", "prepare_turn", "dispatch_middlewares", "hooks",
+        "short_term_memory", "long_term_memory", "logger", "before_tool_call", "after_tool_call",
+        "transform_context", "write_policy", "prepare_arguments", "should_stop", "prepare_turn",
+        "hooks",
     }
 )  # fmt: skip
 
@@ -448,7 +488,8 @@ def build_options(
             )
         step.apply(settings)
     for key, value in keywords.items():
-        if key in _SCALARS:  # the common case, without building an Option
+        # output_type is not in AgentSettings: Agent.__init__ takes it apart, to type the agent.
+        if key in _SCALARS or key == "output_type":  # the common case, without an Option
             setattr(settings, key, value)
             settings.sources[key] = (key, value)
         elif key == "tools":
@@ -495,6 +536,9 @@ def _keyword_option(key: str, value: Any) -> Option:
         option = Option("sequential_tools", lambda o: o.sequential_tools.update(names))
     elif key == "stop_on_denied":
         option = Option("stop_on_denied", lambda o: setattr(o, "stop_on_denied", bool(value)))
+    elif key == "output_validators":
+        validators = _sequence(key, value)
+        option = Option(key, lambda o: o.output_validators.extend(validators))
     elif key in _SCALARS:
         option = _set(key, value)
     else:
@@ -515,7 +559,7 @@ def _keyword_option(key: str, value: Any) -> Option:
 _SPECIAL = (
     "tools", "hooks", "dispatch_middlewares", "mcp_connectors", "mcp_servers", "thinking",
     "adaptive_thinking",
-    "sequential_tools", "stop_on_denied",
+    "sequential_tools", "stop_on_denied", "output_validators",
 )  # fmt: skip
 _SCALARS = frozenset(
     {
@@ -525,9 +569,10 @@ _SCALARS = frozenset(
         "after_tool_call", "prepare_arguments", "should_stop", "prepare_turn", "tool_execution",
         "max_parallel_tools", "max_run_tokens", "max_tool_result_chars", "transform_context",
         "tool_retry",
-        "rate_limit",
+        "rate_limit", "output_mode", "output_retries",
     }
 )  # fmt: skip
+
 
 class Option:
     """One configuration step for :class:`~goagent_py.Agent`, made by a ``with_*`` function.
@@ -812,3 +857,25 @@ def with_max_tool_result_chars(n: int | None) -> Option:
 def with_transform_context(fn: TransformContext) -> Option:
     """Rewrite the messages sent with each request; the run's history stays intact."""
     return _set("transform_context", fn)
+
+
+def with_output_type(output_type: Any) -> Option:
+    """The type of ``result.output`` (see ``Agent(output_type=...)``, which a type checker
+    follows: this option types the agent's output as ``Any``)."""
+    return _set("output_type", output_type)
+
+
+def with_output_mode(mode: OutputMode | None) -> Option:
+    """How typed output is asked for: "tool", "native" or "prompted" (None: the provider's
+    default)."""
+    return _set("output_mode", mode)
+
+
+def with_output_retries(n: int) -> Option:
+    """How many times an invalid output is sent back to the model before the run fails."""
+    return _set("output_retries", n)
+
+
+def with_output_validator(*validators: OutputValidator) -> Option:
+    """Functions run on the validated output; they may raise ``ModelRetry('what to fix')``."""
+    return Option("output_validators", lambda o: o.output_validators.extend(validators))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from goagent_py.messages import Message, StopReason, ThinkingBlock, Usage
 from goagent_py.tools import ToolDefinition
@@ -13,10 +13,13 @@ from goagent_py.tools import ToolDefinition
 __all__ = [
     "CompletionRequest",
     "CompletionResponse",
+    "OutputFormat",
+    "OutputMode",
     "Provider",
     "StreamDone",
     "StreamEvent",
     "StreamingProvider",
+    "StructuredOutputProvider",
     "TextDelta",
     "ThinkingConfig",
     "ThinkingDelta",
@@ -40,6 +43,26 @@ class ThinkingConfig:
         return self.budget_tokens == 0
 
 
+OutputMode = Literal["tool", "native", "prompted"]
+"""How a run asks for typed output: a final-result tool the model calls, the provider's own
+structured output (a JSON schema the provider enforces), or JSON asked for in the prompt."""
+
+
+@dataclass(slots=True, frozen=True)
+class OutputFormat:
+    """The JSON the model must answer with, for providers that enforce it (native mode).
+
+    Attributes:
+        name: a name for the schema (``[a-zA-Z0-9_-]``, what OpenAI's ``json_schema.name`` takes).
+        schema: a JSON schema whose top level is an object.
+        description: what the output is, for the model.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+
+
 @dataclass(slots=True)
 class CompletionRequest:
     """One call to a model.
@@ -52,6 +75,10 @@ class CompletionRequest:
         thinking: extended thinking, or None for off.
         effort: "low", "medium" or "high", or None for the provider's default.
         max_tokens: the output token limit, or None for the provider's default.
+        output: a JSON schema the answer must follow (the provider's structured output), or
+            None for free text. OpenAI sends it as ``response_format``, Anthropic as
+            ``output_config.format``, Ollama as ``format``; a provider that cannot enforce one
+            ignores it (the run still validates the answer and asks again).
     """
 
     model: str
@@ -61,6 +88,7 @@ class CompletionRequest:
     thinking: ThinkingConfig | None = None
     effort: Effort | None = None
     max_tokens: int | None = None
+    output: OutputFormat | None = None
 
 
 @dataclass(slots=True)
@@ -139,6 +167,17 @@ class Provider(Protocol):
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         """Send ``request`` to the model and return its answer."""
         ...
+
+
+@runtime_checkable
+class StructuredOutputProvider(Provider, Protocol):
+    """A provider that enforces a JSON schema on its answer (:attr:`CompletionRequest.output`).
+
+    ``default_output_mode`` is the mode a run with an ``output_type`` uses on it unless the
+    agent says otherwise (``"tool"`` where tool calling is the surer path).
+    """
+
+    default_output_mode: OutputMode
 
 
 @runtime_checkable

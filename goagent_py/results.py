@@ -7,10 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, Generic, cast
+
+from typing_extensions import TypeVar  # a default (PEP 696): a bare RunResult is RunResult[str]
 
 from goagent_py.messages import ContentBlock, Message, StopReason, ToolCall, Usage
 
 __all__ = ["ModelResponse", "ProviderEvent", "RunInfo", "RunResult", "ToolResult"]
+
+Out = TypeVar("Out", default=str)
 
 
 @dataclass(slots=True, frozen=True)
@@ -87,13 +92,17 @@ class ToolResult:
 
 
 @dataclass(slots=True, frozen=True)
-class RunResult:
+class RunResult(Generic[Out]):
     """What a run did: the answer, why it stopped, what it cost, what it added.
 
-    ``str(result)`` is the answer text.
+    ``str(result)`` is the answer text. ``RunResult[Out]``: ``output`` has the run's
+    ``output_type`` (``str`` by default).
 
     Attributes:
-        text: the final answer text ("" when the run failed before one).
+        output: the validated answer, of the run's ``output_type`` (for ``str``, the text;
+            None when the run failed before one).
+        text: the final answer text ("" when the run failed before one; in tool mode, the
+            JSON the model gave).
         stop_reason: the final response's stop reason, so a truncated answer is never silent;
             ``ABORTED`` when the run was aborted.
         iterations: model calls made (1-based).
@@ -116,6 +125,7 @@ class RunResult:
     messages: list[Message] = field(default_factory=list)
     error: BaseException | None = None
     run_id: str = ""
+    output: Out = field(default=cast(Any, None))
 
     def __str__(self) -> str:
         return self.text

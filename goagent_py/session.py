@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -38,6 +38,7 @@ from goagent_py._transcript import UI_ONLY_KEY, repair_transcript
 from goagent_py.agent import Agent, Prompt, to_messages
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEvent, CompactionEvent, QueueUpdate
+from goagent_py.memory.base import ShortTermMemoryProtocol
 from goagent_py.messages import Message, Role, ToolCall
 from goagent_py.results import RunResult
 from goagent_py.tools import Tool
@@ -52,6 +53,7 @@ class _CompactsNow(Protocol):
 
     @property
     def events(self) -> Sequence[CompactionEvent]: ...
+
 
 __all__ = ["Session", "SessionState"]
 
@@ -120,8 +122,12 @@ class Session:
         self._control = RunControl(
             steering_mode=steering_mode, follow_up_mode=follow_up_mode, on_change=self._queued
         )
+        # With short-term memory, storage is the record and this is its projection, reloaded
+        # after every change (never extended by hand: issue 28); without one, this list is the
+        # record itself.
         self._transcript: list[Message] = []
         self._loaded = False
+        self._busy = False  # set before the first await of a run: one run at a time
         self._run: Run | None = None
         self._subscribers: list[Subscriber] = []
         self._last_error: BaseException | None = None
@@ -132,20 +138,46 @@ class Session:
 
     @property
     def transcript(self) -> list[Message]:
-        """The conversation so far (a copy)."""
+        """The conversation so far (a copy): with short-term memory, every stored message but
+        the compaction boundaries (UI-only messages and what a summary covers included)."""
         return list(self._transcript)
 
     async def load(self) -> list[Message]:
         """Load the transcript from the agent's short-term memory (done before the first run).
 
         A stored transcript that ends in tool calls without results (a crash in the middle of
-        a batch, written by an older version) is repaired in memory with error results.
+        a batch, written by an older version) is repaired: the missing error results are
+        appended to storage, so what is stored and what is shown stay one record.
         """
         memory = self.agent.options.short_term_memory
         if memory is not None:
-            self._transcript = repair_transcript(await memory.messages(), "interrupted")
+            stored = await _full(memory)
+            repaired = repair_transcript(stored, "interrupted")
+            if len(repaired) > len(stored) and repaired[: len(stored)] == stored:
+                await memory.append(*repaired[len(stored) :])
+                stored = await _full(memory)
+            self._transcript = stored
         self._loaded = True
         return self.transcript
+
+    async def _history(self) -> list[Message]:
+        """What the next run starts from: the model's view of the record (the latest compaction
+        boundary and what follows it, through the memory's window), or the session's list."""
+        memory = self.agent.options.short_term_memory
+        if memory is None:
+            return list(self._transcript)
+        return repair_transcript(await memory.messages(), "interrupted")
+
+    async def _reload(self) -> None:
+        """Project the record again after a run or a change (storage wins, always)."""
+        memory = self.agent.options.short_term_memory
+        if memory is None:
+            return
+        try:
+            self._transcript = await _full(memory)
+        except Exception as exc:  # the run's own outcome is what the caller gets
+            _log.warning("reloading the transcript from short-term memory failed: %s", exc)
+            self._loaded = False  # the next run loads it again
 
     async def reset(self) -> None:
         """Forget the conversation: clear the transcript, the queues and (if it can) memory."""
@@ -200,7 +232,8 @@ class Session:
             )
         if not self._loaded:
             await self.load()
-        await compactor.compact_now(self._transcript, focus=focus)
+        await compactor.compact_now(await self._history(), focus=focus)
+        await self._reload()
         return compactor.events[-1] if compactor.events else None
 
     async def add_ui_message(self, message: Message) -> None:
@@ -211,9 +244,11 @@ class Session:
             await self.load()
         message.metadata[UI_ONLY_KEY] = True
         memory = self.agent.options.short_term_memory
-        if memory is not None:
-            await memory.append(message)
-        self._transcript.append(message)
+        if memory is None:
+            self._transcript.append(message)
+            return
+        await memory.append(message)
+        await self._reload()
 
     # -- queues and abort (thread-safe) ------------------------------------------------------
 
@@ -244,10 +279,12 @@ class Session:
         "after_turn" (let the model's reply and its tools finish). A no-op when idle."""
         if mode not in ("now", "after_tools", "after_turn"):
             raise ConfigurationError(f"abort({mode!r}): use 'now', 'after_tools' or 'after_turn'")
-        if self._run is None:
+        if not self._busy:
             return
+        # Busy covers the start of a run too (history load, MCP connection): the run checks
+        # the lever before its first model call, so an early abort is never dropped.
         self._control.abort(mode, reason)
-        self._publish(AbortRequested(mode, reason))
+        self._publish_on_loop(AbortRequested(mode, reason))
 
     # -- observation -------------------------------------------------------------------------
 
@@ -281,7 +318,10 @@ class Session:
                 _log.exception("session subscriber %r raised; the run goes on", subscriber)
 
     def _queued(self, queue: str, size: int) -> None:
-        event = QueueUpdate(queue, size)  # type: ignore[arg-type]
+        self._publish_on_loop(QueueUpdate(queue, size))  # type: ignore[arg-type]
+
+    def _publish_on_loop(self, event: AgentEvent) -> None:
+        """Publish from any thread: subscribers are called on the session's loop."""
         loop = self._loop
         try:
             running = asyncio.get_running_loop()
@@ -295,7 +335,7 @@ class Session:
     # -- runs --------------------------------------------------------------------------------
 
     def _ensure_idle(self, what: str) -> None:
-        if self._run is not None:
+        if self._busy:
             raise SessionBusyError(
                 f"{what}: the session is running; steer(), follow_up() or abort() it, or wait "
                 "for the run to end"
@@ -329,46 +369,60 @@ class Session:
         assert self._last_result is not None
         return self._last_result
 
-    async def stream(self, prompt: Prompt) -> AsyncIterator[AgentEvent]:
+    async def stream(self, prompt: Prompt) -> AsyncGenerator[AgentEvent, None]:
         """Like :meth:`prompt`, yielding the run's events as they happen."""
-        self._ensure_idle("prompt()")
         messages = to_messages(prompt, "prompt()")
-        async for event in self._go(messages):
-            yield event
+        self._claim("prompt()")
+        async with contextlib.aclosing(self._go(messages)) as events:
+            async for event in events:
+                yield event
 
-    async def stream_continue(self) -> AsyncIterator[AgentEvent]:
+    async def stream_continue(self) -> AsyncGenerator[AgentEvent, None]:
         """Like :meth:`continue_`, yielding the run's events as they happen."""
-        self._ensure_idle("continue_()")
-        if not self._loaded:
-            await self.load()
-        if not self._transcript:
-            raise ConfigurationError("continue_(): the transcript is empty; use prompt(...)")
-        prompt: list[Message] | None = None
-        if self._transcript[-1].role is Role.ASSISTANT:
-            prompt = self._control.take_steering() or self._control.take_follow_ups()
-            if not prompt:
-                raise ConfigurationError(
-                    "continue_(): the transcript ends with the assistant's answer and no "
-                    "message is queued; prompt(...) or steer(...)/follow_up(...) first"
-                )
-        async for event in self._go(prompt):
-            yield event
+        self._claim("continue_()")
+        try:
+            if not self._loaded:
+                await self.load()
+            if not self._transcript:
+                raise ConfigurationError("continue_(): the transcript is empty; use prompt(...)")
+            prompt: list[Message] | None = None
+            if self._transcript[-1].role is Role.ASSISTANT:
+                prompt = self._control.take_steering() or self._control.take_follow_ups()
+                if not prompt:
+                    raise ConfigurationError(
+                        "continue_(): the transcript ends with the assistant's answer and no "
+                        "message is queued; prompt(...) or steer(...)/follow_up(...) first"
+                    )
+        except BaseException:
+            self._busy = False
+            raise
+        async with contextlib.aclosing(self._go(prompt)) as events:
+            async for event in events:
+                yield event
 
-    async def _go(self, prompt: list[Message] | None) -> AsyncIterator[AgentEvent]:
+    def _claim(self, what: str) -> None:
+        """Mark the session busy before anything awaits: two prompts started together (say,
+        under ``asyncio.gather``) cannot both pass the check, and an abort that lands while
+        the run starts (history load, MCP connection) is kept, not reset."""
+        self._ensure_idle(what)
+        self._busy = True
         self._loop = asyncio.get_running_loop()
-        if not self._loaded:
-            await self.load()
         self._control.abort_mode = None
         self._control.abort_reason = ""
-        run = await self.agent.start_run(
-            prompt,
-            streaming=True,
-            control=self._control,
-            history=list(self._transcript),
-        )
-        self._run = run
+
+    async def _go(self, prompt: list[Message] | None) -> AsyncGenerator[AgentEvent, None]:
+        run: Run | None = None
         self._last_error = None
         try:
+            if not self._loaded:
+                await self.load()
+            run = await self.agent.start_run(
+                prompt,
+                streaming=True,
+                control=self._control,
+                history=await self._history(),
+            )
+            self._run = run
             async with contextlib.aclosing(run.events()) as events:
                 async for event in events:
                     self._publish(event)
@@ -377,8 +431,23 @@ class Session:
             self._last_error = exc
             raise
         finally:
-            self._transcript.extend(repair_transcript(run.new_messages, "interrupted"))
-            self._transcript = repair_transcript(self._transcript, "interrupted")
-            self._last_result = run.result
+            if run is not None:
+                if self.agent.options.short_term_memory is None:
+                    self._transcript = repair_transcript(
+                        self._transcript + run.new_messages, "interrupted"
+                    )
+                else:
+                    await self._reload()
+                self._last_result = run.result
             self._run = None
+            self._busy = False
             self._control.abort_mode = None
+
+
+async def _full(memory: ShortTermMemoryProtocol) -> list[Message]:
+    """Every stored message but the compaction boundaries (the memory's view if it has no
+    ``transcript()``: a third-party memory)."""
+    transcript = getattr(memory, "transcript", None)
+    if callable(transcript):
+        return list(await transcript())
+    return list(await memory.messages())

@@ -17,14 +17,17 @@ Outside a run (a tool called directly, in a test) :func:`current_tool_context` r
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from goagent_py.messages import Message, ToolCall, Usage
 
 __all__ = ["ToolContext", "current_tool_context"]
+
+D = TypeVar("D")
 
 
 def _drop(_: Any) -> None:
@@ -51,6 +54,8 @@ class ToolContext:
         usage_sink: where :meth:`add_usage` sends tokens (the loop sets it; a no-op by default).
         messages_source: what :meth:`transcript` reads (the loop sets it; empty by default).
         outcome: what :meth:`set_details` and :meth:`terminate` recorded for the result.
+        deps: the run's request-scoped dependencies (``agent.run(prompt, deps=...)``), or None.
+        cancel_event: set when the call is abandoned (see :attr:`cancelled`).
     """
 
     call: ToolCall
@@ -62,6 +67,28 @@ class ToolContext:
     usage_sink: Callable[[Usage], None] = field(default=_drop, repr=False)
     messages_source: Callable[[], Sequence[Message]] = field(default=_no_messages, repr=False)
     outcome: dict[str, Any] = field(default_factory=dict, repr=False)
+    deps: Any = field(default=None, repr=False)
+    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def deps_as(self, kind: type[D]) -> D:
+        """The run's deps, typed: ``current_tool_context().deps_as(MyDeps).db``.
+
+        Raises:
+            TypeError: the run's deps are not a ``kind`` (the message names both).
+        """
+        if not isinstance(self.deps, kind):
+            raise TypeError(
+                f"this run's deps are {type(self.deps).__name__}, not {kind.__name__}: pass "
+                f"deps={kind.__name__}(...) to agent.run()"
+            )
+        return self.deps
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the call was abandoned: the run was aborted or cancelled, or the call timed
+        out. A sync tool runs on in its worker thread after that (a thread cannot be stopped
+        from outside), so a long one polls this flag to stop early. Safe from any thread."""
+        return self.cancel_event.is_set()
 
     @property
     def idempotency_key(self) -> str:

@@ -8,6 +8,7 @@ model's arguments with pydantic before the function runs.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 import threading
@@ -37,6 +38,7 @@ from goagent_py.messages import (
     TextBlock,
     ThinkingBlock,
 )
+from goagent_py.tool_context import current_tool_context
 
 if TYPE_CHECKING:
     import pydantic
@@ -198,7 +200,7 @@ def _wrap(
         return convert(fn(args))
 
     async def call_sync(args: dict[str, Any]) -> list[ContentBlock]:
-        return await run_named(label, call_and_convert, args)
+        return await _in_worker(label, call_and_convert, args)
 
     return call_sync
 
@@ -591,6 +593,18 @@ def _format_validation_error(exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
+async def _in_worker(label: str, fn: Callable[..., T], /, *args: Any) -> T:
+    """Run a sync tool in a worker thread; if the call is abandoned (an abort, a cancel, a
+    timeout) the thread runs on, so the call's context says so (``ctx.cancelled``)."""
+    try:
+        return await run_named(label, fn, *args)
+    except asyncio.CancelledError:
+        ctx = current_tool_context()
+        if ctx is not None:
+            ctx.cancel_event.set()
+        raise
+
+
 def _call_to_blocks(fn: Callable[..., Any], args: dict[str, Any]) -> list[ContentBlock]:
     # In the worker thread: the result is serialised there too, under the call's timeout.
     return to_blocks(fn(**args))
@@ -609,7 +623,7 @@ def _typed_call(
     label = getattr(fn, "__name__", "fn")
 
     async def call_sync(args: dict[str, Any]) -> list[ContentBlock]:
-        return await run_named(label, _call_to_blocks, fn, args)
+        return await _in_worker(label, _call_to_blocks, fn, args)
 
     return call_sync
 

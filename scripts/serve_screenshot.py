@@ -166,6 +166,12 @@ def main() -> None:
             wait.until(lambda d: d.find_element(By.ID, "send").text == "Send")
             wait.until(lambda d: d.find_element(By.ID, "status").text.startswith("done"))
             ttft = driver.execute_script("return document.body.dataset.ttftMs")
+            # Selenium scrolls what it clicks into view, which once hid a login form stacked
+            # above the chat (issue 37): refuse to save a picture of a scrolled page.
+            if driver.find_element(By.ID, "login").is_displayed():
+                raise SystemExit("the login form is visible without auth")
+            if driver.execute_script("return window.scrollY") != 0:
+                raise SystemExit("the page is scrolled: the chat is not in view at first paint")
             out = Path(args.out)
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(driver.get_screenshot_as_png())

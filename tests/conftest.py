@@ -11,9 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from goagent_py import Agent, Option
 from goagent_py.testing import ScriptedProvider
+
+# No time limit per example: hypothesis's default (200 ms) is a timing assertion, and on a busy
+# machine a plain example of tests/test_messages.py took 365 ms and failed the run.
+settings.register_profile("goagent", deadline=None)
+settings.load_profile("goagent")
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -213,15 +212,6 @@ async def test_unknown_tool_bad_arguments_and_exceptions_become_error_results(
 
 
 # -- rule 5: calls of a turn run concurrently; cancellation is never swallowed ---------------
-
-
-async def _timed_parallel(make_agent: MakeAgent, t: Any) -> float:
-    calls = [ToolCall(f"c{i}", t.definition.name, {}) for i in range(3)]
-    p = ScriptedProvider(tool_call_response(*calls), "done")
-    agent = make_agent(p, tools=[t])
-    start = time.perf_counter()
-    await agent.run("go")
-    return time.perf_counter() - start
 
 
 async def _three_calls(make_agent: MakeAgent, t: Any) -> list[str]:
@@ -670,11 +660,13 @@ def test_bad_settings_fail_at_construction(settings: dict[str, Any], message: st
 
 
 def test_config_objects_check_their_values() -> None:
-    with pytest.raises(ConfigurationError, match="max_failures=-1"):
+    with pytest.raises(
+        ConfigurationError, match="CircuitBreakerConfig: max_failures must be > 0, got -1"
+    ):
         CircuitBreakerConfig(-1, 5)
-    with pytest.raises(ConfigurationError, match="reset_timeout=0"):
+    with pytest.raises(ConfigurationError, match="reset_timeout must be > 0, got 0"):
         CircuitBreakerConfig(3, 0)
-    with pytest.raises(ConfigurationError, match=r"max_failures=0"):
+    with pytest.raises(ConfigurationError, match=r"max_failures must be > 0, got 0"):
         with_circuit_breaker(0, 0)
 
 
@@ -751,10 +743,31 @@ def test_agent_settings_name_every_keyword_and_help_shows_them() -> None:
     # The TypedDict (what type checkers read) and the runtime (what build_options accepts) agree.
     assert set(AgentSettings.__annotations__) == set(_SCALARS) | set(_SPECIAL)
     params = inspect.signature(Agent).parameters
-    assert list(params) == ["options", *AgentSettings.__annotations__]
+    # output_type is apart from AgentSettings: the constructor binds the agent's output type to it.
+    assert list(params) == ["options", *AgentSettings.__annotations__, "output_type"]
     assert params["max_iterations"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["max_iterations"].annotation == "int"
     # Every keyword the runtime accepts works as a keyword (none is refused as unknown).
     agent = Agent(provider=ScriptedProvider(), max_iterations=3, adaptive_thinking=True)
     assert agent.options.max_iterations == 3
     assert agent.options.thinking is not None
+
+
+async def test_a_run_stopped_by_a_terminating_tool_stores_its_turn_once() -> None:
+    from goagent_py.memory import ShortTermMemory
+    from goagent_py.tool_context import current_tool_context
+
+    @tool
+    def finish() -> str:
+        """Finish the job."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        ctx.terminate()
+        return "done"
+
+    memory = ShortTermMemory()
+    p = ScriptedProvider(tool_call_response(("finish", {})))
+    await Agent(provider=p, tools=[finish], short_term_memory=memory).run("go")
+    stored = await memory.messages()
+    # The assistant message that made the call, once, and its result after it.
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]

@@ -110,7 +110,14 @@ class Harness:
         self.long_term: Any = None
         monkeypatch.setattr(cli, "_make_embedder", lambda: self.embedder)
 
-        async def long_term(path: Path, embedder: Any, closers: list[Any], args: Any) -> Any:
+        self.decider: Any = None
+
+        async def long_term(
+            path: Path, embedder: Any, closers: list[Any], args: Any, *, decider: Any = None
+        ) -> Any:
+            self.decider = decider
+            if self.long_term is not None:
+                self.long_term.decider = decider
             return self.long_term
 
         monkeypatch.setattr(cli, "_long_term", long_term)
@@ -185,7 +192,7 @@ async def test_slash_commands(harness: Any) -> None:
     assert await h.start() == cli.EXIT_OK
     out = h.out.getvalue()
     assert "t\n" in out  # the session list
-    assert "(nothing recalled for the last turn)" in out
+    assert "(long-term memory is off)" in out
     assert "unknown command /bogus" in out
     assert "(this session's conversation is forgotten)" in out
     assert "/memory" in out  # the help text
@@ -448,6 +455,7 @@ async def test_long_term_memory_keeps_the_users_statements_only(harness: Any) ->
 def test_memory_flags_have_documented_defaults() -> None:
     args = cli.build_parser().parse_args(["chat"])
     assert (args.remember, args.recall_threshold, args.small_model) == ("statements", 0.3, "auto")
+    assert args.memory_decider == "rules"
 
 
 # -- the clock says which zone its time is in (issue 37) --------------------------------------
@@ -531,3 +539,34 @@ async def test_continue_after_ctrl_c_mid_answer_finishes_the_answer(harness: Any
     assert [m.role for m in resumed] == ["user", "assistant", "user"]
     assert resumed[1].text == "Once upon a time, a fox"
     assert "Once upon a time, a fox" in resumed[2].text  # asked to go on from the partial text
+
+
+async def test_memory_shows_current_facts_and_their_history(harness: Any) -> None:
+    from goagent_py.memory.deciders import RuleDecider
+    from goagent_py.memory.long_term import LongTermMemory
+    from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+    from goagent_py.testing import FakeEmbedder
+
+    h = harness(ScriptedProvider("Nice.", "Nice."))
+    h.embedder = FakeEmbedder(64)
+    h.long_term = LongTermMemory(h.embedder, InMemoryVectorStore(), score_threshold=-1.0)
+    h.send(
+        b"I live in Lisbon.\nI moved to Porto last month.\n/memory\n/memory history\n"
+        b"/memory recalled\n/memory bogus\n"
+    )
+    h.close_input()
+    assert await h.start() == cli.EXIT_OK
+    assert isinstance(h.decider, RuleDecider)
+    out = h.out.getvalue().splitlines()
+    facts = [line for line in out if line.startswith("[1] I live")]
+    assert len(facts) == 1
+    assert facts[0].startswith("[1] I live in Porto. (since ")
+    history = "\n".join(out)
+    assert "- I live in Lisbon. [superseded " in history
+    assert "update by rules" in history
+    assert "(was: I live in Lisbon.)" in history
+    assert "superseded by rules" in history
+    assert "by: I live in Porto." in history
+    assert "usage: /memory [history|recalled]" in history
+    (record,) = await h.long_term.records(session="goagent-chat")
+    assert record.source_session == "t"  # the chat's --session

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from goagent_py.small_models.context_filters import INLINED_MEMORIES_KEY, inline_memories, second_person
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import (
     ImageBlock,
@@ -15,8 +14,13 @@ from goagent_py.messages import (
     user_message,
 )
 from goagent_py.provider import CompletionRequest
-from goagent_py.testing import FakeEmbedder, ScriptedProvider
+from goagent_py.small_models.context_filters import (
+    INLINED_MEMORIES_KEY,
+    inline_memories,
+    second_person,
+)
 from goagent_py.small_models.tool_selection import ToolSelectingProvider, select_tools
+from goagent_py.testing import FakeEmbedder, ScriptedProvider
 from goagent_py.tools import ToolDefinition
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16

@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from goagent_py import Agent, CircuitBreakerConfig, RateLimitConfig
-from goagent_py.dispatch import Dispatcher, DispatchFunc
+from goagent_py.dispatch import (
+    Dispatcher,
+    DispatchFunc,
+    circuit_breaker_middleware,
+    timeout_middleware,
+)
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
@@ -32,7 +37,7 @@ from goagent_py.options import (
     with_tool_timeout,
     with_tools,
 )
-from goagent_py.resilience import RetryPolicy
+from goagent_py.resilience import CircuitBreaker, RetryPolicy
 from goagent_py.testing import ScriptedProvider, tool_call_response
 from goagent_py.tools import Tool, tool
 
@@ -506,16 +511,18 @@ async def test_retry_waits_count_against_the_timeout_and_fail_the_breaker_once()
 
 
 async def test_rate_limit_waits_count_against_the_timeout() -> None:
+    switch = Switch()
+    switch.fail = False
     d = Dispatcher(
-        {"svc": switch_tool(Switch())},
+        {"svc": switch_tool(switch)},
         timeout=0.05,
         rate_limit=RateLimitConfig(0.001, 1),  # the second call would wait ~1000 s for a token
     )
     await d.execute(call())
-    started = asyncio.get_running_loop().time()
-    result = await d.execute(call())
+    # The bound only stops a hang (a wait for the token the timeout failed to cut short).
+    result = await asyncio.wait_for(d.execute(call()), 60)
     assert isinstance(error_of(result), ToolTimeoutError)
-    assert asyncio.get_running_loop().time() - started < 5
+    assert switch.calls == 1  # the second call never got its token
 
 
 # -- exception recovery -----------------------------------------------------------------------
@@ -668,3 +675,92 @@ async def test_with_rate_limit_limits_through_the_agent(make_agent: MakeAgent) -
     assert limited.is_error
     assert "timed out" in limited.text
     assert switch.calls == 2
+
+
+# -- one validation path for the chain's settings ---------------------------------------------
+
+
+@tool
+def f() -> str:
+    """A tool that answers."""
+    return "ran"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"circuit_breaker": (3, 10)},
+            r"Dispatcher\(circuit_breaker=\(3, 10\)\): expected a CircuitBreakerConfig\(",
+        ),
+        (
+            {"rate_limit": (2, 1)},
+            r"Dispatcher\(rate_limit=\(2, 1\)\): expected a RateLimitConfig\(",
+        ),
+        (
+            {"timeout": (1, 2)},
+            r"Dispatcher\(timeout=\(1, 2\)\): must be a number of seconds > 0",
+        ),
+        ({"timeout": 0}, r"Dispatcher\(timeout=0\): must be a number of seconds > 0"),
+        ({"timeout": True}, r"Dispatcher\(timeout=True\): must be a number"),
+        ({"retry": 3}, r"Dispatcher\(retry=3\): expected a RetryPolicy\("),
+        ({"middlewares": [42]}, r"dispatch middleware 42 is not callable"),
+    ],
+)
+def test_the_dispatcher_refuses_bad_settings_when_built(
+    settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        Dispatcher({"f": f}, **settings)
+
+
+@pytest.mark.parametrize(
+    ("agent_keyword", "dispatcher_keyword", "value"),
+    [
+        ("circuit_breaker", "circuit_breaker", (3, 10)),
+        ("rate_limit", "rate_limit", (2, 1)),
+        ("tool_timeout", "timeout", (1, 2)),
+        ("tool_timeout", "timeout", -1),
+        ("tool_retry", "retry", "twice"),
+    ],
+)
+def test_agent_and_dispatcher_refuse_a_setting_in_the_same_words(
+    agent_keyword: str, dispatcher_keyword: str, value: object
+) -> None:
+    with pytest.raises(ConfigurationError) as by_agent:
+        Agent(provider=ScriptedProvider(), **{agent_keyword: value})  # type: ignore[misc]
+    with pytest.raises(ConfigurationError) as by_dispatcher:
+        Dispatcher({"f": f}, **{dispatcher_keyword: value})
+    agent_label = f"{agent_keyword}={value!r}: "
+    dispatcher_label = f"Dispatcher({dispatcher_keyword}={value!r}): "
+    assert str(by_agent.value).startswith(agent_label)
+    assert str(by_dispatcher.value).startswith(dispatcher_label)
+    assert (
+        str(by_agent.value)[len(agent_label) :] == str(by_dispatcher.value)[len(dispatcher_label) :]
+    )
+
+
+async def test_a_dispatcher_built_with_good_settings_runs_the_tool() -> None:
+    dispatcher = Dispatcher(
+        {"f": f},
+        timeout=5,
+        circuit_breaker=CircuitBreakerConfig(3, 10),
+        retry=RetryPolicy(max_attempts=2),
+        rate_limit=RateLimitConfig(100.0, 5),
+    )
+    result = await dispatcher.execute(call("f"))
+    assert result.error is None
+    assert [block.text for block in result.content] == ["ran"]  # type: ignore[union-attr]
+
+
+def test_the_public_middlewares_refuse_bad_settings_when_built() -> None:
+    with pytest.raises(ConfigurationError, match=r"timeout_middleware\(\(1, 2\)\): must be"):
+        timeout_middleware((1, 2))  # type: ignore[arg-type]
+    with pytest.raises(
+        ConfigurationError, match=r"circuit_breaker_middleware: max_failures must be > 0, got '3'"
+    ):
+        circuit_breaker_middleware("3", 10)  # type: ignore[arg-type]
+    with pytest.raises(
+        ConfigurationError, match=r"CircuitBreaker: reset_timeout must be > 0, got \(1, 2\)"
+    ):
+        CircuitBreaker(3, (1, 2))  # type: ignore[arg-type]

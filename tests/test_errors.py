@@ -24,12 +24,16 @@ from goagent_py import errors
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
+    CorruptedDataError,
     GoAgentError,
     InvalidMediaTypeError,
+    LeaseLostError,
     MaxIterationsError,
     MemoryStoreError,
     MissingExtraError,
+    ModelRetry,
     NoEmbeddableContentError,
+    OutputValidationError,
     ProviderError,
     SessionBusyError,
     TokenBudgetError,
@@ -63,6 +67,12 @@ def _mcp() -> Any:
     import goagent_py.mcp.errors as errors
 
     return errors
+
+
+def _transcript() -> Any:
+    import goagent_py.transcript as transcript
+
+    return transcript
 
 
 def _compaction() -> Any:
@@ -119,6 +129,10 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.errors.MaxIterationsError": lambda: MaxIterationsError(5, "need one more look"),
     "goagent_py.errors.MemoryStoreError": lambda: MemoryStoreError("cannot open history.db"),
+    "goagent_py.errors.ModelRetry": lambda: ModelRetry("the total must be positive"),
+    "goagent_py.errors.OutputValidationError": lambda: OutputValidationError(
+        '{"total": -1}', "total: must be positive", 2
+    ),
     "goagent_py.errors.NoEmbeddableContentError": lambda: NoEmbeddableContentError(
         "nothing to embed: only images"
     ),
@@ -137,6 +151,13 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.TokenBudgetError": lambda: TokenBudgetError(500, 700),
     "goagent_py.errors.ToolAbortedError": lambda: ToolAbortedError("slow", "user pressed stop"),
     "goagent_py.errors.SessionBusyError": lambda: SessionBusyError("the session is running"),
+    "goagent_py.transcript.InvalidTranscriptError": lambda: _transcript().InvalidTranscriptError(
+        [_transcript().Violation(3, "orphan_result", "result for 'c1' follows no call")]
+    ),
+    "goagent_py.errors.LeaseLostError": lambda: LeaseLostError(
+        "lease lost", session_id="s", holder="w2", token=2, current_token=3
+    ),
+    "goagent_py.errors.CorruptedDataError": lambda: CorruptedDataError("seq=3 is corrupted"),
     "goagent_py.mcp.errors.MCPError": lambda: _mcp().MCPError("time", "boom"),
     "goagent_py.memory.compaction.CompactionError": lambda: _compaction().CompactionError(
         "the summary left an orphan tool call"
@@ -161,12 +182,13 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.orchestration._core.StepFailedError": lambda: _orchestration("StepFailedError"),
     "goagent_py.orchestration._core.MaxStepsError": lambda: _orchestration("MaxStepsError"),
+    "goagent_py.orchestration._core.NodeTimeoutError": lambda: _orchestration("NodeTimeoutError"),
     "goagent_py.orchestration.patterns.RouteError": lambda: _orchestration("RouteError"),
     "goagent_py.orchestration.handoff.HandoffRefusedError": lambda: _orchestration(
         "HandoffRefusedError"
     ),
     "goagent_py.cli._common.UsageError": lambda: _cli_error(),
-    "goagent_py.serve.app.HttpError": lambda: _serve_error(),
+    "goagent_py.serve._server.HttpError": lambda: _serve_error(),
     "goagent_py._paths.PathEscapeError": lambda: _path_error(),
     "goagent_py.coding._tool.CodingToolError": lambda: _coding_error(),
 }
@@ -182,6 +204,7 @@ def _orchestration(name: str) -> BaseException:
             ("pipeline", "writer"), ProviderError("HTTP 529: overloaded", status=529)
         ),
         "MaxStepsError": lambda: orchestration.MaxStepsError(4, ("write", "review"), ("graph",)),
+        "NodeTimeoutError": lambda: orchestration.NodeTimeoutError(("flow", "slow"), 0.5),
         "RouteError": lambda: orchestration.RouteError("maybe", ("billing", "tech")),
         "HandoffRefusedError": lambda: orchestration.HandoffRefusedError(
             "transfer_to_tech", "only one handoff per turn"
@@ -252,7 +275,20 @@ def test_the_walk_finds_exceptions_outside_errors() -> None:
     assert "goagent_py.testing.ScriptExhaustedError" in EXCEPTIONS
 
 
-@pytest.mark.parametrize("name", sorted(SAMPLES))
+# Modules that cannot be imported without an extra -> that extra (their samples skip without it).
+SAMPLE_EXTRAS = {"goagent_py.durable.": "temporal"}
+
+
+def _sample_params() -> list[Any]:
+    params = []
+    for name in sorted(SAMPLES):
+        extras = [extra for prefix, extra in SAMPLE_EXTRAS.items() if name.startswith(prefix)]
+        marks = [pytest.mark.needs_extra(*extras)] if extras else []
+        params.append(pytest.param(name, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("name", _sample_params())
 def test_every_exception_survives_pickle(name: str) -> None:
     original = SAMPLES[name]()
     assert f"{type(original).__module__}.{type(original).__qualname__}" == name

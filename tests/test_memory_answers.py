@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from goagent_py.small_models.context_filters import inline_memories
 from goagent_py.messages import user_message
 from goagent_py.provider import CompletionRequest
-from goagent_py.testing import FunctionProvider
+from goagent_py.small_models.context_filters import inline_memories
 from goagent_py.small_models.tool_answers import answer_from_memory, answer_from_tools
+from goagent_py.testing import FunctionProvider
 from goagent_py.tools import ToolDefinition
 
 
@@ -59,3 +59,32 @@ async def test_the_wrapper_answers_without_the_model_only_when_asked_to() -> Non
     plain = answer_from_tools(FunctionProvider(model), {})  # off by default
     assert (await plain.complete(request)).message.text == "You were born in India."
     assert len(calls) == 2
+
+
+def test_a_replaced_fact_is_said_as_the_past_and_answers_a_question_about_it() -> None:
+    from goagent_py.small_models.context_filters import used_to
+
+    assert used_to("I live in Lisbon.") == "Before, I used to live in Lisbon."
+    assert used_to("My name is Priya.") == "Before, my name used to be Priya."
+    assert used_to("I'm 34.") == "Before, I used to be 34."
+    assert used_to("The sky was blue.") == "Before: The sky was blue."
+    asked = _asked("Where did I live before?", used_to("I live in Lisbon."))
+    assert answer_from_memory(asked) == "Before, you used to live in Lisbon."
+
+
+def test_the_chat_says_back_the_replaced_fact_only_for_a_question_about_the_past() -> None:
+    from goagent_py.cli._setup import small_model_context
+    from goagent_py.memory.records import STATE_KEY
+    from goagent_py.messages import Message, Role, ScoredMessage, TextBlock
+
+    def fact(text: str, state: str) -> ScoredMessage:
+        return ScoredMessage(
+            Message(Role.USER, [TextBlock(text)], metadata={STATE_KEY: state}), 0.5
+        )
+
+    recalled = [fact("I live in Porto.", "current"), fact("I live in Lisbon.", "superseded")]
+    transform = small_model_context(lambda: recalled)
+    now = transform([user_message("Where do I live?")])
+    assert now[-1].text == "You live in Porto.\nWhere do I live?"
+    before = transform([user_message("Where did I live before?")])
+    assert before[-1].text == "Before, you used to live in Lisbon.\nWhere did I live before?"

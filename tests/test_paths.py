@@ -193,3 +193,25 @@ def test_a_symlink_swapped_in_and_out_1000_times_never_leads_outside(tree: Path)
     assert swaps == 1000
     assert reads["SECRET"] == 0, reads
     assert reads["inside"] + reads["refused"] > 0
+
+
+def test_directories_open_and_are_made_only_inside(tree: Path) -> None:
+    from goagent_py._paths import open_dir_in_root, relative_in_root, walk_files
+
+    fd, real = open_dir_in_root(tree, "inner_dir_link")
+    try:
+        assert real == "sub"
+        assert sorted(name for _, name, _ in walk_files(fd)) == ["b.txt"]  # up_link skipped
+    finally:
+        os.close(fd)
+    fd, real = open_dir_in_root(tree, "./sub/new/deeper", create=True)
+    os.close(fd)
+    assert real == "sub/new/deeper"
+    assert (tree / "sub" / "new" / "deeper").is_dir()
+    outside = tree.parent / "outside"
+    with pytest.raises(PathEscapeError):
+        open_dir_in_root(tree, "out_dir_link/made", create=True)
+    assert not (outside / "made").exists()
+    with pytest.raises(NotADirectoryError):
+        open_dir_in_root(tree, "a.txt")
+    assert relative_in_root(tree, ".//inner_dir_link//b.txt") == "sub/b.txt"

@@ -9,12 +9,14 @@ from __future__ import annotations
 import pytest
 
 from goagent_py import Agent, tool
-from goagent_py.small_models.context_filters import drop_earlier_tool_exchanges, drop_failed_tool_exchanges
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory.write_policies import is_statement, user_statements
 from goagent_py.messages import Message, Role, TextBlock, ToolCall, assistant_message, user_message
 from goagent_py.provider import CompletionRequest, StreamDone, StreamingProvider, TextDelta
-from goagent_py.testing import FakeEmbedder, ScriptedProvider, tool_call_response
+from goagent_py.small_models.context_filters import (
+    drop_earlier_tool_exchanges,
+    drop_failed_tool_exchanges,
+)
 from goagent_py.small_models.tool_answers import answer_from_tools, direct_answer
 from goagent_py.small_models.tool_selection import (
     limit_tool_rounds,
@@ -22,6 +24,7 @@ from goagent_py.small_models.tool_selection import (
     select_tools,
     trailing_tool_rounds,
 )
+from goagent_py.testing import FakeEmbedder, ScriptedProvider, tool_call_response
 from goagent_py.tools import ToolDefinition
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from goagent_py.errors import GoAgentError
+from goagent_py.errors import ConfigurationError
 from goagent_py.providers import DEFAULT_MODELS
 
 SYSTEM_PROMPT = (
@@ -37,8 +37,9 @@ EXIT_DATABASE = 4
 EXIT_INTERRUPTED = 130
 
 
-class UsageError(GoAgentError):
-    """The command line was wrong; the message says how to fix it."""
+class UsageError(ConfigurationError):
+    """The command line was wrong; the message says how to fix it (a misuse, so a
+    :class:`~goagent_py.errors.ConfigurationError`: every command exits with the usage code)."""
 
 
 def data_home() -> Path:

@@ -143,9 +143,16 @@ def write_policy(mode: str) -> Any:
 
 
 async def long_term_memory(
-    path: Path, embedder: Any, closers: list[Any], *, threshold: float | None, top_k: int = 3
+    path: Path,
+    embedder: Any,
+    closers: list[Any],
+    *,
+    threshold: float | None,
+    top_k: int = 3,
+    decider: Any = None,
 ) -> Any:
-    """Long-term memory on sqlite-vec at ``path`` with ``embedder``."""
+    """Long-term memory on sqlite-vec at ``path`` with ``embedder``, consolidating new facts
+    with ``decider`` (None: every statement is added)."""
     try:
         from goagent_py.memory.long_term import LongTermMemory
         from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
@@ -156,7 +163,7 @@ async def long_term_memory(
     # Read from the model folder without loading the model (loading takes seconds).
     store = SqliteVecStore(path, table="memories", dimensions=embedder.dimensions)
     closers.append(store)
-    return LongTermMemory(embedder, store, top_k=top_k, score_threshold=threshold)
+    return LongTermMemory(embedder, store, top_k=top_k, score_threshold=threshold, decider=decider)
 
 
 def small_model_provider(provider: Any, embedder: Any | None) -> Any:
@@ -187,15 +194,22 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
     With a fact recalled, earlier turns go: the model imitates their answers instead. Only the
     best one: given two facts, it mixes them ("your name is Biscuit").
     """
+    from goagent_py.memory.records import SUPERSEDED, asks_about_past, state_of
     from goagent_py.small_models.context_filters import (
         current_turn_start,
         drop_failed_tool_exchanges,
         inline_memories,
+        used_to,
     )
 
     def transform(messages: list[Any]) -> list[Any]:
-        facts = [s.message.text for s in recalled() if s.message.role == "user"][:1]
+        said = [s.message for s in recalled() if s.message.role == "user"]
+        facts = [m.text for m in said][:1]
         kept = drop_failed_tool_exchanges(messages)
+        # Asked about the past: the fact a newer one replaced, said as the past.
+        former = [m.text for m in said if state_of(m.metadata) == SUPERSEDED]
+        if former and kept and asks_about_past(kept[-1].text):
+            facts = [used_to(former[0])]
         if not kept or not kept[-1].text.rstrip().endswith("?"):
             facts = []  # a statement: quoted facts would only be parroted back
         if facts:

@@ -3,6 +3,7 @@
     goagent-py chat [--provider SPEC] [--base-url URL] [--session NAME] [--db PATH]
                     [--system PROMPT] [--no-memory] [--remember statements|all|none]
                     [--recall-threshold SCORE] [--small-model auto|on|off]
+                    [--memory-decider rules|model|none]
     goagent-py rag index PATH... [--db PATH] [--root DIR]
     goagent-py rag ask "question" [--db PATH] [--provider SPEC] [--base-url URL]
     goagent-py rag chat [--db PATH] [--provider SPEC] [--base-url URL]
@@ -13,7 +14,9 @@ model — and says which it picked. ``--base-url`` (or ``OPENAI_BASE_URL``) poin
 ``openai:MODEL`` at a compatible server such as llama.cpp's or vLLM's.
 
 Long-term memory keeps the user's statements (not the model's replies, which a small model
-often invents) and recalls only memories scoring at least ``--recall-threshold``.
+often invents) and recalls only memories scoring at least ``--recall-threshold``. A statement
+that changes a fact ("I moved to Porto") replaces the old one ("I live in Lisbon"), which is
+kept as history (``--memory-decider``; ``/memory history``).
 
 Exit codes (for scripts): 0 success; 1 a turn failed (provider or tool trouble); 2 bad usage
 (unknown provider string, bad arguments); 3 a missing optional extra; 4 a database problem
@@ -65,7 +68,8 @@ HELP = """commands:
   /help       this help
   /reset      forget this session's conversation (long-term memory stays)
   /sessions   list the stored sessions
-  /memory     what long-term memory recalled for the last turn, with scores
+  /memory     the facts long-term memory holds now (/memory history: every change;
+              /memory recalled: what was recalled for the last turn, with scores)
   /tools      which tools were offered to the model for the last turn, with scores
   /continue   resume after an aborted or failed turn
   /compact [focus]  summarise the older part of the conversation now (with --compact)
@@ -80,6 +84,7 @@ class ChatState:
     turn: asyncio.Task[Any] | None = None
     failures: int = 0
     selector: Any = None  # the tool selector, for /tools
+    memory: Any = None  # the long-term memory, for /memory
     session: Any = None  # the chat's Session
     aborting: bool = False  # a Ctrl-C asked the running turn to abort
 
@@ -114,6 +119,7 @@ async def build_agent(
     """The chat's agent (:func:`goagent_py.cli._agent.build_agent`, as ``serve`` and
     ``mcp serve`` build theirs) and its history storage (None with ``--no-memory``)."""
     from goagent_py.cli import _agent
+    from goagent_py.cli._memory import chat_decider, tag_conversation
     from goagent_py.cli._setup import write_policy
 
     small = picked.small if args.small_model == "auto" else args.small_model == "on"
@@ -132,8 +138,10 @@ async def build_agent(
         await storage.load()  # fail now, with a clear message, if the file is unusable
         settings["short_term_memory"] = ShortTermMemory(storage, TokenWindow(3000))
         if args.remember != "none" and embedder is not None:
-            settings["long_term_memory"] = await _long_term(vector_path, embedder, closers, args)
-            settings["write_policy"] = write_policy(args.remember)
+            decider = chat_decider(args.memory_decider, picked.provider, picked.model)
+            memory = await _long_term(vector_path, embedder, closers, args, decider=decider)
+            settings["long_term_memory"] = state.memory = memory
+            settings["write_policy"] = tag_conversation(write_policy(args.remember), args.session)
         console.note(f"session {args.session!r}; memory in {chat_path.parent}")
     else:
         storage = None
@@ -175,12 +183,14 @@ async def build_agent(
     return agent, storage
 
 
-async def _long_term(path: Path, embedder: Any, closers: list[Any], args: Any) -> Any:
+async def _long_term(
+    path: Path, embedder: Any, closers: list[Any], args: Any, *, decider: Any = None
+) -> Any:
     """Long-term memory on sqlite-vec with the local embedder."""
     from goagent_py.cli._setup import long_term_memory
 
     threshold = None if args.recall_threshold < 0 else args.recall_threshold
-    return await long_term_memory(path, embedder, closers, threshold=threshold)
+    return await long_term_memory(path, embedder, closers, threshold=threshold, decider=decider)
 
 
 async def run_chat(args: argparse.Namespace, console: Console) -> int:
@@ -400,10 +410,9 @@ async def _command(line: str, console: Console, state: ChatState, storage: Any) 
                     f"{'+'.join(done.steps) or 'nothing to do'})"
                 )
     elif name == "/memory":
-        if not state.recalled:
-            console.say("(nothing recalled for the last turn)")
-        for i, scored in enumerate(state.recalled, 1):
-            console.say(f"[{i}] {scored.score:.3f} {scored.message.role}: {scored.message.text}")
+        from goagent_py.cli._memory import memory_command
+
+        await memory_command(line[len(name) :], state.memory, state.recalled, console.say)
     elif name == "/tools":
         selection = getattr(state.selector, "last_selection", None)
         if selection is None:
@@ -463,6 +472,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="statements",
         help="what long-term memory keeps: the user's statements (default; never the model's "
         "replies, which may be invented), every user message and reply, or nothing",
+    )
+    chat.add_argument(
+        "--memory-decider",
+        choices=("rules", "model", "none"),
+        default="rules",
+        help="how a new fact changes what is remembered: model-free rules for English "
+        "first-person facts (default; 'I moved to Porto' replaces 'I live in Lisbon'), the "
+        "chat's own model, or none (every statement is added)",
     )
     chat.add_argument(
         "--recall-threshold",

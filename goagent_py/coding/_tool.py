@@ -14,7 +14,11 @@ from goagent_py.errors import GoAgentError, ToolArgumentsError
 from goagent_py.messages import ContentBlock, TextBlock, ToolCall
 from goagent_py.tools import ToolDefinition, validate_tool_name
 
-__all__ = ["CodingTool", "CodingToolError", "PathQueue", "call_key", "is_mutating"]
+__all__ = ["CodingTool", "CodingToolError", "PathQueue", "PathRule", "call_key", "is_mutating"]
+
+PathRule = Callable[[str, str], bool]
+"""``rule(tool_name, path) -> True`` when ``tool_name`` must not see or touch ``path`` (relative
+to the workspace root, symlinks resolved, ``/``-separated)."""
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
@@ -37,7 +41,15 @@ class CodingTool:
             for these); False for tools that only read.
     """
 
-    __slots__ = ("_body", "_definition", "mutating", "reserve")
+    __slots__ = (
+        "_body",
+        "_definition",
+        "add_path_rule",
+        "check",
+        "mutating",
+        "reserve",
+        "rule_path",
+    )
 
     def __init__(
         self,
@@ -55,6 +67,13 @@ class CodingTool:
         # reserve(call) -> release: takes the call's place in its file's write queue before an
         # approval gate may hold it (set by the file toolkit on its writing tools).
         self.reserve: Callable[[ToolCall], Callable[[], None] | None] | None = None
+        # rule_path(path) -> the path a rule is checked on (resolved, relative to the root), and
+        # add_path_rule(rule): what walks hide and opens refuse (set by the file toolkit).
+        self.rule_path: Callable[[str], str] | None = None
+        self.add_path_rule: Callable[[PathRule], None] | None = None
+        # check(args) raises CodingToolError for arguments the body would refuse: an approval
+        # policy runs it before asking (set by the shell tool; the body runs it too).
+        self.check: Callable[[dict[str, Any]], object] | None = None
 
     @property
     def definition(self) -> ToolDefinition:
@@ -117,13 +136,14 @@ def call_key(call: ToolCall) -> str:
 class PathQueue:
     """One queue per resolved path: the writers of one file run one after another, in order.
 
-    The agent runs a turn's calls concurrently. A mutating tool joins its path's queue the
-    moment its body starts (before any ``await``), so the order is the order the calls started,
-    which is the order the model gave them (the loop starts a turn's calls in that order).
-    An approval gate can delay one call and not the next; so a gate that sees the calls in
-    order (:class:`~goagent_py.coding.ApprovalPolicy`) takes each call's place in line first
-    (:meth:`reserve`), and the body, when it runs, uses that place. Calls on different paths do
-    not wait for each other.
+    The agent runs a turn's calls concurrently, and an approval gate can delay one call and
+    not the next, or answer them in any order. So the loop lets each call take its place in
+    line first (:meth:`reserve`, through the tool's ``reserve``; see
+    :func:`goagent_py._call_gates.take_place`), at the start of the call's task, before any
+    gate: the tasks start in the order the model gave the calls. The body, when it runs, uses
+    that place; a call that is blocked gives it up. A body with no place reserved (a tool
+    called directly) joins the line when it starts. Calls on different paths do not wait for
+    each other.
     """
 
     def __init__(self) -> None:

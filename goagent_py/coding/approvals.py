@@ -16,6 +16,15 @@ For each call, in this order:
 A pattern is ``"tool"`` or ``"tool(subject)"`` where both parts are globs; the subject is the
 call's ``path`` for file tools and the command line for a shell tool: ``"read_file"``,
 ``"write_file(src/**)"``, ``"shell(git status*)"``, ``"*(secrets/**)"``.
+
+For a shell tool (see :mod:`goagent_py.coding._commands`), a deny pattern also matches each
+program the call runs, named by its base name, through ``env``, ``sh -c``, ``;`` and ``&&``
+(``shell(rm *)`` blocks ``/bin/rm x``, ``env rm x``, ``true; rm x``): advisory over a shell,
+which can build a program name at run time. An allow pattern matches a command line only when
+it has no shell syntax. An "always" answer to a shell call remembers exactly that argv (or that
+command line), never a pattern. Before any of this, the call's arguments are checked
+(:func:`~goagent_py.coding._preflight.preflight`): a call a tool would refuse, or one holding a
+placeholder such as ``{path}``, is blocked with the reason and never asked about.
 """
 
 from __future__ import annotations
@@ -27,13 +36,20 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from goagent_py.coding._commands import (
+    exact_key,
+    has_shell_syntax,
+    is_command_call,
+    rule_matches_command,
+)
+from goagent_py.coding._preflight import preflight
 from goagent_py.coding._tool import is_mutating
 from goagent_py.coding.shell import command_text
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ToolCall
 from goagent_py.tools import Tool
 
-__all__ = ["Answer", "ApprovalPolicy", "ApprovalRequest", "Decision"]
+__all__ = ["Answer", "ApprovalPolicy", "ApprovalRequest", "Decision", "glob_escape"]
 
 Answer = Literal["allow", "always", "deny", "stop"]
 _ANSWERS = ("allow", "always", "deny", "stop")
@@ -74,6 +90,11 @@ def _subject(call: ToolCall) -> str:
     return ""
 
 
+def glob_escape(text: str) -> str:
+    """``text`` as a glob that matches exactly ``text`` (``*``, ``?`` and ``[`` made literal)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
 def _parse(pattern: str) -> tuple[str, str | None]:
     if not isinstance(pattern, str) or not pattern.strip():
         raise ConfigurationError(f"ApprovalPolicy: a pattern must be a non-empty str: {pattern!r}")
@@ -86,6 +107,13 @@ def _parse(pattern: str) -> tuple[str, str | None]:
 @dataclass
 class ApprovalPolicy:
     """A ``before_tool_call`` for coding agents (see the module docstring).
+
+    For the file tools a path is matched RESOLVED, relative to the root (``.//secrets/k`` and
+    a symlink ``alias -> secrets`` as ``alias/k`` are both ``secrets/k``), and the deny
+    patterns also filter what the walks return: with ``*(secrets/**)``, grep, glob and
+    list_dir leave out what is under ``secrets/``, and a read or write that reaches it through
+    a link swapped in later is refused when the file is opened (the tools hold the patterns:
+    a caller that shares the tool objects without the policy meets them too).
 
     Args:
         tools: the agent's tools, to tell read-only ones (``tool.mutating`` False) from the
@@ -106,10 +134,13 @@ class ApprovalPolicy:
     _allow: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
     _deny: list[tuple[str, str | None]] = field(default_factory=list, repr=False)
     _read_only: set[str] = field(default_factory=set, repr=False)
+    _rule_paths: dict[str, Callable[[str], str]] = field(default_factory=dict, repr=False)
     _asking: asyncio.Lock | None = field(default=None, repr=False)
     _reservers: dict[str, Callable[[ToolCall], Callable[[], None] | None]] = field(
         default_factory=dict, repr=False
     )
+    _by_name: dict[str, Tool] = field(default_factory=dict, repr=False)
+    _always: set[tuple[str, tuple[str, ...]]] = field(default_factory=set, repr=False)
     stopped: bool = field(default=False, init=False)
     """True once a "stop" answer was given (until :meth:`reset_stop`)."""
 
@@ -117,11 +148,38 @@ class ApprovalPolicy:
         self._allow = [_parse(p) for p in self.allow]
         self._deny = [_parse(p) for p in self.deny]
         self._read_only = {t.definition.name for t in self.tools if not is_mutating(t)}
+        self._by_name = {t.definition.name: t for t in self.tools}
         self._reservers = {
             t.definition.name: r for t in self.tools if (r := getattr(t, "reserve", None))
         }
         if self.ask is not None and not callable(self.ask):
             raise ConfigurationError("ApprovalPolicy(ask=...): expected a callable")
+        self._use_path_rules()
+
+    # -- path rules: one normalisation (the tool's rule_path), the same matcher everywhere ---
+
+    def _use_path_rules(self) -> None:
+        """Learn each file tool's path normalisation, and give the tools the deny patterns
+        to filter their walks and opens with."""
+        for t in self.tools:
+            normalise = getattr(t, "rule_path", None)
+            if callable(normalise):
+                self._rule_paths[t.definition.name] = normalise
+            add_rule = getattr(t, "add_path_rule", None)
+            if callable(add_rule):
+                add_rule(self.denies_path)
+
+    def denies_path(self, tool: str, path: str) -> bool:
+        """Whether a deny pattern covers ``tool`` on ``path`` (resolved, relative to the root)."""
+        return self._matches(self._deny, tool, path)
+
+    def _path_subject(self, call: ToolCall) -> str | None:
+        """The resolved path a file tool's call acts on (None for other calls)."""
+        normalise = self._rule_paths.get(call.name)
+        path = call.arguments.get("path")
+        if normalise is None or not isinstance(path, str):
+            return None
+        return normalise(path)
 
     def allow_for_session(self, pattern: str) -> None:
         """Allow calls matching ``pattern`` from now on (what an "always" answer does)."""
@@ -140,6 +198,32 @@ class ApprovalPolicy:
                 return True
         return False
 
+    def _denied(self, name: str, subject: str, call: ToolCall) -> bool:
+        if self._matches(self._deny, name, subject):
+            return True
+        return is_command_call(call.arguments) and rule_matches_command(
+            self._deny, name, call.arguments
+        )
+
+    def _allowed(self, name: str, subject: str, call: ToolCall) -> bool:
+        args = call.arguments
+        if not is_command_call(args):
+            return self._matches(self._allow, name, subject)
+        if (name, exact_key(args)) in self._always:
+            return True
+        # A pattern cannot tell what a line with shell syntax runs: `git status; rm -rf x`
+        # matches "git status*". Such a line is asked about.
+        if args.get("command") and has_shell_syntax(str(args["command"])):
+            return False
+        return self._matches(self._allow, name, subject)
+
+    def _remember(self, name: str, subject: str, call: ToolCall) -> None:
+        """An "always" answer: exactly this command for a shell tool, else the whole tool."""
+        if is_command_call(call.arguments) and subject:
+            self._always.add((name, exact_key(call.arguments)))
+        else:
+            self.allow_for_session(glob_escape(name))
+
     async def __call__(self, call: ToolCall) -> str | None:
         """The reason to block ``call``, or None to let it run."""
         # Before any await, so in call order: a write held by a question keeps its place in
@@ -157,12 +241,15 @@ class ApprovalPolicy:
         return reason
 
     async def _decide(self, call: ToolCall) -> str | None:
-        name, subject = call.name, _subject(call)
-        if self._matches(self._deny, name, subject):
+        name, subject = call.name, self._path_subject(call) or _subject(call)
+        problem = preflight(self._by_name.get(name), call)
+        if problem is not None:
+            return problem
+        if self._denied(name, subject, call):
             return f"{name} is not allowed on {subject or 'this'} (denied by policy)"
         if self.stopped:
             return "the user stopped this run"
-        if self._matches(self._allow, name, subject):
+        if self._allowed(name, subject, call):
             return None
         mutating = name not in self._read_only
         if not mutating and self.allow_read_only:
@@ -174,7 +261,7 @@ class ApprovalPolicy:
         async with self._asking:  # one question at a time, in the order the calls came
             if self.stopped:
                 return "the user stopped this run"
-            if self._matches(self._allow, name, subject):  # an "always" given meanwhile
+            if self._allowed(name, subject, call):  # an "always" given meanwhile
                 return None
             got = self.ask(ApprovalRequest(call, subject, mutating))
             if inspect.isawaitable(got):
@@ -185,8 +272,7 @@ class ApprovalPolicy:
         if decision.answer == "allow":
             return None
         if decision.answer == "always":
-            shell_like = "argv" in call.arguments or "command" in call.arguments
-            self.allow_for_session(f"{name}({subject})" if shell_like and subject else name)
+            self._remember(name, subject, call)
             return None
         where = f" on {subject}" if subject else ""
         reason = decision.reason or f"the user denied {name}{where}"

@@ -3,7 +3,19 @@
 Every path a model gives goes through :mod:`goagent_py._paths`: ``..``, absolute paths, NUL
 bytes and symlinks leading out are refused, and files are opened with the check made at open
 time (directory descriptors, ``O_NOFOLLOW``), so a symlink swapped in after a check cannot
-lead outside. Directory walks (glob, grep) use :func:`os.fwalk` without following symlinks.
+lead outside. Directory work is held the same way: list_dir, glob and grep open every
+directory in the descriptor of the one before it, never following a symlink, and write_file
+makes missing parent directories the same way, so a directory swapped for a symlink while a
+tool runs yields no name or byte from outside and no directory is made outside.
+
+Path rules (an :class:`~goagent_py.coding.ApprovalPolicy` deny pattern such as
+``*(secrets/**)``) reach the toolkit through :meth:`FileToolkit.add_path_rule`: what a walk
+finds under a denied path is left out of its answer, and a read or write whose opened file
+(symlinks resolved) is denied is refused.
+
+grep matches with the ``regex`` package (``pip install "goagent-py[code]"``) in a worker
+thread, with its matching time bounded (``grep_timeout``): a pattern that backtracks
+catastrophically ends in an error the model reads, and the event loop never stalls.
 
 A toolkit remembers what the agent read (modification time and SHA-256 per file). Writing or
 editing a file that changed since the agent last read it is refused as stale (the model reads
@@ -17,15 +29,22 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import re
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from goagent_py._paths import PathEscapeError, open_in_root, resolve_in_root
-from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue, call_key
+from goagent_py._paths import (
+    PathEscapeError,
+    open_dir_in_root,
+    open_file_in_root,
+    relative_in_root,
+    resolve_in_root,
+    walk_files,
+)
+from goagent_py.coding._match import LineSearch, glob_matcher
+from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue, PathRule, call_key
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ToolCall
 
@@ -38,37 +57,6 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob (``*``, ``?``, ``**``, ``[...]``) over ``/``-separated relative paths."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = pattern.find("]", i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : end].replace("\\", "\\\\")
-                out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-                i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
 @dataclass
 class FileToolkit:
     """The file tools of one workspace, sharing what the agent has read.
@@ -76,9 +64,12 @@ class FileToolkit:
     Args:
         root: the workspace directory; no tool reads or writes outside it.
         max_read_chars: the most characters one read returns (the rest is marked as cut).
-        max_file_bytes: files larger than this are not read, edited or searched.
+        max_file_bytes: files larger than this are not read, edited or searched, and no
+            write or edit makes one.
         max_results: the most lines a list, glob or grep answer holds.
         require_read: an edit, or a write that replaces an existing file, needs a read first.
+        grep_timeout: the most seconds one grep or glob spends matching (a pattern that
+            backtracks catastrophically ends in an error instead of running forever).
     """
 
     root: str | os.PathLike[str]
@@ -86,7 +77,9 @@ class FileToolkit:
     max_file_bytes: int = 5_000_000
     max_results: int = 200
     require_read: bool = True
+    grep_timeout: float = 10.0
     _seen: dict[Path, str] = field(default_factory=dict, repr=False)
+    _rules: list[PathRule] = field(default_factory=list, repr=False)
     _queue: PathQueue = field(default_factory=PathQueue, repr=False)
 
     def __post_init__(self) -> None:
@@ -98,6 +91,24 @@ class FileToolkit:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigurationError(f"FileToolkit({name}={value!r}): use a positive int")
+        timeout = self.grep_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigurationError(
+                f"FileToolkit(grep_timeout={timeout!r}): use a positive number of seconds"
+            )
+
+    def add_path_rule(self, rule: PathRule) -> None:
+        """Hide and refuse the paths ``rule(tool_name, path)`` names (an approval policy adds
+        its deny patterns here). The path is relative to the root with symlinks resolved."""
+        if rule not in self._rules:
+            self._rules.append(rule)
+
+    def _hidden(self, tool: str, path: str) -> bool:
+        return any(rule(tool, path) for rule in self._rules)
+
+    def _refuse_hidden(self, tool: str, path: str, real: str) -> None:
+        if self._hidden(tool, real):
+            raise CodingToolError(f"{path}: refused: {tool} is not allowed on {real} (path rule)")
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -111,10 +122,14 @@ class FileToolkit:
             return resolve_in_root(self._base, path)
         except PathEscapeError as exc:
             raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
+        except OSError as exc:  # a symlink on the way changed while it was being read
+            raise CodingToolError(f"{path}: could not be resolved ({exc}); try again") from exc
 
-    def _read_bytes(self, path: str) -> bytes:
+    def _read_bytes(self, path: str, tool: str = "read_file") -> bytes:
         try:
-            with open_in_root(self._base, path, "rb") as f:
+            opened, real = open_file_in_root(self._base, path, "rb")
+            with opened as f:
+                self._refuse_hidden(tool, path, real)
                 size = os.fstat(f.fileno()).st_size
                 if size > self.max_file_bytes:
                     raise CodingToolError(
@@ -128,15 +143,28 @@ class FileToolkit:
             raise CodingToolError(f"{path}: no such file") from exc
         except IsADirectoryError as exc:
             raise CodingToolError(f"{path}: is a directory") from exc
+        except NotADirectoryError as exc:
+            raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
 
-    def _write_bytes(self, path: str, data: bytes) -> None:
+    def _write_bytes(self, path: str, data: bytes, tool: str) -> None:
+        if len(data) > self.max_file_bytes:
+            raise CodingToolError(
+                f"{path}: the new content is {len(data)} bytes, more than the "
+                f"{self.max_file_bytes} bytes allowed; write a smaller file"
+            )
+        self._refuse_hidden(tool, path, relative_in_root(self._base, path))
         parent = os.path.dirname(path.replace("\\", "/").strip("/"))
         try:
             if parent:
-                os.makedirs(resolve_in_root(self._base, parent), exist_ok=True)
+                # Made one directory at a time in the descriptor of the one before: never
+                # outside, whatever is swapped in meanwhile (os.makedirs follows symlinks).
+                fd, _ = open_dir_in_root(self._base, parent, create=True)
+                os.close(fd)
             # Opened without truncating: a file with another hard link may be one outside the
             # root (same inode), which no path check can see; it is refused untouched.
-            with open_in_root(self._base, path, "ab") as f:
+            opened, real = open_file_in_root(self._base, path, "ab")
+            with opened as f:
+                self._refuse_hidden(tool, path, real)  # a link swapped in since the check
                 if os.fstat(f.fileno()).st_nlink > 1:
                     raise CodingToolError(
                         f"{path}: refused: it has other hard links (it may be a file outside "
@@ -146,6 +174,8 @@ class FileToolkit:
                 f.write(data)
         except PathEscapeError as exc:
             raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
+        except NotADirectoryError as exc:
+            raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
 
     def _check_fresh(self, path: str, resolved: Path, current: bytes | None) -> None:
         """Refuse a change to a file the agent has not read, or that changed since it did."""
@@ -161,9 +191,9 @@ class FileToolkit:
                 f"{path}: the file changed since you last read it (stale); read it again first"
             )
 
-    def _current(self, path: str) -> bytes | None:
+    def _current(self, path: str, tool: str) -> bytes | None:
         try:
-            return self._read_bytes(path)
+            return self._read_bytes(path, tool)
         except CodingToolError as exc:
             if isinstance(exc.__cause__, FileNotFoundError):
                 return None
@@ -190,6 +220,17 @@ class FileToolkit:
         used = 0
         for n in range(start, end + 1):
             line = f"{n:6}\t{lines[n - 1]}"
+            if used == 0 and len(line) > self.max_read_chars:
+                # One line longer than the cap: its start, not nothing (the model would read
+                # the same offset again and again).
+                out.append(line[: self.max_read_chars])
+                more = f"; read on with offset={n + 1}" if n < len(lines) else ""
+                out.append(
+                    f"[... line {n} cut at {self.max_read_chars} characters: it has "
+                    f"{len(lines[n - 1])}; its end cannot be shown here (grep finds text in it)"
+                    f"{more}]"
+                )
+                break
             if used + len(line) > self.max_read_chars:
                 out.append(
                     f"[... cut at {self.max_read_chars} characters; lines {n}-{len(lines)} "
@@ -210,9 +251,9 @@ class FileToolkit:
         resolved = self._resolve(path)
 
         def body() -> str:
-            self._check_fresh(path, resolved, self._current(path))
+            self._check_fresh(path, resolved, self._current(path, "write_file"))
             data = content.encode("utf-8")
-            self._write_bytes(path, data)
+            self._write_bytes(path, data, "write_file")
             self._seen[resolved] = _digest(data)
             return f"wrote {path} ({len(data)} bytes, {content.count(chr(10)) + 1} lines)"
 
@@ -229,7 +270,7 @@ class FileToolkit:
             raise CodingToolError("old_string and new_string are the same")
 
         def body() -> str:
-            current = self._current(path)
+            current = self._current(path, "edit_file")
             if current is None:
                 raise CodingToolError(f"{path}: no such file")
             self._check_fresh(path, resolved, current)
@@ -243,84 +284,112 @@ class FileToolkit:
                     "to make it unique, or set replace_all"
                 )
             data = text.replace(old, new).encode("utf-8")
-            self._write_bytes(path, data)
+            self._write_bytes(path, data, "edit_file")
             self._seen[resolved] = _digest(data)
             return f"edited {path}: {count if replace_all else 1} replacement(s)"
 
         return await self._queue.run(resolved, lambda: _finish_in_thread(body), _running_key())
 
-    def _walk(self, start: str) -> Iterator[tuple[str, str, int]]:
-        """(relative path, name, dir fd) of the regular files below ``start``, symlinks skipped.
-
-        The directory descriptor is valid until the next item (use it before moving on).
-        """
-        top = self._base if start in ("", ".") else self._resolve(start)
-        if not top.is_dir():
-            raise CodingToolError(f"{start}: not a directory")
-        for dirpath, dirnames, filenames, dirfd in os.fwalk(top, follow_symlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-            rel_dir = os.path.relpath(dirpath, self._base)
-            for name in sorted(filenames):
-                try:
-                    info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-                except OSError:
-                    continue
-                if stat.S_ISREG(info.st_mode):
-                    rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                    yield rel.replace(os.sep, "/"), name, dirfd
-
-    def _list_dir_sync(self, args: dict[str, Any]) -> str:
-        """list_dir: the entries of a directory (``/`` after directories)."""
-        path = args.get("path", ".")
-        top = self._base if path in ("", ".") else self._resolve(path)
+    def _open_dir(self, path: str) -> tuple[int, str]:
+        """A descriptor of the directory ``path`` and its real path relative to the root."""
         try:
-            entries = sorted(os.scandir(top), key=lambda e: e.name)
+            return open_dir_in_root(self._base, path)
+        except PathEscapeError as exc:
+            raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
         except NotADirectoryError as exc:
             raise CodingToolError(f"{path}: not a directory") from exc
         except FileNotFoundError as exc:
             raise CodingToolError(f"{path}: no such directory") from exc
-        lines = [e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in entries]
+        except OSError as exc:  # permission denied, a loop the kernel saw first...
+            raise CodingToolError(f"{path}: cannot be opened ({exc.strerror or exc})") from exc
+
+    def _walk(self, start: str, tool: str) -> Generator[tuple[str, str, int], None, None]:
+        """(path relative to the root, name, dir fd) of the regular files below ``start``
+        that ``tool`` may see; symlinks are skipped, directories opened by descriptor.
+
+        The directory descriptor is valid until the next item (use it before moving on).
+        """
+        top, real = self._open_dir(start)
+        try:
+            for below, name, dirfd in walk_files(top, skip=_SKIP_DIRS):
+                rel = "/".join(p for p in (real, below, name) if p and p != ".")
+                if not self._hidden(tool, rel):
+                    yield rel, name, dirfd
+        finally:
+            os.close(top)
+
+    def _list_dir_sync(self, args: dict[str, Any]) -> str:
+        """list_dir: the entries of a directory (``/`` after directories)."""
+        path = args.get("path", ".")
+        top, real = self._open_dir(path)
+        try:
+            try:
+                with os.scandir(top) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as exc:
+                raise CodingToolError(f"{path}: cannot be listed ({exc.strerror})") from exc
+            lines = [
+                e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
+                for e in entries
+                if not self._hidden("list_dir", e.name if real == "." else f"{real}/{e.name}")
+            ]
+        finally:
+            os.close(top)
         return self._capped(lines, "entries") or "[empty directory]"
 
     def _glob_sync(self, args: dict[str, Any]) -> str:
         """glob: files whose path relative to the root matches ``pattern``."""
-        regex = _glob_regex(args["pattern"])
-        hits = [rel for rel, _, _ in self._walk(args.get("path", ".")) if regex.match(rel)]
+        matches = glob_matcher(args["pattern"], tool="glob", timeout=self.grep_timeout)
+        hits = [rel for rel, _, _ in self._walk(args.get("path", "."), "glob") if matches(rel)]
         return self._capped(hits, "files") or "[no files match]"
 
     def _grep_sync(self, args: dict[str, Any]) -> str:
         """grep: ``path:line:text`` for each line matching the regular expression."""
-        try:
-            regex = re.compile(args["pattern"], re.IGNORECASE if args.get("ignore_case") else 0)
-        except re.error as exc:
-            raise CodingToolError(f"invalid regular expression: {exc}") from exc
-        only = _glob_regex(args["glob"]) if args.get("glob") else None
+        search = LineSearch(
+            args["pattern"],
+            ignore_case=bool(args.get("ignore_case")),
+            tool="grep",
+            timeout=self.grep_timeout,
+        )
+        only = None
+        if args.get("glob"):
+            only = glob_matcher(args["glob"], tool="grep", clock=search.clock)
         start = args.get("path", ".")
-        files: Iterable[tuple[str, str, int]]
-        if start not in ("", ".") and self._resolve(start).is_file():
-            files = [(start, "", -1)]
-        else:
-            files = self._walk(start)
+        walk = None if self._is_file(start) else self._walk(start, "grep")
+        files: Iterable[tuple[str, str, int]] = [(start, "", -1)] if walk is None else walk
         hits: list[str] = []
-        for rel, name, dirfd in files:
-            if only is not None and not (only.match(rel) or only.match(rel.rsplit("/", 1)[-1])):
-                continue
-            data = self._grep_bytes(rel, name, dirfd)
-            if data is None or b"\x00" in data[:8192]:
-                continue  # unreadable, too large, or binary
-            for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-                if regex.search(line):
+        try:
+            for rel, name, dirfd in files:
+                if only is not None and not (only(rel) or only(rel.rsplit("/", 1)[-1])):
+                    continue
+                data = self._grep_bytes(rel, name, dirfd)
+                if data is None or b"\x00" in data[:8192]:
+                    continue  # unreadable, too large, or binary
+                for n, line in search.lines(data.decode("utf-8", "replace")):
                     hits.append(f"{rel}:{n}:{line[:500]}")
                     if len(hits) > self.max_results:
                         break
-            if len(hits) > self.max_results:
-                break
+                if len(hits) > self.max_results:
+                    break
+        finally:
+            if walk is not None:
+                walk.close()  # the open directory descriptors, now
         return self._capped(hits, "matches") or "[no matches]"
+
+    def _is_file(self, path: str) -> bool:
+        """Whether grep's ``path`` names a file (read by :func:`open_file_in_root`, held in
+        the root at open time) rather than a directory (walked)."""
+        if all(p in ("", ".") for p in path.replace("\\", "/").split("/")):
+            return False  # "", ".", "./", ".//": the root
+        try:
+            return self._resolve(path).is_file()
+        except OSError:
+            return False
 
     def _grep_bytes(self, rel: str, name: str, dirfd: int) -> bytes | None:
         try:
             if dirfd < 0:
-                return self._read_bytes(rel)
+                return self._read_bytes(rel, "grep")
             flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
             fd = os.open(name, flags, dir_fd=dirfd)
             with os.fdopen(fd, "rb") as f:
@@ -328,7 +397,11 @@ class FileToolkit:
                     return None
                 data: bytes = f.read(self.max_file_bytes + 1)
                 return None if len(data) > self.max_file_bytes else data
-        except (OSError, CodingToolError):
+        except OSError:
+            return None
+        except CodingToolError:
+            if dirfd < 0:
+                raise  # the one file asked for: say why (refused, too large...)
             return None
 
     def _capped(self, lines: list[str], what: str) -> str:
@@ -436,7 +509,14 @@ class FileToolkit:
         for tool in tools:
             if tool.mutating:
                 tool.reserve = self.reserve
+            tool.rule_path = self.rule_path
+            tool.add_path_rule = self.add_path_rule
         return tools
+
+    def rule_path(self, path: str) -> str:
+        """The path a rule is checked on: ``path`` resolved (``.//a``, ``./a`` and a symlink to
+        ``a`` all give ``a``), relative to the root, ``/``-separated (``.`` for the root)."""
+        return relative_in_root(self._base, path)
 
     def reserve(self, call: ToolCall) -> Callable[[], None] | None:
         """Take ``call``'s place in its file's write queue now (an approval gate calls this as
@@ -447,7 +527,7 @@ class FileToolkit:
             return None
         try:
             resolved = resolve_in_root(self._base, path)
-        except PathEscapeError:
+        except (PathEscapeError, OSError):  # refused, or a link changed meanwhile: the body says
             return None
         key = call_key(call)
         self._queue.reserve(resolved, key)

@@ -4,25 +4,40 @@ The model gives ``argv`` (a list: no shell, no quoting surprises). A command lin
 ``/bin/sh -c`` (pipes, ``&&``) is accepted only when the tool is made with
 ``allow_shell=True``. The program runs in the root (or a directory inside it), in its own
 process group, with the environment from :func:`goagent_py._subprocess.safe_env` (no API keys),
-stdin closed. At the timeout, or when the run is aborted, the whole group is killed. Output
-(stdout and stderr together) is capped, keeping its beginning and end with a marker between,
-and the answer ends with the exit code.
+stdin closed. At the timeout, or when the run is aborted, the whole group is killed (also
+when the program itself has already ended and a child it started still runs). Output (stdout
+and stderr together) is capped, keeping its beginning and end with a marker between, and the
+answer ends with the exit code.
+
+The arguments are checked before anything runs, by ``tool.check`` (which an approval policy
+calls before asking): exactly one of ``argv`` and ``command``, a ``cwd`` that is a directory
+inside the root, a ``timeout`` between 0 and the tool's limit.
+
+A process group is no boundary: a program can leave it (``setsid``), read the agent's
+environment through ``/proc/<agent pid>/environ``, and write anywhere the user can.
+``sandbox=True`` runs each command under bubblewrap (:mod:`goagent_py.coding._sandbox`): the
+root is the only writable folder, the usual places of credentials in the home folder and the
+hidden paths are replaced by empty ones, ``/proc`` shows the sandbox's processes only, the
+network is off (unless ``sandbox_network=True``), and killing the command kills everything it
+started.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import shlex
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from goagent_py._paths import PathEscapeError, resolve_in_root
 from goagent_py._subprocess import safe_env
+from goagent_py.coding._sandbox import Sandbox
 from goagent_py.coding._tool import CodingTool, CodingToolError
 from goagent_py.errors import ConfigurationError
 from goagent_py.tool_context import current_tool_context
@@ -41,11 +56,12 @@ def command_text(args: Mapping[str, Any]) -> str:
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is not None:
-        return
+    """Kill the program's process group, even when the program itself has ended: a child it
+    started may still run in the group (and hold the output pipe)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         if sys.platform == "win32":  # pragma: no cover
-            proc.kill()
+            if proc.returncode is None:
+                proc.kill()
         else:
             os.killpg(proc.pid, signal.SIGKILL)
 
@@ -85,6 +101,9 @@ def shell_tool(
     max_output_chars: int = 30_000,
     env: Mapping[str, str] | None = None,
     name: str = "shell",
+    sandbox: bool = False,
+    sandbox_network: bool = False,
+    hide: Sequence[str | os.PathLike[str]] = (),
 ) -> CodingTool:
     """A tool that runs programs in ``root`` (``tool.mutating`` is True).
 
@@ -95,12 +114,18 @@ def shell_tool(
         max_output_chars: the most output returned (beginning and end kept, marked cut).
         env: variables to add to the safe environment (see ``safe_env``'s ``extra``).
         name: the tool's name.
+        sandbox: run each command under bubblewrap (see the module docstring); needs ``bwrap``
+            and Linux namespaces (:func:`goagent_py.coding.sandbox_available` tells).
+        sandbox_network: leave the network on inside the sandbox.
+        hide: more paths the sandboxed command sees as empty (e.g. the session database's
+            folder), besides ``~/.ssh``, ``~/.aws``, ``~/.config``... (``SECRET_PLACES``).
 
     Returns:
         The tool.
 
     Raises:
-        ConfigurationError: ``root`` is not a directory, or a limit is not positive.
+        ConfigurationError: ``root`` is not a directory, a limit is not positive, or
+            ``sandbox=True`` where bubblewrap cannot run.
     """
     base = Path(os.path.realpath(os.fspath(root)))
     if not base.is_dir():
@@ -112,14 +137,20 @@ def shell_tool(
     if max_output_chars <= 0:
         raise ConfigurationError("shell_tool(max_output_chars=...): use a positive int")
     child_env = safe_env(env)
+    jail = Sandbox(base, network=sandbox_network, hide=hide) if sandbox else None
 
-    async def run(args: dict[str, Any]) -> str:
-        argv: list[str] = list(args.get("argv") or [])
+    def check(args: dict[str, Any]) -> tuple[list[str], Path, float]:
+        """The program to run, its working directory and time limit; refuses bad arguments."""
+        argv = args.get("argv") or []
         line = args.get("command")
         if line and not allow_shell:
             raise CodingToolError("command lines are not enabled; give argv (a list) instead")
         if bool(argv) == bool(line):
-            raise CodingToolError("give exactly one of argv (a list) or command")
+            raise CodingToolError("give exactly one of argv (a list of strings) or command")
+        if argv and (not isinstance(argv, list) or not all(isinstance(a, str) for a in argv)):
+            raise CodingToolError("argv must be a list of strings, e.g. ['pytest', '-q']")
+        if argv and not argv[0].strip():
+            raise CodingToolError("argv[0] must name a program")
         cwd = base
         if args.get("cwd") not in (None, "", "."):
             try:
@@ -127,9 +158,27 @@ def shell_tool(
             except PathEscapeError as exc:
                 raise CodingToolError(f"cwd {args['cwd']!r} refused: {exc.reason}") from exc
             if not cwd.is_dir():
-                raise CodingToolError(f"cwd {args['cwd']!r} is not a directory")
-        limit = min(float(args.get("timeout") or timeout), timeout)
-        program = ["/bin/sh", "-c", line] if line else argv
+                raise CodingToolError(
+                    f"cwd {args['cwd']!r} is not a directory of the workspace (leave it out to "
+                    "run in the root)"
+                )
+        limit = timeout
+        asked = args.get("timeout")
+        if asked is not None:
+            ok = isinstance(asked, (int, float)) and not isinstance(asked, bool)
+            if not ok or not math.isfinite(asked) or not 0 < asked <= timeout:
+                raise CodingToolError(
+                    f"timeout {asked!r} is out of bounds: give seconds above 0 and at most "
+                    f"{timeout:g}, or leave it out"
+                )
+            limit = float(asked)
+        program = ["/bin/sh", "-c", line] if line else list(argv)
+        return program, cwd, limit
+
+    async def run(args: dict[str, Any]) -> str:
+        program, cwd, limit = check(args)
+        if jail is not None:
+            program = jail.wrap(program, cwd)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *program,
@@ -190,4 +239,6 @@ def shell_tool(
         props["command"] = {"type": "string", "description": "a command line for /bin/sh -c"}
         description += " Give a command line in `command` instead when you need a shell."
     schema = {"type": "object", "properties": props, "required": []}
-    return CodingTool(name, description, schema, run, mutating=True)
+    tool = CodingTool(name, description, schema, run, mutating=True)
+    tool.check = check
+    return tool

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from goagent_py.coding._terminal import printable
 from goagent_py.events import MessageEnd, ToolExecutionUpdate
 from goagent_py.messages import Role, Usage
 
@@ -85,7 +86,7 @@ class Status:
     def line(self) -> str:
         """The status line."""
         u = self.used
-        parts = [self.model or "model ?"]
+        parts = [printable(self.model) if self.model else "model ?"]
         if u.total_tokens:
             ins = u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
             parts.append(

@@ -19,6 +19,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from goagent_py.coding._preview import approval_lines, approval_question
+from goagent_py.coding._terminal import printable
 from goagent_py.coding.approvals import Answer, ApprovalRequest
 from goagent_py.errors import GoAgentError, MissingExtraError
 from goagent_py.tools import Tool
@@ -31,6 +33,7 @@ _CSS = """
 #status { height: 1; background: $boost; color: $text-muted; padding: 0 1; }
 .user { color: $accent; margin-top: 1; }
 .question { color: $warning; }
+.preview { color: $text; background: $boost; padding: 0 1; }
 .note { color: $text-muted; }
 .nested { padding-left: 2; }
 """
@@ -55,12 +58,13 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
         from textual.app import App, ComposeResult
         from textual.binding import Binding
         from textual.containers import Vertical, VerticalScroll
+        from textual.markup import escape
         from textual.widget import Widget
         from textual.widgets import Collapsible, Input, Static
     except ImportError as exc:
         raise MissingExtraError("textual", "tui", feature="the full-screen coding UI") from exc
 
-    from goagent_py.coding.repl import CodeSession, _brief, open_session
+    from goagent_py.coding.session import CodeSession, brief, open_session
     from goagent_py.events import (
         AgentEnd,
         MessageDelta,
@@ -77,19 +81,24 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
         the arguments, what the sub-agent did (if the tool is one) and the result."""
 
         def __init__(self, name: str, brief: str, arguments: dict[str, Any]) -> None:
-            self.name_ = name
-            self.brief = brief
-            self.args = Static(json.dumps(arguments, indent=1, default=str)[:2000], markup=False)
+            self.name_ = printable(name)
+            self.brief = printable(brief)
+            shown = json.dumps(arguments, indent=1, default=str)[:2000]
+            self.args = Static(printable(shown, newlines=True), markup=False)
             self.nested = Vertical(classes="nested")
             self.result = Static("(running)", markup=False)
             super().__init__(
-                self.args, self.nested, self.result, title=f"• {name} {brief}", collapsed=True
+                self.args,
+                self.nested,
+                self.result,
+                title=escape(f"• {self.name_} {self.brief}"),  # a title is markup: made literal
+                collapsed=True,
             )
 
         def finish(self, ok: bool, duration: float, text: str) -> None:
             mark = "✓" if ok else "✗"
-            self.title = f"{mark} {self.name_} {self.brief} · {duration:.2f}s"
-            self.result.update(text[:4000] or "(no output)")
+            self.title = escape(f"{mark} {self.name_} {self.brief} · {duration:.2f}s")
+            self.result.update(printable(text[:4000], newlines=True) or "(no output)")
 
     class CodingApp(App[int]):
         """The window: the conversation, a status line, an input line."""
@@ -126,6 +135,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
         # -- output ------------------------------------------------------------------------
 
         def _show(self, text: str, classes: str = "", box: Widget | None = None) -> Static:
+            text = printable(text, newlines=True)
             self.output.append(text)
             return self._mount(text, classes, box)
 
@@ -138,12 +148,16 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
             self.query_one("#log", VerticalScroll).scroll_end(animate=False)
             return widget
 
+        # query(), not query_one(): a turn's worker can finish after /exit closed the window,
+        # when the widgets are gone (query_one would raise NoMatches in that worker).
         def _refresh_status(self) -> None:
             if self.code is not None:
-                self.query_one("#status", Static).update(self.code.status.line())
+                for bar in self.query("#status").results(Static):
+                    bar.update(self.code.status.line())
 
         def _idle(self) -> None:
-            self.query_one(Input).placeholder = "> "
+            for box in self.query(Input):
+                box.placeholder = "> "
             self.prompts.put_nowait("> ")
 
         # -- start, approvals ----------------------------------------------------------------
@@ -168,10 +182,12 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
             self._idle()
 
         async def _ask(self, request: ApprovalRequest) -> Answer:
-            what = f"{request.call.name} {request.subject}".strip()
-            question = f"allow {what}? [y]es [a]lways [n]o [s]top"
-            self._show(question, "question")
             assert self.code is not None
+            shown = await asyncio.to_thread(approval_lines, request, self.code.root)
+            if shown:
+                self._show("\n".join(shown), "preview")
+            question = approval_question(request)
+            self._show(question, "question")
             self.code.status.state = "waiting for you"
             self._refresh_status()
             self._question = asyncio.get_running_loop().create_future()
@@ -263,20 +279,21 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 self._streamed += ev.delta
                 if self._streaming is None:
                     self._streaming = self._mount("", "assistant")
-                self._streaming.update(self._streamed)
+                self._streaming.update(printable(self._streamed, newlines=True))
             elif isinstance(ev, MessageEnd) and ev.message.role is Role.ASSISTANT:
                 text = ev.message.text
                 if path:
                     if text:
                         self._show(f"{path[-1]}: {text}", "note", box)
                 elif self._streaming is not None:
+                    text = printable(text, newlines=True)
                     self._streaming.update(text)
                     self.output.append(text)
                     self._streaming = None
                 elif text:
                     self._show(text, "assistant")
             elif isinstance(ev, ToolExecutionStart):
-                view = ToolCallView(ev.call.name, _brief(ev.call.arguments), ev.call.arguments)
+                view = ToolCallView(ev.call.name, brief(ev.call.arguments), ev.call.arguments)
                 self._calls[(path, ev.call.id)] = view
                 self.output.append(f"{'  ' * len(path)}• {ev.call.name} {view.brief}")
                 (box or self.query_one("#log")).mount(view)

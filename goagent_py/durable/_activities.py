@@ -59,6 +59,7 @@ from ._wire import (
     messages_to_text,
     request_from_data,
     response_to_data,
+    server_blob_limit,
     tool_error_to_data,
     usage_to_data,
 )
@@ -83,7 +84,9 @@ def _application_error(error: ErrorData, what: str, max_delay: float) -> Applica
 
 async def _heartbeating(work: Awaitable[T]) -> T:
     """Await ``work`` while heartbeating, so a dead worker is noticed within the heartbeat
-    timeout instead of the (long) start-to-close timeout."""
+    timeout instead of the (long) start-to-close timeout. Every activity that is given a
+    heartbeat timeout (model, tools, memory, MCP) does its work through this: one that does not
+    beat fails each attempt whose work outlasts the timeout."""
     timeout = activity.info().heartbeat_timeout
     if not timeout:
         return await work
@@ -127,6 +130,7 @@ class _AgentActivities:
         self.registry = registry
         config = durable.config()
         self.limit = int(config["payload_limit"])
+        self.server_limit: int | None = None  # the server's blob size limit, asked once
         self.max_delay = float(config["max_retry_delay"])
         self.options = o = durable.agent.options
         self.tools: dict[str, Tool] = {t.definition.name: t for t in durable.agent.tools}
@@ -145,6 +149,18 @@ class _AgentActivities:
     def _fail(self, exc: BaseException, what: str) -> ApplicationError:
         return _application_error(error_to_data(exc), what, self.max_delay)
 
+    async def _check_size(self, data: Any, what: str) -> None:
+        """:func:`check_size` against ``payload_limit`` and the server's own limit: a result
+        over what the server accepts fails at once, naming what produced it, instead of being
+        refused by the server on every attempt with a generic error."""
+        if self.server_limit is None:
+            try:
+                client = activity.client()
+            except RuntimeError:  # an activity run without a worker's client (a test harness)
+                client = None
+            self.server_limit = 0 if client is None else await server_blob_limit(client)
+        check_size(data, what, self.limit, server_limit=self.server_limit)
+
     async def model(self, data: dict[str, Any]) -> dict[str, Any]:
         request = request_from_data(data["request"])
         what = f"model {request.model!r}"
@@ -152,7 +168,7 @@ class _AgentActivities:
             provider = self.registry.resolve(str(data["provider"]))
             response = await _heartbeating(provider.complete(request))
             out = response_to_data(response)
-            check_size(out, f"{what} response", self.limit)
+            await self._check_size(out, f"{what} response")
         except Exception as exc:
             raise self._fail(exc, what) from exc
         return out
@@ -169,7 +185,7 @@ class _AgentActivities:
             try:
                 tools = await _heartbeating(self.mcp.list(server))
                 out = {"tools": [definition_to_data(t.definition) for t in tools]}
-                check_size(out, f"{what} tool list", self.limit)
+                await self._check_size(out, f"{what} tool list")
             except Exception as exc:
                 error = error_to_data(exc)
                 # A server that cannot be reached may come back; a bad listing will not.
@@ -232,7 +248,7 @@ class _AgentActivities:
             out["error"] = error.to_data()
         out.update(self._outcome(context, used, what))
         try:
-            check_size(out, f"{what} result", self.limit)
+            await self._check_size(out, f"{what} result")
         except PayloadTooLargeError as exc:
             raise self._fail(exc, what) from exc
         return out
@@ -292,9 +308,9 @@ class _AgentActivities:
     async def load(self, data: dict[str, Any]) -> dict[str, Any]:
         memory = self.durable.short_term_memory(str(data["session_id"]))
         try:
-            messages = [] if memory is None else await memory.messages()
+            messages = [] if memory is None else await _heartbeating(memory.messages())
             out = {"messages": messages_to_text(messages)}
-            check_size(out, "short-term memory load", self.limit)
+            await self._check_size(out, "short-term memory load")
         except Exception as exc:
             raise self._fail(exc, "short-term memory load") from exc
         return out
@@ -308,8 +324,9 @@ class _AgentActivities:
             storage = getattr(memory, "storage", None)
             append_once = getattr(storage, "append_once", None)
             if append_once is not None:  # a retried write is recognised by its key
-                return {"stored": bool(await append_once(str(data["key"]), messages))}
-            await memory.append(*messages)
+                stored = await _heartbeating(append_once(str(data["key"]), messages))
+                return {"stored": bool(stored)}
+            await _heartbeating(memory.append(*messages))
         except Exception as exc:
             raise self._fail(exc, "short-term memory append") from exc
         return {"stored": True}
@@ -325,13 +342,14 @@ class _AgentActivities:
                     "top_k": None if top_k is None else int(top_k),
                     "session": str(data["session"]),
                 }
-                found = await memory.retrieve(content_from_text(data["query"]), **options)
+                query = content_from_text(data["query"])
+                found = await _heartbeating(memory.retrieve(query, **options))
             out = {
                 "messages": messages_to_text([s.message for s in found]),
                 "scores": [s.score for s in found],
                 "ids": [s.id for s in found],
             }
-            check_size(out, "long-term memory recall", self.limit)
+            await self._check_size(out, "long-term memory recall")
         except Exception as exc:
             raise self._fail(exc, "long-term memory recall") from exc
         return out
@@ -345,7 +363,7 @@ class _AgentActivities:
                 key = data.get("key")
                 store_once = getattr(memory, "store_once", None)
                 if key and store_once is not None:  # the memory de-duplicates by key itself
-                    await store_once(str(key), messages, session=session)
+                    await _heartbeating(store_once(str(key), messages, session=session))
                 else:
                     if key and not isinstance(memory, LongTermMemory):
                         # Each message's id, the same on every attempt: a retried store upserts
@@ -356,7 +374,7 @@ class _AgentActivities:
                             replace(m, metadata={**m.metadata, MEMORY_ID_KEY: f"{key}:{i}"})
                             for i, m in enumerate(messages)
                         ]
-                    await memory.store(messages, session=session)
+                    await _heartbeating(memory.store(messages, session=session))
         except Exception as exc:
             raise self._fail(exc, "long-term memory store") from exc
         return {}

@@ -9,8 +9,7 @@ from temporalio.exceptions import ApplicationError
 
 from goagent_py.errors import MaxIterationsError
 
-from ._wire import DurableRunError, ErrorData
-from ._wire import EVENTS_UPDATE, DurableResult
+from ._wire import EVENTS_UPDATE, DurableResult, DurableRunError, ErrorData
 
 
 async def result_of(handle: Any) -> DurableResult:

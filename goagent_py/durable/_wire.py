@@ -14,7 +14,9 @@ from typing import Any
 
 from goagent_py.errors import (
     ConfigurationError,
+    CorruptedDataError,
     GoAgentError,
+    LeaseLostError,
     ProviderError,
     ToolBlockedError,
     ToolError,
@@ -38,25 +40,58 @@ DEFAULT_PAYLOAD_LIMIT = 2 * 1024 * 1024
 
 
 class PayloadTooLargeError(ConfigurationError):
-    """A request or result is too big to record in the workflow's history."""
+    """A request or result is too big to record in the workflow's history.
 
-    def __init__(self, what: str, size: int, limit: int) -> None:
+    Attributes:
+        what: what was too big ("tool 'read' result", "model 'm' response"...).
+        size: its size in bytes.
+        limit: the limit it broke.
+        server: True if the limit is the Temporal server's (below the agent's
+            ``payload_limit``), False if it is ``payload_limit`` itself.
+    """
+
+    def __init__(self, what: str, size: int, limit: int, *, server: bool = False) -> None:
         self.what = what
         self.size = size
         self.limit = limit
+        self.server = server
+        if server:
+            of, tail = (
+                "the Temporal server's blob size limit (payload_limit is set higher than the "
+                "server accepts)",
+                "",
+            )
+        else:
+            of, tail = "a Temporal payload", ", or raise payload_limit= if your server allows it"
         super().__init__(
-            f"{what}: the payload is {size} bytes, over the {limit}-byte limit of a Temporal "
-            "payload; return a reference (a path, a URL, a row id) instead of the data, or "
-            "raise payload_limit= if your server allows it"
+            f"{what}: the payload is {size} bytes, over the {limit}-byte limit of {of}; return "
+            f"a reference (a path, a URL, a row id) instead of the data{tail}"
         )
 
     def __reduce__(self) -> Any:
-        return self._reduce_with(self.what, self.size, self.limit)
+        return self._reduce_with(self.what, self.size, self.limit, server=self.server)
 
 
-def check_size(data: Any, what: str, limit: int) -> None:
-    """Raise :class:`PayloadTooLargeError` if ``data``'s JSON is over ``limit`` bytes."""
+async def server_blob_limit(client: Any) -> int:
+    """The largest payload ``client``'s server accepts (its namespace's
+    ``blob_size_limit_error``), or 0 if it does not say (older servers) or cannot be asked."""
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+
+    try:
+        described = await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=client.namespace)
+        )
+        return int(described.namespace_info.limits.blob_size_limit_error)
+    except Exception:  # the check is a courtesy: never fail a run because it cannot be made
+        return 0
+
+
+def check_size(data: Any, what: str, limit: int, *, server_limit: int = 0) -> None:
+    """Raise :class:`PayloadTooLargeError` if ``data``'s JSON is over ``limit`` bytes, or over
+    ``server_limit`` (the server's own limit; 0: not known) when that is lower."""
     size = len(json.dumps(data, separators=(",", ":")).encode())
+    if 0 < server_limit < limit and size > server_limit:
+        raise PayloadTooLargeError(what, size, server_limit, server=True)
     if size > limit:
         raise PayloadTooLargeError(what, size, limit)
 
@@ -207,7 +242,8 @@ class ErrorData:
 
 
 def error_to_data(exc: BaseException) -> ErrorData:
-    """Classify ``exc``: configuration errors and 4xx (but 408/409/429) are not retryable."""
+    """Classify ``exc``: configuration errors, corrupted stored data, a lost lease and 4xx (but
+    408/409/429) are not retryable."""
     if isinstance(exc, ProviderError):
         retryable = not (
             exc.status in _NON_RETRYABLE_STATUS and exc.status not in _RETRYABLE_STATUS
@@ -220,7 +256,9 @@ def error_to_data(exc: BaseException) -> ErrorData:
             retry_after=exc.retry_after,
             extra={"provider": exc.provider, "error_type": exc.error_type},
         )
-    if isinstance(exc, ConfigurationError):
+    if isinstance(exc, ConfigurationError | CorruptedDataError | LeaseLostError):
+        # Misuse, a stored row that cannot be read, a session another run took over: the same
+        # on every attempt.
         return ErrorData(type(exc).__name__, str(exc), False)
     return ErrorData(type(exc).__name__, str(exc), True)
 

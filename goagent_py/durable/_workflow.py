@@ -44,7 +44,13 @@ from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition
 
 from ._mcp import call_activity, listed_definitions
-from ._wire import (
+from ._wire import (  # names shared with the client
+    ABORT_SIGNAL,
+    EVENTS_UPDATE,
+    FOLLOW_UP_SIGNAL,
+    STATE_QUERY,
+    STEER_SIGNAL,
+    WORKFLOW_NAME,
     ErrorData,
     check_size,
     content_from_text,
@@ -58,14 +64,6 @@ from ._wire import (
     usage_from_data,
     usage_to_data,
 )
-from ._wire import (  # names shared with the client
-    ABORT_SIGNAL,
-    EVENTS_UPDATE,
-    FOLLOW_UP_SIGNAL,
-    STATE_QUERY,
-    STEER_SIGNAL,
-    WORKFLOW_NAME,
-)
 
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
 _EVENT_TEXT = 2000  # characters of a tool result kept in an event (events live in the workflow)
@@ -73,6 +71,15 @@ _EVENT_TEXT = 2000  # characters of a tool result kept in an event (events live 
 _CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
     "goagent_durable_call", default=None
 )
+
+
+def _limits(config: dict[str, Any]) -> dict[str, int]:
+    """The payload limits of what the workflow sends: the agent's, and the server's own (asked
+    by the client that started the run; 0: not known)."""
+    return {
+        "limit": int(config["payload_limit"]),
+        "server_limit": int(config.get("server_payload_limit") or 0),
+    }
 
 
 def _error_of(exc: ActivityError) -> ErrorData:
@@ -188,7 +195,7 @@ class _ModelProxy:
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         calls = self._calls
         data = {"provider": calls.config["provider"], "request": request_to_data(request)}
-        check_size(data, f"model {request.model!r} request", int(calls.config["payload_limit"]))
+        check_size(data, f"model {request.model!r} request", **_limits(calls.config))
         try:
             out = await calls.activity(f"goagent.model.{calls.agent}", data, "model_timeout")
         except ActivityError as exc:
@@ -232,7 +239,7 @@ class _ToolProxy:
         if calls.config.get("gate_sees_message"):
             # The worker's before_tool_call takes (call, assistant message): send the message.
             data["message"] = messages_to_text(_assistant_message(call.id))
-        check_size(data, f"tool {name!r} arguments", int(calls.config["payload_limit"]))
+        check_size(data, f"tool {name!r} arguments", **_limits(calls.config))
         try:
             out = await calls.activity(self._activity, data, "tool_timeout")
         except ActivityError as exc:
@@ -280,7 +287,7 @@ class _ShortTermProxy:
         self._appends += 1
         key = f"{self._calls.run_id}:persist:{self._appends}"
         data = {"session_id": self._session, "messages": messages_to_text(messages), "key": key}
-        check_size(data, "short-term memory append", int(self._calls.config["payload_limit"]))
+        check_size(data, "short-term memory append", **_limits(self._calls.config))
         await self._memory("append", data)
 
     async def _memory(self, op: str, data: dict[str, Any]) -> Any:

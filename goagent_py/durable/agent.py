@@ -23,29 +23,27 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from goagent_py.agent import Agent
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol
-from goagent_py.messages import ContentBlock, Message, StopReason, TextBlock, Usage
+from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.provider import Provider
 
 from ._mcp import MCPServerSpec, specs_of
 from ._wire import (
     ABORT_SIGNAL,
+    DEFAULT_PAYLOAD_LIMIT,
     EVENTS_UPDATE,
     FOLLOW_UP_SIGNAL,
     STATE_QUERY,
     STEER_SIGNAL,
     WORKFLOW_NAME,
     DurableResult,
-    DEFAULT_PAYLOAD_LIMIT,
     content_to_text,
     definition_to_data,
-    messages_from_text,
-    usage_from_data,
+    server_blob_limit,
 )
 
 if TYPE_CHECKING:
@@ -325,11 +323,12 @@ class DurableAgent:
         content = [TextBlock(prompt)] if isinstance(prompt, str) else list(prompt)
         if not content:
             raise ConfigurationError("DurableAgent.start: the prompt is empty")
-        data = {
-            "config": self.config(),
-            "content": content_to_text(content),
-            "session_id": session_id,
-        }
+        config = self.config()
+        # What the workflow sends (model requests, tool arguments, appends) is checked against
+        # the server's own limit too: an activity input over it would fail the workflow task
+        # again and again instead of the run.
+        config["server_payload_limit"] = await server_blob_limit(client)
+        data = {"config": config, "content": content_to_text(content), "session_id": session_id}
         try:
             return await client.start_workflow(
                 WORKFLOW_NAME,

@@ -14,9 +14,9 @@ function tools over stdio or streamable HTTP.
 The SDK itself is imported only when a connection starts or a server is built.
 """
 
-from goagent_py.mcp._pins import ToolChange, definition_hash
 from goagent_py._tool_servers import server_tools as mcp_tools
 from goagent_py._tool_servers import sync_server_tools as sync_mcp_tools
+from goagent_py.mcp._pins import ToolChange, definition_hash
 from goagent_py.mcp.client import MCPConnection, MCPTool
 from goagent_py.mcp.errors import (
     MCPConnectionError,

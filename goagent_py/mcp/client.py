@@ -50,8 +50,8 @@ from goagent_py.mcp.errors import (
     MCPToolUnavailableError,
 )
 from goagent_py.messages import ContentBlock
-from goagent_py.tool_context import current_tool_context
 from goagent_py.options import MCPConnector
+from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import Tool, ToolDefinition
 
 __all__ = ["MCPConnection", "MCPTool"]

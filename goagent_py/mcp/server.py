@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from goagent_py.events import AgentEnd, ToolExecutionStart, TurnStart
 from goagent_py.errors import ConfigurationError
+from goagent_py.events import AgentEnd, ToolExecutionStart, TurnStart
 from goagent_py.mcp._sdk import require
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
 from goagent_py.tools import Tool

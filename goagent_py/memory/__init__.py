@@ -1,7 +1,9 @@
 """Memory: short-term (the conversation) and long-term (semantic recall across sessions).
 
 Importing this package stays light: numpy, tiktoken and the vector-store drivers load on first
-use. Vector stores live in :mod:`goagent_py.memory.vector`.
+use. It re-exports the whole of :mod:`goagent_py.memory.storage` (where short-term memory keeps
+the conversation) and of :mod:`goagent_py.memory.vector` (the vector stores of long-term memory
+and RAG): every backend is exported by the package of its kind and from here.
 """
 
 import typing as _typing
@@ -41,16 +43,49 @@ if _typing.TYPE_CHECKING:  # the names for type checkers; at run time each loads
         validate_context,
     )
     from goagent_py.memory.compactor import CompactionEvent, Compactor
+    from goagent_py.memory.consolidation import (
+        ConsolidationReport,
+        Decider,
+        Decision,
+        DecisionError,
+    )
+    from goagent_py.memory.deciders import ModelDecider, RuleDecider
     from goagent_py.memory.long_term import LongTermMemory
     from goagent_py.memory.policies import FixedWindow, NoOp, Policy, TokenWindow, message_groups
+    from goagent_py.memory.records import MemoryChange, MemoryRecord
     from goagent_py.memory.short_term import ShortTermMemory
-    from goagent_py.memory.storage import InMemoryStorage, SQLiteStorage, Storage
+    from goagent_py.memory.storage import (
+        InMemoryStorage,
+        PostgresStorage,
+        SessionLease,
+        SQLiteStorage,
+        Storage,
+    )
     from goagent_py.memory.tokens import (
         CharEstimator,
         HeuristicEstimator,
         TiktokenEstimator,
         TokenEstimator,
         image_tokens,
+    )
+    from goagent_py.memory.vector import (
+        BulkVectorStore,
+        ChromaStore,
+        CountableStore,
+        InMemoryVectorStore,
+        ListableStore,
+        Metric,
+        ObservableStore,
+        PgVectorStore,
+        QdrantStore,
+        ScoredMessage,
+        SearchOptions,
+        SqliteVecStore,
+        UpsertEntry,
+        Vector,
+        VectorStore,
+        VectorStoreObserver,
+        merge_observers,
     )
 
 # Each public name and the module it comes from. Importing goagent_py.memory.base (as the agent
@@ -82,7 +117,15 @@ _LAZY = {
     "validate_context": "goagent_py.memory.compaction",
     "CompactionEvent": "goagent_py.memory.compactor",
     "Compactor": "goagent_py.memory.compactor",
+    "ConsolidationReport": "goagent_py.memory.consolidation",
+    "Decider": "goagent_py.memory.consolidation",
+    "Decision": "goagent_py.memory.consolidation",
+    "DecisionError": "goagent_py.memory.consolidation",
+    "ModelDecider": "goagent_py.memory.deciders",
+    "RuleDecider": "goagent_py.memory.deciders",
     "LongTermMemory": "goagent_py.memory.long_term",
+    "MemoryChange": "goagent_py.memory.records",
+    "MemoryRecord": "goagent_py.memory.records",
     "FixedWindow": "goagent_py.memory.policies",
     "NoOp": "goagent_py.memory.policies",
     "Policy": "goagent_py.memory.policies",
@@ -90,6 +133,8 @@ _LAZY = {
     "message_groups": "goagent_py.memory.policies",
     "ShortTermMemory": "goagent_py.memory.short_term",
     "InMemoryStorage": "goagent_py.memory.storage",
+    "PostgresStorage": "goagent_py.memory.storage",
+    "SessionLease": "goagent_py.memory.storage",
     "SQLiteStorage": "goagent_py.memory.storage",
     "Storage": "goagent_py.memory.storage",
     "CharEstimator": "goagent_py.memory.tokens",
@@ -97,6 +142,23 @@ _LAZY = {
     "TiktokenEstimator": "goagent_py.memory.tokens",
     "TokenEstimator": "goagent_py.memory.tokens",
     "image_tokens": "goagent_py.memory.tokens",
+    "BulkVectorStore": "goagent_py.memory.vector",
+    "ChromaStore": "goagent_py.memory.vector",
+    "CountableStore": "goagent_py.memory.vector",
+    "ListableStore": "goagent_py.memory.vector",
+    "InMemoryVectorStore": "goagent_py.memory.vector",
+    "Metric": "goagent_py.memory.vector",
+    "ObservableStore": "goagent_py.memory.vector",
+    "PgVectorStore": "goagent_py.memory.vector",
+    "QdrantStore": "goagent_py.memory.vector",
+    "ScoredMessage": "goagent_py.memory.vector",
+    "SearchOptions": "goagent_py.memory.vector",
+    "SqliteVecStore": "goagent_py.memory.vector",
+    "UpsertEntry": "goagent_py.memory.vector",
+    "Vector": "goagent_py.memory.vector",
+    "VectorStore": "goagent_py.memory.vector",
+    "VectorStoreObserver": "goagent_py.memory.vector",
+    "merge_observers": "goagent_py.memory.vector",
 }
 
 
@@ -112,7 +174,9 @@ def __dir__() -> list[str]:
 __all__ = [
     "BatchEmbedder",
     "BlockChunker",
+    "BulkVectorStore",
     "CharEstimator",
+    "ChromaStore",
     "Chunk",
     "Chunker",
     "ClampParts",
@@ -120,25 +184,46 @@ __all__ = [
     "CompactionError",
     "CompactionEvent",
     "Compactor",
+    "ConsolidationReport",
+    "CountableStore",
+    "Decider",
+    "Decision",
+    "DecisionError",
     "Embedder",
     "FixedWindow",
     "HeuristicEstimator",
     "image_tokens",
     "InMemoryStorage",
+    "InMemoryVectorStore",
+    "ListableStore",
     "LongTermMemory",
     "LongTermMemoryProtocol",
     "MarkdownChunker",
+    "MemoryChange",
+    "MemoryRecord",
+    "merge_observers",
     "message_groups",
+    "Metric",
     "min_length",
+    "ModelDecider",
     "NoOp",
     "NoOpChunker",
+    "ObservableStore",
+    "PgVectorStore",
     "Policy",
+    "PostgresStorage",
+    "QdrantStore",
     "RecursiveChunker",
+    "RuleDecider",
+    "ScoredMessage",
+    "SearchOptions",
     "SentenceChunker",
+    "SessionLease",
     "ShortTermMemory",
     "ShortTermMemoryProtocol",
     "SlidingWindow",
     "SQLiteStorage",
+    "SqliteVecStore",
     "Storage",
     "store_always",
     "Strategy",
@@ -148,6 +233,10 @@ __all__ = [
     "TiktokenEstimator",
     "TokenEstimator",
     "TokenWindow",
+    "UpsertEntry",
     "validate_context",
+    "Vector",
+    "VectorStore",
+    "VectorStoreObserver",
     "WritePolicy",
 ]

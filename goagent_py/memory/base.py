@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ContentBlock, Message, ScoredMessage
@@ -14,6 +14,10 @@ if TYPE_CHECKING:  # numpy stays out of `import goagent_py`
     from numpy.typing import NDArray
 
 __all__ = [
+    "MEMORY_CREATED_AT_KEY",
+    "MEMORY_FORMERLY",
+    "MEMORY_INVALID_AT_KEY",
+    "MEMORY_STATE_KEY",
     "BatchEmbedder",
     "Chunk",
     "Chunker",
@@ -59,6 +63,22 @@ class LongTermMemoryProtocol(Protocol):
     async def store(self, messages: list[Message], *, session: str = "") -> None:
         """Store ``messages`` under ``session``."""
         ...
+
+
+MEMORY_STATE_KEY = "memory_state"
+"""The metadata key of a long-term memory's state: ``"current"``, ``"superseded"`` (a newer
+fact replaced it) or ``"deleted"`` (the user retracted it). A plain identifier, so every vector
+store can filter on it; records are marked, never physically deleted, by consolidation."""
+
+MEMORY_CREATED_AT_KEY = "goagent.created_at"
+"""The metadata key of when a long-term memory was first stored (ISO 8601, UTC)."""
+
+MEMORY_INVALID_AT_KEY = "goagent.invalid_at"
+"""The metadata key of when a long-term memory stopped being true (ISO 8601, UTC), or None."""
+
+MEMORY_FORMERLY: Final = "superseded"
+"""The :data:`MEMORY_STATE_KEY` value of a memory a newer fact replaced (recalled as
+"formerly" when asked for)."""
 
 
 WritePolicy = Callable[[Message, Message], list[Message] | None]

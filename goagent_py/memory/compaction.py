@@ -30,8 +30,8 @@ from pydantic_core import to_json
 
 from goagent_py._data_blocks import neutralise_tags
 from goagent_py._recall import RECALL_METADATA_KEY
-from goagent_py.events import USAGE_SINK
 from goagent_py.errors import ConfigurationError, GoAgentError
+from goagent_py.events import USAGE_SINK
 from goagent_py.memory.policies import message_groups
 from goagent_py.memory.short_term import COMPACTION_METADATA_KEY, is_boundary
 from goagent_py.memory.tokens import HeuristicEstimator, TokenEstimator

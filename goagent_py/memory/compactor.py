@@ -17,19 +17,20 @@ not summarise again)::
 from __future__ import annotations
 
 import collections
-import contextvars
 import inspect
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal
 
+from goagent_py._metadata_keys import UI_ONLY_KEY
 from goagent_py.errors import ConfigurationError
 from goagent_py.events import EVENT_SINK, CompactionEvent
 from goagent_py.hooks import Hooks
 from goagent_py.memory.compaction import (
     _REPORT,
     COMPACTION_METADATA_KEY,
+    CompactionError,
     SlidingWindow,
     _join,
     _Report,
@@ -37,7 +38,7 @@ from goagent_py.memory.compaction import (
     _tokens,
     validate_context,
 )
-from goagent_py.memory.short_term import ShortTermMemory, is_boundary
+from goagent_py.memory.short_term import ShortTermMemory, is_boundary, model_visible
 from goagent_py.memory.tokens import HeuristicEstimator, TokenEstimator
 from goagent_py.messages import Message, Role, Usage
 from goagent_py.results import ModelResponse
@@ -213,6 +214,9 @@ class Compactor:
         return _join(prefix, latest, body[j:])
 
     async def _run(self, messages: list[Message], *, force: bool, focus: str) -> list[Message]:
+        # A boundary's covers counts what the model is sent, as storage counts it: UI-only
+        # messages are never sent, so they are not counted (issue 28).
+        messages = [m for m in messages if not m.metadata.get(UI_ONLY_KEY)]
         current = self._apply_latest(messages)
         await self._flush()
         before = self.estimate(current)
@@ -220,7 +224,13 @@ class Compactor:
             self._sent = current
             return current
         self._anchor = None
-        report = _Report(None if force else self.target_tokens, self.estimator, focus)
+        # The trigger measured with the provider's counts: bring the target into the
+        # estimator's units by the same ratio, so a tokenizer that counts more than the
+        # estimate does not leave the compacted context over the window (issue 28).
+        estimated = _tokens(current, self.estimator)
+        ratio = max(1.0, before / estimated) if estimated > 0 else 1.0
+        target = int(self.target_tokens / ratio)
+        report = _Report(None if force else target, self.estimator, focus)
         from opentelemetry import trace  # here: `import goagent_py` stays light
 
         tracer = trace.get_tracer(__name__, tracer_provider=self.tracer_provider)
@@ -267,6 +277,7 @@ class Compactor:
         try:
             out = list(await self.strategy(current))
             validate_context(out, current)
+            self._check_fits(out)
             return out
         except Exception as exc:
             report.errors.append(exc)
@@ -281,6 +292,17 @@ class Compactor:
                 report.errors.append(exc)
                 log.warning("compaction fallback failed; the context is sent unchanged: %s", exc)
         return current  # failure never destroys history
+
+    def _check_fits(self, out: list[Message]) -> None:
+        """A compaction that does not fit the window is a failure (a summariser that ignores
+        its ``max_tokens`` can write more than it replaced): never stored, never sent."""
+        size = _tokens(out, self.estimator)
+        room = self.context_window - self.reserve_tokens
+        if size > room:
+            raise CompactionError(
+                f"the compacted context has {size} tokens, more than the {room} the window "
+                "leaves; lower the summariser's max_tokens or use a model that keeps to it"
+            )
 
     def _record(
         self, current: list[Message], out: list[Message], before: int
@@ -310,7 +332,7 @@ class Compactor:
             if any(is_boundary(m) and _covers(m) >= _covers(pending) for m in stored):
                 self._pending = None  # as new a boundary is already stored
                 return False
-            if _covers(pending) > sum(not is_boundary(m) for m in stored):
+            if _covers(pending) > sum(model_visible(m) for m in stored):
                 return False  # the run has not stored what it covers yet; next request
             await memory.append(pending)
         except Exception as exc:

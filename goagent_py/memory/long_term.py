@@ -20,26 +20,73 @@ follows the message's role, and a caller can only make it less trusted (``store(
 provenance="retrieved")`` or the same metadata key), never more: a tool message stays
 ``"tool"``. Recalled messages always carry it; entries stored before it existed get it from
 their role.
+
+Records (issue 31): every entry also carries when it was stored, where it came from, its state
+and its history (:mod:`goagent_py.memory.records`). With a ``decider``, the user facts of a
+turn are consolidated with the current memories they change (:mod:`.consolidation`), and
+``retrieve`` recalls current memories only (superseded ones too for questions about the past).
+The state is checked here, after the store's search, so entries from before records existed
+count as current in every backend.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunk, Chunker, Embedder
+from goagent_py.memory.consolidation import (
+    ConsolidationReport,
+    Decider,
+    Decision,
+    check_decisions,
+)
+from goagent_py.memory.records import (
+    CREATED_AT_KEY,
+    CURRENT,
+    DELETED,
+    HISTORY_KEY,
+    INVALID_AT_KEY,
+    SOURCE_MESSAGE_KEY,
+    SOURCE_SESSION_KEY,
+    STATE_KEY,
+    SUPERSEDED,
+    SUPERSEDED_BY_KEY,
+    UPDATED_AT_KEY,
+    MemoryChange,
+    MemoryRecord,
+    MemoryState,
+    as_present,
+    asks_about_past,
+    format_time,
+    record_of,
+    state_of,
+    with_change,
+)
 from goagent_py.memory.vector._common import SESSION_KEY
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
+    ListableStore,
     SearchOptions,
     UpsertEntry,
     VectorStore,
 )
-from goagent_py.messages import ContentBlock, Message, ScoredMessage, messages_to_json
+from goagent_py.messages import (
+    ContentBlock,
+    Message,
+    Role,
+    ScoredMessage,
+    TextBlock,
+    messages_to_json,
+    text_from,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,6 +101,9 @@ Provenance = Literal["user", "assistant", "tool", "retrieved"]
 """Where a memory's text came from; ``"tool"`` and ``"retrieved"`` are untrusted."""
 
 PROVENANCES: tuple[Provenance, ...] = ("user", "assistant", "tool", "retrieved")
+
+_log = logging.getLogger("goagent_py.memory")
+_EPOCH = datetime.min.replace(tzinfo=UTC)
 
 # How far each provenance is from the user: a message is given the least trusted of its role's
 # and any declared provenance, so a declaration can lower trust but never raise it.
@@ -101,6 +151,73 @@ def _with_provenance(scored: ScoredMessage) -> ScoredMessage:
     return scored
 
 
+def _plain_text(message: Message) -> str | None:
+    """The text of a message made of one text block (None otherwise)."""
+    if len(message.content) == 1 and isinstance(message.content[0], TextBlock):
+        return message.content[0].text
+    return None
+
+
+def _source_message(message: Message) -> str:
+    """The id of the message a memory comes from: given in its metadata, else its digest."""
+    value = message.metadata.get(SOURCE_MESSAGE_KEY)
+    return value if isinstance(value, str) and value else message_digest(message)[:16]
+
+
+def _new_record(
+    message: Message, now: str, change: MemoryChange, history: Sequence[MemoryChange] = ()
+) -> dict[str, Any]:
+    """The record keys of a memory stored ``now`` (see :mod:`goagent_py.memory.records`)."""
+    return {
+        STATE_KEY: CURRENT,
+        CREATED_AT_KEY: now,
+        UPDATED_AT_KEY: now,
+        INVALID_AT_KEY: None,
+        SUPERSEDED_BY_KEY: None,
+        SOURCE_SESSION_KEY: str(message.metadata.get(SOURCE_SESSION_KEY) or ""),
+        SOURCE_MESSAGE_KEY: _source_message(message),
+        HISTORY_KEY: [*(c.to_json() for c in history), change.to_json()],
+    }
+
+
+def _fact_entry(
+    message: Message,
+    session: str,
+    now: str,
+    change: MemoryChange,
+    history: Sequence[MemoryChange],
+) -> Message:
+    """A user fact as stored by consolidation (one entry, no chunking)."""
+    metadata = {
+        **message.metadata,
+        **_new_record(message, now, change, history),
+        SESSION_KEY: session,
+        PROVENANCE_KEY: "user",
+    }
+    return Message(Role.USER, list(message.content), metadata=metadata)
+
+
+def _reworded(fact: Message, text: str) -> Message:
+    """``fact`` said as ``text`` (a decider's merged or canonical wording)."""
+    metadata = {**fact.metadata, SOURCE_MESSAGE_KEY: _source_message(fact)}
+    return Message(Role.USER, [TextBlock(text)], metadata=metadata)
+
+
+def _marked(
+    old: MemoryRecord, change: MemoryChange, state: MemoryState, now: str, *, by: str | None = None
+) -> Message:
+    """``old``'s message with its record marked ``state`` (kept, never deleted)."""
+    fields = {STATE_KEY: state, UPDATED_AT_KEY: now, INVALID_AT_KEY: now, SUPERSEDED_BY_KEY: by}
+    m = old.message
+    return Message(
+        m.role,
+        list(m.content),
+        tool_call_id=m.tool_call_id,
+        is_error=m.is_error,
+        metadata=with_change(m.metadata, change, **fields),
+    )
+
+
 class LongTermMemory:
     """Semantic memory: stores messages as vectors and recalls the most relevant ones.
 
@@ -126,6 +243,23 @@ class LongTermMemory:
         estimator: counts a message's tokens for the budget (any object with
             ``count(message) -> int``, e.g. a ``TokenEstimator``); None uses text bytes / 4.
         max_concurrency: the most ``embed`` calls in flight at once (non-batch embedders).
+        decider: consolidates each turn's user facts with the memories they change
+            (:mod:`goagent_py.memory.consolidation`): ``RuleDecider()`` (model-free),
+            ``ModelDecider(provider, model=...)``, or None (every fact is added).
+        candidates: how many similar current memories per fact the decider sees.
+        clock: the time to record (a callable returning a datetime; default: now, UTC).
+        on_consolidation: called with a :class:`ConsolidationReport` after each
+            consolidation (decisions, duration, and a warning when the decider failed).
+        tie_tolerance: recalled memories whose scores differ by at most this are ordered
+            newest first (ties break toward the newer fact).
+        recall_superseded: when ``retrieve`` (as the agent calls it) also recalls memories a
+            newer fact replaced: ``"past"`` (default) when the query asks about the past
+            ("Where did I live before?", :func:`~goagent_py.memory.records.asks_about_past`),
+            ``"never"`` or ``"always"``.
+
+    Every stored memory carries its record (:mod:`goagent_py.memory.records`): when it was
+    stored, the conversation and message it came from, its state and its history. Recall
+    returns current memories only unless asked for superseded ones too.
 
     Example:
         >>> memory = LongTermMemory(FakeEmbedder(), InMemoryVectorStore())  # doctest: +SKIP
@@ -143,6 +277,12 @@ class LongTermMemory:
         token_budget: int | None = None,
         estimator: Any | None = None,
         max_concurrency: int = 8,
+        decider: Decider | None = None,
+        candidates: int = 8,
+        clock: Callable[[], datetime] | None = None,
+        on_consolidation: Callable[[ConsolidationReport], None] | None = None,
+        tie_tolerance: float = 0.01,
+        recall_superseded: Literal["past", "never", "always"] = "past",
     ) -> None:
         if not isinstance(embedder, Embedder):
             raise ConfigurationError(
@@ -184,6 +324,28 @@ class LongTermMemory:
         self.token_budget = token_budget
         self.estimator: _MessageCounter | None = estimator
         self._max_concurrency = max_concurrency
+        if decider is not None and not isinstance(decider, Decider):
+            raise ConfigurationError(
+                f"decider must have a name and async decide(facts, candidates), "
+                f"got {type(decider).__name__}; use RuleDecider(), ModelDecider(...) or None"
+            )
+        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates <= 0:
+            raise ConfigurationError(f"candidates must be a positive int, got {candidates!r}")
+        if tie_tolerance < 0:
+            raise ConfigurationError(f"tie_tolerance must be >= 0, got {tie_tolerance}")
+        self.decider = decider
+        self.candidates = candidates
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.on_consolidation = on_consolidation
+        self.tie_tolerance = tie_tolerance
+        if recall_superseded not in ("past", "never", "always"):
+            raise ConfigurationError(
+                f"recall_superseded must be 'past', 'never' or 'always', got {recall_superseded!r}"
+            )
+        self.recall_superseded = recall_superseded
+        # One writer per scope at a time: two turns superseding the same memory must not
+        # both read it as current (the second sees what the first wrote).
+        self._locks: dict[str, asyncio.Lock] = {}
 
     def __repr__(self) -> str:
         return (
@@ -224,16 +386,21 @@ class LongTermMemory:
             raise ConfigurationError(
                 f"provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}"
             )
+        now = format_time(self.clock())
+        facts = [m for m in messages if self._is_fact(m, provenance)]
+        plain = [m for m in messages if not any(m is f for f in facts)]
         pending: list[tuple[str, Message]] = []
-        for message in messages:
+        for message in plain:
             digest = message_digest(message)
             origin = provenance_of(message, provenance)
+            change = self._change("add", now, message, decider="none", text=message.text)
             for index, chunk in enumerate(self._chunks(message)):
                 if not chunk.blocks:
                     continue
                 metadata = {
                     **message.metadata,
                     **chunk.metadata,
+                    **_new_record(message, now, change),
                     SESSION_KEY: session,
                     PROVENANCE_KEY: origin,
                 }
@@ -245,12 +412,43 @@ class LongTermMemory:
                     metadata=metadata,
                 )
                 pending.append((f"{session}:{digest}:{index}", stored))
+        await self._write(pending)
+        if facts:
+            async with self._locks.setdefault(session, asyncio.Lock()):
+                await self._consolidate(facts, session=session, now=now)
+
+    def _is_fact(self, message: Message, provenance: str | None) -> bool:
+        """Whether ``message`` goes through the decider: a user's own text."""
+        return (
+            self.decider is not None
+            and message.role is Role.USER
+            and provenance_of(message, provenance) == "user"
+            and bool(message.text.strip())
+            and all(isinstance(b, TextBlock) for b in message.content)
+        )
+
+    def _change(
+        self, op: Any, now: str, message: Message, *, decider: str, **fields: str
+    ) -> MemoryChange:
+        return MemoryChange(
+            op=op, at=now, decider=decider, source_message=_source_message(message), **fields
+        )
+
+    async def _write(
+        self, pending: Sequence[tuple[str, Message]], known: Mapping[str, Any] | None = None
+    ) -> None:
+        """Embed and upsert ``(id, message)`` pairs (one batch when the store has batches);
+        a text-only message whose text is in ``known`` reuses that vector."""
         if not pending:
             return
-        vectors = await self._embed_all([m.content for _, m in pending])
+        unique = dict(pending)  # one entry per id: the last wins, as in every store
+        reused = [(known or {}).get(_plain_text(m) or "") for m in unique.values()]
+        todo = [m.content for m, v in zip(unique.values(), reused, strict=True) if v is None]
+        made = iter(await self._embed_all(todo) if todo else [])
+        vectors = [v if v is not None else next(made) for v in reused]
         entries = [
             UpsertEntry(id, vector, message)
-            for (id, message), vector in zip(pending, vectors, strict=True)
+            for (id, message), vector in zip(unique.items(), vectors, strict=True)
             if vector is not None
         ]
         if not entries:
@@ -260,6 +458,96 @@ class LongTermMemory:
         else:
             for entry in entries:
                 await self.vector_store.upsert(entry.id, entry.vector, entry.message)
+
+    # -- consolidation -------------------------------------------------------------------------
+
+    async def _consolidate(self, facts: list[Message], *, session: str, now: str) -> None:
+        """Decide and apply what ``facts`` do to the current memories of ``session``."""
+        assert self.decider is not None
+        started = time.perf_counter()
+        texts = [f.text for f in facts]
+        report = ConsolidationReport(decider=self.decider.name, facts=texts)
+        candidates, vectors = await self._candidates(texts, session)
+        try:
+            decided = await self.decider.decide(texts, candidates)
+            decisions = check_decisions(decided, facts=len(facts), candidates=candidates)
+        except Exception as exc:  # nothing lost: the facts are added as without a decider
+            report.warning = (
+                f"decider {self.decider.name!r} failed ({type(exc).__name__}: {exc}); "
+                f"the turn's {len(facts)} fact(s) were added unchanged"
+            )
+            _log.warning("long-term memory consolidation: %s", report.warning)
+            decisions = [Decision(fact=i, op="ADD") for i in range(len(facts))]
+        report.decisions = decisions
+        report.duration = time.perf_counter() - started
+        by_id = {c.id: c for c in candidates}
+        name = self.decider.name if not report.warning else "none"
+        await self._write(self._applied(decisions, facts, by_id, session, now, name), vectors)
+        if self.on_consolidation is not None:
+            self.on_consolidation(report)
+
+    async def _candidates(
+        self, texts: list[str], session: str
+    ) -> tuple[list[MemoryRecord], dict[str, Any]]:
+        """The current memories of ``session`` most similar to each fact (best first), then
+        the latest one (for "that's no longer true") when the store can list; and the facts'
+        vectors by text (storing a fact reuses its vector)."""
+        vectors = await self._embed_all([[TextBlock(t)] for t in texts])
+        scope: dict[str, Any] = {SESSION_KEY: session}
+        found: dict[str, MemoryRecord] = {}
+        for vector in vectors:
+            if vector is None:
+                continue
+            for scored in await self._search(vector, self.candidates, scope, (CURRENT,)):
+                found.setdefault(scored.id, record_of(_with_provenance(scored)))
+        if isinstance(self.vector_store, ListableStore):
+            listed = [record_of(s) for s in await self.vector_store.entries(scope)]
+            listed = [r for r in listed if r.is_current]
+            if listed:
+                latest = max(listed, key=lambda r: r.created_at or _EPOCH)
+                found.setdefault(latest.id, latest)
+        by_text = {t: v for t, v in zip(texts, vectors, strict=True) if v is not None}
+        return list(found.values()), by_text
+
+    def _applied(
+        self,
+        decisions: list[Decision],
+        facts: list[Message],
+        candidates: dict[str, MemoryRecord],
+        session: str,
+        now: str,
+        decider: str,
+    ) -> list[tuple[str, Message]]:
+        """The entries ``decisions`` write: new memories, and the records they mark."""
+        out: list[tuple[str, Message]] = []
+        for d in decisions:
+            fact = facts[d.fact]
+            if d.op == "NOOP":
+                continue
+            if d.op == "DELETE":
+                old = candidates[d.target]
+                change = self._change("delete", now, fact, decider=decider, previous=old.text)
+                out.append((old.id, _marked(old, change, DELETED, now)))
+                continue
+            text = d.text.strip() or fact.text
+            message = fact if text == fact.text else _reworded(fact, text)
+            id = f"{session}:{message_digest(message)}:0"
+            if d.op == "ADD":
+                change = self._change("add", now, fact, decider=decider, text=text)
+                out.append((id, _fact_entry(message, session, now, change, ())))
+                continue
+            old = candidates[d.target]
+            if id == old.id:
+                continue  # the same words again: nothing changes
+            update = self._change(
+                "update", now, fact, decider=decider, text=text, previous=old.text, other_id=old.id
+            )
+            out.append((id, _fact_entry(message, session, now, update, old.history)))
+            replaced = self._change(
+                "superseded", now, fact, decider=decider, text=text, previous=old.text, other_id=id
+            )
+            out.append((old.id, _marked(old, replaced, SUPERSEDED, now, by=id)))
+        return out
 
     async def _embed_all(
         self, inputs: list[list[ContentBlock]]
@@ -307,8 +595,13 @@ class LongTermMemory:
         score_threshold: float | None = None,
         filter: Mapping[str, Any] | None = None,
         token_budget: int | None = None,
+        include_superseded: bool | None = None,
     ) -> list[ScoredMessage]:
-        """The memories of ``session`` most relevant to ``query``, best first.
+        """The current memories of ``session`` most relevant to ``query``, best first.
+
+        Scores within ``tie_tolerance`` of each other are ordered newest first. Superseded and
+        deleted memories are left out unless ``include_superseded`` (then superseded ones
+        come too, their ``memory_state`` metadata saying so: recall renders them "formerly").
 
         Args:
             query: the content to match (usually the user's message).
@@ -317,6 +610,8 @@ class LongTermMemory:
             score_threshold: overrides the memory's threshold for this call.
             filter: more metadata to match exactly (AND), on top of the session.
             token_budget: overrides the memory's token budget for this call.
+            include_superseded: also recall memories a newer fact replaced ("where did I live
+                before?"); None follows the memory's ``recall_superseded``.
 
         Returns:
             The recalled memories; ``[]`` when ``query`` has nothing the embedder can embed.
@@ -324,19 +619,84 @@ class LongTermMemory:
         k = top_k if top_k is not None and top_k > 0 else self.top_k
         if not query:
             return []
+        asked = text_from(list(query))
+        if include_superseded is None:
+            include_superseded = self.recall_superseded == "always" or (
+                self.recall_superseded == "past" and asks_about_past(asked)
+            )
+        if include_superseded and asked and asks_about_past(asked):
+            # "Where did I live before?" is searched as "Where do I live?": the tense and
+            # the cue words pull the question away from the facts it asks about.
+            query = [
+                TextBlock(as_present(asked)),
+                *(b for b in query if not isinstance(b, TextBlock)),
+            ]
         try:
             vector = await self.embedder.embed(query)
         except NoEmbeddableContentError:
             return []
         threshold = score_threshold if score_threshold is not None else self.score_threshold
-        options = SearchOptions(
-            top_k=k,
-            score_threshold=threshold,
-            filter={**(filter or {}), SESSION_KEY: session},
-        )
-        found = [_with_provenance(s) for s in await self.vector_store.search(vector, options)]
+        states = (CURRENT, SUPERSEDED) if include_superseded else (CURRENT,)
+        scope = {**(filter or {}), SESSION_KEY: session}
+        found = await self._search(vector, k, scope, states, threshold)
+        found = self._newer_first([_with_provenance(s) for s in found])[:k]
         budget = token_budget if token_budget is not None else self.token_budget
         return self._within_budget(found, budget)
+
+    async def _search(
+        self,
+        vector: Any,
+        k: int,
+        scope: dict[str, Any],
+        states: Sequence[MemoryState],
+        threshold: float | None = None,
+    ) -> list[ScoredMessage]:
+        """The ``k`` best entries of ``scope`` whose record is in ``states``.
+
+        The state is checked here, not in the store's filter: entries stored before records
+        existed have none and count as current (in every backend, migrated or not), and a
+        filter on the scope alone keeps each store's fast path (sqlite-vec's KNN partition).
+        Superseded entries crowding the top are skipped by asking for more, 4x at a time.
+        """
+        fetch = k
+        while True:
+            options = SearchOptions(top_k=fetch, score_threshold=threshold, filter=scope)
+            hits = await self.vector_store.search(vector, options)
+            kept = [h for h in hits if state_of(h.message.metadata) in states]
+            if len(kept) >= k or len(hits) < fetch:
+                return kept[:k]
+            fetch *= 4
+
+    def _newer_first(self, found: list[ScoredMessage]) -> list[ScoredMessage]:
+        """``found`` best first; neighbours within ``tie_tolerance`` newest first."""
+        ranked = sorted(found, key=lambda s: -s.score)
+        created = [record_of(s).created_at or _EPOCH for s in ranked]
+        for i in range(len(ranked) - 1):
+            close = ranked[i].score - ranked[i + 1].score <= self.tie_tolerance
+            if close and created[i + 1] > created[i]:
+                ranked[i], ranked[i + 1] = ranked[i + 1], ranked[i]
+                created[i], created[i + 1] = created[i + 1], created[i]
+        return ranked
+
+    async def records(
+        self, *, session: str = "", states: Sequence[MemoryState] = (CURRENT,)
+    ) -> list[MemoryRecord]:
+        """The memories of ``session`` in ``states``, oldest first, with their records.
+
+        ``states=("current", "superseded", "deleted")`` lists everything, with each memory's
+        history (what changed, when, which decider, from which message).
+
+        Raises:
+            ConfigurationError: the store cannot list (it is not a ``ListableStore``).
+        """
+        if not isinstance(self.vector_store, ListableStore):
+            raise ConfigurationError(
+                f"{type(self.vector_store).__name__} cannot list its entries; use a store with "
+                "entries(filter) (in-memory, sqlite-vec or pgvector) to list memories"
+            )
+        listed = await self.vector_store.entries({SESSION_KEY: session})
+        found = [r for r in (record_of(_with_provenance(s)) for s in listed) if r.state in states]
+        return sorted(found, key=lambda r: (r.created_at or _EPOCH, r.id))
 
     def _within_budget(self, found: list[ScoredMessage], budget: int | None) -> list[ScoredMessage]:
         """The best-scored prefix of ``found`` that fits ``budget`` (lowest scores dropped)."""

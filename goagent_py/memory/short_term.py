@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from goagent_py._metadata_keys import UI_ONLY_KEY
 from goagent_py.errors import MemoryStoreError
 from goagent_py.memory.policies import NoOp, Policy
 from goagent_py.memory.storage import InMemoryStorage, Storage
 from goagent_py.messages import Message, Role
 
-__all__ = ["COMPACTION_METADATA_KEY", "ShortTermMemory", "is_boundary"]
+__all__ = ["COMPACTION_METADATA_KEY", "ShortTermMemory", "is_boundary", "model_visible"]
 
 COMPACTION_METADATA_KEY = "goagent.compaction"
 """Metadata key of a compaction boundary: ``{summary, covers, strategy, tokens_before,
@@ -17,6 +18,26 @@ tokens_after}`` (see :mod:`goagent_py.memory.compaction`)."""
 def is_boundary(message: Message) -> bool:
     """Whether ``message`` is a compaction boundary (a stored summary of earlier messages)."""
     return isinstance(message.metadata.get(COMPACTION_METADATA_KEY), dict)
+
+
+def model_visible(message: Message) -> bool:
+    """Whether ``message`` counts in a boundary's ``covers``: a transcript message the model
+    is sent (not a boundary, not a UI-only message). A compactor counts what it is sent, so
+    storage must count the same way (issue 28: UI-only messages shifted the cut)."""
+    return not is_boundary(message) and not message.metadata.get(UI_ONLY_KEY)
+
+
+def _after_visible(transcript: list[Message], count: int) -> int:
+    """The index in ``transcript`` right after its ``count``-th model-visible message."""
+    if count <= 0:
+        return 0
+    seen = 0
+    for i, m in enumerate(transcript):
+        if model_visible(m):
+            seen += 1
+            if seen == count:
+                return i + 1
+    return len(transcript)
 
 
 class ShortTermMemory:
@@ -46,8 +67,9 @@ class ShortTermMemory:
         self.storage: Storage = storage if storage is not None else InMemoryStorage()
         self.policy: Policy = policy if policy is not None else NoOp()
         self.window_start = 0
-        """Transcript index (boundaries not counted) of the first transcript message the last
-        :meth:`messages` call returned; a compactor maps positions with it."""
+        """How many model-visible transcript messages (see :func:`model_visible`) come before
+        the first one the last :meth:`messages` call returned; a compactor maps positions with
+        it."""
 
     async def messages(self) -> list[Message]:
         """The stored conversation after the policy's window, oldest first.
@@ -63,16 +85,19 @@ class ShortTermMemory:
         boundary = next((m for m in reversed(stored) if is_boundary(m)), None)
         transcript = [m for m in stored if not is_boundary(m)]
         start = 0
+        head: list[Message] = []
         if boundary is not None:
             covers = boundary.metadata[COMPACTION_METADATA_KEY].get("covers", 0)
-            start = min(max(int(covers), 0), len(transcript))
+            start = _after_visible(transcript, int(covers))
+            head = transcript[:start]
             transcript = transcript[start:]
         window = self.policy.apply(transcript)
         cut = len(transcript) - len(window)
         if window and cut > 0 and window[0] is transcript[cut]:  # a tail: the policy cut the start
             first = next((i for i, m in enumerate(window) if m.role == Role.USER), len(window))
             window = window[first:]
-        self.window_start = start + len(transcript) - len(window)
+        cut_off = head + transcript[: len(transcript) - len(window)]
+        self.window_start = sum(model_visible(m) for m in cut_off)
         if boundary is not None and len(window) == len(transcript):
             return [boundary, *window]  # the summary stands for what the window starts after
         return window

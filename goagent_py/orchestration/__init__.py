@@ -12,14 +12,15 @@ mapping and a retry policy). Every orchestration returns a :class:`FlowResult` a
 """
 
 from goagent_py.orchestration._core import (
-    FlowTool,
     Flow,
     FlowEvent,
     FlowResult,
+    FlowTool,
     MaxStepsError,
     Node,
     NodeEnd,
     NodeStart,
+    NodeTimeoutError,
     OrchestrationError,
     Runnable,
     Step,
@@ -46,6 +47,7 @@ __all__ = [
     "Node",
     "NodeEnd",
     "NodeStart",
+    "NodeTimeoutError",
     "OrchestrationError",
     "Parallel",
     "Pipeline",

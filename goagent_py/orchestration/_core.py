@@ -35,6 +35,7 @@ __all__ = [
     "Node",
     "NodeEnd",
     "NodeStart",
+    "NodeTimeoutError",
     "OrchestrationError",
     "Runnable",
     "Step",
@@ -192,6 +193,24 @@ class MaxStepsError(OrchestrationError):
         return self._reduce_with(self.max_steps, self.taken, self.where)
 
 
+class NodeTimeoutError(OrchestrationError):
+    """A node ran past its ``Node(..., timeout=...)`` and was cancelled (a node failure: its
+    retry policy may retry it, and it reaches you wrapped in :class:`StepFailedError`).
+
+    Attributes:
+        path: the node's path.
+        timeout: the node's timeout in seconds.
+    """
+
+    def __init__(self, path: tuple[str, ...], timeout: float) -> None:
+        self.path = tuple(path)
+        self.timeout = timeout
+        super().__init__(f"node {'/'.join(self.path)!r} ran past its {timeout:g}s timeout")
+
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.path, self.timeout)
+
+
 # -- events ------------------------------------------------------------------------------------
 
 
@@ -245,7 +264,7 @@ class Flow:
     def as_tool(self, *, name: str, description: str) -> FlowTool:
         """This orchestration as a tool an agent's model can call with a ``prompt`` (see
         the same contract as :func:`~goagent_py.agent_tool.as_tool`)."""
-    
+
         return FlowTool(self, name=name, description=description)
 
     async def run(self, input: str, *, budget: Budget | None = None) -> FlowResult:
@@ -292,7 +311,7 @@ class Flow:
 
 
 class Node:
-    """A runnable with a name, an optional input mapping and an optional retry policy.
+    """A runnable with a name, an optional input mapping, retry policy and timeout.
 
     Args:
         runnable: an agent, an orchestration, or ``async (input: str) -> str``.
@@ -300,9 +319,11 @@ class Node:
         input: maps what the node receives to its input (in a :class:`Graph`, it receives the
             state dict instead of a string).
         retry: retry a failing node (cancellation is never retried).
+        timeout: seconds each attempt of the node may take; past it the node is cancelled and
+            fails with :class:`NodeTimeoutError` (None: no limit but the budget's wall time).
     """
 
-    __slots__ = ("input", "name", "retry", "runnable")
+    __slots__ = ("input", "name", "retry", "runnable", "timeout")
 
     def __init__(
         self,
@@ -311,6 +332,7 @@ class Node:
         name: str | None = None,
         input: Callable[[Any], str] | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | None = None,
     ) -> None:
         from goagent_py.agent import Agent
 
@@ -329,8 +351,16 @@ class Node:
         self.name = name or _default_name(runnable)
         if not isinstance(self.name, str) or not self.name or "/" in self.name:
             raise ConfigurationError(f"invalid node name {self.name!r}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise ConfigurationError(
+                f"Node {self.name!r}: timeout must be a positive number of seconds or None, "
+                f"got {timeout!r}"
+            )
         self.input = input
         self.retry = retry
+        self.timeout = timeout
 
     def __repr__(self) -> str:
         return f"Node({self.name!r})"
@@ -372,7 +402,9 @@ def as_nodes(items: Any, where: str, *, number_repeats: bool = False) -> list[No
 
 def _named(value: Any, name: str) -> Node:
     if isinstance(value, Node):
-        return Node(value.runnable, name=name, input=value.input, retry=value.retry)
+        return Node(
+            value.runnable, name=name, input=value.input, retry=value.retry, timeout=value.timeout
+        )
     return Node(value, name=name)
 
 
@@ -398,7 +430,7 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
     while True:
         attempt += 1
         try:
-            result = await _run_once(node.runnable, text, here)
+            result = await _run_bounded(node, text, here)
         except (ConfigurationError, BudgetExceededError):
             raise  # misuse, or the whole run out of budget: never retried or wrapped
         except Exception as exc:
@@ -420,6 +452,29 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
         if here.emit is not None:
             here.emit(NodeEnd(result, path=here.path))
         return result
+
+
+async def _run_bounded(node: Node, text: str, scope: Scope) -> FlowResult:
+    """One attempt of ``node``, cancelled at its timeout or when the run-wide budget's wall
+    time is up, whichever comes first (a node is not let run to its end past either)."""
+    budget = current_budget()
+    left = None if budget is None else budget.remaining_seconds()
+    bounds = [b for b in (node.timeout, left) if b is not None]
+    if not bounds:
+        return await _run_once(node.runnable, text, scope)
+    bound = min(bounds)
+    try:
+        async with asyncio.timeout(bound) as limit:
+            return await _run_once(node.runnable, text, scope)
+    except TimeoutError:
+        if not limit.expired():
+            raise  # the node's own TimeoutError, not ours
+        if budget is not None and budget.max_seconds is not None and bound == left:
+            raise BudgetExceededError(
+                "seconds", budget.max_seconds, round(budget.elapsed, 3)
+            ) from None
+        assert node.timeout is not None
+        raise NodeTimeoutError(scope.path, node.timeout) from None
 
 
 async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:

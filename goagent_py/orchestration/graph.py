@@ -17,7 +17,6 @@ checkpoint it between nodes::
 
 from __future__ import annotations
 
-import copy
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -45,9 +44,18 @@ END = "__end__"
 GraphState = dict[str, Any]
 """A graph's state: ``input`` (the graph's input), ``last`` (the last node's output),
 ``outputs`` ({node: its last output}), ``visits`` ({node: times run}) and ``path`` (the node
-names run, in order). Plain data: conditions may read it and add keys of their own."""
+names run, in order). Plain data, one dict for the whole run: conditions and ``Node(...,
+input=fn)`` mappings see the same dict, and keys they add (a retry count, a verdict) are kept
+for the conditions after them and in ``result.state``."""
 
 Condition = Callable[[GraphState], str | Awaitable[str]]
+
+
+def _label(text: str) -> str:
+    """``text`` safe inside a Mermaid label (quotes and brackets as entity codes)."""
+    for char, code in (('"', "#quot;"), ("[", "#91;"), ("]", "#93;"), ("|", "#124;")):
+        text = text.replace(char, code)
+    return text
 
 
 class Branch:
@@ -135,13 +143,39 @@ class Graph(Flow):
         self.max_steps = max_steps
         self.name = name
 
+    def mermaid(self) -> str:
+        """The graph as a Mermaid flowchart (for docs and reviews): plain edges solid,
+        conditional ones dotted (to each target a :class:`Branch` declares, or to every node and
+        the end for a bare function, which may name any), a node without an edge into the end.
+
+        Example::
+
+            print(graph.mermaid())   # paste into a ```mermaid block
+        """
+        ids = {name: f"n{i}" for i, name in enumerate(self.nodes)}
+        ids[END] = "stop"
+        lines = ["flowchart TD", "    start([start])", "    stop([end])"]
+        lines += [f'    {ids[name]}["{_label(name)}"]' for name in self.nodes]
+        lines.append(f"    start --> {ids[self.start]}")
+        for name in self.nodes:
+            edge = self.edges.get(name, END)
+            if isinstance(edge, str):
+                lines.append(f"    {ids[name]} --> {ids[edge]}")
+                continue
+            condition = edge.condition if isinstance(edge, Branch) else edge
+            targets = edge.targets if isinstance(edge, Branch) else (*self.nodes, END)
+            label = getattr(condition, "__name__", "")
+            text = f"|{_label(label)}|" if label and label != "<lambda>" else ""
+            lines += [f"    {ids[name]} -.->{text} {ids[t]}" for t in targets]
+        return "\n".join(lines) + "\n"
+
     async def _next(self, current: str, state: GraphState) -> str:
         edge = self.edges.get(current, END)
         if isinstance(edge, str):
             return edge
         condition = edge.condition if isinstance(edge, Branch) else edge
         allowed = edge.targets if isinstance(edge, Branch) else (*self.nodes, END)
-        answer = condition(copy.deepcopy(state))
+        answer = condition(state)  # the run's one state: what a condition adds, it keeps
         if inspect.isawaitable(answer):
             answer = await answer
         if answer not in allowed:

@@ -20,12 +20,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from goagent_py._transcript import repair_transcript, strip_thinking
 from goagent_py.budget import BudgetExceededError
 from goagent_py.errors import ConfigurationError, ToolError
-from goagent_py.messages import ContentBlock, Message, TextBlock
+from goagent_py.messages import ContentBlock, Message, Role, TextBlock
 from goagent_py.options import TurnState
 from goagent_py.orchestration._core import (
     Flow,
@@ -72,6 +73,7 @@ class _Transfer:
     def __init__(self, target: str, description: str, requests: dict[str, str]) -> None:
         self.target = target
         self._requests = requests
+        self.siblings: frozenset[str] = frozenset()  # the transfer tools of the same agent
         self._definition = ToolDefinition(
             transfer_tool_name(target),
             description,
@@ -93,7 +95,10 @@ class _Transfer:
             raise ConfigurationError("a transfer tool only works inside a Handoffs run")
         transcript = ctx.transcript()
         calls = transcript[-1].tool_calls if transcript else [ctx.call]
-        first = next((c for c in calls if c.name.startswith(_PREFIX)), ctx.call)
+        # The first call to a transfer this agent has: one to an agent it cannot reach (a
+        # made-up name) fails on its own and does not block a valid one (issue 28).
+        own = self.siblings or {self._definition.name}
+        first = next((c for c in calls if c.name in own), ctx.call)
         if first.id != ctx.call.id:
             raise HandoffRefusedError(
                 self._definition.name,
@@ -172,6 +177,8 @@ class Handoffs(Flow):
                 for t in routes.get(n, [])
             ]
             names = {tr.definition.name for tr in transfers}
+            for tr in transfers:
+                tr.siblings = frozenset(names)
             own = a.options.should_stop
             self.agents[n] = (
                 a.replace(
@@ -186,13 +193,25 @@ class Handoffs(Flow):
         self.max_handoffs = max_handoffs
         self.name = name
 
-    async def _history(self, transcript: list[Message]) -> list[Message]:
+    async def _history(self, transcript: list[Message], agent: Agent) -> list[Message]:
+        """What ``agent`` starts from: the filtered history, repaired, opening on a user
+        message, without tool blocks for an agent that has no tools (Anthropic and Bedrock
+        refuse a request that carries them but defines none)."""
         chosen: Any = list(transcript)
         if self.input_filter is not None:
             chosen = self.input_filter(list(transcript))
             if not isinstance(chosen, Sequence):
                 chosen = await chosen
-        return repair_transcript(strip_thinking(list(chosen)), "not shown to this agent")
+        history = repair_transcript(strip_thinking(list(chosen)), "not shown to this agent")
+        if not agent.tools:
+            history = _without_tool_blocks(history)
+        first_user = next((i for i, m in enumerate(history) if m.role is Role.USER), None)
+        if first_user is None:
+            raise ConfigurationError(
+                f"Handoffs {self.name!r}: input_filter left {agent.name!r} no user message to "
+                "answer; return at least the last user message"
+            )
+        return history[first_user:]
 
     async def _invoke(self, input: str, scope: Scope) -> FlowResult:
         start = time.perf_counter()
@@ -207,7 +226,7 @@ class Handoffs(Flow):
                 run = await agent.start_run(
                     None,
                     streaming=scope.emit is not None,
-                    history=await self._history(transcript),
+                    history=await self._history(transcript, agent),
                     path=here.path,
                 )
             else:
@@ -268,6 +287,21 @@ class Handoffs(Flow):
             out.state,
             tuple(transcript),
         )
+
+
+def _without_tool_blocks(messages: list[Message]) -> list[Message]:
+    """``messages`` without tool calls and tool results (an assistant message left empty goes
+    too): the history of an agent that defines no tools."""
+    out = []
+    for m in messages:
+        if m.role is Role.TOOL:
+            continue
+        if m.tool_calls:
+            m = replace(m, tool_calls=[])
+            if not m.content:
+                continue
+        out.append(m)
+    return out
 
 
 def _describe(agent: Agent) -> str:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
+from goagent_py.budget import BudgetExceededError
 from goagent_py.errors import ConfigurationError
 from goagent_py.orchestration._core import (
     Flow,
@@ -89,7 +90,8 @@ class Parallel(Flow):
         max_concurrency: at most this many branches at once (None: all).
         fail_fast: the first failure cancels the other branches and is raised; with False, the
             failures are collected in ``result.errors`` and the join gets the successes (if
-            every branch fails, the first branch's error is raised).
+            every branch fails, the first branch's error is raised). Running out of the
+            run-wide budget is never collected: it cancels the other branches and is raised.
         join: ``outputs -> text`` over ``{branch name: output}`` in branch order (default: each
             output under a ``[name]`` header).
         name: the group's name in paths.
@@ -143,7 +145,7 @@ class Parallel(Flow):
                     assert error is not None
                     raise error
             else:
-                await asyncio.wait(tasks)
+                await _until_done_or_out_of_budget(tasks)
         finally:
             pending = [t for t in tasks if not t.done()]
             for t in pending:
@@ -164,6 +166,18 @@ class Parallel(Flow):
         if not isinstance(text, str):
             raise ConfigurationError(f"Parallel {self.name!r}: join must return a str")
         return combine(text, parts, start, errors=errors)
+
+
+async def _until_done_or_out_of_budget(tasks: list[asyncio.Task[FlowResult]]) -> None:
+    """Wait for every branch, but raise at once if one ran out of the run-wide budget: that ends
+    the whole run (the caller cancels the others), it is not one branch's failure."""
+    pending: set[asyncio.Task[FlowResult]] = set(tasks)
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            error = None if task.cancelled() else task.exception()
+            if isinstance(error, BudgetExceededError):
+                raise error
 
 
 class RouteError(OrchestrationError):
@@ -236,6 +250,7 @@ class Router(Flow):
                 input=base.input
                 or (lambda text: _CLASSIFY_PROMPT.format(routes=routes_text, input=text)),
                 retry=base.retry,
+                timeout=base.timeout,
             )
         elif callable(classify):
             self._classify_fn = classify

@@ -49,7 +49,7 @@ class Supervisor(Flow):
     def __init__(
         self,
         lead: Agent,
-        members: Sequence[Agent | AgentTool],
+        members: Sequence[Agent | AgentTool[Agent]],
         *,
         mode: Literal["coordinate", "route", "broadcast"] = "coordinate",
         max_concurrency: int | None = None,
@@ -66,7 +66,7 @@ class Supervisor(Flow):
                 f"Supervisor {name!r}: mode must be 'coordinate', 'route' or 'broadcast', "
                 f"got {mode!r}"
             )
-        tools: list[AgentTool] = []
+        tools: list[AgentTool[Agent]] = []
         for m in members:
             if isinstance(m, AgentTool):
                 tools.append(m)

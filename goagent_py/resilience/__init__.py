@@ -11,7 +11,7 @@ Cancellation is never a failure: it opens no circuit and is never retried. Clock
 are injectable so tests never wait.
 """
 
-from goagent_py.resilience._breaker import CircuitBreaker, CircuitState
+from goagent_py.resilience._breaker import CircuitBreaker, CircuitState, check_circuit_breaker
 from goagent_py.resilience._rate_limit import PerTool, RateLimiter, check_rate_limit, rate_limit
 from goagent_py.resilience._retry import (
     RetryPolicy,
@@ -27,6 +27,7 @@ from goagent_py.resilience._retry import (
 )
 
 __all__ = [
+    "check_circuit_breaker",
     "check_rate_limit",
     "CircuitBreaker",
     "CircuitState",

@@ -15,7 +15,29 @@ from datetime import UTC, datetime, timedelta
 
 from goagent_py.errors import ConfigurationError
 
-__all__ = ["CircuitBreaker", "CircuitState"]
+__all__ = ["CircuitBreaker", "CircuitState", "check_circuit_breaker"]
+
+
+def check_circuit_breaker(max_failures: object, reset_timeout: object, *, owner: str) -> None:
+    """Validate a breaker's settings; raise :class:`ConfigurationError` naming the fix.
+
+    The one check behind :class:`CircuitBreaker`, ``CircuitBreakerConfig`` and
+    ``circuit_breaker_middleware``; ``owner`` names what the caller built, for the message.
+    """
+    # "max_failures must be > 0, got 0" is the wording users have seen (and the docs show).
+    if not isinstance(max_failures, int) or isinstance(max_failures, bool) or max_failures <= 0:
+        raise ConfigurationError(
+            f"{owner}: max_failures must be > 0, got {max_failures!r} (an int; pass "
+            "circuit_breaker=None to switch the breaker off)"
+        )
+    if (
+        not isinstance(reset_timeout, int | float)
+        or isinstance(reset_timeout, bool)
+        or not reset_timeout > 0
+    ):
+        raise ConfigurationError(
+            f"{owner}: reset_timeout must be > 0, got {reset_timeout!r} (a number of seconds)"
+        )
 
 
 class CircuitState(enum.StrEnum):
@@ -52,10 +74,7 @@ class CircuitBreaker:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if max_failures <= 0:
-            raise ConfigurationError(f"max_failures must be > 0, got {max_failures}")
-        if reset_timeout <= 0:
-            raise ConfigurationError(f"reset_timeout must be > 0, got {reset_timeout}")
+        check_circuit_breaker(max_failures, reset_timeout, owner="CircuitBreaker")
         self.max_failures = max_failures
         self.reset_timeout = reset_timeout
         self._clock = clock

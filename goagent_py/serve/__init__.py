@@ -22,6 +22,7 @@ from goagent_py._lazy import lazy_load as _lazy_load
 if _typing.TYPE_CHECKING:  # the names for type checkers; at run time each loads on first access
     from goagent_py.serve._auth import (
         Auth,
+        Login,
         NoAuth,
         TokenAuth,
         TrustedProxyAuth,
@@ -41,6 +42,7 @@ if _typing.TYPE_CHECKING:  # the names for type checkers; at run time each loads
 
 _LAZY = {
     "Auth": "goagent_py.serve._auth",
+    "Login": "goagent_py.serve._auth",
     "NoAuth": "goagent_py.serve._auth",
     "TokenAuth": "goagent_py.serve._auth",
     "TrustedProxyAuth": "goagent_py.serve._auth",
@@ -70,6 +72,7 @@ __all__ = [
     "AgentFactory",
     "Auth",
     "HttpError",
+    "Login",
     "NoAuth",
     "ServeApp",
     "ThreadContext",

@@ -19,6 +19,10 @@ AgentEnd                       ``RUN_FINISHED`` {threadId, runId, result: {stopR
 an exception                   ``RUN_ERROR`` {message, code}
 =============================  ===============================================================
 
+A run ends with exactly one terminal event: a failed run's ``AgentEnd`` comes before its
+exception, so ``RUN_FINISHED`` is held until the run's stream is over (:meth:`AguiMapper.finished`)
+and a failure sends ``RUN_ERROR`` in its place.
+
 ``isError`` and ``duration`` on ``TOOL_CALL_RESULT`` are goagent-py additions (AG-UI clients
 ignore unknown fields).
 """
@@ -79,6 +83,7 @@ class AguiMapper:
         self._thinking_open = False
         self._calls: dict[str, str] = {}  # streamed call id -> name
         self._announced: set[str] = set()
+        self._finished: dict[str, Any] | None = None
         self.text = ""
 
     def started(self) -> dict[str, Any]:
@@ -86,8 +91,20 @@ class AguiMapper:
         return {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}
 
     def error(self, message: str, code: str) -> dict[str, Any]:
-        """A ``RUN_ERROR`` event."""
+        """A ``RUN_ERROR`` event: the terminal event of a failed run."""
         return {"type": "RUN_ERROR", "message": message, "code": code}
+
+    def finished(self) -> dict[str, Any]:
+        """The ``RUN_FINISHED`` event: the terminal event of a run whose stream ended without
+        an error (its ``AgentEnd`` result, held by :meth:`map`)."""
+        if self._finished is not None:
+            return self._finished
+        return {
+            "type": "RUN_FINISHED",
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "result": {"stopReason": None, "text": self.text},
+        }
 
     def _new_message(self) -> str:
         if not self._message_id:
@@ -138,17 +155,15 @@ class AguiMapper:
             ]
         if isinstance(event, AgentEnd):
             final = event.result
-            return [
-                {
-                    "type": "RUN_FINISHED",
-                    "threadId": self.thread_id,
-                    "runId": self.run_id,
-                    "result": {
-                        "stopReason": final.stop_reason.value if final.stop_reason else None,
-                        "text": final.text,
-                    },
-                }
-            ]
+            self._finished = {
+                "type": "RUN_FINISHED",
+                "threadId": self.thread_id,
+                "runId": self.run_id,
+                "result": {
+                    "stopReason": final.stop_reason.value if final.stop_reason else None,
+                    "text": final.text,
+                },
+            }
         return []
 
     def _delta(self, event: MessageDelta) -> list[dict[str, Any]]:

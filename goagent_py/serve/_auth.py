@@ -1,15 +1,19 @@
 """Who is asking: the four auth modes of the server and the scrypt password hashes.
 
-Modes: :class:`NoAuth` (one local user, loopback clients only), :class:`TokenAuth` (bearer
+Modes: :class:`NoAuth` (one local user, loopback peers only), :class:`TokenAuth` (bearer
 tokens, optionally expiring), :class:`UsersFileAuth` (``user:scrypt$...`` lines, a login sets an
 HttpOnly SameSite=Strict cookie) and :class:`TrustedProxyAuth` (a reverse proxy that already
 authenticated the user names them in a header; only the proxy's address is believed).
+
+Addresses are the socket's peer address (the ASGI ``client``), never a header: a Host or
+X-Forwarded-For header is written by the client and proves nothing about where it is.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import os
 import re
 import secrets
@@ -22,6 +26,7 @@ from goagent_py.errors import ConfigurationError
 
 __all__ = [
     "Auth",
+    "Login",
     "NoAuth",
     "TokenAuth",
     "TrustedProxyAuth",
@@ -30,14 +35,31 @@ __all__ = [
     "verify_password",
 ]
 
-_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost", "testclient"})
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 _USER_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 
 
 def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or name) is this machine."""
+    """Whether ``host`` (an address or name to bind) is this machine."""
     return host in _LOOPBACK or host.startswith("127.")
+
+
+def is_loopback_peer(address: str | None) -> bool:
+    """Whether a socket's peer ``address`` (an IP address, never a name) is this machine.
+
+    None (no address: a Unix socket, or a server that does not say) is not: a reverse proxy on
+    a Unix socket would otherwise make every client of the proxy local.
+    """
+    if not address:
+        return False
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 from a dual-stack socket
+    return ip.is_loopback
 
 
 def valid_user(name: str) -> bool:
@@ -66,6 +88,20 @@ def verify_password(password: str, stored: str) -> bool:
     return hmac.compare_digest(found.hex(), digest)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Login:
+    """What a login proves: the user, and when the credential that proved it stops working.
+
+    Attributes:
+        user: the authenticated user.
+        expires_at: the Unix time the credential expires (an expiring token), or None; the login
+            session (cookie) the server issues ends then at the latest.
+    """
+
+    user: str
+    expires_at: float | None = None
+
+
 class Auth(Protocol):
     """How the server learns the user of a request."""
 
@@ -76,8 +112,8 @@ class Auth(Protocol):
         """The user of a request from its (lower-cased) headers and client address, or None."""
         ...
 
-    def login(self, body: dict[str, Any]) -> str | None:
-        """The user a login body (``{"token"}`` or ``{"user", "password"}``) proves, or None."""
+    def login(self, body: dict[str, Any]) -> Login | None:
+        """What a login body (``{"token"}`` or ``{"user", "password"}``) proves, or None."""
         ...
 
 
@@ -88,18 +124,23 @@ def _bearer(headers: dict[str, str]) -> str:
 
 @dataclass
 class NoAuth:
-    """No credentials: every loopback client is ``user``; any other client is refused."""
+    """No credentials: every loopback peer is ``user``; any other client is refused.
+
+    The server checks the socket's peer address on every request, before anything else (the
+    page and its files included). Behind a reverse proxy on the same machine every client is
+    a loopback peer: use :class:`TrustedProxyAuth` (or another mode) there.
+    """
 
     user: str = "local"
     requires_login: bool = field(default=False, init=False)
 
     def authenticate(self, headers: dict[str, str], client: str) -> str | None:
-        """``user`` for a loopback client, None otherwise."""
-        return self.user if is_loopback(client) else None
+        """``user`` for a loopback peer address, None otherwise."""
+        return self.user if is_loopback_peer(client) else None
 
-    def login(self, body: dict[str, Any]) -> str | None:
-        """Nothing to log in to: the local user."""
-        return self.user
+    def login(self, body: dict[str, Any]) -> Login | None:
+        """Nothing to log in to: the local user (the server has checked the peer already)."""
+        return Login(user=self.user)
 
 
 @dataclass
@@ -118,20 +159,23 @@ class TokenAuth:
             if not valid_user(user):
                 raise ConfigurationError(f"TokenAuth: invalid user name {user!r}")
 
-    def _check(self, token: str) -> str | None:
+    def _check(self, token: str) -> Login | None:
         for known, user in self.tokens.items():
             if hmac.compare_digest(known.encode(), token.encode()):
                 deadline = self.expires.get(known)
-                return user if deadline is None or time.time() < deadline else None
+                if deadline is None or time.time() < deadline:
+                    return Login(user=user, expires_at=deadline)
+                return None
         return None
 
     def authenticate(self, headers: dict[str, str], client: str) -> str | None:
         """The user of the request's bearer token, if it is known and not expired."""
         token = _bearer(headers)
-        return self._check(token) if token else None
+        found = self._check(token) if token else None
+        return found.user if found is not None else None
 
-    def login(self, body: dict[str, Any]) -> str | None:
-        """The user of ``body["token"]``."""
+    def login(self, body: dict[str, Any]) -> Login | None:
+        """The user of ``body["token"]``, with the token's expiry."""
         token = body.get("token")
         return self._check(token) if isinstance(token, str) and token else None
 
@@ -161,7 +205,7 @@ class UsersFileAuth:
         """None: users of a users file authenticate with the login cookie."""
         return None
 
-    def login(self, body: dict[str, Any]) -> str | None:
+    def login(self, body: dict[str, Any]) -> Login | None:
         """The user if ``body["password"]`` matches their hash."""
         user, password = body.get("user"), body.get("password")
         if not isinstance(user, str) or not isinstance(password, str):
@@ -170,7 +214,7 @@ class UsersFileAuth:
         if stored is None:
             verify_password(password, hash_password("x"))  # same time for unknown users
             return None
-        return user if verify_password(password, stored) else None
+        return Login(user=user) if verify_password(password, stored) else None
 
 
 @dataclass
@@ -188,6 +232,6 @@ class TrustedProxyAuth:
         user = headers.get(self.header.lower(), "")
         return user if valid_user(user) else None
 
-    def login(self, body: dict[str, Any]) -> str | None:
+    def login(self, body: dict[str, Any]) -> Login | None:
         """None: the proxy logs users in."""
         return None

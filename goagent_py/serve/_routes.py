@@ -4,20 +4,25 @@ OpenAI-compatible ``/v1``)."""
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from goagent_py.serve._server import (
+    COOKIE,
+    HttpError,
+    Run,
+    Server,
+    error_body,
+    memory_scope,
+    static_file,
+)
 from goagent_py.serve._threads import message_json
-
-if TYPE_CHECKING:
-    from goagent_py.serve.app import _Run, _Server
 
 __all__ = ["table"]
 
@@ -26,13 +31,12 @@ _TITLE = "New chat"
 
 
 def _guarded(fn: Endpoint) -> Endpoint:
-    from goagent_py.serve.app import HttpError
-
     async def wrapper(request: Request) -> Response:
         try:
             return await fn(request)
         except HttpError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
+            status, body = error_body(exc.status, exc.message, path=request.url.path)
+            return JSONResponse(body, status_code=status)
 
     return wrapper
 
@@ -56,7 +60,7 @@ class _RunStream(EventSourceResponse):
     it, and the run would go on with nobody listening.
     """
 
-    def __init__(self, server: _Server, run: _Run, content: AsyncIterator[Any]) -> None:
+    def __init__(self, server: Server, run: Run, content: AsyncIterator[Any]) -> None:
         super().__init__(content, ping=15)
         self._server = server
         self._run = run
@@ -69,11 +73,10 @@ class _RunStream(EventSourceResponse):
                 self._server.stop(self._run)
 
 
-def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
+def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
     """The routes: (path, endpoint, methods)."""
-    from goagent_py.serve.app import HttpError, memory_scope, static_file
 
-    def sse(run: _Run) -> Response:
+    def sse(run: Run) -> Response:
         async def frames() -> AsyncIterator[dict[str, str]]:
             async for item in server.events(run):
                 yield {"data": json.dumps(item)}
@@ -89,26 +92,32 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         return Response(body, media_type=media, headers={"cache-control": "no-cache"})
 
     async def me(request: Request) -> Response:
+        # Always 200 (the page asks before it knows whether to show the login form; a 401
+        # here would log a console error on every visit). Only the no-auth check of the peer
+        # address refuses outright, before routing.
         try:
-            user = server.user(request)
+            user = await server.user(request)
         except HttpError as exc:
             return JSONResponse(
-                {"error": exc.message, "login": server.auth.requires_login}, exc.status
+                {
+                    "authenticated": False,
+                    "login": server.auth.requires_login,
+                    "error": exc.message,
+                }
             )
-        return JSONResponse({"user": user})
+        return JSONResponse({"authenticated": True, "user": user})
 
     async def login(request: Request) -> Response:
         body = await server.body(request)
-        user = server.auth.login(body)
-        if user is None:
+        found = server.auth.login(body)
+        if found is None:
             raise HttpError(401, "wrong credentials")
-        token = secrets.token_urlsafe(32)
-        server.cookies[token] = (user, time.time() + server.cookie_ttl)
-        response = JSONResponse({"user": user})
+        token, seconds = await server.open_session(found)
+        response = JSONResponse({"user": found.user})
         response.set_cookie(
-            "goagent_session",
+            COOKIE,
             token,
-            max_age=int(server.cookie_ttl),
+            max_age=max(1, int(seconds)),
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
@@ -117,13 +126,14 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         return response
 
     async def logout(request: Request) -> Response:
-        server.cookies.pop(request.cookies.get("goagent_session", ""), None)
+        await server.body(request)  # JSON only, like every POST (a form post is a 415)
+        await server.close_session(request.cookies.get(COOKIE, ""))
         response = JSONResponse({"ok": True})
-        response.delete_cookie("goagent_session", path="/", httponly=True, samesite="strict")
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response
 
     async def threads(request: Request) -> Response:
-        user = server.user(request)
+        user = await server.user(request)
         if request.method == "GET":
             return JSONResponse({"threads": await server.threads.list(user)})
         body = await server.body(request)
@@ -133,7 +143,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         return JSONResponse(await server.threads.create(user, title or _TITLE), 201)
 
     async def thread(request: Request) -> Response:
-        user = server.user(request)
+        user = await server.user(request)
         thread_id = request.path_params["thread_id"]
         found = await server.thread(user, thread_id)
         if request.method == "DELETE":
@@ -152,7 +162,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         return JSONResponse(found)
 
     async def messages(request: Request) -> Response:
-        user = server.user(request)
+        user = await server.user(request)
         thread_id = request.path_params["thread_id"]
         await server.thread(user, thread_id)
         live = await server.live_of(user, thread_id)
@@ -165,7 +175,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         return JSONResponse({"messages": [message_json(m, durations) for m in stored]})
 
     async def _message_of(request: Request) -> tuple[str, str, str]:
-        user = server.user(request)
+        user = await server.user(request)
         thread_id = request.path_params["thread_id"]
         body = await server.body(request)
         text = body.get("message")
@@ -191,7 +201,8 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         return JSONResponse({"steered": True, "runId": live.run.run_id})
 
     async def stop(request: Request) -> Response:
-        user = server.user(request)
+        user = await server.user(request)
+        await server.body(request)  # JSON only, like every POST (a form post is a 415)
         thread_id = request.path_params["thread_id"]
         await server.thread(user, thread_id)
         live = server.live.get((user, thread_id))
@@ -199,8 +210,9 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         return JSONResponse({"stopped": current is not None and server.stop(current)})
 
     async def stop_run(request: Request) -> Response:
-        user = server.user(request)
-        found: _Run | None = server.runs.get(request.path_params["run_id"])
+        user = await server.user(request)
+        await server.body(request)
+        found: Run | None = server.runs.get(request.path_params["run_id"])
         if found is None or found.user != user:
             raise HttpError(404, "no such run")
         return JSONResponse({"stopped": server.stop(found)})
@@ -216,7 +228,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         from goagent_py.memory.long_term import LongTermMemory
         from goagent_py.messages import TextBlock
 
-        scope = memory_scope(server.user(request))
+        scope = memory_scope(await server.user(request))
         ltm = _ltm()
         query = request.query_params.get("q", "").strip()
         if not query:
@@ -237,7 +249,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         )
 
     async def forget(request: Request) -> Response:
-        scope = memory_scope(server.user(request))
+        scope = memory_scope(await server.user(request))
         ltm = _ltm()
         memory_id = request.path_params["memory_id"]
         # Ids are "<scope>:<digest>:<chunk>": another user's id is not found.
@@ -252,12 +264,12 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
     # -- OpenAI-compatible -----------------------------------------------------------------
 
     async def models(request: Request) -> Response:
-        server.user(request)
+        await server.user(request)
         model = {"id": server.model_name, "object": "model", "created": 0, "owned_by": "goagent"}
         return JSONResponse({"object": "list", "data": [model]})
 
     async def completions(request: Request) -> Response:
-        user = server.user(request)
+        user = await server.user(request)
         body = await server.body(request)
         chat = body.get("messages")
         if not isinstance(chat, list):
@@ -302,7 +314,8 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
                     elif item["type"] == "RUN_ERROR":
                         error = item["message"]
                 if error:
-                    yield json.dumps({"error": {"message": error, "type": "server_error"}})
+                    _, body = error_body(500, error, path="/v1/")
+                    yield json.dumps(body)
                 yield json.dumps(chunk({}, "stop"))
                 yield "[DONE]"
 
@@ -312,7 +325,7 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
             if item["type"] == "RUN_ERROR":
                 error = item["message"]
         if error:
-            raise HttpError(502, error)
+            raise HttpError(500, error)
         message = {"role": "assistant", "content": started.mapper.text}
         return JSONResponse(
             {
@@ -324,6 +337,9 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
                 "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
             }
         )
+
+    async def unknown(request: Request) -> Response:
+        raise HttpError(404, f"Invalid URL ({request.method} {request.url.path})")
 
     t = "/api/threads/{thread_id:str}"
     plain: list[tuple[str, Endpoint, list[str]]] = [
@@ -343,5 +359,6 @@ def table(server: _Server) -> list[tuple[str, Endpoint, list[str]]]:
         ("/api/memories/{memory_id:str}", forget, ["DELETE"]),
         ("/v1/models", models, ["GET"]),
         ("/v1/chat/completions", completions, ["POST"]),
+        ("/v1/{rest:path}", unknown, ["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     return [(path, _guarded(fn), methods) for path, fn, methods in plain]

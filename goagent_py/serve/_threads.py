@@ -1,13 +1,17 @@
-"""The thread index (who owns which conversation, its title) and the stored messages as JSON.
+"""The thread index (who owns which conversation, its title), the login sessions, and the
+stored messages as JSON.
 
 Threads live in the same SQLite file as the conversations (table ``goagent_serve_threads``); a
 thread's messages are the short-term memory session ``serve:<user>:<thread id>``, so one user
-can never read another's rows: every query is keyed by the authenticated user.
+can never read another's rows: every query is keyed by the authenticated user. Login sessions
+(``goagent_serve_logins``) live there too, so they survive a restart; a row keeps the SHA-256
+of the cookie, never the cookie itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 import sqlite3
 import threading
@@ -35,6 +39,15 @@ _TIMES = (
     " duration REAL NOT NULL, PRIMARY KEY (user, thread_id, call_id))"
 )
 
+_LOGINS = (
+    "CREATE TABLE IF NOT EXISTS goagent_serve_logins ("
+    " token_sha256 TEXT PRIMARY KEY, user TEXT NOT NULL, expires_at REAL NOT NULL)"
+)
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
 
 def session_key(user: str, thread_id: str) -> str:
     """The short-term memory session id of a user's thread."""
@@ -58,6 +71,7 @@ class ThreadStore:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(_SCHEMA)
                 conn.execute(_TIMES)
+                conn.execute(_LOGINS)
                 self._conn = conn
             return fn(self._conn)
 
@@ -178,6 +192,53 @@ class ThreadStore:
                 (user, thread_id),
             )
             return {call_id: duration for call_id, duration in found}
+
+        return await self._call(q)
+
+    # -- login sessions ----------------------------------------------------------------------
+
+    async def add_login(self, user: str, expires_at: float, *, now: float) -> str:
+        """A new login session of ``user`` until ``expires_at``: its (random) token. Sessions
+        expired at ``now`` are swept first."""
+        token = secrets.token_urlsafe(32)
+
+        def q(c: sqlite3.Connection) -> None:
+            c.execute("DELETE FROM goagent_serve_logins WHERE expires_at <= ?", (now,))
+            c.execute(
+                "INSERT INTO goagent_serve_logins VALUES (?, ?, ?)",
+                (_digest(token), user, expires_at),
+            )
+
+        await self._call(q)
+        return token
+
+    async def login_of(self, token: str) -> tuple[str, float] | None:
+        """The (user, expiry) of a login session's token, or None."""
+
+        def q(c: sqlite3.Connection) -> tuple[str, float] | None:
+            row = c.execute(
+                "SELECT user, expires_at FROM goagent_serve_logins WHERE token_sha256 = ?",
+                (_digest(token),),
+            ).fetchone()
+            return (row[0], row[1]) if row else None
+
+        return await self._call(q)
+
+    async def remove_login(self, token: str) -> None:
+        """End a login session (nothing happens for an unknown token)."""
+
+        def q(c: sqlite3.Connection) -> None:
+            c.execute("DELETE FROM goagent_serve_logins WHERE token_sha256 = ?", (_digest(token),))
+
+        await self._call(q)
+
+    async def sweep_logins(self, now: float) -> int:
+        """Delete the login sessions expired at ``now``; how many there were."""
+
+        def q(c: sqlite3.Connection) -> int:
+            return c.execute(
+                "DELETE FROM goagent_serve_logins WHERE expires_at <= ?", (now,)
+            ).rowcount
 
         return await self._call(q)
 

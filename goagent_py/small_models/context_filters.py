@@ -29,6 +29,7 @@ __all__ = [
     "drop_failed_tool_exchanges",
     "inline_memories",
     "second_person",
+    "used_to",
 ]
 
 
@@ -192,3 +193,28 @@ def second_person(statement: str) -> str:
     out.append(text[last:])
     said = "".join(out).strip()
     return said[:1].upper() + said[1:]
+
+
+_USED_TO = [
+    (re.compile(r"^(I|We)(?:'m| am| are)\s+(.+)$", re.I), r"\1 used to be \2"),
+    (re.compile(r"^((?:My|Our) [\w' -]+?) (?:is|are)\s+(.+)$", re.I), r"\1 used to be \2"),
+    (re.compile(r"^(I|We) (?!used to\b)([a-z]+)\b(.*)$", re.I), r"\1 used to \2\3"),
+]
+
+
+def used_to(statement: str) -> str:
+    """A first-person statement that is no longer true, said as the past (English).
+
+    ``"I live in Lisbon."`` becomes ``"Before, I used to live in Lisbon."`` and ``"My name is
+    Priya."`` ``"Before, my name used to be Priya."``; anything else gets ``"Before: "`` in
+    front. For a memory a newer fact replaced, recalled for a question about the past ("Where
+    did I live before?"): said back as it was stored, a small model reads it as current.
+    """
+    text = _GREETING.sub("", statement.strip(), count=1) or statement.strip()
+    for pattern, replacement in _USED_TO:
+        if pattern.match(text):
+            said = pattern.sub(replacement, text, count=1)
+            if not said.startswith("I "):
+                said = said[:1].lower() + said[1:]
+            return "Before, " + said
+    return "Before: " + text

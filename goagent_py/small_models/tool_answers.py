@@ -13,7 +13,7 @@ arguments and ``{result}`` (the result's text). A failed call is answered with
 essay about an error; pass ``error_template=None`` to let the model read errors instead.
 
 With ``memory_answers=True`` it also answers a question about the user from the user's own
-statement that :func:`~goagent_py.small_models.context_filters.inline_memories` put before it, said back in
+statement that :func:`~goagent_py.small_models.inline_memories` put before it, said back in
 the second person ("Where was I born?" with "I was born in Goa, in India." recalled: "You were
 born in Goa, in India."), when every content word of the question is in the statement;
 otherwise the model answers. The 135M model, shown that very sentence, still
@@ -26,7 +26,6 @@ import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from goagent_py.small_models.context_filters import INLINED_MEMORIES_KEY, second_person
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import Message, Role, StopReason, TextBlock
 from goagent_py.provider import (
@@ -38,6 +37,7 @@ from goagent_py.provider import (
     StreamingProvider,
     TextDelta,
 )
+from goagent_py.small_models.context_filters import INLINED_MEMORIES_KEY, second_person
 
 __all__ = [
     "DEFAULT_ERROR_TEMPLATE",
@@ -107,7 +107,7 @@ _NOT_CONTENT = frozenset({
 def answer_from_memory(messages: list[Message]) -> str | None:
     """The answer to a question about the user from the statement recalled for it, or None.
 
-    The last user message must carry what :func:`~goagent_py.small_models.context_filters.inline_memories`
+    The last user message must carry what :func:`~goagent_py.small_models.inline_memories`
     put before it; the question must ask about the user (``where/what/when/who/which/how old``
     ... ``I/my/me`` ... ``?``) and every content word of it must be in the best recalled
     statement, which is then said back in the second person.

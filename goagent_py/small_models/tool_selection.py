@@ -23,7 +23,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from goagent_py.small_models.context_filters import INLINED_MEMORIES_KEY
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory.base import BatchEmbedder, Embedder
 from goagent_py.messages import Message, Role, TextBlock
@@ -34,6 +33,7 @@ from goagent_py.provider import (
     StreamEvent,
     StreamingProvider,
 )
+from goagent_py.small_models.context_filters import INLINED_MEMORIES_KEY
 from goagent_py.tools import ToolDefinition
 
 if TYPE_CHECKING:
@@ -282,7 +282,7 @@ def select_tools(
         required_only: offer each tool with its required parameters only (see
             :func:`required_parameters_only`); for small models.
         defer_to_memory: when recalled memories were put before the message
-            (:func:`~goagent_py.small_models.context_filters.inline_memories` marks it), tools are scored
+            (:func:`~goagent_py.small_models.inline_memories` marks it), tools are scored
             against the message alone, and none is offered if a memory is at least as similar
             to the message as the best tool: "When is my birthday?", with "My birthday is on
             the 3rd of March." recalled, is about the user, not a request for the clock.

@@ -293,3 +293,175 @@ async def test_a_hard_link_to_a_file_outside_is_not_written(tree: Path) -> None:
     with pytest.raises(CodingToolError, match="hard links"):
         await run(t["write_file"], path="hard.txt", content="PWNED")
     assert outside.read_text() == "SECRET outside"
+
+
+# A catastrophic pattern run in a child process: with the standard re it holds the GIL for
+# hours (the event loop, the UI and abort stop), so the child is what the test can bound.
+CATASTROPHIC = r"""
+import asyncio, sys
+from goagent_py.coding import CodingToolError, FileToolkit
+
+async def main() -> None:
+    root = sys.argv[1]
+    grep = {t.definition.name: t for t in FileToolkit(root, grep_timeout=0.5).tools}["grep"]
+    ticks = 0
+    # (a+)+$ is the review's pattern (the regex package ends it at once); (a|aa)+$ backtracks
+    # there too: the time bound ends it.
+    for pattern in ("(a+)+$", "(a|aa)+$"):
+        task = asyncio.ensure_future(grep.execute({"pattern": pattern}))
+        while not task.done():
+            await asyncio.sleep(0)  # the loop keeps running while grep matches
+            ticks += 1
+        try:
+            print("returned", task.result()[0].text)
+        except CodingToolError as exc:
+            print("error:", exc)
+    # A glob is a regular expression too: with re, many *a in a row backtrack on a long name
+    # (10 s for 40 characters, 8 of them); bounded like grep's pattern.
+    glob = {t.definition.name: t for t in FileToolkit(root, grep_timeout=0.5).tools}["glob"]
+    try:
+        print("returned", (await glob.execute({"pattern": "*a" * 12 + "*b"}))[0].text)
+    except CodingToolError as exc:
+        print("error:", exc)
+    # An abort (cancel) while a slow grep runs: the loop is alive to deliver it at once.
+    slow = {t.definition.name: t for t in FileToolkit(root, grep_timeout=1).tools}["grep"]
+    task = asyncio.ensure_future(slow.execute({"pattern": "(a|aa)+$"}))
+    for _ in range(1000):
+        await asyncio.sleep(0)
+    task.cancel()
+    try:
+        await task
+        print("not cancelled")
+    except asyncio.CancelledError:
+        print("cancelled")
+    print("ticks", ticks)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow  # ~5-12 s: the regex package checks its timeout coarsely
+def test_a_catastrophic_grep_pattern_ends_in_an_error_and_never_stalls_the_loop(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    (tmp_path / "a.txt").write_text("a" * 34 + "!\n")
+    (tmp_path / ("a" * 60)).write_text("")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CATASTROPHIC, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,  # a bound on a hang, not a timing claim: it ends in ~4 s
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("grep ran for 120 s on (a+)+$ and the event loop was frozen")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stderr
+    assert lines[0] == "returned [no matches]", lines  # a.txt has no match; aaa... is empty
+    assert lines[1].startswith("error: grep stopped after 0.5 s of matching"), lines
+    assert "simplify the pattern" in lines[1]
+    assert lines[2] == "returned [no files match]", lines  # with re: hours on one name
+    assert lines[3] == "cancelled"
+    assert int(lines[4].split()[1]) > 0
+
+
+async def test_write_and_edit_accept_dot_slash_names_like_read(tree: Path) -> None:
+    t = tools(tree)
+    assert "wrote ./new.txt" in await run(t["write_file"], path="./new.txt", content="one\n")
+    assert (tree / "new.txt").read_text() == "one\n"
+    await run(t["read_file"], path="./notes.txt")
+    await run(t["edit_file"], path="./notes.txt", old_string="beta", new_string="BETA")
+    assert (tree / "notes.txt").read_text() == "alpha\nBETA\nalpha\n"
+    assert "wrote .//src/x.py" in await run(t["write_file"], path=".//src/x.py", content="x")
+
+
+async def test_a_line_longer_than_the_read_cap_is_shown_cut_not_skipped(tree: Path) -> None:
+    (tree / "min.js").write_text("var a=1;" * 100 + "\nsecond line\n")
+    t = tools(tree, max_read_chars=100)
+    first = await run(t["read_file"], path="min.js")
+    body, note = first.splitlines()
+    assert body == ("     1\t" + "var a=1;" * 100)[:100]
+    assert "line 1 cut at 100 characters" in note
+    assert "offset=2" in note  # onwards, not the same line again
+    assert await run(t["read_file"], path="min.js", offset=2) == "     2\tsecond line"
+    (tree / "one.txt").write_text("x" * 500)
+    last = await run(t["read_file"], path="one.txt")
+    assert last.startswith("     1\txxx")
+    assert "offset=" not in last  # nothing after it
+
+
+async def test_writes_and_edits_are_capped_like_reads(tree: Path) -> None:
+    t = tools(tree, max_file_bytes=1000)
+    with pytest.raises(CodingToolError, match="more than the 1000 bytes allowed"):
+        await run(t["write_file"], path="big.txt", content="x" * 1001)
+    assert not (tree / "big.txt").exists()
+    (tree / "grow.txt").write_text("ab " * 300)  # 900 bytes
+    await run(t["read_file"], path="grow.txt")
+    with pytest.raises(CodingToolError, match="more than the 1000 bytes allowed"):
+        await run(
+            t["edit_file"], path="grow.txt", old_string="ab", new_string="abc", replace_all=True
+        )
+    assert (tree / "grow.txt").read_text() == "ab " * 300
+
+
+async def test_writes_to_one_file_keep_call_order_whatever_order_a_gate_answers(
+    tree: Path,
+) -> None:
+    """A custom async gate answers the three edits c3, c2, c1: each edit needs the one before
+    it applied, so they must still run c1, c2, c3."""
+    from goagent_py.agent import Agent
+    from goagent_py.messages import ToolCall
+    from goagent_py.testing import ScriptedProvider, tool_call_response
+
+    (tree / "f.txt").write_text("x = 0\n")
+    edits = [
+        ("edit_file", {"path": "f.txt", "old_string": f"x = {i}", "new_string": f"x = {i + 1}"})
+        for i in range(3)
+    ]
+    provider = ScriptedProvider(
+        tool_call_response(("read_file", {"path": "f.txt"})),
+        tool_call_response(*edits),
+        "done",
+    )
+    waiting: dict[str, asyncio.Event] = {}
+    all_in = asyncio.Event()
+
+    async def gate(call: ToolCall) -> str | None:
+        if call.name != "edit_file":
+            return None
+        waiting[call.id] = mine = asyncio.Event()
+        if len(waiting) == 3:
+            all_in.set()
+        await mine.wait()
+        return None
+
+    async def answer_backwards() -> None:
+        await all_in.wait()
+        for event in reversed(list(waiting.values())):
+            event.set()
+            for _ in range(50):
+                await asyncio.sleep(0)  # let that call go as far as it can (no time passes)
+
+    agent = Agent(
+        provider=provider,
+        tools=file_tools(tree),
+        before_tool_call=gate,
+        tool_execution="parallel",
+    )
+    answering = asyncio.ensure_future(answer_backwards())
+    result = await agent.run("go")
+    await answering
+    assert result.text == "done"
+    assert (tree / "f.txt").read_text() == "x = 3\n"
+
+
+async def test_an_invalid_glob_is_a_clear_tool_error(tree: Path) -> None:
+    t = tools(tree)
+    with pytest.raises(CodingToolError, match="invalid glob pattern"):
+        await run(t["glob"], pattern="[z-a]")
+    with pytest.raises(CodingToolError, match="invalid glob pattern"):
+        await run(t["grep"], pattern="x", glob="[z-a]")

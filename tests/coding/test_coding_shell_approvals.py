@@ -158,7 +158,8 @@ async def test_allow_and_deny_patterns_by_tool_path_and_command(tmp_path: Path) 
         deny=["*(secrets/*)", "shell(rm *)"],
     )
     assert await policy(call("edit_file", path="src/a.py", old_string="a", new_string="b")) is None
-    assert await policy(call("edit_file", path="docs/a.md")) is not None  # no ask: denied
+    edit = call("edit_file", path="docs/a.md", old_string="a", new_string="b")
+    assert "needs approval" in str(await policy(edit))  # no ask: denied
     assert await policy(call("shell", argv=["git", "status", "-s"])) is None
     assert "denied by policy" in str(await policy(call("shell", argv=["rm", "-rf", "/"])))
     assert "denied by policy" in str(await policy(call("read_file", path="secrets/key.pem")))
@@ -175,12 +176,13 @@ async def test_always_allows_for_the_session_and_stop_stops(tmp_path: Path) -> N
 
     tools = [*file_tools(tmp_path), shell_tool(tmp_path)]
     policy = ApprovalPolicy(tools, ask=ask, stop=stopped.append)
-    assert await policy(call("edit_file", path="a.py")) is None  # always: the whole tool
-    assert await policy(call("edit_file", path="b.py")) is None
+    edit = {"old_string": "a", "new_string": "b"}
+    assert await policy(call("edit_file", path="a.py", **edit)) is None  # always: the tool
+    assert await policy(call("edit_file", path="b.py", **edit)) is None
     assert await policy(call("shell", argv=["make", "test"])) is None  # always: this command
     assert await policy(call("shell", argv=["make", "test"])) is None
     assert await policy(call("shell", argv=["make", "lint"])) is None  # allow: once
-    reason = await policy(call("write_file", path="c.py"))
+    reason = await policy(call("write_file", path="c.py", content=""))
     assert reason is not None
     assert "stopped the run" in reason
     assert stopped
@@ -205,7 +207,7 @@ async def test_parallel_asks_come_one_at_a_time_in_call_order(tmp_path: Path) ->
         return "allow"
 
     policy = ApprovalPolicy(file_tools(tmp_path), ask=ask)
-    calls = [call("write_file", path=f"f{i}.py") for i in range(5)]
+    calls = [call("write_file", path=f"f{i}.py", content="") for i in range(5)]
     assert await asyncio.gather(*(policy(c) for c in calls)) == [None] * 5
     assert most == 1
     assert order == [f"f{i}.py" for i in range(5)]

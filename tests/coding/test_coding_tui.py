@@ -261,8 +261,9 @@ async def test_model_clear_compact_exit_and_continue(tmp_path: Path) -> None:
     async with again.run_test() as pilot:
         await again.prompts.get()
         assert again.code.session_id == first
-        assert again.output[0].endswith("root " + str(tmp_path / "ws"))
-        assert f"session {first} (12 messages)" in again.output[0]
+        opening = next(line for line in again.output if line.startswith("session "))
+        assert opening.endswith("root " + str(tmp_path / "ws"))
+        assert f"session {first} (12 messages)" in opening
         assert "> question 5" in again.output  # the resumed conversation is shown
         await _say(again, pilot, "/compact the answers")
         await again.prompts.get()
@@ -340,3 +341,49 @@ async def test_a_failing_provider_is_reported_once_and_the_window_goes_on(tmp_pa
         await app.prompts.get()
         assert "back again" in app.output
         await pilot.press("ctrl+q")
+
+
+async def test_the_approval_shows_the_diff_and_escapes_what_the_model_wrote(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider(
+        tool_call_response(("read_file", {"path": "a.txt"})),
+        tool_call_response(EDIT),
+        text_response("changed it \x1b[2J\rdone"),
+    )
+    app = _app(tmp_path, provider)
+    async with app.run_test() as pilot:
+        await app.prompts.get()
+        await _say(app, pilot, "change a.txt")
+        assert await app.prompts.get() == ASK
+        preview = app.output[app.output.index(ASK) - 1]
+        assert preview.splitlines() == [
+            "--- a/a.txt",
+            "+++ b/a.txt",
+            "@@ -1 +1 @@",
+            "-hello",
+            "+bye",
+        ]
+        await _say(app, pilot, "y")
+        assert await app.prompts.get() == "> "
+        assert "changed it \\e[2J\\rdone" in app.output
+        assert not any("\x1b" in line for line in app.output)
+        await pilot.press("ctrl+q")
+
+
+async def test_a_tool_call_title_is_shown_literally_not_as_markup(tmp_path: Path) -> None:
+    odd = "[/bold]x[@click=app.quit]y[red]"
+    provider = ScriptedProvider(
+        tool_call_response(("read_file", {"path": odd})), text_response("no such file")
+    )
+    app = _app(tmp_path, provider)
+    async with app.run_test() as pilot:
+        await app.prompts.get()
+        await _say(app, pilot, "read it")
+        assert await app.prompts.get() == "> "
+        view = _views(app)["read_file"]
+        shown = str(view.query_one("CollapsibleTitle").render())
+        assert odd in shown
+        assert "no such file" in app.output
+        await pilot.press("ctrl+q")
+    assert app.return_code == 0

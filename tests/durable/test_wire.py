@@ -25,6 +25,9 @@ from goagent_py.durable._wire import (
 )
 from goagent_py.errors import (
     ConfigurationError,
+    CorruptedDataError,
+    LeaseLostError,
+    MemoryStoreError,
     ProviderError,
     SessionBusyError,
     ToolBlockedError,
@@ -114,10 +117,27 @@ def test_payload_limit_names_what_is_too_big() -> None:
     assert isinstance(info.value, ConfigurationError)
 
 
+def test_a_server_limit_below_payload_limit_applies_and_says_so() -> None:
+    check_size({"a": "x" * 200}, "tool 't' result", 10_000, server_limit=0)  # not known
+    check_size({"a": "x" * 200}, "tool 't' result", 10_000, server_limit=50_000)  # higher
+    with pytest.raises(PayloadTooLargeError, match="Temporal server's blob size limit") as info:
+        check_size({"a": "x" * 200}, "tool 't' result", 10_000, server_limit=100)
+    assert (info.value.limit, info.value.server) == (100, True)
+    assert "tool 't' result" in str(info.value)
+    assert "raise payload_limit" not in str(info.value)
+
+
+def test_bad_stored_data_and_a_lost_lease_are_not_retried() -> None:
+    assert not error_to_data(CorruptedDataError("seq=3 is corrupted")).retryable
+    assert not error_to_data(LeaseLostError("taken over", token=1, current_token=2)).retryable
+    assert error_to_data(MemoryStoreError("server unreachable")).retryable
+
+
 @pytest.mark.parametrize(
     "exc",
     [
         PayloadTooLargeError("tool 't' result", 300, 100),
+        PayloadTooLargeError("tool 't' result", 300, 100, server=True),
         DurableRunError("ProviderError", "bad request"),
         SessionBusyError("session 's' is busy", session_id="s", holder="host:1:abc"),
     ],

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from goagent_py.errors import ConfigurationError
 from goagent_py.cli._mcp import add_mcp_cli, stdio_connections
+from goagent_py.errors import ConfigurationError
 
 
 def parser() -> argparse.ArgumentParser:

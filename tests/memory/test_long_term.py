@@ -246,12 +246,18 @@ async def test_chunker_chunks_are_stored_with_their_metadata() -> None:
     assert await store.count() == 2
     found = await m.retrieve([TextBlock("yellow blue")], top_k=1, session="s")
     assert found[0].message.text == "blue yellow"
-    assert found[0].message.metadata == {
+    metadata = found[0].message.metadata
+    record = {
+        "memory_state",
+        *(k for k in metadata if k.startswith("goagent.") and k[8:] != "provenance"),
+    }
+    assert {k: v for k, v in metadata.items() if k not in record} == {
         "role": "user",
         "chunk_index": 1,
         "session": "s",
         "goagent.provenance": "user",
     }
+    assert metadata["memory_state"] == "current"  # each chunk carries the memory's record
     assert found[0].id.endswith(":1")
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from goagent_py.errors import ConfigurationError, MemoryStoreError
+from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
 from goagent_py.memory.storage import SQLiteStorage, Storage
 from goagent_py.messages import (
     DocumentBlock,
@@ -217,7 +217,7 @@ async def test_corrupted_row_names_session_and_row(backend: Backend, raw: str, r
         await storage.append([user_message("fine"), assistant_message("fine too")])
     await backend.corrupt("s-7", 1, raw)
     async with backend.open("s-7") as storage:
-        with pytest.raises(MemoryStoreError) as info:
+        with pytest.raises(CorruptedDataError) as info:  # a MemoryStoreError: never retried
             await storage.load()
         await storage.append([user_message("more")])  # appending still works
     message = str(info.value)

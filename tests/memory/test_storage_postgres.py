@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import textwrap
@@ -19,10 +20,21 @@ pytest.importorskip("psycopg_pool")
 
 from psycopg import AsyncConnection, sql
 
-from goagent_py.errors import ConfigurationError, MemoryStoreError, SessionBusyError
+from goagent_py.errors import (
+    ConfigurationError,
+    CorruptedDataError,
+    LeaseLostError,
+    MemoryStoreError,
+    SessionBusyError,
+)
 from goagent_py.memory.storage import PostgresStorage
 from goagent_py.memory.storage.postgres import SCHEMA_VERSION
-from goagent_py.messages import assistant_message, user_message
+from goagent_py.messages import (
+    assistant_message,
+    messages_from_json,
+    messages_to_json,
+    user_message,
+)
 
 
 def unique() -> str:
@@ -96,6 +108,50 @@ async def test_an_idle_connection_killed_by_the_server_is_replaced(
     assert all(row == (True,) for row in killed)
     await storage.append([user_message("after")])  # the checked-out dead connection is replaced
     assert [m.text for m in await storage.load()] == ["before", "after"]
+
+
+async def test_every_idle_connection_killed_at_once_is_replaced_without_waiting(
+    pg_dsn: str,
+) -> None:
+    # Issue 30: with min_size=6 and all of them killed, the next append waited for the pool's
+    # reconnection backoff (1, 2, 4, 8 s per dead connection) and failed past its timeout.
+    name = unique()
+    async with PostgresStorage(
+        pg_dsn, table=name, session_id="s", min_size=6, max_size=6, timeout=10
+    ) as storage:
+        await storage.append([user_message("before")])
+        await storage.pool.wait()  # all six connections open and idle
+        assert storage.pool.get_stats()["pool_size"] == 6
+        killed = await query(
+            pg_dsn,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '' "
+            "AND pid <> pg_backend_pid() AND datname = current_database()",
+        )
+        assert len(killed) >= 6
+        await storage.append([user_message("after")])  # within its timeout=10
+        assert [m.text for m in await storage.load()] == ["before", "after"]
+
+
+async def test_rows_that_only_parse_when_joined_are_reported(
+    pg_dsn: str, storage: PostgresStorage
+) -> None:
+    # One message split over two rows: each row is broken, but "[" + ",".join(rows) + "]" is a
+    # valid array of two messages. Read as one array, they loaded silently (issue 30).
+    await storage.append([user_message("first"), user_message("second")])
+    first = messages_to_json([user_message("first")])[1:-1].decode()
+    second = messages_to_json([user_message("second")])[1:-1].decode()
+    cut = second.index(",")
+    table = sql.Identifier(storage.table)
+    update = sql.SQL("UPDATE {} SET message = %s WHERE session_id = 's' AND seq = %s")
+    await query(pg_dsn, update.format(table), f"{first},{second[:cut]}", 0)
+    await query(pg_dsn, update.format(table), second[cut + 1 :], 1)
+    rows = await query(pg_dsn, sql.SQL("SELECT message FROM {} ORDER BY seq").format(table))
+    assert len(messages_from_json("[" + ",".join(str(r[0]) for r in rows) + "]")) == 2
+
+    with pytest.raises(CorruptedDataError, match=r"seq=0 .* is corrupted") as info:
+        await storage.load()
+    assert isinstance(info.value, MemoryStoreError)
+    assert "delete that row or clear the session" in str(info.value)
 
 
 async def test_append_once_applies_a_key_once(storage: PostgresStorage) -> None:
@@ -182,6 +238,76 @@ async def test_an_expired_lease_is_taken_over(pg_dsn: str, storage: PostgresStor
         assert rows == [(lease.owner,)]
 
 
+async def test_each_grant_of_a_lease_gets_a_larger_token(storage: PostgresStorage) -> None:
+    async with storage.lease() as first:
+        pass
+    async with storage.lease() as second:
+        pass
+    async with storage.lease("another-session") as other:
+        pass
+    assert (first.token, second.token, other.token) == (1, 2, 1)
+
+
+async def test_a_stale_lease_holders_write_is_refused(
+    pg_dsn: str, storage: PostgresStorage
+) -> None:
+    holding, resume = asyncio.Event(), asyncio.Event()
+
+    async def stale_holder() -> tuple[int, LeaseLostError]:
+        async with storage.lease() as lease:
+            await storage.append([user_message("old:1")])
+            holding.set()
+            await resume.wait()  # "paused" past its lease meanwhile
+            with pytest.raises(LeaseLostError) as info:
+                await storage.append([user_message("old:2")])
+            with pytest.raises(LeaseLostError):
+                await storage.clear()
+            return lease.token, info.value
+
+    task = asyncio.create_task(stale_holder())
+    await holding.wait()
+    await query(  # the stale holder's lease expires while it is paused
+        pg_dsn,
+        sql.SQL("UPDATE {} SET expires_at = now() - interval '1 second'").format(
+            sql.Identifier(f"{storage.table}_leases")
+        ),
+    )
+    async with storage.lease() as new:
+        await storage.append([user_message("new:1")])
+        resume.set()
+        old_token, error = await task
+        assert (error.token, error.current_token, error.holder) == (old_token, new.token, new.owner)
+        assert error.session_id == "s"
+        assert "was taken over" in str(error)
+        await storage.append([user_message("new:2")])  # the stale holder's exit freed nothing
+    assert [m.text for m in await storage.load()] == ["old:1", "new:1", "new:2"]
+    await storage.append([user_message("unleased")])  # writes outside a lease are not fenced
+
+
+async def test_a_version_1_table_is_upgraded_in_place(pg_dsn: str) -> None:
+    table = unique()
+    async with PostgresStorage(pg_dsn, table=table, session_id="s") as storage:
+        await storage.append([user_message("kept")])
+    leases, registry = sql.Identifier(f"{table}_leases"), sql.Identifier("goagent_storage_tables")
+    await query(pg_dsn, sql.SQL("ALTER TABLE {} DROP COLUMN token").format(leases))
+    await query(
+        pg_dsn,
+        sql.SQL("UPDATE {} SET schema_version = 1 WHERE table_name = %s").format(registry),
+        table,
+    )
+    async with PostgresStorage(pg_dsn, table=table, session_id="s") as storage:
+        async with storage.lease() as lease:
+            await storage.append([user_message("fenced")])
+        assert lease.token == 1
+        assert [m.text for m in await storage.load()] == ["kept", "fenced"]
+    version = await query(
+        pg_dsn,
+        sql.SQL("SELECT schema_version FROM {} WHERE table_name = %s").format(registry),
+        table,
+    )
+    assert version == [(SCHEMA_VERSION,)]
+
+
 def test_bad_lease_settings_are_misuse(pg_dsn: str) -> None:
     storage = PostgresStorage(pg_dsn)
     with pytest.raises(ConfigurationError):
@@ -264,3 +390,69 @@ def test_four_processes_append_500_each_into_one_session(pg_dsn: str) -> None:
             assert mine == list(range(count))
 
     asyncio.run(check())
+
+
+HOLDER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from goagent_py.errors import LeaseLostError
+    from goagent_py.memory.storage import PostgresStorage
+    from goagent_py.messages import user_message
+
+    async def main(dsn: str, table: str) -> None:
+        async with PostgresStorage(dsn, table=table, session_id="shared") as storage:
+            async with storage.lease(ttl=1.0) as lease:
+                await storage.append([user_message("old:1")])
+                print("holding", lease.token, flush=True)
+                await asyncio.to_thread(sys.stdin.readline)  # stopped (SIGSTOP) meanwhile
+                try:
+                    await storage.append([user_message("old:2")])
+                except LeaseLostError as exc:
+                    print("refused", exc.token, exc.current_token, flush=True)
+                else:
+                    print("stored", flush=True)
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    """
+)
+
+
+@pytest.mark.slow
+async def test_a_holder_stopped_past_its_lease_cannot_write_after_the_new_holder(
+    pg_dsn: str,
+) -> None:
+    table = unique()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        HOLDER,
+        pg_dsn,
+        table,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    try:
+        assert (await proc.stdout.readline()).split() == [b"holding", b"1"]
+        proc.send_signal(signal.SIGSTOP)  # paused: its lease (ttl 1 s) runs out unrenewed
+        async with PostgresStorage(pg_dsn, table=table, session_id="shared") as storage:
+            async with storage.lease(wait=True, timeout=60, poll_interval=0.05) as lease:
+                assert lease.token == 2
+                await storage.append([user_message("new:1")])
+                proc.send_signal(signal.SIGCONT)
+                proc.stdin.write(b"go\n")
+                await proc.stdin.drain()
+                out = await proc.stdout.read()
+                assert await proc.wait() == 0
+                await storage.append([user_message("new:2")])
+            history = await storage.load()
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            await proc.wait()
+    assert out.split() == [b"refused", b"1", b"2"]
+    assert [m.text for m in history] == ["old:1", "new:1", "new:2"]

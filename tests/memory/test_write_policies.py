@@ -126,3 +126,13 @@ async def test_without_split_the_message_is_one_memory() -> None:
     await agent.run("Hello! My name is Priya and I live in Lisbon.")
     recalled = await memory.retrieve([TextBlock("Priya")], top_k=5)
     assert [s.message.text for s in recalled] == ["Hello! My name is Priya and I live in Lisbon."]
+
+
+def test_about_user_keeps_retractions_for_the_decider() -> None:
+    policy = user_statements(about_user=True)
+    answer = assistant_message("ok")
+    for text in ["That's no longer true.", "Scratch that."]:
+        kept = policy(user_message(text), answer)
+        assert kept is not None
+        assert [m.text for m in kept] == [text]
+    assert policy(user_message("The weather is nice."), answer) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from goagent_py import Agent, ConfigurationError, Role, Usage, tool
 from goagent_py.agent_tool import as_tool
 from goagent_py.budget import Budget, BudgetExceededError, current_budget
-from goagent_py.orchestration import Loop, Pipeline
+from goagent_py.orchestration import Loop, Parallel, Pipeline
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 
 
@@ -97,3 +98,195 @@ def test_budget_misuse_and_pickling() -> None:
     error = BudgetExceededError("tokens", 10, 12)
     copy = pickle.loads(pickle.dumps(error))
     assert (copy.kind, copy.limit, copy.spent, str(copy)) == ("tokens", 10, 12, str(error))
+
+
+# -- once per model call, however the agent is run (issue 30) ------------------------------------
+
+
+def three_calls(name: str) -> tuple[Agent, ScriptedProvider]:
+    """An agent that makes exactly three model calls (two tool rounds, then an answer)."""
+    p = ScriptedProvider(tool_call_response(("noop", {})), tool_call_response(("noop", {})), "done")
+    return Agent(provider=p, model="m", name=name, tools=[noop]), p
+
+
+async def test_a_guarded_agent_as_a_flow_node_is_counted_once_per_call() -> None:
+    budget = Budget(max_iterations=3)
+    lead, p = three_calls("lead")
+
+    result = await Pipeline(budget.guard(lead)).run("x", budget=budget)
+
+    assert result.text == "done"
+    assert len(p.requests) == 3
+    assert (budget.iterations, result.iterations) == (3, 3)
+
+
+async def test_a_guarded_agent_as_a_node_of_a_flow_with_its_own_budget() -> None:
+    guard_budget, flow_budget = Budget(max_iterations=10), Budget(max_iterations=3)
+    lead, _ = three_calls("lead")
+
+    result = await Pipeline(guard_budget.guard(lead)).run("x", budget=flow_budget)
+
+    assert result.text == "done"
+    assert flow_budget.iterations == 3  # the active budget is drawn, once per call
+    assert guard_budget.iterations == 0
+
+
+async def test_a_guarded_child_through_as_tool_is_counted_once_per_call() -> None:
+    budget = Budget(max_iterations=5)
+    child, child_p = three_calls("child")
+    lead = agent(
+        "lead",
+        tool_call_response(("child", {"prompt": "go"})),
+        "all done",
+        tools=[as_tool(budget.guard(child), name="child", description="C.")],
+    )
+
+    with budget:
+        result = await lead.run("start")
+
+    assert result.text == "all done"
+    assert len(child_p.requests) == 3
+    assert budget.iterations == 5  # the lead's two calls and the child's three
+
+
+async def test_an_unguarded_agent_run_inside_with_budget_draws_from_it() -> None:
+    budget = Budget(max_iterations=10, max_tokens=1_000)
+    lead = agent("lead", text_response("hi", usage=Usage(30, 12)))
+
+    with budget:
+        await lead.run("x")
+
+    assert (budget.iterations, budget.tokens) == (1, 42)
+
+    small = Budget(max_iterations=2)
+    runaway, p = three_calls("runaway")
+    with small, pytest.raises(BudgetExceededError) as info:
+        await runaway.run("x")
+    assert (info.value.kind, info.value.spent) == ("iterations", 2)
+    assert len(p.requests) == 2
+
+
+async def test_a_guarded_agent_without_an_active_budget_draws_from_its_own() -> None:
+    budget = Budget(max_iterations=2)
+    runaway, p = three_calls("runaway")
+
+    with pytest.raises(BudgetExceededError):
+        await budget.guard(runaway).run("x")
+
+    assert budget.iterations == 2
+    assert len(p.requests) == 2
+
+
+async def test_a_budget_error_in_a_parallel_branch_ends_the_whole_run() -> None:
+    runaway = Agent(
+        provider=ScriptedProvider(*[tool_call_response(("noop", {}))] * 10),
+        model="m",
+        name="runaway",
+        tools=[noop],
+    )
+
+    async def fn(text: str) -> str:
+        return text.upper()
+
+    budget = Budget(max_iterations=4)
+    with pytest.raises(BudgetExceededError) as info:
+        await Parallel(runaway, fn, fail_fast=False).run("x", budget=budget)
+    assert info.value.kind == "iterations"
+    assert budget.iterations == 4
+
+
+async def test_a_guarded_agent_run_on_its_own_covers_the_agents_it_calls_as_tools() -> None:
+    budget = Budget(max_iterations=3)
+    child, child_p = three_calls("child")
+    lead = agent(
+        "lead",
+        tool_call_response(("child", {"prompt": "go"})),
+        "never",
+        tools=[as_tool(child, name="child", description="C.")],
+    )
+
+    with pytest.raises(BudgetExceededError):
+        await budget.guard(lead).run("start")
+
+    assert budget.iterations == 3  # the lead's first call and the child's two
+    assert len(child_p.requests) == 2  # the child's third call was refused
+    assert current_budget() is None
+
+
+class SetsWhenDone:
+    """A tool that sets ``done`` when the wrapped tool has returned."""
+
+    def __init__(self, tool: Any, done: asyncio.Event) -> None:
+        self.tool = tool
+        self.done = done
+        self.definition = tool.definition
+
+    async def execute(self, args: dict[str, Any]) -> Any:
+        try:
+            return await self.tool.execute(args)
+        finally:
+            self.done.set()
+
+
+async def test_a_guarded_agents_concurrent_tool_calls_each_draw_from_its_budget() -> None:
+    # The first call ends while the second is still running (the order that broke a shared
+    # token stack: the first call's exit reset the second call's token).
+    second_inside, first_finished = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Wait until the second sub-agent is running."""
+        await second_inside.wait()
+        return "held"
+
+    @tool
+    async def arrive() -> str:
+        """Say the second sub-agent is running, then wait for the first to finish."""
+        second_inside.set()
+        await first_finished.wait()
+        return "arrived"
+
+    first_p = ScriptedProvider(tool_call_response(("hold", {})), "first done")
+    second_p = ScriptedProvider(tool_call_response(("arrive", {})), "second done")
+    first = Agent(provider=first_p, model="m", name="first", tools=[hold])
+    second = Agent(provider=second_p, model="m", name="second", tools=[arrive])
+    budget = Budget(max_iterations=10)
+    lead = agent(
+        "lead",
+        tool_call_response(("first", {"prompt": "a"}), ("second", {"prompt": "b"})),
+        "both done",
+        tools=[
+            SetsWhenDone(as_tool(first, name="first", description="F."), first_finished),
+            as_tool(second, name="second", description="S."),
+        ],
+    )
+
+    result = await budget.guard(lead).run("start")
+
+    assert result.text == "both done"
+    answers = [m for m in result.messages if m.role is Role.TOOL]
+    assert [(m.is_error, m.text) for m in answers] == [
+        (False, "first done"),
+        (False, "second done"),
+    ]
+    assert budget.iterations == 6  # the lead's two calls and two for each child
+    assert current_budget() is None
+
+
+async def test_tasks_entering_one_budget_concurrently_may_leave_in_any_order() -> None:
+    budget = Budget(max_iterations=10)
+    both_inside, first_left = asyncio.Barrier(2), asyncio.Event()
+
+    async def first() -> None:
+        with budget:
+            await both_inside.wait()
+        first_left.set()
+
+    async def second() -> None:
+        with budget:
+            await both_inside.wait()
+            await first_left.wait()
+            assert current_budget() is budget
+
+    await asyncio.gather(asyncio.create_task(first()), asyncio.create_task(second()))
+    assert current_budget() is None

@@ -122,3 +122,59 @@ def test_graph_misuse(nodes: Any, edges: Any, start: str, match: str) -> None:
 def test_max_steps_must_be_positive() -> None:
     with pytest.raises(ConfigurationError, match="max_steps"):
         Graph({"a": noop}, {}, start="a", max_steps=0)
+
+
+async def test_conditions_share_one_state_and_may_keep_counts_in_it() -> None:
+    async def work(text: str) -> str:
+        return text + "."
+
+    def until_third_try(s: dict[str, Any]) -> str:
+        s["tries"] = s.get("tries", 0) + 1
+        return END if s["tries"] >= 3 else "work"
+
+    graph = Graph(
+        {"work": work}, edges={"work": Branch(until_third_try, "work", END)}, start="work"
+    )
+    result = await graph.run("x")
+
+    assert result.trace == ("work", "work", "work")
+    assert result.text == "x..."
+    assert result.state["tries"] == 3
+
+
+async def test_mermaid_draws_plain_conditional_and_implicit_edges() -> None:
+    async def a(text: str) -> str:
+        return text
+
+    def approved(s: dict[str, Any]) -> str:
+        return END
+
+    graph = Graph(
+        {"write": a, 'say "hi"': a, "review": a},
+        edges={
+            "write": 'say "hi"',
+            'say "hi"': "review",
+            "review": Branch(approved, "write", END),
+        },
+        start="write",
+    )
+    assert graph.mermaid() == (
+        "flowchart TD\n"
+        "    start([start])\n"
+        "    stop([end])\n"
+        '    n0["write"]\n'
+        '    n1["say #quot;hi#quot;"]\n'
+        '    n2["review"]\n'
+        "    start --> n0\n"
+        "    n0 --> n1\n"
+        "    n1 --> n2\n"
+        "    n2 -.->|approved| n0\n"
+        "    n2 -.->|approved| stop\n"
+    )
+    loose = Graph({"a": a, "b": a}, edges={"a": lambda s: "b"}, start="a")
+    assert loose.mermaid().splitlines()[-4:] == [
+        "    n0 -.-> n0",
+        "    n0 -.-> n1",
+        "    n0 -.-> stop",
+        "    n1 --> stop",
+    ]

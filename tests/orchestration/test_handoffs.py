@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from goagent_py import Agent, ConfigurationError, Message, Role, ThinkingBlock, Usage, tool
+from goagent_py import (
+    Agent,
+    ConfigurationError,
+    Message,
+    Role,
+    ThinkingBlock,
+    Usage,
+    tool,
+    validate_transcript,
+)
 from goagent_py.orchestration import (
     HandoffRefusedError,
     Handoffs,
@@ -206,3 +215,37 @@ def test_handoffs_misuse() -> None:
         Handoffs([a], start="b")
     with pytest.raises(ConfigurationError, match="unknown agent"):
         Handoffs([a], routes={"a": ["ghost"]})
+
+
+# -- issue 28: handoffs keep every request valid ------------------------------------------------
+
+
+async def test_a_transfer_to_an_unknown_agent_does_not_block_the_valid_one_after_it() -> None:
+    group, p = desk([transfer("ghost", "billing")], ["Billing here."])
+    result = await group.run("help")
+    assert result.state["active"] == "billing"
+    assert result.text == "Billing here."
+    request = p["billing"].requests[0]
+    assert validate_transcript(request.messages, tools=request.tools) == []
+
+
+async def test_an_input_filter_that_keeps_nothing_is_a_clear_error_not_an_empty_request() -> None:
+    group, p = desk([transfer("billing")], ["never"], input_filter=lambda messages: [])
+    with pytest.raises(ConfigurationError, match="input_filter"):
+        await group.run("help")
+    assert p["billing"].requests == []
+
+
+async def test_a_tool_less_specialist_gets_no_tool_blocks() -> None:
+    group, p = desk(
+        [transfer("tech")],
+        [],
+        ["Restart the router."],
+        routes={"triage": ["billing", "tech"], "billing": [], "tech": []},
+    )
+    result = await group.run("my internet is down")
+    assert result.text == "Restart the router."
+    request = p["tech"].requests[0]
+    assert request.tools == []
+    assert validate_transcript(request.messages, tools=request.tools) == []
+    assert request.messages[0].text == "my internet is down"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from goagent_py import Agent, ConfigurationError, ProviderError, Usage
+from goagent_py.budget import Budget, BudgetExceededError
 from goagent_py.events import AgentStart
 from goagent_py.orchestration import (
     FlowResult,
@@ -16,6 +17,7 @@ from goagent_py.orchestration import (
     Node,
     NodeEnd,
     NodeStart,
+    NodeTimeoutError,
     Parallel,
     Pipeline,
     RouteError,
@@ -316,3 +318,77 @@ def test_loop_misuse() -> None:
         Loop(upper, max_rounds=0)
     with pytest.raises(ConfigurationError, match="on_limit"):
         Loop(upper, on_limit="ignore")  # type: ignore[arg-type]
+
+
+# -- timeouts ----------------------------------------------------------------------------------
+
+
+async def test_a_node_past_its_timeout_is_cancelled_and_may_be_retried() -> None:
+    attempts: list[int] = []
+    cancelled = asyncio.Event()
+
+    async def stuck(text: str) -> str:
+        attempts.append(1)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    policy = RetryPolicy(2, initial_delay=0, jitter=0, sleep=no_sleep)
+    flow = Pipeline(upper, Node(stuck, timeout=0.05, retry=policy))
+    with pytest.raises(StepFailedError) as info:
+        await flow.run("x")
+    assert info.value.path == ("pipeline", "stuck")
+    assert isinstance(info.value.cause, NodeTimeoutError)
+    assert info.value.cause.timeout == 0.05
+    assert "ran past its 0.05s timeout" in str(info.value)
+    assert len(attempts) == 2
+    assert cancelled.is_set()
+
+
+async def test_a_node_under_the_budgets_wall_time_is_stopped_when_it_is_up() -> None:
+    cancelled = asyncio.Event()
+
+    async def two_seconds(text: str) -> str:
+        try:
+            await asyncio.sleep(2)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "ran to the end"
+
+    with pytest.raises(BudgetExceededError) as info:
+        await Pipeline(upper, two_seconds).run("x", budget=Budget(max_seconds=0.2))
+    assert info.value.kind == "seconds"
+    assert cancelled.is_set()
+
+
+async def test_the_budgets_wall_time_stops_every_parallel_branch() -> None:
+    cancelled: list[str] = []
+
+    def sleeper(name: str) -> Node:
+        async def run(text: str) -> str:
+            try:
+                await asyncio.sleep(2)
+            except asyncio.CancelledError:
+                cancelled.append(name)
+                raise
+            return name
+
+        return Node(run, name=name)
+
+    with pytest.raises(BudgetExceededError):
+        await Parallel(sleeper("a"), sleeper("b"), fail_fast=False).run(
+            "x", budget=Budget(max_seconds=0.2)
+        )
+    assert sorted(cancelled) == ["a", "b"]
+
+
+def test_node_timeout_misuse() -> None:
+    with pytest.raises(ConfigurationError, match="timeout must be a positive number"):
+        Node(upper, timeout=0)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from goagent_py import Agent, tool
 from goagent_py.errors import (
@@ -36,6 +37,7 @@ from goagent_py.messages import (
 )
 from goagent_py.provider import (
     CompletionRequest,
+    OutputFormat,
     StreamDone,
     StreamEvent,
     StreamingProvider,
@@ -358,6 +360,7 @@ async def test_max_tool_rounds_offers_no_tools_after_results() -> None:
     assert llama.calls[0]["tools"][0]["function"]["name"] == "add"
 
 
+@pytest.mark.needs_extra("local")
 async def test_text_answers_are_asked_without_earlier_tool_exchanges() -> None:
     # The template renders earlier calls as "functions.add:" text when no tools are offered;
     # the model copied it as its answer. A tool pick still sees them (they are its examples).
@@ -383,6 +386,7 @@ async def test_text_answers_are_asked_without_earlier_tool_exchanges() -> None:
     assert all("_goagent" not in key for call in llama.calls for key in call)
 
 
+@pytest.mark.needs_extra("local")
 async def test_require_tool_forces_the_one_tool_offered() -> None:
     llama = FakeLlama(picks_tool=False)
     provider = _fake_provider(llama, require_tool=True)
@@ -573,6 +577,7 @@ async def test_a_seeded_answer_does_not_depend_on_the_calls_before_it(
 
 
 @pytest.mark.slow
+@pytest.mark.needs_extra("local")
 async def test_without_a_tool_round_limit_the_model_never_stops_calling_tools() -> None:
     unlimited = LlamaCppProvider(temperature=0.0, seed=0, max_tool_rounds=None)
     try:
@@ -592,3 +597,41 @@ async def test_by_default_one_tool_round_then_a_text_answer(local: LlamaCppProvi
     assert result.tool_calls == 1
     assert result.iterations == 2
     assert not result.messages[-1].tool_calls
+
+
+class _Capital(BaseModel):
+    country: str
+    capital: str
+
+
+@pytest.mark.slow
+async def test_real_model_extracts_a_pydantic_model_under_a_schema_grammar(
+    local: LlamaCppProvider,
+) -> None:
+    # The default mode on the embedded model is native: the schema becomes a grammar, so the
+    # answer parses and validates on the first try (no retry allowed here).
+    agent = Agent(provider=local, output_type=_Capital, output_retries=0, max_tokens=64)
+    result = await agent.run(
+        "Paris is the capital of France. Extract the country and its capital as JSON."
+    )
+    assert isinstance(result.output, _Capital)
+    assert result.output.country
+    assert result.output.capital
+    assert result.iterations == 1
+
+
+def test_a_typed_request_carries_a_schema_grammar() -> None:
+    llama_cpp = pytest.importorskip("llama_cpp", reason='needs the "local" extra')
+    request = CompletionRequest(
+        model="",
+        messages=[user_message("Extract.")],
+        output=OutputFormat("C", _Capital.model_json_schema()),
+    )
+    kwargs = LlamaCppProvider()._kwargs(request)
+    assert isinstance(kwargs["grammar"], llama_cpp.LlamaGrammar)
+    grammar = kwargs["grammar"]._grammar
+    assert "country" in grammar
+    # No raw control characters in a string: the 135M model otherwise ran on inside a string
+    # ("Paris }\n\nThis is...") until the token limit cut the JSON off.
+    assert r'char ::= [^"\\\x7F\x00-\x1F]' in grammar
+    assert LlamaCppProvider.default_output_mode == "native"

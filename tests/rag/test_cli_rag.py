@@ -63,6 +63,7 @@ def test_source_key_is_relative_to_the_root_or_absolute(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.needs_extra("vector")
 async def test_two_folders_with_the_same_file_names_do_not_collide(
     tmp_path: Path, fake_pipeline: None
 ) -> None:
@@ -74,6 +75,7 @@ async def test_two_folders_with_the_same_file_names_do_not_collide(
     assert "0 chunks written" in again  # no flip-flop between the two READMEs
 
 
+@pytest.mark.needs_extra("vector")
 async def test_a_file_gone_from_an_indexed_folder_is_removed(
     tmp_path: Path, fake_pipeline: None
 ) -> None:
@@ -87,6 +89,7 @@ async def test_a_file_gone_from_an_indexed_folder_is_removed(
     assert await _sources(db) == ["a/README.md", "b/README.md"]
 
 
+@pytest.mark.needs_extra("vector")
 async def test_ask_lists_only_cited_sources_without_rrf_scores(
     tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,6 +119,7 @@ async def test_ask_lists_only_cited_sources_without_rrf_scores(
     assert "score" not in out
 
 
+@pytest.mark.needs_extra("vector")
 async def test_ask_says_when_the_index_does_not_hold_the_answer(
     tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

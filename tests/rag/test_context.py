@@ -67,6 +67,7 @@ async def test_a_heading_only_query_finds_the_section(make_pipeline: PipelineFac
         assert not hit.text.startswith("Widget guide >")
 
 
+@pytest.mark.needs_extra("vector")
 async def test_context_survives_reopen(tmp_path: Path) -> None:
     path = tmp_path / "kb.db"
     doc = Document(GUIDE, "guide.md", metadata={"format": "markdown", "title": "Widget guide"})

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from goagent_py.messages import Message, Role, TextBlock
 from goagent_py.rag import Document, Pipeline
 from goagent_py.rag._chunks import PART_KEY, collapse_parts, is_part_id, sentence_parts
@@ -91,6 +93,7 @@ async def test_parts_are_stored_searched_as_chunks_and_removed(
     assert await pipeline.store.count() == 0  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_extra("vector")
 async def test_part_vectors_off_and_on_again(tmp_path: Path) -> None:
     path = tmp_path / "kb.db"
     embedder = BatchWordEmbedder()

@@ -141,7 +141,29 @@ def gated(db: str, helpers: Any) -> Any:
         tool_call_response(("wait_here", {})), "after", "second run", "third run"
     )
     app = create_app(helpers.factory_for(provider, [wait_here]), storage_path=db)
+    app.provider = provider  # type: ignore[attr-defined]  # what the model was sent
     return app, gate
+
+
+async def test_a_steer_pending_when_stop_lands_is_not_replayed_into_the_next_run(
+    gated: Any, helpers: Any
+) -> None:
+    app, gate = gated
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+        stream = asyncio.create_task(
+            client.post(f"/api/threads/{tid}/runs", json={"message": "go"})
+        )
+        await gate.entered.wait()
+        await client.post(f"/api/threads/{tid}/steer", json={"message": "hurry"})
+        await client.post(f"/api/threads/{tid}/stop", json={})
+        await stream
+        nxt = await client.post(f"/api/threads/{tid}/runs", json={"message": "next"})
+        assert helpers.sse_events(nxt.text)[-1]["type"] == "RUN_FINISHED"
+        sent = [m.text for m in app.provider.requests[-1].messages]  # type: ignore[attr-defined]
+        assert sent[-1] == "next"
+        assert "hurry" not in sent  # the stopped run's steer is not the new run's
+    await app.aclose()
 
 
 async def test_one_run_at_a_time_steer_and_stop(gated: Any, helpers: Any) -> None:

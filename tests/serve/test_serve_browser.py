@@ -1,8 +1,11 @@
 """The built-in page in a real browser: Debian's headless chromium driven by selenium, against
-a real uvicorn server with a deterministic provider (users-file auth, long-term memory).
+a real uvicorn server with a deterministic provider (users-file auth, long-term memory; one
+server without auth for what ``goagent-py serve`` shows by default).
 
-One chromium serves the module (a second one only for the other user's test); the server runs
-in its own thread and event loop, so the tests can look at its side (runs, transcripts, tools).
+One chromium serves most of the module (others only for the other user's test and the first
+look at a page); the server runs in its own thread and event loop, so the tests can look at its
+side (runs, transcripts, tools). What the user sees is checked as displayed and in the viewport,
+not as present in the DOM (issue 37).
 """
 
 from __future__ import annotations
@@ -112,7 +115,7 @@ class _Router:
         yield StreamDone(response)
 
 
-def _build_app(world: _World, tmp: Path) -> Any:
+def _build_app(world: _World, tmp: Path, *, users: bool = True) -> Any:
     from goagent_py.memory.long_term import LongTermMemory
     from goagent_py.memory.vector.in_memory import InMemoryVectorStore
     from goagent_py.serve import ThreadContext, UsersFileAuth, create_app, hash_password
@@ -138,8 +141,8 @@ def _build_app(world: _World, tmp: Path) -> Any:
     ltm = LongTermMemory(FakeEmbedder(), InMemoryVectorStore(), top_k=3)
     for text in ("my cat is called Miso", "I live in Paris and like the weather there"):
         world.call(ltm.store([Message(Role.USER, [TextBlock(text)])], session="user-alice"))
-    users = tmp / "users.txt"
-    users.write_text("".join(f"{u}:{hash_password(p)}\n" for u, p in PASSWORDS.items()))
+    users_file = tmp / "users.txt"
+    users_file.write_text("".join(f"{u}:{hash_password(p)}\n" for u, p in PASSWORDS.items()))
     provider = _Router(world)
 
     def factory(ctx: ThreadContext) -> Agent:
@@ -155,19 +158,30 @@ def _build_app(world: _World, tmp: Path) -> Any:
     return create_app(
         factory,
         storage_path=str(tmp / "serve.db"),
-        auth=UsersFileAuth(str(users)),
+        auth=UsersFileAuth(str(users_file)) if users else None,
         long_term_memory=ltm,
     )
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_World]:
+    """The server with users-file auth."""
+    yield from _running(tmp_path_factory, users=True)
+
+
+@pytest.fixture(scope="module")
+def local_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_World]:
+    """The server without auth, as ``goagent-py serve`` starts by default."""
+    yield from _running(tmp_path_factory, users=False)
+
+
+def _running(factory: pytest.TempPathFactory, *, users: bool) -> Iterator[_World]:
     import uvicorn
 
     world = _World()
     thread = threading.Thread(target=world.loop.run_forever, daemon=True)
     thread.start()
-    world.app = _build_app(world, tmp_path_factory.mktemp("serve"))
+    world.app = _build_app(world, factory.mktemp("serve"), users=users)
     # Our own listening socket: connections queue in the kernel from now on.
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -223,6 +237,62 @@ def alice(world: _World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
     try:
         _login(driver, world, "alice")
         yield driver
+    finally:
+        driver.quit()
+
+
+def _severe(driver: Any) -> list[str]:
+    """The browser console's SEVERE entries since the last call."""
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _visible_in_viewport(driver: Any, element_id: str) -> bool:
+    """Whether the element is displayed and wholly inside the viewport, unscrolled."""
+    element = driver.find_element(By.ID, element_id)
+    inside: bool = driver.execute_script(
+        "const r = arguments[0].getBoundingClientRect();"
+        "return window.scrollY === 0 && r.width > 0 && r.height > 0 && r.top >= 0 &&"
+        " r.left >= 0 && r.bottom <= window.innerHeight && r.right <= window.innerWidth;",
+        element,
+    )
+    return bool(element.is_displayed() and inside)
+
+
+def test_without_auth_the_page_opens_on_the_chat(
+    local_world: _World, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Issue 37: what the user SEES at first paint, not what is in the DOM.
+    driver = _chromium(tmp_path_factory.mktemp("chromium-local"))
+    try:
+        driver.get(local_world.base + "/")
+        WebDriverWait(driver, _WAIT).until(
+            lambda d: d.find_element(By.ID, "whoami").text == "signed in as local"
+        )
+        assert not driver.find_element(By.ID, "login").is_displayed()
+        assert not driver.find_element(By.ID, "login-secret").is_displayed()
+        for element_id in ("input", "send", "new-thread"):
+            assert _visible_in_viewport(driver, element_id), element_id
+        assert _severe(driver) == []
+    finally:
+        driver.quit()
+
+
+def test_with_auth_the_page_opens_on_the_login_form_alone(
+    world: _World, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    driver = _chromium(tmp_path_factory.mktemp("chromium-login"))
+    try:
+        driver.get(world.base + "/")
+        WebDriverWait(driver, _WAIT).until(
+            lambda d: d.execute_script("return !document.getElementById('login').hidden")
+        )
+        for element_id in ("login-user", "login-secret"):
+            assert _visible_in_viewport(driver, element_id), element_id
+        assert not driver.find_element(By.ID, "app").is_displayed()
+        assert not driver.find_element(By.ID, "input").is_displayed()
+        # Asking who is there before the login is no error (issue 29: a SEVERE entry for
+        # the 401 of /api/me on every visit).
+        assert _severe(driver) == []
     finally:
         driver.quit()
 
@@ -285,10 +355,9 @@ def test_a_message_streams_into_the_page(world: _World, alice: Any) -> None:
     wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == [STREAMED])
     _idle(alice)
     assert alice.find_element(By.ID, "status").text.startswith("done (first token")
-    # No script error, no Content-Security-Policy violation, no missing file (the 401 of
-    # /api/me is the page asking who is there before the login).
-    logged = [e["message"] for e in alice.get_log("browser") if e["level"] == "SEVERE"]
-    assert [m for m in logged if "/api/me" not in m] == []
+    # No script error, no Content-Security-Policy violation, no missing file, no failed
+    # request (the login page included: the fixture logged in on this page).
+    assert _severe(alice) == []
     print(f"\ntime to first token, measured in the page: {float(ttft):.1f} ms")
 
 

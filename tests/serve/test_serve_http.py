@@ -73,6 +73,35 @@ async def test_openai_sdk_streams_from_chat_completions(db: str, helpers: Any) -
     await app.aclose()
 
 
+async def test_openai_sdk_sees_openai_shaped_errors(db: str, helpers: Any) -> None:
+    # Issue 33: err.body was the bare string of {"error": "text"}.
+    openai = pytest.importorskip("openai")
+    from goagent_py.errors import ProviderError
+
+    provider = ScriptedProvider(ProviderError("vendor down"))
+    app = create_app(helpers.factory_for(provider), storage_path=db)
+    async for base in _serve(app):
+        client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
+        with pytest.raises(openai.BadRequestError) as bad:
+            await client.chat.completions.create(model="goagent", messages=[])
+        assert isinstance(bad.value.body, dict)
+        assert bad.value.body["type"] == "invalid_request_error"
+        assert bad.value.code is None
+        assert bad.value.param is None
+        with pytest.raises(openai.NotFoundError) as missing:
+            await client.embeddings.create(model="goagent", input="x")
+        assert "Invalid URL" in missing.value.body["message"]  # type: ignore[index]
+        with pytest.raises(openai.InternalServerError) as failed:
+            await client.chat.completions.create(
+                model="goagent", messages=[{"role": "user", "content": "hi"}]
+            )
+        assert failed.value.status_code == 500
+        assert failed.value.type == "server_error"
+        assert "vendor down" in failed.value.message
+        await client.close()
+    await app.aclose()
+
+
 async def test_closing_the_stream_aborts_the_run_on_the_server(db: str, helpers: Any) -> None:
     from goagent_py.tools import tool
 

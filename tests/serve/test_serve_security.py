@@ -37,7 +37,7 @@ async def test_no_auth_serves_local_clients_only(echo_app: Any, helpers: Any) ->
         r = await client.get("/api/threads")
         assert r.status_code == 403
     async with helpers.client_for(echo_app) as client:
-        assert (await client.get("/api/me")).json() == {"user": "local"}
+        assert (await client.get("/api/me")).json() == {"authenticated": True, "user": "local"}
 
 
 async def test_host_and_origin_are_checked(echo_app: Any, helpers: Any) -> None:
@@ -117,7 +117,7 @@ async def test_users_file_login_sets_a_strict_httponly_cookie(
     users.write_text(f"# users\nalice:{hash_password('correct horse')}\n")
     app = create_app(_echo(helpers), storage_path=db, auth=UsersFileAuth(users))
     async with helpers.client_for(app) as client:
-        assert (await client.get("/api/me")).status_code == 401
+        assert (await client.get("/api/threads")).status_code == 401
         bad = await client.post("/api/login", json={"user": "alice", "password": "nope"})
         assert bad.status_code == 401
         r = await client.post("/api/login", json={"user": "alice", "password": "correct horse"})
@@ -125,11 +125,10 @@ async def test_users_file_login_sets_a_strict_httponly_cookie(
         cookie = r.headers["set-cookie"].lower()
         assert "httponly" in cookie
         assert "samesite=strict" in cookie
-        assert (await client.get("/api/me")).json() == {"user": "alice"}
-        server = app.server
-        for token in server.cookies:
-            server.cookies[token] = ("alice", time.time() - 1)
-        r = await client.get("/api/me")
+        assert (await client.get("/api/me")).json() == {"authenticated": True, "user": "alice"}
+        later = time.time() + 13 * 3600  # past the 12-hour cookie
+        app.server.clock = lambda: later
+        r = await client.get("/api/threads")
         assert r.status_code == 401
         assert "expired" in r.json()["error"]
     await app.aclose()
@@ -139,10 +138,12 @@ async def test_trusted_proxy_header_only_from_the_proxy(db: str, helpers: Any) -
     app = create_app(_echo(helpers), storage_path=db, auth=TrustedProxyAuth())
     async with helpers.client_for(app) as client:
         r = await client.get("/api/me", headers={"x-forwarded-user": "dora"})
-        assert r.json() == {"user": "dora"}
+        assert r.json() == {"authenticated": True, "user": "dora"}
     async with helpers.client_for(app, client="10.9.9.9") as client:
-        r = await client.get("/api/me", headers={"x-forwarded-user": "dora"})
+        r = await client.get("/api/threads", headers={"x-forwarded-user": "dora"})
         assert r.status_code == 401
+        r = await client.get("/api/me", headers={"x-forwarded-user": "dora"})
+        assert r.json()["authenticated"] is False
     await app.aclose()
 
 

@@ -6,7 +6,7 @@ Layout for ``table="goagent_messages"`` in ``schema="public"`` (created on first
                                PRIMARY KEY (session_id, seq): append-only, one row per message
     goagent_messages_sessions  session_id PRIMARY KEY, next_seq: the per-session counter
     goagent_messages_appends   session_id, append_key: appends already applied (append_once)
-    goagent_messages_leases    session_id PRIMARY KEY, owner, expires_at: run leases
+    goagent_messages_leases    session_id PRIMARY KEY, owner, expires_at, token: run leases
     goagent_storage_tables     table_name PRIMARY KEY, schema_version: what created the table
 
 Writers never rewrite a session: :meth:`PostgresStorage.append` is one short transaction that
@@ -14,11 +14,14 @@ bumps the session's counter row (``INSERT ... ON CONFLICT DO UPDATE ... RETURNIN
 row-locks it until commit) and inserts the new rows after it, so concurrent writers in any
 number of processes get gap-free, strictly increasing sequence numbers and a turn is stored
 whole or not at all. A connection is taken from the pool for each call and given back at once,
-never held across a model call; the pool checks a connection before lending it, so one that the
-server or a proxy closed while idle is replaced instead of failing the next append.
+never held across a model call; each one taken is checked first, and one that the server or a
+proxy closed while idle is replaced at once instead of failing (or delaying) the next append.
 
 A run lease (:meth:`PostgresStorage.lease`) is a row with an expiry, renewed in the background
-while the run holds it: an advisory lock would pin a connection for the whole run.
+while the run holds it: an advisory lock would pin a connection for the whole run. Each grant
+carries a larger fencing token, and an append made under a lease commits only if its token is
+still the one in force, so a holder paused past its lease cannot write next to the run that
+took the session over (:class:`~goagent_py.errors.LeaseLostError`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,14 @@ from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py.errors import (
+    ConfigurationError,
+    CorruptedDataError,
+    LeaseLostError,
+    MemoryStoreError,
+    MissingExtraError,
+)
+from goagent_py.memory.storage._lease import current_fence
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
 if TYPE_CHECKING:
@@ -40,8 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_VERSION", "PostgresStorage"]
 
-SCHEMA_VERSION = 1
-"""The schema version this code writes (kept in ``goagent_storage_tables``)."""
+SCHEMA_VERSION = 2
+"""The schema version this code writes (kept in ``goagent_storage_tables``); version 1 tables
+are upgraded in place (2 adds the leases' fencing token)."""
 
 _REGISTRY = "goagent_storage_tables"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -97,16 +108,9 @@ def serialize_rows(messages: Sequence[Message], where: str) -> list[str]:
 
 
 def parse_rows(rows: Sequence[tuple[int, object]], where: str, table: str) -> list[Message]:
-    """The messages of ``(seq, json)`` rows; a bad row is named by its ``seq``."""
-    texts = [raw for _, raw in rows]
-    if all(isinstance(t, str) for t in texts):
-        try:  # the fast path: one parse for the whole history
-            messages = messages_from_json("[" + ",".join(texts) + "]")  # type: ignore[arg-type]
-        except ValueError:  # pydantic's ValidationError; find the row below
-            pass
-        else:
-            if len(messages) == len(rows):
-                return messages
+    """The messages of ``(seq, json)`` rows, each row parsed alone; a bad row is named by its
+    ``seq``. (Never joined into one array first: two broken rows, a message split over them,
+    would parse as one and be loaded silently.)"""
     out: list[Message] = []
     for seq, raw in rows:
         try:
@@ -116,7 +120,7 @@ def parse_rows(rows: Sequence[tuple[int, object]], where: str, table: str) -> li
             if len(parsed) != 1:
                 raise ValueError(f"the row holds {len(parsed)} messages instead of one")
         except (ValueError, TypeError) as exc:
-            raise MemoryStoreError(
+            raise CorruptedDataError(
                 f"{where}: the stored message with seq={seq} (table {table}) is corrupted and "
                 f"cannot be read: {_summary(exc)}; delete that row or clear the session"
             ) from exc
@@ -137,8 +141,9 @@ class PostgresStorage:
 
     Args:
         dsn_or_pool: a libpq connection string (the storage opens and closes its own pool), or
-            an ``psycopg_pool.AsyncConnectionPool`` (the caller opens and closes it; create it
-            with ``check=AsyncConnectionPool.check_connection`` to get the health checks).
+            an ``psycopg_pool.AsyncConnectionPool`` (the caller opens and closes it). Either
+            way the storage checks each connection it takes and replaces a dead one at once;
+            a pool of your own needs no ``check=`` (which would sleep between failed checks).
         session_id: which conversation this storage reads and writes.
         schema: the PostgreSQL schema of the tables (created if missing).
         table: the name of the message table; the other tables are named after it.
@@ -150,7 +155,9 @@ class PostgresStorage:
         ConfigurationError: a bad session id, schema or table name, or pool size.
         MissingExtraError: psycopg or psycopg-pool is missing (``goagent-py[postgres]``).
         MemoryStoreError: from any method, when the server cannot be reached, has a newer
-            schema, or holds a corrupted row.
+            schema, or holds a corrupted row (:class:`~goagent_py.errors.CorruptedDataError`).
+        LeaseLostError: from ``append``/``append_once``/``clear`` made under a run lease that
+            another run has taken over (see :meth:`lease`).
     """
 
     def __init__(
@@ -185,9 +192,8 @@ class PostgresStorage:
                 open=False,
                 timeout=timeout,
                 kwargs={"autocommit": True},
-                # Checked before each loan: an idle connection reaped by the server, a proxy or
-                # a failover is dropped and replaced, not handed to the next append.
-                check=pool_class.check_connection,
+                # No check= here: the storage checks each connection it takes (_lend), without
+                # the pool's backoff between failed checks.
                 name=f"goagent-{table}",
             )
         else:
@@ -242,7 +248,7 @@ class PostgresStorage:
             raise MemoryStoreError(f"{self._where()} is closed; create a new PostgresStorage")
         try:
             await self._ready()
-            async with self._pool.connection(timeout=self.timeout) as conn:
+            async with self._lend() as conn:
                 yield conn
         except PoolTimeout as exc:
             raise MemoryStoreError(
@@ -251,6 +257,40 @@ class PostgresStorage:
             ) from exc
         except psycopg.Error as exc:
             raise MemoryStoreError(f"{self._where()}: {_summary(exc)}") from exc
+
+    @contextlib.asynccontextmanager
+    async def _lend(self) -> AsyncIterator[Any]:
+        """A live connection from the pool, given back after the call.
+
+        Each connection taken is checked first; a dead one (its server process killed while it
+        sat idle: a restart, a failover, an idle-connection reaper) is given back, which makes
+        the pool close it and open a replacement, and the next one is taken at once. The pool's
+        own ``check=`` sleeps 1, 2, 4, 8... s between failed checks, so a handful of dead
+        connections made an append wait past its timeout.
+        """
+        import psycopg
+
+        pool = self._pool
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        while True:
+            conn = await pool.getconn(timeout=deadline - loop.time())
+            try:
+                await pool.check_connection(conn)
+            except psycopg.Error:
+                await pool.putconn(conn)  # a broken connection is closed and replaced
+                if not conn.closed:
+                    raise  # alive, but the check failed: not a dead connection, say why
+                continue
+            except BaseException:
+                await pool.putconn(conn)
+                raise
+            break
+        try:
+            async with conn:
+                yield conn
+        finally:
+            await pool.putconn(conn)
 
     async def _ready(self) -> None:
         shared = self._shared
@@ -262,7 +302,7 @@ class PostgresStorage:
             if shared["owned"] and not shared["opened"]:
                 await self._pool.open()
                 shared["opened"] = True
-            async with self._pool.connection(timeout=self.timeout) as conn:
+            async with self._lend() as conn:
                 await self._migrate(conn)
             shared["ready"] = True
 
@@ -289,6 +329,17 @@ class PostgresStorage:
                         f"{self._where()}: the table has schema version {row[0]}, newer than "
                         f"this goagent-py understands ({SCHEMA_VERSION}); upgrade goagent-py"
                     )
+                if int(row[0]) < 2:
+                    await conn.execute(
+                        self._sql(
+                            "ALTER TABLE {leases} "
+                            "ADD COLUMN IF NOT EXISTS token BIGINT NOT NULL DEFAULT 0"
+                        )
+                    )
+                    await conn.execute(
+                        self._sql("UPDATE {reg} SET schema_version = %s WHERE table_name = %s"),
+                        (SCHEMA_VERSION, self.table),
+                    )
                 return
             await conn.execute(
                 self._sql(
@@ -314,7 +365,8 @@ class PostgresStorage:
             await conn.execute(
                 self._sql(
                     "CREATE TABLE IF NOT EXISTS {leases} (session_id TEXT PRIMARY KEY, "
-                    "owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)"
+                    "owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL, "
+                    "token BIGINT NOT NULL DEFAULT 0)"
                 )
             )
             await conn.execute(
@@ -328,8 +380,8 @@ class PostgresStorage:
         """This session's messages, oldest first.
 
         Raises:
-            MemoryStoreError: the server failed, or a row is corrupted (the error names the
-                session and the row's ``seq``).
+            CorruptedDataError: a row is corrupted (the error names the session and the row's
+                ``seq``); a :class:`MemoryStoreError`, as is a server failure.
         """
         async with self._connection() as conn:
             cur = await conn.execute(
@@ -347,6 +399,8 @@ class PostgresStorage:
         Raises:
             MemoryStoreError: a message cannot be serialised, or the write failed (nothing of
                 this call is stored then).
+            LeaseLostError: made under a lease that another run has taken over (nothing of
+                this call is stored).
         """
         await self._append(messages, None)
 
@@ -368,6 +422,7 @@ class PostgresStorage:
         if not rows and key is None:
             return True
         async with self._connection() as conn, conn.transaction():
+            await self._check_fence(conn)
             if key is not None:
                 cur = await conn.execute(
                     self._sql(
@@ -399,9 +454,35 @@ class PostgresStorage:
                 )
         return True
 
+    async def _check_fence(self, conn: Any) -> None:
+        """Under a run lease (held in this context), refuse the write unless the lease's token
+        is still the one in force. ``FOR SHARE`` holds the lease row until this write commits:
+        a takeover's upsert waits for it, so no write of a stale holder lands after a newer
+        holder's grant."""
+        token = current_fence(self.schema, self.table, self.session_id)
+        if token is None:
+            return
+        cur = await conn.execute(
+            self._sql("SELECT token, owner FROM {leases} WHERE session_id = %s FOR SHARE"),
+            (self.session_id,),
+        )
+        row = await cur.fetchone()
+        current, holder = (int(row[0]), str(row[1])) if row is not None else (0, "")
+        if current != token:
+            raise LeaseLostError(
+                f"{self._where()}: this run's lease (token {token}) expired and was taken over "
+                f"(token {current}, held by {holder or 'nobody'}); the write was refused and "
+                "nothing of it stored. Stop this run: another run owns the session now",
+                session_id=self.session_id,
+                holder=holder,
+                token=token,
+                current_token=current,
+            )
+
     async def clear(self) -> None:
         """Delete this session's messages (sequence numbers are not reused afterwards)."""
         async with self._connection() as conn, conn.transaction():
+            await self._check_fence(conn)
             await conn.execute(
                 self._sql("DELETE FROM {t} WHERE session_id = %s"), (self.session_id,)
             )
@@ -432,7 +513,12 @@ class PostgresStorage:
                 await agent.run(prompt)
 
         The lease is a row with an expiry ``ttl`` seconds ahead, renewed every ``ttl / 3``
-        seconds while held; a holder that dies frees it when it expires.
+        seconds while held; a holder that dies frees it when it expires. It is fenced: while
+        held, every append and clear of the session made in the holder's context (the body of
+        the ``async with`` and the tasks it starts) commits only if this grant's token is still
+        the one in force, so a holder paused past ``ttl`` whose session was taken over gets
+        :class:`~goagent_py.errors.LeaseLostError` instead of writing next to the new holder.
+        Writes made outside any lease are not fenced.
 
         Args:
             session_id: the session to lease (this storage's by default).

@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from goagent_py._sqlite import transaction
-from goagent_py.errors import ConfigurationError, MemoryStoreError
+from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStorage"]
@@ -172,8 +172,9 @@ class SQLiteStorage:
         """This session's messages, oldest first.
 
         Raises:
-            MemoryStoreError: the file cannot be read, or a row is corrupted (the error names
-                the session and the row's ``seq``).
+            MemoryStoreError: the file cannot be read, or a row is corrupted
+                (:class:`~goagent_py.errors.CorruptedDataError`, naming the session and the
+                row's ``seq``).
         """
 
         def rows(conn: sqlite3.Connection) -> list[tuple[int, str, bytes]]:
@@ -204,7 +205,7 @@ class SQLiteStorage:
                 if len(parsed) != 1:
                     raise ValueError(f"the row holds {len(parsed)} messages instead of one")
             except (ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
-                raise MemoryStoreError(
+                raise CorruptedDataError(
                     f"{self._where()}: the stored message with seq={seq} (table {_TABLE}) is "
                     f"corrupted and cannot be read: {_summary(exc)}; delete that row or clear "
                     "the session"

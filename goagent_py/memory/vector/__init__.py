@@ -7,6 +7,7 @@ Importing this package stays light: numpy and each backend's driver load on firs
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     CountableStore,
+    ListableStore,
     Metric,
     ScoredMessage,
     SearchOptions,
@@ -30,6 +31,7 @@ __all__ = [
     "ChromaStore",
     "CountableStore",
     "InMemoryVectorStore",
+    "ListableStore",
     "merge_observers",
     "Metric",
     "ObservableStore",

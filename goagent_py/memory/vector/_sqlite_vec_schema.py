@@ -29,6 +29,10 @@ the int8 side table ``<table>_vec_q8``, which every write must keep up to date (
 don't know it refuse the file)."""
 _PLAIN_VERSION = 2  # what a table without the side table records: older versions can open it
 _REGISTRY = "goagent_vector_tables"
+# The registry's column saying a table's long-term memory rows were dated (see _date_records).
+# A column, not a schema version: versions without it read and write the file as before (a row
+# they write has no record, and counts as a current memory of unknown date).
+_RECORDS_COLUMN = "records_dated"
 # The partition of entries without a session. Not NULL: sqlite-vec allocates a new chunk for
 # every NULL-partition insert (issue 19: 1,000 session-less vectors made a 199 MB file). A NUL
 # character, because no session name can contain one (session_of refuses it), so no session
@@ -70,6 +74,15 @@ def _check_new_table_name(table: str) -> None:
 def _names(conn: Any) -> set[str]:
     """The lower-cased names of every table, view and index in the main schema."""
     return {str(n).lower() for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+
+
+def _add_records_column(conn: Any) -> None:
+    """Add :data:`_RECORDS_COLUMN` to the registry of a file made before it existed."""
+    columns = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({_REGISTRY})")}
+    if _RECORDS_COLUMN not in columns:
+        conn.execute(
+            f"ALTER TABLE {_REGISTRY} ADD COLUMN {_RECORDS_COLUMN} INTEGER NOT NULL DEFAULT 0"
+        )
 
 
 class _SqliteVecSchema:
@@ -135,6 +148,7 @@ class _SqliteVecSchema:
                 _check_new_table_name(self._name)
                 self._check_free(_names(conn))
                 self._create(conn)
+                self._mark_dated(conn)
                 if self._quantization:
                     for sql in side_table_sql(self._q8, self._f32):
                         conn.execute(sql)
@@ -149,6 +163,7 @@ class _SqliteVecSchema:
                     schema_version=SCHEMA_VERSION,
                 )
             self._has_q8 = f"{self._name}_vec_q8".lower() in _names(conn)
+            self._date_records(conn)
             version = min(row[0] for _, row in registered)
             if self._quantization and not self._has_q8:
                 build_side_table(conn, self._vec, self._table, self._q8, self._f32)
@@ -224,6 +239,36 @@ class _SqliteVecSchema:
             f"CREATE VIRTUAL TABLE {name} USING vec0("
             f"session text partition key, embedding float[{self._dims}] "
             f"distance_metric={self._metric}, chunk_size={_CHUNK_SIZE})"
+        )
+
+    def _date_records(self, conn: Any) -> None:
+        """Once per table: long-term memory rows written before memory records existed (those
+        with a session) become current records dated by their row's ``created_at``, in the
+        metadata column and in the message's own metadata (what a search returns). Other rows
+        (RAG chunks) are left as they are. Runs inside the caller's transaction."""
+        _add_records_column(conn)
+        (dated,) = conn.execute(
+            f"SELECT max({_RECORDS_COLUMN}) FROM {_REGISTRY} WHERE name = ? COLLATE NOCASE",
+            (self._name,),
+        ).fetchone()
+        if dated:
+            return
+        record = (
+            "json_set(metadata, '$.memory_state', 'current', '$.\"goagent.created_at\"', "
+            "strftime('%Y-%m-%dT%H:%M:%f+00:00', created_at, 'unixepoch'))"
+        )
+        conn.execute(
+            f"UPDATE {self._table} SET metadata = {record}, "
+            f"message = json_set(message, '$[0].metadata', json({record})) "
+            "WHERE session IS NOT NULL AND json_type(metadata, '$.memory_state') IS NULL"
+        )
+        self._mark_dated(conn)
+
+    def _mark_dated(self, conn: Any) -> None:
+        _add_records_column(conn)
+        conn.execute(
+            f"UPDATE {_REGISTRY} SET {_RECORDS_COLUMN} = 1 WHERE name = ? COLLATE NOCASE",
+            (self._name,),
         )
 
     def _upgrade_v1(self, conn: Any) -> None:

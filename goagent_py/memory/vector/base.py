@@ -2,7 +2,8 @@
 
 A store keeps (id, vector, message) entries and finds the messages nearest a query vector.
 Optional capabilities are separate protocols checked with ``isinstance``: bulk writes
-(:class:`BulkVectorStore`) and counting (:class:`CountableStore`).
+(:class:`BulkVectorStore`), counting (:class:`CountableStore`) and listing without a query
+(:class:`ListableStore`, how long-term memory shows its records and their history).
 
 Every backend takes ``metric="cosine"`` (the default) or ``metric="l2"`` (Euclidean distance).
 Scores are "higher is better" everywhere: cosine similarity ``1 - d`` in [-1, 1] for cosine,
@@ -30,6 +31,7 @@ __all__ = [
     "METRICS",
     "BulkVectorStore",
     "CountableStore",
+    "ListableStore",
     "ScoredMessage",
     "SearchOptions",
     "UpsertEntry",
@@ -177,4 +179,13 @@ class CountableStore(VectorStore, Protocol):
 
     async def count(self, filter: Mapping[str, Any] | None = None) -> int:
         """How many entries the store holds, or how many match ``filter`` (as in a search)."""
+        ...
+
+
+@runtime_checkable
+class ListableStore(VectorStore, Protocol):
+    """A store that can list its entries without a query vector."""
+
+    async def entries(self, filter: Mapping[str, Any] | None = None) -> list[ScoredMessage]:
+        """Every entry matching ``filter`` (as in a search), in insertion order, score 0."""
         ...

@@ -88,8 +88,8 @@ def _where(filter: Mapping[str, FilterValue]) -> dict[str, Any] | None:
 class ChromaStore:
     """A vector store in a Chroma collection, on disk with Chroma's persistent client.
 
-    Implements ``VectorStore``, ``BulkVectorStore`` and ``CountableStore``. Chroma's client is
-    synchronous: its calls run in a worker thread, one at a time.
+    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore`` and ``ListableStore``.
+    Chroma's client is synchronous: its calls run in a worker thread, one at a time.
 
     Args:
         path_or_client: a directory for ``chromadb.PersistentClient`` (the store creates the
@@ -293,6 +293,24 @@ class ChromaStore:
             return len(c.get(where=where, include=[])["ids"])
 
         return await self._run(count)
+
+    async def entries(self, filter: Mapping[str, Any] | None = None) -> list[ScoredMessage]:
+        """Every entry matching ``filter``, by id, with score 0.
+
+        Raises:
+            ConfigurationError: a bad filter (a ValueError too).
+            MemoryStoreError: Chroma failed, or a stored record is corrupted.
+        """
+        where = _where(check_filter(filter))
+
+        def get(c: Any) -> list[tuple[str, str]]:
+            got = c.get(where=where, include=["documents"])
+            return list(zip(got["ids"], got["documents"], strict=True))
+
+        rows = await self._run(get)
+        return sorted(
+            (ScoredMessage(self._load(id, doc), 0.0, id) for id, doc in rows), key=lambda s: s.id
+        )
 
     # -- search --------------------------------------------------------------------------------
 

@@ -264,6 +264,21 @@ class InMemoryVectorStore:
             start, end, extra = self._candidates(checked, n)
             return end - start + int(extra.size)
 
+    async def entries(self, filter: Mapping[str, Any] | None = None) -> list[ScoredMessage]:
+        """Every entry matching ``filter``, by id, with score 0 (copies).
+
+        Raises:
+            ConfigurationError: a filter no backend could match exactly.
+        """
+        checked = check_filter(filter)
+        with self._lock:
+            found = [
+                ScoredMessage(deepcopy(message), 0.0, id)
+                for id, message in zip(self._ids, self._messages, strict=True)
+                if metadata_matches(message.metadata, checked)
+            ]
+        return sorted(found, key=lambda s: s.id)
+
     # -- search --------------------------------------------------------------------------------
 
     def _group(self, n: int) -> None:

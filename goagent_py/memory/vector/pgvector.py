@@ -146,7 +146,7 @@ async def _register_params(conn: Any) -> None:
 class PgVectorStore(_PgLayout):
     """A vector store in a PostgreSQL table with pgvector (HNSW index).
 
-    Implements ``VectorStore``, ``BulkVectorStore`` and ``CountableStore``.
+    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore`` and ``ListableStore``.
 
     Args:
         dsn_or_connection: a libpq connection string (the store opens and closes its own
@@ -423,6 +423,24 @@ class PgVectorStore(_PgLayout):
 
         result: int = await self._with_conn(count)
         return result
+
+    async def entries(self, filter: Mapping[str, Any] | None = None) -> list[ScoredMessage]:
+        """Every entry matching ``filter``, by id, with score 0.
+
+        Raises:
+            ConfigurationError: a bad filter.
+            MemoryStoreError: the database failed, or a stored row is corrupted.
+        """
+        conds, params = self._filter_sql(check_filter(filter))
+        where = f"WHERE {' AND '.join(conds)}" if conds else ""
+        query = self._sql(f"SELECT id, message FROM {{t}} {where} ORDER BY id")
+
+        async def rows(conn: Any) -> list[tuple[str, str]]:
+            cur = await conn.execute(query, params)
+            return list(await cur.fetchall())
+
+        found: list[tuple[str, str]] = await self._with_conn(rows)
+        return [ScoredMessage(self._load(id, data), 0.0, id) for id, data in found]
 
     # -- search --------------------------------------------------------------------------------
 

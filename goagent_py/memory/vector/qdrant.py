@@ -66,7 +66,7 @@ def _condition(models: Any, key: str, value: FilterValue) -> Any:
 class QdrantStore:
     """A vector store in a Qdrant collection (cosine or Euclidean distance).
 
-    Implements ``VectorStore``, ``BulkVectorStore`` and ``CountableStore``.
+    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore`` and ``ListableStore``.
 
     Args:
         client_or_location: an ``AsyncQdrantClient`` (the caller keeps and closes it), a URL
@@ -257,6 +257,33 @@ class QdrantStore:
 
         n: int = await self._call(count)
         return n
+
+    async def entries(self, filter: Mapping[str, Any] | None = None) -> list[ScoredMessage]:
+        """Every point matching ``filter``, by id, with score 0 (scrolled 256 at a time).
+
+        Raises:
+            ConfigurationError: a bad filter.
+            MemoryStoreError: Qdrant failed, or a stored point is corrupted.
+        """
+        scroll_filter = self._filter(check_filter(filter))
+
+        async def scroll() -> list[Any]:
+            points: list[Any] = []
+            offset = None
+            while True:
+                page, offset = await self._client.scroll(
+                    self._collection,
+                    scroll_filter=scroll_filter,
+                    limit=256,
+                    offset=offset,
+                    with_payload=True,
+                )
+                points.extend(page)
+                if offset is None:
+                    return points
+
+        found = [self._load(p, 0.0) for p in await self._call(scroll)]
+        return sorted(found, key=lambda s: s.id)
 
     # -- search --------------------------------------------------------------------------------
 

@@ -90,8 +90,9 @@ def _where(session: str | None, filter: Mapping[str, FilterValue]) -> tuple[str,
 class SqliteVecStore(_SqliteVecSchema):
     """A persistent vector store in one SQLite file, on sqlite-vec (exact search).
 
-    Implements ``VectorStore``, ``BulkVectorStore`` and ``CountableStore``. SQLite calls run in a
-    worker thread, one at a time. Use ``async with`` (or call :meth:`aclose`) to close the file.
+    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore`` and ``ListableStore``.
+    SQLite calls run in a worker thread, one at a time. Use ``async with`` (or call
+    :meth:`aclose`) to close the file.
 
     Args:
         path: the database file (created if missing), or ":memory:".
@@ -345,6 +346,22 @@ class SqliteVecStore(_SqliteVecSchema):
             return int(conn.execute(sql, params).fetchone()[0])
 
         return await self._run(count)
+
+    async def entries(self, filter: Mapping[str, Any] | None = None) -> list[ScoredMessage]:
+        """Every entry matching ``filter``, in insertion order, with score 0.
+
+        Raises:
+            ConfigurationError: a bad filter.
+            MemoryStoreError: SQLite failed, or a stored row is corrupted.
+        """
+        checked = check_filter(filter)
+        where, params = _where(split_session(checked), checked)
+        sql = f"SELECT t.id, t.message FROM {self._table} AS t WHERE {where} ORDER BY t.pk"
+
+        def rows(conn: Any) -> list[tuple[str, str]]:
+            return list(conn.execute(sql, params).fetchall())
+
+        return [ScoredMessage(self._load(id, data), 0.0, id) for id, data in await self._run(rows)]
 
     # -- search --------------------------------------------------------------------------------
 

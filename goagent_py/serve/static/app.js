@@ -254,9 +254,10 @@
   }
 
   async function start() {
-    const me = await api("/api/me", { raw: true });
-    const data = await me.json();
-    if (!me.ok) {
+    // /api/me answers 200 either way: a 401 would be a console error on every login page.
+    const data = await api("/api/me");
+    if (!data.authenticated) {
+      $("app").hidden = true;
       $("login").hidden = false;
       if (!data.login) $("login-error").textContent = data.error;
       return;

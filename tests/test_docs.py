@@ -1,4 +1,8 @@
-"""Every Python snippet in README.md runs."""
+"""Every Python snippet in README.md and in the documentation site (docs/, notes aside) runs.
+
+A snippet's comments are claims: each comment that starts a line's text must appear in what the
+snippet prints.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +16,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SNIPPETS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+PAGES = [
+    ROOT / "README.md",
+    *sorted(
+        p
+        for p in (ROOT / "docs").rglob("*.md")
+        if "notes" not in p.relative_to(ROOT / "docs").parts
+    ),
+]
+SNIPPETS = [
+    (page.relative_to(ROOT).as_posix(), code)
+    for page in PAGES
+    for code in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+]
 
 
-def test_readme_has_snippets() -> None:
-    assert SNIPPETS
+def test_readme_and_docs_have_snippets() -> None:
+    assert any(page == "README.md" for page, _ in SNIPPETS)
+    assert len({page for page, _ in SNIPPETS}) > 5
 
 
 # What a snippet names -> the extra it needs (the snippet is skipped without it).
@@ -39,10 +56,14 @@ def _needs(code: str) -> list[pytest.MarkDecorator]:
 
 
 @pytest.mark.parametrize(
-    "index", [pytest.param(i, marks=_needs(code)) for i, code in enumerate(SNIPPETS)]
+    "index",
+    [
+        pytest.param(i, marks=_needs(code), id=f"{page}-{i}")
+        for i, (page, code) in enumerate(SNIPPETS)
+    ],
 )
-def test_readme_snippet_runs(index: int) -> None:
-    code = SNIPPETS[index]
+def test_snippet_runs(index: int) -> None:
+    _, code = SNIPPETS[index]
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
     )

@@ -1,0 +1,137 @@
+"""What an approval question shows: the diff of an edit, the content of a write, the command.
+
+Both front ends (the line mode and the Textual window) show :func:`approval_lines` above the
+question (:func:`approval_question`), so the user approves what will happen, not a file name:
+``edit_file`` and a ``write_file`` over an existing file as a unified diff of the file as it is
+now, a new file's content, a shell call's program and arguments, another tool's arguments.
+Long previews are capped (the beginning is shown, then how much was left out). Every line has
+passed through :func:`~goagent_py.coding._terminal.printable`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from goagent_py._paths import PathEscapeError, open_in_root
+from goagent_py.coding._terminal import printable
+from goagent_py.coding.approvals import ApprovalRequest
+
+__all__ = ["MAX_PREVIEW_CHARS", "MAX_PREVIEW_LINES", "approval_lines", "approval_question"]
+
+MAX_PREVIEW_LINES = 60
+"""The most lines of a diff or content shown above a question."""
+MAX_PREVIEW_CHARS = 6000
+"""The most characters of a diff or content shown above a question."""
+_MAX_READ = 2_000_000
+_MAX_LINE = 400
+
+
+def approval_question(request: ApprovalRequest) -> str:
+    """The question's line: ``allow edit_file a.py? [y]es [a]lways [n]o [s]top``."""
+    what = printable(f"{request.call.name} {request.subject}".strip())
+    return f"allow {what}? [y]es [a]lways [n]o [s]top"
+
+
+def _current(root: Path, path: str) -> tuple[str | None, str]:
+    """The file's text now (None when it does not exist) and a note when it cannot be read."""
+    try:
+        with open_in_root(root, path, "rb") as f:
+            data = f.read(_MAX_READ + 1)
+    except FileNotFoundError:
+        return None, ""
+    except (PathEscapeError, OSError) as exc:
+        return None, f"(cannot read {path}: {getattr(exc, 'reason', exc)})"
+    if len(data) > _MAX_READ:
+        return None, f"({path} is larger than {_MAX_READ} bytes: no diff shown)"
+    return data.decode("utf-8", "replace"), ""
+
+
+def _capped(lines: list[str]) -> list[str]:
+    shown: list[str] = []
+    size = 0
+    for line in lines:
+        if len(line) > _MAX_LINE:
+            line = f"{line[:_MAX_LINE]}[... {len(line) - _MAX_LINE} more characters]"
+        if len(shown) >= MAX_PREVIEW_LINES or size + len(line) > MAX_PREVIEW_CHARS:
+            break
+        shown.append(line)
+        size += len(line)
+    left = len(lines) - len(shown)
+    if left:
+        shown.append(f"[... {left} more line(s) not shown ...]")
+    return shown
+
+
+def _diff(path: str, before: str, after: str) -> list[str]:
+    diff = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), f"a/{path}", f"b/{path}", lineterm=""
+    )
+    lines = list(diff)
+    return lines or ["(no change)"]
+
+
+def _edit_lines(root: Path, args: dict[str, Any]) -> list[str]:
+    path = str(args.get("path", ""))
+    old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
+    before, note = _current(root, path)
+    if before is None:
+        return [note or f"({path} does not exist: the edit will fail)"]
+    count = before.count(old) if old else 0
+    if count == 0:
+        return [f"(old_string is not in {path}: the edit will fail)"]
+    if count > 1 and not args.get("replace_all"):
+        return [f"(old_string occurs {count} times in {path}: the edit will fail)"]
+    after = before.replace(old, new) if args.get("replace_all") else before.replace(old, new, 1)
+    return _diff(path, before, after)
+
+
+def _write_lines(root: Path, args: dict[str, Any]) -> list[str]:
+    path = str(args.get("path", ""))
+    content = str(args.get("content", ""))
+    before, note = _current(root, path)
+    if before is not None:
+        return _diff(path, before, content)
+    lines = content.splitlines()
+    head = [note] if note else []
+    return [*head, f"new file {path}, {len(lines)} line(s):", *(f"+{line}" for line in lines)]
+
+
+def _shell_lines(args: dict[str, Any]) -> list[str]:
+    lines = []
+    if args.get("argv"):
+        lines.append("argv: " + json.dumps(args["argv"], ensure_ascii=False))
+    if args.get("command"):
+        lines.append("command (run by /bin/sh -c): " + str(args["command"]))
+    for key in ("cwd", "timeout"):
+        if key in args:
+            lines.append(f"{key}: {args[key]!r}")
+    return lines
+
+
+def approval_lines(request: ApprovalRequest, root: str | os.PathLike[str]) -> list[str]:
+    """What to show above the question about ``request`` (blocking: it may read a file).
+
+    Args:
+        request: the call asked about.
+        root: the workspace root (the file tools' root).
+
+    Returns:
+        The lines, each made printable, the diff or content capped.
+    """
+    name, args = request.call.name, request.call.arguments
+    base = Path(root)
+    if name == "edit_file":
+        lines = _edit_lines(base, args)
+    elif name == "write_file":
+        lines = _write_lines(base, args)
+    elif "argv" in args or "command" in args:
+        lines = _shell_lines(args)
+    elif args:
+        lines = json.dumps(args, indent=1, ensure_ascii=False, default=str).splitlines()
+    else:
+        lines = []
+    return [printable(line) for line in _capped(lines)]

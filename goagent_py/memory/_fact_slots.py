@@ -1,0 +1,332 @@
+"""English first-person facts read as (slot, value): the model-free decider's parser.
+
+"I moved to Porto last month." is ``Fact("home", "Porto", "set", canonical="I live in
+Porto.")``; "I also like coffee" is a ``multi`` fact (likes never replace each other);
+"Forget that I live in Lisbon" and "I don't work at Acme anymore" are ``retract`` facts;
+"That's no longer true." retracts the latest memory (``slot=""``). Anything else is None: the
+decider adds it as today. Pure and small on purpose: a pattern list, not a grammar.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Fact", "is_retraction", "parse_fact", "same_value"]
+
+FactKind = Literal["set", "multi", "retract"]
+
+
+@dataclass(slots=True, frozen=True)
+class Fact:
+    """One parsed statement: ``slot`` holds one value at a time for a ``set`` fact."""
+
+    slot: str
+    value: str
+    kind: FactKind
+    canonical: str = ""
+
+
+# (slot, pattern, template): a template rewrites an indirect statement ("I moved to X") as
+# the fact it implies ("I live in X."); None keeps the user's words.
+_SET: list[tuple[str, str, str | None]] = [
+    (
+        "home",
+        r"\b(?:i|we)(?:'ve| have)? (?:just |recently |finally )?(?:moved|relocated) "
+        r"(?:back |over |house |home )?to (?P<v>.+)",
+        "I live in {v}.",
+    ),
+    (
+        "home",
+        r"\b(?:since|after) (?:the|my|our) (?:move|relocation) to (?P<v>.+)",
+        "I live in {v}.",
+    ),
+    ("home", r"\bsince (?:i |we )?(?:moved|moving) to (?P<v>.+)", "I live in {v}."),
+    (
+        "home",
+        r"\bnow that (?:i|we) (?:live|am living|'m living|'m|am) in (?P<v>.+)",
+        "I live in {v}.",
+    ),
+    ("home", r"\b(?:i|we) (?:now |currently |still |actually )?live in (?P<v>.+)", None),
+    (
+        "home",
+        r"\b(?:i'm|i am|we're|we are) (?:now |currently )?(?:living|based) in (?P<v>.+)",
+        "I live in {v}.",
+    ),
+    (
+        "home",
+        r"\bmy (?:new |current )?(?:home|house|flat|apartment) is in (?P<v>.+)",
+        "I live in {v}.",
+    ),
+    ("home", r"\b(?:i|we) (?:now )?call (?P<v>.+?) home\b", "I live in {v}."),
+    ("name", r"\bmy (?:first |full )?name is (?:now )?(?P<v>.+)", None),
+    ("name", r"\b(?:please )?call me (?P<v>.+)", "My name is {v}."),
+    ("name", r"\bi(?:'m| am) called (?P<v>.+)", "My name is {v}."),
+    ("name", r"\bi go by (?P<v>.+)", "My name is {v}."),
+    ("name", r"\bi changed my name to (?P<v>.+)", "My name is {v}."),
+    ("employer", r"\bi (?:now |currently |still )?work (?:at|for) (?P<v>.+)", None),
+    ("employer", r"\bi(?:'m| am) (?:now )?working (?:at|for) (?P<v>.+)", "I work at {v}."),
+    (
+        "employer",
+        r"\bi (?:just |recently )?(?:joined|started (?:a new job |working )?at) "
+        r"(?P<v>.+)",
+        "I work at {v}.",
+    ),
+    ("employer", r"\bi (?:just )?got a (?:new )?job (?:at|with) (?P<v>.+)", "I work at {v}."),
+    ("employer", r"\bmy (?:new |current )?employer is (?P<v>.+)", None),
+    ("employer", r"\bsince (?:i )?(?:joined|joining|started at) (?P<v>.+)", "I work at {v}."),
+    ("job", r"\bi (?:now )?work as (?:a |an )?(?P<v>.+)", None),
+    (
+        "job",
+        r"\bmy (?:new |current )?(?:job|job title|profession|occupation|role) is "
+        r"(?:now )?(?:a |an )?(?P<v>.+)",
+        None,
+    ),
+    ("job", r"\bi (?:just )?became (?:a |an )(?P<v>.+)", "I work as a {v}."),
+    ("job", r"\bi(?:'m| am) (?:now )?(?:a|an) (?P<v>[a-z-]+(?: [a-z-]+)?)$", None),
+    (
+        "phone",
+        r"\bmy (?:new |current )?(?:mobile |cell |phone |telephone )?(?:phone )?number "
+        r"is (?:now )?(?P<v>.+)",
+        "My phone number is {v}.",
+    ),
+    ("phone", r"\bmy (?:new )?(?:mobile|cell|phone) is (?P<v>.+)", "My phone number is {v}."),
+    ("phone", r"\byou can (?:reach|call|text) me (?:at|on) (?P<v>.+)", "My phone number is {v}."),
+    (
+        "email",
+        r"\bmy (?:new )?e-?mail(?: address)? is (?:now )?(?P<v>.+)",
+        "My email address is {v}.",
+    ),
+    ("age", r"\bi(?:'m| am) (?:now )?(?P<v>\d{1,3})(?: years old| years of age)?(?: now)?$", None),
+    ("age", r"\bi (?:just )?turned (?P<v>\d{1,3})", "I am {v} years old."),
+    ("age", r"\bmy age is (?P<v>\d{1,3})", None),
+    (
+        "partner",
+        r"\bmy (?:new |current )?(?:wife|husband|partner|girlfriend|boyfriend|spouse|"
+        r"fianc[ée]e?)(?:'s name)? is (?:now )?(?:called |named )?(?P<v>.+)",
+        None,
+    ),
+    (
+        "partner",
+        r"\bi(?:'m| am) (?:now )?(?:married to|dating|engaged to|seeing|with) "
+        r"(?P<v>[A-Z].+)",
+        "My partner is {v}.",
+    ),
+    ("partner", r"\bi (?:just )?married (?P<v>.+)", "My partner is {v}."),
+    ("car", r"\bi (?:now )?drive (?:a |an )?(?P<v>.+)", None),
+    ("car", r"\bmy (?:new |current )?car is (?:now )?(?:a |an )?(?P<v>.+)", "I drive a {v}."),
+    ("car", r"\bi (?:just )?bought a (?:new )?car,? (?:a |an )?(?P<v>.+)", "I drive a {v}."),
+    ("origin", r"\bi(?:'m| am) (?:originally )?from (?P<v>.+)", None),
+]
+_SET_RE = [(slot, re.compile(p, re.IGNORECASE), t) for slot, p, t in _SET]
+
+# "my favourite colour is blue", "my sister is Meera", "my dog is called Rex": the words
+# between "my" and "is" are the slot (one value at a time); "my brother" is another slot.
+_GENERIC = re.compile(
+    r"\bmy (?P<slot>(?:[a-z'-]+ ){0,2}[a-z'-]+?)(?:'s name)? (?:is|are) "
+    r"(?:now |called |named |actually )?(?P<v>.+)",
+    re.IGNORECASE,
+)
+_MULTI = re.compile(
+    r"\bi (?:also |really |still |do )?(?P<slot>like|love|enjoy|prefer|speak|play|collect|"
+    r"have|own|know|grow|study|read|watch|listen to|support) (?:to )?(?P<v>.+)",
+    re.IGNORECASE,
+)
+_RETRACT_LAST = re.compile(
+    r"^(?:(?:no|nope|wait|sorry|actually),? )*(?:that'?s|that is|this is|it'?s|it is) "
+    r"(?:no longer|not) (?:true|the case|right|correct|accurate)(?: any ?more)?\W*$"
+    r"|^(?:scratch|ignore|disregard) (?:that|what i (?:just )?said)\W*$",
+    re.IGNORECASE,
+)
+_FORGET = re.compile(
+    r"^(?:(?:please|can you|could you|kindly),? )*(?:forget|delete|remove|erase) "
+    r"(?:(?:the fact|everything you know about)? ?(?:that|about) )?(?P<rest>.+)",
+    re.IGNORECASE,
+)
+_NO_LONGER = re.compile(
+    r"\b(?P<who>i|we)(?: (?:no longer|don't|do not|never))+ (?P<rest>.+?)(?: any ?more)?\W*$"
+    r"|\b(?P<who2>i'm|i am|we're|we are) no longer (?P<rest2>.+?)\W*$",
+    re.IGNORECASE,
+)
+_MY_NO_LONGER = re.compile(
+    r"\bmy (?P<slot>(?:[a-z'-]+ ){0,2}[a-z'-]+?) is (?:no longer|not) (?P<v>.+?)(?: any ?more)?"
+    r"\W*$",
+    re.IGNORECASE,
+)
+_HAVE_NO_MORE = re.compile(
+    r"\bi (?:don't|do not|no longer) (?:have|own) (?:a|an|my) (?P<slot>[a-z-]+)(?: any ?more)?"
+    r"\W*$",
+    re.IGNORECASE,
+)
+# Where a value ends: a clause, a reason or a time phrase after it.
+_VALUE_END = re.compile(
+    r"\s*(?:[,;:()]|\.(?:\s|$)|!|\?| - | and | but | because | since | so | as | when | where "
+    r"| which | who | with | from now\b| for (?:a|the|about|over|two|three|\d)| last | this "
+    r"| next "
+    r"| a (?:few|couple|month|week|year) | (?:two|three|four|several) | ago\b| now\b"
+    r"| these days| nowadays| recently| anymore| any more| at the moment| currently| again\b"
+    r"| full[- ]time| part[- ]time| too\b| as well\b| instead\b| in (?:january|february|march"
+    r"|april|may|june|july|august|september|october|november|december|spring|summer|autumn"
+    r"|fall|winter|\d{4})\b| on (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+    r"|weekdays|weekends)\b| as (?:a|an)\b)",
+    re.IGNORECASE,
+)
+_ADJECTIVES = frozenset({"new", "current", "old", "latest", "present", "real", "actual"})
+_SPELLING = {"favorite": "favourite", "color": "colour", "colors": "colours"}
+_SLOT_ALIASES = {
+    "number": "phone",
+    "phone number": "phone",
+    "mobile number": "phone",
+    "cell number": "phone",
+    "phone": "phone",
+    "mobile": "phone",
+    "name": "name",
+    "first name": "name",
+    "full name": "name",
+    "email": "email",
+    "email address": "email",
+    "e-mail": "email",
+    "car": "car",
+    "wife": "partner",
+    "husband": "partner",
+    "partner": "partner",
+    "girlfriend": "partner",
+    "boyfriend": "partner",
+    "spouse": "partner",
+    "job": "job",
+    "job title": "job",
+    "profession": "job",
+    "occupation": "job",
+    "employer": "employer",
+    "age": "age",
+    "home": "home",
+    "address": "address",
+    "home address": "address",
+}
+_NOT_JOBS = frozenset(
+    {
+        "vegetarian",
+        "vegan",
+        "fan",
+        "morning person",
+        "night owl",
+        "bit",
+        "lot",
+        "little",
+        "big fan",
+        "huge fan",
+        "new parent",
+        "parent",
+        "dad",
+        "mum",
+        "mom",
+        "father",
+        "mother",
+    }
+)
+_PREFIX = re.compile(
+    r"^(?:(?:ok|okay|so|well|oh|hey|hi|hello|actually|by the way|btw|fyi|also|anyway|update|"
+    r"news|quick update|just so you know|good news|guess what)\W+)+",
+    re.IGNORECASE,
+)
+
+
+def _clean_value(raw: str) -> str:
+    value = _VALUE_END.split(raw, maxsplit=1)[0]
+    value = value.strip().strip("\"'").rstrip(".!?").strip()
+    if value.lower().startswith("the ") and len(value.split()) > 1:
+        return value  # "the Netherlands": the article is part of the name
+    return value
+
+
+def _norm_slot(raw: str) -> str:
+    words = [_SPELLING.get(w, w) for w in raw.lower().split() if w not in _ADJECTIVES]
+    slot = " ".join(words)
+    return _SLOT_ALIASES.get(slot, slot)
+
+
+def _set_fact(text: str) -> Fact | None:
+    for slot, pattern, template in _SET_RE:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        value = _clean_value(match.group("v"))
+        if not value:
+            continue
+        if slot == "job" and (value.lower() in _NOT_JOBS or " of " in value.lower()):
+            continue
+        canonical = template.format(v=value) if template else ""
+        return Fact(slot, value, "set", canonical)
+    match = _GENERIC.search(text)
+    if match is not None:
+        value = _clean_value(match.group("v"))
+        slot = _norm_slot(match.group("slot"))
+        if value and slot and not value.lower().startswith(("not ", "no longer")):
+            return Fact(slot, value, "set")
+    return None
+
+
+def _multi_fact(text: str) -> Fact | None:
+    match = _MULTI.search(text)
+    if match is None:
+        return None
+    value = _clean_value(match.group("v"))
+    if not value:
+        return None
+    return Fact(match.group("slot").lower(), value, "multi")
+
+
+def is_retraction(text: str) -> bool:
+    """Whether ``text`` takes back what was said last ("That's no longer true.")."""
+    return bool(_RETRACT_LAST.search(text.strip()))
+
+
+def parse_fact(text: str) -> Fact | None:
+    """``text`` as a fact the model-free decider can reason about, or None."""
+    text = _PREFIX.sub("", text.strip())
+    if not text or text.endswith("?"):
+        return None
+    text = text.rstrip(".!… ")
+    if _RETRACT_LAST.search(text):
+        return Fact("", "", "retract")
+    forget = _FORGET.match(text)
+    if forget is not None:
+        rest = forget.group("rest").strip().rstrip(".!")
+        parsed = _set_fact(rest) or _multi_fact(rest)
+        if parsed is not None:
+            return Fact(parsed.slot, parsed.value, "retract")
+        my = re.match(r"(?:my|about my) (?P<slot>.+)", rest, re.IGNORECASE)
+        if my is not None:
+            return Fact(_norm_slot(my.group("slot")), "", "retract")
+        return Fact("?", rest, "retract")
+    retraction = _retraction(text)
+    if retraction is not None:
+        return retraction
+    return _set_fact(text) or _multi_fact(text)
+
+
+def _retraction(text: str) -> Fact | None:
+    have = _HAVE_NO_MORE.search(text)
+    if have is not None:
+        return Fact(_norm_slot(have.group("slot")), "", "retract")
+    mine = _MY_NO_LONGER.search(text)
+    if mine is not None:
+        return Fact(_norm_slot(mine.group("slot")), _clean_value(mine.group("v")), "retract")
+    match = _NO_LONGER.search(text)
+    if match is None:
+        return None
+    if match.group("rest") is not None:
+        positive = f"{match.group('who')} {match.group('rest')}"
+    else:
+        positive = f"{match.group('who2')} {match.group('rest2')}"
+    parsed = _set_fact(positive) or _multi_fact(positive)
+    if parsed is None:
+        return None
+    return Fact(parsed.slot, parsed.value, "retract")
+
+
+def same_value(a: str, b: str) -> bool:
+    """Whether two values name the same thing (case, articles and containment aside)."""
+    x, y = (re.sub(r"^(?:the|a|an) ", "", v.casefold()).strip() for v in (a, b))
+    return bool(x) and bool(y) and (x == y or x in y.split() or y in x.split())

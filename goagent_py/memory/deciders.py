@@ -1,0 +1,292 @@
+"""The consolidation deciders: model-free rules, and any model answering in JSON.
+
+:class:`RuleDecider` needs no model (the default of ``goagent-py chat``, offline use and the
+embedded small model): it reads English first-person facts with one value at a time (where I
+live, my name, my job or employer, my phone, email, age, partner, car, and any "my X is Y"),
+replaces the old value with the new one, leaves compatible facts alone ("I like tea" + "I also
+like coffee"; "my sister is Meera" + "my brother is Ravi") and deletes on explicit requests
+("forget that I live in Lisbon", "I don't work at Acme anymore", "that's no longer true").
+
+:class:`ModelDecider` asks a model (any :class:`~goagent_py.provider.Provider`) for a JSON
+answer, validates it, retries once with the error, and only ever sees the candidates under
+short aliases (``m1``, ``m2``...), so it cannot name a memory outside them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from goagent_py.errors import ConfigurationError
+from goagent_py.memory._fact_slots import Fact, parse_fact, same_value
+from goagent_py.memory.consolidation import Decision, DecisionError
+from goagent_py.memory.records import MemoryRecord
+from goagent_py.messages import Usage, user_message
+from goagent_py.provider import CompletionRequest, Provider
+
+__all__ = ["ModelDecider", "RuleDecider"]
+
+_STOP = frozenset(
+    [
+        "i",
+        "i'm",
+        "me",
+        "my",
+        "mine",
+        "we",
+        "our",
+        "us",
+        "a",
+        "an",
+        "the",
+        "that",
+        "this",
+        "is",
+        "am",
+        "are",
+        "was",
+        "were",
+        "to",
+        "in",
+        "at",
+        "of",
+        "on",
+        "for",
+        "and",
+        "about",
+    ]
+)
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+class RuleDecider:
+    """The model-free decider for English first-person facts (see the module docstring)."""
+
+    name = "rules"
+
+    def __repr__(self) -> str:
+        return "RuleDecider()"
+
+    async def decide(
+        self, facts: Sequence[str], candidates: Sequence[MemoryRecord]
+    ) -> list[Decision]:
+        """Decisions for ``facts`` against ``candidates`` (see :class:`Decider`)."""
+        return self.decide_sync(facts, candidates)
+
+    def decide_sync(
+        self, facts: Sequence[str], candidates: Sequence[MemoryRecord]
+    ) -> list[Decision]:
+        """The same, without an event loop (the rules do no I/O)."""
+        known = [(c, parse_fact(c.text)) for c in candidates if c.message.role == "user"]
+        out: list[Decision] = []
+        for index, text in enumerate(facts):
+            fact = parse_fact(text)
+            if fact is None:
+                out.append(Decision(fact=index, op="ADD"))
+            elif fact.kind == "retract":
+                out.extend(_retract(index, fact, known))
+            elif fact.kind == "multi":
+                same = [c for c, f in known if f == fact or (f and _same(f, fact))]
+                out.append(Decision(fact=index, op="NOOP" if same else "ADD"))
+            else:
+                out.extend(_set(index, text, fact, known))
+        return out
+
+
+def _same(a: Fact, b: Fact) -> bool:
+    return a.kind == b.kind and a.slot == b.slot and same_value(a.value, b.value)
+
+
+def _set(
+    index: int, text: str, fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]
+) -> list[Decision]:
+    rivals = [c for c, f in known if f is not None and f.kind == "set" and f.slot == fact.slot]
+    if not rivals:
+        return [Decision(fact=index, op="ADD", text=fact.canonical)]
+    if any(_same(f, fact) for c, f in known if f is not None and c in rivals):
+        stale = [c for c, f in known if c in rivals and f is not None and not _same(f, fact)]
+        keep = [Decision(fact=index, op="NOOP")]
+        return keep + [Decision(fact=index, op="DELETE", target=c.id) for c in stale]
+    newest, *older = sorted(rivals, key=lambda c: c.created_at or _EPOCH, reverse=True)
+    merged = fact.canonical or text
+    return [Decision(fact=index, op="UPDATE", target=newest.id, text=merged)] + [
+        Decision(fact=index, op="DELETE", target=c.id) for c in older
+    ]
+
+
+def _retract(
+    index: int, fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]
+) -> list[Decision]:
+    if fact.slot == "":
+        if not known:
+            return [Decision(fact=index, op="NOOP")]
+        latest = max(known, key=lambda pair: pair[0].created_at or _EPOCH)[0]
+        return [Decision(fact=index, op="DELETE", target=latest.id)]
+    if fact.slot == "?":
+        words = _content_words(fact.value)
+        targets = [c for c, _ in known if words and words <= _content_words(c.text)]
+    else:
+        targets = [
+            c
+            for c, f in known
+            if f is not None
+            and f.kind != "retract"
+            and f.slot == fact.slot
+            and (not fact.value or same_value(f.value, fact.value))
+        ]
+    if not targets:
+        return [Decision(fact=index, op="NOOP")]
+    return [Decision(fact=index, op="DELETE", target=c.id) for c in targets]
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9']+", text.casefold()) if w not in _STOP}
+
+
+# -- model decider ----------------------------------------------------------------------------
+
+_SYSTEM = """You keep a user's long-term memory up to date. You get the NEW FACTS the user just \
+stated and the EXISTING MEMORIES most similar to them. For each new fact decide:
+- ADD: it is new information (also when it adds to a memory without contradicting it, e.g. \
+"I like tea" then "I also like coffee").
+- UPDATE: it changes an existing memory (a new value for something that has one value: where \
+the user lives, their name, job, employer, phone, age, partner, car, a favourite...). Give the \
+memory's id and the merged text, written as the user would say it now ("I live in Porto.").
+- DELETE: the user says an existing memory is no longer true or asks to forget it. Give its id.
+- NOOP: the memory already says it.
+Only use ids from EXISTING MEMORIES. Answer with JSON only, no prose:
+{"decisions": [{"fact": 0, "op": "UPDATE", "id": "m1", "text": "I live in Porto."}]}"""
+
+
+class _WireDecision(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    fact: int
+    op: Literal["ADD", "UPDATE", "DELETE", "NOOP"]
+    id: str | None = None
+    text: str | None = None
+
+
+class _WireAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    decisions: list[_WireDecision]
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+
+
+def parse_model_answer(text: str, aliases: dict[str, str], facts: int) -> list[Decision]:
+    """The model's JSON answer as decisions, its aliases mapped back to memory ids.
+
+    Raises:
+        DecisionError: not JSON of the expected shape, a fact index out of range, or an id
+            that is not one of ``aliases`` (the candidates).
+    """
+    body = _FENCE.sub("", text.strip())
+    start, end = body.find("{"), body.rfind("}")
+    if start < 0 or end < start:
+        raise DecisionError("the answer holds no JSON object")
+    try:
+        answer = _WireAnswer.model_validate(json.loads(body[start : end + 1]))
+    except (ValueError, ValidationError) as exc:
+        raise DecisionError(f"the answer is not valid decisions JSON: {exc}") from None
+    out: list[Decision] = []
+    for d in answer.decisions:
+        if not 0 <= d.fact < facts:
+            raise DecisionError(f"fact {d.fact} is outside 0..{facts - 1}")
+        target = ""
+        if d.op in ("UPDATE", "DELETE"):
+            if d.id not in aliases:
+                raise DecisionError(f"{d.op} names {d.id!r}, which is not one of the memories")
+            target = aliases[d.id]
+        if d.op == "UPDATE" and not (d.text or "").strip():
+            raise DecisionError(f"UPDATE of {d.id} has no text")
+        out.append(Decision(fact=d.fact, op=d.op, target=target, text=(d.text or "").strip()))
+    return out
+
+
+class ModelDecider:
+    """A decider that asks ``provider`` (see the module docstring).
+
+    Args:
+        provider: any provider; a small local model does poorly here (use :class:`RuleDecider`).
+        model: the model name to ask.
+        max_tokens: the answer's token limit.
+        retries: how many times an invalid answer is asked again, with the error (default 1).
+
+    Attributes:
+        usage: the tokens all its calls used so far (for cost figures).
+        calls: how many model calls it made.
+    """
+
+    name = "model"
+
+    def __init__(
+        self, provider: Provider, *, model: str, max_tokens: int = 600, retries: int = 1
+    ) -> None:
+        if not isinstance(provider, Provider):
+            raise ConfigurationError(
+                f"ModelDecider needs a provider with async complete(request), "
+                f"got {type(provider).__name__}"
+            )
+        if retries < 0:
+            raise ConfigurationError(f"retries must be >= 0, got {retries}")
+        self.provider = provider
+        self.model = model
+        self.max_tokens = max_tokens
+        self.retries = retries
+        self.usage = Usage()
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return f"ModelDecider({type(self.provider).__name__}, model={self.model!r})"
+
+    async def decide(
+        self, facts: Sequence[str], candidates: Sequence[MemoryRecord]
+    ) -> list[Decision]:
+        """Ask the model; an invalid answer is asked again ``retries`` times. Without
+        candidates, every fact is added and the model is not called.
+
+        Raises:
+            DecisionError: the last answer was still invalid.
+        """
+        if not candidates:
+            return []  # nothing it could change: every fact is added, without a model call
+        aliases = {f"m{i}": c.id for i, c in enumerate(candidates, 1)}
+        prompt = _prompt(facts, candidates)
+        error: DecisionError | None = None
+        for _ in range(self.retries + 1):
+            text = prompt
+            if error is not None:
+                text += f"\n\nYour previous answer was invalid ({error}). Answer with JSON only."
+            request = CompletionRequest(
+                model=self.model,
+                system_prompt=_SYSTEM,
+                messages=[user_message(text)],
+                max_tokens=self.max_tokens,
+            )
+            response = await self.provider.complete(request)
+            self.calls += 1
+            self.usage = self.usage + response.usage
+            try:
+                return parse_model_answer(response.message.text, aliases, len(facts))
+            except DecisionError as exc:
+                error = exc
+        assert error is not None
+        raise error
+
+
+def _prompt(facts: Sequence[str], candidates: Sequence[MemoryRecord]) -> str:
+    lines: list[Any] = ["NEW FACTS:"]
+    lines += [f"{i}: {json.dumps(f)}" for i, f in enumerate(facts)]
+    lines.append("EXISTING MEMORIES:")
+    for i, c in enumerate(candidates, 1):
+        said = f" (said {c.created_at.date().isoformat()})" if c.created_at else ""
+        lines.append(f"m{i}{said}: {json.dumps(c.text)}")
+    if not candidates:
+        lines.append("(none)")
+    return "\n".join(lines)

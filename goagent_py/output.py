@@ -1,0 +1,320 @@
+"""Typed output: what a run's answer must be, how it is asked for, and how it is checked.
+
+An ``output_type`` (a pydantic model, a dataclass, a TypedDict, ``list[...]``, a union, a
+``Literal``; ``str`` is plain text) becomes an :class:`OutputSpec`: a JSON schema whose top level
+is an object (other types are wrapped as ``{"response": ...}``, since tool arguments and most
+vendors' structured output must be objects) and one pydantic ``TypeAdapter`` that validates.
+
+The three modes (:data:`~goagent_py.provider.OutputMode`):
+
+- ``"tool"``: the model gets a ``final_result`` tool whose parameters are the schema; calling it
+  ends the run. Works wherever tools work; the default.
+- ``"native"``: the schema travels on the request (:attr:`CompletionRequest.output`) and the
+  provider enforces it (OpenAI ``response_format``, Ollama ``format``, Anthropic
+  ``output_config``, a grammar on the embedded model).
+- ``"prompted"``: the schema is written into the system prompt and the answer parsed as JSON.
+
+A failed validation, or a :class:`~goagent_py.ModelRetry` from an output validator, goes back to
+the model with what was wrong; after ``output_retries`` retries the run raises
+:class:`~goagent_py.OutputValidationError`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from goagent_py.errors import ConfigurationError, ModelRetry, OutputValidationError
+from goagent_py.messages import Message, ToolCall
+from goagent_py.provider import (
+    CompletionRequest,
+    OutputFormat,
+    OutputMode,
+    Provider,
+    StructuredOutputProvider,
+)
+from goagent_py.tools import ToolDefinition
+
+__all__ = ["FINAL_RESULT_TOOL", "OutputContext", "OutputSpec", "OutputValidator", "Verdict"]
+
+Out = TypeVar("Out")
+D = TypeVar("D")
+
+FINAL_RESULT_TOOL = "final_result"
+"""The name of the tool the model calls with its answer in ``"tool"`` mode."""
+
+OutputValidator = Callable[..., Any]
+"""A function (sync or async) given the validated output, or an :class:`OutputContext` and the
+output; it returns the output (possibly changed) or raises :class:`~goagent_py.ModelRetry` with
+a message for the model."""
+
+
+@dataclass(slots=True, frozen=True)
+class OutputContext:
+    """What an output validator that takes two arguments gets first.
+
+    Attributes:
+        deps: the run's ``deps`` (None when the run got none).
+        retries: the retries the run has used so far (0 on the first answer).
+    """
+
+    deps: Any = None
+    retries: int = 0
+
+    def deps_as(self, kind: type[D]) -> D:
+        """The run's deps, typed.
+
+        Raises:
+            TypeError: the run's deps are not a ``kind``.
+        """
+        if not isinstance(self.deps, kind):
+            raise TypeError(
+                f"this run's deps are {type(self.deps).__name__}, not {kind.__name__}: pass "
+                f"deps={kind.__name__}(...) to agent.run()"
+            )
+        return self.deps
+
+
+def _takes_context(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2
+
+
+_MODES = ("tool", "native", "prompted")
+_FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+def _schema_name(output_type: object) -> str:
+    name = getattr(output_type, "__name__", "") or "output"
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64] or "output"
+
+
+@dataclass(slots=True, frozen=True)
+class Verdict:
+    """What the loop does with one assistant message of a typed run.
+
+    Attributes:
+        accepted: the output validated (``value`` is it) and the run ends.
+        value: the validated output (when accepted).
+        raw: the output as the model gave it (JSON text).
+        feedback: what the model reads when it must try again ("" when accepted).
+        call: the ``final_result`` call the verdict answers (tool mode), or None.
+    """
+
+    accepted: bool
+    value: Any = None
+    raw: str = ""
+    feedback: str = ""
+    call: ToolCall | None = None
+
+
+class OutputSpec(Generic[Out]):
+    """An output type made ready for a run: its schema, its validator, its mode.
+
+    Args:
+        output_type: the type ``result.output`` has (``str`` for plain text).
+        mode: "tool", "native" or "prompted"; None picks the provider's default.
+        retries: how many times an invalid output is sent back before the run fails.
+        validators: functions run on the validated output, in order.
+
+    Raises:
+        ConfigurationError: pydantic cannot build a JSON schema for the type, or the mode is
+            unknown.
+    """
+
+    def __init__(
+        self,
+        output_type: Any,
+        *,
+        mode: OutputMode | None = None,
+        retries: int = 1,
+        validators: Sequence[OutputValidator] = (),
+    ) -> None:
+        if mode is not None and mode not in _MODES:
+            raise ConfigurationError(
+                f"output_mode={mode!r}: expected one of {', '.join(map(repr, _MODES))} (or None "
+                "for the provider's default)"
+            )
+        self.type = output_type
+        self.mode = mode
+        self.retries = retries
+        self.validators = [(v, _takes_context(v)) for v in validators]
+        self.is_text = output_type is str
+        self.wrapped = False
+        self.schema: dict[str, Any] = {}
+        self.name = _schema_name(output_type)
+        if self.is_text:
+            return
+        from pydantic import TypeAdapter  # only typed runs pay for pydantic's import
+
+        try:
+            self._adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+            schema = self._adapter.json_schema()
+        except Exception as exc:
+            raise ConfigurationError(
+                f"output_type={output_type!r} has no JSON schema ({exc}); use a pydantic model, "
+                "a dataclass, a TypedDict, list[...], a union of them, a Literal, or str"
+            ) from exc
+        if schema.get("type") == "object":
+            self.schema = schema
+        else:
+            defs = schema.pop("$defs", None)
+            self.wrapped = True
+            self.schema = {
+                "type": "object",
+                "properties": {"response": schema},
+                "required": ["response"],
+                **({"$defs": defs} if defs else {}),
+            }
+        self.description = schema.get("description", "") or f"The final {self.name} answer."
+
+    # -- requests --------------------------------------------------------------------------
+
+    def mode_for(self, provider: Provider | None) -> OutputMode:
+        """The mode this run uses on ``provider``."""
+        if self.mode is not None:
+            return self.mode
+        if isinstance(provider, StructuredOutputProvider):
+            return provider.default_output_mode
+        return "tool"
+
+    def shape(self, request: CompletionRequest, mode: OutputMode) -> CompletionRequest:
+        """``request`` asking for this output (a new tool, a schema, or a prompt)."""
+        if self.is_text:
+            return request
+        if mode == "tool":
+            definition = ToolDefinition(
+                FINAL_RESULT_TOOL,
+                f"Call this with your final answer; it ends the run. {self.description}",
+                self.schema,
+            )
+            request.tools = [*request.tools, definition]
+        elif mode == "native":
+            request.output = OutputFormat(self.name, self.schema, self.description)
+        else:
+            request.system_prompt = _join(request.system_prompt, self.prompt())
+        return request
+
+    def prompt(self) -> str:
+        """The instructions prompted mode adds to the system prompt."""
+        return (
+            "Answer with a single JSON object (no other text, no code fence) that follows this "
+            f"JSON schema:\n{json.dumps(self.schema)}"
+        )
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def candidate(self, message: Message, mode: OutputMode) -> tuple[str, ToolCall | None] | None:
+        """The raw output in ``message`` (JSON text, and the call it came in), or None when the
+        message is not an answer yet (it calls other tools)."""
+        if self.is_text or mode != "tool":
+            return None if message.tool_calls else (message.text, None)
+        for call in message.tool_calls:
+            if call.name == FINAL_RESULT_TOOL:
+                return json.dumps(call.arguments), call
+        if message.tool_calls:
+            return None
+        return message.text, None
+
+    async def judge(
+        self,
+        raw: str,
+        call: ToolCall | None,
+        mode: OutputMode,
+        context: OutputContext | None = None,
+    ) -> Verdict:
+        """Validate ``raw`` then run the validators (those taking two arguments get
+        ``context``); a verdict either way."""
+        if self.is_text:
+            value: Any = raw
+        elif mode == "tool" and call is None:
+            return Verdict(
+                False,
+                raw=raw,
+                feedback=f"Call the {FINAL_RESULT_TOOL} tool with your final answer; plain "
+                "text is not accepted.",
+            )
+        else:
+            try:
+                value = self.parse(raw)
+            except ValueError as exc:
+                return Verdict(False, raw=raw, feedback=_feedback(str(exc)), call=call)
+        for validator, with_context in self.validators:
+            try:
+                value = (
+                    validator(context or OutputContext(), value)
+                    if with_context
+                    else validator(value)
+                )
+                if inspect.isawaitable(value):
+                    value = await value
+            except ModelRetry as exc:
+                return Verdict(False, raw=raw, feedback=_feedback(exc.message), call=call)
+        return Verdict(True, value=value, raw=raw, call=call)
+
+    def parse(self, raw: str) -> Out:
+        """The output ``raw`` (JSON text) holds, validated.
+
+        Raises:
+            ValueError: ``raw`` is not JSON, or not valid for the type (the message lists the
+                errors the way the model reads them).
+        """
+        from pydantic import ValidationError
+
+        match = _FENCE.match(raw)
+        text = match.group(1) if match else raw
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"the output is not valid JSON ({exc})") from None
+        if self.wrapped:
+            if not isinstance(data, dict) or "response" not in data:
+                raise ValueError('the output must be an object {"response": ...}')
+            data = data["response"]
+        try:
+            return self._adapter.validate_python(data)  # type: ignore[no-any-return]
+        except ValidationError as exc:
+            errors = [
+                f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            ]
+            raise ValueError("; ".join(errors)) from None
+
+    def partial(self, raw: str) -> Any:
+        """What the JSON received so far (``raw``, possibly cut mid-value) validates to, or
+        None while it validates to nothing yet."""
+        from pydantic import ValidationError
+        from pydantic_core import from_json
+
+        try:
+            data = from_json(raw, allow_partial=True)
+        except ValueError:
+            return None
+        if self.wrapped:
+            if not isinstance(data, dict) or "response" not in data:
+                return None
+            data = data["response"]
+        try:
+            return self._adapter.validate_python(data, experimental_allow_partial=True)
+        except ValidationError:
+            return None
+
+    def failed(self, verdict: Verdict) -> OutputValidationError:
+        """The error a run ends with when ``verdict`` is its last try."""
+        return OutputValidationError(verdict.raw, verdict.feedback, self.retries)
+
+
+def _feedback(errors: str) -> str:
+    return f"Your answer was not accepted: {errors}. Fix it and answer again."
+
+
+def _join(system_prompt: str, extra: str) -> str:
+    return f"{system_prompt}\n\n{extra}" if system_prompt else extra

@@ -1,0 +1,391 @@
+"""The server's state behind the routes: who is asking, the live sessions of threads, the runs
+and their AG-UI event queues, login sessions (kept with the threads in SQLite).
+
+The routes (:mod:`goagent_py.serve._routes`) and the ASGI app (:mod:`goagent_py.serve.app`)
+both build on this module; it imports neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import inspect
+import json
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from goagent_py.agent import Agent
+from goagent_py.errors import ConfigurationError, GoAgentError
+from goagent_py.events import ToolExecutionEnd
+from goagent_py.memory.base import LongTermMemoryProtocol
+from goagent_py.memory.short_term import ShortTermMemory
+from goagent_py.memory.storage.sqlite import SQLiteStorage
+from goagent_py.serve._agui import AguiMapper
+from goagent_py.serve._auth import Auth, Login, NoAuth
+from goagent_py.serve._threads import ThreadStore, session_key
+from goagent_py.session import Session
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+__all__ = [
+    "COOKIE",
+    "LOCAL_ONLY",
+    "AgentFactory",
+    "HttpError",
+    "Live",
+    "Run",
+    "Server",
+    "ThreadContext",
+    "error_body",
+    "memory_scope",
+    "static_file",
+]
+
+COOKIE = "goagent_session"
+LOCAL_ONLY = (
+    "this server has no auth and serves this machine only (loopback peers); to reach it from "
+    "elsewhere restart it with --auth token, users or proxy"
+)
+_STATIC = {"app.js": "text/javascript", "app.css": "text/css", "icon.svg": "image/svg+xml"}
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadContext:
+    """What an agent factory gets: whose thread it is and the memory bound to it.
+
+    Attributes:
+        user: the authenticated user.
+        thread_id: the thread's id.
+        short_term_memory: the thread's conversation in the server's SQLite file; pass it as
+            the agent's ``short_term_memory``.
+    """
+
+    user: str
+    thread_id: str
+    short_term_memory: ShortTermMemory
+
+    @property
+    def memory_scope(self) -> str:
+        """The agent name to give this user's agents: long-term memory is scoped by the
+        agent's name, so every thread of a user shares memories and users never do."""
+        return memory_scope(self.user)
+
+
+def memory_scope(user: str) -> str:
+    """The long-term memory scope (agent name) of ``user``."""
+    if re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", user):
+        return f"user-{user}"
+    return "user-" + hashlib.sha256(user.encode()).hexdigest()[:32]
+
+
+AgentFactory = Callable[[ThreadContext], Agent | Awaitable[Agent]]
+"""Builds the agent of one (user, thread); share the provider, embedder and stores."""
+
+
+class HttpError(GoAgentError):
+    """A request refused with ``status`` and a message for the client."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(f"{status}: {message}")
+
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.status, self.message)
+
+
+@dataclass
+class Run:
+    run_id: str
+    user: str
+    thread_id: str
+    queue: asyncio.Queue[dict[str, Any] | None]
+    mapper: AguiMapper
+    task: asyncio.Task[None] | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    # An abort asked for before the session's run began (a client gone before the first
+    # frame): Session.abort is a no-op then, so _drive delivers it at the run's first event.
+    abort_reason: str = ""
+    abort_sent: bool = False
+
+
+@dataclass
+class Live:
+    session: Session
+    storage: SQLiteStorage
+    run: Run | None = None
+
+
+class Server:
+    """The state behind the routes: auth, threads and login sessions (SQLite), live sessions,
+    runs. ``clock`` (Unix seconds) dates login sessions; tests replace it."""
+
+    def __init__(
+        self,
+        factory: AgentFactory,
+        storage_path: str,
+        auth: Auth,
+        max_body: int,
+        cookie_ttl: float,
+        model_name: str,
+        busy: str = "refuse",
+        long_term_memory: LongTermMemoryProtocol | None = None,
+    ) -> None:
+        self.long_term_memory = long_term_memory
+        self.busy = busy
+        self.max_live = 256
+        self.factory = factory
+        self.storage_path = storage_path
+        self.auth = auth
+        self.max_body = max_body
+        self.cookie_ttl = cookie_ttl
+        self.model_name = model_name
+        self.threads = ThreadStore(storage_path)
+        self.live: dict[tuple[str, str], Live] = {}
+        self.runs: dict[str, Run] = {}
+        self.clock: Callable[[], float] = time.time
+        self._building = asyncio.Lock()
+
+    # -- who is asking -------------------------------------------------------------------
+
+    async def user(self, request: Request) -> str:
+        """The user of ``request``.
+
+        Raises:
+            HttpError: 403 for a non-loopback peer without auth, 401 without a valid
+                credential or login session.
+        """
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        peer = request.client.host if request.client else ""
+        if isinstance(self.auth, NoAuth):
+            # The peer address decides, never a cookie or a header (the ASGI app checked it
+            # before routing too; this keeps every route safe on its own).
+            found = self.auth.authenticate(headers, peer)
+            if found is None:
+                raise HttpError(403, LOCAL_ONLY)
+            return found
+        token = request.cookies.get(COOKIE, "")
+        if token:
+            return await self._session_user(token)
+        found = self.auth.authenticate(headers, peer)
+        if found is not None:
+            return found
+        bearer = headers.get("authorization", "")
+        if bearer.lower().startswith("bearer ") and bearer[7:].strip():
+            # A login session's token sent as a bearer (API clients without cookies).
+            with contextlib.suppress(HttpError):
+                return await self._session_user(bearer[7:].strip())
+        raise HttpError(401, "missing, wrong or expired credentials")
+
+    async def _session_user(self, token: str) -> str:
+        found = await self.threads.login_of(token)
+        if found is None:
+            raise HttpError(401, "unknown session; log in again")
+        user, deadline = found
+        if self.clock() >= deadline:
+            await self.threads.remove_login(token)
+            raise HttpError(401, "session expired; log in again")
+        return user
+
+    async def open_session(self, login: Login) -> tuple[str, float]:
+        """A new login session for ``login``: its token and how many seconds it lasts (the
+        cookie's lifetime, cut short by the credential's own expiry)."""
+        now = self.clock()
+        deadline = now + self.cookie_ttl
+        if login.expires_at is not None:
+            deadline = min(deadline, login.expires_at)
+        if deadline <= now:
+            raise HttpError(401, "the credential has expired; get a new one")
+        token = await self.threads.add_login(login.user, deadline, now=now)
+        return token, deadline - now
+
+    async def close_session(self, token: str) -> None:
+        """End a login session (logout); an unknown token is ignored."""
+        if token:
+            await self.threads.remove_login(token)
+
+    async def body(self, request: Request) -> dict[str, Any]:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise HttpError(415, "send JSON (Content-Type: application/json)")
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            raise HttpError(413, f"body larger than {self.max_body} bytes")
+        raw = bytearray()
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > self.max_body:
+                raise HttpError(413, f"body larger than {self.max_body} bytes")
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise HttpError(400, f"invalid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise HttpError(400, "the body must be a JSON object")
+        return data
+
+    # -- threads and sessions ------------------------------------------------------------
+
+    async def thread(self, user: str, thread_id: str) -> dict[str, Any]:
+        found = await self.threads.get(user, thread_id)
+        if found is None:
+            raise HttpError(404, "no such thread")
+        return found
+
+    async def live_of(self, user: str, thread_id: str) -> Live:
+        key = (user, thread_id)
+        async with self._building:
+            live = self.live.get(key)
+            if live is None:
+                storage = SQLiteStorage(self.storage_path, session_id=session_key(user, thread_id))
+                memory = ShortTermMemory(storage)
+                agent = self.factory(ThreadContext(user, thread_id, memory))
+                if inspect.isawaitable(agent):
+                    agent = await agent
+                if not isinstance(agent, Agent):
+                    raise ConfigurationError("the agent factory must return an Agent")
+                live = Live(Session(agent), storage)
+                self.live[key] = live
+            else:  # most recently used last, for _evict
+                self.live[key] = self.live.pop(key)
+            return live
+
+    async def drop(self, user: str, thread_id: str) -> None:
+        live = self.live.pop((user, thread_id), None)
+        if live is not None:
+            if live.run is not None:
+                self._abort(live, live.run, "thread deleted")
+                await live.run.done.wait()
+            await live.storage.aclose()
+
+    async def close(self) -> None:
+        for user, thread_id in list(self.live):
+            await self.drop(user, thread_id)
+        self.threads.close()
+
+    # -- runs ----------------------------------------------------------------------------
+
+    async def start_run(self, user: str, thread_id: str, text: str) -> Run:
+        live = await self.live_of(user, thread_id)
+        while live.run is not None:
+            if self.busy == "refuse":
+                raise HttpError(409, "a run is in progress in this thread; stop or steer it")
+            # busy="interrupt": the new message wins; the old run ends aborted (and stored).
+            current = live.run
+            self._abort(live, current, "interrupted by a new message")
+            await current.done.wait()
+        run_id = "run_" + secrets.token_hex(8)
+        run = Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
+        live.run = run
+        self.runs[run_id] = run
+        run.task = asyncio.create_task(self._drive(live, run, text))
+        return run
+
+    async def _drive(self, live: Live, run: Run, text: str) -> None:
+        put = run.queue.put_nowait
+        put(run.mapper.started())
+        durations: dict[str, float] = {}
+        try:
+            async for event in live.session.stream(text):
+                if run.abort_reason and not run.abort_sent:
+                    self._abort(live, run, run.abort_reason)
+                if isinstance(event, ToolExecutionEnd):
+                    durations[event.result.call.id] = round(event.result.duration, 6)
+                for item in run.mapper.map(event):
+                    put(item)
+        except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
+            put(run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__))
+        else:
+            put(run.mapper.finished())
+        finally:
+            live.run = None
+            self.runs.pop(run.run_id, None)
+            await self.threads.record_durations(run.user, run.thread_id, durations)
+            await self.threads.update(run.user, run.thread_id)
+            put(None)
+            run.done.set()
+            await self._evict()
+
+    async def _evict(self) -> None:
+        # Each live thread holds a session and a SQLite connection: keep the most recently
+        # used ones; an evicted thread is rebuilt from storage on its next request.
+        idle = [key for key, live in self.live.items() if live.run is None]
+        for key in idle[: max(0, len(self.live) - self.max_live)]:
+            live = self.live.pop(key)
+            await live.storage.aclose()
+
+    async def events(self, run: Run) -> AsyncIterator[dict[str, Any]]:
+        """The run's AG-UI events; leaving early (a closed tab) aborts the run."""
+        finished = False
+        try:
+            while True:
+                item = await run.queue.get()
+                if item is None:
+                    finished = True
+                    return
+                yield item
+        finally:
+            if not finished:
+                self.stop(run)
+
+    def stop(self, run: Run) -> bool:
+        live = self.live.get((run.user, run.thread_id))
+        if live is None or live.run is not run:
+            return False
+        self._abort(live, run, "stopped by the client")
+        return True
+
+    @staticmethod
+    def _abort(live: Live, run: Run, reason: str) -> None:
+        # Steering belongs to the run it was sent to: a stopped run's pending steer must not
+        # become the next run's first message (the user's new message would go unanswered).
+        live.session.clear_queues("steering")
+        run.abort_reason = run.abort_reason or reason
+        if live.session.state.running and not run.abort_sent:
+            run.abort_sent = True
+            live.session.abort("now", reason=run.abort_reason)
+
+
+# OpenAI's own statuses and error types for what /v1 refuses: a non-JSON body is a 400 there,
+# a failed run a 500 (server_error), a wrong key a 401 with code invalid_api_key.
+_OPENAI = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("invalid_request_error", None),
+    409: ("invalid_request_error", "conflict"),
+    413: ("invalid_request_error", "request_too_large"),
+    415: ("invalid_request_error", None),
+    421: ("invalid_request_error", None),
+}
+
+
+def error_body(status: int, message: str, *, path: str) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body of a refusal: ``{"error": message}``, or under ``/v1`` the
+    OpenAI shape ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's status."""
+    if not path.startswith("/v1/"):
+        return status, {"error": message}
+    if status == 415:
+        status = 400
+    kind, code = _OPENAI.get(status, ("server_error", None))
+    if status >= 500:
+        status = 500
+    return status, {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def static_file(name: str) -> tuple[bytes, str]:
+    """A file of the page shipped in the package, with its media type."""
+    if name == "index.html":
+        media = "text/html; charset=utf-8"
+    elif name in _STATIC:
+        media = _STATIC[name] + "; charset=utf-8"
+    else:
+        raise HttpError(404, "no such file")
+    return resources.files("goagent_py.serve").joinpath("static", name).read_bytes(), media
