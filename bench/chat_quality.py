@@ -23,6 +23,8 @@ Measured:
   date (UTC).
 - verbatim copies: model answers identical to an earlier answer of the same process (answers
   computed from a tool result are not the model's and are not counted). Target 0.
+- echoes: answers that add nothing to the user's message (its words are a run of the
+  message's words: "How are you today?" for "Hello! How are you today?"). Target 0.
 - facts recalled across processes: the "ask" answer contains the fact's keyword. Target >= 80%.
 """
 
@@ -62,6 +64,14 @@ TELL: list[tuple[str, str | None, str | None]] = [
     ("Could you give me the time, please?", "current_time", "{today}"),
     ("Do you know what time it is?", "current_time", "{today}"),
     ("Hello!", None, None),
+    ("Hello! How are you today?", None, None),
+    ("Hey, what can you do?", None, None),
+    ("Good morning!", None, None),
+    ("How are you?", None, None),
+    ("Hi there", None, None),
+    ("What's up?", None, None),
+    ("Nice to meet you!", None, None),
+    ("Good evening!", None, None),
     ("How are you today?", None, None),
     ("Tell me a joke.", None, None),
     ("What is the capital of France?", None, None),
@@ -183,6 +193,12 @@ def _copies(rows: list[dict[str, Any]]) -> int:
     return copies
 
 
+def _echo(answer: str, prompt: str) -> bool:
+    from goagent_py.small_models.repeat_guard import copies_message
+
+    return copies_message(answer, prompt)
+
+
 def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The figures of a run."""
     tell = [r for r in rows if r["phase"] == "tell"]
@@ -193,6 +209,7 @@ def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "right_tool_or_no_tool": sum(r["right_tool"] for r in rows) / len(rows),
         "correct_tool_answers": sum(bool(r["answer_ok"]) for r in checked) / len(checked),
         "verbatim_copies": _copies(tell) + _copies(ask),
+        "echoes": sum(_echo(r["answer"], r["prompt"]) for r in rows),
         "facts_recalled_across_processes": sum(bool(r["answer_ok"]) for r in ask) / len(ask),
         "median_turn_seconds": sorted(r["seconds"] for r in rows)[len(rows) // 2],
     }
@@ -210,6 +227,8 @@ def _print_run(seed: int | None, rows: list[dict[str, Any]]) -> None:
         mark = "ok " if row["right_tool"] else "BAD"
         if row["phase"] == "ask":
             mark = "ok " if row["answer_ok"] else "MISS"
+        if _echo(row["answer"], row["prompt"]):
+            mark = "ECHO"
         print(f"{mark} {row['prompt'][:45]:45} {row['called']!s:18} {row['answer'][:60]!r}")
     print(json.dumps(report(rows)))
 

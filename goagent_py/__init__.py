@@ -4,6 +4,10 @@ The public face. Vendor providers live in :mod:`goagent_py.providers`, memory in
 :mod:`goagent_py.memory`, test doubles in :mod:`goagent_py.testing`.
 """
 
+import typing as _typing
+
+from goagent_py._lazy import lazy_dir as _lazy_dir
+from goagent_py._lazy import lazy_load as _lazy_load
 from goagent_py.agent import Agent, Prompt
 from goagent_py.dispatch import (
     CircuitBreakerConfig,
@@ -185,6 +189,22 @@ from goagent_py.transcript import (
     validate_transcript,
 )
 
+if _typing.TYPE_CHECKING:  # for type checkers; at run time it loads on first access
+    from goagent_py.providers import provider_from_string
+
+# Names whose modules stay unimported until first use (PEP 562): ``import goagent_py`` is light.
+_LAZY = {"provider_from_string": "goagent_py.providers"}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """Load a public name's module on first access (PEP 562)."""
+    return _lazy_load(__name__, _LAZY, name)
+
+
+def __dir__() -> list[str]:
+    return _lazy_dir(__name__, _LAZY)
+
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -257,6 +277,7 @@ __all__ = [
     "PrepareTurn",
     "Prompt",
     "Provider",
+    "provider_from_string",
     "ProviderError",
     "ProviderEvent",
     "QueueUpdate",

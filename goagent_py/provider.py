@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from goagent_py.messages import Message, StopReason, Usage
+from goagent_py.messages import Message, StopReason, ThinkingBlock, Usage
 from goagent_py.tools import ToolDefinition
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "ThinkingDelta",
     "ToolCallDelta",
     "ToolCallStart",
+    "events_of",
 ]
 
 Effort = Literal["low", "medium", "high"]
@@ -139,6 +141,23 @@ class StreamDone:
 
 StreamEvent = TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | StreamDone
 """What a streaming provider yields; the last event is always :class:`StreamDone`."""
+
+
+def events_of(response: CompletionResponse) -> list[StreamEvent]:
+    """A whole answer as the events a stream of it would have given: its reasoning, its text,
+    its tool calls, then :class:`StreamDone` (for a provider that streams an answer it had to
+    compute whole)."""
+    events: list[StreamEvent] = []
+    thinking = "".join(b.thinking for b in response.message.content if isinstance(b, ThinkingBlock))
+    if thinking:
+        events.append(ThinkingDelta(thinking))
+    if response.message.text:
+        events.append(TextDelta(response.message.text))
+    for i, call in enumerate(response.message.tool_calls):
+        events.append(ToolCallStart(i, call.id, call.name))
+        events.append(ToolCallDelta(i, json.dumps(call.arguments)))
+    events.append(StreamDone(response))
+    return events
 
 
 @runtime_checkable

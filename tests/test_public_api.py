@@ -123,3 +123,17 @@ def test_subpackages_export_what_they_say() -> None:
         module = importlib.import_module(name)
         for exported in module.__all__:
             assert getattr(module, exported) is not None, f"{name}.{exported}"
+
+
+def test_provider_from_string_is_importable_from_the_package_and_loads_lazily() -> None:
+    # The README's quick start builds its provider with it; it lives in goagent_py.providers.
+    code = (
+        "import sys, goagent_py;"
+        "before = 'goagent_py.providers' in sys.modules;"
+        "from goagent_py import provider_from_string;"
+        "from goagent_py.providers import provider_from_string as original;"
+        "print(before, provider_from_string is original, 'provider_from_string' in dir(goagent_py))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.split() == ["False", "True", "True"], out.stderr
+    assert "provider_from_string" in goagent_py.__all__

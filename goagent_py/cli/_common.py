@@ -19,6 +19,15 @@ SYSTEM_PROMPT = (
     "You are a helpful assistant with a memory of earlier conversations. Answer briefly. "
     "Use the tools for the current time and for arithmetic."
 )
+"""The default system prompt of ``chat``, ``serve`` and ``mcp serve`` (``--system`` replaces it)."""
+
+SMALL_MODEL_PROMPT = (
+    "You are a friendly chat assistant. You can chat, answer general questions, do arithmetic "
+    "and tell the time. Reply in one or two short sentences."
+)
+"""The default for a small model: short, with nothing in it to recite (with the prompt above,
+the 135M model answered "What's up?" with "I'm just a helpful assistant with the tools for
+current time and arithmetic")."""
 
 EXIT_OK = 0
 EXIT_TURN_FAILED = 1

@@ -55,7 +55,10 @@ async def _prompt_toolkit_lines(prompt: str, history: Path) -> LineSource:
     session: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
     while True:
         try:
-            text = await session.prompt_async(prompt)
+            # Not prompt_toolkit's own SIGINT handler: it replaces the chat's while it reads and
+            # removes it afterwards, and Ctrl-C during an answer then did nothing. At the prompt
+            # the terminal is in raw mode, so Ctrl-C arrives as a key (KeyboardInterrupt below).
+            text = await session.prompt_async(prompt, handle_sigint=False)
         except EOFError:
             return
         except KeyboardInterrupt:

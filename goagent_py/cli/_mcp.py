@@ -15,7 +15,7 @@ from typing import Any
 from goagent_py.errors import ConfigurationError
 from goagent_py.mcp.transports import MCPStdio
 
-__all__ = ["add_mcp_cli", "run_mcp_command", "stdio_connections"]
+__all__ = ["add_mcp_cli", "mcp_agent", "run_mcp_command", "stdio_connections"]
 
 
 def add_mcp_cli(subparsers: Any) -> argparse.ArgumentParser:
@@ -64,14 +64,27 @@ def stdio_connections(commands: Sequence[str]) -> list[MCPStdio]:
     return out
 
 
+def mcp_agent(args: argparse.Namespace, picked: Any) -> Any:
+    """The served agent: the chat's (:func:`goagent_py.cli._agent.build_agent`, with the
+    small-model kit for a small model), with the ``--mcp`` servers' tools attached."""
+    from goagent_py.cli._agent import agent_kit, build_agent
+    from goagent_py.cli._setup import loading_embedder
+
+    embedder = loading_embedder() if picked.small else None
+    kit = agent_kit(picked, embedder=embedder, system=args.system)
+    settings: dict[str, Any] = {}
+    connections = stdio_connections(args.mcp)
+    if connections:
+        settings["mcp_connectors"] = [c.connector() for c in connections]
+    return build_agent(kit, name=args.name, **settings)
+
+
 async def run_mcp_command(args: argparse.Namespace) -> int:
     """Run ``mcp serve`` (the only ``mcp`` subcommand); returns the exit code.
 
     Notes go to stderr: over stdio, stdout carries the protocol alone.
     """
-    from goagent_py.agent import Agent
     from goagent_py.cli._common import pick_provider
-    from goagent_py.cli._tools import calculator, current_time
     from goagent_py.mcp.server import run_http, run_stdio, serve_agent
 
     picked = await pick_provider(args.provider)
@@ -79,18 +92,7 @@ async def run_mcp_command(args: argparse.Namespace) -> int:
         f"goagent-py mcp serve: provider {picked.name} ({picked.model}): {picked.reason}",
         file=sys.stderr,
     )
-    settings: dict[str, Any] = {
-        "provider": picked.provider,
-        "model": picked.model,
-        "name": args.name,
-        "tools": [calculator, current_time],
-    }
-    if args.system:
-        settings["system_prompt"] = args.system
-    connections = stdio_connections(args.mcp)
-    if connections:
-        settings["mcp_connectors"] = [c.connector() for c in connections]
-    async with Agent(**settings) as agent:
+    async with mcp_agent(args, picked) as agent:
         server = serve_agent(agent, name=args.name, expose=args.expose, tool_name=args.tool_name)
         if args.transport == "stdio":
             await run_stdio(server)

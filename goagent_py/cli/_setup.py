@@ -1,31 +1,35 @@
-"""What ``goagent-py chat`` is made of: memory, the local embedder, the small-model kit.
+"""What ``goagent-py chat``, ``serve`` and ``mcp serve`` are made of: memory, the local
+embedder, the small-model kit (their agent is built in :mod:`goagent_py.cli._agent`).
 
 The small-model kit is what makes the embedded 135M model usable, by the framework's own means:
 
-- :func:`~goagent_py.small_models.select_tools` offers only the tool relevant to the message
-  (none for chit-chat), with required parameters only (the model fills optional ones with
-  noise; its arguments are grammar-constrained to the schema, so a parameter it is not offered
-  cannot be written);
-  With the embedded model the one tool offered must be called
+- :func:`~goagent_py.small_models.tool_selection.select_tools` offers only the tool relevant
+  to the message (none for chit-chat), with required parameters only (the model fills optional
+  ones with noise; its arguments are grammar-constrained to the schema, so a parameter it is
+  not offered cannot be written). With the embedded model the one tool offered must be called
   (``LlamaCppProvider.require_tool``): left to choose, it answered "What time is it now?" with
   a made-up time;
-- :func:`~goagent_py.small_models.answer_from_tools` answers from the calculator's and the
-  clock's results (the model reads "395" and writes "69") and turns a failed call into a short
-  apology instead of an essay about the error; and a question about the user from the user's
-  own statement recalled for it, when it covers the question, said back ("Where was I born?":
-  "You were born in Goa, in India."; the model, shown that sentence, wrote "India");
-- :func:`~goagent_py.small_models.drop_failed_tool_exchanges` keeps failed exchanges of
-  earlier turns, and the confused answers after them, out of what the model reads (successful
-  ones stay: they are the examples it follows when it calls a tool);
-- :func:`~goagent_py.small_models.avoid_repeats` asks again, without the earlier turns, when
-  an answer copies an earlier one word for word (the model continues patterns: after a few
-  "It is 12:04." answers, "Thanks!" got "It is 12:04." too);
+- :func:`~goagent_py.small_models.tool_answers.answer_from_tools` answers from the
+  calculator's and the clock's results (the model reads "395" and writes "69") and turns a
+  failed call into a short apology instead of an essay about the error; and a question about
+  the user from the user's own statement recalled for it, when it covers the question, said
+  back ("Where was I born?": "You were born in Goa, in India."; the model, shown that
+  sentence, wrote "India");
+- :func:`~goagent_py.small_models.context_filters.drop_failed_tool_exchanges` keeps failed
+  exchanges of earlier turns, and the confused answers after them, out of what the model reads
+  (successful ones stay: they are the examples it follows when it calls a tool);
+- :func:`~goagent_py.small_models.repeat_guard.avoid_repeats` asks again when an answer
+  echoes the user's message ("Hello! How are you today?" came back word for word) or copies
+  an earlier answer (the model continues patterns: after a few "It is 12:04." answers,
+  "Thanks!" got "It is 12:04." too);
+- a short default system prompt (:data:`~goagent_py.cli._common.SMALL_MODEL_PROMPT`);
 - a short history window (the last 4 messages or exchanges): the model imitates what it reads,
   and long prompts are slow on a CPU. Facts from earlier come back through long-term recall:
   the best recalled statement is said back to the model before a question
-  (:func:`~goagent_py.small_models.inline_memories`: "You were born in Goa, in India.\nWhere
-  was I born?"), and tool selection then offers no tool when that statement matches the
-  question better than any tool does ("When is my birthday?" is not a request for the clock).
+  (:func:`~goagent_py.small_models.context_filters.inline_memories`: "You were born in Goa,
+  in India.\nWhere was I born?"), and tool selection then offers no tool when that statement
+  matches the question better than any tool does ("When is my birthday?" is not a request for
+  the clock).
 
 It applies to the embedded model and to ``--base-url`` servers (local OpenAI-compatible servers
 run small models); the cloud models get the plain agent.

@@ -2,19 +2,28 @@
 
 Their schemas carry patterns: a model whose arguments are grammar-constrained to the schema
 (the embedded one) can then write only a plausible zone name or arithmetic, never prose.
+
+The clock names the zone of its answer ("2026-11-27T14:10:00+09:00 (Asia/Tokyo)"), and with no
+zone asked (or UTC, the default) it takes the place the user's message names ("What time is
+it in Tokyo?"): the small model is offered required parameters only, so it called the clock
+with the default, and "It is 05:10 UTC" was given as Tokyo's time.
 """
 
 from __future__ import annotations
 
 import ast
 import datetime as _dt
+import functools
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import Field
 
+from goagent_py.messages import Role
+from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import tool
 
 __all__ = ["calculator", "current_time"]
@@ -27,18 +36,52 @@ _Expression = Annotated[str, Field(pattern=r"^[0-9(a-z][0-9a-z.+*/%() -]*$", max
 
 @tool
 def current_time(timezone: _TimeZone = "UTC") -> str:
-    """The current date and time.
+    """The current date and time, with the zone it is in.
 
     Args:
         timezone: an IANA time zone such as "Europe/Paris"; "UTC" by default.
     """
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+    if timezone == "UTC":
+        timezone = _zone_asked_for() or timezone
     try:
         zone = ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise ValueError(f"unknown time zone {timezone!r}") from exc
-    return _dt.datetime.now(zone).isoformat(timespec="seconds")
+    return f"{_dt.datetime.now(zone).isoformat(timespec='seconds')} ({zone.key})"
+
+
+_PLACE = re.compile(r"\b(?:in|at|for)\s+((?:[^\W\d_][\w'.-]*\s*){1,3})", re.IGNORECASE)
+
+
+@functools.cache
+def _zones_by_place() -> dict[str, str]:
+    """Place name (lower case, spaces) -> IANA zone, from the zone database's city names."""
+    from zoneinfo import available_timezones
+
+    places: dict[str, str] = {}
+    for key in sorted(available_timezones()):
+        area, _, city = key.rpartition("/")
+        if area and not area.startswith(("Etc", "SystemV")):
+            places.setdefault(city.replace("_", " ").lower(), key)
+    return places
+
+
+def _zone_asked_for() -> str | None:
+    """The zone of a place named in the user's last message ("... in Tokyo?"), or None."""
+    context = current_tool_context()
+    if context is None:
+        return None
+    asked = next((m.text for m in reversed(context.transcript()) if m.role == Role.USER), "")
+    places = _zones_by_place()
+    for match in _PLACE.finditer(asked):
+        words = re.findall(r"[\w'.-]+", match.group(1).lower())
+        for n in range(len(words), 0, -1):  # the longest name first: "new york city"
+            zone = places.get(" ".join(words[:n]).strip(".'-"))
+            if zone is not None:
+                return zone
+    return None
 
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {

@@ -6,6 +6,7 @@
                     [--memory-decider rules|model|none]
     goagent-py rag index PATH... [--db PATH] [--root DIR]
     goagent-py rag ask "question" [--db PATH] [--provider SPEC] [--base-url URL]
+    goagent-py rag chat [--db PATH] [--provider SPEC] [--base-url URL]
 
 Without ``--provider`` the chat picks, in order: ANTHROPIC_API_KEY, OPENAI_API_KEY,
 OPENAI_BASE_URL (an OpenAI-compatible server), an Ollama server on localhost, the embedded local
@@ -43,17 +44,18 @@ from goagent_py.cli._common import (  # re-exported: scripts and tests import th
     EXIT_OK,
     EXIT_TURN_FAILED,
     EXIT_USAGE,
-    SYSTEM_PROMPT,
     Console,
     Picked,
     UsageError,
     data_home,
     pick_provider,
 )
+from goagent_py.cli._common import SYSTEM_PROMPT as SYSTEM_PROMPT
 from goagent_py.cli._common import make_provider as make_provider
 from goagent_py.cli._common import parse_provider as parse_provider
 from goagent_py.cli._common import provider_from_spec as provider_from_spec
-from goagent_py.cli._tools import calculator, current_time  # re-exported for scripts
+from goagent_py.cli._tools import calculator as calculator  # re-exported for scripts
+from goagent_py.cli._tools import current_time as current_time
 from goagent_py.errors import (
     ConfigurationError,
     GoAgentError,
@@ -114,19 +116,18 @@ def _quiet_logger() -> logging.Logger:
 async def build_agent(
     args: argparse.Namespace, console: Console, picked: Picked, state: ChatState, closers: list[Any]
 ) -> tuple[Any, Any]:
-    """The chat's agent and its history storage (None with ``--no-memory``)."""
-    from goagent_py.agent import Agent
+    """The chat's agent (:func:`goagent_py.cli._agent.build_agent`, as ``serve`` and
+    ``mcp serve`` build theirs) and its history storage (None with ``--no-memory``)."""
+    from goagent_py.cli import _agent
     from goagent_py.cli._memory import chat_decider, tag_conversation
-    from goagent_py.cli._setup import small_model_context, small_model_provider, write_policy
-    from goagent_py.hooks import Hooks
+    from goagent_py.cli._setup import write_policy
 
     small = picked.small if args.small_model == "auto" else args.small_model == "on"
     needs_embedder = small or not args.no_memory
     embedder = _make_embedder() if needs_embedder else None
     settings: dict[str, Any] = {}
-    storage = None
     if not args.no_memory:
-        from goagent_py.memory.policies import FixedWindow, TokenWindow
+        from goagent_py.memory.policies import TokenWindow
         from goagent_py.memory.short_term import ShortTermMemory
         from goagent_py.memory.storage.sqlite import SQLiteStorage
 
@@ -135,24 +136,18 @@ async def build_agent(
         storage = SQLiteStorage(chat_path, session_id=args.session)
         closers.append(storage)
         await storage.load()  # fail now, with a clear message, if the file is unusable
-        # A small model reads a short window: it copies from long contexts and slows down.
-        window = FixedWindow(4) if small else TokenWindow(3000)
-        settings["short_term_memory"] = ShortTermMemory(storage, window)
+        settings["short_term_memory"] = ShortTermMemory(storage, TokenWindow(3000))
         if args.remember != "none" and embedder is not None:
             decider = chat_decider(args.memory_decider, picked.provider, picked.model)
             memory = await _long_term(vector_path, embedder, closers, args, decider=decider)
             settings["long_term_memory"] = state.memory = memory
             settings["write_policy"] = tag_conversation(write_policy(args.remember), args.session)
         console.note(f"session {args.session!r}; memory in {chat_path.parent}")
+    else:
+        storage = None
 
-    provider = picked.provider
-    system = args.system or SYSTEM_PROMPT
-    if small:
-        provider = small_model_provider(provider, embedder)
-        state.selector = provider.provider.provider  # answer_from_tools(avoid_repeats(selector))
-
-        settings["transform_context"] = small_model_context(lambda: state.recalled)
-
+    kit = _agent.agent_kit(picked, small=small, embedder=embedder, system=args.system)
+    state.selector = kit.selector
     if getattr(args, "mcp", None):
         from goagent_py.cli._mcp import stdio_connections
 
@@ -166,26 +161,22 @@ async def build_agent(
 
             compactor = Compactor(
                 Tiered(
-                    [ClampParts(4000), ClearToolResults(4), Summarize(provider, model=picked.model)]
+                    [
+                        ClampParts(4000),
+                        ClearToolResults(4),
+                        Summarize(picked.provider, model=picked.model),
+                    ]
                 ),
                 context_window=args.context_window,
                 memory=settings.get("short_term_memory"),
             )
             settings["transform_context"] = compactor
             hook_sets.append(compactor.hooks())
-
-    def remember(results: list[ScoredMessage], duration: float, error: Any) -> None:
-        state.recalled = list(results)
-
-    agent = Agent(
-        provider=provider,
-        model=picked.model,
+    agent = _agent.build_agent(
+        kit,
         name="goagent-chat",
-        system_prompt=system,
-        tools=[current_time, calculator],
-        max_iterations=6,
-        tool_timeout=30,
-        hooks=[Hooks(on_long_term_retrieve=remember), *hook_sets],
+        recalled=state.recalled,
+        hooks=hook_sets,
         logger=_quiet_logger(),
         **settings,
     )
@@ -319,7 +310,10 @@ async def chat_loop(
                 continue
             prompt: str | None = line
             if line.split()[0].lower() == "/continue":
-                prompt = None
+                resume, prompt = await _continuation(session)
+                if not resume:
+                    console.note(prompt or "")
+                    continue
             elif line.startswith("/"):
                 if await _command(line, console, state, storage):
                     break
@@ -349,6 +343,33 @@ async def chat_loop(
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_TURN_FAILED if state.failures else EXIT_OK
+
+
+CONTINUE_PROMPT = (
+    'Your answer was cut off after: "{tail}". Go on from there, without repeating what you '
+    "already wrote."
+)
+"""What ``/continue`` asks after an answer cut off by Ctrl-C (models do not resume a message
+of their own; they continue what they are shown)."""
+
+
+async def _continuation(session: Any) -> tuple[bool, str | None]:
+    """What ``/continue`` does now: (True, None) resumes the turn (the transcript ends with the
+    user's message or tool results), (True, prompt) asks the model to go on from an answer cut
+    off by Ctrl-C; (False, note) when there is nothing to continue."""
+    from goagent_py._transcript import SYNTHETIC_METADATA_KEY
+    from goagent_py.messages import Role
+
+    transcript = session.transcript or await session.load()
+    if not transcript:
+        return False, "(nothing to continue yet)"
+    last = transcript[-1]
+    if last.role != Role.ASSISTANT:
+        return True, None
+    if last.metadata.get(SYNTHETIC_METADATA_KEY) == "aborted" and last.text.strip():
+        tail = " ".join(last.text.split()[-12:])
+        return True, CONTINUE_PROMPT.format(tail=tail)
+    return False, "(nothing to continue: the last answer is complete)"
 
 
 def _args(arguments: dict[str, Any]) -> str:
@@ -499,18 +520,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ask = rag_sub.add_parser("ask", help="answer a question from the index, with citations")
     ask.add_argument("question")
-    ask.add_argument("--db", help="index database file (default: in the data folder)")
-    ask.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
-    ask.add_argument("--base-url", help=_BASE_URL_HELP)
-    ask.add_argument("--top-k", type=int, default=4)
-    ask.add_argument(
-        "--min-score",
-        type=float,
-        default=0.25,
-        metavar="SCORE",
-        help="answer only when a passage is at least this similar to the question "
-        "(cosine, default 0.25); otherwise say that the index does not hold the answer",
+    rag_chat = rag_sub.add_parser(
+        "chat", help="answer question after question from the index (models loaded once)"
     )
+    for answering in (ask, rag_chat):
+        answering.add_argument("--db", help="index database file (default: in the data folder)")
+        answering.add_argument(
+            "--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local"
+        )
+        answering.add_argument("--base-url", help=_BASE_URL_HELP)
+        answering.add_argument(
+            "--top-k",
+            type=int,
+            help="passages given to the model (default 4; 2, cut short, for a small model)",
+        )
+        answering.add_argument(
+            "--min-score",
+            type=float,
+            default=0.25,
+            metavar="SCORE",
+            help="answer only when a passage is at least this similar to the question "
+            "(cosine, default 0.25); otherwise say that the index does not hold the answer",
+        )
     return parser
 
 
@@ -526,10 +557,12 @@ async def _main(args: argparse.Namespace) -> int:
         from goagent_py.serve.run import run_serve
 
         return await run_serve(args)
-    from goagent_py.cli._rag import ask, index
+    from goagent_py.cli._rag import ask, chat, index
 
     if args.rag_command == "index":
         return await index(args, console)
+    if args.rag_command == "chat":
+        return await chat(args, console)
     return await ask(args, console)
 
 

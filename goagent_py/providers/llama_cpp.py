@@ -68,6 +68,7 @@ from goagent_py.provider import (
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
+    events_of,
 )
 from goagent_py.providers._http import INVALID_ARGUMENTS_KEY
 from goagent_py.providers._llama_guard import Guard, _Aborted
@@ -185,8 +186,8 @@ class LlamaCppProvider:
         require_tool: when a request offers exactly one tool (and the round limit is not
             reached), the model must call it instead of choosing between it and a text answer.
             For requests whose tools were chosen as relevant already, e.g. by
-            :func:`~goagent_py.small_models.select_tools`: the default model often answers
-            "What time is it?" with a made-up time when it may choose.
+            :func:`~goagent_py.small_models.tool_selection.select_tools`: the default model often
+            answers "What time is it?" with a made-up time when it may choose.
         extra_buffer_types: use llama.cpp's extra CPU buffer types (weight repacking, AMX). Off
             by default: on some virtual machines that advertise AMX they crash the process as
             soon as a prompt of more than one token is evaluated.
@@ -662,18 +663,6 @@ def parse_completion(result: dict[str, Any], *, model: str = "") -> CompletionRe
         ),
         model=model,
     )
-
-
-def events_of(response: CompletionResponse) -> list[StreamEvent]:
-    """The stream events of a response computed whole: its text, its tool calls, then done."""
-    events: list[StreamEvent] = []
-    if response.message.text:
-        events.append(TextDelta(response.message.text))
-    for i, call in enumerate(response.message.tool_calls):
-        events.append(ToolCallStart(i, call.id, call.name))
-        events.append(ToolCallDelta(i, json.dumps(call.arguments)))
-    events.append(StreamDone(response))
-    return events
 
 
 class _StreamAssembler:

@@ -65,6 +65,7 @@ from goagent_py.provider import (
     ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
+    events_of,
 )
 from goagent_py.providers._http import (
     INVALID_ARGUMENTS_KEY,
@@ -135,10 +136,10 @@ class OpenAIProvider(HTTPBackend):
     llama-cpp-python's server (``python -m llama_cpp.server``) with its
     ``chatml-function-calling`` format has two limits: it leaves ``tool`` messages out of the
     prompt (the model never reads a tool result, so offer tools for one round only, e.g. with
-    :func:`~goagent_py.small_models.limit_tool_rounds`), and it cannot stream a tool call
-    under ``tool_choice="auto"``: it closes the stream without a word (the reason, "Automatic
-    streaming tool choice is not supported", is only in its log). Pass ``stream_tools=False``
-    for such servers.
+    :func:`~goagent_py.small_models.tool_selection.limit_tool_rounds`), and it cannot stream a
+    tool call under ``tool_choice="auto"``: it closes the stream without a word (the reason,
+    "Automatic streaming tool choice is not supported", is only in its log). Pass
+    ``stream_tools=False`` for such servers.
 
     Args:
         api_key: the API key; defaults to the ``OPENAI_API_KEY`` environment variable. A
@@ -232,7 +233,7 @@ class OpenAIProvider(HTTPBackend):
                 before a finish reason.
         """
         if request.tools and not self._stream_tools:
-            for event in _events_of(await self.complete(request)):
+            for event in events_of(await self.complete(request)):
                 yield event
             return
         body = self._body(request)
@@ -279,21 +280,6 @@ def resolve_base_url(base_url: str | None) -> str:
     if base_url is not None:
         return base_url
     return os.environ.get("OPENAI_BASE_URL") or _OPENAI_URL
-
-
-def _events_of(response: CompletionResponse) -> list[StreamEvent]:
-    """A whole answer as the events a stream of it would have given."""
-    events: list[StreamEvent] = []
-    thinking = "".join(b.thinking for b in response.message.content if isinstance(b, ThinkingBlock))
-    if thinking:
-        events.append(ThinkingDelta(thinking))
-    if response.message.text:
-        events.append(TextDelta(response.message.text))
-    for i, call in enumerate(response.message.tool_calls):
-        events.append(ToolCallStart(i, call.id, call.name))
-        events.append(ToolCallDelta(i, json.dumps(call.arguments)))
-    events.append(StreamDone(response))
-    return events
 
 
 # --- request mapping (pure) -------------------------------------------------------------------

@@ -30,6 +30,7 @@ from goagent_py.rag.fusion import (
     reciprocal_rank_fusion,
     score_fusion,
 )
+from goagent_py.rag.grounding import GroundedAnswer, ground_answer
 from goagent_py.rag.keyword import (
     BulkKeywordIndex,
     InMemoryKeywordIndex,
@@ -68,6 +69,8 @@ __all__ = [
     "fuse",
     "Fusion",
     "FusionMethod",
+    "ground_answer",
+    "GroundedAnswer",
     "html_to_text",
     "IndexProgress",
     "IndexReport",

@@ -109,17 +109,9 @@ async def run_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
     from goagent_py.agent import Agent
-    from goagent_py.cli._common import SYSTEM_PROMPT, data_home, pick_provider
-    from goagent_py.cli._setup import (
-        loading_embedder,
-        long_term_memory,
-        small_model_context,
-        small_model_provider,
-        write_policy,
-    )
-    from goagent_py.cli._tools import calculator, current_time
-    from goagent_py.hooks import Hooks
-    from goagent_py.memory.policies import FixedWindow
+    from goagent_py.cli._agent import agent_kit, build_agent
+    from goagent_py.cli._common import data_home, pick_provider
+    from goagent_py.cli._setup import loading_embedder, long_term_memory, write_policy
     from goagent_py.serve.app import ThreadContext, create_app
 
     try:
@@ -145,35 +137,15 @@ async def run_serve(args: argparse.Namespace) -> int:
         long_term = await long_term_memory(
             vectors, embedder, closers, threshold=None if threshold < 0 else threshold
         )
-    provider = picked.provider
-    if picked.small:
-        provider = small_model_provider(provider, embedder)
+    kit = agent_kit(picked, embedder=embedder, system=args.system)  # the agent of chat too
 
     def factory(ctx: ThreadContext) -> Agent:
-        recalled: list[Any] = []
-
-        def remember(results: list[Any], duration: float, error: Any) -> None:
-            recalled[:] = results
-
-        settings: dict[str, Any] = {}
-        if long_term is not None:
-            settings["long_term_memory"] = long_term
-            settings["write_policy"] = write_policy(memory_mode)
-        if picked.small:
-            # The small-model kit of goagent-py chat: a short window, recalled facts quoted.
-            ctx.short_term_memory.policy = FixedWindow(4)
-            settings["transform_context"] = small_model_context(lambda: recalled)
-        return Agent(
-            provider=provider,
-            model=picked.model,
+        return build_agent(
+            kit,
             name=ctx.memory_scope,  # long-term memory is per user, across their threads
-            system_prompt=args.system or SYSTEM_PROMPT,
-            tools=[current_time, calculator],
-            max_iterations=6,
-            tool_timeout=30,
             short_term_memory=ctx.short_term_memory,
-            hooks=Hooks(on_long_term_retrieve=remember),
-            **settings,
+            long_term_memory=long_term,
+            write_policy=write_policy(memory_mode) if long_term is not None else None,
         )
 
     app = create_app(

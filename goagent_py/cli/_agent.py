@@ -1,0 +1,136 @@
+"""The agent of ``goagent-py chat``, ``serve`` and ``mcp serve``, built in one place.
+
+Each command picks a provider (:func:`~goagent_py.cli._common.pick_provider`), makes one
+:class:`AgentKit` for the process (the small-model kit is applied to the provider once), and
+builds its agents with :func:`build_agent`: one per chat, one per ``serve`` thread, one behind
+``mcp serve``'s ``ask`` tool. So the three answer alike: ``ask("What is 12 * 12?")`` gets the
+chat's "12 * 12 = 144", not the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from goagent_py.cli._common import SMALL_MODEL_PROMPT, SYSTEM_PROMPT
+
+if TYPE_CHECKING:
+    from goagent_py.agent import Agent
+    from goagent_py.cli._common import Picked
+    from goagent_py.messages import ScoredMessage
+
+__all__ = ["AgentKit", "agent_kit", "build_agent", "system_prompt"]
+
+MAX_ITERATIONS = 6
+TOOL_TIMEOUT = 30.0
+
+
+def system_prompt(given: str | None, *, small: bool) -> str:
+    """The user's own prompt, else the default: a short one for a small model (a long one is
+    copied, or answered, instead of the user's message)."""
+    if given:
+        return given
+    return SMALL_MODEL_PROMPT if small else SYSTEM_PROMPT
+
+
+@dataclass(slots=True, frozen=True)
+class AgentKit:
+    """What every agent of a process shares.
+
+    Attributes:
+        provider: the picked provider, wrapped in the small-model kit when ``small``.
+        model: the model name.
+        system_prompt: the system prompt.
+        small: whether the small-model kit applies (wrapped provider, short window, recalled
+            facts quoted next to the question).
+        selector: the tool selector inside the kit (its ``last_selection`` is what ``/tools``
+            shows), or None.
+    """
+
+    provider: Any
+    model: str
+    system_prompt: str
+    small: bool
+    selector: Any = None
+
+
+def agent_kit(
+    picked: Picked, *, small: bool | None = None, embedder: Any = None, system: str | None = None
+) -> AgentKit:
+    """The kit for ``picked``: ``small`` (default: ``picked.small``) wraps its provider in the
+    small-model kit, with ``embedder`` for tool selection; ``system`` replaces the default
+    system prompt."""
+    from goagent_py.cli._setup import small_model_provider
+
+    small = picked.small if small is None else small
+    provider = picked.provider
+    selector = None
+    if small:
+        provider = small_model_provider(provider, embedder)
+        # answer_from_tools(avoid_repeats(select_tools(...))) when there is an embedder
+        inner = provider.provider.provider
+        selector = inner if hasattr(inner, "last_selection") else None
+    return AgentKit(provider, picked.model, system_prompt(system, small=small), small, selector)
+
+
+def build_agent(
+    kit: AgentKit,
+    *,
+    name: str,
+    short_term_memory: Any = None,
+    long_term_memory: Any = None,
+    write_policy: Any = None,
+    recalled: list[ScoredMessage] | None = None,
+    transform_context: Any = None,
+    hooks: Sequence[Any] = (),
+    **settings: Any,
+) -> Agent:
+    """An agent of ``kit``: the built-in tools, the kit's provider and prompt, the memories.
+
+    Args:
+        kit: the process's :class:`AgentKit`.
+        name: the agent's name (long-term memory is scoped by it).
+        short_term_memory: the conversation; with a small model its window becomes the last 4
+            messages (the model imitates what it reads, and long prompts are slow on a CPU).
+        long_term_memory: recall across sessions, stored with ``write_policy``.
+        recalled: a list the agent keeps filled with what long-term memory recalled for the
+            turn (``/memory`` shows it); the small-model kit quotes the best of it to the model.
+        transform_context: replaces the small-model kit's context transform (``--compact``).
+        hooks: more hooks.
+        **settings: further :class:`~goagent_py.Agent` settings (``mcp_servers``, ``logger``...).
+    """
+    from goagent_py.agent import Agent
+    from goagent_py.cli._setup import small_model_context
+    from goagent_py.cli._tools import calculator, current_time
+    from goagent_py.hooks import Hooks
+    from goagent_py.memory.policies import FixedWindow
+
+    log: list[ScoredMessage] = [] if recalled is None else recalled
+
+    def remember(results: list[ScoredMessage], duration: float, error: Any) -> None:
+        log[:] = results
+
+    if short_term_memory is not None:
+        settings["short_term_memory"] = short_term_memory
+        if kit.small:
+            short_term_memory.policy = FixedWindow(4)
+    if long_term_memory is not None:
+        settings["long_term_memory"] = long_term_memory
+        if write_policy is not None:
+            settings["write_policy"] = write_policy
+    if transform_context is not None:
+        settings["transform_context"] = transform_context
+    elif kit.small:
+        settings["transform_context"] = small_model_context(lambda: log)
+    return Agent(
+        provider=kit.provider,
+        model=kit.model,
+        name=name,
+        system_prompt=kit.system_prompt,
+        tools=[current_time, calculator],
+        max_iterations=MAX_ITERATIONS,
+        tool_timeout=TOOL_TIMEOUT,
+        hooks=[Hooks(on_long_term_retrieve=remember), *hooks],
+        **settings,
+    )
