@@ -37,7 +37,7 @@ from goagent_py._loop import Run
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript
 from goagent_py.agent import Agent, Prompt, to_messages
 from goagent_py.errors import ConfigurationError, SessionBusyError
-from goagent_py.events import AbortRequested, AgentEvent, CompactionEvent, QueueUpdate
+from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate
 from goagent_py.memory.base import ShortTermMemoryProtocol
 from goagent_py.messages import Message, Role, ToolCall
 from goagent_py.results import RunResult
@@ -412,6 +412,7 @@ class Session:
 
     async def _go(self, prompt: list[Message] | None) -> AsyncGenerator[AgentEvent, None]:
         run: Run | None = None
+        settled = False
         self._last_error = None
         try:
             if not self._loaded:
@@ -426,22 +427,33 @@ class Session:
             async with contextlib.aclosing(run.events()) as events:
                 async for event in events:
                     self._publish(event)
+                    if isinstance(event, AgentEnd) and not event.path:
+                        # The run is over and stored: settle before the consumer sees its end,
+                        # so one that stops reading here (a natural place) leaves the session
+                        # idle and its transcript current, not busy until the stream is closed.
+                        settled = True
+                        await self._settle(run)
                     yield event
         except BaseException as exc:
             self._last_error = exc
             raise
         finally:
-            if run is not None:
-                if self.agent.options.short_term_memory is None:
-                    self._transcript = repair_transcript(
-                        self._transcript + run.new_messages, "interrupted"
-                    )
-                else:
-                    await self._reload()
-                self._last_result = run.result
-            self._run = None
-            self._busy = False
-            self._control.abort_mode = None
+            if not settled:
+                await self._settle(run)
+
+    async def _settle(self, run: Run | None) -> None:
+        """The end of a run: the transcript from the record, the result, the session idle."""
+        if run is not None:
+            if self.agent.options.short_term_memory is None:
+                self._transcript = repair_transcript(
+                    self._transcript + run.new_messages, "interrupted"
+                )
+            else:
+                await self._reload()
+            self._last_result = run.result
+        self._run = None
+        self._busy = False
+        self._control.abort_mode = None
 
 
 async def _full(memory: ShortTermMemoryProtocol) -> list[Message]:

@@ -541,3 +541,25 @@ async def test_a_tool_sets_details_for_uis_and_asks_the_run_to_terminate() -> No
     )
     result = await Agent(provider=one, tools=[deploy, fast]).run("ship")
     assert result.text == "goes on"  # one call did not ask: the run goes on
+
+
+@pytest.mark.parametrize("memory", [False, True])
+async def test_a_consumer_that_stops_reading_at_agent_end_leaves_the_session_idle(
+    tmp_path: Path, memory: bool
+) -> None:
+    from goagent_py.events import AgentEnd
+
+    kwargs: dict[str, Any] = {}
+    if memory:
+        storage = SQLiteStorage(str(tmp_path / "s.db"), session_id="s")
+        kwargs["short_term_memory"] = ShortTermMemory(storage)
+    session = Session(Agent(provider=ScriptedProvider("one", "two"), model="m", **kwargs))
+    stream = session.stream("first")
+    async for event in stream:
+        if isinstance(event, AgentEnd):
+            break  # the stream is left open, as a natural loop leaves it
+    assert not session.state.running
+    assert [m.text for m in session.transcript] == ["first", "one"]
+    assert (await session.prompt("second")).text == "two"  # not "the session is running"
+    await stream.aclose()
+    assert [m.text for m in session.transcript] == ["first", "one", "second", "two"]
