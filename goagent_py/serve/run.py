@@ -134,8 +134,14 @@ async def run_serve(args: argparse.Namespace) -> int:
     if embedder is not None and memory_mode != "none":
         threshold = getattr(args, "recall_threshold", 0.3)
         vectors = db.with_name(db.stem + "-memories.db")
+        from goagent_py.cli._memory import chat_decider
+
         long_term = await long_term_memory(
-            vectors, embedder, closers, threshold=None if threshold < 0 else threshold
+            vectors,
+            embedder,
+            closers,
+            threshold=None if threshold < 0 else threshold,
+            decider=chat_decider("rules", picked.provider, picked.model),  # as the chat's default
         )
     kit = agent_kit(picked, embedder=embedder, system=args.system)  # the agent of chat too
 
