@@ -158,6 +158,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
         "lease lost", session_id="s", holder="w2", token=2, current_token=3
     ),
     "goagent_py.errors.CorruptedDataError": lambda: CorruptedDataError("seq=3 is corrupted"),
+    "goagent_py.memory.consolidation.DecisionError": lambda: _consolidation().DecisionError(
+        "UPDATE names 'm9', which is not a candidate"
+    ),
     "goagent_py.mcp.errors.MCPError": lambda: _mcp().MCPError("time", "boom"),
     "goagent_py.memory.compaction.CompactionError": lambda: _compaction().CompactionError(
         "the summary left an orphan tool call"
@@ -368,3 +371,9 @@ def test_missing_extra_message_names_the_extra() -> None:
 def test_every_error_in_the_tree_derives_from_goagent_error() -> None:
     for name, cls in EXCEPTIONS.items():
         assert issubclass(cls, GoAgentError), name
+
+
+def _consolidation() -> Any:
+    import goagent_py.memory.consolidation as consolidation
+
+    return consolidation

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from goagent_py.errors import GoAgentError
 from goagent_py.memory.records import MemoryRecord
 
 __all__ = [
@@ -42,7 +43,7 @@ Op = Literal["ADD", "UPDATE", "DELETE", "NOOP"]
 OPS: tuple[Op, ...] = ("ADD", "UPDATE", "DELETE", "NOOP")
 
 
-class DecisionError(ValueError):
+class DecisionError(GoAgentError, ValueError):
     """A decider's answer that cannot be applied (the facts are then added unchanged)."""
 
 

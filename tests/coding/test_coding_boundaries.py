@@ -23,7 +23,10 @@ from goagent_py.messages import ToolCall
 from goagent_py.tools import Tool
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
-PY = sys.executable
+# The interpreter itself, not a virtualenv's link to it: the sandbox gives a command a private
+# /tmp, and a virtualenv there (a clone under /tmp) is out of its sight. The scripts use the
+# standard library only.
+PY = os.path.realpath(sys.executable)
 SANDBOX, WHY_NOT = sandbox_available()
 needs_sandbox = pytest.mark.skipif(not SANDBOX, reason=f"no shell sandbox here: {WHY_NOT}")
 
