@@ -172,6 +172,7 @@ async def _three_docs(tmp_path: Path) -> tuple[Path, Path]:
     return docs, db
 
 
+@pytest.mark.needs_extra("vector")
 async def test_an_answer_is_cut_to_what_the_passages_support_and_cited(
     tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -192,6 +193,7 @@ async def test_an_answer_is_cut_to_what_the_passages_support_and_cited(
     assert provider.requests[0].max_tokens == _cli_rag.ANSWER_TOKENS
 
 
+@pytest.mark.needs_extra("vector")
 async def test_an_answer_no_passage_supports_is_an_honest_not_in_the_documents(
     tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,6 +206,7 @@ async def test_an_answer_no_passage_supports_is_an_honest_not_in_the_documents(
     assert "used none of the passages" in console.err.getvalue()  # type: ignore[attr-defined]
 
 
+@pytest.mark.needs_extra("vector")
 async def test_passages_of_a_deleted_file_are_gone_from_answers(
     tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -224,6 +227,7 @@ async def test_passages_of_a_deleted_file_are_gone_from_answers(
     assert "errors.md" not in err
 
 
+@pytest.mark.needs_extra("vector")
 async def test_nothing_to_index_lists_the_supported_suffixes(
     tmp_path: Path, fake_pipeline: None
 ) -> None:
@@ -239,6 +243,7 @@ async def test_nothing_to_index_lists_the_supported_suffixes(
         assert suffix in err
 
 
+@pytest.mark.needs_extra("vector")
 async def test_rag_chat_loads_once_and_answers_each_line(
     tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
