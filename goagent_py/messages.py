@@ -294,7 +294,124 @@ def _messages_adapter() -> TypeAdapter[list[Message]]:
 
 def messages_to_json(messages: list[Message]) -> bytes:
     """Serialise messages to JSON (bytes as base64). Inverse of :func:`messages_from_json`."""
-    return _messages_adapter().dump_json(messages)
+    try:
+        return _plain_json(messages)
+    except (_NotPlain, RecursionError):  # RecursionError: a cycle, which pydantic reports
+        return _messages_adapter().dump_json(messages)
+
+
+class _NotPlain(Exception):
+    """Internal: a value the stdlib path does not write exactly as pydantic does."""
+
+
+def _plain_json(messages: list[Message]) -> bytes:
+    """The bytes pydantic's adapter writes, through the stdlib ``json`` module.
+
+    Building the adapter costs ~100 ms, which a new process paid on its first stored message
+    (issue 36). The usual message (our own blocks; str, int, bool, None, lists and dicts of them
+    in arguments and metadata) is written here; anything else (a float written in exponent form,
+    a tuple, a non-str key, a subclass) raises :class:`_NotPlain` and goes through pydantic, so
+    the output is the same either way (entry ids hash it; a test compares the two).
+    """
+    import json  # cheap, and often imported already
+
+    out = [_plain_message(m) for m in messages]
+    try:
+        return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError:  # a lone surrogate: pydantic says what is wrong with it
+        raise _NotPlain from None
+
+
+def _plain_message(m: Message) -> dict[str, Any]:
+    if type(m) is not Message or type(m.role) is not Role:
+        raise _NotPlain
+    return {
+        "role": m.role.value,
+        "content": [_plain_block(b) for b in _plain_list(m.content)],
+        "tool_calls": [_plain_call(c) for c in _plain_list(m.tool_calls)],
+        "tool_call_id": _plain_str(m.tool_call_id),
+        "is_error": _plain_bool(m.is_error),
+        "metadata": _plain_value(m.metadata),
+    }
+
+
+def _plain_block(b: object) -> dict[str, Any]:
+    kind = type(b)
+    if kind is TextBlock:
+        return {"text": _plain_str(b.text), "type": "text"}  # type: ignore[attr-defined]
+    if kind is ThinkingBlock:
+        return {
+            "thinking": _plain_str(b.thinking),  # type: ignore[attr-defined]
+            "signature": _plain_str(b.signature),  # type: ignore[attr-defined]
+            "type": "thinking",
+        }
+    if kind is ImageBlock or kind is DocumentBlock:
+        import base64
+
+        out = {
+            "data": base64.urlsafe_b64encode(b.data).decode(),  # type: ignore[attr-defined]
+            "media_type": _plain_str(b.media_type),  # type: ignore[attr-defined]
+        }
+        if kind is DocumentBlock:
+            out["title"] = _plain_str(b.title)  # type: ignore[attr-defined]
+        out["type"] = b.type  # type: ignore[attr-defined]
+        return out
+    raise _NotPlain
+
+
+def _plain_call(c: object) -> dict[str, Any]:
+    if type(c) is not ToolCall:
+        raise _NotPlain
+    return {
+        "id": _plain_str(c.id),
+        "name": _plain_str(c.name),
+        "arguments": _plain_value(c.arguments),
+    }
+
+
+def _plain_list(value: object) -> list[Any]:
+    if type(value) is not list:
+        raise _NotPlain
+    return value
+
+
+def _plain_str(value: object) -> str:
+    if type(value) is not str:
+        raise _NotPlain
+    return value
+
+
+def _plain_bool(value: object) -> bool:
+    if type(value) is not bool:
+        raise _NotPlain
+    return value
+
+
+def _plain_value(value: Any) -> Any:
+    """``value`` itself when it is JSON that both writers write alike; raises otherwise."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        # Python and pydantic agree on finite floats written without an exponent
+        # (1e-07 against 1e-7); the others take the pydantic path.
+        if value != value or value in (_INF, -_INF) or "e" in repr(value):
+            raise _NotPlain
+        return value
+    if kind is dict:
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _NotPlain
+            _plain_value(v)
+        return value
+    if kind is list:
+        for v in value:
+            _plain_value(v)
+        return value
+    raise _NotPlain
+
+
+_INF = float("inf")
 
 
 def messages_from_json(data: str | bytes) -> list[Message]:

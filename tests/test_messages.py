@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -159,3 +161,77 @@ def test_legacy_system_and_document_rows_load_as_user_messages() -> None:
     loaded = messages_from_json(raw)
     assert [m.role for m in loaded] == [Role.USER, Role.USER]
     assert [m.text for m in loaded] == ["a", "b"]
+
+
+_any_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.sampled_from([1e16, 1e-7, 1e22, 0.1, -0.0, 123456789.0]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner)
+        | st.dictionaries(st.text(), inner, max_size=3)
+        | st.dictionaries(st.integers(), inner, max_size=2)
+    ),
+    max_leaves=8,
+)
+_any_messages = st.builds(
+    Message,
+    st.sampled_from(list(Role)),
+    st.lists(_blocks, max_size=4),
+    tool_calls=st.lists(
+        st.builds(ToolCall, st.text(), st.text(), st.dictionaries(st.text(), _any_values)),
+        max_size=2,
+    ),
+    tool_call_id=st.text(),
+    is_error=st.booleans(),
+    metadata=st.dictionaries(st.text(), _any_values, max_size=3),
+)
+
+
+@given(st.lists(_any_messages, max_size=4))
+def test_json_is_byte_for_byte_what_the_pydantic_adapter_writes(messages: list[Message]) -> None:
+    # Long-term entry ids hash this JSON: the stdlib path must never change a byte of it.
+    from goagent_py.messages import _messages_adapter
+
+    try:
+        expected = _messages_adapter().dump_json(messages)
+    except ValueError as exc:  # pydantic refuses it (a lone surrogate): so does messages_to_json
+        with pytest.raises(type(exc), match=re.escape(str(exc))):
+            messages_to_json(messages)
+        return
+    assert messages_to_json(messages) == expected
+
+
+def test_json_of_awkward_values_matches_pydantic() -> None:
+    from goagent_py.messages import _messages_adapter
+
+    message = Message(
+        Role.ASSISTANT,
+        [TextBlock('a\u00e9\x01\x7f"\\/\n\u2028'), ImageBlock(b"\xfb\xff\xfe", "image/png")],
+        tool_calls=[ToolCall("c", "n", {"x": 1e-7, "y": (1, 2), "z": float("nan")})],
+        metadata={"k": {1: "int key"}, "big": 2**80},
+    )
+    assert messages_to_json([message]) == _messages_adapter().dump_json([message])
+
+
+def test_a_new_process_writes_messages_without_building_the_pydantic_adapter() -> None:
+    # Issue 36: the adapter costs ~100 ms to build; a new process's first stored message
+    # (SQLite append, long-term entry id) must not wait for it.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from goagent_py.messages import Message, Role, TextBlock, ToolCall, messages_to_json\n"
+        "call = ToolCall('c', 'f', {'a': 1})\n"
+        "m = Message(Role.ASSISTANT, [TextBlock('hi')], tool_calls=[call])\n"
+        "messages_to_json([m])\n"
+        "from goagent_py import messages\n"
+        "print(bool(messages._ADAPTER), 'pydantic' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
