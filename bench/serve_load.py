@@ -1,10 +1,12 @@
 """Load on ``goagent-py serve``: 50 concurrent users x 5 turns against one uvicorn server.
 
-Run with ``python bench/serve_load.py [--users 50] [--turns 5]`` (never collected as a test).
-The server runs in its own thread and event loop, on a real localhost port, with bearer-token
-auth (one token per user) and a real SQLite file; the model is a ScriptedProvider (a fixed
-24-word answer streamed word by word), so the figures are the server's own cost: auth, thread
-lookup, session, SQLite writes (fsync per turn), SSE framing.
+Run with ``python bench/serve_load.py [--users 50] [--turns 5] [--py-spy server.raw]`` (never
+collected as a test). The server runs in a process of its own (uvicorn on a real localhost
+port), the load generator in this one, so the two never share an interpreter lock. The server
+has bearer-token auth (one token per user) and a real SQLite file; the model is a
+ScriptedProvider (a fixed 24-word answer streamed word by word), so the figures are the server's
+own cost: auth, thread lookup, session, SQLite writes (fsync per turn), SSE framing. With
+``--py-spy FILE`` the server runs under ``py-spy record`` (raw collapsed stacks in FILE).
 
 Reported: errors, cross-user rows (a user's thread holding another user's message, via the API
 and directly in the database), and latency of a turn: time to first text delta and to the end
@@ -15,12 +17,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
+import resource
+import signal
 import socket
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,15 +42,41 @@ from goagent_py.testing import ScriptedProvider
 ANSWER = " ".join(f"word{i}" for i in range(24))
 
 
-def _start_server(app: Any) -> tuple[uvicorn.Server, threading.Thread, int]:
+def _serve(port_file: str, db: str, users: int, turns: int) -> None:
+    """The server process: bind a free port, write it to ``port_file``, serve until killed."""
+    tokens = _tokens(users)
+    provider = ScriptedProvider(*([ANSWER] * (users * turns)))
+
+    def factory(ctx: ThreadContext) -> Agent:
+        return Agent(provider=provider, model="scripted", short_term_memory=ctx.short_term_memory)
+
+    app = create_app(factory, storage_path=db, auth=TokenAuth(tokens))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
-    port = int(sock.getsockname()[1])
+    Path(port_file).write_text(str(sock.getsockname()[1]))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])))
-    thread.start()
-    return server, thread, port
+    asyncio.run(server.serve(sockets=[sock]))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process (Linux ``/proc``; py-spy's own under --py-spy)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _tokens(users: int) -> dict[str, str]:
+    return {f"token-{i:04d}-{'x' * 12}": f"user{i}" for i in range(users)}
+
+
+def _wait_for_port(port_file: Path, process: subprocess.Popen[bytes]) -> int:
+    for _ in range(600):
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode}")
+        if port_file.exists() and port_file.read_text():
+            return int(port_file.read_text())
+        time.sleep(0.1)
+    raise RuntimeError("the server did not start within 60 s")
 
 
 async def _user(base: str, user: str, token: str, turns: int, out: dict[str, Any]) -> None:
@@ -126,29 +159,35 @@ def _figures(name: str, samples: list[float]) -> str:
     )
 
 
-async def main(users: int, turns: int) -> int:
-    tokens = {f"token-{i:04d}-{'x' * 12}": f"user{i}" for i in range(users)}
-    provider = ScriptedProvider(*([ANSWER] * (users * turns)))
+async def _load(base: str, tokens: dict[str, str], turns: int) -> tuple[dict[str, Any], float, int]:
+    out: dict[str, Any] = {"errors": [], "ttft": [], "total": [], "threads": {}}
+    start = time.perf_counter()
+    await asyncio.gather(*(_user(base, user, token, turns, out) for token, user in tokens.items()))
+    wall = time.perf_counter() - start
+    return out, wall, await _check(base, tokens, out, turns)
 
-    def factory(ctx: ThreadContext) -> Agent:
-        return Agent(provider=provider, model="scripted", short_term_memory=ctx.short_term_memory)
 
+def main(users: int, turns: int, py_spy: str | None) -> int:
+    tokens = _tokens(users)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "serve.db"
-        app = create_app(factory, storage_path=str(db), auth=TokenAuth(tokens))
-        server, thread, port = _start_server(app)
-        base = f"http://127.0.0.1:{port}"
-        out: dict[str, Any] = {"errors": [], "ttft": [], "total": [], "threads": {}}
-        start = time.perf_counter()
-        await asyncio.gather(
-            *(_user(base, user, token, turns, out) for token, user in tokens.items())
-        )
-        wall = time.perf_counter() - start
-        cross = await _check(base, tokens, out, turns)
-        server.should_exit = True
-        thread.join()
+        port_file = Path(tmp) / "port"
+        command = [sys.executable, __file__, "--serve", str(port_file), str(db)]
+        command += ["--users", str(users), "--turns", str(turns)]
+        if py_spy:
+            spy = Path(sys.executable).with_name("py-spy")
+            command = [str(spy), "record", "-r", "200", "-f", "raw", "-o", py_spy, "--", *command]
+        process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            port = _wait_for_port(port_file, process)
+            before = _cpu_seconds(process.pid)
+            out, wall, cross = asyncio.run(_load(f"http://127.0.0.1:{port}", tokens, turns))
+            server_cpu = _cpu_seconds(process.pid) - before
+        finally:
+            process.send_signal(signal.SIGINT)  # py-spy writes its file when its child ends
+            process.wait(60)
         cross_db = _db_cross(db)
-    print(f"{users} users x {turns} turns, one server (uvicorn, SQLite {db.name}, token auth)")
+    print(f"{users} users x {turns} turns, one server process (uvicorn, SQLite, token auth)")
     print(f"errors: {len(out['errors'])}")
     for line in out["errors"][:5]:
         print("  ", line)
@@ -156,6 +195,12 @@ async def main(users: int, turns: int) -> int:
     print(_figures("time to first token", out["ttft"]))
     print(_figures("turn (whole stream)", out["total"]))
     print(f"{len(out['total'])} turns in {wall:.2f} s: {len(out['total']) / wall:.1f} turns/s")
+    client = resource.getrusage(resource.RUSAGE_SELF)
+    n = max(len(out["total"]), 1)
+    print(
+        f"server CPU under load: {server_cpu:.2f} s, {server_cpu / n * 1000:.2f} ms per turn "
+        f"(load generator: {client.ru_utime + client.ru_stime:.1f} s in all)"
+    )
     return 1 if out["errors"] or cross or cross_db else 0
 
 
@@ -163,5 +208,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--py-spy", help="record the server with py-spy into this file")
+    parser.add_argument("--serve", nargs=2, metavar=("PORT_FILE", "DB"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
-    raise SystemExit(asyncio.run(main(ns.users, ns.turns)))
+    if ns.serve:
+        with contextlib.suppress(KeyboardInterrupt):
+            _serve(*ns.serve, ns.users, ns.turns)
+        raise SystemExit(0)
+    raise SystemExit(main(ns.users, ns.turns, ns.py_spy))

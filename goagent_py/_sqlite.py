@@ -9,13 +9,51 @@ switched off again as soon as sqlite-vec is loaded.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import importlib
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from goagent_py.errors import ConfigurationError, MissingExtraError
+
+T = TypeVar("T")
+
+_FILE_THREADS: dict[str, ThreadPoolExecutor] = {}
+_FILE_THREADS_LOCK = threading.Lock()
+
+
+def _file_thread(path: str) -> ThreadPoolExecutor:
+    executor = _FILE_THREADS.get(path)  # as given: realpath costs a few system calls
+    if executor is not None:
+        return executor
+    key = path if path in ("", ":memory:") else os.path.realpath(path)
+    with _FILE_THREADS_LOCK:
+        executor = _FILE_THREADS.get(key)
+        if executor is None:
+            executor = ThreadPoolExecutor(1, thread_name_prefix="goagent-sqlite")
+            _FILE_THREADS[key] = executor
+        _FILE_THREADS[path] = executor
+        return executor
+
+
+async def in_file_thread(path: str, fn: Callable[[], T]) -> T:
+    """Run the blocking ``fn`` in the one worker thread of this process for the SQLite file
+    ``path``, after the calls queued before it.
+
+    Issue 36: with a thread from the shared pool per call, the connections of one file (a
+    served conversation each, the thread index) fought for its write lock, and SQLite's busy
+    handler sleeps between tries (1, 2, 5 ... 100 ms), while the waiting calls held every pool
+    thread. In one thread per file, this process's connections never wait on each other; the
+    loop's other blocking work keeps the shared pool. A cancelled caller does not stop the
+    call: a started write still commits whole.
+    """
+    return await asyncio.get_running_loop().run_in_executor(_file_thread(path), fn)
 
 
 @functools.cache

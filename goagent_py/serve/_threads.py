@@ -10,7 +10,6 @@ of the cookie, never the cookie itself.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import secrets
 import sqlite3
@@ -19,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from goagent_py._sqlite import in_file_thread
 from goagent_py.messages import Message, Role, TextBlock, ThinkingBlock
 
 __all__ = ["ThreadStore", "message_json", "session_key"]
@@ -69,6 +69,10 @@ class ThreadStore:
                     self.path, timeout=5.0, isolation_level=None, check_same_thread=False
                 )
                 conn.execute("PRAGMA journal_mode=WAL")
+                # No fsync of its own per commit (issue 36: one per turn for a timestamp): in
+                # WAL mode the next conversation append (synchronous=FULL) syncs the log, with
+                # every earlier commit in it.
+                conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(_SCHEMA)
                 conn.execute(_TIMES)
                 conn.execute(_LOGINS)
@@ -76,7 +80,8 @@ class ThreadStore:
             return fn(self._conn)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.to_thread(self._run, fn)
+        # The file's one thread: the conversations' storages write the same file (issue 36).
+        return await in_file_thread(self.path, lambda: self._run(fn))
 
     async def list(self, user: str) -> list[dict[str, Any]]:
         """The user's threads, most recently used first."""

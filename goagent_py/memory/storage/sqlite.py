@@ -14,7 +14,8 @@ the messages survive not only a killed process (a committed WAL frame is already
 which ``synchronous=NORMAL`` would also guarantee) but also a power cut or OS crash, which
 ``NORMAL`` would not. One fsync per turn is cheap next to a model call.
 
-All blocking calls run in a worker thread (``asyncio.to_thread``), one at a time (a lock around
+All blocking calls run in the worker thread this process keeps for the file (``_sqlite.in_file_thread``:
+the connections of one file never wait on each other), one at a time (a lock around
 the single connection). WAL needs a local file system (not NFS/SMB).
 """
 
@@ -29,7 +30,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
-from goagent_py._sqlite import transaction
+from goagent_py._sqlite import in_file_thread, transaction
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -164,7 +165,7 @@ class SQLiteStorage:
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         # A cancelled caller does not stop the thread: a started append still commits whole.
-        return await asyncio.to_thread(self._locked, fn)
+        return await in_file_thread(self.path, lambda: self._locked(fn))
 
     # -- Storage -----------------------------------------------------------------------------
 
@@ -276,7 +277,7 @@ class SQLiteStorage:
                     self._conn.close()
                     self._conn = None
 
-        await asyncio.to_thread(close)
+        await in_file_thread(self.path, close)
 
     async def __aenter__(self) -> SQLiteStorage:
         await self._call(lambda conn: None)  # open now, so a bad path fails here
