@@ -1,0 +1,207 @@
+"""goagent-py's A2A server, driven by the official a2a-sdk client over real localhost HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, ClientConfig, create_client
+from a2a.types import CancelTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a_helpers import free_socket, serving
+
+from goagent_py import Agent, Hooks, tool
+from goagent_py.a2a import a2a_app
+from goagent_py.messages import Role as OurRole
+from goagent_py.messages import StopReason
+from goagent_py.results import RunResult
+from goagent_py.testing import ScriptedProvider, tool_call_response
+
+pytestmark = pytest.mark.slow
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first.
+        b: the second.
+    """
+    return a + b
+
+
+def calculator(*replies: Any) -> tuple[Agent, ScriptedProvider]:
+    provider = ScriptedProvider(*replies)
+    return Agent(provider=provider, model="scripted", name="calc", tools=[add]), provider
+
+
+def user_message(text: str, *, context_id: str = "") -> Message:
+    return Message(
+        role=Role.ROLE_USER,
+        message_id=str(uuid.uuid4()),
+        context_id=context_id,
+        parts=[Part(text=text)],
+    )
+
+
+async def send(url: str, text: str, *, streaming: bool, context_id: str = "") -> list[Any]:
+    """Every StreamResponse the SDK client yields for one message."""
+    client = await create_client(url, client_config=ClientConfig(streaming=streaming))
+    try:
+        request = SendMessageRequest(message=user_message(text, context_id=context_id))
+        return [event async for event in client.send_message(request)]
+    finally:
+        await client.close()
+
+
+def user_texts(provider: ScriptedProvider, request: int) -> list[str]:
+    """The user messages' text in one request the model received."""
+    messages = provider.requests[request].messages
+    return [m.text for m in messages if m.role == OurRole.USER]
+
+
+async def test_the_agent_card_is_at_the_well_known_path() -> None:
+    agent, _ = calculator()
+    sock = free_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    app = a2a_app(agent, url=url, description="Adds numbers.")
+    async with serving(app, sock), httpx.AsyncClient() as http:
+        card = await A2ACardResolver(http, url).get_agent_card()
+        raw = (await http.get(f"{url}/.well-known/agent-card.json")).json()
+    assert (card.name, card.description) == ("calc", "Adds numbers.")
+    assert card.capabilities.streaming
+    [interface] = card.supported_interfaces
+    assert (interface.url, interface.protocol_binding, interface.protocol_version) == (
+        url + "/",
+        "JSONRPC",
+        "1.0",
+    )
+    assert [s.id for s in card.skills] == ["ask"]
+    assert "add" in card.skills[0].tags
+    assert raw["defaultInputModes"] == ["text/plain"]
+
+
+async def test_send_runs_the_agent_and_answers_with_a_completed_task() -> None:
+    agent, provider = calculator(tool_call_response(("add", {"a": 2, "b": 3})), "2 + 3 = 5.")
+    sock = free_socket()
+    app = a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}")
+    async with serving(app, sock) as url:
+        [event] = await send(url, "What is 2 + 3?", streaming=False)
+    task = event.task
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    [artifact] = task.artifacts
+    assert [p.text for p in artifact.parts] == ["2 + 3 = 5."]
+    assert user_texts(provider, 0) == ["What is 2 + 3?"]
+
+
+async def test_stream_reports_the_tool_and_the_answer_then_completes() -> None:
+    agent, _ = calculator(tool_call_response(("add", {"a": 2, "b": 3})), "2 + 3 = 5.")
+    sock = free_socket()
+    app = a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}")
+    async with serving(app, sock) as url:
+        events = await send(url, "What is 2 + 3?", streaming=True)
+    kinds = [e.WhichOneof("payload") for e in events]
+    assert kinds[0] == "task"
+    states = [e.status_update.status.state for e in events if e.HasField("status_update")]
+    assert states[0] == TaskState.TASK_STATE_WORKING
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED
+    notes = [
+        p.text
+        for e in events
+        if e.HasField("status_update")
+        for p in e.status_update.status.message.parts
+    ]
+    assert "calling tool add" in notes
+    artifacts = [e.artifact_update for e in events if e.HasField("artifact_update")]
+    final = artifacts[-1]
+    assert (final.last_chunk, final.append) == (True, False)
+    assert [p.text for p in final.artifact.parts] == ["2 + 3 = 5."]
+
+
+async def test_a_context_is_one_conversation() -> None:
+    agent, provider = calculator("Hello Ada.", "Your name is Ada.")
+    sock = free_socket()
+    app = a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}")
+    async with serving(app, sock) as url:
+        [first] = await send(url, "I am Ada.", streaming=False)
+        context = first.task.context_id
+        await send(url, "Who am I?", streaming=False, context_id=context)
+        await send(url, "Who am I?", streaming=False)
+    assert user_texts(provider, 1) == ["I am Ada.", "Who am I?"]
+
+
+async def test_cancel_aborts_the_run() -> None:
+    started = asyncio.Event()
+    ended: list[RunResult] = []
+
+    @tool
+    async def wait() -> str:
+        """Wait for a long time."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    provider = ScriptedProvider(tool_call_response(("wait", {})))
+    agent = Agent(
+        provider=provider,
+        model="scripted",
+        name="waiter",
+        tools=[wait],
+        hooks=Hooks(on_run_end=ended.append),
+    )
+    sock = free_socket()
+    app = a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}")
+    async with serving(app, sock) as url:
+        client = await create_client(url, client_config=ClientConfig(streaming=True))
+        try:
+            request = SendMessageRequest(message=user_message("wait"))
+            stream = client.send_message(request)
+            first = await anext(stream)
+            task_id = first.task.id
+            await started.wait()
+            canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+            await stream.aclose()
+        finally:
+            await client.close()
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    [result] = ended
+    assert result.stop_reason == StopReason.ABORTED
+
+
+async def test_a_failed_run_is_a_failed_task_that_says_why() -> None:
+    agent = Agent(provider=ScriptedProvider(RuntimeError("model down")), model="m", name="x")
+    sock = free_socket()
+    app = a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}")
+    async with serving(app, sock) as url:
+        [event] = await send(url, "hi", streaming=False)
+    status = event.task.status
+    assert status.state == TaskState.TASK_STATE_FAILED
+    assert "model down" in status.message.parts[0].text
+
+
+async def test_a_0_3_client_calls_message_send_on_the_same_endpoint() -> None:
+    agent, _ = calculator("Hi there.")
+    sock = free_socket()
+    app = a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}")
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "role": "user",
+                "messageId": "m-1",
+                "parts": [{"kind": "text", "text": "hello"}],
+            }
+        },
+    }
+    async with serving(app, sock) as url, httpx.AsyncClient() as http:
+        reply = (await http.post(url + "/", json=body)).json()
+    task = reply["result"]
+    assert task["kind"] == "task"
+    assert task["status"]["state"] == "completed"
+    assert task["artifacts"][0]["parts"] == [{"kind": "text", "text": "Hi there."}]
