@@ -116,7 +116,10 @@ class A2AAgent:
         reply = Reply()
         async with self._http() as http:
             config = client_mod.ClientConfig(streaming=self.streaming, httpx_client=http)
-            client = await client_mod.create_client(card, client_config=config)
+            try:
+                client = await client_mod.create_client(card, client_config=config)
+            except Exception as exc:  # the card offers no interface the SDK's client speaks
+                raise A2AError(self.name, f"cannot talk to the agent: {_describe(exc)}") from exc
             try:
                 async for response in client.send_message(
                     user_request(text, context_id=context_id)

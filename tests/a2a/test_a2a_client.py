@@ -3,6 +3,7 @@ official a2a-sdk's own server classes, over real localhost HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -34,7 +35,10 @@ pytestmark = pytest.mark.slow
 
 class Echo(AgentExecutor):
     """The sample agent: says it is working, then answers "echo: <text>" as an artifact; the
-    text "fail" makes the task fail, with a status message."""
+    text "fail" makes the task fail, with a status message; "wait" waits until canceled."""
+
+    def __init__(self) -> None:
+        self.canceled: list[str] = []
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.task_id
@@ -51,6 +55,8 @@ class Echo(AgentExecutor):
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         text = context.get_user_input()
         await updater.start_work(updater.new_agent_message([new_text_part("thinking")]))
+        if text == "wait":
+            await asyncio.Event().wait()
         if text == "fail":
             await updater.failed(updater.new_agent_message([new_text_part("no can do")]))
             return
@@ -58,10 +64,13 @@ class Echo(AgentExecutor):
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        raise AssertionError("not cancelled in these tests")
+        assert context.task_id
+        assert context.context_id
+        self.canceled.append(context.task_id)
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def sample_app(url: str, *, streaming: bool) -> Starlette:
+def sample_app(url: str, *, streaming: bool, executor: Echo | None = None) -> Starlette:
     card = AgentCard(
         name="echo",
         description="Echoes what you send.",
@@ -75,7 +84,7 @@ def sample_app(url: str, *, streaming: bool) -> Starlette:
         skills=[AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])],
     )
     handler = DefaultRequestHandler(
-        agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=executor or Echo(), task_store=InMemoryTaskStore(), agent_card=card
     )
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")]
     return Starlette(routes=routes)
@@ -133,3 +142,18 @@ def test_the_tool_needs_a_name_before_the_card_is_known() -> None:
     tool = remote.as_tool()
     assert tool.definition.name == "a2a_127_0_0_1_1"
     assert "http://127.0.0.1:1" in tool.definition.description
+
+
+async def test_a_cancelled_call_cancels_the_remote_task() -> None:
+    sock = free_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    echo = Echo()
+    working = asyncio.Event()
+    async with serving(sample_app(url, streaming=True, executor=echo), sock):
+        remote = A2AAgent(url)
+        sent = asyncio.create_task(remote.send("wait", on_update=lambda note: working.set()))
+        await working.wait()
+        sent.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sent
+    assert len(echo.canceled) == 1
