@@ -185,7 +185,7 @@ class Reply:
     task_id: str = ""
     context_id: str = ""
     note: str = ""
-    _artifacts: dict[str, str] = field(default_factory=dict, repr=False)
+    _artifacts: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def finished(self) -> bool:
