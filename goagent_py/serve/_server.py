@@ -301,9 +301,11 @@ class Server:
                 for item in run.mapper.map(event):
                     put(item)
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
-            put(run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__))
+            for item in run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__):
+                put(item)
         else:
-            put(run.mapper.finished())
+            for item in run.mapper.finished():
+                put(item)
         finally:
             live.run = None
             self.runs.pop(run.run_id, None)
