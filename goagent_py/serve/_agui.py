@@ -19,7 +19,8 @@ ToolExecutionEnd               ``TOOL_CALL_RESULT`` {toolCallId, content, metada
 MemoryRecall                   ``CUSTOM`` ``goagent.memory_recall`` {memories: [{text, score,
                                id}]}
 ToolExecutionStart             ``CUSTOM`` ``goagent.tool_started`` {toolCallId, toolCallName}
-AgentEnd                       ``RUN_FINISHED`` {result: {stopReason, text}}; an aborted run
+AgentEnd                       ``RUN_FINISHED`` {result: {stopReason, text, output (a typed
+                               run's answer as JSON)}}; an aborted run
                                carries ``outcome: {type: "cancelled"}``
 an exception                   ``RUN_ERROR`` {message, code}
 =============================  ===============================================================
@@ -209,13 +210,18 @@ class AguiMapper:
         if isinstance(event, AgentEnd):
             final = event.result
             aborted = final.stop_reason is StopReason.ABORTED
+            summary: dict[str, Any] = {
+                "stopReason": final.stop_reason.value if final.stop_reason else None,
+                "text": final.text,
+            }
+            if final.output is not None and not isinstance(final.output, str):
+                from pydantic_core import to_jsonable_python
+
+                summary["output"] = to_jsonable_python(final.output)  # a typed run's answer
             self._finished = RunFinishedEvent(
                 thread_id=self.thread_id,
                 run_id=self.run_id,
-                result={
-                    "stopReason": final.stop_reason.value if final.stop_reason else None,
-                    "text": final.text,
-                },
+                result=summary,
                 outcome=RunFinishedCancelledOutcome() if aborted else None,
             )
         return []
