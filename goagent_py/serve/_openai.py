@@ -205,7 +205,7 @@ def schema_type(name: str, schema: dict[str, Any]) -> Any:
     Raises:
         HttpError: 400, ``schema`` is not valid JSON Schema.
     """
-    from jsonschema import exceptions, validators  # type: ignore[import-untyped]
+    from jsonschema import exceptions, validators
     from pydantic_core import core_schema
 
     kind = validators.validator_for(schema)

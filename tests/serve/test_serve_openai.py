@@ -333,3 +333,42 @@ async def test_responses_client_function_call_round_trip(client_tool_app: Any) -
         )
     assert second.output_text == "It means humanity."
     assert validate_transcript(await _stored(client_tool_app)) == []
+
+
+async def test_responses_text_format_json_schema(db: str, helpers: Any) -> None:
+    provider = ScriptedProvider(
+        tool_call_response(("final_result", {"city": "Quito", "population": 2800000})),
+    )
+    app = create_app(helpers.factory_for(provider), storage_path=db)
+    fmt = {"type": "json_schema", "name": "city", "schema": _CITY}
+    async with _sdk(app) as client:
+        response = await client.responses.create(
+            model="goagent",
+            input="the capital of Ecuador?",
+            text={"format": fmt},  # type: ignore[typeddict-item]
+        )
+    await app.aclose()
+    assert json.loads(response.output_text) == {"city": "Quito", "population": 2800000}
+    assert [i.type for i in response.output] == ["message"]  # final_result is the answer
+
+
+async def test_thinking_reaches_chat_clients_as_reasoning_content(db: str, helpers: Any) -> None:
+    from goagent_py.messages import Message, StopReason, TextBlock, ThinkingBlock, Usage
+    from goagent_py.provider import CompletionResponse
+
+    blocks = [ThinkingBlock("Quito is high up", signature="s"), TextBlock("Cold nights.")]
+    reply = CompletionResponse(Message(Role.ASSISTANT, blocks), StopReason.END_TURN, Usage())
+    app = create_app(helpers.factory_for(ScriptedProvider(reply, reply)), storage_path=db)
+    async with _sdk(app) as client:
+        plain = await client.chat.completions.create(
+            model="goagent", messages=[{"role": "user", "content": "nights?"}]
+        )
+        stream = await client.chat.completions.create(
+            model="goagent", messages=[{"role": "user", "content": "nights?"}], stream=True
+        )
+        chunks = [c async for c in stream]
+    await app.aclose()
+    assert plain.choices[0].message.content == "Cold nights."
+    assert plain.choices[0].message.model_extra["reasoning_content"] == "Quito is high up"
+    streamed = [(c.choices[0].delta.model_extra or {}).get("reasoning_content") for c in chunks]
+    assert "".join(s for s in streamed if s) == "Quito is high up"
