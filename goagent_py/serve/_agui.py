@@ -20,7 +20,7 @@ MemoryRecall                   ``CUSTOM`` ``goagent.memory_recall`` {memories: [
                                id}]}
 ToolExecutionStart             ``CUSTOM`` ``goagent.tool_started`` {toolCallId, toolCallName}
 AgentEnd                       ``RUN_FINISHED`` {result: {stopReason, text, output (a typed
-                               run's answer as JSON)}}; an aborted run
+                               run's answer as JSON)}, usage}; an aborted run
                                carries ``outcome: {type: "cancelled"}``
 an exception                   ``RUN_ERROR`` {message, code}
 =============================  ===============================================================
@@ -59,6 +59,7 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    TokenUsage,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallResultEvent,
@@ -78,7 +79,7 @@ from goagent_py.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from goagent_py.messages import Message, Role, StopReason, TextBlock, ThinkingBlock
+from goagent_py.messages import Message, Role, StopReason, TextBlock, ThinkingBlock, Usage
 
 __all__ = ["AGUI_VERSION", "AguiMapper", "messages_snapshot", "wire"]
 
@@ -100,6 +101,17 @@ def _text(blocks: list[Any]) -> str:
 
 def _thinking(blocks: list[Any]) -> str:
     return "".join(b.thinking for b in blocks if isinstance(b, ThinkingBlock))
+
+
+def _token_usage(usage: Usage) -> TokenUsage:
+    # AG-UI counts cache reads and writes inside inputTokens (parts of it); ours beside it.
+    return TokenUsage(
+        input_tokens=usage.total_tokens - usage.output_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
+        cached_input_tokens=usage.cache_read_input_tokens or None,
+        cache_write_input_tokens=usage.cache_creation_input_tokens or None,
+    )
 
 
 def _new_id(prefix: str) -> str:
@@ -223,6 +235,7 @@ class AguiMapper:
                 run_id=self.run_id,
                 result=summary,
                 outcome=RunFinishedCancelledOutcome() if aborted else None,
+                usage=[_token_usage(final.usage)] if final.usage.total_tokens else None,
             )
         return []
 

@@ -67,6 +67,7 @@ class OpenAIRequest:
     tools: list[tuple[str, str, dict[str, Any]]]  # the client's tools: name, description, schema
     schema: tuple[str, dict[str, Any]] | None  # response_format: name, JSON schema
     tools_echo: list[Any]
+    include_usage: bool = False  # stream_options.include_usage (Chat Completions)
 
 
 def _text_of(value: Any) -> str:
@@ -137,6 +138,7 @@ def parse_chat(headers: Any, body: dict[str, Any], default_model: str) -> OpenAI
         schema = ("json_object", {"type": "object"})
     elif fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
         raise HttpError(400, "response_format: use json_schema, json_object or text")
+    options = body.get("stream_options")
     return OpenAIRequest(
         thread=_thread_name(headers, body),
         prompt=prompt,
@@ -146,6 +148,7 @@ def parse_chat(headers: Any, body: dict[str, Any], default_model: str) -> OpenAI
         tools=[_tool(t, i, nested=True) for i, t in enumerate(tools)],
         schema=schema,
         tools_echo=tools,
+        include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
     )
 
 
@@ -349,7 +352,9 @@ async def steps(server: Server, run: Run, client: set[str]) -> AsyncIterator[Ste
                 yield Step("parked")
                 return
             elif kind == "RUN_FINISHED":
-                yield Step("done", result=item.get("result") or {})
+                result = dict(item.get("result") or {})
+                result["usage"] = (item.get("usage") or [{}])[0]
+                yield Step("done", result=result)
             elif kind == "RUN_ERROR":
                 yield Step("error", item["message"])
     finally:
@@ -370,6 +375,27 @@ def details(call: dict[str, Any]) -> str:
         f'result="{esc(json.dumps(call["output"], ensure_ascii=False))}">\n'
         "<summary>Tool Executed</summary>\n</details>\n"
     )
+
+
+def _tokens(result: dict[str, Any]) -> tuple[int, int, int]:
+    """A finished run's input, output and cached input tokens (zeros before it finished)."""
+    usage = result.get("usage") or {}
+    return (
+        int(usage.get("inputTokens", 0)),
+        int(usage.get("outputTokens", 0)),
+        int(usage.get("cachedInputTokens", 0)),
+    )
+
+
+def chat_usage(result: dict[str, Any]) -> dict[str, Any]:
+    """Chat Completions' ``usage`` of a run's result."""
+    given, made, cached = _tokens(result)
+    return {
+        "prompt_tokens": given,
+        "completion_tokens": made,
+        "total_tokens": given + made,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
 def _finish(result: dict[str, Any]) -> str:
@@ -408,6 +434,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
         async def frames() -> AsyncIterator[str]:
             yield json.dumps(chunk({"role": "assistant", "content": ""}, None))
             finish, error, index = "stop", "", 0
+            usage = chat_usage({})
             async for step in steps(server, run, client):
                 if step.kind == "text" and not typed:
                     yield json.dumps(chunk({"content": step.text}, None))
@@ -424,7 +451,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
                 elif step.kind == "parked":
                     finish = "tool_calls"
                 elif step.kind == "done":
-                    finish = _finish(step.result)
+                    finish, usage = _finish(step.result), chat_usage(step.result)
                     answer = _answer(request, step.result)
                     if answer is not None:
                         yield json.dumps(chunk({"content": answer}, None))
@@ -434,13 +461,15 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
                 _, body = error_body(500, error, path="/v1/")
                 yield json.dumps(body)
             yield json.dumps(chunk({}, finish))
+            if request.include_usage:
+                yield json.dumps({**chunk({}, None), "choices": [], "usage": usage})
             yield "[DONE]"
 
         return RunStream(server, run, frames())
     content: list[str] = []
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
-    finish, error = "stop", ""
+    finish, error, usage = "stop", "", chat_usage({})
     async for step in steps(server, run, client):
         if step.kind == "text" and not typed:
             content.append(step.text)
@@ -454,7 +483,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
         elif step.kind == "parked":
             finish = "tool_calls"
         elif step.kind == "done":
-            finish = _finish(step.result)
+            finish, usage = _finish(step.result), chat_usage(step.result)
             answer = _answer(request, step.result)
             if answer is not None:
                 content.append(answer)
@@ -474,7 +503,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
             "created": created,
             "model": request.model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            "usage": usage,
         }
     )
 
@@ -492,6 +521,7 @@ class _ResponseBuilder:
         self.output: list[dict[str, Any]] = []
         self.sequence = 0
         self._text: dict[str, Any] | None = None  # the message item being written
+        self.usage: dict[str, Any] | None = None  # once the run has finished
 
     def response(self, status: str, error: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
@@ -506,7 +536,7 @@ class _ResponseBuilder:
             "tools": self.request.tools_echo,
             "error": error,
             "incomplete_details": None,
-            "usage": None,
+            "usage": self.usage,
         }
 
     def event(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -610,6 +640,14 @@ class _ResponseBuilder:
                 }
             )
         if step.kind == "done":
+            given, made, cached = _tokens(step.result)
+            self.usage = {
+                "input_tokens": given,
+                "input_tokens_details": {"cached_tokens": cached},
+                "output_tokens": made,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": given + made,
+            }
             answer = _answer(self.request, step.result)
             out = self.text(answer) if answer is not None else []
             return out + self.close_text()

@@ -372,3 +372,38 @@ async def test_thinking_reaches_chat_clients_as_reasoning_content(db: str, helpe
     assert plain.choices[0].message.model_extra["reasoning_content"] == "Quito is high up"
     streamed = [(c.choices[0].delta.model_extra or {}).get("reasoning_content") for c in chunks]
     assert "".join(s for s in streamed if s) == "Quito is high up"
+
+
+async def test_usage_reaches_both_apis_and_the_agui_terminal_event(db: str, helpers: Any) -> None:
+    from goagent_py.messages import Usage
+    from goagent_py.testing import text_response
+
+    spent = Usage(input_tokens=10, output_tokens=4, cache_read_input_tokens=6)
+    provider = ScriptedProvider(*[text_response("fine", usage=spent)] * 4)
+    app = create_app(helpers.factory_for(provider), storage_path=db)
+    async with _sdk(app) as client:
+        plain = await client.chat.completions.create(
+            model="goagent", messages=[{"role": "user", "content": "x"}]
+        )
+        stream = await client.chat.completions.create(
+            model="goagent",
+            messages=[{"role": "user", "content": "x"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [c async for c in stream]
+        response = await client.responses.create(model="goagent", input="x")
+    async with helpers.client_for(app) as http:
+        tid = (await http.post("/api/threads", json={})).json()["id"]
+        r = await http.post(f"/api/threads/{tid}/runs", json={"message": "x"})
+        final = helpers.sse_events(r.text)[-1]
+    await app.aclose()
+    # Cache reads are part of the input (AG-UI's and OpenAI's accounting).
+    assert (plain.usage.prompt_tokens, plain.usage.completion_tokens) == (16, 4)
+    assert plain.usage.prompt_tokens_details.cached_tokens == 6
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage.total_tokens == 20
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (16, 4)
+    assert final["usage"] == [
+        {"inputTokens": 16, "outputTokens": 4, "totalTokens": 20, "cachedInputTokens": 6}
+    ]

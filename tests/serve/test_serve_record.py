@@ -80,7 +80,7 @@ class _World:
 
 
 def _stream_view(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """What the page showed of one run: texts, calls, results (ids and error flags)."""
+    """What the page showed of one run: texts, calls, results."""
     texts: dict[str, str] = {}
     calls: dict[str, list[str]] = {}
     out: list[tuple[Any, ...]] = []
@@ -98,7 +98,7 @@ def _stream_view(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
             name, args = calls[e["toolCallId"]]
             out.append(("call", e["toolCallId"], name, json.loads(args or "{}")))
         elif kind == "TOOL_CALL_RESULT":
-            out.append(("result", e["toolCallId"], e["metadata"]["isError"]))
+            out.append(("result", e["toolCallId"], e["content"], e["metadata"]["isError"]))
     return sorted(out, key=repr)
 
 
@@ -110,7 +110,7 @@ def _stored_view(messages: list[Message]) -> list[tuple[Any, ...]]:
                 out.append(("text", m.text))
             out += [("call", c.id, c.name, c.arguments) for c in m.tool_calls]
         elif m.role is Role.TOOL:
-            out.append(("result", m.tool_call_id, m.is_error))
+            out.append(("result", m.tool_call_id, m.text, m.is_error))
     return sorted(out, key=repr)
 
 
