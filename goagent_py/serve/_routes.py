@@ -53,9 +53,10 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
     """The routes: (path, endpoint, methods)."""
 
     def sse(run: Run) -> Response:
-        async def frames() -> AsyncIterator[dict[str, str]]:
-            async for item in server.events(run):
-                yield {"data": json.dumps(item)}
+        async def frames() -> AsyncIterator[bytes]:
+            # Frames as sse-starlette writes them (one JSON line each), the ready ones at once.
+            async for batch in server.event_batches(run):
+                yield b"".join(b"data: %s\r\n\r\n" % json.dumps(i).encode() for i in batch)
 
         return RunStream(server, run, frames())
 

@@ -372,6 +372,27 @@ class Server:
             if not finished and not run.parked:
                 self.stop(run)
 
+    async def event_batches(self, run: Run) -> AsyncIterator[list[dict[str, Any]]]:
+        """:meth:`events` in batches: each holds every event ready at that moment (a streamed
+        answer's deltas often arrive many at once), so a stream writes one chunk per batch, not
+        one per event (issue 36: each write is a system call and a trip through the server);
+        the first event is never held back for the ones after it."""
+        finished = False
+        try:
+            while True:
+                batch = [await run.queue.get()]
+                while batch[-1] is not None and not run.queue.empty():
+                    batch.append(run.queue.get_nowait())
+                if batch[-1] is None:
+                    finished = True
+                    if len(batch) > 1:
+                        yield batch[:-1]
+                    return
+                yield batch
+        finally:
+            if not finished and not run.parked:
+                self.stop(run)
+
     def stop(self, run: Run) -> bool:
         live = self.live.get((run.user, run.thread_id))
         if live is None or live.run is not run:

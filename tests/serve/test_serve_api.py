@@ -396,3 +396,34 @@ async def test_a_response_start_that_fails_aborts_the_run(db: str, helpers: Any)
     assert [m["role"] for m in msgs] == ["user", "assistant", "tool"]
     assert msgs[2]["is_error"] is True
     await app.aclose()
+
+
+async def test_a_streamed_answer_is_written_in_batches_of_whole_frames(
+    db: str, helpers: Any
+) -> None:
+    # Issue 36: one write per event (24 deltas of a streamed answer) was most of the SSE path;
+    # the events ready together go out as one chunk, each still a whole "data: ...\r\n\r\n".
+    answer = " ".join(f"word{i}" for i in range(24))
+    app = create_app(helpers.factory_for(ScriptedProvider(answer)), storage_path=db)
+    chunks: list[bytes] = []
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        async def spy(message: Any) -> None:
+            body = message.get("body") if message["type"] == "http.response.body" else None
+            if body and scope["path"].endswith("/runs"):
+                chunks.append(body)
+            await send(message)
+
+        await app(scope, receive, spy)
+
+    async with helpers.client_for(recording) as client:
+        tid = await _thread(client)
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "go"})
+    await app.aclose()
+    events = helpers.sse_events(r.text)
+    deltas = [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert "".join(deltas) == answer
+    assert [e["type"] for e in events][-1] == "RUN_FINISHED"
+    assert all(c.startswith(b"data: ") and c.endswith(b"\r\n\r\n") for c in chunks)
+    assert b"".join(chunks).count(b"\r\n\r\n") == len(events)
+    assert len(chunks) < len(events) / 2
