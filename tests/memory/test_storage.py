@@ -283,3 +283,25 @@ def test_sqlite_survives_a_sigkilled_writer(tmp_path: Path) -> None:
     assert len(loaded) % 2 == 0  # no half turn
     assert turns >= acknowledged + 1  # every acknowledged append is there
     assert [m.text for m in loaded] == [t for i in range(turns) for t in (f"q{i}", f"a{i}")]
+
+
+async def test_sqlite_storages_of_one_file_in_one_process_never_wait_on_each_other(
+    tmp_path: Path,
+) -> None:
+    # Issue 36: the served chat keeps one storage (one connection) per conversation, all in one
+    # file. Their writes went through the shared thread pool at once, so they fought for the
+    # file's write lock (SQLite's busy handler sleeps up to 100 ms a try; with timeout=0 they
+    # failed). In one thread per file they take turns: not one append fails, even with no
+    # waiting allowed.
+    path = tmp_path / "served.db"
+    storages = [SQLiteStorage(path, session_id=f"s{i}", timeout=0) for i in range(24)]
+
+    async def turns(storage: SQLiteStorage) -> None:
+        for turn in range(4):
+            await storage.append([user_message(f"{storage.session_id} {turn}")])
+
+    await asyncio.gather(*(turns(s) for s in storages))
+    for storage in storages:
+        stored = await storage.load()
+        assert [m.text for m in stored] == [f"{storage.session_id} {t}" for t in range(4)]
+        await storage.aclose()
