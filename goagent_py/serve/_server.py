@@ -379,16 +379,17 @@ class Server:
         the first event is never held back for the ones after it."""
         finished = False
         try:
-            while True:
-                batch = [await run.queue.get()]
-                while batch[-1] is not None and not run.queue.empty():
-                    batch.append(run.queue.get_nowait())
-                if batch[-1] is None:
-                    finished = True
-                    if len(batch) > 1:
-                        yield batch[:-1]
-                    return
-                yield batch
+            while not finished:
+                batch: list[dict[str, Any]] = []
+                item = await run.queue.get()
+                while item is not None:
+                    batch.append(item)
+                    if run.queue.empty():
+                        break
+                    item = run.queue.get_nowait()
+                finished = item is None
+                if batch:
+                    yield batch
         finally:
             if not finished and not run.parked:
                 self.stop(run)
