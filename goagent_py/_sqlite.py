@@ -26,6 +26,8 @@ T = TypeVar("T")
 
 _FILE_THREADS: dict[str, ThreadPoolExecutor] = {}
 _FILE_THREADS_LOCK = threading.Lock()
+# A forked child has none of the parent's threads: its executors would queue calls forever.
+os.register_at_fork(after_in_child=_FILE_THREADS.clear)
 
 
 def _file_thread(path: str) -> ThreadPoolExecutor:

@@ -6,6 +6,7 @@ The behaviour SQLite shares with PostgreSQL is in test_storage_contract.py.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
@@ -305,3 +306,46 @@ async def test_sqlite_storages_of_one_file_in_one_process_never_wait_on_each_oth
         stored = await storage.load()
         assert [m.text for m in stored] == [f"{storage.session_id} {t}" for t in range(4)]
         await storage.aclose()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_sqlite_storage_works_in_a_child_forked_after_use(tmp_path: Path) -> None:
+    # The file's worker thread does not survive a fork: the child makes its own.
+    path = tmp_path / "forked.db"
+    probe = textwrap.dedent(
+        f"""
+        import asyncio, os
+        from goagent_py.memory.storage import SQLiteStorage
+        from goagent_py.messages import user_message
+
+        async def append(text):
+            storage = SQLiteStorage({str(path)!r}, session_id="s")
+            await storage.append([user_message(text)])
+            await storage.aclose()
+
+        asyncio.run(append("parent"))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                asyncio.run(asyncio.wait_for(append("child"), 20))
+            except BaseException:
+                os._exit(1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=env,
+    )
+    assert out.stdout.strip() == "0"
+    conn = sqlite3.connect(path)
+    rows = [r[0] for r in conn.execute("SELECT message FROM goagent_messages ORDER BY seq")]
+    conn.close()
+    assert [json.loads(r)["content"][0]["text"] for r in rows] == ["parent", "child"]
