@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -349,3 +350,15 @@ def test_sqlite_storage_works_in_a_child_forked_after_use(tmp_path: Path) -> Non
     rows = [r[0] for r in conn.execute("SELECT message FROM goagent_messages ORDER BY seq")]
     conn.close()
     assert [json.loads(r)["content"][0]["text"] for r in rows] == ["parent", "child"]
+
+
+async def test_sqlite_files_keep_no_idle_thread(tmp_path: Path) -> None:
+    # The file's thread lives while it has calls: a process that opens many files (a test
+    # suite, a tool that makes one database per job) keeps no idle thread for each.
+    for i in range(5):
+        async with SQLiteStorage(tmp_path / f"job{i}.db") as storage:
+            await storage.append([user_message("x")])
+    for thread in threading.enumerate():
+        if thread.name == "goagent-sqlite":
+            thread.join(30)
+    assert not [t for t in threading.enumerate() if t.name == "goagent-sqlite"]
