@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import functools
 import importlib
 import os
@@ -93,7 +94,8 @@ async def in_file_thread(path: str, fn: Callable[[], T]) -> T:
     loop's other blocking work keeps the shared pool. A cancelled caller does not stop a call
     that has started: a started write still commits whole.
     """
-    return await asyncio.wrap_future(_file_thread(path).submit(fn))
+    context = contextvars.copy_context()
+    return await asyncio.wrap_future(_file_thread(path).submit(lambda: context.run(fn)))
 
 
 @functools.cache
