@@ -26,13 +26,14 @@ from goagent_py.events import ToolExecutionEnd
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
-from goagent_py.serve._agui import AguiMapper
 from goagent_py.serve._auth import Auth, Login, NoAuth
 from goagent_py.serve._threads import ThreadStore, session_key
 from goagent_py.session import Session
 
 if TYPE_CHECKING:
     from starlette.requests import Request
+
+    from goagent_py.serve._agui import AguiMapper
 
 __all__ = [
     "COOKIE",
@@ -310,6 +311,8 @@ class Server:
             if agent is not None:
                 live.base_agent = live.session.agent
                 live.session.set_agent(agent)
+        from goagent_py.serve._agui import AguiMapper  # ag-ui-protocol: loaded with the routes
+
         run_id = "run_" + secrets.token_hex(8)
         run = Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
         live.run = run

@@ -41,10 +41,13 @@ CSP = (
 
 def _require_starlette() -> None:
     try:
+        import ag_ui  # noqa: F401
+        import jsonschema  # noqa: F401
         import sse_starlette  # noqa: F401
         import starlette  # noqa: F401
     except ImportError as exc:
-        raise MissingExtraError(exc.name or "starlette", "serve", feature="serve") from exc
+        package = {"ag_ui": "ag-ui-protocol"}.get(exc.name or "", exc.name or "starlette")
+        raise MissingExtraError(package, "serve", feature="serve") from exc
 
 
 class ServeApp:
@@ -151,7 +154,8 @@ def create_app(
             ``name=context.memory_scope`` so each user has their own.
 
     Raises:
-        MissingExtraError: starlette or sse-starlette is missing (``goagent-py[serve]``).
+        MissingExtraError: starlette, sse-starlette, ag-ui-protocol or jsonschema is missing
+            (``goagent-py[serve]``).
     """
     _require_starlette()
     from starlette.applications import Starlette
