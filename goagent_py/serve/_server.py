@@ -120,6 +120,10 @@ class Run:
     parked: bool = False
     waiting_for: list[str] = field(default_factory=list)  # the client's call ids, when parked
     seen_calls: dict[str, list[str]] = field(default_factory=dict)  # id -> [name, arguments]
+    # What the OpenAI request that started the run asked for, kept for the requests that
+    # continue it: the names of the client's tools, and whether the answer is typed JSON.
+    client_tools: frozenset[str] = frozenset()
+    typed: bool = False
 
 
 @dataclass

@@ -407,3 +407,34 @@ async def test_usage_reaches_both_apis_and_the_agui_terminal_event(db: str, help
     assert final["usage"] == [
         {"inputTokens": 16, "outputTokens": 4, "totalTokens": 20, "cachedInputTokens": 6}
     ]
+
+
+async def test_a_continuation_without_tools_still_hands_the_clients_calls_back(
+    db: str, helpers: Any
+) -> None:
+    provider = ScriptedProvider(
+        tool_call_response(("lookup", {"word": "a"})),
+        tool_call_response(("lookup", {"word": "b"})),
+        "both looked up",
+    )
+    app = create_app(helpers.factory_for(provider), storage_path=db)
+    chat: list[dict[str, Any]] = [{"role": "user", "content": "a and b?"}]
+    async with _sdk(app) as client:
+        answer = await client.chat.completions.create(
+            model="goagent", messages=chat, tools=[_LOOKUP]
+        )
+        for word in ("a", "b"):
+            assert answer.choices[0].finish_reason == "tool_calls"
+            (call,) = answer.choices[0].message.tool_calls
+            assert json.loads(call.function.arguments) == {"word": word}
+            chat += [
+                answer.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": word.upper()},
+            ]
+            # The tools are not sent again: the run still knows which calls are the client's.
+            answer = await client.chat.completions.create(model="goagent", messages=chat)
+    assert answer.choices[0].message.content == "both looked up"
+    stored = await _stored(app)
+    await app.aclose()
+    assert validate_transcript(stored) == []
+    assert [m.text for m in stored if m.role is Role.TOOL] == ["A", "B"]
