@@ -243,21 +243,28 @@ def schema_type(name: str, schema: dict[str, Any]) -> Any:
     return _Schema
 
 
-def _client_tool(live: Live, name: str, description: str, parameters: dict[str, Any]) -> Tool:
+def _client_tool(
+    live: Live, name: str, description: str, parameters: dict[str, Any], timeout: float
+) -> Tool:
     async def wait_for_client(arguments: dict[str, Any]) -> str:
         del arguments  # the client has them (the response that ended with this call)
         context = current_tool_context()
         assert context is not None  # a tool runs inside a call
         loop = asyncio.get_running_loop()
         pending = live.client_calls.setdefault(context.call.id, loop.create_future())
-        return await pending
+        try:
+            return await asyncio.wait_for(asyncio.shield(pending), timeout)
+        except TimeoutError:
+            raise RuntimeError(  # the model reads it as the call's error result
+                f"the client did not send this call's result within {timeout:g} s"
+            ) from None
 
     return tool_func(
         name, description or f"{name} (run by the client)", parameters, wait_for_client
     )
 
 
-def _adapter(request: OpenAIRequest) -> Callable[[Live], Agent | None]:
+def _adapter(server: Server, request: OpenAIRequest) -> Callable[[Live], Agent | None]:
     def adapt(live: Live) -> Agent | None:
         if not request.tools and request.schema is None:
             return None
@@ -270,7 +277,8 @@ def _adapter(request: OpenAIRequest) -> Callable[[Live], Agent | None]:
                 raise HttpError(
                     400, f"tools: {', '.join(clash)} is the agent's own tool; rename yours"
                 )
-            client = [_client_tool(live, *spec) for spec in request.tools]
+            wait = server.client_tool_timeout
+            client = [_client_tool(live, *spec, wait) for spec in request.tools]
             settings["tools"] = [*agent.tools, *client]
         if request.schema is not None:
             settings["output_type"] = schema_type(*request.schema)
@@ -303,7 +311,7 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
         waiting.parked = False
         waiting.waiting_for = []
         return waiting
-    run = await server.start_run(user, thread_id, request.prompt, adapt=_adapter(request))
+    run = await server.start_run(user, thread_id, request.prompt, adapt=_adapter(server, request))
     run.client_tools = frozenset(name for name, _, _ in request.tools)
     run.typed = request.schema is not None
     return run

@@ -156,6 +156,9 @@ class Server:
     ) -> None:
         self.long_term_memory = long_term_memory
         self.busy = busy
+        # How long a run waits for an OpenAI client to send its tools' results before those
+        # calls fail (the model reads the error) and the run goes on without the client.
+        self.client_tool_timeout = 600.0
         self.max_live = 256
         self.factory = factory
         self.storage_path = storage_path
