@@ -9,6 +9,15 @@ import typing as _typing
 from goagent_py._lazy import lazy_dir as _lazy_dir
 from goagent_py._lazy import lazy_load as _lazy_load
 from goagent_py.agent import Agent, Prompt
+from goagent_py.approvals import (
+    Approve,
+    Deny,
+    ExternalTool,
+    RequiresApproval,
+    RunContext,
+    ToolDecision,
+    ToolOutput,
+)
 from goagent_py.dispatch import (
     CircuitBreakerConfig,
     Dispatcher,
@@ -17,6 +26,10 @@ from goagent_py.dispatch import (
     RateLimitConfig,
 )
 from goagent_py.errors import (
+    ApprovalConflictError,
+    ApprovalError,
+    ApprovalExpiredError,
+    ApprovalPendingError,
     CircuitOpenError,
     ConfigurationError,
     CorruptedDataError,
@@ -28,6 +41,7 @@ from goagent_py.errors import (
     MissingExtraError,
     ModelRetry,
     NoEmbeddableContentError,
+    NotPendingError,
     OutputValidationError,
     ProviderError,
     SessionBusyError,
@@ -64,6 +78,7 @@ from goagent_py.events import (
     ToolExecutionStart,
     ToolExecutionUpdate,
     ToolRetry,
+    ToolsPending,
     ToolTimeout,
     TurnEnd,
     TurnStart,
@@ -170,7 +185,14 @@ from goagent_py.resilience import (
     retry_provider,
     retry_tool,
 )
-from goagent_py.results import ModelResponse, ProviderEvent, RunInfo, RunResult, ToolResult
+from goagent_py.results import (
+    ModelResponse,
+    PendingCall,
+    ProviderEvent,
+    RunInfo,
+    RunResult,
+    ToolResult,
+)
 from goagent_py.session import Session, SessionState
 from goagent_py.tool_context import ToolContext, current_tool_context
 from goagent_py.tools import (
@@ -217,6 +239,11 @@ __all__ = [
     "AgentOptions",
     "AgentSettings",
     "AgentStart",
+    "ApprovalConflictError",
+    "ApprovalError",
+    "ApprovalExpiredError",
+    "ApprovalPendingError",
+    "Approve",
     "assistant_message",
     "BeforeToolCall",
     "check_transcript",
@@ -232,10 +259,12 @@ __all__ = [
     "ContextCompacted",
     "CorruptedDataError",
     "current_tool_context",
+    "Deny",
     "Dispatcher",
     "DispatchFunc",
     "DispatchMiddleware",
     "DocumentBlock",
+    "ExternalTool",
     "FinalResponse",
     "FunctionTool",
     "GoAgentError",
@@ -266,12 +295,14 @@ __all__ = [
     "ModelResponse",
     "ModelRetry",
     "NoEmbeddableContentError",
+    "NotPendingError",
     "Option",
     "OutputDelta",
     "OutputFormat",
     "OutputMode",
     "OutputValidationError",
     "parse_retry_after",
+    "PendingCall",
     "PerTool",
     "PrepareArguments",
     "PrepareTurn",
@@ -284,11 +315,13 @@ __all__ = [
     "rate_limit",
     "RateLimitConfig",
     "RateLimiter",
+    "RequiresApproval",
     "retry_middleware",
     "retry_provider",
     "retry_tool",
     "RetryPolicy",
     "Role",
+    "RunContext",
     "RunInfo",
     "RunResult",
     "schema_from",
@@ -320,6 +353,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallStart",
     "ToolContext",
+    "ToolDecision",
     "ToolDefinition",
     "ToolError",
     "ToolExecutionEnd",
@@ -327,8 +361,10 @@ __all__ = [
     "ToolExecutionStart",
     "ToolExecutionUpdate",
     "ToolNotFoundError",
+    "ToolOutput",
     "ToolResult",
     "ToolRetry",
+    "ToolsPending",
     "ToolTimeout",
     "ToolTimeoutError",
     "TransformContext",

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from goagent_py.messages import Message, Role, ScoredMessage, StopReason, ToolCall, Usage
 from goagent_py.provider import CompletionRequest
-from goagent_py.results import ModelResponse, RunInfo, RunResult, ToolResult
+from goagent_py.results import ModelResponse, PendingCall, RunInfo, RunResult, ToolResult
 
 __all__ = [
     "AbortRequested",
@@ -54,6 +54,7 @@ __all__ = [
     "ToolExecutionStart",
     "ToolExecutionUpdate",
     "ToolRetry",
+    "ToolsPending",
     "ToolTimeout",
     "TurnEnd",
     "TurnStart",
@@ -217,6 +218,15 @@ class ToolExecutionEnd:
 
 
 @dataclass(slots=True)
+class ToolsPending:
+    """The turn's tool calls wait for decisions (docs/approvals.md): the run stops here, its
+    record stored, and goes on with ``resume(decisions)``."""
+
+    calls: list[PendingCall]
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True)
 class TurnEnd:
     """An iteration ended; ``tool_results`` is empty on the final iteration."""
 
@@ -358,6 +368,7 @@ AgentEvent = (
     | ToolTimeout
     | CircuitOpen
     | ToolExecutionEnd
+    | ToolsPending
     | TurnEnd
     | FinalResponse
     | HistoryAppend
