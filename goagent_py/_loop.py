@@ -59,6 +59,7 @@ from goagent_py.dispatch import Dispatcher, set_event_sink
 from goagent_py.errors import (
     ApprovalPendingError,
     GoAgentError,
+    GuardrailTripped,
     MaxIterationsError,
     MemoryStoreError,
     ProviderError,
@@ -76,6 +77,7 @@ from goagent_py.events import (
     AgentStart,
     ContextCompacted,
     FinalResponse,
+    GuardrailChecked,
     HistoryAppend,
     HistoryLoad,
     MemoryRecall,
@@ -93,6 +95,7 @@ from goagent_py.events import (
     TurnEnd,
     TurnStart,
 )
+from goagent_py.guardrails import GuardrailContext, decide, guardrail_name
 from goagent_py.hooks import HookDispatcher, call_hook
 from goagent_py.memory.base import store_always
 from goagent_py.messages import (
@@ -729,6 +732,59 @@ class Run:
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
 
+    # -- guardrails (guardrails.py) ------------------------------------------------------------
+
+    async def _guard(
+        self, kind: Literal["input", "output"], messages: list[Message], value: Any
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run the ``kind`` guardrails together; report each decision in order, and end the run
+        on the first (in list order) that trips: the turn is stored well formed (an input trip
+        adds a note that answers the prompt; an output trip keeps the answer in the record
+        and withholds it from the result) and :class:`GuardrailTripped` raised."""
+        o = self.o
+        guards = o.input_guardrails if kind == "input" else o.output_guardrails
+        context = GuardrailContext(
+            kind=kind,
+            agent=o.name,
+            deps=self.deps,
+            messages=list(messages),
+            text=self.last_text if kind == "output" else "",
+        )
+
+        async def timed(guard: Any) -> tuple[Any, float]:
+            start = time.perf_counter()
+            verdict = await decide(guard, value, context)
+            return verdict, time.perf_counter() - start
+
+        decided = await asyncio.gather(*(timed(g) for g in guards))
+        tripped: GuardrailTripped | None = None
+        for guard, (verdict, duration) in zip(guards, decided, strict=True):
+            name = guardrail_name(guard)
+            yield GuardrailChecked(
+                kind,
+                name,
+                verdict.tripped,
+                verdict.reason,
+                verdict.info,
+                duration,
+                path=self.path,
+            )
+            if verdict.tripped and tripped is None:
+                tripped = GuardrailTripped(name, kind, verdict.reason)
+        if tripped is None:
+            return
+        if kind == "input":
+            note = Message(
+                Role.ASSISTANT,
+                [TextBlock(f"[The request was refused: {tripped.reason}]")],
+                metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
+            )
+            self._append(messages, note)
+        if o.short_term_memory is not None:
+            async for event in self._persist(None):  # the trace only: no long-term write
+                yield event
+        raise tripped
+
     # -- calls that wait for decisions (approvals.py) ------------------------------------------
 
     def _run_context(self, message: Message, iteration: int) -> RunContext:
@@ -1039,6 +1095,9 @@ class Run:
                 async for event in self._checkpoint():
                     yield event
             final: Message | None = None
+            if o.input_guardrails and self.prompt and self.resume is None:
+                async for event in self._guard("input", messages, list(self.prompt)):
+                    yield event
             if self.resume is not None:
                 async for event in self._resumed(messages, self.resume):
                     yield event
@@ -1174,6 +1233,9 @@ class Run:
                 if self.control is not None:  # after the tool batch
                     async for event in self._steer(messages):
                         yield event
+            if o.output_guardrails:
+                async for event in self._guard("output", messages, self._output()):
+                    yield event
             yield FinalResponse(self.last_text, self.iterations, path=self.path)
             if o.short_term_memory is not None or o.long_term_memory is not None:
                 async for event in self._persist(final):

@@ -174,6 +174,13 @@ class Agent(Generic[Out]):
             validated, and an invalid one sent back to the model (see docs/typed-output.md).
         output_mode: "tool", "native" or "prompted" (None: the provider's default).
         output_retries: how many times an invalid output is sent back (default 1).
+        input_guardrails: checks on the prompt before the first model call; one that trips
+            ends the run with :class:`GuardrailTripped` (see :mod:`goagent_py.guardrails`).
+        output_guardrails: checks on the final answer (typed output too); one that trips
+            ends the run with :class:`GuardrailTripped`.
+        requires_approval: ``policy(call, run)`` returning True for calls a person must
+            decide (docs/approvals.md).
+        approval_timeout: seconds a waiting call's decision may take (then only a denial).
         output_validators: functions run on the validated output; they may raise
             :class:`ModelRetry` with a message for the model.
 
@@ -244,6 +251,12 @@ class Agent(Generic[Out]):
             output_validators=[]
             if "output_validators" in settings
             else list(self._options.output_validators),
+            input_guardrails=[]
+            if "input_guardrails" in settings
+            else list(self._options.input_guardrails),
+            output_guardrails=[]
+            if "output_guardrails" in settings
+            else list(self._options.output_guardrails),
             sources=dict(self._options.sources),
         )
         clone: Agent[Out] = Agent.__new__(Agent)

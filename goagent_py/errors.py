@@ -23,6 +23,7 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     │   ├── ApprovalConflictError       another decider settled these calls first
     │   ├── ApprovalExpiredError        the decision came after the call's deadline
     │   └── ApprovalPendingError        a new prompt while calls wait for decisions
+    ├── GuardrailTripped                an input or output guardrail ended the run
     ├── InvalidTranscriptError          a transcript breaks a vendor's pairing or role rules
     │                                   (defined in goagent_py.transcript, with Violation)
     └── ToolError                       base of what a tool call can end in; the model reads these
@@ -55,6 +56,7 @@ __all__ = [
     "ConfigurationError",
     "CorruptedDataError",
     "GoAgentError",
+    "GuardrailTripped",
     "InvalidMediaTypeError",
     "LeaseLostError",
     "MaxIterationsError",
@@ -475,3 +477,23 @@ class ApprovalExpiredError(ApprovalError):
 class ApprovalPendingError(ApprovalError):
     """A run was started on a conversation whose last tool calls wait for decisions: resume
     it with the decisions instead (``agent.resume(...)``, ``session.resume(...)``)."""
+
+
+class GuardrailTripped(GoAgentError):
+    """An input or output guardrail ended the run (``exc.run_result`` is the run's result;
+    docs/approvals.md).
+
+    Attributes:
+        guardrail: the guardrail's name.
+        kind: "input" or "output".
+        reason: why it tripped.
+    """
+
+    def __init__(self, guardrail: str, kind: str, reason: str) -> None:
+        self.guardrail = guardrail
+        self.kind = kind
+        self.reason = reason
+        super().__init__(f"the {kind} guardrail {guardrail!r} tripped: {reason}")
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.guardrail, self.kind, self.reason)

@@ -38,6 +38,7 @@ __all__ = [
     "CircuitOpen",
     "ContextCompacted",
     "FinalResponse",
+    "GuardrailChecked",
     "HistoryAppend",
     "HistoryLoad",
     "MemoryRecall",
@@ -218,6 +219,20 @@ class ToolExecutionEnd:
 
 
 @dataclass(slots=True)
+class GuardrailChecked:
+    """A guardrail decided (``kind`` "input" before the first model call, "output" on the
+    final answer); ``tripped`` ends the run with ``GuardrailTripped``."""
+
+    kind: Literal["input", "output"]
+    name: str
+    tripped: bool
+    reason: str = ""
+    info: Any = None
+    duration: float = 0.0
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True)
 class ToolsPending:
     """The turn's tool calls wait for decisions (docs/approvals.md): the run stops here, its
     record stored, and goes on with ``resume(decisions)``."""
@@ -369,6 +384,7 @@ AgentEvent = (
     | CircuitOpen
     | ToolExecutionEnd
     | ToolsPending
+    | GuardrailChecked
     | TurnEnd
     | FinalResponse
     | HistoryAppend

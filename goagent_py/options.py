@@ -29,6 +29,7 @@ from goagent_py.dispatch import (
     check_dispatch_settings,
 )
 from goagent_py.errors import ConfigurationError
+from goagent_py.guardrails import InputGuardrail, OutputGuardrail
 from goagent_py.hooks import Hooks, ToolResult, merge_hooks
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol, WritePolicy
 from goagent_py.messages import Message, ToolCall
@@ -228,6 +229,8 @@ class AgentSettings(TypedDict, total=False):
     output_mode: OutputMode | None
     output_retries: int
     output_validators: Sequence[OutputValidator]
+    input_guardrails: Sequence[InputGuardrail]
+    output_guardrails: Sequence[OutputGuardrail]
 
 
 @dataclass(slots=True)
@@ -282,6 +285,8 @@ class AgentOptions:
     output_mode: OutputMode | None = None
     output_retries: int = 1
     output_validators: list[OutputValidator] = field(default_factory=list)
+    input_guardrails: list[InputGuardrail] = field(default_factory=list)
+    output_guardrails: list[OutputGuardrail] = field(default_factory=list)
     output: OutputSpec[Any] | None = None  # built from the four above (validate); None: text
     sources: dict[str, Label] = field(default_factory=dict)
 
@@ -587,6 +592,15 @@ def _keyword_option(key: str, value: Any) -> Option:
         option = Option("sequential_tools", lambda o: o.sequential_tools.update(names))
     elif key == "stop_on_denied":
         option = Option("stop_on_denied", lambda o: setattr(o, "stop_on_denied", bool(value)))
+    elif key in ("input_guardrails", "output_guardrails"):
+        guards = _sequence(key, value)
+        for guard in guards:
+            if not callable(guard):
+                raise ConfigurationError(
+                    f"{key}: {guard!r} is not a function; a guardrail takes (value, ctx) and "
+                    "returns None to pass, or a reason to trip"
+                )
+        option = Option(key, lambda o: getattr(o, key).extend(guards))
     elif key == "output_validators":
         validators = _sequence(key, value)
         option = Option(key, lambda o: o.output_validators.extend(validators))
@@ -610,7 +624,8 @@ def _keyword_option(key: str, value: Any) -> Option:
 _SPECIAL = (
     "tools", "hooks", "dispatch_middlewares", "mcp_connectors", "mcp_servers", "thinking",
     "adaptive_thinking",
-    "sequential_tools", "stop_on_denied", "output_validators",
+    "sequential_tools", "stop_on_denied", "output_validators", "input_guardrails",
+    "output_guardrails",
 )  # fmt: skip
 _SCALARS = frozenset(
     {

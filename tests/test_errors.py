@@ -149,6 +149,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.durable._wire.RemoteToolError": lambda: _wire().RemoteToolError("disk full"),
     "goagent_py.errors.TokenBudgetError": lambda: TokenBudgetError(500, 700),
+    "goagent_py.errors.GuardrailTripped": lambda: errors.GuardrailTripped(
+        "no_secrets", "input", "the prompt holds an API key"
+    ),
     "goagent_py.errors.ApprovalError": lambda: errors.ApprovalError("cannot apply"),
     "goagent_py.errors.NotPendingError": lambda: errors.NotPendingError("nothing waits"),
     "goagent_py.errors.ApprovalConflictError": lambda: errors.ApprovalConflictError("taken"),
