@@ -85,9 +85,12 @@ person's decision."""
 
 @dataclass(slots=True, frozen=True)
 class Approve:
-    """Run the call; ``arguments`` replaces the model's (validated again before the run)."""
+    """Run the call; ``arguments`` replaces the model's (validated again before the run).
+    ``always`` records the decider's wish to approve this tool's later calls in the same
+    conversation (the served page's "always for this thread" reads it back)."""
 
     arguments: dict[str, Any] | None = None
+    always: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -244,6 +247,8 @@ def _recorded(decision: ToolDecision) -> dict[str, Any]:
         out: dict[str, Any] = {"decision": "approve"}
         if decision.arguments is not None:
             out["arguments"] = decision.arguments
+        if decision.always:
+            out["always"] = True
         return out
     if isinstance(decision, Deny):
         return {"decision": "deny", "message": decision.message, "stop": decision.stop}
