@@ -301,7 +301,10 @@ class Run:
             # ``final`` is stored only when the run has not appended it already (the synthetic
             # note of an exhausted budget): a run stopped right after a tool batch ends on the
             # message that made the calls, which is in the trace (issue 28: it was stored twice).
-            extra = [] if final is None or any(m is final for m in self.new_messages) else [final]
+            # A resumed run that stops on its decided batch ends on the message it resumed,
+            # which is in the history, stored already.
+            stored = final is None or (self.resume is not None and final is self.resume.message)
+            extra = [] if stored or any(m is final for m in self.new_messages) else [final]
             if o.short_term_trace_tools:
                 to_store = strip_thinking(self.new_messages[self._persisted :] + extra)
             else:

@@ -515,3 +515,15 @@ async def test_two_processes_deciding_at_once_run_the_call_once(tmp_path: Path) 
     assert {*said} - {"Done."} <= {"ApprovalConflictError", "NotPendingError"}
     assert len(log.read_text().splitlines()) == 1
     assert issubclass(ApprovalConflictError, ApprovalError)
+
+
+async def test_deny_and_stop_stores_the_results_once_and_not_the_message_again(
+    tmp_path: Path,
+) -> None:
+    ran: list[dict[str, Any]] = []
+    agent, provider = await deferred(tmp_path, ran)
+    result = await agent.resume({"c1": Deny("no", stop=True)})
+    stored = await agent.options.short_term_memory.transcript()  # type: ignore[union-attr]
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert [m.role for m in result.messages] == [Role.TOOL]
+    assert len(provider.requests) == 1

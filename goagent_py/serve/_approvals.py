@@ -39,6 +39,7 @@ from goagent_py.messages import Message
 from goagent_py.results import PendingCall
 
 __all__ = [
+    "abandoned",
     "always_approved",
     "auto_decisions",
     "check_against",
@@ -188,6 +189,19 @@ def waiting_calls(messages: list[Message]) -> dict[str, str]:
     """Every call (id -> tool name) of the message that waits, for the resumed run's stream."""
     at = waiting_at(messages)
     return {} if at < 0 else {c.id: c.name for c in messages[at].tool_calls}
+
+
+_WENT_ON = "the user sent a new message instead of deciding on this call"
+
+
+def abandoned(messages: list[Message]) -> dict[str, ToolDecision] | None:
+    """Denials for every call that waits, when the person sends a new message instead of
+    deciding (the message is their answer); None when nothing waits."""
+    at = waiting_at(messages)
+    if at < 0:
+        return None
+    _, pending = pending_of(messages[at])
+    return {p.id: Deny(_WENT_ON, stop=True) for p in pending}
 
 
 def auto_decisions(messages: list[Message]) -> dict[str, ToolDecision] | None:

@@ -28,7 +28,7 @@ from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 from goagent_py.serve._agui import AguiMapper
-from goagent_py.serve._approvals import auto_decisions, waiting_calls
+from goagent_py.serve._approvals import abandoned, auto_decisions, waiting_calls
 from goagent_py.serve._auth import Auth, Login, NoAuth
 from goagent_py.serve._threads import ThreadStore, session_key
 from goagent_py.session import Session
@@ -334,25 +334,31 @@ class Server:
         put(run.mapper.started())
         durations: dict[str, float] = {}
         try:
-            stream: AsyncIterator[AgentEvent] | None = (
-                live.session.stream(text)
-                if decisions is None
-                else live.session.stream_resume(decisions)
-            )
-            while stream is not None:
-                async for event in stream:
+            streams: list[AsyncIterator[AgentEvent]] = []
+            if decisions is not None:
+                streams.append(live.session.stream_resume(decisions))
+            else:
+                # A new message while calls wait for the person: they are denied (the
+                # message is the answer), then the message runs.
+                stored = await live.session.load()
+                left = abandoned(stored)
+                if left is not None:
+                    run.mapper.resuming(waiting_calls(stored))
+                    streams.append(live.session.stream_resume(left))
+                streams.append(live.session.stream(text))
+            while streams:
+                async for event in streams.pop(0):
                     if run.abort_reason and not run.abort_sent:
                         self._abort(live, run, run.abort_reason)
                     if isinstance(event, ToolExecutionEnd):
                         durations[event.result.call.id] = round(event.result.duration, 6)
                     for item in run.mapper.map(event):
                         put(item)
-                stream = None
                 # Calls of tools the person approved "always for this thread" go on at once.
                 auto = auto_decisions(live.session.transcript)
-                if auto is not None and not run.abort_reason:
+                if auto is not None and not run.abort_reason and not streams:
                     run.mapper.resuming(waiting_calls(live.session.transcript))
-                    stream = live.session.stream_resume(auto)
+                    streams.append(live.session.stream_resume(auto))
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
             for item in run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__):
                 put(item)

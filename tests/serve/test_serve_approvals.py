@@ -138,3 +138,30 @@ async def test_deny_through_agui_resume_and_always_for_this_thread(db: str, help
     assert third[-1]["result"]["text"] == "after: wiped c"
     assert RAN == ["b", "c"]
     assert bad.status_code == 400
+
+
+async def test_a_new_message_while_a_call_waits_denies_it_and_runs(db: str, helpers: Any) -> None:
+    RAN.clear()
+    app = make_app(db, helpers)
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+        await client.post(f"/api/threads/{tid}/runs", json={"message": "a"})
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "b"})
+        events = helpers.sse_events(r.text)
+        user = (await client.get("/api/me")).json().get("user", "local")
+    await app.aclose()
+
+    results = [e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert len(results) == 1
+    assert "new message instead of deciding" in results[0]
+    assert events[-1]["outcome"]["type"] == "interrupt"  # "b" asks in its turn
+    assert RAN == []
+    stored = await _stored(db, user, tid)
+    assert [m.role for m in stored] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.USER,
+        Role.ASSISTANT,
+    ]
+    assert validate_transcript(stored) == []
