@@ -303,8 +303,10 @@ class Run:
             # message that made the calls, which is in the trace (issue 28: it was stored twice).
             # A resumed run that stops on its decided batch ends on the message it resumed,
             # which is in the history, stored already.
-            stored = final is None or (self.resume is not None and final is self.resume.message)
-            extra = [] if stored or any(m is final for m in self.new_messages) else [final]
+            resumed = self.resume is not None and final is self.resume.message
+            extra: list[Message] = []
+            if final is not None and not resumed and not any(m is final for m in self.new_messages):
+                extra = [final]
             if o.short_term_trace_tools:
                 to_store = strip_thinking(self.new_messages[self._persisted :] + extra)
             else:
