@@ -385,9 +385,11 @@ async def test_a_session_waits_and_resumes_and_refuses_a_prompt_meanwhile(
     first = await session.prompt("clean up")
     assert first.stop_reason is StopReason.DEFERRED
 
+    assert [p.id for p in session.pending] == ["c1"]
     again = Session(session.agent)  # a fresh load keeps the calls waiting (no repair)
     await again.load()
     assert PENDING_KEY in again.transcript[-1].metadata
+    assert [(p.id, p.arguments) for p in again.pending] == [("c1", {"folder": "tmp", "count": 3})]
     with pytest.raises(ApprovalPendingError):
         await again.prompt("other")
 
