@@ -44,6 +44,7 @@ __all__ = [
     "auto_decisions",
     "check_against",
     "decisions_from_body",
+    "decisions_from_results",
     "interrupts_of",
     "pending_json",
     "waiting_calls",
@@ -202,6 +203,39 @@ def abandoned(messages: list[Message]) -> dict[str, ToolDecision] | None:
         return None
     _, pending = pending_of(messages[at])
     return {p.id: Deny(_WENT_ON, stop=True) for p in pending}
+
+
+_YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
+
+
+def decisions_from_results(
+    messages: list[Message], results: Mapping[str, str]
+) -> dict[str, ToolDecision] | None:
+    """An OpenAI client's tool results for the calls that wait (they went out as standard
+    ``tool_calls``): an external tool's result is its output; for a call that waits for
+    approval, "approve" (or yes, ok, allow) approves it and anything else denies it, with the
+    text as the reason. None when nothing waits.
+
+    Raises:
+        ConfigurationError: a waiting call has no result (a 400).
+    """
+    at = waiting_at(messages)
+    if at < 0:
+        return None
+    _, pending = pending_of(messages[at])
+    missing = [p.id for p in pending if p.id not in results]
+    if missing:
+        raise BadDecision(f"send a tool result for every call: missing {', '.join(missing)}")
+    out: dict[str, ToolDecision] = {}
+    for p in pending:
+        text = results[p.id]
+        if p.kind == "external":
+            out[p.id] = ToolOutput(text)
+        elif text.strip().lower().rstrip(".!") in _YES:
+            out[p.id] = Approve()
+        else:
+            out[p.id] = Deny(text.strip() or "The user denied this call.")
+    return out
 
 
 def auto_decisions(messages: list[Message]) -> dict[str, ToolDecision] | None:
