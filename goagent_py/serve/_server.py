@@ -319,7 +319,9 @@ class Server:
         live.run = run
         self.runs[run_id] = run
         if decisions is not None:
-            run.mapper.resuming(waiting_calls(await live.session.load()))
+            memory = live.session.agent.options.short_term_memory
+            if memory is not None:
+                run.mapper.resuming(waiting_calls(await memory.messages()))
         run.task = asyncio.create_task(self._drive(live, run, text, decisions))
         return run
 
@@ -340,7 +342,8 @@ class Server:
             else:
                 # A new message while calls wait for the person: they are denied (the
                 # message is the answer), then the message runs.
-                stored = await live.session.load()
+                memory = live.session.agent.options.short_term_memory
+                stored = await memory.messages() if memory is not None else []
                 left = abandoned(stored)
                 if left is not None:
                     run.mapper.resuming(waiting_calls(stored))
