@@ -529,3 +529,28 @@ async def test_deny_and_stop_stores_the_results_once_and_not_the_message_again(
     assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
     assert [m.role for m in result.messages] == [Role.TOOL]
     assert len(provider.requests) == 1
+
+
+async def test_update_where_replaces_the_newest_match_past_a_page_and_none_when_absent(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from goagent_py import user_message
+
+    async with SQLiteStorage(tmp_path / "u.db", session_id="s") as storage:
+        await storage.append([user_message(f"m{i}") for i in range(70)])
+
+        def is_m3(m: Message) -> bool:
+            return m.text == "m3"
+
+        new = await storage.update_where(is_m3, lambda m: replace(m, metadata={"seen": True}))
+        missing = await storage.update_where(lambda m: m.text == "nope", lambda m: m)
+        stored = await storage.load()
+
+    assert new is not None
+    assert new.metadata == {"seen": True}
+    assert missing is None
+    assert [m.metadata for m in stored if m.text == "m3"] == [{"seen": True}]
+    assert len(stored) == 70
+    assert [m.text for m in stored] == [f"m{i}" for i in range(70)]
