@@ -554,3 +554,51 @@ async def test_update_where_replaces_the_newest_match_past_a_page_and_none_when_
     assert [m.metadata for m in stored if m.text == "m3"] == [{"seen": True}]
     assert len(stored) == 70
     assert [m.text for m in stored] == [f"m{i}" for i in range(70)]
+
+
+@pytest.mark.needs_extra("postgres")
+async def test_two_deciders_on_postgres_first_wins(pg_dsn: str) -> None:
+    import uuid
+
+    from goagent_py.memory.storage import PostgresStorage
+
+    table = f"t_{uuid.uuid4().hex[:12]}"
+    ran: list[dict[str, Any]] = []
+    async with (
+        PostgresStorage(pg_dsn, table=table, session_id="s") as first,
+        PostgresStorage(pg_dsn, table=table, session_id="s") as second,
+    ):
+        asking = Agent(
+            provider=ScriptedProvider(
+                tool_call_response(ToolCall("c1", "delete_files", {"folder": "t", "count": 1}))
+            ),
+            tools=[make_delete(ran)],
+            short_term_memory=ShortTermMemory(storage=first),
+        )
+        await asking.run("clean up")
+        barrier = asyncio.Barrier(2)
+
+        class Together(ShortTermMemory):
+            async def messages(self) -> list[Message]:
+                found = await super().messages()
+                await barrier.wait()
+                return found
+
+        deciders = [
+            Agent(
+                provider=ScriptedProvider("Done."),
+                tools=[make_delete(ran)],
+                short_term_memory=Together(storage=storage),
+            )
+            for storage in (first, second)
+        ]
+        outcomes = await asyncio.gather(
+            deciders[0].resume({"c1": Approve()}),
+            deciders[1].resume({"c1": Approve()}),
+            return_exceptions=True,
+        )
+        stored = await first.load()
+
+    assert sorted(type(o).__name__ for o in outcomes) == ["ApprovalConflictError", "RunResult"]
+    assert len(ran) == 1
+    assert validate_transcript(stored, allow_pending=False) == []
