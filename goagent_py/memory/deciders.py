@@ -140,7 +140,8 @@ def _retract(
             and (not fact.value or same_value(f.value, fact.value))
         ]
     if not targets:
-        return [Decision(fact=index, op="NOOP")]
+        # "Forget X" with nothing to forget stores nothing; "I quit Acme" is kept as said.
+        return [Decision(fact=index, op="ADD" if fact.event else "NOOP")]
     return [Decision(fact=index, op="DELETE", target=c.id) for c in targets]
 
 
