@@ -147,6 +147,8 @@ def make_decider(name: str, model: str | None) -> Any:
 async def bench(args: argparse.Namespace) -> None:
     path = SET if args.set == "main" else SET.with_name(f"{args.set}.jsonl")
     scenarios = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if args.every > 1:
+        scenarios = scenarios[:: args.every]  # a sample across the categories
     if args.limit:
         scenarios = scenarios[: args.limit]
     if args.embedder == "fake":
@@ -229,6 +231,7 @@ def main() -> None:
         "the 33 written before the second round of rules (and never tuned on)",
     )
     parser.add_argument("--limit", type=int, default=0, help="only the first N scenarios")
+    parser.add_argument("--every", type=int, default=1, help="only every Nth scenario")
     parser.add_argument("--failures", action="store_true", help="list the missed scenarios")
     asyncio.run(bench(parser.parse_args()))
 

@@ -587,7 +587,13 @@ class LongTermMemory:
                 out.append((id, _fact_entry(message, session, now, change, ())))
                 continue
             old = candidates[d.target]
-            if id == old.id:
+            if id == old.id or text == old.text:
+                if text != fact.text:
+                    # An UPDATE that keeps the old words drops the fact (a small model's
+                    # mistake): the fact is added as said instead, nothing lost.
+                    change = self._change("add", now, fact, decider=decider, text=fact.text)
+                    plain = f"{session}:{message_digest(fact)}:0"
+                    out.append((plain, _fact_entry(fact, session, now, change, ())))
                 continue  # the same words again: nothing changes
             update = self._change(
                 "update", now, fact, decider=decider, text=text, previous=old.text, other_id=old.id

@@ -282,6 +282,21 @@ async def test_a_model_decider_updates_through_its_aliases() -> None:
     assert "alice:" not in sent
 
 
+async def test_an_update_that_keeps_the_old_words_adds_the_fact_instead() -> None:
+    # What the real 135M model answered (structured output, so valid JSON): UPDATE m1 with
+    # the old memory's own text. Applied as is, "I moved to Porto." would be lost.
+    answer = '{"decisions": [{"fact": 0, "op": "UPDATE", "id": "m1", "text": "I live in Lisbon."}]}'
+    provider = ScriptedProvider(text_response(answer))
+    m = memory(InMemoryVectorStore(), decider=ModelDecider(provider, model="m"))
+    await m.store([said("I live in Lisbon.")], session="alice")
+    await m.store([said("I moved to Porto.")], session="alice")
+    everything = await m.records(session="alice", states=("current", "superseded", "deleted"))
+    assert sorted((r.text, r.state) for r in everything) == [
+        ("I live in Lisbon.", "current"),
+        ("I moved to Porto.", "current"),
+    ]
+
+
 # -- concurrency ------------------------------------------------------------------------------
 
 

@@ -234,3 +234,22 @@ async def test_the_model_decider_gives_up_after_its_retry() -> None:
     with pytest.raises(DecisionError):
         await decider.decide(["I moved to Porto."], [record("a", "I live in Lisbon.")])
     assert decider.calls == 2
+
+
+async def test_the_model_decider_asks_for_structured_output_naming_only_the_candidates() -> None:
+    # A provider that enforces the schema (llama.cpp's grammar, OpenAI's response_format...)
+    # can only answer with the candidates' aliases: the 135M model answered free text that
+    # was never valid JSON (10 of 10 turns) before the schema was sent.
+    good = '{"decisions": [{"fact": 0, "op": "UPDATE", "id": "m2", "text": "I live in Porto."}]}'
+    provider = ScriptedProvider(text_response(good))
+    decider = ModelDecider(provider, model="m")
+    candidates = [record("a", "I like tea."), record("b", "I live in Lisbon.")]
+    got = await decider.decide(["I moved to Porto."], candidates)
+    assert got == [Decision(fact=0, op="UPDATE", target="b", text="I live in Porto.")]
+    output = provider.requests[0].output
+    assert output is not None
+    item = output.schema["properties"]["decisions"]["items"]
+    assert item["properties"]["id"]["enum"] == ["m1", "m2", ""]
+    assert item["properties"]["op"]["enum"] == ["ADD", "UPDATE", "DELETE", "NOOP"]
+    assert item["required"] == ["fact", "op", "id", "text"]
+    assert output.schema["required"] == ["decisions"]
