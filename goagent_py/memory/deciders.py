@@ -270,7 +270,7 @@ class ModelDecider:
                 system_prompt=_SYSTEM,
                 messages=[user_message(text)],
                 max_tokens=self.max_tokens,
-                output=_answer_format(list(aliases)),
+                output=_answer_format(len(facts), list(aliases)),
             )
             response = await self.provider.complete(request)
             self.calls += 1
@@ -283,14 +283,15 @@ class ModelDecider:
         raise error
 
 
-def _answer_format(aliases: list[str]) -> OutputFormat:
+def _answer_format(facts: int, aliases: list[str]) -> OutputFormat:
     """The answer's JSON schema, sent as the request's structured output: a provider that
-    enforces it (OpenAI, Anthropic, Ollama, llama.cpp's grammar) can only name a candidate's
-    alias (or "" for ADD and NOOP). The answer is still validated: others ignore it."""
+    enforces it (OpenAI, Anthropic, Ollama, llama.cpp's grammar) can only name one of the
+    facts and a candidate's alias (or "" for ADD and NOOP). The answer is still validated:
+    others ignore it."""
     decision = {
         "type": "object",
         "properties": {
-            "fact": {"type": "integer"},
+            "fact": {"type": "integer", "enum": list(range(facts))},
             "op": {"type": "string", "enum": list(OPS)},
             "id": {"type": "string", "enum": [*aliases, ""]},
             "text": {"type": "string"},

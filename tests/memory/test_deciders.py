@@ -250,6 +250,7 @@ async def test_the_model_decider_asks_for_structured_output_naming_only_the_cand
     assert output is not None
     item = output.schema["properties"]["decisions"]["items"]
     assert item["properties"]["id"]["enum"] == ["m1", "m2", ""]
+    assert item["properties"]["fact"]["enum"] == [0]  # one fact: index 0 only
     assert item["properties"]["op"]["enum"] == ["ADD", "UPDATE", "DELETE", "NOOP"]
     assert item["required"] == ["fact", "op", "id", "text"]
     assert output.schema["required"] == ["decisions"]
