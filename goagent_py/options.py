@@ -349,6 +349,8 @@ class AgentOptions:
             self.before_tool_call_sees_message = _takes_two(self.before_tool_call)
         if _given_any(self.sources, _OUTPUT):
             self.output = self.output_spec(self.output_type)
+            if self.output is not None and self.provider is not None:
+                self.output.mode_for(self.provider)  # a schema native mode cannot take fails here
 
     def output_spec(self, output_type: Any) -> OutputSpec[Any] | None:
         """The spec a run with ``output_type`` uses (None: plain text, nothing to check). The
