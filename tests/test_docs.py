@@ -47,6 +47,7 @@ _EXTRA_OF = {
     "SentenceTransformerEmbedder": "local",
     '"local"': "local",
     "load_pdf": "pdf",
+    "goagent_py.a2a": "a2a",
 }
 
 
