@@ -35,8 +35,8 @@ _HINTS = {
 
 @functools.cache
 def _meta_validator(dialect: str) -> Any:
-    import jsonschema  # type: ignore[import-untyped]
-    from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+    import jsonschema
+    from jsonschema.validators import validator_for
 
     cls = validator_for({"$schema": dialect}, default=jsonschema.Draft202012Validator)
     return cls(cls.META_SCHEMA)
@@ -131,7 +131,7 @@ def schema_problem(schema: object) -> str | None:
     validator = _meta_validator(
         dialect if isinstance(dialect, str) else "https://json-schema.org/draft/2020-12/schema"
     )
-    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
+    from jsonschema.exceptions import best_match
 
     error = best_match(validator.iter_errors(schema))
     if error is None:
