@@ -167,6 +167,23 @@ def check_schema(schema: object, *, what: str) -> None:
         raise ConfigurationError(f"{what} is not valid JSON Schema at {problem}")
 
 
+_CHECKED: dict[int, object] = {}
+_CHECKED_MAX = 4096
+
+
+def check_parameters_once(definition: object, parameters: object, *, what: str) -> None:
+    """:func:`check_schema` for a tool definition, skipped when this very definition object
+    passed before (an agent built per request re-checks nothing). The cache holds the
+    definitions it names, so an id is never reused while it is there."""
+    key = id(definition)
+    if _CHECKED.get(key) is definition:
+        return
+    check_schema(parameters, what=what)
+    if len(_CHECKED) >= _CHECKED_MAX:
+        _CHECKED.clear()
+    _CHECKED[key] = definition
+
+
 def walk_schema(
     node: object, path: tuple[str | int, ...] = ()
 ) -> Iterator[tuple[tuple[str | int, ...], Any]]:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
+from goagent_py._json_schema import check_parameters_once
 from goagent_py._tool_servers import ToolServer
 from goagent_py.dispatch import (
     CircuitBreakerConfig,
@@ -34,7 +35,7 @@ from goagent_py.messages import Message, ToolCall
 from goagent_py.output import OutputSpec, OutputValidator
 from goagent_py.provider import CompletionRequest, OutputMode, Provider, ThinkingConfig
 from goagent_py.resilience import PerTool, RetryPolicy
-from goagent_py.tools import Tool, _name_of
+from goagent_py.tools import FunctionTool, Tool, _name_of
 
 __all__ = [
     "AfterToolCall",
@@ -434,6 +435,11 @@ class AgentOptions:
                     "definition and async execute(args)"
                 )
             name = _name_of(t)
+            if type(t) is not FunctionTool:  # a FunctionTool's schema was checked when made
+                definition = t.definition
+                check_parameters_once(
+                    definition, definition.parameters, what=f"tool {name!r} parameters"
+                )
             if name in seen:
                 raise ConfigurationError(
                     f"duplicate tool name {name!r}: every tool needs its own name "

@@ -14,6 +14,7 @@ from goagent_py import Agent, ConfigurationError, tool, tool_blocks_func, tool_f
 from goagent_py._json_schema import _plainly_valid, recursive_def, schema_problem
 from goagent_py.agent_tool import AgentTool
 from goagent_py.testing import ScriptedProvider
+from goagent_py.tools import ToolDefinition
 
 BENCH_SET = Path(__file__).parent.parent / "bench" / "extraction_data" / "bfcl_simple.jsonl"
 
@@ -121,3 +122,21 @@ def test_typed_tools_and_output_types_build_valid_schemas() -> None:
 
     assert recursive_def(Tree.model_json_schema()) == "Tree"
     Agent(provider=ScriptedProvider("{}"), output_type=Tree)  # valid, and recursion is fine here
+
+
+class HandMade:
+    """A tool written against the protocol, with a schema in another dialect."""
+
+    definition = ToolDefinition("lookup", "Look up.", {"type": "object", "required": "q"})
+
+    async def execute(self, args: dict[str, Any]) -> list[Any]:
+        return []
+
+
+def test_a_hand_written_tool_with_a_bad_schema_is_refused_when_the_agent_is_built() -> None:
+    with pytest.raises(ConfigurationError, match=r"tool 'lookup' parameters .* at required"):
+        Agent(provider=ScriptedProvider("x"), tools=[HandMade()])
+    fixed = HandMade()
+    fixed.definition = ToolDefinition("lookup", "Look up.", {"type": "object"})
+    Agent(provider=ScriptedProvider("x"), tools=[fixed])
+    Agent(provider=ScriptedProvider("x"), tools=[fixed])  # the second agent re-checks nothing
