@@ -318,3 +318,45 @@ async def test_a_second_message_while_its_context_works_is_rejected() -> None:
     assert status.state == TaskState.TASK_STATE_REJECTED
     assert "busy with another task" in status.message.parts[0].text
     assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+@pytest.mark.slow
+async def test_a_0_3_client_streams_with_message_stream() -> None:
+    import json
+
+    agent, _ = calculator("Hi there.")
+    sock = free_socket()
+    app = a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}")
+    body = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "message/stream",
+        "params": {
+            "message": {
+                "kind": "message",
+                "role": "user",
+                "messageId": "m-2",
+                "parts": [{"kind": "text", "text": "hello"}],
+            }
+        },
+    }
+    async with (
+        serving(app, sock) as url,
+        httpx.AsyncClient() as http,
+        http.stream("POST", url + "/", json=body) as response,
+    ):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = [
+            json.loads(line.removeprefix("data:"))["result"]
+            async for line in response.aiter_lines()
+            if line.startswith("data:")
+        ]
+    assert events[0]["kind"] == "task"
+    final = events[-1]
+    assert (final["kind"], final["status"]["state"], final["final"]) == (
+        "status-update",
+        "completed",
+        True,
+    )
+    answers = [e["artifact"]["parts"] for e in events if e["kind"] == "artifact-update"]
+    assert answers[-1] == [{"kind": "text", "text": "Hi there."}]
