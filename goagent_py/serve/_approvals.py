@@ -22,8 +22,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ag_ui.core import Interrupt
-
 from goagent_py._metadata_keys import DECISIONS_KEY
 from goagent_py._transcript import waiting_at
 from goagent_py.approvals import (
@@ -74,8 +72,10 @@ def _call_json(p: PendingCall) -> dict[str, Any]:
     }
 
 
-def interrupts_of(calls: list[PendingCall]) -> list[Interrupt]:
+def interrupts_of(calls: list[PendingCall]) -> list[Any]:
     """AG-UI interrupts for the waiting calls: one each, named by the call's id."""
+    from ag_ui.core import Interrupt  # ag-ui-protocol loads with the routes (the AG-UI side)
+
     out = []
     for p in calls:
         expires = (
