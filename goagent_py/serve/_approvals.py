@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from goagent_py._metadata_keys import DECISIONS_KEY
 from goagent_py._transcript import waiting_at
@@ -35,9 +35,6 @@ from goagent_py.approvals import (
 from goagent_py.errors import ConfigurationError, NotPendingError
 from goagent_py.messages import Message
 from goagent_py.results import PendingCall
-
-if TYPE_CHECKING:
-    from ag_ui.core import Interrupt
 
 __all__ = [
     "abandoned",
@@ -75,9 +72,9 @@ def _call_json(p: PendingCall) -> dict[str, Any]:
     }
 
 
-def interrupts_of(calls: list[PendingCall]) -> list[Interrupt]:
+def interrupts_of(calls: list[PendingCall]) -> list[Any]:
     """AG-UI interrupts for the waiting calls: one each, named by the call's id."""
-    from ag_ui.core import Interrupt  # ag-ui-protocol: loaded with the routes (serve/_agui)
+    from ag_ui.core import Interrupt  # ag-ui-protocol loads with the routes (the AG-UI side)
 
     out = []
     for p in calls:
