@@ -28,6 +28,7 @@ from typing import (
     runtime_checkable,
 )
 
+from goagent_py._json_schema import check_schema
 from goagent_py._results import to_blocks
 from goagent_py._workers import run_in_thread, run_named
 from goagent_py.errors import ConfigurationError, ToolArgumentsError
@@ -118,6 +119,7 @@ class FunctionTool:
         "_name",
         "_schema",
         "_validator",
+        "requires_approval",
     )
 
     def __init__(
@@ -133,6 +135,7 @@ class FunctionTool:
         self._call = call
         self._validator = validator
         self._schema: _Schema | None = None
+        self.requires_approval: bool | Callable[[dict[str, Any]], bool] = False
 
     @classmethod
     def _from_schema(
@@ -146,6 +149,7 @@ class FunctionTool:
         self = cls.__new__(cls)
         self._name, self._description, self._definition = name, description, None
         self._call, self._validator, self._schema = call, None, schema
+        self.requires_approval = False
         return self
 
     @property
@@ -227,8 +231,12 @@ def tool_func(
 
     ``fn`` may be sync (it runs in a worker thread) or async. ``parameters`` is a JSON schema,
     given as is to the model; ``None`` means an object with no properties.
+
+    Raises:
+        ConfigurationError: ``parameters`` is not valid JSON Schema (the message names the
+            path, e.g. ``properties.x.type: 'float' is not a JSON Schema type``).
     """
-    params = dict(parameters) if parameters is not None else {"type": "object", "properties": {}}
+    params = _parameters(name, parameters)
     return FunctionTool(ToolDefinition(name, description, params), _wrap(fn, _as_text))
 
 
@@ -240,8 +248,15 @@ def tool_blocks_func(
     | Callable[[dict[str, Any]], Awaitable[list[ContentBlock]]],
 ) -> Tool:
     """Like :func:`tool_func`, for functions that return content blocks (images, documents)."""
-    params = dict(parameters) if parameters is not None else {"type": "object", "properties": {}}
+    params = _parameters(name, parameters)
     return FunctionTool(ToolDefinition(name, description, params), _wrap(fn, _as_blocks))
+
+
+def _parameters(name: str, parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+    if parameters is None:
+        return {"type": "object", "properties": {}}
+    check_schema(parameters, what=f"tool {name!r} parameters")
+    return dict(parameters)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -628,12 +643,23 @@ def _typed_call(
     return call_sync
 
 
-def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> FunctionTool:
+def _make_tool(
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+) -> FunctionTool:
     if not callable(fn):
         raise ConfigurationError(f"@tool needs a function, got {fn!r}")
+    if not (isinstance(requires_approval, bool) or callable(requires_approval)):
+        raise ConfigurationError(
+            f"@tool(requires_approval={requires_approval!r}): use True, False or a function "
+            "of the validated arguments that returns True when a person must decide"
+        )
     tool_name = validate_tool_name(name or fn.__name__)
     schema = _schema_for(fn)
-    shared = isinstance(fn, types.FunctionType)
+    # A tool that waits for approval is its own object: the shared one stays as it was.
+    shared = isinstance(fn, types.FunctionType) and requires_approval is False
     key = (tool_name, description)
     if shared:
         ref = schema.tools.get(key)
@@ -650,6 +676,7 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
     )
     if shared:
         schema.tools[key] = weakref.ref(made)
+    made.requires_approval = requires_approval
     return made
 
 
@@ -665,7 +692,10 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -675,6 +705,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a typed function, sync or async.
 
@@ -687,6 +718,9 @@ def tool(
         fn: the function (when used as ``@tool``).
         name: the tool's name; defaults to the function's name.
         description: overrides the docstring's description.
+        requires_approval: True, or a function of the validated arguments returning True,
+            when a person must decide before a call runs: the run stops with the call in
+            ``result.pending`` (docs/approvals.md).
 
     Example:
         >>> @tool
@@ -700,9 +734,9 @@ def tool(
         ...     return a + b
     """
     if fn is not None:
-        return _make_tool(fn, name, description)
+        return _make_tool(fn, name, description, requires_approval)
 
     def decorate(f: Callable[..., Any]) -> FunctionTool:
-        return _make_tool(f, name, description)
+        return _make_tool(f, name, description, requires_approval)
 
     return decorate
