@@ -187,7 +187,8 @@ class _Calls:
             start_to_close_timeout=timedelta(seconds=float(c[timeout_key])),
             heartbeat_timeout=None if heartbeat is None else timedelta(seconds=float(heartbeat)),
             retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=1),
+                # Runs started before retry_interval existed waited 1 s.
+                initial_interval=timedelta(seconds=float(c.get("retry_interval", 1.0))),
                 maximum_interval=timedelta(seconds=float(c["max_retry_delay"])),
                 maximum_attempts=int(c["max_attempts"]),
                 non_retryable_error_types=_NON_RETRYABLE,
@@ -198,12 +199,18 @@ class _Calls:
 class _ModelProxy:
     """A provider whose ``complete`` is the activity ``goagent.model.<agent>``."""
 
-    def __init__(self, calls: _Calls) -> None:
+    def __init__(self, calls: _Calls, session_id: str) -> None:
         self._calls = calls
+        self._session = session_id
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         calls = self._calls
-        data = {"provider": calls.config["provider"], "request": request_to_data(request)}
+        # The history's messages are stand-ins: the activity reads them from the session.
+        data = {
+            "provider": calls.config["provider"],
+            "request": request_to_data(request),
+            "session_id": self._session,
+        }
         check_size(data, f"model {request.model!r} request", **_limits(calls.config))
         try:
             out = await calls.activity(f"goagent.model.{calls.agent}", data, "model_timeout")
@@ -353,7 +360,7 @@ def _agent_for(
     tools = [_ToolProxy(calls, definition_from_data(t)) for t in config["tools"]]
     tools += [_ToolProxy(calls, d, call_activity(calls.agent, server)) for server, d in mcp]
     settings: dict[str, Any] = {
-        "provider": _ModelProxy(calls),
+        "provider": _ModelProxy(calls, session_id),
         "model": config["model"],
         "name": config["agent"],
         "system_prompt": config.get("system_prompt", ""),
