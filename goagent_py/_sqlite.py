@@ -10,15 +10,10 @@ switched off again as soon as sqlite-vec is loaded.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import contextvars
 import functools
 import importlib
-import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -27,75 +22,15 @@ from goagent_py.errors import ConfigurationError, MissingExtraError
 T = TypeVar("T")
 
 
-class _FileThread:
-    """Runs the calls on one file in order, in a thread that lives while there is work (a
-    process that opens many files keeps no idle thread per file). Not a daemon: at exit the
-    interpreter waits for the calls already queued, so an acknowledged write is never cut."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._queue: collections.deque[tuple[Callable[[], Any], Future[Any]]] = collections.deque()
-        self._running = False
-
-    def submit(self, fn: Callable[[], T]) -> Future[T]:
-        future: Future[T] = Future()
-        with self._lock:
-            self._queue.append((fn, future))
-            if not self._running:
-                self._running = True
-                threading.Thread(target=self._work, name="goagent-sqlite").start()
-        return future
-
-    def _work(self) -> None:
-        while True:
-            with self._lock:
-                if not self._queue:
-                    self._running = False
-                    return
-                fn, future = self._queue.popleft()
-            if not future.set_running_or_notify_cancel():
-                continue  # its caller was cancelled before it started
-            try:
-                result = fn()
-            except BaseException as exc:
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
-
-
-_FILE_THREADS: dict[str, _FileThread] = {}
-_FILE_THREADS_LOCK = threading.Lock()
-# A forked child has none of the parent's threads: it starts with none of their queues.
-os.register_at_fork(after_in_child=_FILE_THREADS.clear)
-
-
-def _file_thread(path: str) -> _FileThread:
-    found = _FILE_THREADS.get(path)  # as given: realpath costs a few system calls
-    if found is not None:
-        return found
-    key = path if path in ("", ":memory:") else os.path.realpath(path)
-    with _FILE_THREADS_LOCK:
-        found = _FILE_THREADS.get(key)
-        if found is None:
-            found = _FileThread()
-            _FILE_THREADS[key] = found
-        _FILE_THREADS[path] = found
-        return found
-
-
 async def in_file_thread(path: str, fn: Callable[[], T]) -> T:
-    """Run the blocking ``fn`` in this process's one thread for the SQLite file ``path``,
-    after the calls queued before it.
+    """Run the blocking SQLite call ``fn`` on the file ``path`` in a worker thread.
 
-    Issue 36: with a thread from the shared pool per call, the connections of one file (a
-    served conversation each, the thread index) fought for its write lock, and SQLite's busy
-    handler sleeps between tries (1, 2, 5 ... 100 ms), while the waiting calls held every pool
-    thread. In one thread per file, this process's connections never wait on each other; the
-    loop's other blocking work keeps the shared pool. A cancelled caller does not stop a call
-    that has started: a started write still commits whole.
+    The one seam for the storages' and the served thread index's calls (issue 36 tried one
+    thread per file here: a race left a served run waiting, so calls go to the shared pool
+    as before until that is understood). A cancelled caller does not stop a started call: a
+    started write still commits whole.
     """
-    context = contextvars.copy_context()
-    return await asyncio.wrap_future(_file_thread(path).submit(lambda: context.run(fn)))
+    return await asyncio.to_thread(fn)
 
 
 @functools.cache

@@ -6,14 +6,12 @@ The behaviour SQLite shares with PostgreSQL is in test_storage_contract.py.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
@@ -285,80 +283,3 @@ def test_sqlite_survives_a_sigkilled_writer(tmp_path: Path) -> None:
     assert len(loaded) % 2 == 0  # no half turn
     assert turns >= acknowledged + 1  # every acknowledged append is there
     assert [m.text for m in loaded] == [t for i in range(turns) for t in (f"q{i}", f"a{i}")]
-
-
-async def test_sqlite_storages_of_one_file_in_one_process_never_wait_on_each_other(
-    tmp_path: Path,
-) -> None:
-    # Issue 36: the served chat keeps one storage (one connection) per conversation, all in one
-    # file. Their writes went through the shared thread pool at once, so they fought for the
-    # file's write lock (SQLite's busy handler sleeps up to 100 ms a try; with timeout=0 they
-    # failed). In one thread per file they take turns: not one append fails, even with no
-    # waiting allowed.
-    path = tmp_path / "served.db"
-    storages = [SQLiteStorage(path, session_id=f"s{i}", timeout=0) for i in range(24)]
-
-    async def turns(storage: SQLiteStorage) -> None:
-        for turn in range(4):
-            await storage.append([user_message(f"{storage.session_id} {turn}")])
-
-    await asyncio.gather(*(turns(s) for s in storages))
-    for storage in storages:
-        stored = await storage.load()
-        assert [m.text for m in stored] == [f"{storage.session_id} {t}" for t in range(4)]
-        await storage.aclose()
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
-def test_sqlite_storage_works_in_a_child_forked_after_use(tmp_path: Path) -> None:
-    # The file's worker thread does not survive a fork: the child makes its own.
-    path = tmp_path / "forked.db"
-    probe = textwrap.dedent(
-        f"""
-        import asyncio, os
-        from goagent_py.memory.storage import SQLiteStorage
-        from goagent_py.messages import user_message
-
-        async def append(text):
-            storage = SQLiteStorage({str(path)!r}, session_id="s")
-            await storage.append([user_message(text)])
-            await storage.aclose()
-
-        asyncio.run(append("parent"))
-        pid = os.fork()
-        if pid == 0:
-            try:
-                asyncio.run(asyncio.wait_for(append("child"), 20))
-            except BaseException:
-                os._exit(1)
-            os._exit(0)
-        _, status = os.waitpid(pid, 0)
-        print(os.waitstatus_to_exitcode(status))
-        """
-    )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
-    out = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        env=env,
-    )
-    assert out.stdout.strip() == "0"
-    conn = sqlite3.connect(path)
-    rows = [r[0] for r in conn.execute("SELECT message FROM goagent_messages ORDER BY seq")]
-    conn.close()
-    assert [json.loads(r)["content"][0]["text"] for r in rows] == ["parent", "child"]
-
-
-async def test_sqlite_files_keep_no_idle_thread(tmp_path: Path) -> None:
-    # The file's thread lives while it has calls: a process that opens many files (a test
-    # suite, a tool that makes one database per job) keeps no idle thread for each.
-    for i in range(5):
-        async with SQLiteStorage(tmp_path / f"job{i}.db") as storage:
-            await storage.append([user_message("x")])
-    for thread in threading.enumerate():
-        if thread.name == "goagent-sqlite":
-            thread.join(30)
-    assert not [t for t in threading.enumerate() if t.name == "goagent-sqlite"]

@@ -14,9 +14,8 @@ the messages survive not only a killed process (a committed WAL frame is already
 which ``synchronous=NORMAL`` would also guarantee) but also a power cut or OS crash, which
 ``NORMAL`` would not. One fsync per turn is cheap next to a model call.
 
-All blocking calls run in the one worker thread this process keeps for the file
-(``_sqlite.in_file_thread``: the connections of one file never wait on each other), one at a
-time. WAL needs a local file system (not NFS/SMB).
+All blocking calls run in a worker thread (``_sqlite.in_file_thread``), one at a time (a lock
+around the single connection). WAL needs a local file system (not NFS/SMB).
 """
 
 from __future__ import annotations
