@@ -10,6 +10,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from goagent_py.errors import ApprovalError, ConfigurationError
+from goagent_py.serve._approvals import check_against, decisions_from_body, pending_json
 from goagent_py.serve._server import (
     COOKIE,
     HttpError,
@@ -148,7 +150,12 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
 
             return JSONResponse(messages_snapshot(stored))
         durations = await server.threads.durations(user, thread_id)
-        return JSONResponse({"messages": [message_json(m, durations) for m in stored]})
+        return JSONResponse(
+            {
+                "messages": [message_json(m, durations) for m in stored],
+                "pending": pending_json(stored),
+            }
+        )
 
     async def _message_of(request: Request) -> tuple[str, str, str]:
         user = await server.user(request)
@@ -165,6 +172,27 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         if found["title"] == _TITLE:
             await server.threads.update(user, thread_id, text.strip()[:60])
         started = await server.start_run(user, thread_id, text)
+        return sse(started)
+
+    async def decide(request: Request) -> Response:
+        # serve/_approvals.py: the person's decisions on the thread's waiting calls.
+        user = await server.user(request)
+        thread_id = request.path_params["thread_id"]
+        body = await server.body(request)
+        await server.thread(user, thread_id)
+        try:
+            decisions = decisions_from_body(body)
+            live = await server.live_of(user, thread_id)
+            if live.run is not None:
+                raise HttpError(409, "a run is in progress in this thread")
+            memory = live.session.agent.options.short_term_memory
+            assert memory is not None  # a served thread always has its SQLite memory
+            check_against(await memory.messages(), decisions)
+            started = await server.start_run(user, thread_id, "", decisions=decisions)
+        except ApprovalError as exc:
+            raise HttpError(409, str(exc)) from exc
+        except ConfigurationError as exc:
+            raise HttpError(400, str(exc)) from exc
         return sse(started)
 
     async def steer(request: Request) -> Response:
@@ -275,6 +303,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         (t + "/messages", messages, ["GET"]),
         (t + "/runs", run, ["POST"]),
         (t + "/steer", steer, ["POST"]),
+        (t + "/decisions", decide, ["POST"]),
         (t + "/stop", stop, ["POST"]),
         ("/api/runs/{run_id:str}/stop", stop_run, ["POST"]),
         ("/api/memories", memories, ["GET"]),

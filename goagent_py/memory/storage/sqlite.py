@@ -247,6 +247,37 @@ class SQLiteStorage:
 
         await self._call(write)
 
+    async def update_where(
+        self, match: Callable[[Message], bool], update: Callable[[Message], Message]
+    ) -> Message | None:
+        """Replace the newest message of this session that ``match`` accepts with
+        ``update(message)``, in one ``BEGIN IMMEDIATE`` transaction: of two processes updating
+        the same message, the second reads what the first wrote (a compare-and-set). None
+        when no message matches; an exception from ``update`` rolls back and propagates.
+        """
+
+        def change(conn: sqlite3.Connection) -> Message | None:
+            with transaction(conn):
+                rows = conn.execute(
+                    f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
+                    "WHERE session_id = ? ORDER BY seq DESC",
+                    (self.session_id,),
+                ).fetchall()
+                for seq, kind, raw in rows:
+                    (current,) = self._parse([(int(seq), str(kind), bytes(raw or b""))])
+                    if not match(current):
+                        continue
+                    new = update(current)
+                    row = messages_to_json([new])[1:-1].decode()
+                    conn.execute(
+                        f"UPDATE {_TABLE} SET message = ? WHERE session_id = ? AND seq = ?",
+                        (row, self.session_id, seq),
+                    )
+                    return new
+                return None
+
+        return await self._call(change)
+
     async def clear(self) -> None:
         """Delete this session's messages (other sessions in the file are untouched)."""
 

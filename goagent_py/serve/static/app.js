@@ -44,6 +44,7 @@
   function toolCard(id, name) {
     const card = el("details", "tool");
     card.dataset.callId = id;
+    card.dataset.name = name;
     card.appendChild(cardSummary("tool", name + " …"));
     card.appendChild(el("pre", "args", ""));
     card.appendChild(el("pre", "result", ""));
@@ -61,7 +62,52 @@
     return summary;
   }
 
+  // A call that waits for the person (docs/approvals.md): Approve, Deny with a reason, and
+  // "always for this thread"; the decision resumes the run (its stream, like a message's).
+  function pendingCard(id, name, args) {
+    let card = document.querySelector(`details.tool[data-call-id="${CSS.escape(id)}"]`);
+    if (!card) {
+      card = toolCard(id, name);
+      card.querySelector(".args").textContent = JSON.stringify(args, null, 2);
+    }
+    if (card.querySelector(".decision")) return card;
+    card.open = true;
+    card.classList.add("pending");
+    card.querySelector("summary").replaceWith(cardSummary("approval", name + " waits for you"));
+    const box = el("div", "decision");
+    const approve = el("button", "approve", "Approve");
+    const reason = el("input", "reason");
+    reason.placeholder = "reason (for Deny)";
+    const deny = el("button", "deny", "Deny");
+    const label = el("label", "always-label");
+    const always = el("input", "always");
+    always.type = "checkbox";
+    label.append(always, document.createTextNode(" always for this thread"));
+    approve.type = deny.type = "button";
+    box.append(approve, deny, reason, label);
+    card.appendChild(box);
+    const decide = (decision) => {
+      for (const b of box.querySelectorAll("button, input")) b.disabled = true;
+      card.classList.remove("pending");
+      streamRun(`/api/threads/${state.thread}/decisions`, { decisions: { [id]: decision } });
+    };
+    approve.addEventListener("click", () => decide({ decision: "approve", always: always.checked }));
+    deny.addEventListener("click", () => decide({ decision: "deny", message: reason.value.trim() || "The user denied this call." }));
+    scroll();
+    return card;
+  }
+
+  function knownCards() {
+    const cards = {};
+    for (const card of document.querySelectorAll("details.tool")) {
+      cards[card.dataset.callId] = [card, card.dataset.name];
+    }
+    return cards;
+  }
+
   function finishCard(card, name, content, isError, duration) {
+    const box = card.querySelector(".decision");
+    if (box) box.remove();
     card.querySelector(".result").textContent = content;
     const took = duration === undefined ? "" : " — " + (duration * 1000).toFixed(0) + " ms";
     card.querySelector("summary").replaceWith(cardSummary(isError ? "error" : "tool", name + took));
@@ -111,7 +157,7 @@
     state.thread = id;
     $("thread-title").textContent = title;
     localStorage.setItem("goagent.thread", id);
-    const { messages } = await api(`/api/threads/${id}/messages`);
+    const { messages, pending } = await api(`/api/threads/${id}/messages`);
     $("messages").replaceChildren();
     const cards = {};
     for (const m of messages) {
@@ -130,6 +176,7 @@
         finishCard(card, name, m.text, m.is_error, m.duration);
       }
     }
+    for (const p of pending || []) pendingCard(p.id, p.name, p.arguments);
     await loadThreads();
   }
 
@@ -191,6 +238,14 @@
         if (event.name === "goagent.memory_recall") showMemories(event.value.memories);
         break;
       case "RUN_FINISHED": {
+        if (event.outcome && event.outcome.type === "interrupt") {
+          for (const i of event.outcome.interrupts) {
+            const meta = i.metadata || {};
+            pendingCard(i.toolCallId || i.id, meta.toolName || "tool", meta.arguments || {});
+          }
+          status("waiting for your decision");
+          break;
+        }
         const took = ctx.firstToken === undefined ? "" : ` (first token ${ctx.firstToken.toFixed(0)} ms)`;
         status((event.result && event.result.stopReason === "aborted" ? "stopped" : "done") + took);
         break;
@@ -203,13 +258,17 @@
 
   async function send(text) {
     bubble("user", text);
+    await streamRun(`/api/threads/${state.thread}/runs`, { message: text });
+  }
+
+  async function streamRun(path, body) {
     setRunning(true);
     const controller = new AbortController();
     state.controller = controller;
-    const ctx = { cards: {}, bubble: null, thinking: null, sent: performance.now() };
+    const ctx = { cards: knownCards(), bubble: null, thinking: null, sent: performance.now() };
     try {
-      const response = await api(`/api/threads/${state.thread}/runs`, {
-        method: "POST", body: { message: text }, raw: true, signal: controller.signal,
+      const response = await api(path, {
+        method: "POST", body, raw: true, signal: controller.signal,
       });
       if (!response.ok) {
         const data = await response.json().catch(() => ({}));
