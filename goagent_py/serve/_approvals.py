@@ -44,6 +44,7 @@ __all__ = [
     "auto_decisions",
     "check_against",
     "decisions_from_body",
+    "decisions_from_results",
     "interrupts_of",
     "pending_json",
     "waiting_calls",
@@ -169,6 +170,51 @@ def decisions_from_body(body: Mapping[str, Any]) -> dict[str, ToolDecision]:
             '"message"), or AG-UI\'s {"resume": [...]}',
         )
     return {str(k): _one(str(k), v) for k, v in raw.items()}
+
+
+def _from_tool_message(call_id: str, content: str) -> ToolDecision:
+    said = content.strip()
+    word, _, reason = said.partition(":")
+    if word.strip().lower() in ("approved", "approve"):
+        return Approve()
+    if word.strip().lower() in ("denied", "deny"):
+        return Deny(reason.strip() or "The user denied this call.")
+    raise BadDecision(
+        f"call {call_id!r} waits for your decision: answer it with a tool message whose "
+        f'content is "approved" or "denied: <reason>" (got {said[:60]!r})'
+    )
+
+
+def decisions_from_results(
+    messages: list[Message], results: Mapping[str, str]
+) -> dict[str, ToolDecision]:
+    """The decisions an OpenAI client's tool messages carry (call id -> content): for a call
+    that waits for approval, ``"approved"`` or ``"denied: <reason>"``; for an external tool,
+    its output.
+
+    Raises:
+        ApprovalError: nothing waits, or a message answers a call that does not wait (a 409).
+        ConfigurationError: a content that is neither, or a waiting call left out (a 400).
+    """
+    at = waiting_at(messages)
+    if at < 0:
+        raise NotPendingError(
+            "no call in this thread waits for a decision (it was decided, or the run ended); "
+            "send a user message"
+        )
+    _, pending = pending_of(messages[at])
+    kinds = {p.id: p.kind for p in pending}
+    out: dict[str, ToolDecision] = {}
+    for call_id, content in results.items():
+        kind = kinds.get(call_id)
+        if kind is None:
+            out[call_id] = Approve()  # check_decisions names the call that does not wait
+        elif kind == "approval":
+            out[call_id] = _from_tool_message(call_id, content)
+        else:
+            out[call_id] = ToolOutput(content)
+    check_decisions(pending, out)
+    return out
 
 
 def check_against(messages: list[Message], decisions: Mapping[str, ToolDecision]) -> None:

@@ -32,8 +32,9 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from goagent_py.agent import Agent
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
+from goagent_py.serve._approvals import decisions_from_results
 from goagent_py.serve._server import HttpError, Live, Run, Server, error_body
 from goagent_py.serve._sse import RunStream
 from goagent_py.tool_context import current_tool_context
@@ -289,9 +290,18 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
         await server.threads.create(user, f"OpenAI API ({request.thread})"[:200], thread_id)
     live = await server.live_of(user, thread_id)
     waiting = live.run if live.run is not None and live.run.parked else None
+    if request.results and waiting is None:
+        # The calls wait in the stored record (a tool that requires approval): the tool
+        # messages are the decisions (serve/_approvals.py), and a new run resumes it.
+        try:
+            decisions = decisions_from_results(await live.session.load(), request.results)
+            return await server.start_run(user, thread_id, "", decisions=decisions)
+        except ApprovalError as exc:
+            raise HttpError(409, str(exc)) from exc
+        except ConfigurationError as exc:
+            raise HttpError(400, str(exc)) from exc
     if request.results:
-        if waiting is None:
-            raise HttpError(400, "tool results sent, but no run waits for them; send a message")
+        assert waiting is not None
         missing = [c for c in waiting.waiting_for if c not in request.results]
         if missing:
             raise HttpError(400, f"send a tool result for every call: missing {', '.join(missing)}")
@@ -352,6 +362,11 @@ async def steps(server: Server, run: Run, client: set[str]) -> AsyncIterator[Ste
                 yield Step("parked")
                 return
             elif kind == "RUN_FINISHED":
+                for asked in (item.get("outcome") or {}).get("interrupts", []):
+                    # A call that waits for a decision: the client's tool call to answer.
+                    name, arguments = calls.get(asked["toolCallId"], ["", ""])
+                    call = {"id": asked["toolCallId"], "name": name, "arguments": arguments}
+                    yield Step("client_call", call={**call, "arguments": arguments or "{}"})
                 result = dict(item.get("result") or {})
                 result["usage"] = (item.get("usage") or [{}])[0]
                 yield Step("done", result=result)
@@ -399,7 +414,8 @@ def chat_usage(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _finish(result: dict[str, Any]) -> str:
-    return "length" if result.get("stopReason") == "max_tokens" else "stop"
+    reason = result.get("stopReason")
+    return {"max_tokens": "length", "deferred": "tool_calls"}.get(str(reason), "stop")
 
 
 def _answer(request: OpenAIRequest, result: dict[str, Any]) -> str | None:
