@@ -293,8 +293,12 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
     if request.results and waiting is None:
         # The calls wait in the stored record (a tool that requires approval): the tool
         # messages are the decisions (serve/_approvals.py), and a new run resumes it.
+        if live.run is not None:  # its record is being written: read it only after
+            raise HttpError(409, "a run is in progress in this thread; decide after it")
+        memory = live.session.agent.options.short_term_memory
+        assert memory is not None  # a served thread always has its SQLite memory
         try:
-            decisions = decisions_from_results(await live.session.load(), request.results)
+            decisions = decisions_from_results(await memory.messages(), request.results)
             return await server.start_run(user, thread_id, "", decisions=decisions)
         except ApprovalError as exc:
             raise HttpError(409, str(exc)) from exc

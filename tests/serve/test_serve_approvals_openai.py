@@ -5,6 +5,7 @@ SDK: a call that waits for a decision comes back as standard ``tool_calls`` (fin
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -149,5 +150,60 @@ async def test_bad_decisions_are_refused_and_lose_nothing(db: str, helpers: Any)
     assert "call-nobody-made" in stranger.value.body["message"]
     assert "waits" in late.value.body["message"]
     assert done.choices[0].message.content.endswith("after: wiped disk")
+    assert RAN == ["disk"]
+    assert validate_transcript(stored, allow_pending=False) == []
+
+
+STARTED = asyncio.Event()
+RELEASE = asyncio.Event()
+
+
+@tool(requires_approval=True)
+async def slow_wipe(target: str) -> str:
+    """Wipe something, waiting for the test's go.
+
+    Args:
+        target: what.
+    """
+    STARTED.set()
+    await RELEASE.wait()
+    RAN.append(target)
+    return f"wiped {target}"
+
+
+async def test_two_decisions_at_once_the_first_wins(db: str, helpers: Any) -> None:
+    # busy="interrupt" lets a new message stop a running run; a decision never does.
+    RAN.clear()
+    STARTED.clear()
+    RELEASE.clear()
+
+    def slow(request: Any) -> Any:
+        last = request.messages[-1]
+        if last.role is Role.TOOL:
+            return text_response(f"after: {last.text}")
+        return tool_call_response(("slow_wipe", {"target": last.text}))
+
+    factory = helpers.factory_for(FunctionProvider(slow), [slow_wipe])
+    app = create_app(factory, storage_path=db, busy="interrupt")
+    chat: list[dict[str, Any]] = [{"role": "user", "content": "disk"}]
+    async with _sdk(app) as client:
+        first = await client.chat.completions.create(model="goagent", messages=chat)
+        (call,) = first.choices[0].message.tool_calls
+        asked = [*chat, first.choices[0].message.model_dump(exclude_none=True)]
+
+        def decide(content: str) -> Any:
+            tool_message = {"role": "tool", "tool_call_id": call.id, "content": content}
+            return client.chat.completions.create(model="goagent", messages=[*asked, tool_message])
+
+        approving = asyncio.create_task(decide("approved"))
+        await STARTED.wait()  # the approval's run holds the thread, its tool running
+        with pytest.raises(openai.ConflictError) as second:
+            await decide("denied: no")
+        RELEASE.set()
+        won = await approving
+        stored = await _stored(app)
+    await app.aclose()
+    assert "in progress" in second.value.body["message"]
+    assert won.choices[0].message.content.endswith("after: wiped disk")
     assert RAN == ["disk"]
     assert validate_transcript(stored, allow_pending=False) == []
