@@ -14,6 +14,10 @@ run's SSE stream. A reload (``GET /api/threads/{id}/messages``) lists the waitin
 ``pending``, from the same stored record, so a restarted server shows the card and takes the
 click. "Always for this thread" is recorded with the decision in the conversation; a later
 call of that tool in the thread is approved by the server without asking.
+
+An OpenAI-compatible client (serve/_openai.py) gets the waiting calls as its ``tool_calls``;
+its next request's tool messages are the decisions: ``"approved"``, ``"denied"`` or
+``"denied: <reason>"`` (an external tool's output as is), read by :func:`decisions_from_results`.
 """
 
 from __future__ import annotations

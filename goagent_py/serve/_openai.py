@@ -13,6 +13,10 @@ write them in the API's own shape, streaming or not:
   ``"tool_calls"``; a ``function_call`` item in Responses) and the run waits: the next request's
   tool results (``role: "tool"`` messages, ``function_call_output`` items) continue it. A new
   user message instead aborts the waiting run (its calls get error results) and starts anew.
+- **Calls that wait for approval** (a tool that requires it) end the run with its record
+  stored; they come back the same way as the client's calls, and the next request's tool
+  messages (``"approved"``, ``"denied: <reason>"``) are the decisions that resume the stored
+  run (:mod:`goagent_py.serve._approvals`), after a restart too.
 - **``response_format``** (``json_schema``, ``json_object``; Responses: ``text.format``) becomes
   the run's typed output: the answer is JSON valid for the schema (checked with ``jsonschema``,
   an invalid answer goes back to the model), sent as the message's content.

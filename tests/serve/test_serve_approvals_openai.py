@@ -207,3 +207,23 @@ async def test_two_decisions_at_once_the_first_wins(db: str, helpers: Any) -> No
     assert won.choices[0].message.content.endswith("after: wiped disk")
     assert RAN == ["disk"]
     assert validate_transcript(stored, allow_pending=False) == []
+
+
+async def test_responses_api_function_call_and_its_decision(db: str, helpers: Any) -> None:
+    app = make_app(db, helpers)
+    async with _sdk(app) as client:
+        first = await client.responses.create(model="goagent", input="disk")
+        (call,) = [i for i in first.output if i.type == "function_call"]
+        assert (call.name, json.loads(call.arguments)) == ("wipe", {"target": "disk"})
+        second = await client.responses.create(
+            model="goagent",
+            input=[
+                {"role": "user", "content": "disk"},
+                {"type": "function_call_output", "call_id": call.call_id, "output": "approved"},
+            ],
+        )
+        stored = await _stored(app)
+    await app.aclose()
+    assert second.output_text.endswith("after: wiped disk")
+    assert RAN == ["disk"]
+    assert validate_transcript(stored, allow_pending=False) == []
