@@ -24,9 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
-
-from ag_ui.core import Interrupt
+from typing import TYPE_CHECKING, Any
 
 from goagent_py._metadata_keys import DECISIONS_KEY
 from goagent_py._transcript import waiting_at
@@ -41,6 +39,9 @@ from goagent_py.approvals import (
 from goagent_py.errors import ConfigurationError, NotPendingError
 from goagent_py.messages import Message
 from goagent_py.results import PendingCall
+
+if TYPE_CHECKING:
+    from ag_ui.core import Interrupt
 
 __all__ = [
     "abandoned",
@@ -80,6 +81,8 @@ def _call_json(p: PendingCall) -> dict[str, Any]:
 
 def interrupts_of(calls: list[PendingCall]) -> list[Interrupt]:
     """AG-UI interrupts for the waiting calls: one each, named by the call's id."""
+    from ag_ui.core import Interrupt  # ag-ui-protocol: loaded with the routes (serve/_agui)
+
     out = []
     for p in calls:
         expires = (

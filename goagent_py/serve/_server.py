@@ -27,7 +27,6 @@ from goagent_py.events import AgentEvent, ToolExecutionEnd
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
-from goagent_py.serve._agui import AguiMapper
 from goagent_py.serve._approvals import abandoned, auto_decisions, check_against, waiting_calls
 from goagent_py.serve._auth import Auth, Login, NoAuth
 from goagent_py.serve._threads import ThreadStore, session_key
@@ -35,6 +34,8 @@ from goagent_py.session import Session
 
 if TYPE_CHECKING:
     from starlette.requests import Request
+
+    from goagent_py.serve._agui import AguiMapper
 
 __all__ = [
     "COOKIE",
@@ -121,6 +122,10 @@ class Run:
     parked: bool = False
     waiting_for: list[str] = field(default_factory=list)  # the client's call ids, when parked
     seen_calls: dict[str, list[str]] = field(default_factory=dict)  # id -> [name, arguments]
+    # What the OpenAI request that started the run asked for, kept for the requests that
+    # continue it: the names of the client's tools, and whether the answer is typed JSON.
+    client_tools: frozenset[str] = frozenset()
+    typed: bool = False
 
 
 @dataclass
@@ -153,6 +158,9 @@ class Server:
     ) -> None:
         self.long_term_memory = long_term_memory
         self.busy = busy
+        # How long a run waits for an OpenAI client to send its tools' results before those
+        # calls fail (the model reads the error) and the run goes on without the client.
+        self.client_tool_timeout = 600.0
         self.max_live = 256
         self.factory = factory
         self.storage_path = storage_path
@@ -316,6 +324,8 @@ class Server:
             if agent is not None:
                 live.base_agent = live.session.agent
                 live.session.set_agent(agent)
+        from goagent_py.serve._agui import AguiMapper  # ag-ui-protocol: loaded with the routes
+
         run_id = "run_" + secrets.token_hex(8)
         run = Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
         live.run = run
