@@ -16,7 +16,8 @@ click. "Always for this thread" is recorded with the decision in the conversatio
 call of that tool in the thread is approved by the server without asking.
 
 An OpenAI-compatible client (serve/_openai.py) gets the waiting calls as its ``tool_calls``;
-its next request's tool messages are the decisions: ``"approved"``, ``"denied"`` or
+its next request's tool messages are the decisions: ``"approved"`` (``"approved: always"``:
+for the rest of the thread too), ``"denied"`` or
 ``"denied: <reason>"`` (an external tool's output as is), read by :func:`decisions_from_results`.
 """
 
@@ -183,12 +184,12 @@ def _from_tool_message(call_id: str, content: str) -> ToolDecision:
     said = content.strip()
     word, _, reason = said.partition(":")
     if word.strip().lower() in ("approved", "approve"):
-        return Approve()
+        return Approve(always=reason.strip().lower() == "always")
     if word.strip().lower() in ("denied", "deny"):
         return Deny(reason.strip() or "The user denied this call.")
     raise BadDecision(
         f"call {call_id!r} waits for your decision: answer it with a tool message whose "
-        f'content is "approved" or "denied: <reason>" (got {said[:60]!r})'
+        f'content is "approved", "approved: always" or "denied: <reason>" (got {said[:60]!r})'
     )
 
 

@@ -87,6 +87,9 @@ async def test_the_interrupt_and_its_resume_are_protocol_valid(db: str, helpers:
     async with helpers.client_for(app) as client:
         client.helpers = helpers
         tid, asked = await _ask(client, "disk")
+        # Nothing waits in the server for the click: the run ended, its record holds the call.
+        assert (await app.server.live_of("local", tid)).run is None
+        assert app.server.runs == {}
         entry = ResumeEntry(
             interrupt_id=asked[-1]["outcome"]["interrupts"][0]["id"], status="resolved"
         )

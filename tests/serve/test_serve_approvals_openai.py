@@ -227,3 +227,27 @@ async def test_responses_api_function_call_and_its_decision(db: str, helpers: An
     assert second.output_text.endswith("after: wiped disk")
     assert RAN == ["disk"]
     assert validate_transcript(stored, allow_pending=False) == []
+
+
+async def test_approved_always_approves_the_tool_for_the_thread(db: str, helpers: Any) -> None:
+    app = make_app(db, helpers)
+    async with _sdk(app) as client:
+        first = await client.chat.completions.create(
+            model="goagent", messages=[{"role": "user", "content": "a"}]
+        )
+        (call,) = first.choices[0].message.tool_calls
+        await client.chat.completions.create(
+            model="goagent",
+            messages=[
+                {"role": "user", "content": "a"},
+                first.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": "approved: always"},
+            ],
+        )
+        later = await client.chat.completions.create(
+            model="goagent", messages=[{"role": "user", "content": "b"}]
+        )
+    await app.aclose()
+    assert later.choices[0].finish_reason == "stop"  # not asked again in this thread
+    assert later.choices[0].message.content.endswith("after: wiped b")
+    assert RAN == ["a", "b"]
