@@ -34,14 +34,14 @@ from typing import Literal, Protocol, runtime_checkable
 
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
-from goagent_py._transcript import UI_ONLY_KEY, repair_transcript
+from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, waiting_at
 from goagent_py.agent import Agent, Prompt, to_messages
-from goagent_py.approvals import ToolDecision
+from goagent_py.approvals import ToolDecision, pending_of
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate
 from goagent_py.memory.base import ShortTermMemoryProtocol
 from goagent_py.messages import Message, Role, ToolCall
-from goagent_py.results import RunResult
+from goagent_py.results import PendingCall, RunResult
 from goagent_py.tools import Tool
 
 
@@ -142,6 +142,13 @@ class Session:
         """The conversation so far (a copy): with short-term memory, every stored message but
         the compaction boundaries (UI-only messages and what a summary covers included)."""
         return list(self._transcript)
+
+    @property
+    def pending(self) -> list[PendingCall]:
+        """The calls that wait for decisions (``resume(...)`` takes them), read from the
+        transcript; empty when nothing waits."""
+        at = waiting_at(self._transcript)
+        return [] if at < 0 else pending_of(self._transcript[at])[1]
 
     async def load(self) -> list[Message]:
         """Load the transcript from the agent's short-term memory (done before the first run).

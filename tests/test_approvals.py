@@ -385,9 +385,11 @@ async def test_a_session_waits_and_resumes_and_refuses_a_prompt_meanwhile(
     first = await session.prompt("clean up")
     assert first.stop_reason is StopReason.DEFERRED
 
+    assert [p.id for p in session.pending] == ["c1"]
     again = Session(session.agent)  # a fresh load keeps the calls waiting (no repair)
     await again.load()
     assert PENDING_KEY in again.transcript[-1].metadata
+    assert [(p.id, p.arguments) for p in again.pending] == [("c1", {"folder": "tmp", "count": 3})]
     with pytest.raises(ApprovalPendingError):
         await again.prompt("other")
 
@@ -527,3 +529,76 @@ async def test_deny_and_stop_stores_the_results_once_and_not_the_message_again(
     assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
     assert [m.role for m in result.messages] == [Role.TOOL]
     assert len(provider.requests) == 1
+
+
+async def test_update_where_replaces_the_newest_match_past_a_page_and_none_when_absent(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from goagent_py import user_message
+
+    async with SQLiteStorage(tmp_path / "u.db", session_id="s") as storage:
+        await storage.append([user_message(f"m{i}") for i in range(70)])
+
+        def is_m3(m: Message) -> bool:
+            return m.text == "m3"
+
+        new = await storage.update_where(is_m3, lambda m: replace(m, metadata={"seen": True}))
+        missing = await storage.update_where(lambda m: m.text == "nope", lambda m: m)
+        stored = await storage.load()
+
+    assert new is not None
+    assert new.metadata == {"seen": True}
+    assert missing is None
+    assert [m.metadata for m in stored if m.text == "m3"] == [{"seen": True}]
+    assert len(stored) == 70
+    assert [m.text for m in stored] == [f"m{i}" for i in range(70)]
+
+
+@pytest.mark.needs_extra("postgres")
+async def test_two_deciders_on_postgres_first_wins(pg_dsn: str) -> None:
+    import uuid
+
+    from goagent_py.memory.storage import PostgresStorage
+
+    table = f"t_{uuid.uuid4().hex[:12]}"
+    ran: list[dict[str, Any]] = []
+    async with (
+        PostgresStorage(pg_dsn, table=table, session_id="s") as first,
+        PostgresStorage(pg_dsn, table=table, session_id="s") as second,
+    ):
+        asking = Agent(
+            provider=ScriptedProvider(
+                tool_call_response(ToolCall("c1", "delete_files", {"folder": "t", "count": 1}))
+            ),
+            tools=[make_delete(ran)],
+            short_term_memory=ShortTermMemory(storage=first),
+        )
+        await asking.run("clean up")
+        barrier = asyncio.Barrier(2)
+
+        class Together(ShortTermMemory):
+            async def messages(self) -> list[Message]:
+                found = await super().messages()
+                await barrier.wait()
+                return found
+
+        deciders = [
+            Agent(
+                provider=ScriptedProvider("Done."),
+                tools=[make_delete(ran)],
+                short_term_memory=Together(storage=storage),
+            )
+            for storage in (first, second)
+        ]
+        outcomes = await asyncio.gather(
+            deciders[0].resume({"c1": Approve()}),
+            deciders[1].resume({"c1": Approve()}),
+            return_exceptions=True,
+        )
+        stored = await first.load()
+
+    assert sorted(type(o).__name__ for o in outcomes) == ["ApprovalConflictError", "RunResult"]
+    assert len(ran) == 1
+    assert validate_transcript(stored, allow_pending=False) == []

@@ -182,3 +182,20 @@ async def test_a_model_guardrail_asks_a_model_and_trips_on_block() -> None:
     assert "Only questions about cooking." in asked.system_prompt
     assert asked.messages[-1].text == "Who won the match?"
     assert asked.tools == []
+
+
+async def test_the_on_guardrail_hook_sees_every_decision_of_a_plain_run() -> None:
+    from goagent_py import Hooks
+
+    seen: list[GuardrailChecked] = []
+    agent = Agent(
+        provider=ScriptedProvider("Gladly."),
+        input_guardrails=[no_secrets],
+        output_guardrails=[polite],
+        hooks=Hooks(on_guardrail=seen.append),
+    )
+    await agent.run("hi")
+    assert [(e.kind, e.name, e.tripped) for e in seen] == [
+        ("input", "no_secrets", False),
+        ("output", "polite", False),
+    ]

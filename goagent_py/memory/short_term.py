@@ -140,14 +140,14 @@ class ShortTermMemory:
 
         Raises:
             ConfigurationError: the storage cannot update a message (it has no
-                ``update_where``: a third-party storage, or PostgreSQL for now).
+                ``update_where``: a third-party storage).
             MemoryStoreError: the storage failed.
         """
         method = getattr(self.storage, "update_where", None)
         if not callable(method):
             raise ConfigurationError(
                 f"{type(self.storage).__name__} cannot update a stored message, which deciding "
-                "a waiting tool call needs; use InMemoryStorage or SQLiteStorage"
+                "a waiting tool call needs; use InMemoryStorage, SQLiteStorage or PostgresStorage"
             )
         found: Message | None = await method(match, update)
         return found

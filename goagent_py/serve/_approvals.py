@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from goagent_py._metadata_keys import DECISIONS_KEY
 from goagent_py._transcript import waiting_at
@@ -40,9 +40,6 @@ from goagent_py.approvals import (
 from goagent_py.errors import ConfigurationError, NotPendingError
 from goagent_py.messages import Message
 from goagent_py.results import PendingCall
-
-if TYPE_CHECKING:
-    from ag_ui.core import Interrupt
 
 __all__ = [
     "abandoned",
@@ -80,9 +77,9 @@ def _call_json(p: PendingCall) -> dict[str, Any]:
     }
 
 
-def interrupts_of(calls: list[PendingCall]) -> list[Interrupt]:
+def interrupts_of(calls: list[PendingCall]) -> list[Any]:
     """AG-UI interrupts for the waiting calls: one each, named by the call's id."""
-    from ag_ui.core import Interrupt  # ag-ui-protocol: loaded with the routes (serve/_agui)
+    from ag_ui.core import Interrupt  # ag-ui-protocol loads with the routes (the AG-UI side)
 
     out = []
     for p in calls:
@@ -180,12 +177,17 @@ def decisions_from_body(body: Mapping[str, Any]) -> dict[str, ToolDecision]:
     return {str(k): _one(str(k), v) for k, v in raw.items()}
 
 
+_YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
+_NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected"})
+
+
 def _from_tool_message(call_id: str, content: str) -> ToolDecision:
     said = content.strip()
     word, _, reason = said.partition(":")
-    if word.strip().lower() in ("approved", "approve"):
+    word = word.strip().lower().rstrip(".!")
+    if word in _YES:
         return Approve(always=reason.strip().lower() == "always")
-    if word.strip().lower() in ("denied", "deny"):
+    if word in _NO:
         return Deny(reason.strip() or "The user denied this call.")
     raise BadDecision(
         f"call {call_id!r} waits for your decision: answer it with a tool message whose "

@@ -38,7 +38,7 @@ from starlette.responses import JSONResponse, Response
 from goagent_py.agent import Agent
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
-from goagent_py.serve._approvals import decisions_from_results
+from goagent_py.serve._approvals import decisions_from_results, pending_json
 from goagent_py.serve._server import HttpError, Live, Run, Server, error_body
 from goagent_py.serve._sse import RunStream
 from goagent_py.tool_context import current_tool_context
@@ -309,13 +309,17 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
             raise HttpError(409, "a run is in progress in this thread; decide after it")
         memory = live.session.agent.options.short_term_memory
         assert memory is not None  # a served thread always has its SQLite memory
+        stored = await memory.messages()
         try:
-            decisions = decisions_from_results(await memory.messages(), request.results)
-            return await server.start_run(user, thread_id, "", decisions=decisions)
+            decisions = decisions_from_results(stored, request.results)
+            resumed = await server.start_run(user, thread_id, "", decisions=decisions)
         except ApprovalError as exc:
             raise HttpError(409, str(exc)) from exc
         except ConfigurationError as exc:
             raise HttpError(400, str(exc)) from exc
+        for call in pending_json(stored):  # their results name them in this response
+            resumed.seen_calls[call["id"]] = [call["name"], json.dumps(call["arguments"])]
+        return resumed
     if request.results:
         assert waiting is not None
         missing = [c for c in waiting.waiting_for if c not in request.results]
@@ -382,10 +386,15 @@ async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
                 return
             elif kind == "RUN_FINISHED":
                 for asked in (item.get("outcome") or {}).get("interrupts", []):
-                    # A call that waits for a decision: the client's tool call to answer.
-                    name, arguments = calls.get(asked["toolCallId"], ["", ""])
-                    call = {"id": asked["toolCallId"], "name": name, "arguments": arguments}
-                    yield Step("client_call", call={**call, "arguments": arguments or "{}"})
+                    # A call that waits for a decision: the client's tool call to answer (the
+                    # run is over; "done" says tool_calls, serve/_approvals.py).
+                    meta = asked.get("metadata") or {}
+                    call = {
+                        "id": asked.get("toolCallId") or asked["id"],
+                        "name": meta.get("toolName", ""),
+                        "arguments": json.dumps(meta.get("arguments") or {}),
+                    }
+                    yield Step("client_call", call=call)
                 result = dict(item.get("result") or {})
                 result["usage"] = (item.get("usage") or [{}])[0]
                 yield Step("done", result=result)

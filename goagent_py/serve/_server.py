@@ -331,7 +331,9 @@ class Server:
         live.run = run
         self.runs[run_id] = run
         if decisions is not None:
-            stored = await live.session.load()
+            memory = live.session.agent.options.short_term_memory
+            assert memory is not None  # a served thread always has its SQLite memory
+            stored = await memory.messages()  # read only: Session.load would repair it
             try:  # checked again while this run holds the thread: two clicks, one wins
                 check_against(stored, decisions)
             except ApprovalError:
@@ -359,7 +361,8 @@ class Server:
             else:
                 # A new message while calls wait for the person: they are denied (the
                 # message is the answer), then the message runs.
-                stored = await live.session.load()
+                memory = live.session.agent.options.short_term_memory
+                stored = await memory.messages() if memory is not None else []
                 left = abandoned(stored)
                 if left is not None:
                     run.mapper.resuming(waiting_calls(stored))

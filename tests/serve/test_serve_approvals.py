@@ -165,3 +165,40 @@ async def test_a_new_message_while_a_call_waits_denies_it_and_runs(db: str, help
         Role.ASSISTANT,
     ]
     assert validate_transcript(stored) == []
+
+
+async def test_the_openai_endpoint_returns_waiting_calls_as_tool_calls(
+    db: str, helpers: Any
+) -> None:
+    RAN.clear()
+    app = make_app(db, helpers)
+    headers = {"X-Thread-Id": "approvals"}
+    async with helpers.client_for(app) as client:
+        asked = [{"role": "user", "content": "disk"}]
+        r = await client.post(
+            "/v1/chat/completions", json={"model": "m", "messages": asked}, headers=headers
+        )
+        choice = r.json()["choices"][0]
+        (call,) = choice["message"]["tool_calls"]
+        followed = [
+            *asked,
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "approve"},
+        ]
+        done = await client.post(
+            "/v1/chat/completions", json={"model": "m", "messages": followed}, headers=headers
+        )
+        again = await client.post(
+            "/v1/chat/completions", json={"model": "m", "messages": followed}, headers=headers
+        )
+    await app.aclose()
+
+    assert choice["finish_reason"] == "tool_calls"
+    assert call["function"] == {"name": "wipe", "arguments": '{"target": "disk"}'}
+    answer = done.json()["choices"][0]
+    assert answer["finish_reason"] == "stop"
+    assert answer["message"]["content"].endswith("after: wiped disk")
+    assert 'name="wipe"' in answer["message"]["content"]
+    assert RAN == ["disk"]
+    assert again.status_code == 409  # decided already: nothing waits for these results
+    assert "waits for a decision" in again.json()["error"]["message"]

@@ -258,23 +258,29 @@ class SQLiteStorage:
 
         def change(conn: sqlite3.Connection) -> Message | None:
             with transaction(conn):
-                rows = conn.execute(
-                    f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
-                    "WHERE session_id = ? ORDER BY seq DESC",
-                    (self.session_id,),
-                ).fetchall()
-                for seq, kind, raw in rows:
-                    (current,) = self._parse([(int(seq), str(kind), bytes(raw or b""))])
-                    if not match(current):
-                        continue
-                    new = update(current)
-                    row = messages_to_json([new])[1:-1].decode()
-                    conn.execute(
-                        f"UPDATE {_TABLE} SET message = ? WHERE session_id = ? AND seq = ?",
-                        (row, self.session_id, seq),
-                    )
-                    return new
-                return None
+                # Newest first, a page at a time: the message sought is nearly always the last.
+                before = None
+                while True:
+                    rows = conn.execute(
+                        f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
+                        "WHERE session_id = ? AND seq < COALESCE(?, seq + 1) "
+                        "ORDER BY seq DESC LIMIT 32",
+                        (self.session_id, before),
+                    ).fetchall()
+                    if not rows:
+                        return None
+                    for seq, kind, raw in rows:
+                        (current,) = self._parse([(int(seq), str(kind), bytes(raw or b""))])
+                        if not match(current):
+                            continue
+                        new = update(current)
+                        row = messages_to_json([new])[1:-1].decode()
+                        conn.execute(
+                            f"UPDATE {_TABLE} SET message = ? WHERE session_id = ? AND seq = ?",
+                            (row, self.session_id, seq),
+                        )
+                        return new
+                    before = int(rows[-1][0])
 
         return await self._call(change)
 
