@@ -252,6 +252,29 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
             }
         )
 
+    async def memory_history(request: Request) -> Response:
+        from goagent_py.errors import ConfigurationError
+        from goagent_py.memory.long_term import LongTermMemory
+        from goagent_py.memory.records import CURRENT, DELETED, SUPERSEDED
+
+        # 200 with "enabled": false when there is nothing to list, as /api/me answers 200
+        # either way: the page asks on every load, and a 404 would be a console error.
+        scope = memory_scope(await server.user(request))
+        ltm = server.long_term_memory
+        off = {"enabled": False, "memories": []}
+        if ltm is None:
+            return JSONResponse({**off, "reason": "this server has no long-term memory"})
+        if not isinstance(ltm, LongTermMemory):
+            reason = f"{type(ltm).__name__} keeps no history (use LongTermMemory)"
+            return JSONResponse({**off, "reason": reason})
+        everything = request.query_params.get("all", "") in ("1", "true", "yes")
+        states = (CURRENT, SUPERSEDED, DELETED) if everything else (CURRENT,)
+        try:
+            records = await ltm.records(session=scope, states=states)
+        except ConfigurationError as exc:  # a store that cannot list its entries
+            return JSONResponse({**off, "reason": str(exc)})
+        return JSONResponse({"enabled": True, "memories": [r.to_json() for r in records]})
+
     async def forget(request: Request) -> Response:
         scope = memory_scope(await server.user(request))
         ltm = _ltm()
@@ -307,6 +330,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         (t + "/stop", stop, ["POST"]),
         ("/api/runs/{run_id:str}/stop", stop_run, ["POST"]),
         ("/api/memories", memories, ["GET"]),
+        ("/api/memories/history", memory_history, ["GET"]),
         ("/api/memories/{memory_id:str}", forget, ["DELETE"]),
         ("/v1/models", models, ["GET"]),
         ("/v1/chat/completions", completions, ["POST"]),

@@ -129,10 +129,53 @@
           try {
             await api(`/api/memories/${encodeURIComponent(m.id)}`, { method: "DELETE" });
             item.remove();
+            await loadFacts();
           } catch (error) { status(error.message, true); }
         });
         item.appendChild(forget);
       }
+      list.appendChild(item);
+    }
+  }
+
+  // One line of a memory's history: "2026-11-27 08:01 updated by rules: "I live in Lisbon." → "I live in Porto.""
+  function changeLine(c) {
+    const said = (text) => "\u201c" + text + "\u201d";
+    const what = {
+      add: "added " + said(c.text),
+      update: "updated: " + said(c.previous) + " \u2192 " + said(c.text),
+      superseded: "replaced by " + said(c.text),
+      delete: "deleted " + said(c.previous || c.text),
+    }[c.op] || c.op;
+    const item = el("li");
+    item.appendChild(el("span", "when", (c.at || "").slice(0, 16).replace("T", " ") + " "));
+    item.appendChild(el("span", "", what + (c.decider ? " (by " + c.decider + ")" : "")));
+    return item;
+  }
+
+  async function loadFacts() {
+    const data = await api("/api/memories/history").catch((error) => {
+      status(error.message, true);
+      return { enabled: false, memories: [] };
+    });
+    // No long-term memory here, or one that cannot list: the section stays hidden.
+    for (const id of ["facts-title", "facts-hint", "fact-list"]) $(id).hidden = !data.enabled;
+    const memories = data.memories;
+    const list = $("fact-list");
+    list.replaceChildren();
+    if (!memories.length) list.appendChild(el("li", "muted", "nothing remembered yet"));
+    for (const m of memories) {
+      const item = el("li");
+      item.dataset.memoryId = m.id;
+      const fact = el("details", "fact");
+      const summary = el("summary", "", m.text);
+      const n = m.history.length;
+      summary.appendChild(el("span", "changes", n === 1 ? "1 change" : n + " changes"));
+      fact.appendChild(summary);
+      const history = el("ol", "history");
+      for (const c of m.history) history.appendChild(changeLine(c));
+      fact.appendChild(history);
+      item.appendChild(fact);
       list.appendChild(item);
     }
   }
@@ -295,6 +338,7 @@
       setRunning(false);
       state.controller = null;
       await loadThreads();
+      await loadFacts();
     }
   }
 
@@ -326,6 +370,7 @@
     $("app").hidden = false;
     $("whoami").textContent = "signed in as " + data.user;
     const threads = await loadThreads();
+    await loadFacts();
     const last = localStorage.getItem("goagent.thread");
     const pick = threads.find((t) => t.id === last) || threads[0];
     if (pick) await openThread(pick.id, pick.title);
