@@ -1147,11 +1147,12 @@ class Run:
                         self.log.warning("provider error: %s", reported.error)
                         raise failure
                 else:
-                    async for item in self._call_model(i, request):
-                        if isinstance(item, CompletionResponse):
-                            response = item
-                        else:
-                            yield item
+                    async with contextlib.aclosing(self._call_model(i, request)) as items:
+                        async for item in items:
+                            if isinstance(item, CompletionResponse):
+                                response = item
+                            else:
+                                yield item
                 assert response is not None
                 if budget is not None:
                     budget.charge(response.usage)
@@ -1214,8 +1215,14 @@ class Run:
                         ended = True
                         return
                     try:
-                        async for event in self._tools(i, message, calls):
-                            yield event
+                        # aclosing: a consumer that closes the stream mid-batch cancels the
+                        # calls (an as_tool child among them) now, not when the generator is
+                        # collected (issue 28).
+                        async with contextlib.aclosing(
+                            self._tools(i, message, calls)
+                        ) as tool_events:
+                            async for event in tool_events:
+                                yield event
                     except _Abort:
                         self._record_results(messages, calls, self._results)
                         raise

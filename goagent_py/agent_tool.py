@@ -23,6 +23,10 @@ What crosses the boundary:
 - **Failure**: a child that fails (``ProviderError``, ``MaxIterationsError``...) is an error
   result the parent's model reads (a ``ToolExecutionError`` whose ``__cause__`` is the child's
   error), not a crashed parent run.
+- **Typed output**: a child with an ``output_type`` returns its validated output as JSON to the
+  parent's model, and the object itself as the call's ``ToolResult.details`` (on the parent's
+  ``ToolExecutionEnd`` event and ``on_tool_end`` hook), so the parent's code need not parse it.
+- **Deps**: the parent run's ``deps`` are the child run's.
 - **History**: by default the child sees only the prompt its parent wrote. ``"last_user"``
   adds the parent's last user message; a function chooses from the parent's transcript.
   Thinking blocks never cross.
@@ -35,6 +39,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
+from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking
 from goagent_py.errors import ConfigurationError, ToolArgumentsError
@@ -63,6 +68,7 @@ class ChildAgent(Protocol):
         streaming: bool,
         history: list[Message] | None = None,
         path: tuple[str, ...] = (),
+        deps: Any = None,
     ) -> Run: ...
 
 
@@ -83,8 +89,15 @@ _PROMPT_SCHEMA: dict[str, Any] = {
 }
 
 
-def _default_returns(result: RunResult) -> str:
-    return result.text
+def _default_returns(result: RunResult[Any]) -> str:
+    output = result.output
+    if output is None or isinstance(output, str):
+        return result.text if output is None else output
+    # A typed child: the parent's model reads its output as JSON (pydantic loads only here,
+    # for typed runs, which have loaded it already).
+    from pydantic_core import to_json
+
+    return to_json(output).decode()
 
 
 _A = TypeVar("_A", bound=ChildAgent)
@@ -130,6 +143,8 @@ class AgentTool(Generic[_A]):
             agent = agent.replace(max_iterations=max_iterations)
         self.agent = agent
         self.name = name
+        if parameters is not None:
+            check_schema(parameters, what=f"as_tool({name!r}) parameters")
         self._definition = ToolDefinition(name, description, parameters or dict(_PROMPT_SCHEMA))
         self._custom_schema = parameters is not None
         self._prompt = prompt
@@ -185,7 +200,11 @@ class AgentTool(Generic[_A]):
         prompt, history = self._messages(transcript, text)
         path = (*ctx.path, self.name) if ctx is not None else (self.name,)
         run = await self.agent.start_run(
-            prompt, streaming=self._streaming, history=history, path=path
+            prompt,
+            streaming=self._streaming,
+            history=history,
+            path=path,
+            deps=ctx.deps if ctx is not None else None,
         )
         try:
             async with contextlib.aclosing(run.events()) as events:
@@ -196,6 +215,9 @@ class AgentTool(Generic[_A]):
             if ctx is not None and run.result is not None:
                 ctx.add_usage(run.result.usage)
         assert run.result is not None
+        output = run.result.output
+        if ctx is not None and output is not None and not isinstance(output, str):
+            ctx.set_details(output)  # the parent's code gets the object, not only its JSON
         returned = self._returns(run.result)
         if isinstance(returned, str):
             return [TextBlock(returned)]
@@ -237,7 +259,8 @@ def as_tool(
             or the arguments as JSON for a schema without ``prompt``).
         history: what the child sees of the parent's conversation (see :data:`HistoryMode`).
         max_iterations: the child's own iteration budget (default: the child agent's).
-        returns: turns the child's :class:`RunResult` into the tool result (default: its text).
+        returns: turns the child's :class:`RunResult` into the tool result (default: its text,
+            or for a typed child its output as JSON).
         streaming: run the child streaming, so its text deltas reach the parent's events.
 
     Raises:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
+from goagent_py._json_schema import check_parameters_once
 from goagent_py._tool_servers import ToolServer
 from goagent_py.approvals import RequiresApproval, RunContext
 from goagent_py.dispatch import (
@@ -36,7 +37,7 @@ from goagent_py.messages import Message, ToolCall
 from goagent_py.output import OutputSpec, OutputValidator
 from goagent_py.provider import CompletionRequest, OutputMode, Provider, ThinkingConfig
 from goagent_py.resilience import PerTool, RetryPolicy
-from goagent_py.tools import Tool, _name_of
+from goagent_py.tools import FunctionTool, Tool, _name_of
 
 __all__ = [
     "AfterToolCall",
@@ -381,6 +382,8 @@ class AgentOptions:
         self._check_approvals()
         if _given_any(self.sources, _OUTPUT):
             self.output = self.output_spec(self.output_type)
+            if self.output is not None and self.provider is not None:
+                self.output.mode_for(self.provider)  # a schema native mode cannot take fails here
 
     def _check_approvals(self) -> None:
         timeout = self.approval_timeout
@@ -488,6 +491,11 @@ class AgentOptions:
                     "definition and async execute(args)"
                 )
             name = _name_of(t)
+            if type(t) is not FunctionTool:  # a FunctionTool's schema was checked when made
+                definition = t.definition
+                check_parameters_once(
+                    definition, definition.parameters, what=f"tool {name!r} parameters"
+                )
             if name in seen:
                 raise ConfigurationError(
                     f"duplicate tool name {name!r}: every tool needs its own name "

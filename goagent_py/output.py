@@ -28,12 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from goagent_py._json_schema import check_schema
 from goagent_py.errors import ConfigurationError, ModelRetry, OutputValidationError
 from goagent_py.messages import Message, ToolCall
 from goagent_py.provider import (
     CompletionRequest,
     OutputFormat,
     OutputMode,
+    OutputSchemaLimits,
     Provider,
     StructuredOutputProvider,
 )
@@ -163,6 +165,7 @@ class OutputSpec(Generic[Out]):
                 f"output_type={output_type!r} has no JSON schema ({exc}); use a pydantic model, "
                 "a dataclass, a TypedDict, list[...], a union of them, a Literal, or str"
             ) from exc
+        schema = _inline_root(schema)
         if schema.get("type") == "object":
             self.schema = schema
         else:
@@ -174,17 +177,38 @@ class OutputSpec(Generic[Out]):
                 "required": ["response"],
                 **({"$defs": defs} if defs else {}),
             }
+        check_schema(self.schema, what=f"the JSON schema of output_type={self.name}")
         self.description = schema.get("description", "") or f"The final {self.name} answer."
 
     # -- requests --------------------------------------------------------------------------
 
     def mode_for(self, provider: Provider | None) -> OutputMode:
-        """The mode this run uses on ``provider``."""
-        if self.mode is not None:
-            return self.mode
-        if isinstance(provider, StructuredOutputProvider):
-            return provider.default_output_mode
-        return "tool"
+        """The mode this run uses on ``provider``: the agent's, else the provider's default;
+        a default ``"native"`` the provider cannot express for this schema becomes ``"tool"``.
+
+        Raises:
+            ConfigurationError: the agent asked for ``"native"`` and the provider cannot
+                express the schema (the message names the field).
+        """
+        mode = self.mode
+        if mode is None:
+            mode = (
+                provider.default_output_mode
+                if isinstance(provider, StructuredOutputProvider)
+                else "tool"
+            )
+        if mode != "native" or self.is_text or not isinstance(provider, OutputSchemaLimits):
+            return mode
+        problem = provider.native_output_problem(self.schema)
+        if problem is None:
+            return mode
+        if self.mode is None:
+            return "tool"  # the provider's default could not take it: the tool mode can
+        raise ConfigurationError(
+            f"output_mode='native': {type(provider).__name__} cannot express the schema of "
+            f"output_type={self.name}: {problem}; use output_mode='tool' or 'prompted', or "
+            "change the type"
+        )
 
     def shape(self, request: CompletionRequest, mode: OutputMode) -> CompletionRequest:
         """``request`` asking for this output (a new tool, a schema, or a prompt)."""
@@ -310,6 +334,19 @@ class OutputSpec(Generic[Out]):
     def failed(self, verdict: Verdict) -> OutputValidationError:
         """The error a run ends with when ``verdict`` is its last try."""
         return OutputValidationError(verdict.raw, verdict.feedback, self.retries)
+
+
+def _inline_root(schema: dict[str, Any]) -> dict[str, Any]:
+    """A recursive model's schema is a bare ``{"$ref": "#/$defs/Tree", "$defs": ...}``: inline
+    the referred object, so it is not wrapped as ``{"response": ...}`` like a non-object."""
+    ref = schema.get("$ref")
+    defs = schema.get("$defs") or {}
+    if not isinstance(ref, str) or not ref.startswith("#/$defs/") or len(schema) != 2:
+        return schema
+    target = defs.get(ref.removeprefix("#/$defs/"))
+    if not isinstance(target, dict) or target.get("type") != "object":
+        return schema
+    return {**target, "$defs": defs}
 
 
 def _feedback(errors: str) -> str:

@@ -15,6 +15,7 @@ __all__ = [
     "CompletionResponse",
     "OutputFormat",
     "OutputMode",
+    "OutputSchemaLimits",
     "Provider",
     "StreamDone",
     "StreamEvent",
@@ -178,6 +179,21 @@ class StructuredOutputProvider(Provider, Protocol):
     """
 
     default_output_mode: OutputMode
+
+
+@runtime_checkable
+class OutputSchemaLimits(Protocol):
+    """A provider whose native structured output cannot express every JSON schema.
+
+    A run whose output schema the provider cannot take uses the ``"tool"`` mode instead when
+    the mode was the provider's default, and fails with a
+    :class:`~goagent_py.ConfigurationError` naming the field when the agent asked for
+    ``output_mode="native"``.
+    """
+
+    def native_output_problem(self, schema: dict[str, Any]) -> str | None:
+        """What in ``schema`` (path first) native mode cannot express, or None."""
+        ...
 
 
 @runtime_checkable

@@ -30,12 +30,12 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, waiting_at
-from goagent_py.agent import Agent, Prompt, to_messages
+from goagent_py.agent import _UNSET, Agent, Prompt, to_messages
 from goagent_py.approvals import ToolDecision, pending_of
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate
@@ -61,6 +61,9 @@ __all__ = ["Session", "SessionState"]
 _log = logging.getLogger("goagent_py.session")
 
 Subscriber = Callable[[AgentEvent], object]
+
+
+RunOut = TypeVar("RunOut")
 
 
 @dataclass(slots=True, frozen=True)
@@ -349,14 +352,33 @@ class Session:
                 "for the run to end"
             )
 
-    async def prompt(self, prompt: Prompt) -> RunResult:
+    @overload
+    async def prompt(self, prompt: Prompt, *, deps: Any = None) -> RunResult[Any]: ...
+    @overload
+    async def prompt(
+        self, prompt: Prompt, *, output_type: type[RunOut], deps: Any = None
+    ) -> RunResult[RunOut]: ...
+    @overload
+    async def prompt(
+        self, prompt: Prompt, *, output_type: object, deps: Any = None
+    ) -> RunResult[Any]: ...
+    async def prompt(
+        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Any = None
+    ) -> RunResult[Any]:
         """Run the agent on ``prompt`` in this conversation and return the result.
+
+        Args:
+            prompt: as :meth:`Agent.run`.
+            output_type: this prompt's output type, instead of the agent's
+                (``result.output`` has it; the conversation keeps the answer's JSON).
+            deps: this run's request-scoped dependencies, as :meth:`Agent.run`.
 
         Raises:
             SessionBusyError: a run is in progress.
-            ProviderError, MaxIterationsError, MemoryStoreError: as :meth:`Agent.run`.
+            ProviderError, MaxIterationsError, MemoryStoreError, OutputValidationError: as
+                :meth:`Agent.run`.
         """
-        async for event in self.stream(prompt):
+        async for event in self.stream(prompt, output_type=output_type, deps=deps):
             del event
         assert self._last_result is not None
         return self._last_result
@@ -377,7 +399,9 @@ class Session:
         assert self._last_result is not None
         return self._last_result
 
-    async def resume(self, decisions: Mapping[str, ToolDecision]) -> RunResult:
+    async def resume(
+        self, decisions: Mapping[str, ToolDecision], *, deps: Any = None
+    ) -> RunResult[Any]:
         """Go on with a run that stopped on calls waiting for decisions (see
         :meth:`Agent.resume` for the decisions and the errors).
 
@@ -386,25 +410,29 @@ class Session:
             NotPendingError, ApprovalConflictError, ApprovalExpiredError: as
                 :meth:`Agent.resume`.
         """
-        async for event in self.stream_resume(decisions):
+        async for event in self.stream_resume(decisions, deps=deps):
             del event
         assert self._last_result is not None
         return self._last_result
 
     async def stream_resume(
-        self, decisions: Mapping[str, ToolDecision]
+        self, decisions: Mapping[str, ToolDecision], *, deps: Any = None
     ) -> AsyncGenerator[AgentEvent, None]:
         """Like :meth:`resume`, yielding the run's events as they happen."""
         self._claim("resume()")
-        async with contextlib.aclosing(self._go(None, decisions)) as events:
+        async with contextlib.aclosing(self._go(None, decisions, deps=deps)) as events:
             async for event in events:
                 yield event
 
-    async def stream(self, prompt: Prompt) -> AsyncGenerator[AgentEvent, None]:
+    async def stream(
+        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Any = None
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Like :meth:`prompt`, yielding the run's events as they happen."""
         messages = to_messages(prompt, "prompt()")
         self._claim("prompt()")
-        async with contextlib.aclosing(self._go(messages)) as events:
+        async with contextlib.aclosing(
+            self._go(messages, output_type=output_type, deps=deps)
+        ) as events:
             async for event in events:
                 yield event
 
@@ -445,6 +473,8 @@ class Session:
         self,
         prompt: list[Message] | None,
         decisions: Mapping[str, ToolDecision] | None = None,
+        output_type: object = _UNSET,
+        deps: Any = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         run: Run | None = None
         settled = False
@@ -458,6 +488,7 @@ class Session:
                     streaming=True,
                     control=self._control,
                     history=await self._history(),
+                    deps=deps,
                 )
             else:
                 run = await self.agent.start_run(
@@ -465,6 +496,8 @@ class Session:
                     streaming=True,
                     control=self._control,
                     history=await self._history(),
+                    output_type=output_type,
+                    deps=deps,
                 )
             self._run = run
             async with contextlib.aclosing(run.events()) as events:

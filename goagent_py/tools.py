@@ -28,6 +28,7 @@ from typing import (
     runtime_checkable,
 )
 
+from goagent_py._json_schema import check_schema
 from goagent_py._results import to_blocks
 from goagent_py._workers import run_in_thread, run_named
 from goagent_py.errors import ConfigurationError, ToolArgumentsError
@@ -230,8 +231,12 @@ def tool_func(
 
     ``fn`` may be sync (it runs in a worker thread) or async. ``parameters`` is a JSON schema,
     given as is to the model; ``None`` means an object with no properties.
+
+    Raises:
+        ConfigurationError: ``parameters`` is not valid JSON Schema (the message names the
+            path, e.g. ``properties.x.type: 'float' is not a JSON Schema type``).
     """
-    params = dict(parameters) if parameters is not None else {"type": "object", "properties": {}}
+    params = _parameters(name, parameters)
     return FunctionTool(ToolDefinition(name, description, params), _wrap(fn, _as_text))
 
 
@@ -243,8 +248,15 @@ def tool_blocks_func(
     | Callable[[dict[str, Any]], Awaitable[list[ContentBlock]]],
 ) -> Tool:
     """Like :func:`tool_func`, for functions that return content blocks (images, documents)."""
-    params = dict(parameters) if parameters is not None else {"type": "object", "properties": {}}
+    params = _parameters(name, parameters)
     return FunctionTool(ToolDefinition(name, description, params), _wrap(fn, _as_blocks))
+
+
+def _parameters(name: str, parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+    if parameters is None:
+        return {"type": "object", "properties": {}}
+    check_schema(parameters, what=f"tool {name!r} parameters")
+    return dict(parameters)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -20,7 +20,7 @@ from goagent_py import (
     OutputValidationError,
 )
 from goagent_py.memory import ShortTermMemory
-from goagent_py.messages import Role
+from goagent_py.messages import Role, TextBlock
 from goagent_py.output import FINAL_RESULT_TOOL, OutputContext
 from goagent_py.testing import ScriptedProvider, tool_call_response
 from goagent_py.tool_context import current_tool_context
@@ -341,3 +341,98 @@ def test_replace_keeps_the_output_settings_and_leaves_the_original_alone() -> No
     assert agent.options.output_validators == [first]
     assert clone.options.output_validators == [second]
     assert agent.replace(name="b").options.output_validators == [first]
+
+
+# -- schemas a provider cannot express, bounded retries, tool calls beside an answer ----------
+
+
+class Tree(BaseModel):
+    name: str
+    children: list[Tree] = []
+
+
+class GrammarProvider(ScriptedProvider):
+    """A scripted provider whose native mode is the default and cannot take recursion (as
+    the embedded model's grammar builder cannot)."""
+
+    default_output_mode = "native"
+
+    def native_output_problem(self, schema: dict[str, Any]) -> str | None:
+        return "$defs.Tree refers to itself" if "Tree" in schema.get("$defs", {}) else None
+
+
+def test_a_default_native_mode_falls_back_to_the_tool_for_a_schema_it_cannot_take() -> None:
+    p = GrammarProvider(final({"name": "root", "children": [{"name": "leaf"}]}))
+    result = Agent(provider=p, output_type=Tree).run_sync("tree?")
+    assert result.output == Tree(name="root", children=[Tree(name="leaf")])
+    assert p.requests[0].output is None
+    assert [t.name for t in p.requests[0].tools] == [FINAL_RESULT_TOOL]
+    # A schema it can take keeps the provider's native default.
+    q = GrammarProvider('{"name": "Oslo", "population": 1}')
+    assert Agent(provider=q, output_type=City).run_sync("?").output.name == "Oslo"
+    assert q.requests[0].output is not None
+
+
+def test_asking_native_for_a_schema_the_provider_cannot_take_fails_at_construction() -> None:
+    with pytest.raises(ConfigurationError, match=r"cannot express .*\$defs\.Tree refers to itself"):
+        Agent(provider=GrammarProvider(), output_type=Tree, output_mode="native")
+    # A run that asks for the type itself fails before any model call.
+    p = GrammarProvider()
+    agent = Agent(provider=p, output_mode="native", output_type=City)
+    with pytest.raises(ConfigurationError, match="output_mode='tool' or 'prompted'"):
+        agent.run_sync("?", output_type=Tree)
+    assert p.requests == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "answer"),
+    [
+        ("native", "not json at all"),
+        ("prompted", '{"name": "Oslo"}'),
+        ("tool", "a plain text answer, no final_result call"),
+    ],
+)
+def test_an_output_that_never_validates_ends_after_the_retries(mode: str, answer: str) -> None:
+    p = ScriptedProvider(*[answer] * 10)
+    agent = Agent(provider=p, output_type=City, output_mode=mode, output_retries=2)  # type: ignore[arg-type]
+    with pytest.raises(OutputValidationError) as info:
+        agent.run_sync("?")
+    assert len(p.requests) == 3  # the first answer and two retries, never more
+    assert info.value.raw_output == answer
+    assert info.value.run_result is not None
+
+
+def test_a_validator_that_always_asks_again_ends_after_the_retries() -> None:
+    def never(city: City) -> City:
+        raise ModelRetry("try again")
+
+    p = ScriptedProvider(*[final({"name": "A", "population": 1})] * 10)
+    agent = Agent(provider=p, output_type=City, output_validators=[never], output_retries=3)
+    with pytest.raises(OutputValidationError, match="try again"):
+        agent.run_sync("?")
+    assert len(p.requests) == 4
+
+
+def test_native_mode_runs_tools_called_beside_an_answer_and_reads_the_next_answer() -> None:
+    """The rule in native and prompted mode: a response with tool calls is not an answer, even
+    with JSON text beside them; the calls run and the model answers again."""
+    ran: list[str] = []
+
+    @tool
+    def population(city: str) -> int:
+        """Population of a city.
+
+        Args:
+            city: the city.
+        """
+        ran.append(city)
+        return 7
+
+    both = tool_call_response(("population", {"city": "Oslo"}))
+    both.message.content.insert(0, TextBlock('{"name": "Oslo", "population": 1}'))
+    p = ScriptedProvider(both, '{"name": "Oslo", "population": 7}')
+    agent = Agent(provider=p, tools=[population], output_type=City, output_mode="native")
+    result = agent.run_sync("?")
+    assert ran == ["Oslo"]
+    assert result.output == City(name="Oslo", population=7)
+    assert result.iterations == 2

@@ -108,6 +108,26 @@ class _Lost(Exception):
     """Internal: the connection broke under a request (the owner is reconnecting)."""
 
 
+# What the SDK client raises (a RuntimeError) when a result does not fit the tool's declared
+# outputSchema; the server answered, so it is the tool's error, not a connection failure.
+_BAD_STRUCTURED = "Invalid structured content returned by tool "
+_NO_STRUCTURED = "has an output schema but did not return structured content"
+
+
+def _output_schema_refusal(exc: BaseException) -> str | None:
+    """What the model reads when ``exc`` is the SDK's refusal of a result for its output
+    schema, or None for any other error."""
+    if not isinstance(exc, RuntimeError):
+        return None
+    text = str(exc)
+    if text.startswith(_BAD_STRUCTURED):
+        detail = text.split(": ", 1)[1] if ": " in text else text
+        return f"the result does not match its output schema: {detail}"
+    if _NO_STRUCTURED in text:
+        return "the tool returned no structured content, though it declares an output schema"
+    return None
+
+
 class MCPTool:
     """One tool of an MCP server, as a goagent-py :class:`~goagent_py.tools.Tool`.
 
@@ -183,6 +203,9 @@ class MCPTool:
             except (MCPError, ConfigurationError):
                 raise
             except Exception as exc:
+                refused = _output_schema_refusal(exc)
+                if refused is not None:  # the server's answer, not its connection, was wrong
+                    raise MCPToolError(server, self.definition.name, refused) from exc
                 code = getattr(getattr(exc, "error", None), "code", None)
                 if code is not None:  # a JSON-RPC error answer: the server refused the call
                     raise MCPToolError(
@@ -191,6 +214,10 @@ class MCPTool:
                 raise MCPConnectionError(server, describe(exc)) from exc
             if result.is_error:
                 raise MCPToolError(server, self.definition.name, _convert.error_text(result))
+            if ctx is not None and result.structured_content is not None:
+                # Validated against the tool's outputSchema by the SDK (see
+                # _output_schema_refusal): the calling code gets the data itself.
+                ctx.set_details(result.structured_content)
             return _convert.blocks_from_result(result)
         raise AssertionError("unreachable")
 

@@ -15,6 +15,7 @@ from goagent_py.orchestration._core import (
     Flow,
     FlowEvent,
     FlowResult,
+    FlowState,
     FlowTool,
     MaxStepsError,
     Node,
@@ -25,6 +26,7 @@ from goagent_py.orchestration._core import (
     Runnable,
     Step,
     StepFailedError,
+    current_flow_state,
 )
 from goagent_py.orchestration.graph import END, Branch, Graph, GraphState
 from goagent_py.orchestration.handoff import HandoffRefusedError, Handoffs, transfer_tool_name
@@ -37,6 +39,7 @@ __all__ = [
     "Flow",
     "FlowEvent",
     "FlowResult",
+    "FlowState",
     "FlowTool",
     "Graph",
     "GraphState",
@@ -57,5 +60,6 @@ __all__ = [
     "Step",
     "StepFailedError",
     "Supervisor",
+    "current_flow_state",
     "transfer_tool_name",
 ]

@@ -3,17 +3,26 @@
 A node is an :class:`~goagent_py.Agent`, an orchestration (:class:`Flow`), or a plain async
 function ``async (input: str) -> str``; :class:`Node` names one and gives it an input mapping
 and a retry policy. Every node run ends in a :class:`FlowResult`, so patterns nest freely.
+
+Nodes pass text to each other; a typed agent (``output_type=``) passes its output as JSON, and
+its typed value is the node's ``FlowResult.output``. Every run of a flow also has one
+:class:`FlowState`, shared by all its nodes (nested flows included): each node's output under
+its name, and the artifacts nodes put there, all plain JSON data so a durable run could
+checkpoint it; a node reaches it with :func:`current_flow_state`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import dataclasses
 import inspect
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from goagent_py.agent_tool import _PROMPT_SCHEMA
 from goagent_py.budget import Budget, BudgetExceededError, current_budget
@@ -31,6 +40,7 @@ __all__ = [
     "Flow",
     "FlowEvent",
     "FlowResult",
+    "FlowState",
     "MaxStepsError",
     "Node",
     "NodeEnd",
@@ -40,7 +50,10 @@ __all__ = [
     "Runnable",
     "Step",
     "StepFailedError",
+    "current_flow_state",
 ]
+
+T = TypeVar("T")
 
 AsyncFn: TypeAlias = Callable[[str], Awaitable[str]]
 Runnable: TypeAlias = "Agent | Flow | AsyncFn"
@@ -61,6 +74,7 @@ class Step:
         iterations: model calls it made (0 for a function).
         duration: seconds it took.
         error: what it failed with, or None.
+        output: a typed agent's validated output (``text`` is its JSON), else None.
     """
 
     path: tuple[str, ...]
@@ -69,6 +83,7 @@ class Step:
     iterations: int = 0
     duration: float = 0.0
     error: BaseException | None = None
+    output: Any = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -90,6 +105,9 @@ class FlowResult:
             (``Parallel(fail_fast=False)``), by name.
         state: a :class:`Graph`'s final state (plain data), else None.
         messages: for :class:`Handoffs`, the whole conversation, every agent's turns in order.
+        output: the typed output behind ``text`` (a typed agent's, or the last node's of a
+            pattern whose text is that node's), else None.
+        flow_state: the run's :class:`FlowState` (on the result of ``run``/``stream``).
     """
 
     text: str
@@ -102,9 +120,117 @@ class FlowResult:
     errors: Mapping[str, BaseException] = field(default_factory=dict)
     state: Any = None
     messages: tuple[Message, ...] = ()
+    output: Any = None
+    flow_state: FlowState | None = None
 
     def __str__(self) -> str:
         return self.text
+
+
+def _plain(value: Any, what: str) -> Any:
+    """``value`` as plain JSON data (a pydantic model or dataclass dumped), or a
+    ConfigurationError saying what was not."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+    try:
+        plain = to_jsonable_python(value)
+        json.dumps(plain)
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        raise ConfigurationError(
+            f"{what}: a {type(value).__name__} is not plain data ({exc}); a flow's state holds "
+            "JSON data (str, numbers, lists, dicts, pydantic models, dataclasses)"
+        ) from None
+    return plain
+
+
+@dataclass(slots=True)
+class FlowState:
+    """The state one run of a flow shares between its nodes, as plain JSON data.
+
+    Attributes:
+        outputs: each node's last output by its path below the root ("draft", or
+            "review/check" in a nested flow): a typed agent's output as JSON data (a dict for
+            a pydantic model), else its text.
+        artifacts: what nodes put with :meth:`put` (JSON data), by name.
+    """
+
+    outputs: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, Any] = field(default_factory=dict)
+
+    def put(self, name: str, value: Any) -> None:
+        """Keep ``value`` (JSON data, a pydantic model or a dataclass: stored as JSON data)
+        under ``name`` for the nodes after this one.
+
+        Raises:
+            ConfigurationError: ``name`` is not a non-empty str, or ``value`` is not plain data.
+        """
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"FlowState.put: name must be a non-empty str, got {name!r}")
+        self.artifacts[name] = _plain(value, f"FlowState.put({name!r})")
+
+    def output_as(self, name: str, kind: type[T]) -> T:
+        """The output of node ``name``, validated back into ``kind`` (a pydantic model...).
+
+        Raises:
+            KeyError: no node of that name has run (the message lists those that have).
+            pydantic.ValidationError: the output does not fit ``kind``.
+        """
+        if name not in self.outputs:
+            raise KeyError(f"no output named {name!r}; the outputs are {sorted(self.outputs)}")
+        return _validate(self.outputs[name], kind)
+
+    def artifact_as(self, name: str, kind: type[T]) -> T:
+        """The artifact ``name``, validated back into ``kind``.
+
+        Raises:
+            KeyError: no artifact of that name (the message lists those there are).
+        """
+        if name not in self.artifacts:
+            raise KeyError(f"no artifact {name!r}; the artifacts are {sorted(self.artifacts)}")
+        return _validate(self.artifacts[name], kind)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as one JSON-ready dict (a checkpoint)."""
+        return {"outputs": dict(self.outputs), "artifacts": dict(self.artifacts)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FlowState:
+        """The state a :meth:`to_dict` checkpoint holds."""
+        return cls(dict(data.get("outputs", {})), dict(data.get("artifacts", {})))
+
+
+def _validate(value: Any, kind: type[T]) -> T:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(kind).validate_python(value)
+
+
+_flow_state: contextvars.ContextVar[FlowState | None] = contextvars.ContextVar(
+    "goagent_flow_state", default=None
+)
+
+
+def current_flow_state() -> FlowState | None:
+    """The state of the flow run this code runs in (a node, or a tool of an agent node), or
+    None outside a flow."""
+    return _flow_state.get()
+
+
+@contextlib.contextmanager
+def _state_scope() -> Any:
+    """The running flow's state, or a new one for a root run (set for the run's duration)."""
+    state = _flow_state.get()
+    if state is not None:
+        yield state
+        return
+    state = FlowState()
+    token = _flow_state.set(state)
+    try:
+        yield state
+    finally:
+        _flow_state.reset(token)
 
 
 def combine(
@@ -119,6 +245,7 @@ def combine(
     usage = Usage()
     for _, r in parts:
         usage = usage + r.usage
+    last = parts[-1][1] if parts else None
     return FlowResult(
         text=text,
         usage=usage,
@@ -129,6 +256,7 @@ def combine(
         outputs={n: r.text for n, r in parts},
         errors=dict(errors or {}),
         state=state,
+        output=last.output if last is not None and last.text == text else None,
     )
 
 
@@ -275,10 +403,9 @@ class Flow:
             StepFailedError: a node failed (``path`` names it, ``partial`` holds what was done).
             MaxStepsError: a graph or loop ran past its limit.
         """
-        if budget is None:
-            return await self._invoke(input, Scope((self.name,)))
-        with budget:
-            return await self._invoke(input, Scope((self.name,)))
+        with _state_scope() as state, budget if budget is not None else contextlib.nullcontext():
+            result = await self._invoke(input, Scope((self.name,)))
+        return dataclasses.replace(result, flow_state=state)
 
     async def stream(self, input: str, *, budget: Budget | None = None) -> AsyncIterator[FlowEvent]:
         """Run on ``input`` yielding every event as it happens, from the root's
@@ -295,13 +422,13 @@ class Flow:
             finally:
                 queue.put_nowait(done)
 
-        with budget if budget is not None else contextlib.nullcontext():
-            task = asyncio.create_task(body())  # the task copies the context, budget included
+        with _state_scope() as state, budget if budget is not None else contextlib.nullcontext():
+            task = asyncio.create_task(body())  # the task copies the context: budget, state
         try:
             yield NodeStart(input, path=scope.path)
             while (item := await queue.get()) is not done:
                 yield item
-            result = await task
+            result = dataclasses.replace(await task, flow_state=state)
             yield NodeEnd(result, path=scope.path)
         finally:
             if not task.done():
@@ -449,6 +576,10 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
             if isinstance(exc, StepFailedError):
                 raise  # already names the node that failed, deepest first
             raise StepFailedError(here.path, exc) from exc
+        state = _flow_state.get()
+        if state is not None:
+            value = result.output if result.output is not None else result.text
+            state.outputs["/".join(here.path[1:])] = _plain(value, f"node {here.path!r} output")
         if here.emit is not None:
             here.emit(NodeEnd(result, path=here.path))
         return result
@@ -519,8 +650,15 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
     r = run.result
     assert r is not None
     duration = time.perf_counter() - start
-    step = Step(scope.path, r.text, r.usage, r.iterations, duration)
-    return FlowResult(r.text, r.usage, r.iterations, duration, (step,))
+    output = r.output
+    if output is None or isinstance(output, str):
+        text, output = r.text, None
+    else:  # a typed agent: the next node reads its output as JSON
+        from pydantic_core import to_json
+
+        text = to_json(output).decode()
+    step = Step(scope.path, text, r.usage, r.iterations, duration, output=output)
+    return FlowResult(text, r.usage, r.iterations, duration, (step,), output=output)
 
 
 # -- an orchestration as a tool ------------------------------------------------------------
@@ -559,11 +697,13 @@ class FlowTool:
             raise ToolArgumentsError(self.name, "'prompt' must be a non-empty string")
         ctx = current_tool_context()
         if ctx is None:
-            result = await self.flow._invoke(text, Scope((self.name,)))
+            with _state_scope():
+                result = await self.flow._invoke(text, Scope((self.name,)))
             return [TextBlock(result.text)]
         scope = Scope((*ctx.path, self.name), ctx.report)
         try:
-            result = await self.flow._invoke(text, scope)
+            with _state_scope():
+                result = await self.flow._invoke(text, scope)
         except Exception as exc:
             partial = getattr(exc, "partial", None)
             if isinstance(partial, FlowResult):

@@ -33,6 +33,7 @@ from typing import Any, cast
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from goagent_py._json_schema import recursive_def, walk_schema
 from goagent_py.errors import ConfigurationError, ProviderError, UnsupportedContentError
 from goagent_py.messages import (
     ContentBlock,
@@ -215,6 +216,15 @@ class AnthropicProvider(HTTPBackend):
             done = StreamDone(assembler.response())
         yield done
 
+    def native_output_problem(self, schema: dict[str, Any]) -> str | None:
+        """What in ``schema`` Claude's structured outputs cannot express (recursion, an object
+        with ``additionalProperties`` other than false, such as a ``dict[str, X]``), or None.
+
+        Implements :class:`~goagent_py.provider.OutputSchemaLimits`, so an agent that asks for
+        ``output_mode="native"`` with such a type is refused when it is built.
+        """
+        return structured_output_problem(schema)
+
     def _body(self, request: CompletionRequest) -> dict[str, Any]:
         if request.thinking is not None:
             self._check_thinking()
@@ -244,16 +254,55 @@ class AnthropicProvider(HTTPBackend):
 # --- request mapping (pure) -------------------------------------------------------------------
 
 
+# Constraints Claude's structured outputs refuse; the SDK moves them into the description (as
+# done here) and the client validates them: the run's output validation still checks them.
+_UNSUPPORTED_CONSTRAINTS = (
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "minLength", "maxLength", "maxItems",
+)  # fmt: skip
+
+
+def structured_output_problem(schema: dict[str, Any]) -> str | None:
+    """What in ``schema`` structured outputs cannot express (path first), or None."""
+    recursive = recursive_def(schema)
+    if recursive is not None:
+        return (
+            f"$defs.{recursive} refers to itself, and Claude's structured outputs do not "
+            "support recursive schemas"
+        )
+    for path, node in walk_schema(schema):
+        if not isinstance(node, dict) or node.get("type") != "object":
+            continue
+        extra = node.get("additionalProperties", False)
+        if extra is not False:
+            where = ".".join(map(str, path)) or "(root)"
+            return (
+                f"{where} is an object with additionalProperties={json.dumps(extra)}, and "
+                "Claude's structured outputs need additionalProperties: false on every object "
+                "(a dict[str, ...] cannot be expressed: use a model with named fields)"
+            )
+    return None
+
+
 def _closed_objects(schema: Any) -> Any:
-    """``schema`` with ``additionalProperties: false`` on every object (structured outputs
-    require it on objects)."""
+    """``schema`` as structured outputs take it: ``additionalProperties: false`` on every object
+    (required), and the constraints they refuse moved into the description (as the SDK does)."""
     if isinstance(schema, list):
         return [_closed_objects(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: _closed_objects(v) for k, v in schema.items()}
+    out = {
+        k: v if k in ("enum", "const", "default") else _closed_objects(v) for k, v in schema.items()
+    }
     if out.get("type") == "object":
         out.setdefault("additionalProperties", False)
+    moved = [k for k in _UNSUPPORTED_CONSTRAINTS if k in out]
+    if out.get("minItems", 0) not in (0, 1):
+        moved.append("minItems")
+    if moved and "type" in out:
+        notes = ", ".join(f"{k}: {json.dumps(out.pop(k))}" for k in moved)
+        description = out.get("description", "")
+        out["description"] = f"{description} ({notes})" if description else f"({notes})"
     return out
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib.util
 import json
 import threading
@@ -43,6 +44,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from goagent_py._json_schema import recursive_def
 from goagent_py.errors import (
     ConfigurationError,
     MissingExtraError,
@@ -139,6 +141,14 @@ _LOOSE_CHAR = r'char ::= [^"\\] |'
 _JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
 
 
+@functools.lru_cache(maxsize=64)
+def _gbnf(schema_json: str) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    gbnf: str = json_schema_to_gbnf(schema_json)
+    return gbnf.replace(_LOOSE_CHAR, _JSON_CHAR)
+
+
 def _schema_grammar(schema: dict[str, Any]) -> Any:
     """A llama.cpp grammar that admits only JSON valid for ``schema``. Passed as ``grammar=``:
     the function-calling chat format ignores ``response_format``.
@@ -147,10 +157,25 @@ def _schema_grammar(schema: dict[str, Any]) -> Any:
     small model wandered on inside a string until the token limit cut the JSON off; the rule is
     narrowed to llama.cpp's (no control characters), which makes it close the string.
     """
-    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+    from llama_cpp.llama_grammar import LlamaGrammar
 
-    gbnf = json_schema_to_gbnf(json.dumps(schema)).replace(_LOOSE_CHAR, _JSON_CHAR)
-    return LlamaGrammar.from_string(gbnf, verbose=False)
+    return LlamaGrammar.from_string(_gbnf(json.dumps(schema, sort_keys=True)), verbose=False)
+
+
+def grammar_problem(schema: dict[str, Any]) -> str | None:
+    """Why no grammar can be built for ``schema`` (llama-cpp-python's converter cannot follow
+    a recursive ``$ref``, for one), or None."""
+    try:
+        _gbnf(json.dumps(schema, sort_keys=True))
+    except Exception as exc:  # the converter raises KeyError, AssertionError, ValueError...
+        recursive = recursive_def(schema)
+        if recursive is not None:
+            return (
+                f"$defs.{recursive} refers to itself, and llama-cpp-python cannot build a "
+                "grammar for a recursive schema"
+            )
+        return f"llama-cpp-python cannot build a grammar for it ({type(exc).__name__}: {exc})"
+    return None
 
 
 class LlamaCppProvider:
@@ -202,6 +227,11 @@ class LlamaCppProvider:
     default_output_mode: OutputMode = "native"
     """Typed output is grammar-constrained (the schema becomes a llama.cpp grammar): a small
     model follows a grammar far more surely than it picks a final-result tool."""
+
+    def native_output_problem(self, schema: dict[str, Any]) -> str | None:
+        """Why ``schema`` cannot become a grammar, or None (a schema that cannot makes a run
+        whose mode is the default use the final-result tool instead)."""
+        return grammar_problem(schema)
 
     def __init__(
         self,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from goagent_py import (
     Agent,
     ConfigurationError,
+    Hooks,
     Message,
     ProviderError,
     Role,
@@ -22,6 +25,7 @@ from goagent_py import (
 from goagent_py.agent_tool import as_tool, unwrap
 from goagent_py.events import AgentEnd, AgentStart, ToolExecutionEnd, ToolExecutionUpdate
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+from goagent_py.tool_context import current_tool_context
 
 
 def agent(provider: ScriptedProvider, **settings: Any) -> Agent:
@@ -239,3 +243,89 @@ async def test_returns_shapes_the_result() -> None:
     bad = as_tool(agent(ScriptedProvider("x")), name="b", description="B.", returns=lambda r: 3)  # type: ignore[arg-type,return-value]
     with pytest.raises(ConfigurationError, match="returns must give"):
         await bad.execute({"prompt": "go"})
+
+
+async def test_closing_the_parents_stream_stops_the_child_at_once() -> None:
+    """Issue 28: breaking out of a parent's stream() (and closing it, as ``async with
+    aclosing`` or ``aclose()`` does) stops the as_tool child before aclose() returns, not when
+    a garbage-collection finaliser gets round to it."""
+    entered = asyncio.Event()
+    child_ended: list[str] = []
+
+    @tool
+    async def wait() -> str:
+        """Wait forever."""
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            child_ended.append("tool")
+        return "never"
+
+    child = agent(
+        ScriptedProvider(tool_call_response(("wait", {}))),
+        tools=[wait],
+        hooks=Hooks(on_run_end=lambda result: child_ended.append("run")),
+    )
+    parent = agent(
+        ScriptedProvider(delegate("research", "q")),
+        tools=[as_tool(child, name="research", description="R.")],
+    )
+    stream = parent.stream("go")
+    async for event in stream:
+        if isinstance(unwrap(event), ToolExecutionUpdate) or entered.is_set():
+            break
+    await entered.wait()
+    # `stream` still references the generator, so no finaliser can be what closes it.
+    assert child_ended == []
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert child_ended == ["tool", "run"]
+    assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
+
+
+class Brief(BaseModel):
+    topic: str
+    points: list[str]
+
+
+async def test_a_typed_child_returns_json_to_the_model_and_the_object_to_the_code() -> None:
+    child = agent(
+        ScriptedProvider(
+            tool_call_response(("final_result", {"topic": "batteries", "points": ["a", "b"]}))
+        ),
+        output_type=Brief,
+    )
+    parent_p = ScriptedProvider(delegate("research", "batteries"), "Done.")
+    parent = agent(parent_p, tools=[as_tool(child, name="research", description="R.")])
+    ends = [
+        e.result
+        async for e in parent.stream("brief me", deps={"user": "u1"})
+        if isinstance(e, ToolExecutionEnd)
+    ]
+    # The parent's model reads the child's output as JSON...
+    tool_message = parent_p.requests[1].messages[-1]
+    assert tool_message.role is Role.TOOL
+    assert json.loads(tool_message.text) == {"topic": "batteries", "points": ["a", "b"]}
+    # ...and the parent's code gets the object.
+    (end,) = ends
+    assert end.details == Brief(topic="batteries", points=["a", "b"])
+
+
+async def test_the_parents_deps_reach_the_child() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def whoami() -> str:
+        """Who is asking."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        seen.append(ctx.deps)
+        return "u1"
+
+    child = agent(ScriptedProvider(tool_call_response(("whoami", {})), "u1"), tools=[whoami])
+    parent = agent(
+        ScriptedProvider(delegate("ask", "who?"), "ok"),
+        tools=[as_tool(child, name="ask", description="A.")],
+    )
+    await parent.run("go", deps={"user": "u1"})
+    assert seen == [{"user": "u1"}]

@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from goagent_py import Agent
+from goagent_py import Agent, ConfigurationError, OutputValidationError
 from goagent_py.providers import AnthropicProvider, OllamaProvider, OpenAIProvider
 
 
@@ -166,3 +166,106 @@ async def test_ollama_sends_the_schema_as_format_in_native_mode_only(mode: str) 
         assert '"population"' in body["messages"][0]["content"]
         assert body["messages"][0]["role"] == "system"
     await client.aclose()
+
+
+# Anthropic's structured outputs (platform docs, "Structured outputs", GA: no beta header):
+# ``output_config: {"format": {"type": "json_schema", "schema": ...}}`` beside ``effort``;
+# every object needs ``additionalProperties: false``; recursive schemas are not supported;
+# numeric and string constraints (minimum, maximum, multipleOf, minLength, maxLength) are
+# refused, and the SDK moves them into the description and validates them itself.
+
+
+class Bounded(BaseModel):
+    rating: int = Field(ge=1, le=5, description="Stars")
+    code: str = Field(max_length=3)
+
+
+class Tree(BaseModel):
+    name: str
+    children: list[Tree] = []
+
+
+def _anthropic_reply(text: str) -> dict[str, Any]:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 5, "output_tokens": 7},
+    }
+
+
+async def test_anthropic_sends_the_documented_body_and_moves_refused_constraints() -> None:
+    bodies, client = _recorder(_anthropic_reply('{"rating": 4, "code": "abc"}'))
+    provider = AnthropicProvider(api_key="k", http_client=client)
+    agent = Agent(
+        provider=provider, model="claude-sonnet-4-6", output_type=Bounded, output_mode="native"
+    )
+    result = await agent.run("rate it")
+    assert result.output == Bounded(rating=4, code="abc")
+    body = bodies[0]
+    assert "output_format" not in body  # the beta field; GA is output_config.format
+    assert "tools" not in body or all(t["name"] != "final_result" for t in body["tools"])
+    assert body["output_config"] == {
+        "format": {
+            "type": "json_schema",
+            "schema": {
+                "type": "object",
+                "title": "Bounded",
+                "properties": {
+                    "rating": {
+                        "type": "integer",
+                        "title": "Rating",
+                        "description": "Stars (minimum: 1, maximum: 5)",
+                    },
+                    "code": {"type": "string", "title": "Code", "description": "(maxLength: 3)"},
+                },
+                "required": ["rating", "code"],
+                "additionalProperties": False,
+            },
+        }
+    }
+    await client.aclose()
+
+
+async def test_anthropic_output_still_checks_the_moved_constraints() -> None:
+    _, client = _recorder(_anthropic_reply('{"rating": 9, "code": "abc"}'))
+    provider = AnthropicProvider(api_key="k", http_client=client)
+    agent = Agent(
+        provider=provider,
+        model="claude-sonnet-4-6",
+        output_type=Bounded,
+        output_mode="native",
+        output_retries=0,
+    )
+    with pytest.raises(OutputValidationError, match="rating"):
+        await agent.run("rate it")
+    await client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("output_type", "match"),
+    [
+        (Tree, r"\$defs\.Tree refers to itself"),
+        (dict[str, int], r"\(root\) is an object with additionalProperties"),
+    ],
+)
+def test_anthropic_native_refuses_what_it_cannot_express(output_type: Any, match: str) -> None:
+    provider = AnthropicProvider(api_key="k")
+    with pytest.raises(ConfigurationError, match=match):
+        Agent(provider=provider, model="m", output_type=output_type, output_mode="native")
+    # The default (tool) mode takes the same types.
+    Agent(provider=provider, model="m", output_type=output_type)
+
+
+def test_the_embedded_models_grammar_builder_cannot_take_recursion() -> None:
+    pytest.importorskip("llama_cpp", reason='needs the "local" extra')
+    from goagent_py.providers.llama_cpp import grammar_problem
+
+    assert grammar_problem(City.model_json_schema()) is None
+    problem = grammar_problem(Tree.model_json_schema())
+    assert problem is not None
+    assert "$defs.Tree refers to itself" in problem
