@@ -70,6 +70,7 @@ async def bench(workers: int, runs: int) -> None:
             start = time.perf_counter()
             answers = await asyncio.gather(*(one(i) for i in range(runs)), return_exceptions=True)
             elapsed = time.perf_counter() - start
+            per_step = await overhead(env.client, durable)
         failed = [a for a in answers if isinstance(a, BaseException)]
         wrong = [
             i
@@ -97,12 +98,32 @@ async def bench(workers: int, runs: int) -> None:
             print(f"run latency: p50 {statistics.median(latencies):.2f}s  p95 {q[18]:.2f}s")
         for error in failed[:3]:
             print("error:", repr(error))
+        print(per_step)
     finally:
         for proc in procs:
             proc.kill()
             proc.wait()
         pg.cleanup()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+async def overhead(client: object, durable: object, n: int = 20) -> str:
+    """Per-step overhead of a durable run against a plain run of the same agent (one at a time,
+    on the same workers, after the load): a run is 3 steps (2 model calls, 1 tool call)."""
+    durable_times, plain_times = [], []
+    for i in range(n):
+        start = time.perf_counter()
+        await durable.execute(client, f"Add {i} and 2", session_id=f"o-{i}")  # type: ignore[attr-defined]
+        durable_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        await durable.agent.run(f"Add {i} and 2")  # type: ignore[attr-defined]
+        plain_times.append(time.perf_counter() - start)
+    d, p = statistics.median(durable_times), statistics.median(plain_times)
+    return (
+        f"one run at a time (median of {n}): durable {d * 1000:.1f} ms, plain {p * 1000:.2f} ms;"
+        f" per step (3 a run): durable {d / 3 * 1000:.1f} ms, plain {p / 3 * 1000:.3f} ms,"
+        f" overhead {(d - p) / 3 * 1000:.1f} ms"
+    )
 
 
 def main() -> None:

@@ -28,19 +28,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
-from goagent_py._transcript import UI_ONLY_KEY, repair_transcript
+from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, waiting_at
 from goagent_py.agent import _UNSET, Agent, Prompt, to_messages
+from goagent_py.approvals import ToolDecision, pending_of
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate
 from goagent_py.memory.base import ShortTermMemoryProtocol
 from goagent_py.messages import Message, Role, ToolCall
-from goagent_py.results import RunResult
+from goagent_py.results import PendingCall, RunResult
 from goagent_py.tools import Tool
 
 
@@ -144,6 +145,13 @@ class Session:
         """The conversation so far (a copy): with short-term memory, every stored message but
         the compaction boundaries (UI-only messages and what a summary covers included)."""
         return list(self._transcript)
+
+    @property
+    def pending(self) -> list[PendingCall]:
+        """The calls that wait for decisions (``resume(...)`` takes them), read from the
+        transcript; empty when nothing waits."""
+        at = waiting_at(self._transcript)
+        return [] if at < 0 else pending_of(self._transcript[at])[1]
 
     async def load(self) -> list[Message]:
         """Load the transcript from the agent's short-term memory (done before the first run).
@@ -391,13 +399,40 @@ class Session:
         assert self._last_result is not None
         return self._last_result
 
+    async def resume(
+        self, decisions: Mapping[str, ToolDecision], *, deps: Any = None
+    ) -> RunResult[Any]:
+        """Go on with a run that stopped on calls waiting for decisions (see
+        :meth:`Agent.resume` for the decisions and the errors).
+
+        Raises:
+            SessionBusyError: a run is in progress.
+            NotPendingError, ApprovalConflictError, ApprovalExpiredError: as
+                :meth:`Agent.resume`.
+        """
+        async for event in self.stream_resume(decisions, deps=deps):
+            del event
+        assert self._last_result is not None
+        return self._last_result
+
+    async def stream_resume(
+        self, decisions: Mapping[str, ToolDecision], *, deps: Any = None
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Like :meth:`resume`, yielding the run's events as they happen."""
+        self._claim("resume()")
+        async with contextlib.aclosing(self._go(None, decisions, deps=deps)) as events:
+            async for event in events:
+                yield event
+
     async def stream(
         self, prompt: Prompt, *, output_type: object = _UNSET, deps: Any = None
     ) -> AsyncGenerator[AgentEvent, None]:
         """Like :meth:`prompt`, yielding the run's events as they happen."""
         messages = to_messages(prompt, "prompt()")
         self._claim("prompt()")
-        async with contextlib.aclosing(self._go(messages, output_type, deps)) as events:
+        async with contextlib.aclosing(
+            self._go(messages, output_type=output_type, deps=deps)
+        ) as events:
             async for event in events:
                 yield event
 
@@ -435,7 +470,11 @@ class Session:
         self._control.abort_reason = ""
 
     async def _go(
-        self, prompt: list[Message] | None, output_type: object = _UNSET, deps: Any = None
+        self,
+        prompt: list[Message] | None,
+        decisions: Mapping[str, ToolDecision] | None = None,
+        output_type: object = _UNSET,
+        deps: Any = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         run: Run | None = None
         settled = False
@@ -443,14 +482,23 @@ class Session:
         try:
             if not self._loaded:
                 await self.load()
-            run = await self.agent.start_run(
-                prompt,
-                streaming=True,
-                control=self._control,
-                history=await self._history(),
-                output_type=output_type,
-                deps=deps,
-            )
+            if decisions is not None:
+                run = await self.agent.start_resume(
+                    decisions,
+                    streaming=True,
+                    control=self._control,
+                    history=await self._history(),
+                    deps=deps,
+                )
+            else:
+                run = await self.agent.start_run(
+                    prompt,
+                    streaming=True,
+                    control=self._control,
+                    history=await self._history(),
+                    output_type=output_type,
+                    deps=deps,
+                )
             self._run = run
             async with contextlib.aclosing(run.events()) as events:
                 async for event in events:

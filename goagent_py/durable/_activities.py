@@ -30,6 +30,7 @@ from goagent_py._transcript import error_result
 from goagent_py.dispatch import Dispatcher, error_text
 from goagent_py.errors import (
     ConfigurationError,
+    CorruptedDataError,
     ToolArgumentsError,
     ToolBlockedError,
     ToolExecutionError,
@@ -47,6 +48,7 @@ from goagent_py.tools import Tool
 
 from ._mcp import MCPServers, call_activity, list_activity
 from ._wire import (
+    HISTORY_REF_KEY,
     MEMORY_ID_KEY,
     ErrorData,
     PayloadTooLargeError,
@@ -55,17 +57,22 @@ from ._wire import (
     content_to_text,
     definition_to_data,
     error_to_data,
+    history_digest,
     messages_from_text,
     messages_to_text,
     request_from_data,
     response_to_data,
     server_blob_limit,
+    stand_in,
     tool_error_to_data,
     usage_to_data,
 )
 from .agent import DurableAgent, ProviderRegistry
 
 T = TypeVar("T")
+# How long a workflow task waits on a worker's sticky queue before any worker may take it: the
+# part of crash recovery that Temporal's 10 s default made the longest (issue 36).
+_STICKY_TIMEOUT = timedelta(seconds=1)
 Activity = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -161,10 +168,45 @@ class _AgentActivities:
             self.server_limit = 0 if client is None else await server_blob_limit(client)
         check_size(data, what, self.limit, server_limit=self.server_limit)
 
+    async def _history(self, session_id: str, messages: list[Message]) -> list[Message]:
+        """``messages`` with each stand-in replaced by the stored message it stands for.
+
+        Raises:
+            CorruptedDataError: a stand-in's message is no longer stored (the history was
+                rewritten under the run): the run fails loudly rather than send a different
+                conversation.
+        """
+        wanted = {m.metadata[HISTORY_REF_KEY] for m in messages if HISTORY_REF_KEY in m.metadata}
+        if not wanted:
+            return messages
+        memory = self.durable.short_term_memory(session_id)
+        found: dict[str, Message] = {}
+        sources: list[Any] = [] if memory is None else [memory.messages]
+        storage = getattr(memory, "storage", None)
+        if storage is not None:  # the window may have moved on since the load
+            sources.append(storage.load)
+        for source in sources:
+            for m in await _heartbeating(source()):
+                digest = history_digest(m)
+                if digest in wanted:
+                    found[digest] = m
+            if len(found) == len(wanted):
+                break
+        missing = len(wanted) - len(found)
+        if missing:
+            raise CorruptedDataError(  # not retried: a retry reads the same rows
+                f"session {session_id!r}: {missing} message(s) of the history this run loaded "
+                "are no longer stored (was the history rewritten under a running durable run?)"
+            )
+        return [found.get(m.metadata.get(HISTORY_REF_KEY, ""), m) for m in messages]
+
     async def model(self, data: dict[str, Any]) -> dict[str, Any]:
         request = request_from_data(data["request"])
         what = f"model {request.model!r}"
         try:
+            if "session_id" in data:
+                history = await self._history(str(data["session_id"]), request.messages)
+                request = replace(request, messages=history)
             provider = self.registry.resolve(str(data["provider"]))
             response = await _heartbeating(provider.complete(request))
             out = response_to_data(response)
@@ -293,7 +335,12 @@ class _AgentActivities:
 
             # Fail closed, as in a plain run: a broken approval check blocks the call.
             reason = await gate_reason(
-                o.before_tool_call, o.before_tool_call_sees_message, shown, message, o.logger
+                o.before_tool_call,
+                o.before_tool_call_sees_message,
+                shown,
+                message,
+                o.logger,
+                sees_run=o.before_tool_call_sees_run,
             )
         if reason is not None:
             return await self._after(error_result(call, ToolBlockedError(call.name, reason)))
@@ -309,7 +356,8 @@ class _AgentActivities:
         memory = self.durable.short_term_memory(str(data["session_id"]))
         try:
             messages = [] if memory is None else await _heartbeating(memory.messages())
-            out = {"messages": messages_to_text(messages)}
+            # By reference (issue 30): the history stays here; the workflow gets stand-ins.
+            out = {"messages": messages_to_text([stand_in(m, history_digest(m)) for m in messages])}
             await self._check_size(out, "short-term memory load")
         except Exception as exc:
             raise self._fail(exc, "short-term memory load") from exc
@@ -461,7 +509,13 @@ def create_worker(
         agents: the durable agents this worker serves (all on one task queue).
         registry: builds providers from specs (default: :meth:`ProviderRegistry.default`).
         task_queue: the task queue (default: the agents' own, which must agree).
-        **worker_options: passed to ``temporalio.worker.Worker``.
+        **worker_options: passed to ``temporalio.worker.Worker``. Its
+            ``sticky_queue_schedule_to_start_timeout`` defaults to 1 s here (Temporal's own
+            default is 10 s): a workflow task waiting for a worker that died goes to another
+            worker after that long, so a run continues within ~3 s of a crash (with the
+            agent's ``heartbeat_timeout=1.0, retry_interval=0.1``). A busier worker may see
+            more of its tasks move to another worker (which then replays the run's history):
+            raise it for long histories on loaded workers.
     """
     from ._workflow import AgentWorkflow
 
@@ -476,6 +530,7 @@ def create_worker(
             )
         task_queue = queues.pop()
     groups = _groups(agents, registry or ProviderRegistry.default())
+    worker_options.setdefault("sticky_queue_schedule_to_start_timeout", _STICKY_TIMEOUT)
     worker = _Worker(
         client,
         task_queue=task_queue,

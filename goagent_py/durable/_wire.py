@@ -22,7 +22,7 @@ from goagent_py.errors import (
     ToolError,
     ToolTimeoutError,
 )
-from goagent_py.messages import ContentBlock, Message, Role, StopReason, Usage
+from goagent_py.messages import ContentBlock, Message, Role, StopReason, ToolCall, Usage
 from goagent_py.messages import messages_from_json as _from_json
 from goagent_py.messages import messages_to_json as _to_json
 from goagent_py.provider import CompletionRequest, CompletionResponse, ThinkingConfig
@@ -34,6 +34,16 @@ MEMORY_ID_KEY = "goagent.memory_id"
 :class:`~goagent_py.memory.LongTermMemory`) upserts the same rows when the activity is retried.
 A memory with ``store_once(key, messages, *, session)`` gets the key ``<run id>:store:<n>``
 instead."""
+
+HISTORY_REF_KEY = "goagent.ref"
+"""The metadata key of a stand-in: a history message that stays on the workers (issue 30).
+
+The load activity gives the workflow one stand-in per history message: its role, tool-call ids
+and names and tool-result id (what the loop's pairing rules read), no content, and under this
+key the digest of the stored message (:func:`history_digest`). The model activity puts the
+stored messages back in their place, so neither the load's result nor any model request
+carries the history: what the workflow records grows with the number of messages, not their
+size."""
 
 DEFAULT_PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's default limit on one payload (the server refuses bigger blobs)."""
@@ -104,6 +114,25 @@ def messages_to_text(messages: Sequence[Message]) -> str:
 def messages_from_text(text: str) -> list[Message]:
     """Messages from :func:`messages_to_text`'s JSON (only goagent-py's own types)."""
     return _from_json(text)
+
+
+def history_digest(message: Message) -> str:
+    """A stored message's digest: the reference a stand-in carries."""
+    import hashlib
+
+    return hashlib.sha256(_to_json([message])).hexdigest()
+
+
+def stand_in(message: Message, digest: str) -> Message:
+    """The workflow's stand-in for a history message (see :data:`HISTORY_REF_KEY`)."""
+    return Message(
+        message.role,
+        [],
+        tool_calls=[ToolCall(c.id, c.name, {}) for c in message.tool_calls],
+        tool_call_id=message.tool_call_id,
+        is_error=message.is_error,
+        metadata={HISTORY_REF_KEY: digest},
+    )
 
 
 def content_to_text(content: Sequence[ContentBlock]) -> str:

@@ -28,6 +28,7 @@ from temporalio.exceptions import (
     is_cancelled_exception,
 )
 
+from goagent_py._control import AbortMode, RunControl
 from goagent_py.agent import Agent
 from goagent_py.dispatch import DispatchFunc
 from goagent_py.errors import (
@@ -38,7 +39,15 @@ from goagent_py.errors import (
     ProviderError,
 )
 from goagent_py.hooks import Hooks, ProviderEvent, ToolResult
-from goagent_py.messages import ContentBlock, Message, Role, ScoredMessage, TextBlock, ToolCall
+from goagent_py.messages import (
+    ContentBlock,
+    Message,
+    Role,
+    ScoredMessage,
+    StopReason,
+    TextBlock,
+    ToolCall,
+)
 from goagent_py.provider import CompletionRequest, CompletionResponse
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition
@@ -178,7 +187,8 @@ class _Calls:
             start_to_close_timeout=timedelta(seconds=float(c[timeout_key])),
             heartbeat_timeout=None if heartbeat is None else timedelta(seconds=float(heartbeat)),
             retry_policy=RetryPolicy(
-                initial_interval=timedelta(seconds=1),
+                # Runs started before retry_interval existed waited 1 s.
+                initial_interval=timedelta(seconds=float(c.get("retry_interval", 1.0))),
                 maximum_interval=timedelta(seconds=float(c["max_retry_delay"])),
                 maximum_attempts=int(c["max_attempts"]),
                 non_retryable_error_types=_NON_RETRYABLE,
@@ -189,12 +199,18 @@ class _Calls:
 class _ModelProxy:
     """A provider whose ``complete`` is the activity ``goagent.model.<agent>``."""
 
-    def __init__(self, calls: _Calls) -> None:
+    def __init__(self, calls: _Calls, session_id: str) -> None:
         self._calls = calls
+        self._session = session_id
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         calls = self._calls
-        data = {"provider": calls.config["provider"], "request": request_to_data(request)}
+        # The history's messages are stand-ins: the activity reads them from the session.
+        data = {
+            "provider": calls.config["provider"],
+            "request": request_to_data(request),
+            "session_id": self._session,
+        }
         check_size(data, f"model {request.model!r} request", **_limits(calls.config))
         try:
             out = await calls.activity(f"goagent.model.{calls.agent}", data, "model_timeout")
@@ -344,7 +360,7 @@ def _agent_for(
     tools = [_ToolProxy(calls, definition_from_data(t)) for t in config["tools"]]
     tools += [_ToolProxy(calls, d, call_activity(calls.agent, server)) for server, d in mcp]
     settings: dict[str, Any] = {
-        "provider": _ModelProxy(calls),
+        "provider": _ModelProxy(calls, session_id),
         "model": config["model"],
         "name": config["agent"],
         "system_prompt": config.get("system_prompt", ""),
@@ -421,7 +437,7 @@ async def run_in_workflow(
         "tool_calls": result.tool_calls,
         "messages": messages_to_text(result.messages),
         "run_id": calls.run_id,
-        "aborted": False,
+        "aborted": result.stop_reason == StopReason.ABORTED,
     }
 
 
@@ -436,24 +452,31 @@ def _mcp_failure(server: str, exc: BaseException) -> BaseException:
     return MCPConnectionError(server, f"listing its tools failed ({error.type}): {error.message}")
 
 
-def _new_control() -> Any:
-    """A ``RunControl`` for the loop's steering queue (the steer signal pushes into it)."""
-    from goagent_py._control import RunControl
-
-    return RunControl()
+_ABORT_MODES = ("now", "after_tools", "after_turn")
 
 
-def _aborted(run_id: str) -> dict[str, Any]:
-    return {
-        "text": "",
-        "stop_reason": None,
-        "iterations": 0,
-        "usage": {},
-        "tool_calls": 0,
-        "messages": "[]",
-        "run_id": run_id,
-        "aborted": True,
-    }
+class _WorkflowControl(RunControl):
+    """A ``RunControl`` for the workflow's event loop: signals run on that loop, in the run's
+    own thread, so an abort wakes the run directly (Temporal's workflow loop has no
+    ``is_closed`` or ``call_soon_threadsafe``, which the thread-safe path asks for)."""
+
+    def abort(self, mode: AbortMode = "now", reason: str = "") -> None:
+        self.abort_mode = mode
+        self.abort_reason = reason
+        if self._wake is not None:
+            self._wake()
+
+
+def _new_control(abort: tuple[str, str] | None = None) -> Any:
+    """A ``RunControl`` for one run of the loop: the steer signal pushes into its queue, the
+    abort signal pulls its lever. ``abort`` (mode, reason) is an abort that arrived before the
+    run began (before a worker picked the workflow up): the run starts aborted, so the loop
+    stops it before its first model call and records it as any abort."""
+    control = _WorkflowControl()
+    if abort is not None:
+        mode, reason = abort
+        control.abort(mode, reason)  # type: ignore[arg-type]  # the signal checked it
+    return control
 
 
 def _merge(results: list[dict[str, Any]], unprocessed: list[str]) -> dict[str, Any]:
@@ -492,7 +515,8 @@ class AgentWorkflow:
         self._steering: list[str] = []
         self._follow_ups: list[str] = []
         self._abort_reason: str | None = None
-        self._task: asyncio.Task[dict[str, Any]] | None = None
+        self._abort: tuple[str, str] | None = None  # (mode, reason) of the abort signal
+        self._refused: list[str] = []  # signals that asked for something that does not exist
         self._status = "starting"
         self._events: list[dict[str, Any]] = []
         self._control: Any = None
@@ -512,27 +536,24 @@ class AgentWorkflow:
             while True:
                 # Each run of the workflow gets its own prefix for its idempotency keys.
                 run_id = workflow_id if not results else f"{workflow_id}.{len(results)}"
-                self._control = _new_control()
+                self._control = _new_control(self._abort)
                 for text in self._steering[self._steered :]:  # arrived between runs
                     self._steer(text)
-                self._task = asyncio.create_task(
-                    run_in_workflow(config, content, session, run_id, self._events, self._control)
+                results.append(
+                    await run_in_workflow(
+                        config, content, session, run_id, self._events, self._control
+                    )
                 )
-                results.append(await self._task)
-                if not self._follow_ups:
+                # An abort ends the workflow: follow-ups still queued stay unprocessed.
+                if not self._follow_ups or self._abort is not None:
                     break
                 content = [TextBlock(self._follow_ups.pop(0))]
-        except asyncio.CancelledError:
-            if self._abort_reason is None:
-                raise  # the workflow itself was cancelled
-            self._status = "aborted"
-            results.append(_aborted(workflow_id))
         except GoAgentError as exc:
             self._status = "failed"
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise _failure(exc) from exc
-        else:
-            self._status = "completed"
+        # The workflow's own cancellation propagates (it is not an abort: nothing to report).
+        self._status = "aborted" if results[-1]["aborted"] else "completed"
         # Let event streams waiting in update handlers get their last batch.
         await workflow.wait_condition(workflow.all_handlers_finished)
         return _merge(results, self._follow_ups)
@@ -555,11 +576,24 @@ class AgentWorkflow:
         self._follow_ups.append(text)
 
     @workflow.signal(name=ABORT_SIGNAL)
-    def abort(self, reason: str = "") -> None:
-        """Stop the run: the in-flight activity is cancelled, nothing more is persisted."""
-        self._abort_reason = reason or "aborted"
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
+    def abort(self, reason: str = "", mode: str = "now") -> None:
+        """Stop the run as a session's abort stops one (``mode``: ``"now"``, ``"after_tools"``
+        or ``"after_turn"``): the loop ends it with stop reason ``aborted``, keeps what
+        finished, answers every open call with an error result and stores the turn closed.
+        An abort that arrives before a worker picked the run up stops it before its first
+        model call. A mode that does not exist is refused (listed under ``refused`` by the
+        state query) and changes nothing: a signal cannot raise to its sender."""
+        if mode not in _ABORT_MODES:
+            self._refused.append(
+                f"abort mode {mode!r} does not exist; use one of {', '.join(_ABORT_MODES)}"
+            )
+            return
+        if self._abort is not None:
+            return  # the first abort decides
+        self._abort = (mode, reason or "aborted")
+        self._abort_reason = self._abort[1]
+        if self._control is not None:
+            self._control.abort(mode, self._abort[1])
 
     @workflow.update(name=EVENTS_UPDATE)
     async def events(self, after: int) -> dict[str, Any]:
@@ -579,4 +613,5 @@ class AgentWorkflow:
             "steering": list(self._steering),
             "follow_ups": list(self._follow_ups),
             "abort_reason": self._abort_reason,
+            "refused": list(self._refused),
         }

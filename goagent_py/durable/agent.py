@@ -161,6 +161,13 @@ class DurableAgent:
             another worker (activities heartbeat while they wait); None: only the timeouts.
         max_attempts: attempts per model or tool call (1 = no retry).
         max_retry_delay: the longest wait between attempts (caps a server's Retry-After).
+        retry_interval: the wait before the first retry (it doubles up to ``max_retry_delay``).
+            A call on a worker that died is retried ``heartbeat_timeout + retry_interval``
+            after its last heartbeat: for a run that goes on within ~3 s of a crash, use
+            ``heartbeat_timeout=0.5, retry_interval=0.1`` and workers from
+            :func:`~goagent_py.durable.create_worker` with
+            ``sticky_queue_schedule_to_start_timeout=timedelta(seconds=0.5)``
+            (docs/scaling-out.md).
         payload_limit: the largest request or result, in bytes, that is recorded.
         task_queue: the Temporal task queue of this agent's workflows and activities.
     """
@@ -177,6 +184,7 @@ class DurableAgent:
         heartbeat_timeout: float | None = 30.0,
         max_attempts: int = 5,
         max_retry_delay: float = 60.0,
+        retry_interval: float = 1.0,
         payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
         task_queue: str = "goagent",
     ) -> None:
@@ -197,6 +205,7 @@ class DurableAgent:
             ("model_timeout", model_timeout),
             ("tool_timeout", tool_timeout),
             ("max_retry_delay", max_retry_delay),
+            ("retry_interval", retry_interval),
         ):
             if value <= 0:
                 raise ConfigurationError(f"DurableAgent: {label} must be > 0, got {value!r}")
@@ -230,6 +239,7 @@ class DurableAgent:
             "heartbeat_timeout": heartbeat_timeout,
             "max_attempts": max_attempts,
             "max_retry_delay": max_retry_delay,
+            "retry_interval": retry_interval,
             "payload_limit": payload_limit,
         }
 

@@ -34,6 +34,7 @@ from starlette.responses import JSONResponse, Response
 from goagent_py.agent import Agent
 from goagent_py.errors import ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
+from goagent_py.serve._approvals import decisions_from_results, pending_json
 from goagent_py.serve._server import HttpError, Live, Run, Server, error_body
 from goagent_py.serve._sse import RunStream
 from goagent_py.tool_context import current_tool_context
@@ -297,6 +298,19 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
         await server.threads.create(user, f"OpenAI API ({request.thread})"[:200], thread_id)
     live = await server.live_of(user, thread_id)
     waiting = live.run if live.run is not None and live.run.parked else None
+    if request.results and waiting is None:
+        # Calls that waited for a decision went out as tool_calls (serve/_approvals.py).
+        memory = live.session.agent.options.short_term_memory
+        stored = await memory.messages() if memory is not None else []
+        try:
+            decisions = decisions_from_results(stored, request.results)
+        except ConfigurationError as exc:
+            raise HttpError(400, str(exc)) from exc
+        if decisions is not None and live.run is None:
+            resumed = await server.start_run(user, thread_id, "", decisions=decisions)
+            for call in pending_json(stored):  # their results name them in this response
+                resumed.seen_calls[call["id"]] = [call["name"], json.dumps(call["arguments"])]
+            return resumed
     if request.results:
         if waiting is None:
             raise HttpError(400, "tool results sent, but no run waits for them; send a message")
@@ -359,6 +373,20 @@ async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
             elif kind == "CUSTOM" and item.get("name") == "goagent.tool_started" and waiting:
                 # Every call of the message has ended: the client runs its own, the run waits.
                 run.waiting_for, run.parked = waiting, True
+                over = True
+                yield Step("parked")
+                return
+            elif kind == "RUN_FINISHED" and (item.get("outcome") or {}).get("type") == "interrupt":
+                # Calls that wait for a decision go out as standard tool_calls; the client's
+                # tool results are the decisions (serve/_approvals.py). The run itself is over.
+                for interrupt in item["outcome"]["interrupts"]:
+                    meta = interrupt.get("metadata") or {}
+                    call = {
+                        "id": interrupt.get("toolCallId") or interrupt["id"],
+                        "name": meta.get("toolName", ""),
+                        "arguments": json.dumps(meta.get("arguments") or {}),
+                    }
+                    yield Step("client_call", call=call)
                 over = True
                 yield Step("parked")
                 return

@@ -15,17 +15,19 @@ import json
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from goagent_py.agent import Agent
+from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ConfigurationError, GoAgentError
-from goagent_py.events import ToolExecutionEnd
+from goagent_py.events import AgentEvent, ToolExecutionEnd
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
+from goagent_py.serve._approvals import abandoned, auto_decisions, waiting_calls
 from goagent_py.serve._auth import Auth, Login, NoAuth
 from goagent_py.serve._threads import ThreadStore, session_key
 from goagent_py.session import Session
@@ -298,9 +300,11 @@ class Server:
         text: str,
         *,
         adapt: Callable[[Live], Agent | None] | None = None,
+        decisions: Mapping[str, ToolDecision] | None = None,
     ) -> Run:
         """Start a run of ``text`` in the thread; ``adapt`` may give the agent this one run
-        uses (the thread's own agent is put back when it ends)."""
+        uses (the thread's own agent is put back when it ends); ``decisions`` resumes the
+        thread's waiting calls instead (serve/_approvals.py)."""
         live = await self.live_of(user, thread_id)
         while live.run is not None:
             if self.busy == "refuse" and not live.run.parked:
@@ -324,21 +328,50 @@ class Server:
         run = Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
         live.run = run
         self.runs[run_id] = run
-        run.task = asyncio.create_task(self._drive(live, run, text))
+        if decisions is not None:
+            memory = live.session.agent.options.short_term_memory
+            if memory is not None:
+                run.mapper.resuming(waiting_calls(await memory.messages()))
+        run.task = asyncio.create_task(self._drive(live, run, text, decisions))
         return run
 
-    async def _drive(self, live: Live, run: Run, text: str) -> None:
+    async def _drive(
+        self,
+        live: Live,
+        run: Run,
+        text: str,
+        decisions: Mapping[str, ToolDecision] | None = None,
+    ) -> None:
         put = run.queue.put_nowait
         put(run.mapper.started())
         durations: dict[str, float] = {}
         try:
-            async for event in live.session.stream(text):
-                if run.abort_reason and not run.abort_sent:
-                    self._abort(live, run, run.abort_reason)
-                if isinstance(event, ToolExecutionEnd):
-                    durations[event.result.call.id] = round(event.result.duration, 6)
-                for item in run.mapper.map(event):
-                    put(item)
+            streams: list[AsyncIterator[AgentEvent]] = []
+            if decisions is not None:
+                streams.append(live.session.stream_resume(decisions))
+            else:
+                # A new message while calls wait for the person: they are denied (the
+                # message is the answer), then the message runs.
+                memory = live.session.agent.options.short_term_memory
+                stored = await memory.messages() if memory is not None else []
+                left = abandoned(stored)
+                if left is not None:
+                    run.mapper.resuming(waiting_calls(stored))
+                    streams.append(live.session.stream_resume(left))
+                streams.append(live.session.stream(text))
+            while streams:
+                async for event in streams.pop(0):
+                    if run.abort_reason and not run.abort_sent:
+                        self._abort(live, run, run.abort_reason)
+                    if isinstance(event, ToolExecutionEnd):
+                        durations[event.result.call.id] = round(event.result.duration, 6)
+                    for item in run.mapper.map(event):
+                        put(item)
+                # Calls of tools the person approved "always for this thread" go on at once.
+                auto = auto_decisions(live.session.transcript)
+                if auto is not None and not run.abort_reason and not streams:
+                    run.mapper.resuming(waiting_calls(live.session.transcript))
+                    streams.append(live.session.stream_resume(auto))
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
             for item in run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__):
                 put(item)

@@ -5,7 +5,9 @@ model call and tool execution is logged as one line in ``$GOAGENT_LOG`` (append-
 test can count what ran. ``slow_step`` blocks forever the first time it runs in a process with
 ``$GOAGENT_BLOCK`` set, printing ``BLOCKED`` first, so a test can kill the worker there.
 
-Run as a worker: ``python durable_app.py <temporal address> <task queue> <postgres dsn>``.
+Run as a worker: ``python durable_app.py <temporal address> <task queue> <postgres dsn>`` (an
+empty dsn: no short-term memory); ``$GOAGENT_HEARTBEAT``, ``$GOAGENT_RETRY_INTERVAL`` and
+``$GOAGENT_STICKY_TIMEOUT`` (seconds) set the recovery settings.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from datetime import timedelta
 from typing import Any
 
 from goagent_py import Agent
@@ -102,8 +105,16 @@ async def main(address: str, task_queue: str, dsn: str) -> None:
     from temporalio.client import Client
 
     client = await Client.connect(address)
-    durable = durable_agent(dsn, heartbeat_timeout=2.0, task_queue=task_queue)
-    worker = create_worker(client, [durable], registry=registry())
+    # The recovery settings of docs/scaling-out.md, unless the environment says otherwise.
+    durable = durable_agent(
+        dsn,
+        heartbeat_timeout=float(os.environ.get("GOAGENT_HEARTBEAT", "1.0")),
+        retry_interval=float(os.environ.get("GOAGENT_RETRY_INTERVAL", "0.1")),
+        task_queue=task_queue,
+    )
+    sticky = float(os.environ.get("GOAGENT_STICKY_TIMEOUT", "1.0"))
+    options = {"sticky_queue_schedule_to_start_timeout": timedelta(seconds=sticky)}
+    worker = create_worker(client, [durable], registry=registry(), **options)
     print("READY", flush=True)
     await worker.run()
 

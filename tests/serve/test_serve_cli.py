@@ -108,6 +108,7 @@ def test_the_serve_options_do_not_import_the_web_stack() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow  # loads the real local embedder (and exports it to ONNX)
 @pytest.mark.needs_extra("local", "vector")
 async def test_the_served_agent_remembers_a_user_across_threads_only_for_that_user(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

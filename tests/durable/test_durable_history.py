@@ -1,0 +1,91 @@
+"""Durable history by reference (issue 30): the session's history stays on the workers.
+
+The load activity gives the workflow stand-ins (roles and tool-call ids, no content); the model
+activity puts the stored messages back. A history far above the server's 2 MB payload limit
+runs durably, the model still reads all of it, and the workflow's recorded history stays small.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from goagent_py import Agent, validate_transcript
+from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
+from goagent_py.memory import ShortTermMemory
+from goagent_py.memory.storage.sqlite import SQLiteStorage
+from goagent_py.messages import Message, Role, TextBlock, ToolCall
+from goagent_py.provider import CompletionRequest, CompletionResponse
+from goagent_py.testing import FunctionProvider, tool_call_response
+from goagent_py.tools import tool
+
+pytestmark = pytest.mark.slow
+
+BIG = 200_000  # characters per stored message
+COUNT = 30  # ~6 MB of history: three times the server's 2 MB payload limit
+
+
+async def test_a_history_far_above_the_payload_limit_runs_durably(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="long")
+    old: list[Message] = []
+    for i in range(COUNT // 2):
+        old.append(Message(Role.USER, [TextBlock(f"q{i} " + "x" * BIG)]))
+        old.append(Message(Role.ASSISTANT, [TextBlock(f"a{i} " + "y" * BIG)]))
+    await storage.append(old)
+    seen: list[int] = []
+
+    @tool
+    async def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: the key.
+        """
+        return f"value of {key}"
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        seen.append(sum(len(m.text) for m in request.messages))
+        if request.messages[-1].role == Role.TOOL:
+            return "answered"
+        return tool_call_response(ToolCall("c1", "lookup", {"key": "k"}))
+
+    memory = ShortTermMemory(storage)
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="long", tools=[lookup])
+    durable = DurableAgent(
+        agent,
+        provider="fn:x",
+        short_term_memory=lambda _session: memory,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "and now?", session_id="long")
+        from goagent_py.durable._client import result_of
+
+        result = await result_of(handle)
+        recorded = await handle.fetch_history()
+    assert result.text == "answered"
+    history_chars = sum(len(m.text) for m in old)
+    # Both model calls read the whole stored history, not the stand-ins.
+    assert len(seen) == 2
+    assert all(n > history_chars for n in seen)
+    stored = await storage.load()
+    assert stored[: len(old)] == old
+    assert stored[len(old) :] == result.messages
+    assert validate_transcript(stored) == []
+    # What the workflow recorded holds ids and counts, not the 6 MB.
+    size = sum(
+        len(p.data)
+        for e in recorded.events
+        for attrs in (
+            e.activity_task_scheduled_event_attributes.input,
+            e.activity_task_completed_event_attributes.result,
+        )
+        for p in attrs.payloads
+    )
+    assert size < 200_000
