@@ -17,7 +17,7 @@ import contextlib
 import json
 from collections import ChainMap
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -40,6 +40,7 @@ from goagent_py.mcp.errors import (
     MCPServerRestartedError,
     MCPToolUnavailableError,
 )
+from goagent_py.memory.consolidation import collect_consolidations
 from goagent_py.memory.long_term import LongTermMemory
 from goagent_py.messages import Message, Role, TextBlock, ToolCall, Usage
 from goagent_py.results import ToolResult
@@ -403,7 +404,15 @@ class _AgentActivities:
         return out
 
     async def store(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Store a turn in long-term memory. A memory with a decider consolidates here, in
+        the activity: what it decided is the activity's result, so the run's history records
+        it (``consolidations``: one report per consolidation, as plain data)."""
         memory = self.durable.long_term_memory
+        with collect_consolidations() as reports:
+            await self._store(memory, data)
+        return {"consolidations": [asdict(r) for r in reports]} if reports else {}
+
+    async def _store(self, memory: Any, data: dict[str, Any]) -> None:
         try:
             if memory is not None:
                 messages = messages_from_text(data["messages"])
@@ -425,7 +434,6 @@ class _AgentActivities:
                     await _heartbeating(memory.store(messages, session=session))
         except Exception as exc:
             raise self._fail(exc, "long-term memory store") from exc
-        return {}
 
     def all(self) -> list[Callable[..., Any]]:
         n = self.durable.name

@@ -22,7 +22,9 @@ fact is added; the behaviour before consolidation existed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -103,6 +105,33 @@ class ConsolidationReport:
     warning: str = ""
     duration: float = 0.0
     attempts: int = 1
+
+
+_collecting: ContextVar[list[ConsolidationReport] | None] = ContextVar(
+    "goagent_consolidations", default=None
+)
+
+
+@contextlib.contextmanager
+def collect_consolidations() -> Iterator[list[ConsolidationReport]]:
+    """Collect the reports of the consolidations that run inside the block (in this context
+    and the tasks it starts), besides any ``on_consolidation`` callback: how a caller that
+    shares one memory with others (a durable run's store activity) records what its own call
+    decided.
+    """
+    reports: list[ConsolidationReport] = []
+    token = _collecting.set(reports)
+    try:
+        yield reports
+    finally:
+        _collecting.reset(token)
+
+
+def report_consolidation(report: ConsolidationReport) -> None:
+    """Give ``report`` to the enclosing :func:`collect_consolidations` block, if any."""
+    reports = _collecting.get()
+    if reports is not None:
+        reports.append(report)
 
 
 def check_decisions(

@@ -47,6 +47,7 @@ from goagent_py.memory.consolidation import (
     Decider,
     Decision,
     check_decisions,
+    report_consolidation,
 )
 from goagent_py.memory.records import (
     CREATED_AT_KEY,
@@ -505,6 +506,7 @@ class LongTermMemory:
             plain = self._applied(report.decisions, facts, {}, session, now, "none")
             await self._upsert(await self._entries(plain, vectors))
         report.duration = deciding
+        report_consolidation(report)
         if self.on_consolidation is not None:
             self.on_consolidation(report)
 

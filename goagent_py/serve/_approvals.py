@@ -14,6 +14,11 @@ run's SSE stream. A reload (``GET /api/threads/{id}/messages``) lists the waitin
 ``pending``, from the same stored record, so a restarted server shows the card and takes the
 click. "Always for this thread" is recorded with the decision in the conversation; a later
 call of that tool in the thread is approved by the server without asking.
+
+An OpenAI-compatible client (serve/_openai.py) gets the waiting calls as its ``tool_calls``;
+its next request's tool messages are the decisions: ``"approved"`` (``"approved: always"``:
+for the rest of the thread too), ``"denied"`` or
+``"denied: <reason>"`` (an external tool's output as is), read by :func:`decisions_from_results`.
 """
 
 from __future__ import annotations
@@ -172,6 +177,56 @@ def decisions_from_body(body: Mapping[str, Any]) -> dict[str, ToolDecision]:
     return {str(k): _one(str(k), v) for k, v in raw.items()}
 
 
+_YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
+_NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected"})
+
+
+def _from_tool_message(call_id: str, content: str) -> ToolDecision:
+    said = content.strip()
+    word, _, reason = said.partition(":")
+    word = word.strip().lower().rstrip(".!")
+    if word in _YES:
+        return Approve(always=reason.strip().lower() == "always")
+    if word in _NO:
+        return Deny(reason.strip() or "The user denied this call.")
+    raise BadDecision(
+        f"call {call_id!r} waits for your decision: answer it with a tool message whose "
+        f'content is "approved", "approved: always" or "denied: <reason>" (got {said[:60]!r})'
+    )
+
+
+def decisions_from_results(
+    messages: list[Message], results: Mapping[str, str]
+) -> dict[str, ToolDecision]:
+    """The decisions an OpenAI client's tool messages carry (call id -> content): for a call
+    that waits for approval, ``"approved"`` or ``"denied: <reason>"``; for an external tool,
+    its output.
+
+    Raises:
+        ApprovalError: nothing waits, or a message answers a call that does not wait (a 409).
+        ConfigurationError: a content that is neither, or a waiting call left out (a 400).
+    """
+    at = waiting_at(messages)
+    if at < 0:
+        raise NotPendingError(
+            "no call in this thread waits for a decision (it was decided, or the run ended); "
+            "send a user message"
+        )
+    _, pending = pending_of(messages[at])
+    kinds = {p.id: p.kind for p in pending}
+    out: dict[str, ToolDecision] = {}
+    for call_id, content in results.items():
+        kind = kinds.get(call_id)
+        if kind is None:
+            out[call_id] = Approve()  # check_decisions names the call that does not wait
+        elif kind == "approval":
+            out[call_id] = _from_tool_message(call_id, content)
+        else:
+            out[call_id] = ToolOutput(content)
+    check_decisions(pending, out)
+    return out
+
+
 def check_against(messages: list[Message], decisions: Mapping[str, ToolDecision]) -> None:
     """Refuse, before a run starts, decisions that cannot apply to the stored record.
 
@@ -203,39 +258,6 @@ def abandoned(messages: list[Message]) -> dict[str, ToolDecision] | None:
         return None
     _, pending = pending_of(messages[at])
     return {p.id: Deny(_WENT_ON, stop=True) for p in pending}
-
-
-_YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
-
-
-def decisions_from_results(
-    messages: list[Message], results: Mapping[str, str]
-) -> dict[str, ToolDecision] | None:
-    """An OpenAI client's tool results for the calls that wait (they went out as standard
-    ``tool_calls``): an external tool's result is its output; for a call that waits for
-    approval, "approve" (or yes, ok, allow) approves it and anything else denies it, with the
-    text as the reason. None when nothing waits.
-
-    Raises:
-        ConfigurationError: a waiting call has no result (a 400).
-    """
-    at = waiting_at(messages)
-    if at < 0:
-        return None
-    _, pending = pending_of(messages[at])
-    missing = [p.id for p in pending if p.id not in results]
-    if missing:
-        raise BadDecision(f"send a tool result for every call: missing {', '.join(missing)}")
-    out: dict[str, ToolDecision] = {}
-    for p in pending:
-        text = results[p.id]
-        if p.kind == "external":
-            out[p.id] = ToolOutput(text)
-        elif text.strip().lower().rstrip(".!") in _YES:
-            out[p.id] = Approve()
-        else:
-            out[p.id] = Deny(text.strip() or "The user denied this call.")
-    return out
 
 
 def auto_decisions(messages: list[Message]) -> dict[str, ToolDecision] | None:

@@ -13,6 +13,10 @@ write them in the API's own shape, streaming or not:
   ``"tool_calls"``; a ``function_call`` item in Responses) and the run waits: the next request's
   tool results (``role: "tool"`` messages, ``function_call_output`` items) continue it. A new
   user message instead aborts the waiting run (its calls get error results) and starts anew.
+- **Calls that wait for approval** (a tool that requires it) end the run with its record
+  stored; they come back the same way as the client's calls, and the next request's tool
+  messages (``"approved"``, ``"denied: <reason>"``) are the decisions that resume the stored
+  run (:mod:`goagent_py.serve._approvals`), after a restart too.
 - **``response_format``** (``json_schema``, ``json_object``; Responses: ``text.format``) becomes
   the run's typed output: the answer is JSON valid for the schema (checked with ``jsonschema``,
   an invalid answer goes back to the model), sent as the message's content.
@@ -32,7 +36,7 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from goagent_py.agent import Agent
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.serve._approvals import decisions_from_results, pending_json
 from goagent_py.serve._server import HttpError, Live, Run, Server, error_body
@@ -299,21 +303,25 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
     live = await server.live_of(user, thread_id)
     waiting = live.run if live.run is not None and live.run.parked else None
     if request.results and waiting is None:
-        # Calls that waited for a decision went out as tool_calls (serve/_approvals.py).
+        # The calls wait in the stored record (a tool that requires approval): the tool
+        # messages are the decisions (serve/_approvals.py), and a new run resumes it.
+        if live.run is not None:  # its record is being written: read it only after
+            raise HttpError(409, "a run is in progress in this thread; decide after it")
         memory = live.session.agent.options.short_term_memory
-        stored = await memory.messages() if memory is not None else []
+        assert memory is not None  # a served thread always has its SQLite memory
+        stored = await memory.messages()
         try:
             decisions = decisions_from_results(stored, request.results)
+            resumed = await server.start_run(user, thread_id, "", decisions=decisions)
+        except ApprovalError as exc:
+            raise HttpError(409, str(exc)) from exc
         except ConfigurationError as exc:
             raise HttpError(400, str(exc)) from exc
-        if decisions is not None and live.run is None:
-            resumed = await server.start_run(user, thread_id, "", decisions=decisions)
-            for call in pending_json(stored):  # their results name them in this response
-                resumed.seen_calls[call["id"]] = [call["name"], json.dumps(call["arguments"])]
-            return resumed
+        for call in pending_json(stored):  # their results name them in this response
+            resumed.seen_calls[call["id"]] = [call["name"], json.dumps(call["arguments"])]
+        return resumed
     if request.results:
-        if waiting is None:
-            raise HttpError(400, "tool results sent, but no run waits for them; send a message")
+        assert waiting is not None
         missing = [c for c in waiting.waiting_for if c not in request.results]
         if missing:
             raise HttpError(400, f"send a tool result for every call: missing {', '.join(missing)}")
@@ -376,21 +384,17 @@ async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
                 over = True
                 yield Step("parked")
                 return
-            elif kind == "RUN_FINISHED" and (item.get("outcome") or {}).get("type") == "interrupt":
-                # Calls that wait for a decision go out as standard tool_calls; the client's
-                # tool results are the decisions (serve/_approvals.py). The run itself is over.
-                for interrupt in item["outcome"]["interrupts"]:
-                    meta = interrupt.get("metadata") or {}
+            elif kind == "RUN_FINISHED":
+                for asked in (item.get("outcome") or {}).get("interrupts", []):
+                    # A call that waits for a decision: the client's tool call to answer (the
+                    # run is over; "done" says tool_calls, serve/_approvals.py).
+                    meta = asked.get("metadata") or {}
                     call = {
-                        "id": interrupt.get("toolCallId") or interrupt["id"],
+                        "id": asked.get("toolCallId") or asked["id"],
                         "name": meta.get("toolName", ""),
                         "arguments": json.dumps(meta.get("arguments") or {}),
                     }
                     yield Step("client_call", call=call)
-                over = True
-                yield Step("parked")
-                return
-            elif kind == "RUN_FINISHED":
                 result = dict(item.get("result") or {})
                 result["usage"] = (item.get("usage") or [{}])[0]
                 yield Step("done", result=result)
@@ -438,7 +442,8 @@ def chat_usage(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _finish(result: dict[str, Any]) -> str:
-    return "length" if result.get("stopReason") == "max_tokens" else "stop"
+    reason = result.get("stopReason")
+    return {"max_tokens": "length", "deferred": "tool_calls"}.get(str(reason), "stop")
 
 
 def _answer(run: Run, result: dict[str, Any]) -> str | None:

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from goagent_py.agent import Agent
 from goagent_py.approvals import ToolDecision
-from goagent_py.errors import ConfigurationError, GoAgentError
+from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError
 from goagent_py.events import AgentEvent, ToolExecutionEnd
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
-from goagent_py.serve._approvals import abandoned, auto_decisions, waiting_calls
+from goagent_py.serve._approvals import abandoned, auto_decisions, check_against, waiting_calls
 from goagent_py.serve._auth import Auth, Login, NoAuth
 from goagent_py.serve._threads import ThreadStore, session_key
 from goagent_py.session import Session
@@ -307,6 +307,8 @@ class Server:
         thread's waiting calls instead (serve/_approvals.py)."""
         live = await self.live_of(user, thread_id)
         while live.run is not None:
+            if decisions is not None:  # a decision never interrupts: the first one wins
+                raise HttpError(409, "a run is in progress in this thread; decide after it")
             if self.busy == "refuse" and not live.run.parked:
                 raise HttpError(409, "a run is in progress in this thread; stop or steer it")
             # busy="interrupt", or a run still waiting for a client's tool results: the new
@@ -330,8 +332,15 @@ class Server:
         self.runs[run_id] = run
         if decisions is not None:
             memory = live.session.agent.options.short_term_memory
-            if memory is not None:
-                run.mapper.resuming(waiting_calls(await memory.messages()))
+            assert memory is not None  # a served thread always has its SQLite memory
+            stored = await memory.messages()  # read only: Session.load would repair it
+            try:  # checked again while this run holds the thread: two clicks, one wins
+                check_against(stored, decisions)
+            except ApprovalError:
+                live.run = None
+                del self.runs[run_id]
+                raise
+            run.mapper.resuming(waiting_calls(stored))
         run.task = asyncio.create_task(self._drive(live, run, text, decisions))
         return run
 

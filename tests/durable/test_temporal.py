@@ -376,3 +376,42 @@ async def test_a_steer_signal_reaches_the_model_at_the_next_turn(
         result = await durable_result(handle)
     assert result.text == "steered"
     assert requests[1][-2:] == ["tool:held", "user:use metric units"]
+
+
+async def test_consolidation_runs_in_the_store_activity_and_its_decision_is_recorded(
+    temporal: WorkflowEnvironment,
+) -> None:
+    """Issue 31: a durable run's long-term memory consolidates in its store activity, with
+    the same decider a plain run uses, and the activity's result (in the run's history)
+    records what was decided."""
+    from goagent_py.memory import LongTermMemory, RuleDecider
+    from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+    from goagent_py.testing import FakeEmbedder
+
+    memory = LongTermMemory(
+        FakeEmbedder(), InMemoryVectorStore(dimensions=16), decider=RuleDecider()
+    )
+    agent = Agent(
+        provider=FunctionProvider(lambda r: "noted"),
+        model="m",
+        name="mover",
+        long_term_memory=memory,
+    )
+    durable = DurableAgent(agent, provider="fn:x", task_queue=queue())
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(lambda r: "noted")})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        await durable.execute(temporal.client, "I live in Lisbon.", workflow_id="mv-1")
+        await durable.execute(temporal.client, "I moved to Porto.", workflow_id="mv-2")
+    current = [r.text for r in await memory.records(session="mover")]
+    assert "I live in Porto." in current
+    assert not [t for t in current if "Lisbon" in t]
+    history = await temporal.client.get_workflow_handle("mv-2").fetch_history()
+    recorded = [
+        e.activity_task_completed_event_attributes.result
+        for e in history.events
+        if e.HasField("activity_task_completed_event_attributes")
+    ]
+    text = " ".join(str(p) for r in recorded for p in r.payloads)
+    assert "consolidations" in text
+    assert "UPDATE" in text
+    assert "rules" in text

@@ -200,4 +200,5 @@ async def test_the_openai_endpoint_returns_waiting_calls_as_tool_calls(
     assert answer["message"]["content"].endswith("after: wiped disk")
     assert 'name="wipe"' in answer["message"]["content"]
     assert RAN == ["disk"]
-    assert again.status_code == 400  # decided already: nothing waits for these results
+    assert again.status_code == 409  # decided already: nothing waits for these results
+    assert "waits for a decision" in again.json()["error"]["message"]
