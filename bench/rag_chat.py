@@ -50,10 +50,10 @@ from goagent_py.cli._common import Console  # noqa: E402
 from goagent_py.rag.grounding import _content, excerpts  # noqa: E402
 
 DOCS_QUESTIONS = [
-    "What does the budget raise when it runs out of iterations?",
-    "Which command indexes a folder for RAG?",
-    "How do I serve an agent over MCP?",
-    "What does rag index read in a folder?",
+    "How do I limit the tokens a run may spend?",
+    "Which vector stores can long-term memory use?",
+    "How do I make a tool retry when it fails?",
+    "What is the capital of Peru?",
 ]
 UNANSWERABLE = [
     # not in the labelled corpus (25 package READMEs and docs); alternate halves

@@ -29,7 +29,18 @@ import numpy as np
 from goagent_py.memory.base import BatchEmbedder, Embedder
 from goagent_py.messages import TextBlock
 
-__all__ = ["Excerpt", "GroundedAnswer", "excerpts", "ground_answer", "passage_sentences"]
+__all__ = [
+    "MAX_SENTENCE_CHARS",
+    "Excerpt",
+    "GroundedAnswer",
+    "excerpts",
+    "ground_answer",
+    "passage_sentences",
+]
+
+MAX_SENTENCE_CHARS = 240
+"""The longest sentence :func:`passage_sentences` gives: a longer one (a log line, a table
+flattened into one line) is cut at a word boundary and ends with "…"."""
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}")
 _MARKER = re.compile(r"\s*\[\d{1,3}(?:\s*,\s*\d{1,3})*\]")
@@ -83,8 +94,8 @@ def ground_answer(
 
     A sentence is supported by a passage holding at least ``min_support`` of its content
     words (words of three letters or more, and numbers, without the common ones) and at least
-    two of them (one, when the sentence has one). It is cited with the passage that holds the
-    most.
+    two of them; a sentence with fewer than two content words is never kept. It is cited with
+    the passage that holds the most.
 
     Args:
         answer: the model's answer.
@@ -108,8 +119,8 @@ def ground_answer(
             hits = len(words & vocabulary)
             if hits > best_hits:
                 best, best_hits = number, hits
-        needed = min(2, len(words))
-        if not words or best_hits < needed or best_hits < min_support * len(words):
+        # A fragment with one content word ("Use") says nothing of its own.
+        if len(words) < 2 or best_hits < 2 or best_hits < min_support * len(words):
             dropped += 1
             continue
         if len(kept) == max_sentences:
@@ -123,15 +134,20 @@ def ground_answer(
 
 def passage_sentences(text: str, *, min_chars: int = 12) -> list[str]:
     """The sentences of a passage: wrapped lines joined, list items, headings and table rows
-    apart, Markdown list and heading markers removed, fragments under ``min_chars`` left out."""
+    apart, Markdown list and heading markers removed, fragments under ``min_chars`` left out,
+    sentences over :data:`MAX_SENTENCE_CHARS` cut short."""
     blocks = _BLOCK_START.sub("\n\n", text.strip())
     found: list[str] = []
     for block in re.split(r"\n\s*\n", blocks):
         joined = " ".join(line.strip() for line in block.splitlines() if line.strip())
         joined = _MARKUP.sub("", joined)
         for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z`\[(\"'])", joined):
-            if len(sentence.strip()) >= min_chars:
-                found.append(sentence.strip())
+            sentence = sentence.strip()
+            if len(sentence) > MAX_SENTENCE_CHARS:
+                cut = sentence[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0]
+                sentence = cut.rstrip(" ,;:") + "…"
+            if len(sentence) >= min_chars:
+                found.append(sentence)
     return found
 
 

@@ -3,7 +3,12 @@ text, and cited nothing)."""
 
 from __future__ import annotations
 
-from goagent_py.rag.grounding import excerpts, ground_answer, passage_sentences
+from goagent_py.rag.grounding import (
+    MAX_SENTENCE_CHARS,
+    excerpts,
+    ground_answer,
+    passage_sentences,
+)
 from goagent_py.testing import FakeEmbedder
 
 PASSAGES = [
@@ -88,3 +93,19 @@ async def test_excerpts_pick_the_sentences_closest_to_the_question_by_passage() 
 
 async def test_excerpts_of_no_sentences_are_empty() -> None:
     assert await excerpts("anything", ["", "# Title"], FakeEmbedder(16)) == []
+
+
+def test_a_one_word_fragment_is_not_an_answer() -> None:
+    """'Use [3]' was shown as a grounded answer: the tail of a run-on cut at a code fence."""
+    answer = "Serve it with the dragon's golden HTTP bridge:\n```python3 # for Python2 only! Use"
+    grounded = ground_answer(answer, ["Use the mcp serve command to serve an agent."])
+    assert grounded.citations == []
+    assert grounded.text == ""
+
+
+def test_a_long_sentence_is_cut_at_a_word_boundary() -> None:
+    text = "The transcript says " + " ".join(["indexed 1 documents into rag.db"] * 30) + "."
+    [sentence] = passage_sentences(text)
+    assert len(sentence) <= MAX_SENTENCE_CHARS + 1
+    assert sentence.endswith("…")
+    assert sentence.startswith("The transcript says indexed 1 documents")
