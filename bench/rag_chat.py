@@ -88,7 +88,7 @@ async def _open(db: Path, whole: bool) -> Any:
         answerer.quote_score = 2.0
         answerer.agent = Agent(
             provider=answerer.provider,
-            model=answerer.agent.model,
+            model=answerer.agent.options.model,
             system_prompt=_rag.ANSWER_PROMPT,
             max_iterations=1,
             max_tokens=_rag.ANSWER_TOKENS,
