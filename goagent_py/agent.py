@@ -210,11 +210,14 @@ class Agent(Generic[Out]):
         given here replace the old lists rather than adding to them. The new agent has its own
         circuit breakers and rate limits.
 
+        ``output_type`` is accepted too (the served app asks for a run's JSON schema so); a
+        type checker still types the clone as this agent.
+
         Raises:
             ConfigurationError: a setting is invalid (the message names it as written).
             TypeError: an unknown setting.
         """
-        unknown = set(settings) - _KEYWORDS
+        unknown = set(settings) - _KEYWORDS - {"output_type"}
         if unknown:
             raise TypeError(f"Agent.replace() got unknown settings: {', '.join(sorted(unknown))}")
         base = dataclasses.replace(

@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The extras CI installs: every extra but the empty vendor ones and "all".
-EXTRAS=(dev vector postgres qdrant chroma tiktoken simd local pdf mcp otel-sdk temporal cli serve tui code docs)
+EXTRAS=(dev vector postgres qdrant chroma tiktoken simd local pdf mcp a2a otel-sdk temporal cli serve tui code docs)
 # The [build-system] requires of what pip builds: llama-cpp-python (the only package of the lock
 # built from source; scikit-build-core may add cmake and ninja) and this project (hatchling).
 BUILD_REQUIRES=("scikit-build-core[pyproject]>=0.9.2" "cmake>=3.21" "ninja>=1.5" "hatchling")

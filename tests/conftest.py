@@ -47,6 +47,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "simd": ("simsimd",),
     "temporal": ("temporalio",),
     "mcp": ("mcp", "mcp_server_time"),
+    "a2a": ("a2a", "starlette", "uvicorn"),
 }
 
 

@@ -63,6 +63,12 @@ def _execution_error() -> ToolExecutionError:
 
 # One realistic instance per class, keyed by the class's qualified name (so classes in modules
 # that cannot be imported without an extra can still be listed).
+def _a2a() -> Any:
+    import goagent_py.a2a.errors as errors
+
+    return errors
+
+
 def _mcp() -> Any:
     import goagent_py.mcp.errors as errors
 
@@ -160,6 +166,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.CorruptedDataError": lambda: CorruptedDataError("seq=3 is corrupted"),
     "goagent_py.memory.consolidation.DecisionError": lambda: _consolidation().DecisionError(
         "UPDATE names 'm9', which is not a candidate"
+    ),
+    "goagent_py.a2a.errors.A2AError": lambda: _a2a().A2AError(
+        "http://127.0.0.1:9000", "failed: no can do", state="failed"
     ),
     "goagent_py.mcp.errors.MCPError": lambda: _mcp().MCPError("time", "boom"),
     "goagent_py.memory.compaction.CompactionError": lambda: _compaction().CompactionError(

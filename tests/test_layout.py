@@ -92,7 +92,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("providers", ("goagent_py.providers",)),
     ("rag", ("goagent_py.rag",)),
     ("orchestration", ("goagent_py.orchestration",)),
-    ("integrations", ("goagent_py.mcp", "goagent_py.otel", "goagent_py.durable")),
+    ("integrations", ("goagent_py.mcp", "goagent_py.a2a", "goagent_py.otel", "goagent_py.durable")),
     ("applications", ("goagent_py.cli", "goagent_py.coding", "goagent_py.serve")),
 ]
 # The core programs against the memory contracts (the protocols in memory/base.py), which live

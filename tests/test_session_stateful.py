@@ -5,7 +5,9 @@ Steps: prompt (the model answers, calls tools that succeed, fail, terminate or a
 runs out of iterations), steer, follow-up, abort in its three modes, task cancel and stream close
 while a tool batch runs (one call finished, one still running), a provider failing mid-stream,
 compaction (automatic and ``compact_now``), a switch to another agent (a handoff between runs),
-a UI-only message, ``continue_()`` and reopening the session from the file.
+a UI-only message, ``continue_()``, reopening the session from the file, and a crash: another
+process runs a turn on the same file and is killed (SIGKILL) at a chosen point of it — a model
+call, a tool call or a streamed word — and this process reopens the session after it.
 
 After every step: storage equals the session's view; the stored transcript and the model's view
 of it pass the transcript validator; a call whose finished result was reported keeps that result
@@ -23,7 +25,11 @@ import contextlib
 import itertools
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import textwrap
 import time
 from collections import Counter, deque
 from pathlib import Path
@@ -66,6 +72,8 @@ from goagent_py.testing import ScriptedProvider, text_response, tool_call_respon
 STEPS = int(os.environ.get("GOAGENT_STATEFUL_STEPS", "150"))
 SLOW_STEPS = int(os.environ.get("GOAGENT_STATEFUL_SLOW_STEPS", "20000"))
 STEPS_PER_EXAMPLE = 40
+# A crash starts a Python process (about a second): a run of N steps crashes about N / 400 times.
+STEPS_PER_CRASH = 400
 
 _ids = itertools.count(1)
 
@@ -145,6 +153,59 @@ def deny_guarded(call: Any) -> str | None:
     return "not allowed" if call.name == "guarded" else None
 
 
+CRASH_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    from goagent_py import Agent, Session, ToolCall, tool
+    from goagent_py.memory.short_term import ShortTermMemory
+    from goagent_py.memory.storage.sqlite import SQLiteStorage
+    from goagent_py.provider import StreamDone, TextDelta
+    from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+
+    path, where, at, base = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    counts = {"model": 0, "tool": 0, "stream": 0}
+
+    def tick(kind):
+        counts[kind] += 1
+        if kind == where and counts[kind] == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    @tool
+    def fast(n: int) -> str:
+        \"\"\"Answer at once.\"\"\"
+        tick("tool")
+        return f"fast {n}"
+
+    class Model(ScriptedProvider):
+        async def stream(self, request):
+            tick("model")
+            self.requests.append(request)
+            n = base + len(self.requests)
+            if request.messages[-1].role.value == "user":
+                # Ids unique across processes, as a vendor's are (the script's own restart at 1).
+                response = tool_call_response(
+                    ToolCall(f"crash_{n}_a", "fast", {"n": n}),
+                    ToolCall(f"crash_{n}_b", "fast", {"n": -n}),
+                )
+            else:
+                response = text_response(f"crash answer {n} is here")
+            for word in response.message.text.split(" ") if response.message.text else []:
+                yield TextDelta(word + " ")
+                tick("stream")
+            yield StreamDone(response)
+
+    async def main():
+        async with SQLiteStorage(path, session_id="s") as storage:
+            session = Session(Agent(provider=Model(), tools=[fast],
+                                    short_term_memory=ShortTermMemory(storage)))
+            await session.load()
+            for i in range(3):
+                await session.prompt(f"crash question {base} {i}")
+
+    asyncio.run(main())
+    """
+)
+
 MODEL_TURNS = st.lists(
     st.sampled_from(["fast", "fail", "finish", "guarded", "fast+fail", "text"]),
     min_size=0,
@@ -165,6 +226,8 @@ INTERRUPTS = st.sampled_from(
 
 class SessionMachine(RuleBasedStateMachine):
     steps = 0
+    crashes = 0
+    max_crashes = 1
 
     def __init__(self) -> None:
         super().__init__()
@@ -328,6 +391,25 @@ class SessionMachine(RuleBasedStateMachine):
         self.session = self._new_session()
         self.run(self.session.load())
 
+    @rule(
+        where=st.sampled_from(["model", "tool", "stream"]),
+        at=st.integers(min_value=1, max_value=6),
+    )
+    def crash(self, where: str, at: int) -> None:
+        """Another process runs turns on the same file and is killed mid-run; reopen here."""
+        # The allowance is a count across examples: skipped here rather than in a precondition,
+        # so what hypothesis draws never depends on it.
+        if SessionMachine.crashes >= SessionMachine.max_crashes:
+            return
+        SessionMachine.crashes += 1
+        base = 10**6 * next(_ids)
+        path = str(Path(self.dir) / "chat.db")
+        argv = [sys.executable, "-c", CRASH_SCRIPT, path, where, str(at), str(base)]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+        # A point past the end of the three turns lets the process finish normally.
+        assert done.returncode in (0, -signal.SIGKILL), done.stderr
+        self.reopen()
+
     @initialize()
     def start(self) -> None:
         self.run(self.session.load())
@@ -358,6 +440,8 @@ def _key(m: Message) -> tuple[Any, ...]:
 
 def _run_steps(target: int) -> tuple[int, float]:
     SessionMachine.steps = 0
+    SessionMachine.crashes = 0
+    SessionMachine.max_crashes = max(1, target // STEPS_PER_CRASH)
     start = time.perf_counter()
     while SessionMachine.steps < target:
         left = target - SessionMachine.steps
@@ -377,10 +461,14 @@ def _run_steps(target: int) -> tuple[int, float]:
 def test_a_session_keeps_one_valid_record_under_random_interleavings() -> None:
     steps, _ = _run_steps(STEPS)
     assert steps >= STEPS
+    assert SessionMachine.crashes >= 1, "no crash step ran"
 
 
 @pytest.mark.slow
 def test_twenty_thousand_random_steps_keep_one_valid_record() -> None:
     steps, seconds = _run_steps(SLOW_STEPS)
-    print(f"\nstateful session test: {steps} steps in {seconds:.1f} s")
+    print(
+        f"\nstateful session test: {steps} steps ({SessionMachine.crashes} crashes) in"
+        f" {seconds:.1f} s"
+    )
     assert steps >= SLOW_STEPS

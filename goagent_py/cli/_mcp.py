@@ -15,7 +15,9 @@ from typing import Any
 from goagent_py.errors import ConfigurationError
 from goagent_py.mcp.transports import MCPStdio
 
-__all__ = ["add_mcp_cli", "mcp_agent", "run_mcp_command", "stdio_connections"]
+__all__ = ["add_mcp_cli", "endpoint_path", "mcp_agent", "run_mcp_command", "stdio_connections"]
+
+_DEFAULT_PATHS = {"http": "/mcp", "sse": "/sse"}
 
 
 def add_mcp_cli(subparsers: Any) -> argparse.ArgumentParser:
@@ -26,7 +28,7 @@ def add_mcp_cli(subparsers: Any) -> argparse.ArgumentParser:
     sub = mcp.add_subparsers(dest="mcp_command", required=True)
     serve = sub.add_parser(
         "serve",
-        help="serve an agent (tool 'ask') and/or its tools over MCP (stdio or streamable HTTP)",
+        help="serve an agent (tool 'ask') and/or its tools over MCP (stdio, HTTP or SSE)",
     )
     serve.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
     serve.add_argument("--name", default="goagent-py", help="server name (default: goagent-py)")
@@ -38,10 +40,17 @@ def add_mcp_cli(subparsers: Any) -> argparse.ArgumentParser:
         help="the agent as one tool, its tools one to one, or both (default: agent)",
     )
     serve.add_argument("--tool-name", default="ask", help="the agent tool's name (default: ask)")
-    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    serve.add_argument(
+        "--transport",
+        choices=("stdio", "http", "sse"),
+        default="stdio",
+        help="stdio, streamable HTTP, or the legacy HTTP+SSE transport (default: stdio)",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--path", default="/mcp", help="HTTP endpoint path (default: /mcp)")
+    serve.add_argument(
+        "--path", help="the HTTP endpoint's path (default: /mcp, or /sse for --transport sse)"
+    )
     serve.add_argument(
         "--mcp",
         action="append",
@@ -50,6 +59,12 @@ def add_mcp_cli(subparsers: Any) -> argparse.ArgumentParser:
         help="attach an MCP server's tools to the served agent (repeatable)",
     )
     return mcp
+
+
+def endpoint_path(args: argparse.Namespace) -> str:
+    """The HTTP endpoint's path: ``--path``, or the transport's usual one."""
+    path: str = args.path or _DEFAULT_PATHS.get(args.transport, "/mcp")
+    return path
 
 
 def stdio_connections(commands: Sequence[str]) -> list[MCPStdio]:
@@ -85,7 +100,7 @@ async def run_mcp_command(args: argparse.Namespace) -> int:
     Notes go to stderr: over stdio, stdout carries the protocol alone.
     """
     from goagent_py.cli._common import pick_provider
-    from goagent_py.mcp.server import run_http, run_stdio, serve_agent
+    from goagent_py.mcp.server import run_http, run_sse, run_stdio, serve_agent
 
     picked = await pick_provider(args.provider)
     print(
@@ -94,11 +109,15 @@ async def run_mcp_command(args: argparse.Namespace) -> int:
     )
     async with mcp_agent(args, picked) as agent:
         server = serve_agent(agent, name=args.name, expose=args.expose, tool_name=args.tool_name)
+        path = endpoint_path(args)
         if args.transport == "stdio":
             await run_stdio(server)
+        elif args.transport == "sse":
+            print(f"serving (SSE) on http://{args.host}:{args.port}{path}", file=sys.stderr)
+            await run_sse(server, host=args.host, port=args.port, path=path)
         else:
-            print(f"serving on http://{args.host}:{args.port}{args.path}", file=sys.stderr)
-            await run_http(server, host=args.host, port=args.port, path=args.path)
+            print(f"serving on http://{args.host}:{args.port}{path}", file=sys.stderr)
+            await run_http(server, host=args.host, port=args.port, path=path)
     return 0
 
 

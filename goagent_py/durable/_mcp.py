@@ -83,6 +83,7 @@ class MCPServerSpec:
                 server, an ``auth=`` object, an ``on_tool_changed`` callback, an ``errlog``).
         """
         from goagent_py.mcp import MCPHttp, MCPStdio
+        from goagent_py.mcp.transports import transport_of
 
         name = getattr(connection, "name", repr(connection))
         if not isinstance(connection, MCPStdio | MCPHttp):
@@ -123,6 +124,13 @@ class MCPServerSpec:
                 env=dict(connection.env),
                 cwd=cwd,
                 **common,
+            )
+        if connection.transport != transport_of(connection.url):
+            # The spec carries the URL alone, and the workers read the transport off it.
+            raise ConfigurationError(
+                f"DurableAgent: MCP server {name!r} names transport={connection.transport!r} "
+                "for a URL that says otherwise; the workers only see the URL: use a URL whose "
+                "path ends in /sse for the SSE transport (and any other for streamable HTTP)"
             )
         if connection.auth is not None:
             raise ConfigurationError(

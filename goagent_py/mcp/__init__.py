@@ -9,7 +9,7 @@ function tools::
     agent = Agent(provider=p, model="m", mcp_connectors=[time.connector()])
 
 Server: :func:`serve_agent` exposes an agent (one tool: prompt in, answer out) and/or its
-function tools over stdio or streamable HTTP.
+function tools over stdio, streamable HTTP or the legacy HTTP+SSE transport.
 
 The SDK itself is imported only when a connection starts or a server is built.
 """
@@ -26,7 +26,7 @@ from goagent_py.mcp.errors import (
     MCPToolError,
     MCPToolUnavailableError,
 )
-from goagent_py.mcp.server import run_http, run_stdio, serve_agent
+from goagent_py.mcp.server import run_http, run_sse, run_stdio, serve_agent, sse_app
 from goagent_py.mcp.transports import MCPHttp, MCPInProcess, MCPStdio
 
 __all__ = [
@@ -44,8 +44,10 @@ __all__ = [
     "MCPToolError",
     "MCPToolUnavailableError",
     "run_http",
+    "run_sse",
     "run_stdio",
     "serve_agent",
+    "sse_app",
     "sync_mcp_tools",
     "ToolChange",
 ]

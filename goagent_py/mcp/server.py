@@ -1,8 +1,8 @@
 """MCP server: an agent (one tool, prompt in, answer out) and/or its function tools, served by
-the SDK's ``MCPServer`` over stdio or streamable HTTP::
+the SDK's ``MCPServer`` over stdio, streamable HTTP or the legacy HTTP+SSE transport::
 
     server = serve_agent(agent, name="helper", expose="both")
-    await run_stdio(server)                      # or: await run_http(server, port=8000)
+    await run_stdio(server)        # or: await run_http(server, port=8000), run_sse(server, ...)
 
 Any MCP client (Claude Desktop, an IDE, another goagent-py agent through ``MCPStdio``) can then
 call ``ask(prompt)`` and read the agent's answer, with progress notifications while it runs.
@@ -19,7 +19,7 @@ from goagent_py.mcp._sdk import require
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
 from goagent_py.tools import Tool
 
-__all__ = ["run_http", "run_stdio", "serve_agent"]
+__all__ = ["run_http", "run_sse", "run_stdio", "serve_agent", "sse_app"]
 
 Expose = Literal["agent", "tools", "both"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -183,3 +183,37 @@ async def run_http(
 ) -> None:
     """Serve ``server`` over streamable HTTP at ``http://host:port/path`` until cancelled."""
     await server.run_streamable_http_async(host=host, port=port, streamable_http_path=path)
+
+
+def sse_app(
+    server: Any, *, path: str = "/sse", message_path: str = "/messages/", host: str = "127.0.0.1"
+) -> Any:
+    """The legacy HTTP+SSE transport (MCP 2024-11-05) for ``server``, as an ASGI app.
+
+    A client opens ``GET path`` (an event stream whose first event names the message
+    endpoint) and posts its JSON-RPC messages to ``message_path?session_id=...``. Many
+    deployed clients still speak only this transport; new ones should use :func:`run_http`.
+
+    Args:
+        server: the server built by :func:`serve_agent` (or any SDK ``MCPServer``).
+        path: the event stream's path.
+        message_path: where clients post their messages.
+        host: the host it will be served on; on a loopback host the SDK turns on its DNS
+            rebinding protection (only localhost Host and Origin headers are accepted).
+    """
+    if not path.startswith("/") or not message_path.startswith("/"):
+        raise ConfigurationError(
+            f"SSE paths must start with '/', got path={path!r}, message_path={message_path!r}"
+        )
+    return server.sse_app(sse_path=path, message_path=message_path, host=host)
+
+
+async def run_sse(
+    server: Any, *, host: str = "127.0.0.1", port: int = 8000, path: str = "/sse"
+) -> None:
+    """Serve ``server`` over the legacy HTTP+SSE transport at ``http://host:port/path`` (the
+    messages go to ``/messages/``) until cancelled; see :func:`sse_app`."""
+    import uvicorn
+
+    app = sse_app(server, path=path, host=host)
+    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()

@@ -1,4 +1,5 @@
-"""The three ways to reach an MCP server: a command over stdio, a URL, an in-process object."""
+"""The three ways to reach an MCP server: a command over stdio, a URL (streamable HTTP or the
+legacy HTTP+SSE transport), an in-process object."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
+from urllib.parse import urlsplit
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.mcp._env import server_env
@@ -15,6 +17,8 @@ from goagent_py.mcp._sdk import require
 from goagent_py.mcp.client import MCPConnection
 
 __all__ = ["MCPHttp", "MCPInProcess", "MCPStdio"]
+
+HttpTransport = Literal["streamable-http", "sse"]
 
 
 class MCPStdio(MCPConnection):
@@ -87,10 +91,15 @@ class MCPStdio(MCPConnection):
 
 
 class MCPHttp(MCPConnection):
-    """A server reached over streamable HTTP.
+    """A server reached over HTTP: streamable HTTP, or the legacy HTTP+SSE transport.
+
+    The transport follows the URL unless named: a path ending in ``/sse`` is the legacy
+    HTTP+SSE transport (MCP 2024-11-05: an event stream, and messages posted to the endpoint
+    it names), which many deployed servers still speak; any other path is streamable HTTP.
 
     Args:
-        url: the MCP endpoint (e.g. ``http://127.0.0.1:8000/mcp``).
+        url: the MCP endpoint (e.g. ``http://127.0.0.1:8000/mcp`` or ``.../sse``).
+        transport: "streamable-http" or "sse" (default: from the URL, as above).
         headers: headers sent with every request (e.g. an API key the server expects).
         auth: an ``httpx2.Auth`` (the SDK's HTTP client), e.g. the SDK's OAuth provider.
         timeout: seconds for connect/write; reads may last 300 s (server-sent event streams).
@@ -102,6 +111,7 @@ class MCPHttp(MCPConnection):
         self,
         url: str,
         *,
+        transport: HttpTransport | None = None,
         headers: Mapping[str, str] | None = None,
         auth: Any = None,
         timeout: float = 30.0,
@@ -110,15 +120,30 @@ class MCPHttp(MCPConnection):
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigurationError(f"MCPHttp needs an http(s) URL, got {url!r}")
+        if transport not in (None, "streamable-http", "sse"):
+            raise ConfigurationError(
+                f"MCPHttp transport must be 'sse' or 'streamable-http', got {transport!r}"
+            )
         host = url.split("://", 1)[1].split("/", 1)[0].rsplit("@", 1)[-1]
         super().__init__(name=name or host, **options)
         self.url = url
+        self.transport: HttpTransport = transport or transport_of(url)
         self.headers = dict(headers or {})
         self.auth = auth
         self.timeout = timeout
 
     async def _enter(self, stack: contextlib.AsyncExitStack) -> Any:
         mcp: Any = require("mcp")
+        if self.transport == "sse":
+            sse: Any = require("mcp.client.sse")
+            transport = sse.sse_client(
+                self.url,
+                headers=self.headers,
+                timeout=self.timeout,
+                sse_read_timeout=300.0,
+                auth=self.auth,
+            )
+            return await stack.enter_async_context(mcp.Client(transport, **self._client_kwargs()))
         httpx2: Any = require("httpx2")
         shttp: Any = require("mcp.client.streamable_http")
         http = httpx2.AsyncClient(
@@ -129,6 +154,12 @@ class MCPHttp(MCPConnection):
         await stack.enter_async_context(http)
         transport = shttp.streamable_http_client(self.url, http_client=http)
         return await stack.enter_async_context(mcp.Client(transport, **self._client_kwargs()))
+
+
+def transport_of(url: str) -> HttpTransport:
+    """The transport a URL names: "sse" for a path ending in ``/sse``, else streamable HTTP."""
+    path = urlsplit(url).path.rstrip("/")
+    return "sse" if path.endswith("/sse") else "streamable-http"
 
 
 class MCPInProcess(MCPConnection):

@@ -1,30 +1,37 @@
-"""goagent-py events as AG-UI events (plain JSON dicts with AG-UI ``type`` names).
+"""goagent-py events as AG-UI 1.0 events, built with the ``ag-ui-protocol`` package's models.
 
-The mapping (AG-UI https://docs.ag-ui.com, camelCase fields as the protocol spells them):
+Every event is an ``ag_ui.core`` model (so the package validates it as it is built) and goes on
+the wire as the package serialises it (camelCase, optional fields left out). The mapping
+(AG-UI https://docs.ag-ui.com):
 
 =============================  ===============================================================
 goagent-py                     AG-UI
 =============================  ===============================================================
 run begins                     ``RUN_STARTED`` {threadId, runId}
+MessageDelta "thinking"        ``REASONING_START`` + ``REASONING_MESSAGE_START`` (first),
+                               ``REASONING_MESSAGE_CONTENT``
 MessageDelta "text"            ``TEXT_MESSAGE_START`` (first delta), ``TEXT_MESSAGE_CONTENT``
-MessageEnd                     ``TEXT_MESSAGE_END``, ``THINKING_END``, ``TOOL_CALL_END``
-MessageDelta "thinking"        ``THINKING_START`` + ``THINKING_TEXT_MESSAGE_START`` (first),
-                               ``THINKING_TEXT_MESSAGE_CONTENT``
 MessageDelta "tool_call"       ``TOOL_CALL_START`` (first delta of a call), ``TOOL_CALL_ARGS``
-ToolExecutionEnd               ``TOOL_CALL_RESULT`` {toolCallId, content, isError, duration}
-MemoryRecall                   ``CUSTOM`` name ``goagent.memory_recall`` {memories: [{text,
-                               score}]}
-ToolExecutionStart             ``CUSTOM`` name ``goagent.tool_started``
-AgentEnd                       ``RUN_FINISHED`` {threadId, runId, result: {stopReason, text}}
+MessageEnd                     what is still open ends: ``REASONING_MESSAGE_END`` +
+                               ``REASONING_END``, ``TEXT_MESSAGE_END``, ``TOOL_CALL_END``
+ToolExecutionEnd               ``TOOL_CALL_RESULT`` {toolCallId, content, metadata: {isError,
+                               duration}}
+MemoryRecall                   ``CUSTOM`` ``goagent.memory_recall`` {memories: [{text, score,
+                               id}]}
+ToolExecutionStart             ``CUSTOM`` ``goagent.tool_started`` {toolCallId, toolCallName}
+AgentEnd                       ``RUN_FINISHED`` {result: {stopReason, text, output (a typed
+                               run's answer as JSON)}, usage}; an aborted run
+                               carries ``outcome: {type: "cancelled"}``
 an exception                   ``RUN_ERROR`` {message, code}
 =============================  ===============================================================
 
-A run ends with exactly one terminal event: a failed run's ``AgentEnd`` comes before its
-exception, so ``RUN_FINISHED`` is held until the run's stream is over (:meth:`AguiMapper.finished`)
-and a failure sends ``RUN_ERROR`` in its place.
-
-``isError`` and ``duration`` on ``TOOL_CALL_RESULT`` are goagent-py additions (AG-UI clients
-ignore unknown fields).
+The order is one the protocol accepts: ``RUN_STARTED`` first and exactly one terminal event
+last (a failed run's ``AgentEnd`` comes before its exception, so ``RUN_FINISHED`` is held until
+the run's stream is over, and a failure sends ``RUN_ERROR`` in its place); one text or reasoning
+message open at a time (reasoning ends before the answer's text starts, text ends before a
+tool call starts); every ``TOOL_CALL_START`` gets its ``TOOL_CALL_END`` and then exactly one
+``TOOL_CALL_RESULT`` (a call the run never finished, an abort, gets an error result before the
+terminal event, as the stored transcript does).
 """
 
 from __future__ import annotations
@@ -32,6 +39,35 @@ from __future__ import annotations
 import json
 import secrets
 from typing import Any
+
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    CustomEvent,
+    FunctionCall,
+    MessagesSnapshotEvent,
+    ReasoningEndEvent,
+    ReasoningMessage,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    TokenUsage,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
+)
+from ag_ui.core import ToolCall as AguiToolCall
 
 from goagent_py.events import (
     AgentEnd,
@@ -43,189 +79,271 @@ from goagent_py.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
 )
-from goagent_py.messages import Message, Role, TextBlock
+from goagent_py.messages import Message, Role, StopReason, TextBlock, ThinkingBlock, Usage
 
-__all__ = ["AguiMapper", "messages_snapshot"]
+__all__ = ["AGUI_VERSION", "AguiMapper", "messages_snapshot", "wire"]
+
+AGUI_VERSION = "1.0"
+"""The AG-UI protocol version the events follow (``ag-ui-protocol`` 1.x)."""
+
+_UNFINISHED = "the run ended before this call finished"
+
+
+def wire(event: BaseEvent) -> dict[str, Any]:
+    """``event`` as its JSON object on the wire (camelCase, optional fields left out)."""
+    data: dict[str, Any] = event.model_dump(mode="json", by_alias=True)
+    return data
 
 
 def _text(blocks: list[Any]) -> str:
     return "".join(b.text for b in blocks if isinstance(b, TextBlock))
 
 
+def _thinking(blocks: list[Any]) -> str:
+    return "".join(b.thinking for b in blocks if isinstance(b, ThinkingBlock))
+
+
+def _token_usage(usage: Usage) -> TokenUsage:
+    # AG-UI counts cache reads and writes inside inputTokens (parts of it); ours beside it.
+    return TokenUsage(
+        input_tokens=usage.total_tokens - usage.output_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
+        cached_input_tokens=usage.cache_read_input_tokens or None,
+        cache_write_input_tokens=usage.cache_creation_input_tokens or None,
+    )
+
+
+def _new_id(prefix: str) -> str:
+    return prefix + secrets.token_hex(6)
+
+
 def messages_snapshot(messages: list[Message]) -> dict[str, Any]:
     """A ``MESSAGES_SNAPSHOT`` event of a stored conversation (AG-UI message shapes)."""
-    out: list[dict[str, Any]] = []
+    out: list[Any] = []
     for i, m in enumerate(messages):
-        item: dict[str, Any] = {"id": f"m{i}", "role": m.role.value, "content": _text(m.content)}
-        if m.role is Role.ASSISTANT and m.tool_calls:
-            item["toolCalls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
-                }
+        mid = f"m{i}"
+        if m.role is Role.USER:
+            out.append(UserMessage(id=mid, content=_text(m.content)))
+        elif m.role is Role.TOOL:
+            text = _text(m.content)
+            out.append(
+                ToolMessage(
+                    id=mid,
+                    content=text,
+                    tool_call_id=m.tool_call_id,
+                    error=text if m.is_error else None,
+                )
+            )
+        else:
+            thought = _thinking(m.content)
+            if thought:
+                out.append(ReasoningMessage(id=mid + "r", content=thought))
+            calls = [
+                AguiToolCall(
+                    id=c.id,
+                    function=FunctionCall(name=c.name, arguments=json.dumps(c.arguments)),
+                )
                 for c in m.tool_calls
             ]
-        if m.role is Role.TOOL:
-            item["toolCallId"] = m.tool_call_id
-        out.append(item)
-    return {"type": "MESSAGES_SNAPSHOT", "messages": out}
+            out.append(
+                AssistantMessage(id=mid, content=_text(m.content) or None, tool_calls=calls or None)
+            )
+    return wire(MessagesSnapshotEvent(messages=out))
 
 
 class AguiMapper:
-    """Turns one run's events into AG-UI event dicts (stateful: open messages and calls)."""
+    """Turns one run's events into AG-UI events (stateful: the open message and calls).
+
+    ``map``, ``started``, ``finished`` and ``error`` return wire dicts (:func:`wire` of the
+    package's models).
+    """
 
     def __init__(self, thread_id: str, run_id: str) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
-        self._message_id = ""
-        self._text_open = False
-        self._thinking_open = False
-        self._calls: dict[str, str] = {}  # streamed call id -> name
-        self._announced: set[str] = set()
-        self._finished: dict[str, Any] | None = None
+        self._text_id = ""  # the open text message, "" when none
+        self._reasoning_id = ""  # the open reasoning message (and its span)
+        self._calls: dict[str, str] = {}  # calls started in this message: id -> name
+        self._unanswered: dict[str, str] = {}  # ended calls without a result yet: id -> name
+        self._finished: BaseEvent | None = None
         self.text = ""
 
     def started(self) -> dict[str, Any]:
         """The ``RUN_STARTED`` event."""
-        return {"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id}
+        return wire(RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id))
 
-    def error(self, message: str, code: str) -> dict[str, Any]:
-        """A ``RUN_ERROR`` event: the terminal event of a failed run."""
-        return {"type": "RUN_ERROR", "message": message, "code": code}
+    def error(self, message: str, code: str) -> list[dict[str, Any]]:
+        """What ends a failed run: what is still open closed, then ``RUN_ERROR``."""
+        return [*self._close_all(), wire(RunErrorEvent(message=message, code=code))]
 
-    def finished(self) -> dict[str, Any]:
-        """The ``RUN_FINISHED`` event: the terminal event of a run whose stream ended without
-        an error (its ``AgentEnd`` result, held by :meth:`map`)."""
-        if self._finished is not None:
-            return self._finished
-        return {
-            "type": "RUN_FINISHED",
-            "threadId": self.thread_id,
-            "runId": self.run_id,
-            "result": {"stopReason": None, "text": self.text},
-        }
-
-    def _new_message(self) -> str:
-        if not self._message_id:
-            self._message_id = "msg_" + secrets.token_hex(6)
-        return self._message_id
+    def finished(self) -> list[dict[str, Any]]:
+        """What ends a run whose stream ended without an error: what is still open closed, then
+        ``RUN_FINISHED`` (its ``AgentEnd`` result, held by :meth:`map`)."""
+        final = self._finished or RunFinishedEvent(
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            result={"stopReason": None, "text": self.text},
+        )
+        return [*self._close_all(), wire(final)]
 
     def map(self, event: AgentEvent) -> list[dict[str, Any]]:
         """The AG-UI events for one goagent-py event (often none). Nested agents' events
         (a non-empty ``path``) are left out: the page shows the top-level conversation."""
         if getattr(event, "path", ()):
             return []
+        return [wire(e) for e in self._map(event)]
+
+    def _map(self, event: AgentEvent) -> list[BaseEvent]:
         if isinstance(event, MessageStart) and event.role is Role.ASSISTANT:
-            self._message_id = ""
-            self._new_message()
-            return []
+            return self._close_message()
         if isinstance(event, MessageDelta):
             return self._delta(event)
         if isinstance(event, MessageEnd) and event.message.role is Role.ASSISTANT:
-            return self._end(event)
+            return self._end(event.message)
         if isinstance(event, ToolExecutionStart):
-            return [
-                {
-                    "type": "CUSTOM",
-                    "name": "goagent.tool_started",
-                    "value": {"toolCallId": event.call.id, "toolCallName": event.call.name},
-                }
-            ]
+            value = {"toolCallId": event.call.id, "toolCallName": event.call.name}
+            return [CustomEvent(name="goagent.tool_started", value=value)]
         if isinstance(event, ToolExecutionEnd):
             result = event.result
+            if self._unanswered.pop(result.call.id, None) is None:
+                return []  # a call this stream never announced (cannot be: kept safe)
             return [
-                {
-                    "type": "TOOL_CALL_RESULT",
-                    "messageId": "tool_" + result.call.id,
-                    "toolCallId": result.call.id,
-                    "role": "tool",
-                    "content": _text(result.content),
-                    "isError": result.is_error,
-                    "duration": round(result.duration, 6),
-                }
+                self._result(
+                    result.call.id, _text(result.content), result.is_error, result.duration
+                )
             ]
         if isinstance(event, MemoryRecall):
             memories = [
                 {"text": m.message.text, "score": round(float(m.score), 4), "id": m.id}
                 for m in event.memories
             ]
-            return [
-                {"type": "CUSTOM", "name": "goagent.memory_recall", "value": {"memories": memories}}
-            ]
+            return [CustomEvent(name="goagent.memory_recall", value={"memories": memories})]
         if isinstance(event, AgentEnd):
             final = event.result
-            self._finished = {
-                "type": "RUN_FINISHED",
-                "threadId": self.thread_id,
-                "runId": self.run_id,
-                "result": {
-                    "stopReason": final.stop_reason.value if final.stop_reason else None,
-                    "text": final.text,
-                },
+            aborted = final.stop_reason is StopReason.ABORTED
+            summary: dict[str, Any] = {
+                "stopReason": final.stop_reason.value if final.stop_reason else None,
+                "text": final.text,
             }
+            if final.output is not None and not isinstance(final.output, str):
+                from pydantic_core import to_jsonable_python
+
+                summary["output"] = to_jsonable_python(final.output)  # a typed run's answer
+            self._finished = RunFinishedEvent(
+                thread_id=self.thread_id,
+                run_id=self.run_id,
+                result=summary,
+                outcome=RunFinishedCancelledOutcome() if aborted else None,
+                usage=[_token_usage(final.usage)] if final.usage.total_tokens else None,
+            )
         return []
 
-    def _delta(self, event: MessageDelta) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        mid = self._new_message()
-        if event.kind == "text":
-            if not self._text_open:
-                self._text_open = True
-                out.append({"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"})
-            self.text += event.delta
-            out.append({"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": event.delta})
-        elif event.kind == "thinking":
-            if not self._thinking_open:
-                self._thinking_open = True
-                out.append({"type": "THINKING_START"})
-                out.append({"type": "THINKING_TEXT_MESSAGE_START"})
-            out.append({"type": "THINKING_TEXT_MESSAGE_CONTENT", "delta": event.delta})
-        elif event.call_id:
-            if event.call_id not in self._calls:
-                self._calls[event.call_id] = event.name
-                out.append(self._call_start(event.call_id, event.name))
+    def _result(
+        self, call_id: str, content: str, is_error: bool, duration: float
+    ) -> ToolCallResultEvent:
+        return ToolCallResultEvent(
+            message_id="tool_" + call_id,
+            tool_call_id=call_id,
+            role="tool",
+            content=content,
+            metadata={"isError": is_error, "duration": round(duration, 6)},
+        )
+
+    # -- the assistant message as it streams ------------------------------------------------
+
+    def _delta(self, event: MessageDelta) -> list[BaseEvent]:
+        if event.kind == "thinking":
+            out = self._close_text()
+            if not self._reasoning_id:
+                self._reasoning_id = _new_id("reasoning_")
+                out += [
+                    ReasoningStartEvent(message_id=self._reasoning_id),
+                    ReasoningMessageStartEvent(message_id=self._reasoning_id),
+                ]
             out.append(
-                {"type": "TOOL_CALL_ARGS", "toolCallId": event.call_id, "delta": event.delta}
+                ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=event.delta)
             )
+            return out
+        if event.kind == "text":
+            out = self._close_reasoning()
+            if not self._text_id:
+                self._text_id = _new_id("msg_")
+                out.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
+            self.text += event.delta
+            out.append(TextMessageContentEvent(message_id=self._text_id, delta=event.delta))
+            return out
+        if not event.call_id:
+            return []
+        out = self._close_reasoning() + self._close_text()
+        if event.call_id not in self._calls:
+            self._calls[event.call_id] = event.name
+            out.append(ToolCallStartEvent(tool_call_id=event.call_id, tool_call_name=event.name))
+        out.append(ToolCallArgsEvent(tool_call_id=event.call_id, delta=event.delta))
         return out
 
-    def _call_start(self, call_id: str, name: str) -> dict[str, Any]:
-        self._announced.add(call_id)
-        return {
-            "type": "TOOL_CALL_START",
-            "toolCallId": call_id,
-            "toolCallName": name,
-            "parentMessageId": self._new_message(),
-        }
-
-    def _end(self, event: MessageEnd) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        if self._thinking_open:
-            out += [{"type": "THINKING_TEXT_MESSAGE_END"}, {"type": "THINKING_END"}]
-        if self._text_open:
-            out.append({"type": "TEXT_MESSAGE_END", "messageId": self._message_id})
-        elif not self._calls and event.message.text:
-            # Not streamed (a provider without streaming): the whole text at once.
-            mid = self._new_message()
-            self.text += event.message.text
-            out += [
-                {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant"},
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": event.message.text},
-                {"type": "TEXT_MESSAGE_END", "messageId": mid},
-            ]
-        for call in event.message.tool_calls:
-            if call.id not in self._announced:
-                out.append(self._call_start(call.id, call.name))
-                out.append(
-                    {
-                        "type": "TOOL_CALL_ARGS",
-                        "toolCallId": call.id,
-                        "delta": json.dumps(call.arguments),
-                    }
-                )
-            out.append({"type": "TOOL_CALL_END", "toolCallId": call.id})
-        self._text_open = self._thinking_open = False
+    def _end(self, message: Message) -> list[BaseEvent]:
+        streamed = bool(self._text_id or self._reasoning_id or self._calls)
+        out = self._close_reasoning() + self._close_text()
+        if not streamed:
+            # Not streamed (a provider without streaming): the whole message at once.
+            thought = _thinking(message.content)
+            if thought:
+                rid = _new_id("reasoning_")
+                out += [
+                    ReasoningStartEvent(message_id=rid),
+                    ReasoningMessageStartEvent(message_id=rid),
+                    ReasoningMessageContentEvent(message_id=rid, delta=thought),
+                    ReasoningMessageEndEvent(message_id=rid),
+                    ReasoningEndEvent(message_id=rid),
+                ]
+            if message.text:
+                mid = _new_id("msg_")
+                self.text += message.text
+                out += [
+                    TextMessageStartEvent(message_id=mid, role="assistant"),
+                    TextMessageContentEvent(message_id=mid, delta=message.text),
+                    TextMessageEndEvent(message_id=mid),
+                ]
+        for call in message.tool_calls:
+            if call.id not in self._calls:
+                out += [
+                    ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name),
+                    ToolCallArgsEvent(tool_call_id=call.id, delta=json.dumps(call.arguments)),
+                ]
+            out.append(ToolCallEndEvent(tool_call_id=call.id))
+            self._unanswered[call.id] = call.name
+        # Calls streamed but not in the final message (a provider that dropped one) end too.
+        for call_id in self._calls:
+            if call_id not in self._unanswered:
+                out.append(ToolCallEndEvent(tool_call_id=call_id))
+                self._unanswered[call_id] = self._calls[call_id]
         self._calls = {}
-        self._message_id = ""
         return out
+
+    def _close_reasoning(self) -> list[BaseEvent]:
+        if not self._reasoning_id:
+            return []
+        rid, self._reasoning_id = self._reasoning_id, ""
+        return [ReasoningMessageEndEvent(message_id=rid), ReasoningEndEvent(message_id=rid)]
+
+    def _close_text(self) -> list[BaseEvent]:
+        if not self._text_id:
+            return []
+        mid, self._text_id = self._text_id, ""
+        return [TextMessageEndEvent(message_id=mid)]
+
+    def _close_message(self) -> list[BaseEvent]:
+        out = self._close_reasoning() + self._close_text()
+        for call_id in self._calls:
+            out.append(ToolCallEndEvent(tool_call_id=call_id))
+            self._unanswered[call_id] = self._calls[call_id]
+        self._calls = {}
+        return out
+
+    def _close_all(self) -> list[dict[str, Any]]:
+        out = self._close_message()
+        for call_id in list(self._unanswered):
+            out.append(self._result(call_id, _UNFINISHED, True, 0.0))
+        self._unanswered = {}
+        return [wire(e) for e in out]

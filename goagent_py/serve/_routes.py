@@ -4,14 +4,11 @@ OpenAI-compatible ``/v1``)."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
 
 from goagent_py.serve._server import (
     COOKIE,
@@ -22,6 +19,7 @@ from goagent_py.serve._server import (
     memory_scope,
     static_file,
 )
+from goagent_py.serve._sse import RunStream
 from goagent_py.serve._threads import message_json
 
 __all__ = ["table"]
@@ -51,28 +49,6 @@ def _text_of(value: Any) -> str:
     return ""
 
 
-class _RunStream(EventSourceResponse):
-    """An SSE response for a run that aborts the run when the stream ends before it does.
-
-    Leaving ``server.events`` early aborts the run, but only once that generator has started:
-    a client gone before the first frame (the server noticed the disconnect first, or the
-    response start could not be sent, ASGI 2.4 servers raise ``OSError`` there) never starts
-    it, and the run would go on with nobody listening.
-    """
-
-    def __init__(self, server: Server, run: Run, content: AsyncIterator[Any]) -> None:
-        super().__init__(content, ping=15)
-        self._server = server
-        self._run = run
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            if not self._run.done.is_set():
-                self._server.stop(self._run)
-
-
 def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
     """The routes: (path, endpoint, methods)."""
 
@@ -81,7 +57,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
             async for item in server.events(run):
                 yield {"data": json.dumps(item)}
 
-        return _RunStream(server, run, frames())
+        return RunStream(server, run, frames())
 
     async def page(request: Request) -> Response:
         body, media = static_file("index.html")
@@ -269,74 +245,20 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         return JSONResponse({"object": "list", "data": [model]})
 
     async def completions(request: Request) -> Response:
+        from goagent_py.serve import _openai
+
         user = await server.user(request)
         body = await server.body(request)
-        chat = body.get("messages")
-        if not isinstance(chat, list):
-            raise HttpError(400, "messages must be a list")
-        prompt = next(
-            (
-                _text_of(m.get("content"))
-                for m in reversed(chat)
-                if isinstance(m, dict) and m.get("role") == "user"
-            ),
-            "",
-        )
-        if not prompt:
-            raise HttpError(400, "no user message with text content")
-        # The server owns history: the thread is named by the "user" field (or a header).
-        name = request.headers.get("x-goagent-thread") or body.get("user") or "default"
-        thread_id = "openai-" + "".join(c for c in str(name) if c.isalnum() or c in "-_")[:40]
-        if await server.threads.get(user, thread_id) is None:
-            await server.threads.create(user, f"OpenAI API ({name})"[:200], thread_id)
-        started = await server.start_run(user, thread_id, prompt)
-        cid = "chatcmpl-" + started.run_id
-        created = int(time.time())
-        model = str(body.get("model") or server.model_name)
+        asked = _openai.parse_chat(request.headers, body, server.model_name)
+        return await _openai.chat_completions(server, user, asked)
 
-        def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
-            return {
-                "id": cid,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            }
+    async def responses(request: Request) -> Response:
+        from goagent_py.serve import _openai
 
-        if body.get("stream"):
-
-            async def frames() -> AsyncIterator[str]:
-                yield json.dumps(chunk({"role": "assistant", "content": ""}, None))
-                error = ""
-                async for item in server.events(started):
-                    if item["type"] == "TEXT_MESSAGE_CONTENT":
-                        yield json.dumps(chunk({"content": item["delta"]}, None))
-                    elif item["type"] == "RUN_ERROR":
-                        error = item["message"]
-                if error:
-                    _, body = error_body(500, error, path="/v1/")
-                    yield json.dumps(body)
-                yield json.dumps(chunk({}, "stop"))
-                yield "[DONE]"
-
-            return _RunStream(server, started, frames())
-        error = ""
-        async for item in server.events(started):
-            if item["type"] == "RUN_ERROR":
-                error = item["message"]
-        if error:
-            raise HttpError(500, error)
-        message = {"role": "assistant", "content": started.mapper.text}
-        return JSONResponse(
-            {
-                "id": cid,
-                "object": "chat.completion",
-                "created": created,
-                "model": model,
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-            }
-        )
+        user = await server.user(request)
+        body = await server.body(request)
+        asked = _openai.parse_responses(request.headers, body, server.model_name)
+        return await _openai.responses(server, user, asked)
 
     async def unknown(request: Request) -> Response:
         raise HttpError(404, f"Invalid URL ({request.method} {request.url.path})")
@@ -359,6 +281,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         ("/api/memories/{memory_id:str}", forget, ["DELETE"]),
         ("/v1/models", models, ["GET"]),
         ("/v1/chat/completions", completions, ["POST"]),
+        ("/v1/responses", responses, ["POST"]),
         ("/v1/{rest:path}", unknown, ["GET", "POST", "PUT", "PATCH", "DELETE"]),
     ]
     return [(path, _guarded(fn), methods) for path, fn, methods in plain]

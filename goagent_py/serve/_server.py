@@ -114,6 +114,11 @@ class Run:
     # frame): Session.abort is a no-op then, so _drive delivers it at the run's first event.
     abort_reason: str = ""
     abort_sent: bool = False
+    # Waiting for an OpenAI client to run its own tools: the response that saw the calls has
+    # ended, the run has not (the next request's tool results continue it).
+    parked: bool = False
+    waiting_for: list[str] = field(default_factory=list)  # the client's call ids, when parked
+    seen_calls: dict[str, list[str]] = field(default_factory=dict)  # id -> [name, arguments]
 
 
 @dataclass
@@ -121,6 +126,12 @@ class Live:
     session: Session
     storage: SQLiteStorage
     run: Run | None = None
+    # The thread's own agent while a run uses one adapted for its request (an OpenAI client's
+    # tools or response_format); put back when the run ends.
+    base_agent: Agent | None = None
+    # Results of tools an OpenAI client runs, by call id: the tool waits on its future, the
+    # client's next request fills it (whichever comes first creates it).
+    client_calls: dict[str, asyncio.Future[str]] = field(default_factory=dict)
 
 
 class Server:
@@ -272,15 +283,33 @@ class Server:
 
     # -- runs ----------------------------------------------------------------------------
 
-    async def start_run(self, user: str, thread_id: str, text: str) -> Run:
+    async def start_run(
+        self,
+        user: str,
+        thread_id: str,
+        text: str,
+        *,
+        adapt: Callable[[Live], Agent | None] | None = None,
+    ) -> Run:
+        """Start a run of ``text`` in the thread; ``adapt`` may give the agent this one run
+        uses (the thread's own agent is put back when it ends)."""
         live = await self.live_of(user, thread_id)
         while live.run is not None:
-            if self.busy == "refuse":
+            if self.busy == "refuse" and not live.run.parked:
                 raise HttpError(409, "a run is in progress in this thread; stop or steer it")
-            # busy="interrupt": the new message wins; the old run ends aborted (and stored).
+            # busy="interrupt", or a run still waiting for a client's tool results: the new
+            # message wins; the old run ends aborted (and stored).
             current = live.run
             self._abort(live, current, "interrupted by a new message")
             await current.done.wait()
+        if adapt is not None:
+            try:
+                agent = adapt(live)
+            except ConfigurationError as exc:
+                raise HttpError(400, str(exc)) from exc
+            if agent is not None:
+                live.base_agent = live.session.agent
+                live.session.set_agent(agent)
         run_id = "run_" + secrets.token_hex(8)
         run = Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
         live.run = run
@@ -301,11 +330,19 @@ class Server:
                 for item in run.mapper.map(event):
                     put(item)
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
-            put(run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__))
+            for item in run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__):
+                put(item)
         else:
-            put(run.mapper.finished())
+            for item in run.mapper.finished():
+                put(item)
         finally:
             live.run = None
+            if live.base_agent is not None:
+                live.session.set_agent(live.base_agent)
+                live.base_agent = None
+            for pending in live.client_calls.values():
+                pending.cancel()
+            live.client_calls.clear()
             self.runs.pop(run.run_id, None)
             await self.threads.record_durations(run.user, run.thread_id, durations)
             await self.threads.update(run.user, run.thread_id)
@@ -332,7 +369,7 @@ class Server:
                     return
                 yield item
         finally:
-            if not finished:
+            if not finished and not run.parked:
                 self.stop(run)
 
     def stop(self, run: Run) -> bool:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +54,25 @@ def child_pids(command_part: str) -> list[int]:
             if command_part.encode() in cmdline:
                 pids.append(pid)
     return pids
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[int]:
+    """Serve the ASGI ``app`` with uvicorn on a free localhost port; yields the port.
+
+    The socket is bound and listening before the server starts, so clients can connect at once.
+    """
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    port = sock.getsockname()[1]
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(web.serve(sockets=[sock]))
+    try:
+        yield port
+    finally:
+        web.should_exit = True
+        await task
+        sock.close()

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from goagent_py.cli._mcp import add_mcp_cli, stdio_connections
+from goagent_py.cli._mcp import add_mcp_cli, endpoint_path, stdio_connections
 from goagent_py.errors import ConfigurationError
 
 
@@ -28,10 +28,17 @@ def test_mcp_serve_over_http_with_attached_servers() -> None:
         ["mcp", "serve", "--transport", "http", "--port", "9000", "--expose", "both",
          "--mcp", "uvx mcp-server-time", "--mcp", "mcp-server-git --repository ."]
     )  # fmt: skip
-    assert (args.transport, args.port, args.path) == ("http", 9000, "/mcp")
+    assert (args.transport, args.port, endpoint_path(args)) == ("http", 9000, "/mcp")
     [time, git] = stdio_connections(args.mcp)
     assert (time.command, time.args, time.name) == ("uvx", ["mcp-server-time"], "uvx")
     assert (git.command, git.args) == ("mcp-server-git", ["--repository", "."])
+
+
+def test_mcp_serve_over_sse_listens_at_sse_unless_told() -> None:
+    args = parser().parse_args(["mcp", "serve", "--transport", "sse"])
+    assert (args.transport, endpoint_path(args)) == ("sse", "/sse")
+    args = parser().parse_args(["mcp", "serve", "--transport", "sse", "--path", "/legacy/sse"])
+    assert endpoint_path(args) == "/legacy/sse"
 
 
 def test_mcp_commands_are_split_like_a_shell_but_never_run_by_one() -> None:

@@ -78,3 +78,78 @@ async def echo_app(db: str) -> AsyncIterator[Any]:
     app = create_app(factory_for(FunctionProvider(answer)), storage_path=db)
     yield app
     await app.aclose()
+
+
+_TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
+
+
+def _need(ok: object, where: str) -> None:
+    if not ok:
+        raise AssertionError(f"AG-UI order broken at {where}")
+
+
+def check_agui(events: list[dict[str, Any]]) -> list[Any]:
+    """Parse every event with the ``ag-ui-protocol`` models and check their order; returns the
+    parsed models.
+
+    The order rules: ``RUN_STARTED`` first and exactly one terminal event, last; one text or
+    reasoning message open at a time (a reasoning message ends before a text message starts,
+    a text message before a tool call starts); content and end only for the open message;
+    every tool call started once, its arguments before its end, then exactly one result.
+    """
+    from ag_ui.core import Event
+    from pydantic import TypeAdapter
+
+    adapter: TypeAdapter[Any] = TypeAdapter(Event)
+    parsed = []
+    for e in events:
+        model = adapter.validate_python(e)
+        assert not model.model_extra, f"fields the protocol does not define: {model.model_extra}"
+        assert model.model_dump(mode="json", by_alias=True) == e, e
+        parsed.append(model)
+    types = [e["type"] for e in events]
+    assert types[0] == "RUN_STARTED", types
+    assert [t for t in types if t in _TERMINAL] == [types[-1]], types
+    text = reasoning = span = ""
+    seen_messages: set[str] = set()
+    calls: dict[str, str] = {}  # id -> "open" | "ended" | "answered"
+    for e in events:
+        kind = e["type"]
+        where = f"{kind} in {types}"
+        if kind == "TEXT_MESSAGE_START":
+            _need(not text and not span, where)
+            _need(e["messageId"] not in seen_messages, where)
+            text = e["messageId"]
+            seen_messages.add(text)
+        elif kind in ("TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"):
+            _need(text and e["messageId"] == text, where)
+            if kind == "TEXT_MESSAGE_END":
+                text = ""
+        elif kind == "REASONING_START":
+            _need(not span and not text, where)
+            span = e["messageId"]
+        elif kind == "REASONING_MESSAGE_START":
+            _need(span and not reasoning and not text, where)
+            reasoning = e["messageId"]
+        elif kind in ("REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END"):
+            _need(reasoning and e["messageId"] == reasoning, where)
+            if kind == "REASONING_MESSAGE_END":
+                reasoning = ""
+        elif kind == "REASONING_END":
+            _need(span == e["messageId"] and not reasoning, where)
+            span = ""
+        elif kind == "TOOL_CALL_START":
+            _need(not text and not span, where)
+            _need(e["toolCallId"] not in calls, where)
+            calls[e["toolCallId"]] = "open"
+        elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END"):
+            _need(calls.get(e["toolCallId"]) == "open", where)
+            if kind == "TOOL_CALL_END":
+                calls[e["toolCallId"]] = "ended"
+        elif kind == "TOOL_CALL_RESULT":
+            _need(calls.get(e["toolCallId"]) == "ended", where)
+            calls[e["toolCallId"]] = "answered"
+        elif kind in _TERMINAL:
+            _need(not text and not span and not reasoning, where)
+            _need(all(state == "answered" for state in calls.values()), f"{calls} {types}")
+    return parsed

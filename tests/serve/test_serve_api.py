@@ -78,9 +78,9 @@ async def test_tool_calls_stream_as_cards_and_are_in_history(db: str, helpers: A
         assert any(e["type"] == "TOOL_CALL_END" for e in events)
         result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
         assert result["content"] == "5"
-        assert result["isError"] is False
+        assert result["metadata"]["isError"] is False
         assert result["toolCallId"] == start["toolCallId"]
-        assert result["duration"] >= 0
+        assert result["metadata"]["duration"] >= 0
         msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
         assert msgs[1]["tool_calls"] == [
             {"id": start["toolCallId"], "name": "add", "arguments": {"a": 2, "b": 3}}
@@ -88,7 +88,7 @@ async def test_tool_calls_stream_as_cards_and_are_in_history(db: str, helpers: A
         assert msgs[2]["role"] == "tool"
         assert msgs[2]["text"] == "5"
         # The call's duration is kept for the card after a reload: the one the stream showed.
-        assert msgs[2]["duration"] == result["duration"]
+        assert msgs[2]["duration"] == result["metadata"]["duration"]
         assert "duration" not in msgs[3]
         assert msgs[3]["text"] == "it is 5"
         snap = (await client.get(f"/api/threads/{tid}/messages?format=agui")).json()

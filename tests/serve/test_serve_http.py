@@ -212,3 +212,37 @@ async def test_a_client_gone_before_the_first_frame_aborts_the_run(db: str, help
             r = await client.post(f"/api/threads/{tid}/runs", json={"message": "more"})
             assert helpers.sse_events(r.text)[-1]["type"] == "RUN_FINISHED"
     await app.aclose()
+
+
+async def test_openai_sdk_responses_and_client_tools_on_a_real_port(db: str, helpers: Any) -> None:
+    openai = pytest.importorskip("openai")
+    provider = ScriptedProvider(
+        tool_call_response(("lookup", {"word": "ubuntu"})), "It means humanity."
+    )
+    app = create_app(helpers.factory_for(provider), storage_path=db)
+    lookup = {
+        "type": "function",
+        "name": "lookup",
+        "description": "Look a word up.",
+        "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
+    }
+    async for base in _serve(app):
+        client = openai.AsyncOpenAI(base_url=base + "/v1", api_key="unused-locally")
+        stream = await client.responses.create(
+            model="goagent", input="what is ubuntu?", tools=[lookup], stream=True
+        )
+        events = [e async for e in stream]
+        assert events[-1].type == "response.completed"
+        (call,) = [i for i in events[-1].response.output if i.type == "function_call"]
+        stream = await client.responses.create(
+            model="goagent",
+            input=[{"type": "function_call_output", "call_id": call.call_id, "output": "humanity"}],
+            tools=[lookup],
+            stream=True,
+        )
+        events = [e async for e in stream]
+        deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+        assert len(deltas) > 1  # it really streamed
+        assert "".join(deltas) == "It means humanity."
+        await client.close()
+    await app.aclose()

@@ -166,11 +166,11 @@
       case "TEXT_MESSAGE_END":
         ctx.bubble = null;
         break;
-      case "THINKING_TEXT_MESSAGE_START":
+      case "REASONING_MESSAGE_START":
         ctx.thinking = el("div", "msg assistant thinking", "");
         $("messages").appendChild(ctx.thinking);
         break;
-      case "THINKING_TEXT_MESSAGE_CONTENT":
+      case "REASONING_MESSAGE_CONTENT":
         if (ctx.thinking) ctx.thinking.textContent += event.delta;
         break;
       case "TOOL_CALL_START":
@@ -183,7 +183,8 @@
       }
       case "TOOL_CALL_RESULT": {
         const entry = ctx.cards[event.toolCallId];
-        if (entry) finishCard(entry[0], entry[1], event.content, event.isError, event.duration);
+        const meta = event.metadata || {};
+        if (entry) finishCard(entry[0], entry[1], event.content, meta.isError, meta.duration);
         break;
       }
       case "CUSTOM":

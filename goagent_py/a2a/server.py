@@ -1,0 +1,302 @@
+"""An agent as an A2A server: the agent card at ``/.well-known/agent-card.json`` and JSON-RPC
+(``SendMessage``, ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, and their 0.3 names
+``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``) on the official SDK's
+request handler and routes::
+
+    app = a2a_app(agent, url="http://127.0.0.1:9000")   # an ASGI app
+    uvicorn.run(app, port=9000)                          # or: await run_a2a(agent, port=9000)
+
+Each A2A context is one conversation (a :class:`~goagent_py.Session`), so a follow-up in the
+same context sees what came before; each message starts a task that runs the agent. A client's
+CancelTask aborts the run (``session.abort("now")``): the partial answer is kept and the task
+ends CANCELED. How events, parts and states map is in :mod:`goagent_py.a2a._mapping`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from goagent_py.a2a._mapping import (
+    ANSWER_ARTIFACT,
+    agent_card,
+    answer_parts,
+    blocks_of,
+    progress_note,
+)
+from goagent_py.a2a._sdk import require
+from goagent_py.agent import Agent
+from goagent_py.errors import ConfigurationError, SessionBusyError
+from goagent_py.events import AgentEnd, MessageDelta
+from goagent_py.messages import ContentBlock, StopReason
+from goagent_py.results import RunResult
+from goagent_py.session import Session
+
+__all__ = ["a2a_app", "run_a2a"]
+
+AgentFactory = Callable[[str], Agent | Awaitable[Agent]]
+"""Builds the agent of one A2A context (its id given): e.g. one with its own stored memory."""
+
+# How long a CancelTask waits for the aborted run to wind down before the SDK cancels it.
+_CANCEL_GRACE = 10.0
+
+
+@dataclass(slots=True, eq=False)
+class _Running:
+    """A task whose run is in progress: what CancelTask needs to stop it."""
+
+    session: Session
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel_requested: bool = False
+
+
+class _Runner:
+    """Runs the agent for the SDK's executor: one session per context, one run per task."""
+
+    def __init__(self, agent: Agent | AgentFactory, *, max_contexts: int) -> None:
+        self._agent = agent
+        self._max_contexts = max_contexts
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._running: dict[str, _Running] = {}
+        self._building = asyncio.Lock()
+
+    async def _session(self, context_id: str) -> Session:
+        async with self._building:
+            session = self._sessions.pop(context_id, None)
+            if session is None:
+                agent = self._agent
+                if not isinstance(agent, Agent):
+                    built = agent(context_id)
+                    agent = await built if inspect.isawaitable(built) else built
+                    if not isinstance(agent, Agent):
+                        raise ConfigurationError("the agent factory must return an Agent")
+                session = Session(agent)
+            self._sessions[context_id] = session  # most recently used last
+            self._evict()
+            return session
+
+    def _evict(self) -> None:
+        idle = [c for c, s in self._sessions.items() if not s.state.running]
+        for context_id in idle[: max(0, len(self._sessions) - self._max_contexts)]:
+            del self._sessions[context_id]
+
+    async def execute(self, context: Any, queue: Any) -> None:
+        tasks: Any = require("a2a.server.tasks")
+        helpers: Any = require("a2a.helpers.proto_helpers")
+        types: Any = require("a2a.types")
+        task_id, context_id = context.task_id, context.context_id
+        if context.current_task is None:
+            submitted = helpers.new_task(
+                task_id, context_id, types.TaskState.TASK_STATE_SUBMITTED, [], [context.message]
+            )
+            await queue.enqueue_event(submitted)
+        updater = tasks.TaskUpdater(queue, task_id, context_id)
+        try:
+            prompt = blocks_of(context.message)
+        except ConfigurationError as exc:
+            await updater.reject(updater.new_agent_message(answer_parts(str(exc))))
+            return
+        running = _Running(await self._session(context_id))
+        self._running[task_id] = running
+        try:
+            await self._run(running, prompt, updater)
+        finally:
+            running.done.set()
+            self._running.pop(task_id, None)
+
+    async def _run(self, running: _Running, prompt: list[ContentBlock], updater: Any) -> None:
+        def note(text: str) -> Any:
+            return updater.new_agent_message(answer_parts(text))
+
+        await updater.start_work()
+        if running.cancel_requested:
+            await updater.cancel()
+            return
+        try:
+            result = await self._stream(running.session, prompt, updater, note)
+        except SessionBusyError:
+            await updater.reject(
+                note(
+                    "this context is busy with another task: wait for it to finish or cancel "
+                    "it, or send the message in a new context"
+                )
+            )
+            return
+        except Exception as exc:
+            await updater.failed(note(f"the agent failed: {type(exc).__name__}: {exc}"))
+            return
+        if result.text or result.stop_reason != StopReason.ABORTED:
+            await updater.add_artifact(
+                answer_parts(result.text),
+                artifact_id=self._answer_id(updater),
+                name=ANSWER_ARTIFACT,
+                append=False,
+                last_chunk=True,
+            )
+        if result.stop_reason == StopReason.ABORTED:
+            await updater.cancel()
+        else:
+            await updater.complete()
+
+    @staticmethod
+    def _answer_id(updater: Any) -> str:
+        return f"{updater.task_id}-{ANSWER_ARTIFACT}"
+
+    async def _stream(
+        self,
+        session: Session,
+        prompt: list[ContentBlock],
+        updater: Any,
+        note: Callable[[str], Any],
+    ) -> RunResult:
+        working: Any = require("a2a.types").TaskState.TASK_STATE_WORKING
+        answer_id = self._answer_id(updater)
+        streamed = False
+        result: RunResult | None = None
+        async for event in session.stream(prompt):
+            if isinstance(event, MessageDelta):
+                if event.kind == "text" and event.delta:
+                    await updater.add_artifact(
+                        answer_parts(event.delta),
+                        artifact_id=answer_id,
+                        name=ANSWER_ARTIFACT,
+                        append=streamed,
+                        last_chunk=False,
+                    )
+                    streamed = True
+            elif isinstance(event, AgentEnd):
+                result = event.result
+            elif (text := progress_note(event)) is not None:
+                await updater.update_status(working, message=note(text))
+        if result is None:  # pragma: no cover - a run always ends with AgentEnd or raises
+            raise RuntimeError("the run ended without a result")
+        return result
+
+    async def cancel(self, context: Any, queue: Any) -> None:
+        running = self._running.get(context.task_id)
+        if running is None:
+            return  # not running here: the SDK records the task as canceled itself
+        running.cancel_requested = True
+        running.session.abort("now", reason="canceled by the A2A client")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(running.done.wait(), _CANCEL_GRACE)
+
+
+def _executor(runner: _Runner) -> Any:
+    """The SDK's ``AgentExecutor`` around ``runner`` (its class needs the SDK, so it is made
+    here, on first use)."""
+    execution: Any = require("a2a.server.agent_execution")
+
+    class _Executor(execution.AgentExecutor):  # type: ignore[misc]
+        async def execute(self, context: Any, event_queue: Any) -> None:
+            await runner.execute(context, event_queue)
+
+        async def cancel(self, context: Any, event_queue: Any) -> None:
+            await runner.cancel(context, event_queue)
+
+    return _Executor()
+
+
+def a2a_app(
+    agent: Agent | AgentFactory,
+    *,
+    url: str,
+    name: str | None = None,
+    description: str | None = None,
+    version: str = "1.0.0",
+    path: str = "/",
+    streaming: bool = True,
+    max_contexts: int = 256,
+) -> Any:
+    """Serve ``agent`` over A2A (protocol 1.0, JSON-RPC binding): an ASGI (Starlette) app.
+
+    Args:
+        agent: the :class:`~goagent_py.Agent`, or a factory called with each new context's id
+            that returns the agent for that conversation (e.g. with its own stored memory).
+        url: the address clients reach the app at (it goes in the agent card).
+        name: the card's name (default: the agent's name; required with a factory).
+        description: what the agent does, for the card (default: a sentence with its name).
+        version: the agent's version, for the card.
+        path: where JSON-RPC requests are posted, under ``url``.
+        streaming: whether to offer ``SendStreamingMessage`` (``message/stream``).
+        max_contexts: conversations kept in memory; past it, the least recently used idle one
+            is dropped (a message in it then starts afresh).
+
+    Returns:
+        A Starlette app; serve it with uvicorn (see :func:`run_a2a`) or mount it in yours.
+
+    Raises:
+        MissingExtraError: the ``a2a`` extra is not installed.
+        ConfigurationError: a bad URL, path or limit, or a factory without ``name=``.
+    """
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"a2a_app needs the http(s) URL clients reach it at, got {url!r}")
+    if not path.startswith("/"):
+        raise ConfigurationError(f"path must start with '/', got {path!r}")
+    if max_contexts < 1:
+        raise ConfigurationError(f"max_contexts must be >= 1, got {max_contexts!r}")
+    if isinstance(agent, Agent):
+        card_name = name or agent.name or "goagent-py"
+        tools = [t.definition.name for t in agent.tools]
+    elif callable(agent):
+        if not name:
+            raise ConfigurationError("a2a_app with an agent factory needs name= for the card")
+        card_name, tools = name, []
+    else:
+        raise ConfigurationError(
+            f"a2a_app takes an Agent or a factory of agents, got {type(agent).__name__}"
+        )
+    routes: Any = require("a2a.server.routes")
+    handlers: Any = require("a2a.server.request_handlers")
+    task_store: Any = require("a2a.server.tasks").InMemoryTaskStore()
+    applications: Any = require("starlette.applications")
+    card = agent_card(
+        name=card_name,
+        description=description or f"The goagent-py agent {card_name!r}: send it a task.",
+        url=url.rstrip("/") + path,
+        version=version,
+        streaming=streaming,
+        tools=tools,
+    )
+    handler = handlers.DefaultRequestHandler(
+        agent_executor=_executor(_Runner(agent, max_contexts=max_contexts)),
+        task_store=task_store,
+        agent_card=card,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await handler.aclose()
+
+    return applications.Starlette(
+        routes=[
+            *routes.create_agent_card_routes(card),
+            *routes.create_jsonrpc_routes(handler, path, enable_v0_3_compat=True),
+        ],
+        lifespan=lifespan,
+    )
+
+
+async def run_a2a(
+    agent: Agent | AgentFactory,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 9000,
+    url: str | None = None,
+    **options: Any,
+) -> None:
+    """Serve ``agent`` over A2A at ``http://host:port`` until cancelled (``url`` defaults to
+    that address; set it when clients reach the app through a proxy). Other keywords go to
+    :func:`a2a_app`."""
+    import uvicorn
+
+    app = a2a_app(agent, url=url or f"http://{host}:{port}", **options)
+    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
