@@ -318,11 +318,13 @@ async def respond(answerer: Answerer, question: str) -> Reply:
                 f"--min-score {answerer.min_score})"
             )
         return Reply("none", NOT_IN_INDEX, [], notes, seconds)
-    start = time.perf_counter()
-    chosen = await excerpts(
-        question, [r.text for r in results], answerer.pipeline.embedder, max_sentences=SENTENCES
-    )
-    seconds["excerpts"] = time.perf_counter() - start
+    chosen: list[Excerpt] = []
+    if answerer.small or answerer.quote_score <= 1.0:  # read, or a quote to fall back on
+        start = time.perf_counter()
+        chosen = await excerpts(
+            question, [r.text for r in results], answerer.pipeline.embedder, max_sentences=SENTENCES
+        )
+        seconds["excerpts"] = time.perf_counter() - start
     if answerer.small and chosen:
         prompt: list[Any] = [TextBlock(small_prompt(question, chosen))]
         given = [""] * len(results)
