@@ -133,9 +133,13 @@ def ground_answer(
 
 
 def passage_sentences(text: str, *, min_chars: int = 12) -> list[str]:
-    """The sentences of a passage: wrapped lines joined, list items, headings and table rows
-    apart, Markdown list and heading markers removed, fragments under ``min_chars`` left out,
+    """The sentences of a passage: headings left out, wrapped lines joined, list items and
+    table rows apart, Markdown list markers removed, fragments under ``min_chars`` left out,
     sentences over :data:`MAX_SENTENCE_CHARS` cut short."""
+    # Headings name a subject, they answer nothing: a Markdown heading, or a reStructuredText
+    # title (the line above an underline of = - ~ ^ * #) is not a sentence.
+    text = re.sub(r"(?m)^[^\n]*\n[=\-~^*#]{3,}[ \t]*$", "", text)
+    text = re.sub(r"(?m)^[ \t]*#{1,6}[ \t][^\n]*$", "", text)
     blocks = _BLOCK_START.sub("\n\n", text.strip())
     found: list[str] = []
     for block in re.split(r"\n\s*\n", blocks):

@@ -109,3 +109,9 @@ def test_a_long_sentence_is_cut_at_a_word_boundary() -> None:
     assert len(sentence) <= MAX_SENTENCE_CHARS + 1
     assert sentence.endswith("…")
     assert sentence.startswith("The transcript says indexed 1 documents")
+
+
+def test_headings_and_underlines_are_not_sentences() -> None:
+    """'Quote [2]: "Table format"': a heading was quoted as if it answered the question."""
+    text = "# Table format\n\nWindows services\n================\n\nUse tablefmt to pick a style.\n"
+    assert passage_sentences(text) == ["Use tablefmt to pick a style."]
