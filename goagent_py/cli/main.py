@@ -549,7 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="SCORE",
             help="when the model's answer is not supported by the passages, quote the passage "
             "sentence closest to the question if it is at least this similar (cosine, default "
-            "0.5; above 1 never quotes)",
+            "0.55; above 1 never quotes)",
         )
     return parser
 
