@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from goagent_py.approvals import RunContext
 from goagent_py.errors import ToolArgumentsError
 from goagent_py.messages import Message, ToolCall
 from goagent_py.results import ToolResult
@@ -72,12 +73,23 @@ async def gate_reason(
     call: ToolCall,
     message: Callable[[], Message],
     logger: logging.Logger,
+    *,
+    sees_run: bool = False,
+    run: Callable[[], RunContext] | None = None,
 ) -> str | None:
     """Why ``gate`` blocks ``call`` (its validated form), or None to let it run. A gate that
     raises blocks the call: an approval check that breaks must not let it through. ``message``
-    gives the assistant message that made the call, for a gate that takes it."""
+    gives the assistant message that made the call, for a gate that takes it; ``run`` the run
+    context, for a gate whose second parameter is a :class:`RunContext` (where there is no run
+    to show, as in a durable activity, it sees the message alone)."""
     try:
-        verdict = gate(call, message()) if sees_message else gate(call)
+        if sees_run:
+            context = run() if run is not None else RunContext(message=message())
+            verdict = gate(call, context)
+        elif sees_message:
+            verdict = gate(call, message())
+        else:
+            verdict = gate(call)
         reason = await _resolved(verdict)
     except Exception as exc:
         logger.warning("before_tool_call raised; the call is blocked: %s", exc)

@@ -32,6 +32,7 @@ from goagent_py._call_gates import (
     with_arguments,
 )
 from goagent_py._control import AbortMode, RunControl
+from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py._recall import recall_message
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
@@ -42,11 +43,23 @@ from goagent_py._transcript import (
     synthetic,
     tool_message,
     truncate_content,
+    waiting_at,
+)
+from goagent_py.approvals import (
+    Approve,
+    Deny,
+    RunContext,
+    ToolDecision,
+    ToolOutput,
+    new_token,
+    pending_metadata,
 )
 from goagent_py.budget import current_budget
 from goagent_py.dispatch import Dispatcher, set_event_sink
 from goagent_py.errors import (
+    ApprovalPendingError,
     GoAgentError,
+    GuardrailTripped,
     MaxIterationsError,
     MemoryStoreError,
     ProviderError,
@@ -54,6 +67,7 @@ from goagent_py.errors import (
     ToolAbortedError,
     ToolArgumentsError,
     ToolBlockedError,
+    ToolError,
 )
 from goagent_py.events import (
     EVENT_SINK,
@@ -63,6 +77,7 @@ from goagent_py.events import (
     AgentStart,
     ContextCompacted,
     FinalResponse,
+    GuardrailChecked,
     HistoryAppend,
     HistoryLoad,
     MemoryRecall,
@@ -76,9 +91,11 @@ from goagent_py.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
+    ToolsPending,
     TurnEnd,
     TurnStart,
 )
+from goagent_py.guardrails import GuardrailContext, decide, guardrail_name
 from goagent_py.hooks import HookDispatcher, call_hook
 from goagent_py.memory.base import store_always
 from goagent_py.messages import (
@@ -103,7 +120,7 @@ from goagent_py.provider import (
     ToolCallDelta,
     ToolCallStart,
 )
-from goagent_py.results import ModelResponse, RunInfo, RunResult, ToolResult
+from goagent_py.results import ModelResponse, PendingCall, RunInfo, RunResult, ToolResult
 from goagent_py.tool_context import ToolContext, _current
 from goagent_py.tools import ToolDefinition
 
@@ -163,6 +180,15 @@ class _Failed:
 _WAKE = object()
 
 
+@dataclass(slots=True, frozen=True)
+class Resumed:
+    """What a resumed run starts from: the assistant message whose calls were decided (its
+    wait already settled in the record) and the decisions, by call id."""
+
+    message: Message
+    decisions: dict[str, ToolDecision]
+
+
 class Run:
     """The state of one run. The agent holds no per-run state, so runs may overlap."""
 
@@ -181,8 +207,12 @@ class Run:
         refresh_tools: Callable[[], Awaitable[list[ToolDefinition]]] | None = None,
         output: OutputSpec[Any] | None = None,
         deps: Any = None,
+        resume: Resumed | None = None,
     ) -> None:
         self.o = options
+        self.resume = resume
+        self.pending: list[PendingCall] = []
+        self._resume_final: Message | None = None
         self.output = output
         self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
         self.output_value: Any = None
@@ -271,7 +301,12 @@ class Run:
             # ``final`` is stored only when the run has not appended it already (the synthetic
             # note of an exhausted budget): a run stopped right after a tool batch ends on the
             # message that made the calls, which is in the trace (issue 28: it was stored twice).
-            extra = [] if final is None or any(m is final for m in self.new_messages) else [final]
+            # A resumed run that stops on its decided batch ends on the message it resumed,
+            # which is in the history, stored already.
+            resumed = self.resume is not None and final is self.resume.message
+            extra: list[Message] = []
+            if final is not None and not resumed and not any(m is final for m in self.new_messages):
+                extra = [final]
             if o.short_term_trace_tools:
                 to_store = strip_thinking(self.new_messages[self._persisted :] + extra)
             else:
@@ -563,6 +598,8 @@ class Run:
                 shown,
                 lambda: message,
                 self.log,
+                sees_run=o.before_tool_call_sees_run,
+                run=lambda: self._run_context(message, max(self.iterations - 1, 0)),
             )
         hook = self.hooks.hooks.on_tool_call
         if hook is not None:
@@ -700,6 +737,194 @@ class Run:
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
 
+    # -- guardrails (guardrails.py) ------------------------------------------------------------
+
+    async def _guard(
+        self, kind: Literal["input", "output"], messages: list[Message], value: Any
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run the ``kind`` guardrails together; report each decision in order, and end the run
+        on the first (in list order) that trips: the turn is stored well formed (an input trip
+        adds a note that answers the prompt; an output trip keeps the answer in the record
+        and withholds it from the result) and :class:`GuardrailTripped` raised."""
+        o = self.o
+        guards = o.input_guardrails if kind == "input" else o.output_guardrails
+        context = GuardrailContext(
+            kind=kind,
+            agent=o.name,
+            deps=self.deps,
+            messages=list(messages),
+            text=self.last_text if kind == "output" else "",
+        )
+
+        async def timed(guard: Any) -> tuple[Any, float]:
+            start = time.perf_counter()
+            verdict = await decide(guard, value, context)
+            return verdict, time.perf_counter() - start
+
+        decided = await asyncio.gather(*(timed(g) for g in guards))
+        tripped: GuardrailTripped | None = None
+        for guard, (verdict, duration) in zip(guards, decided, strict=True):
+            name = guardrail_name(guard)
+            yield GuardrailChecked(
+                kind,
+                name,
+                verdict.tripped,
+                verdict.reason,
+                verdict.info,
+                duration,
+                path=self.path,
+            )
+            if verdict.tripped and tripped is None:
+                tripped = GuardrailTripped(name, kind, verdict.reason)
+        if tripped is None:
+            return
+        if kind == "input":
+            note = Message(
+                Role.ASSISTANT,
+                [TextBlock(f"[The request was refused: {tripped.reason}]")],
+                metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
+            )
+            self._append(messages, note)
+        if o.short_term_memory is not None:
+            async for event in self._persist(None):  # the trace only: no long-term write
+                yield event
+        raise tripped
+
+    # -- calls that wait for decisions (approvals.py) ------------------------------------------
+
+    def _run_context(self, message: Message, iteration: int) -> RunContext:
+        return RunContext(
+            message=message,
+            messages=list(self._messages),
+            tools=list(self.tool_defs),
+            deps=self.deps,
+            run_id=self.run_id,
+            iteration=iteration,
+        )
+
+    async def _validated(self, call: ToolCall) -> ToolCall | None:
+        """``call`` repaired and validated as it would run; None when that fails (the call then
+        gets its error result when its batch runs)."""
+        prepare = self.o.prepare_arguments
+        try:
+            if prepare is not None:
+                call = await prepared_call(prepare, call)
+            validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
+            if validate is not None:
+                call = with_arguments(call, validate(dict(call.arguments)))
+            return call
+        except ToolArgumentsError:
+            return None
+
+    async def _held(
+        self, iteration: int, message: Message, calls: list[ToolCall]
+    ) -> list[PendingCall]:
+        """The calls of this batch that wait for a decision: an external tool's, a tool's that
+        requires approval, or one the agent's policy picks. A check that raises holds the call
+        (fail closed, as ``before_tool_call`` does)."""
+        o = self.o
+        policy = o.requires_approval
+        deadline = None if o.approval_timeout is None else time.time() + o.approval_timeout
+        held: list[PendingCall] = []
+        for call in calls:
+            tool = self.dispatcher.tool(call.name)
+            if tool is None:
+                continue
+            external = getattr(tool, "external", False) is True
+            flag = getattr(tool, "requires_approval", False)
+            if not external and flag is False and policy is None:
+                continue
+            shown = await self._validated(call)
+            if shown is None:
+                continue
+            if external:
+                held.append(PendingCall(shown, "external", deadline))
+                continue
+            try:
+                need = bool(flag(dict(shown.arguments)) if callable(flag) else flag)
+                if not need and policy is not None:
+                    context = self._run_context(message, iteration)
+                    need = bool(await _maybe_await(policy(shown, context)))
+            except Exception as exc:
+                self.log.warning("the approval check raised; the call waits: %s", exc)
+                need = True
+            if need:
+                held.append(PendingCall(shown, "approval", deadline))
+        return held
+
+    async def _defer(
+        self, iteration: int, message: Message, held: list[PendingCall]
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Stop before the batch runs: the waiting calls go on the assistant message (the one
+        record), the record is stored, the result lists them."""
+        message.metadata[PENDING_KEY] = pending_metadata(new_token(), held)
+        self.pending_calls = []
+        self.pending = held
+        self.stop_reason = StopReason.DEFERRED
+        yield ToolsPending(list(held), path=self.path)
+        yield TurnEnd(iteration, message, [], path=self.path)
+        yield FinalResponse(self.last_text, self.iterations, path=self.path)
+        if self.o.short_term_memory is not None:
+            async for event in self._persist(None):
+                yield event
+        self.result = self._finish(None)
+        yield AgentEnd(self.result, path=self.path)
+
+    async def _resumed(
+        self, messages: list[Message], resume: Resumed
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run the decided batch: approved calls (and those that waited for nothing) through
+        the usual path, denials and client outputs as their results, in call order (rule 3)."""
+        message = resume.message
+        calls = list(message.tool_calls)
+        results: list[ToolResult | None] = [None] * len(calls)
+        to_run: list[tuple[int, ToolCall]] = []
+        stop = False
+        for index, call in enumerate(calls):
+            decision = resume.decisions.get(call.id)
+            if isinstance(decision, Deny):
+                stop = stop or decision.stop
+                results[index] = error_result(call, ToolBlockedError(call.name, decision.message))
+            elif isinstance(decision, ToolOutput):
+                error = ToolError(f"tool {call.name!r} failed on the client")
+                results[index] = ToolResult(
+                    call, decision.blocks(), error if decision.is_error else None
+                )
+            elif isinstance(decision, Approve) and decision.arguments is not None:
+                to_run.append((index, with_arguments(call, dict(decision.arguments))))
+            else:
+                to_run.append((index, call))
+        for result in results:
+            if result is not None:
+                yield ToolExecutionStart(result.call, path=self.path)
+                yield ToolExecutionEnd(result, path=self.path)
+        if to_run:
+            subset = [c for _, c in to_run]
+            self.pending_calls = subset
+            self._results = [None] * len(subset)
+            try:
+                async for event in self._tools(0, message, subset):
+                    yield event
+            except _Abort:
+                done = dict(zip((i for i, _ in to_run), self._results, strict=True))
+                self._record_results(
+                    messages, calls, [results[i] or done.get(i) for i in range(len(calls))]
+                )
+                raise
+            for (index, _), result in zip(to_run, self._results, strict=True):
+                results[index] = result
+        self.pending_calls = []
+        finished = [r for r in results if r is not None]
+        for event in self._tool_messages(messages, finished):
+            yield event
+        yield TurnEnd(0, message, finished, path=self.path)
+        if self.control is not None:
+            async for event in self._checkpoint():
+                yield event
+        if stop or await self._stop_after(0, messages, message, finished):
+            self._resume_final = message
+            self.last_text = message.text
+
     # -- the loop ----------------------------------------------------------------------------
 
     def _finish(self, error: BaseException | None) -> RunResult[Any]:
@@ -715,6 +940,7 @@ class Run:
             error=error,
             run_id=self.run_id,
             output=None if error is not None else self._output(),
+            pending=list(self.pending),
         )
 
     # -- typed output (see output.py) ---------------------------------------------------------
@@ -860,6 +1086,12 @@ class Run:
                     yield event
             messages = ([self._recalled] if self._recalled is not None else []) + self._history
             self._messages = messages  # what a tool's context reads (agents as tools)
+            if self.resume is None and self._history and waiting_at(self._history) >= 0:
+                raise ApprovalPendingError(
+                    "the conversation's last tool calls wait for decisions: resume it with "
+                    "them (agent.resume({call_id: Approve() or Deny(...)}), session.resume(...)) "
+                    "before a new prompt"
+                )
             for m in self.prompt:
                 self._append(messages, m)
                 yield MessageStart(Role.USER, 0, m, path=self.path)
@@ -868,6 +1100,13 @@ class Run:
                 async for event in self._checkpoint():
                     yield event
             final: Message | None = None
+            if o.input_guardrails and self.prompt and self.resume is None:
+                async for event in self._guard("input", messages, list(self.prompt)):
+                    yield event
+            if self.resume is not None:
+                async for event in self._resumed(messages, self.resume):
+                    yield event
+                final = self._resume_final
             while final is None:
                 if self.iterations >= o.max_iterations:
                     async for event in self._exhausted():
@@ -968,6 +1207,12 @@ class Run:
                         yield ToolExecutionStart(r.call, path=self.path)
                         yield ToolExecutionEnd(r, path=self.path)
                 else:
+                    held = await self._held(i, message, calls) if o.holds_calls else None
+                    if held:
+                        async for event in self._defer(i, message, held):
+                            yield event
+                        ended = True
+                        return
                     try:
                         async for event in self._tools(i, message, calls):
                             yield event
@@ -993,6 +1238,9 @@ class Run:
                 if self.control is not None:  # after the tool batch
                     async for event in self._steer(messages):
                         yield event
+            if o.output_guardrails:
+                async for event in self._guard("output", messages, self._output()):
+                    yield event
             yield FinalResponse(self.last_text, self.iterations, path=self.path)
             if o.short_term_memory is not None or o.long_term_memory is not None:
                 async for event in self._persist(final):

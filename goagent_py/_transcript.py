@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from goagent_py._metadata_keys import SYNTHETIC_METADATA_KEY, UI_ONLY_KEY
+from goagent_py._metadata_keys import (
+    DECISIONS_KEY,
+    PENDING_KEY,
+    SYNTHETIC_METADATA_KEY,
+    UI_ONLY_KEY,
+)
 from goagent_py.dispatch import error_text
 from goagent_py.errors import ToolAbortedError
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock, ThinkingBlock, ToolCall
@@ -25,7 +30,24 @@ __all__ = [
     "synthetic",
     "tool_message",
     "truncate_content",
+    "waiting_at",
 ]
+
+
+_KEPT = (SYNTHETIC_METADATA_KEY, UI_ONLY_KEY, PENDING_KEY, DECISIONS_KEY)
+
+
+def waiting_at(messages: list[Message]) -> int:
+    """The index of the message whose calls wait for decisions: the last message sent to the
+    model, when it is an assistant message marked pending; -1 when nothing waits."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.metadata.get(UI_ONLY_KEY):
+            continue
+        if m.role is Role.ASSISTANT and m.tool_calls and m.metadata.get(PENDING_KEY):
+            return i
+        return -1
+    return -1
 
 
 def strip_thinking(messages: list[Message]) -> list[Message]:
@@ -33,7 +55,7 @@ def strip_thinking(messages: list[Message]) -> list[Message]:
     out = []
     for m in messages:
         content: list[ContentBlock] = [b for b in m.content if not isinstance(b, ThinkingBlock)]
-        meta = {k: v for k, v in m.metadata.items() if k in (SYNTHETIC_METADATA_KEY, UI_ONLY_KEY)}
+        meta = {k: v for k, v in m.metadata.items() if k in _KEPT}
         out.append(replace(m, content=content, tool_calls=list(m.tool_calls), metadata=meta))
     return out
 
@@ -85,7 +107,9 @@ def synthetic(message: Message, kind: str) -> Message:
 def repair_transcript(messages: list[Message], reason: str = "interrupted") -> list[Message]:
     """``messages`` with an error result added for every tool call that has none, right after
     its assistant message's results, and results without a call dropped: a transcript every
-    provider accepts."""
+    provider accepts. Calls that wait for decisions (:func:`waiting_at`) are left open: they are
+    waiting, not interrupted."""
+    waiting = waiting_at(messages)
     out: list[Message] = []
     i = 0
     while i < len(messages):
@@ -94,7 +118,7 @@ def repair_transcript(messages: list[Message], reason: str = "interrupted") -> l
         if m.role is Role.TOOL:
             continue  # a result whose call is not right before it: orphaned
         out.append(m)
-        if m.role is not Role.ASSISTANT or not m.tool_calls:
+        if m.role is not Role.ASSISTANT or not m.tool_calls or i - 1 == waiting:
             continue
         results: dict[str, Message] = {}
         while i < len(messages) and messages[i].role is Role.TOOL:

@@ -6,20 +6,34 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, Unpack, overload
 
 from typing_extensions import TypeVar
 
 from goagent_py._control import RunControl
-from goagent_py._loop import Run
+from goagent_py._loop import Resumed, Run
 from goagent_py._tool_servers import sync_server_tools
+from goagent_py._transcript import waiting_at
 from goagent_py.agent_tool import AgentTool, as_tool
+from goagent_py.approvals import (
+    ToolDecision,
+    check_decisions,
+    pending_of,
+    settled,
+    waits_under,
+)
 from goagent_py.dispatch import Dispatcher
-from goagent_py.errors import ConfigurationError, GoAgentError
+from goagent_py.errors import (
+    ApprovalConflictError,
+    ConfigurationError,
+    GoAgentError,
+    NotPendingError,
+)
 from goagent_py.events import AgentEvent
 from goagent_py.hooks import HookDispatcher
+from goagent_py.memory.base import UpdatableMemory
 from goagent_py.messages import (
     ContentBlock,
     DocumentBlock,
@@ -160,6 +174,13 @@ class Agent(Generic[Out]):
             validated, and an invalid one sent back to the model (see docs/typed-output.md).
         output_mode: "tool", "native" or "prompted" (None: the provider's default).
         output_retries: how many times an invalid output is sent back (default 1).
+        input_guardrails: checks on the prompt before the first model call; one that trips
+            ends the run with :class:`GuardrailTripped` (see :mod:`goagent_py.guardrails`).
+        output_guardrails: checks on the final answer (typed output too); one that trips
+            ends the run with :class:`GuardrailTripped`.
+        requires_approval: ``policy(call, run)`` returning True for calls a person must
+            decide (docs/approvals.md).
+        approval_timeout: seconds a waiting call's decision may take (then only a denial).
         output_validators: functions run on the validated output; they may raise
             :class:`ModelRetry` with a message for the model.
 
@@ -233,6 +254,12 @@ class Agent(Generic[Out]):
             output_validators=[]
             if "output_validators" in settings
             else list(self._options.output_validators),
+            input_guardrails=[]
+            if "input_guardrails" in settings
+            else list(self._options.input_guardrails),
+            output_guardrails=[]
+            if "output_guardrails" in settings
+            else list(self._options.output_guardrails),
             sources=dict(self._options.sources),
         )
         clone: Agent[Out] = Agent.__new__(Agent)
@@ -339,6 +366,160 @@ class Agent(Generic[Out]):
             output=output,
             deps=deps,
         )
+
+    async def start_resume(
+        self,
+        decisions: Mapping[str, ToolDecision],
+        *,
+        streaming: bool,
+        control: RunControl | None = None,
+        history: list[Message] | None = None,
+        path: tuple[str, ...] = (),
+        deps: Any = None,
+    ) -> Run:
+        """The :class:`Run` that goes on with a conversation whose calls waited for
+        ``decisions``, not started; the decisions are claimed before it is returned.
+
+        The claim is a compare-and-set on the record: with short-term memory, on the stored
+        message (:class:`~goagent_py.memory.base.UpdatableMemory`); without one, on the
+        message object in ``history`` (in this process). Of two resumes of the same wait,
+        the second raises :class:`ApprovalConflictError` and nothing of it runs.
+        """
+        if not isinstance(decisions, Mapping):
+            raise ConfigurationError(
+                "resume() takes the decisions as a dict: {call_id: Approve() | Deny(...) | "
+                f"ToolOutput(...)}}, got {type(decisions).__name__}"
+            )
+        decided = dict(decisions)
+        memory = self._options.short_term_memory
+        if history is None:
+            if memory is None:
+                raise ConfigurationError(
+                    "resume(): this agent has no short-term memory, so pass the conversation: "
+                    "resume(decisions, history=earlier_messages + result.messages)"
+                )
+            history = await memory.messages()
+        history = list(history)
+        at = waiting_at(history)
+        if at < 0:
+            raise NotPendingError(
+                "resume(): nothing in this conversation waits for a decision (its last run "
+                "finished, or another resume went on with it); start a new run instead"
+            )
+        waiting = history[at]
+        token, pending = pending_of(waiting)
+        check_decisions(pending, decided)
+        if memory is not None:
+            if not isinstance(memory, UpdatableMemory):
+                raise ConfigurationError(
+                    f"resume(): {type(memory).__name__} cannot update a stored message, which "
+                    "deciding a waiting call needs; use ShortTermMemory with InMemoryStorage or "
+                    "SQLiteStorage"
+                )
+            found = await memory.update_where(
+                waits_under(token), lambda m: settled(m, token, decided)
+            )
+            if found is None:
+                raise ApprovalConflictError(
+                    "these calls were already decided by another resume (the first decision "
+                    "wins); load the conversation again to see how it went on"
+                )
+            waiting = dataclasses.replace(waiting, metadata=found.metadata)
+        else:
+            # Claimed in place, before any await: a second resume in this process sees it.
+            new = settled(waiting, token, decided)
+            waiting.metadata.clear()
+            waiting.metadata.update(new.metadata)
+        history[at] = waiting
+        await self._connect()
+        if self._options.mcp_servers:
+            await self._sync_mcp()
+        return Run(
+            self._options,
+            self._dispatcher,
+            self._hook_dispatcher,
+            [t.definition for t in self._tools.values()],
+            [],
+            streaming=streaming,
+            control=control,
+            history=history,
+            path=path,
+            refresh_tools=self._current_tools if self._options.mcp_servers else None,
+            output=self._options.output,
+            deps=deps,
+            resume=Resumed(waiting, decided),
+        )
+
+    async def resume(
+        self,
+        decisions: Mapping[str, ToolDecision],
+        *,
+        history: Sequence[Message] | None = None,
+        deps: Any = None,
+    ) -> RunResult[Out]:
+        """Go on with a run that stopped on calls waiting for decisions
+        (``result.stop_reason`` ``DEFERRED``; docs/approvals.md).
+
+        Args:
+            decisions: one decision per waiting call, by call id: ``Approve()`` (or
+                ``Approve(arguments={...})``), ``Deny(message)`` (``stop=True`` also ends the
+                run), ``ToolOutput(...)`` for an external tool.
+            history: the conversation, when the agent has no short-term memory (the earlier
+                messages and the stopped run's ``result.messages``); with short-term memory it
+                is read from there (in this process or another one).
+            deps: request-scoped dependencies, as in :meth:`run`.
+
+        Raises:
+            NotPendingError: nothing waits, or a decision names a call that does not.
+            ApprovalConflictError: another resume decided these calls first.
+            ApprovalExpiredError: an approval came after its call's deadline.
+            ConfigurationError: a waiting call has no decision, or one of the wrong kind.
+            ProviderError, MaxIterationsError, MemoryStoreError: as :meth:`run`.
+        """
+        run = await self.start_resume(
+            decisions,
+            streaming=False,
+            history=None if history is None else list(history),
+            deps=deps,
+        )
+        async for _ in run.events():
+            pass
+        assert run.result is not None
+        return run.result
+
+    def resume_sync(
+        self,
+        decisions: Mapping[str, ToolDecision],
+        *,
+        history: Sequence[Message] | None = None,
+        deps: Any = None,
+    ) -> RunResult[Out]:
+        """Blocking :meth:`resume`, for scripts and notebooks without an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.resume(decisions, history=history, deps=deps))
+        raise ConfigurationError(
+            "resume_sync() was called inside a running event loop: use 'await agent.resume(...)'"
+        )
+
+    async def stream_resume(
+        self,
+        decisions: Mapping[str, ToolDecision],
+        *,
+        history: Sequence[Message] | None = None,
+        deps: Any = None,
+    ) -> AsyncIterator[AgentEvent]:
+        """:meth:`resume`, yielding the run's events as they happen."""
+        run = await self.start_resume(
+            decisions,
+            streaming=True,
+            history=None if history is None else list(history),
+            deps=deps,
+        )
+        async with contextlib.aclosing(run.events()) as events:
+            async for event in events:
+                yield event
 
     @overload
     async def run(self, prompt: Prompt, *, deps: Any = None) -> RunResult[Out]: ...

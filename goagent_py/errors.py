@@ -18,6 +18,12 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     ├── NoEmbeddableContentError        nothing in the input can be embedded (also a ValueError)
     ├── SessionBusyError                a session (or its history lease) is in use by another run
     │   └── LeaseLostError              a write under a run lease that another run has taken over
+    ├── ApprovalError                   a decision on a waiting call cannot be applied
+    │   ├── NotPendingError             the call (or the conversation) waits for no decision
+    │   ├── ApprovalConflictError       another decider settled these calls first
+    │   ├── ApprovalExpiredError        the decision came after the call's deadline
+    │   └── ApprovalPendingError        a new prompt while calls wait for decisions
+    ├── GuardrailTripped                an input or output guardrail ended the run
     ├── InvalidTranscriptError          a transcript breaks a vendor's pairing or role rules
     │                                   (defined in goagent_py.transcript, with Violation)
     └── ToolError                       base of what a tool call can end in; the model reads these
@@ -42,10 +48,15 @@ from datetime import datetime
 from typing import Any
 
 __all__ = [
+    "ApprovalConflictError",
+    "ApprovalError",
+    "ApprovalExpiredError",
+    "ApprovalPendingError",
     "CircuitOpenError",
     "ConfigurationError",
     "CorruptedDataError",
     "GoAgentError",
+    "GuardrailTripped",
     "InvalidMediaTypeError",
     "LeaseLostError",
     "MaxIterationsError",
@@ -55,6 +66,7 @@ __all__ = [
     "ModelRetry",
     "OutputValidationError",
     "NoEmbeddableContentError",
+    "NotPendingError",
     "ProviderError",
     "SessionBusyError",
     "ToolAbortedError",
@@ -426,3 +438,62 @@ class OutputValidationError(GoAgentError):
 
     def __reduce__(self) -> _Reduced:
         return self._reduce_with(self.raw_output, self.errors, self.retries)
+
+
+class ApprovalError(GoAgentError):
+    """A decision on a waiting tool call cannot be applied (docs/approvals.md); nothing ran."""
+
+
+class NotPendingError(ApprovalError):
+    """The decision names a call that waits for none, or the conversation waits for nothing
+    (its run finished, or another resume already went on with it)."""
+
+
+class ApprovalConflictError(ApprovalError):
+    """Another decider settled these calls first (the first decision wins; nothing of this one
+    was applied)."""
+
+
+class ApprovalExpiredError(ApprovalError):
+    """The decision came after the call's deadline; only a denial is accepted then.
+
+    Attributes:
+        call_id: the call whose deadline passed.
+        deadline: when it was due (seconds since the epoch).
+    """
+
+    def __init__(self, call_id: str, deadline: float) -> None:
+        self.call_id = call_id
+        self.deadline = deadline
+        super().__init__(
+            f"the decision for call {call_id!r} came after its deadline ({deadline:.0f}, seconds "
+            "since the epoch); only Deny(...) is accepted now"
+        )
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.call_id, self.deadline)
+
+
+class ApprovalPendingError(ApprovalError):
+    """A run was started on a conversation whose last tool calls wait for decisions: resume
+    it with the decisions instead (``agent.resume(...)``, ``session.resume(...)``)."""
+
+
+class GuardrailTripped(GoAgentError):
+    """An input or output guardrail ended the run (``exc.run_result`` is the run's result;
+    docs/approvals.md).
+
+    Attributes:
+        guardrail: the guardrail's name.
+        kind: "input" or "output".
+        reason: why it tripped.
+    """
+
+    def __init__(self, guardrail: str, kind: str, reason: str) -> None:
+        self.guardrail = guardrail
+        self.kind = kind
+        self.reason = reason
+        super().__init__(f"the {kind} guardrail {guardrail!r} tripped: {reason}")
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.guardrail, self.kind, self.reason)

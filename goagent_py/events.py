@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from goagent_py.messages import Message, Role, ScoredMessage, StopReason, ToolCall, Usage
 from goagent_py.provider import CompletionRequest
-from goagent_py.results import ModelResponse, RunInfo, RunResult, ToolResult
+from goagent_py.results import ModelResponse, PendingCall, RunInfo, RunResult, ToolResult
 
 __all__ = [
     "AbortRequested",
@@ -38,6 +38,7 @@ __all__ = [
     "CircuitOpen",
     "ContextCompacted",
     "FinalResponse",
+    "GuardrailChecked",
     "HistoryAppend",
     "HistoryLoad",
     "MemoryRecall",
@@ -54,6 +55,7 @@ __all__ = [
     "ToolExecutionStart",
     "ToolExecutionUpdate",
     "ToolRetry",
+    "ToolsPending",
     "ToolTimeout",
     "TurnEnd",
     "TurnStart",
@@ -217,6 +219,29 @@ class ToolExecutionEnd:
 
 
 @dataclass(slots=True)
+class GuardrailChecked:
+    """A guardrail decided (``kind`` "input" before the first model call, "output" on the
+    final answer); ``tripped`` ends the run with ``GuardrailTripped``."""
+
+    kind: Literal["input", "output"]
+    name: str
+    tripped: bool
+    reason: str = ""
+    info: Any = None
+    duration: float = 0.0
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True)
+class ToolsPending:
+    """The turn's tool calls wait for decisions (docs/approvals.md): the run stops here, its
+    record stored, and goes on with ``resume(decisions)``."""
+
+    calls: list[PendingCall]
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True)
 class TurnEnd:
     """An iteration ended; ``tool_results`` is empty on the final iteration."""
 
@@ -358,6 +383,8 @@ AgentEvent = (
     | ToolTimeout
     | CircuitOpen
     | ToolExecutionEnd
+    | ToolsPending
+    | GuardrailChecked
     | TurnEnd
     | FinalResponse
     | HistoryAppend

@@ -28,6 +28,7 @@ from goagent_py.events import (
     AgentStart,
     CircuitOpen,
     FinalResponse,
+    GuardrailChecked,
     HistoryAppend,
     HistoryLoad,
     MemoryRecall,
@@ -99,6 +100,9 @@ class Hooks:
     on_stream_start: Callable[[int], Any] | None = None
     on_stream_token: Callable[[str], Any] | None = None
     on_thinking_text: Callable[[str], Any] | None = None
+    on_guardrail: Callable[[GuardrailChecked], Any] | None = None
+    """Each guardrail's decision (goagent_py.guardrails), input ones before the first model
+    call, output ones before ``on_response``."""
 
 
 HOOK_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Hooks))
@@ -198,6 +202,8 @@ class HookDispatcher:
             table[HistoryAppend] = self._append
         if h.on_long_term_store is not None:
             table[MemoryStore] = self._store
+        if h.on_guardrail is not None:
+            table[GuardrailChecked] = self._guardrail
         if h.on_run_end is not None:
             table[AgentEnd] = self._run_end
         self.handlers = table
@@ -279,6 +285,10 @@ class HookDispatcher:
     async def _store(self, e: MemoryStore) -> None:
         if (h := self.hooks.on_long_term_store) is not None:
             await _settle(lambda: h(e.count, e.duration, e.error), h, self.logger)
+
+    async def _guardrail(self, e: GuardrailChecked) -> None:
+        if (h := self.hooks.on_guardrail) is not None:
+            await _settle(lambda: h(e), h, self.logger)
 
     async def _run_end(self, e: AgentEnd) -> None:
         if (h := self.hooks.on_run_end) is not None:

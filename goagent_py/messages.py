@@ -100,6 +100,8 @@ class StopReason(enum.StrEnum):
     PAUSE_TURN = "pause_turn"
     ERROR = "error"
     ABORTED = "aborted"
+    DEFERRED = "deferred"
+    """The run stopped on tool calls that wait for decisions (``RunResult.pending``)."""
 
 
 @dataclass(slots=True, frozen=True)

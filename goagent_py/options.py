@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from goagent_py._tool_servers import ToolServer
+from goagent_py.approvals import RequiresApproval, RunContext
 from goagent_py.dispatch import (
     CircuitBreakerConfig,
     DispatchMiddleware,
@@ -28,6 +29,7 @@ from goagent_py.dispatch import (
     check_dispatch_settings,
 )
 from goagent_py.errors import ConfigurationError
+from goagent_py.guardrails import InputGuardrail, OutputGuardrail
 from goagent_py.hooks import Hooks, ToolResult, merge_hooks
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol, WritePolicy
 from goagent_py.messages import Message, ToolCall
@@ -92,8 +94,10 @@ __all__ = [
 ]
 
 BeforeToolCall = Callable[..., "str | Awaitable[str | None] | None"]
-"""``(call)`` or ``(call, assistant_message)``: return ``None`` to let a call run, or a reason
-(shown to the model) to block it. The call's arguments are the validated ones."""
+"""``(call)``, ``(call, assistant_message)`` or ``(call, run: RunContext)`` (the second
+parameter annotated ``RunContext``: the run so far, the tools offered, the deps): return
+``None`` to let a call run, or a reason (shown to the model) to block it. The call's arguments
+are the validated ones."""
 
 AfterToolCall = Callable[[ToolResult], "ToolResult | Awaitable[ToolResult | None] | None"]
 """Return ``None`` to keep a result, or a replacement :class:`ToolResult`."""
@@ -155,6 +159,22 @@ def _takes_two(fn: Callable[..., object]) -> bool:
     return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
+def _takes_run(fn: Callable[..., object]) -> bool:
+    """Whether ``fn``'s second positional parameter is annotated :class:`RunContext` (as the
+    class, or as the name under ``from __future__ import annotations``)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2:
+        return False
+    annotation = positional[1].annotation
+    if annotation is RunContext:
+        return True
+    return isinstance(annotation, str) and annotation.rsplit(".", 1)[-1] == "RunContext"
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -192,6 +212,8 @@ class AgentSettings(TypedDict, total=False):
     mcp_servers: Sequence[ToolServer]
     before_tool_call: BeforeToolCall | None
     stop_on_denied: bool
+    requires_approval: RequiresApproval | None
+    approval_timeout: float | None
     after_tool_call: AfterToolCall | None
     prepare_arguments: PrepareArguments | None
     should_stop: ShouldStop | None
@@ -207,6 +229,8 @@ class AgentSettings(TypedDict, total=False):
     output_mode: OutputMode | None
     output_retries: int
     output_validators: Sequence[OutputValidator]
+    input_guardrails: Sequence[InputGuardrail]
+    output_guardrails: Sequence[OutputGuardrail]
 
 
 @dataclass(slots=True)
@@ -241,6 +265,10 @@ class AgentOptions:
     before_tool_call: BeforeToolCall | None = None
     stop_on_denied: bool = False
     before_tool_call_sees_message: bool = False
+    before_tool_call_sees_run: bool = False
+    requires_approval: RequiresApproval | None = None
+    approval_timeout: float | None = None
+    holds_calls: bool = False  # a tool, or the policy, may make calls wait (validate)
     after_tool_call: AfterToolCall | None = None
     prepare_arguments: PrepareArguments | None = None
     should_stop: ShouldStop | None = None
@@ -257,6 +285,8 @@ class AgentOptions:
     output_mode: OutputMode | None = None
     output_retries: int = 1
     output_validators: list[OutputValidator] = field(default_factory=list)
+    input_guardrails: list[InputGuardrail] = field(default_factory=list)
+    output_guardrails: list[OutputGuardrail] = field(default_factory=list)
     output: OutputSpec[Any] | None = None  # built from the four above (validate); None: text
     sources: dict[str, Label] = field(default_factory=dict)
 
@@ -347,8 +377,34 @@ class AgentOptions:
             self.hooks = merge_hooks(*self.hook_sets)
         if self.before_tool_call is not None:
             self.before_tool_call_sees_message = _takes_two(self.before_tool_call)
+            self.before_tool_call_sees_run = _takes_run(self.before_tool_call)
+        self._check_approvals()
         if _given_any(self.sources, _OUTPUT):
             self.output = self.output_spec(self.output_type)
+
+    def _check_approvals(self) -> None:
+        timeout = self.approval_timeout
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
+        ):
+            raise ConfigurationError(
+                f"{self._said('approval_timeout', 'approval_timeout')}: seconds a decision may "
+                "take, a number >= 0 (or None: no deadline)"
+            )
+        self.holds_calls = self.requires_approval is not None or any(
+            getattr(t, "requires_approval", False) or getattr(t, "external", False)
+            for t in self.tools
+        )
+        if (
+            self.holds_calls
+            and self.short_term_memory is not None
+            and not self.short_term_trace_tools
+        ):
+            raise ConfigurationError(
+                "short_term_trace_tools=False: a call that waits for a decision is kept in "
+                "short-term memory with its results, so approvals need the tool trace; "
+                "leave short_term_trace_tools at True"
+            )
 
     def output_spec(self, output_type: Any) -> OutputSpec[Any] | None:
         """The spec a run with ``output_type`` uses (None: plain text, nothing to check). The
@@ -407,7 +463,7 @@ class AgentOptions:
                 )
         for setting in (
             "before_tool_call", "after_tool_call", "transform_context", "write_policy",
-            "prepare_arguments", "should_stop", "prepare_turn",
+            "prepare_arguments", "should_stop", "prepare_turn", "requires_approval",
         ):  # fmt: skip
             value = getattr(self, setting)
             if value is not None and not callable(value):
@@ -455,7 +511,7 @@ _TYPED = frozenset(
     {
         "short_term_memory", "long_term_memory", "logger", "before_tool_call", "after_tool_call",
         "transform_context", "write_policy", "prepare_arguments", "should_stop", "prepare_turn",
-        "hooks",
+        "hooks", "requires_approval",
     }
 )  # fmt: skip
 
@@ -536,6 +592,15 @@ def _keyword_option(key: str, value: Any) -> Option:
         option = Option("sequential_tools", lambda o: o.sequential_tools.update(names))
     elif key == "stop_on_denied":
         option = Option("stop_on_denied", lambda o: setattr(o, "stop_on_denied", bool(value)))
+    elif key in ("input_guardrails", "output_guardrails"):
+        guards = _sequence(key, value)
+        for guard in guards:
+            if not callable(guard):
+                raise ConfigurationError(
+                    f"{key}: {guard!r} is not a function; a guardrail takes (value, ctx) and "
+                    "returns None to pass, or a reason to trip"
+                )
+        option = Option(key, lambda o: getattr(o, key).extend(guards))
     elif key == "output_validators":
         validators = _sequence(key, value)
         option = Option(key, lambda o: o.output_validators.extend(validators))
@@ -559,7 +624,8 @@ def _keyword_option(key: str, value: Any) -> Option:
 _SPECIAL = (
     "tools", "hooks", "dispatch_middlewares", "mcp_connectors", "mcp_servers", "thinking",
     "adaptive_thinking",
-    "sequential_tools", "stop_on_denied", "output_validators",
+    "sequential_tools", "stop_on_denied", "output_validators", "input_guardrails",
+    "output_guardrails",
 )  # fmt: skip
 _SCALARS = frozenset(
     {
@@ -569,7 +635,7 @@ _SCALARS = frozenset(
         "after_tool_call", "prepare_arguments", "should_stop", "prepare_turn", "tool_execution",
         "max_parallel_tools", "max_run_tokens", "max_tool_result_chars", "transform_context",
         "tool_retry",
-        "rate_limit", "output_mode", "output_retries",
+        "rate_limit", "output_mode", "output_retries", "requires_approval", "approval_timeout",
     }
 )  # fmt: skip
 

@@ -7,13 +7,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, cast
+from typing import Any, Generic, Literal, cast
 
 from typing_extensions import TypeVar  # a default (PEP 696): a bare RunResult is RunResult[str]
 
 from goagent_py.messages import ContentBlock, Message, StopReason, ToolCall, Usage
 
-__all__ = ["ModelResponse", "ProviderEvent", "RunInfo", "RunResult", "ToolResult"]
+__all__ = [
+    "ModelResponse",
+    "PendingCall",
+    "ProviderEvent",
+    "RunInfo",
+    "RunResult",
+    "ToolResult",
+]
 
 Out = TypeVar("Out", default=str)
 
@@ -92,6 +99,38 @@ class ToolResult:
 
 
 @dataclass(slots=True, frozen=True)
+class PendingCall:
+    """A tool call that waits for a decision before it runs (docs/approvals.md).
+
+    Attributes:
+        call: the call, with its validated arguments (what the person approves).
+        kind: "approval" (a person decides: approve, edit, deny) or "external" (the client
+            runs the tool and sends its output back).
+        deadline: when the decision is due (seconds since the epoch, UTC), or None. After it,
+            only a denial is accepted.
+    """
+
+    call: ToolCall
+    kind: Literal["approval", "external"] = "approval"
+    deadline: float | None = None
+
+    @property
+    def id(self) -> str:
+        """The call's id: the key of its decision."""
+        return self.call.id
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self.call.name
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The validated arguments."""
+        return self.call.arguments
+
+
+@dataclass(slots=True, frozen=True)
 class RunResult(Generic[Out]):
     """What a run did: the answer, why it stopped, what it cost, what it added.
 
@@ -113,6 +152,8 @@ class RunResult(Generic[Out]):
         messages: the messages this run added (the user message, then assistant and tool messages).
         error: the error the run ended with, or None.
         run_id: the id given to the run in ``RunInfo``.
+        pending: the calls that wait for decisions when ``stop_reason`` is ``DEFERRED``
+            (resume with ``agent.resume(decisions)``); empty otherwise.
     """
 
     text: str = ""
@@ -126,6 +167,7 @@ class RunResult(Generic[Out]):
     error: BaseException | None = None
     run_id: str = ""
     output: Out = field(default=cast(Any, None))
+    pending: list[PendingCall] = field(default_factory=list)
 
     def __str__(self) -> str:
         return self.text

@@ -28,19 +28,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
-from goagent_py._transcript import UI_ONLY_KEY, repair_transcript
+from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, waiting_at
 from goagent_py.agent import Agent, Prompt, to_messages
+from goagent_py.approvals import ToolDecision, pending_of
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate
 from goagent_py.memory.base import ShortTermMemoryProtocol
 from goagent_py.messages import Message, Role, ToolCall
-from goagent_py.results import RunResult
+from goagent_py.results import PendingCall, RunResult
 from goagent_py.tools import Tool
 
 
@@ -141,6 +142,13 @@ class Session:
         """The conversation so far (a copy): with short-term memory, every stored message but
         the compaction boundaries (UI-only messages and what a summary covers included)."""
         return list(self._transcript)
+
+    @property
+    def pending(self) -> list[PendingCall]:
+        """The calls that wait for decisions (``resume(...)`` takes them), read from the
+        transcript; empty when nothing waits."""
+        at = waiting_at(self._transcript)
+        return [] if at < 0 else pending_of(self._transcript[at])[1]
 
     async def load(self) -> list[Message]:
         """Load the transcript from the agent's short-term memory (done before the first run).
@@ -369,6 +377,29 @@ class Session:
         assert self._last_result is not None
         return self._last_result
 
+    async def resume(self, decisions: Mapping[str, ToolDecision]) -> RunResult:
+        """Go on with a run that stopped on calls waiting for decisions (see
+        :meth:`Agent.resume` for the decisions and the errors).
+
+        Raises:
+            SessionBusyError: a run is in progress.
+            NotPendingError, ApprovalConflictError, ApprovalExpiredError: as
+                :meth:`Agent.resume`.
+        """
+        async for event in self.stream_resume(decisions):
+            del event
+        assert self._last_result is not None
+        return self._last_result
+
+    async def stream_resume(
+        self, decisions: Mapping[str, ToolDecision]
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Like :meth:`resume`, yielding the run's events as they happen."""
+        self._claim("resume()")
+        async with contextlib.aclosing(self._go(None, decisions)) as events:
+            async for event in events:
+                yield event
+
     async def stream(self, prompt: Prompt) -> AsyncGenerator[AgentEvent, None]:
         """Like :meth:`prompt`, yielding the run's events as they happen."""
         messages = to_messages(prompt, "prompt()")
@@ -410,19 +441,31 @@ class Session:
         self._control.abort_mode = None
         self._control.abort_reason = ""
 
-    async def _go(self, prompt: list[Message] | None) -> AsyncGenerator[AgentEvent, None]:
+    async def _go(
+        self,
+        prompt: list[Message] | None,
+        decisions: Mapping[str, ToolDecision] | None = None,
+    ) -> AsyncGenerator[AgentEvent, None]:
         run: Run | None = None
         settled = False
         self._last_error = None
         try:
             if not self._loaded:
                 await self.load()
-            run = await self.agent.start_run(
-                prompt,
-                streaming=True,
-                control=self._control,
-                history=await self._history(),
-            )
+            if decisions is not None:
+                run = await self.agent.start_resume(
+                    decisions,
+                    streaming=True,
+                    control=self._control,
+                    history=await self._history(),
+                )
+            else:
+                run = await self.agent.start_run(
+                    prompt,
+                    streaming=True,
+                    control=self._control,
+                    history=await self._history(),
+                )
             self._run = run
             async with contextlib.aclosing(run.events()) as events:
                 async for event in events:

@@ -118,6 +118,7 @@ class FunctionTool:
         "_name",
         "_schema",
         "_validator",
+        "requires_approval",
     )
 
     def __init__(
@@ -133,6 +134,7 @@ class FunctionTool:
         self._call = call
         self._validator = validator
         self._schema: _Schema | None = None
+        self.requires_approval: bool | Callable[[dict[str, Any]], bool] = False
 
     @classmethod
     def _from_schema(
@@ -146,6 +148,7 @@ class FunctionTool:
         self = cls.__new__(cls)
         self._name, self._description, self._definition = name, description, None
         self._call, self._validator, self._schema = call, None, schema
+        self.requires_approval = False
         return self
 
     @property
@@ -628,12 +631,23 @@ def _typed_call(
     return call_sync
 
 
-def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> FunctionTool:
+def _make_tool(
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
+) -> FunctionTool:
     if not callable(fn):
         raise ConfigurationError(f"@tool needs a function, got {fn!r}")
+    if not (isinstance(requires_approval, bool) or callable(requires_approval)):
+        raise ConfigurationError(
+            f"@tool(requires_approval={requires_approval!r}): use True, False or a function "
+            "of the validated arguments that returns True when a person must decide"
+        )
     tool_name = validate_tool_name(name or fn.__name__)
     schema = _schema_for(fn)
-    shared = isinstance(fn, types.FunctionType)
+    # A tool that waits for approval is its own object: the shared one stays as it was.
+    shared = isinstance(fn, types.FunctionType) and requires_approval is False
     key = (tool_name, description)
     if shared:
         ref = schema.tools.get(key)
@@ -650,6 +664,7 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
     )
     if shared:
         schema.tools[key] = weakref.ref(made)
+    made.requires_approval = requires_approval
     return made
 
 
@@ -665,7 +680,10 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -675,6 +693,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a tool from a typed function, sync or async.
 
@@ -687,6 +706,9 @@ def tool(
         fn: the function (when used as ``@tool``).
         name: the tool's name; defaults to the function's name.
         description: overrides the docstring's description.
+        requires_approval: True, or a function of the validated arguments returning True,
+            when a person must decide before a call runs: the run stops with the call in
+            ``result.pending`` (docs/approvals.md).
 
     Example:
         >>> @tool
@@ -700,9 +722,9 @@ def tool(
         ...     return a + b
     """
     if fn is not None:
-        return _make_tool(fn, name, description)
+        return _make_tool(fn, name, description, requires_approval)
 
     def decorate(f: Callable[..., Any]) -> FunctionTool:
-        return _make_tool(f, name, description)
+        return _make_tool(f, name, description, requires_approval)
 
     return decorate

@@ -29,6 +29,15 @@ The rules (each :class:`Violation` names one in :attr:`Violation.rule`):
   message must answer a call that has a name (``vendor="ollama"``).
 
 Messages marked UI-only (``metadata["goagent.ui_only"]``) never reach a model and are skipped.
+
+**Waiting calls are not unanswered.** A run that stops on tool calls waiting for decisions
+(docs/approvals.md) stores the assistant message with the calls listed under
+``metadata["goagent.pending"]``. While that message is the last one sent to the model, all
+its calls wait (those needing no decision run with the decided ones): a stored transcript that
+ends so is valid (``allow_pending=True``, the default). A request is not a stored
+transcript: the loop never builds one from it (a new prompt raises
+:class:`~goagent_py.errors.ApprovalPendingError`; ``resume`` answers every call first), and
+``allow_pending=False`` checks a list as a request must be, counting those calls as unanswered.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from goagent_py._metadata_keys import UI_ONLY_KEY
+from goagent_py._metadata_keys import PENDING_KEY, UI_ONLY_KEY
 from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.messages import Message, Role
 
@@ -94,6 +103,7 @@ def validate_transcript(
     *,
     tools: Sequence[object] | None = None,
     vendor: Vendor = "any",
+    allow_pending: bool = True,
 ) -> list[Violation]:
     """Every violation of the vendors' pairing and role rules in ``messages`` (empty: valid).
 
@@ -103,6 +113,9 @@ def validate_transcript(
             tool results are violations. None: not checked.
         vendor: "any" checks the rules every vendor shares plus user-first (the strictest
             common set); "openai" leaves user-first out; "ollama" adds named tool messages.
+        allow_pending: calls that wait for decisions on the last message are not unanswered
+            (a stored transcript); False checks the list as a request (see the module
+            docstring).
 
     Raises:
         ConfigurationError: ``vendor`` is not one of the names above.
@@ -120,7 +133,7 @@ def validate_transcript(
         )
     if tools is not None and not tools:
         out.extend(_tool_blocks(sent))
-    out.extend(_pairing(sent, named=vendor == "ollama"))
+    out.extend(_pairing(sent, named=vendor == "ollama", allow_pending=allow_pending))
     out.sort(key=lambda v: v.index)
     return out
 
@@ -130,9 +143,12 @@ def check_transcript(
     *,
     tools: Sequence[object] | None = None,
     vendor: Vendor = "any",
+    allow_pending: bool = True,
 ) -> None:
     """Raise :class:`InvalidTranscriptError` if :func:`validate_transcript` finds a violation."""
-    violations = validate_transcript(messages, tools=tools, vendor=vendor)
+    violations = validate_transcript(
+        messages, tools=tools, vendor=vendor, allow_pending=allow_pending
+    )
     if violations:
         raise InvalidTranscriptError(violations)
 
@@ -145,7 +161,9 @@ def _tool_blocks(sent: list[tuple[int, Message]]) -> list[Violation]:
     return out
 
 
-def _pairing(sent: list[tuple[int, Message]], *, named: bool) -> list[Violation]:
+def _pairing(
+    sent: list[tuple[int, Message]], *, named: bool, allow_pending: bool = True
+) -> list[Violation]:
     out: list[Violation] = []
     seen_ids: set[str] = set()
     open_calls: dict[str, str] = {}  # id -> name, calls of the last assistant message
@@ -180,6 +198,9 @@ def _pairing(sent: list[tuple[int, Message]], *, named: bool) -> list[Violation]
             open_calls[call.id] = call.name
         if m.tool_calls and m.role is not Role.ASSISTANT:
             out.append(Violation(i, "orphan_result", "only assistant messages carry tool calls"))
+    last = sent[-1][1]
+    if allow_pending and open_at == sent[-1][0] and last.metadata.get(PENDING_KEY):
+        return out  # the waiting message's calls are pending, not unanswered
     out.extend(_unanswered(open_at, open_calls, answered))
     return out
 

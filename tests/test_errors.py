@@ -155,6 +155,14 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.durable._wire.RemoteToolError": lambda: _wire().RemoteToolError("disk full"),
     "goagent_py.errors.TokenBudgetError": lambda: TokenBudgetError(500, 700),
+    "goagent_py.errors.GuardrailTripped": lambda: errors.GuardrailTripped(
+        "no_secrets", "input", "the prompt holds an API key"
+    ),
+    "goagent_py.errors.ApprovalError": lambda: errors.ApprovalError("cannot apply"),
+    "goagent_py.errors.NotPendingError": lambda: errors.NotPendingError("nothing waits"),
+    "goagent_py.errors.ApprovalConflictError": lambda: errors.ApprovalConflictError("taken"),
+    "goagent_py.errors.ApprovalExpiredError": lambda: errors.ApprovalExpiredError("c1", 1e9),
+    "goagent_py.errors.ApprovalPendingError": lambda: errors.ApprovalPendingError("waits"),
     "goagent_py.errors.ToolAbortedError": lambda: ToolAbortedError("slow", "user pressed stop"),
     "goagent_py.errors.SessionBusyError": lambda: SessionBusyError("the session is running"),
     "goagent_py.transcript.InvalidTranscriptError": lambda: _transcript().InvalidTranscriptError(

@@ -337,7 +337,7 @@ def test_merge_hooks_semantics() -> None:
     asyncio.run(_call(merged.on_response, "t", 7))
     assert calls == ["a7", "b7"]
     assert merge_hooks() == Hooks()
-    assert len(dataclasses.fields(Hooks)) == len(HOOK_NAMES) == 19
+    assert len(dataclasses.fields(Hooks)) == len(HOOK_NAMES) == 20
 
 
 async def _call(hook: Any, *args: Any) -> None:

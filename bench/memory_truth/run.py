@@ -5,6 +5,7 @@
     python bench/memory_truth/run.py --deciders model --model openai:gpt-4o-mini
     python bench/memory_truth/run.py --embedder fake       # quick, no model download
     python bench/memory_truth/run.py --set heldout         # phrasings the rules never saw
+    python bench/memory_truth/run.py --set heldout2        # a second such set (33 phrasings)
 
 Each scenario of ``scenarios.jsonl`` (written by ``make_scenarios.py``) runs on a fresh store:
 every statement is one turn through the chat's write policy (``user_statements(about_user=
@@ -144,8 +145,10 @@ def make_decider(name: str, model: str | None) -> Any:
 
 
 async def bench(args: argparse.Namespace) -> None:
-    path = SET if args.set == "main" else SET.with_name("heldout.jsonl")
+    path = SET if args.set == "main" else SET.with_name(f"{args.set}.jsonl")
     scenarios = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if args.every > 1:
+        scenarios = scenarios[:: args.every]  # a sample across the categories
     if args.limit:
         scenarios = scenarios[: args.limit]
     if args.embedder == "fake":
@@ -222,11 +225,13 @@ def main() -> None:
     parser.add_argument("--model", help="vendor:MODEL for the model decider")
     parser.add_argument(
         "--set",
-        choices=("main", "heldout"),
+        choices=("main", "heldout", "heldout2"),
         default="main",
-        help="the labelled set, or the 24 held-out phrasings written after the rules",
+        help="the labelled set; the 24 held-out phrasings written after the first rules; or "
+        "the 33 written before the second round of rules (and never tuned on)",
     )
     parser.add_argument("--limit", type=int, default=0, help="only the first N scenarios")
+    parser.add_argument("--every", type=int, default=1, help="only every Nth scenario")
     parser.add_argument("--failures", action="store_true", help="list the missed scenarios")
     asyncio.run(bench(parser.parse_args()))
 

@@ -293,7 +293,12 @@ class _AgentActivities:
 
             # Fail closed, as in a plain run: a broken approval check blocks the call.
             reason = await gate_reason(
-                o.before_tool_call, o.before_tool_call_sees_message, shown, message, o.logger
+                o.before_tool_call,
+                o.before_tool_call_sees_message,
+                shown,
+                message,
+                o.logger,
+                sees_run=o.before_tool_call_sees_run,
             )
         if reason is not None:
             return await self._after(error_result(call, ToolBlockedError(call.name, reason)))

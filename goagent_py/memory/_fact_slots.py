@@ -20,12 +20,17 @@ FactKind = Literal["set", "multi", "retract"]
 
 @dataclass(slots=True, frozen=True)
 class Fact:
-    """One parsed statement: ``slot`` holds one value at a time for a ``set`` fact."""
+    """One parsed statement: ``slot`` holds one value at a time for a ``set`` fact.
+
+    ``event`` marks a retraction said as something that happened ("I quit Acme", "I sold my
+    car"): when it retracts nothing known, it is kept as a fact instead of dropped.
+    """
 
     slot: str
     value: str
     kind: FactKind
     canonical: str = ""
+    event: bool = False
 
 
 # (slot, pattern, template): a template rewrites an indirect statement ("I moved to X") as
@@ -42,7 +47,46 @@ _SET: list[tuple[str, str, str | None]] = [
         r"\b(?:since|after) (?:the|my|our) (?:move|relocation) to (?P<v>.+)",
         "I live in {v}.",
     ),
-    ("home", r"\bsince (?:i |we )?(?:moved|moving) to (?P<v>.+)", "I live in {v}."),
+    (
+        "home",
+        r"\b(?:since|after) (?:i |we )?(?:moved|moving|relocated|relocating) "
+        r"(?:back |over )?to (?P<v>.+)",
+        "I live in {v}.",
+    ),
+    (
+        "home",
+        r"\b(?:i|we)(?:'ve| have) been (?:living|based) in (?P<v>.+)",
+        "I live in {v}.",
+    ),
+    (
+        "home",
+        r"\b(?:packed up|packed our bags|packed my bags) and (?:left|moved|headed|went) "
+        r"(?:for|to) (?P<v>.+)",
+        "I live in {v}.",
+    ),
+    ("home", r"^(?:my |our )?home is (?:now )?(?:in )?(?P<v>(?-i:[A-Z]).+)", "I live in {v}."),
+    (
+        "home",
+        r"^(?P<v>(?-i:[A-Z])[\w-]*(?: (?-i:[A-Z])[\w-]*)?) is (?:my |our )?(?:new )?home(?: now)?$",
+        "I live in {v}.",
+    ),
+    (
+        "home",
+        r"\b(?:i'm|i am|we're|we are) (?:now )?(?:a |an )?(?P<v>(?-i:[A-Z])[\w-]*) residents?\b",
+        "I live in {v}.",
+    ),
+    (
+        "home",
+        r"\b(?:i'm|i am|we're|we are) (?:now )?in (?P<v>(?-i:[A-Z])[\w-]*(?: (?-i:[A-Z])[\w-]*)?) "
+        r"(?:now|these days|nowadays)\b",
+        "I live in {v}.",
+    ),
+    (
+        "home",
+        r"\b(?:my|our) (?:new )?(?:place|flat|apartment|house|home|address) "
+        r"(?:is )?in (?P<v>(?-i:[A-Z]).+)",
+        "I live in {v}.",
+    ),
     (
         "home",
         r"\bnow that (?:i|we) (?:live|am living|'m living|'m|am) in (?P<v>.+)",
@@ -62,6 +106,11 @@ _SET: list[tuple[str, str, str | None]] = [
     ("home", r"\b(?:i|we) (?:now )?call (?P<v>.+?) home\b", "I live in {v}."),
     ("name", r"\bmy (?:first |full )?name is (?:now )?(?P<v>.+)", None),
     ("name", r"\b(?:please )?call me (?P<v>.+)", "My name is {v}."),
+    (
+        "name",
+        r"\b(?:everyone|everybody|people|my friends|friends|most people) calls? me (?P<v>.+)",
+        "My name is {v}.",
+    ),
     ("name", r"\bi(?:'m| am) called (?P<v>.+)", "My name is {v}."),
     ("name", r"\bi go by (?P<v>.+)", "My name is {v}."),
     ("name", r"\bi changed my name to (?P<v>.+)", "My name is {v}."),
@@ -69,12 +118,29 @@ _SET: list[tuple[str, str, str | None]] = [
     ("employer", r"\bi(?:'m| am) (?:now )?working (?:at|for) (?P<v>.+)", "I work at {v}."),
     (
         "employer",
-        r"\bi (?:just |recently )?(?:joined|started (?:a new job |working )?at) "
+        r"\b(?:i (?:just |recently )?|and (?:then |now |just )?)"
+        r"(?:joined|started (?:a new job |working )?at) "
         r"(?P<v>.+)",
         "I work at {v}.",
     ),
     ("employer", r"\bi (?:just )?got a (?:new )?job (?:at|with) (?P<v>.+)", "I work at {v}."),
     ("employer", r"\bmy (?:new |current )?employer is (?P<v>.+)", None),
+    (
+        "employer",
+        r"\b(?:got |was |been |just )?(?:hired|recruited|taken on) (?:by|at) (?P<v>.+)",
+        "I work at {v}.",
+    ),
+    (
+        "employer",
+        r"\b(?:i'm|i am) (?:now |currently )?(?:employed|working) (?:by|at|for) (?P<v>.+)",
+        "I work at {v}.",
+    ),
+    (
+        "employer",
+        r"\b(?:started|took|accepted|landed|got|have|began) (?:a |my |the )?(?:new )?"
+        r"(?:job|position|role|post) (?:at|with) (?P<v>.+)",
+        "I work at {v}.",
+    ),
     ("employer", r"\bsince (?:i )?(?:joined|joining|started at) (?P<v>.+)", "I work at {v}."),
     ("job", r"\bi (?:now )?work as (?:a |an )?(?P<v>.+)", None),
     (
@@ -102,6 +168,12 @@ _SET: list[tuple[str, str, str | None]] = [
     ("age", r"\bi (?:just )?turned (?P<v>\d{1,3})", "I am {v} years old."),
     ("age", r"\bmy age is (?P<v>\d{1,3})", None),
     (
+        "age",
+        r"\b(?:i )?(?:just )?(?:had|celebrated|turned) my (?P<v>\d{1,3})(?:st|nd|rd|th) "
+        r"birthday",
+        "I am {v} years old.",
+    ),
+    (
         "partner",
         r"\bmy (?:new |current )?(?:wife|husband|partner|girlfriend|boyfriend|spouse|"
         r"fianc[ée]e?)(?:'s name)? is (?:now )?(?:called |named )?(?P<v>.+)",
@@ -110,13 +182,25 @@ _SET: list[tuple[str, str, str | None]] = [
     (
         "partner",
         r"\bi(?:'m| am) (?:now )?(?:married to|dating|engaged to|seeing|with) "
-        r"(?P<v>[A-Z].+)",
+        r"(?P<v>(?-i:[A-Z]).+)",
         "My partner is {v}.",
     ),
     ("partner", r"\bi (?:just )?married (?P<v>.+)", "My partner is {v}."),
+    (
+        "partner",
+        r"\bi (?:have|got|'ve got) a new (?:wife|husband|partner|girlfriend|boyfriend|spouse)"
+        r",? (?:called |named )?(?P<v>(?-i:[A-Z]).+)",
+        "My partner is {v}.",
+    ),
     ("car", r"\bi (?:now )?drive (?:a |an )?(?P<v>.+)", None),
     ("car", r"\bmy (?:new |current )?car is (?:now )?(?:a |an )?(?P<v>.+)", "I drive a {v}."),
     ("car", r"\bi (?:just )?bought a (?:new )?car,? (?:a |an )?(?P<v>.+)", "I drive a {v}."),
+    (
+        "car",
+        r"\b(?:traded in|sold|swapped|replaced|got rid of) (?:my |the |our )?(?:old )?"
+        r"[\w-]+ (?:for|and bought|and got|with) (?:a |an )?(?:new )?(?P<v>(?-i:[A-Z]).+)",
+        "I drive a {v}.",
+    ),
     ("origin", r"\bi(?:'m| am) (?:originally )?from (?P<v>.+)", None),
 ]
 _SET_RE = [(slot, re.compile(p, re.IGNORECASE), t) for slot, p, t in _SET]
@@ -164,7 +248,8 @@ _VALUE_END = re.compile(
     r"\s*(?:[,;:()]|\.(?:\s|$)|!|\?| - | and | but | because | since | so | as | when | where "
     r"| which | who | with | from now\b| for (?:a|the|about|over|two|three|\d)| last | this "
     r"| next "
-    r"| a (?:few|couple|month|week|year) | (?:two|three|four|several) | ago\b| now\b"
+    r"| a (?:few|couple|month|week|year) | (?:two|three|four|several) | ago\b"
+    r"| (?:years|months|weeks|days|ages) ago\b| now\b"
     r"| these days| nowadays| recently| anymore| any more| at the moment| currently| again\b"
     r"| full[- ]time| part[- ]time| too\b| as well\b| instead\b| in (?:january|february|march"
     r"|april|may|june|july|august|september|october|november|december|spring|summer|autumn"
@@ -246,6 +331,44 @@ def _norm_slot(raw: str) -> str:
     return _SLOT_ALIASES.get(slot, slot)
 
 
+# "I changed my number to 555-0177", "New email: a@b.example": a slot and its new value.
+_CHANGED = re.compile(
+    r"\b(?:i|we) (?:have |'ve )?(?:just )?(?:changed|updated|switched) (?:my|our) "
+    r"(?P<slot>(?:[a-z'-]+ ){0,2}[a-z'-]+?) to (?P<v>.+)",
+    re.IGNORECASE,
+)
+_LABEL = re.compile(
+    r"^(?:my )?(?:new|updated|current) (?P<slot>(?:[a-z'-]+ ){0,2}[a-z'-]+?)\s*(?::|is now) "
+    r"(?P<v>.+)",
+    re.IGNORECASE,
+)
+# Time adverbs say nothing about the fact: "my favourite band these days is Muse".
+_TIME_WORDS = re.compile(
+    r",?\s\b(?:these days|nowadays|at the moment|at present|right now|currently)\b,?",
+    re.IGNORECASE,
+)
+_TEMPLATES = {
+    "home": "I live in {v}.",
+    "phone": "My phone number is {v}.",
+    "email": "My email address is {v}.",
+    "employer": "I work at {v}.",
+    "name": "My name is {v}.",
+}
+
+
+def _slot_change(text: str) -> Fact | None:
+    for pattern in (_CHANGED, _LABEL):
+        match = pattern.search(text)
+        if match is None:
+            continue
+        slot = _norm_slot(match.group("slot"))
+        value = _clean_value(match.group("v"))
+        if slot and value:
+            template = _TEMPLATES.get(slot)
+            return Fact(slot, value, "set", template.format(v=value) if template else "")
+    return None
+
+
 def _set_fact(text: str) -> Fact | None:
     for slot, pattern, template in _SET_RE:
         match = pattern.search(text)
@@ -258,6 +381,9 @@ def _set_fact(text: str) -> Fact | None:
             continue
         canonical = template.format(v=value) if template else ""
         return Fact(slot, value, "set", canonical)
+    changed = _slot_change(text)
+    if changed is not None:
+        return changed
     match = _GENERIC.search(text)
     if match is not None:
         value = _clean_value(match.group("v"))
@@ -277,6 +403,66 @@ def _multi_fact(text: str) -> Fact | None:
     return Fact(match.group("slot").lower(), value, "multi")
 
 
+_LEFT_JOB = re.compile(
+    r"\bi (?:just )?(?:quit|left|resigned from|was let go from|got fired from|was fired from|"
+    r"was laid off from|got laid off from) (?:my (?:job|position|role) (?:at|with) |the job at )?"
+    r"(?P<v>(?-i:[A-Z])[\w&.-]*(?: (?-i:[A-Z])[\w&.-]*)*)",
+    re.IGNORECASE,
+)
+_LEFT_ANY_JOB = re.compile(
+    r"\bi (?:just )?(?:quit|left|lost) my job\b|\bi(?:'m| am) (?:now )?(?:unemployed|"
+    r"between jobs|out of work)\b",
+    re.IGNORECASE,
+)
+_BROKE_UP = re.compile(
+    r"\b(?:i|we) (?:just )?(?:broke up|split up|separated|divorced|got divorced)"
+    r"(?: (?:with|from) (?P<v>(?-i:[A-Z])\w+))?"
+    r"|^(?P<v2>(?-i:[A-Z])\w+) and i (?:have |just )?(?:broke up|split up|separated|"
+    r"divorced|got divorced)",
+    re.IGNORECASE,
+)
+_NOT_WITH = re.compile(
+    r"\bi(?:'m| am) not (?:with|dating|seeing|married to) (?P<v>(?-i:[A-Z])\w+) any ?more",
+    re.IGNORECASE,
+)
+_SOLD_CAR = re.compile(
+    r"\bi (?:just )?(?:sold|got rid of|scrapped|gave away|crashed and lost) (?:my|our|the) car\b",
+    re.IGNORECASE,
+)
+_GAVE_UP = re.compile(
+    r"\bi (?:have |'ve )?(?:just )?(?:stopped|quit|gave up|give up|have given up|dropped) "
+    r"(?P<rest>.+)",
+    re.IGNORECASE,
+)
+_MEMORY_WORDS = re.compile(
+    r"\s+(?:from|in) (?:your|the) (?:memory|memories|records|notes|files)\b.*$", re.IGNORECASE
+)
+
+
+def _left(text: str) -> Fact | None:
+    """Retractions said as an event: a job left, a break-up, a car sold, an activity given
+    up (tried only when the sentence states no new value)."""
+    job = _LEFT_JOB.search(text)
+    if job is not None:
+        return Fact("employer", _clean_value(job.group("v")), "retract", event=True)
+    if _LEFT_ANY_JOB.search(text):
+        return Fact("employer", "", "retract", event=True)
+    split = _BROKE_UP.search(text) or _NOT_WITH.search(text)
+    if split is not None:
+        names = [split.groupdict().get(k) for k in ("v", "v2")]
+        return Fact("partner", next((n for n in names if n), ""), "retract", event=True)
+    if _SOLD_CAR.search(text):
+        return Fact("car", "", "retract", event=True)
+    gave_up = _GAVE_UP.search(text)
+    if gave_up is not None:
+        rest = _clean_value(gave_up.group("rest"))
+        rest = re.sub(r"^(?:playing|doing|going to|practising|practicing|learning) ", "", rest)
+        rest = re.sub(r"^(?:the|my|a|an) ", "", rest)
+        if rest:
+            return Fact("?", rest, "retract", event=True)
+    return None
+
+
 def is_retraction(text: str) -> bool:
     """Whether ``text`` takes back what was said last ("That's no longer true.")."""
     return bool(_RETRACT_LAST.search(text.strip()))
@@ -287,12 +473,12 @@ def parse_fact(text: str) -> Fact | None:
     text = _PREFIX.sub("", text.strip())
     if not text or text.endswith("?"):
         return None
-    text = text.rstrip(".!… ")
+    text = _TIME_WORDS.sub("", text.rstrip(".!… ")).strip()
     if _RETRACT_LAST.search(text):
         return Fact("", "", "retract")
     forget = _FORGET.match(text)
     if forget is not None:
-        rest = forget.group("rest").strip().rstrip(".!")
+        rest = _MEMORY_WORDS.sub("", forget.group("rest").strip().rstrip(".!"))
         parsed = _set_fact(rest) or _multi_fact(rest)
         if parsed is not None:
             return Fact(parsed.slot, parsed.value, "retract")
@@ -303,7 +489,7 @@ def parse_fact(text: str) -> Fact | None:
     retraction = _retraction(text)
     if retraction is not None:
         return retraction
-    return _set_fact(text) or _multi_fact(text)
+    return _set_fact(text) or _left(text) or _multi_fact(text)
 
 
 def _retraction(text: str) -> Fact | None:

@@ -24,6 +24,7 @@ __all__ = [
     "Embedder",
     "LongTermMemoryProtocol",
     "ShortTermMemoryProtocol",
+    "UpdatableMemory",
     "WritePolicy",
     "min_length",
     "store_always",
@@ -40,6 +41,24 @@ class ShortTermMemoryProtocol(Protocol):
 
     async def append(self, *messages: Message) -> None:
         """Add the messages of a finished turn, atomically."""
+        ...
+
+
+MessageMatch = Callable[[Message], bool]
+MessageUpdate = Callable[[Message], Message]
+
+
+@runtime_checkable
+class UpdatableMemory(Protocol):
+    """A conversation store that can replace one stored message atomically: the
+    compare-and-set that lets the first of two deciders of a waiting tool call win
+    (docs/approvals.md). :class:`~goagent_py.memory.ShortTermMemory` has it when its storage
+    does (in memory, SQLite)."""
+
+    async def update_where(self, match: MessageMatch, update: MessageUpdate) -> Message | None:
+        """In one transaction: find the newest stored message ``match`` accepts, store
+        ``update(message)`` in its place and return it; None when no message matches. An
+        exception from ``update`` leaves everything as it was and propagates."""
         ...
 
 

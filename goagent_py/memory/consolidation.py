@@ -92,7 +92,9 @@ class ConsolidationReport:
         facts: the facts of the turn.
         decisions: the decisions applied (all ADD after a failure).
         warning: why the decider's answer was not used ("" when it was).
-        duration: seconds spent finding candidates and deciding.
+        duration: seconds spent finding candidates and deciding (every attempt).
+        attempts: how many times the candidates were read and decided: more than 1 when
+            another writer (another process) changed the scope before this one could write.
     """
 
     decider: str
@@ -100,6 +102,7 @@ class ConsolidationReport:
     decisions: list[Decision] = field(default_factory=list)
     warning: str = ""
     duration: float = 0.0
+    attempts: int = 1
 
 
 def check_decisions(

@@ -8,8 +8,9 @@ like coffee"; "my sister is Meera" + "my brother is Ravi") and deletes on explic
 ("forget that I live in Lisbon", "I don't work at Acme anymore", "that's no longer true").
 
 :class:`ModelDecider` asks a model (any :class:`~goagent_py.provider.Provider`) for a JSON
-answer, validates it, retries once with the error, and only ever sees the candidates under
-short aliases (``m1``, ``m2``...), so it cannot name a memory outside them.
+answer (the request's structured output: a schema whose ids are the candidates' aliases),
+validates it, retries once with the error, and only ever sees the candidates under short
+aliases (``m1``, ``m2``...), so it cannot name a memory outside them.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory._fact_slots import Fact, parse_fact, same_value
-from goagent_py.memory.consolidation import Decision, DecisionError
+from goagent_py.memory.consolidation import OPS, Decision, DecisionError
 from goagent_py.memory.records import MemoryRecord
 from goagent_py.messages import Usage, user_message
-from goagent_py.provider import CompletionRequest, Provider
+from goagent_py.provider import CompletionRequest, OutputFormat, Provider
 
 __all__ = ["ModelDecider", "RuleDecider"]
 
@@ -140,7 +141,8 @@ def _retract(
             and (not fact.value or same_value(f.value, fact.value))
         ]
     if not targets:
-        return [Decision(fact=index, op="NOOP")]
+        # "Forget X" with nothing to forget stores nothing; "I quit Acme" is kept as said.
+        return [Decision(fact=index, op="ADD" if fact.event else "NOOP")]
     return [Decision(fact=index, op="DELETE", target=c.id) for c in targets]
 
 
@@ -268,6 +270,7 @@ class ModelDecider:
                 system_prompt=_SYSTEM,
                 messages=[user_message(text)],
                 max_tokens=self.max_tokens,
+                output=_answer_format(len(facts), list(aliases)),
             )
             response = await self.provider.complete(request)
             self.calls += 1
@@ -278,6 +281,31 @@ class ModelDecider:
                 error = exc
         assert error is not None
         raise error
+
+
+def _answer_format(facts: int, aliases: list[str]) -> OutputFormat:
+    """The answer's JSON schema, sent as the request's structured output: a provider that
+    enforces it (OpenAI, Anthropic, Ollama, llama.cpp's grammar) can only name one of the
+    facts and a candidate's alias (or "" for ADD and NOOP). The answer is still validated:
+    others ignore it."""
+    decision = {
+        "type": "object",
+        "properties": {
+            "fact": {"type": "integer", "enum": list(range(facts))},
+            "op": {"type": "string", "enum": list(OPS)},
+            "id": {"type": "string", "enum": [*aliases, ""]},
+            "text": {"type": "string"},
+        },
+        "required": ["fact", "op", "id", "text"],
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "properties": {"decisions": {"type": "array", "items": decision}},
+        "required": ["decisions"],
+        "additionalProperties": False,
+    }
+    return OutputFormat("memory_decisions", schema, "what each new fact does to the memories")
 
 
 def _prompt(facts: Sequence[str], candidates: Sequence[MemoryRecord]) -> str:

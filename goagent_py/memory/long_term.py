@@ -73,6 +73,7 @@ from goagent_py.memory.records import (
 from goagent_py.memory.vector._common import SESSION_KEY
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
+    GuardedStore,
     ListableStore,
     SearchOptions,
     UpsertEntry,
@@ -104,6 +105,7 @@ PROVENANCES: tuple[Provenance, ...] = ("user", "assistant", "tool", "retrieved")
 
 _log = logging.getLogger("goagent_py.memory")
 _EPOCH = datetime.min.replace(tzinfo=UTC)
+_ATTEMPTS = 8  # compare-and-set rounds of one consolidation before the facts are just added
 
 # How far each provenance is from the user: a message is given the least trusted of its role's
 # and any declared provenance, so a declaration can lower trust but never raise it.
@@ -437,39 +439,83 @@ class LongTermMemory:
     async def _write(
         self, pending: Sequence[tuple[str, Message]], known: Mapping[str, Any] | None = None
     ) -> None:
-        """Embed and upsert ``(id, message)`` pairs (one batch when the store has batches);
-        a text-only message whose text is in ``known`` reuses that vector."""
+        """Embed and upsert ``(id, message)`` pairs (one batch when the store has batches)."""
+        await self._upsert(await self._entries(pending, known))
+
+    async def _entries(
+        self, pending: Sequence[tuple[str, Message]], known: Mapping[str, Any] | None = None
+    ) -> list[UpsertEntry]:
+        """``(id, message)`` pairs with their vectors; a text-only message whose text is in
+        ``known`` reuses that vector."""
         if not pending:
-            return
+            return []
         unique = dict(pending)  # one entry per id: the last wins, as in every store
         reused = [(known or {}).get(_plain_text(m) or "") for m in unique.values()]
         todo = [m.content for m, v in zip(unique.values(), reused, strict=True) if v is None]
         made = iter(await self._embed_all(todo) if todo else [])
         vectors = [v if v is not None else next(made) for v in reused]
-        entries = [
+        return [
             UpsertEntry(id, vector, message)
             for (id, message), vector in zip(unique.items(), vectors, strict=True)
             if vector is not None
         ]
-        if not entries:
-            return
-        if isinstance(self.vector_store, BulkVectorStore):
-            await self.vector_store.upsert_batch(entries)
-        else:
-            for entry in entries:
-                await self.vector_store.upsert(entry.id, entry.vector, entry.message)
 
     # -- consolidation -------------------------------------------------------------------------
 
     async def _consolidate(self, facts: list[Message], *, session: str, now: str) -> None:
-        """Decide and apply what ``facts`` do to the current memories of ``session``."""
+        """Decide and apply what ``facts`` do to the current memories of ``session``.
+
+        On a :class:`GuardedStore` the write is a compare-and-set on the scope: the scope's
+        version is read before the candidates, and the decisions are written only if no other
+        writer (another process on the same file or database) changed the scope meanwhile;
+        otherwise the candidates are read and decided again, so the second writer builds on
+        what the first wrote. Other stores rely on the per-scope lock of this object.
+        """
         assert self.decider is not None
-        started = time.perf_counter()
         texts = [f.text for f in facts]
+        scope: dict[str, Any] = {SESSION_KEY: session}
+        deciding = 0.0
+        store = self.vector_store
         report = ConsolidationReport(decider=self.decider.name, facts=texts)
-        candidates, vectors = await self._candidates(texts, session)
+        for attempt in range(1, _ATTEMPTS + 1):
+            version = await store.version(scope) if isinstance(store, GuardedStore) else ""
+            report = ConsolidationReport(decider=self.decider.name, facts=texts, attempts=attempt)
+            started = time.perf_counter()
+            candidates, vectors = await self._candidates(texts, session)
+            decisions = await self._decide(facts, candidates, report)
+            deciding += time.perf_counter() - started
+            by_id = {c.id: c for c in candidates}
+            name = self.decider.name if not report.warning else "none"
+            applied = self._applied(decisions, facts, by_id, session, now, name)
+            entries = await self._entries(applied, vectors)
+            if not isinstance(store, GuardedStore):
+                await self._upsert(entries)
+                break
+            if await store.upsert_batch_if(entries, filter=scope, version=version):
+                break
+        else:
+            # Other writers kept changing the scope: add the facts as without a decider
+            # (nothing lost; a later turn's consolidation replaces a duplicate value).
+            report.warning = (
+                f"the memories of {session!r} kept changing under {_ATTEMPTS} attempts; the "
+                f"turn's {len(facts)} fact(s) were added unchanged"
+            )
+            _log.warning("long-term memory consolidation: %s", report.warning)
+            report.decisions = [Decision(fact=i, op="ADD") for i in range(len(facts))]
+            plain = self._applied(report.decisions, facts, {}, session, now, "none")
+            await self._upsert(await self._entries(plain, vectors))
+        report.duration = deciding
+        if self.on_consolidation is not None:
+            self.on_consolidation(report)
+
+    async def _decide(
+        self, facts: list[Message], candidates: list[MemoryRecord], report: ConsolidationReport
+    ) -> list[Decision]:
+        """The decider's checked decisions; all ADD, with a warning in ``report``, when it
+        fails."""
+        assert self.decider is not None
         try:
-            decided = await self.decider.decide(texts, candidates)
+            decided = await self.decider.decide([f.text for f in facts], candidates)
             decisions = check_decisions(decided, facts=len(facts), candidates=candidates)
         except Exception as exc:  # nothing lost: the facts are added as without a decider
             report.warning = (
@@ -479,12 +525,16 @@ class LongTermMemory:
             _log.warning("long-term memory consolidation: %s", report.warning)
             decisions = [Decision(fact=i, op="ADD") for i in range(len(facts))]
         report.decisions = decisions
-        report.duration = time.perf_counter() - started
-        by_id = {c.id: c for c in candidates}
-        name = self.decider.name if not report.warning else "none"
-        await self._write(self._applied(decisions, facts, by_id, session, now, name), vectors)
-        if self.on_consolidation is not None:
-            self.on_consolidation(report)
+        return decisions
+
+    async def _upsert(self, entries: list[UpsertEntry]) -> None:
+        if not entries:
+            return
+        if isinstance(self.vector_store, BulkVectorStore):
+            await self.vector_store.upsert_batch(entries)
+        else:
+            for entry in entries:
+                await self.vector_store.upsert(entry.id, entry.vector, entry.message)
 
     async def _candidates(
         self, texts: list[str], session: str
@@ -537,7 +587,13 @@ class LongTermMemory:
                 out.append((id, _fact_entry(message, session, now, change, ())))
                 continue
             old = candidates[d.target]
-            if id == old.id:
+            if id == old.id or text == old.text:
+                if text != fact.text:
+                    # An UPDATE that keeps the old words drops the fact (a small model's
+                    # mistake): the fact is added as said instead, nothing lost.
+                    change = self._change("add", now, fact, decider=decider, text=fact.text)
+                    plain = f"{session}:{message_digest(fact)}:0"
+                    out.append((plain, _fact_entry(fact, session, now, change, ())))
                 continue  # the same words again: nothing changes
             update = self._change(
                 "update", now, fact, decider=decider, text=text, previous=old.text, other_id=old.id

@@ -195,6 +195,27 @@ class MemoryRecord:
         """Whether the memory is still true."""
         return self.state == CURRENT
 
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON data (times as ISO 8601 or None; the history oldest first), as
+        ``goagent-py serve``'s ``/api/memories/history`` returns it."""
+
+        def moment(value: datetime | None) -> str | None:
+            return format_time(value) if value is not None else None
+
+        return {
+            "id": self.id,
+            "text": self.text,
+            "role": str(self.message.role),
+            "state": self.state,
+            "created_at": moment(self.created_at),
+            "updated_at": moment(self.updated_at),
+            "invalid_at": moment(self.invalid_at),
+            "superseded_by": self.superseded_by,
+            "source_session": self.source_session,
+            "source_message": self.source_message,
+            "history": [change.to_json() for change in self.history],
+        }
+
 
 def state_of(metadata: Mapping[str, Any]) -> MemoryState:
     """The state kept in ``metadata``; current when absent (entries older than records)."""

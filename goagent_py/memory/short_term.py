@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from goagent_py._metadata_keys import UI_ONLY_KEY
-from goagent_py.errors import MemoryStoreError
+from goagent_py.errors import ConfigurationError, MemoryStoreError
+from goagent_py.memory.base import MessageMatch, MessageUpdate
 from goagent_py.memory.policies import NoOp, Policy
 from goagent_py.memory.storage import InMemoryStorage, Storage
 from goagent_py.messages import Message, Role
@@ -132,6 +133,24 @@ class ShortTermMemory:
             raise
         except Exception as exc:
             raise MemoryStoreError(f"appending to short-term memory failed: {exc}") from exc
+
+    async def update_where(self, match: MessageMatch, update: MessageUpdate) -> Message | None:
+        """Replace the newest stored message ``match`` accepts with ``update(message)``, in one
+        transaction of the storage (see :class:`~goagent_py.memory.base.UpdatableMemory`).
+
+        Raises:
+            ConfigurationError: the storage cannot update a message (it has no
+                ``update_where``: a third-party storage).
+            MemoryStoreError: the storage failed.
+        """
+        method = getattr(self.storage, "update_where", None)
+        if not callable(method):
+            raise ConfigurationError(
+                f"{type(self.storage).__name__} cannot update a stored message, which deciding "
+                "a waiting tool call needs; use InMemoryStorage, SQLiteStorage or PostgresStorage"
+            )
+        found: Message | None = await method(match, update)
+        return found
 
     async def clear(self) -> None:
         """Forget the conversation (in the storage)."""

@@ -23,6 +23,7 @@ from opentelemetry.metrics import Meter, MeterProvider, get_meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
+from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
 from goagent_py.messages import ContentBlock, Role, ScoredMessage, StopReason, ToolCall, Usage
 from goagent_py.otel import _content
@@ -148,6 +149,7 @@ class Instrumentation:
             on_short_term_append=self.on_short_term_append,
             on_long_term_retrieve=self.on_long_term_retrieve,
             on_long_term_store=self.on_long_term_store,
+            on_guardrail=self.on_guardrail,
         )
 
     # -- run -----------------------------------------------------------------------------------
@@ -459,6 +461,29 @@ class Instrumentation:
                 set_error(tool.span, interrupted, capture=self.capture)
                 tool.span.end(end_time=max(end_ns, tool.start_ns))
         run.tools.clear()
+
+    # -- guardrails ----------------------------------------------------------------------------
+
+    def on_guardrail(self, event: GuardrailChecked) -> None:
+        """One span per guardrail decision, in the run's trace; a trip is an error status."""
+        run = self._run.get()
+        end_ns = _now_ns()
+        span = self.tracer.start_span(
+            f"guardrail {event.name}",
+            context=run.ctx if run is not None else None,
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "goagent.guardrail.name": event.name,
+                "goagent.guardrail.kind": event.kind,
+                "goagent.guardrail.tripped": event.tripped,
+            },
+            start_time=end_ns - _span_ns(event.duration),
+        )
+        if event.tripped:
+            span.set_status(Status(StatusCode.ERROR, event.reason))
+        else:
+            span.set_status(Status(StatusCode.OK))
+        span.end(end_time=end_ns)
 
     # -- memory --------------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ from ag_ui.core import (
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
     RunStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
@@ -78,8 +79,10 @@ from goagent_py.events import (
     MessageStart,
     ToolExecutionEnd,
     ToolExecutionStart,
+    ToolsPending,
 )
 from goagent_py.messages import Message, Role, StopReason, TextBlock, ThinkingBlock, Usage
+from goagent_py.serve._approvals import interrupts_of
 
 __all__ = ["AGUI_VERSION", "AguiMapper", "messages_snapshot", "wire"]
 
@@ -167,6 +170,7 @@ class AguiMapper:
         self._calls: dict[str, str] = {}  # calls started in this message: id -> name
         self._unanswered: dict[str, str] = {}  # ended calls without a result yet: id -> name
         self._finished: BaseEvent | None = None
+        self._interrupts: list[Any] = []  # the waiting calls' interrupts (serve/_approvals)
         self.text = ""
 
     def started(self) -> dict[str, Any]:
@@ -186,6 +190,11 @@ class AguiMapper:
             result={"stopReason": None, "text": self.text},
         )
         return [*self._close_all(), wire(final)]
+
+    def resuming(self, calls: dict[str, str]) -> None:
+        """This run goes on with ``calls`` (id -> name) a previous run left waiting: their
+        results are this run's ``TOOL_CALL_RESULT`` events."""
+        self._unanswered.update(calls)
 
     def map(self, event: AgentEvent) -> list[dict[str, Any]]:
         """The AG-UI events for one goagent-py event (often none). Nested agents' events
@@ -219,9 +228,16 @@ class AguiMapper:
                 for m in event.memories
             ]
             return [CustomEvent(name="goagent.memory_recall", value={"memories": memories})]
+        if isinstance(event, ToolsPending):
+            self._unanswered.clear()  # the calls wait for decisions: no result in this run
+            self._interrupts = interrupts_of(event.calls)
+            return []
         if isinstance(event, AgentEnd):
             final = event.result
             aborted = final.stop_reason is StopReason.ABORTED
+            outcome: Any = RunFinishedCancelledOutcome() if aborted else None
+            if final.stop_reason is StopReason.DEFERRED and self._interrupts:
+                outcome = RunFinishedInterruptOutcome(interrupts=self._interrupts)
             summary: dict[str, Any] = {
                 "stopReason": final.stop_reason.value if final.stop_reason else None,
                 "text": final.text,
@@ -234,7 +250,7 @@ class AguiMapper:
                 thread_id=self.thread_id,
                 run_id=self.run_id,
                 result=summary,
-                outcome=RunFinishedCancelledOutcome() if aborted else None,
+                outcome=outcome,
                 usage=[_token_usage(final.usage)] if final.usage.total_tokens else None,
             )
         return []

@@ -34,6 +34,7 @@ from starlette.responses import JSONResponse, Response
 from goagent_py.agent import Agent
 from goagent_py.errors import ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
+from goagent_py.serve._approvals import decisions_from_results, pending_json
 from goagent_py.serve._server import HttpError, Live, Run, Server, error_body
 from goagent_py.serve._sse import RunStream
 from goagent_py.tool_context import current_tool_context
@@ -243,21 +244,28 @@ def schema_type(name: str, schema: dict[str, Any]) -> Any:
     return _Schema
 
 
-def _client_tool(live: Live, name: str, description: str, parameters: dict[str, Any]) -> Tool:
+def _client_tool(
+    live: Live, name: str, description: str, parameters: dict[str, Any], timeout: float
+) -> Tool:
     async def wait_for_client(arguments: dict[str, Any]) -> str:
         del arguments  # the client has them (the response that ended with this call)
         context = current_tool_context()
         assert context is not None  # a tool runs inside a call
         loop = asyncio.get_running_loop()
         pending = live.client_calls.setdefault(context.call.id, loop.create_future())
-        return await pending
+        try:
+            return await asyncio.wait_for(asyncio.shield(pending), timeout)
+        except TimeoutError:
+            raise RuntimeError(  # the model reads it as the call's error result
+                f"the client did not send this call's result within {timeout:g} s"
+            ) from None
 
     return tool_func(
         name, description or f"{name} (run by the client)", parameters, wait_for_client
     )
 
 
-def _adapter(request: OpenAIRequest) -> Callable[[Live], Agent | None]:
+def _adapter(server: Server, request: OpenAIRequest) -> Callable[[Live], Agent | None]:
     def adapt(live: Live) -> Agent | None:
         if not request.tools and request.schema is None:
             return None
@@ -270,7 +278,8 @@ def _adapter(request: OpenAIRequest) -> Callable[[Live], Agent | None]:
                 raise HttpError(
                     400, f"tools: {', '.join(clash)} is the agent's own tool; rename yours"
                 )
-            client = [_client_tool(live, *spec) for spec in request.tools]
+            wait = server.client_tool_timeout
+            client = [_client_tool(live, *spec, wait) for spec in request.tools]
             settings["tools"] = [*agent.tools, *client]
         if request.schema is not None:
             settings["output_type"] = schema_type(*request.schema)
@@ -289,6 +298,19 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
         await server.threads.create(user, f"OpenAI API ({request.thread})"[:200], thread_id)
     live = await server.live_of(user, thread_id)
     waiting = live.run if live.run is not None and live.run.parked else None
+    if request.results and waiting is None:
+        # Calls that waited for a decision went out as tool_calls (serve/_approvals.py).
+        memory = live.session.agent.options.short_term_memory
+        stored = await memory.messages() if memory is not None else []
+        try:
+            decisions = decisions_from_results(stored, request.results)
+        except ConfigurationError as exc:
+            raise HttpError(400, str(exc)) from exc
+        if decisions is not None and live.run is None:
+            resumed = await server.start_run(user, thread_id, "", decisions=decisions)
+            for call in pending_json(stored):  # their results name them in this response
+                resumed.seen_calls[call["id"]] = [call["name"], json.dumps(call["arguments"])]
+            return resumed
     if request.results:
         if waiting is None:
             raise HttpError(400, "tool results sent, but no run waits for them; send a message")
@@ -303,13 +325,16 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
         waiting.parked = False
         waiting.waiting_for = []
         return waiting
-    return await server.start_run(user, thread_id, request.prompt, adapt=_adapter(request))
+    run = await server.start_run(user, thread_id, request.prompt, adapt=_adapter(server, request))
+    run.client_tools = frozenset(name for name, _, _ in request.tools)
+    run.typed = request.schema is not None
+    return run
 
 
-async def steps(server: Server, run: Run, client: set[str]) -> AsyncIterator[Step]:
+async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
     """The run's AG-UI events as :class:`Step` values, until it ends or waits for the client
     (leaving early otherwise aborts the run, as a closed tab does)."""
-    calls = run.seen_calls
+    calls, client = run.seen_calls, run.client_tools
     waiting: list[str] = []
     over = False
     try:
@@ -348,6 +373,20 @@ async def steps(server: Server, run: Run, client: set[str]) -> AsyncIterator[Ste
             elif kind == "CUSTOM" and item.get("name") == "goagent.tool_started" and waiting:
                 # Every call of the message has ended: the client runs its own, the run waits.
                 run.waiting_for, run.parked = waiting, True
+                over = True
+                yield Step("parked")
+                return
+            elif kind == "RUN_FINISHED" and (item.get("outcome") or {}).get("type") == "interrupt":
+                # Calls that wait for a decision go out as standard tool_calls; the client's
+                # tool results are the decisions (serve/_approvals.py). The run itself is over.
+                for interrupt in item["outcome"]["interrupts"]:
+                    meta = interrupt.get("metadata") or {}
+                    call = {
+                        "id": interrupt.get("toolCallId") or interrupt["id"],
+                        "name": meta.get("toolName", ""),
+                        "arguments": json.dumps(meta.get("arguments") or {}),
+                    }
+                    yield Step("client_call", call=call)
                 over = True
                 yield Step("parked")
                 return
@@ -402,9 +441,9 @@ def _finish(result: dict[str, Any]) -> str:
     return "length" if result.get("stopReason") == "max_tokens" else "stop"
 
 
-def _answer(request: OpenAIRequest, result: dict[str, Any]) -> str | None:
+def _answer(run: Run, result: dict[str, Any]) -> str | None:
     """A typed run's answer as JSON (None for a plain run, or a typed run that has none)."""
-    if request.schema is None or "output" not in result:
+    if not run.typed or "output" not in result:
         return None
     return json.dumps(result["output"])
 
@@ -417,8 +456,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
     run = await begin(server, user, request)
     cid = f"chatcmpl-{run.run_id}-{secrets.token_hex(3)}"
     created = int(time.time())
-    client = {name for name, _, _ in request.tools}
-    typed = request.schema is not None
+    typed = run.typed
 
     def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
         return {
@@ -435,7 +473,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
             yield json.dumps(chunk({"role": "assistant", "content": ""}, None))
             finish, error, index = "stop", "", 0
             usage = chat_usage({})
-            async for step in steps(server, run, client):
+            async for step in steps(server, run):
                 if step.kind == "text" and not typed:
                     yield json.dumps(chunk({"content": step.text}, None))
                 elif step.kind == "reasoning":
@@ -452,7 +490,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
                     finish = "tool_calls"
                 elif step.kind == "done":
                     finish, usage = _finish(step.result), chat_usage(step.result)
-                    answer = _answer(request, step.result)
+                    answer = _answer(run, step.result)
                     if answer is not None:
                         yield json.dumps(chunk({"content": answer}, None))
                 elif step.kind == "error":
@@ -470,7 +508,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
     finish, error, usage = "stop", "", chat_usage({})
-    async for step in steps(server, run, client):
+    async for step in steps(server, run):
         if step.kind == "text" and not typed:
             content.append(step.text)
         elif step.kind == "reasoning":
@@ -484,7 +522,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
             finish = "tool_calls"
         elif step.kind == "done":
             finish, usage = _finish(step.result), chat_usage(step.result)
-            answer = _answer(request, step.result)
+            answer = _answer(run, step.result)
             if answer is not None:
                 content.append(answer)
         elif step.kind == "error":
@@ -514,8 +552,9 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
 class _ResponseBuilder:
     """The output items of one Responses API response, and its stream events as they form."""
 
-    def __init__(self, request: OpenAIRequest, rid: str) -> None:
+    def __init__(self, request: OpenAIRequest, run: Run, rid: str) -> None:
         self.request = request
+        self.run = run
         self.rid = rid
         self.created = int(time.time())
         self.output: list[dict[str, Any]] = []
@@ -611,7 +650,7 @@ class _ResponseBuilder:
         ]
 
     def step(self, step: Step) -> list[dict[str, Any]]:
-        if step.kind == "text" and self.request.schema is None:
+        if step.kind == "text" and not self.run.typed:
             return self.text(step.text)
         if step.kind == "tool":
             call = step.call
@@ -648,7 +687,7 @@ class _ResponseBuilder:
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": given + made,
             }
-            answer = _answer(self.request, step.result)
+            answer = _answer(self.run, step.result)
             out = self.text(answer) if answer is not None else []
             return out + self.close_text()
         if step.kind == "parked":
@@ -659,8 +698,7 @@ class _ResponseBuilder:
 async def responses(server: Server, user: str, request: OpenAIRequest) -> Response:
     """Answer a Responses API request, streaming or not."""
     run = await begin(server, user, request)
-    build = _ResponseBuilder(request, f"resp_{run.run_id[4:]}{secrets.token_hex(3)}")
-    client = {name for name, _, _ in request.tools}
+    build = _ResponseBuilder(request, run, f"resp_{run.run_id[4:]}{secrets.token_hex(3)}")
     if request.stream:
 
         async def frames() -> AsyncIterator[dict[str, str]]:
@@ -670,7 +708,7 @@ async def responses(server: Server, user: str, request: OpenAIRequest) -> Respon
             yield frame(build.event("response.created", response=build.response("in_progress")))
             yield frame(build.event("response.in_progress", response=build.response("in_progress")))
             error = ""
-            async for step in steps(server, run, client):
+            async for step in steps(server, run):
                 if step.kind == "error":
                     error = step.text
                 for event in build.step(step):
@@ -686,7 +724,7 @@ async def responses(server: Server, user: str, request: OpenAIRequest) -> Respon
 
         return RunStream(server, run, frames())
     error = ""
-    async for step in steps(server, run, client):
+    async for step in steps(server, run):
         if step.kind == "error":
             error = step.text
         build.step(step)

@@ -10,6 +10,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from goagent_py.errors import ApprovalError, ConfigurationError
+from goagent_py.serve._approvals import check_against, decisions_from_body, pending_json
 from goagent_py.serve._server import (
     COOKIE,
     HttpError,
@@ -148,7 +150,12 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
 
             return JSONResponse(messages_snapshot(stored))
         durations = await server.threads.durations(user, thread_id)
-        return JSONResponse({"messages": [message_json(m, durations) for m in stored]})
+        return JSONResponse(
+            {
+                "messages": [message_json(m, durations) for m in stored],
+                "pending": pending_json(stored),
+            }
+        )
 
     async def _message_of(request: Request) -> tuple[str, str, str]:
         user = await server.user(request)
@@ -165,6 +172,27 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         if found["title"] == _TITLE:
             await server.threads.update(user, thread_id, text.strip()[:60])
         started = await server.start_run(user, thread_id, text)
+        return sse(started)
+
+    async def decide(request: Request) -> Response:
+        # serve/_approvals.py: the person's decisions on the thread's waiting calls.
+        user = await server.user(request)
+        thread_id = request.path_params["thread_id"]
+        body = await server.body(request)
+        await server.thread(user, thread_id)
+        try:
+            decisions = decisions_from_body(body)
+            live = await server.live_of(user, thread_id)
+            if live.run is not None:
+                raise HttpError(409, "a run is in progress in this thread")
+            memory = live.session.agent.options.short_term_memory
+            assert memory is not None  # a served thread always has its SQLite memory
+            check_against(await memory.messages(), decisions)
+            started = await server.start_run(user, thread_id, "", decisions=decisions)
+        except ApprovalError as exc:
+            raise HttpError(409, str(exc)) from exc
+        except ConfigurationError as exc:
+            raise HttpError(400, str(exc)) from exc
         return sse(started)
 
     async def steer(request: Request) -> Response:
@@ -224,6 +252,29 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
             }
         )
 
+    async def memory_history(request: Request) -> Response:
+        from goagent_py.errors import ConfigurationError
+        from goagent_py.memory.long_term import LongTermMemory
+        from goagent_py.memory.records import CURRENT, DELETED, SUPERSEDED
+
+        # 200 with "enabled": false when there is nothing to list, as /api/me answers 200
+        # either way: the page asks on every load, and a 404 would be a console error.
+        scope = memory_scope(await server.user(request))
+        ltm = server.long_term_memory
+        off = {"enabled": False, "memories": []}
+        if ltm is None:
+            return JSONResponse({**off, "reason": "this server has no long-term memory"})
+        if not isinstance(ltm, LongTermMemory):
+            reason = f"{type(ltm).__name__} keeps no history (use LongTermMemory)"
+            return JSONResponse({**off, "reason": reason})
+        everything = request.query_params.get("all", "") in ("1", "true", "yes")
+        states = (CURRENT, SUPERSEDED, DELETED) if everything else (CURRENT,)
+        try:
+            records = await ltm.records(session=scope, states=states)
+        except ConfigurationError as exc:  # a store that cannot list its entries
+            return JSONResponse({**off, "reason": str(exc)})
+        return JSONResponse({"enabled": True, "memories": [r.to_json() for r in records]})
+
     async def forget(request: Request) -> Response:
         scope = memory_scope(await server.user(request))
         ltm = _ltm()
@@ -275,9 +326,11 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         (t + "/messages", messages, ["GET"]),
         (t + "/runs", run, ["POST"]),
         (t + "/steer", steer, ["POST"]),
+        (t + "/decisions", decide, ["POST"]),
         (t + "/stop", stop, ["POST"]),
         ("/api/runs/{run_id:str}/stop", stop_run, ["POST"]),
         ("/api/memories", memories, ["GET"]),
+        ("/api/memories/history", memory_history, ["GET"]),
         ("/api/memories/{memory_id:str}", forget, ["DELETE"]),
         ("/v1/models", models, ["GET"]),
         ("/v1/chat/completions", completions, ["POST"]),

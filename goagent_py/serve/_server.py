@@ -15,24 +15,27 @@ import json
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from goagent_py.agent import Agent
+from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ConfigurationError, GoAgentError
-from goagent_py.events import ToolExecutionEnd
+from goagent_py.events import AgentEvent, ToolExecutionEnd
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
-from goagent_py.serve._agui import AguiMapper
+from goagent_py.serve._approvals import abandoned, auto_decisions, waiting_calls
 from goagent_py.serve._auth import Auth, Login, NoAuth
 from goagent_py.serve._threads import ThreadStore, session_key
 from goagent_py.session import Session
 
 if TYPE_CHECKING:
     from starlette.requests import Request
+
+    from goagent_py.serve._agui import AguiMapper
 
 __all__ = [
     "COOKIE",
@@ -119,6 +122,10 @@ class Run:
     parked: bool = False
     waiting_for: list[str] = field(default_factory=list)  # the client's call ids, when parked
     seen_calls: dict[str, list[str]] = field(default_factory=dict)  # id -> [name, arguments]
+    # What the OpenAI request that started the run asked for, kept for the requests that
+    # continue it: the names of the client's tools, and whether the answer is typed JSON.
+    client_tools: frozenset[str] = frozenset()
+    typed: bool = False
 
 
 @dataclass
@@ -151,6 +158,9 @@ class Server:
     ) -> None:
         self.long_term_memory = long_term_memory
         self.busy = busy
+        # How long a run waits for an OpenAI client to send its tools' results before those
+        # calls fail (the model reads the error) and the run goes on without the client.
+        self.client_tool_timeout = 600.0
         self.max_live = 256
         self.factory = factory
         self.storage_path = storage_path
@@ -290,9 +300,11 @@ class Server:
         text: str,
         *,
         adapt: Callable[[Live], Agent | None] | None = None,
+        decisions: Mapping[str, ToolDecision] | None = None,
     ) -> Run:
         """Start a run of ``text`` in the thread; ``adapt`` may give the agent this one run
-        uses (the thread's own agent is put back when it ends)."""
+        uses (the thread's own agent is put back when it ends); ``decisions`` resumes the
+        thread's waiting calls instead (serve/_approvals.py)."""
         live = await self.live_of(user, thread_id)
         while live.run is not None:
             if self.busy == "refuse" and not live.run.parked:
@@ -310,25 +322,56 @@ class Server:
             if agent is not None:
                 live.base_agent = live.session.agent
                 live.session.set_agent(agent)
+        from goagent_py.serve._agui import AguiMapper  # ag-ui-protocol: loaded with the routes
+
         run_id = "run_" + secrets.token_hex(8)
         run = Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
         live.run = run
         self.runs[run_id] = run
-        run.task = asyncio.create_task(self._drive(live, run, text))
+        if decisions is not None:
+            memory = live.session.agent.options.short_term_memory
+            if memory is not None:
+                run.mapper.resuming(waiting_calls(await memory.messages()))
+        run.task = asyncio.create_task(self._drive(live, run, text, decisions))
         return run
 
-    async def _drive(self, live: Live, run: Run, text: str) -> None:
+    async def _drive(
+        self,
+        live: Live,
+        run: Run,
+        text: str,
+        decisions: Mapping[str, ToolDecision] | None = None,
+    ) -> None:
         put = run.queue.put_nowait
         put(run.mapper.started())
         durations: dict[str, float] = {}
         try:
-            async for event in live.session.stream(text):
-                if run.abort_reason and not run.abort_sent:
-                    self._abort(live, run, run.abort_reason)
-                if isinstance(event, ToolExecutionEnd):
-                    durations[event.result.call.id] = round(event.result.duration, 6)
-                for item in run.mapper.map(event):
-                    put(item)
+            streams: list[AsyncIterator[AgentEvent]] = []
+            if decisions is not None:
+                streams.append(live.session.stream_resume(decisions))
+            else:
+                # A new message while calls wait for the person: they are denied (the
+                # message is the answer), then the message runs.
+                memory = live.session.agent.options.short_term_memory
+                stored = await memory.messages() if memory is not None else []
+                left = abandoned(stored)
+                if left is not None:
+                    run.mapper.resuming(waiting_calls(stored))
+                    streams.append(live.session.stream_resume(left))
+                streams.append(live.session.stream(text))
+            while streams:
+                async for event in streams.pop(0):
+                    if run.abort_reason and not run.abort_sent:
+                        self._abort(live, run, run.abort_reason)
+                    if isinstance(event, ToolExecutionEnd):
+                        durations[event.result.call.id] = round(event.result.duration, 6)
+                    for item in run.mapper.map(event):
+                        put(item)
+                # Calls of tools the person approved "always for this thread" go on at once.
+                auto = auto_decisions(live.session.transcript)
+                if auto is not None and not run.abort_reason and not streams:
+                    run.mapper.resuming(waiting_calls(live.session.transcript))
+                    streams.append(live.session.stream_resume(auto))
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
             for item in run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__):
                 put(item)

@@ -41,10 +41,13 @@ CSP = (
 
 def _require_starlette() -> None:
     try:
+        import ag_ui  # noqa: F401
+        import jsonschema  # noqa: F401
         import sse_starlette  # noqa: F401
         import starlette  # noqa: F401
     except ImportError as exc:
-        raise MissingExtraError(exc.name or "starlette", "serve", feature="serve") from exc
+        package = {"ag_ui": "ag-ui-protocol"}.get(exc.name or "", exc.name or "starlette")
+        raise MissingExtraError(package, "serve", feature="serve") from exc
 
 
 class ServeApp:
@@ -127,6 +130,7 @@ def create_app(
     model_name: str = "goagent",
     busy: Literal["refuse", "interrupt"] = "refuse",
     long_term_memory: LongTermMemoryProtocol | None = None,
+    client_tool_timeout: float = 600.0,
 ) -> ServeApp:
     """An ASGI app that serves agents built per (user, thread) by ``agent_factory``.
 
@@ -149,9 +153,13 @@ def create_app(
         long_term_memory: the long-term memory your agents share, to let users search and
             forget their memories (``/api/memories``); give the agents
             ``name=context.memory_scope`` so each user has their own.
+        client_tool_timeout: seconds a run waits for an OpenAI client to send the results of
+            its own tools (``tools`` in a ``/v1`` request) before those calls fail with an error
+            the model reads, and the run goes on without the client.
 
     Raises:
-        MissingExtraError: starlette or sse-starlette is missing (``goagent-py[serve]``).
+        MissingExtraError: starlette, sse-starlette, ag-ui-protocol or jsonschema is missing
+            (``goagent-py[serve]``).
     """
     _require_starlette()
     from starlette.applications import Starlette
@@ -161,6 +169,10 @@ def create_app(
 
     if busy not in ("refuse", "interrupt"):
         raise ConfigurationError(f"busy={busy!r}: use 'refuse' or 'interrupt'")
+    if not isinstance(client_tool_timeout, int | float) or not client_tool_timeout > 0:
+        raise ConfigurationError(
+            f"client_tool_timeout={client_tool_timeout!r}: give a number of seconds above 0"
+        )
     server = Server(
         agent_factory,
         storage_path,
@@ -171,6 +183,7 @@ def create_app(
         busy,
         long_term_memory,
     )
+    server.client_tool_timeout = float(client_tool_timeout)
     routes = [Route(path, fn, methods=methods) for path, fn, methods in _routes.table(server)]
 
     @contextlib.asynccontextmanager

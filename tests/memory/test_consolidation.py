@@ -7,6 +7,7 @@ model decider is faked with ScriptedProvider (its vendor HTTP is tested elsewher
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -229,16 +230,25 @@ def _raise(candidates: Sequence[MemoryRecord]) -> Sequence[Decision]:
     ],
 )
 async def test_a_failing_decider_adds_the_facts_and_warns(
-    answer: Callable[[Sequence[MemoryRecord]], Sequence[Decision]], why: str
+    answer: Callable[[Sequence[MemoryRecord]], Sequence[Decision]],
+    why: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     reports: list[ConsolidationReport] = []
     m = memory(InMemoryVectorStore(), decider=Broken(answer), on_consolidation=reports.append)
     await m.store([said("I live in Lisbon.")], session="alice")
-    await m.store([said("I moved to Porto.")], session="alice")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="goagent_py.memory"):
+        await m.store([said("I moved to Porto.")], session="alice")
     current = sorted(r.text for r in await m.records(session="alice"))
     assert current == ["I live in Lisbon.", "I moved to Porto."]
     assert why in reports[-1].warning
     assert [d.op for d in reports[-1].decisions] == ["ADD"]
+    # The warning also goes to the memory's logger, and the facts' history names no decider.
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert why in caplog.records[0].getMessage()
+    porto = next(r for r in await m.records(session="alice") if "Porto" in r.text)
+    assert [(c.op, c.decider) for c in porto.history] == [("add", "none")]
 
 
 async def test_a_model_decider_answering_garbage_twice_loses_nothing() -> None:
@@ -270,6 +280,21 @@ async def test_a_model_decider_updates_through_its_aliases() -> None:
     sent = provider.requests[provider_calls_before].messages[0].text
     assert '"I live in Lisbon."' in sent
     assert "alice:" not in sent
+
+
+async def test_an_update_that_keeps_the_old_words_adds_the_fact_instead() -> None:
+    # What the real 135M model answered (structured output, so valid JSON): UPDATE m1 with
+    # the old memory's own text. Applied as is, "I moved to Porto." would be lost.
+    answer = '{"decisions": [{"fact": 0, "op": "UPDATE", "id": "m1", "text": "I live in Lisbon."}]}'
+    provider = ScriptedProvider(text_response(answer))
+    m = memory(InMemoryVectorStore(), decider=ModelDecider(provider, model="m"))
+    await m.store([said("I live in Lisbon.")], session="alice")
+    await m.store([said("I moved to Porto.")], session="alice")
+    everything = await m.records(session="alice", states=("current", "superseded", "deleted"))
+    assert sorted((r.text, r.state) for r in everything) == [
+        ("I live in Lisbon.", "current"),
+        ("I moved to Porto.", "current"),
+    ]
 
 
 # -- concurrency ------------------------------------------------------------------------------

@@ -1177,3 +1177,34 @@ def test_the_console_example_prints_the_span_tree() -> None:
     assert "invoke_agent calculator  [OK" in out
     assert "execute_tool divide  [ERROR" in out
     assert "gen_ai.client.token.usage input -> 300 {token}" in out
+
+
+async def test_each_guardrail_decision_is_a_span_under_the_run(otel: Telemetry) -> None:
+    from goagent_py import GuardrailContext, GuardrailTripped
+
+    def no_secrets(prompt: list[Message], ctx: GuardrailContext) -> str | None:
+        return "holds a key" if "sk-" in prompt[-1].text else None
+
+    def fine(prompt: list[Message], ctx: GuardrailContext) -> None:
+        return None
+
+    agent = Agent(
+        provider=ScriptedProvider("hi"),
+        hooks=otel.hooks(),
+        input_guardrails=[fine, no_secrets],
+    )
+    with pytest.raises(GuardrailTripped):
+        await agent.run("sk-1")
+
+    tripped = otel.one("guardrail no_secrets")
+    passed = otel.one("guardrail fine")
+    assert tripped.status.status_code is StatusCode.ERROR
+    assert tripped.status.description == "holds a key"
+    assert passed.status.status_code is StatusCode.OK
+    assert dict(tripped.attributes or {}) == {
+        "goagent.guardrail.name": "no_secrets",
+        "goagent.guardrail.kind": "input",
+        "goagent.guardrail.tripped": True,
+    }
+    (run,) = [s for s in otel.spans() if s.name.startswith("invoke_agent")]
+    assert parent_id(tripped) == sid(run)

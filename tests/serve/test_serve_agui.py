@@ -5,6 +5,7 @@ a failure parses with the ``ag-ui-protocol`` package's models, in an order the p
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import pytest
@@ -179,3 +180,15 @@ async def test_the_messages_snapshot_parses(db: str, helpers: Any) -> None:
     roles = [m.role for m in model.messages]
     assert roles == ["user", "assistant", "tool", "assistant"]  # thinking is not stored
     assert model.model_dump(mode="json", by_alias=True) == snap
+
+
+def test_without_the_package_create_app_names_the_extra(
+    db: str, helpers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from goagent_py.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "ag_ui", None)  # as if not installed
+    with pytest.raises(MissingExtraError) as err:
+        create_app(helpers.factory_for(ScriptedProvider()), storage_path=db)
+    assert "ag-ui-protocol" in str(err.value)
+    assert "goagent-py[serve]" in str(err.value)

@@ -407,3 +407,59 @@ async def test_usage_reaches_both_apis_and_the_agui_terminal_event(db: str, help
     assert final["usage"] == [
         {"inputTokens": 16, "outputTokens": 4, "totalTokens": 20, "cachedInputTokens": 6}
     ]
+
+
+async def test_a_continuation_without_tools_still_hands_the_clients_calls_back(
+    db: str, helpers: Any
+) -> None:
+    provider = ScriptedProvider(
+        tool_call_response(("lookup", {"word": "a"})),
+        tool_call_response(("lookup", {"word": "b"})),
+        "both looked up",
+    )
+    app = create_app(helpers.factory_for(provider), storage_path=db)
+    chat: list[dict[str, Any]] = [{"role": "user", "content": "a and b?"}]
+    async with _sdk(app) as client:
+        answer = await client.chat.completions.create(
+            model="goagent", messages=chat, tools=[_LOOKUP]
+        )
+        for word in ("a", "b"):
+            assert answer.choices[0].finish_reason == "tool_calls"
+            (call,) = answer.choices[0].message.tool_calls
+            assert json.loads(call.function.arguments) == {"word": word}
+            chat += [
+                answer.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": word.upper()},
+            ]
+            # The tools are not sent again: the run still knows which calls are the client's.
+            answer = await client.chat.completions.create(model="goagent", messages=chat)
+    assert answer.choices[0].message.content == "both looked up"
+    stored = await _stored(app)
+    await app.aclose()
+    assert validate_transcript(stored) == []
+    assert [m.text for m in stored if m.role is Role.TOOL] == ["A", "B"]
+
+
+async def test_a_client_that_never_sends_results_does_not_hold_the_thread(
+    db: str, helpers: Any
+) -> None:
+    provider = ScriptedProvider(tool_call_response(("lookup", {"word": "a"})), "gave up on it")
+    app = create_app(helpers.factory_for(provider), storage_path=db, client_tool_timeout=0.001)
+    async with _sdk(app) as client:
+        first = await client.chat.completions.create(
+            model="goagent", messages=[{"role": "user", "content": "a?"}], tools=[_LOOKUP]
+        )
+        assert first.choices[0].finish_reason == "tool_calls"
+        run = app.server.live[("local", "openai-default")].run
+        await run.done.wait()  # the call failed for want of a result; the run went on
+    stored = await _stored(app)
+    await app.aclose()
+    assert validate_transcript(stored) == []
+    assert stored[2].is_error
+    assert "did not send this call's result" in stored[2].text
+    assert stored[-1].text == "gave up on it"
+    assert "did not send" in provider.requests[1].messages[-1].text  # what the model read
+    from goagent_py.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="client_tool_timeout"):
+        create_app(helpers.factory_for(provider), storage_path=db, client_tool_timeout=0)

@@ -1,8 +1,9 @@
 """One conversation, one record, for served runs (issue 28): a seeded random sequence of what a
 user does in the page (send, send with tools, a tool that fails, steer, Stop, reload, a server
-restart) against one thread; after every step the stored transcript validates, the page's
-rebuild (``/messages``) is the stored record, the live session is the stored record, and what
-the run's AG-UI stream showed is what was stored."""
+restart) and what an OpenAI client does (a completion with the agent's tools, one with its own
+tool: the call, then its result) against one thread; after every step the stored transcript
+validates, the page's rebuild (``/messages``) is the stored record, the live session is the
+stored record, and what the run's AG-UI stream showed is what was stored."""
 
 from __future__ import annotations
 
@@ -69,6 +70,8 @@ class _World:
                 return tool_call_response(("broken", {}))
             if text.startswith("wait"):
                 return tool_call_response(("wait_here", {}))
+            if text.startswith("client"):
+                return tool_call_response(("lookup", {"word": "ubuntu"}), ("add", {"a": 2, "b": 2}))
             return text_response(f"echo: {text}")
 
         self.factory = helpers.factory_for(FunctionProvider(answer), [add, broken, wait_here])
@@ -148,6 +151,34 @@ async def _run(client: Any, tid: str, text: str) -> list[dict[str, Any]]:
     return events
 
 
+_LOOKUP = {
+    "type": "function",
+    "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+async def _v1(client: Any, text: str, *, with_client_tool: bool) -> None:
+    """A turn through /v1/chat/completions (streamed), on the same thread (the header names
+    it): with the client's own tool, two requests (the call, then its result)."""
+    url, headers = "/v1/chat/completions", {"x-goagent-thread": "record"}
+    chat: list[dict[str, Any]] = [{"role": "user", "content": text}]
+    body: dict[str, Any] = {"model": "goagent", "messages": chat, "stream": True}
+    if with_client_tool:
+        body["tools"] = [_LOOKUP]
+    chunks = client.helpers.sse_events((await client.post(url, json=body, headers=headers)).text)
+    if not with_client_tool:
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+        return
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    (call,) = [t for c in chunks for t in c["choices"][0]["delta"].get("tool_calls", [])]
+    chat += [
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "a Zulu word"},
+    ]
+    chunks = client.helpers.sse_events((await client.post(url, json=body, headers=headers)).text)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+
+
 async def _gated(world: _World, client: Any, tid: str, then: str) -> list[dict[str, Any]]:
     world.gate = _Gate()
     stream = asyncio.create_task(_run(client, tid, "wait for it"))
@@ -165,11 +196,13 @@ async def _gated(world: _World, client: Any, tid: str, then: str) -> list[dict[s
 async def test_served_actions_keep_one_valid_record(seed: int, db: str, helpers: Any) -> None:
     rng = random.Random(seed)
     world = _World(db, helpers)
-    actions = ["send", "tools", "fail", "steer", "stop", "reload", "restart"]
+    actions = ["send", "tools", "fail", "steer", "stop", "reload", "restart", "v1", "v1_client"]
     done: list[str] = []
     client = helpers.client_for(world.app)
     client.helpers = helpers
-    tid = (await client.post("/api/threads", json={})).json()["id"]
+    # The page and OpenAI clients on one thread: the one /v1 names "record".
+    tid = "openai-record"
+    await _v1(client, "hello first", with_client_tool=False)
     before = await _check(world, tid, client)
     for step in range(STEPS):
         action = rng.choice(actions)
@@ -183,6 +216,10 @@ async def test_served_actions_keep_one_valid_record(seed: int, db: str, helpers:
             events = await _run(client, tid, "fail now")
         elif action in ("steer", "stop"):
             events = await _gated(world, client, tid, action)
+        elif action == "v1":
+            await _v1(client, "tools via the API", with_client_tool=False)
+        elif action == "v1_client":
+            await _v1(client, "client tools", with_client_tool=True)
         elif action == "reload":
             pass  # the page asks /messages again: _check does
         else:
@@ -201,3 +238,4 @@ async def test_served_actions_keep_one_valid_record(seed: int, db: str, helpers:
     await client.aclose()
     await world.app.aclose()
     assert len(before) > STEPS  # the thread grew: the steps ran
+    assert set(done) == set(actions)  # these seeds try every action

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from goagent_py._deepcopy import deepcopy
 from goagent_py.messages import Message
@@ -33,6 +33,20 @@ class InMemoryStorage:
         copies = deepcopy(list(messages))
         with self._lock:
             self._messages.extend(copies)
+
+    async def update_where(
+        self, match: Callable[[Message], bool], update: Callable[[Message], Message]
+    ) -> Message | None:
+        """Replace the newest message ``match`` accepts with ``update(message)``, atomically
+        (under the storage's lock); None when none matches."""
+        with self._lock:
+            for i in range(len(self._messages) - 1, -1, -1):
+                current = deepcopy(self._messages[i])
+                if match(current):
+                    new = update(current)
+                    self._messages[i] = deepcopy(new)
+                    return new
+        return None
 
     async def clear(self) -> None:
         """Forget every message."""

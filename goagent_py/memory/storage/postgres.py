@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -416,6 +416,43 @@ class PostgresStorage:
         if not isinstance(key, str) or not key:
             raise ConfigurationError(f"append_once: key must be a non-empty string, got {key!r}")
         return await self._append(messages, key)
+
+    async def update_where(
+        self, match: Callable[[Message], bool], update: Callable[[Message], Message]
+    ) -> Message | None:
+        """Replace the newest message of this session that ``match`` accepts with
+        ``update(message)``, in one transaction that row-locks what it reads (``FOR UPDATE``):
+        of two updaters of one message, the second reads what the first wrote (a
+        compare-and-set). None when no message matches; an exception from ``update`` rolls
+        back and propagates.
+        """
+        async with self._connection() as conn, conn.transaction():
+            await self._check_fence(conn)
+            before: int | None = None
+            while True:  # newest first, a page at a time: the one sought is nearly always last
+                cur = await conn.execute(
+                    self._sql(
+                        "SELECT seq, message FROM {t} WHERE session_id = %s "
+                        "AND (%s::bigint IS NULL OR seq < %s::bigint) "
+                        "ORDER BY seq DESC LIMIT 32 FOR UPDATE"
+                    ),
+                    (self.session_id, before, before),
+                )
+                rows = [(int(seq), raw) for seq, raw in await cur.fetchall()]
+                if not rows:
+                    return None
+                for seq, raw in rows:
+                    (current,) = parse_rows([(seq, raw)], self._where(), self.table)
+                    if not match(current):
+                        continue
+                    new = update(current)
+                    (row,) = serialize_rows([new], self._where())
+                    await conn.execute(
+                        self._sql("UPDATE {t} SET message = %s WHERE session_id = %s AND seq = %s"),
+                        (row, self.session_id, seq),
+                    )
+                    return new
+                before = rows[-1][0]
 
     async def _append(self, messages: Sequence[Message], key: str | None) -> bool:
         rows = serialize_rows(messages, self._where())

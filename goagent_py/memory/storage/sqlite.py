@@ -247,6 +247,43 @@ class SQLiteStorage:
 
         await self._call(write)
 
+    async def update_where(
+        self, match: Callable[[Message], bool], update: Callable[[Message], Message]
+    ) -> Message | None:
+        """Replace the newest message of this session that ``match`` accepts with
+        ``update(message)``, in one ``BEGIN IMMEDIATE`` transaction: of two processes updating
+        the same message, the second reads what the first wrote (a compare-and-set). None
+        when no message matches; an exception from ``update`` rolls back and propagates.
+        """
+
+        def change(conn: sqlite3.Connection) -> Message | None:
+            with transaction(conn):
+                # Newest first, a page at a time: the message sought is nearly always the last.
+                before = None
+                while True:
+                    rows = conn.execute(
+                        f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
+                        "WHERE session_id = ? AND seq < COALESCE(?, seq + 1) "
+                        "ORDER BY seq DESC LIMIT 32",
+                        (self.session_id, before),
+                    ).fetchall()
+                    if not rows:
+                        return None
+                    for seq, kind, raw in rows:
+                        (current,) = self._parse([(int(seq), str(kind), bytes(raw or b""))])
+                        if not match(current):
+                            continue
+                        new = update(current)
+                        row = messages_to_json([new])[1:-1].decode()
+                        conn.execute(
+                            f"UPDATE {_TABLE} SET message = ? WHERE session_id = ? AND seq = ?",
+                            (row, self.session_id, seq),
+                        )
+                        return new
+                    before = int(rows[-1][0])
+
+        return await self._call(change)
+
     async def clear(self) -> None:
         """Delete this session's messages (other sessions in the file are untouched)."""
 

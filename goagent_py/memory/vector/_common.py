@@ -7,6 +7,7 @@ numpy is imported on first use, so importing this module stays light.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -29,6 +30,7 @@ __all__ = [
     "as_vector",
     "check_dimensions",
     "check_filter",
+    "entries_version",
     "filter_sql",
     "metadata_matches",
     "serialize_entries",
@@ -248,3 +250,14 @@ def filter_sql(
             conds.append(f"json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?")
             params += [path, path, value]
     return conds, params
+
+
+def entries_version(rows: Sequence[tuple[str, str | bytes]]) -> str:
+    """The version token of a set of ``(id, stored message)`` rows (``GuardedStore``): the
+    SHA-256 of the rows sorted by id, so every store gives the same token for the same rows."""
+    digest = hashlib.sha256()
+    for id, message in sorted(rows, key=lambda row: row[0]):
+        data = message.encode() if isinstance(message, str) else message
+        digest.update(f"{len(id)}:{id}:{len(data)}:".encode())
+        digest.update(data)
+    return digest.hexdigest()

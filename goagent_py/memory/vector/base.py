@@ -3,7 +3,9 @@
 A store keeps (id, vector, message) entries and finds the messages nearest a query vector.
 Optional capabilities are separate protocols checked with ``isinstance``: bulk writes
 (:class:`BulkVectorStore`), counting (:class:`CountableStore`) and listing without a query
-(:class:`ListableStore`, how long-term memory shows its records and their history).
+(:class:`ListableStore`, how long-term memory shows its records and their history) and writes
+guarded by a version of a set of entries (:class:`GuardedStore`, how two processes
+consolidating the same memories never lose an update).
 
 Every backend takes ``metric="cosine"`` (the default) or ``metric="l2"`` (Euclidean distance).
 Scores are "higher is better" everywhere: cosine similarity ``1 - d`` in [-1, 1] for cosine,
@@ -31,6 +33,7 @@ __all__ = [
     "METRICS",
     "BulkVectorStore",
     "CountableStore",
+    "GuardedStore",
     "ListableStore",
     "ScoredMessage",
     "SearchOptions",
@@ -188,4 +191,28 @@ class ListableStore(VectorStore, Protocol):
 
     async def entries(self, filter: Mapping[str, Any] | None = None) -> list[ScoredMessage]:
         """Every entry matching ``filter`` (as in a search), in insertion order, score 0."""
+        ...
+
+
+@runtime_checkable
+class GuardedStore(VectorStore, Protocol):
+    """A store that writes only while a set of entries is as it was read (compare-and-set).
+
+    Long-term memory reads the memories a turn may change, decides, then writes; another
+    process may have changed them in between. It takes :meth:`version` of the scope before
+    reading and writes with :meth:`upsert_batch_if`, which writes nothing when the scope
+    changed meanwhile (then it reads and decides again).
+    """
+
+    async def version(self, filter: Mapping[str, Any]) -> str:
+        """A token of the entries matching ``filter`` (ids and messages): it changes whenever
+        one of them is written, replaced or deleted."""
+        ...
+
+    async def upsert_batch_if(
+        self, entries: Sequence[UpsertEntry], *, filter: Mapping[str, Any], version: str
+    ) -> bool:
+        """Write all ``entries`` in one transaction if ``version(filter)`` is still
+        ``version``, checked and written atomically against other writers (other processes
+        included); otherwise write nothing and return False."""
         ...

@@ -30,6 +30,7 @@ from goagent_py.memory.vector._common import (
     as_vector,
     check_dimensions,
     check_filter,
+    entries_version,
     metadata_matches,
     session_of,
     split_session,
@@ -43,7 +44,7 @@ from goagent_py.memory.vector.base import (
     check_metric,
     score_of,
 )
-from goagent_py.messages import Message, ScoredMessage
+from goagent_py.messages import Message, ScoredMessage, messages_to_json
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,9 +56,9 @@ __all__ = ["InMemoryVectorStore"]
 class InMemoryVectorStore:
     """An exact vector store held in memory (lost when the process ends).
 
-    Implements :class:`~goagent_py.memory.vector.base.VectorStore`, ``BulkVectorStore`` and
-    ``CountableStore``. Vectors and messages are copied in and out, so callers can't change
-    what is stored.
+    Implements :class:`~goagent_py.memory.vector.base.VectorStore`, ``BulkVectorStore``,
+    ``CountableStore``, ``ListableStore`` and ``GuardedStore`` (within one process). Vectors
+    and messages are copied in and out, so callers can't change what is stored.
 
     Args:
         dimensions: the vector length; None takes it from the first upsert.
@@ -238,6 +239,38 @@ class InMemoryVectorStore:
         """
         with self._lock:
             self._write(self._prepare(entries))
+
+    def _version(self, filter: Mapping[str, FilterValue]) -> str:
+        return entries_version(
+            [
+                (id, messages_to_json([message]))
+                for id, message in zip(self._ids, self._messages, strict=True)
+                if metadata_matches(message.metadata, filter)
+            ]
+        )
+
+    async def version(self, filter: Mapping[str, Any]) -> str:
+        """The version token of the entries matching ``filter`` (see ``GuardedStore``).
+
+        Raises:
+            ConfigurationError: a filter no backend could match exactly.
+        """
+        checked = check_filter(filter)
+        with self._lock:
+            return self._version(checked)
+
+    async def upsert_batch_if(
+        self, entries: Sequence[UpsertEntry], *, filter: Mapping[str, Any], version: str
+    ) -> bool:
+        """Write all ``entries`` at once if the entries matching ``filter`` still have
+        ``version`` (checked under the store's lock); else write nothing and return False."""
+        checked = check_filter(filter)
+        prepared = self._prepare(entries)
+        with self._lock:
+            if self._version(checked) != version:
+                return False
+            self._write(prepared)
+            return True
 
     async def delete(self, id: str) -> None:
         """Remove entry ``id`` (no error if it does not exist)."""

@@ -42,6 +42,7 @@ from goagent_py.memory.vector._common import (
     as_vector,
     check_dimensions,
     check_filter,
+    entries_version,
     serialize_entries,
     split_session,
     validate_identifier,
@@ -77,6 +78,12 @@ __all__ = ["PgVectorStore"]
 
 SCHEMA_VERSION = 1
 _REGISTRY = "goagent_vector_tables"
+_UPSERT = (
+    "INSERT INTO {t} (id, session, embedding, text, message, metadata) "
+    "VALUES (%s, %s, %b, %s, %s, %s::jsonb) ON CONFLICT (id) DO UPDATE SET "
+    "session = EXCLUDED.session, embedding = EXCLUDED.embedding, text = EXCLUDED.text, "
+    "message = EXCLUDED.message, metadata = EXCLUDED.metadata"
+)
 # metric -> (distance operator, HNSW operator class)
 _OPERATORS = {"cosine": ("<=>", "vector_cosine_ops"), "l2": ("<->", "vector_l2_ops")}
 # Sent with every exact session search, in the same round trip (a pipeline). The planner's
@@ -146,7 +153,9 @@ async def _register_params(conn: Any) -> None:
 class PgVectorStore(_PgLayout):
     """A vector store in a PostgreSQL table with pgvector (HNSW index).
 
-    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore`` and ``ListableStore``.
+    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore``, ``ListableStore`` and
+    ``GuardedStore`` (``upsert_batch_if`` checks and writes under a transaction-scoped advisory
+    lock on the table and filter, so guarded writers in any process take turns).
 
     Args:
         dsn_or_connection: a libpq connection string (the store opens and closes its own
@@ -362,12 +371,7 @@ class PgVectorStore(_PgLayout):
         rows = self._prepare(entries)
         if not rows:
             return
-        query = self._sql(
-            "INSERT INTO {t} (id, session, embedding, text, message, metadata) "
-            "VALUES (%s, %s, %b, %s, %s, %s::jsonb) ON CONFLICT (id) DO UPDATE SET "
-            "session = EXCLUDED.session, embedding = EXCLUDED.embedding, text = EXCLUDED.text, "
-            "message = EXCLUDED.message, metadata = EXCLUDED.metadata"
-        )
+        query = self._sql(_UPSERT)
 
         async def write(conn: Any) -> None:
             self._check_key_room(rows)
@@ -375,6 +379,55 @@ class PgVectorStore(_PgLayout):
                 await cur.executemany(query, rows)
 
         await self._with_conn(write)
+
+    def _version_sql(self, filter: Mapping[str, Any]) -> tuple[Any, list[Any]]:
+        conds, params = self._filter_sql(check_filter(filter))
+        where = f"WHERE {' AND '.join(conds)}" if conds else ""
+        return self._sql(f"SELECT id, message FROM {{t}} {where}"), params
+
+    async def version(self, filter: Mapping[str, Any]) -> str:
+        """The version token of the entries matching ``filter`` (see ``GuardedStore``).
+
+        Raises:
+            ConfigurationError: a bad filter.
+        """
+        query, params = self._version_sql(filter)
+
+        async def read(conn: Any) -> str:
+            cur = await conn.execute(query, params)
+            return entries_version(await cur.fetchall())
+
+        result: str = await self._with_conn(read)
+        return result
+
+    async def upsert_batch_if(
+        self, entries: Sequence[UpsertEntry], *, filter: Mapping[str, Any], version: str
+    ) -> bool:
+        """Write all ``entries`` in one transaction if the entries matching ``filter`` still
+        have ``version``; else write nothing and return False.
+
+        The transaction first takes an advisory lock on the table and the filter, so two
+        guarded writers of the same entries (in any process) take turns, and the second
+        reads what the first committed.
+        """
+        rows = self._prepare(entries)
+        query, params = self._version_sql(filter)
+        key = json.dumps([self._name, check_filter(filter)], sort_keys=True, default=str)
+        insert = self._sql(_UPSERT)
+
+        async def write(conn: Any) -> bool:
+            self._check_key_room(rows)
+            async with conn.transaction(), conn.cursor() as cur:
+                await cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+                await cur.execute(query, params)
+                if entries_version(await cur.fetchall()) != version:
+                    return False
+                if rows:
+                    await cur.executemany(insert, rows)
+                return True
+
+        done: bool = await self._with_conn(write)
+        return done
 
     def _check_key_room(self, rows: list[tuple[Any, ...]]) -> None:
         """Refuse, before writing, an entry whose id and session overflow a covering index row

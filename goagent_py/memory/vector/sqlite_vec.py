@@ -40,6 +40,7 @@ from goagent_py.memory.vector._common import (
     as_vector,
     check_dimensions,
     check_filter,
+    entries_version,
     filter_sql,
     serialize_entries,
     split_session,
@@ -90,7 +91,9 @@ def _where(session: str | None, filter: Mapping[str, FilterValue]) -> tuple[str,
 class SqliteVecStore(_SqliteVecSchema):
     """A persistent vector store in one SQLite file, on sqlite-vec (exact search).
 
-    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore`` and ``ListableStore``.
+    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore``, ``ListableStore`` and
+    ``GuardedStore`` (the check and the write of ``upsert_batch_if`` share one ``BEGIN
+    IMMEDIATE`` transaction, so other processes writing the file wait for it).
     SQLite calls run in a worker thread, one at a time. Use ``async with`` (or call
     :meth:`aclose`) to close the file.
 
@@ -312,6 +315,49 @@ class SqliteVecStore(_SqliteVecSchema):
                         self._mirror.set(*item)
 
         await self._run(write)
+
+    def _version_sql(self, filter: Mapping[str, Any]) -> tuple[str, list[Any]]:
+        checked = check_filter(filter)
+        where, params = _where(split_session(checked), checked)
+        return f"SELECT t.id, t.message FROM {self._table} AS t WHERE {where}", params
+
+    async def version(self, filter: Mapping[str, Any]) -> str:
+        """The version token of the entries matching ``filter`` (see ``GuardedStore``).
+
+        Raises:
+            ConfigurationError: a bad filter.
+        """
+        sql, params = self._version_sql(filter)
+
+        def read(conn: Any) -> str:
+            return entries_version(conn.execute(sql, params).fetchall())
+
+        return await self._run(read)
+
+    async def upsert_batch_if(
+        self, entries: Sequence[UpsertEntry], *, filter: Mapping[str, Any], version: str
+    ) -> bool:
+        """Write all ``entries`` in one transaction if the entries matching ``filter`` still
+        have ``version``; else write nothing and return False.
+
+        The check and the write are one ``BEGIN IMMEDIATE`` transaction: a writer in another
+        process waits for it (``busy_timeout``), then sees what it wrote.
+        """
+        rows = self._prepare(entries)
+        sql, params = self._version_sql(filter)
+
+        def write(conn: Any) -> bool:
+            with transaction(conn):
+                if entries_version(conn.execute(sql, params).fetchall()) != version:
+                    return False
+                written = [self._write_row(conn, row) for row in rows]
+            if self._mirror is not None:
+                for item in written:
+                    if item is not None:
+                        self._mirror.set(*item)
+            return True
+
+        return await self._run(write)
 
     async def delete(self, id: str) -> None:
         """Remove entry ``id`` (no error if it does not exist)."""

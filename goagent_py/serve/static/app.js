@@ -44,6 +44,7 @@
   function toolCard(id, name) {
     const card = el("details", "tool");
     card.dataset.callId = id;
+    card.dataset.name = name;
     card.appendChild(cardSummary("tool", name + " …"));
     card.appendChild(el("pre", "args", ""));
     card.appendChild(el("pre", "result", ""));
@@ -61,7 +62,52 @@
     return summary;
   }
 
+  // A call that waits for the person (docs/approvals.md): Approve, Deny with a reason, and
+  // "always for this thread"; the decision resumes the run (its stream, like a message's).
+  function pendingCard(id, name, args) {
+    let card = document.querySelector(`details.tool[data-call-id="${CSS.escape(id)}"]`);
+    if (!card) {
+      card = toolCard(id, name);
+      card.querySelector(".args").textContent = JSON.stringify(args, null, 2);
+    }
+    if (card.querySelector(".decision")) return card;
+    card.open = true;
+    card.classList.add("pending");
+    card.querySelector("summary").replaceWith(cardSummary("approval", name + " waits for you"));
+    const box = el("div", "decision");
+    const approve = el("button", "approve", "Approve");
+    const reason = el("input", "reason");
+    reason.placeholder = "reason (for Deny)";
+    const deny = el("button", "deny", "Deny");
+    const label = el("label", "always-label");
+    const always = el("input", "always");
+    always.type = "checkbox";
+    label.append(always, document.createTextNode(" always for this thread"));
+    approve.type = deny.type = "button";
+    box.append(approve, deny, reason, label);
+    card.appendChild(box);
+    const decide = (decision) => {
+      for (const b of box.querySelectorAll("button, input")) b.disabled = true;
+      card.classList.remove("pending");
+      streamRun(`/api/threads/${state.thread}/decisions`, { decisions: { [id]: decision } });
+    };
+    approve.addEventListener("click", () => decide({ decision: "approve", always: always.checked }));
+    deny.addEventListener("click", () => decide({ decision: "deny", message: reason.value.trim() || "The user denied this call." }));
+    scroll();
+    return card;
+  }
+
+  function knownCards() {
+    const cards = {};
+    for (const card of document.querySelectorAll("details.tool")) {
+      cards[card.dataset.callId] = [card, card.dataset.name];
+    }
+    return cards;
+  }
+
   function finishCard(card, name, content, isError, duration) {
+    const box = card.querySelector(".decision");
+    if (box) box.remove();
     card.querySelector(".result").textContent = content;
     const took = duration === undefined ? "" : " — " + (duration * 1000).toFixed(0) + " ms";
     card.querySelector("summary").replaceWith(cardSummary(isError ? "error" : "tool", name + took));
@@ -83,10 +129,53 @@
           try {
             await api(`/api/memories/${encodeURIComponent(m.id)}`, { method: "DELETE" });
             item.remove();
+            await loadFacts();
           } catch (error) { status(error.message, true); }
         });
         item.appendChild(forget);
       }
+      list.appendChild(item);
+    }
+  }
+
+  // One line of a memory's history: "2026-11-27 08:01 updated by rules: "I live in Lisbon." → "I live in Porto.""
+  function changeLine(c) {
+    const said = (text) => "\u201c" + text + "\u201d";
+    const what = {
+      add: "added " + said(c.text),
+      update: "updated: " + said(c.previous) + " \u2192 " + said(c.text),
+      superseded: "replaced by " + said(c.text),
+      delete: "deleted " + said(c.previous || c.text),
+    }[c.op] || c.op;
+    const item = el("li");
+    item.appendChild(el("span", "when", (c.at || "").slice(0, 16).replace("T", " ") + " "));
+    item.appendChild(el("span", "", what + (c.decider ? " (by " + c.decider + ")" : "")));
+    return item;
+  }
+
+  async function loadFacts() {
+    const data = await api("/api/memories/history").catch((error) => {
+      status(error.message, true);
+      return { enabled: false, memories: [] };
+    });
+    // No long-term memory here, or one that cannot list: the section stays hidden.
+    for (const id of ["facts-title", "facts-hint", "fact-list"]) $(id).hidden = !data.enabled;
+    const memories = data.memories;
+    const list = $("fact-list");
+    list.replaceChildren();
+    if (!memories.length) list.appendChild(el("li", "muted", "nothing remembered yet"));
+    for (const m of memories) {
+      const item = el("li");
+      item.dataset.memoryId = m.id;
+      const fact = el("details", "fact");
+      const summary = el("summary", "", m.text);
+      const n = m.history.length;
+      summary.appendChild(el("span", "changes", n === 1 ? "1 change" : n + " changes"));
+      fact.appendChild(summary);
+      const history = el("ol", "history");
+      for (const c of m.history) history.appendChild(changeLine(c));
+      fact.appendChild(history);
+      item.appendChild(fact);
       list.appendChild(item);
     }
   }
@@ -111,7 +200,7 @@
     state.thread = id;
     $("thread-title").textContent = title;
     localStorage.setItem("goagent.thread", id);
-    const { messages } = await api(`/api/threads/${id}/messages`);
+    const { messages, pending } = await api(`/api/threads/${id}/messages`);
     $("messages").replaceChildren();
     const cards = {};
     for (const m of messages) {
@@ -130,6 +219,7 @@
         finishCard(card, name, m.text, m.is_error, m.duration);
       }
     }
+    for (const p of pending || []) pendingCard(p.id, p.name, p.arguments);
     await loadThreads();
   }
 
@@ -191,6 +281,14 @@
         if (event.name === "goagent.memory_recall") showMemories(event.value.memories);
         break;
       case "RUN_FINISHED": {
+        if (event.outcome && event.outcome.type === "interrupt") {
+          for (const i of event.outcome.interrupts) {
+            const meta = i.metadata || {};
+            pendingCard(i.toolCallId || i.id, meta.toolName || "tool", meta.arguments || {});
+          }
+          status("waiting for your decision");
+          break;
+        }
         const took = ctx.firstToken === undefined ? "" : ` (first token ${ctx.firstToken.toFixed(0)} ms)`;
         status((event.result && event.result.stopReason === "aborted" ? "stopped" : "done") + took);
         break;
@@ -203,13 +301,17 @@
 
   async function send(text) {
     bubble("user", text);
+    await streamRun(`/api/threads/${state.thread}/runs`, { message: text });
+  }
+
+  async function streamRun(path, body) {
     setRunning(true);
     const controller = new AbortController();
     state.controller = controller;
-    const ctx = { cards: {}, bubble: null, thinking: null, sent: performance.now() };
+    const ctx = { cards: knownCards(), bubble: null, thinking: null, sent: performance.now() };
     try {
-      const response = await api(`/api/threads/${state.thread}/runs`, {
-        method: "POST", body: { message: text }, raw: true, signal: controller.signal,
+      const response = await api(path, {
+        method: "POST", body, raw: true, signal: controller.signal,
       });
       if (!response.ok) {
         const data = await response.json().catch(() => ({}));
@@ -236,6 +338,7 @@
       setRunning(false);
       state.controller = null;
       await loadThreads();
+      await loadFacts();
     }
   }
 
@@ -267,6 +370,7 @@
     $("app").hidden = false;
     $("whoami").textContent = "signed in as " + data.user;
     const threads = await loadThreads();
+    await loadFacts();
     const last = localStorage.getItem("goagent.thread");
     const pick = threads.find((t) => t.id === last) || threads[0];
     if (pick) await openThread(pick.id, pick.title);

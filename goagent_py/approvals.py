@@ -1,0 +1,286 @@
+"""A person in the loop: tool calls that wait for decisions, and the run context gates see.
+
+A tool made with ``@tool(requires_approval=True)`` (or a predicate over its arguments), a call an
+agent's ``requires_approval`` policy picks, and every :class:`ExternalTool` call make the run
+stop before its tool batch runs: the assistant message is stored with the waiting calls in its
+metadata (one record: the conversation itself, docs/approvals.md), ``result.stop_reason`` is
+``StopReason.DEFERRED`` and ``result.pending`` lists the calls with their validated arguments.
+``agent.resume(decisions)`` (or ``session.resume(...)``) goes on with the same conversation, in
+this process or another one, once the decisions are in::
+
+    result = await agent.run("Delete the build folder")
+    if result.stop_reason is StopReason.DEFERRED:
+        call = result.pending[0]
+        result = await agent.resume({call.id: Approve()})
+
+Decisions: :class:`Approve` (optionally with edited arguments), :class:`Deny` (a message the
+model reads; ``stop=True`` also ends the run) and, for an external tool, :class:`ToolOutput`
+(what the client's run of the tool gave).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
+from goagent_py.errors import (
+    ApprovalConflictError,
+    ApprovalExpiredError,
+    ConfigurationError,
+    NotPendingError,
+    ToolError,
+)
+from goagent_py.messages import ContentBlock, Message, TextBlock, ToolCall
+from goagent_py.results import PendingCall
+from goagent_py.tools import ToolDefinition, validate_tool_name
+
+__all__ = [
+    "Approve",
+    "Deny",
+    "ExternalTool",
+    "PendingCall",
+    "RequiresApproval",
+    "RunContext",
+    "ToolDecision",
+    "ToolOutput",
+]
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class RunContext:
+    """The run as a tool gate (``before_tool_call``) or an approval policy sees it.
+
+    A gate receives it when its second parameter is annotated ``RunContext``::
+
+        def gate(call: ToolCall, run: RunContext) -> str | None:
+            if call.name == "refund" and run.deps.role != "admin":
+                return "only admins may refund"
+            return None
+
+    Attributes:
+        message: the assistant message that made the call.
+        messages: the conversation so far (a copy), as the model saw it plus that message.
+        tools: the tool definitions offered to the model in this turn.
+        deps: the run's request-scoped dependencies (``agent.run(prompt, deps=...)``), or None.
+        run_id: the run's id.
+        iteration: the 0-based model call that made the call.
+    """
+
+    message: Message
+    messages: list[Message] = field(default_factory=list)
+    tools: list[ToolDefinition] = field(default_factory=list)
+    deps: Any = None
+    run_id: str = ""
+    iteration: int = 0
+
+
+RequiresApproval = Callable[[ToolCall, RunContext], "bool | Awaitable[bool]"]
+"""An agent's approval policy: True when the call (its arguments validated) must wait for a
+person's decision."""
+
+
+@dataclass(slots=True, frozen=True)
+class Approve:
+    """Run the call; ``arguments`` replaces the model's (validated again before the run).
+    ``always`` records the decider's wish to approve this tool's later calls in the same
+    conversation (the served page's "always for this thread" reads it back)."""
+
+    arguments: dict[str, Any] | None = None
+    always: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class Deny:
+    """Do not run the call: the model reads ``message`` as the call's error result, and
+    ``stop=True`` ends the run after this batch (the run's text is the assistant's last)."""
+
+    message: str = "The user denied this call."
+    stop: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class ToolOutput:
+    """What the client's run of an external tool gave: text or content blocks, and whether
+    it failed (the model reads it as the call's result)."""
+
+    content: str | Sequence[ContentBlock]
+    is_error: bool = False
+
+    def blocks(self) -> list[ContentBlock]:
+        """The output as content blocks."""
+        return [TextBlock(self.content)] if isinstance(self.content, str) else list(self.content)
+
+
+ToolDecision = Approve | Deny | ToolOutput
+"""What a person (or a client) decides for one waiting call."""
+
+
+class ExternalTool:
+    """A tool the client runs (a browser action, a mobile app): the model may call it, the run
+    stops with the call in ``result.pending`` (kind "external"), and the client's
+    :class:`ToolOutput` goes back in through ``resume``.
+
+    Args:
+        name: the tool's name.
+        description: what the model reads about it.
+        parameters: the JSON schema of its arguments.
+    """
+
+    external = True
+
+    def __init__(
+        self, name: str, description: str, parameters: Mapping[str, Any] | None = None
+    ) -> None:
+        validate_tool_name(name)
+        self.definition = ToolDefinition(
+            name, description, dict(parameters or {"type": "object", "properties": {}})
+        )
+
+    async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
+        """Never run by the agent: the client runs it (reaching here is a bug)."""
+        raise ToolError(f"tool {self.definition.name!r} runs on the client, not in the agent")
+
+    def __repr__(self) -> str:
+        return f"ExternalTool({self.definition.name!r})"
+
+
+# -- the record --------------------------------------------------------------------------------
+
+
+def new_token() -> str:
+    """A random token naming one wait: the compare-and-set key of its decisions."""
+    return os.urandom(12).hex()
+
+
+def pending_metadata(token: str, calls: Sequence[PendingCall]) -> dict[str, Any]:
+    """The JSON kept under ``goagent.pending`` on the waiting assistant message."""
+    return {
+        "token": token,
+        "calls": [
+            {
+                "id": p.id,
+                "name": p.name,
+                "arguments": p.arguments,
+                "kind": p.kind,
+                "deadline": p.deadline,
+            }
+            for p in calls
+        ],
+    }
+
+
+def pending_of(message: Message) -> tuple[str, list[PendingCall]]:
+    """The wait's token and the waiting calls of ``message`` (``("", [])``: none)."""
+    data = message.metadata.get(PENDING_KEY)
+    if not isinstance(data, dict):
+        return "", []
+    calls = [
+        PendingCall(
+            ToolCall(str(c["id"]), str(c["name"]), dict(c.get("arguments") or {})),
+            "external" if c.get("kind") == "external" else "approval",
+            None if c.get("deadline") is None else float(c["deadline"]),
+        )
+        for c in data.get("calls", [])
+    ]
+    return str(data.get("token", "")), calls
+
+
+def check_decisions(
+    pending: Sequence[PendingCall],
+    decisions: Mapping[str, ToolDecision],
+    *,
+    now: float | None = None,
+) -> None:
+    """Refuse decisions that cannot be applied, before anything is claimed or run.
+
+    Raises:
+        NotPendingError: a decision names a call that is not waiting.
+        ApprovalExpiredError: an approval (or output) came after its call's deadline.
+        ConfigurationError: a waiting call has no decision, or a decision of the wrong kind.
+    """
+    waiting = {p.id: p for p in pending}
+    unknown = [i for i in decisions if i not in waiting]
+    if unknown:
+        raise NotPendingError(
+            f"no call with id {unknown[0]!r} waits for a decision; the waiting calls are "
+            f"{sorted(waiting) or 'none'}"
+        )
+    missing = [i for i in waiting if i not in decisions]
+    if missing:
+        raise ConfigurationError(
+            f"resume(): decide every waiting call of the turn at once; no decision for "
+            f"{missing} (Approve(), Deny(message) or, for an external tool, ToolOutput(...))"
+        )
+    at = time.time() if now is None else now
+    for call_id, decision in decisions.items():
+        p = waiting[call_id]
+        if not isinstance(decision, Approve | Deny | ToolOutput):
+            raise ConfigurationError(
+                f"resume(): the decision for {call_id!r} is a {type(decision).__name__}; use "
+                "Approve(), Deny(message) or ToolOutput(...)"
+            )
+        if p.kind == "external" and isinstance(decision, Approve):
+            raise ConfigurationError(
+                f"resume(): {p.name!r} is an external tool: send what it gave with "
+                "ToolOutput(...), or Deny(message)"
+            )
+        if p.kind == "approval" and isinstance(decision, ToolOutput):
+            raise ConfigurationError(
+                f"resume(): {p.name!r} waits for approval: Approve() or Deny(message)"
+            )
+        if p.deadline is not None and at >= p.deadline and not isinstance(decision, Deny):
+            raise ApprovalExpiredError(call_id, p.deadline)
+        arguments = decision.arguments if isinstance(decision, Approve) else None
+        if arguments is not None and not isinstance(arguments, dict):
+            raise ConfigurationError(
+                f"Approve(arguments=...) for {call_id!r} must be a dict, got "
+                f"{type(arguments).__name__}"
+            )
+
+
+def _recorded(decision: ToolDecision) -> dict[str, Any]:
+    if isinstance(decision, Approve):
+        out: dict[str, Any] = {"decision": "approve"}
+        if decision.arguments is not None:
+            out["arguments"] = decision.arguments
+        if decision.always:
+            out["always"] = True
+        return out
+    if isinstance(decision, Deny):
+        return {"decision": "deny", "message": decision.message, "stop": decision.stop}
+    return {"decision": "output", "is_error": decision.is_error}
+
+
+def settled(message: Message, token: str, decisions: Mapping[str, ToolDecision]) -> Message:
+    """``message`` with its wait replaced by the record of ``decisions``: the compare-and-set
+    step, run where the message is stored (inside the storage's transaction).
+
+    Raises:
+        ApprovalConflictError: the message no longer waits under ``token`` (another decider
+            settled it first).
+    """
+    found, _ = pending_of(message)
+    if found != token:
+        raise ApprovalConflictError(
+            "these calls were already decided by another resume (the first decision wins); "
+            "load the conversation again to see how it went on"
+        )
+    metadata = {k: v for k, v in message.metadata.items() if k != PENDING_KEY}
+    metadata[DECISIONS_KEY] = {i: _recorded(d) for i, d in decisions.items()}
+    return replace(message, metadata=metadata)
+
+
+def waits_under(token: str) -> Callable[[Message], bool]:
+    """A match for the stored message that waits under ``token``."""
+
+    def match(message: Message) -> bool:
+        return pending_of(message)[0] == token
+
+    return match
+
+
+Kind = Literal["approval", "external"]

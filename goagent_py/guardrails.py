@@ -1,0 +1,160 @@
+"""Guardrails: checks on what goes into a run and what comes out of it, that may end it.
+
+An **input guardrail** sees the prompt before the first model call; an **output guardrail**
+sees the final answer (``result.output``, typed when the run has an ``output_type``, and its
+text). Either may trip: the run then ends with :class:`GuardrailTripped` (a
+:class:`~goagent_py.errors.GoAgentError` carrying the run's result), its record valid. Each
+decision is a :class:`~goagent_py.events.GuardrailChecked` event::
+
+    def no_secrets(prompt: list[Message], ctx: GuardrailContext) -> str | None:
+        return "the prompt holds an API key" if "sk-" in prompt[-1].text else None
+
+    agent = Agent(provider=provider, input_guardrails=[no_secrets])
+
+A guardrail is a function, sync or async, of ``(value, ctx)``; it returns None or False to let
+the run go on, and True, a reason (str) or a :class:`GuardrailResult` to trip it. One that
+raises trips (it fails closed). :class:`ModelGuardrail` asks a model.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from goagent_py.errors import GuardrailTripped
+from goagent_py.messages import Message, Role, TextBlock
+from goagent_py.provider import CompletionRequest, Provider
+
+__all__ = [
+    "GuardrailContext",
+    "GuardrailResult",
+    "GuardrailTripped",
+    "InputGuardrail",
+    "ModelGuardrail",
+    "OutputGuardrail",
+]
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class GuardrailContext:
+    """What a guardrail sees besides the value it checks.
+
+    Attributes:
+        kind: "input" or "output".
+        agent: the agent's name ("" if none).
+        deps: the run's request-scoped dependencies, or None.
+        messages: the conversation so far (for an output guardrail, up to the answer).
+        text: the answer's text (output guardrails; "" for input ones).
+    """
+
+    kind: Literal["input", "output"]
+    agent: str = ""
+    deps: Any = None
+    messages: list[Message] = field(default_factory=list)
+    text: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class GuardrailResult:
+    """A guardrail's decision: ``tripped`` ends the run; ``reason`` says why; ``info`` is
+    anything else worth keeping (scores, the classifier's output) for logs and events."""
+
+    tripped: bool
+    reason: str = ""
+    info: Any = None
+
+
+InputGuardrail = Callable[[list[Message], GuardrailContext], Any]
+"""``(prompt_messages, ctx) -> None | bool | str | GuardrailResult`` (or an awaitable of it)."""
+
+OutputGuardrail = Callable[[Any, GuardrailContext], Any]
+"""``(output, ctx) -> None | bool | str | GuardrailResult`` (or an awaitable of it)."""
+
+
+def guardrail_name(guardrail: object) -> str:
+    """A guardrail's name: its ``name`` attribute, else its function's name."""
+    name = getattr(guardrail, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    return str(getattr(guardrail, "__name__", type(guardrail).__name__))
+
+
+async def decide(
+    guardrail: Callable[[Any, GuardrailContext], Any], value: Any, ctx: GuardrailContext
+) -> GuardrailResult:
+    """Run one guardrail; what it returns as a :class:`GuardrailResult`. One that raises
+    trips (fails closed), with the error as the reason."""
+    try:
+        verdict = guardrail(value, ctx)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+    except Exception as exc:
+        return GuardrailResult(True, f"the guardrail failed ({type(exc).__name__}: {exc})")
+    if verdict is None or verdict is False:
+        return GuardrailResult(False)
+    if verdict is True:
+        return GuardrailResult(True, "tripped")
+    if isinstance(verdict, str):
+        return GuardrailResult(True, verdict)
+    if isinstance(verdict, GuardrailResult):
+        return verdict
+    return GuardrailResult(
+        True,
+        f"the guardrail returned {type(verdict).__name__}; return None, a bool, a str or "
+        "a GuardrailResult",
+    )
+
+
+_INSTRUCTIONS = (
+    "You are a guardrail. Decide whether the text below breaks this policy:\n{policy}\n\n"
+    "Answer with exactly one line: ALLOW, or BLOCK: <the reason in a few words>."
+)
+
+
+class ModelGuardrail:
+    """A guardrail that asks a model: the text (the prompt's last message, or the answer) is
+    sent with the policy; an answer starting with ``BLOCK`` trips, anything else passes.
+
+    Use it as an input or an output guardrail (a small, fast model is the usual choice)::
+
+        on_topic = ModelGuardrail(provider, model="claude-haiku-4-5",
+                                  policy="Only questions about our products.")
+        agent = Agent(..., input_guardrails=[on_topic])
+
+    Args:
+        provider: the model backend.
+        model: the model name.
+        policy: what the text must not do, in words.
+        name: the guardrail's name in events and errors.
+    """
+
+    def __init__(
+        self, provider: Provider, *, model: str = "", policy: str, name: str = "model_guardrail"
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.policy = policy
+        self.name = name
+
+    async def __call__(self, value: Any, ctx: GuardrailContext) -> GuardrailResult:
+        """Ask the model about ``value`` (the prompt's messages, or the output)."""
+        if ctx.kind == "output":
+            text = ctx.text or str(value)
+        else:
+            messages: Sequence[Message] = value
+            text = messages[-1].text if messages else ""
+        request = CompletionRequest(
+            model=self.model,
+            system_prompt=_INSTRUCTIONS.format(policy=self.policy),
+            messages=[Message(Role.USER, [TextBlock(text)])],
+            tools=[],
+            max_tokens=64,
+        )
+        response = await self.provider.complete(request)
+        answer = response.message.text.strip()
+        if answer.upper().startswith("BLOCK"):
+            reason = answer[5:].lstrip(" :-").strip() or "blocked by the model"
+            return GuardrailResult(True, reason, info=answer)
+        return GuardrailResult(False, info=answer)

@@ -1,0 +1,254 @@
+"""Served approvals (issue 35): a tool call that waits for the person in the page.
+
+A run whose calls need a decision ends (no task waits for the click: the waiting state is the
+stored conversation, docs/approvals.md), its ``RUN_FINISHED`` carrying an AG-UI interrupt
+outcome, one interrupt per waiting call (``id`` and ``toolCallId`` are the call's id). The page
+shows a card per call; the person's decision goes to ``POST /api/threads/{id}/decisions``::
+
+    {"decisions": {"<call id>": {"decision": "approve", "always": true}}}
+    {"decisions": {"<call id>": {"decision": "deny", "message": "not now"}}}
+
+or in AG-UI's own form, ``{"resume": [{"interruptId": "<call id>", "status": "resolved",
+"payload": {"approved": true}}]}`` (``status: "cancelled"`` denies). The answer is the resumed
+run's SSE stream. A reload (``GET /api/threads/{id}/messages``) lists the waiting calls under
+``pending``, from the same stored record, so a restarted server shows the card and takes the
+click. "Always for this thread" is recorded with the decision in the conversation; a later
+call of that tool in the thread is approved by the server without asking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from goagent_py._metadata_keys import DECISIONS_KEY
+from goagent_py._transcript import waiting_at
+from goagent_py.approvals import (
+    Approve,
+    Deny,
+    ToolDecision,
+    ToolOutput,
+    check_decisions,
+    pending_of,
+)
+from goagent_py.errors import ConfigurationError, NotPendingError
+from goagent_py.messages import Message
+from goagent_py.results import PendingCall
+
+if TYPE_CHECKING:
+    from ag_ui.core import Interrupt
+
+__all__ = [
+    "abandoned",
+    "always_approved",
+    "auto_decisions",
+    "check_against",
+    "decisions_from_body",
+    "decisions_from_results",
+    "interrupts_of",
+    "pending_json",
+    "waiting_calls",
+]
+
+# The routes (serve/_routes.py) answer ConfigurationError with a 400 and ApprovalError with a
+# 409; this module imports neither the server nor the routes (the server imports it).
+BadDecision = ConfigurationError
+
+
+def pending_json(messages: list[Message]) -> list[dict[str, Any]]:
+    """The waiting calls of a stored conversation, as the page shows them (empty: none)."""
+    at = waiting_at(messages)
+    if at < 0:
+        return []
+    _, calls = pending_of(messages[at])
+    return [_call_json(p) for p in calls]
+
+
+def _call_json(p: PendingCall) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "name": p.name,
+        "arguments": p.arguments,
+        "kind": p.kind,
+        "deadline": p.deadline,
+    }
+
+
+def interrupts_of(calls: list[PendingCall]) -> list[Interrupt]:
+    """AG-UI interrupts for the waiting calls: one each, named by the call's id."""
+    from ag_ui.core import Interrupt  # ag-ui-protocol: loaded with the routes (serve/_agui)
+
+    out = []
+    for p in calls:
+        expires = (
+            None
+            if p.deadline is None
+            else datetime.fromtimestamp(p.deadline, UTC).isoformat(timespec="seconds")
+        )
+        out.append(
+            Interrupt(
+                id=p.id,
+                reason="tool_approval" if p.kind == "approval" else "external_tool",
+                message=f"{p.name} waits for your decision",
+                tool_call_id=p.id,
+                expires_at=expires,
+                metadata={"toolName": p.name, "arguments": p.arguments, "kind": p.kind},
+            )
+        )
+    return out
+
+
+def always_approved(messages: list[Message]) -> set[str]:
+    """The tools the person approved "always for this thread", read from the decisions
+    recorded in the conversation (its one record)."""
+    names: set[str] = set()
+    for m in messages:
+        decided = m.metadata.get(DECISIONS_KEY)
+        if not isinstance(decided, dict):
+            continue
+        by_id = {c.id: c.name for c in m.tool_calls}
+        for call_id, record in decided.items():
+            if isinstance(record, dict) and record.get("always") and call_id in by_id:
+                names.add(by_id[call_id])
+    return names
+
+
+def _one(call_id: str, raw: Any) -> ToolDecision:
+    if not isinstance(raw, dict):
+        raise BadDecision(f"the decision for {call_id!r} must be an object")
+    kind = raw.get("decision")
+    if kind == "approve":
+        arguments = raw.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise BadDecision(f"arguments for {call_id!r} must be an object")
+        return Approve(arguments, always=bool(raw.get("always", False)))
+    if kind == "deny":
+        message = raw.get("message") or "The user denied this call."
+        if not isinstance(message, str):
+            raise BadDecision(f"the denial message for {call_id!r} must be a string")
+        return Deny(message, stop=bool(raw.get("stop", False)))
+    if kind == "output":
+        content = raw.get("content")
+        if not isinstance(content, str):
+            raise BadDecision(f"the output for {call_id!r} must be a string")
+        return ToolOutput(content, is_error=bool(raw.get("is_error", False)))
+    raise BadDecision(
+        f'the decision for {call_id!r} must be "approve", "deny" or "output", got {kind!r}'
+    )
+
+
+def _from_resume(entries: Any) -> dict[str, ToolDecision]:
+    if not isinstance(entries, list):
+        raise BadDecision("resume must be a list of {interruptId, status, payload}")
+    out: dict[str, ToolDecision] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("interruptId"), str):
+            raise BadDecision("each resume entry needs an interruptId (the call's id)")
+        given = entry.get("payload")
+        payload: dict[str, Any] = given if isinstance(given, dict) else {}
+        call_id = entry["interruptId"]
+        if entry.get("status") == "cancelled" or payload.get("approved") is False:
+            out[call_id] = _one(call_id, {"decision": "deny", **payload})
+        elif "content" in payload:
+            out[call_id] = _one(call_id, {"decision": "output", **payload})
+        else:
+            out[call_id] = _one(call_id, {"decision": "approve", **payload})
+    return out
+
+
+def decisions_from_body(body: Mapping[str, Any]) -> dict[str, ToolDecision]:
+    """The decisions of a request body: ``{"decisions": {id: {...}}}`` or AG-UI's
+    ``{"resume": [...]}``.
+
+    Raises:
+        ConfigurationError: the body is not one of those shapes (a 400).
+    """
+    if "resume" in body:
+        return _from_resume(body["resume"])
+    raw = body.get("decisions")
+    if not isinstance(raw, dict) or not raw:
+        raise BadDecision(
+            'send {"decisions": {"<call id>": {"decision": "approve"}}} (or "deny" with a '
+            '"message"), or AG-UI\'s {"resume": [...]}',
+        )
+    return {str(k): _one(str(k), v) for k, v in raw.items()}
+
+
+def check_against(messages: list[Message], decisions: Mapping[str, ToolDecision]) -> None:
+    """Refuse, before a run starts, decisions that cannot apply to the stored record.
+
+    Raises:
+        ApprovalError: nothing waits, a call does not wait, or a deadline passed (a 409).
+        ConfigurationError: a decision is missing or of the wrong kind (a 400).
+    """
+    at = waiting_at(messages)
+    if at < 0:
+        raise NotPendingError("nothing in this thread waits for a decision")
+    _, pending = pending_of(messages[at])
+    check_decisions(pending, decisions)
+
+
+def waiting_calls(messages: list[Message]) -> dict[str, str]:
+    """Every call (id -> tool name) of the message that waits, for the resumed run's stream."""
+    at = waiting_at(messages)
+    return {} if at < 0 else {c.id: c.name for c in messages[at].tool_calls}
+
+
+_WENT_ON = "the user sent a new message instead of deciding on this call"
+
+
+def abandoned(messages: list[Message]) -> dict[str, ToolDecision] | None:
+    """Denials for every call that waits, when the person sends a new message instead of
+    deciding (the message is their answer); None when nothing waits."""
+    at = waiting_at(messages)
+    if at < 0:
+        return None
+    _, pending = pending_of(messages[at])
+    return {p.id: Deny(_WENT_ON, stop=True) for p in pending}
+
+
+_YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
+
+
+def decisions_from_results(
+    messages: list[Message], results: Mapping[str, str]
+) -> dict[str, ToolDecision] | None:
+    """An OpenAI client's tool results for the calls that wait (they went out as standard
+    ``tool_calls``): an external tool's result is its output; for a call that waits for
+    approval, "approve" (or yes, ok, allow) approves it and anything else denies it, with the
+    text as the reason. None when nothing waits.
+
+    Raises:
+        ConfigurationError: a waiting call has no result (a 400).
+    """
+    at = waiting_at(messages)
+    if at < 0:
+        return None
+    _, pending = pending_of(messages[at])
+    missing = [p.id for p in pending if p.id not in results]
+    if missing:
+        raise BadDecision(f"send a tool result for every call: missing {', '.join(missing)}")
+    out: dict[str, ToolDecision] = {}
+    for p in pending:
+        text = results[p.id]
+        if p.kind == "external":
+            out[p.id] = ToolOutput(text)
+        elif text.strip().lower().rstrip(".!") in _YES:
+            out[p.id] = Approve()
+        else:
+            out[p.id] = Deny(text.strip() or "The user denied this call.")
+    return out
+
+
+def auto_decisions(messages: list[Message]) -> dict[str, ToolDecision] | None:
+    """Approvals the person gave already ("always for this thread") for every call that
+    waits now; None when any waiting call still needs them."""
+    at = waiting_at(messages)
+    if at < 0:
+        return None
+    _, pending = pending_of(messages[at])
+    allowed = always_approved(messages)
+    if not pending or any(p.kind != "approval" or p.name not in allowed for p in pending):
+        return None
+    return {p.id: Approve() for p in pending}

@@ -1,0 +1,201 @@
+"""Input and output guardrails (issue 35): trip and no-trip in plain, streamed and session runs,
+the record they leave, and a model-based guardrail."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from goagent_py import (
+    Agent,
+    AgentEnd,
+    GuardrailChecked,
+    GuardrailContext,
+    GuardrailResult,
+    GuardrailTripped,
+    Message,
+    ModelGuardrail,
+    Role,
+    Session,
+    validate_transcript,
+)
+from goagent_py.memory import ShortTermMemory
+from goagent_py.memory.storage import SQLiteStorage
+from goagent_py.testing import ScriptedProvider, tool_call_response
+
+
+def no_secrets(prompt: list[Message], ctx: GuardrailContext) -> str | None:
+    return "the prompt holds an API key" if "sk-" in prompt[-1].text else None
+
+
+async def polite(output: Any, ctx: GuardrailContext) -> GuardrailResult:
+    await asyncio.sleep(0)
+    rude = "stupid" in ctx.text
+    return GuardrailResult(rude, "the answer is rude" if rude else "", info={"checked": True})
+
+
+def memory_at(path: Path) -> ShortTermMemory:
+    return ShortTermMemory(storage=SQLiteStorage(path, session_id="g"))
+
+
+async def test_an_input_guardrail_that_passes_lets_the_run_go_on() -> None:
+    provider = ScriptedProvider("Hello.")
+    agent = Agent(provider=provider, input_guardrails=[no_secrets])
+    events = [e async for e in agent.stream("hi")]
+    checked = [e for e in events if isinstance(e, GuardrailChecked)]
+    assert [(c.kind, c.name, c.tripped) for c in checked] == [("input", "no_secrets", False)]
+    assert isinstance(events[-1], AgentEnd)
+    assert events[-1].result.text == "Hello."
+
+
+async def test_an_input_guardrail_that_trips_ends_the_run_before_any_model_call(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider("never")
+    memory = memory_at(tmp_path / "g.db")
+    agent = Agent(provider=provider, input_guardrails=[no_secrets], short_term_memory=memory)
+
+    with pytest.raises(GuardrailTripped, match="API key") as caught:
+        await agent.run("my key is sk-123")
+
+    assert provider.requests == []
+    assert caught.value.kind == "input"
+    assert caught.value.guardrail == "no_secrets"
+    assert caught.value.run_result is not None
+    stored = await memory.transcript()
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT]
+    assert stored[1].metadata["goagent.synthetic"] == "guardrail"
+    assert validate_transcript(stored, allow_pending=False) == []
+
+
+async def test_an_input_guardrail_trips_in_a_streamed_run_after_its_event() -> None:
+    agent = Agent(provider=ScriptedProvider(), input_guardrails=[no_secrets])
+    seen: list[Any] = []
+
+    async def read() -> None:
+        async for event in agent.stream("sk-1"):
+            seen.append(event)
+
+    with pytest.raises(GuardrailTripped):
+        await read()
+    checked = [e for e in seen if isinstance(e, GuardrailChecked)]
+    assert [(c.tripped, c.reason) for c in checked] == [(True, "the prompt holds an API key")]
+    assert isinstance(seen[-1], AgentEnd)
+    assert isinstance(seen[-1].result.error, GuardrailTripped)
+
+
+async def test_an_output_guardrail_withholds_the_answer_and_keeps_a_valid_record(
+    tmp_path: Path,
+) -> None:
+    memory = memory_at(tmp_path / "g.db")
+    agent = Agent(
+        provider=ScriptedProvider("What a stupid question."),
+        output_guardrails=[polite],
+        short_term_memory=memory,
+    )
+    with pytest.raises(GuardrailTripped, match="rude") as caught:
+        await agent.run("why?")
+    assert caught.value.kind == "output"
+    assert caught.value.run_result is not None
+    assert caught.value.run_result.text == ""
+    stored = await memory.transcript()
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT]
+    assert validate_transcript(stored) == []
+
+
+async def test_an_output_guardrail_that_passes_sees_the_text_and_the_info_is_reported() -> None:
+    agent = Agent(provider=ScriptedProvider("Gladly."), output_guardrails=[polite])
+    events = [e async for e in agent.stream("help?")]
+    (checked,) = [e for e in events if isinstance(e, GuardrailChecked)]
+    assert (checked.kind, checked.tripped, checked.info) == ("output", False, {"checked": True})
+    assert isinstance(events[-1], AgentEnd)
+    assert events[-1].result.text == "Gladly."
+
+
+class Answer(BaseModel):
+    value: int
+
+
+async def test_an_output_guardrail_sees_typed_output() -> None:
+    seen: list[Any] = []
+
+    def small(output: Any, ctx: GuardrailContext) -> str | None:
+        seen.append(output)
+        return "too big" if output.value > 10 else None
+
+    agent = Agent(
+        provider=ScriptedProvider(tool_call_response(("final_result", {"value": 42}))),
+        output_type=Answer,
+        output_guardrails=[small],
+    )
+    with pytest.raises(GuardrailTripped, match="too big"):
+        await agent.run("a number")
+    assert seen == [Answer(value=42)]
+
+
+async def test_a_guardrail_that_raises_trips() -> None:
+    def broken(prompt: list[Message], ctx: GuardrailContext) -> None:
+        raise RuntimeError("classifier down")
+
+    agent = Agent(provider=ScriptedProvider("x"), input_guardrails=[broken])
+    with pytest.raises(GuardrailTripped, match="classifier down"):
+        await agent.run("hi")
+
+
+async def test_guardrails_in_a_session_trip_and_the_session_goes_on(tmp_path: Path) -> None:
+    provider = ScriptedProvider("Fine.")
+    memory = memory_at(tmp_path / "g.db")
+    session = Session(
+        Agent(provider=provider, input_guardrails=[no_secrets], short_term_memory=memory)
+    )
+    with pytest.raises(GuardrailTripped):
+        await session.prompt("sk-999")
+    assert not session.state.running
+    result = await session.prompt("hello")
+    assert result.text == "Fine."
+    assert [m.role for m in session.transcript] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.USER,
+        Role.ASSISTANT,
+    ]
+    assert validate_transcript(session.transcript, allow_pending=False) == []
+    # The refused prompt is in the record, answered by the note; the model saw both.
+    assert [m.role for m in provider.requests[0].messages] == [Role.USER, Role.ASSISTANT, Role.USER]
+
+
+async def test_a_model_guardrail_asks_a_model_and_trips_on_block() -> None:
+    judge = ScriptedProvider("BLOCK: off topic", "ALLOW")
+    guard = ModelGuardrail(judge, model="small", policy="Only questions about cooking.")
+    agent = Agent(provider=ScriptedProvider("Boil it."), input_guardrails=[guard])
+
+    with pytest.raises(GuardrailTripped, match="off topic"):
+        await agent.run("Who won the match?")
+    result = await agent.run("How long do I boil an egg?")
+
+    assert result.text == "Boil it."
+    asked = judge.requests[0]
+    assert "Only questions about cooking." in asked.system_prompt
+    assert asked.messages[-1].text == "Who won the match?"
+    assert asked.tools == []
+
+
+async def test_the_on_guardrail_hook_sees_every_decision_of_a_plain_run() -> None:
+    from goagent_py import Hooks
+
+    seen: list[GuardrailChecked] = []
+    agent = Agent(
+        provider=ScriptedProvider("Gladly."),
+        input_guardrails=[no_secrets],
+        output_guardrails=[polite],
+        hooks=Hooks(on_guardrail=seen.append),
+    )
+    await agent.run("hi")
+    assert [(e.kind, e.name, e.tripped) for e in seen] == [
+        ("input", "no_secrets", False),
+        ("output", "polite", False),
+    ]
