@@ -532,7 +532,8 @@ def build_parser() -> argparse.ArgumentParser:
         answering.add_argument(
             "--top-k",
             type=int,
-            help="passages given to the model (default 4; 2, cut short, for a small model)",
+            help="passages searched for the answer (default 4; 3 for a small model, which "
+            "reads only their 3 sentences closest to the question)",
         )
         answering.add_argument(
             "--min-score",
@@ -541,6 +542,14 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="SCORE",
             help="answer only when a passage is at least this similar to the question "
             "(cosine, default 0.25); otherwise say that the index does not hold the answer",
+        )
+        answering.add_argument(
+            "--quote-score",
+            type=float,
+            metavar="SCORE",
+            help="when the model's answer is not supported by the passages, quote the passage "
+            "sentence closest to the question if it is at least this similar (cosine, default "
+            "0.55; above 1 never quotes)",
         )
     return parser
 

@@ -10,6 +10,12 @@ hold the answer rather than show it::
     grounded = ground_answer(answer, [r.text for r in results])
     if not grounded.citations:
         print("The documents do not say.")
+
+A small model also reads faster and answers better from a few sentences than from whole
+passages: :func:`excerpts` picks the sentences of the passages closest to the question (by the
+embedder), which are what the model is given, and the best of them is the quote to fall back
+on when the model's answer is not supported (labelled as a quote, never passed off as an
+answer).
 """
 
 from __future__ import annotations
@@ -18,11 +24,31 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["GroundedAnswer", "ground_answer"]
+import numpy as np
+
+from goagent_py.memory.base import BatchEmbedder, Embedder
+from goagent_py.messages import TextBlock
+
+__all__ = [
+    "MAX_SENTENCE_CHARS",
+    "Excerpt",
+    "GroundedAnswer",
+    "excerpts",
+    "ground_answer",
+    "passage_sentences",
+]
+
+MAX_SENTENCE_CHARS = 240
+"""The longest sentence :func:`passage_sentences` gives: a longer one (a log line, a table
+flattened into one line) is cut at a word boundary and ends with "…"."""
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}")
 _MARKER = re.compile(r"\s*\[\d{1,3}(?:\s*,\s*\d{1,3})*\]")
 _WORD = re.compile(r"[a-z0-9]+")
+# A line that starts a block of its own in Markdown or reStructuredText (heading, list item,
+# table row, quote, code fence): the line before it ended a sentence.
+_BLOCK_START = re.compile(r"\n(?=\s*(?:[#>|*+-]|\d+[.)]\s|```|\.\. ))")
+_MARKUP = re.compile(r"^\s*(?:#+|[*+-]|\d+[.)]|>)\s+")
 _STOP = frozenset({
     "the", "a", "an", "and", "or", "but", "of", "to", "in", "on", "at", "for", "from", "by",
     "with", "as", "is", "are", "was", "were", "be", "been", "being", "it", "its", "this", "that",
@@ -68,8 +94,8 @@ def ground_answer(
 
     A sentence is supported by a passage holding at least ``min_support`` of its content
     words (words of three letters or more, and numbers, without the common ones) and at least
-    two of them (one, when the sentence has one). It is cited with the passage that holds the
-    most.
+    two of them; a sentence with fewer than two content words is never kept. It is cited with
+    the passage that holds the most.
 
     Args:
         answer: the model's answer.
@@ -93,8 +119,8 @@ def ground_answer(
             hits = len(words & vocabulary)
             if hits > best_hits:
                 best, best_hits = number, hits
-        needed = min(2, len(words))
-        if not words or best_hits < needed or best_hits < min_support * len(words):
+        # A fragment with one content word ("Use") says nothing of its own.
+        if len(words) < 2 or best_hits < 2 or best_hits < min_support * len(words):
             dropped += 1
             continue
         if len(kept) == max_sentences:
@@ -104,3 +130,98 @@ def ground_answer(
         if best not in citations:
             citations.append(best)
     return GroundedAnswer(" ".join(kept), citations, dropped)
+
+
+def passage_sentences(text: str, *, min_chars: int = 12) -> list[str]:
+    """The sentences of a passage: headings left out, wrapped lines joined, list items and
+    table rows apart, Markdown list markers removed, fragments under ``min_chars`` left out,
+    sentences over :data:`MAX_SENTENCE_CHARS` cut short."""
+    # Headings name a subject, they answer nothing: a Markdown heading, or a reStructuredText
+    # title (the line above an underline of = - ~ ^ * #) is not a sentence.
+    text = re.sub(r"(?m)^[^\n]*\n[=\-~^*#]{3,}[ \t]*$", "", text)
+    text = re.sub(r"(?m)^[ \t]*#{1,6}[ \t][^\n]*$", "", text)
+    blocks = _BLOCK_START.sub("\n\n", text.strip())
+    found: list[str] = []
+    for block in re.split(r"\n\s*\n", blocks):
+        joined = " ".join(line.strip() for line in block.splitlines() if line.strip())
+        joined = _MARKUP.sub("", joined)
+        for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z`\[(\"'])", joined):
+            sentence = sentence.strip()
+            if len(sentence) > MAX_SENTENCE_CHARS:
+                cut = sentence[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0]
+                sentence = cut.rstrip(" ,;:") + "…"
+            if len(sentence) >= min_chars:
+                found.append(sentence)
+    return found
+
+
+@dataclass(slots=True, frozen=True)
+class Excerpt:
+    """Sentences of one passage picked for a question.
+
+    Attributes:
+        number: the passage's number (1-based, in the order the passages were given).
+        sentences: the picked sentences, in the passage's order.
+        similarity: the best cosine similarity of a picked sentence to the question.
+        best: the sentence with that similarity (the quote to fall back on).
+    """
+
+    number: int
+    sentences: list[str]
+    similarity: float
+    best: str
+
+    @property
+    def text(self) -> str:
+        """The picked sentences, joined."""
+        return " ".join(self.sentences)
+
+
+async def excerpts(
+    question: str,
+    passages: Sequence[str],
+    embedder: Embedder,
+    *,
+    max_sentences: int = 3,
+) -> list[Excerpt]:
+    """The ``max_sentences`` sentences of ``passages`` closest to ``question``, by passage.
+
+    The question and every sentence are embedded in one batch (a
+    :class:`~goagent_py.memory.base.BatchEmbedder`; others one by one). Passages come back in the
+    order they were given (a passage none of whose sentences was picked is left out), each
+    with its picked sentences in their own order.
+
+    Args:
+        question: what was asked.
+        passages: the retrieved passages, best first (their numbers are their 1-based places).
+        embedder: the embedder that embeds the question and the sentences.
+        max_sentences: how many sentences to pick in all.
+    """
+    places = [
+        (number, sentence)
+        for number, passage in enumerate(passages, 1)
+        for sentence in passage_sentences(passage)
+    ]
+    if not places:
+        return []
+    inputs = [[TextBlock(question)], *([TextBlock(s)] for _, s in places)]
+    if isinstance(embedder, BatchEmbedder):
+        vectors = await embedder.embed_batch(inputs)
+    else:
+        vectors = np.stack([await embedder.embed(blocks) for blocks in inputs])
+    vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    similarities = vectors[1:] @ vectors[0]
+    picked = sorted(np.argsort(-similarities, kind="stable")[:max_sentences].tolist())
+    found: list[Excerpt] = []
+    for number in dict.fromkeys(places[i][0] for i in picked):
+        mine = [i for i in picked if places[i][0] == number]
+        best = max(mine, key=lambda i: float(similarities[i]))
+        found.append(
+            Excerpt(
+                number,
+                [places[i][1] for i in mine],
+                float(similarities[best]),
+                places[best][1],
+            )
+        )
+    return found

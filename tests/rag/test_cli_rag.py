@@ -155,9 +155,21 @@ def test_citations_are_parsed_in_order_and_bounded() -> None:
 # -- issue 37: grounded answers, deleted files, the suffixes, rag chat ------------------------
 
 
-def _ask_args(db: Path, question: str = "", min_score: float = 0.1) -> argparse.Namespace:
+def _ask_args(
+    db: Path,
+    question: str = "",
+    min_score: float = 0.1,
+    quote_score: float | None = None,
+    provider: str = "local",
+) -> argparse.Namespace:
     return argparse.Namespace(
-        question=question, db=str(db), provider="local", base_url=None, top_k=3, min_score=min_score
+        question=question,
+        db=str(db),
+        provider=provider,
+        base_url=None,
+        top_k=3,
+        min_score=min_score,
+        quote_score=quote_score,
     )
 
 
@@ -190,7 +202,7 @@ async def test_an_answer_is_cut_to_what_the_passages_support_and_cited(
     [source] = sources.strip().splitlines()
     assert source.startswith("[1] docs/errors.md")
     assert "cites no passage" not in out
-    assert provider.requests[0].max_tokens == _cli_rag.ANSWER_TOKENS
+    assert provider.requests[0].max_tokens == _cli_rag.SMALL_ANSWER_TOKENS
 
 
 @pytest.mark.needs_extra("vector")
@@ -279,3 +291,80 @@ async def test_rag_chat_loads_once_and_answers_each_line(
     assert "Mix flour, eggs and milk. [1]" in out
     assert out.count("Sources:") == 2
     assert console.err.getvalue().count("(answered in") == 2  # type: ignore[attr-defined]
+
+
+# -- issue 37: a small model reads a few sentences; an unsupported answer falls back to a quote --
+
+
+def _user_text(provider: ScriptedProvider) -> str:
+    return provider.requests[0].messages[-1].text
+
+
+@pytest.mark.needs_extra("vector")
+async def test_a_small_model_reads_the_closest_sentences_not_whole_passages(
+    tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole passages made a 135M model's prompt ~650 tokens: 25-40 s per answer under load."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    filler = " ".join(f"Paragraph {n} says nothing about errors at all." for n in range(30))
+    (docs / "errors.md").write_text(
+        f"# Errors\n\n{filler}\n\nerror E1042 means the license key expired.\n"
+    )
+    db = tmp_path / "rag.db"
+    await _index(db, tmp_path, docs)
+    provider = ScriptedProvider("E1042 means the license key expired.")
+    monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model, base_url=None: provider)
+    console = _console()
+    assert await _cli_rag.ask(_ask_args(db, "what does error E1042 mean"), console) == 0
+    sent = _user_text(provider)
+    assert "error E1042 means the license key expired." in sent
+    assert sent.count("Paragraph") <= _cli_rag.SENTENCES - 1
+    assert sent.endswith("Question: what does error E1042 mean")
+    assert provider.requests[0].system_prompt == _cli_rag.SMALL_PROMPT
+    assert provider.requests[0].max_tokens == _cli_rag.SMALL_ANSWER_TOKENS
+    assert "E1042 means the license key expired. [1]" in console.out.getvalue()  # type: ignore[attr-defined]
+
+
+@pytest.mark.needs_extra("vector")
+async def test_a_large_model_still_reads_whole_passages(
+    tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, db = await _three_docs(tmp_path)
+    provider = ScriptedProvider("Error E1042 means the license key expired.")
+    monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model, base_url=None: provider)
+    args = _ask_args(db, "what does error E1042 mean", provider="anthropic:some-model")
+    assert await _cli_rag.ask(args, _console()) == 0
+    assert "<retrieved_passages>" in _user_text(provider)
+    assert provider.requests[0].max_tokens == _cli_rag.ANSWER_TOKENS
+
+
+@pytest.mark.needs_extra("vector")
+async def test_an_unsupported_answer_falls_back_to_a_labelled_quote(
+    tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, db = await _three_docs(tmp_path)
+    provider = ScriptedProvider("The key is kept by the king of Spain in a golden box.")
+    monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model, base_url=None: provider)
+    console = _console()
+    args = _ask_args(db, "what does error E1042 mean", quote_score=0.3)
+    assert await _cli_rag.ask(args, console) == cli.EXIT_OK
+    out: str = console.out.getvalue()  # type: ignore[attr-defined]
+    answer, sources = out.split("Sources:")
+    assert answer.strip() == 'Quote [1]: "error E1042 means the license key expired"'
+    assert sources.strip().startswith("[1] docs/errors.md")
+    assert "king of Spain" not in out
+    assert "quoting the closest sentence" in console.err.getvalue()  # type: ignore[attr-defined]
+
+
+@pytest.mark.needs_extra("vector")
+async def test_no_quote_when_no_sentence_is_close_enough(
+    tmp_path: Path, fake_pipeline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, db = await _three_docs(tmp_path)
+    provider = ScriptedProvider("The key is kept by the king of Spain in a golden box.")
+    monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model, base_url=None: provider)
+    console = _console()
+    args = _ask_args(db, "what does error E1042 mean", quote_score=0.9)
+    assert await _cli_rag.ask(args, console) == cli.EXIT_OK
+    assert console.out.getvalue().strip() == _cli_rag.NOT_IN_INDEX  # type: ignore[attr-defined]
