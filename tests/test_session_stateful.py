@@ -461,7 +461,6 @@ def _run_steps(target: int) -> tuple[int, float]:
 def test_a_session_keeps_one_valid_record_under_random_interleavings() -> None:
     steps, _ = _run_steps(STEPS)
     assert steps >= STEPS
-    assert SessionMachine.crashes >= 1, "no crash step ran"
 
 
 @pytest.mark.slow
@@ -472,3 +471,5 @@ def test_twenty_thousand_random_steps_keep_one_valid_record() -> None:
         f" {seconds:.1f} s"
     )
     assert steps >= SLOW_STEPS
+    # hypothesis picks rules unevenly: a short run may draw no crash, a long one always does
+    assert SessionMachine.crashes >= 1, "no crash step ran"
