@@ -7,6 +7,7 @@ Importing this package stays light: numpy and each backend's driver load on firs
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     CountableStore,
+    GuardedStore,
     ListableStore,
     Metric,
     ScoredMessage,
@@ -30,6 +31,7 @@ __all__ = [
     "BulkVectorStore",
     "ChromaStore",
     "CountableStore",
+    "GuardedStore",
     "InMemoryVectorStore",
     "ListableStore",
     "merge_observers",
