@@ -47,13 +47,22 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "simd": ("simsimd",),
     "temporal": ("temporalio",),
     "mcp": ("mcp", "mcp_server_time"),
-    "a2a": ("a2a", "starlette", "uvicorn"),
+    # a submodule: a bare "a2a" would find tests/a2a as a namespace package without the SDK
+    "a2a": ("a2a.client", "starlette", "uvicorn"),
+    "serve": ("starlette", "sse_starlette", "uvicorn", "ag_ui"),
 }
 
 
 def missing_extra(extra: str) -> bool:
     """Whether a module of ``extra`` is not installed."""
-    return any(importlib.util.find_spec(name) is None for name in EXTRA_MODULES[extra])
+    return any(_missing(name) for name in EXTRA_MODULES[extra])
+
+
+def _missing(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is None
+    except ImportError:  # the parent package is not installed (or not the real one)
+        return True
 
 
 def pytest_configure(config: pytest.Config) -> None:

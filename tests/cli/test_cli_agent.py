@@ -80,6 +80,7 @@ async def test_mcp_ask_has_the_chats_small_model_kit(monkeypatch: pytest.MonkeyP
     assert provider.requests[0].system_prompt == cli_common.SMALL_MODEL_PROMPT
 
 
+@pytest.mark.needs_extra("serve")
 async def test_chat_serve_and_mcp_serve_build_their_agents_in_one_place(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -81,6 +81,7 @@ def test_the_transport_follows_the_url_unless_named() -> None:
         MCPHttp("http://h/mcp", transport="websocket")  # type: ignore[arg-type]
 
 
+@pytest.mark.needs_extra("temporal")
 def test_a_durable_spec_keeps_the_transport_in_the_url() -> None:
     from goagent_py.durable._mcp import MCPServerSpec
 
