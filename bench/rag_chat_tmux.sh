@@ -11,6 +11,12 @@ S=ragchatdemo
 HOME_DIR=$(mktemp -d /tmp/goagent-demo-XXXX)
 OUT=${1:-$ROOT/docs/notes/rag-chat-tmux.txt}
 [[ -n "${RAG_DB:-}" ]] && cp "$RAG_DB" "$HOME_DIR/rag.db"
+# What to index: the documentation without docs/notes (it holds earlier transcripts of these
+# very questions, which would answer them); RAG_DIR=PATH indexes another folder.
+DOCS=${RAG_DIR:-}
+if [[ -z "$DOCS" ]]; then
+  DOCS="$HOME_DIR/docs"; cp -r "$ROOT/docs" "$DOCS"; rm -rf "$DOCS/notes"
+fi
 tmux kill-session -t $S 2>/dev/null
 tmux new-session -d -s $S -x 160 -y 60 -c "$ROOT" "env -u ANTHROPIC_API_KEY -u OPENAI_API_KEY -u OPENAI_BASE_URL GOAGENT_HOME=$HOME_DIR HF_HUB_OFFLINE=1 PATH=$VENV_BIN:/usr/bin:/bin PYTHONPATH=$ROOT PS1='$ ' bash --norc"
 wait_prompt() {  # wait until the last non-empty line is the prompt wanted
@@ -24,7 +30,7 @@ wait_prompt() {  # wait until the last non-empty line is the prompt wanted
 }
 ask() { tmux send-keys -t $S -l "$1"; tmux send-keys -t $S Enter; sleep 1; wait_prompt "question>"; }
 wait_prompt '$'
-tmux send-keys -t $S "echo data folder: \$GOAGENT_HOME; python -m goagent_py rag index docs/ 2>/dev/null; python -m goagent_py rag chat" Enter
+tmux send-keys -t $S "echo data folder: \$GOAGENT_HOME; python -m goagent_py rag index $DOCS 2>/dev/null; python -m goagent_py rag chat" Enter
 sleep 2; wait_prompt "question>"
 ask "How do I limit the tokens a run may spend?"
 ask "Which vector stores can long-term memory use?"
