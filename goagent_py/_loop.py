@@ -948,8 +948,11 @@ class Run:
     def _output(self) -> Any:
         return self.last_text if self.output is None else self.output_value
 
-    async def _judge(self, message: Message) -> Verdict | None:
-        """The verdict on ``message`` as the run's answer, or None when it is not one yet (it
+    async def _judge(
+        self, message: Message, cut_off: bool, max_tokens: int | None
+    ) -> Verdict | None:
+        """The verdict on ``message`` as the run's answer (``cut_off``: it ended at the token
+        limit, ``max_tokens`` when the request set one), or None when it is not one yet (it
         calls tools). Raises OutputValidationError when the retries are spent."""
         spec = self.output
         assert spec is not None
@@ -957,7 +960,12 @@ class Run:
         if found is None:
             return None
         context = OutputContext(self.deps, self._output_tries)
-        verdict = await spec.judge(*found, self.output_mode, context)
+        verdict = await spec.judge(
+            *found,
+            self.output_mode,
+            context,
+            cut_off_at=(max_tokens or 0) if cut_off else None,
+        )
         if verdict.accepted:
             self.output_value = verdict.value
             self.last_text = self.last_text or verdict.raw
@@ -1163,7 +1171,12 @@ class Run:
                 self.last_text = message.text
                 self.streaming_message = ""
                 yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
-                if self.output is not None and (verdict := await self._judge(message)) is not None:
+                cut_off = response.stop_reason == StopReason.MAX_TOKENS
+                if (
+                    self.output is not None
+                    and (verdict := await self._judge(message, cut_off, request.max_tokens))
+                    is not None
+                ):
                     for event in self._output_turn(messages, i, message, verdict):
                         yield event
                     if verdict.accepted:

@@ -424,20 +424,28 @@ class OutputValidationError(GoAgentError):
         raw_output: the last output the model gave, as it gave it (JSON text).
         errors: what was wrong with it (the message the model would have read).
         retries: how many retries the run allowed.
+        cut_off: the last output ended at the token limit before its JSON did.
     """
 
-    def __init__(self, raw_output: str, errors: str, retries: int) -> None:
+    def __init__(
+        self, raw_output: str, errors: str, retries: int, *, cut_off: bool = False
+    ) -> None:
         self.raw_output = raw_output
         self.errors = errors
         self.retries = retries
+        self.cut_off = cut_off
+        advice = (
+            "raise max_tokens=, or make the output type's values shorter"
+            if cut_off
+            else "raise output_retries=, simplify the output type, or use a stronger model"
+        )
         super().__init__(
             f"the model's output stayed invalid after {retries} retries: {errors} "
-            f"(last output: {raw_output[:500]!r}); raise output_retries=, simplify the "
-            "output type, or use a stronger model"
+            f"(last output: {raw_output[:500]!r}); {advice}"
         )
 
     def __reduce__(self) -> _Reduced:
-        return self._reduce_with(self.raw_output, self.errors, self.retries)
+        return self._reduce_with(self.raw_output, self.errors, self.retries, cut_off=self.cut_off)
 
 
 class ApprovalError(GoAgentError):

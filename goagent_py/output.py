@@ -109,6 +109,7 @@ class Verdict:
         raw: the output as the model gave it (JSON text).
         feedback: what the model reads when it must try again ("" when accepted).
         call: the ``final_result`` call the verdict answers (tool mode), or None.
+        cut_off: the output did not parse because it ended at the token limit.
     """
 
     accepted: bool
@@ -116,6 +117,7 @@ class Verdict:
     raw: str = ""
     feedback: str = ""
     call: ToolCall | None = None
+    cut_off: bool = False
 
 
 class OutputSpec(Generic[Out]):
@@ -254,9 +256,12 @@ class OutputSpec(Generic[Out]):
         call: ToolCall | None,
         mode: OutputMode,
         context: OutputContext | None = None,
+        *,
+        cut_off_at: int | None = None,
     ) -> Verdict:
         """Validate ``raw`` then run the validators (those taking two arguments get
-        ``context``); a verdict either way."""
+        ``context``); a verdict either way. ``cut_off_at``: the answer ended at the token limit
+        (that limit, 0 when unknown), which is what the model reads when it does not parse."""
         if self.is_text:
             value: Any = raw
         elif mode == "tool" and call is None:
@@ -270,7 +275,15 @@ class OutputSpec(Generic[Out]):
             try:
                 value = self.parse(raw)
             except ValueError as exc:
-                return Verdict(False, raw=raw, feedback=_feedback(str(exc)), call=call)
+                if cut_off_at is None:
+                    return Verdict(False, raw=raw, feedback=_feedback(str(exc)), call=call)
+                # A grammar keeps each token valid JSON, not the JSON short enough to end.
+                limit = f" (max_tokens={cut_off_at})" if cut_off_at else ""
+                feedback = (
+                    f"Your answer was cut off at the token limit{limit} before it was "
+                    f"complete ({exc}). Answer again, shorter: keep every value brief."
+                )
+                return Verdict(False, raw=raw, feedback=feedback, call=call, cut_off=True)
         for validator, with_context in self.validators:
             try:
                 value = (
@@ -333,7 +346,9 @@ class OutputSpec(Generic[Out]):
 
     def failed(self, verdict: Verdict) -> OutputValidationError:
         """The error a run ends with when ``verdict`` is its last try."""
-        return OutputValidationError(verdict.raw, verdict.feedback, self.retries)
+        return OutputValidationError(
+            verdict.raw, verdict.feedback, self.retries, cut_off=verdict.cut_off
+        )
 
 
 def _inline_root(schema: dict[str, Any]) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from goagent_py import (
     OutputValidationError,
 )
 from goagent_py.memory import ShortTermMemory
-from goagent_py.messages import Role, TextBlock
+from goagent_py.messages import Role, StopReason, TextBlock
 from goagent_py.output import FINAL_RESULT_TOOL, OutputContext
-from goagent_py.testing import ScriptedProvider, tool_call_response
+from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import tool
 
@@ -436,3 +436,26 @@ def test_native_mode_runs_tools_called_beside_an_answer_and_reads_the_next_answe
     assert ran == ["Oslo"]
     assert result.output == City(name="Oslo", population=7)
     assert result.iterations == 2
+
+
+def test_an_answer_cut_off_at_the_token_limit_says_so() -> None:
+    """A grammar keeps every token valid JSON but cannot make the JSON end before max_tokens: a
+    cut-off answer is not called "not valid JSON" but what it is, to the model and in the
+    error (which says to raise max_tokens)."""
+    cut = text_response('{"name": "Rome is the capital of', stop_reason=StopReason.MAX_TOKENS)
+    p = ScriptedProvider(cut, cut)
+    agent = Agent(provider=p, output_type=City, output_mode="native", max_tokens=16)
+    with pytest.raises(OutputValidationError) as info:
+        agent.run_sync("Rome?")
+    retry = p.requests[1].messages[-1].text
+    assert "cut off at the token limit" in retry
+    assert "shorter" in retry
+    assert info.value.cut_off
+    assert "max_tokens=16" in str(info.value)
+    assert info.value.raw_output == '{"name": "Rome is the capital of'
+
+
+def test_a_complete_answer_at_the_token_limit_is_accepted() -> None:
+    whole = text_response('{"name": "Rome", "population": 5}', stop_reason=StopReason.MAX_TOKENS)
+    agent = Agent(provider=ScriptedProvider(whole), output_type=City, output_mode="native")
+    assert agent.run_sync("Rome?").output == City(name="Rome", population=5)
