@@ -88,7 +88,7 @@ def field_right(value: Any, acceptable: list[Any]) -> bool:
 
 
 async def run_task(provider: LlamaCppProvider, task: dict[str, Any], mode: str) -> dict[str, Any]:
-    agent: Agent[Any] = Agent(
+    agent: Agent[Any, Any] = Agent(
         provider=provider,
         output_type=model_for(task),
         output_mode=mode,  # type: ignore[arg-type]

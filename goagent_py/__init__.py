@@ -92,7 +92,13 @@ from goagent_py.guardrails import (
     ModelGuardrail,
     OutputGuardrail,
 )
-from goagent_py.hooks import HookDispatcher, Hooks, merge_hooks
+from goagent_py.hooks import (
+    HookContext,
+    HookDispatcher,
+    Hooks,
+    current_hook_context,
+    merge_hooks,
+)
 from goagent_py.messages import (
     ContentBlock,
     DocumentBlock,
@@ -116,6 +122,7 @@ from goagent_py.options import (
     AgentOptions,
     AgentSettings,
     BeforeToolCall,
+    Instructions,
     Option,
     PrepareArguments,
     PrepareTurn,
@@ -267,6 +274,7 @@ __all__ = [
     "ContentBlock",
     "ContextCompacted",
     "CorruptedDataError",
+    "current_hook_context",
     "current_tool_context",
     "Deny",
     "Dispatcher",
@@ -283,10 +291,12 @@ __all__ = [
     "GuardrailTripped",
     "HistoryAppend",
     "HistoryLoad",
+    "HookContext",
     "HookDispatcher",
     "Hooks",
     "ImageBlock",
     "InputGuardrail",
+    "Instructions",
     "InvalidMediaTypeError",
     "InvalidTranscriptError",
     "is_retryable_provider_error",

@@ -22,6 +22,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from goagent_py._call_gates import (
@@ -96,7 +97,7 @@ from goagent_py.events import (
     TurnStart,
 )
 from goagent_py.guardrails import GuardrailContext, decide, guardrail_name
-from goagent_py.hooks import HookDispatcher, call_hook
+from goagent_py.hooks import HookContext, HookDispatcher, call_hook, call_in
 from goagent_py.memory.base import store_always
 from goagent_py.messages import (
     ContentBlock,
@@ -220,6 +221,7 @@ class Run:
         self._partial_raw = ""
         self._partial: Any = None
         self.deps = deps
+        self._hooked: HookContext | None = None
         self.refresh_tools = refresh_tools
         self.hooks = hooks
         self.log = options.logger
@@ -365,9 +367,12 @@ class Run:
             finally:
                 USAGE_SINK.reset(usage_token)
                 EVENT_SINK.reset(event_token)
+        system_prompt = o.system_prompt
+        if o.instructions:
+            system_prompt = await self._instructed(system_prompt, messages, iteration)
         request = CompletionRequest(
             model=o.model,
-            system_prompt=o.system_prompt,
+            system_prompt=system_prompt,
             messages=sent,
             tools=list(self.tool_defs),
             thinking=o.thinking,
@@ -379,6 +384,23 @@ class Run:
         if o.prepare_turn is not None:
             request = await _maybe_await(o.prepare_turn(request))
         return request
+
+    async def _instructed(self, system_prompt: str, messages: list[Message], iteration: int) -> str:
+        """``system_prompt`` with the text of the agent's instructions functions, asked now."""
+        run = RunContext(
+            message=messages[-1] if messages else Message(Role.USER, []),
+            messages=list(messages),
+            tools=list(self.tool_defs),
+            deps=self.deps,
+            run_id=self.run_id,
+            iteration=iteration,
+        )
+        parts = [system_prompt] if system_prompt else []
+        for instructions in self.o.instructions:
+            text = await _maybe_await(instructions(run))
+            if text:
+                parts.append(text)
+        return "\n\n".join(parts)
 
     async def _prepared(self, messages: list[Message], iteration: int) -> CompletionRequest:
         """:meth:`_request`; in a session with ``transform_context`` (a summariser may run
@@ -605,7 +627,7 @@ class Run:
         if hook is not None:
             # Here, in the call's task: what the hook sets in its context (the OpenTelemetry
             # hooks make the call's span current) reaches the tool and no sibling.
-            await call_hook(hook, call, logger=self.log)
+            await call_in(self._hook_context(), partial(call_hook, hook, logger=self.log), call)
         if reason is not None:
             return await self._after(error_result(call, ToolBlockedError(call.name, reason)))
         result = await self.dispatcher.execute(call)
@@ -791,6 +813,11 @@ class Run:
         raise tripped
 
     # -- calls that wait for decisions (approvals.py) ------------------------------------------
+
+    def _hook_context(self) -> HookContext:
+        if self._hooked is None or self._hooked.run_id != self.run_id:
+            self._hooked = HookContext(self.run_id, self.deps, self.path)
+        return self._hooked
 
     def _run_context(self, message: Message, iteration: int) -> RunContext:
         return RunContext(
@@ -1063,7 +1090,7 @@ class Run:
             async for event in inner:
                 handler = handlers.get(type(event))
                 if handler is not None:
-                    await handler(event)
+                    await call_in(self._hook_context(), handler, event)
                 yield event
         finally:
             await inner.aclose()
@@ -1280,7 +1307,9 @@ class Run:
                 ended = True
                 if cancelled:
                     self.log.info("run cancelled")
-                    await self.hooks(AgentEnd(self.result, path=self.path))
+                    await call_in(
+                        self._hook_context(), self.hooks, AgentEnd(self.result, path=self.path)
+                    )
                 else:
                     if isinstance(exc, GoAgentError):
                         exc.run_result = self.result

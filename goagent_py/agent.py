@@ -54,6 +54,7 @@ from goagent_py.tools import Tool, ToolDefinition, _name_of
 
 __all__ = ["Agent", "Prompt"]
 
+Deps = TypeVar("Deps", default=Any)
 Out = TypeVar("Out", default=str)
 RunOut = TypeVar("RunOut")
 _UNSET: Any = object()
@@ -114,7 +115,7 @@ def _check_blocks(blocks: Sequence[Any], where: str) -> list[ContentBlock]:
     return list(blocks)
 
 
-class Agent(Generic[Out]):
+class Agent(Generic[Deps, Out]):
     """An agent: a model that calls tools in a loop until it answers.
 
     Configure it with settings as keywords, or with ``with_*`` options (the same settings, for
@@ -135,6 +136,9 @@ class Agent(Generic[Out]):
         model: the model name sent with every request.
         tools: the tools the model may call.
         system_prompt: the system prompt (it travels on the request, not as a message).
+        instructions: functions ``(run: RunContext) -> str | None`` (sync or async) asked before
+            each model call; their text joins the system prompt for that call (a dynamic
+            system prompt: ``run.deps`` is the run's deps, ``run.messages`` the conversation).
         max_iterations: the most model calls one run may make (default 10).
         short_term_memory: the conversation, loaded before and appended after each run.
         long_term_memory: semantic memory recalled before each run and written after it.
@@ -172,6 +176,9 @@ class Agent(Generic[Out]):
         output_type: the type of ``result.output`` (default ``str``, the text): a pydantic
             model, dataclass, TypedDict, ``list[...]``, a union or a ``Literal``; the answer is
             validated, and an invalid one sent back to the model (see docs/typed-output.md).
+        deps_type: the type of the ``deps`` its runs take (for type checkers only:
+            ``Agent(deps_type=Db, output_type=City)`` is an ``Agent[Db, City]``, whose
+            ``run(..., deps=...)`` must get a ``Db``); default ``Any``.
         output_mode: "tool", "native" or "prompted" (None: the provider's default).
         output_retries: how many times an invalid output is sent back (default 1).
         input_guardrails: checks on the prompt before the first model call; one that trips
@@ -194,6 +201,7 @@ class Agent(Generic[Out]):
         self,
         *options: Option,
         output_type: type[Out] = str,  # type: ignore[assignment]  # Out defaults to str
+        deps_type: type[Deps] = object,  # type: ignore[assignment]  # Deps defaults to Any
         **settings: Unpack[AgentSettings],
     ) -> None:
         # The keywords arrive as the dict of those given, which is what build_options reads: a
@@ -223,7 +231,7 @@ class Agent(Generic[Out]):
             logger=o.logger,
         )
 
-    def replace(self, **settings: Unpack[AgentSettings]) -> Agent[Out]:
+    def replace(self, **settings: Unpack[AgentSettings]) -> Agent[Deps, Out]:
         """A new agent with these settings changed (the same keywords as the constructor).
 
         For switching model, system prompt, thinking or tools between runs (a
@@ -251,6 +259,7 @@ class Agent(Generic[Out]):
             mcp_connectors=list(self._options.mcp_connectors),
             mcp_servers=list(self._options.mcp_servers),
             sequential_tools=set(self._options.sequential_tools),
+            instructions=[] if "instructions" in settings else list(self._options.instructions),
             output_validators=[]
             if "output_validators" in settings
             else list(self._options.output_validators),
@@ -262,7 +271,7 @@ class Agent(Generic[Out]):
             else list(self._options.output_guardrails),
             sources=dict(self._options.sources),
         )
-        clone: Agent[Out] = Agent.__new__(Agent)
+        clone: Agent[Deps, Out] = Agent.__new__(Agent)
         clone._setup(build_options((), settings, base=base))
         return clone
 
@@ -281,7 +290,9 @@ class Agent(Generic[Out]):
         """The registered tools, in registration order (connector tools after local ones)."""
         return list(self._tools.values())
 
-    def as_tool(self, *, name: str, description: str, **options: Any) -> AgentTool[Agent[Any]]:
+    def as_tool(
+        self, *, name: str, description: str, **options: Any
+    ) -> AgentTool[Agent[Deps, Out]]:
         """This agent as a tool another agent's model can call: see
         :func:`goagent_py.agent_tool.as_tool` for the options and what crosses the boundary."""
         return as_tool(self, name=name, description=description, **options)
@@ -455,7 +466,7 @@ class Agent(Generic[Out]):
         decisions: Mapping[str, ToolDecision],
         *,
         history: Sequence[Message] | None = None,
-        deps: Any = None,
+        deps: Deps | None = None,
     ) -> RunResult[Out]:
         """Go on with a run that stopped on calls waiting for decisions
         (``result.stop_reason`` ``DEFERRED``; docs/approvals.md).
@@ -492,7 +503,7 @@ class Agent(Generic[Out]):
         decisions: Mapping[str, ToolDecision],
         *,
         history: Sequence[Message] | None = None,
-        deps: Any = None,
+        deps: Deps | None = None,
     ) -> RunResult[Out]:
         """Blocking :meth:`resume`, for scripts and notebooks without an event loop."""
         try:
@@ -508,7 +519,7 @@ class Agent(Generic[Out]):
         decisions: Mapping[str, ToolDecision],
         *,
         history: Sequence[Message] | None = None,
-        deps: Any = None,
+        deps: Deps | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """:meth:`resume`, yielding the run's events as they happen."""
         run = await self.start_resume(
@@ -522,17 +533,17 @@ class Agent(Generic[Out]):
                 yield event
 
     @overload
-    async def run(self, prompt: Prompt, *, deps: Any = None) -> RunResult[Out]: ...
+    async def run(self, prompt: Prompt, *, deps: Deps | None = None) -> RunResult[Out]: ...
     @overload
     async def run(
-        self, prompt: Prompt, *, output_type: type[RunOut], deps: Any = None
+        self, prompt: Prompt, *, output_type: type[RunOut], deps: Deps | None = None
     ) -> RunResult[RunOut]: ...
     @overload
     async def run(
-        self, prompt: Prompt, *, output_type: object, deps: Any = None
+        self, prompt: Prompt, *, output_type: object, deps: Deps | None = None
     ) -> RunResult[Any]: ...
     async def run(
-        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Any = None
+        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Deps | None = None
     ) -> RunResult[Any]:
         """Run the agent on a prompt and return what the run did (``result.output`` is the
         answer, of the agent's ``output_type``; ``result.text`` its text).
@@ -560,7 +571,7 @@ class Agent(Generic[Out]):
         return run.result
 
     async def stream(
-        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Any = None
+        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Deps | None = None
     ) -> AsyncIterator[AgentEvent]:
         """Run the agent and yield its events as they happen (text deltas when the provider
         streams). The last event is :class:`~goagent_py.AgentEnd` (its result's ``output``
@@ -572,17 +583,17 @@ class Agent(Generic[Out]):
                 yield event
 
     @overload
-    def run_sync(self, prompt: Prompt, *, deps: Any = None) -> RunResult[Out]: ...
+    def run_sync(self, prompt: Prompt, *, deps: Deps | None = None) -> RunResult[Out]: ...
     @overload
     def run_sync(
-        self, prompt: Prompt, *, output_type: type[RunOut], deps: Any = None
+        self, prompt: Prompt, *, output_type: type[RunOut], deps: Deps | None = None
     ) -> RunResult[RunOut]: ...
     @overload
     def run_sync(
-        self, prompt: Prompt, *, output_type: object, deps: Any = None
+        self, prompt: Prompt, *, output_type: object, deps: Deps | None = None
     ) -> RunResult[Any]: ...
     def run_sync(
-        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Any = None
+        self, prompt: Prompt, *, output_type: object = _UNSET, deps: Deps | None = None
     ) -> RunResult[Any]:
         """Blocking :meth:`run`, for scripts and notebooks without an event loop."""
         try:
@@ -603,7 +614,7 @@ class Agent(Generic[Out]):
             except Exception as exc:
                 self._options.logger.warning("connector close failed: %s", exc)
 
-    async def __aenter__(self) -> Agent[Out]:
+    async def __aenter__(self) -> Agent[Deps, Out]:
         await self._connect()
         return self
 

@@ -26,7 +26,8 @@ What crosses the boundary:
 - **Typed output**: a child with an ``output_type`` returns its validated output as JSON to the
   parent's model, and the object itself as the call's ``ToolResult.details`` (on the parent's
   ``ToolExecutionEnd`` event and ``on_tool_end`` hook), so the parent's code need not parse it.
-- **Deps**: the parent run's ``deps`` are the child run's.
+- **Deps**: the parent run's ``deps`` are the child run's, unless ``deps=`` gives a function
+  that makes the child's from the parent's (``deps=lambda parent: parent.db``).
 - **History**: by default the child sees only the prompt its parent wrote. ``"last_user"``
   adds the parent's last user message; a function chooses from the parent's transcript.
   Thinking blocks never cross.
@@ -123,6 +124,7 @@ class AgentTool(Generic[_A]):
         max_iterations: int | None = None,
         returns: Callable[[RunResult], str | list[ContentBlock]] = _default_returns,
         streaming: bool = False,
+        deps: Callable[[Any], Any] | None = None,
     ) -> None:
         validate_tool_name(name)
         if not isinstance(description, str) or not description.strip():
@@ -139,6 +141,11 @@ class AgentTool(Generic[_A]):
             )
         if not callable(returns):
             raise ConfigurationError(f"as_tool({name!r}) returns must be a function")
+        if deps is not None and not callable(deps):
+            raise ConfigurationError(
+                f"as_tool({name!r}) deps must be a function of the parent run's deps "
+                f"(deps=lambda parent: ...), got {type(deps).__name__}"
+            )
         if max_iterations is not None:
             agent = agent.replace(max_iterations=max_iterations)
         self.agent = agent
@@ -151,6 +158,7 @@ class AgentTool(Generic[_A]):
         self._history = history
         self._returns = returns
         self._streaming = streaming
+        self._deps = deps
 
     @property
     def definition(self) -> ToolDefinition:
@@ -186,6 +194,9 @@ class AgentTool(Generic[_A]):
         chosen = list(self._history(list(transcript)))
         return text, repair_transcript(strip_thinking(chosen), "not shown to this agent")
 
+    def _child_deps(self, parent: Any) -> Any:
+        return parent if self._deps is None else self._deps(parent)
+
     async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
         """Run the child agent with the call's prompt; its answer is the result.
 
@@ -204,7 +215,7 @@ class AgentTool(Generic[_A]):
             streaming=self._streaming,
             history=history,
             path=path,
-            deps=ctx.deps if ctx is not None else None,
+            deps=self._child_deps(ctx.deps if ctx is not None else None),
         )
         try:
             async with contextlib.aclosing(run.events()) as events:
@@ -247,6 +258,7 @@ def as_tool(
     max_iterations: int | None = None,
     returns: Callable[[RunResult], str | list[ContentBlock]] = _default_returns,
     streaming: bool = False,
+    deps: Callable[[Any], Any] | None = None,
 ) -> AgentTool[_A]:
     """A tool that runs ``agent`` as a sub-agent (see the module docstring for what crosses).
 
@@ -262,6 +274,8 @@ def as_tool(
         returns: turns the child's :class:`RunResult` into the tool result (default: its text,
             or for a typed child its output as JSON).
         streaming: run the child streaming, so its text deltas reach the parent's events.
+        deps: makes the child run's deps from the parent run's (default: the parent's deps,
+            as they are).
 
     Raises:
         ConfigurationError: a bad name, an empty description or a bad option.
@@ -276,6 +290,7 @@ def as_tool(
         max_iterations=max_iterations,
         returns=returns,
         streaming=streaming,
+        deps=deps,
     )
 
 

@@ -9,6 +9,10 @@ One hook is not derived from an event: ``on_tool_call`` fires inside the call's 
 before the tool runs, so a context variable it sets (the OpenTelemetry hooks make the call's span
 current) reaches the tool (and a sync tool's worker thread) and neither the run nor a sibling
 call. Events are consumed in the run's task, where that would be too late and the wrong context.
+
+Every hook, while it runs, can read the run it fires in with :func:`current_hook_context`: the
+run's id, its agent path and its ``deps`` (typed with ``deps_as``), so one hook set serves many
+concurrent runs without mixing them.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ import dataclasses
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from goagent_py.events import (
     AgentEnd,
@@ -47,6 +52,7 @@ from goagent_py.provider import CompletionRequest
 from goagent_py.results import ModelResponse, ProviderEvent, RunInfo, RunResult, ToolResult
 
 __all__ = [
+    "HookContext",
     "HookDispatcher",
     "Hooks",
     "ModelResponse",
@@ -54,10 +60,66 @@ __all__ = [
     "RunInfo",
     "RunResult",
     "ToolResult",
+    "current_hook_context",
     "merge_hooks",
 ]
 
 _log = logging.getLogger("goagent_py.hooks")
+
+D = TypeVar("D")
+
+
+@dataclass(slots=True, frozen=True)
+class HookContext:
+    """The run a hook is called for (:func:`current_hook_context`, inside the hook).
+
+    Attributes:
+        run_id: the run's id.
+        deps: the run's request-scoped dependencies (``agent.run(prompt, deps=...)``), or None.
+        path: the agent names from the root run down to this one (empty at top level).
+    """
+
+    run_id: str
+    deps: Any = None
+    path: tuple[str, ...] = ()
+
+    def deps_as(self, kind: type[D]) -> D:
+        """The run's deps, typed.
+
+        Raises:
+            TypeError: the run's deps are not a ``kind`` (the message names both).
+        """
+        if not isinstance(self.deps, kind):
+            raise TypeError(
+                f"this run's deps are {type(self.deps).__name__}, not {kind.__name__}: pass "
+                f"deps={kind.__name__}(...) to agent.run()"
+            )
+        return self.deps
+
+
+_HOOK_CONTEXT: ContextVar[HookContext | None] = ContextVar("goagent_hook_context", default=None)
+
+
+def current_hook_context() -> HookContext | None:
+    """The run the running hook was called for, or None outside a hook::
+
+    def on_tool_result(result: ToolResult) -> None:
+        ctx = current_hook_context()
+        audit(ctx.deps_as(Deps).user_id, result.call.name)
+    """
+    return _HOOK_CONTEXT.get()
+
+
+async def call_in(
+    context: HookContext, handler: Callable[[Any], Awaitable[None]], event: Any
+) -> None:
+    """``await handler(event)`` with ``context`` as :func:`current_hook_context` meanwhile
+    (set and reset around the one call, in the caller's task)."""
+    token = _HOOK_CONTEXT.set(context)
+    try:
+        await handler(event)
+    finally:
+        _HOOK_CONTEXT.reset(token)
 
 
 @dataclass(slots=True)

@@ -45,6 +45,7 @@ __all__ = [
     "AgentSettings",
     "BeforeToolCall",
     "CircuitBreakerConfig",
+    "Instructions",
     "MCPConnector",
     "Option",
     "PrepareArguments",
@@ -108,6 +109,11 @@ TransformContext = Callable[[list[Message]], "list[Message] | Awaitable[list[Mes
 
 PrepareArguments = Callable[[ToolCall], "dict[str, Any] | Awaitable[dict[str, Any] | None] | None"]
 """Repairs a call's raw arguments before validation: return new arguments, or None to keep."""
+
+Instructions = Callable[[RunContext], "str | Awaitable[str | None] | None"]
+"""A dynamic part of the system prompt: asked before each model call with the run so far
+(``run.deps``, ``run.messages``, ``run.iteration``); its text (None or "": nothing) is joined to
+the system prompt of that call. ``run.message`` is the conversation's last message."""
 
 MCPConnector = Callable[[], Awaitable[tuple[Sequence[Tool], Callable[[], Awaitable[None]] | None]]]
 """Connects to tool servers on first use: returns the tools and an async ``close`` (or None)."""
@@ -193,6 +199,7 @@ class AgentSettings(TypedDict, total=False):
     model: str
     tools: Sequence[Tool]
     system_prompt: str
+    instructions: Instructions | Sequence[Instructions]
     max_iterations: int
     short_term_memory: ShortTermMemoryProtocol | None
     long_term_memory: LongTermMemoryProtocol | None
@@ -245,6 +252,7 @@ class AgentOptions:
     model: str = ""
     tools: list[Tool] = field(default_factory=list)
     system_prompt: str = ""
+    instructions: list[Instructions] = field(default_factory=list)
     max_iterations: int = 10
     short_term_memory: ShortTermMemoryProtocol | None = None
     long_term_memory: LongTermMemoryProtocol | None = None
@@ -609,6 +617,16 @@ def _keyword_option(key: str, value: Any) -> Option:
                     "returns None to pass, or a reason to trip"
                 )
         option = Option(key, lambda o: getattr(o, key).extend(guards))
+    elif key == "instructions":
+        parts = [value] if callable(value) else _sequence(key, value)
+        for part in parts:
+            if not callable(part):
+                raise ConfigurationError(
+                    f"instructions: {part!r} is not a function; an instructions function takes "
+                    "the RunContext and returns the text to add to the system prompt (for a "
+                    "fixed text, use system_prompt=)"
+                )
+        option = Option(key, lambda o: o.instructions.extend(parts))
     elif key == "output_validators":
         validators = _sequence(key, value)
         option = Option(key, lambda o: o.output_validators.extend(validators))
@@ -633,7 +651,7 @@ _SPECIAL = (
     "tools", "hooks", "dispatch_middlewares", "mcp_connectors", "mcp_servers", "thinking",
     "adaptive_thinking",
     "sequential_tools", "stop_on_denied", "output_validators", "input_guardrails",
-    "output_guardrails",
+    "output_guardrails", "instructions",
 )  # fmt: skip
 _SCALARS = frozenset(
     {

@@ -281,7 +281,7 @@ def test_deps_reach_tools_typed() -> None:
     assert "deps=Deps(...)" in result.messages[2].text
 
 
-def _partials(agent: Agent[object], **run: object) -> tuple[list[object], object]:
+def _partials(agent: Agent[Any, object], **run: object) -> tuple[list[object], object]:
     async def go() -> tuple[list[object], object]:
         events = [e async for e in agent.stream("go", **run)]  # type: ignore[arg-type]
         end = events[-1]

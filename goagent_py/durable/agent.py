@@ -143,8 +143,8 @@ class DurableAgent:
     reach the workflow. Its ``prepare_arguments``, ``before_tool_call``, ``after_tool_call``,
     ``tool_timeout``, circuit breaker, rate limit and dispatch middlewares apply on the workers,
     in each tool activity; its ``tool_retry`` does not (the engine retries: ``max_attempts``).
-    ``transform_context``, ``should_stop`` and ``prepare_turn`` are refused (they would run in
-    the workflow).
+    ``transform_context``, ``should_stop``, ``prepare_turn`` and ``instructions`` are refused
+    (they would run in the workflow).
 
     Args:
         agent: the agent's definition (a name is required: activity names derive from it).
@@ -227,6 +227,11 @@ class DurableAgent:
                     "the workflow, between turns); remove it, or run this agent without "
                     "DurableAgent"
                 )
+        if o.instructions:
+            raise ConfigurationError(
+                "DurableAgent: instructions are not supported for durable runs (they would run "
+                "in the workflow, before each model call); put fixed text in system_prompt="
+            )
         self.mcp_servers: list[MCPServerSpec] = specs_of(o.mcp_servers)
         self.agent = agent
         self.provider = provider

@@ -53,6 +53,8 @@ def test_a_callable_that_would_run_in_the_workflow_is_refused() -> None:
         DurableAgent(make(should_stop=lambda state: True), provider="fn:x")
     with pytest.raises(ConfigurationError, match="prepare_turn is not supported"):
         DurableAgent(make(prepare_turn=lambda request: request), provider="fn:x")
+    with pytest.raises(ConfigurationError, match="instructions are not supported"):
+        DurableAgent(make(instructions=lambda run: "dynamic"), provider="fn:x")
 
 
 def test_tool_gates_stay_on_the_workers_and_only_their_shape_is_in_the_config() -> None:

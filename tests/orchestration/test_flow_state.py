@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -24,7 +25,7 @@ class Invoice(BaseModel):
     total: float
 
 
-def extractor() -> Agent[Invoice]:
+def extractor() -> Agent[Any, Invoice]:
     provider = ScriptedProvider(
         tool_call_response((FINAL_RESULT_TOOL, {"vendor": "ACME", "total": 12.5}))
     )
