@@ -4,6 +4,7 @@ Run it (takes a few minutes of CPU; ``nice`` it on a shared machine):
 
     nice python bench/extraction.py            # all 120 tasks
     nice python bench/extraction.py --limit 40 # a subset
+    nice python bench/extraction.py --modes native  # the grammar only (prompted is the slow one)
 
 Each task of ``bench/extraction_data/bfcl_simple.jsonl`` (120 questions of BFCL's
 ``simple_python`` category, with their labelled argument values; ``make_set.py`` there says how
@@ -111,11 +112,15 @@ async def run_task(provider: LlamaCppProvider, task: dict[str, Any], mode: str) 
     return {"valid": True, "right": right}
 
 
+_LABELS = {"native": "grammar (native)", "prompted": "prompted JSON, no grammar"}
+
+
 def report(tasks: list[dict[str, Any]], outcomes: dict[str, list[dict[str, Any]]]) -> None:
-    done = tasks[: len(outcomes["prompted"])]
+    done = tasks[: min(len(got) for got in outcomes.values())]
     labelled = sum(len(t["labels"]) for t in done)
     print(f"after {len(done)} tasks ({labelled} labelled fields):", flush=True)
-    for mode, label in (("native", "grammar (native)"), ("prompted", "prompted JSON, no grammar")):
+    for mode in outcomes:
+        label = _LABELS[mode]
         got = outcomes[mode][: len(done)]
         valid = sum(o["valid"] for o in got)
         right = sum(o["right"] for o in got)
@@ -128,15 +133,15 @@ def report(tasks: list[dict[str, Any]], outcomes: dict[str, list[dict[str, Any]]
         )
 
 
-async def main(limit: int) -> None:
-    tasks = [json.loads(line) for line in DATA.open()][:limit]
+async def main(limit: int, modes: list[str]) -> None:
+    tasks = [json.loads(line) for line in DATA.read_text().splitlines()][:limit]
     provider = LlamaCppProvider(temperature=0.0, seed=0, max_tokens=128)
     print(f"{len(tasks)} tasks, SmolLM2-135M-Instruct, temperature 0, max_tokens 128", flush=True)
-    outcomes: dict[str, list[dict[str, Any]]] = {"native": [], "prompted": []}
+    outcomes: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     start = time.perf_counter()
     # Both modes task by task, so a run stopped early still compares them on the same tasks.
     for i, task in enumerate(tasks, 1):
-        for mode in ("native", "prompted"):
+        for mode in modes:
             outcomes[mode].append(await run_task(provider, task, mode))
         if i % 10 == 0 or i == len(tasks):
             report(tasks, outcomes)
@@ -146,4 +151,13 @@ async def main(limit: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=10_000)
-    asyncio.run(main(parser.parse_args().limit))
+    parser.add_argument(
+        "--modes",
+        default="native,prompted",
+        help="comma-separated: native (the grammar), prompted (no grammar; the slow one)",
+    )
+    args = parser.parse_args()
+    modes = args.modes.split(",")
+    if not modes or not set(modes) <= set(_LABELS):
+        parser.error(f"--modes takes {', '.join(_LABELS)}, got {args.modes!r}")
+    asyncio.run(main(args.limit, modes))

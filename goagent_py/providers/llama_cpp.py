@@ -149,17 +149,54 @@ def _gbnf(schema_json: str) -> str:
     return gbnf.replace(_LOOSE_CHAR, _JSON_CHAR)
 
 
-def _schema_grammar(schema: dict[str, Any]) -> Any:
-    """A llama.cpp grammar that admits only JSON valid for ``schema``. Passed as ``grammar=``:
-    the function-calling chat format ignores ``response_format``.
+def _schema_grammar(schema: dict[str, Any], max_tokens: int) -> Any:
+    """A llama.cpp grammar that admits only JSON valid for ``schema``, short enough to end
+    within ``max_tokens``. Passed as ``grammar=``: the function-calling chat format ignores
+    ``response_format``.
 
     llama-cpp-python's converter lets a string hold raw newlines (``char ::= [^"\\]``), so a
     small model wandered on inside a string until the token limit cut the JSON off; the rule is
-    narrowed to llama.cpp's (no control characters), which makes it close the string.
+    narrowed to llama.cpp's (no control characters), which makes it close the string. It still
+    wrote prose inside a string (``"unit": "inch } to convert from inches...``) until the limit:
+    each free string is bounded too (:func:`bounded_strings`).
     """
     from llama_cpp.llama_grammar import LlamaGrammar
 
-    return LlamaGrammar.from_string(_gbnf(json.dumps(schema, sort_keys=True)), verbose=False)
+    bounded = bounded_strings(schema, max_tokens)
+    return LlamaGrammar.from_string(_gbnf(json.dumps(bounded, sort_keys=True)), verbose=False)
+
+
+_MIN_STRING = 16  # characters a bounded string may always hold
+_CHARS_PER_TOKEN = 2  # a low estimate (English prose runs ~4), so the bound errs on the safe side
+
+
+def bounded_strings(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``schema`` with a ``maxLength`` on every free string (no ``maxLength``, ``enum``,
+    ``const``, ``pattern`` or ``format`` of its own): ``max_tokens`` shared among them, at
+    ``_CHARS_PER_TOKEN`` characters a token and at least ``_MIN_STRING`` each. A grammar built
+    from it closes a string the model keeps writing at that length, so the JSON ends before the
+    token limit cuts it off (an answer that long is cut, but parses and validates: the schema
+    itself sets no bound). Arrays stay unbounded: a model that keeps adding items can still be
+    cut off. The original is not changed."""
+    free: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {key: walk(value) for key, value in node.items()}
+        bounded = {"maxLength", "enum", "const", "pattern", "format"}
+        if out.get("type") == "string" and bounded.isdisjoint(out):
+            free.append(out)
+        return out
+
+    copy: dict[str, Any] = walk(schema)
+    if free:
+        cap = max(_MIN_STRING, _CHARS_PER_TOKEN * max_tokens // len(free))
+        for node in free:
+            node["maxLength"] = cap
+    return copy
 
 
 def grammar_problem(schema: dict[str, Any]) -> str | None:
@@ -356,7 +393,7 @@ class LlamaCppProvider:
         if request.output is not None:
             # Schema-constrained sampling: llama-cpp-python builds a grammar from the schema
             # (LlamaGrammar.from_json_schema), so even the 135M model emits valid JSON.
-            kwargs["grammar"] = _schema_grammar(request.output.schema)
+            kwargs["grammar"] = _schema_grammar(request.output.schema, kwargs["max_tokens"])
         if request.tools:
             kwargs["tools"] = [
                 {

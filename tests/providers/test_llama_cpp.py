@@ -49,6 +49,7 @@ from goagent_py.providers import llama_cpp as llama_module
 from goagent_py.providers._http import INVALID_ARGUMENTS_KEY
 from goagent_py.providers.llama_cpp import (
     LlamaCppProvider,
+    bounded_strings,
     chat_messages,
     default_model_path,
     parse_arguments,
@@ -635,3 +636,69 @@ def test_a_typed_request_carries_a_schema_grammar() -> None:
     # ("Paris }\n\nThis is...") until the token limit cut the JSON off.
     assert r'char ::= [^"\\\x7F\x00-\x1F]' in grammar
     assert LlamaCppProvider.default_output_mode == "native"
+
+
+def test_free_strings_share_the_token_budget_in_the_grammar_schema() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "unit": {"type": "string"},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "code": {"type": "string", "pattern": "^[A-Z]+$"},
+            "size": {"type": "string", "enum": ["small", "large"]},
+            "short": {"type": "string", "maxLength": 3},
+            "tags": {"type": "array", "items": {"$ref": "#/$defs/Tag"}},
+        },
+        "$defs": {"Tag": {"type": "object", "properties": {"name": {"type": "string"}}}},
+    }
+    bounded = bounded_strings(schema, 128)
+    props = bounded["properties"]
+    # Three free strings (unit, note, Tag.name) share 128 tokens at 2 characters a token.
+    assert props["unit"]["maxLength"] == 85
+    assert props["note"]["anyOf"][0]["maxLength"] == 85
+    assert bounded["$defs"]["Tag"]["properties"]["name"]["maxLength"] == 85
+    assert "maxLength" not in props["code"]
+    assert "maxLength" not in props["size"]
+    assert props["short"]["maxLength"] == 3
+    assert "maxLength" not in schema["properties"]["unit"]  # the original is left alone
+    assert bounded_strings(schema, 8)["properties"]["unit"]["maxLength"] == 16  # the floor
+
+
+def test_a_typed_request_bounds_its_strings_by_its_max_tokens() -> None:
+    pytest.importorskip("llama_cpp", reason='needs the "local" extra')
+    request = CompletionRequest(
+        model="",
+        messages=[user_message("Extract.")],
+        output=OutputFormat("C", _Capital.model_json_schema()),
+        max_tokens=20,
+    )
+    grammar = LlamaCppProvider()._kwargs(request)["grammar"]._grammar
+    # Two strings, 20 tokens: 20 characters each, at most (a nested optional repetition).
+    line = next(r for r in grammar.splitlines() if r.startswith("country ::="))
+    assert line.count("(char") == 20
+
+
+@pytest.mark.slow
+async def test_a_string_the_model_keeps_writing_is_closed_before_the_token_limit(
+    local: LlamaCppProvider,
+) -> None:
+    # bench/extraction.py's task simple_python_7: the model wrote prose inside "unit" ("inch }
+    # to convert from inches to feet...") until max_tokens=128 cut the JSON off, unparseable.
+    class Circumference(BaseModel):
+        radius: int
+        unit: str | None = None
+
+    agent = Agent(
+        provider=local,
+        output_type=Circumference,
+        output_retries=0,
+        max_tokens=128,
+        system_prompt=(
+            "Fill in the arguments of the function calculate_circumference: Calculates the "
+            "circumference of a circle with a given radius. Take the values from the user's "
+            "message."
+        ),
+    )
+    result = await agent.run("What is the circumference of a circle with a radius of 4 inches?")
+    assert result.output.radius == 4
+    assert result.stop_reason is not StopReason.MAX_TOKENS
