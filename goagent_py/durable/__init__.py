@@ -25,6 +25,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise MissingExtraError("temporalio", "temporal", feature="goagent_py.durable") from exc
 
 from goagent_py.durable._activities import activities_for, create_worker, sandbox_runner
+from goagent_py.durable._deps import DepsRegistry, DepsSpec
 from goagent_py.durable._mcp import MCPServerSpec
 from goagent_py.durable._wire import (
     MEMORY_ID_KEY,
@@ -54,6 +55,8 @@ __all__ = [
     "STEER_SIGNAL",
     "WORKFLOW_NAME",
     "AgentWorkflow",
+    "DepsRegistry",
+    "DepsSpec",
     "DurableAgent",
     "DurableResult",
     "DurableRunError",

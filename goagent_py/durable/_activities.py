@@ -47,6 +47,7 @@ from goagent_py.results import ToolResult
 from goagent_py.tool_context import ToolContext, _current
 from goagent_py.tools import Tool
 
+from ._deps import NO_DEPS, DepsRegistry, resolve_data
 from ._mcp import MCPServers, call_activity, list_activity
 from ._wire import (
     HISTORY_REF_KEY,
@@ -133,9 +134,12 @@ def _named(name: str, fn: Activity) -> Callable[..., Any]:
 
 
 class _AgentActivities:
-    def __init__(self, durable: DurableAgent, registry: ProviderRegistry) -> None:
+    def __init__(
+        self, durable: DurableAgent, registry: ProviderRegistry, deps: DepsRegistry = NO_DEPS
+    ) -> None:
         self.durable = durable
         self.registry = registry
+        self.deps = deps
         config = durable.config()
         self.limit = int(config["payload_limit"])
         self.server_limit: int | None = None  # the server's blob size limit, asked once
@@ -271,11 +275,16 @@ class _AgentActivities:
         what = f"tool {name!r}"
         call = ToolCall(str(data["call_id"]), name, dict(data["arguments"]))
         used: list[Usage] = []
+        try:
+            deps = await resolve_data(self.deps, data.get("deps"))
+        except ConfigurationError as exc:  # checked when the run started: rare, and final
+            raise self._fail(exc, what) from exc
         context = ToolContext(
             call=call,
             run_id=str(data["run_id"]),
             iteration=int(data["iteration"]),
             usage_sink=used.append,
+            deps=deps,
         )
         token = _current.set(context)
         try:
@@ -435,9 +444,18 @@ class _AgentActivities:
         except Exception as exc:
             raise self._fail(exc, "long-term memory store") from exc
 
+    async def check_deps(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Resolve the run's deps spec once, when the run starts (the live deps are dropped)."""
+        try:
+            await _heartbeating(resolve_data(self.deps, data["deps"]))
+        except Exception as exc:
+            raise self._fail(exc, "deps") from exc
+        return {}
+
     def all(self) -> list[Callable[..., Any]]:
         n = self.durable.name
         out = [
+            _named(f"goagent.deps.{n}", self.check_deps),
             _named(f"goagent.model.{n}", self.model),
             _named(f"goagent.memory.load.{n}", self.load),
             _named(f"goagent.memory.append.{n}", self.append),
@@ -452,24 +470,30 @@ class _AgentActivities:
 
 
 def activities_for(
-    agents: Iterable[DurableAgent], registry: ProviderRegistry
+    agents: Iterable[DurableAgent],
+    registry: ProviderRegistry,
+    *,
+    deps: DepsRegistry | None = None,
 ) -> list[Callable[..., Any]]:
-    """The activities of ``agents`` (model, tools, memory, MCP), to register on a worker.
+    """The activities of ``agents`` (model, tools, memory, MCP, the deps check), to register on
+    a worker; ``deps`` resolves the runs' deps specs (None: runs with a spec are refused).
 
     With your own worker, MCP servers stay connected until the process ends; a worker from
     :func:`create_worker` closes them when it stops.
     """
-    return [a for group in _groups(agents, registry) for a in group.all()]
+    return [a for group in _groups(agents, registry, deps) for a in group.all()]
 
 
-def _groups(agents: Iterable[DurableAgent], registry: ProviderRegistry) -> list[_AgentActivities]:
+def _groups(
+    agents: Iterable[DurableAgent], registry: ProviderRegistry, deps: DepsRegistry | None = None
+) -> list[_AgentActivities]:
     out: list[_AgentActivities] = []
     names: set[str] = set()
     for durable in agents:
         if durable.name in names:
             raise ConfigurationError(f"two durable agents are named {durable.name!r}")
         names.add(durable.name)
-        out.append(_AgentActivities(durable, registry))
+        out.append(_AgentActivities(durable, registry, deps or NO_DEPS))
     return out
 
 
@@ -505,6 +529,7 @@ def create_worker(
     *,
     registry: ProviderRegistry | None = None,
     task_queue: str | None = None,
+    deps: DepsRegistry | None = None,
     **worker_options: Any,
 ) -> Any:
     """A Temporal worker that runs ``agents``' workflows and activities::
@@ -517,6 +542,8 @@ def create_worker(
         agents: the durable agents this worker serves (all on one task queue).
         registry: builds providers from specs (default: :meth:`ProviderRegistry.default`).
         task_queue: the task queue (default: the agents' own, which must agree).
+        deps: the resolvers of the runs' deps specs (:class:`~goagent_py.durable.DepsRegistry`;
+            None: a run started with ``deps=`` fails before its first model call).
         **worker_options: passed to ``temporalio.worker.Worker``. Its
             ``sticky_queue_schedule_to_start_timeout`` defaults to 1 s here (Temporal's own
             default is 10 s): a workflow task waiting for a worker that died goes to another
@@ -537,7 +564,7 @@ def create_worker(
                 "pass task_queue= or run one worker per queue"
             )
         task_queue = queues.pop()
-    groups = _groups(agents, registry or ProviderRegistry.default())
+    groups = _groups(agents, registry or ProviderRegistry.default(), deps)
     worker_options.setdefault("sticky_queue_schedule_to_start_timeout", _STICKY_TIMEOUT)
     worker = _Worker(
         client,

@@ -106,9 +106,15 @@ class _Calls:
     """What the proxies of one run share: the config, the current iteration and call."""
 
     def __init__(
-        self, config: dict[str, Any], run_id: str, events: list[dict[str, Any]] | None = None
+        self,
+        config: dict[str, Any],
+        run_id: str,
+        events: list[dict[str, Any]] | None = None,
+        deps: dict[str, Any] | None = None,
     ) -> None:
         self.config = config
+        # The run's deps spec as plain data (the workers resolve it; see _deps.py), or None.
+        self.deps = deps
         self.agent = str(config["agent"])
         self.run_id = run_id
         self.iteration = 0
@@ -252,6 +258,8 @@ class _ToolProxy:
             "run_id": calls.run_id,
             "iteration": calls.iteration,
         }
+        if calls.deps is not None:
+            data["deps"] = calls.deps
         if calls.config.get("gate_sees_message"):
             # The worker's before_tool_call takes (call, assistant message): send the message.
             data["message"] = messages_to_text(_assistant_message(call.id))
@@ -403,14 +411,17 @@ async def run_in_workflow(
     run_id: str | None,
     events: list[dict[str, Any]] | None = None,
     control: Any = None,
+    deps: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the loop in the current workflow; returns the result as data.
 
     ``events`` (if given) receives the run's events as plain dicts, as they happen;
-    ``control`` (a ``RunControl``, where the loop has one) takes steering messages into it.
+    ``control`` (a ``RunControl``, where the loop has one) takes steering messages into it;
+    ``deps`` is a deps spec as data (``DepsSpec.to_data()``), resolved on the workers.
 
     Raises:
-        ConfigurationError: not inside a Temporal workflow.
+        ConfigurationError: not inside a Temporal workflow, or a worker cannot resolve
+            ``deps`` (checked before the first model call).
     """
     if not workflow.in_workflow():
         raise ConfigurationError(
@@ -418,7 +429,9 @@ async def run_in_workflow(
             "workflow: start it with 'await durable.execute(client, prompt)' from your app "
             "(and run a worker with create_worker), not directly"
         )
-    calls = _Calls(config, run_id or workflow.info().workflow_id, events)
+    calls = _Calls(config, run_id or workflow.info().workflow_id, events, deps)
+    if deps is not None:
+        await _check_deps(calls, deps)
     # The MCP servers' tools, listed once per run: the list is recorded in the history, so a
     # replay builds the same tools (and a changed server does not change a run in flight).
     mcp = await listed_definitions(calls, list(config.get("mcp_servers", ())), _mcp_failure)
@@ -439,6 +452,16 @@ async def run_in_workflow(
         "run_id": calls.run_id,
         "aborted": result.stop_reason == StopReason.ABORTED,
     }
+
+
+async def _check_deps(calls: _Calls, deps: dict[str, Any]) -> None:
+    """Have a worker resolve the run's deps spec once before anything else: a spec no worker
+    can resolve ends the run here, before a model call or a stored message."""
+    try:
+        await calls.activity(f"goagent.deps.{calls.agent}", {"deps": deps}, "tool_timeout")
+    except ActivityError as exc:
+        error = _error_of(exc)
+        raise ConfigurationError(error.message) from None
 
 
 def _mcp_failure(server: str, exc: BaseException) -> BaseException:
@@ -529,6 +552,7 @@ class AgentWorkflow:
         config = data["config"]
         content = content_from_text(data["content"])
         session = str(data.get("session_id", "default"))
+        deps = data.get("deps")  # a spec as data, or None (runs started before deps specs)
         workflow_id = workflow.info().workflow_id
         self._status = "running"
         results: list[dict[str, Any]] = []
@@ -541,7 +565,7 @@ class AgentWorkflow:
                     self._steer(text)
                 results.append(
                     await run_in_workflow(
-                        config, content, session, run_id, self._events, self._control
+                        config, content, session, run_id, self._events, self._control, deps
                     )
                 )
                 # An abort ends the workflow: follow-ups still queued stay unprocessed.

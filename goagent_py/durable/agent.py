@@ -31,6 +31,7 @@ from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtoc
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.provider import Provider
 
+from ._deps import DepsSpec
 from ._mcp import MCPServerSpec, specs_of
 from ._wire import (
     ABORT_SIGNAL,
@@ -309,6 +310,7 @@ class DurableAgent:
         session_id: str = "default",
         workflow_id: str | None = None,
         exclusive: bool = False,
+        deps: DepsSpec | None = None,
         **start_options: Any,
     ) -> WorkflowHandle[Any, Any]:
         """Start a durable run; returns its workflow handle (signal, query, await it).
@@ -321,10 +323,14 @@ class DurableAgent:
             exclusive: one run per session at a time: the run's id is ``<agent>-<session>``,
                 which Temporal keeps unique among running workflows, so a second start while
                 one runs raises :class:`~goagent_py.errors.SessionBusyError`.
+            deps: the run's deps as a :class:`~goagent_py.durable.DepsSpec` (a resolver's name
+                and JSON arguments); each worker resolves it with its ``DepsRegistry``, and
+                tools read the live deps from their context as in a plain run.
             **start_options: passed to ``Client.start_workflow`` (e.g. ``id_reuse_policy``).
 
         Raises:
             SessionBusyError: ``exclusive`` and a run of this session is in progress.
+            ConfigurationError: ``deps`` is not a ``DepsSpec``.
         """
         import uuid
 
@@ -344,6 +350,13 @@ class DurableAgent:
         # again and again instead of the run.
         config["server_payload_limit"] = await server_blob_limit(client)
         data = {"config": config, "content": content_to_text(content), "session_id": session_id}
+        if deps is not None:
+            if not isinstance(deps, DepsSpec):
+                raise ConfigurationError(
+                    f"DurableAgent.start: deps must be a DepsSpec(name, args) that the workers "
+                    f"resolve, got {type(deps).__name__}: a live object cannot cross to them"
+                )
+            data["deps"] = deps.to_data()
         try:
             return await client.start_workflow(
                 WORKFLOW_NAME,
@@ -370,6 +383,7 @@ class DurableAgent:
         session_id: str = "default",
         workflow_id: str | None = None,
         exclusive: bool = False,
+        deps: DepsSpec | None = None,
         **start_options: Any,
     ) -> DurableResult:
         """Start a durable run and wait for its result (arguments as in :meth:`start`).
@@ -387,6 +401,7 @@ class DurableAgent:
             session_id=session_id,
             workflow_id=workflow_id,
             exclusive=exclusive,
+            deps=deps,
             **start_options,
         )
         return await result_of(handle)
@@ -403,7 +418,13 @@ class DurableAgent:
 
         return stream_events(handle)
 
-    async def run(self, prompt: str | list[ContentBlock], *, session_id: str = "default") -> Any:
+    async def run(
+        self,
+        prompt: str | list[ContentBlock],
+        *,
+        session_id: str = "default",
+        deps: DepsSpec | None = None,
+    ) -> Any:
         """Run the loop here, inside your own Temporal workflow (model and tool calls become
         activities). Outside a workflow this raises: use :meth:`execute` there.
 
@@ -413,8 +434,9 @@ class DurableAgent:
         from ._workflow import run_in_workflow
 
         content = [TextBlock(prompt)] if isinstance(prompt, str) else list(prompt)
+        data = None if deps is None else deps.to_data()
         return DurableResult.from_data(
-            await run_in_workflow(self.config(), content, session_id, None)
+            await run_in_workflow(self.config(), content, session_id, None, deps=data)
         )
 
     def run_sync(self, prompt: str) -> str:

@@ -114,6 +114,7 @@ def test_activities_are_named_after_the_agent_and_its_tools() -> None:
         for fn in activities_for([durable], ProviderRegistry())
     )
     assert names == [
+        "goagent.deps.calc",
         "goagent.memory.append.calc",
         "goagent.memory.load.calc",
         "goagent.memory.recall.calc",
