@@ -74,6 +74,7 @@ IMPORT_REPEATS = int(os.environ.get("PEERBENCH_IMPORT_REPEATS", "10"))
 
 PROMPT = "What is 2+3?"
 INSTRUCTIONS = "You add numbers with the add tool."
+CITY_PROMPT = "Which is the largest city in France, and how many live there?"
 EXPECTED = "5"
 
 
@@ -415,7 +416,13 @@ def _serve(spec: dict[str, Any]) -> None:
         raise
     loop = _new_loop(mode)
     send({"hello": static_info(spec)})
-    runs_by_variant = {"sync_tool": spec["make_run"], "async_tool": spec.get("make_run_async_tool")}
+    runs_by_variant = {
+        "sync_tool": spec["make_run"],
+        "async_tool": spec.get("make_run_async_tool"),
+        # typed_output.py's scenario: one model call answering text, or a small pydantic model
+        "plain": spec.get("make_run_plain"),
+        "typed": spec.get("make_run_typed"),
+    }
     agents_by_variant = {"fn": spec["make_agent"], "prebuilt": spec.get("make_agent_prebuilt")}
     for line in sys.stdin:
         cmd = json.loads(line)

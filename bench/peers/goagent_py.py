@@ -149,6 +149,64 @@ def make_run_async_tool():
     return lambda: _run(AGENT_ASYNC_TOOL)
 
 
+# -- the typed-output scenario (typed_output.py): one model call, text or a small model ---------
+
+from pydantic import BaseModel  # noqa: E402  (after _harness, as every import here)
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+CITY = {"name": "Paris", "population": 2102650}
+
+
+def city_fn(request):
+    """A final_result call with the city when the run asks for typed output, else the text."""
+    if any(t.name == "final_result" for t in request.tools):  # ADAPT: the tool mode's tool
+        return ga.CompletionResponse(
+            message=ga.Message(
+                role=ga.Role.ASSISTANT,
+                content=[],
+                tool_calls=[ga.ToolCall(id="call_1", name="final_result", arguments=dict(CITY))],
+            ),
+            stop_reason=ga.StopReason.TOOL_USE,
+        )
+    return final_response("Paris")
+
+
+PLAIN_AGENT = ga.Agent(provider=FunctionProvider(city_fn), system_prompt=h.INSTRUCTIONS)
+TYPED_AGENT = ga.Agent(
+    provider=FunctionProvider(city_fn), system_prompt=h.INSTRUCTIONS, output_type=City
+)
+
+
+async def _output(agent):
+    return (await agent.run(h.CITY_PROMPT)).output
+
+
+async def _checked(agent, expected):
+    # The harness checks each run's result against "5" (untimed); this comparison is timed,
+    # and the same for every framework.
+    output = await _output(agent)
+    return h.EXPECTED if output == expected else output
+
+
+def make_run_plain():
+    return lambda: _checked(PLAIN_AGENT, "Paris")
+
+
+def make_run_typed():
+    return lambda: _checked(TYPED_AGENT, City(**CITY))
+
+
+def verify_typed():
+    assert asyncio.run(_output(PLAIN_AGENT)) == "Paris"
+    city = asyncio.run(_output(TYPED_AGENT))
+    assert isinstance(city, City) and city.model_dump() == CITY, city
+
+
 def verify():
     provider = Cycling()
     agent = ga.Agent(
@@ -160,6 +218,7 @@ def verify():
     assert len(requests) == 2, requests  # two model calls, the script fully consumed
     assert _tool_message_text(requests[0]) is None, requests[0]
     assert _tool_message_text(requests[1]) == "5", requests[1]  # add ran; its result went back
+    verify_typed()
 
 
 if __name__ == "__main__":
@@ -177,6 +236,8 @@ if __name__ == "__main__":
         make_agent_prebuilt=make_agent_prebuilt,
         make_run=make_run,
         make_run_async_tool=make_run_async_tool,
+        make_run_plain=make_run_plain,
+        make_run_typed=make_run_typed,
         verify=verify,
         notes="sync tools run in reused daemon worker threads",
     )

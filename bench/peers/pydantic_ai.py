@@ -45,6 +45,52 @@ def make_run_async_tool():
     return lambda: _run(AGENT_ASYNC_TOOL)
 
 
+# -- the typed-output scenario (typed_output.py): one model call, text or a small model ---------
+
+from pydantic import BaseModel  # noqa: E402
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+CITY = {"name": "Paris", "population": 2102650}
+
+
+def city_fn(messages, info: AgentInfo) -> ModelResponse:
+    """The output tool's call with the city when the run asks for typed output, else text."""
+    if info.output_tools:  # pydantic-ai's default output mode for a model: a final_result tool
+        return ModelResponse(
+            parts=[ToolCallPart(info.output_tools[0].name, dict(CITY), tool_call_id="call_1")]
+        )
+    return ModelResponse(parts=[TextPart("Paris")])
+
+
+CITY_MODEL = FunctionModel(city_fn)
+PLAIN_AGENT = Agent(CITY_MODEL, instructions=h.INSTRUCTIONS)
+TYPED_AGENT = Agent(CITY_MODEL, instructions=h.INSTRUCTIONS, output_type=City)
+
+
+async def _output(agent):
+    return (await agent.run(h.CITY_PROMPT)).output
+
+
+async def _checked(agent, expected):
+    # The harness checks each run's result against "5" (untimed); this comparison is timed,
+    # and the same for every framework.
+    output = await _output(agent)
+    return h.EXPECTED if output == expected else output
+
+
+def make_run_plain():
+    return lambda: _checked(PLAIN_AGENT, "Paris")
+
+
+def make_run_typed():
+    return lambda: _checked(TYPED_AGENT, City(**CITY))
+
+
 def verify():
     import asyncio
 
@@ -55,6 +101,9 @@ def verify():
     responses = [m for m in msgs if isinstance(m, ModelResponse)]
     assert len(responses) == 2 and len(calls) == 1 and len(returns) == 1, msgs
     assert returns[0].content == 5 and result.output == "5", msgs
+    assert asyncio.run(_output(PLAIN_AGENT)) == "Paris"
+    city = asyncio.run(_output(TYPED_AGENT))
+    assert isinstance(city, City) and city.model_dump() == CITY, city
 
 
 if __name__ == "__main__":
@@ -70,6 +119,8 @@ if __name__ == "__main__":
         make_agent_prebuilt=make_agent_prebuilt,
         make_run=make_run,
         make_run_async_tool=make_run_async_tool,
+        make_run_plain=make_run_plain,
+        make_run_typed=make_run_typed,
         verify=verify,
         notes="sync tools run in a worker thread (anyio.to_thread)",
     )
