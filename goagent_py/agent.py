@@ -207,7 +207,7 @@ class Agent(Generic[Deps, Out]):
         # The keywords arrive as the dict of those given, which is what build_options reads: a
         # signature with every setting spelled out cost ~3 us per agent to sort given from not.
         # output_type is apart so a type checker binds Out to it (a union or a Literal, which
-        # are not a type[...] to mypy, make an Agent[Any]).
+        # are not a type[...] to mypy, make an Agent[..., Any]).
         keywords: dict[str, Any] = dict(settings)
         if output_type is not str:
             keywords["output_type"] = output_type

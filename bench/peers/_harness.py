@@ -68,6 +68,10 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 # --- 3. knobs (environment) ---------------------------------------------------------------------
 WARMUP = int(os.environ.get("PEERBENCH_WARMUP", "100"))
 RUNS = int(os.environ.get("PEERBENCH_RUNS", "1000"))  # per invocation and variant; >= 300
+# PEERBENCH_CLOCK=cpu times runs in the thread's CPU time, not wall time: on a loaded machine a
+# longer run is descheduled more often, which wall time counts and CPU time does not (runs that
+# hop to other threads are undercounted by it: use it only where a run stays on its thread).
+CLOCK = time.thread_time_ns if os.environ.get("PEERBENCH_CLOCK") == "cpu" else time.perf_counter_ns
 CONSTRUCT = int(os.environ.get("PEERBENCH_CONSTRUCT", "1000"))  # per invocation; >= 1000
 MEM_AGENTS = int(os.environ.get("PEERBENCH_MEM_AGENTS", "1000"))
 IMPORT_REPEATS = int(os.environ.get("PEERBENCH_IMPORT_REPEATS", "10"))
@@ -136,7 +140,7 @@ async def _time_runs_async(
     make_run: Callable[[], Callable[[], Awaitable[Any]]], n: int
 ) -> list[int]:
     out: list[int] = []
-    clock = time.perf_counter_ns
+    clock = CLOCK
     for _ in range(n):
         thunk = make_run()
         t0 = clock()
@@ -149,7 +153,7 @@ async def _time_runs_async(
 
 def _time_runs_sync(make_run: Callable[[], Callable[[], Any]], n: int) -> list[int]:
     out: list[int] = []
-    clock = time.perf_counter_ns
+    clock = CLOCK
     for _ in range(n):
         thunk = make_run()
         t0 = clock()

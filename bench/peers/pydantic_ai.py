@@ -58,8 +58,10 @@ class City(BaseModel):
 CITY = {"name": "Paris", "population": 2102650}
 
 
-def city_fn(messages, info: AgentInfo) -> ModelResponse:
-    """The output tool's call with the city when the run asks for typed output, else text."""
+async def city_fn(messages, info: AgentInfo) -> ModelResponse:
+    """The output tool's call with the city when the run asks for typed output, else text.
+    Async: FunctionModel runs a sync function in a worker thread, which goagent_py's
+    FunctionProvider does not, and a thread hop is not what this scenario measures."""
     if info.output_tools:  # pydantic-ai's default output mode for a model: a final_result tool
         return ModelResponse(
             parts=[ToolCallPart(info.output_tools[0].name, dict(CITY), tool_call_id="call_1")]

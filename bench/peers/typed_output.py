@@ -28,6 +28,7 @@ sys.path.insert(0, str(HERE))
 # interleave first: importing _harness drops bench/peers/ from sys.path (interleave puts it back)
 from interleave import BLOCK, Worker, WorkerDied, rotated  # noqa: E402
 
+# isort: split
 import _harness as h  # noqa: E402
 
 SCENARIOS = ["plain", "typed"]
@@ -65,7 +66,9 @@ def main() -> int:
         rec["runs_per_scenario"] = len(samples[w.name]["plain"])
         print(json.dumps(rec), flush=True)
         rows.append(rec)
-    print("\n| framework | plain run, median µs (p90) | typed run, median µs (p90) | typed − plain |")
+    print(
+        "\n| framework | plain run, median µs (p90) | typed run, median µs (p90) | typed − plain |"
+    )
     print("| --- | --- | --- | --- |")
     for r in rows:
         print(

@@ -157,28 +157,34 @@ def _schema_grammar(schema: dict[str, Any], max_tokens: int) -> Any:
     llama-cpp-python's converter lets a string hold raw newlines (``char ::= [^"\\]``), so a
     small model wandered on inside a string until the token limit cut the JSON off; the rule is
     narrowed to llama.cpp's (no control characters), which makes it close the string. It still
-    wrote prose inside a string (``"unit": "inch } to convert from inches...``) until the limit:
-    each free string is bounded too (:func:`bounded_strings`).
+    wrote prose inside a string (``"unit": "inch } to convert from inches...``), or went on
+    adding numbers to a list, until the limit: free strings and lists are bounded too
+    (:func:`bounded_schema`).
     """
     from llama_cpp.llama_grammar import LlamaGrammar
 
-    bounded = bounded_strings(schema, max_tokens)
+    bounded = bounded_schema(schema, max_tokens)
     return LlamaGrammar.from_string(_gbnf(json.dumps(bounded, sort_keys=True)), verbose=False)
 
 
 _MIN_STRING = 16  # characters a bounded string may always hold
+_MIN_ITEMS = 8  # items a bounded array may always hold
 _CHARS_PER_TOKEN = 2  # a low estimate (English prose runs ~4), so the bound errs on the safe side
+_TOKENS_PER_ITEM = 6  # a number is written digit by digit: "104, " took ~5 tokens
 
 
-def bounded_strings(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
-    """``schema`` with a ``maxLength`` on every free string (no ``maxLength``, ``enum``,
-    ``const``, ``pattern`` or ``format`` of its own): ``max_tokens`` shared among them, at
-    ``_CHARS_PER_TOKEN`` characters a token and at least ``_MIN_STRING`` each. A grammar built
-    from it closes a string the model keeps writing at that length, so the JSON ends before the
-    token limit cuts it off (an answer that long is cut, but parses and validates: the schema
-    itself sets no bound). Arrays stay unbounded: a model that keeps adding items can still be
-    cut off. The original is not changed."""
-    free: list[dict[str, Any]] = []
+def bounded_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """``schema`` with a ``maxLength`` on every free string and a ``maxItems`` on every free
+    array (one without such a bound, an ``enum``, a ``const``, a ``pattern`` or a ``format`` of
+    its own): ``max_tokens`` shared equally among them, a string at ``_CHARS_PER_TOKEN``
+    characters a token (at least ``_MIN_STRING``), an array at ``_TOKENS_PER_ITEM`` tokens an
+    item (at least ``_MIN_ITEMS``). A grammar built from it closes a string or a list the model
+    keeps writing at that length, so the JSON ends before the token limit cuts it off (such an
+    answer is cut short, but parses and validates: the schema itself sets no bound). The
+    original is not changed."""
+    strings: list[dict[str, Any]] = []
+    arrays: list[dict[str, Any]] = []
+    fixed = {"enum", "const", "pattern", "format"}
 
     def walk(node: Any) -> Any:
         if isinstance(node, list):
@@ -186,16 +192,19 @@ def bounded_strings(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
         if not isinstance(node, dict):
             return node
         out = {key: walk(value) for key, value in node.items()}
-        bounded = {"maxLength", "enum", "const", "pattern", "format"}
-        if out.get("type") == "string" and bounded.isdisjoint(out):
-            free.append(out)
+        if out.get("type") == "string" and fixed.isdisjoint(out) and "maxLength" not in out:
+            strings.append(out)
+        elif out.get("type") == "array" and "maxItems" not in out and "prefixItems" not in out:
+            arrays.append(out)
         return out
 
     copy: dict[str, Any] = walk(schema)
-    if free:
-        cap = max(_MIN_STRING, _CHARS_PER_TOKEN * max_tokens // len(free))
-        for node in free:
-            node["maxLength"] = cap
+    if strings or arrays:
+        share = max_tokens // (len(strings) + len(arrays))
+        for node in strings:
+            node["maxLength"] = max(_MIN_STRING, _CHARS_PER_TOKEN * share)
+        for node in arrays:
+            node["maxItems"] = max(_MIN_ITEMS, share // _TOKENS_PER_ITEM)
     return copy
 
 

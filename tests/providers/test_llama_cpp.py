@@ -49,7 +49,7 @@ from goagent_py.providers import llama_cpp as llama_module
 from goagent_py.providers._http import INVALID_ARGUMENTS_KEY
 from goagent_py.providers.llama_cpp import (
     LlamaCppProvider,
-    bounded_strings,
+    bounded_schema,
     chat_messages,
     default_model_path,
     parse_arguments,
@@ -638,7 +638,7 @@ def test_a_typed_request_carries_a_schema_grammar() -> None:
     assert LlamaCppProvider.default_output_mode == "native"
 
 
-def test_free_strings_share_the_token_budget_in_the_grammar_schema() -> None:
+def test_free_strings_and_lists_share_the_token_budget_in_the_grammar_schema() -> None:
     schema = {
         "type": "object",
         "properties": {
@@ -648,20 +648,27 @@ def test_free_strings_share_the_token_budget_in_the_grammar_schema() -> None:
             "size": {"type": "string", "enum": ["small", "large"]},
             "short": {"type": "string", "maxLength": 3},
             "tags": {"type": "array", "items": {"$ref": "#/$defs/Tag"}},
+            "few": {"type": "array", "items": {"type": "integer"}, "maxItems": 2},
         },
         "$defs": {"Tag": {"type": "object", "properties": {"name": {"type": "string"}}}},
     }
-    bounded = bounded_strings(schema, 128)
+    bounded = bounded_schema(schema, 192)
     props = bounded["properties"]
-    # Three free strings (unit, note, Tag.name) share 128 tokens at 2 characters a token.
-    assert props["unit"]["maxLength"] == 85
-    assert props["note"]["anyOf"][0]["maxLength"] == 85
-    assert bounded["$defs"]["Tag"]["properties"]["name"]["maxLength"] == 85
+    # Three free strings (unit, note, Tag.name) and one free list (tags) share 192 tokens:
+    # 48 each, 2 characters a token for a string, 6 tokens an item for a list.
+    assert props["unit"]["maxLength"] == 96
+    assert props["note"]["anyOf"][0]["maxLength"] == 96
+    assert bounded["$defs"]["Tag"]["properties"]["name"]["maxLength"] == 96
+    assert props["tags"]["maxItems"] == 8
     assert "maxLength" not in props["code"]
     assert "maxLength" not in props["size"]
     assert props["short"]["maxLength"] == 3
+    assert props["few"]["maxItems"] == 2
     assert "maxLength" not in schema["properties"]["unit"]  # the original is left alone
-    assert bounded_strings(schema, 8)["properties"]["unit"]["maxLength"] == 16  # the floor
+    tight = bounded_schema(schema, 8)["properties"]  # the floors
+    assert (tight["unit"]["maxLength"], tight["tags"]["maxItems"]) == (16, 8)
+    numbers = {"type": "object", "properties": {"data": {"type": "array", "items": {}}}}
+    assert bounded_schema(numbers, 128)["properties"]["data"]["maxItems"] == 21
 
 
 def test_a_typed_request_bounds_its_strings_by_its_max_tokens() -> None:
@@ -676,6 +683,34 @@ def test_a_typed_request_bounds_its_strings_by_its_max_tokens() -> None:
     # Two strings, 20 tokens: 20 characters each, at most (a nested optional repetition).
     line = next(r for r in grammar.splitlines() if r.startswith("country ::="))
     assert line.count("(char") == 20
+
+
+@pytest.mark.slow
+async def test_a_list_the_model_keeps_extending_is_closed_before_the_token_limit(
+    local: LlamaCppProvider,
+) -> None:
+    # bench/extraction.py's task simple_python_79: the model went on adding scores to "data"
+    # ("..., 109, 110, 111, 112, 115, 11") until max_tokens=128 cut the JSON off.
+    class Histogram(BaseModel):
+        data: list[int]
+        bins: int
+
+    agent = Agent(
+        provider=local,
+        output_type=Histogram,
+        output_retries=0,
+        max_tokens=128,
+        system_prompt=(
+            "Fill in the arguments of the function create_histogram: Create a histogram based "
+            "on provided data. Take the values from the user's message."
+        ),
+    )
+    result = await agent.run(
+        "Create a histogram for student scores with the following data: 85, 90, 88, 92, 86, "
+        "89, 91 and set bin range to 5."
+    )
+    assert result.output.data[:2] == [85, 90]
+    assert result.stop_reason is not StopReason.MAX_TOKENS
 
 
 @pytest.mark.slow
