@@ -366,3 +366,50 @@ async def test_a_session_resumes_a_sub_agent_that_asks_twice(tmp_path: Path, sto
     if memory is not None:
         decided = (await memory.transcript())[1].metadata[DECISIONS_KEY]
         assert set(decided) == {"p1/k1", "p1/k2"}  # every decision kept in the record
+
+
+# -- served: the page's card for a sub-agent's call ---------------------------------------------
+
+
+async def test_a_served_thread_asks_for_a_sub_agents_call_and_the_decision_resumes_it(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("starlette")
+    pytest.importorskip("ag_ui")
+    import httpx
+
+    from goagent_py.serve import ThreadContext, create_app
+    from tests.serve.conftest import check_agui
+
+    ran: list[dict[str, Any]] = []
+
+    def factory(ctx: ThreadContext) -> Agent:
+        child, _ = child_agent(ran, "Deleted 3 files.")
+        parent, _ = parent_agent(child, ask_cleaner(), "All tidy.", memory=ctx.short_term_memory)
+        return parent
+
+    app = create_app(factory, storage_path=str(tmp_path / "serve.db"))
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1234))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        tid = (await client.post("/api/threads", json={})).json()["id"]
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "tidy up"})
+        asked = [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:")]
+        shown = (await client.get(f"/api/threads/{tid}/messages")).json()["pending"]
+        r = await client.post(
+            f"/api/threads/{tid}/decisions",
+            json={"decisions": {"p1/k1": {"decision": "approve"}}},
+        )
+        resumed = [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:")]
+    await app.aclose()
+
+    check_agui(asked)
+    results = [(e["toolCallId"], e["content"]) for e in asked + resumed if "content" in e]
+    # The call to the sub-agent: shown waiting, then answered by the resumed run.
+    assert results == [("p1", "[waiting for decisions on k1]"), ("p1", "Deleted 3 files.")]
+    (interrupt,) = asked[-1]["outcome"]["interrupts"]
+    assert interrupt["toolCallId"] == "p1/k1"
+    assert interrupt["metadata"]["toolName"] == "delete_files"
+    assert [p["id"] for p in shown] == ["p1/k1"]
+    assert ran == [{"folder": "tmp", "count": 3}]
+    assert resumed[-1]["type"] == "RUN_FINISHED"
+    assert resumed[-1]["result"]["text"] == "All tidy."
