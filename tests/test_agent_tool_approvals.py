@@ -264,6 +264,28 @@ async def test_a_decision_for_a_sub_agent_call_that_does_not_wait_is_refused(
     assert ran == [{"folder": "tmp", "count": 3}]  # not run twice
 
 
+async def test_a_sub_agent_with_its_own_memory_resumes_from_it(tmp_path: Path) -> None:
+    ran: list[dict[str, Any]] = []
+    child_memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "child.db", session_id="c"))
+    child_provider = ScriptedProvider(
+        tool_call_response(ToolCall("k1", "delete_files", {"folder": "tmp", "count": 3})),
+        "Deleted.",
+    )
+    child = Agent(provider=child_provider, tools=[make_delete(ran)], short_term_memory=child_memory)
+    parent, _ = parent_agent(child, ask_cleaner(), "Done.")
+    first = await parent.run("tidy up")
+    state = first.messages[-1].metadata[PENDING_KEY]["inner"]["p1"]
+    assert state == {"messages": None}  # the child's memory keeps its conversation
+
+    result = await parent.resume({"p1/k1": Approve()}, history=first.messages)
+
+    assert ran == [{"folder": "tmp", "count": 3}]
+    assert result.text == "Done."
+    stored = await child_memory.transcript()
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert validate_transcript(stored, allow_pending=False) == []
+
+
 # -- another process ---------------------------------------------------------------------------
 
 _RESUME = textwrap.dedent(
