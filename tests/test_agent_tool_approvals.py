@@ -29,6 +29,7 @@ from goagent_py import (
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage import SQLiteStorage
+from goagent_py.messages import messages_from_json
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,6 +118,11 @@ async def test_a_sub_agents_waiting_call_stops_the_parent_with_the_call_listed(
     assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT]
     assert stored[-1].tool_calls[0].id == "p1"
     assert validate_transcript(stored) == []
+    # The sub-agent's conversation, kept in the parent's record, is valid too.
+    kept = stored[-1].metadata[PENDING_KEY]["inner"]["p1"]["messages"]
+    child_record = messages_from_json(json.dumps(kept))
+    assert [m.role for m in child_record] == [Role.USER, Role.ASSISTANT]
+    assert validate_transcript(child_record) == []
 
 
 async def test_approve_resumes_the_sub_agent_and_its_answer_is_the_parents_tool_result(
