@@ -325,7 +325,7 @@ def settled(message: Message, token: str, decisions: Mapping[str, ToolDecision])
         ApprovalConflictError: the message no longer waits under ``token`` (another decider
             settled it first).
     """
-    found, _ = pending_of(message)
+    found, pending = pending_of(message)
     if found != token:
         raise ApprovalConflictError(
             "these calls were already decided by another resume (the first decision wins); "
@@ -334,9 +334,14 @@ def settled(message: Message, token: str, decisions: Mapping[str, ToolDecision])
     metadata = {k: v for k, v in message.metadata.items() if k != PENDING_KEY}
     # A message can wait more than once (a tool that waits inside again): keep every decision.
     earlier = metadata.get(DECISIONS_KEY)
+    # A call made inside a tool is not among the message's calls: its record names its tool.
+    inner = {p.id: p.name for p in pending if p.via}
     metadata[DECISIONS_KEY] = {
         **(earlier if isinstance(earlier, dict) else {}),
-        **{i: _recorded(d) for i, d in decisions.items()},
+        **{
+            i: {**_recorded(d), "name": inner[i]} if i in inner else _recorded(d)
+            for i, d in decisions.items()
+        },
     }
     return replace(message, metadata=metadata)
 

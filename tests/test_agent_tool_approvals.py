@@ -441,3 +441,46 @@ async def test_a_served_thread_asks_for_a_sub_agents_call_and_the_decision_resum
     assert ran == [{"folder": "tmp", "count": 3}]
     assert resumed[-1]["type"] == "RUN_FINISHED"
     assert resumed[-1]["result"]["text"] == "All tidy."
+
+
+async def test_always_for_this_thread_covers_a_sub_agents_tool(tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    pytest.importorskip("ag_ui")
+    import httpx
+
+    from goagent_py.serve import ThreadContext, create_app
+
+    ran: list[dict[str, Any]] = []
+
+    def factory(ctx: ThreadContext) -> Agent:
+        child, _ = child_agent(
+            ran,
+            "Deleted.",
+            tool_call_response(ToolCall("k2", "delete_files", {"folder": "var", "count": 1})),
+            "Deleted again.",
+        )
+        helper = child.as_tool(name="cleaner", description="Cleans folders.")
+        provider = ScriptedProvider(
+            ask_cleaner(),
+            "All tidy.",
+            tool_call_response(ToolCall("p2", "cleaner", {"prompt": "clean var"})),
+            "Tidy again.",
+        )
+        return Agent(provider=provider, tools=[helper], short_term_memory=ctx.short_term_memory)
+
+    app = create_app(factory, storage_path=str(tmp_path / "serve.db"))
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1234))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        tid = (await client.post("/api/threads", json={})).json()["id"]
+        await client.post(f"/api/threads/{tid}/runs", json={"message": "tidy up"})
+        await client.post(
+            f"/api/threads/{tid}/decisions",
+            json={"decisions": {"p1/k1": {"decision": "approve", "always": True}}},
+        )
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "and var"})
+        second = [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:")]
+    await app.aclose()
+
+    assert ran == [{"folder": "tmp", "count": 3}, {"folder": "var", "count": 1}]
+    assert second[-1]["type"] == "RUN_FINISHED"
+    assert second[-1]["result"]["text"] == "Tidy again."
