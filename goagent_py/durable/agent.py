@@ -13,7 +13,8 @@ The same ``Agent`` (model, system prompt, tools, memory) is used on both sides:
 
 Activity names come from the agent's, the tool's and the MCP server's names
 (``goagent.model.<agent>``, ``goagent.tool.<agent>.<tool>``,
-``goagent.memory.<load|append|recall|store>.<agent>``,
+``goagent.memory.<load|append|recall|store|settle>.<agent>``,
+``goagent.approval.<agent>``, ``goagent.guardrail.<agent>``,
 ``goagent.mcp.<list|call>.<agent>.<server>``):
 renaming an agent or a tool while runs are in flight strands them, so it is a deliberate act
 (drain the task queue first, or keep the old names registered on a worker).
@@ -151,7 +152,11 @@ class DurableAgent:
     ``tool_timeout``, circuit breaker, rate limit and dispatch middlewares apply on the workers,
     in each tool activity; its ``tool_retry`` does not (the engine retries: ``max_attempts``).
     ``transform_context``, ``should_stop`` and ``prepare_turn`` are refused (they would run in
-    the workflow).
+    the workflow). Its input and output guardrails run on the workers, one activity each. A
+    call that needs a person (a tool's ``requires_approval``, the agent's policy, an
+    ``ExternalTool``) makes the run wait in its workflow, holding no worker, until
+    :meth:`decide` (or the deadline: ``approval_timeout``, then ``approval_default``);
+    :meth:`pending` lists what waits (docs/approvals.md).
 
     Args:
         agent: the agent's definition (a name is required: activity names derive from it).
@@ -444,6 +449,17 @@ class DurableAgent:
         from ._client import stream_events
 
         return stream_events(handle)
+
+    async def result(self, handle: WorkflowHandle[Any, Any]) -> DurableResult:
+        """Wait for a started run's result (after :meth:`start`, or once its decisions are in).
+
+        Raises:
+            GuardrailTripped: a guardrail ended the run.
+            DurableRunError: the run failed (its ``type`` names the error inside).
+        """
+        from ._client import result_of
+
+        return await result_of(handle)
 
     async def pending(self, handle: WorkflowHandle[Any, Any]) -> list[PendingCall]:
         """The calls a durable run waits on (empty while it runs, or once it ended), with
