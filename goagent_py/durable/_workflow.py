@@ -606,6 +606,11 @@ async def resume_in_workflow(
     """
     calls, agent = await _prepared(config, session_id, run_id, events)
     run = await agent.start_resume(decisions, streaming=False, control=control, now=decided_at)
+    if run.resume is not None:
+        # The decided batch was checked when it was made: its calls run without asking again
+        # (their tool activities validate them, an edit included).
+        for call in run.resume.message.tool_calls:
+            calls.checked[call.id] = (dict(call.arguments), None, False)
     return await _outcome(run, calls)
 
 

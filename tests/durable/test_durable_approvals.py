@@ -340,3 +340,47 @@ def test_approvals_need_a_short_term_memory_on_the_workers() -> None:
         DurableAgent(agent, provider="fn:x")
     with pytest.raises(ConfigurationError, match="approval_default"):
         DurableAgent(agent, provider="fn:x", approval_default="maybe")  # type: ignore[arg-type]
+
+
+async def test_the_agents_policy_runs_on_the_worker_and_sees_the_assistant_message(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    seen: list[tuple[str, list[str]]] = []
+
+    def policy(call: ToolCall, run: Any) -> bool:
+        seen.append((call.name, [c.id for c in run.message.tool_calls]))
+        return call.name == "pay"
+
+    small = ToolCall("c1", "pay", {"amount": 5})
+    durable, registry, world = setup(tmp_path, small, requires_approval=policy)
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "pay 5", session_id="s10")
+        await until_waiting(durable, handle)
+        (call,) = await durable.pending(handle)
+        await durable.decide(handle, {"c1": Approve()})
+        result = await durable.result(handle)
+    assert (call.name, call.arguments) == ("pay", {"amount": 5.0})
+    assert seen == [("pay", ["c1"])]  # asked once: the decided batch is not asked again
+    assert world.ran == [("pay", {"amount": 5.0})]
+    assert result.text == "finished: paid 5.00"
+
+
+async def test_a_plain_resume_and_the_durable_run_cannot_both_go_on_with_one_wait(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    durable, registry, world = setup(tmp_path, REFUND)
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "refund A-17", session_id="s11")
+        await until_waiting(durable, handle)
+        # Another process resumes the stored conversation first (the same SQLite record).
+        memory = ShortTermMemory(storage=SQLiteStorage(world.db, session_id="s11"))
+        plain = durable.agent.replace(short_term_memory=memory)
+        first = await plain.resume({"c1": Deny("handled by the desk")})
+        await durable.decide(handle, {"c1": Approve()})
+        with pytest.raises(DurableRunError) as caught:
+            await durable.result(handle)
+    assert "handled by the desk" in first.text
+    assert caught.value.type == "NotPendingError"  # the stored wait was settled already
+    assert world.ran == []  # the refund never ran
+    record = await stored(world, "s11")
+    assert validate_transcript(record, allow_pending=False) == []
