@@ -138,6 +138,7 @@ async def test_a_durable_run_waits_for_the_decision_and_goes_on_with_it(
         await until_waiting(durable, handle)
         pending = await durable.pending(handle)
         state = await handle.query(STATE_QUERY)
+        described = await handle.describe()
         record = await stored(world, "s1")
         assert world.ran == []  # nothing ran before the decision
         assert await durable.decide(handle, {"c1": Approve()}) == []
@@ -149,6 +150,8 @@ async def test_a_durable_run_waits_for_the_decision_and_goes_on_with_it(
     ]
     assert state["status"] == "waiting"
     assert state["pending"] == ["c1"]
+    # It holds no worker: no activity runs while it waits.
+    assert list(described.raw_description.pending_activities) == []
     # One record: the wait is on the stored assistant message, valid while it waits.
     assert [m.role for m in record] == [Role.USER, Role.ASSISTANT]
     assert record[1].metadata["goagent.pending"]["calls"][0]["arguments"] == {
