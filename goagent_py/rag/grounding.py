@@ -68,6 +68,7 @@ _NEGATED = re.compile(
     r"state|states|stated|cover|covers|covered|answer|answers|information|details)\b",
     re.IGNORECASE,
 )
+_NEGATION = re.compile(r"\b(?:not|never|no|none|nor|cannot)\b|n't\b", re.IGNORECASE)
 _ABOUT_SOURCES = re.compile(
     r"\b(?:passages?|documents?|context|texts?|sources?|information)\b", re.IGNORECASE
 )
@@ -91,7 +92,9 @@ _STOP = frozenset({
     "documents", "according", "text", "says", "said", "etc", "doing", "way", "ways", "thing",
     "things", "able", "like", "well", "following", "please", "really", "simply", "use", "uses",
     "used", "using", "get", "gets", "got", "make", "makes", "made", "making", "need", "needs",
-    "let", "lets", "see",
+    "let", "lets", "see", "however", "therefore", "additionally", "basically", "actually",
+    "unfortunately", "sure", "okay", "indeed", "instead", "finally", "thus", "hence", "note",
+    "generally", "usually", "typically", "sorry", "certainly", "first", "second", "next",
 })  # fmt: skip
 
 
@@ -143,7 +146,8 @@ def _stem(word: str) -> str:
 
 def _words(text: str) -> list[tuple[str, bool]]:
     """The content words of ``text`` as (stem, named): ``named`` for a number written in
-    digits or a name (a capital letter past a sentence's first word, or inside a word)."""
+    digits, or a name: a word with a capital letter inside it or past a sentence's first
+    word (a capitalised first word may be a verb: "Run pip install ...")."""
     found: list[tuple[str, bool]] = []
     first = True
     for match in _WORD.finditer(_THOUSANDS.sub("", text)):
@@ -154,8 +158,8 @@ def _words(text: str) -> list[tuple[str, bool]]:
         cjk = len(surface) == 1 and re.match(rf"[{_CJK}]", surface) is not None
         short = len(word) <= 2 and not (surface.isupper() and len(surface) == 2)
         if cjk or not (word in _STOP or (short and not word.isdigit())):
-            named = any(c.isdigit() for c in surface) or (
-                surface[:1].isupper() and (not first or any(c.isupper() for c in surface[1:]))
+            named = any(c.isdigit() or c.isupper() for c in surface[1:]) or (
+                surface[:1].isdigit() or (surface[:1].isupper() and not first)
             )
             found.append((_stem(word), named and not cjk))
         first = False
@@ -177,23 +181,33 @@ def says_nothing(sentence: str) -> bool:
 
 
 def adds_to(sentence: str, question: str) -> bool:
-    """Whether ``sentence`` holds a content word that ``question`` does not (inflections
-    count as the same word), and is not about what the passages lack: a passage sentence
-    that restates the question ("question> What is the capital of Peru?") answers nothing."""
+    """Whether ``sentence`` may answer ``question``: it holds a content word the question does
+    not (inflections count as the same word), does not hold the question itself, and is not
+    about what the passages lack. A transcript line that repeats the question ("question>
+    What is the capital of Peru?", and whatever follows it on the line) answers nothing."""
+    asked = " ".join(_WORD.findall(_fold(question)))
+    if asked and asked in " ".join(_WORD.findall(_fold(sentence))):
+        return False
     return bool(_content(sentence) - _content(question)) and not says_nothing(sentence)
 
 
 def _support(
-    words: list[tuple[str, bool]], asked: set[str], vocabulary: set[str], min_support: float
+    words: list[tuple[str, bool]],
+    asked: set[str],
+    names: set[str],
+    vocabulary: set[str],
+    min_support: float,
 ) -> int:
     """How many of a sentence's content words the passage holds, or 0 when the passage does
     not support the sentence."""
     content = {stem for stem, _ in words}
     added = content - asked
-    named = {stem for stem, is_named in words if is_named} & added
+    # The names of the question count too: "Jupiter has 146 moons." is not supported by a
+    # passage on Saturn's 146 moons.
+    named = {stem for stem, is_named in words if is_named} | (content & names)
     held = content & vocabulary
     found = added & vocabulary
-    if not named <= vocabulary or not found or len(held) < 2:
+    if not found or not named <= vocabulary or len(held) < 2:
         return 0
     return len(held) if len(found) >= min_support * len(added) else 0
 
@@ -231,7 +245,9 @@ def ground_answer(
         max_sentences: the most sentences kept.
     """
     vocabularies = [_vocabulary(p) for p in passages]
+    negated = [bool(_NEGATION.search(p)) for p in passages]
     asked = _content(question)
+    names = {stem for stem, named in _words(question) if named}
     kept: list[str] = []
     citations: list[int] = []
     dropped = 0
@@ -243,9 +259,12 @@ def ground_answer(
             continue
         words = _words(sentence)
         best, best_held = 0, 0
+        negative = bool(_NEGATION.search(sentence))
         if not says_nothing(sentence):
             for number, vocabulary in enumerate(vocabularies, 1):
-                held = _support(words, asked, vocabulary, min_support)
+                if negative and not negated[number - 1]:
+                    continue  # "E1042 does not mean ..." on a passage that says it does
+                held = _support(words, asked, names, vocabulary, min_support)
                 if held > best_held:
                     best, best_held = number, held
         if not best or len(kept) == max_sentences:

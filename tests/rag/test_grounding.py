@@ -9,6 +9,7 @@ import pytest
 
 from goagent_py.rag.grounding import (
     MAX_SENTENCE_CHARS,
+    adds_to,
     excerpts,
     ground_answer,
     passage_sentences,
@@ -316,6 +317,48 @@ GROUNDING_CASES = [
         "Use a Budget to limit the tokens. [1]",
     ),
     (
+        "a name first in the sentence",
+        "What is the capital of Peru?",
+        ["Lima is the capital and largest city of Peru."],
+        "Lima is the capital of Peru.",
+        "Lima is the capital of Peru. [1]",
+    ),
+    (
+        "an imperative first word is no name",
+        "How do I install the package?",
+        ["Install it with pip install goagent-py[local] in a virtual environment."],
+        "Run pip install goagent-py[local] [1].",
+        "Run pip install goagent-py[local]. [1]",
+    ),
+    (
+        "a name of the question that the passage lacks: another subject",
+        "How many moons does Jupiter have?",
+        ["Saturn has 146 known moons."],
+        "Jupiter has 146 moons.",
+        "",
+    ),
+    (
+        "one word added",
+        "What colour is the sky?",
+        ["The sky is blue on a clear day."],
+        "The sky is blue.",
+        "The sky is blue. [1]",
+    ),
+    (
+        "a negation the passage does not hold",
+        "What does E1042 mean?",
+        [ERRORS],
+        "E1042 doesn't mean that the license key expired.",
+        "",
+    ),
+    (
+        "a negation the passage holds",
+        "Does the free tier need a card?",
+        ["The free tier needs no credit card; the paid tiers do."],
+        "No, the free tier needs no credit card.",
+        "No, the free tier needs no credit card. [1]",
+    ),
+    (
         "a script without spaces",
         "秘鲁的首都是哪里？",  # noqa: RUF001
         ["利马是秘鲁的首都和最大城市。"],
@@ -351,3 +394,16 @@ def test_without_a_question_every_content_word_must_be_supported() -> None:
     assert ground_answer("The capital of Peru is Lima.", [PERU_ECHO]).text == ""
     grounded = ground_answer("Lima is the capital of Peru.", ["Lima is the capital of Peru."])
     assert grounded.citations == [1]
+
+
+def test_a_sentence_that_holds_the_question_is_no_quote() -> None:
+    """A docs transcript line, "... question> Which vector stores can long-term memory use?",
+    was quoted as the answer to that very question."""
+    question = "Which vector stores can long-term memory use?"
+    transcript = (
+        "(models loaded in 67.5s; ask away) question> Which vector stores can long-term memory use?"
+    )
+    assert not adds_to(transcript, question)
+    assert not adds_to("question> What is the capital of Peru?", "What is the capital of Peru?")
+    assert not adds_to("The documents do not mention the capital.", "What is the capital of Peru?")
+    assert adds_to(MEMORY, question)
