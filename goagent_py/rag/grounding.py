@@ -48,7 +48,8 @@ MAX_SENTENCE_CHARS = 240
 """The longest sentence :func:`passage_sentences` gives: a longer one (a log line, a table
 flattened into one line) is cut at a word boundary and ends with "…"."""
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}")
+# A sentence ends at . ! ? and a space, or at the full stop, ! and ? of Chinese and Japanese.
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*|\n{2,}")
 _MARKER = re.compile(r"\s*\[\d{1,3}(?:\s*,\s*\d{1,3})*\]")
 # A word: a number ("2.5"; thousands separators are dropped first, so "1,200" is "1200"; "5ms"
 # and "21st" are the number and a word), a run of letters and digits ("E1042"), or one

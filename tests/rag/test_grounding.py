@@ -372,6 +372,13 @@ GROUNDING_CASES = [
         "秘鲁的首都是库斯科。",
         "",
     ),
+    (
+        "a script without spaces, one invented sentence of two",
+        "秘鲁的首都是哪里？",  # noqa: RUF001
+        ["利马是秘鲁的首都和最大城市。"],
+        "秘鲁的首都是利马。它建于一九九九年。",
+        "秘鲁的首都是利马。 [1]",
+    ),
 ]
 
 
