@@ -227,15 +227,22 @@ def ground_answer(
     prove nothing (a passage may hold the question itself). A sentence is supported by a
     passage that holds
 
-    * every number written in digits and every name (a capitalised word) the sentence adds,
-    * at least ``min_support`` of the other content words it adds (words of three letters or
-      more, numbers, without the common ones; inflections, accents and thousands separators
-      do not matter: "retries" is "retry", "Zurich" "Zürich", "1200" "1,200"),
-    * and at least two of its content words in all.
+    * every number written in digits and every name the sentence holds (a word capitalised
+      past the sentence's first word, or with capitals or digits inside: "Lima", "E1042",
+      "RetryPolicy"), whether it adds them or they are the question's ("Jupiter has 146
+      moons." is not supported by a passage on Saturn's 146 moons),
+    * at least ``min_support`` of the content words it adds, and at least one (content words:
+      three letters or more, or numbers, without the common ones; inflections, accents and
+      thousands separators do not matter: "retries" is "retry", "Zurich" "Zürich", "1200"
+      "1,200", "two" "2"; a decimal is one number, "2.5" is not "25"),
+    * at least two of its content words in all,
+    * and, when the sentence is negated ("not", "never", "n't"...), a negation.
 
     A sentence that adds nothing to the question (it restates it), or that speaks of what the
     passages lack ("The passages do not say"), is never kept. A kept sentence is cited with the
     passage that holds the most of its words; the model's own ``[n]`` markers are not trusted.
+    The check is lexical: a paraphrase in other words is dropped, and a sentence stitched from
+    a passage's words can pass.
 
     Args:
         answer: the model's answer.
