@@ -132,7 +132,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print(f"{row['framework']}: {versions}")
 
 
-async def main(names: list[str], rounds: int, block: int, venvs: Path, out: str) -> None:
+async def main(names: list[str], rounds: int, block: int, venvs: Path) -> dict[str, Any]:
     from temporalio.testing import WorkflowEnvironment
 
     cli = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
@@ -170,8 +170,7 @@ async def main(names: list[str], rounds: int, block: int, venvs: Path, out: str)
         f"1-min load average {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} CPUs"
     )
     print_table(rows)
-    if out:
-        Path(out).write_text(json.dumps({"load": load, "rows": rows}, indent=1))
+    return {"load": load, "rows": rows}
 
 
 if __name__ == "__main__":
@@ -187,4 +186,6 @@ if __name__ == "__main__":
     )
     parser.add_argument("--out", default="", help="also write the figures as JSON here")
     a = parser.parse_args()
-    asyncio.run(main(a.frameworks, a.rounds, a.block, a.venvs, a.out))
+    figures = asyncio.run(main(a.frameworks, a.rounds, a.block, a.venvs))
+    if a.out:
+        Path(a.out).write_text(json.dumps(figures, indent=1))

@@ -15,9 +15,20 @@ import uuid
 from datetime import timedelta
 
 import _harness as h
-from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    ModelResponse,
+    Runner,
+    Usage,
+    function_tool,
+    set_tracing_disabled,
+)
 from agents.models.interface import Model, ModelProvider
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.contrib.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
@@ -28,10 +39,21 @@ set_tracing_disabled(True)
 
 
 class ScriptedModel(Model):
-    async def get_response(self, system_instructions, input, model_settings, tools, output_schema,
-                           handoffs, tracing, **kwargs):
+    async def get_response(
+        self,
+        system_instructions,
+        input,
+        model_settings,
+        tools,
+        output_schema,
+        handoffs,
+        tracing,
+        **kwargs,
+    ):
         items = input if isinstance(input, list) else [{"role": "user", "content": input}]
-        results = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+        results = [
+            i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
         first = next(i for i in items if isinstance(i, dict) and i.get("role") == "user")
         content = first["content"]
         text = content if isinstance(content, str) else content[0]["text"]
@@ -39,14 +61,26 @@ class ScriptedModel(Model):
         if len(results) < steps:
             i = len(results)
             item = ResponseFunctionToolCall(
-                id=f"fc_{i}", call_id=f"call_{i}", type="function_call", name="add",
+                id=f"fc_{i}",
+                call_id=f"call_{i}",
+                type="function_call",
+                name="add",
                 arguments=f'{{"a":{i},"b":1}}',
             )
         else:
             item = ResponseOutputMessage(
-                id="msg_1", type="message", role="assistant", status="completed",
-                content=[ResponseOutputText(text=str(results[-1]["output"]), type="output_text",
-                                            annotations=[], logprobs=[])],
+                id="msg_1",
+                type="message",
+                role="assistant",
+                status="completed",
+                content=[
+                    ResponseOutputText(
+                        text=str(results[-1]["output"]),
+                        type="output_text",
+                        annotations=[],
+                        logprobs=[],
+                    )
+                ],
             )
         return ModelResponse(output=[item], usage=Usage(), response_id=None)
 
@@ -72,7 +106,9 @@ class BenchWorkflow:
         agent = Agent(
             name="bench",
             model="scripted",
-            tools=[oa_workflow.activity_as_tool(add, start_to_close_timeout=timedelta(seconds=300))],
+            tools=[
+                oa_workflow.activity_as_tool(add, start_to_close_timeout=timedelta(seconds=300))
+            ],
         )
         return str((await Runner.run(agent, prompt)).final_output)
 

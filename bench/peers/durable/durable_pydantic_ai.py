@@ -16,7 +16,13 @@ import warnings
 import _harness as h
 from pydantic_ai import Agent
 from pydantic_ai.durable_exec.temporal import AgentPlugin, PydanticAIPlugin, TemporalDurability
-from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from temporalio import workflow
 from temporalio.client import Client
@@ -31,7 +37,9 @@ def scripted(messages, info: AgentInfo) -> ModelResponse:
     steps = h.steps_of(next(str(p.content) for p in parts if isinstance(p, UserPromptPart)))
     if len(results) < steps:
         i = len(results)
-        return ModelResponse(parts=[ToolCallPart("add", {"a": i, "b": 1}, tool_call_id=f"call_{i}")])
+        return ModelResponse(
+            parts=[ToolCallPart("add", {"a": i, "b": 1}, tool_call_id=f"call_{i}")]
+        )
     return ModelResponse(parts=[TextPart(str(results[-1].content))])
 
 
@@ -50,7 +58,9 @@ class BenchWorkflow:
 async def setup(address: str):
     client = await Client.connect(address, plugins=[PydanticAIPlugin()])
     queue = f"bench-pydantic-{uuid.uuid4().hex[:8]}"
-    worker = Worker(client, task_queue=queue, workflows=[BenchWorkflow], plugins=[AgentPlugin(agent)])
+    worker = Worker(
+        client, task_queue=queue, workflows=[BenchWorkflow], plugins=[AgentPlugin(agent)]
+    )
     running = asyncio.create_task(worker.run())
 
     async def plain(k: int) -> str:
