@@ -13,6 +13,7 @@ tool call: ``2k + 1`` a run).
 
     python bench/peers/durable/compare.py                  # 5 rounds of blocks of 10 runs
     python bench/peers/durable/compare.py --rounds 3 --block 5 goagent_py pydantic_ai
+    python bench/peers/durable/compare.py goagent_py goagent_py:/tmp/main pydantic_ai  # + a checkout
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ STEPS = (1, 3)
 
 
 def interpreter(name: str, venvs: Path) -> str:
-    if name == "goagent_py":
+    if name.startswith("goagent_py"):
         return sys.executable
     venv = venvs / f"{name}_temporal"
     python = venv / "bin" / "python"
@@ -53,10 +54,15 @@ def interpreter(name: str, venvs: Path) -> str:
 
 class Peer:
     def __init__(self, name: str, python: str, address: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT) if name == "goagent_py" else ""}
+        # goagent_py:<path>: another checkout of goagent-py (the code before a change)
+        script, _, source = name.partition(":")
+        env = {
+            **os.environ,
+            "PYTHONPATH": (source or str(ROOT)) if source or script == "goagent_py" else "",
+        }
         self.name = name
         self.proc = subprocess.Popen(
-            [python, str(HERE / f"durable_{name}.py"), address],
+            [python, str(HERE / f"durable_{script}.py"), address],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -66,6 +72,8 @@ class Peer:
         if not line.startswith("READY "):
             raise RuntimeError(f"{name} did not start: {line!r}")
         self.info: dict[str, Any] = json.loads(line[6:])
+        if source:
+            self.info["framework"] += f" ({source})"
         self.times: dict[tuple[str, int], list[float]] = {}
 
     def readline(self) -> str:
