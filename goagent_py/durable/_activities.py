@@ -469,7 +469,13 @@ class _AgentActivities:
         try:
             messages = [] if memory is None else await _heartbeating(memory.messages())
             # By reference (issue 30): the history stays here; the workflow gets stand-ins.
-            out = {"messages": messages_to_text([stand_in(m, history_digest(m)) for m in messages])}
+            out = {
+                "messages": messages_to_text([stand_in(m, history_digest(m)) for m in messages]),
+                # Whether a repeated append of this session is harmless (keyed, or nothing is
+                # stored): then the workflow may append by local activity (issue 36).
+                "keyed": memory is None
+                or getattr(getattr(memory, "storage", None), "append_once", None) is not None,
+            }
             await self._check_size(out, "short-term memory load")
         except Exception as exc:
             raise self._fail(exc, "short-term memory load") from exc
