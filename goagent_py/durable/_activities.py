@@ -47,7 +47,7 @@ from goagent_py.mcp.errors import (
 from goagent_py.memory.base import UpdatableMemory
 from goagent_py.memory.consolidation import collect_consolidations
 from goagent_py.memory.long_term import LongTermMemory
-from goagent_py.messages import Message, Role, TextBlock, ToolCall, Usage
+from goagent_py.messages import Message, Role, TextBlock, ToolCall, Usage, build_codec
 from goagent_py.results import ToolResult
 from goagent_py.tool_context import ToolContext, _current
 from goagent_py.tools import Tool
@@ -659,6 +659,9 @@ def create_worker(
         task_queue = queues.pop()
     groups = _groups(agents, registry or ProviderRegistry.default())
     worker_options.setdefault("sticky_queue_schedule_to_start_timeout", _STICKY_TIMEOUT)
+    # Built here, not in the first workflow task that decodes messages: a cold build there
+    # ran past Temporal's 2 s deadlock check on a busy machine and failed the task.
+    build_codec()
     worker = _Worker(
         client,
         task_queue=task_queue,

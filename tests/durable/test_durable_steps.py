@@ -159,3 +159,35 @@ async def test_an_events_stream_opened_after_the_run_ended_gets_every_event(
     ]
     assert events[-1]["text"] == result.text
     await storage.aclose()
+
+
+async def test_a_new_worker_has_the_message_codec_built_before_its_first_workflow_task(
+    temporal: WorkflowEnvironment,
+) -> None:
+    """A cold build of the codec inside a workflow task ran past Temporal's 2 s deadlock check
+    on a busy machine: the worker builds it when it is created (in a fresh process here)."""
+    import asyncio
+    import subprocess
+    import sys
+
+    script = (
+        "import asyncio, sys\n"
+        "from temporalio.client import Client\n"
+        "from goagent_py import Agent, messages\n"
+        "from goagent_py.durable import DurableAgent, create_worker\n"
+        "from goagent_py.testing import ScriptedProvider\n"
+        "async def main():\n"
+        "    client = await Client.connect(sys.argv[1])\n"
+        "    before = bool(messages._ADAPTER)\n"
+        "    agent = Agent(provider=ScriptedProvider('x'), name='w')\n"
+        "    durable = DurableAgent(agent, provider='fn:x')\n"
+        "    create_worker(client, [durable])\n"
+        "    print(before, bool(messages._ADAPTER))\n"
+        "asyncio.run(main())\n"
+    )
+    target = temporal.client.service_client.config.target_host
+    argv = [sys.executable, "-c", script, target]
+    done = await asyncio.to_thread(
+        subprocess.run, argv, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split() == ["False", "True"], done.stderr
