@@ -9,7 +9,7 @@ The server runs in a process of its own (uvicorn on a real localhost
 port), the load generator in this one, so the two never share an interpreter lock. The server
 has bearer-token auth (one token per user) and a real SQLite file; the model is a
 ScriptedProvider (a fixed 24-word answer streamed word by word), so the figures are the server's
-own cost: auth, thread lookup, session, SQLite writes (fsync per turn), SSE framing. With
+own cost: auth, thread lookup, session, SQLite writes (synced group commits), SSE framing. With
 ``--py-spy FILE`` the server runs under ``py-spy record`` (raw collapsed stacks in FILE; add
 ``--gil`` to sample only the thread holding the GIL, i.e. where the CPU goes).
 
@@ -279,7 +279,8 @@ def _peer(users: int, turns: int) -> int:
     script = Path(__file__).with_name("peers") / "serve_pydantic_ai.py"
     with tempfile.TemporaryDirectory() as tmp:
         port_file = Path(tmp) / "port"
-        process = subprocess.Popen([str(python), str(script), str(port_file)])
+        # -P: not bench/peers/ first on the path (its pydantic_ai.py would shadow the package)
+        process = subprocess.Popen([str(python), "-P", str(script), str(port_file)])
         try:
             port = _wait_for_port(port_file, process)
             before = _cpu_seconds(process.pid)

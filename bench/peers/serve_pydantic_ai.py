@@ -6,7 +6,7 @@ under ``$PEERBENCH_VENVS/pydantic_ai_agui`` and starts this script there)::
     python -m venv /tmp/peerbench-venvs/pydantic_ai_agui
     /tmp/peerbench-venvs/pydantic_ai_agui/bin/pip install "pydantic-ai-slim[ag-ui]" uvicorn \
         httptools uvloop
-    /tmp/peerbench-venvs/pydantic_ai_agui/bin/python bench/peers/serve_pydantic_ai.py PORT_FILE
+    /tmp/peerbench-venvs/pydantic_ai_agui/bin/python -P bench/peers/serve_pydantic_ai.py PORT_FILE
 
 One Starlette route, ``POST /``, hands each AG-UI ``RunAgentInput`` to
 ``AGUIAdapter.dispatch_request`` (pydantic-ai's documented way to serve an agent over AG-UI);
