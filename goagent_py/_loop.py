@@ -212,6 +212,10 @@ class Run:
         self.o = options
         self.resume = resume
         self.pending: list[PendingCall] = []
+        # The clock of approval deadlines and the maker of wait tokens: a durable workflow
+        # sets replay-safe ones (its own time, its seeded randomness).
+        self.clock: Callable[[], float] = time.time
+        self.new_token: Callable[[], str] = new_token
         self._resume_final: Message | None = None
         self.output = output
         self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
@@ -824,7 +828,7 @@ class Run:
         (fail closed, as ``before_tool_call`` does)."""
         o = self.o
         policy = o.requires_approval
-        deadline = None if o.approval_timeout is None else time.time() + o.approval_timeout
+        deadline = None if o.approval_timeout is None else self.clock() + o.approval_timeout
         held: list[PendingCall] = []
         for call in calls:
             tool = self.dispatcher.tool(call.name)
@@ -857,7 +861,7 @@ class Run:
     ) -> AsyncGenerator[AgentEvent, None]:
         """Stop before the batch runs: the waiting calls go on the assistant message (the one
         record), the record is stored, the result lists them."""
-        message.metadata[PENDING_KEY] = pending_metadata(new_token(), held)
+        message.metadata[PENDING_KEY] = pending_metadata(self.new_token(), held)
         self.pending_calls = []
         self.pending = held
         self.stop_reason = StopReason.DEFERRED

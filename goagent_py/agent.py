@@ -376,6 +376,7 @@ class Agent(Generic[Out]):
         history: list[Message] | None = None,
         path: tuple[str, ...] = (),
         deps: Any = None,
+        now: float | None = None,
     ) -> Run:
         """The :class:`Run` that goes on with a conversation whose calls waited for
         ``decisions``, not started; the decisions are claimed before it is returned.
@@ -383,7 +384,9 @@ class Agent(Generic[Out]):
         The claim is a compare-and-set on the record: with short-term memory, on the stored
         message (:class:`~goagent_py.memory.base.UpdatableMemory`); without one, on the
         message object in ``history`` (in this process). Of two resumes of the same wait,
-        the second raises :class:`ApprovalConflictError` and nothing of it runs.
+        the second raises :class:`ApprovalConflictError` and nothing of it runs. ``now`` is the
+        time deadlines are checked against (default: the clock; a durable workflow passes its
+        own, replay-safe).
         """
         if not isinstance(decisions, Mapping):
             raise ConfigurationError(
@@ -408,7 +411,7 @@ class Agent(Generic[Out]):
             )
         waiting = history[at]
         token, pending = pending_of(waiting)
-        check_decisions(pending, decided)
+        check_decisions(pending, decided, now=now)
         if memory is not None:
             if not isinstance(memory, UpdatableMemory):
                 raise ConfigurationError(
