@@ -140,7 +140,10 @@ os.register_at_fork(after_in_child=_WRITERS.clear)
 
 
 def _writer(path: str, timeout: float) -> _Writer:
-    found = _WRITERS.get(path)  # as given: realpath costs a few system calls
+    # An absolute path as given first (realpath costs a few system calls); a relative one
+    # names another file once the working folder changes, so it is always resolved.
+    absolute = os.path.isabs(path)
+    found = _WRITERS.get(path) if absolute else None
     if found is not None:
         return found
     key = os.path.realpath(path)
@@ -149,7 +152,8 @@ def _writer(path: str, timeout: float) -> _Writer:
         if found is None:
             found = _Writer(key, timeout)
             _WRITERS[key] = found
-        _WRITERS[path] = found
+        if absolute:
+            _WRITERS[path] = found
         return found
 
 

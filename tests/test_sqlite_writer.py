@@ -98,3 +98,17 @@ async def test_a_closed_storage_refuses_writes_and_memory_databases_write_alone(
         await memory.append(_turn(1))
         await memory.append(_turn(2))
         assert len(await memory.load()) == 4
+
+
+async def test_a_relative_path_writes_the_file_of_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        async with SQLiteStorage("chat.db", session_id="s") as storage:
+            await storage.append(_turn(len(name)))
+    for name in ("one", "two"):
+        async with SQLiteStorage(tmp_path / name / "chat.db", session_id="s") as storage:
+            assert len(await storage.load()) == 2
