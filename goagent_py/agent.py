@@ -14,6 +14,7 @@ from typing_extensions import TypeVar
 
 from goagent_py._control import RunControl
 from goagent_py._loop import Resumed, Run
+from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py._tool_servers import sync_server_tools
 from goagent_py._transcript import waiting_at
 from goagent_py.agent_tool import AgentTool, as_tool
@@ -412,6 +413,7 @@ class Agent(Generic[Out]):
         waiting = history[at]
         token, pending = pending_of(waiting)
         check_decisions(pending, decided, now=now)
+        record = dict(waiting.metadata[PENDING_KEY])  # read before the claim replaces it
         if memory is not None:
             if not isinstance(memory, UpdatableMemory):
                 raise ConfigurationError(
@@ -450,7 +452,7 @@ class Agent(Generic[Out]):
             refresh_tools=self._current_tools if self._options.mcp_servers else None,
             output=self._options.output,
             deps=deps,
-            resume=Resumed(waiting, decided),
+            resume=Resumed(waiting, decided, tuple(pending), record),
         )
 
     async def resume(
