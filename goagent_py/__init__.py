@@ -210,7 +210,7 @@ from goagent_py.results import (
     ToolResult,
 )
 from goagent_py.session import Session, SessionState
-from goagent_py.tool_context import ToolContext, current_tool_context
+from goagent_py.tool_context import ToolContext, ToolResume, current_tool_context
 from goagent_py.tools import (
     FunctionTool,
     Tool,
@@ -389,6 +389,7 @@ __all__ = [
     "ToolNotFoundError",
     "ToolOutput",
     "ToolResult",
+    "ToolResume",
     "ToolRetry",
     "ToolsPending",
     "ToolTimeout",
