@@ -482,10 +482,7 @@ class Agent(Generic[Out]):
             history=None if history is None else list(history),
             deps=deps,
         )
-        async for _ in run.events():
-            pass
-        assert run.result is not None
-        return run.result
+        return await run.outcome()
 
     def resume_sync(
         self,
@@ -554,10 +551,7 @@ class Agent(Generic[Out]):
         A failed run's exception carries the run's result as ``exc.run_result``.
         """
         run = await self.start_run(prompt, streaming=False, output_type=output_type, deps=deps)
-        async for _ in run.events():
-            pass
-        assert run.result is not None
-        return run.result
+        return await run.outcome()
 
     async def stream(
         self, prompt: Prompt, *, output_type: object = _UNSET, deps: Any = None
