@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import inspect
 import json
@@ -95,13 +96,14 @@ AgentFactory = Callable[[ThreadContext], Agent | Awaitable[Agent]]
 class HttpError(GoAgentError):
     """A request refused with ``status`` and a message for the client."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, code: str | None = None) -> None:
         self.status = status
         self.message = message
+        self.code = code  # the OpenAI error code under /v1 (None: the status's own)
         super().__init__(f"{status}: {message}")
 
     def __reduce__(self) -> Any:
-        return self._reduce_with(self.status, self.message)
+        return self._reduce_with(self.status, self.message, code=self.code)
 
 
 @dataclass
@@ -360,9 +362,12 @@ class Server:
                 streams.append(live.session.stream_resume(decisions))
             else:
                 # A new message while calls wait for the person: they are denied (the
-                # message is the answer), then the message runs.
-                memory = live.session.agent.options.short_term_memory
-                stored = await memory.messages() if memory is not None else []
+                # message is the answer), then the message runs. The session's projection of
+                # the record says so: it is read back after every run (issue 36: this was a
+                # third read of the conversation per turn).
+                if not live.session.loaded:
+                    await live.session.load()
+                stored = live.session.transcript
                 left = abandoned(stored)
                 if left is not None:
                     run.mapper.resuming(waiting_calls(stored))
@@ -478,25 +483,35 @@ _OPENAI = {
 }
 
 
-def error_body(status: int, message: str, *, path: str) -> tuple[int, dict[str, Any]]:
+def error_body(
+    status: int, message: str, *, path: str, code: str | None = None
+) -> tuple[int, dict[str, Any]]:
     """The status and JSON body of a refusal: ``{"error": message}``, or under ``/v1`` the
-    OpenAI shape ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's status."""
+    OpenAI shape ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's status
+    (``code``, when given, in place of the status's own)."""
     if not path.startswith("/v1/"):
         return status, {"error": message}
     if status == 415:
         status = 400
-    kind, code = _OPENAI.get(status, ("server_error", None))
+    kind, own = _OPENAI.get(status, ("server_error", None))
+    code = code or own
     if status >= 500:
         status = 500
     return status, {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 def static_file(name: str) -> tuple[bytes, str]:
-    """A file of the page shipped in the package, with its media type."""
+    """A file of the page shipped in the package, with its media type (read once a process:
+    the files ship with the package and never change under it)."""
     if name == "index.html":
         media = "text/html; charset=utf-8"
     elif name in _STATIC:
         media = _STATIC[name] + "; charset=utf-8"
     else:
         raise HttpError(404, "no such file")
-    return resources.files("goagent_py.serve").joinpath("static", name).read_bytes(), media
+    return _package_file(name), media
+
+
+@functools.cache
+def _package_file(name: str) -> bytes:
+    return resources.files("goagent_py.serve").joinpath("static", name).read_bytes()
