@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import itertools
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
@@ -146,12 +147,34 @@ _BESIDE_FINAL = (
 )
 
 
-def _uuid4_hex() -> str:
-    """``uuid.uuid4().hex`` without the uuid module (its import costs ~3 ms at start-up)."""
-    n = int.from_bytes(os.urandom(16))
-    n = (n & ~(0xC000 << 48)) | (0x8000 << 48)  # the variant, RFC 4122
-    n = (n & ~(0xF000 << 64)) | (4 << 76)  # version 4
-    return f"{n:032x}"
+class _RunIds:
+    """Run ids: 32 hex characters, an 80-bit random prefix drawn once per process (again in a
+    forked child) and a 48-bit counter. They go into stored records and idempotency keys
+    (``run_id:iteration:call_id``), so they must be unique across processes and restarts, which
+    the random prefix makes them, as a uuid4 would; a counter spares a ``getrandom`` system call
+    per run (issue 36). They are unique, not secret: nothing grants access by a run id."""
+
+    def __init__(self) -> None:
+        self._draw()
+        os.register_at_fork(after_in_child=self._draw)
+
+    def _draw(self) -> None:
+        self._prefix = os.urandom(10).hex()
+        self._count = itertools.count(1)
+
+    def next(self) -> str:
+        n = next(self._count)  # one C call: atomic under the GIL, so threads never share an id
+        if n >= 1 << 48:
+            self._draw()
+            return self.next()
+        return f"{self._prefix}{n:012x}"
+
+
+_run_ids = _RunIds()
+
+
+def _drop(item: Any) -> None:
+    """Where a quiet run's events go (see :meth:`Run.outcome`)."""
 
 
 def _without_calls(message: Message) -> Message:
@@ -263,6 +286,9 @@ class Run:
         self._messages: list[Message] = []
         self._injected = False  # a queued message went into the request being prepared
         self._abandoned: list[ToolResult] = []  # calls an abort answered with an error result
+        # Whether anyone sees the events: False only in :meth:`outcome` without hooks, where
+        # the plain path builds none (a session, a stream and a hook see every one).
+        self.loud = True
         # Tools that waited inside this batch (ToolContext.wait_for), and on resume the state
         # and decisions each gets back (agents used as tools), by call id.
         self._waiting: dict[str, tuple[list[PendingCall], Any]] = {}
@@ -512,10 +538,10 @@ class Run:
 
     async def _call_model_once(
         self, iteration: int, request: CompletionRequest
-    ) -> tuple[ModelResponse, CompletionResponse | None, BaseException | None]:
-        """:meth:`_call_model` for a run with no control and no streaming: the event, then the
-        response or the error to raise (the same error, cause and context; the caller logs it
-        after the event, as :meth:`_call_model` does)."""
+    ) -> tuple[ModelResponse | None, CompletionResponse | None, BaseException | None]:
+        """:meth:`_call_model` for a run with no control and no streaming: the event (None in a
+        quiet run), then the response or the error to raise (the same error, cause and context;
+        the caller logs it after the event, as :meth:`_call_model` does)."""
         start = time.perf_counter()
         self.streaming_message = ""
         provider = self.o.provider
@@ -538,6 +564,8 @@ class Run:
             error.__cause__ = exc
             error.__context__ = exc
             return failed, None, error
+        if not self.loud:
+            return None, response, None
         reported = ModelResponse(
             time.perf_counter() - start,
             usage=response.usage,
@@ -625,7 +653,8 @@ class Run:
             except ToolArgumentsError as exc:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
-        put(ToolExecutionStart(shown, path=self.path))
+        if self.loud:
+            put(ToolExecutionStart(shown, path=self.path))
         reason: str | None = None
         if o.before_tool_call is not None:
             reason = await gate_reason(
@@ -688,6 +717,30 @@ class Run:
     def _current_messages(self) -> list[Message]:
         return self._messages
 
+    def _inline(self, calls: list[ToolCall]) -> bool:
+        """Whether a batch runs inline, in the run's task: one call, and nobody who watches
+        it live (no session, no stream, no ``on_tool_call``), so no task is needed."""
+        return (
+            len(calls) == 1
+            and self.control is None
+            and not self.streaming
+            and not self._watch_calls
+        )
+
+    async def _run_inline(
+        self, iteration: int, message: Message, call: ToolCall, put: Callable[[Any], None]
+    ) -> ToolResult:
+        """The lone call of an inline batch (see :meth:`_inline`); its events go to ``put``."""
+        token = _current.set(self._context(call, iteration, put))
+        # Each run sets its own sink (a quiet one too): a run inside the tool never reports to
+        # the run around it.
+        undo_sink = set_event_sink(put, self.path)
+        try:
+            return await self._run_one(call, message, put)
+        finally:
+            _current.reset(token)
+            undo_sink()
+
     async def _tools(
         self, iteration: int, message: Message, calls: list[ToolCall]
     ) -> AsyncGenerator[AgentEvent, None]:
@@ -700,20 +753,13 @@ class Run:
             c.name in o.sequential_tools for c in calls
         )
         limit = 1 if sequential else (o.max_parallel_tools or n)
-        if n == 1 and self.control is None and not self.streaming and not self._watch_calls:
+        if self._inline(calls):
             # Nobody watches live: run the lone call inline; its events follow it.
-            call = calls[0]
             pending: list[Any] = []  # list.append is safe from a sync tool's worker thread
-            token = _current.set(self._context(call, iteration, pending.append))
-            undo_sink = set_event_sink(pending.append, self.path)
-            try:
-                result = await self._run_one(call, message, pending.append)
-            finally:
-                _current.reset(token)
-                undo_sink()
+            result = await self._run_inline(iteration, message, calls[0], pending.append)
+            results[0] = result
             for item in pending:
                 yield item
-            results[0] = result
             yield ToolExecutionEnd(result, path=self.path)
             return
         loop = asyncio.get_running_loop()
@@ -1154,6 +1200,17 @@ class Run:
     def _abort_due(self, *modes: AbortMode) -> bool:
         return self.control is not None and self.control.abort_mode in modes
 
+    async def outcome(self) -> RunResult[Any]:
+        """Run to the end and return the result, building no event nobody sees: for
+        ``Agent.run`` and ``resume``, which only drain the events (issue 36). With hooks set
+        the run is loud, as :meth:`events` is; the result, the record stored and what the
+        hooks see are the same either way. Raises what the run ends with."""
+        self.loud = bool(self.hooks.handlers)
+        async for _ in self.events():
+            pass
+        assert self.result is not None
+        return self.result
+
     def events(self) -> AsyncGenerator[AgentEvent, None]:
         """Run the loop, yielding its events; raises what the run ends with.
 
@@ -1179,9 +1236,9 @@ class Run:
     async def _events(self) -> AsyncGenerator[AgentEvent, None]:
         o = self.o
         self._start = time.perf_counter()
-        self.run_id = _uuid4_hex()
+        self.run_id = _run_ids.next()
         self._watch_calls = self.hooks.hooks.on_tool_call is not None
-        info = RunInfo(self.run_id, o.name, o.model, self._content(), o.provider)
+        loud = self.loud
         self.log.info(
             "run started: agent=%s model=%s max_iterations=%d tools=%d",
             o.name or "-",
@@ -1191,7 +1248,9 @@ class Run:
         )
         ended = False
         try:
-            yield AgentStart(info, path=self.path)
+            if loud:
+                info = RunInfo(self.run_id, o.name, o.model, self._content(), o.provider)
+                yield AgentStart(info, path=self.path)
             if o.long_term_memory is not None and self.prompt:
                 async for event in self._recall():
                     yield event
@@ -1210,8 +1269,9 @@ class Run:
                 )
             for m in self.prompt:
                 self._append(messages, m)
-                yield MessageStart(Role.USER, 0, m, path=self.path)
-                yield MessageEnd(m, path=self.path)
+                if loud:
+                    yield MessageStart(Role.USER, 0, m, path=self.path)
+                    yield MessageEnd(m, path=self.path)
             if self.control is not None:
                 async for event in self._checkpoint():
                     yield event
@@ -1234,15 +1294,17 @@ class Run:
                 self.iterations += 1
                 if self._abort_due("now", "after_tools", "after_turn"):
                     raise _Abort
-                yield TurnStart(i, path=self.path)
+                if loud:
+                    yield TurnStart(i, path=self.path)
                 if i > 0 and self.refresh_tools is not None:  # between turns, never in a batch
                     self.tool_defs = await self.refresh_tools()
                 if self.control is not None and i == 0:  # later turns drained at their end
                     async for event in self._steer(messages):
                         yield event
                 request = await self._prepared(messages, i)
-                for compacted in self._drain_compactions():
-                    yield compacted
+                if self._compactions:
+                    for compacted in self._drain_compactions():
+                        yield compacted
                 # After context preparation, unless this request already took a queued
                 # message: one at a time means one per request (issue 28).
                 if o.transform_context is not None and not self._injected:
@@ -1255,15 +1317,18 @@ class Run:
                 budget = current_budget()  # the run-wide budget: once per call, at any depth
                 if budget is not None:
                     budget.before_call()
-                yield ModelRequest(i, request, path=self.path)
-                yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
+                if loud:
+                    yield ModelRequest(i, request, path=self.path)
+                    yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
                 response: CompletionResponse | None = None
                 if self.control is None and not self.streaming:
                     # Nothing to interrupt or stream: a plain call, no async generator.
                     reported, response, failure = await self._call_model_once(i, request)
-                    yield reported
+                    if reported is not None:  # None only in a quiet run's answer
+                        yield reported
                     if failure is not None:
-                        self.log.warning("provider error: %s", reported.error)
+                        error = reported.error if reported is not None else failure
+                        self.log.warning("provider error: %s", error)
                         raise failure
                 else:
                     async with contextlib.aclosing(self._call_model(i, request)) as items:
@@ -1281,7 +1346,8 @@ class Run:
                 self._append(messages, message)  # rule 1: exactly as returned
                 self.last_text = message.text
                 self.streaming_message = ""
-                yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
+                if loud:
+                    yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
                 cut_off = response.stop_reason == StopReason.MAX_TOKENS
                 if (
                     self.output is not None
@@ -1295,7 +1361,8 @@ class Run:
                         break
                     continue
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
-                    yield TurnEnd(i, message, [], path=self.path)
+                    if loud:
+                        yield TurnEnd(i, message, [], path=self.path)
                     if self._abort_due("now", "after_tools", "after_turn"):
                         raise _Abort
                     taken = self.control.take_steering() if self.control is not None else []
@@ -1338,18 +1405,21 @@ class Run:
                             yield event
                         ended = True
                         return
-                    try:
-                        # aclosing: a consumer that closes the stream mid-batch cancels the
-                        # calls (an as_tool child among them) now, not when the generator is
-                        # collected (issue 28).
-                        async with contextlib.aclosing(
-                            self._tools(i, message, calls)
-                        ) as tool_events:
-                            async for event in tool_events:
-                                yield event
-                    except _Abort:
-                        self._record_results(messages, calls, self._results)
-                        raise
+                    if not loud and self._inline(calls):  # no task, no generator: one await
+                        self._results[0] = await self._run_inline(i, message, calls[0], _drop)
+                    else:
+                        try:
+                            # aclosing: a consumer that closes the stream mid-batch cancels
+                            # the calls (an as_tool child among them) now, not when the
+                            # generator is collected (issue 28).
+                            async with contextlib.aclosing(
+                                self._tools(i, message, calls)
+                            ) as tool_events:
+                                async for event in tool_events:
+                                    yield event
+                        except _Abort:
+                            self._record_results(messages, calls, self._results)
+                            raise
                     results = [r for r in self._results if r is not None]
                     if self._waiting:  # a tool waits inside (an agent used as a tool)
                         async for event in self._defer(i, message, [], results):
@@ -1359,7 +1429,8 @@ class Run:
                 self.pending_calls = []
                 for event in self._tool_messages(messages, results):
                     yield event
-                yield TurnEnd(i, message, results, path=self.path)
+                if loud:
+                    yield TurnEnd(i, message, results, path=self.path)
                 if self.control is not None:  # spare an async generator when it has nothing
                     async for event in self._checkpoint():
                         yield event
@@ -1377,13 +1448,15 @@ class Run:
             if o.output_guardrails:
                 async for event in self._guard("output", messages, self._output()):
                     yield event
-            yield FinalResponse(self.last_text, self.iterations, path=self.path)
+            if loud:
+                yield FinalResponse(self.last_text, self.iterations, path=self.path)
             if o.short_term_memory is not None or o.long_term_memory is not None:
                 async for event in self._persist(final):
                     yield event
             self.result = self._finish(None)
             ended = True
-            yield AgentEnd(self.result, path=self.path)
+            if loud:
+                yield AgentEnd(self.result, path=self.path)
         except _Abort:
             async for event in self._aborted(messages):
                 yield event
@@ -1476,8 +1549,9 @@ class Run:
         for result in results:  # rule 3: one result per call, in call order
             tool_msg = tool_message(result)
             self._append(messages, tool_msg)
-            yield MessageStart(Role.TOOL, self.iterations - 1, tool_msg, path=self.path)
-            yield MessageEnd(tool_msg, path=self.path)
+            if self.loud:
+                yield MessageStart(Role.TOOL, self.iterations - 1, tool_msg, path=self.path)
+                yield MessageEnd(tool_msg, path=self.path)
 
     async def _stop_after(
         self, i: int, messages: list[Message], message: Message, results: list[ToolResult]

@@ -498,10 +498,7 @@ class Agent(Generic[Deps, Out]):
             history=None if history is None else list(history),
             deps=deps,
         )
-        async for _ in run.events():
-            pass
-        assert run.result is not None
-        return run.result
+        return await run.outcome()
 
     def resume_sync(
         self,
@@ -570,10 +567,7 @@ class Agent(Generic[Deps, Out]):
         A failed run's exception carries the run's result as ``exc.run_result``.
         """
         run = await self.start_run(prompt, streaming=False, output_type=output_type, deps=deps)
-        async for _ in run.events():
-            pass
-        assert run.result is not None
-        return run.result
+        return await run.outcome()
 
     async def stream(
         self, prompt: Prompt, *, output_type: object = _UNSET, deps: Deps | None = None

@@ -1,0 +1,236 @@
+"""A run nobody observes (``Agent.run`` without hooks) builds no events (issue 36): what it
+returns, stores and tells its tools is what a streamed run of the same script gives."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goagent_py import (
+    Agent,
+    AgentEnd,
+    Hooks,
+    ProviderError,
+    RetryPolicy,
+    RunResult,
+    ToolCall,
+    ToolRetry,
+    current_tool_context,
+    tool,
+)
+from goagent_py._loop import _RunIds
+from goagent_py.memory.short_term import ShortTermMemory
+from goagent_py.memory.storage.sqlite import SQLiteStorage
+from goagent_py.messages import Message
+from goagent_py.testing import ScriptedProvider, tool_call_response
+
+SEEN: list[tuple[str, int, str]] = []
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    ctx = current_tool_context()
+    assert ctx is not None
+    SEEN.append((ctx.call.id, ctx.iteration, ctx.idempotency_key.split(":", 1)[1]))
+    return a + b
+
+
+@tool
+def mul(a: int, b: int) -> int:
+    """Multiply two integers (a sync tool: a worker thread)."""
+    return a * b
+
+
+@tool
+async def boom() -> str:
+    """Fail."""
+    raise ValueError("boom")
+
+
+def script() -> ScriptedProvider:
+    """One call, an error, an unknown tool, two calls at once, then the answer."""
+    return ScriptedProvider(
+        tool_call_response(ToolCall("c1", "add", {"a": 2, "b": 3})),
+        tool_call_response(ToolCall("c2", "boom", {})),
+        tool_call_response(ToolCall("c3", "nope", {})),
+        tool_call_response(
+            ToolCall("c4", "mul", {"a": 2, "b": 3}), ToolCall("c5", "add", {"a": 1, "b": 1})
+        ),
+        "6",
+    )
+
+
+def comparable(result: RunResult[Any]) -> dict[str, Any]:
+    """What must not depend on whether anyone watched (ids and clocks aside)."""
+    return {
+        "text": result.text,
+        "output": result.output,
+        "stop_reason": result.stop_reason,
+        "iterations": result.iterations,
+        "usage": result.usage,
+        "tool_calls": result.tool_calls,
+        "messages": [plain(m) for m in result.messages],
+        "error": repr(result.error),
+        "pending": result.pending,
+    }
+
+
+def plain(message: Message) -> Message:
+    return dataclasses.replace(message, metadata={})
+
+
+async def streamed(agent: Agent) -> tuple[RunResult[Any], list[Any]]:
+    events = [e async for e in agent.stream("2+3?")]
+    end = events[-1]
+    assert isinstance(end, AgentEnd)
+    return end.result, events
+
+
+async def test_run_gives_what_the_stream_ends_with_and_stores_the_same(tmp_path: Path) -> None:
+    results = []
+    records = []
+    seen = []
+    for quiet in (True, False):
+        SEEN.clear()
+        storage = SQLiteStorage(tmp_path / f"{quiet}.db")
+        memory = ShortTermMemory(storage)
+        agent = Agent(provider=script(), tools=[add, mul, boom], short_term_memory=memory)
+        if quiet:
+            result = await agent.run("2+3?")
+        else:
+            result, events = await streamed(agent)
+            assert len(events) > 40
+        results.append(comparable(result))
+        records.append([plain(m) for m in await memory.messages()])
+        seen.append(sorted(SEEN))
+        await storage.aclose()
+    assert results[0] == results[1]
+    assert results[0]["text"] == "6"
+    assert records[0] == records[1]
+    assert len(records[0]) == 11  # user, 4 x (assistant, its results: 1, 1, 1, 2), answer
+    errors = [m.text for m in records[0] if m.is_error]
+    assert errors[0] == "Error: tool 'boom' failed: ValueError: boom"
+    assert errors[1].startswith("Error: tool not found: 'nope'")
+    assert seen[0] == seen[1] == [("c1", 0, "0:c1"), ("c5", 3, "3:c5")]
+
+
+async def test_a_quiet_run_still_feeds_every_hook() -> None:
+    def hooks(calls: list[str]) -> Hooks:
+        names = ("on_run_start", "on_iteration_start", "on_provider_response", "on_tool_call")
+        more = ("on_tool_result", "on_response", "on_run_end")
+        return Hooks(**{n: (lambda *a, n=n: calls.append(n)) for n in names + more})
+
+    quiet: list[str] = []
+    loud: list[str] = []
+    await Agent(provider=script(), tools=[add, mul, boom], hooks=hooks(quiet)).run("2+3?")
+    agent = Agent(provider=script(), tools=[add, mul, boom], hooks=hooks(loud))
+    await streamed(agent)
+    assert quiet == loud
+    assert quiet.count("on_tool_result") == 5
+    assert quiet[-1] == "on_run_end"
+
+
+async def test_a_failed_quiet_run_raises_with_its_result_and_logs_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cause = RuntimeError("down")
+    provider = ScriptedProvider(tool_call_response(ToolCall("c1", "add", {"a": 1, "b": 1})), cause)
+    with (
+        caplog.at_level(logging.WARNING, logger="goagent_py"),
+        pytest.raises(ProviderError) as raised,
+    ):
+        await Agent(provider=provider, tools=[add]).run("go")
+    assert raised.value.__cause__ is cause
+    result = raised.value.run_result
+    assert result is not None
+    assert (result.iterations, result.tool_calls) == (2, 1)
+    assert [r.getMessage() for r in caplog.records if "provider error" in r.getMessage()] == [
+        "provider error: down"
+    ]
+
+
+async def test_a_run_inside_a_tool_reports_to_itself_not_to_the_run_around_it() -> None:
+    attempts: list[int] = []
+
+    @tool
+    async def flaky() -> str:
+        """Fail once."""
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("once")
+        return "ok"
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    inner = Agent(
+        provider=ScriptedProvider(tool_call_response(ToolCall("i1", "flaky", {})), "inner done"),
+        tools=[flaky],
+        tool_retry=RetryPolicy(max_attempts=2, sleep=no_sleep, jitter=0),
+    )
+
+    @tool
+    async def ask_inner() -> str:
+        """Run the inner agent, unobserved."""
+        return (await inner.run("go")).text
+
+    outer = Agent(
+        provider=ScriptedProvider(tool_call_response(ToolCall("o1", "ask_inner", {})), "done"),
+        tools=[ask_inner],
+    )
+    _, events = await streamed(outer)
+    assert len(attempts) == 2  # the inner call was retried...
+    assert not [e for e in events if isinstance(e, ToolRetry)]  # ...in the inner run only
+
+
+def test_run_ids_are_32_hex_unique_and_drawn_again_in_a_forked_child() -> None:
+    ids = _RunIds()
+    many = [ids.next() for _ in range(1000)]
+    assert len(set(many)) == 1000
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in many)
+    assert _RunIds().next()[:20] != many[0][:20]  # another process draws another prefix
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write, ids.next().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.close(write)
+    assert child[:20] != many[0][:20]
+    assert ids.next()[:20] == many[0][:20]
+
+
+async def test_run_ids_differ_per_run_and_reach_the_tools() -> None:
+    SEEN.clear()
+    agent = Agent(provider=script(), tools=[add, mul, boom])
+    first = await agent.run("2+3?")
+    second, _ = await streamed(Agent(provider=script(), tools=[add, mul, boom]))
+    assert first.run_id != second.run_id
+    assert len(first.run_id) == 32
+
+
+def test_run_ids_roll_over_to_a_new_prefix() -> None:
+    ids = _RunIds()
+    ids._count = iter([1 << 48, 1])  # type: ignore[assignment]
+    prefix = ids._prefix
+    rolled = ids.next()
+    assert rolled[:20] != prefix
+    assert rolled.endswith("000000000001")
+
+
+def test_threads_never_share_an_id() -> None:
+    ids = _RunIds()
+    with ThreadPoolExecutor(4) as pool:
+        chunks = list(pool.map(lambda _: [ids.next() for _ in range(2000)], range(4)))
+    got = [i for chunk in chunks for i in chunk]
+    assert len(set(got)) == len(got) == 8000
