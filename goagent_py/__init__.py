@@ -203,7 +203,7 @@ from goagent_py.results import (
     ToolResult,
 )
 from goagent_py.session import Session, SessionState
-from goagent_py.tool_context import ToolContext, current_tool_context
+from goagent_py.tool_context import ToolContext, ToolResume, current_tool_context
 from goagent_py.tools import (
     FunctionTool,
     Tool,
@@ -379,6 +379,7 @@ __all__ = [
     "ToolNotFoundError",
     "ToolOutput",
     "ToolResult",
+    "ToolResume",
     "ToolRetry",
     "ToolsPending",
     "ToolTimeout",

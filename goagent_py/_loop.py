@@ -21,7 +21,7 @@ import inspect
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from goagent_py._call_gates import (
@@ -32,7 +32,7 @@ from goagent_py._call_gates import (
     with_arguments,
 )
 from goagent_py._control import AbortMode, RunControl
-from goagent_py._metadata_keys import PENDING_KEY
+from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
@@ -51,8 +51,11 @@ from goagent_py.approvals import (
     RunContext,
     ToolDecision,
     ToolOutput,
+    inner_decisions,
+    kept_results,
     new_token,
     pending_metadata,
+    under,
 )
 from goagent_py.budget import current_budget
 from goagent_py.dispatch import Dispatcher, set_event_sink
@@ -97,7 +100,7 @@ from goagent_py.events import (
 )
 from goagent_py.guardrails import GuardrailContext, decide, guardrail_name
 from goagent_py.hooks import HookDispatcher, call_hook
-from goagent_py.memory.base import store_always
+from goagent_py.memory.base import UpdatableMemory, store_always
 from goagent_py.messages import (
     ContentBlock,
     Message,
@@ -121,7 +124,7 @@ from goagent_py.provider import (
     ToolCallStart,
 )
 from goagent_py.results import ModelResponse, PendingCall, RunInfo, RunResult, ToolResult
-from goagent_py.tool_context import ToolContext, _current
+from goagent_py.tool_context import ToolContext, ToolResume, _current
 from goagent_py.tools import ToolDefinition
 
 __all__ = ["Run"]
@@ -183,10 +186,13 @@ _WAKE = object()
 @dataclass(slots=True, frozen=True)
 class Resumed:
     """What a resumed run starts from: the assistant message whose calls were decided (its
-    wait already settled in the record) and the decisions, by call id."""
+    wait already settled in the record), the decisions, by call id, and what the wait held:
+    its calls and record (the state of tools that waited inside, results kept)."""
 
     message: Message
     decisions: dict[str, ToolDecision]
+    pending: tuple[PendingCall, ...] = ()
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 class Run:
@@ -212,6 +218,10 @@ class Run:
         self.o = options
         self.resume = resume
         self.pending: list[PendingCall] = []
+        # The clock of approval deadlines and the maker of wait tokens: a durable workflow
+        # sets replay-safe ones (its own time, its seeded randomness).
+        self.clock: Callable[[], float] = time.time
+        self.new_token: Callable[[], str] = new_token
         self._resume_final: Message | None = None
         self.output = output
         self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
@@ -251,6 +261,10 @@ class Run:
         self._messages: list[Message] = []
         self._injected = False  # a queued message went into the request being prepared
         self._abandoned: list[ToolResult] = []  # calls an abort answered with an error result
+        # Tools that waited inside this batch (ToolContext.wait_for), and on resume the state
+        # and decisions each gets back (agents used as tools), by call id.
+        self._waiting: dict[str, tuple[list[PendingCall], Any]] = {}
+        self._inner: dict[str, ToolResume] = {}
 
     def _add_usage(self, usage: Usage) -> None:
         self.usage = self.usage + usage
@@ -616,6 +630,9 @@ class Run:
                 details=ctx.outcome.get("details", result.details),
                 terminate=bool(ctx.outcome.get("terminate", result.terminate)),
             )
+            wait = ctx.outcome.get("wait")
+            if wait is not None:
+                self._waiting[call.id] = wait
         return await self._after(result)
 
     async def _after(self, result: ToolResult) -> ToolResult:
@@ -642,6 +659,8 @@ class Run:
             usage_sink=self._add_usage,
             messages_source=self._current_messages,
             deps=self.deps,
+            can_wait=True,
+            resumed=self._inner.get(call.id) if self._inner else None,
         )
 
     def _current_messages(self) -> list[Message]:
@@ -824,7 +843,7 @@ class Run:
         (fail closed, as ``before_tool_call`` does)."""
         o = self.o
         policy = o.requires_approval
-        deadline = None if o.approval_timeout is None else time.time() + o.approval_timeout
+        deadline = None if o.approval_timeout is None else self.clock() + o.approval_timeout
         held: list[PendingCall] = []
         for call in calls:
             tool = self.dispatcher.tool(call.name)
@@ -853,11 +872,31 @@ class Run:
         return held
 
     async def _defer(
-        self, iteration: int, message: Message, held: list[PendingCall]
+        self,
+        iteration: int,
+        message: Message,
+        held: list[PendingCall],
+        results: list[ToolResult] | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Stop before the batch runs: the waiting calls go on the assistant message (the one
-        record), the record is stored, the result lists them."""
-        message.metadata[PENDING_KEY] = pending_metadata(new_token(), held)
+        record), the record is stored, the result lists them.
+
+        With ``results``, the batch ran and a tool of it waits inside (``wait_for``: an agent
+        used as a tool): its inner calls are listed under its call, its state and the results
+        of the calls that finished are kept on the message, so a resume runs nothing twice."""
+        inner: dict[str, Any] = {}
+        done: list[Message] = []
+        for result in results or ():  # call order
+            wait = self._waiting.get(result.call.id)
+            if wait is None:
+                done.append(tool_message(result))
+            else:
+                held.extend(under(result.call.id, wait[0]))
+                inner[result.call.id] = wait[1]
+        self._waiting = {}
+        message.metadata[PENDING_KEY] = pending_metadata(
+            self.new_token(), held, inner=inner, done=done
+        )
         self.pending_calls = []
         self.pending = held
         self.stop_reason = StopReason.DEFERRED
@@ -865,22 +904,59 @@ class Run:
         yield TurnEnd(iteration, message, [], path=self.path)
         yield FinalResponse(self.last_text, self.iterations, path=self.path)
         if self.o.short_term_memory is not None:
+            if self.resume is not None and message is self.resume.message:
+                await self._wait_again(message)
             async for event in self._persist(None):
                 yield event
         self.result = self._finish(None)
         yield AgentEnd(self.result, path=self.path)
 
+    async def _wait_again(self, message: Message) -> None:
+        """A resumed batch whose tool waits inside again: the stored message, decided a
+        moment ago, waits once more (the one record)."""
+        memory = self.o.short_term_memory
+        if not isinstance(memory, UpdatableMemory):  # start_resume refused it already
+            return
+        decided = message.metadata.get(DECISIONS_KEY)
+        ids = [c.id for c in message.tool_calls]
+        waiting = message.metadata[PENDING_KEY]
+
+        def match(m: Message) -> bool:
+            return m.metadata.get(DECISIONS_KEY) == decided and [c.id for c in m.tool_calls] == ids
+
+        def update(m: Message) -> Message:
+            return replace(m, metadata={**m.metadata, PENDING_KEY: waiting})
+
+        try:
+            await memory.update_where(match, update)
+        except Exception as exc:
+            raise MemoryStoreError(f"storing the calls that wait failed: {exc}") from exc
+
     async def _resumed(
         self, messages: list[Message], resume: Resumed
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the decided batch: approved calls (and those that waited for nothing) through
-        the usual path, denials and client outputs as their results, in call order (rule 3)."""
+        the usual path, denials and client outputs as their results, in call order (rule 3).
+        Calls that finished before a tool waited inside keep their results; that tool runs
+        again with its state and decisions (``ToolContext.resumed``)."""
         message = resume.message
         calls = list(message.tool_calls)
         results: list[ToolResult | None] = [None] * len(calls)
         to_run: list[tuple[int, ToolCall]] = []
         stop = False
+        kept = kept_results(resume.record)
+        states = resume.record.get("inner") or {}
         for index, call in enumerate(calls):
+            if call.id in kept:
+                m = kept[call.id]
+                failed = ToolError(m.text) if m.is_error else None
+                results[index] = ToolResult(call, list(m.content), failed)
+                continue
+            if call.id in states:
+                decided = inner_decisions(call.id, resume.pending, resume.decisions)
+                self._inner[call.id] = ToolResume(states[call.id], decided)
+                to_run.append((index, call))
+                continue
             decision = resume.decisions.get(call.id)
             if isinstance(decision, Deny):
                 stop = stop or decision.stop
@@ -913,8 +989,13 @@ class Run:
                 raise
             for (index, _), result in zip(to_run, self._results, strict=True):
                 results[index] = result
+        self._inner = {}
         self.pending_calls = []
         finished = [r for r in results if r is not None]
+        if self._waiting:
+            async for event in self._defer(0, message, [], finished):
+                yield event
+            return
         for event in self._tool_messages(messages, finished):
             yield event
         yield TurnEnd(0, message, finished, path=self.path)
@@ -1106,6 +1187,9 @@ class Run:
             if self.resume is not None:
                 async for event in self._resumed(messages, self.resume):
                     yield event
+                if self.stop_reason is StopReason.DEFERRED:  # a tool waits inside again
+                    ended = True
+                    return
                 final = self._resume_final
             while final is None:
                 if self.iterations >= o.max_iterations:
@@ -1227,6 +1311,11 @@ class Run:
                         self._record_results(messages, calls, self._results)
                         raise
                     results = [r for r in self._results if r is not None]
+                    if self._waiting:  # a tool waits inside (an agent used as a tool)
+                        async for event in self._defer(i, message, [], results):
+                            yield event
+                        ended = True
+                        return
                 self.pending_calls = []
                 for event in self._tool_messages(messages, results):
                     yield event

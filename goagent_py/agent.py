@@ -14,6 +14,7 @@ from typing_extensions import TypeVar
 
 from goagent_py._control import RunControl
 from goagent_py._loop import Resumed, Run
+from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py._tool_servers import sync_server_tools
 from goagent_py._transcript import waiting_at
 from goagent_py.agent_tool import AgentTool, as_tool
@@ -376,6 +377,7 @@ class Agent(Generic[Out]):
         history: list[Message] | None = None,
         path: tuple[str, ...] = (),
         deps: Any = None,
+        now: float | None = None,
     ) -> Run:
         """The :class:`Run` that goes on with a conversation whose calls waited for
         ``decisions``, not started; the decisions are claimed before it is returned.
@@ -383,7 +385,9 @@ class Agent(Generic[Out]):
         The claim is a compare-and-set on the record: with short-term memory, on the stored
         message (:class:`~goagent_py.memory.base.UpdatableMemory`); without one, on the
         message object in ``history`` (in this process). Of two resumes of the same wait,
-        the second raises :class:`ApprovalConflictError` and nothing of it runs.
+        the second raises :class:`ApprovalConflictError` and nothing of it runs. ``now`` is the
+        time deadlines are checked against (default: the clock; a durable workflow passes its
+        own, replay-safe).
         """
         if not isinstance(decisions, Mapping):
             raise ConfigurationError(
@@ -408,7 +412,8 @@ class Agent(Generic[Out]):
             )
         waiting = history[at]
         token, pending = pending_of(waiting)
-        check_decisions(pending, decided)
+        check_decisions(pending, decided, now=now)
+        record = dict(waiting.metadata[PENDING_KEY])  # read before the claim replaces it
         if memory is not None:
             if not isinstance(memory, UpdatableMemory):
                 raise ConfigurationError(
@@ -447,7 +452,7 @@ class Agent(Generic[Out]):
             refresh_tools=self._current_tools if self._options.mcp_servers else None,
             output=self._options.output,
             deps=deps,
-            resume=Resumed(waiting, decided),
+            resume=Resumed(waiting, decided, tuple(pending), record),
         )
 
     async def resume(

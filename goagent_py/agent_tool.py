@@ -30,23 +30,36 @@ What crosses the boundary:
 - **History**: by default the child sees only the prompt its parent wrote. ``"last_user"``
   adds the parent's last user message; a function chooses from the parent's transcript.
   Thinking blocks never cross.
+- **Approvals**: a child run that stops on calls waiting for decisions (docs/approvals.md)
+  stops the parent run too (``ToolContext.wait_for``): the parent's ``result.pending`` lists
+  them with ids under the delegating call (``"p1/k1"``), and the child's conversation is
+  kept in the parent's record. Resuming the parent with those decisions resumes the child;
+  its answer is the call's result.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking
-from goagent_py.errors import ConfigurationError, ToolArgumentsError
+from goagent_py.errors import ConfigurationError, ToolArgumentsError, ToolError
 from goagent_py.events import AgentEvent, ToolExecutionUpdate
-from goagent_py.messages import ContentBlock, Message, Role, TextBlock
+from goagent_py.messages import (
+    ContentBlock,
+    Message,
+    Role,
+    StopReason,
+    TextBlock,
+    messages_from_json,
+    messages_to_json,
+)
 from goagent_py.results import RunResult
-from goagent_py.tool_context import current_tool_context
+from goagent_py.tool_context import ToolContext, ToolResume, current_tool_context
 from goagent_py.tools import ToolDefinition, validate_tool_name
 
 __all__ = ["AgentTool", "ChildAgent", "HistoryMode", "as_tool", "unwrap"]
@@ -64,6 +77,16 @@ class ChildAgent(Protocol):
     async def start_run(
         self,
         prompt: str | list[Message] | None,
+        *,
+        streaming: bool,
+        history: list[Message] | None = None,
+        path: tuple[str, ...] = (),
+        deps: Any = None,
+    ) -> Run: ...
+
+    async def start_resume(
+        self,
+        decisions: Mapping[str, Any],
         *,
         streaming: bool,
         history: list[Message] | None = None,
@@ -194,18 +217,24 @@ class AgentTool(Generic[_A]):
             GoAgentError: what the child run failed with (the dispatcher makes it an error
                 result for the parent's model).
         """
-        text = self._prompt_text(args)
         ctx = current_tool_context()
-        transcript = ctx.transcript() if ctx is not None else []
-        prompt, history = self._messages(transcript, text)
         path = (*ctx.path, self.name) if ctx is not None else (self.name,)
-        run = await self.agent.start_run(
-            prompt,
-            streaming=self._streaming,
-            history=history,
-            path=path,
-            deps=ctx.deps if ctx is not None else None,
-        )
+        deps = ctx.deps if ctx is not None else None
+        if ctx is not None and ctx.resumed is not None:
+            run = await self.agent.start_resume(
+                ctx.resumed.decisions,
+                streaming=self._streaming,
+                history=self._kept(ctx.resumed),
+                path=path,
+                deps=deps,
+            )
+        else:
+            text = self._prompt_text(args)
+            transcript = ctx.transcript() if ctx is not None else []
+            prompt, history = self._messages(transcript, text)
+            run = await self.agent.start_run(
+                prompt, streaming=self._streaming, history=history, path=path, deps=deps
+            )
         try:
             async with contextlib.aclosing(run.events()) as events:
                 async for event in events:
@@ -215,6 +244,8 @@ class AgentTool(Generic[_A]):
             if ctx is not None and run.result is not None:
                 ctx.add_usage(run.result.usage)
         assert run.result is not None
+        if run.result.stop_reason is StopReason.DEFERRED and run.result.pending:
+            return self._wait(ctx, run)
         output = run.result.output
         if ctx is not None and output is not None and not isinstance(output, str):
             ctx.set_details(output)  # the parent's code gets the object, not only its JSON
@@ -227,6 +258,30 @@ class AgentTool(Generic[_A]):
             f"as_tool({self.name!r}) returns must give a str or content blocks, "
             f"got {type(returned).__name__}"
         )
+
+    def _wait(self, ctx: ToolContext | None, run: Run) -> list[ContentBlock]:
+        """The child stopped on calls that wait: the parent's run waits for them too, keeping
+        the child's conversation (unless the child keeps it in its own short-term memory)."""
+        assert run.result is not None
+        ids = [p.id for p in run.result.pending]
+        if ctx is None or not ctx.can_wait:
+            raise ToolError(
+                f"the sub-agent {self.name!r} stopped for decisions on {ids}, and this run "
+                "cannot wait for them (run the parent agent with agent.run or a Session)"
+            )
+        own_memory = run.o.short_term_memory is not None and run.given_history is None
+        transcript = [*(run.given_history or []), *run.new_messages]
+        kept = None if own_memory else json.loads(messages_to_json(transcript))
+        ctx.wait_for(run.result.pending, {"messages": kept})
+        return [TextBlock(f"[waiting for decisions on {', '.join(ids)}]")]
+
+    def _kept(self, resumed: ToolResume) -> list[Message] | None:
+        """The child's conversation kept by :meth:`_wait` (None: in the child's memory)."""
+        state = resumed.state
+        if not isinstance(state, dict) or "messages" not in state:
+            raise ToolError(f"the record of the sub-agent {self.name!r} is not one it wrote")
+        kept = state["messages"]
+        return None if kept is None else messages_from_json(json.dumps(kept))
 
     def __repr__(self) -> str:
         return f"AgentTool({self.name!r})"

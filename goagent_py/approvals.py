@@ -20,6 +20,7 @@ model reads; ``stop=True`` also ends the run) and, for an external tool, :class:
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -34,7 +35,14 @@ from goagent_py.errors import (
     NotPendingError,
     ToolError,
 )
-from goagent_py.messages import ContentBlock, Message, TextBlock, ToolCall
+from goagent_py.messages import (
+    ContentBlock,
+    Message,
+    TextBlock,
+    ToolCall,
+    messages_from_json,
+    messages_to_json,
+)
 from goagent_py.results import PendingCall
 from goagent_py.tools import ToolDefinition, validate_tool_name
 
@@ -156,21 +164,41 @@ def new_token() -> str:
     return os.urandom(12).hex()
 
 
-def pending_metadata(token: str, calls: Sequence[PendingCall]) -> dict[str, Any]:
-    """The JSON kept under ``goagent.pending`` on the waiting assistant message."""
-    return {
+def pending_metadata(
+    token: str,
+    calls: Sequence[PendingCall],
+    *,
+    inner: Mapping[str, Any] | None = None,
+    done: Sequence[Message] = (),
+) -> dict[str, Any]:
+    """The JSON kept under ``goagent.pending`` on the waiting assistant message.
+
+    ``inner`` holds, by call id, the state of each tool that waits inside (an agent used as a
+    tool: its run's conversation); ``done`` the tool messages of the calls of the batch that
+    finished before it stopped, so a resume does not run them twice.
+    """
+    data: dict[str, Any] = {
         "token": token,
-        "calls": [
-            {
-                "id": p.id,
-                "name": p.name,
-                "arguments": p.arguments,
-                "kind": p.kind,
-                "deadline": p.deadline,
-            }
-            for p in calls
-        ],
+        "calls": [_call_record(p) for p in calls],
     }
+    if inner:
+        data["inner"] = dict(inner)
+    if done:
+        data["done"] = json.loads(messages_to_json(list(done)))
+    return data
+
+
+def _call_record(p: PendingCall) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": p.id,
+        "name": p.name,
+        "arguments": p.arguments,
+        "kind": p.kind,
+        "deadline": p.deadline,
+    }
+    if p.via:
+        out["via"] = list(p.via)
+    return out
 
 
 def pending_of(message: Message) -> tuple[str, list[PendingCall]]:
@@ -183,10 +211,44 @@ def pending_of(message: Message) -> tuple[str, list[PendingCall]]:
             ToolCall(str(c["id"]), str(c["name"]), dict(c.get("arguments") or {})),
             "external" if c.get("kind") == "external" else "approval",
             None if c.get("deadline") is None else float(c["deadline"]),
+            tuple(str(v) for v in c.get("via") or ()),
         )
         for c in data.get("calls", [])
     ]
     return str(data.get("token", "")), calls
+
+
+# -- calls that wait inside a tool (an agent used as a tool) ------------------------------------
+
+
+def under(call_id: str, inner: Sequence[PendingCall]) -> list[PendingCall]:
+    """The waiting calls of a tool's inner run as the run that made ``call_id`` lists them:
+    ids prefixed with ``call_id/``, ``via`` starting with it."""
+    return [
+        replace(p, call=replace(p.call, id=f"{call_id}/{p.id}"), via=(call_id, *p.via))
+        for p in inner
+    ]
+
+
+def inner_decisions(
+    call_id: str, pending: Sequence[PendingCall], decisions: Mapping[str, ToolDecision]
+) -> dict[str, ToolDecision]:
+    """The decisions for the calls that wait under ``call_id``, by the ids its inner run
+    knows them by (the inverse of :func:`under`)."""
+    cut = len(call_id) + 1
+    return {
+        p.id[cut:]: decisions[p.id]
+        for p in pending
+        if p.via[:1] == (call_id,) and p.id in decisions
+    }
+
+
+def kept_results(record: Mapping[str, Any]) -> dict[str, Message]:
+    """The tool messages a wait kept for the calls that had finished, by call id."""
+    done = record.get("done")
+    if not done:
+        return {}
+    return {m.tool_call_id: m for m in messages_from_json(json.dumps(done))}
 
 
 def check_decisions(
@@ -263,14 +325,24 @@ def settled(message: Message, token: str, decisions: Mapping[str, ToolDecision])
         ApprovalConflictError: the message no longer waits under ``token`` (another decider
             settled it first).
     """
-    found, _ = pending_of(message)
+    found, pending = pending_of(message)
     if found != token:
         raise ApprovalConflictError(
             "these calls were already decided by another resume (the first decision wins); "
             "load the conversation again to see how it went on"
         )
     metadata = {k: v for k, v in message.metadata.items() if k != PENDING_KEY}
-    metadata[DECISIONS_KEY] = {i: _recorded(d) for i, d in decisions.items()}
+    # A message can wait more than once (a tool that waits inside again): keep every decision.
+    earlier = metadata.get(DECISIONS_KEY)
+    # A call made inside a tool is not among the message's calls: its record names its tool.
+    inner = {p.id: p.name for p in pending if p.via}
+    metadata[DECISIONS_KEY] = {
+        **(earlier if isinstance(earlier, dict) else {}),
+        **{
+            i: {**_recorded(d), "name": inner[i]} if i in inner else _recorded(d)
+            for i, d in decisions.items()
+        },
+    }
     return replace(message, metadata=metadata)
 
 

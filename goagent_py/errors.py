@@ -460,18 +460,26 @@ class ApprovalExpiredError(ApprovalError):
     Attributes:
         call_id: the call whose deadline passed.
         deadline: when it was due (seconds since the epoch).
+        applied: the default decision a durable run applied at the deadline ("deny",
+            "approve"), or "" when none was.
     """
 
-    def __init__(self, call_id: str, deadline: float) -> None:
+    def __init__(self, call_id: str, deadline: float, *, applied: str = "") -> None:
         self.call_id = call_id
         self.deadline = deadline
+        self.applied = applied
+        tail = (
+            f"the default decision ({applied}) was applied at the deadline"
+            if applied
+            else "only Deny(...) is accepted now"
+        )
         super().__init__(
             f"the decision for call {call_id!r} came after its deadline ({deadline:.0f}, seconds "
-            "since the epoch); only Deny(...) is accepted now"
+            f"since the epoch); {tail}"
         )
 
     def __reduce__(self) -> _Reduced:
-        return self._reduce_with(self.call_id, self.deadline)
+        return self._reduce_with(self.call_id, self.deadline, applied=self.applied)
 
 
 class ApprovalPendingError(ApprovalError):

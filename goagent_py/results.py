@@ -108,11 +108,15 @@ class PendingCall:
             runs the tool and sends its output back).
         deadline: when the decision is due (seconds since the epoch, UTC), or None. After it,
             only a denial is accepted.
+        via: for a call made inside a tool (an agent used as a tool), the ids of the calls it
+            was made under, from this run's down (empty for this run's own calls). The call's
+            ``id`` is then that path and the inner call's id joined by ``/``: ``"p1/k1"``.
     """
 
     call: ToolCall
     kind: Literal["approval", "external"] = "approval"
     deadline: float | None = None
+    via: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:

@@ -18,14 +18,15 @@ Outside a run (a tool called directly, in a test) :func:`current_tool_context` r
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from goagent_py.messages import Message, ToolCall, Usage
+from goagent_py.results import PendingCall
 
-__all__ = ["ToolContext", "current_tool_context"]
+__all__ = ["ToolContext", "ToolResume", "current_tool_context"]
 
 D = TypeVar("D")
 
@@ -85,6 +86,21 @@ class _CancelEvent(threading.Event):
             return signaled
 
 
+@dataclass(slots=True, frozen=True)
+class ToolResume:
+    """What a tool that made its run wait (:meth:`ToolContext.wait_for`) gets when the run is
+    resumed: the loop calls it again, with the same call, and this in ``ctx.resumed``.
+
+    Attributes:
+        state: the JSON the tool gave to ``wait_for``.
+        decisions: the decisions (``Approve``, ``Deny``, ``ToolOutput``) for the calls it
+            listed, by the ids it listed them under.
+    """
+
+    state: Any
+    decisions: Mapping[str, Any]
+
+
 @dataclass(slots=True, frozen=True, kw_only=True)
 class ToolContext:
     """The context of one tool call.
@@ -103,6 +119,10 @@ class ToolContext:
         outcome: what :meth:`set_details` and :meth:`terminate` recorded for the result.
         deps: the run's request-scoped dependencies (``agent.run(prompt, deps=...)``), or None.
         cancel_event: set when the call is abandoned (see :attr:`cancelled`).
+        can_wait: whether the run can stop for :meth:`wait_for` (the agent's loop can; a
+            durable activity cannot).
+        resumed: when the run resumed a call that waited (:meth:`wait_for`), its state and
+            the decisions; None otherwise.
     """
 
     call: ToolCall
@@ -116,6 +136,8 @@ class ToolContext:
     outcome: dict[str, Any] = field(default_factory=dict, repr=False)
     deps: Any = field(default=None, repr=False)
     cancel_event: threading.Event = field(default_factory=_CancelEvent, repr=False)
+    can_wait: bool = False
+    resumed: ToolResume | None = field(default=None, repr=False)
 
     def deps_as(self, kind: type[D]) -> D:
         """The run's deps, typed: ``current_tool_context().deps_as(MyDeps).db``.
@@ -152,6 +174,16 @@ class ToolContext:
         """Ask the run to stop after this batch (it stops when every call of the batch asks):
         the tool's result is the last thing the model produced an answer from."""
         self.outcome["terminate"] = True
+
+    def wait_for(self, pending: Sequence[PendingCall], state: Any) -> None:
+        """Stop the run after this batch until a person decides ``pending``, calls made
+        inside this tool (an agent used as a tool does this for its own run's waiting calls).
+
+        The run lists them under this call (``PendingCall.via``) and keeps ``state`` (JSON) in
+        its record; what the tool returns now is dropped. On resume the loop calls the tool
+        again with the same call and :attr:`resumed` set. Only when :attr:`can_wait`.
+        """
+        self.outcome["wait"] = (list(pending), state)
 
     def report(self, update: Any) -> None:
         """Report progress or a partial result; it reaches the run's events as a

@@ -316,6 +316,38 @@ async def test_a_decision_after_the_deadline_is_refused_but_a_denial_is_taken(
     assert result.text == "ok"
 
 
+async def test_a_run_takes_its_deadline_clock_and_wait_token_from_its_owner(
+    tmp_path: Path,
+) -> None:
+    """A durable workflow gives the run a replay-safe clock and token maker (Run.clock,
+    Run.new_token) and checks decisions against its own time (start_resume(now=...))."""
+    ran: list[dict[str, Any]] = []
+    provider = ScriptedProvider(
+        tool_call_response(ToolCall("c1", "delete_files", {"folder": "x", "count": 1})), "ok"
+    )
+    agent = Agent(
+        provider=provider,
+        tools=[make_delete(ran)],
+        short_term_memory=sqlite_memory(tmp_path / "c.db"),
+        approval_timeout=10,
+    )
+    run = await agent.start_run("clean up", streaming=False)
+    run.clock = lambda: 1000.0
+    run.new_token = lambda: "token-1"
+    async for _ in run.events():
+        pass
+    assert run.result is not None
+    assert run.result.pending[0].deadline == 1010.0
+    stored = await agent.options.short_term_memory.messages()  # type: ignore[union-attr]
+    assert stored[-1].metadata[PENDING_KEY]["token"] == "token-1"
+    with pytest.raises(ApprovalExpiredError):  # checked against the owner's time
+        await agent.start_resume({"c1": Approve()}, streaming=False, now=1010.0)
+    resumed = await agent.start_resume({"c1": Approve()}, streaming=False, now=1009.0)
+    async for _ in resumed.events():
+        pass
+    assert ran == [{"folder": "x", "count": 1}]
+
+
 async def test_a_new_prompt_while_calls_wait_is_refused_before_any_model_call(
     tmp_path: Path,
 ) -> None:

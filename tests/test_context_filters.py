@@ -104,6 +104,7 @@ async def test_a_question_a_recalled_statement_answers_gets_no_tool() -> None:
     assert await _offered(plain, "what is the current date", birthday) == ["current_time"]
 
 
+@pytest.mark.slow  # loads the MiniLM embedder
 async def test_on_minilm_the_birthday_is_remembered_and_the_time_still_asked() -> None:
     pytest.importorskip("sentence_transformers")
     from goagent_py.cli._setup import SELECTION_THRESHOLD, TOOL_EXAMPLES

@@ -43,6 +43,7 @@ def test_every_example_has_a_docstring_saying_how_to_run_it(script: str) -> None
     assert f"python examples/{script}" in text.split('"""')[1]
 
 
+@pytest.mark.slow  # two processes each load the MiniLM embedder
 @pytest.mark.needs_extra("local", "vector")
 def test_chatbot_persistent_recalls_across_processes(tmp_path: Path) -> None:
     first = run(

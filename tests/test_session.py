@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -313,47 +312,16 @@ async def test_cancelling_the_prompt_keeps_the_transcript_well_formed() -> None:
     assert all("interrupted" in m.text for m in errors)
 
 
-CRASH_SCRIPT = textwrap.dedent(
-    """
-    import asyncio, os, signal, sys
-    from goagent_py import Agent, Session, tool
-    from goagent_py.memory.short_term import ShortTermMemory
-    from goagent_py.memory.storage.sqlite import SQLiteStorage
-    from goagent_py.testing import FunctionProvider, tool_call_response
-
-    @tool
-    def fast(n: int) -> str:
-        \"\"\"Answer at once.\"\"\"
-        return f"fast {n}"
-
-    calls = []
-
-    def model(request):
-        calls.append(request)
-        if len(calls) == 1:
-            return tool_call_response(("fast", {"n": 7}))
-        os.kill(os.getpid(), signal.SIGKILL)  # dies between the tool results and the model
-
-    async def main():
-        storage = SQLiteStorage(sys.argv[1], session_id="s")
-        agent = Agent(provider=FunctionProvider(model), tools=[fast],
-                      short_term_memory=ShortTermMemory(storage))
-        await Session(agent).prompt("compute")
-
-    asyncio.run(main())
-    """
-)
+CRASH_SCRIPT = Path(__file__).with_name("session_crash_script.py")
 
 
 async def test_continue_after_a_crash_between_tool_results_and_the_next_model_call(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "chat.db"
-    script = tmp_path / "crash.py"
-    script.write_text(CRASH_SCRIPT)
-    proc = await asyncio.to_thread(
-        subprocess.run, [sys.executable, str(script), str(db)], capture_output=True, timeout=60
-    )
+    # One turn, killed at the second model call: after both tool results, before the answer.
+    argv = [sys.executable, str(CRASH_SCRIPT), str(db), "model", "2", "6", "1"]
+    proc = await asyncio.to_thread(subprocess.run, argv, capture_output=True, timeout=60)
     assert proc.returncode == -9, proc.stderr.decode()
     storage, memory = SQLiteStorage(db, session_id="s"), None
     async with storage:
@@ -361,13 +329,14 @@ async def test_continue_after_a_crash_between_tool_results_and_the_next_model_ca
         provider = ScriptedProvider(text_response("seven"))
         session = Session(Agent(provider=provider, tools=[fast], short_term_memory=memory))
         transcript = await session.load()
-        assert [m.role for m in transcript] == [Role.USER, Role.ASSISTANT, Role.TOOL]
-        assert transcript[-1].text == "fast 7"
+        assert [m.role for m in transcript] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL]
+        assert {m.text for m in transcript[2:]} == {"fast 7", "fast -7"}
         result = await session.continue_()
         assert result.text == "seven"
         assert [m.role for m in provider.requests[0].messages][-1] is Role.TOOL
         stored = await memory.messages()
-        assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+        roles = [Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL, Role.ASSISTANT]
+        assert [m.role for m in stored] == roles
         assert_valid_for_every_provider(stored)
 
 

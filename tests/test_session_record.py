@@ -10,7 +10,6 @@ import itertools
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 from collections import Counter
 from dataclasses import replace
@@ -661,54 +660,7 @@ async def test_an_aborted_call_gets_its_end_event_in_the_live_stream() -> None:
 
 # -- a process killed at any point leaves one valid record --------------------------------------
 
-KILL_SCRIPT = textwrap.dedent(
-    """
-    import asyncio, os, signal, sys
-    from goagent_py import Agent, Session, tool
-    from goagent_py.memory.short_term import ShortTermMemory
-    from goagent_py.memory.storage.sqlite import SQLiteStorage
-    from goagent_py.provider import StreamDone, TextDelta
-    from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
-
-    where, at = sys.argv[2], int(sys.argv[3])
-    counts = {"model": 0, "tool": 0, "stream": 0}
-
-    def tick(kind):
-        counts[kind] += 1
-        if kind == where and counts[kind] == at:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    @tool
-    def fast(n: int) -> str:
-        \"\"\"Answer at once.\"\"\"
-        tick("tool")
-        return f"fast {n}"
-
-    class Model(ScriptedProvider):
-        async def stream(self, request):
-            tick("model")
-            self.requests.append(request)
-            last = request.messages[-1]
-            if last.role.value == "user":
-                response = tool_call_response(("fast", {"n": len(self.requests)}),
-                                              ("fast", {"n": -len(self.requests)}))
-            else:
-                response = text_response("the answer is here")
-            for word in response.message.text.split(" ") if response.message.text else []:
-                yield TextDelta(word + " ")
-                tick("stream")
-            yield StreamDone(response)
-
-    async def main():
-        async with SQLiteStorage(sys.argv[1], session_id="s") as storage:
-            memory = ShortTermMemory(storage)
-            session = Session(Agent(provider=Model(), tools=[fast], short_term_memory=memory))
-            for i in range(4):
-                await session.prompt(f"question {i}")
-
-    asyncio.run(main())
-    """
-)
+CRASH_SCRIPT = Path(__file__).with_name("session_crash_script.py")
 
 
 @pytest.mark.parametrize(
@@ -729,7 +681,7 @@ async def test_a_process_killed_at_any_point_leaves_one_valid_record(
     path = tmp_path / "chat.db"
     done = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-c", KILL_SCRIPT, str(path), where, str(at)],
+        [sys.executable, str(CRASH_SCRIPT), str(path), where, str(at), "0", "4"],
         capture_output=True,
         text=True,
         check=False,

@@ -29,7 +29,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections import Counter, deque
 from pathlib import Path
@@ -155,58 +154,7 @@ def deny_guarded(call: Any) -> str | None:
     return "not allowed" if call.name == "guarded" else None
 
 
-CRASH_SCRIPT = textwrap.dedent(
-    """
-    import asyncio, os, signal, sys
-    from goagent_py import Agent, Session, ToolCall, tool
-    from goagent_py.memory.short_term import ShortTermMemory
-    from goagent_py.memory.storage.sqlite import SQLiteStorage
-    from goagent_py.provider import StreamDone, TextDelta
-    from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
-
-    path, where, at, base = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    counts = {"model": 0, "tool": 0, "stream": 0}
-
-    def tick(kind):
-        counts[kind] += 1
-        if kind == where and counts[kind] == at:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    @tool
-    def fast(n: int) -> str:
-        \"\"\"Answer at once.\"\"\"
-        tick("tool")
-        return f"fast {n}"
-
-    class Model(ScriptedProvider):
-        async def stream(self, request):
-            tick("model")
-            self.requests.append(request)
-            n = base + len(self.requests)
-            if request.messages[-1].role.value == "user":
-                # Ids unique across processes, as a vendor's are (the script's own restart at 1).
-                response = tool_call_response(
-                    ToolCall(f"crash_{n}_a", "fast", {"n": n}),
-                    ToolCall(f"crash_{n}_b", "fast", {"n": -n}),
-                )
-            else:
-                response = text_response(f"crash answer {n} is here")
-            for word in response.message.text.split(" ") if response.message.text else []:
-                yield TextDelta(word + " ")
-                tick("stream")
-            yield StreamDone(response)
-
-    async def main():
-        async with SQLiteStorage(path, session_id="s") as storage:
-            session = Session(Agent(provider=Model(), tools=[fast],
-                                    short_term_memory=ShortTermMemory(storage)))
-            await session.load()
-            for i in range(3):
-                await session.prompt(f"crash question {base} {i}")
-
-    asyncio.run(main())
-    """
-)
+CRASH_SCRIPT = Path(__file__).with_name("session_crash_script.py")
 
 MODEL_TURNS = st.lists(
     st.sampled_from(["fast", "fail", "finish", "guarded", "fast+fail", "text"]),
@@ -404,7 +352,7 @@ class SessionMachine(RuleBasedStateMachine):
         SessionMachine.crashes += 1
         base = 10**6 * next(_ids)
         path = str(Path(self.dir) / "chat.db")
-        argv = [sys.executable, "-c", CRASH_SCRIPT, path, where, str(at), str(base)]
+        argv = [sys.executable, str(CRASH_SCRIPT), path, where, str(at), str(base), "3"]
         done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
         # A point past the end of the three turns lets the process finish normally.
         assert done.returncode in (0, -signal.SIGKILL), done.stderr

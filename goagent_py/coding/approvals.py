@@ -25,6 +25,11 @@ it has no shell syntax. An "always" answer to a shell call remembers exactly tha
 command line), never a pattern. Before any of this, the call's arguments are checked
 (:func:`~goagent_py.coding._preflight.preflight`): a call a tool would refuse, or one holding a
 placeholder such as ``{path}``, is blocked with the reason and never asked about.
+
+The same rules on any agent, with a person deciding later instead of ``ask``:
+``Agent(..., **policy.deferred())`` (:meth:`ApprovalPolicy.deferred`) lets through what the
+policy allows, denies what it denies with its message, and makes the calls it would ask about
+wait for a decision (the run stops ``DEFERRED``; docs/approvals.md).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from goagent_py.approvals import RunContext
 from goagent_py.coding._commands import (
     exact_key,
     has_shell_syntax,
@@ -47,6 +53,7 @@ from goagent_py.coding._tool import is_mutating
 from goagent_py.coding.shell import command_text
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ToolCall
+from goagent_py.options import AgentSettings
 from goagent_py.tools import Tool
 
 __all__ = ["Answer", "ApprovalPolicy", "ApprovalRequest", "Decision", "glob_escape"]
@@ -240,20 +247,51 @@ class ApprovalPolicy:
             release()
         return reason
 
-    async def _decide(self, call: ToolCall) -> str | None:
+    def _verdict(self, call: ToolCall) -> tuple[Literal["allow", "deny", "ask"], str]:
+        """What the rules say of ``call`` before anyone is asked: allow, deny (with the
+        reason), or ask."""
         name, subject = call.name, self._path_subject(call) or _subject(call)
         problem = preflight(self._by_name.get(name), call)
         if problem is not None:
-            return problem
+            return "deny", problem
         if self._denied(name, subject, call):
-            return f"{name} is not allowed on {subject or 'this'} (denied by policy)"
+            return "deny", f"{name} is not allowed on {subject or 'this'} (denied by policy)"
         if self.stopped:
-            return "the user stopped this run"
+            return "deny", "the user stopped this run"
         if self._allowed(name, subject, call):
+            return "allow", ""
+        if name in self._read_only and self.allow_read_only:
+            return "allow", ""
+        return "ask", ""
+
+    def deferred(self) -> AgentSettings:
+        """This policy as an agent's deferred-approval rule: ``Agent(..., **policy.deferred())``.
+
+        Gives ``requires_approval`` (the calls the policy would ask about wait for a person's
+        decision: ``agent.resume({call_id: Approve() or Deny(...)})``) and ``before_tool_call``
+        (the calls it denies get its reason as their error result; the others run). ``ask``
+        and ``stop`` are not used: the person decides through ``resume``. To keep a gate of
+        your own, call ``settings["before_tool_call"]`` from it.
+        """
+        return {"requires_approval": self.waits, "before_tool_call": self.refusal}
+
+    def waits(self, call: ToolCall, run: RunContext) -> bool:
+        """Whether ``call`` waits for a person (the policy would ask about it)."""
+        return self._verdict(call)[0] == "ask"
+
+    def refusal(self, call: ToolCall) -> str | None:
+        """The policy's reason to deny ``call``, or None (allowed, or approved by a person)."""
+        verdict, reason = self._verdict(call)
+        return reason if verdict == "deny" else None
+
+    async def _decide(self, call: ToolCall) -> str | None:
+        verdict, reason = self._verdict(call)
+        if verdict == "deny":
+            return reason
+        if verdict == "allow":
             return None
+        name, subject = call.name, self._path_subject(call) or _subject(call)
         mutating = name not in self._read_only
-        if not mutating and self.allow_read_only:
-            return None
         if self.ask is None:
             return f"{name} needs approval and nobody can give it here"
         if self._asking is None:

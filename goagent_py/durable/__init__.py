@@ -35,8 +35,10 @@ from goagent_py.durable._wire import (
 from goagent_py.durable._workflow import AgentWorkflow, run_in_workflow
 from goagent_py.durable.agent import (
     ABORT_SIGNAL,
+    DECIDE_UPDATE,
     EVENTS_UPDATE,
     FOLLOW_UP_SIGNAL,
+    PENDING_QUERY,
     STATE_QUERY,
     STEER_SIGNAL,
     WORKFLOW_NAME,
@@ -47,9 +49,11 @@ from goagent_py.durable.agent import (
 
 __all__ = [
     "ABORT_SIGNAL",
+    "DECIDE_UPDATE",
     "EVENTS_UPDATE",
     "FOLLOW_UP_SIGNAL",
     "MEMORY_ID_KEY",
+    "PENDING_QUERY",
     "STATE_QUERY",
     "STEER_SIGNAL",
     "WORKFLOW_NAME",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 from collections import ChainMap
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -26,7 +27,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from goagent_py._call_gates import after_call, gate_reason, prepared_call, with_arguments
+from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._transcript import error_result
+from goagent_py.approvals import RunContext, pending_of
 from goagent_py.dispatch import Dispatcher, error_text
 from goagent_py.errors import (
     ConfigurationError,
@@ -35,11 +38,13 @@ from goagent_py.errors import (
     ToolBlockedError,
     ToolExecutionError,
 )
+from goagent_py.guardrails import GuardrailContext, decide
 from goagent_py.mcp.errors import (
     MCPConnectionError,
     MCPServerRestartedError,
     MCPToolUnavailableError,
 )
+from goagent_py.memory.base import UpdatableMemory
 from goagent_py.memory.consolidation import collect_consolidations
 from goagent_py.memory.long_term import LongTermMemory
 from goagent_py.messages import Message, Role, TextBlock, ToolCall, Usage
@@ -353,6 +358,112 @@ class _AgentActivities:
             return result
         return await after_call(after, result, self.options.logger)
 
+    async def approval(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Whether a call waits for a person, and its validated arguments (None when they
+        fail validation: the call then does not wait and gets its error when it runs). The
+        tool's ``requires_approval`` (a flag or a predicate of the arguments) and the agent's
+        policy decide, as in a plain run; a check that raises makes the call wait."""
+        o = self.options
+        call = ToolCall(str(data["call_id"]), str(data["tool"]), dict(data["arguments"]))
+        try:
+            if o.prepare_arguments is not None:
+                call = await prepared_call(o.prepare_arguments, call)
+            tool = self.dispatcher.tool(call.name)
+            validate = getattr(tool, "validate_arguments", None)
+            if validate is not None:
+                call = with_arguments(call, validate(dict(call.arguments)))
+        except ToolArgumentsError:
+            return {"arguments": None, "wait": False}
+        flag = getattr(tool, "requires_approval", False)
+        try:
+            need = bool(flag(dict(call.arguments)) if callable(flag) else flag)
+            if not need and o.requires_approval is not None:
+                found = messages_from_text(str(data.get("message", "[]")))
+                context = RunContext(
+                    message=found[0] if found else Message(Role.ASSISTANT, []),
+                    run_id=str(data.get("run_id", "")),
+                    iteration=int(data.get("iteration", 0)),
+                )
+                verdict = o.requires_approval(call, context)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+                need = bool(verdict)
+        except Exception as exc:  # fail closed, as in a plain run
+            o.logger.warning("the approval check raised; the call waits: %s", exc)
+            need = True
+        out = {"arguments": call.arguments, "wait": need}
+        try:
+            json.dumps(out)
+        except (TypeError, ValueError):  # validated into objects that are not JSON
+            out["arguments"] = dict(data["arguments"])
+        return out
+
+    async def settle(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The claim of a durable run's decisions on the stored wait: a compare-and-set in the
+        storage's transaction (the message must still be the one the run loaded, waiting). A
+        retry of a settle that took effect finds its own decisions and answers the same."""
+        memory = self.durable.short_term_memory(str(data["session_id"]))
+        ref, token = str(data["ref"]), str(data["token"])
+        decisions = dict(data["decisions"])
+        ids = [str(i) for i in data["call_ids"]]
+        try:
+            if not isinstance(memory, UpdatableMemory):
+                raise ConfigurationError(
+                    f"durable approvals need a short-term memory that can update a stored "
+                    f"message on the workers, got {type(memory).__name__} (use ShortTermMemory "
+                    "with SQLiteStorage or PostgresStorage)"
+                )
+
+            def match(m: Message) -> bool:
+                return pending_of(m)[0] == token and history_digest(m) == ref
+
+            def update(m: Message) -> Message:
+                metadata = {k: v for k, v in m.metadata.items() if k != PENDING_KEY}
+                metadata[DECISIONS_KEY] = decisions
+                return replace(m, metadata=metadata)
+
+            found = await _heartbeating(memory.update_where(match, update))
+            if found is None:
+                for m in reversed(await _heartbeating(memory.messages())):
+                    if (
+                        m.metadata.get(DECISIONS_KEY) == decisions
+                        and [c.id for c in m.tool_calls] == ids
+                    ):
+                        found = m
+                        break
+        except Exception as exc:
+            raise self._fail(exc, "short-term memory settle") from exc
+        if found is None:
+            return {"found": False}
+        return {"found": True, "ref": history_digest(found)}
+
+    async def guardrail(self, data: dict[str, Any]) -> dict[str, Any]:
+        """One of the agent's guardrails on a durable run's prompt or answer; its verdict (a
+        guardrail that raises trips, as in a plain run)."""
+        o = self.options
+        kind = str(data["kind"])
+        guards = o.input_guardrails if kind == "input" else o.output_guardrails
+        index = int(data["index"])
+        if index >= len(guards):
+            raise self._fail(
+                ConfigurationError(
+                    f"this worker's agent has no {kind} guardrail number {index + 1}: deploy "
+                    "the same agent definition to the app and the workers"
+                ),
+                "guardrail",
+            )
+        prompt = messages_from_text(str(data["prompt"])) if "prompt" in data else []
+        text = str(data.get("text", ""))
+        context = GuardrailContext(kind=kind, agent=o.name, messages=prompt, text=text)  # type: ignore[arg-type]
+        value: Any = prompt if kind == "input" else text
+        verdict = await _heartbeating(decide(guards[index], value, context))
+        info = verdict.info
+        try:
+            json.dumps(info)
+        except (TypeError, ValueError):
+            info = repr(info)
+        return {"tripped": verdict.tripped, "reason": verdict.reason, "info": info}
+
     async def load(self, data: dict[str, Any]) -> dict[str, Any]:
         memory = self.durable.short_term_memory(str(data["session_id"]))
         try:
@@ -443,6 +554,9 @@ class _AgentActivities:
             _named(f"goagent.memory.append.{n}", self.append),
             _named(f"goagent.memory.recall.{n}", self.recall),
             _named(f"goagent.memory.store.{n}", self.store),
+            _named(f"goagent.memory.settle.{n}", self.settle),
+            _named(f"goagent.approval.{n}", self.approval),
+            _named(f"goagent.guardrail.{n}", self.guardrail),
         ]
         out.extend(_named(f"goagent.tool.{n}.{t}", self.tool(t)) for t in self.tools)
         for server in self.mcp.specs:

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from goagent_py._metadata_keys import PENDING_KEY
+from goagent_py.approvals import Approve, Deny, ToolDecision, ToolOutput
 from goagent_py.errors import (
     ConfigurationError,
     CorruptedDataError,
@@ -124,14 +126,23 @@ def history_digest(message: Message) -> str:
 
 
 def stand_in(message: Message, digest: str) -> Message:
-    """The workflow's stand-in for a history message (see :data:`HISTORY_REF_KEY`)."""
+    """The workflow's stand-in for a history message (see :data:`HISTORY_REF_KEY`).
+
+    A message whose calls wait for decisions keeps its calls' arguments and its wait
+    (``goagent.pending``): the loop refuses a new prompt on it, and a resume runs those calls."""
+    waiting = message.metadata.get(PENDING_KEY)
+    metadata: dict[str, Any] = {HISTORY_REF_KEY: digest}
+    if waiting is not None:
+        metadata[PENDING_KEY] = waiting
     return Message(
         message.role,
         [],
-        tool_calls=[ToolCall(c.id, c.name, {}) for c in message.tool_calls],
+        tool_calls=[
+            ToolCall(c.id, c.name, dict(c.arguments) if waiting else {}) for c in message.tool_calls
+        ],
         tool_call_id=message.tool_call_id,
         is_error=message.is_error,
-        metadata={HISTORY_REF_KEY: digest},
+        metadata=metadata,
     )
 
 
@@ -373,6 +384,49 @@ EVENTS_UPDATE = "goagent.events"
 """Update: the run's events after an index, waiting for the next (see ``DurableAgent.events``)."""
 STATE_QUERY = "goagent.state"
 """Query: the run's state (status, iteration, tool calls, queued signals)."""
+DECIDE_UPDATE = "goagent.decide"
+"""Update: decisions for calls that wait (``{call id: decision data}``); refused, with the
+reason, when a call does not wait, was decided already or is past its deadline."""
+PENDING_QUERY = "goagent.pending"
+"""Query: the calls that wait for a decision (id, tool, validated arguments, kind, deadline)."""
+
+
+def decision_to_data(decision: ToolDecision) -> dict[str, Any]:
+    """An :class:`~goagent_py.approvals.Approve`, ``Deny`` or ``ToolOutput`` as JSON data.
+
+    Raises:
+        ConfigurationError: ``decision`` is none of them.
+    """
+    if isinstance(decision, Approve):
+        return {"decision": "approve", "arguments": decision.arguments, "always": decision.always}
+    if isinstance(decision, Deny):
+        return {"decision": "deny", "message": decision.message, "stop": decision.stop}
+    if isinstance(decision, ToolOutput):
+        return {
+            "decision": "output",
+            "content": content_to_text(decision.blocks()),
+            "is_error": decision.is_error,
+        }
+    raise ConfigurationError(
+        f"a decision must be Approve(), Deny(message) or ToolOutput(...), got "
+        f"{type(decision).__name__}"
+    )
+
+
+def decision_from_data(data: Mapping[str, Any]) -> ToolDecision:
+    """The decision :func:`decision_to_data` wrote."""
+    kind = data.get("decision")
+    if kind == "approve":
+        arguments = data.get("arguments")
+        return Approve(
+            arguments=None if arguments is None else dict(arguments),
+            always=bool(data.get("always", False)),
+        )
+    if kind == "deny":
+        return Deny(str(data.get("message", "")), stop=bool(data.get("stop", False)))
+    if kind == "output":
+        return ToolOutput(content_from_text(str(data["content"])), bool(data.get("is_error")))
+    raise ConfigurationError(f"unknown decision {kind!r}: approve, deny or output")
 
 
 @dataclass(slots=True)

@@ -29,16 +29,26 @@ from temporalio.exceptions import (
 )
 
 from goagent_py._control import AbortMode, RunControl
+from goagent_py._loop import Run
+from goagent_py._metadata_keys import DECISIONS_KEY
 from goagent_py.agent import Agent
+from goagent_py.approvals import Approve, Deny, ToolDecision, check_decisions, pending_of
 from goagent_py.dispatch import DispatchFunc
 from goagent_py.errors import (
+    ApprovalConflictError,
+    ApprovalError,
+    ApprovalExpiredError,
     ConfigurationError,
     GoAgentError,
+    GuardrailTripped,
     MaxIterationsError,
     MemoryStoreError,
+    NotPendingError,
     ProviderError,
 )
+from goagent_py.guardrails import GuardrailContext, GuardrailResult
 from goagent_py.hooks import Hooks, ProviderEvent, ToolResult
+from goagent_py.memory.base import MessageMatch, MessageUpdate
 from goagent_py.messages import (
     ContentBlock,
     Message,
@@ -49,14 +59,18 @@ from goagent_py.messages import (
     ToolCall,
 )
 from goagent_py.provider import CompletionRequest, CompletionResponse
+from goagent_py.results import PendingCall
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition
 
 from ._mcp import call_activity, listed_definitions
 from ._wire import (  # names shared with the client
     ABORT_SIGNAL,
+    DECIDE_UPDATE,
     EVENTS_UPDATE,
     FOLLOW_UP_SIGNAL,
+    HISTORY_REF_KEY,
+    PENDING_QUERY,
     STATE_QUERY,
     STEER_SIGNAL,
     WORKFLOW_NAME,
@@ -64,6 +78,8 @@ from ._wire import (  # names shared with the client
     check_size,
     content_from_text,
     content_to_text,
+    decision_from_data,
+    decision_to_data,
     definition_from_data,
     messages_from_text,
     messages_to_text,
@@ -118,6 +134,45 @@ class _Calls:
         # The content a worker recorded for a failed call, by call id (it may differ from the
         # error's text: the worker's after_tool_call can replace it).
         self.failed_content: dict[str, list[ContentBlock]] = {}
+        # The approval checks the workers made, by call id: (the model's arguments, the
+        # validated ones or None when they failed validation, whether the call waits).
+        self.checked: dict[str, tuple[dict[str, Any], dict[str, Any] | None, bool]] = {}
+        self.checks = set(config.get("approval_checks", ()))
+        self.last_message: Message | None = None
+
+    async def prepare(self, call: ToolCall) -> dict[str, Any] | None:
+        """The loop's ``prepare_arguments`` in the workflow: a call of a tool that may need a
+        person is validated and checked on a worker (``goagent.approval.<agent>``, recorded,
+        once per call), so the wait lists validated arguments and the worker's predicate or
+        policy decides. Other calls (and edited ones) pass unchanged: their tool activity
+        validates them."""
+        if call.name not in self.checks and "*" not in self.checks:
+            return None
+        if call.id not in self.checked:
+            data: dict[str, Any] = {
+                "tool": call.name,
+                "call_id": call.id,
+                "arguments": call.arguments,
+                "run_id": self.run_id,
+                "iteration": self.iteration,
+            }
+            if self.last_message is not None:
+                data["message"] = messages_to_text([self.last_message])
+            check_size(data, f"tool {call.name!r} approval check", **_limits(self.config))
+            try:
+                out = await self.activity(f"goagent.approval.{self.agent}", data, "tool_timeout")
+            except ActivityError as exc:
+                error = _error_of(exc)
+                # Fail closed, as a plain run's check that raises: the call waits.
+                out = {"arguments": call.arguments, "wait": True, "error": error.message}
+            self.checked[call.id] = (dict(call.arguments), out["arguments"], bool(out["wait"]))
+        raw, validated, _ = self.checked[call.id]
+        return validated if call.arguments == raw else None
+
+    def needs_approval(self, call: ToolCall, run: Any) -> bool:
+        """The loop's approval policy in the workflow: what the worker's check said."""
+        found = self.checked.get(call.id)
+        return found is not None and found[2]
 
     def after_tool_call(self, result: ToolResult) -> ToolResult | None:
         """Give a failed call the content its activity recorded."""
@@ -131,6 +186,7 @@ class _Calls:
     def on_provider_response(self, iteration: int, event: ProviderEvent) -> None:
         if event.message is None:
             return
+        self.last_message = event.message
         self.events.append(
             {
                 "type": "message",
@@ -236,6 +292,8 @@ class _ToolProxy:
         self._calls = calls
         self._definition = definition
         self._activity = activity or f"goagent.tool.{calls.agent}.{definition.name}"
+        # A tool the client runs: its calls wait for the client's output (ToolOutput).
+        self.external = definition.name in calls.config.get("external_tools", ())
 
     @property
     def definition(self) -> ToolDefinition:
@@ -292,10 +350,36 @@ class _ShortTermProxy:
         self._calls = calls
         self._session = session_id
         self._appends = 0
+        self._loaded: list[Message] = []
 
     async def messages(self) -> list[Message]:
         out = await self._memory("load", {"session_id": self._session})
-        return messages_from_text(out["messages"])
+        self._loaded = messages_from_text(out["messages"])
+        return list(self._loaded)
+
+    async def update_where(self, match: MessageMatch, update: MessageUpdate) -> Message | None:
+        """The claim of a resume, on the worker's storage: the newest loaded stand-in that
+        ``match`` accepts is changed here (its wait settled), and the worker replaces the
+        stored message it stands for, if that still waits (``goagent.memory.settle``: a
+        compare-and-set in the storage's transaction). Returns the stand-in of the stored
+        result (its new digest), or None when the stored message was settled by someone else."""
+        found = next((m for m in reversed(self._loaded) if match(m)), None)
+        if found is None:
+            return None
+        changed = update(found)
+        token, _ = pending_of(found)
+        data = {
+            "session_id": self._session,
+            "ref": found.metadata.get(HISTORY_REF_KEY, ""),
+            "token": token,
+            "decisions": changed.metadata.get(DECISIONS_KEY, {}),
+            "call_ids": [c.id for c in found.tool_calls],
+        }
+        out = await self._memory("settle", data)
+        if not out.get("found"):
+            return None
+        metadata = {HISTORY_REF_KEY: out["ref"], DECISIONS_KEY: data["decisions"]}
+        return replace(found, metadata=metadata)
 
     async def append(self, *messages: Message) -> None:
         # The n-th append of the run (a loop may append once per run, or message by message):
@@ -350,6 +434,30 @@ class _LongTermProxy:
             raise MemoryStoreError(f"long-term memory {op} failed: {error.message}") from None
 
 
+class _GuardrailProxy:
+    """A guardrail whose check is the activity ``goagent.guardrail.<agent>``: the worker runs
+    its own guardrail (user code, often a model call) and records the verdict."""
+
+    def __init__(self, calls: _Calls, kind: str, index: int, name: str) -> None:
+        self._calls = calls
+        self._kind = kind
+        self._index = index
+        self.name = name
+
+    async def __call__(self, value: Any, ctx: GuardrailContext) -> GuardrailResult:
+        calls = self._calls
+        data: dict[str, Any] = {"kind": self._kind, "index": self._index, "text": ctx.text}
+        if self._kind == "input":
+            data["prompt"] = messages_to_text(value)
+        check_size(data, f"guardrail {self.name!r} input", **_limits(calls.config))
+        try:
+            out = await calls.activity(f"goagent.guardrail.{calls.agent}", data, "tool_timeout")
+        except ActivityError as exc:  # fail closed, as a plain run's guardrail that raises
+            error = _error_of(exc)
+            return GuardrailResult(True, f"the check failed ({error.type}): {error.message}")
+        return GuardrailResult(bool(out["tripped"]), str(out["reason"]), out.get("info"))
+
+
 def _agent_for(
     config: dict[str, Any],
     calls: _Calls,
@@ -378,6 +486,19 @@ def _agent_for(
             on_tool_result=calls.on_tool_result,
         ),
     }
+    if calls.checks or config.get("external_tools"):
+        # Which calls wait is decided on the workers (the tools' predicates, the agent's
+        # policy): see _Calls.prepare. The deadline is the workflow's (Run.clock).
+        settings["prepare_arguments"] = calls.prepare
+        settings["requires_approval"] = calls.needs_approval
+        if config.get("approval_timeout") is not None:
+            settings["approval_timeout"] = float(config["approval_timeout"])
+    for kind in ("input", "output"):
+        names = config.get(f"{kind}_guardrails") or []
+        if names:
+            settings[f"{kind}_guardrails"] = [
+                _GuardrailProxy(calls, kind, i, n) for i, n in enumerate(names)
+            ]
     if config.get("short_term"):
         settings["short_term_memory"] = _ShortTermProxy(calls, session_id)
     if config.get("long_term"):
@@ -396,22 +517,9 @@ def _agent_for(
     return agent
 
 
-async def run_in_workflow(
-    config: dict[str, Any],
-    content: Sequence[ContentBlock],
-    session_id: str,
-    run_id: str | None,
-    events: list[dict[str, Any]] | None = None,
-    control: Any = None,
-) -> dict[str, Any]:
-    """Run the loop in the current workflow; returns the result as data.
-
-    ``events`` (if given) receives the run's events as plain dicts, as they happen;
-    ``control`` (a ``RunControl``, where the loop has one) takes steering messages into it.
-
-    Raises:
-        ConfigurationError: not inside a Temporal workflow.
-    """
+async def _prepared(
+    config: dict[str, Any], session_id: str, run_id: str | None, events: list[dict[str, Any]] | None
+) -> tuple[_Calls, Agent]:
     if not workflow.in_workflow():
         raise ConfigurationError(
             f"the durable agent {config.get('agent')!r} can only run inside a Temporal "
@@ -422,9 +530,13 @@ async def run_in_workflow(
     # The MCP servers' tools, listed once per run: the list is recorded in the history, so a
     # replay builds the same tools (and a changed server does not change a run in flight).
     mcp = await listed_definitions(calls, list(config.get("mcp_servers", ())), _mcp_failure)
-    agent = _agent_for(config, calls, session_id, mcp)
-    # One run of the unchanged loop; the control carries the steer signal into it.
-    run = await agent.start_run(list(content), streaming=False, control=control)
+    return calls, _agent_for(config, calls, session_id, mcp)
+
+
+async def _outcome(run: Run, calls: _Calls) -> dict[str, Any]:
+    """Run ``run`` to its end (its deadlines and wait tokens replay-safe); its result as data."""
+    run.clock = lambda: workflow.now().timestamp()
+    run.new_token = lambda: workflow.uuid4().hex
     async for _ in run.events():
         pass
     result = run.result
@@ -438,7 +550,68 @@ async def run_in_workflow(
         "messages": messages_to_text(result.messages),
         "run_id": calls.run_id,
         "aborted": result.stop_reason == StopReason.ABORTED,
+        "pending": [
+            {
+                "id": p.id,
+                "name": p.name,
+                "arguments": p.arguments,
+                "kind": p.kind,
+                "deadline": p.deadline,
+            }
+            for p in result.pending
+        ],
     }
+
+
+async def run_in_workflow(
+    config: dict[str, Any],
+    content: Sequence[ContentBlock],
+    session_id: str,
+    run_id: str | None,
+    events: list[dict[str, Any]] | None = None,
+    control: Any = None,
+) -> dict[str, Any]:
+    """Run the loop in the current workflow; returns the result as data.
+
+    ``events`` (if given) receives the run's events as plain dicts, as they happen;
+    ``control`` (a ``RunControl``, where the loop has one) takes steering messages into it.
+    A run that stops on calls waiting for decisions has stop reason ``deferred`` and lists
+    them under ``pending``; :func:`resume_in_workflow` goes on with the decisions.
+
+    Raises:
+        ConfigurationError: not inside a Temporal workflow.
+    """
+    calls, agent = await _prepared(config, session_id, run_id, events)
+    # One run of the unchanged loop; the control carries the steer signal into it.
+    run = await agent.start_run(list(content), streaming=False, control=control)
+    return await _outcome(run, calls)
+
+
+async def resume_in_workflow(
+    config: dict[str, Any],
+    decisions: dict[str, ToolDecision],
+    session_id: str,
+    run_id: str,
+    *,
+    decided_at: float,
+    events: list[dict[str, Any]] | None = None,
+    control: Any = None,
+) -> dict[str, Any]:
+    """Go on with the session's waiting calls in the current workflow, with ``decisions``
+    (taken at ``decided_at``, the workflow's time): the claim settles the stored wait on a
+    worker, then the batch runs and the loop goes on; the result as data.
+
+    Raises:
+        ApprovalConflictError: the stored wait was settled by someone else (a plain resume).
+    """
+    calls, agent = await _prepared(config, session_id, run_id, events)
+    run = await agent.start_resume(decisions, streaming=False, control=control, now=decided_at)
+    if run.resume is not None:
+        # The decided batch was checked when it was made: its calls run without asking again
+        # (their tool activities validate them, an edit included).
+        for call in run.resume.message.tool_calls:
+            calls.checked[call.id] = (dict(call.arguments), None, False)
+    return await _outcome(run, calls)
 
 
 def _mcp_failure(server: str, exc: BaseException) -> BaseException:
@@ -503,8 +676,16 @@ def _failure(exc: GoAgentError) -> ApplicationError:
     extra: dict[str, Any] = {}
     if isinstance(exc, MaxIterationsError):
         extra = {"iterations": exc.iterations, "last_thought": exc.last_thought}
+    elif isinstance(exc, GuardrailTripped):
+        extra = {"guardrail": exc.guardrail, "kind": exc.kind, "reason": exc.reason}
     data = ErrorData(type(exc).__name__, str(exc), False, extra=extra)
     return ApplicationError(str(exc), data.to_data(), type=data.type, non_retryable=True)
+
+
+def _approval_extra(exc: Exception) -> dict[str, Any]:
+    if isinstance(exc, ApprovalExpiredError):
+        return {"call_id": exc.call_id, "deadline": exc.deadline, "applied": exc.applied}
+    return {}
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -521,6 +702,13 @@ class AgentWorkflow:
         self._events: list[dict[str, Any]] = []
         self._control: Any = None
         self._steered = 0  # steering messages handed to a run's control
+        # Calls that wait for decisions (by id, as the query lists them), the decisions taken
+        # so far (as data), and the calls whose deadline applied the default decision.
+        self._waiting: dict[str, dict[str, Any]] = {}
+        self._decided: dict[str, dict[str, Any]] = {}
+        self._settled: set[str] = set()  # calls decided in earlier waits of this workflow
+        self._decided_at = 0.0
+        self._expired: dict[str, tuple[float, str]] = {}
 
     @workflow.run
     async def run(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -544,6 +732,20 @@ class AgentWorkflow:
                         config, content, session, run_id, self._events, self._control
                     )
                 )
+                while results[-1]["stop_reason"] == StopReason.DEFERRED.value:
+                    decisions, decided_at = await self._decisions(results[-1]["pending"], config)
+                    self._control = _new_control(self._abort)
+                    results.append(
+                        await resume_in_workflow(
+                            config,
+                            decisions,
+                            session,
+                            f"{workflow_id}.{len(results)}",
+                            decided_at=decided_at,
+                            events=self._events,
+                            control=self._control,
+                        )
+                    )
                 # An abort ends the workflow: follow-ups still queued stay unprocessed.
                 if not self._follow_ups or self._abort is not None:
                     break
@@ -557,6 +759,116 @@ class AgentWorkflow:
         # Let event streams waiting in update handlers get their last batch.
         await workflow.wait_condition(workflow.all_handlers_finished)
         return _merge(results, self._follow_ups)
+
+    async def _decisions(
+        self, pending: list[dict[str, Any]], config: dict[str, Any]
+    ) -> tuple[dict[str, ToolDecision], float]:
+        """Wait, holding no worker, until every waiting call is decided (the decide update),
+        the deadline passes (the default decision for the rest) or an abort comes (a denial
+        that ends the run, for the rest). Returns the decisions and when they were taken."""
+        self._waiting = {p["id"]: p for p in pending}
+        self._decided = {}
+        self._status = "waiting"
+        self._events.append({"type": "pending", "calls": list(pending)})
+        deadlines = [float(p["deadline"]) for p in pending if p.get("deadline") is not None]
+        deadline = min(deadlines) if deadlines else None
+
+        def done() -> bool:
+            return self._abort is not None or all(i in self._decided for i in self._waiting)
+
+        decided_at: float | None = None
+        try:
+            if deadline is None:
+                await workflow.wait_condition(done)
+            else:
+                left = max(deadline - workflow.now().timestamp(), 0.0)
+                await workflow.wait_condition(done, timeout=timedelta(seconds=left))
+        except TimeoutError:
+            assert deadline is not None
+            default = str(config.get("approval_default") or "deny")
+            for call_id, p in self._waiting.items():
+                if call_id in self._decided:
+                    continue
+                if default == "approve" and p["kind"] != "external":
+                    self._decided[call_id] = decision_to_data(Approve())
+                else:
+                    message = (
+                        f"No decision came before the deadline; the call was not run "
+                        f"(the default decision: {default})."
+                    )
+                    self._decided[call_id] = decision_to_data(Deny(message))
+                self._expired[call_id] = (deadline, default)
+            # The default is decided at the deadline, not after it.
+            decided_at = min(self._decided_at or deadline, deadline - 1e-3)
+        if self._abort is not None:
+            reason = f"The run was aborted before a decision: {self._abort[1]}"
+            for call_id in self._waiting:
+                self._decided.setdefault(call_id, decision_to_data(Deny(reason, stop=True)))
+        decisions = {i: decision_from_data(self._decided[i]) for i in self._waiting}
+        self._settled.update(self._waiting)
+        self._waiting = {}
+        self._status = "running"
+        if decided_at is None:
+            decided_at = self._decided_at or workflow.now().timestamp()
+        return decisions, decided_at
+
+    @workflow.update(name=DECIDE_UPDATE)
+    def decide(self, decisions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """Take decisions for waiting calls (``{call id: decision data}``; some or all of
+        them); the run goes on once every waiting call is decided. Returns the calls that
+        still wait."""
+        for call_id, data in decisions.items():
+            self._decided[call_id] = dict(data)
+        self._decided_at = workflow.now().timestamp()
+        return {"waiting": [i for i in self._waiting if i not in self._decided]}
+
+    @decide.validator
+    def _check_decisions(self, decisions: dict[str, dict[str, Any]]) -> None:
+        """Refuse, before anything is recorded, a decision that cannot be applied: a call that
+        does not wait (or a finished wait), one decided already (the first decision wins), one
+        past its deadline, a decision of the wrong kind."""
+        try:
+            self._refusal(decisions)
+        except (ApprovalError, ConfigurationError) as exc:
+            data = ErrorData(type(exc).__name__, str(exc), False, extra=_approval_extra(exc))
+            raise ApplicationError(str(exc), data.to_data(), type=data.type) from None
+
+    def _refusal(self, decisions: dict[str, dict[str, Any]]) -> None:
+        if not isinstance(decisions, dict) or not decisions:
+            raise ConfigurationError("decide(): give at least one decision, {call_id: decision}")
+        for call_id in decisions:
+            if call_id in self._expired:
+                deadline, default = self._expired[call_id]
+                raise ApprovalExpiredError(call_id, deadline, applied=default)
+            if call_id in self._settled or (call_id in self._decided and call_id in self._waiting):
+                raise ApprovalConflictError(
+                    f"call {call_id!r} was already decided (the first decision wins); the run "
+                    "goes on with it"
+                )
+            if call_id not in self._waiting:
+                raise NotPendingError(
+                    f"no call with id {call_id!r} waits for a decision in this run; the "
+                    f"waiting calls are {sorted(self._waiting) or 'none'}"
+                )
+        parsed = {i: decision_from_data(d) for i, d in decisions.items()}
+        named = [p for p in self._pending_calls() if p.id in parsed]
+        check_decisions(named, parsed, now=workflow.now().timestamp())
+
+    def _pending_calls(self) -> list[PendingCall]:
+        return [
+            PendingCall(
+                ToolCall(p["id"], p["name"], dict(p["arguments"])), p["kind"], p.get("deadline")
+            )
+            for p in self._waiting.values()
+        ]
+
+    @workflow.query(name=PENDING_QUERY)
+    def pending(self) -> dict[str, Any]:
+        """The calls that wait for a decision (those decided already are left out)."""
+        return {
+            "status": self._status,
+            "calls": [p for i, p in self._waiting.items() if i not in self._decided],
+        }
 
     @workflow.signal(name=STEER_SIGNAL)
     def steer(self, text: str) -> None:
@@ -602,7 +914,7 @@ class AgentWorkflow:
         return {"events": self._events[after:], "done": self._finished()}
 
     def _finished(self) -> bool:
-        return self._status not in ("starting", "running")
+        return self._status not in ("starting", "running", "waiting")
 
     @workflow.query(name=STATE_QUERY)
     def state(self) -> dict[str, Any]:
@@ -614,4 +926,5 @@ class AgentWorkflow:
             "follow_ups": list(self._follow_ups),
             "abort_reason": self._abort_reason,
             "refused": list(self._refused),
+            "pending": [i for i in self._waiting if i not in self._decided],
         }

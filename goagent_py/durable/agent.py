@@ -13,7 +13,8 @@ The same ``Agent`` (model, system prompt, tools, memory) is used on both sides:
 
 Activity names come from the agent's, the tool's and the MCP server's names
 (``goagent.model.<agent>``, ``goagent.tool.<agent>.<tool>``,
-``goagent.memory.<load|append|recall|store>.<agent>``,
+``goagent.memory.<load|append|recall|store|settle>.<agent>``,
+``goagent.approval.<agent>``, ``goagent.guardrail.<agent>``,
 ``goagent.mcp.<list|call>.<agent>.<server>``):
 renaming an agent or a tool while runs are in flight strands them, so it is a deliberate act
 (drain the task queue first, or keep the old names registered on a worker).
@@ -23,20 +24,25 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from goagent_py.agent import Agent
+from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ConfigurationError, SessionBusyError
+from goagent_py.guardrails import guardrail_name
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.provider import Provider
+from goagent_py.results import PendingCall
 
 from ._mcp import MCPServerSpec, specs_of
 from ._wire import (
     ABORT_SIGNAL,
+    DECIDE_UPDATE,
     DEFAULT_PAYLOAD_LIMIT,
     EVENTS_UPDATE,
     FOLLOW_UP_SIGNAL,
+    PENDING_QUERY,
     STATE_QUERY,
     STEER_SIGNAL,
     WORKFLOW_NAME,
@@ -51,8 +57,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABORT_SIGNAL",
+    "DECIDE_UPDATE",
     "EVENTS_UPDATE",
     "FOLLOW_UP_SIGNAL",
+    "PENDING_QUERY",
     "STATE_QUERY",
     "STEER_SIGNAL",
     "WORKFLOW_NAME",
@@ -144,7 +152,11 @@ class DurableAgent:
     ``tool_timeout``, circuit breaker, rate limit and dispatch middlewares apply on the workers,
     in each tool activity; its ``tool_retry`` does not (the engine retries: ``max_attempts``).
     ``transform_context``, ``should_stop`` and ``prepare_turn`` are refused (they would run in
-    the workflow).
+    the workflow). Its input and output guardrails run on the workers, one activity each. A
+    call that needs a person (a tool's ``requires_approval``, the agent's policy, an
+    ``ExternalTool``) makes the run wait in its workflow, holding no worker, until
+    :meth:`decide` (or the deadline: ``approval_timeout``, then ``approval_default``);
+    :meth:`pending` lists what waits (docs/approvals.md).
 
     Args:
         agent: the agent's definition (a name is required: activity names derive from it).
@@ -170,6 +182,10 @@ class DurableAgent:
             (docs/scaling-out.md).
         payload_limit: the largest request or result, in bytes, that is recorded.
         task_queue: the Temporal task queue of this agent's workflows and activities.
+        approval_default: what a call that waits for a person gets when the agent's
+            ``approval_timeout`` (or :meth:`start`'s) passes without a decision: ``"deny"``
+            (the model reads that no decision came) or ``"approve"`` (an external tool's call
+            is denied either way).
     """
 
     def __init__(
@@ -187,6 +203,7 @@ class DurableAgent:
         retry_interval: float = 1.0,
         payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
         task_queue: str = "goagent",
+        approval_default: Literal["deny", "approve"] = "deny",
     ) -> None:
         if not isinstance(agent, Agent):
             raise ConfigurationError(f"DurableAgent takes an Agent, got {type(agent).__name__}")
@@ -227,6 +244,21 @@ class DurableAgent:
                     "the workflow, between turns); remove it, or run this agent without "
                     "DurableAgent"
                 )
+        if approval_default not in ("deny", "approve"):
+            raise ConfigurationError(
+                f"DurableAgent: approval_default must be 'deny' or 'approve', got "
+                f"{approval_default!r}"
+            )
+        if (
+            (_approval_checks(agent) or _external_tools(agent))
+            and short_term_memory is None
+            and o.short_term_memory is None
+        ):
+            raise ConfigurationError(
+                "DurableAgent: calls that wait for a person are kept in the conversation "
+                "record: give the workers a short-term memory (short_term_memory=lambda "
+                "session: ShortTermMemory(storage.for_session(session)))"
+            )
         self.mcp_servers: list[MCPServerSpec] = specs_of(o.mcp_servers)
         self.agent = agent
         self.provider = provider
@@ -241,6 +273,7 @@ class DurableAgent:
             "max_retry_delay": max_retry_delay,
             "retry_interval": retry_interval,
             "payload_limit": payload_limit,
+            "approval_default": approval_default,
         }
 
     @property
@@ -291,6 +324,14 @@ class DurableAgent:
             # settings); a worker without one loads nothing and stores nothing.
             "short_term": True,
             "long_term": self._long_term is not None,
+            # Which calls may wait for a person ("*": every tool, the agent has a policy); the
+            # workers' check decides (the predicates and the policy are code).
+            "approval_checks": _approval_checks(self.agent),
+            "external_tools": _external_tools(self.agent),
+            "approval_timeout": o.approval_timeout,
+            # The guardrails run on the workers, one activity each; only their names cross.
+            "input_guardrails": [guardrail_name(g) for g in o.input_guardrails],
+            "output_guardrails": [guardrail_name(g) for g in o.output_guardrails],
             **self._settings,
         }
 
@@ -304,6 +345,7 @@ class DurableAgent:
         session_id: str = "default",
         workflow_id: str | None = None,
         exclusive: bool = False,
+        approval_timeout: float | None = None,
         **start_options: Any,
     ) -> WorkflowHandle[Any, Any]:
         """Start a durable run; returns its workflow handle (signal, query, await it).
@@ -316,6 +358,9 @@ class DurableAgent:
             exclusive: one run per session at a time: the run's id is ``<agent>-<session>``,
                 which Temporal keeps unique among running workflows, so a second start while
                 one runs raises :class:`~goagent_py.errors.SessionBusyError`.
+            approval_timeout: seconds a call that waits for a person may wait in this run
+                (default: the agent's ``approval_timeout``); then ``approval_default``
+                applies.
             **start_options: passed to ``Client.start_workflow`` (e.g. ``id_reuse_policy``).
 
         Raises:
@@ -334,6 +379,13 @@ class DurableAgent:
         if not content:
             raise ConfigurationError("DurableAgent.start: the prompt is empty")
         config = self.config()
+        if approval_timeout is not None:
+            if approval_timeout <= 0:
+                raise ConfigurationError(
+                    f"DurableAgent.start: approval_timeout must be > 0 seconds, got "
+                    f"{approval_timeout!r}"
+                )
+            config["approval_timeout"] = float(approval_timeout)
         # What the workflow sends (model requests, tool arguments, appends) is checked against
         # the server's own limit too: an activity input over it would fail the workflow task
         # again and again instead of the run.
@@ -398,6 +450,46 @@ class DurableAgent:
 
         return stream_events(handle)
 
+    async def result(self, handle: WorkflowHandle[Any, Any]) -> DurableResult:
+        """Wait for a started run's result (after :meth:`start`, or once its decisions are in).
+
+        Raises:
+            GuardrailTripped: a guardrail ended the run.
+            DurableRunError: the run failed (its ``type`` names the error inside).
+        """
+        from ._client import result_of
+
+        return await result_of(handle)
+
+    async def pending(self, handle: WorkflowHandle[Any, Any]) -> list[PendingCall]:
+        """The calls a durable run waits on (empty while it runs, or once it ended), with
+        their validated arguments and deadline::
+
+            for call in await durable.pending(handle):
+                print(call.id, call.name, call.arguments, call.deadline)
+        """
+        from ._client import pending_of_run
+
+        return await pending_of_run(handle)
+
+    async def decide(
+        self, handle: WorkflowHandle[Any, Any], decisions: Mapping[str, ToolDecision]
+    ) -> list[str]:
+        """Decide calls a durable run waits on: ``{call_id: Approve() | Approve(arguments=...)
+        | Deny("why") | ToolOutput(...)}``, some or all of them. The run goes on once every
+        waiting call is decided; returns the ids that still wait.
+
+        Raises:
+            NotPendingError: a call does not wait (or the run has finished).
+            ApprovalConflictError: a call was decided already (the first decision wins).
+            ApprovalExpiredError: a call's deadline passed (its default decision applied).
+            ConfigurationError: a decision of the wrong kind (``ToolOutput`` for a tool
+                that waits for approval, ``Approve`` for an external tool).
+        """
+        from ._client import decide_run
+
+        return await decide_run(handle, decisions)
+
     async def run(self, prompt: str | list[ContentBlock], *, session_id: str = "default") -> Any:
         """Run the loop here, inside your own Temporal workflow (model and tool calls become
         activities). Outside a workflow this raises: use :meth:`execute` there.
@@ -422,3 +514,20 @@ class DurableAgent:
 
     def __repr__(self) -> str:
         return f"DurableAgent(name={self.name!r}, provider={self.provider!r})"
+
+
+def _approval_checks(agent: Agent) -> list[str]:
+    """The tools whose calls may wait for a person: every tool ("*") when the agent has an
+    approval policy, else those with a ``requires_approval`` flag or predicate."""
+    if agent.options.requires_approval is not None:
+        return ["*"]
+    return [
+        t.definition.name
+        for t in agent.tools
+        if getattr(t, "requires_approval", False) is not False
+        and getattr(t, "external", False) is not True
+    ]
+
+
+def _external_tools(agent: Agent) -> list[str]:
+    return [t.definition.name for t in agent.tools if getattr(t, "external", False) is True]

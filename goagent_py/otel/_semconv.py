@@ -65,6 +65,7 @@ RUN_ITERATIONS = "goagent.run.iterations"
 RUN_TOOL_CALLS = "goagent.run.tool_calls"
 VECTOR_ID = "goagent.vector.id"
 VECTOR_TOP_K = "goagent.vector.top_k"
+VECTOR_WRITTEN = "goagent.vector.written"  # a guarded write: False when the scope had changed
 EVENT_TOOL_RETRY = "goagent.tool.retry"
 EVENT_TOOL_TIMEOUT = "goagent.tool.timeout"
 EVENT_CIRCUIT_OPEN = "goagent.tool.circuit_open"

@@ -117,6 +117,17 @@ class StoreTelemetry:
         """A count finished."""
         self._report("count", duration, error, {sc.DB_RETURNED_ROWS: count})
 
+    def on_entries(self, count: int, duration: float, error: BaseException | None) -> None:
+        """A listing finished."""
+        self._report("entries", duration, error, {sc.DB_RETURNED_ROWS: count})
+
+    def on_upsert_batch_if(
+        self, count: int, written: bool, duration: float, error: BaseException | None
+    ) -> None:
+        """A guarded bulk upsert finished (``written`` False: the scope had changed)."""
+        attrs: dict[str, AttributeValue] = {sc.DB_BATCH_SIZE: count, sc.VECTOR_WRITTEN: written}
+        self._report("upsert_batch_if", duration, error, attrs)
+
 
 def wrap_store(
     store: VectorStore,

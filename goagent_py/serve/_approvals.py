@@ -111,8 +111,12 @@ def always_approved(messages: list[Message]) -> set[str]:
             continue
         by_id = {c.id: c.name for c in m.tool_calls}
         for call_id, record in decided.items():
-            if isinstance(record, dict) and record.get("always") and call_id in by_id:
-                names.add(by_id[call_id])
+            if not isinstance(record, dict) or not record.get("always"):
+                continue
+            # A sub-agent's call ("p1/k1") is not among the message's calls: its record names it.
+            name = by_id.get(call_id) or record.get("name")
+            if isinstance(name, str):
+                names.add(name)
     return names
 
 

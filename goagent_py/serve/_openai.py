@@ -58,6 +58,15 @@ class Step:
     text: str = ""
     call: dict[str, Any] = field(default_factory=dict)
     result: dict[str, Any] = field(default_factory=dict)
+    code: str = ""  # an error's: the exception's class name (AG-UI's RUN_ERROR code)
+
+    def failure(self) -> HttpError:
+        """An error step as the HTTP error a /v1 client gets: a guardrail's trip is a 400
+        with code ``content_filter`` (what OpenAI says when its own filter refuses), the
+        rest a 500."""
+        if self.code == "GuardrailTripped":
+            return HttpError(400, self.text, code="content_filter")
+        return HttpError(500, self.text)
 
 
 @dataclass(slots=True)
@@ -399,7 +408,7 @@ async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
                 result["usage"] = (item.get("usage") or [{}])[0]
                 yield Step("done", result=result)
             elif kind == "RUN_ERROR":
-                yield Step("error", item["message"])
+                yield Step("error", item["message"], code=str(item.get("code") or ""))
     finally:
         if not over and not run.parked:
             server.stop(run)
@@ -476,7 +485,8 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
 
         async def frames() -> AsyncIterator[str]:
             yield json.dumps(chunk({"role": "assistant", "content": ""}, None))
-            finish, error, index = "stop", "", 0
+            finish, index = "stop", 0
+            error: HttpError | None = None
             usage = chat_usage({})
             async for step in steps(server, run):
                 if step.kind == "text" and not typed:
@@ -499,9 +509,11 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
                     if answer is not None:
                         yield json.dumps(chunk({"content": answer}, None))
                 elif step.kind == "error":
-                    error = step.text
-            if error:
-                _, body = error_body(500, error, path="/v1/")
+                    error = step.failure()
+                    if error.code == "content_filter":
+                        finish = "content_filter"
+            if error is not None:
+                _, body = error_body(error.status, error.message, path="/v1/", code=error.code)
                 yield json.dumps(body)
             yield json.dumps(chunk({}, finish))
             if request.include_usage:
@@ -513,6 +525,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
     finish, error, usage = "stop", "", chat_usage({})
+    failure = HttpError(500, "")
     async for step in steps(server, run):
         if step.kind == "text" and not typed:
             content.append(step.text)
@@ -532,8 +545,9 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
                 content.append(answer)
         elif step.kind == "error":
             error = step.text
+            failure = step.failure()
     if error:
-        raise HttpError(500, error)
+        raise failure
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
     if calls:
         message["tool_calls"] = calls
@@ -712,28 +726,29 @@ async def responses(server: Server, user: str, request: OpenAIRequest) -> Respon
 
             yield frame(build.event("response.created", response=build.response("in_progress")))
             yield frame(build.event("response.in_progress", response=build.response("in_progress")))
-            error = ""
+            error: HttpError | None = None
             async for step in steps(server, run):
                 if step.kind == "error":
-                    error = step.text
+                    error = step.failure()
                 for event in build.step(step):
                     yield frame(event)
             for event in build.close_text():
                 yield frame(event)
-            if error:
-                failed = build.response("failed", {"code": "server_error", "message": error})
+            if error is not None:
+                code = error.code or "server_error"
+                failed = build.response("failed", {"code": code, "message": error.message})
                 yield frame(build.event("response.failed", response=failed))
             else:
                 done = build.response("completed")
                 yield frame(build.event("response.completed", response=done))
 
         return RunStream(server, run, frames())
-    error = ""
+    error: HttpError | None = None
     async for step in steps(server, run):
         if step.kind == "error":
-            error = step.text
+            error = step.failure()
         build.step(step)
     build.close_text()
-    if error:
-        raise HttpError(500, error)
+    if error is not None:
+        raise error
     return JSONResponse(build.response("completed"))

@@ -35,7 +35,7 @@ def _guarded(fn: Endpoint) -> Endpoint:
         try:
             return await fn(request)
         except HttpError as exc:
-            status, body = error_body(exc.status, exc.message, path=request.url.path)
+            status, body = error_body(exc.status, exc.message, path=request.url.path, code=exc.code)
             return JSONResponse(body, status_code=status)
 
     return wrapper

@@ -95,13 +95,14 @@ AgentFactory = Callable[[ThreadContext], Agent | Awaitable[Agent]]
 class HttpError(GoAgentError):
     """A request refused with ``status`` and a message for the client."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, code: str | None = None) -> None:
         self.status = status
         self.message = message
+        self.code = code  # the OpenAI error code under /v1 (None: the status's own)
         super().__init__(f"{status}: {message}")
 
     def __reduce__(self) -> Any:
-        return self._reduce_with(self.status, self.message)
+        return self._reduce_with(self.status, self.message, code=self.code)
 
 
 @dataclass
@@ -478,14 +479,18 @@ _OPENAI = {
 }
 
 
-def error_body(status: int, message: str, *, path: str) -> tuple[int, dict[str, Any]]:
+def error_body(
+    status: int, message: str, *, path: str, code: str | None = None
+) -> tuple[int, dict[str, Any]]:
     """The status and JSON body of a refusal: ``{"error": message}``, or under ``/v1`` the
-    OpenAI shape ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's status."""
+    OpenAI shape ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's status
+    (``code``, when given, in place of the status's own)."""
     if not path.startswith("/v1/"):
         return status, {"error": message}
     if status == 415:
         status = 400
-    kind, code = _OPENAI.get(status, ("server_error", None))
+    kind, own = _OPENAI.get(status, ("server_error", None))
+    code = code or own
     if status >= 500:
         status = 500
     return status, {"error": {"message": message, "type": kind, "param": None, "code": code}}

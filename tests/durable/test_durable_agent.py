@@ -112,9 +112,12 @@ def test_activities_are_named_after_the_agent_and_its_tools() -> None:
         for fn in activities_for([durable], ProviderRegistry())
     )
     assert names == [
+        "goagent.approval.calc",
+        "goagent.guardrail.calc",
         "goagent.memory.append.calc",
         "goagent.memory.load.calc",
         "goagent.memory.recall.calc",
+        "goagent.memory.settle.calc",
         "goagent.memory.store.calc",
         "goagent.model.calc",
         "goagent.tool.calc.add",

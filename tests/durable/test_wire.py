@@ -176,3 +176,43 @@ def test_only_what_a_retry_can_cure_is_retried() -> None:
     assert not _retryable(ToolTimeoutError("t", 1.0))  # the agent's own timeout is final
     assert not _retryable(MCPServerRestartedError("time", "t", "restarted"))
     assert not _retryable(MCPToolError("time", "t", "isError"))
+
+
+def test_decisions_cross_as_data_and_come_back_the_same() -> None:
+    from goagent_py import Approve, Deny, ToolOutput
+    from goagent_py.durable._wire import decision_from_data, decision_to_data
+
+    decisions = [
+        Approve(),
+        Approve(arguments={"amount": 25}, always=True),
+        Deny("not on a Friday", stop=True),
+        ToolOutput([TextBlock("Lisbon")], is_error=True),
+    ]
+    for decision in decisions:
+        data = decision_to_data(decision)
+        assert decision_from_data(json.loads(json.dumps(data))) == decision
+    with pytest.raises(ConfigurationError, match="Approve"):
+        decision_to_data("yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="unknown decision"):
+        decision_from_data({"decision": "maybe"})
+
+
+def test_a_waiting_messages_stand_in_keeps_its_calls_and_its_wait() -> None:
+    from goagent_py.durable._wire import stand_in
+
+    call = ToolCall("c1", "refund", {"order": "A-17"})
+    plain = Message(Role.ASSISTANT, [TextBlock("x" * 100)], tool_calls=[call])
+    waiting = Message(
+        Role.ASSISTANT,
+        [TextBlock("x" * 100)],
+        tool_calls=[call],
+        metadata={"goagent.pending": {"token": "t", "calls": []}},
+    )
+    # History by reference: no content, no arguments...
+    assert stand_in(plain, "d").tool_calls == [ToolCall("c1", "refund", {})]
+    assert stand_in(plain, "d").metadata == {"goagent.ref": "d"}
+    # ...except what a resume runs and what the loop refuses a new prompt on.
+    kept = stand_in(waiting, "d")
+    assert kept.content == []
+    assert kept.tool_calls == [call]
+    assert kept.metadata == {"goagent.ref": "d", "goagent.pending": {"token": "t", "calls": []}}

@@ -1065,6 +1065,35 @@ async def test_instrument_store_spans_metrics_and_capabilities(otel: Telemetry) 
     ]
 
 
+async def test_an_instrumented_store_keeps_listing_and_guarded_writes(
+    otel: Telemetry, tmp_path: Path
+) -> None:
+    from goagent_py.memory.vector import GuardedStore, ListableStore, SqliteVecStore
+
+    pytest.importorskip("sqlite_vec")
+    inner = SqliteVecStore(tmp_path / "v.db", dimensions=2)
+    store = instrument_store(
+        inner, tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider
+    )
+    assert isinstance(store, GuardedStore)
+    assert isinstance(store, ListableStore)
+    msg = Message(Role.USER, [TextBlock("hello")], metadata={"session": "s"})
+    version = await store.version({"session": "s"})
+    entry = UpsertEntry("a", [1.0, 0.0], msg)
+    assert await store.upsert_batch_if([entry], filter={"session": "s"}, version=version)
+    assert not await store.upsert_batch_if([entry], filter={"session": "s"}, version=version)
+    assert len(await store.entries({"session": "s"})) == 1
+    written = [
+        dict(s.attributes or {})["goagent.vector.written"]
+        for s in sorted(otel.spans(), key=_ns)
+        if s.name.startswith("upsert_batch_if")
+    ]
+    assert written == [True, False]
+    [listing] = [s for s in otel.spans() if s.name.startswith("entries")]
+    assert dict(listing.attributes or {})["db.response.returned_rows"] == 1
+    await store.aclose()
+
+
 async def test_store_calls_made_by_a_tool_nest_under_its_call_span(otel: Telemetry) -> None:
     store = instrument_store(DictStore(), tracer_provider=otel.tracer_provider, system="t")
 

@@ -1,9 +1,12 @@
 """A vector-store wrapper that reports every call, with its duration and error, to an observer.
 
 ``ObservableStore(store, observer)`` keeps the wrapped store's optional capabilities: the
-wrapper is a :class:`~goagent_py.memory.vector.base.BulkVectorStore` exactly when the inner store
-is one, and a :class:`~goagent_py.memory.vector.base.CountableStore` exactly when the inner store
-is one (the reference's wrapper hid ``count``).
+wrapper is a :class:`~goagent_py.memory.vector.base.BulkVectorStore`,
+:class:`~goagent_py.memory.vector.base.CountableStore`,
+:class:`~goagent_py.memory.vector.base.ListableStore` or
+:class:`~goagent_py.memory.vector.base.GuardedStore` exactly when the inner store is one (the
+reference's wrapper hid ``count``; a hidden ``GuardedStore`` would turn off long-term memory's
+compare-and-set write wherever telemetry is on).
 
 An observer implements any subset of the :class:`VectorStoreObserver` methods, sync or async.
 Subclass :class:`VectorStoreObserver` to inherit no-op defaults for the rest, or pass any object
@@ -13,6 +16,7 @@ the store's own errors propagate unchanged.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import time
@@ -24,6 +28,8 @@ from goagent_py.errors import ConfigurationError
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     CountableStore,
+    GuardedStore,
+    ListableStore,
     SearchOptions,
     UpsertEntry,
     Vector,
@@ -44,6 +50,8 @@ OBSERVER_METHODS: tuple[str, ...] = (
     "on_upsert_batch",
     "on_delete_batch",
     "on_count",
+    "on_entries",
+    "on_upsert_batch_if",
 )
 
 
@@ -80,6 +88,17 @@ class VectorStoreObserver(Protocol):
 
     def on_count(self, count: int, duration: float, error: BaseException | None) -> Any:
         """A ``count`` returned ``count`` (0 on error)."""
+        return None
+
+    def on_entries(self, count: int, duration: float, error: BaseException | None) -> Any:
+        """An ``entries`` listing returned ``count`` entries (0 on error)."""
+        return None
+
+    def on_upsert_batch_if(
+        self, count: int, written: bool, duration: float, error: BaseException | None
+    ) -> Any:
+        """A guarded ``upsert_batch_if`` of ``count`` entries finished; ``written`` is False
+        when the scope had changed (nothing was written) or on error."""
         return None
 
 
@@ -129,6 +148,14 @@ class _MergedObserver(VectorStoreObserver):
     async def on_count(self, count: int, duration: float, error: BaseException | None) -> None:
         await self._all("on_count", count, duration, error)
 
+    async def on_entries(self, count: int, duration: float, error: BaseException | None) -> None:
+        await self._all("on_entries", count, duration, error)
+
+    async def on_upsert_batch_if(
+        self, count: int, written: bool, duration: float, error: BaseException | None
+    ) -> None:
+        await self._all("on_upsert_batch_if", count, written, duration, error)
+
 
 def merge_observers(*observers: object) -> VectorStoreObserver:
     """Combine observers: each report goes to every observer, in the order given.
@@ -143,8 +170,9 @@ def merge_observers(*observers: object) -> VectorStoreObserver:
 class ObservableStore:
     """Wraps a vector store and reports each call to ``observer``.
 
-    The instance is a bulk store and/or a countable store exactly when ``store`` is, so
-    ``isinstance(ObservableStore(s, o), BulkVectorStore)`` answers like ``isinstance(s, ...)``.
+    The instance has each optional capability (bulk, countable, listable, guarded) exactly
+    when ``store`` has it, so ``isinstance(ObservableStore(s, o), GuardedStore)`` answers like
+    ``isinstance(s, GuardedStore)``.
 
     Args:
         store: the store to wrap.
@@ -156,14 +184,9 @@ class ObservableStore:
 
     def __new__(cls, store: VectorStore, observer: object) -> ObservableStore:
         if cls is ObservableStore:
-            bulk = isinstance(store, BulkVectorStore)
-            countable = isinstance(store, CountableStore)
-            if bulk and countable:
-                cls = _ObservableBulkCountableStore
-            elif bulk:
-                cls = _ObservableBulkStore
-            elif countable:
-                cls = _ObservableCountableStore
+            mixins = tuple(mixin for proto, mixin in _CAPABILITIES if isinstance(store, proto))
+            if mixins:
+                cls = _with_capabilities(mixins)
         return super().__new__(cls)
 
     def __init__(self, store: VectorStore, observer: object) -> None:
@@ -279,13 +302,55 @@ class _CountMixin(ObservableStore):
         return await self._timed(inner.count(filter) if filter else inner.count(), report)
 
 
-class _ObservableBulkStore(_BulkMixin):
-    pass
+class _ListMixin(ObservableStore):
+    async def entries(self, filter: Mapping[str, Any] | None = None) -> list[ScoredMessage]:
+        """List through the inner store and report ``on_entries``."""
+        inner = self._inner
+        assert isinstance(inner, ListableStore)
+
+        async def report(
+            found: list[ScoredMessage] | None, duration: float, error: BaseException | None
+        ) -> None:
+            await _notify(self._observer, "on_entries", len(found or ()), duration, error)
+
+        return await self._timed(inner.entries(filter), report)
 
 
-class _ObservableCountableStore(_CountMixin):
-    pass
+class _GuardMixin(ObservableStore):
+    async def version(self, filter: Mapping[str, Any]) -> str:
+        """The inner store's version token of ``filter`` (not reported: a read of ids)."""
+        inner = self._inner
+        assert isinstance(inner, GuardedStore)
+        return await inner.version(filter)
+
+    async def upsert_batch_if(
+        self, entries: Sequence[UpsertEntry], *, filter: Mapping[str, Any], version: str
+    ) -> bool:
+        """Guarded bulk upsert through the inner store and report ``on_upsert_batch_if``."""
+        inner = self._inner
+        assert isinstance(inner, GuardedStore)
+        n = len(entries)
+
+        async def report(
+            written: bool | None, duration: float, error: BaseException | None
+        ) -> None:
+            await _notify(self._observer, "on_upsert_batch_if", n, bool(written), duration, error)
+
+        return await self._timed(
+            inner.upsert_batch_if(entries, filter=filter, version=version), report
+        )
 
 
-class _ObservableBulkCountableStore(_BulkMixin, _CountMixin):
-    pass
+# Each optional protocol and the mixin that forwards it; the wrapper's class is composed from
+# the mixins the inner store's capabilities call for (one cached class per combination).
+_CAPABILITIES: tuple[tuple[type, type[ObservableStore]], ...] = (
+    (BulkVectorStore, _BulkMixin),
+    (CountableStore, _CountMixin),
+    (ListableStore, _ListMixin),
+    (GuardedStore, _GuardMixin),
+)
+
+
+@functools.cache
+def _with_capabilities(mixins: tuple[type[ObservableStore], ...]) -> type[ObservableStore]:
+    return type("ObservableStore", mixins, {"__module__": __name__})

@@ -12,6 +12,8 @@ from goagent_py.errors import ConfigurationError
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     CountableStore,
+    GuardedStore,
+    ListableStore,
     SearchOptions,
     UpsertEntry,
     VectorStore,
@@ -37,8 +39,39 @@ async def test_capabilities(make_store: StoreFactory) -> None:
     assert isinstance(store, BulkVectorStore)
     assert isinstance(store, CountableStore)
     wrapped = ObservableStore(store, object())
-    assert isinstance(wrapped, BulkVectorStore)
-    assert isinstance(wrapped, CountableStore)
+    for capability in (BulkVectorStore, CountableStore, ListableStore, GuardedStore):
+        # Telemetry wraps every store: a capability it hid would silently turn off the
+        # compare-and-set write of long-term memory, or its listing.
+        assert isinstance(wrapped, capability) is isinstance(store, capability), capability
+
+
+async def test_the_observed_store_lists_and_writes_guarded_as_the_store_does(
+    make_store: StoreFactory,
+) -> None:
+    store = await make_store(3)
+    if not isinstance(store, GuardedStore):
+        pytest.skip(f"{type(store).__name__} is not a GuardedStore")
+    reports: list[str] = []
+
+    class Observer:
+        def on_entries(self, count: int, duration: float, error: BaseException | None) -> None:
+            reports.append(f"entries {count}")
+
+        def on_upsert_batch_if(
+            self, count: int, written: bool, duration: float, error: BaseException | None
+        ) -> None:
+            reports.append(f"upsert_batch_if {count} {written}")
+
+    wrapped = ObservableStore(store, Observer())
+    assert isinstance(wrapped, GuardedStore)
+    scope = {"session": "s"}
+    version = await wrapped.version(scope)
+    entry = UpsertEntry("a", [1.0, 0.0, 0.0], msg("first", session="s"))
+    assert await wrapped.upsert_batch_if([entry], filter=scope, version=version)
+    stale = UpsertEntry("b", [0.0, 1.0, 0.0], msg("stale", session="s"))
+    assert not await wrapped.upsert_batch_if([stale], filter=scope, version=version)
+    assert [m.id for m in await wrapped.entries(scope)] == ["a"]
+    assert reports == ["upsert_batch_if 1 True", "upsert_batch_if 1 False", "entries 1"]
 
 
 async def test_empty_store_finds_nothing(make_store: StoreFactory) -> None:

@@ -1,0 +1,95 @@
+"""A durable run that waits for a person survives its worker's SIGKILL (issue 35): the wait
+holds no activity, so a new worker takes the decision and the run completes; the approved
+tool runs exactly once. Workers are real processes (``durable_approval_app.py``) on a real
+Temporal dev server; the session's record is a real SQLite file."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import durable_approval_app  # tests/durable/durable_approval_app.py
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from goagent_py import Approve, validate_transcript
+from goagent_py.durable._client import result_of
+from goagent_py.memory.storage import SQLiteStorage
+from goagent_py.messages import Role
+
+pytestmark = pytest.mark.slow
+
+APP = Path(__file__).parent / "durable_approval_app.py"
+ROOT = Path(__file__).parents[2]
+
+
+def start_worker(
+    temporal: WorkflowEnvironment, queue: str, db: Path, log: Path
+) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{APP.parent}", "GOAGENT_LOG": str(log)}
+    address = temporal.client.service_client.config.target_host
+    proc = subprocess.Popen(
+        [sys.executable, str(APP), address, queue, str(db)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "READY"
+    return proc
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+async def test_a_run_waiting_for_approval_survives_a_worker_sigkill(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    queue, log, db, session = (
+        f"q-{uuid.uuid4().hex[:8]}",
+        tmp_path / "calls.log",
+        tmp_path / "chat.db",
+        "ticket-9",
+    )
+    durable = durable_approval_app.durable_agent(db, queue)
+    first = start_worker(temporal, queue, db, log)
+    second = None
+    try:
+        handle = await durable.start(temporal.client, "refund A-17", session_id=session)
+        async for event in durable.events(handle):
+            if event["type"] == "pending":
+                break
+        (call,) = await durable.pending(handle)
+        # The run waits: no activity runs; the worker dies.
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        assert first.returncode == -signal.SIGKILL
+        second = start_worker(temporal, queue, db, log)
+        assert [p.id for p in await durable.pending(handle)] == ["call-1"]
+        await durable.decide(handle, {call.id: Approve()})
+        result = await result_of(handle)
+    finally:
+        stop(first)
+        if second is not None:
+            stop(second)
+
+    assert (call.name, call.arguments) == ("refund", {"order": "A-17", "amount": 25.0})
+    assert result.text == "done: refunded 25.00 on A-17"
+    lines = log.read_text().splitlines()
+    counts = collections.Counter(" ".join(line.split()[:2]) for line in lines)
+    assert counts == {"model 0": 1, "model 1": 1, "tool refund": 1}  # the approved call ran once
+    async with SQLiteStorage(db, session_id=session) as s:
+        history = await s.load()
+    assert [m.role for m in history] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert history[1].metadata["goagent.decisions"] == {"call-1": {"decision": "approve"}}
+    assert validate_transcript(history, allow_pending=False) == []
