@@ -14,9 +14,10 @@ and run by ONNX Runtime, or without ``onnxruntime`` the model's own modules unde
 
 The ONNX export is kept on disk (``onnx_cache``, see :mod:`goagent_py.providers._st_export`)
 with ``encode``'s vectors of the probe texts. A later load that finds it, and gets those
-vectors from it, runs it alone: one text and batches on ONNX Runtime and ``tokenizers``,
-without importing torch or transformers (about 500 MB less resident memory). Otherwise the
-model loads on torch as above, and batches go through ``encode``.
+vectors from it, runs it alone: one text and batches of up to 64 texts on ONNX Runtime and
+``tokenizers``, without importing torch or transformers (about 500 MB less resident memory);
+a larger batch (indexing) loads torch for ``encode``. Otherwise the model loads on torch as
+above, and batches go through ``encode``.
 """
 
 from __future__ import annotations
@@ -80,6 +81,13 @@ def _import_sentence_transformers() -> Any:
             "sentence-transformers", "local", feature="SentenceTransformerEmbedder"
         ) from exc
     return sentence_transformers
+
+
+# Larger batches (indexing a folder) load torch and go through encode, on torch's threads: the
+# stored export runs on the query worker's one thread, ~1.5x slower for 128 chunks than encode
+# on 2 threads in one interleaved measurement (#36). Memory writes and tool descriptions stay
+# well under it, so chat and serve never load torch for them.
+_STORED_BATCH_LIMIT = 64
 
 
 def _text(blocks: Sequence[ContentBlock]) -> str:
@@ -310,7 +318,7 @@ class SentenceTransformerEmbedder:
         import numpy as np
 
         self._load()
-        if self._stored is not None:
+        if self._stored is not None and len(texts) <= _STORED_BATCH_LIMIT:
             return self._encode_stored(self._stored, texts)
         model = self._sentence_transformer()
         vectors = model.encode(
