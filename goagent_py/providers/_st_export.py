@@ -213,7 +213,24 @@ def load_export(
     if not same_vectors(got, want):
         _log.debug("stored export %s no longer gives the reference vectors", folder)
         return None
+    _give_back_freed_memory()
     return export
+
+
+def _give_back_freed_memory() -> None:
+    """Hand the heap pages freed while loading back to the system (glibc only).
+
+    Reading the 90 MB graph leaves ~65 MB of freed buffers that glibc keeps resident: RSS of a
+    loaded embedder 239 -> 174 MB after ``malloc_trim(0)`` (#36).
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # another C library (musl): nothing to do
+        pass
 
 
 def save_export(
