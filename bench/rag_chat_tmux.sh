@@ -1,6 +1,8 @@
 #!/bin/bash
 # Drive `goagent-py rag chat` on the embedded model in tmux, with a fresh data folder (issue 37's
-# "Must show": three questions answered, each under 5 s after load): index docs/, then ask.
+# "Must show": three questions answered, each under 5 s after load, and one the docs do not
+# answer, which must get "not in the documents"): index docs/, then ask. The transcript shows
+# the load average (1, 5, 15 min) before indexing and after the last answer.
 #   bench/rag_chat_tmux.sh [OUT]   (default docs/notes/rag-chat-tmux.txt; needs tmux)
 # RAG_DB=FILE seeds the fresh data folder with an index of docs/ made before (rag index then
 # re-embeds only what changed since), to spare a loaded machine the embedding of every file.
@@ -30,13 +32,14 @@ wait_prompt() {  # wait until the last non-empty line is the prompt wanted
 }
 ask() { tmux send-keys -t $S -l "$1"; tmux send-keys -t $S Enter; sleep 1; wait_prompt "question>"; }
 wait_prompt '$'
-tmux send-keys -t $S "echo data folder: \$GOAGENT_HOME; python -m goagent_py rag index $DOCS 2>/dev/null; python -m goagent_py rag chat" Enter
+tmux send-keys -t $S "echo data folder: \$GOAGENT_HOME; echo load average: \$(cut -d' ' -f1-3 /proc/loadavg) on \$(nproc) CPUs; python -m goagent_py rag index $DOCS 2>/dev/null; python -m goagent_py rag chat" Enter
 sleep 2; wait_prompt "question>"
 ask "How do I limit the tokens a run may spend?"
 ask "Which vector stores can long-term memory use?"
 ask "How do I make a tool retry when it fails?"
 ask "What is the capital of Peru?"
 tmux send-keys -t $S "/exit" Enter; sleep 1; wait_prompt '$'
+tmux send-keys -t $S "echo load average: \$(cut -d' ' -f1-3 /proc/loadavg)" Enter; sleep 1; wait_prompt '$'
 tmux capture-pane -p -S - -t $S | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' > "$OUT"
 tmux kill-session -t $S
 rm -rf "$HOME_DIR"

@@ -1,12 +1,17 @@
 """Load on ``goagent-py serve``: 50 concurrent users x 5 turns against one uvicorn server.
 
-Run with ``python bench/serve_load.py [--users 50] [--turns 5] [--py-spy server.raw]`` (never
-collected as a test). The server runs in a process of its own (uvicorn on a real localhost
+Run with ``python bench/serve_load.py [--users 50] [--turns 5] [--peer] [--rounds N]
+[--py-spy server.raw]`` (never collected as a test). ``--peer`` measures pydantic-ai's AG-UI
+server on the same scripted answer after ours, in the same run (``bench/peers/
+serve_pydantic_ai.py``, in its own virtualenv under ``$PEERBENCH_VENVS``, default
+``/tmp/peerbench-venvs``, created on first use); ``--rounds`` alternates the two N times.
+The server runs in a process of its own (uvicorn on a real localhost
 port), the load generator in this one, so the two never share an interpreter lock. The server
 has bearer-token auth (one token per user) and a real SQLite file; the model is a
 ScriptedProvider (a fixed 24-word answer streamed word by word), so the figures are the server's
-own cost: auth, thread lookup, session, SQLite writes (fsync per turn), SSE framing. With
-``--py-spy FILE`` the server runs under ``py-spy record`` (raw collapsed stacks in FILE).
+own cost: auth, thread lookup, session, SQLite writes (synced group commits), SSE framing. With
+``--py-spy FILE`` the server runs under ``py-spy record`` (raw collapsed stacks in FILE; add
+``--gil`` to sample only the thread holding the GIL, i.e. where the CPU goes).
 
 Reported: errors, cross-user rows (a user's thread holding another user's message, via the API
 and directly in the database), and latency of a turn: time to first text delta and to the end
@@ -167,7 +172,72 @@ async def _load(base: str, tokens: dict[str, str], turns: int) -> tuple[dict[str
     return out, wall, await _check(base, tokens, out, turns)
 
 
-def main(users: int, turns: int, py_spy: str | None) -> int:
+async def _peer_user(base: str, user: str, turns: int, out: dict[str, Any]) -> None:
+    """One user of the peer: AG-UI's RunAgentInput with the whole conversation each turn (the
+    peer keeps none)."""
+    messages: list[dict[str, Any]] = []
+    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+        try:
+            for turn in range(turns):
+                said = f"{user} turn {turn}"
+                messages.append({"id": f"u{turn}", "role": "user", "content": said})
+                body = {
+                    "threadId": user,
+                    "runId": f"{user}-{turn}",
+                    "state": {},
+                    "messages": messages,
+                    "tools": [],
+                    "context": [],
+                    "forwardedProps": {},
+                }
+                start = time.perf_counter()
+                first = None
+                text = ""
+                finished = False
+                headers = {"accept": "text/event-stream"}
+                async with client.stream("POST", "/", json=body, headers=headers) as response:
+                    response.raise_for_status()
+                    async for line in response.aiter_lines():
+                        if not line.startswith("data:"):
+                            continue
+                        event = json.loads(line[5:])
+                        if event["type"] == "TEXT_MESSAGE_CONTENT":
+                            if first is None:
+                                first = time.perf_counter() - start
+                            text += event["delta"]
+                        elif event["type"] == "RUN_FINISHED":
+                            finished = True
+                        elif event["type"] == "RUN_ERROR":
+                            raise RuntimeError(event["message"])
+                if not finished or first is None or text != ANSWER:
+                    raise RuntimeError(f"stream ended without RUN_FINISHED or the answer: {text!r}")
+                messages.append({"id": f"a{turn}", "role": "assistant", "content": text})
+                out["ttft"].append(first)
+                out["total"].append(time.perf_counter() - start)
+        except Exception as exc:
+            out["errors"].append(f"{user}: {type(exc).__name__}: {exc}")
+
+
+async def _peer_load(base: str, users: int, turns: int) -> tuple[dict[str, Any], float]:
+    out: dict[str, Any] = {"errors": [], "ttft": [], "total": []}
+    start = time.perf_counter()
+    await asyncio.gather(*(_peer_user(base, f"user{i}", turns, out) for i in range(users)))
+    return out, time.perf_counter() - start
+
+
+def _report(title: str, out: dict[str, Any], wall: float, server_cpu: float) -> None:
+    print(title)
+    print(f"  errors: {len(out['errors'])}")
+    for line in out["errors"][:5]:
+        print("    ", line)
+    print("  " + _figures("time to first token", out["ttft"]))
+    print("  " + _figures("turn (whole stream)", out["total"]))
+    n = max(len(out["total"]), 1)
+    print(f"  {len(out['total'])} turns in {wall:.2f} s: {len(out['total']) / wall:.1f} turns/s")
+    print(f"  server CPU under load: {server_cpu:.2f} s, {server_cpu / n * 1000:.2f} ms per turn")
+
+
+def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
     tokens = _tokens(users)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "serve.db"
@@ -176,7 +246,8 @@ def main(users: int, turns: int, py_spy: str | None) -> int:
         command += ["--users", str(users), "--turns", str(turns)]
         if py_spy:
             spy = Path(sys.executable).with_name("py-spy")
-            command = [str(spy), "record", "-r", "200", "-f", "raw", "-o", py_spy, "--", *command]
+            record = [str(spy), "record", "-r", "200", "-f", "raw", "-o", py_spy]
+            command = [*record, *(["--gil"] if gil else []), "--", *command]
         process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             port = _wait_for_port(port_file, process)
@@ -187,21 +258,52 @@ def main(users: int, turns: int, py_spy: str | None) -> int:
             process.send_signal(signal.SIGINT)  # py-spy writes its file when its child ends
             process.wait(60)
         cross_db = _db_cross(db)
-    print(f"{users} users x {turns} turns, one server process (uvicorn, SQLite, token auth)")
-    print(f"errors: {len(out['errors'])}")
-    for line in out["errors"][:5]:
-        print("  ", line)
-    print(f"cross-user rows: {cross} via the API, {cross_db} in the database")
-    print(_figures("time to first token", out["ttft"]))
-    print(_figures("turn (whole stream)", out["total"]))
-    print(f"{len(out['total'])} turns in {wall:.2f} s: {len(out['total']) / wall:.1f} turns/s")
-    client = resource.getrusage(resource.RUSAGE_SELF)
-    n = max(len(out["total"]), 1)
-    print(
-        f"server CPU under load: {server_cpu:.2f} s, {server_cpu / n * 1000:.2f} ms per turn "
-        f"(load generator: {client.ru_utime + client.ru_stime:.1f} s in all)"
-    )
+    _report("goagent-py serve (uvicorn, SQLite, token auth)", out, wall, server_cpu)
+    print(f"  cross-user rows: {cross} via the API, {cross_db} in the database")
     return 1 if out["errors"] or cross or cross_db else 0
+
+
+def _peer(users: int, turns: int) -> int:
+    venvs = Path(os.environ.get("PEERBENCH_VENVS", "/tmp/peerbench-venvs"))
+    python = venvs / "pydantic_ai_agui" / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q", "pydantic-ai-slim[ag-ui]", "uvicorn"]
+        subprocess.run([*pip, "httptools", "uvloop"], check=True)
+    version = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('pydantic-ai-slim'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    script = Path(__file__).with_name("peers") / "serve_pydantic_ai.py"
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = Path(tmp) / "port"
+        # -P: not bench/peers/ first on the path (its pydantic_ai.py would shadow the package)
+        process = subprocess.Popen([str(python), "-P", str(script), str(port_file)])
+        try:
+            port = _wait_for_port(port_file, process)
+            before = _cpu_seconds(process.pid)
+            out, wall = asyncio.run(_peer_load(f"http://127.0.0.1:{port}", users, turns))
+            server_cpu = _cpu_seconds(process.pid) - before
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.wait(60)
+    _report(f"pydantic-ai {version} AG-UI (uvicorn, no storage, no auth)", out, wall, server_cpu)
+    return 1 if out["errors"] else 0
+
+
+def main(users: int, turns: int, py_spy: str | None, gil: bool, peer: bool, rounds: int) -> int:
+    print(f"{users} users x {turns} turns; load average {os.getloadavg()[0]:.2f} at the start")
+    failed = 0
+    for _ in range(rounds):
+        failed |= _ours(users, turns, py_spy, gil)
+        if peer:
+            failed |= _peer(users, turns)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    client = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"load generator CPU: {client.ru_utime + client.ru_stime:.1f} s in all")
+    return failed
 
 
 if __name__ == "__main__":
@@ -209,10 +311,19 @@ if __name__ == "__main__":
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--py-spy", help="record the server with py-spy into this file")
+    parser.add_argument(
+        "--gil", action="store_true", help="with --py-spy: only the thread holding the GIL (CPU)"
+    )
+    parser.add_argument(
+        "--peer",
+        action="store_true",
+        help="also measure pydantic-ai's AG-UI server (bench/peers/serve_pydantic_ai.py)",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="ours (then the peer) N times")
     parser.add_argument("--serve", nargs=2, metavar=("PORT_FILE", "DB"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.serve:
         with contextlib.suppress(KeyboardInterrupt):
             _serve(*ns.serve, ns.users, ns.turns)
         raise SystemExit(0)
-    raise SystemExit(main(ns.users, ns.turns, ns.py_spy))
+    raise SystemExit(main(ns.users, ns.turns, ns.py_spy, ns.gil, ns.peer, ns.rounds))

@@ -10,27 +10,174 @@ switched off again as soon as sqlite-vec is loaded.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import contextvars
 import functools
 import importlib
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from goagent_py.errors import ConfigurationError, MissingExtraError
 
+if TYPE_CHECKING:
+    import sqlite3
+
 T = TypeVar("T")
+Job = Callable[["sqlite3.Connection"], Any]
 
 
 async def in_file_thread(path: str, fn: Callable[[], T]) -> T:
-    """Run the blocking SQLite call ``fn`` on the file ``path`` in a worker thread.
-
-    The one seam for the storages' and the served thread index's calls (issue 36 tried one
-    thread per file here: a race left a served run waiting, so calls go to the shared pool
-    as before until that is understood). A cancelled caller does not stop a started call: a
-    started write still commits whole.
-    """
+    """Run the blocking SQLite read ``fn`` on the file ``path`` in a worker thread (the
+    shared pool: readers of a WAL file never wait on each other). Writes go through
+    :func:`write_in_file`. A cancelled caller does not stop a started call."""
     return await asyncio.to_thread(fn)
+
+
+class _Writer:
+    """This process's writes to one SQLite file: one connection, used by one thread at a time,
+    that lives while writes are queued. The writes queued while a commit syncs go into the next
+    transaction together (group commit: one fsync for all of them), each inside a savepoint of
+    its own, so each is still all or nothing and one that fails leaves the others to commit.
+
+    Issue 36: with a connection per conversation, a server's conversations fought for the
+    file's write lock (SQLite's busy handler sleeps 1-100 ms between tries) and each turn paid
+    its own fsync (5-20 ms on the development machine), one after another.
+    """
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._queue: collections.deque[tuple[Job, Future[Any]]] = collections.deque()
+        self._running = False
+        self._conn: sqlite3.Connection | None = None
+
+    def submit(self, fn: Job) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            self._queue.append((fn, future))
+            if not self._running:
+                self._running = True
+                # Not a daemon: at exit the interpreter waits for the writes already queued.
+                threading.Thread(target=self._work, name="goagent-sqlite-writer").start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._running = False
+                    if self._conn is not None:  # idle: no connection kept per file written
+                        self._conn.close()
+                        self._conn = None
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+            # A caller cancelled before its write began: the write is not made.
+            batch = [(fn, f) for fn, f in batch if f.set_running_or_notify_cancel()]
+            if batch:
+                self._commit(batch)
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            import sqlite3
+
+            conn = sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                # Every write of the file syncs at its commit (see SQLiteStorage's durability).
+                conn.execute("PRAGMA synchronous=FULL")
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _commit(self, batch: list[tuple[Job, Future[Any]]]) -> None:
+        done: list[tuple[Future[Any], bool, Any]] = []
+        try:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for fn, future in batch:
+                    conn.execute("SAVEPOINT goagent_write")
+                    try:
+                        value = fn(conn)
+                    except Exception as exc:
+                        conn.execute("ROLLBACK TO goagent_write")
+                        conn.execute("RELEASE goagent_write")
+                        done.append((future, False, exc))
+                        continue
+                    conn.execute("RELEASE goagent_write")
+                    done.append((future, True, value))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except BaseException as exc:  # nothing of the batch is stored: each caller learns it
+            for _, future in batch:
+                future.set_exception(exc)
+            return
+        for future, ok, value in done:
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+
+_WRITERS: dict[str, _Writer] = {}
+_WRITERS_LOCK = threading.Lock()
+# A forked child has none of the parent's threads: it starts with none of their queues.
+os.register_at_fork(after_in_child=_WRITERS.clear)
+
+
+def _writer(path: str, timeout: float) -> _Writer:
+    # An absolute path as given first (realpath costs a few system calls); a relative one
+    # names another file once the working folder changes, so it is always resolved.
+    absolute = os.path.isabs(path)
+    found = _WRITERS.get(path) if absolute else None
+    if found is not None:
+        return found
+    key = os.path.realpath(path)
+    with _WRITERS_LOCK:
+        found = _WRITERS.get(key)
+        if found is None:
+            found = _Writer(key, timeout)
+            _WRITERS[key] = found
+        if absolute:
+            _WRITERS[path] = found
+        return found
+
+
+def shares_writes(path: str) -> bool:
+    """Whether writes to ``path`` can go through :func:`write_in_file` (a file: ``:memory:``
+    and ``""`` are a new database per connection)."""
+    return path not in ("", ":memory:") and not path.startswith("file:")
+
+
+async def write_in_file(
+    path: str, fn: Callable[[sqlite3.Connection], T], *, busy_timeout: float
+) -> T:
+    """Run the write ``fn(connection)`` on the SQLite file ``path`` in this process's one
+    writer for that file (see :class:`_Writer`): inside a transaction it must not begin or end
+    itself, committed (with ``synchronous=FULL``) before this returns. The tables ``fn`` writes
+    must exist. An exception from ``fn`` rolls back its own changes only; a failed commit fails
+    every write of its batch. A cancelled caller does not stop a write that has begun: it
+    still commits whole. ``busy_timeout``: seconds to wait for another process's write lock
+    (the first caller's value sets it for the file).
+    """
+    context = contextvars.copy_context()
+    future = _writer(path, busy_timeout).submit(lambda conn: context.run(fn, conn))
+    result: T = await asyncio.wrap_future(future)
+    return result
 
 
 @functools.cache

@@ -28,6 +28,7 @@ __all__ = [
     "ToolCall",
     "Usage",
     "assistant_message",
+    "build_codec",
     "messages_from_json",
     "messages_to_json",
     "text_from",
@@ -292,6 +293,16 @@ def _messages_adapter() -> TypeAdapter[list[Message]]:
 
         _ADAPTER.append(TypeAdapter(list[Message]))
     return _ADAPTER[0]
+
+
+def build_codec() -> None:
+    """Build the messages' JSON codec now rather than on first use.
+
+    For processes that must not pause at first use: a Temporal worker's workflow tasks decode
+    messages and must yield within 2 s (Temporal's deadlock check), which a cold build on a
+    busy machine can exceed.
+    """
+    _messages_adapter()
 
 
 def messages_to_json(messages: list[Message]) -> bytes:

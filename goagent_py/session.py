@@ -147,6 +147,13 @@ class Session:
         return list(self._transcript)
 
     @property
+    def loaded(self) -> bool:
+        """Whether :attr:`transcript` is the record's projection: loaded (by :meth:`load` or the
+        first run) and read back after every run and change since (a failed read back clears
+        it; the next run loads again)."""
+        return self._loaded
+
+    @property
     def pending(self) -> list[PendingCall]:
         """The calls that wait for decisions (``resume(...)`` takes them), read from the
         transcript; empty when nothing waits."""

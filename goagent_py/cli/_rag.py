@@ -301,7 +301,7 @@ async def respond(answerer: Answerer, question: str) -> Reply:
     """Search, ask the model and ground its answer; nothing is printed."""
     from goagent_py.messages import TextBlock
     from goagent_py.rag.format import format_passages
-    from goagent_py.rag.grounding import excerpts, ground_answer
+    from goagent_py.rag.grounding import adds_to, excerpts, ground_answer
 
     seconds: dict[str, float] = {}
     notes: list[str] = []
@@ -343,11 +343,14 @@ async def respond(answerer: Answerer, question: str) -> Reply:
     seconds["model"] = time.perf_counter() - start
     raw = run.text.strip()
     used = (run.usage.input_tokens, run.usage.output_tokens)
-    grounded = ground_answer(raw, given)
+    grounded = ground_answer(raw, given, question=question)
     if grounded.citations:
         sources = [f"[{n}] {_where(results[n - 1])}" for n in grounded.citations]
         return Reply("answer", grounded.text, sources, notes, seconds, *used, raw=raw)
-    quote = max(chosen, key=lambda e: e.similarity, default=None)
+    # A sentence that restates the question ("question> What is the capital of Peru?" in a
+    # transcript) is close to it and answers nothing: it is never quoted.
+    quotable = [e for e in chosen if adds_to(e.best, question)]
+    quote = max(quotable, key=lambda e: e.similarity, default=None)
     if quote is not None and quote.similarity >= answerer.quote_score:
         notes.append("(the model's answer used none of the passages; quoting the closest sentence)")
         text = f'Quote [{quote.number}]: "{quote.best}"'

@@ -47,7 +47,7 @@ from goagent_py.mcp.errors import (
 from goagent_py.memory.base import UpdatableMemory
 from goagent_py.memory.consolidation import collect_consolidations
 from goagent_py.memory.long_term import LongTermMemory
-from goagent_py.messages import Message, Role, TextBlock, ToolCall, Usage
+from goagent_py.messages import Message, Role, TextBlock, ToolCall, Usage, build_codec
 from goagent_py.results import ToolResult
 from goagent_py.tool_context import ToolContext, _current
 from goagent_py.tools import Tool
@@ -469,7 +469,13 @@ class _AgentActivities:
         try:
             messages = [] if memory is None else await _heartbeating(memory.messages())
             # By reference (issue 30): the history stays here; the workflow gets stand-ins.
-            out = {"messages": messages_to_text([stand_in(m, history_digest(m)) for m in messages])}
+            out = {
+                "messages": messages_to_text([stand_in(m, history_digest(m)) for m in messages]),
+                # Whether a repeated append of this session is harmless (keyed, or nothing is
+                # stored): then the workflow may append by local activity (issue 36).
+                "keyed": memory is None
+                or getattr(getattr(memory, "storage", None), "append_once", None) is not None,
+            }
             await self._check_size(out, "short-term memory load")
         except Exception as exc:
             raise self._fail(exc, "short-term memory load") from exc
@@ -653,6 +659,9 @@ def create_worker(
         task_queue = queues.pop()
     groups = _groups(agents, registry or ProviderRegistry.default())
     worker_options.setdefault("sticky_queue_schedule_to_start_timeout", _STICKY_TIMEOUT)
+    # Built here, not in the first workflow task that decodes messages: a cold build there
+    # ran past Temporal's 2 s deadlock check on a busy machine and failed the task.
+    build_codec()
     worker = _Worker(
         client,
         task_queue=task_queue,

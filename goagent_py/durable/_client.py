@@ -23,6 +23,7 @@ from goagent_py.results import PendingCall
 
 from ._wire import (
     DECIDE_UPDATE,
+    EVENTS_QUERY,
     EVENTS_UPDATE,
     PENDING_QUERY,
     DurableResult,
@@ -63,7 +64,7 @@ async def result_of(handle: Any) -> DurableResult:
 async def stream_events(handle: Any) -> AsyncIterator[dict[str, Any]]:
     """The events of a running durable run, as they happen, until it ends (long-polling
     workflow updates: no polling interval, no sleeps)."""
-    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.client import WorkflowQueryFailedError, WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
     seen = 0
@@ -71,7 +72,13 @@ async def stream_events(handle: Any) -> AsyncIterator[dict[str, Any]]:
         try:
             batch = await handle.execute_update(EVENTS_UPDATE, seen)
         except (WorkflowUpdateFailedError, RPCError):
-            return  # the run had already ended: its result holds the messages
+            # The run ended before this update reached it (its last step and its end can be
+            # one workflow task): what it did since is read from its state, once.
+            try:
+                batch = await handle.query(EVENTS_QUERY, seen)
+            except (WorkflowQueryFailedError, RPCError):
+                return  # no worker answers: the run's result holds the messages
+            batch["done"] = True
         for event in batch["events"]:
             yield event
         seen += len(batch["events"])

@@ -384,6 +384,9 @@ EVENTS_UPDATE = "goagent.events"
 """Update: the run's events after an index, waiting for the next (see ``DurableAgent.events``)."""
 STATE_QUERY = "goagent.state"
 """Query: the run's state (status, iteration, tool calls, queued signals)."""
+EVENTS_QUERY = "goagent.events_after"
+"""Query: the run's events after an index, without waiting (what an events stream reads when
+the run ended before its next update reached it)."""
 DECIDE_UPDATE = "goagent.decide"
 """Update: decisions for calls that wait (``{call id: decision data}``); refused, with the
 reason, when a call does not wait, was decided already or is past its deadline."""

@@ -67,6 +67,7 @@ from ._mcp import call_activity, listed_definitions
 from ._wire import (  # names shared with the client
     ABORT_SIGNAL,
     DECIDE_UPDATE,
+    EVENTS_QUERY,
     EVENTS_UPDATE,
     FOLLOW_UP_SIGNAL,
     HISTORY_REF_KEY,
@@ -222,10 +223,17 @@ class _Calls:
 
         return run
 
-    async def activity(self, name: str, data: dict[str, Any], timeout_key: str) -> Any:
+    async def activity(
+        self, name: str, data: dict[str, Any], timeout_key: str, *, local: bool = False
+    ) -> Any:
+        """Run activity ``name``; ``local``: as a local activity where the run's config allows
+        it (it runs on the worker that runs the workflow task, without a round trip through
+        the server, and is recorded when that task completes)."""
         c = self.config
         heartbeat = c.get("heartbeat_timeout")
         try:
+            if local and c.get("local_memory_activities"):
+                return await self._execute_local(name, data, c, timeout_key)
             return await self._execute(name, data, c, timeout_key, heartbeat)
         except ActivityError as exc:
             # An abort (or a cancelled workflow) reaches an awaited activity as an ActivityError;
@@ -242,14 +250,28 @@ class _Calls:
             data,
             start_to_close_timeout=timedelta(seconds=float(c[timeout_key])),
             heartbeat_timeout=None if heartbeat is None else timedelta(seconds=float(heartbeat)),
-            retry_policy=RetryPolicy(
-                # Runs started before retry_interval existed waited 1 s.
-                initial_interval=timedelta(seconds=float(c.get("retry_interval", 1.0))),
-                maximum_interval=timedelta(seconds=float(c["max_retry_delay"])),
-                maximum_attempts=int(c["max_attempts"]),
-                non_retryable_error_types=_NON_RETRYABLE,
-            ),
+            retry_policy=_retry_policy(c),
         )
+
+    async def _execute_local(
+        self, name: str, data: dict[str, Any], c: dict[str, Any], timeout_key: str
+    ) -> Any:
+        return await workflow.execute_local_activity(
+            name,
+            data,
+            start_to_close_timeout=timedelta(seconds=float(c[timeout_key])),
+            retry_policy=_retry_policy(c),
+        )
+
+
+def _retry_policy(c: dict[str, Any]) -> RetryPolicy:
+    return RetryPolicy(
+        # Runs started before retry_interval existed waited 1 s.
+        initial_interval=timedelta(seconds=float(c.get("retry_interval", 1.0))),
+        maximum_interval=timedelta(seconds=float(c["max_retry_delay"])),
+        maximum_attempts=int(c["max_attempts"]),
+        non_retryable_error_types=_NON_RETRYABLE,
+    )
 
 
 class _ModelProxy:
@@ -344,16 +366,24 @@ def _assistant_message(call_id: str) -> list[Message]:
 
 
 class _ShortTermProxy:
-    """Short-term memory whose reads and writes are activities (the worker applies the window)."""
+    """Short-term memory whose reads and writes are activities (the worker applies the window).
+
+    Where the run's config allows it (``local_memory_activities``), the load is a local
+    activity (a read: running it again is harmless), and so is an append when the load said the
+    worker's storage applies a keyed append once (``append_once``, or no storage): a local
+    activity runs again if its workflow task fails, and only a keyed write makes that harmless.
+    """
 
     def __init__(self, calls: _Calls, session_id: str) -> None:
         self._calls = calls
         self._session = session_id
         self._appends = 0
+        self._keyed = False  # from the load's recorded result: the same on replay
         self._loaded: list[Message] = []
 
     async def messages(self) -> list[Message]:
-        out = await self._memory("load", {"session_id": self._session})
+        out = await self._memory("load", {"session_id": self._session}, local=True)
+        self._keyed = bool(out.get("keyed", False))
         self._loaded = messages_from_text(out["messages"])
         return list(self._loaded)
 
@@ -375,7 +405,7 @@ class _ShortTermProxy:
             "decisions": changed.metadata.get(DECISIONS_KEY, {}),
             "call_ids": [c.id for c in found.tool_calls],
         }
-        out = await self._memory("settle", data)
+        out = await self._memory("settle", data, local=False)
         if not out.get("found"):
             return None
         metadata = {HISTORY_REF_KEY: out["ref"], DECISIONS_KEY: data["decisions"]}
@@ -388,12 +418,14 @@ class _ShortTermProxy:
         key = f"{self._calls.run_id}:persist:{self._appends}"
         data = {"session_id": self._session, "messages": messages_to_text(messages), "key": key}
         check_size(data, "short-term memory append", **_limits(self._calls.config))
-        await self._memory("append", data)
+        await self._memory("append", data, local=self._keyed)
 
-    async def _memory(self, op: str, data: dict[str, Any]) -> Any:
+    async def _memory(self, op: str, data: dict[str, Any], *, local: bool) -> Any:
         calls = self._calls
         try:
-            return await calls.activity(f"goagent.memory.{op}.{calls.agent}", data, "tool_timeout")
+            return await calls.activity(
+                f"goagent.memory.{op}.{calls.agent}", data, "tool_timeout", local=local
+            )
         except ActivityError as exc:
             error = _error_of(exc)
             raise MemoryStoreError(f"short-term memory {op} failed: {error.message}") from None
@@ -911,6 +943,11 @@ class AgentWorkflow:
     async def events(self, after: int) -> dict[str, Any]:
         """The run's events from index ``after`` on, waiting until there is one or it ended."""
         await workflow.wait_condition(lambda: len(self._events) > after or self._finished())
+        return {"events": self._events[after:], "done": self._finished()}
+
+    @workflow.query(name=EVENTS_QUERY)
+    def events_after(self, after: int) -> dict[str, Any]:
+        """The run's events from index ``after`` on, as they are (also once the run ended)."""
         return {"events": self._events[after:], "done": self._finished()}
 
     def _finished(self) -> bool:

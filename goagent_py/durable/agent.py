@@ -324,6 +324,10 @@ class DurableAgent:
             # settings); a worker without one loads nothing and stores nothing.
             "short_term": True,
             "long_term": self._long_term is not None,
+            # Short-term loads (and appends, where the worker's storage is keyed) run as local
+            # activities; a run started without this key, by an older client, replays as it
+            # ran: as activities.
+            "local_memory_activities": True,
             # Which calls may wait for a person ("*": every tool, the agent has a policy); the
             # workers' check decides (the predicates and the policy are code).
             "approval_checks": _approval_checks(self.agent),

@@ -25,6 +25,13 @@ AgentEnd                       ``RUN_FINISHED`` {result: {stopReason, text, outp
 an exception                   ``RUN_ERROR`` {message, code}
 =============================  ===============================================================
 
+The events of every delta (text, reasoning, tool call arguments, their starts and ends, tool
+results, the custom events) are written as plain dicts in the order the package's models dump
+them (issue 36: building a model per event cost ~130 µs a text delta, most of a served turn's
+CPU); ``tests/serve/test_serve_agui_wire.py`` checks each against the model it stands for,
+field by field and key by key. ``RUN_FINISHED``, ``RUN_ERROR`` and ``MESSAGES_SNAPSHOT`` (once a
+run or a request) are still built with the models.
+
 The order is one the protocol accepts: ``RUN_STARTED`` first and exactly one terminal event
 last (a failed run's ``AgentEnd`` comes before its exception, so ``RUN_FINISHED`` is held until
 the run's stream is over, and a failure sends ``RUN_ERROR`` in its place); one text or reasoning
@@ -43,28 +50,14 @@ from typing import Any
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
-    CustomEvent,
     FunctionCall,
     MessagesSnapshotEvent,
-    ReasoningEndEvent,
     ReasoningMessage,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
-    RunStartedEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
     TokenUsage,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
     ToolMessage,
     UserMessage,
 )
@@ -84,7 +77,27 @@ from goagent_py.events import (
 from goagent_py.messages import Message, Role, StopReason, TextBlock, ThinkingBlock, Usage
 from goagent_py.serve._approvals import interrupts_of
 
-__all__ = ["AGUI_VERSION", "AguiMapper", "messages_snapshot", "wire"]
+__all__ = [
+    "AGUI_VERSION",
+    "AguiMapper",
+    "Wire",
+    "custom",
+    "messages_snapshot",
+    "reasoning_content",
+    "reasoning_end",
+    "reasoning_message_end",
+    "reasoning_message_start",
+    "reasoning_start",
+    "run_started",
+    "text_content",
+    "text_end",
+    "text_start",
+    "tool_call_args",
+    "tool_call_end",
+    "tool_call_result",
+    "tool_call_start",
+    "wire",
+]
 
 AGUI_VERSION = "1.0"
 """The AG-UI protocol version the events follow (``ag-ui-protocol`` 1.x)."""
@@ -96,6 +109,90 @@ def wire(event: BaseEvent) -> dict[str, Any]:
     """``event`` as its JSON object on the wire (camelCase, optional fields left out)."""
     data: dict[str, Any] = event.model_dump(mode="json", by_alias=True)
     return data
+
+
+Wire = dict[str, Any]
+
+
+# -- the hot events, as their models dump them (camelCase, no None fields, the models' key order)
+
+
+def run_started(thread_id: str, run_id: str) -> Wire:
+    """``RUN_STARTED``."""
+    return {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
+
+
+def text_start(message_id: str) -> Wire:
+    """``TEXT_MESSAGE_START`` of an assistant message."""
+    return {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"}
+
+
+def text_content(message_id: str, delta: str) -> Wire:
+    """``TEXT_MESSAGE_CONTENT``."""
+    return {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": delta}
+
+
+def text_end(message_id: str) -> Wire:
+    """``TEXT_MESSAGE_END``."""
+    return {"type": "TEXT_MESSAGE_END", "messageId": message_id}
+
+
+def reasoning_start(message_id: str) -> Wire:
+    """``REASONING_START``."""
+    return {"type": "REASONING_START", "messageId": message_id}
+
+
+def reasoning_message_start(message_id: str) -> Wire:
+    """``REASONING_MESSAGE_START``."""
+    return {"type": "REASONING_MESSAGE_START", "messageId": message_id, "role": "reasoning"}
+
+
+def reasoning_content(message_id: str, delta: str) -> Wire:
+    """``REASONING_MESSAGE_CONTENT``."""
+    return {"type": "REASONING_MESSAGE_CONTENT", "messageId": message_id, "delta": delta}
+
+
+def reasoning_message_end(message_id: str) -> Wire:
+    """``REASONING_MESSAGE_END``."""
+    return {"type": "REASONING_MESSAGE_END", "messageId": message_id}
+
+
+def reasoning_end(message_id: str) -> Wire:
+    """``REASONING_END``."""
+    return {"type": "REASONING_END", "messageId": message_id}
+
+
+def tool_call_start(call_id: str, name: str) -> Wire:
+    """``TOOL_CALL_START``."""
+    return {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": name}
+
+
+def tool_call_args(call_id: str, delta: str) -> Wire:
+    """``TOOL_CALL_ARGS``."""
+    return {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": delta}
+
+
+def tool_call_end(call_id: str) -> Wire:
+    """``TOOL_CALL_END``."""
+    return {"type": "TOOL_CALL_END", "toolCallId": call_id}
+
+
+def tool_call_result(call_id: str, content: str, is_error: bool, duration: float) -> Wire:
+    """``TOOL_CALL_RESULT`` with ``metadata: {isError, duration}`` (the message id
+    ``tool_<call id>``)."""
+    return {
+        "type": "TOOL_CALL_RESULT",
+        "metadata": {"isError": is_error, "duration": round(duration, 6)},
+        "messageId": "tool_" + call_id,
+        "toolCallId": call_id,
+        "content": content,
+        "role": "tool",
+    }
+
+
+def custom(name: str, value: Wire) -> Wire:
+    """``CUSTOM`` (``value`` is already plain JSON)."""
+    return {"type": "CUSTOM", "name": name, "value": value}
 
 
 def _text(blocks: list[Any]) -> str:
@@ -158,8 +255,8 @@ def messages_snapshot(messages: list[Message]) -> dict[str, Any]:
 class AguiMapper:
     """Turns one run's events into AG-UI events (stateful: the open message and calls).
 
-    ``map``, ``started``, ``finished`` and ``error`` return wire dicts (:func:`wire` of the
-    package's models).
+    ``map``, ``started``, ``finished`` and ``error`` return wire dicts (the hand-written events
+    above, or :func:`wire` of the package's models).
     """
 
     def __init__(self, thread_id: str, run_id: str) -> None:
@@ -175,7 +272,7 @@ class AguiMapper:
 
     def started(self) -> dict[str, Any]:
         """The ``RUN_STARTED`` event."""
-        return wire(RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id))
+        return run_started(self.thread_id, self.run_id)
 
     def error(self, message: str, code: str) -> list[dict[str, Any]]:
         """What ends a failed run: what is still open closed, then ``RUN_ERROR``."""
@@ -201,9 +298,9 @@ class AguiMapper:
         (a non-empty ``path``) are left out: the page shows the top-level conversation."""
         if getattr(event, "path", ()):
             return []
-        return [wire(e) for e in self._map(event)]
+        return self._map(event)
 
-    def _map(self, event: AgentEvent) -> list[BaseEvent]:
+    def _map(self, event: AgentEvent) -> list[Wire]:
         if isinstance(event, MessageStart) and event.role is Role.ASSISTANT:
             return self._close_message()
         if isinstance(event, MessageDelta):
@@ -212,22 +309,19 @@ class AguiMapper:
             return self._end(event.message)
         if isinstance(event, ToolExecutionStart):
             value = {"toolCallId": event.call.id, "toolCallName": event.call.name}
-            return [CustomEvent(name="goagent.tool_started", value=value)]
+            return [custom("goagent.tool_started", value)]
         if isinstance(event, ToolExecutionEnd):
             result = event.result
             if self._unanswered.pop(result.call.id, None) is None:
                 return []  # a call this stream never announced (cannot be: kept safe)
-            return [
-                self._result(
-                    result.call.id, _text(result.content), result.is_error, result.duration
-                )
-            ]
+            content = _text(result.content)
+            return [tool_call_result(result.call.id, content, result.is_error, result.duration)]
         if isinstance(event, MemoryRecall):
             memories = [
                 {"text": m.message.text, "score": round(float(m.score), 4), "id": m.id}
                 for m in event.memories
             ]
-            return [CustomEvent(name="goagent.memory_recall", value={"memories": memories})]
+            return [custom("goagent.memory_recall", {"memories": memories})]
         if isinstance(event, ToolsPending):
             self._unanswered.clear()  # the calls wait for decisions: no result in this run
             self._interrupts = interrupts_of(event.calls)
@@ -255,50 +349,37 @@ class AguiMapper:
             )
         return []
 
-    def _result(
-        self, call_id: str, content: str, is_error: bool, duration: float
-    ) -> ToolCallResultEvent:
-        return ToolCallResultEvent(
-            message_id="tool_" + call_id,
-            tool_call_id=call_id,
-            role="tool",
-            content=content,
-            metadata={"isError": is_error, "duration": round(duration, 6)},
-        )
-
     # -- the assistant message as it streams ------------------------------------------------
 
-    def _delta(self, event: MessageDelta) -> list[BaseEvent]:
+    def _delta(self, event: MessageDelta) -> list[Wire]:
         if event.kind == "thinking":
             out = self._close_text()
             if not self._reasoning_id:
                 self._reasoning_id = _new_id("reasoning_")
                 out += [
-                    ReasoningStartEvent(message_id=self._reasoning_id),
-                    ReasoningMessageStartEvent(message_id=self._reasoning_id),
+                    reasoning_start(self._reasoning_id),
+                    reasoning_message_start(self._reasoning_id),
                 ]
-            out.append(
-                ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=event.delta)
-            )
+            out.append(reasoning_content(self._reasoning_id, event.delta))
             return out
         if event.kind == "text":
             out = self._close_reasoning()
             if not self._text_id:
                 self._text_id = _new_id("msg_")
-                out.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
+                out.append(text_start(self._text_id))
             self.text += event.delta
-            out.append(TextMessageContentEvent(message_id=self._text_id, delta=event.delta))
+            out.append(text_content(self._text_id, event.delta))
             return out
         if not event.call_id:
             return []
         out = self._close_reasoning() + self._close_text()
         if event.call_id not in self._calls:
             self._calls[event.call_id] = event.name
-            out.append(ToolCallStartEvent(tool_call_id=event.call_id, tool_call_name=event.name))
-        out.append(ToolCallArgsEvent(tool_call_id=event.call_id, delta=event.delta))
+            out.append(tool_call_start(event.call_id, event.name))
+        out.append(tool_call_args(event.call_id, event.delta))
         return out
 
-    def _end(self, message: Message) -> list[BaseEvent]:
+    def _end(self, message: Message) -> list[Wire]:
         streamed = bool(self._text_id or self._reasoning_id or self._calls)
         out = self._close_reasoning() + self._close_text()
         if not streamed:
@@ -307,59 +388,55 @@ class AguiMapper:
             if thought:
                 rid = _new_id("reasoning_")
                 out += [
-                    ReasoningStartEvent(message_id=rid),
-                    ReasoningMessageStartEvent(message_id=rid),
-                    ReasoningMessageContentEvent(message_id=rid, delta=thought),
-                    ReasoningMessageEndEvent(message_id=rid),
-                    ReasoningEndEvent(message_id=rid),
+                    reasoning_start(rid),
+                    reasoning_message_start(rid),
+                    reasoning_content(rid, thought),
+                    reasoning_message_end(rid),
+                    reasoning_end(rid),
                 ]
             if message.text:
                 mid = _new_id("msg_")
                 self.text += message.text
-                out += [
-                    TextMessageStartEvent(message_id=mid, role="assistant"),
-                    TextMessageContentEvent(message_id=mid, delta=message.text),
-                    TextMessageEndEvent(message_id=mid),
-                ]
+                out += [text_start(mid), text_content(mid, message.text), text_end(mid)]
         for call in message.tool_calls:
             if call.id not in self._calls:
                 out += [
-                    ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name),
-                    ToolCallArgsEvent(tool_call_id=call.id, delta=json.dumps(call.arguments)),
+                    tool_call_start(call.id, call.name),
+                    tool_call_args(call.id, json.dumps(call.arguments)),
                 ]
-            out.append(ToolCallEndEvent(tool_call_id=call.id))
+            out.append(tool_call_end(call.id))
             self._unanswered[call.id] = call.name
         # Calls streamed but not in the final message (a provider that dropped one) end too.
         for call_id in self._calls:
             if call_id not in self._unanswered:
-                out.append(ToolCallEndEvent(tool_call_id=call_id))
+                out.append(tool_call_end(call_id))
                 self._unanswered[call_id] = self._calls[call_id]
         self._calls = {}
         return out
 
-    def _close_reasoning(self) -> list[BaseEvent]:
+    def _close_reasoning(self) -> list[Wire]:
         if not self._reasoning_id:
             return []
         rid, self._reasoning_id = self._reasoning_id, ""
-        return [ReasoningMessageEndEvent(message_id=rid), ReasoningEndEvent(message_id=rid)]
+        return [reasoning_message_end(rid), reasoning_end(rid)]
 
-    def _close_text(self) -> list[BaseEvent]:
+    def _close_text(self) -> list[Wire]:
         if not self._text_id:
             return []
         mid, self._text_id = self._text_id, ""
-        return [TextMessageEndEvent(message_id=mid)]
+        return [text_end(mid)]
 
-    def _close_message(self) -> list[BaseEvent]:
+    def _close_message(self) -> list[Wire]:
         out = self._close_reasoning() + self._close_text()
         for call_id in self._calls:
-            out.append(ToolCallEndEvent(tool_call_id=call_id))
+            out.append(tool_call_end(call_id))
             self._unanswered[call_id] = self._calls[call_id]
         self._calls = {}
         return out
 
-    def _close_all(self) -> list[dict[str, Any]]:
+    def _close_all(self) -> list[Wire]:
         out = self._close_message()
         for call_id in list(self._unanswered):
-            out.append(self._result(call_id, _UNFINISHED, True, 0.0))
+            out.append(tool_call_result(call_id, _UNFINISHED, True, 0.0))
         self._unanswered = {}
-        return [wire(e) for e in out]
+        return out

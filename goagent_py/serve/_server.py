@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import inspect
 import json
@@ -361,9 +362,12 @@ class Server:
                 streams.append(live.session.stream_resume(decisions))
             else:
                 # A new message while calls wait for the person: they are denied (the
-                # message is the answer), then the message runs.
-                memory = live.session.agent.options.short_term_memory
-                stored = await memory.messages() if memory is not None else []
+                # message is the answer), then the message runs. The session's projection of
+                # the record says so: it is read back after every run (issue 36: this was a
+                # third read of the conversation per turn).
+                if not live.session.loaded:
+                    await live.session.load()
+                stored = live.session.transcript
                 left = abandoned(stored)
                 if left is not None:
                     run.mapper.resuming(waiting_calls(stored))
@@ -497,11 +501,17 @@ def error_body(
 
 
 def static_file(name: str) -> tuple[bytes, str]:
-    """A file of the page shipped in the package, with its media type."""
+    """A file of the page shipped in the package, with its media type (read once a process:
+    the files ship with the package and never change under it)."""
     if name == "index.html":
         media = "text/html; charset=utf-8"
     elif name in _STATIC:
         media = _STATIC[name] + "; charset=utf-8"
     else:
         raise HttpError(404, "no such file")
-    return resources.files("goagent_py.serve").joinpath("static", name).read_bytes(), media
+    return _package_file(name), media
+
+
+@functools.cache
+def _package_file(name: str) -> bytes:
+    return resources.files("goagent_py.serve").joinpath("static", name).read_bytes()

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from goagent_py._sqlite import in_file_thread
+from goagent_py._sqlite import in_file_thread, shares_writes, write_in_file
 from goagent_py.messages import Message, Role, TextBlock, ThinkingBlock
 
 __all__ = ["ThreadStore", "message_json", "session_key"]
@@ -55,7 +55,8 @@ def session_key(user: str, thread_id: str) -> str:
 
 
 class ThreadStore:
-    """Threads per user in a SQLite file (blocking calls in a worker thread, one at a time)."""
+    """Threads per user in a SQLite file: reads on its own connection in a worker thread,
+    writes in the file's shared writer (``_sqlite.write_in_file``)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -69,10 +70,6 @@ class ThreadStore:
                     self.path, timeout=5.0, isolation_level=None, check_same_thread=False
                 )
                 conn.execute("PRAGMA journal_mode=WAL")
-                # No fsync of its own per commit (issue 36: one per turn for a timestamp): in
-                # WAL mode the next conversation append (synchronous=FULL) syncs the log, with
-                # every earlier commit in it.
-                conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute(_SCHEMA)
                 conn.execute(_TIMES)
                 conn.execute(_LOGINS)
@@ -80,8 +77,28 @@ class ThreadStore:
             return fn(self._conn)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # The file's one thread: the conversations' storages write the same file (issue 36).
         return await in_file_thread(self.path, lambda: self._run(fn))
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run the write ``fn`` in one transaction, in the file's shared writer: the
+        conversations' storages write the same file, and a thread's timestamp joins the commit
+        of the turn it dates (issue 36)."""
+        if not shares_writes(self.path):
+
+            def alone(c: sqlite3.Connection) -> T:
+                c.execute("BEGIN IMMEDIATE")
+                try:
+                    value = fn(c)
+                except BaseException:
+                    c.execute("ROLLBACK")
+                    raise
+                c.execute("COMMIT")
+                return value
+
+            return await self._call(alone)
+        if self._conn is None:
+            await self._call(lambda c: None)  # the tables first
+        return await write_in_file(self.path, fn, busy_timeout=5.0)
 
     async def list(self, user: str) -> list[dict[str, Any]]:
         """The user's threads, most recently used first."""
@@ -100,10 +117,18 @@ class ThreadStore:
 
     async def get(self, user: str, thread_id: str) -> dict[str, Any] | None:
         """The user's thread, or None (also for another user's thread)."""
-        for thread in await self.list(user):
-            if thread["id"] == thread_id:
-                return thread
-        return None
+
+        def q(c: sqlite3.Connection) -> dict[str, Any] | None:
+            row = c.execute(
+                "SELECT title, created_at, updated_at FROM goagent_serve_threads "
+                "WHERE user = ? AND thread_id = ?",
+                (user, thread_id),
+            ).fetchone()
+            if row is None:
+                return None
+            return {"id": thread_id, "title": row[0], "created_at": row[1], "updated_at": row[2]}
+
+        return await self._call(q)
 
     async def create(self, user: str, title: str, thread_id: str = "") -> dict[str, Any]:
         """A new thread for ``user`` (a random id unless given)."""
@@ -116,7 +141,7 @@ class ThreadStore:
                 (user, thread_id, title, now, now),
             )
 
-        await self._call(q)
+        await self._write(q)
         return {"id": thread_id, "title": title, "created_at": now, "updated_at": now}
 
     async def update(self, user: str, thread_id: str, title: str | None = None) -> bool:
@@ -137,40 +162,34 @@ class ThreadStore:
                 )
             return cur.rowcount > 0
 
-        return await self._call(q)
+        return await self._write(q)
 
     async def delete(self, user: str, thread_id: str) -> bool:
         """Delete the thread and its messages; False if it is not the user's."""
 
         def q(c: sqlite3.Connection) -> bool:
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                cur = c.execute(
-                    "DELETE FROM goagent_serve_threads WHERE user = ? AND thread_id = ?",
+            cur = c.execute(
+                "DELETE FROM goagent_serve_threads WHERE user = ? AND thread_id = ?",
+                (user, thread_id),
+            )
+            found = cur.rowcount > 0
+            if found:
+                c.execute(
+                    "DELETE FROM goagent_serve_tool_times WHERE user = ? AND thread_id = ?",
                     (user, thread_id),
                 )
-                found = cur.rowcount > 0
-                if found:
+                # The conversation table exists once a message was stored.
+                has = c.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'goagent_messages'"
+                ).fetchone()
+                if has:
                     c.execute(
-                        "DELETE FROM goagent_serve_tool_times WHERE user = ? AND thread_id = ?",
-                        (user, thread_id),
+                        "DELETE FROM goagent_messages WHERE session_id = ?",
+                        (session_key(user, thread_id),),
                     )
-                    # The conversation table exists once a message was stored.
-                    has = c.execute(
-                        "SELECT 1 FROM sqlite_master WHERE name = 'goagent_messages'"
-                    ).fetchone()
-                    if has:
-                        c.execute(
-                            "DELETE FROM goagent_messages WHERE session_id = ?",
-                            (session_key(user, thread_id),),
-                        )
-                c.execute("COMMIT")
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
             return found
 
-        return await self._call(q)
+        return await self._write(q)
 
     async def record_durations(
         self, user: str, thread_id: str, durations: dict[str, float]
@@ -185,7 +204,7 @@ class ThreadStore:
                 "INSERT OR REPLACE INTO goagent_serve_tool_times VALUES (?, ?, ?, ?)", rows
             )
 
-        await self._call(q)
+        await self._write(q)
 
     async def durations(self, user: str, thread_id: str) -> dict[str, float]:
         """How long the thread's tool calls took, by call id (the calls recorded)."""
@@ -214,7 +233,7 @@ class ThreadStore:
                 (_digest(token), user, expires_at),
             )
 
-        await self._call(q)
+        await self._write(q)
         return token
 
     async def login_of(self, token: str) -> tuple[str, float] | None:
@@ -235,7 +254,7 @@ class ThreadStore:
         def q(c: sqlite3.Connection) -> None:
             c.execute("DELETE FROM goagent_serve_logins WHERE token_sha256 = ?", (_digest(token),))
 
-        await self._call(q)
+        await self._write(q)
 
     async def sweep_logins(self, now: float) -> int:
         """Delete the login sessions expired at ``now``; how many there were."""
@@ -245,7 +264,7 @@ class ThreadStore:
                 "DELETE FROM goagent_serve_logins WHERE expires_at <= ?", (now,)
             ).rowcount
 
-        return await self._call(q)
+        return await self._write(q)
 
     def close(self) -> None:
         """Close the connection."""

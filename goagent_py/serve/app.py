@@ -38,6 +38,13 @@ CSP = (
     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 
+_SECURITY_HEADERS = (
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+)
+
 
 def _require_starlette() -> None:
     try:
@@ -91,13 +98,8 @@ class ServeApp:
 
         async def secure(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                extra = [
-                    (b"content-security-policy", CSP.encode()),
-                    (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"no-referrer"),
-                    (b"x-frame-options", b"DENY"),
-                ]
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
+                headers = [*message.get("headers", []), *_SECURITY_HEADERS]
+                message = {**message, "headers": headers}
             await send(message)
 
         await self.app(scope, receive, secure)
@@ -165,7 +167,14 @@ def create_app(
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    from goagent_py.serve import _routes
+    # The AG-UI mapping (ag-ui-protocol and pydantic's models) loads with the app, not on the
+    # first run: under load that import held every request of the first second (issue 36).
+    # So does the messages' JSON adapter, which reading a conversation builds on first use.
+    from goagent_py.messages import messages_from_json
+    from goagent_py.serve import _agui, _routes
+
+    del _agui
+    messages_from_json(b"[]")
 
     if busy not in ("refuse", "interrupt"):
         raise ConfigurationError(f"busy={busy!r}: use 'refuse' or 'interrupt'")

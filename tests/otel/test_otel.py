@@ -883,7 +883,9 @@ async def test_tool_events_land_on_the_span_of_their_call_among_parallel_calls_o
         provider=provider,
         model="m",
         tools=[tool_func("fetch", "Fetch.", None, fetch)],
-        tool_timeout=0.05,
+        # The timeout bounds "a" too, which waits for b's retry: at 0.05 s a busy machine could
+        # time "a" out before b retried (it did, at load 20). b's hang costs this second.
+        tool_timeout=1.0,
         tool_retry=RetryPolicy(sleep=no_sleep),
         hooks=merge_hooks(otel.hooks(), Hooks(on_tool_retry=lambda *a: retried.set())),
     )

@@ -368,3 +368,39 @@ async def test_no_quote_when_no_sentence_is_close_enough(
     args = _ask_args(db, "what does error E1042 mean", quote_score=0.9)
     assert await _cli_rag.ask(args, console) == cli.EXIT_OK
     assert console.out.getvalue().strip() == _cli_rag.NOT_IN_INDEX  # type: ignore[attr-defined]
+
+
+@pytest.mark.needs_extra("vector")
+@pytest.mark.parametrize(
+    ("answer", "quote_score"),
+    [
+        ("The capital of Peru is Lima. [1]", 2.0),
+        ("That is the capital of Peru. [1]", 2.0),
+        ("That is the capital of Peru. [1]", 0.3),
+    ],
+)
+async def test_an_answer_that_only_repeats_the_question_is_not_in_the_documents(
+    tmp_path: Path,
+    fake_pipeline: None,
+    monkeypatch: pytest.MonkeyPatch,
+    answer: str,
+    quote_score: float,
+) -> None:
+    """'The capital of Peru is Lima. [1]' was shown as grounded: the passage held the question
+    (a chat transcript in the docs), and the words shared with the question counted as support.
+    Nor is the question itself quoted as the answer."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "chat.md").write_text(
+        "# A chat\n\nquestion> What is the capital of Peru?\n\n"
+        "The indexed documents do not contain the answer to this question.\n"
+    )
+    db = tmp_path / "rag.db"
+    await _index(db, tmp_path, docs)
+    provider = ScriptedProvider(answer)
+    monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model, base_url=None: provider)
+    console = _console()
+    args = _ask_args(db, "What is the capital of Peru?", quote_score=quote_score)
+    assert await _cli_rag.ask(args, console) == cli.EXIT_OK
+    assert console.out.getvalue().strip() == _cli_rag.NOT_IN_INDEX  # type: ignore[attr-defined]
+    assert "used none of the passages" in console.err.getvalue()  # type: ignore[attr-defined]

@@ -123,7 +123,12 @@ async def test_closing_the_stream_aborts_the_run_on_the_server(db: str, helpers:
             async with client.stream(
                 "POST", f"/api/threads/{tid}/runs", json={"message": "go"}
             ) as response:
-                async for line in response.aiter_lines():
+                # Held until the stream is closed on purpose: a line iterator dropped at the
+                # `break` is finalised by the loop, which closes the connection at once, and the
+                # server could abort the run before the tool starts (the test then waited for
+                # `entered` forever, depending on timing).
+                lines = response.aiter_lines()
+                async for line in lines:
                     if line.startswith("data:") and json.loads(line[5:])["type"] == "RUN_STARTED":
                         break
                 await entered.wait()

