@@ -93,11 +93,13 @@ def _share_model(
     on the one-text ``path`` ("onnxruntime" or "torch")."""
     from goagent_py.providers import _st_onnx
 
-    model = source._load()
+    model = source._sentence_transformer()
     other = SentenceTransformerEmbedder(source.model_path, query_threads=threads)
     other._model = model
     if path == "onnxruntime":
-        other._one_text = _st_onnx.onnx_path(model, True, threads)
+        exported = _st_onnx.onnx_path(model, True, threads)
+        assert exported is not None
+        other._one_text = exported.run
     else:
         other._one_text = _st_onnx.torch_path(model, True)
     other._query_path = path

@@ -72,7 +72,7 @@ async def main(args: argparse.Namespace) -> None:
             cache = pickle.load(f)
     db = await rag_chat._labelled_db(Path(args.work))
     pipeline = _rag._pipeline(db)
-    model = pipeline.embedder._load()  # type: ignore[attr-defined]
+    model = pipeline.embedder._sentence_transformer()  # type: ignore[attr-defined]
     dev_q, test_q = labelled.split(questions)
     halves: dict[str, list[tuple[dict[str, str], list[Any], set[str]]]] = {}
     for name, qs in (("dev", dev_q), ("test", test_q)):

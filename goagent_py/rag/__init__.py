@@ -42,7 +42,7 @@ from goagent_py.rag.keyword import (
 )
 from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest, SqliteManifest
 from goagent_py.rag.pipeline import Pipeline, SearchMode
-from goagent_py.rag.rerank import CrossEncoderReranker, Reranker
+from goagent_py.rag.rerank import CrossEncoderReranker, MaxSimReranker, Reranker, TokenEmbedder
 from goagent_py.rag.results import (
     DocumentReport,
     IndexProgress,
@@ -82,6 +82,7 @@ __all__ = [
     "load_directory",
     "load_file",
     "looks_like_identifier",
+    "MaxSimReranker",
     "NO_RESULTS",
     "Pipeline",
     "PipelineObserver",
@@ -94,4 +95,5 @@ __all__ = [
     "SearchResult",
     "SqliteKeywordIndex",
     "SqliteManifest",
+    "TokenEmbedder",
 ]

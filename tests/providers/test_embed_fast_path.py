@@ -39,13 +39,13 @@ def texts() -> list[str]:
 
 @pytest.fixture(scope="module")
 def embedder() -> SentenceTransformerEmbedder:
-    model = SentenceTransformerEmbedder()
+    model = SentenceTransformerEmbedder(onnx_cache=False)  # exported from torch in this process
     asyncio.run(model.load())
     return model
 
 
 def reference(embedder: SentenceTransformerEmbedder, items: list[str]) -> np.ndarray:
-    model = embedder._load()
+    model = embedder._sentence_transformer()
     rows = model.encode(
         items, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
     )
@@ -104,7 +104,7 @@ def test_query_threads_apply_to_the_query_worker_only(
     assert embedder._query_pool is not None
     assert embedder._query_pool.submit(torch.get_num_threads).result() == 1
     assert torch.get_num_threads() == process  # this thread, and any new one, unchanged
-    other = SentenceTransformerEmbedder(query_threads=None)
+    other = SentenceTransformerEmbedder(query_threads=None, onnx_cache=False)
     other._load()
     assert other._query_pool is not None
     assert other._query_pool.submit(torch.get_num_threads).result() == process
@@ -121,7 +121,7 @@ def test_bad_query_threads_are_refused(value: Any) -> None:
 @pytest.mark.needs_extra("local")
 def test_the_torch_path_gives_encodes_vectors_too(embedder: SentenceTransformerEmbedder) -> None:
     items = texts()[::3]
-    run = _st_onnx.torch_path(embedder._load(), True)
+    run = _st_onnx.torch_path(embedder._sentence_transformer(), True)
     got = np.concatenate([run([t]) for t in items])
     cosines = (got * reference(embedder, items)).sum(axis=1)
     assert float(cosines.min()) >= 0.9999
@@ -133,7 +133,7 @@ async def test_without_onnx_runtime_one_text_runs_on_torch(
     monkeypatch: pytest.MonkeyPatch, embedder: SentenceTransformerEmbedder
 ) -> None:
     monkeypatch.setattr(_st_onnx, "onnx_path", lambda model, normalize, threads: None)
-    plain = SentenceTransformerEmbedder()
+    plain = SentenceTransformerEmbedder(onnx_cache=False)
     assert plain.query_path is None
     await plain.load()
     assert plain.query_path == "torch"
@@ -158,6 +158,9 @@ class _FakeModel:
         return np.array([[0.6, 0.8, 0.0]], dtype=np.float32)
 
 
+WANT = np.array([[0.6, 0.8, 0.0]] * len(_st_onnx.PROBES), dtype=np.float32)
+
+
 @pytest.mark.parametrize(
     ("vector", "same"),
     [
@@ -174,20 +177,22 @@ def test_a_path_is_used_only_where_it_gives_encodes_vector(
     def run(texts: list[str]) -> np.ndarray:
         return np.array(vector, dtype=np.float32)
 
-    assert _st_onnx.matches_encode(_FakeModel(), True, run) is same
+    assert _st_onnx.matches(run, WANT) is same
 
 
 def test_a_failing_path_is_not_used() -> None:
     def broken(texts: list[str]) -> np.ndarray:
         raise AttributeError("no preprocess or tokenize here")
 
-    assert _st_onnx.matches_encode(_FakeModel(), True, broken) is False
+    assert _st_onnx.matches(broken, WANT) is False
 
 
 def test_no_path_matching_encode_means_encode(monkeypatch: pytest.MonkeyPatch) -> None:
     def wrong(texts: list[str]) -> np.ndarray:
         return np.array([[0.8, 0.6, 0.0]], dtype=np.float32)
 
-    monkeypatch.setattr(_st_onnx, "onnx_path", lambda model, normalize, threads: wrong)
+    exported = _st_onnx.Exported(wrong, b"", ["input_ids"])
+    monkeypatch.setattr(_st_onnx, "onnx_path", lambda model, normalize, threads: exported)
     monkeypatch.setattr(_st_onnx, "torch_path", lambda model, normalize: wrong)
-    assert _st_onnx.one_text_path(_FakeModel(), True, 1) == ("encode", None)
+    chosen = _st_onnx.one_text_path(_FakeModel(), True, 1)
+    assert (chosen.name, chosen.run, chosen.exported) == ("encode", None, None)
