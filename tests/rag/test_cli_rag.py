@@ -404,3 +404,43 @@ async def test_an_answer_that_only_repeats_the_question_is_not_in_the_documents(
     assert await _cli_rag.ask(args, console) == cli.EXIT_OK
     assert console.out.getvalue().strip() == _cli_rag.NOT_IN_INDEX  # type: ignore[attr-defined]
     assert "used none of the passages" in console.err.getvalue()  # type: ignore[attr-defined]
+
+
+class _LoadableModel(ScriptedProvider):
+    """An embedded model's shape: ``load()`` and calls (it records both)."""
+
+    def __init__(self) -> None:
+        super().__init__("OK", "OK")
+        self.loaded = False
+
+    async def load(self) -> None:
+        self.loaded = True
+
+
+class _Index:
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    async def search(self, query: str, top_k: int = 4) -> list[Any]:
+        self.queries.append(query)
+        return []
+
+
+@pytest.mark.parametrize("embedded", [True, False])
+async def test_warm_up_pays_the_embedded_models_first_generation_before_the_first_question(
+    embedded: bool,
+) -> None:
+    from goagent_py import Agent
+
+    provider = _LoadableModel() if embedded else ScriptedProvider("OK")
+    index = _Index()
+    agent = Agent(provider=provider, model="m", max_tokens=64)
+    answerer = _cli_rag.Answerer(index, agent, provider, top_k=4, min_score=0.25)  # type: ignore[arg-type]
+    await _cli_rag.warm_up(answerer)
+    assert index.queries == ["warm up"]  # the embedder answered once
+    if embedded:
+        assert provider.loaded
+        [request] = provider.requests  # one generation of one token, not the answer's budget
+        assert request.max_tokens == 1
+    else:  # a vendor's model is not called (that would be a paid request)
+        assert provider.requests == []
