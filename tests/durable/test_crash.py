@@ -9,14 +9,13 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import durable_app  # tests/durable/durable_app.py
 import pytest
 from temporalio.testing import WorkflowEnvironment
+from worker_process import start_worker, stop  # tests/durable/worker_process.py
 
 from goagent_py.memory.storage import PostgresStorage
 from goagent_py.messages import Role
@@ -24,42 +23,13 @@ from goagent_py.messages import Role
 pytestmark = pytest.mark.slow
 
 APP = Path(__file__).parent / "durable_app.py"
-ROOT = Path(__file__).parents[2]
-
-
-def start_worker(
-    temporal: WorkflowEnvironment, queue: str, dsn: str, log: Path, *, block: bool
-) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GOAGENT_LOG": str(log)}
-    if block:
-        env["GOAGENT_BLOCK"] = "1"
-    else:
-        env.pop("GOAGENT_BLOCK", None)
-    address = temporal.client.service_client.config.target_host
-    proc = subprocess.Popen(
-        [sys.executable, str(APP), address, queue, dsn],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "READY"
-    return proc
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 async def test_a_sigkilled_worker_is_replaced_and_completed_calls_are_not_repeated(
     temporal: WorkflowEnvironment, pg_dsn: str, tmp_path: Path
 ) -> None:
     queue, log, session = f"q-{uuid.uuid4().hex[:8]}", tmp_path / "calls.log", "crash-1"
-    first = start_worker(temporal, queue, pg_dsn, log, block=True)
+    first = start_worker(APP, temporal, queue, pg_dsn, log=log, block=True)
     second = None
     try:
         durable = durable_app.durable_agent(
@@ -72,7 +42,7 @@ async def test_a_sigkilled_worker_is_replaced_and_completed_calls_are_not_repeat
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         assert first.returncode == -signal.SIGKILL
-        second = start_worker(temporal, queue, pg_dsn, log, block=False)
+        second = start_worker(APP, temporal, queue, pg_dsn, log=log)
         from goagent_py.durable._client import result_of
 
         result = await result_of(handle)
@@ -133,7 +103,7 @@ async def test_a_20_mb_history_survives_a_worker_sigkill(
     ]  # 20 MB of text
     async with PostgresStorage(pg_dsn, table="durable_messages", session_id=session) as s:
         await s.append(old)
-    first = start_worker(temporal, queue, pg_dsn, log, block=True)
+    first = start_worker(APP, temporal, queue, pg_dsn, log=log, block=True)
     second = None
     try:
         durable = durable_app.durable_agent(
@@ -144,7 +114,7 @@ async def test_a_20_mb_history_survives_a_worker_sigkill(
         assert first.stdout.readline().strip() == "BLOCKED"
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
-        second = start_worker(temporal, queue, pg_dsn, log, block=False)
+        second = start_worker(APP, temporal, queue, pg_dsn, log=log)
         from goagent_py.durable._client import result_of
 
         result = await result_of(handle)

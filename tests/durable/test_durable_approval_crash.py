@@ -8,14 +8,13 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import durable_approval_app  # tests/durable/durable_approval_app.py
 import pytest
 from temporalio.testing import WorkflowEnvironment
+from worker_process import start_worker, stop  # tests/durable/worker_process.py
 
 from goagent_py import Approve, validate_transcript
 from goagent_py.durable._client import result_of
@@ -25,31 +24,6 @@ from goagent_py.messages import Role
 pytestmark = pytest.mark.slow
 
 APP = Path(__file__).parent / "durable_approval_app.py"
-ROOT = Path(__file__).parents[2]
-
-
-def start_worker(
-    temporal: WorkflowEnvironment, queue: str, db: Path, log: Path
-) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{APP.parent}", "GOAGENT_LOG": str(log)}
-    address = temporal.client.service_client.config.target_host
-    proc = subprocess.Popen(
-        [sys.executable, str(APP), address, queue, str(db)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "READY"
-    return proc
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
 
 
 async def test_a_run_waiting_for_approval_survives_a_worker_sigkill(
@@ -62,7 +36,7 @@ async def test_a_run_waiting_for_approval_survives_a_worker_sigkill(
         "ticket-9",
     )
     durable = durable_approval_app.durable_agent(db, queue)
-    first = start_worker(temporal, queue, db, log)
+    first = start_worker(APP, temporal, queue, str(db), log=log)
     second = None
     try:
         handle = await durable.start(temporal.client, "refund A-17", session_id=session)
@@ -74,7 +48,7 @@ async def test_a_run_waiting_for_approval_survives_a_worker_sigkill(
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         assert first.returncode == -signal.SIGKILL
-        second = start_worker(temporal, queue, db, log)
+        second = start_worker(APP, temporal, queue, str(db), log=log)
         assert [p.id for p in await durable.pending(handle)] == ["call-1"]
         await durable.decide(handle, {call.id: Approve()})
         result = await result_of(handle)

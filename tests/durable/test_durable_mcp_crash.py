@@ -11,13 +11,13 @@ import collections
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import durable_mcp_app  # tests/durable/durable_mcp_app.py
 import pytest
 from temporalio.testing import WorkflowEnvironment
+from worker_process import start_worker, stop  # tests/durable/worker_process.py
 
 from goagent_py.durable._client import result_of
 
@@ -25,37 +25,6 @@ pytest.importorskip("mcp.server.mcpserver", reason="the mcp extra (SDK 2.x) is n
 pytestmark = pytest.mark.slow
 
 APP = Path(__file__).parent / "durable_mcp_app.py"
-ROOT = Path(__file__).parents[2]
-
-
-def start_worker(
-    temporal: WorkflowEnvironment, queue: str, log: Path, *, block: bool
-) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "GOAGENT_LOG": str(log)}
-    env.pop("GOAGENT_BLOCK", None)
-    if block:
-        env["GOAGENT_BLOCK"] = "1"
-    address = temporal.client.service_client.config.target_host
-    proc = subprocess.Popen(
-        [sys.executable, str(APP), address, queue],
-        stdout=subprocess.PIPE,
-        # The blocking worker's stderr carries its MCP server's BLOCKED line.
-        stderr=subprocess.PIPE if block else subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "READY"
-    return proc
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            stream.close()
 
 
 def activities_scheduled(history: object) -> list[str]:
@@ -70,7 +39,14 @@ async def test_a_worker_killed_during_an_mcp_call_is_replaced_by_one_with_its_ow
     temporal: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     queue, log = f"q-{uuid.uuid4().hex[:8]}", tmp_path / "calls.log"
-    first = start_worker(temporal, queue, log, block=True)
+    first = start_worker(
+        APP,
+        temporal,
+        queue,
+        log=log,
+        block=True,
+        stderr=subprocess.PIPE,  # its BLOCKED line
+    )
     second = None
     try:
         durable = durable_mcp_app.durable_agent(queue)
@@ -83,7 +59,7 @@ async def test_a_worker_killed_during_an_mcp_call_is_replaced_by_one_with_its_ow
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         assert first.returncode == -signal.SIGKILL
-        second = start_worker(temporal, queue, log, block=False)
+        second = start_worker(APP, temporal, queue, log=log, stderr=subprocess.DEVNULL)
         result = await result_of(handle)
     finally:
         stop(first)
