@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_approvals import make_delete, sqlite_memory  # tests/test_approvals.py
 
 from goagent_py import (
     Agent,
@@ -35,21 +36,6 @@ from goagent_py.testing import ScriptedProvider, tool_call_response
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def make_delete(ran: list[dict[str, Any]]) -> Any:
-    @tool(requires_approval=True)
-    def delete_files(folder: str, count: int) -> str:
-        """Delete files.
-
-        Args:
-            folder: where.
-            count: how many.
-        """
-        ran.append({"folder": folder, "count": count})
-        return f"deleted {count} in {folder}"
-
-    return delete_files
-
-
 def make_lookup(seen: list[str]) -> Any:
     @tool
     def lookup(key: str) -> str:
@@ -62,10 +48,6 @@ def make_lookup(seen: list[str]) -> Any:
         return f"value of {key}"
 
     return lookup
-
-
-def sqlite_memory(path: Path) -> ShortTermMemory:
-    return ShortTermMemory(storage=SQLiteStorage(path, session_id="s"))
 
 
 def child_agent(ran: list[dict[str, Any]], *after: Any) -> tuple[Agent, ScriptedProvider]:
