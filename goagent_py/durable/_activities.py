@@ -213,6 +213,8 @@ class _AgentActivities:
     async def model(self, data: dict[str, Any]) -> dict[str, Any]:
         request = request_from_data(data["request"])
         what = f"model {request.model!r}"
+        # The run's appends since its last model call, first (keyed: a retry skips them).
+        appended = await self._carried(data) if "appends" in data else None
         try:
             if "session_id" in data:
                 history = await self._history(str(data["session_id"]), request.messages)
@@ -223,7 +225,24 @@ class _AgentActivities:
             await self._check_size(out, f"{what} response")
         except Exception as exc:
             raise self._fail(exc, what) from exc
+        if appended is not None:
+            out["appended"] = appended
         return out
+
+    async def _carried(self, data: dict[str, Any]) -> int:
+        """Apply the appends a model call carries, in order; how many were applied. The first
+        that fails stops them: the workflow appends the rest itself (with its retries), so a
+        storage's failure is what it was before, a warning, never the model call's."""
+        memory = self.durable.short_term_memory(str(data["session_id"]))
+        done = 0
+        for append in data["appends"]:
+            try:
+                await self._append(memory, append)
+            except Exception as exc:
+                self.options.logger.warning("short-term memory append failed: %s", exc)
+                break
+            done += 1
+        return done
 
     def tool(self, name: str) -> Activity:
         async def run(data: dict[str, Any]) -> dict[str, Any]:
@@ -484,6 +503,8 @@ class _AgentActivities:
                 # stored): then the workflow may append by local activity (issue 36).
                 "keyed": memory is None
                 or getattr(getattr(memory, "storage", None), "append_once", None) is not None,
+                # Whether there is anything to append to (none: the workflow sends no appends).
+                "stores": memory is not None,
             }
             await self._check_size(out, "short-term memory load")
         except Exception as exc:
@@ -493,18 +514,21 @@ class _AgentActivities:
     async def append(self, data: dict[str, Any]) -> dict[str, Any]:
         memory = self.durable.short_term_memory(str(data["session_id"]))
         try:
-            messages = messages_from_text(data["messages"])
-            if memory is None:
-                return {"stored": False}
-            storage = getattr(memory, "storage", None)
-            append_once = getattr(storage, "append_once", None)
-            if append_once is not None:  # a retried write is recognised by its key
-                stored = await _heartbeating(append_once(str(data["key"]), messages))
-                return {"stored": bool(stored)}
-            await _heartbeating(memory.append(*messages))
+            return {"stored": await self._append(memory, data)}
         except Exception as exc:
             raise self._fail(exc, "short-term memory append") from exc
-        return {"stored": True}
+
+    async def _append(self, memory: Any, data: dict[str, Any]) -> bool:
+        """One append of a run; whether it stored anything (not: no memory, or its key was
+        applied already)."""
+        messages = messages_from_text(data["messages"])
+        if memory is None:
+            return False
+        append_once = getattr(getattr(memory, "storage", None), "append_once", None)
+        if append_once is not None:  # a retried write is recognised by its key
+            return bool(await _heartbeating(append_once(str(data["key"]), messages)))
+        await _heartbeating(memory.append(*messages))
+        return True
 
     async def recall(self, data: dict[str, Any]) -> dict[str, Any]:
         memory = self.durable.long_term_memory

@@ -334,6 +334,10 @@ class DurableAgent:
             # activities; a run started without this key, by an older client, replays as it
             # ran: as activities.
             "local_memory_activities": True,
+            # Appends to keyed storage ride on the run's next model call (its activity applies
+            # them first), and none are sent to a worker without short-term memory; a run
+            # started without this key replays as it ran: an activity per append.
+            "carry_appends": True,
             # Which calls may wait for a person ("*": every tool, the agent has a policy); the
             # workers' check decides (the predicates and the policy are code).
             "approval_checks": _approval_checks(self.agent),
