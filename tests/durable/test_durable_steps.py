@@ -264,3 +264,28 @@ async def test_a_new_worker_has_the_message_codec_built_before_its_first_workflo
         subprocess.run, argv, capture_output=True, text=True, timeout=120
     )
     assert done.stdout.split() == ["False", "True"], done.stderr
+
+
+async def test_a_client_asks_the_servers_payload_limit_once_not_once_per_run(
+    temporal: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from temporalio.client import Client
+
+    client = await Client.connect(temporal.client.service_client.config.target_host)
+    service = client.workflow_service
+    describe = service.describe_namespace
+    asked: list[str] = []
+
+    async def counted(request: Any, **kwargs: Any) -> Any:
+        asked.append(request.namespace)
+        return await describe(request, **kwargs)
+
+    monkeypatch.setattr(service, "describe_namespace", counted)
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="steps", tools=[add])
+    durable = DurableAgent(agent, provider="fn:x", task_queue=f"q-{uuid.uuid4().hex[:8]}")
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        first = await result_of(await durable.start(client, "add 2 and 3"))
+        second = await result_of(await durable.start(client, "add 2 and 3"))
+    assert first.text == second.text == "the sum is 5"
+    assert asked == ["default"]
