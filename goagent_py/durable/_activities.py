@@ -130,9 +130,40 @@ def _retryable(error: BaseException) -> bool:
     return isinstance(cause, ConnectionError | TimeoutError | MCPConnectionError)
 
 
+async def _unstick() -> None:
+    """After a retried attempt of an activity: send the run's next workflow task to its task
+    queue, where any worker takes it, not to the sticky queue of the worker that ran its last
+    one. The attempt before may have died with its worker (a SIGKILL, a lost machine), and
+    the next workflow task would then wait out the sticky schedule-to-start timeout for it. A
+    live worker loses only its cached copy of this run (the next task replays it). A courtesy:
+    never fails the call."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
+
+    info = activity.info()
+    try:
+        client = activity.client()
+        await client.workflow_service.reset_sticky_task_queue(
+            ResetStickyTaskQueueRequest(
+                namespace=client.namespace,
+                execution=WorkflowExecution(
+                    workflow_id=info.workflow_id or "", run_id=info.workflow_run_id or ""
+                ),
+            )
+        )
+    except Exception as exc:
+        activity.logger.debug("resetting the run's sticky task queue failed: %s", exc)
+
+
 def _named(name: str, fn: Activity) -> Callable[..., Any]:
     async def run(data: dict[str, Any]) -> dict[str, Any]:
-        return await fn(data)
+        info = activity.info()
+        if info.attempt < 2 or info.is_local or not info.workflow_id:
+            return await fn(data)
+        try:
+            return await fn(data)
+        finally:
+            await _unstick()
 
     run.__name__ = run.__qualname__ = name.replace(".", "_")
     return activity.defn(name=name)(run)

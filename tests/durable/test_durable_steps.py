@@ -79,6 +79,28 @@ async def scheduled(handle: Any) -> tuple[list[str], int]:
     return kinds, markers
 
 
+def next_task_queues(history: Any) -> list[str]:
+    """The task queues of the workflow tasks scheduled right after a retried activity."""
+    events = list(history.events)
+    retried = {
+        e.event_id
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.attempt > 1
+    }
+    done = {
+        e.event_id
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+        and e.activity_task_completed_event_attributes.started_event_id in retried
+    }
+    return [
+        e.workflow_task_scheduled_event_attributes.task_queue.name
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED and e.event_id - 1 in done
+    ]
+
+
 async def test_on_postgres_a_run_of_one_tool_call_is_three_activities_stored_once(
     temporal: WorkflowEnvironment, pg_dsn: str
 ) -> None:
@@ -117,11 +139,16 @@ async def test_a_model_call_retried_after_it_applied_the_carried_appends_stores_
         async with create_worker(temporal.client, [durable], registry=registry):
             handle = await durable.start(temporal.client, "add 2 and 3", session_id=session)
             result = await result_of(handle)
+            history = await handle.fetch_history()
         stored = await storage.for_session(session).load()
     assert failed == [1]
     assert result.text == "the sum is 5"
     assert stored == result.messages
     assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    # The retried call sent the run's next workflow task to the agent's own task queue, not to
+    # the sticky queue of the worker that ran the last one (which may have died with the
+    # attempt before): no wait for the sticky timeout after a crash.
+    assert next_task_queues(history) == [durable.task_queue]
 
 
 async def test_appends_a_worker_did_not_apply_are_appended_by_the_workflow(
