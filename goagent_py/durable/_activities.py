@@ -722,8 +722,10 @@ def create_worker(
         **worker_options: passed to ``temporalio.worker.Worker``. Its
             ``sticky_queue_schedule_to_start_timeout`` defaults to 1 s here (Temporal's own
             default is 10 s): a workflow task waiting for a worker that died goes to another
-            worker after that long, so a run continues within ~3 s of a crash (with the
-            agent's ``heartbeat_timeout=1.0, retry_interval=0.1``). A busier worker may see
+            worker after that long. A call that was in flight on the dead worker is retried
+            elsewhere, and its retry sends the run's next workflow task to any worker at once,
+            so such a run continues within ``heartbeat_timeout + retry_interval`` and its own
+            work (docs/scaling-out.md, "Recovery after a worker crash"). A busier worker may see
             more of its tasks move to another worker (which then replays the run's history):
             raise it for long histories on loaded workers.
     """

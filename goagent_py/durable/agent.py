@@ -176,7 +176,7 @@ class DurableAgent:
         max_retry_delay: the longest wait between attempts (caps a server's Retry-After).
         retry_interval: the wait before the first retry (it doubles up to ``max_retry_delay``).
             A call on a worker that died is retried ``heartbeat_timeout + retry_interval``
-            after its last heartbeat: for a run that goes on within ~3 s of a crash, use
+            after its last heartbeat: for a run that goes on within ~2 s of a crash, use
             ``heartbeat_timeout=0.5, retry_interval=0.1`` and workers from
             :func:`~goagent_py.durable.create_worker` with
             ``sticky_queue_schedule_to_start_timeout=timedelta(seconds=0.5)``
