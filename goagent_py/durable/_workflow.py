@@ -659,7 +659,8 @@ async def _outcome(run: Run, calls: _Calls) -> dict[str, Any]:
     try:
         async for _ in run.events():
             pass
-    except GoAgentError:
+    except (GoAgentError, asyncio.CancelledError):
+        # A failed or cancelled run stored its interrupted turn: append what still waits.
         if calls.short_term is not None:
             await calls.short_term.flush()
         raise

@@ -316,3 +316,53 @@ async def test_a_client_asks_the_servers_payload_limit_once_not_once_per_run(
         second = await result_of(await durable.start(client, "add 2 and 3"))
     assert first.text == second.text == "the sum is 5"
     assert asked == ["default"]
+
+
+async def test_a_cancelled_run_stores_its_interrupted_turn_with_the_appends_still_waiting(
+    temporal: WorkflowEnvironment, pg_dsn: str
+) -> None:
+    """Temporal's cancellation of a run in a tool call: the loop closes the open call and
+    stores the turn; that append, and any still waiting for a model call, reach the storage."""
+    import asyncio
+
+    from temporalio.client import WorkflowFailureError
+
+    from goagent_py.transcript import validate_transcript
+
+    started = asyncio.Event()
+
+    @tool
+    async def wait_forever(n: int) -> str:
+        """Wait.
+
+        Args:
+            n: a number.
+        """
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    def calls_wait(request: CompletionRequest) -> CompletionResponse | str:
+        return tool_call_response(ToolCall("call-1", "wait_forever", {"n": 1}))
+
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    async with PostgresStorage(pg_dsn, table="steps_messages", max_size=2) as storage:
+        agent = Agent(
+            provider=FunctionProvider(calls_wait), model="m", name="steps", tools=[wait_forever]
+        )
+        durable = DurableAgent(
+            agent,
+            provider="fn:x",
+            short_term_memory=lambda s: ShortTermMemory(storage.for_session(s)),
+            task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        )
+        registry = ProviderRegistry({"fn": lambda _: FunctionProvider(calls_wait)})
+        async with create_worker(temporal.client, [durable], registry=registry):
+            handle = await durable.start(temporal.client, "wait", session_id=session)
+            await started.wait()
+            await handle.cancel()
+            with pytest.raises(WorkflowFailureError):
+                await handle.result()
+        stored = await storage.for_session(session).load()
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    validate_transcript(stored)
