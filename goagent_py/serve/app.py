@@ -50,7 +50,6 @@ def _require_starlette() -> None:
     try:
         import ag_ui  # noqa: F401
         import jsonschema  # noqa: F401
-        import sse_starlette  # noqa: F401
         import starlette  # noqa: F401
     except ImportError as exc:
         package = {"ag_ui": "ag-ui-protocol"}.get(exc.name or "", exc.name or "starlette")
@@ -160,7 +159,7 @@ def create_app(
             the model reads, and the run goes on without the client.
 
     Raises:
-        MissingExtraError: starlette, sse-starlette, ag-ui-protocol or jsonschema is missing
+        MissingExtraError: starlette, ag-ui-protocol or jsonschema is missing
             (``goagent-py[serve]``).
     """
     _require_starlette()
