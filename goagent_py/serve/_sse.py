@@ -51,11 +51,12 @@ class RunStream(Response):
     """
 
     def __init__(self, server: Server, run: Run, frames: AsyncIterator[bytes]) -> None:
-        # A Response for the routes' types; Response's own state (a body, headers) is unused.
+        # A Response for the routes' types: of its state only raw_headers is used.
         self._server = server
         self._run = run
         self._frames = frames
         self._ended_by = ""  # "disconnect" or "shutdown": this stream cancelled its own task
+        self.raw_headers = list(_HEADERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         task = asyncio.current_task()
@@ -63,7 +64,7 @@ class RunStream(Response):
         watch = asyncio.get_running_loop().create_task(self._watch(receive, send, task))
         _Shutdown.of_this_loop().add(self, task)
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for chunk in self._frames:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             watch.cancel()  # no keep-alive comment after the end

@@ -194,3 +194,68 @@ async def test_a_server_shutting_down_ends_open_streams_and_aborts_their_runs(
     assert result.stop_reason is StopReason.ABORTED
     assert not gate.release.is_set()
     await app.aclose()
+
+
+# -- the routes of a turn, called without Starlette's router (serve/app.py) ------------------
+
+
+async def test_the_turn_routes_keep_every_check_and_the_security_headers(
+    echo_app: Any, helpers: Any
+) -> None:
+    tid = await _thread(echo_app, helpers)
+    runs = f"/api/threads/{tid}/runs"
+    async with helpers.client_for(echo_app) as client:
+        # Host and Origin are checked before any route.
+        r = await client.post(runs, json={"message": "hi"}, headers={"host": "evil.example"})
+        assert r.status_code == 421
+        r = await client.post(runs, json={"message": "hi"}, headers={"origin": "http://x.example"})
+        assert r.status_code == 403
+        r = await client.post("/v1/chat/completions", json={}, headers={"origin": "http://x.y"})
+        assert r.status_code == 403
+        # The endpoints' own errors, with the security headers of every response.
+        for path, body, status in [
+            ("/api/threads/nope/runs", {"message": "hi"}, 404),
+            (runs, {"message": ""}, 400),
+            ("/v1/chat/completions", {"messages": "no"}, 400),
+            ("/v1/responses", {}, 400),
+        ]:
+            r = await client.post(path, json=body)
+            assert r.status_code == status, (path, r.text)
+            assert r.headers["x-frame-options"] == "DENY"
+            assert r.headers["content-type"] == "application/json"
+        r = await client.post(runs, content=b"message=hi", headers={"content-type": "text/plain"})
+        assert r.status_code == 415
+        # Not a POST, or a longer path: Starlette's router answers, as before.
+        assert (await client.get(runs)).status_code == 405
+        r = await client.post(f"/api/threads/{tid}/x/runs", json={"message": "hi"})
+        assert r.status_code == 404
+        assert r.headers["x-frame-options"] == "DENY"
+        # A JSON answer of /v1, and its stream.
+        ask = {"model": "goagent", "messages": [{"role": "user", "content": "hey"}]}
+        r = await client.post("/v1/chat/completions", json=ask)
+        assert r.json()["choices"][0]["message"]["content"] == "echo: hey"
+        assert r.headers["referrer-policy"] == "no-referrer"
+        r = await client.post("/v1/chat/completions", json={**ask, "stream": True})
+        assert r.headers["content-type"] == "text/event-stream; charset=utf-8"
+        assert r.headers["referrer-policy"] == "no-referrer"
+        assert r.text.endswith("data: [DONE]\r\n\r\n")
+
+
+async def test_an_unexpected_error_in_a_turn_route_is_a_plain_500_and_reaches_the_server(
+    db: str, helpers: Any
+) -> None:
+    from goagent_py.errors import ConfigurationError
+
+    app = create_app(lambda ctx: None, storage_path=db)  # not an Agent: a bug in the app
+    tid = await _thread(app, helpers)
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        with pytest.raises(ConfigurationError, match="must return an Agent"):
+            await client.post(f"/api/threads/{tid}/runs", json={"message": "hi"})
+    quiet = httpx.ASGITransport(app=app, client=("127.0.0.1", 1), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=quiet, base_url="http://127.0.0.1") as client:
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "hi"})
+    assert r.status_code == 500
+    assert r.text == "Internal Server Error"
+    assert r.headers["x-content-type-options"] == "nosniff"
+    await app.aclose()
