@@ -1,8 +1,8 @@
 """Load on ``goagent-py serve``: 50 concurrent users x 5 turns against one uvicorn server.
 
 Run with ``python bench/serve_load.py [--users 50] [--turns 5] [--peer] [--rounds N]
-[--py-spy server.raw] [--raw-client]`` (never collected as a test). ``--peer`` measures pydantic-ai's AG-UI
-server on the same scripted answer after ours, in the same run (``bench/peers/
+[--py-spy server.raw] [--raw-client]`` (never collected as a test). ``--peer`` measures
+pydantic-ai's AG-UI server on the same scripted answer after ours, in the same run (``bench/peers/
 serve_pydantic_ai.py``, in its own virtualenv under ``$PEERBENCH_VENVS``, default
 ``/tmp/peerbench-venvs``, created on first use); ``--rounds`` alternates the two N times.
 The server runs in a process of its own (uvicorn on a real localhost
