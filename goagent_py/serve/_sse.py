@@ -55,7 +55,9 @@ class RunStream(Response):
         self._server = server
         self._run = run
         self._frames = frames
-        self._ended_by = ""  # "disconnect" or "shutdown": this stream cancelled its own task
+        # "disconnect" or "shutdown": this stream cancelled its own task; "done": it has sent
+        # its last frame and nothing may cancel it any more.
+        self._ended_by = ""
         self.raw_headers = list(_HEADERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -67,12 +69,13 @@ class RunStream(Response):
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for chunk in self._frames:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            self._ended_by = "done"  # nothing ends it from outside now
             watch.cancel()  # no keep-alive comment after the end
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             # Ours (the client left, the server is going down): the response ends here, as a
             # response; anyone else's cancellation goes on.
-            if not self._ended_by or task.uncancel() > 0:
+            if self._ended_by in ("", "done") or task.uncancel() > 0:
                 raise
             if self._ended_by == "shutdown":  # a clean end the client can read
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -97,8 +100,12 @@ class RunStream(Response):
             try:
                 async with asyncio.timeout(ping):
                     message = await receive()
-            except TimeoutError:
-                comment = b": ping - %s\r\n\r\n" % time.strftime("%Y-%m-%d %H:%M:%S").encode()
+            except Exception as exc:
+                if not isinstance(exc, TimeoutError):  # a broken connection: as if it closed
+                    self.end(task, "disconnect")
+                    return
+                now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+                comment = b": ping - %s\r\n\r\n" % now.encode()
                 try:
                     await send({"type": "http.response.body", "body": comment, "more_body": True})
                 except Exception:

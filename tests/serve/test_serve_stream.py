@@ -118,11 +118,13 @@ async def test_a_quiet_stream_sends_keep_alive_comments(db: str, helpers: Any) -
     await app.aclose()
 
 
+@pytest.mark.parametrize("gone", ["disconnect message", "receive fails"])
 async def test_a_disconnect_message_ends_the_stream_and_aborts_the_run(
-    db: str, helpers: Any
+    db: str, helpers: Any, gone: str
 ) -> None:
-    # The client goes away while the run is in its tool: the server's receive() says so, the
-    # response ends normally (no error for the ASGI server to log) and the run is aborted.
+    # The client goes away while the run is in its tool: the server's receive() says so (or
+    # fails), the response ends normally (no error for the ASGI server to log) and the run is
+    # aborted.
     gate = _Gate()
     provider = ScriptedProvider(tool_call_response(("wait_here", {})), "never")
     app = create_app(helpers.factory_for(provider, [gate.tool()]), storage_path=db)
@@ -135,6 +137,8 @@ async def test_a_disconnect_message_ends_the_stream_and_aborts_the_run(
         if received:
             return received.pop()
         await gate.entered.wait()
+        if gone == "receive fails":
+            raise OSError("connection reset")
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
