@@ -50,7 +50,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp", "mcp_server_time"),
     # a submodule: a bare "a2a" would find tests/a2a as a namespace package without the SDK
     "a2a": ("a2a.client", "starlette", "uvicorn"),
-    "serve": ("starlette", "sse_starlette", "uvicorn", "ag_ui"),
+    "serve": ("starlette", "uvicorn", "ag_ui"),
 }
 
 
