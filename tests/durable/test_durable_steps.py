@@ -26,7 +26,7 @@ from goagent_py.durable import WORKFLOW_NAME, DurableAgent, ProviderRegistry, cr
 from goagent_py.durable._client import result_of
 from goagent_py.durable._wire import content_to_text
 from goagent_py.memory import ShortTermMemory
-from goagent_py.memory.storage import PostgresStorage, SQLiteStorage
+from goagent_py.memory.storage import InMemoryStorage, PostgresStorage, SQLiteStorage
 from goagent_py.messages import Role, TextBlock, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
 from goagent_py.testing import FunctionProvider, tool_call_response
@@ -194,10 +194,28 @@ async def test_a_worker_without_short_term_memory_is_sent_no_appends(
     assert markers == 1  # the load, which says there is nothing to append to
 
 
-async def test_on_sqlite_the_appends_stay_activities(
+async def test_on_sqlite_a_run_of_one_tool_call_is_three_activities_stored_once(
     temporal: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    durable, registry = durable_with(storage)
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "add 2 and 3", session_id="s")
+        result = await result_of(handle)
+        kinds, markers = await scheduled(handle)
+    assert result.text == "the sum is 5"
+    # SQLiteStorage applies a keyed append once (append_once), as PostgresStorage does.
+    assert kinds == ["goagent.model.steps", "goagent.tool.steps.add", "goagent.model.steps"]
+    assert markers == 2
+    assert await storage.load() == result.messages
+    await storage.aclose()
+
+
+async def test_without_keyed_appends_the_appends_stay_activities(
+    temporal: WorkflowEnvironment,
+) -> None:
+    """A storage that cannot tell a retried append (no append_once) appends by activity."""
+    storage = InMemoryStorage()
     durable, registry = durable_with(storage)
     async with create_worker(temporal.client, [durable], registry=registry):
         handle = await durable.start(temporal.client, "add 2 and 3", session_id="s")
@@ -209,7 +227,6 @@ async def test_on_sqlite_the_appends_stay_activities(
     assert kinds == [append, model, add, append, model, append]
     assert markers == 1  # the load
     assert await storage.load() == result.messages
-    await storage.aclose()
 
 
 async def test_a_run_started_by_an_older_client_runs_memory_as_activities(
