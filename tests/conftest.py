@@ -70,6 +70,43 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "needs_extra(*extras): skip, naming the extra, unless the extras are installed"
     )
+    config.pluginmanager.register(_LoadsEndWithTheirPhase(), "goagent-loads-end")
+
+
+class _LoadsEndWithTheirPhase:
+    """Each phase of a test (setup, call, teardown) waits for the embedder loads it started:
+    ``chat`` loads MiniLM in a daemon thread while the user types, and a test that quits first
+    left it running.
+
+    A load left running imports transformers, and every import makes loggers; pytest 9.2's log
+    capture walks ``logging``'s logger table without its lock as each phase starts, so a logger
+    made meanwhile failed whatever test was starting a phase with "dictionary changed size
+    during iteration" (tests/test_cli.py and tests/test_dispatch.py, beside a CPU hog, where the
+    first load takes minutes). Waiting at the end of the phase, not in a fixture's teardown: by
+    then the next phase's capture has begun.
+    """
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from self._joined())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from self._joined())
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Iterator[None]:
+        return (yield from self._joined())
+
+    @staticmethod
+    def _joined() -> Iterator[None]:
+        before = set(threading.enumerate())
+        try:
+            return (yield)
+        finally:
+            for thread in threading.enumerate():
+                if thread.name == "goagent-embedder-load" and thread not in before:
+                    thread.join()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -116,24 +153,6 @@ def _embed_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("GOAGENT_EMBED_CACHE", None)
     else:
         os.environ["GOAGENT_EMBED_CACHE"] = before
-
-
-@pytest.fixture(autouse=True)
-def _no_loader_outlives_its_test() -> Iterator[None]:
-    """Wait for the embedder loads a test started (``chat`` loads the model in a daemon thread
-    while the user types, and a test that quits first leaves it running).
-
-    A load left running imports transformers during the next tests, and every import makes
-    loggers; pytest 9.2's log capture walks ``logging``'s logger table without its lock when each
-    test phase starts, so a logger made meanwhile failed an unrelated test with "dictionary
-    changed size during iteration" (tests/test_cli.py and tests/test_dispatch.py, beside a CPU
-    hog, where the first load takes minutes).
-    """
-    before = set(threading.enumerate())
-    yield
-    for thread in threading.enumerate():
-        if thread.name == "goagent-embedder-load" and thread not in before:
-            thread.join()
 
 
 @pytest.fixture(autouse=True)
