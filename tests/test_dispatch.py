@@ -797,14 +797,16 @@ async def test_every_call_is_logged_once_and_a_tool_exception_is_recovered(
         good = await dispatcher.execute(call("fine"))
         bad = await dispatcher.execute(call("broken"))
     assert good.error is None
-    assert good.started_at is not None and good.started_at.tzinfo is UTC
+    assert good.started_at is not None
+    assert good.started_at.tzinfo is UTC
     assert isinstance(bad.error, ToolExecutionError)
     assert isinstance(bad.error.__cause__, ValueError)
     assert "ValueError: boom" in bad.error.traceback  # the formatted traceback, for logs
     assert bad.content[0].text == "Error: tool 'broken' failed: ValueError: boom"  # type: ignore[union-attr]
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert len(lines) == 2, lines  # one line per call, whatever the layers
-    assert lines[0][0] == "DEBUG" and lines[0][1].startswith("tool dispatch: tool=fine duration=")
+    assert lines[0][0] == "DEBUG"
+    assert lines[0][1].startswith("tool dispatch: tool=fine duration=")
     assert lines[1][0] == "WARNING"
     assert lines[1][1].startswith("tool dispatch failed: tool=broken duration=")
     assert lines[1][1].endswith("error=tool 'broken' failed: ValueError: boom")
