@@ -251,7 +251,17 @@ def snapshot_response(response: CompletionResponse) -> CompletionResponse:
     v: Any  # each field in turn
     out.message = _message_snapshot(response.message, memo)
     out.stop_reason = v if type(v := response.stop_reason) in _ATOMIC else _copy(v, memo)
-    out.usage = v if type(v := response.usage) in _ATOMIC else _copy(v, memo)
+    usage = response.usage
+    # Frozen, and of ints in every response a provider makes: shared as it is.
+    if not (
+        type(usage) is Usage
+        and type(usage.input_tokens) is int
+        and type(usage.output_tokens) is int
+        and type(usage.cache_creation_input_tokens) is int
+        and type(usage.cache_read_input_tokens) is int
+    ):
+        usage = _copy(usage, memo)
+    out.usage = usage
     out.model = v if type(v := response.model) in _ATOMIC else _copy(v, memo)
     return out
 
