@@ -1,8 +1,8 @@
 """Load on ``goagent-py serve``: 50 concurrent users x 5 turns against one uvicorn server.
 
 Run with ``python bench/serve_load.py [--users 50] [--turns 5] [--peer] [--rounds N]
-[--py-spy server.raw]`` (never collected as a test). ``--peer`` measures pydantic-ai's AG-UI
-server on the same scripted answer after ours, in the same run (``bench/peers/
+[--py-spy server.raw] [--raw-client]`` (never collected as a test). ``--peer`` measures
+pydantic-ai's AG-UI server on the same scripted answer after ours, in the same run (``bench/peers/
 serve_pydantic_ai.py``, in its own virtualenv under ``$PEERBENCH_VENVS``, default
 ``/tmp/peerbench-venvs``, created on first use); ``--rounds`` alternates the two N times.
 The server runs in a process of its own (uvicorn on a real localhost
@@ -12,6 +12,9 @@ ScriptedProvider (a fixed 24-word answer streamed word by word), so the figures 
 own cost: auth, thread lookup, session, SQLite writes (synced group commits), SSE framing. With
 ``--py-spy FILE`` the server runs under ``py-spy record`` (raw collapsed stacks in FILE; add
 ``--gil`` to sample only the thread holding the GIL, i.e. where the CPU goes).
+
+The users speak through httpx, or with ``--raw-client`` through a minimal HTTP/1.1 client on
+asyncio streams: httpx costs more CPU per turn than the server, and the two share the machine.
 
 Reported: errors, cross-user rows (a user's thread holding another user's message, via the API
 and directly in the database), and latency of a turn: time to first text delta and to the end
@@ -45,6 +48,103 @@ from goagent_py.serve import ThreadContext, TokenAuth, create_app
 from goagent_py.testing import ScriptedProvider
 
 ANSWER = " ".join(f"word{i}" for i in range(24))
+
+
+class _RawResponse:
+    def __init__(self, status: int, reader: asyncio.StreamReader, length: int | None) -> None:
+        self.status_code = status
+        self._reader = reader
+        self._length = length  # None: chunked
+        self._body = b""
+        self._done = False
+
+    def raise_for_status(self) -> None:
+        if self.status_code >= 400:
+            raise RuntimeError(f"HTTP {self.status_code}: {self._body[:200]!r}")
+
+    def json(self) -> Any:
+        return json.loads(self._body)
+
+    async def _chunks(self) -> Any:
+        if self._done:
+            return
+        if self._length is not None:
+            self._done = True
+            yield await self._reader.readexactly(self._length)
+            return
+        while True:
+            size = int((await self._reader.readline()).split(b";")[0], 16)
+            data = await self._reader.readexactly(size + 2)
+            if size == 0:
+                self._done = True
+                return
+            yield data[:-2]
+
+    async def aiter_lines(self) -> Any:
+        rest = b""
+        async for chunk in self._chunks():
+            *lines, rest = (rest + chunk).split(b"\n")
+            for line in lines:
+                yield line.rstrip(b"\r").decode()
+        if rest:
+            yield rest.decode()
+
+
+class _RawClient:
+    """The part of ``httpx.AsyncClient`` the users use, on one keep-alive HTTP/1.1 connection
+    of asyncio streams (``--raw-client``): httpx costs the load generator ~10 ms of CPU a turn,
+    more than the server, on the same two cores."""
+
+    def __init__(self, base_url: str, headers: dict[str, str] | None = None, **_: Any) -> None:
+        self._host, port = base_url.removeprefix("http://").split(":")
+        self._port = int(port)
+        self._headers = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def __aenter__(self) -> _RawClient:
+        self._streams = await asyncio.open_connection(self._host, self._port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+
+    async def _send(
+        self, path: str, body: Any, headers: dict[str, str] | None = None
+    ) -> _RawResponse:
+        assert self._streams is not None
+        reader, writer = self._streams
+        data = json.dumps(body).encode()
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        head = (
+            f"POST {path} HTTP/1.1\r\nhost: {self._host}:{self._port}\r\n{self._headers}{extra}"
+            f"content-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"
+        )
+        writer.write(head.encode() + data)
+        status = int((await reader.readline()).split()[1])
+        length: int | None = None
+        while (line := await reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        return _RawResponse(status, reader, length)
+
+    async def post(self, path: str, json: Any) -> _RawResponse:
+        response = await self._send(path, json)
+        response._body = b"".join([c async for c in response._chunks()])
+        return response
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, method: str, path: str, json: Any, headers: dict[str, str] | None = None
+    ) -> Any:
+        response = await self._send(path, json, headers)
+        yield response
+        async for _ in response._chunks():  # the rest of the body, if any
+            pass
+
+
+_CLIENT: Any = httpx.AsyncClient
 
 
 def _serve(port_file: str, db: str, users: int, turns: int) -> None:
@@ -86,7 +186,7 @@ def _wait_for_port(port_file: Path, process: subprocess.Popen[bytes]) -> int:
 
 async def _user(base: str, user: str, token: str, turns: int, out: dict[str, Any]) -> None:
     headers = {"authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
+    async with _CLIENT(base_url=base, headers=headers, timeout=60) as client:
         try:
             r = await client.post("/api/threads", json={"title": user})
             r.raise_for_status()
@@ -176,7 +276,7 @@ async def _peer_user(base: str, user: str, turns: int, out: dict[str, Any]) -> N
     """One user of the peer: AG-UI's RunAgentInput with the whole conversation each turn (the
     peer keeps none)."""
     messages: list[dict[str, Any]] = []
-    async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+    async with _CLIENT(base_url=base, timeout=60) as client:
         try:
             for turn in range(turns):
                 said = f"{user} turn {turn}"
@@ -320,8 +420,15 @@ if __name__ == "__main__":
         help="also measure pydantic-ai's AG-UI server (bench/peers/serve_pydantic_ai.py)",
     )
     parser.add_argument("--rounds", type=int, default=1, help="ours (then the peer) N times")
+    parser.add_argument(
+        "--raw-client",
+        action="store_true",
+        help="the users speak HTTP/1.1 on asyncio streams instead of httpx (a lighter client)",
+    )
     parser.add_argument("--serve", nargs=2, metavar=("PORT_FILE", "DB"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
+    if ns.raw_client:
+        _CLIENT = _RawClient
     if ns.serve:
         with contextlib.suppress(KeyboardInterrupt):
             _serve(*ns.serve, ns.users, ns.turns)

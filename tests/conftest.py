@@ -6,6 +6,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp", "mcp_server_time"),
     # a submodule: a bare "a2a" would find tests/a2a as a namespace package without the SDK
     "a2a": ("a2a.client", "starlette", "uvicorn"),
-    "serve": ("starlette", "sse_starlette", "uvicorn", "ag_ui"),
+    "serve": ("starlette", "uvicorn", "ag_ui"),
 }
 
 
@@ -115,6 +116,24 @@ def _embed_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("GOAGENT_EMBED_CACHE", None)
     else:
         os.environ["GOAGENT_EMBED_CACHE"] = before
+
+
+@pytest.fixture(autouse=True)
+def _no_loader_outlives_its_test() -> Iterator[None]:
+    """Wait for the embedder loads a test started (``chat`` loads the model in a daemon thread
+    while the user types, and a test that quits first leaves it running).
+
+    A load left running imports transformers during the next tests, and every import makes
+    loggers; pytest 9.2's log capture walks ``logging``'s logger table without its lock when each
+    test phase starts, so a logger made meanwhile failed an unrelated test with "dictionary
+    changed size during iteration" (tests/test_cli.py and tests/test_dispatch.py, beside a CPU
+    hog, where the first load takes minutes).
+    """
+    before = set(threading.enumerate())
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "goagent-embedder-load" and thread not in before:
+            thread.join()
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,9 @@
 """Serve agents to people: an HTTP API (AG-UI events over SSE), a built-in web chat and an
 OpenAI-compatible endpoint, with the server owning each user's threads.
 
-Needs the ``serve`` extra (starlette, uvicorn, sse-starlette), imported when used; the names
-below load on first access, so ``goagent-py``'s parser can add the serve options cheaply::
+Needs the ``serve`` extra (starlette, uvicorn, ag-ui-protocol, jsonschema), imported when used;
+the names below load on first access, so ``goagent-py``'s parser can add the serve options
+cheaply::
 
     from goagent_py.serve import create_app
     app = create_app(

@@ -40,7 +40,7 @@ from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.serve._approvals import decisions_from_results, pending_json
 from goagent_py.serve._server import HttpError, Live, Run, Server, error_body
-from goagent_py.serve._sse import RunStream
+from goagent_py.serve._sse import RunStream, sse_frame
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import Tool, tool_func
 
@@ -414,6 +414,10 @@ async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
             server.stop(run)
 
 
+def _data(payload: dict[str, Any]) -> bytes:
+    return sse_frame(json.dumps(payload))
+
+
 def details(call: dict[str, Any]) -> str:
     """A server-side call as Open WebUI writes and renders it in a message's content."""
     try:
@@ -483,42 +487,42 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
 
     if request.stream:
 
-        async def frames() -> AsyncIterator[str]:
-            yield json.dumps(chunk({"role": "assistant", "content": ""}, None))
+        async def frames() -> AsyncIterator[bytes]:
+            yield _data(chunk({"role": "assistant", "content": ""}, None))
             finish, index = "stop", 0
             error: HttpError | None = None
             usage = chat_usage({})
             async for step in steps(server, run):
                 if step.kind == "text" and not typed:
-                    yield json.dumps(chunk({"content": step.text}, None))
+                    yield _data(chunk({"content": step.text}, None))
                 elif step.kind == "reasoning":
-                    yield json.dumps(chunk({"reasoning_content": step.text}, None))
+                    yield _data(chunk({"reasoning_content": step.text}, None))
                 elif step.kind == "tool":
-                    yield json.dumps(chunk({"content": details(step.call)}, None))
+                    yield _data(chunk({"content": details(step.call)}, None))
                 elif step.kind == "client_call":
                     call = step.call
                     fn = {"name": call["name"], "arguments": call["arguments"]}
                     delta = {"index": index, "id": call["id"], "type": "function", "function": fn}
                     index += 1
-                    yield json.dumps(chunk({"tool_calls": [delta]}, None))
+                    yield _data(chunk({"tool_calls": [delta]}, None))
                 elif step.kind == "parked":
                     finish = "tool_calls"
                 elif step.kind == "done":
                     finish, usage = _finish(step.result), chat_usage(step.result)
                     answer = _answer(run, step.result)
                     if answer is not None:
-                        yield json.dumps(chunk({"content": answer}, None))
+                        yield _data(chunk({"content": answer}, None))
                 elif step.kind == "error":
                     error = step.failure()
                     if error.code == "content_filter":
                         finish = "content_filter"
             if error is not None:
                 _, body = error_body(error.status, error.message, path="/v1/", code=error.code)
-                yield json.dumps(body)
-            yield json.dumps(chunk({}, finish))
+                yield _data(body)
+            yield _data(chunk({}, finish))
             if request.include_usage:
-                yield json.dumps({**chunk({}, None), "choices": [], "usage": usage})
-            yield "[DONE]"
+                yield _data({**chunk({}, None), "choices": [], "usage": usage})
+            yield sse_frame("[DONE]")
 
         return RunStream(server, run, frames())
     content: list[str] = []
@@ -720,9 +724,9 @@ async def responses(server: Server, user: str, request: OpenAIRequest) -> Respon
     build = _ResponseBuilder(request, run, f"resp_{run.run_id[4:]}{secrets.token_hex(3)}")
     if request.stream:
 
-        async def frames() -> AsyncIterator[dict[str, str]]:
-            def frame(event: dict[str, Any]) -> dict[str, str]:
-                return {"event": event["type"], "data": json.dumps(event)}
+        async def frames() -> AsyncIterator[bytes]:
+            def frame(event: dict[str, Any]) -> bytes:
+                return sse_frame(json.dumps(event), event["type"])
 
             yield frame(build.event("response.created", response=build.response("in_progress")))
             yield frame(build.event("response.in_progress", response=build.response("in_progress")))

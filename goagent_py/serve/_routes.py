@@ -21,7 +21,7 @@ from goagent_py.serve._server import (
     memory_scope,
     static_file,
 )
-from goagent_py.serve._sse import RunStream
+from goagent_py.serve._sse import RunStream, sse_frame
 from goagent_py.serve._threads import message_json
 
 __all__ = ["table"]
@@ -56,9 +56,9 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
 
     def sse(run: Run) -> Response:
         async def frames() -> AsyncIterator[bytes]:
-            # Frames as sse-starlette writes them (one JSON line each), the ready ones at once.
+            # One JSON line per event, the ready ones in one chunk.
             async for batch in server.event_batches(run):
-                yield b"".join(b"data: %s\r\n\r\n" % json.dumps(i).encode() for i in batch)
+                yield b"".join(sse_frame(json.dumps(i)) for i in batch)
 
         return RunStream(server, run, frames())
 

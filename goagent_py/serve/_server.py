@@ -163,6 +163,7 @@ class Server:
         # How long a run waits for an OpenAI client to send its tools' results before those
         # calls fail (the model reads the error) and the run goes on without the client.
         self.client_tool_timeout = 600.0
+        self.sse_ping = 15.0  # seconds of silence before a stream sends a keep-alive comment
         self.max_live = 256
         self.factory = factory
         self.storage_path = storage_path

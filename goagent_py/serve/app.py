@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from goagent_py.errors import ConfigurationError, MissingExtraError
@@ -23,6 +23,8 @@ from goagent_py.serve._server import (
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from goagent_py.serve._routes import Endpoint
 
 __all__ = [
     "AgentFactory",
@@ -46,11 +48,15 @@ _SECURITY_HEADERS = (
 )
 
 
+RUNS = "/api/threads/{thread_id:str}/runs"
+# The routes of a turn (each a POST): ServeApp calls them directly.
+_HOT = frozenset({RUNS, "/v1/chat/completions", "/v1/responses"})
+
+
 def _require_starlette() -> None:
     try:
         import ag_ui  # noqa: F401
         import jsonschema  # noqa: F401
-        import sse_starlette  # noqa: F401
         import starlette  # noqa: F401
     except ImportError as exc:
         package = {"ag_ui": "ag-ui-protocol"}.get(exc.name or "", exc.name or "starlette")
@@ -62,10 +68,22 @@ class ServeApp:
     around the routes. ``await app.aclose()`` ends runs and closes the storage (done at the
     ASGI lifespan shutdown too)."""
 
-    def __init__(self, app: ASGIApp, hosts: frozenset[str], server: Server) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        hosts: frozenset[str],
+        server: Server,
+        hot: Mapping[str, Endpoint] | None = None,
+    ) -> None:
         self.app = app
         self.hosts = hosts
         self.server = server
+        # The streaming routes, called without Starlette's router and middlewares (issue 36:
+        # ~35% of the server's CPU per turn went through them, and they do nothing for these
+        # routes): path template -> endpoint.
+        hot = hot or {}
+        self._runs = hot.get(RUNS)
+        self._v1 = {path: fn for path, fn in hot.items() if path.startswith("/v1/")}
 
     async def aclose(self) -> None:
         """Abort running runs and close every connection."""
@@ -82,19 +100,21 @@ class ServeApp:
             if not is_loopback_peer(client[0] if client else None):
                 await _send_error(scope, send, 403, LOCAL_ONLY)
                 return
-        headers = {k.decode().lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        host = headers.get("host", "")
+        host, origin = _host_and_origin(scope["headers"])
         name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
         name = name.strip("[]").lower()
         if name not in self.hosts:
             await _send_error(scope, send, 421, f"unexpected Host {host!r}")
             return
-        origin = headers.get("origin")
         if scope["method"] not in ("GET", "HEAD") and origin is not None:
             scheme = scope.get("scheme", "http")
             if origin != f"{scheme}://{host}":
                 await _send_error(scope, send, 403, f"cross-origin request from {origin!r} refused")
                 return
+        hot = self._hot(scope)
+        if hot is not None:
+            await _call(hot[0], {**scope, "path_params": hot[1]}, receive, send)
+            return
 
         async def secure(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -103,6 +123,58 @@ class ServeApp:
             await send(message)
 
         await self.app(scope, receive, secure)
+
+    def _hot(self, scope: Scope) -> tuple[Endpoint, dict[str, str]] | None:
+        """The streaming route ``scope`` asks for and its path parameters, or None (anything
+        else, a mounted app included, goes through Starlette)."""
+        if scope["method"] != "POST" or scope.get("root_path"):
+            return None
+        path: str = scope["path"]
+        if path.startswith("/v1/"):
+            fn = self._v1.get(path)
+            return None if fn is None else (fn, {})
+        if self._runs is not None and path.startswith("/api/threads/") and path.endswith("/runs"):
+            thread_id = path[len("/api/threads/") : -len("/runs")]
+            if thread_id and "/" not in thread_id:  # Starlette's {thread_id:str}
+                return self._runs, {"thread_id": thread_id}
+        return None
+
+
+def _host_and_origin(headers: list[tuple[bytes, bytes]]) -> tuple[str, str | None]:
+    # ASGI servers give header names in lower case.
+    host, origin = "", None
+    for key, value in headers:
+        if key == b"host":
+            host = value.decode("latin-1")
+        elif key == b"origin":
+            origin = value.decode("latin-1")
+    return host, origin
+
+
+async def _call(endpoint: Endpoint, scope: Scope, receive: Receive, send: Send) -> None:
+    """A route's endpoint as Starlette's router calls it, with what its middlewares do for it:
+    an unexpected error is a plain 500 and goes on to the server (which logs it); the security
+    headers go into the response's own."""
+    from starlette.requests import Request
+
+    try:
+        response = await endpoint(Request(scope, receive, send))
+    except Exception:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 500,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", b"21"),
+                    *_SECURITY_HEADERS,
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": b"Internal Server Error"})
+        raise
+    response.raw_headers = [*response.raw_headers, *_SECURITY_HEADERS]
+    await response(scope, receive, send)
 
 
 async def _send_error(scope: Scope, send: Send, status: int, message: str) -> None:
@@ -160,7 +232,7 @@ def create_app(
             the model reads, and the run goes on without the client.
 
     Raises:
-        MissingExtraError: starlette, sse-starlette, ag-ui-protocol or jsonschema is missing
+        MissingExtraError: starlette, ag-ui-protocol or jsonschema is missing
             (``goagent-py[serve]``).
     """
     _require_starlette()
@@ -193,7 +265,9 @@ def create_app(
         long_term_memory,
     )
     server.client_tool_timeout = float(client_tool_timeout)
-    routes = [Route(path, fn, methods=methods) for path, fn, methods in _routes.table(server)]
+    table = _routes.table(server)
+    routes = [Route(path, fn, methods=methods) for path, fn, methods in table]
+    hot = {path: fn for path, fn, _ in table if path in _HOT}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: object) -> AsyncIterator[None]:
@@ -202,4 +276,4 @@ def create_app(
 
     app = Starlette(routes=routes, lifespan=lifespan)
     hosts = frozenset({"127.0.0.1", "localhost", "::1", *(h.lower() for h in allowed_hosts)})
-    return ServeApp(app, hosts, server)
+    return ServeApp(app, hosts, server, hot)

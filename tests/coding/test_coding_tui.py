@@ -58,6 +58,18 @@ async def _say(app: Any, pilot: Any, text: str) -> None:
     await pilot.press("enter")
 
 
+async def _quit(app: Any, pilot: Any, how: str = "/exit") -> None:
+    """Quit with ``/exit`` or a key, and wait until the app has left: leaving closes the
+    storage first, and on a busy machine that outlasts the key press (the app was torn down
+    before its exit(0) and returned None)."""
+    if how.startswith("/"):
+        await _say(app, pilot, how)
+    else:
+        await pilot.press(how)
+    while app.return_code is None:
+        await pilot.pause()
+
+
 def _views(app: Any) -> dict[str, Any]:
     return {w.name_: w for w in app.query("Collapsible") if hasattr(w, "name_")}
 
@@ -106,7 +118,7 @@ async def test_approve_shows_each_call_with_result_and_duration_and_the_status_l
         assert "$0.011" in status
         assert "context 1.2k/8k (15%)" in status
         assert status.endswith("idle")
-        await pilot.press("ctrl+q")
+        await _quit(app, pilot, "ctrl+q")
     assert app.return_code == 0
 
 
@@ -121,7 +133,7 @@ async def test_without_a_price_or_window_the_status_line_says_so(tmp_path: Path)
         assert "505 tokens (500 in, 5 out)" in status
         assert "cost —" in status
         assert "context 505 ·" in status  # a count, no window to compare with
-        await _say(app, pilot, "/exit")
+        await _quit(app, pilot)
     assert app.return_code == 0
 
 
@@ -159,7 +171,7 @@ async def test_deny_tells_the_model_and_always_stops_asking(tmp_path: Path) -> N
         assert (tmp_path / "ws" / "a.txt").read_text() == "x\n"
         assert app.output.count(ASK) == 2
         assert "edited twice" in app.output
-        await pilot.press("ctrl+q")
+        await _quit(app, pilot, "ctrl+q")
 
 
 async def test_deny_and_stop_ends_the_run_without_another_model_call(tmp_path: Path) -> None:
@@ -179,7 +191,7 @@ async def test_deny_and_stop_ends_the_run_without_another_model_call(tmp_path: P
         assert "(aborted)" in app.output
         assert "✗ edit_file a.txt" in app.output
         assert (tmp_path / "ws" / "a.txt").read_text() == "hello\n"
-        await pilot.press("ctrl+q")
+        await _quit(app, pilot, "ctrl+q")
 
 
 async def test_esc_aborts_mid_tool_and_the_stored_turn_is_valid_and_aborted(
@@ -198,7 +210,7 @@ async def test_esc_aborts_mid_tool_and_the_stored_turn_is_valid_and_aborted(
         assert "(aborted)" in app.output
         assert "✗ hold " in app.output
         session_name = app.code.session_id
-        await pilot.press("ctrl+q")
+        await _quit(app, pilot, "ctrl+q")
     assert not hold.release.is_set()
     assert provider.remaining == 1
 
@@ -233,7 +245,7 @@ async def test_typing_while_the_agent_works_steers_the_run(tmp_path: Path) -> No
         assert sent[-2].text == "held and released"
         assert sent[-1].text == "and then say bye"
         assert "bye then" in app.output
-        await pilot.press("ctrl+q")
+        await _quit(app, pilot, "ctrl+q")
 
 
 async def test_model_clear_compact_exit_and_continue(tmp_path: Path) -> None:
@@ -252,7 +264,7 @@ async def test_model_clear_compact_exit_and_continue(tmp_path: Path) -> None:
         await app.prompts.get()
         assert provider.requests[-1].model == "other-model"
         assert provider.requests[-2].model != "other-model"
-        await _say(app, pilot, "/exit")
+        await _quit(app, pilot)
     assert app.return_code == 0
     first = app.code.session_id
 
@@ -281,7 +293,7 @@ async def test_model_clear_compact_exit_and_continue(tmp_path: Path) -> None:
         await _say(again, pilot, "/nonsense")
         await again.prompts.get()
         assert any(line.startswith("(unknown command /nonsense") for line in again.output)
-        await _say(again, pilot, "/exit")
+        await _quit(again, pilot)
     assert again.return_code == 0
 
 
@@ -306,7 +318,7 @@ async def test_a_sub_agent_s_calls_are_shown_nested_in_its_call(tmp_path: Path) 
         assert "explore: app.py line 1 defines handler." in app.output
         assert explore.title.startswith("✓ explore")
         assert "handler is in app.py." in app.output
-        await pilot.press("ctrl+q")
+        await _quit(app, pilot, "ctrl+q")
 
 
 async def test_quitting_mid_tool_stores_the_aborted_turn_first(tmp_path: Path) -> None:
@@ -317,7 +329,7 @@ async def test_quitting_mid_tool_stores_the_aborted_turn_first(tmp_path: Path) -
         await app.prompts.get()
         await _say(app, pilot, "wait for it")
         await hold.entered.wait()
-        await pilot.press("ctrl+q")
+        await _quit(app, pilot, "ctrl+q")
     assert app.return_code == 0
     resumed = _app(tmp_path, ScriptedProvider(), "--continue")
     async with resumed.run_test() as pilot:
@@ -326,7 +338,7 @@ async def test_quitting_mid_tool_stores_the_aborted_turn_first(tmp_path: Path) -
         assert [m.role for m in messages] == [Role.USER, Role.ASSISTANT, Role.TOOL]
         assert "aborted" in messages[-1].text
         assert_valid_for_every_provider(messages)
-        await pilot.press("ctrl+q")
+        await _quit(resumed, pilot, "ctrl+q")
 
 
 async def test_a_failing_provider_is_reported_once_and_the_window_goes_on(tmp_path: Path) -> None:
@@ -340,7 +352,7 @@ async def test_a_failing_provider_is_reported_once_and_the_window_goes_on(tmp_pa
         await _say(app, pilot, "hello again")
         await app.prompts.get()
         assert "back again" in app.output
-        await pilot.press("ctrl+q")
+        await _quit(app, pilot, "ctrl+q")
 
 
 async def test_the_approval_shows_the_diff_and_escapes_what_the_model_wrote(
@@ -368,7 +380,7 @@ async def test_the_approval_shows_the_diff_and_escapes_what_the_model_wrote(
         assert await app.prompts.get() == "> "
         assert "changed it \\e[2J\\rdone" in app.output
         assert not any("\x1b" in line for line in app.output)
-        await pilot.press("ctrl+q")
+        await _quit(app, pilot, "ctrl+q")
 
 
 async def test_a_tool_call_title_is_shown_literally_not_as_markup(tmp_path: Path) -> None:
@@ -385,5 +397,5 @@ async def test_a_tool_call_title_is_shown_literally_not_as_markup(tmp_path: Path
         shown = str(view.query_one("CollapsibleTitle").render())
         assert odd in shown
         assert "no such file" in app.output
-        await pilot.press("ctrl+q")
+        await _quit(app, pilot, "ctrl+q")
     assert app.return_code == 0

@@ -16,7 +16,6 @@ from goagent_py.serve import ThreadContext
 from goagent_py.testing import FunctionProvider
 
 pytest.importorskip("starlette")
-pytest.importorskip("sse_starlette")
 
 # The serve extra brings ag-ui-protocol too: without it (the core-only job, where other extras'
 # dependencies bring starlette) no serve test can run, so none is collected.

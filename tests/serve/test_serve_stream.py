@@ -1,0 +1,265 @@
+"""The SSE response of a run (serve/_sse.py): its headers, keep-alive comments, and the ways a
+stream ends early (the client disconnects, the server shuts down), each aborting the run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from typing import Any
+
+import httpx
+import pytest
+
+from goagent_py.messages import StopReason
+from goagent_py.serve import create_app
+from goagent_py.testing import ScriptedProvider, tool_call_response
+from goagent_py.tools import tool
+
+
+class _Gate:
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def tool(self) -> Any:
+        @tool
+        async def wait_here() -> str:
+            """Wait."""
+            self.entered.set()
+            await self.release.wait()
+            return "released"
+
+        return wait_here
+
+
+def _scope(path: str, body: bytes) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+
+
+async def _thread(app: Any, helpers: Any) -> str:
+    async with helpers.client_for(app) as client:
+        r = await client.post("/api/threads", json={})
+        return str(r.json()["id"])
+
+
+async def _messages(app: Any, helpers: Any, tid: str) -> list[dict[str, Any]]:
+    async with helpers.client_for(app) as client:
+        found = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+    return list(found)
+
+
+async def test_a_run_stream_sends_the_event_stream_headers(echo_app: Any, helpers: Any) -> None:
+    tid = await _thread(echo_app, helpers)
+    async with helpers.client_for(echo_app) as client:
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "hi"})
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "text/event-stream; charset=utf-8"
+    assert r.headers["cache-control"] == "no-store"
+    assert r.headers["x-accel-buffering"] == "no"
+    assert r.headers["connection"] == "keep-alive"
+    # The security headers of every response.
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["content-security-policy"].startswith("default-src 'none'")
+    # Every frame is a whole "data: <json>" event.
+    assert r.text.endswith("\r\n\r\n")
+    assert all(f.startswith("data: {") for f in r.text.split("\r\n\r\n") if f)
+
+
+async def test_a_quiet_stream_sends_keep_alive_comments(db: str, helpers: Any) -> None:
+    gate = _Gate()
+    provider = ScriptedProvider(tool_call_response(("wait_here", {})), "done")
+    app = create_app(helpers.factory_for(provider, [gate.tool()]), storage_path=db)
+    app.server.sse_ping = 0.01
+    tid = await _thread(app, helpers)
+    body = b'{"message": "go"}'
+    received = [{"type": "http.request", "body": body, "more_body": False}]
+    never = asyncio.Event()
+    chunks: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        if received:
+            return received.pop()
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            chunks.append(message["body"])
+            # The tool waits until a keep-alive comment went out while it was quiet.
+            if message["body"].startswith(b": ping - "):
+                gate.release.set()
+
+    await app(_scope(f"/api/threads/{tid}/runs", body), receive, send)
+    text = b"".join(chunks).decode()
+    pings = [c for c in chunks if c.startswith(b":")]
+    assert pings
+    assert all(c.endswith(b"\r\n\r\n") and c.count(b"\n") == 2 for c in pings)
+    events = [json.loads(f[6:]) for f in text.split("\r\n\r\n") if f.startswith("data: ")]
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert chunks[-1] == b""  # the end of the response, after which nothing is sent
+    await app.aclose()
+
+
+@pytest.mark.parametrize("gone", ["disconnect message", "receive fails"])
+async def test_a_disconnect_message_ends_the_stream_and_aborts_the_run(
+    db: str, helpers: Any, gone: str
+) -> None:
+    # The client goes away while the run is in its tool: the server's receive() says so (or
+    # fails), the response ends normally (no error for the ASGI server to log) and the run is
+    # aborted.
+    gate = _Gate()
+    provider = ScriptedProvider(tool_call_response(("wait_here", {})), "never")
+    app = create_app(helpers.factory_for(provider, [gate.tool()]), storage_path=db)
+    tid = await _thread(app, helpers)
+    body = b'{"message": "go"}'
+    received = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if received:
+            return received.pop()
+        await gate.entered.wait()
+        if gone == "receive fails":
+            raise OSError("connection reset")
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(_scope(f"/api/threads/{tid}/runs", body), receive, send)
+    live = app.server.live[("local", tid)]
+    if live.run is not None:
+        await live.run.done.wait()
+    result = live.session.state.last_result
+    assert result is not None
+    assert result.stop_reason is StopReason.ABORTED
+    assert not gate.release.is_set()
+    assert sent[0]["type"] == "http.response.start"
+    assert all(m.get("more_body", True) for m in sent[1:])  # cut off, not finished
+    assert [m["role"] for m in await _messages(app, helpers, tid)] == ["user", "assistant", "tool"]
+    await app.aclose()
+
+
+@pytest.mark.slow
+async def test_a_server_shutting_down_ends_open_streams_and_aborts_their_runs(
+    db: str, helpers: Any
+) -> None:
+    # uvicorn waits for open responses before it exits: a stream must end on its exit flag,
+    # or a run waiting in a tool would keep the server from stopping.
+    uvicorn = pytest.importorskip("uvicorn")
+    gate = _Gate()
+    provider = ScriptedProvider(tool_call_response(("wait_here", {})), "never")
+    app = create_app(helpers.factory_for(provider, [gate.tool()]), storage_path=db)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+            tid = (await client.post("/api/threads", json={})).json()["id"]
+            async with client.stream(
+                "POST", f"/api/threads/{tid}/runs", json={"message": "go"}
+            ) as response:
+                lines = response.aiter_lines()
+                await gate.entered.wait()
+                live = app.server.live[("local", tid)]
+                server.should_exit = True
+                types = [json.loads(x[5:])["type"] async for x in lines if x.startswith("data:")]
+        await serving  # returns only once the stream has ended
+    finally:
+        server.should_exit = True
+        sock.close()
+    assert types[0] == "RUN_STARTED"
+    assert "RUN_FINISHED" not in types
+    if live.run is not None:
+        await live.run.done.wait()
+    result = live.session.state.last_result
+    assert result is not None
+    assert result.stop_reason is StopReason.ABORTED
+    assert not gate.release.is_set()
+    await app.aclose()
+
+
+# -- the routes of a turn, called without Starlette's router (serve/app.py) ------------------
+
+
+async def test_the_turn_routes_keep_every_check_and_the_security_headers(
+    echo_app: Any, helpers: Any
+) -> None:
+    tid = await _thread(echo_app, helpers)
+    runs = f"/api/threads/{tid}/runs"
+    async with helpers.client_for(echo_app) as client:
+        # Host and Origin are checked before any route.
+        r = await client.post(runs, json={"message": "hi"}, headers={"host": "evil.example"})
+        assert r.status_code == 421
+        r = await client.post(runs, json={"message": "hi"}, headers={"origin": "http://x.example"})
+        assert r.status_code == 403
+        r = await client.post("/v1/chat/completions", json={}, headers={"origin": "http://x.y"})
+        assert r.status_code == 403
+        # The endpoints' own errors, with the security headers of every response.
+        for path, body, status in [
+            ("/api/threads/nope/runs", {"message": "hi"}, 404),
+            (runs, {"message": ""}, 400),
+            ("/v1/chat/completions", {"messages": "no"}, 400),
+            ("/v1/responses", {}, 400),
+        ]:
+            r = await client.post(path, json=body)
+            assert r.status_code == status, (path, r.text)
+            assert r.headers["x-frame-options"] == "DENY"
+            assert r.headers["content-type"] == "application/json"
+        r = await client.post(runs, content=b"message=hi", headers={"content-type": "text/plain"})
+        assert r.status_code == 415
+        # Not a POST, or a longer path: Starlette's router answers, as before.
+        assert (await client.get(runs)).status_code == 405
+        r = await client.post(f"/api/threads/{tid}/x/runs", json={"message": "hi"})
+        assert r.status_code == 404
+        assert r.headers["x-frame-options"] == "DENY"
+        # A JSON answer of /v1, and its stream.
+        ask = {"model": "goagent", "messages": [{"role": "user", "content": "hey"}]}
+        r = await client.post("/v1/chat/completions", json=ask)
+        assert r.json()["choices"][0]["message"]["content"] == "echo: hey"
+        assert r.headers["referrer-policy"] == "no-referrer"
+        r = await client.post("/v1/chat/completions", json={**ask, "stream": True})
+        assert r.headers["content-type"] == "text/event-stream; charset=utf-8"
+        assert r.headers["referrer-policy"] == "no-referrer"
+        assert r.text.endswith("data: [DONE]\r\n\r\n")
+
+
+async def test_an_unexpected_error_in_a_turn_route_is_a_plain_500_and_reaches_the_server(
+    db: str, helpers: Any
+) -> None:
+    from goagent_py.errors import ConfigurationError
+
+    app = create_app(lambda ctx: None, storage_path=db)  # not an Agent: a bug in the app
+    tid = await _thread(app, helpers)
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        with pytest.raises(ConfigurationError, match="must return an Agent"):
+            await client.post(f"/api/threads/{tid}/runs", json={"message": "hi"})
+    quiet = httpx.ASGITransport(app=app, client=("127.0.0.1", 1), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=quiet, base_url="http://127.0.0.1") as client:
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "hi"})
+    assert r.status_code == 500
+    assert r.text == "Internal Server Error"
+    assert r.headers["x-content-type-options"] == "nosniff"
+    await app.aclose()
