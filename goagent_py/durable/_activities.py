@@ -130,9 +130,40 @@ def _retryable(error: BaseException) -> bool:
     return isinstance(cause, ConnectionError | TimeoutError | MCPConnectionError)
 
 
+async def _unstick() -> None:
+    """After a retried attempt of an activity: send the run's next workflow task to its task
+    queue, where any worker takes it, not to the sticky queue of the worker that ran its last
+    one. The attempt before may have died with its worker (a SIGKILL, a lost machine), and
+    the next workflow task would then wait out the sticky schedule-to-start timeout for it. A
+    live worker loses only its cached copy of this run (the next task replays it). A courtesy:
+    never fails the call."""
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.workflowservice.v1 import ResetStickyTaskQueueRequest
+
+    info = activity.info()
+    try:
+        client = activity.client()
+        await client.workflow_service.reset_sticky_task_queue(
+            ResetStickyTaskQueueRequest(
+                namespace=client.namespace,
+                execution=WorkflowExecution(
+                    workflow_id=info.workflow_id or "", run_id=info.workflow_run_id or ""
+                ),
+            )
+        )
+    except Exception as exc:
+        activity.logger.debug("resetting the run's sticky task queue failed: %s", exc)
+
+
 def _named(name: str, fn: Activity) -> Callable[..., Any]:
     async def run(data: dict[str, Any]) -> dict[str, Any]:
-        return await fn(data)
+        info = activity.info()
+        if info.attempt < 2 or info.is_local or not info.workflow_id:
+            return await fn(data)
+        try:
+            return await fn(data)
+        finally:
+            await _unstick()
 
     run.__name__ = run.__qualname__ = name.replace(".", "_")
     return activity.defn(name=name)(run)
@@ -213,6 +244,8 @@ class _AgentActivities:
     async def model(self, data: dict[str, Any]) -> dict[str, Any]:
         request = request_from_data(data["request"])
         what = f"model {request.model!r}"
+        # The run's appends since its last model call, first (keyed: a retry skips them).
+        appended = await self._carried(data) if "appends" in data else None
         try:
             if "session_id" in data:
                 history = await self._history(str(data["session_id"]), request.messages)
@@ -223,7 +256,24 @@ class _AgentActivities:
             await self._check_size(out, f"{what} response")
         except Exception as exc:
             raise self._fail(exc, what) from exc
+        if appended is not None:
+            out["appended"] = appended
         return out
+
+    async def _carried(self, data: dict[str, Any]) -> int:
+        """Apply the appends a model call carries, in order; how many were applied. The first
+        that fails stops them: the workflow appends the rest itself (with its retries), so a
+        storage's failure is what it was before, a warning, never the model call's."""
+        memory = self.durable.short_term_memory(str(data["session_id"]))
+        done = 0
+        for append in data["appends"]:
+            try:
+                await self._append(memory, append)
+            except Exception as exc:
+                self.options.logger.warning("short-term memory append failed: %s", exc)
+                break
+            done += 1
+        return done
 
     def tool(self, name: str) -> Activity:
         async def run(data: dict[str, Any]) -> dict[str, Any]:
@@ -484,6 +534,8 @@ class _AgentActivities:
                 # stored): then the workflow may append by local activity (issue 36).
                 "keyed": memory is None
                 or getattr(getattr(memory, "storage", None), "append_once", None) is not None,
+                # Whether there is anything to append to (none: the workflow sends no appends).
+                "stores": memory is not None,
             }
             await self._check_size(out, "short-term memory load")
         except Exception as exc:
@@ -493,18 +545,21 @@ class _AgentActivities:
     async def append(self, data: dict[str, Any]) -> dict[str, Any]:
         memory = self.durable.short_term_memory(str(data["session_id"]))
         try:
-            messages = messages_from_text(data["messages"])
-            if memory is None:
-                return {"stored": False}
-            storage = getattr(memory, "storage", None)
-            append_once = getattr(storage, "append_once", None)
-            if append_once is not None:  # a retried write is recognised by its key
-                stored = await _heartbeating(append_once(str(data["key"]), messages))
-                return {"stored": bool(stored)}
-            await _heartbeating(memory.append(*messages))
+            return {"stored": await self._append(memory, data)}
         except Exception as exc:
             raise self._fail(exc, "short-term memory append") from exc
-        return {"stored": True}
+
+    async def _append(self, memory: Any, data: dict[str, Any]) -> bool:
+        """One append of a run; whether it stored anything (not: no memory, or its key was
+        applied already)."""
+        messages = messages_from_text(data["messages"])
+        if memory is None:
+            return False
+        append_once = getattr(getattr(memory, "storage", None), "append_once", None)
+        if append_once is not None:  # a retried write is recognised by its key
+            return bool(await _heartbeating(append_once(str(data["key"]), messages)))
+        await _heartbeating(memory.append(*messages))
+        return True
 
     async def recall(self, data: dict[str, Any]) -> dict[str, Any]:
         memory = self.durable.long_term_memory
@@ -667,8 +722,10 @@ def create_worker(
         **worker_options: passed to ``temporalio.worker.Worker``. Its
             ``sticky_queue_schedule_to_start_timeout`` defaults to 1 s here (Temporal's own
             default is 10 s): a workflow task waiting for a worker that died goes to another
-            worker after that long, so a run continues within ~3 s of a crash (with the
-            agent's ``heartbeat_timeout=1.0, retry_interval=0.1``). A busier worker may see
+            worker after that long. A call that was in flight on the dead worker is retried
+            elsewhere, and its retry sends the run's next workflow task to any worker at once,
+            so such a run continues within ``heartbeat_timeout + retry_interval`` and its own
+            work (docs/scaling-out.md, "Recovery after a worker crash"). A busier worker may see
             more of its tasks move to another worker (which then replays the run's history):
             raise it for long histories on loaded workers.
     """

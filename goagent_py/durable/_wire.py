@@ -7,7 +7,9 @@ retryable}`` plus a few typed fields (HTTP status, Retry-After).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,18 +86,30 @@ class PayloadTooLargeError(ConfigurationError):
         return self._reduce_with(self.what, self.size, self.limit, server=self.server)
 
 
+# The answers of server_blob_limit, by client: asked once per client, not once per run.
+_BLOB_LIMITS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
 async def server_blob_limit(client: Any) -> int:
     """The largest payload ``client``'s server accepts (its namespace's
-    ``blob_size_limit_error``), or 0 if it does not say (older servers) or cannot be asked."""
+    ``blob_size_limit_error``), or 0 if it does not say (older servers) or cannot be asked.
+    The answer is kept for the client's lifetime (a new client asks again); a failed ask is
+    not kept."""
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 
+    known = _BLOB_LIMITS.get(client)
+    if known is not None:
+        return known
     try:
         described = await client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=client.namespace)
         )
-        return int(described.namespace_info.limits.blob_size_limit_error)
+        limit = int(described.namespace_info.limits.blob_size_limit_error)
     except Exception:  # the check is a courtesy: never fail a run because it cannot be made
         return 0
+    with contextlib.suppress(TypeError):  # an object that takes no weak reference: ask again
+        _BLOB_LIMITS[client] = limit
+    return limit
 
 
 def check_size(data: Any, what: str, limit: int, *, server_limit: int = 0) -> None:

@@ -76,6 +76,7 @@ from ._wire import (  # names shared with the client
     STEER_SIGNAL,
     WORKFLOW_NAME,
     ErrorData,
+    PayloadTooLargeError,
     check_size,
     content_from_text,
     content_to_text,
@@ -146,6 +147,7 @@ class _Calls:
         self.checked: dict[str, tuple[dict[str, Any], dict[str, Any] | None, bool]] = {}
         self.checks = set(config.get("approval_checks", ()))
         self.last_message: Message | None = None
+        self.short_term: _ShortTermProxy | None = None  # set by _agent_for
 
     async def prepare(self, call: ToolCall) -> dict[str, Any] | None:
         """The loop's ``prepare_arguments`` in the workflow: a call of a tool that may need a
@@ -295,10 +297,28 @@ class _ModelProxy:
             "request": request_to_data(request),
             "session_id": self._session,
         }
-        check_size(data, f"model {request.model!r} request", **_limits(calls.config))
+        what = f"model {request.model!r} request"
+        memory = calls.short_term
+        # The run's appends since the last model call ride on this one (keyed: a retry is
+        # harmless); what the activity did not apply, the workflow appends itself, in order.
+        carried = [] if memory is None else memory.take()
+        if carried:
+            try:
+                check_size({**data, "appends": carried}, what, **_limits(calls.config))
+                data["appends"] = carried
+            except PayloadTooLargeError:  # too big to ride along: appended on their own
+                assert memory is not None
+                await memory.append_now(carried)
+                carried = []
+        if not carried:
+            check_size(data, what, **_limits(calls.config))
         try:
             out = await calls.activity(f"goagent.model.{calls.agent}", data, "model_timeout")
-        except ActivityError as exc:
+        except BaseException as exc:
+            if memory is not None:  # appended when the run ends, in order (keyed)
+                memory.give_back(carried)
+            if not isinstance(exc, ActivityError):
+                raise
             error = _error_of(exc)
             raise ProviderError(
                 f"model {request.model!r} failed ({error.type}): {error.message}",
@@ -307,6 +327,8 @@ class _ModelProxy:
                 error_type=str(error.extra.get("error_type", "")),
                 retry_after=error.retry_after,
             ) from None
+        if memory is not None:
+            await memory.append_now(carried[int(out.get("appended", 0)) :])
         return response_from_data(out)
 
 
@@ -380,20 +402,55 @@ class _ShortTermProxy:
     activity (a read: running it again is harmless), and so is an append when the load said the
     worker's storage applies a keyed append once (``append_once``, or no storage): a local
     activity runs again if its workflow task fails, and only a keyed write makes that harmless.
+
+    Where the config also says ``carry_appends``, a keyed append waits for the run's next model
+    call, whose activity applies it (by its key) before it calls the model: a step costs no
+    append of its own. What no model call carried is appended by local activity when the run
+    ends (:meth:`flush`), and before a claim; a worker without short-term memory (the load
+    says so) is sent no appends at all.
     """
 
     def __init__(self, calls: _Calls, session_id: str) -> None:
         self._calls = calls
         self._session = session_id
         self._appends = 0
-        self._keyed = False  # from the load's recorded result: the same on replay
+        # From the load's recorded result: the same on replay.
+        self._keyed = False
+        self._stores = True
+        self._carry = bool(calls.config.get("carry_appends"))
+        self._waiting: list[dict[str, Any]] = []  # appends for the next model call to carry
         self._loaded: list[Message] = []
+        calls.short_term = self
 
     async def messages(self) -> list[Message]:
         out = await self._memory("load", {"session_id": self._session}, local=True)
         self._keyed = bool(out.get("keyed", False))
+        self._stores = bool(out.get("stores", True))
         self._loaded = messages_from_text(out["messages"])
         return list(self._loaded)
+
+    def give_back(self, appends: list[dict[str, Any]]) -> None:
+        """Put taken appends back, before any made since."""
+        self._waiting[:0] = appends
+
+    def take(self) -> list[dict[str, Any]]:
+        """The appends waiting for a model call to carry them (taken: the caller applies them,
+        or hands back what was not applied to :meth:`append_now`)."""
+        waiting, self._waiting = self._waiting, []
+        return waiting
+
+    async def append_now(self, appends: list[dict[str, Any]]) -> None:
+        """Append ``appends`` here, in order, by local activity (keyed: one a worker applied
+        already is skipped). A failure is logged, as the loop logs a failed append."""
+        for data in appends:
+            try:
+                await self._memory("append", data, local=True)
+            except MemoryStoreError as exc:
+                workflow.logger.warning("short-term memory append failed: %s", exc)
+
+    async def flush(self) -> None:
+        """Append what no model call carried (the run's last messages)."""
+        await self.append_now(self.take())
 
     async def update_where(self, match: MessageMatch, update: MessageUpdate) -> Message | None:
         """The claim of a resume, on the worker's storage: the newest loaded stand-in that
@@ -404,6 +461,7 @@ class _ShortTermProxy:
         found = next((m for m in reversed(self._loaded) if match(m)), None)
         if found is None:
             return None
+        await self.flush()
         changed = update(found)
         token, _ = pending_of(found)
         data = {
@@ -426,6 +484,11 @@ class _ShortTermProxy:
         key = f"{self._calls.run_id}:persist:{self._appends}"
         data = {"session_id": self._session, "messages": messages_to_text(messages), "key": key}
         check_size(data, "short-term memory append", **_limits(self._calls.config))
+        if self._carry and not self._stores:
+            return  # the workers keep no history (the load said so)
+        if self._carry and self._keyed:
+            self._waiting.append(data)
+            return
         await self._memory("append", data, local=self._keyed)
 
     async def _memory(self, op: str, data: dict[str, Any], *, local: bool) -> Any:
@@ -593,8 +656,16 @@ async def _outcome(run: Run, calls: _Calls) -> dict[str, Any]:
     """Run ``run`` to its end (its deadlines and wait tokens replay-safe); its result as data."""
     run.clock = lambda: workflow.now().timestamp()
     run.new_token = lambda: workflow.uuid4().hex
-    async for _ in run.events():
-        pass
+    try:
+        async for _ in run.events():
+            pass
+    except (GoAgentError, asyncio.CancelledError):
+        # A failed or cancelled run stored its interrupted turn: append what still waits.
+        if calls.short_term is not None:
+            await calls.short_term.flush()
+        raise
+    if calls.short_term is not None:
+        await calls.short_term.flush()
     result = run.result
     assert result is not None
     return {

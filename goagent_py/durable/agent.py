@@ -176,7 +176,7 @@ class DurableAgent:
         max_retry_delay: the longest wait between attempts (caps a server's Retry-After).
         retry_interval: the wait before the first retry (it doubles up to ``max_retry_delay``).
             A call on a worker that died is retried ``heartbeat_timeout + retry_interval``
-            after its last heartbeat: for a run that goes on within ~3 s of a crash, use
+            after its last heartbeat: for a run that goes on within ~2 s of a crash, use
             ``heartbeat_timeout=0.5, retry_interval=0.1`` and workers from
             :func:`~goagent_py.durable.create_worker` with
             ``sticky_queue_schedule_to_start_timeout=timedelta(seconds=0.5)``
@@ -334,6 +334,10 @@ class DurableAgent:
             # activities; a run started without this key, by an older client, replays as it
             # ran: as activities.
             "local_memory_activities": True,
+            # Appends to keyed storage ride on the run's next model call (its activity applies
+            # them first), and none are sent to a worker without short-term memory; a run
+            # started without this key replays as it ran: an activity per append.
+            "carry_appends": True,
             # Which calls may wait for a person ("*": every tool, the agent has a policy); the
             # workers' check decides (the predicates and the policy are code).
             "approval_checks": _approval_checks(self.agent),

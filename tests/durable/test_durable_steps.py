@@ -1,12 +1,14 @@
 """What a durable run asks of the server (issue 36): one activity per model or tool call.
 
 The session's history is loaded by a local activity (recorded as a marker when the workflow
-task completes, without a round trip through the server), and so are the appends where the
-worker's storage applies a keyed append once (PostgreSQL): a local activity runs again when its
-workflow task fails, so an append to a storage without keys stays an activity. On PostgreSQL a
-run of one tool call is three activities, as a peer's durable agent without memory, and the
+task completes, without a round trip through the server). Where the worker's storage applies a
+keyed append once (PostgreSQL), the run's appends ride on its next model call (the model
+activity applies them, by key, before it calls the model) and the last one is a local activity:
+a retried model call applies them again, and the keys make that harmless. An append to a
+storage without keys stays an activity of its own; a worker without short-term memory is sent
+none. On PostgreSQL a run of one tool call is three activities and two local ones, and the
 history is stored exactly once all the same. A run started by an older client (its config
-without the key) runs them all as activities, as it ran before, so its history replays.
+without the keys) runs as it ran before, so its history replays.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from goagent_py.durable import WORKFLOW_NAME, DurableAgent, ProviderRegistry, cr
 from goagent_py.durable._client import result_of
 from goagent_py.durable._wire import content_to_text
 from goagent_py.memory import ShortTermMemory
-from goagent_py.memory.storage import PostgresStorage, SQLiteStorage
+from goagent_py.memory.storage import InMemoryStorage, PostgresStorage, SQLiteStorage
 from goagent_py.messages import Role, TextBlock, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
 from goagent_py.testing import FunctionProvider, tool_call_response
@@ -51,7 +53,7 @@ def plan(request: CompletionRequest) -> CompletionResponse | str:
     return tool_call_response(ToolCall("call-1", "add", {"a": 2, "b": 3}))
 
 
-def durable_with(storage: Any) -> tuple[DurableAgent, ProviderRegistry]:
+def durable_with(storage: Any, **settings: Any) -> tuple[DurableAgent, ProviderRegistry]:
     """``storage``: a PostgresStorage (a session each) or a SQLiteStorage (one session)."""
     by_session = getattr(storage, "for_session", lambda _: storage)
     agent = Agent(provider=FunctionProvider(plan), model="m", name="steps", tools=[add])
@@ -60,6 +62,7 @@ def durable_with(storage: Any) -> tuple[DurableAgent, ProviderRegistry]:
         provider="fn:x",
         short_term_memory=lambda s: ShortTermMemory(by_session(s)),
         task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        **settings,
     )
     return durable, ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
 
@@ -76,6 +79,28 @@ async def scheduled(handle: Any) -> tuple[list[str], int]:
     return kinds, markers
 
 
+def next_task_queues(history: Any) -> list[str]:
+    """The task queues of the workflow tasks scheduled right after a retried activity."""
+    events = list(history.events)
+    retried = {
+        e.event_id
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.attempt > 1
+    }
+    done = {
+        e.event_id
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+        and e.activity_task_completed_event_attributes.started_event_id in retried
+    }
+    return [
+        e.workflow_task_scheduled_event_attributes.task_queue.name
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED and e.event_id - 1 in done
+    ]
+
+
 async def test_on_postgres_a_run_of_one_tool_call_is_three_activities_stored_once(
     temporal: WorkflowEnvironment, pg_dsn: str
 ) -> None:
@@ -89,16 +114,108 @@ async def test_on_postgres_a_run_of_one_tool_call_is_three_activities_stored_onc
         stored = await storage.for_session(session).load()
     assert result.text == "the sum is 5"
     assert kinds == ["goagent.model.steps", "goagent.tool.steps.add", "goagent.model.steps"]
-    # The load and the appends (the prompt, the tool step, the answer) as local activities.
-    assert markers == 4
+    # The load and the last append (the answer) as local activities; the prompt and the tool
+    # step rode on the model calls.
+    assert markers == 2
     assert stored == result.messages
     assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
 
 
-async def test_on_sqlite_the_appends_stay_activities(
+async def test_a_model_call_retried_after_it_applied_the_carried_appends_stores_them_once(
+    temporal: WorkflowEnvironment, pg_dsn: str
+) -> None:
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    failed: list[int] = []
+
+    def flaky(request: CompletionRequest) -> CompletionResponse | str:
+        if request.messages[-1].role == Role.TOOL and not failed:
+            failed.append(1)  # the second call, after it applied the tool step: retried
+            raise ConnectionError("the model's server went away")
+        return plan(request)
+
+    async with PostgresStorage(pg_dsn, table="steps_messages", max_size=2) as storage:
+        durable, _ = durable_with(storage, retry_interval=0.1)
+        registry = ProviderRegistry({"fn": lambda _: FunctionProvider(flaky)})
+        async with create_worker(temporal.client, [durable], registry=registry):
+            handle = await durable.start(temporal.client, "add 2 and 3", session_id=session)
+            result = await result_of(handle)
+            history = await handle.fetch_history()
+        stored = await storage.for_session(session).load()
+    assert failed == [1]
+    assert result.text == "the sum is 5"
+    assert stored == result.messages
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    # The retried call sent the run's next workflow task to the agent's own task queue, not to
+    # the sticky queue of the worker that ran the last one (which may have died with the
+    # attempt before): no wait for the sticky timeout after a crash.
+    assert next_task_queues(history) == [durable.task_queue]
+
+
+async def test_appends_a_worker_did_not_apply_are_appended_by_the_workflow(
+    temporal: WorkflowEnvironment, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model activity that ignores the appends it carries (a worker of the version before,
+    in a rolling deploy) says nothing of them: the workflow appends them itself, in order."""
+    from goagent_py.durable._activities import _AgentActivities
+
+    model = _AgentActivities.model
+
+    async def older(self: _AgentActivities, data: dict[str, Any]) -> dict[str, Any]:
+        data = {k: v for k, v in data.items() if k != "appends"}
+        out = await model(self, data)
+        out.pop("appended", None)
+        return out
+
+    monkeypatch.setattr(_AgentActivities, "model", older)
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    async with PostgresStorage(pg_dsn, table="steps_messages", max_size=2) as storage:
+        durable, registry = durable_with(storage)
+        async with create_worker(temporal.client, [durable], registry=registry):
+            handle = await durable.start(temporal.client, "add 2 and 3", session_id=session)
+            result = await result_of(handle)
+        stored = await storage.for_session(session).load()
+    assert result.text == "the sum is 5"
+    assert stored == result.messages
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+
+
+async def test_a_worker_without_short_term_memory_is_sent_no_appends(
+    temporal: WorkflowEnvironment,
+) -> None:
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="steps", tools=[add])
+    durable = DurableAgent(agent, provider="fn:x", task_queue=f"q-{uuid.uuid4().hex[:8]}")
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "add 2 and 3")
+        result = await result_of(handle)
+        kinds, markers = await scheduled(handle)
+    assert result.text == "the sum is 5"
+    assert kinds == ["goagent.model.steps", "goagent.tool.steps.add", "goagent.model.steps"]
+    assert markers == 1  # the load, which says there is nothing to append to
+
+
+async def test_on_sqlite_a_run_of_one_tool_call_is_three_activities_stored_once(
     temporal: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    durable, registry = durable_with(storage)
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "add 2 and 3", session_id="s")
+        result = await result_of(handle)
+        kinds, markers = await scheduled(handle)
+    assert result.text == "the sum is 5"
+    # SQLiteStorage applies a keyed append once (append_once), as PostgresStorage does.
+    assert kinds == ["goagent.model.steps", "goagent.tool.steps.add", "goagent.model.steps"]
+    assert markers == 2
+    assert await storage.load() == result.messages
+    await storage.aclose()
+
+
+async def test_without_keyed_appends_the_appends_stay_activities(
+    temporal: WorkflowEnvironment,
+) -> None:
+    """A storage that cannot tell a retried append (no append_once) appends by activity."""
+    storage = InMemoryStorage()
     durable, registry = durable_with(storage)
     async with create_worker(temporal.client, [durable], registry=registry):
         handle = await durable.start(temporal.client, "add 2 and 3", session_id="s")
@@ -110,7 +227,6 @@ async def test_on_sqlite_the_appends_stay_activities(
     assert kinds == [append, model, add, append, model, append]
     assert markers == 1  # the load
     assert await storage.load() == result.messages
-    await storage.aclose()
 
 
 async def test_a_run_started_by_an_older_client_runs_memory_as_activities(
@@ -120,6 +236,7 @@ async def test_a_run_started_by_an_older_client_runs_memory_as_activities(
     durable, registry = durable_with(storage)
     config = durable.config()
     del config["local_memory_activities"]  # what a client before issue 36 sent
+    del config["carry_appends"]
     data = {
         "config": config,
         "content": content_to_text([TextBlock("add 2 and 3")]),
@@ -191,3 +308,78 @@ async def test_a_new_worker_has_the_message_codec_built_before_its_first_workflo
         subprocess.run, argv, capture_output=True, text=True, timeout=120
     )
     assert done.stdout.split() == ["False", "True"], done.stderr
+
+
+async def test_a_client_asks_the_servers_payload_limit_once_not_once_per_run(
+    temporal: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from temporalio.client import Client
+
+    client = await Client.connect(temporal.client.service_client.config.target_host)
+    service = client.workflow_service
+    describe = service.describe_namespace
+    asked: list[str] = []
+
+    async def counted(request: Any, **kwargs: Any) -> Any:
+        asked.append(request.namespace)
+        return await describe(request, **kwargs)
+
+    monkeypatch.setattr(service, "describe_namespace", counted)
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="steps", tools=[add])
+    durable = DurableAgent(agent, provider="fn:x", task_queue=f"q-{uuid.uuid4().hex[:8]}")
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        first = await result_of(await durable.start(client, "add 2 and 3"))
+        second = await result_of(await durable.start(client, "add 2 and 3"))
+    assert first.text == second.text == "the sum is 5"
+    assert asked == ["default"]
+
+
+async def test_a_cancelled_run_stores_its_interrupted_turn_with_the_appends_still_waiting(
+    temporal: WorkflowEnvironment, pg_dsn: str
+) -> None:
+    """Temporal's cancellation of a run in a tool call: the loop closes the open call and
+    stores the turn; that append, and any still waiting for a model call, reach the storage."""
+    import asyncio
+
+    from temporalio.client import WorkflowFailureError
+
+    from goagent_py.transcript import validate_transcript
+
+    started = asyncio.Event()
+
+    @tool
+    async def wait_forever(n: int) -> str:
+        """Wait.
+
+        Args:
+            n: a number.
+        """
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    def calls_wait(request: CompletionRequest) -> CompletionResponse | str:
+        return tool_call_response(ToolCall("call-1", "wait_forever", {"n": 1}))
+
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    async with PostgresStorage(pg_dsn, table="steps_messages", max_size=2) as storage:
+        agent = Agent(
+            provider=FunctionProvider(calls_wait), model="m", name="steps", tools=[wait_forever]
+        )
+        durable = DurableAgent(
+            agent,
+            provider="fn:x",
+            short_term_memory=lambda s: ShortTermMemory(storage.for_session(s)),
+            task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        )
+        registry = ProviderRegistry({"fn": lambda _: FunctionProvider(calls_wait)})
+        async with create_worker(temporal.client, [durable], registry=registry):
+            handle = await durable.start(temporal.client, "wait", session_id=session)
+            await started.wait()
+            await handle.cancel()
+            with pytest.raises(WorkflowFailureError):
+                await handle.result()
+        stored = await storage.for_session(session).load()
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    validate_transcript(stored)

@@ -106,6 +106,102 @@ async def test_sqlite_file_settings_and_schema_version(tmp_path: Path) -> None:
     assert rows == [("default", 0)]
 
 
+async def test_sqlite_append_once_applies_a_key_once_per_session(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    async with (
+        SQLiteStorage(path, session_id="a") as storage,
+        SQLiteStorage(path, session_id="b") as other,
+    ):
+        assert await storage.append_once("run-1:persist", [user_message("q"), user_message("r")])
+        assert not await storage.append_once("run-1:persist", [user_message("again")])
+        assert await other.append_once("run-1:persist", [user_message("same key, other session")])
+        assert await storage.append_once("run-1:empty", [])  # a key with nothing to store
+        assert not await storage.append_once("run-1:empty", [user_message("late")])
+        assert [m.text for m in await storage.load()] == ["q", "r"]
+        assert [m.text for m in await other.load()] == ["same key, other session"]
+        with pytest.raises(ConfigurationError, match="non-empty string"):
+            await storage.append_once("", [user_message("q")])
+        await storage.clear()  # the session's keys go with its messages; the other's stay
+        assert await storage.append_once("run-1:persist", [user_message("after clear")])
+        assert not await other.append_once("run-1:persist", [user_message("x")])
+        assert [m.text for m in await storage.load()] == ["after clear"]
+
+
+async def test_sqlite_append_once_on_a_file_written_before_it(tmp_path: Path) -> None:
+    """A file of the same schema version without the keys' table (written by a version before
+    append_once, or never given a key) takes keyed appends, and keeps its version: the version
+    before reads it as ever."""
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path) as storage:
+        await storage.append([user_message("old")])
+        await storage.clear()
+        await storage.append([user_message("older turn")])
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert "goagent_messages_appends" not in tables  # plain appends and clear made none
+    async with SQLiteStorage(path) as storage:
+        assert await storage.append_once("k", [user_message("keyed")])
+        assert [m.text for m in await storage.load()] == ["older turn", "keyed"]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+    conn.close()
+
+
+_KEYED_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+
+    from goagent_py.memory.storage import SQLiteStorage
+    from goagent_py.messages import user_message
+
+    async def main(path, name):
+        async with SQLiteStorage(path, session_id="s") as storage:
+            print("READY", flush=True)
+            assert sys.stdin.readline().strip() == "GO"
+            for i in range(30):
+                await storage.append_once(f"k{i}", [user_message(f"{i} by {name}")])
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    """
+)
+
+
+def test_sqlite_append_once_across_processes_stores_each_key_once(tmp_path: Path) -> None:
+    """Two processes send the same 30 keyed appends at once (a retried durable activity on
+    another worker): each key's messages are stored once, by one of them."""
+    path = tmp_path / "chat.db"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _KEYED_WRITER, str(path), name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for name in ("one", "two")
+    ]
+    for child in children:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "READY"
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("GO\n")
+        child.stdin.flush()
+    for child in children:
+        child.communicate()  # waits, and closes the pipes
+        assert child.returncode == 0
+
+    async def stored() -> list[str]:
+        async with SQLiteStorage(path, session_id="s") as storage:
+            return [m.text for m in await storage.load()]
+
+    texts = asyncio.run(stored())
+    assert sorted(int(t.split()[0]) for t in texts) == list(range(30))
+
+
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [

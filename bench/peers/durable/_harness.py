@@ -6,7 +6,9 @@ serves the coordinator over stdin/stdout:
 
 - it prints ``READY <json>`` (framework, versions) once a plain and a durable run answered right;
 - for each line ``<plain|durable> <steps> <n>`` it makes ``n`` runs one after another and prints
-  one JSON list: each run's seconds (``perf_counter`` around the run, start to result);
+  one JSON list: each run's ``[wall seconds, CPU seconds]`` (``perf_counter`` and
+  ``process_time`` around the run, start to result; the CPU is this process's, all its threads:
+  the client, the worker and the Temporal SDK's core, which a loaded machine does not inflate);
 - ``quit`` ends it.
 
 A run is the same conversation everywhere, on each framework's own scripted model: the prompt
@@ -83,9 +85,9 @@ async def _serve(
             fn = plain if mode == "plain" else durable
             times = []
             for _ in range(int(n)):
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 answer = await fn(int(steps))
-                times.append(time.perf_counter() - start)
+                times.append([time.perf_counter() - start, time.process_time() - cpu])
                 assert answer.strip() == steps, (framework, mode, steps, answer)
             print(json.dumps(times), flush=True)
     finally:

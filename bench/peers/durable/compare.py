@@ -9,7 +9,9 @@ round, so a slow spell of a shared machine falls on all of them; runs are made o
 
 Printed per framework and ``k`` (1 and 3): median ms per run, plain and durable; durable runs/s
 (runs one after another: 1 / mean); the overhead of durability per run and per step (model or
-tool call: ``2k + 1`` a run).
+tool call: ``2k + 1`` a run); and the same in CPU time of the framework's process (its client,
+worker and Temporal SDK core; the dev server's CPU is shared and not counted), the figure a
+loaded machine does not inflate.
 
     python bench/peers/durable/compare.py                  # 5 rounds of blocks of 10 runs
     python bench/peers/durable/compare.py --rounds 3 --block 5 goagent_py pydantic_ai
@@ -75,6 +77,7 @@ class Peer:
         if source:
             self.info["framework"] += f" ({source})"
         self.times: dict[tuple[str, int], list[float]] = {}
+        self.cpu: dict[tuple[str, int], list[float]] = {}
 
     def readline(self) -> str:
         assert self.proc.stdout is not None
@@ -88,7 +91,9 @@ class Peer:
         if not line.startswith("["):
             raise RuntimeError(f"{self.name}: {mode} {steps}: {line!r}")
         if keep:
-            self.times.setdefault((mode, steps), []).extend(json.loads(line))
+            runs = json.loads(line)
+            self.times.setdefault((mode, steps), []).extend(wall for wall, _ in runs)
+            self.cpu.setdefault((mode, steps), []).extend(cpu for _, cpu in runs)
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -109,6 +114,8 @@ def report(peers: list[Peer]) -> list[dict[str, Any]]:
         for k in STEPS:
             plain, durable = p.times[("plain", k)], p.times[("durable", k)]
             pm, dm = statistics.median(plain), statistics.median(durable)
+            pc = statistics.median(p.cpu[("plain", k)])
+            dc = statistics.median(p.cpu[("durable", k)])
             row[f"k{k}"] = {
                 "runs": len(durable),
                 "plain_ms": pm * 1000,
@@ -116,6 +123,9 @@ def report(peers: list[Peer]) -> list[dict[str, Any]]:
                 "durable_p90_ms": statistics.quantiles(durable, n=10)[8] * 1000,
                 "durable_runs_per_s": len(durable) / sum(durable),
                 "overhead_per_step_ms": (dm - pm) / (2 * k + 1) * 1000,
+                "plain_cpu_ms": pc * 1000,
+                "durable_cpu_ms": dc * 1000,
+                "cpu_overhead_per_step_ms": (dc - pc) / (2 * k + 1) * 1000,
             }
         rows.append(row)
     return rows
@@ -124,16 +134,19 @@ def report(peers: list[Peer]) -> list[dict[str, Any]]:
 def print_table(rows: list[dict[str, Any]]) -> None:
     print(
         "| framework | steps (model+tool calls) | plain ms/run | durable ms/run (p90) | "
-        "durable runs/s | overhead per step ms |"
+        "durable runs/s | overhead per step ms | CPU ms/run plain, durable | "
+        "CPU overhead per step ms |"
     )
-    print("|---|---|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         for k in STEPS:
             r = row[f"k{k}"]
             print(
                 f"| {row['framework']} | {k} tool ({2 * k + 1}) | {r['plain_ms']:.2f} | "
                 f"{r['durable_ms']:.1f} ({r['durable_p90_ms']:.1f}) | "
-                f"{r['durable_runs_per_s']:.1f} | {r['overhead_per_step_ms']:.1f} |"
+                f"{r['durable_runs_per_s']:.1f} | {r['overhead_per_step_ms']:.1f} | "
+                f"{r['plain_cpu_ms']:.2f}, {r['durable_cpu_ms']:.1f} | "
+                f"{r['cpu_overhead_per_step_ms']:.1f} |"
             )
     for row in rows:
         versions = ", ".join(f"{k} {v}" for k, v in row["versions"].items())

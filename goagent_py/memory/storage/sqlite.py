@@ -4,7 +4,9 @@ Layout: one table, ``goagent_messages(session_id, seq, message, created_at)``, o
 message, ``message`` being the message's JSON from :func:`~goagent_py.messages.messages_to_json`
 (bytes as base64), ``(session_id, seq)`` the primary key. Many sessions share one file. The
 schema version is kept in ``PRAGMA user_version``; a file written by a newer schema is refused
-rather than misread.
+rather than misread. :meth:`SQLiteStorage.append_once` keeps the keys it applied in
+``goagent_messages_appends(session_id, append_key)``, made by its first use: a file without
+it is the same version (older code reads it as before).
 
 Durability: the file is in WAL mode and every :meth:`SQLiteStorage.append` is one
 ``BEGIN IMMEDIATE ... COMMIT`` transaction, so a turn is stored entirely or not at all, and
@@ -51,6 +53,14 @@ _SCHEMA = (
     " message TEXT NOT NULL,"
     " created_at REAL NOT NULL,"
     " PRIMARY KEY (session_id, seq))"
+)
+
+_APPENDS = "goagent_messages_appends"
+_APPENDS_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS {_APPENDS} ("
+    " session_id TEXT NOT NULL,"
+    " append_key TEXT NOT NULL,"
+    " PRIMARY KEY (session_id, append_key))"
 )
 
 T = TypeVar("T")
@@ -242,8 +252,23 @@ class SQLiteStorage:
             MemoryStoreError: a message cannot be serialised, or the write failed (nothing of
                 this call is stored then).
         """
-        if not messages:
-            return
+        if messages:
+            await self._append(messages, None)
+
+    async def append_once(self, key: str, messages: Sequence[Message]) -> bool:
+        """Like :meth:`append`, but at most once per ``key`` in this session.
+
+        A retried write (a durable activity that committed, then lost its worker before it
+        could report it) is recognised by its key and skipped, in the same transaction.
+
+        Returns:
+            True if the messages were stored now, False if ``key`` was already applied.
+        """
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"append_once: key must be a non-empty string, got {key!r}")
+        return await self._append(messages, key)
+
+    async def _append(self, messages: Sequence[Message], key: str | None) -> bool:
         rows: list[str] = []
         for i, message in enumerate(messages):
             try:
@@ -255,7 +280,17 @@ class SQLiteStorage:
                 ) from exc
         now = time.time()
 
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> bool:
+            if key is not None:
+                conn.execute(_APPENDS_SCHEMA)
+                applied = conn.execute(
+                    f"INSERT OR IGNORE INTO {_APPENDS} (session_id, append_key) VALUES (?, ?)",
+                    (self.session_id, key),
+                )
+                if applied.rowcount == 0:
+                    return False
+            if not rows:
+                return True
             (start,) = conn.execute(
                 f"SELECT COALESCE(MAX(seq) + 1, 0) FROM {_TABLE} WHERE session_id = ?",
                 (self.session_id,),
@@ -264,8 +299,9 @@ class SQLiteStorage:
                 f"INSERT INTO {_TABLE} (session_id, seq, message, created_at) VALUES (?, ?, ?, ?)",
                 [(self.session_id, start + i, row, now) for i, row in enumerate(rows)],
             )
+            return True
 
-        await self._write(write)
+        return await self._write(write)
 
     async def update_where(
         self, match: Callable[[Message], bool], update: Callable[[Message], Message]
@@ -304,10 +340,15 @@ class SQLiteStorage:
         return await self._write(change)
 
     async def clear(self) -> None:
-        """Delete this session's messages (other sessions in the file are untouched)."""
+        """Delete this session's messages and the keys :meth:`append_once` applied (other
+        sessions in the file are untouched)."""
 
         def delete(conn: sqlite3.Connection) -> None:
             conn.execute(f"DELETE FROM {_TABLE} WHERE session_id = ?", (self.session_id,))
+            if conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_APPENDS,)
+            ).fetchone():
+                conn.execute(f"DELETE FROM {_APPENDS} WHERE session_id = ?", (self.session_id,))
 
         await self._write(delete)
 
