@@ -2,6 +2,8 @@
 
 The chain, outermost first: logging -> timeout -> circuit breaker -> retry (opt-in) -> rate limit
 (opt-in) -> custom middlewares (first registered is outermost) -> exception recovery -> the tool.
+``Dispatcher.execute`` does the logging itself, and with no layer configured between logging and
+recovery the rest is one coroutine (issue 36: each awaited layer costs every call).
 It is built once per agent, so breaker and limiter state live across runs, and it serves every
 kind of tool alike (function tools, MCP tools, agents as tools).
 
@@ -19,7 +21,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
@@ -401,7 +403,8 @@ class Dispatcher:
     def _build(self) -> DispatchFunc:
         timeout, circuit_breaker, retry, rate_limit, middlewares, hooks, clock = self._settings
         hooks = _EVENT_HOOKS if hooks is None else merge_hooks(hooks, _EVENT_HOOKS)
-        chain: list[DispatchMiddleware] = [logging_middleware(self._logger)]
+        # Logging, the outermost layer, is :meth:`execute`'s own (it times every call anyway).
+        chain: list[DispatchMiddleware] = []
         if timeout is not None:
             chain.append(timeout_middleware(timeout, hooks))
         if circuit_breaker is not None:
@@ -426,6 +429,9 @@ class Dispatcher:
                 )
             )
         chain.extend(middlewares)
+        if not chain:  # nothing between logging and recovery: recovery and the tool, one await
+            self._chain = self._execute_recovered
+            return self._chain
         chain.append(recovery_middleware)
         self._chain = _chain(self._execute_tool, chain)
         return self._chain
@@ -436,6 +442,15 @@ class Dispatcher:
 
     async def _execute_tool(self, tc: ToolCall) -> list[ContentBlock]:
         return await self._tools[tc.name].execute(dict(tc.arguments))
+
+    async def _execute_recovered(self, tc: ToolCall) -> list[ContentBlock]:
+        """:func:`recovery_middleware` around :meth:`_execute_tool`, as one coroutine."""
+        try:
+            return await self._tools[tc.name].execute(dict(tc.arguments))
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolExecutionError(tc.name, tc.arguments, exc, traceback.format_exc()) from exc
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Run one call through the chain; failures come back as error results, never raised.
@@ -449,18 +464,30 @@ class Dispatcher:
             )
         start = time.perf_counter()
         error: ToolError | None = None
+        failure: Exception | None = None
         try:
             content = await (self._chain or self._build())(call)
         except ToolError as exc:  # the specific error: timeout, open circuit, bad arguments...
-            error = exc
+            error = failure = exc
             content = [TextBlock(error_text(error))]
         except Exception as exc:  # a custom middleware's own failure
+            failure = exc
             error = ToolExecutionError(call.name, call.arguments, exc)
             error.__cause__ = exc
             content = [TextBlock(error_text(error))]
         duration = time.perf_counter() - start
+        # The chain's outermost layer: every call logged with its duration.
+        if failure is not None:
+            self._logger.warning(
+                "tool dispatch failed: tool=%s duration=%.4fs error=%s",
+                call.name,
+                duration,
+                failure,
+            )
+        else:
+            self._logger.debug("tool dispatch: tool=%s duration=%.4fs", call.name, duration)
         # The start is counted back from the end, so started_at + duration is the wall-clock end
         # (telemetry ends the call's span there, after any span made inside the tool) even if the
         # process paused between the two clock reads a start taken first would need.
-        started = datetime.now(UTC) - timedelta(seconds=duration)
+        started = datetime.fromtimestamp(time.time() - duration, UTC)
         return ToolResult(call, content, error, duration, started)

@@ -198,13 +198,14 @@ class Usage:
     cache_read_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cache_creation_input_tokens=self.cache_creation_input_tokens
-            + other.cache_creation_input_tokens,
-            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
-        )
+        # Built through the slots, not the frozen __init__ (an object.__setattr__ call per
+        # field): the loop sums usage after every model call (issue 36).
+        out: Usage = _new(Usage)
+        _USAGE_SLOTS[0](out, self.input_tokens + other.input_tokens)
+        _USAGE_SLOTS[1](out, self.output_tokens + other.output_tokens)
+        _USAGE_SLOTS[2](out, self.cache_creation_input_tokens + other.cache_creation_input_tokens)
+        _USAGE_SLOTS[3](out, self.cache_read_input_tokens + other.cache_read_input_tokens)
+        return out
 
     @property
     def total_tokens(self) -> int:
@@ -215,6 +216,19 @@ class Usage:
             + self.cache_creation_input_tokens
             + self.cache_read_input_tokens
         )
+
+
+_new = object.__new__
+# The slot setters of Usage's fields, in order (what its frozen __init__ reaches by name).
+_USAGE_SLOTS = tuple(
+    Usage.__dict__[name].__set__
+    for name in (
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    )
+)
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from goagent_py._deepcopy import deepcopy as _deepcopy
+from goagent_py._deepcopy import Recorded, snapshot_request, snapshot_response
 from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.messages import (
     ContentBlock,
@@ -101,9 +101,11 @@ def _stream_of(response: CompletionResponse) -> list[StreamEvent]:
 class ScriptedProvider:
     """Replays ``responses`` in order; an exception in the script is raised at its turn.
 
-    Every request is recorded, as an independent deep copy, in :attr:`requests`. Strings are
-    shorthand for :func:`text_response`. It also streams (text split at spaces) so streaming
-    paths can be tested with the same script.
+    Every request is recorded in :attr:`requests` as a snapshot: what the loop later does to its
+    lists, messages or tool definitions never shows in it. Each response returned is a copy, so
+    changing it never changes the script. (An unchanged tool definition is copied once and that
+    copy shared by the records.) Strings are shorthand for :func:`text_response`. It also
+    streams (text split at spaces) so streaming paths can be tested with the same script.
     """
 
     def __init__(self, *responses: CompletionResponse | BaseException | str) -> None:
@@ -111,6 +113,7 @@ class ScriptedProvider:
             text_response(r) if isinstance(r, str) else r for r in responses
         ]
         self._lock = threading.Lock()
+        self._tools: Recorded = {}
         self.requests: list[CompletionRequest] = []
 
     @property
@@ -121,7 +124,7 @@ class ScriptedProvider:
     def _next(self, request: CompletionRequest) -> CompletionResponse:
         with self._lock:
             index = len(self.requests)
-            self.requests.append(_deepcopy(request))
+            self.requests.append(snapshot_request(request, self._tools))
             if index >= len(self._script):
                 raise ScriptExhaustedError(
                     f"ScriptedProvider: no more responses queued (call #{index + 1}, "
@@ -130,7 +133,7 @@ class ScriptedProvider:
             item = self._script[index]
         if isinstance(item, BaseException):
             raise item
-        return _deepcopy(item)
+        return snapshot_response(item)
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         """Return the next scripted response (or raise the next scripted error)."""
@@ -153,11 +156,13 @@ class FunctionProvider:
         fn: Callable[[CompletionRequest], CompletionResponse | str | Awaitable[Any]],
     ) -> None:
         self._fn = fn
+        self._tools: Recorded = {}
         self.requests: list[CompletionRequest] = []
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
-        """Call ``fn`` with a copy of the request."""
-        snapshot = _deepcopy(request)
+        """Call ``fn`` with a snapshot of the request (recorded in :attr:`requests`, as
+        :class:`ScriptedProvider` records them)."""
+        snapshot = snapshot_request(request, self._tools)
         self.requests.append(snapshot)
         result = self._fn(snapshot)
         if isinstance(result, Awaitable):

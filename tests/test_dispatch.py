@@ -764,3 +764,49 @@ def test_the_public_middlewares_refuse_bad_settings_when_built() -> None:
         ConfigurationError, match=r"CircuitBreaker: reset_timeout must be > 0, got \(1, 2\)"
     ):
         CircuitBreaker(3, (1, 2))  # type: ignore[arg-type]
+
+
+# -- the chain with nothing configured (issue 36: logging and recovery, no extra layers) --------
+
+
+@pytest.mark.parametrize("extra", [(), ("middleware",)], ids=["bare", "with_middleware"])
+async def test_every_call_is_logged_once_and_a_tool_exception_is_recovered(
+    extra: tuple[str, ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    @tool
+    async def fine() -> str:
+        """Works."""
+        return "ok"
+
+    @tool
+    async def broken() -> str:
+        """Raises."""
+        raise ValueError("boom")
+
+    def passthrough(next_: DispatchFunc) -> DispatchFunc:
+        async def call_(tc: ToolCall) -> list[ContentBlock]:
+            return await next_(tc)
+
+        return call_
+
+    dispatcher = Dispatcher(
+        {"fine": fine, "broken": broken},
+        middlewares=[passthrough] if extra else [],
+    )
+    with caplog.at_level("DEBUG", logger="goagent_py.dispatch"):
+        good = await dispatcher.execute(call("fine"))
+        bad = await dispatcher.execute(call("broken"))
+    assert good.error is None
+    assert good.started_at is not None
+    assert good.started_at.tzinfo is UTC
+    assert isinstance(bad.error, ToolExecutionError)
+    assert isinstance(bad.error.__cause__, ValueError)
+    assert "ValueError: boom" in bad.error.traceback  # the formatted traceback, for logs
+    assert bad.content[0].text == "Error: tool 'broken' failed: ValueError: boom"  # type: ignore[union-attr]
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert len(lines) == 2, lines  # one line per call, whatever the layers
+    assert lines[0][0] == "DEBUG"
+    assert lines[0][1].startswith("tool dispatch: tool=fine duration=")
+    assert lines[1][0] == "WARNING"
+    assert lines[1][1].startswith("tool dispatch failed: tool=broken duration=")
+    assert lines[1][1].endswith("error=tool 'broken' failed: ValueError: boom")

@@ -1,12 +1,17 @@
-"""The scripted providers' request and response copies are what copy.deepcopy makes."""
+"""The scripted providers' request and response copies: ``_deepcopy`` is what copy.deepcopy
+makes; the snapshots the providers record and return hold the same values and share nothing
+mutable with what the loop passed or the script holds (issue 36)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 from typing import Any
 
 from goagent_py import Agent, ToolCall, tool
+from goagent_py._deepcopy import deepcopy as _deepcopy
+from goagent_py._deepcopy import snapshot_request, snapshot_response
 from goagent_py.messages import (
     DocumentBlock,
     ImageBlock,
@@ -18,7 +23,7 @@ from goagent_py.messages import (
     Usage,
 )
 from goagent_py.provider import CompletionRequest, CompletionResponse, ThinkingConfig
-from goagent_py.testing import FunctionProvider, ScriptedProvider, _deepcopy, tool_call_response
+from goagent_py.testing import FunctionProvider, ScriptedProvider, tool_call_response
 from goagent_py.tools import ToolDefinition
 
 
@@ -131,5 +136,76 @@ def test_recorded_requests_do_not_change_with_the_run() -> None:
         Role.ASSISTANT,
         Role.TOOL,
     ]
-    assert first.tools[0].parameters is not scripted.requests[1].tools[0].parameters
+    # An unchanged definition is snapshotted once and shared by the records (issue 36)...
+    assert first.tools[0] is scripted.requests[1].tools[0]
+    assert first.tools[0].parameters is not add.definition.parameters  # ...never the tool's
     assert len(function.requests) == 1
+
+
+def test_a_request_snapshot_has_the_values_and_shares_nothing_mutable() -> None:
+    request = sample()
+    ours = snapshot_request(request, {})
+    assert ours == copy.deepcopy(request) == request
+    assert type(ours) is CompletionRequest
+    assert not mutable_ids(ours, set()) & mutable_ids(request, set())
+    # A message given twice is two equal snapshots (nothing asks the copies to be one object).
+    assert ours.messages[0] == ours.messages[2]
+
+
+def test_a_response_snapshot_has_the_values_and_shares_nothing_mutable() -> None:
+    response = CompletionResponse(
+        sample().messages[1], StopReason.TOOL_USE, Usage(1, 2, 3, 4), model="m"
+    )
+    ours = snapshot_response(response)
+    assert ours == copy.deepcopy(response) == response
+    assert not mutable_ids(ours, set()) & mutable_ids(response, set())
+
+
+def test_recorded_requests_never_change_when_the_caller_changes_what_it_passed() -> None:
+    request = sample()
+    before = copy.deepcopy(request)
+    scripted, function = ScriptedProvider("ok"), FunctionProvider(lambda r: "ok")
+
+    async def send() -> None:
+        await scripted.complete(request)
+        await function.complete(request)
+
+    asyncio.run(send())
+    # What a loop does to its lists and messages later, and then some.
+    request.messages.append(Message(Role.USER, [TextBlock("later")]))
+    request.messages[0].content.append(TextBlock("more"))
+    request.messages[0].metadata["custom"].items.append(2)
+    request.messages[0].metadata["goagent.pending"] = {"token": "t"}
+    request.messages[1].tool_calls.append(ToolCall("c3", "h"))
+    request.messages[1].tool_calls[0].arguments["a"][1]["b"][1].append(4)
+    request.tools[0].parameters["properties"]["b"] = {"type": "string"}
+    request.tools.append(ToolDefinition("g", "d"))
+    assert scripted.requests[0] == before
+    assert function.requests[0] == before
+
+
+def test_a_definition_changed_between_requests_is_recorded_as_it_was_each_time() -> None:
+    request = sample()
+    scripted = ScriptedProvider("one", "two")
+    asyncio.run(scripted.complete(request))
+    old = copy.deepcopy(request.tools[0])
+    request.tools[0].parameters["properties"]["b"] = {"type": "string"}
+    asyncio.run(scripted.complete(request))
+    first, second = scripted.requests
+    assert first.tools[0] == old
+    assert second.tools[0] == request.tools[0] != old
+
+
+def test_changing_a_returned_response_never_changes_the_script() -> None:
+    scripted_response = tool_call_response(ToolCall("c1", "add", {"a": [1, {"b": 2}]}), text="hm")
+    scripted_response.message.metadata["k"] = ["v"]
+    script_before = copy.deepcopy(scripted_response)
+    scripted = ScriptedProvider(scripted_response)
+    got = asyncio.run(scripted.complete(CompletionRequest(model="m")))
+    assert got == script_before
+    got.message.content.append(TextBlock("more"))
+    got.message.tool_calls[0].arguments["a"][1]["b"] = 3
+    got.message.tool_calls.append(ToolCall("c2", "g"))
+    got.message.metadata["k"].append("w")
+    got.message.metadata["goagent.pending"] = {}
+    assert scripted_response == script_before
