@@ -106,3 +106,59 @@ async def test_a_run_that_fails_after_tool_steps_stores_each_message_once_in_ord
     else:
         assert shape(stored) == shape(expected)
     assert validate_transcript(stored, allow_pending=False) == []
+
+
+async def test_a_reader_sees_a_tool_step_once_the_next_model_call_has_started(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    """What another reader of the session's storage sees mid-run (docs/scaling-out.md): while
+    the tool runs, the prompt (carried by the first model call); while the second model call
+    runs, the tool step too (carried by it); at the end, the answer."""
+    import asyncio
+
+    db = tmp_path / "chat.db"
+    in_tool, in_model = asyncio.Event(), asyncio.Event()
+    go_tool, go_model = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def lookup(q: str) -> str:
+        """Look up.
+
+        Args:
+            q: the query.
+        """
+        in_tool.set()
+        await go_tool.wait()
+        return "found"
+
+    async def plan(request: CompletionRequest) -> CompletionResponse | str:
+        if request.messages[-1].role != Role.TOOL:
+            return tool_call_response(ToolCall("call-1", "lookup", {"q": "x"}))
+        in_model.set()
+        await go_model.wait()
+        return "done"
+
+    durable = DurableAgent(
+        Agent(provider=FunctionProvider(plan), model="m", name="reader", tools=[lookup]),
+        provider="fn:x",
+        short_term_memory=lambda s: ShortTermMemory(SQLiteStorage(db, session_id=s)),
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+
+    async def roles() -> list[Role]:
+        async with SQLiteStorage(db, session_id="s") as storage:
+            return [m.role for m in await storage.load()]
+
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "look it up", session_id="s")
+        await in_tool.wait()
+        during_tool = await roles()
+        go_tool.set()
+        await in_model.wait()
+        during_model = await roles()
+        go_model.set()
+        await handle.result()
+    assert during_tool == [Role.USER]
+    assert during_model == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert await roles() == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
