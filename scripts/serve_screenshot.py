@@ -183,7 +183,7 @@ def main() -> None:
             asyncio.run_coroutine_threadsafe(app.aclose(), loop).result(30)
             loop.call_soon_threadsafe(loop.stop)
             runner.join(30)
-            # sse-starlette leaves a shutdown watcher task on the loop: end it quietly.
+            # The streams' shutdown watcher (serve/_sse.py) may still be on the loop: end it.
             for task in asyncio.all_tasks(loop):
                 task.cancel()
             loop.run_until_complete(asyncio.sleep(0))
