@@ -97,7 +97,10 @@ async def server_blob_limit(client: Any) -> int:
     not kept."""
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 
-    known = _BLOB_LIMITS.get(client)
+    try:
+        known = _BLOB_LIMITS.get(client)
+    except TypeError:  # an object that takes no weak reference: asked each time
+        known = None
     if known is not None:
         return known
     try:

@@ -216,3 +216,41 @@ def test_a_waiting_messages_stand_in_keeps_its_calls_and_its_wait() -> None:
     assert kept.content == []
     assert kept.tool_calls == [call]
     assert kept.metadata == {"goagent.ref": "d", "goagent.pending": {"token": "t", "calls": []}}
+
+
+class _Namespace:
+    def __init__(self, limit: int) -> None:
+        self.namespace_info = type(
+            "Info", (), {"limits": type("L", (), {"blob_size_limit_error": limit})}
+        )()
+
+
+class _Service:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.asked = 0
+
+    async def describe_namespace(self, request: object) -> _Namespace:
+        self.asked += 1
+        return _Namespace(self.limit)
+
+
+class _SlottedClient:
+    """A client object that takes no weak reference (a proxy or wrapper with slots)."""
+
+    __slots__ = ("namespace", "workflow_service")
+
+    def __init__(self, service: _Service) -> None:
+        self.namespace = "default"
+        self.workflow_service = service
+
+
+async def test_the_payload_limit_of_a_client_without_weak_references_is_asked_each_time() -> None:
+    """review4: the look-up of the kept answers must not fail where keeping one cannot."""
+    from goagent_py.durable._wire import server_blob_limit
+
+    service = _Service(2_000_000)
+    client = _SlottedClient(service)
+    assert await server_blob_limit(client) == 2_000_000
+    assert await server_blob_limit(client) == 2_000_000
+    assert service.asked == 2
