@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import marshal
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -209,8 +210,9 @@ _FIELDS = {kind: tuple(f.name for f in dataclasses.fields(kind)) for kind in _SL
 
 # -- snapshots (issue 36) ---------------------------------------------------------------------
 
-Recorded = dict[int, tuple[ToolDefinition, ToolDefinition]]
-"""A provider's tool definitions seen so far: ``id(definition)`` -> (it, its copy)."""
+Recorded = dict[int, tuple[ToolDefinition, ToolDefinition, bytes]]
+"""A provider's tool definitions seen so far: ``id(definition)`` -> (it, its copy, the
+fingerprint of the value copied)."""
 
 
 def snapshot_request(request: CompletionRequest, recorded: Recorded) -> CompletionRequest:
@@ -268,12 +270,29 @@ def snapshot_response(response: CompletionResponse) -> CompletionResponse:
 
 def _recorded_tool(definition: ToolDefinition, recorded: Recorded) -> ToolDefinition:
     seen = recorded.get(id(definition))
-    # The same object (not a new one at a reused address) with the same value: its copy holds.
-    if seen is not None and seen[0] is definition and seen[1] == definition:
-        return seen[1]
+    # The same object (not a new one at a reused address) with the same value, types included
+    # (``==`` holds 1, 1.0 and True equal; the model reads 1, 1.0 and true): its copy holds.
+    if seen is not None and seen[0] is definition:
+        fingerprint = _fingerprint(definition)
+        if fingerprint and fingerprint == seen[2]:
+            return seen[1]
+    else:
+        fingerprint = _fingerprint(definition)
     copied: ToolDefinition = _copy(definition, {})
-    recorded[id(definition)] = (definition, copied)
+    recorded[id(definition)] = (definition, copied, fingerprint)
     return copied
+
+
+def _fingerprint(definition: ToolDefinition) -> bytes:
+    """The definition's value as bytes that tell types apart (marshal, format 2: no references
+    that would depend on reference counts); empty when it holds a value marshal cannot write
+    (then it is copied on every request), and for a subclass, whose fields may be more."""
+    if type(definition) is not ToolDefinition:
+        return b""
+    try:
+        return marshal.dumps((definition.name, definition.description, definition.parameters), 2)
+    except ValueError:
+        return b""
 
 
 def _message_snapshot(message: Message, memo: dict[int, Any]) -> Message:

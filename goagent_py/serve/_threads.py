@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from goagent_py._sqlite import in_file_thread, shares_writes, write_in_file
+from goagent_py.memory.storage.sqlite import delete_session
 from goagent_py.messages import Message, Role, TextBlock, ThinkingBlock
 
 __all__ = ["ThreadStore", "message_json", "session_key"]
@@ -178,15 +179,7 @@ class ThreadStore:
                     "DELETE FROM goagent_serve_tool_times WHERE user = ? AND thread_id = ?",
                     (user, thread_id),
                 )
-                # The conversation table exists once a message was stored.
-                has = c.execute(
-                    "SELECT 1 FROM sqlite_master WHERE name = 'goagent_messages'"
-                ).fetchone()
-                if has:
-                    c.execute(
-                        "DELETE FROM goagent_messages WHERE session_id = ?",
-                        (session_key(user, thread_id),),
-                    )
+                delete_session(c, session_key(user, thread_id))
             return found
 
         return await self._write(q)

@@ -427,3 +427,22 @@ async def test_a_streamed_answer_is_written_in_batches_of_whole_frames(
     assert all(c.startswith(b"data: ") and c.endswith(b"\r\n\r\n") for c in chunks)
     assert b"".join(chunks).count(b"\r\n\r\n") == len(events)
     assert len(chunks) < len(events) / 2
+
+
+async def test_deleting_a_thread_deletes_every_row_of_its_session(tmp_path: Any) -> None:
+    """Its messages and the append keys a durable run on it applied: a thread made again with
+    the same id starts with nothing of the one deleted."""
+    from goagent_py.memory.storage import SQLiteStorage
+    from goagent_py.messages import user_message
+    from goagent_py.serve._threads import ThreadStore, session_key
+
+    path = str(tmp_path / "serve.db")
+    threads = ThreadStore(path)
+    thread = await threads.create("u", "T")
+    async with SQLiteStorage(path, session_id=session_key("u", thread["id"])) as storage:
+        assert await storage.append_once("run-1:0", [user_message("q")])
+        assert await threads.delete("u", thread["id"])
+        assert await storage.load() == []
+        assert await storage.append_once("run-1:0", [user_message("q again")])
+        assert [m.text for m in await storage.load()] == ["q again"]
+    threads.close()

@@ -40,7 +40,7 @@ from goagent_py._sqlite import in_file_thread, shares_writes, transaction, write
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
-__all__ = ["SCHEMA_VERSION", "SQLiteStorage"]
+__all__ = ["SCHEMA_VERSION", "SQLiteStorage", "delete_session"]
 
 SCHEMA_VERSION = 1
 """The schema version this code writes (``PRAGMA user_version``)."""
@@ -64,6 +64,17 @@ _APPENDS_SCHEMA = (
 )
 
 T = TypeVar("T")
+
+
+def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
+    """Delete every row of ``session_id`` in the file (its messages and its applied append
+    keys), in the caller's transaction: :meth:`SQLiteStorage.clear`, and whoever deletes a
+    session together with rows of its own (the served thread index)."""
+    for table in (_TABLE, _APPENDS):  # either may not exist yet
+        if conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone():
+            conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
 
 
 def _summary(exc: BaseException) -> str:
@@ -343,14 +354,7 @@ class SQLiteStorage:
         """Delete this session's messages and the keys :meth:`append_once` applied (other
         sessions in the file are untouched)."""
 
-        def delete(conn: sqlite3.Connection) -> None:
-            conn.execute(f"DELETE FROM {_TABLE} WHERE session_id = ?", (self.session_id,))
-            if conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_APPENDS,)
-            ).fetchone():
-                conn.execute(f"DELETE FROM {_APPENDS} WHERE session_id = ?", (self.session_id,))
-
-        await self._write(delete)
+        await self._write(lambda conn: delete_session(conn, self.session_id))
 
     async def list_sessions(self) -> list[str]:
         """The ids of every session with at least one message in the file, sorted."""
