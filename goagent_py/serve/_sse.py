@@ -82,11 +82,13 @@ class RunStream(Response):
         finally:
             watch.cancel()
             _Shutdown.of_this_loop().discard(self)
+            self._ended_by = self._ended_by or "done"  # nothing cancels this task any more
+            # Stopped before the await below: a cancellation that reaches it must not skip it.
+            if not self._run.done.is_set() and not self._run.parked:
+                self._server.stop(self._run)
             aclose = getattr(self._frames, "aclose", None)
             if aclose is not None:
                 await aclose()
-            if not self._run.done.is_set() and not self._run.parked:
-                self._server.stop(self._run)
 
     def end(self, task: asyncio.Task[Any], why: str) -> None:
         """End the stream from outside its task (first reason wins)."""
