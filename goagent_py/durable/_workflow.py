@@ -441,12 +441,17 @@ class _ShortTermProxy:
 
     async def append_now(self, appends: list[dict[str, Any]]) -> None:
         """Append ``appends`` here, in order, by local activity (keyed: one a worker applied
-        already is skipped). A failure is logged, as the loop logs a failed append."""
-        for data in appends:
+        already is skipped). A failure is logged, as the loop logs a failed append. A
+        cancellation hands the one it reached, and the rest, back to wait (the run's end appends
+        them; keyed, so one that was applied before the cancellation is skipped then)."""
+        for i, data in enumerate(appends):
             try:
                 await self._memory("append", data, local=True)
             except MemoryStoreError as exc:
                 workflow.logger.warning("short-term memory append failed: %s", exc)
+            except BaseException:
+                self.give_back(appends[i:])
+                raise
 
     async def flush(self) -> None:
         """Append what no model call carried (the run's last messages)."""

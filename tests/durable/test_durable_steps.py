@@ -383,3 +383,47 @@ async def test_a_cancelled_run_stores_its_interrupted_turn_with_the_appends_stil
         stored = await storage.for_session(session).load()
     assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
     validate_transcript(stored)
+
+
+async def test_a_run_cancelled_while_the_workflow_appends_keeps_what_it_was_appending(
+    temporal: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that did not apply the carried appends leaves them to the workflow, which
+    appends them by local activity; a cancellation that lands in one of those appends hands
+    it, and the rest, back to be appended as the run ends: the prompt is not lost."""
+    import asyncio
+
+    from temporalio.client import WorkflowFailureError
+
+    from goagent_py.durable._activities import _AgentActivities
+
+    model, append = _AgentActivities.model, _AgentActivities.append
+    entered = asyncio.Event()
+    blocked: list[int] = []
+
+    async def older(self: _AgentActivities, data: dict[str, Any]) -> dict[str, Any]:
+        out = await model(self, {k: v for k, v in data.items() if k != "appends"})
+        out.pop("appended", None)
+        return out
+
+    async def held_once(self: _AgentActivities, data: dict[str, Any]) -> dict[str, Any]:
+        if not blocked:  # the first append (the prompt) waits until the run is cancelled
+            blocked.append(1)
+            entered.set()
+            await asyncio.Event().wait()
+        return await append(self, data)
+
+    monkeypatch.setattr(_AgentActivities, "model", older)
+    monkeypatch.setattr(_AgentActivities, "append", held_once)
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    durable, registry = durable_with(storage)
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "add 2 and 3", session_id="s")
+        await entered.wait()
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    stored = await storage.load()
+    await storage.aclose()
+    assert [m.text for m in stored][:1] == ["add 2 and 3"]
+    assert sum(m.text == "add 2 and 3" for m in stored) == 1
