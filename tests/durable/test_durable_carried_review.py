@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
+from test_durable_steps import add  # tests/durable/test_durable_steps.py
 
 from goagent_py import Agent, GoAgentError, GuardrailContext, validate_transcript
 from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
@@ -23,17 +24,6 @@ from goagent_py.testing import FunctionProvider, tool_call_response
 from goagent_py.tools import tool
 
 pytestmark = pytest.mark.slow
-
-
-@tool
-async def add(a: int, b: int) -> int:
-    """Add two numbers.
-
-    Args:
-        a: the first number.
-        b: the second number.
-    """
-    return a + b
 
 
 def script(ending: str) -> Any:

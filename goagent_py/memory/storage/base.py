@@ -5,9 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from goagent_py.errors import ConfigurationError
 from goagent_py.messages import Message
 
 __all__ = ["Storage"]
+
+
+def check_append_key(key: object) -> None:
+    """Refuse what cannot key an ``append_once`` (the storages that have one share the rule).
+
+    Raises:
+        ConfigurationError: ``key`` is not a non-empty string.
+    """
+    if not isinstance(key, str) or not key:
+        raise ConfigurationError(f"append_once: key must be a non-empty string, got {key!r}")
 
 
 @runtime_checkable

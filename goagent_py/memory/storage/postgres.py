@@ -41,6 +41,7 @@ from goagent_py.errors import (
     MissingExtraError,
 )
 from goagent_py.memory.storage._lease import current_fence
+from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
 if TYPE_CHECKING:
@@ -413,8 +414,7 @@ class PostgresStorage:
         Returns:
             True if the messages were stored now, False if ``key`` was already applied.
         """
-        if not isinstance(key, str) or not key:
-            raise ConfigurationError(f"append_once: key must be a non-empty string, got {key!r}")
+        check_append_key(key)
         return await self._append(messages, key)
 
     async def update_where(

@@ -38,6 +38,7 @@ from typing import TypeVar
 
 from goagent_py._sqlite import in_file_thread, shares_writes, transaction, write_in_file
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
+from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStorage", "delete_session"]
@@ -275,8 +276,7 @@ class SQLiteStorage:
         Returns:
             True if the messages were stored now, False if ``key`` was already applied.
         """
-        if not isinstance(key, str) or not key:
-            raise ConfigurationError(f"append_once: key must be a non-empty string, got {key!r}")
+        check_append_key(key)
         return await self._append(messages, key)
 
     async def _append(self, messages: Sequence[Message], key: str | None) -> bool:
