@@ -43,7 +43,7 @@ from goagent_py.messages import (
 from goagent_py.provider import CompletionRequest, CompletionResponse, ThinkingConfig
 from goagent_py.tools import ToolDefinition
 
-__all__ = ["deepcopy", "snapshot_request", "snapshot_response"]
+__all__ = ["deepcopy", "snapshot_message", "snapshot_request", "snapshot_response"]
 
 T = TypeVar("T")
 
@@ -293,6 +293,12 @@ def _fingerprint(definition: ToolDefinition) -> bytes:
         return marshal.dumps((definition.name, definition.description, definition.parameters), 2)
     except ValueError:
         return b""
+
+
+def snapshot_message(message: Message) -> Message:
+    """``message`` with the same value, sharing nothing mutable with it (frozen blocks of
+    atomic fields shared): a copy its holder may change without changing ``message``."""
+    return _message_snapshot(message, {})
 
 
 def _message_snapshot(message: Message, memo: dict[int, Any]) -> Message:

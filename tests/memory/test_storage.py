@@ -379,3 +379,55 @@ def test_sqlite_survives_a_sigkilled_writer(tmp_path: Path) -> None:
     assert len(loaded) % 2 == 0  # no half turn
     assert turns >= acknowledged + 1  # every acknowledged append is there
     assert [m.text for m in loaded] == [t for i in range(turns) for t in (f"q{i}", f"a{i}")]
+
+
+async def test_sqlite_reads_see_every_change_made_by_another_connection(tmp_path: Path) -> None:
+    # Issue 36: a read decodes a row again only when its text or type changed since this
+    # storage last read it; what it returns is still exactly what the file holds.
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path, session_id="s") as storage:
+        await storage.append([user_message("one"), assistant_message("two")])
+        assert [m.text for m in await storage.load()] == ["one", "two"]
+        with sqlite3.connect(path) as conn:
+            (text,) = conn.execute("SELECT message FROM goagent_messages WHERE seq = 1").fetchone()
+            conn.execute(
+                "UPDATE goagent_messages SET message = ? WHERE seq = 1",
+                (text.replace('"two"', '"TWO"'),),
+            )
+            conn.execute(
+                "INSERT INTO goagent_messages VALUES ('s', 2, ?, 0)",
+                (text.replace('"two"', '"three"'),),
+            )
+        conn.close()
+        assert [m.text for m in await storage.load()] == ["one", "TWO", "three"]
+        with sqlite3.connect(path) as conn:
+            conn.execute("DELETE FROM goagent_messages WHERE seq = 0")
+        conn.close()
+        assert [m.text for m in await storage.load()] == ["TWO", "three"]
+        with sqlite3.connect(path) as conn:  # the same bytes, now a blob: refused, not recalled
+            conn.execute("UPDATE goagent_messages SET message = CAST(message AS BLOB)")
+        conn.close()
+        with pytest.raises(MemoryStoreError, match=r"seq=1.*SQLite blob"):
+            await storage.load()
+
+
+async def test_sqlite_reads_decode_a_row_once_and_hand_out_copies(tmp_path: Path) -> None:
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path, session_id="s") as storage:
+        await storage.append(rich_turn())
+        decoded: list[int] = []
+        parse = storage._parse
+
+        def counting(rows: list[tuple[int, str, bytes]]) -> list[Message]:
+            decoded.extend(seq for seq, _, _ in rows)
+            return parse(rows)
+
+        storage._parse = counting  # type: ignore[method-assign]
+        first = await storage.load()
+        assert first == rich_turn()
+        first[0].metadata["changed"] = True  # the holder's copy, not the storage's
+        first[1].tool_calls.clear()
+        await storage.append([user_message("more")])
+        second = await storage.load()
+        assert second == [*rich_turn(), user_message("more")]
+        assert decoded == [0, 1, 2, 3, 4, 5]  # the second read decoded only the new row

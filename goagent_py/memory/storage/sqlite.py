@@ -27,7 +27,6 @@ before. A ``:memory:`` database writes on its own connection. WAL needs a local 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import threading
@@ -36,6 +35,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
+from goagent_py._deepcopy import snapshot_message
 from goagent_py._sqlite import in_file_thread, shares_writes, transaction, write_in_file
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
 from goagent_py.memory.storage.base import check_append_key
@@ -117,6 +117,9 @@ class SQLiteStorage:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        # seq -> (the row's type and text as read, its message): see _decoded.
+        self._memo: dict[int, tuple[str, bytes, Message]] = {}
+        self._memo_lock = threading.Lock()
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -231,10 +234,33 @@ class SQLiteStorage:
             )
             return [(int(seq), str(kind), bytes(raw or b"")) for seq, kind, raw in cursor]
 
-        found = await self._call(rows)
-        if not found:
-            return []
-        return await asyncio.to_thread(self._parse, found)
+        def read() -> list[Message]:
+            # The rows and their decoding in one worker call (issue 36: a second thread hop per
+            # read cost the event loop more than the decoding of a short conversation).
+            return self._decoded(self._locked(rows))
+
+        return await in_file_thread(self.path, read)
+
+    def _decoded(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
+        """The messages of ``rows`` (all of the session's, in order), each row decoded once: a
+        row whose text is the one decoded before gives a copy of that message (the text read
+        is the key, so a row changed or replaced by anyone is decoded again). Issue 36: decoding
+        every row again on every read was the largest cost of a served turn."""
+        with self._memo_lock:
+            memo = self._memo
+            out: list[Message] = []
+            fresh: dict[int, tuple[str, bytes, Message]] = {}
+            for row in rows:
+                seq, kind, raw = row
+                known = memo.get(seq)
+                if known is not None and known[0] == kind and known[1] == raw:
+                    message = known[2]
+                else:
+                    (message,) = self._parse([row])
+                fresh[seq] = (kind, raw, message)
+                out.append(snapshot_message(message))
+            self._memo = fresh  # rows gone from storage are forgotten
+        return out
 
     def _parse(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
         # Each row is parsed alone: rows that are only valid JSON when joined (one message
