@@ -13,6 +13,7 @@ import functools
 import hashlib
 import inspect
 import json
+import logging
 import re
 import secrets
 import time
@@ -32,6 +33,8 @@ from goagent_py.serve._approvals import abandoned, auto_decisions, check_against
 from goagent_py.serve._auth import Auth, Login, NoAuth
 from goagent_py.serve._threads import ThreadStore, session_key
 from goagent_py.session import Session
+
+_log = logging.getLogger("goagent_py.serve")
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -402,11 +405,30 @@ class Server:
                 pending.cancel()
             live.client_calls.clear()
             self.runs.pop(run.run_id, None)
-            await self.threads.record_durations(run.user, run.thread_id, durations)
-            await self.threads.update(run.user, run.thread_id)
+            # The stream ends before the thread's timestamp and durations are committed (issue
+            # 36: every turn's stream waited for that commit); the turn's messages are stored
+            # already, and the index's reads for this user wait for the write.
+            recorded = self.threads.record_turn(run.user, run.thread_id, durations)
             put(None)
+            try:
+                await self._evict()
+            finally:
+                await self._recorded(run, recorded)
+
+    @staticmethod
+    async def _recorded(run: Run, recorded: asyncio.Task[None]) -> None:
+        """Wait for the record of the run's turn; a failure is logged (the turn's messages are
+        stored already); the run is done either way."""
+        try:
+            await recorded
+        except Exception as exc:
+            _log.warning(
+                "recording the turn of thread %s (its time, its tools' durations) failed: %s",
+                run.thread_id,
+                exc,
+            )
+        finally:
             run.done.set()
-            await self._evict()
 
     async def _evict(self) -> None:
         # Each live thread holds a session and a SQLite connection: keep the most recently

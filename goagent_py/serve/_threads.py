@@ -10,6 +10,7 @@ of the cookie, never the cookie itself.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import sqlite3
@@ -63,6 +64,7 @@ class ThreadStore:
         self.path = path
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._turns: dict[str, set[asyncio.Task[None]]] = {}  # user -> turns being recorded
 
     def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
@@ -103,6 +105,7 @@ class ThreadStore:
 
     async def list(self, user: str) -> list[dict[str, Any]]:
         """The user's threads, most recently used first."""
+        await self._settled(user)
 
         def q(c: sqlite3.Connection) -> list[dict[str, Any]]:
             rows = c.execute(
@@ -118,6 +121,7 @@ class ThreadStore:
 
     async def get(self, user: str, thread_id: str) -> dict[str, Any] | None:
         """The user's thread, or None (also for another user's thread)."""
+        await self._settled(user)
 
         def q(c: sqlite3.Connection) -> dict[str, Any] | None:
             row = c.execute(
@@ -167,6 +171,7 @@ class ThreadStore:
 
     async def delete(self, user: str, thread_id: str) -> bool:
         """Delete the thread and its messages; False if it is not the user's."""
+        await self._settled(user)  # no row of a turn being recorded is left behind
 
         def q(c: sqlite3.Connection) -> bool:
             cur = c.execute(
@@ -184,23 +189,48 @@ class ThreadStore:
 
         return await self._write(q)
 
-    async def record_durations(
+    def record_turn(
         self, user: str, thread_id: str, durations: dict[str, float]
-    ) -> None:
-        """Keep how long the thread's tool calls took, by call id."""
-        if not durations:
-            return
+    ) -> asyncio.Task[None]:
+        """Touch the thread and keep how long its tool calls took (by call id), in one write
+        that starts now. The caller need not wait for its commit (a run's stream ends before
+        it, issue 36): this user's reads of the index (:meth:`list`, :meth:`get`,
+        :meth:`durations`) wait for it, so they see the turn. The task fails as the write did.
+        """
         rows = [(user, thread_id, call_id, d) for call_id, d in durations.items()]
+        now = time.time()
 
         def q(c: sqlite3.Connection) -> None:
-            c.executemany(
-                "INSERT OR REPLACE INTO goagent_serve_tool_times VALUES (?, ?, ?, ?)", rows
+            if rows:
+                c.executemany(
+                    "INSERT OR REPLACE INTO goagent_serve_tool_times VALUES (?, ?, ?, ?)", rows
+                )
+            c.execute(
+                "UPDATE goagent_serve_threads SET updated_at = ? WHERE user = ? AND thread_id = ?",
+                (now, user, thread_id),
             )
 
-        await self._write(q)
+        task = asyncio.ensure_future(self._write(q))
+        pending = self._turns.setdefault(user, set())
+        pending.add(task)
+
+        def forget(done: asyncio.Task[None]) -> None:
+            pending.discard(done)
+            if not pending and self._turns.get(user) is pending:
+                del self._turns[user]
+
+        task.add_done_callback(forget)
+        return task
+
+    async def _settled(self, user: str) -> None:
+        """Wait for the turns of ``user`` still being recorded (see :meth:`record_turn`)."""
+        pending = self._turns.get(user)
+        if pending:
+            await asyncio.wait(list(pending))
 
     async def durations(self, user: str, thread_id: str) -> dict[str, float]:
         """How long the thread's tool calls took, by call id (the calls recorded)."""
+        await self._settled(user)
 
         def q(c: sqlite3.Connection) -> dict[str, float]:
             found = c.execute(

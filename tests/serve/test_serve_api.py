@@ -446,3 +446,72 @@ async def test_deleting_a_thread_deletes_every_row_of_its_session(tmp_path: Any)
         assert await storage.append_once("run-1:0", [user_message("q again")])
         assert [m.text for m in await storage.load()] == ["q again"]
     threads.close()
+
+
+def _watch_turn_records(server: Any, order: list[str], *, fail: bool = False) -> None:
+    """Note in ``order`` when a run's stream ends (its queue's end marker) and when the
+    thread's record of the turn is written (its time: the index's writes after thread
+    creation); with ``fail``, that write raises."""
+    start_run, write = server.start_run, server.threads._write
+
+    async def started(*args: Any, **kwargs: Any) -> Any:
+        run = await start_run(*args, **kwargs)
+        put = run.queue.put_nowait
+
+        def marked(item: Any) -> None:
+            if item is None:
+                order.append("stream end")
+            put(item)
+
+        run.queue.put_nowait = marked
+        return run
+
+    async def written(fn: Any) -> Any:
+        order.append("record")
+        if fail:
+            raise RuntimeError("disk gone")
+        return await write(fn)
+
+    server.start_run = started
+    server.threads._write = written
+
+
+async def test_a_stream_ends_before_its_turn_is_recorded_and_the_index_shows_the_turn(
+    echo_app: Any, helpers: Any
+) -> None:
+    # Issue 36: every turn's stream waited for the commit of the thread's time.
+    async with helpers.client_for(echo_app) as client:
+        first = await _thread(client, "first")
+        await _thread(client, "second")  # the most recent until first has a turn
+        order: list[str] = []
+        _watch_turn_records(echo_app.server, order)
+        r = await client.post(f"/api/threads/{first}/runs", json={"message": "hi"})
+        assert helpers.sse_events(r.text)[-1]["type"] == "RUN_FINISHED"
+        listed = (await client.get("/api/threads")).json()["threads"]
+        assert order == ["stream end", "record"]
+        assert [t["title"] for t in listed] == ["first", "second"]
+        assert listed[0]["updated_at"] > listed[0]["created_at"]
+
+
+async def test_a_turn_whose_record_fails_is_logged_and_keeps_its_messages(
+    echo_app: Any, helpers: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with helpers.client_for(echo_app) as client:
+        tid = await _thread(client, "t")
+        order: list[str] = []
+        _watch_turn_records(echo_app.server, order, fail=True)
+        with caplog.at_level("WARNING", logger="goagent_py.serve"):
+            r = await client.post(f"/api/threads/{tid}/runs", json={"message": "hi"})
+            assert helpers.sse_events(r.text)[-1]["type"] == "RUN_FINISHED"
+            msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+        assert [(m["role"], m["text"]) for m in msgs] == [("user", "hi"), ("assistant", "echo: hi")]
+        assert order == ["stream end", "record"]
+        assert any(
+            "recording the turn" in r.getMessage() and "disk gone" in r.getMessage()
+            for r in caplog.records
+        )
+        # The thread goes on: the next turn runs and is stored.
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "again"})
+        assert helpers.sse_events(r.text)[-1]["type"] == "RUN_FINISHED"
+        msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+        assert len(msgs) == 4
