@@ -264,11 +264,15 @@ def _figures(name: str, samples: list[float]) -> str:
     )
 
 
-async def _load(base: str, tokens: dict[str, str], turns: int) -> tuple[dict[str, Any], float, int]:
+async def _load(
+    base: str, tokens: dict[str, str], turns: int, pid: int
+) -> tuple[dict[str, Any], float, int]:
     out: dict[str, Any] = {"errors": [], "ttft": [], "total": [], "threads": {}}
+    before = _cpu_seconds(pid)
     start = time.perf_counter()
     await asyncio.gather(*(_user(base, user, token, turns, out) for token, user in tokens.items()))
     wall = time.perf_counter() - start
+    out["turns_cpu"] = _cpu_seconds(pid) - before  # the users' threads and turns, no checks
     return out, wall, await _check(base, tokens, out, turns)
 
 
@@ -335,6 +339,9 @@ def _report(title: str, out: dict[str, Any], wall: float, server_cpu: float) -> 
     n = max(len(out["total"]), 1)
     print(f"  {len(out['total'])} turns in {wall:.2f} s: {len(out['total']) / wall:.1f} turns/s")
     print(f"  server CPU under load: {server_cpu:.2f} s, {server_cpu / n * 1000:.2f} ms per turn")
+    if "turns_cpu" in out:  # without the checks after the load (API reads of every thread)
+        turns_cpu = out["turns_cpu"]
+        print(f"  of which the turns: {turns_cpu:.2f} s, {turns_cpu / n * 1000:.2f} ms per turn")
 
 
 def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
@@ -352,7 +359,9 @@ def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
         try:
             port = _wait_for_port(port_file, process)
             before = _cpu_seconds(process.pid)
-            out, wall, cross = asyncio.run(_load(f"http://127.0.0.1:{port}", tokens, turns))
+            out, wall, cross = asyncio.run(
+                _load(f"http://127.0.0.1:{port}", tokens, turns, process.pid)
+            )
             server_cpu = _cpu_seconds(process.pid) - before
         finally:
             process.send_signal(signal.SIGINT)  # py-spy writes its file when its child ends

@@ -41,6 +41,11 @@ def _guarded(fn: Endpoint) -> Endpoint:
     return wrapper
 
 
+_to_json = json.JSONEncoder().encode
+"""``json.dumps`` with its defaults (the same encoder, the same output) without its keyword
+checks: one call per AG-UI event of every run (issue 36)."""
+
+
 def _text_of(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -58,7 +63,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         async def frames() -> AsyncIterator[bytes]:
             # One JSON line per event, the ready ones in one chunk.
             async for batch in server.event_batches(run):
-                yield b"".join(sse_frame(json.dumps(i)) for i in batch)
+                yield b"".join(sse_frame(_to_json(i)) for i in batch)
 
         return RunStream(server, run, frames())
 
