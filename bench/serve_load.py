@@ -145,6 +145,7 @@ class _RawClient:
 
 
 _CLIENT: Any = httpx.AsyncClient
+_CALLGRIND = ""  # --callgrind FILE: the server under valgrind's callgrind
 
 
 def _serve(port_file: str, db: str, users: int, turns: int) -> None:
@@ -175,7 +176,7 @@ def _tokens(users: int) -> dict[str, str]:
 
 
 def _wait_for_port(port_file: Path, process: subprocess.Popen[bytes]) -> int:
-    for _ in range(600):
+    for _ in range(6000 if _CALLGRIND else 600):
         if process.poll() is not None:
             raise RuntimeError(f"the server exited with {process.returncode}")
         if port_file.exists() and port_file.read_text():
@@ -273,6 +274,13 @@ async def _load(
     await asyncio.gather(*(_user(base, user, token, turns, out) for token, user in tokens.items()))
     wall = time.perf_counter() - start
     out["turns_cpu"] = _cpu_seconds(pid) - before  # the users' threads and turns, no checks
+    if _CALLGRIND:  # the instructions since the zeroing after start-up, dumped now
+        dump = ["callgrind_control", "-d", str(pid)]
+        await asyncio.to_thread(subprocess.run, dump, check=True, capture_output=True)
+        dumps = sorted(Path(_CALLGRIND).parent.glob(Path(_CALLGRIND).name + ".*"))
+        for line in dumps[-1].read_text().splitlines():
+            if line.startswith(("totals:", "summary:")):
+                out["turns_instructions"] = int(line.split()[1])
     return out, wall, await _check(base, tokens, out, turns)
 
 
@@ -342,6 +350,9 @@ def _report(title: str, out: dict[str, Any], wall: float, server_cpu: float) -> 
     if "turns_cpu" in out:  # without the checks after the load (API reads of every thread)
         turns_cpu = out["turns_cpu"]
         print(f"  of which the turns: {turns_cpu:.2f} s, {turns_cpu / n * 1000:.2f} ms per turn")
+    if "turns_instructions" in out:
+        ir = out["turns_instructions"]
+        print(f"  instructions of the turns (callgrind): {ir:,}, {ir / n:,.0f} per turn")
 
 
 def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
@@ -351,6 +362,10 @@ def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
         port_file = Path(tmp) / "port"
         command = [sys.executable, __file__, "--serve", str(port_file), str(db)]
         command += ["--users", str(users), "--turns", str(turns)]
+        if _CALLGRIND:
+            command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={_CALLGRIND}"]
+            command += [sys.executable, __file__, "--serve", str(port_file), str(db)]
+            command += ["--users", str(users), "--turns", str(turns)]
         if py_spy:
             spy = Path(sys.executable).with_name("py-spy")
             record = [str(spy), "record", "-r", "200", "-f", "raw", "-o", py_spy]
@@ -358,6 +373,9 @@ def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
         process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             port = _wait_for_port(port_file, process)
+            if _CALLGRIND:  # count from here: start-up and imports left out
+                zero = ["callgrind_control", "-z", str(process.pid)]
+                subprocess.run(zero, check=True, capture_output=True)
             before = _cpu_seconds(process.pid)
             out, wall, cross = asyncio.run(
                 _load(f"http://127.0.0.1:{port}", tokens, turns, process.pid)
@@ -434,10 +452,17 @@ if __name__ == "__main__":
         action="store_true",
         help="the users speak HTTP/1.1 on asyncio streams instead of httpx (a lighter client)",
     )
+    parser.add_argument(
+        "--callgrind",
+        default="",
+        help="run the server under callgrind (out file prefix); prints the instructions of the "
+        "turns (counted from the end of start-up to the end of the last turn)",
+    )
     parser.add_argument("--serve", nargs=2, metavar=("PORT_FILE", "DB"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.raw_client:
         _CLIENT = _RawClient
+    _CALLGRIND = ns.callgrind
     if ns.serve:
         with contextlib.suppress(KeyboardInterrupt):
             _serve(*ns.serve, ns.users, ns.turns)
