@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from goagent_py._call_gates import (
     after_call,
@@ -519,7 +519,9 @@ class Run:
         assert provider is not None
         if not self.streaming:
             return await provider.complete(request)
-        assert isinstance(provider, StreamingProvider)
+        # Run.__init__ made self.streaming from this provider's runtime Protocol check; making
+        # it again for every model call cost ~19 µs (issue 36).
+        provider = cast(StreamingProvider, provider)
         response: CompletionResponse | None = None
         calls: dict[int, tuple[str, str]] = {}
         self._partial_raw, self._partial = "", None
