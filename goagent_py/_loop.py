@@ -699,10 +699,12 @@ class Run:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
         shown = call
+        validated: dict[str, Any] | None = None
         validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
         if validate is not None:
             try:
-                shown = with_arguments(call, validate(dict(call.arguments)))
+                validated = validate(dict(call.arguments))
+                shown = with_arguments(call, validated)
             except ToolArgumentsError as exc:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
@@ -726,7 +728,13 @@ class Run:
             await call_in(self._hook_context(), partial(call_hook, hook, logger=self.log), call)
         if reason is not None:
             return await self._after(error_result(call, ToolBlockedError(call.name, reason)))
-        result = await self.dispatcher.execute(call)
+        if validated is not None and (o.before_tool_call is not None or hook is not None):
+            # A gate or hook may change the call's arguments in place before it runs: the tool
+            # validates what it then gets, as it would on its own.
+            validated = None
+        result = await self.dispatcher.execute(
+            call, validated=None if validated is None else dict(validated)
+        )
         ctx = _current.get()
         if ctx is not None and ctx.outcome and ctx.call.id == call.id:
             result = replace(
