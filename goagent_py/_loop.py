@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from goagent_py._call_gates import (
     after_call,
@@ -126,7 +126,7 @@ from goagent_py.provider import (
     ToolCallStart,
 )
 from goagent_py.results import ModelResponse, PendingCall, RunInfo, RunResult, ToolResult
-from goagent_py.tool_context import ToolContext, ToolResume, _current
+from goagent_py.tool_context import ToolContext, ToolResume, _current, _LazyContext
 from goagent_py.tools import ToolDefinition
 
 __all__ = ["Run"]
@@ -735,7 +735,9 @@ class Run:
         result = await self.dispatcher.execute(
             call, validated=None if validated is None else dict(validated)
         )
-        ctx = _current.get()
+        asked = _current.get()
+        # A context nobody asked for (still lazy) recorded nothing.
+        ctx = asked.made if type(asked) is _LazyContext else cast(ToolContext | None, asked)
         if ctx is not None and ctx.outcome and ctx.call.id == call.id:
             result = replace(
                 result,
@@ -792,7 +794,9 @@ class Run:
         self, iteration: int, message: Message, call: ToolCall, put: Callable[[Any], None]
     ) -> ToolResult:
         """The lone call of an inline batch (see :meth:`_inline`); its events go to ``put``."""
-        token = _current.set(self._context(call, iteration, put))
+        token = _current.set(
+            _LazyContext(self._context, self.o.max_tool_result_chars, call, iteration, put)
+        )
         # Each run sets its own sink (a quiet one too): a run inside the tool never reports to
         # the run around it.
         undo_sink = set_event_sink(put, self.path)
@@ -839,7 +843,9 @@ class Run:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
         async def one(index: int, call: ToolCall) -> None:
-            _current.set(self._context(call, iteration, put))
+            _current.set(
+                _LazyContext(self._context, self.o.max_tool_result_chars, call, iteration, put)
+            )
             set_event_sink(put, self.path)
             try:
                 result = await self._run_one(call, message, put)

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
-from goagent_py.tool_context import current_tool_context
+from goagent_py.tool_context import _result_chars
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,8 +42,7 @@ _BIG = 10**4000  # str() refuses ints of more than 4300 digits
 
 def result_char_limit() -> int:
     """The character budget of the running tool call's result (see the module docstring)."""
-    ctx = current_tool_context()
-    limit = ctx.max_result_chars if ctx is not None else None
+    limit = _result_chars()
     return limit if limit is not None and limit > 0 else DEFAULT_RESULT_CHARS
 
 
