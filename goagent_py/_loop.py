@@ -36,6 +36,7 @@ from goagent_py._call_gates import (
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
+from goagent_py._records import run_result
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
@@ -1149,19 +1150,19 @@ class Run:
     # -- the loop ----------------------------------------------------------------------------
 
     def _finish(self, error: BaseException | None) -> RunResult[Any]:
-        return RunResult(
-            text=self.last_text if error is None else "",
-            stop_reason=self.stop_reason,
-            iterations=self.iterations,
-            usage=self.usage,
-            tool_calls=self.tool_calls,
-            tool_time=self.tool_time,
-            duration=time.perf_counter() - self._start,
-            messages=list(self.new_messages),
-            error=error,
-            run_id=self.run_id,
-            output=None if error is not None else self._output(),
-            pending=list(self.pending),
+        return run_result(
+            self.last_text if error is None else "",
+            self.stop_reason,
+            self.iterations,
+            self.usage,
+            self.tool_calls,
+            self.tool_time,
+            time.perf_counter() - self._start,
+            list(self.new_messages),
+            error,
+            self.run_id,
+            None if error is not None else self._output(),
+            list(self.pending),
         )
 
     # -- typed output (see output.py) ---------------------------------------------------------

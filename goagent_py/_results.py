@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from goagent_py._records import text_block
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
 from goagent_py.tool_context import _result_chars
 
@@ -55,14 +56,14 @@ def to_blocks(value: object, limit: int | None = None) -> list[ContentBlock]:
     marker when it was cut.
     """
     if isinstance(value, str):
-        return [TextBlock(value)]
+        return [text_block(value)]
     if isinstance(value, _BLOCK_TYPES):
         return [value]
     if isinstance(value, list) and value and all(isinstance(v, _BLOCK_TYPES) for v in value):
         return list(value)
     if value is None:
         return [TextBlock("")]
-    return [TextBlock(bounded_json(value, result_char_limit() if limit is None else limit))]
+    return [text_block(bounded_json(value, result_char_limit() if limit is None else limit))]
 
 
 def bounded_json(value: object, limit: int) -> str:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
+from goagent_py._records import tool_result
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
@@ -531,4 +532,4 @@ class Dispatcher:
         # (telemetry ends the call's span there, after any span made inside the tool) even if the
         # process paused between the two clock reads a start taken first would need.
         started = datetime.fromtimestamp(time.time() - duration, UTC)
-        return ToolResult(call, content, error, duration, started)
+        return tool_result(call, content, error, duration, started)
