@@ -56,3 +56,25 @@ def test_the_builders_make_what_the_constructors_make() -> None:
     assert str(fast) == "t"
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.text = "changed"  # type: ignore[misc]
+
+
+def test_usage_and_text_block_keep_their_dataclass_constructors() -> None:
+    import inspect
+
+    params = inspect.signature(Usage).parameters
+    assert [(p.name, p.default, p.kind) for p in params.values()] == [
+        (name, 0, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in FIELDS_OF_USAGE
+    ]
+    assert Usage(1, 2, cache_read_input_tokens=4) == Usage(1, 2, 0, 4)
+    assert Usage(1, 2, 3, 4).total_tokens == 10
+    assert dataclasses.replace(Usage(1), output_tokens=5) == Usage(1, 5)
+    assert list(inspect.signature(TextBlock).parameters) == ["text"]
+    assert TextBlock(text="x").type == "text"
+    assert dataclasses.replace(TextBlock("a"), text="b") == TextBlock("b")
+    with pytest.raises(TypeError):
+        TextBlock("a", "text")  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Usage().input_tokens = 1  # type: ignore[misc]
+
+
+FIELDS_OF_USAGE = [f.name for f in dataclasses.fields(Usage)]
