@@ -125,6 +125,7 @@ from goagent_py.provider import (
     ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
+    _streams,
 )
 from goagent_py.results import ModelResponse, PendingCall, RunInfo, RunResult, ToolResult
 from goagent_py.tool_context import ToolContext, ToolResume, _current, _LazyContext
@@ -315,7 +316,7 @@ class Run:
         self.dispatcher = dispatcher
         self.tool_defs = tool_defs
         self.prompt = prompt
-        self.streaming = streaming and isinstance(options.provider, StreamingProvider)
+        self.streaming = streaming and _streams(options.provider)
         self.control = control
         self.given_history = history
         self.path = path
@@ -520,7 +521,7 @@ class Run:
         assert provider is not None
         if not self.streaming:
             return await provider.complete(request)
-        assert isinstance(provider, StreamingProvider)
+        provider = cast(StreamingProvider, provider)  # self.streaming: it streams (see _streams)
         response: CompletionResponse | None = None
         calls: dict[int, tuple[str, str]] = {}
         self._partial_raw, self._partial = "", None

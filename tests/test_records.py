@@ -78,3 +78,21 @@ def test_usage_and_text_block_keep_their_dataclass_constructors() -> None:
 
 
 FIELDS_OF_USAGE = [f.name for f in dataclasses.fields(Usage)]
+
+
+def test_the_streaming_check_answers_what_isinstance_answers() -> None:
+    from goagent_py.provider import StreamingProvider, _streams
+    from goagent_py.testing import FunctionProvider, ScriptedProvider
+
+    class Blocked(ScriptedProvider):
+        stream = None  # type: ignore[assignment]
+
+    class Registered:
+        pass
+
+    for provider in (ScriptedProvider(), FunctionProvider(lambda r: "x"), Blocked(), object()):
+        assert _streams(provider) == isinstance(provider, StreamingProvider)
+    assert _streams(ScriptedProvider())
+    assert not _streams(FunctionProvider(lambda r: "x"))
+    assert not _streams(Blocked())
+    assert not _streams(Registered())
