@@ -30,24 +30,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import io
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-_HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("rag_labelled", _HERE / "rag_labelled.py")
-assert _spec is not None
-assert _spec.loader is not None
-labelled = importlib.util.module_from_spec(_spec)
-sys.modules["rag_labelled"] = labelled
-_spec.loader.exec_module(labelled)
+import rag_labelled as labelled
 
-from goagent_py.cli import _rag  # noqa: E402
-from goagent_py.cli._common import Console  # noqa: E402
-from goagent_py.rag.grounding import _content, excerpts  # noqa: E402
+from goagent_py.cli import _rag
+from goagent_py.cli._common import Console
+from goagent_py.rag.grounding import _content, excerpts
 
 DOCS_QUESTIONS = [
     "How do I limit the tokens a run may spend?",

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import itertools
 import os
 import pickle
@@ -42,12 +41,9 @@ from pathlib import Path
 from typing import Any
 
 _HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("rag_labelled", _HERE / "rag_labelled.py")
-assert _spec is not None
-assert _spec.loader is not None
-labelled = importlib.util.module_from_spec(_spec)
-sys.modules["rag_labelled"] = labelled
-_spec.loader.exec_module(labelled)
+if str(_HERE) not in sys.path:  # loaded by path from tests/rag: bench/ is not on the path
+    sys.path.append(str(_HERE))
+import rag_labelled as labelled  # noqa: E402
 
 from goagent_py.rag import Pipeline, load_directory  # noqa: E402
 from goagent_py.rag._chunks import chunk_context, clean_heading  # noqa: E402

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
 import pickle
 import sys
@@ -27,22 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import rag_chat
+import rag_labelled as labelled
 
-_HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("rag_labelled", _HERE / "rag_labelled.py")
-assert _spec is not None
-assert _spec.loader is not None
-labelled = importlib.util.module_from_spec(_spec)
-sys.modules["rag_labelled"] = labelled
-_spec.loader.exec_module(labelled)
-
-_chat_spec = importlib.util.spec_from_file_location("rag_chat", _HERE / "rag_chat.py")
-assert _chat_spec is not None
-assert _chat_spec.loader is not None
-rag_chat = importlib.util.module_from_spec(_chat_spec)
-_chat_spec.loader.exec_module(rag_chat)
-
-from goagent_py.cli import _rag  # noqa: E402
+from goagent_py.cli import _rag
 
 TOP = 30
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)

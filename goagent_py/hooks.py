@@ -27,6 +27,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
+from goagent_py import _deps
 from goagent_py.events import (
     AgentEnd,
     AgentEvent,
@@ -89,12 +90,7 @@ class HookContext:
         Raises:
             TypeError: the run's deps are not a ``kind`` (the message names both).
         """
-        if not isinstance(self.deps, kind):
-            raise TypeError(
-                f"this run's deps are {type(self.deps).__name__}, not {kind.__name__}: pass "
-                f"deps={kind.__name__}(...) to agent.run()"
-            )
-        return self.deps
+        return _deps.deps_as(self.deps, kind)
 
 
 _HOOK_CONTEXT: ContextVar[HookContext | None] = ContextVar("goagent_hook_context", default=None)

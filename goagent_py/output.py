@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from goagent_py import _deps
 from goagent_py._json_schema import check_schema
 from goagent_py.errors import ConfigurationError, ModelRetry, OutputValidationError
 from goagent_py.messages import Message, ToolCall
@@ -73,12 +74,7 @@ class OutputContext:
         Raises:
             TypeError: the run's deps are not a ``kind``.
         """
-        if not isinstance(self.deps, kind):
-            raise TypeError(
-                f"this run's deps are {type(self.deps).__name__}, not {kind.__name__}: pass "
-                f"deps={kind.__name__}(...) to agent.run()"
-            )
-        return self.deps
+        return _deps.deps_as(self.deps, kind)
 
 
 def _takes_context(fn: Callable[..., Any]) -> bool:

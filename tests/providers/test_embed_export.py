@@ -1,8 +1,9 @@
 """The local embedder's ONNX export kept on disk and run alone, without torch (issue 36).
 
-The first load exports from torch and stores the export with ``encode``'s probe vectors; a
-later load runs the stored export with ONNX Runtime and ``tokenizers`` only, after checking it
-against those stored vectors. Anything missing or different falls back to the torch load.
+The first load exports from torch, in a child process, and stores the export with ``encode``'s
+probe vectors; then it, and every later load, runs the stored export with ONNX Runtime and
+``tokenizers`` only, after checking it against those stored vectors. Anything missing or
+different means the export again; when no export can be stored, the torch load in-process.
 """
 
 from __future__ import annotations
@@ -41,20 +42,22 @@ def min_cosine(got: np.ndarray, want: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SentenceTransformerEmbedder]:
-    """A cache folder after one first load, and the torch-loaded embedder that wrote it."""
+    """A cache folder after one first load, and the embedder of that load (its reference
+    vectors load torch in this process)."""
     cache = tmp_path_factory.mktemp("export")
     first = SentenceTransformerEmbedder(onnx_cache=cache)
     asyncio.run(first.load())
     return cache, first
 
 
-def test_the_first_load_runs_torch_and_stores_the_export(
+def test_the_first_load_exports_in_a_child_process_and_runs_the_export_alone(
     exported: tuple[Path, SentenceTransformerEmbedder],
 ) -> None:
     cache, first = exported
     assert first.query_path == "onnxruntime"
-    assert first.onnx_export is None  # this process loaded torch to export
     [folder] = [p for p in cache.iterdir() if not p.name.startswith(".")]
+    assert first.onnx_export == folder  # stored by the child, then loaded alone here
+    assert first._model is None  # no SentenceTransformer in this process
     assert {p.name for p in folder.iterdir()} == {"model.onnx", "tokenizer.json", "meta.json"}
     meta = json.loads((folder / "meta.json").read_text())
     assert sorted(meta["inputs"]) == ["attention_mask", "input_ids", "token_type_ids"]
@@ -62,6 +65,27 @@ def test_the_first_load_runs_torch_and_stores_the_export(
     want = encode_reference(first, meta["probes"])
     np.testing.assert_allclose(np.asarray(meta["reference"]), want, atol=1e-6)
     assert [p.name for p in cache.iterdir()] == [folder.name]  # no staging folder left
+
+
+async def test_without_the_export_process_the_first_load_runs_torch_here_and_stores_the_export(
+    exported: tuple[Path, SentenceTransformerEmbedder],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _, first = exported
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    embedder = SentenceTransformerEmbedder(onnx_cache=tmp_path / "cache")
+    await embedder.load()
+    assert "could not start the embedder's export process" in caplog.text
+    assert embedder.onnx_export is None  # this process loaded torch to export
+    assert embedder._model is not None
+    assert embedder.query_path == "onnxruntime"
+    [folder] = list((tmp_path / "cache").iterdir())
+    meta = json.loads((folder / "meta.json").read_text())
+    np.testing.assert_allclose(
+        np.asarray(meta["reference"]), encode_reference(first, meta["probes"]), atol=1e-6
+    )
 
 
 async def test_the_stored_export_gives_encodes_vectors_one_text_and_batches(
@@ -135,6 +159,26 @@ def test_a_new_process_runs_the_export_without_importing_torch(
     assert min_cosine(np.asarray(record["batch"], dtype=np.float32), want) >= 0.9999
 
 
+def test_a_first_start_with_an_empty_cache_never_imports_torch(
+    exported: tuple[Path, SentenceTransformerEmbedder], tmp_path: Path
+) -> None:
+    _, first = exported
+    items = texts()[::29]
+    proc = subprocess.run(
+        [sys.executable, "-c", PROCESS, str(tmp_path / "empty"), json.dumps(items)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["heavy"] == []  # the export was made in a child of that process
+    assert record["path"] == "onnxruntime"
+    assert record["export"].startswith(str(tmp_path / "empty"))
+    want = encode_reference(first, items)
+    assert min_cosine(np.asarray(record["one"], dtype=np.float32), want) >= 0.9999
+
+
 def _copy(cache: Path, to: Path) -> Path:
     import shutil
 
@@ -153,7 +197,8 @@ async def test_an_export_that_fails_the_probe_is_not_used_and_is_written_again(
     (folder / "meta.json").write_text(json.dumps(meta))
     embedder = SentenceTransformerEmbedder(onnx_cache=tmp_path / "cache")
     await embedder.load()
-    assert embedder.onnx_export is None  # torch loaded: the probe failed
+    assert embedder.onnx_export == folder  # the probe failed: exported again, then run alone
+    assert embedder._model is None
     assert embedder.query_path == "onnxruntime"
     items = texts()[:20]
     got = np.stack([await embedder.embed([TextBlock(t)]) for t in items])
@@ -165,7 +210,7 @@ async def test_an_export_that_fails_the_probe_is_not_used_and_is_written_again(
 
 
 @pytest.mark.parametrize("damage", ["no graph", "truncated graph", "bad meta", "other key"])
-async def test_a_damaged_export_means_the_torch_load(
+async def test_a_damaged_export_is_made_again(
     exported: tuple[Path, SentenceTransformerEmbedder], tmp_path: Path, damage: str
 ) -> None:
     cache, first = exported
@@ -183,7 +228,8 @@ async def test_a_damaged_export_means_the_torch_load(
         (folder / "meta.json").write_text(json.dumps(meta))
     embedder = SentenceTransformerEmbedder(onnx_cache=tmp_path / "cache")
     await embedder.load()
-    assert embedder.onnx_export is None
+    assert embedder.onnx_export == folder  # exported again (in a child), then run alone
+    assert embedder._model is None
     got = await embedder.embed([TextBlock("Where is the retry policy configured?")])
     want = encode_reference(first, ["Where is the retry policy configured?"])[0]
     assert float(got @ want) >= 0.9999
@@ -198,7 +244,8 @@ async def test_an_unwritable_cache_still_embeds(
     embedder = SentenceTransformerEmbedder(onnx_cache=blocker / "cache")
     await embedder.load()
     assert embedder.query_path == "onnxruntime"
-    assert embedder.onnx_export is None
+    assert embedder.onnx_export is None  # the export process stored nothing: torch here
+    assert embedder._model is not None
     got = await embedder.embed([TextBlock("sqlite-vec")])
     assert float(got @ encode_reference(first, ["sqlite-vec"])[0]) >= 0.9999
 

@@ -54,9 +54,32 @@ def client_for(app: Any, *, client: str = "127.0.0.1") -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1")
 
 
+def post_scope(path: str, body: bytes) -> dict[str, Any]:
+    """The ASGI scope of a JSON POST to ``path`` from 127.0.0.1, for tests that drive the app's
+    ``receive`` and ``send`` themselves (a disconnect, a failing send)."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+
+
 @pytest.fixture
 def helpers() -> Any:
-    """sse_events, factory_for and client_for, for the tests."""
+    """sse_events, factory_for, client_for and post_scope, for the tests."""
 
     class _H:
         pass
@@ -65,6 +88,7 @@ def helpers() -> Any:
     h.sse_events = sse_events  # type: ignore[attr-defined]
     h.factory_for = factory_for  # type: ignore[attr-defined]
     h.client_for = client_for  # type: ignore[attr-defined]
+    h.post_scope = post_scope  # type: ignore[attr-defined]
     return h
 
 

@@ -350,24 +350,7 @@ async def test_a_response_start_that_fails_aborts_the_run(db: str, helpers: Any)
     async with helpers.client_for(app) as client:
         tid = await _thread(client)
     body = b'{"message": "go"}'
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.4"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": f"/api/threads/{tid}/runs",
-        "raw_path": f"/api/threads/{tid}/runs".encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"127.0.0.1"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
+    scope = helpers.post_scope(f"/api/threads/{tid}/runs", body)
     received = [{"type": "http.request", "body": body, "more_body": False}]
     gone = asyncio.Event()
 

@@ -33,27 +33,6 @@ class _Gate:
         return wait_here
 
 
-def _scope(path: str, body: bytes) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.4"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"127.0.0.1"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
-
-
 async def _thread(app: Any, helpers: Any) -> str:
     async with helpers.client_for(app) as client:
         r = await client.post("/api/threads", json={})
@@ -107,7 +86,7 @@ async def test_a_quiet_stream_sends_keep_alive_comments(db: str, helpers: Any) -
             if message["body"].startswith(b": ping - "):
                 gate.release.set()
 
-    await app(_scope(f"/api/threads/{tid}/runs", body), receive, send)
+    await app(helpers.post_scope(f"/api/threads/{tid}/runs", body), receive, send)
     text = b"".join(chunks).decode()
     pings = [c for c in chunks if c.startswith(b":")]
     assert pings
@@ -144,7 +123,7 @@ async def test_a_disconnect_message_ends_the_stream_and_aborts_the_run(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    await app(_scope(f"/api/threads/{tid}/runs", body), receive, send)
+    await app(helpers.post_scope(f"/api/threads/{tid}/runs", body), receive, send)
     live = app.server.live[("local", tid)]
     if live.run is not None:
         await live.run.done.wait()
