@@ -57,6 +57,10 @@ def to_blocks(value: object, limit: int | None = None) -> list[ContentBlock]:
     """
     if isinstance(value, str):
         return [text_block(value)]
+    if type(value) is int and -_BIG < value < _BIG:  # the commonest result: its digits
+        text = str(value)
+        if len(text) <= (result_char_limit() if limit is None else limit):
+            return [text_block(text)]
     if isinstance(value, _BLOCK_TYPES):
         return [value]
     if isinstance(value, list) and value and all(isinstance(v, _BLOCK_TYPES) for v in value):
