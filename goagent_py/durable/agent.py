@@ -380,6 +380,12 @@ class DurableAgent:
                 and JSON arguments); each worker resolves it with its ``DepsRegistry``, and
                 tools read the live deps from their context as in a plain run.
             **start_options: passed to ``Client.start_workflow`` (e.g. ``id_reuse_policy``).
+                ``request_eager_start`` defaults to True here (Temporal's default is False):
+                when this client also runs a worker of the agent's task queue with a free
+                slot, the server hands the run's first workflow task back in the start's
+                reply instead of through its task queues, which on a server of few history
+                shards costs a wait of up to 50 ms (docs/scaling-out.md, "What a step
+                costs"); with no such worker the request is not made.
 
         Raises:
             SessionBusyError: ``exclusive`` and a run of this session is in progress.
@@ -416,6 +422,7 @@ class DurableAgent:
                     f"resolve, got {type(deps).__name__}: a live object cannot cross to them"
                 )
             data["deps"] = deps.to_data()
+        start_options.setdefault("request_eager_start", True)
         try:
             return await client.start_workflow(
                 WORKFLOW_NAME,

@@ -427,3 +427,27 @@ async def test_a_run_cancelled_while_the_workflow_appends_keeps_what_it_was_appe
     await storage.aclose()
     assert [m.text for m in stored][:1] == ["add 2 and 3"]
     assert sum(m.text == "add 2 and 3" for m in stored) == 1
+
+
+async def test_a_run_started_beside_its_worker_gets_its_first_workflow_task_in_the_reply(
+    temporal: WorkflowEnvironment,
+) -> None:
+    """Eager start: the first workflow task skips the server's task queues (and the wait of
+    its transfer queue) when the starting client runs a worker of the queue; a client without
+    one starts the run as before, and the run does not wait for a task timeout."""
+    from temporalio.client import Client
+
+    durable, registry = durable_with(InMemoryStorage())
+    address = temporal.client.service_client.config.target_host
+    elsewhere = await Client.connect(address, namespace=temporal.client.namespace)
+    async with create_worker(temporal.client, [durable], registry=registry):
+        beside = await durable.start(temporal.client, "add 2 and 3")
+        asked_not = await durable.start(temporal.client, "add 2 and 3", request_eager_start=False)
+        remote = await durable.start(elsewhere, "add 2 and 3")
+        results = [await result_of(h) for h in (beside, asked_not, remote)]
+        histories = [await h.fetch_history() for h in (beside, asked_not, remote)]
+    assert [r.text for r in results] == ["the sum is 5"] * 3
+    eager = [getattr(h, "__temporal_eagerly_started", None) for h in (beside, asked_not, remote)]
+    assert eager == [True, False, False]
+    timed_out = EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+    assert [sum(e.event_type == timed_out for e in h.events) for h in histories] == [0, 0, 0]

@@ -4,7 +4,7 @@ Each ``durable_<name>.py`` runs in its framework's own virtualenv, connects to t
 server that ``durable.py`` started, runs ONE worker in its own process (its own task queue), and
 serves the coordinator over stdin/stdout:
 
-- it prints ``READY <json>`` (framework, versions) once a plain and a durable run answered right;
+- it prints ``READY <json>`` (framework, versions, its task queue) once a plain and a durable run answered right;
 - for each line ``<plain|durable> <steps> <n>`` it makes ``n`` runs one after another and prints
   one JSON list: each run's ``[wall seconds, CPU seconds]`` (``perf_counter`` and
   ``process_time`` around the run, start to result; the CPU is this process's, all its threads:
@@ -32,6 +32,16 @@ os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 os.environ.setdefault("LOGFIRE_IGNORE_NO_CONFIG", "1")
 
 RunFn = Callable[[int], Awaitable[str]]
+# The task queue the script's worker serves (set by its setup; reported in READY, so the
+# coordinator can tell the frameworks' workflows apart on the shared server).
+TASK_QUEUE = ""
+
+
+def start_options() -> dict[str, Any]:
+    """Options for the script's workflow start: ``BENCH_EAGER_START=1``/``0`` asks every
+    framework for Temporal's eager start (or not); unset, each keeps its own default."""
+    flag = os.environ.get("BENCH_EAGER_START", "")
+    return {"request_eager_start": flag == "1"} if flag in ("0", "1") else {}
 
 
 def prompt(steps: int) -> str:
@@ -74,7 +84,12 @@ async def _serve(
             for fn in (plain, durable):
                 answer = (await fn(k)).strip()
                 assert answer == str(k), (framework, k, answer)
-        info = {"framework": framework, "versions": _versions(dists), "python": sys.version[:6]}
+        info = {
+            "framework": framework,
+            "versions": _versions(dists),
+            "python": sys.version[:6],
+            "task_queue": TASK_QUEUE,
+        }
         print("READY", json.dumps(info), flush=True)
         loop = asyncio.get_running_loop()
         while True:

@@ -16,6 +16,13 @@ loaded machine does not inflate.
     python bench/peers/durable/compare.py                  # 5 rounds of blocks of 10 runs
     python bench/peers/durable/compare.py --rounds 3 --block 5 goagent_py pydantic_ai
     python bench/peers/durable/compare.py goagent_py goagent_py:/tmp/main pydantic_ai  # + a checkout
+    python bench/peers/durable/compare.py --server-config history.transferProcessorMaxPollRPS=1000
+    python bench/peers/durable/compare.py --eager on       # every framework asks for eager start
+
+After the rounds it reads the measured durable runs' histories back from the server and prints,
+per framework, the shapes of its runs (workflow tasks, activities, local activities: the round
+trips a run makes) and the median wait of a workflow task between scheduled and started, the
+first task of a run apart; markers are local activities and version markers (docs/scaling-out.md, "What a step costs").
 """
 
 from __future__ import annotations
@@ -107,6 +114,61 @@ class Peer:
                 self.proc.wait()
 
 
+async def census(client: Any, peers: list[Peer], since: float) -> dict[str, Any]:
+    """Per framework: its durable runs' shapes and workflow-task waits, from their histories."""
+    from collections import Counter
+
+    from temporalio.api.enums.v1 import EventType as E
+
+    names = {p.info.get("task_queue"): p.info["framework"] for p in peers}
+    shapes: dict[str, Counter[tuple[int, int, int]]] = {n: Counter() for n in names.values()}
+    waits: dict[str, dict[str, list[float]]] = {n: {"first": [], "later": []} for n in shapes}
+    async for wf in client.list_workflows():
+        name = names.get(wf.task_queue)
+        if name is None or wf.start_time.timestamp() < since:
+            continue
+        events = (await client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()).events
+        scheduled: dict[int, float] = {}
+        counts = Counter(e.event_type for e in events)
+        for e in events:
+            if e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+                scheduled[e.event_id] = e.event_time.ToNanoseconds() / 1e6
+            elif e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+                a = e.workflow_task_started_event_attributes
+                wait = e.event_time.ToNanoseconds() / 1e6 - scheduled[a.scheduled_event_id]
+                waits[name]["first" if len(scheduled) == 1 else "later"].append(wait)
+        shapes[name][
+            (
+                counts[E.EVENT_TYPE_WORKFLOW_TASK_STARTED],
+                counts[E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED],
+                counts[E.EVENT_TYPE_MARKER_RECORDED],
+            )
+        ] += 1
+    out = {}
+    for name, shape in shapes.items():
+        w = waits[name]
+        out[name] = {
+            "shapes": {
+                f"{t} WFT, {a} act, {m} markers": n for (t, a, m), n in sorted(shape.items())
+            },
+            "first_wft_wait_ms": statistics.median(w["first"]) if w["first"] else None,
+            "later_wft_wait_ms": statistics.median(w["later"]) if w["later"] else None,
+        }
+    return out
+
+
+def print_census(rows: dict[str, Any]) -> None:
+    print(
+        "\n| framework | durable runs: workflow tasks, activities, markers (runs) | "
+        "WFT wait ms, first / later (median) |"
+    )
+    print("|---|---|---:|")
+    for name, r in rows.items():
+        shapes = "; ".join(f"{k} ({n})" for k, n in r["shapes"].items())
+        first, later = r["first_wft_wait_ms"], r["later_wft_wait_ms"]
+        print(f"| {name} | {shapes} | {first or 0:.2f} / {later or 0:.2f} |")
+
+
 def report(peers: list[Peer]) -> list[dict[str, Any]]:
     rows = []
     for p in peers:
@@ -153,15 +215,28 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print(f"{row['framework']}: {versions}")
 
 
-async def main(names: list[str], rounds: int, block: int, venvs: Path) -> dict[str, Any]:
+async def main(
+    names: list[str],
+    rounds: int,
+    block: int,
+    venvs: Path,
+    server_config: tuple[str, ...] = (),
+    eager: str = "default",
+) -> dict[str, Any]:
     from temporalio.testing import WorkflowEnvironment
 
     cli = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
     pythons = {name: interpreter(name, venvs) for name in names}
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=cli,
-        dev_server_extra_args=["--dynamic-config-value", "limit.blobSize.error=2097152"],
+        dev_server_extra_args=[
+            arg
+            for value in ["limit.blobSize.error=2097152", *server_config]
+            for arg in ("--dynamic-config-value", value)
+        ],
     )
+    if eager != "default":
+        os.environ["BENCH_EAGER_START"] = "1" if eager == "on" else "0"
     address = env.client.service_client.config.target_host
     peers: list[Peer] = []
     load = [os.getloadavg()[0]]
@@ -181,6 +256,7 @@ async def main(names: list[str], rounds: int, block: int, venvs: Path) -> dict[s
             load.append(os.getloadavg()[0])
             print(f"round {r + 1}/{rounds} done, load {load[-1]:.1f}", file=sys.stderr)
         elapsed = time.time() - start
+        histories = await census(env.client, peers, start)
     finally:
         for p in peers:
             p.close()
@@ -190,8 +266,17 @@ async def main(names: list[str], rounds: int, block: int, venvs: Path) -> dict[s
         f"{rounds} rounds x blocks of {block} runs, one worker each, {elapsed:.0f} s; "
         f"1-min load average {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} CPUs"
     )
+    if server_config or eager != "default":
+        print(f"server settings: {server_config or 'defaults'}; eager start: {eager}")
     print_table(rows)
-    return {"load": load, "rows": rows}
+    print_census(histories)
+    return {
+        "load": load,
+        "rows": rows,
+        "histories": histories,
+        "server_config": server_config,
+        "eager": eager,
+    }
 
 
 if __name__ == "__main__":
@@ -205,8 +290,23 @@ if __name__ == "__main__":
         default=Path(os.environ.get("PEERBENCH_VENVS", "/tmp/peerbench-venvs")),
         help="where the peers' virtualenvs live (never inside the repository)",
     )
+    parser.add_argument(
+        "--server-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a dynamic config value of the dev server (repeatable)",
+    )
+    parser.add_argument(
+        "--eager",
+        choices=("default", "on", "off"),
+        default="default",
+        help="Temporal's eager workflow start: each framework's default, or on/off for all",
+    )
     parser.add_argument("--out", default="", help="also write the figures as JSON here")
     a = parser.parse_args()
-    figures = asyncio.run(main(a.frameworks, a.rounds, a.block, a.venvs))
+    figures = asyncio.run(
+        main(a.frameworks, a.rounds, a.block, a.venvs, tuple(a.server_config), a.eager)
+    )
     if a.out:
         Path(a.out).write_text(json.dumps(figures, indent=1))

@@ -34,6 +34,7 @@ def scripted(request: CompletionRequest) -> CompletionResponse | str:
 async def setup(address: str):  # type: ignore[no-untyped-def]
     client = await Client.connect(address)
     queue = f"bench-goagent-{uuid.uuid4().hex[:8]}"
+    h.TASK_QUEUE = queue
     agent = Agent(provider=FunctionProvider(scripted), model="scripted", name="bench", tools=[add])
     durable = DurableAgent(agent, provider="scripted:bench", task_queue=queue)
     registry = ProviderRegistry({"scripted": lambda _: FunctionProvider(scripted)})
@@ -44,7 +45,7 @@ async def setup(address: str):  # type: ignore[no-untyped-def]
         return (await agent.run(h.prompt(k))).text
 
     async def durable_run(k: int) -> str:
-        return (await durable.execute(client, h.prompt(k))).text
+        return (await durable.execute(client, h.prompt(k), **h.start_options())).text
 
     async def close() -> None:
         await worker.shutdown()

@@ -120,6 +120,7 @@ async def setup(address: str):
     )
     client = await Client.connect(address, plugins=[plugin])
     queue = f"bench-openai-{uuid.uuid4().hex[:8]}"
+    h.TASK_QUEUE = queue
     worker = Worker(client, task_queue=queue, workflows=[BenchWorkflow], activities=[add])
     running = asyncio.create_task(worker.run())
     plain_agent = Agent(name="bench", model=ScriptedModel(), tools=[function_tool(h.add)])
@@ -129,7 +130,11 @@ async def setup(address: str):
 
     async def durable(k: int) -> str:
         return await client.execute_workflow(
-            BenchWorkflow.run, h.prompt(k), id=f"bench-{uuid.uuid4().hex}", task_queue=queue
+            BenchWorkflow.run,
+            h.prompt(k),
+            id=f"bench-{uuid.uuid4().hex}",
+            task_queue=queue,
+            **h.start_options(),
         )
 
     async def close() -> None:

@@ -58,6 +58,7 @@ class BenchWorkflow:
 async def setup(address: str):
     client = await Client.connect(address, plugins=[PydanticAIPlugin()])
     queue = f"bench-pydantic-{uuid.uuid4().hex[:8]}"
+    h.TASK_QUEUE = queue
     worker = Worker(
         client, task_queue=queue, workflows=[BenchWorkflow], plugins=[AgentPlugin(agent)]
     )
@@ -68,7 +69,11 @@ async def setup(address: str):
 
     async def durable(k: int) -> str:
         return await client.execute_workflow(
-            BenchWorkflow.run, h.prompt(k), id=f"bench-{uuid.uuid4().hex}", task_queue=queue
+            BenchWorkflow.run,
+            h.prompt(k),
+            id=f"bench-{uuid.uuid4().hex}",
+            task_queue=queue,
+            **h.start_options(),
         )
 
     async def close() -> None:
