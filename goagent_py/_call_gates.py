@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from goagent_py._records import tool_call
 from goagent_py.approvals import RunContext
 from goagent_py.errors import ToolArgumentsError
 from goagent_py.messages import Message, ToolCall
@@ -26,7 +27,7 @@ __all__ = ["after_call", "gate_reason", "prepared_call", "take_place", "with_arg
 def with_arguments(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
     """``replace(call, arguments=arguments)``, without its field-by-field walk for a plain call."""
     if type(call) is ToolCall:
-        return ToolCall(call.id, call.name, arguments)
+        return tool_call(call.id, call.name, arguments)
     return replace(call, arguments=arguments)
 
 

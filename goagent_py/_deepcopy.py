@@ -17,7 +17,8 @@ that every field of every class is copied.
 The scripted providers record and return *snapshots* (:func:`snapshot_request`,
 :func:`snapshot_response`): the same values, nothing mutable shared with the original, but no
 memo (a message given twice becomes two equal copies) and a tool definition copied once while it
-stays the same object with the same value (records share that copy). A request carries every
+stays the same object with the same value (records share that copy, across providers too while
+the copy itself is unchanged). A request carries every
 tool's schema and the whole conversation; copied node by node they were ~45% of a benchmark run.
 """
 
@@ -268,6 +269,14 @@ def snapshot_response(response: CompletionResponse) -> CompletionResponse:
     return out
 
 
+# Copies of tool definitions made by any provider, for the next provider that records the same
+# definition (a test or benchmark makes a fresh scripted provider per run, with the agent's
+# tools unchanged): ``id(definition)`` -> (it, its copy, the fingerprint of both). Bounded: it
+# holds the definitions alive.
+_SHARED: Recorded = {}
+_SHARED_MAX = 256
+
+
 def _recorded_tool(definition: ToolDefinition, recorded: Recorded) -> ToolDefinition:
     seen = recorded.get(id(definition))
     # The same object (not a new one at a reused address) with the same value, types included
@@ -278,8 +287,23 @@ def _recorded_tool(definition: ToolDefinition, recorded: Recorded) -> ToolDefini
             return seen[1]
     else:
         fingerprint = _fingerprint(definition)
+        shared = _SHARED.get(id(definition)) if fingerprint else None
+        # Another provider's copy, when neither the definition nor that copy (which its records
+        # hold) changed since it was made.
+        if (
+            shared is not None
+            and shared[0] is definition
+            and fingerprint == shared[2]
+            and _fingerprint(shared[1]) == fingerprint
+        ):
+            recorded[id(definition)] = shared
+            return shared[1]
     copied: ToolDefinition = _copy(definition, {})
-    recorded[id(definition)] = (definition, copied, fingerprint)
+    recorded[id(definition)] = entry = (definition, copied, fingerprint)
+    if fingerprint:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        _SHARED[id(definition)] = entry
     return copied
 
 

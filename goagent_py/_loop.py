@@ -36,6 +36,7 @@ from goagent_py._call_gates import (
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
+from goagent_py._records import run_result
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
@@ -124,9 +125,10 @@ from goagent_py.provider import (
     ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
+    _streams,
 )
 from goagent_py.results import ModelResponse, PendingCall, RunInfo, RunResult, ToolResult
-from goagent_py.tool_context import ToolContext, ToolResume, _current
+from goagent_py.tool_context import ToolContext, ToolResume, _current, _LazyContext
 from goagent_py.tools import ToolDefinition
 
 __all__ = ["Run"]
@@ -314,7 +316,7 @@ class Run:
         self.dispatcher = dispatcher
         self.tool_defs = tool_defs
         self.prompt = prompt
-        self.streaming = streaming and isinstance(options.provider, StreamingProvider)
+        self.streaming = streaming and _streams(options.provider)
         self.control = control
         self.given_history = history
         self.path = path
@@ -519,9 +521,7 @@ class Run:
         assert provider is not None
         if not self.streaming:
             return await provider.complete(request)
-        # Run.__init__ made self.streaming from this provider's runtime Protocol check; making
-        # it again for every model call cost ~19 µs (issue 36).
-        provider = cast(StreamingProvider, provider)
+        provider = cast(StreamingProvider, provider)  # self.streaming: it streams (see _streams)
         response: CompletionResponse | None = None
         calls: dict[int, tuple[str, str]] = {}
         self._partial_raw, self._partial = "", None
@@ -701,10 +701,12 @@ class Run:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
         shown = call
+        validated: dict[str, Any] | None = None
         validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
         if validate is not None:
             try:
-                shown = with_arguments(call, validate(dict(call.arguments)))
+                validated = validate(dict(call.arguments))
+                shown = with_arguments(call, validated)
             except ToolArgumentsError as exc:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
@@ -728,8 +730,16 @@ class Run:
             await call_in(self._hook_context(), partial(call_hook, hook, logger=self.log), call)
         if reason is not None:
             return await self._after(error_result(call, ToolBlockedError(call.name, reason)))
-        result = await self.dispatcher.execute(call)
-        ctx = _current.get()
+        if validated is not None and (o.before_tool_call is not None or hook is not None):
+            # A gate or hook may change the call's arguments in place before it runs: the tool
+            # validates what it then gets, as it would on its own.
+            validated = None
+        result = await self.dispatcher.execute(
+            call, validated=None if validated is None else dict(validated)
+        )
+        asked = _current.get()
+        # A context nobody asked for (still lazy) recorded nothing.
+        ctx = asked.made if type(asked) is _LazyContext else cast(ToolContext | None, asked)
         if ctx is not None and ctx.outcome and ctx.call.id == call.id:
             result = replace(
                 result,
@@ -786,7 +796,9 @@ class Run:
         self, iteration: int, message: Message, call: ToolCall, put: Callable[[Any], None]
     ) -> ToolResult:
         """The lone call of an inline batch (see :meth:`_inline`); its events go to ``put``."""
-        token = _current.set(self._context(call, iteration, put))
+        token = _current.set(
+            _LazyContext(self._context, self.o.max_tool_result_chars, call, iteration, put)
+        )
         # Each run sets its own sink (a quiet one too): a run inside the tool never reports to
         # the run around it.
         undo_sink = set_event_sink(put, self.path)
@@ -833,7 +845,9 @@ class Run:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
         async def one(index: int, call: ToolCall) -> None:
-            _current.set(self._context(call, iteration, put))
+            _current.set(
+                _LazyContext(self._context, self.o.max_tool_result_chars, call, iteration, put)
+            )
             set_event_sink(put, self.path)
             try:
                 result = await self._run_one(call, message, put)
@@ -1137,19 +1151,19 @@ class Run:
     # -- the loop ----------------------------------------------------------------------------
 
     def _finish(self, error: BaseException | None) -> RunResult[Any]:
-        return RunResult(
-            text=self.last_text if error is None else "",
-            stop_reason=self.stop_reason,
-            iterations=self.iterations,
-            usage=self.usage,
-            tool_calls=self.tool_calls,
-            tool_time=self.tool_time,
-            duration=time.perf_counter() - self._start,
-            messages=list(self.new_messages),
-            error=error,
-            run_id=self.run_id,
-            output=None if error is not None else self._output(),
-            pending=list(self.pending),
+        return run_result(
+            self.last_text if error is None else "",
+            self.stop_reason,
+            self.iterations,
+            self.usage,
+            self.tool_calls,
+            self.tool_time,
+            time.perf_counter() - self._start,
+            list(self.new_messages),
+            error,
+            self.run_id,
+            None if error is not None else self._output(),
+            list(self.pending),
         )
 
     # -- typed output (see output.py) ---------------------------------------------------------

@@ -20,8 +20,9 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from goagent_py._records import text_block
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
-from goagent_py.tool_context import current_tool_context
+from goagent_py.tool_context import _result_chars
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,8 +43,7 @@ _BIG = 10**4000  # str() refuses ints of more than 4300 digits
 
 def result_char_limit() -> int:
     """The character budget of the running tool call's result (see the module docstring)."""
-    ctx = current_tool_context()
-    limit = ctx.max_result_chars if ctx is not None else None
+    limit = _result_chars()
     return limit if limit is not None and limit > 0 else DEFAULT_RESULT_CHARS
 
 
@@ -56,14 +56,18 @@ def to_blocks(value: object, limit: int | None = None) -> list[ContentBlock]:
     marker when it was cut.
     """
     if isinstance(value, str):
-        return [TextBlock(value)]
+        return [text_block(value)]
+    if type(value) is int and -_BIG < value < _BIG:  # the commonest result: its digits
+        text = str(value)
+        if len(text) <= (result_char_limit() if limit is None else limit):
+            return [text_block(text)]
     if isinstance(value, _BLOCK_TYPES):
         return [value]
     if isinstance(value, list) and value and all(isinstance(v, _BLOCK_TYPES) for v in value):
         return list(value)
     if value is None:
         return [TextBlock("")]
-    return [TextBlock(bounded_json(value, result_char_limit() if limit is None else limit))]
+    return [text_block(bounded_json(value, result_char_limit() if limit is None else limit))]
 
 
 def bounded_json(value: object, limit: int) -> str:

@@ -18,13 +18,14 @@ import asyncio
 import logging
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
+from goagent_py._records import tool_result
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
@@ -48,7 +49,7 @@ from goagent_py.resilience import (
 )
 from goagent_py.resilience import rate_limit as _rate_limit
 from goagent_py.results import ToolResult
-from goagent_py.tools import Tool
+from goagent_py.tools import FunctionTool, Tool
 
 __all__ = [
     "CircuitBreakerConfig",
@@ -177,6 +178,13 @@ _DISPATCH_LOG = logging.getLogger("goagent_py.dispatch")
 _TIMEOUT_CANCEL = "goagent-tool-timeout"
 # How long a timed-out call may take to unwind after its cancellation before it is abandoned.
 _CANCEL_GRACE = 1.0
+
+
+# A call's validated arguments on their way to the tool: [call, tool, arguments or None once
+# used]. Through middlewares they travel in the context (a middleware may replace the call,
+# and then the tool validates what it gets).
+_Validated = list[Any]
+_VALIDATED: ContextVar[_Validated | None] = ContextVar("goagent_dispatch_validated", default=None)
 
 
 def _not_a_failure(exc: BaseException) -> bool:
@@ -399,6 +407,7 @@ class Dispatcher:
         self._logger = logger or _DISPATCH_LOG
         self._settings = (timeout, circuit_breaker, retry, rate_limit, middlewares, hooks, clock)
         self._chain: DispatchFunc | None = None  # built on the first call: most agents never
+        self._bare = False  # nothing configured between logging and recovery
 
     def _build(self) -> DispatchFunc:
         timeout, circuit_breaker, retry, rate_limit, middlewares, hooks, clock = self._settings
@@ -431,6 +440,7 @@ class Dispatcher:
         chain.extend(middlewares)
         if not chain:  # nothing between logging and recovery: recovery and the tool, one await
             self._chain = self._execute_recovered
+            self._bare = True
             return self._chain
         chain.append(recovery_middleware)
         self._chain = _chain(self._execute_tool, chain)
@@ -440,20 +450,39 @@ class Dispatcher:
         """The tool registered under ``name``, or None."""
         return self._tools.get(name)
 
-    async def _execute_tool(self, tc: ToolCall) -> list[ContentBlock]:
-        return await self._tools[tc.name].execute(dict(tc.arguments))
+    def _start(self, tc: ToolCall, validated: _Validated | None) -> Awaitable[list[ContentBlock]]:
+        tool = self._tools[tc.name]
+        # The arguments the loop validated for this very call and tool, given once (a retry
+        # validates again, as a call that was not validated before).
+        if validated is not None and validated[0] is tc and validated[1] is tool:
+            args = validated[2]
+            if args is not None and type(tool) is FunctionTool:
+                validated[2] = None
+                return tool._execute_validated(args)
+        return tool.execute(dict(tc.arguments))
 
-    async def _execute_recovered(self, tc: ToolCall) -> list[ContentBlock]:
+    async def _execute_tool(self, tc: ToolCall) -> list[ContentBlock]:
+        return await self._start(tc, _VALIDATED.get())
+
+    async def _execute_recovered(
+        self, tc: ToolCall, validated: _Validated | None = None
+    ) -> list[ContentBlock]:
         """:func:`recovery_middleware` around :meth:`_execute_tool`, as one coroutine."""
         try:
-            return await self._tools[tc.name].execute(dict(tc.arguments))
+            return await self._start(tc, validated)
         except ToolError:
             raise
         except Exception as exc:
             raise ToolExecutionError(tc.name, tc.arguments, exc, traceback.format_exc()) from exc
 
-    async def execute(self, call: ToolCall) -> ToolResult:
+    async def execute(
+        self, call: ToolCall, *, validated: dict[str, Any] | None = None
+    ) -> ToolResult:
         """Run one call through the chain; failures come back as error results, never raised.
+
+        ``validated``: what the tool's ``validate_arguments`` returned for ``call.arguments``
+        (the loop validates each call before it shows and approves it); a function tool then
+        runs on it instead of validating the same arguments again.
 
         ``BaseException``s that are not ``Exception`` (cancellation, KeyboardInterrupt) propagate.
         """
@@ -465,8 +494,21 @@ class Dispatcher:
         start = time.perf_counter()
         error: ToolError | None = None
         failure: Exception | None = None
+        given: _Validated | None = None
+        if validated is not None:
+            given = [call, self._tools[call.name], validated]
         try:
-            content = await (self._chain or self._build())(call)
+            chain = self._chain or self._build()
+            if self._bare:
+                content = await self._execute_recovered(call, given)
+            elif given is None:
+                content = await chain(call)
+            else:  # through the middlewares: the tool's layer finds them in the context
+                token = _VALIDATED.set(given)
+                try:
+                    content = await chain(call)
+                finally:
+                    _VALIDATED.reset(token)
         except ToolError as exc:  # the specific error: timeout, open circuit, bad arguments...
             error = failure = exc
             content = [TextBlock(error_text(error))]
@@ -490,4 +532,4 @@ class Dispatcher:
         # (telemetry ends the call's span there, after any span made inside the tool) even if the
         # process paused between the two clock reads a start taken first would need.
         started = datetime.fromtimestamp(time.time() - duration, UTC)
-        return ToolResult(call, content, error, duration, started)
+        return tool_result(call, content, error, duration, started)

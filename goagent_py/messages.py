@@ -112,6 +112,11 @@ class TextBlock:
     text: str
     type: Literal["text"] = field(default="text", init=False, repr=False)
 
+    def __init__(self, text: str) -> None:
+        # The dataclass's own signature, through the slots (see Usage.__init__).
+        _TEXT_SLOTS[0](self, text)
+        _TEXT_SLOTS[1](self, "text")
+
 
 @dataclass(slots=True, frozen=True)
 class ImageBlock:
@@ -197,6 +202,20 @@ class Usage:
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
 
+    def __init__(
+        self,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_creation_input_tokens: int = 0,
+        cache_read_input_tokens: int = 0,
+    ) -> None:
+        # The dataclass's own signature, set through the slots rather than the frozen
+        # __init__'s object.__setattr__ per field: every response and run makes one (issue 36).
+        _USAGE_SLOTS[0](self, input_tokens)
+        _USAGE_SLOTS[1](self, output_tokens)
+        _USAGE_SLOTS[2](self, cache_creation_input_tokens)
+        _USAGE_SLOTS[3](self, cache_read_input_tokens)
+
     def __add__(self, other: Usage) -> Usage:
         # Built through the slots, not the frozen __init__ (an object.__setattr__ call per
         # field): the loop sums usage after every model call (issue 36).
@@ -219,6 +238,7 @@ class Usage:
 
 
 _new = object.__new__
+_TEXT_SLOTS = (TextBlock.__dict__["text"].__set__, TextBlock.__dict__["type"].__set__)
 # The slot setters of Usage's fields, in order (what its frozen __init__ reaches by name).
 _USAGE_SLOTS = tuple(
     Usage.__dict__[name].__set__

@@ -203,3 +203,19 @@ class StreamingProvider(Provider, Protocol):
     def stream(self, request: CompletionRequest) -> AsyncIterator[StreamEvent]:
         """Yield deltas as they arrive, then one :class:`StreamDone` with the whole response."""
         ...
+
+
+def _streams(provider: object) -> bool:
+    """``isinstance(provider, StreamingProvider)``, answered by its two methods first.
+
+    On Python 3.11 a runtime protocol's ``isinstance`` lists the protocol's members anew on
+    every call (several µs; the loop asks once per streamed run). A provider with both methods
+    (neither set to None) is a streaming provider either way; any other goes to ``isinstance``
+    itself (a registered or subclassing class).
+    """
+    if (
+        getattr(provider, "stream", None) is not None
+        and getattr(provider, "complete", None) is not None
+    ):
+        return True
+    return isinstance(provider, StreamingProvider)

@@ -104,7 +104,8 @@ class ScriptedProvider:
     Every request is recorded in :attr:`requests` as a snapshot: what the loop later does to its
     lists, messages or tool definitions never shows in it. Each response returned is a copy, so
     changing it never changes the script. (An unchanged tool definition is copied once and that
-    copy shared by the records.) Strings are shorthand for :func:`text_response`. It also
+    copy shared by the records, of this provider and of the next ones given the same definition
+    while neither it nor the copy changed.) Strings are shorthand for :func:`text_response`. It also
     streams (text split at spaces) so streaming paths can be tested with the same script.
     """
 

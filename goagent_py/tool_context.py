@@ -198,9 +198,46 @@ class ToolContext:
         return list(self.messages_source())
 
 
-_current: ContextVar[ToolContext | None] = ContextVar("goagent_tool_context", default=None)
+class _LazyContext:
+    """A call's :class:`ToolContext`, made when someone first asks for it (issue 36: most tools
+    never do, and a context of thirteen fields is a measurable share of a run). Every ask in the
+    call's task, its worker thread and the tasks it starts gets the same context."""
+
+    __slots__ = ("args", "made", "make", "max_result_chars")
+
+    def __init__(
+        self, make: Callable[..., ToolContext], max_result_chars: int | None, *args: Any
+    ) -> None:
+        self.make = make
+        self.args = args
+        self.made: ToolContext | None = None
+        # What the context will say, known without making it (every result is sized by it).
+        self.max_result_chars = max_result_chars
+
+    def get(self) -> ToolContext:
+        made = self.made
+        if made is None:
+            with _MAKING:  # a sync tool's thread and the loop ask at once: one context
+                made = self.made
+                if made is None:
+                    made = self.made = self.make(*self.args)
+        return made
+
+
+_current: ContextVar[ToolContext | _LazyContext | None] = ContextVar(
+    "goagent_tool_context", default=None
+)
+
+
+def _result_chars() -> int | None:
+    """The running call's ``max_result_chars``, without making its context."""
+    ctx = _current.get()
+    return None if ctx is None else ctx.max_result_chars
 
 
 def current_tool_context() -> ToolContext | None:
     """The context of the tool call running in this task or thread, or None outside one."""
-    return _current.get()
+    ctx = _current.get()
+    if type(ctx) is _LazyContext:
+        return ctx.get()
+    return ctx  # type: ignore[return-value]

@@ -184,6 +184,11 @@ class FunctionTool:
             args = self._validator(args)
         return await self._call(args)
 
+    def _execute_validated(self, args: dict[str, Any]) -> Awaitable[list[ContentBlock]]:
+        """Run the function on what :meth:`validate_arguments` returned (the loop validated the
+        call already, to show and approve it: one validation per call, issue 36)."""
+        return self._call(args)
+
     def __repr__(self) -> str:
         return f"FunctionTool({self._name!r})"
 

@@ -234,3 +234,91 @@ def test_threads_never_share_an_id() -> None:
         chunks = list(pool.map(lambda _: [ids.next() for _ in range(2000)], range(4)))
     got = [i for chunk in chunks for i in chunk]
     assert len(set(got)) == len(got) == 8000
+
+
+def counted_tool(seen: list[dict[str, Any]], validations: list[dict[str, Any]]) -> Any:
+    """A function tool whose validator counts its calls and coerces ``n`` to an int."""
+    from goagent_py import FunctionTool, TextBlock, ToolArgumentsError, ToolDefinition
+
+    def validate(args: dict[str, Any]) -> dict[str, Any]:
+        validations.append(dict(args))
+        if not str(args.get("n", "")).isdigit():
+            raise ToolArgumentsError("count", f"n: not a number: {args.get('n')!r}")
+        return {"n": int(args["n"])}
+
+    async def call(args: dict[str, Any]) -> list[Any]:
+        seen.append(args)
+        return [TextBlock(str(args["n"] + 1))]
+
+    return FunctionTool(ToolDefinition("count", "Count on."), call, validate)
+
+
+def one_call(arguments: dict[str, Any]) -> ScriptedProvider:
+    return ScriptedProvider(tool_call_response(ToolCall("c1", "count", arguments)), "done")
+
+
+@pytest.mark.parametrize("through", ["plain", "middleware", "gate"])
+async def test_a_call_is_validated_once_and_the_tool_runs_on_the_validated_arguments(
+    through: str,
+) -> None:
+    seen: list[dict[str, Any]] = []
+    validations: list[dict[str, Any]] = []
+    passed: list[str] = []
+
+    def middleware(next_: Any) -> Any:
+        async def call(tc: ToolCall) -> Any:
+            passed.append(tc.id)
+            return await next_(tc)
+
+        return call
+
+    extra: dict[str, Any] = {}
+    if through == "middleware":
+        extra["dispatch_middlewares"] = [middleware]
+    provider = one_call({"n": "41"})
+    agent = Agent(provider=provider, tools=[counted_tool(seen, validations)], **extra)
+    if through == "gate":  # a gate may change the call in place: the tool validates again
+        agent = Agent(
+            provider=provider,
+            tools=[counted_tool(seen, validations)],
+            before_tool_call=lambda call: None,
+        )
+    result = await agent.run("count")
+    assert result.text == "done"
+    assert seen == [{"n": 41}]
+    assert validations == ([{"n": "41"}] * (2 if through == "gate" else 1))
+    assert provider.requests[1].messages[-1].text == "42"
+    assert passed == (["c1"] if through == "middleware" else [])
+
+
+async def test_a_middleware_that_changes_the_call_has_the_new_arguments_validated() -> None:
+    seen: list[dict[str, Any]] = []
+    validations: list[dict[str, Any]] = []
+
+    def middleware(next_: Any) -> Any:
+        async def call(tc: ToolCall) -> Any:
+            return await next_(ToolCall(tc.id, tc.name, {"n": "9"}))
+
+        return call
+
+    agent = Agent(
+        provider=one_call({"n": "41"}),
+        tools=[counted_tool(seen, validations)],
+        dispatch_middlewares=[middleware],
+    )
+    assert (await agent.run("count")).text == "done"
+    assert validations == [{"n": "41"}, {"n": "9"}]
+    assert seen == [{"n": 9}]
+
+
+async def test_bad_arguments_are_validated_once_and_the_model_reads_why() -> None:
+    seen: list[dict[str, Any]] = []
+    validations: list[dict[str, Any]] = []
+    provider = one_call({"n": "x"})
+    agent = Agent(provider=provider, tools=[counted_tool(seen, validations)])
+    assert (await agent.run("count")).text == "done"
+    assert seen == []
+    assert validations == [{"n": "x"}]
+    tool_message = provider.requests[1].messages[-1]
+    assert tool_message.is_error
+    assert tool_message.text == "Error: invalid arguments for tool 'count': n: not a number: 'x'"

@@ -238,3 +238,31 @@ def test_a_definition_marshal_cannot_write_is_recorded_anew_each_time() -> None:
         ["first"],
         ["first", "second"],
     ]
+
+
+def test_a_new_provider_records_a_definition_as_it_is_now_not_as_another_recorded_it() -> None:
+    definition = ToolDefinition("t", "d", {"type": "object", "properties": {"a": {"type": "int"}}})
+    request = CompletionRequest(model="m", tools=[definition])
+    first, second, third = ScriptedProvider("1"), ScriptedProvider("2"), ScriptedProvider("3")
+    asyncio.run(first.complete(request))
+    # The first provider's record is changed by its reader; the definition itself is not.
+    first.requests[0].tools[0].parameters["properties"]["a"]["type"] = "string"
+    asyncio.run(second.complete(request))
+    assert second.requests[0].tools[0] == definition
+    assert second.requests[0].tools[0].parameters["properties"]["a"]["type"] == "int"
+    # The definition changes: the next provider records the new value.
+    definition.parameters["properties"]["b"] = {"type": "number"}
+    asyncio.run(third.complete(request))
+    assert third.requests[0].tools[0] == definition
+    assert "b" not in second.requests[0].tools[0].parameters["properties"]
+
+
+def test_providers_share_an_unchanged_definitions_copy_and_none_shares_the_original() -> None:
+    definition = ToolDefinition("t", "d", {"type": "object", "properties": {"a": {"type": "int"}}})
+    request = CompletionRequest(model="m", tools=[definition])
+    providers = [ScriptedProvider("ok") for _ in range(3)]
+    for provider in providers:
+        asyncio.run(provider.complete(request))
+    copies = [p.requests[0].tools[0] for p in providers]
+    assert all(c == definition and c.parameters is not definition.parameters for c in copies)
+    assert copies[0] is copies[1] is copies[2]

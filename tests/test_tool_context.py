@@ -1,11 +1,16 @@
-"""ToolContext's cancel flag: a threading.Event that costs nothing until it is used."""
+"""ToolContext's cancel flag: a threading.Event that costs nothing until it is used; the
+context itself, made only for a call that asks for it."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from typing import Any
+
+import pytest
 
 from goagent_py import ToolCall
-from goagent_py.tool_context import ToolContext
+from goagent_py.tool_context import ToolContext, current_tool_context
 
 
 def _context() -> ToolContext:
@@ -52,3 +57,50 @@ def test_a_context_makes_no_lock_until_its_event_is_used() -> None:
     assert ctx.cancel_event._cond is None  # type: ignore[attr-defined]
     assert not ctx.cancelled
     assert ctx.cancel_event._cond is None  # type: ignore[attr-defined]
+
+
+async def test_a_context_is_made_only_for_a_call_that_asks_and_once_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from goagent_py import Agent, ToolCall, tool
+    from goagent_py._loop import Run
+    from goagent_py.testing import ScriptedProvider, tool_call_response
+
+    made: list[str] = []
+    real = Run._context
+
+    def counting(self: Run, call: ToolCall, iteration: int, put: Any) -> Any:
+        made.append(call.id)
+        return real(self, call, iteration, put)
+
+    monkeypatch.setattr(Run, "_context", counting)
+    asked: list[Any] = []
+
+    @tool
+    async def quiet(a: int) -> int:
+        """Ask for nothing."""
+        return a
+
+    @tool
+    async def curious(a: int) -> int:
+        """Ask twice, and from a thread."""
+        first = current_tool_context()
+        assert first is not None
+        first.set_details({"a": a})
+        asked.extend([first, current_tool_context()])
+        asked.append(await asyncio.to_thread(current_tool_context))
+        return a
+
+    provider = ScriptedProvider(
+        tool_call_response(ToolCall("q1", "quiet", {"a": 1})),
+        tool_call_response(ToolCall("c1", "curious", {"a": 2})),
+        tool_call_response(ToolCall("q2", "quiet", {"a": 3}), ToolCall("c2", "curious", {"a": 4})),
+        "done",
+    )
+    result = await Agent(provider=provider, tools=[quiet, curious]).run("go")
+    assert result.text == "done"
+    assert made == ["c1", "c2"]
+    assert asked[0] is asked[1] is asked[2]
+    assert asked[3] is asked[4] is asked[5]
+    assert [a.call.id for a in asked] == ["c1"] * 3 + ["c2"] * 3
+    assert current_tool_context() is None

@@ -202,3 +202,12 @@ async def test_a_hung_call_does_not_hold_up_the_next_one() -> None:
     finally:
         release.set()
     assert await hung is True
+
+
+@pytest.mark.parametrize("value", [0, -7, 5, 10**40, True, 1.5])
+@pytest.mark.parametrize("limit", [None, 1, 2, 1000])
+def test_numbers_are_their_json_text_cut_as_anything_else(value: Any, limit: int | None) -> None:
+    text = to_json(value).decode()
+    budget = limit or DEFAULT_RESULT_CHARS
+    expected = text if len(text) <= budget else bounded_json(value, budget)
+    assert to_blocks(value, limit) == [TextBlock(expected)]

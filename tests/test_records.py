@@ -1,0 +1,98 @@
+"""The loop's fast builders of frozen records make what the public constructors make."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+import pytest
+
+from goagent_py import Message, PendingCall, RunResult, StopReason, TextBlock, ToolCall, Usage
+from goagent_py._records import FIELDS, run_result, text_block, tool_call, tool_result
+from goagent_py.results import ToolResult
+
+
+@pytest.mark.parametrize("kind", sorted(FIELDS, key=lambda k: k.__name__))
+def test_every_builder_sets_every_field_of_its_class(kind: type) -> None:
+    assert FIELDS[kind] == tuple(f.name for f in dataclasses.fields(kind))
+    assert "__post_init__" not in vars(kind)  # nothing a builder would skip
+
+
+def test_the_builders_make_what_the_constructors_make() -> None:
+    call = ToolCall("c1", "add", {"a": 1})
+    assert tool_call("c1", "add", {"a": 1}) == call
+    assert type(tool_call("c1", "add", {})) is ToolCall
+    block = text_block("hi")
+    assert block == TextBlock("hi")
+    assert block.type == "text"
+    assert repr(block) == repr(TextBlock("hi"))
+    error = ValueError("x")
+    when = datetime.now(UTC)
+    made = tool_result(call, [block], error, 0.5, when)
+    assert made == ToolResult(call, [TextBlock("hi")], error, 0.5, when)
+    assert made.details is None
+    assert made.terminate is False
+    assert made.is_error
+    pending = [PendingCall(call)]
+    messages = [Message("user", [TextBlock("q")])]
+    usage = Usage(1, 2, 3, 4)
+    fast = run_result(
+        "t", StopReason.END_TURN, 2, usage, 1, 0.1, 0.2, messages, None, "r", "o", pending
+    )
+    assert fast == RunResult(
+        text="t",
+        stop_reason=StopReason.END_TURN,
+        iterations=2,
+        usage=usage,
+        tool_calls=1,
+        tool_time=0.1,
+        duration=0.2,
+        messages=messages,
+        error=None,
+        run_id="r",
+        output="o",
+        pending=pending,
+    )
+    assert str(fast) == "t"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.text = "changed"  # type: ignore[misc]
+
+
+def test_usage_and_text_block_keep_their_dataclass_constructors() -> None:
+    import inspect
+
+    params = inspect.signature(Usage).parameters
+    assert [(p.name, p.default, p.kind) for p in params.values()] == [
+        (name, 0, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in FIELDS_OF_USAGE
+    ]
+    assert Usage(1, 2, cache_read_input_tokens=4) == Usage(1, 2, 0, 4)
+    assert Usage(1, 2, 3, 4).total_tokens == 10
+    assert dataclasses.replace(Usage(1), output_tokens=5) == Usage(1, 5)
+    assert list(inspect.signature(TextBlock).parameters) == ["text"]
+    assert TextBlock(text="x").type == "text"
+    assert dataclasses.replace(TextBlock("a"), text="b") == TextBlock("b")
+    with pytest.raises(TypeError):
+        TextBlock("a", "text")  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Usage().input_tokens = 1  # type: ignore[misc]
+
+
+FIELDS_OF_USAGE = [f.name for f in dataclasses.fields(Usage)]
+
+
+def test_the_streaming_check_answers_what_isinstance_answers() -> None:
+    from goagent_py.provider import StreamingProvider, _streams
+    from goagent_py.testing import FunctionProvider, ScriptedProvider
+
+    class Blocked(ScriptedProvider):
+        stream = None  # type: ignore[assignment]
+
+    class Registered:
+        pass
+
+    for provider in (ScriptedProvider(), FunctionProvider(lambda r: "x"), Blocked(), object()):
+        assert _streams(provider) == isinstance(provider, StreamingProvider)
+    assert _streams(ScriptedProvider())
+    assert not _streams(FunctionProvider(lambda r: "x"))
+    assert not _streams(Blocked())
+    assert not _streams(Registered())
