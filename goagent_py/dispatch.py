@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import marshal
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -181,10 +182,20 @@ _CANCEL_GRACE = 1.0
 
 
 # A call's validated arguments on their way to the tool: [call, tool, arguments or None once
-# used]. Through middlewares they travel in the context (a middleware may replace the call,
-# and then the tool validates what it gets).
+# used, the call's arguments as validated (marshal bytes)]. Through middlewares they travel in
+# the context (a middleware may replace the call, or change its arguments in place: then the
+# tool validates what it gets).
 _Validated = list[Any]
 _VALIDATED: ContextVar[_Validated | None] = ContextVar("goagent_dispatch_validated", default=None)
+
+
+def _arguments_key(arguments: Any) -> bytes | None:
+    """``arguments`` as bytes that tell any change apart, nested values and types included
+    (marshal, format 2: no references); None when marshal cannot write them."""
+    try:
+        return marshal.dumps(arguments, 2)
+    except ValueError:
+        return None
 
 
 def _not_a_failure(exc: BaseException) -> bool:
@@ -456,7 +467,11 @@ class Dispatcher:
         # validates again, as a call that was not validated before).
         if validated is not None and validated[0] is tc and validated[1] is tool:
             args = validated[2]
-            if args is not None and type(tool) is FunctionTool:
+            if (
+                args is not None
+                and type(tool) is FunctionTool
+                and (validated[3] is None or validated[3] == _arguments_key(tc.arguments))
+            ):
                 validated[2] = None
                 return tool._execute_validated(args)
         return tool.execute(dict(tc.arguments))
@@ -496,9 +511,15 @@ class Dispatcher:
         failure: Exception | None = None
         given: _Validated | None = None
         if validated is not None:
-            given = [call, self._tools[call.name], validated]
+            given = [call, self._tools[call.name], validated, None]
         try:
             chain = self._chain or self._build()
+            if given is not None and not self._bare:
+                # A middleware may change the arguments in place: the tool gets the loop's
+                # validation only for the arguments validated (nothing runs between the two on
+                # the bare path).
+                key = _arguments_key(call.arguments)
+                given = None if key is None else [*given[:3], key]
             if self._bare:
                 content = await self._execute_recovered(call, given)
             elif given is None:

@@ -322,3 +322,46 @@ async def test_bad_arguments_are_validated_once_and_the_model_reads_why() -> Non
     tool_message = provider.requests[1].messages[-1]
     assert tool_message.is_error
     assert tool_message.text == "Error: invalid arguments for tool 'count': n: not a number: 'x'"
+
+
+@pytest.mark.parametrize("change", ["top", "nested"])
+async def test_a_middleware_that_changes_the_arguments_in_place_has_them_validated(
+    change: str,
+) -> None:
+    # Review5: the same call object, its arguments changed in place by a middleware: the tool
+    # must run on what it now holds, validated, never on the loop's earlier validation.
+    seen: list[dict[str, Any]] = []
+    validations: list[dict[str, Any]] = []
+
+    def middleware(next_: Any) -> Any:
+        async def call(tc: ToolCall) -> Any:
+            if change == "top":
+                tc.arguments["n"] = "9"
+            else:
+                tc.arguments["tags"].append("late")
+            return await next_(tc)
+
+        return call
+
+    from goagent_py import FunctionTool, TextBlock, ToolDefinition
+
+    def validate(args: dict[str, Any]) -> dict[str, Any]:
+        validations.append({k: list(v) if isinstance(v, list) else v for k, v in args.items()})
+        return {"n": int(args["n"]), "tags": list(args.get("tags", []))}
+
+    async def run(args: dict[str, Any]) -> list[Any]:
+        seen.append(args)
+        return [TextBlock(str(args["n"] + 1))]
+
+    tool = FunctionTool(ToolDefinition("count", "Count on."), run, validate)
+    agent = Agent(
+        provider=one_call({"n": "41", "tags": ["a"]}),
+        tools=[tool],
+        dispatch_middlewares=[middleware],
+    )
+    assert (await agent.run("count")).text == "done"
+    if change == "top":
+        assert seen == [{"n": 9, "tags": ["a"]}]
+    else:
+        assert seen == [{"n": 41, "tags": ["a", "late"]}]
+    assert len(validations) == 2
