@@ -270,6 +270,7 @@ class SentenceTransformerEmbedder:
         """
         command = [
             sys.executable,
+            "-P",  # not the working directory first on its path: it may hold another goagent_py
             "-m",
             "goagent_py.providers._st_first_export",
             str(self._path),

@@ -35,3 +35,27 @@ def test_a_first_export_child_that_hangs_is_killed_and_the_parent_loads_torch(
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
         os.kill(pid, 0)
+
+
+def test_the_first_export_child_imports_this_package_not_one_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A folder holding another goagent_py (an older checkout, say) as the working directory:
+    # `python -m` puts the working directory first on the child's path, where this process may
+    # have imported goagent_py from elsewhere.
+    marker = tmp_path / "imposter ran"
+    fake = tmp_path / "goagent_py" / "providers"
+    fake.mkdir(parents=True)
+    (tmp_path / "goagent_py" / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "_st_first_export.py").write_text(
+        f"import pathlib, sys\npathlib.Path({str(marker)!r}).write_text('x')\nsys.exit(0)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the real child finds no model, offline
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    embedder = SentenceTransformerEmbedder(
+        str(tmp_path / "no model"), onnx_cache=str(tmp_path / "cache")
+    )
+    assert embedder._export_in_child() is False  # the real child: no model, nothing stored
+    assert not marker.exists()
