@@ -295,6 +295,8 @@ class Server:
     async def close(self) -> None:
         for user, thread_id in list(self.live):
             await self.drop(user, thread_id)
+        # A run that ended (its stream closed) may still be writing its turn's record.
+        await self.threads.recorded()
         self.threads.close()
 
     # -- runs ----------------------------------------------------------------------------

@@ -228,6 +228,13 @@ class ThreadStore:
         if pending:
             await asyncio.wait(list(pending))
 
+    async def recorded(self) -> None:
+        """Wait for every turn still being recorded (see :meth:`record_turn`): before the
+        store closes, so a turn whose stream ended keeps its record."""
+        pending = [task for tasks in self._turns.values() for task in tasks]
+        if pending:
+            await asyncio.wait(pending)
+
     async def durations(self, user: str, thread_id: str) -> dict[str, float]:
         """How long the thread's tool calls took, by call id (the calls recorded)."""
         await self._settled(user)

@@ -498,3 +498,33 @@ async def test_a_turn_whose_record_fails_is_logged_and_keeps_its_messages(
         assert helpers.sse_events(r.text)[-1]["type"] == "RUN_FINISHED"
         msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
         assert len(msgs) == 4
+
+
+async def test_a_server_closed_right_after_a_stream_ends_keeps_the_record_of_that_turn(
+    echo_app: Any, helpers: Any, db: str
+) -> None:
+    # Review5: the stream ends before the turn's record (the thread's time) is committed;
+    # closing the server then (its shutdown) must not drop that write.
+    import sqlite3
+
+    server = echo_app.server
+    write = server.threads._write
+
+    async def slow(fn: Any) -> Any:
+        await asyncio.sleep(0.3)  # the write still in flight when the close begins
+        return await write(fn)
+
+    async with helpers.client_for(echo_app) as client:
+        tid = await _thread(client, "t")
+        server.threads._write = slow
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "hi"})
+        assert helpers.sse_events(r.text)[-1]["type"] == "RUN_FINISHED"
+    await server.close()  # what the app's shutdown does
+    conn = sqlite3.connect(db)
+    try:
+        ((created, updated),) = conn.execute(
+            "SELECT created_at, updated_at FROM goagent_serve_threads WHERE thread_id = ?", (tid,)
+        ).fetchall()
+    finally:
+        conn.close()
+    assert updated > created
