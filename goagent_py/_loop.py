@@ -761,7 +761,24 @@ class Run:
             )
         return result
 
-    def _context(self, call: ToolCall, iteration: int, put: Callable[[Any], None]) -> ToolContext:
+    def _lazy_context(
+        self, call: ToolCall, iteration: int, put: Callable[[Any], None]
+    ) -> _LazyContext:
+        """The call's context, made when first asked for, from what holds now: the resume of
+        the call is read here, since the batch forgets it when it ends (a context first asked
+        for after that, by a task the tool started, still holds it)."""
+        resumed = self._inner.get(call.id) if self._inner else None
+        return _LazyContext(
+            self._context, self.o.max_tool_result_chars, call, iteration, put, resumed
+        )
+
+    def _context(
+        self,
+        call: ToolCall,
+        iteration: int,
+        put: Callable[[Any], None],
+        resumed: ToolResume | None,
+    ) -> ToolContext:
         def report(update: Any) -> None:
             put(ToolExecutionUpdate(call, update, path=self.path))
 
@@ -776,7 +793,7 @@ class Run:
             messages_source=self._current_messages,
             deps=self.deps,
             can_wait=True,
-            resumed=self._inner.get(call.id) if self._inner else None,
+            resumed=resumed,
         )
 
     def _current_messages(self) -> list[Message]:
@@ -796,9 +813,7 @@ class Run:
         self, iteration: int, message: Message, call: ToolCall, put: Callable[[Any], None]
     ) -> ToolResult:
         """The lone call of an inline batch (see :meth:`_inline`); its events go to ``put``."""
-        token = _current.set(
-            _LazyContext(self._context, self.o.max_tool_result_chars, call, iteration, put)
-        )
+        token = _current.set(self._lazy_context(call, iteration, put))
         # Each run sets its own sink (a quiet one too): a run inside the tool never reports to
         # the run around it.
         undo_sink = set_event_sink(put, self.path)
@@ -845,9 +860,7 @@ class Run:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
         async def one(index: int, call: ToolCall) -> None:
-            _current.set(
-                _LazyContext(self._context, self.o.max_tool_result_chars, call, iteration, put)
-            )
+            _current.set(self._lazy_context(call, iteration, put))
             set_event_sink(put, self.path)
             try:
                 result = await self._run_one(call, message, put)

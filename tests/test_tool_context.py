@@ -69,9 +69,9 @@ async def test_a_context_is_made_only_for_a_call_that_asks_and_once_per_call(
     made: list[str] = []
     real = Run._context
 
-    def counting(self: Run, call: ToolCall, iteration: int, put: Any) -> Any:
+    def counting(self: Run, call: ToolCall, *rest: Any) -> Any:
         made.append(call.id)
-        return real(self, call, iteration, put)
+        return real(self, call, *rest)
 
     monkeypatch.setattr(Run, "_context", counting)
     asked: list[Any] = []
@@ -104,3 +104,47 @@ async def test_a_context_is_made_only_for_a_call_that_asks_and_once_per_call(
     assert asked[3] is asked[4] is asked[5]
     assert [a.call.id for a in asked] == ["c1"] * 3 + ["c2"] * 3
     assert current_tool_context() is None
+
+
+async def test_a_context_first_asked_after_a_resumed_call_ended_still_holds_its_resume() -> None:
+    # Review5: the context is made on the first ask; one asked only after the call's batch
+    # ended (by a task the tool started) must say what it would have said during the call.
+    from goagent_py import Agent, Approve, PendingCall, tool
+    from goagent_py.testing import ScriptedProvider, tool_call_response
+
+    gate = asyncio.Event()
+    later: list[asyncio.Task[Any]] = []
+
+    async def ask_late() -> Any:
+        await gate.wait()
+        ctx = current_tool_context()
+        assert ctx is not None
+        return ctx.resumed
+
+    @tool
+    async def cleaner(folder: str) -> str:
+        """Cleans a folder."""
+        if not later:  # the first run: wait for a person's decision on an inner call
+            ctx = current_tool_context()
+            assert ctx is not None
+            assert ctx.resumed is None
+            inner = ToolCall("k1", "delete", {"folder": folder})
+            ctx.wait_for([PendingCall(inner)], {"step": 1})
+            later.append(asyncio.create_task(asyncio.sleep(0)))
+            return "waiting"
+        later.append(asyncio.create_task(ask_late()))  # asks only after the call ended
+        return "cleaned"
+
+    provider = ScriptedProvider(
+        tool_call_response(ToolCall("p1", "cleaner", {"folder": "tmp"})), "Done.", "Done."
+    )
+    agent = Agent(provider=provider, tools=[cleaner])
+    first = await agent.run("tidy up")
+    assert [p.id for p in first.pending] == ["p1/k1"]
+    result = await agent.resume({"p1/k1": Approve()}, history=first.messages)
+    assert result.text == "Done."
+    gate.set()
+    resumed = await later[-1]
+    assert resumed is not None
+    assert resumed.state == {"step": 1}
+    assert isinstance(resumed.decisions["k1"], Approve)
