@@ -27,14 +27,14 @@ def test_a_first_export_child_that_hangs_is_killed_and_the_parent_loads_torch(
     child.write_text(f"#!/bin/sh\necho $$ > '{pid_file}'\nexec sleep 20\n")
     child.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(child))
-    monkeypatch.setattr(st_module, "_EXPORT_TIMEOUT", 0.5)
+    monkeypatch.setattr(st_module, "_EXPORT_TIMEOUT", 2.0)
     embedder = SentenceTransformerEmbedder(
         str(tmp_path / "model dir"), onnx_cache=str(tmp_path / "cache")
     )
     assert embedder._export_in_child() is False  # nothing stored: the torch load follows
-    pid = int(pid_file.read_text())
-    with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
-        os.kill(pid, 0)
+    if pid_file.exists():  # (a machine slow enough may kill it before it wrote its pid)
+        with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
+            os.kill(int(pid_file.read_text()), 0)
 
 
 def test_the_first_export_child_imports_this_package_not_one_in_the_working_directory(
