@@ -17,6 +17,7 @@ import functools
 import importlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from types import TracebackType
@@ -91,7 +92,7 @@ class _Writer:
                 self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
             )
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
+                use_wal(conn, self.timeout)
                 # Every write of the file syncs at its commit (see SQLiteStorage's durability).
                 conn.execute("PRAGMA synchronous=FULL")
             except BaseException:
@@ -218,6 +219,31 @@ def vec_driver() -> Any:
     )
 
 
+def use_wal(conn: Any, timeout: float) -> None:
+    """``PRAGMA journal_mode=WAL`` on ``conn``, tried again for up to ``timeout`` seconds while
+    another connection holds the file.
+
+    Switching a new file to WAL takes an exclusive lock, and SQLite answers "database is
+    locked" at once there, without waiting in its busy handler, when another process opens
+    the same new file at the same moment (two workers starting on one chat file): without
+    this, one of them failed to open it.
+    """
+    import sqlite3
+
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
 def connect_vec(path: str) -> Any:
     sqlite_vec = importlib.import_module("sqlite_vec")
 
@@ -229,7 +255,7 @@ def connect_vec(path: str) -> Any:
         finally:
             conn.enable_load_extension(False)
         conn.execute("PRAGMA busy_timeout = 5000")
-        conn.execute("PRAGMA journal_mode = WAL")
+        use_wal(conn, 5.0)
     except BaseException:
         conn.close()
         raise

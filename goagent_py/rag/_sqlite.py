@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from goagent_py._sqlite import transaction as _transaction
+from goagent_py._sqlite import use_wal
 from goagent_py.errors import ConfigurationError, GoAgentError, MemoryStoreError
 
 T = TypeVar("T")
@@ -91,7 +92,7 @@ class SqliteTable:
                 conn = driver().connect(self._path, isolation_level=None, check_same_thread=False)
                 try:
                     conn.execute("PRAGMA busy_timeout = 5000")
-                    conn.execute("PRAGMA journal_mode = WAL")
+                    use_wal(conn, 5.0)
                     self._migrate(conn)
                 except ConfigurationError:
                     conn.close()

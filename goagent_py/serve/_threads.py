@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from goagent_py._sqlite import in_file_thread, shares_writes, write_in_file
+from goagent_py._sqlite import in_file_thread, shares_writes, use_wal, write_in_file
 from goagent_py.memory.storage.sqlite import delete_session
 from goagent_py.messages import Message, Role, TextBlock, ThinkingBlock
 
@@ -72,7 +72,7 @@ class ThreadStore:
                 conn = sqlite3.connect(
                     self.path, timeout=5.0, isolation_level=None, check_same_thread=False
                 )
-                conn.execute("PRAGMA journal_mode=WAL")
+                use_wal(conn, 5.0)
                 conn.execute(_SCHEMA)
                 conn.execute(_TIMES)
                 conn.execute(_LOGINS)

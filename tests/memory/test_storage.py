@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -431,3 +432,25 @@ async def test_sqlite_reads_decode_a_row_once_and_hand_out_copies(tmp_path: Path
         second = await storage.load()
         assert second == [*rich_turn(), user_message("more")]
         assert decoded == [0, 1, 2, 3, 4, 5]  # the second read decoded only the new row
+
+
+async def test_sqlite_opens_a_new_file_another_process_is_still_setting_up(tmp_path: Path) -> None:
+    """Two workers opening one new chat file at once: while the other holds the file's write
+    lock in its first transaction, switching the journal to WAL got "database is locked" at
+    once (SQLite does not wait in its busy handler there), and the open failed. It waits for
+    the lock now, up to the storage's timeout."""
+    path = tmp_path / "chat.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE setting_up (x)")
+    other.execute("BEGIN IMMEDIATE")  # the other process, inside its first transaction
+    release = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+    release.start()
+    try:
+        async with SQLiteStorage(path, session_id="s") as storage:
+            await storage.append([user_message("hello")])
+            assert [m.text for m in await storage.load()] == ["hello"]
+    finally:
+        release.join()
+        other.close()
+    with sqlite3.connect(path) as check:
+        assert check.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

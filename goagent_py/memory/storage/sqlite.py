@@ -36,7 +36,13 @@ from types import TracebackType
 from typing import TypeVar
 
 from goagent_py._deepcopy import snapshot_message
-from goagent_py._sqlite import in_file_thread, shares_writes, transaction, write_in_file
+from goagent_py._sqlite import (
+    in_file_thread,
+    shares_writes,
+    transaction,
+    use_wal,
+    write_in_file,
+)
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
@@ -164,7 +170,7 @@ class SQLiteStorage:
         return self._conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute("PRAGMA journal_mode=WAL")
+        use_wal(conn, self.timeout)
         conn.execute("PRAGMA synchronous=FULL")
         version = self._version(conn)
         if version == SCHEMA_VERSION:
