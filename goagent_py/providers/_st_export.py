@@ -281,7 +281,14 @@ def save_export(
             (staging / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
             if folder.exists():  # another process wrote it meanwhile, or a stale one
                 shutil.rmtree(folder, ignore_errors=True)
-            os.replace(staging, folder)
+            try:
+                os.replace(staging, folder)
+            except OSError:
+                # Another process (a second first start on this machine) put its export there
+                # between the removal and the rename: that one is kept, and the load that
+                # follows checks it against its probe vectors like any stored export.
+                if not (folder / "meta.json").is_file():
+                    raise
         finally:
             with contextlib.suppress(OSError):
                 shutil.rmtree(staging)

@@ -1,5 +1,6 @@
 """The local embedder's first export in a child process (review5): what the parent does when
-that child never finishes. No model is loaded: the child is a stand-in script."""
+that child never finishes or is not this package's, and two first starts storing one export at
+once. No model is loaded: the child is a stand-in script, the model a stand-in object."""
 
 from __future__ import annotations
 
@@ -61,3 +62,58 @@ def test_the_first_export_child_imports_this_package_not_one_in_the_working_dire
     )
     assert embedder._export_in_child() is False  # the real child: no model, nothing stored
     assert not marker.exists()
+
+
+def test_an_export_placed_by_another_first_start_during_the_rename_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two first starts on one machine (chat and serve) each export: when the other one puts
+    its export in place between this one's removal of the old folder and its rename, that
+    export is kept and reported as stored (it was "nothing stored", and the parent loaded
+    torch for good)."""
+    import numpy as np
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    from goagent_py.providers import _st_export
+
+    class Tok:
+        pad_token_id = 0
+        pad_token = "[PAD]"
+        backend_tokenizer = Tokenizer(WordLevel({"[PAD]": 0, "[UNK]": 1}, unk_token="[UNK]"))
+
+    class First:
+        max_seq_length = 8
+        do_lower_case = False
+
+    class Model:
+        tokenizer = Tok()
+
+        def __getitem__(self, index: int) -> First:
+            return First()
+
+    cache = tmp_path / "cache"
+    folder = cache / "key"
+    folder.mkdir(parents=True)
+    (folder / "meta.json").write_text("stale")
+    real_rmtree = _st_export.shutil.rmtree
+
+    def rmtree(path: object, *args: object, **kwargs: object) -> None:
+        real_rmtree(path, *args, **kwargs)  # type: ignore[arg-type]
+        if Path(str(path)) == folder:  # the other first start renames its export in now
+            folder.mkdir()
+            (folder / "meta.json").write_text("the other process's")
+
+    monkeypatch.setattr(_st_export.shutil, "rmtree", rmtree)
+    stored = _st_export.save_export(
+        cache,
+        "key",
+        graph=b"graph",
+        model=Model(),
+        names=["input_ids", "attention_mask"],
+        probes=("a probe",),
+        reference=np.zeros((1, 4), dtype=np.float32),
+    )
+    assert stored == folder
+    assert (folder / "meta.json").read_text() == "the other process's"
+    assert [p.name for p in cache.iterdir()] == ["key"]  # no staging folder left
