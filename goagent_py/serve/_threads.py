@@ -149,22 +149,16 @@ class ThreadStore:
         await self._write(q)
         return {"id": thread_id, "title": title, "created_at": now, "updated_at": now}
 
-    async def update(self, user: str, thread_id: str, title: str | None = None) -> bool:
-        """Rename (when ``title`` is given) and touch a thread; False if it is not the user's."""
+    async def update(self, user: str, thread_id: str, title: str) -> bool:
+        """Rename and touch a thread; False if it is not the user's. (A turn touches its thread
+        in :meth:`record_turn`.)"""
 
         def q(c: sqlite3.Connection) -> bool:
-            if title is None:
-                cur = c.execute(
-                    "UPDATE goagent_serve_threads SET updated_at = ? WHERE user = ? AND "
-                    "thread_id = ?",
-                    (time.time(), user, thread_id),
-                )
-            else:
-                cur = c.execute(
-                    "UPDATE goagent_serve_threads SET title = ?, updated_at = ? WHERE user = ? "
-                    "AND thread_id = ?",
-                    (title, time.time(), user, thread_id),
-                )
+            cur = c.execute(
+                "UPDATE goagent_serve_threads SET title = ?, updated_at = ? WHERE user = ? "
+                "AND thread_id = ?",
+                (title, time.time(), user, thread_id),
+            )
             return cur.rowcount > 0
 
         return await self._write(q)
