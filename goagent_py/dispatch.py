@@ -510,16 +510,15 @@ class Dispatcher:
         error: ToolError | None = None
         failure: Exception | None = None
         given: _Validated | None = None
-        if validated is not None:
-            given = [call, self._tools[call.name], validated, None]
         try:
             chain = self._chain or self._build()
-            if given is not None and not self._bare:
+            if validated is not None:
                 # A middleware may change the arguments in place: the tool gets the loop's
                 # validation only for the arguments validated (nothing runs between the two on
-                # the bare path).
-                key = _arguments_key(call.arguments)
-                given = None if key is None else [*given[:3], key]
+                # the bare path, so nothing to compare there).
+                key = None if self._bare else _arguments_key(call.arguments)
+                if self._bare or key is not None:
+                    given = [call, self._tools[call.name], validated, key]
             if self._bare:
                 content = await self._execute_recovered(call, given)
             elif given is None:
