@@ -279,14 +279,13 @@ _SHARED_MAX = 256
 
 def _recorded_tool(definition: ToolDefinition, recorded: Recorded) -> ToolDefinition:
     seen = recorded.get(id(definition))
+    fingerprint = _fingerprint(definition)
     # The same object (not a new one at a reused address) with the same value, types included
     # (``==`` holds 1, 1.0 and True equal; the model reads 1, 1.0 and true): its copy holds.
     if seen is not None and seen[0] is definition:
-        fingerprint = _fingerprint(definition)
         if fingerprint and fingerprint == seen[2]:
             return seen[1]
     else:
-        fingerprint = _fingerprint(definition)
         shared = _SHARED.get(id(definition)) if fingerprint else None
         # Another provider's copy, when neither the definition nor that copy (which its records
         # hold) changed since it was made.
