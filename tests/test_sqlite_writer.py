@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from goagent_py._sqlite import write_in_file
+from goagent_py._sqlite import NOT_HERE, read_here, use_wal, write_in_file
 from goagent_py.errors import MemoryStoreError
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 from goagent_py.messages import Message, Role, TextBlock
@@ -112,3 +112,45 @@ async def test_a_relative_path_writes_the_file_of_the_current_folder(
     for name in ("one", "two"):
         async with SQLiteStorage(tmp_path / name / "chat.db", session_id="s") as storage:
             assert len(await storage.load()) == 2
+
+
+def test_a_read_here_meets_a_busy_file_without_waiting_and_keeps_the_busy_timeout(
+    tmp_path: Path,
+) -> None:
+    # Issue 36: reads on the event loop; one that meets a lock must answer NOT_HERE at once
+    # (its caller reads in a worker then), never sleep in SQLite's busy handler on the loop.
+    path = tmp_path / "chat.db"
+    conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+    use_wal(conn, 60)
+    conn.execute("CREATE TABLE t (x)")
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # the file's write lock, held by another connection
+    # Let go after 10 s at the latest: a read_here waiting in the busy handler (60 s here)
+    # would then get the lock and return what fn returns instead of NOT_HERE.
+    late = threading.Timer(10, lambda: other.execute("ROLLBACK"))
+    late.start()
+    lock = threading.Lock()
+    try:
+        got = read_here(lock, lambda: conn, lambda c: c.execute("BEGIN IMMEDIATE"), busy_timeout=60)
+    finally:
+        late.cancel()
+        late.join()
+    assert got is NOT_HERE
+    assert conn.execute("PRAGMA busy_timeout").fetchone() == (60000,)  # restored
+    assert not conn.in_transaction
+    assert not lock.locked()
+    if other.in_transaction:
+        other.execute("ROLLBACK")
+
+    def count(c: sqlite3.Connection) -> tuple[int]:
+        return c.execute("SELECT count(*) FROM t").fetchone()  # type: ignore[no-any-return]
+
+    assert read_here(lock, lambda: conn, count, busy_timeout=60) == (0,)
+    with lock:  # the connection in use by another thread
+        assert read_here(lock, lambda: conn, count, busy_timeout=60) is NOT_HERE
+    assert read_here(lock, lambda: None, count, busy_timeout=60) is NOT_HERE  # not opened yet
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):  # other errors raise
+        read_here(lock, lambda: conn, lambda c: c.execute("SELECT * FROM absent"), busy_timeout=60)
+    assert not lock.locked()
+    other.close()
+    conn.close()

@@ -19,7 +19,14 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from goagent_py._sqlite import in_file_thread, shares_writes, use_wal, write_in_file
+from goagent_py._sqlite import (
+    NotHere,
+    in_file_thread,
+    read_here,
+    shares_writes,
+    use_wal,
+    write_in_file,
+)
 from goagent_py.memory.storage.sqlite import delete_session
 from goagent_py.messages import Message, Role, TextBlock, ThinkingBlock
 
@@ -82,6 +89,15 @@ class ThreadStore:
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await in_file_thread(self.path, lambda: self._run(fn))
 
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """The short read ``fn`` on the loop when nothing can make it wait (issue 36: a
+        thread hop costs more than the lookup), else in a worker thread."""
+        here = read_here(self._lock, self._opened, fn, busy_timeout=5.0)
+        return await self._call(fn) if isinstance(here, NotHere) else here
+
+    def _opened(self) -> sqlite3.Connection | None:
+        return self._conn
+
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run the write ``fn`` in one transaction, in the file's shared writer: the
         conversations' storages write the same file, and a thread's timestamp joins the commit
@@ -133,7 +149,7 @@ class ThreadStore:
                 return None
             return {"id": thread_id, "title": row[0], "created_at": row[1], "updated_at": row[2]}
 
-        return await self._call(q)
+        return await self._read(q)
 
     async def create(self, user: str, title: str, thread_id: str = "") -> dict[str, Any]:
         """A new thread for ``user`` (a random id unless given)."""
@@ -241,7 +257,7 @@ class ThreadStore:
             )
             return {call_id: duration for call_id, duration in found}
 
-        return await self._call(q)
+        return await self._read(q)
 
     # -- login sessions ----------------------------------------------------------------------
 
@@ -270,7 +286,7 @@ class ThreadStore:
             ).fetchone()
             return (row[0], row[1]) if row else None
 
-        return await self._call(q)
+        return await self._read(q)
 
     async def remove_login(self, token: str) -> None:
         """End a login session (nothing happens for an unknown token)."""
