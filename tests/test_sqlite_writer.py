@@ -154,3 +154,54 @@ def test_a_read_here_meets_a_busy_file_without_waiting_and_keeps_the_busy_timeou
     assert not lock.locked()
     other.close()
     conn.close()
+
+
+async def test_writes_one_after_another_keep_one_writer_thread_and_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 36: an idle writer ended its thread and closed its connection at once, and the
+    # next write (at 50 served users, ~0.2 times a turn) paid a new thread and connection.
+    from goagent_py import _sqlite
+
+    monkeypatch.setattr(_sqlite, "_LINGER", 60.0)  # however slow the machine, within it
+    path = str(tmp_path / "chat.db")
+    seen: list[tuple[threading.Thread, sqlite3.Connection]] = []
+
+    def write(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        seen.append((threading.current_thread(), conn))
+
+    for _ in range(3):
+        await write_in_file(path, write, busy_timeout=5.0)
+    assert all(thread is seen[0][0] and conn is seen[0][1] for thread, conn in seen)
+    monkeypatch.undo()
+    writer = _sqlite._writer(path, 5.0)
+    with writer._more:  # let it end now
+        writer._more.notify_all()
+    await asyncio.to_thread(seen[0][0].join)
+    assert writer._conn is None
+
+
+def test_exit_does_not_wait_for_an_idle_writer(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "chat.db"
+    code = (
+        "import asyncio, sys\n"
+        "from goagent_py import _sqlite\n"
+        "_sqlite._LINGER = 3600.0\n"
+        "def write(conn):\n"
+        "    conn.execute('CREATE TABLE t (x)')\n"
+        "    conn.execute('INSERT INTO t VALUES (7)')\n"
+        "asyncio.run(_sqlite.write_in_file(sys.argv[1], write, busy_timeout=5.0))\n"
+    )
+    # An exit that waited for the idle writer's linger would run into the timeout.
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT x FROM t").fetchall() == [(7,)]
+    conn.close()
