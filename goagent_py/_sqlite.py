@@ -18,7 +18,7 @@ import importlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -50,22 +50,20 @@ def read_here(
     lock: threading.Lock,
     opened: Callable[[], sqlite3.Connection | None],
     fn: Callable[[sqlite3.Connection], T],
-    *,
-    busy_timeout: float,
 ) -> T | NotHere:
     """Run the short read ``fn(conn)`` on the calling thread (the event loop's) if it cannot
     wait on anything, else :data:`NOT_HERE` (the caller then reads in a worker thread, with
     :func:`in_file_thread`, as before).
 
     It cannot wait on a lock: ``lock`` (the one guarding the connection) is taken only if
-    free, and SQLite's busy handler is off during the read (``PRAGMA busy_timeout=0``), so a
-    file that another connection holds (an exclusive lock, WAL recovery, a checkpoint
-    resetting the WAL) answers "busy" at once instead of sleeping up to ``busy_timeout``
-    seconds; that answer gives :data:`NOT_HERE`. ``opened()``, called with ``lock`` held,
-    gives the connection, or None when it is not open (opening migrates and may write: a
-    worker's job) or closed: :data:`NOT_HERE` too. ``busy_timeout`` is restored after the
-    read. Other SQLite errors are raised. Issue 36: a hop to a worker thread costs ~60-120 µs
-    of CPU, a read of a short conversation ~40 µs.
+    free, and the connection's owner keeps SQLite's busy handler off outside its worker calls
+    (``busy_timeout`` 0, see :func:`busy_waits`), so a file that another connection holds (an
+    exclusive lock, WAL recovery, a checkpoint resetting the WAL) answers "busy" at once
+    instead of sleeping; that answer gives :data:`NOT_HERE`. ``opened()``, called with
+    ``lock`` held, gives the connection, or None when it is not open (opening migrates and may
+    write: a worker's job) or closed: :data:`NOT_HERE` too. Other SQLite errors are raised.
+    Issue 36: a hop to a worker thread costs ~60-120 µs of CPU, a read of a short
+    conversation ~40 µs.
 
     What it cannot bound: a read from a disk that stalls (the pages of a served file are in
     the OS's cache), and SQLite's own short retries while another connection rewrites the
@@ -79,17 +77,27 @@ def read_here(
         conn = opened()
         if conn is None:
             return NOT_HERE
-        conn.execute("PRAGMA busy_timeout = 0")
         try:
             return fn(conn)
         except sqlite3.OperationalError as exc:
             if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
                 return NOT_HERE
             raise
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
     finally:
         lock.release()
+
+
+@contextlib.contextmanager
+def busy_waits(conn: sqlite3.Connection, timeout: float) -> Iterator[sqlite3.Connection]:
+    """SQLite's busy handler on (waiting up to ``timeout`` seconds for another connection's
+    lock) for a worker's call on ``conn``, off again after it: a connection that
+    :func:`read_here` also reads on the event loop stays at ``busy_timeout`` 0 otherwise (one
+    statement less per read there than switching it off and on around each)."""
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+    try:
+        yield conn
+    finally:
+        conn.execute("PRAGMA busy_timeout = 0")
 
 
 _SQLITE_BUSY = 5

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from goagent_py._sqlite import NOT_HERE, read_here, use_wal, write_in_file
+from goagent_py._sqlite import NOT_HERE, read_here, write_in_file
 from goagent_py.errors import MemoryStoreError
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 from goagent_py.messages import Message, Role, TextBlock
@@ -114,46 +114,46 @@ async def test_a_relative_path_writes_the_file_of_the_current_folder(
             assert len(await storage.load()) == 2
 
 
-def test_a_read_here_meets_a_busy_file_without_waiting_and_keeps_the_busy_timeout(
+async def test_a_storage_read_on_the_loop_meets_a_busy_file_without_waiting(
     tmp_path: Path,
 ) -> None:
     # Issue 36: reads on the event loop; one that meets a lock must answer NOT_HERE at once
-    # (its caller reads in a worker then), never sleep in SQLite's busy handler on the loop.
+    # (its caller reads in a worker then), never sleep in SQLite's busy handler on the loop:
+    # the storage keeps its connection's busy timeout at 0 outside its worker calls, which
+    # wait up to its timeout as before.
     path = tmp_path / "chat.db"
-    conn = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
-    use_wal(conn, 60)
-    conn.execute("CREATE TABLE t (x)")
+    storage = SQLiteStorage(path, session_id="s", timeout=60)
+    await storage.append(_turn(0))
+    assert len(await storage.load()) == 2  # opened
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")  # the file's write lock, held by another connection
-    # Let go after 10 s at the latest: a read_here waiting in the busy handler (60 s here)
-    # would then get the lock and return what fn returns instead of NOT_HERE.
+    # Let go after 10 s at the latest: a read on the loop waiting in the busy handler (60 s
+    # here) would then get the lock and return what fn returns instead of NOT_HERE.
     late = threading.Timer(10, lambda: other.execute("ROLLBACK"))
     late.start()
-    lock = threading.Lock()
     try:
-        got = read_here(lock, lambda: conn, lambda c: c.execute("BEGIN IMMEDIATE"), busy_timeout=60)
+        got = read_here(storage._lock, storage._opened, lambda c: c.execute("BEGIN IMMEDIATE"))
     finally:
         late.cancel()
         late.join()
     assert got is NOT_HERE
-    assert conn.execute("PRAGMA busy_timeout").fetchone() == (60000,)  # restored
-    assert not conn.in_transaction
-    assert not lock.locked()
+    assert not storage._lock.locked()
     if other.in_transaction:
         other.execute("ROLLBACK")
-
-    def count(c: sqlite3.Connection) -> tuple[int]:
-        return c.execute("SELECT count(*) FROM t").fetchone()  # type: ignore[no-any-return]
-
-    assert read_here(lock, lambda: conn, count, busy_timeout=60) == (0,)
-    with lock:  # the connection in use by another thread
-        assert read_here(lock, lambda: conn, count, busy_timeout=60) is NOT_HERE
-    assert read_here(lock, lambda: None, count, busy_timeout=60) is NOT_HERE  # not opened yet
-    with pytest.raises(sqlite3.OperationalError, match="no such table"):  # other errors raise
-        read_here(lock, lambda: conn, lambda c: c.execute("SELECT * FROM absent"), busy_timeout=60)
-    assert not lock.locked()
     other.close()
-    conn.close()
+
+    def timeout(c: sqlite3.Connection) -> int:
+        return int(c.execute("PRAGMA busy_timeout").fetchone()[0])
+
+    assert await asyncio.to_thread(storage._locked, timeout) == 60000  # a worker call waits
+    assert read_here(storage._lock, storage._opened, timeout) == 0  # and after it, no wait
+    assert len(await storage.load()) == 2
+    with storage._lock:  # the connection in use by another thread
+        assert read_here(storage._lock, storage._opened, timeout) is NOT_HERE
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):  # other errors raise
+        read_here(storage._lock, storage._opened, lambda c: c.execute("SELECT * FROM absent"))
+    await storage.aclose()
+    assert read_here(storage._lock, storage._opened, timeout) is NOT_HERE  # closed
 
 
 async def test_writes_one_after_another_keep_one_writer_thread_and_connection(

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from goagent_py._sqlite import (
     NotHere,
+    busy_waits,
     in_file_thread,
     read_here,
     shares_writes,
@@ -64,8 +65,9 @@ def session_key(user: str, thread_id: str) -> str:
 
 
 class ThreadStore:
-    """Threads per user in a SQLite file: reads on its own connection in a worker thread,
-    writes in the file's shared writer (``_sqlite.write_in_file``)."""
+    """Threads per user in a SQLite file: reads on its own connection (the short keyed ones on
+    the event loop when nothing can make them wait, ``_sqlite.read_here``; the rest in a worker
+    thread), writes in the file's shared writer (``_sqlite.write_in_file``)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -84,11 +86,14 @@ class ThreadStore:
                     conn.execute(_SCHEMA)
                     conn.execute(_TIMES)
                     conn.execute(_LOGINS)
+                    # Off outside worker calls: reads on the loop never wait (read_here).
+                    conn.execute("PRAGMA busy_timeout = 0")
                 except BaseException:
                     conn.close()  # the next call opens a fresh one
                     raise
                 self._conn = conn
-            return fn(self._conn)
+            with busy_waits(self._conn, 5.0) as conn:
+                return fn(conn)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await in_file_thread(self.path, lambda: self._run(fn))
@@ -96,7 +101,7 @@ class ThreadStore:
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """The short read ``fn`` on the loop when nothing can make it wait (issue 36: a
         thread hop costs more than the lookup), else in a worker thread."""
-        here = read_here(self._lock, self._opened, fn, busy_timeout=5.0)
+        here = read_here(self._lock, self._opened, fn)
         return await self._call(fn) if isinstance(here, NotHere) else here
 
     def _opened(self) -> sqlite3.Connection | None:

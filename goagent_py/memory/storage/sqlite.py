@@ -40,6 +40,7 @@ from typing import TypeVar
 from goagent_py._deepcopy import snapshot_message
 from goagent_py._sqlite import (
     NotHere,
+    busy_waits,
     in_file_thread,
     read_here,
     shares_writes,
@@ -167,6 +168,8 @@ class SQLiteStorage:
             )
             try:
                 self._migrate(conn)
+                # Off outside worker calls (_locked): reads on the loop never wait (read_here).
+                conn.execute("PRAGMA busy_timeout = 0")
             except BaseException:
                 conn.close()
                 raise
@@ -201,7 +204,8 @@ class SQLiteStorage:
     def _locked(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
             try:
-                return fn(self._open())
+                with busy_waits(self._open(), self.timeout) as conn:
+                    return fn(conn)
             except sqlite3.Error as exc:
                 raise self._translate(exc) from exc
 
@@ -239,7 +243,7 @@ class SQLiteStorage:
         # Issue 36: on the loop when nothing can make it wait (see _sqlite.read_here); the
         # first read opens (and migrates) the file in a worker thread.
         try:
-            here = read_here(self._lock, self._opened, self._rows, busy_timeout=self.timeout)
+            here = read_here(self._lock, self._opened, self._rows)
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
         if not isinstance(here, NotHere):
