@@ -706,10 +706,13 @@ class Run:
         if validate is not None:
             try:
                 validated = validate(dict(call.arguments))
-                shown = with_arguments(call, validated)
             except ToolArgumentsError as exc:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
+            # The call as validated, for whom sees it (the start event, a gate); a quiet run
+            # without a gate shows it to nobody.
+            if self.loud or o.before_tool_call is not None:
+                shown = with_arguments(call, validated)
         if self.loud:
             put(ToolExecutionStart(shown, path=self.path))
         reason: str | None = None
@@ -734,9 +737,9 @@ class Run:
             # A gate or hook may change the call's arguments in place before it runs: the tool
             # validates what it then gets, as it would on its own.
             validated = None
-        result = await self.dispatcher.execute(
-            call, validated=None if validated is None else dict(validated)
-        )
+        if validated is not None and shown is not call:
+            validated = dict(validated)  # the tool may change it; the call shown keeps its own
+        result = await self.dispatcher.execute(call, validated=validated)
         asked = _current.get()
         # A context nobody asked for (still lazy) recorded nothing.
         ctx = asked.made if type(asked) is _LazyContext else cast(ToolContext | None, asked)
@@ -1509,8 +1512,11 @@ class Run:
                         ended = True
                         return
                 self.pending_calls = []
-                for event in self._tool_messages(messages, results):
-                    yield event
+                if loud:
+                    for event in self._tool_messages(messages, results):
+                        yield event
+                else:
+                    self._add_tool_messages(messages, results)
                 if loud:
                     yield TurnEnd(i, message, results, path=self.path)
                 if self.control is not None:  # spare an async generator when it has nothing
@@ -1626,8 +1632,7 @@ class Run:
         self, messages: list[Message], results: list[ToolResult]
     ) -> Iterator[AgentEvent]:
         # A plain generator (nothing here awaits): no async generator to set up per turn.
-        self.tool_calls += len(results)
-        self.tool_time += sum(r.duration for r in results)
+        self._count(results)
         for result in results:  # rule 3: one result per call, in call order
             tool_msg = tool_message(result)
             self._append(messages, tool_msg)
@@ -1635,12 +1640,29 @@ class Run:
                 yield MessageStart(Role.TOOL, self.iterations - 1, tool_msg, path=self.path)
                 yield MessageEnd(tool_msg, path=self.path)
 
+    def _add_tool_messages(self, messages: list[Message], results: list[ToolResult]) -> None:
+        """:meth:`_tool_messages` of a quiet run: no event, so no generator (issue 36)."""
+        self._count(results)
+        for result in results:  # rule 3: one result per call, in call order
+            self._append(messages, tool_message(result))
+
+    def _count(self, results: list[ToolResult]) -> None:
+        self.tool_calls += len(results)
+        spent = 0.0
+        for r in results:  # the order sum() adds them in: the same float
+            spent += r.duration
+        self.tool_time += spent
+
     async def _stop_after(
         self, i: int, messages: list[Message], message: Message, results: list[ToolResult]
     ) -> bool:
         o = self.o
-        if results and all(r.terminate for r in results):
-            return True
+        for r in results:  # a loop, not all(<generator>): this runs every turn
+            if not r.terminate:
+                break
+        else:
+            if results:
+                return True
         if o.stop_on_denied and any(isinstance(r.error, ToolBlockedError) for r in results):
             return True
         if o.should_stop is not None:

@@ -303,7 +303,11 @@ class ScoredMessage:
 
 def text_from(blocks: list[ContentBlock]) -> str:
     """Join the non-empty text blocks of ``blocks`` with newlines."""
-    return "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
+    if type(blocks) is list and len(blocks) == 1:  # the common case, no generator (issue 36)
+        b = blocks[0]
+        if type(b) is TextBlock and type(b.text) is str:
+            return b.text
+    return "\n".join([b.text for b in blocks if isinstance(b, TextBlock) and b.text])
 
 
 def user_message(text: str) -> Message:
