@@ -820,9 +820,13 @@ class Run:
         # Each run sets its own sink (a quiet one too): a run inside the tool never reports to
         # the run around it.
         undo_sink = set_event_sink(put, self.path)
+        # :meth:`_run_one`, one coroutine layer fewer (issue 36).
+        release = take_place(self.dispatcher.tool(call.name), call)
         try:
-            return await self._run_one(call, message, put)
+            return await self._run_checked(call, message, put)
         finally:
+            if release is not None:
+                release()
             _current.reset(token)
             undo_sink()
 
@@ -1377,7 +1381,7 @@ class Run:
                         yield event
                 i = self.iterations
                 self.iterations += 1
-                if self._abort_due("now", "after_tools", "after_turn"):
+                if self.control is not None and self._abort_due("now", "after_tools", "after_turn"):
                     raise _Abort
                 if loud:
                     yield TurnStart(i, path=self.path)
@@ -1448,7 +1452,9 @@ class Run:
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
                     if loud:
                         yield TurnEnd(i, message, [], path=self.path)
-                    if self._abort_due("now", "after_tools", "after_turn"):
+                    if self.control is not None and self._abort_due(
+                        "now", "after_tools", "after_turn"
+                    ):
                         raise _Abort
                     taken = self.control.take_steering() if self.control is not None else []
                     queue: Literal["steering", "follow_up"] = "steering"
@@ -1528,7 +1534,7 @@ class Run:
                 if await self._stop_after(i, messages, message, results):
                     final = message
                     break
-                if self._abort_due("now", "after_tools", "after_turn"):
+                if self.control is not None and self._abort_due("now", "after_tools", "after_turn"):
                     raise _Abort
                 if self.control is not None:  # after the tool batch
                     async for event in self._steer(messages):
