@@ -362,7 +362,8 @@ class Agent(Generic[Deps, Out]):
             else self._options.output_spec(output_type)
         )
         messages = [] if prompt is None else to_messages(prompt, "run()")
-        await self._connect()
+        if not self._connected:  # every run after the first: no coroutine to make (issue 36)
+            await self._connect()
         if self._options.mcp_servers:
             await self._sync_mcp()  # the first run connects; a name clash raises here
         defs = [t.definition for t in self._tools.values()]
