@@ -1390,7 +1390,11 @@ class Run:
                 if self.control is not None and i == 0:  # later turns drained at their end
                     async for event in self._steer(messages):
                         yield event
-                request = await self._prepared(messages, i)
+                # :meth:`_prepared`, one coroutine layer fewer when it would only call this.
+                if self.control is None or o.transform_context is None:
+                    request = await self._request(messages, i)
+                else:
+                    request = await self._prepared(messages, i)
                 if self._compactions:
                     for compacted in self._drain_compactions():
                         yield compacted
@@ -1531,7 +1535,11 @@ class Run:
                 if over_budget:
                     async for event in self._budget_spent():
                         yield event
-                if await self._stop_after(i, messages, message, results):
+                # :meth:`_stop_after`, with no coroutine unless ``should_stop`` is set.
+                if self._stops(results) or (
+                    o.should_stop is not None
+                    and await self._asked_to_stop(i, messages, message, results)
+                ):
                     final = message
                     break
                 if self.control is not None and self._abort_due("now", "after_tools", "after_turn"):
@@ -1662,21 +1670,32 @@ class Run:
     async def _stop_after(
         self, i: int, messages: list[Message], message: Message, results: list[ToolResult]
     ) -> bool:
-        o = self.o
+        return self._stops(results) or (
+            self.o.should_stop is not None
+            and await self._asked_to_stop(i, messages, message, results)
+        )
+
+    def _stops(self, results: list[ToolResult]) -> bool:
+        """What of :meth:`_stop_after` needs no await: every result terminates, or a denial
+        stops the run (``stop_on_denied``)."""
         for r in results:  # a loop, not all(<generator>): this runs every turn
             if not r.terminate:
                 break
         else:
             if results:
                 return True
-        if o.stop_on_denied and any(isinstance(r.error, ToolBlockedError) for r in results):
-            return True
-        if o.should_stop is not None:
-            state = TurnState(i, list(messages), message, list(results))
-            try:
-                return bool(await _maybe_await(o.should_stop(state)))
-            except Exception as exc:
-                self.log.warning("should_stop raised; the run goes on: %s", exc)
+        return self.o.stop_on_denied and any(isinstance(r.error, ToolBlockedError) for r in results)
+
+    async def _asked_to_stop(
+        self, i: int, messages: list[Message], message: Message, results: list[ToolResult]
+    ) -> bool:
+        should_stop = self.o.should_stop
+        assert should_stop is not None
+        state = TurnState(i, list(messages), message, list(results))
+        try:
+            return bool(await _maybe_await(should_stop(state)))
+        except Exception as exc:
+            self.log.warning("should_stop raised; the run goes on: %s", exc)
         return False
 
     async def _budget_spent(self) -> AsyncGenerator[AgentEvent, None]:
