@@ -36,7 +36,7 @@ from goagent_py._call_gates import (
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
-from goagent_py._records import run_result
+from goagent_py._records import run_result, text_of
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
@@ -1166,7 +1166,7 @@ class Run:
                 yield event
         if stop or await self._stop_after(0, messages, message, finished):
             self._resume_final = message
-            self.last_text = message.text
+            self.last_text = text_of(message)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -1437,7 +1437,7 @@ class Run:
                 self.stop_reason = response.stop_reason
                 message = response.message
                 self._append(messages, message)  # rule 1: exactly as returned
-                self.last_text = message.text
+                self.last_text = text_of(message)
                 self.streaming_message = ""
                 if loud:
                     yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)

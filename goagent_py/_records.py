@@ -16,7 +16,7 @@ from typing import Any
 from goagent_py.messages import ContentBlock, Message, Role, StopReason, TextBlock, ToolCall, Usage
 from goagent_py.results import PendingCall, RunResult, ToolResult
 
-__all__ = ["FIELDS", "message", "run_result", "text_block", "tool_call", "tool_result"]
+__all__ = ["FIELDS", "message", "run_result", "text_block", "text_of", "tool_call", "tool_result"]
 
 _new = object.__new__
 
@@ -74,6 +74,19 @@ def message(
     out.is_error = is_error
     out.metadata = {}
     return out
+
+
+def text_of(message: Message) -> str:
+    """``message.text``; a plain message of no block or one text block without the join's
+    generator (the loop reads the text of every answer)."""
+    content = message.content
+    if type(message) is Message and type(content) is list and len(content) < 2:
+        if not content:
+            return ""
+        b = content[0]
+        if type(b) is TextBlock and type(b.text) is str:
+            return b.text
+    return message.text
 
 
 def tool_call(id: str, name: str, arguments: dict[str, Any]) -> ToolCall:

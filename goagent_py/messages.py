@@ -303,13 +303,7 @@ class ScoredMessage:
 
 def text_from(blocks: list[ContentBlock]) -> str:
     """Join the non-empty text blocks of ``blocks`` with newlines."""
-    if type(blocks) is list and len(blocks) < 2:  # the common cases, no generator (issue 36)
-        if not blocks:
-            return ""
-        b = blocks[0]
-        if type(b) is TextBlock and type(b.text) is str:
-            return b.text
-    return "\n".join([b.text for b in blocks if isinstance(b, TextBlock) and b.text])
+    return "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
 
 
 def user_message(text: str) -> Message:

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from goagent_py import Message, PendingCall, Role, RunResult, StopReason, TextBlock, ToolCall, Usage
-from goagent_py._records import FIELDS, message, run_result, text_block, tool_call, tool_result
+from goagent_py._records import (
+    FIELDS,
+    message,
+    run_result,
+    text_block,
+    text_of,
+    tool_call,
+    tool_result,
+)
 from goagent_py.results import ToolResult
 
 
@@ -73,6 +82,31 @@ def test_the_message_builder_makes_what_the_constructor_makes() -> None:
     assert plain.metadata is not other.metadata
     # The one thing __post_init__ does, the builder's callers never need: the role is a Role.
     assert type(Message("user").role) is Role
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        [],
+        [TextBlock("5")],
+        [TextBlock("")],
+        [TextBlock("a"), TextBlock("b")],
+        [TextBlock("a"), TextBlock("")],
+    ],
+)
+def test_text_of_is_the_messages_text(content: list[Any]) -> None:
+    made = Message(Role.ASSISTANT, content)
+    assert text_of(made) == made.text
+
+
+def test_text_of_a_message_subclass_is_its_own_text() -> None:
+    @dataclasses.dataclass(slots=True)
+    class Shouting(Message):
+        @property
+        def text(self) -> str:
+            return "LOUD"
+
+    assert text_of(Shouting(Role.ASSISTANT, [TextBlock("quiet")])) == "LOUD"
 
 
 def test_usage_and_text_block_keep_their_dataclass_constructors() -> None:
