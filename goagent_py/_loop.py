@@ -36,7 +36,7 @@ from goagent_py._call_gates import (
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
-from goagent_py._records import run_result
+from goagent_py._records import run_result, text_of
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
@@ -706,10 +706,13 @@ class Run:
         if validate is not None:
             try:
                 validated = validate(dict(call.arguments))
-                shown = with_arguments(call, validated)
             except ToolArgumentsError as exc:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
+            # The call as validated, for whom sees it (the start event, a gate); a quiet run
+            # without a gate shows it to nobody.
+            if self.loud or o.before_tool_call is not None:
+                shown = with_arguments(call, validated)
         if self.loud:
             put(ToolExecutionStart(shown, path=self.path))
         reason: str | None = None
@@ -734,9 +737,9 @@ class Run:
             # A gate or hook may change the call's arguments in place before it runs: the tool
             # validates what it then gets, as it would on its own.
             validated = None
-        result = await self.dispatcher.execute(
-            call, validated=None if validated is None else dict(validated)
-        )
+        if validated is not None and shown is not call:
+            validated = dict(validated)  # the tool may change it; the call shown keeps its own
+        result = await self.dispatcher.execute(call, validated=validated)
         asked = _current.get()
         # A context nobody asked for (still lazy) recorded nothing.
         ctx = asked.made if type(asked) is _LazyContext else cast(ToolContext | None, asked)
@@ -817,9 +820,13 @@ class Run:
         # Each run sets its own sink (a quiet one too): a run inside the tool never reports to
         # the run around it.
         undo_sink = set_event_sink(put, self.path)
+        # :meth:`_run_one`, one coroutine layer fewer (issue 36).
+        release = take_place(self.dispatcher.tool(call.name), call)
         try:
-            return await self._run_one(call, message, put)
+            return await self._run_checked(call, message, put)
         finally:
+            if release is not None:
+                release()
             _current.reset(token)
             undo_sink()
 
@@ -1159,7 +1166,7 @@ class Run:
                 yield event
         if stop or await self._stop_after(0, messages, message, finished):
             self._resume_final = message
-            self.last_text = message.text
+            self.last_text = text_of(message)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -1374,7 +1381,7 @@ class Run:
                         yield event
                 i = self.iterations
                 self.iterations += 1
-                if self._abort_due("now", "after_tools", "after_turn"):
+                if self.control is not None and self._abort_due("now", "after_tools", "after_turn"):
                     raise _Abort
                 if loud:
                     yield TurnStart(i, path=self.path)
@@ -1383,7 +1390,11 @@ class Run:
                 if self.control is not None and i == 0:  # later turns drained at their end
                     async for event in self._steer(messages):
                         yield event
-                request = await self._prepared(messages, i)
+                # :meth:`_prepared`, one coroutine layer fewer when it would only call this.
+                if self.control is None or o.transform_context is None:
+                    request = await self._request(messages, i)
+                else:
+                    request = await self._prepared(messages, i)
                 if self._compactions:
                     for compacted in self._drain_compactions():
                         yield compacted
@@ -1426,7 +1437,7 @@ class Run:
                 self.stop_reason = response.stop_reason
                 message = response.message
                 self._append(messages, message)  # rule 1: exactly as returned
-                self.last_text = message.text
+                self.last_text = text_of(message)
                 self.streaming_message = ""
                 if loud:
                     yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
@@ -1445,7 +1456,9 @@ class Run:
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
                     if loud:
                         yield TurnEnd(i, message, [], path=self.path)
-                    if self._abort_due("now", "after_tools", "after_turn"):
+                    if self.control is not None and self._abort_due(
+                        "now", "after_tools", "after_turn"
+                    ):
                         raise _Abort
                     taken = self.control.take_steering() if self.control is not None else []
                     queue: Literal["steering", "follow_up"] = "steering"
@@ -1509,8 +1522,11 @@ class Run:
                         ended = True
                         return
                 self.pending_calls = []
-                for event in self._tool_messages(messages, results):
-                    yield event
+                if loud:
+                    for event in self._tool_messages(messages, results):
+                        yield event
+                else:
+                    self._add_tool_messages(messages, results)
                 if loud:
                     yield TurnEnd(i, message, results, path=self.path)
                 if self.control is not None:  # spare an async generator when it has nothing
@@ -1519,10 +1535,14 @@ class Run:
                 if over_budget:
                     async for event in self._budget_spent():
                         yield event
-                if await self._stop_after(i, messages, message, results):
+                # :meth:`_stop_after`, with no coroutine unless ``should_stop`` is set.
+                if self._stops(results) or (
+                    o.should_stop is not None
+                    and await self._asked_to_stop(i, messages, message, results)
+                ):
                     final = message
                     break
-                if self._abort_due("now", "after_tools", "after_turn"):
+                if self.control is not None and self._abort_due("now", "after_tools", "after_turn"):
                     raise _Abort
                 if self.control is not None:  # after the tool batch
                     async for event in self._steer(messages):
@@ -1626,8 +1646,7 @@ class Run:
         self, messages: list[Message], results: list[ToolResult]
     ) -> Iterator[AgentEvent]:
         # A plain generator (nothing here awaits): no async generator to set up per turn.
-        self.tool_calls += len(results)
-        self.tool_time += sum(r.duration for r in results)
+        self._count(results)
         for result in results:  # rule 3: one result per call, in call order
             tool_msg = tool_message(result)
             self._append(messages, tool_msg)
@@ -1635,20 +1654,48 @@ class Run:
                 yield MessageStart(Role.TOOL, self.iterations - 1, tool_msg, path=self.path)
                 yield MessageEnd(tool_msg, path=self.path)
 
+    def _add_tool_messages(self, messages: list[Message], results: list[ToolResult]) -> None:
+        """:meth:`_tool_messages` of a quiet run: no event, so no generator (issue 36)."""
+        self._count(results)
+        for result in results:  # rule 3: one result per call, in call order
+            self._append(messages, tool_message(result))
+
+    def _count(self, results: list[ToolResult]) -> None:
+        self.tool_calls += len(results)
+        spent = 0.0
+        for r in results:  # the order sum() adds them in: the same float
+            spent += r.duration
+        self.tool_time += spent
+
     async def _stop_after(
         self, i: int, messages: list[Message], message: Message, results: list[ToolResult]
     ) -> bool:
-        o = self.o
-        if results and all(r.terminate for r in results):
-            return True
-        if o.stop_on_denied and any(isinstance(r.error, ToolBlockedError) for r in results):
-            return True
-        if o.should_stop is not None:
-            state = TurnState(i, list(messages), message, list(results))
-            try:
-                return bool(await _maybe_await(o.should_stop(state)))
-            except Exception as exc:
-                self.log.warning("should_stop raised; the run goes on: %s", exc)
+        return self._stops(results) or (
+            self.o.should_stop is not None
+            and await self._asked_to_stop(i, messages, message, results)
+        )
+
+    def _stops(self, results: list[ToolResult]) -> bool:
+        """What of :meth:`_stop_after` needs no await: every result terminates, or a denial
+        stops the run (``stop_on_denied``)."""
+        for r in results:  # a loop, not all(<generator>): this runs every turn
+            if not r.terminate:
+                break
+        else:
+            if results:
+                return True
+        return self.o.stop_on_denied and any(isinstance(r.error, ToolBlockedError) for r in results)
+
+    async def _asked_to_stop(
+        self, i: int, messages: list[Message], message: Message, results: list[ToolResult]
+    ) -> bool:
+        should_stop = self.o.should_stop
+        assert should_stop is not None
+        state = TurnState(i, list(messages), message, list(results))
+        try:
+            return bool(await _maybe_await(should_stop(state)))
+        except Exception as exc:
+            self.log.warning("should_stop raised; the run goes on: %s", exc)
         return False
 
     async def _budget_spent(self) -> AsyncGenerator[AgentEvent, None]:

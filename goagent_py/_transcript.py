@@ -16,6 +16,7 @@ from goagent_py._metadata_keys import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
 )
+from goagent_py._records import message as new_message
 from goagent_py.dispatch import error_text
 from goagent_py.errors import ToolAbortedError
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock, ThinkingBlock, ToolCall
@@ -85,12 +86,7 @@ def truncate_content(content: list[ContentBlock], limit: int) -> list[ContentBlo
 
 def tool_message(result: ToolResult) -> Message:
     """The tool message the model reads for ``result``."""
-    return Message(
-        Role.TOOL,
-        list(result.content),
-        tool_call_id=result.call.id,
-        is_error=result.error is not None,
-    )
+    return new_message(Role.TOOL, list(result.content), result.call.id, result.error is not None)
 
 
 def error_result(call: ToolCall, error: BaseException, text: str = "") -> ToolResult:
