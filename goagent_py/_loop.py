@@ -1154,8 +1154,11 @@ class Run:
         for event in self._tool_messages(messages, finished):
             yield event
         yield TurnEnd(0, message, finished, path=self.path)
-        if self.control is not None:
-            async for event in self._checkpoint():
+        # The batch answers a message stored already (the claim): its results are stored now,
+        # in a plain run too, so a later failure cannot leave that message with calls no
+        # resume reaches and no result answers (review6a).
+        if self.o.short_term_trace_tools:
+            async for event in self._persist(None):
                 yield event
         if stop or await self._stop_after(0, messages, message, finished):
             self._resume_final = message
@@ -1568,7 +1571,10 @@ class Run:
         half turn (rule 6)."""
         reason = "interrupted" if cancelled else "failed"
         self._close_open(self._messages, reason)
-        if self.control is None or not self.o.short_term_trace_tools:
+        # A resumed run whose decided batch was cut short stores it closed: its message is
+        # stored already, so without its results the record would be invalid (review6a).
+        batch_open = self.resume is not None and self._persisted == 0
+        if (self.control is None and not batch_open) or not self.o.short_term_trace_tools:
             return
         try:
             async for _ in self._persist(None):
@@ -1594,7 +1600,10 @@ class Run:
             if len(results) != len(calls):
                 results = [None] * len(calls)
             self._record_results(messages, calls, results, reason)
-        repaired = repair_transcript(self.new_messages, reason)
+        # A resumed run's first messages answer the message it resumed: repaired with it, so
+        # they are not taken for orphans and its calls that got no result are closed.
+        head = [] if self.resume is None else [self.resume.message]
+        repaired = repair_transcript(head + self.new_messages, reason)[len(head) :]
         if repaired != self.new_messages:
             self.new_messages = repaired
         return kept

@@ -20,18 +20,22 @@ from goagent_py import (
     ApprovalExpiredError,
     ApprovalPendingError,
     Approve,
+    CompletionResponse,
     ConfigurationError,
     Deny,
     ExternalTool,
     Message,
     NotPendingError,
+    ProviderError,
     Role,
     RunContext,
     Session,
     StopReason,
     ToolCall,
+    ToolExecutionEnd,
     ToolOutput,
     ToolsPending,
+    Usage,
     tool,
     validate_transcript,
 )
@@ -634,3 +638,107 @@ async def test_two_deciders_on_postgres_first_wins(pg_dsn: str) -> None:
     assert sorted(type(o).__name__ for o in outcomes) == ["ApprovalConflictError", "RunResult"]
     assert len(ran) == 1
     assert validate_transcript(stored, allow_pending=False) == []
+
+
+# -- a resumed run that fails or is cancelled after its decided batch started (review6a) --------
+
+
+async def test_a_resume_whose_next_model_call_fails_keeps_the_approved_calls_result(
+    tmp_path: Path,
+) -> None:
+    # The claim stored the decision on the waiting message; the approved call ran (its side
+    # effect happened). A provider error on the next model call must not drop that result: the
+    # stored message would be left with an unanswered call that no resume can reach.
+    ran: list[dict[str, Any]] = []
+    await deferred(tmp_path, ran)
+    memory = sqlite_memory(tmp_path / "chat.db")
+    agent = Agent(
+        provider=ScriptedProvider(ProviderError("overloaded")),
+        tools=[make_delete(ran)],
+        short_term_memory=memory,
+    )
+
+    with pytest.raises(ProviderError):
+        await agent.resume({"c1": Approve()})
+
+    assert ran == [{"folder": "tmp", "count": 3}]
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert stored[-1].tool_call_id == "c1"
+    assert "deleted 3 in tmp" in stored[-1].text
+    assert not stored[-1].is_error
+    # The next run's model reads that the call ran.
+    provider = ScriptedProvider("Noted.")
+    again = Agent(provider=provider, tools=[make_delete(ran)], short_term_memory=memory)
+    await again.run("what happened?")
+    assert "deleted 3 in tmp" in provider.requests[0].messages[2].text
+    assert ran == [{"folder": "tmp", "count": 3}]
+
+
+async def test_a_resume_cancelled_while_the_approved_call_runs_stores_the_call_closed(
+    tmp_path: Path,
+) -> None:
+    started = asyncio.Event()
+
+    @tool(requires_approval=True)
+    async def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: where.
+        """
+        started.set()
+        await asyncio.sleep(60)
+        return "deployed"
+
+    memory = sqlite_memory(tmp_path / "chat.db")
+    provider = ScriptedProvider(tool_call_response(ToolCall("c1", "deploy", {"target": "prod"})))
+    agent = Agent(provider=provider, tools=[deploy], short_term_memory=memory)
+    await agent.run("ship it")
+    task = asyncio.create_task(agent.resume({"c1": Approve()}))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert stored[-1].tool_call_id == "c1"
+    assert stored[-1].is_error
+
+
+async def test_a_streamed_resume_closed_before_its_batch_ran_stores_every_call_closed(
+    tmp_path: Path,
+) -> None:
+    ran: list[dict[str, Any]] = []
+    both = Message(
+        Role.ASSISTANT,
+        [],
+        tool_calls=[
+            ToolCall("c1", "delete_files", {"folder": "a", "count": 1}),
+            ToolCall("c2", "delete_files", {"folder": "b", "count": 2}),
+        ],
+    )
+    memory = sqlite_memory(tmp_path / "chat.db")
+    first = Agent(
+        provider=ScriptedProvider(CompletionResponse(both, StopReason.TOOL_USE, Usage())),
+        tools=[make_delete(ran)],
+        short_term_memory=memory,
+    )
+    await first.run("clean up")
+    agent = Agent(
+        provider=ScriptedProvider("Done."), tools=[make_delete(ran)], short_term_memory=memory
+    )
+
+    events = agent.stream_resume({"c1": Deny("no"), "c2": Approve()})
+    async for event in events:
+        if isinstance(event, ToolExecutionEnd):  # the denial's result: c2 has not run yet
+            break
+    await events.aclose()  # type: ignore[attr-defined]
+
+    assert ran == []
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert [(m.role, m.tool_call_id) for m in stored[2:]] == [(Role.TOOL, "c1"), (Role.TOOL, "c2")]
