@@ -40,6 +40,7 @@ from goagent_py._records import run_result
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
+    closing_tail,
     error_result,
     repair_transcript,
     strip_thinking,
@@ -384,6 +385,12 @@ class Run:
         start = time.perf_counter()
         try:
             past = await memory.messages()
+            # Calls the record ends on without results (a crash between a decision, or a
+            # batch's message, and its results) are closed in the record first (review6a).
+            closing = closing_tail(past)
+            if closing:
+                await memory.append(*closing)
+                past = past + closing
         except Exception as exc:
             yield HistoryLoad(0, time.perf_counter() - start, exc, path=self.path)
             raise MemoryStoreError(f"loading short-term history failed: {exc}") from exc

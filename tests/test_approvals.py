@@ -742,3 +742,107 @@ async def test_a_streamed_resume_closed_before_its_batch_ran_stores_every_call_c
     stored = await memory.transcript()
     assert validate_transcript(stored, allow_pending=False) == []
     assert [(m.role, m.tool_call_id) for m in stored[2:]] == [(Role.TOOL, "c1"), (Role.TOOL, "c2")]
+
+
+# -- a crash between a decision and its results (review6a) --------------------------------------
+
+
+async def test_a_plain_run_after_a_crash_between_a_decision_and_its_result_closes_the_call(
+    tmp_path: Path,
+) -> None:
+    # The claim (the decision, stored) and the batch's results are two writes: a process that
+    # dies between them leaves the decided call open and no longer waiting. A plain run on that
+    # conversation sent it as is (every vendor refuses a call without its result) and stored
+    # its turn after it, for good.
+    ran: list[dict[str, Any]] = []
+    agent, _ = await deferred(tmp_path, ran)
+    await agent.start_resume({"c1": Approve()}, streaming=False)  # claimed; then the "crash"
+
+    provider = ScriptedProvider("Sorry, I could not tell whether that ran.")
+    again = Agent(
+        provider=provider,
+        tools=[make_delete(ran)],
+        short_term_memory=sqlite_memory(tmp_path / "chat.db"),
+    )
+    await again.run("did it work?")
+
+    sent = provider.requests[0].messages
+    assert validate_transcript(sent) == []
+    assert [(m.role, m.tool_call_id) for m in sent[1:3]] == [
+        (Role.ASSISTANT, ""),
+        (Role.TOOL, "c1"),
+    ]
+    assert sent[2].is_error
+    stored = await sqlite_memory(tmp_path / "chat.db").transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert [m.role for m in stored] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.USER,
+        Role.ASSISTANT,
+    ]
+
+
+_CRASH_IN_TOOL = _RESUME.replace(
+    '    return "deleted"\n',
+    '    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n    return "deleted"\n',
+)
+assert _CRASH_IN_TOOL != _RESUME
+
+
+@pytest.mark.slow
+async def test_a_process_killed_in_an_approved_call_leaves_a_record_the_next_run_closes(
+    tmp_path: Path,
+) -> None:
+    ran: list[dict[str, Any]] = []
+    await deferred(tmp_path, ran)
+    log = tmp_path / "ran.log"
+    child = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", _CRASH_IN_TOOL, str(tmp_path / "chat.db"), str(log)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert child.returncode == -9, child.stderr
+    assert len(log.read_text().splitlines()) == 1  # the call ran; its result was never stored
+
+    provider = ScriptedProvider("Noted.")
+    again = Agent(
+        provider=provider,
+        tools=[make_delete(ran)],
+        short_term_memory=sqlite_memory(tmp_path / "chat.db"),
+    )
+    await again.run("did it work?")
+
+    assert validate_transcript(provider.requests[0].messages) == []
+    stored = await sqlite_memory(tmp_path / "chat.db").transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert ran == []
+
+
+async def test_a_session_loaded_before_another_process_crashed_after_a_decision_stays_one_record(
+    tmp_path: Path,
+) -> None:
+    ran: list[dict[str, Any]] = []
+    agent, _ = await deferred(tmp_path, ran)
+    provider = ScriptedProvider("Noted.")
+    session = Session(
+        Agent(
+            provider=provider,
+            tools=[make_delete(ran)],
+            short_term_memory=sqlite_memory(tmp_path / "chat.db"),
+        )
+    )
+    await session.load()  # the page open in one process...
+    await agent.start_resume({"c1": Approve()}, streaming=False)  # ...another decides, dies
+
+    with pytest.raises(NotPendingError):  # decided already
+        await session.resume({"c1": Approve()})
+    await session.prompt("did it work?")
+
+    stored = await sqlite_memory(tmp_path / "chat.db").transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert validate_transcript(provider.requests[0].messages) == []
+    assert session.transcript == stored
