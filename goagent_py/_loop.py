@@ -102,7 +102,7 @@ from goagent_py.events import (
     TurnEnd,
     TurnStart,
 )
-from goagent_py.guardrails import GuardrailContext, decide, guardrail_name
+from goagent_py.guardrails import GuardrailContext, GuardrailResult, decide, guardrail_name
 from goagent_py.hooks import HookContext, HookDispatcher, call_hook, call_in
 from goagent_py.memory.base import UpdatableMemory, store_always
 from goagent_py.messages import (
@@ -937,7 +937,26 @@ class Run:
             verdict = await decide(guard, value, context)
             return verdict, time.perf_counter() - start
 
-        decided = await asyncio.gather(*(timed(g) for g in guards))
+        async def together(
+            i: int, _: None, put: Callable[[Any], None]
+        ) -> list[tuple[GuardrailResult, float]]:
+            return list(await asyncio.gather(*(timed(g) for g in guards)))
+
+        if self.control is None:
+            decided = await together(0, None, _drop)
+        else:
+            # In a task an abort interrupts, as a summariser (issue 28): a guardrail that hangs
+            # (a model that never answers) never holds an abort (review6a).
+            decided = []
+            try:
+                async with contextlib.aclosing(self._interruptible(together, 0, None)) as items:
+                    async for item in items:
+                        if isinstance(item, list):
+                            decided = item
+            except _Abort:
+                if kind == "output":  # never checked: withheld from the result, as a trip is
+                    self.last_text, self.output_value = "", None
+                raise
         tripped: GuardrailTripped | None = None
         for guard, (verdict, duration) in zip(guards, decided, strict=True):
             name = guardrail_name(guard)
