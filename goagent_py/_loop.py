@@ -505,9 +505,13 @@ class Run:
         return "\n\n".join(parts)
 
     async def _prepared(self, messages: list[Message], iteration: int) -> CompletionRequest:
-        """:meth:`_request`; in a session with ``transform_context`` (a summariser may run
-        there), in a task an abort interrupts: a hung summariser never holds an abort."""
-        if self.control is None or self.o.transform_context is None:
+        """:meth:`_request`; in a session whose requests run user code (``transform_context``,
+        where a summariser may run, ``instructions``, ``prepare_turn``), in a task an abort
+        interrupts: a hung summariser or hook never holds an abort."""
+        o = self.o
+        if self.control is None or (
+            o.transform_context is None and not o.instructions and o.prepare_turn is None
+        ):
             return await self._request(messages, iteration)
 
         async def work(

@@ -261,3 +261,30 @@ async def test_abort_now_while_an_output_guardrail_decides_withholds_the_uncheck
     stored = await memory.transcript()
     assert validate_transcript(stored) == []
     assert session.transcript == stored
+
+
+@pytest.mark.parametrize("where", ["instructions", "prepare_turn"])
+async def test_abort_now_while_a_request_is_prepared_ends_the_run_at_once(
+    tmp_path: Path, where: str
+) -> None:
+    # The same for the other user code a request is built with: a dynamic system prompt that
+    # reads a database, a prepare_turn hook; each held abort("now") while it hung.
+    started = asyncio.Event()
+
+    async def hangs(value: Any) -> Any:
+        started.set()
+        await asyncio.Event().wait()
+
+    provider = ScriptedProvider("never sent")
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "chat.db", session_id="s"))
+    session = Session(Agent(provider=provider, short_term_memory=memory, **{where: hangs}))
+    task = asyncio.create_task(session.prompt("hello"))
+    await started.wait()
+    session.abort("now")
+    result = await asyncio.wait_for(task, 60)  # a hang guard, not a timing
+
+    assert result.stop_reason == "aborted"
+    assert provider.requests == []
+    stored = await memory.transcript()
+    assert validate_transcript(stored) == []
+    assert session.transcript == stored
