@@ -1020,6 +1020,25 @@ class Run:
         except ToolArgumentsError:
             return None
 
+    async def _holding(
+        self, iteration: int, message: Message, calls: list[ToolCall]
+    ) -> list[PendingCall]:
+        """:meth:`_held`; in a session with an approval policy (user code that may ask a
+        service), in a task an abort interrupts, as a summariser (review6a)."""
+        if self.control is None or self.o.requires_approval is None:
+            return await self._held(iteration, message, calls)
+
+        async def work(
+            i: int, given: list[ToolCall], put: Callable[[Any], None]
+        ) -> list[PendingCall]:
+            return await self._held(i, message, given)
+
+        async with contextlib.aclosing(self._interruptible(work, iteration, calls)) as items:
+            async for item in items:
+                if isinstance(item, list):
+                    return item
+        raise AssertionError("the held calls were not decided")  # pragma: no cover
+
     async def _held(
         self, iteration: int, message: Message, calls: list[ToolCall]
     ) -> list[PendingCall]:
@@ -1514,7 +1533,7 @@ class Run:
                         yield ToolExecutionStart(r.call, path=self.path)
                         yield ToolExecutionEnd(r, path=self.path)
                 else:
-                    held = await self._held(i, message, calls) if o.holds_calls else None
+                    held = await self._holding(i, message, calls) if o.holds_calls else None
                     if held:
                         async for event in self._defer(i, message, held):
                             yield event

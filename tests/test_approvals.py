@@ -846,3 +846,36 @@ async def test_a_session_loaded_before_another_process_crashed_after_a_decision_
     assert validate_transcript(stored, allow_pending=False) == []
     assert validate_transcript(provider.requests[0].messages) == []
     assert session.transcript == stored
+
+
+async def test_abort_now_while_an_approval_policy_decides_ends_the_run_at_once(
+    tmp_path: Path,
+) -> None:
+    # A policy that asks a remote service which never answers held abort("now") for good.
+    started = asyncio.Event()
+
+    async def policy(call: ToolCall, run: RunContext) -> bool:
+        started.set()
+        await asyncio.Event().wait()
+        return True
+
+    ran: list[dict[str, Any]] = []
+    memory = sqlite_memory(tmp_path / "chat.db")
+    provider = ScriptedProvider(tool_call_response(ToolCall("c1", "lookup", {"key": "k"})))
+    session = Session(
+        Agent(provider=provider, tools=[lookup], short_term_memory=memory, requires_approval=policy)
+    )
+    task = asyncio.create_task(session.prompt("look it up"))
+    await started.wait()
+    session.abort("now")
+    result = await asyncio.wait_for(task, 60)  # a hang guard, not a timing
+
+    assert result.stop_reason == "aborted"
+    assert ran == []
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert [(m.role, m.tool_call_id) for m in stored[1:]] == [
+        (Role.ASSISTANT, ""),
+        (Role.TOOL, "c1"),
+    ]
+    assert session.transcript == stored
