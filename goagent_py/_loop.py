@@ -1704,10 +1704,29 @@ class Run:
         if o.should_stop is not None:
             state = TurnState(i, list(messages), message, list(results))
             try:
-                return bool(await _maybe_await(o.should_stop(state)))
+                if self.control is None:
+                    return bool(await _maybe_await(o.should_stop(state)))
+                return await self._should_stop(state)
+            except _Abort:
+                raise
             except Exception as exc:
                 self.log.warning("should_stop raised; the run goes on: %s", exc)
         return False
+
+    async def _should_stop(self, state: TurnState) -> bool:
+        """``should_stop`` in a task an abort interrupts (a session run), as a summariser: one
+        that hangs never holds an abort (review6a)."""
+        should_stop = self.o.should_stop
+        assert should_stop is not None
+
+        async def work(i: int, given: TurnState, put: Callable[[Any], None]) -> bool:
+            return bool(await _maybe_await(should_stop(given)))
+
+        async with contextlib.aclosing(self._interruptible(work, state.iteration, state)) as items:
+            async for item in items:
+                if isinstance(item, bool):
+                    return item
+        raise AssertionError("should_stop gave no answer")  # pragma: no cover
 
     async def _budget_spent(self) -> AsyncGenerator[AgentEvent, None]:
         """The token budget ran out with tool calls pending (answered with errors above):
