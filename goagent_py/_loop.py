@@ -40,6 +40,7 @@ from goagent_py._records import run_result, text_of
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
+    closing_tail,
     error_result,
     repair_transcript,
     strip_thinking,
@@ -101,7 +102,7 @@ from goagent_py.events import (
     TurnEnd,
     TurnStart,
 )
-from goagent_py.guardrails import GuardrailContext, decide, guardrail_name
+from goagent_py.guardrails import GuardrailContext, GuardrailResult, decide, guardrail_name
 from goagent_py.hooks import HookContext, HookDispatcher, call_hook, call_in
 from goagent_py.memory.base import UpdatableMemory, store_always
 from goagent_py.messages import (
@@ -384,6 +385,12 @@ class Run:
         start = time.perf_counter()
         try:
             past = await memory.messages()
+            # Calls the record ends on without results (a crash between a decision, or a
+            # batch's message, and its results) are closed in the record first (review6a).
+            closing = closing_tail(past)
+            if closing:
+                await memory.append(*closing)
+                past = past + closing
         except Exception as exc:
             yield HistoryLoad(0, time.perf_counter() - start, exc, path=self.path)
             raise MemoryStoreError(f"loading short-term history failed: {exc}") from exc
@@ -498,9 +505,13 @@ class Run:
         return "\n\n".join(parts)
 
     async def _prepared(self, messages: list[Message], iteration: int) -> CompletionRequest:
-        """:meth:`_request`; in a session with ``transform_context`` (a summariser may run
-        there), in a task an abort interrupts: a hung summariser never holds an abort."""
-        if self.control is None or self.o.transform_context is None:
+        """:meth:`_request`; in a session whose requests run user code (``transform_context``,
+        where a summariser may run, ``instructions``, ``prepare_turn``), in a task an abort
+        interrupts: a hung summariser or hook never holds an abort."""
+        o = self.o
+        if self.control is None or (
+            o.transform_context is None and not o.instructions and o.prepare_turn is None
+        ):
             return await self._request(messages, iteration)
 
         async def work(
@@ -937,7 +948,26 @@ class Run:
             verdict = await decide(guard, value, context)
             return verdict, time.perf_counter() - start
 
-        decided = await asyncio.gather(*(timed(g) for g in guards))
+        async def together(
+            i: int, _: None, put: Callable[[Any], None]
+        ) -> list[tuple[GuardrailResult, float]]:
+            return list(await asyncio.gather(*(timed(g) for g in guards)))
+
+        if self.control is None:
+            decided = await together(0, None, _drop)
+        else:
+            # In a task an abort interrupts, as a summariser (issue 28): a guardrail that hangs
+            # (a model that never answers) never holds an abort (review6a).
+            decided = []
+            try:
+                async with contextlib.aclosing(self._interruptible(together, 0, None)) as items:
+                    async for item in items:
+                        if isinstance(item, list):
+                            decided = item
+            except _Abort:
+                if kind == "output":  # never checked: withheld from the result, as a trip is
+                    self.last_text, self.output_value = "", None
+                raise
         tripped: GuardrailTripped | None = None
         for guard, (verdict, duration) in zip(guards, decided, strict=True):
             name = guardrail_name(guard)
@@ -996,6 +1026,25 @@ class Run:
             return call
         except ToolArgumentsError:
             return None
+
+    async def _holding(
+        self, iteration: int, message: Message, calls: list[ToolCall]
+    ) -> list[PendingCall]:
+        """:meth:`_held`; in a session with an approval policy (user code that may ask a
+        service), in a task an abort interrupts, as a summariser (review6a)."""
+        if self.control is None or self.o.requires_approval is None:
+            return await self._held(iteration, message, calls)
+
+        async def work(
+            i: int, given: list[ToolCall], put: Callable[[Any], None]
+        ) -> list[PendingCall]:
+            return await self._held(i, message, given)
+
+        async with contextlib.aclosing(self._interruptible(work, iteration, calls)) as items:
+            async for item in items:
+                if isinstance(item, list):
+                    return item
+        raise AssertionError("the held calls were not decided")  # pragma: no cover
 
     async def _held(
         self, iteration: int, message: Message, calls: list[ToolCall]
@@ -1161,8 +1210,11 @@ class Run:
         for event in self._tool_messages(messages, finished):
             yield event
         yield TurnEnd(0, message, finished, path=self.path)
-        if self.control is not None:
-            async for event in self._checkpoint():
+        # The batch answers a message stored already (the claim): its results are stored now,
+        # in a plain run too, so a later failure cannot leave that message with calls no
+        # resume reaches and no result answers (review6a).
+        if self.o.short_term_trace_tools:
+            async for event in self._persist(None):
                 yield event
         if stop or await self._stop_after(0, messages, message, finished):
             self._resume_final = message
@@ -1390,8 +1442,9 @@ class Run:
                 if self.control is not None and i == 0:  # later turns drained at their end
                     async for event in self._steer(messages):
                         yield event
-                # :meth:`_prepared`, one coroutine layer fewer when it would only call this.
-                if self.control is None or o.transform_context is None:
+                # :meth:`_prepared`, one coroutine layer fewer outside a session (where it
+                # would only call this).
+                if self.control is None:
                     request = await self._request(messages, i)
                 else:
                     request = await self._prepared(messages, i)
@@ -1494,7 +1547,7 @@ class Run:
                         yield ToolExecutionStart(r.call, path=self.path)
                         yield ToolExecutionEnd(r, path=self.path)
                 else:
-                    held = await self._held(i, message, calls) if o.holds_calls else None
+                    held = await self._holding(i, message, calls) if o.holds_calls else None
                     if held:
                         async for event in self._defer(i, message, held):
                             yield event
@@ -1588,7 +1641,10 @@ class Run:
         half turn (rule 6)."""
         reason = "interrupted" if cancelled else "failed"
         self._close_open(self._messages, reason)
-        if self.control is None or not self.o.short_term_trace_tools:
+        # A resumed run whose decided batch was cut short stores it closed: its message is
+        # stored already, so without its results the record would be invalid (review6a).
+        batch_open = self.resume is not None and self._persisted == 0
+        if (self.control is None and not batch_open) or not self.o.short_term_trace_tools:
             return
         try:
             async for _ in self._persist(None):
@@ -1614,7 +1670,10 @@ class Run:
             if len(results) != len(calls):
                 results = [None] * len(calls)
             self._record_results(messages, calls, results, reason)
-        repaired = repair_transcript(self.new_messages, reason)
+        # A resumed run's first messages answer the message it resumed: repaired with it, so
+        # they are not taken for orphans and its calls that got no result are closed.
+        head = [] if self.resume is None else [self.resume.message]
+        repaired = repair_transcript(head + self.new_messages, reason)[len(head) :]
         if repaired != self.new_messages:
             self.new_messages = repaired
         return kept
@@ -1693,10 +1752,29 @@ class Run:
         assert should_stop is not None
         state = TurnState(i, list(messages), message, list(results))
         try:
-            return bool(await _maybe_await(should_stop(state)))
+            if self.control is None:
+                return bool(await _maybe_await(should_stop(state)))
+            return await self._should_stop(state)
+        except _Abort:
+            raise
         except Exception as exc:
             self.log.warning("should_stop raised; the run goes on: %s", exc)
         return False
+
+    async def _should_stop(self, state: TurnState) -> bool:
+        """``should_stop`` in a task an abort interrupts (a session run), as a summariser: one
+        that hangs never holds an abort (review6a)."""
+        should_stop = self.o.should_stop
+        assert should_stop is not None
+
+        async def work(i: int, given: TurnState, put: Callable[[Any], None]) -> bool:
+            return bool(await _maybe_await(should_stop(given)))
+
+        async with contextlib.aclosing(self._interruptible(work, state.iteration, state)) as items:
+            async for item in items:
+                if isinstance(item, bool):
+                    return item
+        raise AssertionError("should_stop gave no answer")  # pragma: no cover
 
     async def _budget_spent(self) -> AsyncGenerator[AgentEvent, None]:
         """The token budget ran out with tool calls pending (answered with errors above):

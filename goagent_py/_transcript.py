@@ -25,6 +25,7 @@ from goagent_py.results import ToolResult
 __all__ = [
     "SYNTHETIC_METADATA_KEY",
     "UI_ONLY_KEY",
+    "closing_tail",
     "error_result",
     "repair_transcript",
     "strip_thinking",
@@ -127,3 +128,20 @@ def repair_transcript(messages: list[Message], reason: str = "interrupted") -> l
                 found = synthetic(tool_message(error_result(call, error)), reason)
             out.append(found)
     return out
+
+
+def closing_tail(messages: list[Message], reason: str = "interrupted") -> list[Message]:
+    """The error results that close the tool calls a stored transcript ends on without their
+    results (a crash between the message that made a batch, or the decision on its calls, and
+    the batch's results): what to append so the log is valid again. Empty when it ends
+    closed, or on calls that wait for decisions. Only the last message is looked at unless it
+    could be open, so a transcript that ends on an answer costs nothing."""
+    last = messages[-1] if messages else None
+    if last is None or not (
+        last.role is Role.TOOL or (last.tool_calls and last.role is Role.ASSISTANT)
+    ):
+        return []
+    repaired = repair_transcript(messages, reason)
+    if len(repaired) > len(messages) and repaired[: len(messages)] == messages:
+        return repaired[len(messages) :]
+    return []
