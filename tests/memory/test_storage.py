@@ -479,6 +479,42 @@ async def test_sqlite_reads_after_the_first_run_on_the_loop_unless_the_connectio
         holder.join()
 
 
+async def test_sqlite_reads_of_a_long_conversation_or_many_new_rows_leave_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event loop is the application's: a conversation past the on-loop size, or a read
+    that finds many rows written elsewhere to decode, is read in a worker, with the same
+    messages."""
+    import goagent_py.memory.storage.sqlite as module
+
+    hops: list[str] = []
+    real = module.in_file_thread
+
+    async def counting(path: str, fn: Any) -> Any:
+        hops.append(path)
+        return await real(path, fn)
+
+    monkeypatch.setattr(module, "in_file_thread", counting)
+    monkeypatch.setattr(module, "_ON_LOOP_ROWS", 8)
+    monkeypatch.setattr(module, "_ON_LOOP_DECODES", 4)
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path, session_id="s") as storage:
+        assert await storage.load() == []
+        async with SQLiteStorage(path, session_id="s") as other:
+            await other.append([user_message(f"m{i}") for i in range(6)])  # 6 new rows > 4
+        hops.clear()
+        assert [m.text for m in await storage.load()] == [f"m{i}" for i in range(6)]
+        assert len(hops) == 1  # decoded in a worker
+        hops.clear()
+        assert len(await storage.load()) == 6
+        assert hops == []  # short, nothing new: on the loop
+        await storage.append([user_message(f"n{i}") for i in range(4)])
+        assert len(await storage.load()) == 10  # read on the loop, 10 rows > 8 now known
+        hops.clear()
+        assert [m.text for m in await storage.load()][-1] == "n3"
+        assert len(hops) == 1  # a long conversation: in a worker
+
+
 async def test_sqlite_opens_a_new_file_another_process_is_still_setting_up(tmp_path: Path) -> None:
     """Two workers opening one new chat file at once: while the other holds the file's write
     lock in its first transaction, switching the journal to WAL got "database is locked" at

@@ -39,6 +39,7 @@ from typing import TypeVar
 
 from goagent_py._deepcopy import snapshot_message
 from goagent_py._sqlite import (
+    NOT_HERE,
     NotHere,
     busy_waits,
     in_file_thread,
@@ -92,6 +93,12 @@ def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
 def _summary(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+# A read runs on the event loop only for a conversation of at most this many rows (a copy of a
+# decoded row costs ~2 µs) with at most this many new rows to decode (~8.5 µs each).
+_ON_LOOP_ROWS = 512
+_ON_LOOP_DECODES = 32
 
 
 class SQLiteStorage:
@@ -240,13 +247,19 @@ class SQLiteStorage:
                 (:class:`~goagent_py.errors.CorruptedDataError`, naming the session and the
                 row's ``seq``).
         """
-        # Issue 36: on the loop when nothing can make it wait (see _sqlite.read_here); the
-        # first read opens (and migrates) the file in a worker thread.
-        try:
-            here = read_here(self._lock, self._opened, self._rows)
-        except sqlite3.Error as exc:
-            raise self._translate(exc) from exc
+        # Issue 36: on the loop when nothing can make it wait (see _sqlite.read_here) and the
+        # conversation is short; the first read opens (and migrates) the file in a worker
+        # thread, and a long conversation, or one with many rows to decode, is read there too:
+        # the event loop is the application's, never held for long.
+        here: list[tuple[int, str, bytes]] | NotHere = NOT_HERE
+        if len(self._memo) <= _ON_LOOP_ROWS:
+            try:
+                here = read_here(self._lock, self._opened, self._rows)
+            except sqlite3.Error as exc:
+                raise self._translate(exc) from exc
         if not isinstance(here, NotHere):
+            if len(here) - len(self._memo) > _ON_LOOP_DECODES:
+                return await in_file_thread(self.path, lambda: self._decoded(here))
             if self._memo_lock.acquire(blocking=False):  # else a worker decodes it
                 try:
                     return self._decode(here)
