@@ -60,7 +60,7 @@ from goagent_py.approvals import (
     pending_metadata,
     under,
 )
-from goagent_py.budget import current_budget
+from goagent_py.budget import active_budgets, before_call
 from goagent_py.dispatch import Dispatcher, set_event_sink
 from goagent_py.errors import (
     ApprovalPendingError,
@@ -1396,9 +1396,9 @@ class Run:
                     if len(messages) != before:
                         request = await self._prepared(messages, i)
                 self._injected = False
-                budget = current_budget()  # the run-wide budget: once per call, at any depth
-                if budget is not None:
-                    budget.before_call()
+                # Every enclosing budget, once per call each, at any depth.
+                budgets = active_budgets()
+                before_call(budgets)
                 if loud:
                     yield ModelRequest(i, request, path=self.path)
                     yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
@@ -1420,7 +1420,7 @@ class Run:
                             else:
                                 yield item
                 assert response is not None
-                if budget is not None:
+                for budget in budgets:
                     budget.charge(response.usage)
                 self.usage = self.usage + response.usage
                 self.stop_reason = response.stop_reason
