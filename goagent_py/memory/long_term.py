@@ -592,6 +592,8 @@ class LongTermMemory:
             message = fact if text == fact.text else _reworded(fact, text)
             id = f"{session}:{message_digest(message)}:0"
             if d.op == "ADD":
+                if id in candidates:
+                    continue  # stored already, under the same id: its record stays as it is
                 change = self._change("add", now, fact, decider=decider, text=text)
                 before = past[id].history if id in past else ()
                 out.append((id, _fact_entry(message, session, now, change, before)))

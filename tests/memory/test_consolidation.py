@@ -438,3 +438,21 @@ async def test_a_fact_said_again_after_it_was_forgotten_keeps_its_history(
     (again,) = await m.records(session="alice", states=ALL)
     assert again.state == "current"
     assert [c.op for c in again.history] == ["add", "delete", "add"]
+
+
+async def test_a_fact_added_again_under_its_own_id_keeps_its_record() -> None:
+    # A retried turn (a durable store activity run twice) whose decider answers ADD for what
+    # is already stored under the same id: the memory stays as it was, history included.
+    store = InMemoryVectorStore()
+    rules = memory(store, decider=RuleDecider())
+    await rules.store([said("I live in Lisbon.", message="m1")], session="alice")
+    await rules.store([said("I live in Porto.", message="m2")], session="alice")
+    (porto,) = await rules.records(session="alice")
+    assert [c.op for c in porto.history] == ["add", "update"]
+
+    always_add = memory(store, decider=Broken(lambda c: [Decision(fact=0, op="ADD")]))
+    await always_add.store([said("I live in Porto.", message="m2")], session="alice")
+    (again,) = await always_add.records(session="alice")
+    assert again.id == porto.id
+    assert [c.op for c in again.history] == ["add", "update"]
+    assert again.created_at == porto.created_at
