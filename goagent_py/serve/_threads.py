@@ -72,10 +72,14 @@ class ThreadStore:
                 conn = sqlite3.connect(
                     self.path, timeout=5.0, isolation_level=None, check_same_thread=False
                 )
-                use_wal(conn, 5.0)
-                conn.execute(_SCHEMA)
-                conn.execute(_TIMES)
-                conn.execute(_LOGINS)
+                try:
+                    use_wal(conn, 5.0)
+                    conn.execute(_SCHEMA)
+                    conn.execute(_TIMES)
+                    conn.execute(_LOGINS)
+                except BaseException:
+                    conn.close()  # the next call opens a fresh one
+                    raise
                 self._conn = conn
             return fn(self._conn)
 

@@ -451,3 +451,28 @@ async def test_a_run_started_beside_its_worker_gets_its_first_workflow_task_in_t
     assert eager == [True, False, False]
     timed_out = EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
     assert [sum(e.event_type == timed_out for e in h.events) for h in histories] == [0, 0, 0]
+
+
+async def test_a_run_asking_for_eager_start_on_a_server_that_refuses_it_starts_as_usual() -> None:
+    """The eager request is a hint: a server with eager start turned off starts the run
+    through its task queue, and the run ends as any other, without a task timeout."""
+    from conftest import temporal_cli
+
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_cli(),
+        dev_server_extra_args=[
+            *("--dynamic-config-value", "system.enableEagerWorkflowStart=false"),
+        ],
+    )
+    try:
+        durable, registry = durable_with(InMemoryStorage())
+        async with create_worker(env.client, [durable], registry=registry):
+            handle = await durable.start(env.client, "add 2 and 3")
+            result = await result_of(handle)
+            history = await handle.fetch_history()
+    finally:
+        await env.shutdown()
+    assert result.text == "the sum is 5"
+    assert getattr(handle, "__temporal_eagerly_started", None) is False
+    timed_out = EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
+    assert sum(e.event_type == timed_out for e in history.events) == 0

@@ -528,3 +528,34 @@ async def test_a_server_closed_right_after_a_stream_ends_keeps_the_record_of_tha
     finally:
         conn.close()
     assert updated > created
+
+
+async def test_a_thread_index_whose_file_cannot_be_set_up_leaves_no_connection_open(
+    tmp_path: Any,
+) -> None:
+    """A file that is not a database: each call raises, and none keeps the file open
+    (every failed set-up closes its connection; the next call tries a fresh one)."""
+    import os
+    import sqlite3
+
+    from goagent_py.serve._threads import ThreadStore
+
+    path = tmp_path / "serve.db"
+    path.write_bytes(b"not a database, " * 512)
+
+    def open_handles() -> int:
+        fds = os.listdir("/proc/self/fd")
+        targets = []
+        for fd in fds:
+            try:
+                targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:
+                continue
+        return sum(t.startswith(str(path)) for t in targets)
+
+    threads = ThreadStore(str(path))
+    for _ in range(3):
+        with pytest.raises(sqlite3.DatabaseError):
+            await threads.create("u", "T")
+    assert open_handles() == 0
+    threads.close()
