@@ -456,3 +456,24 @@ async def test_a_fact_added_again_under_its_own_id_keeps_its_record() -> None:
     assert again.id == porto.id
     assert [c.op for c in again.history] == ["add", "update"]
     assert again.created_at == porto.created_at
+
+
+async def test_two_facts_of_a_turn_changing_one_memory_leave_the_last_current() -> None:
+    # A model decider answering for "I moved to Madrid. No wait, to Porto." may change the
+    # same memory twice: the later fact is the one that stands (it was added beside the first
+    # change, leaving two current homes).
+    store = InMemoryVectorStore()
+    await memory(store, decider=RuleDecider()).store([said("I live in Lisbon.")], session="alice")
+
+    def twice(candidates: Sequence[MemoryRecord]) -> Sequence[Decision]:
+        (lisbon,) = candidates
+        return [
+            Decision(fact=0, op="UPDATE", target=lisbon.id, text="I live in Madrid."),
+            Decision(fact=1, op="UPDATE", target=lisbon.id, text="I live in Porto."),
+        ]
+
+    m = memory(store, decider=Broken(twice))
+    await m.store([said("I moved to Madrid."), said("No wait, to Porto.")], session="alice")
+    assert [r.text for r in await m.records(session="alice")] == ["I live in Porto."]
+    (old,) = await m.records(session="alice", states=("superseded", "deleted"))
+    assert old.text == "I live in Lisbon."
