@@ -1185,11 +1185,13 @@ class Run:
         return self.last_text if self.output is None else self.output_value
 
     async def _judge(
-        self, message: Message, cut_off: bool, max_tokens: int | None
+        self, message: Message, stop: StopReason, max_tokens: int | None
     ) -> Verdict | None:
-        """The verdict on ``message`` as the run's answer (``cut_off``: it ended at the token
-        limit, ``max_tokens`` when the request set one), or None when it is not one yet (it
-        calls tools). Raises OutputValidationError when the retries are spent."""
+        """The verdict on ``message`` as the run's answer (``stop``: why its response ended;
+        ``max_tokens`` when the request set one), or None when it is not one yet (it calls
+        tools). Raises OutputValidationError when the retries are spent, or at once when the
+        model refused (asking again only repeats a refusal)."""
+        cut_off = stop == StopReason.MAX_TOKENS
         spec = self.output
         assert spec is not None
         found = spec.candidate(message, self.output_mode)
@@ -1206,6 +1208,8 @@ class Run:
             self.output_value = verdict.value
             self.last_text = self.last_text or verdict.raw
             return verdict
+        if stop == StopReason.REFUSAL:
+            raise spec.failed(verdict, refused=True)
         self._output_tries += 1
         if self._output_tries > spec.retries:
             raise spec.failed(verdict)
@@ -1430,10 +1434,13 @@ class Run:
                 self.streaming_message = ""
                 if loud:
                     yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
-                cut_off = response.stop_reason == StopReason.MAX_TOKENS
                 if (
                     self.output is not None
-                    and (verdict := await self._judge(message, cut_off, request.max_tokens))
+                    and (
+                        verdict := await self._judge(
+                            message, response.stop_reason, request.max_tokens
+                        )
+                    )
                     is not None
                 ):
                     for event in self._output_turn(messages, i, message, verdict):
