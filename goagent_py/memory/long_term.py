@@ -785,13 +785,25 @@ class LongTermMemory:
         """Delete what :meth:`store` stored for ``messages`` under ``session``.
 
         Only meaningful without a chunker or with a deterministic one (it re-chunks to find
-        the chunk ids).
+        the chunk ids). A fact a decider stored in other words (the rule decider's "I live in
+        Porto." for "I moved to Porto last month.", under another id) is found by the message
+        it came from (its record's source message) when the store can list.
         """
         ids = [
             f"{session}:{message_digest(m)}:{i}"
             for m in messages
             for i in range(len(self._chunks(m)))
         ]
+        if isinstance(self.vector_store, ListableStore):
+            sources = {_source_message(m) for m in messages if m.role is Role.USER}
+            listed = await self.vector_store.entries({SESSION_KEY: session})
+            ids += [
+                s.id
+                for s in listed
+                if s.message.role is Role.USER
+                and s.message.metadata.get(SOURCE_MESSAGE_KEY) in sources
+                and s.id not in ids
+            ]
         if isinstance(self.vector_store, BulkVectorStore):
             await self.vector_store.delete_batch(ids)
         else:

@@ -477,3 +477,22 @@ async def test_two_facts_of_a_turn_changing_one_memory_leave_the_last_current() 
     assert [r.text for r in await m.records(session="alice")] == ["I live in Porto."]
     (old,) = await m.records(session="alice", states=("superseded", "deleted"))
     assert old.text == "I live in Lisbon."
+
+
+async def test_forget_removes_a_fact_stored_in_other_words(
+    make_store: Callable[[], VectorStore],
+) -> None:
+    # The rule decider stores "I moved to Porto last month." as "I live in Porto." (another
+    # entry id): forgetting the message the user sent removes what it stored.
+    m = memory(make_store(), decider=RuleDecider())
+    said_it = said("I moved to Porto last month.", session="conv-1")
+    kept = said("My name is Priya.", session="conv-1")
+    await m.store([said_it], session="alice")
+    await m.store([kept], session="alice")
+    assert sorted(r.text for r in await m.records(session="alice")) == [
+        "I live in Porto.",
+        "My name is Priya.",
+    ]
+    await m.forget([said_it], session="alice")
+    left = await m.records(session="alice", states=ALL)
+    assert [r.text for r in left] == ["My name is Priya."]
