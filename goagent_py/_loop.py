@@ -1402,7 +1402,8 @@ class Run:
                 self._injected = False
                 # Every enclosing budget, once per call each, at any depth.
                 budgets = active_budgets()
-                before_call(budgets)
+                if budgets:
+                    before_call(budgets)
                 if loud:
                     yield ModelRequest(i, request, path=self.path)
                     yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
