@@ -149,3 +149,47 @@ async def test_a_long_session_of_small_messages_runs_durably_through_a_window(
 ) -> None:
     # What the docs advise for a session of that many messages: a bounded window.
     await _run_many(temporal, tmp_path, FixedWindow(200))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=DurableRunError,
+    reason="review6b: a run's own messages cross whole in each model request, so four tool "
+    "results of 900 KB (each under the 2 MB limit) make the fourth request 2.7 MB "
+    "(docs/scaling-out.md)",
+)
+async def test_a_run_whose_own_tool_results_pass_the_payload_limit_runs_durably(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="run")
+
+    @tool
+    async def read(path: str) -> str:
+        """Read a file.
+
+        Args:
+            path: the path.
+        """
+        return path + " " + "x" * 900_000
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        done = sum(1 for m in request.messages if m.role == Role.TOOL)
+        if done >= 4:
+            return "read them all"
+        return tool_call_response(ToolCall(f"c{done}", "read", {"path": f"f{done}"}))
+
+    memory = ShortTermMemory(storage)
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="run", tools=[read])
+    durable = DurableAgent(
+        agent,
+        provider="fn:x",
+        short_term_memory=lambda _session: memory,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "read four files", session_id="run")
+        from goagent_py.durable._client import result_of
+
+        result = await result_of(handle)
+    assert result.text == "read them all"
