@@ -103,13 +103,14 @@ class RuleDecider:
             earlier = _replaced_in_turn(fact, said)
             for i in earlier:
                 decided[i] = [Decision(fact=i, op="NOOP")]
+            if fact.kind == "retract" and fact.slot == "" and earlier:
+                # "That's no longer true" right after a fact of this turn takes that one back,
+                # and the memory that says the same, if one does (not the latest memory).
+                (taken,) = [f for i, f in said if i in earlier]
+                fact = Fact(taken.slot, taken.value, "retract")
             said = [(i, f) for i, f in said if i not in earlier]
             if fact.kind == "retract":
-                # "That's no longer true" right after a fact of this turn takes that one back.
-                taken = fact.slot == "" and bool(earlier)
-                decided.append(
-                    [Decision(fact=index, op="NOOP")] if taken else _retract(index, fact, known)
-                )
+                decided.append(_retract(index, fact, known))
                 continue
             said.append((index, fact))
             if fact.kind == "multi":

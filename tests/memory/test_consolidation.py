@@ -496,3 +496,15 @@ async def test_forget_removes_a_fact_stored_in_other_words(
     await m.forget([said_it], session="alice")
     left = await m.records(session="alice", states=ALL)
     assert [r.text for r in left] == ["My name is Priya."]
+
+
+async def test_no_longer_true_after_restating_a_known_fact_retracts_it(
+    make_store: Callable[[], VectorStore],
+) -> None:
+    m = memory(make_store(), decider=RuleDecider())
+    await m.store([said("My name is Priya.")], session="alice")
+    await m.store([said("I live in Lisbon.")], session="alice")
+    await m.store(statements("I live in Lisbon. That's no longer true."), session="alice")
+    assert [r.text for r in await m.records(session="alice")] == ["My name is Priya."]
+    (gone,) = await m.records(session="alice", states=("deleted",))
+    assert gone.text == "I live in Lisbon."
