@@ -233,7 +233,9 @@ def snapshot_request(request: CompletionRequest, recorded: Recorded) -> Completi
     else:
         out.messages = _copy(messages, memo)
     tools = request.tools
-    if type(tools) is list:
+    if type(tools) is list and len(tools) == 1:  # one tool: no comprehension to set up
+        out.tools = [_recorded_tool(tools[0], recorded)]
+    elif type(tools) is list:
         out.tools = [_recorded_tool(d, recorded) for d in tools]
     else:
         out.tools = _copy(tools, memo)
@@ -328,25 +330,31 @@ def _message_snapshot(message: Message, memo: dict[int, Any]) -> Message:
     if type(message) is not Message:
         return cast(Message, _copy(message, memo))
     out: Message = _new(Message)
+    atomic = _ATOMIC
     v: Any  # each field in turn
-    out.role = v if type(v := message.role) in _ATOMIC else _copy(v, memo)
+    out.role = v if type(v := message.role) in atomic else _copy(v, memo)
     content = message.content
-    if type(content) is list:
+    if type(content) is not list:
+        out.content = _copy(content, memo)
+    elif len(content) == 1:  # one block, the common case: no comprehension to set up
+        b = content[0]
+        out.content = [b if type(b) is TextBlock and type(b.text) is str else _copy(b, memo)]
+    else:
         # A text block of a str is the common case: shared without a look at its fields.
         out.content = [
             b if type(b) is TextBlock and type(b.text) is str else _copy(b, memo) for b in content
         ]
-    else:
-        out.content = _copy(content, memo)
     calls = message.tool_calls
     if type(calls) is not list:
         out.tool_calls = _copy(calls, memo)
-    elif calls:
-        out.tool_calls = [_call_snapshot(c, memo) for c in calls]
-    else:
+    elif not calls:
         out.tool_calls = []
-    out.tool_call_id = v if type(v := message.tool_call_id) in _ATOMIC else _copy(v, memo)
-    out.is_error = v if type(v := message.is_error) in _ATOMIC else _copy(v, memo)
+    elif len(calls) == 1:
+        out.tool_calls = [_call_snapshot(calls[0], memo)]
+    else:
+        out.tool_calls = [_call_snapshot(c, memo) for c in calls]
+    out.tool_call_id = v if type(v := message.tool_call_id) in atomic else _copy(v, memo)
+    out.is_error = v if type(v := message.is_error) in atomic else _copy(v, memo)
     metadata = message.metadata
     out.metadata = {} if type(metadata) is dict and not metadata else _copy(metadata, memo)
     return out

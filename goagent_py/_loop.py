@@ -36,10 +36,11 @@ from goagent_py._call_gates import (
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
-from goagent_py._records import run_result
+from goagent_py._records import run_result, text_of
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
+    closing_tail,
     error_result,
     repair_transcript,
     strip_thinking,
@@ -101,7 +102,7 @@ from goagent_py.events import (
     TurnEnd,
     TurnStart,
 )
-from goagent_py.guardrails import GuardrailContext, decide, guardrail_name
+from goagent_py.guardrails import GuardrailContext, GuardrailResult, decide, guardrail_name
 from goagent_py.hooks import HookContext, HookDispatcher, call_hook, call_in
 from goagent_py.memory.base import UpdatableMemory, store_always
 from goagent_py.messages import (
@@ -384,6 +385,12 @@ class Run:
         start = time.perf_counter()
         try:
             past = await memory.messages()
+            # Calls the record ends on without results (a crash between a decision, or a
+            # batch's message, and its results) are closed in the record first (review6a).
+            closing = closing_tail(past)
+            if closing:
+                await memory.append(*closing)
+                past = past + closing
         except Exception as exc:
             yield HistoryLoad(0, time.perf_counter() - start, exc, path=self.path)
             raise MemoryStoreError(f"loading short-term history failed: {exc}") from exc
@@ -498,9 +505,13 @@ class Run:
         return "\n\n".join(parts)
 
     async def _prepared(self, messages: list[Message], iteration: int) -> CompletionRequest:
-        """:meth:`_request`; in a session with ``transform_context`` (a summariser may run
-        there), in a task an abort interrupts: a hung summariser never holds an abort."""
-        if self.control is None or self.o.transform_context is None:
+        """:meth:`_request`; in a session whose requests run user code (``transform_context``,
+        where a summariser may run, ``instructions``, ``prepare_turn``), in a task an abort
+        interrupts: a hung summariser or hook never holds an abort."""
+        o = self.o
+        if self.control is None or (
+            o.transform_context is None and not o.instructions and o.prepare_turn is None
+        ):
             return await self._request(messages, iteration)
 
         async def work(
@@ -706,10 +717,13 @@ class Run:
         if validate is not None:
             try:
                 validated = validate(dict(call.arguments))
-                shown = with_arguments(call, validated)
             except ToolArgumentsError as exc:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
+            # The call as validated, for whom sees it (the start event, a gate); a quiet run
+            # without a gate shows it to nobody.
+            if self.loud or o.before_tool_call is not None:
+                shown = with_arguments(call, validated)
         if self.loud:
             put(ToolExecutionStart(shown, path=self.path))
         reason: str | None = None
@@ -734,9 +748,9 @@ class Run:
             # A gate or hook may change the call's arguments in place before it runs: the tool
             # validates what it then gets, as it would on its own.
             validated = None
-        result = await self.dispatcher.execute(
-            call, validated=None if validated is None else dict(validated)
-        )
+        if validated is not None and shown is not call:
+            validated = dict(validated)  # the tool may change it; the call shown keeps its own
+        result = await self.dispatcher.execute(call, validated=validated)
         asked = _current.get()
         # A context nobody asked for (still lazy) recorded nothing.
         ctx = asked.made if type(asked) is _LazyContext else cast(ToolContext | None, asked)
@@ -817,9 +831,13 @@ class Run:
         # Each run sets its own sink (a quiet one too): a run inside the tool never reports to
         # the run around it.
         undo_sink = set_event_sink(put, self.path)
+        # :meth:`_run_one`, one coroutine layer fewer (issue 36).
+        release = take_place(self.dispatcher.tool(call.name), call)
         try:
-            return await self._run_one(call, message, put)
+            return await self._run_checked(call, message, put)
         finally:
+            if release is not None:
+                release()
             _current.reset(token)
             undo_sink()
 
@@ -930,7 +948,26 @@ class Run:
             verdict = await decide(guard, value, context)
             return verdict, time.perf_counter() - start
 
-        decided = await asyncio.gather(*(timed(g) for g in guards))
+        async def together(
+            i: int, _: None, put: Callable[[Any], None]
+        ) -> list[tuple[GuardrailResult, float]]:
+            return list(await asyncio.gather(*(timed(g) for g in guards)))
+
+        if self.control is None:
+            decided = await together(0, None, _drop)
+        else:
+            # In a task an abort interrupts, as a summariser (issue 28): a guardrail that hangs
+            # (a model that never answers) never holds an abort (review6a).
+            decided = []
+            try:
+                async with contextlib.aclosing(self._interruptible(together, 0, None)) as items:
+                    async for item in items:
+                        if isinstance(item, list):
+                            decided = item
+            except _Abort:
+                if kind == "output":  # never checked: withheld from the result, as a trip is
+                    self.last_text, self.output_value = "", None
+                raise
         tripped: GuardrailTripped | None = None
         for guard, (verdict, duration) in zip(guards, decided, strict=True):
             name = guardrail_name(guard)
@@ -989,6 +1026,25 @@ class Run:
             return call
         except ToolArgumentsError:
             return None
+
+    async def _holding(
+        self, iteration: int, message: Message, calls: list[ToolCall]
+    ) -> list[PendingCall]:
+        """:meth:`_held`; in a session with an approval policy (user code that may ask a
+        service), in a task an abort interrupts, as a summariser (review6a)."""
+        if self.control is None or self.o.requires_approval is None:
+            return await self._held(iteration, message, calls)
+
+        async def work(
+            i: int, given: list[ToolCall], put: Callable[[Any], None]
+        ) -> list[PendingCall]:
+            return await self._held(i, message, given)
+
+        async with contextlib.aclosing(self._interruptible(work, iteration, calls)) as items:
+            async for item in items:
+                if isinstance(item, list):
+                    return item
+        raise AssertionError("the held calls were not decided")  # pragma: no cover
 
     async def _held(
         self, iteration: int, message: Message, calls: list[ToolCall]
@@ -1154,12 +1210,15 @@ class Run:
         for event in self._tool_messages(messages, finished):
             yield event
         yield TurnEnd(0, message, finished, path=self.path)
-        if self.control is not None:
-            async for event in self._checkpoint():
+        # The batch answers a message stored already (the claim): its results are stored now,
+        # in a plain run too, so a later failure cannot leave that message with calls no
+        # resume reaches and no result answers (review6a).
+        if self.o.short_term_trace_tools:
+            async for event in self._persist(None):
                 yield event
         if stop or await self._stop_after(0, messages, message, finished):
             self._resume_final = message
-            self.last_text = message.text
+            self.last_text = text_of(message)
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -1378,7 +1437,7 @@ class Run:
                         yield event
                 i = self.iterations
                 self.iterations += 1
-                if self._abort_due("now", "after_tools", "after_turn"):
+                if self.control is not None and self._abort_due("now", "after_tools", "after_turn"):
                     raise _Abort
                 if loud:
                     yield TurnStart(i, path=self.path)
@@ -1387,7 +1446,12 @@ class Run:
                 if self.control is not None and i == 0:  # later turns drained at their end
                     async for event in self._steer(messages):
                         yield event
-                request = await self._prepared(messages, i)
+                # :meth:`_prepared`, one coroutine layer fewer outside a session (where it
+                # would only call this).
+                if self.control is None:
+                    request = await self._request(messages, i)
+                else:
+                    request = await self._prepared(messages, i)
                 if self._compactions:
                     for compacted in self._drain_compactions():
                         yield compacted
@@ -1431,7 +1495,7 @@ class Run:
                 self.stop_reason = response.stop_reason
                 message = response.message
                 self._append(messages, message)  # rule 1: exactly as returned
-                self.last_text = message.text
+                self.last_text = text_of(message)
                 self.streaming_message = ""
                 if loud:
                     yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
@@ -1453,7 +1517,9 @@ class Run:
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
                     if loud:
                         yield TurnEnd(i, message, [], path=self.path)
-                    if self._abort_due("now", "after_tools", "after_turn"):
+                    if self.control is not None and self._abort_due(
+                        "now", "after_tools", "after_turn"
+                    ):
                         raise _Abort
                     taken = self.control.take_steering() if self.control is not None else []
                     queue: Literal["steering", "follow_up"] = "steering"
@@ -1489,7 +1555,7 @@ class Run:
                         yield ToolExecutionStart(r.call, path=self.path)
                         yield ToolExecutionEnd(r, path=self.path)
                 else:
-                    held = await self._held(i, message, calls) if o.holds_calls else None
+                    held = await self._holding(i, message, calls) if o.holds_calls else None
                     if held:
                         async for event in self._defer(i, message, held):
                             yield event
@@ -1517,8 +1583,11 @@ class Run:
                         ended = True
                         return
                 self.pending_calls = []
-                for event in self._tool_messages(messages, results):
-                    yield event
+                if loud:
+                    for event in self._tool_messages(messages, results):
+                        yield event
+                else:
+                    self._add_tool_messages(messages, results)
                 if loud:
                     yield TurnEnd(i, message, results, path=self.path)
                 if self.control is not None:  # spare an async generator when it has nothing
@@ -1527,10 +1596,14 @@ class Run:
                 if over_budget:
                     async for event in self._budget_spent():
                         yield event
-                if await self._stop_after(i, messages, message, results):
+                # :meth:`_stop_after`, with no coroutine unless ``should_stop`` is set.
+                if self._stops(results) or (
+                    o.should_stop is not None
+                    and await self._asked_to_stop(i, messages, message, results)
+                ):
                     final = message
                     break
-                if self._abort_due("now", "after_tools", "after_turn"):
+                if self.control is not None and self._abort_due("now", "after_tools", "after_turn"):
                     raise _Abort
                 if self.control is not None:  # after the tool batch
                     async for event in self._steer(messages):
@@ -1576,7 +1649,10 @@ class Run:
         half turn (rule 6)."""
         reason = "interrupted" if cancelled else "failed"
         self._close_open(self._messages, reason)
-        if self.control is None or not self.o.short_term_trace_tools:
+        # A resumed run whose decided batch was cut short stores it closed: its message is
+        # stored already, so without its results the record would be invalid (review6a).
+        batch_open = self.resume is not None and self._persisted == 0
+        if (self.control is None and not batch_open) or not self.o.short_term_trace_tools:
             return
         try:
             async for _ in self._persist(None):
@@ -1602,7 +1678,10 @@ class Run:
             if len(results) != len(calls):
                 results = [None] * len(calls)
             self._record_results(messages, calls, results, reason)
-        repaired = repair_transcript(self.new_messages, reason)
+        # A resumed run's first messages answer the message it resumed: repaired with it, so
+        # they are not taken for orphans and its calls that got no result are closed.
+        head = [] if self.resume is None else [self.resume.message]
+        repaired = repair_transcript(head + self.new_messages, reason)[len(head) :]
         if repaired != self.new_messages:
             self.new_messages = repaired
         return kept
@@ -1634,8 +1713,7 @@ class Run:
         self, messages: list[Message], results: list[ToolResult]
     ) -> Iterator[AgentEvent]:
         # A plain generator (nothing here awaits): no async generator to set up per turn.
-        self.tool_calls += len(results)
-        self.tool_time += sum(r.duration for r in results)
+        self._count(results)
         for result in results:  # rule 3: one result per call, in call order
             tool_msg = tool_message(result)
             self._append(messages, tool_msg)
@@ -1643,21 +1721,68 @@ class Run:
                 yield MessageStart(Role.TOOL, self.iterations - 1, tool_msg, path=self.path)
                 yield MessageEnd(tool_msg, path=self.path)
 
+    def _add_tool_messages(self, messages: list[Message], results: list[ToolResult]) -> None:
+        """:meth:`_tool_messages` of a quiet run: no event, so no generator (issue 36)."""
+        self._count(results)
+        for result in results:  # rule 3: one result per call, in call order
+            self._append(messages, tool_message(result))
+
+    def _count(self, results: list[ToolResult]) -> None:
+        self.tool_calls += len(results)
+        spent = 0.0
+        for r in results:  # the order sum() adds them in: the same float
+            spent += r.duration
+        self.tool_time += spent
+
     async def _stop_after(
         self, i: int, messages: list[Message], message: Message, results: list[ToolResult]
     ) -> bool:
-        o = self.o
-        if results and all(r.terminate for r in results):
-            return True
-        if o.stop_on_denied and any(isinstance(r.error, ToolBlockedError) for r in results):
-            return True
-        if o.should_stop is not None:
-            state = TurnState(i, list(messages), message, list(results))
-            try:
-                return bool(await _maybe_await(o.should_stop(state)))
-            except Exception as exc:
-                self.log.warning("should_stop raised; the run goes on: %s", exc)
+        return self._stops(results) or (
+            self.o.should_stop is not None
+            and await self._asked_to_stop(i, messages, message, results)
+        )
+
+    def _stops(self, results: list[ToolResult]) -> bool:
+        """What of :meth:`_stop_after` needs no await: every result terminates, or a denial
+        stops the run (``stop_on_denied``)."""
+        for r in results:  # a loop, not all(<generator>): this runs every turn
+            if not r.terminate:
+                break
+        else:
+            if results:
+                return True
+        return self.o.stop_on_denied and any(isinstance(r.error, ToolBlockedError) for r in results)
+
+    async def _asked_to_stop(
+        self, i: int, messages: list[Message], message: Message, results: list[ToolResult]
+    ) -> bool:
+        should_stop = self.o.should_stop
+        assert should_stop is not None
+        state = TurnState(i, list(messages), message, list(results))
+        try:
+            if self.control is None:
+                return bool(await _maybe_await(should_stop(state)))
+            return await self._should_stop(state)
+        except _Abort:
+            raise
+        except Exception as exc:
+            self.log.warning("should_stop raised; the run goes on: %s", exc)
         return False
+
+    async def _should_stop(self, state: TurnState) -> bool:
+        """``should_stop`` in a task an abort interrupts (a session run), as a summariser: one
+        that hangs never holds an abort (review6a)."""
+        should_stop = self.o.should_stop
+        assert should_stop is not None
+
+        async def work(i: int, given: TurnState, put: Callable[[Any], None]) -> bool:
+            return bool(await _maybe_await(should_stop(given)))
+
+        async with contextlib.aclosing(self._interruptible(work, state.iteration, state)) as items:
+            async for item in items:
+                if isinstance(item, bool):
+                    return item
+        raise AssertionError("should_stop gave no answer")  # pragma: no cover
 
     async def _budget_spent(self) -> AsyncGenerator[AgentEvent, None]:
         """The token budget ran out with tool calls pending (answered with errors above):

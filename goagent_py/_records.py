@@ -13,15 +13,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from goagent_py.messages import ContentBlock, Message, StopReason, TextBlock, ToolCall, Usage
+from goagent_py.messages import ContentBlock, Message, Role, StopReason, TextBlock, ToolCall, Usage
 from goagent_py.results import PendingCall, RunResult, ToolResult
 
-__all__ = ["FIELDS", "run_result", "text_block", "tool_call", "tool_result"]
+__all__ = ["FIELDS", "message", "run_result", "text_block", "text_of", "tool_call", "tool_result"]
 
 _new = object.__new__
 
 # The fields each builder sets, in order (the test compares them with the dataclass's fields).
 FIELDS: dict[type, tuple[str, ...]] = {
+    Message: ("role", "content", "tool_calls", "tool_call_id", "is_error", "metadata"),
     TextBlock: ("text", "type"),
     ToolCall: ("id", "name", "arguments"),
     ToolResult: ("call", "content", "error", "duration", "started_at", "details", "terminate"),
@@ -58,6 +59,34 @@ def text_block(text: str) -> TextBlock:
     _tb_text(out, text)
     _tb_type(out, "text")
     return out
+
+
+def message(
+    role: Role, content: list[ContentBlock], tool_call_id: str = "", is_error: bool = False
+) -> Message:
+    """``Message(role, content, tool_call_id=..., is_error=...)`` for a ``Role`` (what its
+    ``__post_init__`` makes of a role given as a string), without the default factories."""
+    out: Message = _new(Message)
+    out.role = role
+    out.content = content
+    out.tool_calls = []
+    out.tool_call_id = tool_call_id
+    out.is_error = is_error
+    out.metadata = {}
+    return out
+
+
+def text_of(message: Message) -> str:
+    """``message.text``; a plain message of no block or one text block without the join's
+    generator (the loop reads the text of every answer)."""
+    content = message.content
+    if type(message) is Message and type(content) is list and len(content) < 2:
+        if not content:
+            return ""
+        b = content[0]
+        if type(b) is TextBlock and type(b.text) is str:
+            return b.text
+    return message.text
 
 
 def tool_call(id: str, name: str, arguments: dict[str, Any]) -> ToolCall:

@@ -16,6 +16,7 @@ from goagent_py._metadata_keys import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
 )
+from goagent_py._records import message as new_message
 from goagent_py.dispatch import error_text
 from goagent_py.errors import ToolAbortedError
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock, ThinkingBlock, ToolCall
@@ -24,6 +25,7 @@ from goagent_py.results import ToolResult
 __all__ = [
     "SYNTHETIC_METADATA_KEY",
     "UI_ONLY_KEY",
+    "closing_tail",
     "error_result",
     "repair_transcript",
     "strip_thinking",
@@ -85,12 +87,7 @@ def truncate_content(content: list[ContentBlock], limit: int) -> list[ContentBlo
 
 def tool_message(result: ToolResult) -> Message:
     """The tool message the model reads for ``result``."""
-    return Message(
-        Role.TOOL,
-        list(result.content),
-        tool_call_id=result.call.id,
-        is_error=result.error is not None,
-    )
+    return new_message(Role.TOOL, list(result.content), result.call.id, result.error is not None)
 
 
 def error_result(call: ToolCall, error: BaseException, text: str = "") -> ToolResult:
@@ -131,3 +128,20 @@ def repair_transcript(messages: list[Message], reason: str = "interrupted") -> l
                 found = synthetic(tool_message(error_result(call, error)), reason)
             out.append(found)
     return out
+
+
+def closing_tail(messages: list[Message], reason: str = "interrupted") -> list[Message]:
+    """The error results that close the tool calls a stored transcript ends on without their
+    results (a crash between the message that made a batch, or the decision on its calls, and
+    the batch's results): what to append so the log is valid again. Empty when it ends
+    closed, or on calls that wait for decisions. Only the last message is looked at unless it
+    could be open, so a transcript that ends on an answer costs nothing."""
+    last = messages[-1] if messages else None
+    if last is None or not (
+        last.role is Role.TOOL or (last.tool_calls and last.role is Role.ASSISTANT)
+    ):
+        return []
+    repaired = repair_transcript(messages, reason)
+    if len(repaired) > len(messages) and repaired[: len(messages)] == messages:
+        return repaired[len(messages) :]
+    return []

@@ -15,6 +15,7 @@ from typing_extensions import TypeVar
 from goagent_py._control import RunControl
 from goagent_py._loop import Resumed, Run
 from goagent_py._metadata_keys import PENDING_KEY
+from goagent_py._records import message as new_message
 from goagent_py._records import text_block
 from goagent_py._tool_servers import sync_server_tools
 from goagent_py._transcript import waiting_at
@@ -79,7 +80,7 @@ Prompt = str | Sequence[ContentBlock] | Message | Sequence[Message]
 def to_messages(prompt: Prompt, where: str) -> list[Message]:
     """The user messages a run starts from; a clear error for anything else."""
     if isinstance(prompt, str):
-        return [Message(Role.USER, [text_block(prompt)])]
+        return [new_message(Role.USER, [text_block(prompt)])]
     if isinstance(prompt, Message):
         prompt = [prompt]
     if not isinstance(prompt, Sequence) or not prompt:
@@ -361,7 +362,8 @@ class Agent(Generic[Deps, Out]):
             else self._options.output_spec(output_type)
         )
         messages = [] if prompt is None else to_messages(prompt, "run()")
-        await self._connect()
+        if not self._connected:  # every run after the first: no coroutine to make (issue 36)
+            await self._connect()
         if self._options.mcp_servers:
             await self._sync_mcp()  # the first run connects; a name clash raises here
         defs = [t.definition for t in self._tools.values()]

@@ -34,7 +34,7 @@ from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
-from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, waiting_at
+from goagent_py._transcript import UI_ONLY_KEY, closing_tail, repair_transcript, waiting_at
 from goagent_py.agent import _UNSET, Agent, Prompt, to_messages
 from goagent_py.approvals import ToolDecision, pending_of
 from goagent_py.errors import ConfigurationError, SessionBusyError
@@ -170,9 +170,9 @@ class Session:
         memory = self.agent.options.short_term_memory
         if memory is not None:
             stored = await _full(memory)
-            repaired = repair_transcript(stored, "interrupted")
-            if len(repaired) > len(stored) and repaired[: len(stored)] == stored:
-                await memory.append(*repaired[len(stored) :])
+            closing = closing_tail(stored)
+            if closing:
+                await memory.append(*closing)
                 stored = await _full(memory)
             self._transcript = stored
         self._loaded = True
@@ -184,7 +184,14 @@ class Session:
         memory = self.agent.options.short_term_memory
         if memory is None:
             return list(self._transcript)
-        return repair_transcript(await memory.messages(), "interrupted")
+        stored = await memory.messages()
+        # Another process may have died with calls open since this session loaded: closed in
+        # the record, as load() does, not only in what this run sends (review6a).
+        closing = closing_tail(stored)
+        if closing:
+            await memory.append(*closing)
+            stored += closing
+        return repair_transcript(stored, "interrupted")
 
     async def _reload(self) -> None:
         """Project the record again after a run or a change (storage wins, always)."""

@@ -20,18 +20,22 @@ from goagent_py import (
     ApprovalExpiredError,
     ApprovalPendingError,
     Approve,
+    CompletionResponse,
     ConfigurationError,
     Deny,
     ExternalTool,
     Message,
     NotPendingError,
+    ProviderError,
     Role,
     RunContext,
     Session,
     StopReason,
     ToolCall,
+    ToolExecutionEnd,
     ToolOutput,
     ToolsPending,
+    Usage,
     tool,
     validate_transcript,
 )
@@ -634,3 +638,244 @@ async def test_two_deciders_on_postgres_first_wins(pg_dsn: str) -> None:
     assert sorted(type(o).__name__ for o in outcomes) == ["ApprovalConflictError", "RunResult"]
     assert len(ran) == 1
     assert validate_transcript(stored, allow_pending=False) == []
+
+
+# -- a resumed run that fails or is cancelled after its decided batch started (review6a) --------
+
+
+async def test_a_resume_whose_next_model_call_fails_keeps_the_approved_calls_result(
+    tmp_path: Path,
+) -> None:
+    # The claim stored the decision on the waiting message; the approved call ran (its side
+    # effect happened). A provider error on the next model call must not drop that result: the
+    # stored message would be left with an unanswered call that no resume can reach.
+    ran: list[dict[str, Any]] = []
+    await deferred(tmp_path, ran)
+    memory = sqlite_memory(tmp_path / "chat.db")
+    agent = Agent(
+        provider=ScriptedProvider(ProviderError("overloaded")),
+        tools=[make_delete(ran)],
+        short_term_memory=memory,
+    )
+
+    with pytest.raises(ProviderError):
+        await agent.resume({"c1": Approve()})
+
+    assert ran == [{"folder": "tmp", "count": 3}]
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert stored[-1].tool_call_id == "c1"
+    assert "deleted 3 in tmp" in stored[-1].text
+    assert not stored[-1].is_error
+    # The next run's model reads that the call ran.
+    provider = ScriptedProvider("Noted.")
+    again = Agent(provider=provider, tools=[make_delete(ran)], short_term_memory=memory)
+    await again.run("what happened?")
+    assert "deleted 3 in tmp" in provider.requests[0].messages[2].text
+    assert ran == [{"folder": "tmp", "count": 3}]
+
+
+async def test_a_resume_cancelled_while_the_approved_call_runs_stores_the_call_closed(
+    tmp_path: Path,
+) -> None:
+    started = asyncio.Event()
+
+    @tool(requires_approval=True)
+    async def deploy(target: str) -> str:
+        """Deploy.
+
+        Args:
+            target: where.
+        """
+        started.set()
+        await asyncio.sleep(60)
+        return "deployed"
+
+    memory = sqlite_memory(tmp_path / "chat.db")
+    provider = ScriptedProvider(tool_call_response(ToolCall("c1", "deploy", {"target": "prod"})))
+    agent = Agent(provider=provider, tools=[deploy], short_term_memory=memory)
+    await agent.run("ship it")
+    task = asyncio.create_task(agent.resume({"c1": Approve()}))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert stored[-1].tool_call_id == "c1"
+    assert stored[-1].is_error
+
+
+async def test_a_streamed_resume_closed_before_its_batch_ran_stores_every_call_closed(
+    tmp_path: Path,
+) -> None:
+    ran: list[dict[str, Any]] = []
+    both = Message(
+        Role.ASSISTANT,
+        [],
+        tool_calls=[
+            ToolCall("c1", "delete_files", {"folder": "a", "count": 1}),
+            ToolCall("c2", "delete_files", {"folder": "b", "count": 2}),
+        ],
+    )
+    memory = sqlite_memory(tmp_path / "chat.db")
+    first = Agent(
+        provider=ScriptedProvider(CompletionResponse(both, StopReason.TOOL_USE, Usage())),
+        tools=[make_delete(ran)],
+        short_term_memory=memory,
+    )
+    await first.run("clean up")
+    agent = Agent(
+        provider=ScriptedProvider("Done."), tools=[make_delete(ran)], short_term_memory=memory
+    )
+
+    events = agent.stream_resume({"c1": Deny("no"), "c2": Approve()})
+    async for event in events:
+        if isinstance(event, ToolExecutionEnd):  # the denial's result: c2 has not run yet
+            break
+    await events.aclose()  # type: ignore[attr-defined]
+
+    assert ran == []
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert [(m.role, m.tool_call_id) for m in stored[2:]] == [(Role.TOOL, "c1"), (Role.TOOL, "c2")]
+
+
+# -- a crash between a decision and its results (review6a) --------------------------------------
+
+
+async def test_a_plain_run_after_a_crash_between_a_decision_and_its_result_closes_the_call(
+    tmp_path: Path,
+) -> None:
+    # The claim (the decision, stored) and the batch's results are two writes: a process that
+    # dies between them leaves the decided call open and no longer waiting. A plain run on that
+    # conversation sent it as is (every vendor refuses a call without its result) and stored
+    # its turn after it, for good.
+    ran: list[dict[str, Any]] = []
+    agent, _ = await deferred(tmp_path, ran)
+    await agent.start_resume({"c1": Approve()}, streaming=False)  # claimed; then the "crash"
+
+    provider = ScriptedProvider("Sorry, I could not tell whether that ran.")
+    again = Agent(
+        provider=provider,
+        tools=[make_delete(ran)],
+        short_term_memory=sqlite_memory(tmp_path / "chat.db"),
+    )
+    await again.run("did it work?")
+
+    sent = provider.requests[0].messages
+    assert validate_transcript(sent) == []
+    assert [(m.role, m.tool_call_id) for m in sent[1:3]] == [
+        (Role.ASSISTANT, ""),
+        (Role.TOOL, "c1"),
+    ]
+    assert sent[2].is_error
+    stored = await sqlite_memory(tmp_path / "chat.db").transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert [m.role for m in stored] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.USER,
+        Role.ASSISTANT,
+    ]
+
+
+_CRASH_IN_TOOL = _RESUME.replace(
+    '    return "deleted"\n',
+    '    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n    return "deleted"\n',
+)
+assert _CRASH_IN_TOOL != _RESUME
+
+
+@pytest.mark.slow
+async def test_a_process_killed_in_an_approved_call_leaves_a_record_the_next_run_closes(
+    tmp_path: Path,
+) -> None:
+    ran: list[dict[str, Any]] = []
+    await deferred(tmp_path, ran)
+    log = tmp_path / "ran.log"
+    child = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", _CRASH_IN_TOOL, str(tmp_path / "chat.db"), str(log)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert child.returncode == -9, child.stderr
+    assert len(log.read_text().splitlines()) == 1  # the call ran; its result was never stored
+
+    provider = ScriptedProvider("Noted.")
+    again = Agent(
+        provider=provider,
+        tools=[make_delete(ran)],
+        short_term_memory=sqlite_memory(tmp_path / "chat.db"),
+    )
+    await again.run("did it work?")
+
+    assert validate_transcript(provider.requests[0].messages) == []
+    stored = await sqlite_memory(tmp_path / "chat.db").transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert ran == []
+
+
+async def test_a_session_loaded_before_another_process_crashed_after_a_decision_stays_one_record(
+    tmp_path: Path,
+) -> None:
+    ran: list[dict[str, Any]] = []
+    agent, _ = await deferred(tmp_path, ran)
+    provider = ScriptedProvider("Noted.")
+    session = Session(
+        Agent(
+            provider=provider,
+            tools=[make_delete(ran)],
+            short_term_memory=sqlite_memory(tmp_path / "chat.db"),
+        )
+    )
+    await session.load()  # the page open in one process...
+    await agent.start_resume({"c1": Approve()}, streaming=False)  # ...another decides, dies
+
+    with pytest.raises(NotPendingError):  # decided already
+        await session.resume({"c1": Approve()})
+    await session.prompt("did it work?")
+
+    stored = await sqlite_memory(tmp_path / "chat.db").transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert validate_transcript(provider.requests[0].messages) == []
+    assert session.transcript == stored
+
+
+async def test_abort_now_while_an_approval_policy_decides_ends_the_run_at_once(
+    tmp_path: Path,
+) -> None:
+    # A policy that asks a remote service which never answers held abort("now") for good.
+    started = asyncio.Event()
+
+    async def policy(call: ToolCall, run: RunContext) -> bool:
+        started.set()
+        await asyncio.Event().wait()
+        return True
+
+    ran: list[dict[str, Any]] = []
+    memory = sqlite_memory(tmp_path / "chat.db")
+    provider = ScriptedProvider(tool_call_response(ToolCall("c1", "lookup", {"key": "k"})))
+    session = Session(
+        Agent(provider=provider, tools=[lookup], short_term_memory=memory, requires_approval=policy)
+    )
+    task = asyncio.create_task(session.prompt("look it up"))
+    await started.wait()
+    session.abort("now")
+    result = await asyncio.wait_for(task, 60)  # a hang guard, not a timing
+
+    assert result.stop_reason == "aborted"
+    assert ran == []
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert [(m.role, m.tool_call_id) for m in stored[1:]] == [
+        (Role.ASSISTANT, ""),
+        (Role.TOOL, "c1"),
+    ]
+    assert session.transcript == stored

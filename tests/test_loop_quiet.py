@@ -21,6 +21,7 @@ from goagent_py import (
     RetryPolicy,
     RunResult,
     ToolCall,
+    ToolExecutionError,
     ToolRetry,
     current_tool_context,
     tool,
@@ -365,3 +366,79 @@ async def test_a_middleware_that_changes_the_arguments_in_place_has_them_validat
     else:
         assert seen == [{"n": 41, "tags": ["a", "late"]}]
     assert len(validations) == 2
+
+
+@tool
+async def finish(a: int) -> int:
+    """Ask the run to end after this turn."""
+    ctx = current_tool_context()
+    assert ctx is not None
+    ctx.terminate()
+    return a
+
+
+def stop_script() -> ScriptedProvider:
+    """A call that terminates, then an answer the run must never ask for."""
+    return ScriptedProvider(
+        tool_call_response(ToolCall("c1", "finish", {"a": 7})),
+        tool_call_response(ToolCall("c2", "add", {"a": 1, "b": 1})),
+        "never",
+    )
+
+
+def goes_on_script() -> ScriptedProvider:
+    return ScriptedProvider(
+        tool_call_response(ToolCall("c1", "add", {"a": 7, "b": 0})),
+        tool_call_response(ToolCall("c2", "add", {"a": 1, "b": 1})),
+        "done",
+    )
+
+
+@pytest.mark.parametrize("how", ["terminate", "should_stop", "goes_on"])
+async def test_a_quiet_turn_stops_where_a_streamed_one_does(how: str) -> None:
+    """The quiet path checks the stop conditions without a coroutine (issue 36): a terminating
+    call, ``should_stop`` and neither end the run after the same turn as a streamed run."""
+    seen: dict[bool, list[int]] = {True: [], False: []}
+    results = []
+    for quiet in (True, False):
+
+        def should_stop(state: Any, quiet: bool = quiet) -> bool:
+            seen[quiet].append(state.iteration)
+            return how == "should_stop"
+
+        agent = Agent(
+            # Only "terminate" runs the call that terminates; "goes_on" ends on the third answer.
+            provider=stop_script() if how == "terminate" else goes_on_script(),
+            tools=[finish, add],
+            should_stop=should_stop if how != "terminate" else None,
+        )
+        result = await agent.run("2+3?") if quiet else (await streamed(agent))[0]
+        results.append(comparable(result))
+    assert results[0] == results[1]
+    assert seen[True] == seen[False]
+    expected = {"terminate": (1, []), "should_stop": (1, [0]), "goes_on": (3, [0, 1])}[how]
+    assert (results[0]["iterations"], seen[True]) == expected
+
+
+async def test_a_quiet_runs_tool_error_carries_the_tools_traceback() -> None:
+    """Exception recovery runs in the dispatcher's own frame on the bare path (issue 36): the
+    error is the same, cause and tool traceback included, as in a streamed run."""
+    errors: dict[bool, list[BaseException | None]] = {True: [], False: []}
+    texts = []
+    for quiet in (True, False):
+        provider = ScriptedProvider(tool_call_response(ToolCall("c1", "boom", {})), "ok")
+        agent = Agent(
+            provider=provider,
+            tools=[boom],
+            after_tool_call=lambda r, quiet=quiet: errors[quiet].append(r.error),
+        )
+        result = await agent.run("2+3?") if quiet else (await streamed(agent))[0]
+        assert result.messages[2].is_error
+        texts.append(result.messages[2].text)
+    assert texts[0] == texts[1] == "Error: tool 'boom' failed: ValueError: boom"
+    for quiet in (True, False):
+        [error] = errors[quiet]
+        assert isinstance(error, ToolExecutionError)
+        assert isinstance(error.__cause__, ValueError)
+        assert error.cause is error.__cause__
+        assert 'raise ValueError("boom")' in error.traceback

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
-from goagent_py import Message, PendingCall, RunResult, StopReason, TextBlock, ToolCall, Usage
-from goagent_py._records import FIELDS, run_result, text_block, tool_call, tool_result
+from goagent_py import Message, PendingCall, Role, RunResult, StopReason, TextBlock, ToolCall, Usage
+from goagent_py._records import (
+    FIELDS,
+    message,
+    run_result,
+    text_block,
+    text_of,
+    tool_call,
+    tool_result,
+)
 from goagent_py.results import ToolResult
 
 
 @pytest.mark.parametrize("kind", sorted(FIELDS, key=lambda k: k.__name__))
 def test_every_builder_sets_every_field_of_its_class(kind: type) -> None:
     assert FIELDS[kind] == tuple(f.name for f in dataclasses.fields(kind))
-    assert "__post_init__" not in vars(kind)  # nothing a builder would skip
+    if kind is not Message:  # its __post_init__ only makes a Role of a string role
+        assert "__post_init__" not in vars(kind)  # nothing a builder would skip
 
 
 def test_the_builders_make_what_the_constructors_make() -> None:
@@ -56,6 +66,47 @@ def test_the_builders_make_what_the_constructors_make() -> None:
     assert str(fast) == "t"
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.text = "changed"  # type: ignore[misc]
+
+
+def test_the_message_builder_makes_what_the_constructor_makes() -> None:
+    content = [TextBlock("5")]
+    made = message(Role.TOOL, content, "call_1", True)
+    assert made == Message(Role.TOOL, [TextBlock("5")], tool_call_id="call_1", is_error=True)
+    assert made.content is content
+    plain = message(Role.USER, [])
+    assert plain == Message(Role.USER)
+    assert repr(plain) == repr(Message("user"))
+    other = message(Role.USER, [])
+    # Fresh containers per message, as the default factories give.
+    assert plain.tool_calls is not other.tool_calls
+    assert plain.metadata is not other.metadata
+    # The one thing __post_init__ does, the builder's callers never need: the role is a Role.
+    assert type(Message("user").role) is Role
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        [],
+        [TextBlock("5")],
+        [TextBlock("")],
+        [TextBlock("a"), TextBlock("b")],
+        [TextBlock("a"), TextBlock("")],
+    ],
+)
+def test_text_of_is_the_messages_text(content: list[Any]) -> None:
+    made = Message(Role.ASSISTANT, content)
+    assert text_of(made) == made.text
+
+
+def test_text_of_a_message_subclass_is_its_own_text() -> None:
+    @dataclasses.dataclass(slots=True)
+    class Shouting(Message):
+        @property
+        def text(self) -> str:
+            return "LOUD"
+
+    assert text_of(Shouting(Role.ASSISTANT, [TextBlock("quiet")])) == "LOUD"
 
 
 def test_usage_and_text_block_keep_their_dataclass_constructors() -> None:

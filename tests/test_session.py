@@ -532,3 +532,42 @@ async def test_a_consumer_that_stops_reading_at_agent_end_leaves_the_session_idl
     assert (await session.prompt("second")).text == "two"  # not "the session is running"
     await stream.aclose()
     assert [m.text for m in session.transcript] == ["first", "one", "second", "two"]
+
+
+async def test_abort_now_while_should_stop_decides_ends_the_run_with_the_batch_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # should_stop is user code awaited between turns: one that hung held abort("now") (review6a).
+    started = asyncio.Event()
+
+    async def hangs(state: Any) -> bool:
+        started.set()
+        await asyncio.Event().wait()
+        return False
+
+    @tool
+    def note(text: str) -> str:
+        """Note something.
+
+        Args:
+            text: what.
+        """
+        return "noted"
+
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "chat.db", session_id="s"))
+    provider = ScriptedProvider(tool_call_response(ToolCall("c1", "note", {"text": "x"})), "done")
+    session = Session(
+        Agent(provider=provider, tools=[note], short_term_memory=memory, should_stop=hangs)
+    )
+    task = asyncio.create_task(session.prompt("go"))
+    await started.wait()
+    session.abort("now")
+    with caplog.at_level("WARNING"):
+        result = await asyncio.wait_for(task, 60)  # a hang guard, not a timing
+
+    assert result.stop_reason == StopReason.ABORTED
+    assert "should_stop raised" not in caplog.text  # an abort, not a failure of should_stop
+    assert len(provider.requests) == 1
+    stored = await memory.transcript()
+    assert [(m.role, m.text) for m in stored[2:]] == [(Role.TOOL, "noted")]  # kept, not redone
+    assert session.transcript == stored

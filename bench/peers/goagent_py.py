@@ -12,11 +12,18 @@ Fake model: ScriptedProvider replays [tool call add(a=2, b=3), final "5"] and th
 one agent is given a `Cycling` provider that starts a fresh two-step ScriptedProvider at the
 start of every run (the fresh-provider cost is inside the timed run, like the peers' fakes that
 build their response objects per call). Set PEERBENCH_GOAGENT_PROVIDER=function to use
-`FunctionProvider(fn)` instead (the analogue of pydantic-ai's FunctionModel).
+`FunctionProvider(fn)` instead (the analogue of pydantic-ai's FunctionModel), or
+PEERBENCH_GOAGENT_PROVIDER=minimal for `MinimalProvider`: a small class implementing the public
+Provider protocol that builds a fresh response per call from the last message and records
+nothing, as the agno and openai-agents fakes do (their minimal Model subclasses). ScriptedProvider
+snapshots every request and response for test assertions, work no peer's fake does; report the
+two figures side by side, labelled (`goagent_py_minimal.py` runs this variant as its own worker,
+framework "goagent_py-minimal").
 If the API drifts, fix only the marked ADAPT lines.
 """
 
 import asyncio
+import copy
 import os
 
 import _harness as h  # before any framework: telemetry off, bench/peers/ off sys.path
@@ -85,9 +92,27 @@ def function_fn(request):
     return final_response(text) if text is not None else tool_call_response()
 
 
+class MinimalProvider:
+    """The public Provider protocol, nothing more: a fresh response per call, built with the
+    public constructors from the request's last message (a tool result -> the final text, else
+    the call of add), no recording, no copies. The double the peers get (agno's `CannedModel`,
+    openai-agents' `CannedModel`)."""
+
+    async def complete(self, request):
+        last = request.messages[-1]
+        if last.role == ga.Role.TOOL:
+            return final_response(last.text)
+        return tool_call_response()
+
+
+PROVIDER_KIND = os.environ.get("PEERBENCH_GOAGENT_PROVIDER", "scripted")
+
+
 def make_provider():
-    if os.environ.get("PEERBENCH_GOAGENT_PROVIDER", "scripted") == "function":
+    if PROVIDER_KIND == "function":
         return FunctionProvider(function_fn)
+    if PROVIDER_KIND == "minimal":
+        return MinimalProvider()
     return Cycling()
 
 
@@ -207,6 +232,18 @@ def verify_typed():
     assert isinstance(city, City) and city.model_dump() == CITY, city
 
 
+class _Recording:
+    """Records the requests ``inner`` gets (for verify only: never in a timed run)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.requests = []
+
+    async def complete(self, request):
+        self.requests.append(request)
+        return await self.inner.complete(request)
+
+
 def verify():
     provider = Cycling()
     agent = ga.Agent(
@@ -214,6 +251,14 @@ def verify():
     )
     out = asyncio.run(_run(agent))
     requests = list(provider.last_script.requests)  # ADAPT: ScriptedProvider.requests
+    if PROVIDER_KIND == "minimal":  # the variant measured: its requests as the loop sent them
+        recording = _Recording(MinimalProvider())
+        agent = ga.Agent(
+            ga.with_provider(recording), WITH_TOOL(h.add), ga.with_system_prompt(h.INSTRUCTIONS)
+        )
+        out = asyncio.run(_run(agent))
+        requests = [copy.deepcopy(r) for r in recording.requests]
+        assert requests[1].messages[-1].tool_call_id == "call_1", requests[1]
     assert out == "5", out
     assert len(requests) == 2, requests  # two model calls, the script fully consumed
     assert _tool_message_text(requests[0]) is None, requests[0]
@@ -223,14 +268,15 @@ def verify():
 
 if __name__ == "__main__":
     h.bench(
-        framework="goagent_py",
+        framework="goagent_py-minimal" if PROVIDER_KIND == "minimal" else "goagent_py",
         dist="goagent-py",
         related_dists=("pydantic", "pydantic-core", "httpx"),
         import_stmt="import goagent_py",
         entry="goagent_py.Agent(...).run()",
-        fake_model="goagent_py.testing.ScriptedProvider, fresh 2-step script per run"
-        if os.environ.get("PEERBENCH_GOAGENT_PROVIDER", "scripted") != "function"
-        else "goagent_py.testing.FunctionProvider",
+        fake_model={
+            "function": "goagent_py.testing.FunctionProvider",
+            "minimal": "minimal Provider class (fresh response per call, no recording)",
+        }.get(PROVIDER_KIND, "goagent_py.testing.ScriptedProvider, fresh 2-step script per run"),
         mode="async",
         make_agent=make_agent,
         make_agent_prebuilt=make_agent_prebuilt,

@@ -293,7 +293,11 @@ CAVEATS = """## How to read this / caveats
   fake through a thread pool); a minimal `Model` subclass for openai-agents, agno and smolagents.
   Each builds a fresh response object per call, as a provider adapter would. The fake's own cost is
   a small share of every figure (for pydantic-ai, `FunctionModel.request` is under 10% of a run in a
-  profile).
+  profile). goagent-py's row runs on its own `ScriptedProvider`, which records an independent
+  snapshot of every request and response for test assertions — work no peer's fake does (about a
+  third of its run); the "goagent_py-minimal" row, when present, is the same run on a minimal
+  class implementing the public `Provider` protocol (a fresh response per call, nothing
+  recorded), the double the peers get. Ratios stay against the ScriptedProvider row.
 - **Sync tool = a thread hop**: `add` is a plain `def`. In async runs pydantic-ai, openai-agents,
   langgraph and agno run sync tools in a worker thread (anyio / `asyncio.to_thread`); smolagents is a
   sync framework and calls it inline. The "async tool" columns use `async def add` instead and so

@@ -10,6 +10,7 @@
 #
 #   bash bench/peers/run_all.sh                 # all frameworks (+ goagent_py when importable)
 #   bash bench/peers/run_all.sh agno langgraph  # only these; their rows are replaced
+#   bash bench/peers/run_all.sh agno goagent_py goagent_py_minimal  # goagent_py on both fakes
 #
 # Environment:
 #   PEERBENCH_MODE     interleaved (default) | sequential
@@ -114,8 +115,9 @@ for entry in "${FRAMEWORKS[@]}"; do
   fi
 done
 
-# goagent_py: only when importable.
-if selected goagent_py; then
+# goagent_py: only when importable; goagent_py_minimal is the same script on the minimal fake
+# (PEERBENCH_GOAGENT_PROVIDER=minimal), from the same interpreter.
+if selected goagent_py || selected goagent_py_minimal; then
   gpy="${GOAGENT_PY_PYTHON:-}"
   src="${GOAGENT_PY_SRC:-$HERE/../..}"
   if [ -z "$gpy" ] && [ -f "$src/pyproject.toml" ]; then
@@ -127,8 +129,11 @@ if selected goagent_py; then
   fi
   gpy="${gpy:-$BASE_PY}"
   if (cd /tmp && "$gpy" -c "import goagent_py, goagent_py.testing") > /dev/null 2>&1; then
-    PY_FOR[goagent_py]="$gpy"
-    ORDER+=("goagent_py")
+    for name in goagent_py goagent_py_minimal; do
+      selected "$name" || continue
+      PY_FOR[$name]="$gpy"
+      ORDER+=("$name")
+    done
   else
     echo "== goagent_py: not importable with $gpy; skipped" >&2
     "$BASE_PY" - > "$RAW/goagent_py.r1.json" <<'PY'

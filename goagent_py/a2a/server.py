@@ -18,10 +18,12 @@ import asyncio
 import contextlib
 import inspect
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from goagent_py._http_guard import OriginGuard
 from goagent_py.a2a._mapping import (
     ANSWER_ARTIFACT,
     agent_card,
@@ -212,6 +214,7 @@ def a2a_app(
     path: str = "/",
     streaming: bool = True,
     max_contexts: int = 256,
+    allowed_hosts: Iterable[str] = (),
 ) -> Any:
     """Serve ``agent`` over A2A (protocol 1.0, JSON-RPC binding): an ASGI (Starlette) app.
 
@@ -226,6 +229,10 @@ def a2a_app(
         streaming: whether to offer ``SendStreamingMessage`` (``message/stream``).
         max_contexts: conversations kept in memory; past it, the least recently used idle one
             is dropped (a message in it then starts afresh).
+        allowed_hosts: host names accepted in the ``Host`` header besides localhost and the
+            host of ``url``. Any other gets 421, a cross-origin POST 403 and a POST that is not
+            JSON 415, so a page in the user's browser cannot make the agent run
+            (docs/security.md).
 
     Returns:
         A Starlette app; serve it with uvicorn (see :func:`run_a2a`) or mount it in yours.
@@ -276,11 +283,14 @@ def a2a_app(
         finally:
             await handler.aclose()
 
+    middleware: Any = require("starlette.middleware")
+    hosts = [urlsplit(url).hostname or "", *allowed_hosts]
     return applications.Starlette(
         routes=[
             *routes.create_agent_card_routes(card),
             *routes.create_jsonrpc_routes(handler, path, enable_v0_3_compat=True),
         ],
+        middleware=[middleware.Middleware(OriginGuard, hosts=hosts)],
         lifespan=lifespan,
     )
 

@@ -13,7 +13,8 @@ or in AG-UI's own form, ``{"resume": [{"interruptId": "<call id>", "status": "re
 run's SSE stream. A reload (``GET /api/threads/{id}/messages``) lists the waiting calls under
 ``pending``, from the same stored record, so a restarted server shows the card and takes the
 click. "Always for this thread" is recorded with the decision in the conversation; a later
-call of that tool in the thread is approved by the server without asking.
+call of that tool in the thread (of a command tool: that exact command) is approved by the
+server without asking.
 
 An OpenAI-compatible client (serve/_openai.py) gets the waiting calls as its ``tool_calls``;
 its next request's tool messages are the decisions: ``"approved"`` (``"approved: always"``:
@@ -101,23 +102,43 @@ def interrupts_of(calls: list[PendingCall]) -> list[Any]:
     return out
 
 
-def always_approved(messages: list[Message]) -> set[str]:
-    """The tools the person approved "always for this thread", read from the decisions
-    recorded in the conversation (its one record)."""
-    names: set[str] = set()
+AlwaysKey = tuple[str, tuple[str, ...]]
+
+
+def _always_key(name: str, arguments: Mapping[str, Any]) -> AlwaysKey:
+    """What "always" remembers of a call: its tool, or for a command tool (``argv`` or
+    ``command``) that exact command, as the coding agent's "always" does (issue 29)."""
+    # Here, not at the top: the coding package's import costs serve's start ~40 ms.
+    from goagent_py.coding._commands import exact_key, is_command_call
+
+    return (name, exact_key(arguments) if is_command_call(arguments) else ())
+
+
+def always_approved(messages: list[Message]) -> set[AlwaysKey]:
+    """What the person approved "always for this thread" (:func:`_always_key`), read from the
+    decisions recorded in the conversation (its one record)."""
+    keys: set[AlwaysKey] = set()
     for m in messages:
         decided = m.metadata.get(DECISIONS_KEY)
         if not isinstance(decided, dict):
             continue
-        by_id = {c.id: c.name for c in m.tool_calls}
+        by_id = {c.id: c for c in m.tool_calls}
         for call_id, record in decided.items():
             if not isinstance(record, dict) or not record.get("always"):
                 continue
-            # A sub-agent's call ("p1/k1") is not among the message's calls: its record names it.
-            name = by_id.get(call_id) or record.get("name")
+            call = by_id.get(call_id)
+            if call is not None:
+                edited = record.get("arguments")
+                arguments = edited if isinstance(edited, dict) else call.arguments
+                keys.add(_always_key(call.name, arguments))
+                continue
+            # A sub-agent's call ("p1/k1") is not among the message's calls: its record names
+            # its tool, not its arguments, so it counts for that tool's calls that are not
+            # commands.
+            name = record.get("name")
             if isinstance(name, str):
-                names.add(name)
-    return names
+                keys.add((name, ()))
+    return keys
 
 
 def _one(call_id: str, raw: Any) -> ToolDecision:
@@ -272,6 +293,8 @@ def auto_decisions(messages: list[Message]) -> dict[str, ToolDecision] | None:
         return None
     _, pending = pending_of(messages[at])
     allowed = always_approved(messages)
-    if not pending or any(p.kind != "approval" or p.name not in allowed for p in pending):
+    if not pending or any(
+        p.kind != "approval" or _always_key(p.name, p.arguments) not in allowed for p in pending
+    ):
         return None
     return {p.id: Approve() for p in pending}

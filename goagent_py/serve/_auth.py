@@ -20,7 +20,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from goagent_py.errors import ConfigurationError
 
@@ -28,6 +28,7 @@ __all__ = [
     "Auth",
     "Login",
     "NoAuth",
+    "RevocableAuth",
     "TokenAuth",
     "TrustedProxyAuth",
     "UsersFileAuth",
@@ -96,10 +97,18 @@ class Login:
         user: the authenticated user.
         expires_at: the Unix time the credential expires (an expiring token), or None; the login
             session (cookie) the server issues ends then at the latest.
+        proof: a digest naming the credential that proved the login (never the credential
+            itself), kept with the login session; a :class:`RevocableAuth` mode checks it on
+            every use of the session, so a session ends with its credential ("": none).
     """
 
     user: str
     expires_at: float | None = None
+    proof: str = ""
+
+
+def _proof(kind: str, credential: str) -> str:
+    return hashlib.sha256(f"{kind}:{credential}".encode()).hexdigest()
 
 
 class Auth(Protocol):
@@ -114,6 +123,17 @@ class Auth(Protocol):
 
     def login(self, body: dict[str, Any]) -> Login | None:
         """What a login body (``{"token"}`` or ``{"user", "password"}``) proves, or None."""
+        ...
+
+
+@runtime_checkable
+class RevocableAuth(Protocol):
+    """An auth mode that can tell whether the credential behind a login session still works
+    (optional: the server asks it on every use of a session, which then ends with a removed
+    token, a changed password or a removed user, across restarts too)."""
+
+    def holds(self, login: Login) -> bool:
+        """Whether the credential that proved ``login`` (its ``proof``) still proves it."""
         ...
 
 
@@ -164,9 +184,17 @@ class TokenAuth:
             if hmac.compare_digest(known.encode(), token.encode()):
                 deadline = self.expires.get(known)
                 if deadline is None or time.time() < deadline:
-                    return Login(user=user, expires_at=deadline)
+                    return Login(user=user, expires_at=deadline, proof=_proof("token", known))
                 return None
         return None
+
+    def holds(self, login: Login) -> bool:
+        """Whether a token of ``login.user`` that proved ``login`` is still known and valid."""
+        for known, user in self.tokens.items():
+            if user == login.user and hmac.compare_digest(_proof("token", known), login.proof):
+                deadline = self.expires.get(known)
+                return deadline is None or time.time() < deadline
+        return False
 
     def authenticate(self, headers: dict[str, str], client: str) -> str | None:
         """The user of the request's bearer token, if it is known and not expired."""
@@ -214,7 +242,14 @@ class UsersFileAuth:
         if stored is None:
             verify_password(password, hash_password("x"))  # same time for unknown users
             return None
-        return Login(user=user) if verify_password(password, stored) else None
+        if not verify_password(password, stored):
+            return None
+        return Login(user=user, proof=_proof("users", stored))
+
+    def holds(self, login: Login) -> bool:
+        """Whether ``login.user`` is still in the file with the password that logged in."""
+        stored = self.users.get(login.user)
+        return stored is not None and hmac.compare_digest(_proof("users", stored), login.proof)
 
 
 @dataclass
@@ -235,3 +270,8 @@ class TrustedProxyAuth:
     def login(self, body: dict[str, Any]) -> Login | None:
         """None: the proxy logs users in."""
         return None
+
+    def holds(self, login: Login) -> bool:
+        """False: this mode opens no login session, so none opened before (by another mode,
+        on the same threads database) is believed."""
+        return False

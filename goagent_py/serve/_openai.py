@@ -25,6 +25,7 @@ write them in the API's own shape, streaming or not:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import html
 import json
 import secrets
@@ -100,6 +101,17 @@ def _thread_name(request_headers: Any, body: dict[str, Any]) -> str:
     # The server owns history: the thread is named by the "user" field (or a header).
     name = request_headers.get("x-goagent-thread") or body.get("user") or "default"
     return str(name)
+
+
+def thread_id_of(name: str) -> str:
+    """The server thread a request's thread name (``user`` or ``X-Goagent-Thread``) names, one
+    per name: a plain name (up to 40 letters, digits, ``-``, ``_``) as ``openai-<name>``; any
+    other as a readable part and ``.`` and a SHA-256 of the whole name (a plain name has no
+    ``.``), so two names never share a conversation."""
+    if 0 < len(name) <= 40 and all(c.isalnum() or c in "-_" for c in name):
+        return "openai-" + name
+    readable = "".join(c for c in name if c.isascii() and (c.isalnum() or c in "-_"))[:24]
+    return f"openai-{readable}.{hashlib.sha256(name.encode()).hexdigest()[:32]}"
 
 
 def _schema_of(name: Any, schema: Any, where: str) -> tuple[str, dict[str, Any]]:
@@ -306,7 +318,7 @@ def _adapter(server: Server, request: OpenAIRequest) -> Callable[[Live], Agent |
 
 async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
     """The run answering ``request``: the waiting one its tool results continue, or a new one."""
-    thread_id = "openai-" + "".join(c for c in request.thread if c.isalnum() or c in "-_")[:40]
+    thread_id = thread_id_of(request.thread)
     if await server.threads.get(user, thread_id) is None:
         await server.threads.create(user, f"OpenAI API ({request.thread})"[:200], thread_id)
     live = await server.live_of(user, thread_id)

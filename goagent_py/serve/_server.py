@@ -30,7 +30,7 @@ from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 from goagent_py.serve._approvals import abandoned, auto_decisions, check_against, waiting_calls
-from goagent_py.serve._auth import Auth, Login, NoAuth
+from goagent_py.serve._auth import Auth, Login, NoAuth, RevocableAuth
 from goagent_py.serve._threads import ThreadStore, session_key
 from goagent_py.session import Session
 
@@ -215,10 +215,15 @@ class Server:
         found = await self.threads.login_of(token)
         if found is None:
             raise HttpError(401, "unknown session; log in again")
-        user, deadline = found
+        user, deadline, proof = found
         if self.clock() >= deadline:
             await self.threads.remove_login(token)
             raise HttpError(401, "session expired; log in again")
+        auth = self.auth
+        if isinstance(auth, RevocableAuth) and not auth.holds(Login(user=user, proof=proof)):
+            # The token was removed or the password changed (a restart keeps sessions).
+            await self.threads.remove_login(token)
+            raise HttpError(401, "the credential that opened this session no longer works")
         return user
 
     async def open_session(self, login: Login) -> tuple[str, float]:
@@ -230,7 +235,7 @@ class Server:
             deadline = min(deadline, login.expires_at)
         if deadline <= now:
             raise HttpError(401, "the credential has expired; get a new one")
-        token = await self.threads.add_login(login.user, deadline, now=now)
+        token = await self.threads.add_login(login.user, deadline, now=now, proof=login.proof)
         return token, deadline - now
 
     async def close_session(self, token: str) -> None:

@@ -41,10 +41,25 @@ _TIMES = (
     " duration REAL NOT NULL, PRIMARY KEY (user, thread_id, call_id))"
 )
 
+# ``proof`` names the credential that opened the session (Login.proof), checked on every use.
 _LOGINS = (
     "CREATE TABLE IF NOT EXISTS goagent_serve_logins ("
-    " token_sha256 TEXT PRIMARY KEY, user TEXT NOT NULL, expires_at REAL NOT NULL)"
+    " token_sha256 TEXT PRIMARY KEY, user TEXT NOT NULL, expires_at REAL NOT NULL,"
+    " proof TEXT NOT NULL DEFAULT '')"
 )
+
+
+def _add_proof_column(conn: sqlite3.Connection) -> None:
+    """A threads file made before ``proof``: its sessions get "" (which no credential holds)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(goagent_serve_logins)")}
+    if "proof" not in columns:
+        try:
+            conn.execute(
+                "ALTER TABLE goagent_serve_logins ADD COLUMN proof TEXT NOT NULL DEFAULT ''"
+            )
+        except sqlite3.OperationalError as exc:  # another process added it first
+            if "duplicate column" not in str(exc):
+                raise
 
 
 def _digest(token: str) -> str:
@@ -77,6 +92,7 @@ class ThreadStore:
                     conn.execute(_SCHEMA)
                     conn.execute(_TIMES)
                     conn.execute(_LOGINS)
+                    _add_proof_column(conn)
                 except BaseException:
                     conn.close()  # the next call opens a fresh one
                     raise
@@ -249,30 +265,31 @@ class ThreadStore:
 
     # -- login sessions ----------------------------------------------------------------------
 
-    async def add_login(self, user: str, expires_at: float, *, now: float) -> str:
-        """A new login session of ``user`` until ``expires_at``: its (random) token. Sessions
-        expired at ``now`` are swept first."""
+    async def add_login(self, user: str, expires_at: float, *, now: float, proof: str = "") -> str:
+        """A new login session of ``user`` until ``expires_at``, opened by the credential
+        ``proof`` names: its (random) token. Sessions expired at ``now`` are swept first."""
         token = secrets.token_urlsafe(32)
 
         def q(c: sqlite3.Connection) -> None:
             c.execute("DELETE FROM goagent_serve_logins WHERE expires_at <= ?", (now,))
             c.execute(
-                "INSERT INTO goagent_serve_logins VALUES (?, ?, ?)",
-                (_digest(token), user, expires_at),
+                "INSERT INTO goagent_serve_logins (token_sha256, user, expires_at, proof)"
+                " VALUES (?, ?, ?, ?)",
+                (_digest(token), user, expires_at, proof),
             )
 
         await self._write(q)
         return token
 
-    async def login_of(self, token: str) -> tuple[str, float] | None:
-        """The (user, expiry) of a login session's token, or None."""
+    async def login_of(self, token: str) -> tuple[str, float, str] | None:
+        """The (user, expiry, proof) of a login session's token, or None."""
 
-        def q(c: sqlite3.Connection) -> tuple[str, float] | None:
+        def q(c: sqlite3.Connection) -> tuple[str, float, str] | None:
             row = c.execute(
-                "SELECT user, expires_at FROM goagent_serve_logins WHERE token_sha256 = ?",
+                "SELECT user, expires_at, proof FROM goagent_serve_logins WHERE token_sha256 = ?",
                 (_digest(token),),
             ).fetchone()
-            return (row[0], row[1]) if row else None
+            return (row[0], row[1], row[2]) if row else None
 
         return await self._call(q)
 

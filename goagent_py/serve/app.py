@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from goagent_py._http_guard import LOCAL_HOSTS, refusal
 from goagent_py.errors import ConfigurationError, MissingExtraError
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.serve._auth import Auth, NoAuth, is_loopback_peer
@@ -100,17 +101,10 @@ class ServeApp:
             if not is_loopback_peer(client[0] if client else None):
                 await _send_error(scope, send, 403, LOCAL_ONLY)
                 return
-        host, origin = _host_and_origin(scope["headers"])
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        name = name.strip("[]").lower()
-        if name not in self.hosts:
-            await _send_error(scope, send, 421, f"unexpected Host {host!r}")
+        refused = refusal(scope, self.hosts)  # Host and Origin (_http_guard.py)
+        if refused is not None:
+            await _send_error(scope, send, *refused)
             return
-        if scope["method"] not in ("GET", "HEAD") and origin is not None:
-            scheme = scope.get("scheme", "http")
-            if origin != f"{scheme}://{host}":
-                await _send_error(scope, send, 403, f"cross-origin request from {origin!r} refused")
-                return
         hot = self._hot(scope)
         if hot is not None:
             await _call(hot[0], {**scope, "path_params": hot[1]}, receive, send)
@@ -138,17 +132,6 @@ class ServeApp:
             if thread_id and "/" not in thread_id:  # Starlette's {thread_id:str}
                 return self._runs, {"thread_id": thread_id}
         return None
-
-
-def _host_and_origin(headers: list[tuple[bytes, bytes]]) -> tuple[str, str | None]:
-    # ASGI servers give header names in lower case.
-    host, origin = "", None
-    for key, value in headers:
-        if key == b"host":
-            host = value.decode("latin-1")
-        elif key == b"origin":
-            origin = value.decode("latin-1")
-    return host, origin
 
 
 async def _call(endpoint: Endpoint, scope: Scope, receive: Receive, send: Send) -> None:
@@ -275,5 +258,5 @@ def create_app(
         await server.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
-    hosts = frozenset({"127.0.0.1", "localhost", "::1", *(h.lower() for h in allowed_hosts)})
+    hosts = LOCAL_HOSTS | {h.lower() for h in allowed_hosts}
     return ServeApp(app, hosts, server, hot)

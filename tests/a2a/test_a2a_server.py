@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -360,3 +361,74 @@ async def test_a_0_3_client_streams_with_message_stream() -> None:
     )
     answers = [e["artifact"]["parts"] for e in events if e["kind"] == "artifact-update"]
     assert answers[-1] == [{"kind": "text", "text": "Hi there."}]
+
+
+# -- what a page in the user's browser can do to an A2A server on localhost (review6a) ----------
+
+
+def _send_body(text: str) -> dict[str, Any]:
+    message = {
+        "role": "user",
+        "messageId": str(uuid.uuid4()),
+        "parts": [{"kind": "text", "text": text}],
+    }
+    return {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+
+
+def _asgi_client(app: Any) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50123))
+    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:9000")
+
+
+async def test_a_cross_site_page_cannot_make_the_a2a_agent_run() -> None:
+    # A "simple" cross-site POST (text/plain, no preflight) and a DNS-rebinding page (its own
+    # host name) ran the agent and its tools; the serve app refused both since issue 29.
+    agent, provider = calculator("ran", "ran", "ran")
+    app = a2a_app(agent, url="http://127.0.0.1:9000")
+    body = json.dumps(_send_body("do it"))
+    async with _asgi_client(app) as client:
+        csrf = await client.post(
+            "/",
+            content=body,
+            headers={"content-type": "text/plain", "origin": "http://evil.example"},
+        )
+        form = await client.post("/", content=body, headers={"content-type": "text/plain"})
+        foreign = await client.post(
+            "/",
+            content=body,
+            headers={"content-type": "application/json", "origin": "http://evil.example"},
+        )
+        rebound = await client.post(
+            "/",
+            content=body,
+            headers={"content-type": "application/json", "host": "evil.example:9000"},
+        )
+        card = await client.get(
+            "/.well-known/agent-card.json", headers={"host": "evil.example:9000"}
+        )
+        assert [r.status_code for r in (csrf, form, foreign, rebound, card)] == [
+            403,
+            415,
+            403,
+            421,
+            421,
+        ]
+        assert provider.requests == []
+        # A client of the protocol (JSON, no Origin, or the server's own) is served.
+        ok = await client.post(
+            "/", json=_send_body("do it"), headers={"origin": "http://127.0.0.1:9000"}
+        )
+        assert ok.status_code == 200
+        assert ok.json()["result"]["status"]["state"] in ("completed", "TASK_STATE_COMPLETED")
+    assert len(provider.requests) == 1
+
+
+async def test_a2a_app_accepts_the_host_of_its_url_and_the_names_it_is_given() -> None:
+    agent, _ = calculator()
+    app = a2a_app(agent, url="https://agents.example.com/a2a", allowed_hosts=["Other.example"])
+    statuses = []
+    async with _asgi_client(app) as client:
+        for host in ["agents.example.com", "other.example:8443", "localhost:9000", "evil.example"]:
+            r = await client.get("/.well-known/agent-card.json", headers={"host": host})
+            statuses.append(r.status_code)
+    assert statuses == [200, 200, 200, 421]

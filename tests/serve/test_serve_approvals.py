@@ -202,3 +202,50 @@ async def test_the_openai_endpoint_returns_waiting_calls_as_tool_calls(
     assert RAN == ["disk"]
     assert again.status_code == 409  # decided already: nothing waits for these results
     assert "waits for a decision" in again.json()["error"]["message"]
+
+
+@tool(requires_approval=True)
+def shell(command: str) -> str:
+    """Run a command.
+
+    Args:
+        command: the command line.
+    """
+    RAN.append(command)
+    return f"ran {command}"
+
+
+def run_commands(request: Any) -> Any:
+    last = request.messages[-1]
+    if last.role is Role.TOOL:
+        return text_response(f"after: {last.text}")
+    return tool_call_response(("shell", {"command": last.text}))
+
+
+async def test_always_for_a_command_tool_approves_that_command_only(db: str, helpers: Any) -> None:
+    # "Always" on `ls` approved every later command of the thread (`rm -rf ~` too): the coding
+    # agent's "always" remembers the exact command since issue 29; the page did not.
+    RAN.clear()
+    factory = helpers.factory_for(FunctionProvider(run_commands), [shell])
+    app = create_app(factory, storage_path=db)
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+
+        async def ask(text: str) -> list[dict[str, Any]]:
+            r = await client.post(f"/api/threads/{tid}/runs", json={"message": text})
+            return list(helpers.sse_events(r.text))
+
+        first = (await ask("ls"))[-1]["outcome"]["interrupts"][0]["id"]
+        r = await client.post(
+            f"/api/threads/{tid}/decisions",
+            json={"decisions": {first: {"decision": "approve", "always": True}}},
+        )
+        assert helpers.sse_events(r.text)[-1]["result"]["text"] == "after: ran ls"
+        again = await ask("ls")  # the same command: approved by the server
+        other = await ask("rm -rf ~")  # another one: asked about
+    await app.aclose()
+
+    assert again[-1].get("outcome") is None
+    assert again[-1]["result"]["text"] == "after: ran ls"
+    assert [i["toolCallId"] for i in other[-1]["outcome"]["interrupts"]]
+    assert RAN == ["ls", "ls"]

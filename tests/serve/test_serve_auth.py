@@ -5,6 +5,7 @@ with the token that opened them; every POST is JSON; /api/me never logs a consol
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import socket
 import sqlite3
 import time
@@ -13,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from goagent_py.serve import Login, TokenAuth, UsersFileAuth, create_app, hash_password
+from goagent_py.serve import TokenAuth, UsersFileAuth, create_app, hash_password
 from goagent_py.serve._auth import is_loopback_peer
 from goagent_py.testing import FunctionProvider
 
@@ -254,8 +255,14 @@ async def test_login_sessions_live_in_the_threads_database(
 async def test_login_results_carry_the_token_expiry() -> None:
     deadline = time.time() + 60
     auth = TokenAuth({TOKEN: "alice"}, expires={TOKEN: deadline})
-    assert auth.login({"token": TOKEN}) == Login(user="alice", expires_at=deadline)
-    assert TokenAuth({TOKEN: "bob"}).login({"token": TOKEN}) == Login(user="bob")
+    found = auth.login({"token": TOKEN})
+    assert found is not None
+    assert (found.user, found.expires_at) == ("alice", deadline)
+    assert found.proof  # a digest, never the token
+    assert TOKEN not in found.proof
+    bob = TokenAuth({TOKEN: "bob"}).login({"token": TOKEN})
+    assert bob is not None
+    assert (bob.user, bob.expires_at) == ("bob", None)
     assert auth.login({"token": "x" * 24}) is None
 
 
@@ -288,4 +295,79 @@ async def test_me_answers_200_before_a_login(db: str, helpers: Any, tmp_path: An
         # Everything else still refuses without a credential.
         client.cookies.clear()
         assert (await client.get("/api/threads")).status_code == 401
+    await app.aclose()
+
+
+# -- a login session lasts only while the credential that opened it works (review6a) ----------
+
+
+async def test_a_login_session_ends_when_its_token_is_removed_and_the_server_restarts(
+    db: str, helpers: Any
+) -> None:
+    # docs/security.md says to restart to end the sessions of a removed token; sessions are
+    # kept in the threads database, so the restart alone ended nothing.
+    other = "u" * 24
+    app = create_app(_echo(helpers), storage_path=db, auth=TokenAuth({TOKEN: "alice"}))
+    async with helpers.client_for(app) as client:
+        assert (await client.post("/api/login", json={"token": TOKEN})).status_code == 200
+        cookie = client.cookies["goagent_session"]
+    await app.aclose()
+
+    again = create_app(_echo(helpers), storage_path=db, auth=TokenAuth({other: "alice"}))
+    async with helpers.client_for(again) as client:
+        client.cookies.set("goagent_session", cookie)
+        assert (await client.get("/api/threads")).status_code == 401
+        assert (await client.get("/api/me")).json()["authenticated"] is False
+        # A login with the token the server knows now works as before.
+        assert (await client.post("/api/login", json={"token": other})).status_code == 200
+        assert (await client.get("/api/threads")).status_code == 200
+    await again.aclose()
+
+
+async def test_a_login_session_ends_when_its_users_password_changes_or_the_user_goes(
+    db: str, helpers: Any, tmp_path: Any
+) -> None:
+    users = tmp_path / "users"
+    users.write_text(
+        f"alice:{hash_password('correct horse')}\nbob:{hash_password('battery staple')}\n"
+    )
+    app = create_app(_echo(helpers), storage_path=db, auth=UsersFileAuth(users))
+    cookies = {}
+    for user, password in [("alice", "correct horse"), ("bob", "battery staple")]:
+        async with helpers.client_for(app) as client:
+            body = {"user": user, "password": password}
+            assert (await client.post("/api/login", json=body)).status_code == 200
+            cookies[user] = client.cookies["goagent_session"]
+    await app.aclose()
+
+    # alice's password changed (a leaked one, say), bob was removed from the file.
+    users.write_text(f"alice:{hash_password('new password')}\n")
+    again = create_app(_echo(helpers), storage_path=db, auth=UsersFileAuth(users))
+    for user in ("alice", "bob"):
+        async with helpers.client_for(again) as client:
+            client.cookies.set("goagent_session", cookies[user])
+            assert (await client.get("/api/threads")).status_code == 401, user
+    await again.aclose()
+
+
+async def test_a_threads_file_from_before_login_proofs_is_migrated_and_its_sessions_end(
+    db: str, helpers: Any
+) -> None:
+    cookie = "c" * 43
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TABLE goagent_serve_logins ("
+            " token_sha256 TEXT PRIMARY KEY, user TEXT NOT NULL, expires_at REAL NOT NULL)"
+        )
+        digest = hashlib.sha256(cookie.encode()).hexdigest()
+        conn.execute(
+            "INSERT INTO goagent_serve_logins VALUES (?, ?, ?)", (digest, "alice", time.time() + 60)
+        )
+    conn.close()
+    app = create_app(_echo(helpers), storage_path=db, auth=TokenAuth({TOKEN: "alice"}))
+    async with helpers.client_for(app) as client:
+        client.cookies.set("goagent_session", cookie)
+        assert (await client.get("/api/threads")).status_code == 401
+        assert (await client.post("/api/login", json={"token": TOKEN})).status_code == 200
+        assert (await client.get("/api/threads")).status_code == 200
     await app.aclose()

@@ -15,7 +15,7 @@ import pytest
 
 from goagent_py.messages import Role
 from goagent_py.serve import create_app
-from goagent_py.testing import ScriptedProvider, tool_call_response
+from goagent_py.testing import FunctionProvider, ScriptedProvider, tool_call_response
 from goagent_py.tools import tool
 from goagent_py.transcript import validate_transcript
 
@@ -463,3 +463,48 @@ async def test_a_client_that_never_sends_results_does_not_hold_the_thread(
 
     with pytest.raises(ConfigurationError, match="client_tool_timeout"):
         create_app(helpers.factory_for(provider), storage_path=db, client_tool_timeout=0)
+
+
+# -- the thread a request names (review6a) -----------------------------------------------------
+
+
+async def test_distinct_user_fields_never_share_a_thread(db: str, helpers: Any) -> None:
+    # An app serving many people through one key names each by the request's "user": names that
+    # differ only in punctuation, or after 40 characters, were one thread (one person's
+    # conversation in another's request).
+    seen: list[list[str]] = []
+
+    def answer(request: Any) -> str:
+        seen.append([m.text for m in request.messages])
+        return "ok"
+
+    app = create_app(helpers.factory_for(FunctionProvider(answer)), storage_path=db)
+    long = "customer-" + "0" * 40
+    names = [
+        "alice.smith@corp.example",
+        "alicesmith@corp.example",
+        long + "1",
+        long + "2",
+        "José",
+        "Jose",
+    ]
+    async with _sdk(app) as client:
+        for name in names:
+            await client.chat.completions.create(
+                model="goagent",
+                messages=[{"role": "user", "content": f"I am {name}"}],
+                user=name,
+            )
+        again = await client.chat.completions.create(
+            model="goagent", messages=[{"role": "user", "content": "who am I?"}], user=names[1]
+        )
+    await app.aclose()
+
+    assert again.choices[0].message.content == "ok"
+    for name, request in zip(names, seen, strict=False):
+        assert request == [f"I am {name}"], name  # nobody else's messages
+    assert seen[-1] == [f"I am {names[1]}", "ok", "who am I?"]
+    # A plain name keeps its documented thread id.
+    threads = {t["id"] for t in await app.server.threads.list("local")}
+    assert "openai-Jose" in threads
+    assert len(threads) == len(names)

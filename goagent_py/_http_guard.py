@@ -1,0 +1,98 @@
+"""The Host and Origin checks every HTTP app of the package makes before routing (private).
+
+A server on 127.0.0.1 is reachable from any page the user's browser opens: a cross-site page
+can POST to it (a "simple" request needs no CORS preflight, so the server acts even though the
+page cannot read the answer), and a DNS-rebinding page reaches it under its own host name
+(then it can read the answers too). Two checks stop both (docs/security.md):
+
+- the ``Host`` header must name the server (localhost, or a name it was told of): 421;
+- a request that is not GET or HEAD and carries an ``Origin`` must come from the server's
+  own origin: 403.
+
+``goagent-py serve`` (serve/app.py) and the A2A server (a2a/server.py) both use
+:func:`refusal`; :class:`OriginGuard` is the same as an ASGI middleware.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+__all__ = ["LOCAL_HOSTS", "OriginGuard", "host_and_origin", "refusal"]
+
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def host_and_origin(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str | None]:
+    """The ``Host`` and ``Origin`` headers of an ASGI request (names come in lower case)."""
+    host, origin = "", None
+    for key, value in headers:
+        if key == b"host":
+            host = value.decode("latin-1")
+        elif key == b"origin":
+            origin = value.decode("latin-1")
+    return host, origin
+
+
+def refusal(scope: Scope, hosts: frozenset[str]) -> tuple[int, str] | None:
+    """Why an HTTP request must be refused before routing, as (status, message); None if not.
+
+    Args:
+        scope: the ASGI scope.
+        hosts: the host names accepted (lower case, IPv6 without brackets).
+    """
+    host, origin = host_and_origin(scope["headers"])
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    name = name.strip("[]").lower()
+    if name not in hosts:
+        return 421, f"unexpected Host {host!r}"
+    if scope["method"] not in ("GET", "HEAD") and origin is not None:
+        scheme = scope.get("scheme", "http")
+        if origin != f"{scheme}://{host}":
+            return 403, f"cross-origin request from {origin!r} refused"
+    return None
+
+
+class OriginGuard:
+    """An ASGI middleware making the checks of :func:`refusal` (answered as JSON
+    ``{"error": ...}``), and refusing a POST, PUT or PATCH whose body is not JSON (415: an HTML
+    form can send only other types).
+
+    Args:
+        app: the app to guard.
+        hosts: the host names accepted besides localhost.
+    """
+
+    def __init__(
+        self, app: Callable[[Scope, Receive, Send], Awaitable[None]], *, hosts: Iterable[str] = ()
+    ) -> None:
+        self.app = app
+        self.hosts = LOCAL_HOSTS | {h.strip("[]").lower() for h in hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            found = refusal(scope, self.hosts)
+            if found is None and scope["method"] in ("POST", "PUT", "PATCH"):
+                kind = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+                if kind.split(";")[0].strip().lower() != "application/json":
+                    found = 415, "send JSON (Content-Type: application/json)"
+            if found is not None:
+                body = json.dumps({"error": found[1]}).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": found[0],
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", b"%d" % len(body)),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
