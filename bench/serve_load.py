@@ -45,6 +45,7 @@ import uvicorn
 
 from goagent_py import Agent
 from goagent_py.serve import ThreadContext, TokenAuth, create_app
+from goagent_py.serve.run import event_loop_factory
 from goagent_py.testing import ScriptedProvider
 
 ANSWER = " ".join(f"word{i}" for i in range(24))
@@ -146,6 +147,7 @@ class _RawClient:
 
 _CLIENT: Any = httpx.AsyncClient
 _CALLGRIND = ""  # --callgrind FILE: the server under valgrind's callgrind
+_LOOP = "auto"  # --loop: the server's event loop, chosen as ``goagent-py serve --loop`` does
 
 
 def _serve(port_file: str, db: str, users: int, turns: int) -> None:
@@ -162,7 +164,8 @@ def _serve(port_file: str, db: str, users: int, turns: int) -> None:
     sock.listen(1024)
     Path(port_file).write_text(str(sock.getsockname()[1]))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    asyncio.run(server.serve(sockets=[sock]))
+    with asyncio.Runner(loop_factory=event_loop_factory(_LOOP)) as runner:  # as the CLI runs it
+        runner.run(server.serve(sockets=[sock]))
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -277,9 +280,14 @@ async def _load(
     if _CALLGRIND:  # the instructions since the zeroing after start-up, dumped now
         dump = ["callgrind_control", "-d", str(pid)]
         await asyncio.to_thread(subprocess.run, dump, check=True, capture_output=True)
-        dumps = sorted(Path(_CALLGRIND).parent.glob(Path(_CALLGRIND).name + ".*"))
-        for line in dumps[-1].read_text().splitlines():
-            if line.startswith(("totals:", "summary:")):
+        dump_file = Path(_CALLGRIND + ".1")
+        for _ in range(600):  # callgrind_control returns before the dump is written out
+            text = await asyncio.to_thread(lambda: dump_file.exists() and dump_file.read_text())
+            if text and "\ntotals:" in text:
+                break
+            await asyncio.sleep(0.1)
+        for line in (text or "").splitlines():
+            if line.startswith("summary:"):
                 out["turns_instructions"] = int(line.split()[1])
     return out, wall, await _check(base, tokens, out, turns)
 
@@ -361,11 +369,13 @@ def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
         db = Path(tmp) / "serve.db"
         port_file = Path(tmp) / "port"
         command = [sys.executable, __file__, "--serve", str(port_file), str(db)]
-        command += ["--users", str(users), "--turns", str(turns)]
+        command += ["--users", str(users), "--turns", str(turns), "--loop", _LOOP]
         if _CALLGRIND:
-            command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={_CALLGRIND}"]
-            command += [sys.executable, __file__, "--serve", str(port_file), str(db)]
-            command += ["--users", str(users), "--turns", str(turns)]
+            stale = Path(_CALLGRIND).parent.glob(Path(_CALLGRIND).name + ".*")
+            for old in [Path(_CALLGRIND), *stale]:  # the dump read is the fresh ".1"
+                old.unlink(missing_ok=True)
+            valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={_CALLGRIND}"]
+            command = [*valgrind, *command]
         if py_spy:
             spy = Path(sys.executable).with_name("py-spy")
             record = [str(spy), "record", "-r", "200", "-f", "raw", "-o", py_spy]
@@ -385,7 +395,8 @@ def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
             process.send_signal(signal.SIGINT)  # py-spy writes its file when its child ends
             process.wait(60)
         cross_db = _db_cross(db)
-    _report("goagent-py serve (uvicorn, SQLite, token auth)", out, wall, server_cpu)
+    loop = "uvloop" if event_loop_factory(_LOOP) else "asyncio"
+    _report(f"goagent-py serve (uvicorn on {loop}, SQLite, token auth)", out, wall, server_cpu)
     print(f"  cross-user rows: {cross} via the API, {cross_db} in the database")
     return 1 if out["errors"] or cross or cross_db else 0
 
@@ -416,7 +427,8 @@ def _peer(users: int, turns: int) -> int:
         finally:
             process.send_signal(signal.SIGINT)
             process.wait(60)
-    _report(f"pydantic-ai {version} AG-UI (uvicorn, no storage, no auth)", out, wall, server_cpu)
+    title = f"pydantic-ai {version} AG-UI (uvicorn on uvloop, no storage, no auth)"
+    _report(title, out, wall, server_cpu)
     return 1 if out["errors"] else 0
 
 
@@ -458,11 +470,18 @@ if __name__ == "__main__":
         help="run the server under callgrind (out file prefix); prints the instructions of the "
         "turns (counted from the end of start-up to the end of the last turn)",
     )
+    parser.add_argument(
+        "--loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default="auto",
+        help="our server's event loop, as goagent-py serve --loop (auto: uvloop when installed)",
+    )
     parser.add_argument("--serve", nargs=2, metavar=("PORT_FILE", "DB"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.raw_client:
         _CLIENT = _RawClient
     _CALLGRIND = ns.callgrind
+    _LOOP = ns.loop
     if ns.serve:
         with contextlib.suppress(KeyboardInterrupt):
             _serve(*ns.serve, ns.users, ns.turns)

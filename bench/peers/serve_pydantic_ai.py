@@ -58,7 +58,10 @@ def main(port_file: str) -> None:
     sock.listen(1024)
     Path(port_file).write_text(str(sock.getsockname()[1]))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    asyncio.run(server.serve(sockets=[sock]))
+    import uvloop  # installed with the peer, as uvicorn[standard] brings it; ours runs on it too
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(server.serve(sockets=[sock]))
 
 
 if __name__ == "__main__":

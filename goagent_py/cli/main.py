@@ -590,7 +590,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE if exc.code else EXIT_OK
     start = time.perf_counter()
     try:
-        return asyncio.run(_main(args))
+        loop_factory = None
+        if args.command == "serve":  # uvloop when installed, as uvicorn's own command runs
+            from goagent_py.serve.run import event_loop_factory
+
+            loop_factory = event_loop_factory(args.loop)
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(_main(args))
     except UsageError as exc:
         print(f"goagent-py: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -19,7 +19,15 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from goagent_py._sqlite import in_file_thread, shares_writes, use_wal, write_in_file
+from goagent_py._sqlite import (
+    NotHere,
+    busy_waits,
+    in_file_thread,
+    read_here,
+    shares_writes,
+    use_wal,
+    write_in_file,
+)
 from goagent_py.memory.storage.sqlite import delete_session
 from goagent_py.messages import Message, Role, TextBlock, ThinkingBlock
 
@@ -72,8 +80,9 @@ def session_key(user: str, thread_id: str) -> str:
 
 
 class ThreadStore:
-    """Threads per user in a SQLite file: reads on its own connection in a worker thread,
-    writes in the file's shared writer (``_sqlite.write_in_file``)."""
+    """Threads per user in a SQLite file: reads on its own connection (the short keyed ones on
+    the event loop when nothing can make them wait, ``_sqlite.read_here``; the rest in a worker
+    thread), writes in the file's shared writer (``_sqlite.write_in_file``)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -93,14 +102,26 @@ class ThreadStore:
                     conn.execute(_TIMES)
                     conn.execute(_LOGINS)
                     _add_proof_column(conn)
+                    # Off outside worker calls: reads on the loop never wait (read_here).
+                    conn.execute("PRAGMA busy_timeout = 0")
                 except BaseException:
                     conn.close()  # the next call opens a fresh one
                     raise
                 self._conn = conn
-            return fn(self._conn)
+            with busy_waits(self._conn, 5.0) as conn:
+                return fn(conn)
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await in_file_thread(self.path, lambda: self._run(fn))
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """The short read ``fn`` on the loop when nothing can make it wait (issue 36: a
+        thread hop costs more than the lookup), else in a worker thread."""
+        here = read_here(self._lock, self._opened, fn)
+        return await self._call(fn) if isinstance(here, NotHere) else here
+
+    def _opened(self) -> sqlite3.Connection | None:
+        return self._conn
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run the write ``fn`` in one transaction, in the file's shared writer: the
@@ -153,7 +174,7 @@ class ThreadStore:
                 return None
             return {"id": thread_id, "title": row[0], "created_at": row[1], "updated_at": row[2]}
 
-        return await self._call(q)
+        return await self._read(q)
 
     async def create(self, user: str, title: str, thread_id: str = "") -> dict[str, Any]:
         """A new thread for ``user`` (a random id unless given)."""
@@ -261,7 +282,7 @@ class ThreadStore:
             )
             return {call_id: duration for call_id, duration in found}
 
-        return await self._call(q)
+        return await self._read(q)
 
     # -- login sessions ----------------------------------------------------------------------
 
@@ -291,7 +312,7 @@ class ThreadStore:
             ).fetchone()
             return (row[0], row[1], row[2]) if row else None
 
-        return await self._call(q)
+        return await self._read(q)
 
     async def remove_login(self, token: str) -> None:
         """End a login session (nothing happens for an unknown token)."""

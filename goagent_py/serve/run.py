@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import getpass
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from goagent_py.serve._auth import (
     is_loopback,
 )
 
-__all__ = ["add_serve_arguments", "build_auth", "run_serve"]
+__all__ = ["add_serve_arguments", "build_auth", "event_loop_factory", "run_serve"]
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +61,37 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--add-user", metavar="NAME", help="print a users-file line for NAME (asks a password)"
     )
+    parser.add_argument(
+        "--loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default="auto",
+        help="the event loop: uvloop when it is installed (auto, the default, as uvicorn's own "
+        "command picks), or the standard library's asyncio",
+    )
+
+
+def event_loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop ``serve`` runs on (for ``asyncio.Runner``): uvloop's when ``choice`` is
+    ``"uvloop"``, or ``"auto"`` and uvloop is importable; None (the standard loop) otherwise.
+
+    uvloop is what ``uvicorn[standard]`` brings and what uvicorn's own command runs on; the
+    CLI runs every command in one ``asyncio.run``, so serve picks its loop before that.
+
+    Raises:
+        MissingExtraError: ``"uvloop"`` asked for and not installed.
+    """
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError as exc:
+        if choice == "uvloop":
+            raise MissingExtraError(
+                "uvloop", "serve", feature="goagent-py serve --loop uvloop"
+            ) from exc
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def build_auth(args: argparse.Namespace) -> Auth:

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -432,6 +433,86 @@ async def test_sqlite_reads_decode_a_row_once_and_hand_out_copies(tmp_path: Path
         second = await storage.load()
         assert second == [*rich_turn(), user_message("more")]
         assert decoded == [0, 1, 2, 3, 4, 5]  # the second read decoded only the new row
+
+
+async def test_sqlite_reads_after_the_first_run_on_the_loop_unless_the_connection_is_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 36: a worker-thread hop cost more than the read of a short conversation; the
+    # first read opens the file in a worker, later ones read on the loop, and a read that
+    # would wait (here: the connection in use by a worker) goes to a worker, never blocks it.
+    import goagent_py.memory.storage.sqlite as module
+
+    hops: list[str] = []
+    real = module.in_file_thread
+
+    async def counting(path: str, fn: Any) -> Any:
+        hops.append(path)
+        return await real(path, fn)
+
+    monkeypatch.setattr(module, "in_file_thread", counting)
+    async with SQLiteStorage(tmp_path / "chat.db", session_id="s") as storage:
+        assert await storage.load() == []
+        assert len(hops) == 1  # opened in a worker
+        await storage.append([user_message("one"), assistant_message("two")])
+        hops.clear()
+        assert [m.text for m in await storage.load()] == ["one", "two"]
+        assert hops == []  # read on the loop
+
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with storage._lock:  # a worker's call on the storage's connection
+                held.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        held.wait()
+        reading = asyncio.ensure_future(storage.load())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not reading.done()  # waiting in a worker while the loop runs on
+        release.set()
+        assert [m.text for m in await reading] == ["one", "two"]
+        assert len(hops) == 1
+        holder.join()
+
+
+async def test_sqlite_reads_of_a_long_conversation_or_many_new_rows_leave_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event loop is the application's: a conversation past the on-loop size, or a read
+    that finds many rows written elsewhere to decode, is read in a worker, with the same
+    messages."""
+    import goagent_py.memory.storage.sqlite as module
+
+    hops: list[str] = []
+    real = module.in_file_thread
+
+    async def counting(path: str, fn: Any) -> Any:
+        hops.append(path)
+        return await real(path, fn)
+
+    monkeypatch.setattr(module, "in_file_thread", counting)
+    monkeypatch.setattr(module, "_ON_LOOP_ROWS", 8)
+    monkeypatch.setattr(module, "_ON_LOOP_DECODES", 4)
+    path = tmp_path / "chat.db"
+    async with SQLiteStorage(path, session_id="s") as storage:
+        assert await storage.load() == []
+        async with SQLiteStorage(path, session_id="s") as other:
+            await other.append([user_message(f"m{i}") for i in range(6)])  # 6 new rows > 4
+        hops.clear()
+        assert [m.text for m in await storage.load()] == [f"m{i}" for i in range(6)]
+        assert len(hops) == 1  # decoded in a worker
+        hops.clear()
+        assert len(await storage.load()) == 6
+        assert hops == []  # short, nothing new: on the loop
+        await storage.append([user_message(f"n{i}") for i in range(4)])
+        assert len(await storage.load()) == 10  # read on the loop, 10 rows > 8 now known
+        hops.clear()
+        assert [m.text for m in await storage.load()][-1] == "n3"
+        assert len(hops) == 1  # a long conversation: in a worker
 
 
 async def test_sqlite_opens_a_new_file_another_process_is_still_setting_up(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 from collections.abc import AsyncIterator
@@ -21,6 +22,17 @@ pytest.importorskip("starlette")
 # dependencies bring starlette) no serve test can run, so none is collected.
 if importlib.util.find_spec("ag_ui") is None:
     collect_ignore_glob = ["test_*.py"]
+
+
+def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Any]:
+    """Every async serve test runs on the standard loop and on uvloop, which ``goagent-py
+    serve`` runs on when it is installed (``goagent_py.serve.run.event_loop_factory``)."""
+    factories: dict[str, Any] = {"asyncio": asyncio.new_event_loop}
+    if importlib.util.find_spec("uvloop") is not None:
+        import uvloop
+
+        factories["uvloop"] = uvloop.new_event_loop
+    return factories
 
 
 def sse_events(text: str) -> list[dict[str, Any]]:

@@ -431,6 +431,55 @@ async def test_deleting_a_thread_deletes_every_row_of_its_session(tmp_path: Any)
     threads.close()
 
 
+async def test_the_thread_lookup_reads_on_the_loop_unless_the_index_is_busy(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 36: a turn's lookup of its thread was a worker-thread hop (~60-120 µs of CPU, more
+    # than the query); it reads on the loop once the index is open, in a worker when the
+    # index's connection is in use, never blocking the loop.
+    import threading
+
+    import goagent_py.serve._threads as module
+    from goagent_py.serve._threads import ThreadStore
+
+    hops: list[str] = []
+    real = module.in_file_thread
+
+    async def counting(path: str, fn: Any) -> Any:
+        hops.append(path)
+        return await real(path, fn)
+
+    monkeypatch.setattr(module, "in_file_thread", counting)
+    threads = ThreadStore(str(tmp_path / "serve.db"))
+    thread = await threads.create("u", "T")
+    hops.clear()
+    found = await threads.get("u", thread["id"])
+    assert found is not None
+    assert found["title"] == "T"
+    assert await threads.get("someone else", thread["id"]) is None
+    assert hops == []
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with threads._lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    looking = asyncio.ensure_future(threads.get("u", thread["id"]))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not looking.done()  # waiting in a worker while the loop runs on
+    release.set()
+    assert (await looking) == found
+    assert len(hops) == 1
+    holder.join()
+    threads.close()
+
+
 def _watch_turn_records(server: Any, order: list[str], *, fail: bool = False) -> None:
     """Note in ``order`` when a run's stream ends (its queue's end marker) and when the
     thread's record of the turn is written (its time: the index's writes after thread

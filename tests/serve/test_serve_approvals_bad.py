@@ -156,8 +156,8 @@ async def test_a_call_that_does_not_wait_and_a_finished_run_are_refused(
 
 async def test_two_decisions_at_once_the_first_wins(db: str, helpers: Any) -> None:
     # busy="interrupt" lets a new message stop a running run; a decision never does.
-    STARTED.clear()
-    RELEASE.clear()
+    global STARTED, RELEASE  # new ones: an asyncio.Event binds to the loop it first waits on
+    STARTED, RELEASE = asyncio.Event(), asyncio.Event()
     app = make_app(db, helpers, name="slow_wipe", busy="interrupt")
     async with helpers.client_for(app) as client:
         client.helpers = helpers

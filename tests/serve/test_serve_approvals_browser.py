@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 
 from goagent_py import Agent, Role, tool, validate_transcript
+from goagent_py.serve.run import event_loop_factory
 from goagent_py.testing import FunctionProvider, text_response, tool_call_response
 
 pytestmark = pytest.mark.slow
@@ -45,7 +46,8 @@ class _Server:
     def __init__(self, db: Path) -> None:
         self.db = db
         self.ran: list[str] = []
-        self.loop = asyncio.new_event_loop()
+        # the loop goagent-py serve runs on (uvloop when installed)
+        self.loop = (event_loop_factory() or asyncio.new_event_loop)()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         probe = socket.socket()

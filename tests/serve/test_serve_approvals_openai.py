@@ -174,8 +174,8 @@ async def slow_wipe(target: str) -> str:
 async def test_two_decisions_at_once_the_first_wins(db: str, helpers: Any) -> None:
     # busy="interrupt" lets a new message stop a running run; a decision never does.
     RAN.clear()
-    STARTED.clear()
-    RELEASE.clear()
+    global STARTED, RELEASE  # new ones: an asyncio.Event binds to the loop it first waits on
+    STARTED, RELEASE = asyncio.Event(), asyncio.Event()
 
     def slow(request: Any) -> Any:
         last = request.messages[-1]

@@ -33,6 +33,7 @@ from goagent_py.provider import (
     ToolCallDelta,
     ToolCallStart,
 )
+from goagent_py.serve.run import event_loop_factory
 from goagent_py.testing import text_response, tool_call_response
 
 pytestmark = pytest.mark.slow
@@ -63,7 +64,8 @@ class _World:
     """The server side: its loop, the gates the tests open, what the tools saw."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        # the loop goagent-py serve runs on (uvloop when installed)
+        self.loop = (event_loop_factory() or asyncio.new_event_loop)()
         self.mid_stream = asyncio.Event()  # the streaming answer waits here after two words
         self.tool_entered = threading.Event()
         self.tool_cancelled = threading.Event()

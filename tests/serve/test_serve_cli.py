@@ -159,3 +159,42 @@ async def test_the_served_agent_remembers_a_user_across_threads_only_for_that_us
     assert len(seen) == 2
     assert "You were born in Goa." in answers[0]
     assert [m["text"] for m in memories["memories"]] == ["I was born in Goa."]
+
+
+def _loop_of_serve(monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[int, str]:
+    """The exit code of ``goagent-py serve ARGV`` and the module of the event loop its
+    ``run_serve`` ran on (``run_serve`` replaced: no provider, no server)."""
+    import asyncio
+
+    import goagent_py.serve.run as serve_run
+    from goagent_py.cli import main as cli
+
+    seen: list[str] = []
+
+    async def run(args: argparse.Namespace) -> int:
+        seen.append(type(asyncio.get_running_loop()).__module__)
+        return 0
+
+    monkeypatch.setattr(serve_run, "run_serve", run)
+    code = cli.main(["serve", "--memory", "none", *argv])
+    return code, seen[0] if seen else ""
+
+
+def test_serve_runs_on_uvloop_when_it_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("uvloop")
+    assert _loop_of_serve(monkeypatch) == (0, "uvloop")
+    assert _loop_of_serve(monkeypatch, "--loop", "uvloop") == (0, "uvloop")
+    assert _loop_of_serve(monkeypatch, "--loop", "asyncio") == (0, "asyncio.unix_events")
+
+
+def test_serve_runs_on_the_standard_loop_without_uvloop(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    from goagent_py.cli._common import EXIT_MISSING_EXTRA
+
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop raises ImportError
+    assert _loop_of_serve(monkeypatch) == (0, "asyncio.unix_events")
+    assert _loop_of_serve(monkeypatch, "--loop", "uvloop") == (EXIT_MISSING_EXTRA, "")
+    assert 'pip install "goagent-py[serve]"' in capsys.readouterr().err

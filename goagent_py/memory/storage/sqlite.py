@@ -16,7 +16,9 @@ the messages survive not only a killed process (a committed WAL frame is already
 which ``synchronous=NORMAL`` would also guarantee) but also a power cut or OS crash, which
 ``NORMAL`` would not. One fsync per turn is cheap next to a model call.
 
-Reads run in a worker thread (``_sqlite.in_file_thread``) on the storage's own connection.
+Reads run on the storage's own connection: on the event loop when nothing can make them wait
+(``_sqlite.read_here``: the connection is free and open, SQLite's busy handler off), else in
+a worker thread (``_sqlite.in_file_thread``).
 Writes go to the process's one writer for the file (``_sqlite.write_in_file``): every storage of
 a file in a process shares it, so they never wait on each other's write lock, and the writes
 queued while one commit syncs share the next commit (one fsync for all; each write keeps its own
@@ -37,7 +39,11 @@ from typing import TypeVar
 
 from goagent_py._deepcopy import snapshot_message
 from goagent_py._sqlite import (
+    NOT_HERE,
+    NotHere,
+    busy_waits,
     in_file_thread,
+    read_here,
     shares_writes,
     transaction,
     use_wal,
@@ -87,6 +93,12 @@ def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
 def _summary(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+# A read runs on the event loop only for a conversation of at most this many rows (a copy of a
+# decoded row costs ~2 µs) with at most this many new rows to decode (~8.5 µs each).
+_ON_LOOP_ROWS = 512
+_ON_LOOP_DECODES = 32
 
 
 class SQLiteStorage:
@@ -163,6 +175,8 @@ class SQLiteStorage:
             )
             try:
                 self._migrate(conn)
+                # Off outside worker calls (_locked): reads on the loop never wait (read_here).
+                conn.execute("PRAGMA busy_timeout = 0")
             except BaseException:
                 conn.close()
                 raise
@@ -191,10 +205,14 @@ class SQLiteStorage:
         row = conn.execute("PRAGMA user_version").fetchone()
         return int(row[0])
 
+    def _opened(self) -> sqlite3.Connection | None:
+        return None if self._closed else self._conn
+
     def _locked(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
             try:
-                return fn(self._open())
+                with busy_waits(self._open(), self.timeout) as conn:
+                    return fn(conn)
             except sqlite3.Error as exc:
                 raise self._translate(exc) from exc
 
@@ -229,23 +247,42 @@ class SQLiteStorage:
                 (:class:`~goagent_py.errors.CorruptedDataError`, naming the session and the
                 row's ``seq``).
         """
-
-        def rows(conn: sqlite3.Connection) -> list[tuple[int, str, bytes]]:
-            # As bytes, decoded per row below: sqlite3 decoding a broken row itself would fail
-            # the whole query without saying which row.
-            cursor = conn.execute(
-                f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
-                "WHERE session_id = ? ORDER BY seq",
-                (self.session_id,),
-            )
-            return [(int(seq), str(kind), bytes(raw or b"")) for seq, kind, raw in cursor]
+        # Issue 36: on the loop when nothing can make it wait (see _sqlite.read_here) and the
+        # conversation is short; the first read opens (and migrates) the file in a worker
+        # thread, and a long conversation, or one with many rows to decode, is read there too:
+        # the event loop is the application's, never held for long.
+        here: list[tuple[int, str, bytes]] | NotHere = NOT_HERE
+        if len(self._memo) <= _ON_LOOP_ROWS:
+            try:
+                here = read_here(self._lock, self._opened, self._rows)
+            except sqlite3.Error as exc:
+                raise self._translate(exc) from exc
+        if not isinstance(here, NotHere):
+            if len(here) - len(self._memo) > _ON_LOOP_DECODES:
+                return await in_file_thread(self.path, lambda: self._decoded(here))
+            if self._memo_lock.acquire(blocking=False):  # else a worker decodes it
+                try:
+                    return self._decode(here)
+                finally:
+                    self._memo_lock.release()
+            return await in_file_thread(self.path, lambda: self._decoded(here))
 
         def read() -> list[Message]:
             # The rows and their decoding in one worker call (issue 36: a second thread hop per
             # read cost the event loop more than the decoding of a short conversation).
-            return self._decoded(self._locked(rows))
+            return self._decoded(self._locked(self._rows))
 
         return await in_file_thread(self.path, read)
+
+    def _rows(self, conn: sqlite3.Connection) -> list[tuple[int, str, bytes]]:
+        # As bytes, decoded per row by _decoded: sqlite3 decoding a broken row itself would fail
+        # the whole query without saying which row.
+        cursor = conn.execute(
+            f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
+            "WHERE session_id = ? ORDER BY seq",
+            (self.session_id,),
+        )
+        return [(int(seq), str(kind), bytes(raw or b"")) for seq, kind, raw in cursor]
 
     def _decoded(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
         """The messages of ``rows`` (all of the session's, in order), each row decoded once: a
@@ -253,19 +290,23 @@ class SQLiteStorage:
         is the key, so a row changed or replaced by anyone is decoded again). Issue 36: decoding
         every row again on every read was the largest cost of a served turn."""
         with self._memo_lock:
-            memo = self._memo
-            out: list[Message] = []
-            fresh: dict[int, tuple[str, bytes, Message]] = {}
-            for row in rows:
-                seq, kind, raw = row
-                known = memo.get(seq)
-                if known is not None and known[0] == kind and known[1] == raw:
-                    message = known[2]
-                else:
-                    (message,) = self._parse([row])
-                fresh[seq] = (kind, raw, message)
-                out.append(snapshot_message(message))
-            self._memo = fresh  # rows gone from storage are forgotten
+            return self._decode(rows)
+
+    def _decode(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
+        """:meth:`_decoded` with ``_memo_lock`` held."""
+        memo = self._memo
+        out: list[Message] = []
+        fresh: dict[int, tuple[str, bytes, Message]] = {}
+        for row in rows:
+            seq, kind, raw = row
+            known = memo.get(seq)
+            if known is not None and known[0] == kind and known[1] == raw:
+                message = known[2]
+            else:
+                (message,) = self._parse([row])
+            fresh[seq] = (kind, raw, message)
+            out.append(snapshot_message(message))
+        self._memo = fresh  # rows gone from storage are forgotten
         return out
 
     def _parse(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
