@@ -61,7 +61,7 @@ from goagent_py.approvals import (
     pending_metadata,
     under,
 )
-from goagent_py.budget import current_budget
+from goagent_py.budget import active_budgets, before_call
 from goagent_py.dispatch import Dispatcher, set_event_sink
 from goagent_py.errors import (
     ApprovalPendingError,
@@ -1244,11 +1244,13 @@ class Run:
         return self.last_text if self.output is None else self.output_value
 
     async def _judge(
-        self, message: Message, cut_off: bool, max_tokens: int | None
+        self, message: Message, stop: StopReason, max_tokens: int | None
     ) -> Verdict | None:
-        """The verdict on ``message`` as the run's answer (``cut_off``: it ended at the token
-        limit, ``max_tokens`` when the request set one), or None when it is not one yet (it
-        calls tools). Raises OutputValidationError when the retries are spent."""
+        """The verdict on ``message`` as the run's answer (``stop``: why its response ended;
+        ``max_tokens`` when the request set one), or None when it is not one yet (it calls
+        tools). Raises OutputValidationError when the retries are spent, or at once when the
+        model refused (asking again only repeats a refusal)."""
+        cut_off = stop == StopReason.MAX_TOKENS
         spec = self.output
         assert spec is not None
         found = spec.candidate(message, self.output_mode)
@@ -1265,6 +1267,8 @@ class Run:
             self.output_value = verdict.value
             self.last_text = self.last_text or verdict.raw
             return verdict
+        if stop == StopReason.REFUSAL:
+            raise spec.failed(verdict, refused=True)
         self._output_tries += 1
         if self._output_tries > spec.retries:
             raise spec.failed(verdict)
@@ -1460,9 +1464,10 @@ class Run:
                     if len(messages) != before:
                         request = await self._prepared(messages, i)
                 self._injected = False
-                budget = current_budget()  # the run-wide budget: once per call, at any depth
-                if budget is not None:
-                    budget.before_call()
+                # Every enclosing budget, once per call each, at any depth.
+                budgets = active_budgets()
+                if budgets:
+                    before_call(budgets)
                 if loud:
                     yield ModelRequest(i, request, path=self.path)
                     yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
@@ -1484,7 +1489,7 @@ class Run:
                             else:
                                 yield item
                 assert response is not None
-                if budget is not None:
+                for budget in budgets:
                     budget.charge(response.usage)
                 self.usage = self.usage + response.usage
                 self.stop_reason = response.stop_reason
@@ -1494,10 +1499,13 @@ class Run:
                 self.streaming_message = ""
                 if loud:
                     yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
-                cut_off = response.stop_reason == StopReason.MAX_TOKENS
                 if (
                     self.output is not None
-                    and (verdict := await self._judge(message, cut_off, request.max_tokens))
+                    and (
+                        verdict := await self._judge(
+                            message, response.stop_reason, request.max_tokens
+                        )
+                    )
                     is not None
                 ):
                     for event in self._output_turn(messages, i, message, verdict):

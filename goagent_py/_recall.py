@@ -16,6 +16,7 @@ __all__ = ["PROVENANCE_KEY", "RECALL_METADATA_KEY", "recall_message"]
 RECALL_METADATA_KEY = "goagent.recall"
 PROVENANCE_KEY = "goagent.provenance"
 _TAG = "recalled_memories"
+_LINE_BREAK = " ⏎ "  # how a line break inside a memory is shown
 _UNTRUSTED = {"tool": "from tool output", "retrieved": "from retrieved documents"}
 
 
@@ -24,7 +25,8 @@ def recall_message(recalled: list[ScoredMessage]) -> Message:
 
     Memories that came from tool output or retrieved text (their ``goagent.provenance``
     metadata) are marked untrusted. Each carries the date it was said; a memory a newer fact
-    replaced (recalled with ``include_superseded``) is marked "formerly, until <date>".
+    replaced (recalled with ``include_superseded``) is marked "formerly, until <date>". Each
+    memory takes one line: its own line breaks are shown as ``⏎``.
     """
     lines = [
         f"<{_TAG}>",
@@ -34,7 +36,9 @@ def recall_message(recalled: list[ScoredMessage]) -> Message:
     images: list[ContentBlock] = []
     for i, scored in enumerate(recalled, 1):
         msg = scored.message
-        text = neutralise_tags(msg.text, _TAG)
+        # One line per memory: a line break inside one would let its text start a forged
+        # entry ("[2] (user, ...)") the model cannot tell from ours.
+        text = _LINE_BREAK.join(neutralise_tags(msg.text, _TAG).splitlines())
         origin = _UNTRUSTED.get(str(msg.metadata.get(PROVENANCE_KEY, "")))
         note = f", untrusted: {origin}" if origin else ""
         said = _date(msg.metadata.get(MEMORY_CREATED_AT_KEY))

@@ -13,11 +13,13 @@ so a delegation chain cannot run away::
     budget.iterations, budget.tokens          # what the lead and its sub-agents spent
 
 Every model call of every agent run inside ``with budget:`` draws from it exactly once: the
-loop checks the active budget before each call and charges it after, whether the agent was run
-by you at the top, as a tool, as a node or through a handoff. :meth:`guard` makes an agent draw
-from a budget even when none is active (and makes it active around the agent's tool calls, so
-its sub-agents draw from it too). A sub-agent that runs out is an error result its
-parent's model reads; the parent's next model call then fails with the same error.
+loop checks the active budgets before each call and charges them after, whether the agent was
+run by you at the top, as a tool, as a node or through a handoff. Budgets nest: one made active
+inside another (a flow with its own budget inside a bigger run) does not hide it, and each call
+counts once in each. :meth:`guard` makes an agent draw from a budget wherever it runs (and
+makes it active around the agent's tool calls, so its sub-agents draw from it too). A
+sub-agent that runs out is an error result its parent's model reads; the parent's next model
+call then fails with the same error.
 
 Concurrent branches (``Parallel``, parallel tool calls) check the budget before their calls and
 are charged after them, so the token limit may be overshot by up to one call per branch running
@@ -39,7 +41,7 @@ from goagent_py.options import AgentOptions, PrepareTurn
 from goagent_py.provider import CompletionRequest
 from goagent_py.results import ModelResponse
 
-__all__ = ["Budget", "BudgetExceededError", "current_budget"]
+__all__ = ["Budget", "BudgetExceededError", "active_budgets", "before_call", "current_budget"]
 
 
 class _Guardable(Protocol):
@@ -81,15 +83,32 @@ class BudgetExceededError(GoAgentError):
         return self._reduce_with(self.kind, self.limit, self.spent)
 
 
-_current: ContextVar[Budget | None] = ContextVar("goagent_budget", default=None)
-_entered: ContextVar[tuple[Token[Budget | None], ...]] = ContextVar(
+# Every budget active in this task, outermost first: a budget entered inside another (a flow
+# run with its own budget inside ``with budget:``) does not hide the one around it.
+_active: ContextVar[tuple[Budget, ...]] = ContextVar("goagent_budgets", default=())
+_entered: ContextVar[tuple[Token[tuple[Budget, ...]], ...]] = ContextVar(
     "goagent_budget_entered", default=()
 )
 
 
 def current_budget() -> Budget | None:
-    """The budget active in this task (None outside ``with budget:``)."""
-    return _current.get()
+    """The innermost budget active in this task (None outside ``with budget:``)."""
+    active = _active.get()
+    return active[-1] if active else None
+
+
+def active_budgets() -> tuple[Budget, ...]:
+    """Every budget active in this task, outermost first (each once)."""
+    return _active.get()
+
+
+def before_call(budgets: tuple[Budget, ...]) -> None:
+    """Check every budget of ``budgets``, then count one model call in each (what runs do
+    before each call): a call one of them refuses is counted in none."""
+    for budget in budgets:
+        budget.check()
+    for budget in budgets:
+        budget.iterations += 1
 
 
 def _limit(value: float | None, name: str) -> float | None:
@@ -137,13 +156,14 @@ class Budget:
             self._started = self._clock()
         # The token stack lives in the context, not on the budget: tasks that enter the same
         # budget concurrently (parallel tool calls, a task group) exit in any order.
-        _entered.set((*_entered.get(), _current.set(self)))
+        active = _active.get()
+        _entered.set((*_entered.get(), _active.set(active if self in active else (*active, self))))
         return self
 
     def __exit__(self, *exc: object) -> None:
         *rest, token = _entered.get()
         _entered.set(tuple(rest))
-        _current.reset(token)
+        _active.reset(token)
 
     @property
     def elapsed(self) -> float:
@@ -180,16 +200,17 @@ class Budget:
     # -- agents run at the top ---------------------------------------------------------------
 
     def guard(self, agent: _A) -> _A:
-        """A copy of ``agent`` that draws from this budget when no budget is active (inside
-        ``with budget:`` every run draws from the active one, guarded or not, once per call).
+        """A copy of ``agent`` that also draws from this budget, besides the budgets active
+        where it runs (once per call: a guarded agent run inside ``with budget:`` of the same
+        budget is counted once).
 
-        Run on its own, the guarded agent also makes this budget active around each of its tool
-        calls, so the agents it calls as tools (and their own sub-agents) draw from it too."""
+        The guarded agent also makes this budget active around each of its tool calls, so the
+        agents it calls as tools (and their own sub-agents) draw from it too."""
         own = agent.options.prepare_turn
 
         def activate(next_call: DispatchFunc) -> DispatchFunc:
             async def call(tool_call: ToolCall) -> list[ContentBlock]:
-                if current_budget() is not None:
+                if self in active_budgets():
                     return await next_call(tool_call)
                 with self:  # each call's own context: calls of one turn run concurrently
                     return await next_call(tool_call)
@@ -197,7 +218,7 @@ class Budget:
             return call
 
         async def prepare(request: CompletionRequest) -> CompletionRequest:
-            if current_budget() is None:
+            if self not in active_budgets():
                 self.before_call()
             if own is None:
                 return request
@@ -207,7 +228,7 @@ class Budget:
             return shaped  # type: ignore[no-any-return]
 
         def charge(iteration: int, response: ModelResponse) -> None:
-            if response.error is None and current_budget() is None:
+            if response.error is None and self not in active_budgets():
                 self.charge(response.usage)
 
         return agent.replace(

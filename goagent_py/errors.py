@@ -418,22 +418,39 @@ class ModelRetry(GoAgentError):
 
 class OutputValidationError(GoAgentError):
     """The model's output did not validate against ``output_type`` (or an output validator
-    kept asking for a retry) after ``output_retries`` retries.
+    kept asking for a retry) after ``output_retries`` retries, or the model refused to answer
+    (``refused``: not retried, since asking again only repeats the refusal).
 
     Attributes:
-        raw_output: the last output the model gave, as it gave it (JSON text).
+        raw_output: the last output the model gave, as it gave it (JSON text; a refusal's
+            text).
         errors: what was wrong with it (the message the model would have read).
         retries: how many retries the run allowed.
         cut_off: the last output ended at the token limit before its JSON did.
+        refused: the model refused (its response stopped with ``StopReason.REFUSAL``: an
+            OpenAI ``refusal`` or ``content_filter``, an Anthropic ``refusal``).
     """
 
     def __init__(
-        self, raw_output: str, errors: str, retries: int, *, cut_off: bool = False
+        self,
+        raw_output: str,
+        errors: str,
+        retries: int,
+        *,
+        cut_off: bool = False,
+        refused: bool = False,
     ) -> None:
         self.raw_output = raw_output
         self.errors = errors
         self.retries = retries
         self.cut_off = cut_off
+        self.refused = refused
+        if refused:
+            super().__init__(
+                f"the model refused to give the output: {raw_output[:500]!r}; change the "
+                "request (a refusal is not asked again)"
+            )
+            return
         advice = (
             "raise max_tokens=, or make the output type's values shorter"
             if cut_off
@@ -445,7 +462,9 @@ class OutputValidationError(GoAgentError):
         )
 
     def __reduce__(self) -> _Reduced:
-        return self._reduce_with(self.raw_output, self.errors, self.retries, cut_off=self.cut_off)
+        return self._reduce_with(
+            self.raw_output, self.errors, self.retries, cut_off=self.cut_off, refused=self.refused
+        )
 
 
 class ApprovalError(GoAgentError):

@@ -340,10 +340,11 @@ class OutputSpec(Generic[Out]):
         except ValidationError:
             return None
 
-    def failed(self, verdict: Verdict) -> OutputValidationError:
-        """The error a run ends with when ``verdict`` is its last try."""
+    def failed(self, verdict: Verdict, *, refused: bool = False) -> OutputValidationError:
+        """The error a run ends with when ``verdict`` is its last try (``refused``: the
+        model refused, which ends the run at its first try)."""
         return OutputValidationError(
-            verdict.raw, verdict.feedback, self.retries, cut_off=verdict.cut_off
+            verdict.raw, verdict.feedback, self.retries, cut_off=verdict.cut_off, refused=refused
         )
 
 

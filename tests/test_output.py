@@ -459,3 +459,20 @@ def test_a_complete_answer_at_the_token_limit_is_accepted() -> None:
     whole = text_response('{"name": "Rome", "population": 5}', stop_reason=StopReason.MAX_TOKENS)
     agent = Agent(provider=ScriptedProvider(whole), output_type=City, output_mode="native")
     assert agent.run_sync("Rome?").output == City(name="Rome", population=5)
+
+
+@pytest.mark.parametrize("mode", ["native", "prompted", "tool"])
+def test_a_refusal_ends_the_run_at_once_and_says_so(mode: str) -> None:
+    """A refusal (OpenAI's ``refusal``, a ``content_filter`` or Anthropic ``refusal`` stop) is
+    not an invalid answer to send back: asking again only repeats it at a cost (review6b)."""
+    no = text_response("I can't help with that.", stop_reason=StopReason.REFUSAL)
+    p = ScriptedProvider(*[no] * 4)
+    agent = Agent(provider=p, output_type=City, output_mode=mode, output_retries=3)  # type: ignore[arg-type]
+    with pytest.raises(OutputValidationError) as info:
+        agent.run_sync("?")
+    assert len(p.requests) == 1
+    assert info.value.refused
+    assert info.value.raw_output == "I can't help with that."
+    assert "refused" in str(info.value)
+    assert "retries" not in str(info.value)
+    assert info.value.run_result is not None

@@ -138,15 +138,14 @@ def check_decisions(
     decisions: Sequence[Decision], *, facts: int, candidates: Sequence[MemoryRecord]
 ) -> list[Decision]:
     """``decisions`` checked against the facts and candidates, with an ADD for each fact that
-    got none; one change per target (the first).
+    got none; one change per target: the last (the facts are in the order the user said them,
+    so a later fact's change of a memory replaces an earlier one's, which becomes a NOOP).
 
     Raises:
         DecisionError: an unknown op, a fact index out of range, an UPDATE or DELETE without a
             target or with one outside ``candidates``, or an UPDATE without text.
     """
     known = {c.id for c in candidates}
-    out: list[Decision] = []
-    touched: set[str] = set()
     for d in decisions:
         if not isinstance(d, Decision):
             raise DecisionError(f"expected Decision objects, got {type(d).__name__}")
@@ -154,14 +153,18 @@ def check_decisions(
             raise DecisionError(f"unknown op {d.op!r}: use one of {', '.join(OPS)}")
         if isinstance(d.fact, bool) or not isinstance(d.fact, int) or not 0 <= d.fact < facts:
             raise DecisionError(f"fact index {d.fact!r} is outside 0..{facts - 1}")
-        if d.op in ("UPDATE", "DELETE"):
-            if d.target not in known:
-                raise DecisionError(f"{d.op} names {d.target!r}, which is not a candidate")
-            if d.target in touched:
-                continue
-            touched.add(d.target)
+        if d.op in ("UPDATE", "DELETE") and d.target not in known:
+            raise DecisionError(f"{d.op} names {d.target!r}, which is not a candidate")
         if d.op == "UPDATE" and not d.text.strip():
             raise DecisionError(f"UPDATE of {d.target!r} has no text")
+    out: list[Decision] = []
+    changing: dict[str, int] = {}  # target -> the index in out of its latest change
+    for d in sorted(decisions, key=lambda d: d.fact):  # in the order the facts were said
+        if d.op in ("UPDATE", "DELETE"):
+            earlier = changing.get(d.target)
+            if earlier is not None:
+                out[earlier] = Decision(fact=out[earlier].fact, op="NOOP")
+            changing[d.target] = len(out)
         out.append(d)
     decided = {d.fact for d in out}
     out.extend(Decision(fact=i, op="ADD") for i in range(facts) if i not in decided)

@@ -82,21 +82,61 @@ class RuleDecider:
     def decide_sync(
         self, facts: Sequence[str], candidates: Sequence[MemoryRecord]
     ) -> list[Decision]:
-        """The same, without an event loop (the rules do no I/O)."""
+        """The same, without an event loop (the rules do no I/O).
+
+        The facts are read in order, as the user said them: a fact of the turn that a later
+        one changes ("I live in Lisbon, but I moved to Porto") or takes back ("... That's no
+        longer true.") is not stored, and the later one alone is decided against the
+        candidates (each candidate is changed once, by the last word).
+        """
         known = [(c, parse_fact(c.text)) for c in candidates if c.message.role == "user"]
-        out: list[Decision] = []
+        decided: list[list[Decision]] = []
+        said: list[tuple[int, Fact]] = []  # this turn's facts still standing, in order
         for index, text in enumerate(facts):
             fact = parse_fact(text)
             if fact is None:
-                out.append(Decision(fact=index, op="ADD"))
-            elif fact.kind == "retract":
-                out.extend(_retract(index, fact, known))
-            elif fact.kind == "multi":
+                decided.append([Decision(fact=index, op="ADD")])
+                continue
+            if fact.kind != "retract" and any(_same(f, fact) for _, f in said):
+                decided.append([Decision(fact=index, op="NOOP")])  # said twice this turn
+                continue
+            earlier = _replaced_in_turn(fact, said)
+            for i in earlier:
+                decided[i] = [Decision(fact=i, op="NOOP")]
+            if fact.kind == "retract" and fact.slot == "" and earlier:
+                # "That's no longer true" right after a fact of this turn takes that one back,
+                # and the memory that says the same, if one does (not the latest memory).
+                (taken,) = [f for i, f in said if i in earlier]
+                fact = Fact(taken.slot, taken.value, "retract")
+            said = [(i, f) for i, f in said if i not in earlier]
+            if fact.kind == "retract":
+                decided.append(_retract(index, fact, known))
+                continue
+            said.append((index, fact))
+            if fact.kind == "multi":
                 same = [c for c, f in known if f == fact or (f and _same(f, fact))]
-                out.append(Decision(fact=index, op="NOOP" if same else "ADD"))
+                decided.append([Decision(fact=index, op="NOOP" if same else "ADD")])
             else:
-                out.extend(_set(index, text, fact, known))
-        return out
+                decided.append(_set(index, text, fact, known))
+        return [d for ds in decided for d in ds]
+
+
+def _replaced_in_turn(fact: Fact, said: list[tuple[int, Fact]]) -> set[int]:
+    """The indexes of this turn's earlier facts that ``fact`` changes or takes back."""
+    if fact.kind == "set":
+        return {i for i, f in said if f.kind == "set" and f.slot == fact.slot}
+    if fact.kind != "retract":
+        return set()
+    if fact.slot == "":
+        return {said[-1][0]} if said else set()
+    if fact.slot == "?":
+        words = _content_words(fact.value)
+        return {i for i, f in said if words and words <= _content_words(f.value)}
+    return {
+        i
+        for i, f in said
+        if f.slot == fact.slot and (not fact.value or same_value(f.value, fact.value))
+    }
 
 
 def _same(a: Fact, b: Fact) -> bool:

@@ -482,12 +482,12 @@ class LongTermMemory:
             version = await store.version(scope) if isinstance(store, GuardedStore) else ""
             report = ConsolidationReport(decider=self.decider.name, facts=texts, attempts=attempt)
             started = time.perf_counter()
-            candidates, vectors = await self._candidates(texts, session)
+            candidates, vectors, past = await self._candidates(texts, session)
             decisions = await self._decide(facts, candidates, report)
             deciding += time.perf_counter() - started
             by_id = {c.id: c for c in candidates}
             name = self.decider.name if not report.warning else "none"
-            applied = self._applied(decisions, facts, by_id, session, now, name)
+            applied = self._applied(decisions, facts, by_id, session, now, name, past)
             entries = await self._entries(applied, vectors)
             if not isinstance(store, GuardedStore):
                 await self._upsert(entries)
@@ -503,7 +503,7 @@ class LongTermMemory:
             )
             _log.warning("long-term memory consolidation: %s", report.warning)
             report.decisions = [Decision(fact=i, op="ADD") for i in range(len(facts))]
-            plain = self._applied(report.decisions, facts, {}, session, now, "none")
+            plain = self._applied(report.decisions, facts, {}, session, now, "none", past)
             await self._upsert(await self._entries(plain, vectors))
         report.duration = deciding
         report_consolidation(report)
@@ -540,13 +540,16 @@ class LongTermMemory:
 
     async def _candidates(
         self, texts: list[str], session: str
-    ) -> tuple[list[MemoryRecord], dict[str, Any]]:
+    ) -> tuple[list[MemoryRecord], dict[str, Any], dict[str, MemoryRecord]]:
         """The current memories of ``session`` most similar to each fact (best first), then
-        the latest one (for "that's no longer true") when the store can list; and the facts'
-        vectors by text (storing a fact reuses its vector)."""
+        the latest one (for "that's no longer true") when the store can list; the facts'
+        vectors by text (storing a fact reuses its vector); and, when the store can list, the
+        memories of ``session`` that are no longer current, by id (a fact said again after it
+        was forgotten is stored under the same id: its earlier history is kept)."""
         vectors = await self._embed_all([[TextBlock(t)] for t in texts])
         scope: dict[str, Any] = {SESSION_KEY: session}
         found: dict[str, MemoryRecord] = {}
+        past: dict[str, MemoryRecord] = {}
         for vector in vectors:
             if vector is None:
                 continue
@@ -554,12 +557,13 @@ class LongTermMemory:
                 found.setdefault(scored.id, record_of(_with_provenance(scored)))
         if isinstance(self.vector_store, ListableStore):
             listed = [record_of(s) for s in await self.vector_store.entries(scope)]
+            past = {r.id: r for r in listed if not r.is_current}
             listed = [r for r in listed if r.is_current]
             if listed:
                 latest = max(listed, key=lambda r: r.created_at or _EPOCH)
                 found.setdefault(latest.id, latest)
         by_text = {t: v for t, v in zip(texts, vectors, strict=True) if v is not None}
-        return list(found.values()), by_text
+        return list(found.values()), by_text, past
 
     def _applied(
         self,
@@ -569,8 +573,11 @@ class LongTermMemory:
         session: str,
         now: str,
         decider: str,
+        past: Mapping[str, MemoryRecord] | None = None,
     ) -> list[tuple[str, Message]]:
-        """The entries ``decisions`` write: new memories, and the records they mark."""
+        """The entries ``decisions`` write: new memories, and the records they mark; a new
+        memory written over a ``past`` one (same words, same source) continues its history."""
+        past = past or {}
         out: list[tuple[str, Message]] = []
         for d in decisions:
             fact = facts[d.fact]
@@ -585,8 +592,11 @@ class LongTermMemory:
             message = fact if text == fact.text else _reworded(fact, text)
             id = f"{session}:{message_digest(message)}:0"
             if d.op == "ADD":
+                if id in candidates:
+                    continue  # stored already, under the same id: its record stays as it is
                 change = self._change("add", now, fact, decider=decider, text=text)
-                out.append((id, _fact_entry(message, session, now, change, ())))
+                before = past[id].history if id in past else ()
+                out.append((id, _fact_entry(message, session, now, change, before)))
                 continue
             old = candidates[d.target]
             if id == old.id or text == old.text:
@@ -775,13 +785,25 @@ class LongTermMemory:
         """Delete what :meth:`store` stored for ``messages`` under ``session``.
 
         Only meaningful without a chunker or with a deterministic one (it re-chunks to find
-        the chunk ids).
+        the chunk ids). A fact a decider stored in other words (the rule decider's "I live in
+        Porto." for "I moved to Porto last month.", under another id) is found by the message
+        it came from (its record's source message) when the store can list.
         """
         ids = [
             f"{session}:{message_digest(m)}:{i}"
             for m in messages
             for i in range(len(self._chunks(m)))
         ]
+        if isinstance(self.vector_store, ListableStore):
+            sources = {_source_message(m) for m in messages if m.role is Role.USER}
+            listed = await self.vector_store.entries({SESSION_KEY: session})
+            ids += [
+                s.id
+                for s in listed
+                if s.message.role is Role.USER
+                and s.message.metadata.get(SOURCE_MESSAGE_KEY) in sources
+                and s.id not in ids
+            ]
         if isinstance(self.vector_store, BulkVectorStore):
             await self.vector_store.delete_batch(ids)
         else:

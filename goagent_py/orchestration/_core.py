@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from goagent_py.agent_tool import _PROMPT_SCHEMA
-from goagent_py.budget import Budget, BudgetExceededError, current_budget
+from goagent_py.budget import Budget, BudgetExceededError, active_budgets
 from goagent_py.errors import ConfigurationError, GoAgentError, ToolArgumentsError
 from goagent_py.events import AgentEvent
 from goagent_py.messages import ContentBlock, Message, TextBlock, Usage
@@ -548,8 +548,7 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
             f"node {'/'.join(here.path)!r} got a {type(text).__name__} as input; "
             "give it Node(..., input=...) that returns a str"
         )
-    budget = current_budget()
-    if budget is not None:
+    for budget in active_budgets():
         budget.check()
     if here.emit is not None:
         here.emit(NodeStart(text, path=here.path))
@@ -586,10 +585,12 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
 
 
 async def _run_bounded(node: Node, text: str, scope: Scope) -> FlowResult:
-    """One attempt of ``node``, cancelled at its timeout or when the run-wide budget's wall
-    time is up, whichever comes first (a node is not let run to its end past either)."""
-    budget = current_budget()
-    left = None if budget is None else budget.remaining_seconds()
+    """One attempt of ``node``, cancelled at its timeout or when an active budget's wall time
+    is up, whichever comes first (a node is not let run to its end past either)."""
+    timed = [(b.remaining_seconds(), b) for b in active_budgets() if b.max_seconds is not None]
+    first = min(timed, key=lambda pair: pair[0] or 0.0, default=None)  # the soonest out
+    budget = None if first is None else first[1]
+    left = None if first is None else first[0]
     bounds = [b for b in (node.timeout, left) if b is not None]
     if not bounds:
         return await _run_once(node.runnable, text, scope)

@@ -641,6 +641,7 @@ class _StreamAssembler:
         self.done = False
         self._model = ""
         self._text: list[str] = []
+        self._refusal: list[str] = []  # OpenAI streams a refusal in delta.refusal
         self._thinking: list[str] = []
         self._finish: str | None = None
         self._usage: _WireUsage | None = None
@@ -676,6 +677,9 @@ class _StreamAssembler:
             if delta.content:
                 self._text.append(delta.content)
                 events.append(TextDelta(delta.content))
+            elif delta.refusal:
+                self._refusal.append(delta.refusal)
+                events.append(TextDelta(delta.refusal))
             for call in delta.tool_calls or []:
                 events.extend(self._tool_delta(call))
         return events
@@ -715,15 +719,20 @@ class _StreamAssembler:
         content: list[ContentBlock] = []
         if self._thinking:
             content.append(ThinkingBlock("".join(self._thinking)))
-        if self._text:
-            content.append(TextBlock("".join(self._text)))
+        # As in a whole response: the text, else the refusal (whose stop is REFUSAL).
+        said = self._text or self._refusal
+        if said:
+            content.append(TextBlock("".join(said)))
         calls = [
             ToolCall(c["id"], c["name"], parse_arguments("".join(c["args"])))
             for c in sorted(self._calls.values(), key=lambda c: int(c["ordinal"]))
         ]
+        stop = _finish_reason(self._finish, has_calls=bool(calls))
+        if self._refusal and not self._text:
+            stop = StopReason.REFUSAL
         return CompletionResponse(
             message=Message(Role.ASSISTANT, content, tool_calls=calls),
-            stop_reason=_finish_reason(self._finish, has_calls=bool(calls)),
+            stop_reason=stop,
             usage=_usage(self._usage),
             model=self._model,
         )

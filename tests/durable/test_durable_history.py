@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from goagent_py import Agent, validate_transcript
 from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
-from goagent_py.memory import ShortTermMemory
+from goagent_py.durable._wire import DurableRunError
+from goagent_py.memory import FixedWindow, ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 from goagent_py.messages import Message, Role, TextBlock, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
@@ -89,3 +91,105 @@ async def test_a_history_far_above_the_payload_limit_runs_durably(
         for p in attrs.payloads
     )
     assert size < 200_000
+
+
+MANY = 20_000  # exchanges: 40,000 short messages, under 1 MB of text
+
+
+async def _run_many(temporal: WorkflowEnvironment, tmp_path: Path, policy: Any) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="many")
+    old: list[Message] = []
+    for i in range(MANY):
+        old.append(Message(Role.USER, [TextBlock(f"q{i}")]))
+        old.append(Message(Role.ASSISTANT, [TextBlock(f"a{i}")]))
+    await storage.append(old)
+    seen: list[int] = []
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        seen.append(len(request.messages))
+        return "answered"
+
+    memory = ShortTermMemory(storage, policy)
+    window = len(await memory.messages())
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="many")
+    durable = DurableAgent(
+        agent,
+        provider="fn:x",
+        short_term_memory=lambda _session: memory,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "and now?", session_id="many")
+        from goagent_py.durable._client import result_of
+
+        result = await result_of(handle)
+    assert result.text == "answered"
+    assert seen == [window + 1]
+    stored = await storage.load()
+    assert stored[: len(old)] == old
+    assert stored[len(old) :] == result.messages
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=DurableRunError,
+    reason="review6b: one stand-in (~200 bytes) per message of the window crosses the "
+    "workflow boundary, so a window of 40,000 short messages (under 1 MB of text) is a "
+    "7.9 MB load result, over the server's 2 MB payload limit (docs/scaling-out.md)",
+)
+async def test_a_window_of_many_small_messages_runs_durably(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    await _run_many(temporal, tmp_path, None)
+
+
+async def test_a_long_session_of_small_messages_runs_durably_through_a_window(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    # What the docs advise for a session of that many messages: a bounded window.
+    await _run_many(temporal, tmp_path, FixedWindow(200))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=DurableRunError,
+    reason="review6b: a run's own messages cross whole in each model request, so four tool "
+    "results of 900 KB (each under the 2 MB limit) make the fourth request 2.7 MB "
+    "(docs/scaling-out.md)",
+)
+async def test_a_run_whose_own_tool_results_pass_the_payload_limit_runs_durably(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="run")
+
+    @tool
+    async def read(path: str) -> str:
+        """Read a file.
+
+        Args:
+            path: the path.
+        """
+        return path + " " + "x" * 900_000
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        done = sum(1 for m in request.messages if m.role == Role.TOOL)
+        if done >= 4:
+            return "read them all"
+        return tool_call_response(ToolCall(f"c{done}", "read", {"path": f"f{done}"}))
+
+    memory = ShortTermMemory(storage)
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="run", tools=[read])
+    durable = DurableAgent(
+        agent,
+        provider="fn:x",
+        short_term_memory=lambda _session: memory,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "read four files", session_id="run")
+        from goagent_py.durable._client import result_of
+
+        result = await result_of(handle)
+    assert result.text == "read them all"

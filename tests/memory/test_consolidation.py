@@ -27,6 +27,7 @@ from goagent_py.memory.records import (
 )
 from goagent_py.memory.vector.base import VectorStore
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+from goagent_py.memory.write_policies import user_statements
 from goagent_py.messages import Message, Role, TextBlock, assistant_message
 from goagent_py.testing import FakeEmbedder, ScriptedProvider, text_response
 
@@ -380,3 +381,130 @@ async def test_a_fact_added_as_said_is_embedded_once() -> None:
     m = LongTermMemory(embedder, InMemoryVectorStore(), decider=RuleDecider(), clock=Clock())
     await m.store([said("I like tea.")], session="alice")
     assert (embedder.embed_calls, embedder.batch_calls) == (0, 1)  # the candidates' search
+
+
+# -- one turn of several statements (review6b) --------------------------------------------------
+
+
+def statements(text: str) -> list[Message]:
+    """``text`` as the chat's write policy hands it to the memory: one message per clause."""
+    policy = user_statements(about_user=True)
+    kept = policy(said(text), assistant_message("Noted."))
+    assert kept is not None
+    return kept
+
+
+async def test_a_fact_changed_twice_in_one_turn_leaves_the_last_value_current(
+    make_store: Callable[[], VectorStore],
+) -> None:
+    m = memory(make_store(), decider=RuleDecider())
+    turn = statements("I live in Lisbon, but I moved to Porto last month.")
+    assert [f.text for f in turn] == ["I live in Lisbon.", "I moved to Porto last month."]
+    await m.store(turn, session="alice")
+    assert [r.text for r in await m.records(session="alice")] == ["I live in Porto."]
+    assert await texts(m, "Where do I live?") == ["I live in Porto."]
+
+
+async def test_a_correction_in_the_same_turn_supersedes_the_known_fact_once(
+    make_store: Callable[[], VectorStore],
+) -> None:
+    m = memory(make_store(), decider=RuleDecider())
+    await m.store([said("I live in Lisbon.")], session="alice")
+    await m.store(statements("I moved to Madrid. No wait, I moved to Porto."), session="alice")
+    assert [r.text for r in await m.records(session="alice")] == ["I live in Porto."]
+    (old,) = await m.records(session="alice", states=("superseded", "deleted"))
+    assert (old.text, old.state) == ("I live in Lisbon.", "superseded")
+
+
+async def test_no_longer_true_takes_back_the_fact_said_before_it_in_the_same_turn(
+    make_store: Callable[[], VectorStore],
+) -> None:
+    m = memory(make_store(), decider=RuleDecider())
+    await m.store([said("My name is Priya.")], session="alice")
+    await m.store(statements("I moved to Porto. That's no longer true."), session="alice")
+    # The retraction is about Porto, said just before it: Priya (the latest stored memory)
+    # stays, and Porto is not a current fact.
+    assert [r.text for r in await m.records(session="alice")] == ["My name is Priya."]
+
+
+async def test_a_fact_said_again_after_it_was_forgotten_keeps_its_history(
+    make_store: Callable[[], VectorStore],
+) -> None:
+    # One conversation, no message ids (as `goagent-py chat` stores): the fact said again is
+    # the same entry as the one forgotten; its first life (added, deleted) stays in its history.
+    m = memory(make_store(), decider=RuleDecider())
+    for text in ["I live in Lisbon.", "Forget that I live in Lisbon.", "I live in Lisbon."]:
+        await m.store([said(text, session="conv-1")], session="alice")
+    (again,) = await m.records(session="alice", states=ALL)
+    assert again.state == "current"
+    assert [c.op for c in again.history] == ["add", "delete", "add"]
+
+
+async def test_a_fact_added_again_under_its_own_id_keeps_its_record() -> None:
+    # A retried turn (a durable store activity run twice) whose decider answers ADD for what
+    # is already stored under the same id: the memory stays as it was, history included.
+    store = InMemoryVectorStore()
+    rules = memory(store, decider=RuleDecider())
+    await rules.store([said("I live in Lisbon.", message="m1")], session="alice")
+    await rules.store([said("I live in Porto.", message="m2")], session="alice")
+    (porto,) = await rules.records(session="alice")
+    assert [c.op for c in porto.history] == ["add", "update"]
+
+    always_add = memory(store, decider=Broken(lambda c: [Decision(fact=0, op="ADD")]))
+    await always_add.store([said("I live in Porto.", message="m2")], session="alice")
+    (again,) = await always_add.records(session="alice")
+    assert again.id == porto.id
+    assert [c.op for c in again.history] == ["add", "update"]
+    assert again.created_at == porto.created_at
+
+
+async def test_two_facts_of_a_turn_changing_one_memory_leave_the_last_current() -> None:
+    # A model decider answering for "I moved to Madrid. No wait, to Porto." may change the
+    # same memory twice: the later fact is the one that stands (it was added beside the first
+    # change, leaving two current homes).
+    store = InMemoryVectorStore()
+    await memory(store, decider=RuleDecider()).store([said("I live in Lisbon.")], session="alice")
+
+    def twice(candidates: Sequence[MemoryRecord]) -> Sequence[Decision]:
+        (lisbon,) = candidates
+        return [
+            Decision(fact=0, op="UPDATE", target=lisbon.id, text="I live in Madrid."),
+            Decision(fact=1, op="UPDATE", target=lisbon.id, text="I live in Porto."),
+        ]
+
+    m = memory(store, decider=Broken(twice))
+    await m.store([said("I moved to Madrid."), said("No wait, to Porto.")], session="alice")
+    assert [r.text for r in await m.records(session="alice")] == ["I live in Porto."]
+    (old,) = await m.records(session="alice", states=("superseded", "deleted"))
+    assert old.text == "I live in Lisbon."
+
+
+async def test_forget_removes_a_fact_stored_in_other_words(
+    make_store: Callable[[], VectorStore],
+) -> None:
+    # The rule decider stores "I moved to Porto last month." as "I live in Porto." (another
+    # entry id): forgetting the message the user sent removes what it stored.
+    m = memory(make_store(), decider=RuleDecider())
+    said_it = said("I moved to Porto last month.", session="conv-1")
+    kept = said("My name is Priya.", session="conv-1")
+    await m.store([said_it], session="alice")
+    await m.store([kept], session="alice")
+    assert sorted(r.text for r in await m.records(session="alice")) == [
+        "I live in Porto.",
+        "My name is Priya.",
+    ]
+    await m.forget([said_it], session="alice")
+    left = await m.records(session="alice", states=ALL)
+    assert [r.text for r in left] == ["My name is Priya."]
+
+
+async def test_no_longer_true_after_restating_a_known_fact_retracts_it(
+    make_store: Callable[[], VectorStore],
+) -> None:
+    m = memory(make_store(), decider=RuleDecider())
+    await m.store([said("My name is Priya.")], session="alice")
+    await m.store([said("I live in Lisbon.")], session="alice")
+    await m.store(statements("I live in Lisbon. That's no longer true."), session="alice")
+    assert [r.text for r in await m.records(session="alice")] == ["My name is Priya."]
+    (gone,) = await m.records(session="alice", states=("deleted",))
+    assert gone.text == "I live in Lisbon."

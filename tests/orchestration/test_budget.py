@@ -127,8 +127,9 @@ async def test_a_guarded_agent_as_a_node_of_a_flow_with_its_own_budget() -> None
     result = await Pipeline(guard_budget.guard(lead)).run("x", budget=flow_budget)
 
     assert result.text == "done"
-    assert flow_budget.iterations == 3  # the active budget is drawn, once per call
-    assert guard_budget.iterations == 0
+    # Both draw, once per call each: the flow's budget and the guard's own (review6b; it
+    # was not drawn inside an active budget, so a guard's cap did not hold in a flow).
+    assert (flow_budget.iterations, guard_budget.iterations) == (3, 3)
 
 
 async def test_a_guarded_child_through_as_tool_is_counted_once_per_call() -> None:
@@ -290,3 +291,43 @@ async def test_tasks_entering_one_budget_concurrently_may_leave_in_any_order() -
 
     await asyncio.gather(asyncio.create_task(first()), asyncio.create_task(second()))
     assert current_budget() is None
+
+
+# -- nested budgets (review6b) ------------------------------------------------------------------
+
+
+async def test_a_flow_with_its_own_budget_inside_a_bigger_run_draws_from_both() -> None:
+    outer = Budget(max_iterations=2, max_tokens=1_000)
+    team, p = three_calls("team")
+
+    with outer, pytest.raises(BudgetExceededError) as info:
+        await Pipeline(team).run("x", budget=Budget(max_iterations=10))
+
+    # The team's own budget allows 10 calls; the run around it allows 2, and it is still
+    # active: each call counts once in each enclosing budget.
+    assert len(p.requests) == 2
+    assert (info.value.limit, outer.iterations) == (2, 2)
+    assert current_budget() is None
+
+
+async def test_nested_budgets_are_each_charged_the_tokens_once() -> None:
+    outer, inner = Budget(), Budget()
+    lead = agent("lead", text_response("hi", usage=Usage(30, 12)))
+
+    with outer, inner, outer:  # entering one budget again does not count it twice
+        await lead.run("x")
+
+    assert (outer.iterations, outer.tokens) == (1, 42)
+    assert (inner.iterations, inner.tokens) == (1, 42)
+
+
+async def test_a_guarded_agent_keeps_its_own_cap_inside_a_bigger_budget() -> None:
+    cap, flow_budget = Budget(max_iterations=2), Budget(max_iterations=10)
+    runaway, p = three_calls("runaway")
+
+    with pytest.raises(BudgetExceededError) as info:
+        await Pipeline(cap.guard(runaway)).run("x", budget=flow_budget)
+
+    assert len(p.requests) == 2
+    assert info.value.limit == 2
+    assert (cap.iterations, flow_budget.iterations) == (2, 2)

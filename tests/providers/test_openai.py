@@ -607,6 +607,30 @@ def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     return {"model": "qwen3", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
+async def test_a_streamed_refusal_is_the_same_as_a_plain_one(
+    mock: Callable[..., OpenAIProvider],
+) -> None:
+    """OpenAI streams a refusal in ``delta.refusal`` (as the SDK's ChoiceDelta has it), not in
+    ``content``: it was dropped, leaving an empty answer that ended as END_TURN (review6b)."""
+    said = ["I'm", " sorry,", " I can't", " help with that."]
+    chunks = [chunk({"role": "assistant", "content": None, "refusal": ""})]
+    chunks += [chunk({"refusal": piece}) for piece in said]
+    chunks.append(chunk({}, "stop"))
+    events, response = await collect(
+        mock(Recorder(sse(sse_bytes(chunks)))), request(user_message("q"))
+    )
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "".join(said)
+    assert response.message.content == [TextBlock("".join(said))]
+    assert response.stop_reason is StopReason.REFUSAL
+    plain = await mock(
+        Recorder(httpx.Response(200, json=completion({"refusal": "".join(said)})))
+    ).complete(request(user_message("q")))
+    assert (plain.message.content, plain.stop_reason) == (
+        response.message.content,
+        response.stop_reason,
+    )
+
+
 async def test_stream_interleaved_calls_reasoning_and_bad_arguments(
     mock: Callable[..., OpenAIProvider],
 ) -> None:

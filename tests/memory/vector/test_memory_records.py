@@ -56,3 +56,20 @@ async def test_records_consolidation_and_recall_on_every_backend(make_store: Sto
     (lisbon,) = [r for r in await m.records(session="alice", states=ALL) if r.state != "current"]
     assert (lisbon.text, lisbon.superseded_by) == ("I live in Lisbon.", porto.id)
     assert [r.text for r in await m.records(session="bob")] == ["I live in Oslo."]
+
+
+async def test_one_turn_that_changes_a_fact_twice_and_a_fact_said_again_on_every_backend(
+    make_store: StoreFactory,
+) -> None:
+    # review6b: the turn's later statement wins, and a forgotten fact said again (the same
+    # entry id) continues its history, on every backend alike.
+    store = await make_store(dimensions=32)
+    m = LongTermMemory(FakeEmbedder(32), store, decider=RuleDecider(), clock=clock())  # type: ignore[arg-type]
+    plain = [Message(Role.USER, [TextBlock(t)]) for t in ("I live in Lisbon.", "I live in Porto.")]
+    await m.store(plain, session="alice")
+    assert [r.text for r in await m.records(session="alice")] == ["I live in Porto."]
+    for text in ["Forget that I live in Porto.", "I live in Porto."]:
+        await m.store([Message(Role.USER, [TextBlock(text)])], session="alice")
+    (porto,) = await m.records(session="alice", states=ALL)
+    assert porto.state == "current"
+    assert [c.op for c in porto.history] == ["add", "delete", "add"]
