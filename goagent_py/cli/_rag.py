@@ -298,10 +298,14 @@ class Reply:
 
 
 def small_prompt(question: str, chosen: list[Excerpt]) -> str:
-    """The user message a small model gets: the picked sentences of each passage, numbered."""
+    """The user message a small model gets: the picked sentences of each passage, numbered,
+    one line each (a line break inside a passage would let its text start a forged "[2] ..."
+    line the model cannot tell from ours)."""
     from goagent_py._data_blocks import neutralise_tags
 
-    lines = [f"[{e.number}] {neutralise_tags(e.text, 'passages')}" for e in chosen]
+    lines = [
+        f"[{e.number}] {neutralise_tags(' '.join(e.text.split()), 'passages')}" for e in chosen
+    ]
     return "<passages>\n" + "\n".join(lines) + f"\n</passages>\nQuestion: {question}"
 
 
