@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -205,8 +208,47 @@ async def run_serve(args: argparse.Namespace) -> int:
         print(f"long-term memory ({memory_mode}) in {vectors}", file=sys.stderr)
     config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     try:
-        await uvicorn.Server(config).serve()
+        signalled = await _serve_until_signalled(uvicorn.Server(config))
     finally:
         for closer in reversed(closers):
             await closer.aclose()
-    return 0
+    return 128 + signalled if signalled else 0  # 130 for Ctrl-C, as the shell reports it
+
+
+async def _serve_until_signalled(server: Any) -> int:
+    """Run uvicorn's ``server`` until SIGINT or SIGTERM; the signal that ended it, else 0.
+
+    A Ctrl-C before this point was the runner's: it cancels the CLI's task, and the cancel lands
+    at the task's next ``await``. Were that inside uvicorn's startup, the lifespan task it had
+    just started was left waiting and the runner cancelled it too, and uvicorn logged "ERROR:
+    Traceback ... CancelledError". So the handlers that stop the server go in first, then one
+    ``await`` takes a cancel already pending, before uvicorn starts anything. uvicorn's own
+    ``capture_signals`` is not used: it raises the caught signal again once the server is
+    done, for the runner to turn into KeyboardInterrupt.
+    """
+    caught: list[int] = []
+    handle_exit = server.handle_exit
+
+    def on_signal(sig: int, frame: Any) -> None:
+        caught.append(sig)
+        handle_exit(sig, frame)
+
+    server.capture_signals = contextlib.nullcontext
+    with _signal_handlers(on_signal):
+        await asyncio.sleep(0)
+        await server.serve()
+    return caught[0] if caught else 0
+
+
+@contextlib.contextmanager
+def _signal_handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM go to ``handler`` (main thread only), the previous ones after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
