@@ -29,6 +29,8 @@ __all__ = ["add_serve_arguments", "build_auth", "event_loop_factory", "run_serve
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``serve`` sub-command's options (for ``cli.build_parser``)."""
+    from goagent_py.cli._common import port_number
+
     parser.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
     parser.add_argument(
         "--base-url",
@@ -49,7 +51,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="least similarity for a memory to be recalled (default 0.3; -1 recalls the top 3)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=port_number, default=8765)
     parser.add_argument("--db", help="threads database file (default: in the data folder)")
     parser.add_argument("--system", help="system prompt")
     parser.add_argument(
