@@ -498,6 +498,42 @@ async def test_sqlite_read_copies_stay_independent_both_ways(tmp_path: Path) -> 
         assert await storage.load() == turn
 
 
+async def test_sqlite_an_append_cancelled_before_its_write_begins_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    # The file's writer hands each commit's outcomes back to the event loop itself (issue 36);
+    # a caller cancelled while its write waits in the queue takes the write out, and one
+    # cancelled after the write began leaves it to commit whole.
+    from goagent_py._sqlite import write_in_file
+
+    path = str(tmp_path / "chat.db")
+    async with SQLiteStorage(path, session_id="s") as storage:
+        began, release = threading.Event(), threading.Event()
+
+        def hold(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO goagent_messages VALUES ('held', 0, ?, 0)",
+                ('{"role":"user","content":[]}',),
+            )
+            began.set()
+            release.wait()
+
+        held = asyncio.ensure_future(write_in_file(path, hold, busy_timeout=5.0))
+        await asyncio.to_thread(began.wait)
+        queued = asyncio.ensure_future(storage.append([user_message("never stored")]))
+        await asyncio.sleep(0)  # it runs to its queued write
+        queued.cancel()
+        held.cancel()  # begun: it commits whole all the same
+        release.set()
+        for task in (queued, held):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        await storage.append([user_message("after")])
+        assert [m.text for m in await storage.load()] == ["after"]
+        async with SQLiteStorage(path, session_id="held") as other:
+            assert len(await other.load()) == 1
+
+
 async def test_sqlite_reads_after_the_first_run_on_the_loop_unless_the_connection_is_busy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
