@@ -210,3 +210,11 @@ async def test_a_run_whose_own_tool_results_pass_the_payload_limit_runs_durably(
     tool_results = [m for m in result.messages if m.role == Role.TOOL]
     assert [m.text for m in tool_results] == [""] * 4
     assert all(m.metadata.get("goagent.ref") for m in tool_results)
+    # The digests the workflow computed are the same on replay: no nondeterminism error.
+    from temporalio.worker import Replayer
+
+    from goagent_py.durable._activities import sandbox_runner
+    from goagent_py.durable._workflow import AgentWorkflow
+
+    replayer = Replayer(workflows=[AgentWorkflow], workflow_runner=sandbox_runner())
+    await replayer.replay_workflow(recorded)
