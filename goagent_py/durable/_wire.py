@@ -142,6 +142,26 @@ def history_digest(message: Message) -> str:
     return hashlib.sha256(_to_json([message])).hexdigest()
 
 
+RANGE_REF = "range:"
+"""A stand-in's reference that stands for a closed run of history messages (issue 30):
+``range:<count>:<digest of the first>:<digest of the digests>``. A worker of a version before
+ranges finds no stored message with that digest and fails the call (``CorruptedDataError``),
+never sends a different conversation."""
+
+
+def range_digest(digests: Sequence[str]) -> str:
+    """The digest of a run of messages, from their digests (:func:`history_digest`)."""
+    import hashlib
+
+    return hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
+def range_stand_in(digests: Sequence[str]) -> Message:
+    """One stand-in for the messages whose digests are ``digests`` (a closed run of turns)."""
+    ref = f"{RANGE_REF}{len(digests)}:{digests[0]}:{range_digest(digests)}"
+    return Message(Role.USER, [], metadata={HISTORY_REF_KEY: ref})
+
+
 def stand_in(message: Message, digest: str) -> Message:
     """The workflow's stand-in for a history message (see :data:`HISTORY_REF_KEY`).
 

@@ -451,7 +451,10 @@ class _ShortTermProxy:
         calls.short_term = self
 
     async def messages(self) -> list[Message]:
-        out = await self._memory("load", {"session_id": self._session}, local=True)
+        data: dict[str, Any] = {"session_id": self._session}
+        if self.refs:  # the closed turns that lead the window: one stand-in (issue 30)
+            data["ranges"] = True
+        out = await self._memory("load", data, local=True)
         self._keyed = bool(out.get("keyed", False))
         self._stores = bool(out.get("stores", True))
         self._loaded = messages_from_text(out["messages"])
