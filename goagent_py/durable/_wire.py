@@ -47,7 +47,8 @@ and names and tool-result id (what the loop's pairing rules read), no content, a
 key the digest of the stored message (:func:`history_digest`). The model activity puts the
 stored messages back in their place, so neither the load's result nor any model request
 carries the history: what the workflow records grows with the number of messages, not their
-size."""
+size. (Since ``run_refs``, the closed turns that lead the window are one stand-in,
+:data:`RANGE_REF`, and the run's own stored messages cross as stand-ins too.)"""
 
 DEFAULT_PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's default limit on one payload (the server refuses bigger blobs)."""

@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from goagent_py import Agent, validate_transcript
 from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
+from goagent_py.durable._wire import DurableRunError
 from goagent_py.memory import FixedWindow, ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 from goagent_py.messages import Message, Role, TextBlock, ToolCall
@@ -214,3 +215,34 @@ async def test_a_run_whose_own_tool_results_pass_the_payload_limit_runs_durably(
 
     replayer = Replayer(workflows=[AgentWorkflow], workflow_runner=sandbox_runner())
     await replayer.replay_workflow(recorded)
+
+
+async def test_a_result_over_the_payload_limit_fails_the_run_instead_of_hanging(
+    temporal: WorkflowEnvironment,
+) -> None:
+    # No short-term memory on the worker: nothing is stored, so nothing can be a stand-in.
+    # Each request fits (1.3 MB), the result (the two reads and an 800 KB answer) does not.
+    @tool
+    async def read(path: str) -> str:
+        """Read a file.
+
+        Args:
+            path: the path.
+        """
+        return path + " " + "x" * 650_000
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        done = sum(1 for m in request.messages if m.role == Role.TOOL)
+        if done >= 2:
+            return "y" * 800_000
+        return tool_call_response(ToolCall(f"c{done}", "read", {"path": f"f{done}"}))
+
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="big", tools=[read])
+    durable = DurableAgent(agent, provider="fn:x", task_queue=f"q-{uuid.uuid4().hex[:8]}")
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "read two files", session_id="big")
+        from goagent_py.durable._client import result_of
+
+        with pytest.raises(DurableRunError, match="PayloadTooLargeError"):
+            await result_of(handle)
