@@ -570,3 +570,15 @@ async def test_memory_shows_current_facts_and_their_history(harness: Any) -> Non
     assert "usage: /memory [history|recalled]" in history
     (record,) = await h.long_term.records(session="goagent-chat")
     assert record.source_session == "t"  # the chat's --session
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["serve", "--port", "99999"], ["serve", "--port", "-1"], ["mcp", "serve", "--port", "70000"]],
+)
+def test_a_port_out_of_range_is_a_usage_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # uvicorn given port 99999 printed "open http://127.0.0.1:99999/" and hung.
+    assert cli.main(argv) == cli.EXIT_USAGE
+    assert "0 to 65535" in capsys.readouterr().err

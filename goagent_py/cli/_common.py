@@ -6,6 +6,7 @@ import this, not the command's entry module.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from dataclasses import dataclass
@@ -40,6 +41,22 @@ EXIT_INTERRUPTED = 130
 class UsageError(ConfigurationError):
     """The command line was wrong; the message says how to fix it (a misuse, so a
     :class:`~goagent_py.errors.ConfigurationError`: every command exits with the usage code)."""
+
+
+def port_number(text: str) -> int:
+    """A ``--port`` value (argparse ``type``): 0 (any free port) to 65535.
+
+    uvicorn given 99999 announced the address and then hung instead of failing.
+    """
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a port: use 0 to 65535 (0: any free port)"
+        )
+    return port
 
 
 def data_home() -> Path:

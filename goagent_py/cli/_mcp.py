@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from goagent_py.cli._common import port_number
 from goagent_py.errors import ConfigurationError
 from goagent_py.mcp.transports import MCPStdio
 
@@ -47,7 +48,7 @@ def add_mcp_cli(subparsers: Any) -> argparse.ArgumentParser:
         help="stdio, streamable HTTP, or the legacy HTTP+SSE transport (default: stdio)",
     )
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=port_number, default=8000)
     serve.add_argument(
         "--path", help="the HTTP endpoint's path (default: /mcp, or /sse for --transport sse)"
     )

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +51,7 @@ from goagent_py.errors import MissingExtraError
 __all__ = [
     "TOOL_EXAMPLES",
     "TOOL_TEMPLATES",
+    "exit_if_loading",
     "load_in_background",
     "loading_embedder",
     "local_embedder",
@@ -98,12 +101,17 @@ def local_embedder() -> Any:
     return SentenceTransformerEmbedder()
 
 
+_LOADS: list[threading.Thread] = []
+"""The background loads started in this process (:func:`exit_if_loading` looks at them)."""
+
+
 def load_in_background(embedder: Any) -> threading.Thread | None:
     """Load ``embedder``'s model in a daemon thread while the user types.
 
     Not in the event loop's executor: quitting right after start must not wait for the load
     (asyncio.run joins its executor threads; the interpreter does not join daemon threads).
-    A turn that needs the model waits for it on the embedder's own lock.
+    A turn that needs the model waits for it on the embedder's own lock. A command that ends
+    while the load runs leaves through :func:`exit_if_loading`.
     """
     load = getattr(embedder, "_load", None)
     if load is None:
@@ -115,7 +123,27 @@ def load_in_background(embedder: Any) -> threading.Thread | None:
         importlib.import_module("numpy")
     thread = threading.Thread(target=load, name="goagent-embedder-load", daemon=True)
     thread.start()
+    _LOADS.append(thread)
     return thread
+
+
+def exit_if_loading(code: int) -> None:
+    """End the process now with ``code`` when a background load is still running.
+
+    The interpreter's normal exit finalises modules and runs C++ static destructors while the
+    load thread is inside ONNX Runtime or torch: the process then aborted with "terminate
+    called without an active exception" (exit 134) about one time in three when serve or chat
+    was quit in its first seconds. ``os._exit`` skips that finalisation; the command has
+    closed its own resources by now, so only the standard streams are left to flush. Waiting
+    for the load instead would hold a quit for the whole load (docs/notes/review6c.md).
+    For the command-line entry only: a process that called ``main()`` keeps running.
+    """
+    if not any(thread.is_alive() for thread in _LOADS):
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def loading_embedder() -> Any:

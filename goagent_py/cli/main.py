@@ -576,7 +576,20 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; returns the exit code."""
+    """Run the command; returns the exit code.
+
+    Run as the command (``argv`` None) while the embedder still loads in the background, the
+    process ends here (:func:`goagent_py.cli._setup.exit_if_loading`).
+    """
+    code = _run(argv)
+    if argv is None and "goagent_py.cli._setup" in sys.modules:
+        from goagent_py.cli._setup import exit_if_loading
+
+        exit_if_loading(code)
+    return code
+
+
+def _run(argv: list[str] | None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     given = sys.argv[1:] if argv is None else list(argv)

@@ -110,6 +110,15 @@ class FileToolkit:
         if self._hidden(tool, real):
             raise CodingToolError(f"{path}: refused: {tool} is not allowed on {real} (path rule)")
 
+    def _refuse_linked(self, path: str, fd: int) -> None:
+        """With path rules, refuse an opened file that has other hard links: one of its other
+        names may be a denied path (the same inode), which no check of this name can see."""
+        if self._rules and os.fstat(fd).st_nlink > 1:
+            raise CodingToolError(
+                f"{path}: refused: it has other hard links (a path the rules deny may be one "
+                "of them)"
+            )
+
     # -- helpers -------------------------------------------------------------------------------
 
     @property
@@ -130,6 +139,7 @@ class FileToolkit:
             opened, real = open_file_in_root(self._base, path, "rb")
             with opened as f:
                 self._refuse_hidden(tool, path, real)
+                self._refuse_linked(path, f.fileno())
                 size = os.fstat(f.fileno()).st_size
                 if size > self.max_file_bytes:
                     raise CodingToolError(
@@ -395,6 +405,7 @@ class FileToolkit:
             with os.fdopen(fd, "rb") as f:
                 if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                     return None
+                self._refuse_linked(rel, f.fileno())
                 data: bytes = f.read(self.max_file_bytes + 1)
                 return None if len(data) > self.max_file_bytes else data
         except OSError:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,8 @@ __all__ = ["add_serve_arguments", "build_auth", "event_loop_factory", "run_serve
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``serve`` sub-command's options (for ``cli.build_parser``)."""
+    from goagent_py.cli._common import port_number
+
     parser.add_argument("--provider", help="anthropic:MODEL, openai:MODEL, ollama:MODEL or local")
     parser.add_argument(
         "--base-url",
@@ -46,7 +51,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="least similarity for a memory to be recalled (default 0.3; -1 recalls the top 3)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=port_number, default=8765)
     parser.add_argument("--db", help="threads database file (default: in the data folder)")
     parser.add_argument("--system", help="system prompt")
     parser.add_argument(
@@ -205,8 +210,47 @@ async def run_serve(args: argparse.Namespace) -> int:
         print(f"long-term memory ({memory_mode}) in {vectors}", file=sys.stderr)
     config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     try:
-        await uvicorn.Server(config).serve()
+        signalled = await _serve_until_signalled(uvicorn.Server(config))
     finally:
         for closer in reversed(closers):
             await closer.aclose()
-    return 0
+    return 128 + signalled if signalled else 0  # 130 for Ctrl-C, as the shell reports it
+
+
+async def _serve_until_signalled(server: Any) -> int:
+    """Run uvicorn's ``server`` until SIGINT or SIGTERM; the signal that ended it, else 0.
+
+    A Ctrl-C before this point was the runner's: it cancels the CLI's task, and the cancel lands
+    at the task's next ``await``. Were that inside uvicorn's startup, the lifespan task it had
+    just started was left waiting and the runner cancelled it too, and uvicorn logged "ERROR:
+    Traceback ... CancelledError". So the handlers that stop the server go in first, then one
+    ``await`` takes a cancel already pending, before uvicorn starts anything. uvicorn's own
+    ``capture_signals`` is not used: it raises the caught signal again once the server is
+    done, for the runner to turn into KeyboardInterrupt.
+    """
+    caught: list[int] = []
+    handle_exit = server.handle_exit
+
+    def on_signal(sig: int, frame: Any) -> None:
+        caught.append(sig)
+        handle_exit(sig, frame)
+
+    server.capture_signals = contextlib.nullcontext
+    with _signal_handlers(on_signal):
+        await asyncio.sleep(0)
+        await server.serve()
+    return caught[0] if caught else 0
+
+
+@contextlib.contextmanager
+def _signal_handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """SIGINT and SIGTERM go to ``handler`` (main thread only), the previous ones after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -151,3 +151,28 @@ async def test_tools_used_without_the_policy_still_hold_its_deny_patterns(root: 
             await run(t["read_file"], path=path)
     assert "code.db" not in await run(t["glob"], pattern="**")
     assert "stored conversation" not in await run(t["grep"], pattern="conversation")
+
+
+async def test_a_hard_link_to_a_denied_file_is_not_read_or_grepped(root: Path) -> None:
+    """A hard link made by the shell is the denied file under another name (same inode): no
+    path rule can see it, so with path rules a file with other links is refused."""
+    import os
+
+    os.link(root / "secrets" / "key.txt", root / "copy.txt")
+    t = named(file_tools(root, require_read=False))
+    ApprovalPolicy(list(t.values()), ask=allow, deny=["*(secrets/**)"])
+    with pytest.raises(CodingToolError, match="hard links"):
+        await run(t["read_file"], path="copy.txt")
+    with pytest.raises(CodingToolError, match="hard links"):
+        await run(t["grep"], pattern="TOP", path="copy.txt")
+    found = await run(t["grep"], pattern="TOP-SECRET")
+    assert "src/app.py" in found
+    assert "TOP-SECRET key" not in found
+
+
+async def test_a_hard_linked_file_reads_without_path_rules(root: Path) -> None:
+    import os
+
+    os.link(root / "secrets" / "key.txt", root / "copy.txt")
+    t = named(file_tools(root, require_read=False))
+    assert "TOP-SECRET key" in await run(t["read_file"], path="copy.txt")
