@@ -582,3 +582,41 @@ def test_a_port_out_of_range_is_a_usage_error(
     # uvicorn given port 99999 printed "open http://127.0.0.1:99999/" and hung.
     assert cli.main(argv) == cli.EXIT_USAGE
     assert "0 to 65535" in capsys.readouterr().err
+
+
+def test_a_quit_while_the_model_loads_still_commits_the_writes_already_begun(
+    tmp_path: Path,
+) -> None:
+    """The command ends at once while the embedder loads (``exit_if_loading``), but first
+    waits, as a normal exit does, for a SQLite write already begun."""
+    import subprocess
+    import sys
+    import textwrap
+
+    db = tmp_path / "chat.db"
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sqlite3, threading, time
+        from goagent_py._sqlite import write_in_file
+        from goagent_py.cli import _setup
+
+        sqlite3.connect({str(db)!r}).execute("CREATE TABLE t (x)").connection.commit()
+        load = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+        load.start()
+        _setup._LOADS.append(load)
+
+        def slow(conn):
+            time.sleep(0.5)
+            conn.execute("INSERT INTO t VALUES (1)")
+
+        async def main():
+            asyncio.ensure_future(write_in_file({str(db)!r}, slow, busy_timeout=5))
+            await asyncio.sleep(0.1)  # begun, not done
+
+        asyncio.run(main())
+        _setup.exit_if_loading(7)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
+    assert done.returncode == 7, done.stderr.decode()
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM t").fetchone() == (1,)

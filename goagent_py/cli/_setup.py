@@ -140,6 +140,14 @@ def exit_if_loading(code: int) -> None:
     """
     if not any(thread.is_alive() for thread in _LOADS):
         return
+    # What the normal exit waits for, first: the non-daemon threads (a SQLite file's writer
+    # with writes still queued; an idle one is told to end now instead of lingering).
+    sqlite_module = sys.modules.get("goagent_py._sqlite")
+    if sqlite_module is not None:
+        sqlite_module._end_idle_writers()
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(30)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
