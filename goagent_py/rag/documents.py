@@ -159,7 +159,9 @@ def load_directory(
     """Read every supported file under a directory, sorted by path.
 
     Hidden files and directories (a name starting with ".") are skipped, and so are files whose
-    suffix is not in :data:`FORMATS` (and PDFs when ``pypdf`` is not installed).
+    suffix is not in :data:`FORMATS` (and PDFs when ``pypdf`` is not installed), and symbolic
+    links that lead out of the directory (a link to ``/etc/shadow`` in a folder of notes is
+    not a note); a link to a file inside it is read.
 
     Args:
         path: the directory.
@@ -186,10 +188,13 @@ def load_directory(
     if "pdf" in wanted and not _has_pypdf():
         wanted.discard("pdf")
     documents = []
+    inside = root.resolve()
     for file in sorted(root.glob(glob)):
         rel = file.relative_to(root)
         if any(part.startswith(".") for part in rel.parts) or not file.is_file():
             continue
+        if not file.resolve().is_relative_to(inside):
+            continue  # a link (of the file or a folder on its way) out of the directory
         fmt = FORMATS.get(file.suffix.lower())
         if fmt is None or fmt not in wanted:
             continue

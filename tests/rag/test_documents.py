@@ -160,3 +160,18 @@ def test_load_directory(tmp_path: Path) -> None:
     assert [d.source for d in load_directory(tmp_path, formats=["text"])] == ["a.txt"]
     with pytest.raises(NotADirectoryError):
         load_directory(tmp_path / "a.txt")
+
+
+def test_load_directory_reads_no_link_that_leads_out_of_it(tmp_path: Path) -> None:
+    """`rag index notes/` with a link to a secret outside: not indexed (a link to a file of
+    the folder itself is read, under the link's name)."""
+    (tmp_path / "secret.md").write_text("# Secret\nthe password")
+    notes = tmp_path / "notes"
+    (notes / "sub").mkdir(parents=True)
+    (notes / "a.md").write_text("# A\nalpha")
+    (notes / "out.md").symlink_to(tmp_path / "secret.md")
+    (notes / "sub" / "again.md").symlink_to(notes / "a.md")
+    (notes / "away").symlink_to(tmp_path, target_is_directory=True)
+    sources = [d.source for d in load_directory(notes)]
+    assert sources == ["a.md", "sub/again.md"]
+    assert not any("password" in d.text for d in load_directory(notes))
