@@ -120,9 +120,11 @@ from goagent_py.output import FINAL_RESULT_TOOL, OutputContext, OutputSpec, Verd
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
+    Effort,
     StreamDone,
     StreamingProvider,
     TextDelta,
+    ThinkingConfig,
     ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
@@ -174,6 +176,33 @@ class _RunIds:
 
 
 _run_ids = _RunIds()
+
+
+def new_request(
+    model: str,
+    system_prompt: str,
+    messages: list[Message],
+    tools: list[ToolDefinition],
+    thinking: ThinkingConfig | None,
+    effort: Effort | None,
+    max_tokens: int | None,
+) -> CompletionRequest:
+    """``CompletionRequest(model=..., ..., max_tokens=...)`` without an output format, every
+    field set here (no default factories, no ``__init__`` frame): the loop makes one per model
+    call (issue 36; ``tests/test_records.py`` compares it with the constructor)."""
+    out: CompletionRequest = _new(CompletionRequest)
+    out.model = model
+    out.system_prompt = system_prompt
+    out.messages = messages
+    out.tools = tools
+    out.thinking = thinking
+    out.effort = effort
+    out.max_tokens = max_tokens
+    out.output = None
+    return out
+
+
+_new = object.__new__
 
 
 def _drop(item: Any) -> None:
@@ -459,7 +488,12 @@ class Run:
 
     async def _request(self, messages: list[Message], iteration: int) -> CompletionRequest:
         o = self.o
-        sent = [m for m in messages if not m.metadata.get(UI_ONLY_KEY)]
+        for m in messages:  # a loop in this frame, not a comprehension: once per model call
+            if m.metadata.get(UI_ONLY_KEY):
+                sent = [m for m in messages if not m.metadata.get(UI_ONLY_KEY)]
+                break
+        else:
+            sent = list(messages)
         if o.transform_context is not None:
             # A compactor reports its summary usage (counted in the run) and what it did.
             usage_token = USAGE_SINK.set(self._add_usage)
@@ -472,14 +506,8 @@ class Run:
         system_prompt = o.system_prompt
         if o.instructions:
             system_prompt = await self._instructed(system_prompt, messages, iteration)
-        request = CompletionRequest(
-            model=o.model,
-            system_prompt=system_prompt,
-            messages=sent,
-            tools=list(self.tool_defs),
-            thinking=o.thinking,
-            effort=o.effort,
-            max_tokens=o.max_tokens,
+        request = new_request(
+            o.model, system_prompt, sent, list(self.tool_defs), o.thinking, o.effort, o.max_tokens
         )
         if self.output is not None:
             request = self.output.shape(request, self.output_mode)
@@ -763,6 +791,8 @@ class Run:
             wait = ctx.outcome.get("wait")
             if wait is not None:
                 self._waiting[call.id] = wait
+        if o.after_tool_call is None and o.max_tool_result_chars is None:
+            return result  # :meth:`_after` has nothing to do: no coroutine for it (issue 36)
         return await self._after(result)
 
     async def _after(self, result: ToolResult) -> ToolResult:

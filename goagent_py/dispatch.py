@@ -558,7 +558,7 @@ class Dispatcher:
                 duration,
                 failure,
             )
-        else:
+        elif self._logger.isEnabledFor(logging.DEBUG):  # one call fewer when it is off
             self._logger.debug("tool dispatch: tool=%s duration=%.4fs", call.name, duration)
         # The start is counted back from the end, so started_at + duration is the wall-clock end
         # (telemetry ends the call's span there, after any span made inside the tool) even if the

@@ -85,6 +85,41 @@ def test_the_message_builder_makes_what_the_constructor_makes() -> None:
     assert type(Message("user").role) is Role
 
 
+def test_the_request_builder_makes_what_the_constructor_makes() -> None:
+    from goagent_py import CompletionRequest, ThinkingConfig, ToolDefinition
+    from goagent_py._loop import new_request as request
+
+    assert [f.name for f in dataclasses.fields(CompletionRequest)] == [
+        "model",
+        "system_prompt",
+        "messages",
+        "tools",
+        "thinking",
+        "effort",
+        "max_tokens",
+        "output",
+    ]  # the builder sets each of these; a new field needs a line there
+    assert "__post_init__" not in vars(CompletionRequest)
+
+    messages = [Message(Role.USER, [TextBlock("q")])]
+    tools = [ToolDefinition("add", "Add.", {"type": "object"})]
+    thinking = ThinkingConfig(budget_tokens=1024)
+    made = request("m", "sys", messages, tools, thinking, "low", 100)
+    assert made == CompletionRequest(
+        model="m",
+        system_prompt="sys",
+        messages=messages,
+        tools=tools,
+        thinking=thinking,
+        effort="low",
+        max_tokens=100,
+    )
+    assert made.messages is messages
+    assert made.tools is tools
+    assert made.output is None
+    assert repr(request("m", "", [], [], None, None, None)) == repr(CompletionRequest("m"))
+
+
 @pytest.mark.parametrize(
     "content",
     [
