@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import inspect
 import itertools
+import logging
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
@@ -203,6 +204,7 @@ def new_request(
 
 
 _new = object.__new__
+_NO_USAGE = Usage()
 
 
 def _drop(item: Any) -> None:
@@ -350,7 +352,7 @@ class Run:
         self.control = control
         self.given_history = history
         self.path = path
-        self.usage = Usage()
+        self.usage = _NO_USAGE  # frozen: every sum makes a new one
         self.iterations = 0
         self.tool_calls = 0
         self.tool_time = 0.0
@@ -1414,13 +1416,14 @@ class Run:
         self.run_id = _run_ids.next()
         self._watch_calls = self.hooks.hooks.on_tool_call is not None
         loud = self.loud
-        self.log.info(
-            "run started: agent=%s model=%s max_iterations=%d tools=%d",
-            o.name or "-",
-            o.model,
-            o.max_iterations,
-            len(self.tool_defs),
-        )
+        if self.log.isEnabledFor(logging.INFO):  # one call fewer when it is off
+            self.log.info(
+                "run started: agent=%s model=%s max_iterations=%d tools=%d",
+                o.name or "-",
+                o.model,
+                o.max_iterations,
+                len(self.tool_defs),
+            )
         ended = False
         try:
             if loud:
@@ -1443,7 +1446,8 @@ class Run:
                     "before a new prompt"
                 )
             for m in self.prompt:
-                self._append(messages, m)
+                messages.append(m)  # :meth:`_append`, without a call per message
+                self.new_messages.append(m)
                 if loud:
                     yield MessageStart(Role.USER, 0, m, path=self.path)
                     yield MessageEnd(m, path=self.path)
@@ -1524,7 +1528,8 @@ class Run:
                 self.usage = self.usage + response.usage
                 self.stop_reason = response.stop_reason
                 message = response.message
-                self._append(messages, message)  # rule 1: exactly as returned
+                messages.append(message)  # rule 1: exactly as returned (:meth:`_append`)
+                self.new_messages.append(message)
                 self.last_text = text_of(message)
                 self.streaming_message = ""
                 if loud:
@@ -1754,8 +1759,11 @@ class Run:
     def _add_tool_messages(self, messages: list[Message], results: list[ToolResult]) -> None:
         """:meth:`_tool_messages` of a quiet run: no event, so no generator (issue 36)."""
         self._count(results)
+        added = self.new_messages
         for result in results:  # rule 3: one result per call, in call order
-            self._append(messages, tool_message(result))
+            tool_msg = tool_message(result)
+            messages.append(tool_msg)  # :meth:`_append`, without a call per message
+            added.append(tool_msg)
 
     def _count(self, results: list[ToolResult]) -> None:
         self.tool_calls += len(results)
