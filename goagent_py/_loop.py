@@ -63,7 +63,7 @@ from goagent_py.approvals import (
     under,
 )
 from goagent_py.budget import active_budgets, before_call
-from goagent_py.dispatch import Dispatcher, set_event_sink
+from goagent_py.dispatch import Dispatcher, _sink, set_event_sink
 from goagent_py.errors import (
     ApprovalPendingError,
     GoAgentError,
@@ -859,10 +859,15 @@ class Run:
         self, iteration: int, message: Message, call: ToolCall, put: Callable[[Any], None]
     ) -> ToolResult:
         """The lone call of an inline batch (see :meth:`_inline`); its events go to ``put``."""
-        token = _current.set(self._lazy_context(call, iteration, put))
-        # Each run sets its own sink (a quiet one too): a run inside the tool never reports to
-        # the run around it.
-        undo_sink = set_event_sink(put, self.path)
+        # :meth:`_lazy_context` and :func:`set_event_sink` in this frame (no frame for the one,
+        # no undo closure for the other). Each run sets its own sink (a quiet one too): a run
+        # inside the tool never reports to the run around it.
+        resumed = self._inner.get(call.id) if self._inner else None
+        lazy = _LazyContext(
+            self._context, self.o.max_tool_result_chars, call, iteration, put, resumed
+        )
+        token = _current.set(lazy)
+        sink_token = _sink.set((put, self.path))
         # :meth:`_run_one`, one coroutine layer fewer (issue 36).
         release = take_place(self.dispatcher.tool(call.name), call)
         try:
@@ -871,7 +876,7 @@ class Run:
             if release is not None:
                 release()
             _current.reset(token)
-            undo_sink()
+            _sink.reset(sink_token)
 
     async def _tools(
         self, iteration: int, message: Message, calls: list[ToolCall]
