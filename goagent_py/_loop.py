@@ -207,6 +207,16 @@ _new = object.__new__
 _NO_USAGE = Usage()
 
 
+def _check_response(response: object) -> None:
+    """Raise ProviderError unless ``response`` is a CompletionResponse with a Message."""
+    if type(response) is CompletionResponse and type(response.message) is Message:
+        return  # the usual answer: two type checks, no isinstance
+    if not isinstance(response, CompletionResponse) or not isinstance(response.message, Message):
+        raise ProviderError(
+            f"provider returned {type(response).__name__}, not a CompletionResponse"
+        )
+
+
 def _drop(item: Any) -> None:
     """Where a quiet run's events go (see :meth:`Run.outcome`)."""
 
@@ -644,21 +654,9 @@ class Run:
         try:
             assert provider is not None
             response = await provider.complete(request)
-            if not isinstance(response, CompletionResponse) or not isinstance(
-                response.message, Message
-            ):
-                raise ProviderError(
-                    f"provider returned {type(response).__name__}, not a CompletionResponse"
-                )
+            _check_response(response)
         except Exception as exc:
-            failed = ModelResponse(
-                time.perf_counter() - start, error=exc, iteration=iteration, path=self.path
-            )
-            if isinstance(exc, ProviderError):
-                return failed, None, exc
-            error = ProviderError(f"{type(exc).__name__}: {exc}")
-            error.__cause__ = exc
-            error.__context__ = exc
+            failed, error = self._model_failure(exc, start, iteration)
             return failed, None, error
         if not self.loud:
             return None, response, None
@@ -673,6 +671,21 @@ class Run:
             path=self.path,
         )
         return reported, response, None
+
+    def _model_failure(
+        self, exc: Exception, start: float, iteration: int
+    ) -> tuple[ModelResponse, ProviderError]:
+        """The event of a failed model call and the error the run raises for ``exc`` (itself
+        when it is a ProviderError; else one with ``exc`` as its cause and context)."""
+        failed = ModelResponse(
+            time.perf_counter() - start, error=exc, iteration=iteration, path=self.path
+        )
+        if isinstance(exc, ProviderError):
+            return failed, exc
+        error = ProviderError(f"{type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        error.__context__ = exc
+        return failed, error
 
     async def _interruptible(
         self,
@@ -1511,7 +1524,23 @@ class Run:
                     yield ModelRequest(i, request, path=self.path)
                     yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
                 response: CompletionResponse | None = None
-                if self.control is None and not self.streaming:
+                if not loud and self.control is None and not self.streaming:
+                    # :meth:`_call_model_once` of a quiet run, in this frame (no coroutine per
+                    # model call; the failure made there too, its event seen by nobody).
+                    start = time.perf_counter()
+                    self.streaming_message = ""
+                    quiet_failure: ProviderError | None = None
+                    try:
+                        provider = o.provider
+                        assert provider is not None
+                        response = await provider.complete(request)
+                        _check_response(response)
+                    except Exception as exc:
+                        quiet_failure = self._model_failure(exc, start, i)[1]
+                        self.log.warning("provider error: %s", exc)
+                    if quiet_failure is not None:  # raised here, as the loud path raises it
+                        raise quiet_failure
+                elif self.control is None and not self.streaming:
                     # Nothing to interrupt or stream: a plain call, no async generator.
                     reported, response, failure = await self._call_model_once(i, request)
                     if reported is not None:  # None only in a quiet run's answer
