@@ -1284,7 +1284,9 @@ class Run:
             list(self.new_messages),
             error,
             self.run_id,
-            None if error is not None else self._output(),
+            None  # :meth:`_output` without a call
+            if error is not None
+            else (self.last_text if self.output is None else self.output_value),
             list(self.pending),
         )
 

@@ -498,3 +498,36 @@ async def test_a_quiet_runs_provider_failure_is_the_loud_runs(
             assert raised.value is provider.cause  # raised as itself, its own cause kept
         got[loud] = (_failure(raised.value), logged, result.iterations, len(result.messages))
     assert got[False] == got[True]
+
+
+async def test_a_run_after_the_first_starts_as_the_first_did() -> None:
+    # The first run connects through start_run; later ones start without awaiting it.
+    seen: list[Any] = []
+
+    @tool
+    async def who() -> str:
+        """Say whose request this is."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        seen.append(ctx.deps)
+        return str(ctx.deps)
+
+    def turn() -> list[Any]:
+        return [tool_call_response(ToolCall("c1", "who", {})), "done"]
+
+    provider = ScriptedProvider(*turn(), *turn())
+    agent = Agent(provider=provider, tools=[who], system_prompt="sys")
+    first = await agent.run("hi", deps="alice")
+    second = await agent.run("hi", deps="bob")
+    assert seen == ["alice", "bob"]
+    assert [(r.text, r.iterations, r.tool_calls) for r in (first, second)] == [("done", 2, 1)] * 2
+    assert [m.text for m in first.messages] == ["hi", "", "alice", "done"]
+    assert [m.text for m in second.messages] == ["hi", "", "bob", "done"]
+    first_requests, second_requests = provider.requests[:2], provider.requests[2:]
+    for a, b in zip(first_requests, second_requests, strict=True):
+        assert (a.model, a.system_prompt, a.tools, len(a.messages)) == (
+            b.model,
+            b.system_prompt,
+            b.tools,
+            len(b.messages),
+        )
