@@ -18,7 +18,8 @@ asyncio streams: httpx costs more CPU per turn than the server, and the two shar
 
 Reported: errors, cross-user rows (a user's thread holding another user's message, via the API
 and directly in the database), and latency of a turn: time to first text delta and to the end
-of the stream (p50/p95/max), plus turns per second.
+of the stream (p50/p95/max), plus turns per second, and the server's resident memory after
+the load (its ScriptedProvider keeps a snapshot of every request: see bench/scripted_records.py).
 """
 
 from __future__ import annotations
@@ -172,6 +173,14 @@ def _cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process (Linux ``/proc``; py-spy's own under --py-spy)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _memory_mb(pid: int) -> tuple[float, float]:
+    """Resident memory of a process and its peak (Linux ``/proc``), in MB."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
 def _tokens(users: int) -> dict[str, str]:
@@ -391,6 +400,8 @@ def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
                 _load(f"http://127.0.0.1:{port}", tokens, turns, process.pid)
             )
             server_cpu = _cpu_seconds(process.pid) - before
+            # The server's own memory (not valgrind's or py-spy's), after the load and checks.
+            memory = None if _CALLGRIND or py_spy else _memory_mb(process.pid)
         finally:
             process.send_signal(signal.SIGINT)  # py-spy writes its file when its child ends
             process.wait(60)
@@ -398,6 +409,9 @@ def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
     loop = "uvloop" if event_loop_factory(_LOOP) else "asyncio"
     _report(f"goagent-py serve (uvicorn on {loop}, SQLite, token auth)", out, wall, server_cpu)
     print(f"  cross-user rows: {cross} via the API, {cross_db} in the database")
+    if memory is not None:
+        rss, peak = memory
+        print(f"  server memory after the load: {rss:.1f} MB resident, peak {peak:.1f} MB")
     return 1 if out["errors"] or cross or cross_db else 0
 
 

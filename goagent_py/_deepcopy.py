@@ -44,7 +44,13 @@ from goagent_py.messages import (
 from goagent_py.provider import CompletionRequest, CompletionResponse, ThinkingConfig
 from goagent_py.tools import ToolDefinition
 
-__all__ = ["deepcopy", "snapshot_message", "snapshot_request", "snapshot_response"]
+__all__ = [
+    "deepcopy",
+    "message_copier",
+    "snapshot_message",
+    "snapshot_request",
+    "snapshot_response",
+]
 
 T = TypeVar("T")
 
@@ -324,6 +330,58 @@ def snapshot_message(message: Message) -> Message:
     """``message`` with the same value, sharing nothing mutable with it (frozen blocks of
     atomic fields shared): a copy its holder may change without changing ``message``."""
     return _message_snapshot(message, {})
+
+
+def message_copier(message: Message) -> Callable[[Message], Message]:
+    """The cheapest function that makes :func:`snapshot_message` of ``message`` for as long as
+    ``message`` is not changed: a caller that keeps a message to itself and hands out copies of
+    it (the SQLite storage's decoded rows) picks the copier once, when it keeps the message.
+
+    Issue 36: the served chat's storage handed out a copy of every message of a conversation on
+    each of its two reads a turn; most are plain (role, text blocks, no calls, no metadata), and
+    a copy that knows it needs no look at their fields costs less than half.
+    """
+    if _is_plain(message):
+        return _plain_copy
+    return snapshot_message
+
+
+def _is_plain(message: Message) -> bool:
+    """A message whose copy is new lists and an empty dict around the same values: its own
+    class, fields of their own types, blocks that cannot change, no calls, no metadata."""
+    if not (
+        type(message) is Message
+        and type(message.role) is Role
+        and type(message.content) is list
+        and type(message.tool_calls) is list
+        and not message.tool_calls
+        and type(message.tool_call_id) is str
+        and type(message.is_error) is bool
+        and type(message.metadata) is dict
+        and not message.metadata
+    ):
+        return False
+    block: Any  # any block
+    for block in message.content:
+        kind = type(block)
+        if kind is TextBlock:
+            if type(block.text) is not str:
+                return False
+        elif kind not in _IMMUTABLE or _frozen(block, {}) is not block:
+            return False
+    return True
+
+
+def _plain_copy(message: Message) -> Message:
+    """:func:`snapshot_message` of a message :func:`_is_plain` accepted (and unchanged since)."""
+    out: Message = _new(Message)
+    out.role = message.role
+    out.content = message.content.copy()
+    out.tool_calls = []
+    out.tool_call_id = message.tool_call_id
+    out.is_error = message.is_error
+    out.metadata = {}
+    return out
 
 
 def _message_snapshot(message: Message, memo: dict[int, Any]) -> Message:

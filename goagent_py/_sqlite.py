@@ -19,7 +19,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -125,22 +124,29 @@ class _Writer:
         self.path = path
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._queue: collections.deque[tuple[Job, Future[Any]]] = collections.deque()
+        self._queue: collections.deque[_Write] = collections.deque()
         self._running = False
         self._more = threading.Condition(self._lock)  # an idle writer waits on it
         self._conn: sqlite3.Connection | None = None
 
-    def submit(self, fn: Job) -> Future[Any]:
-        future: Future[Any] = Future()
+    def submit(self, job: _Write) -> None:
         with self._lock:
-            self._queue.append((fn, future))
+            self._queue.append(job)
             if self._running:
                 self._more.notify()
             else:
                 self._running = True
                 # Not a daemon: at exit the interpreter waits for the writes already queued.
                 threading.Thread(target=self._work, name="goagent-sqlite-writer").start()
-        return future
+
+    def withdraw(self, job: _Write) -> bool:
+        """Take ``job`` out of the queue if it has not begun (its caller was cancelled)."""
+        with self._lock:
+            try:
+                self._queue.remove(job)
+            except ValueError:
+                return False  # begun: it commits whole
+            return True
 
     def _work(self) -> None:
         while True:
@@ -153,12 +159,9 @@ class _Writer:
                         self._conn.close()
                         self._conn = None
                     return
-                batch = list(self._queue)
+                batch = list(self._queue)  # begun: withdraw() no longer finds them
                 self._queue.clear()
-            # A caller cancelled before its write began: the write is not made.
-            batch = [(fn, f) for fn, f in batch if f.set_running_or_notify_cancel()]
-            if batch:
-                self._commit(batch)
+            _settle(batch, self._commit(batch))
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -177,37 +180,68 @@ class _Writer:
             self._conn = conn
         return self._conn
 
-    def _commit(self, batch: list[tuple[Job, Future[Any]]]) -> None:
-        done: list[tuple[Future[Any], bool, Any]] = []
+    def _commit(self, batch: list[_Write]) -> list[tuple[bool, Any]]:
+        """Each write's outcome, in order: (True, its value) or (False, its exception)."""
+        done: list[tuple[bool, Any]] = []
         try:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for fn, future in batch:
+                for job in batch:
                     conn.execute("SAVEPOINT goagent_write")
                     try:
-                        value = fn(conn)
+                        value = job.context.run(job.fn, conn)
                     except Exception as exc:
                         conn.execute("ROLLBACK TO goagent_write")
                         conn.execute("RELEASE goagent_write")
-                        done.append((future, False, exc))
+                        done.append((False, exc))
                         continue
                     conn.execute("RELEASE goagent_write")
-                    done.append((future, True, value))
+                    done.append((True, value))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
         except BaseException as exc:  # nothing of the batch is stored: each caller learns it
-            for _, future in batch:
-                future.set_exception(exc)
-            return
-        for future, ok, value in done:
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+            return [(False, exc)] * len(batch)
+        return done
+
+
+class _Write:
+    """One queued write: the function, the context it runs in, and where its caller waits."""
+
+    __slots__ = ("context", "fn", "loop", "waiter")
+
+    def __init__(
+        self, fn: Job, loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[Any]
+    ) -> None:
+        self.fn = fn
+        self.context = contextvars.copy_context()
+        self.loop = loop
+        self.waiter = waiter
+
+
+def _settle(batch: list[_Write], outcomes: list[tuple[bool, Any]]) -> None:
+    """Hand the outcomes of a commit to their callers: one call into each event loop for all
+    of its writes (issue 36: a ``concurrent.futures.Future`` per write, wrapped for asyncio,
+    woke the loop once per write, through two callbacks and a copy of its state)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+    for job, (ok, value) in zip(batch, outcomes, strict=True):
+        by_loop.setdefault(job.loop, []).append((job.waiter, ok, value))
+    for loop, results in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits there any more
+            loop.call_soon_threadsafe(_deliver, results)
+
+
+def _deliver(results: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for waiter, ok, value in results:
+        if waiter.done():  # its caller was cancelled after the write began
+            continue
+        if ok:
+            waiter.set_result(value)
+        else:
+            waiter.set_exception(value)
 
 
 _WRITERS: dict[str, _Writer] = {}
@@ -270,9 +304,17 @@ async def write_in_file(
     still commits whole. ``busy_timeout``: seconds to wait for another process's write lock
     (the first caller's value sets it for the file).
     """
-    context = contextvars.copy_context()
-    future = _writer(path, busy_timeout).submit(lambda conn: context.run(fn, conn))
-    result: T = await asyncio.wrap_future(future)
+    loop = asyncio.get_running_loop()
+    writer = _writer(path, busy_timeout)
+    job = _Write(fn, loop, loop.create_future())
+    writer.submit(job)
+    try:
+        result: T = await job.waiter
+    except asyncio.CancelledError:
+        if not writer.withdraw(job):
+            # Begun: it still commits whole; a failure then is nobody's to raise.
+            job.waiter.cancel()
+        raise
     return result
 
 

@@ -11,7 +11,12 @@ from typing import Any
 
 from goagent_py import Agent, ToolCall, tool
 from goagent_py._deepcopy import deepcopy as _deepcopy
-from goagent_py._deepcopy import snapshot_request, snapshot_response
+from goagent_py._deepcopy import (
+    message_copier,
+    snapshot_message,
+    snapshot_request,
+    snapshot_response,
+)
 from goagent_py.messages import (
     DocumentBlock,
     ImageBlock,
@@ -140,6 +145,43 @@ def test_recorded_requests_do_not_change_with_the_run() -> None:
     assert first.tools[0] is scripted.requests[1].tools[0]
     assert first.tools[0].parameters is not add.definition.parameters  # ...never the tool's
     assert len(function.requests) == 1
+
+
+class Text(str):
+    """A str subclass: not atomic to the copies."""
+
+
+class Note(Message):
+    """A Message subclass: its copy is made by deepcopy, class kept."""
+
+
+def test_a_message_copier_makes_what_snapshot_message_makes() -> None:
+    # Issue 36: the SQLite storage picks a copier per decoded row and hands out its copies;
+    # the one for plain messages must give what snapshot_message gives, sharing nothing the
+    # holder can change, and any message it does not fit must go to snapshot_message.
+    request = sample()
+    messages = [
+        Message(Role.USER, [TextBlock("plain")]),
+        Message(Role.ASSISTANT, [TextBlock("a"), ThinkingBlock("t", "s"), TextBlock("b")]),
+        Message(Role.USER, [ImageBlock(b"\x89PNG", "image/png")], is_error=True),
+        Message(Role.TOOL, [TextBlock("r")], tool_call_id="c1"),
+        Message(Role.USER, []),
+        Message(Role.USER, [TextBlock(Text("sub"))]),  # a block holding a mutable-typed value
+        Message(Role.USER, [TextBlock("m")], metadata={"k": [1]}),
+        Message(Role.ASSISTANT, [TextBlock("c")], tool_calls=[ToolCall("c1", "f", {"a": [1]})]),
+        Note(Role.USER, [TextBlock("note")]),
+        *request.messages,
+    ]
+    for message in messages:
+        expected = snapshot_message(message)
+        copied = message_copier(message)(message)
+        assert copied == expected == message
+        assert type(copied) is type(message)
+        assert shape(copied, {}) == shape(expected, {})
+        assert not mutable_ids(copied, set()) & mutable_ids(message, set())
+        copied.content.append(TextBlock("changed"))
+        copied.metadata["changed"] = True
+        assert copied != message == expected  # the copy's changes stay in the copy
 
 
 def test_a_request_snapshot_has_the_values_and_shares_nothing_mutable() -> None:

@@ -28,7 +28,7 @@ from temporalio.worker import Worker
 
 from goagent_py._call_gates import after_call, gate_reason, prepared_call, with_arguments
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
-from goagent_py._transcript import error_result
+from goagent_py._transcript import error_result, repair_transcript
 from goagent_py.approvals import RunContext, pending_of
 from goagent_py.dispatch import Dispatcher, error_text
 from goagent_py.errors import (
@@ -57,6 +57,7 @@ from ._mcp import MCPServers, call_activity, list_activity
 from ._wire import (
     HISTORY_REF_KEY,
     MEMORY_ID_KEY,
+    RANGE_REF,
     ErrorData,
     PayloadTooLargeError,
     check_size,
@@ -67,6 +68,8 @@ from ._wire import (
     history_digest,
     messages_from_text,
     messages_to_text,
+    range_digest,
+    range_stand_in,
     request_from_data,
     response_to_data,
     server_blob_limit,
@@ -81,6 +84,52 @@ T = TypeVar("T")
 # part of crash recovery that Temporal's 10 s default made the longest (issue 36).
 _STICKY_TIMEOUT = timedelta(seconds=1)
 Activity = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+_RANGE_MIN = 64  # fewer leading messages than this stay one stand-in each
+
+
+def _closed_prefix(messages: list[Message]) -> int:
+    """How many leading messages of ``messages`` one range stand-in may take: closed turns
+    (every call answered right after it, no result without its call, nothing waiting), ending
+    where a user's prompt begins, so the loop's transcript rules have nothing to do there and
+    the model reads exactly what a plain run sends. 0: too few to be worth it."""
+    repaired = repair_transcript(messages)
+    same = 0
+    for a, b in zip(messages, repaired, strict=False):
+        if a != b or PENDING_KEY in a.metadata:
+            break
+        same += 1
+    k = same
+
+    # The whole window counts as closed only if the repair added nothing after it.
+    def boundary(k: int) -> bool:
+        if k == len(messages):
+            return len(repaired) == k
+        return messages[k].role is Role.USER and not messages[k].tool_call_id
+
+    tries = 8  # each a repair of the prefix: a window this odd keeps its stand-ins
+    while k > 0:
+        if boundary(k):
+            if repair_transcript(messages[:k]) == messages[:k]:
+                break
+            tries -= 1
+            if not tries:
+                return 0
+        k -= 1
+    return k if k >= _RANGE_MIN else 0
+
+
+def _range_in(ref: str, stored: list[Message], digests: list[str]) -> list[Message] | None:
+    """The stored messages a range reference stands for, or None if they are not in
+    ``stored`` (in order, unchanged)."""
+    count_text, first, whole = ref[len(RANGE_REF) :].split(":")
+    count = int(count_text)
+    for i, digest in enumerate(digests):
+        run = digests[i : i + count]
+        if digest == first and len(run) == count and range_digest(run) == whole:
+            return stored[i : i + count]
+    return None
 
 
 def _application_error(error: ErrorData, what: str, max_delay: float) -> ApplicationError:
@@ -222,15 +271,23 @@ class _AgentActivities:
             return messages
         memory = self.durable.short_term_memory(session_id)
         found: dict[str, Message] = {}
+        ranges: dict[str, list[Message]] = {}
         sources: list[Any] = [] if memory is None else [memory.messages]
         storage = getattr(memory, "storage", None)
         if storage is not None:  # the window may have moved on since the load
             sources.append(storage.load)
         for source in sources:
-            for m in await _heartbeating(source()):
-                digest = history_digest(m)
+            stored = await _heartbeating(source())
+            digests = [history_digest(m) for m in stored]
+            for m, digest in zip(stored, digests, strict=True):
                 if digest in wanted:
                     found[digest] = m
+            for ref in wanted:
+                if ref.startswith(RANGE_REF) and ref not in ranges:
+                    run = _range_in(ref, stored, digests)
+                    if run is not None:
+                        ranges[ref] = run
+                        found[ref] = stored[0]  # counted as found; put back from ranges
             if len(found) == len(wanted):
                 break
         missing = len(wanted) - len(found)
@@ -239,7 +296,14 @@ class _AgentActivities:
                 f"session {session_id!r}: {missing} message(s) of the history this run loaded "
                 "are no longer stored (was the history rewritten under a running durable run?)"
             )
-        return [found.get(m.metadata.get(HISTORY_REF_KEY, ""), m) for m in messages]
+        out: list[Message] = []
+        for m in messages:
+            ref = m.metadata.get(HISTORY_REF_KEY, "")
+            if ref in ranges:
+                out.extend(ranges[ref])
+            else:
+                out.append(found.get(ref, m))
+        return out
 
     async def model(self, data: dict[str, Any]) -> dict[str, Any]:
         request = request_from_data(data["request"])
@@ -527,9 +591,14 @@ class _AgentActivities:
         memory = self.durable.short_term_memory(str(data["session_id"]))
         try:
             messages = [] if memory is None else await _heartbeating(memory.messages())
-            # By reference (issue 30): the history stays here; the workflow gets stand-ins.
+            # By reference (issue 30): the history stays here; the workflow gets stand-ins,
+            # and (where the run asks for it) one for the closed turns that lead the window.
+            digests = [history_digest(m) for m in messages]
+            closed = _closed_prefix(messages) if data.get("ranges") else 0
+            shown = [range_stand_in(digests[:closed])] if closed else []
+            shown += [stand_in(m, d) for m, d in zip(messages, digests, strict=True)][closed:]
             out = {
-                "messages": messages_to_text([stand_in(m, history_digest(m)) for m in messages]),
+                "messages": messages_to_text(shown),
                 # Whether a repeated append of this session is harmless (keyed, or nothing is
                 # stored): then the workflow may append by local activity (issue 36).
                 "keyed": memory is None

@@ -47,7 +47,8 @@ and names and tool-result id (what the loop's pairing rules read), no content, a
 key the digest of the stored message (:func:`history_digest`). The model activity puts the
 stored messages back in their place, so neither the load's result nor any model request
 carries the history: what the workflow records grows with the number of messages, not their
-size."""
+size. (Since ``run_refs``, the closed turns that lead the window are one stand-in,
+:data:`RANGE_REF`, and the run's own stored messages cross as stand-ins too.)"""
 
 DEFAULT_PAYLOAD_LIMIT = 2 * 1024 * 1024
 """Temporal's default limit on one payload (the server refuses bigger blobs)."""
@@ -140,6 +141,26 @@ def history_digest(message: Message) -> str:
     import hashlib
 
     return hashlib.sha256(_to_json([message])).hexdigest()
+
+
+RANGE_REF = "range:"
+"""A stand-in's reference that stands for a closed run of history messages (issue 30):
+``range:<count>:<digest of the first>:<digest of the digests>``. A worker of a version before
+ranges finds no stored message with that digest and fails the call (``CorruptedDataError``),
+never sends a different conversation."""
+
+
+def range_digest(digests: Sequence[str]) -> str:
+    """The digest of a run of messages, from their digests (:func:`history_digest`)."""
+    import hashlib
+
+    return hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
+def range_stand_in(digests: Sequence[str]) -> Message:
+    """One stand-in for the messages whose digests are ``digests`` (a closed run of turns)."""
+    ref = f"{RANGE_REF}{len(digests)}:{digests[0]}:{range_digest(digests)}"
+    return Message(Role.USER, [], metadata={HISTORY_REF_KEY: ref})
 
 
 def stand_in(message: Message, digest: str) -> Message:

@@ -83,16 +83,21 @@ from ._wire import (  # names shared with the client
     decision_from_data,
     decision_to_data,
     definition_from_data,
+    history_digest,
     messages_from_text,
     messages_to_text,
     request_to_data,
     response_from_data,
+    stand_in,
     tool_error_from_data,
     usage_from_data,
     usage_to_data,
 )
 
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
+# Carried appends bigger than this are appended before the model call, not carried by it
+# (the run's new messages would otherwise cross twice: in the request and in the appends).
+_CARRY_WHOLE = 64 * 1024
 _EVENT_TEXT = 2000  # characters of a tool result kept in an event (events live in the workflow)
 # The call a tool proxy runs: set by the dispatch middleware in the call's own task.
 _CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
@@ -302,6 +307,18 @@ class _ModelProxy:
         # The run's appends since the last model call ride on this one (keyed: a retry is
         # harmless); what the activity did not apply, the workflow appends itself, in order.
         carried = [] if memory is None else memory.take()
+        if memory is not None and memory.refs:
+            if carried:
+                try:
+                    check_size(carried, what, _CARRY_WHOLE)
+                except PayloadTooLargeError:
+                    # Big new messages (a tool read a file): stored first, by local activity
+                    # (its input is not recorded), so they cross here as stand-ins, not twice.
+                    await memory.append_now(carried)
+                    carried = []
+            # The run's own stored messages are stand-ins too (not those carried here: a
+            # worker of a version before carried appends does not apply them).
+            data["request"] = request_to_data(memory.by_reference(request))
         if carried:
             try:
                 check_size({**data, "appends": carried}, what, **_limits(calls.config))
@@ -310,6 +327,8 @@ class _ModelProxy:
                 assert memory is not None
                 await memory.append_now(carried)
                 carried = []
+                if memory.refs:  # now stored: stand-ins the activity reads back
+                    data["request"] = request_to_data(memory.by_reference(request))
         if not carried:
             check_size(data, what, **_limits(calls.config))
         try:
@@ -328,7 +347,9 @@ class _ModelProxy:
                 retry_after=error.retry_after,
             ) from None
         if memory is not None:
-            await memory.append_now(carried[int(out.get("appended", 0)) :])
+            applied = int(out.get("appended", 0))
+            memory.applied(carried[:applied])
+            await memory.append_now(carried[applied:])
         return response_from_data(out)
 
 
@@ -420,14 +441,62 @@ class _ShortTermProxy:
         self._carry = bool(calls.config.get("carry_appends"))
         self._waiting: list[dict[str, Any]] = []  # appends for the next model call to carry
         self._loaded: list[Message] = []
+        # Whether the run's own messages cross by reference (issue 30; a run started without
+        # the key replays as it ran), the digests of those stored (each from a recorded
+        # result: the same on replay), and of each append, by its key.
+        self.refs = bool(calls.config.get("run_refs"))
+        self._stored: set[str] = set()
+        self._digests: dict[str, list[str]] = {}
+        self._known: dict[int, tuple[Message, str]] = {}  # id -> (message, digest)
         calls.short_term = self
 
     async def messages(self) -> list[Message]:
-        out = await self._memory("load", {"session_id": self._session}, local=True)
+        data: dict[str, Any] = {"session_id": self._session}
+        if self.refs:  # the closed turns that lead the window: one stand-in (issue 30)
+            data["ranges"] = True
+        out = await self._memory("load", data, local=True)
         self._keyed = bool(out.get("keyed", False))
         self._stores = bool(out.get("stores", True))
         self._loaded = messages_from_text(out["messages"])
         return list(self._loaded)
+
+    def _digest(self, message: Message) -> str:
+        found = self._known.get(id(message))
+        if found is not None and found[0] is message:
+            return found[1]
+        digest = history_digest(message)
+        self._known[id(message)] = (message, digest)  # held: its id is not reused meanwhile
+        return digest
+
+    def applied(self, appends: list[dict[str, Any]]) -> None:
+        """``appends`` are stored (an activity said so): their messages may be stand-ins."""
+        for data in appends:
+            self._stored.update(self._digests.get(str(data["key"]), ()))
+
+    def by_reference(self, request: CompletionRequest) -> CompletionRequest:
+        """``request`` with each message of this run that a recorded result says is stored
+        as a stand-in (the model activity reads it back): what crosses does not grow with the
+        run's bytes, only with its messages since the last call."""
+        known = self._stored
+        if not known:
+            return request
+        messages: list[Message] = []
+        for m in request.messages:
+            if HISTORY_REF_KEY not in m.metadata:
+                digest = self._digest(m)
+                if digest in known:
+                    m = stand_in(m, digest)
+            messages.append(m)
+        return replace(request, messages=messages)
+
+    def lean(self, messages: Sequence[Message]) -> list[Message]:
+        """``messages`` with the stored ones as stand-ins (a result too big to record)."""
+        return [
+            stand_in(m, d)
+            if HISTORY_REF_KEY not in m.metadata and (d := self._digest(m)) in self._stored
+            else m
+            for m in messages
+        ]
 
     def give_back(self, appends: list[dict[str, Any]]) -> None:
         """Put taken appends back, before any made since."""
@@ -447,6 +516,7 @@ class _ShortTermProxy:
         for i, data in enumerate(appends):
             try:
                 await self._memory("append", data, local=True)
+                self.applied([data])
             except MemoryStoreError as exc:
                 workflow.logger.warning("short-term memory append failed: %s", exc)
             except BaseException:
@@ -491,10 +561,13 @@ class _ShortTermProxy:
         check_size(data, "short-term memory append", **_limits(self._calls.config))
         if self._carry and not self._stores:
             return  # the workers keep no history (the load said so)
+        if self.refs:
+            self._digests[key] = [history_digest(m) for m in messages]
         if self._carry and self._keyed:
             self._waiting.append(data)
             return
         await self._memory("append", data, local=self._keyed)
+        self.applied([data])
 
     async def _memory(self, op: str, data: dict[str, Any], *, local: bool) -> Any:
         calls = self._calls
@@ -673,13 +746,20 @@ async def _outcome(run: Run, calls: _Calls) -> dict[str, Any]:
         await calls.short_term.flush()
     result = run.result
     assert result is not None
+    messages = messages_to_text(result.messages)
+    memory = calls.short_term
+    if memory is not None and memory.refs:
+        try:
+            check_size({"messages": messages}, "run result", **_limits(calls.config))
+        except PayloadTooLargeError:  # the stored ones are in the session: stand-ins here
+            messages = messages_to_text(memory.lean(result.messages))
     return {
         "text": result.text,
         "stop_reason": None if result.stop_reason is None else str(result.stop_reason),
         "iterations": result.iterations,
         "usage": usage_to_data(result.usage),
         "tool_calls": result.tool_calls,
-        "messages": messages_to_text(result.messages),
+        "messages": messages,
         "run_id": calls.run_id,
         "aborted": result.stop_reason == StopReason.ABORTED,
         "pending": [
@@ -896,7 +976,18 @@ class AgentWorkflow:
         self._status = "aborted" if results[-1]["aborted"] else "completed"
         # Let event streams waiting in update handlers get their last batch.
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return _merge(results, self._follow_ups)
+        merged = _merge(results, self._follow_ups)
+        if config.get("run_refs"):
+            # A result over the server's limit fails every workflow task that completes the
+            # run, and the server retries that task forever: the run would never end. (Each
+            # run's result lists its stored messages as stand-ins when it is over the limit
+            # alone; several follow-ups can still add up.) Fail it, saying why.
+            try:
+                check_size(merged, "the workflow's result", **_limits(config))
+            except PayloadTooLargeError as exc:
+                self._status = "failed"
+                raise _failure(exc) from exc
+        return merged
 
     async def _decisions(
         self, pending: list[dict[str, Any]], config: dict[str, Any]

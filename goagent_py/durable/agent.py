@@ -338,6 +338,10 @@ class DurableAgent:
             # them first), and none are sent to a worker without short-term memory; a run
             # started without this key replays as it ran: an activity per append.
             "carry_appends": True,
+            # The run's own messages, once stored (or carried by the call), cross to the model
+            # activity as stand-ins, and a result over the payload limit lists them so; a run
+            # started without this key replays as it ran: its messages whole (issue 30).
+            "run_refs": True,
             # Which calls may wait for a person ("*": every tool, the agent has a policy); the
             # workers' check decides (the predicates and the policy are code).
             "approval_checks": _approval_checks(self.agent),

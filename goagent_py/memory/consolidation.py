@@ -138,8 +138,10 @@ def check_decisions(
     decisions: Sequence[Decision], *, facts: int, candidates: Sequence[MemoryRecord]
 ) -> list[Decision]:
     """``decisions`` checked against the facts and candidates, with an ADD for each fact that
-    got none; one change per target: the last (the facts are in the order the user said them,
-    so a later fact's change of a memory replaces an earlier one's, which becomes a NOOP).
+    got none; one change per target: the last fact's (the facts are in the order the user said
+    them, so a later fact's change of a memory replaces an earlier one's, which becomes a NOOP).
+    Two changes of one target for the same fact contradict each other: the first stands, as
+    the model gave it (a small model answered "UPDATE m1, DELETE m1" for "I moved to Porto").
 
     Raises:
         DecisionError: an unknown op, a fact index out of range, an UPDATE or DELETE without a
@@ -163,6 +165,8 @@ def check_decisions(
         if d.op in ("UPDATE", "DELETE"):
             earlier = changing.get(d.target)
             if earlier is not None:
+                if out[earlier].fact == d.fact:
+                    continue  # the same fact's second word on it: the first stands
                 out[earlier] = Decision(fact=out[earlier].fact, op="NOOP")
             changing[d.target] = len(out)
         out.append(d)

@@ -254,3 +254,41 @@ async def test_the_payload_limit_of_a_client_without_weak_references_is_asked_ea
     assert await server_blob_limit(client) == 2_000_000
     assert await server_blob_limit(client) == 2_000_000
     assert service.asked == 2
+
+
+def _turns(n: int) -> list[Message]:
+    out: list[Message] = []
+    for i in range(n):
+        out.append(Message(Role.USER, [TextBlock(f"q{i}")]))
+        out.append(
+            Message(Role.ASSISTANT, [TextBlock("")], tool_calls=[ToolCall(f"c{i}", "t", {})])
+        )
+        out.append(Message(Role.TOOL, [TextBlock(f"r{i}")], tool_call_id=f"c{i}"))
+        out.append(Message(Role.ASSISTANT, [TextBlock(f"a{i}")]))
+    return out
+
+
+def test_a_range_stand_in_takes_the_closed_turns_and_is_found_again() -> None:
+    from goagent_py.durable._activities import _closed_prefix, _range_in
+    from goagent_py.durable._wire import HISTORY_REF_KEY, history_digest, range_stand_in
+
+    history = _turns(40)  # 160 messages, every call answered
+    assert _closed_prefix(history) == 160
+    # A turn left open at the end (a call without its result): the range stops before it.
+    open_turn = history + _turns(1)[:2]
+    assert _closed_prefix(open_turn) == 160
+    # A call left open right before the next prompt: the range ends before its turn.
+    unanswered = [*history, *_turns(1)[:2], *_turns(20)]
+    assert _closed_prefix(unanswered) == 160
+    # A result without its call inside: the loop would drop it, so no range covers it.
+    orphan = [*history[:8], Message(Role.TOOL, [TextBlock("x")], tool_call_id="gone"), *history]
+    assert _closed_prefix(orphan) == 0
+    # Too few messages: one stand-in each, as before.
+    assert _closed_prefix(_turns(10)) == 0
+    digests = [history_digest(m) for m in history]
+    ref = range_stand_in(digests[:100]).metadata[HISTORY_REF_KEY]
+    stored = [Message(Role.USER, [TextBlock("older")]), *history]
+    found = _range_in(ref, stored, [history_digest(m) for m in stored])
+    assert found == history[:100]
+    changed = [*history[:50], Message(Role.USER, [TextBlock("edited")]), *history[51:]]
+    assert _range_in(ref, changed, [history_digest(m) for m in changed]) is None

@@ -479,6 +479,25 @@ async def test_two_facts_of_a_turn_changing_one_memory_leave_the_last_current() 
     assert old.text == "I live in Lisbon."
 
 
+async def test_one_facts_two_changes_of_a_memory_keep_the_first_and_lose_nothing() -> None:
+    # The embedded model answered "UPDATE m1 (same text), DELETE m1" for "I moved to Porto
+    # last month.": the fact's own two words on one memory contradict each other; the first
+    # stands (taking the later one deleted Lisbon and stored nothing of Porto).
+    store = InMemoryVectorStore()
+    await memory(store, decider=RuleDecider()).store([said("I live in Lisbon.")], session="alice")
+
+    def contradicts(candidates: Sequence[MemoryRecord]) -> Sequence[Decision]:
+        (lisbon,) = candidates
+        return [
+            Decision(fact=0, op="UPDATE", target=lisbon.id, text="I live in Porto."),
+            Decision(fact=0, op="DELETE", target=lisbon.id),
+        ]
+
+    m = memory(store, decider=Broken(contradicts))
+    await m.store([said("I moved to Porto last month.")], session="alice")
+    assert [r.text for r in await m.records(session="alice")] == ["I live in Porto."]
+
+
 async def test_forget_removes_a_fact_stored_in_other_words(
     make_store: Callable[[], VectorStore],
 ) -> None:

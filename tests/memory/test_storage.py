@@ -435,6 +435,105 @@ async def test_sqlite_reads_decode_a_row_once_and_hand_out_copies(tmp_path: Path
         assert decoded == [0, 1, 2, 3, 4, 5]  # the second read decoded only the new row
 
 
+def _mutable_parts(messages: list[Message]) -> list[object]:
+    """Every object of ``messages`` its holder can change: the messages, their lists and
+    dicts (the blocks and calls are frozen; a call's arguments are not)."""
+    out: list[object] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, list):
+            out.append(value)
+            for item in value:
+                walk(item)
+        elif isinstance(value, dict):
+            out.append(value)
+            for item in value.values():
+                walk(item)
+
+    for m in messages:
+        out.append(m)
+        for part in (m.content, m.tool_calls, m.metadata):
+            walk(part)
+        for call in m.tool_calls:
+            walk(call.arguments)
+    return out
+
+
+def _scribble(messages: list[Message], mark: str) -> None:
+    """Change every mutable part of ``messages``, in place."""
+    for m in messages:
+        m.content.append(TextBlock(mark))
+        m.metadata[mark] = [mark]
+        for key in m.metadata:
+            if isinstance(m.metadata[key], list):
+                m.metadata[key].append(mark)
+        for call in m.tool_calls:
+            call.arguments[mark] = mark
+            for value in call.arguments.values():
+                if isinstance(value, list | dict):
+                    value.clear()
+        m.tool_calls.append(ToolCall(mark, mark))
+        m.role = Role.TOOL
+        m.tool_call_id = mark
+        m.is_error = not m.is_error
+
+
+async def test_sqlite_read_copies_stay_independent_both_ways(tmp_path: Path) -> None:
+    # Issue 36: a read hands out copies of the storage's decoded rows (plain messages through a
+    # cheaper copier picked once per row): what a holder does to its copy changes nothing the
+    # storage keeps or hands out later, and what is handed out later changes no earlier copy.
+    turn = [user_message("plain"), *rich_turn(), assistant_message("plain too")]
+    async with SQLiteStorage(tmp_path / "chat.db", session_id="s") as storage:
+        await storage.append(turn)
+        first = await storage.load()
+        second = await storage.load()
+        assert first == second == turn
+        assert not {id(p) for p in _mutable_parts(first)} & {id(p) for p in _mutable_parts(second)}
+        _scribble(first, "first")
+        third = await storage.load()
+        assert third == second == turn  # the storage's rows did not change with `first`
+        _scribble(third, "third")
+        assert second == turn  # nor an earlier copy with a later one
+        assert [m.content[-1] for m in first] == [TextBlock("first")] * len(turn)
+        assert await storage.load() == turn
+
+
+async def test_sqlite_an_append_cancelled_before_its_write_begins_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    # The file's writer hands each commit's outcomes back to the event loop itself (issue 36);
+    # a caller cancelled while its write waits in the queue takes the write out, and one
+    # cancelled after the write began leaves it to commit whole.
+    from goagent_py._sqlite import write_in_file
+
+    path = str(tmp_path / "chat.db")
+    async with SQLiteStorage(path, session_id="s") as storage:
+        began, release = threading.Event(), threading.Event()
+
+        def hold(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO goagent_messages VALUES ('held', 0, ?, 0)",
+                ('{"role":"user","content":[]}',),
+            )
+            began.set()
+            release.wait()
+
+        held = asyncio.ensure_future(write_in_file(path, hold, busy_timeout=5.0))
+        await asyncio.to_thread(began.wait)
+        queued = asyncio.ensure_future(storage.append([user_message("never stored")]))
+        await asyncio.sleep(0)  # it runs to its queued write
+        queued.cancel()
+        held.cancel()  # begun: it commits whole all the same
+        release.set()
+        for task in (queued, held):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        await storage.append([user_message("after")])
+        assert [m.text for m in await storage.load()] == ["after"]
+        async with SQLiteStorage(path, session_id="held") as other:
+            assert len(await other.load()) == 1
+
+
 async def test_sqlite_reads_after_the_first_run_on_the_loop_unless_the_connection_is_busy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
-from goagent_py._deepcopy import snapshot_message
+from goagent_py._deepcopy import message_copier
 from goagent_py._sqlite import (
     NOT_HERE,
     NotHere,
@@ -135,8 +135,9 @@ class SQLiteStorage:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
-        # seq -> (the row's type and text as read, its message): see _decoded.
-        self._memo: dict[int, tuple[str, bytes, Message]] = {}
+        # seq -> (the row's type and text as read, its message, the copier of that message):
+        # see _decoded. The message is never handed out, only its copies.
+        self._memo: dict[int, tuple[str, bytes, Message, Callable[[Message], Message]]] = {}
         self._memo_lock = threading.Lock()
 
     # -- plumbing --------------------------------------------------------------------------
@@ -296,16 +297,17 @@ class SQLiteStorage:
         """:meth:`_decoded` with ``_memo_lock`` held."""
         memo = self._memo
         out: list[Message] = []
-        fresh: dict[int, tuple[str, bytes, Message]] = {}
+        fresh: dict[int, tuple[str, bytes, Message, Callable[[Message], Message]]] = {}
         for row in rows:
             seq, kind, raw = row
             known = memo.get(seq)
-            if known is not None and known[0] == kind and known[1] == raw:
-                message = known[2]
-            else:
+            if known is None or known[0] != kind or known[1] != raw:
                 (message,) = self._parse([row])
-            fresh[seq] = (kind, raw, message)
-            out.append(snapshot_message(message))
+                # Picked once per decoded row (issue 36: most rows are plain messages, whose
+                # copy needs no look at their fields).
+                known = (kind, raw, message, message_copier(message))
+            fresh[seq] = known
+            out.append(known[3](known[2]))
         self._memo = fresh  # rows gone from storage are forgotten
         return out
 
