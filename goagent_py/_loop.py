@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import inspect
 import itertools
+import logging
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
@@ -62,7 +63,7 @@ from goagent_py.approvals import (
     under,
 )
 from goagent_py.budget import active_budgets, before_call
-from goagent_py.dispatch import Dispatcher, set_event_sink
+from goagent_py.dispatch import Dispatcher, _sink, set_event_sink
 from goagent_py.errors import (
     ApprovalPendingError,
     GoAgentError,
@@ -120,9 +121,11 @@ from goagent_py.output import FINAL_RESULT_TOOL, OutputContext, OutputSpec, Verd
 from goagent_py.provider import (
     CompletionRequest,
     CompletionResponse,
+    Effort,
     StreamDone,
     StreamingProvider,
     TextDelta,
+    ThinkingConfig,
     ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
@@ -174,6 +177,44 @@ class _RunIds:
 
 
 _run_ids = _RunIds()
+
+
+def new_request(
+    model: str,
+    system_prompt: str,
+    messages: list[Message],
+    tools: list[ToolDefinition],
+    thinking: ThinkingConfig | None,
+    effort: Effort | None,
+    max_tokens: int | None,
+) -> CompletionRequest:
+    """``CompletionRequest(model=..., ..., max_tokens=...)`` without an output format, every
+    field set here (no default factories, no ``__init__`` frame): the loop makes one per model
+    call (issue 36; ``tests/test_records.py`` compares it with the constructor)."""
+    out: CompletionRequest = _new(CompletionRequest)
+    out.model = model
+    out.system_prompt = system_prompt
+    out.messages = messages
+    out.tools = tools
+    out.thinking = thinking
+    out.effort = effort
+    out.max_tokens = max_tokens
+    out.output = None
+    return out
+
+
+_new = object.__new__
+_NO_USAGE = Usage()
+
+
+def _check_response(response: object) -> None:
+    """Raise ProviderError unless ``response`` is a CompletionResponse with a Message."""
+    if type(response) is CompletionResponse and type(response.message) is Message:
+        return  # the usual answer: two type checks, no isinstance
+    if not isinstance(response, CompletionResponse) or not isinstance(response.message, Message):
+        raise ProviderError(
+            f"provider returned {type(response).__name__}, not a CompletionResponse"
+        )
 
 
 def _drop(item: Any) -> None:
@@ -321,7 +362,7 @@ class Run:
         self.control = control
         self.given_history = history
         self.path = path
-        self.usage = Usage()
+        self.usage = _NO_USAGE  # frozen: every sum makes a new one
         self.iterations = 0
         self.tool_calls = 0
         self.tool_time = 0.0
@@ -459,7 +500,12 @@ class Run:
 
     async def _request(self, messages: list[Message], iteration: int) -> CompletionRequest:
         o = self.o
-        sent = [m for m in messages if not m.metadata.get(UI_ONLY_KEY)]
+        for m in messages:  # a loop in this frame, not a comprehension: once per model call
+            if m.metadata.get(UI_ONLY_KEY):
+                sent = [m for m in messages if not m.metadata.get(UI_ONLY_KEY)]
+                break
+        else:
+            sent = list(messages)
         if o.transform_context is not None:
             # A compactor reports its summary usage (counted in the run) and what it did.
             usage_token = USAGE_SINK.set(self._add_usage)
@@ -472,14 +518,8 @@ class Run:
         system_prompt = o.system_prompt
         if o.instructions:
             system_prompt = await self._instructed(system_prompt, messages, iteration)
-        request = CompletionRequest(
-            model=o.model,
-            system_prompt=system_prompt,
-            messages=sent,
-            tools=list(self.tool_defs),
-            thinking=o.thinking,
-            effort=o.effort,
-            max_tokens=o.max_tokens,
+        request = new_request(
+            o.model, system_prompt, sent, list(self.tool_defs), o.thinking, o.effort, o.max_tokens
         )
         if self.output is not None:
             request = self.output.shape(request, self.output_mode)
@@ -614,21 +654,9 @@ class Run:
         try:
             assert provider is not None
             response = await provider.complete(request)
-            if not isinstance(response, CompletionResponse) or not isinstance(
-                response.message, Message
-            ):
-                raise ProviderError(
-                    f"provider returned {type(response).__name__}, not a CompletionResponse"
-                )
+            _check_response(response)
         except Exception as exc:
-            failed = ModelResponse(
-                time.perf_counter() - start, error=exc, iteration=iteration, path=self.path
-            )
-            if isinstance(exc, ProviderError):
-                return failed, None, exc
-            error = ProviderError(f"{type(exc).__name__}: {exc}")
-            error.__cause__ = exc
-            error.__context__ = exc
+            failed, error = self._model_failure(exc, start, iteration)
             return failed, None, error
         if not self.loud:
             return None, response, None
@@ -643,6 +671,21 @@ class Run:
             path=self.path,
         )
         return reported, response, None
+
+    def _model_failure(
+        self, exc: Exception, start: float, iteration: int
+    ) -> tuple[ModelResponse, ProviderError]:
+        """The event of a failed model call and the error the run raises for ``exc`` (itself
+        when it is a ProviderError; else one with ``exc`` as its cause and context)."""
+        failed = ModelResponse(
+            time.perf_counter() - start, error=exc, iteration=iteration, path=self.path
+        )
+        if isinstance(exc, ProviderError):
+            return failed, exc
+        error = ProviderError(f"{type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        error.__context__ = exc
+        return failed, error
 
     async def _interruptible(
         self,
@@ -763,6 +806,8 @@ class Run:
             wait = ctx.outcome.get("wait")
             if wait is not None:
                 self._waiting[call.id] = wait
+        if o.after_tool_call is None and o.max_tool_result_chars is None:
+            return result  # :meth:`_after` has nothing to do: no coroutine for it (issue 36)
         return await self._after(result)
 
     async def _after(self, result: ToolResult) -> ToolResult:
@@ -827,10 +872,15 @@ class Run:
         self, iteration: int, message: Message, call: ToolCall, put: Callable[[Any], None]
     ) -> ToolResult:
         """The lone call of an inline batch (see :meth:`_inline`); its events go to ``put``."""
-        token = _current.set(self._lazy_context(call, iteration, put))
-        # Each run sets its own sink (a quiet one too): a run inside the tool never reports to
-        # the run around it.
-        undo_sink = set_event_sink(put, self.path)
+        # :meth:`_lazy_context` and :func:`set_event_sink` in this frame (no frame for the one,
+        # no undo closure for the other). Each run sets its own sink (a quiet one too): a run
+        # inside the tool never reports to the run around it.
+        resumed = self._inner.get(call.id) if self._inner else None
+        lazy = _LazyContext(
+            self._context, self.o.max_tool_result_chars, call, iteration, put, resumed
+        )
+        token = _current.set(lazy)
+        sink_token = _sink.set((put, self.path))
         # :meth:`_run_one`, one coroutine layer fewer (issue 36).
         release = take_place(self.dispatcher.tool(call.name), call)
         try:
@@ -839,7 +889,7 @@ class Run:
             if release is not None:
                 release()
             _current.reset(token)
-            undo_sink()
+            _sink.reset(sink_token)
 
     async def _tools(
         self, iteration: int, message: Message, calls: list[ToolCall]
@@ -1234,7 +1284,9 @@ class Run:
             list(self.new_messages),
             error,
             self.run_id,
-            None if error is not None else self._output(),
+            None  # :meth:`_output` without a call
+            if error is not None
+            else (self.last_text if self.output is None else self.output_value),
             list(self.pending),
         )
 
@@ -1384,13 +1436,14 @@ class Run:
         self.run_id = _run_ids.next()
         self._watch_calls = self.hooks.hooks.on_tool_call is not None
         loud = self.loud
-        self.log.info(
-            "run started: agent=%s model=%s max_iterations=%d tools=%d",
-            o.name or "-",
-            o.model,
-            o.max_iterations,
-            len(self.tool_defs),
-        )
+        if self.log.isEnabledFor(logging.INFO):  # one call fewer when it is off
+            self.log.info(
+                "run started: agent=%s model=%s max_iterations=%d tools=%d",
+                o.name or "-",
+                o.model,
+                o.max_iterations,
+                len(self.tool_defs),
+            )
         ended = False
         try:
             if loud:
@@ -1413,7 +1466,8 @@ class Run:
                     "before a new prompt"
                 )
             for m in self.prompt:
-                self._append(messages, m)
+                messages.append(m)  # :meth:`_append`, without a call per message
+                self.new_messages.append(m)
                 if loud:
                     yield MessageStart(Role.USER, 0, m, path=self.path)
                     yield MessageEnd(m, path=self.path)
@@ -1472,7 +1526,23 @@ class Run:
                     yield ModelRequest(i, request, path=self.path)
                     yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
                 response: CompletionResponse | None = None
-                if self.control is None and not self.streaming:
+                if not loud and self.control is None and not self.streaming:
+                    # :meth:`_call_model_once` of a quiet run, in this frame (no coroutine per
+                    # model call; the failure made there too, its event seen by nobody).
+                    start = time.perf_counter()
+                    self.streaming_message = ""
+                    quiet_failure: ProviderError | None = None
+                    try:
+                        provider = o.provider
+                        assert provider is not None
+                        response = await provider.complete(request)
+                        _check_response(response)
+                    except Exception as exc:
+                        quiet_failure = self._model_failure(exc, start, i)[1]
+                        self.log.warning("provider error: %s", exc)
+                    if quiet_failure is not None:  # raised here, as the loud path raises it
+                        raise quiet_failure
+                elif self.control is None and not self.streaming:
                     # Nothing to interrupt or stream: a plain call, no async generator.
                     reported, response, failure = await self._call_model_once(i, request)
                     if reported is not None:  # None only in a quiet run's answer
@@ -1494,7 +1564,8 @@ class Run:
                 self.usage = self.usage + response.usage
                 self.stop_reason = response.stop_reason
                 message = response.message
-                self._append(messages, message)  # rule 1: exactly as returned
+                messages.append(message)  # rule 1: exactly as returned (:meth:`_append`)
+                self.new_messages.append(message)
                 self.last_text = text_of(message)
                 self.streaming_message = ""
                 if loud:
@@ -1724,8 +1795,11 @@ class Run:
     def _add_tool_messages(self, messages: list[Message], results: list[ToolResult]) -> None:
         """:meth:`_tool_messages` of a quiet run: no event, so no generator (issue 36)."""
         self._count(results)
+        added = self.new_messages
         for result in results:  # rule 3: one result per call, in call order
-            self._append(messages, tool_message(result))
+            tool_msg = tool_message(result)
+            messages.append(tool_msg)  # :meth:`_append`, without a call per message
+            added.append(tool_msg)
 
     def _count(self, results: list[ToolResult]) -> None:
         self.tool_calls += len(results)

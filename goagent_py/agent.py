@@ -8,7 +8,7 @@ import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Generic, Unpack, overload
+from typing import TYPE_CHECKING, Any, Generic, Unpack, overload
 
 from typing_extensions import TypeVar
 
@@ -54,6 +54,9 @@ from goagent_py.options import (
 )
 from goagent_py.results import RunResult
 from goagent_py.tools import Tool, ToolDefinition, _name_of
+
+if TYPE_CHECKING:
+    from goagent_py.output import OutputSpec
 
 __all__ = ["Agent", "Prompt"]
 
@@ -366,6 +369,20 @@ class Agent(Generic[Deps, Out]):
             await self._connect()
         if self._options.mcp_servers:
             await self._sync_mcp()  # the first run connects; a name clash raises here
+        return self._new_run(messages, output, streaming, control, history, path, deps)
+
+    def _new_run(
+        self,
+        messages: list[Message],
+        output: OutputSpec[Any] | None,
+        streaming: bool,
+        control: RunControl | None,
+        history: list[Message] | None,
+        path: tuple[str, ...],
+        deps: Any,
+    ) -> Run:
+        """The :class:`Run` :meth:`start_run` returns, once the agent is connected and its MCP
+        tools are up to date."""
         defs = [t.definition for t in self._tools.values()]
         return Run(
             self._options,
@@ -569,7 +586,12 @@ class Agent(Generic[Deps, Out]):
 
         A failed run's exception carries the run's result as ``exc.run_result``.
         """
-        run = await self.start_run(prompt, streaming=False, output_type=output_type, deps=deps)
+        if self._connected and not self._options.mcp_servers and output_type is _UNSET:
+            # :meth:`start_run` with nothing to await: no coroutine for it (issue 36).
+            messages = to_messages(prompt, "run()")
+            run = self._new_run(messages, self._options.output, False, None, None, (), deps)
+        else:
+            run = await self.start_run(prompt, streaming=False, output_type=output_type, deps=deps)
         return await run.outcome()
 
     async def stream(

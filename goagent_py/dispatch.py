@@ -518,29 +518,35 @@ class Dispatcher:
         given: _Validated | None = None
         try:
             chain = self._chain or self._build()
-            if validated is not None:
-                # A middleware may change the arguments in place: the tool gets the loop's
-                # validation only for the arguments validated (nothing runs between the two on
-                # the bare path, so nothing to compare there).
-                key = None if self._bare else _arguments_key(call.arguments)
-                if self._bare or key is not None:
-                    given = [call, self._tools[call.name], validated, key]
             if self._bare:
-                # :meth:`_execute_recovered` in this frame: one coroutine layer fewer (issue 36).
+                # :meth:`_execute_recovered` and :meth:`_start` in this frame: two layers fewer
+                # (issue 36). Nothing runs between the loop's validation and the tool here, so
+                # a function tool runs on what the loop validated, as :meth:`_start` decides.
                 try:
-                    content = await self._start(call, given)
+                    tool = self._tools[call.name]
+                    if validated is not None and type(tool) is FunctionTool:
+                        content = await tool._execute_validated(validated)
+                    else:
+                        content = await tool.execute(dict(call.arguments))
                 except ToolError:
                     raise
                 except Exception as exc:
                     raise _recovered(call, exc) from exc
-            elif given is None:
-                content = await chain(call)
-            else:  # through the middlewares: the tool's layer finds them in the context
-                token = _VALIDATED.set(given)
-                try:
+            else:
+                if validated is not None:
+                    # A middleware may change the arguments in place: the tool gets the loop's
+                    # validation only for the arguments validated.
+                    key = _arguments_key(call.arguments)
+                    if key is not None:
+                        given = [call, self._tools[call.name], validated, key]
+                if given is None:
                     content = await chain(call)
-                finally:
-                    _VALIDATED.reset(token)
+                else:  # through the middlewares: the tool's layer finds them in the context
+                    token = _VALIDATED.set(given)
+                    try:
+                        content = await chain(call)
+                    finally:
+                        _VALIDATED.reset(token)
         except ToolError as exc:  # the specific error: timeout, open circuit, bad arguments...
             error = failure = exc
             content = [TextBlock(error_text(error))]
@@ -558,7 +564,7 @@ class Dispatcher:
                 duration,
                 failure,
             )
-        else:
+        elif self._logger.isEnabledFor(logging.DEBUG):  # one call fewer when it is off
             self._logger.debug("tool dispatch: tool=%s duration=%.4fs", call.name, duration)
         # The start is counted back from the end, so started_at + duration is the wall-clock end
         # (telemetry ends the call's span there, after any span made inside the tool) even if the

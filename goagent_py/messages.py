@@ -184,6 +184,17 @@ def _check_bytes(data: object, what: str) -> None:
         )
 
 
+@dataclass(slots=True)
+class _FactoryProbe:
+    x: int = field(default_factory=int)
+
+
+# What a dataclass's generated ``__init__`` takes as the default of a field with a default
+# factory (shown as ``<factory>``): the hand-written constructors below keep the signature the
+# dataclass would give them, default objects included.
+_FACTORY: Any = _FactoryProbe.__init__.__defaults__[0]  # type: ignore[index]
+
+
 @dataclass(slots=True, frozen=True)
 class ToolCall:
     """A call the model asks for; ``id`` links it to its result."""
@@ -191,6 +202,14 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+
+    def __init__(self, id: str, name: str, arguments: dict[str, Any] = _FACTORY) -> None:
+        # The dataclass's own signature and defaults, set through the slots rather than the
+        # frozen __init__'s object.__setattr__ per field: every provider answer with calls makes
+        # them (issue 36; tests/test_records.py compares it with the generated one).
+        _CALL_SLOTS[0](self, id)
+        _CALL_SLOTS[1](self, name)
+        _CALL_SLOTS[2](self, {} if arguments is _FACTORY else arguments)
 
 
 @dataclass(slots=True, frozen=True)
@@ -239,6 +258,7 @@ class Usage:
 
 _new = object.__new__
 _TEXT_SLOTS = (TextBlock.__dict__["text"].__set__, TextBlock.__dict__["type"].__set__)
+_CALL_SLOTS = tuple(ToolCall.__dict__[name].__set__ for name in ("id", "name", "arguments"))
 # The slot setters of Usage's fields, in order (what its frozen __init__ reaches by name).
 _USAGE_SLOTS = tuple(
     Usage.__dict__[name].__set__
@@ -272,6 +292,28 @@ class Message:
     is_error: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def __init__(
+        self,
+        role: Annotated[Role, _LegacyRole()],
+        content: list[ContentBlock] = _FACTORY,
+        *,
+        tool_calls: list[ToolCall] = _FACTORY,
+        tool_call_id: str = "",
+        is_error: bool = False,
+        metadata: dict[str, Any] = _FACTORY,
+    ) -> None:
+        # The dataclass's generated __init__, written out (tests/test_records.py compares the
+        # two): fresh containers without a factory call each, and __post_init__ only when it has
+        # something to do (a role given as a string, or a subclass's own) (issue 36).
+        self.role = role
+        self.content = [] if content is _FACTORY else content
+        self.tool_calls = [] if tool_calls is _FACTORY else tool_calls
+        self.tool_call_id = tool_call_id
+        self.is_error = is_error
+        self.metadata = {} if metadata is _FACTORY else metadata
+        if type(role) is not Role or type(self) is not Message:
+            self.__post_init__()
+
     def __post_init__(self) -> None:
         if type(self.role) is not Role:
             try:
@@ -290,6 +332,12 @@ class Message:
     def has(self, block_type: str) -> bool:
         """Whether any content block is of ``block_type`` ("text", "image", ...)."""
         return any(block.type == block_type for block in self.content)
+
+
+# The constructors written out above return ``None`` as the generated ones say it (an object, not
+# the string ``from __future__ import annotations`` leaves): the same signature.
+for _kind in (TextBlock, ToolCall, Usage, Message):
+    _kind.__init__.__annotations__["return"] = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -442,3 +442,92 @@ async def test_a_quiet_runs_tool_error_carries_the_tools_traceback() -> None:
         assert isinstance(error.__cause__, ValueError)
         assert error.cause is error.__cause__
         assert 'raise ValueError("boom")' in error.traceback
+
+
+class _Failing:
+    """A provider whose second call fails as ``how`` says (the first asks for add)."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+        self.calls = 0
+        self.cause = ProviderError("rate limited", status=429)
+        self.cause.__cause__ = KeyError("inner")
+
+    async def complete(self, request: Any) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            return tool_call_response(ToolCall("c1", "add", {"a": 1, "b": 2}))
+        if self.how == "raises":
+            raise RuntimeError("down")
+        if self.how == "provider_error":
+            raise self.cause
+        return "not a response"
+
+
+def _failure(exc: BaseException) -> tuple[Any, ...]:
+    cause = exc.__cause__
+    return (
+        type(exc),
+        str(exc),
+        type(cause),
+        str(cause),
+        type(exc.__context__),
+        type(cause.__cause__) if cause is not None else None,
+    )
+
+
+@pytest.mark.parametrize("how", ["raises", "provider_error", "wrong_type"])
+async def test_a_quiet_runs_provider_failure_is_the_loud_runs(
+    how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    got: dict[bool, tuple[Any, ...]] = {}
+    for loud in (False, True):
+        provider = _Failing(how)
+        hooks = [Hooks(on_run_end=lambda result: None)] if loud else []
+        agent = Agent(provider=provider, tools=[add], hooks=hooks)
+        caplog.clear()
+        with (
+            caplog.at_level(logging.WARNING, logger="goagent_py"),
+            pytest.raises(ProviderError) as raised,
+        ):
+            await agent.run("go")
+        logged = [r.getMessage() for r in caplog.records if "provider error" in r.getMessage()]
+        result = raised.value.run_result
+        assert result is not None
+        if how == "provider_error":
+            assert raised.value is provider.cause  # raised as itself, its own cause kept
+        got[loud] = (_failure(raised.value), logged, result.iterations, len(result.messages))
+    assert got[False] == got[True]
+
+
+async def test_a_run_after_the_first_starts_as_the_first_did() -> None:
+    # The first run connects through start_run; later ones start without awaiting it.
+    seen: list[Any] = []
+
+    @tool
+    async def who() -> str:
+        """Say whose request this is."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        seen.append(ctx.deps)
+        return str(ctx.deps)
+
+    def turn() -> list[Any]:
+        return [tool_call_response(ToolCall("c1", "who", {})), "done"]
+
+    provider = ScriptedProvider(*turn(), *turn())
+    agent = Agent(provider=provider, tools=[who], system_prompt="sys")
+    first = await agent.run("hi", deps="alice")
+    second = await agent.run("hi", deps="bob")
+    assert seen == ["alice", "bob"]
+    assert [(r.text, r.iterations, r.tool_calls) for r in (first, second)] == [("done", 2, 1)] * 2
+    assert [m.text for m in first.messages] == ["hi", "", "alice", "done"]
+    assert [m.text for m in second.messages] == ["hi", "", "bob", "done"]
+    first_requests, second_requests = provider.requests[:2], provider.requests[2:]
+    for a, b in zip(first_requests, second_requests, strict=True):
+        assert (a.model, a.system_prompt, a.tools, len(a.messages)) == (
+            b.model,
+            b.system_prompt,
+            b.tools,
+            len(b.messages),
+        )
