@@ -24,6 +24,12 @@ def temporal_cli() -> str:
 
 
 @pytest.fixture
+def temporal_path() -> str:
+    """The temporal CLI, for a test that starts a dev server of its own."""
+    return temporal_cli()
+
+
+@pytest.fixture
 async def temporal() -> AsyncIterator[WorkflowEnvironment]:
     """A Temporal dev server on localhost (never the time-skipping server: it downloads)."""
     env = await WorkflowEnvironment.start_local(

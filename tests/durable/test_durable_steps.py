@@ -453,13 +453,13 @@ async def test_a_run_started_beside_its_worker_gets_its_first_workflow_task_in_t
     assert [sum(e.event_type == timed_out for e in h.events) for h in histories] == [0, 0, 0]
 
 
-async def test_a_run_asking_for_eager_start_on_a_server_that_refuses_it_starts_as_usual() -> None:
+async def test_a_run_asking_for_eager_start_on_a_server_that_refuses_it_starts_as_usual(
+    temporal_path: str,
+) -> None:
     """The eager request is a hint: a server with eager start turned off starts the run
     through its task queue, and the run ends as any other, without a task timeout."""
-    from conftest import temporal_cli
-
     env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=temporal_cli(),
+        dev_server_existing_path=temporal_path,
         dev_server_extra_args=[
             *("--dynamic-config-value", "system.enableEagerWorkflowStart=false"),
         ],
