@@ -201,24 +201,29 @@ async def run_serve(args: argparse.Namespace) -> int:
         long_term_memory=long_term,
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
-    print(
-        f"goagent-py serve — provider {picked.name} ({picked.model}); threads in {db}\n"
-        f"open http://{host}:{args.port}/",
-        file=sys.stderr,
-    )
-    if long_term is not None:
-        print(f"long-term memory ({memory_mode}) in {vectors}", file=sys.stderr)
+
+    def announce() -> None:
+        print(
+            f"goagent-py serve — provider {picked.name} ({picked.model}); threads in {db}\n"
+            f"open http://{host}:{args.port}/",
+            file=sys.stderr,
+        )
+        if long_term is not None:
+            print(f"long-term memory ({memory_mode}) in {vectors}", file=sys.stderr)
+
     config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     try:
-        signalled = await _serve_until_signalled(uvicorn.Server(config))
+        signalled = await _serve_until_signalled(uvicorn.Server(config), announce)
     finally:
         for closer in reversed(closers):
             await closer.aclose()
     return 128 + signalled if signalled else 0  # 130 for Ctrl-C, as the shell reports it
 
 
-async def _serve_until_signalled(server: Any) -> int:
+async def _serve_until_signalled(server: Any, announce: Callable[[], None]) -> int:
     """Run uvicorn's ``server`` until SIGINT or SIGTERM; the signal that ended it, else 0.
+    ``announce`` (the address) is called once the handlers are in: a signal sent as soon as
+    the address shows ends the server cleanly, never the process by the signal's default.
 
     A Ctrl-C before this point was the runner's: it cancels the CLI's task, and the cancel lands
     at the task's next ``await``. Were that inside uvicorn's startup, the lifespan task it had
@@ -237,6 +242,7 @@ async def _serve_until_signalled(server: Any) -> int:
 
     server.capture_signals = contextlib.nullcontext
     with _signal_handlers(on_signal):
+        announce()
         await asyncio.sleep(0)
         await server.serve()
     return caught[0] if caught else 0
