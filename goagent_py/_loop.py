@@ -977,12 +977,16 @@ class Run:
     # -- guardrails (guardrails.py) ------------------------------------------------------------
 
     async def _guard(
-        self, kind: Literal["input", "output"], messages: list[Message], value: Any
+        self,
+        kind: Literal["input", "output"],
+        messages: list[Message],
+        value: Any,
+        final: Message | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the ``kind`` guardrails together; report each decision in order, and end the run
         on the first (in list order) that trips: the turn is stored well formed (an input trip
-        adds a note that answers the prompt; an output trip keeps the answer in the record
-        and withholds it from the result) and :class:`GuardrailTripped` raised."""
+        adds a note that answers the prompt; an output trip replaces the answer ``final`` with
+        a note, see :meth:`_withhold`) and :class:`GuardrailTripped` raised."""
         o = self.o
         guards = o.input_guardrails if kind == "input" else o.output_guardrails
         context = GuardrailContext(
@@ -1015,8 +1019,8 @@ class Run:
                         if isinstance(item, list):
                             decided = item
             except _Abort:
-                if kind == "output":  # never checked: withheld from the result, as a trip is
-                    self.last_text, self.output_value = "", None
+                if kind == "output":  # never checked: withheld, as a trip withholds it
+                    self._withhold(messages, final, "the run was aborted before it was checked")
                 raise
         tripped: GuardrailTripped | None = None
         for guard, (verdict, duration) in zip(guards, decided, strict=True):
@@ -1041,10 +1045,41 @@ class Run:
                 metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
             )
             self._append(messages, note)
+        else:
+            self._withhold(messages, final, tripped.reason)
         if o.short_term_memory is not None:
             async for event in self._persist(None):  # the trace only: no long-term write
                 yield event
         raise tripped
+
+    def _withhold(self, messages: list[Message], final: Message | None, why: str) -> None:
+        """Take the answer ``final`` out of the result and the record: what an output guardrail
+        blocked (or never checked) is neither sent to the model again nor shown after a reload
+        (review7a: it was stored as said). A plain or typed answer (with its ``final_result``
+        call and result: no tool ran) is replaced by a synthetic note; an answer that ended a
+        run after a tool batch keeps its calls, which ran, loses its text, and the note follows
+        the results."""
+        self.last_text, self.output_value = "", None
+        note = Message(
+            Role.ASSISTANT,
+            [TextBlock(f"[The answer was withheld: {why}]")],
+            metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
+        )
+        at = next((i for i, m in enumerate(self.new_messages) if m is final), -1)
+        if final is None or at < 0:  # stored already (a resumed message): the note follows
+            self._append(messages, note)
+            return
+        tail = len(self.new_messages) - at
+        ran = [c for c in final.tool_calls if c.name != FINAL_RESULT_TOOL or self.output is None]
+        if not ran:
+            del self.new_messages[at:]
+            del messages[len(messages) - tail :]
+            self._append(messages, note)
+            return
+        kept = replace(final, content=[])
+        self.new_messages[at] = kept
+        messages[len(messages) - tail] = kept
+        self._append(messages, note)
 
     # -- calls that wait for decisions (approvals.py) ------------------------------------------
 
@@ -1680,7 +1715,7 @@ class Run:
                     async for event in self._steer(messages):
                         yield event
             if o.output_guardrails:
-                async for event in self._guard("output", messages, self._output()):
+                async for event in self._guard("output", messages, self._output(), final):
                     yield event
             if loud:
                 yield FinalResponse(self.last_text, self.iterations, path=self.path)

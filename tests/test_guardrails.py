@@ -21,6 +21,7 @@ from goagent_py import (
     ModelGuardrail,
     Role,
     Session,
+    tool,
     validate_transcript,
 )
 from goagent_py.memory import ShortTermMemory
@@ -261,6 +262,9 @@ async def test_abort_now_while_an_output_guardrail_decides_withholds_the_uncheck
     stored = await memory.transcript()
     assert validate_transcript(stored) == []
     assert session.transcript == stored
+    # Nor kept in the record for the next request or a page to show (review7a).
+    assert "secret" not in " ".join(m.text for m in stored)
+    assert result.messages == stored
 
 
 @pytest.mark.parametrize("where", ["instructions", "prepare_turn"])
@@ -288,3 +292,113 @@ async def test_abort_now_while_a_request_is_prepared_ends_the_run_at_once(
     stored = await memory.transcript()
     assert validate_transcript(stored) == []
     assert session.transcript == stored
+
+
+# -- what the record holds after an output trip (review7a) ----------------------------------------
+
+
+def _said(messages: list[Message]) -> str:
+    """Every text and every call's arguments in ``messages``: what a model or a page reads."""
+    return " ".join(m.text + " ".join(str(c.arguments) for c in m.tool_calls) for m in messages)
+
+
+async def _blocked_run(how: str, agent: Agent) -> Any:
+    if how == "run":
+        with pytest.raises(GuardrailTripped) as caught:
+            await agent.run("why?")
+        return caught.value.run_result
+    if how == "stream":
+        ends: list[AgentEnd] = []
+
+        async def read() -> None:
+            async for event in agent.stream("why?"):
+                if isinstance(event, AgentEnd) and not event.path:
+                    ends.append(event)
+
+        with pytest.raises(GuardrailTripped):
+            await read()
+        return ends[-1].result
+    session = Session(agent)
+    with pytest.raises(GuardrailTripped) as caught:
+        await session.prompt("why?")
+    assert session.transcript == await agent.options.short_term_memory.transcript()  # type: ignore[union-attr]
+    return caught.value.run_result
+
+
+@pytest.mark.parametrize("how", ["run", "stream", "session"])
+async def test_an_answer_an_output_guardrail_blocked_is_neither_stored_nor_sent_again(
+    tmp_path: Path, how: str
+) -> None:
+    # The blocked answer was stored as said: the next request carried it to the model (which
+    # then builds on it) and a served page showed it after a reload.
+    provider = ScriptedProvider("What a stupid question.", "Sorry about that.")
+    memory = memory_at(tmp_path / "g.db")
+    agent = Agent(provider=provider, output_guardrails=[polite], short_term_memory=memory)
+
+    result = await _blocked_run(how, agent)
+
+    stored = await memory.transcript()
+    assert "stupid" not in _said(stored)
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT]
+    assert stored[1].metadata["goagent.synthetic"] == "guardrail"
+    assert "the answer is rude" in stored[1].text
+    assert result.messages == stored  # the result's record is the stored one
+    assert result.text == ""
+    assert validate_transcript(stored, allow_pending=False) == []
+    await agent.run("and now?")
+    assert "stupid" not in _said(provider.requests[1].messages)
+
+
+async def test_a_typed_answer_an_output_guardrail_blocked_leaves_no_final_result_call(
+    tmp_path: Path,
+) -> None:
+    memory = memory_at(tmp_path / "g.db")
+    agent = Agent(
+        provider=ScriptedProvider(tool_call_response(("final_result", {"value": 4242}))),
+        output_type=Answer,
+        output_guardrails=[lambda out, ctx: "too big" if out.value > 10 else None],
+        short_term_memory=memory,
+    )
+    with pytest.raises(GuardrailTripped) as caught:
+        await agent.run("a number")
+    stored = await memory.transcript()
+    assert "4242" not in _said(stored)
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT]
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert caught.value.run_result is not None
+    assert caught.value.run_result.messages == stored
+    assert caught.value.run_result.output is None
+
+
+async def test_an_answer_blocked_after_a_tool_batch_keeps_the_calls_that_ran(
+    tmp_path: Path,
+) -> None:
+    # The run stops after the batch (should_stop): its calls ran, so they stay answered in the
+    # record; only the text beside them, the answer the guardrail judged, goes.
+    ran: list[str] = []
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        ran.append(q)
+        return "found"
+
+    memory = memory_at(tmp_path / "g.db")
+    agent = Agent(
+        provider=ScriptedProvider(
+            tool_call_response(("lookup", {"q": "x"}), text="You stupid user, wait.")
+        ),
+        tools=[lookup],
+        should_stop=lambda state: True,
+        output_guardrails=[polite],
+        short_term_memory=memory,
+    )
+    with pytest.raises(GuardrailTripped):
+        await agent.run("find x")
+    stored = await memory.transcript()
+    assert ran == ["x"]
+    assert "stupid" not in _said(stored)
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert [c.name for c in stored[1].tool_calls] == ["lookup"]
+    assert stored[2].text == "found"
+    assert validate_transcript(stored, allow_pending=False) == []

@@ -92,7 +92,7 @@ async def test_an_input_guardrail_trips_before_the_model_and_the_record_stays_va
     assert validate_transcript(record, allow_pending=False) == []
 
 
-async def test_an_output_guardrail_trips_on_the_answer_and_the_turn_is_kept(
+async def test_an_output_guardrail_trips_on_the_answer_and_the_record_withholds_it(
     temporal: WorkflowEnvironment, tmp_path: Path
 ) -> None:
     durable, registry, seen = setup(tmp_path)
@@ -104,6 +104,7 @@ async def test_an_output_guardrail_trips_on_the_answer_and_the_turn_is_kept(
     record = await stored(seen, "out")
     assert [(m.role, m.text) for m in record] == [
         (Role.USER, "darn"),
-        (Role.ASSISTANT, "the answer to darn"),
+        (Role.ASSISTANT, "[The answer was withheld: the answer swears]"),
     ]
+    assert record[1].metadata["goagent.synthetic"] == "guardrail"  # as in a plain run (review7a)
     assert validate_transcript(record, allow_pending=False) == []
