@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import itertools
 import logging
@@ -249,6 +250,7 @@ class _Failed:
 
 
 _WAKE = object()
+_UNSET = object()  # a context variable with no value
 
 
 @dataclass(slots=True, frozen=True)
@@ -408,10 +410,20 @@ class Run:
         memory = self.o.long_term_memory
         assert memory is not None
         start = time.perf_counter()
+        retrieve = partial(
+            memory.retrieve,
+            self.prompt[-1].content,
+            top_k=self.o.long_term_top_k,
+            session=self.o.name,
+        )
         try:
-            recalled = await memory.retrieve(
-                self.prompt[-1].content, top_k=self.o.long_term_top_k, session=self.o.name
-            )
+            if self.control is None:
+                recalled = await retrieve()
+            else:  # a memory whose embedder hangs never holds an abort (review7a)
+                recalled = await self._unheld(retrieve)
+        except _Abort:  # the run meets the abort at its first turn, the prompt stored
+            yield MemoryRecall([], time.perf_counter() - start, path=self.path)
+            return
         except Exception as exc:
             yield MemoryRecall([], time.perf_counter() - start, exc, path=self.path)
             raise MemoryStoreError(f"retrieving long-term context failed: {exc}") from exc
@@ -472,8 +484,15 @@ class Run:
         if o.long_term_memory is not None and final is not None and self.prompt:
             policy = o.write_policy or store_always
             answer = assistant_message(final.text)
+            prompt = self.prompt[-1]
             try:
-                chosen = await _maybe_await(policy(self.prompt[-1], answer))
+                if self.control is None:
+                    chosen = await _maybe_await(policy(prompt, answer))
+                else:  # user code: one that hangs never holds an abort (review7a)
+                    chosen = await self._unheld(lambda: _maybe_await(policy(prompt, answer)))
+            except _Abort:
+                self.log.warning("the run was aborted while its write policy decided")
+                return
             except Exception as exc:
                 self.log.warning("write policy failed; nothing stored: %s", exc)
                 return
@@ -481,8 +500,12 @@ class Run:
                 return
             start = time.perf_counter()
             error = None
+            store = partial(o.long_term_memory.store, list(chosen), session=o.name)
             try:
-                await o.long_term_memory.store(list(chosen), session=o.name)
+                await (store() if self.control is None else self._unheld(store))
+            except _Abort:
+                error = MemoryStoreError("the run was aborted while long-term memory stored")
+                self.log.warning("%s", error)
             except Exception as exc:
                 error = exc
                 self.log.warning("long-term memory store failed: %s", exc)
@@ -1344,12 +1367,15 @@ class Run:
         if found is None:
             return None
         context = OutputContext(self.deps, self._output_tries)
-        verdict = await spec.judge(
+        judged = partial(
+            spec.judge,
             *found,
             self.output_mode,
             context,
             cut_off_at=(max_tokens or 0) if cut_off else None,
         )
+        # The validators are user code: in a session, one that hangs never holds an abort.
+        verdict = await (judged() if self.control is None else self._unheld(judged))
         if verdict.accepted:
             self.output_value = verdict.value
             self.last_text = self.last_text or verdict.raw
@@ -1455,15 +1481,54 @@ class Run:
 
     async def _hooked_events(self) -> AsyncGenerator[AgentEvent, None]:
         handlers = self.hooks.handlers
+        awaiter = None if self.control is None else self._hook_awaited
         inner = self._events()
         try:
             async for event in inner:
                 handler = handlers.get(type(event))
                 if handler is not None:
-                    await call_in(self._hook_context(), handler, event)
+                    await call_in(self._hook_context(), handler, event, awaiter)
                 yield event
         finally:
             await inner.aclose()
+
+    async def _hook_awaited(self, awaitable: Awaitable[Any]) -> None:
+        """Await an async hook in a task that an ``abort("now")`` signalled meanwhile cancels
+        (a hook that hangs never holds an abort, review7a): the hook is given up, logged, and
+        the run goes on to meet the abort. An abort signalled before the hook began does not
+        cancel it (the hooks of an aborted run's end run); another signal does."""
+        control = self.control
+        assert control is not None
+        # The hook's context variables come back to the run's context when it ends, as when it
+        # was awaited in place (an async on_run_start may set what later hooks read).
+        context = contextvars.copy_context()
+        if inspect.iscoroutine(awaitable):
+            task = asyncio.get_running_loop().create_task(awaitable, context=context)
+        else:
+            task = asyncio.ensure_future(awaitable)
+        previous = control._wake  # the wake of the model call or batch suspended meanwhile
+
+        def wake() -> None:
+            if previous is not None:
+                previous()
+            if control.abort_mode == "now":
+                task.cancel()
+
+        control._attach(wake)
+        try:
+            await asyncio.wait((task,))
+        except BaseException:
+            task.cancel()
+            raise
+        finally:
+            control._attach(previous)
+        if task.cancelled():
+            self.log.warning("a hook was still running when the run was aborted; given up")
+            return
+        for var, value in context.items():
+            if var.get(_UNSET) is not value:
+                var.set(value)
+        task.result()  # its error, for the hook's logging
 
     async def _events(self) -> AsyncGenerator[AgentEvent, None]:
         o = self.o
@@ -1892,6 +1957,18 @@ class Run:
                 if isinstance(item, bool):
                     return item
         raise AssertionError("should_stop gave no answer")  # pragma: no cover
+
+    async def _unheld(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``await call()`` in a task an abort interrupts (a session run): user code that hangs
+        never holds an abort (review6a, review7a)."""
+
+        async def work(i: int, _: None, put: Callable[[Any], None]) -> T:
+            return await call()
+
+        async with contextlib.aclosing(self._interruptible(work, 0, None)) as items:
+            async for item in items:
+                return cast(T, item)
+        raise AssertionError("the call gave no answer")  # pragma: no cover
 
     async def _budget_spent(self) -> AsyncGenerator[AgentEvent, None]:
         """The token budget ran out with tool calls pending (answered with errors above):

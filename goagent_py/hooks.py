@@ -94,6 +94,11 @@ class HookContext:
 
 
 _HOOK_CONTEXT: ContextVar[HookContext | None] = ContextVar("goagent_hook_context", default=None)
+# How an async hook's awaitable is awaited: by the loop's runner in a run an abort may end (so
+# a hook that hangs never holds abort("now"), review7a); plainly otherwise.
+_HOOK_AWAIT: ContextVar[Callable[[Awaitable[Any]], Awaitable[None]] | None] = ContextVar(
+    "goagent_hook_await", default=None
+)
 
 
 def current_hook_context() -> HookContext | None:
@@ -107,14 +112,21 @@ def current_hook_context() -> HookContext | None:
 
 
 async def call_in(
-    context: HookContext, handler: Callable[[Any], Awaitable[None]], event: Any
+    context: HookContext,
+    handler: Callable[[Any], Awaitable[None]],
+    event: Any,
+    awaiter: Callable[[Awaitable[Any]], Awaitable[None]] | None = None,
 ) -> None:
     """``await handler(event)`` with ``context`` as :func:`current_hook_context` meanwhile
-    (set and reset around the one call, in the caller's task)."""
+    (set and reset around the one call, in the caller's task); ``awaiter``, when given, awaits
+    each async hook's awaitable (a sync hook costs nothing more)."""
     token = _HOOK_CONTEXT.set(context)
+    waiting = _HOOK_AWAIT.set(awaiter) if awaiter is not None else None
     try:
         await handler(event)
     finally:
+        if waiting is not None:
+            _HOOK_AWAIT.reset(waiting)
         _HOOK_CONTEXT.reset(token)
 
 
@@ -171,7 +183,8 @@ async def _settle(call: Callable[[], Any], hook: object, logger: logging.Logger)
     try:
         result = call()
         if inspect.isawaitable(result):
-            await result
+            awaiter = _HOOK_AWAIT.get()
+            await (result if awaiter is None else awaiter(result))
     except Exception:
         name = getattr(hook, "__qualname__", repr(hook))
         logger.exception("hook %s raised; the run goes on", name)

@@ -383,3 +383,75 @@ async def test_hooks_see_the_provider_run_id_and_assistant_message() -> None:
     assert infos[0].provider is provider
     assert results[0].run_id == infos[0].run_id != ""
     assert events[0].message.text == "hello"
+
+
+# -- an abort while a hook hangs (review7a) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "hook",
+    ["on_iteration_start", "on_provider_request", "on_tool_result", "on_response", "on_run_end"],
+)
+async def test_abort_now_while_an_async_hook_hangs_ends_the_run_at_once(
+    tmp_path: Any, hook: str
+) -> None:
+    # A hook that awaits something that never comes (a telemetry exporter whose collector is
+    # down) held abort("now") for good: hooks were awaited in the run's own frame.
+    from goagent_py import Session, validate_transcript
+    from goagent_py.memory import ShortTermMemory
+    from goagent_py.memory.storage import SQLiteStorage
+
+    started = asyncio.Event()
+
+    async def hangs(*args: Any) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    @tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return "found"
+
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "chat.db", session_id="s"))
+    agent = Agent(
+        provider=ScriptedProvider(tool_call_response(("lookup", {"q": "x"})), "done"),
+        tools=[lookup],
+        short_term_memory=memory,
+        hooks=Hooks(**{hook: hangs}),
+    )
+    session = Session(agent)
+    task = asyncio.create_task(session.prompt("hello"))
+    await started.wait()
+    session.abort("now")
+    result = await asyncio.wait_for(task, 60)  # a hang guard, not a timing
+
+    # A hook that hangs at the run's very end (the answer given) lets it end as it ended.
+    assert result.stop_reason in ("aborted", "end_turn")
+    assert not session.state.running
+    stored = await memory.transcript()
+    assert validate_transcript(stored) == []
+    assert session.transcript == stored
+    assert result.messages == stored[-len(result.messages) :]
+
+
+async def test_what_an_async_hook_sets_in_the_context_reaches_later_hooks_in_a_session() -> None:
+    # Async hooks of a session run are awaited in a task an abort can cancel (review7a); what
+    # they set in their context still reaches the hooks after them, as when awaited in place.
+    from goagent_py import Session
+
+    current: contextvars.ContextVar[str] = contextvars.ContextVar("run_tag", default="-")
+    seen: list[str] = []
+
+    async def on_run_start(info: Any) -> None:
+        await asyncio.sleep(0)
+        current.set("tagged")
+
+    def on_run_end(result: Any) -> None:
+        seen.append(current.get())
+
+    agent = Agent(
+        provider=ScriptedProvider("hi"),
+        hooks=Hooks(on_run_start=on_run_start, on_run_end=on_run_end),
+    )
+    await Session(agent).prompt("hello")
+    assert seen == ["tagged"]

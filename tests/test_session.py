@@ -27,6 +27,7 @@ from goagent_py import (
     ToolExecutionStart,
     TurnEnd,
     tool,
+    validate_transcript,
 )
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
@@ -570,4 +571,52 @@ async def test_abort_now_while_should_stop_decides_ends_the_run_with_the_batch_k
     assert len(provider.requests) == 1
     stored = await memory.transcript()
     assert [(m.role, m.text) for m in stored[2:]] == [(Role.TOOL, "noted")]  # kept, not redone
+    assert session.transcript == stored
+
+
+# -- an abort while long-term memory or its write policy hangs (review7a) ------------------------
+
+
+@pytest.mark.parametrize("where", ["retrieve", "write_policy", "store"])
+async def test_abort_now_while_long_term_memory_hangs_ends_the_run_at_once(
+    tmp_path: Path, where: str
+) -> None:
+    # A remote embedder that never answers (recall before the first turn, the store after the
+    # answer) or a write policy that asks a model held abort("now") for good.
+    started = asyncio.Event()
+
+    async def hang(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        await asyncio.Event().wait()
+
+    class LongTerm:
+        async def retrieve(self, query: Any, *, top_k: Any, session: str = "") -> list[Any]:
+            return await hang() if where == "retrieve" else []
+
+        async def store(self, messages: Any, *, session: str = "") -> None:
+            if where == "store":
+                await hang()
+
+    provider = ScriptedProvider("an answer")
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "chat.db", session_id="s"))
+    session = Session(
+        Agent(
+            provider=provider,
+            short_term_memory=memory,
+            long_term_memory=LongTerm(),
+            write_policy=hang if where == "write_policy" else None,
+        )
+    )
+    task = asyncio.create_task(session.prompt("hello"))
+    await started.wait()
+    session.abort("now")
+    result = await asyncio.wait_for(task, 60)  # a hang guard, not a timing
+
+    if where == "retrieve":  # before the first turn: the run ends aborted, the prompt kept
+        assert result.stop_reason == "aborted"
+        assert provider.requests == []
+    else:  # after the answer: the run ends with it, the long-term write given up
+        assert result.text == "an answer"
+    stored = await memory.transcript()
+    assert validate_transcript(stored) == []
     assert session.transcript == stored

@@ -57,3 +57,39 @@ async def test_a_typed_prompt_that_never_validates_leaves_the_session_usable() -
     assert not session.state.running
     assert (await session.prompt("ok")).output == "Fine."
     assert validate_transcript(session.transcript) == []
+
+
+async def test_abort_now_while_an_output_validator_decides_ends_the_run_at_once(
+    tmp_path: Path,
+) -> None:
+    # An async output validator that checks the answer against a service that never answers
+    # held abort("now") for good (review7a: awaited in the run's own frame).
+    import asyncio
+
+    started = asyncio.Event()
+
+    async def hangs(todo: Todo) -> Todo:
+        started.set()
+        await asyncio.Event().wait()
+        return todo  # pragma: no cover
+
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "t.db", session_id="s"))
+    agent = Agent(
+        provider=ScriptedProvider(
+            tool_call_response((FINAL_RESULT_TOOL, {"title": "x", "done": False}))
+        ),
+        output_type=Todo,
+        output_validators=[hangs],
+        short_term_memory=memory,
+    )
+    session = Session(agent)
+    task = asyncio.create_task(session.prompt("a todo"))
+    await started.wait()
+    session.abort("now")
+    result = await asyncio.wait_for(task, 60)  # a hang guard, not a timing
+
+    assert result.stop_reason == "aborted"
+    assert result.output is None  # never validated
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert session.transcript == stored
