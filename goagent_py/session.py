@@ -34,13 +34,19 @@ from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
-from goagent_py._transcript import UI_ONLY_KEY, closing_tail, repair_transcript, waiting_at
+from goagent_py._transcript import (
+    SYNTHETIC_METADATA_KEY,
+    UI_ONLY_KEY,
+    closing_tail,
+    repair_transcript,
+    waiting_at,
+)
 from goagent_py.agent import _UNSET, Agent, Prompt, to_messages
 from goagent_py.approvals import ToolDecision, pending_of
-from goagent_py.errors import ConfigurationError, SessionBusyError
+from goagent_py.errors import ApprovalPendingError, ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate
 from goagent_py.memory.base import ShortTermMemoryProtocol
-from goagent_py.messages import Message, Role, ToolCall
+from goagent_py.messages import Message, Role, TextBlock, ToolCall
 from goagent_py.results import PendingCall, RunResult
 from goagent_py.tools import Tool
 
@@ -402,11 +408,14 @@ class Session:
 
         If the transcript ends with a user message or tool results, the model is called; if it
         ends with the assistant's answer, queued steering, then follow-ups, are taken as the
-        next prompt.
+        next prompt; with nothing queued, an answer cut off (an abort, a cancel, a failed
+        stream) or the iteration budget's note is followed by a prompt asking the model to go on.
 
         Raises:
-            ConfigurationError: the transcript is empty, or ends with an answer and nothing is
-                queued.
+            ConfigurationError: the transcript is empty, or ends with a complete answer and
+                nothing is queued.
+            ApprovalPendingError: tool calls wait for decisions (:meth:`resume`); the queues
+                are left as they were.
         """
         async for event in self.stream_continue():
             del event
@@ -458,9 +467,16 @@ class Session:
                 await self.load()
             if not self._transcript:
                 raise ConfigurationError("continue_(): the transcript is empty; use prompt(...)")
+            # Before any queue is taken: a queued message would be lost to the refusal.
+            if waiting_at(self._transcript) >= 0:
+                raise ApprovalPendingError(
+                    "continue_(): the last tool calls wait for decisions; "
+                    "resume({call_id: Approve() or Deny(...)}) goes on"
+                )
             prompt: list[Message] | None = None
             if self._transcript[-1].role is Role.ASSISTANT:
                 prompt = self._control.take_steering() or self._control.take_follow_ups()
+                prompt = prompt or _going_on(self._transcript[-1])
                 if not prompt:
                     raise ConfigurationError(
                         "continue_(): the transcript ends with the assistant's answer and no "
@@ -544,6 +560,30 @@ class Session:
         self._run = None
         self._busy = False
         self._control.abort_mode = None
+
+
+_CONTINUE_PROMPT = (
+    'Your answer was cut off after: "{tail}". Go on from there, without repeating what you '
+    "already wrote."
+)
+"""What :meth:`Session.continue_` asks after an answer cut off (an abort, a cancel, a failed
+stream): models do not resume a message of their own; they continue what they are shown."""
+
+_GO_ON_PROMPT = "You stopped at the iteration limit before a final answer. Go on with the task."
+"""What :meth:`Session.continue_` asks after a run stopped by its iteration budget."""
+
+
+def _going_on(last: Message) -> list[Message]:
+    """The prompt that goes on from ``last``, a stop's synthetic message: an answer cut off
+    (its text kept) or the iteration budget's note; none after a complete answer (review7a:
+    ``continue_`` refused both although the task was unfinished)."""
+    kind = last.metadata.get(SYNTHETIC_METADATA_KEY)
+    if kind in ("aborted", "interrupted", "failed") and last.text.strip():
+        tail = " ".join(last.text.split()[-12:])
+        return [Message(Role.USER, [TextBlock(_CONTINUE_PROMPT.format(tail=tail))])]
+    if kind == "max_iterations":
+        return [Message(Role.USER, [TextBlock(_GO_ON_PROMPT)])]
+    return []
 
 
 async def _full(memory: ShortTermMemoryProtocol) -> list[Message]:

@@ -14,8 +14,11 @@ import pytest
 from goagent_py import (
     Agent,
     AgentEnd,
+    ApprovalPendingError,
+    Approve,
     CompletionRequest,
     ConfigurationError,
+    MaxIterationsError,
     MessageDelta,
     MessagesInjected,
     Role,
@@ -620,3 +623,79 @@ async def test_abort_now_while_long_term_memory_hangs_ends_the_run_at_once(
     stored = await memory.transcript()
     assert validate_transcript(stored) == []
     assert session.transcript == stored
+
+
+# -- continue_() after each kind of stop (review7a) -----------------------------------------------
+
+
+async def test_continue_while_calls_wait_raises_approval_pending_and_keeps_the_queue(
+    tmp_path: Path,
+) -> None:
+    @tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay."""
+        return "paid"
+
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "c.db", session_id="s"))
+    session = Session(
+        Agent(
+            provider=ScriptedProvider(tool_call_response(("pay", {"amount": 3})), "done"),
+            tools=[pay],
+            short_term_memory=memory,
+        )
+    )
+    waiting = await session.prompt("pay")
+    session.steer("and say thanks")
+    with pytest.raises(ApprovalPendingError):  # was a ConfigurationError saying "an answer"
+        await session.continue_()
+    assert [m.text for m in session.steering_queue] == ["and say thanks"]
+    assert not session.state.running
+    result = await session.resume({waiting.pending[0].id: Approve()})
+    assert result.text == "done"
+
+
+async def test_continue_after_an_answer_cut_off_asks_the_model_to_go_on(tmp_path: Path) -> None:
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "c.db", session_id="s"))
+    provider = ScriptedProvider("the first half of a long answer", "and the second half.")
+    session = Session(Agent(provider=provider, short_term_memory=memory))
+    async for event in session.stream("tell me"):
+        if isinstance(event, MessageDelta):
+            session.abort("now")
+    assert session.transcript[-1].metadata["goagent.synthetic"] == "aborted"
+
+    result = await session.continue_()  # refused before: "ends with the assistant's answer"
+
+    assert result.text == "and the second half."
+    asked = provider.requests[-1].messages[-1]
+    assert asked.role is Role.USER
+    assert "the first half of a long answer" in asked.text
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert session.transcript == stored
+
+
+async def test_continue_after_the_iteration_budget_asks_the_model_to_go_on(
+    tmp_path: Path,
+) -> None:
+    @tool
+    def look(q: str) -> str:
+        """Look."""
+        return "seen"
+
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "c.db", session_id="s"))
+    provider = ScriptedProvider(tool_call_response(("look", {"q": "a"})), "found it")
+    session = Session(
+        Agent(provider=provider, tools=[look], max_iterations=1, short_term_memory=memory)
+    )
+    with pytest.raises(MaxIterationsError):
+        await session.prompt("find it")
+
+    result = await session.continue_()
+
+    assert result.text == "found it"
+    assert provider.requests[-1].messages[-1].role is Role.USER
+    stored = await memory.transcript()
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert session.transcript == stored
+    with pytest.raises(ConfigurationError):  # a complete answer: nothing to go on with
+        await session.continue_()
