@@ -208,6 +208,20 @@ _new = object.__new__
 _NO_USAGE = Usage()
 
 
+async def _whole(write: Awaitable[None]) -> None:
+    """Await a storage write that a cancel does not cut short: a cancel waits for the write to
+    end, then propagates. A write cut short went on in its worker thread and committed after
+    the session had reloaded its view (review7a: a cancel right after a tool batch left
+    storage three messages ahead of the session)."""
+    task = asyncio.ensure_future(write)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task  # a second cancel ends this wait; the write itself is never cancelled
+        raise
+
+
 def _check_response(response: object) -> None:
     """Raise ProviderError unless ``response`` is a CompletionResponse with a Message."""
     if type(response) is CompletionResponse and type(response.message) is Message:
@@ -475,7 +489,10 @@ class Run:
                 start = time.perf_counter()
                 error: BaseException | None = None
                 try:
-                    await o.short_term_memory.append(*to_store)
+                    if self.control is None:
+                        await o.short_term_memory.append(*to_store)
+                    else:
+                        await _whole(o.short_term_memory.append(*to_store))
                 except Exception as exc:
                     error = exc
                     self.log.warning("short-term memory append failed: %s", exc)
