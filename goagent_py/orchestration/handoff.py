@@ -243,6 +243,10 @@ class Handoffs(Flow):
             except Exception as exc:
                 if here.emit is not None:
                     here.emit(NodeEnd(None, exc, path=here.path))
+                # What the failed run did is kept (its finished calls and results, closed):
+                # a tool that ran before the failure stays in the record (review7a).
+                failed = getattr(exc, "run_result", None)
+                transcript.extend(getattr(failed, "messages", None) or [])
                 error = StepFailedError(here.path, exc)
                 error.partial = self._result(start, parts, transcript, active, handoffs)
                 raise error from exc

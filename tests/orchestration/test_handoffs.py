@@ -249,3 +249,21 @@ async def test_a_tool_less_specialist_gets_no_tool_blocks() -> None:
     assert request.tools == []
     assert validate_transcript(request.messages, tools=request.tools) == []
     assert request.messages[0].text == "my internet is down"
+
+
+async def test_an_agent_that_fails_after_its_tools_ran_keeps_them_in_the_partial_record() -> None:
+    # review7a: the partial conversation ended at the handoff; billing's refund, which ran
+    # before its model failed, was missing, so a caller retrying from it would refund twice.
+    from goagent_py import ProviderError
+
+    group, _ = desk(
+        [transfer("billing")],
+        [tool_call_response(("refund", {"order": "A-1"})), ProviderError("down")],
+    )
+    with pytest.raises(StepFailedError) as info:
+        await group.run("refund A-1")
+    assert info.value.partial is not None
+    messages = list(info.value.partial.messages)
+    assert [m.text for m in messages if m.role is Role.TOOL][-1] == "refunded A-1"
+    assert [c.name for m in messages for c in m.tool_calls][-1] == "refund"
+    assert_valid_for_every_provider(messages)
