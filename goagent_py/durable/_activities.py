@@ -136,8 +136,10 @@ def _application_error(error: ErrorData, what: str, max_delay: float) -> Applica
     delay = None
     if error.retry_after is not None and error.retryable:
         delay = timedelta(seconds=max(0.0, min(error.retry_after, max_delay)))
+    # A message that names what failed already (a PayloadTooLargeError's does) is not named twice.
+    message = error.message if error.message.startswith(what) else f"{what}: {error.message}"
     return ApplicationError(
-        f"{what}: {error.message}",
+        message,
         error.to_data(),
         type=error.type,
         non_retryable=not error.retryable,
