@@ -31,6 +31,7 @@ from temporalio.exceptions import (
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._metadata_keys import DECISIONS_KEY
+from goagent_py._transcript import closing_tail
 from goagent_py.agent import Agent
 from goagent_py.approvals import Approve, Deny, ToolDecision, check_decisions, pending_of
 from goagent_py.dispatch import DispatchFunc
@@ -94,6 +95,8 @@ from ._wire import (  # names shared with the client
     usage_to_data,
 )
 
+# The patch marker of the append that closes a loaded history's open tail (review6a).
+CLOSING_APPEND_PATCH = "goagent.closing-append"
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
 # Carried appends bigger than this are appended before the model call, not carried by it
 # (the run's new messages would otherwise cross twice: in the request and in the appends).
@@ -448,6 +451,9 @@ class _ShortTermProxy:
         self._stored: set[str] = set()
         self._digests: dict[str, list[str]] = {}
         self._known: dict[int, tuple[Message, str]] = {}  # id -> (message, digest)
+        # The results that close the calls the loaded history ends on (the loop appends them
+        # first, since review6a): a run that began before that replays without the append.
+        self._closing: list[Message] = []
         calls.short_term = self
 
     async def messages(self) -> list[Message]:
@@ -458,6 +464,7 @@ class _ShortTermProxy:
         self._keyed = bool(out.get("keyed", False))
         self._stores = bool(out.get("stores", True))
         self._loaded = messages_from_text(out["messages"])
+        self._closing = closing_tail(self._loaded)
         return list(self._loaded)
 
     def _digest(self, message: Message) -> str:
@@ -553,6 +560,12 @@ class _ShortTermProxy:
         return replace(found, metadata=metadata)
 
     async def append(self, *messages: Message) -> None:
+        if self._closing and not self._appends and list(messages) == self._closing:
+            self._closing = []
+            # A history recorded before the loop closed an open tail has no marker here and
+            # no append: replayed, the run goes on as it ran (the tail stays open in storage).
+            if not workflow.patched(CLOSING_APPEND_PATCH):
+                return
         # The n-th append of the run (a loop may append once per run, or message by message):
         # the key lets a storage with append_once skip a retried write, and only that.
         self._appends += 1
@@ -577,7 +590,9 @@ class _ShortTermProxy:
             )
         except ActivityError as exc:
             error = _error_of(exc)
-            raise MemoryStoreError(f"short-term memory {op} failed: {error.message}") from None
+            what = f"short-term memory {op}"
+            message = error.message.removeprefix(f"{what}: ")  # named once, here
+            raise MemoryStoreError(f"{what} failed: {message}") from None
 
 
 class _LongTermProxy:
