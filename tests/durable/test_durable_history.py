@@ -7,15 +7,13 @@ runs durably, the model still reads all of it, and the workflow's recorded histo
 
 from __future__ import annotations
 
-import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
 
 from goagent_py import Agent, validate_transcript
-from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
 from goagent_py.durable._wire import DurableRunError
 from goagent_py.memory import FixedWindow, ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
@@ -26,12 +24,14 @@ from goagent_py.tools import tool
 
 pytestmark = pytest.mark.slow
 
+RunDurably = Callable[..., Awaitable[tuple[Any, Any]]]  # the run_durably fixture
+
 BIG = 200_000  # characters per stored message
 COUNT = 30  # ~6 MB of history: three times the server's 2 MB payload limit
 
 
 async def test_a_history_far_above_the_payload_limit_runs_durably(
-    temporal: WorkflowEnvironment, tmp_path: Path
+    run_durably: RunDurably, tmp_path: Path
 ) -> None:
     storage = SQLiteStorage(tmp_path / "chat.db", session_id="long")
     old: list[Message] = []
@@ -56,21 +56,10 @@ async def test_a_history_far_above_the_payload_limit_runs_durably(
             return "answered"
         return tool_call_response(ToolCall("c1", "lookup", {"key": "k"}))
 
-    memory = ShortTermMemory(storage)
     agent = Agent(provider=FunctionProvider(plan), model="m", name="long", tools=[lookup])
-    durable = DurableAgent(
-        agent,
-        provider="fn:x",
-        short_term_memory=lambda _session: memory,
-        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    result, recorded = await run_durably(
+        agent, "and now?", plan=plan, memory=ShortTermMemory(storage), session_id="long"
     )
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
-    async with create_worker(temporal.client, [durable], registry=registry):
-        handle = await durable.start(temporal.client, "and now?", session_id="long")
-        from goagent_py.durable._client import result_of
-
-        result = await result_of(handle)
-        recorded = await handle.fetch_history()
     assert result.text == "answered"
     history_chars = sum(len(m.text) for m in old)
     # Both model calls read the whole stored history, not the stand-ins.
@@ -96,7 +85,7 @@ async def test_a_history_far_above_the_payload_limit_runs_durably(
 MANY = 20_000  # exchanges: 40,000 short messages, under 1 MB of text
 
 
-async def _run_many(temporal: WorkflowEnvironment, tmp_path: Path, policy: Any) -> None:
+async def _run_many(run_durably: RunDurably, tmp_path: Path, policy: Any) -> None:
     storage = SQLiteStorage(tmp_path / "chat.db", session_id="many")
     old: list[Message] = []
     for i in range(MANY):
@@ -112,19 +101,9 @@ async def _run_many(temporal: WorkflowEnvironment, tmp_path: Path, policy: Any) 
     memory = ShortTermMemory(storage, policy)
     window = len(await memory.messages())
     agent = Agent(provider=FunctionProvider(plan), model="m", name="many")
-    durable = DurableAgent(
-        agent,
-        provider="fn:x",
-        short_term_memory=lambda _session: memory,
-        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    result, recorded = await run_durably(
+        agent, "and now?", plan=plan, memory=memory, session_id="many"
     )
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
-    async with create_worker(temporal.client, [durable], registry=registry):
-        handle = await durable.start(temporal.client, "and now?", session_id="many")
-        from goagent_py.durable._client import result_of
-
-        result = await result_of(handle)
-        recorded = await handle.fetch_history()
     assert result.text == "answered"
     assert seen == [window + 1]
     # The closed turns leading the window cross as one stand-in: the workflow's whole recorded
@@ -136,20 +115,20 @@ async def _run_many(temporal: WorkflowEnvironment, tmp_path: Path, policy: Any) 
 
 
 async def test_a_window_of_many_small_messages_runs_durably(
-    temporal: WorkflowEnvironment, tmp_path: Path
+    run_durably: RunDurably, tmp_path: Path
 ) -> None:
-    await _run_many(temporal, tmp_path, None)
+    await _run_many(run_durably, tmp_path, None)
 
 
 async def test_a_long_session_of_small_messages_runs_durably_through_a_window(
-    temporal: WorkflowEnvironment, tmp_path: Path
+    run_durably: RunDurably, tmp_path: Path
 ) -> None:
     # What the docs advise for a session of that many messages: a bounded window.
-    await _run_many(temporal, tmp_path, FixedWindow(200))
+    await _run_many(run_durably, tmp_path, FixedWindow(200))
 
 
 async def test_a_run_whose_own_tool_results_pass_the_payload_limit_runs_durably(
-    temporal: WorkflowEnvironment, tmp_path: Path
+    run_durably: RunDurably, tmp_path: Path
 ) -> None:
     storage = SQLiteStorage(tmp_path / "chat.db", session_id="run")
 
@@ -172,21 +151,10 @@ async def test_a_run_whose_own_tool_results_pass_the_payload_limit_runs_durably(
             return "read them all"
         return tool_call_response(ToolCall(f"c{done}", "read", {"path": f"f{done}"}))
 
-    memory = ShortTermMemory(storage)
     agent = Agent(provider=FunctionProvider(plan), model="m", name="run", tools=[read])
-    durable = DurableAgent(
-        agent,
-        provider="fn:x",
-        short_term_memory=lambda _session: memory,
-        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    result, recorded = await run_durably(
+        agent, "read four files", plan=plan, memory=ShortTermMemory(storage), session_id="run"
     )
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
-    async with create_worker(temporal.client, [durable], registry=registry):
-        handle = await durable.start(temporal.client, "read four files", session_id="run")
-        from goagent_py.durable._client import result_of
-
-        result = await result_of(handle)
-        recorded = await handle.fetch_history()
     assert result.text == "read them all"
     assert seen == [[], [900_003], [900_003] * 2, [900_003] * 3, [900_003] * 4]
     stored = await storage.load()
@@ -218,7 +186,7 @@ async def test_a_run_whose_own_tool_results_pass_the_payload_limit_runs_durably(
 
 
 async def test_a_result_over_the_payload_limit_fails_the_run_instead_of_hanging(
-    temporal: WorkflowEnvironment,
+    run_durably: RunDurably,
 ) -> None:
     # No short-term memory on the worker: nothing is stored, so nothing can be a stand-in.
     # Each request fits (1.3 MB), the result (the two reads and an 800 KB answer) does not.
@@ -238,11 +206,5 @@ async def test_a_result_over_the_payload_limit_fails_the_run_instead_of_hanging(
         return tool_call_response(ToolCall(f"c{done}", "read", {"path": f"f{done}"}))
 
     agent = Agent(provider=FunctionProvider(plan), model="m", name="big", tools=[read])
-    durable = DurableAgent(agent, provider="fn:x", task_queue=f"q-{uuid.uuid4().hex[:8]}")
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
-    async with create_worker(temporal.client, [durable], registry=registry):
-        handle = await durable.start(temporal.client, "read two files", session_id="big")
-        from goagent_py.durable._client import result_of
-
-        with pytest.raises(DurableRunError, match="PayloadTooLargeError"):
-            await result_of(handle)
+    with pytest.raises(DurableRunError, match="PayloadTooLargeError"):
+        await run_durably(agent, "read two files", plan=plan, session_id="big")
