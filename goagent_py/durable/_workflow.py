@@ -65,6 +65,7 @@ from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition
 
 from ._mcp import call_activity, listed_definitions
+from ._results import PREVIEW, reference_of
 from ._wire import (  # names shared with the client
     ABORT_SIGNAL,
     DECIDE_UPDATE,
@@ -101,7 +102,7 @@ _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraErr
 # Carried appends bigger than this are appended before the model call, not carried by it
 # (the run's new messages would otherwise cross twice: in the request and in the appends).
 _CARRY_WHOLE = 64 * 1024
-_EVENT_TEXT = 2000  # characters of a tool result kept in an event (events live in the workflow)
+_EVENT_TEXT = PREVIEW  # characters of a tool result kept in an event (events live in the workflow)
 # The call a tool proxy runs: set by the dispatch middleware in the call's own task.
 _CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
     "goagent_durable_call", default=None
@@ -150,6 +151,8 @@ class _Calls:
         # The content a worker recorded for a failed call, by call id (it may differ from the
         # error's text: the worker's after_tool_call can replace it).
         self.failed_content: dict[str, list[ContentBlock]] = {}
+        # The start of each result that crossed by reference, by call id (for its event).
+        self.previews: dict[str, str] = {}
         # The approval checks the workers made, by call id: (the model's arguments, the
         # validated ones or None when they failed validation, whether the call waits).
         self.checked: dict[str, tuple[dict[str, Any], dict[str, Any] | None, bool]] = {}
@@ -215,7 +218,9 @@ class _Calls:
         )
 
     def on_tool_result(self, result: ToolResult) -> None:
-        text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
+        text = self.previews.pop(result.call.id, None)
+        if text is None:
+            text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
         self.events.append(
             {
                 "type": "tool_result",
@@ -386,6 +391,11 @@ class _ToolProxy:
         }
         if calls.deps is not None:
             data["deps"] = calls.deps
+        memory = calls.short_term
+        if calls.config.get("tool_refs") and memory is not None and memory.refs:
+            # A big result is stored on the workers; its reference crosses (issue 30).
+            data["refs"] = True
+            data["session_id"] = memory.session_id
         if calls.config.get("gate_sees_message"):
             # The worker's before_tool_call takes (call, assistant message): send the message.
             data["message"] = messages_to_text(_assistant_message(call.id))
@@ -402,6 +412,8 @@ class _ToolProxy:
                 ctx.set_details(out["details"])
             if out.get("usage"):
                 ctx.add_usage(usage_from_data(out["usage"]))
+        if "preview" in out and call.id:
+            calls.previews[call.id] = str(out["preview"])
         error = out.get("error")
         if error is not None:  # an error for the model, recorded as the call's outcome
             if call.id:
@@ -436,7 +448,7 @@ class _ShortTermProxy:
 
     def __init__(self, calls: _Calls, session_id: str) -> None:
         self._calls = calls
-        self._session = session_id
+        self._session = self.session_id = session_id
         self._appends = 0
         # From the load's recorded result: the same on replay.
         self._keyed = False
@@ -574,8 +586,8 @@ class _ShortTermProxy:
         check_size(data, "short-term memory append", **_limits(self._calls.config))
         if self._carry and not self._stores:
             return  # the workers keep no history (the load said so)
-        if self.refs:
-            self._digests[key] = [history_digest(m) for m in messages]
+        if self.refs:  # a result by reference is stored expanded: it stays a reference here
+            self._digests[key] = [history_digest(m) for m in messages if not reference_of(m)]
         if self._carry and self._keyed:
             self._waiting.append(data)
             return

@@ -208,3 +208,99 @@ async def test_a_result_over_the_payload_limit_fails_the_run_instead_of_hanging(
     agent = Agent(provider=FunctionProvider(plan), model="m", name="big", tools=[read])
     with pytest.raises(DurableRunError, match="PayloadTooLargeError"):
         await run_durably(agent, "read two files", plan=plan, session_id="big")
+
+
+def _payload_bytes(recorded: Any) -> int:
+    """Bytes of every activity's input and result the workflow recorded."""
+    return sum(
+        len(p.data)
+        for e in recorded.events
+        for attrs in (
+            e.activity_task_scheduled_event_attributes.input,
+            e.activity_task_completed_event_attributes.result,
+        )
+        for p in attrs.payloads
+    )
+
+
+async def test_a_tool_result_over_the_payload_limit_reaches_the_model_whole(
+    run_durably: RunDurably, tmp_path: Path
+) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="five")
+
+    @tool
+    async def dump(path: str) -> str:
+        """Dump a file.
+
+        Args:
+            path: the path.
+        """
+        return path + " " + "z" * 5_000_000
+
+    seen: list[list[str]] = []
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        seen.append([m.text for m in request.messages if m.role == Role.TOOL])
+        if seen[-1]:
+            return "dumped"
+        return tool_call_response(ToolCall("c0", "dump", {"path": "big"}))
+
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="five", tools=[dump])
+    result, recorded = await run_durably(
+        agent, "dump it", plan=plan, memory=ShortTermMemory(storage), session_id="five"
+    )
+    assert result.text == "dumped"
+    # The model reads the 5 MB result itself, not its reference.
+    assert seen == [[], ["big " + "z" * 5_000_000]]
+    stored = await storage.load()
+    assert [m.text for m in stored if m.role == Role.TOOL] == ["big " + "z" * 5_000_000]
+    assert validate_transcript(stored) == []
+    # Neither the tool activity's result nor the model request carried it.
+    assert _payload_bytes(recorded) < 100_000
+    from temporalio.worker import Replayer
+
+    from goagent_py.durable._activities import sandbox_runner
+    from goagent_py.durable._workflow import AgentWorkflow
+
+    replayer = Replayer(workflows=[AgentWorkflow], workflow_runner=sandbox_runner())
+    await replayer.replay_workflow(recorded)
+
+
+async def test_a_run_whose_results_pass_the_history_limit_runs_durably(
+    run_durably: RunDurably, tmp_path: Path
+) -> None:
+    # 60 results of 1 MB (six turns of ten calls): 60 MB, over the 50 MB a workflow's history
+    # may hold, and each request past the 2 MB payload limit many times over.
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="sixty")
+
+    @tool
+    async def read(path: str) -> str:
+        """Read a file.
+
+        Args:
+            path: the path.
+        """
+        return path + " " + "x" * 1_000_000
+
+    seen: list[int] = []
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        results = [m.text for m in request.messages if m.role == Role.TOOL]
+        assert all(len(t) > 1_000_000 and t.endswith("x" * 100) for t in results)
+        seen.append(len(results))
+        if len(results) >= 60:
+            return "read sixty"
+        turn = len(results) // 10
+        calls = [ToolCall(f"c{turn}.{i}", "read", {"path": f"f{turn}.{i}"}) for i in range(10)]
+        return tool_call_response(*calls)
+
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="sixty", tools=[read])
+    result, recorded = await run_durably(
+        agent, "read sixty files", plan=plan, memory=ShortTermMemory(storage), session_id="sixty"
+    )
+    assert result.text == "read sixty"
+    assert seen == [0, 10, 20, 30, 40, 50, 60]
+    stored = await storage.load()
+    assert sum(1 for m in stored if m.role == Role.TOOL and len(m.text) > 1_000_000) == 60
+    assert validate_transcript(stored) == []
+    assert _payload_bytes(recorded) < 1_000_000
