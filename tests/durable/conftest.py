@@ -50,12 +50,15 @@ def run_durably(temporal: WorkflowEnvironment) -> Callable[..., Awaitable[tuple[
 
     ``run_durably(agent, prompt, plan=..., memory=..., session_id=..., **settings)``: ``plan``
     is the model on the workers (a FunctionProvider's function), ``memory`` the workers'
-    short-term memory for every session (None: none), ``settings`` more DurableAgent keywords.
+    short-term memory for every session (None: none), ``without`` run settings to leave out
+    (a run started by an older client), ``settings`` more DurableAgent keywords.
     Returns the run's result and the workflow's recorded history; a failed run raises
     (``DurableRunError``) from the call.
     """
-    from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
+    from goagent_py.durable import WORKFLOW_NAME, DurableAgent, ProviderRegistry, create_worker
     from goagent_py.durable._client import result_of
+    from goagent_py.durable._wire import content_to_text
+    from goagent_py.messages import TextBlock
     from goagent_py.testing import FunctionProvider
 
     async def run(
@@ -65,6 +68,7 @@ def run_durably(temporal: WorkflowEnvironment) -> Callable[..., Awaitable[tuple[
         plan: Callable[..., Any],
         memory: Any = None,
         session_id: str = "default",
+        without: tuple[str, ...] = (),
         **settings: Any,
     ) -> tuple[Any, Any]:
         if memory is not None:
@@ -74,7 +78,20 @@ def run_durably(temporal: WorkflowEnvironment) -> Callable[..., Awaitable[tuple[
         )
         registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
         async with create_worker(temporal.client, [durable], registry=registry):
-            handle = await durable.start(temporal.client, prompt, session_id=session_id)
+            if without:
+                config = durable.config()
+                for key in without:
+                    del config[key]
+                data = {
+                    "config": config,
+                    "content": content_to_text([TextBlock(prompt)]),
+                    "session_id": session_id,
+                }
+                handle = await temporal.client.start_workflow(
+                    WORKFLOW_NAME, data, id=f"old-{uuid.uuid4().hex}", task_queue=durable.task_queue
+                )
+            else:
+                handle = await durable.start(temporal.client, prompt, session_id=session_id)
             result = await result_of(handle)
             return result, await handle.fetch_history()
 
