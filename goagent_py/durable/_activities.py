@@ -62,7 +62,7 @@ from goagent_py.tools import Tool
 
 from ._deps import NO_DEPS, DepsRegistry, resolve_data
 from ._mcp import MCPServers, call_activity, list_activity
-from ._results import PREVIEW, RESULT_WHOLE, expanded, store_result
+from ._results import PREVIEW, RESULT_WHOLE, expanded, store_result, thinking_by_reference
 from ._wire import (
     HISTORY_REF_KEY,
     MEMORY_ID_KEY,
@@ -330,6 +330,10 @@ class _AgentActivities:
                 request = replace(request, messages=history)
             provider = self.registry.resolve(str(data["provider"]))
             response = await _heartbeating(provider.complete(request))
+            if data.get("refs"):  # a big thinking block: stored, its reference returned
+                memory = self.durable.short_term_memory(str(data["session_id"]))
+                message = await _heartbeating(thinking_by_reference(memory, response.message))
+                response = replace(response, message=message)
             out = response_to_data(response)
             await self._check_size(out, f"{what} response")
         except Exception as exc:

@@ -9,6 +9,10 @@ put the stored content back wherever the message leaves the workflow: in a model
 neither the tool activity's recorded result nor any later request grows with the result's
 size, and a run's results together are not bounded by the workflow's history limit.
 
+A thinking block over that size in a model response is stored the same way by the model
+activity (its ``thinking`` is the reference, its signature kept): the next request of the
+run needs it back whole, and the workflow holds the reference.
+
 A worker whose short-term storage cannot hold a result apart (none, or one without sessions:
 ``InMemoryStorage``) returns the result whole, as before.
 """
@@ -23,7 +27,9 @@ from dataclasses import replace
 from typing import Any
 
 from goagent_py.errors import CorruptedDataError
-from goagent_py.messages import ContentBlock, Message, Role, TextBlock
+from goagent_py.messages import ContentBlock, Message, Role, TextBlock, ThinkingBlock
+
+from ._wire import content_to_text
 
 RESULT_WHOLE = 64 * 1024
 """Results up to this many bytes (as JSON) cross whole; bigger ones by reference."""
@@ -47,6 +53,12 @@ def reference_of(message: Message) -> str | None:
         return None
     found = _REF.fullmatch(block.text)
     return None if found is None else found.group(1)
+
+
+def _thinking_refs(message: Message) -> bool:
+    return message.role is Role.ASSISTANT and any(
+        isinstance(b, ThinkingBlock) and _REF.fullmatch(b.thinking) for b in message.content
+    )
 
 
 def _session_of(digest: str) -> str:
@@ -96,18 +108,44 @@ async def expanded(memory: Any, messages: list[Message]) -> list[Message]:
     Raises:
         CorruptedDataError: a referenced result is not stored (removed under the run).
     """
-    if not any(reference_of(m) for m in messages):
+    if not any(reference_of(m) or _thinking_refs(m) for m in messages):
         return messages
     out: list[Message] = []
     contents: dict[str, list[ContentBlock]] = {}
+
+    async def content(digest: str) -> list[ContentBlock]:
+        if digest not in contents:
+            contents[digest] = await _load(memory, digest)
+        return contents[digest]
+
     for m in messages:
         digest = reference_of(m)
         if digest is not None:
-            if digest not in contents:
-                contents[digest] = await _load(memory, digest)
-            m = replace(m, content=list(contents[digest]))
+            m = replace(m, content=list(await content(digest)))
+        elif _thinking_refs(m):
+            blocks: list[ContentBlock] = []
+            for b in m.content:
+                found = _REF.fullmatch(b.thinking) if isinstance(b, ThinkingBlock) else None
+                blocks.extend([b] if found is None else await content(found.group(1)))
+            m = replace(m, content=blocks)
         out.append(m)
     return out
+
+
+async def thinking_by_reference(memory: Any, message: Message) -> Message:
+    """``message`` (a model's answer) with each thinking block over :data:`RESULT_WHOLE`
+    stored and replaced by its reference (the signature kept); unchanged where ``memory``
+    cannot hold it."""
+    blocks: list[ContentBlock] = []
+    changed = False
+    for b in message.content:
+        if isinstance(b, ThinkingBlock) and len(b.thinking) > RESULT_WHOLE:
+            ref = await store_result(memory, [b], content_to_text([b]))
+            if ref is not None:
+                b = ThinkingBlock(thinking=ref, signature=b.signature)
+                changed = True
+        blocks.append(b)
+    return replace(message, content=blocks) if changed else message
 
 
 async def _load(memory: Any, digest: str) -> list[ContentBlock]:

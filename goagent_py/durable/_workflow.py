@@ -327,6 +327,8 @@ class _ModelProxy:
             # The run's own stored messages are stand-ins too (not those carried here: a
             # worker of a version before carried appends does not apply them).
             data["request"] = request_to_data(memory.by_reference(request))
+            if calls.config.get("block_refs"):  # a big thinking block stays on the workers
+                data["refs"] = True
         if carried:
             try:
                 check_size({**data, "appends": carried}, what, **_limits(calls.config))
@@ -392,7 +394,7 @@ class _ToolProxy:
         if calls.deps is not None:
             data["deps"] = calls.deps
         memory = calls.short_term
-        if calls.config.get("tool_refs") and memory is not None and memory.refs:
+        if calls.config.get("block_refs") and memory is not None and memory.refs:
             # A big result is stored on the workers; its reference crosses (issue 30).
             data["refs"] = True
             data["session_id"] = memory.session_id

@@ -345,7 +345,7 @@ class DurableAgent:
             # A tool result over 64 KB is stored by its activity beside the session and
             # crosses as a reference (the workers put it back in model requests and appends);
             # a run started without this key replays as it ran: results whole (issue 30).
-            "tool_refs": True,
+            "block_refs": True,
             # Which calls may wait for a person ("*": every tool, the agent has a policy); the
             # workers' check decides (the predicates and the policy are code).
             "approval_checks": _approval_checks(self.agent),

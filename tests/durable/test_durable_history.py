@@ -17,7 +17,7 @@ from goagent_py import Agent, validate_transcript
 from goagent_py.durable._wire import DurableRunError
 from goagent_py.memory import FixedWindow, ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
-from goagent_py.messages import Message, Role, TextBlock, ToolCall
+from goagent_py.messages import Message, Role, StopReason, TextBlock, ThinkingBlock, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
 from goagent_py.testing import FunctionProvider, tool_call_response
 from goagent_py.tools import tool
@@ -158,7 +158,7 @@ async def test_a_run_whose_own_tool_results_pass_the_payload_limit_runs_durably(
         plan=plan,
         memory=ShortTermMemory(storage),
         session_id="run",
-        without=("tool_refs",),  # a run of a client before tool results by reference
+        without=("block_refs",),  # a run of a client before tool results by reference
     )
     assert result.text == "read them all"
     assert seen == [[], [900_003], [900_003] * 2, [900_003] * 3, [900_003] * 4]
@@ -309,3 +309,48 @@ async def test_a_run_whose_results_pass_the_history_limit_runs_durably(
     assert sum(1 for m in stored if m.role == Role.TOOL and len(m.text) > 1_000_000) == 60
     assert validate_transcript(stored) == []
     assert _payload_bytes(recorded) < 1_000_000
+
+
+async def test_a_thinking_block_over_the_payload_limit_reaches_the_next_request_whole(
+    run_durably: RunDurably, tmp_path: Path
+) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="think")
+    thought = "t" * 3_000_000
+
+    @tool
+    async def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: the key.
+        """
+        return f"value of {key}"
+
+    seen: list[list[tuple[str, str]]] = []
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        seen.append(
+            [
+                (b.thinking, b.signature)
+                for m in request.messages
+                for b in m.content
+                if isinstance(b, ThinkingBlock)
+            ]
+        )
+        if request.messages[-1].role == Role.TOOL:
+            return "found"
+        message = Message(
+            Role.ASSISTANT,
+            [ThinkingBlock(thought, signature="sig")],
+            tool_calls=[ToolCall("c1", "lookup", {"key": "k"})],
+        )
+        return CompletionResponse(message, stop_reason=StopReason.TOOL_USE)
+
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="think", tools=[lookup])
+    result, recorded = await run_durably(
+        agent, "think", plan=plan, memory=ShortTermMemory(storage), session_id="think"
+    )
+    assert result.text == "found"
+    # The second request carries the thinking block whole, with its signature.
+    assert seen == [[], [(thought, "sig")]]
+    assert _payload_bytes(recorded) < 100_000

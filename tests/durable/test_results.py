@@ -6,12 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from goagent_py.durable._results import expanded, reference_of, store_result
+from goagent_py.durable._results import (
+    RESULT_WHOLE,
+    expanded,
+    reference_of,
+    store_result,
+    thinking_by_reference,
+)
 from goagent_py.durable._wire import content_to_text
 from goagent_py.errors import CorruptedDataError
 from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
-from goagent_py.messages import ImageBlock, Message, Role, TextBlock
+from goagent_py.messages import ImageBlock, Message, Role, TextBlock, ThinkingBlock
 
 
 async def test_a_stored_result_comes_back_in_its_messages_place(tmp_path: Path) -> None:
@@ -43,4 +49,21 @@ async def test_a_result_removed_under_the_run_fails_loudly(tmp_path: Path) -> No
     missing = Message(Role.TOOL, [TextBlock("goagent.result:" + "0" * 64)], tool_call_id="c")
     with pytest.raises(CorruptedDataError, match="no longer stored"):
         await expanded(ShortTermMemory(storage), [missing])
+    await storage.aclose()
+
+
+async def test_a_big_thinking_block_is_stored_and_comes_back_with_its_signature(
+    tmp_path: Path,
+) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    memory = ShortTermMemory(storage)
+    small = ThinkingBlock("short", signature="a")
+    big = ThinkingBlock("t" * (RESULT_WHOLE + 1), signature="b")
+    answer = Message(Role.ASSISTANT, [small, big, TextBlock("done")])
+    lean = await thinking_by_reference(memory, answer)
+    assert lean.content[0] == small
+    assert isinstance(lean.content[1], ThinkingBlock)
+    assert lean.content[1].thinking.startswith("goagent.result:")
+    assert lean.content[1].signature == "b"
+    assert await expanded(memory, [lean]) == [answer]
     await storage.aclose()
