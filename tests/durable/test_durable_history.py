@@ -7,6 +7,7 @@ runs durably, the model still reads all of it, and the workflow's recorded histo
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 from goagent_py import Agent, validate_transcript
 from goagent_py.durable._wire import DurableRunError
 from goagent_py.memory import FixedWindow, ShortTermMemory
+from goagent_py.memory.storage import PostgresStorage
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 from goagent_py.messages import Message, Role, StopReason, TextBlock, ThinkingBlock, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
@@ -353,4 +355,39 @@ async def test_a_thinking_block_over_the_payload_limit_reaches_the_next_request_
     assert result.text == "found"
     # The second request carries the thinking block whole, with its signature.
     assert seen == [[], [(thought, "sig")]]
+    assert _payload_bytes(recorded) < 100_000
+
+
+async def test_on_postgres_a_tool_result_over_the_payload_limit_reaches_the_model_whole(
+    run_durably: RunDurably, pg_dsn: str
+) -> None:
+    session = f"pg-{uuid.uuid4().hex[:8]}"
+
+    @tool
+    async def dump(path: str) -> str:
+        """Dump a file.
+
+        Args:
+            path: the path.
+        """
+        return path + " " + "z" * 3_000_000
+
+    seen: list[list[str]] = []
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        seen.append([m.text for m in request.messages if m.role == Role.TOOL])
+        if seen[-1]:
+            return "dumped"
+        return tool_call_response(ToolCall("c0", "dump", {"path": "big"}))
+
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="pgfive", tools=[dump])
+    async with PostgresStorage(pg_dsn, table="refs_messages", max_size=2) as storage:
+        memory = ShortTermMemory(storage.for_session(session))
+        result, recorded = await run_durably(
+            agent, "dump it", plan=plan, memory=memory, session_id=session
+        )
+        stored = await storage.for_session(session).load()
+    assert result.text == "dumped"
+    assert seen == [[], ["big " + "z" * 3_000_000]]
+    assert [m.text for m in stored if m.role == Role.TOOL] == ["big " + "z" * 3_000_000]
     assert _payload_bytes(recorded) < 100_000
