@@ -259,6 +259,10 @@ class Server:
             data = json.loads(raw)
         except ValueError as exc:
             raise HttpError(400, f"invalid JSON: {exc}") from exc
+        except RecursionError:
+            # Deep nesting ("[" * 100_000 fits under the cap) exhausts the parser's stack: the
+            # client's fault, not a server error (it was a 500 with a logged traceback).
+            raise HttpError(400, "invalid JSON: nested too deeply") from None
         if not isinstance(data, dict):
             raise HttpError(400, "the body must be a JSON object")
         return data

@@ -183,3 +183,19 @@ def test_a_public_host_without_auth_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="loopback"):
         build_auth(args)
     assert build_auth(argparse.Namespace(auth="none", host="127.0.0.1")).user == "local"
+
+
+async def test_deeply_nested_json_is_a_400_not_a_server_error(echo_app: Any, helpers: Any) -> None:
+    # 100k open brackets fit in the 1 MiB cap; json.loads raised RecursionError on them, which
+    # escaped as a plain-text 500 with a traceback in the log (review7c).
+    nested = b"[" * 100_000
+    headers = {"content-type": "application/json"}
+    async with helpers.client_for(echo_app) as client:
+        tid = (await client.post("/api/threads", json={})).json()["id"]
+        r = await client.post(f"/api/threads/{tid}/runs", content=nested, headers=headers)
+        assert r.status_code == 400
+        assert "nested" in r.json()["error"]
+        r = await client.post("/v1/chat/completions", content=nested, headers=headers)
+        assert r.status_code == 400
+        assert r.json()["error"]["type"] == "invalid_request_error"
+        assert "nested" in r.json()["error"]["message"]
