@@ -36,6 +36,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
+from goagent_py._json_schema import schema_problem
 from goagent_py.agent import Agent
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
@@ -234,17 +235,15 @@ def schema_type(name: str, schema: dict[str, Any]) -> Any:
     Raises:
         HttpError: 400, ``schema`` is not valid JSON Schema.
     """
-    from jsonschema import exceptions, validators
+    from jsonschema import validators
     from pydantic_core import core_schema
 
-    kind = validators.validator_for(schema)
-    try:
-        kind.check_schema(schema)
-    except exceptions.SchemaError as exc:
-        raise HttpError(
-            400, f"the response format's schema is not valid JSON Schema: {exc.message}"
-        ) from None
-    checker = kind(schema)
+    # The package's own check (its depth bound first: jsonschema's recursed past the stack on
+    # a deeply nested schema, a 500), the same one every tool's parameters get.
+    problem = schema_problem(schema)
+    if problem is not None:
+        raise HttpError(400, f"the response format's schema is not valid JSON Schema: {problem}")
+    checker = validators.validator_for(schema)(schema)
 
     def check(value: Any) -> Any:
         errors = sorted(checker.iter_errors(value), key=lambda e: list(map(str, e.path)))

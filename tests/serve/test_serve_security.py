@@ -199,3 +199,19 @@ async def test_deeply_nested_json_is_a_400_not_a_server_error(echo_app: Any, hel
         assert r.status_code == 400
         assert r.json()["error"]["type"] == "invalid_request_error"
         assert "nested" in r.json()["error"]["message"]
+
+
+async def test_a_deeply_nested_schema_from_a_v1_client_is_a_400(echo_app: Any, helpers: Any) -> None:
+    # A ~600-level JSON body parses, but jsonschema's check of the schema in it recursed past
+    # the stack: a 500 with a logged traceback, for a tool's parameters and a response_format.
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(300):
+        schema = {"type": "object", "properties": {"a": schema}}
+    ask = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    fn = {"type": "function", "function": {"name": "t", "parameters": schema}}
+    async with helpers.client_for(echo_app) as client:
+        for extra in ({"response_format": fmt}, {"tools": [fn]}):
+            r = await client.post("/v1/chat/completions", json={**ask, **extra})
+            assert r.status_code == 400, r.text
+            assert "nested more than" in r.json()["error"]["message"]
