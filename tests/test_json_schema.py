@@ -158,7 +158,8 @@ def test_a_schema_nested_too_deeply_is_a_configuration_error_not_a_recursion_err
     with pytest.raises(ConfigurationError, match=r"tool 't' parameters .* nested more than"):
         tool_func("t", "d", _nested(levels), _echo)
     problem = schema_problem(_nested(levels))
-    assert problem is not None and "properties.a.properties.a" in problem
+    assert problem is not None
+    assert "properties.a.properties.a" in problem
 
 
 def test_a_schema_nested_within_the_bound_is_still_checked_and_accepted() -> None:

@@ -201,7 +201,9 @@ async def test_deeply_nested_json_is_a_400_not_a_server_error(echo_app: Any, hel
         assert "nested" in r.json()["error"]["message"]
 
 
-async def test_a_deeply_nested_schema_from_a_v1_client_is_a_400(echo_app: Any, helpers: Any) -> None:
+async def test_a_deeply_nested_schema_from_a_v1_client_is_a_400(
+    echo_app: Any, helpers: Any
+) -> None:
     # A ~600-level JSON body parses, but jsonschema's check of the schema in it recursed past
     # the stack: a 500 with a logged traceback, for a tool's parameters and a response_format.
     schema: dict[str, Any] = {"type": "object"}
