@@ -1,0 +1,69 @@
+"""JSON written outside the package (a model's arguments or answer, a server's body) that is
+nested too deeply is bad JSON like any other, never a RecursionError (review7c: a model's
+``"[" * 100_000`` crashed a typed run with RecursionError, and made a tool call's provider
+raise ProviderError instead of giving the model an error result)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from goagent_py import Agent, OutputValidationError
+from goagent_py._json_text import loads
+from goagent_py.errors import ProviderError
+from goagent_py.output import OutputSpec
+from goagent_py.providers import anthropic, llama_cpp, ollama, openai
+from goagent_py.providers._http import INVALID_ARGUMENTS_KEY, parse_json
+from goagent_py.testing import ScriptedProvider, text_response
+
+DEEP = ["[" * 100_000, '{"a": ' * 50_000, "[" * 5_000 + "]" * 5_000]
+
+
+class City(BaseModel):
+    name: str
+
+
+@pytest.mark.parametrize("raw", DEEP)
+def test_loads_refuses_deep_nesting_as_a_json_decode_error(raw: str) -> None:
+    with pytest.raises(json.JSONDecodeError, match="nested too deeply"):
+        loads(raw)
+    assert loads('{"a": [1, {"b": 2}]}') == {"a": [1, {"b": 2}]}
+
+
+@pytest.mark.parametrize("raw", DEEP)
+@pytest.mark.parametrize(
+    "parse",
+    [
+        openai.parse_arguments,
+        llama_cpp.parse_arguments,
+        ollama._arguments,
+        lambda raw: anthropic._parse_streamed_input(raw, {}),
+    ],
+    ids=["openai", "llama_cpp", "ollama", "anthropic-stream"],
+)
+def test_deep_tool_arguments_reach_the_model_as_invalid_arguments(parse: Any, raw: str) -> None:
+    assert parse(raw) == {INVALID_ARGUMENTS_KEY: raw}
+
+
+def test_a_deep_body_is_a_provider_error() -> None:
+    with pytest.raises(ProviderError, match="openai"):
+        parse_json("[" * 100_000, provider="openai", status=200)
+
+
+def test_a_deep_stream_chunk_is_a_provider_error() -> None:
+    with pytest.raises(ProviderError):
+        openai._StreamAssembler().feed("[" * 100_000)
+
+
+def test_a_deep_typed_answer_is_retried_then_an_output_validation_error() -> None:
+    spec = OutputSpec(City)
+    with pytest.raises(ValueError, match="not valid JSON"):
+        spec.parse("[" * 100_000)
+    provider = ScriptedProvider(text_response("[" * 100_000), text_response("[" * 100_000))
+    agent = Agent(provider=provider, model="m", output_type=City, output_mode="prompted")
+    with pytest.raises(OutputValidationError):
+        agent.run_sync("a city")
+    assert len(provider.requests) == 2
