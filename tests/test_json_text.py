@@ -67,3 +67,17 @@ def test_a_deep_typed_answer_is_retried_then_an_output_validation_error() -> Non
     with pytest.raises(OutputValidationError):
         agent.run_sync("a city")
     assert len(provider.requests) == 2
+
+
+def test_a_deep_error_body_is_no_error_object_for_the_retry_rules() -> None:
+    from goagent_py._provider_retry import _error_object
+
+    assert _error_object('{"error": ' * 50_000) == {}
+
+
+def test_a_deep_decider_answer_is_a_decision_error() -> None:
+    from goagent_py.memory.consolidation import DecisionError
+    from goagent_py.memory.deciders import parse_model_answer
+
+    with pytest.raises(DecisionError, match="not valid decisions JSON"):
+        parse_model_answer('{"decisions": ' * 50_000 + "}", {}, 1)
