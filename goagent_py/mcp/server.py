@@ -123,8 +123,9 @@ def serve_agent(
 
     Raises:
         MissingExtraError: the ``mcp`` extra is not installed.
-        ConfigurationError: a bad ``expose`` or tool name, or an agent tool named like one of the
-            agent's function tools.
+        ConfigurationError: a bad ``expose`` or tool name, an agent tool named like one of the
+            agent's function tools, or (``expose`` "tools" or "both") function tools behind an
+            approval or a ``before_tool_call`` gate, which a served tool's call would skip.
     """
     if expose not in ("agent", "tools", "both"):
         raise ConfigurationError(f"expose must be 'agent', 'tools' or 'both', got {expose!r}")
@@ -136,6 +137,15 @@ def serve_agent(
     if expose == "both" and any(t.definition.name == tool_name for t in tools):
         raise ConfigurationError(
             f"the agent has a tool named {tool_name!r}: pick another tool_name= for the agent"
+        )
+    gated = _gated(agent, tools)
+    if gated:
+        # A served tool runs tool.execute directly, outside any run: an MCP client's call
+        # would skip the approval or gate the agent puts in front of it (review7c).
+        raise ConfigurationError(
+            f"the agent's tools {', '.join(map(repr, gated))} go through an approval or a "
+            "before_tool_call gate, which an MCP client's call would skip: serve them with "
+            "expose='agent' (the agent applies them), or serve an agent without them"
         )
     server = mcpserver.MCPServer(
         server_name,
@@ -172,6 +182,21 @@ def serve_agent(
             structured_output=False,
         )
     return server
+
+
+def _gated(agent: Any, tools: list[Tool]) -> list[str]:
+    """The names of ``tools`` whose calls the agent puts behind an approval (its policy, or
+    the tool's own ``requires_approval``/``external``) or a ``before_tool_call`` gate."""
+    options = getattr(agent, "options", None)
+    everything = options is not None and (
+        getattr(options, "requires_approval", None) is not None
+        or getattr(options, "before_tool_call", None) is not None
+    )
+    return [
+        t.definition.name
+        for t in tools
+        if everything or getattr(t, "requires_approval", False) or getattr(t, "external", False)
+    ]
 
 
 async def run_stdio(server: Any) -> None:
