@@ -217,3 +217,25 @@ async def test_a_deeply_nested_schema_from_a_v1_client_is_a_400(
             r = await client.post("/v1/chat/completions", json={**ask, **extra})
             assert r.status_code == 400, r.text
             assert "nested more than" in r.json()["error"]["message"]
+
+
+async def test_a_lone_surrogate_in_a_json_string_is_a_400(echo_app: Any, helpers: Any) -> None:
+    # "\ud800" is valid JSON grammar but no Unicode text: it parsed to a str SQLite cannot
+    # encode, and the run's title update raised UnicodeEncodeError (a 500; review7c).
+    headers = {"content-type": "application/json"}
+    async with helpers.client_for(echo_app) as client:
+        tid = (await client.post("/api/threads", json={})).json()["id"]
+        for url, body in [
+            (f"/api/threads/{tid}/runs", b'{"message": "hi \\ud800 there"}'),
+            ("/api/threads", b'{"title": "t \\uDC80"}'),
+            ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x\\ud800"}]}'),
+        ]:
+            r = await client.post(url, content=body, headers=headers)
+            assert r.status_code == 400, (url, r.text)
+            assert "surrogate" in r.text
+        # A pair is one character, and passes.
+        r = await client.post(
+            f"/api/threads/{tid}/runs", content=b'{"message": "\\ud83d\\ude00"}', headers=headers
+        )
+        assert r.status_code == 200
+        assert "echo: \\ud83d\\ude00" in r.text  # the emoji, escaped in the SSE JSON
