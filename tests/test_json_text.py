@@ -81,3 +81,37 @@ def test_a_deep_decider_answer_is_a_decision_error() -> None:
 
     with pytest.raises(DecisionError, match="not valid decisions JSON"):
         parse_model_answer('{"decisions": ' * 50_000 + "}", {}, 1)
+
+
+def test_lone_surrogates_become_replacement_characters() -> None:
+    # "\ud800" is JSON grammar but no Unicode: json.loads gave a str that cannot be UTF-8, so a
+    # model's answer holding one (a server that split an emoji's UTF-16 pair across chunks)
+    # was never stored: SQLite memory refused the turn (review7c). A pair is kept.
+    assert loads('{"t": "bad \\ud800 text", "k": ["\\uDC80"]}') == {
+        "t": "bad \ufffd text",
+        "k": ["\ufffd"],
+    }
+    assert loads('"\\ud83d\\ude00"') == "\U0001f600"
+    assert loads('{"\\ud800": 1}') == {"\ufffd": 1}
+
+
+async def test_a_models_lone_surrogate_no_longer_loses_the_turn(tmp_path: Any) -> None:
+    import httpx
+
+    from goagent_py.memory import ShortTermMemory
+    from goagent_py.memory.storage import SQLiteStorage
+
+    body = (
+        '{"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": '
+        '[{"index": 0, "message": {"role": "assistant", "content": "bad \\ud800 text"}, '
+        '"finish_reason": "stop"}]}'
+    )
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body.encode()))
+    storage = SQLiteStorage(str(tmp_path / "m.db"), session_id="s")
+    async with httpx.AsyncClient(transport=transport) as http:
+        provider = openai.OpenAIProvider(api_key="k", http_client=http)
+        agent = Agent(provider=provider, model="m", short_term_memory=ShortTermMemory(storage))
+        assert (await agent.run("hi")).text == "bad \ufffd text"
+    stored = await ShortTermMemory(storage).messages()
+    await storage.aclose()
+    assert [m.text for m in stored] == ["hi", "bad \ufffd text"]
