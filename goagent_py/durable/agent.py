@@ -478,7 +478,7 @@ class DurableAgent:
             deps=deps,
             **start_options,
         )
-        return await result_of(handle)
+        return await result_of(handle, self.short_term_memory)
 
     def events(self, handle: WorkflowHandle[Any, Any]) -> AsyncIterator[dict[str, Any]]:
         """Stream a running run's events (turn starts, model messages, tool results) as plain
@@ -501,7 +501,7 @@ class DurableAgent:
         """
         from ._client import result_of
 
-        return await result_of(handle)
+        return await result_of(handle, self.short_term_memory)
 
     async def pending(self, handle: WorkflowHandle[Any, Any]) -> list[PendingCall]:
         """The calls a durable run waits on (empty while it runs, or once it ended), with
