@@ -462,6 +462,10 @@ class DurableAgent:
     ) -> DurableResult:
         """Start a durable run and wait for its result (arguments as in :meth:`start`).
 
+        A big tool result or thinking block that crossed the run by reference is put back in
+        the result's messages from this agent's short-term memory (the workers'); without one
+        it stays the reference (docs/scaling-out.md, "What the caller gets").
+
         Raises:
             SessionBusyError: ``exclusive`` and a run of this session is in progress.
             DurableRunError: the run failed (its ``type`` names the error inside, e.g.
@@ -494,6 +498,8 @@ class DurableAgent:
 
     async def result(self, handle: WorkflowHandle[Any, Any]) -> DurableResult:
         """Wait for a started run's result (after :meth:`start`, or once its decisions are in).
+
+        Big results by reference are put back as in :meth:`execute`.
 
         Raises:
             GuardrailTripped: a guardrail ended the run.
