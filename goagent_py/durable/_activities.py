@@ -62,7 +62,14 @@ from goagent_py.tools import Tool
 
 from ._deps import NO_DEPS, DepsRegistry, resolve_data
 from ._mcp import MCPServers, call_activity, list_activity
-from ._results import PREVIEW, RESULT_WHOLE, expanded, store_result, thinking_by_reference
+from ._results import (
+    PREVIEW,
+    RESULT_WHOLE,
+    expanded,
+    reference_text,
+    store_result,
+    thinking_by_reference,
+)
 from ._wire import (
     HISTORY_REF_KEY,
     MEMORY_ID_KEY,
@@ -326,13 +333,16 @@ class _AgentActivities:
                 session = str(data["session_id"])
                 history = await self._history(session, request.messages)
                 memory = self.durable.short_term_memory(session)
-                history = await _heartbeating(expanded(memory, history))  # stored tool results
+                history = await _heartbeating(expanded(memory, session, history))  # big results
                 request = replace(request, messages=history)
             provider = self.registry.resolve(str(data["provider"]))
             response = await _heartbeating(provider.complete(request))
             if data.get("refs"):  # a big thinking block: stored, its reference returned
-                memory = self.durable.short_term_memory(str(data["session_id"]))
-                message = await _heartbeating(thinking_by_reference(memory, response.message))
+                session = str(data["session_id"])
+                memory = self.durable.short_term_memory(session)
+                message = await _heartbeating(
+                    thinking_by_reference(memory, session, response.message)
+                )
                 response = replace(response, message=message)
             out = response_to_data(response)
             await self._check_size(out, f"{what} response")
@@ -456,13 +466,18 @@ class _AgentActivities:
             content = truncate_content(list(content), limit)
         text = content_to_text(content)
         memory = self.durable.short_term_memory(session_id)
-        ref = None
+        digest = None
         if len(text) > RESULT_WHOLE:
-            ref = await _heartbeating(store_result(memory, content, text))
-        if ref is None:
+            digest = await _heartbeating(store_result(memory, session_id, content, text))
+        if digest is None:
             return {"content": text}
         preview = "".join(b.text for b in content if isinstance(b, TextBlock))
-        return {"content": content_to_text([TextBlock(ref)]), "preview": preview[:PREVIEW]}
+        # "ref" (set only here) is what makes the workflow mark the message as a reference.
+        return {
+            "content": content_to_text([TextBlock(reference_text(digest))]),
+            "preview": preview[:PREVIEW],
+            "ref": digest,
+        }
 
     def _outcome(self, context: ToolContext, used: list[Usage], what: str) -> dict[str, Any]:
         """What the tool told its context, for the workflow's: terminate, details (if they are
@@ -664,7 +679,8 @@ class _AgentActivities:
         messages = messages_from_text(data["messages"])
         if memory is None:
             return False
-        messages = await _heartbeating(expanded(memory, messages))  # stored whole
+        session = str(data["session_id"])
+        messages = await _heartbeating(expanded(memory, session, messages))  # stored whole
         append_once = getattr(getattr(memory, "storage", None), "append_once", None)
         if append_once is not None:  # a retried write is recognised by its key
             return bool(await _heartbeating(append_once(str(data["key"]), messages)))

@@ -3,7 +3,7 @@ calls it waits on."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from temporalio.exceptions import ApplicationError
@@ -21,6 +21,7 @@ from goagent_py.errors import (
 from goagent_py.messages import ToolCall
 from goagent_py.results import PendingCall
 
+from ._results import expanded
 from ._wire import (
     DECIDE_UPDATE,
     EVENTS_QUERY,
@@ -33,8 +34,13 @@ from ._wire import (
 )
 
 
-async def result_of(handle: Any) -> DurableResult:
-    """Await a durable run's handle; a failure raises the matching goagent-py error."""
+async def result_of(handle: Any, memory_of: Callable[[str], Any] | None = None) -> DurableResult:
+    """Await a durable run's handle; a failure raises the matching goagent-py error.
+
+    ``memory_of`` (``session_id -> short-term memory``, the workers' factory) puts back the
+    content of the run's messages that crossed by reference (a big tool result, a big thinking
+    block), as the workers do: the caller gets what the model read, not the reference.
+    """
     from temporalio.client import WorkflowFailureError
 
     try:
@@ -58,7 +64,13 @@ async def result_of(handle: Any) -> DurableResult:
                     ) from exc
                 raise DurableRunError(error.type, error.message) from exc
         raise DurableRunError(type(cause).__name__, str(cause)) from exc
-    return DurableResult.from_data(data)
+    result = DurableResult.from_data(data)
+    session = data.get("session_id")
+    if memory_of is not None and session is not None:
+        memory = memory_of(str(session))
+        if memory is not None:
+            result.messages = await expanded(memory, str(session), result.messages)
+    return result
 
 
 async def stream_events(handle: Any) -> AsyncIterator[dict[str, Any]]:

@@ -1,17 +1,27 @@
 """Tool results by reference (issue 30): a big result stays on the workers.
 
 A tool activity whose result is bigger than :data:`RESULT_WHOLE` stores it in the session's
-storage, under a session of its own named after the result's digest (one row: a read is one
-indexed lookup), and returns one text block, the reference ``goagent.result:<digest>``. The
-workflow's loop builds its tool message around that block as around any result; the workers
-put the stored content back wherever the message leaves the workflow: in a model request
-(the model activity) and in an append (the stored conversation holds the real content). So
-neither the tool activity's recorded result nor any later request grows with the result's
-size, and a run's results together are not bounded by the workflow's history limit.
+storage, in a part of the session (``memory/storage/_parts``: a session of its own named after
+the conversation and the result's digest; one row, a read is one indexed lookup), and returns
+one text block, the reference ``goagent.result:<digest>``. The workflow marks the tool message
+built around it (metadata :data:`REFS_KEY`, set from the activity's recorded answer, by call id):
+only a marked message is a reference, so a tool whose output is that text stays data (a tool
+returns content blocks, never message metadata). The workers put the stored content back
+wherever the message leaves the workflow: in a model request (the model activity) and in an
+append (the stored conversation holds the real content, unmarked); the client does the same
+with a run's result. So neither the tool activity's recorded result nor any later request grows
+with the result's size, and a run's results together are not bounded by the workflow's history
+limit.
 
 A thinking block over that size in a model response is stored the same way by the model
-activity (its ``thinking`` is the reference, its signature kept): the next request of the
-run needs it back whole, and the workflow holds the reference.
+activity (its ``thinking`` is the reference, its signature kept, the message marked with the
+digests): the next request of the run needs it back whole, and the workflow holds the reference.
+
+Ownership: a result row belongs to its conversation (the part's name holds the session id), so
+deleting the conversation (``clear``, serve's thread delete) deletes its rows, and the same
+content in two conversations is two rows, each deleted with its own. Within a conversation the
+same content is one row (``append_once`` keyed by the digest). Rows written before this (named
+``goagent.result:<digest>``, shared by content) are still read, and never deleted.
 
 A worker whose short-term storage cannot hold a result apart (none, or one without sessions:
 ``InMemoryStorage``) returns the result whole, as before.
@@ -27,6 +37,7 @@ from dataclasses import replace
 from typing import Any
 
 from goagent_py.errors import CorruptedDataError
+from goagent_py.memory.storage._parts import part_session
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock, ThinkingBlock
 
 from ._wire import content_to_text
@@ -41,28 +52,52 @@ RESULT_REF = "goagent.result:"
 """The text of the one block that stands for a stored result: this prefix, then the sha256
 of the result's content (as JSON)."""
 
+REFS_KEY = "goagent.refs"
+"""Message metadata: the digests of the stored results the message's content stands for (set
+by the workflow on a tool message, by the model activity on an answer with big thinking;
+removed when the content is put back)."""
+
 _REF = re.compile(r"goagent\.result:([0-9a-f]{64})")
 
 
-def reference_of(message: Message) -> str | None:
-    """The digest a tool message's content stands for, or None if it is not a reference."""
-    if message.role is not Role.TOOL or len(message.content) != 1:
+def reference_text(digest: str) -> str:
+    """The text of the block that stands for the result of ``digest``."""
+    return f"{RESULT_REF}{digest}"
+
+
+def digest_of(content: Sequence[ContentBlock]) -> str | None:
+    """The digest of a reference block's text, if ``content`` is one (an activity's answer)."""
+    if len(content) != 1 or not isinstance(content[0], TextBlock):
         return None
-    block = message.content[0]
-    if not isinstance(block, TextBlock):
-        return None
-    found = _REF.fullmatch(block.text)
+    found = _REF.fullmatch(content[0].text)
     return None if found is None else found.group(1)
 
 
-def _thinking_refs(message: Message) -> bool:
-    return message.role is Role.ASSISTANT and any(
-        isinstance(b, ThinkingBlock) and _REF.fullmatch(b.thinking) for b in message.content
-    )
+def marked(message: Message, digest: str) -> Message:
+    """``message`` (a tool message whose content is the reference of ``digest``) marked as one."""
+    return replace(message, metadata={**message.metadata, REFS_KEY: [digest]})
 
 
-def _session_of(digest: str) -> str:
-    return f"{RESULT_REF}{digest}"
+def reference_of(message: Message) -> str | None:
+    """The digest a tool message's content stands for, or None if it is not a marked
+    reference (a tool's own output that reads like one is data)."""
+    refs = message.metadata.get(REFS_KEY)
+    if message.role is not Role.TOOL or not isinstance(refs, list) or len(refs) != 1:
+        return None
+    digest = digest_of(message.content)
+    return digest if digest is not None and digest == refs[0] else None
+
+
+def _thinking_refs(message: Message) -> list[str]:
+    refs = message.metadata.get(REFS_KEY)
+    if message.role is not Role.ASSISTANT or not isinstance(refs, list):
+        return []
+    return [str(r) for r in refs]
+
+
+def _unmarked(message: Message, content: list[ContentBlock]) -> Message:
+    metadata = {k: v for k, v in message.metadata.items() if k != REFS_KEY}
+    return replace(message, content=content, metadata=metadata)
 
 
 def _apart(memory: Any, session_id: str) -> tuple[Any, bool] | None:
@@ -81,11 +116,13 @@ def _apart(memory: Any, session_id: str) -> tuple[Any, bool] | None:
     return None
 
 
-async def store_result(memory: Any, content: Sequence[ContentBlock], data: str) -> str | None:
-    """Store ``content`` (whose JSON is ``data``) beside ``memory``'s session; the reference
-    text, or None if ``memory`` cannot hold it (the caller sends the content whole)."""
+async def store_result(
+    memory: Any, session_id: str, content: Sequence[ContentBlock], data: str
+) -> str | None:
+    """Store ``content`` (whose JSON is ``data``) in a part of ``session_id`` (``memory``'s
+    session); its digest, or None if ``memory`` cannot hold it (the caller sends it whole)."""
     digest = hashlib.sha256(data.encode()).hexdigest()
-    found = _apart(memory, _session_of(digest))
+    found = _apart(memory, part_session(session_id, reference_text(digest)))
     if found is None:
         return None
     storage, owned = found
@@ -99,11 +136,12 @@ async def store_result(memory: Any, content: Sequence[ContentBlock], data: str) 
     finally:
         if owned:
             await storage.aclose()
-    return f"{RESULT_REF}{digest}"
+    return digest
 
 
-async def expanded(memory: Any, messages: list[Message]) -> list[Message]:
-    """``messages`` with each stored result's reference replaced by its content.
+async def expanded(memory: Any, session_id: str, messages: list[Message]) -> list[Message]:
+    """``messages`` with each marked reference replaced by the content stored for
+    ``session_id``, unmarked.
 
     Raises:
         CorruptedDataError: a referenced result is not stored (removed under the run).
@@ -115,52 +153,59 @@ async def expanded(memory: Any, messages: list[Message]) -> list[Message]:
 
     async def content(digest: str) -> list[ContentBlock]:
         if digest not in contents:
-            contents[digest] = await _load(memory, digest)
+            contents[digest] = await _load(memory, session_id, digest)
         return contents[digest]
 
     for m in messages:
         digest = reference_of(m)
         if digest is not None:
-            m = replace(m, content=list(await content(digest)))
-        elif _thinking_refs(m):
+            m = _unmarked(m, list(await content(digest)))
+        elif refs := _thinking_refs(m):
             blocks: list[ContentBlock] = []
             for b in m.content:
                 found = _REF.fullmatch(b.thinking) if isinstance(b, ThinkingBlock) else None
-                blocks.extend([b] if found is None else await content(found.group(1)))
-            m = replace(m, content=blocks)
+                if found is None or found.group(1) not in refs:
+                    blocks.append(b)
+                else:
+                    blocks.extend(await content(found.group(1)))
+            m = _unmarked(m, blocks)
         out.append(m)
     return out
 
 
-async def thinking_by_reference(memory: Any, message: Message) -> Message:
+async def thinking_by_reference(memory: Any, session_id: str, message: Message) -> Message:
     """``message`` (a model's answer) with each thinking block over :data:`RESULT_WHOLE`
-    stored and replaced by its reference (the signature kept); unchanged where ``memory``
-    cannot hold it."""
+    stored and replaced by its reference (the signature kept, the message marked); unchanged
+    where ``memory`` cannot hold it."""
     blocks: list[ContentBlock] = []
-    changed = False
+    digests: list[str] = []
     for b in message.content:
         if isinstance(b, ThinkingBlock) and len(b.thinking) > RESULT_WHOLE:
-            ref = await store_result(memory, [b], content_to_text([b]))
-            if ref is not None:
-                b = ThinkingBlock(thinking=ref, signature=b.signature)
-                changed = True
+            digest = await store_result(memory, session_id, [b], content_to_text([b]))
+            if digest is not None:
+                b = ThinkingBlock(thinking=reference_text(digest), signature=b.signature)
+                digests.append(digest)
         blocks.append(b)
-    return replace(message, content=blocks) if changed else message
+    if not digests:
+        return message
+    return replace(message, content=blocks, metadata={**message.metadata, REFS_KEY: digests})
 
 
-async def _load(memory: Any, digest: str) -> list[ContentBlock]:
-    found = _apart(memory, _session_of(digest))
-    stored: list[Message] = []
-    if found is not None:
+async def _load(memory: Any, session_id: str, digest: str) -> list[ContentBlock]:
+    # The conversation's own row; then a row written before rows were owned (shared by content).
+    for name in (part_session(session_id, reference_text(digest)), reference_text(digest)):
+        found = _apart(memory, name)
+        if found is None:
+            break
         storage, owned = found
         try:
             stored = await storage.load()
         finally:
             if owned:
                 await storage.aclose()
-    if not stored:
-        raise CorruptedDataError(  # not retried: a retry reads the same rows
-            f"the tool result {digest[:12]}... this run stored is no longer stored (was the "
-            "storage cleared under a running durable run?)"
-        )
-    return list(stored[0].content)
+        if stored:
+            return list(stored[0].content)
+    raise CorruptedDataError(  # not retried: a retry reads the same rows
+        f"the tool result {digest[:12]}... this run stored is no longer stored (was the "
+        "conversation deleted under a running durable run?)"
+    )

@@ -65,7 +65,7 @@ from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition
 
 from ._mcp import call_activity, listed_definitions
-from ._results import PREVIEW, reference_of
+from ._results import PREVIEW, REFS_KEY, digest_of, marked, reference_of
 from ._wire import (  # names shared with the client
     ABORT_SIGNAL,
     DECIDE_UPDATE,
@@ -153,6 +153,9 @@ class _Calls:
         self.failed_content: dict[str, list[ContentBlock]] = {}
         # The start of each result that crossed by reference, by call id (for its event).
         self.previews: dict[str, str] = {}
+        # The digest of each result a tool activity stored and answered by reference, by call
+        # id (from its recorded answer): only these tool messages are marked as references.
+        self.refs: dict[str, str] = {}
         # The approval checks the workers made, by call id: (the model's arguments, the
         # validated ones or None when they failed validation, whether the call waits).
         self.checked: dict[str, tuple[dict[str, Any], dict[str, Any] | None, bool]] = {}
@@ -198,6 +201,19 @@ class _Calls:
         """Give a failed call the content its activity recorded."""
         content = self.failed_content.pop(result.call.id, None)
         return None if content is None else replace(result, content=content)
+
+    def marked(self, messages: Sequence[Message]) -> list[Message]:
+        """``messages`` with the tool messages whose content a tool activity answered by
+        reference marked so (the workers and the client put the content back); a tool's own
+        output that reads like a reference is not marked, and stays data."""
+        out: list[Message] = []
+        for m in messages:
+            digest = self.refs.get(m.tool_call_id) if m.role is Role.TOOL else None
+            fits = digest is not None and digest_of(m.content) == digest
+            if fits and digest is not None and REFS_KEY not in m.metadata:
+                m = marked(m, digest)
+            out.append(m)
+        return out
 
     def on_iteration_start(self, iteration: int) -> None:
         self.iteration = iteration
@@ -304,6 +320,8 @@ class _ModelProxy:
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         calls = self._calls
+        if calls.refs:
+            request = replace(request, messages=calls.marked(request.messages))
         # The history's messages are stand-ins: the activity reads them from the session.
         data = {
             "provider": calls.config["provider"],
@@ -416,6 +434,10 @@ class _ToolProxy:
                 ctx.add_usage(usage_from_data(out["usage"]))
         if "preview" in out and call.id:
             calls.previews[call.id] = str(out["preview"])
+            # A run recorded before "ref" (dur7) answered a reference with its preview.
+            digest = out.get("ref") or digest_of(content_from_text(out["content"]))
+            if digest is not None:
+                calls.refs[call.id] = str(digest)
         error = out.get("error")
         if error is not None:  # an error for the model, recorded as the call's outcome
             if call.id:
@@ -580,6 +602,8 @@ class _ShortTermProxy:
             # no append: replayed, the run goes on as it ran (the tail stays open in storage).
             if not workflow.patched(CLOSING_APPEND_PATCH):
                 return
+        if self._calls.refs:
+            messages = tuple(self._calls.marked(messages))
         # The n-th append of the run (a loop may append once per run, or message by message):
         # the key lets a storage with append_once skip a retried write, and only that.
         self._appends += 1
@@ -775,13 +799,15 @@ async def _outcome(run: Run, calls: _Calls) -> dict[str, Any]:
         await calls.short_term.flush()
     result = run.result
     assert result is not None
-    messages = messages_to_text(result.messages)
+    # Marked: the client puts a big result back (DurableAgent.execute and result).
+    new = calls.marked(result.messages)
+    messages = messages_to_text(new)
     memory = calls.short_term
     if memory is not None and memory.refs:
         try:
             check_size({"messages": messages}, "run result", **_limits(calls.config))
         except PayloadTooLargeError:  # the stored ones are in the session: stand-ins here
-            messages = messages_to_text(memory.lean(result.messages))
+            messages = messages_to_text(memory.lean(new))
     return {
         "text": result.text,
         "stop_reason": None if result.stop_reason is None else str(result.stop_reason),
@@ -790,6 +816,8 @@ async def _outcome(run: Run, calls: _Calls) -> dict[str, Any]:
         "tool_calls": result.tool_calls,
         "messages": messages,
         "run_id": calls.run_id,
+        # Where the client reads a result that crossed by reference (DurableAgent.result).
+        "session_id": None if memory is None else memory.session_id,
         "aborted": result.stop_reason == StopReason.ABORTED,
         "pending": [
             {

@@ -462,6 +462,10 @@ class DurableAgent:
     ) -> DurableResult:
         """Start a durable run and wait for its result (arguments as in :meth:`start`).
 
+        A big tool result or thinking block that crossed the run by reference is put back in
+        the result's messages from this agent's short-term memory (the workers'); without one
+        it stays the reference (docs/scaling-out.md, "What the caller gets").
+
         Raises:
             SessionBusyError: ``exclusive`` and a run of this session is in progress.
             DurableRunError: the run failed (its ``type`` names the error inside, e.g.
@@ -478,7 +482,7 @@ class DurableAgent:
             deps=deps,
             **start_options,
         )
-        return await result_of(handle)
+        return await result_of(handle, self.short_term_memory)
 
     def events(self, handle: WorkflowHandle[Any, Any]) -> AsyncIterator[dict[str, Any]]:
         """Stream a running run's events (turn starts, model messages, tool results) as plain
@@ -495,13 +499,15 @@ class DurableAgent:
     async def result(self, handle: WorkflowHandle[Any, Any]) -> DurableResult:
         """Wait for a started run's result (after :meth:`start`, or once its decisions are in).
 
+        Big results by reference are put back as in :meth:`execute`.
+
         Raises:
             GuardrailTripped: a guardrail ended the run.
             DurableRunError: the run failed (its ``type`` names the error inside).
         """
         from ._client import result_of
 
-        return await result_of(handle)
+        return await result_of(handle, self.short_term_memory)
 
     async def pending(self, handle: WorkflowHandle[Any, Any]) -> list[PendingCall]:
         """The calls a durable run waits on (empty while it runs, or once it ended), with

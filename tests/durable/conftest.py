@@ -56,7 +56,6 @@ def run_durably(temporal: WorkflowEnvironment) -> Callable[..., Awaitable[tuple[
     (``DurableRunError``) from the call.
     """
     from goagent_py.durable import WORKFLOW_NAME, DurableAgent, ProviderRegistry, create_worker
-    from goagent_py.durable._client import result_of
     from goagent_py.durable._wire import content_to_text
     from goagent_py.messages import TextBlock
     from goagent_py.testing import FunctionProvider
@@ -92,7 +91,7 @@ def run_durably(temporal: WorkflowEnvironment) -> Callable[..., Awaitable[tuple[
                 )
             else:
                 handle = await durable.start(temporal.client, prompt, session_id=session_id)
-            result = await result_of(handle)
+            result = await durable.result(handle)
             return result, await handle.fetch_history()
 
     return run

@@ -41,6 +41,7 @@ from goagent_py.errors import (
     MissingExtraError,
 )
 from goagent_py.memory.storage._lease import current_fence
+from goagent_py.memory.storage._parts import parts_range
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -517,15 +518,17 @@ class PostgresStorage:
             )
 
     async def clear(self) -> None:
-        """Delete this session's messages (sequence numbers are not reused afterwards)."""
+        """Delete this session's messages and those of its parts (``_parts``: the durable
+        side's big tool results); sequence numbers are not reused afterwards."""
+        low, high = parts_range(self.session_id)
+        # COLLATE "C": the parts' range is in code-point order, whatever the database's collation.
+        where = 'session_id = %s OR (session_id COLLATE "C" >= %s AND session_id COLLATE "C" < %s)'
         async with self._connection() as conn, conn.transaction():
             await self._check_fence(conn)
-            await conn.execute(
-                self._sql("DELETE FROM {t} WHERE session_id = %s"), (self.session_id,)
-            )
-            await conn.execute(
-                self._sql("DELETE FROM {appends} WHERE session_id = %s"), (self.session_id,)
-            )
+            for table in ("{t}", "{appends}"):
+                await conn.execute(
+                    self._sql(f"DELETE FROM {table} WHERE {where}"), (self.session_id, low, high)
+                )
 
     async def list_sessions(self) -> list[str]:
         """The ids of every session with at least one message in the table, sorted."""

@@ -50,6 +50,7 @@ from goagent_py._sqlite import (
     write_in_file,
 )
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
+from goagent_py.memory.storage._parts import parts_range
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -81,13 +82,18 @@ T = TypeVar("T")
 
 def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
     """Delete every row of ``session_id`` in the file (its messages and its applied append
-    keys), in the caller's transaction: :meth:`SQLiteStorage.clear`, and whoever deletes a
-    session together with rows of its own (the served thread index)."""
+    keys) and of its parts (``_parts``: the durable side's big tool results), in the caller's
+    transaction: :meth:`SQLiteStorage.clear`, and whoever deletes a session together with rows
+    of its own (the served thread index)."""
+    low, high = parts_range(session_id)
     for table in (_TABLE, _APPENDS):  # either may not exist yet
         if conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
         ).fetchone():
-            conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            conn.execute(
+                f"DELETE FROM {table} WHERE session_id = ? OR (session_id >= ? AND session_id < ?)",
+                (session_id, low, high),
+            )
 
 
 def _summary(exc: BaseException) -> str:
