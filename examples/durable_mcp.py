@@ -9,6 +9,7 @@ import asyncio
 import json
 import shutil
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
@@ -48,7 +49,9 @@ registry = ProviderRegistry({"scripted": lambda _: FunctionProvider(model)})
 
 async def main():
     cli = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=cli)
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=cli, dev_server_startup_timeout=timedelta(seconds=120)
+    )
     async with env, create_worker(env.client, [durable], registry=registry):
         result = await durable.execute(env.client, "What time is it in Tokyo?")
     print(result.text, "-", result.tool_calls, "MCP call")

@@ -6,6 +6,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ async def temporal() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli(),
         dev_server_extra_args=["--dynamic-config-value", "limit.blobSize.error=2097152"],
+        # the SDK gives the server 5 s to be ready: at load 12 it took longer (seen once)
+        dev_server_startup_timeout=timedelta(seconds=120),
     )
     try:
         yield env

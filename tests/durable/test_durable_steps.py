@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -462,6 +463,7 @@ async def test_a_run_asking_for_eager_start_on_a_server_that_refuses_it_starts_a
         dev_server_extra_args=[
             *("--dynamic-config-value", "system.enableEagerWorkflowStart=false"),
         ],
+        dev_server_startup_timeout=timedelta(seconds=120),
     )
     try:
         durable, registry = durable_with(InMemoryStorage())

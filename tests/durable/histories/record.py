@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
@@ -65,7 +66,9 @@ async def _run(env: WorkflowEnvironment, memory: ShortTermMemory, name: str) -> 
 
 async def main(out: Path) -> None:
     temporal = shutil.which("temporal") or str(Path(sys.executable).parent / "temporal")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal)
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal, dev_server_startup_timeout=timedelta(seconds=120)
+    )
     try:
         with tempfile.TemporaryDirectory() as tmp:
             storage = SQLiteStorage(Path(tmp) / "chat.db", session_id="tools")
