@@ -20,8 +20,7 @@ digests): the next request of the run needs it back whole, and the workflow hold
 Ownership: a result row belongs to its conversation (the part's name holds the session id), so
 deleting the conversation (``clear``, serve's thread delete) deletes its rows, and the same
 content in two conversations is two rows, each deleted with its own. Within a conversation the
-same content is one row (``append_once`` keyed by the digest). Rows written before this (named
-``goagent.result:<digest>``, shared by content) are still read, and never deleted.
+same content is one row (``append_once`` keyed by the digest).
 
 A worker whose short-term storage cannot hold a result apart (none, or one without sessions:
 ``InMemoryStorage``) returns the result whole, as before.
@@ -192,11 +191,8 @@ async def thinking_by_reference(memory: Any, session_id: str, message: Message) 
 
 
 async def _load(memory: Any, session_id: str, digest: str) -> list[ContentBlock]:
-    # The conversation's own row; then a row written before rows were owned (shared by content).
-    for name in (part_session(session_id, reference_text(digest)), reference_text(digest)):
-        found = _apart(memory, name)
-        if found is None:
-            break
+    found = _apart(memory, part_session(session_id, reference_text(digest)))
+    if found is not None:
         storage, owned = found
         try:
             stored = await storage.load()
