@@ -9,7 +9,9 @@ WARNING and recorded in spans, so :func:`redact` takes out of it, before any of 
 - the common key shapes, whoever they belong to: ``sk-...`` (OpenAI, ``sk-proj-``/``sk-ant-``
   included), ``AIza...`` (Google), ``pa-...`` (Voyage), ``hf_...``, ``gsk_...``, ``ghp_...``/
   ``github_pat_...``, ``xox?-...`` (Slack), ``AKIA...`` (AWS access key ids), ``Bearer``/``Basic``
-  credentials, and the values of ``api_key=``, ``"x-api-key": "..."``, ``password=``... pairs.
+  credentials, and the values of ``api_key=``, ``"x-api-key": "..."``, ``password=``... pairs;
+- in URLs, the password of ``scheme://user:password@host`` and the values of query parameters
+  that carry credentials (``?key=``, ``&token=``, ``&sig=``...).
 
 Every secret becomes ``[REDACTED]``; what surrounds it is kept so the error stays readable.
 """
@@ -56,6 +58,15 @@ _KEY_VALUE = re.compile(
     """
 )
 
+# https://user:password@host: the user stays, the password goes.
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/:@]*:)([^\s/@]+)(@)")
+
+# ?key=...&token=...: query parameters that carry a credential (Google's key=, SAS sig=...).
+_QUERY_SECRET = re.compile(
+    r"(?i)([?&](?:key|apikey|token|access_token|auth|sig|signature|secret|password|code)=)"
+    r"([^\s&#\"'<>]+)"
+)
+
 # Headers whose value is a credential (lower-case names).
 _SECRET_HEADER_WORDS = ("key", "token", "secret", "auth", "password", "cookie")
 
@@ -77,6 +88,10 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     for secret in sorted({s for s in secrets if len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, REDACTED)
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", text)
+    text = _QUERY_SECRET.sub(
+        lambda m: m.group(0) if m.group(2) == REDACTED else f"{m.group(1)}{REDACTED}", text
+    )
     text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     text = _KEY_VALUE.sub(
         lambda m: m.group(0) if m.group(2) == REDACTED else f"{m.group(1)}{REDACTED}", text

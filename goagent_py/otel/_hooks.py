@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +24,7 @@ from opentelemetry.metrics import Meter, MeterProvider, get_meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
+from goagent_py._redact import redact
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
 from goagent_py.messages import ContentBlock, Role, ScoredMessage, StopReason, ToolCall, Usage
@@ -68,12 +70,27 @@ def meter_for(meter_provider: MeterProvider | None) -> Meter:
 
 
 def set_error(span: Span, error: BaseException, *, capture: bool) -> str:
-    """Mark ``span`` failed; the message (which may quote content) only when capturing."""
+    """Mark ``span`` failed; the message (which may quote content) only when capturing.
+
+    Captured, the message and stack trace are redacted (``_redact``) first: a tool's error may
+    quote a URL with a key in it, or a credential it was given. ``Span.record_exception`` would
+    record them as they are, so the ``exception`` event is built here.
+    """
     kind = sc.error_type(error)
     span.set_attribute(sc.ERROR_TYPE, kind)
     if capture:
-        span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        message = redact(str(error))
+        stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        span.add_event(
+            "exception",
+            {
+                "exception.type": f"{type(error).__module__}.{type(error).__qualname__}",
+                "exception.message": message,
+                "exception.stacktrace": redact(stack),
+                "exception.escaped": False,
+            },
+        )
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {message}"))
     else:
         span.add_event("exception", {"exception.type": kind})
         span.set_status(Status(StatusCode.ERROR, kind))
@@ -480,7 +497,9 @@ class Instrumentation:
             start_time=end_ns - _span_ns(event.duration),
         )
         if event.tripped:
-            span.set_status(Status(StatusCode.ERROR, event.reason))
+            # The reason may quote what it judged (a model guardrail's is model text): content.
+            reason = redact(event.reason) if self.capture else "tripped"
+            span.set_status(Status(StatusCode.ERROR, reason))
         else:
             span.set_status(Status(StatusCode.OK))
         span.end(end_time=end_ns)
