@@ -21,7 +21,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["MIN_SECRET_CHARS", "REDACTED", "redact", "secrets_from_headers"]
+__all__ = [
+    "MIN_SECRET_CHARS",
+    "REDACTED",
+    "check_dsn",
+    "redact",
+    "secrets_from_dsn",
+    "secrets_from_headers",
+]
 
 REDACTED = "[REDACTED]"
 
@@ -113,3 +120,41 @@ def secrets_from_headers(headers: Mapping[str, str]) -> tuple[str, ...]:
         if credential and scheme.isalpha():
             found.append(credential.strip())
     return tuple(found)
+
+
+_DSN_PASSWORD = re.compile(r"(?i)\bpassword\s*=\s*(?:'((?:[^'\\]|\\.)*)'|(\S+))")
+
+
+def secrets_from_dsn(dsn: str) -> tuple[str, ...]:
+    """The password of a libpq connection string (URI or ``key=value`` form), as written.
+
+    A driver quotes the malformed part of a connection string in its error ("invalid
+    percent-encoded token: \"pa%zz\""), which may be the password itself: pass what this
+    returns to :func:`redact` with errors about that connection.
+    """
+    found = [m.group(2) for m in _URL_PASSWORD.finditer(dsn)]
+    found += [m.group(1) or m.group(2) for m in _DSN_PASSWORD.finditer(dsn)]
+    return tuple(s for s in found if s)
+
+
+def check_dsn(dsn: str, what: str) -> None:
+    """Parse a libpq connection string now, so a malformed one fails here, by name, without its
+    password (libpq quotes the bad part, and a connection pool logs that at WARNING on every
+    attempt).
+
+    Raises:
+        ConfigurationError: ``dsn`` is not a valid connection string.
+    """
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    from goagent_py.errors import ConfigurationError
+
+    try:
+        conninfo_to_dict(dsn)
+    except ProgrammingError as exc:
+        problem = redact(str(exc), secrets_from_dsn(dsn))
+        raise ConfigurationError(
+            f"{what}: invalid connection string ({problem}); write it as "
+            "postgresql://user:password@host:port/database, with '%' in the password as %25"
+        ) from None
