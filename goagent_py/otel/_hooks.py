@@ -49,6 +49,7 @@ class _Run:
     model: str
     agent: str
     first_block: ContentBlock | None
+    parent: otel_context.Context | None = None  # what was current before the run
     otel_token: object = None
     var_token: Token[_Run | None] | None = None
     chat: Span | None = None
@@ -187,6 +188,12 @@ class Instrumentation:
             attrs[sc.REQUEST_MODEL] = info.model
         if self.capture:
             attrs[sc.INPUT_MESSAGES] = _content.user_input(info.content)
+        stale = self._run.get()
+        if stale is not None and id(stale) not in self._open:
+            # A stream of an earlier run in this task was dropped unclosed and ended elsewhere
+            # (the event loop's async-generator finalizer runs in another context): its span
+            # is still current here. Put back what was current before it.
+            otel_context.attach(stale.parent or otel_context.Context())
         name = f"invoke_agent {info.agent_name}" if info.agent_name else "invoke_agent"
         span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs)
         ctx = trace.set_span_in_context(span)
@@ -197,6 +204,7 @@ class Instrumentation:
             model=info.model,
             agent=info.agent_name,
             first_block=info.content[0] if info.content else None,
+            parent=otel_context.get_current(),
         )
         run.otel_token = otel_context.attach(ctx)
         run.var_token = self._run.set(run)
@@ -224,6 +232,15 @@ class Instrumentation:
         if run is None:
             _log.debug("on_run_end without a run span (instrumentation added mid-run?)")
             return
+        if same_context and run.var_token is not None:
+            # The run's variable is seen here, but this may be a copy of the run's context (the
+            # finalizer of a dropped stream runs in a task made from it): its tokens only reset
+            # in the context that made them.
+            try:
+                self._run.reset(run.var_token)
+            except ValueError:
+                same_context = False
+                self._run.set(None)
         self._open.pop(id(run), None)
         end_ns = _now_ns()
         if run.chat is not None:
@@ -255,11 +272,6 @@ class Instrumentation:
         self.agent_duration.record(result.duration, metric)
         if same_context:
             _detach(run.otel_token)
-            if run.var_token is not None:
-                try:
-                    self._run.reset(run.var_token)
-                except ValueError:
-                    self._run.set(None)
 
     # -- model ---------------------------------------------------------------------------------
 

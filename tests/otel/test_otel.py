@@ -1316,3 +1316,29 @@ async def test_a_guardrail_reason_is_content_kept_out_of_spans_unless_opted_in(
     assert SECRET not in (off.status.description or "")
     assert SECRET in (on.status.description or "")  # opted in: the reason, redacted
     _no_key_anywhere(otel, OPENAI_SHAPED)
+
+
+async def test_a_stream_dropped_unclosed_leaves_no_span_current_for_the_next_run(
+    otel: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """review7d: the stream's run span was attached in the consumer's context; ended by the
+    event loop's finalizer (another context), it stayed current there, so the next run of the
+    task nested under the dead run (and detaching logged "Failed to detach context")."""
+    import gc
+
+    ended = asyncio.Event()
+    hooks = merge_hooks(otel.hooks(), Hooks(on_run_end=lambda r: ended.set()))
+    agent = Agent(provider=ScriptedProvider("one two three", "again"), model="m", hooks=hooks)
+    stream = agent.stream("go")
+    async for _ in stream:
+        break
+    del stream
+    gc.collect()
+    await asyncio.wait_for(ended.wait(), 60)  # the finalizer's aclose() is a task of its own
+    await agent.run("next")
+    first, second = sorted(otel.named("invoke_agent"), key=_ns)
+    assert first.end_time is not None
+    assert second.parent is None  # a root, as the first one
+    assert otel.tracker.open == {}
+    assert trace.get_current_span() is trace.INVALID_SPAN
+    assert not [r for r in caplog.records if "detach" in r.getMessage()]
