@@ -192,8 +192,10 @@ class Instrumentation:
         if stale is not None and id(stale) not in self._open:
             # A stream of an earlier run in this task was dropped unclosed and ended elsewhere
             # (the event loop's async-generator finalizer runs in another context): its span
-            # is still current here. Put back what was current before it.
-            otel_context.attach(stale.parent or otel_context.Context())
+            # (or its chat span) may still be current here. Put back what was current before.
+            self._run.set(None)
+            if _belongs_to(trace.get_current_span(), stale.span):
+                otel_context.attach(stale.parent or otel_context.Context())
         name = f"invoke_agent {info.agent_name}" if info.agent_name else "invoke_agent"
         span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs)
         ctx = trace.set_span_in_context(span)
@@ -571,6 +573,14 @@ class Instrumentation:
     def on_long_term_store(self, count: int, duration: float, error: BaseException | None) -> None:
         """``upsert_memory`` on the long-term store (what the write policy kept)."""
         self._memory(sc.OP_UPSERT_MEMORY, "long_term", count, duration, error)
+
+
+def _belongs_to(current: Span, run_span: Span) -> bool:
+    """Whether ``current`` is ``run_span`` or one of its direct children (chat, tool)."""
+    if current is run_span:
+        return True
+    parent = getattr(current, "parent", None)
+    return parent is not None and parent.span_id == run_span.get_span_context().span_id
 
 
 def _input_tokens(usage: Usage) -> int:

@@ -1328,7 +1328,9 @@ async def test_a_stream_dropped_unclosed_leaves_no_span_current_for_the_next_run
 
     ended = asyncio.Event()
     hooks = merge_hooks(otel.hooks(), Hooks(on_run_end=lambda r: ended.set()))
-    agent = Agent(provider=ScriptedProvider("one two three", "again"), model="m", hooks=hooks)
+    agent = Agent(
+        provider=ScriptedProvider("one two three", "again", "more"), model="m", hooks=hooks
+    )
     stream = agent.stream("go")
     async for _ in stream:
         break
@@ -1342,3 +1344,8 @@ async def test_a_stream_dropped_unclosed_leaves_no_span_current_for_the_next_run
     assert otel.tracker.open == {}
     assert trace.get_current_span() is trace.INVALID_SPAN
     assert not [r for r in caplog.records if "detach" in r.getMessage()]
+    # A later run under a span of the caller's still nests under it.
+    with otel.tracer_provider.get_tracer("test").start_as_current_span("outer") as outer:
+        await agent.run("third")
+    third = max(otel.named("invoke_agent"), key=_ns)
+    assert parent_id(third) == outer.get_span_context().span_id
