@@ -259,6 +259,14 @@ class Server:
             data = json.loads(raw)
         except ValueError as exc:
             raise HttpError(400, f"invalid JSON: {exc}") from exc
+        except RecursionError:
+            # Deep nesting ("[" * 100_000 fits under the cap) exhausts the parser's stack: the
+            # client's fault, not a server error (it was a 500 with a logged traceback).
+            raise HttpError(400, "invalid JSON: nested too deeply") from None
+        if b"\\u" in raw and _lone_surrogate(data):
+            # "\ud800" is JSON grammar but no Unicode: SQLite could not store the str it
+            # parses to (a 500 from the thread's title update).
+            raise HttpError(400, "invalid JSON: a string holds a lone surrogate (\\ud800-\\udfff)")
         if not isinstance(data, dict):
             raise HttpError(400, "the body must be a JSON object")
         return data
@@ -459,11 +467,12 @@ class Server:
             if not finished and not run.parked:
                 self.stop(run)
 
-    async def event_batches(self, run: Run) -> AsyncIterator[list[dict[str, Any]]]:
+    async def event_batches(self, run: Run) -> AsyncIterator[tuple[list[dict[str, Any]], bool]]:
         """:meth:`events` in batches: each holds every event ready at that moment (a streamed
         answer's deltas often arrive many at once), so a stream writes one chunk per batch, not
         one per event (issue 36: each write is a system call and a trip through the server);
-        the first event is never held back for the ones after it."""
+        the first event is never held back for the ones after it. Each comes with whether it
+        is the run's last (its end was ready with it)."""
         finished = False
         try:
             while not finished:
@@ -476,7 +485,7 @@ class Server:
                     item = run.queue.get_nowait()
                 finished = item is None
                 if batch:
-                    yield batch
+                    yield batch, finished
         finally:
             if not finished and not run.parked:
                 self.stop(run)
@@ -497,6 +506,15 @@ class Server:
         if live.session.state.running and not run.abort_sent:
             run.abort_sent = True
             live.session.abort("now", reason=run.abort_reason)
+
+
+def _lone_surrogate(data: Any) -> bool:
+    """Whether a string in parsed JSON holds a surrogate that is not part of a pair."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 # OpenAI's own statuses and error types for what /v1 refuses: a non-JSON body is a 400 there,
