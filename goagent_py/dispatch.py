@@ -27,6 +27,7 @@ from typing import Any
 
 from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py._records import tool_result
+from goagent_py._redact import redact
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
@@ -562,7 +563,7 @@ class Dispatcher:
                 "tool dispatch failed: tool=%s duration=%.4fs error=%s",
                 call.name,
                 duration,
-                failure,
+                redact(str(failure)),  # a tool's error may quote a key (a URL, a header)
             )
         elif self._logger.isEnabledFor(logging.DEBUG):  # one call fewer when it is off
             self._logger.debug("tool dispatch: tool=%s duration=%.4fs", call.name, duration)

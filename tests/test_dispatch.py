@@ -810,3 +810,23 @@ async def test_every_call_is_logged_once_and_a_tool_exception_is_recovered(
     assert lines[1][0] == "WARNING"
     assert lines[1][1].startswith("tool dispatch failed: tool=broken duration=")
     assert lines[1][1].endswith("error=tool 'broken' failed: ValueError: boom")
+
+
+async def test_a_key_a_failing_tool_quotes_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """review7d: the WARNING for a failed call quoted the tool's error as it was."""
+    import logging
+
+    from goagent_py.tools import tool_func
+
+    key = "sk-proj-Qw7Er5Ty3Ui1Op9As7Df5Gh3"
+
+    async def fetch(args: dict[str, Any]) -> str:
+        raise RuntimeError(f"GET https://api.example/v1?api_key={key} -> 401 (Bearer {key})")
+
+    dispatcher = Dispatcher({"fetch": tool_func("fetch", "Fetch.", None, fetch)})
+    with caplog.at_level(logging.WARNING, logger="goagent_py"):
+        result = await dispatcher.execute(ToolCall("c1", "fetch", {}))
+    assert result.error is not None
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("tool dispatch failed" in m and "api.example" in m for m in logged)
+    assert not [m for m in logged if key in m]

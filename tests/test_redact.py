@@ -75,3 +75,17 @@ def test_secrets_from_headers() -> None:
         "sk-abc123456789",
         "anthropic-key-1",
     )
+
+
+def test_a_password_in_a_url_and_credential_query_parameters_are_redacted() -> None:
+    text = (
+        "postgresql://app:hunter2hunter2@db:5432/x and "
+        "https://maps.example/geo?q=Lisbon&key=Zx9Yw8Vu7Ts6Rq5Po4Nm&lang=pt "
+        "https://blob.example/f?sv=2024&sig=abc%2Fdef%3D"
+    )
+    out = redact(text)
+    for secret in ("hunter2hunter2", "Zx9Yw8Vu7Ts6Rq5Po4Nm", "abc%2Fdef%3D"):
+        assert secret not in out
+    assert "postgresql://app:[REDACTED]@db:5432/x" in out
+    assert "q=Lisbon&key=[REDACTED]&lang=pt" in out
+    assert redact("http://host:8080/path?page=2") == "http://host:8080/path?page=2"

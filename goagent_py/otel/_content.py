@@ -1,7 +1,9 @@
 """Message content as the GenAI conventions' JSON (input/output messages), for opt-in capture.
 
 Images and documents are described (type, media type, size), never copied: their bytes do not
-belong in telemetry. Everything here is pure and only runs when capture is on.
+belong in telemetry. Every string returned here is redacted (``_redact``): a key pasted into a
+prompt, passed in a tool's arguments or quoted by a tool's result is content, but never goes to a
+span. Everything here is pure and only runs when capture is on.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from goagent_py._redact import redact
 from goagent_py.messages import (
     ContentBlock,
     DocumentBlock,
@@ -34,8 +37,8 @@ def capture_from_env() -> bool:
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON; values JSON cannot hold are written with ``str``."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """Compact JSON, redacted; values JSON cannot hold are written with ``str``."""
+    return redact(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
 
 
 def parts(blocks: Iterable[ContentBlock]) -> list[dict[str, Any]]:
@@ -109,7 +112,7 @@ def tool_result(content: Sequence[ContentBlock]) -> str:
     """``gen_ai.tool.call.result``: the text the model reads (binary parts described)."""
     blocks = list(content)
     if all(isinstance(b, TextBlock) for b in blocks):
-        return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+        return redact("\n".join(b.text for b in blocks if isinstance(b, TextBlock)))
     return dumps(parts(blocks))
 
 

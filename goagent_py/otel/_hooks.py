@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +24,7 @@ from opentelemetry.metrics import Meter, MeterProvider, get_meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
+from goagent_py._redact import redact
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
 from goagent_py.messages import ContentBlock, Role, ScoredMessage, StopReason, ToolCall, Usage
@@ -47,6 +49,7 @@ class _Run:
     model: str
     agent: str
     first_block: ContentBlock | None
+    parent: otel_context.Context | None = None  # what was current before the run
     otel_token: object = None
     var_token: Token[_Run | None] | None = None
     chat: Span | None = None
@@ -68,12 +71,27 @@ def meter_for(meter_provider: MeterProvider | None) -> Meter:
 
 
 def set_error(span: Span, error: BaseException, *, capture: bool) -> str:
-    """Mark ``span`` failed; the message (which may quote content) only when capturing."""
+    """Mark ``span`` failed; the message (which may quote content) only when capturing.
+
+    Captured, the message and stack trace are redacted (``_redact``) first: a tool's error may
+    quote a URL with a key in it, or a credential it was given. ``Span.record_exception`` would
+    record them as they are, so the ``exception`` event is built here.
+    """
     kind = sc.error_type(error)
     span.set_attribute(sc.ERROR_TYPE, kind)
     if capture:
-        span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        message = redact(str(error))
+        stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        span.add_event(
+            "exception",
+            {
+                "exception.type": f"{type(error).__module__}.{type(error).__qualname__}",
+                "exception.message": message,
+                "exception.stacktrace": redact(stack),
+                "exception.escaped": False,
+            },
+        )
+        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {message}"))
     else:
         span.add_event("exception", {"exception.type": kind})
         span.set_status(Status(StatusCode.ERROR, kind))
@@ -170,6 +188,14 @@ class Instrumentation:
             attrs[sc.REQUEST_MODEL] = info.model
         if self.capture:
             attrs[sc.INPUT_MESSAGES] = _content.user_input(info.content)
+        stale = self._run.get()
+        if stale is not None and id(stale) not in self._open:
+            # A stream of an earlier run in this task was dropped unclosed and ended elsewhere
+            # (the event loop's async-generator finalizer runs in another context): its span
+            # (or its chat span) may still be current here. Put back what was current before.
+            self._run.set(None)
+            if _belongs_to(trace.get_current_span(), stale.span):
+                otel_context.attach(stale.parent or otel_context.Context())
         name = f"invoke_agent {info.agent_name}" if info.agent_name else "invoke_agent"
         span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs)
         ctx = trace.set_span_in_context(span)
@@ -180,6 +206,7 @@ class Instrumentation:
             model=info.model,
             agent=info.agent_name,
             first_block=info.content[0] if info.content else None,
+            parent=otel_context.get_current(),
         )
         run.otel_token = otel_context.attach(ctx)
         run.var_token = self._run.set(run)
@@ -207,6 +234,15 @@ class Instrumentation:
         if run is None:
             _log.debug("on_run_end without a run span (instrumentation added mid-run?)")
             return
+        if same_context and run.var_token is not None:
+            # The run's variable is seen here, but this may be a copy of the run's context (the
+            # finalizer of a dropped stream runs in a task made from it): its tokens only reset
+            # in the context that made them.
+            try:
+                self._run.reset(run.var_token)
+            except ValueError:
+                same_context = False
+                self._run.set(None)
         self._open.pop(id(run), None)
         end_ns = _now_ns()
         if run.chat is not None:
@@ -238,11 +274,6 @@ class Instrumentation:
         self.agent_duration.record(result.duration, metric)
         if same_context:
             _detach(run.otel_token)
-            if run.var_token is not None:
-                try:
-                    self._run.reset(run.var_token)
-                except ValueError:
-                    self._run.set(None)
 
     # -- model ---------------------------------------------------------------------------------
 
@@ -480,7 +511,9 @@ class Instrumentation:
             start_time=end_ns - _span_ns(event.duration),
         )
         if event.tripped:
-            span.set_status(Status(StatusCode.ERROR, event.reason))
+            # The reason may quote what it judged (a model guardrail's is model text): content.
+            reason = redact(event.reason) if self.capture else "tripped"
+            span.set_status(Status(StatusCode.ERROR, reason))
         else:
             span.set_status(Status(StatusCode.OK))
         span.end(end_time=end_ns)
@@ -540,6 +573,14 @@ class Instrumentation:
     def on_long_term_store(self, count: int, duration: float, error: BaseException | None) -> None:
         """``upsert_memory`` on the long-term store (what the write policy kept)."""
         self._memory(sc.OP_UPSERT_MEMORY, "long_term", count, duration, error)
+
+
+def _belongs_to(current: Span, run_span: Span) -> bool:
+    """Whether ``current`` is ``run_span`` or one of its direct children (chat, tool)."""
+    if current is run_span:
+        return True
+    parent = getattr(current, "parent", None)
+    return parent is not None and parent.span_id == run_span.get_span_context().span_id
 
 
 def _input_tokens(usage: Usage) -> int:

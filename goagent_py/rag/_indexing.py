@@ -2,7 +2,9 @@
 
 :meth:`_Indexing._index_one` indexes one document incrementally: it embeds and writes only the
 chunks (and, with ``part_vectors``, the part vectors) the manifest does not have, deletes the
-ids it no longer has, and records the new ids in the manifest last.
+ids it no longer has, and records the new ids in the manifest last. The ids it writes are
+recorded first as pending (``manifest.pending_key``), so that a run that fails after writing
+them leaves no chunk nothing knows about.
 
 Here so that pipeline.py keeps the public :class:`~goagent_py.rag.pipeline.Pipeline` and its
 methods (and both files stay within the project's 600 lines); the pipeline inherits
@@ -21,6 +23,7 @@ from goagent_py.memory.vector.base import BulkVectorStore, UpsertEntry, VectorSt
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.rag._chunks import Prepared, is_part_id, part_entries, prepare
 from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
+from goagent_py.rag.manifest import pending_key
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +101,9 @@ class _Indexing:
         prepared = prepare(doc, self.chunker)
         counts["chunks"] = len(prepared)
         old = await self.manifest.get(doc.source)
+        # Ids a failed earlier run may have written without recording them (see below).
+        pending_at = pending_key(doc.source)
+        pending = await self.manifest.get(pending_at)
         old_set = set(old)
         new = [c for c in prepared if c.id not in old_set]
         counts["unchanged"] = len(prepared) - len(new)
@@ -118,7 +124,12 @@ class _Indexing:
             for p, v in zip(new_parts, vectors[len(new) :], strict=True)
             if v is not None
         ]
-        if entries or part_rows:
+        writing = [e.id for e in [*entries, *part_rows]]
+        if writing:
+            # Recorded before the write: should this run fail after it, the next index() or
+            # remove() of the source knows these ids (the document may change again meanwhile,
+            # and then nothing else would).
+            await self.manifest.set(pending_at, list(dict.fromkeys([*pending, *writing])))
             if isinstance(self.store, BulkVectorStore):
                 await self.store.upsert_batch([*entries, *part_rows])
             else:
@@ -139,12 +150,15 @@ class _Indexing:
         counts["written"] = len(entries)
         stored = {e.id for e in entries} | (old_set & {c.id for c in prepared})
         parts_stored = {e.id for e in part_rows} | (old_set & {p.id for p in parts})
-        stale = [id for id in old if id not in stored and id not in parts_stored]
+        known = dict.fromkeys([*old, *pending])
+        stale = [id for id in known if id not in stored and id not in parts_stored]
         await self._delete(stale)
-        counts["deleted"] = len([id for id in stale if not is_part_id(id)])
+        counts["deleted"] = len([id for id in stale if id in old_set and not is_part_id(id)])
         # Last: a crash before this line only leaves work for the next run, never an orphan.
         await self.manifest.set(
             doc.source,
             [c.id for c in prepared if c.id in stored]
             + [p.id for p in parts if p.id in parts_stored],
         )
+        if pending or writing:
+            await self.manifest.set(pending_at, [])

@@ -4,7 +4,11 @@ The vector-store interface can't list ids by source, so the pipeline records the
 re-index it compares a document's new chunk ids with the recorded ones: ids in both are left
 alone (nothing written), new ids are written, and recorded ids that are gone are deleted. The
 manifest is updated last, so a crash part-way leaves at worst extra work for the next run, never
-a stale chunk that nothing knows about.
+a stale chunk that nothing knows about: before writing, the pipeline records the ids it is about
+to write under :func:`pending_key` of the source (in the same manifest), and clears that record
+once the source's own is set. A run that failed in between leaves the record, and the next
+``index()`` or ``remove()`` of the source deletes those ids too (they may have been written: the
+document may have changed again since, and nothing else would know them).
 
 Use a persistent manifest with a persistent store (:class:`SqliteManifest` beside a
 ``SqliteVecStore``, the same file is fine): an in-memory manifest forgets, after a restart, which
@@ -22,6 +26,18 @@ from typing import Any, Protocol, runtime_checkable
 from goagent_py.rag._sqlite import SqliteTable, Transaction, validate_identifier
 
 __all__ = ["ChunkManifest", "InMemoryManifest", "SqliteManifest"]
+
+_PENDING = "\x1fpending\x1f"  # a unit separator: no path or URL starts with it
+
+
+def pending_key(source: str) -> str:
+    """The manifest key under which the ids being written for ``source`` are recorded."""
+    return _PENDING + source
+
+
+def source_of_key(key: str) -> str:
+    """The source a manifest key belongs to (itself, or the source of a pending record)."""
+    return key.removeprefix(_PENDING)
 
 
 @runtime_checkable

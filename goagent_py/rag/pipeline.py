@@ -40,7 +40,7 @@ from goagent_py.rag._search import SearchMode
 from goagent_py.rag.documents import Document
 from goagent_py.rag.fusion import DEFAULT_FUSION, RRF_K, Fusion, fuse, reciprocal_rank_fusion
 from goagent_py.rag.keyword import KeywordEntry, KeywordIndex
-from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest
+from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest, pending_key, source_of_key
 from goagent_py.rag.results import (
     DocumentReport,
     IndexProgress,
@@ -340,8 +340,12 @@ class Pipeline(_Indexing):
         try:
             async with self._write_lock:
                 ids = await self.manifest.get(source)
-                await self._delete(ids)
+                # And what a failed index() may have written without recording it.
+                pending = await self.manifest.get(pending_key(source))
+                await self._delete(list(dict.fromkeys([*ids, *pending])))
                 await self.manifest.set(source, [])
+                if pending:
+                    await self.manifest.set(pending_key(source), [])
                 deleted = len([id for id in ids if not is_part_id(id)])
         except asyncio.CancelledError:
             raise
@@ -352,8 +356,8 @@ class Pipeline(_Indexing):
         return deleted
 
     async def sources(self) -> list[str]:
-        """Every indexed source, sorted."""
-        return await self.manifest.sources()
+        """Every indexed source, sorted (one a failed ``index()`` left chunks of included)."""
+        return sorted({source_of_key(key) for key in await self.manifest.sources()})
 
     # -- search -----------------------------------------------------------------------------
 

@@ -456,3 +456,68 @@ async def test_a_holder_stopped_past_its_lease_cannot_write_after_the_new_holder
             await proc.wait()
     assert out.split() == [b"refused", b"1", b"2"]
     assert [m.text for m in history] == ["old:1", "new:1", "new:2"]
+
+
+# -- leases under failure (review7d) ------------------------------------------------------------
+
+
+class _CutAfterGrant:
+    """A connection whose lease-granting statement runs on the server, then the caller is
+    cancelled before it reads the answer (a cancel or timeout landing at the worst moment)."""
+
+    def __init__(self, conn: object) -> None:
+        self._conn = conn
+
+    async def execute(self, query: object, params: object = None) -> object:
+        cur = await self._conn.execute(query, params)  # type: ignore[attr-defined]
+        if "INSERT INTO" in str(getattr(query, "as_string", lambda _: query)(self._conn)):
+            raise asyncio.CancelledError
+        return cur
+
+
+async def test_a_lease_acquire_cancelled_after_its_grant_leaves_the_session_free(
+    storage: PostgresStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The grant committed, the acquiring task was cancelled before it knew: nobody holds the
+    lease, yet every other worker was told the session was busy until the ttl ran out."""
+    import contextlib
+
+    real = storage._connection
+
+    @contextlib.asynccontextmanager
+    async def cut() -> AsyncIterator[object]:
+        async with real() as conn:
+            yield _CutAfterGrant(conn)
+
+    monkeypatch.setattr(storage, "_connection", cut)
+    with pytest.raises(asyncio.CancelledError):
+        await storage.lease(ttl=600).acquire()
+    monkeypatch.undo()
+    async with storage.lease(wait=False) as lease:  # SessionBusyError for 600 s before
+        assert lease.token >= 2
+
+
+async def test_a_lease_that_cannot_be_released_does_not_hide_the_runs_own_error(
+    storage: PostgresStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run failed, and the database went away before the lease was freed: the caller must
+    see what the run raised (the lease expires on its own)."""
+    import contextlib
+
+    @contextlib.asynccontextmanager
+    async def down() -> AsyncIterator[object]:
+        raise MemoryStoreError("server gone")
+        yield
+
+    async def run(storage: PostgresStorage, error: Exception | None) -> None:
+        async with storage.lease():
+            monkeypatch.setattr(storage, "_connection", down)
+            if error is not None:
+                raise error
+
+    with pytest.raises(ValueError, match="the run's own"):
+        await run(storage, ValueError("the run's own error"))
+    monkeypatch.undo()
+    other = storage.for_session("another-session")
+    with pytest.raises(MemoryStoreError, match="server gone"):  # no run error: it is reported
+        await run(other, None)

@@ -1230,7 +1230,7 @@ async def test_each_guardrail_decision_is_a_span_under_the_run(otel: Telemetry) 
     tripped = otel.one("guardrail no_secrets")
     passed = otel.one("guardrail fine")
     assert tripped.status.status_code is StatusCode.ERROR
-    assert tripped.status.description == "holds a key"
+    assert tripped.status.description == "tripped"  # the reason is content (capture off)
     assert passed.status.status_code is StatusCode.OK
     assert dict(tripped.attributes or {}) == {
         "goagent.guardrail.name": "no_secrets",
@@ -1239,3 +1239,113 @@ async def test_each_guardrail_decision_is_a_span_under_the_run(otel: Telemetry) 
     }
     (run,) = [s for s in otel.spans() if s.name.startswith("invoke_agent")]
     assert parent_id(tripped) == sid(run)
+
+
+# -- secrets (review7d) --------------------------------------------------------------------------
+
+OPENAI_SHAPED = "sk-proj-Qw7Er5Ty3Ui1Op9As7Df5Gh3"
+
+
+def _no_key_anywhere(otel: Telemetry, key: str) -> None:
+    for span in otel.spans():
+        assert key not in (span.status.description or ""), span.name
+        assert key not in str(dict(span.attributes or {})), span.name
+        for event in span.events:
+            assert key not in str(dict(event.attributes or {})), (span.name, event.name)
+
+
+async def test_a_key_in_a_tool_argument_or_tool_error_is_in_no_span_even_when_capturing(
+    otel: Telemetry,
+) -> None:
+    """Content capture records arguments and the exception (message and stack trace): a key in
+    them, or in a URL a tool's HTTP error quotes, must come out redacted, the rest kept."""
+    url_key = "Zx9Yw8Vu7Ts6Rq5Po4Nm"
+
+    async def fetch(args: dict[str, Any]) -> str:
+        raise RuntimeError(
+            f"GET https://maps.example/geo?key={url_key}&q=x failed; "
+            f"https://bob:{url_key}@db.example/ refused; header was Bearer {OPENAI_SHAPED}"
+        )
+
+    provider = ScriptedProvider(
+        tool_call_response(("fetch", {"api_key": url_key, "auth": OPENAI_SHAPED, "q": "Lisbon"})),
+        "done",
+    )
+    agent = Agent(
+        provider=provider,
+        model="m",
+        tools=[tool_func("fetch", "Fetch.", None, fetch)],
+        hooks=otel.hooks(capture_content=True),
+    )
+    await agent.run("go")
+    span = otel.one("execute_tool fetch")
+    assert "Lisbon" in str(dict(span.attributes or {})["gen_ai.tool.call.arguments"])
+    assert any("maps.example" in str(dict(e.attributes or {})) for e in span.events)
+    for key in (url_key, OPENAI_SHAPED):
+        _no_key_anywhere(otel, key)
+
+
+async def test_a_key_the_user_pastes_is_in_no_captured_message(otel: Telemetry) -> None:
+    provider = ScriptedProvider(f"I will not repeat {OPENAI_SHAPED}")
+    agent = Agent(provider=provider, model="m", hooks=otel.hooks(capture_content=True))
+    await agent.run(f"my key is {OPENAI_SHAPED}, keep it")
+    root = dict(otel.one("invoke_agent").attributes or {})
+    assert "keep it" in str(root["gen_ai.input.messages"])
+    _no_key_anywhere(otel, OPENAI_SHAPED)
+
+
+async def test_a_guardrail_reason_is_content_kept_out_of_spans_unless_opted_in(
+    otel: Telemetry,
+) -> None:
+    from goagent_py import GuardrailContext, GuardrailTripped
+
+    def no_keys(prompt: list[Message], ctx: GuardrailContext) -> str | None:
+        text = prompt[-1].text
+        return f"the prompt quotes {text}" if "sk-" in text else None
+
+    for capture in (False, True):
+        agent = Agent(
+            provider=ScriptedProvider("hi"),
+            hooks=otel.hooks(capture_content=capture),
+            input_guardrails=[no_keys],
+        )
+        with pytest.raises(GuardrailTripped):
+            await agent.run(f"{SECRET} {OPENAI_SHAPED}")
+    off, on = sorted(otel.named("guardrail no_keys"), key=_ns)
+    assert off.status.status_code is StatusCode.ERROR
+    assert SECRET not in (off.status.description or "")
+    assert SECRET in (on.status.description or "")  # opted in: the reason, redacted
+    _no_key_anywhere(otel, OPENAI_SHAPED)
+
+
+async def test_a_stream_dropped_unclosed_leaves_no_span_current_for_the_next_run(
+    otel: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """review7d: the stream's run span was attached in the consumer's context; ended by the
+    event loop's finalizer (another context), it stayed current there, so the next run of the
+    task nested under the dead run (and detaching logged "Failed to detach context")."""
+    import gc
+
+    ended = asyncio.Event()
+    hooks = merge_hooks(otel.hooks(), Hooks(on_run_end=lambda r: ended.set()))
+    agent = Agent(
+        provider=ScriptedProvider("one two three", "again", "more"), model="m", hooks=hooks
+    )
+    stream = agent.stream("go")
+    async for _ in stream:
+        break
+    del stream
+    gc.collect()
+    await asyncio.wait_for(ended.wait(), 60)  # the finalizer's aclose() is a task of its own
+    await agent.run("next")
+    first, second = sorted(otel.named("invoke_agent"), key=_ns)
+    assert first.end_time is not None
+    assert second.parent is None  # a root, as the first one
+    assert otel.tracker.open == {}
+    assert trace.get_current_span() is trace.INVALID_SPAN
+    assert not [r for r in caplog.records if "detach" in r.getMessage()]
+    # A later run under a span of the caller's still nests under it.
+    with otel.tracer_provider.get_tracer("test").start_as_current_span("outer") as outer:
+        await agent.run("third")
+    third = max(otel.named("invoke_agent"), key=_ns)
+    assert parent_id(third) == outer.get_span_context().span_id

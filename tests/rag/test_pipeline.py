@@ -412,3 +412,49 @@ async def test_int8_quantization_finds_what_the_exact_scan_finds(tmp_path: Path)
                 h.id for h in await exact.search(query)
             ]
     await exact_sqlite.aclose()
+
+
+# -- interrupted indexing (review7d) -----------------------------------------------------------
+
+
+class _FailingKeywordAdds(InMemoryKeywordIndex):
+    """A keyword index whose next ``add_batch`` fails (a full disk, a killed connection)."""
+
+    fail = False
+
+    async def add_batch(self, entries: Any) -> None:
+        if self.fail:
+            self.fail = False
+            raise OSError("disk full")
+        await super().add_batch(entries)
+
+
+async def test_an_interrupted_index_then_a_change_leaves_no_orphan_chunk() -> None:
+    """The vector write of version 2 landed, the run failed before its manifest did; version 3
+    is then indexed: version 2's chunks must go, not stay searchable with nothing recording
+    them (``remove`` could not delete them either)."""
+    keywords = _FailingKeywordAdds()
+    pipeline = Pipeline(BatchWordEmbedder(), InMemoryVectorStore(), keyword_index=keywords)
+    await pipeline.index(Document("Apples are red and sweet.", "fruit.txt"))
+    keywords.fail = True
+    with pytest.raises(OSError, match="disk full"):
+        await pipeline.index(Document("Bananas are yellow and curved.", "fruit.txt"))
+    await pipeline.index(Document("Cherries are small and dark.", "fruit.txt"))
+    assert await counts(pipeline) == (1, 1)
+    for mode in ("vector", "keyword", "hybrid"):
+        hits = await pipeline.search("bananas yellow curved", top_k=10, mode=mode)
+        assert all("Bananas" not in h.text for h in hits), mode
+    assert await pipeline.remove("fruit.txt") == 1
+    assert await counts(pipeline) == (0, 0)
+    assert await pipeline.sources() == []
+
+
+async def test_a_source_removed_after_an_interrupted_index_leaves_nothing() -> None:
+    keywords = _FailingKeywordAdds()
+    pipeline = Pipeline(BatchWordEmbedder(), InMemoryVectorStore(), keyword_index=keywords)
+    keywords.fail = True
+    with pytest.raises(OSError, match="disk full"):
+        await pipeline.index(Document("Bananas are yellow and curved.", "fruit.txt"))
+    assert await pipeline.remove("fruit.txt") == 0
+    assert await counts(pipeline) == (0, 0)
+    assert await pipeline.sources() == []

@@ -136,7 +136,13 @@ class SessionLease:
         loop = asyncio.get_running_loop()
         deadline = None if self._timeout is None else loop.time() + self._timeout
         while True:
-            holder = await self._try()
+            try:
+                holder = await self._try()
+            except BaseException:
+                # Cancelled (or failed) after the server may have granted it: a grant nobody
+                # knows of would keep the session busy for the whole ttl.
+                await self._abandon()
+                raise
             if holder is None:
                 break
             if not self._wait or (deadline is not None and loop.time() >= deadline):
@@ -150,6 +156,19 @@ class SessionLease:
             await asyncio.sleep(self._poll)
         _fences.set({**_fences.get(), self._key(): self.token})
         self._renewer = asyncio.create_task(self._renew())
+
+    async def _abandon(self) -> None:
+        """Free a grant this holder may have got without learning of it (best effort)."""
+        s = self._storage
+        with contextlib.suppress(Exception):
+            async with s._connection() as conn:
+                await conn.execute(
+                    s._sql(
+                        "UPDATE {leases} SET expires_at = '-infinity' "
+                        "WHERE session_id = %s AND owner = %s AND expires_at > now()"
+                    ),
+                    (s.session_id, self.owner),
+                )
 
     async def _renew(self) -> None:
         s = self._storage
@@ -202,4 +221,10 @@ class SessionLease:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.release()
+        if exc is None:
+            await self.release()
+            return
+        # The run's own error is what the caller must see: a lease that cannot be freed now
+        # (the database went away too) expires on its own after ttl.
+        with contextlib.suppress(MemoryStoreError):
+            await self.release()

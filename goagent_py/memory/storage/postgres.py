@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from goagent_py._redact import check_dsn, redact, secrets_from_dsn
 from goagent_py.errors import (
     ConfigurationError,
     CorruptedDataError,
@@ -154,7 +155,8 @@ class PostgresStorage:
         timeout: seconds to wait for a free connection before failing.
 
     Raises:
-        ConfigurationError: a bad session id, schema or table name, or pool size.
+        ConfigurationError: a bad session id, schema or table name, pool size, or connection
+            string (malformed; the message leaves its password out).
         MissingExtraError: psycopg or psycopg-pool is missing (``goagent-py[postgres]``).
         MemoryStoreError: from any method, when the server cannot be reached, has a newer
             schema, or holds a corrupted row (:class:`~goagent_py.errors.CorruptedDataError`).
@@ -185,6 +187,10 @@ class PostgresStorage:
         if timeout <= 0:
             raise ConfigurationError(f"PostgresStorage: timeout must be > 0, got {timeout!r}")
         self.timeout = timeout
+        # A malformed connection string is quoted in errors: its password is taken out.
+        self._secrets = secrets_from_dsn(dsn_or_pool) if isinstance(dsn_or_pool, str) else ()
+        if isinstance(dsn_or_pool, str):
+            check_dsn(dsn_or_pool, "PostgresStorage")
         self._owns_pool = isinstance(dsn_or_pool, str)
         if isinstance(dsn_or_pool, str):
             self._pool: Any = pool_class(
@@ -258,7 +264,8 @@ class PostgresStorage:
                 f"(is the server up, and is max_size large enough?): {_summary(exc)}"
             ) from exc
         except psycopg.Error as exc:
-            raise MemoryStoreError(f"{self._where()}: {_summary(exc)}") from exc
+            text = redact(_summary(exc), self._secrets)
+            raise MemoryStoreError(f"{self._where()}: {text}") from exc
 
     @contextlib.asynccontextmanager
     async def _lend(self) -> AsyncIterator[Any]:

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from goagent_py._redact import check_dsn, redact, secrets_from_dsn
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
 from goagent_py.memory.vector._common import (
     as_vector,
@@ -159,7 +160,8 @@ class PgVectorStore(_PgLayout):
 
     Args:
         dsn_or_connection: a libpq connection string (the store opens and closes its own
-            connection), or an open ``psycopg.AsyncConnection`` (the caller keeps and closes it).
+            connection, and opens another when the server closed it), or an open
+            ``psycopg.AsyncConnection`` (the caller keeps and closes it).
         table: the table name (a plain identifier).
         dimensions: the vector length; must match what the table was created with.
         metric: ``"cosine"`` (score = cosine similarity) or ``"l2"`` (score = ``1 / (1 + d)``
@@ -173,7 +175,8 @@ class PgVectorStore(_PgLayout):
 
     Raises:
         ConfigurationError: a bad table name, dimensions or metric (also when they differ from
-            those the table was created with, on first use).
+            those the table was created with, on first use), or a malformed connection string
+            (the message leaves its password out).
         MissingExtraError: psycopg is not installed (``pip install "goagent-py[postgres]"``).
     """
 
@@ -209,6 +212,7 @@ class PgVectorStore(_PgLayout):
         self._exact_sessions = exact_sessions
         self._layout = _PLAIN  # what the table has, set on first use (_ensure_indexes)
         if isinstance(dsn_or_connection, str):
+            check_dsn(dsn_or_connection, "PgVectorStore")
             self._dsn: str | None = dsn_or_connection
             self._conn: Any = None
         else:
@@ -252,8 +256,14 @@ class PgVectorStore(_PgLayout):
     async def _connection(self) -> Any:
         if self._closed:
             raise MemoryStoreError(f"{self!r} is closed")
+        if self._conn is not None and self._conn.closed and self._dsn is not None:
+            # The server ended it (a restart, a failover, an idle-connection reaper): the call
+            # that met that failed; this one opens another instead of failing for good.
+            self._conn = None
         if self._conn is None:
             self._conn = await self._psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+            if self._ready:  # the table is there; the new connection needs the vector types
+                await _register_params(self._conn)
         if not self._ready:
             built = await self._migrate(self._conn)
             self._ready = True
@@ -321,7 +331,9 @@ class PgVectorStore(_PgLayout):
             except (ValueError, ConfigurationError, MemoryStoreError):
                 raise
             except self._psycopg.Error as exc:
-                raise MemoryStoreError(f"{self!r}: {exc}") from exc
+                # A malformed connection string is quoted in the error: its password too.
+                text = redact(str(exc), secrets_from_dsn(self._dsn or ""))
+                raise MemoryStoreError(f"{self!r}: {text}") from exc
 
     async def aclose(self) -> None:
         """Close the connection if the store opened it (a passed-in connection stays open)."""
