@@ -581,7 +581,10 @@ def main(argv: list[str] | None = None) -> int:
     Run as the command (``argv`` None) while the embedder still loads in the background, the
     process ends here (:func:`goagent_py.cli._setup.exit_if_loading`).
     """
-    code = _run(argv)
+    try:
+        code = _run(argv)
+    except KeyboardInterrupt:  # a Ctrl-C outside a command's own handling: while it imports
+        code = EXIT_INTERRUPTED
     if argv is None and "goagent_py.cli._setup" in sys.modules:
         from goagent_py.cli._setup import exit_if_loading
 
