@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import getpass
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -201,26 +202,59 @@ async def run_serve(args: argparse.Namespace) -> int:
         long_term_memory=long_term,
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
+    config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    try:
+        listening = _listen(args.host, args.port, backlog=config.backlog)
+    except ConfigurationError:
+        for closer in reversed(closers):
+            await closer.aclose()
+        await app.aclose()
+        raise
+    port = listening.getsockname()[1]
 
     def announce() -> None:
         print(
             f"goagent-py serve — provider {picked.name} ({picked.model}); threads in {db}\n"
-            f"open http://{host}:{args.port}/",
+            f"open http://{host}:{port}/",
             file=sys.stderr,
         )
         if long_term is not None:
             print(f"long-term memory ({memory_mode}) in {vectors}", file=sys.stderr)
 
-    config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     try:
-        signalled = await _serve_until_signalled(uvicorn.Server(config), announce)
+        signalled = await _serve_until_signalled(uvicorn.Server(config), announce, listening)
     finally:
+        listening.close()
         for closer in reversed(closers):
             await closer.aclose()
     return 128 + signalled if signalled else 0  # 130 for Ctrl-C, as the shell reports it
 
 
-async def _serve_until_signalled(server: Any, announce: Callable[[], None]) -> int:
+def _listen(host: str, port: int, *, backlog: int) -> socket.socket:
+    """A socket listening on ``host:port``, made before the address is announced.
+
+    uvicorn binds inside its startup: a port in use printed the address, then ended the process
+    with ``sys.exit(3)`` (a SystemExit out of ``main()`` in process, and 3 is the code for a
+    missing extra); uvloop bound a port past 65535 modulo 65536 (99999 served on 34463).
+
+    Raises:
+        ConfigurationError: the address cannot be had, with what to do instead.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        if not 0 <= port <= 65535:  # create_server would leak its socket on OverflowError
+            raise OSError(f"port {port} is not 0 to 65535")
+        return socket.create_server((host, port), family=family, backlog=backlog)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port} ({exc}): pick another --port (--port 0 picks a "
+            "free one) or --host"
+        ) from exc
+
+
+async def _serve_until_signalled(
+    server: Any, announce: Callable[[], None], listening: socket.socket | None = None
+) -> int:
     """Run uvicorn's ``server`` until SIGINT or SIGTERM; the signal that ended it, else 0.
     ``announce`` (the address) is called once the handlers are in: a signal sent as soon as
     the address shows ends the server cleanly, never the process by the signal's default.
@@ -244,7 +278,7 @@ async def _serve_until_signalled(server: Any, announce: Callable[[], None]) -> i
     with _signal_handlers(on_signal):
         announce()
         await asyncio.sleep(0)
-        await server.serve()
+        await server.serve(sockets=None if listening is None else [listening])
     return caught[0] if caught else 0
 
 
