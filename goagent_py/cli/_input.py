@@ -81,15 +81,21 @@ def _input_in_daemon_thread(prompt: str) -> asyncio.Future[str | None]:
         else:
             future.set_result(value)
 
+    def hand_over(value: str | None, error: BaseException | None) -> None:
+        # The loop may be closed by now (the command ended while input() waited; in process,
+        # the thread outlives it): nobody waits for this line any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, error)
+
     def read() -> None:
         try:
             value: str | None = input(prompt)
         except EOFError:
             value = None
         except BaseException as exc:  # handed to the loop
-            loop.call_soon_threadsafe(settle, None, exc)
+            hand_over(None, exc)
             return
-        loop.call_soon_threadsafe(settle, value, None)
+        hand_over(value, None)
 
     threading.Thread(target=read, name="goagent-chat-input", daemon=True).start()
     return future
