@@ -132,6 +132,10 @@ def build_auth(args: argparse.Namespace) -> Auth:
 
 def _db_path(db: str | None, home: Path) -> Path:
     path = Path(db).expanduser() if db else home / "serve.db"
+    if path.is_dir():
+        raise ConfigurationError(
+            f"--db {db} is a folder: give a file, e.g. --db {path / 'serve.db'}"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -81,3 +81,15 @@ async def test_port_0_announces_the_port_it_listens_on(
     (port,) = bound
     assert port != 0
     assert f"open http://127.0.0.1:{port}/" in capsys.readouterr().err
+
+
+def test_a_folder_as_db_is_a_usage_error_before_any_address_is_announced(
+    scripted: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # was: the address announced, memories put beside the folder ("/tmp-memories.db"), and
+    # every thread request failing on a database that was a folder
+    argv = ["serve", "--db", str(tmp_path), "--port", "0", "--memory", "none"]
+    assert cli.main(argv) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "open http://" not in err
+    assert f"--db {tmp_path} is a folder" in err
