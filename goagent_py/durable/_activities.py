@@ -28,7 +28,7 @@ from temporalio.worker import Worker
 
 from goagent_py._call_gates import after_call, gate_reason, prepared_call, with_arguments
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
-from goagent_py._transcript import error_result, repair_transcript
+from goagent_py._transcript import error_result, repair_transcript, truncate_content
 from goagent_py.approvals import RunContext, pending_of
 from goagent_py.dispatch import Dispatcher, error_text
 from goagent_py.errors import (
@@ -47,13 +47,22 @@ from goagent_py.mcp.errors import (
 from goagent_py.memory.base import UpdatableMemory
 from goagent_py.memory.consolidation import collect_consolidations
 from goagent_py.memory.long_term import LongTermMemory
-from goagent_py.messages import Message, Role, TextBlock, ToolCall, Usage, build_codec
+from goagent_py.messages import (
+    ContentBlock,
+    Message,
+    Role,
+    TextBlock,
+    ToolCall,
+    Usage,
+    build_codec,
+)
 from goagent_py.results import ToolResult
 from goagent_py.tool_context import ToolContext, _current
 from goagent_py.tools import Tool
 
 from ._deps import NO_DEPS, DepsRegistry, resolve_data
 from ._mcp import MCPServers, call_activity, list_activity
+from ._results import PREVIEW, RESULT_WHOLE, expanded, store_result, thinking_by_reference
 from ._wire import (
     HISTORY_REF_KEY,
     MEMORY_ID_KEY,
@@ -136,8 +145,10 @@ def _application_error(error: ErrorData, what: str, max_delay: float) -> Applica
     delay = None
     if error.retry_after is not None and error.retryable:
         delay = timedelta(seconds=max(0.0, min(error.retry_after, max_delay)))
+    # A message that names what failed already (a PayloadTooLargeError's does) is not named twice.
+    message = error.message if error.message.startswith(what) else f"{what}: {error.message}"
     return ApplicationError(
-        f"{what}: {error.message}",
+        message,
         error.to_data(),
         type=error.type,
         non_retryable=not error.retryable,
@@ -312,10 +323,17 @@ class _AgentActivities:
         appended = await self._carried(data) if "appends" in data else None
         try:
             if "session_id" in data:
-                history = await self._history(str(data["session_id"]), request.messages)
+                session = str(data["session_id"])
+                history = await self._history(session, request.messages)
+                memory = self.durable.short_term_memory(session)
+                history = await _heartbeating(expanded(memory, history))  # stored tool results
                 request = replace(request, messages=history)
             provider = self.registry.resolve(str(data["provider"]))
             response = await _heartbeating(provider.complete(request))
+            if data.get("refs"):  # a big thinking block: stored, its reference returned
+                memory = self.durable.short_term_memory(str(data["session_id"]))
+                message = await _heartbeating(thinking_by_reference(memory, response.message))
+                response = replace(response, message=message)
             out = response_to_data(response)
             await self._check_size(out, f"{what} response")
         except Exception as exc:
@@ -411,6 +429,11 @@ class _AgentActivities:
         finally:
             _current.reset(token)
         out: dict[str, Any] = {"content": content_to_text(result.content)}
+        if data.get("refs") and len(out["content"]) > RESULT_WHOLE:
+            try:
+                out.update(await self._by_reference(result.content, str(data["session_id"])))
+            except Exception as exc:  # the storage failed: the engine retries
+                raise self._fail(exc, f"{what} result store") from exc
         if result.error is not None:
             retry = _retryable(result.error)
             error = tool_error_to_data(result.error, retry)
@@ -423,6 +446,23 @@ class _AgentActivities:
         except PayloadTooLargeError as exc:
             raise self._fail(exc, what) from exc
         return out
+
+    async def _by_reference(self, content: list[ContentBlock], session_id: str) -> dict[str, Any]:
+        """A big result stored beside the session: its reference, and a preview for the run's
+        events (issue 30). Truncated first as the loop would (``max_tool_result_chars``); the
+        result whole if it is small then or the session's storage cannot hold it."""
+        limit = self.options.max_tool_result_chars
+        if limit is not None:
+            content = truncate_content(list(content), limit)
+        text = content_to_text(content)
+        memory = self.durable.short_term_memory(session_id)
+        ref = None
+        if len(text) > RESULT_WHOLE:
+            ref = await _heartbeating(store_result(memory, content, text))
+        if ref is None:
+            return {"content": text}
+        preview = "".join(b.text for b in content if isinstance(b, TextBlock))
+        return {"content": content_to_text([TextBlock(ref)]), "preview": preview[:PREVIEW]}
 
     def _outcome(self, context: ToolContext, used: list[Usage], what: str) -> dict[str, Any]:
         """What the tool told its context, for the workflow's: terminate, details (if they are
@@ -624,6 +664,7 @@ class _AgentActivities:
         messages = messages_from_text(data["messages"])
         if memory is None:
             return False
+        messages = await _heartbeating(expanded(memory, messages))  # stored whole
         append_once = getattr(getattr(memory, "storage", None), "append_once", None)
         if append_once is not None:  # a retried write is recognised by its key
             return bool(await _heartbeating(append_once(str(data["key"]), messages)))

@@ -31,6 +31,7 @@ from temporalio.exceptions import (
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._metadata_keys import DECISIONS_KEY
+from goagent_py._transcript import closing_tail
 from goagent_py.agent import Agent
 from goagent_py.approvals import Approve, Deny, ToolDecision, check_decisions, pending_of
 from goagent_py.dispatch import DispatchFunc
@@ -64,6 +65,7 @@ from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition
 
 from ._mcp import call_activity, listed_definitions
+from ._results import PREVIEW, reference_of
 from ._wire import (  # names shared with the client
     ABORT_SIGNAL,
     DECIDE_UPDATE,
@@ -94,11 +96,13 @@ from ._wire import (  # names shared with the client
     usage_to_data,
 )
 
+# The patch marker of the append that closes a loaded history's open tail (review6a).
+CLOSING_APPEND_PATCH = "goagent.closing-append"
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
 # Carried appends bigger than this are appended before the model call, not carried by it
 # (the run's new messages would otherwise cross twice: in the request and in the appends).
 _CARRY_WHOLE = 64 * 1024
-_EVENT_TEXT = 2000  # characters of a tool result kept in an event (events live in the workflow)
+_EVENT_TEXT = PREVIEW  # characters of a tool result kept in an event (events live in the workflow)
 # The call a tool proxy runs: set by the dispatch middleware in the call's own task.
 _CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
     "goagent_durable_call", default=None
@@ -147,6 +151,8 @@ class _Calls:
         # The content a worker recorded for a failed call, by call id (it may differ from the
         # error's text: the worker's after_tool_call can replace it).
         self.failed_content: dict[str, list[ContentBlock]] = {}
+        # The start of each result that crossed by reference, by call id (for its event).
+        self.previews: dict[str, str] = {}
         # The approval checks the workers made, by call id: (the model's arguments, the
         # validated ones or None when they failed validation, whether the call waits).
         self.checked: dict[str, tuple[dict[str, Any], dict[str, Any] | None, bool]] = {}
@@ -212,7 +218,9 @@ class _Calls:
         )
 
     def on_tool_result(self, result: ToolResult) -> None:
-        text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
+        text = self.previews.pop(result.call.id, None)
+        if text is None:
+            text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
         self.events.append(
             {
                 "type": "tool_result",
@@ -319,6 +327,8 @@ class _ModelProxy:
             # The run's own stored messages are stand-ins too (not those carried here: a
             # worker of a version before carried appends does not apply them).
             data["request"] = request_to_data(memory.by_reference(request))
+            if calls.config.get("block_refs"):  # a big thinking block stays on the workers
+                data["refs"] = True
         if carried:
             try:
                 check_size({**data, "appends": carried}, what, **_limits(calls.config))
@@ -383,6 +393,11 @@ class _ToolProxy:
         }
         if calls.deps is not None:
             data["deps"] = calls.deps
+        memory = calls.short_term
+        if calls.config.get("block_refs") and memory is not None and memory.refs:
+            # A big result is stored on the workers; its reference crosses (issue 30).
+            data["refs"] = True
+            data["session_id"] = memory.session_id
         if calls.config.get("gate_sees_message"):
             # The worker's before_tool_call takes (call, assistant message): send the message.
             data["message"] = messages_to_text(_assistant_message(call.id))
@@ -399,6 +414,8 @@ class _ToolProxy:
                 ctx.set_details(out["details"])
             if out.get("usage"):
                 ctx.add_usage(usage_from_data(out["usage"]))
+        if "preview" in out and call.id:
+            calls.previews[call.id] = str(out["preview"])
         error = out.get("error")
         if error is not None:  # an error for the model, recorded as the call's outcome
             if call.id:
@@ -433,7 +450,7 @@ class _ShortTermProxy:
 
     def __init__(self, calls: _Calls, session_id: str) -> None:
         self._calls = calls
-        self._session = session_id
+        self._session = self.session_id = session_id
         self._appends = 0
         # From the load's recorded result: the same on replay.
         self._keyed = False
@@ -448,6 +465,9 @@ class _ShortTermProxy:
         self._stored: set[str] = set()
         self._digests: dict[str, list[str]] = {}
         self._known: dict[int, tuple[Message, str]] = {}  # id -> (message, digest)
+        # The results that close the calls the loaded history ends on (the loop appends them
+        # first, since review6a): a run that began before that replays without the append.
+        self._closing: list[Message] = []
         calls.short_term = self
 
     async def messages(self) -> list[Message]:
@@ -458,6 +478,7 @@ class _ShortTermProxy:
         self._keyed = bool(out.get("keyed", False))
         self._stores = bool(out.get("stores", True))
         self._loaded = messages_from_text(out["messages"])
+        self._closing = closing_tail(self._loaded)
         return list(self._loaded)
 
     def _digest(self, message: Message) -> str:
@@ -553,6 +574,12 @@ class _ShortTermProxy:
         return replace(found, metadata=metadata)
 
     async def append(self, *messages: Message) -> None:
+        if self._closing and not self._appends and list(messages) == self._closing:
+            self._closing = []
+            # A history recorded before the loop closed an open tail has no marker here and
+            # no append: replayed, the run goes on as it ran (the tail stays open in storage).
+            if not workflow.patched(CLOSING_APPEND_PATCH):
+                return
         # The n-th append of the run (a loop may append once per run, or message by message):
         # the key lets a storage with append_once skip a retried write, and only that.
         self._appends += 1
@@ -561,8 +588,8 @@ class _ShortTermProxy:
         check_size(data, "short-term memory append", **_limits(self._calls.config))
         if self._carry and not self._stores:
             return  # the workers keep no history (the load said so)
-        if self.refs:
-            self._digests[key] = [history_digest(m) for m in messages]
+        if self.refs:  # a result by reference is stored expanded: it stays a reference here
+            self._digests[key] = [history_digest(m) for m in messages if not reference_of(m)]
         if self._carry and self._keyed:
             self._waiting.append(data)
             return
@@ -577,7 +604,9 @@ class _ShortTermProxy:
             )
         except ActivityError as exc:
             error = _error_of(exc)
-            raise MemoryStoreError(f"short-term memory {op} failed: {error.message}") from None
+            what = f"short-term memory {op}"
+            message = error.message.removeprefix(f"{what}: ")  # named once, here
+            raise MemoryStoreError(f"{what} failed: {message}") from None
 
 
 class _LongTermProxy:

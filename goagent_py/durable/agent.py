@@ -342,6 +342,10 @@ class DurableAgent:
             # activity as stand-ins, and a result over the payload limit lists them so; a run
             # started without this key replays as it ran: its messages whole (issue 30).
             "run_refs": True,
+            # A tool result over 64 KB is stored by its activity beside the session and
+            # crosses as a reference (the workers put it back in model requests and appends);
+            # a run started without this key replays as it ran: results whole (issue 30).
+            "block_refs": True,
             # Which calls may wait for a person ("*": every tool, the agent has a policy); the
             # workers' check decides (the predicates and the policy are code).
             "approval_checks": _approval_checks(self.agent),

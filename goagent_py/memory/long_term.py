@@ -667,9 +667,10 @@ class LongTermMemory:
     ) -> list[ScoredMessage]:
         """The current memories of ``session`` most relevant to ``query``, best first.
 
-        Scores within ``tie_tolerance`` of each other are ordered newest first. Superseded and
-        deleted memories are left out unless ``include_superseded`` (then superseded ones
-        come too, their ``memory_state`` metadata saying so: recall renders them "formerly").
+        Scores within ``tie_tolerance`` of the best one left are ordered newest first.
+        Superseded and deleted memories are left out unless ``include_superseded`` (then
+        superseded ones come too, their ``memory_state`` metadata saying so: recall renders
+        them "formerly").
 
         Args:
             query: the content to match (usually the user's message).
@@ -736,15 +737,25 @@ class LongTermMemory:
             fetch *= 4
 
     def _newer_first(self, found: list[ScoredMessage]) -> list[ScoredMessage]:
-        """``found`` best first; neighbours within ``tie_tolerance`` newest first."""
+        """``found`` best first, in groups of near-equal scores, each group newest first.
+
+        A group is the best score left and every score within ``tie_tolerance`` below it;
+        within a group the newer fact comes first (equal times keep the score order).
+        """
         ranked = sorted(found, key=lambda s: -s.score)
-        created = [record_of(s).created_at or _EPOCH for s in ranked]
-        for i in range(len(ranked) - 1):
-            close = ranked[i].score - ranked[i + 1].score <= self.tie_tolerance
-            if close and created[i + 1] > created[i]:
-                ranked[i], ranked[i + 1] = ranked[i + 1], ranked[i]
-                created[i], created[i + 1] = created[i + 1], created[i]
-        return ranked
+        ordered: list[ScoredMessage] = []
+        start = 0
+        while start < len(ranked):
+            top = ranked[start].score
+            end = start + 1
+            while end < len(ranked) and top - ranked[end].score <= self.tie_tolerance:
+                end += 1
+            group = ranked[start:end]
+            if len(group) > 1:
+                group.sort(key=lambda s: record_of(s).created_at or _EPOCH, reverse=True)
+            ordered.extend(group)
+            start = end
+        return ordered
 
     async def records(
         self, *, session: str = "", states: Sequence[MemoryState] = (CURRENT,)

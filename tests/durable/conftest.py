@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,3 +42,57 @@ async def temporal() -> AsyncIterator[WorkflowEnvironment]:
         yield env
     finally:
         await env.shutdown()
+
+
+@pytest.fixture
+def run_durably(temporal: WorkflowEnvironment) -> Callable[..., Awaitable[tuple[Any, Any]]]:
+    """Run ``agent`` durably once on a worker of its own (the dev server of ``temporal``).
+
+    ``run_durably(agent, prompt, plan=..., memory=..., session_id=..., **settings)``: ``plan``
+    is the model on the workers (a FunctionProvider's function), ``memory`` the workers'
+    short-term memory for every session (None: none), ``without`` run settings to leave out
+    (a run started by an older client), ``settings`` more DurableAgent keywords.
+    Returns the run's result and the workflow's recorded history; a failed run raises
+    (``DurableRunError``) from the call.
+    """
+    from goagent_py.durable import WORKFLOW_NAME, DurableAgent, ProviderRegistry, create_worker
+    from goagent_py.durable._client import result_of
+    from goagent_py.durable._wire import content_to_text
+    from goagent_py.messages import TextBlock
+    from goagent_py.testing import FunctionProvider
+
+    async def run(
+        agent: Any,
+        prompt: str,
+        *,
+        plan: Callable[..., Any],
+        memory: Any = None,
+        session_id: str = "default",
+        without: tuple[str, ...] = (),
+        **settings: Any,
+    ) -> tuple[Any, Any]:
+        if memory is not None:
+            settings["short_term_memory"] = lambda _session: memory
+        durable = DurableAgent(
+            agent, provider="fn:x", task_queue=f"q-{uuid.uuid4().hex[:8]}", **settings
+        )
+        registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+        async with create_worker(temporal.client, [durable], registry=registry):
+            if without:
+                config = durable.config()
+                for key in without:
+                    del config[key]
+                data = {
+                    "config": config,
+                    "content": content_to_text([TextBlock(prompt)]),
+                    "session_id": session_id,
+                }
+                handle = await temporal.client.start_workflow(
+                    WORKFLOW_NAME, data, id=f"old-{uuid.uuid4().hex}", task_queue=durable.task_queue
+                )
+            else:
+                handle = await durable.start(temporal.client, prompt, session_id=session_id)
+            result = await result_of(handle)
+            return result, await handle.fetch_history()
+
+    return run

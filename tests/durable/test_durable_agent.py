@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
 from goagent_py import Agent
 from goagent_py.durable import (
@@ -14,8 +16,11 @@ from goagent_py.durable import (
     activities_for,
     create_worker,
 )
+from goagent_py.durable._activities import _AgentActivities
 from goagent_py.errors import ConfigurationError
 from goagent_py.mcp import MCPHttp, MCPInProcess, MCPStdio
+from goagent_py.memory import ShortTermMemory
+from goagent_py.messages import Message, Role, TextBlock
 from goagent_py.testing import FunctionProvider
 from goagent_py.tools import tool
 
@@ -151,3 +156,18 @@ def test_the_registry_builds_each_spec_once() -> None:
     assert built == ["a", "b"]
     with pytest.raises(ConfigurationError, match="without ':'"):
         registry.register("a:b", factory)
+
+
+async def test_a_load_over_the_payload_limit_names_the_load_once() -> None:
+    memory = ShortTermMemory()  # stand-ins of 20 messages: over 1,000 bytes
+    await memory.append(*[Message(Role.USER, [TextBlock(f"q{i}")]) for i in range(20)])
+    durable = DurableAgent(
+        make(), provider="fn:x", short_term_memory=lambda _s: memory, payload_limit=1000
+    )
+    activities = _AgentActivities(durable, ProviderRegistry())
+    with pytest.raises(ApplicationError) as caught:
+        await ActivityEnvironment().run(activities.load, {"session_id": "s"})
+    assert caught.value.type == "PayloadTooLargeError"
+    assert caught.value.message.startswith("short-term memory load: the payload is ")
+    assert caught.value.message.count("short-term memory load") == 1
+    assert caught.value.details[0]["message"] == caught.value.message

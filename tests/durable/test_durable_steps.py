@@ -14,6 +14,7 @@ without the keys) runs as it ran before, so its history replays.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +23,18 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.testing import WorkflowEnvironment
 
 from goagent_py import Agent
-from goagent_py.durable import WORKFLOW_NAME, DurableAgent, ProviderRegistry, create_worker
+from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
 from goagent_py.durable._client import result_of
-from goagent_py.durable._wire import content_to_text
 from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage import InMemoryStorage, PostgresStorage, SQLiteStorage
-from goagent_py.messages import Role, TextBlock, ToolCall
+from goagent_py.messages import Role, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
 from goagent_py.testing import FunctionProvider, tool_call_response
 from goagent_py.tools import tool
 
 pytestmark = pytest.mark.slow
+
+RunDurably = Callable[..., Awaitable[tuple[Any, Any]]]  # the run_durably fixture
 
 
 @tool
@@ -53,12 +55,15 @@ def plan(request: CompletionRequest) -> CompletionResponse | str:
     return tool_call_response(ToolCall("call-1", "add", {"a": 2, "b": 3}))
 
 
+def steps_agent() -> Agent:
+    return Agent(provider=FunctionProvider(plan), model="m", name="steps", tools=[add])
+
+
 def durable_with(storage: Any, **settings: Any) -> tuple[DurableAgent, ProviderRegistry]:
     """``storage``: a PostgresStorage (a session each) or a SQLiteStorage (one session)."""
     by_session = getattr(storage, "for_session", lambda _: storage)
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="steps", tools=[add])
     durable = DurableAgent(
-        agent,
+        steps_agent(),
         provider="fn:x",
         short_term_memory=lambda s: ShortTermMemory(by_session(s)),
         task_queue=f"q-{uuid.uuid4().hex[:8]}",
@@ -69,7 +74,11 @@ def durable_with(storage: Any, **settings: Any) -> tuple[DurableAgent, ProviderR
 
 async def scheduled(handle: Any) -> tuple[list[str], int]:
     """The activities the run's history scheduled, and its markers (local activities)."""
-    history = await handle.fetch_history()
+    return steps_of(await handle.fetch_history())
+
+
+def steps_of(history: Any) -> tuple[list[str], int]:
+    """The activities ``history`` scheduled, and its markers (local activities)."""
     kinds = [
         e.activity_task_scheduled_event_attributes.activity_type.name
         for e in history.events
@@ -180,29 +189,24 @@ async def test_appends_a_worker_did_not_apply_are_appended_by_the_workflow(
 
 
 async def test_a_worker_without_short_term_memory_is_sent_no_appends(
-    temporal: WorkflowEnvironment,
+    run_durably: RunDurably,
 ) -> None:
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="steps", tools=[add])
-    durable = DurableAgent(agent, provider="fn:x", task_queue=f"q-{uuid.uuid4().hex[:8]}")
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
-    async with create_worker(temporal.client, [durable], registry=registry):
-        handle = await durable.start(temporal.client, "add 2 and 3")
-        result = await result_of(handle)
-        kinds, markers = await scheduled(handle)
+    result, history = await run_durably(steps_agent(), "add 2 and 3", plan=plan)
+    kinds, markers = steps_of(history)
     assert result.text == "the sum is 5"
     assert kinds == ["goagent.model.steps", "goagent.tool.steps.add", "goagent.model.steps"]
     assert markers == 1  # the load, which says there is nothing to append to
 
 
 async def test_on_sqlite_a_run_of_one_tool_call_is_three_activities_stored_once(
-    temporal: WorkflowEnvironment, tmp_path: Path
+    run_durably: RunDurably, tmp_path: Path
 ) -> None:
     storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
-    durable, registry = durable_with(storage)
-    async with create_worker(temporal.client, [durable], registry=registry):
-        handle = await durable.start(temporal.client, "add 2 and 3", session_id="s")
-        result = await result_of(handle)
-        kinds, markers = await scheduled(handle)
+    memory = ShortTermMemory(storage)
+    result, history = await run_durably(
+        steps_agent(), "add 2 and 3", plan=plan, memory=memory, session_id="s"
+    )
+    kinds, markers = steps_of(history)
     assert result.text == "the sum is 5"
     # SQLiteStorage applies a keyed append once (append_once), as PostgresStorage does.
     assert kinds == ["goagent.model.steps", "goagent.tool.steps.add", "goagent.model.steps"]
@@ -212,15 +216,15 @@ async def test_on_sqlite_a_run_of_one_tool_call_is_three_activities_stored_once(
 
 
 async def test_without_keyed_appends_the_appends_stay_activities(
-    temporal: WorkflowEnvironment,
+    run_durably: RunDurably,
 ) -> None:
     """A storage that cannot tell a retried append (no append_once) appends by activity."""
     storage = InMemoryStorage()
-    durable, registry = durable_with(storage)
-    async with create_worker(temporal.client, [durable], registry=registry):
-        handle = await durable.start(temporal.client, "add 2 and 3", session_id="s")
-        result = await result_of(handle)
-        kinds, markers = await scheduled(handle)
+    memory = ShortTermMemory(storage)
+    result, history = await run_durably(
+        steps_agent(), "add 2 and 3", plan=plan, memory=memory, session_id="s"
+    )
+    kinds, markers = steps_of(history)
     assert result.text == "the sum is 5"
     append = "goagent.memory.append.steps"
     model, add = "goagent.model.steps", "goagent.tool.steps.add"
@@ -230,24 +234,19 @@ async def test_without_keyed_appends_the_appends_stay_activities(
 
 
 async def test_a_run_started_by_an_older_client_runs_memory_as_activities(
-    temporal: WorkflowEnvironment, tmp_path: Path
+    run_durably: RunDurably, tmp_path: Path
 ) -> None:
     storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
-    durable, registry = durable_with(storage)
-    config = durable.config()
-    del config["local_memory_activities"]  # what a client before issue 36 sent
-    del config["carry_appends"]
-    data = {
-        "config": config,
-        "content": content_to_text([TextBlock("add 2 and 3")]),
-        "session_id": "s",
-    }
-    async with create_worker(temporal.client, [durable], registry=registry):
-        handle = await temporal.client.start_workflow(
-            WORKFLOW_NAME, data, id=f"old-{uuid.uuid4().hex}", task_queue=durable.task_queue
-        )
-        result = await result_of(handle)
-        kinds, markers = await scheduled(handle)
+    result, history = await run_durably(
+        steps_agent(),
+        "add 2 and 3",
+        plan=plan,
+        memory=ShortTermMemory(storage),
+        session_id="s",
+        # What a client before issue 36 sent.
+        without=("local_memory_activities", "carry_appends"),
+    )
+    kinds, markers = steps_of(history)
     assert result.text == "the sum is 5"
     assert kinds.count("goagent.memory.load.steps") == 1
     assert kinds.count("goagent.memory.append.steps") == 3

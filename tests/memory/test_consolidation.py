@@ -21,14 +21,16 @@ from goagent_py.memory.consolidation import ConsolidationReport, Decision
 from goagent_py.memory.deciders import ModelDecider, RuleDecider
 from goagent_py.memory.long_term import LongTermMemory
 from goagent_py.memory.records import (
+    CREATED_AT_KEY,
     SOURCE_MESSAGE_KEY,
     SOURCE_SESSION_KEY,
     MemoryRecord,
+    format_time,
 )
-from goagent_py.memory.vector.base import VectorStore
+from goagent_py.memory.vector.base import SearchOptions, VectorStore
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
 from goagent_py.memory.write_policies import user_statements
-from goagent_py.messages import Message, Role, TextBlock, assistant_message
+from goagent_py.messages import Message, Role, ScoredMessage, TextBlock, assistant_message
 from goagent_py.testing import FakeEmbedder, ScriptedProvider, text_response
 
 ALL = ("current", "superseded", "deleted")
@@ -201,6 +203,39 @@ async def test_ties_break_toward_the_newer_fact() -> None:
         await m.store([said(older)], session="alice")
         await m.store([said(newer)], session="alice")
         assert await texts(m, "favourite colour blue") == [newer, older]
+
+
+async def test_near_equal_scores_are_all_ordered_newest_first() -> None:
+    # Three scores within the tolerance of the best, the oldest scoring highest: a single
+    # pass of neighbour swaps leaves the oldest in the middle. A fourth, further down, stays
+    # last however new it is.
+    day = datetime(2026, 3, 1, tzinfo=UTC)
+    hits = [
+        (0.900, "oldest", day),
+        (0.895, "middle", day + timedelta(days=1)),
+        (0.892, "newest", day + timedelta(days=2)),
+        (0.700, "far below", day + timedelta(days=3)),
+    ]
+
+    class Fixed(InMemoryVectorStore):
+        async def search(
+            self, vector: Any, options: SearchOptions | None = None
+        ) -> list[ScoredMessage]:
+            return [
+                ScoredMessage(
+                    id=text,
+                    message=Message(
+                        role=Role.USER,
+                        content=[TextBlock(text)],
+                        metadata={CREATED_AT_KEY: format_time(when)},
+                    ),
+                    score=score,
+                )
+                for score, text, when in hits
+            ]
+
+    m = memory(Fixed(), tie_tolerance=0.01)
+    assert await texts(m, "anything") == ["newest", "middle", "oldest", "far below"]
 
 
 # -- bad deciders lose nothing ----------------------------------------------------------------
