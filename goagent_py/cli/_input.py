@@ -7,7 +7,9 @@ prompt_toolkit keeps a multi-line paste (bracketed paste) as one message. Piped 
 line by line with no length limit below 1 MiB.
 
 Each reader is an async iterator of lines: a ``str`` per line, a ``UnicodeDecodeError`` for a
-line that is not UTF-8 (the chat skips it and says so); it ends at end of input (Ctrl-D).
+line that is not UTF-8 (the chat skips it and says so); it ends at end of input (Ctrl-D). A
+``KeyboardInterrupt`` (yielded, not raised) is a Ctrl-C read as a key at the prompt: the chat
+quits as interrupted.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 __all__ = ["LineSource", "line_source", "pipe_lines"]
 
-LineSource = AsyncIterator["str | UnicodeDecodeError"]
+LineSource = AsyncIterator["str | UnicodeDecodeError | KeyboardInterrupt"]
 
 
 async def pipe_lines(stream: Any) -> LineSource:
@@ -61,9 +63,11 @@ async def _prompt_toolkit_lines(prompt: str, history: Path) -> LineSource:
             text = await session.prompt_async(prompt, handle_sigint=False)
         except EOFError:
             return
-        except KeyboardInterrupt:
-            # Ctrl-C at the prompt ends the chat like Ctrl-D (a KeyboardInterrupt left to fly
-            # out of this task would end the event loop with a traceback).
+        except KeyboardInterrupt as exc:
+            # Ctrl-C at the prompt quits, as interrupted (exit 130, as the readline reader's
+            # SIGINT gives): handed over as data, since a KeyboardInterrupt left to fly out of
+            # this task would end the event loop with a traceback.
+            yield exc
             return
         yield text
 

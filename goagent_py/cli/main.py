@@ -301,6 +301,9 @@ async def chat_loop(
             line = next_line.result()
             if line is None:
                 break
+            if isinstance(line, KeyboardInterrupt):  # Ctrl-C at the prompt, read as a key
+                interrupted = True
+                break
             if isinstance(line, UnicodeDecodeError):
                 console.note("error: input is not UTF-8 text; line skipped")
                 state.failures += 1
