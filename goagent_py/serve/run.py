@@ -153,7 +153,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
     from goagent_py.agent import Agent
     from goagent_py.cli._agent import agent_kit, build_agent
-    from goagent_py.cli._common import data_home, pick_provider
+    from goagent_py.cli._common import data_home, listen_socket, pick_provider
     from goagent_py.cli._setup import loading_embedder, long_term_memory, write_policy
     from goagent_py.serve.app import ThreadContext, create_app
 
@@ -208,7 +208,7 @@ async def run_serve(args: argparse.Namespace) -> int:
     host = f"[{args.host}]" if ":" in args.host else args.host
     config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     try:
-        listening = _listen(args.host, args.port, backlog=config.backlog)
+        listening = listen_socket(args.host, args.port, backlog=config.backlog)
     except ConfigurationError:
         for closer in reversed(closers):
             await closer.aclose()
@@ -232,28 +232,6 @@ async def run_serve(args: argparse.Namespace) -> int:
         for closer in reversed(closers):
             await closer.aclose()
     return 128 + signalled if signalled else 0  # 130 for Ctrl-C, as the shell reports it
-
-
-def _listen(host: str, port: int, *, backlog: int) -> socket.socket:
-    """A socket listening on ``host:port``, made before the address is announced.
-
-    uvicorn binds inside its startup: a port in use printed the address, then ended the process
-    with ``sys.exit(3)`` (a SystemExit out of ``main()`` in process, and 3 is the code for a
-    missing extra); uvloop bound a port past 65535 modulo 65536 (99999 served on 34463).
-
-    Raises:
-        ConfigurationError: the address cannot be had, with what to do instead.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        if not 0 <= port <= 65535:  # create_server would leak its socket on OverflowError
-            raise OSError(f"port {port} is not 0 to 65535")
-        return socket.create_server((host, port), family=family, backlog=backlog)
-    except OSError as exc:
-        raise ConfigurationError(
-            f"cannot listen on {host}:{port} ({exc}): pick another --port (--port 0 picks a "
-            "free one) or --host"
-        ) from exc
 
 
 async def _serve_until_signalled(

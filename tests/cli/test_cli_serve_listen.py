@@ -93,3 +93,19 @@ def test_a_folder_as_db_is_a_usage_error_before_any_address_is_announced(
     err = capsys.readouterr().err
     assert "open http://" not in err
     assert f"--db {tmp_path} is a folder" in err
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+def test_mcp_serve_on_a_port_in_use_is_a_usage_error_before_any_address_is_announced(
+    transport: str,
+    scripted: None,
+    busy_port: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("mcp")
+    argv = ["mcp", "serve", "--transport", transport, "--port", str(busy_port)]
+    # was: "serving on http://..." then uvicorn's sys.exit(3), a SystemExit out of main()
+    assert cli.main(argv) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "serving" not in err
+    assert f"cannot listen on 127.0.0.1:{busy_port}" in err
