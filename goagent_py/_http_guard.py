@@ -60,19 +60,27 @@ def refusal(scope: Scope, hosts: frozenset[str]) -> tuple[int, str] | None:
 
 class OriginGuard:
     """An ASGI middleware making the checks of :func:`refusal` (answered as JSON
-    ``{"error": ...}``), and refusing a POST, PUT or PATCH whose body is not JSON (415: an HTML
-    form can send only other types).
+    ``{"error": ...}``), refusing a POST, PUT or PATCH whose body is not JSON (415: an HTML
+    form can send only other types) or is larger than ``max_body`` (413).
 
     Args:
         app: the app to guard.
         hosts: the host names accepted besides localhost.
+        max_body: the largest body accepted, in bytes (None: no cap). The body is read here,
+            up to the cap, before the app sees it, so a client holds no more than that
+            whether or not it declares a ``Content-Length``.
     """
 
     def __init__(
-        self, app: Callable[[Scope, Receive, Send], Awaitable[None]], *, hosts: Iterable[str] = ()
+        self,
+        app: Callable[[Scope, Receive, Send], Awaitable[None]],
+        *,
+        hosts: Iterable[str] = (),
+        max_body: int | None = None,
     ) -> None:
         self.app = app
         self.hosts = LOCAL_HOSTS | {h.strip("[]").lower() for h in hosts}
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -81,18 +89,60 @@ class OriginGuard:
                 kind = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
                 if kind.split(";")[0].strip().lower() != "application/json":
                     found = 415, "send JSON (Content-Type: application/json)"
+                elif self.max_body is not None:
+                    body = await _bounded_body(scope, receive, self.max_body)
+                    if body is None:
+                        found = 413, f"body larger than {self.max_body} bytes"
+                    else:
+                        receive = _replay(body, receive)
             if found is not None:
-                body = json.dumps({"error": found[1]}).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": found[0],
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", b"%d" % len(body)),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                await _send_json_error(send, *found)
                 return
         await self.app(scope, receive, send)
+
+
+async def _bounded_body(scope: Scope, receive: Receive, limit: int) -> bytes | None:
+    """The request's body, or None when it is (or declares to be) larger than ``limit``."""
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # a disconnect: the app sees an empty body
+            return bytes(body)
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` giving ``body`` in one message, then what the client sends next (its
+    disconnect, which a streamed response waits for)."""
+    sent = False
+
+    async def replay() -> MutableMapping[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _send_json_error(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -121,12 +121,37 @@ def _plainly_valid(node: object, depth: int = 0) -> bool:
     return True
 
 
+MAX_DEPTH = 128
+"""The deepest nesting of JSON objects and arrays a schema may have (a schema of 64 nested
+objects: vendors accept far fewer, OpenAI's strict mode 10). jsonschema's meta-schema check
+recurses a few Python frames per level and exhausted the stack at ~300 nested objects, as a
+RecursionError from ``tool_func`` (a 500 from serve's ``/v1`` given such a tool)."""
+
+
+def _too_deep(schema: object) -> tuple[str | int, ...] | None:
+    """The path of the first node nested deeper than :data:`MAX_DEPTH`, or None (iterative:
+    a recursive walk would hit the same stack limit)."""
+    todo: list[tuple[object, tuple[str | int, ...]]] = [(schema, ())]
+    while todo:
+        node, path = todo.pop()
+        if len(path) > MAX_DEPTH:
+            return path
+        if isinstance(node, Mapping):
+            todo.extend((v, (*path, str(k))) for k, v in node.items())
+        elif isinstance(node, list):
+            todo.extend((v, (*path, i)) for i, v in enumerate(node))
+    return None
+
+
 def schema_problem(schema: object) -> str | None:
     """What makes ``schema`` not a valid JSON Schema (path first), or None when it is one."""
     if not isinstance(schema, Mapping):
         return f"(root): expected a JSON Schema object, got {type(schema).__name__}"
     if "$schema" not in schema and _plainly_valid(schema):
-        return None
+        return None  # (it looks 33 levels deep at most: the walk below is only for the rest)
+    deep = _too_deep(schema)
+    if deep is not None:
+        return f"{_path(deep)}: nested more than {MAX_DEPTH} levels deep"
     dialect = schema.get("$schema")
     validator = _meta_validator(
         dialect if isinstance(dialect, str) else "https://json-schema.org/draft/2020-12/schema"

@@ -21,9 +21,9 @@ Anything else is left to the HTTP status.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from goagent_py._json_text import loads
 from goagent_py.errors import ProviderError
 
 __all__ = [
@@ -95,7 +95,7 @@ def _error_object(body: str) -> dict[str, Any]:
     if not body or "{" not in body:
         return {}
     try:
-        data = json.loads(body)
+        data = loads(body)
     except ValueError:
         return {}
     if not isinstance(data, dict):

@@ -30,6 +30,7 @@ from typing import Any, Generic, TypeVar
 
 from goagent_py import _deps
 from goagent_py._json_schema import check_schema
+from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError, ModelRetry, OutputValidationError
 from goagent_py.messages import Message, ToolCall
 from goagent_py.provider import (
@@ -305,7 +306,7 @@ class OutputSpec(Generic[Out]):
         match = _FENCE.match(raw)
         text = match.group(1) if match else raw
         try:
-            data = json.loads(text)
+            data = loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"the output is not valid JSON ({exc})") from None
         if self.wrapped:

@@ -140,3 +140,30 @@ def test_a_hand_written_tool_with_a_bad_schema_is_refused_when_the_agent_is_buil
     fixed.definition = ToolDefinition("lookup", "Look up.", {"type": "object"})
     Agent(provider=ScriptedProvider("x"), tools=[fixed])
     Agent(provider=ScriptedProvider("x"), tools=[fixed])  # the second agent re-checks nothing
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+@pytest.mark.parametrize("levels", [300, 450])
+def test_a_schema_nested_too_deeply_is_a_configuration_error_not_a_recursion_error(
+    levels: int,
+) -> None:
+    # jsonschema's meta-schema check recursed past Python's stack on these (RecursionError
+    # from tool_func, a 500 from serve's /v1 with such a tool or response_format; review7c).
+    with pytest.raises(ConfigurationError, match=r"tool 't' parameters .* nested more than"):
+        tool_func("t", "d", _nested(levels), _echo)
+    problem = schema_problem(_nested(levels))
+    assert problem is not None
+    assert "properties.a.properties.a" in problem
+
+
+def test_a_schema_nested_within_the_bound_is_still_checked_and_accepted() -> None:
+    assert schema_problem(_nested(30)) is None
+    bad = _nested(30)
+    bad["properties"]["a"]["properties"]["a"]["type"] = "dict"
+    assert "'dict' is not a JSON Schema type" in (schema_problem(bad) or "")

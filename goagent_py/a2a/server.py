@@ -215,6 +215,7 @@ def a2a_app(
     streaming: bool = True,
     max_contexts: int = 256,
     allowed_hosts: Iterable[str] = (),
+    max_body: int = 8 << 20,
 ) -> Any:
     """Serve ``agent`` over A2A (protocol 1.0, JSON-RPC binding): an ASGI (Starlette) app.
 
@@ -233,6 +234,8 @@ def a2a_app(
             host of ``url``. Any other gets 421, a cross-origin POST 403 and a POST that is not
             JSON 415, so a page in the user's browser cannot make the agent run
             (docs/security.md).
+        max_body: the largest request body accepted, in bytes (413 above; 8 MiB by default,
+            room for a few images or files sent inline).
 
     Returns:
         A Starlette app; serve it with uvicorn (see :func:`run_a2a`) or mount it in yours.
@@ -247,6 +250,8 @@ def a2a_app(
         raise ConfigurationError(f"path must start with '/', got {path!r}")
     if max_contexts < 1:
         raise ConfigurationError(f"max_contexts must be >= 1, got {max_contexts!r}")
+    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
+        raise ConfigurationError(f"max_body must be a number of bytes >= 1, got {max_body!r}")
     if isinstance(agent, Agent):
         card_name = name or agent.name or "goagent-py"
         tools = [t.definition.name for t in agent.tools]
@@ -290,7 +295,7 @@ def a2a_app(
             *routes.create_agent_card_routes(card),
             *routes.create_jsonrpc_routes(handler, path, enable_v0_3_compat=True),
         ],
-        middleware=[middleware.Middleware(OriginGuard, hosts=hosts)],
+        middleware=[middleware.Middleware(OriginGuard, hosts=hosts, max_body=max_body)],
         lifespan=lifespan,
     )
 

@@ -26,11 +26,12 @@ from goagent_py.mcp.errors import (
     MCPToolError,
     MCPToolUnavailableError,
 )
-from goagent_py.mcp.server import run_http, run_sse, run_stdio, serve_agent, sse_app
+from goagent_py.mcp.server import http_app, run_http, run_sse, run_stdio, serve_agent, sse_app
 from goagent_py.mcp.transports import MCPHttp, MCPInProcess, MCPStdio
 
 __all__ = [
     "definition_hash",
+    "http_app",
     "mcp_tools",
     "MCPConnection",
     "MCPConnectionError",

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from goagent_py._json_schema import schema_problem
 from goagent_py.errors import ConfigurationError
 from goagent_py.mcp import _convert
 from goagent_py.mcp._pins import ToolChange, _Pins
@@ -286,6 +287,7 @@ class MCPConnection:
         self._pins = _Pins(name, pins, on_tool_changed, block_changed)
         self._remote: dict[str, _Remote] = {}
         self._tools_seen = False
+        self._warned_schemas: set[tuple[str, str]] = set()  # (tool, problem), warned once
         self._fetch_seq = 0
         self._applied_seq = 0
         self._stale = False
@@ -687,6 +689,20 @@ class MCPConnection:
                 continue
             description = t.description or ""
             schema = _convert.input_schema(t.input_schema)
+            problem = schema_problem(schema)
+            if problem is not None:
+                # Sent on, it is a 400 from the vendor for the whole request: one bad tool of
+                # a server failed every turn. Withheld, the server's other tools still work.
+                if (t.name, problem) not in self._warned_schemas:
+                    self._warned_schemas.add((t.name, problem))
+                    _log.warning(
+                        "MCP server %r: tool %r withheld: its input schema is not valid JSON "
+                        "Schema at %s",
+                        self.name,
+                        t.name,
+                        problem,
+                    )
+                continue
             local = _convert.local_name(s.prefix, t.name)
             if local in by_local:
                 raise ConfigurationError(

@@ -11,6 +11,7 @@ call ``ask(prompt)`` and read the agent's answer, with progress notifications wh
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from goagent_py.errors import ConfigurationError
@@ -19,7 +20,7 @@ from goagent_py.mcp._sdk import require
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
 from goagent_py.tools import Tool
 
-__all__ = ["run_http", "run_sse", "run_stdio", "serve_agent", "sse_app"]
+__all__ = ["http_app", "run_http", "run_sse", "run_stdio", "serve_agent", "sse_app"]
 
 Expose = Literal["agent", "tools", "both"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -122,8 +123,9 @@ def serve_agent(
 
     Raises:
         MissingExtraError: the ``mcp`` extra is not installed.
-        ConfigurationError: a bad ``expose`` or tool name, or an agent tool named like one of the
-            agent's function tools.
+        ConfigurationError: a bad ``expose`` or tool name, an agent tool named like one of the
+            agent's function tools, or (``expose`` "tools" or "both") function tools behind an
+            approval or a ``before_tool_call`` gate, which a served tool's call would skip.
     """
     if expose not in ("agent", "tools", "both"):
         raise ConfigurationError(f"expose must be 'agent', 'tools' or 'both', got {expose!r}")
@@ -135,6 +137,15 @@ def serve_agent(
     if expose == "both" and any(t.definition.name == tool_name for t in tools):
         raise ConfigurationError(
             f"the agent has a tool named {tool_name!r}: pick another tool_name= for the agent"
+        )
+    gated = _gated(agent, tools)
+    if gated:
+        # A served tool runs tool.execute directly, outside any run: an MCP client's call
+        # would skip the approval or gate the agent puts in front of it (review7c).
+        raise ConfigurationError(
+            f"the agent's tools {', '.join(map(repr, gated))} go through an approval or a "
+            "before_tool_call gate, which an MCP client's call would skip: serve them with "
+            "expose='agent' (the agent applies them), or serve an agent without them"
         )
     server = mcpserver.MCPServer(
         server_name,
@@ -173,20 +184,105 @@ def serve_agent(
     return server
 
 
+def _gated(agent: Any, tools: list[Tool]) -> list[str]:
+    """The names of ``tools`` whose calls the agent puts behind an approval (its policy, or
+    the tool's own ``requires_approval``/``external``) or a ``before_tool_call`` gate."""
+    options = getattr(agent, "options", None)
+    everything = options is not None and (
+        getattr(options, "requires_approval", None) is not None
+        or getattr(options, "before_tool_call", None) is not None
+    )
+    return [
+        t.definition.name
+        for t in tools
+        if everything or getattr(t, "requires_approval", False) or getattr(t, "external", False)
+    ]
+
+
 async def run_stdio(server: Any) -> None:
     """Serve ``server`` on this process's stdin/stdout until the client disconnects."""
     await server.run_stdio_async()
 
 
+_WILDCARDS = frozenset({"", "0.0.0.0", "::"})
+
+
+def _security(host: str, allowed_hosts: Iterable[str]) -> Any:
+    """The SDK's DNS-rebinding checks for a server bound to ``host``, on for every host.
+
+    The SDK turns them on by itself only for a loopback ``host``: bound to ``0.0.0.0`` (or a
+    LAN address) it answered any ``Host`` and ``Origin``, so a page in the user's browser
+    could reach the agent under a rebound name. Accepted: localhost, ``host`` itself (unless
+    a wildcard) and ``allowed_hosts``, on any port; an ``Origin``, when sent, of one of them.
+    """
+    security: Any = require("mcp.server.transport_security")
+    names = ["127.0.0.1", "localhost", "[::1]"]
+    for name in [host if host not in _WILDCARDS else "", *allowed_hosts]:
+        name = name.strip().strip("[]").lower()
+        if name:
+            names.append(f"[{name}]" if ":" in name else name)
+    names = list(dict.fromkeys(names))
+    return security.TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*names, *(f"{n}:*" for n in names)],
+        allowed_origins=[
+            f"{scheme}://{n}{port}"
+            for n in names
+            for scheme in ("http", "https")
+            for port in ("", ":*")
+        ],
+    )
+
+
+def http_app(
+    server: Any,
+    *,
+    path: str = "/mcp",
+    host: str = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
+) -> Any:
+    """The streamable HTTP transport for ``server``, as an ASGI app (run it with its lifespan).
+
+    Args:
+        server: the server built by :func:`serve_agent` (or any SDK ``MCPServer``).
+        path: the endpoint's path.
+        host: the address it will be served on.
+        allowed_hosts: names clients reach it by besides localhost and ``host`` (a LAN or
+            public name, needed when ``host`` is ``0.0.0.0``): any other ``Host`` gets 421, a
+            foreign ``Origin`` 403, so a page in your browser cannot make the agent run. The
+            transport has no auth: keep it on 127.0.0.1 or behind a proxy that authenticates
+            (docs/security.md).
+    """
+    if not path.startswith("/"):
+        raise ConfigurationError(f"the HTTP path must start with '/', got {path!r}")
+    return server.streamable_http_app(
+        streamable_http_path=path, host=host, transport_security=_security(host, allowed_hosts)
+    )
+
+
 async def run_http(
-    server: Any, *, host: str = "127.0.0.1", port: int = 8000, path: str = "/mcp"
+    server: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    allowed_hosts: Iterable[str] = (),
 ) -> None:
-    """Serve ``server`` over streamable HTTP at ``http://host:port/path`` until cancelled."""
-    await server.run_streamable_http_async(host=host, port=port, streamable_http_path=path)
+    """Serve ``server`` over streamable HTTP at ``http://host:port/path`` until cancelled; see
+    :func:`http_app`."""
+    import uvicorn
+
+    app = http_app(server, path=path, host=host, allowed_hosts=allowed_hosts)
+    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
 
 
 def sse_app(
-    server: Any, *, path: str = "/sse", message_path: str = "/messages/", host: str = "127.0.0.1"
+    server: Any,
+    *,
+    path: str = "/sse",
+    message_path: str = "/messages/",
+    host: str = "127.0.0.1",
+    allowed_hosts: Iterable[str] = (),
 ) -> Any:
     """The legacy HTTP+SSE transport (MCP 2024-11-05) for ``server``, as an ASGI app.
 
@@ -198,22 +294,33 @@ def sse_app(
         server: the server built by :func:`serve_agent` (or any SDK ``MCPServer``).
         path: the event stream's path.
         message_path: where clients post their messages.
-        host: the host it will be served on; on a loopback host the SDK turns on its DNS
-            rebinding protection (only localhost Host and Origin headers are accepted).
+        host: the address it will be served on.
+        allowed_hosts: names clients reach it by besides localhost and ``host``; the Host and
+            Origin checks are those of :func:`http_app`, whatever the host.
     """
     if not path.startswith("/") or not message_path.startswith("/"):
         raise ConfigurationError(
             f"SSE paths must start with '/', got path={path!r}, message_path={message_path!r}"
         )
-    return server.sse_app(sse_path=path, message_path=message_path, host=host)
+    return server.sse_app(
+        sse_path=path,
+        message_path=message_path,
+        host=host,
+        transport_security=_security(host, allowed_hosts),
+    )
 
 
 async def run_sse(
-    server: Any, *, host: str = "127.0.0.1", port: int = 8000, path: str = "/sse"
+    server: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/sse",
+    allowed_hosts: Iterable[str] = (),
 ) -> None:
     """Serve ``server`` over the legacy HTTP+SSE transport at ``http://host:port/path`` (the
     messages go to ``/messages/``) until cancelled; see :func:`sse_app`."""
     import uvicorn
 
-    app = sse_app(server, path=path, host=host)
+    app = sse_app(server, path=path, host=host, allowed_hosts=allowed_hosts)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()

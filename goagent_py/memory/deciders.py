@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory._fact_slots import Fact, parse_fact, same_value
 from goagent_py.memory.consolidation import OPS, Decision, DecisionError
@@ -233,7 +234,7 @@ def parse_model_answer(text: str, aliases: dict[str, str], facts: int) -> list[D
     if start < 0 or end < start:
         raise DecisionError("the answer holds no JSON object")
     try:
-        answer = _WireAnswer.model_validate(json.loads(body[start : end + 1]))
+        answer = _WireAnswer.model_validate(loads(body[start : end + 1]))
     except (ValueError, ValidationError) as exc:
         raise DecisionError(f"the answer is not valid decisions JSON: {exc}") from None
     out: list[Decision] = []

@@ -50,6 +50,7 @@ import httpx
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from goagent_py._json_text import loads
 from goagent_py._provider_retry import parse_should_retry, set_server_should_retry
 from goagent_py._redact import redact, secrets_from_headers
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError, ProviderError
@@ -211,7 +212,7 @@ def _vendor_error(body: str) -> tuple[str, str]:
     ``{"message": ...}`` (Cohere).
     """
     try:
-        data = json.loads(body)
+        data = loads(body)
     except ValueError:
         return "", ""
     if not isinstance(data, dict):
@@ -300,7 +301,7 @@ def transport_error(
 def parse_json(text: str, *, provider: str, status: int | None, secrets: Iterable[str] = ()) -> Any:
     """Parse a response body, raising :class:`ProviderError` with an excerpt when it is not JSON."""
     try:
-        return json.loads(text)
+        return loads(text)
     except ValueError as exc:
         secrets = tuple(secrets)
         text = redact(text, secrets)

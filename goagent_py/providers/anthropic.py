@@ -34,6 +34,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from goagent_py._json_schema import recursive_def, walk_schema
+from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError, ProviderError, UnsupportedContentError
 from goagent_py.messages import (
     ContentBlock,
@@ -696,6 +697,6 @@ def _parse_streamed_input(raw: str, initial: Any) -> Any:
     if not raw.strip():
         return initial if isinstance(initial, dict) else {}
     try:
-        return json.loads(raw)
+        return loads(raw)
     except ValueError:
         return {INVALID_ARGUMENTS_KEY: raw}

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from goagent_py._json_schema import recursive_def
+from goagent_py._json_text import loads
 from goagent_py.errors import (
     ConfigurationError,
     MissingExtraError,
@@ -692,7 +693,7 @@ def parse_arguments(raw: str | None) -> dict[str, Any]:
     if raw is None or not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
+        value = loads(raw)
     except json.JSONDecodeError:
         return {INVALID_ARGUMENTS_KEY: raw}
     return value if isinstance(value, dict) else {INVALID_ARGUMENTS_KEY: raw}

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError, ProviderError, UnsupportedContentError
 from goagent_py.messages import (
     ContentBlock,
@@ -290,7 +291,7 @@ def _arguments(value: dict[str, Any] | str | None) -> dict[str, Any]:
     if not value.strip():
         return {}
     try:
-        parsed = json.loads(value)
+        parsed = loads(value)
     except json.JSONDecodeError:
         return {INVALID_ARGUMENTS_KEY: value}
     return parsed if isinstance(parsed, dict) else {INVALID_ARGUMENTS_KEY: value}

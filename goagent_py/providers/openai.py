@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError, ProviderError, UnsupportedContentError
 from goagent_py.messages import (
     ContentBlock,
@@ -605,7 +606,7 @@ def parse_arguments(raw: str | Mapping[str, Any] | None) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
+        value = loads(raw)
     except ValueError:
         return {INVALID_ARGUMENTS_KEY: raw}
     return value if isinstance(value, dict) else {INVALID_ARGUMENTS_KEY: raw}
@@ -651,7 +652,7 @@ class _StreamAssembler:
         if not data.strip():
             return []
         try:
-            raw = json.loads(data)
+            raw = loads(data)
         except ValueError as exc:
             raise ProviderError(
                 f"malformed stream chunk: {excerpt(data)}",

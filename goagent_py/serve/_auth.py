@@ -11,6 +11,7 @@ X-Forwarded-For header is written by the client and proves nothing about where i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -75,6 +76,13 @@ def hash_password(password: str, *, salt: bytes | None = None) -> str:
     return f"scrypt${_SCRYPT['n']}${_SCRYPT['r']}${_SCRYPT['p']}${salt.hex()}${digest.hex()}"
 
 
+@functools.cache
+def _decoy() -> str:
+    """A hash an unknown user's password is checked against, so that login costs one scrypt
+    like a known user's (made once: hashing a fresh one each time cost two)."""
+    return hash_password(secrets.token_hex(16))
+
+
 def verify_password(password: str, stored: str) -> bool:
     """Whether ``password`` matches a :func:`hash_password` string (constant-time compare)."""
     try:
@@ -122,7 +130,11 @@ class Auth(Protocol):
         ...
 
     def login(self, body: dict[str, Any]) -> Login | None:
-        """What a login body (``{"token"}`` or ``{"user", "password"}``) proves, or None."""
+        """What a login body (``{"token"}`` or ``{"user", "password"}``) proves, or None.
+
+        Called in a worker thread, since checking a password hash may take a while (scrypt:
+        ~50 ms of CPU); it must not use the event loop.
+        """
         ...
 
 
@@ -240,7 +252,7 @@ class UsersFileAuth:
             return None
         stored = self.users.get(user)
         if stored is None:
-            verify_password(password, hash_password("x"))  # same time for unknown users
+            verify_password(password, _decoy())  # one scrypt, as for a known user
             return None
         if not verify_password(password, stored):
             return None

@@ -36,6 +36,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
+from goagent_py._json_schema import schema_problem
 from goagent_py.agent import Agent
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
@@ -98,9 +99,21 @@ def _text_of(value: Any) -> str:
 
 
 def _thread_name(request_headers: Any, body: dict[str, Any]) -> str:
-    # The server owns history: the thread is named by the "user" field (or a header).
-    name = request_headers.get("x-goagent-thread") or body.get("user") or "default"
-    return str(name)
+    # The server owns history: the thread is named by the "user" field (or a header). A user
+    # that is not a string is refused as OpenAI does: 0, false or {} fell back to the shared
+    # "default" thread or were named by their str().
+    user = body.get("user")
+    if user is not None and not isinstance(user, str):
+        raise HttpError(400, f"user must be a string, got {type(user).__name__}")
+    return str(request_headers.get("x-goagent-thread") or user or "default")
+
+
+def _stream(body: dict[str, Any]) -> bool:
+    # bool("false") is True: a string streamed where OpenAI answers 400.
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise HttpError(400, f"stream must be true or false, got {json.dumps(stream)}")
+    return bool(stream)
 
 
 def thread_id_of(name: str) -> str:
@@ -169,7 +182,7 @@ def parse_chat(headers: Any, body: dict[str, Any], default_model: str) -> OpenAI
         thread=_thread_name(headers, body),
         prompt=prompt,
         model=str(body.get("model") or default_model),
-        stream=bool(body.get("stream")),
+        stream=_stream(body),
         results=results,
         tools=[_tool(t, i, nested=True) for i, t in enumerate(tools)],
         schema=schema,
@@ -216,7 +229,7 @@ def parse_responses(headers: Any, body: dict[str, Any], default_model: str) -> O
         thread=_thread_name(headers, body),
         prompt=prompt,
         model=str(body.get("model") or default_model),
-        stream=bool(body.get("stream")),
+        stream=_stream(body),
         results=results,
         tools=[_tool(t, i, nested=False) for i, t in enumerate(tools)],
         schema=schema,
@@ -234,17 +247,15 @@ def schema_type(name: str, schema: dict[str, Any]) -> Any:
     Raises:
         HttpError: 400, ``schema`` is not valid JSON Schema.
     """
-    from jsonschema import exceptions, validators
+    from jsonschema import validators
     from pydantic_core import core_schema
 
-    kind = validators.validator_for(schema)
-    try:
-        kind.check_schema(schema)
-    except exceptions.SchemaError as exc:
-        raise HttpError(
-            400, f"the response format's schema is not valid JSON Schema: {exc.message}"
-        ) from None
-    checker = kind(schema)
+    # The package's own check (its depth bound first: jsonschema's recursed past the stack on
+    # a deeply nested schema, a 500), the same one every tool's parameters get.
+    problem = schema_problem(schema)
+    if problem is not None:
+        raise HttpError(400, f"the response format's schema is not valid JSON Schema: {problem}")
+    checker = validators.validator_for(schema)(schema)
 
     def check(value: Any) -> Any:
         errors = sorted(checker.iter_errors(value), key=lambda e: list(map(str, e.path)))

@@ -3,6 +3,7 @@ OpenAI-compatible ``/v1``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -93,7 +94,9 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
 
     async def login(request: Request) -> Response:
         body = await server.body(request)
-        found = server.auth.login(body)
+        # A password's scrypt is ~50 ms of CPU: on the loop, a flood of wrong passwords from
+        # anyone stalled every stream (hashlib.scrypt lets go of the GIL in a thread).
+        found = await asyncio.to_thread(server.auth.login, body)
         if found is None:
             raise HttpError(401, "wrong credentials")
         token, seconds = await server.open_session(found)

@@ -259,6 +259,14 @@ class Server:
             data = json.loads(raw)
         except ValueError as exc:
             raise HttpError(400, f"invalid JSON: {exc}") from exc
+        except RecursionError:
+            # Deep nesting ("[" * 100_000 fits under the cap) exhausts the parser's stack: the
+            # client's fault, not a server error (it was a 500 with a logged traceback).
+            raise HttpError(400, "invalid JSON: nested too deeply") from None
+        if b"\\u" in raw and _lone_surrogate(data):
+            # "\ud800" is JSON grammar but no Unicode: SQLite could not store the str it
+            # parses to (a 500 from the thread's title update).
+            raise HttpError(400, "invalid JSON: a string holds a lone surrogate (\\ud800-\\udfff)")
         if not isinstance(data, dict):
             raise HttpError(400, "the body must be a JSON object")
         return data
@@ -497,6 +505,15 @@ class Server:
         if live.session.state.running and not run.abort_sent:
             run.abort_sent = True
             live.session.abort("now", reason=run.abort_reason)
+
+
+def _lone_surrogate(data: Any) -> bool:
+    """Whether a string in parsed JSON holds a surrogate that is not part of a pair."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 # OpenAI's own statuses and error types for what /v1 refuses: a non-JSON body is a 400 there,

@@ -432,3 +432,28 @@ async def test_a2a_app_accepts_the_host_of_its_url_and_the_names_it_is_given() -
             r = await client.get("/.well-known/agent-card.json", headers={"host": host})
             statuses.append(r.status_code)
     assert statuses == [200, 200, 200, 421]
+
+
+async def test_a_body_over_the_cap_is_a_413_and_never_reaches_the_agent() -> None:
+    # The A2A app read any body whole (a 50 MB message ran the agent, and its task kept the
+    # text in memory): a client could hold as much of the server's memory as it could send.
+    agent, provider = calculator("ran")
+    app = a2a_app(agent, url="http://127.0.0.1:9000", max_body=2000)
+    big = json.dumps(_send_body("x" * 3000)).encode()
+
+    async def chunked() -> Any:  # no Content-Length: the cap must hold on what is read
+        for start in range(0, len(big), 500):
+            yield big[start : start + 500]
+
+    async with _asgi_client(app) as client:
+        declared = await client.post("/", content=big, headers={"content-type": "application/json"})
+        streamed = await client.post(
+            "/", content=chunked(), headers={"content-type": "application/json"}
+        )
+        assert [declared.status_code, streamed.status_code] == [413, 413]
+        assert provider.requests == []
+        ok = await client.post("/", json=_send_body("small"))
+        assert ok.status_code == 200
+    assert len(provider.requests) == 1
+    with pytest.raises(ConfigurationError, match="max_body"):
+        a2a_app(agent, url="http://127.0.0.1:9000", max_body=0)

@@ -120,3 +120,39 @@ async def test_the_agent_answers_over_streamable_http() -> None:
         web.should_exit = True
         await serving
         sock.close()
+
+
+def _gated_agents() -> list[tuple[str, Any]]:
+    from goagent_py import Agent, tool
+    from goagent_py.testing import ScriptedProvider
+
+    @tool
+    def wipe(path: str) -> str:
+        """Delete a folder."""
+        return "wiped " + path
+
+    @tool(requires_approval=True)
+    def wipe_marked(path: str) -> str:
+        """Delete a folder."""
+        return "wiped " + path
+
+    def make(**settings: Any) -> Any:
+        return Agent(provider=ScriptedProvider(), model="m", **settings)
+
+    return [
+        ("policy", make(tools=[wipe], requires_approval=lambda call: True)),
+        ("gate", make(tools=[wipe], before_tool_call=lambda call: "blocked by policy")),
+        ("tool", make(tools=[wipe_marked])),
+    ]
+
+
+@pytest.mark.parametrize("expose", ["tools", "both"])
+@pytest.mark.parametrize("case", [0, 1, 2], ids=["policy", "gate", "tool"])
+async def test_tools_behind_approvals_or_gates_are_not_served_bare(expose: str, case: int) -> None:
+    # expose="tools" ran tool.execute directly: an MCP client's call skipped the agent's
+    # approval policy and before_tool_call gate ("deleted /important" with a gate that blocks
+    # every call; review7c). Such an agent is refused; its "ask" tool still goes through them.
+    _, agent = _gated_agents()[case]
+    with pytest.raises(ConfigurationError, match=r"wipe.*expose='agent'"):
+        serve_agent(agent, expose=expose)  # type: ignore[arg-type]
+    serve_agent(agent, expose="agent")

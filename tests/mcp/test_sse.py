@@ -89,3 +89,42 @@ def test_a_durable_spec_keeps_the_transport_in_the_url() -> None:
     assert spec.connect().transport == "sse"
     with pytest.raises(ConfigurationError, match="ends in /sse"):
         MCPServerSpec.from_connection(MCPHttp("http://h/events", transport="sse", name="x"))
+
+
+@pytest.mark.parametrize("bound", ["0.0.0.0", "::", "192.0.2.10"])
+async def test_a_server_on_any_address_refuses_foreign_hosts_and_origins(bound: str) -> None:
+    # The SDK turns its DNS-rebinding checks on only for a loopback host: `mcp serve --host
+    # 0.0.0.0` answered any Host and Origin, so a page in the user's browser could run the
+    # agent through a rebound name (review7c). Now every host gets them; the names it is
+    # reached by on a network are given with allowed_hosts.
+    import httpx
+
+    app = sse_app(serve_agent(build_agent()), host=bound, allowed_hosts=["box.lan"])
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1))
+    url = "/messages/?session_id=" + "0" * 32
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as c:
+        rebound = await c.post(url, json={}, headers={"host": "evil.example:8000"})
+        foreign = await c.post(url, json={}, headers={"origin": "http://evil.example"})
+        named = await c.post(url, json={}, headers={"host": "box.lan:8000"})
+        local = await c.post(url, json={}, headers={"origin": "http://127.0.0.1:8000"})
+    assert [rebound.status_code, foreign.status_code] == [421, 403]
+    # Past the checks: the SDK looks the (unknown) session up.
+    assert named.status_code not in (421, 403)
+    assert local.status_code not in (421, 403)
+
+
+@pytest.mark.slow
+async def test_streamable_http_on_any_address_refuses_foreign_hosts() -> None:
+    import httpx
+
+    from goagent_py.mcp.server import http_app
+
+    app = http_app(serve_agent(build_agent()), host="0.0.0.0")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"accept": "application/json, text/event-stream"}
+    async with serving(app) as port, httpx.AsyncClient() as c:
+        url = f"http://127.0.0.1:{port}/mcp"
+        rebound = await c.post(url, json=body, headers={**headers, "host": "evil.example"})
+        local = await c.post(url, json=body, headers=headers)
+    assert rebound.status_code == 421
+    assert local.status_code not in (421, 403)

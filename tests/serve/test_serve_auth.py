@@ -371,3 +371,60 @@ async def test_a_threads_file_from_before_login_proofs_is_migrated_and_its_sessi
         assert (await client.post("/api/login", json={"token": TOKEN})).status_code == 200
         assert (await client.get("/api/threads")).status_code == 200
     await app.aclose()
+
+
+async def test_a_password_login_runs_off_the_event_loop(
+    db: str, helpers: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # scrypt costs ~50 ms of CPU (more under load) and ran on the event loop: anyone who could
+    # reach the login form stalled every user's stream with a flood of wrong passwords, without
+    # a credential (review7c). hashlib.scrypt lets go of the GIL, so in a worker thread the loop
+    # keeps serving.
+    users = tmp_path / "users"
+    users.write_text(f"alice:{hash_password('pw')}\n")
+    auth = UsersFileAuth(users)
+    on_loop: list[bool] = []
+    login = auth.login
+
+    def watched(body: dict[str, Any]) -> Any:
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return login(body)
+
+    monkeypatch.setattr(auth, "login", watched)
+    app = create_app(
+        helpers.factory_for(FunctionProvider(lambda r: "ok")), storage_path=db, auth=auth
+    )
+    async with helpers.client_for(app, client="10.0.0.9") as client:
+        ok = await client.post("/api/login", json={"user": "alice", "password": "pw"})
+        bad = await client.post("/api/login", json={"user": "alice", "password": "no"})
+    await app.aclose()
+    assert [ok.status_code, bad.status_code] == [200, 401]
+    assert on_loop == [False, False]
+
+
+def test_an_unknown_users_login_costs_one_hash_like_a_known_one(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The unknown user's decoy hashed a fresh password first, then verified against it: two
+    # scrypts where a known user costs one (twice the CPU per guessed name, and a timing tell).
+    users = tmp_path / "users"
+    users.write_text(f"alice:{hash_password('pw')}\n")
+    auth = UsersFileAuth(users)
+    auth.login({"user": "nobody", "password": "x"})  # the decoy may be made once, here
+    calls: list[int] = []
+    real = hashlib.scrypt
+
+    def counted(*args: Any, **kwargs: Any) -> bytes:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hashlib, "scrypt", counted)
+    assert auth.login({"user": "nobody", "password": "x"}) is None
+    unknown = len(calls)
+    calls.clear()
+    assert auth.login({"user": "alice", "password": "wrong"}) is None
+    assert unknown == len(calls) == 1

@@ -508,3 +508,25 @@ async def test_distinct_user_fields_never_share_a_thread(db: str, helpers: Any) 
     threads = {t["id"] for t in await app.server.threads.list("local")}
     assert "openai-Jose" in threads
     assert len(threads) == len(names)
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses"])
+async def test_stream_and_user_of_the_wrong_type_are_400s(echo_app: Any, path: str) -> None:
+    # "stream": "false" streamed (bool("false")), and a non-string "user" (0, false, {}) named
+    # a thread by its str() or fell back to the shared "default" one, where OpenAI answers 400.
+    ask: dict[str, Any] = {"model": "goagent"}
+    if path.endswith("completions"):
+        ask["messages"] = [{"role": "user", "content": "hi"}]
+    else:
+        ask["input"] = "hi"
+    transport = httpx.ASGITransport(app=echo_app, client=("127.0.0.1", 1234))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        for bad in ({"stream": "false"}, {"stream": 1}, {"user": 0}, {"user": False}, {"user": {}}):
+            r = await client.post(path, json={**ask, **bad})
+            assert r.status_code == 400, (bad, r.text)
+            error = r.json()["error"]
+            assert error["type"] == "invalid_request_error"
+            assert next(iter(bad)) in error["message"]
+        r = await client.post(path, json={**ask, "stream": False, "user": "u1"})
+        assert r.status_code == 200
+        assert "openai-u1" in {t for _, t in echo_app.server.live}

@@ -183,3 +183,59 @@ def test_a_public_host_without_auth_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="loopback"):
         build_auth(args)
     assert build_auth(argparse.Namespace(auth="none", host="127.0.0.1")).user == "local"
+
+
+async def test_deeply_nested_json_is_a_400_not_a_server_error(echo_app: Any, helpers: Any) -> None:
+    # 100k open brackets fit in the 1 MiB cap; json.loads raised RecursionError on them, which
+    # escaped as a plain-text 500 with a traceback in the log (review7c).
+    nested = b"[" * 100_000
+    headers = {"content-type": "application/json"}
+    async with helpers.client_for(echo_app) as client:
+        tid = (await client.post("/api/threads", json={})).json()["id"]
+        r = await client.post(f"/api/threads/{tid}/runs", content=nested, headers=headers)
+        assert r.status_code == 400
+        assert "nested" in r.json()["error"]
+        r = await client.post("/v1/chat/completions", content=nested, headers=headers)
+        assert r.status_code == 400
+        assert r.json()["error"]["type"] == "invalid_request_error"
+        assert "nested" in r.json()["error"]["message"]
+
+
+async def test_a_deeply_nested_schema_from_a_v1_client_is_a_400(
+    echo_app: Any, helpers: Any
+) -> None:
+    # A ~600-level JSON body parses, but jsonschema's check of the schema in it recursed past
+    # the stack: a 500 with a logged traceback, for a tool's parameters and a response_format.
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(300):
+        schema = {"type": "object", "properties": {"a": schema}}
+    ask = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    fn = {"type": "function", "function": {"name": "t", "parameters": schema}}
+    async with helpers.client_for(echo_app) as client:
+        for extra in ({"response_format": fmt}, {"tools": [fn]}):
+            r = await client.post("/v1/chat/completions", json={**ask, **extra})
+            assert r.status_code == 400, r.text
+            assert "nested more than" in r.json()["error"]["message"]
+
+
+async def test_a_lone_surrogate_in_a_json_string_is_a_400(echo_app: Any, helpers: Any) -> None:
+    # "\ud800" is valid JSON grammar but no Unicode text: it parsed to a str SQLite cannot
+    # encode, and the run's title update raised UnicodeEncodeError (a 500; review7c).
+    headers = {"content-type": "application/json"}
+    async with helpers.client_for(echo_app) as client:
+        tid = (await client.post("/api/threads", json={})).json()["id"]
+        for url, body in [
+            (f"/api/threads/{tid}/runs", b'{"message": "hi \\ud800 there"}'),
+            ("/api/threads", b'{"title": "t \\uDC80"}'),
+            ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x\\ud800"}]}'),
+        ]:
+            r = await client.post(url, content=body, headers=headers)
+            assert r.status_code == 400, (url, r.text)
+            assert "surrogate" in r.text
+        # A pair is one character, and passes.
+        r = await client.post(
+            f"/api/threads/{tid}/runs", content=b'{"message": "\\ud83d\\ude00"}', headers=headers
+        )
+        assert r.status_code == 200
+        assert "echo: \\ud83d\\ude00" in r.text  # the emoji, escaped in the SSE JSON
