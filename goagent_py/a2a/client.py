@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,6 +30,8 @@ from goagent_py.tools import ToolDefinition
 
 __all__ = ["A2AAgent", "A2ATool"]
 
+_log = logging.getLogger("goagent_py.a2a")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _FAILED = {"failed": "failed", "rejected": "refused the task", "canceled": "canceled the task"}
@@ -36,12 +39,30 @@ _FAILED = {"failed": "failed", "rejected": "refused the task", "canceled": "canc
 _CANCEL_TIMEOUT = 5.0
 
 
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``, lower-cased, with the scheme's default port."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or _DEFAULT_PORTS.get(scheme, 0)
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def _checked_origin(url: str) -> bool:
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"header_origins takes http(s) origins, got {url!r}")
+    return True
+
+
 class A2AAgent:
     """A remote agent that speaks A2A (protocol 1.0; 0.3 servers through the SDK's compat).
 
     Args:
         url: the agent's base URL (its card is at ``<url>/.well-known/agent-card.json``).
-        headers: headers sent with every request (e.g. an API key the agent expects).
+        headers: headers sent with every request to the agent's own origin (e.g. an API key
+            the agent expects): the scheme, host and port of ``url``. A card naming an
+            endpoint on another origin gets them only if that origin is in ``header_origins``
+            (a card is the remote's word: it must not be able to send your key elsewhere).
+        header_origins: more origins (``https://host[:port]``) the headers may go to.
         timeout: seconds one send may take, the remote agent's work included.
         streaming: stream when the card allows it (progress reaches the tool's events).
     """
@@ -51,6 +72,7 @@ class A2AAgent:
         url: str,
         *,
         headers: Mapping[str, str] | None = None,
+        header_origins: Sequence[str] = (),
         timeout: float = 300.0,
         streaming: bool = True,
     ) -> None:
@@ -60,13 +82,34 @@ class A2AAgent:
             raise ConfigurationError(f"timeout must be > 0, got {timeout!r}")
         self.url = url
         self.headers = dict(headers or {})
+        self.header_origins = frozenset(
+            _origin(o) for o in (url, *header_origins) if _checked_origin(o)
+        )
+        self._warned: set[str] = set()
         self.timeout = timeout
         self.streaming = streaming
         self._card: Any = None
 
     def _http(self) -> Any:
         httpx: Any = require("httpx")
-        return httpx.AsyncClient(headers=self.headers, timeout=self.timeout)
+        return httpx.AsyncClient(auth=self._with_headers, timeout=self.timeout)
+
+    def _with_headers(self, request: Any) -> Any:
+        """``request`` with the configured headers when it goes to one of their origins."""
+        if not self.headers:
+            return request
+        origin = _origin(str(request.url))
+        if origin in self.header_origins:
+            request.headers.update(self.headers)
+        elif origin not in self._warned:
+            self._warned.add(origin)
+            _log.warning(
+                "A2A agent %s: not sending its headers to %s, another origin its card named "
+                "(add it to A2AAgent(header_origins=...) if it should get them)",
+                self.url,
+                origin,
+            )
+        return request
 
     @property
     def name(self) -> str:

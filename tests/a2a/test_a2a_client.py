@@ -25,6 +25,7 @@ from starlette.applications import Starlette
 
 from goagent_py import Agent
 from goagent_py.a2a import A2AAgent, A2AError
+from goagent_py.errors import ConfigurationError
 from goagent_py.events import ToolExecutionUpdate
 from goagent_py.messages import Role as OurRole
 from goagent_py.messages import TextBlock
@@ -115,6 +116,52 @@ async def test_an_agent_calls_the_remote_agent_and_reads_its_answer() -> None:
     [result] = [m for m in provider.requests[1].messages if m.role == OurRole.TOOL]
     assert result.text == "echo: ping"
     assert [u.update for u in updates] == ["working: thinking"]
+
+
+class Recording:
+    """An ASGI app that records each HTTP request's headers, then serves ``app``."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.seen: list[dict[str, str]] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        await self.app(scope, receive, send)
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+async def test_headers_go_only_to_the_agents_origin_unless_another_is_allowed(
+    allowed: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The card is served at one origin and names an endpoint at another: the API key goes to
+    # the card's origin, and to the other only when the caller allowed that origin.
+    card_sock, other_sock = free_socket(), free_socket()
+    card_url = f"http://127.0.0.1:{card_sock.getsockname()[1]}"
+    other_url = f"http://127.0.0.1:{other_sock.getsockname()[1]}"
+    card_side = Recording(sample_app(other_url, streaming=False))
+    other_side = Recording(sample_app(other_url, streaming=False))
+    async with serving(card_side, card_sock), serving(other_side, other_sock):
+        remote = A2AAgent(
+            card_url,
+            headers={"Authorization": "Bearer s3cret"},
+            header_origins=[other_url] if allowed else [],
+        )
+        reply = await remote.as_tool(name="echo").execute({"prompt": "hi"})
+    assert reply == [TextBlock("echo: hi")]
+    assert card_side.seen
+    assert all(h.get("authorization") == "Bearer s3cret" for h in card_side.seen)
+    assert other_side.seen
+    sent = [h.get("authorization") for h in other_side.seen]
+    assert sent == (["Bearer s3cret"] * len(sent) if allowed else [None] * len(sent))
+    warned = [r for r in caplog.records if "not sending its headers" in r.getMessage()]
+    assert len(warned) == (0 if allowed else 1)
+
+
+def test_header_origins_must_be_http_origins() -> None:
+    with pytest.raises(ConfigurationError, match="header_origins"):
+        A2AAgent("http://127.0.0.1:1", header_origins=["ftp://elsewhere"])
 
 
 async def test_a_failed_remote_task_is_an_error_the_model_reads() -> None:
