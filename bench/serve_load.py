@@ -19,7 +19,9 @@ asyncio streams: httpx costs more CPU per turn than the server, and the two shar
 Reported: errors, cross-user rows (a user's thread holding another user's message, via the API
 and directly in the database), and latency of a turn: time to first text delta and to the end
 of the stream (p50/p95/max), plus turns per second, and the server's resident memory after
-the load (its ScriptedProvider keeps a snapshot of every request: see bench/scripted_records.py).
+the load (its ScriptedProvider keeps no request records, ``keep_requests=0``: keeping them all, the
+default for tests, costs memory that grows with the square of the turns; see
+bench/scripted_records.py).
 """
 
 from __future__ import annotations
@@ -154,7 +156,9 @@ _LOOP = "auto"  # --loop: the server's event loop, chosen as ``goagent-py serve 
 def _serve(port_file: str, db: str, users: int, turns: int) -> None:
     """The server process: bind a free port, write it to ``port_file``, serve until killed."""
     tokens = _tokens(users)
-    provider = ScriptedProvider(*([ANSWER] * (users * turns)))
+    # No request records: the test double's default keeps a snapshot of every request (the
+    # whole conversation each turn), CPU and memory that are the bench's, not the server's.
+    provider = ScriptedProvider(*([ANSWER] * (users * turns)), keep_requests=0)
 
     def factory(ctx: ThreadContext) -> Agent:
         return Agent(provider=provider, model="scripted", short_term_memory=ctx.short_term_memory)

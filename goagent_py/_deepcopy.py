@@ -30,6 +30,7 @@ import marshal
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from goagent_py._records import tool_call
 from goagent_py.messages import (
     DocumentBlock,
     ImageBlock,
@@ -394,6 +395,8 @@ def _message_snapshot(message: Message, memo: dict[int, Any]) -> Message:
     content = message.content
     if type(content) is not list:
         out.content = _copy(content, memo)
+    elif not content:  # a call's message: no comprehension to set up either
+        out.content = []
     elif len(content) == 1:  # one block, the common case: no comprehension to set up
         b = content[0]
         out.content = [b if type(b) is TextBlock and type(b.text) is str else _copy(b, memo)]
@@ -433,8 +436,4 @@ def _call_snapshot(call: ToolCall, memo: dict[int, Any]) -> ToolCall:
             arguments = arguments.copy()
     else:
         arguments = _copy(arguments, memo)
-    out: ToolCall = _new(ToolCall)
-    _set(out, "id", call.id)
-    _set(out, "name", call.name)
-    _set(out, "arguments", arguments)
-    return out
+    return tool_call(call.id, call.name, arguments)

@@ -133,7 +133,7 @@ from goagent_py.provider import (
 )
 from goagent_py.results import ModelResponse, PendingCall, RunInfo, RunResult, ToolResult
 from goagent_py.tool_context import ToolContext, ToolResume, _current, _LazyContext
-from goagent_py.tools import ToolDefinition
+from goagent_py.tools import FunctionTool, Tool, ToolDefinition
 
 __all__ = ["Run"]
 
@@ -735,18 +735,21 @@ class Run:
         self, call: ToolCall, message: Message, put: Callable[[Any], None]
     ) -> ToolResult:
         """One call, holding its place in line (see :func:`take_place`) until it ends."""
-        release = take_place(self.dispatcher.tool(call.name), call)
+        tool = self.dispatcher.tool(call.name)
+        # A function tool has no ``reserve`` (slotted, no instance dict): no place to take.
+        release = None if type(tool) is FunctionTool else take_place(tool, call)
         try:
-            return await self._run_checked(call, message, put)
+            return await self._run_checked(call, message, put, tool)
         finally:
             if release is not None:
                 release()
 
     async def _run_checked(
-        self, call: ToolCall, message: Message, put: Callable[[Any], None]
+        self, call: ToolCall, message: Message, put: Callable[[Any], None], tool: Tool | None
     ) -> ToolResult:
         """One call: repair, validate, announce, approve, ``on_tool_call`` (in the call's own
-        task), run. The start event and the approval see the validated arguments."""
+        task), run. The start event and the approval see the validated arguments. ``tool`` is
+        the dispatcher's tool of ``call.name`` (looked up once by the caller)."""
         o = self.o
         if o.prepare_arguments is not None:
             try:
@@ -756,7 +759,7 @@ class Run:
                 return await self._after(error_result(call, exc))
         shown = call
         validated: dict[str, Any] | None = None
-        validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
+        validate = getattr(tool, "validate_arguments", None)
         if validate is not None:
             try:
                 validated = validate(dict(call.arguments))
@@ -882,9 +885,11 @@ class Run:
         token = _current.set(lazy)
         sink_token = _sink.set((put, self.path))
         # :meth:`_run_one`, one coroutine layer fewer (issue 36).
-        release = take_place(self.dispatcher.tool(call.name), call)
+        tool = self.dispatcher.tool(call.name)
+        # A function tool has no ``reserve`` (slotted, no instance dict): no place to take.
+        release = None if type(tool) is FunctionTool else take_place(tool, call)
         try:
-            return await self._run_checked(call, message, put)
+            return await self._run_checked(call, message, put, tool)
         finally:
             if release is not None:
                 release()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from goagent_py._records import text_block
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
-from goagent_py.tool_context import _result_chars
+from goagent_py.tool_context import _current, _result_chars
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,7 +59,12 @@ def to_blocks(value: object, limit: int | None = None) -> list[ContentBlock]:
         return [text_block(value)]
     if type(value) is int and -_BIG < value < _BIG:  # the commonest result: its digits
         text = str(value)
-        if len(text) <= (result_char_limit() if limit is None else limit):
+        if limit is None:  # :func:`result_char_limit` in this frame (issue 36)
+            ctx = _current.get()
+            limit = None if ctx is None else ctx.max_result_chars
+            if limit is None or limit <= 0:
+                limit = DEFAULT_RESULT_CHARS
+        if len(text) <= limit:
             return [text_block(text)]
     if isinstance(value, _BLOCK_TYPES):
         return [value]

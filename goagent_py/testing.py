@@ -107,25 +107,61 @@ class ScriptedProvider:
     copy shared by the records, of this provider and of the next ones given the same definition
     while neither it nor the copy changed.) Strings are shorthand for :func:`text_response`. It also
     streams (text split at spaces) so streaming paths can be tested with the same script.
+
+    Args:
+        *responses: The script, in order.
+        keep_requests: How many requests :attr:`requests` keeps: ``None`` (the default) keeps
+            every one; ``N`` keeps the last ``N``; ``0`` keeps none and makes no snapshot. A
+            long-running use (a benchmark's server) passes ``0``: a request carries the whole
+            conversation, so keeping them all costs memory that grows with the square of the
+            turns. The script, :attr:`remaining` and :attr:`calls` count every call whatever
+            is kept.
     """
 
-    def __init__(self, *responses: CompletionResponse | BaseException | str) -> None:
+    def __init__(
+        self,
+        *responses: CompletionResponse | BaseException | str,
+        keep_requests: int | None = None,
+    ) -> None:
+        if keep_requests is not None and (
+            isinstance(keep_requests, bool)
+            or not isinstance(keep_requests, int)
+            or keep_requests < 0
+        ):
+            raise ConfigurationError(
+                f"ScriptedProvider: keep_requests must be None or an int >= 0, "
+                f"got {keep_requests!r}"
+            )
         self._script: list[CompletionResponse | BaseException] = [
             text_response(r) if isinstance(r, str) else r for r in responses
         ]
+        self._keep = keep_requests
+        self._calls = 0
         self._lock = threading.Lock()
         self._tools: Recorded = {}
         self.requests: list[CompletionRequest] = []
 
     @property
+    def calls(self) -> int:
+        """Requests received so far (a call past the end of the script included)."""
+        return self._calls
+
+    @property
     def remaining(self) -> int:
         """Responses not yet used."""
-        return len(self._script) - len(self.requests)
+        return len(self._script) - self._calls
 
     def _next(self, request: CompletionRequest) -> CompletionResponse:
         with self._lock:
-            index = len(self.requests)
-            self.requests.append(snapshot_request(request, self._tools))
+            index = self._calls
+            self._calls = index + 1
+            keep = self._keep
+            if keep is None:
+                self.requests.append(snapshot_request(request, self._tools))
+            elif keep:
+                self.requests.append(snapshot_request(request, self._tools))
+                if len(self.requests) > keep:
+                    del self.requests[: len(self.requests) - keep]
             if index >= len(self._script):
                 raise ScriptExhaustedError(
                     f"ScriptedProvider: no more responses queued (call #{index + 1}, "

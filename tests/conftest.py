@@ -34,6 +34,26 @@ def make_agent() -> Callable[..., Agent]:
     return make
 
 
+@pytest.fixture
+def thread_hops(monkeypatch: pytest.MonkeyPatch) -> Callable[[Any], list[str]]:
+    """Count worker-thread hops: ``hops = thread_hops(module)`` wraps ``module.in_file_thread``
+    (the SQLite modules' way into their file's worker thread) so every call appends its path to
+    ``hops`` and then runs as before."""
+
+    def count(module: Any) -> list[str]:
+        hops: list[str] = []
+        real = module.in_file_thread
+
+        async def counting(path: str, fn: Any) -> Any:
+            hops.append(path)
+            return await real(path, fn)
+
+        monkeypatch.setattr(module, "in_file_thread", counting)
+        return hops
+
+    return count
+
+
 # What each optional extra brings, by the modules the tests use from it. A test marked
 # ``@pytest.mark.needs_extra("vector")`` is skipped, naming the extra, when one is missing, so
 # ``pip install -e ".[dev]" && pytest`` skips what it cannot run instead of failing.

@@ -531,3 +531,54 @@ async def test_a_run_after_the_first_starts_as_the_first_did() -> None:
             b.tools,
             len(b.messages),
         )
+
+
+class _Reserving:
+    """A tool that is not a FunctionTool and takes a place in line (as the file tools do)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.definition = add.definition
+
+    def reserve(self, call: ToolCall) -> Any:
+        self.seen.append(f"reserve {call.id}")
+        return lambda: self.seen.append(f"release {call.id}")
+
+    async def execute(self, args: dict[str, Any]) -> Any:
+        self.seen.append("execute")
+        return await add.execute(args)
+
+
+@pytest.mark.parametrize("loud", [False, True])
+def test_a_tool_with_a_reserve_takes_its_place_on_every_path(loud: bool) -> None:
+    # Issue 36: a function tool skips the place look; any other tool still takes its place
+    # before it runs and releases it after, inline (quiet) or in its task (streamed).
+    reserving = _Reserving()
+    provider = ScriptedProvider(tool_call_response(ToolCall("c1", "add", {"a": 2, "b": 3})), "5")
+    # An ``on_tool_call`` hook watches the call: it runs in a task of its own, not inline.
+    hooks = Hooks(on_tool_call=lambda call: reserving.seen.append("hook")) if loud else None
+    Agent(provider=provider, tools=[reserving], hooks=hooks).run_sync("2+3?")
+    if loud:
+        reserving.seen.remove("hook")
+    assert reserving.seen == ["reserve c1", "execute", "release c1"]
+    assert provider.requests[1].messages[-1].text == "5"
+
+
+@pytest.mark.parametrize(("limit", "expected"), [(None, "1" * 30), (0, "1" * 30), (5, None)])
+def test_an_int_result_is_sized_by_the_running_calls_limit(
+    limit: int | None, expected: str | None
+) -> None:
+    from goagent_py._results import bounded_json, to_blocks
+    from goagent_py.tool_context import ToolContext, _current, _LazyContext
+
+    value = int("1" * 30)
+    for ctx in (
+        ToolContext(call=ToolCall("c", "t", {}), max_result_chars=limit),
+        _LazyContext(ToolContext, limit),
+    ):
+        token = _current.set(ctx)
+        try:
+            [block] = to_blocks(value)
+        finally:
+            _current.reset(token)
+        assert block.text == (expected or bounded_json(value, 5))  # type: ignore[union-attr]

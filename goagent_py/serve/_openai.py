@@ -42,7 +42,7 @@ from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.serve._approvals import decisions_from_results, pending_json
 from goagent_py.serve._server import HttpError, Live, Run, Server, error_body
-from goagent_py.serve._sse import RunStream, sse_frame
+from goagent_py.serve._sse import LastChunk, RunStream, sse_frame
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import Tool, tool_func
 
@@ -545,7 +545,7 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
             yield _data(chunk({}, finish))
             if request.include_usage:
                 yield _data({**chunk({}, None), "choices": [], "usage": usage})
-            yield sse_frame("[DONE]")
+            yield LastChunk(sse_frame("[DONE]"))
 
         return RunStream(server, run, frames())
     content: list[str] = []
@@ -764,10 +764,10 @@ async def responses(server: Server, user: str, request: OpenAIRequest) -> Respon
             if error is not None:
                 code = error.code or "server_error"
                 failed = build.response("failed", {"code": code, "message": error.message})
-                yield frame(build.event("response.failed", response=failed))
+                yield LastChunk(frame(build.event("response.failed", response=failed)))
             else:
                 done = build.response("completed")
-                yield frame(build.event("response.completed", response=done))
+                yield LastChunk(frame(build.event("response.completed", response=done)))
 
         return RunStream(server, run, frames())
     error: HttpError | None = None

@@ -22,7 +22,7 @@ from goagent_py.serve._server import (
     memory_scope,
     static_file,
 )
-from goagent_py.serve._sse import RunStream, sse_frame
+from goagent_py.serve._sse import LastChunk, RunStream, sse_frame
 from goagent_py.serve._threads import message_json
 
 __all__ = ["table"]
@@ -62,9 +62,11 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
 
     def sse(run: Run) -> Response:
         async def frames() -> AsyncIterator[bytes]:
-            # One JSON line per event, the ready ones in one chunk.
-            async for batch in server.event_batches(run):
-                yield b"".join(sse_frame(_to_json(i)) for i in batch)
+            # One JSON line per event, the ready ones in one chunk; the last batch ends the
+            # response in the same write.
+            async for batch, last in server.event_batches(run):
+                data = b"".join(sse_frame(_to_json(i)) for i in batch)
+                yield LastChunk(data) if last else data
 
         return RunStream(server, run, frames())
 

@@ -467,11 +467,12 @@ class Server:
             if not finished and not run.parked:
                 self.stop(run)
 
-    async def event_batches(self, run: Run) -> AsyncIterator[list[dict[str, Any]]]:
+    async def event_batches(self, run: Run) -> AsyncIterator[tuple[list[dict[str, Any]], bool]]:
         """:meth:`events` in batches: each holds every event ready at that moment (a streamed
         answer's deltas often arrive many at once), so a stream writes one chunk per batch, not
         one per event (issue 36: each write is a system call and a trip through the server);
-        the first event is never held back for the ones after it."""
+        the first event is never held back for the ones after it. Each comes with whether it
+        is the run's last (its end was ready with it)."""
         finished = False
         try:
             while not finished:
@@ -484,7 +485,7 @@ class Server:
                     item = run.queue.get_nowait()
                 finished = item is None
                 if batch:
-                    yield batch
+                    yield batch, finished
         finally:
             if not finished and not run.parked:
                 self.stop(run)

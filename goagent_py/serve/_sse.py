@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from goagent_py.serve._server import Run, Server
 
-__all__ = ["RunStream", "sse_frame"]
+__all__ = ["LastChunk", "RunStream", "sse_frame"]
 
 # What sse-starlette sent: browsers and proxies see the same stream (no caching, no buffering
 # in nginx, a connection kept open).
@@ -40,10 +40,19 @@ def sse_frame(data: str, event: str | None = None) -> bytes:
     return b"event: %s\r\ndata: %s\r\n\r\n" % (event.encode(), data.encode())
 
 
+class LastChunk(bytes):
+    """The last chunk of a stream's frames: :class:`RunStream` sends it with the end of the
+    response, one write where a last chunk and the empty end were two (issue 36). The bytes on
+    the wire are the same."""
+
+    __slots__ = ()
+
+
 class RunStream(Response):
     """An SSE response for a run that aborts the run when the stream ends before it does.
 
-    ``frames`` yields whole SSE frames (bytes). The stream ends early when the client
+    ``frames`` yields whole SSE frames (bytes); a :class:`LastChunk` is the last (the response
+    ends with it; the generator is still run to its end). The stream ends early when the client
     disconnects, when the server shuts down (uvicorn's exit flag), or when a send fails; then
     the run is stopped unless it is parked (an OpenAI client's tools: the next request continues
     it). Leaving ``server.events`` early aborts the run too, but only once that generator has
@@ -67,11 +76,18 @@ class RunStream(Response):
         _Shutdown.of_this_loop().add(self, task)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            ended = False
             async for chunk in self._frames:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            self._ended_by = "done"  # nothing ends it from outside now
-            watch.cancel()  # no keep-alive comment after the end
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                if ended:
+                    raise RuntimeError("a stream's frames went on after its LastChunk")
+                if chunk.__class__ is LastChunk:
+                    ended = self._ending(watch)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": False})
+                else:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if not ended:
+                self._ending(watch)
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             # Ours (the client left, the server is going down): the response ends here, as a
             # response; anyone else's cancellation goes on.
@@ -89,6 +105,11 @@ class RunStream(Response):
             aclose = getattr(self._frames, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    def _ending(self, watch: asyncio.Task[None]) -> bool:
+        self._ended_by = "done"  # nothing ends it from outside now
+        watch.cancel()  # no keep-alive comment after the end
+        return True
 
     def end(self, task: asyncio.Task[Any], why: str) -> None:
         """End the stream from outside its task (first reason wins)."""

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -535,21 +536,14 @@ async def test_sqlite_an_append_cancelled_before_its_write_begins_stores_nothing
 
 
 async def test_sqlite_reads_after_the_first_run_on_the_loop_unless_the_connection_is_busy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, thread_hops: Callable[[Any], list[str]]
 ) -> None:
     # Issue 36: a worker-thread hop cost more than the read of a short conversation; the
     # first read opens the file in a worker, later ones read on the loop, and a read that
     # would wait (here: the connection in use by a worker) goes to a worker, never blocks it.
     import goagent_py.memory.storage.sqlite as module
 
-    hops: list[str] = []
-    real = module.in_file_thread
-
-    async def counting(path: str, fn: Any) -> Any:
-        hops.append(path)
-        return await real(path, fn)
-
-    monkeypatch.setattr(module, "in_file_thread", counting)
+    hops = thread_hops(module)
     async with SQLiteStorage(tmp_path / "chat.db", session_id="s") as storage:
         assert await storage.load() == []
         assert len(hops) == 1  # opened in a worker
@@ -579,21 +573,14 @@ async def test_sqlite_reads_after_the_first_run_on_the_loop_unless_the_connectio
 
 
 async def test_sqlite_reads_of_a_long_conversation_or_many_new_rows_leave_the_loop(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread_hops: Callable[[Any], list[str]]
 ) -> None:
     """The event loop is the application's: a conversation past the on-loop size, or a read
     that finds many rows written elsewhere to decode, is read in a worker, with the same
     messages."""
     import goagent_py.memory.storage.sqlite as module
 
-    hops: list[str] = []
-    real = module.in_file_thread
-
-    async def counting(path: str, fn: Any) -> Any:
-        hops.append(path)
-        return await real(path, fn)
-
-    monkeypatch.setattr(module, "in_file_thread", counting)
+    hops = thread_hops(module)
     monkeypatch.setattr(module, "_ON_LOOP_ROWS", 8)
     monkeypatch.setattr(module, "_ON_LOOP_DECODES", 4)
     path = tmp_path / "chat.db"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -432,7 +433,7 @@ async def test_deleting_a_thread_deletes_every_row_of_its_session(tmp_path: Any)
 
 
 async def test_the_thread_lookup_reads_on_the_loop_unless_the_index_is_busy(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Any, thread_hops: Callable[[Any], list[str]]
 ) -> None:
     # Issue 36: a turn's lookup of its thread was a worker-thread hop (~60-120 µs of CPU, more
     # than the query); it reads on the loop once the index is open, in a worker when the
@@ -442,14 +443,7 @@ async def test_the_thread_lookup_reads_on_the_loop_unless_the_index_is_busy(
     import goagent_py.serve._threads as module
     from goagent_py.serve._threads import ThreadStore
 
-    hops: list[str] = []
-    real = module.in_file_thread
-
-    async def counting(path: str, fn: Any) -> Any:
-        hops.append(path)
-        return await real(path, fn)
-
-    monkeypatch.setattr(module, "in_file_thread", counting)
+    hops = thread_hops(module)
     threads = ThreadStore(str(tmp_path / "serve.db"))
     thread = await threads.create("u", "T")
     hops.clear()

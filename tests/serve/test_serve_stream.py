@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
 from goagent_py.messages import StopReason
+from goagent_py.provider import StreamDone, TextDelta
 from goagent_py.serve import create_app
-from goagent_py.testing import ScriptedProvider, tool_call_response
+from goagent_py.serve._sse import sse_frame
+from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 from goagent_py.tools import tool
 
 
@@ -72,6 +75,7 @@ async def test_a_quiet_stream_sends_keep_alive_comments(db: str, helpers: Any) -
     received = [{"type": "http.request", "body": body, "more_body": False}]
     never = asyncio.Event()
     chunks: list[bytes] = []
+    more: list[bool] = []
 
     async def receive() -> dict[str, Any]:
         if received:
@@ -82,6 +86,7 @@ async def test_a_quiet_stream_sends_keep_alive_comments(db: str, helpers: Any) -
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.body":
             chunks.append(message["body"])
+            more.append(message["more_body"])
             # The tool waits until a keep-alive comment went out while it was quiet.
             if message["body"].startswith(b": ping - "):
                 gate.release.set()
@@ -93,7 +98,8 @@ async def test_a_quiet_stream_sends_keep_alive_comments(db: str, helpers: Any) -
     assert all(c.endswith(b"\r\n\r\n") and c.count(b"\n") == 2 for c in pings)
     events = [json.loads(f[6:]) for f in text.split("\r\n\r\n") if f.startswith("data: ")]
     assert events[-1]["type"] == "RUN_FINISHED"
-    assert chunks[-1] == b""  # the end of the response, after which nothing is sent
+    # The end of the response (with the last events), after which nothing is sent.
+    assert more == [True] * (len(more) - 1) + [False]
     await app.aclose()
 
 
@@ -242,3 +248,77 @@ async def test_an_unexpected_error_in_a_turn_route_is_a_plain_500_and_reaches_th
     assert r.text == "Internal Server Error"
     assert r.headers["x-content-type-options"] == "nosniff"
     await app.aclose()
+
+
+class _Paced:
+    """A streaming model that produces each text delta only once the one before it reached the
+    client (the test's ``send`` counts them): a stream that held a ready event back to send it
+    with later ones would never get the next delta (the wait fails after 60 s)."""
+
+    def __init__(self, words: list[str]) -> None:
+        self.words = words
+        self.delivered = 0  # text deltas the client has received
+        self.progress = asyncio.Event()
+        self.produced: list[tuple[int, int]] = []  # (delta index, deltas delivered before it)
+
+    async def complete(self, request: Any) -> Any:
+        raise AssertionError("the served run streams")
+
+    async def stream(self, request: Any) -> AsyncIterator[Any]:
+        for i, word in enumerate(self.words):
+            async with asyncio.timeout(60):
+                while self.delivered < i:
+                    self.progress.clear()
+                    await self.progress.wait()
+            self.produced.append((i, self.delivered))
+            yield TextDelta(word if i == 0 else " " + word)
+        yield StreamDone(text_response(" ".join(self.words)))
+
+    def saw(self, body: bytes) -> None:
+        self.delivered += body.count(b'"type": "TEXT_MESSAGE_CONTENT"')
+        self.progress.set()
+
+
+async def test_a_slow_stream_sends_each_event_before_the_next_is_made_and_ends_in_one_write(
+    db: str, helpers: Any
+) -> None:
+    # Issue 36: the stream writes the events that are ready together, never holding one back
+    # for the next; the last events go out with the end of the response (one write, not two),
+    # and the bytes are the same event stream, whole frames of the events' JSON.
+    words = [f"w{i}" for i in range(6)]
+    model = _Paced(words)
+    app = create_app(helpers.factory_for(model), storage_path=db)
+    tid = await _thread(app, helpers)
+    body = b'{"message": "go"}'
+    received = [{"type": "http.request", "body": body, "more_body": False}]
+    never = asyncio.Event()
+    bodies: list[tuple[bytes, bool]] = []
+
+    async def receive() -> dict[str, Any]:
+        if received:
+            return received.pop()
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            bodies.append((message["body"], message["more_body"]))
+            model.saw(message["body"])
+
+    await app(helpers.post_scope(f"/api/threads/{tid}/runs", body), receive, send)
+    await app.aclose()
+    assert model.produced == [(i, i) for i in range(len(words))]
+    wire = b"".join(b for b, _ in bodies)
+    frames = wire.split(b"\r\n\r\n")
+    assert frames[-1] == b""
+    events = [json.loads(f.removeprefix(b"data: ")) for f in frames[:-1]]
+    assert all(f.startswith(b"data: ") for f in frames[:-1])
+    assert wire == b"".join(sse_frame(json.dumps(e)) for e in events)
+    assert "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT") == " ".join(
+        words
+    )
+    # Every write is whole frames; only the last ends the response, and it holds RUN_FINISHED.
+    assert all(b.endswith(b"\r\n\r\n") for b, _ in bodies)
+    assert [more for _, more in bodies] == [True] * (len(bodies) - 1) + [False]
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert b'"type": "RUN_FINISHED"' in bodies[-1][0]
