@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import os
 import queue
-import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from goagent_py.coding import repl
 from goagent_py.coding.repl import build_parser, code_main
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
@@ -89,26 +86,3 @@ async def test_a_line_typed_after_ctrl_c_at_the_approval_question_reaches_the_ne
     assert not (tmp_path / "new.py").exists()
     asked = [r.messages[-1].text for r in provider.requests]
     assert asked[-1] == "second question", asked
-
-
-def test_ctrl_c_at_the_prompt_ends_code_without_waiting_for_a_line(
-    terminal: _Terminal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    opened = repl.open_session
-
-    async def scripted(ns: Any, **kwargs: Any) -> Any:
-        return await opened(ns, **{**kwargs, "provider": ScriptedProvider()})
-
-    monkeypatch.setattr(repl, "open_session", scripted)
-
-    asked: list[str] = []
-
-    def ctrl_c_at_the_prompt() -> None:
-        asked.append(terminal.prompts.get(timeout=120))  # no assert here: a thread's is lost
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=ctrl_c_at_the_prompt, daemon=True).start()
-    assert repl.run_code(["--root", str(tmp_path), "--plain"]) == 130
-    assert asked == ["> "]
-    # it ended while the prompt's input() still waited (it waited for a line: Enter)
-    assert not terminal.returned.is_set()
