@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,30 @@ def port_number(text: str) -> int:
             f"{text!r} is not a port: use 0 to 65535 (0: any free port)"
         )
     return port
+
+
+def listen_socket(host: str, port: int, *, backlog: int = 2048) -> socket.socket:
+    """A socket listening on ``host:port``, made before the address is announced.
+
+    uvicorn binds inside its startup: a port in use printed the address, then ended the process
+    with ``sys.exit(3)`` (a SystemExit out of ``main()`` in process, and 3 is the code for a
+    missing extra); uvloop bound a port past 65535 modulo 65536 (99999 served on 34463).
+    ``serve`` hands this socket to uvicorn; ``mcp serve`` (the MCP SDK binds its own) checks
+    with it before it announces.
+
+    Raises:
+        ConfigurationError: the address cannot be had, with what to do instead.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        if not 0 <= port <= 65535:  # create_server would leak its socket on OverflowError
+            raise OSError(f"port {port} is not 0 to 65535")
+        return socket.create_server((host, port), family=family, backlog=backlog)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot listen on {host}:{port} ({exc}): pick another --port (--port 0 picks a "
+            "free one) or --host"
+        ) from exc
 
 
 def data_home() -> Path:

@@ -7,7 +7,9 @@ prompt_toolkit keeps a multi-line paste (bracketed paste) as one message. Piped 
 line by line with no length limit below 1 MiB.
 
 Each reader is an async iterator of lines: a ``str`` per line, a ``UnicodeDecodeError`` for a
-line that is not UTF-8 (the chat skips it and says so); it ends at end of input (Ctrl-D).
+line that is not UTF-8 (the chat skips it and says so); it ends at end of input (Ctrl-D). A
+``KeyboardInterrupt`` (yielded, not raised) is a Ctrl-C read as a key at the prompt: the chat
+quits as interrupted.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 __all__ = ["LineSource", "line_source", "pipe_lines"]
 
-LineSource = AsyncIterator["str | UnicodeDecodeError"]
+LineSource = AsyncIterator["str | UnicodeDecodeError | KeyboardInterrupt"]
 
 
 async def pipe_lines(stream: Any) -> LineSource:
@@ -61,9 +63,11 @@ async def _prompt_toolkit_lines(prompt: str, history: Path) -> LineSource:
             text = await session.prompt_async(prompt, handle_sigint=False)
         except EOFError:
             return
-        except KeyboardInterrupt:
-            # Ctrl-C at the prompt ends the chat like Ctrl-D (a KeyboardInterrupt left to fly
-            # out of this task would end the event loop with a traceback).
+        except KeyboardInterrupt as exc:
+            # Ctrl-C at the prompt quits, as interrupted (exit 130, as the readline reader's
+            # SIGINT gives): handed over as data, since a KeyboardInterrupt left to fly out of
+            # this task would end the event loop with a traceback.
+            yield exc
             return
         yield text
 
@@ -81,15 +85,21 @@ def _input_in_daemon_thread(prompt: str) -> asyncio.Future[str | None]:
         else:
             future.set_result(value)
 
+    def hand_over(value: str | None, error: BaseException | None) -> None:
+        # The loop may be closed by now (the command ended while input() waited; in process,
+        # the thread outlives it): nobody waits for this line any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, error)
+
     def read() -> None:
         try:
             value: str | None = input(prompt)
         except EOFError:
             value = None
         except BaseException as exc:  # handed to the loop
-            loop.call_soon_threadsafe(settle, None, exc)
+            hand_over(None, exc)
             return
-        loop.call_soon_threadsafe(settle, value, None)
+        hand_over(value, None)
 
     threading.Thread(target=read, name="goagent-chat-input", daemon=True).start()
     return future

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from goagent_py.cli._common import port_number
+from goagent_py.cli._common import listen_socket, port_number
 from goagent_py.errors import ConfigurationError
 from goagent_py.mcp.transports import MCPStdio
 
@@ -113,12 +113,26 @@ async def run_mcp_command(args: argparse.Namespace) -> int:
         path = endpoint_path(args)
         if args.transport == "stdio":
             await run_stdio(server)
-        elif args.transport == "sse":
-            print(f"serving (SSE) on http://{args.host}:{args.port}{path}", file=sys.stderr)
-            await run_sse(server, host=args.host, port=args.port, path=path)
-        else:
-            print(f"serving on http://{args.host}:{args.port}{path}", file=sys.stderr)
-            await run_http(server, host=args.host, port=args.port, path=path)
+            return 0
+        # The SDK binds inside uvicorn's startup, which ends the process with sys.exit(3) when
+        # it cannot: check the address first (a socket made and closed), so that nothing is
+        # announced that is not there, and an address taken meanwhile is still a usage error.
+        listen_socket(args.host, args.port).close()
+        sse = args.transport == "sse"
+        print(
+            f"serving{' (SSE)' if sse else ''} on http://{args.host}:{args.port}{path}",
+            file=sys.stderr,
+        )
+        try:
+            if sse:
+                await run_sse(server, host=args.host, port=args.port, path=path)
+            else:
+                await run_http(server, host=args.host, port=args.port, path=path)
+        except SystemExit as exc:
+            raise ConfigurationError(
+                f"cannot listen on {args.host}:{args.port} (taken since it was checked): pick "
+                "another --port"
+            ) from exc
     return 0
 
 

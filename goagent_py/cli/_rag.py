@@ -406,7 +406,13 @@ async def ask(args: argparse.Namespace, console: Console) -> int:
 async def chat(args: argparse.Namespace, console: Console) -> int:
     """``rag chat``: load the models once, then answer each line as a question until end of
     input (Ctrl-D) or ``/exit``; the exit code (1 when a question could not be answered)."""
-    from goagent_py.cli._common import EXIT_OK, EXIT_TURN_FAILED, EXIT_USAGE, data_home
+    from goagent_py.cli._common import (
+        EXIT_INTERRUPTED,
+        EXIT_OK,
+        EXIT_TURN_FAILED,
+        EXIT_USAGE,
+        data_home,
+    )
     from goagent_py.cli._input import line_source
 
     answerer = await open_answerer(args, console)
@@ -426,6 +432,8 @@ async def chat(args: argparse.Namespace, console: Console) -> int:
             history=data_home() / "rag_history",
         )
         async for line in lines:
+            if isinstance(line, KeyboardInterrupt):  # Ctrl-C at the prompt, read as a key
+                return EXIT_INTERRUPTED
             question = line.strip() if isinstance(line, str) else ""
             if question in ("/exit", "/quit"):
                 break

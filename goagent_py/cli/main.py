@@ -301,6 +301,9 @@ async def chat_loop(
             line = next_line.result()
             if line is None:
                 break
+            if isinstance(line, KeyboardInterrupt):  # Ctrl-C at the prompt, read as a key
+                interrupted = True
+                break
             if isinstance(line, UnicodeDecodeError):
                 console.note("error: input is not UTF-8 text; line skipped")
                 state.failures += 1
@@ -581,7 +584,10 @@ def main(argv: list[str] | None = None) -> int:
     Run as the command (``argv`` None) while the embedder still loads in the background, the
     process ends here (:func:`goagent_py.cli._setup.exit_if_loading`).
     """
-    code = _run(argv)
+    try:
+        code = _run(argv)
+    except KeyboardInterrupt:  # a Ctrl-C outside a command's own handling: while it imports
+        code = EXIT_INTERRUPTED
     if argv is None and "goagent_py.cli._setup" in sys.modules:
         from goagent_py.cli._setup import exit_if_loading
 

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from goagent_py.cli._input import _input_in_daemon_thread
 from goagent_py.coding._preview import approval_lines, approval_question
 from goagent_py.coding._terminal import printable
 from goagent_py.coding.approvals import Answer, ApprovalRequest
@@ -52,11 +53,28 @@ __all__ = [
 ]
 
 
-async def _stdin_line(prompt: str) -> str | None:
-    try:
-        return await asyncio.to_thread(input, prompt)
-    except EOFError:
-        return None
+class _TerminalLines:
+    """The line mode's ``read_line``: one ``input()`` at a time, in a daemon thread.
+
+    A question abandoned by Ctrl-C (the approval asked during the turn it aborted) leaves its
+    ``input()`` waiting; the next prompt takes that read over (and shows its own prompt) instead
+    of starting a second ``input()``, which left the user's next line to the abandoned question.
+    A daemon thread, not the executor: a Ctrl-C at the prompt ended only after Enter, because
+    ``asyncio.run`` waits for the executor's threads.
+    """
+
+    def __init__(self) -> None:
+        self._pending: asyncio.Future[str | None] | None = None
+
+    async def __call__(self, prompt: str) -> str | None:
+        if self._pending is None:
+            self._pending = _input_in_daemon_thread(prompt)
+        elif not self._pending.done():
+            sys.stdout.write(prompt)  # the terminal still shows the abandoned question
+            sys.stdout.flush()
+        line = await asyncio.shield(self._pending)  # a cancel leaves the read for the next one
+        self._pending = None
+        return line
 
 
 def _ask_on(
@@ -81,7 +99,7 @@ async def code_main(
     ns: argparse.Namespace,
     *,
     provider: Any = None,
-    read_line: ReadLine = _stdin_line,
+    read_line: ReadLine | None = None,
     write: Write = say,
     on_session: Callable[[Session], None] | None = None,
 ) -> int:
@@ -90,7 +108,8 @@ async def code_main(
     Args:
         ns: the parsed command line (:func:`build_parser`).
         provider: the model (default: chosen from ``--provider`` or the environment).
-        read_line: ``await read_line(prompt)`` gives the next line, None at the end.
+        read_line: ``await read_line(prompt)`` gives the next line, None at the end
+            (default: the terminal's, with ``input()``).
         write: shows one line of output.
         on_session: called with the session once it exists (a UI keeps it to abort turns).
 
@@ -98,6 +117,7 @@ async def code_main(
         The exit status.
     """
     write = _printing(write)
+    read_line = read_line or _TerminalLines()
     ask = _ask_on(read_line, write, Path(os.path.realpath(ns.root)))  # noqa: ASYNC240 - once
     code = await open_session(ns, provider=provider, ask=ask, write=write)
     session = code.session

@@ -89,7 +89,15 @@ class SqliteTable:
             if self._closed:
                 raise MemoryStoreError(f"{self!r} is closed")
             if self._conn is None:
-                conn = driver().connect(self._path, isolation_level=None, check_same_thread=False)
+                try:
+                    conn = driver().connect(
+                        self._path, isolation_level=None, check_same_thread=False
+                    )
+                except Exception as exc:  # a folder, a missing folder, no permission
+                    raise MemoryStoreError(
+                        f"cannot open the SQLite file {self._path!r} ({exc}): give a file in "
+                        "a folder that exists and is writable"
+                    ) from exc
                 try:
                     conn.execute("PRAGMA busy_timeout = 5000")
                     use_wal(conn, 5.0)

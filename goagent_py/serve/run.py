@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import getpass
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -131,6 +132,10 @@ def build_auth(args: argparse.Namespace) -> Auth:
 
 def _db_path(db: str | None, home: Path) -> Path:
     path = Path(db).expanduser() if db else home / "serve.db"
+    if path.is_dir():
+        raise ConfigurationError(
+            f"--db {db} is a folder: give a file, e.g. --db {path / 'serve.db'}"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -148,7 +153,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
     from goagent_py.agent import Agent
     from goagent_py.cli._agent import agent_kit, build_agent
-    from goagent_py.cli._common import data_home, pick_provider
+    from goagent_py.cli._common import data_home, listen_socket, pick_provider
     from goagent_py.cli._setup import loading_embedder, long_term_memory, write_policy
     from goagent_py.serve.app import ThreadContext, create_app
 
@@ -201,26 +206,37 @@ async def run_serve(args: argparse.Namespace) -> int:
         long_term_memory=long_term,
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
+    config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    try:
+        listening = listen_socket(args.host, args.port, backlog=config.backlog)
+    except ConfigurationError:
+        for closer in reversed(closers):
+            await closer.aclose()
+        await app.aclose()
+        raise
+    port = listening.getsockname()[1]
 
     def announce() -> None:
         print(
             f"goagent-py serve — provider {picked.name} ({picked.model}); threads in {db}\n"
-            f"open http://{host}:{args.port}/",
+            f"open http://{host}:{port}/",
             file=sys.stderr,
         )
         if long_term is not None:
             print(f"long-term memory ({memory_mode}) in {vectors}", file=sys.stderr)
 
-    config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     try:
-        signalled = await _serve_until_signalled(uvicorn.Server(config), announce)
+        signalled = await _serve_until_signalled(uvicorn.Server(config), announce, listening)
     finally:
+        listening.close()
         for closer in reversed(closers):
             await closer.aclose()
     return 128 + signalled if signalled else 0  # 130 for Ctrl-C, as the shell reports it
 
 
-async def _serve_until_signalled(server: Any, announce: Callable[[], None]) -> int:
+async def _serve_until_signalled(
+    server: Any, announce: Callable[[], None], listening: socket.socket | None = None
+) -> int:
     """Run uvicorn's ``server`` until SIGINT or SIGTERM; the signal that ended it, else 0.
     ``announce`` (the address) is called once the handlers are in: a signal sent as soon as
     the address shows ends the server cleanly, never the process by the signal's default.
@@ -244,7 +260,7 @@ async def _serve_until_signalled(server: Any, announce: Callable[[], None]) -> i
     with _signal_handlers(on_signal):
         announce()
         await asyncio.sleep(0)
-        await server.serve()
+        await server.serve(sockets=None if listening is None else [listening])
     return caught[0] if caught else 0
 
 

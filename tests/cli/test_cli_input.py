@@ -33,3 +33,28 @@ async def test_ctrl_c_still_reaches_the_chat_after_a_prompt_toolkit_prompt(tmp_p
             await lines.aclose()  # type: ignore[attr-defined]
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+
+
+async def test_ctrl_c_at_the_prompt_toolkit_prompt_ends_the_chat_as_interrupted(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C at the prompt quits with 130 (docs/cli.md), as with the readline reader; the
+    prompt_toolkit reader ended its lines like Ctrl-D and the chat exited 0."""
+    pytest.importorskip("prompt_toolkit")
+    import io
+
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from goagent_py import Agent
+    from goagent_py.cli import main as cli
+    from goagent_py.testing import ScriptedProvider
+
+    console = cli.Console(io.StringIO(), io.StringIO(), interactive=False)
+    agent = Agent(provider=ScriptedProvider(), model="m")
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        pipe.send_text("\x03")  # Ctrl-C, a key at the raw-mode prompt
+        lines = _input._prompt_toolkit_lines("you> ", tmp_path / "history")
+        code = await cli.chat_loop(agent, lines, console, cli.ChatState(), None)
+    assert code == cli.EXIT_INTERRUPTED

@@ -64,10 +64,10 @@ async def test_run_serve_serves_the_cli_agent(
 
     monkeypatch.setattr(cli_common, "pick_provider", pick)
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
-    args = _args("--db", str(tmp_path / "s.db"), "--port", "9999", "--memory", "none")
+    args = _args("--db", str(tmp_path / "s.db"), "--port", "0", "--memory", "none")
     assert await run_serve(args) == 0
     config = served[0]
-    assert (config.host, config.port) == ("127.0.0.1", 9999)
+    assert config.host == "127.0.0.1"  # the port: serve listens before uvicorn starts
     transport = httpx.ASGITransport(app=config.app, client=("127.0.0.1", 1))
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
         assert (await client.get("/v1/models")).json()["data"][0]["id"] == "scripted-model"
@@ -153,7 +153,7 @@ async def test_the_served_agent_remembers_a_user_across_threads_only_for_that_us
 
     monkeypatch.setattr(cli_common, "pick_provider", pick)
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
-    assert await run_serve(_args("--db", str(tmp_path / "s.db"))) == 0
+    assert await run_serve(_args("--db", str(tmp_path / "s.db"), "--port", "0")) == 0
     assert "Goa" in seen[-1]
     assert seen[-1].rstrip().endswith("Which city was I born in?")
     assert len(seen) == 2
