@@ -57,6 +57,7 @@ from goagent_py.cli._common import provider_from_spec as provider_from_spec
 from goagent_py.cli._tools import calculator as calculator  # re-exported for scripts
 from goagent_py.cli._tools import current_time as current_time
 from goagent_py.errors import (
+    ApprovalPendingError,
     ConfigurationError,
     GoAgentError,
     MemoryStoreError,
@@ -220,39 +221,70 @@ async def run_chat(args: argparse.Namespace, console: Console) -> int:
                 await close()
 
 
-async def play_turn(session: Any, text: str | None, console: Console) -> None:
-    """Run one turn of ``session`` (``text=None`` continues) and show it: streamed text, tool
-    calls and their results or errors, and an abort."""
+async def play_turn(
+    session: Any, text: str | None, console: Console, *, prefix: str = ""
+) -> str | None:
+    """Run one turn of ``session`` and show it: streamed text, tool calls and their results or
+    errors, and an abort. ``text=None`` goes on with :meth:`~goagent_py.Session.continue_`;
+    when that refuses (nothing to continue, calls waiting for approval) before anything is
+    shown, the refusal comes back as a note to print and the turn does not run. ``prefix`` is
+    printed before the first output."""
     from goagent_py.events import AgentEnd, MessageDelta, ToolExecutionEnd, ToolExecutionStart
     from goagent_py.messages import StopReason
 
     streamed = False
     events = session.stream(text) if text is not None else session.stream_continue()
-    async for event in events:
-        if event.path:
-            continue  # a sub-agent's own events
-        if isinstance(event, MessageDelta) and event.kind == "text":
-            console.say(event.delta, end="")
-            streamed = True
-        elif isinstance(event, ToolExecutionStart):
-            if streamed:
+    async with contextlib.aclosing(events):
+        try:
+            first = await anext(events, None)
+        except (ApprovalPendingError, ConfigurationError) as exc:
+            if text is not None:
+                raise
+            return _refusal(session, exc)
+        if first is None:
+            return None
+        console.say(prefix, end="")
+        event = first
+        while event is not None:
+            if event.path:
+                pass  # a sub-agent's own events
+            elif isinstance(event, MessageDelta) and event.kind == "text":
+                console.say(event.delta, end="")
+                streamed = True
+            elif isinstance(event, ToolExecutionStart):
+                if streamed:
+                    console.say()
+                    streamed = False
+                console.note(f"  [tool] {event.call.name}({_args(event.call.arguments)})")
+            elif isinstance(event, ToolExecutionEnd):
+                text_out = " ".join(getattr(b, "text", "") for b in event.result.content)
+                if event.result.error is not None:
+                    console.note(f"  [tool] {event.result.call.name} failed: {text_out[:300]}")
+                else:
+                    console.note(f"  [tool] -> ok: {text_out[:200]}")
+            elif isinstance(event, AgentEnd):
+                if event.result.stop_reason is StopReason.ABORTED:
+                    console.say()
+                    console.note("(turn aborted and recorded as such; /continue resumes it)")
+                    return None
+                if not streamed:
+                    console.say(event.result.text, end="")
                 console.say()
-                streamed = False
-            console.note(f"  [tool] {event.call.name}({_args(event.call.arguments)})")
-        elif isinstance(event, ToolExecutionEnd):
-            text_out = " ".join(getattr(b, "text", "") for b in event.result.content)
-            if event.result.error is not None:
-                console.note(f"  [tool] {event.result.call.name} failed: {text_out[:300]}")
-            else:
-                console.note(f"  [tool] -> ok: {text_out[:200]}")
-        elif isinstance(event, AgentEnd):
-            if event.result.stop_reason is StopReason.ABORTED:
-                console.say()
-                console.note("(turn aborted and recorded as such; /continue resumes it)")
-                return
-            if not streamed:
-                console.say(event.result.text, end="")
-            console.say()
+            event = await anext(events, None)
+    return None
+
+
+def _refusal(session: Any, exc: GoAgentError) -> str:
+    """What the chat says when ``/continue`` has nothing to go on with (``continue_`` refused
+    with ``exc`` before the run started)."""
+    if isinstance(exc, ApprovalPendingError):
+        return (
+            "(nothing to continue: the last tool calls wait for an approval the chat cannot "
+            "give; /reset or another --session starts over)"
+        )
+    if not session.transcript:
+        return "(nothing to continue yet)"
+    return "(nothing to continue: the last answer is complete)"
 
 
 async def chat_loop(
@@ -313,20 +345,21 @@ async def chat_loop(
                 continue
             prompt: str | None = line
             if line.split()[0].lower() == "/continue":
-                resume, prompt = await _continuation(session)
-                if not resume:
-                    console.note(prompt or "")
-                    continue
+                prompt = None  # Session.continue_ decides how to go on
             elif line.startswith("/"):
                 if await _command(line, console, state, storage):
                     break
                 continue
-            if console.interactive:
-                console.say("bot> ", end="")
+            prefix = "bot> " if console.interactive else ""
+            if prompt is not None:  # a /continue's prefix waits: continue_ may refuse
+                console.say(prefix, end="")
+                prefix = ""
             state.aborting = False
-            state.turn = asyncio.ensure_future(play_turn(session, prompt, console))
+            state.turn = asyncio.ensure_future(play_turn(session, prompt, console, prefix=prefix))
             try:
-                await state.turn
+                note = await state.turn
+                if note is not None:
+                    console.note(note)
             except asyncio.CancelledError:
                 if not state.turn.cancelled():
                     raise
@@ -346,33 +379,6 @@ async def chat_loop(
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_TURN_FAILED if state.failures else EXIT_OK
-
-
-CONTINUE_PROMPT = (
-    'Your answer was cut off after: "{tail}". Go on from there, without repeating what you '
-    "already wrote."
-)
-"""What ``/continue`` asks after an answer cut off by Ctrl-C (models do not resume a message
-of their own; they continue what they are shown)."""
-
-
-async def _continuation(session: Any) -> tuple[bool, str | None]:
-    """What ``/continue`` does now: (True, None) resumes the turn (the transcript ends with the
-    user's message or tool results), (True, prompt) asks the model to go on from an answer cut
-    off by Ctrl-C; (False, note) when there is nothing to continue."""
-    from goagent_py._transcript import SYNTHETIC_METADATA_KEY
-    from goagent_py.messages import Role
-
-    transcript = session.transcript or await session.load()
-    if not transcript:
-        return False, "(nothing to continue yet)"
-    last = transcript[-1]
-    if last.role != Role.ASSISTANT:
-        return True, None
-    if last.metadata.get(SYNTHETIC_METADATA_KEY) == "aborted" and last.text.strip():
-        tail = " ".join(last.text.split()[-12:])
-        return True, CONTINUE_PROMPT.format(tail=tail)
-    return False, "(nothing to continue: the last answer is complete)"
 
 
 def _args(arguments: dict[str, Any]) -> str:
