@@ -48,6 +48,14 @@ def add_mcp_cli(subparsers: Any) -> argparse.ArgumentParser:
         help="stdio, streamable HTTP, or the legacy HTTP+SSE transport (default: stdio)",
     )
     serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name clients reach the HTTP/SSE server by besides localhost and --host, e.g. "
+        "the machine's LAN name with --host 0.0.0.0 (repeatable; any other Host is refused)",
+    )
     serve.add_argument("--port", type=port_number, default=8000)
     serve.add_argument(
         "--path", help="the HTTP endpoint's path (default: /mcp, or /sse for --transport sse)"
@@ -125,9 +133,21 @@ async def run_mcp_command(args: argparse.Namespace) -> int:
         )
         try:
             if sse:
-                await run_sse(server, host=args.host, port=args.port, path=path)
+                await run_sse(
+                    server,
+                    host=args.host,
+                    port=args.port,
+                    path=path,
+                    allowed_hosts=args.allowed_host,
+                )
             else:
-                await run_http(server, host=args.host, port=args.port, path=path)
+                await run_http(
+                    server,
+                    host=args.host,
+                    port=args.port,
+                    path=path,
+                    allowed_hosts=args.allowed_host,
+                )
         except SystemExit as exc:
             raise ConfigurationError(
                 f"cannot listen on {args.host}:{args.port} (taken since it was checked): pick "
