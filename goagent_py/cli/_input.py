@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +74,55 @@ async def _prompt_toolkit_lines(prompt: str, history: Path) -> LineSource:
         yield text
 
 
-def _input_in_daemon_thread(prompt: str) -> asyncio.Future[str | None]:
+class _FdLines:
+    """``input`` for a pipe: lines read from the file descriptor with ``os.read``.
+
+    ``input()`` on a stream that is not a terminal reads through ``sys.stdin``'s buffer and
+    holds its lock while it waits; a process that ended (Ctrl-C) while a daemon thread waited
+    there aborted at shutdown ("Fatal Python error: _enter_buffered_busy", SIGABRT) instead of
+    exiting 130. ``os.read`` holds no lock. One read at a time (the callers' contract).
+    """
+
+    def __init__(self, fd: int, *, encoding: str = "utf-8", errors: str = "strict") -> None:
+        self._fd = fd
+        self._encoding = encoding
+        self._errors = errors
+        self._buffer = b""
+        self._ended = False
+
+    def __call__(self, prompt: str = "") -> str:
+        if prompt:
+            sys.stdout.write(prompt)
+            sys.stdout.flush()
+        while b"\n" not in self._buffer and not self._ended:
+            chunk = os.read(self._fd, 1 << 16)
+            self._ended = not chunk
+            self._buffer += chunk
+        if not self._buffer:
+            raise EOFError
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(self._encoding, self._errors)
+
+
+def stdin_reader() -> Callable[[str], str]:
+    """What reads a line of this process's stdin in a daemon thread: ``input`` when stdin and
+    stdout are terminals (it edits the line, and waits outside ``sys.stdin``'s buffer) or stdin
+    has no descriptor (replaced in process), else :class:`_FdLines` on stdin's descriptor."""
+    stdin = sys.stdin
+    try:
+        if stdin.isatty() and sys.stdout.isatty():
+            return input
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        return input
+    return _FdLines(fd, encoding=stdin.encoding or "utf-8", errors=stdin.errors or "strict")
+
+
+def _input_in_daemon_thread(
+    prompt: str, reader: Callable[[str], str] | None = None
+) -> asyncio.Future[str | None]:
     # A daemon thread, not the executor: quitting must not wait for a pending input().
+    reading = reader or input  # looked up now: tests stand a fake terminal in for input
     loop = asyncio.get_running_loop()
     future: asyncio.Future[str | None] = loop.create_future()
 
@@ -93,7 +142,7 @@ def _input_in_daemon_thread(prompt: str) -> asyncio.Future[str | None]:
 
     def read() -> None:
         try:
-            value: str | None = input(prompt)
+            value: str | None = reading(prompt)
         except EOFError:
             value = None
         except BaseException as exc:  # handed to the loop

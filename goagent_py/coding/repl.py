@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from goagent_py.cli._input import _input_in_daemon_thread
+from goagent_py.cli._input import _input_in_daemon_thread, stdin_reader
 from goagent_py.coding._preview import approval_lines, approval_question
 from goagent_py.coding._terminal import printable
 from goagent_py.coding.approvals import Answer, ApprovalRequest
@@ -63,12 +63,13 @@ class _TerminalLines:
     ``asyncio.run`` waits for the executor's threads.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, read: Callable[[str], str] | None = None) -> None:
+        self._read = read  # None: ``input``
         self._pending: asyncio.Future[str | None] | None = None
 
     async def __call__(self, prompt: str) -> str | None:
         if self._pending is None:
-            self._pending = _input_in_daemon_thread(prompt)
+            self._pending = _input_in_daemon_thread(prompt, self._read)
         elif not self._pending.done():
             sys.stdout.write(prompt)  # the terminal still shows the abandoned question
             sys.stdout.flush()
@@ -236,7 +237,8 @@ def run_code(argv: Sequence[str] | None = None) -> int:
             else:
                 code = app.run()
                 return code if isinstance(code, int) else 0
-        return asyncio.run(code_main(ns))
+        # A pipe's lines are read outside sys.stdin's buffer (see stdin_reader).
+        return asyncio.run(code_main(ns, read_line=_TerminalLines(stdin_reader())))
     except ConfigurationError as exc:
         print(f"goagent-py code: {exc}", file=sys.stderr)
         return 2

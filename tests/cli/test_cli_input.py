@@ -58,3 +58,29 @@ async def test_ctrl_c_at_the_prompt_toolkit_prompt_ends_the_chat_as_interrupted(
         lines = _input._prompt_toolkit_lines("you> ", tmp_path / "history")
         code = await cli.chat_loop(agent, lines, console, cli.ChatState(), None)
     assert code == cli.EXIT_INTERRUPTED
+
+
+def test_a_pipes_lines_are_read_whole_and_in_order_by_the_fd_reader(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``code --plain`` on a pipe reads with ``os.read`` (no lock of ``sys.stdin``'s buffer
+    held while it waits): lines split at newlines across reads, the prompt shown, a last line
+    without a newline kept, then the end."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, "first\nsecond ✓\nthi".encode())
+        read = _input._FdLines(read_fd)
+        assert read("> ") == "first"
+        assert read("> ") == "second ✓"
+        os.write(write_fd, b"rd\r\nlast")
+        os.close(write_fd)
+        write_fd = -1
+        assert read("> ") == "third\r"  # as input() gives it: only the newline goes
+        assert read("") == "last"
+        with pytest.raises(EOFError):
+            read("> ")
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
+    assert capsys.readouterr().out == "> " * 4
