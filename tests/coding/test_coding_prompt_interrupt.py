@@ -8,6 +8,7 @@ pipe that stays open, so nothing but the signal can end the read.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -58,15 +59,23 @@ def _read_until(fd: int, wanted: bytes, deadline: float) -> bytes:
     return seen
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_ctrl_c_at_the_prompt_ends_code_plain_at_once_with_130(tmp_path: Path) -> None:
+def _program(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     root = tmp_path / "work"
     root.mkdir()
     program = _SCRIPTED.format(argv=["code", "--plain", "--root", str(root)]) + _console_script()
     env = {**os.environ, "GOAGENT_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONSTARTUP", None)
+    return [sys.executable, "-c", program], env
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_at_the_prompt_ends_code_plain_at_once_with_130(tmp_path: Path) -> None:
+    """Stdin a pipe that stays open (a driver, a script): the read was ``input()`` through
+    ``sys.stdin``'s buffer, and the interpreter aborted at exit (SIGABRT, "Fatal Python error:
+    _enter_buffered_busy") because the reading thread held the buffer's lock."""
+    argv, env = _program(tmp_path)
     with subprocess.Popen(
-        [sys.executable, "-c", program],
+        argv,
         stdin=subprocess.PIPE,  # kept open: the prompt's read never sees a line or an end
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -91,3 +100,43 @@ def test_ctrl_c_at_the_prompt_ends_code_plain_at_once_with_130(tmp_path: Path) -
     assert "Traceback" not in err, err
     assert err.strip() == "", err
     assert rest.strip() == b"", rest
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and terminals")
+def test_ctrl_c_at_the_prompt_of_a_terminal_ends_code_plain_at_once_with_130(
+    tmp_path: Path,
+) -> None:
+    """On a terminal (a pseudo-terminal for stdin, stdout and stderr): ``input()`` in a daemon
+    thread, which ``asyncio.run`` does not wait for (review7b; an executor thread made the
+    process wait for Enter)."""
+    import pty
+
+    argv, env = _program(tmp_path)
+    terminal, user_side = pty.openpty()
+    try:
+        with subprocess.Popen(
+            argv, stdin=user_side, stdout=user_side, stderr=user_side, env=env, cwd=tmp_path
+        ) as proc:
+            os.close(user_side)
+            user_side = -1
+            try:
+                shown = _read_until(terminal, b"\n> ", time.monotonic() + GENEROUS)
+                proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+                code = proc.wait(timeout=GENEROUS)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+        rest = b""
+        with contextlib.suppress(OSError):  # EIO once the terminal's last user has gone
+            while select.select([terminal], [], [], 0)[0]:
+                chunk = os.read(terminal, 4096)
+                if not chunk:
+                    break
+                rest += chunk
+    finally:
+        os.close(terminal)
+        if user_side >= 0:
+            os.close(user_side)
+    assert code == 130, (code, rest)
+    assert b"session " in shown
+    assert rest.strip() == b"", rest  # no traceback, no fatal error
