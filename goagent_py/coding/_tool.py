@@ -186,6 +186,12 @@ class PathQueue:
         if task is not None:
             task.add_done_callback(lambda _: self.release(key))
 
+    def reserved_path(self, key: str) -> Path | None:
+        """The path ``key``'s place was reserved on (resolved when the gate saw the call: the
+        file the user approved), or None."""
+        held = self._reserved.get(key) if key else None
+        return held[0] if held is not None else None
+
     def release(self, key: str) -> None:
         """Give up the place :meth:`reserve` took for ``key`` if its body has not used it."""
         held = self._reserved.pop(key, None)

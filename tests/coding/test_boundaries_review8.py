@@ -80,3 +80,44 @@ async def test_always_on_a_command_follows_the_folder_not_its_link_name(tmp_path
     (tmp_path / "here").symlink_to("src")
     assert await policy(call("shell", argv=rm, cwd="here")) is not None
     assert len(asked) == 2
+
+
+# -- the file written is the file approved ----------------------------------------------------
+
+
+async def test_a_write_approved_for_one_file_is_refused_when_a_link_swap_redirects_it(
+    tmp_path: Path,
+) -> None:
+    from goagent_py.agent import Agent
+    from goagent_py.messages import Role
+    from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("notes\n")
+    (root / "setup.py").write_text("import setuptools\n")
+    provider = ScriptedProvider(
+        tool_call_response(
+            ("read_file", {"path": "notes.txt"}), ("read_file", {"path": "setup.py"})
+        ),
+        tool_call_response(("write_file", {"path": "notes.txt", "content": "pwned\n"})),
+        text_response("done"),
+    )
+    asked: list[str] = []
+
+    def ask(request: ApprovalRequest) -> str:
+        asked.append(f"{request.call.name} {request.subject}")
+        # While the user reads the question, notes.txt becomes a link to setup.py (a command
+        # of the same turn, another process...).
+        (root / "notes.txt").unlink()
+        (root / "notes.txt").symlink_to("setup.py")
+        return "allow"
+
+    tools = file_tools(root)
+    agent = Agent(provider=provider, tools=tools, before_tool_call=ApprovalPolicy(tools, ask=ask))
+    result = await agent.run("note it")
+    assert asked == ["write_file notes.txt"]
+    assert (root / "setup.py").read_text() == "import setuptools\n"
+    told = [m.text for m in result.messages if m.role is Role.TOOL][-1]
+    assert "notes.txt" in told
+    assert "setup.py" in told
