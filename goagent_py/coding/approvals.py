@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import inspect
+import posixpath
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,10 +92,12 @@ class Decision:
 def _subject(call: ToolCall) -> str:
     args = call.arguments
     if "path" in args and isinstance(args["path"], str):
+        # A tool the policy cannot resolve paths for (an MCP server's): ``.`` and ``..`` are
+        # taken out as text, so ``a/../secrets/k`` is checked as ``secrets/k`` (a deny pattern
+        # holds) and ``src/../.git/x`` as ``.git/x`` (``allow=["t(src/**)"]`` does not cover
+        # it). Links are not seen: the file tools match the resolved path instead.
         path = args["path"].replace("\\", "/")
-        while path.startswith("./"):
-            path = path[2:]
-        return path or "."
+        return posixpath.normpath(path) if path else "."
     if "argv" in args or "command" in args:
         return command_text(args)
     return ""

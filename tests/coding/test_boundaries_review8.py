@@ -121,3 +121,37 @@ async def test_a_write_approved_for_one_file_is_refused_when_a_link_swap_redirec
     told = [m.text for m in result.messages if m.role is Role.TOOL][-1]
     assert "notes.txt" in told
     assert "setup.py" in told
+
+
+# -- a path of a tool the policy cannot resolve (an MCP tool's) -------------------------------
+
+
+def _plain_tool(name: str) -> Any:
+    from goagent_py.tools import ToolDefinition
+
+    class Plain:
+        mutating = True
+        definition = ToolDefinition(name, "", {"type": "object", "properties": {}})
+
+    return Plain()
+
+
+@pytest.mark.parametrize("path", ["a/../secrets/k", "./x/./../secrets/k", "secrets/./k"])
+async def test_a_deny_pattern_holds_a_dotted_path_of_a_tool_without_resolution(
+    tmp_path: Path, path: str
+) -> None:
+    policy = ApprovalPolicy([_plain_tool("fs_read")], deny=["*(secrets/**)"], allow=["fs_read"])
+    reason = await policy(call("fs_read", path=path))
+    assert reason is not None
+    assert "denied by policy" in reason
+
+
+@pytest.mark.parametrize("path", ["src/../../etc/passwd", "src/../.git/config"])
+async def test_an_allow_pattern_does_not_cover_a_path_that_climbs_out_of_it(
+    tmp_path: Path, path: str
+) -> None:
+    policy = ApprovalPolicy([_plain_tool("fs_write")], allow=["fs_write(src/**)"])
+    assert await policy(call("fs_write", path="src/a.py")) is None
+    reason = await policy(call("fs_write", path=path))
+    assert reason is not None
+    assert "needs approval" in reason
