@@ -166,6 +166,8 @@ class FileToolkit:
             raise CodingToolError(f"{path}: is a directory") from exc
         except NotADirectoryError as exc:
             raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
+        except OSError as exc:  # a name too long, permission denied, a loop...
+            raise CodingToolError(f"{path}: cannot be opened ({exc.strerror or exc})") from exc
 
     def _write_bytes(self, path: str, data: bytes, tool: str, expect: Path) -> None:
         if len(data) > self.max_file_bytes:
@@ -198,6 +200,8 @@ class FileToolkit:
             raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
         except NotADirectoryError as exc:
             raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
+        except OSError as exc:  # a name too long, permission denied, a loop...
+            raise CodingToolError(f"{path}: cannot be written ({exc.strerror or exc})") from exc
 
     def _check_fresh(self, path: str, resolved: Path, current: bytes | None) -> None:
         """Refuse a change to a file the agent has not read, or that changed since it did."""

@@ -155,3 +155,18 @@ async def test_an_allow_pattern_does_not_cover_a_path_that_climbs_out_of_it(
     reason = await policy(call("fs_write", path=path))
     assert reason is not None
     assert "needs approval" in reason
+
+
+# -- a path the system cannot open --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["read_file", "grep"])
+async def test_a_path_too_long_is_a_refusal_the_model_reads(tmp_path: Path, tool: str) -> None:
+    from goagent_py.coding import CodingToolError
+
+    tools = {t.definition.name: t for t in file_tools(tmp_path)}
+    args: dict[str, Any] = {"path": "a" * 5000}
+    if tool == "grep":
+        args["pattern"] = "x"
+    with pytest.raises(CodingToolError, match="too long"):
+        await tools[tool].execute(args)
