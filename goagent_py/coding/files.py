@@ -317,10 +317,11 @@ class FileToolkit:
         return await self._queue.run(resolved, lambda: _finish_in_thread(body), _running_key())
 
     def _approved(self, path: str) -> Path:
-        """The file a write or edit must reach: the one resolved when the approval gate saw
-        the call (its place in the write queue), else the one ``path`` resolves to now. The
-        opens check against it, so a link swapped in after the question writes nothing."""
-        return self._queue.reserved_path(_running_key()) or self._resolve(path)
+        """The file a write or edit must reach: the one ``path`` resolved to when the call
+        started, before any gate (its place in the write queue), else the one it resolves to
+        now. The opens check against it, so a link swapped in after the question writes
+        nothing (a ``prepare_arguments`` that changed the path: resolved now)."""
+        return self._queue.reserved_path(_running_key(), path) or self._resolve(path)
 
     def _open_dir(self, path: str) -> tuple[int, str]:
         """A descriptor of the directory ``path`` and its real path relative to the root."""
@@ -563,7 +564,7 @@ class FileToolkit:
         except (PathEscapeError, OSError):  # refused, or a link changed meanwhile: the body says
             return None
         key = call_key(call)
-        self._queue.reserve(resolved, key)
+        self._queue.reserve(resolved, key, source=path)
         return lambda: self._queue.release(key)
 
 

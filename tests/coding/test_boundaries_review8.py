@@ -170,3 +170,26 @@ async def test_a_path_too_long_is_a_refusal_the_model_reads(tmp_path: Path, tool
         args["pattern"] = "x"
     with pytest.raises(CodingToolError, match="too long"):
         await tools[tool].execute(args)
+
+
+async def test_a_write_whose_path_prepare_arguments_repaired_goes_to_the_repaired_path(
+    tmp_path: Path,
+) -> None:
+    from goagent_py.agent import Agent
+    from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    provider = ScriptedProvider(
+        tool_call_response(("write_file", {"path": "typo.txt", "content": "hi\n"})),
+        text_response("done"),
+    )
+
+    def repair(call: ToolCall) -> dict[str, Any] | None:
+        return {**call.arguments, "path": "fixed.txt"} if call.name == "write_file" else None
+
+    tools = file_tools(root)
+    agent = Agent(provider=provider, tools=tools, prepare_arguments=repair)
+    await agent.run("write it")
+    assert (root / "fixed.txt").read_text() == "hi\n"
+    assert not (root / "typo.txt").exists()
