@@ -39,6 +39,7 @@ from goagent_py._control import AbortMode, RunControl
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
 from goagent_py._records import run_result, text_of
+from goagent_py._redact import redact
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
@@ -1086,7 +1087,7 @@ class Run:
         if kind == "input":
             note = Message(
                 Role.ASSISTANT,
-                [TextBlock(f"[The request was refused: {tripped.reason}]")],
+                [TextBlock(f"[The request was refused: {redact(tripped.reason)}]")],
                 metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
             )
             self._append(messages, note)
@@ -1107,7 +1108,7 @@ class Run:
         self.last_text, self.output_value = "", None
         note = Message(
             Role.ASSISTANT,
-            [TextBlock(f"[The answer was withheld: {why}]")],
+            [TextBlock(f"[The answer was withheld: {redact(why)}]")],
             metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
         )
         at = next((i for i, m in enumerate(self.new_messages) if m is final), -1)
