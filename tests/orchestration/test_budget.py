@@ -431,3 +431,42 @@ def test_a_budget_errors_partial_result_is_not_pickled() -> None:
     error.partial = FlowResult("x")
     back = pickle.loads(pickle.dumps(error))
     assert (back.kind, back.limit, back.spent, back.partial) == ("iterations", 2, 2, None)
+
+
+@pytest.mark.parametrize("how", ["run", "session"])
+async def test_a_run_out_of_budget_stores_the_calls_that_ran(tmp_path: Any, how: str) -> None:
+    # Rule 6 for the run-wide budget as for the iteration budget: the refund ran, so the
+    # conversation keeps it (before, storage held nothing of the turn and a retry from memory
+    # refunded again), closed by a note, and the error's result is the stored record.
+    from goagent_py import Session, validate_transcript
+    from goagent_py.memory import ShortTermMemory
+    from goagent_py.memory.storage import SQLiteStorage
+
+    refunds: list[int] = []
+
+    @tool
+    def refund(order: int) -> str:
+        """Refund an order."""
+        refunds.append(order)
+        return f"refunded {order}"
+
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "b.db", session_id="b"))
+    billing = agent(
+        "billing",
+        tool_call_response(("refund", {"order": 7})),
+        "Done.",
+        tools=[refund],
+        short_term_memory=memory,
+    )
+    start = billing.run if how == "run" else Session(billing).prompt
+    with Budget(max_iterations=1), pytest.raises(BudgetExceededError) as info:
+        await start("refund order 7")
+    assert refunds == [7]
+    stored = await memory.transcript()
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert stored[2].text == "refunded 7"
+    assert stored[3].metadata["goagent.synthetic"] == "budget"
+    assert "budget is spent" in stored[3].text
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert info.value.run_result is not None
+    assert info.value.run_result.messages == stored
