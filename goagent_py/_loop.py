@@ -39,6 +39,7 @@ from goagent_py._control import AbortMode, RunControl
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
 from goagent_py._records import run_result, text_of
+from goagent_py._redact import redact
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
@@ -63,7 +64,7 @@ from goagent_py.approvals import (
     pending_metadata,
     under,
 )
-from goagent_py.budget import active_budgets, before_call
+from goagent_py.budget import BudgetExceededError, active_budgets, before_call
 from goagent_py.dispatch import Dispatcher, _sink, set_event_sink
 from goagent_py.errors import (
     ApprovalPendingError,
@@ -1086,7 +1087,7 @@ class Run:
         if kind == "input":
             note = Message(
                 Role.ASSISTANT,
-                [TextBlock(f"[The request was refused: {tripped.reason}]")],
+                [TextBlock(f"[The request was refused: {redact(tripped.reason)}]")],
                 metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
             )
             self._append(messages, note)
@@ -1107,7 +1108,7 @@ class Run:
         self.last_text, self.output_value = "", None
         note = Message(
             Role.ASSISTANT,
-            [TextBlock(f"[The answer was withheld: {why}]")],
+            [TextBlock(f"[The answer was withheld: {redact(why)}]")],
             metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
         )
         at = next((i for i, m in enumerate(self.new_messages) if m is final), -1)
@@ -1643,7 +1644,11 @@ class Run:
                 # Every enclosing budget, once per call each, at any depth.
                 budgets = active_budgets()
                 if budgets:
-                    before_call(budgets)
+                    try:
+                        before_call(budgets)
+                    except BudgetExceededError as spent:
+                        async for event in self._run_budget_spent(spent):
+                            yield event
                 if loud:
                     yield ModelRequest(i, request, path=self.path)
                     yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
@@ -1999,6 +2004,24 @@ class Run:
         async for event in self._persist(None):
             yield event
         raise TokenBudgetError(self.o.max_run_tokens or 0, self.usage.total_tokens)
+
+    async def _run_budget_spent(
+        self, spent: BudgetExceededError
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """A run-wide budget refused the next model call (the last tool batch, if any, is
+        closed): persist the well-formed turn with a note and raise, as the iteration budget
+        does (rule 6). Before, nothing was stored: a tool that ran (a refund) was in the error's
+        ``run_result`` and not in the conversation, and a retry from memory ran it again."""
+        yield FinalResponse(self.last_text, self.iterations, path=self.path)
+        note = Message(
+            Role.ASSISTANT,
+            [TextBlock(f"[The agent stopped: {spent}.]")],
+            metadata={SYNTHETIC_METADATA_KEY: "budget"},
+        )
+        self.new_messages.append(note)  # in the result as in storage: one record
+        async for event in self._persist(note):
+            yield event
+        raise spent
 
     async def _exhausted(self) -> AsyncGenerator[AgentEvent, None]:
         """Budget exhausted (rule 6): report, persist a well-formed turn, raise."""

@@ -71,7 +71,16 @@ class BudgetExceededError(GoAgentError):
         kind: "iterations", "tokens" or "seconds".
         limit: the budget's limit for that kind.
         spent: what was spent when the call was refused.
+        partial: when an orchestration ran out, what it had done (a
+            :class:`~goagent_py.orchestration.FlowResult`, as ``StepFailedError.partial``:
+            for :class:`~goagent_py.orchestration.Handoffs`, ``messages`` holds the whole
+            conversation, the part of the agent that ran out included); None otherwise. Not
+            pickled.
     """
+
+    # Typed Any: orchestration sits above this module (it imports the budget), so no FlowResult
+    # here; set by the composition the budget ran out in (the outermost one that saw it).
+    partial: Any = None
 
     def __init__(self, kind: Kind, limit: float, spent: float) -> None:
         self.kind = kind
@@ -80,7 +89,10 @@ class BudgetExceededError(GoAgentError):
         super().__init__(f"the run-wide budget is spent: {kind} {spent:g} of {limit:g}")
 
     def __reduce__(self) -> Any:
-        return self._reduce_with(self.kind, self.limit, self.spent)
+        fn, args, state = self._reduce_with(self.kind, self.limit, self.spent)
+        if state is not None:  # like run_result, the partial result stays behind
+            state = {k: v for k, v in state.items() if k != "partial"} or None
+        return fn, args, state
 
 
 # Every budget active in this task, outermost first: a budget entered inside another (a flow

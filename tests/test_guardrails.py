@@ -349,6 +349,29 @@ async def test_an_answer_an_output_guardrail_blocked_is_neither_stored_nor_sent_
     assert "stupid" not in _said(provider.requests[1].messages)
 
 
+@pytest.mark.parametrize("kind", ["input", "output"])
+async def test_a_key_a_guardrails_reason_quotes_is_not_stored_in_its_note(
+    tmp_path: Path, kind: str
+) -> None:
+    # The note standing for a refused prompt or a withheld answer is in the record the model
+    # reads next and a page shows: the reason it carries is redacted, as in spans and logs.
+    key = "sk-ant-api03-" + "Q" * 40
+
+    def quoting(value: Any, ctx: Any) -> str:
+        return f"it holds the key {key}"
+
+    memory = memory_at(tmp_path / "g.db")
+    guards: dict[str, Any] = {f"{kind}_guardrails": [quoting]}
+    agent = Agent(provider=ScriptedProvider("Fine."), short_term_memory=memory, **guards)
+    with pytest.raises(GuardrailTripped):
+        await agent.run("hello")
+    stored = await memory.transcript()
+    note = stored[-1]
+    assert note.metadata["goagent.synthetic"] == "guardrail"
+    assert "it holds the key [REDACTED]" in note.text
+    assert key not in _said(stored)
+
+
 async def test_a_typed_answer_an_output_guardrail_blocked_leaves_no_final_result_call(
     tmp_path: Path,
 ) -> None:

@@ -151,6 +151,8 @@ class PathQueue:
         # call id -> (path, its place, the place before it): taken by reserve(), used by run().
         self._reserved: dict[str, tuple[Path, asyncio.Future[None], asyncio.Future[None] | None]]
         self._reserved = {}
+        # call id -> the argument its path was resolved from (what reserved_path answers for).
+        self._sources: dict[str, str] = {}
 
     def _take(self, path: Path) -> tuple[asyncio.Future[None], asyncio.Future[None] | None]:
         mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -172,7 +174,7 @@ class PathQueue:
         else:  # left before its turn: the next in line still waits for the one before
             before.add_done_callback(finish)
 
-    def reserve(self, path: Path, key: str) -> None:
+    def reserve(self, path: Path, key: str, source: str = "") -> None:
         """Take a place in ``path``'s line now for the call ``key`` (its body runs later).
 
         The place is given up by :meth:`release` (the call was blocked), or when the task that
@@ -182,13 +184,24 @@ class PathQueue:
             return
         mine, before = self._take(path)
         self._reserved[key] = (path, mine, before)
+        self._sources[key] = source
         task = asyncio.current_task()
         if task is not None:
             task.add_done_callback(lambda _: self.release(key))
 
+    def reserved_path(self, key: str, source: str) -> Path | None:
+        """The path ``key``'s place was reserved on, resolved from ``source`` when the call
+        started (before any gate: the file the user was asked about), or None (no place, or
+        one resolved from another argument: a ``prepare_arguments`` changed the path)."""
+        held = self._reserved.get(key) if key else None
+        if held is None or self._sources.get(key) != source:
+            return None
+        return held[0]
+
     def release(self, key: str) -> None:
         """Give up the place :meth:`reserve` took for ``key`` if its body has not used it."""
         held = self._reserved.pop(key, None)
+        self._sources.pop(key, None)
         if held is not None:
             self._finish(*held)
 
@@ -196,6 +209,7 @@ class PathQueue:
         """Run ``body`` after every call queued on ``path`` before it (in ``key``'s reserved
         place when there is one)."""
         held = self._reserved.pop(key, None) if key else None
+        self._sources.pop(key, None)
         if held is not None and held[0] == path:
             _, mine, before = held
         else:

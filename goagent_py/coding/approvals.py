@@ -7,11 +7,12 @@ For each call, in this order:
 2. an ``allow`` pattern that matches (or one added by an "always" answer) lets it through;
 3. a read-only tool (``tool.mutating`` False) goes through when ``allow_read_only``;
 4. otherwise ``ask`` is called (one question at a time) and its answer decides: ``"allow"``,
-   ``"always"`` (allow, and do not ask again this session: this command for a shell tool,
-   the whole tool otherwise), ``"deny"`` (the model is told and may try something else) or
-   ``"stop"`` (blocked, and ``stop(reason)`` is called to end the run: pass
-   ``lambda reason: session.abort("after_tools")``, or make the agent with
-   ``stop_on_denied=True``). Without ``ask``, such a call is denied.
+   ``"always"`` (allow, and do not ask again this session: this command in this folder for a
+   shell tool, this file (resolved) for a file tool, the whole tool otherwise), ``"deny"``
+   (the model is told and may try something else) or ``"stop"`` (blocked, and
+   ``stop(reason)`` is called to end the run: pass ``lambda reason:
+   session.abort("after_tools")``, or make the agent with ``stop_on_denied=True``).
+   Without ``ask``, such a call is denied.
 
 A pattern is ``"tool"`` or ``"tool(subject)"`` where both parts are globs; the subject is the
 call's ``path`` for file tools and the command line for a shell tool: ``"read_file"``,
@@ -22,7 +23,8 @@ program the call runs, named by its base name, through ``env``, ``sh -c``, ``;``
 (``shell(rm *)`` blocks ``/bin/rm x``, ``env rm x``, ``true; rm x``): advisory over a shell,
 which can build a program name at run time. An allow pattern matches a command line only when
 it has no shell syntax. An "always" answer to a shell call remembers exactly that argv (or that
-command line), never a pattern. Before any of this, the call's arguments are checked
+command line) in that working directory (resolved), never a pattern; to a file tool's call, that
+tool on that file (resolved). Before any of this, the call's arguments are checked
 (:func:`~goagent_py.coding._preflight.preflight`): a call a tool would refuse, or one holding a
 placeholder such as ``{path}``, is blocked with the reason and never asked about.
 
@@ -37,8 +39,10 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import inspect
+import posixpath
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from goagent_py.approvals import RunContext
@@ -88,10 +92,12 @@ class Decision:
 def _subject(call: ToolCall) -> str:
     args = call.arguments
     if "path" in args and isinstance(args["path"], str):
+        # A tool the policy cannot resolve paths for (an MCP server's): ``.`` and ``..`` are
+        # taken out as text, so ``a/../secrets/k`` is checked as ``secrets/k`` (a deny pattern
+        # holds) and ``src/../.git/x`` as ``.git/x`` (``allow=["t(src/**)"]`` does not cover
+        # it). Links are not seen: the file tools match the resolved path instead.
         path = args["path"].replace("\\", "/")
-        while path.startswith("./"):
-            path = path[2:]
-        return path or "."
+        return posixpath.normpath(path) if path else "."
     if "argv" in args or "command" in args:
         return command_text(args)
     return ""
@@ -214,20 +220,54 @@ class ApprovalPolicy:
 
     def _allowed(self, name: str, subject: str, call: ToolCall) -> bool:
         args = call.arguments
+        key = self._exact(name, subject, call)
+        if key is not None and (name, key) in self._always:
+            return True
         if not is_command_call(args):
             return self._matches(self._allow, name, subject)
-        if (name, exact_key(args)) in self._always:
-            return True
         # A pattern cannot tell what a line with shell syntax runs: `git status; rm -rf x`
         # matches "git status*". Such a line is asked about.
         if args.get("command") and has_shell_syntax(str(args["command"])):
             return False
         return self._matches(self._allow, name, subject)
 
+    def _exact(self, name: str, subject: str, call: ToolCall) -> tuple[str, ...] | None:
+        """What an "always" answer to ``call`` remembers, in the form it is checked in: the
+        exact command and its working directory resolved (the same argv in another folder acts
+        on other files), or the file tool's resolved path; None for a tool with neither (the
+        whole tool is remembered)."""
+        args = call.arguments
+        if is_command_call(args):
+            if not subject:
+                return None
+            cwd = self._command_cwd(name, args)
+            return None if cwd is None else (*exact_key(args), "\0cwd", cwd)
+        if name in self._rule_paths and isinstance(args.get("path"), str):
+            return ("\0path", subject)
+        return None
+
+    def _command_cwd(self, name: str, args: dict[str, Any]) -> str | None:
+        """The folder a command call runs in, resolved by its tool's own check (None when the
+        tool refuses the arguments); the literal ``cwd`` for a tool without a check."""
+        check = getattr(self._by_name.get(name), "check", None)
+        if not callable(check):
+            return str(args.get("cwd") or ".")
+        try:
+            checked = check(args)
+        except Exception:  # refused: the tool says why when it runs; nothing is remembered
+            return None
+        if isinstance(checked, tuple) and len(checked) > 1 and isinstance(checked[1], Path):
+            return str(checked[1])
+        return str(args.get("cwd") or ".")
+
     def _remember(self, name: str, subject: str, call: ToolCall) -> None:
-        """An "always" answer: exactly this command for a shell tool, else the whole tool."""
-        if is_command_call(call.arguments) and subject:
-            self._always.add((name, exact_key(call.arguments)))
+        """An "always" answer: exactly this command in this folder for a shell tool, exactly
+        this file (resolved) for a file tool, else the whole tool."""
+        key = self._exact(name, subject, call)
+        if key is not None:
+            self._always.add((name, key))
+        elif is_command_call(call.arguments):
+            return  # a command that cannot be pinned down: allowed once, not remembered
         else:
             self.allow_for_session(glob_escape(name))
 

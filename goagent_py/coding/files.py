@@ -134,11 +134,22 @@ class FileToolkit:
         except OSError as exc:  # a symlink on the way changed while it was being read
             raise CodingToolError(f"{path}: could not be resolved ({exc}); try again") from exc
 
-    def _read_bytes(self, path: str, tool: str = "read_file") -> bytes:
+    def _refuse_moved(self, path: str, real: str, expect: Path | None) -> None:
+        """Refuse when ``path`` now opens another file than ``expect`` (the file resolved when
+        the call was approved or started): a link swapped in meanwhile redirects it."""
+        if expect is not None and self._base / real != expect:
+            shown = expect.relative_to(self._base).as_posix() if expect != self._base else "."
+            raise CodingToolError(
+                f"{path}: refused: it now leads to {real}, not to {shown} as when the call "
+                "was approved; call again"
+            )
+
+    def _read_bytes(self, path: str, tool: str = "read_file", expect: Path | None = None) -> bytes:
         try:
             opened, real = open_file_in_root(self._base, path, "rb")
             with opened as f:
                 self._refuse_hidden(tool, path, real)
+                self._refuse_moved(path, real, expect)
                 self._refuse_linked(path, f.fileno())
                 size = os.fstat(f.fileno()).st_size
                 if size > self.max_file_bytes:
@@ -155,8 +166,10 @@ class FileToolkit:
             raise CodingToolError(f"{path}: is a directory") from exc
         except NotADirectoryError as exc:
             raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
+        except OSError as exc:  # a name too long, permission denied, a loop...
+            raise CodingToolError(f"{path}: cannot be opened ({exc.strerror or exc})") from exc
 
-    def _write_bytes(self, path: str, data: bytes, tool: str) -> None:
+    def _write_bytes(self, path: str, data: bytes, tool: str, expect: Path) -> None:
         if len(data) > self.max_file_bytes:
             raise CodingToolError(
                 f"{path}: the new content is {len(data)} bytes, more than the "
@@ -175,6 +188,7 @@ class FileToolkit:
             opened, real = open_file_in_root(self._base, path, "ab")
             with opened as f:
                 self._refuse_hidden(tool, path, real)  # a link swapped in since the check
+                self._refuse_moved(path, real, expect)
                 if os.fstat(f.fileno()).st_nlink > 1:
                     raise CodingToolError(
                         f"{path}: refused: it has other hard links (it may be a file outside "
@@ -186,6 +200,8 @@ class FileToolkit:
             raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
         except NotADirectoryError as exc:
             raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
+        except OSError as exc:  # a name too long, permission denied, a loop...
+            raise CodingToolError(f"{path}: cannot be written ({exc.strerror or exc})") from exc
 
     def _check_fresh(self, path: str, resolved: Path, current: bytes | None) -> None:
         """Refuse a change to a file the agent has not read, or that changed since it did."""
@@ -201,9 +217,9 @@ class FileToolkit:
                 f"{path}: the file changed since you last read it (stale); read it again first"
             )
 
-    def _current(self, path: str, tool: str) -> bytes | None:
+    def _current(self, path: str, tool: str, expect: Path) -> bytes | None:
         try:
-            return self._read_bytes(path, tool)
+            return self._read_bytes(path, tool, expect)
         except CodingToolError as exc:
             if isinstance(exc.__cause__, FileNotFoundError):
                 return None
@@ -258,12 +274,12 @@ class FileToolkit:
     async def write(self, args: dict[str, Any]) -> str:
         """write_file: create or replace a file with ``content``."""
         path, content = args["path"], args["content"]
-        resolved = self._resolve(path)
+        resolved = self._approved(path)
 
         def body() -> str:
-            self._check_fresh(path, resolved, self._current(path, "write_file"))
+            self._check_fresh(path, resolved, self._current(path, "write_file", resolved))
             data = content.encode("utf-8")
-            self._write_bytes(path, data, "write_file")
+            self._write_bytes(path, data, "write_file", resolved)
             self._seen[resolved] = _digest(data)
             return f"wrote {path} ({len(data)} bytes, {content.count(chr(10)) + 1} lines)"
 
@@ -273,14 +289,14 @@ class FileToolkit:
         """edit_file: replace ``old_string`` (exactly once, or every time) with ``new_string``."""
         path, old, new = args["path"], args["old_string"], args["new_string"]
         replace_all = bool(args.get("replace_all", False))
-        resolved = self._resolve(path)
+        resolved = self._approved(path)
         if not old:
             raise CodingToolError("old_string is empty; use write_file to create a file")
         if old == new:
             raise CodingToolError("old_string and new_string are the same")
 
         def body() -> str:
-            current = self._current(path, "edit_file")
+            current = self._current(path, "edit_file", resolved)
             if current is None:
                 raise CodingToolError(f"{path}: no such file")
             self._check_fresh(path, resolved, current)
@@ -294,11 +310,18 @@ class FileToolkit:
                     "to make it unique, or set replace_all"
                 )
             data = text.replace(old, new).encode("utf-8")
-            self._write_bytes(path, data, "edit_file")
+            self._write_bytes(path, data, "edit_file", resolved)
             self._seen[resolved] = _digest(data)
             return f"edited {path}: {count if replace_all else 1} replacement(s)"
 
         return await self._queue.run(resolved, lambda: _finish_in_thread(body), _running_key())
+
+    def _approved(self, path: str) -> Path:
+        """The file a write or edit must reach: the one ``path`` resolved to when the call
+        started, before any gate (its place in the write queue), else the one it resolves to
+        now. The opens check against it, so a link swapped in after the question writes
+        nothing (a ``prepare_arguments`` that changed the path: resolved now)."""
+        return self._queue.reserved_path(_running_key(), path) or self._resolve(path)
 
     def _open_dir(self, path: str) -> tuple[int, str]:
         """A descriptor of the directory ``path`` and its real path relative to the root."""
@@ -541,7 +564,7 @@ class FileToolkit:
         except (PathEscapeError, OSError):  # refused, or a link changed meanwhile: the body says
             return None
         key = call_key(call)
-        self._queue.reserve(resolved, key)
+        self._queue.reserve(resolved, key, source=path)
         return lambda: self._queue.release(key)
 
 

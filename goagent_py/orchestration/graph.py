@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from goagent_py.budget import BudgetExceededError
 from goagent_py.errors import ConfigurationError
 from goagent_py.orchestration._core import (
     Flow,
@@ -200,7 +201,7 @@ class Graph(Flow):
                 result = await run_node(
                     node, state if node.input is not None else state["last"], scope
                 )
-            except StepFailedError as exc:
+            except (StepFailedError, BudgetExceededError) as exc:
                 exc.partial = combine("", parts, start, state=state)
                 raise
             parts.append((current, result))

@@ -238,7 +238,12 @@ class Handoffs(Flow):
                     async for event in events:
                         if here.emit is not None:
                             here.emit(event)
-            except BudgetExceededError:
+            except BudgetExceededError as exc:
+                # The whole run is out of budget: raised as it is, carrying the conversation so
+                # far, every agent's part, the one that ran out included (budget8).
+                failed = getattr(exc, "run_result", None)
+                transcript.extend(getattr(failed, "messages", None) or [])
+                exc.partial = self._result(start, parts, transcript, active, handoffs)
                 raise
             except Exception as exc:
                 if here.emit is not None:

@@ -70,7 +70,7 @@ class Pipeline(Flow):
         for node in self.steps:
             try:
                 result = await run_node(node, text, scope)
-            except StepFailedError as exc:
+            except (StepFailedError, BudgetExceededError) as exc:
                 exc.partial = combine("", parts, start)
                 raise
             parts.append((node.name, result))
@@ -146,6 +146,15 @@ class Parallel(Flow):
                     raise error
             else:
                 await _until_done_or_out_of_budget(tasks)
+        except BudgetExceededError as spent:
+            # The whole run is out of budget: what the finished branches did goes with it.
+            finished = [
+                (n.name, t.result())
+                for n, t in zip(self.branches, tasks, strict=True)
+                if t.done() and not t.cancelled() and t.exception() is None
+            ]
+            spent.partial = combine("", finished, start)
+            raise
         finally:
             pending = [t for t in tasks if not t.done()]
             for t in pending:
@@ -272,7 +281,11 @@ class Router(Flow):
         start = time.perf_counter()
         parts: list[tuple[str, FlowResult]] = []
         if self._classifier is not None:
-            verdict = await run_node(self._classifier, input, scope)
+            try:
+                verdict = await run_node(self._classifier, input, scope)
+            except BudgetExceededError as exc:
+                exc.partial = combine("", parts, start)
+                raise
             parts.append((self._classifier.name, verdict))
             answer = verdict.text
         else:
@@ -287,7 +300,7 @@ class Router(Flow):
             raise error
         try:
             result = await run_node(self.routes[route], input, scope)
-        except StepFailedError as exc:
+        except (StepFailedError, BudgetExceededError) as exc:
             exc.partial = combine("", parts, start)
             raise
         parts.append((route, result))
@@ -343,7 +356,7 @@ class Loop(Flow):
         for round_ in range(1, self.max_rounds + 1):
             try:
                 result = await run_node(self.body, text, scope)
-            except StepFailedError as exc:
+            except (StepFailedError, BudgetExceededError) as exc:
                 exc.partial = combine("", parts, start)
                 raise
             parts.append((self.body.name, result))

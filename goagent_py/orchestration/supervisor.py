@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from goagent_py.agent_tool import AgentTool, as_tool
+from goagent_py.budget import BudgetExceededError
 from goagent_py.errors import ConfigurationError
 from goagent_py.orchestration._core import Flow, FlowResult, Node, Scope, combine, run_node
 from goagent_py.orchestration.patterns import Parallel, Router
@@ -121,5 +122,9 @@ class Supervisor(Flow):
         start = time.perf_counter()
         answers = await self._fanout._invoke(input, scope)
         prompt = _BROADCAST_PROMPT.format(input=input, answers=answers.text)
-        final = await run_node(self._lead, prompt, scope)
+        try:
+            final = await run_node(self._lead, prompt, scope)
+        except BudgetExceededError as exc:
+            exc.partial = combine("", [("members", answers)], start)
+            raise
         return combine(final.text, [("members", answers), (self._lead.name, final)], start)

@@ -24,6 +24,7 @@ for the rest of the thread too), ``"denied"`` or
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -106,12 +107,23 @@ AlwaysKey = tuple[str, tuple[str, ...]]
 
 
 def _always_key(name: str, arguments: Mapping[str, Any]) -> AlwaysKey:
-    """What "always" remembers of a call: its tool, or for a command tool (``argv`` or
-    ``command``) that exact command, as the coding agent's "always" does (issue 29)."""
+    """What "always" remembers of a call, as the coding agent's "always" does (issue 29,
+    review8): for a command tool (``argv`` or ``command``) that exact command in that folder
+    (``cwd``: the same argv elsewhere acts on other files); for a call with a ``path``, that
+    tool on that path; else the tool. Paths are compared normalised as text (``./a.txt`` is
+    ``a.txt``, ``src/../a.txt`` too): the page does not know the tool's root, so a link swapped
+    between two calls is not seen here (the coding agent's own policy resolves it)."""
     # Here, not at the top: the coding package's import costs serve's start ~40 ms.
     from goagent_py.coding._commands import exact_key, is_command_call
 
-    return (name, exact_key(arguments) if is_command_call(arguments) else ())
+    if is_command_call(arguments):
+        cwd = arguments.get("cwd")
+        folder = posixpath.normpath(str(cwd)) if cwd else "."
+        return (name, (*exact_key(arguments), "\0cwd", folder))
+    path = arguments.get("path")
+    if isinstance(path, str):
+        return (name, ("\0path", posixpath.normpath(path)))
+    return (name, ())
 
 
 def always_approved(messages: list[Message]) -> set[AlwaysKey]:

@@ -166,7 +166,7 @@ async def test_allow_and_deny_patterns_by_tool_path_and_command(tmp_path: Path) 
 
 
 async def test_always_allows_for_the_session_and_stop_stops(tmp_path: Path) -> None:
-    answers = iter(["always", "always", "allow", "stop"])
+    answers = iter(["always", "allow", "always", "allow", "stop"])
     asked: list[str] = []
     stopped: list[str] = []
 
@@ -177,8 +177,9 @@ async def test_always_allows_for_the_session_and_stop_stops(tmp_path: Path) -> N
     tools = [*file_tools(tmp_path), shell_tool(tmp_path)]
     policy = ApprovalPolicy(tools, ask=ask, stop=stopped.append)
     edit = {"old_string": "a", "new_string": "b"}
-    assert await policy(call("edit_file", path="a.py", **edit)) is None  # always: the tool
-    assert await policy(call("edit_file", path="b.py", **edit)) is None
+    assert await policy(call("edit_file", path="a.py", **edit)) is None  # always: this file
+    assert await policy(call("edit_file", path="./a.py", **edit)) is None
+    assert await policy(call("edit_file", path="b.py", **edit)) is None  # asked: allow, once
     assert await policy(call("shell", argv=["make", "test"])) is None  # always: this command
     assert await policy(call("shell", argv=["make", "test"])) is None
     assert await policy(call("shell", argv=["make", "lint"])) is None  # allow: once
@@ -189,7 +190,13 @@ async def test_always_allows_for_the_session_and_stop_stops(tmp_path: Path) -> N
     assert policy.stopped
     assert await policy(call("shell", argv=["make", "test"])) == "the user stopped this run"
     policy.reset_stop()
-    assert asked == ["edit_file a.py", "shell make test", "shell make lint", "write_file c.py"]
+    assert asked == [
+        "edit_file a.py",
+        "edit_file b.py",
+        "shell make test",
+        "shell make lint",
+        "write_file c.py",
+    ]
 
 
 async def test_parallel_asks_come_one_at_a_time_in_call_order(tmp_path: Path) -> None:

@@ -11,7 +11,16 @@ import pytest
 from goagent_py import Agent, ConfigurationError, Role, Usage, tool
 from goagent_py.agent_tool import as_tool
 from goagent_py.budget import Budget, BudgetExceededError, current_budget
-from goagent_py.orchestration import Loop, Parallel, Pipeline
+from goagent_py.orchestration import (
+    END,
+    FlowResult,
+    Graph,
+    Loop,
+    Parallel,
+    Pipeline,
+    Router,
+    Supervisor,
+)
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 
 
@@ -331,3 +340,133 @@ async def test_a_guarded_agent_keeps_its_own_cap_inside_a_bigger_budget() -> Non
     assert len(p.requests) == 2
     assert info.value.limit == 2
     assert (cap.iterations, flow_budget.iterations) == (2, 2)
+
+
+# -- budget8: a budget that runs out inside a composition carries what it had done --------------
+
+
+def spender(name: str) -> Agent:
+    """An agent whose tool call runs, then whose next model call the budget refuses."""
+    return agent(name, tool_call_response(("noop", {})), "never", tools=[noop])
+
+
+def assert_closed(messages: Any) -> None:
+    """Every call has its result: the record of the agent that ran out is well formed."""
+    calls = [c.id for m in messages for c in m.tool_calls]
+    results = [m.tool_call_id for m in messages if m.role is Role.TOOL]
+    assert calls
+    assert calls == results
+
+
+async def out_of_budget(flow: Any, iterations: int) -> BudgetExceededError:
+    with pytest.raises(BudgetExceededError) as info:
+        await flow.run("go", budget=Budget(max_iterations=iterations))
+    return info.value
+
+
+async def test_a_pipeline_out_of_budget_keeps_the_steps_it_finished() -> None:
+    error = await out_of_budget(Pipeline(agent("a", "A done"), spender("b")), 2)
+    assert isinstance(error.partial, FlowResult)
+    assert error.partial.outputs == {"a": "A done"}
+    assert error.partial.iterations == 1
+    assert_closed(error.run_result.messages)  # b's part: its call and its result
+
+
+async def test_a_graph_out_of_budget_keeps_the_nodes_it_finished() -> None:
+    graph = Graph({"a": agent("a", "A done"), "b": spender("b")}, {"a": "b", "b": END}, start="a")
+    error = await out_of_budget(graph, 2)
+    assert isinstance(error.partial, FlowResult)
+    assert error.partial.outputs == {"a": "A done"}
+    assert error.partial.state["path"] == ["a"]
+    assert_closed(error.run_result.messages)
+
+
+async def test_a_router_out_of_budget_keeps_the_classifiers_verdict() -> None:
+    router = Router({"b": spender("b")}, classify=agent("classify", "b"))
+    error = await out_of_budget(router, 2)
+    assert isinstance(error.partial, FlowResult)
+    assert error.partial.outputs == {"classify": "b"}
+    assert_closed(error.run_result.messages)
+
+
+async def test_a_loop_out_of_budget_keeps_its_finished_rounds() -> None:
+    loop = Loop(agent("body", "one", "two", "never"), max_rounds=3)
+    error = await out_of_budget(loop, 2)
+    assert isinstance(error.partial, FlowResult)
+    assert error.partial.trace == ("body", "body")
+    assert error.partial.outputs == {"body": "two"}
+
+
+async def test_a_parallel_out_of_budget_keeps_the_branches_that_finished() -> None:
+    flow = Parallel(agent("a", "A done"), spender("b"), max_concurrency=1)
+    error = await out_of_budget(flow, 2)
+    assert isinstance(error.partial, FlowResult)
+    assert error.partial.outputs == {"a": "A done"}
+    assert_closed(error.run_result.messages)
+
+
+async def test_a_broadcast_supervisor_out_of_budget_keeps_the_members_answers() -> None:
+    supervisor = Supervisor(
+        agent("lead", "never"), [agent("a", "A done"), agent("b", "B done")], mode="broadcast"
+    )
+    error = await out_of_budget(supervisor, 2)
+    assert isinstance(error.partial, FlowResult)
+    assert error.partial.trace == ("members",)
+    assert "A done" in error.partial.outputs["members"]
+    assert "B done" in error.partial.outputs["members"]
+
+
+async def test_a_coordinating_supervisor_out_of_budget_keeps_the_leads_whole_turn() -> None:
+    # The lead's run holds the member call with its (error) result: no flow part is missing.
+    lead = agent("lead", tool_call_response(("b", {"prompt": "go"})), "never")
+    error = await out_of_budget(Supervisor(lead, [spender("b")]), 2)
+    messages = error.run_result.messages
+    assert messages[0].text == "go"
+    assert_closed(messages)
+    assert [m.is_error for m in messages if m.role is Role.TOOL] == [True]
+
+
+def test_a_budget_errors_partial_result_is_not_pickled() -> None:
+    error = BudgetExceededError("iterations", 2, 2)
+    error.partial = FlowResult("x")
+    back = pickle.loads(pickle.dumps(error))
+    assert (back.kind, back.limit, back.spent, back.partial) == ("iterations", 2, 2, None)
+
+
+@pytest.mark.parametrize("how", ["run", "session"])
+async def test_a_run_out_of_budget_stores_the_calls_that_ran(tmp_path: Any, how: str) -> None:
+    # Rule 6 for the run-wide budget as for the iteration budget: the refund ran, so the
+    # conversation keeps it (before, storage held nothing of the turn and a retry from memory
+    # refunded again), closed by a note, and the error's result is the stored record.
+    from goagent_py import Session, validate_transcript
+    from goagent_py.memory import ShortTermMemory
+    from goagent_py.memory.storage import SQLiteStorage
+
+    refunds: list[int] = []
+
+    @tool
+    def refund(order: int) -> str:
+        """Refund an order."""
+        refunds.append(order)
+        return f"refunded {order}"
+
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "b.db", session_id="b"))
+    billing = agent(
+        "billing",
+        tool_call_response(("refund", {"order": 7})),
+        "Done.",
+        tools=[refund],
+        short_term_memory=memory,
+    )
+    start = billing.run if how == "run" else Session(billing).prompt
+    with Budget(max_iterations=1), pytest.raises(BudgetExceededError) as info:
+        await start("refund order 7")
+    assert refunds == [7]
+    stored = await memory.transcript()
+    assert [m.role for m in stored] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    assert stored[2].text == "refunded 7"
+    assert stored[3].metadata["goagent.synthetic"] == "budget"
+    assert "budget is spent" in stored[3].text
+    assert validate_transcript(stored, allow_pending=False) == []
+    assert info.value.run_result is not None
+    assert info.value.run_result.messages == stored

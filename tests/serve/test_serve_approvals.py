@@ -249,3 +249,80 @@ async def test_always_for_a_command_tool_approves_that_command_only(db: str, hel
     assert again[-1]["result"]["text"] == "after: ran ls"
     assert [i["toolCallId"] for i in other[-1]["outcome"]["interrupts"]]
     assert RAN == ["ls", "ls"]
+
+
+@tool(requires_approval=True)
+def edit(path: str, text: str = "") -> str:
+    """Edit a file.
+
+    Args:
+        path: the file.
+        text: what to write.
+    """
+    RAN.append(f"edit {path}")
+    return f"edited {path}"
+
+
+@tool(requires_approval=True)
+def run(argv: list[str], cwd: str = ".") -> str:
+    """Run a program.
+
+    Args:
+        argv: the program and its arguments.
+        cwd: the folder to run it in.
+    """
+    RAN.append(f"{' '.join(argv)} in {cwd}")
+    return "ran"
+
+
+def call_as_asked(request: Any) -> Any:
+    # The user line is the call: "edit PATH" or "run FOLDER WORD...".
+    last = request.messages[-1]
+    if last.role is Role.TOOL:
+        return text_response(f"after: {last.text}")
+    verb, first, *rest = last.text.split()
+    if verb == "edit":
+        return tool_call_response(("edit", {"path": first}))
+    return tool_call_response(("run", {"argv": rest, "cwd": first}))
+
+
+async def test_always_is_scoped_to_the_file_and_the_folder_the_person_saw(
+    db: str, helpers: Any
+) -> None:
+    # review8 on the page's "always for this thread": "always" on edit a.txt approved every
+    # file of the tool, and on `rm -rf build` in scratch/ the same argv in any folder.
+    RAN.clear()
+    factory = helpers.factory_for(FunctionProvider(call_as_asked), [edit, run])
+    app = create_app(factory, storage_path=db)
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+
+        async def ask(text: str) -> list[dict[str, Any]]:
+            r = await client.post(f"/api/threads/{tid}/runs", json={"message": text})
+            return list(helpers.sse_events(r.text))
+
+        async def always(events: list[dict[str, Any]]) -> None:
+            first = events[-1]["outcome"]["interrupts"][0]["id"]
+            await client.post(
+                f"/api/threads/{tid}/decisions",
+                json={"decisions": {first: {"decision": "approve", "always": True}}},
+            )
+
+        await always(await ask("edit a.txt"))
+        same = await ask("edit ./a.txt")  # the same file: approved by the server
+        other = await ask("edit .git/hooks/pre-commit")  # another file: asked about
+        await always(await ask("run scratch rm -rf build"))
+        here = await ask("run scratch/. rm -rf build")  # the same folder
+        root = await ask("run . rm -rf build")  # the same argv elsewhere: asked about
+    await app.aclose()
+
+    assert same[-1].get("outcome") is None
+    assert other[-1]["outcome"]["interrupts"]
+    assert here[-1].get("outcome") is None
+    assert root[-1]["outcome"]["interrupts"]
+    assert RAN == [
+        "edit a.txt",
+        "edit ./a.txt",
+        "rm -rf build in scratch",
+        "rm -rf build in scratch/.",
+    ]
