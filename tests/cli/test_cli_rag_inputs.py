@@ -24,6 +24,7 @@ def fake_pipeline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GOAGENT_HOME", str(tmp_path / "home"))
 
 
+@pytest.mark.needs_extra("vector")
 def test_rag_index_with_a_folder_as_db_is_a_database_error_without_a_traceback(
     fake_pipeline: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -34,6 +34,7 @@ def busy_port() -> Iterator[int]:
         yield taken.getsockname()[1]
 
 
+@pytest.mark.needs_extra("serve")
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_a_port_in_use_is_a_usage_error_before_any_address_is_announced(
     loop: str, scripted: None, busy_port: int, capsys: pytest.CaptureFixture[str]
@@ -50,6 +51,7 @@ def test_a_port_in_use_is_a_usage_error_before_any_address_is_announced(
     assert "--port" in err
 
 
+@pytest.mark.needs_extra("serve")
 async def test_run_serve_listens_on_a_port_out_of_range_nowhere(scripted: None) -> None:
     """Given a port past 65535 without the CLI's parser, uvloop bound 99999 % 65536 = 34463
     and served there while it announced 99999 (a timeout's SIGTERM then made it 143)."""
@@ -62,6 +64,7 @@ async def test_run_serve_listens_on_a_port_out_of_range_nowhere(scripted: None) 
         await run_serve(args)
 
 
+@pytest.mark.needs_extra("serve")
 async def test_port_0_announces_the_port_it_listens_on(
     scripted: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
