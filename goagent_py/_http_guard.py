@@ -133,8 +133,9 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _send_json_error(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode()
+async def send_json(send: Send, status: int, data: Any) -> None:
+    """Send ``data`` as a whole JSON response with ``status`` (no framework needed)."""
+    body = json.dumps(data).encode()
     await send(
         {
             "type": "http.response.start",
@@ -146,3 +147,7 @@ async def _send_json_error(send: Send, status: int, message: str) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _send_json_error(send: Send, status: int, message: str) -> None:
+    await send_json(send, status, {"error": message})

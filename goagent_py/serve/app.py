@@ -4,11 +4,10 @@ endpoints. See :func:`create_app`."""
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from goagent_py._http_guard import LOCAL_HOSTS, refusal
+from goagent_py._http_guard import LOCAL_HOSTS, refusal, send_json
 from goagent_py.errors import ConfigurationError, MissingExtraError
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.serve._auth import Auth, NoAuth, is_loopback_peer
@@ -162,18 +161,7 @@ async def _call(endpoint: Endpoint, scope: Scope, receive: Receive, send: Send) 
 
 async def _send_error(scope: Scope, send: Send, status: int, message: str) -> None:
     status, data = error_body(status, message, path=scope.get("path", ""))
-    body = json.dumps(data).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", b"%d" % len(body)),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_json(send, status, data)
 
 
 def create_app(
