@@ -230,10 +230,11 @@ def _payload_bytes(recorded: Any) -> int:
     )
 
 
-async def test_a_tool_result_over_the_payload_limit_reaches_the_model_whole(
-    run_durably: RunDurably, tmp_path: Path
-) -> None:
-    storage = SQLiteStorage(tmp_path / "chat.db", session_id="five")
+def _dumping_agent(
+    name: str, size: int
+) -> tuple[Agent, Callable[[CompletionRequest], CompletionResponse | str], list[list[str]]]:
+    """An agent whose one tool call returns ``"big "`` and ``size`` z's, its model's plan (call
+    the tool, then answer "dumped"), and the tool results each request carried."""
 
     @tool
     async def dump(path: str) -> str:
@@ -242,7 +243,7 @@ async def test_a_tool_result_over_the_payload_limit_reaches_the_model_whole(
         Args:
             path: the path.
         """
-        return path + " " + "z" * 5_000_000
+        return path + " " + "z" * size
 
     seen: list[list[str]] = []
 
@@ -252,7 +253,16 @@ async def test_a_tool_result_over_the_payload_limit_reaches_the_model_whole(
             return "dumped"
         return tool_call_response(ToolCall("c0", "dump", {"path": "big"}))
 
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="five", tools=[dump])
+    agent = Agent(provider=FunctionProvider(plan), model="m", name=name, tools=[dump])
+    return agent, plan, seen
+
+
+async def test_a_tool_result_over_the_payload_limit_reaches_the_model_whole(
+    run_durably: RunDurably, tmp_path: Path
+) -> None:
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="five")
+
+    agent, plan, seen = _dumping_agent("five", 5_000_000)
     result, recorded = await run_durably(
         agent, "dump it", plan=plan, memory=ShortTermMemory(storage), session_id="five"
     )
@@ -363,24 +373,7 @@ async def test_on_postgres_a_tool_result_over_the_payload_limit_reaches_the_mode
 ) -> None:
     session = f"pg-{uuid.uuid4().hex[:8]}"
 
-    @tool
-    async def dump(path: str) -> str:
-        """Dump a file.
-
-        Args:
-            path: the path.
-        """
-        return path + " " + "z" * 3_000_000
-
-    seen: list[list[str]] = []
-
-    def plan(request: CompletionRequest) -> CompletionResponse | str:
-        seen.append([m.text for m in request.messages if m.role == Role.TOOL])
-        if seen[-1]:
-            return "dumped"
-        return tool_call_response(ToolCall("c0", "dump", {"path": "big"}))
-
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="pgfive", tools=[dump])
+    agent, plan, seen = _dumping_agent("pgfive", 3_000_000)
     async with PostgresStorage(pg_dsn, table="refs_messages", max_size=2) as storage:
         memory = ShortTermMemory(storage.for_session(session))
         result, recorded = await run_durably(
