@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import goagent_py.cli._common as cli_common
 from goagent_py.cli import main as cli
 
 pytest.importorskip("mcp")
@@ -27,17 +25,6 @@ INITIALIZE = {
         "clientInfo": {"name": "test", "version": "0"},
     },
 }
-
-
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from goagent_py.testing import ScriptedProvider
-
-    async def pick(spec: str | None, base_url: str | None = None) -> Any:
-        return cli.Picked(ScriptedProvider("hi"), "scripted", "scripted-model", "test")
-
-    monkeypatch.setattr(cli_common, "pick_provider", pick)
-    monkeypatch.setenv("GOAGENT_HOME", str(tmp_path / "home"))
 
 
 @pytest.fixture

@@ -10,20 +10,9 @@ from typing import Any
 
 import pytest
 
-import goagent_py.cli._common as cli_common
 from goagent_py.cli import main as cli
-from goagent_py.testing import ScriptedProvider
 
 pytest.importorskip("uvicorn")
-
-
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    async def pick(spec: str | None, base_url: str | None = None) -> Any:
-        return cli.Picked(ScriptedProvider("hi"), "scripted", "scripted-model", "test")
-
-    monkeypatch.setattr(cli_common, "pick_provider", pick)
-    monkeypatch.setenv("GOAGENT_HOME", str(tmp_path / "home"))
 
 
 @pytest.fixture
