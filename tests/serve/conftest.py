@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +89,23 @@ def post_scope(path: str, body: bytes) -> dict[str, Any]:
     }
 
 
+def body_then_wait(body: bytes) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """An ASGI ``receive`` of a client that sends ``body`` whole, then stays connected."""
+    received = [{"type": "http.request", "body": body, "more_body": False}]
+    never = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if received:
+            return received.pop()
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 @pytest.fixture
 def helpers() -> Any:
-    """sse_events, factory_for, client_for and post_scope, for the tests."""
+    """sse_events, factory_for, client_for, post_scope and body_then_wait, for the tests."""
 
     class _H:
         pass
@@ -101,6 +115,7 @@ def helpers() -> Any:
     h.factory_for = factory_for  # type: ignore[attr-defined]
     h.client_for = client_for  # type: ignore[attr-defined]
     h.post_scope = post_scope  # type: ignore[attr-defined]
+    h.body_then_wait = body_then_wait  # type: ignore[attr-defined]
     return h
 
 

@@ -72,16 +72,9 @@ async def test_a_quiet_stream_sends_keep_alive_comments(db: str, helpers: Any) -
     app.server.sse_ping = 0.01
     tid = await _thread(app, helpers)
     body = b'{"message": "go"}'
-    received = [{"type": "http.request", "body": body, "more_body": False}]
-    never = asyncio.Event()
+    receive = helpers.body_then_wait(body)
     chunks: list[bytes] = []
     more: list[bool] = []
-
-    async def receive() -> dict[str, Any]:
-        if received:
-            return received.pop()
-        await never.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.body":
@@ -290,15 +283,8 @@ async def test_a_slow_stream_sends_each_event_before_the_next_is_made_and_ends_i
     app = create_app(helpers.factory_for(model), storage_path=db)
     tid = await _thread(app, helpers)
     body = b'{"message": "go"}'
-    received = [{"type": "http.request", "body": body, "more_body": False}]
-    never = asyncio.Event()
+    receive = helpers.body_then_wait(body)
     bodies: list[tuple[bytes, bool]] = []
-
-    async def receive() -> dict[str, Any]:
-        if received:
-            return received.pop()
-        await never.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.body":
