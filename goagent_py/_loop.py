@@ -1048,22 +1048,16 @@ class Run:
             verdict = await decide(guard, value, context)
             return verdict, time.perf_counter() - start
 
-        async def together(
-            i: int, _: None, put: Callable[[Any], None]
-        ) -> list[tuple[GuardrailResult, float]]:
+        async def together() -> list[tuple[GuardrailResult, float]]:
             return list(await asyncio.gather(*(timed(g) for g in guards)))
 
         if self.control is None:
-            decided = await together(0, None, _drop)
+            decided = await together()
         else:
             # In a task an abort interrupts, as a summariser (issue 28): a guardrail that hangs
             # (a model that never answers) never holds an abort (review6a).
-            decided = []
             try:
-                async with contextlib.aclosing(self._interruptible(together, 0, None)) as items:
-                    async for item in items:
-                        if isinstance(item, list):
-                            decided = item
+                decided = await self._unheld(together)
             except _Abort:
                 if kind == "output":  # never checked: withheld, as a trip withholds it
                     self._withhold(messages, final, "the run was aborted before it was checked")
@@ -1165,17 +1159,7 @@ class Run:
         service), in a task an abort interrupts, as a summariser (review6a)."""
         if self.control is None or self.o.requires_approval is None:
             return await self._held(iteration, message, calls)
-
-        async def work(
-            i: int, given: list[ToolCall], put: Callable[[Any], None]
-        ) -> list[PendingCall]:
-            return await self._held(i, message, given)
-
-        async with contextlib.aclosing(self._interruptible(work, iteration, calls)) as items:
-            async for item in items:
-                if isinstance(item, list):
-                    return item
-        raise AssertionError("the held calls were not decided")  # pragma: no cover
+        return await self._unheld(lambda: self._held(iteration, message, calls))
 
     async def _held(
         self, iteration: int, message: Message, calls: list[ToolCall]
@@ -1976,14 +1960,10 @@ class Run:
         should_stop = self.o.should_stop
         assert should_stop is not None
 
-        async def work(i: int, given: TurnState, put: Callable[[Any], None]) -> bool:
-            return bool(await _maybe_await(should_stop(given)))
+        async def decide() -> bool:
+            return bool(await _maybe_await(should_stop(state)))
 
-        async with contextlib.aclosing(self._interruptible(work, state.iteration, state)) as items:
-            async for item in items:
-                if isinstance(item, bool):
-                    return item
-        raise AssertionError("should_stop gave no answer")  # pragma: no cover
+        return await self._unheld(decide)
 
     async def _unheld(self, call: Callable[[], Awaitable[T]]) -> T:
         """``await call()`` in a task an abort interrupts (a session run): user code that hangs
