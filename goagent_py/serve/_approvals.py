@@ -297,11 +297,17 @@ def abandoned(messages: list[Message]) -> dict[str, ToolDecision] | None:
     return {p.id: Deny(_WENT_ON, stop=True) for p in pending}
 
 
-def auto_decisions(messages: list[Message]) -> dict[str, ToolDecision] | None:
+def auto_decisions(
+    messages: list[Message], *, spent: int = 0, budget: int | None = None
+) -> dict[str, ToolDecision] | None:
     """Approvals the person gave already ("always for this thread") for every call that
-    waits now; None when any waiting call still needs them."""
+    waits now; None when any waiting call still needs them, or when the runs since the
+    person last acted made ``spent`` model calls of the agent's ``budget`` (its
+    ``max_iterations``): each approval resumes the run with a budget of its own, so without
+    this a model that kept calling an "always" tool was called without end (review9c). The
+    person is then asked again."""
     at = waiting_at(messages)
-    if at < 0:
+    if at < 0 or (budget is not None and spent >= budget):
         return None
     _, pending = pending_of(messages[at])
     allowed = always_approved(messages)

@@ -1,0 +1,68 @@
+"""Review 9c of served approvals (issue 35): what "always for this thread" may do without a
+person, and for how long."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goagent_py import Agent, Role, tool
+from goagent_py.serve import ThreadContext, create_app
+from goagent_py.testing import FunctionProvider, text_response, tool_call_response
+
+RAN: list[str] = []
+
+
+@tool(requires_approval=True)
+def ping(target: str) -> str:
+    """Ping a host.
+
+    Args:
+        target: which host.
+    """
+    RAN.append(target)
+    return f"pinged {target}"
+
+
+async def test_always_approved_calls_keep_the_iteration_budget_of_the_turn(
+    db: str, helpers: Any
+) -> None:
+    # Each auto-approved call ended the run DEFERRED and the server resumed it: every resume
+    # started a fresh iteration budget, so a model that kept calling an "always" tool was
+    # called without end, with no person left in the loop to stop it.
+    calls: list[int] = []
+
+    def answer(request: Any) -> Any:
+        calls.append(1)
+        if len(calls) > 40:  # the test's own brake: the defect never stops by itself
+            return text_response("gave up")
+        return tool_call_response(("ping", {"target": "db"}))
+
+    def factory(ctx: ThreadContext) -> Agent:
+        return Agent(
+            provider=FunctionProvider(answer),
+            model="scripted",
+            tools=[ping],
+            short_term_memory=ctx.short_term_memory,
+            max_iterations=3,
+        )
+
+    RAN.clear()
+    app = create_app(factory, storage_path=db)
+    async with helpers.client_for(app) as client:
+        tid = (await client.post("/api/threads", json={})).json()["id"]
+        r = await client.post(f"/api/threads/{tid}/runs", json={"message": "go"})
+        first = helpers.sse_events(r.text)[-1]["outcome"]["interrupts"][0]["id"]
+        r = await client.post(
+            f"/api/threads/{tid}/decisions",
+            json={"decisions": {first: {"decision": "approve", "always": True}}},
+        )
+        events = helpers.sse_events(r.text)
+        shown = (await client.get(f"/api/threads/{tid}/messages")).json()
+    await app.aclose()
+    # The first run called the model once; the person's decision gets the agent's budget of
+    # 3 model calls for all the calls "always" approves; then the person is asked again.
+    assert len(calls) == 1 + 3
+    assert RAN == ["db"] * 3
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["outcome"]["type"] == "interrupt"
+    assert [p["name"] for p in shown["pending"]] == ["ping"]
