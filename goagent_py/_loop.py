@@ -1272,6 +1272,10 @@ class Run:
         stop = False
         kept = kept_results(resume.record)
         states = resume.record.get("inner") or {}
+        # What a person approved is what the record showed them (validated, defaults filled):
+        # never the message's raw arguments, validated again by the tool this process has,
+        # nor a stored call changed while it waited (review9c).
+        asked = {p.id: p for p in resume.pending if not p.via}
         for index, call in enumerate(calls):
             if call.id in kept:
                 m = kept[call.id]
@@ -1294,6 +1298,11 @@ class Run:
                 )
             elif isinstance(decision, Approve) and decision.arguments is not None:
                 to_run.append((index, with_arguments(call, dict(decision.arguments))))
+            elif isinstance(decision, Approve) and call.id in asked:
+                shown = asked[call.id]
+                to_run.append(
+                    (index, replace(call, name=shown.name, arguments=dict(shown.arguments)))
+                )
             else:
                 to_run.append((index, call))
         for result in results:
