@@ -3,9 +3,10 @@ person, and for how long."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from goagent_py import Agent, Role, tool
+from goagent_py import Agent, Role, ToolCall, tool
 from goagent_py.serve import ThreadContext, create_app
 from goagent_py.testing import FunctionProvider, text_response, tool_call_response
 
@@ -66,3 +67,62 @@ async def test_always_approved_calls_keep_the_iteration_budget_of_the_turn(
     assert events[-1]["type"] == "RUN_FINISHED"
     assert events[-1]["outcome"]["type"] == "interrupt"
     assert [p["name"] for p in shown["pending"]] == ["ping"]
+
+
+_LOOKUP = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look a word up (run by the client).",
+        "parameters": {
+            "type": "object",
+            "properties": {"word": {"type": "string"}},
+            "required": ["word"],
+        },
+    },
+}
+
+
+async def test_a_client_tool_call_that_reuses_an_id_waits_for_its_own_result(
+    db: str, helpers: Any
+) -> None:
+    # The client's result was kept by call id for the whole run: a later call of the client's
+    # tool with the same id (local models' servers number calls per turn) got the earlier
+    # call's result at once, and the client was never asked to run it.
+    def answer(request: Any) -> Any:
+        results = [m for m in request.messages if m.role is Role.TOOL]
+        if len(results) < 2:
+            word = "ubuntu" if not results else "zulu"
+            return tool_call_response(ToolCall("lookup-0", "lookup", {"word": word}))
+        return text_response("; ".join(m.text for m in results))
+
+    app = create_app(helpers.factory_for(FunctionProvider(answer)), storage_path=db)
+    chat: list[dict[str, Any]] = [{"role": "user", "content": "what do they mean?"}]
+    async with helpers.client_for(app) as client:
+
+        async def complete() -> dict[str, Any]:
+            r = await client.post(
+                "/v1/chat/completions",
+                json={"model": "goagent", "messages": chat, "tools": [_LOOKUP]},
+            )
+            assert r.status_code == 200, r.text
+            return dict(r.json()["choices"][0])
+
+        first = await complete()
+        (call,) = first["message"]["tool_calls"]
+        chat += [
+            first["message"],
+            {"role": "tool", "tool_call_id": call["id"], "content": "humanity"},
+        ]
+        second = await complete()
+        assert second["finish_reason"] == "tool_calls", second
+        (again,) = second["message"]["tool_calls"]
+        assert json.loads(again["function"]["arguments"]) == {"word": "zulu"}
+        chat += [
+            second["message"],
+            {"role": "tool", "tool_call_id": again["id"], "content": "people"},
+        ]
+        third = await complete()
+    await app.aclose()
+    # The model read each call's own result from the client.
+    assert third["message"]["content"] == "humanity; people"
