@@ -126,3 +126,63 @@ async def test_a_client_tool_call_that_reuses_an_id_waits_for_its_own_result(
     await app.aclose()
     # The model read each call's own result from the client.
     assert third["message"]["content"] == "humanity; people"
+
+
+def _eraser(label: str) -> Any:
+    @tool(requires_approval=True)
+    def erase(name: str) -> str:
+        """Erase something.
+
+        Args:
+            name: what.
+        """
+        return f"{label} erased {name}"
+
+    return erase
+
+
+async def test_always_for_a_sub_agents_tool_does_not_approve_the_parents_tool_of_that_name(
+    tmp_path: Any,
+) -> None:
+    # "Always" on a sub-agent's call was remembered as its tool's name alone: the parent's
+    # own tool of the same name (another tool, another scope), and the sub-agent's calls on
+    # any other arguments, were then approved without asking.
+    from goagent_py import Approve, Deny
+    from goagent_py.memory import ShortTermMemory
+    from goagent_py.memory.storage import SQLiteStorage
+    from goagent_py.serve._approvals import auto_decisions
+    from goagent_py.testing import ScriptedProvider
+
+    db = tmp_path / "chat.db"
+    scratch = Agent(
+        provider=ScriptedProvider(*[tool_call_response(("erase", {"name": "tmp"})), "Gone."] * 2),
+        tools=[_eraser("scratch")],
+    )
+    lead = Agent(
+        provider=ScriptedProvider(
+            tool_call_response(("scratch", {"prompt": "erase tmp"})),
+            "Cleaned.",
+            tool_call_response(("erase", {"name": "tmp"})),
+            "Not then.",
+            tool_call_response(("scratch", {"prompt": "erase tmp again"})),
+        ),
+        tools=[_eraser("lead"), scratch.as_tool(name="scratch", description="Scratch space.")],
+        short_term_memory=ShortTermMemory(storage=SQLiteStorage(db, session_id="t")),
+    )
+    asked = await lead.run("tidy")
+    (inner,) = asked.pending
+    assert inner.via and inner.name == "erase"
+    done = await lead.resume({inner.id: Approve(always=True)})
+    assert done.text == "Cleaned."
+    own = await lead.run("and erase tmp yourself")
+    assert [p.name for p in own.pending] == ["erase"]
+    assert not own.pending[0].via
+    memory = lead.options.short_term_memory
+    assert memory is not None
+    assert auto_decisions(await memory.transcript()) is None
+    # Within its scope, "always" still holds: the sub-agent's same call is approved at once.
+    await lead.resume({own.pending[0].id: Deny("not you")})
+    again = await lead.run("once more")
+    (sub,) = again.pending
+    assert sub.via
+    assert auto_decisions(await memory.transcript()) == {sub.id: Approve()}
