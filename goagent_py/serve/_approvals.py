@@ -162,15 +162,12 @@ def always_approved(messages: list[Message]) -> set[AlwaysKey]:
             # that tool's calls that are not commands), in the scope of the sub-agent.
             name = record.get("name")
             if isinstance(name, str):
-                edited = record.get("arguments")
-                shown = record.get("asked")
-                arguments = edited if isinstance(edited, dict) else shown
+                given = record.get("arguments")
+                if not isinstance(given, dict):
+                    given = record.get("asked")
                 via = tuple(call_id.split("/")[:-1])
-                keys.add(
-                    _always_key(
-                        name, arguments if isinstance(arguments, dict) else {}, _within(m, via)
-                    )
-                )
+                shown = given if isinstance(given, dict) else {}
+                keys.add(_always_key(name, shown, _within(m, via)))
     return keys
 
 

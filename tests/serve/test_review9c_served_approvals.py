@@ -171,7 +171,8 @@ async def test_always_for_a_sub_agents_tool_does_not_approve_the_parents_tool_of
     )
     asked = await lead.run("tidy")
     (inner,) = asked.pending
-    assert inner.via and inner.name == "erase"
+    assert inner.via
+    assert inner.name == "erase"
     done = await lead.resume({inner.id: Approve(always=True)})
     assert done.text == "Cleaned."
     own = await lead.run("and erase tmp yourself")
