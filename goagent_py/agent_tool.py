@@ -47,7 +47,8 @@ from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
-from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking
+from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking, waiting_at
+from goagent_py.approvals import Deny, pending_of
 from goagent_py.errors import ConfigurationError, ToolArgumentsError, ToolError
 from goagent_py.events import AgentEvent, ToolExecutionUpdate
 from goagent_py.messages import (
@@ -59,9 +60,14 @@ from goagent_py.messages import (
     messages_from_json,
     messages_to_json,
 )
+from goagent_py.options import AgentOptions
 from goagent_py.results import RunResult
 from goagent_py.tool_context import ToolContext, ToolResume, current_tool_context
 from goagent_py.tools import ToolDefinition, validate_tool_name
+
+_DROPPED = (
+    "the call that waited for this decision ended without one (interrupted); this call was not run"
+)
 
 __all__ = ["AgentTool", "ChildAgent", "HistoryMode", "as_tool", "unwrap"]
 
@@ -74,6 +80,9 @@ class ChildAgent(Protocol):
     """
 
     def replace(self, *, max_iterations: int) -> Self: ...
+
+    @property
+    def options(self) -> AgentOptions: ...
 
     async def start_run(
         self,
@@ -243,6 +252,8 @@ class AgentTool(Generic[_A]):
             text = self._prompt_text(args)
             transcript = ctx.transcript() if ctx is not None else []
             prompt, history = self._messages(transcript, text)
+            if history is None:
+                await self._drop_orphaned_wait(path, deps)
             run = await self.agent.start_run(
                 prompt, streaming=self._streaming, history=history, path=path, deps=deps
             )
@@ -269,6 +280,25 @@ class AgentTool(Generic[_A]):
             f"as_tool({self.name!r}) returns must give a str or content blocks, "
             f"got {type(returned).__name__}"
         )
+
+    async def _drop_orphaned_wait(self, path: tuple[str, ...], deps: Any) -> None:
+        """Close a wait the child's own memory still holds when a fresh call begins: only the
+        parent's resume reaches it, so the parent's call that waited on it ended without one
+        (a process died after the parent's claim, an abort came first) and, left open, it
+        refused every later call of the child (review9c). Its calls are denied, not run."""
+        memory = self.agent.options.short_term_memory
+        if memory is None:
+            return
+        stored = await memory.messages()
+        at = waiting_at(stored)
+        if at < 0:
+            return
+        _, pending = pending_of(stored[at])
+        dropped = {p.id: Deny(_DROPPED, stop=True) for p in pending}
+        run = await self.agent.start_resume(dropped, streaming=False, path=path, deps=deps)
+        async with contextlib.aclosing(run.events()) as events:
+            async for _ in events:
+                pass
 
     def _wait(self, ctx: ToolContext | None, run: Run) -> list[ContentBlock]:
         """The child stopped on calls that wait: the parent's run waits for them too, keeping

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from goagent_py import Agent, Approve, Message, StopReason, tool
+from goagent_py import Agent, Approve, Message, Role, StopReason, tool, validate_transcript
 from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage import SQLiteStorage
@@ -101,3 +101,60 @@ async def test_an_approval_runs_what_was_asked_when_the_stored_call_changed(
     ).resume({call.id: Approve()})
     assert ran == [("build", True)]
     assert done.stop_reason is StopReason.END_TURN
+
+
+def _erase(ran: list[str]) -> Any:
+    @tool(requires_approval=True)
+    def erase(name: str) -> str:
+        """Erase something.
+
+        Args:
+            name: what.
+        """
+        ran.append(name)
+        return f"erased {name}"
+
+    return erase
+
+
+def _lead_with_scratch(db: Path, ran: list[str]) -> Agent:
+    scratch = Agent(
+        provider=ScriptedProvider(*[tool_call_response(("erase", {"name": "tmp"})), "Gone."] * 2),
+        tools=[_erase(ran)],
+        short_term_memory=ShortTermMemory(storage=SQLiteStorage(db, session_id="scratch")),
+    )
+    return Agent(
+        provider=ScriptedProvider(
+            *[tool_call_response(("scratch", {"prompt": "erase tmp"})), "Cleaned."] * 2
+        ),
+        tools=[scratch.as_tool(name="scratch", description="Scratch space.")],
+        short_term_memory=ShortTermMemory(storage=SQLiteStorage(db, session_id="lead")),
+    )
+
+
+async def test_a_sub_agent_whose_parent_dropped_its_wait_asks_again(tmp_path: Path) -> None:
+    # A sub-agent with a memory of its own keeps its wait there. When the parent's wait ended
+    # without resuming it (the process died after the parent's claim, or the resume was
+    # aborted first), the parent closed its call as interrupted, but the sub-agent's record
+    # waited on: every later call of the sub-agent failed with ApprovalPendingError.
+    db = tmp_path / "chat.db"
+    ran: list[str] = []
+    asked = await _lead_with_scratch(db, ran).run("tidy")
+    (call,) = asked.pending
+    claimed = await _lead_with_scratch(db, ran).start_resume({call.id: Approve()}, streaming=False)
+    del claimed  # the process dies here: claimed, nothing of it ran
+
+    lead = _lead_with_scratch(db, ran)
+    again = await lead.run("tidy again")
+    assert again.stop_reason is StopReason.DEFERRED
+    (waiting,) = again.pending
+    assert waiting.name == "erase"
+    done = await lead.resume({waiting.id: Approve()})
+    assert done.text == "Cleaned."
+    assert ran == ["tmp"]
+    async with SQLiteStorage(db, session_id="scratch") as storage:
+        child = await storage.load()
+    assert validate_transcript(child, allow_pending=False) == []
+    closed = [m for m in child if m.role is Role.TOOL and m.is_error]
+    assert len(closed) == 1
+    assert "was not run" in closed[0].text
