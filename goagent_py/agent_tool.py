@@ -191,6 +191,9 @@ class AgentTool(Generic[_A]):
         self._returns = returns
         self._streaming = streaming
         self._deps = deps
+        # The waits in the child's own memory handed up to a parent run (token -> its run id):
+        # a sibling call of that run leaves them alone (:meth:`_drop_orphaned_wait`).
+        self._handed: dict[str, str] = {}
 
     @property
     def definition(self) -> ToolDefinition:
@@ -253,7 +256,7 @@ class AgentTool(Generic[_A]):
             transcript = ctx.transcript() if ctx is not None else []
             prompt, history = self._messages(transcript, text)
             if history is None:
-                await self._drop_orphaned_wait(path, deps)
+                await self._drop_orphaned_wait(ctx, path, deps)
             run = await self.agent.start_run(
                 prompt, streaming=self._streaming, history=history, path=path, deps=deps
             )
@@ -281,9 +284,12 @@ class AgentTool(Generic[_A]):
             f"got {type(returned).__name__}"
         )
 
-    async def _drop_orphaned_wait(self, path: tuple[str, ...], deps: Any) -> None:
+    async def _drop_orphaned_wait(
+        self, ctx: ToolContext | None, path: tuple[str, ...], deps: Any
+    ) -> None:
         """Close a wait the child's own memory still holds when a fresh call begins: only the
-        parent's resume reaches it, so the parent's call that waited on it ended without one
+        parent's resume reaches it, so unless a call of the same parent run handed it up just
+        now (a sibling in this batch), the parent's call that waited on it ended without one
         (a process died after the parent's claim, an abort came first) and, left open, it
         refused every later call of the child (review9c). Its calls are denied, not run."""
         memory = self.agent.options.short_term_memory
@@ -293,7 +299,10 @@ class AgentTool(Generic[_A]):
         at = waiting_at(stored)
         if at < 0:
             return
-        _, pending = pending_of(stored[at])
+        token, pending = pending_of(stored[at])
+        if ctx is not None and self._handed.get(token) == ctx.run_id:
+            return
+        self._handed.pop(token, None)
         dropped = {p.id: Deny(_DROPPED, stop=True) for p in pending}
         run = await self.agent.start_resume(dropped, streaming=False, path=path, deps=deps)
         async with contextlib.aclosing(run.events()) as events:
@@ -312,6 +321,12 @@ class AgentTool(Generic[_A]):
             )
         own_memory = run.o.short_term_memory is not None and run.given_history is None
         transcript = [*(run.given_history or []), *run.new_messages]
+        if own_memory:
+            for m in reversed(transcript):
+                token = pending_of(m)[0]
+                if token:
+                    self._handed[token] = ctx.run_id
+                    break
         kept = None if own_memory else json.loads(messages_to_json(transcript))
         ctx.wait_for(run.result.pending, {"messages": kept})
         return [TextBlock(f"[waiting for decisions on {', '.join(ids)}]")]

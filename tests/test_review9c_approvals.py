@@ -158,3 +158,33 @@ async def test_a_sub_agent_whose_parent_dropped_its_wait_asks_again(tmp_path: Pa
     closed = [m for m in child if m.role is Role.TOOL and m.is_error]
     assert len(closed) == 1
     assert "was not run" in closed[0].text
+
+
+async def test_a_sibling_call_of_the_same_sub_agent_leaves_the_first_ones_wait(
+    tmp_path: Path,
+) -> None:
+    # Two calls of one sub-agent (with a memory of its own) in one sequential batch: the
+    # first waits; the second must not close that wait as if its parent had dropped it.
+    db = tmp_path / "chat.db"
+    ran: list[str] = []
+    scratch = Agent(
+        provider=ScriptedProvider(tool_call_response(("erase", {"name": "tmp"})), "Gone."),
+        tools=[_erase(ran)],
+        short_term_memory=ShortTermMemory(storage=SQLiteStorage(db, session_id="scratch")),
+    )
+    lead = Agent(
+        provider=ScriptedProvider(
+            tool_call_response(
+                ("scratch", {"prompt": "erase tmp"}), ("scratch", {"prompt": "and more"})
+            ),
+            "Cleaned.",
+        ),
+        tools=[scratch.as_tool(name="scratch", description="Scratch space.")],
+        short_term_memory=ShortTermMemory(storage=SQLiteStorage(db, session_id="lead")),
+        tool_execution="sequential",
+    )
+    asked = await lead.run("tidy")
+    (waiting,) = asked.pending
+    done = await lead.resume({waiting.id: Approve()})
+    assert ran == ["tmp"]
+    assert done.text == "Cleaned."
