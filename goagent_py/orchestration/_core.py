@@ -35,6 +35,7 @@ from goagent_py.tools import ToolDefinition, validate_tool_name
 
 if TYPE_CHECKING:
     from goagent_py.agent import Agent
+    from goagent_py.results import RunResult
 
 __all__ = [
     "Flow",
@@ -240,24 +241,50 @@ def combine(
     *,
     errors: Mapping[str, BaseException] | None = None,
     state: Any = None,
+    failed: FlowResult | None = None,
 ) -> FlowResult:
-    """The result of a pattern from its children's ``(name, result)`` in the order they ran."""
+    """The result of a pattern from its children's ``(name, result)`` in the order they ran.
+
+    ``failed``: what the child that ended the run did before it failed (its error's
+    ``partial``); its usage, model calls, steps and messages count, though it has no output.
+    """
+    done = [r for _, r in parts] + ([failed] if failed is not None else [])
     usage = Usage()
-    for _, r in parts:
+    for r in done:
         usage = usage + r.usage
     last = parts[-1][1] if parts else None
     return FlowResult(
         text=text,
         usage=usage,
-        iterations=sum(r.iterations for _, r in parts),
+        iterations=sum(r.iterations for r in done),
         duration=time.perf_counter() - start,
-        steps=tuple(s for _, r in parts for s in r.steps),
+        steps=tuple(s for r in done for s in r.steps),
         trace=tuple(n for n, _ in parts),
         outputs={n: r.text for n, r in parts},
         errors=dict(errors or {}),
         state=state,
+        messages=tuple(m for r in done for m in r.messages),
         output=last.output if last is not None and last.text == text else None,
     )
+
+
+def partial_of(error: BaseException) -> FlowResult | None:
+    """What the node that failed with ``error`` had done (its ``partial``), or None."""
+    partial = getattr(error, "partial", None)
+    return partial if isinstance(partial, FlowResult) else None
+
+
+def failed_partial(
+    error: BaseException,
+    parts: list[tuple[str, FlowResult]],
+    start: float,
+    *,
+    state: Any = None,
+) -> FlowResult:
+    """The ``partial`` a pattern ended by ``error`` sets: its finished children, plus what the
+    failing child had done (its own ``partial``, nested flows and the agent that ran out
+    included), so no level of a nested run loses what a deeper one spent."""
+    return combine("", parts, start, state=state, failed=partial_of(error))
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -403,7 +430,10 @@ class Flow:
             StepFailedError: a node failed (``path`` names it, ``partial`` holds what was done).
             MaxStepsError: a graph or loop ran past its limit.
         """
-        with _state_scope() as state, budget if budget is not None else contextlib.nullcontext():
+        with (
+            _state_scope() as state,
+            budget if budget is not None else contextlib.nullcontext(),
+        ):
             result = await self._invoke(input, Scope((self.name,)))
         return dataclasses.replace(result, flow_state=state)
 
@@ -422,7 +452,10 @@ class Flow:
             finally:
                 queue.put_nowait(done)
 
-        with _state_scope() as state, budget if budget is not None else contextlib.nullcontext():
+        with (
+            _state_scope() as state,
+            budget if budget is not None else contextlib.nullcontext(),
+        ):
             task = asyncio.create_task(body())  # the task copies the context: budget, state
         try:
             yield NodeStart(input, path=scope.path)
@@ -553,12 +586,19 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
     if here.emit is not None:
         here.emit(NodeStart(text, path=here.path))
     attempt = 0
+    spent: list[FlowResult] = []  # what the failed attempts did: it was spent, it counts
     while True:
         attempt += 1
         try:
             result = await _run_bounded(node, text, here)
-        except (ConfigurationError, BudgetExceededError):
-            raise  # misuse, or the whole run out of budget: never retried or wrapped
+        except ConfigurationError:
+            raise  # misuse: never retried or wrapped
+        except BudgetExceededError as exc:
+            # The whole run is out of budget: never retried or wrapped, but what this node
+            # spent (earlier attempts included) goes with it.
+            if spent:
+                exc.partial = _with_earlier(partial_of(exc) or FlowResult(""), spent)
+            raise
         except Exception as exc:
             policy = node.retry
             # The policy judges what the node failed with, not the wrapper naming the node.
@@ -568,13 +608,21 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
                 and attempt < policy.max_attempts
                 and (policy.retryable is None or policy.retryable(cause))
             ):
+                spent.extend(p for p in (partial_of(exc),) if p is not None)
                 await policy.sleep(policy.delay(attempt, cause))
                 continue
             if here.emit is not None:
                 here.emit(NodeEnd(None, exc, path=here.path))
-            if isinstance(exc, StepFailedError):
-                raise  # already names the node that failed, deepest first
-            raise StepFailedError(here.path, exc) from exc
+            # already names the node that failed, deepest first; else name this node
+            failure = exc if isinstance(exc, StepFailedError) else StepFailedError(here.path, exc)
+            done = partial_of(exc)
+            if done is not None or spent:
+                failure.partial = _with_earlier(done or FlowResult(""), spent)
+            if failure is exc:
+                raise
+            raise failure from exc
+        if spent:
+            result = _with_earlier(result, spent)
         state = _flow_state.get()
         if state is not None:
             value = result.output if result.output is not None else result.text
@@ -582,6 +630,22 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
         if here.emit is not None:
             here.emit(NodeEnd(result, path=here.path))
         return result
+
+
+def _with_earlier(result: FlowResult, earlier: list[FlowResult]) -> FlowResult:
+    """``result`` with the usage, model calls and steps of a node's failed earlier attempts
+    added (what a retried node spent in all)."""
+    if not earlier:
+        return result
+    usage = result.usage
+    for r in earlier:
+        usage = usage + r.usage
+    return dataclasses.replace(
+        result,
+        usage=usage,
+        iterations=result.iterations + sum(r.iterations for r in earlier),
+        steps=(*(s for r in earlier for s in r.steps), *result.steps),
+    )
 
 
 async def _run_bounded(node: Node, text: str, scope: Scope) -> FlowResult:
@@ -638,14 +702,18 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
             async for event in events:
                 if scope.emit is not None:
                     scope.emit(event)
-    except BudgetExceededError:
-        raise  # the whole run is out of budget, not this node
+    except BudgetExceededError as exc:
+        # The whole run is out of budget, not this node: raised as it is, with what the agent
+        # spent before it ran out (its calls counted, its tokens charged) as its partial.
+        r = run.result
+        if r is not None:
+            exc.partial = failed_run(scope.path, r, exc)
+        raise
     except Exception as exc:
         r = run.result
         if r is not None:
-            failed = Step(scope.path, "", r.usage, r.iterations, r.duration, exc)
             wrapped = StepFailedError(scope.path, exc)
-            wrapped.partial = FlowResult("", r.usage, r.iterations, r.duration, (failed,))
+            wrapped.partial = failed_run(scope.path, r, exc)
             raise wrapped from exc
         raise
     r = run.result
@@ -660,6 +728,12 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
         text = to_json(output).decode()
     step = Step(scope.path, text, r.usage, r.iterations, duration, output=output)
     return FlowResult(text, r.usage, r.iterations, duration, (step,), output=output)
+
+
+def failed_run(path: tuple[str, ...], r: RunResult[Any], error: BaseException) -> FlowResult:
+    """What an agent node that failed with ``error`` had done: one failed step."""
+    failed = Step(path, "", r.usage, r.iterations, r.duration, error)
+    return FlowResult("", r.usage, r.iterations, r.duration, (failed,))
 
 
 # -- an orchestration as a tool ------------------------------------------------------------

@@ -38,7 +38,9 @@ from goagent_py.orchestration._core import (
     Step,
     StepFailedError,
     combine,
+    failed_run,
 )
+from goagent_py.results import RunResult
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition
 
@@ -243,7 +245,9 @@ class Handoffs(Flow):
                 # far, every agent's part, the one that ran out included (budget8).
                 failed = getattr(exc, "run_result", None)
                 transcript.extend(getattr(failed, "messages", None) or [])
-                exc.partial = self._result(start, parts, transcript, active, handoffs)
+                exc.partial = self._result(
+                    start, parts, transcript, active, handoffs, self._spent(here, failed, exc)
+                )
                 raise
             except Exception as exc:
                 if here.emit is not None:
@@ -253,7 +257,9 @@ class Handoffs(Flow):
                 failed = getattr(exc, "run_result", None)
                 transcript.extend(getattr(failed, "messages", None) or [])
                 error = StepFailedError(here.path, exc)
-                error.partial = self._result(start, parts, transcript, active, handoffs)
+                error.partial = self._result(
+                    start, parts, transcript, active, handoffs, self._spent(here, failed, exc)
+                )
                 raise error from exc
             finally:
                 target = self._requests.pop(run.run_id, None)
@@ -274,6 +280,11 @@ class Handoffs(Flow):
             handoffs.append([active, target])
             active = target
 
+    @staticmethod
+    def _spent(here: Scope, failed: Any, error: BaseException) -> FlowResult | None:
+        """What the agent that failed with ``error`` had spent (its run), or None."""
+        return failed_run(here.path, failed, error) if isinstance(failed, RunResult) else None
+
     def _result(
         self,
         start: float,
@@ -281,9 +292,11 @@ class Handoffs(Flow):
         transcript: list[Message],
         active: str,
         handoffs: list[list[str]],
+        failed: FlowResult | None = None,
     ) -> FlowResult:
         text = parts[-1][1].text if parts else ""
-        out = combine(text, parts, start, state={"active": active, "handoffs": handoffs})
+        state = {"active": active, "handoffs": handoffs}
+        out = combine(text, parts, start, state=state, failed=failed)
         return FlowResult(
             out.text,
             out.usage,

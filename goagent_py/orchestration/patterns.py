@@ -26,6 +26,7 @@ from goagent_py.orchestration._core import (
     StepFailedError,
     as_nodes,
     combine,
+    failed_partial,
     run_node,
 )
 
@@ -71,7 +72,7 @@ class Pipeline(Flow):
             try:
                 result = await run_node(node, text, scope)
             except (StepFailedError, BudgetExceededError) as exc:
-                exc.partial = combine("", parts, start)
+                exc.partial = failed_partial(exc, parts, start)
                 raise
             parts.append((node.name, result))
             text = result.text
@@ -146,14 +147,15 @@ class Parallel(Flow):
                     raise error
             else:
                 await _until_done_or_out_of_budget(tasks)
-        except BudgetExceededError as spent:
-            # The whole run is out of budget: what the finished branches did goes with it.
+        except (BudgetExceededError, StepFailedError) as spent:
+            # The whole run is out of budget, or (fail fast) a branch failed: what the finished
+            # branches did goes with it, and what the one that ended it had spent.
             finished = [
                 (n.name, t.result())
                 for n, t in zip(self.branches, tasks, strict=True)
                 if t.done() and not t.cancelled() and t.exception() is None
             ]
-            spent.partial = combine("", finished, start)
+            spent.partial = failed_partial(spent, finished, start)
             raise
         finally:
             pending = [t for t in tasks if not t.done()]
@@ -284,7 +286,7 @@ class Router(Flow):
             try:
                 verdict = await run_node(self._classifier, input, scope)
             except BudgetExceededError as exc:
-                exc.partial = combine("", parts, start)
+                exc.partial = failed_partial(exc, parts, start)
                 raise
             parts.append((self._classifier.name, verdict))
             answer = verdict.text
@@ -301,7 +303,7 @@ class Router(Flow):
         try:
             result = await run_node(self.routes[route], input, scope)
         except (StepFailedError, BudgetExceededError) as exc:
-            exc.partial = combine("", parts, start)
+            exc.partial = failed_partial(exc, parts, start)
             raise
         parts.append((route, result))
         return combine(result.text, parts, start)
@@ -357,7 +359,7 @@ class Loop(Flow):
             try:
                 result = await run_node(self.body, text, scope)
             except (StepFailedError, BudgetExceededError) as exc:
-                exc.partial = combine("", parts, start)
+                exc.partial = failed_partial(exc, parts, start)
                 raise
             parts.append((self.body.name, result))
             text = result.text

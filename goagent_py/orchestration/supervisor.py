@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Literal
 from goagent_py.agent_tool import AgentTool, as_tool
 from goagent_py.budget import BudgetExceededError
 from goagent_py.errors import ConfigurationError
-from goagent_py.orchestration._core import Flow, FlowResult, Node, Scope, combine, run_node
+from goagent_py.orchestration._core import (
+    Flow,
+    FlowResult,
+    Node,
+    Scope,
+    combine,
+    failed_partial,
+    run_node,
+)
 from goagent_py.orchestration.patterns import Parallel, Router
 
 if TYPE_CHECKING:
@@ -125,6 +133,6 @@ class Supervisor(Flow):
         try:
             final = await run_node(self._lead, prompt, scope)
         except BudgetExceededError as exc:
-            exc.partial = combine("", [("members", answers)], start)
+            exc.partial = failed_partial(exc, [("members", answers)], start)
             raise
         return combine(final.text, [("members", answers), (self._lead.name, final)], start)
