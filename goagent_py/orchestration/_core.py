@@ -95,8 +95,9 @@ class FlowResult:
 
     Attributes:
         text: the output.
-        usage: tokens summed over every agent run inside (sub-agents included).
-        iterations: model calls summed over every agent run inside.
+        usage: tokens summed over every agent run inside (sub-agents included, and the failed
+            attempts of a retried node).
+        iterations: model calls summed over every agent run inside (as ``usage``).
         duration: seconds the node took.
         steps: every leaf run inside, in the order they finished.
         trace: the names of the direct children run, in order (a graph's path, a loop's rounds,
@@ -105,7 +106,8 @@ class FlowResult:
         errors: the errors of direct children that failed without failing the whole
             (``Parallel(fail_fast=False)``), by name.
         state: a :class:`Graph`'s final state (plain data), else None.
-        messages: for :class:`Handoffs`, the whole conversation, every agent's turns in order.
+        messages: for :class:`Handoffs`, the whole conversation, every agent's turns in order;
+            for another pattern, the conversations of the :class:`Handoffs` inside, in order.
         output: the typed output behind ``text`` (a typed agent's, or the last node's of a
             pattern whose text is that node's), else None.
         flow_state: the run's :class:`FlowState` (on the result of ``run``/``stream``).
@@ -232,6 +234,28 @@ def _state_scope() -> Any:
         yield state
     finally:
         _flow_state.reset(token)
+
+
+_flow_deps: contextvars.ContextVar[Any] = contextvars.ContextVar("goagent_flow_deps", default=None)
+
+
+def flow_deps() -> Any:
+    """The deps of the flow run this code runs in (``flow.run(..., deps=...)``, or the deps of
+    the run that called the flow as a tool), or None."""
+    return _flow_deps.get()
+
+
+@contextlib.contextmanager
+def _deps_scope(deps: Any) -> Any:
+    """``deps`` as the deps of every agent run inside (None: those around it, if any)."""
+    if deps is None:
+        yield
+        return
+    token = _flow_deps.set(deps)
+    try:
+        yield
+    finally:
+        _flow_deps.reset(token)
 
 
 def combine(
@@ -422,8 +446,14 @@ class Flow:
 
         return FlowTool(self, name=name, description=description)
 
-    async def run(self, input: str, *, budget: Budget | None = None) -> FlowResult:
+    async def run(
+        self, input: str, *, budget: Budget | None = None, deps: Any = None
+    ) -> FlowResult:
         """Run the orchestration on ``input`` (drawing from ``budget``, or the active one).
+
+        ``deps`` are the deps of every agent run inside, at any depth (their tools read them
+        as ``current_tool_context().deps``, sub-agents called as tools get them too); None:
+        the deps of the run this flow runs in (a flow called as a tool), if any.
 
         Raises:
             BudgetExceededError: the run-wide budget ran out.
@@ -432,15 +462,18 @@ class Flow:
         """
         with (
             _state_scope() as state,
+            _deps_scope(deps),
             budget if budget is not None else contextlib.nullcontext(),
         ):
             result = await self._invoke(input, Scope((self.name,)))
         return dataclasses.replace(result, flow_state=state)
 
-    async def stream(self, input: str, *, budget: Budget | None = None) -> AsyncIterator[FlowEvent]:
+    async def stream(
+        self, input: str, *, budget: Budget | None = None, deps: Any = None
+    ) -> AsyncIterator[FlowEvent]:
         """Run on ``input`` yielding every event as it happens, from the root's
         :class:`NodeStart` to its :class:`NodeEnd` (whose ``result`` is the run's); raises what
-        :meth:`run` raises.
+        :meth:`run` raises, with ``budget`` and ``deps`` as :meth:`run` takes them.
         Closing the iterator early cancels the run."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
@@ -454,6 +487,7 @@ class Flow:
 
         with (
             _state_scope() as state,
+            _deps_scope(deps),
             budget if budget is not None else contextlib.nullcontext(),
         ):
             task = asyncio.create_task(body())  # the task copies the context: budget, state
@@ -696,7 +730,9 @@ async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:
 
 
 async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> FlowResult:
-    run = await agent.start_run(text, streaming=scope.emit is not None, path=scope.path)
+    run = await agent.start_run(
+        text, streaming=scope.emit is not None, path=scope.path, deps=flow_deps()
+    )
     try:
         async with contextlib.aclosing(run.events()) as events:
             async for event in events:
@@ -777,7 +813,9 @@ class FlowTool:
             return [TextBlock(result.text)]
         scope = Scope((*ctx.path, self.name), ctx.report)
         try:
-            with _state_scope():
+            # The calling run's deps are the flow's agents' deps, as as_tool gives a child its
+            # parent's.
+            with _state_scope(), _deps_scope(ctx.deps):
                 result = await self.flow._invoke(text, scope)
         except Exception as exc:
             partial = getattr(exc, "partial", None)

@@ -39,6 +39,7 @@ from goagent_py.orchestration._core import (
     StepFailedError,
     combine,
     failed_run,
+    flow_deps,
 )
 from goagent_py.results import RunResult
 from goagent_py.tool_context import current_tool_context
@@ -230,9 +231,12 @@ class Handoffs(Flow):
                     streaming=scope.emit is not None,
                     history=await self._history(transcript, agent),
                     path=here.path,
+                    deps=flow_deps(),
                 )
             else:
-                run = await agent.start_run(input, streaming=scope.emit is not None, path=here.path)
+                run = await agent.start_run(
+                    input, streaming=scope.emit is not None, path=here.path, deps=flow_deps()
+                )
             if here.emit is not None:
                 here.emit(NodeStart(input if not parts else "", path=here.path))
             try:
