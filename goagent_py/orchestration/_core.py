@@ -20,7 +20,7 @@ import dataclasses
 import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
@@ -265,14 +265,14 @@ def combine(
     *,
     errors: Mapping[str, BaseException] | None = None,
     state: Any = None,
-    failed: FlowResult | None = None,
+    failed: Sequence[FlowResult] = (),
 ) -> FlowResult:
     """The result of a pattern from its children's ``(name, result)`` in the order they ran.
 
-    ``failed``: what the child that ended the run did before it failed (its error's
-    ``partial``); its usage, model calls, steps and messages count, though it has no output.
+    ``failed``: what children that failed did before they failed (their errors' ``partial``);
+    their usage, model calls, steps and messages count, though they have no output.
     """
-    done = [r for _, r in parts] + ([failed] if failed is not None else [])
+    done = [r for _, r in parts] + list(failed)
     usage = Usage()
     for r in done:
         usage = usage + r.usage
@@ -308,7 +308,8 @@ def failed_partial(
     """The ``partial`` a pattern ended by ``error`` sets: its finished children, plus what the
     failing child had done (its own ``partial``, nested flows and the agent that ran out
     included), so no level of a nested run loses what a deeper one spent."""
-    return combine("", parts, start, state=state, failed=partial_of(error))
+    failed = partial_of(error)
+    return combine("", parts, start, state=state, failed=() if failed is None else (failed,))
 
 
 # -- errors ------------------------------------------------------------------------------------

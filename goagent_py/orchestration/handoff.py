@@ -300,7 +300,8 @@ class Handoffs(Flow):
     ) -> FlowResult:
         text = parts[-1][1].text if parts else ""
         state = {"active": active, "handoffs": handoffs}
-        out = combine(text, parts, start, state=state, failed=failed)
+        spent = () if failed is None else (failed,)
+        out = combine(text, parts, start, state=state, failed=spent)
         return FlowResult(
             out.text,
             out.usage,

@@ -27,6 +27,7 @@ from goagent_py.orchestration._core import (
     as_nodes,
     combine,
     failed_partial,
+    partial_of,
     run_node,
 )
 
@@ -171,12 +172,17 @@ class Parallel(Flow):
                 parts.append((node.name, task.result()))
             else:
                 errors[node.name] = exc
+        # What the failed branches spent was spent: it counts, though they have no output.
+        spent = [p for p in map(partial_of, errors.values()) if p is not None]
         if not parts:
-            raise next(iter(errors.values()))
+            first = next(iter(errors.values()))
+            if isinstance(first, OrchestrationError):
+                first.partial = combine("", [], start, failed=spent)
+            raise first
         text = await _maybe(self.join({n: r.text for n, r in parts}))
         if not isinstance(text, str):
             raise ConfigurationError(f"Parallel {self.name!r}: join must return a str")
-        return combine(text, parts, start, errors=errors)
+        return combine(text, parts, start, errors=errors, failed=spent)
 
 
 async def _until_done_or_out_of_budget(tasks: list[asyncio.Task[FlowResult]]) -> None:

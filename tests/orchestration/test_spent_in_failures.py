@@ -182,3 +182,21 @@ async def test_a_handoffs_partial_counts_the_agent_that_ran_out() -> None:
     assert partial is not None
     assert (partial.usage.total_tokens, partial.iterations) == (53, 2)
     assert partial.state == {"active": "billing", "handoffs": [["triage", "billing"]]}
+
+
+async def test_a_parallel_that_collects_errors_counts_what_the_failed_branches_spent() -> None:
+    flow = Parallel(answers("a", 10), gives_up("b", 100), fail_fast=False)
+    result = await flow.run("x")
+    assert set(result.errors) == {"b"}
+    assert result.outputs == {"a": "a done"}
+    assert (result.usage.total_tokens, result.iterations) == (110, 2)
+    assert [s.path for s in result.steps] == [("parallel", "a"), ("parallel", "b")]
+
+
+async def test_a_parallel_whose_every_branch_failed_counts_them_all() -> None:
+    flow = Parallel(gives_up("a", 10), gives_up("b", 100), fail_fast=False)
+    with pytest.raises(StepFailedError) as info:
+        await flow.run("x")
+    partial = info.value.partial
+    assert partial is not None
+    assert (partial.usage.total_tokens, partial.iterations) == (110, 2)
