@@ -173,16 +173,16 @@ class Parallel(Flow):
             else:
                 errors[node.name] = exc
         # What the failed branches spent was spent: it counts, though they have no output.
-        spent = [p for p in map(partial_of, errors.values()) if p is not None]
+        used = [p for p in map(partial_of, errors.values()) if p is not None]
         if not parts:
             first = next(iter(errors.values()))
             if isinstance(first, OrchestrationError):
-                first.partial = combine("", [], start, failed=spent)
+                first.partial = combine("", [], start, failed=used)
             raise first
         text = await _maybe(self.join({n: r.text for n, r in parts}))
         if not isinstance(text, str):
             raise ConfigurationError(f"Parallel {self.name!r}: join must return a str")
-        return combine(text, parts, start, errors=errors, failed=spent)
+        return combine(text, parts, start, errors=errors, failed=used)
 
 
 async def _until_done_or_out_of_budget(tasks: list[asyncio.Task[FlowResult]]) -> None:
