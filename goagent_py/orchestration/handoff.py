@@ -169,6 +169,11 @@ class Handoffs(Flow):
                         f"Handoffs {name!r}: route {source!r} -> {t!r} names an unknown agent "
                         f"({', '.join(by_name)})"
                     )
+            if source in targets:  # a transfer that restarts the same agent only loops
+                raise ConfigurationError(
+                    f"Handoffs {name!r}: route {source!r} -> {source!r}: an agent cannot hand "
+                    "off to itself"
+                )
         if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int) or max_handoffs < 0:
             raise ConfigurationError(f"Handoffs {name!r}: max_handoffs must be an int >= 0")
         descriptions = dict(descriptions or {})
