@@ -20,7 +20,7 @@ import dataclasses
 import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
@@ -304,12 +304,15 @@ def failed_partial(
     start: float,
     *,
     state: Any = None,
+    cut: Sequence[FlowResult] = (),
 ) -> FlowResult:
     """The ``partial`` a pattern ended by ``error`` sets: its finished children, plus what the
     failing child had done (its own ``partial``, nested flows and the agent that ran out
-    included), so no level of a nested run loses what a deeper one spent."""
+    included), so no level of a nested run loses what a deeper one spent, plus ``cut``: what
+    children cancelled because of it had spent."""
     failed = partial_of(error)
-    return combine("", parts, start, state=state, failed=() if failed is None else (failed,))
+    spent = [*(() if failed is None else (failed,)), *cut]
+    return combine("", parts, start, state=state, failed=spent)
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -667,6 +670,31 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
         return result
 
 
+# Every leaf run (an agent's, a function's) records what it spent in each enclosing tally (a
+# node attempt bounded in time, a Parallel branch): a task that is cancelled returns nothing, so
+# what it had spent before (its agent's run_result is set even then) is read from its tally.
+_tallies: contextvars.ContextVar[tuple[list[FlowResult], ...]] = contextvars.ContextVar(
+    "goagent_flow_tallies", default=()
+)
+
+
+@contextlib.contextmanager
+def tally() -> Iterator[list[FlowResult]]:
+    """A list every leaf run inside records its result (or what it spent) in."""
+    spent: list[FlowResult] = []
+    token = _tallies.set((*_tallies.get(), spent))
+    try:
+        yield spent
+    finally:
+        _tallies.reset(token)
+
+
+def _record(result: FlowResult) -> FlowResult:
+    for spent in _tallies.get():
+        spent.append(result)
+    return result
+
+
 def _with_earlier(result: FlowResult, earlier: list[FlowResult]) -> FlowResult:
     """``result`` with the usage, model calls and steps of a node's failed earlier attempts
     added (what a retried node spent in all)."""
@@ -694,18 +722,22 @@ async def _run_bounded(node: Node, text: str, scope: Scope) -> FlowResult:
     if not bounds:
         return await _run_once(node.runnable, text, scope)
     bound = min(bounds)
-    try:
-        async with asyncio.timeout(bound) as limit:
-            return await _run_once(node.runnable, text, scope)
-    except TimeoutError:
-        if not limit.expired():
-            raise  # the node's own TimeoutError, not ours
-        if budget is not None and budget.max_seconds is not None and bound == left:
-            raise BudgetExceededError(
-                "seconds", budget.max_seconds, round(budget.elapsed, 3)
-            ) from None
-        assert node.timeout is not None
-        raise NodeTimeoutError(scope.path, node.timeout) from None
+    start = time.perf_counter()
+    with tally() as spent:
+        try:
+            async with asyncio.timeout(bound) as limit:
+                return await _run_once(node.runnable, text, scope)
+        except TimeoutError:
+            if not limit.expired():
+                raise  # the node's own TimeoutError, not ours
+            error: BudgetExceededError | NodeTimeoutError
+            if budget is not None and budget.max_seconds is not None and bound == left:
+                error = BudgetExceededError("seconds", budget.max_seconds, round(budget.elapsed, 3))
+            else:
+                assert node.timeout is not None
+                error = NodeTimeoutError(scope.path, node.timeout)
+            error.partial = combine("", [], start, failed=spent)  # what the cancelled run spent
+            raise error from None
 
 
 async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:
@@ -727,7 +759,8 @@ async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:
             "returns a str"
         )
     duration = time.perf_counter() - start
-    return FlowResult(value, duration=duration, steps=(Step(scope.path, value, duration=duration),))
+    step = Step(scope.path, value, duration=duration)
+    return _record(FlowResult(value, duration=duration, steps=(step,)))
 
 
 async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> FlowResult:
@@ -744,14 +777,18 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
         # spent before it ran out (its calls counted, its tokens charged) as its partial.
         r = run.result
         if r is not None:
-            exc.partial = failed_run(scope.path, r, exc)
+            exc.partial = _record(failed_run(scope.path, r, exc))
         raise
     except Exception as exc:
         r = run.result
         if r is not None:
             wrapped = StepFailedError(scope.path, exc)
-            wrapped.partial = failed_run(scope.path, r, exc)
+            wrapped.partial = _record(failed_run(scope.path, r, exc))
             raise wrapped from exc
+        raise
+    except asyncio.CancelledError as exc:
+        if run.result is not None:  # set on cancellation too: what it spent goes in the tallies
+            _record(failed_run(scope.path, run.result, exc))
         raise
     r = run.result
     assert r is not None
@@ -764,7 +801,7 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
 
         text = to_json(output).decode()
     step = Step(scope.path, text, r.usage, r.iterations, duration, output=output)
-    return FlowResult(text, r.usage, r.iterations, duration, (step,), output=output)
+    return _record(FlowResult(text, r.usage, r.iterations, duration, (step,), output=output))
 
 
 def failed_run(path: tuple[str, ...], r: RunResult[Any], error: BaseException) -> FlowResult:

@@ -29,6 +29,7 @@ from goagent_py.orchestration._core import (
     failed_partial,
     partial_of,
     run_node,
+    tally,
 )
 
 __all__ = ["Loop", "Parallel", "Pipeline", "RouteError", "Router"]
@@ -132,10 +133,13 @@ class Parallel(Flow):
     async def _invoke(self, input: str, scope: Scope) -> FlowResult:
         start = time.perf_counter()
         limit = asyncio.Semaphore(self.max_concurrency or len(self.branches))
+        tallies: dict[str, list[FlowResult]] = {}
 
         async def one(node: Node) -> FlowResult:
-            async with limit:
-                return await run_node(node, input, scope)
+            with tally() as spent:  # what the branch spent, if it is cancelled
+                tallies[node.name] = spent
+                async with limit:
+                    return await run_node(node, input, scope)
 
         tasks = [asyncio.create_task(one(n)) for n in self.branches]
         try:
@@ -150,20 +154,22 @@ class Parallel(Flow):
                 await _until_done_or_out_of_budget(tasks)
         except (BudgetExceededError, StepFailedError) as spent:
             # The whole run is out of budget, or (fail fast) a branch failed: what the finished
-            # branches did goes with it, and what the one that ended it had spent.
-            finished = [
-                (n.name, t.result())
-                for n, t in zip(self.branches, tasks, strict=True)
-                if t.done() and not t.cancelled() and t.exception() is None
-            ]
-            spent.partial = failed_partial(spent, finished, start)
+            # branches did goes with it, what the one that ended it had spent, and what the
+            # others had spent before they were cancelled (or failed too).
+            await _cancel(tasks)
+            finished: list[tuple[str, FlowResult]] = []
+            cut: list[FlowResult] = []
+            for n, t in zip(self.branches, tasks, strict=True):
+                if t.cancelled():
+                    cut.extend(tallies.get(n.name, ()))
+                elif t.exception() is None:
+                    finished.append((n.name, t.result()))
+                elif t.exception() is not spent:
+                    cut.extend(p for p in (partial_of(t.exception() or spent),) if p is not None)
+            spent.partial = failed_partial(spent, finished, start, cut=cut)
             raise
         finally:
-            pending = [t for t in tasks if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:  # no orphan: every branch has ended when this returns or raises
-                await asyncio.gather(*pending, return_exceptions=True)
+            await _cancel(tasks)  # no orphan: every branch has ended when this returns or raises
         parts: list[tuple[str, FlowResult]] = []
         errors: dict[str, BaseException] = {}
         for node, task in zip(self.branches, tasks, strict=True):
@@ -183,6 +189,15 @@ class Parallel(Flow):
         if not isinstance(text, str):
             raise ConfigurationError(f"Parallel {self.name!r}: join must return a str")
         return combine(text, parts, start, errors=errors, failed=used)
+
+
+async def _cancel(tasks: list[asyncio.Task[FlowResult]]) -> None:
+    """Cancel the branches still running and wait until each has ended."""
+    pending = [t for t in tasks if not t.done()]
+    for t in pending:
+        t.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 async def _until_done_or_out_of_budget(tasks: list[asyncio.Task[FlowResult]]) -> None:

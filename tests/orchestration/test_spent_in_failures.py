@@ -215,11 +215,6 @@ async def hangs_in_a_tool(name: str, tokens: int, started: asyncio.Event) -> Age
     return agent(name, call, tools=[wait])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review9b, left: a node cancelled at its timeout carries no partial; its agent's "
-    "run_result (usage included) is set, but nothing hands it to NodeTimeoutError",
-)
 async def test_a_timed_out_node_counts_what_its_agent_spent() -> None:
     slow = await hangs_in_a_tool("slow", 100, asyncio.Event())
     with pytest.raises(StepFailedError) as info:
@@ -229,11 +224,6 @@ async def test_a_timed_out_node_counts_what_its_agent_spent() -> None:
     assert partial.usage.total_tokens == 100
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review9b, left: a branch cancelled by fail-fast leaves its usage out of the "
-    "partial (the budget counts it; the FlowResult does not)",
-)
 async def test_a_fail_fast_partial_counts_the_branches_it_cancelled() -> None:
     started = asyncio.Event()
     slow = await hangs_in_a_tool("slow", 100, started)
@@ -247,3 +237,16 @@ async def test_a_fail_fast_partial_counts_the_branches_it_cancelled() -> None:
     partial = info.value.partial
     assert partial is not None
     assert partial.usage.total_tokens == 100
+
+
+async def test_a_timed_out_flow_counts_its_finished_and_its_cancelled_nodes() -> None:
+    slow = await hangs_in_a_tool("slow", 100, asyncio.Event())
+    with pytest.raises(StepFailedError) as info:
+        await Pipeline(Node(Pipeline(answers("a", 10), slow, name="inner"), timeout=1.0)).run("x")
+    partial = info.value.partial
+    assert partial is not None
+    assert (partial.usage.total_tokens, partial.iterations) == (110, 2)
+    assert [s.path for s in partial.steps] == [
+        ("pipeline", "inner", "a"),
+        ("pipeline", "inner", "slow"),
+    ]
