@@ -97,7 +97,9 @@ class FlowResult:
         text: the output.
         usage: tokens summed over every agent run inside (sub-agents included, and the failed
             attempts of a retried node).
-        iterations: model calls summed over every agent run inside (as ``usage``).
+        iterations: model calls of the agent runs the flow started itself (its nodes, failed
+            attempts included); the calls of their sub-agents (``as_tool``, a coordinating
+            :class:`Supervisor`'s members) are in ``usage`` and the budget, not here.
         duration: seconds the node took.
         steps: every leaf run inside, in the order they finished.
         trace: the names of the direct children run, in order (a graph's path, a loop's rounds,
