@@ -227,14 +227,21 @@ class Handoffs(Flow):
         parts: list[tuple[str, FlowResult]] = []
         active = self.start
         handoffs: list[list[str]] = []
+        stored: list[Any] = []  # the short-term memories that hold this conversation
         while True:
             agent = self.agents[active]
             here = scope.child(active)
+            memory = agent.options.short_term_memory
             if parts:
+                history = await self._history(transcript, agent)
+                if memory is not None and not any(memory is m for m in stored):
+                    # The run stores only its new messages: its own record must first hold the
+                    # conversation it takes over, or it would open on its own tool call.
+                    await memory.append(*history)
                 run = await agent.start_run(
                     None,
                     streaming=scope.emit is not None,
-                    history=await self._history(transcript, agent),
+                    history=history,
                     path=here.path,
                     deps=flow_deps(),
                 )
@@ -242,6 +249,8 @@ class Handoffs(Flow):
                 run = await agent.start_run(
                     input, streaming=scope.emit is not None, path=here.path, deps=flow_deps()
                 )
+            if memory is not None:
+                stored.append(memory)
             if here.emit is not None:
                 here.emit(NodeStart(input if not parts else "", path=here.path))
             try:

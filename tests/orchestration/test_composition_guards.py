@@ -18,13 +18,6 @@ def test_an_agent_may_not_hand_off_to_itself() -> None:
         Handoffs([a, b], routes={"a": ["b", "a"], "b": ["a"]})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review9b, left: an agent started with history= (a handoff's next agent) stores only "
-    "its new messages in its own short-term memory, so its record opens on an assistant "
-    "tool call with no user message (the loop persists new_messages; the given history is "
-    "never stored)",
-)
 async def test_an_agent_handed_the_conversation_keeps_a_record_that_opens_on_a_user_message() -> (
     None
 ):
@@ -49,3 +42,22 @@ async def test_an_agent_handed_the_conversation_keeps_a_record_that_opens_on_a_u
     await Handoffs([triage, billing]).run("refund A")
     record = await kept.transcript()
     assert record[0].role is Role.USER
+    assert [c.name for m in record for c in m.tool_calls] == ["transfer_to_billing", "refund"]
+    assert record[-1].text == "done"
+
+
+async def test_agents_that_share_one_memory_store_the_handed_over_conversation_once() -> None:
+    shared = ShortTermMemory()
+    triage = Agent(
+        provider=ScriptedProvider(tool_call_response(("transfer_to_billing", {}))),
+        model="m",
+        name="triage",
+        short_term_memory=shared,
+    )
+    billing = Agent(
+        provider=ScriptedProvider("done"), model="m", name="billing", short_term_memory=shared
+    )
+    result = await Handoffs([triage, billing]).run("refund A")
+    record = await shared.transcript()
+    assert [m.role for m in record] == [m.role for m in result.messages]
+    assert [m.text for m in record if m.role is Role.USER] == ["refund A"]
