@@ -812,6 +812,23 @@ def failed_run(path: tuple[str, ...], r: RunResult[Any], error: BaseException) -
     return FlowResult("", r.usage, r.iterations, r.duration, (failed,))
 
 
+class MappedDeps(Flow):
+    """An agent node whose runs get ``deps(the flow's deps)`` instead of the flow's own (a
+    member given as ``as_tool(agent, deps=fn)`` that an orchestration runs as a node)."""
+
+    def __init__(self, agent: Agent, deps: Callable[[Any], Any], *, name: str) -> None:
+        self.agent = agent
+        self.deps = deps
+        self.name = name
+
+    async def _invoke(self, input: str, scope: Scope) -> FlowResult:
+        token = _flow_deps.set(self.deps(_flow_deps.get()))
+        try:
+            return await _run_once(self.agent, input, scope)
+        finally:
+            _flow_deps.reset(token)
+
+
 # -- an orchestration as a tool ------------------------------------------------------------
 # The orchestration counterpart of as_tool, with the same contract: the flow's usage rolls into
 # the calling run's usage, its events reach the caller's stream as ToolExecutionUpdates with

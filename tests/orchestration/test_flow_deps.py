@@ -70,3 +70,14 @@ async def test_a_supervisors_members_get_the_flows_deps() -> None:
     lead = Agent(provider=lead_script, model="m", name="lead")
     await Supervisor(lead, [member]).run("go", deps="tenant-7")
     assert seen(member_script) == "deps='tenant-7'"
+
+
+async def test_a_routed_or_broadcast_member_gets_the_deps_its_as_tool_maps() -> None:
+    for mode in ("route", "broadcast"):
+        member, member_script = reader("member")
+        narrowed = member.as_tool(
+            name="member", description="M.", deps=lambda parent: f"narrow({parent})"
+        )
+        lead = Agent(provider=ScriptedProvider("member", "fin"), model="m", name="lead")
+        await Supervisor(lead, [narrowed], mode=mode).run("go", deps="wide")  # type: ignore[arg-type]
+        assert seen(member_script) == "deps='narrow(wide)'", mode
