@@ -227,17 +227,13 @@ class Handoffs(Flow):
         parts: list[tuple[str, FlowResult]] = []
         active = self.start
         handoffs: list[list[str]] = []
-        stored: list[Any] = []  # the short-term memories that hold this conversation
+        held: list[list[Any]] = []  # [memory, how much of the transcript it holds]
         while True:
             agent = self.agents[active]
             here = scope.child(active)
-            memory = agent.options.short_term_memory
             if parts:
                 history = await self._history(transcript, agent)
-                if memory is not None and not any(memory is m for m in stored):
-                    # The run stores only its new messages: its own record must first hold the
-                    # conversation it takes over, or it would open on its own tool call.
-                    await memory.append(*history)
+                await self._keep(agent, history, transcript, held)
                 run = await agent.start_run(
                     None,
                     streaming=scope.emit is not None,
@@ -249,8 +245,6 @@ class Handoffs(Flow):
                 run = await agent.start_run(
                     input, streaming=scope.emit is not None, path=here.path, deps=flow_deps()
                 )
-            if memory is not None:
-                stored.append(memory)
             if here.emit is not None:
                 here.emit(NodeStart(input if not parts else "", path=here.path))
             try:
@@ -284,6 +278,9 @@ class Handoffs(Flow):
             r = run.result
             assert r is not None
             transcript.extend(r.messages)
+            memory = agent.options.short_term_memory
+            if memory is not None:  # it stored its part: it holds the conversation this far
+                held[:] = [h for h in held if h[0] is not memory] + [[memory, len(transcript)]]
             step = Step(here.path, r.text, r.usage, r.iterations, r.duration)
             segment = FlowResult(r.text, r.usage, r.iterations, r.duration, (step,))
             parts.append((active, segment))
@@ -297,6 +294,30 @@ class Handoffs(Flow):
                 raise error2
             handoffs.append([active, target])
             active = target
+
+    async def _keep(
+        self,
+        agent: Agent,
+        history: list[Message],
+        transcript: list[Message],
+        held: list[list[Any]],
+    ) -> None:
+        """Store in ``agent``'s own short-term memory what it takes over: a run stores only its
+        new messages, so its record would open on its own tool call (no user message), or,
+        taking over again, miss the other agents' turns since its last one."""
+        memory = agent.options.short_term_memory
+        if memory is None:
+            return
+        at = next((n for m, n in held if m is memory), None)
+        if at is None:
+            await memory.append(*history)  # what it was handed, as it saw it
+        elif self.input_filter is None and at < len(transcript):
+            # The turns since (an input_filter may hide them: then they stay out).
+            missed = repair_transcript(strip_thinking(transcript[at:]), "not shown to this agent")
+            if not agent.tools:
+                missed = _without_tool_blocks(missed)
+            if missed:
+                await memory.append(*missed)
 
     @staticmethod
     def _spent(here: Scope, failed: Any, error: BaseException) -> FlowResult | None:

@@ -61,3 +61,24 @@ async def test_agents_that_share_one_memory_store_the_handed_over_conversation_o
     record = await shared.transcript()
     assert [m.role for m in record] == [m.role for m in result.messages]
     assert [m.text for m in record if m.role is Role.USER] == ["refund A"]
+
+
+async def test_an_agent_that_takes_over_again_keeps_the_turns_it_missed() -> None:
+    kept = ShortTermMemory()
+    triage = Agent(
+        provider=ScriptedProvider(tool_call_response(("transfer_to_billing", {})), "back: done"),
+        model="m",
+        name="triage",
+        short_term_memory=kept,
+    )
+    billing = Agent(
+        provider=ScriptedProvider(tool_call_response(("transfer_to_triage", {}))),
+        model="m",
+        name="billing",
+    )
+    result = await Handoffs([triage, billing]).run("refund A")
+    record = await kept.transcript()
+    calls = [c.name for m in record for c in m.tool_calls]
+    assert calls == ["transfer_to_billing", "transfer_to_triage"]
+    assert [m.role for m in record] == [m.role for m in result.messages]
+    assert record[-1].text == "back: done"
