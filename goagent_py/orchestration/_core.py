@@ -248,9 +248,10 @@ def flow_deps() -> Any:
 
 
 @contextlib.contextmanager
-def _deps_scope(deps: Any) -> Any:
-    """``deps`` as the deps of every agent run inside (None: those around it, if any)."""
-    if deps is None:
+def _deps_scope(deps: Any, *, inherit: bool = True) -> Any:
+    """``deps`` as the deps of every agent run inside (None with ``inherit``: those around
+    it, if any)."""
+    if deps is None and inherit:
         yield
         return
     token = _flow_deps.set(deps)
@@ -872,7 +873,7 @@ class FlowTool:
         try:
             # The calling run's deps are the flow's agents' deps, as as_tool gives a child its
             # parent's.
-            with _state_scope(), _deps_scope(ctx.deps):
+            with _state_scope(), _deps_scope(ctx.deps, inherit=False):
                 result = await self.flow._invoke(text, scope)
         except Exception as exc:
             partial = getattr(exc, "partial", None)

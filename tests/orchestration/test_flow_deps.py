@@ -81,3 +81,18 @@ async def test_a_routed_or_broadcast_member_gets_the_deps_its_as_tool_maps() -> 
         lead = Agent(provider=ScriptedProvider("member", "fin"), model="m", name="lead")
         await Supervisor(lead, [narrowed], mode=mode).run("go", deps="wide")  # type: ignore[arg-type]
         assert seen(member_script) == "deps='narrow(wide)'", mode
+
+
+async def test_a_flow_tool_gives_its_agents_the_callers_deps_even_when_they_are_none() -> None:
+    inner, inner_script = reader("inner")
+    lead = Agent(
+        provider=ScriptedProvider(tool_call_response(("team", {"prompt": "go"})), "fin"),
+        model="m",
+        tools=[Pipeline(inner).as_tool(name="team", description="The team.")],
+    )
+
+    async def runs_the_lead_without_deps(text: str) -> str:
+        return (await lead.run(text)).text  # this run's deps are None, not the flow's
+
+    await Pipeline(runs_the_lead_without_deps).run("go", deps="outer")
+    assert seen(inner_script) == "deps=None"
