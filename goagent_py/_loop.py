@@ -1997,6 +1997,7 @@ class Run:
         closed): persist the well-formed turn with a note and raise, as the iteration budget
         does (rule 6). Before, nothing was stored: a tool that ran (a refund) was in the error's
         ``run_result`` and not in the conversation, and a retry from memory ran it again."""
+        self.iterations -= 1  # the refused call was counted when its turn began, never made
         yield FinalResponse(self.last_text, self.iterations, path=self.path)
         note = Message(
             Role.ASSISTANT,

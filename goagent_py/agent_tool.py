@@ -229,7 +229,9 @@ class AgentTool(Generic[_A]):
         chosen = list(self._history(list(transcript)))
         return text, repair_transcript(strip_thinking(chosen), "not shown to this agent")
 
-    def _child_deps(self, parent: Any) -> Any:
+    def child_deps(self, parent: Any) -> Any:
+        """The child run's deps given the parent run's (``deps=`` applied, else as they are);
+        an orchestration that runs the child as a node uses it too."""
         return parent if self._deps is None else self._deps(parent)
 
     async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
@@ -242,7 +244,7 @@ class AgentTool(Generic[_A]):
         """
         ctx = current_tool_context()
         path = (*ctx.path, self.name) if ctx is not None else (self.name,)
-        deps = self._child_deps(ctx.deps if ctx is not None else None)
+        deps = self.child_deps(ctx.deps if ctx is not None else None)
         if ctx is not None and ctx.resumed is not None:
             run = await self.agent.start_resume(
                 ctx.resumed.decisions,
