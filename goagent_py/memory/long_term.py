@@ -778,13 +778,15 @@ class LongTermMemory:
         return sorted(found, key=lambda r: (r.created_at or _EPOCH, r.id))
 
     def _within_budget(self, found: list[ScoredMessage], budget: int | None) -> list[ScoredMessage]:
-        """The best-scored prefix of ``found`` that fits ``budget`` (lowest scores dropped)."""
+        """The prefix of ``found`` (best first, ties newest first) that fits ``budget``: the
+        lowest scores are dropped, and the order is kept (re-sorting by score alone would undo
+        the tie order of :meth:`_newer_first`)."""
         if budget is None:
             return found
         count = self.estimator.count if self.estimator is not None else _bytes_over_four
         kept: list[ScoredMessage] = []
         left = budget
-        for scored in sorted(found, key=lambda s: -s.score):
+        for scored in found:
             cost = count(scored.message)
             if cost > left:
                 break

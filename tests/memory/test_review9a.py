@@ -1,0 +1,102 @@
+"""Memory that stays true, reviewed again (review9a): cases the earlier reviews had not tried.
+
+Driven as a user drives it: statements cut as the chat's write policy cuts them, stored in a
+LongTermMemory with the model-free decider, then listed and recalled.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from goagent_py.memory.deciders import RuleDecider
+from goagent_py.memory.long_term import LongTermMemory
+from goagent_py.memory.records import CREATED_AT_KEY, format_time
+from goagent_py.memory.vector.base import SearchOptions
+from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+from goagent_py.memory.write_policies import user_statements
+from goagent_py.messages import Message, Role, ScoredMessage, TextBlock, assistant_message
+from goagent_py.testing import FakeEmbedder
+
+
+class Clock:
+    """Each call is one day after the previous one."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(days=1)
+        return self.now
+
+
+def rules_memory(**kwargs: Any) -> LongTermMemory:
+    kwargs.setdefault("clock", Clock())
+    kwargs.setdefault("decider", RuleDecider())
+    return LongTermMemory(FakeEmbedder(64), InMemoryVectorStore(), **kwargs)
+
+
+def statements(text: str) -> list[Message]:
+    """``text`` as the chat's write policy hands it to the memory."""
+    kept = user_statements(about_user=True)(
+        Message(Role.USER, [TextBlock(text)]), assistant_message("Noted.")
+    )
+    return kept or []
+
+
+async def conversation(*turns: str) -> tuple[list[str], list[str]]:
+    """The current memories after ``turns`` (one turn each), and the ones no longer current."""
+    m = rules_memory()
+    for turn in turns:
+        await m.store(statements(turn), session="alice")
+    current = [r.text for r in await m.records(session="alice")]
+    gone = [r.text for r in await m.records(session="alice", states=("superseded", "deleted"))]
+    return current, gone
+
+
+# -- recall order ------------------------------------------------------------------------------
+
+
+class FixedHits(InMemoryVectorStore):
+    """A store whose search returns fixed hits (score, text, stored at)."""
+
+    def __init__(self, hits: list[tuple[float, str, datetime]]) -> None:
+        super().__init__()
+        self.hits = hits
+
+    async def search(self, vector: Any, options: SearchOptions | None = None) -> list[ScoredMessage]:
+        return [
+            ScoredMessage(
+                id=text,
+                message=Message(
+                    Role.USER, [TextBlock(text)], metadata={CREATED_AT_KEY: format_time(when)}
+                ),
+                score=score,
+            )
+            for score, text, when in self.hits
+        ]
+
+
+async def test_a_token_budget_keeps_ties_newest_first() -> None:
+    # The older fact scores a hair higher; within the tie tolerance the newer comes first,
+    # with or without a token budget (the budget used to re-sort by score alone).
+    day = datetime(2026, 3, 1, tzinfo=UTC)
+    hits = [(0.900, "I live in Lisbon.", day), (0.895, "I live in Porto.", day + timedelta(1))]
+    for budget in (None, 1000):
+        m = LongTermMemory(FakeEmbedder(64), FixedHits(hits), token_budget=budget)
+        found = await m.retrieve([TextBlock("Where do I live?")], session="alice")
+        assert [s.message.text for s in found] == ["I live in Porto.", "I live in Lisbon."]
+
+
+async def test_a_token_budget_drops_the_lowest_scored_memory() -> None:
+    day = datetime(2026, 3, 1, tzinfo=UTC)
+    hits = [
+        (0.900, "I live in Lisbon.", day),
+        (0.895, "I live in Porto.", day + timedelta(1)),
+        (0.300, "My name is Priya.", day + timedelta(2)),
+    ]
+    m = LongTermMemory(FakeEmbedder(64), FixedHits(hits), token_budget=10)
+    found = await m.retrieve([TextBlock("Where do I live?")], session="alice")
+    assert [s.message.text for s in found] == ["I live in Porto.", "I live in Lisbon."]
