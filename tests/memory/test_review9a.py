@@ -66,7 +66,9 @@ class FixedHits(InMemoryVectorStore):
         super().__init__()
         self.hits = hits
 
-    async def search(self, vector: Any, options: SearchOptions | None = None) -> list[ScoredMessage]:
+    async def search(
+        self, vector: Any, options: SearchOptions | None = None
+    ) -> list[ScoredMessage]:
         return [
             ScoredMessage(
                 id=text,
@@ -100,3 +102,60 @@ async def test_a_token_budget_drops_the_lowest_scored_memory() -> None:
     m = LongTermMemory(FakeEmbedder(64), FixedHits(hits), token_budget=10)
     found = await m.retrieve([TextBlock("Where do I live?")], session="alice")
     assert [s.message.text for s in found] == ["I live in Porto.", "I live in Lisbon."]
+
+
+# -- retractions of facts the rules cannot read as a slot --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "retraction"),
+    [
+        ("I eat meat.", "I no longer eat meat."),
+        ("I'm a vegetarian.", "I'm not a vegetarian anymore."),
+        ("I am vegetarian.", "I'm not vegetarian any more."),
+        ("I'm allergic to peanuts.", "I'm no longer allergic to peanuts."),
+        ("I have a cat named Tom.", "I don't have a cat anymore."),
+        ("I smoke on weekends.", "I don't smoke on weekends anymore."),
+    ],
+)
+async def test_i_no_longer_retracts_a_fact_the_rules_cannot_read_as_a_slot(
+    before: str, retraction: str
+) -> None:
+    # Before: both "I eat meat." and "I no longer eat meat." stayed current (recalled together).
+    current, gone = await conversation(before, retraction)
+    assert before not in current
+    assert gone == [before]
+
+
+async def test_forget_that_retracts_a_fact_about_someone_else() -> None:
+    # Before: "Forget that my sister lives in Paris." changed nothing (read as the slot
+    # "sister lives in paris", which no memory has), and the fact stayed current.
+    current, gone = await conversation(
+        "My sister lives in Paris.", "I live in Lisbon.", "Forget that my sister lives in Paris."
+    )
+    assert current == ["I live in Lisbon."]
+    assert gone == ["My sister lives in Paris."]
+
+
+async def test_forget_my_slot_leaves_another_persons_fact_of_that_slot() -> None:
+    current, gone = await conversation(
+        "My wife's phone number is 555-0199.", "My phone number is 555-0100.", "Forget my number."
+    )
+    assert current == ["My wife's phone number is 555-0199."]
+    assert gone == ["My phone number is 555-0100."]
+
+
+async def test_a_retraction_that_finds_nothing_keeps_the_new_fact_said_with_it() -> None:
+    # Before: "I no longer like blue, my favourite colour is green." was read whole as a
+    # retraction of "favourite colour = green", which no memory held: a NOOP, green was lost.
+    current, _ = await conversation(
+        "My favourite colour is blue.", "I no longer like blue, my favourite colour is green."
+    )
+    assert any("green" in text for text in current)
+
+
+async def test_a_plain_negation_retracts_nothing() -> None:
+    # "I don't know" is no retraction of "I know Python" (no "anymore", no "no longer").
+    current, gone = await conversation("I know Python well.", "I don't know, to be honest.")
+    assert "I know Python well." in current
+    assert gone == []
