@@ -201,7 +201,11 @@ _SET: list[tuple[str, str, str | None]] = [
         "My partner is {v}.",
     ),
     ("car", r"\bi (?:now )?drive (?:a |an )?(?P<v>.+)", None),
-    ("car", r"\bmy (?:new |current )?car is (?:now )?(?:a |an )?(?P<v>.+)", "I drive a {v}."),
+    (
+        "car",
+        r"\bmy (?:new |current )?car is (?:now )?(?:a |an |(?=(?-i:[A-Z])))(?P<v>.+)",
+        "I drive a {v}.",
+    ),
     ("car", r"\bi (?:just )?bought a (?:new )?car,? (?:a |an )?(?P<v>.+)", "I drive a {v}."),
     (
         "car",
@@ -335,8 +339,66 @@ def _clean_value(raw: str) -> str:
 
 def _norm_slot(raw: str) -> str:
     words = [_SPELLING.get(w, w) for w in raw.lower().split() if w not in _ADJECTIVES]
-    slot = " ".join(words)
+    slot = re.sub(r"'s name$", "", " ".join(words))  # "my dog's name" is who "my dog" is
     return _SLOT_ALIASES.get(slot, slot)
+
+
+# Slots whose value says who it is: a name. What else is said of them ("my wife is a
+# doctor", "my dog is old") is another fact, not a new value of the slot.
+_WHO = frozenset(
+    [
+        "partner",
+        "wife",
+        "husband",
+        "sister",
+        "brother",
+        "mother",
+        "father",
+        "mom",
+        "mum",
+        "dad",
+        "son",
+        "daughter",
+        "child",
+        "kid",
+        "baby",
+        "twin",
+        "cousin",
+        "aunt",
+        "uncle",
+        "niece",
+        "nephew",
+        "grandmother",
+        "grandfather",
+        "grandma",
+        "grandpa",
+        "friend",
+        "boss",
+        "manager",
+        "colleague",
+        "neighbour",
+        "neighbor",
+        "roommate",
+        "flatmate",
+        "dog",
+        "cat",
+        "pet",
+        "puppy",
+        "kitten",
+        "horse",
+        "parrot",
+    ]
+)
+
+
+def _names_it(slot: str, value: str, said: str) -> bool:
+    """Whether ``value`` names the one ``slot`` is about (always, for other slots)."""
+    if not slot or slot.split()[-1] not in _WHO:
+        return True
+    if re.search(r"\b(?:called|named|name is)\b", said, re.IGNORECASE):
+        return True
+    first = value.split()[0]
+    return first[:1].isupper() and first not in ("A", "An", "The")
 
 
 # "I changed my number to 555-0177", "New email: a@b.example": a slot and its new value.
@@ -387,6 +449,8 @@ def _set_fact(text: str) -> Fact | None:
             continue
         if slot == "job" and (value.lower() in _NOT_JOBS or " of " in value.lower()):
             continue
+        if not _names_it(slot, value, match.group(0)):
+            continue
         canonical = template.format(v=value) if template else ""
         return Fact(slot, value, "set", canonical)
     changed = _slot_change(text)
@@ -397,6 +461,10 @@ def _set_fact(text: str) -> Fact | None:
         value = _clean_value(match.group("v"))
         slot = _norm_slot(match.group("slot"))
         if value and slot and not value.lower().startswith(("not ", "no longer")):
+            # "My car is red" says what the car is like, not which car (the car patterns
+            # above read "my car is a Tesla").
+            if slot == "car" or not _names_it(slot, value, match.group(0)):
+                return None
             return Fact(slot, value, "set")
     return None
 

@@ -159,3 +159,58 @@ async def test_a_plain_negation_retracts_nothing() -> None:
     current, gone = await conversation("I know Python well.", "I don't know, to be honest.")
     assert "I know Python well." in current
     assert gone == []
+
+
+# -- what is said about someone is not who they are --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "about"),
+    [
+        ("My wife is Ana.", "My wife is a doctor."),
+        ("My wife is Ana.", "My wife is from Italy."),
+        ("My husband's name is Tom.", "My husband is 42."),
+        ("My dog is called Rex.", "My dog is old."),
+        ("My brother is Ravi.", "My brother is 30."),
+        ("My sister is Meera.", "My sister is pregnant."),
+    ],
+)
+async def test_a_fact_about_a_person_does_not_replace_their_name(name: str, about: str) -> None:
+    # Before: "My wife is a doctor." superseded "My wife is Ana." (one "partner" value), so
+    # "What is my wife's name?" lost its answer.
+    current, gone = await conversation(name, about)
+    assert name in current
+    assert gone == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("My wife is Ana.", "My wife is Eva now."),
+        ("My dog is called Rex.", "My dog's name is Max."),
+        ("My brother is Ravi.", "My brother is called Arjun."),
+    ],
+)
+async def test_a_new_name_still_replaces_the_old_one(old: str, new: str) -> None:
+    current, gone = await conversation(old, new)
+    assert gone == [old]
+    assert len(current) == 1
+
+
+@pytest.mark.parametrize("said", ["My car is red.", "My car is in the garage."])
+async def test_a_car_described_is_stored_as_said(said: str) -> None:
+    # Before: "My car is red." was rewritten "I drive a red." (the car's make slot).
+    current, _ = await conversation(said)
+    assert current == [said]
+
+
+async def test_a_cars_colour_does_not_replace_its_make() -> None:
+    current, gone = await conversation("My car is a Tesla.", "My car is blue.")
+    assert current == ["I drive a Tesla.", "My car is blue."]
+    assert gone == []
+
+
+async def test_a_car_named_in_lower_case_is_still_the_car() -> None:
+    current, gone = await conversation("I drive a red Toyota.", "I drive a bmw now.")
+    assert gone == ["I drive a red Toyota."]
+    assert current == ["I drive a bmw."] or current == ["I drive a bmw now."]
