@@ -214,3 +214,30 @@ async def test_a_car_named_in_lower_case_is_still_the_car() -> None:
     current, gone = await conversation("I drive a red Toyota.", "I drive a bmw now.")
     assert gone == ["I drive a red Toyota."]
     assert current == ["I drive a bmw."] or current == ["I drive a bmw now."]
+
+
+async def test_a_retraction_and_a_new_value_in_one_sentence_leave_the_new_value_current() -> None:
+    # Before: the sentence was one memory, read as a retraction; "blue" stayed current.
+    current, gone = await conversation(
+        "My favourite colour is blue.", "I no longer like blue, my favourite colour is green."
+    )
+    assert "My favourite colour is green." in current
+    assert gone == ["My favourite colour is blue."]
+
+
+@pytest.mark.parametrize(
+    ("text", "clauses"),
+    [
+        (
+            "I no longer like blue, my favourite colour is green.",
+            ["I no longer like blue.", "My favourite colour is green."],
+        ),
+        ("My name is Ana; I'm 30.", ["My name is Ana.", "I'm 30."]),
+        ("When I moved, I sold my car.", ["When I moved, I sold my car."]),
+        ("I was born in Goa, in India.", ["I was born in Goa, in India."]),
+    ],
+)
+def test_a_comma_between_two_first_person_clauses_cuts(text: str, clauses: list[str]) -> None:
+    from goagent_py.memory.write_policies import statement_clauses
+
+    assert statement_clauses(text) == clauses
