@@ -136,7 +136,7 @@ class _MessageCounter(Protocol):
 
 
 def _bytes_over_four(message: Message) -> int:
-    return (len(message.text.encode()) + 3) // 4
+    return (len(message.text.encode("utf-8", "surrogatepass")) + 3) // 4
 
 
 def message_digest(message: Message) -> str:

@@ -7,18 +7,32 @@ LongTermMemory with the model-free decider, then listed and recalled.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from goagent_py import Agent, tool
+from goagent_py.memory import (
+    Compactor,
+    ShortTermMemory,
+    SlidingWindow,
+    SQLiteStorage,
+)
 from goagent_py.memory.deciders import RuleDecider
 from goagent_py.memory.long_term import LongTermMemory
 from goagent_py.memory.records import CREATED_AT_KEY, format_time
+from goagent_py.memory.tokens import HeuristicEstimator
 from goagent_py.memory.vector.base import SearchOptions
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
 from goagent_py.memory.write_policies import user_statements
 from goagent_py.messages import Message, Role, ScoredMessage, TextBlock, assistant_message
-from goagent_py.testing import FakeEmbedder
+from goagent_py.testing import (
+    FakeEmbedder,
+    ScriptedProvider,
+    text_response,
+    tool_call_response,
+)
 
 
 class Clock:
@@ -241,3 +255,37 @@ def test_a_comma_between_two_first_person_clauses_cuts(text: str, clauses: list[
     from goagent_py.memory.write_policies import statement_clauses
 
     assert statement_clauses(text) == clauses
+
+
+# -- a file name that is not UTF-8 -------------------------------------------------------------
+
+
+def test_a_lone_surrogate_is_counted_not_raised() -> None:
+    # os.listdir() gives "\udcff" for a byte of a name that is not UTF-8 (surrogateescape).
+    message = Message(Role.TOOL, [TextBlock("report-\udcff.txt")], tool_call_id="c1")
+    assert HeuristicEstimator().count(message) > HeuristicEstimator().count_text("")
+
+
+async def test_a_tool_result_with_a_lone_surrogate_neither_fails_the_run_nor_loses_the_turn(
+    tmp_path: Path,
+) -> None:
+    # Before: the compactor's estimate raised UnicodeEncodeError (the run failed), and with
+    # another estimator the run answered but SQLite refused the turn (it was never stored).
+    @tool
+    def listing() -> str:
+        """List the files."""
+        return "report-\udcff.txt"
+
+    async with SQLiteStorage(tmp_path / "chat.db", session_id="s") as storage:
+        memory = ShortTermMemory(storage)
+        provider = ScriptedProvider(tool_call_response(("listing", {})), text_response("done"))
+        agent = Agent(
+            provider=provider,
+            tools=[listing],
+            short_term_memory=memory,
+            transform_context=Compactor(SlidingWindow(), context_window=1000, memory=memory),
+        )
+        assert (await agent.run("list the files")).text == "done"
+        stored = await memory.transcript()
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[2].text.startswith("report-")
