@@ -35,7 +35,9 @@ import asyncio
 import hashlib
 import logging
 import math
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -347,8 +349,14 @@ class LongTermMemory:
             )
         self.recall_superseded = recall_superseded
         # One writer per scope at a time: two turns superseding the same memory must not
-        # both read it as current (the second sees what the first wrote).
-        self._locks: dict[str, asyncio.Lock] = {}
+        # both read it as current (the second sees what the first wrote). An asyncio.Lock
+        # belongs to one event loop: each loop has its own (threads calling run_sync each run
+        # one; a lock shared across them left a waiter asleep forever). Writers of different
+        # loops are kept apart as other processes are: by the store's compare-and-set.
+        self._locks: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Lock]
+        ] = weakref.WeakKeyDictionary()
+        self._locks_guard = threading.Lock()
 
     def __repr__(self) -> str:
         return (
@@ -417,8 +425,14 @@ class LongTermMemory:
                 pending.append((f"{session}:{digest}:{index}", stored))
         await self._write(pending)
         if facts:
-            async with self._locks.setdefault(session, asyncio.Lock()):
+            async with self._scope_lock(session):
                 await self._consolidate(facts, session=session, now=now)
+
+    def _scope_lock(self, session: str) -> asyncio.Lock:
+        """The lock of ``session``'s writers in the running event loop."""
+        loop = asyncio.get_running_loop()
+        with self._locks_guard:
+            return self._locks.setdefault(loop, {}).setdefault(session, asyncio.Lock())
 
     def _is_fact(self, message: Message, provenance: str | None) -> bool:
         """Whether ``message`` goes through the decider: a user's own text."""
@@ -470,7 +484,9 @@ class LongTermMemory:
         version is read before the candidates, and the decisions are written only if no other
         writer (another process on the same file or database) changed the scope meanwhile;
         otherwise the candidates are read and decided again, so the second writer builds on
-        what the first wrote. Other stores rely on the per-scope lock of this object.
+        what the first wrote (writers in other event loops of this process too: threads each
+        calling ``run_sync``). Other stores rely on the per-scope lock of this object, which
+        keeps apart the writers of one event loop only.
         """
         assert self.decider is not None
         texts = [f.text for f in facts]

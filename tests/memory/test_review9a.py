@@ -6,6 +6,9 @@ LongTermMemory with the model-free decider, then listed and recalled.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -289,3 +292,51 @@ async def test_a_tool_result_with_a_lone_surrogate_neither_fails_the_run_nor_los
         stored = await memory.transcript()
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[2].text.startswith("report-")
+
+
+# -- one memory, several event loops (run_sync from a thread pool) -----------------------------
+
+
+class BlockingEmbedder(FakeEmbedder):
+    """Embeds after blocking its thread a little, as a local model does."""
+
+    async def embed(self, blocks: list[Any]) -> Any:
+        time.sleep(0.01)  # noqa: ASYNC251  (blocking on purpose: a local model does)
+        await asyncio.sleep(0)
+        return await super().embed(blocks)
+
+    async def embed_batch(self, inputs: list[list[Any]]) -> Any:
+        time.sleep(0.01)  # noqa: ASYNC251  (blocking on purpose: a local model does)
+        await asyncio.sleep(0)
+        return await super().embed_batch(inputs)
+
+
+def test_one_memory_shared_by_threads_each_with_its_own_loop_never_hangs() -> None:
+    # A web server's thread pool calling agent.run_sync: each call runs its own event loop.
+    # Before: the per-scope asyncio.Lock was shared across loops; a waiter's future made in
+    # one loop was resolved from another thread, and that loop slept forever.
+    m = LongTermMemory(BlockingEmbedder(64), InMemoryVectorStore(), decider=RuleDecider())
+    failures: list[BaseException] = []
+
+    def user(city: str) -> None:
+        try:
+            for i in range(6):
+                asyncio.run(m.store(statements(f"I live in {city} {i}."), session="alice"))
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [
+        threading.Thread(target=user, args=(city,), daemon=True)
+        for city in ("Lisbon", "Porto", "Faro")
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)  # a hang detector, far above the ~1 s this takes
+    assert not any(t.is_alive() for t in threads), "a store never returned"
+    assert failures == []
+
+    async def current() -> list[str]:
+        return [r.text for r in await m.records(session="alice")]
+
+    assert len(asyncio.run(current())) == 1  # one home, whichever was said last
