@@ -39,6 +39,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -69,6 +70,7 @@ from goagent_py.memory.records import (
     as_present,
     asks_about_past,
     format_time,
+    history_of,
     record_of,
     state_of,
     with_change,
@@ -221,6 +223,41 @@ def _marked(
         is_error=m.is_error,
         metadata=with_change(m.metadata, change, **fields),
     )
+
+
+def _without_words(
+    listed: Sequence[ScoredMessage], gone: set[str], deleted: set[str]
+) -> list[tuple[str, Message]]:
+    """The entries of ``listed`` (other than ``deleted``) whose history quotes a text of
+    ``gone``, with those quotes blanked: what :meth:`LongTermMemory.forget` rewrites."""
+    out: list[tuple[str, Message]] = []
+    for scored in listed:
+        history = history_of(scored.message.metadata)
+        if scored.id in deleted or not any({c.text, c.previous} & gone for c in history):
+            continue
+        kept = [
+            replace(
+                c,
+                text="" if c.text in gone else c.text,
+                previous="" if c.previous in gone else c.previous,
+            ).to_json()
+            for c in history
+        ]
+        m = scored.message
+        metadata = {**m.metadata, HISTORY_KEY: kept}
+        out.append(
+            (
+                scored.id,
+                Message(
+                    m.role,
+                    list(m.content),
+                    tool_call_id=m.tool_call_id,
+                    is_error=m.is_error,
+                    metadata=metadata,
+                ),
+            )
+        )
+    return out
 
 
 class LongTermMemory:
@@ -817,6 +854,10 @@ class LongTermMemory:
         the chunk ids). A fact a decider stored in other words (the rule decider's "I live in
         Porto." for "I moved to Porto last month.", under another id) is found by the message
         it came from (its record's source message) when the store can list.
+
+        When the store can list, no copy is left behind: the words of what is forgotten are
+        also blanked in the histories of the scope's other memories (a memory that replaced
+        a forgotten one recorded its text as ``previous``).
         """
         ids = [
             f"{session}:{message_digest(m)}:{i}"
@@ -833,6 +874,8 @@ class LongTermMemory:
                 and s.message.metadata.get(SOURCE_MESSAGE_KEY) in sources
                 and s.id not in ids
             ]
+            gone = {m.text for m in messages} | {s.message.text for s in listed if s.id in ids}
+            await self._write(_without_words(listed, gone - {""}, set(ids)))
         if isinstance(self.vector_store, BulkVectorStore):
             await self.vector_store.delete_batch(ids)
         else:

@@ -340,3 +340,23 @@ def test_one_memory_shared_by_threads_each_with_its_own_loop_never_hangs() -> No
         return [r.text for r in await m.records(session="alice")]
 
     assert len(asyncio.run(current())) == 1  # one home, whichever was said last
+
+
+# -- forgetting leaves no copy -----------------------------------------------------------------
+
+
+async def test_forget_leaves_no_copy_in_the_history_of_the_fact_that_replaced_it() -> None:
+    # Before: after forget("I live in Lisbon."), the current "I live in Porto." still quoted
+    # it in its history (its add, and the update's previous text), shown by /memory history.
+    m = rules_memory()
+    lisbon = Message(Role.USER, [TextBlock("I live in Lisbon.")])
+    await m.store([lisbon], session="alice")
+    await m.store([Message(Role.USER, [TextBlock("I moved to Porto.")])], session="alice")
+    await m.forget([lisbon], session="alice")
+    records = await m.records(session="alice", states=("current", "superseded", "deleted"))
+    assert [r.text for r in records] == ["I live in Porto."]
+    quoted = [text for r in records for c in r.history for text in (c.text, c.previous)]
+    assert not any("Lisbon" in text for text in quoted)
+    assert [c.op for c in records[0].history] == ["add", "update"]  # what happened stays
+    found = await m.retrieve([TextBlock("Where do I live?")], session="alice")
+    assert [s.message.text for s in found] == ["I live in Porto."]
