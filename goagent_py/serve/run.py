@@ -153,7 +153,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
     from goagent_py.agent import Agent
     from goagent_py.cli._agent import agent_kit, build_agent
-    from goagent_py.cli._common import data_home, listen_socket, pick_provider
+    from goagent_py.cli._common import data_home, listen_socket, listening_url, pick_provider
     from goagent_py.cli._setup import loading_embedder, long_term_memory, write_policy
     from goagent_py.serve.app import ThreadContext, create_app
 
@@ -205,7 +205,6 @@ async def run_serve(args: argparse.Namespace) -> int:
         model_name=picked.model,
         long_term_memory=long_term,
     )
-    host = f"[{args.host}]" if ":" in args.host else args.host
     config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     try:
         listening = listen_socket(args.host, args.port, backlog=config.backlog)
@@ -214,12 +213,12 @@ async def run_serve(args: argparse.Namespace) -> int:
             await closer.aclose()
         await app.aclose()
         raise
-    port = listening.getsockname()[1]
+    url = listening_url(args.host, listening)
 
     def announce() -> None:
         print(
             f"goagent-py serve — provider {picked.name} ({picked.model}); threads in {db}\n"
-            f"open http://{host}:{port}/",
+            f"open {url}/",
             file=sys.stderr,
         )
         if long_term is not None:
