@@ -61,9 +61,7 @@ class _Running:
 class _Runner:
     """Runs the agent for the SDK's executor: one session per context, one run per task."""
 
-    def __init__(
-        self, agent: Agent | AgentFactory, *, max_contexts: int, max_running: int
-    ) -> None:
+    def __init__(self, agent: Agent | AgentFactory, *, max_contexts: int, max_running: int) -> None:
         self._agent = agent
         self._max_contexts = max_contexts
         self._max_running = max_running

@@ -176,6 +176,7 @@ def create_app(
     busy: Literal["refuse", "interrupt"] = "refuse",
     long_term_memory: LongTermMemoryProtocol | None = None,
     client_tool_timeout: float = 600.0,
+    max_parked_runs: int = 16,
 ) -> ServeApp:
     """An ASGI app that serves agents built per (user, thread) by ``agent_factory``.
 
@@ -201,6 +202,9 @@ def create_app(
         client_tool_timeout: seconds a run waits for an OpenAI client to send the results of
             its own tools (``tools`` in a ``/v1`` request) before those calls fail with an error
             the model reads, and the run goes on without the client.
+        max_parked_runs: runs one user may have waiting for their tools' results at once
+            (one per thread); past it, the run that has waited longest is ended, and results
+            sent for it later get a 409 that says so.
 
     Raises:
         MissingExtraError: starlette, ag-ui-protocol or jsonschema is missing
@@ -225,6 +229,10 @@ def create_app(
         raise ConfigurationError(
             f"client_tool_timeout={client_tool_timeout!r}: give a number of seconds above 0"
         )
+    if isinstance(max_parked_runs, bool) or not isinstance(max_parked_runs, int):
+        max_parked_runs = 0
+    if max_parked_runs < 1:
+        raise ConfigurationError(f"max_parked_runs={max_parked_runs!r}: give a number above 0")
     server = Server(
         agent_factory,
         storage_path,
@@ -236,6 +244,7 @@ def create_app(
         long_term_memory,
     )
     server.client_tool_timeout = float(client_tool_timeout)
+    server.max_parked_runs = max_parked_runs
     table = _routes.table(server)
     routes = [Route(path, fn, methods=methods) for path, fn, methods in table]
     hot = {path: fn for path, fn, _ in table if path in _HOT}
