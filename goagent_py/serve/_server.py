@@ -183,6 +183,7 @@ class Server:
         self.max_live = 256
         # Runs one user may have parked for their tools' results at once (Server.park).
         self.max_parked_runs = 16
+        self.body_timeout = 60.0  # seconds a request's body may take to arrive (Server.body)
         self._parks = itertools.count(1)
         self.factory = factory
         self.storage_path = storage_path
@@ -267,10 +268,18 @@ class Server:
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             raise HttpError(413, f"body larger than {self.max_body} bytes")
         raw = bytearray()
-        async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > self.max_body:
-                raise HttpError(413, f"body larger than {self.max_body} bytes")
+        try:
+            # A client that sends part of a body and then nothing held its request (and a
+            # connection's slot) for ever: uvicorn has no read timeout for a body.
+            async with asyncio.timeout(self.body_timeout):
+                async for chunk in request.stream():
+                    raw += chunk
+                    if len(raw) > self.max_body:
+                        raise HttpError(413, f"body larger than {self.max_body} bytes")
+        except TimeoutError:
+            raise HttpError(
+                408, f"the body did not arrive within {self.body_timeout:g} s (body_timeout)"
+            ) from None
         try:
             data = json.loads(raw)
         except ValueError as exc:
@@ -558,6 +567,7 @@ _OPENAI = {
     401: ("invalid_request_error", "invalid_api_key"),
     403: ("permission_error", None),
     404: ("invalid_request_error", None),
+    408: ("invalid_request_error", None),
     409: ("invalid_request_error", "conflict"),
     413: ("invalid_request_error", "request_too_large"),
     415: ("invalid_request_error", None),
