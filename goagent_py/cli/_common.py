@@ -66,8 +66,8 @@ def listen_socket(host: str, port: int, *, backlog: int = 2048) -> socket.socket
     uvicorn binds inside its startup: a port in use printed the address, then ended the process
     with ``sys.exit(3)`` (a SystemExit out of ``main()`` in process, and 3 is the code for a
     missing extra); uvloop bound a port past 65535 modulo 65536 (99999 served on 34463).
-    ``serve`` hands this socket to uvicorn; ``mcp serve`` (the MCP SDK binds its own) checks
-    with it before it announces.
+    ``serve`` and ``mcp serve`` hand this socket to uvicorn and announce
+    :func:`listening_url` of it.
 
     Raises:
         ConfigurationError: the address cannot be had, with what to do instead.
@@ -82,6 +82,13 @@ def listen_socket(host: str, port: int, *, backlog: int = 2048) -> socket.socket
             f"cannot listen on {host}:{port} ({exc}): pick another --port (--port 0 picks a "
             "free one) or --host"
         ) from exc
+
+
+def listening_url(host: str, listening: socket.socket) -> str:
+    """``http://host:port`` of a socket from :func:`listen_socket`: the port it got, so that
+    ``--port 0`` shows the free port (an IPv6 ``host`` in brackets)."""
+    name = f"[{host}]" if ":" in host else host
+    return f"http://{name}:{listening.getsockname()[1]}"
 
 
 def data_home() -> Path:
