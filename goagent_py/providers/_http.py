@@ -69,6 +69,7 @@ __all__ = [
     "ServerSentEvent",
     "error_from_response",
     "excerpt",
+    "null_is_absent",
     "parse_json",
     "parse_retry_after",
     "redact_error",
@@ -167,6 +168,18 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
         return None
     current = time.time() if now is None else now
     return max(0.0, when.timestamp() - current)
+
+
+def null_is_absent(cls: type[BaseModel], data: Any) -> Any:
+    """A ``model_validator(mode="before")`` for the models that read a vendor's JSON.
+
+    Compatible servers and proxies send ``"usage": null`` or ``"content": null`` where the
+    vendor leaves the field out; both mean "not given", so a null takes the field's default
+    instead of failing the whole answer.
+    """
+    if isinstance(data, dict):
+        return {k: v for k, v in data.items() if v is not None}
+    return data
 
 
 def excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
