@@ -88,7 +88,8 @@ async def test_a_function_tool_tells_the_model_its_json_arguments_were_malformed
     )
     await agent.run("2 + ?")
     result = bodies[1]["messages"][-1]["content"]
-    assert "JSON" in result and RAW in result
+    assert "JSON" in result
+    assert RAW in result
     assert "__invalid_arguments__" not in result
 
 
