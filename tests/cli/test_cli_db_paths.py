@@ -86,3 +86,18 @@ def test_serve_with_a_db_under_a_file_is_a_database_error_without_a_traceback(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert f"goagent-py: cannot make the folder of {db}" in err
+
+
+def test_code_with_a_db_under_a_file_is_a_database_error_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    a_file: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("GOAGENT_HOME", str(tmp_path / "home"))
+    db = a_file / "code.db"
+    args = ["code", "--plain", "--root", str(tmp_path), "--provider", "ollama:qwen3"]
+    assert cli.main([*args, "--db", str(db)]) == cli.EXIT_DATABASE
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"goagent-py code: cannot create the session store {db}" in err
