@@ -281,8 +281,25 @@ def error_from_response(
     kind, message = _vendor_error(body)
     summary = message or excerpt(body) or response.reason_phrase or "no body"
     label = f"HTTP {response.status_code}" + (f" {kind}" if kind else "")
-    error = _answered_error(response, f"{label}: {summary}", kind, body, provider)
+    advice = _key_advice(provider) if response.status_code == 401 else ""
+    error = _answered_error(response, f"{label}: {summary}{advice}", kind, body, provider)
     return redact_error(error, secrets)
+
+
+# The variable each vendor's key is read from (resolve_api_key's env_var), for the advice of a 401.
+_KEY_VARIABLES = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "voyage": "VOYAGE_API_KEY",
+    "cohere": "CO_API_KEY",
+}
+
+
+def _key_advice(provider: str) -> str:
+    """What to do about a refused key (Anthropic's 401 says only "invalid x-api-key")."""
+    variable = _KEY_VARIABLES.get(provider)
+    where = f"{variable} or api_key=..." if variable else "api_key=..."
+    return f" (the server refused the API key: check {where})"
 
 
 def transport_error(
@@ -307,6 +324,8 @@ def transport_error(
     message = f"{what}{where}: {detail}" if detail else f"{what}{where}"
     if url:
         message += f" (POST {url})"
+    if isinstance(exc, httpx.ConnectError):
+        message += ": nothing answers at that address; start the server or fix the base URL"
     error = ProviderError(message, provider=provider, status=None)
     return redact_error(error, secrets)
 
