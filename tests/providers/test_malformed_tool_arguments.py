@@ -1,11 +1,11 @@
 """Tool arguments the model wrote as malformed JSON: the model must read that its JSON was bad.
 
 The adapters hand such a call to the agent as ``{"__invalid_arguments__": raw}``
-(:data:`goagent_py.providers._http.INVALID_ARGUMENTS_KEY`). What the model then reads is
-"``__invalid_arguments__``: Extra inputs are not permitted" (a function tool) or whatever the tool
-makes of that key (any other tool is executed with it): nothing says the JSON was malformed.
-The fix belongs where the loop validates a call (``goagent_py/_loop.py``, the durable
-activities), outside the providers: strict xfail until then.
+(:data:`goagent_py.messages.INVALID_ARGUMENTS_KEY`). No tool runs on it, whatever its schema: the
+model reads an error that quotes its text and asks for one JSON object
+(``goagent_py._call_gates.checked_arguments``, on every path that runs a model's call). Before,
+it read "``__invalid_arguments__``: Extra inputs are not permitted" (a function tool), and any
+other tool ran on that key (review9e).
 """
 
 from __future__ import annotations
@@ -71,9 +71,6 @@ class Echo:
         return [TextBlock("ran")]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the loop does not recognise __invalid_arguments__ (see module docstring)"
-)
 async def test_a_function_tool_tells_the_model_its_json_arguments_were_malformed(
     client: Callable[[Handler], httpx.AsyncClient],
 ) -> None:
@@ -93,9 +90,6 @@ async def test_a_function_tool_tells_the_model_its_json_arguments_were_malformed
     assert "__invalid_arguments__" not in result
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the loop does not recognise __invalid_arguments__ (see module docstring)"
-)
 async def test_a_tool_without_a_signature_is_not_run_on_malformed_json(
     client: Callable[[Handler], httpx.AsyncClient],
 ) -> None:
@@ -107,3 +101,28 @@ async def test_a_tool_without_a_signature_is_not_run_on_malformed_json(
     await agent.run("echo")
     assert echo.calls == []
     assert "JSON" in bodies[1]["messages"][-1]["content"]
+
+
+async def test_a_prepare_arguments_repair_sees_the_malformed_call_first(
+    client: Callable[[Handler], httpx.AsyncClient],
+) -> None:
+    from goagent_py.messages import INVALID_ARGUMENTS_KEY
+
+    def repair(call: Any) -> dict[str, Any] | None:
+        raw = call.arguments.get(INVALID_ARGUMENTS_KEY)
+        return None if raw is None else json.loads(raw + " 3}")
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    handler, bodies = scripted("add")
+    agent = Agent(
+        provider=OpenAIProvider(api_key="k", http_client=client(handler)),
+        model="m",
+        tools=[add],
+        prepare_arguments=repair,
+    )
+    await agent.run("2 + 3")
+    assert bodies[1]["messages"][-1]["content"] == "5"
