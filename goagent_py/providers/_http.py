@@ -289,8 +289,9 @@ _KEY_VARIABLES = {
 
 def _key_advice(provider: str) -> str:
     """What to do about a refused key (Anthropic's 401 says only "invalid x-api-key")."""
+    # Not "api_key=...": the redaction takes that for a key and blanks it.
     variable = _KEY_VARIABLES.get(provider)
-    where = f"{variable} or api_key=..." if variable else "api_key=..."
+    where = f"{variable}, or the api_key you passed" if variable else "the api_key you passed"
     return f" (the server refused the API key: check {where})"
 
 

@@ -50,7 +50,9 @@ async def test_a_refused_api_key_names_the_variable_to_check(
         with pytest.raises(ProviderError) as info:
             await make(client).complete(REQUEST)
     assert info.value.status == 401
-    assert f"check {variable}" in str(info.value)
+    # Whole: the redaction once blanked advice written as "api_key=..." as if it were a key.
+    advice = f"(the server refused the API key: check {variable}, or the api_key you passed)"
+    assert advice in str(info.value)
     assert "wrong" not in str(info.value)
 
 
