@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, MemoryStoreError
 from goagent_py.providers import DEFAULT_MODELS
 
 SYSTEM_PROMPT = (
@@ -102,6 +102,27 @@ def data_home() -> Path:
         return Path(os.environ.get("APPDATA", Path.home())) / "goagent-py"
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "goagent-py"
+
+
+def make_parent(path: Path, *, option: str = "--db") -> Path:
+    """Make the folder ``path`` goes in (a database file named by ``option``); ``path``.
+
+    ``mkdir`` raised FileExistsError out of the command, as a traceback, when a part of the
+    folder is a file (``--db /etc/passwd/chat.db``), and PermissionError in a folder the user
+    cannot write to.
+
+    Raises:
+        MemoryStoreError: the folder cannot be made (the database exit code), saying what to do.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise MemoryStoreError(
+            f"cannot make the folder of {path} ({reason}: {exc.filename or path.parent}): "
+            f"give {option} a file in a folder you can write to, or set GOAGENT_HOME"
+        ) from exc
+    return path
 
 
 # -- providers -------------------------------------------------------------------------------

@@ -151,8 +151,9 @@ def _db_path(db: str | None, home: Path) -> Path:
         raise ConfigurationError(
             f"--db {db} is a folder: give a file, e.g. --db {path / 'serve.db'}"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+    from goagent_py.cli._common import make_parent
+
+    return make_parent(path)
 
 
 async def run_serve(args: argparse.Namespace) -> int:
