@@ -59,12 +59,16 @@ class _Server:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.app: Any = None
+        self.held = asyncio.Event()  # "hold" waits here until the test lets it go
+
+    def release(self) -> None:
+        self.loop.call_soon_threadsafe(self.held.set)
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(_WAIT)
 
     def _factory(self) -> Any:
-        ran = self.ran
+        ran, held = self.ran, self.held
 
         @tool(requires_approval=True)
         def wipe(target: str) -> str:
@@ -76,6 +80,12 @@ class _Server:
             ran.append(target)
             return f"wiped {target}"
 
+        @tool
+        async def hold() -> str:
+            """Wait until released."""
+            await held.wait()
+            return "released"
+
         def answer(request: Any) -> Any:
             last = request.messages[-1]
             if last.role is Role.TOOL:
@@ -85,6 +95,8 @@ class _Server:
                 return tool_call_response(("wipe", {"target": "a"}), ("wipe", {"target": "b"}))
             if text == "spoof":
                 return tool_call_response(("wipe", {"target": _SPOOF}))
+            if text == "hold":
+                return tool_call_response(("hold", {}))
             if text.startswith("long"):
                 return text_response(_LONG)
             return text_response(f"echo: {text}")
@@ -95,7 +107,7 @@ class _Server:
             return Agent(
                 provider=provider,
                 model="scripted",
-                tools=[wipe],
+                tools=[wipe, hold],
                 short_term_memory=ctx.short_term_memory,
             )
 
@@ -329,3 +341,28 @@ def test_the_page_logs_out(users_server: _Server, tmp_path_factory: pytest.TempP
         assert driver.find_element(By.ID, "login-secret").get_attribute("value") == ""
     finally:
         driver.quit()
+
+
+def test_a_message_a_second_tab_cannot_send_is_not_shown_as_sent(
+    page: Any, server: _Server
+) -> None:
+    # Two tabs on one thread: the second one's message is refused (409, a run is going on);
+    # nothing was stored, so it must not stay in the chat as if it had been sent.
+    wait = WebDriverWait(page, _WAIT)
+    _new_chat_and_send(page, "hold")
+    wait.until(lambda d: d.find_element(By.ID, "send").text == "Steer")
+    first = page.current_window_handle
+    page.switch_to.new_window("tab")
+    try:
+        page.get(server.base + "/")  # opens the thread the first tab opened last
+        wait.until(lambda d: _texts(d, "#messages .msg.user .text") == ["hold"])
+        page.find_element(By.ID, "input").send_keys("me too")
+        page.find_element(By.ID, "send").click()
+        wait.until(lambda d: "in progress" in d.find_element(By.ID, "status").text)
+        assert _texts(page, "#messages .msg.user .text") == ["hold"]
+        assert page.find_element(By.ID, "input").get_attribute("value") == "me too"
+    finally:
+        page.close()
+        page.switch_to.window(first)
+        server.release()
+    wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["after: released"])

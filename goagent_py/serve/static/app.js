@@ -131,8 +131,8 @@
       }
       const decisions = state.decisions;
       state.decisions = {};
-      const ok = await streamRun(`/api/threads/${state.thread}/decisions`, { decisions });
-      if (!ok && state.thread) await openThread(state.thread);  // the cards as they stand now
+      const how = await streamRun(`/api/threads/${state.thread}/decisions`, { decisions });
+      if (how !== "done" && state.thread) await openThread(state.thread);  // the cards as they are
     };
     approve.addEventListener("click", () => decide({ decision: "approve", always: always.checked }));
     deny.addEventListener("click", () => decide({ decision: "deny", message: reason.value.trim() || "The user denied this call." }));
@@ -344,20 +344,29 @@
   }
 
   async function send(text) {
-    bubble("user", text);
-    await streamRun(`/api/threads/${state.thread}/runs`, { message: text });
+    const mine = bubble("user", text);
+    const how = await streamRun(`/api/threads/${state.thread}/runs`, { message: text });
+    // Refused (a run of this thread going on in another tab, a lost session): nothing was
+    // stored, so the page does not show the message as sent. It goes back into the input.
+    if (how === "refused") {
+      mine.remove();
+      if (!$("input").value) $("input").value = text;
+    }
   }
 
+  // How the run's request ended: "done" (the stream ended), "refused" (an error answer: no
+  // run started) or "dropped" (the stream broke off, or Stop).
   async function streamRun(path, body) {
     setRunning(true);
     const controller = new AbortController();
     state.controller = controller;
     const ctx = { cards: knownCards(), bubble: null, thinking: null, sent: performance.now() };
-    let ok = false;
+    let how = "refused";
     try {
       const response = await api(path, {
         method: "POST", body, raw: true, signal: controller.signal,
       });
+      how = "dropped";
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
@@ -373,7 +382,7 @@
           if (data) handle(JSON.parse(data), ctx);
         }
       }
-      ok = true;
+      how = "done";
     } catch (error) {
       if (error.name !== "AbortError") status(error.message, true);
     } finally {
@@ -384,7 +393,7 @@
         await loadFacts();
       }
     }
-    return ok;
+    return how;
   }
 
   async function submit(event) {
