@@ -46,6 +46,11 @@ _PASSWORD = "alice-secret-1"
 # "wipe" then U+202E (right-to-left override): shown as written, the target reads "exe.txt".
 _SPOOF = "notes\u202etxt.exe"
 _LONG = "x" * 3000
+_HOSTILE = (
+    '<img src=x onerror="window.pwned=1"> [click](javascript:window.pwned=2) '
+    '<svg onload="window.pwned=3"></svg><style>#app{display:none}</style>'
+    "<script>window.pwned=4</script> **bold** &lt;b&gt;"
+)
 
 
 class _Server:
@@ -81,6 +86,15 @@ class _Server:
             return f"wiped {target}"
 
         @tool
+        def echo(text: str) -> str:
+            """Echo.
+
+            Args:
+                text: what.
+            """
+            return text
+
+        @tool
         async def hold() -> str:
             """Wait until released."""
             await held.wait()
@@ -95,6 +109,8 @@ class _Server:
                 return tool_call_response(("wipe", {"target": "a"}), ("wipe", {"target": "b"}))
             if text == "spoof":
                 return tool_call_response(("wipe", {"target": _SPOOF}))
+            if text.startswith("<img"):
+                return tool_call_response(("echo", {"text": _HOSTILE}), text=_HOSTILE)
             if text == "hold":
                 return tool_call_response(("hold", {}))
             if text.startswith("long"):
@@ -107,7 +123,7 @@ class _Server:
             return Agent(
                 provider=provider,
                 model="scripted",
-                tools=[wipe, hold],
+                tools=[wipe, hold, echo],
                 short_term_memory=ctx.short_term_memory,
             )
 
@@ -366,3 +382,28 @@ def test_a_message_a_second_tab_cannot_send_is_not_shown_as_sent(
         page.switch_to.window(first)
         server.release()
     wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["after: released"])
+
+
+def test_html_and_markdown_from_the_model_and_tools_stay_text(page: Any) -> None:
+    # The message (which becomes the title), the answer, a tool's arguments and its result all
+    # carry HTML, SVG, CSS and a javascript: link: each is shown as those characters.
+    wait = WebDriverWait(page, _WAIT)
+    _new_chat_and_send(page, _HOSTILE)
+    wait.until(lambda d: len(_texts(d, "#messages .msg.assistant .text")) == 2)
+    wait.until(lambda d: d.find_element(By.ID, "send").text == "Send")
+    for selector in ("#messages .msg.user .text", "#messages .msg.assistant .text"):
+        assert _HOSTILE in _texts(page, selector), selector
+    assert _texts(page, "#messages details.tool .result")[0] == _HOSTILE
+    assert _HOSTILE[:60] in _texts(page, "#threads li.active")[0]
+    made = page.execute_script(
+        "return document.querySelectorAll('#app img, #app svg, #app style, #app script,"
+        " #app a, #app b, #app strong').length"
+    )
+    assert made == 0
+    assert page.execute_script("return window.pwned === undefined")
+    assert page.find_element(By.ID, "app").is_displayed()
+    page.refresh()  # rebuilt from the stored record: the same
+    wait.until(lambda d: len(_texts(d, "#messages .msg.assistant .text")) == 2)
+    assert _texts(page, "#messages details.tool .result")[0] == _HOSTILE
+    assert page.execute_script("return document.querySelectorAll('#app img, #app svg').length") == 0
+    assert page.execute_script("return window.pwned === undefined")
