@@ -64,6 +64,7 @@ class _Server:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.app: Any = None
+        self.port = 0  # the first start picks one; a restart takes it again
         self.held = asyncio.Event()  # "hold" waits here until the test lets it go
 
     def release(self) -> None:
@@ -141,20 +142,34 @@ class _Server:
             auth = UsersFileAuth(str(users_file))
         self.app = create_app(self._factory(), storage_path=str(self.tmp / "serve.db"), auth=auth)
         sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
         sock.listen(128)
-        self.base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        self.port = sock.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}"
         self._uvicorn = uvicorn.Server(uvicorn.Config(self.app, log_level="warning"))
         self._serving = asyncio.run_coroutine_threadsafe(
             self._uvicorn.serve(sockets=[sock]), self.loop
         )
         self._sock = sock
 
-    def close(self) -> None:
+    def drop_connections(self) -> None:
+        """Reset every open connection (a network that fails under an open stream)."""
+
+        def drop() -> None:
+            for connection in list(self._uvicorn.server_state.connections):
+                connection.transport.abort()
+
+        self.loop.call_soon_threadsafe(drop)
+
+    def stop(self) -> None:
         self._uvicorn.should_exit = True
         self._serving.result(_WAIT)
         self.call(self.app.aclose())
         self._sock.close()
+
+    def close(self) -> None:
+        self.stop()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(_WAIT)
         self.loop.close()
@@ -407,3 +422,29 @@ def test_html_and_markdown_from_the_model_and_tools_stay_text(page: Any) -> None
     assert _texts(page, "#messages details.tool .result")[0] == _HOSTILE
     assert page.execute_script("return document.querySelectorAll('#app img, #app svg').length") == 0
     assert page.execute_script("return window.pwned === undefined")
+
+
+def test_after_a_dropped_stream_the_page_shows_what_the_server_kept(
+    page: Any, server: _Server
+) -> None:
+    # The connection breaks mid-run: the server stops the run and stores it closed (the call
+    # that did not finish gets an error result). The page, which painted a card still waiting
+    # for its result, shows the thread as the server holds it once it can reach it again.
+    wait = WebDriverWait(page, _WAIT)
+    server.held.clear()
+    _new_chat_and_send(page, "hold")
+    wait.until(lambda d: d.find_element(By.ID, "send").text == "Steer")
+    wait.until(lambda d: _texts(d, "#messages details.tool summary") == ["tool hold …"])
+    server.drop_connections()
+    wait.until(lambda d: _shown(d, "#messages details.tool.error"))
+    assert "connection was lost" in page.find_element(By.ID, "status").text
+    stored = page.execute_async_script(
+        "const done = arguments[0];"
+        "fetch(`/api/threads/${localStorage.getItem('goagent.thread')}/messages`)"
+        ".then(r => r.json()).then(d => done(d.messages.map(m => m.role)))"
+    )
+    assert stored == ["user", "assistant", "tool"]
+    assert _texts(page, "#messages .msg.user .text") == ["hold"]
+    card = page.find_element(By.CSS_SELECTOR, "#messages details.tool")
+    assert "error" in card.get_attribute("class")
+    assert card.find_element(By.CSS_SELECTOR, ".result").get_attribute("textContent")

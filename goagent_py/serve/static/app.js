@@ -132,7 +132,7 @@
       const decisions = state.decisions;
       state.decisions = {};
       const how = await streamRun(`/api/threads/${state.thread}/decisions`, { decisions });
-      if (how !== "done" && state.thread) await openThread(state.thread);  // the cards as they are
+      if (how === "refused" && state.thread) await openThread(state.thread);  // the cards as they are
     };
     approve.addEventListener("click", () => decide({ decision: "approve", always: always.checked }));
     deny.addEventListener("click", () => decide({ decision: "deny", message: reason.value.trim() || "The user denied this call." }));
@@ -325,6 +325,7 @@
         if (event.name === "goagent.memory_recall") showMemories(event.value.memories);
         break;
       case "RUN_FINISHED": {
+        ctx.ended = true;
         if (event.outcome && event.outcome.type === "interrupt") {
           for (const i of event.outcome.interrupts) {
             const meta = i.metadata || {};
@@ -338,6 +339,7 @@
         break;
       }
       case "RUN_ERROR":
+        ctx.ended = true;
         status(event.message, true);
         break;
     }
@@ -382,18 +384,42 @@
           if (data) handle(JSON.parse(data), ctx);
         }
       }
-      how = "done";
+      // A stream that ends without RUN_FINISHED or RUN_ERROR was cut (a server shutting down
+      // closes it cleanly).
+      how = ctx.ended ? "done" : "dropped";
     } catch (error) {
       if (error.name !== "AbortError") status(error.message, true);
     } finally {
       setRunning(false);
       state.controller = null;
       if (!$("app").hidden) {
-        await loadThreads();
+        await loadThreads().catch(() => {});
         await loadFacts();
       }
     }
+    if (how === "dropped") await recover(state.thread);
     return how;
+  }
+
+  // The stream broke off (the network, a server restart): the server stopped the run and
+  // stored what it had, which is not what this page painted (events were lost on the way).
+  // Ask until the server answers and the run is over, then show the thread as it holds it.
+  async function recover(thread) {
+    for (let attempt = 0, wait = 250; thread && attempt < 40; attempt++) {
+      if (state.thread !== thread || state.running || $("app").hidden) return;
+      try {
+        const found = await api(`/api/threads/${thread}`);
+        if (!found.running) {
+          await openThread(thread);
+          status("the connection was lost; this is what the server kept", true);
+          return;
+        }
+      } catch (error) {
+        if (error.name !== "TypeError") return;  // an answer (404, 401): nothing to wait for
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      wait = Math.min(wait * 2, 2000);
+    }
   }
 
   async function submit(event) {
