@@ -409,7 +409,8 @@ def test_html_and_markdown_from_the_model_and_tools_stay_text(page: Any) -> None
     for selector in ("#messages .msg.user .text", "#messages .msg.assistant .text"):
         assert _HOSTILE in _texts(page, selector), selector
     assert _texts(page, "#messages details.tool .result")[0] == _HOSTILE
-    assert _HOSTILE[:60] in _texts(page, "#threads li.active")[0]
+    # the thread list is reloaded when the run is over: the title is the message, as text
+    wait.until(lambda d: _HOSTILE[:60] in "".join(_texts(d, "#threads li.active")))
     made = page.execute_script(
         "return document.querySelectorAll('#app img, #app svg, #app style, #app script,"
         " #app a, #app b, #app strong').length"
@@ -448,3 +449,24 @@ def test_after_a_dropped_stream_the_page_shows_what_the_server_kept(
     card = page.find_element(By.CSS_SELECTOR, "#messages details.tool")
     assert "error" in card.get_attribute("class")
     assert card.find_element(By.CSS_SELECTOR, ".result").get_attribute("textContent")
+
+
+def test_another_chat_does_not_open_while_a_run_streams(page: Any, server: _Server) -> None:
+    # The run's events paint the chat on screen: opening another one mid-run would paint them
+    # into it. The page says why instead, and New chat makes no empty thread meanwhile.
+    wait = WebDriverWait(page, _WAIT)
+    server.held.clear()
+    _new_chat_and_send(page, "another one")
+    wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["echo: another one"])
+    _new_chat_and_send(page, "hold")
+    wait.until(lambda d: d.find_element(By.ID, "send").text == "Steer")
+    before = _texts(page, "#threads li")
+    try:
+        page.find_element(By.ID, "new-thread").click()
+        wait.until(lambda d: "wait for it" in d.find_element(By.ID, "status").text)
+        page.find_elements(By.CSS_SELECTOR, "#threads li:not(.active)")[0].click()
+        assert _texts(page, "#messages .msg.user .text") == ["hold"]
+    finally:
+        server.release()
+    wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["after: released"])
+    assert len(_texts(page, "#threads li")) == len(before)  # no empty thread made

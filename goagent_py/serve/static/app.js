@@ -238,8 +238,14 @@
     return threads;
   }
 
+  // While a run streams, its events paint this chat: another thread opens once it is over.
+  const BUSY = "a run is going on here: wait for it, or Stop it, before opening another chat";
+
   async function openThread(id, title) {
-    if (state.running) return;
+    if (state.running) {
+      if (id !== state.thread) status(BUSY);
+      return;
+    }
     state.thread = id;
     state.decisions = {};
     $("thread-title").textContent = title;
@@ -268,6 +274,10 @@
   }
 
   async function newThread() {
+    if (state.running) {
+      status(BUSY);
+      return;
+    }
     const thread = await api("/api/threads", { method: "POST", body: {} });
     await openThread(thread.id, thread.title);
     $("input").focus();
