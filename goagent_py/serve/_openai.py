@@ -288,13 +288,19 @@ def _client_tool(
         context = current_tool_context()
         assert context is not None  # a tool runs inside a call
         loop = asyncio.get_running_loop()
-        pending = live.client_calls.setdefault(context.call.id, loop.create_future())
+        call_id = context.call.id
+        pending = live.client_calls.setdefault(call_id, loop.create_future())
         try:
             return await asyncio.wait_for(asyncio.shield(pending), timeout)
         except TimeoutError:
             raise RuntimeError(  # the model reads it as the call's error result
                 f"the client did not send this call's result within {timeout:g} s"
             ) from None
+        finally:
+            # Taken: a later call with this id (local models' servers number calls per turn)
+            # waits for its own result, not this one's (review9c).
+            if live.client_calls.get(call_id) is pending:
+                del live.client_calls[call_id]
 
     return tool_func(
         name, description or f"{name} (run by the client)", parameters, wait_for_client

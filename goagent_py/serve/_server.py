@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from goagent_py.agent import Agent
 from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError
-from goagent_py.events import AgentEvent, ToolExecutionEnd
+from goagent_py.events import AgentEnd, AgentEvent, ToolExecutionEnd
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
@@ -375,6 +375,7 @@ class Server:
         put = run.queue.put_nowait
         put(run.mapper.started())
         durations: dict[str, float] = {}
+        spent = 0  # model calls since the person last acted: "always" shares one budget
         try:
             streams: list[AsyncIterator[AgentEvent]] = []
             if decisions is not None:
@@ -398,10 +399,17 @@ class Server:
                         self._abort(live, run, run.abort_reason)
                     if isinstance(event, ToolExecutionEnd):
                         durations[event.result.call.id] = round(event.result.duration, 6)
+                    elif isinstance(event, AgentEnd) and not event.path:
+                        spent += event.result.iterations
                     for item in run.mapper.map(event):
                         put(item)
-                # Calls of tools the person approved "always for this thread" go on at once.
-                auto = auto_decisions(live.session.transcript)
+                # Calls of tools the person approved "always for this thread" go on at once,
+                # within the agent's iteration budget for all of them (review9c).
+                auto = auto_decisions(
+                    live.session.transcript,
+                    spent=spent,
+                    budget=live.session.agent.options.max_iterations,
+                )
                 if auto is not None and not run.abort_reason and not streams:
                     run.mapper.resuming(waiting_calls(live.session.transcript))
                     streams.append(live.session.stream_resume(auto))
