@@ -302,7 +302,10 @@ def circuit_breaker_middleware(
     def middleware(next_: DispatchFunc) -> DispatchFunc:
         async def call(tc: ToolCall) -> list[ContentBlock]:
             breaker = breaker_for(tc.name)
-            if not breaker.allow():
+            # The ticket: a verdict of this call counts only while the circuit has not opened
+            # since it was let through (parallel calls outlive the state they started in).
+            ticket = breaker.admit()
+            if ticket is None:
                 open_until = breaker.open_until()
                 log.warning(
                     "circuit breaker open: tool=%s until=%s", tc.name, open_until.isoformat()
@@ -314,20 +317,20 @@ def circuit_breaker_middleware(
                 result = await next_(tc)
             except asyncio.CancelledError as exc:
                 if exc.args and exc.args[0] == _TIMEOUT_CANCEL:
-                    breaker.record_failure()
+                    breaker.record_failure(ticket)
                 else:
-                    breaker.release_probe()
+                    breaker.release_probe(ticket)
                 raise
             except Exception as exc:
                 if _not_a_failure(exc):
-                    breaker.release_probe()
+                    breaker.release_probe(ticket)
                 else:
-                    breaker.record_failure()
+                    breaker.record_failure(ticket)
                 raise
             except BaseException:
-                breaker.release_probe()
+                breaker.release_probe(ticket)
                 raise
-            breaker.record_success()
+            breaker.record_success(ticket)
             return result
 
         return call
