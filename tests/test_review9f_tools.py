@@ -1,0 +1,58 @@
+"""What a tool function returns that is not yet a value (review9f).
+
+A tool function that returns a coroutine (a sync function calling an async helper, or an async
+one that forgot an ``await``) had it written out as ``"<coroutine object ...>"``, a success the
+model read, or refused as "must return str, got coroutine"; either way never awaited.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from goagent_py import Agent, tool, tool_func
+from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+
+
+async def _lookup(city: str) -> str:
+    return f"sunny in {city}"
+
+
+async def _tool_message(t: Any, args: dict[str, Any]) -> tuple[str, bool]:
+    provider = ScriptedProvider(
+        tool_call_response((t.definition.name, args)), text_response("done")
+    )
+    agent = Agent(provider=provider, tools=[t], model="m")
+    result = await agent.run("go")
+    (message,) = [m for m in result.messages if m.role == "tool"]
+    return message.text, message.is_error
+
+
+async def test_a_sync_tool_returning_a_coroutine_gets_the_awaited_value_to_the_model() -> None:
+    @tool
+    def weather(city: str) -> str:
+        """Weather.
+
+        Args:
+            city: the city.
+        """
+        return _lookup(city)  # type: ignore[return-value]  # an async helper, called
+
+    assert await _tool_message(weather, {"city": "Oslo"}) == ("sunny in Oslo", False)
+
+
+async def test_a_sync_function_returning_a_coroutine_gets_its_value_to_the_model() -> None:
+    t = tool_func("weather", "Weather.", None, lambda args: _lookup("Rome"))
+    assert await _tool_message(t, {}) == ("sunny in Rome", False)
+
+
+async def test_an_async_tool_that_returns_a_coroutine_gets_the_awaited_value() -> None:
+    @tool
+    async def weather(city: str) -> str:
+        """Weather.
+
+        Args:
+            city: the city.
+        """
+        return _lookup(city)  # type: ignore[return-value]  # a forgotten await
+
+    assert await _tool_message(weather, {"city": "Kyiv"}) == ("sunny in Kyiv", False)
