@@ -566,7 +566,9 @@ class Dispatcher:
                 "tool dispatch failed: tool=%s duration=%.4fs error=%s",
                 call.name,
                 duration,
-                redact(str(failure)),  # a tool's error may quote a key (a URL, a header)
+                # A tool's error may quote a key (a URL, a header); a middleware's own error is
+                # told as the error result tells it (its __str__ may raise: foreign code).
+                redact(str(failure if failure is error else error)),
             )
         elif self._logger.isEnabledFor(logging.DEBUG):  # one call fewer when it is off
             self._logger.debug("tool dispatch: tool=%s duration=%.4fs", call.name, duration)
