@@ -56,6 +56,7 @@ from goagent_py.messages import (
     Usage,
     build_codec,
 )
+from goagent_py.resilience._retry import _transient_verdict
 from goagent_py.results import ToolResult
 from goagent_py.tool_context import ToolContext, _current
 from goagent_py.tools import Tool
@@ -188,10 +189,17 @@ async def _heartbeating(work: Awaitable[T]) -> T:
 
 
 def _retryable(error: BaseException) -> bool:
-    """A tool's failure is data for the model, not retried, except what a retry can cure: a
-    connection error or a timeout raised inside the tool, and an MCP server out of reach. The
-    agent's own tool timeout is final, as in a plain run (it bounds the call)."""
+    """A tool's failure is data for the model, not retried, except what a retry can cure: what
+    the tool marks transient (:class:`TransientError`, read as ``tool_retry`` reads it: the
+    tool's word wins, so a tool whose call may have had its effect says it is not safe to
+    retry), else a connection error or a timeout raised inside the tool, and an MCP server out
+    of reach. The agent's own tool timeout is final, as in a plain run (it bounds the call)."""
     cause = error.cause if isinstance(error, ToolExecutionError) else None
+    if cause is None:
+        return False
+    verdict = _transient_verdict(cause)
+    if verdict is not None:
+        return verdict
     if isinstance(cause, MCPServerRestartedError):
         return False  # a call that may have run, on a tool that is not idempotent
     return isinstance(cause, ConnectionError | TimeoutError | MCPConnectionError)
