@@ -9,7 +9,9 @@ kind of tool alike (function tools, MCP tools, agents as tools).
 
 What the breaker counts as a failure: any error out of the layers inside it (tool exceptions,
 recovered panics, timeouts, errors of custom middlewares, a retry's final error). Not failures:
-the model's bad arguments, an unknown tool, a blocked call, and cancellation by the caller.
+the model's bad arguments, an unknown tool, a blocked call, cancellation by the caller, and a
+timeout while the call still waited for the rate limit (the tool never ran). Only calls admitted
+since the circuit last opened count: an older parallel call's outcome is ignored.
 """
 
 from __future__ import annotations

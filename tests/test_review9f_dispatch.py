@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pickle
 
-from goagent_py.dispatch import Dispatcher
-from goagent_py.errors import ToolExecutionError
+from goagent_py.dispatch import CircuitBreakerConfig, Dispatcher, RateLimitConfig
+from goagent_py.errors import ToolExecutionError, ToolTimeoutError
 from goagent_py.messages import ToolCall
 from goagent_py.tools import tool
 
@@ -52,3 +52,30 @@ async def test_a_middleware_error_whose_str_raises_is_an_error_result_not_a_cras
     assert isinstance(result.error, ToolExecutionError)
     assert isinstance(result.error.cause, UnprintableError)
     assert result.content[0].text.startswith("Error: tool 'fine' failed: UnprintableError")
+
+
+async def test_calls_timing_out_in_the_rate_limit_queue_do_not_open_the_circuit() -> None:
+    ran: list[str] = []
+
+    @tool
+    def healthy() -> str:
+        """Always works."""
+        ran.append("healthy")
+        return "ok"
+
+    dispatcher = Dispatcher(
+        {"healthy": healthy},
+        timeout=0.05,
+        circuit_breaker=CircuitBreakerConfig(max_failures=2, reset_timeout=3600),
+        # One call now, the next in 1,000 s: the queued calls end at the timeout, waiting.
+        rate_limit=RateLimitConfig(rate=0.001, burst=1),
+    )
+    first = await dispatcher.execute(ToolCall("c1", "healthy", {}))
+    assert first.error is None
+    for i in (2, 3):
+        queued = await dispatcher.execute(ToolCall(f"c{i}", "healthy", {}))
+        assert isinstance(queued.error, ToolTimeoutError)
+    # The tool never failed: its circuit is closed (the call waits for a token again).
+    fourth = await dispatcher.execute(ToolCall("c4", "healthy", {}))
+    assert isinstance(fourth.error, ToolTimeoutError)
+    assert ran == ["healthy"]
