@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from goagent_py import Agent, tool, tool_func
+from goagent_py import Agent, RetryPolicy, retry_tool, tool, tool_func
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 
 
@@ -56,3 +56,24 @@ async def test_an_async_tool_that_returns_a_coroutine_gets_the_awaited_value() -
         return _lookup(city)  # type: ignore[return-value]  # a forgotten await
 
     assert await _tool_message(weather, {"city": "Kyiv"}) == ("sunny in Kyiv", False)
+
+
+async def test_a_tool_wrapped_by_retry_tool_still_waits_for_its_approval() -> None:
+    ran: list[str] = []
+
+    def delete(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: the file.
+        """
+        ran.append(path)
+        return "deleted"
+
+    wrapped = retry_tool(tool(delete, requires_approval=True), RetryPolicy(max_attempts=3))
+    provider = ScriptedProvider(
+        tool_call_response(("delete", {"path": "notes.txt"})), text_response("done")
+    )
+    result = await Agent(provider=provider, tools=[wrapped], model="m").run("go")
+    assert ran == []  # the call waits for a person, as the unwrapped tool's does
+    assert [p.call.name for p in result.pending] == ["delete"]
