@@ -7,6 +7,7 @@ model read, or refused as "must return str, got coroutine"; either way never awa
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from goagent_py import Agent, RetryPolicy, retry_tool, tool, tool_func
@@ -77,3 +78,19 @@ async def test_a_tool_wrapped_by_retry_tool_still_waits_for_its_approval() -> No
     result = await Agent(provider=provider, tools=[wrapped], model="m").run("go")
     assert ran == []  # the call waits for a person, as the unwrapped tool's does
     assert [p.call.name for p in result.pending] == ["delete"]
+
+
+async def test_a_sync_tool_raising_stop_iteration_gets_an_error_result() -> None:
+    # ``next()`` on an empty iterator: a Future refuses StopIteration, so the worker's outcome
+    # was never delivered and the call waited forever (the bound here only ends a failing test).
+    @tool
+    def first_order() -> str:
+        """The first open order."""
+        return str(next(iter([])))
+
+    async with asyncio.timeout(60):
+        text, is_error = await _tool_message(first_order, {})
+    assert is_error
+    assert (
+        text == "Error: tool 'first_order' failed: RuntimeError: tool function raised StopIteration"
+    )
