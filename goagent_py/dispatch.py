@@ -346,7 +346,8 @@ def recovery_middleware(next_: DispatchFunc) -> DispatchFunc:
     The exception becomes the error's ``cause`` and ``__cause__``, its formatted traceback the
     error's ``traceback`` (for logs; the model reads only the message). A :class:`ToolError`
     passes through as it is, and so do ``BaseException``s (cancellation, KeyboardInterrupt,
-    SystemExit).
+    SystemExit); only a ``CancelledError`` no one asked the call's task for (the tool let out
+    one of something it awaited) is the tool's error.
     """
 
     async def call(tc: ToolCall) -> list[ContentBlock]:
@@ -356,8 +357,21 @@ def recovery_middleware(next_: DispatchFunc) -> DispatchFunc:
             raise
         except Exception as exc:
             raise _recovered(tc, exc) from exc
+        except asyncio.CancelledError as exc:
+            if _unasked(exc):
+                raise _recovered(tc, exc) from exc
+            raise
 
     return call
+
+
+def _unasked(exc: asyncio.CancelledError) -> bool:
+    """Whether ``exc`` is a CancelledError no one asked the running task for: the tool awaited
+    something cancelled elsewhere (a task of its own, a future) and let it out. That is the
+    tool's failure, an error result; a cancellation of the call (the run cancelled or aborted,
+    the tool timeout) always has the task's cancel request behind it, and propagates."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0
 
 
 def _chain(base: DispatchFunc, middlewares: Sequence[DispatchMiddleware]) -> DispatchFunc:
@@ -375,7 +389,7 @@ def error_text(error: BaseException) -> str:
     return f"Error: {error}"
 
 
-def _recovered(tc: ToolCall, exc: Exception) -> ToolExecutionError:
+def _recovered(tc: ToolCall, exc: BaseException) -> ToolExecutionError:
     """What exception recovery makes of ``exc``, raised by the tool of ``tc`` (call it in the
     ``except`` block: it takes the traceback being handled)."""
     return ToolExecutionError(tc.name, tc.arguments, exc, traceback.format_exc())
@@ -501,6 +515,10 @@ class Dispatcher:
             raise
         except Exception as exc:
             raise _recovered(tc, exc) from exc
+        except asyncio.CancelledError as exc:
+            if _unasked(exc):
+                raise _recovered(tc, exc) from exc
+            raise
 
     async def execute(
         self, call: ToolCall, *, validated: dict[str, Any] | None = None
@@ -538,6 +556,10 @@ class Dispatcher:
                     raise
                 except Exception as exc:
                     raise _recovered(call, exc) from exc
+                except asyncio.CancelledError as exc:
+                    if _unasked(exc):
+                        raise _recovered(call, exc) from exc
+                    raise
             else:
                 if validated is not None:
                     # A middleware may change the arguments in place: the tool gets the loop's

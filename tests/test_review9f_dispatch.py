@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 
+import pytest
+
+from goagent_py import Agent
 from goagent_py.dispatch import CircuitBreakerConfig, Dispatcher, RateLimitConfig
 from goagent_py.errors import ToolExecutionError, ToolTimeoutError
 from goagent_py.messages import ToolCall
+from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 from goagent_py.tools import tool
 
 
@@ -79,3 +84,54 @@ async def test_calls_timing_out_in_the_rate_limit_queue_do_not_open_the_circuit(
     fourth = await dispatcher.execute(ToolCall("c4", "healthy", {}))
     assert isinstance(fourth.error, ToolTimeoutError)
     assert ran == ["healthy"]
+
+
+@tool
+async def awaits_a_cancelled_task() -> str:
+    """Awaits a task that something else cancelled: its CancelledError leaks out."""
+    inner = asyncio.create_task(asyncio.sleep(3600))
+    await asyncio.sleep(0)
+    inner.cancel()
+    return await inner
+
+
+@tool
+async def sibling() -> str:
+    """Works."""
+    return "fine"
+
+
+async def test_a_cancelled_error_no_one_sent_the_call_is_the_tools_error() -> None:
+    # Nobody cancelled the run or the call: the tool's own CancelledError is its failure, an
+    # error result, not a cancellation of the whole run that its caller never asked for.
+    provider = ScriptedProvider(
+        tool_call_response(("awaits_a_cancelled_task", {}), ("sibling", {})),
+        text_response("done"),
+    )
+    agent = Agent(provider=provider, tools=[awaits_a_cancelled_task, sibling], model="m")
+    result = await agent.run("go")
+    assert result.text == "done"
+    results = [(m.text, m.is_error) for m in result.messages if m.role == "tool"]
+    assert results == [
+        ("Error: tool 'awaits_a_cancelled_task' failed: CancelledError", True),
+        ("fine", False),
+    ]
+
+
+async def test_a_dispatcher_call_that_is_cancelled_still_raises_cancelled_error() -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def waits() -> str:
+        """Waits."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    for dispatcher in (Dispatcher({"waits": waits}), Dispatcher({"waits": waits}, timeout=3600)):
+        started.clear()
+        task = asyncio.create_task(dispatcher.execute(ToolCall("c1", "waits", {})))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
