@@ -53,6 +53,7 @@ from goagent_py.resilience import (
 )
 from goagent_py.resilience import rate_limit as _rate_limit
 from goagent_py.results import ToolResult
+from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import FunctionTool, Tool
 
 __all__ = [
@@ -255,6 +256,11 @@ def timeout_middleware(seconds: float, hooks: Hooks | None = None) -> DispatchMi
                 raise
             if task in done:
                 return task.result()
+            # Given up on: the tool's context says so before the cancel arrives, for an async
+            # tool that outlives it (one that swallows the cancel) as for a sync one's thread.
+            context = current_tool_context()
+            if context is not None:
+                context.cancel_event.set()
             task.cancel(_TIMEOUT_CANCEL)
             # The call's own outcome no longer matters, even if it ends after being abandoned.
             task.add_done_callback(_discard_outcome)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pickle
 
 import pytest
@@ -12,6 +13,7 @@ from goagent_py.dispatch import CircuitBreakerConfig, Dispatcher, RateLimitConfi
 from goagent_py.errors import ToolExecutionError, ToolTimeoutError
 from goagent_py.messages import ToolCall
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import tool
 
 
@@ -135,3 +137,24 @@ async def test_a_dispatcher_call_that_is_cancelled_still_raises_cancelled_error(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_an_async_tool_that_outlives_its_timeout_sees_its_call_cancelled() -> None:
+    seen: list[bool] = []
+
+    @tool
+    async def stubborn() -> str:
+        """Swallows its cancellation and goes on (as some libraries do)."""
+        ctx = current_tool_context()
+        assert ctx is not None
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+        seen.append(ctx.cancelled)  # a long job polls this to stop: the call was given up on
+        return "late"
+
+    provider = ScriptedProvider(tool_call_response(("stubborn", {})), text_response("done"))
+    agent = Agent(provider=provider, tools=[stubborn], model="m", tool_timeout=0.05)
+    result = await agent.run("go")
+    (message,) = [m for m in result.messages if m.role == "tool"]
+    assert message.text == "Error: tool 'stubborn' timed out after 0.05s"
+    assert seen == [True]
