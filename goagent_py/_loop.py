@@ -30,6 +30,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from goagent_py._call_gates import (
     after_call,
+    checked_arguments,
     gate_reason,
     prepared_call,
     take_place,
@@ -799,18 +800,15 @@ class Run:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
         shown = call
-        validated: dict[str, Any] | None = None
-        validate = getattr(tool, "validate_arguments", None)
-        if validate is not None:
-            try:
-                validated = validate(dict(call.arguments))
-            except ToolArgumentsError as exc:
-                put(ToolExecutionStart(call, path=self.path))
-                return await self._after(error_result(call, exc))
-            # The call as validated, for whom sees it (the start event, a gate); a quiet run
-            # without a gate shows it to nobody.
-            if self.loud or o.before_tool_call is not None:
-                shown = with_arguments(call, validated)
+        try:
+            validated = checked_arguments(tool, call)
+        except ToolArgumentsError as exc:
+            put(ToolExecutionStart(call, path=self.path))
+            return await self._after(error_result(call, exc))
+        # The call as validated, for whom sees it (the start event, a gate); a quiet run without
+        # a gate shows it to nobody.
+        if validated is not None and (self.loud or o.before_tool_call is not None):
+            shown = with_arguments(call, validated)
         if self.loud:
             put(ToolExecutionStart(shown, path=self.path))
         reason: str | None = None
@@ -1145,10 +1143,8 @@ class Run:
         try:
             if prepare is not None:
                 call = await prepared_call(prepare, call)
-            validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
-            if validate is not None:
-                call = with_arguments(call, validate(dict(call.arguments)))
-            return call
+            validated = checked_arguments(self.dispatcher.tool(call.name), call)
+            return call if validated is None else with_arguments(call, validated)
         except ToolArgumentsError:
             return None
 
@@ -1272,6 +1268,10 @@ class Run:
         stop = False
         kept = kept_results(resume.record)
         states = resume.record.get("inner") or {}
+        # What a person approved is what the record showed them (validated, defaults filled):
+        # never the message's raw arguments, validated again by the tool this process has,
+        # nor a stored call changed while it waited (review9c).
+        asked = {p.id: p for p in resume.pending if not p.via}
         for index, call in enumerate(calls):
             if call.id in kept:
                 m = kept[call.id]
@@ -1294,6 +1294,11 @@ class Run:
                 )
             elif isinstance(decision, Approve) and decision.arguments is not None:
                 to_run.append((index, with_arguments(call, dict(decision.arguments))))
+            elif isinstance(decision, Approve) and call.id in asked:
+                shown = asked[call.id]
+                to_run.append(
+                    (index, replace(call, name=shown.name, arguments=dict(shown.arguments)))
+                )
             else:
                 to_run.append((index, call))
         for result in results:
@@ -1992,6 +1997,7 @@ class Run:
         closed): persist the well-formed turn with a note and raise, as the iteration budget
         does (rule 6). Before, nothing was stored: a tool that ran (a refund) was in the error's
         ``run_result`` and not in the conversation, and a retry from memory ran it again."""
+        self.iterations -= 1  # the refused call was counted when its turn began, never made
         yield FinalResponse(self.last_text, self.iterations, path=self.path)
         note = Message(
             Role.ASSISTANT,

@@ -195,6 +195,16 @@ class _FactoryProbe:
 _FACTORY: Any = _FactoryProbe.__init__.__defaults__[0]  # type: ignore[index]
 
 
+INVALID_ARGUMENTS_KEY = "__invalid_arguments__"
+"""Key of the arguments a provider gives a tool call whose JSON from the model is malformed.
+
+``ToolCall(arguments={INVALID_ARGUMENTS_KEY: raw_text})``: the call still reaches the agent,
+which runs no tool on it; the model reads an error result that quotes its text and asks for one
+JSON object (``goagent_py._call_gates.checked_arguments``) instead of the run crashing. A
+``prepare_arguments`` repair sees the call first and may mend it.
+"""
+
+
 @dataclass(slots=True, frozen=True)
 class ToolCall:
     """A call the model asks for; ``id`` links it to its result."""
@@ -411,10 +421,13 @@ def _plain_json(messages: list[Message]) -> bytes:
     import json  # cheap, and often imported already
 
     out = [_plain_message(m) for m in messages]
+    text = json.dumps(out, ensure_ascii=False, separators=(",", ":"))
     try:
-        return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
-    except UnicodeEncodeError:  # a lone surrogate: pydantic says what is wrong with it
-        raise _NotPlain from None
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate: a file name os.listdir() decoded with surrogateescape, in a tool's
+        # result. It is written as U+FFFD, so the turn is stored (pydantic would refuse it).
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
 
 
 def _plain_message(m: Message) -> dict[str, Any]:

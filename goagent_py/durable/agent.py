@@ -31,6 +31,7 @@ from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.guardrails import guardrail_name
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol
+from goagent_py.memory.storage._parts import check_session_id
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.provider import Provider
 from goagent_py.results import PendingCall
@@ -405,6 +406,7 @@ class DurableAgent:
 
         from temporalio.exceptions import WorkflowAlreadyStartedError
 
+        check_session_id(session_id, "DurableAgent.start")
         if exclusive:
             if workflow_id is not None:
                 raise ConfigurationError("DurableAgent.start: exclusive= sets the workflow id")
@@ -556,6 +558,7 @@ class DurableAgent:
         """
         from ._workflow import run_in_workflow
 
+        check_session_id(session_id, "DurableAgent.run")
         content = [TextBlock(prompt)] if isinstance(prompt, str) else list(prompt)
         return DurableResult.from_data(
             await run_in_workflow(
