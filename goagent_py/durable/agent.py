@@ -170,7 +170,10 @@ class DurableAgent:
         long_term_memory: the workers' long-term memory (None: the agent's own). Recall and
             store run only if the app process's definition has one too.
         model_timeout: seconds one model call may take before it is retried.
-        tool_timeout: seconds one tool call may take before it is retried.
+        tool_timeout: seconds one tool call's activity may take. A live worker gives the call
+            up a little before (at 80%, or 5 s before, whichever is later) with a
+            ``ToolTimeoutError`` the model reads, not retried (a slow tool would run again); a
+            call on a worker that died is retried.
         heartbeat_timeout: seconds without a heartbeat after which a call is retried on
             another worker (activities heartbeat while they wait); None: only the timeouts.
         max_attempts: attempts per model or tool call (1 = no retry).
