@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+from goagent_py._describe import described, message_of
 from goagent_py._records import tool_call
 from goagent_py.approvals import RunContext
 from goagent_py.errors import ToolArgumentsError
@@ -73,7 +74,9 @@ async def prepared_call(prepare: PrepareArguments, call: ToolCall) -> ToolCall:
     try:
         repaired = await _resolved(prepare(call))
     except Exception as exc:
-        raise ToolArgumentsError(call.name, f"preparing the arguments failed: {exc}") from exc
+        raise ToolArgumentsError(
+            call.name, f"preparing the arguments failed: {message_of(exc)}"
+        ) from exc
     return call if repaired is None else with_arguments(call, dict(repaired))
 
 
@@ -126,8 +129,8 @@ async def gate_reason(
             verdict = gate(call)
         reason = await _resolved(verdict)
     except Exception as exc:
-        logger.warning("before_tool_call raised; the call is blocked: %s", exc)
-        return f"the approval check failed ({type(exc).__name__}: {exc})"
+        logger.warning("before_tool_call raised; the call is blocked: %s", message_of(exc))
+        return f"the approval check failed ({described(exc)})"
     return None if reason is None else str(reason)
 
 
@@ -138,6 +141,6 @@ async def after_call(
     try:
         replacement = await _resolved(after(result))
     except Exception as exc:
-        logger.warning("after_tool_call raised; the result is kept: %s", exc)
+        logger.warning("after_tool_call raised; the result is kept: %s", message_of(exc))
         return result
     return result if replacement is None else replacement

@@ -37,6 +37,7 @@ from goagent_py._call_gates import (
     with_arguments,
 )
 from goagent_py._control import AbortMode, RunControl
+from goagent_py._describe import described, message_of
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
 from goagent_py._records import run_result, text_of
@@ -442,7 +443,9 @@ class Run:
             return
         except Exception as exc:
             yield MemoryRecall([], time.perf_counter() - start, exc, path=self.path)
-            raise MemoryStoreError(f"retrieving long-term context failed: {exc}") from exc
+            raise MemoryStoreError(
+                f"retrieving long-term context failed: {message_of(exc)}"
+            ) from exc
         yield MemoryRecall(recalled, time.perf_counter() - start, path=self.path)
         if recalled:
             self._recalled = recall_message(recalled)
@@ -462,7 +465,7 @@ class Run:
                 past = past + closing
         except Exception as exc:
             yield HistoryLoad(0, time.perf_counter() - start, exc, path=self.path)
-            raise MemoryStoreError(f"loading short-term history failed: {exc}") from exc
+            raise MemoryStoreError(f"loading short-term history failed: {message_of(exc)}") from exc
         yield HistoryLoad(len(past), time.perf_counter() - start, path=self.path)
         self._history = past
 
@@ -497,7 +500,7 @@ class Run:
                         await _whole(o.short_term_memory.append(*to_store))
                 except Exception as exc:
                     error = exc
-                    self.log.warning("short-term memory append failed: %s", exc)
+                    self.log.warning("short-term memory append failed: %s", message_of(exc))
                 duration = time.perf_counter() - start
                 yield HistoryAppend(len(to_store), duration, error, path=self.path)
         if o.long_term_memory is not None and final is not None and self.prompt:
@@ -513,7 +516,7 @@ class Run:
                 self.log.warning("the run was aborted while its write policy decided")
                 return
             except Exception as exc:
-                self.log.warning("write policy failed; nothing stored: %s", exc)
+                self.log.warning("write policy failed; nothing stored: %s", message_of(exc))
                 return
             if chosen is None:
                 return
@@ -527,7 +530,7 @@ class Run:
                 self.log.warning("%s", error)
             except Exception as exc:
                 error = exc
-                self.log.warning("long-term memory store failed: %s", exc)
+                self.log.warning("long-term memory store failed: %s", message_of(exc))
             duration = time.perf_counter() - start
             yield MemoryStore(len(chosen), duration, error, path=self.path)
 
@@ -666,10 +669,10 @@ class Run:
                 time.perf_counter() - start, error=exc, iteration=iteration, path=self.path
             )
             yield failed
-            self.log.warning("provider error: %s", exc)
+            self.log.warning("provider error: %s", message_of(exc))
             if isinstance(exc, ProviderError):
                 raise
-            raise ProviderError(f"{type(exc).__name__}: {exc}") from exc
+            raise ProviderError(described(exc)) from exc
         yield (
             ModelResponse(
                 time.perf_counter() - start,
@@ -724,7 +727,7 @@ class Run:
         )
         if isinstance(exc, ProviderError):
             return failed, exc
-        error = ProviderError(f"{type(exc).__name__}: {exc}")
+        error = ProviderError(described(exc))
         error.__cause__ = exc
         error.__context__ = exc
         return failed, error
@@ -1187,7 +1190,7 @@ class Run:
                     context = self._run_context(message, iteration)
                     need = bool(await _maybe_await(policy(shown, context)))
             except Exception as exc:
-                self.log.warning("the approval check raised; the call waits: %s", exc)
+                self.log.warning("the approval check raised; the call waits: %s", message_of(exc))
                 need = True
             if need:
                 held.append(PendingCall(shown, "approval", deadline))
@@ -1252,7 +1255,9 @@ class Run:
         try:
             await memory.update_where(match, update)
         except Exception as exc:
-            raise MemoryStoreError(f"storing the calls that wait failed: {exc}") from exc
+            raise MemoryStoreError(
+                f"storing the calls that wait failed: {message_of(exc)}"
+            ) from exc
 
     async def _resumed(
         self, messages: list[Message], resume: Resumed
@@ -1655,7 +1660,7 @@ class Run:
                         _check_response(response)
                     except Exception as exc:
                         quiet_failure = self._model_failure(exc, start, i)[1]
-                        self.log.warning("provider error: %s", exc)
+                        self.log.warning("provider error: %s", message_of(exc))
                     if quiet_failure is not None:  # raised here, as the loud path raises it
                         raise quiet_failure
                 elif self.control is None and not self.streaming:
@@ -1665,7 +1670,7 @@ class Run:
                         yield reported
                     if failure is not None:
                         error = reported.error if reported is not None else failure
-                        self.log.warning("provider error: %s", error)
+                        self.log.warning("provider error: %s", message_of(error or failure))
                         raise failure
                 else:
                     async with contextlib.aclosing(self._call_model(i, request)) as items:
@@ -1845,7 +1850,7 @@ class Run:
             async for _ in self._persist(None):
                 pass
         except Exception as exc:  # the run's own error is what the caller gets
-            self.log.warning("storing the interrupted turn failed: %s", exc)
+            self.log.warning("storing the interrupted turn failed: %s", message_of(exc))
 
     def _close_open(self, messages: list[Message], reason: str) -> Message | None:
         """Keep the partial answer streamed so far and give every open call a result (the
@@ -1956,7 +1961,7 @@ class Run:
         except _Abort:
             raise
         except Exception as exc:
-            self.log.warning("should_stop raised; the run goes on: %s", exc)
+            self.log.warning("should_stop raised; the run goes on: %s", message_of(exc))
         return False
 
     async def _should_stop(self, state: TurnState) -> bool:

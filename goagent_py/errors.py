@@ -47,6 +47,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from goagent_py._describe import described
+
 __all__ = [
     "ApprovalConflictError",
     "ApprovalError",
@@ -310,17 +312,6 @@ class ToolArgumentsError(ToolError):
         return self._reduce_with(self.tool_name, self.details)
 
 
-def _described(error: BaseException) -> str:
-    """``"Type: message"`` (``"Type"`` when the message is empty) for an exception raised by
-    code we do not own: one whose ``__str__`` raises is described, never replaced by that
-    second error (the model and the logs would read an error the tool never raised)."""
-    try:
-        text = str(error)
-    except Exception as exc:  # any failure of foreign code: described instead
-        text = f"<str() failed: {type(exc).__name__}>"
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
-
-
 class ToolExecutionError(ToolError):
     """A tool raised: ``cause`` is what it raised (also ``__cause__``).
 
@@ -343,7 +334,7 @@ class ToolExecutionError(ToolError):
         self.arguments = dict(arguments)
         self.cause = cause
         self.traceback = traceback
-        detail = _described(cause)
+        detail = described(cause)
         super().__init__(f"tool {tool_name!r} failed: {detail}")
         self.__cause__ = cause
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from goagent_py._describe import described
 from goagent_py.errors import GuardrailTripped
 from goagent_py.messages import Message, Role, TextBlock
 from goagent_py.provider import CompletionRequest, Provider
@@ -91,7 +92,7 @@ async def decide(
         if inspect.isawaitable(verdict):
             verdict = await verdict
     except Exception as exc:
-        return GuardrailResult(True, f"the guardrail failed ({type(exc).__name__}: {exc})")
+        return GuardrailResult(True, f"the guardrail failed ({described(exc)})")
     if verdict is None or verdict is False:
         return GuardrailResult(False)
     if verdict is True:

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from goagent_py._describe import described
 from goagent_py.agent_tool import _PROMPT_SCHEMA
 from goagent_py.budget import Budget, BudgetExceededError, active_budgets
 from goagent_py.errors import ConfigurationError, GoAgentError, ToolArgumentsError
@@ -349,7 +350,7 @@ class StepFailedError(OrchestrationError):
     def __init__(self, path: tuple[str, ...], cause: BaseException) -> None:
         self.path = tuple(path)
         self.cause = cause
-        super().__init__(f"node {'/'.join(self.path)!r} failed: {type(cause).__name__}: {cause}")
+        super().__init__(f"node {'/'.join(self.path)!r} failed: {described(cause)}")
         self.__cause__ = cause
 
     def __reduce__(self) -> Any:

@@ -24,6 +24,7 @@ from opentelemetry.metrics import Meter, MeterProvider, get_meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
+from goagent_py._describe import message_of
 from goagent_py._redact import redact
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
@@ -83,7 +84,7 @@ def set_error(span: Span, error: BaseException, *, capture: bool) -> str:
     kind = sc.error_type(error)
     span.set_attribute(sc.ERROR_TYPE, kind)
     if capture:
-        message = redact(str(error))
+        message = redact(message_of(error))
         stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         span.add_event(
             "exception",
