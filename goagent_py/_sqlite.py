@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, MissingExtraError
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ async def in_file_thread(path: str, fn: Callable[[], T]) -> T:
     """Run the blocking SQLite read ``fn`` on the file ``path`` in a worker thread (the
     shared pool: readers of a WAL file never wait on each other). Writes go through
     :func:`write_in_file`. A cancelled caller does not stop a started call."""
-    return await asyncio.to_thread(fn)
+    return await to_thread(fn)
 
 
 class NotHere:

@@ -20,12 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any, TypeVar, cast
 
-__all__ = ["IDLE_SECONDS", "run_in_thread", "run_named"]
+__all__ = ["IDLE_SECONDS", "run_in_thread", "run_named", "to_thread"]
 
 T = TypeVar("T")
 
@@ -77,12 +79,12 @@ class _DaemonPool:
 _POOL = _DaemonPool(IDLE_SECONDS)
 
 
-def _deliverable(error: BaseException) -> BaseException:
+def _deliverable(error: BaseException, what: str = "tool function") -> BaseException:
     """``error`` as a Future takes it: a Future refuses StopIteration (``set_exception`` raises
     TypeError, and the call would never end), so it becomes a RuntimeError, as a coroutine's
     does (``next()`` on an empty iterator in a sync tool)."""
     if isinstance(error, StopIteration):
-        wrapped = RuntimeError("tool function raised StopIteration")
+        wrapped = RuntimeError(f"{what} raised StopIteration")
         wrapped.__cause__ = error
         return wrapped
     return error
@@ -131,3 +133,25 @@ async def run_named(label: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
 
     _POOL.submit(job)
     return await future
+
+
+def _stopless(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    try:
+        return fn(*args, **kwargs)
+    except StopIteration as exc:
+        raise _deliverable(exc, getattr(fn, "__qualname__", "the function")) from exc
+
+
+async def to_thread(
+    fn: Callable[..., T], /, *args: Any, executor: Executor | None = None, **kwargs: Any
+) -> T:
+    """``asyncio.to_thread`` (or ``run_in_executor(executor, ...)``) for library work: a
+    StopIteration ``fn`` raises arrives as a RuntimeError, as from :func:`run_in_thread`.
+
+    Every blocking call the package sends to a thread goes through here: ``asyncio.to_thread``
+    hands the StopIteration to a Future that refuses it, and the awaiting task hangs for good.
+    """
+    call = functools.partial(_stopless, fn, *args, **kwargs)
+    if executor is None:
+        return await asyncio.to_thread(call)
+    return await asyncio.get_running_loop().run_in_executor(executor, call)

@@ -46,6 +46,7 @@ from typing import Any
 
 from goagent_py._json_schema import recursive_def
 from goagent_py._json_text import loads
+from goagent_py._workers import to_thread
 from goagent_py.errors import (
     ConfigurationError,
     MissingExtraError,
@@ -360,7 +361,7 @@ class LlamaCppProvider:
 
     async def load(self) -> None:
         """Load the model now (in a worker thread) instead of on the first call."""
-        await asyncio.to_thread(self._load)
+        await to_thread(self._load)
 
     def close(self) -> None:
         """Free the model (it loads again if the provider is used afterwards)."""
@@ -371,7 +372,7 @@ class LlamaCppProvider:
 
     async def aclose(self) -> None:
         """Free the model, in a worker thread (waits for a running call to finish)."""
-        await asyncio.to_thread(self.close)
+        await to_thread(self.close)
 
     async def __aenter__(self) -> LlamaCppProvider:
         return self
@@ -477,7 +478,7 @@ class LlamaCppProvider:
         kwargs = self._kwargs(request)
         stop = threading.Event()
         try:
-            result = await asyncio.to_thread(self._complete_sync, kwargs, stop)
+            result = await to_thread(self._complete_sync, kwargs, stop)
         except asyncio.CancelledError:
             stop.set()  # the worker stops at its next token and lets the lock go
             raise
@@ -543,7 +544,7 @@ class LlamaCppProvider:
 
         async def produce() -> None:
             try:
-                await asyncio.to_thread(self._stream_sync, kwargs, emit, stop)
+                await to_thread(self._stream_sync, kwargs, emit, stop)
             except Exception as exc:  # handed to the consumer, which raises it
                 queue.put_nowait(("error", exc))
             finally:

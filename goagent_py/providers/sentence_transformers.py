@@ -23,7 +23,6 @@ Otherwise the model loads on torch as above, and batches go through ``encode``.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import logging
 import os
@@ -35,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, MissingExtraError, NoEmbeddableContentError
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.providers._st_export import (
@@ -367,7 +367,7 @@ class SentenceTransformerEmbedder:
 
     async def load(self) -> None:
         """Import sentence-transformers and load the model now (in a worker thread)."""
-        await asyncio.to_thread(self._load)
+        await to_thread(self._load)
 
     @property
     def dimensions(self) -> int:
@@ -455,7 +455,7 @@ class SentenceTransformerEmbedder:
         items = [str(t) for t in texts]
         if not items:
             return []
-        return await asyncio.to_thread(self._encode_tokens, items)
+        return await to_thread(self._encode_tokens, items)
 
     async def embed(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
         """Embed the text of ``blocks`` as one vector.
@@ -465,10 +465,9 @@ class SentenceTransformerEmbedder:
         """
         text = _text(blocks)
         if self._query_pool is None:
-            await asyncio.to_thread(self._load)
+            await to_thread(self._load)
         assert self._query_pool is not None
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._query_pool, self._encode_one, text)
+        return await to_thread(self._encode_one, text, executor=self._query_pool)
 
     async def embed_batch(self, inputs: Sequence[Sequence[ContentBlock]]) -> NDArray[np.float32]:
         """Embed each input (in batches of ``batch_size``); one row per input, in order.
@@ -486,7 +485,7 @@ class SentenceTransformerEmbedder:
             import numpy as np
 
             return np.zeros((0, self.dimensions), dtype=np.float32)
-        return await asyncio.to_thread(self._encode, texts)
+        return await to_thread(self._encode, texts)
 
 
 def _pooled_dimensions(path: Path) -> int | None:

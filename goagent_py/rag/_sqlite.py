@@ -8,7 +8,6 @@ installed, else the first of ``pysqlite3``, ``sqlean`` and the standard library 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import importlib
@@ -20,6 +19,7 @@ from typing import Any, Self, TypeVar
 
 from goagent_py._sqlite import transaction as _transaction
 from goagent_py._sqlite import use_wal
+from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, GoAgentError, MemoryStoreError
 
 T = TypeVar("T")
@@ -82,7 +82,7 @@ class SqliteTable:
         raise NotImplementedError
 
     async def _run(self, fn: Callable[[Any], T]) -> T:
-        return await asyncio.to_thread(self._locked, fn)
+        return await to_thread(self._locked, fn)
 
     def _locked(self, fn: Callable[[Any], T]) -> T:
         with self._lock:
@@ -127,7 +127,7 @@ class SqliteTable:
                         self._conn.close()
                     self._conn = None
 
-        await asyncio.to_thread(close)
+        await to_thread(close)
 
     async def __aenter__(self) -> Self:
         return self

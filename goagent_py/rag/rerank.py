@@ -18,13 +18,13 @@ weight picked on the dev half), for a token-level forward pass over the candidat
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, MissingExtraError
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ class CrossEncoderReranker:
         if not results:
             return []
         pairs = [(query, r.text[: self._max_chars]) for r in results]
-        scores = await asyncio.to_thread(self._score, pairs)
+        scores = await to_thread(self._score, pairs)
         if len(scores) != len(results):
             raise ValueError(
                 f"cross-encoder returned {len(scores)} scores for {len(results)} passages"
