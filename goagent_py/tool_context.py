@@ -235,6 +235,16 @@ def _result_chars() -> int | None:
     return None if ctx is None else ctx.max_result_chars
 
 
+def _fresh_attempt() -> None:
+    """Forget what an earlier attempt of the running call recorded (:meth:`ToolContext.set_details`,
+    ``terminate``, ``wait_for``): the result of a retried call is its last attempt's. A context
+    nobody made yet has nothing to forget (and is not made here)."""
+    ctx = _current.get()
+    made = ctx.made if isinstance(ctx, _LazyContext) else ctx
+    if made is not None:
+        made.outcome.clear()
+
+
 def current_tool_context() -> ToolContext | None:
     """The context of the tool call running in this task or thread, or None outside one."""
     ctx = _current.get()

@@ -35,6 +35,7 @@ from goagent_py.provider import (
     StreamEvent,
     StreamingProvider,
 )
+from goagent_py.tool_context import _fresh_attempt
 from goagent_py.tools import Tool, ToolDefinition
 
 __all__ = [
@@ -371,6 +372,21 @@ async def _call_with_retry(
     raise AssertionError("unreachable: tenacity ends with a result or the last error")
 
 
+def _each_clean(fn: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+    """``fn`` for a tool call's attempts: each after the first starts with a clean context
+    outcome, so a failed attempt's ``set_details``/``terminate`` never reach the result."""
+    first = True
+
+    def attempt() -> Awaitable[T]:
+        nonlocal first
+        if not first:
+            _fresh_attempt()
+        first = False
+        return fn()
+
+    return attempt
+
+
 class _RetryingTool:
     """A tool whose failures are retried under a policy (see :func:`retry_tool`)."""
 
@@ -387,7 +403,7 @@ class _RetryingTool:
     async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
         return await _call_with_retry(
             self.policy,
-            lambda: self.inner.execute(dict(args)),
+            _each_clean(lambda: self.inner.execute(dict(args))),
             default=is_retryable_tool_error,
             unwrap=_unwrap_execution,
         )
@@ -454,7 +470,7 @@ def retry_middleware(
 
             return await _call_with_retry(
                 policy,
-                lambda: next_(tc),
+                _each_clean(lambda: next_(tc)),
                 default=is_retryable_tool_error,
                 unwrap=_unwrap_execution,
                 on_retry=on_retry,
