@@ -25,12 +25,21 @@ The run span is the current span while the run goes on, so other instrumentation
 database driver, :func:`instrument_store`) nests under it; ``chat`` is current during the
 provider call, and each ``execute_tool`` span while its call runs (sync tools' worker threads
 included), so what a tool does nests under that call. Spans are ended on every exit: success,
-provider error, max iterations, cancellation.
+provider error, max iterations, cancellation. A cancelled run is recorded as an error on every
+span it leaves open (agent, ``chat`` and ``execute_tool`` alike: ERROR status, ``error.type``
+the cancellation's class name), as the conventions' "Recording errors" counts an operation
+that ended by an exception: it did not complete, and a backend looking for unfinished
+operations finds it.
 
 Attributes: ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
 ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` (cached input included, as the
 convention counts it) / ``output_tokens``, ``gen_ai.response.finish_reasons`` (goagent's
-``StopReason`` values), ``gen_ai.agent.name``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+``StopReason`` values; on ``invoke_agent`` the run's ``RunResult.usage``, which includes what
+agents called as tools spent: they are counted again on their own nested ``invoke_agent``
+spans, as each ``chat`` span is counted in its run's. The GenAI conventions give usage per
+operation, and an agent invocation's operation includes its sub-agents' calls; totals come from
+the ``chat`` spans or the ``gen_ai.client.token.usage`` metric, or the root ``invoke_agent``
+span alone), ``gen_ai.agent.name``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
 ``gen_ai.memory.store.id`` (``short_term`` or ``long_term``), ``gen_ai.memory.record.count``,
 ``error.type`` (for a provider error the vendor's error type from its body, e.g.
 ``overloaded_error`` even when sent mid-stream after an HTTP 200, else its HTTP status; else the
