@@ -319,6 +319,14 @@ def failed_partial(
     return combine("", parts, start, state=state, failed=spent)
 
 
+def attach_partial(error: BaseException, partial: FlowResult) -> None:
+    """Set ``partial`` on ``error``, of whatever type (a pattern's own callback may raise any
+    exception: it keeps its type, and what the flow spent goes with it). An exception that
+    refuses new attributes is raised without it."""
+    with contextlib.suppress(AttributeError, TypeError):
+        error.partial = partial  # type: ignore[attr-defined]
+
+
 # -- errors ------------------------------------------------------------------------------------
 
 

@@ -22,7 +22,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from goagent_py.budget import BudgetExceededError
 from goagent_py.errors import ConfigurationError
 from goagent_py.orchestration._core import (
     Flow,
@@ -31,8 +30,8 @@ from goagent_py.orchestration._core import (
     Node,
     Runnable,
     Scope,
-    StepFailedError,
     as_nodes,
+    attach_partial,
     combine,
     failed_partial,
     run_node,
@@ -202,13 +201,17 @@ class Graph(Flow):
                 result = await run_node(
                     node, state if node.input is not None else state["last"], scope
                 )
-            except (StepFailedError, BudgetExceededError) as exc:
-                exc.partial = failed_partial(exc, parts, start, state=state)
+            except Exception as exc:  # ConfigurationError too: a nested callback's misuse
+                attach_partial(exc, failed_partial(exc, parts, start, state=state))
                 raise
             parts.append((current, result))
             state["last"] = result.text
             state["outputs"][current] = result.text
             state["visits"][current] = state["visits"].get(current, 0) + 1
             state["path"].append(current)
-            current = await self._next(current, state)
+            try:
+                current = await self._next(current, state)
+            except Exception as exc:  # the condition's own error, or an unknown node named
+                attach_partial(exc, combine(state["last"], parts, start, state=state))
+                raise
         return combine(state["last"], parts, start, state=state)

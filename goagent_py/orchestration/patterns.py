@@ -23,8 +23,8 @@ from goagent_py.orchestration._core import (
     OrchestrationError,
     Runnable,
     Scope,
-    StepFailedError,
     as_nodes,
+    attach_partial,
     combine,
     failed_partial,
     partial_of,
@@ -73,8 +73,8 @@ class Pipeline(Flow):
         for node in self.steps:
             try:
                 result = await run_node(node, text, scope)
-            except (StepFailedError, BudgetExceededError) as exc:
-                exc.partial = failed_partial(exc, parts, start)
+            except Exception as exc:  # ConfigurationError too: a nested callback's misuse
+                attach_partial(exc, failed_partial(exc, parts, start))
                 raise
             parts.append((node.name, result))
             text = result.text
@@ -152,7 +152,7 @@ class Parallel(Flow):
                     raise error
             else:
                 await _until_done_or_out_of_budget(tasks)
-        except (BudgetExceededError, StepFailedError) as spent:
+        except Exception as spent:  # a branch's ConfigurationError (nested misuse) too
             # The whole run is out of budget, or (fail fast) a branch failed: what the finished
             # branches did goes with it, what the one that ended it had spent, and what the
             # others had spent before they were cancelled (or failed too).
@@ -166,7 +166,7 @@ class Parallel(Flow):
                     finished.append((n.name, t.result()))
                 elif t.exception() is not spent:
                     cut.extend(p for p in (partial_of(t.exception() or spent),) if p is not None)
-            spent.partial = failed_partial(spent, finished, start, cut=cut)
+            attach_partial(spent, failed_partial(spent, finished, start, cut=cut))
             raise
         finally:
             await _cancel(tasks)  # no orphan: every branch has ended when this returns or raises
@@ -182,10 +182,13 @@ class Parallel(Flow):
         used = [p for p in map(partial_of, errors.values()) if p is not None]
         if not parts:
             first = next(iter(errors.values()))
-            if isinstance(first, OrchestrationError):
-                first.partial = combine("", [], start, failed=used)
+            attach_partial(first, combine("", [], start, failed=used))
             raise first
-        text = await _maybe(self.join({n: r.text for n, r in parts}))
+        try:
+            text = await _maybe(self.join({n: r.text for n, r in parts}))
+        except Exception as exc:
+            attach_partial(exc, combine("", parts, start, errors=errors, failed=used))
+            raise
         if not isinstance(text, str):
             raise ConfigurationError(f"Parallel {self.name!r}: join must return a str")
         return combine(text, parts, start, errors=errors, failed=used)
@@ -306,14 +309,18 @@ class Router(Flow):
         if self._classifier is not None:
             try:
                 verdict = await run_node(self._classifier, input, scope)
-            except BudgetExceededError as exc:
-                exc.partial = failed_partial(exc, parts, start)
+            except Exception as exc:  # ConfigurationError too: a nested callback's misuse
+                attach_partial(exc, failed_partial(exc, parts, start))
                 raise
             parts.append((self._classifier.name, verdict))
             answer = verdict.text
         else:
             assert self._classify_fn is not None
-            answer = await _maybe(self._classify_fn(input))
+            try:
+                answer = await _maybe(self._classify_fn(input))
+            except Exception as exc:
+                attach_partial(exc, combine("", parts, start))
+                raise
             if not isinstance(answer, str):
                 raise ConfigurationError(f"Router {self.name!r}: classify must return a str")
         route = self._match(answer) or self.default
@@ -323,8 +330,8 @@ class Router(Flow):
             raise error
         try:
             result = await run_node(self.routes[route], input, scope)
-        except (StepFailedError, BudgetExceededError) as exc:
-            exc.partial = failed_partial(exc, parts, start)
+        except Exception as exc:  # ConfigurationError too: a nested callback's misuse
+            attach_partial(exc, failed_partial(exc, parts, start))
             raise
         parts.append((route, result))
         return combine(result.text, parts, start)
@@ -379,13 +386,19 @@ class Loop(Flow):
         for round_ in range(1, self.max_rounds + 1):
             try:
                 result = await run_node(self.body, text, scope)
-            except (StepFailedError, BudgetExceededError) as exc:
-                exc.partial = failed_partial(exc, parts, start)
+            except Exception as exc:  # ConfigurationError too: a nested callback's misuse
+                attach_partial(exc, failed_partial(exc, parts, start))
                 raise
             parts.append((self.body.name, result))
             text = result.text
-            if self.until is not None and await _maybe(self.until(text, round_)):
-                return combine(text, parts, start)
+            if self.until is not None:
+                try:
+                    done = await _maybe(self.until(text, round_))
+                except Exception as exc:
+                    attach_partial(exc, combine(text, parts, start))
+                    raise
+                if done:
+                    return combine(text, parts, start)
         if self.until is not None and self.on_limit == "raise":
             error = MaxStepsError(self.max_rounds, tuple(n for n, _ in parts), scope.path)
             error.partial = combine(text, parts, start)
