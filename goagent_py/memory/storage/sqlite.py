@@ -50,7 +50,7 @@ from goagent_py._sqlite import (
     write_in_file,
 )
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
-from goagent_py.memory.storage._parts import parts_range
+from goagent_py.memory.storage._parts import check_session_id, parts_range
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -129,10 +129,7 @@ class SQLiteStorage:
     def __init__(
         self, path: str | os.PathLike[str], *, session_id: str = "default", timeout: float = 5.0
     ) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ConfigurationError(
-                f"SQLiteStorage: session_id must be a non-empty string, got {session_id!r}"
-            )
+        session_id = check_session_id(session_id, "SQLiteStorage")
         if timeout < 0:
             raise ConfigurationError(f"SQLiteStorage: timeout must be >= 0, got {timeout!r}")
         self.path = os.fspath(path)
