@@ -150,6 +150,7 @@ class _RawClient:
 
 _CLIENT: Any = httpx.AsyncClient
 _CALLGRIND = ""  # --callgrind FILE: the server under valgrind's callgrind
+_STRACE = ""  # --strace FILE: strace -c -f attached to the server for the turns
 _LOOP = "auto"  # --loop: the server's event loop, chosen as ``goagent-py serve --loop`` does
 
 
@@ -177,6 +178,39 @@ def _cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process (Linux ``/proc``; py-spy's own under --py-spy)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+    """User plus system CPU time of this process (the load generator), all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _attach_strace(pid: int) -> subprocess.Popen[bytes] | None:
+    """With --strace: ``strace -c -f`` attached to the server (all its threads) for the turns;
+    returns once it is attached."""
+    if not _STRACE:
+        return None
+    tasks = len(list(Path(f"/proc/{pid}/task").iterdir()))
+    command = ["strace", "-c", "-f", "-o", _STRACE, "-p", str(pid)]
+    tracer = subprocess.Popen(command, stderr=subprocess.PIPE)
+    assert tracer.stderr is not None
+    for _ in range(tasks):  # one "attached" line per thread
+        if b"attached" not in tracer.stderr.readline():
+            break
+    return tracer
+
+
+def _detach_strace(tracer: subprocess.Popen[bytes]) -> dict[str, int]:
+    """Stop strace and read its counts: calls per system call."""
+    tracer.send_signal(signal.SIGINT)
+    tracer.wait(60)
+    calls: dict[str, int] = {}
+    for line in Path(_STRACE).read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0][0].isdigit() and fields[-1] != "total":
+            calls[fields[-1]] = int(fields[3])
+    return calls
 
 
 def _memory_mb(pid: int) -> tuple[float, float]:
@@ -285,11 +319,16 @@ async def _load(
     base: str, tokens: dict[str, str], turns: int, pid: int
 ) -> tuple[dict[str, Any], float, int]:
     out: dict[str, Any] = {"errors": [], "ttft": [], "total": [], "threads": {}}
+    tracer = await asyncio.to_thread(_attach_strace, pid)
     before = _cpu_seconds(pid)
+    client_before = _own_cpu_seconds()
     start = time.perf_counter()
     await asyncio.gather(*(_user(base, user, token, turns, out) for token, user in tokens.items()))
     wall = time.perf_counter() - start
     out["turns_cpu"] = _cpu_seconds(pid) - before  # the users' threads and turns, no checks
+    out["client_cpu"] = _own_cpu_seconds() - client_before  # the load generator's, the same
+    if tracer is not None:
+        out["syscalls"] = await asyncio.to_thread(_detach_strace, tracer)
     if _CALLGRIND:  # the instructions since the zeroing after start-up, dumped now
         dump = ["callgrind_control", "-d", str(pid)]
         await asyncio.to_thread(subprocess.run, dump, check=True, capture_output=True)
@@ -371,6 +410,16 @@ def _report(title: str, out: dict[str, Any], wall: float, server_cpu: float) -> 
     if "turns_cpu" in out:  # without the checks after the load (API reads of every thread)
         turns_cpu = out["turns_cpu"]
         print(f"  of which the turns: {turns_cpu:.2f} s, {turns_cpu / n * 1000:.2f} ms per turn")
+    if "client_cpu" in out:
+        client = out["client_cpu"]
+        print(f"  load generator CPU: {client:.2f} s, {client / n * 1000:.2f} ms per turn")
+    if "syscalls" in out:
+        calls = out["syscalls"]
+        top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
+        print(
+            "  server system calls per turn (strace): "
+            + ", ".join(f"{name} {count / n:.2f}" for name, count in top)
+        )
     if "turns_instructions" in out:
         ir = out["turns_instructions"]
         print(f"  instructions of the turns (callgrind): {ir:,}, {ir / n:,.0f} per turn")
@@ -489,6 +538,12 @@ if __name__ == "__main__":
         "turns (counted from the end of start-up to the end of the last turn)",
     )
     parser.add_argument(
+        "--strace",
+        default="",
+        help="attach strace -c -f to the server for the turns (its summary file); prints the "
+        "system calls per turn",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "uvloop", "asyncio"),
         default="auto",
@@ -499,6 +554,7 @@ if __name__ == "__main__":
     if ns.raw_client:
         _CLIENT = _RawClient
     _CALLGRIND = ns.callgrind
+    _STRACE = ns.strace
     _LOOP = ns.loop
     if ns.serve:
         with contextlib.suppress(KeyboardInterrupt):
