@@ -485,8 +485,10 @@ class Server:
         """:meth:`events` in batches: each holds every event ready at that moment (a streamed
         answer's deltas often arrive many at once), so a stream writes one chunk per batch, not
         one per event (issue 36: each write is a system call and a trip through the server);
-        the first event is never held back for the ones after it. Each comes with whether it
-        is the run's last (its end was ready with it)."""
+        no event is held back for the ones after it: only the first batch gets a few turns of
+        the loop (:data:`_FIRST_WRITE_TURNS`) for what the run makes at once after
+        ``RUN_STARTED``. Each comes with whether it is the run's last (its end was ready with
+        it)."""
         finished = False
         settle = _FIRST_WRITE_TURNS
         try:
