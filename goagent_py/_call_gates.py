@@ -10,18 +10,27 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from goagent_py._records import tool_call
 from goagent_py.approvals import RunContext
 from goagent_py.errors import ToolArgumentsError
-from goagent_py.messages import Message, ToolCall
+from goagent_py.messages import INVALID_ARGUMENTS_KEY, Message, ToolCall
 from goagent_py.results import ToolResult
 
 if TYPE_CHECKING:
     from goagent_py.options import AfterToolCall, BeforeToolCall, PrepareArguments
 
-__all__ = ["after_call", "gate_reason", "prepared_call", "take_place", "with_arguments"]
+__all__ = [
+    "after_call",
+    "checked_arguments",
+    "gate_reason",
+    "prepared_call",
+    "take_place",
+    "with_arguments",
+]
+
+_QUOTED_CHARS = 2000
 
 
 def with_arguments(call: ToolCall, arguments: dict[str, Any]) -> ToolCall:
@@ -66,6 +75,30 @@ async def prepared_call(prepare: PrepareArguments, call: ToolCall) -> ToolCall:
     except Exception as exc:
         raise ToolArgumentsError(call.name, f"preparing the arguments failed: {exc}") from exc
     return call if repaired is None else with_arguments(call, dict(repaired))
+
+
+def checked_arguments(tool: object, call: ToolCall) -> dict[str, Any] | None:
+    """The arguments ``tool`` runs ``call`` on: its ``validate_arguments`` of them, or None for
+    a tool without one (it takes them as they are). Every path that runs a model's call asks
+    this after ``prepare_arguments`` and before anything sees the call.
+
+    Raises:
+        ToolArgumentsError: the model's JSON was malformed (a provider hands such a call on as
+            ``{INVALID_ARGUMENTS_KEY: raw}``: no tool runs on that, whatever its schema), or the
+            tool's validation refused the arguments. Either is an error the model reads.
+    """
+    arguments = call.arguments
+    if INVALID_ARGUMENTS_KEY in arguments:
+        raw = str(arguments[INVALID_ARGUMENTS_KEY])
+        if len(raw) > _QUOTED_CHARS:
+            raw = f"{raw[:_QUOTED_CHARS]}... ({len(raw)} characters in all)"
+        raise ToolArgumentsError(
+            call.name,
+            f"the arguments are not valid JSON (one JSON object was expected): {raw}. "
+            "Call the tool again with its arguments as one JSON object.",
+        )
+    validate = getattr(tool, "validate_arguments", None)
+    return None if validate is None else cast("dict[str, Any]", validate(dict(arguments)))
 
 
 async def gate_reason(

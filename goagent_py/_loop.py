@@ -30,6 +30,7 @@ from typing import Any, Literal, TypeVar, cast
 
 from goagent_py._call_gates import (
     after_call,
+    checked_arguments,
     gate_reason,
     prepared_call,
     take_place,
@@ -799,18 +800,15 @@ class Run:
                 put(ToolExecutionStart(call, path=self.path))
                 return await self._after(error_result(call, exc))
         shown = call
-        validated: dict[str, Any] | None = None
-        validate = getattr(tool, "validate_arguments", None)
-        if validate is not None:
-            try:
-                validated = validate(dict(call.arguments))
-            except ToolArgumentsError as exc:
-                put(ToolExecutionStart(call, path=self.path))
-                return await self._after(error_result(call, exc))
-            # The call as validated, for whom sees it (the start event, a gate); a quiet run
-            # without a gate shows it to nobody.
-            if self.loud or o.before_tool_call is not None:
-                shown = with_arguments(call, validated)
+        try:
+            validated = checked_arguments(tool, call)
+        except ToolArgumentsError as exc:
+            put(ToolExecutionStart(call, path=self.path))
+            return await self._after(error_result(call, exc))
+        # The call as validated, for whom sees it (the start event, a gate); a quiet run without
+        # a gate shows it to nobody.
+        if validated is not None and (self.loud or o.before_tool_call is not None):
+            shown = with_arguments(call, validated)
         if self.loud:
             put(ToolExecutionStart(shown, path=self.path))
         reason: str | None = None
@@ -1145,10 +1143,8 @@ class Run:
         try:
             if prepare is not None:
                 call = await prepared_call(prepare, call)
-            validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
-            if validate is not None:
-                call = with_arguments(call, validate(dict(call.arguments)))
-            return call
+            validated = checked_arguments(self.dispatcher.tool(call.name), call)
+            return call if validated is None else with_arguments(call, validated)
         except ToolArgumentsError:
             return None
 

@@ -195,6 +195,16 @@ class _FactoryProbe:
 _FACTORY: Any = _FactoryProbe.__init__.__defaults__[0]  # type: ignore[index]
 
 
+INVALID_ARGUMENTS_KEY = "__invalid_arguments__"
+"""Key of the arguments a provider gives a tool call whose JSON from the model is malformed.
+
+``ToolCall(arguments={INVALID_ARGUMENTS_KEY: raw_text})``: the call still reaches the agent,
+which runs no tool on it; the model reads an error result that quotes its text and asks for one
+JSON object (``goagent_py._call_gates.checked_arguments``) instead of the run crashing. A
+``prepare_arguments`` repair sees the call first and may mend it.
+"""
+
+
 @dataclass(slots=True, frozen=True)
 class ToolCall:
     """A call the model asks for; ``id`` links it to its result."""

@@ -26,7 +26,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from goagent_py._call_gates import after_call, gate_reason, prepared_call, with_arguments
+from goagent_py._call_gates import (
+    after_call,
+    checked_arguments,
+    gate_reason,
+    prepared_call,
+    with_arguments,
+)
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._transcript import error_result, repair_transcript, truncate_content
 from goagent_py.approvals import RunContext, pending_of
@@ -504,12 +510,12 @@ class _AgentActivities:
             except ToolArgumentsError as exc:
                 return await self._after(error_result(call, exc))
         shown = call
-        validate = getattr(self.dispatcher.tool(call.name), "validate_arguments", None)
-        if validate is not None:
-            try:
-                shown = with_arguments(call, validate(dict(call.arguments)))
-            except ToolArgumentsError as exc:
-                return await self._after(error_result(call, exc))
+        try:
+            validated = checked_arguments(self.dispatcher.tool(call.name), call)
+        except ToolArgumentsError as exc:
+            return await self._after(error_result(call, exc))
+        if validated is not None:
+            shown = with_arguments(call, validated)
         reason: str | None = None
         if o.before_tool_call is not None:
 
@@ -547,9 +553,9 @@ class _AgentActivities:
             if o.prepare_arguments is not None:
                 call = await prepared_call(o.prepare_arguments, call)
             tool = self.dispatcher.tool(call.name)
-            validate = getattr(tool, "validate_arguments", None)
-            if validate is not None:
-                call = with_arguments(call, validate(dict(call.arguments)))
+            validated = checked_arguments(tool, call)
+            if validated is not None:
+                call = with_arguments(call, validated)
         except ToolArgumentsError:
             return {"arguments": None, "wait": False}
         flag = getattr(tool, "requires_approval", False)

@@ -54,7 +54,7 @@ from goagent_py._json_text import loads
 from goagent_py._provider_retry import parse_should_retry, set_server_should_retry
 from goagent_py._redact import redact, secrets_from_headers
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError, ProviderError
-from goagent_py.messages import ContentBlock, TextBlock
+from goagent_py.messages import INVALID_ARGUMENTS_KEY, ContentBlock, TextBlock
 
 if TYPE_CHECKING:
     # numpy is imported where vectors are built, so that importing a chat provider stays light.
@@ -80,14 +80,6 @@ DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=10.0)
 """Model calls can take minutes; connecting should not."""
 
 _EXCERPT_CHARS = 300
-
-INVALID_ARGUMENTS_KEY = "__invalid_arguments__"
-"""Key of the arguments a provider gives a tool call whose JSON from the model is malformed.
-
-``ToolCall(arguments={INVALID_ARGUMENTS_KEY: raw_text})``: the call still reaches the agent, the
-tool's argument validation rejects it, and the model reads an error result naming the problem
-instead of the run crashing.
-"""
 
 
 KeySource = Callable[[], "str | Awaitable[str]"]
