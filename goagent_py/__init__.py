@@ -6,6 +6,7 @@ The public face. Vendor providers live in :mod:`goagent_py.providers`, memory in
 
 import typing as _typing
 
+from goagent_py import _main_guard  # first: Ctrl-C while `-m goagent_py` imports this is 130
 from goagent_py._lazy import lazy_dir as _lazy_dir
 from goagent_py._lazy import lazy_load as _lazy_load
 from goagent_py.agent import Agent, Prompt
@@ -445,3 +446,5 @@ __all__ = [
     "with_transform_context",
     "with_write_policy",
 ]
+
+_main_guard.release()

@@ -1268,6 +1268,10 @@ class Run:
         stop = False
         kept = kept_results(resume.record)
         states = resume.record.get("inner") or {}
+        # What a person approved is what the record showed them (validated, defaults filled):
+        # never the message's raw arguments, validated again by the tool this process has,
+        # nor a stored call changed while it waited (review9c).
+        asked = {p.id: p for p in resume.pending if not p.via}
         for index, call in enumerate(calls):
             if call.id in kept:
                 m = kept[call.id]
@@ -1290,6 +1294,11 @@ class Run:
                 )
             elif isinstance(decision, Approve) and decision.arguments is not None:
                 to_run.append((index, with_arguments(call, dict(decision.arguments))))
+            elif isinstance(decision, Approve) and call.id in asked:
+                shown = asked[call.id]
+                to_run.append(
+                    (index, replace(call, name=shown.name, arguments=dict(shown.arguments)))
+                )
             else:
                 to_run.append((index, call))
         for result in results:
@@ -1988,6 +1997,7 @@ class Run:
         closed): persist the well-formed turn with a note and raise, as the iteration budget
         does (rule 6). Before, nothing was stored: a tool that ran (a refund) was in the error's
         ``run_result`` and not in the conversation, and a retry from memory ran it again."""
+        self.iterations -= 1  # the refused call was counted when its turn began, never made
         yield FinalResponse(self.last_text, self.iterations, path=self.path)
         note = Message(
             Role.ASSISTANT,

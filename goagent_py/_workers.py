@@ -77,6 +77,17 @@ class _DaemonPool:
 _POOL = _DaemonPool(IDLE_SECONDS)
 
 
+def _deliverable(error: BaseException) -> BaseException:
+    """``error`` as a Future takes it: a Future refuses StopIteration (``set_exception`` raises
+    TypeError, and the call would never end), so it becomes a RuntimeError, as a coroutine's
+    does (``next()`` on an empty iterator in a sync tool)."""
+    if isinstance(error, StopIteration):
+        wrapped = RuntimeError("tool function raised StopIteration")
+        wrapped.__cause__ = error
+        return wrapped
+    return error
+
+
 async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """Run blocking ``fn`` in a worker thread (a reused daemon thread) and await its result.
 
@@ -107,7 +118,7 @@ async def run_named(label: str, fn: Callable[..., T], /, *args: Any, **kwargs: A
         try:
             result = ctx.run(fn, *args, **kwargs)
         except BaseException as exc:  # handed to the awaiting task, which decides
-            outcome: tuple[T | None, BaseException | None] = (None, exc)
+            outcome: tuple[T | None, BaseException | None] = (None, _deliverable(exc))
         else:
             outcome = (result, None)
 

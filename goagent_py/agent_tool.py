@@ -47,7 +47,8 @@ from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
-from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking
+from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking, waiting_at
+from goagent_py.approvals import Deny, pending_of
 from goagent_py.errors import ConfigurationError, ToolArgumentsError, ToolError
 from goagent_py.events import AgentEvent, ToolExecutionUpdate
 from goagent_py.messages import (
@@ -59,9 +60,14 @@ from goagent_py.messages import (
     messages_from_json,
     messages_to_json,
 )
+from goagent_py.options import AgentOptions
 from goagent_py.results import RunResult
 from goagent_py.tool_context import ToolContext, ToolResume, current_tool_context
 from goagent_py.tools import ToolDefinition, validate_tool_name
+
+_DROPPED = (
+    "the call that waited for this decision ended without one (interrupted); this call was not run"
+)
 
 __all__ = ["AgentTool", "ChildAgent", "HistoryMode", "as_tool", "unwrap"]
 
@@ -74,6 +80,9 @@ class ChildAgent(Protocol):
     """
 
     def replace(self, *, max_iterations: int) -> Self: ...
+
+    @property
+    def options(self) -> AgentOptions: ...
 
     async def start_run(
         self,
@@ -182,6 +191,9 @@ class AgentTool(Generic[_A]):
         self._returns = returns
         self._streaming = streaming
         self._deps = deps
+        # The waits in the child's own memory handed up to a parent run (token -> its run id):
+        # a sibling call of that run leaves them alone (:meth:`_drop_orphaned_wait`).
+        self._handed: dict[str, str] = {}
 
     @property
     def definition(self) -> ToolDefinition:
@@ -217,7 +229,9 @@ class AgentTool(Generic[_A]):
         chosen = list(self._history(list(transcript)))
         return text, repair_transcript(strip_thinking(chosen), "not shown to this agent")
 
-    def _child_deps(self, parent: Any) -> Any:
+    def child_deps(self, parent: Any) -> Any:
+        """The child run's deps given the parent run's (``deps=`` applied, else as they are);
+        an orchestration that runs the child as a node uses it too."""
         return parent if self._deps is None else self._deps(parent)
 
     async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
@@ -230,7 +244,7 @@ class AgentTool(Generic[_A]):
         """
         ctx = current_tool_context()
         path = (*ctx.path, self.name) if ctx is not None else (self.name,)
-        deps = self._child_deps(ctx.deps if ctx is not None else None)
+        deps = self.child_deps(ctx.deps if ctx is not None else None)
         if ctx is not None and ctx.resumed is not None:
             run = await self.agent.start_resume(
                 ctx.resumed.decisions,
@@ -243,6 +257,8 @@ class AgentTool(Generic[_A]):
             text = self._prompt_text(args)
             transcript = ctx.transcript() if ctx is not None else []
             prompt, history = self._messages(transcript, text)
+            if history is None:
+                await self._drop_orphaned_wait(ctx, path, deps)
             run = await self.agent.start_run(
                 prompt, streaming=self._streaming, history=history, path=path, deps=deps
             )
@@ -270,6 +286,31 @@ class AgentTool(Generic[_A]):
             f"got {type(returned).__name__}"
         )
 
+    async def _drop_orphaned_wait(
+        self, ctx: ToolContext | None, path: tuple[str, ...], deps: Any
+    ) -> None:
+        """Close a wait the child's own memory still holds when a fresh call begins: only the
+        parent's resume reaches it, so unless a call of the same parent run handed it up just
+        now (a sibling in this batch), the parent's call that waited on it ended without one
+        (a process died after the parent's claim, an abort came first) and, left open, it
+        refused every later call of the child (review9c). Its calls are denied, not run."""
+        memory = self.agent.options.short_term_memory
+        if memory is None:
+            return
+        stored = await memory.messages()
+        at = waiting_at(stored)
+        if at < 0:
+            return
+        token, pending = pending_of(stored[at])
+        if ctx is not None and self._handed.get(token) == ctx.run_id:
+            return
+        self._handed.pop(token, None)
+        dropped = {p.id: Deny(_DROPPED, stop=True) for p in pending}
+        run = await self.agent.start_resume(dropped, streaming=False, path=path, deps=deps)
+        async with contextlib.aclosing(run.events()) as events:
+            async for _ in events:
+                pass
+
     def _wait(self, ctx: ToolContext | None, run: Run) -> list[ContentBlock]:
         """The child stopped on calls that wait: the parent's run waits for them too, keeping
         the child's conversation (unless the child keeps it in its own short-term memory)."""
@@ -282,6 +323,12 @@ class AgentTool(Generic[_A]):
             )
         own_memory = run.o.short_term_memory is not None and run.given_history is None
         transcript = [*(run.given_history or []), *run.new_messages]
+        if own_memory:
+            for m in reversed(transcript):
+                token = pending_of(m)[0]
+                if token:
+                    self._handed[token] = ctx.run_id
+                    break
         kept = None if own_memory else json.loads(messages_to_json(transcript))
         ctx.wait_for(run.result.pending, {"messages": kept})
         return [TextBlock(f"[waiting for decisions on {', '.join(ids)}]")]

@@ -334,12 +334,15 @@ def settled(message: Message, token: str, decisions: Mapping[str, ToolDecision])
     metadata = {k: v for k, v in message.metadata.items() if k != PENDING_KEY}
     # A message can wait more than once (a tool that waits inside again): keep every decision.
     earlier = metadata.get(DECISIONS_KEY)
-    # A call made inside a tool is not among the message's calls: its record names its tool.
-    inner = {p.id: p.name for p in pending if p.via}
+    # A call made inside a tool is not among the message's calls: its record names its tool
+    # and the arguments the person was shown (what "always" covers, review9c).
+    inner = {p.id: p for p in pending if p.via}
     metadata[DECISIONS_KEY] = {
         **(earlier if isinstance(earlier, dict) else {}),
         **{
-            i: {**_recorded(d), "name": inner[i]} if i in inner else _recorded(d)
+            i: {**_recorded(d), "name": inner[i].name, "asked": inner[i].arguments}
+            if i in inner
+            else _recorded(d)
             for i, d in decisions.items()
         },
     }

@@ -71,15 +71,16 @@ class BudgetExceededError(GoAgentError):
         kind: "iterations", "tokens" or "seconds".
         limit: the budget's limit for that kind.
         spent: what was spent when the call was refused.
-        partial: when an orchestration ran out, what it had done (a
+        partial: when an orchestration ran out, what it had done and spent (a
             :class:`~goagent_py.orchestration.FlowResult`, as ``StepFailedError.partial``:
-            for :class:`~goagent_py.orchestration.Handoffs`, ``messages`` holds the whole
-            conversation, the part of the agent that ran out included); None otherwise. Not
-            pickled.
+            its usage and model calls include the agent that ran out, and every nested
+            level's; for :class:`~goagent_py.orchestration.Handoffs`, ``messages`` holds the
+            whole conversation, the part of the agent that ran out included); None otherwise.
+            Not pickled.
     """
 
     # Typed Any: orchestration sits above this module (it imports the budget), so no FlowResult
-    # here; set by the composition the budget ran out in (the outermost one that saw it).
+    # here; set by the compositions the budget ran out in, each folding in the deeper one's.
     partial: Any = None
 
     def __init__(self, kind: Kind, limit: float, spent: float) -> None:

@@ -9,7 +9,9 @@ kind of tool alike (function tools, MCP tools, agents as tools).
 
 What the breaker counts as a failure: any error out of the layers inside it (tool exceptions,
 recovered panics, timeouts, errors of custom middlewares, a retry's final error). Not failures:
-the model's bad arguments, an unknown tool, a blocked call, and cancellation by the caller.
+the model's bad arguments, an unknown tool, a blocked call, cancellation by the caller, and a
+timeout while the call still waited for the rate limit (the tool never ran). Only calls admitted
+since the circuit last opened count: an older parallel call's outcome is ignored.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from goagent_py.resilience import (
 )
 from goagent_py.resilience import rate_limit as _rate_limit
 from goagent_py.results import ToolResult
+from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import FunctionTool, Tool
 
 __all__ = [
@@ -253,6 +256,11 @@ def timeout_middleware(seconds: float, hooks: Hooks | None = None) -> DispatchMi
                 raise
             if task in done:
                 return task.result()
+            # Given up on: the tool's context says so before the cancel arrives, for an async
+            # tool that outlives it (one that swallows the cancel) as for a sync one's thread.
+            context = current_tool_context()
+            if context is not None:
+                context.cancel_event.set()
             task.cancel(_TIMEOUT_CANCEL)
             # The call's own outcome no longer matters, even if it ends after being abandoned.
             task.add_done_callback(_discard_outcome)
@@ -302,7 +310,10 @@ def circuit_breaker_middleware(
     def middleware(next_: DispatchFunc) -> DispatchFunc:
         async def call(tc: ToolCall) -> list[ContentBlock]:
             breaker = breaker_for(tc.name)
-            if not breaker.allow():
+            # The ticket: a verdict of this call counts only while the circuit has not opened
+            # since it was let through (parallel calls outlive the state they started in).
+            ticket = breaker.admit()
+            if ticket is None:
                 open_until = breaker.open_until()
                 log.warning(
                     "circuit breaker open: tool=%s until=%s", tc.name, open_until.isoformat()
@@ -314,20 +325,20 @@ def circuit_breaker_middleware(
                 result = await next_(tc)
             except asyncio.CancelledError as exc:
                 if exc.args and exc.args[0] == _TIMEOUT_CANCEL:
-                    breaker.record_failure()
+                    breaker.record_failure(ticket)
                 else:
-                    breaker.release_probe()
+                    breaker.release_probe(ticket)
                 raise
             except Exception as exc:
                 if _not_a_failure(exc):
-                    breaker.release_probe()
+                    breaker.release_probe(ticket)
                 else:
-                    breaker.record_failure()
+                    breaker.record_failure(ticket)
                 raise
             except BaseException:
-                breaker.release_probe()
+                breaker.release_probe(ticket)
                 raise
-            breaker.record_success()
+            breaker.record_success(ticket)
             return result
 
         return call
@@ -341,7 +352,8 @@ def recovery_middleware(next_: DispatchFunc) -> DispatchFunc:
     The exception becomes the error's ``cause`` and ``__cause__``, its formatted traceback the
     error's ``traceback`` (for logs; the model reads only the message). A :class:`ToolError`
     passes through as it is, and so do ``BaseException``s (cancellation, KeyboardInterrupt,
-    SystemExit).
+    SystemExit); only a ``CancelledError`` no one asked the call's task for (the tool let out
+    one of something it awaited) is the tool's error.
     """
 
     async def call(tc: ToolCall) -> list[ContentBlock]:
@@ -351,8 +363,21 @@ def recovery_middleware(next_: DispatchFunc) -> DispatchFunc:
             raise
         except Exception as exc:
             raise _recovered(tc, exc) from exc
+        except asyncio.CancelledError as exc:
+            if _unasked(exc):
+                raise _recovered(tc, exc) from exc
+            raise
 
     return call
+
+
+def _unasked(exc: asyncio.CancelledError) -> bool:
+    """Whether ``exc`` is a CancelledError no one asked the running task for: the tool awaited
+    something cancelled elsewhere (a task of its own, a future) and let it out. That is the
+    tool's failure, an error result; a cancellation of the call (the run cancelled or aborted,
+    the tool timeout) always has the task's cancel request behind it, and propagates."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0
 
 
 def _chain(base: DispatchFunc, middlewares: Sequence[DispatchMiddleware]) -> DispatchFunc:
@@ -370,7 +395,7 @@ def error_text(error: BaseException) -> str:
     return f"Error: {error}"
 
 
-def _recovered(tc: ToolCall, exc: Exception) -> ToolExecutionError:
+def _recovered(tc: ToolCall, exc: BaseException) -> ToolExecutionError:
     """What exception recovery makes of ``exc``, raised by the tool of ``tc`` (call it in the
     ``except`` block: it takes the traceback being handled)."""
     return ToolExecutionError(tc.name, tc.arguments, exc, traceback.format_exc())
@@ -496,6 +521,10 @@ class Dispatcher:
             raise
         except Exception as exc:
             raise _recovered(tc, exc) from exc
+        except asyncio.CancelledError as exc:
+            if _unasked(exc):
+                raise _recovered(tc, exc) from exc
+            raise
 
     async def execute(
         self, call: ToolCall, *, validated: dict[str, Any] | None = None
@@ -533,6 +562,10 @@ class Dispatcher:
                     raise
                 except Exception as exc:
                     raise _recovered(call, exc) from exc
+                except asyncio.CancelledError as exc:
+                    if _unasked(exc):
+                        raise _recovered(call, exc) from exc
+                    raise
             else:
                 if validated is not None:
                     # A middleware may change the arguments in place: the tool gets the loop's
@@ -563,7 +596,9 @@ class Dispatcher:
                 "tool dispatch failed: tool=%s duration=%.4fs error=%s",
                 call.name,
                 duration,
-                redact(str(failure)),  # a tool's error may quote a key (a URL, a header)
+                # A tool's error may quote a key (a URL, a header); a middleware's own error is
+                # told as the error result tells it (its __str__ may raise: foreign code).
+                redact(str(failure if failure is error else error)),
             )
         elif self._logger.isEnabledFor(logging.DEBUG):  # one call fewer when it is off
             self._logger.debug("tool dispatch: tool=%s duration=%.4fs", call.name, duration)

@@ -310,6 +310,17 @@ class ToolArgumentsError(ToolError):
         return self._reduce_with(self.tool_name, self.details)
 
 
+def _described(error: BaseException) -> str:
+    """``"Type: message"`` (``"Type"`` when the message is empty) for an exception raised by
+    code we do not own: one whose ``__str__`` raises is described, never replaced by that
+    second error (the model and the logs would read an error the tool never raised)."""
+    try:
+        text = str(error)
+    except Exception as exc:  # any failure of foreign code: described instead
+        text = f"<str() failed: {type(exc).__name__}>"
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 class ToolExecutionError(ToolError):
     """A tool raised: ``cause`` is what it raised (also ``__cause__``).
 
@@ -332,7 +343,7 @@ class ToolExecutionError(ToolError):
         self.arguments = dict(arguments)
         self.cause = cause
         self.traceback = traceback
-        detail = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        detail = _described(cause)
         super().__init__(f"tool {tool_name!r} failed: {detail}")
         self.__cause__ = cause
 

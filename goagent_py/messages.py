@@ -421,10 +421,13 @@ def _plain_json(messages: list[Message]) -> bytes:
     import json  # cheap, and often imported already
 
     out = [_plain_message(m) for m in messages]
+    text = json.dumps(out, ensure_ascii=False, separators=(",", ":"))
     try:
-        return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
-    except UnicodeEncodeError:  # a lone surrogate: pydantic says what is wrong with it
-        raise _NotPlain from None
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate: a file name os.listdir() decoded with surrogateescape, in a tool's
+        # result. It is written as U+FFFD, so the turn is stored (pydantic would refuse it).
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
 
 
 def _plain_message(m: Message) -> dict[str, Any]:

@@ -193,23 +193,51 @@ class FunctionTool:
         return f"FunctionTool({self._name!r})"
 
 
+class _Pending:
+    """What a sync tool function returned from its worker thread when it was awaitable (it
+    called an async helper without awaiting it): awaited on the event loop, then converted."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Awaitable[Any]) -> None:
+        self.value = value
+
+
+async def _settled(value: Any) -> Any:
+    """``value``, awaited while it is awaitable: a tool function that returns a coroutine (a
+    forgotten ``await``, a sync function calling an async helper) means its value, never the
+    text ``"<coroutine object ...>"`` (and the coroutine never run)."""
+    while inspect.isawaitable(value):
+        value = await value
+    return value
+
+
 def _wrap(
     fn: Callable[..., Any], convert: Callable[[Any], list[ContentBlock]]
 ) -> Callable[[dict[str, Any]], Awaitable[list[ContentBlock]]]:
     if inspect.iscoroutinefunction(fn):
 
         async def call_async(args: dict[str, Any]) -> list[ContentBlock]:
-            return convert(await fn(args))
+            value = await fn(args)
+            if type(value) is not str:
+                value = await _settled(value)
+            return convert(value)
 
         return call_async
 
     label = getattr(fn, "__name__", "fn")
 
-    def call_and_convert(args: dict[str, Any]) -> list[ContentBlock]:
-        return convert(fn(args))
+    def call_and_convert(args: dict[str, Any]) -> list[ContentBlock] | _Pending:
+        value = fn(args)
+        if type(value) is not str and inspect.isawaitable(value):
+            return _Pending(value)
+        return convert(value)
 
     async def call_sync(args: dict[str, Any]) -> list[ContentBlock]:
-        return await _in_worker(label, call_and_convert, args)
+        out = await _in_worker(label, call_and_convert, args)
+        if type(out) is _Pending:
+            return convert(await _settled(out.value))
+        return out  # type: ignore[return-value]
 
     return call_sync
 
@@ -625,9 +653,12 @@ async def _in_worker(label: str, fn: Callable[..., T], /, *args: Any) -> T:
         raise
 
 
-def _call_to_blocks(fn: Callable[..., Any], args: dict[str, Any]) -> list[ContentBlock]:
+def _call_to_blocks(fn: Callable[..., Any], args: dict[str, Any]) -> list[ContentBlock] | _Pending:
     # In the worker thread: the result is serialised there too, under the call's timeout.
-    return to_blocks(fn(**args))
+    value = fn(**args)
+    if type(value) is not str and inspect.isawaitable(value):
+        return _Pending(value)  # awaited on the event loop, where it belongs
+    return to_blocks(value)
 
 
 def _typed_call(
@@ -636,14 +667,20 @@ def _typed_call(
     if inspect.iscoroutinefunction(fn):
 
         async def call_async(args: dict[str, Any]) -> list[ContentBlock]:
-            return to_blocks(await fn(**args))
+            value = await fn(**args)
+            if type(value) is not str:
+                value = await _settled(value)
+            return to_blocks(value)
 
         return call_async
 
     label = getattr(fn, "__name__", "fn")
 
     async def call_sync(args: dict[str, Any]) -> list[ContentBlock]:
-        return await _in_worker(label, _call_to_blocks, fn, args)
+        out = await _in_worker(label, _call_to_blocks, fn, args)
+        if type(out) is _Pending:
+            return to_blocks(await _settled(out.value))
+        return out  # type: ignore[return-value]
 
     return call_sync
 

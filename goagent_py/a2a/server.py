@@ -32,6 +32,7 @@ from goagent_py.a2a._mapping import (
     progress_note,
 )
 from goagent_py.a2a._sdk import require
+from goagent_py.a2a._store import bounded_task_store
 from goagent_py.agent import Agent
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AgentEnd, MessageDelta
@@ -60,9 +61,10 @@ class _Running:
 class _Runner:
     """Runs the agent for the SDK's executor: one session per context, one run per task."""
 
-    def __init__(self, agent: Agent | AgentFactory, *, max_contexts: int) -> None:
+    def __init__(self, agent: Agent | AgentFactory, *, max_contexts: int, max_running: int) -> None:
         self._agent = agent
         self._max_contexts = max_contexts
+        self._max_running = max_running
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._running: dict[str, _Running] = {}
         self._building = asyncio.Lock()
@@ -81,6 +83,10 @@ class _Runner:
             self._sessions[context_id] = session  # most recently used last
             self._evict()
             return session
+
+    def is_running(self, task_id: str) -> bool:
+        """Whether ``task_id``'s run is in progress here (the task store keeps it then)."""
+        return task_id in self._running
 
     def _evict(self) -> None:
         idle = [c for c, s in self._sessions.items() if not s.state.running]
@@ -102,6 +108,13 @@ class _Runner:
             prompt = blocks_of(context.message)
         except ConfigurationError as exc:
             await updater.reject(updater.new_agent_message(answer_parts(str(exc))))
+            return
+        if len(self._running) >= self._max_running:
+            busy = (
+                f"the server is running {len(self._running)} tasks already (its max_running): "
+                "send the message again when one has ended"
+            )
+            await updater.reject(updater.new_agent_message(answer_parts(busy)))
             return
         running = _Running(await self._session(context_id))
         self._running[task_id] = running
@@ -214,6 +227,8 @@ def a2a_app(
     path: str = "/",
     streaming: bool = True,
     max_contexts: int = 256,
+    max_running: int = 64,
+    max_tasks: int = 1024,
     allowed_hosts: Iterable[str] = (),
     max_body: int = 8 << 20,
 ) -> Any:
@@ -230,6 +245,10 @@ def a2a_app(
         streaming: whether to offer ``SendStreamingMessage`` (``message/stream``).
         max_contexts: conversations kept in memory; past it, the least recently used idle one
             is dropped (a message in it then starts afresh).
+        max_running: tasks running at once; a message past it is answered with a REJECTED
+            task whose message says to send it again later.
+        max_tasks: tasks kept for ``GetTask``; past it, the least recently updated ones that
+            are not running are dropped (``GetTask`` then answers "task not found").
         allowed_hosts: host names accepted in the ``Host`` header besides localhost and the
             host of ``url``. Any other gets 421, a cross-origin POST 403 and a POST that is not
             JSON 415, so a page in the user's browser cannot make the agent run
@@ -248,8 +267,13 @@ def a2a_app(
         raise ConfigurationError(f"a2a_app needs the http(s) URL clients reach it at, got {url!r}")
     if not path.startswith("/"):
         raise ConfigurationError(f"path must start with '/', got {path!r}")
-    if max_contexts < 1:
-        raise ConfigurationError(f"max_contexts must be >= 1, got {max_contexts!r}")
+    for setting, value in (
+        ("max_contexts", max_contexts),
+        ("max_running", max_running),
+        ("max_tasks", max_tasks),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"{setting} must be >= 1, got {value!r}")
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ConfigurationError(f"max_body must be a number of bytes >= 1, got {max_body!r}")
     if isinstance(agent, Agent):
@@ -265,7 +289,7 @@ def a2a_app(
         )
     routes: Any = require("a2a.server.routes")
     handlers: Any = require("a2a.server.request_handlers")
-    task_store: Any = require("a2a.server.tasks").InMemoryTaskStore()
+    runner = _Runner(agent, max_contexts=max_contexts, max_running=max_running)
     applications: Any = require("starlette.applications")
     card = agent_card(
         name=card_name,
@@ -276,8 +300,8 @@ def a2a_app(
         tools=tools,
     )
     handler = handlers.DefaultRequestHandler(
-        agent_executor=_executor(_Runner(agent, max_contexts=max_contexts)),
-        task_store=task_store,
+        agent_executor=_executor(runner),
+        task_store=bounded_task_store(max_tasks, runner.is_running),
         agent_card=card,
     )
 

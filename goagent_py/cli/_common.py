@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, MemoryStoreError
 from goagent_py.providers import DEFAULT_MODELS
 
 SYSTEM_PROMPT = (
@@ -66,8 +66,8 @@ def listen_socket(host: str, port: int, *, backlog: int = 2048) -> socket.socket
     uvicorn binds inside its startup: a port in use printed the address, then ended the process
     with ``sys.exit(3)`` (a SystemExit out of ``main()`` in process, and 3 is the code for a
     missing extra); uvloop bound a port past 65535 modulo 65536 (99999 served on 34463).
-    ``serve`` hands this socket to uvicorn; ``mcp serve`` (the MCP SDK binds its own) checks
-    with it before it announces.
+    ``serve`` and ``mcp serve`` hand this socket to uvicorn and announce
+    :func:`listening_url` of it.
 
     Raises:
         ConfigurationError: the address cannot be had, with what to do instead.
@@ -84,6 +84,13 @@ def listen_socket(host: str, port: int, *, backlog: int = 2048) -> socket.socket
         ) from exc
 
 
+def listening_url(host: str, listening: socket.socket) -> str:
+    """``http://host:port`` of a socket from :func:`listen_socket`: the port it got, so that
+    ``--port 0`` shows the free port (an IPv6 ``host`` in brackets)."""
+    name = f"[{host}]" if ":" in host else host
+    return f"http://{name}:{listening.getsockname()[1]}"
+
+
 def data_home() -> Path:
     """Where goagent-py keeps its data: $GOAGENT_HOME, else the platform's user data folder."""
     env = os.environ.get("GOAGENT_HOME")
@@ -95,6 +102,27 @@ def data_home() -> Path:
         return Path(os.environ.get("APPDATA", Path.home())) / "goagent-py"
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "goagent-py"
+
+
+def make_parent(path: Path, *, option: str = "--db") -> Path:
+    """Make the folder ``path`` goes in (a database file named by ``option``); ``path``.
+
+    ``mkdir`` raised FileExistsError out of the command, as a traceback, when a part of the
+    folder is a file (``--db /etc/passwd/chat.db``), and PermissionError in a folder the user
+    cannot write to.
+
+    Raises:
+        MemoryStoreError: the folder cannot be made (the database exit code), saying what to do.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise MemoryStoreError(
+            f"cannot make the folder of {path} ({reason}: {exc.filename or path.parent}): "
+            f"give {option} a file in a folder you can write to, or set GOAGENT_HOME"
+        ) from exc
+    return path
 
 
 # -- providers -------------------------------------------------------------------------------

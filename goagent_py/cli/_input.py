@@ -53,10 +53,17 @@ async def pipe_lines(stream: Any) -> LineSource:
 
 async def _prompt_toolkit_lines(prompt: str, history: Path) -> LineSource:
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
-    history.parent.mkdir(parents=True, exist_ok=True)
-    session: PromptSession[str] = PromptSession(history=FileHistory(str(history)))
+    # The history is a convenience: a folder that cannot be made (GOAGENT_HOME under a file or
+    # read-only) costs the history, not the chat.
+    kept: History
+    try:
+        history.parent.mkdir(parents=True, exist_ok=True)
+        kept = FileHistory(str(history))
+    except OSError:
+        kept = InMemoryHistory()
+    session: PromptSession[str] = PromptSession(history=kept)
     while True:
         try:
             # Not prompt_toolkit's own SIGINT handler: it replaces the chat's while it reads and
@@ -157,7 +164,8 @@ def _input_in_daemon_thread(
 async def _readline_lines(prompt: str, history: Path) -> LineSource:
     import readline
 
-    history.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        history.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(OSError):
         readline.read_history_file(history)
     try:

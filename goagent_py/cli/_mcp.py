@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from goagent_py.cli._common import listen_socket, port_number
+from goagent_py.cli._common import listen_socket, listening_url, port_number
 from goagent_py.errors import ConfigurationError
 from goagent_py.mcp.transports import MCPStdio
 
@@ -122,37 +122,22 @@ async def run_mcp_command(args: argparse.Namespace) -> int:
         if args.transport == "stdio":
             await run_stdio(server)
             return 0
-        # The SDK binds inside uvicorn's startup, which ends the process with sys.exit(3) when
-        # it cannot: check the address first (a socket made and closed), so that nothing is
-        # announced that is not there, and an address taken meanwhile is still a usage error.
-        listen_socket(args.host, args.port).close()
-        sse = args.transport == "sse"
-        print(
-            f"serving{' (SSE)' if sse else ''} on http://{args.host}:{args.port}{path}",
-            file=sys.stderr,
-        )
-        try:
-            if sse:
-                await run_sse(
-                    server,
-                    host=args.host,
-                    port=args.port,
-                    path=path,
-                    allowed_hosts=args.allowed_host,
-                )
-            else:
-                await run_http(
-                    server,
-                    host=args.host,
-                    port=args.port,
-                    path=path,
-                    allowed_hosts=args.allowed_host,
-                )
-        except SystemExit as exc:
-            raise ConfigurationError(
-                f"cannot listen on {args.host}:{args.port} (taken since it was checked): pick "
-                "another --port"
-            ) from exc
+        # Bound here, not inside uvicorn's startup (which ends the process with sys.exit(3)
+        # when it cannot): nothing is announced that is not there, and the address shown is
+        # the one listened on (--port 0 shows the free port it got).
+        listening = listen_socket(args.host, args.port)
+        run = run_sse if args.transport == "sse" else run_http
+        label = " (SSE)" if args.transport == "sse" else ""
+        print(f"serving{label} on {listening_url(args.host, listening)}{path}", file=sys.stderr)
+        with listening:
+            await run(
+                server,
+                host=args.host,
+                port=args.port,
+                path=path,
+                allowed_hosts=args.allowed_host,
+                sock=listening,
+            )
     return 0
 
 

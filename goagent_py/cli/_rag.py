@@ -76,7 +76,9 @@ def _pipeline(path: Path) -> Pipeline:
         from goagent_py.rag.pipeline import Pipeline
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise MissingExtraError(str(exc.name or exc), "local,vector", feature="rag") from exc
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from goagent_py.cli._common import make_parent
+
+    make_parent(path)
     embedder = SentenceTransformerEmbedder()
     return Pipeline.sqlite(path, embedder, dimensions=384, table="rag")
 

@@ -48,6 +48,7 @@ from goagent_py.cli._common import (  # re-exported: scripts and tests import th
     Picked,
     UsageError,
     data_home,
+    make_parent,
     pick_provider,
 )
 from goagent_py.cli._common import SYSTEM_PROMPT as SYSTEM_PROMPT
@@ -133,7 +134,7 @@ async def build_agent(
         from goagent_py.memory.storage.sqlite import SQLiteStorage
 
         chat_path, vector_path = _memory_paths(args.db)
-        chat_path.parent.mkdir(parents=True, exist_ok=True)
+        make_parent(chat_path)
         storage = SQLiteStorage(chat_path, session_id=args.session)
         closers.append(storage)
         await storage.load()  # fail now, with a clear message, if the file is unusable

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from goagent_py._paths import PathEscapeError, open_in_root
+from goagent_py._paths import PathEscapeError, open_file_in_root
 from goagent_py.coding._terminal import printable
 from goagent_py.coding.approvals import ApprovalRequest
 
@@ -36,10 +36,22 @@ def approval_question(request: ApprovalRequest) -> str:
     return f"allow {what}? [y]es [a]lways [n]o [s]top"
 
 
-def _current(root: Path, path: str) -> tuple[str | None, str]:
-    """The file's text now (None when it does not exist) and a note when it cannot be read."""
+def _current(root: Path, path: str, checked: str) -> tuple[str | None, str]:
+    """The file's text now (None when it does not exist) and a note when it cannot be shown.
+
+    Read by descriptor from the one open, never by name again: the file the open reached must
+    be ``checked`` (the resolved path the rules were checked on; a link swapped in since leads
+    elsewhere), and a file with other hard links is not shown (one of its other names may be a
+    path the rules deny, the same inode: no check of this name can see it). The tool refuses
+    both when it runs.
+    """
     try:
-        with open_in_root(root, path, "rb") as f:
+        opened, real = open_file_in_root(root, path, "rb")
+        with opened as f:
+            if checked and real != checked:
+                return None, f"({path} now leads to {real}, not {checked} as checked: not shown)"
+            if os.fstat(f.fileno()).st_nlink > 1:
+                return None, f"({path} has other hard links: its content is not shown)"
             data = f.read(_MAX_READ + 1)
     except FileNotFoundError:
         return None, ""
@@ -74,10 +86,10 @@ def _diff(path: str, before: str, after: str) -> list[str]:
     return lines or ["(no change)"]
 
 
-def _edit_lines(root: Path, args: dict[str, Any]) -> list[str]:
+def _edit_lines(root: Path, args: dict[str, Any], checked: str) -> list[str]:
     path = str(args.get("path", ""))
     old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
-    before, note = _current(root, path)
+    before, note = _current(root, path, checked)
     if before is None:
         return [note or f"({path} does not exist: the edit will fail)"]
     count = before.count(old) if old else 0
@@ -89,10 +101,10 @@ def _edit_lines(root: Path, args: dict[str, Any]) -> list[str]:
     return _diff(path, before, after)
 
 
-def _write_lines(root: Path, args: dict[str, Any]) -> list[str]:
+def _write_lines(root: Path, args: dict[str, Any], checked: str) -> list[str]:
     path = str(args.get("path", ""))
     content = str(args.get("content", ""))
-    before, note = _current(root, path)
+    before, note = _current(root, path, checked)
     if before is not None:
         return _diff(path, before, content)
     lines = content.splitlines()
@@ -116,7 +128,8 @@ def approval_lines(request: ApprovalRequest, root: str | os.PathLike[str]) -> li
     """What to show above the question about ``request`` (blocking: it may read a file).
 
     Args:
-        request: the call asked about.
+        request: the call asked about; a file's content is shown only when the path opens the
+            file ``request.subject`` names (the path the rules were checked on).
         root: the workspace root (the file tools' root).
 
     Returns:
@@ -125,9 +138,9 @@ def approval_lines(request: ApprovalRequest, root: str | os.PathLike[str]) -> li
     name, args = request.call.name, request.call.arguments
     base = Path(root)
     if name == "edit_file":
-        lines = _edit_lines(base, args)
+        lines = _edit_lines(base, args, request.subject)
     elif name == "write_file":
-        lines = _write_lines(base, args)
+        lines = _write_lines(base, args, request.subject)
     elif "argv" in args or "command" in args:
         lines = _shell_lines(args)
     elif args:

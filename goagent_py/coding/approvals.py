@@ -287,10 +287,16 @@ class ApprovalPolicy:
             release()
         return reason
 
-    def _verdict(self, call: ToolCall) -> tuple[Literal["allow", "deny", "ask"], str]:
+    def _verdict(
+        self, call: ToolCall, subject: str | None = None
+    ) -> tuple[Literal["allow", "deny", "ask"], str]:
         """What the rules say of ``call`` before anyone is asked: allow, deny (with the
-        reason), or ask."""
-        name, subject = call.name, self._path_subject(call) or _subject(call)
+        reason), or ask. ``subject``: the call's path or command as already resolved (a path
+        is resolved once per decision: a link swapped in between two resolutions would make
+        the question, and an "always", name another file than the one checked)."""
+        name = call.name
+        if subject is None:
+            subject = self._path_subject(call) or _subject(call)
         problem = preflight(self._by_name.get(name), call)
         if problem is not None:
             return "deny", problem
@@ -325,12 +331,12 @@ class ApprovalPolicy:
         return reason if verdict == "deny" else None
 
     async def _decide(self, call: ToolCall) -> str | None:
-        verdict, reason = self._verdict(call)
+        name, subject = call.name, self._path_subject(call) or _subject(call)
+        verdict, reason = self._verdict(call, subject)
         if verdict == "deny":
             return reason
         if verdict == "allow":
             return None
-        name, subject = call.name, self._path_subject(call) or _subject(call)
         mutating = name not in self._read_only
         if self.ask is None:
             return f"{name} needs approval and nobody can give it here"

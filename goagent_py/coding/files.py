@@ -145,6 +145,13 @@ class FileToolkit:
             )
 
     def _read_bytes(self, path: str, tool: str = "read_file", expect: Path | None = None) -> bytes:
+        return self._read_opened(path, tool, expect)[0]
+
+    def _read_opened(
+        self, path: str, tool: str = "read_file", expect: Path | None = None
+    ) -> tuple[bytes, Path]:
+        """The file's bytes and the resolved path of the file the one open reached (what a
+        read is recorded under: resolving the name again could name another file)."""
         try:
             opened, real = open_file_in_root(self._base, path, "rb")
             with opened as f:
@@ -157,7 +164,7 @@ class FileToolkit:
                         f"{path}: {size} bytes, more than the {self.max_file_bytes} bytes allowed"
                     )
                 data: bytes = f.read(self.max_file_bytes + 1)
-                return data
+                return data, self._base / real
         except PathEscapeError as exc:
             raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
         except FileNotFoundError as exc:
@@ -230,8 +237,7 @@ class FileToolkit:
     def _read_sync(self, args: dict[str, Any]) -> str:
         """read_file: numbered lines of a text file, from ``offset`` for ``limit`` lines."""
         path = args["path"]
-        resolved = self._resolve(path)
-        data = self._read_bytes(path)
+        data, resolved = self._read_opened(path)
         digest = _digest(data)
         before = self._seen.get(resolved)
         self._seen[resolved] = digest

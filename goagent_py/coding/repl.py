@@ -40,7 +40,12 @@ from goagent_py.coding.session import (
     say,
 )
 from goagent_py.coding.status import Status
-from goagent_py.errors import ConfigurationError, GoAgentError, MissingExtraError
+from goagent_py.errors import (
+    ConfigurationError,
+    GoAgentError,
+    MemoryStoreError,
+    MissingExtraError,
+)
 from goagent_py.session import Session
 
 __all__ = [
@@ -242,5 +247,8 @@ def run_code(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:
         print(f"goagent-py code: {exc}", file=sys.stderr)
         return 2
+    except MemoryStoreError as exc:  # the session store cannot be opened: as chat's exit 4
+        print(f"goagent-py code: {exc}", file=sys.stderr)
+        return 4
     except KeyboardInterrupt:
         return 130

@@ -35,7 +35,7 @@ from goagent_py.coding.approvals import (
 from goagent_py.coding.files import file_tools
 from goagent_py.coding.shell import command_text, shell_tool
 from goagent_py.coding.status import Price, Status
-from goagent_py.errors import ConfigurationError, GoAgentError
+from goagent_py.errors import ConfigurationError, GoAgentError, MemoryStoreError
 from goagent_py.messages import ToolCall
 from goagent_py.session import Session
 from goagent_py.tools import Tool
@@ -380,13 +380,20 @@ def _open_db_path(given: str | None) -> Path:
     """The session store's path, its folder made (0700 where this creates it) and the file
     created 0600: the sessions hold the user's code and conversation."""
     db = Path(given).expanduser() if given else _data_home() / "code.db"
-    missing = [p for p in (db.parent, *db.parent.parents) if not p.exists()]
-    for folder in reversed(missing):
-        folder.mkdir(mode=0o700)
-    if not given:  # our own data folder: private, whoever made it
-        with contextlib.suppress(OSError):
-            os.chmod(db.parent, 0o700)
-    _write_private(db, None)
+    try:
+        missing = [p for p in (db.parent, *db.parent.parents) if not p.exists()]
+        for folder in reversed(missing):
+            folder.mkdir(mode=0o700)
+        if not given:  # our own data folder: private, whoever made it
+            with contextlib.suppress(OSError):
+                os.chmod(db.parent, 0o700)
+        _write_private(db, None)
+    except OSError as exc:  # a part of the path is a file, a folder is read-only...
+        reason = exc.strerror or type(exc).__name__
+        raise MemoryStoreError(
+            f"cannot create the session store {db} ({reason}): give --db a file in a folder "
+            "you can write to, or set GOAGENT_HOME"
+        ) from exc
     return db
 
 

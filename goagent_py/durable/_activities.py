@@ -36,13 +36,14 @@ from goagent_py._call_gates import (
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._transcript import error_result, repair_transcript, truncate_content
 from goagent_py.approvals import RunContext, pending_of
-from goagent_py.dispatch import Dispatcher, error_text
+from goagent_py.dispatch import Dispatcher, error_text, timeout_middleware
 from goagent_py.errors import (
     ConfigurationError,
     CorruptedDataError,
     ToolArgumentsError,
     ToolBlockedError,
     ToolExecutionError,
+    ToolTimeoutError,
 )
 from goagent_py.guardrails import GuardrailContext, decide
 from goagent_py.mcp.errors import (
@@ -62,6 +63,7 @@ from goagent_py.messages import (
     Usage,
     build_codec,
 )
+from goagent_py.resilience._retry import _transient_verdict
 from goagent_py.results import ToolResult
 from goagent_py.tool_context import ToolContext, _current
 from goagent_py.tools import Tool
@@ -194,10 +196,17 @@ async def _heartbeating(work: Awaitable[T]) -> T:
 
 
 def _retryable(error: BaseException) -> bool:
-    """A tool's failure is data for the model, not retried, except what a retry can cure: a
-    connection error or a timeout raised inside the tool, and an MCP server out of reach. The
-    agent's own tool timeout is final, as in a plain run (it bounds the call)."""
+    """A tool's failure is data for the model, not retried, except what a retry can cure: what
+    the tool marks transient (:class:`TransientError`, read as ``tool_retry`` reads it: the
+    tool's word wins, so a tool whose call may have had its effect says it is not safe to
+    retry), else a connection error or a timeout raised inside the tool, and an MCP server out
+    of reach. The agent's own tool timeout is final, as in a plain run (it bounds the call)."""
     cause = error.cause if isinstance(error, ToolExecutionError) else None
+    if cause is None:
+        return False
+    verdict = _transient_verdict(cause)
+    if verdict is not None:
+        return verdict
     if isinstance(cause, MCPServerRestartedError):
         return False  # a call that may have run, on a tool that is not idempotent
     return isinstance(cause, ConnectionError | TimeoutError | MCPConnectionError)
@@ -534,7 +543,33 @@ class _AgentActivities:
             )
         if reason is not None:
             return await self._after(error_result(call, ToolBlockedError(call.name, reason)))
-        return await self._after(await self.dispatcher.execute(call))
+        return await self._after(await self._dispatch_in_time(call))
+
+    async def _dispatch_in_time(self, call: ToolCall) -> ToolResult:
+        """The call through the agent's chain, given up on a little before the activity's own
+        start-to-close timeout (``DurableAgent(tool_timeout=...)``) with a final
+        :class:`ToolTimeoutError` the model reads, as the agent's ``tool_timeout`` gives one. Left
+        to the engine, that timeout is retried: a slow but alive tool would run again (a sync
+        tool's first thread still running). A worker that died is still retried (its heartbeat
+        stops, or nothing answers before the timeout)."""
+        limit = activity.info().start_to_close_timeout
+        if not limit:
+            return await self.dispatcher.execute(call)
+        seconds = limit.total_seconds()
+        # The time left for the result to reach the server before its timer fires.
+        within = max(seconds * 0.8, seconds - 5.0)
+
+        async def run(tc: ToolCall) -> list[ContentBlock]:
+            result = await self.dispatcher.execute(tc)
+            out.append(result)
+            return result.content
+
+        out: list[ToolResult] = []
+        try:
+            await timeout_middleware(within)(run)(call)
+        except ToolTimeoutError:
+            return error_result(call, ToolTimeoutError(call.name, seconds))
+        return out[0]
 
     async def _after(self, result: ToolResult) -> ToolResult:
         after = self.options.after_tool_call

@@ -156,8 +156,9 @@ class _Calls:
         # The digest of each result a tool activity stored and answered by reference, by call
         # id (from its recorded answer): only these tool messages are marked as references.
         self.refs: dict[str, str] = {}
-        # The approval checks the workers made, by call id: (the model's arguments, the
-        # validated ones or None when they failed validation, whether the call waits).
+        # The approval checks the workers made for the calls of the current message, by call
+        # id: (the model's arguments, the validated ones or None when they failed validation,
+        # whether the call waits).
         self.checked: dict[str, tuple[dict[str, Any], dict[str, Any] | None, bool]] = {}
         self.checks = set(config.get("approval_checks", ()))
         self.last_message: Message | None = None
@@ -223,6 +224,10 @@ class _Calls:
         if event.message is None:
             return
         self.last_message = event.message
+        # The checks belong to the calls of one message: a later message's call may reuse an
+        # id (local models' servers number calls per turn) and must be checked, and may wait,
+        # again; a call cached by its id alone ran unasked (review9c).
+        self.checked = {}
         self.events.append(
             {
                 "type": "message",
@@ -1123,10 +1128,13 @@ class AgentWorkflow:
         if not isinstance(decisions, dict) or not decisions:
             raise ConfigurationError("decide(): give at least one decision, {call_id: decision}")
         for call_id in decisions:
-            if call_id in self._expired:
+            # A call decided (or expired) in an earlier wait is refused unless a call of the
+            # wait now has its id: local models' servers number calls per turn (review9c).
+            waiting = call_id in self._waiting
+            if call_id in self._expired and not waiting:
                 deadline, default = self._expired[call_id]
                 raise ApprovalExpiredError(call_id, deadline, applied=default)
-            if call_id in self._settled or (call_id in self._decided and call_id in self._waiting):
+            if (call_id in self._settled and not waiting) or (call_id in self._decided and waiting):
                 raise ApprovalConflictError(
                     f"call {call_id!r} was already decided (the first decision wins); the run "
                     "goes on with it"

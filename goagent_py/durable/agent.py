@@ -31,6 +31,7 @@ from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.guardrails import guardrail_name
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol
+from goagent_py.memory.storage._parts import check_session_id
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.provider import Provider
 from goagent_py.results import PendingCall
@@ -169,7 +170,10 @@ class DurableAgent:
         long_term_memory: the workers' long-term memory (None: the agent's own). Recall and
             store run only if the app process's definition has one too.
         model_timeout: seconds one model call may take before it is retried.
-        tool_timeout: seconds one tool call may take before it is retried.
+        tool_timeout: seconds one tool call's activity may take. A live worker gives the call
+            up a little before (at 80%, or 5 s before, whichever is later) with a
+            ``ToolTimeoutError`` the model reads, not retried (a slow tool would run again); a
+            call on a worker that died is retried.
         heartbeat_timeout: seconds without a heartbeat after which a call is retried on
             another worker (activities heartbeat while they wait); None: only the timeouts.
         max_attempts: attempts per model or tool call (1 = no retry).
@@ -402,6 +406,7 @@ class DurableAgent:
 
         from temporalio.exceptions import WorkflowAlreadyStartedError
 
+        check_session_id(session_id, "DurableAgent.start")
         if exclusive:
             if workflow_id is not None:
                 raise ConfigurationError("DurableAgent.start: exclusive= sets the workflow id")
@@ -553,6 +558,7 @@ class DurableAgent:
         """
         from ._workflow import run_in_workflow
 
+        check_session_id(session_id, "DurableAgent.run")
         content = [TextBlock(prompt)] if isinstance(prompt, str) else list(prompt)
         return DurableResult.from_data(
             await run_in_workflow(

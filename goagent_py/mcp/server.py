@@ -11,6 +11,7 @@ call ``ask(prompt)`` and read the agent's answer, with progress notifications wh
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -267,13 +268,13 @@ async def run_http(
     port: int = 8000,
     path: str = "/mcp",
     allowed_hosts: Iterable[str] = (),
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve ``server`` over streamable HTTP at ``http://host:port/path`` until cancelled; see
-    :func:`http_app`."""
-    import uvicorn
-
+    :func:`http_app`. ``sock``: a socket already listening, served instead of binding
+    ``host:port`` (bind it first to know the port ``port=0`` got, or to fail before announcing)."""
     app = http_app(server, path=path, host=host, allowed_hosts=allowed_hosts)
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+    await _serve(app, host, port, sock)
 
 
 def sse_app(
@@ -317,10 +318,18 @@ async def run_sse(
     port: int = 8000,
     path: str = "/sse",
     allowed_hosts: Iterable[str] = (),
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve ``server`` over the legacy HTTP+SSE transport at ``http://host:port/path`` (the
-    messages go to ``/messages/``) until cancelled; see :func:`sse_app`."""
+    messages go to ``/messages/``) until cancelled; see :func:`sse_app`. ``sock``: as for
+    :func:`run_http`."""
+    app = sse_app(server, path=path, host=host, allowed_hosts=allowed_hosts)
+    await _serve(app, host, port, sock)
+
+
+async def _serve(app: Any, host: str, port: int, sock: socket.socket | None) -> None:
+    """Run ``app`` under uvicorn on ``sock`` when given, else on ``host:port``."""
     import uvicorn
 
-    app = sse_app(server, path=path, host=host, allowed_hosts=allowed_hosts)
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    await server.serve(sockets=None if sock is None else [sock])

@@ -24,6 +24,12 @@ class Fact:
 
     ``event`` marks a retraction said as something that happened ("I quit Acme", "I sold my
     car"): when it retracts nothing known, it is kept as a fact instead of dropped.
+
+    ``words`` is what a retraction takes back, said positively ("I eat meat" for "I no longer
+    eat meat"): when no memory of ``slot`` matches, a memory the rules cannot read as a slot
+    holding all its content words is retracted. ``more``: the sentence says more than the
+    retraction ("I no longer like blue, my favourite colour is green"), so it is kept as said
+    too, whatever it retracts.
     """
 
     slot: str
@@ -31,6 +37,8 @@ class Fact:
     kind: FactKind
     canonical: str = ""
     event: bool = False
+    words: str = ""
+    more: bool = False
 
 
 # (slot, pattern, template): a template rewrites an indirect statement ("I moved to X") as
@@ -193,7 +201,11 @@ _SET: list[tuple[str, str, str | None]] = [
         "My partner is {v}.",
     ),
     ("car", r"\bi (?:now )?drive (?:a |an )?(?P<v>.+)", None),
-    ("car", r"\bmy (?:new |current )?car is (?:now )?(?:a |an )?(?P<v>.+)", "I drive a {v}."),
+    (
+        "car",
+        r"\bmy (?:new |current )?car is (?:now )?(?:a |an |(?=(?-i:[A-Z])))(?P<v>.+)",
+        "I drive a {v}.",
+    ),
     ("car", r"\bi (?:just )?bought a (?:new )?car,? (?:a |an )?(?P<v>.+)", "I drive a {v}."),
     (
         "car",
@@ -327,8 +339,66 @@ def _clean_value(raw: str) -> str:
 
 def _norm_slot(raw: str) -> str:
     words = [_SPELLING.get(w, w) for w in raw.lower().split() if w not in _ADJECTIVES]
-    slot = " ".join(words)
+    slot = re.sub(r"'s name$", "", " ".join(words))  # "my dog's name" is who "my dog" is
     return _SLOT_ALIASES.get(slot, slot)
+
+
+# Slots whose value says who it is: a name. What else is said of them ("my wife is a
+# doctor", "my dog is old") is another fact, not a new value of the slot.
+_WHO = frozenset(
+    [
+        "partner",
+        "wife",
+        "husband",
+        "sister",
+        "brother",
+        "mother",
+        "father",
+        "mom",
+        "mum",
+        "dad",
+        "son",
+        "daughter",
+        "child",
+        "kid",
+        "baby",
+        "twin",
+        "cousin",
+        "aunt",
+        "uncle",
+        "niece",
+        "nephew",
+        "grandmother",
+        "grandfather",
+        "grandma",
+        "grandpa",
+        "friend",
+        "boss",
+        "manager",
+        "colleague",
+        "neighbour",
+        "neighbor",
+        "roommate",
+        "flatmate",
+        "dog",
+        "cat",
+        "pet",
+        "puppy",
+        "kitten",
+        "horse",
+        "parrot",
+    ]
+)
+
+
+def _names_it(slot: str, value: str, said: str) -> bool:
+    """Whether ``value`` names the one ``slot`` is about (always, for other slots)."""
+    if not slot or slot.split()[-1] not in _WHO:
+        return True
+    if re.search(r"\b(?:called|named|name is)\b", said, re.IGNORECASE):
+        return True
+    first = value.split()[0]
+    return first[:1].isupper() and first not in ("A", "An", "The")
 
 
 # "I changed my number to 555-0177", "New email: a@b.example": a slot and its new value.
@@ -379,6 +449,8 @@ def _set_fact(text: str) -> Fact | None:
             continue
         if slot == "job" and (value.lower() in _NOT_JOBS or " of " in value.lower()):
             continue
+        if not _names_it(slot, value, match.group(0)):
+            continue
         canonical = template.format(v=value) if template else ""
         return Fact(slot, value, "set", canonical)
     changed = _slot_change(text)
@@ -389,6 +461,10 @@ def _set_fact(text: str) -> Fact | None:
         value = _clean_value(match.group("v"))
         slot = _norm_slot(match.group("slot"))
         if value and slot and not value.lower().startswith(("not ", "no longer")):
+            # "My car is red" says what the car is like, not which car (the car patterns
+            # above read "my car is a Tesla").
+            if slot == "car" or not _names_it(slot, value, match.group(0)):
+                return None
             return Fact(slot, value, "set")
     return None
 
@@ -484,7 +560,9 @@ def parse_fact(text: str) -> Fact | None:
             return Fact(parsed.slot, parsed.value, "retract")
         my = re.match(r"(?:my|about my) (?P<slot>.+)", rest, re.IGNORECASE)
         if my is not None:
-            return Fact(_norm_slot(my.group("slot")), "", "retract")
+            # "Forget my number" is a slot; "forget that my sister lives in Paris" is a fact
+            # the rules do not read as one: its words find it.
+            return Fact(_norm_slot(my.group("slot")), "", "retract", words=rest)
         return Fact("?", rest, "retract")
     retraction = _retraction(text)
     if retraction is not None:
@@ -492,24 +570,50 @@ def parse_fact(text: str) -> Fact | None:
     return _set_fact(text) or _left(text) or _multi_fact(text)
 
 
+# "I'm not a vegetarian anymore": a negated state, a retraction only with "anymore" (so
+# "I'm not sure" is none).
+_NOT_ANY_MORE = re.compile(
+    r"\b(?P<who>i'm|i am|we're|we are) not (?P<rest>.+?) any ?more\W*$", re.IGNORECASE
+)
+# Where the retracted clause ends: what follows is another statement.
+_CLAUSE_END = re.compile(r"\s*[,;:]\s*|\s+(?:but|and|so|because)\s+", re.IGNORECASE)
+_CHANGE_WORDS = re.compile(r"\bno longer\b|\bany ?more\b", re.IGNORECASE)
+
+
 def _retraction(text: str) -> Fact | None:
     have = _HAVE_NO_MORE.search(text)
     if have is not None:
-        return Fact(_norm_slot(have.group("slot")), "", "retract")
+        slot = have.group("slot")
+        return Fact(_norm_slot(slot), "", "retract", event=True, words=f"I have a {slot}")
     mine = _MY_NO_LONGER.search(text)
     if mine is not None:
         return Fact(_norm_slot(mine.group("slot")), _clean_value(mine.group("v")), "retract")
-    match = _NO_LONGER.search(text)
+    if _NOT_WITH.search(text):
+        return None  # a break-up, read by _left as an event
+    match = _NO_LONGER.search(text) or _NOT_ANY_MORE.search(text)
     if match is None:
         return None
-    if match.group("rest") is not None:
-        positive = f"{match.group('who')} {match.group('rest')}"
-    else:
-        positive = f"{match.group('who2')} {match.group('rest2')}"
+    groups = match.groupdict()
+    who, rest = (
+        (groups["who"], groups["rest"])
+        if groups.get("rest")
+        else (
+            groups["who2"],
+            groups["rest2"],
+        )
+    )
+    clause, *after = _CLAUSE_END.split(rest, maxsplit=1)
+    clause = re.sub(r" any ?more$", "", clause.strip(), flags=re.IGNORECASE)
+    more = bool(after and after[0].strip())
+    positive = f"{who} {clause}"
     parsed = _set_fact(positive) or _multi_fact(positive)
-    if parsed is None:
-        return None
-    return Fact(parsed.slot, parsed.value, "retract")
+    if parsed is not None:
+        return Fact(parsed.slot, parsed.value, "retract", event=more, words=positive, more=more)
+    if not _CHANGE_WORDS.search(text):
+        return None  # "I don't know": a negation, not a change
+    # A change of something the rules do not read as a slot ("I no longer eat meat"): its
+    # words find the memory; when none holds them, the statement is kept as said.
+    return Fact("?", positive, "retract", event=True, words=positive, more=more)
 
 
 def same_value(a: str, b: str) -> bool:

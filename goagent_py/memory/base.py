@@ -120,7 +120,7 @@ def min_length(n: int) -> WritePolicy:
         raise ConfigurationError(f"min_length({n}): n must be >= 0")
 
     def policy(user: Message, assistant: Message) -> list[Message] | None:
-        size = len(user.text.encode()) + len(assistant.text.encode())
+        size = sum(len(m.text.encode("utf-8", "surrogatepass")) for m in (user, assistant))
         return [user, assistant] if size > n else None
 
     return policy

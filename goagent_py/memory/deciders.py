@@ -171,7 +171,11 @@ def _retract(
         return [Decision(fact=index, op="DELETE", target=latest.id)]
     if fact.slot == "?":
         words = _content_words(fact.value)
-        targets = [c for c, _ in known if words and words <= _content_words(c.text)]
+        targets = [
+            c
+            for c, f in known
+            if words and words <= _content_words(c.text) and (f is None or f.kind != "retract")
+        ]
     else:
         targets = [
             c
@@ -181,10 +185,23 @@ def _retract(
             and f.slot == fact.slot
             and (not fact.value or same_value(f.value, fact.value))
         ]
+    if not targets and fact.words:
+        # Nothing of the slot: a memory the rules cannot read as a slot ("My sister lives in
+        # Paris.", "I have a cat named Tom.") that holds every word of what is taken back.
+        # A memory read as another slot is not one ("forget my number" leaves "my wife's
+        # phone number is ...").
+        words = _content_words(fact.words)
+        targets = [
+            c
+            for c, f in known
+            if (f is None or f.kind == "multi") and words and words <= _content_words(c.text)
+        ]
     if not targets:
         # "Forget X" with nothing to forget stores nothing; "I quit Acme" is kept as said.
         return [Decision(fact=index, op="ADD" if fact.event else "NOOP")]
-    return [Decision(fact=index, op="DELETE", target=c.id) for c in targets]
+    deleted = [Decision(fact=index, op="DELETE", target=c.id) for c in targets]
+    # A sentence that says more than what it takes back is kept as said, nothing lost.
+    return deleted + ([Decision(fact=index, op="ADD")] if fact.more else [])
 
 
 def _content_words(text: str) -> set[str]:

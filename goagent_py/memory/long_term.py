@@ -35,8 +35,11 @@ import asyncio
 import hashlib
 import logging
 import math
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -67,6 +70,7 @@ from goagent_py.memory.records import (
     as_present,
     asks_about_past,
     format_time,
+    history_of,
     record_of,
     state_of,
     with_change,
@@ -136,7 +140,7 @@ class _MessageCounter(Protocol):
 
 
 def _bytes_over_four(message: Message) -> int:
-    return (len(message.text.encode()) + 3) // 4
+    return (len(message.text.encode("utf-8", "surrogatepass")) + 3) // 4
 
 
 def message_digest(message: Message) -> str:
@@ -219,6 +223,41 @@ def _marked(
         is_error=m.is_error,
         metadata=with_change(m.metadata, change, **fields),
     )
+
+
+def _without_words(
+    listed: Sequence[ScoredMessage], gone: set[str], deleted: set[str]
+) -> list[tuple[str, Message]]:
+    """The entries of ``listed`` (other than ``deleted``) whose history quotes a text of
+    ``gone``, with those quotes blanked: what :meth:`LongTermMemory.forget` rewrites."""
+    out: list[tuple[str, Message]] = []
+    for scored in listed:
+        history = history_of(scored.message.metadata)
+        if scored.id in deleted or not any({c.text, c.previous} & gone for c in history):
+            continue
+        kept = [
+            replace(
+                c,
+                text="" if c.text in gone else c.text,
+                previous="" if c.previous in gone else c.previous,
+            ).to_json()
+            for c in history
+        ]
+        m = scored.message
+        metadata = {**m.metadata, HISTORY_KEY: kept}
+        out.append(
+            (
+                scored.id,
+                Message(
+                    m.role,
+                    list(m.content),
+                    tool_call_id=m.tool_call_id,
+                    is_error=m.is_error,
+                    metadata=metadata,
+                ),
+            )
+        )
+    return out
 
 
 class LongTermMemory:
@@ -347,8 +386,14 @@ class LongTermMemory:
             )
         self.recall_superseded = recall_superseded
         # One writer per scope at a time: two turns superseding the same memory must not
-        # both read it as current (the second sees what the first wrote).
-        self._locks: dict[str, asyncio.Lock] = {}
+        # both read it as current (the second sees what the first wrote). An asyncio.Lock
+        # belongs to one event loop: each loop has its own (threads calling run_sync each run
+        # one; a lock shared across them left a waiter asleep forever). Writers of different
+        # loops are kept apart as other processes are: by the store's compare-and-set.
+        self._locks: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Lock]
+        ] = weakref.WeakKeyDictionary()
+        self._locks_guard = threading.Lock()
 
     def __repr__(self) -> str:
         return (
@@ -417,8 +462,14 @@ class LongTermMemory:
                 pending.append((f"{session}:{digest}:{index}", stored))
         await self._write(pending)
         if facts:
-            async with self._locks.setdefault(session, asyncio.Lock()):
+            async with self._scope_lock(session):
                 await self._consolidate(facts, session=session, now=now)
+
+    def _scope_lock(self, session: str) -> asyncio.Lock:
+        """The lock of ``session``'s writers in the running event loop."""
+        loop = asyncio.get_running_loop()
+        with self._locks_guard:
+            return self._locks.setdefault(loop, {}).setdefault(session, asyncio.Lock())
 
     def _is_fact(self, message: Message, provenance: str | None) -> bool:
         """Whether ``message`` goes through the decider: a user's own text."""
@@ -470,7 +521,9 @@ class LongTermMemory:
         version is read before the candidates, and the decisions are written only if no other
         writer (another process on the same file or database) changed the scope meanwhile;
         otherwise the candidates are read and decided again, so the second writer builds on
-        what the first wrote. Other stores rely on the per-scope lock of this object.
+        what the first wrote (writers in other event loops of this process too: threads each
+        calling ``run_sync``). Other stores rely on the per-scope lock of this object, which
+        keeps apart the writers of one event loop only.
         """
         assert self.decider is not None
         texts = [f.text for f in facts]
@@ -778,13 +831,15 @@ class LongTermMemory:
         return sorted(found, key=lambda r: (r.created_at or _EPOCH, r.id))
 
     def _within_budget(self, found: list[ScoredMessage], budget: int | None) -> list[ScoredMessage]:
-        """The best-scored prefix of ``found`` that fits ``budget`` (lowest scores dropped)."""
+        """The prefix of ``found`` (best first, ties newest first) that fits ``budget``: the
+        lowest scores are dropped, and the order is kept (re-sorting by score alone would undo
+        the tie order of :meth:`_newer_first`)."""
         if budget is None:
             return found
         count = self.estimator.count if self.estimator is not None else _bytes_over_four
         kept: list[ScoredMessage] = []
         left = budget
-        for scored in sorted(found, key=lambda s: -s.score):
+        for scored in found:
             cost = count(scored.message)
             if cost > left:
                 break
@@ -799,6 +854,10 @@ class LongTermMemory:
         the chunk ids). A fact a decider stored in other words (the rule decider's "I live in
         Porto." for "I moved to Porto last month.", under another id) is found by the message
         it came from (its record's source message) when the store can list.
+
+        When the store can list, no copy is left behind: the words of what is forgotten are
+        also blanked in the histories of the scope's other memories (a memory that replaced
+        a forgotten one recorded its text as ``previous``).
         """
         ids = [
             f"{session}:{message_digest(m)}:{i}"
@@ -815,6 +874,8 @@ class LongTermMemory:
                 and s.message.metadata.get(SOURCE_MESSAGE_KEY) in sources
                 and s.id not in ids
             ]
+            gone = {m.text for m in messages} | {s.message.text for s in listed if s.id in ids}
+            await self._write(_without_words(listed, gone - {""}, set(ids)))
         if isinstance(self.vector_store, BulkVectorStore):
             await self.vector_store.delete_batch(ids)
         else:

@@ -201,8 +201,9 @@ class HeuristicEstimator:
     """
 
     def count_text(self, text: str) -> int:
-        """UTF-8 bytes of ``text`` divided by 4 (integer division)."""
-        return len(text.encode()) // 4
+        """UTF-8 bytes of ``text`` divided by 4 (integer division); a lone surrogate (a file
+        name that is not UTF-8, as ``os.listdir`` decodes it) counts as its 3 bytes."""
+        return len(text.encode("utf-8", "surrogatepass")) // 4
 
     def count(self, message: Message) -> int:
         """Tokens ``message`` costs (see the class docstring)."""

@@ -38,7 +38,14 @@ _SENTENCE_END = re.compile(
 )
 # "..., and I ...", "... but my ...": a conjunction joining two first-person clauses. Only
 # before a first-person subject (I, I'm, my, we...), so "I like salt and pepper" stays whole.
-_CLAUSE_JOIN = re.compile(r"\s*(?:[,;]\s*|\s)(?:and|but)\s+(?=(?:I|[Mm]y|[Ww]e|[Oo]ur)\b)")
+# "I no longer like blue, my favourite colour is green": a comma or semicolon between two
+# first-person clauses (a splice) cuts too, when the left one opens on its own subject (not
+# "When I moved, I ...").
+_CLAUSE_JOIN = re.compile(
+    r"\s*(?:[,;]\s*|\s)(?:and|but)\s+(?=(?:I|[Mm]y|[Ww]e|[Oo]ur)\b)"
+    r"|(?P<splice>\s*[,;]\s+)(?=(?:I|[Mm]y|[Ww]e|[Oo]ur)\b)"
+)
+_OWN_SUBJECT = re.compile(r"^(?:I|I'm|I've|I'd|[Mm]y|[Ww]e|[Ww]e're|[Oo]ur)\b")
 
 
 def is_statement(text: str, *, min_words: int = 3, about_user: bool = False) -> bool:
@@ -65,7 +72,9 @@ def statement_clauses(text: str) -> list[str]:
     full stop, and a clause starting with "my"/"our" a capital. A conjunction is a cut only
     before a first-person subject (I, I'm, my, we, our) and after at least three words, so "I
     like salt and pepper" and "My brother and I play chess" stay whole (a longer compound
-    subject, "My older brother and I ...", is cut). Nothing is dropped here
+    subject, "My older brother and I ...", is cut). A comma or semicolon before a first-person
+    subject cuts too when the clause before it opens on its own subject ("I no longer like
+    blue, my favourite colour is green"; not "When I moved, I ..."). Nothing is dropped here
     (:func:`user_statements` filters).
     """
     clauses: list[str] = []
@@ -91,6 +100,8 @@ def _clauses(sentence: str) -> list[str]:
     start = 0
     for join in _CLAUSE_JOIN.finditer(sentence):
         left = sentence[start : join.start()].strip()
+        if join.group("splice") and not _OWN_SUBJECT.match(left):
+            continue
         if len(left.split()) >= 3:
             parts.append(left)
             start = join.end()

@@ -20,7 +20,7 @@ import dataclasses
 import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
@@ -35,6 +35,7 @@ from goagent_py.tools import ToolDefinition, validate_tool_name
 
 if TYPE_CHECKING:
     from goagent_py.agent import Agent
+    from goagent_py.results import RunResult
 
 __all__ = [
     "Flow",
@@ -94,8 +95,11 @@ class FlowResult:
 
     Attributes:
         text: the output.
-        usage: tokens summed over every agent run inside (sub-agents included).
-        iterations: model calls summed over every agent run inside.
+        usage: tokens summed over every agent run inside (sub-agents included, and the failed
+            attempts of a retried node).
+        iterations: model calls of the agent runs the flow started itself (its nodes, failed
+            attempts included); the calls of their sub-agents (``as_tool``, a coordinating
+            :class:`Supervisor`'s members) are in ``usage`` and the budget, not here.
         duration: seconds the node took.
         steps: every leaf run inside, in the order they finished.
         trace: the names of the direct children run, in order (a graph's path, a loop's rounds,
@@ -104,7 +108,8 @@ class FlowResult:
         errors: the errors of direct children that failed without failing the whole
             (``Parallel(fail_fast=False)``), by name.
         state: a :class:`Graph`'s final state (plain data), else None.
-        messages: for :class:`Handoffs`, the whole conversation, every agent's turns in order.
+        messages: for :class:`Handoffs`, the whole conversation, every agent's turns in order;
+            for another pattern, the conversations of the :class:`Handoffs` inside, in order.
         output: the typed output behind ``text`` (a typed agent's, or the last node's of a
             pattern whose text is that node's), else None.
         flow_state: the run's :class:`FlowState` (on the result of ``run``/``stream``).
@@ -233,6 +238,29 @@ def _state_scope() -> Any:
         _flow_state.reset(token)
 
 
+_flow_deps: contextvars.ContextVar[Any] = contextvars.ContextVar("goagent_flow_deps", default=None)
+
+
+def flow_deps() -> Any:
+    """The deps of the flow run this code runs in (``flow.run(..., deps=...)``, or the deps of
+    the run that called the flow as a tool), or None."""
+    return _flow_deps.get()
+
+
+@contextlib.contextmanager
+def _deps_scope(deps: Any, *, inherit: bool = True) -> Any:
+    """``deps`` as the deps of every agent run inside (None with ``inherit``: those around
+    it, if any)."""
+    if deps is None and inherit:
+        yield
+        return
+    token = _flow_deps.set(deps)
+    try:
+        yield
+    finally:
+        _flow_deps.reset(token)
+
+
 def combine(
     text: str,
     parts: list[tuple[str, FlowResult]],
@@ -240,24 +268,54 @@ def combine(
     *,
     errors: Mapping[str, BaseException] | None = None,
     state: Any = None,
+    failed: Sequence[FlowResult] = (),
 ) -> FlowResult:
-    """The result of a pattern from its children's ``(name, result)`` in the order they ran."""
+    """The result of a pattern from its children's ``(name, result)`` in the order they ran.
+
+    ``failed``: what children that failed did before they failed (their errors' ``partial``);
+    their usage, model calls, steps and messages count, though they have no output.
+    """
+    done = [r for _, r in parts] + list(failed)
     usage = Usage()
-    for _, r in parts:
+    for r in done:
         usage = usage + r.usage
     last = parts[-1][1] if parts else None
     return FlowResult(
         text=text,
         usage=usage,
-        iterations=sum(r.iterations for _, r in parts),
+        iterations=sum(r.iterations for r in done),
         duration=time.perf_counter() - start,
-        steps=tuple(s for _, r in parts for s in r.steps),
+        steps=tuple(s for r in done for s in r.steps),
         trace=tuple(n for n, _ in parts),
         outputs={n: r.text for n, r in parts},
         errors=dict(errors or {}),
         state=state,
+        messages=tuple(m for r in done for m in r.messages),
         output=last.output if last is not None and last.text == text else None,
     )
+
+
+def partial_of(error: BaseException) -> FlowResult | None:
+    """What the node that failed with ``error`` had done (its ``partial``), or None."""
+    partial = getattr(error, "partial", None)
+    return partial if isinstance(partial, FlowResult) else None
+
+
+def failed_partial(
+    error: BaseException,
+    parts: list[tuple[str, FlowResult]],
+    start: float,
+    *,
+    state: Any = None,
+    cut: Sequence[FlowResult] = (),
+) -> FlowResult:
+    """The ``partial`` a pattern ended by ``error`` sets: its finished children, plus what the
+    failing child had done (its own ``partial``, nested flows and the agent that ran out
+    included), so no level of a nested run loses what a deeper one spent, plus ``cut``: what
+    children cancelled because of it had spent."""
+    failed = partial_of(error)
+    spent = [*(() if failed is None else (failed,)), *cut]
+    return combine("", parts, start, state=state, failed=spent)
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -395,22 +453,34 @@ class Flow:
 
         return FlowTool(self, name=name, description=description)
 
-    async def run(self, input: str, *, budget: Budget | None = None) -> FlowResult:
+    async def run(
+        self, input: str, *, budget: Budget | None = None, deps: Any = None
+    ) -> FlowResult:
         """Run the orchestration on ``input`` (drawing from ``budget``, or the active one).
+
+        ``deps`` are the deps of every agent run inside, at any depth (their tools read them
+        as ``current_tool_context().deps``, sub-agents called as tools get them too); None:
+        the deps of the run this flow runs in (a flow called as a tool), if any.
 
         Raises:
             BudgetExceededError: the run-wide budget ran out.
             StepFailedError: a node failed (``path`` names it, ``partial`` holds what was done).
             MaxStepsError: a graph or loop ran past its limit.
         """
-        with _state_scope() as state, budget if budget is not None else contextlib.nullcontext():
+        with (
+            _state_scope() as state,
+            _deps_scope(deps),
+            budget if budget is not None else contextlib.nullcontext(),
+        ):
             result = await self._invoke(input, Scope((self.name,)))
         return dataclasses.replace(result, flow_state=state)
 
-    async def stream(self, input: str, *, budget: Budget | None = None) -> AsyncIterator[FlowEvent]:
+    async def stream(
+        self, input: str, *, budget: Budget | None = None, deps: Any = None
+    ) -> AsyncIterator[FlowEvent]:
         """Run on ``input`` yielding every event as it happens, from the root's
         :class:`NodeStart` to its :class:`NodeEnd` (whose ``result`` is the run's); raises what
-        :meth:`run` raises.
+        :meth:`run` raises, with ``budget`` and ``deps`` as :meth:`run` takes them.
         Closing the iterator early cancels the run."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
@@ -422,7 +492,11 @@ class Flow:
             finally:
                 queue.put_nowait(done)
 
-        with _state_scope() as state, budget if budget is not None else contextlib.nullcontext():
+        with (
+            _state_scope() as state,
+            _deps_scope(deps),
+            budget if budget is not None else contextlib.nullcontext(),
+        ):
             task = asyncio.create_task(body())  # the task copies the context: budget, state
         try:
             yield NodeStart(input, path=scope.path)
@@ -553,12 +627,19 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
     if here.emit is not None:
         here.emit(NodeStart(text, path=here.path))
     attempt = 0
+    spent: list[FlowResult] = []  # what the failed attempts did: it was spent, it counts
     while True:
         attempt += 1
         try:
             result = await _run_bounded(node, text, here)
-        except (ConfigurationError, BudgetExceededError):
-            raise  # misuse, or the whole run out of budget: never retried or wrapped
+        except ConfigurationError:
+            raise  # misuse: never retried or wrapped
+        except BudgetExceededError as exc:
+            # The whole run is out of budget: never retried or wrapped, but what this node
+            # spent (earlier attempts included) goes with it.
+            if spent:
+                exc.partial = _with_earlier(partial_of(exc) or FlowResult(""), spent)
+            raise
         except Exception as exc:
             policy = node.retry
             # The policy judges what the node failed with, not the wrapper naming the node.
@@ -568,13 +649,21 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
                 and attempt < policy.max_attempts
                 and (policy.retryable is None or policy.retryable(cause))
             ):
+                spent.extend(p for p in (partial_of(exc),) if p is not None)
                 await policy.sleep(policy.delay(attempt, cause))
                 continue
             if here.emit is not None:
                 here.emit(NodeEnd(None, exc, path=here.path))
-            if isinstance(exc, StepFailedError):
-                raise  # already names the node that failed, deepest first
-            raise StepFailedError(here.path, exc) from exc
+            # already names the node that failed, deepest first; else name this node
+            failure = exc if isinstance(exc, StepFailedError) else StepFailedError(here.path, exc)
+            done = partial_of(exc)
+            if done is not None or spent:
+                failure.partial = _with_earlier(done or FlowResult(""), spent)
+            if failure is exc:
+                raise
+            raise failure from exc
+        if spent:
+            result = _with_earlier(result, spent)
         state = _flow_state.get()
         if state is not None:
             value = result.output if result.output is not None else result.text
@@ -582,6 +671,47 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
         if here.emit is not None:
             here.emit(NodeEnd(result, path=here.path))
         return result
+
+
+# Every leaf run (an agent's, a function's) records what it spent in each enclosing tally (a
+# node attempt bounded in time, a Parallel branch): a task that is cancelled returns nothing, so
+# what it had spent before (its agent's run_result is set even then) is read from its tally.
+_tallies: contextvars.ContextVar[tuple[list[FlowResult], ...]] = contextvars.ContextVar(
+    "goagent_flow_tallies", default=()
+)
+
+
+@contextlib.contextmanager
+def tally() -> Iterator[list[FlowResult]]:
+    """A list every leaf run inside records its result (or what it spent) in."""
+    spent: list[FlowResult] = []
+    token = _tallies.set((*_tallies.get(), spent))
+    try:
+        yield spent
+    finally:
+        _tallies.reset(token)
+
+
+def _record(result: FlowResult) -> FlowResult:
+    for spent in _tallies.get():
+        spent.append(result)
+    return result
+
+
+def _with_earlier(result: FlowResult, earlier: list[FlowResult]) -> FlowResult:
+    """``result`` with the usage, model calls and steps of a node's failed earlier attempts
+    added (what a retried node spent in all)."""
+    if not earlier:
+        return result
+    usage = result.usage
+    for r in earlier:
+        usage = usage + r.usage
+    return dataclasses.replace(
+        result,
+        usage=usage,
+        iterations=result.iterations + sum(r.iterations for r in earlier),
+        steps=(*(s for r in earlier for s in r.steps), *result.steps),
+    )
 
 
 async def _run_bounded(node: Node, text: str, scope: Scope) -> FlowResult:
@@ -595,18 +725,22 @@ async def _run_bounded(node: Node, text: str, scope: Scope) -> FlowResult:
     if not bounds:
         return await _run_once(node.runnable, text, scope)
     bound = min(bounds)
-    try:
-        async with asyncio.timeout(bound) as limit:
-            return await _run_once(node.runnable, text, scope)
-    except TimeoutError:
-        if not limit.expired():
-            raise  # the node's own TimeoutError, not ours
-        if budget is not None and budget.max_seconds is not None and bound == left:
-            raise BudgetExceededError(
-                "seconds", budget.max_seconds, round(budget.elapsed, 3)
-            ) from None
-        assert node.timeout is not None
-        raise NodeTimeoutError(scope.path, node.timeout) from None
+    start = time.perf_counter()
+    with tally() as spent:
+        try:
+            async with asyncio.timeout(bound) as limit:
+                return await _run_once(node.runnable, text, scope)
+        except TimeoutError:
+            if not limit.expired():
+                raise  # the node's own TimeoutError, not ours
+            error: BudgetExceededError | NodeTimeoutError
+            if budget is not None and budget.max_seconds is not None and bound == left:
+                error = BudgetExceededError("seconds", budget.max_seconds, round(budget.elapsed, 3))
+            else:
+                assert node.timeout is not None
+                error = NodeTimeoutError(scope.path, node.timeout)
+            error.partial = combine("", [], start, failed=spent)  # what the cancelled run spent
+            raise error from None
 
 
 async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:
@@ -628,25 +762,36 @@ async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:
             "returns a str"
         )
     duration = time.perf_counter() - start
-    return FlowResult(value, duration=duration, steps=(Step(scope.path, value, duration=duration),))
+    step = Step(scope.path, value, duration=duration)
+    return _record(FlowResult(value, duration=duration, steps=(step,)))
 
 
 async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> FlowResult:
-    run = await agent.start_run(text, streaming=scope.emit is not None, path=scope.path)
+    run = await agent.start_run(
+        text, streaming=scope.emit is not None, path=scope.path, deps=flow_deps()
+    )
     try:
         async with contextlib.aclosing(run.events()) as events:
             async for event in events:
                 if scope.emit is not None:
                     scope.emit(event)
-    except BudgetExceededError:
-        raise  # the whole run is out of budget, not this node
+    except BudgetExceededError as exc:
+        # The whole run is out of budget, not this node: raised as it is, with what the agent
+        # spent before it ran out (its calls counted, its tokens charged) as its partial.
+        r = run.result
+        if r is not None:
+            exc.partial = _record(failed_run(scope.path, r, exc))
+        raise
     except Exception as exc:
         r = run.result
         if r is not None:
-            failed = Step(scope.path, "", r.usage, r.iterations, r.duration, exc)
             wrapped = StepFailedError(scope.path, exc)
-            wrapped.partial = FlowResult("", r.usage, r.iterations, r.duration, (failed,))
+            wrapped.partial = _record(failed_run(scope.path, r, exc))
             raise wrapped from exc
+        raise
+    except asyncio.CancelledError as exc:
+        if run.result is not None:  # set on cancellation too: what it spent goes in the tallies
+            _record(failed_run(scope.path, run.result, exc))
         raise
     r = run.result
     assert r is not None
@@ -659,7 +804,30 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
 
         text = to_json(output).decode()
     step = Step(scope.path, text, r.usage, r.iterations, duration, output=output)
-    return FlowResult(text, r.usage, r.iterations, duration, (step,), output=output)
+    return _record(FlowResult(text, r.usage, r.iterations, duration, (step,), output=output))
+
+
+def failed_run(path: tuple[str, ...], r: RunResult[Any], error: BaseException) -> FlowResult:
+    """What an agent node that failed with ``error`` had done: one failed step."""
+    failed = Step(path, "", r.usage, r.iterations, r.duration, error)
+    return FlowResult("", r.usage, r.iterations, r.duration, (failed,))
+
+
+class MappedDeps(Flow):
+    """An agent node whose runs get ``deps(the flow's deps)`` instead of the flow's own (a
+    member given as ``as_tool(agent, deps=fn)`` that an orchestration runs as a node)."""
+
+    def __init__(self, agent: Agent, deps: Callable[[Any], Any], *, name: str) -> None:
+        self.agent = agent
+        self.deps = deps
+        self.name = name
+
+    async def _invoke(self, input: str, scope: Scope) -> FlowResult:
+        token = _flow_deps.set(self.deps(_flow_deps.get()))
+        try:
+            return await _run_once(self.agent, input, scope)
+        finally:
+            _flow_deps.reset(token)
 
 
 # -- an orchestration as a tool ------------------------------------------------------------
@@ -703,7 +871,9 @@ class FlowTool:
             return [TextBlock(result.text)]
         scope = Scope((*ctx.path, self.name), ctx.report)
         try:
-            with _state_scope():
+            # The calling run's deps are the flow's agents' deps, as as_tool gives a child its
+            # parent's.
+            with _state_scope(), _deps_scope(ctx.deps, inherit=False):
                 result = await self.flow._invoke(text, scope)
         except Exception as exc:
             partial = getattr(exc, "partial", None)

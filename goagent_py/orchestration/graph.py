@@ -34,6 +34,7 @@ from goagent_py.orchestration._core import (
     StepFailedError,
     as_nodes,
     combine,
+    failed_partial,
     run_node,
 )
 
@@ -202,7 +203,7 @@ class Graph(Flow):
                     node, state if node.input is not None else state["last"], scope
                 )
             except (StepFailedError, BudgetExceededError) as exc:
-                exc.partial = combine("", parts, start, state=state)
+                exc.partial = failed_partial(exc, parts, start, state=state)
                 raise
             parts.append((current, result))
             state["last"] = result.text

@@ -38,7 +38,10 @@ from goagent_py.orchestration._core import (
     Step,
     StepFailedError,
     combine,
+    failed_run,
+    flow_deps,
 )
+from goagent_py.results import RunResult
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition
 
@@ -166,6 +169,11 @@ class Handoffs(Flow):
                         f"Handoffs {name!r}: route {source!r} -> {t!r} names an unknown agent "
                         f"({', '.join(by_name)})"
                     )
+            if source in targets:  # a transfer that restarts the same agent only loops
+                raise ConfigurationError(
+                    f"Handoffs {name!r}: route {source!r} -> {source!r}: an agent cannot hand "
+                    "off to itself"
+                )
         if isinstance(max_handoffs, bool) or not isinstance(max_handoffs, int) or max_handoffs < 0:
             raise ConfigurationError(f"Handoffs {name!r}: max_handoffs must be an int >= 0")
         descriptions = dict(descriptions or {})
@@ -219,18 +227,24 @@ class Handoffs(Flow):
         parts: list[tuple[str, FlowResult]] = []
         active = self.start
         handoffs: list[list[str]] = []
+        held: list[list[Any]] = []  # [memory, how much of the transcript it holds]
         while True:
             agent = self.agents[active]
             here = scope.child(active)
             if parts:
+                history = await self._history(transcript, agent)
+                await self._keep(agent, history, transcript, held)
                 run = await agent.start_run(
                     None,
                     streaming=scope.emit is not None,
-                    history=await self._history(transcript, agent),
+                    history=history,
                     path=here.path,
+                    deps=flow_deps(),
                 )
             else:
-                run = await agent.start_run(input, streaming=scope.emit is not None, path=here.path)
+                run = await agent.start_run(
+                    input, streaming=scope.emit is not None, path=here.path, deps=flow_deps()
+                )
             if here.emit is not None:
                 here.emit(NodeStart(input if not parts else "", path=here.path))
             try:
@@ -243,7 +257,9 @@ class Handoffs(Flow):
                 # far, every agent's part, the one that ran out included (budget8).
                 failed = getattr(exc, "run_result", None)
                 transcript.extend(getattr(failed, "messages", None) or [])
-                exc.partial = self._result(start, parts, transcript, active, handoffs)
+                exc.partial = self._result(
+                    start, parts, transcript, active, handoffs, self._spent(here, failed, exc)
+                )
                 raise
             except Exception as exc:
                 if here.emit is not None:
@@ -253,13 +269,18 @@ class Handoffs(Flow):
                 failed = getattr(exc, "run_result", None)
                 transcript.extend(getattr(failed, "messages", None) or [])
                 error = StepFailedError(here.path, exc)
-                error.partial = self._result(start, parts, transcript, active, handoffs)
+                error.partial = self._result(
+                    start, parts, transcript, active, handoffs, self._spent(here, failed, exc)
+                )
                 raise error from exc
             finally:
                 target = self._requests.pop(run.run_id, None)
             r = run.result
             assert r is not None
             transcript.extend(r.messages)
+            memory = agent.options.short_term_memory
+            if memory is not None:  # it stored its part: it holds the conversation this far
+                held[:] = [h for h in held if h[0] is not memory] + [[memory, len(transcript)]]
             step = Step(here.path, r.text, r.usage, r.iterations, r.duration)
             segment = FlowResult(r.text, r.usage, r.iterations, r.duration, (step,))
             parts.append((active, segment))
@@ -274,6 +295,35 @@ class Handoffs(Flow):
             handoffs.append([active, target])
             active = target
 
+    async def _keep(
+        self,
+        agent: Agent,
+        history: list[Message],
+        transcript: list[Message],
+        held: list[list[Any]],
+    ) -> None:
+        """Store in ``agent``'s own short-term memory what it takes over: a run stores only its
+        new messages, so its record would open on its own tool call (no user message), or,
+        taking over again, miss the other agents' turns since its last one."""
+        memory = agent.options.short_term_memory
+        if memory is None:
+            return
+        at = next((n for m, n in held if m is memory), None)
+        if at is None:
+            await memory.append(*history)  # what it was handed, as it saw it
+        elif self.input_filter is None and at < len(transcript):
+            # The turns since (an input_filter may hide them: then they stay out).
+            missed = repair_transcript(strip_thinking(transcript[at:]), "not shown to this agent")
+            if not agent.tools:
+                missed = _without_tool_blocks(missed)
+            if missed:
+                await memory.append(*missed)
+
+    @staticmethod
+    def _spent(here: Scope, failed: Any, error: BaseException) -> FlowResult | None:
+        """What the agent that failed with ``error`` had spent (its run), or None."""
+        return failed_run(here.path, failed, error) if isinstance(failed, RunResult) else None
+
     def _result(
         self,
         start: float,
@@ -281,9 +331,12 @@ class Handoffs(Flow):
         transcript: list[Message],
         active: str,
         handoffs: list[list[str]],
+        failed: FlowResult | None = None,
     ) -> FlowResult:
         text = parts[-1][1].text if parts else ""
-        out = combine(text, parts, start, state={"active": active, "handoffs": handoffs})
+        state = {"active": active, "handoffs": handoffs}
+        spent = () if failed is None else (failed,)
+        out = combine(text, parts, start, state=state, failed=spent)
         return FlowResult(
             out.text,
             out.usage,

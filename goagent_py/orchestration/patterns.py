@@ -26,7 +26,10 @@ from goagent_py.orchestration._core import (
     StepFailedError,
     as_nodes,
     combine,
+    failed_partial,
+    partial_of,
     run_node,
+    tally,
 )
 
 __all__ = ["Loop", "Parallel", "Pipeline", "RouteError", "Router"]
@@ -71,7 +74,7 @@ class Pipeline(Flow):
             try:
                 result = await run_node(node, text, scope)
             except (StepFailedError, BudgetExceededError) as exc:
-                exc.partial = combine("", parts, start)
+                exc.partial = failed_partial(exc, parts, start)
                 raise
             parts.append((node.name, result))
             text = result.text
@@ -130,10 +133,13 @@ class Parallel(Flow):
     async def _invoke(self, input: str, scope: Scope) -> FlowResult:
         start = time.perf_counter()
         limit = asyncio.Semaphore(self.max_concurrency or len(self.branches))
+        tallies: dict[str, list[FlowResult]] = {}
 
         async def one(node: Node) -> FlowResult:
-            async with limit:
-                return await run_node(node, input, scope)
+            with tally() as spent:  # what the branch spent, if it is cancelled
+                tallies[node.name] = spent
+                async with limit:
+                    return await run_node(node, input, scope)
 
         tasks = [asyncio.create_task(one(n)) for n in self.branches]
         try:
@@ -146,21 +152,24 @@ class Parallel(Flow):
                     raise error
             else:
                 await _until_done_or_out_of_budget(tasks)
-        except BudgetExceededError as spent:
-            # The whole run is out of budget: what the finished branches did goes with it.
-            finished = [
-                (n.name, t.result())
-                for n, t in zip(self.branches, tasks, strict=True)
-                if t.done() and not t.cancelled() and t.exception() is None
-            ]
-            spent.partial = combine("", finished, start)
+        except (BudgetExceededError, StepFailedError) as spent:
+            # The whole run is out of budget, or (fail fast) a branch failed: what the finished
+            # branches did goes with it, what the one that ended it had spent, and what the
+            # others had spent before they were cancelled (or failed too).
+            await _cancel(tasks)
+            finished: list[tuple[str, FlowResult]] = []
+            cut: list[FlowResult] = []
+            for n, t in zip(self.branches, tasks, strict=True):
+                if t.cancelled():
+                    cut.extend(tallies.get(n.name, ()))
+                elif t.exception() is None:
+                    finished.append((n.name, t.result()))
+                elif t.exception() is not spent:
+                    cut.extend(p for p in (partial_of(t.exception() or spent),) if p is not None)
+            spent.partial = failed_partial(spent, finished, start, cut=cut)
             raise
         finally:
-            pending = [t for t in tasks if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:  # no orphan: every branch has ended when this returns or raises
-                await asyncio.gather(*pending, return_exceptions=True)
+            await _cancel(tasks)  # no orphan: every branch has ended when this returns or raises
         parts: list[tuple[str, FlowResult]] = []
         errors: dict[str, BaseException] = {}
         for node, task in zip(self.branches, tasks, strict=True):
@@ -169,12 +178,26 @@ class Parallel(Flow):
                 parts.append((node.name, task.result()))
             else:
                 errors[node.name] = exc
+        # What the failed branches spent was spent: it counts, though they have no output.
+        used = [p for p in map(partial_of, errors.values()) if p is not None]
         if not parts:
-            raise next(iter(errors.values()))
+            first = next(iter(errors.values()))
+            if isinstance(first, OrchestrationError):
+                first.partial = combine("", [], start, failed=used)
+            raise first
         text = await _maybe(self.join({n: r.text for n, r in parts}))
         if not isinstance(text, str):
             raise ConfigurationError(f"Parallel {self.name!r}: join must return a str")
-        return combine(text, parts, start, errors=errors)
+        return combine(text, parts, start, errors=errors, failed=used)
+
+
+async def _cancel(tasks: list[asyncio.Task[FlowResult]]) -> None:
+    """Cancel the branches still running and wait until each has ended."""
+    pending = [t for t in tasks if not t.done()]
+    for t in pending:
+        t.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 async def _until_done_or_out_of_budget(tasks: list[asyncio.Task[FlowResult]]) -> None:
@@ -284,7 +307,7 @@ class Router(Flow):
             try:
                 verdict = await run_node(self._classifier, input, scope)
             except BudgetExceededError as exc:
-                exc.partial = combine("", parts, start)
+                exc.partial = failed_partial(exc, parts, start)
                 raise
             parts.append((self._classifier.name, verdict))
             answer = verdict.text
@@ -301,7 +324,7 @@ class Router(Flow):
         try:
             result = await run_node(self.routes[route], input, scope)
         except (StepFailedError, BudgetExceededError) as exc:
-            exc.partial = combine("", parts, start)
+            exc.partial = failed_partial(exc, parts, start)
             raise
         parts.append((route, result))
         return combine(result.text, parts, start)
@@ -357,7 +380,7 @@ class Loop(Flow):
             try:
                 result = await run_node(self.body, text, scope)
             except (StepFailedError, BudgetExceededError) as exc:
-                exc.partial = combine("", parts, start)
+                exc.partial = failed_partial(exc, parts, start)
                 raise
             parts.append((self.body.name, result))
             text = result.text

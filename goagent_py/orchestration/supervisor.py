@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Literal
 from goagent_py.agent_tool import AgentTool, as_tool
 from goagent_py.budget import BudgetExceededError
 from goagent_py.errors import ConfigurationError
-from goagent_py.orchestration._core import Flow, FlowResult, Node, Scope, combine, run_node
+from goagent_py.orchestration._core import (
+    Flow,
+    FlowResult,
+    MappedDeps,
+    Node,
+    Scope,
+    combine,
+    failed_partial,
+    run_node,
+)
 from goagent_py.orchestration.patterns import Parallel, Router
 
 if TYPE_CHECKING:
@@ -102,13 +111,13 @@ class Supervisor(Flow):
             self._node = Node(lead.replace(tools=[*lead.tools, *tools]), name=lead_name)
         elif mode == "route":
             self._router = Router(
-                {t.name: Node(t.agent, name=t.name) for t in tools},
+                {t.name: _member(t) for t in tools},
                 classify=Node(lead, name=lead_name),
                 name="route",
             )
         else:
             self._fanout = Parallel(
-                *[Node(t.agent, name=t.name) for t in tools],
+                *[_member(t) for t in tools],
                 max_concurrency=max_concurrency,
                 name="members",
             )
@@ -125,6 +134,12 @@ class Supervisor(Flow):
         try:
             final = await run_node(self._lead, prompt, scope)
         except BudgetExceededError as exc:
-            exc.partial = combine("", [("members", answers)], start)
+            exc.partial = failed_partial(exc, [("members", answers)], start)
             raise
         return combine(final.text, [("members", answers), (self._lead.name, final)], start)
+
+
+def _member(tool: AgentTool[Agent]) -> Node:
+    """A member as a node: its agent, with the deps its ``as_tool(deps=...)`` maps (the same
+    deps it gets as a tool in "coordinate" mode)."""
+    return Node(MappedDeps(tool.agent, tool.child_deps, name=tool.name), name=tool.name)

@@ -26,7 +26,7 @@ from goagent_py.messages import (
     ThinkingBlock,
     ToolCall,
 )
-from goagent_py.otel._semconv import FINISH_REASON
+from goagent_py.otel._semconv import finish_reason
 
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -98,7 +98,7 @@ def output_message(m: Message, stop_reason: StopReason | None) -> str:
     """``gen_ai.output.messages`` for one assistant message."""
     out = message(m)
     out["role"] = "assistant"
-    out["finish_reason"] = FINISH_REASON.get(stop_reason, "stop") if stop_reason else "stop"
+    out["finish_reason"] = finish_reason(stop_reason) if stop_reason else "stop"
     return dumps([out])
 
 

@@ -58,6 +58,9 @@ class _Run:
     pending: list[tuple[Span, int]] = field(default_factory=list)
     # Open execute_tool spans by call id (a list, should a model repeat an id within a turn).
     tools: dict[str, list[_ToolSpan]] = field(default_factory=dict)
+    # The tool names the last model request offered (None: no request seen yet). A call of any
+    # other name is one the model made up: its name is model-written content.
+    offered: frozenset[str] | None = None
 
 
 def tracer_for(tracer_provider: TracerProvider | None) -> Tracer:
@@ -289,6 +292,7 @@ class Instrumentation:
         if model:
             attrs[sc.REQUEST_MODEL] = model
         run.chat_attrs = dict(attrs)
+        run.offered = frozenset(t.name for t in request.tools)
         if request.max_tokens is not None:
             attrs[sc.REQUEST_MAX_TOKENS] = request.max_tokens
         if self.capture:
@@ -325,7 +329,8 @@ class Instrumentation:
         if usage.cache_creation_input_tokens:
             span.set_attribute(sc.CACHE_CREATION_TOKENS, usage.cache_creation_input_tokens)
         if event.stop_reason is not None:
-            span.set_attribute(sc.FINISH_REASONS, [str(event.stop_reason)])
+            # The convention's values, as gen_ai.output.messages on this span says them.
+            span.set_attribute(sc.FINISH_REASONS, [sc.finish_reason(event.stop_reason)])
         self.operation_duration.record(event.duration, metric)
         # A provider that reports no usage at all reports nothing (the convention forbids
         # guessing); a real call always has input tokens.
@@ -389,18 +394,29 @@ class Instrumentation:
         run.tools.setdefault(call.id, []).append(_ToolSpan(span, start_ns))
         otel_context.attach(trace.set_span_in_context(span, run.ctx))
 
+    def _tool_name(self, run: _Run | None, call: ToolCall) -> str:
+        """The name spans and metrics carry for ``call``: its tool's, or ``_OTHER`` for a name
+        no request offered (the model wrote it: content, which may quote a key, and a metric
+        series per made-up name)."""
+        if run is None or run.offered is None or call.name in run.offered:
+            return call.name
+        return sc.OTHER
+
     def _start_tool_span(self, run: _Run | None, call: ToolCall, start_ns: int) -> Span:
+        name = self._tool_name(run, call)
         attrs: dict[str, AttributeValue] = {
             sc.OPERATION: sc.OP_EXECUTE_TOOL,
-            sc.TOOL_NAME: call.name,
+            sc.TOOL_NAME: name,
             sc.TOOL_TYPE: "function",
         }
+        if name != call.name and self.capture:
+            attrs[sc.TOOL_REQUESTED_NAME] = redact(call.name)
         if call.id:
             attrs[sc.TOOL_CALL_ID] = call.id
         if self.capture:
             attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(call.arguments)
         return self.tracer.start_span(
-            f"execute_tool {call.name}",
+            f"execute_tool {name}" if name != sc.OTHER else sc.OP_EXECUTE_TOOL,
             context=run.ctx if run is not None else None,
             kind=SpanKind.INTERNAL,
             attributes=attrs,
@@ -471,7 +487,7 @@ class Instrumentation:
             end_ns = max(end_ns, sc.to_ns(result.started_at) + _span_ns(result.duration))
         metric: dict[str, AttributeValue] = {
             sc.OPERATION: sc.OP_EXECUTE_TOOL,
-            sc.TOOL_NAME: call.name,
+            sc.TOOL_NAME: self._tool_name(run, call),
         }
         if result.error is not None:
             kind = set_error(span, result.error, capture=self.capture)

@@ -123,6 +123,13 @@ FINISH_REASON: dict[StopReason, str] = {
     StopReason.PAUSE_TURN: "pause_turn",
 }
 
+
+def finish_reason(stop_reason: StopReason) -> str:
+    """The convention's finish reason for ``stop_reason`` (``gen_ai.response.finish_reasons``
+    and the output messages' ``finish_reason`` say the same; ours where it has none)."""
+    return FINISH_REASON.get(stop_reason, str(stop_reason))
+
+
 # Provider class stems (lower case, no underscores) -> the convention's well-known values.
 _WELL_KNOWN_PROVIDERS: dict[str, str] = {
     "anthropic": "anthropic",
@@ -143,8 +150,12 @@ _WELL_KNOWN_PROVIDERS: dict[str, str] = {
     "watsonx": "ibm.watsonx.ai",
 }
 
-PROVIDER_OTHER = "_OTHER"
+OTHER = "_OTHER"
+"""The conventions' catch-all value (a provider, or a tool no request offered)."""
+PROVIDER_OTHER = OTHER
 """``gen_ai.provider.name`` when the provider is unknown (the convention's catch-all)."""
+TOOL_REQUESTED_NAME = "goagent.tool.requested_name"
+"""The name a model wrote for a tool no request offered (content: only when capturing)."""
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -69,6 +69,7 @@ __all__ = [
     "ServerSentEvent",
     "error_from_response",
     "excerpt",
+    "null_is_absent",
     "parse_json",
     "parse_retry_after",
     "redact_error",
@@ -159,6 +160,18 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
         return None
     current = time.time() if now is None else now
     return max(0.0, when.timestamp() - current)
+
+
+def null_is_absent(cls: type[BaseModel], data: Any) -> Any:
+    """A ``model_validator(mode="before")`` for the models that read a vendor's JSON.
+
+    Compatible servers and proxies send ``"usage": null`` or ``"content": null`` where the
+    vendor leaves the field out; both mean "not given", so a null takes the field's default
+    instead of failing the whole answer.
+    """
+    if isinstance(data, dict):
+        return {k: v for k, v in data.items() if v is not None}
+    return data
 
 
 def excerpt(text: str, limit: int = _EXCERPT_CHARS) -> str:
@@ -260,8 +273,26 @@ def error_from_response(
     kind, message = _vendor_error(body)
     summary = message or excerpt(body) or response.reason_phrase or "no body"
     label = f"HTTP {response.status_code}" + (f" {kind}" if kind else "")
-    error = _answered_error(response, f"{label}: {summary}", kind, body, provider)
+    advice = _key_advice(provider) if response.status_code == 401 else ""
+    error = _answered_error(response, f"{label}: {summary}{advice}", kind, body, provider)
     return redact_error(error, secrets)
+
+
+# The variable each vendor's key is read from (resolve_api_key's env_var), for the advice of a 401.
+_KEY_VARIABLES = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    "voyage": "VOYAGE_API_KEY",
+    "cohere": "CO_API_KEY",
+}
+
+
+def _key_advice(provider: str) -> str:
+    """What to do about a refused key (Anthropic's 401 says only "invalid x-api-key")."""
+    # Not "api_key=...": the redaction takes that for a key and blanks it.
+    variable = _KEY_VARIABLES.get(provider)
+    where = f"{variable}, or the api_key you passed" if variable else "the api_key you passed"
+    return f" (the server refused the API key: check {where})"
 
 
 def transport_error(
@@ -286,6 +317,8 @@ def transport_error(
     message = f"{what}{where}: {detail}" if detail else f"{what}{where}"
     if url:
         message += f" (POST {url})"
+    if isinstance(exc, httpx.ConnectError):
+        message += ": nothing answers at that address; start the server or fix the base URL"
     error = ProviderError(message, provider=provider, status=None)
     return redact_error(error, secrets)
 

@@ -31,7 +31,7 @@ from contextlib import aclosing
 from typing import Any, cast
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from goagent_py._json_schema import recursive_def, walk_schema
 from goagent_py._json_text import loads
@@ -64,6 +64,7 @@ from goagent_py.providers._http import (
     KeySource,
     excerpt,
     key_headers,
+    null_is_absent,
     resolve_api_key,
 )
 from goagent_py.providers._sampling import check_extra_body, check_sampling
@@ -99,6 +100,9 @@ _STOP_REASONS: dict[str, StopReason] = {
     "stop_sequence": StopReason.STOP_SEQUENCE,
     "refusal": StopReason.REFUSAL,
     "pause_turn": StopReason.PAUSE_TURN,
+    # The answer was cut off by the model's context window (API 2025+, SDK 0.119): a truncation
+    # like max_tokens, so a cut-off tool call is answered with an error, never run.
+    "model_context_window_exceeded": StopReason.MAX_TOKENS,
 }
 
 
@@ -466,6 +470,7 @@ def _tool_result(message: Message) -> dict[str, Any]:
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    _null_is_absent = model_validator(mode="before")(null_is_absent)
 
 
 class _WireUsage(_Wire):
@@ -522,7 +527,7 @@ def parse_response(data: Any, *, status: int = 200) -> CompletionResponse:
         ) from exc
     return CompletionResponse(
         message=Message(Role.ASSISTANT, content, tool_calls=calls),
-        stop_reason=_stop_reason(wire.stop_reason),
+        stop_reason=_stop_reason(wire.stop_reason, has_calls=bool(calls)),
         usage=_usage(wire.usage),
         model=wire.model,
     )
@@ -547,8 +552,11 @@ def _arguments(value: Any) -> dict[str, Any]:
     return {INVALID_ARGUMENTS_KEY: json.dumps(value)}
 
 
-def _stop_reason(value: str | None) -> StopReason:
-    return _STOP_REASONS.get(value or "end_turn", StopReason.END_TURN)
+def _stop_reason(value: str | None, *, has_calls: bool) -> StopReason:
+    # A stop reason this module does not know yet says nothing about the turn: one that made
+    # tool calls is a tool turn, one that did not has ended.
+    unknown = StopReason.TOOL_USE if has_calls else StopReason.END_TURN
+    return _STOP_REASONS.get(value or "", unknown)
 
 
 def _usage(wire: _WireUsage) -> Usage:
@@ -687,7 +695,7 @@ class _StreamAssembler:
                 content.append(item)
         return CompletionResponse(
             message=Message(Role.ASSISTANT, content, tool_calls=calls),
-            stop_reason=_stop_reason(self._stop),
+            stop_reason=_stop_reason(self._stop, has_calls=bool(calls)),
             usage=_usage(self._usage),
             model=self._model,
         )

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError, ProviderError, UnsupportedContentError
@@ -47,6 +47,7 @@ from goagent_py.providers._http import (
     HTTPBackend,
     RemoteEmbedder,
     excerpt,
+    null_is_absent,
 )
 from goagent_py.providers._sampling import check_extra_body, check_sampling
 
@@ -214,6 +215,7 @@ def build_chat_request(
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    _null_is_absent = model_validator(mode="before")(null_is_absent)
 
 
 class _WireFunction(_Wire):

@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError, ProviderError, UnsupportedContentError
@@ -75,6 +75,7 @@ from goagent_py.providers._http import (
     RemoteEmbedder,
     excerpt,
     key_headers,
+    null_is_absent,
     resolve_api_key,
 )
 from goagent_py.providers._sampling import check_extra_body, check_sampling
@@ -474,6 +475,7 @@ def _tool_message(message: Message) -> tuple[dict[str, Any], list[dict[str, Any]
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    _null_is_absent = model_validator(mode="before")(null_is_absent)
 
 
 class _WireFunction(_Wire):
@@ -620,7 +622,10 @@ def _new_call_id() -> str:
 def _finish_reason(value: str | None, *, has_calls: bool) -> StopReason:
     if has_calls and value in (None, "stop"):
         return StopReason.TOOL_USE  # servers that report "stop" next to tool calls
-    return _FINISH_REASONS.get(value or "stop", StopReason.END_TURN)
+    # A finish reason this module does not know says nothing about the turn: one that made tool
+    # calls is a tool turn, one that did not has ended.
+    unknown = StopReason.TOOL_USE if has_calls else StopReason.END_TURN
+    return _FINISH_REASONS.get(value or "stop", unknown)
 
 
 def _usage(wire: _WireUsage | None) -> Usage:

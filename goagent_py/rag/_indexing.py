@@ -17,13 +17,15 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from goagent_py.errors import NoEmbeddableContentError
+from goagent_py.errors import MemoryStoreError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder
 from goagent_py.memory.vector.base import BulkVectorStore, UpsertEntry, VectorStore
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.rag._chunks import Prepared, is_part_id, part_entries, prepare
 from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
-from goagent_py.rag.manifest import pending_key
+from goagent_py.rag.manifest import compare_and_set, pending_key
+
+_ATTEMPTS = 8  # tries of one document while other indexers replace it (see _index_one)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +100,31 @@ class _Indexing:
             await self.keyword_index.delete(ids)
 
     async def _index_one(self, doc: Document, counts: dict[str, int]) -> None:
+        # Another indexer (another process) may replace the document meanwhile: an attempt
+        # that finds the manifest changed at commit has deleted nothing and starts again from
+        # the version now recorded (its own writes are pending: the next attempt drops what it
+        # does not keep). Two versions written at once left the loser's chunks searchable,
+        # recorded nowhere.
+        for _ in range(_ATTEMPTS - 1):
+            if await self._index_attempt(doc, counts):
+                return
+        if not await self._index_attempt(doc, counts):
+            raise MemoryStoreError(
+                f"{doc.source}: other indexers replaced it {_ATTEMPTS} times while this one "
+                "indexed it; index it again"
+            )
+
+    async def _pending(self, key: str, add: Sequence[str] = (), drop: Sequence[str] = ()) -> None:
+        """Add ``add`` to and take ``drop`` from the ids pending at ``key`` (compare and set:
+        another indexer's additions are never lost)."""
+        gone = set(drop)
+        while True:
+            current = await self.manifest.get(key)
+            wanted = [id for id in dict.fromkeys([*current, *add]) if id not in gone]
+            if wanted == current or await compare_and_set(self.manifest, key, current, wanted):
+                return
+
+    async def _index_attempt(self, doc: Document, counts: dict[str, int]) -> bool:
         prepared = prepare(doc, self.chunker)
         counts["chunks"] = len(prepared)
         old = await self.manifest.get(doc.source)
@@ -129,7 +156,7 @@ class _Indexing:
             # Recorded before the write: should this run fail after it, the next index() or
             # remove() of the source knows these ids (the document may change again meanwhile,
             # and then nothing else would).
-            await self.manifest.set(pending_at, list(dict.fromkeys([*pending, *writing])))
+            await self._pending(pending_at, add=writing)
             if isinstance(self.store, BulkVectorStore):
                 await self.store.upsert_batch([*entries, *part_rows])
             else:
@@ -152,13 +179,18 @@ class _Indexing:
         parts_stored = {e.id for e in part_rows} | (old_set & {p.id for p in parts})
         known = dict.fromkeys([*old, *pending])
         stale = [id for id in known if id not in stored and id not in parts_stored]
+        final = [c.id for c in prepared if c.id in stored] + [
+            p.id for p in parts if p.id in parts_stored
+        ]
+        # The stale ids are pending before the manifest moves on (a crash after it leaves them
+        # known), and nothing is deleted unless the manifest still held the version this
+        # attempt started from: the winner of a race may still use them.
+        if stale:
+            await self._pending(pending_at, add=stale)
+        if not await compare_and_set(self.manifest, doc.source, old, final):
+            return False
         await self._delete(stale)
         counts["deleted"] = len([id for id in stale if id in old_set and not is_part_id(id)])
-        # Last: a crash before this line only leaves work for the next run, never an orphan.
-        await self.manifest.set(
-            doc.source,
-            [c.id for c in prepared if c.id in stored]
-            + [p.id for p in parts if p.id in parts_stored],
-        )
-        if pending or writing:
-            await self.manifest.set(pending_at, [])
+        if pending or writing or stale:
+            await self._pending(pending_at, drop=[*pending, *writing, *stale])
+        return True

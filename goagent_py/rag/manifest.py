@@ -40,6 +40,24 @@ def source_of_key(key: str) -> str:
     return key.removeprefix(_PENDING)
 
 
+async def compare_and_set(
+    manifest: ChunkManifest, source: str, expected: Sequence[str], ids: Sequence[str]
+) -> bool:
+    """Record ``ids`` for ``source`` if its ids are still ``expected``; whether it did.
+
+    Atomic with a manifest that has ``replace(source, expected, ids) -> bool`` (both of ours:
+    two indexers of one document never both win); any other is read, compared and written,
+    which is atomic only within one process.
+    """
+    replace = getattr(manifest, "replace", None)
+    if replace is not None:
+        return bool(await replace(source, expected, ids))
+    if await manifest.get(source) != list(expected):
+        return False
+    await manifest.set(source, ids)
+    return True
+
+
 @runtime_checkable
 class ChunkManifest(Protocol):
     """Records the chunk ids of every indexed source."""
@@ -84,6 +102,17 @@ class InMemoryManifest:
         """Every recorded source, sorted."""
         with self._lock:
             return sorted(self._ids)
+
+    async def replace(self, source: str, expected: Sequence[str], ids: Sequence[str]) -> bool:
+        """Record ``ids`` for ``source`` if its ids are still ``expected``; whether it did."""
+        with self._lock:
+            if self._ids.get(source, []) != list(expected):
+                return False
+            if ids:
+                self._ids[source] = list(ids)
+            else:
+                self._ids.pop(source, None)
+            return True
 
 
 class SqliteManifest(SqliteTable):
@@ -138,6 +167,31 @@ class SqliteManifest(SqliteTable):
                 conn.execute(f"DELETE FROM {self._table} WHERE source = ?", (source,))
 
         await self._run(put)
+
+    async def replace(self, source: str, expected: Sequence[str], ids: Sequence[str]) -> bool:
+        """Record ``ids`` for ``source`` if its ids are still ``expected`` (checked and written
+        in one transaction, so two processes never both succeed); whether it did."""
+        data = json.dumps(list(ids))
+
+        def swap(conn: Any) -> bool:
+            with Transaction(conn):
+                row = conn.execute(
+                    f"SELECT ids FROM {self._table} WHERE source = ?", (source,)
+                ).fetchone()
+                if (json.loads(row[0]) if row else []) != list(expected):
+                    return False
+                if ids:
+                    conn.execute(
+                        f"INSERT INTO {self._table} (source, ids) VALUES (?, ?) ON CONFLICT("
+                        "source) DO UPDATE SET ids = excluded.ids, "
+                        "updated_at = unixepoch('subsec')",
+                        (source, data),
+                    )
+                else:
+                    conn.execute(f"DELETE FROM {self._table} WHERE source = ?", (source,))
+                return True
+
+        return await self._run(swap)
 
     async def sources(self) -> list[str]:
         """Every recorded source, sorted."""

@@ -40,7 +40,13 @@ from goagent_py.rag._search import SearchMode
 from goagent_py.rag.documents import Document
 from goagent_py.rag.fusion import DEFAULT_FUSION, RRF_K, Fusion, fuse, reciprocal_rank_fusion
 from goagent_py.rag.keyword import KeywordEntry, KeywordIndex
-from goagent_py.rag.manifest import ChunkManifest, InMemoryManifest, pending_key, source_of_key
+from goagent_py.rag.manifest import (
+    ChunkManifest,
+    InMemoryManifest,
+    compare_and_set,
+    pending_key,
+    source_of_key,
+)
 from goagent_py.rag.results import (
     DocumentReport,
     IndexProgress,
@@ -339,13 +345,20 @@ class Pipeline(_Indexing):
         deleted = 0
         try:
             async with self._write_lock:
-                ids = await self.manifest.get(source)
-                # And what a failed index() may have written without recording it.
-                pending = await self.manifest.get(pending_key(source))
+                while True:
+                    ids = await self.manifest.get(source)
+                    # And what a failed index() may have written without recording it.
+                    pending = await self.manifest.get(pending_key(source))
+                    # Pending first (a crash after the manifest moves on leaves them known);
+                    # forgotten only if no other indexer replaced the document meanwhile (its
+                    # chunks are not these): else read again.
+                    if ids:
+                        await self._pending(pending_key(source), add=ids)
+                    if await compare_and_set(self.manifest, source, ids, []):
+                        break
                 await self._delete(list(dict.fromkeys([*ids, *pending])))
-                await self.manifest.set(source, [])
-                if pending:
-                    await self.manifest.set(pending_key(source), [])
+                if ids or pending:
+                    await self._pending(pending_key(source), drop=[*ids, *pending])
                 deleted = len([id for id in ids if not is_part_id(id)])
         except asyncio.CancelledError:
             raise

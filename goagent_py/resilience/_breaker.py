@@ -3,6 +3,13 @@
 Closed -> open after ``max_failures`` consecutive failures -> after ``reset_timeout`` exactly one
 half-open probe (concurrent calls meanwhile are rejected, not queued) -> closed on success, open
 again on failure. Cancellation is never a failure: a cancelled probe is released, not counted.
+
+Parallel calls: a call admitted with :meth:`CircuitBreaker.admit` carries a ticket, the circuit's
+period (it changes each time the circuit opens). A call that ends in a later period than it was
+admitted in started before the circuit opened: its verdict is about a state already judged, so
+it is ignored (its success does not close an open circuit without a probe, its failure neither
+reopens the circuit under a running probe nor pushes the reopen time back, and its release does
+not let a second probe through).
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ class CircuitBreaker:
         "_failures",
         "_lock",
         "_open_until",
+        "_period",
         "_state",
         "max_failures",
         "reset_timeout",
@@ -82,6 +90,7 @@ class CircuitBreaker:
         self._state = CircuitState.CLOSED
         self._failures = 0
         self._open_until = 0.0
+        self._period = 0  # one more each time the circuit opens
 
     @property
     def state(self) -> CircuitState:
@@ -91,13 +100,22 @@ class CircuitBreaker:
     def allow(self) -> bool:
         """Whether a call may go through now; when it returns True for an open circuit past its
         reset timeout, this call is the single half-open probe."""
+        return self.admit() is not None
+
+    def admit(self) -> int | None:
+        """:meth:`allow` for a call whose verdict comes later: its ticket, or None if refused.
+
+        Pass the ticket to :meth:`record_success`, :meth:`record_failure` or
+        :meth:`release_probe`: the verdict of a call admitted before the circuit last opened is
+        then ignored (see the module docstring).
+        """
         with self._lock:
             if self._state is CircuitState.CLOSED:
-                return True
+                return self._period
             if self._state is CircuitState.OPEN and self._clock() >= self._open_until:
                 self._state = CircuitState.HALF_OPEN
-                return True
-            return False
+                return self._period
+            return None
 
     def open_until(self) -> datetime:
         """When the circuit lets the next probe through, as a UTC wall-clock time."""
@@ -108,22 +126,44 @@ class CircuitBreaker:
                 remaining = self.reset_timeout
         return datetime.now(UTC) + timedelta(seconds=remaining)
 
-    def record_success(self) -> None:
-        """A call succeeded: close the circuit and reset the failure count."""
+    def record_success(self, ticket: int | None = None) -> None:
+        """A call succeeded: close the circuit and reset the failure count.
+
+        Args:
+            ticket: what :meth:`admit` gave the call; a stale one (the circuit opened since)
+                changes nothing.
+        """
         with self._lock:
+            if ticket is not None and ticket != self._period:
+                return
             self._state = CircuitState.CLOSED
             self._failures = 0
 
-    def record_failure(self) -> None:
-        """A call failed: count it; open the circuit at the threshold or after a failed probe."""
+    def record_failure(self, ticket: int | None = None) -> None:
+        """A call failed: count it; open the circuit at the threshold or after a failed probe.
+
+        Args:
+            ticket: what :meth:`admit` gave the call; a stale one changes nothing.
+        """
         with self._lock:
+            if ticket is not None and ticket != self._period:
+                return
             self._failures += 1
-            if self._state is CircuitState.HALF_OPEN or self._failures >= self.max_failures:
+            if self._state is CircuitState.HALF_OPEN or (
+                self._state is CircuitState.CLOSED and self._failures >= self.max_failures
+            ):
                 self._state = CircuitState.OPEN
                 self._open_until = self._clock() + self.reset_timeout
+                self._period += 1
 
-    def release_probe(self) -> None:
-        """A probe ended without a verdict (it was cancelled): let the next call probe again."""
+    def release_probe(self, ticket: int | None = None) -> None:
+        """A probe ended without a verdict (it was cancelled): let the next call probe again.
+
+        Args:
+            ticket: what :meth:`admit` gave the call; a stale one changes nothing.
+        """
         with self._lock:
+            if ticket is not None and ticket != self._period:
+                return
             if self._state is CircuitState.HALF_OPEN:
                 self._state = CircuitState.OPEN

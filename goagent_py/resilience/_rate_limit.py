@@ -92,6 +92,11 @@ class RateLimiter:
         return wait
 
 
+_WAIT_CANCELLED = "goagent-rate-limit-wait-cancelled"
+"""The message of the cancellation a call waiting for its token ends with, whatever cancelled
+it: the tool never ran, so nothing about the tool's health is learned from it."""
+
+
 PerTool = bool | Mapping[str, tuple[float, int]]
 """``rate_limit``'s ``per_tool``: False (one shared bucket), True (a bucket per tool), or limits
 for named tools (``{"search": (1.0, 2)}``; the other tools share the global bucket)."""
@@ -171,7 +176,13 @@ def rate_limit(
 
     def middleware(next_: DispatchFunc) -> DispatchFunc:
         async def call(tc: ToolCall) -> list[ContentBlock]:
-            await limiter_for(tc.name).acquire()
+            try:
+                await limiter_for(tc.name).acquire()
+            except asyncio.CancelledError as exc:
+                # Cancelled in the queue (by the tool timeout, say): the tool never ran, so the
+                # circuit breaker outside must not count it a failure of the tool. It records a
+                # failure only for the timeout's own cancel message; this one it releases.
+                raise asyncio.CancelledError(_WAIT_CANCELLED) from exc
             return await next_(tc)
 
         return call

@@ -392,6 +392,15 @@ class _RetryingTool:
             unwrap=_unwrap_execution,
         )
 
+    def __getattr__(self, name: str) -> Any:
+        # Everything else is the inner tool's: what the loop reads off a tool (its
+        # ``requires_approval``, ``validate_arguments``, ``external``...) must not be lost by
+        # wrapping it, or a tool that needs a person's approval runs without asking. Not the
+        # special names (copy and pickle look them up: a copy must stay a retrying tool).
+        if name in ("inner", "policy") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
     def __repr__(self) -> str:
         return f"retry_tool({self.inner!r})"
 

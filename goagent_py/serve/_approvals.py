@@ -106,24 +106,37 @@ def interrupts_of(calls: list[PendingCall]) -> list[Any]:
 AlwaysKey = tuple[str, tuple[str, ...]]
 
 
-def _always_key(name: str, arguments: Mapping[str, Any]) -> AlwaysKey:
+def _always_key(name: str, arguments: Mapping[str, Any], within: tuple[str, ...] = ()) -> AlwaysKey:
     """What "always" remembers of a call, as the coding agent's "always" does (issue 29,
     review8): for a command tool (``argv`` or ``command``) that exact command in that folder
     (``cwd``: the same argv elsewhere acts on other files); for a call with a ``path``, that
     tool on that path; else the tool. Paths are compared normalised as text (``./a.txt`` is
     ``a.txt``, ``src/../a.txt`` too): the page does not know the tool's root, so a link swapped
-    between two calls is not seen here (the coding agent's own policy resolves it)."""
+    between two calls is not seen here (the coding agent's own policy resolves it).
+    ``within`` is the scope of a call made inside a tool (an agent used as a tool): that tool
+    and the depth, so "always" on a sub-agent's ``erase`` is not the parent's ``erase``
+    (review9c)."""
     # Here, not at the top: the coding package's import costs serve's start ~40 ms.
     from goagent_py.coding._commands import exact_key, is_command_call
 
+    scope = ("\0within", *within) if within else ()
     if is_command_call(arguments):
         cwd = arguments.get("cwd")
         folder = posixpath.normpath(str(cwd)) if cwd else "."
-        return (name, (*exact_key(arguments), "\0cwd", folder))
+        return (name, (*scope, *exact_key(arguments), "\0cwd", folder))
     path = arguments.get("path")
     if isinstance(path, str):
-        return (name, ("\0path", posixpath.normpath(path)))
-    return (name, ())
+        return (name, (*scope, "\0path", posixpath.normpath(path)))
+    return (name, scope)
+
+
+def _within(message: Message, via: tuple[str, ...]) -> tuple[str, ...]:
+    """The scope of a call made inside a tool of ``message``: the tool the outermost call
+    ran, and how deep the call was made (the tools further in are not in this record)."""
+    if not via:
+        return ()
+    outer = next((c.name for c in message.tool_calls if c.id == via[0]), "")
+    return (outer, str(len(via)))
 
 
 def always_approved(messages: list[Message]) -> set[AlwaysKey]:
@@ -145,11 +158,16 @@ def always_approved(messages: list[Message]) -> set[AlwaysKey]:
                 keys.add(_always_key(call.name, arguments))
                 continue
             # A sub-agent's call ("p1/k1") is not among the message's calls: its record names
-            # its tool, not its arguments, so it counts for that tool's calls that are not
-            # commands.
+            # its tool and the arguments shown (none in older records: then it counts for
+            # that tool's calls that are not commands), in the scope of the sub-agent.
             name = record.get("name")
             if isinstance(name, str):
-                keys.add((name, ()))
+                given = record.get("arguments")
+                if not isinstance(given, dict):
+                    given = record.get("asked")
+                via = tuple(call_id.split("/")[:-1])
+                shown = given if isinstance(given, dict) else {}
+                keys.add(_always_key(name, shown, _within(m, via)))
     return keys
 
 
@@ -297,16 +315,25 @@ def abandoned(messages: list[Message]) -> dict[str, ToolDecision] | None:
     return {p.id: Deny(_WENT_ON, stop=True) for p in pending}
 
 
-def auto_decisions(messages: list[Message]) -> dict[str, ToolDecision] | None:
+def auto_decisions(
+    messages: list[Message], *, spent: int = 0, budget: int | None = None
+) -> dict[str, ToolDecision] | None:
     """Approvals the person gave already ("always for this thread") for every call that
-    waits now; None when any waiting call still needs them."""
+    waits now; None when any waiting call still needs them, or when the runs since the
+    person last acted made ``spent`` model calls of the agent's ``budget`` (its
+    ``max_iterations``): each approval resumes the run with a budget of its own, so without
+    this a model that kept calling an "always" tool was called without end (review9c). The
+    person is then asked again."""
     at = waiting_at(messages)
-    if at < 0:
+    if at < 0 or (budget is not None and spent >= budget):
         return None
     _, pending = pending_of(messages[at])
     allowed = always_approved(messages)
+    waiting = messages[at]
     if not pending or any(
-        p.kind != "approval" or _always_key(p.name, p.arguments) not in allowed for p in pending
+        p.kind != "approval"
+        or _always_key(p.name, p.arguments, _within(waiting, p.via)) not in allowed
+        for p in pending
     ):
         return None
     return {p.id: Approve() for p in pending}

@@ -41,7 +41,7 @@ from goagent_py.agent import Agent
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.serve._approvals import decisions_from_results, pending_json
-from goagent_py.serve._server import HttpError, Live, Run, Server, error_body
+from goagent_py.serve._server import PARKED_DROPPED, HttpError, Live, Run, Server, error_body
 from goagent_py.serve._sse import LastChunk, RunStream, sse_frame
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import Tool, tool_func
@@ -290,13 +290,19 @@ def _client_tool(
         context = current_tool_context()
         assert context is not None  # a tool runs inside a call
         loop = asyncio.get_running_loop()
-        pending = live.client_calls.setdefault(context.call.id, loop.create_future())
+        call_id = context.call.id
+        pending = live.client_calls.setdefault(call_id, loop.create_future())
         try:
             return await asyncio.wait_for(asyncio.shield(pending), timeout)
         except TimeoutError:
             raise RuntimeError(  # the model reads it as the call's error result
                 f"the client did not send this call's result within {timeout:g} s"
             ) from None
+        finally:
+            # Taken: a later call with this id (local models' servers number calls per turn)
+            # waits for its own result, not this one's (review9c).
+            if live.client_calls.get(call_id) is pending:
+                del live.client_calls[call_id]
 
     return tool_func(
         name, description or f"{name} (run by the client)", parameters, wait_for_client
@@ -336,6 +342,8 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
         await server.threads.create(user, f"OpenAI API ({request.thread})"[:200], thread_id)
     live = await server.live_of(user, thread_id)
     waiting = live.run if live.run is not None and live.run.parked else None
+    if request.results and waiting is None and live.dropped_calls & request.results.keys():
+        raise HttpError(409, PARKED_DROPPED.format(limit=server.max_parked_runs))
     if request.results and waiting is None:
         # The calls wait in the stored record (a tool that requires approval): the tool
         # messages are the decisions (serve/_approvals.py), and a new run resumes it.
@@ -416,7 +424,7 @@ async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
                 yield Step("tool", call=call)
             elif kind == "CUSTOM" and item.get("name") == "goagent.tool_started" and waiting:
                 # Every call of the message has ended: the client runs its own, the run waits.
-                run.waiting_for, run.parked = waiting, True
+                server.park(run, waiting)
                 over = True
                 yield Step("parked")
                 return

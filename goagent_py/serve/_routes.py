@@ -92,7 +92,10 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
                     "error": exc.message,
                 }
             )
-        return JSONResponse({"authenticated": True, "user": user})
+        # "session": the user came with a login session (the cookie), which the page's
+        # Log out ends; without auth the cookie is never read.
+        session = server.auth.requires_login and bool(request.cookies.get(COOKIE))
+        return JSONResponse({"authenticated": True, "user": user, "session": session})
 
     async def login(request: Request) -> Response:
         body = await server.body(request)

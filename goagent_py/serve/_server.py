@@ -12,6 +12,7 @@ import contextlib
 import functools
 import hashlib
 import inspect
+import itertools
 import json
 import logging
 import re
@@ -25,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 from goagent_py.agent import Agent
 from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError
-from goagent_py.events import AgentEvent, HistoryAppend, ModelRequest, ToolExecutionEnd
+from goagent_py.events import (
+    AgentEnd,
+    AgentEvent,
+    HistoryAppend,
+    ModelRequest,
+    ToolExecutionEnd,
+)
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
@@ -109,6 +116,14 @@ class HttpError(GoAgentError):
         return self._reduce_with(self.status, self.message, code=self.code)
 
 
+# Why a parked run ended early (Server.park): the message of the 409 its late results get.
+PARKED_DROPPED = (
+    "the run that waited for these tool results was ended: more than {limit} runs of yours "
+    "waited for your tools' results at once (the server's max_parked_runs); send the message "
+    "again"
+)
+
+
 @dataclass
 class Run:
     run_id: str
@@ -126,6 +141,7 @@ class Run:
     # ended, the run has not (the next request's tool results continue it).
     parked: bool = False
     waiting_for: list[str] = field(default_factory=list)  # the client's call ids, when parked
+    parked_order: int = 0  # when it last parked, in Server.park's count: the oldest goes first
     seen_calls: dict[str, list[str]] = field(default_factory=dict)  # id -> [name, arguments]
     # What the OpenAI request that started the run asked for, kept for the requests that
     # continue it: the names of the client's tools, and whether the answer is typed JSON.
@@ -144,6 +160,9 @@ class Live:
     # Results of tools an OpenAI client runs, by call id: the tool waits on its future, the
     # client's next request fills it (whichever comes first creates it).
     client_calls: dict[str, asyncio.Future[str]] = field(default_factory=dict)
+    # The call ids of this thread's run that Server.park ended (too many parked): results sent
+    # for them are refused with PARKED_DROPPED, not taken for approval decisions.
+    dropped_calls: frozenset[str] = frozenset()
 
 
 class Server:
@@ -168,6 +187,10 @@ class Server:
         self.client_tool_timeout = 600.0
         self.sse_ping = 15.0  # seconds of silence before a stream sends a keep-alive comment
         self.max_live = 256
+        # Runs one user may have parked for their tools' results at once (Server.park).
+        self.max_parked_runs = 16
+        self.body_timeout = 60.0  # seconds a request's body may take to arrive (Server.body)
+        self._parks = itertools.count(1)
         self.factory = factory
         self.storage_path = storage_path
         self.auth = auth
@@ -251,10 +274,18 @@ class Server:
         if declared is not None and declared.isdigit() and int(declared) > self.max_body:
             raise HttpError(413, f"body larger than {self.max_body} bytes")
         raw = bytearray()
-        async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > self.max_body:
-                raise HttpError(413, f"body larger than {self.max_body} bytes")
+        try:
+            # A client that sends part of a body and then nothing held its request (and a
+            # connection's slot) for ever: uvicorn has no read timeout for a body.
+            async with asyncio.timeout(self.body_timeout):
+                async for chunk in request.stream():
+                    raw += chunk
+                    if len(raw) > self.max_body:
+                        raise HttpError(413, f"body larger than {self.max_body} bytes")
+        except TimeoutError:
+            raise HttpError(
+                408, f"the body did not arrive within {self.body_timeout:g} s (body_timeout)"
+            ) from None
         try:
             data = json.loads(raw)
         except ValueError as exc:
@@ -380,6 +411,7 @@ class Server:
         # a model that takes its time (nothing the model makes waits for it).
         started = [run.mapper.started()]
         durations: dict[str, float] = {}
+        spent = 0  # model calls since the person last acted: "always" shares one budget
         try:
             streams: list[AsyncIterator[AgentEvent]] = []
             if decisions is not None:
@@ -403,13 +435,20 @@ class Server:
                         self._abort(live, run, run.abort_reason)
                     if isinstance(event, ToolExecutionEnd):
                         durations[event.result.call.id] = round(event.result.duration, 6)
+                    elif isinstance(event, AgentEnd) and not event.path:
+                        spent += event.result.iterations
                     items = run.mapper.map(event)
                     if started and (items or isinstance(event, (HistoryAppend, ModelRequest))):
                         put(started.pop())
                     for item in items:
                         put(item)
-                # Calls of tools the person approved "always for this thread" go on at once.
-                auto = auto_decisions(live.session.transcript)
+                # Calls of tools the person approved "always for this thread" go on at once,
+                # within the agent's iteration budget for all of them (review9c).
+                auto = auto_decisions(
+                    live.session.transcript,
+                    spent=spent,
+                    budget=live.session.agent.options.max_iterations,
+                )
                 if auto is not None and not run.abort_reason and not streams:
                     run.mapper.resuming(waiting_calls(live.session.transcript))
                     streams.append(live.session.stream_resume(auto))
@@ -515,6 +554,24 @@ class Server:
             if not finished and not run.parked:
                 self.stop(run)
 
+    def park(self, run: Run, waiting: list[str]) -> None:
+        """``run`` waits for its client's results of the calls ``waiting``. Each parked run
+        holds a live session (and its task) until the results or ``client_tool_timeout``; a
+        client opening threads in a loop grew that without end. Past ``max_parked_runs`` of one
+        user, the runs of theirs that have waited longest are ended (their calls fail with an
+        error result the model reads; results sent for them later get a 409 that says why)."""
+        run.waiting_for, run.parked, run.parked_order = waiting, True, next(self._parks)
+        theirs = [
+            (live, live.run)
+            for live in self.live.values()
+            if live.run is not None and live.run.parked and live.run.user == run.user
+        ]
+        theirs.sort(key=lambda pair: pair[1].parked_order)
+        for live, oldest in theirs[: max(0, len(theirs) - self.max_parked_runs)]:
+            live.dropped_calls = frozenset(oldest.waiting_for)
+            oldest.parked, oldest.waiting_for = False, []
+            self._abort(live, oldest, PARKED_DROPPED.format(limit=self.max_parked_runs))
+
     def stop(self, run: Run) -> bool:
         live = self.live.get((run.user, run.thread_id))
         if live is None or live.run is not run:
@@ -553,6 +610,7 @@ _OPENAI = {
     401: ("invalid_request_error", "invalid_api_key"),
     403: ("permission_error", None),
     404: ("invalid_request_error", None),
+    408: ("invalid_request_error", None),
     409: ("invalid_request_error", "conflict"),
     413: ("invalid_request_error", "request_too_large"),
     415: ("invalid_request_error", None),

@@ -176,6 +176,8 @@ def create_app(
     busy: Literal["refuse", "interrupt"] = "refuse",
     long_term_memory: LongTermMemoryProtocol | None = None,
     client_tool_timeout: float = 600.0,
+    max_parked_runs: int = 16,
+    body_timeout: float = 60.0,
 ) -> ServeApp:
     """An ASGI app that serves agents built per (user, thread) by ``agent_factory``.
 
@@ -201,6 +203,11 @@ def create_app(
         client_tool_timeout: seconds a run waits for an OpenAI client to send the results of
             its own tools (``tools`` in a ``/v1`` request) before those calls fail with an error
             the model reads, and the run goes on without the client.
+        max_parked_runs: runs one user may have waiting for their tools' results at once
+            (one per thread); past it, the run that has waited longest is ended, and results
+            sent for it later get a 409 that says so.
+        body_timeout: seconds a request's JSON body may take to arrive in full (408 past it;
+            uvicorn itself has no read timeout for a body).
 
     Raises:
         MissingExtraError: starlette, ag-ui-protocol or jsonschema is missing
@@ -225,6 +232,12 @@ def create_app(
         raise ConfigurationError(
             f"client_tool_timeout={client_tool_timeout!r}: give a number of seconds above 0"
         )
+    if not isinstance(body_timeout, int | float) or not body_timeout > 0:
+        raise ConfigurationError(f"body_timeout={body_timeout!r}: give a number of seconds above 0")
+    if isinstance(max_parked_runs, bool) or not isinstance(max_parked_runs, int):
+        max_parked_runs = 0
+    if max_parked_runs < 1:
+        raise ConfigurationError(f"max_parked_runs={max_parked_runs!r}: give a number above 0")
     server = Server(
         agent_factory,
         storage_path,
@@ -236,6 +249,8 @@ def create_app(
         long_term_memory,
     )
     server.client_tool_timeout = float(client_tool_timeout)
+    server.max_parked_runs = max_parked_runs
+    server.body_timeout = float(body_timeout)
     table = _routes.table(server)
     routes = [Route(path, fn, methods=methods) for path, fn, methods in table]
     hot = {path: fn for path, fn, _ in table if path in _HOT}

@@ -68,12 +68,27 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--add-user", metavar="NAME", help="print a users-file line for NAME (asks a password)"
     )
     parser.add_argument(
+        "--max-connections",
+        type=_at_least_one,
+        default=1000,
+        metavar="N",
+        help="connections and requests served at once; past it a 503 (default 1000; each open "
+        "chat stream holds one)",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "uvloop", "asyncio"),
         default="auto",
         help="the event loop: uvloop when it is installed (auto, the default, as uvicorn's own "
         "command picks), or the standard library's asyncio",
     )
+
+
+def _at_least_one(text: str) -> int:
+    """A ``--max-connections`` value (argparse ``type``): a whole number from 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of connections from 1")
+    return int(text)
 
 
 def event_loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -136,8 +151,9 @@ def _db_path(db: str | None, home: Path) -> Path:
         raise ConfigurationError(
             f"--db {db} is a folder: give a file, e.g. --db {path / 'serve.db'}"
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+    from goagent_py.cli._common import make_parent
+
+    return make_parent(path)
 
 
 async def run_serve(args: argparse.Namespace) -> int:
@@ -153,7 +169,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
     from goagent_py.agent import Agent
     from goagent_py.cli._agent import agent_kit, build_agent
-    from goagent_py.cli._common import data_home, listen_socket, pick_provider
+    from goagent_py.cli._common import data_home, listen_socket, listening_url, pick_provider
     from goagent_py.cli._setup import loading_embedder, long_term_memory, write_policy
     from goagent_py.serve.app import ThreadContext, create_app
 
@@ -205,8 +221,13 @@ async def run_serve(args: argparse.Namespace) -> int:
         model_name=picked.model,
         long_term_memory=long_term,
     )
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    config: Any = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    config: Any = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        limit_concurrency=getattr(args, "max_connections", 1000),  # uvicorn's default: none
+    )
     try:
         listening = listen_socket(args.host, args.port, backlog=config.backlog)
     except ConfigurationError:
@@ -214,12 +235,12 @@ async def run_serve(args: argparse.Namespace) -> int:
             await closer.aclose()
         await app.aclose()
         raise
-    port = listening.getsockname()[1]
+    url = listening_url(args.host, listening)
 
     def announce() -> None:
         print(
             f"goagent-py serve — provider {picked.name} ({picked.model}); threads in {db}\n"
-            f"open http://{host}:{port}/",
+            f"open {url}/",
             file=sys.stderr,
         )
         if long_term is not None:

@@ -368,7 +368,7 @@ async def test_a_pipeline_out_of_budget_keeps_the_steps_it_finished() -> None:
     error = await out_of_budget(Pipeline(agent("a", "A done"), spender("b")), 2)
     assert isinstance(error.partial, FlowResult)
     assert error.partial.outputs == {"a": "A done"}
-    assert error.partial.iterations == 1
+    assert error.partial.iterations == 2  # a's call and b's, made before it ran out
     assert_closed(error.run_result.messages)  # b's part: its call and its result
 
 

@@ -256,12 +256,12 @@ async def test_span_tree_of_a_run_with_two_parallel_tool_calls_one_failing(otel:
     assert "gen_ai.response.model" not in a1
     assert a1["gen_ai.usage.input_tokens"] == 10
     assert a1["gen_ai.usage.output_tokens"] == 5
-    assert a1["gen_ai.response.finish_reasons"] == ("tool_use",)
+    assert a1["gen_ai.response.finish_reasons"] == ("tool_call",)
     a2 = dict(second.attributes or {})
     assert a2["gen_ai.response.model"] == "test-model-2025"
     assert a2["gen_ai.usage.input_tokens"] == 23  # cached input counts as input
     assert a2["gen_ai.usage.cache_read.input_tokens"] == 3
-    assert a2["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert a2["gen_ai.response.finish_reasons"] == ("stop",)
 
     la = dict(lookup.attributes or {})
     assert la["gen_ai.operation.name"] == "execute_tool"

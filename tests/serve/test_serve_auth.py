@@ -234,7 +234,11 @@ async def test_login_sessions_live_in_the_threads_database(
     again = create_app(_echo(helpers), storage_path=db, auth=UsersFileAuth(users), cookie_ttl=600)
     async with helpers.client_for(again) as client, helpers.client_for(again) as other:
         client.cookies.set("goagent_session", cookie)
-        assert (await client.get("/api/me")).json() == {"authenticated": True, "user": "alice"}
+        assert (await client.get("/api/me")).json() == {
+            "authenticated": True,
+            "user": "alice",
+            "session": True,
+        }
         # Expired sessions are swept when someone logs in, not only when they are used.
         later = time.time() + 601
         again.server.clock = lambda: later
@@ -291,7 +295,11 @@ async def test_me_answers_200_before_a_login(db: str, helpers: Any, tmp_path: An
         assert r.json()["authenticated"] is False
         assert r.json()["login"] is True
         await client.post("/api/login", json={"user": "alice", "password": "pw-alice"})
-        assert (await client.get("/api/me")).json() == {"authenticated": True, "user": "alice"}
+        assert (await client.get("/api/me")).json() == {
+            "authenticated": True,
+            "user": "alice",
+            "session": True,
+        }
         # Everything else still refuses without a credential.
         client.cookies.clear()
         assert (await client.get("/api/threads")).status_code == 401

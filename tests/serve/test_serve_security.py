@@ -37,7 +37,11 @@ async def test_no_auth_serves_local_clients_only(echo_app: Any, helpers: Any) ->
         r = await client.get("/api/threads")
         assert r.status_code == 403
     async with helpers.client_for(echo_app) as client:
-        assert (await client.get("/api/me")).json() == {"authenticated": True, "user": "local"}
+        assert (await client.get("/api/me")).json() == {
+            "authenticated": True,
+            "user": "local",
+            "session": False,
+        }
 
 
 async def test_host_and_origin_are_checked(echo_app: Any, helpers: Any) -> None:
@@ -125,7 +129,11 @@ async def test_users_file_login_sets_a_strict_httponly_cookie(
         cookie = r.headers["set-cookie"].lower()
         assert "httponly" in cookie
         assert "samesite=strict" in cookie
-        assert (await client.get("/api/me")).json() == {"authenticated": True, "user": "alice"}
+        assert (await client.get("/api/me")).json() == {
+            "authenticated": True,
+            "user": "alice",
+            "session": True,
+        }
         later = time.time() + 13 * 3600  # past the 12-hour cookie
         app.server.clock = lambda: later
         r = await client.get("/api/threads")
@@ -138,7 +146,7 @@ async def test_trusted_proxy_header_only_from_the_proxy(db: str, helpers: Any) -
     app = create_app(_echo(helpers), storage_path=db, auth=TrustedProxyAuth())
     async with helpers.client_for(app) as client:
         r = await client.get("/api/me", headers={"x-forwarded-user": "dora"})
-        assert r.json() == {"authenticated": True, "user": "dora"}
+        assert r.json() == {"authenticated": True, "user": "dora", "session": False}
     async with helpers.client_for(app, client="10.9.9.9") as client:
         r = await client.get("/api/threads", headers={"x-forwarded-user": "dora"})
         assert r.status_code == 401

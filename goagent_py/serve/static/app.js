@@ -2,7 +2,22 @@
 "use strict";
 (() => {
   const $ = (id) => document.getElementById(id);
-  const state = { thread: null, runId: null, controller: null, running: false };
+  // decisions: the person's choices on the calls that wait, sent together once every card
+  // is decided (the server takes a turn's decisions in one request).
+  const state = { thread: null, runId: null, controller: null, running: false, decisions: {} };
+
+  // What a tool call carries is shown as written: control characters and the Unicode
+  // bidirectional overrides and isolates (which reorder what the person reads, so that
+  // "notes\u202etxt.exe" reads "notesexe.txt") become escapes, as the terminal shows them
+  // (docs/security.md). Newlines, tabs and the CR of a CRLF stay.
+  const CONTROL = /\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  const NAMED = { "\r": "\\r", "\x1b": "\\e", "\b": "\\b", "\v": "\\v", "\f": "\\f" };
+  function shown(text) {
+    return String(text).replace(CONTROL, (c) => NAMED[c] || (c.charCodeAt(0) < 0x100
+      ? "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0")
+      : "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0")));
+  }
+  const argsText = (args) => shown(JSON.stringify(args, null, 2));
 
   async function api(path, options = {}) {
     const init = { method: options.method || "GET", headers: {}, credentials: "same-origin" };
@@ -12,10 +27,27 @@
     }
     if (options.signal) init.signal = options.signal;
     const response = await fetch(path, init);
-    if (options.raw) return response;
+    if (options.raw && response.ok) return response;
     const data = await response.json().catch(() => ({}));
-    if (!response.ok) throw new Error(data.error || response.statusText);
+    if (!response.ok) {
+      // The login session ended (logout in another tab, expiry, a removed user): back to the
+      // form, not an error line under a chat that can do nothing more.
+      if (response.status === 401 && path !== "/api/login") signedOut(data.error);
+      throw new Error(data.error || response.statusText);
+    }
     return data;
+  }
+
+  function signedOut(message) {
+    if (state.controller) state.controller.abort();
+    state.thread = null;
+    state.decisions = {};
+    $("messages").replaceChildren();
+    $("threads").replaceChildren();
+    $("app").hidden = true;
+    $("login").hidden = false;
+    $("login-secret").value = "";
+    $("login-error").textContent = message || "";
   }
 
   function el(tag, cls, text) {
@@ -45,7 +77,7 @@
     const card = el("details", "tool");
     card.dataset.callId = id;
     card.dataset.name = name;
-    card.appendChild(cardSummary("tool", name + " …"));
+    card.appendChild(cardSummary("tool", shown(name) + " …"));
     card.appendChild(el("pre", "args", ""));
     card.appendChild(el("pre", "result", ""));
     card.open = true;
@@ -68,12 +100,14 @@
     let card = document.querySelector(`details.tool[data-call-id="${CSS.escape(id)}"]`);
     if (!card) {
       card = toolCard(id, name);
-      card.querySelector(".args").textContent = JSON.stringify(args, null, 2);
     }
+    // What runs is what the server holds: the card shows the waiting call's own arguments,
+    // not what streamed before (a stream may have been cut or repeated).
+    card.querySelector(".args").textContent = argsText(args);
     if (card.querySelector(".decision")) return card;
     card.open = true;
     card.classList.add("pending");
-    card.querySelector("summary").replaceWith(cardSummary("approval", name + " waits for you"));
+    card.querySelector("summary").replaceWith(cardSummary("approval", shown(name) + " waits for you"));
     const box = el("div", "decision");
     const approve = el("button", "approve", "Approve");
     const reason = el("input", "reason");
@@ -86,10 +120,19 @@
     approve.type = deny.type = "button";
     box.append(approve, deny, reason, label);
     card.appendChild(box);
-    const decide = (decision) => {
+    const decide = async (decision) => {
       for (const b of box.querySelectorAll("button, input")) b.disabled = true;
       card.classList.remove("pending");
-      streamRun(`/api/threads/${state.thread}/decisions`, { decisions: { [id]: decision } });
+      state.decisions[id] = decision;
+      const waiting = document.querySelectorAll("details.tool.pending").length;
+      if (waiting) {
+        status(`decided; ${waiting} more ${waiting === 1 ? "call waits" : "calls wait"} for you`);
+        return;
+      }
+      const decisions = state.decisions;
+      state.decisions = {};
+      const how = await streamRun(`/api/threads/${state.thread}/decisions`, { decisions });
+      if (how === "refused" && state.thread) await openThread(state.thread);  // the cards as they are
     };
     approve.addEventListener("click", () => decide({ decision: "approve", always: always.checked }));
     deny.addEventListener("click", () => decide({ decision: "deny", message: reason.value.trim() || "The user denied this call." }));
@@ -108,9 +151,9 @@
   function finishCard(card, name, content, isError, duration) {
     const box = card.querySelector(".decision");
     if (box) box.remove();
-    card.querySelector(".result").textContent = content;
+    card.querySelector(".result").textContent = shown(content);
     const took = duration === undefined ? "" : " — " + (duration * 1000).toFixed(0) + " ms";
-    card.querySelector("summary").replaceWith(cardSummary(isError ? "error" : "tool", name + took));
+    card.querySelector("summary").replaceWith(cardSummary(isError ? "error" : "tool", shown(name) + took));
     if (isError) card.classList.add("error");
   }
 
@@ -195,9 +238,16 @@
     return threads;
   }
 
+  // While a run streams, its events paint this chat: another thread opens once it is over.
+  const BUSY = "a run is going on here: wait for it, or Stop it, before opening another chat";
+
   async function openThread(id, title) {
-    if (state.running) return;
+    if (state.running) {
+      if (id !== state.thread) status(BUSY);
+      return;
+    }
     state.thread = id;
+    state.decisions = {};
     $("thread-title").textContent = title;
     localStorage.setItem("goagent.thread", id);
     const { messages, pending } = await api(`/api/threads/${id}/messages`);
@@ -210,7 +260,7 @@
         if (m.text) bubble("assistant", m.text);
         for (const c of m.tool_calls || []) {
           const card = toolCard(c.id, c.name);
-          card.querySelector(".args").textContent = JSON.stringify(c.arguments, null, 2);
+          card.querySelector(".args").textContent = argsText(c.arguments);
           card.open = false;
           cards[c.id] = [card, c.name];
         }
@@ -224,6 +274,10 @@
   }
 
   async function newThread() {
+    if (state.running) {
+      status(BUSY);
+      return;
+    }
     const thread = await api("/api/threads", { method: "POST", body: {} });
     await openThread(thread.id, thread.title);
     $("input").focus();
@@ -268,7 +322,7 @@
         break;
       case "TOOL_CALL_ARGS": {
         const entry = ctx.cards[event.toolCallId];
-        if (entry) entry[0].querySelector(".args").textContent += event.delta;
+        if (entry) entry[0].querySelector(".args").textContent += shown(event.delta);
         break;
       }
       case "TOOL_CALL_RESULT": {
@@ -281,6 +335,7 @@
         if (event.name === "goagent.memory_recall") showMemories(event.value.memories);
         break;
       case "RUN_FINISHED": {
+        ctx.ended = true;
         if (event.outcome && event.outcome.type === "interrupt") {
           for (const i of event.outcome.interrupts) {
             const meta = i.metadata || {};
@@ -294,29 +349,36 @@
         break;
       }
       case "RUN_ERROR":
+        ctx.ended = true;
         status(event.message, true);
         break;
     }
   }
 
   async function send(text) {
-    bubble("user", text);
-    await streamRun(`/api/threads/${state.thread}/runs`, { message: text });
+    const mine = bubble("user", text);
+    const how = await streamRun(`/api/threads/${state.thread}/runs`, { message: text });
+    // Refused (a run of this thread going on in another tab, a lost session): nothing was
+    // stored, so the page does not show the message as sent. It goes back into the input.
+    if (how === "refused") {
+      mine.remove();
+      if (!$("input").value) $("input").value = text;
+    }
   }
 
+  // How the run's request ended: "done" (the stream ended), "refused" (an error answer: no
+  // run started) or "dropped" (the stream broke off, or Stop).
   async function streamRun(path, body) {
     setRunning(true);
     const controller = new AbortController();
     state.controller = controller;
     const ctx = { cards: knownCards(), bubble: null, thinking: null, sent: performance.now() };
+    let how = "refused";
     try {
       const response = await api(path, {
         method: "POST", body, raw: true, signal: controller.signal,
       });
-      if (!response.ok) {
-        const data = await response.json().catch(() => ({}));
-        throw new Error(data.error || response.statusText);
-      }
+      how = "dropped";
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
@@ -332,13 +394,41 @@
           if (data) handle(JSON.parse(data), ctx);
         }
       }
+      // A stream that ends without RUN_FINISHED or RUN_ERROR was cut (a server shutting down
+      // closes it cleanly).
+      how = ctx.ended ? "done" : "dropped";
     } catch (error) {
       if (error.name !== "AbortError") status(error.message, true);
     } finally {
       setRunning(false);
       state.controller = null;
-      await loadThreads();
-      await loadFacts();
+      if (!$("app").hidden) {
+        await loadThreads().catch(() => {});
+        await loadFacts();
+      }
+    }
+    if (how === "dropped") await recover(state.thread);
+    return how;
+  }
+
+  // The stream broke off (the network, a server restart): the server stopped the run and
+  // stored what it had, which is not what this page painted (events were lost on the way).
+  // Ask until the server answers and the run is over, then show the thread as it holds it.
+  async function recover(thread) {
+    for (let attempt = 0, wait = 250; thread && attempt < 40; attempt++) {
+      if (state.thread !== thread || state.running || $("app").hidden) return;
+      try {
+        const found = await api(`/api/threads/${thread}`);
+        if (!found.running) {
+          await openThread(thread);
+          status("the connection was lost; this is what the server kept", true);
+          return;
+        }
+      } catch (error) {
+        if (error.name !== "TypeError") return;  // an answer (404, 401): nothing to wait for
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      wait = Math.min(wait * 2, 2000);
     }
   }
 
@@ -369,6 +459,10 @@
     $("login").hidden = true;
     $("app").hidden = false;
     $("whoami").textContent = "signed in as " + data.user;
+    $("login-secret").value = "";
+    $("login-error").textContent = "";
+    // Only a login session can end here (a bearer token, a proxy or no auth: nothing to end).
+    $("logout").hidden = !data.session;
     const threads = await loadThreads();
     await loadFacts();
     const last = localStorage.getItem("goagent.thread");
@@ -400,6 +494,12 @@
       $("messages").replaceChildren();
       $("thread-title").textContent = "goagent-py";
       await loadThreads();
+    });
+    $("logout").addEventListener("click", async () => {
+      try {
+        await api("/api/logout", { method: "POST", body: {} });
+        signedOut("");
+      } catch (error) { status(error.message, true); }
     });
     $("login-form").addEventListener("submit", async (e) => {
       e.preventDefault();
