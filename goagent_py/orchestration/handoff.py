@@ -37,6 +37,7 @@ from goagent_py.orchestration._core import (
     Scope,
     Step,
     StepFailedError,
+    attach_partial,
     combine,
     failed_run,
     flow_deps,
@@ -232,8 +233,12 @@ class Handoffs(Flow):
             agent = self.agents[active]
             here = scope.child(active)
             if parts:
-                history = await self._history(transcript, agent)
-                await self._keep(agent, history, transcript, held)
+                try:
+                    history = await self._history(transcript, agent)
+                    await self._keep(agent, history, transcript, held)
+                except Exception as exc:  # the input_filter's error (or its misuse), a memory's
+                    attach_partial(exc, self._result(start, parts, transcript, active, handoffs))
+                    raise
                 run = await agent.start_run(
                     None,
                     streaming=scope.emit is not None,

@@ -9,8 +9,16 @@ import pytest
 
 from goagent_py import Agent, Usage
 from goagent_py.errors import ConfigurationError
-from goagent_py.orchestration import Graph, Loop, Parallel, Pipeline, Router, StepFailedError
-from goagent_py.testing import ScriptedProvider, text_response
+from goagent_py.orchestration import (
+    Graph,
+    Handoffs,
+    Loop,
+    Parallel,
+    Pipeline,
+    Router,
+    StepFailedError,
+)
+from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 
 
 class UnprintableError(Exception):
@@ -108,3 +116,21 @@ async def test_a_nested_graph_naming_an_unknown_node_keeps_the_outer_steps_spent
     partial = info.value.partial  # type: ignore[attr-defined]
     assert partial.trace == ("a",)
     assert partial.usage.input_tokens == 110
+
+
+async def test_a_handoffs_input_filter_that_raises_keeps_what_the_first_agent_spent() -> None:
+    first = Agent(
+        provider=ScriptedProvider(
+            tool_call_response(("transfer_to_second", {"reason": "theirs"}), usage=Usage(10, 0))
+        ),
+        model="m",
+        name="first",
+    )
+    second = answers("second", 1)
+    group = Handoffs([first, second], input_filter=broken)
+    with pytest.raises(CallbackError) as info:
+        await group.run("x")
+    partial = info.value.partial  # type: ignore[attr-defined]
+    assert partial.usage.input_tokens == 10
+    assert partial.state["handoffs"] == [["first", "second"]]
+    assert partial.messages  # the conversation so far
