@@ -1,0 +1,93 @@
+"""Review 10b: the edit tool's semantics and what the file tools tell the model about files
+that are not plain UTF-8 text (CRLF, other encodings, binary, too large to search)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goagent_py.coding import CodingToolError, file_tools
+from goagent_py.tools import Tool
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file tools")
+
+
+def tools(root: Path, **kw: Any) -> dict[str, Tool]:
+    return {t.definition.name: t for t in file_tools(root, **kw)}
+
+
+async def run(tool: Tool, **args: Any) -> str:
+    blocks = await tool.execute(args)
+    return "".join(getattr(b, "text", "") for b in blocks)
+
+
+async def test_an_edit_whose_old_string_matches_at_overlapping_places_is_refused_as_ambiguous(
+    tmp_path: Path,
+) -> None:
+    # "\n\n" sits at two places of "a\n\n\nb" (they overlap); str.count sees one.
+    (tmp_path / "o.txt").write_text("a\n\n\nb\n")
+    t = tools(tmp_path)
+    await run(t["read_file"], path="o.txt")
+    with pytest.raises(CodingToolError, match="appears 2 times"):
+        await run(t["edit_file"], path="o.txt", old_string="\n\n", new_string="\nX\n")
+    assert (tmp_path / "o.txt").read_text() == "a\n\n\nb\n"
+
+
+async def test_a_multi_line_edit_in_a_crlf_file_matches_and_keeps_crlf(tmp_path: Path) -> None:
+    # read_file shows lines without their "\r": the model writes old_string with "\n".
+    (tmp_path / "c.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    t = tools(tmp_path)
+    await run(t["read_file"], path="c.txt")
+    answer = await run(t["edit_file"], path="c.txt", old_string="one\ntwo", new_string="1\n2")
+    assert "1 replacement" in answer
+    assert (tmp_path / "c.txt").read_bytes() == b"1\r\n2\r\nthree\r\n"
+
+
+async def test_an_edit_of_a_file_that_is_not_utf8_keeps_its_other_bytes(tmp_path: Path) -> None:
+    (tmp_path / "l.txt").write_bytes(b"caf\xe9 = 1\nx = 2\n")
+    t = tools(tmp_path)
+    shown = await run(t["read_file"], path="l.txt")
+    assert "not valid UTF-8" in shown  # the model is told what the replacement marks are
+    await run(t["edit_file"], path="l.txt", old_string="x = 2", new_string="x = 3")
+    assert (tmp_path / "l.txt").read_bytes() == b"caf\xe9 = 1\nx = 3\n"
+
+
+async def test_reading_a_binary_file_tells_the_model_instead_of_showing_its_bytes(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "b.bin").write_bytes(bytes(range(256)) * 4)
+    shown = await run(tools(tmp_path)["read_file"], path="b.bin")
+    assert "binary" in shown and "1024 bytes" in shown
+    assert "\x00" not in shown and "\x1b" not in shown
+
+
+async def test_grep_says_which_files_were_too_large_to_search(tmp_path: Path) -> None:
+    (tmp_path / "big.log").write_text("needle\n" + "x" * 2000 + "\n")
+    (tmp_path / "small.txt").write_text("hay\n")
+    shown = await run(tools(tmp_path, max_file_bytes=1000)["grep"], pattern="needle")
+    assert "[no matches]" in shown
+    assert "big.log" in shown and "not searched" in shown
+
+
+async def test_an_edit_that_needs_an_earlier_edit_of_the_same_turn_applies_after_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    t = tools(tmp_path)
+    await run(t["read_file"], path="a.py")
+    await run(t["edit_file"], path="a.py", old_string="x = 1", new_string="x = 2")
+    await run(t["edit_file"], path="a.py", old_string="x = 2", new_string="x = 3")
+    assert (tmp_path / "a.py").read_text() == "x = 3\n"
+
+
+async def test_an_edit_without_a_trailing_newline_leaves_the_end_as_it_was(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "n.txt").write_bytes(b"a\nb")
+    t = tools(tmp_path)
+    await run(t["read_file"], path="n.txt")
+    await run(t["edit_file"], path="n.txt", old_string="b", new_string="c")
+    assert (tmp_path / "n.txt").read_bytes() == b"a\nc"
