@@ -60,8 +60,10 @@ async def test_reading_a_binary_file_tells_the_model_instead_of_showing_its_byte
 ) -> None:
     (tmp_path / "b.bin").write_bytes(bytes(range(256)) * 4)
     shown = await run(tools(tmp_path)["read_file"], path="b.bin")
-    assert "binary" in shown and "1024 bytes" in shown
-    assert "\x00" not in shown and "\x1b" not in shown
+    assert "binary" in shown
+    assert "1024 bytes" in shown
+    assert "\x00" not in shown
+    assert "\x1b" not in shown
 
 
 async def test_grep_says_which_files_were_too_large_to_search(tmp_path: Path) -> None:
@@ -69,7 +71,8 @@ async def test_grep_says_which_files_were_too_large_to_search(tmp_path: Path) ->
     (tmp_path / "small.txt").write_text("hay\n")
     shown = await run(tools(tmp_path, max_file_bytes=1000)["grep"], pattern="needle")
     assert "[no matches]" in shown
-    assert "big.log" in shown and "not searched" in shown
+    assert "big.log" in shown
+    assert "not searched" in shown
 
 
 async def test_an_edit_that_needs_an_earlier_edit_of_the_same_turn_applies_after_it(
@@ -91,3 +94,26 @@ async def test_an_edit_without_a_trailing_newline_leaves_the_end_as_it_was(
     await run(t["read_file"], path="n.txt")
     await run(t["edit_file"], path="n.txt", old_string="b", new_string="c")
     assert (tmp_path / "n.txt").read_bytes() == b"a\nc"
+
+
+async def test_an_edit_that_differs_only_in_tabs_says_the_whitespace_differs(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "m.py").write_text("def f():\n\treturn 1\n")
+    t = tools(tmp_path)
+    await run(t["read_file"], path="m.py")
+    with pytest.raises(CodingToolError, match="except for whitespace"):
+        await run(t["edit_file"], path="m.py", old_string="    return 1", new_string="\treturn 2")
+
+
+async def test_text_that_utf8_cannot_hold_is_refused_by_write_and_edit(tmp_path: Path) -> None:
+    # JSON may carry a lone surrogate ("\ud800"); the model reads why instead of a crash.
+    (tmp_path / "a.txt").write_text("a\n")
+    t = tools(tmp_path)
+    await run(t["read_file"], path="a.txt")
+    with pytest.raises(CodingToolError, match="UTF-8"):
+        await run(t["write_file"], path="b.txt", content="x\ud800")
+    with pytest.raises(CodingToolError, match="UTF-8"):
+        await run(t["edit_file"], path="a.txt", old_string="a", new_string="\ud800")
+    assert not (tmp_path / "b.txt").exists()
+    assert (tmp_path / "a.txt").read_text() == "a\n"

@@ -1,0 +1,48 @@
+"""What edit_file matches and writes, as pure text work (private).
+
+A model writes ``old_string`` from what read_file showed: lines without their ``\\r``, tabs as
+tabs. These helpers find where it applies in the file's own text and tell the model why not
+when it does not.
+"""
+
+from __future__ import annotations
+
+__all__ = ["line_endings", "not_found_hint", "occurrences"]
+
+
+def occurrences(text: str, old: str, *, stop: int | None = None) -> int:
+    """How many places ``old`` matches in ``text``, overlapping ones included (``"\\n\\n"`` is
+    at two places of ``"a\\n\\n\\nb"``: an edit there is ambiguous, though ``str.count`` says
+    1); counting ends at ``stop``."""
+    count, at = 0, text.find(old)
+    while at != -1:
+        count += 1
+        if stop is not None and count >= stop:
+            break
+        at = text.find(old, at + 1)
+    return count
+
+
+def line_endings(text: str, old: str, new: str) -> tuple[str, str]:
+    """``old`` and ``new`` in the file's line endings: in a CRLF file, an ``old`` that spans
+    lines with bare ``\\n`` (as read_file shows them) matches with ``\\r\\n``, and ``new``
+    gets ``\\r\\n`` too, so the file keeps one kind of line ending."""
+    if "\n" not in old or "\r\n" in old or "\r\n" not in text or old in text:
+        return old, new
+    crlf = old.replace("\n", "\r\n")
+    if crlf not in text:
+        return old, new
+    return crlf, new.replace("\r\n", "\n").replace("\n", "\r\n")
+
+
+def not_found_hint(text: str, old: str) -> str:
+    """What the model should do about an ``old`` that does not match: whitespace is the
+    usual cause (tabs for spaces, trailing spaces), so say so when only whitespace differs."""
+    squeeze = " ".join
+    if old.strip() and squeeze(old.split()) in squeeze(text.split()):
+        return (
+            "text matching it except for whitespace (tabs, spaces, line ends) is in the file: "
+            "copy old_string exactly as read_file shows it (after the tab that follows the "
+            "line number)"
+        )
+    return "read the file again"
