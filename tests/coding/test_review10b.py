@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from goagent_py.coding import CodingToolError, file_tools
+from goagent_py.coding.repl import build_parser, code_main
+from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 from goagent_py.tools import Tool
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file tools")
@@ -117,3 +119,30 @@ async def test_text_that_utf8_cannot_hold_is_refused_by_write_and_edit(tmp_path:
         await run(t["edit_file"], path="a.txt", old_string="a", new_string="\ud800")
     assert not (tmp_path / "b.txt").exists()
     assert (tmp_path / "a.txt").read_text() == "a\n"
+
+
+async def _repl(args: list[str], inputs: list[str], provider: Any) -> list[str]:
+    lines = iter(inputs)
+    out: list[str] = []
+
+    async def read_line(prompt: str) -> str | None:
+        return next(lines, None)
+
+    ns = build_parser().parse_args(args)
+    assert await code_main(ns, provider=provider, read_line=read_line, write=out.append) == 0
+    return out
+
+
+async def test_the_line_mode_shows_the_last_messages_of_a_continued_session(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    base = ["--root", str(root), "--db", str(tmp_path / "code.db"), "--plain", "--yes"]
+    provider = ScriptedProvider(
+        tool_call_response(("list_dir", {"path": "."})), text_response("the folder is empty")
+    )
+    await _repl(base, ["what is here?"], provider)
+    out = await _repl([*base, "--continue"], [], ScriptedProvider())
+    start = next(i for i, line in enumerate(out) if line.startswith("session "))
+    assert out[start + 1 :] == ["> what is here?", "the folder is empty"]
