@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from goagent_py.coding import CodingToolError, file_tools
+from goagent_py.coding import CodingToolError, FileToolkit, _match, file_tools
 from goagent_py.coding.repl import build_parser, code_main
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 from goagent_py.tools import Tool
@@ -146,3 +147,24 @@ async def test_the_line_mode_shows_the_last_messages_of_a_continued_session(
     out = await _repl([*base, "--continue"], [], ScriptedProvider())
     start = next(i for i, line in enumerate(out) if line.startswith("session "))
     assert out[start + 1 :] == ["> what is here?", "the folder is empty"]
+
+
+async def test_grep_over_a_tree_slow_to_read_is_not_blamed_on_its_pattern(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A tree of 100k files takes longer than grep_timeout to walk and read: the bound is on
+    # matching (a pattern that backtracks), so a plain pattern still answers. Reading each file
+    # is made to "take" one second of the clock the bound reads.
+    for i in range(20):
+        (tmp_path / f"f{i:02}.txt").write_text("hay\n" if i else "needle\n")
+    now = [1000.0]
+    monkeypatch.setattr(_match, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    read = FileToolkit._grep_bytes
+
+    def slow(self: FileToolkit, *args: Any) -> bytes | None:
+        now[0] += 1.0
+        return read(self, *args)
+
+    monkeypatch.setattr(FileToolkit, "_grep_bytes", slow)
+    grep = {t.definition.name: t for t in FileToolkit(tmp_path, grep_timeout=5).tools}["grep"]
+    assert await run(grep, pattern="needle") == "f00.txt:1:needle"
