@@ -149,10 +149,12 @@ class FileToolkit:
         return self._read_opened(path, tool, expect)[0]
 
     def _read_opened(
-        self, path: str, tool: str = "read_file", expect: Path | None = None
+        self, path: str, tool: str = "read_file", expect: Path | None = None, *, head: bool = False
     ) -> tuple[bytes, Path]:
         """The file's bytes and the resolved path of the file the one open reached (what a
-        read is recorded under: resolving the name again could name another file)."""
+        read is recorded under: resolving the name again could name another file). With
+        ``head``, a file over ``max_file_bytes`` gives its first ``max_file_bytes + 1`` bytes
+        instead of an error (a caller tells it by the length)."""
         try:
             opened, real = open_file_in_root(self._base, path, "rb")
             with opened as f:
@@ -160,7 +162,7 @@ class FileToolkit:
                 self._refuse_moved(path, real, expect)
                 self._refuse_linked(path, f.fileno())
                 size = os.fstat(f.fileno()).st_size
-                if size > self.max_file_bytes:
+                if size > self.max_file_bytes and not head:
                     raise CodingToolError(
                         f"{path}: {size} bytes, more than the {self.max_file_bytes} bytes allowed"
                     )
@@ -238,10 +240,17 @@ class FileToolkit:
     def _read_sync(self, args: dict[str, Any]) -> str:
         """read_file: numbered lines of a text file, from ``offset`` for ``limit`` lines."""
         path = args["path"]
-        data, resolved = self._read_opened(path)
+        data, resolved = self._read_opened(path, head=True)
+        cut = len(data) > self.max_file_bytes
+        if cut:
+            # Too large to edit or search, still worth reading (a log): its first bytes, up
+            # to the last whole line, recorded as no read (an edit needs a whole one).
+            end = data.rfind(b"\n", 0, self.max_file_bytes)
+            data = data[: end + 1] if end >= 0 else data[: self.max_file_bytes]
         digest = _digest(data)
         before = self._seen.get(resolved)
-        self._seen[resolved] = digest
+        if not cut:
+            self._seen[resolved] = digest
         if _binary(data):
             # Control bytes mean nothing to the model and a terminal may act on them.
             return (
@@ -259,6 +268,12 @@ class FileToolkit:
         out: list[str] = []
         if before is not None and before != digest:
             out.append("[note: this file changed since you last read it]")
+        if cut:
+            out.append(
+                f"[note: {path} is larger than {self.max_file_bytes} bytes: only its first "
+                f"{self.max_file_bytes} bytes ({len(text.splitlines())} whole lines) can be "
+                "read, and it cannot be edited or searched here]"
+            )
         if not utf8:
             out.append(
                 "[note: this file is not valid UTF-8: the bytes that are not are shown as "

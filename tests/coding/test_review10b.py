@@ -168,3 +168,19 @@ async def test_grep_over_a_tree_slow_to_read_is_not_blamed_on_its_pattern(
     monkeypatch.setattr(FileToolkit, "_grep_bytes", slow)
     grep = {t.definition.name: t for t in FileToolkit(tmp_path, grep_timeout=5).tools}["grep"]
     assert await run(grep, pattern="needle") == "f00.txt:1:needle"
+
+
+async def test_a_file_too_large_to_edit_is_read_in_its_first_bytes_and_the_model_told(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "big.log").write_text("".join(f"line {i}\n" for i in range(1, 1001)))
+    t = tools(tmp_path, max_file_bytes=1000)
+    shown = await run(t["read_file"], path="big.log", limit=3)
+    assert shown.splitlines()[1:4] == ["     1\tline 1", "     2\tline 2", "     3\tline 3"]
+    assert "only its first 1000 bytes" in shown
+    # Past what can be read, the model is told why instead of an empty answer.
+    far = await run(t["read_file"], path="big.log", offset=900)
+    assert "only its first 1000 bytes" in far
+    # It stays too large to edit (the read recorded nothing an edit could rely on).
+    with pytest.raises(CodingToolError, match="more than the 1000 bytes"):
+        await run(t["edit_file"], path="big.log", old_string="line 1\n", new_string="x\n")
