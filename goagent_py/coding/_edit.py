@@ -7,7 +7,12 @@ when it does not.
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["line_endings", "not_found_hint", "occurrences"]
+
+# What read_file puts before each line: the number, right-aligned, and a tab.
+_NUMBERED = re.compile(r"^ *\d+\t", re.M)
 
 
 def occurrences(text: str, old: str, *, stop: int | None = None) -> int:
@@ -38,6 +43,12 @@ def line_endings(text: str, old: str, new: str) -> tuple[str, str]:
 def not_found_hint(text: str, old: str) -> str:
     """What the model should do about an ``old`` that does not match: whitespace is the
     usual cause (tabs for spaces, trailing spaces), so say so when only whitespace differs."""
+    lines = [line for line in old.splitlines() if line.strip()]
+    if lines and all(_NUMBERED.match(line) for line in lines):
+        return (
+            "it holds read_file's line numbers (the number and the tab before each line): "
+            "leave them out of old_string and new_string"
+        )
     squeeze = " ".join
     if old.strip() and squeeze(old.split()) in squeeze(text.split()):
         return (

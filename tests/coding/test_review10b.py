@@ -184,3 +184,14 @@ async def test_a_file_too_large_to_edit_is_read_in_its_first_bytes_and_the_model
     # It stays too large to edit (the read recorded nothing an edit could rely on).
     with pytest.raises(CodingToolError, match="more than the 1000 bytes"):
         await run(t["edit_file"], path="big.log", old_string="line 1\n", new_string="x\n")
+
+
+async def test_an_old_string_copied_with_read_files_line_numbers_is_explained(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.py").write_text("x = 1\ny = 2\n")
+    t = tools(tmp_path)
+    shown = await run(t["read_file"], path="a.py")
+    with pytest.raises(CodingToolError, match="line numbers"):
+        await run(t["edit_file"], path="a.py", old_string=shown, new_string="x = 3\ny = 2")
+    assert (tmp_path / "a.py").read_text() == "x = 1\ny = 2\n"
