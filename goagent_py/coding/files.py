@@ -65,8 +65,8 @@ class FileToolkit:
     Args:
         root: the workspace directory; no tool reads or writes outside it.
         max_read_chars: the most characters one read returns (the rest is marked as cut).
-        max_file_bytes: files larger than this are not read, edited or searched, and no
-            write or edit makes one.
+        max_file_bytes: files larger than this are not edited or searched (a read shows
+            their first bytes), and no write or edit makes one.
         max_results: the most lines a list, glob or grep answer holds.
         require_read: an edit, or a write that replaces an existing file, needs a read first.
         grep_timeout: the most seconds one grep or glob spends matching (a pattern that
@@ -440,13 +440,19 @@ class FileToolkit:
         files: Iterable[tuple[str, str, int]] = [(start, "", -1)] if walk is None else walk
         hits: list[str] = []
         large: list[str] = []
+        binary: list[str] = []
         try:
             for rel, name, dirfd in files:
                 if only is not None and not (only(rel) or only(rel.rsplit("/", 1)[-1])):
                     continue
                 data = self._grep_bytes(rel, name, dirfd, large)
-                if data is None or _binary(data):
-                    continue  # unreadable, too large, or binary
+                if data is None:
+                    continue  # unreadable or too large
+                if _binary(data):
+                    # Its lines mean nothing to the model; that it matches does (as grep says).
+                    if next(search.lines(data.decode("utf-8", "replace")), None) is not None:
+                        binary.append(rel)
+                    continue
                 for n, line in search.lines(data.decode("utf-8", "replace")):
                     hits.append(f"{rel}:{n}:{line[:500]}")
                     if len(hits) > self.max_results:
@@ -457,12 +463,13 @@ class FileToolkit:
             if walk is not None:
                 walk.close()  # the open directory descriptors, now
         answer = self._capped(hits, "matches") or "[no matches]"
+        # Else "[no matches]" would say a text is absent from files it was not shown from.
+        if binary:
+            answer += f"\n[note: binary files match (lines not shown): {_names(binary)}]"
         if large:
-            # Else "[no matches]" would say a text is absent from a file nobody searched.
-            names = ", ".join(large[:5]) + (f" and {len(large) - 5} more" if len(large) > 5 else "")
             answer += (
                 f"\n[note: {len(large)} file(s) larger than {self.max_file_bytes} bytes not "
-                f"searched: {names}]"
+                f"searched: {_names(large)}]"
             )
         return answer
 
@@ -653,6 +660,11 @@ async def _finish_in_thread(body: Callable[[], str]) -> str:
 _SNIFF = 8192
 
 
+def _names(paths: list[str], shown: int = 5) -> str:
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
 def _binary(data: bytes) -> bool:
     """Whether a file's bytes are binary: a NUL byte near the start (as git and grep tell)."""
     return b"\x00" in data[:_SNIFF]
@@ -675,7 +687,7 @@ def file_tools(
     Args:
         root: the workspace directory; no tool reads or writes outside it.
         max_read_chars: the most characters one read returns.
-        max_file_bytes: larger files are not read, edited or searched.
+        max_file_bytes: larger files are not edited or searched (a read shows their start).
         max_results: the most lines a list, glob or grep answer holds (the rest is counted).
         require_read: an edit, or a write replacing an existing file, needs a read first.
 

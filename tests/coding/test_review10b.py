@@ -195,3 +195,12 @@ async def test_an_old_string_copied_with_read_files_line_numbers_is_explained(
     with pytest.raises(CodingToolError, match="line numbers"):
         await run(t["edit_file"], path="a.py", old_string=shown, new_string="x = 3\ny = 2")
     assert (tmp_path / "a.py").read_text() == "x = 1\ny = 2\n"
+
+
+async def test_grep_says_which_binary_files_match_without_showing_their_bytes(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "data.bin").write_bytes(b"\x00\x01needle\x1b[2J\n")
+    (tmp_path / "other.bin").write_bytes(b"\x00\x01hay\n")
+    shown = await run(tools(tmp_path)["grep"], pattern="needle")
+    assert shown == "[no matches]\n[note: binary files match (lines not shown): data.bin]"
