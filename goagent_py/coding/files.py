@@ -240,6 +240,8 @@ class FileToolkit:
     def _read_sync(self, args: dict[str, Any]) -> str:
         """read_file: numbered lines of a text file, from ``offset`` for ``limit`` lines."""
         path = args["path"]
+        if args.get("limit") is not None and int(args["limit"]) < 1:
+            raise CodingToolError(f"limit {args['limit']!r}: give at least 1 line, or leave it out")
         data, resolved = self._read_opened(path, head=True)
         cut = len(data) > self.max_file_bytes
         if cut:

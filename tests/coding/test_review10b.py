@@ -204,3 +204,9 @@ async def test_grep_says_which_binary_files_match_without_showing_their_bytes(
     (tmp_path / "other.bin").write_bytes(b"\x00\x01hay\n")
     shown = await run(tools(tmp_path)["grep"], pattern="needle")
     assert shown == "[no matches]\n[note: binary files match (lines not shown): data.bin]"
+
+
+async def test_a_read_of_zero_lines_says_so_instead_of_answering_nothing(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("x\n")
+    with pytest.raises(CodingToolError, match="limit"):
+        await run(tools(tmp_path)["read_file"], path="a.txt", limit=0)
