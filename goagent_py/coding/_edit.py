@@ -29,15 +29,20 @@ def occurrences(text: str, old: str, *, stop: int | None = None) -> int:
 
 
 def line_endings(text: str, old: str, new: str) -> tuple[str, str]:
-    """``old`` and ``new`` in the file's line endings: in a CRLF file, an ``old`` that spans
-    lines with bare ``\\n`` (as read_file shows them) matches with ``\\r\\n``, and ``new``
-    gets ``\\r\\n`` too, so the file keeps one kind of line ending."""
-    if "\n" not in old or "\r\n" in old or "\r\n" not in text or old in text:
-        return old, new
-    crlf = old.replace("\n", "\r\n")
-    if crlf not in text:
-        return old, new
-    return crlf, new.replace("\r\n", "\n").replace("\n", "\r\n")
+    """``old`` and ``new`` in the file's line endings, so the file keeps one kind.
+
+    In a file whose every line ends in ``\r\n``, read_file showed the lines without it: an
+    ``old`` spanning lines with bare ``\n`` matches with ``\r\n``, and every line break of
+    ``new`` is written as ``\r\n`` (also when ``old`` is one line). A file with mixed endings
+    keeps ``old`` as given, unless only its CRLF form is there.
+    """
+    crlf_old = old.replace("\r\n", "\n").replace("\n", "\r\n")
+    crlf_new = new.replace("\r\n", "\n").replace("\n", "\r\n")
+    if "\r\n" in text and text.count("\n") == text.count("\r\n"):
+        return crlf_old, crlf_new
+    if "\n" in old and old not in text and crlf_old in text:
+        return crlf_old, crlf_new
+    return old, new
 
 
 def not_found_hint(text: str, old: str) -> str:

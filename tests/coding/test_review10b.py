@@ -210,3 +210,13 @@ async def test_a_read_of_zero_lines_says_so_instead_of_answering_nothing(tmp_pat
     (tmp_path / "a.txt").write_text("x\n")
     with pytest.raises(CodingToolError, match="limit"):
         await run(tools(tmp_path)["read_file"], path="a.txt", limit=0)
+
+
+async def test_a_one_line_edit_that_adds_lines_to_a_crlf_file_adds_crlf_lines(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "c.txt").write_bytes(b"one\r\ntwo\r\n")
+    t = tools(tmp_path)
+    await run(t["read_file"], path="c.txt")
+    await run(t["edit_file"], path="c.txt", old_string="one", new_string="one\nextra")
+    assert (tmp_path / "c.txt").read_bytes() == b"one\r\nextra\r\ntwo\r\n"
