@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from goagent_py.coding import CodingToolError, FileToolkit, _match, file_tools
+from goagent_py.coding import CodingToolError, FileToolkit, _match, file_tools, shell_tool
 from goagent_py.coding.repl import build_parser, code_main
 from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
 from goagent_py.tools import Tool
@@ -220,3 +220,15 @@ async def test_a_one_line_edit_that_adds_lines_to_a_crlf_file_adds_crlf_lines(
     await run(t["read_file"], path="c.txt")
     await run(t["edit_file"], path="c.txt", old_string="one", new_string="one\nextra")
     assert (tmp_path / "c.txt").read_bytes() == b"one\r\nextra\r\ntwo\r\n"
+
+
+async def test_shell_output_cut_inside_a_character_shows_no_replacement_marks(
+    tmp_path: Path,
+) -> None:
+    # "é" is two bytes: a cap of 102 (51 bytes each end) cuts the head and the tail inside one.
+    shell = shell_tool(tmp_path, max_output_chars=102)
+    argv = [sys.executable, "-c", "import sys; sys.stdout.write('é' * 500)"]
+    shown = await run(shell, argv=argv)
+    assert "\ufffd" not in shown
+    assert "bytes of output cut" in shown
+    assert shown.startswith("é" * 25)
