@@ -84,14 +84,17 @@ class _RawResponse:
                 return
             yield data[:-2]
 
-    async def aiter_lines(self) -> Any:
+    async def event_lists(self) -> Any:
+        """The SSE events' data parsed, a list per chunk received: every ``data:`` line of the
+        chunk in one ``json.loads`` (a line split across chunks waits for its end)."""
         rest = b""
         async for chunk in self._chunks():
             *lines, rest = (rest + chunk).split(b"\n")
-            for line in lines:
-                yield line.rstrip(b"\r").decode()
-        if rest:
-            yield rest.decode()
+            data = [line[5:] for line in lines if line[:5] == b"data:"]
+            if data:
+                yield json.loads(b"[%s]" % b",".join(data))
+        if rest[:5] == b"data:":
+            yield [json.loads(rest[5:])]
 
 
 class _RawClient:
@@ -150,6 +153,7 @@ class _RawClient:
 
 _CLIENT: Any = httpx.AsyncClient
 _CALLGRIND = ""  # --callgrind FILE: the server under valgrind's callgrind
+_STRACE = ""  # --strace FILE: strace -c -f attached to the server for the turns
 _LOOP = "auto"  # --loop: the server's event loop, chosen as ``goagent-py serve --loop`` does
 
 
@@ -179,6 +183,39 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _own_cpu_seconds() -> float:
+    """User plus system CPU time of this process (the load generator), all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _attach_strace(pid: int) -> subprocess.Popen[bytes] | None:
+    """With --strace: ``strace -c -f`` attached to the server (all its threads) for the turns;
+    returns once it is attached."""
+    if not _STRACE:
+        return None
+    tasks = len(list(Path(f"/proc/{pid}/task").iterdir()))
+    command = ["strace", "-c", "-f", "-o", _STRACE, "-p", str(pid)]
+    tracer = subprocess.Popen(command, stderr=subprocess.PIPE)
+    assert tracer.stderr is not None
+    for _ in range(tasks):  # one "attached" line per thread
+        if b"attached" not in tracer.stderr.readline():
+            break
+    return tracer
+
+
+def _detach_strace(tracer: subprocess.Popen[bytes]) -> dict[str, int]:
+    """Stop strace and read its counts: calls per system call."""
+    tracer.send_signal(signal.SIGINT)
+    tracer.wait(60)
+    calls: dict[str, int] = {}
+    for line in Path(_STRACE).read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[0][0].isdigit() and fields[-1] != "total":
+            calls[fields[-1]] = int(fields[3])
+    return calls
+
+
 def _memory_mb(pid: int) -> tuple[float, float]:
     """Resident memory of a process and its peak (Linux ``/proc``), in MB."""
     fields = dict(
@@ -192,13 +229,24 @@ def _tokens(users: int) -> dict[str, str]:
 
 
 def _wait_for_port(port_file: Path, process: subprocess.Popen[bytes]) -> int:
-    for _ in range(6000 if _CALLGRIND else 600):
+    for _ in range(36000 if _CALLGRIND else 600):  # valgrind starts slowly on a busy machine
         if process.poll() is not None:
             raise RuntimeError(f"the server exited with {process.returncode}")
         if port_file.exists() and port_file.read_text():
             return int(port_file.read_text())
         time.sleep(0.1)
-    raise RuntimeError("the server did not start within 60 s")
+    raise RuntimeError("the server did not start in time")
+
+
+async def _event_lists(response: Any) -> Any:
+    """A stream's SSE events, parsed: the raw client's lists, or httpx's lines one by one."""
+    if isinstance(response, _RawResponse):
+        async for events in response.event_lists():
+            yield events
+        return
+    async for line in response.aiter_lines():
+        if line.startswith("data:"):
+            yield [json.loads(line[5:])]
 
 
 async def _user(base: str, user: str, token: str, turns: int, out: dict[str, Any]) -> None:
@@ -217,16 +265,15 @@ async def _user(base: str, user: str, token: str, turns: int, out: dict[str, Any
                     "POST", f"/api/threads/{tid}/runs", json={"message": f"{user} turn {turn}"}
                 ) as response:
                     response.raise_for_status()
-                    async for line in response.aiter_lines():
-                        if not line.startswith("data:"):
-                            continue
-                        event = json.loads(line[5:])
-                        if event["type"] == "TEXT_MESSAGE_CONTENT" and first is None:
-                            first = time.perf_counter() - start
-                        elif event["type"] == "RUN_FINISHED":
-                            finished = True
-                        elif event["type"] == "RUN_ERROR":
-                            raise RuntimeError(event["message"])
+                    async for events in _event_lists(response):
+                        for event in events:  # every event is looked at
+                            kind = event["type"]
+                            if kind == "TEXT_MESSAGE_CONTENT" and first is None:
+                                first = time.perf_counter() - start
+                            elif kind == "RUN_FINISHED":
+                                finished = True
+                            elif kind == "RUN_ERROR":
+                                raise RuntimeError(event["message"])
                 if not finished or first is None:
                     raise RuntimeError("stream ended without RUN_FINISHED")
                 out["ttft"].append(first)
@@ -285,11 +332,16 @@ async def _load(
     base: str, tokens: dict[str, str], turns: int, pid: int
 ) -> tuple[dict[str, Any], float, int]:
     out: dict[str, Any] = {"errors": [], "ttft": [], "total": [], "threads": {}}
+    tracer = await asyncio.to_thread(_attach_strace, pid)
     before = _cpu_seconds(pid)
+    client_before = _own_cpu_seconds()
     start = time.perf_counter()
     await asyncio.gather(*(_user(base, user, token, turns, out) for token, user in tokens.items()))
     wall = time.perf_counter() - start
     out["turns_cpu"] = _cpu_seconds(pid) - before  # the users' threads and turns, no checks
+    out["client_cpu"] = _own_cpu_seconds() - client_before  # the load generator's, the same
+    if tracer is not None:
+        out["syscalls"] = await asyncio.to_thread(_detach_strace, tracer)
     if _CALLGRIND:  # the instructions since the zeroing after start-up, dumped now
         dump = ["callgrind_control", "-d", str(pid)]
         await asyncio.to_thread(subprocess.run, dump, check=True, capture_output=True)
@@ -330,18 +382,17 @@ async def _peer_user(base: str, user: str, turns: int, out: dict[str, Any]) -> N
                 headers = {"accept": "text/event-stream"}
                 async with client.stream("POST", "/", json=body, headers=headers) as response:
                     response.raise_for_status()
-                    async for line in response.aiter_lines():
-                        if not line.startswith("data:"):
-                            continue
-                        event = json.loads(line[5:])
-                        if event["type"] == "TEXT_MESSAGE_CONTENT":
-                            if first is None:
-                                first = time.perf_counter() - start
-                            text += event["delta"]
-                        elif event["type"] == "RUN_FINISHED":
-                            finished = True
-                        elif event["type"] == "RUN_ERROR":
-                            raise RuntimeError(event["message"])
+                    async for events in _event_lists(response):
+                        for event in events:
+                            kind = event["type"]
+                            if kind == "TEXT_MESSAGE_CONTENT":
+                                if first is None:
+                                    first = time.perf_counter() - start
+                                text += event["delta"]
+                            elif kind == "RUN_FINISHED":
+                                finished = True
+                            elif kind == "RUN_ERROR":
+                                raise RuntimeError(event["message"])
                 if not finished or first is None or text != ANSWER:
                     raise RuntimeError(f"stream ended without RUN_FINISHED or the answer: {text!r}")
                 messages.append({"id": f"a{turn}", "role": "assistant", "content": text})
@@ -371,6 +422,16 @@ def _report(title: str, out: dict[str, Any], wall: float, server_cpu: float) -> 
     if "turns_cpu" in out:  # without the checks after the load (API reads of every thread)
         turns_cpu = out["turns_cpu"]
         print(f"  of which the turns: {turns_cpu:.2f} s, {turns_cpu / n * 1000:.2f} ms per turn")
+    if "client_cpu" in out:
+        client = out["client_cpu"]
+        print(f"  load generator CPU: {client:.2f} s, {client / n * 1000:.2f} ms per turn")
+    if "syscalls" in out:
+        calls = out["syscalls"]
+        top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
+        print(
+            "  server system calls per turn (strace): "
+            + ", ".join(f"{name} {count / n:.2f}" for name, count in top)
+        )
     if "turns_instructions" in out:
         ir = out["turns_instructions"]
         print(f"  instructions of the turns (callgrind): {ir:,}, {ir / n:,.0f} per turn")
@@ -489,6 +550,12 @@ if __name__ == "__main__":
         "turns (counted from the end of start-up to the end of the last turn)",
     )
     parser.add_argument(
+        "--strace",
+        default="",
+        help="attach strace -c -f to the server for the turns (its summary file); prints the "
+        "system calls per turn",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "uvloop", "asyncio"),
         default="auto",
@@ -499,6 +566,7 @@ if __name__ == "__main__":
     if ns.raw_client:
         _CLIENT = _RawClient
     _CALLGRIND = ns.callgrind
+    _STRACE = ns.strace
     _LOOP = ns.loop
     if ns.serve:
         with contextlib.suppress(KeyboardInterrupt):

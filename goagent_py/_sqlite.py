@@ -38,6 +38,17 @@ async def in_file_thread(path: str, fn: Callable[[], T]) -> T:
     return await asyncio.to_thread(fn)
 
 
+def file_identity(path: str) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file at ``path``, None when there is none: a connection
+    stays on the file it opened, so a file deleted or replaced (a backup restored over it)
+    while open would take its writes with it, unseen by anyone opening the path."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (found.st_dev, found.st_ino)
+
+
 class NotHere:
     """:func:`read_here`'s answer when the read must go to a worker thread instead."""
 
@@ -128,6 +139,7 @@ class _Writer:
         self._running = False
         self._more = threading.Condition(self._lock)  # an idle writer waits on it
         self._conn: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None  # the file self._conn opened
 
     def submit(self, job: _Write) -> None:
         with self._lock:
@@ -178,11 +190,17 @@ class _Writer:
                 conn.close()
                 raise
             self._conn = conn
+            self._identity = file_identity(self.path)
         return self._conn
 
     def _commit(self, batch: list[_Write]) -> list[tuple[bool, Any]]:
         """Each write's outcome, in order: (True, its value) or (False, its exception)."""
         done: list[tuple[bool, Any]] = []
+        if self._conn is not None and file_identity(self.path) != self._identity:
+            # The file was deleted or replaced since: write the one at the path now (a write
+            # that expects the old one refuses itself, see SQLiteStorage).
+            self._conn.close()
+            self._conn = None
         try:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")

@@ -54,7 +54,9 @@ SERVER_LABEL = "goagent"
 @dataclass(slots=True)
 class Step:
     """One thing a /v1 client is told: ``kind`` is text, reasoning, tool (a server call that
-    finished), client_call, parked (waiting for the client's results), done or error."""
+    finished), client_call, parked (waiting for the client's results), done or error; or idle:
+    every step ready so far has come, the next waits for the run (a stream writes the frames
+    it holds then, one chunk for all, issue 36)."""
 
     kind: str
     text: str = ""
@@ -387,6 +389,8 @@ async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
     over = False
     try:
         while True:
+            if run.queue.empty():
+                yield _IDLE
             item = await run.queue.get()
             if item is None:
                 over = True
@@ -443,6 +447,9 @@ async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
     finally:
         if not over and not run.parked:
             server.stop(run)
+
+
+_IDLE = Step("idle")
 
 
 def _data(payload: dict[str, Any]) -> bytes:
@@ -519,41 +526,48 @@ async def chat_completions(server: Server, user: str, request: OpenAIRequest) ->
     if request.stream:
 
         async def frames() -> AsyncIterator[bytes]:
-            yield _data(chunk({"role": "assistant", "content": ""}, None))
+            # The frames of the steps ready at once are held and written as one chunk when
+            # the run has nothing more ready (an idle step); the last ones end the response.
+            held = [_data(chunk({"role": "assistant", "content": ""}, None))]
             finish, index = "stop", 0
             error: HttpError | None = None
             usage = chat_usage({})
             async for step in steps(server, run):
-                if step.kind == "text" and not typed:
-                    yield _data(chunk({"content": step.text}, None))
+                if step.kind == "idle":
+                    if held:
+                        yield b"".join(held)
+                        held.clear()
+                elif step.kind == "text" and not typed:
+                    held.append(_data(chunk({"content": step.text}, None)))
                 elif step.kind == "reasoning":
-                    yield _data(chunk({"reasoning_content": step.text}, None))
+                    held.append(_data(chunk({"reasoning_content": step.text}, None)))
                 elif step.kind == "tool":
-                    yield _data(chunk({"content": details(step.call)}, None))
+                    held.append(_data(chunk({"content": details(step.call)}, None)))
                 elif step.kind == "client_call":
                     call = step.call
                     fn = {"name": call["name"], "arguments": call["arguments"]}
                     delta = {"index": index, "id": call["id"], "type": "function", "function": fn}
                     index += 1
-                    yield _data(chunk({"tool_calls": [delta]}, None))
+                    held.append(_data(chunk({"tool_calls": [delta]}, None)))
                 elif step.kind == "parked":
                     finish = "tool_calls"
                 elif step.kind == "done":
                     finish, usage = _finish(step.result), chat_usage(step.result)
                     answer = _answer(run, step.result)
                     if answer is not None:
-                        yield _data(chunk({"content": answer}, None))
+                        held.append(_data(chunk({"content": answer}, None)))
                 elif step.kind == "error":
                     error = step.failure()
                     if error.code == "content_filter":
                         finish = "content_filter"
             if error is not None:
                 _, body = error_body(error.status, error.message, path="/v1/", code=error.code)
-                yield _data(body)
-            yield _data(chunk({}, finish))
+                held.append(_data(body))
+            held.append(_data(chunk({}, finish)))
             if request.include_usage:
-                yield _data({**chunk({}, None), "choices": [], "usage": usage})
-            yield LastChunk(sse_frame("[DONE]"))
+                held.append(_data({**chunk({}, None), "choices": [], "usage": usage}))
+            held.append(sse_frame("[DONE]"))
+            yield LastChunk(b"".join(held))
 
         return RunStream(server, run, frames())
     content: list[str] = []
@@ -759,23 +773,30 @@ async def responses(server: Server, user: str, request: OpenAIRequest) -> Respon
             def frame(event: dict[str, Any]) -> bytes:
                 return sse_frame(json.dumps(event), event["type"])
 
-            yield frame(build.event("response.created", response=build.response("in_progress")))
-            yield frame(build.event("response.in_progress", response=build.response("in_progress")))
+            # As Chat Completions does: the frames of the steps ready at once in one chunk.
+            held = [
+                frame(build.event("response.created", response=build.response("in_progress"))),
+                frame(build.event("response.in_progress", response=build.response("in_progress"))),
+            ]
             error: HttpError | None = None
             async for step in steps(server, run):
+                if step.kind == "idle":
+                    if held:
+                        yield b"".join(held)
+                        held.clear()
+                    continue
                 if step.kind == "error":
                     error = step.failure()
-                for event in build.step(step):
-                    yield frame(event)
-            for event in build.close_text():
-                yield frame(event)
+                held.extend(frame(event) for event in build.step(step))
+            held.extend(frame(event) for event in build.close_text())
             if error is not None:
                 code = error.code or "server_error"
                 failed = build.response("failed", {"code": code, "message": error.message})
-                yield LastChunk(frame(build.event("response.failed", response=failed)))
+                held.append(frame(build.event("response.failed", response=failed)))
             else:
                 done = build.response("completed")
-                yield LastChunk(frame(build.event("response.completed", response=done)))
+                held.append(frame(build.event("response.completed", response=done)))
+            yield LastChunk(b"".join(held))
 
         return RunStream(server, run, frames())
     error: HttpError | None = None

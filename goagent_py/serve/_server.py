@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 from goagent_py.agent import Agent
 from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError
-from goagent_py.events import AgentEnd, AgentEvent, ToolExecutionEnd
+from goagent_py.events import (
+    AgentEnd,
+    AgentEvent,
+    HistoryAppend,
+    ModelRequest,
+    ToolExecutionEnd,
+)
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
@@ -398,7 +404,12 @@ class Server:
         decisions: Mapping[str, ToolDecision] | None = None,
     ) -> None:
         put = run.queue.put_nowait
-        put(run.mapper.started())
+        # RUN_STARTED is made once the run has begun: it has stored the user's message or is
+        # calling the model (or has an event of its own first). Made earlier, it was alone in
+        # its write (issue 36: the run then waited for that commit); now it goes out with what
+        # the run makes next when that is ready at once (a scripted answer), and alone before
+        # a model that takes its time (nothing the model makes waits for it).
+        started = [run.mapper.started()]
         durations: dict[str, float] = {}
         spent = 0  # model calls since the person last acted: "always" shares one budget
         try:
@@ -426,7 +437,10 @@ class Server:
                         durations[event.result.call.id] = round(event.result.duration, 6)
                     elif isinstance(event, AgentEnd) and not event.path:
                         spent += event.result.iterations
-                    for item in run.mapper.map(event):
+                    items = run.mapper.map(event)
+                    if started and (items or isinstance(event, (HistoryAppend, ModelRequest))):
+                        put(started.pop())
+                    for item in items:
                         put(item)
                 # Calls of tools the person approved "always for this thread" go on at once,
                 # within the agent's iteration budget for all of them (review9c).
@@ -439,9 +453,13 @@ class Server:
                     run.mapper.resuming(waiting_calls(live.session.transcript))
                     streams.append(live.session.stream_resume(auto))
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
+            if started:
+                put(started.pop())
             for item in run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__):
                 put(item)
         else:
+            if started:
+                put(started.pop())
             for item in run.mapper.finished():
                 put(item)
         finally:
@@ -457,6 +475,8 @@ class Server:
             # 36: every turn's stream waited for that commit); the turn's messages are stored
             # already, and the index's reads for this user wait for the write.
             recorded = self.threads.record_turn(run.user, run.thread_id, durations)
+            if started:  # cancelled before it began
+                put(started.pop())
             put(None)
             try:
                 await self._evict()
@@ -504,19 +524,30 @@ class Server:
         """:meth:`events` in batches: each holds every event ready at that moment (a streamed
         answer's deltas often arrive many at once), so a stream writes one chunk per batch, not
         one per event (issue 36: each write is a system call and a trip through the server);
-        the first event is never held back for the ones after it. Each comes with whether it
-        is the run's last (its end was ready with it)."""
+        no event is held back for the ones after it: only the first batch gets a few turns of
+        the loop (:data:`_FIRST_WRITE_TURNS`) for what the run makes at once after
+        ``RUN_STARTED``. Each comes with whether it is the run's last (its end was ready with
+        it)."""
         finished = False
+        settle = _FIRST_WRITE_TURNS
         try:
             while not finished:
                 batch: list[dict[str, Any]] = []
-                item = await run.queue.get()
-                while item is not None:
-                    batch.append(item)
-                    if run.queue.empty():
+                ready: Any = await run.queue.get()  # an event, None (the end) or _EMPTY
+                while True:
+                    while ready is not None and ready is not _EMPTY:
+                        batch.append(ready)
+                        ready = _EMPTY if run.queue.empty() else run.queue.get_nowait()
+                    if ready is None or not settle:
                         break
-                    item = run.queue.get_nowait()
-                finished = item is None
+                    # Before the first write (RUN_STARTED), a few turns of the loop for what
+                    # the run makes at once (a model answering without waiting runs in a task
+                    # of its own: two turns away); never a wait for anything else.
+                    settle -= 1
+                    await asyncio.sleep(0)
+                    ready = _EMPTY if run.queue.empty() else run.queue.get_nowait()
+                settle = 0
+                finished = ready is None
                 if batch:
                     yield batch, finished
         finally:
@@ -570,6 +601,10 @@ def _lone_surrogate(data: Any) -> bool:
 
 # OpenAI's own statuses and error types for what /v1 refuses: a non-JSON body is a 400 there,
 # a failed run a 500 (server_error), a wrong key a 401 with code invalid_api_key.
+_EMPTY = object()  # event_batches: nothing ready
+_FIRST_WRITE_TURNS = 3
+"""Turns of the event loop a run's stream gives the run before its first write (issue 36)."""
+
 _OPENAI = {
     400: ("invalid_request_error", None),
     401: ("invalid_request_error", "invalid_api_key"),

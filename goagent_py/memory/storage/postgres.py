@@ -42,7 +42,7 @@ from goagent_py.errors import (
     MissingExtraError,
 )
 from goagent_py.memory.storage._lease import current_fence
-from goagent_py.memory.storage._parts import parts_range
+from goagent_py.memory.storage._parts import check_session_id, parts_range
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -73,11 +73,7 @@ def _check_identifier(name: object, what: str, limit: int = 63) -> str:
 
 
 def _check_session(session_id: object) -> str:
-    if not isinstance(session_id, str) or not session_id:
-        raise ConfigurationError(
-            f"PostgresStorage: session_id must be a non-empty string, got {session_id!r}"
-        )
-    return session_id
+    return check_session_id(session_id, "PostgresStorage")
 
 
 def _summary(exc: BaseException) -> str:

@@ -42,6 +42,7 @@ from goagent_py._sqlite import (
     NOT_HERE,
     NotHere,
     busy_waits,
+    file_identity,
     in_file_thread,
     read_here,
     shares_writes,
@@ -50,7 +51,7 @@ from goagent_py._sqlite import (
     write_in_file,
 )
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
-from goagent_py.memory.storage._parts import parts_range
+from goagent_py.memory.storage._parts import check_session_id, parts_range
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -129,10 +130,7 @@ class SQLiteStorage:
     def __init__(
         self, path: str | os.PathLike[str], *, session_id: str = "default", timeout: float = 5.0
     ) -> None:
-        if not isinstance(session_id, str) or not session_id:
-            raise ConfigurationError(
-                f"SQLiteStorage: session_id must be a non-empty string, got {session_id!r}"
-            )
+        session_id = check_session_id(session_id, "SQLiteStorage")
         if timeout < 0:
             raise ConfigurationError(f"SQLiteStorage: timeout must be >= 0, got {timeout!r}")
         self.path = os.fspath(path)
@@ -141,6 +139,7 @@ class SQLiteStorage:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self._identity: tuple[int, int] | None = None  # the file opened (None: ":memory:")
         # seq -> (the row's type and text as read, its message, the copier of that message):
         # see _decoded. The message is never handed out, only its copies.
         self._memo: dict[int, tuple[str, bytes, Message, Callable[[Message], Message]]] = {}
@@ -188,7 +187,20 @@ class SQLiteStorage:
                 conn.close()
                 raise
             self._conn = conn
+            if shares_writes(self.path):
+                self._identity = file_identity(self.path)
+        self._check_file()
         return self._conn
+
+    def _check_file(self) -> None:
+        """Refuse to go on once the file opened is no longer the one at the path: its writes
+        would be lost (a deleted file) or land beside the new file's (a replaced one)."""
+        if self._identity is not None and file_identity(self.path) != self._identity:
+            raise MemoryStoreError(
+                f"{self._where()}: the file was deleted or replaced while open, so nothing "
+                "more is written to it (it would be lost); create a new SQLiteStorage to use "
+                "the file now at that path"
+            )
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         use_wal(conn, self.timeout)
@@ -239,8 +251,13 @@ class SQLiteStorage:
             return await self._call(alone)
         if self._conn is None or self._closed:
             await self._call(lambda conn: None)  # open (and migrate) first; refused if closed
+
+        def checked(conn: sqlite3.Connection) -> T:
+            self._check_file()  # the writer's connection is on the file at the path
+            return fn(conn)
+
         try:
-            return await write_in_file(self.path, fn, busy_timeout=self.timeout)
+            return await write_in_file(self.path, checked, busy_timeout=self.timeout)
         except sqlite3.Error as exc:
             raise self._translate(exc) from exc
 
@@ -258,6 +275,7 @@ class SQLiteStorage:
         # conversation is short; the first read opens (and migrates) the file in a worker
         # thread, and a long conversation, or one with many rows to decode, is read there too:
         # the event loop is the application's, never held for long.
+        self._check_file()
         here: list[tuple[int, str, bytes]] | NotHere = NOT_HERE
         if len(self._memo) <= _ON_LOOP_ROWS:
             try:
