@@ -9,21 +9,71 @@ chat's "12 * 12 = 144", not the clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from goagent_py.cli._common import SMALL_MODEL_PROMPT, SYSTEM_PROMPT
 
 if TYPE_CHECKING:
     from goagent_py.agent import Agent
     from goagent_py.cli._common import Picked
-    from goagent_py.messages import ScoredMessage
+    from goagent_py.memory.policies import TokenWindow
+    from goagent_py.memory.tokens import TokenEstimator
+    from goagent_py.messages import Message, ScoredMessage
 
-__all__ = ["AgentKit", "agent_kit", "build_agent", "system_prompt"]
+__all__ = ["AgentKit", "CountingModel", "agent_kit", "build_agent", "context_fit", "system_prompt"]
 
 MAX_ITERATIONS = 6
 TOOL_TIMEOUT = 30.0
+REQUEST_RESERVE = 768
+"""Tokens of a model's context window kept for what the conversation window does not hold:
+the system prompt, the tool definitions (about 400 for the chat's two tools in the default
+model's template) and the recalled facts."""
+
+
+@runtime_checkable
+class CountingModel(Protocol):
+    """A provider that knows its context window and counts with its own tokenizer
+    (:class:`~goagent_py.providers.llama_cpp.LlamaCppProvider`)."""
+
+    @property
+    def context_window(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    def token_estimator(self) -> TokenEstimator: ...
+
+
+def context_fit(provider: Any) -> TokenWindow | None:
+    """A window that keeps the conversation inside ``provider``'s context window, counted with
+    its own tokenizer (None for a provider that cannot count): the window less the answer's
+    ``max_tokens`` and :data:`REQUEST_RESERVE`."""
+    from goagent_py.memory.policies import TokenWindow
+
+    if not isinstance(provider, CountingModel):
+        return None
+    budget = provider.context_window - provider.max_tokens - REQUEST_RESERVE
+    return TokenWindow(max(budget, 256), estimator=provider.token_estimator())
+
+
+def _within_context(
+    transform: Callable[[list[Message]], Any] | None, fit: TokenWindow
+) -> Callable[[list[Message]], Awaitable[list[Message]]]:
+    """``transform`` (the chat's own context transform, or none), then ``fit``: every request,
+    the new message included, cut to what the model can read. A window on the stored history
+    alone let a pasted text push the request past the model's context window: the history is
+    windowed before the new message joins it."""
+
+    async def within(messages: list[Message]) -> list[Message]:
+        if transform is not None:
+            done = transform(messages)
+            messages = list(await done if inspect.isawaitable(done) else done)
+        return fit.apply(messages)
+
+    return within
 
 
 def system_prompt(given: str | None, *, small: bool) -> str:
@@ -46,6 +96,9 @@ class AgentKit:
             facts quoted next to the question).
         selector: the tool selector inside the kit (its ``last_selection`` is what ``/tools``
             shows), or None.
+        fit: the window that keeps a conversation inside the model's context window, counted
+            with the model's own tokenizer (:func:`context_fit`), or None when the provider
+            cannot count.
     """
 
     provider: Any
@@ -53,6 +106,7 @@ class AgentKit:
     system_prompt: str
     small: bool
     selector: Any = None
+    fit: TokenWindow | None = None
 
 
 def agent_kit(
@@ -71,7 +125,9 @@ def agent_kit(
         # answer_from_tools(avoid_repeats(select_tools(...))) when there is an embedder
         inner = provider.provider.provider
         selector = inner if hasattr(inner, "last_selection") else None
-    return AgentKit(provider, picked.model, system_prompt(system, small=small), small, selector)
+    prompt = system_prompt(system, small=small)
+    fit = context_fit(picked.provider)
+    return AgentKit(provider, picked.model, prompt, small, selector, fit)
 
 
 def build_agent(
@@ -96,7 +152,10 @@ def build_agent(
         long_term_memory: recall across sessions, stored with ``write_policy``.
         recalled: a list the agent keeps filled with what long-term memory recalled for the
             turn (``/memory`` shows it); the small-model kit quotes the best of it to the model.
-        transform_context: replaces the small-model kit's context transform (``--compact``).
+        transform_context: replaces the kit's own context transform (``--compact``). The
+            kit's own one cuts every request, the new message included, to what fits in the
+            model's context window (with the kit's ``fit``, counted by the model's tokenizer: a
+            pasted Chinese text is ~3x what the ``bytes / 4`` heuristic says).
         hooks: more hooks.
         **settings: further :class:`~goagent_py.Agent` settings (``mcp_servers``, ``logger``...).
     """
@@ -119,10 +178,12 @@ def build_agent(
         settings["long_term_memory"] = long_term_memory
         if write_policy is not None:
             settings["write_policy"] = write_policy
+    if transform_context is None:
+        # A given transform (a Compactor, which ``/compact`` finds there) stays as it is.
+        own = small_model_context(lambda: log) if kit.small else None
+        transform_context = own if kit.fit is None else _within_context(own, kit.fit)
     if transform_context is not None:
         settings["transform_context"] = transform_context
-    elif kit.small:
-        settings["transform_context"] = small_model_context(lambda: log)
     return Agent(
         provider=kit.provider,
         model=kit.model,

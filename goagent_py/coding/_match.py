@@ -3,8 +3,9 @@
 A pattern comes from the model, so it may backtrack without end (``(a|aa)+$`` on a line of
 ``a``s; with the standard ``re`` even ``(a+)+$``, or a glob of many ``*a`` on a long name).
 The ``regex`` package (the ``code`` extra) releases the GIL while it matches and stops at a
-timeout: every match made here is held to one deadline per tool call, and running past it
-raises a :class:`~goagent_py.coding._tool.CodingToolError` the model reads.
+timeout: every match made here is held to one budget of matching time per tool call (the
+time spent walking and reading files does not count), and running past it raises a
+:class:`~goagent_py.coding._tool.CodingToolError` the model reads.
 
 A call with a timeout costs the ``regex`` package ~13 µs (without one, ~2 µs), so grep does not
 search line by line: it searches the whole text (``MULTILINE``) for the next line that may
@@ -70,15 +71,20 @@ def _regex(tool: str) -> Any:
 
 
 class Clock:
-    """One tool call's deadline: each match gets the time that is left."""
+    """One tool call's budget of matching time: each match gets what is left of it.
+
+    Only the time spent matching counts: walking and reading a large tree (100k files) may
+    take longer than the budget, and a plain pattern must not be blamed for it.
+    """
 
     def __init__(self, tool: str, timeout: float) -> None:
         self.tool = tool
         self.timeout = timeout
-        self.deadline = time.monotonic() + timeout
+        self.used = 0.0
 
     def run(self, method: Callable[..., Any], *args: Any) -> Any:
-        left = self.deadline - time.monotonic()
+        left = self.timeout - self.used
+        started = time.monotonic()
         try:
             if left <= 0:
                 raise TimeoutError
@@ -89,6 +95,8 @@ class Clock:
                 "slow (nested repeats such as (a+)+, or many * in a row, backtrack without "
                 "end); simplify the pattern, or narrow the search with path or glob"
             ) from exc
+        finally:
+            self.used += time.monotonic() - started
 
 
 def _compile(regex: Any, source: str, flags: int, what: str) -> Any:
@@ -109,7 +117,7 @@ def glob_matcher(
 
 
 class LineSearch:
-    """The lines of texts that a regular expression matches, all held to one deadline.
+    """The lines of texts that a regular expression matches, in one budget of matching time.
 
     Args:
         pattern: the model's regular expression (the ``regex`` package's syntax, as ``re``'s).
@@ -134,7 +142,7 @@ class LineSearch:
         """``(number, line)`` of each line of ``text`` (as ``str.splitlines``) that matches.
 
         Raises:
-            CodingToolError: the deadline passed.
+            CodingToolError: the matching time ran out.
         """
         lines = text.splitlines()
         if self._text is None:

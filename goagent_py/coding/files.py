@@ -43,6 +43,7 @@ from goagent_py._paths import (
     resolve_in_root,
     walk_files,
 )
+from goagent_py.coding._edit import line_endings, not_found_hint, occurrences
 from goagent_py.coding._match import LineSearch, glob_matcher
 from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue, PathRule, call_key
 from goagent_py.errors import ConfigurationError
@@ -64,8 +65,8 @@ class FileToolkit:
     Args:
         root: the workspace directory; no tool reads or writes outside it.
         max_read_chars: the most characters one read returns (the rest is marked as cut).
-        max_file_bytes: files larger than this are not read, edited or searched, and no
-            write or edit makes one.
+        max_file_bytes: files larger than this are not edited or searched (a read shows
+            their first bytes), and no write or edit makes one.
         max_results: the most lines a list, glob or grep answer holds.
         require_read: an edit, or a write that replaces an existing file, needs a read first.
         grep_timeout: the most seconds one grep or glob spends matching (a pattern that
@@ -148,10 +149,12 @@ class FileToolkit:
         return self._read_opened(path, tool, expect)[0]
 
     def _read_opened(
-        self, path: str, tool: str = "read_file", expect: Path | None = None
+        self, path: str, tool: str = "read_file", expect: Path | None = None, *, head: bool = False
     ) -> tuple[bytes, Path]:
         """The file's bytes and the resolved path of the file the one open reached (what a
-        read is recorded under: resolving the name again could name another file)."""
+        read is recorded under: resolving the name again could name another file). With
+        ``head``, a file over ``max_file_bytes`` gives its first ``max_file_bytes + 1`` bytes
+        instead of an error (a caller tells it by the length)."""
         try:
             opened, real = open_file_in_root(self._base, path, "rb")
             with opened as f:
@@ -159,7 +162,7 @@ class FileToolkit:
                 self._refuse_moved(path, real, expect)
                 self._refuse_linked(path, f.fileno())
                 size = os.fstat(f.fileno()).st_size
-                if size > self.max_file_bytes:
+                if size > self.max_file_bytes and not head:
                     raise CodingToolError(
                         f"{path}: {size} bytes, more than the {self.max_file_bytes} bytes allowed"
                     )
@@ -237,11 +240,29 @@ class FileToolkit:
     def _read_sync(self, args: dict[str, Any]) -> str:
         """read_file: numbered lines of a text file, from ``offset`` for ``limit`` lines."""
         path = args["path"]
-        data, resolved = self._read_opened(path)
+        if args.get("limit") is not None and int(args["limit"]) < 1:
+            raise CodingToolError(f"limit {args['limit']!r}: give at least 1 line, or leave it out")
+        data, resolved = self._read_opened(path, head=True)
+        cut = len(data) > self.max_file_bytes
+        if cut:
+            # Too large to edit or search, still worth reading (a log): its first bytes, up
+            # to the last whole line, recorded as no read (an edit needs a whole one).
+            end = data.rfind(b"\n", 0, self.max_file_bytes)
+            data = data[: end + 1] if end >= 0 else data[: self.max_file_bytes]
         digest = _digest(data)
         before = self._seen.get(resolved)
-        self._seen[resolved] = digest
-        text = data.decode("utf-8", errors="replace")
+        if not cut:
+            self._seen[resolved] = digest
+        if _binary(data):
+            # Control bytes mean nothing to the model and a terminal may act on them.
+            return (
+                f"[{path}: a binary file ({len(data)} bytes; a NUL byte in its first "
+                f"{_SNIFF} bytes); not shown]"
+            )
+        try:
+            text, utf8 = data.decode("utf-8"), True
+        except UnicodeDecodeError:
+            text, utf8 = data.decode("utf-8", errors="replace"), False
         lines = text.splitlines()
         start = max(int(args.get("offset", 1)), 1)
         limit = args.get("limit")
@@ -249,6 +270,17 @@ class FileToolkit:
         out: list[str] = []
         if before is not None and before != digest:
             out.append("[note: this file changed since you last read it]")
+        if cut:
+            out.append(
+                f"[note: {path} is larger than {self.max_file_bytes} bytes: only its first "
+                f"{self.max_file_bytes} bytes ({len(text.splitlines())} whole lines) can be "
+                "read, and it cannot be edited or searched here]"
+            )
+        if not utf8:
+            out.append(
+                "[note: this file is not valid UTF-8: the bytes that are not are shown as "
+                "\ufffd; edit_file keeps them as they are, write_file would replace them]"
+            )
         used = 0
         for n in range(start, end + 1):
             line = f"{n:6}\t{lines[n - 1]}"
@@ -284,7 +316,10 @@ class FileToolkit:
 
         def body() -> str:
             self._check_fresh(path, resolved, self._current(path, "write_file", resolved))
-            data = content.encode("utf-8")
+            try:
+                data = content.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise CodingToolError(f"content cannot be written as UTF-8 ({exc.reason})") from exc
             self._write_bytes(path, data, "write_file", resolved)
             self._seen[resolved] = _digest(data)
             return f"wrote {path} ({len(data)} bytes, {content.count(chr(10)) + 1} lines)"
@@ -306,16 +341,25 @@ class FileToolkit:
             if current is None:
                 raise CodingToolError(f"{path}: no such file")
             self._check_fresh(path, resolved, current)
-            text = current.decode("utf-8")
-            count = text.count(old)
+            # Bytes that are not UTF-8 (a Latin-1 file, a binary part) pass through unchanged.
+            text = current.decode("utf-8", "surrogateescape")
+            find, put = line_endings(text, old, new)
+            count = occurrences(text, find, stop=None if replace_all else 2)
             if count == 0:
-                raise CodingToolError(f"{path}: old_string not found; read the file again")
+                raise CodingToolError(f"{path}: old_string not found; {not_found_hint(text, old)}")
             if count > 1 and not replace_all:
                 raise CodingToolError(
                     f"{path}: old_string appears {count} times; give more surrounding context "
                     "to make it unique, or set replace_all"
                 )
-            data = text.replace(old, new).encode("utf-8")
+            if replace_all:
+                count = text.count(find)  # the replacements made (they do not overlap)
+            try:
+                data = text.replace(find, put).encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError as exc:
+                raise CodingToolError(
+                    f"new_string cannot be written as UTF-8 ({exc.reason})"
+                ) from exc
             self._write_bytes(path, data, "edit_file", resolved)
             self._seen[resolved] = _digest(data)
             return f"edited {path}: {count if replace_all else 1} replacement(s)"
@@ -397,13 +441,20 @@ class FileToolkit:
         walk = None if self._is_file(start) else self._walk(start, "grep")
         files: Iterable[tuple[str, str, int]] = [(start, "", -1)] if walk is None else walk
         hits: list[str] = []
+        large: list[str] = []
+        binary: list[str] = []
         try:
             for rel, name, dirfd in files:
                 if only is not None and not (only(rel) or only(rel.rsplit("/", 1)[-1])):
                     continue
-                data = self._grep_bytes(rel, name, dirfd)
-                if data is None or b"\x00" in data[:8192]:
-                    continue  # unreadable, too large, or binary
+                data = self._grep_bytes(rel, name, dirfd, large)
+                if data is None:
+                    continue  # unreadable or too large
+                if _binary(data):
+                    # Its lines mean nothing to the model; that it matches does (as grep says).
+                    if next(search.lines(data.decode("utf-8", "replace")), None) is not None:
+                        binary.append(rel)
+                    continue
                 for n, line in search.lines(data.decode("utf-8", "replace")):
                     hits.append(f"{rel}:{n}:{line[:500]}")
                     if len(hits) > self.max_results:
@@ -413,7 +464,16 @@ class FileToolkit:
         finally:
             if walk is not None:
                 walk.close()  # the open directory descriptors, now
-        return self._capped(hits, "matches") or "[no matches]"
+        answer = self._capped(hits, "matches") or "[no matches]"
+        # Else "[no matches]" would say a text is absent from files it was not shown from.
+        if binary:
+            answer += f"\n[note: binary files match (lines not shown): {_names(binary)}]"
+        if large:
+            answer += (
+                f"\n[note: {len(large)} file(s) larger than {self.max_file_bytes} bytes not "
+                f"searched: {_names(large)}]"
+            )
+        return answer
 
     def _is_file(self, path: str) -> bool:
         """Whether grep's ``path`` names a file (read by :func:`open_file_in_root`, held in
@@ -425,7 +485,9 @@ class FileToolkit:
         except OSError:
             return False
 
-    def _grep_bytes(self, rel: str, name: str, dirfd: int) -> bytes | None:
+    def _grep_bytes(self, rel: str, name: str, dirfd: int, large: list[str]) -> bytes | None:
+        """A walked file's bytes, or None (unreadable, not a regular file, or too large: then
+        its path goes to ``large``, to tell the model it was not searched)."""
         try:
             if dirfd < 0:
                 return self._read_bytes(rel, "grep")
@@ -436,7 +498,10 @@ class FileToolkit:
                     return None
                 self._refuse_linked(rel, f.fileno())
                 data: bytes = f.read(self.max_file_bytes + 1)
-                return None if len(data) > self.max_file_bytes else data
+                if len(data) > self.max_file_bytes:
+                    large.append(rel)
+                    return None
+                return data
         except OSError:
             return None
         except CodingToolError:
@@ -594,6 +659,19 @@ async def _finish_in_thread(body: Callable[[], str]) -> str:
         raise
 
 
+_SNIFF = 8192
+
+
+def _names(paths: list[str], shown: int = 5) -> str:
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
+
+
+def _binary(data: bytes) -> bool:
+    """Whether a file's bytes are binary: a NUL byte near the start (as git and grep tell)."""
+    return b"\x00" in data[:_SNIFF]
+
+
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required}
 
@@ -611,7 +689,7 @@ def file_tools(
     Args:
         root: the workspace directory; no tool reads or writes outside it.
         max_read_chars: the most characters one read returns.
-        max_file_bytes: larger files are not read, edited or searched.
+        max_file_bytes: larger files are not edited or searched (a read shows their start).
         max_results: the most lines a list, glob or grep answer holds (the rest is counted).
         require_read: an edit, or a write replacing an existing file, needs a read first.
 

@@ -130,6 +130,8 @@ async def code_main(
     if on_session is not None:
         on_session(session)
     write(f"session {code.session_id} ({code.loaded} messages) in {code.db}; root {code.root}")
+    for _, text in code.recap():
+        write(text)
     loop = asyncio.get_running_loop()
     try:
         while True:

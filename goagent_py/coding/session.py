@@ -36,7 +36,7 @@ from goagent_py.coding.files import file_tools
 from goagent_py.coding.shell import command_text, shell_tool
 from goagent_py.coding.status import Price, Status
 from goagent_py.errors import ConfigurationError, GoAgentError, MemoryStoreError
-from goagent_py.messages import ToolCall
+from goagent_py.messages import Role, ToolCall
 from goagent_py.session import Session
 from goagent_py.tools import Tool
 
@@ -201,6 +201,20 @@ class CodeSession:
             write(f"(unknown command {name}: /clear, /compact [focus], /model [name], /exit)")
             return False
         return None
+
+    def recap(self, last: int = 6) -> list[tuple[str, str]]:
+        """What a resumed session shows first (both front ends): ``(kind, text)`` for the
+        user's questions (``"user"``, as ``> question``) and the answers (``""``) among the
+        last ``last`` messages it loaded; nothing for a new session."""
+        if not self.loaded:
+            return []
+        shown: list[tuple[str, str]] = []
+        for m in self.session.transcript[-last:]:
+            if m.role is Role.USER and m.text:
+                shown.append(("user", f"> {m.text}"))
+            elif m.role is Role.ASSISTANT and m.text:
+                shown.append(("", m.text))
+        return shown
 
     async def aclose(self) -> None:
         """Close the storage."""

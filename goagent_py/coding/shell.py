@@ -86,11 +86,27 @@ class _Capped:
             del self.tail[: len(self.tail) - self.half]
 
     def text(self) -> str:
-        head = self.head.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
-        if self.dropped:
-            return f"{head}\n[... {self.dropped} bytes of output cut ...]\n{tail}"
-        return head + tail
+        if not self.dropped:
+            return (self.head + self.tail).decode("utf-8", "replace")
+        # Cut at byte counts: a character split at either cut is left out, not shown as
+        # U+FFFD (the model would take it for the program's output).
+        head = _utf8_prefix(bytes(self.head)).decode("utf-8", "replace")
+        tail = bytes(self.tail)
+        skip = next((i for i, b in enumerate(tail[:3]) if b & 0xC0 != 0x80), 0)
+        tail_text = tail[skip:].decode("utf-8", "replace")
+        return f"{head}\n[... {self.dropped} bytes of output cut ...]\n{tail_text}"
+
+
+def _utf8_prefix(data: bytes) -> bytes:
+    """``data`` without a UTF-8 character cut off at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0xC0:  # the lead byte of the last character
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return data if need <= back else data[:-back]
+        if byte & 0x80 == 0:  # ASCII: complete
+            return data
+    return data
 
 
 def shell_tool(

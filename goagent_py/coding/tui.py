@@ -173,11 +173,8 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 return
             c = self.code
             self._show(f"session {c.session_id} ({c.loaded} messages) in {c.db}; root {c.root}")
-            for m in c.session.transcript[-6:] if c.loaded else []:
-                if m.role is Role.USER and m.text:
-                    self._show(f"> {m.text}", "user")
-                elif m.role is Role.ASSISTANT and m.text:
-                    self._show(m.text)
+            for kind, text in c.recap():
+                self._show(text, kind)
             self._refresh_status()
             self._idle()
 

