@@ -43,6 +43,7 @@ from goagent_py._paths import (
     resolve_in_root,
     walk_files,
 )
+from goagent_py._workers import to_thread
 from goagent_py.coding._edit import line_endings, not_found_hint, occurrences
 from goagent_py.coding._match import LineSearch, glob_matcher
 from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue, PathRule, call_key
@@ -521,19 +522,19 @@ class FileToolkit:
 
     async def read(self, args: dict[str, Any]) -> str:
         """read_file (see :meth:`_read_sync`)."""
-        return await asyncio.to_thread(self._read_sync, args)
+        return await to_thread(self._read_sync, args)
 
     async def list_dir(self, args: dict[str, Any]) -> str:
         """list_dir (see :meth:`_list_dir_sync`)."""
-        return await asyncio.to_thread(self._list_dir_sync, args)
+        return await to_thread(self._list_dir_sync, args)
 
     async def glob(self, args: dict[str, Any]) -> str:
         """glob (see :meth:`_glob_sync`)."""
-        return await asyncio.to_thread(self._glob_sync, args)
+        return await to_thread(self._glob_sync, args)
 
     async def grep(self, args: dict[str, Any]) -> str:
         """grep (see :meth:`_grep_sync`)."""
-        return await asyncio.to_thread(self._grep_sync, args)
+        return await to_thread(self._grep_sync, args)
 
     # -- the tools as the model sees them ------------------------------------------------------
 
@@ -650,7 +651,7 @@ def _running_key() -> str:
 async def _finish_in_thread(body: Callable[[], str]) -> str:
     """Run ``body`` in a worker thread; when the call is cancelled (the run aborted), the write
     still finishes before the file's queue moves on, so two writes never overlap."""
-    future = asyncio.ensure_future(asyncio.to_thread(body))
+    future = asyncio.ensure_future(to_thread(body))
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:

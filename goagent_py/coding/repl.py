@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from goagent_py._workers import to_thread
 from goagent_py.cli._input import _input_in_daemon_thread, stdin_reader
 from goagent_py.coding._preview import approval_lines, approval_question
 from goagent_py.coding._terminal import printable
@@ -87,7 +88,7 @@ def _ask_on(
     read_line: ReadLine, write: Write, root: Path
 ) -> Callable[[ApprovalRequest], Awaitable[Answer]]:
     async def ask(request: ApprovalRequest) -> Answer:
-        for shown in await asyncio.to_thread(approval_lines, request, root):
+        for shown in await to_thread(approval_lines, request, root):
             write(f"  | {shown}")
         question = approval_question(request)
         while True:

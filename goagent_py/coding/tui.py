@@ -19,6 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from goagent_py._workers import to_thread
 from goagent_py.coding._preview import approval_lines, approval_question
 from goagent_py.coding._terminal import printable
 from goagent_py.coding.approvals import Answer, ApprovalRequest
@@ -180,7 +181,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
 
         async def _ask(self, request: ApprovalRequest) -> Answer:
             assert self.code is not None
-            shown = await asyncio.to_thread(approval_lines, request, self.code.root)
+            shown = await to_thread(approval_lines, request, self.code.root)
             if shown:
                 self._show("\n".join(shown), "preview")
             question = approval_question(request)

@@ -3,7 +3,6 @@ OpenAI-compatible ``/v1``)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from goagent_py._workers import to_thread
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.serve._approvals import check_against, decisions_from_body, pending_json
 from goagent_py.serve._server import (
@@ -101,7 +101,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         body = await server.body(request)
         # A password's scrypt is ~50 ms of CPU: on the loop, a flood of wrong passwords from
         # anyone stalled every stream (hashlib.scrypt lets go of the GIL in a thread).
-        found = await asyncio.to_thread(server.auth.login, body)
+        found = await to_thread(server.auth.login, body)
         if found is None:
             raise HttpError(401, "wrong credentials")
         token, seconds = await server.open_session(found)

@@ -12,7 +12,6 @@ which every other store does); integers beyond 2**53 lose precision there.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
 from goagent_py.memory.vector._common import (
     FilterValue,
@@ -161,7 +161,7 @@ class ChromaStore:
     # -- plumbing ------------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[Any], T]) -> T:
-        return await asyncio.to_thread(self._locked, fn)
+        return await to_thread(self._locked, fn)
 
     def _locked(self, fn: Callable[[Any], T]) -> T:
         with self._lock:
@@ -222,7 +222,7 @@ class ChromaStore:
                 self._closed = True
                 self._collection = None
 
-        await asyncio.to_thread(close)
+        await to_thread(close)
 
     async def __aenter__(self) -> Self:
         return self

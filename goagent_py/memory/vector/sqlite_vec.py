@@ -26,7 +26,6 @@ off again as soon as sqlite-vec is loaded.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +33,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 from goagent_py._sqlite import connect_vec, transaction, vec_driver
+from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, MemoryStoreError
 from goagent_py.memory.vector._common import (
     FilterValue,
@@ -183,7 +183,7 @@ class SqliteVecStore(_SqliteVecSchema):
     # -- plumbing ------------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[Any], T]) -> T:
-        return await asyncio.to_thread(self._locked, fn)
+        return await to_thread(self._locked, fn)
 
     def _locked(self, fn: Callable[[Any], T]) -> T:
         with self._lock:
@@ -220,7 +220,7 @@ class SqliteVecStore(_SqliteVecSchema):
                     self._conn.close()
                     self._conn = None
 
-        await asyncio.to_thread(close)
+        await to_thread(close)
 
     async def __aenter__(self) -> Self:
         return self
