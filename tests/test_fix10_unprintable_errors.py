@@ -13,7 +13,8 @@ import pytest
 
 from goagent_py import Agent, Hooks
 from goagent_py.errors import GuardrailTripped, MemoryStoreError, ProviderError
-from goagent_py.messages import Message
+from goagent_py.memory import ShortTermMemory
+from goagent_py.messages import Message, user_message
 from goagent_py.testing import FunctionProvider, ScriptedProvider, text_response, tool_call_response
 from goagent_py.tools import tool
 
@@ -127,3 +128,25 @@ async def test_an_argument_repair_whose_error_cannot_be_written_is_an_error_resu
     text = _result_text(provider)
     assert "preparing the arguments failed: <str() failed: RuntimeError>" in text
     assert "str() of this error raises" not in text
+
+
+class _UnreadableStorage:
+    """A user's own :class:`Storage` whose errors cannot be written out."""
+
+    async def load(self) -> list[Message]:
+        raise UnprintableError()
+
+    async def append(self, *messages: Message) -> None:
+        raise UnprintableError()
+
+
+async def test_short_term_memory_over_a_storage_whose_error_cannot_be_written_says_so() -> None:
+    memory = ShortTermMemory(storage=_UnreadableStorage())  # type: ignore[arg-type]
+    with pytest.raises(MemoryStoreError) as loading:
+        await memory.messages()
+    assert isinstance(loading.value.__cause__, UnprintableError)
+    assert "<str() failed: RuntimeError>" in str(loading.value)
+    with pytest.raises(MemoryStoreError) as appending:
+        await memory.append(user_message("hi"))
+    assert isinstance(appending.value.__cause__, UnprintableError)
+    assert "<str() failed: RuntimeError>" in str(appending.value)

@@ -15,6 +15,7 @@ import socket
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from goagent_py._describe import described, message_of
 from goagent_py.errors import ConfigurationError
 from goagent_py.events import AgentEnd, ToolExecutionStart, TurnStart
 from goagent_py.mcp._sdk import require
@@ -84,7 +85,7 @@ def _forwarded_tool(tool: Tool) -> Any:
                 blocks = await tool.execute(dict(arguments))
             except Exception as exc:
                 # Sent back as an isError result; the exception's text is the tool's message.
-                raise exceptions.ToolError(f"{type(exc).__name__}: {exc}") from exc
+                raise exceptions.ToolError(described(exc)) from exc
             return types.CallToolResult(content=_content(blocks))
 
     d = tool.definition
@@ -168,7 +169,7 @@ def serve_agent(
             try:
                 return await _run_agent(agent, prompt, progress)
             except Exception as exc:
-                raise exceptions.ToolError(f"the agent failed: {exc}") from exc
+                raise exceptions.ToolError(f"the agent failed: {message_of(exc)}") from exc
 
         # The SDK finds the context parameter by its annotation, resolved at run time here.
         ask.__annotations__ = {"prompt": str, "ctx": mcpserver.Context, "return": str}

@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic_core import to_json
 
 from goagent_py._data_blocks import neutralise_tags
+from goagent_py._describe import message_of
 from goagent_py._recall import RECALL_METADATA_KEY
 from goagent_py.errors import ConfigurationError, GoAgentError
 from goagent_py.events import USAGE_SINK
@@ -416,7 +417,9 @@ class Summarize:
         try:
             response = await self.provider.complete(request)
         except Exception as exc:
-            raise CompactionError(f"Summarize: the summary model failed: {exc}") from exc
+            raise CompactionError(
+                f"Summarize: the summary model failed: {message_of(exc)}"
+            ) from exc
         self.usage = self.usage + response.usage
         report.usage = report.usage + response.usage
         sink = USAGE_SINK.get()

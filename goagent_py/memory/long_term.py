@@ -43,6 +43,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from goagent_py._describe import described
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunk, Chunker, Embedder
 from goagent_py.memory.consolidation import (
@@ -574,7 +575,7 @@ class LongTermMemory:
             decisions = check_decisions(decided, facts=len(facts), candidates=candidates)
         except Exception as exc:  # nothing lost: the facts are added as without a decider
             report.warning = (
-                f"decider {self.decider.name!r} failed ({type(exc).__name__}: {exc}); "
+                f"decider {self.decider.name!r} failed ({described(exc)}); "
                 f"the turn's {len(facts)} fact(s) were added unchanged"
             )
             _log.warning("long-term memory consolidation: %s", report.warning)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from goagent_py._describe import message_of
 from goagent_py._metadata_keys import UI_ONLY_KEY
 from goagent_py.errors import ConfigurationError, MemoryStoreError
 from goagent_py.memory.base import MessageMatch, MessageUpdate
@@ -117,7 +118,7 @@ class ShortTermMemory:
         except MemoryStoreError:
             raise
         except Exception as exc:  # a third-party Storage that does not follow the protocol
-            raise MemoryStoreError(f"loading short-term memory failed: {exc}") from exc
+            raise MemoryStoreError(f"loading short-term memory failed: {message_of(exc)}") from exc
 
     async def append(self, *messages: Message) -> None:
         """Store ``messages`` (one turn) at the end, atomically; nothing to store is a no-op.
@@ -132,7 +133,9 @@ class ShortTermMemory:
         except MemoryStoreError:
             raise
         except Exception as exc:
-            raise MemoryStoreError(f"appending to short-term memory failed: {exc}") from exc
+            raise MemoryStoreError(
+                f"appending to short-term memory failed: {message_of(exc)}"
+            ) from exc
 
     async def update_where(self, match: MessageMatch, update: MessageUpdate) -> Message | None:
         """Replace the newest stored message ``match`` accepts with ``update(message)``, in one

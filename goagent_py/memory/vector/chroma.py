@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
+from goagent_py._describe import message_of
 from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
 from goagent_py.memory.vector._common import (
@@ -174,7 +175,7 @@ class ChromaStore:
             except (ValueError, ConfigurationError, MemoryStoreError):
                 raise
             except Exception as exc:
-                raise MemoryStoreError(f"{self!r}: {exc}") from exc
+                raise MemoryStoreError(f"{self!r}: {message_of(exc)}") from exc
 
     def _open(self) -> Any:
         wanted = {

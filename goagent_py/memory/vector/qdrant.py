@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from goagent_py._describe import message_of
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
 from goagent_py.memory.vector._common import (
     FilterValue,
@@ -176,7 +177,7 @@ class QdrantStore:
         except (ConfigurationError, MemoryStoreError):
             raise
         except Exception as exc:
-            raise MemoryStoreError(f"{self!r}: {exc}") from exc
+            raise MemoryStoreError(f"{self!r}: {message_of(exc)}") from exc
 
     async def aclose(self) -> None:
         """Close the client if the store created it."""

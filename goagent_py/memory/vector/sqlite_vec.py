@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
+from goagent_py._describe import message_of
 from goagent_py._sqlite import connect_vec, transaction, vec_driver
 from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, MemoryStoreError
@@ -200,14 +201,14 @@ class SqliteVecStore(_SqliteVecSchema):
                 except ConfigurationError:
                     raise
                 except Exception as exc:
-                    raise MemoryStoreError(f"opening {self!r} failed: {exc}") from exc
+                    raise MemoryStoreError(f"opening {self!r} failed: {message_of(exc)}") from exc
                 self._conn = conn
             try:
                 return fn(self._conn)
             except (ValueError, ConfigurationError, MemoryStoreError):
                 raise
             except Exception as exc:
-                raise MemoryStoreError(f"{self!r}: {exc}") from exc
+                raise MemoryStoreError(f"{self!r}: {message_of(exc)}") from exc
 
     async def aclose(self) -> None:
         """Close the database file. Later calls raise :class:`MemoryStoreError`."""
