@@ -193,6 +193,11 @@ class FunctionTool:
         return f"FunctionTool({self._name!r})"
 
 
+# What most tools return: never awaitable, so no ``inspect.isawaitable`` for them (a few
+# thousand instructions a call, issue 36).
+_NEVER_AWAITABLE = frozenset((str, int, float, bool, bytes, type(None), list, dict, tuple))
+
+
 class _Pending:
     """What a sync tool function returned from its worker thread when it was awaitable (it
     called an async helper without awaiting it): awaited on the event loop, then converted."""
@@ -219,7 +224,7 @@ def _wrap(
 
         async def call_async(args: dict[str, Any]) -> list[ContentBlock]:
             value = await fn(args)
-            if type(value) is not str:
+            if type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value):
                 value = await _settled(value)
             return convert(value)
 
@@ -229,7 +234,7 @@ def _wrap(
 
     def call_and_convert(args: dict[str, Any]) -> list[ContentBlock] | _Pending:
         value = fn(args)
-        if type(value) is not str and inspect.isawaitable(value):
+        if type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value):
             return _Pending(value)
         return convert(value)
 
@@ -656,7 +661,7 @@ async def _in_worker(label: str, fn: Callable[..., T], /, *args: Any) -> T:
 def _call_to_blocks(fn: Callable[..., Any], args: dict[str, Any]) -> list[ContentBlock] | _Pending:
     # In the worker thread: the result is serialised there too, under the call's timeout.
     value = fn(**args)
-    if type(value) is not str and inspect.isawaitable(value):
+    if type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value):
         return _Pending(value)  # awaited on the event loop, where it belongs
     return to_blocks(value)
 
@@ -668,7 +673,7 @@ def _typed_call(
 
         async def call_async(args: dict[str, Any]) -> list[ContentBlock]:
             value = await fn(**args)
-            if type(value) is not str:
+            if type(value) not in _NEVER_AWAITABLE and inspect.isawaitable(value):
                 value = await _settled(value)
             return to_blocks(value)
 
