@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -138,7 +139,9 @@ class SqliteManifest(SqliteTable):
         with Transaction(conn):
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self._table} (source TEXT PRIMARY KEY, "
-                "ids TEXT NOT NULL, updated_at REAL NOT NULL DEFAULT (unixepoch('subsec')))"
+                "ids TEXT NOT NULL, updated_at REAL NOT NULL "
+                # Seconds since 1970 in every SQLite (unixepoch('subsec') needs 3.42).
+                "DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
             )
 
     async def get(self, source: str) -> list[str]:
@@ -159,9 +162,10 @@ class SqliteManifest(SqliteTable):
         def put(conn: Any) -> None:
             if ids:
                 conn.execute(
-                    f"INSERT INTO {self._table} (source, ids) VALUES (?, ?) ON CONFLICT(source) "
-                    "DO UPDATE SET ids = excluded.ids, updated_at = unixepoch('subsec')",
-                    (source, data),
+                    f"INSERT INTO {self._table} (source, ids, updated_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT(source) DO UPDATE SET ids = excluded.ids, "
+                    "updated_at = excluded.updated_at",
+                    (source, data, time.time()),
                 )
             else:
                 conn.execute(f"DELETE FROM {self._table} WHERE source = ?", (source,))
@@ -182,10 +186,10 @@ class SqliteManifest(SqliteTable):
                     return False
                 if ids:
                     conn.execute(
-                        f"INSERT INTO {self._table} (source, ids) VALUES (?, ?) ON CONFLICT("
-                        "source) DO UPDATE SET ids = excluded.ids, "
-                        "updated_at = unixepoch('subsec')",
-                        (source, data),
+                        f"INSERT INTO {self._table} (source, ids, updated_at) VALUES (?, ?, ?) "
+                        "ON CONFLICT(source) DO UPDATE SET ids = excluded.ids, "
+                        "updated_at = excluded.updated_at",
+                        (source, data, time.time()),
                     )
                 else:
                     conn.execute(f"DELETE FROM {self._table} WHERE source = ?", (source,))

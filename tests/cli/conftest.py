@@ -20,4 +20,5 @@ def scripted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         return cli.Picked(ScriptedProvider("hi"), "scripted", "scripted-model", "test")
 
     monkeypatch.setattr(cli_common, "pick_provider", pick)
+    monkeypatch.setattr(cli, "pick_provider", pick)  # the chat's own name for it (main.py)
     monkeypatch.setenv("GOAGENT_HOME", str(tmp_path / "home"))
