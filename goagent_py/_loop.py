@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, TypeVar, cast
 
@@ -289,6 +290,7 @@ class Run:
     # each one set or read went through a dict of its own (issue 36).
     __slots__ = (
         "_abandoned",
+        "_calls_started",
         "_compactions",
         "_history",
         "_hooked",
@@ -402,6 +404,9 @@ class Run:
         self._messages: list[Message] = []
         self._injected = False  # a queued message went into the request being prepared
         self._abandoned: list[ToolResult] = []  # calls an abort answered with an error result
+        # call id -> when its tool started (perf_counter, time), while it runs; kept only where
+        # the run can be aborted, so an aborted call's result says how long it ran.
+        self._calls_started: dict[str, tuple[float, float]] = {}
         # Whether anyone sees the events: False only in :meth:`outcome` without hooks, where
         # the plain path builds none (a session, a stream and a hook see every one).
         self.loud = True
@@ -838,7 +843,13 @@ class Run:
             validated = None
         if validated is not None and shown is not call:
             validated = dict(validated)  # the tool may change it; the call shown keeps its own
-        result = await self.dispatcher.execute(call, validated=validated)
+        if self.control is None:
+            result = await self.dispatcher.execute(call, validated=validated)
+        else:
+            # Kept when the call is cancelled: the abort's result reads it (_record_results).
+            self._calls_started[call.id] = (time.perf_counter(), time.time())
+            result = await self.dispatcher.execute(call, validated=validated)
+            self._calls_started.pop(call.id, None)
         asked = _current.get()
         # A context nobody asked for (still lazy) recorded nothing.
         ctx = asked.made if type(asked) is _LazyContext else cast(ToolContext | None, asked)
@@ -1892,6 +1903,11 @@ class Run:
         for call, result in zip(calls, results, strict=True):
             if result is None:
                 result = error_result(call, ToolAbortedError(call.name, reason))
+                started = self._calls_started.pop(call.id, None)
+                if started is not None:  # it ran until the abort: for how long (a UI shows it)
+                    took = max(time.perf_counter() - started[0], 0.0)
+                    when = datetime.fromtimestamp(started[1], UTC)
+                    result = replace(result, duration=took, started_at=when)
                 self._append(messages, synthetic(tool_message(result), kind))
                 self._abandoned.append(result)
                 self.tool_calls += 1

@@ -1,0 +1,63 @@
+"""The shell tool's output as the model and the user see it: counted in characters, and never
+split inside a character (code11)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from goagent_py import Agent
+from goagent_py.coding import shell_tool
+from goagent_py.events import AgentEnd, ToolExecutionUpdate
+from goagent_py.testing import ScriptedProvider, tool_call_response
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
+PY = sys.executable
+
+
+async def _run(tool: object, **args: object) -> str:
+    blocks = await tool.execute(args)  # type: ignore[attr-defined]
+    return "".join(getattr(b, "text", "") for b in blocks)
+
+
+async def test_max_output_chars_counts_characters_not_bytes(tmp_path: Path) -> None:
+    # "é" is 2 bytes in UTF-8, "€" 3: a cap of 100 characters keeps 50 at each end.
+    sh = shell_tool(tmp_path, max_output_chars=100)
+    code = "import sys; sys.stdout.write('é' * 5000 + '€' * 5000)"
+    out = await _run(sh, argv=[PY, "-c", code])
+    head, _, rest = out.partition("\n[... ")
+    marker, _, tail = rest.partition("\n")
+    assert head == "é" * 50
+    assert tail.removesuffix("\nexit code: 0") == "€" * 50
+    assert marker == "9900 characters of output cut ...]"
+    assert "\ufffd" not in out
+
+
+async def test_live_output_never_splits_a_character(tmp_path: Path) -> None:
+    # The program writes "a" and the first byte of "é", waits until the user saw that much
+    # (the test makes the file "go"), then writes the second byte and "b": two reads, the
+    # character split between them.
+    code = (
+        "import os, sys, time\n"
+        "out = sys.stdout.buffer\n"
+        "out.write(b'a\\xc3'); out.flush()\n"
+        "while not os.path.exists('go'): time.sleep(0.01)\n"
+        "out.write(b'\\xa9b'); out.flush()\n"
+    )
+    sh = shell_tool(tmp_path)
+    provider = ScriptedProvider(tool_call_response(("shell", {"argv": [PY, "-c", code]})), "done")
+    agent = Agent(provider=provider, tools=[sh])
+    live: list[str] = []
+    result = None
+    async for ev in agent.stream("run it"):
+        if isinstance(ev, ToolExecutionUpdate) and isinstance(ev.update, dict):
+            if "output" in ev.update:
+                live.append(ev.update["output"])
+                (tmp_path / "go").touch()
+        if isinstance(ev, AgentEnd):
+            result = ev.result
+    assert result is not None
+    assert "".join(live) == "aéb"
+    assert all("\ufffd" not in part for part in live)
