@@ -79,9 +79,7 @@ class Clock:
     once set (the call was aborted or timed out), ends the search at its next match.
     """
 
-    def __init__(
-        self, tool: str, timeout: float, cancelled: threading.Event | None = None
-    ) -> None:
+    def __init__(self, tool: str, timeout: float, cancelled: threading.Event | None = None) -> None:
         self.tool = tool
         self.timeout = timeout
         self.used = 0.0

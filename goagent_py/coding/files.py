@@ -371,7 +371,7 @@ class FileToolkit:
         resolved = self._approved(path)
 
         try:
-            encoded = content.encode("utf-8")
+            encoded: bytes = content.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise CodingToolError(f"content cannot be written as UTF-8 ({exc.reason})") from exc
         self._check_size(path, encoded)

@@ -52,12 +52,38 @@ async def test_live_output_never_splits_a_character(tmp_path: Path) -> None:
     live: list[str] = []
     result = None
     async for ev in agent.stream("run it"):
-        if isinstance(ev, ToolExecutionUpdate) and isinstance(ev.update, dict):
-            if "output" in ev.update:
-                live.append(ev.update["output"])
-                (tmp_path / "go").touch()
+        update = ev.update if isinstance(ev, ToolExecutionUpdate) else None
+        if isinstance(update, dict) and "output" in update:
+            live.append(update["output"])
+            (tmp_path / "go").touch()
         if isinstance(ev, AgentEnd):
             result = ev.result
     assert result is not None
     assert "".join(live) == "aéb"
     assert all("\ufffd" not in part for part in live)
+
+
+async def test_a_working_folder_swapped_for_a_link_after_the_check_does_not_lead_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import goagent_py.coding.shell as shell_module
+    from goagent_py.coding import CodingToolError
+
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    real = shell_module.resolve_in_root
+
+    def resolve_then_swap(base: object, path: object) -> Path:
+        resolved = real(base, path)  # type: ignore[arg-type]
+        if (root / "sub").is_dir() and not (root / "sub").is_symlink():
+            (root / "sub").rename(root / "sub.old")  # another process swaps it meanwhile
+            (root / "sub").symlink_to(outside)
+        return resolved
+
+    monkeypatch.setattr(shell_module, "resolve_in_root", resolve_then_swap)
+    sh = shell_tool(root)
+    # Refused: the folder opened is not the one checked (it now leads outside the root).
+    with pytest.raises(CodingToolError, match="refused"):
+        await _run(sh, argv=[PY, "-c", "import os; print(os.getcwd())"], cwd="sub")

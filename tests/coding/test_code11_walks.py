@@ -179,7 +179,8 @@ def test_grep_on_a_path_swapped_between_a_file_and_a_folder_answers_for_what_it_
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert swapper.stdin is not None and swapper.stdout is not None
+    assert swapper.stdin is not None
+    assert swapper.stdout is not None
     try:
         assert swapper.stdout.readline().strip() == "ready"
         asyncio.run(rounds())
