@@ -77,7 +77,8 @@ class ToolResult:
         error: the specific error (``ToolTimeoutError``, ``CircuitOpenError``,
             ``ToolArgumentsError``, ``ToolNotFoundError``, ``ToolBlockedError``, or
             ``ToolExecutionError`` whose ``__cause__`` is what the tool raised), or None.
-        duration: seconds the call took (0 when the tool was not found or was blocked).
+        duration: seconds the call took (0 when the tool was not found or was blocked; for a
+            call an abort cut short, how long it had run).
         started_at: when the call started (UTC).
         details: structured data for UIs and logs; never sent to the model.
         terminate: ask the run to stop after this batch (it stops when every result of the

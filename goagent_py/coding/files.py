@@ -15,12 +15,16 @@ finds under a denied path is left out of its answer, and a read or write whose o
 
 grep matches with the ``regex`` package (``pip install "goagent-py[code]"``) in a worker
 thread, with its matching time bounded (``grep_timeout``): a pattern that backtracks
-catastrophically ends in an error the model reads, and the event loop never stalls.
+catastrophically ends in an error the model reads, and the event loop never stalls. A grep or
+glob walk is bounded too (``max_walk_files``, ``walk_timeout``: the answer then says it stopped
+early), and a call that is cancelled (the run aborted, the tool timed out) stops walking.
 
 A toolkit remembers what the agent read (modification time and SHA-256 per file). Writing or
 editing a file that changed since the agent last read it is refused as stale (the model reads
-it again first), and a read of a file that changed since the last read says so. Writes to one
-path run one after another in call order (:class:`~goagent_py.coding._tool.PathQueue`).
+it again first), and a read of a file that changed since the last read says so. A write or edit
+reads, checks and writes the file through one open, and refuses it untouched when another
+program changed it in between. Writes to one path run one after another in call order
+(:class:`~goagent_py.coding._tool.PathQueue`).
 """
 
 from __future__ import annotations
