@@ -51,7 +51,7 @@ from goagent_py._paths import (
     walk_files,
 )
 from goagent_py._workers import to_thread
-from goagent_py.coding._edit import line_endings, not_found_hint, occurrences
+from goagent_py.coding._edit import apply_edit
 from goagent_py.coding._match import LineSearch, glob_matcher
 from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue, PathRule, call_key
 from goagent_py.errors import ConfigurationError
@@ -408,20 +408,10 @@ class FileToolkit:
             self._check_fresh(path, resolved, current)
             # Bytes that are not UTF-8 (a Latin-1 file, a binary part) pass through unchanged.
             text = current.decode("utf-8", "surrogateescape")
-            find, put = line_endings(text, old, new)
-            count = occurrences(text, find, stop=None if replace_all else 2)
-            if count == 0:
-                raise CodingToolError(f"{path}: old_string not found; {not_found_hint(text, old)}")
-            if count > 1 and not replace_all:
-                raise CodingToolError(
-                    f"{path}: old_string appears {count} times; give more surrounding context "
-                    "to make it unique, or set replace_all"
-                )
-            if replace_all:
-                count = text.count(find)  # the replacements made (they do not overlap)
+            changed, count = apply_edit(text, old, new, replace_all=replace_all, path=path)
             counted.append(count)
             try:
-                return text.replace(find, put).encode("utf-8", "surrogateescape")
+                return changed.encode("utf-8", "surrogateescape")
             except UnicodeEncodeError as exc:
                 raise CodingToolError(
                     f"new_string cannot be written as UTF-8 ({exc.reason})"
@@ -430,7 +420,7 @@ class FileToolkit:
         def body() -> str:
             data = self._rewrite(path, "edit_file", resolved, make, create=False)
             self._seen[resolved] = _digest(data)
-            return f"edited {path}: {counted[0] if replace_all else 1} replacement(s)"
+            return f"edited {path}: {counted[0]} replacement(s)"
 
         return await self._queue.run(resolved, lambda: _finish_in_thread(body), _running_key())
 
