@@ -210,6 +210,10 @@ def shell_tool(
             raise CodingToolError("argv must be a list of strings, e.g. ['pytest', '-q']")
         if argv and not argv[0].strip():
             raise CodingToolError("argv[0] must name a program")
+        if any("\x00" in a for a in [*argv, str(line or "")]):
+            # No program can receive it (a C string ends there): what would run is not what
+            # the approval question showed.
+            raise CodingToolError("the command holds a NUL byte, which no program can receive")
         cwd = base
         if args.get("cwd") not in (None, "", "."):
             try:
@@ -256,6 +260,8 @@ def shell_tool(
             raise CodingToolError(f"no such program: {program[0]!r}") from exc
         except PermissionError as exc:
             raise CodingToolError(f"cannot run {program[0]!r}: permission denied") from exc
+        except OSError as exc:  # arguments too long, too many processes...
+            raise CodingToolError(f"cannot run {program[0]!r}: {exc.strerror or exc}") from exc
         finally:
             os.close(cwd_fd)
         context = current_tool_context()

@@ -87,3 +87,27 @@ async def test_a_working_folder_swapped_for_a_link_after_the_check_does_not_lead
     # Refused: the folder opened is not the one checked (it now leads outside the root).
     with pytest.raises(CodingToolError, match="refused"):
         await _run(sh, argv=[PY, "-c", "import os; print(os.getcwd())"], cwd="sub")
+
+
+async def test_a_nul_byte_in_a_command_is_refused_before_anyone_is_asked(tmp_path: Path) -> None:
+    from goagent_py.coding import ApprovalPolicy, CodingToolError
+    from goagent_py.messages import ToolCall
+
+    asked: list[object] = []
+    sh = shell_tool(tmp_path, allow_shell=True)
+    policy = ApprovalPolicy([sh], ask=lambda r: asked.append(r) or "allow")
+    for args in ({"argv": ["echo", "a\x00b"]}, {"command": "echo a\x00b"}):
+        reason = await policy(ToolCall("c1", "shell", args))
+        assert reason is not None
+        assert "NUL" in reason
+        with pytest.raises(CodingToolError, match="NUL"):
+            await _run(sh, **args)
+    assert asked == []
+
+
+async def test_an_argument_list_too_long_is_a_clear_error(tmp_path: Path) -> None:
+    from goagent_py.coding import CodingToolError
+
+    sh = shell_tool(tmp_path)
+    with pytest.raises(CodingToolError, match="cannot run"):
+        await _run(sh, argv=["echo", "x" * 300_000])  # past Linux's 128 KiB per argument
