@@ -47,3 +47,20 @@ async def test_an_ambiguous_edit_is_previewed_as_failing(tmp_path: Path) -> None
     assert any("will fail" in line and "2 times" in line for line in lines), lines
     with pytest.raises(CodingToolError, match="appears 2 times"):
         await _edit(tmp_path, **args)
+
+
+def test_a_large_rewrite_is_previewed_without_quadratic_matching(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(1)
+    old = [str(rng.random()) for _ in range(2000)]
+    new = [str(rng.random()) if i % 2 else line for i, line in enumerate(old)]
+    (tmp_path / "big.txt").write_text("\n".join(old) + "\n")
+    args = {"path": "big.txt", "content": "\n".join(new) + "\n"}
+    request = ApprovalRequest(ToolCall("c1", "write_file", args), "big.txt", True)
+    lines = approval_lines(request, tmp_path)
+    # was: difflib's quadratic matching over every line (93 s for 20,000 lines)
+    assert lines[0] == "(a large change: 1999 line(s) replaced by 1999; the first of each shown)"
+    assert f"-{old[1]}" in lines
+    assert f"+{new[1]}" in lines
+    assert any(line.startswith("[... ") and "more + line(s)" in line for line in lines), lines
