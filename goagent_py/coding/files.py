@@ -464,16 +464,23 @@ class FileToolkit:
         finally:
             os.close(top)
 
-    def _list_dir_sync(self, args: dict[str, Any]) -> str:
+    def _list_dir_sync(self, args: dict[str, Any], cancelled: threading.Event | None = None) -> str:
         """list_dir: the entries of a directory (``/`` after directories)."""
         path = args.get("path", ".")
+        limits = _WalkLimits("list_dir", self.max_walk_files, self.walk_timeout, cancelled)
         top, real = self._open_dir(path)
         try:
+            entries = []
             try:
                 with os.scandir(top) as it:
-                    entries = sorted(it, key=lambda e: e.name)
+                    for entry in it:  # a folder of millions of entries: bounded like a walk
+                        if limits.spent():
+                            break
+                        limits.files += 1
+                        entries.append(entry)
             except OSError as exc:
                 raise CodingToolError(f"{path}: cannot be listed ({exc.strerror})") from exc
+            entries.sort(key=lambda e: e.name)
             lines = [
                 e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
                 for e in entries
@@ -481,7 +488,7 @@ class FileToolkit:
             ]
         finally:
             os.close(top)
-        return self._capped(lines, "entries") or "[empty directory]"
+        return (self._capped(lines, "entries") or "[empty directory]") + limits.note()
 
     def _glob_sync(self, args: dict[str, Any], cancelled: threading.Event | None = None) -> str:
         """glob: files whose path relative to the root matches ``pattern``."""
@@ -600,7 +607,7 @@ class FileToolkit:
 
     async def list_dir(self, args: dict[str, Any]) -> str:
         """list_dir (see :meth:`_list_dir_sync`)."""
-        return await to_thread(self._list_dir_sync, args)
+        return await _stoppable(self._list_dir_sync, args)
 
     async def glob(self, args: dict[str, Any]) -> str:
         """glob (see :meth:`_glob_sync`)."""
@@ -775,7 +782,8 @@ class _WalkLimits:
         if self.cancelled is not None and self.cancelled.is_set():
             raise CodingToolError(f"{self.tool} was cancelled")
         if self.files >= self.max_files:
-            self.why = f"after {self.max_files} files"
+            what = "entries" if self.tool == "list_dir" else "files"
+            self.why = f"after {self.max_files} {what}"
         elif time.monotonic() > self.deadline:
             self.why = f"after {self.seconds:g} seconds"
         return bool(self.why)
@@ -784,6 +792,8 @@ class _WalkLimits:
         """The note an answer ends with when the walk ended early ("" when it did not)."""
         if not self.why:
             return ""
+        if self.tool == "list_dir":
+            return f"\n[note: the listing stopped {self.why}, before the whole folder was seen]"
         return (
             f"\n[note: the search stopped {self.why}, before the whole tree was seen: narrow "
             "it with path or glob]"

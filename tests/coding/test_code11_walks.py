@@ -190,3 +190,12 @@ def test_grep_on_a_path_swapped_between_a_file_and_a_folder_answers_for_what_it_
         swapper.stdout.close()
         swapper.wait()
     assert errors == [], (len(errors), errors[:3], answers)
+
+
+async def test_list_dir_of_a_huge_folder_is_bounded_and_says_so(tmp_path: Path) -> None:
+    for i in range(100):
+        (tmp_path / f"e{i:03}").touch()
+    t = _tools(FileToolkit(tmp_path, max_walk_files=30))
+    out = await _run(t["list_dir"], path=".")
+    assert len([line for line in out.splitlines() if line.startswith("e")]) == 30
+    assert "[note: the listing stopped after 30 entries" in out
