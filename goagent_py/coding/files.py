@@ -79,10 +79,10 @@ class FileToolkit:
         require_read: an edit, or a write that replaces an existing file, needs a read first.
         grep_timeout: the most seconds one grep or glob spends matching (a pattern that
             backtracks catastrophically ends in an error instead of running forever).
-        max_walk_files: the most files one grep or glob visits; past it the answer holds
-            what was found, with a note to narrow the search.
-        walk_timeout: the most seconds one grep or glob spends walking and reading (the same
-            note past it).
+        max_walk_files: the most files one grep or glob visits (entries one list_dir reads);
+            past it the answer holds what was found, with a note to narrow the search.
+        walk_timeout: the most seconds one grep, glob or list_dir spends walking and reading
+            (the same note past it).
     """
 
     root: str | os.PathLike[str]
