@@ -90,6 +90,12 @@ def _parts(root: Path, user_path: StrPath, *, allow_root: bool = False) -> list[
     shown = str(root)
     if "\x00" in text:
         raise PathEscapeError(shown, text, "it contains a NUL byte")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise PathEscapeError(
+            shown, text, "it holds a lone surrogate, which no file name can hold"
+        ) from None
     if not text.strip():
         if allow_root:
             return []

@@ -694,11 +694,32 @@ class FileToolkit:
             ),
         ]
         for tool in tools:
+            tool.check = self.check_path
             if tool.mutating:
                 tool.reserve = self.reserve
             tool.rule_path = self.rule_path
             tool.add_path_rule = self.add_path_rule
         return tools
+
+    def check_path(self, args: dict[str, Any]) -> None:
+        """Refuse a call whose ``path`` no tool here would open (outside the root, ``..``, a NUL
+        byte...): an approval policy runs this before asking, so nobody is asked about a
+        call that cannot run. The tools check again when they open the path.
+
+        Raises:
+            CodingToolError: the path is refused (the message says why).
+        """
+        path = args.get("path")
+        if not isinstance(path, str) or all(
+            p in ("", ".") for p in path.replace("\\", "/").split("/")
+        ):
+            return  # the root (the walks take it; a write says why not) or no path at all
+        try:
+            resolve_in_root(self._base, path)
+        except PathEscapeError as exc:
+            raise CodingToolError(f"path {path!r}: {exc.reason}") from exc
+        except OSError:
+            return  # a link changing while it was read: the tool's open decides
 
     def rule_path(self, path: str) -> str:
         """The path a rule is checked on: ``path`` resolved (``.//a``, ``./a`` and a symlink to

@@ -123,6 +123,28 @@ class _Output:
         return self.capped.text()
 
 
+def _check_passable(texts: list[str]) -> None:
+    """Refuse arguments no program can receive: a NUL byte ends a C string (what would run is
+    not what the question showed), and a lone surrogate has no bytes."""
+    for text in texts:
+        if "\x00" in text:
+            raise CodingToolError("the command holds a NUL byte, which no program can receive")
+        try:
+            os.fsencode(text)
+        except UnicodeEncodeError as exc:
+            raise CodingToolError(
+                f"the command holds {text[exc.start : exc.end]!r}, which is not text a program "
+                "can receive (a lone surrogate); write the character itself"
+            ) from exc
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long, a loop: not a folder the command can start in
+        return False
+
+
 def _open_cwd(base: Path, given: Any, checked: Path) -> int:
     """A descriptor of the working folder ``given`` (the root when empty), which must be the
     folder ``checked`` (what the arguments' check resolved it to)."""
@@ -210,17 +232,14 @@ def shell_tool(
             raise CodingToolError("argv must be a list of strings, e.g. ['pytest', '-q']")
         if argv and not argv[0].strip():
             raise CodingToolError("argv[0] must name a program")
-        if any("\x00" in a for a in [*argv, str(line or "")]):
-            # No program can receive it (a C string ends there): what would run is not what
-            # the approval question showed.
-            raise CodingToolError("the command holds a NUL byte, which no program can receive")
+        _check_passable([*argv, str(line or "")])
         cwd = base
         if args.get("cwd") not in (None, "", "."):
             try:
                 cwd = resolve_in_root(base, args["cwd"])
             except PathEscapeError as exc:
                 raise CodingToolError(f"cwd {args['cwd']!r} refused: {exc.reason}") from exc
-            if not cwd.is_dir():
+            if not _is_dir(cwd):
                 raise CodingToolError(
                     f"cwd {args['cwd']!r} is not a directory of the workspace (leave it out to "
                     "run in the root)"

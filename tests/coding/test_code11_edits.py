@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import goagent_py.coding.files as files_module
+import goagent_py.coding._edit as edit_module
 from goagent_py.coding import CodingToolError, file_tools
 from goagent_py.tools import Tool
 
@@ -32,7 +32,7 @@ async def test_an_edit_never_overwrites_a_change_made_while_it_ran(
     target.write_text("x = 1\ny = 2\n")
     t = _tools(tmp_path)
     await _run(t["read_file"], path="app.py")
-    real = files_module.occurrences
+    real = edit_module.occurrences
 
     def formatter_runs_meanwhile(text: str, old: str, **kw: Any) -> int:
         # Another program (a formatter the model started in the same turn) rewrites the file
@@ -40,7 +40,7 @@ async def test_an_edit_never_overwrites_a_change_made_while_it_ran(
         target.write_text("x = 1\ny = 2\nz = 3  # the formatter's\n")
         return real(text, old, **kw)
 
-    monkeypatch.setattr(files_module, "occurrences", formatter_runs_meanwhile)
+    monkeypatch.setattr(edit_module, "occurrences", formatter_runs_meanwhile)
     with pytest.raises(CodingToolError, match="changed on disk while it was being changed"):
         await _run(t["edit_file"], path="app.py", old_string="x = 1", new_string="x = 10")
     assert target.read_text() == "x = 1\ny = 2\nz = 3  # the formatter's\n"

@@ -111,3 +111,13 @@ async def test_an_argument_list_too_long_is_a_clear_error(tmp_path: Path) -> Non
     sh = shell_tool(tmp_path)
     with pytest.raises(CodingToolError, match="cannot run"):
         await _run(sh, argv=["echo", "x" * 300_000])  # past Linux's 128 KiB per argument
+
+
+async def test_arguments_no_program_can_take_are_clear_errors(tmp_path: Path) -> None:
+    from goagent_py.coding import CodingToolError
+
+    sh = shell_tool(tmp_path)
+    with pytest.raises(CodingToolError, match="lone surrogate"):
+        await _run(sh, argv=["echo", "\ud800"])
+    with pytest.raises(CodingToolError, match="not a directory of the workspace"):
+        await _run(sh, argv=["ls"], cwd="x" * 5000)  # was: a bare OSError (name too long)
