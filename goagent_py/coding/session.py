@@ -475,10 +475,19 @@ def _provider_model(provider: Any) -> str:
     return type(provider).__name__
 
 
+_BRIEF = 200
+"""The most characters of a call's one-line summary (a model may send a path of a megabyte)."""
+
+
 def brief(args: dict[str, Any]) -> str:
-    """A call's arguments in one short line: its path, its command, or ``name=value`` pairs."""
+    """A call's arguments in one short line: its path, its command, or ``name=value`` pairs
+    (at most ``_BRIEF`` characters: the rest is counted)."""
     if "path" in args:
-        return str(args["path"])
-    if "argv" in args or "command" in args:
-        return command_text(args)
-    return ", ".join(f"{k}={v!r}"[:60] for k, v in args.items())
+        text = str(args["path"])
+    elif "argv" in args or "command" in args:
+        text = command_text(args)
+    else:
+        text = ", ".join(f"{k}={v!r}"[:60] for k, v in args.items())
+    if len(text) <= _BRIEF:
+        return text
+    return f"{text[:_BRIEF]}… ({len(text) - _BRIEF} more characters)"

@@ -95,3 +95,14 @@ async def test_a_session_lists_a_folder_with_a_name_that_is_not_utf8(tmp_path: P
     assert "listed" in shown
     assert any("bad\\xff.txt" in line for line in shown), shown
     assert not any(line.startswith("error") for line in shown), shown
+
+
+def test_a_calls_one_line_summary_stays_short() -> None:
+    from goagent_py.coding.session import brief
+
+    # A model may send a path or a command of a megabyte: the line mode printed it whole
+    # for each call, and the window made it a block's title.
+    for args in ({"path": "x" * 100_000}, {"argv": ["echo", "y" * 100_000]}, {"q": "z" * 10}):
+        assert len(brief(args)) <= 240
+    assert brief({"path": "x" * 300}).endswith("… (100 more characters)")
+    assert brief({"path": "src/a.py"}) == "src/a.py"
