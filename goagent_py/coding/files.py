@@ -237,8 +237,10 @@ class FileToolkit:
                         f"{path}: the file changed on disk while it was being changed here "
                         "(another program wrote it); nothing was written: read it again"
                     )
+                self._refuse_replaced(path, fd, written=False)
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, data, 0)
+                self._refuse_replaced(path, fd, written=True)
                 return data
         except FileNotFoundError as exc:
             raise CodingToolError(f"{path}: no such file") from exc
@@ -250,6 +252,23 @@ class FileToolkit:
             raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
         except OSError as exc:  # a name too long, permission denied, a loop...
             raise CodingToolError(f"{path}: cannot be written ({exc.strerror or exc})") from exc
+
+    def _refuse_replaced(self, path: str, fd: int, *, written: bool) -> None:
+        """Refuse when ``path`` no longer names the file open at ``fd``: another program saved
+        a new file over the name (as editors do), and a write through ``fd`` reaches only the
+        old, unlinked one."""
+        try:
+            opened, _ = open_file_in_root(self._base, path, "rb")
+            with opened as f:
+                same = os.path.samestat(os.fstat(f.fileno()), os.fstat(fd))
+        except (OSError, PathEscapeError):
+            same = False  # gone, or now leads elsewhere: not the file written
+        if not same:
+            done = "your change is not in it" if written else "nothing was written"
+            raise CodingToolError(
+                f"{path}: the file was replaced while it was being changed here (another "
+                f"program saved a new one); {done}: read it again"
+            )
 
     def _check_size(self, path: str, data: bytes) -> None:
         if len(data) > self.max_file_bytes:

@@ -61,3 +61,25 @@ async def test_write_file_too_large_makes_nothing(tmp_path: Path) -> None:
     with pytest.raises(CodingToolError, match="more than the 10 bytes allowed"):
         await _run(t["write_file"], path="big.txt", content="x" * 11)
     assert not (tmp_path / "big.txt").exists()
+
+
+async def test_an_edit_of_a_file_replaced_meanwhile_says_the_change_is_not_in_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "app.py"
+    target.write_text("x = 1\n")
+    t = _tools(tmp_path)
+    await _run(t["read_file"], path="app.py")
+    real = edit_module.occurrences
+
+    def editor_saves_meanwhile(text: str, old: str, **kw: Any) -> int:
+        # The user's editor saves as editors do: a new file renamed over the old name.
+        (tmp_path / ".app.py.swp").write_text("x = 1\n# the user's\n")
+        (tmp_path / ".app.py.swp").replace(target)
+        return real(text, old, **kw)
+
+    monkeypatch.setattr(edit_module, "occurrences", editor_saves_meanwhile)
+    # was: "edited app.py", the edit written to the replaced (unlinked) file: lost, unsaid
+    with pytest.raises(CodingToolError, match="replaced while it was being changed"):
+        await _run(t["edit_file"], path="app.py", old_string="x = 1", new_string="x = 10")
+    assert target.read_text() == "x = 1\n# the user's\n"
