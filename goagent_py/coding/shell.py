@@ -46,6 +46,7 @@ from goagent_py.tool_context import current_tool_context
 __all__ = ["command_text", "shell_tool"]
 
 _REAP_SECONDS = 5.0
+_MAX_PINNED = 1000
 
 
 def command_text(args: Mapping[str, Any]) -> str:
@@ -159,8 +160,8 @@ def _open_cwd(base: Path, given: Any, checked: Path) -> int:
     if (base / real if real != "." else base) != checked:
         os.close(fd)
         raise CodingToolError(
-            f"cwd {given!r} changed while the command was starting (it now leads to {real}); "
-            "call again"
+            f"cwd {given!r} now leads to {real}, not to the folder it named when the call was "
+            "checked (and asked about); nothing was run: call again"
         )
     return fd
 
@@ -220,6 +221,8 @@ def shell_tool(
     child_env = safe_env(env)
     jail = Sandbox(base, network=sandbox_network, hide=hide) if sandbox else None
 
+    pinned: dict[str, Path] = {}  # call id -> the folder its first check resolved
+
     def check(args: dict[str, Any]) -> tuple[list[str], Path, float]:
         """The program to run, its working directory and time limit; refuses bad arguments."""
         argv = args.get("argv") or []
@@ -255,6 +258,13 @@ def shell_tool(
                 )
             limit = float(asked)
         program = ["/bin/sh", "-c", line] if line else list(argv)
+        context = current_tool_context()
+        if context is not None and context.call.id not in pinned:
+            # The first resolution in the call (an approval gate's check, before the
+            # question): the folder the user was asked about is the one it runs in.
+            if len(pinned) >= _MAX_PINNED:
+                pinned.clear()  # calls blocked after their check never came to run
+            pinned[context.call.id] = cwd
         return program, cwd, limit
 
     async def run(args: dict[str, Any]) -> str:
@@ -264,7 +274,9 @@ def shell_tool(
         # The folder is opened once, held in the root at open time, and the program starts in
         # that very folder (its descriptor): a link swapped in after the check above cannot
         # start it elsewhere (outside the root, or in another folder than the one asked about).
-        cwd_fd = _open_cwd(base, args.get("cwd"), cwd)
+        context = current_tool_context()
+        first = pinned.pop(context.call.id, cwd) if context is not None else cwd
+        cwd_fd = _open_cwd(base, args.get("cwd"), first)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *program,

@@ -121,3 +121,27 @@ async def test_arguments_no_program_can_take_are_clear_errors(tmp_path: Path) ->
         await _run(sh, argv=["echo", "\ud800"])
     with pytest.raises(CodingToolError, match="not a directory of the workspace"):
         await _run(sh, argv=["ls"], cwd="x" * 5000)  # was: a bare OSError (name too long)
+
+
+async def test_a_shell_call_runs_in_the_folder_it_was_approved_in(tmp_path: Path) -> None:
+    from goagent_py.coding import ApprovalPolicy, ApprovalRequest
+
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "other").mkdir()
+
+    def ask(request: ApprovalRequest) -> str:
+        # While the user reads the question, a process makes "sub" a link to "other".
+        (root / "sub").rename(root / "sub.old")
+        (root / "sub").symlink_to("other")
+        return "allow"
+
+    sh = shell_tool(root)
+    call = ("shell", {"argv": [PY, "-c", "open('ran-here', 'w')"], "cwd": "sub"})
+    provider = ScriptedProvider(tool_call_response(call), "done")
+    agent = Agent(provider=provider, tools=[sh], before_tool_call=ApprovalPolicy([sh], ask=ask))
+    await agent.run("run it")
+    # was: it ran in "other", a folder nobody was asked about
+    assert not (root / "other" / "ran-here").exists()
+    result = next(m for m in provider.requests[-1].messages if m.role.value == "tool")
+    assert "not to the folder it named when the call was checked" in result.text
