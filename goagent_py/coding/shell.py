@@ -221,7 +221,7 @@ def shell_tool(
     child_env = safe_env(env)
     jail = Sandbox(base, network=sandbox_network, hide=hide) if sandbox else None
 
-    pinned: dict[str, Path] = {}  # call id -> the folder its first check resolved
+    pinned: dict[str, Path] = {}  # call -> the folder its first check resolved
 
     def check(args: dict[str, Any]) -> tuple[list[str], Path, float]:
         """The program to run, its working directory and time limit; refuses bad arguments."""
@@ -259,12 +259,14 @@ def shell_tool(
             limit = float(asked)
         program = ["/bin/sh", "-c", line] if line else list(argv)
         context = current_tool_context()
-        if context is not None and context.call.id not in pinned:
+        # Keyed by run, iteration and call id: a model may give its calls the same ids in
+        # every turn, and a pin left by a call that was blocked must not hold the next one.
+        if context is not None and context.idempotency_key not in pinned:
             # The first resolution in the call (an approval gate's check, before the
             # question): the folder the user was asked about is the one it runs in.
             if len(pinned) >= _MAX_PINNED:
                 pinned.clear()  # calls blocked after their check never came to run
-            pinned[context.call.id] = cwd
+            pinned[context.idempotency_key] = cwd
         return program, cwd, limit
 
     async def run(args: dict[str, Any]) -> str:
@@ -275,7 +277,7 @@ def shell_tool(
         # that very folder (its descriptor): a link swapped in after the check above cannot
         # start it elsewhere (outside the root, or in another folder than the one asked about).
         context = current_tool_context()
-        first = pinned.pop(context.call.id, cwd) if context is not None else cwd
+        first = pinned.pop(context.idempotency_key, cwd) if context is not None else cwd
         cwd_fd = _open_cwd(base, args.get("cwd"), first)
         try:
             proc = await asyncio.create_subprocess_exec(

@@ -145,3 +145,28 @@ async def test_a_shell_call_runs_in_the_folder_it_was_approved_in(tmp_path: Path
     assert not (root / "other" / "ran-here").exists()
     result = next(m for m in provider.requests[-1].messages if m.role.value == "tool")
     assert "not to the folder it named when the call was checked" in result.text
+
+
+async def test_a_blocked_calls_folder_does_not_hold_a_later_call_with_the_same_id(
+    tmp_path: Path,
+) -> None:
+    from goagent_py.coding import ApprovalPolicy, ApprovalRequest
+    from goagent_py.messages import ToolCall
+
+    root = tmp_path / "root"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    answers = iter(["deny", "allow"])
+
+    def ask(request: ApprovalRequest) -> str:
+        return next(answers)
+
+    sh = shell_tool(root)
+    policy = ApprovalPolicy([sh], ask=ask)
+    touch = [PY, "-c", "open('ran-here', 'w')"]
+    for cwd in ("a", "b"):  # the same call id in both runs, as models do
+        call = ToolCall("call_1", "shell", {"argv": touch, "cwd": cwd})
+        provider = ScriptedProvider(tool_call_response(call), "done")
+        await Agent(provider=provider, tools=[sh], before_tool_call=policy).run("run it")
+    assert not (root / "a" / "ran-here").exists()  # denied
+    assert (root / "b" / "ran-here").exists()  # allowed, and run where it said
