@@ -33,7 +33,7 @@ from goagent_py._call_gates import (
     prepared_call,
     with_arguments,
 )
-from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
+from goagent_py._metadata_keys import CLAIM_KEY, DECISIONS_KEY, PENDING_KEY
 from goagent_py._transcript import error_result, repair_transcript, truncate_content
 from goagent_py.approvals import RunContext, pending_of
 from goagent_py.dispatch import Dispatcher, error_text, timeout_middleware
@@ -625,6 +625,9 @@ class _AgentActivities:
         ref, token = str(data["ref"]), str(data["token"])
         decisions = dict(data["decisions"])
         ids = [str(i) for i in data["call_ids"]]
+        # This claim's own id (a run recorded before it sends none): only the message it
+        # settled is this claim's, not one another decider settled with the same decisions.
+        claim = str(data.get("claim") or "")
         try:
             if not isinstance(memory, UpdatableMemory):
                 raise ConfigurationError(
@@ -639,17 +642,24 @@ class _AgentActivities:
             def update(m: Message) -> Message:
                 metadata = {k: v for k, v in m.metadata.items() if k != PENDING_KEY}
                 metadata[DECISIONS_KEY] = decisions
+                if claim:
+                    metadata[CLAIM_KEY] = claim
                 return replace(m, metadata=metadata)
+
+            def ours(m: Message) -> bool:
+                if claim:
+                    return m.metadata.get(CLAIM_KEY) == claim
+                return (
+                    m.metadata.get(DECISIONS_KEY) == decisions
+                    and [c.id for c in m.tool_calls] == ids
+                )
 
             found = await _heartbeating(memory.update_where(match, update))
             if found is None:
-                for m in reversed(await _heartbeating(memory.messages())):
-                    if (
-                        m.metadata.get(DECISIONS_KEY) == decisions
-                        and [c.id for c in m.tool_calls] == ids
-                    ):
-                        found = m
-                        break
+                found = next(
+                    (m for m in reversed(await _heartbeating(memory.messages())) if ours(m)),
+                    None,
+                )
         except Exception as exc:
             raise self._fail(exc, "short-term memory settle") from exc
         if found is None:

@@ -1,0 +1,202 @@
+"""Wait tokens in durable runs (durable11): the pending query lists each wait's token, a
+decision may carry it, and a late decision meant for an earlier wait whose call had the same
+id (local models' servers number calls per turn) is refused instead of being taken by the call
+that waits now. Real Temporal dev server, SQLite memory. docs/approvals.md."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from goagent_py import (
+    Agent,
+    ApprovalConflictError,
+    ApprovalExpiredError,
+    Approve,
+    Deny,
+    NotPendingError,
+)
+from goagent_py.durable import DurableAgent, DurableRunError, ProviderRegistry, create_worker
+from goagent_py.durable._client import result_of
+from goagent_py.memory import ShortTermMemory
+from goagent_py.memory.storage import SQLiteStorage
+from goagent_py.messages import Role, ToolCall
+from goagent_py.provider import CompletionRequest, CompletionResponse
+from goagent_py.testing import FunctionProvider, tool_call_response
+from goagent_py.tools import tool
+
+
+async def _next_wait(durable: DurableAgent, handle: Any, seen: int) -> None:
+    """Until the run's ``seen + 1``-th wait for decisions."""
+    count = 0
+    async for event in durable.events(handle):
+        if event["type"] == "pending":
+            count += 1
+            if count > seen:
+                return
+    raise AssertionError("the run ended without waiting")
+
+
+@pytest.mark.slow
+async def test_a_late_decision_for_an_earlier_wait_is_refused_not_taken_by_the_call_now(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    db = tmp_path / "chat.db"
+    ran: list[str] = []
+
+    async def plan(request: CompletionRequest) -> CompletionResponse | str:
+        results = [m for m in request.messages if m.role is Role.TOOL]
+        if len(results) < 2:
+            order = "A-1" if not results else "A-2"
+            return tool_call_response(ToolCall("llama-tool-0", "refund", {"order": order}))
+        return "done: " + " | ".join(m.text for m in results)
+
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order.
+
+        Args:
+            order: the order id.
+        """
+        ran.append(order)
+        return f"refunded {order}"
+
+    durable = DurableAgent(
+        Agent(provider=FunctionProvider(plan), model="m", name="clerk", tools=[refund]),
+        provider="fn:x",
+        short_term_memory=lambda s: ShortTermMemory(storage=SQLiteStorage(db, session_id=s)),
+        heartbeat_timeout=5.0,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "refund both", session_id="s1")
+        await _next_wait(durable, handle, 0)
+        (first,) = await durable.pending(handle)
+        assert first.token
+        assert await durable.decide(handle, {first.id: Approve(token=first.token)}) == []
+        await _next_wait(durable, handle, 1)
+        (second,) = await durable.pending(handle)
+        assert second.id == first.id and second.arguments == {"order": "A-2"}
+        assert second.token and second.token != first.token
+
+        # The first card's decision sent again (a second click, a retried request).
+        with pytest.raises(ApprovalConflictError, match="already decided") as late:
+            await durable.decide(handle, {first.id: Approve(token=first.token)})
+        assert second.token in str(late.value)
+        # By id alone it cannot be told from a late one: refused, saying what to send.
+        with pytest.raises(ApprovalConflictError, match=r"Approve\(token=call.token\)"):
+            await durable.decide(handle, {first.id: Approve()})
+        with pytest.raises(NotPendingError, match="no-such-wait"):
+            await durable.decide(handle, {first.id: Approve(token="no-such-wait")})
+        assert [p.token for p in await durable.pending(handle)] == [second.token]
+        assert ran == ["A-1"]
+
+        assert await durable.decide(handle, {second.id: Deny("no", token=second.token)}) == []
+        result = await asyncio.wait_for(result_of(handle), timeout=300)
+
+    assert ran == ["A-1"]
+    assert result.text == "done: refunded A-1 | no"
+
+
+def test_a_decision_with_the_token_of_an_expired_wait_is_refused_as_expired(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The earlier wait's call expired (its default applied); a decision naming that wait is
+    # refused as expired even though a later call of the same id waits now.
+    from datetime import UTC, datetime
+
+    from goagent_py.durable import _workflow
+
+    monkeypatch.setattr(_workflow.workflow, "now", lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    flow = _workflow.AgentWorkflow()
+    flow._settled = {"llama-tool-0"}
+    flow._expired = {"llama-tool-0": (1.0, "deny")}
+    flow._past = {"t1": ({"llama-tool-0"}, {"llama-tool-0": (1.0, "deny")})}
+    flow._token = "t2"
+    flow._waiting = {
+        "llama-tool-0": {
+            "id": "llama-tool-0",
+            "name": "refund",
+            "arguments": {"order": "A-2"},
+            "kind": "approval",
+            "deadline": None,
+            "token": "t2",
+        }
+    }
+    with pytest.raises(ApprovalExpiredError) as caught:
+        flow._refusal({"llama-tool-0": {"decision": "approve", "token": "t1"}})
+    assert caught.value.applied == "deny"
+    flow._refusal({"llama-tool-0": {"decision": "approve", "token": "t2"}})  # the wait now
+
+
+class _ClaimedFirst(ShortTermMemory):
+    """The workers' memory, where another process (a plain ``agent.resume`` on the same
+    SQLite file) claims the wait with the same decision between the durable run's load and
+    its claim: the interleaving, made deterministic."""
+
+    def __init__(self, db: Path, session: str, other: ShortTermMemory) -> None:
+        super().__init__(storage=SQLiteStorage(db, session_id=session))
+        self._other = other
+
+    async def update_where(self, match: Any, update: Any) -> Any:
+        from goagent_py.approvals import pending_of, settled, waits_under
+
+        stored = await self._other.messages()
+        token = pending_of(stored[-1])[0]
+        if token:
+            await self._other.update_where(
+                waits_under(token), lambda m: settled(m, token, {"c1": Approve()})
+            )
+        return await super().update_where(match, update)
+
+
+@pytest.mark.slow
+async def test_a_claim_that_another_decider_won_with_the_same_decision_is_not_taken_as_its_own(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    # The settle activity, finding the wait settled, looked for a message with the same
+    # decisions and call ids and took it as its own earlier (retried) claim: another
+    # decider's Approve() was taken as the durable run's, and both went on to run the call.
+    db = tmp_path / "chat.db"
+    ran: list[str] = []
+
+    async def plan(request: CompletionRequest) -> CompletionResponse | str:
+        if request.messages[-1].role is not Role.TOOL:
+            return tool_call_response(ToolCall("c1", "refund", {"order": "A-1"}))
+        return "done"
+
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order.
+
+        Args:
+            order: the order id.
+        """
+        ran.append(order)
+        return f"refunded {order}"
+
+    other = ShortTermMemory(storage=SQLiteStorage(db, session_id="s1"))
+    durable = DurableAgent(
+        Agent(provider=FunctionProvider(plan), model="m", name="clerk", tools=[refund]),
+        provider="fn:x",
+        short_term_memory=lambda s: _ClaimedFirst(db, s, other),
+        heartbeat_timeout=5.0,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "refund A-1", session_id="s1")
+        await _next_wait(durable, handle, 0)
+        (call,) = await durable.pending(handle)
+        await durable.decide(handle, {call.id: Approve(token=call.token)})
+        with pytest.raises(DurableRunError) as caught:
+            await asyncio.wait_for(result_of(handle), timeout=300)
+
+    assert caught.value.type == "ApprovalConflictError"
+    assert ran == []  # the other decider holds the claim: the durable run ran nothing
