@@ -68,7 +68,9 @@ async def test_a_late_decision_for_an_earlier_wait_on_a_reused_id_is_refused_by_
     second = await agent.resume({asked.id: Approve(token=asked.token)})
     assert second.stop_reason is StopReason.DEFERRED
     (now,) = second.pending
-    assert now.id == asked.id and now.token and now.token != asked.token
+    assert now.id == asked.id
+    assert now.token
+    assert now.token != asked.token
     assert now.arguments == {"order": "A-2"}
 
     # The earlier card's decision again (a second click, a retried request): refused, the
@@ -113,7 +115,8 @@ async def test_a_sub_agents_call_is_decided_with_the_token_its_parent_listed() -
     )
     asked = await lead.run("refund A-1")
     (call,) = asked.pending
-    assert call.id == "p1/k1" and call.token
+    assert call.id == "p1/k1"
+    assert call.token
     done = await lead.resume({call.id: Approve(token=call.token)}, history=asked.messages)
     assert done.text == "Done."
     assert ran == ["A-1"]
@@ -130,7 +133,8 @@ async def test_continue_after_the_deadline_names_deny_not_approve(tmp_path: Path
         await session.continue_()
     said = str(caught.value)
     assert "Approve()" not in said
-    assert "'llama-tool-0': Deny(...)" in said and "deadline passed" in said
+    assert "'llama-tool-0': Deny(...)" in said
+    assert "deadline passed" in said
     # What it says works.
     result = await session.resume({waiting.pending[0].id: Deny("too late")})
     assert result.stop_reason is StopReason.DEFERRED
@@ -144,7 +148,8 @@ async def test_a_new_prompt_after_the_deadline_names_deny_not_approve(tmp_path: 
     with pytest.raises(ApprovalPendingError) as caught:
         await agent.run("and another thing")
     said = str(caught.value)
-    assert "Approve()" not in said and "'llama-tool-0': Deny(...)" in said
+    assert "Approve()" not in said
+    assert "'llama-tool-0': Deny(...)" in said
 
 
 async def test_before_the_deadline_the_hint_offers_approve(tmp_path: Path) -> None:

@@ -1191,8 +1191,7 @@ class AgentWorkflow:
             deadline, default = past[1][call_id]
             raise ApprovalExpiredError(call_id, deadline, applied=default)
         later = (
-            f"; the call that waits now under this id is a later one (its token is "
-            f"{self._token!r})"
+            f"; the call that waits now under this id is a later one (its token is {self._token!r})"
             if call_id in self._waiting
             else ""
         )

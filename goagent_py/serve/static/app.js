@@ -96,9 +96,13 @@
 
   // A call that waits for the person (docs/approvals.md): Approve, Deny with a reason, and
   // "always for this thread"; the decision resumes the run (its stream, like a message's).
-  function pendingCard(id, name, args) {
-    let card = document.querySelector(`details.tool[data-call-id="${CSS.escape(id)}"]`);
-    if (!card) {
+  // token: the wait's (the listing's), sent with the decision, so a click meant for this card
+  // is refused if the wait is over, not taken by a later call with the same id (local models
+  // number calls per turn: the newest card of an id is the one that waits).
+  function pendingCard(id, name, args, token) {
+    const same = document.querySelectorAll(`details.tool[data-call-id="${CSS.escape(id)}"]`);
+    let card = same.length ? same[same.length - 1] : null;
+    if (!card || card.classList.contains("done")) {
       card = toolCard(id, name);
     }
     // What runs is what the server holds: the card shows the waiting call's own arguments,
@@ -123,7 +127,7 @@
     const decide = async (decision) => {
       for (const b of box.querySelectorAll("button, input")) b.disabled = true;
       card.classList.remove("pending");
-      state.decisions[id] = decision;
+      state.decisions[id] = token ? { ...decision, token } : decision;
       const waiting = document.querySelectorAll("details.tool.pending").length;
       if (waiting) {
         status(`decided; ${waiting} more ${waiting === 1 ? "call waits" : "calls wait"} for you`);
@@ -151,6 +155,7 @@
   function finishCard(card, name, content, isError, duration) {
     const box = card.querySelector(".decision");
     if (box) box.remove();
+    card.classList.add("done");  // answered: a later call with its id gets a card of its own
     card.querySelector(".result").textContent = shown(content);
     const took = duration === undefined ? "" : " — " + (duration * 1000).toFixed(0) + " ms";
     card.querySelector("summary").replaceWith(cardSummary(isError ? "error" : "tool", shown(name) + took));
@@ -269,7 +274,7 @@
         finishCard(card, name, m.text, m.is_error, m.duration);
       }
     }
-    for (const p of pending || []) pendingCard(p.id, p.name, p.arguments);
+    for (const p of pending || []) pendingCard(p.id, p.name, p.arguments, p.token);
     await loadThreads();
   }
 
@@ -339,7 +344,7 @@
         if (event.outcome && event.outcome.type === "interrupt") {
           for (const i of event.outcome.interrupts) {
             const meta = i.metadata || {};
-            pendingCard(i.toolCallId || i.id, meta.toolName || "tool", meta.arguments || {});
+            pendingCard(i.toolCallId || i.id, meta.toolName || "tool", meta.arguments || {}, meta.token);
           }
           status("waiting for your decision");
           break;
