@@ -284,6 +284,12 @@ def check_decisions(
             f"{sorted(waiting) or 'none'}"
         )
     for call_id, decision in decisions.items():
+        token = getattr(decision, "token", "")
+        if not isinstance(token, str):
+            raise ConfigurationError(
+                f"resume(): the token of the decision for {call_id!r} must be the str of "
+                f"PendingCall.token, got {type(token).__name__}"
+            )
         stale = stale_token(decision, waiting[call_id].token)
         if stale:
             raise ApprovalConflictError(

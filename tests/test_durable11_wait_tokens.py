@@ -16,6 +16,7 @@ from goagent_py import (
     ApprovalConflictError,
     ApprovalPendingError,
     Approve,
+    ConfigurationError,
     Deny,
     Role,
     Session,
@@ -73,6 +74,8 @@ async def test_a_late_decision_for_an_earlier_wait_on_a_reused_id_is_refused_by_
     assert now.token != asked.token
     assert now.arguments == {"order": "A-2"}
 
+    with pytest.raises(ConfigurationError, match=r"must be the str of PendingCall\.token"):
+        await agent.resume({asked.id: Approve(token=1)})  # type: ignore[arg-type]
     # The earlier card's decision again (a second click, a retried request): refused, the
     # call that waits now neither runs nor is decided by it.
     with pytest.raises(ApprovalConflictError, match="is over") as caught:

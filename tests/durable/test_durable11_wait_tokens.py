@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -20,6 +20,7 @@ from goagent_py import (
     Approve,
     Deny,
     NotPendingError,
+    validate_transcript,
 )
 from goagent_py.durable import DurableAgent, DurableRunError, ProviderRegistry, create_worker
 from goagent_py.durable._client import result_of
@@ -202,3 +203,70 @@ async def test_a_claim_that_another_decider_won_with_the_same_decision_is_not_ta
 
     assert caught.value.type == "ApprovalConflictError"
     assert ran == []  # the other decider holds the claim: the durable run ran nothing
+
+
+class _ReplyLost(ShortTermMemory):
+    """The workers' memory on PostgreSQL whose first claim commits and then loses its
+    connection before the activity can answer (the retry finds the wait settled)."""
+
+    lost: ClassVar[list[bool]] = []
+
+    async def update_where(self, match: Any, update: Any) -> Any:
+        found = await super().update_where(match, update)
+        if not _ReplyLost.lost:
+            _ReplyLost.lost.append(True)
+            raise ConnectionError("server closed the connection unexpectedly")
+        return found
+
+
+@pytest.mark.slow
+async def test_a_claim_whose_reply_was_lost_after_it_committed_is_taken_on_its_retry(
+    temporal: WorkflowEnvironment, pg_dsn: str
+) -> None:
+    # The claim's own id (goagent.claim) lets the retry know the settled wait as its own: the
+    # run goes on, the approved call runs once, on PostgreSQL.
+    from goagent_py.memory.storage import PostgresStorage
+
+    ran: list[str] = []
+    _ReplyLost.lost.clear()
+
+    async def plan(request: CompletionRequest) -> CompletionResponse | str:
+        if request.messages[-1].role is not Role.TOOL:
+            return tool_call_response(ToolCall("c1", "refund", {"order": "A-1"}))
+        return "done"
+
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order.
+
+        Args:
+            order: the order id.
+        """
+        ran.append(order)
+        return f"refunded {order}"
+
+    session = f"s-{uuid.uuid4().hex[:8]}"
+    async with PostgresStorage(pg_dsn, table="durable11_messages", session_id=session) as pg:
+        durable = DurableAgent(
+            Agent(provider=FunctionProvider(plan), model="m", name="clerk", tools=[refund]),
+            provider="fn:x",
+            short_term_memory=lambda s: _ReplyLost(storage=pg.for_session(s)),
+            heartbeat_timeout=5.0,
+            retry_interval=0.1,
+            task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        )
+        registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+        async with create_worker(temporal.client, [durable], registry=registry):
+            handle = await durable.start(temporal.client, "refund A-1", session_id=session)
+            await _next_wait(durable, handle, 0)
+            (call,) = await durable.pending(handle)
+            await durable.decide(handle, {call.id: Approve(token=call.token)})
+            result = await asyncio.wait_for(result_of(handle), timeout=300)
+        record = await pg.load()
+
+    assert _ReplyLost.lost == [True]
+    assert result.text == "done"
+    assert ran == ["A-1"]
+    (decided,) = [m for m in record if "goagent.decisions" in m.metadata]
+    assert decided.metadata["goagent.claim"].endswith(f":claim:{call.token}")
+    assert validate_transcript(record, allow_pending=False) == []
