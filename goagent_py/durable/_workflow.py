@@ -416,6 +416,9 @@ class _ToolProxy:
         }
         if calls.deps is not None:
             data["deps"] = calls.deps
+        # Whether the run checked the call for approval (or a person decided it): a worker
+        # whose definition makes an unasked call wait does not run it (durable11).
+        data["asked"] = call.id in calls.checked
         memory = calls.short_term
         if calls.config.get("block_refs") and memory is not None and memory.refs:
             # A big result is stored on the workers; its reference crosses (issue 30).

@@ -270,3 +270,62 @@ async def test_a_claim_whose_reply_was_lost_after_it_committed_is_taken_on_its_r
     (decided,) = [m for m in record if "goagent.decisions" in m.metadata]
     assert decided.metadata["goagent.claim"].endswith(f":claim:{call.token}")
     assert validate_transcript(record, allow_pending=False) == []
+
+
+@pytest.mark.slow
+async def test_a_call_the_workers_definition_makes_wait_does_not_run_unasked(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    # Which tools are checked for approval came from the app's definition of the agent (the
+    # run's settings): a deploy whose workers mark a tool requires_approval, with an app (or a
+    # run started before it) that does not, ran the tool's calls without asking anyone.
+    ran: list[str] = []
+    seen: list[str] = []
+
+    async def plan(request: CompletionRequest) -> CompletionResponse | str:
+        if request.messages[-1].role is not Role.TOOL:
+            return tool_call_response(ToolCall("c1", "refund", {"order": "A-1"}))
+        seen.append(request.messages[-1].text)
+        return "done"
+
+    def make_refund(requires_approval: bool) -> Any:
+        @tool(requires_approval=requires_approval)
+        def refund(order: str) -> str:
+            """Refund an order.
+
+            Args:
+                order: the order id.
+            """
+            ran.append(order)
+            return f"refunded {order}"
+
+        return refund
+
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+
+    def durable_with(requires_approval: bool) -> DurableAgent:
+        agent = Agent(
+            provider=FunctionProvider(plan),
+            model="m",
+            name="clerk",
+            tools=[make_refund(requires_approval)],
+        )
+        return DurableAgent(
+            agent,
+            provider="fn:x",
+            short_term_memory=lambda s: ShortTermMemory(
+                storage=SQLiteStorage(tmp_path / "chat.db", session_id=s)
+            ),
+            heartbeat_timeout=5.0,
+            task_queue=queue,
+        )
+
+    app, workers = durable_with(False), durable_with(True)
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [workers], registry=registry):
+        result = await app.execute(temporal.client, "refund A-1")
+
+    assert ran == []
+    assert result.text == "done"
+    assert len(seen) == 1
+    assert "requires a person's approval on the worker" in seen[0]
