@@ -98,6 +98,8 @@ from ._wire import (  # names shared with the client
 
 # The patch marker of the append that closes a loaded history's open tail (review6a).
 CLOSING_APPEND_PATCH = "goagent.closing-append"
+# The patch marker of a cancellation that closes the wait it landed in (durable11).
+CANCEL_CLOSES_WAIT_PATCH = "goagent.cancel-closes-wait"
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
 # Carried appends bigger than this are appended before the model call, not carried by it
 # (the run's new messages would otherwise cross twice: in the request and in the appends).
@@ -999,6 +1001,7 @@ class AgentWorkflow:
         # token of a wait that is over is refused, not taken by a later call with its id.
         self._token = ""
         self._past: dict[str, tuple[set[str], dict[str, tuple[float, str]]]] = {}
+        self._cancelled = False  # the run was cancelled while it waited for decisions
 
     @workflow.run
     async def run(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -1038,6 +1041,8 @@ class AgentWorkflow:
                             deps=deps,
                         )
                     )
+                    if self._cancelled:  # the wait is closed in the record: end cancelled
+                        raise asyncio.CancelledError("the run was cancelled")
                 # An abort ends the workflow: follow-ups still queued stay unprocessed.
                 if not self._follow_ups or self._abort is not None:
                     break
@@ -1088,6 +1093,14 @@ class AgentWorkflow:
             else:
                 left = max(deadline - workflow.now().timestamp(), 0.0)
                 await workflow.wait_condition(done, timeout=timedelta(seconds=left))
+        except asyncio.CancelledError:
+            # Temporal's cancellation of the run (handle.cancel()): the wait is closed as an
+            # abort closes it (its calls denied, the record valid), then the run ends
+            # cancelled; left in the record, it would refuse every later run of the session.
+            # A history recorded before this (durable11) ended at the cancellation.
+            if not workflow.patched(CANCEL_CLOSES_WAIT_PATCH):
+                raise
+            self._cancelled = True
         except TimeoutError:
             assert deadline is not None
             default = str(config.get("approval_default") or "deny")
@@ -1105,8 +1118,12 @@ class AgentWorkflow:
                 self._expired[call_id] = expired[call_id] = (deadline, default)
             # The default is decided at the deadline, not after it.
             decided_at = min(self._decided_at or deadline, deadline - 1e-3)
-        if self._abort is not None:
-            reason = f"The run was aborted before a decision: {self._abort[1]}"
+        if self._abort is not None or self._cancelled:
+            reason = (
+                "The run was cancelled before a decision"
+                if self._abort is None
+                else f"The run was aborted before a decision: {self._abort[1]}"
+            )
             for call_id in self._waiting:
                 self._decided.setdefault(call_id, decision_to_data(Deny(reason, stop=True)))
         # The validator checked each decision's token against this wait: the claim below

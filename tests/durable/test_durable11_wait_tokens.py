@@ -329,3 +329,55 @@ async def test_a_call_the_workers_definition_makes_wait_does_not_run_unasked(
     assert result.text == "done"
     assert len(seen) == 1
     assert "requires a person's approval on the worker" in seen[0]
+
+
+@pytest.mark.slow
+async def test_a_run_cancelled_while_it_waits_for_a_decision_closes_the_wait(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    # Temporal's cancellation of a run that waited for a person left the wait in the
+    # session's record: no durable run could go on with that session (every new prompt failed
+    # with ApprovalPendingError, and decide said the run had finished).
+    from temporalio.client import WorkflowFailureError
+
+    db = tmp_path / "chat.db"
+    ran: list[str] = []
+
+    async def plan(request: CompletionRequest) -> CompletionResponse | str:
+        last = request.messages[-1]
+        if last.role is Role.USER and last.text == "refund A-1":
+            return tool_call_response(ToolCall("c1", "refund", {"order": "A-1"}))
+        return f"answered: {last.text}"
+
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order.
+
+        Args:
+            order: the order id.
+        """
+        ran.append(order)
+        return f"refunded {order}"
+
+    durable = DurableAgent(
+        Agent(provider=FunctionProvider(plan), model="m", name="clerk", tools=[refund]),
+        provider="fn:x",
+        short_term_memory=lambda s: ShortTermMemory(storage=SQLiteStorage(db, session_id=s)),
+        heartbeat_timeout=5.0,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [durable], registry=registry):
+        handle = await durable.start(temporal.client, "refund A-1", session_id="s1")
+        await _next_wait(durable, handle, 0)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        async with SQLiteStorage(db, session_id="s1") as storage:
+            record = await storage.load()
+        assert validate_transcript(record, allow_pending=False) == []
+        assert "cancelled" in record[-1].text or "cancelled" in record[-2].text
+        after = await durable.execute(temporal.client, "hello again", session_id="s1")
+
+    assert ran == []
+    assert after.text == "answered: hello again"
