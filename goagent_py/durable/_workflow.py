@@ -896,8 +896,11 @@ async def resume_in_workflow(
     if run.resume is not None:
         # The decided batch was checked when it was made: its calls run without asking again
         # (their tool activities validate them, an edit included).
+        # (Only those the run checked or a person decided: a call of the batch whose tool
+        # the run's settings do not check was not asked about, and its worker says.)
         for call in run.resume.message.tool_calls:
-            calls.checked[call.id] = (dict(call.arguments), None, False)
+            if call.id in decisions or call.name in calls.checks or "*" in calls.checks:
+                calls.checked[call.id] = (dict(call.arguments), None, False)
     return await _outcome(run, calls)
 
 

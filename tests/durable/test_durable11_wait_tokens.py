@@ -381,3 +381,76 @@ async def test_a_run_cancelled_while_it_waits_for_a_decision_closes_the_wait(
 
     assert ran == []
     assert after.text == "answered: hello again"
+
+
+@pytest.mark.slow
+async def test_an_unasked_call_in_a_decided_batch_does_not_run_either(
+    temporal: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    # The resumed batch marked every call of the waiting message as checked, so a call beside
+    # the one a person approved, whose tool only the workers' definition makes wait, ran.
+    ran: list[str] = []
+
+    async def plan(request: CompletionRequest) -> CompletionResponse | str:
+        if request.messages[-1].role is not Role.TOOL:
+            return tool_call_response(
+                ToolCall("c1", "refund", {"order": "A-1"}),
+                ToolCall("c2", "wipe", {"target": "disk"}),
+            )
+        return "done"
+
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order.
+
+        Args:
+            order: the order id.
+        """
+        ran.append(order)
+        return f"refunded {order}"
+
+    def make_wipe(requires_approval: bool) -> Any:
+        @tool(requires_approval=requires_approval)
+        def wipe(target: str) -> str:
+            """Wipe something.
+
+            Args:
+                target: what.
+            """
+            ran.append(target)
+            return f"wiped {target}"
+
+        return wipe
+
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+
+    def durable_with(requires_approval: bool) -> DurableAgent:
+        agent = Agent(
+            provider=FunctionProvider(plan),
+            model="m",
+            name="clerk",
+            tools=[refund, make_wipe(requires_approval)],
+        )
+        return DurableAgent(
+            agent,
+            provider="fn:x",
+            short_term_memory=lambda s: ShortTermMemory(
+                storage=SQLiteStorage(tmp_path / "chat.db", session_id=s)
+            ),
+            heartbeat_timeout=5.0,
+            task_queue=queue,
+        )
+
+    app, workers = durable_with(False), durable_with(True)
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(temporal.client, [workers], registry=registry):
+        handle = await app.start(temporal.client, "refund and wipe", session_id="s1")
+        await _next_wait(app, handle, 0)
+        (call,) = await app.pending(handle)
+        assert call.id == "c1"
+        await app.decide(handle, {"c1": Approve(token=call.token)})
+        result = await asyncio.wait_for(result_of(handle), timeout=300)
+
+    assert ran == ["A-1"]
+    (wiped,) = [m for m in result.messages if m.tool_call_id == "c2"]
+    assert "requires a person's approval on the worker" in wiped.text
