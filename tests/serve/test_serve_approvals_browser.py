@@ -49,6 +49,7 @@ class _Server:
         # The id the model gives every call (None: the scripted default); local models'
         # servers number calls per turn, so every turn's call can have the same id.
         self.call_id: str | None = None
+        self.approval_timeout: float | None = None
         # the loop goagent-py serve runs on (uvloop when installed)
         self.loop = (event_loop_factory() or asyncio.new_event_loop)()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -95,6 +96,7 @@ class _Server:
                 model="scripted",
                 tools=[wipe],
                 short_term_memory=ctx.short_term_memory,
+                approval_timeout=self.approval_timeout,
             )
 
         return factory
@@ -248,5 +250,32 @@ def test_a_second_call_with_the_same_id_gets_its_own_card(server: _Server, tmp_p
         assert server.ran == ["disk", "backup"]
         severe = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert severe == []
+    finally:
+        driver.quit()
+
+
+def test_after_the_deadline_the_card_offers_only_deny(server: _Server, tmp_path: Path) -> None:
+    # durable11: past its deadline a call takes only a denial, yet the card still offered
+    # Approve (and the server refused it, the card came back with Approve again).
+    server.approval_timeout = 0
+    driver = _chromium(tmp_path / "chromium")
+    try:
+        wait = WebDriverWait(driver, _WAIT)
+        driver.get(server.base + "/")
+        wait.until(lambda d: d.find_element(By.ID, "whoami").text == "signed in as local")
+        driver.find_element(By.ID, "new-thread").click()
+        wait.until(lambda d: _texts(d, "#threads li.active") == ["New chat"])
+        driver.find_element(By.ID, "input").send_keys("wipe disk")
+        driver.find_element(By.ID, "send").click()
+        wait.until(lambda d: _shown(d, "#messages details.tool .decision .deny"))
+        for _ in range(2):  # as the run left it, and read back after a reload
+            box = driver.find_element(By.CSS_SELECTOR, "#messages .decision")
+            assert not box.find_element(By.CSS_SELECTOR, ".approve").is_enabled()
+            assert "only Deny is taken" in box.text
+            driver.refresh()
+            wait.until(lambda d: _shown(d, "#messages details.tool .decision .deny"))
+        driver.find_element(By.CSS_SELECTOR, "#messages .decision .deny").click()
+        wait.until(lambda d: any(t.startswith("after:") for t in _texts(d, ".msg.assistant .text")))
+        assert server.ran == []
     finally:
         driver.quit()
