@@ -16,8 +16,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from goagent_py._sqlite import transaction as _transaction
 from goagent_py._sqlite import HeldConnection, use_wal
+from goagent_py._sqlite import transaction as _transaction
 from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, GoAgentError, MemoryStoreError
 

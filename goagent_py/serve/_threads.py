@@ -104,7 +104,9 @@ class ThreadStore:
                 return fn(conn)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            self.path, timeout=5.0, isolation_level=None, check_same_thread=False
+        )
         try:
             use_wal(conn, 5.0)
             conn.execute(_SCHEMA)

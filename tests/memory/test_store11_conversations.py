@@ -70,7 +70,8 @@ async def test_a_write_based_on_a_read_from_before_another_writers_clear_is_refu
         await run.append([assistant_message("deployed")])
     assert isinstance(caught.value, MemoryStoreError)  # what every caller already handles
     assert caught.value.session_id == "s"
-    assert "cleared" in str(caught.value) and "load" in str(caught.value)
+    assert "cleared" in str(caught.value)
+    assert "load" in str(caught.value)
     assert await other.load() == []  # the clear stands: nothing of the old turn comes back
     # A writer that read the conversation since goes on from what it holds now.
     assert await run.load() == []
