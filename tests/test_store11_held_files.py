@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -115,3 +118,58 @@ async def test_a_relative_thread_index_path_names_one_file_after_a_chdir(
     finally:
         store.close()
     assert not (tmp_path / "b" / "serve.db").exists()
+
+
+_FORKING = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from goagent_py.memory.storage import SQLiteStorage
+    from goagent_py.messages import user_message
+
+    storage = SQLiteStorage(sys.argv[1], session_id="s")
+
+    async def write(who: str, n: int, close: bool = False) -> None:
+        for i in range(n):
+            await storage.append([user_message(f"{who} {i}")])
+            await storage.load()
+        if close:
+            await storage.aclose()
+
+    asyncio.run(write("before", 1))  # the parent's connection is open across the fork
+    pid = os.fork()
+    if pid == 0:
+        try:
+            asyncio.run(write("child", 30, close=True))
+        except BaseException as exc:
+            print("child failed:", repr(exc), flush=True)
+            os._exit(1)
+        os._exit(0)
+    asyncio.run(write("parent", 30))
+    _, status = os.waitpid(pid, 0)
+    print("child exit", os.waitstatus_to_exitcode(status), flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_writes_through_a_connection_of_its_own(tmp_path: Path) -> None:
+    """SQLite's rule: no connection carried across fork(). A pre-forking server's workers
+    (and their exit) leave the parent's file and connection whole."""
+    path = tmp_path / "chat.db"
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKING, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "child exit 0" in done.stdout, done.stdout
+    check = sqlite3.connect(path)
+    try:
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        texts = [row[0] for row in check.execute("SELECT message FROM goagent_messages")]
+    finally:
+        check.close()
+    assert len(texts) == 61

@@ -236,3 +236,36 @@ async def test_list_sessions_lists_conversations_not_their_stored_parts(opener: 
     await opener("bob").append([user_message("yo")])
     assert await alice.list_sessions() == ["alice", "bob"]
     assert _texts(await part.load()) == ["a big tool result"]  # the part is still stored
+
+
+async def test_two_sessions_on_one_conversation_keep_one_valid_record(opener: Opener) -> None:
+    """Two terminals of `goagent-py chat --db same.db`: B's turn lands while A's run waits in a
+    tool; both transcripts are the one record, and every request either sends is valid."""
+    in_tool, go_on = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def build(target: str) -> str:
+        """Build a target."""
+        in_tool.set()
+        await go_on.wait()
+        return f"{target} built"
+
+    a_model = ScriptedProvider(tool_call_response(("build", {"target": "x"})), "A done.", "A2.")
+    b_model = ScriptedProvider("B done.")
+    a = Session(
+        Agent(provider=a_model, tools=[build], short_term_memory=ShortTermMemory(opener("s")))
+    )
+    b = Session(Agent(provider=b_model, short_term_memory=ShortTermMemory(opener("s"))))
+    running = asyncio.create_task(a.prompt("A asks"))
+    await in_tool.wait()
+    await b.prompt("B asks")
+    go_on.set()
+    await running
+    await a.prompt("A again")
+    record = await ShortTermMemory(opener("s")).transcript()
+    assert a.transcript == record
+    assert validate_transcript(record) == []
+    for model in (a_model, b_model):
+        for request in model.requests:
+            assert validate_transcript(list(request.messages)) == []
+    assert "B asks" in _texts(list(a_model.requests[-1].messages))  # A sees B's turn
