@@ -366,23 +366,34 @@ class SQLiteStorage:
         return messages
 
     def _rows(self, conn: sqlite3.Connection) -> tuple[int, list[tuple[int, str, bytes]]]:
-        """The session's generation and rows, read in one transaction (one snapshot: a clear
-        committed between two reads would pair the old rows with the new generation)."""
-        conn.execute("BEGIN")
+        """The session's generation and rows, read by one statement (one snapshot: a clear
+        committed between two reads would pair the old rows with the new generation). An empty
+        conversation reads its generation apart: pairing "empty" with a later clear's
+        generation is what reading it after that clear would give."""
+        # As bytes, decoded per row by _decoded: sqlite3 decoding a broken row itself would fail
+        # the whole query without saying which row.
         try:
-            generation = _generation(conn, self.session_id)
-            # As bytes, decoded per row by _decoded: sqlite3 decoding a broken row itself would
-            # fail the whole query without saying which row.
             cursor = conn.execute(
-                f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
+                f"SELECT seq, typeof(message), CAST(message AS BLOB), (SELECT generation FROM "
+                f"{_GENERATIONS} WHERE session_id = ?1) FROM {_TABLE} WHERE session_id = ?1 "
+                "ORDER BY seq",
+                (self.session_id,),
+            )
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            cursor = conn.execute(  # a file made before the generations (see _migrate)
+                f"SELECT seq, typeof(message), CAST(message AS BLOB), 0 FROM {_TABLE} "
                 "WHERE session_id = ? ORDER BY seq",
                 (self.session_id,),
             )
-            rows = [(int(seq), str(kind), bytes(raw or b"")) for seq, kind, raw in cursor]
-        finally:
-            if conn.in_transaction:
-                conn.execute("COMMIT")  # a read: nothing to keep or undo
-        return generation, rows
+        generation = None
+        rows: list[tuple[int, str, bytes]] = []
+        for seq, kind, raw, generation in cursor:
+            rows.append((int(seq), str(kind), bytes(raw or b"")))
+        if not rows:
+            return _generation(conn, self.session_id), rows
+        return int(generation or 0), rows
 
     def _decoded(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
         """The messages of ``rows`` (all of the session's, in order), each row decoded once: a
