@@ -387,13 +387,11 @@ class SQLiteStorage:
                 "WHERE session_id = ? ORDER BY seq",
                 (self.session_id,),
             )
-        generation = None
-        rows: list[tuple[int, str, bytes]] = []
-        for seq, kind, raw, generation in cursor:
-            rows.append((int(seq), str(kind), bytes(raw or b"")))
-        if not rows:
+        found = cursor.fetchall()
+        rows = [(int(seq), str(kind), bytes(raw or b"")) for seq, kind, raw, _ in found]
+        if not found:
             return _generation(conn, self.session_id), rows
-        return int(generation or 0), rows
+        return int(found[0][3] or 0), rows
 
     def _decoded(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
         """The messages of ``rows`` (all of the session's, in order), each row decoded once: a
