@@ -269,3 +269,14 @@ async def test_two_sessions_on_one_conversation_keep_one_valid_record(opener: Op
         for request in model.requests:
             assert validate_transcript(list(request.messages)) == []
     assert "B asks" in _texts(list(a_model.requests[-1].messages))  # A sees B's turn
+
+
+async def test_a_key_alone_is_not_spent_on_a_cleared_conversation(opener: Opener) -> None:
+    run, other = opener("s"), opener("s")
+    await run.append([user_message("q")])
+    await run.load()
+    await other.clear()
+    with pytest.raises(ConversationClearedError):
+        await run.append_once("step-1", [])
+    await run.load()
+    assert await run.append_once("step-1", [user_message("fresh")]) is True

@@ -510,7 +510,17 @@ class PostgresStorage:
                 )
                 if await cur.fetchone() is None:
                     return False
-            if not rows:
+            if not rows:  # a key alone: spent only if the session was not cleared since
+                if expected is not None:
+                    cur = await conn.execute(
+                        self._sql(
+                            "SELECT generation FROM {sessions} WHERE session_id = %s FOR SHARE"
+                        ),
+                        (self.session_id,),
+                    )
+                    found = await cur.fetchone()
+                    if (0 if found is None else int(found[0])) != expected:
+                        raise cleared_error(self._where(), self.session_id)
                 return True
             # The upsert row-locks the session's counter until commit: writers of one session
             # queue here for a few milliseconds, and their seq ranges never overlap. A clear
