@@ -60,10 +60,12 @@ from goagent_py.approvals import (
     RunContext,
     ToolDecision,
     ToolOutput,
+    decision_hint,
     inner_decisions,
     kept_results,
     new_token,
     pending_metadata,
+    pending_of,
     under,
 )
 from goagent_py.budget import BudgetExceededError, active_budgets, before_call
@@ -1219,9 +1221,11 @@ class Run:
                 held.extend(under(result.call.id, wait[0]))
                 inner[result.call.id] = wait[1]
         self._waiting = {}
-        message.metadata[PENDING_KEY] = pending_metadata(
-            self.new_token(), held, inner=inner, done=done
-        )
+        token = self.new_token()
+        # Every call listed in this wait carries its token (PendingCall.token): a decision
+        # may name it, so a late one for an earlier wait is refused, not taken here.
+        held = [replace(p, token=token) for p in held]
+        message.metadata[PENDING_KEY] = pending_metadata(token, held, inner=inner, done=done)
         self.pending_calls = []
         self.pending = held
         self.stop_reason = StopReason.DEFERRED
@@ -1576,11 +1580,12 @@ class Run:
                     yield event
             messages = ([self._recalled] if self._recalled is not None else []) + self._history
             self._messages = messages  # what a tool's context reads (agents as tools)
-            if self.resume is None and self._history and waiting_at(self._history) >= 0:
+            at = waiting_at(self._history) if self.resume is None and self._history else -1
+            if at >= 0:
+                hint = decision_hint(pending_of(self._history[at])[1], now=self.clock())
                 raise ApprovalPendingError(
                     "the conversation's last tool calls wait for decisions: resume it with "
-                    "them (agent.resume({call_id: Approve() or Deny(...)}), session.resume(...)) "
-                    "before a new prompt"
+                    f"them (agent.{hint}, or session.resume(...)) before a new prompt"
                 )
             for m in self.prompt:
                 messages.append(m)  # :meth:`_append`, without a call per message

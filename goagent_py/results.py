@@ -111,12 +111,17 @@ class PendingCall:
         via: for a call made inside a tool (an agent used as a tool), the ids of the calls it
             was made under, from this run's down (empty for this run's own calls). The call's
             ``id`` is then that path and the inner call's id joined by ``/``: ``"p1/k1"``.
+        token: the token of the wait the call is listed in (one per wait: every call of a
+            turn that waits shares it; "" where none is known). A decision may carry it
+            (``Approve(token=call.token)``) so that it cannot be taken by a later wait whose
+            call reuses this id (local models' servers number calls per turn).
     """
 
     call: ToolCall
     kind: Literal["approval", "external"] = "approval"
     deadline: float | None = None
     via: tuple[str, ...] = ()
+    token: str = ""
 
     @property
     def id(self) -> str:
