@@ -439,11 +439,59 @@ def _slot_change(text: str) -> Fact | None:
     return None
 
 
+# Who a clause is about, when a pattern does not say it itself ("hired by Acme", "got a job
+# at", "after moving to"): the clause's own subject, or the one of the clause it continues.
+_SELF = frozenset("i i'm i've i'd i'll we we're we've we'd we'll".split())
+_OTHERS = frozenset(
+    "he she they he's she's they're they've he'd she'd they'd you you're you've his her their "
+    "it it's its".split()
+)
+_OPENERS = frozenset(
+    "and but so then also just finally recently now today yesterday eventually luckily well "
+    "oh ok okay actually anyway guess what after that later soon last this year month week "
+    "news update btw good great yay wow hey hi hello yes woohoo hooray phew whew big "
+    "quick fyi".split()
+)
+_CLAUSE_SPLIT = re.compile(r"[,;:.!?()]|\s(?:and|but|so|because|while|when|then)\s", re.I)
+_WORD = re.compile(r"[A-Za-z][\w'’-]*")
+
+
+def _about_someone_else(text: str, start: int) -> bool:
+    """Whether the words before ``start`` make someone other than the user the subject of
+    what follows ("My wife got a job at Acme", "Anna was hired by Acme", "My brother found a
+    job after moving to Berlin"); no subject at all ("Got hired by Acme!") is the user."""
+    before = text[:start]
+    clauses = _CLAUSE_SPLIT.split(before)
+    for clause in reversed(clauses):
+        words = _WORD.findall(clause)
+        if any(w.casefold() in _SELF for w in words):
+            return False  # "My wife and I moved...", "I found a job after moving to ..."
+        while words and words[0].casefold() in _OPENERS:
+            words = words[1:]
+        if not words:
+            continue  # a clause without a subject continues the one before it
+        first = words[0]
+        if first.casefold() in _OTHERS or first.casefold() in ("my", "our"):
+            return True
+        if first[:1].isupper():
+            return True  # a name: "Anna got a job at Acme"
+        if first.casefold() in ("me", "myself"):
+            return False
+        # A clause that opens on a verb ("got hired by", "packed up and left") continues the
+        # one before it.
+    return False
+
+
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|we|we're|we've|my|our|me)\b", re.IGNORECASE)
+
+
 def _set_fact(text: str) -> Fact | None:
     for slot, pattern, template in _SET_RE:
         match = pattern.search(text)
         if match is None:
             continue
+        if not _FIRST_PERSON.search(match.group(0)) and _about_someone_else(text, match.start()):
+            continue  # what a pattern without a subject says is about someone else here
         value = _clean_value(match.group("v"))
         if not value:
             continue
