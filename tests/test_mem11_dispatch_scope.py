@@ -26,28 +26,29 @@ class FakeClock:
     def __init__(self) -> None:
         self.now = 1000.0
         self.asked: list[float] = []  # every sleep asked for, in order
-        self._moved = asyncio.Condition()
+        self.moved = asyncio.Condition()
 
     def __call__(self) -> float:
         return self.now
 
     async def advance(self, seconds: float) -> None:
         self.now += seconds
-        async with self._moved:
-            self._moved.notify_all()
+        async with self.moved:
+            self.moved.notify_all()
 
     async def sleep(self, seconds: float) -> None:
         """An injected sleep on this clock: returns once the clock has moved ``seconds``."""
         until = self.now + seconds
-        self.asked.append(seconds)
-        async with self._moved:
-            await self._moved.wait_for(lambda: self.now >= until - 1e-9)
+        async with self.moved:
+            self.asked.append(seconds)
+            self.moved.notify_all()
+            await self.moved.wait_for(lambda: self.now >= until - 1e-9)
 
 
 async def _waiting(clock: FakeClock, count: int) -> None:
-    """Return once ``count`` sleeps have been asked for (the loop runs the waiters meanwhile)."""
-    while len(clock.asked) < count:
-        await asyncio.sleep(0)
+    """Return once ``count`` sleeps have been asked for."""
+    async with clock.moved:
+        await clock.moved.wait_for(lambda: len(clock.asked) >= count)
 
 
 async def test_waiters_behind_a_cancelled_waiter_move_up_at_once() -> None:
@@ -92,7 +93,8 @@ async def test_a_cancelled_waiter_does_not_move_the_waiters_ahead_of_it() -> Non
     assert not a.done()  # still due at 1 s: the one behind it left, nothing ahead
     await clock.advance(0.5)
     done, _ = await asyncio.wait({a}, timeout=10)
-    assert a in done and a.result() == pytest.approx(1.0)
+    assert a in done
+    assert a.result() == pytest.approx(1.0)
     assert limiter.tokens == pytest.approx(0.0)
 
 
@@ -175,9 +177,7 @@ async def test_idle_keyed_breakers_are_not_kept() -> None:
         calls += 1
         return [TextBlock("ok")]
 
-    middleware = circuit_breaker_middleware(
-        1, 60.0, key=lambda call, ctx: call.arguments["user"]
-    )
+    middleware = circuit_breaker_middleware(1, 60.0, key=lambda call, ctx: call.arguments["user"])
     call = middleware(base)
     before = _live_breakers()
     for i in range(500):

@@ -62,18 +62,69 @@ _BARE = re.compile(rf"^{_LEAD}(?P<rest>(?:not\s+)?[^\s,].*)$", re.IGNORECASE)
 # A value is a few words naming something, not a clause or a remark ("I mean it", "sorry,
 # it's fine").
 _NOT_VALUES = frozenset(
-    "it that this what fine ok okay alright nothing yes no sure well right true correct wrong "
-    "later sorry same so there here".split()
+    [
+        "it",
+        "that",
+        "this",
+        "what",
+        "fine",
+        "ok",
+        "okay",
+        "alright",
+        "nothing",
+        "yes",
+        "no",
+        "sure",
+        "well",
+        "right",
+        "true",
+        "correct",
+        "wrong",
+        "later",
+        "sorry",
+        "same",
+        "so",
+        "there",
+        "here",
+    ]
 )
 _CLAUSE_START = frozenset(
-    "i i'm i've i'd i'll me my mine we we're our us you you're your he she they it's "
-    "that's to what who when where why how".split()
+    [
+        "i",
+        "i'm",
+        "i've",
+        "i'd",
+        "i'll",
+        "me",
+        "my",
+        "mine",
+        "we",
+        "we're",
+        "our",
+        "us",
+        "you",
+        "you're",
+        "your",
+        "he",
+        "she",
+        "they",
+        "it's",
+        "that's",
+        "to",
+        "what",
+        "who",
+        "when",
+        "where",
+        "why",
+        "how",
+    ]
 )
 _MAX_WORDS = 6
+_QUOTES = "\"'\u201c\u201d\u2018\u2019"
 
 
 def _value(raw: str) -> str:
-    value = raw.strip().strip("\"'“”‘’*").rstrip(".!…").strip().strip("\"'“”‘’")
+    value = raw.strip().strip(_QUOTES + "*").rstrip(".!…").strip().strip(_QUOTES)
     words = value.split()
     if not words or len(words) > _MAX_WORDS:
         return ""

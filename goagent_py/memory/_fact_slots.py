@@ -441,19 +441,84 @@ def _slot_change(text: str) -> Fact | None:
 
 # Who a clause is about, when a pattern does not say it itself ("hired by Acme", "got a job
 # at", "after moving to"): the clause's own subject, or the one of the clause it continues.
-_SELF = frozenset("i i'm i've i'd i'll we we're we've we'd we'll".split())
+_SELF = frozenset(["i", "i'm", "i've", "i'd", "i'll", "we", "we're", "we've", "we'd", "we'll"])
 _OTHERS = frozenset(
-    "he she they he's she's they're they've he'd she'd they'd you you're you've his her their "
-    "it it's its".split()
+    [
+        "he",
+        "she",
+        "they",
+        "he's",
+        "she's",
+        "they're",
+        "they've",
+        "he'd",
+        "she'd",
+        "they'd",
+        "you",
+        "you're",
+        "you've",
+        "his",
+        "her",
+        "their",
+        "it",
+        "it's",
+        "its",
+    ]
 )
 _OPENERS = frozenset(
-    "and but so then also just finally recently now today yesterday eventually luckily well "
-    "oh ok okay actually anyway guess what after that later soon last this year month week "
-    "news update btw good great yay wow hey hi hello yes woohoo hooray phew whew big "
-    "quick fyi".split()
+    [
+        "and",
+        "but",
+        "so",
+        "then",
+        "also",
+        "just",
+        "finally",
+        "recently",
+        "now",
+        "today",
+        "yesterday",
+        "eventually",
+        "luckily",
+        "well",
+        "oh",
+        "ok",
+        "okay",
+        "actually",
+        "anyway",
+        "guess",
+        "what",
+        "after",
+        "that",
+        "later",
+        "soon",
+        "last",
+        "this",
+        "year",
+        "month",
+        "week",
+        "news",
+        "update",
+        "btw",
+        "good",
+        "great",
+        "yay",
+        "wow",
+        "hey",
+        "hi",
+        "hello",
+        "yes",
+        "woohoo",
+        "hooray",
+        "phew",
+        "whew",
+        "big",
+        "quick",
+        "fyi",
+    ]
 )
 _CLAUSE_SPLIT = re.compile(r"[,;:.!?()]|\s(?:and|but|so|because|while|when|then)\s", re.I)
-_WORD = re.compile(r"[A-Za-z][\w'’-]*")
+_WORD = re.compile(r"[A-Za-z][\w'\u2019-]*")
 
 
 def _about_someone_else(text: str, start: int) -> bool:

@@ -4,7 +4,8 @@ Every chunker implements :class:`~goagent_py.memory.base.Chunker`:
 ``chunk(blocks, metadata=None) -> list[Chunk]``. They are sync, pure and deterministic.
 
 Sizes: ``max_size`` and ``overlap`` are measured with an estimator's ``count_text``; by default
-:class:`~goagent_py.memory.tokens.HeuristicEstimator`, i.e. tokens estimated as UTF-8 bytes / 4.
+:class:`~goagent_py.memory.tokens.HeuristicEstimator` (ASCII bytes / 4, other scripts per
+character).
 Pass ``estimator=CharEstimator()`` to measure characters, or a ``TiktokenEstimator`` for real
 tokens. The size of a chunk is the measure of its whole text (separators included), so
 ``measure(chunk) <= max_size`` holds for every chunk except where a chunker says otherwise.

@@ -144,7 +144,8 @@ class RuleDecider:
                 decided[-1] += _set(index, text, fact, known)
         # A corrected fact is stored as the statement it corrects, never as "I meant John".
         return [
-            replace(d, text=meant[d.fact]) if d.fact in meant and d.op == "ADD" and not d.text
+            replace(d, text=meant[d.fact])
+            if d.fact in meant and d.op == "ADD" and not d.text
             else d
             for ds in decided
             for d in ds

@@ -77,6 +77,7 @@ from goagent_py.memory.records import (
     state_of,
     with_change,
 )
+from goagent_py.memory.tokens import heuristic_tokens
 from goagent_py.memory.vector._common import SESSION_KEY
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
@@ -141,8 +142,11 @@ class _MessageCounter(Protocol):
     def count(self, message: Message) -> int: ...
 
 
-def _bytes_over_four(message: Message) -> int:
-    return (len(message.text.encode("utf-8", "surrogatepass")) + 3) // 4
+def _heuristic_count(message: Message) -> int:
+    """A recalled memory's text: ASCII bytes / 4 rounded up, other text as the heuristic
+    counts it (per character by script: a Chinese memory is not counted at half its size)."""
+    text = message.text
+    return (len(text) + 3) // 4 if text.isascii() else heuristic_tokens(text)
 
 
 def message_digest(message: Message) -> str:
@@ -295,7 +299,8 @@ class LongTermMemory:
         token_budget: the most tokens recalled memories may take; the lowest-scored are dropped
             first (None: no budget).
         estimator: counts a message's tokens for the budget (any object with
-            ``count(message) -> int``, e.g. a ``TokenEstimator``); None uses text bytes / 4.
+            ``count(message) -> int``, e.g. a ``TokenEstimator``); None counts the text as
+            ``HeuristicEstimator`` does.
         max_concurrency: the most ``embed`` calls in flight at once (non-batch embedders).
         decider: consolidates each turn's user facts with the memories they change
             (:mod:`goagent_py.memory.consolidation`): ``RuleDecider()`` (model-free),
@@ -404,9 +409,9 @@ class LongTermMemory:
         # loops are kept apart as other processes are: by the store's compare-and-set.
         # A scope's lock lives while a writer holds or awaits it: a served app's table does
         # not grow by one lock per user forever.
-        self._locks: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[str, _ScopeLock]
-        ] = weakref.WeakKeyDictionary()
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _ScopeLock]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._locks_guard = threading.Lock()
 
     def __repr__(self) -> str:
@@ -897,7 +902,7 @@ class LongTermMemory:
         the tie order of :meth:`_newer_first`)."""
         if budget is None:
             return found
-        count = self.estimator.count if self.estimator is not None else _bytes_over_four
+        count = self.estimator.count if self.estimator is not None else _heuristic_count
         kept: list[ScoredMessage] = []
         left = budget
         for scored in found:

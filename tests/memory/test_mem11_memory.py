@@ -70,9 +70,7 @@ async def test_the_writer_locks_of_many_users_are_not_kept_after_their_turns() -
     # one lock per user ever seen, for the life of the process).
     m = memory()
     before = _live_locks()
-    await asyncio.gather(
-        *(say(m, f"I live in City{i}.", session=f"user-{i}") for i in range(300))
-    )
+    await asyncio.gather(*(say(m, f"I live in City{i}.", session=f"user-{i}") for i in range(300)))
     assert _live_locks() - before < 5
     assert await current(m, "user-7") == ["I live in City7."]
 
@@ -202,6 +200,8 @@ async def test_a_passage_stored_as_a_user_message_is_not_the_users_fact_to_repla
     await say(m, "My name is Priya.")
     assert (await states(m))["My name is Admin."] == "current"
     found = await m.retrieve([TextBlock("What was my name before?")], session="alice", top_k=5)
-    assert [s.message.text for s in found if s.message.metadata.get("memory_state") == "superseded"] == []
+    assert [
+        s.message.text for s in found if s.message.metadata.get("memory_state") == "superseded"
+    ] == []
     [record] = [r for r in await m.records(session="alice") if r.text == "My name is Priya."]
     assert [c.op for c in record.history] == ["add"]
