@@ -10,7 +10,7 @@ decider adds it as today. Pure and small on purpose: a pattern list, not a gramm
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = ["Fact", "is_retraction", "parse_fact", "same_value"]
@@ -657,12 +657,30 @@ def is_retraction(text: str) -> bool:
     return bool(_RETRACT_LAST.search(text.strip()))
 
 
+_NOT_BUT = re.compile(
+    r"\b(?P<be>is|are|was)(?:n't| not) (?P<w>[^,;]+?),? (?:it's|it is|they're|they are|but) "
+    r"(?:it's |it is |actually )?(?P<v>[^,;]+)$",
+    re.IGNORECASE,
+)
+
+
 def parse_fact(text: str) -> Fact | None:
     """``text`` as a fact the model-free decider can reason about, or None."""
     text = _PREFIX.sub("", text.strip())
     if not text or text.endswith("?"):
         return None
     text = _TIME_WORDS.sub("", text.rstrip(".!… ")).strip()
+    # "My name isn't Priya, it's Riya" says what the name is, and is stored so.
+    said = _NOT_BUT.sub(r"\g<be> \g<v>", text)
+    if said != text:
+        fact = _parse(said)
+        if fact is not None and fact.kind == "set" and not fact.canonical:
+            return replace(fact, canonical=said[:1].upper() + said[1:] + ".")
+        return fact
+    return _parse(text)
+
+
+def _parse(text: str) -> Fact | None:
     if _RETRACT_LAST.search(text):
         return Fact("", "", "retract")
     forget = _FORGET.match(text)
@@ -700,7 +718,10 @@ def _retraction(text: str) -> Fact | None:
         return Fact(_norm_slot(slot), "", "retract", event=True, words=f"I have a {slot}")
     mine = _MY_NO_LONGER.search(text)
     if mine is not None:
-        return Fact(_norm_slot(mine.group("slot")), _clean_value(mine.group("v")), "retract")
+        # "My favourite colour is no longer blue": when nothing known says blue, the
+        # statement is kept as said (it is news), as every negation below.
+        slot, value = _norm_slot(mine.group("slot")), _clean_value(mine.group("v"))
+        return Fact(slot, value, "retract", event=True)
     if _NOT_WITH.search(text):
         return None  # a break-up, read by _left as an event
     match = _NO_LONGER.search(text) or _NOT_ANY_MORE.search(text)
@@ -721,7 +742,8 @@ def _retraction(text: str) -> Fact | None:
     positive = f"{who} {clause}"
     parsed = _set_fact(positive) or _multi_fact(positive)
     if parsed is not None:
-        return Fact(parsed.slot, parsed.value, "retract", event=more, words=positive, more=more)
+        # "I don't like coffee" said of nothing known is a fact of its own: kept as said.
+        return Fact(parsed.slot, parsed.value, "retract", event=True, words=positive, more=more)
     if not _CHANGE_WORDS.search(text):
         return None  # "I don't know": a negation, not a change
     # A change of something the rules do not read as a slot ("I no longer eat meat"): its

@@ -137,6 +137,12 @@ class RuleDecider:
                 decided[-1] += _retract(index, fact, known)
                 continue
             said.append((index, fact))
+            # A negation stored as said ("I don't like coffee.") is no longer true once the
+            # user says the fact itself.
+            decided[-1] += [
+                Decision(fact=index, op="DELETE", target=c.id) for c in _negations(fact, known)
+            ]
+            known = [(c, f) for c, f in known if not _negates(f, fact)]
             if fact.kind == "multi":
                 same = [c for c, f in known if f == fact or (f and _same(f, fact))]
                 decided[-1].append(Decision(fact=index, op="NOOP" if same else "ADD"))
@@ -189,6 +195,22 @@ def _correct(
         if fixed is not None and (best is None or fixed[1] > best[0]):
             best = (fixed[1], fixed[0], candidate)
     return (best[1], best[2], None) if best is not None else None
+
+
+def _negates(known: Fact | None, fact: Fact) -> bool:
+    """Whether ``known`` (a memory read as a retraction, "I don't like coffee.") denies what
+    ``fact`` says ("I like coffee.")."""
+    return (
+        known is not None
+        and known.kind == "retract"
+        and known.slot == fact.slot
+        and bool(known.value)
+        and same_value(known.value, fact.value)
+    )
+
+
+def _negations(fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]) -> list[MemoryRecord]:
+    return [c for c, f in known if _negates(f, fact)]
 
 
 def _replaced_in_turn(fact: Fact, said: list[tuple[int, Fact]]) -> set[int]:
