@@ -327,7 +327,9 @@ class RecursiveChunker:
     big is split again with the next level (``"\\n"``, ``". "``, ``"! "``, ``"? "``, ``" "``),
     and at the very end by characters. Separators stay with the text before them, so a sentence
     keeps its period and joining the chunks gives back the text (whitespace-only pieces aside):
-    every chunk is an exact slice of the text and no chunk exceeds ``max_size``.
+    every chunk is an exact slice of the text and no chunk exceeds ``max_size``, but for a
+    single character that alone does (an emoji is 2 heuristic tokens: with ``max_size=1`` it
+    is a chunk of its own).
 
     With ``overlap``, text is first cut to ``max_size - overlap``, then each chunk also starts
     with the last whole words of the previous chunk, as many as fit in ``overlap`` (and in

@@ -310,6 +310,9 @@ the user lives, their name, job, employer, phone, age, partner, car, a favourite
 memory's id and the merged text, written as the user would say it now ("I live in Porto.").
 - DELETE: the user says an existing memory is no longer true or asks to forget it. Give its id.
 - NOOP: the memory already says it.
+A correction of what the user just said ("Sorry, I meant John.", "*John") is an UPDATE of \
+the memory marked (latest) that it corrects, with the corrected text ("My brother is called \
+John.").
 Only use ids from EXISTING MEMORIES. Answer with JSON only, no prose:
 {"decisions": [{"fact": 0, "op": "UPDATE", "id": "m1", "text": "I live in Porto."}]}"""
 
@@ -461,8 +464,11 @@ def _prompt(facts: Sequence[str], candidates: Sequence[MemoryRecord]) -> str:
     lines: list[Any] = ["NEW FACTS:"]
     lines += [f"{i}: {json.dumps(f)}" for i, f in enumerate(facts)]
     lines.append("EXISTING MEMORIES:")
+    newest = max((c.created_at or _EPOCH for c in candidates), default=_EPOCH)
     for i, c in enumerate(candidates, 1):
         said = f" (said {c.created_at.date().isoformat()})" if c.created_at else ""
+        if c.created_at is not None and c.created_at == newest:
+            said += " (latest)"
         lines.append(f"m{i}{said}: {json.dumps(c.text)}")
     if not candidates:
         lines.append("(none)")

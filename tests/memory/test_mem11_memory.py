@@ -320,3 +320,29 @@ async def test_a_value_changed_back_and_forth_leaves_one_current_fact_and_its_hi
         "I live in Porto.",
         "I live in Madrid.",
     }
+
+
+@pytest.mark.needs_extra("vector")
+async def test_many_users_changing_facts_at_once_on_one_sqlite_vec_file(tmp_path: Any) -> None:
+    # 40 users, each changing home twice, all at once on one file: each user ends with their
+    # own last home, current, and nothing of anyone else's.
+    from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
+
+    store = SqliteVecStore(tmp_path / "memories.db", table="memories", dimensions=64)
+    m = LongTermMemory(FakeEmbedder(64), store, decider=RuleDecider(), clock=Clock())
+
+    async def user(i: int) -> None:
+        await say(m, f"I live in Lisbon{i}.", f"I moved to Porto{i}.", session=f"u{i}")
+        await say(m, f"I moved to Madrid{i}.", session=f"u{i}")
+
+    try:
+        await asyncio.gather(*(user(i) for i in range(40)))
+        for i in (0, 17, 39):
+            assert await current(m, f"u{i}") == [f"I live in Madrid{i}."]
+            assert set(await states(m, f"u{i}")) == {
+                f"I live in Lisbon{i}.",
+                f"I live in Porto{i}.",
+                f"I live in Madrid{i}.",
+            }
+    finally:
+        await store.aclose()

@@ -74,3 +74,15 @@ def test_a_token_window_on_a_chinese_conversation_fits_the_real_budget() -> None
     window = TokenWindow(4000).apply(_conversation(40))
     assert len(window) > 10
     assert sum(real.count(m) for m in window) <= 4000
+
+
+def test_a_character_heavier_than_the_chunk_size_is_a_chunk_of_its_own() -> None:
+    # An emoji is 2 heuristic tokens (bytes / 4 made any character at most 1): the recursive
+    # chunker cannot cut it, and gives it alone rather than looping or dropping it.
+    from goagent_py.memory.chunking import RecursiveChunker
+
+    assert RecursiveChunker(1, 0).split("\U0001f600\U0001f600 ab") == [
+        "\U0001f600",
+        "\U0001f600",
+        "ab",
+    ]
