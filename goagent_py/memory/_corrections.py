@@ -36,9 +36,14 @@ _SORRY = (
 _FILLER = r"(?:no|nope|wait|no wait|hang on|hold on|actually|oh|ah|er|erm|um|uh|ok|okay|so)"
 _LEAD = rf"(?:(?:{_SORRY}|{_FILLER})\s*[,.!:;-]*\s+)*"
 _MEANT = re.compile(
-    rf"^{_LEAD}(?:i meant(?: to (?:say|write|type))?|i should have (?:said|written|typed)|"
-    r"(?:it|that) should (?:be|read|say|have been)|should (?:be|read|say|have been))"
+    rf"^{_LEAD}(?:i meant(?: to (?:say|write|type))?|i should have (?:said|written|typed))"
     r"\s*[,:]?\s+(?P<v>.+)$",
+    re.IGNORECASE,
+)
+# "That should be Porto" corrects with a name or a number; "it should be ready tomorrow" is
+# a remark.
+_SHOULD = re.compile(
+    rf"^{_LEAD}(?:(?:it|that) )?should (?:be|read|say|have been)\s*[,:]?\s+(?P<v>.+)$",
     re.IGNORECASE,
 )
 # "I mean John" corrects after a marker ("No, I mean John") or with the wrong value named;
@@ -52,7 +57,8 @@ _SORRY_IS = re.compile(
     re.IGNORECASE,
 )
 _LABEL = re.compile(rf"^{_LEAD}(?:{_SORRY})\s*[:=-]\s*(?P<v>.+)$", re.IGNORECASE)
-_STAR = re.compile(r"^\*\s*(?P<v>[^*\s].*?)\*?$")
+# "*John" (the chat convention): a name or a number, not "*sigh*" (an action).
+_STAR = re.compile(r"^\*\s*(?P<v>[^*\s][^*]*)$")
 # "John, not Jon", "not Jon but John", "not Jon, John": the value says which one was wrong.
 _NOT_AFTER = re.compile(r"^(?P<v>.+?),?\s+(?:and )?not\s+(?P<w>.+)$", re.IGNORECASE)
 _NOT_BEFORE = re.compile(r"^not\s+(?P<w>.+?)(?:,\s*|\s+but\s+)(?P<v>.+)$", re.IGNORECASE)
@@ -157,10 +163,15 @@ def parse_correction(text: str) -> Correction | None:
     text = text.strip()
     if not text or text.endswith("?"):
         return None
-    for pattern in (_MEANT, _SORRY_IS, _LABEL, _STAR):
+    for pattern in (_MEANT, _SORRY_IS, _LABEL):
         match = pattern.match(text)
         if match is not None:
             return _split_wrong(match.group("v"))
+    for pattern in (_SHOULD, _STAR):
+        match = pattern.match(text)
+        if match is not None:
+            found = _split_wrong(match.group("v"))
+            return found if found is not None and _names(found.value) else None
     mean = _MEAN.match(text)
     if mean is not None:
         found = _split_wrong(mean.group("v"))
@@ -189,6 +200,11 @@ def _replace(text: str, old: str, new: str) -> str | None:
         return None
     last = found[-1]
     return text[: last.start()] + new + text[last.end() :]
+
+
+def _names(value: str) -> bool:
+    """Whether ``value`` is a name or a number ("John", "Porto", "555-0199")."""
+    return value[:1].isupper() or _numeric(value)
 
 
 def _numeric(value: str) -> bool:
@@ -249,7 +265,7 @@ def corrected_text(previous: str, correction: Correction) -> tuple[str, float] |
         replaced = _replace(previous, fact.value, value)
         if replaced is not None:
             return replaced, 2.0 + _like(fact.value, value)
-    spans = [s for s in _spans(previous) if _numeric(s) == _numeric(value)]
+    spans = [s for s in _spans(previous) if _same_kind(s, value)]
     spans = [s for s in spans if s.casefold() != value.casefold()]
     if not spans:
         return None

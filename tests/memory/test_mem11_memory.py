@@ -95,6 +95,7 @@ async def test_writers_of_one_user_still_wait_for_each_other() -> None:
         ("My brother is called Jon.", "Oops, it's spelled John.", "My brother is called John."),
         ("My brother is called Jon.", "*John", "My brother is called John."),
         ("My brother is called Jon.", "Correction: John", "My brother is called John."),
+        ("I live in Lisbon.", "That should be Porto.", "I live in Porto."),
         ("My brother is called Jon.", "John, not Jon.", "My brother is called John."),
         ("I live in Lisbon.", "Sorry, I meant Porto.", "I live in Porto."),
         ("I live in Lisbon.", "No wait, I meant Porto, not Lisbon.", "I live in Porto."),
@@ -140,10 +141,14 @@ async def test_a_correction_of_one_of_two_facts_said_together_picks_the_one_it_f
     assert await current(m) == ["I live in Lisbon.", "My brother is called John."]
 
 
-async def test_what_only_looks_like_a_correction_corrects_nothing() -> None:
+@pytest.mark.parametrize(
+    "remark", ["I mean it, he is great.", "I meant to call him.", "*sigh*", "*sigh", "Oops."]
+)
+async def test_what_only_looks_like_a_correction_corrects_nothing(remark: str) -> None:
     m = memory()
-    await say(m, "My brother is called Jon.", "I mean it, he is great.", "I meant to call him.")
+    await say(m, "My brother is called Jon.", remark, "It should be ready tomorrow, I think.")
     assert "My brother is called Jon." in await current(m)
+    assert all("sigh" not in text for text in await current(m))
 
 
 async def test_a_correction_that_fits_nothing_said_is_kept_as_said() -> None:
