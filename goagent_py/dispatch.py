@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import marshal
+import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
@@ -330,6 +331,7 @@ def circuit_breaker_middleware(
     check_circuit_breaker(max_failures, reset_timeout, owner="circuit_breaker_middleware")
     breakers: dict[str, CircuitBreaker] = {}
     keyed: dict[tuple[str, Hashable], _KeyedBreaker] = {}
+    keyed_lock = threading.Lock()
     log = logger or logging.getLogger("goagent_py.dispatch")
     kwargs = {"clock": clock} if clock is not None else {}
 
@@ -382,19 +384,21 @@ def circuit_breaker_middleware(
 
         async def keyed_call(tc: ToolCall) -> list[ContentBlock]:
             slot = (tc.name, key(tc, current_tool_context()))
-            held = keyed.get(slot)
-            if held is None:
-                held = keyed[slot] = _KeyedBreaker(
-                    CircuitBreaker(max_failures, reset_timeout, **kwargs)
-                )
-            held.calls += 1
+            with keyed_lock:  # runs of several threads (run_sync) share the table
+                held = keyed.get(slot)
+                if held is None:
+                    held = keyed[slot] = _KeyedBreaker(
+                        CircuitBreaker(max_failures, reset_timeout, **kwargs)
+                    )
+                held.calls += 1
             try:
                 result: list[ContentBlock] = await guarded(tc, held.breaker, next_)
                 return result
             finally:
-                held.calls -= 1
-                if held.calls == 0 and held.breaker.idle and keyed.get(slot) is held:
-                    del keyed[slot]  # nothing to remember: a closed circuit, no failure
+                with keyed_lock:
+                    held.calls -= 1
+                    if held.calls == 0 and held.breaker.idle and keyed.get(slot) is held:
+                        del keyed[slot]  # nothing to remember: a closed circuit, no failure
 
         return keyed_call
 

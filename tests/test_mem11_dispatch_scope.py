@@ -194,3 +194,14 @@ def _live_breakers() -> int:
 def test_a_key_that_is_not_a_function_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="key must be None or a function"):
         CircuitBreakerConfig(2, 60.0, key="user")  # type: ignore[arg-type]
+
+
+async def test_a_key_function_that_fails_fails_the_call_not_the_run() -> None:
+    # A run without the deps the key reads: the call is an error result the model reads,
+    # the tool does not run, and the run goes on.
+    agent = _agent(with_circuit_breaker(2, 60.0, key=lambda call, ctx: ctx.deps_as(User).name))
+    result = await agent.run("look it up")
+    [tool_message] = [m for m in result.messages if m.role == "tool"]
+    assert tool_message.is_error
+    assert "found" not in tool_message.text
+    assert result.text == "done"

@@ -7,6 +7,7 @@ injectable so tests never wait.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 
@@ -22,11 +23,24 @@ class _Waiter:
     """One caller waiting for its reserved token: when it is due on the limiter's clock, and
     the event that wakes it when a cancelled waiter ahead of it moves it up."""
 
-    __slots__ = ("due", "moved")
+    __slots__ = ("due", "loop", "moved")
 
     def __init__(self, due: float) -> None:
         self.due = due
         self.moved = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+
+    def wake(self) -> None:
+        """Wake it from any thread (a limiter may serve runs of several event loops)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            self.moved.set()
+            return
+        with contextlib.suppress(RuntimeError):  # its loop is closed: nobody to wake
+            self.loop.call_soon_threadsafe(self.moved.set)
 
 
 class RateLimiter:
@@ -107,7 +121,7 @@ class RateLimiter:
             self._tokens = min(float(self.burst), self._tokens + 1)
             for other in self._waiters[position:]:
                 other.due -= 1 / self.rate
-                other.moved.set()
+                other.wake()
             raise
         self._leave(waiter)
         return waiter.due - start
