@@ -42,6 +42,7 @@ __all__ = [
     "HeuristicEstimator",
     "TiktokenEstimator",
     "TokenEstimator",
+    "heuristic_tokens",
     "image_tokens",
 ]
 
