@@ -146,10 +146,11 @@ def blocks_of(message: Any) -> list[ContentBlock]:
 def busy_error(running: int) -> Exception:
     """What a message past the server's ``max_running`` gets: the spec's error for a server
     that is temporarily unavailable (JSON-RPC -32603), saying when to send it again."""
-    return _errors().InternalError(
+    error: Exception = _errors().InternalError(
         f"the server is running {running} tasks already (its max_running): send the message "
         "again when one has ended"
     )
+    return error
 
 
 def answer_parts(text: str) -> list[Any]:
