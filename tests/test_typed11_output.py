@@ -1,0 +1,132 @@
+"""Typed output against what models really send back: broken JSON in the ``final_result`` call,
+the JSON wrapped in prose or a fence, and answers so wrong that the list of errors is huge
+(docs/typed-output.md, "Validation, retries and output validators")."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pydantic import BaseModel
+
+from goagent_py import Agent, OutputDelta, OutputValidationError, ToolCall, tool
+from goagent_py.messages import INVALID_ARGUMENTS_KEY
+from goagent_py.output import FINAL_RESULT_TOOL
+from goagent_py.testing import ScriptedProvider, tool_call_response
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+def _broken(call_id: str, raw: str) -> object:
+    """A ``final_result`` call whose arguments were not JSON: providers hand it on as
+    ``{INVALID_ARGUMENTS_KEY: raw}`` (docs/architecture.md, rule 4)."""
+    return tool_call_response(ToolCall(call_id, FINAL_RESULT_TOOL, {INVALID_ARGUMENTS_KEY: raw}))
+
+
+def test_a_final_result_call_with_broken_json_is_told_so_and_kept_as_written() -> None:
+    """The model reads that its JSON is malformed (not "name: Field required", which it could
+    only answer by adding fields that are there), and the error keeps the text it wrote."""
+    raw = '{"name": "Paris", "population": 2'
+    p = ScriptedProvider(_broken("c1", raw), _broken("c2", raw))
+    agent = Agent(provider=p, output_type=City, output_retries=1)
+    with pytest.raises(OutputValidationError) as info:
+        agent.run_sync("Largest city?")
+    feedback = p.requests[1].messages[-1]
+    assert feedback.tool_call_id == "c1"
+    assert feedback.is_error
+    assert "not valid JSON" in feedback.text
+    assert "Field required" not in feedback.text
+    assert info.value.raw_output == raw
+    assert INVALID_ARGUMENTS_KEY not in str(info.value)
+
+
+def test_a_final_result_call_with_broken_json_can_be_fixed_on_the_retry() -> None:
+    p = ScriptedProvider(
+        _broken("c1", "{name: Paris}"),
+        tool_call_response((FINAL_RESULT_TOOL, {"response": {"name": "Paris", "population": 2}})),
+    )
+    result = Agent(provider=p, output_type=list[City] | City).run_sync("?")
+    assert result.output == City(name="Paris", population=2)
+    assert "not valid JSON" in p.requests[1].messages[-1].text
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        'Here is the city:\n```json\n{"name": "Paris", "population": 2}\n```\nAnything else?',
+        '```JSON\n{"name": "Paris", "population": 2}\n```',
+        '```\n{"name": "Paris", "population": 2}\n```',
+        'Sure! {"name": "Paris", "population": 2}',
+        '{"name": "Paris", "population": 2}\n\nThat is the largest city.',
+    ],
+)
+@pytest.mark.parametrize("mode", ["prompted", "native"])
+def test_the_json_object_is_read_out_of_prose_or_a_fence(mode: str, answer: str) -> None:
+    """Models that are asked for JSON alone often wrap it anyway; the object is there, so it is
+    taken rather than sent back as "not valid JSON (line 1 column 1)"."""
+    p = ScriptedProvider(answer)
+    agent = Agent(provider=p, output_type=City, output_mode=mode)  # type: ignore[arg-type]
+    assert agent.run_sync("?").output == City(name="Paris", population=2)
+    assert len(p.requests) == 1
+
+
+def test_an_answer_with_no_json_says_what_to_send() -> None:
+    p = ScriptedProvider("Paris, about two million people.", '{"name": "Paris", "population": 2}')
+    agent = Agent(provider=p, output_type=City, output_mode="prompted")
+    assert agent.run_sync("?").output == City(name="Paris", population=2)
+    feedback = p.requests[1].messages[-1].text
+    assert "not valid JSON" in feedback
+    assert "one JSON object" in feedback
+    assert "Paris, about two" in feedback  # what it wrote, so it sees what was wrong
+
+
+def test_a_streamed_answer_in_a_fence_yields_partial_outputs() -> None:
+    """Partial outputs read through a fence too (before, a fenced answer streamed none)."""
+    p = ScriptedProvider('```json\n{"name": "Paris", "population": 2102650}\n```')
+    agent = Agent(provider=p, output_type=City, output_mode="prompted")
+
+    async def partials() -> list[object]:
+        return [e.partial async for e in agent.stream("?") if isinstance(e, OutputDelta)]
+
+    seen = asyncio.run(partials())
+    assert seen
+    assert seen[-1] == City(name="Paris", population=2102650)
+
+
+def test_a_huge_invalid_answer_gets_a_bounded_list_of_errors() -> None:
+    """5,000 wrong items made 384 KB of feedback (about 100,000 tokens) sent back to the model,
+    and an exception message as long: the errors are listed up to a bound, the rest counted."""
+    big = {"response": ["x"] * 5000}
+    p = ScriptedProvider(*[tool_call_response((FINAL_RESULT_TOOL, big))] * 2)
+    agent = Agent(provider=p, output_type=list[int], output_retries=1)
+    with pytest.raises(OutputValidationError) as info:
+        agent.run_sync("?")
+    feedback = p.requests[1].messages[-1].text
+    assert len(feedback) < 2_000
+    assert "response.0: Input should be a valid integer" in feedback
+    assert "4990 more" in feedback
+    assert len(str(info.value)) < 3_000
+
+
+def test_a_tool_called_with_a_huge_invalid_argument_gets_a_bounded_list_of_errors() -> None:
+    """The same cause in tool arguments: every item's error went into the result."""
+
+    @tool
+    def total(values: list[int]) -> int:
+        """Sum of the values.
+
+        Args:
+            values: the values.
+        """
+        return sum(values)
+
+    p = ScriptedProvider(tool_call_response(("total", {"values": ["x"] * 5000})), "done")
+    result = Agent(provider=p, tools=[total]).run_sync("?")
+    error = result.messages[2]
+    assert error.is_error
+    assert "values.0: Input should be a valid integer" in error.text
+    assert "4990 more" in error.text
+    assert len(error.text) < 2_000
