@@ -1466,6 +1466,12 @@ class Run:
             self._append(messages, m)
             yield MessageStart(Role.USER, self.iterations, m, path=self.path)
             yield MessageEnd(m, path=self.path)
+        if self.o.input_guardrails and (self.control is None or self.control.guards_taken()):
+            # A queued message is user input as the prompt is: checked before any request
+            # carries it (a served chat's /steer took text past every input guardrail). A
+            # trip answers it with the refusal note, as a prompt's trip does.
+            async for event in self._guard("input", messages, list(taken)):
+                yield event
 
     async def _steer(self, messages: list[Message]) -> AsyncGenerator[AgentEvent, None]:
         if self.control is not None and (taken := self.control.take_steering()):
