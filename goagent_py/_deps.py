@@ -17,6 +17,7 @@ def deps_as(deps: Any, kind: type[D]) -> D:
     if not isinstance(deps, kind):
         raise TypeError(
             f"this run's deps are {type(deps).__name__}, not {kind.__name__}: pass "
-            f"deps={kind.__name__}(...) to agent.run()"
+            f"deps={kind.__name__}(...) to the run (agent.run, session.prompt or "
+            "session.continue_)"
         )
     return deps
