@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from goagent_py import AgentEnd, Agent, Session, tool
+from goagent_py import Agent, AgentEnd, Session, tool
 from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.testing import ScriptedProvider, tool_call_response
 from goagent_py.tool_context import current_tool_context
