@@ -1395,7 +1395,12 @@ class Run:
         verdict = await (judged() if self.control is None else self._unheld(judged))
         if verdict.accepted:
             self.output_value = verdict.value
-            self.last_text = self.last_text or verdict.raw
+            if verdict.call is not None:
+                # The answer is the call's arguments: its text is their JSON, after what the
+                # model wrote beside the call. The sentence alone was the text an output
+                # guardrail judged (ctx.text), never the answer it let through.
+                raw = verdict.raw
+                self.last_text = f"{self.last_text}\n\n{raw}" if self.last_text else raw
             return verdict
         if stop == StopReason.REFUSAL:
             raise spec.failed(verdict, refused=True)

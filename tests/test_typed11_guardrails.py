@@ -4,9 +4,11 @@ message and a follow-up reach the model too (docs/approvals.md, "Guardrails").""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from goagent_py import (
     Agent,
@@ -21,6 +23,7 @@ from goagent_py import (
 )
 from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage import SQLiteStorage
+from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
 
@@ -106,3 +109,40 @@ async def test_a_clean_steering_message_is_checked_and_reaches_the_model(tmp_pat
     checks = [e for e in events if isinstance(e, GuardrailChecked)]
     assert [(c.kind, c.tripped) for c in checks] == [("input", False), ("input", False)]
     assert provider.requests[1].messages[-1].text == "and one more thing"
+
+
+class Contact(BaseModel):
+    name: str
+    phone: str
+
+
+async def test_an_output_guardrail_reads_a_typed_answer_given_beside_text() -> None:
+    """A typed answer's text is its JSON; when the model also wrote a sentence beside the
+    ``final_result`` call, the text was that sentence alone, so a guardrail judging the text
+    (a ModelGuardrail reads ``ctx.text``) never saw the answer it let through."""
+    seen: list[str] = []
+
+    def no_phone_numbers(output: object, ctx: GuardrailContext) -> str | None:
+        seen.append(ctx.text)
+        return "the answer holds a phone number" if "555-" in ctx.text else None
+
+    answer = tool_call_response(
+        (FINAL_RESULT_TOOL, {"name": "Ana", "phone": "555-0100"}), text="Here is the contact."
+    )
+    agent = Agent(
+        provider=ScriptedProvider(answer), output_type=Contact, output_guardrails=[no_phone_numbers]
+    )
+    with pytest.raises(GuardrailTripped, match="phone number"):
+        await agent.run("Ana's number?")
+    assert "Here is the contact." in seen[0]
+
+
+async def test_a_typed_answers_text_is_its_json_after_what_the_model_wrote_beside_it() -> None:
+    answer = tool_call_response(
+        (FINAL_RESULT_TOOL, {"name": "Ana", "phone": "+1"}), text="Here is the contact."
+    )
+    result = await Agent(provider=ScriptedProvider(answer), output_type=Contact).run("?")
+    assert result.output == Contact(name="Ana", phone="+1")
+    prose, data = result.text.split("\n\n")
+    assert prose == "Here is the contact."
+    assert json.loads(data) == {"name": "Ana", "phone": "+1"}
