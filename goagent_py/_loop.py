@@ -239,10 +239,15 @@ def _drop(item: Any) -> None:
     """Where a quiet run's events go (see :meth:`Run.outcome`)."""
 
 
-def _without_calls(message: Message) -> Message:
+def _without_calls(message: Message, text: str) -> Message:
     """``message`` without its tool calls: what a trace without tool messages may keep of an
-    answer that stopped on calls (a call stored without its result is refused by every vendor)."""
-    return replace(message, tool_calls=[]) if message.tool_calls else message
+    answer that stopped on calls (a call stored without its result is refused by every vendor).
+    Its text becomes ``text``, the run's answer: a typed answer is the ``final_result`` call's
+    arguments, so without the call the message said nothing and the answer was not stored."""
+    if not message.tool_calls:
+        return message
+    kept = [b for b in message.content if not isinstance(b, TextBlock)]
+    return replace(message, content=[*kept, TextBlock(text)] if text else kept, tool_calls=[])
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -487,7 +492,7 @@ class Run:
                 to_store = strip_thinking(self.new_messages[self._persisted :] + extra)
             else:
                 users = [m for m in self.new_messages if m.role is Role.USER]
-                last = [] if final is None else [_without_calls(final)]
+                last = [] if final is None else [_without_calls(final, self.last_text)]
                 to_store = strip_thinking(users + [m for m in last if m.content])
             self._persisted = len(self.new_messages)
             if to_store:
@@ -505,7 +510,10 @@ class Run:
                 yield HistoryAppend(len(to_store), duration, error, path=self.path)
         if o.long_term_memory is not None and final is not None and self.prompt:
             policy = o.write_policy or store_always
-            answer = assistant_message(final.text)
+            # The run's answer text (a typed answer's JSON; its message's text may be "" or
+            # only the sentence beside the call); a stop's synthetic note as it reads.
+            synthetic_note = final.metadata.get(SYNTHETIC_METADATA_KEY) is not None
+            answer = assistant_message(final.text if synthetic_note else self.last_text)
             prompt = self.prompt[-1]
             try:
                 if self.control is None:

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from goagent_py import Agent, OutputDelta, OutputValidationError, ToolCall, tool
-from goagent_py.messages import INVALID_ARGUMENTS_KEY
+from goagent_py.messages import INVALID_ARGUMENTS_KEY, Message
 from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
@@ -130,3 +130,46 @@ def test_a_tool_called_with_a_huge_invalid_argument_gets_a_bounded_list_of_error
     assert "values.0: Input should be a valid integer" in error.text
     assert "4990 more" in error.text
     assert len(error.text) < 2_000
+
+
+async def test_long_term_memory_keeps_a_typed_answer_not_an_empty_one() -> None:
+    """A typed answer's message has no text (the answer is the call's arguments): long-term
+    memory's write policy got an empty answer and stored the prompt with nothing."""
+    from goagent_py.memory import LongTermMemory
+    from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+    from goagent_py.testing import FakeEmbedder
+
+    kept: list[tuple[str, str]] = []
+
+    def policy(prompt: Message, answer: Message) -> list[Message]:
+        kept.append((prompt.text, answer.text))
+        return [prompt, answer]
+
+    memory = LongTermMemory(FakeEmbedder(), InMemoryVectorStore(dimensions=16))
+    provider = ScriptedProvider(
+        tool_call_response((FINAL_RESULT_TOOL, {"name": "Paris", "population": 2}))
+    )
+    agent = Agent(provider=provider, output_type=City, long_term_memory=memory, write_policy=policy)
+    await agent.run("Largest city?")
+    assert kept == [("Largest city?", '{"name": "Paris", "population": 2}')]
+
+
+async def test_a_trace_without_tools_keeps_a_typed_answer() -> None:
+    """With ``short_term_trace_tools=False`` the answer is stored without its calls: a typed
+    answer, being its ``final_result`` call, was dropped, so the next request held two user
+    messages in a row and the model never saw what it had answered."""
+    from goagent_py.memory import ShortTermMemory
+
+    memory = ShortTermMemory()
+    provider = ScriptedProvider(
+        tool_call_response((FINAL_RESULT_TOOL, {"name": "Paris", "population": 2})), "ok"
+    )
+    agent = Agent(
+        provider=provider, output_type=City, short_term_memory=memory, short_term_trace_tools=False
+    )
+    await agent.run("Largest city?")
+    await agent.run("Thanks", output_type=str)
+    sent = provider.requests[1].messages
+    assert [m.role.value for m in sent] == ["user", "assistant", "user"]
+    assert sent[1].text == '{"name": "Paris", "population": 2}'
+    assert sent[1].tool_calls == []
