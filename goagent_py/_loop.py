@@ -1724,6 +1724,9 @@ class Run:
                     if verdict.accepted:
                         final = message
                         break
+                    if self.control is not None:  # the retry's turn, stored as a batch's is
+                        async for event in self._checkpoint():
+                            yield event
                     continue
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
                     if loud:

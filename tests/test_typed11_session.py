@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
-from goagent_py import Agent, AgentEnd, Session, tool
+from goagent_py import Agent, AgentEnd, Session, ToolCall, tool, validate_transcript
+from goagent_py.memory import ShortTermMemory
+from goagent_py.memory.storage import SQLiteStorage
 from goagent_py.output import FINAL_RESULT_TOOL
-from goagent_py.testing import ScriptedProvider, tool_call_response
+from goagent_py.provider import CompletionRequest
+from goagent_py.testing import FunctionProvider, ScriptedProvider, tool_call_response
 from goagent_py.tool_context import current_tool_context
 
 
@@ -92,3 +97,35 @@ async def test_stream_continue_takes_them_too() -> None:
     assert isinstance(end, AgentEnd)
     assert end.result.output == City(name="ana's city", population=1)
     assert "ana" in [m.text for m in end.result.messages]
+
+
+async def test_a_typed_retry_turn_is_stored_before_the_next_model_call(tmp_path: Path) -> None:
+    """A session stores each turn as it ends (a crash loses at most the turn in flight); the
+    turn of a typed answer sent back for a retry was not stored until the run ended."""
+    asked = asyncio.Event()
+    release = asyncio.Event()
+
+    async def model(request: CompletionRequest) -> Any:
+        if len(request.messages) == 1:
+            return tool_call_response(ToolCall("c1", FINAL_RESULT_TOOL, {"name": "Paris"}))
+        asked.set()
+        await release.wait()
+        return tool_call_response((FINAL_RESULT_TOOL, {"name": "Paris", "population": 2}))
+
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "r.db", session_id="r"))
+    session = Session(
+        Agent(provider=FunctionProvider(model), output_type=City, short_term_memory=memory)
+    )
+    running = asyncio.create_task(session.prompt("Largest city?"))
+    await asyncio.wait_for(asked.wait(), 60)
+    async with SQLiteStorage(tmp_path / "r.db", session_id="r") as storage:
+        stored = await storage.load()
+    assert [(m.role.value, m.tool_call_id) for m in stored] == [
+        ("user", ""),
+        ("assistant", ""),
+        ("tool", "c1"),
+    ]
+    assert stored[2].is_error
+    release.set()
+    assert (await running).output == City(name="Paris", population=2)
+    assert validate_transcript(await memory.transcript(), allow_pending=False) == []
