@@ -246,8 +246,10 @@ def _without_calls(message: Message, text: str) -> Message:
     arguments, so without the call the message said nothing and the answer was not stored."""
     if not message.tool_calls:
         return message
-    kept = [b for b in message.content if not isinstance(b, TextBlock)]
-    return replace(message, content=[*kept, TextBlock(text)] if text else kept, tool_calls=[])
+    kept: list[ContentBlock] = [b for b in message.content if not isinstance(b, TextBlock)]
+    if text:
+        kept.append(TextBlock(text))
+    return replace(message, content=kept, tool_calls=[])
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
