@@ -152,6 +152,7 @@ class OutputSpec(Generic[Out]):
         self.wrapped = False
         self.schema: dict[str, Any] = {}
         self.name = _schema_name(output_type)
+        self._last_mode: tuple[Provider | None, object, OutputMode] | None = None
         if self.is_text:
             return
         from pydantic import TypeAdapter  # only typed runs pay for pydantic's import
@@ -189,6 +190,18 @@ class OutputSpec(Generic[Out]):
             ConfigurationError: the agent asked for ``"native"`` and the provider cannot
                 express the schema (the message names the field).
         """
+        # Asked once per run: kept for the provider last asked about (and its default, should
+        # it change). Two runtime-protocol isinstance checks were a third of a typed run's
+        # time on Python 3.11 (they list the protocol's members anew on every call).
+        default = getattr(provider, "default_output_mode", None)
+        last = self._last_mode
+        if last is not None and last[0] is provider and last[1] == default:
+            return last[2]
+        mode = self._mode_on(provider)
+        self._last_mode = (provider, default, mode)
+        return mode
+
+    def _mode_on(self, provider: Provider | None) -> OutputMode:
         mode = self.mode
         if mode is None:
             mode = (

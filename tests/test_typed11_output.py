@@ -5,6 +5,7 @@ the JSON wrapped in prose or a fence, and answers so wrong that the list of erro
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from pydantic import BaseModel
@@ -173,3 +174,24 @@ async def test_a_trace_without_tools_keeps_a_typed_answer() -> None:
     assert [m.role.value for m in sent] == ["user", "assistant", "user"]
     assert sent[1].text == '{"name": "Paris", "population": 2}'
     assert sent[1].tool_calls == []
+
+
+def test_the_mode_kept_for_a_provider_follows_its_default_and_other_providers() -> None:
+    """The mode is kept between runs (the protocol checks cost a third of a typed run); a
+    provider whose default changes, or another provider, is asked again."""
+
+    class Native(ScriptedProvider):
+        default_output_mode = "native"
+
+    answer = '{"name": "Paris", "population": 2}'
+    first = Native(answer, answer)
+    agent = Agent(provider=first, output_type=City)
+    agent.run_sync("?")
+    assert first.requests[0].output is not None  # native: the schema on the request
+    first.default_output_mode = "prompted"  # type: ignore[misc]
+    agent.run_sync("?")
+    assert first.requests[1].output is None
+    assert "JSON schema" in first.requests[1].system_prompt
+    other = ScriptedProvider(tool_call_response((FINAL_RESULT_TOOL, json.loads(answer))))
+    assert agent.replace(provider=other).run_sync("?").output == City(name="Paris", population=2)
+    assert [t.name for t in other.requests[0].tools] == [FINAL_RESULT_TOOL]
