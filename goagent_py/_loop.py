@@ -1493,6 +1493,16 @@ class Run:
             async for event in self._inject(messages, taken, "steering"):
                 yield event
 
+    def _queued(self) -> tuple[list[Message], Literal["steering", "follow_up"]]:
+        """What a run that would stop takes from its queues: steering first, else follow-ups
+        (the run goes on with them)."""
+        control = self.control
+        assert control is not None
+        taken = control.take_steering()
+        if taken:
+            return taken, "steering"
+        return control.take_follow_ups(), "follow_up"
+
     def _abort_due(self, *modes: AbortMode) -> bool:
         return self.control is not None and self.control.abort_mode in modes
 
@@ -1724,6 +1734,14 @@ class Run:
                     for event in self._output_turn(messages, i, message, verdict):
                         yield event
                     if verdict.accepted:
+                        if self.control is not None:
+                            # As a plain answer: the run goes on while messages are queued
+                            # (they waited for the next prompt, and came after it).
+                            taken, queue = self._queued()
+                            if taken:
+                                async for event in self._inject(messages, taken, queue):
+                                    yield event
+                                continue
                         final = message
                         break
                     if self.control is not None:  # the retry's turn, stored as a batch's is
@@ -1737,10 +1755,7 @@ class Run:
                         "now", "after_tools", "after_turn"
                     ):
                         raise _Abort
-                    taken = self.control.take_steering() if self.control is not None else []
-                    queue: Literal["steering", "follow_up"] = "steering"
-                    if not taken and self.control is not None:
-                        taken, queue = self.control.take_follow_ups(), "follow_up"
+                    taken, queue = self._queued() if self.control is not None else ([], "steering")
                     if taken:
                         async for event in self._inject(messages, taken, queue):
                             yield event

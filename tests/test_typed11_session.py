@@ -129,3 +129,20 @@ async def test_a_typed_retry_turn_is_stored_before_the_next_model_call(tmp_path:
     release.set()
     assert (await running).output == City(name="Paris", population=2)
     assert validate_transcript(await memory.transcript(), allow_pending=False) == []
+
+
+async def test_a_typed_run_takes_its_follow_ups_before_it_ends() -> None:
+    """A plain run takes queued follow-ups (and steering) when it would stop; a typed run
+    ended at its first valid answer and left them queued, to be injected after the next
+    prompt instead. The run goes on, and its output is the answer to the last of them."""
+    provider = ScriptedProvider(
+        tool_call_response((FINAL_RESULT_TOOL, {"name": "Paris", "population": 2})),
+        tool_call_response((FINAL_RESULT_TOOL, {"name": "Lyon", "population": 1})),
+    )
+    session = Session(Agent(provider=provider, output_type=City))
+    session.follow_up("And the second largest?")
+    result = await session.prompt("Largest city?")
+    assert result.output == City(name="Lyon", population=1)
+    assert session.follow_up_queue == []
+    assert provider.requests[1].messages[-1].text == "And the second largest?"
+    assert validate_transcript(session.transcript, allow_pending=False) == []
