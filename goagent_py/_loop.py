@@ -1394,13 +1394,22 @@ class Run:
         if found is None:
             return None
         context = OutputContext(self.deps, self._output_tries)
-        judged = partial(
-            spec.judge,
-            *found,
-            self.output_mode,
-            context,
-            cut_off_at=(max_tokens or 0) if cut_off else None,
-        )
+        raw, call = found
+        cut_off_at = (max_tokens or 0) if cut_off else None
+        mode = self.output_mode
+        prepare = self.o.prepare_arguments
+
+        async def judged() -> Verdict:
+            text = raw
+            if call is not None and prepare is not None:
+                # The final_result call is a call the model made: repaired as every other call
+                # is before it is validated (it was judged as sent, past the user's repair).
+                try:
+                    text = spec.arguments_text(await prepared_call(prepare, call))
+                except ToolArgumentsError as exc:
+                    return spec.rejected(raw, call, exc.details)
+            return await spec.judge(text, call, mode, context, cut_off_at=cut_off_at)
+
         # The validators are user code: in a session, one that hangs never holds an abort.
         verdict = await (judged() if self.control is None else self._unheld(judged))
         if verdict.accepted:

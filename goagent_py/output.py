@@ -255,16 +255,25 @@ class OutputSpec(Generic[Out]):
             return None if message.tool_calls else (message.text, None)
         for call in message.tool_calls:
             if call.name == FINAL_RESULT_TOOL:
-                arguments = call.arguments
-                if INVALID_ARGUMENTS_KEY in arguments:
-                    # JSON the provider could not parse comes as {INVALID_ARGUMENTS_KEY: text}:
-                    # the text is the answer, judged (and reported) as written. Dumped, the
-                    # wrapper read as an object missing every field ("name: Field required").
-                    return str(arguments[INVALID_ARGUMENTS_KEY]), call
-                return json.dumps(arguments), call
+                return self.arguments_text(call), call
         if message.tool_calls:
             return None
         return message.text, None
+
+    @staticmethod
+    def arguments_text(call: ToolCall) -> str:
+        """The raw output a ``final_result`` call holds: its arguments as JSON text."""
+        arguments = call.arguments
+        if INVALID_ARGUMENTS_KEY in arguments:
+            # JSON the provider could not parse comes as {INVALID_ARGUMENTS_KEY: text}: the
+            # text is the answer, judged (and reported) as written. Dumped, the wrapper read
+            # as an object missing every field ("name: Field required").
+            return str(arguments[INVALID_ARGUMENTS_KEY])
+        return json.dumps(arguments)
+
+    def rejected(self, raw: str, call: ToolCall | None, why: str) -> Verdict:
+        """The verdict on an output refused before it was validated (``why``, for the model)."""
+        return Verdict(False, raw=raw, feedback=_feedback(why), call=call)
 
     async def judge(
         self,

@@ -195,3 +195,37 @@ def test_the_mode_kept_for_a_provider_follows_its_default_and_other_providers() 
     other = ScriptedProvider(tool_call_response((FINAL_RESULT_TOOL, json.loads(answer))))
     assert agent.replace(provider=other).run_sync("?").output == City(name="Paris", population=2)
     assert [t.name for t in other.requests[0].tools] == [FINAL_RESULT_TOOL]
+
+
+def test_prepare_arguments_repairs_the_final_result_call_as_it_repairs_every_call() -> None:
+    """``prepare_arguments`` repairs a model's raw arguments before validation, on every path
+    that runs a call; the ``final_result`` call was judged as sent, so a model whose calls the
+    repair fixes could never give a typed answer."""
+    repaired: list[str] = []
+
+    def rename(call: ToolCall) -> dict[str, object] | None:
+        repaired.append(call.name)
+        args = dict(call.arguments)
+        if "city" in args:
+            args["name"] = args.pop("city")
+        return args
+
+    p = ScriptedProvider(
+        tool_call_response((FINAL_RESULT_TOOL, {"city": "Paris", "population": 2}))
+    )
+    agent = Agent(provider=p, output_type=City, prepare_arguments=rename)
+    result = agent.run_sync("?")
+    assert result.output == City(name="Paris", population=2)
+    assert repaired == [FINAL_RESULT_TOOL]
+    assert len(p.requests) == 1
+
+
+def test_a_repair_that_raises_on_the_final_result_call_is_a_retry_the_model_reads() -> None:
+    def broken(call: ToolCall) -> dict[str, object]:
+        raise ValueError("no such field")
+
+    p = ScriptedProvider(*[tool_call_response((FINAL_RESULT_TOOL, {"x": 1}))] * 2)
+    agent = Agent(provider=p, output_type=City, prepare_arguments=broken, output_retries=1)
+    with pytest.raises(OutputValidationError):
+        agent.run_sync("?")
+    assert "preparing the arguments failed: no such field" in p.requests[1].messages[-1].text
