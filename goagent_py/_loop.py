@@ -74,6 +74,7 @@ from goagent_py.errors import (
     GuardrailTripped,
     MaxIterationsError,
     MemoryStoreError,
+    OutputValidationError,
     ProviderError,
     TokenBudgetError,
     ToolAbortedError,
@@ -302,6 +303,7 @@ class Run:
         "_injected",
         "_inner",
         "_messages",
+        "_output_failure",
         "_output_tries",
         "_partial",
         "_partial_raw",
@@ -374,6 +376,7 @@ class Run:
         self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
         self.output_value: Any = None
         self._output_tries = 0
+        self._output_failure: OutputValidationError | None = None
         self._partial_raw = ""
         self._partial: Any = None
         self.deps = deps
@@ -1385,8 +1388,9 @@ class Run:
     ) -> Verdict | None:
         """The verdict on ``message`` as the run's answer (``stop``: why its response ended;
         ``max_tokens`` when the request set one), or None when it is not one yet (it calls
-        tools). Raises OutputValidationError when the retries are spent, or at once when the
-        model refused (asking again only repeats a refusal)."""
+        tools). When the retries are spent, or at once when the model refused (asking again
+        only repeats a refusal), the OutputValidationError the run ends with is kept in
+        ``_output_failure``: the run raises it once the turn is recorded."""
         cut_off = stop == StopReason.MAX_TOKENS
         spec = self.output
         assert spec is not None
@@ -1422,10 +1426,11 @@ class Run:
                 self.last_text = f"{self.last_text}\n\n{raw}" if self.last_text else raw
             return verdict
         if stop == StopReason.REFUSAL:
-            raise spec.failed(verdict, refused=True)
+            self._output_failure = spec.failed(verdict, refused=True)
+            return verdict
         self._output_tries += 1
         if self._output_tries > spec.retries:
-            raise spec.failed(verdict)
+            self._output_failure = spec.failed(verdict)
         return verdict
 
     def _stream_output(
@@ -1470,7 +1475,7 @@ class Run:
                 yield ToolExecutionEnd(result, path=self.path)
                 results.append(result)
             yield from self._tool_messages(messages, results)
-        elif not verdict.accepted:
+        elif not verdict.accepted and self._output_failure is None:  # no retry after the last
             retry = Message(Role.USER, [TextBlock(verdict.feedback)])
             self._append(messages, retry)
             yield MessageStart(Role.USER, i, retry, path=self.path)
@@ -1742,6 +1747,10 @@ class Run:
                 ):
                     for event in self._output_turn(messages, i, message, verdict):
                         yield event
+                    if self._output_failure is not None:
+                        # Raised once the turn is recorded: the last answer's call is answered
+                        # with what was wrong (it was closed as "the run was aborted").
+                        raise self._output_failure
                     if verdict.accepted:
                         if self.control is not None:
                             # As a plain answer: the run goes on while messages are queued

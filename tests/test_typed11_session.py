@@ -9,9 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
-from goagent_py import Agent, AgentEnd, Session, ToolCall, tool, validate_transcript
+from goagent_py import (
+    Agent,
+    AgentEnd,
+    OutputValidationError,
+    Session,
+    ToolCall,
+    tool,
+    validate_transcript,
+)
 from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage import SQLiteStorage
 from goagent_py.output import FINAL_RESULT_TOOL
@@ -146,3 +155,45 @@ async def test_a_typed_run_takes_its_follow_ups_before_it_ends() -> None:
     assert session.follow_up_queue == []
     assert provider.requests[1].messages[-1].text == "And the second largest?"
     assert validate_transcript(session.transcript, allow_pending=False) == []
+
+
+async def test_the_last_invalid_answer_is_answered_with_what_was_wrong(tmp_path: Path) -> None:
+    """When the retries are spent, the last ``final_result`` call gets the same feedback a
+    retry gets; it was closed as "did not finish: the run was aborted", so the model, on
+    ``continue_``, read that its run had been aborted instead of why its answer was refused."""
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "v.db", session_id="v"))
+    provider = ScriptedProvider(
+        tool_call_response(ToolCall("c1", FINAL_RESULT_TOOL, {"name": "Paris"})),
+        tool_call_response(ToolCall("c2", FINAL_RESULT_TOOL, {"name": "Paris"})),
+        tool_call_response(ToolCall("c3", FINAL_RESULT_TOOL, {"name": "P", "population": 2})),
+    )
+    session = Session(
+        Agent(provider=provider, output_type=City, short_term_memory=memory, output_retries=1)
+    )
+    with pytest.raises(OutputValidationError) as info:
+        await session.prompt("Largest city?")
+    last = session.transcript[-1]
+    assert last.tool_call_id == "c2"
+    assert last.is_error
+    assert "population: Field required" in last.text
+    assert "aborted" not in last.text
+    assert "goagent.synthetic" not in last.metadata
+    assert info.value.run_result is not None
+    assert info.value.run_result.messages[-1].text == last.text
+    assert session.transcript == await memory.transcript()
+    assert validate_transcript(session.transcript, allow_pending=False) == []
+    # The conversation goes on from there: the model reads what was wrong.
+    result = await session.continue_(output_type=City)
+    assert result.output == City(name="P", population=2)
+    assert "population: Field required" in provider.requests[-1].messages[-1].text
+
+
+def test_a_plain_run_that_spends_its_retries_records_the_last_feedback() -> None:
+    provider = ScriptedProvider(*[tool_call_response((FINAL_RESULT_TOOL, {"x": 1}))] * 2)
+    agent = Agent(provider=provider, output_type=City, output_retries=1)
+    with pytest.raises(OutputValidationError) as info:
+        agent.run_sync("?")
+    assert info.value.run_result is not None
+    last = info.value.run_result.messages[-1]
+    assert "Field required" in last.text
+    assert "aborted" not in last.text
