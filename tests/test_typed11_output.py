@@ -229,3 +229,61 @@ def test_a_repair_that_raises_on_the_final_result_call_is_a_retry_the_model_read
     with pytest.raises(OutputValidationError):
         agent.run_sync("?")
     assert "preparing the arguments failed: no such field" in p.requests[1].messages[-1].text
+
+
+class _LongStream:
+    """Streams ``text`` in 8-character deltas, as a fast vendor does."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    async def complete(self, request: object) -> object:
+        from goagent_py.testing import text_response
+
+        return text_response(self.text)
+
+    async def stream(self, request: object) -> object:
+        from goagent_py.provider import StreamDone, TextDelta
+        from goagent_py.testing import text_response
+
+        for i in range(0, len(self.text), 8):
+            yield TextDelta(self.text[i : i + 8])
+        yield StreamDone(text_response(self.text))
+
+
+def test_a_long_streamed_answer_is_parsed_for_partials_in_linear_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every delta parsed all the JSON so far: a 79 KB answer held the event loop 12 s (the
+    work grows with the square of the answer). The characters parsed stay within a small
+    multiple of the answer, and the partial outputs still grow to the end."""
+    from goagent_py.output import OutputSpec
+
+    parsed: list[int] = []
+    partial = OutputSpec.partial
+
+    def counted(self: OutputSpec[object], raw: str) -> object:
+        parsed.append(len(raw))
+        return partial(self, raw)
+
+    monkeypatch.setattr(OutputSpec, "partial", counted)
+    items = [f"item number {i}" for i in range(4000)]
+    text = json.dumps({"response": items})
+    agent = Agent(provider=_LongStream(text), output_type=list[str], output_mode="native")
+
+    async def run() -> tuple[list[object], object]:
+        seen: list[object] = []
+        end = None
+        async for event in agent.stream("?"):
+            if isinstance(event, OutputDelta):
+                seen.append(event.partial)
+            end = event
+        return seen, end
+
+    seen, end = asyncio.run(run())
+    assert sum(parsed) < 40 * len(text)  # was about len(text) ** 2 / 16: 5,000 times it
+    assert len(seen) > 100
+    lengths = [len(s) for s in seen]  # type: ignore[arg-type]
+    assert lengths == sorted(lengths)
+    assert seen[-1] == items[: len(seen[-1])]  # type: ignore[arg-type]
+    assert end.result.output == items  # type: ignore[attr-defined]
