@@ -1085,6 +1085,9 @@ class Run:
             except _Abort:
                 if kind == "output":  # never checked: withheld, as a trip withholds it
                     self._withhold(messages, final, "the run was aborted before it was checked")
+                else:  # never checked: answered, as a trip answers it, so continue_ never
+                    # sends it on unchecked (a continued run has no prompt of its own to check)
+                    self._append(messages, self._refusal("it was not checked: the run was aborted"))
                 raise
         tripped: GuardrailTripped | None = None
         for guard, (verdict, duration) in zip(guards, decided, strict=True):
@@ -1103,18 +1106,22 @@ class Run:
         if tripped is None:
             return
         if kind == "input":
-            note = Message(
-                Role.ASSISTANT,
-                [TextBlock(f"[The request was refused: {redact(tripped.reason)}]")],
-                metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
-            )
-            self._append(messages, note)
+            self._append(messages, self._refusal(redact(tripped.reason)))
         else:
             self._withhold(messages, final, tripped.reason)
         if o.short_term_memory is not None:
             async for event in self._persist(None):  # the trace only: no long-term write
                 yield event
         raise tripped
+
+    @staticmethod
+    def _refusal(why: str) -> Message:
+        """The note that answers user input an input guardrail refused (or never checked)."""
+        return Message(
+            Role.ASSISTANT,
+            [TextBlock(f"[The request was refused: {why}]")],
+            metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
+        )
 
     def _withhold(self, messages: list[Message], final: Message | None, why: str) -> None:
         """Take the answer ``final`` out of the result and the record: what an output guardrail

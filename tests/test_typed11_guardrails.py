@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from goagent_py import (
     Agent,
+    ConfigurationError,
     GuardrailChecked,
     GuardrailContext,
     GuardrailTripped,
@@ -146,3 +147,35 @@ async def test_a_typed_answers_text_is_its_json_after_what_the_model_wrote_besid
     prose, data = result.text.split("\n\n")
     assert prose == "Here is the contact."
     assert json.loads(data) == {"name": "Ana", "phone": "+1"}
+
+
+async def test_a_prompt_whose_check_an_abort_cut_short_never_reaches_the_model(
+    tmp_path: Path,
+) -> None:
+    """An abort while the input guardrails decided left the prompt unchecked at the end of
+    the record, and ``continue_()`` sent it to the model with no check at all (a continued run
+    has no prompt to check). It is answered by a note, as an unchecked answer is withheld."""
+    started = asyncio.Event()
+
+    async def slow_check(prompt: list[Message], ctx: GuardrailContext) -> None:
+        started.set()
+        await asyncio.Event().wait()  # a model guardrail whose provider is slow
+
+    provider = ScriptedProvider("never sent")
+    memory = ShortTermMemory(storage=SQLiteStorage(tmp_path / "a.db", session_id="a"))
+    agent = Agent(provider=provider, short_term_memory=memory, input_guardrails=[slow_check])
+    session = Session(agent)
+    task = asyncio.create_task(session.prompt("my key is sk-1"))
+    await started.wait()
+    session.abort("now")
+    result = await asyncio.wait_for(task, 60)  # a hang guard, not a timing
+    assert result.stop_reason == "aborted"
+    last = session.transcript[-1]
+    assert last.role is Role.ASSISTANT
+    assert last.metadata["goagent.synthetic"] == "guardrail"
+    assert "not checked" in last.text
+    assert session.transcript == await memory.transcript()
+    assert validate_transcript(session.transcript, allow_pending=False) == []
+    with pytest.raises(ConfigurationError):
+        await session.continue_()  # nothing to go on with: the prompt was never answered
+    assert provider.requests == []
