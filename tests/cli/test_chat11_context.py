@@ -1,0 +1,214 @@
+"""``goagent-py chat`` against a model's real context window (docs/chat.md): ``--compact`` on a
+4,096-token model, and one message longer than all the model reads.
+
+In process, with stdin on a real pipe and a real SQLite history; the model is a
+``FunctionProvider`` that knows its window and counts like the embedded model (a non-ASCII
+character is ~2 tokens to it) and fails as llama.cpp does when a request overflows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import goagent_py.cli._common as cli_common
+from goagent_py.cli import _agent
+from goagent_py.cli import main as cli
+from goagent_py.errors import ProviderError
+from goagent_py.memory.short_term import is_boundary
+from goagent_py.memory.storage.sqlite import SQLiteStorage
+from goagent_py.memory.tokens import HeuristicEstimator, TokenEstimator
+from goagent_py.provider import CompletionRequest
+from goagent_py.testing import FunctionProvider
+
+WINDOW = 4096
+ANSWER = 512
+
+
+class _ModelCount(HeuristicEstimator):
+    """A non-ASCII character is 2 tokens, as the default model's tokenizer roughly counts."""
+
+    def count_text(self, text: str) -> int:
+        wide = sum(1 for c in text if ord(c) > 127)
+        return 2 * wide + (len(text) - wide) // 4
+
+
+class WindowedModel(FunctionProvider):
+    """A model with a 4,096-token window that fails like llama.cpp past it."""
+
+    context_window = WINDOW
+    max_tokens = ANSWER
+
+    def __init__(self) -> None:
+        super().__init__(self._answer)
+        self.summaries = 0
+
+    def token_estimator(self) -> TokenEstimator:
+        return _ModelCount()
+
+    def size(self, request: CompletionRequest) -> int:
+        count = self.token_estimator()
+        return count.count_text(request.system_prompt) + sum(count.count(m) for m in request.messages)
+
+    def _answer(self, request: CompletionRequest) -> str:
+        size = self.size(request)
+        if size + ANSWER > WINDOW:
+            raise ProviderError(
+                f"Requested tokens ({size + ANSWER}) exceed context window of {WINDOW}",
+                provider="llama_cpp",
+            )
+        if not request.tools and request.system_prompt.startswith("You maintain"):
+            self.summaries += 1
+            return "Goal: a long chat about numbered notes. Decisions: none."
+        return f"Noted: {request.messages[-1].text[:30]}"
+
+
+class Chat:
+    """``run_chat`` with stdin on a real pipe (as a user pipes a chat) and the given model."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, provider: Any, db: Path) -> None:
+        read_fd, self.write_fd = os.pipe()
+        self.stdin = os.fdopen(read_fd, "rb", buffering=0)
+        monkeypatch.setattr(sys, "stdin", self.stdin)
+        monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model, base_url=None: provider)
+        monkeypatch.setattr(cli, "_make_embedder", lambda: None)
+        self.out, self.err = io.StringIO(), io.StringIO()
+        self.db = db
+
+    async def run(self, lines: list[str], *extra: str) -> int:
+        data = "".join(line + "\n" for line in lines).encode()
+        writer = asyncio.get_running_loop().run_in_executor(None, self._write, data)
+        args = cli.build_parser().parse_args(
+            ["chat", "--provider", "local", "--db", str(self.db), "--session", "t", *extra]
+        )
+        console = cli.Console(self.out, self.err, interactive=False)
+        code = await cli.run_chat(args, console)
+        await writer
+        return code
+
+    def _write(self, data: bytes) -> None:
+        with os.fdopen(self.write_fd, "wb") as pipe:
+            pipe.write(data)
+
+
+async def _stored(db: Path) -> list[Any]:
+    async with SQLiteStorage(db, session_id="t") as storage:
+        return list(await storage.load())
+
+
+@pytest.fixture
+def chat(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    made: list[Chat] = []
+
+    def make(provider: Any) -> Chat:
+        c = Chat(monkeypatch, provider, tmp_path / "chat.db")
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.stdin.close()
+
+
+# ~290 tokens to the model, ~105 by bytes / 4.
+NOTE = "第{i}条笔记：" + "我今天在公园里散步\uff0c看到了很多花。" * 8
+
+
+async def test_compact_keeps_a_long_chat_inside_the_models_real_window(chat: Any) -> None:
+    """``--compact`` compacted at its own 8,000-token window counted with ``bytes / 4``, above
+    the embedded model's 4,096: the chat overflowed the model (its raw "exceed context
+    window" error) instead of compacting."""
+    model = WindowedModel()
+    c = chat(model)
+    lines = [NOTE.format(i=i) for i in range(30)]
+    code = await c.run(lines, "--compact", "--small-model", "off", "--remember", "none")
+    assert "exceed context window" not in c.err.getvalue()
+    assert code == cli.EXIT_OK, c.err.getvalue()
+    assert model.summaries >= 1  # it compacted (summarised), not only cut
+    for request in model.requests:
+        assert model.size(request) + ANSWER <= WINDOW
+    # The last turn still reads the user's message, and every message is stored.
+    assert model.requests[-1].messages[-1].text == lines[-1]
+    stored = await _stored(c.db)
+    said = [m.text for m in stored if m.role == "user" and not is_boundary(m)]
+    assert said == lines
+
+
+async def test_compact_takes_no_window_above_the_models_own(chat: Any) -> None:
+    model = WindowedModel()
+    c = chat(model)
+    lines = [NOTE.format(i=i) for i in range(25)]
+    code = await c.run(
+        lines, "--compact", "--small-model", "off", "--remember", "none", "--context-window", "9000"
+    )
+    assert code == cli.EXIT_OK, c.err.getvalue()
+    assert "more than the model's context window of 4096" in c.err.getvalue()
+    for request in model.requests:
+        assert model.size(request) + ANSWER <= WINDOW
+
+
+@pytest.mark.parametrize("context_window", ["0", "-5", "lots"])
+def test_a_context_window_that_is_not_a_positive_number_is_a_usage_error(
+    context_window: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(["chat", "--compact", "--context-window", context_window])
+    assert code == cli.EXIT_USAGE
+    assert "not a positive whole number of tokens" in capsys.readouterr().err
+
+
+CHINESE = "我喜欢在公园里散步\uff0c看看花草树木\uff0c听听鸟儿唱歌。" * 100  # ~4,800 tokens to the model
+
+
+@pytest.mark.parametrize("extra", [(), ("--small-model", "off"), ("--small-model", "off", "--compact")])
+async def test_one_message_longer_than_the_window_gets_a_clear_error_and_loses_nothing(
+    chat: Any, extra: tuple[str, ...]
+) -> None:
+    """One message longer than the whole window failed its turn with llama.cpp's raw
+    "Requested tokens (...) exceed context window of 4096"."""
+    model = WindowedModel()
+    c = chat(model)
+    code = await c.run(["My name is Priya.", CHINESE, "What is my name?"], "--remember", "none", *extra)
+    err = c.err.getvalue()
+    assert code == cli.EXIT_TURN_FAILED
+    assert "exceed context window" not in err
+    assert "your message is" in err and "Shorten the message or send it in parts" in err
+    budget = WINDOW - ANSWER - _agent.REQUEST_RESERVE
+    assert f"reads at most {budget:,}" in err
+    # The model never saw the long message; the turns before and after it were answered.
+    assert all(CHINESE not in [m.text for m in r.messages] for r in model.requests)
+    assert c.out.getvalue().split("\n") == ["Noted: My name is Priya.", "Noted: What is my name?", ""]
+    # What is stored is whole: the first turn, then the last one, in order.
+    stored = await _stored(c.db)
+    assert [m.text for m in stored if m.role == "user"][0] == "My name is Priya."
+    assert [m.text for m in stored][-2:] == ["What is my name?", "Noted: What is my name?"]
+
+
+def _summarizing_model() -> FunctionProvider:
+    def answer(request: CompletionRequest) -> str:
+        if not request.tools and request.system_prompt.startswith("You maintain"):
+            return "Goal: a long chat about numbered notes. Decisions: none."
+        return f"Noted: {request.messages[-1].text[:30]}"
+
+    return FunctionProvider(answer)
+
+
+async def test_compact_compacts_for_a_model_that_does_not_say_its_window(chat: Any) -> None:
+    """``--compact`` on a model that does not say its window (a cloud model) never compacted:
+    the chat's own history window (3,000 tokens) cut the conversation before it reached the
+    compactor's threshold (0.8 of the 8,000 assumed), so older turns were dropped unsummarised."""
+    model = _summarizing_model()
+    c = chat(model)
+    lines = [f"Note number {i}: " + "the quick brown fox jumps over the lazy dog " * 12 for i in range(60)]
+    code = await c.run(lines, "--compact", "--small-model", "off", "--remember", "none")
+    assert code == cli.EXIT_OK, c.err.getvalue()
+    summaries = [r for r in model.requests if r.system_prompt.startswith("You maintain")]
+    assert summaries
+    # The model still reads the summary of what was left out, not a bare tail.
+    assert "[Summary of the earlier conversation]" in model.requests[-1].messages[0].text
