@@ -231,6 +231,7 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
     best one: given two facts, it mixes them ("your name is Biscuit").
     """
     from goagent_py.memory.records import SUPERSEDED, asks_about_past, state_of
+    from goagent_py.memory.write_policies import is_question
     from goagent_py.small_models.context_filters import (
         current_turn_start,
         drop_failed_tool_exchanges,
@@ -246,7 +247,7 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
         former = [m.text for m in said if state_of(m.metadata) == SUPERSEDED]
         if former and kept and asks_about_past(kept[-1].text):
             facts = [used_to(former[0])]
-        if not kept or not kept[-1].text.rstrip().endswith("?"):
+        if not kept or not is_question(kept[-1].text):
             facts = []  # a statement: quoted facts would only be parroted back
         if facts:
             kept = kept[current_turn_start(kept) :]

@@ -24,7 +24,7 @@ from goagent_py.memory._fact_slots import is_retraction
 from goagent_py.memory.base import WritePolicy
 from goagent_py.messages import Message, Role, TextBlock
 
-__all__ = ["is_statement", "statement_clauses", "user_statements"]
+__all__ = ["is_question", "is_statement", "statement_clauses", "user_statements"]
 
 _FIRST_PERSON = frozenset(
     {"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself", "we", "our", "us"}
@@ -81,6 +81,12 @@ _CLAUSE_JOIN = re.compile(
 _OWN_SUBJECT = re.compile(r"^(?:I|I'm|I've|I'd|[Mm]y|[Ww]e|[Ww]e're|[Oo]ur)\b")
 
 
+def is_question(text: str) -> bool:
+    """Whether ``text`` ends as a question, in any script: "?", "？", "؟", the Greek question
+    mark, or a Chinese or Japanese question particle ("你好吗", "…ですか")."""
+    return bool(_QUESTION_END.search(text.strip()))
+
+
 def is_statement(text: str, *, min_words: int = 3, about_user: bool = False) -> bool:
     """Whether ``text`` reads as a statement: not a question, at least ``min_words`` words,
     and, with ``about_user``, in the first person ("I", "my", "we"...).
@@ -93,7 +99,7 @@ def is_statement(text: str, *, min_words: int = 3, about_user: bool = False) -> 
     Hangul) is not judged by person: a statement there is kept rather than dropped unread.
     """
     stripped = text.strip()
-    if not stripped or _QUESTION_END.search(stripped):
+    if not stripped or is_question(stripped):
         return False
     words = _words(stripped)
     if len(words) < min_words:
@@ -221,7 +227,7 @@ def user_statements(
     def keep(text: str) -> bool:
         if questions:
             return len(text.split()) >= min_words and (
-                not about_user or is_statement(text.rstrip("?"), min_words=0, about_user=True)
+                not about_user or is_statement(_QUESTION_END.sub("", text), min_words=0, about_user=True)
             )
         if about_user and is_retraction(text):
             return True

@@ -212,3 +212,23 @@ async def test_compact_compacts_for_a_model_that_does_not_say_its_window(chat: A
     assert summaries
     # The model still reads the summary of what was left out, not a bare tail.
     assert "[Summary of the earlier conversation]" in model.requests[-1].messages[0].text
+
+
+@pytest.mark.needs_extra("vector")
+async def test_a_fact_told_in_chinese_is_remembered(
+    chat: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """"我的名字是李华。" (my name is Li Hua) was never stored: the write rules read English only
+    (words split by spaces, "I"/"my" as the first person)."""
+    from goagent_py.testing import FakeEmbedder
+
+    model = _summarizing_model()
+    c = chat(model)
+    monkeypatch.setattr(cli, "_make_embedder", lambda: FakeEmbedder(384))
+    code = await c.run(
+        ["我的名字是李华。我住在北京。", "我叫什么名字？", "/memory"], "--small-model", "off"
+    )
+    assert code == cli.EXIT_OK, c.err.getvalue()
+    out = c.out.getvalue()
+    assert "[1] 我的名字是李华。" in out and "[2] 我住在北京。" in out
+    assert "[3]" not in out  # the question is not a fact
