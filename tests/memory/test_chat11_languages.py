@@ -1,5 +1,5 @@
 """The chat's write policy keeps the user's statements in any language, not English only
-(docs/memory.md, "What the chat remembers")."""
+(docs/chat.md, "/memory"; docs/memory.md, "In goagent-py chat")."""
 
 from __future__ import annotations
 
