@@ -51,6 +51,7 @@ from goagent_py.errors import MissingExtraError
 __all__ = [
     "TOOL_EXAMPLES",
     "TOOL_TEMPLATES",
+    "embedder_problem",
     "exit_if_loading",
     "load_in_background",
     "loading_embedder",
@@ -152,6 +153,17 @@ def exit_if_loading(code: int) -> None:
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
+
+
+def embedder_problem() -> str:
+    """Why the local embedder cannot be made (its :class:`MissingExtraError`, which says how
+    to install it), or "" when it can. A command that goes on without it says so: long-term
+    memory off, and every tool offered to a small model."""
+    try:
+        local_embedder()
+    except MissingExtraError as exc:
+        return str(exc)
+    return ""
 
 
 def loading_embedder() -> Any:

