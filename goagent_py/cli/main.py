@@ -152,6 +152,11 @@ async def build_agent(
 
         chat_path, vector_path = _memory_paths(args.db)
         make_parent(chat_path)
+        from goagent_py.cli._conversation_lock import ConversationLock
+
+        lock = ConversationLock(chat_path, args.session)
+        lock.acquire()  # one chat per conversation: two interleaved their turns
+        closers.append(lock)
         storage = SQLiteStorage(chat_path, session_id=args.session)
         closers.append(storage)
         await storage.load()  # fail now, with a clear message, if the file is unusable

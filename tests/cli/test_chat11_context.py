@@ -281,3 +281,58 @@ async def test_a_chat_reads_its_lines_from_a_file_or_dev_null(
     assert code == cli.EXIT_TURN_FAILED  # the line that is not UTF-8
     assert out.getvalue() == "Noted: My name is Priya.\nNoted: What is my name?\n"
     assert "error: input is not UTF-8 text; line skipped" in err.getvalue()
+
+
+async def test_a_second_chat_on_the_same_conversation_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Two chats on one --db and --session wrote their turns into one conversation,
+    interleaved (user, user, assistant, assistant): the history both then read was a jumble.
+    A second chat on a conversation that is open elsewhere is refused, saying what to do;
+    another --session on the same file works."""
+    answering = asyncio.Event()
+    go_on = asyncio.Event()
+
+    async def answer(request: CompletionRequest) -> str:
+        if not answering.is_set():  # the first turn waits, its conversation open
+            answering.set()
+            await go_on.wait()
+        return "Noted."
+
+    model = FunctionProvider(answer)
+    monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model_, base_url=None: model)
+    monkeypatch.setattr(cli, "_make_embedder", lambda: None)
+    db = tmp_path / "chat.db"
+    stdins: list[Any] = []
+
+    def start(session: str, data: bytes, out: io.StringIO, err: io.StringIO) -> asyncio.Task[int]:
+        read_fd, write_fd = os.pipe()
+        os.write(write_fd, data)
+        os.close(write_fd)
+        stdins.append(os.fdopen(read_fd, "rb", buffering=0))
+        monkeypatch.setattr(sys, "stdin", stdins[-1])
+        args = cli.build_parser().parse_args(
+            ["chat", "--provider", "local", "--db", str(db), "--session", session,
+             "--small-model", "off"]
+        )
+        return asyncio.ensure_future(cli.run_chat(args, cli.Console(out, err, interactive=False)))
+
+    first_err, second_err, other_err = io.StringIO(), io.StringIO(), io.StringIO()
+    first = start("t", b"My name is Priya.\n", io.StringIO(), first_err)
+    await answering.wait()  # the first chat is in its turn, its conversation open
+    second = start("t", b"My dog is Rex.\n", io.StringIO(), second_err)
+    with pytest.raises(cli.MemoryStoreError) as refused:
+        await second
+    other = start("other", b"", io.StringIO(), other_err)
+    go_on.set()
+    assert await first == cli.EXIT_OK
+    assert await other == cli.EXIT_OK
+    message = str(refused.value)
+    assert "conversation 't'" in message and "open in another goagent-py chat" in message
+    assert f"pid {os.getpid()}" in message and "--session" in message
+    # Closed, the conversation opens again.
+    again = start("t", b"", io.StringIO(), io.StringIO())
+    assert await again == cli.EXIT_OK
+    for stdin in stdins:
+        stdin.close()
+    assert [m.text for m in await _stored(db)] == ["My name is Priya.", "Noted."]
