@@ -10,7 +10,7 @@ chat's "12 * 12 = 144", not the clock.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -84,8 +84,10 @@ class MessageTooLongError(GoAgentError):
         self.tokens = tokens
         self.budget = budget
         self.with_results = with_results
-        what = "this turn (your message and its tool results) is" if with_results else (
-            "your message is"
+        what = (
+            "this turn (your message and its tool results) is"
+            if with_results
+            else ("your message is")
         )
         super().__init__(
             f"{what} {tokens:,} tokens and this model reads at most {budget:,} (its context "

@@ -217,7 +217,8 @@ def chat_compactor(
     from goagent_py.cli._agent import REQUEST_RESERVE, CountingModel
     from goagent_py.memory import ClampParts, ClearToolResults, Compactor, Summarize, Tiered
 
-    provider, given = picked.provider, args.context_window
+    provider: Any = picked.provider
+    given = args.context_window
     if not isinstance(provider, CountingModel) or kit.fit is None:
         return Compactor(
             Tiered(

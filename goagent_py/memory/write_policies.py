@@ -57,9 +57,10 @@ _FIRST_PERSON_OTHER = frozenset(
 # first person is a character of the text (Chinese 我, Japanese 私/僕/俺).
 _UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _FIRST_PERSON_UNSPACED = ("我", "咱", "私", "僕", "俺", "わたし", "ぼく")
-# A question in any script: "?", the full-width "？", Arabic "؟", the Greek question mark, and a sentence that
-# ends on a Chinese or Japanese question particle without a mark ("你叫什么名字吗").
-_QUESTION_END = re.compile(r"(?:[?？؟\u037e]|[吗嗎呢么か])[\s\u3002.!！]*$")
+# A question in any script: "?", the full-width question mark, Arabic "؟", the Greek question
+# mark, and a sentence that ends on a Chinese or Japanese question particle without a mark
+# ("你叫什么名字吗").
+_QUESTION_END = re.compile(r"(?:[?\uff1f\u061f\u037e]|[吗嗎呢么か])[\s\u3002.!\uff01]*$")
 
 # A sentence ends at . ! ? (or an ellipsis) followed by a space and a capital letter, a digit
 # or a quote; not after a title or a common abbreviation ("Dr. Rao", "e.g. Lisbon").
@@ -67,7 +68,7 @@ _SENTENCE_END = re.compile(
     r"(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\bMrs\.)(?<!\be\.g\.)(?<!\bi\.e\.)"
     r"(?<=[.!?…])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9])"
     # Chinese and Japanese sentences end at a full-width mark, with no space after it.
-    r"|(?<=[。！？])[」』”）]?\s*(?=\S)"
+    r"|(?<=[\u3002\uff01\uff1f])[\u300d\u300f\u201d\uff09]?\s*(?=\S)"
 )
 # "..., and I ...", "... but my ...": a conjunction joining two first-person clauses. Only
 # before a first-person subject (I, I'm, my, we...), so "I like salt and pepper" stays whole.
@@ -82,8 +83,9 @@ _OWN_SUBJECT = re.compile(r"^(?:I|I'm|I've|I'd|[Mm]y|[Ww]e|[Ww]e're|[Oo]ur)\b")
 
 
 def is_question(text: str) -> bool:
-    """Whether ``text`` ends as a question, in any script: "?", "？", "؟", the Greek question
-    mark, or a Chinese or Japanese question particle ("你好吗", "…ですか")."""
+    """Whether ``text`` ends as a question, in any script: "?", the full-width question mark,
+    "؟", the Greek question mark, or a Chinese or Japanese question particle ("你好吗",
+    "…ですか")."""
     return bool(_QUESTION_END.search(text.strip()))
 
 
@@ -91,7 +93,7 @@ def is_statement(text: str, *, min_words: int = 3, about_user: bool = False) -> 
     """Whether ``text`` reads as a statement: not a question, at least ``min_words`` words,
     and, with ``about_user``, in the first person ("I", "my", "we"...).
 
-    Not English only: a question mark of any script ("？", "؟") or a Chinese question
+    Not English only: a question mark of any script (full-width, "؟") or a Chinese question
     particle ends a question; in Chinese and Japanese, written without spaces, each character
     counts as a word and 我/私/僕 is the first person; the first person of the main languages
     written in words counts too ("je", "ich", "yo", "я", "저는"...). Text in a script whose
@@ -129,7 +131,7 @@ def _person(word: str) -> bool:
     word = word.strip(".,;:!¡¿\"'()«»„“”").casefold()
     if word in _FIRST_PERSON or word in _FIRST_PERSON_OTHER:
         return True
-    head, apostrophe, _ = word.replace("’", "'").partition("'")
+    head, apostrophe, _ = word.replace("\u2019", "'").partition("'")
     return bool(apostrophe) and head + "'" in _FIRST_PERSON_OTHER
 
 
@@ -140,8 +142,11 @@ def _judged_script(text: str) -> bool:
     known = sum(
         1
         for c in letters
-        if c < "\u0530" or "\u1100" <= c <= "\u11ff" or "\u3040" <= c <= "\u9fff"
-        or "\uac00" <= c <= "\ud7af" or "\uf900" <= c <= "\ufaff"
+        if c < "\u0530"
+        or "\u1100" <= c <= "\u11ff"
+        or "\u3040" <= c <= "\u9fff"
+        or "\uac00" <= c <= "\ud7af"
+        or "\uf900" <= c <= "\ufaff"
     )
     return known * 2 >= len(letters)
 
@@ -227,7 +232,8 @@ def user_statements(
     def keep(text: str) -> bool:
         if questions:
             return len(text.split()) >= min_words and (
-                not about_user or is_statement(_QUESTION_END.sub("", text), min_words=0, about_user=True)
+                not about_user
+                or is_statement(_QUESTION_END.sub("", text), min_words=0, about_user=True)
             )
         if about_user and is_retraction(text):
             return True

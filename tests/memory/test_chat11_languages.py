@@ -31,13 +31,20 @@ def _kept(text: str) -> list[str] | None:
     ],
 )
 def test_a_statement_in_another_language_is_remembered(said: str) -> None:
-    """"我的名字是李华" was dropped: one "word" (no spaces) and no English first person."""
+    """ "我的名字是李华" was dropped: one "word" (no spaces) and no English first person."""
     assert _kept(said) == [said]
 
 
 @pytest.mark.parametrize(
     "asked",
-    ["我叫什么名字？", "你好吗", "Wie heiße ich?", "Où est-ce que j'habite ?", "اسمي ما هو؟", "谢谢"],
+    [
+        "我叫什么名字\uff1f",
+        "你好吗",
+        "Wie heiße ich?",
+        "Où est-ce que j'habite ?",
+        "اسمي ما هو؟",
+        "谢谢",
+    ],
 )
 def test_questions_and_short_remarks_in_any_language_are_not_stored(asked: str) -> None:
     assert _kept(asked) is None
@@ -50,8 +57,12 @@ def test_requests_not_about_the_user_stay_out_in_languages_the_rules_read() -> N
 
 def test_chinese_sentences_are_separate_memories() -> None:
     """Full-width full stops end sentences with no space after them."""
-    assert statement_clauses("你好！我叫李华。我住在北京。") == ["你好！", "我叫李华。", "我住在北京。"]
-    assert _kept("你好！我叫李华。我住在北京。") == ["我叫李华。", "我住在北京。"]
+    assert statement_clauses("你好\uff01我叫李华。我住在北京。") == [
+        "你好\uff01",
+        "我叫李华。",
+        "我住在北京。",
+    ]
+    assert _kept("你好\uff01我叫李华。我住在北京。") == ["我叫李华。", "我住在北京。"]
 
 
 def test_english_is_read_as_before() -> None:
