@@ -240,7 +240,7 @@ def chat_compactor(
     # CJK character costs the default model.
     chars = max(1000, (window - summary_tokens - REQUEST_RESERVE) // 2)
     summarize = Summarize(
-        provider, model=picked.model, max_input_chars=chars, max_tokens=summary_tokens
+        picked.provider, model=picked.model, max_input_chars=chars, max_tokens=summary_tokens
     )
     return Compactor(
         Tiered([ClampParts(chars), ClearToolResults(4), summarize]),
