@@ -42,7 +42,7 @@ from goagent_py._transcript import (
     waiting_at,
 )
 from goagent_py.agent import _UNSET, Agent, Prompt, to_messages
-from goagent_py.approvals import ToolDecision, pending_of
+from goagent_py.approvals import ToolDecision, decision_hint, pending_of
 from goagent_py.errors import ApprovalPendingError, ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate
 from goagent_py.memory.base import ShortTermMemoryProtocol
@@ -403,7 +403,7 @@ class Session:
         assert self._last_result is not None
         return self._last_result
 
-    async def continue_(self) -> RunResult:
+    async def continue_(self, *, output_type: object = _UNSET, deps: Any = None) -> RunResult:
         """Resume from the transcript without a new prompt (after an abort, an error, a crash).
 
         If the transcript ends with a user message or tool results, the model is called; if it
@@ -411,13 +411,19 @@ class Session:
         next prompt; with nothing queued, an answer cut off (an abort, a cancel, a failed
         stream) or the iteration budget's note is followed by a prompt asking the model to go on.
 
+        Args:
+            output_type: the run's output type, instead of the agent's (as :meth:`prompt`:
+                give the type the stopped prompt asked for to get it again).
+            deps: the run's request-scoped dependencies, as :meth:`prompt` (a run has its own;
+                the stopped one's are not kept).
+
         Raises:
             ConfigurationError: the transcript is empty, or ends with a complete answer and
                 nothing is queued.
             ApprovalPendingError: tool calls wait for decisions (:meth:`resume`); the queues
                 are left as they were.
         """
-        async for event in self.stream_continue():
+        async for event in self.stream_continue(output_type=output_type, deps=deps):
             del event
         assert self._last_result is not None
         return self._last_result
@@ -459,7 +465,9 @@ class Session:
             async for event in events:
                 yield event
 
-    async def stream_continue(self) -> AsyncGenerator[AgentEvent, None]:
+    async def stream_continue(
+        self, *, output_type: object = _UNSET, deps: Any = None
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Like :meth:`continue_`, yielding the run's events as they happen."""
         self._claim("continue_()")
         try:
@@ -468,10 +476,11 @@ class Session:
             if not self._transcript:
                 raise ConfigurationError("continue_(): the transcript is empty; use prompt(...)")
             # Before any queue is taken: a queued message would be lost to the refusal.
-            if waiting_at(self._transcript) >= 0:
+            at = waiting_at(self._transcript)
+            if at >= 0:
+                hint = decision_hint(pending_of(self._transcript[at])[1])
                 raise ApprovalPendingError(
-                    "continue_(): the last tool calls wait for decisions; "
-                    "resume({call_id: Approve() or Deny(...)}) goes on"
+                    f"continue_(): the last tool calls wait for decisions; {hint} goes on"
                 )
             prompt: list[Message] | None = None
             if self._transcript[-1].role is Role.ASSISTANT:
@@ -485,7 +494,9 @@ class Session:
         except BaseException:
             self._busy = False
             raise
-        async with contextlib.aclosing(self._go(prompt)) as events:
+        async with contextlib.aclosing(
+            self._go(prompt, output_type=output_type, deps=deps)
+        ) as events:
             async for event in events:
                 yield event
 
