@@ -192,7 +192,7 @@ async def test_slash_commands(harness: Any) -> None:
     assert await h.start() == cli.EXIT_OK
     out = h.out.getvalue()
     assert "t\n" in out  # the session list
-    assert "(long-term memory is off)" in out
+    assert "(long-term memory is off" in out  # and why (chat11)
     assert "unknown command /bogus" in out
     assert "(this session's conversation is forgotten)" in out
     assert "/memory" in out  # the help text

@@ -10,20 +10,32 @@ chat's "12 * 12 = 144", not the clock.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from goagent_py.cli._common import SMALL_MODEL_PROMPT, SYSTEM_PROMPT
+from goagent_py.errors import GoAgentError
 
 if TYPE_CHECKING:
     from goagent_py.agent import Agent
     from goagent_py.cli._common import Picked
+    from goagent_py.events import CompactionEvent
+    from goagent_py.memory.compactor import Compactor
     from goagent_py.memory.policies import TokenWindow
     from goagent_py.memory.tokens import TokenEstimator
     from goagent_py.messages import Message, ScoredMessage
 
-__all__ = ["AgentKit", "CountingModel", "agent_kit", "build_agent", "context_fit", "system_prompt"]
+__all__ = [
+    "AgentKit",
+    "CountingModel",
+    "MessageTooLongError",
+    "agent_kit",
+    "build_agent",
+    "context_fit",
+    "system_prompt",
+    "within_context",
+]
 
 MAX_ITERATIONS = 6
 TOOL_TIMEOUT = 30.0
@@ -59,21 +71,95 @@ def context_fit(provider: Any) -> TokenWindow | None:
     return TokenWindow(max(budget, 256), estimator=provider.token_estimator())
 
 
-def _within_context(
-    transform: Callable[[list[Message]], Any] | None, fit: TokenWindow
-) -> Callable[[list[Message]], Awaitable[list[Message]]]:
+class MessageTooLongError(GoAgentError):
+    """The turn being answered is longer than all the model can read: nothing was sent.
+
+    Attributes:
+        tokens: the turn's size, counted by the model's own tokenizer.
+        budget: what the model reads of a conversation (its context window less the room kept
+            for the answer, the instructions and the tools).
+    """
+
+    def __init__(self, tokens: int, budget: int, *, with_results: bool = False) -> None:
+        self.tokens = tokens
+        self.budget = budget
+        self.with_results = with_results
+        what = (
+            "this turn (your message and its tool results) is"
+            if with_results
+            else ("your message is")
+        )
+        super().__init__(
+            f"{what} {tokens:,} tokens and this model reads at most {budget:,} (its context "
+            "window less room for the answer and its instructions), so it was not sent to the "
+            "model. Shorten the message or send it in parts, or choose a model with a larger "
+            "context window (--provider)"
+        )
+
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.tokens, self.budget, with_results=self.with_results)
+
+
+class _Within:
     """``transform`` (the chat's own context transform, or none), then ``fit``: every request,
     the new message included, cut to what the model can read. A window on the stored history
     alone let a pasted text push the request past the model's context window: the history is
-    windowed before the new message joins it."""
+    windowed before the new message joins it.
 
-    async def within(messages: list[Message]) -> list[Message]:
-        if transform is not None:
-            done = transform(messages)
+    The turn being answered (from its user message on) is never cut: a turn longer than the
+    window raises :class:`MessageTooLongError` before the model is called (llama.cpp's own
+    "Requested tokens (...) exceed context window" told the user nothing to do, and a turn cut
+    at its start would send the model tool results without the question)."""
+
+    def __init__(self, transform: Callable[[list[Message]], Any] | None, fit: TokenWindow) -> None:
+        self.transform = transform
+        self.fit = fit
+
+    async def __call__(self, messages: list[Message]) -> list[Message]:
+        turn = messages[_turn_start(messages) :]
+        tokens = sum(self.fit.estimator.count(m) for m in turn)
+        if tokens > self.fit.max_tokens:  # checked first: no summary is made for nothing
+            raise MessageTooLongError(tokens, self.fit.max_tokens, with_results=len(turn) > 1)
+        if self.transform is not None:
+            done = self.transform(messages)
             messages = list(await done if inspect.isawaitable(done) else done)
-        return fit.apply(messages)
+        return self.fit.apply(messages)
 
-    return within
+
+class _WithinCompactor(_Within):
+    """:class:`_Within` around a :class:`~goagent_py.memory.Compactor`, which ``/compact``
+    (:meth:`goagent_py.Session.compact_now`) finds through it."""
+
+    transform: Compactor
+
+    async def compact_now(self, messages: list[Message], *, focus: str = "") -> list[Message]:
+        """The compactor's :meth:`~goagent_py.memory.Compactor.compact_now`."""
+        return await self.transform.compact_now(messages, focus=focus)
+
+    @property
+    def events(self) -> Sequence[CompactionEvent]:
+        """The compactor's events (the last one is what ``/compact`` reports)."""
+        return self.transform.events
+
+
+def _turn_start(messages: Sequence[Message]) -> int:
+    """The index of the last user message (where the turn being answered starts); 0 if none."""
+    from goagent_py.messages import Role
+
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == Role.USER:
+            return i
+    return 0
+
+
+def within_context(transform: Any, fit: TokenWindow) -> _Within:
+    """``transform`` then ``fit`` (see :class:`_Within`); a compactor stays reachable by
+    ``/compact``."""
+    from goagent_py.memory.compactor import Compactor
+
+    if isinstance(transform, Compactor):
+        return _WithinCompactor(transform, fit)
+    return _Within(transform, fit)
 
 
 def system_prompt(given: str | None, *, small: bool) -> str:
@@ -178,10 +264,10 @@ def build_agent(
         settings["long_term_memory"] = long_term_memory
         if write_policy is not None:
             settings["write_policy"] = write_policy
-    if transform_context is None:
-        # A given transform (a Compactor, which ``/compact`` finds there) stays as it is.
-        own = small_model_context(lambda: log) if kit.small else None
-        transform_context = own if kit.fit is None else _within_context(own, kit.fit)
+    if transform_context is None and kit.small:
+        transform_context = small_model_context(lambda: log)
+    if kit.fit is not None:
+        transform_context = within_context(transform_context, kit.fit)
     if transform_context is not None:
         settings["transform_context"] = transform_context
     return Agent(

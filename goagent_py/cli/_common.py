@@ -248,10 +248,19 @@ class Console:
         self.out = out
         self.err = err
         self.interactive = interactive
+        self.line_open = False  # the last text said did not end its line
 
     def say(self, text: str = "", end: str = "\n") -> None:
         self.out.write(text + end)
         self.out.flush()
+        if text or end:
+            self.line_open = not (text + end).endswith("\n")
+
+    def end_line(self) -> None:
+        """End the line said so far, if one is open (an answer cut off by an error): a failed
+        turn leaves no blank lines among the answers a script reads."""
+        if self.line_open:
+            self.say()
 
     def note(self, text: str) -> None:
         self.err.write(text + "\n")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import stat
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -28,10 +29,39 @@ __all__ = ["LineSource", "line_source", "pipe_lines"]
 LineSource = AsyncIterator["str | UnicodeDecodeError | KeyboardInterrupt"]
 
 
+_LINE_LIMIT = 1 << 20
+
+
+def _too_long() -> UnicodeDecodeError:
+    return UnicodeDecodeError("utf-8", b"", 0, 1, "line too long")
+
+
+def _decoded(raw: bytes) -> str | UnicodeDecodeError:
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        return exc
+
+
+def _is_pipe(stream: Any) -> bool:
+    """Whether ``stream`` is a pipe or a socket, which the event loop can watch; a regular file
+    or a device (``< questions.txt``, ``< /dev/null``) is not ("Pipe transport is for
+    pipes/sockets only", and epoll refuses a regular file)."""
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 async def pipe_lines(stream: Any) -> LineSource:
     """Lines of a pipe or file, read without blocking the event loop."""
+    if not _is_pipe(stream):
+        async for line in _file_lines(stream):
+            yield line
+        return
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 20)
+    reader = asyncio.StreamReader(limit=_LINE_LIMIT)
     protocol = asyncio.StreamReaderProtocol(reader)
     transport, _ = await loop.connect_read_pipe(lambda: protocol, stream)
     try:
@@ -39,16 +69,30 @@ async def pipe_lines(stream: Any) -> LineSource:
             try:
                 raw = await reader.readline()
             except ValueError:  # a line over the limit
-                yield UnicodeDecodeError("utf-8", b"", 0, 1, "line too long")
+                yield _too_long()
                 continue
             if not raw:
                 return
-            try:
-                yield raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as exc:
-                yield exc
+            yield _decoded(raw)
     finally:
         transport.close()
+
+
+async def _file_lines(stream: Any) -> LineSource:
+    """Lines of a file or device, each read in a worker thread (the same limit as a pipe's)."""
+    from goagent_py._workers import to_thread
+
+    binary = getattr(stream, "buffer", stream)
+    while True:
+        raw = await to_thread(binary.readline, _LINE_LIMIT + 1)
+        if not raw:
+            return
+        if len(raw) > _LINE_LIMIT and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):  # the rest of the long line
+                raw = await to_thread(binary.readline, _LINE_LIMIT)
+            yield _too_long()
+            continue
+        yield _decoded(raw)
 
 
 async def _prompt_toolkit_lines(prompt: str, history: Path) -> LineSource:

@@ -55,9 +55,15 @@ def _day(moment: Any) -> str:
 
 
 async def memory_command(
-    argument: str, memory: Any, recalled: list[ScoredMessage], say: Callable[[str], None]
+    argument: str,
+    memory: Any,
+    recalled: list[ScoredMessage],
+    say: Callable[[str], None],
+    *,
+    off: str = "",
 ) -> None:
-    """Run ``/memory [history|recalled]`` against the chat's long-term memory."""
+    """Run ``/memory [history|recalled]`` against the chat's long-term memory (``off``: why it
+    is off though it was asked for)."""
     argument = argument.strip().lower()
     if argument == "recalled":
         if not recalled:
@@ -69,7 +75,7 @@ async def memory_command(
         say(USAGE)
         return
     if memory is None:
-        say("(long-term memory is off)")
+        say(f"(long-term memory is off: {off})" if off else "(long-term memory is off)")
         return
     from goagent_py.memory.records import CURRENT, DELETED, SUPERSEDED
 

@@ -51,6 +51,7 @@ from goagent_py.errors import MissingExtraError
 __all__ = [
     "TOOL_EXAMPLES",
     "TOOL_TEMPLATES",
+    "embedder_problem",
     "exit_if_loading",
     "load_in_background",
     "loading_embedder",
@@ -154,6 +155,17 @@ def exit_if_loading(code: int) -> None:
     os._exit(code)
 
 
+def embedder_problem() -> str:
+    """Why the local embedder cannot be made (its :class:`MissingExtraError`, which says how
+    to install it), or "" when it can. A command that goes on without it says so: long-term
+    memory off, and every tool offered to a small model."""
+    try:
+        local_embedder()
+    except MissingExtraError as exc:
+        return str(exc)
+    return ""
+
+
 def loading_embedder() -> Any:
     """The local embedder, its model loading in the background (None without ``local``)."""
     try:
@@ -231,6 +243,7 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
     best one: given two facts, it mixes them ("your name is Biscuit").
     """
     from goagent_py.memory.records import SUPERSEDED, asks_about_past, state_of
+    from goagent_py.memory.write_policies import is_question
     from goagent_py.small_models.context_filters import (
         current_turn_start,
         drop_failed_tool_exchanges,
@@ -246,7 +259,7 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
         former = [m.text for m in said if state_of(m.metadata) == SUPERSEDED]
         if former and kept and asks_about_past(kept[-1].text):
             facts = [used_to(former[0])]
-        if not kept or not kept[-1].text.rstrip().endswith("?"):
+        if not kept or not is_question(kept[-1].text):
             facts = []  # a statement: quoted facts would only be parroted back
         if facts:
             kept = kept[current_turn_start(kept) :]

@@ -78,6 +78,9 @@ HELP = """commands:
   /compact [focus]  summarise the older part of the conversation now (with --compact)
   /exit       leave (Ctrl-D works too); Ctrl-C aborts the current turn"""
 
+DEFAULT_CONTEXT_WINDOW = 8000
+"""The context window ``--compact`` assumes for a model that does not say its own."""
+
 
 @dataclass
 class ChatState:
@@ -90,6 +93,8 @@ class ChatState:
     memory: Any = None  # the long-term memory, for /memory
     session: Any = None  # the chat's Session
     aborting: bool = False  # a Ctrl-C asked the running turn to abort
+    no_compaction: str = ""  # why /compact cannot run in this chat ("" when it can)
+    memory_off: str = ""  # why long-term memory is off though it was asked for
 
 
 def _memory_paths(db: str | None) -> tuple[Path, Path]:
@@ -128,6 +133,18 @@ async def build_agent(
     small = picked.small if args.small_model == "auto" else args.small_model == "on"
     needs_embedder = small or not args.no_memory
     embedder = _make_embedder() if needs_embedder else None
+    if needs_embedder and embedder is None:
+        from goagent_py.cli._setup import embedder_problem
+
+        problem = embedder_problem() or "the local embedder is missing"
+        off = []
+        if not args.no_memory and args.remember != "none":
+            off.append("long-term memory is off")
+            state.memory_off = problem
+        if small:
+            off.append("the model is offered every tool")
+        if off:
+            console.note(f"({' and '.join(off)}: {problem})")
     settings: dict[str, Any] = {}
     if not args.no_memory:
         from goagent_py.memory.policies import TokenWindow
@@ -136,6 +153,11 @@ async def build_agent(
 
         chat_path, vector_path = _memory_paths(args.db)
         make_parent(chat_path)
+        from goagent_py.cli._conversation_lock import ConversationLock
+
+        lock = ConversationLock(chat_path, args.session)
+        lock.acquire()  # one chat per conversation: two interleaved their turns
+        closers.append(lock)
         storage = SQLiteStorage(chat_path, session_id=args.session)
         closers.append(storage)
         await storage.load()  # fail now, with a clear message, if the file is unusable
@@ -156,25 +178,25 @@ async def build_agent(
 
         settings["mcp_servers"] = stdio_connections(args.mcp)
     hook_sets: list[Any] = []
-    if getattr(args, "compact", False):
-        if small:
-            console.note("(--compact is for larger models: the small model reads a short window)")
-        else:
-            from goagent_py.memory import ClampParts, ClearToolResults, Compactor, Summarize, Tiered
+    if not getattr(args, "compact", False):
+        state.no_compaction = "(/compact needs the chat started with --compact)"
+    elif small:
+        state.no_compaction = (
+            "(nothing to compact: the small model reads only the last few messages)"
+        )
+        console.note("(--compact is for larger models: the small model reads a short window)")
+    else:
+        memory = settings.get("short_term_memory")
+        if memory is not None:
+            from goagent_py.memory.policies import NoOp
 
-            compactor = Compactor(
-                Tiered(
-                    [
-                        ClampParts(4000),
-                        ClearToolResults(4),
-                        Summarize(picked.provider, model=picked.model),
-                    ]
-                ),
-                context_window=args.context_window,
-                memory=settings.get("short_term_memory"),
-            )
-            settings["transform_context"] = compactor
-            hook_sets.append(compactor.hooks())
+            # The compactor keeps the history under its window (summaries, then the model's
+            # own fit): a history window of its own cut the conversation before it ever
+            # reached the compactor's threshold, so nothing was summarised.
+            memory.policy = NoOp()
+        compactor = chat_compactor(picked, kit, args, memory, console)
+        settings["transform_context"] = compactor
+        hook_sets.append(compactor.hooks())
     agent = _agent.build_agent(
         kit,
         name="goagent-chat",
@@ -184,6 +206,50 @@ async def build_agent(
         **settings,
     )
     return agent, storage
+
+
+def chat_compactor(
+    picked: Picked, kit: Any, args: argparse.Namespace, memory: Any, console: Console
+) -> Any:
+    """The ``--compact`` compactor, sized to the model's real context window when the provider
+    knows it (the embedded model's 4,096 tokens, counted by its own tokenizer; ``bytes / 4`` and
+    the 8,000 assumed otherwise let a long chat overflow the model instead of compacting), with
+    room kept for the answer, the instructions and the tools."""
+    from goagent_py.cli._agent import REQUEST_RESERVE, CountingModel
+    from goagent_py.memory import ClampParts, ClearToolResults, Compactor, Summarize, Tiered
+
+    provider: Any = picked.provider
+    given = args.context_window
+    if not isinstance(provider, CountingModel) or kit.fit is None:
+        return Compactor(
+            Tiered(
+                [ClampParts(4000), ClearToolResults(4), Summarize(provider, model=picked.model)]
+            ),
+            context_window=given or DEFAULT_CONTEXT_WINDOW,
+            memory=memory,
+        )
+    window = provider.context_window
+    if given is not None and given > window:
+        console.note(
+            f"(--context-window {given} is more than the model's context window of {window} "
+            f"tokens: compacting at {window})"
+        )
+    window = min(window, given or window)
+    reserve = min(provider.max_tokens + REQUEST_RESERVE, window // 2)
+    summary_tokens = min(1024, provider.max_tokens)
+    # A summary request must fit the model too: its input in characters, at the ~2 tokens a
+    # CJK character costs the default model.
+    chars = max(1000, (window - summary_tokens - REQUEST_RESERVE) // 2)
+    summarize = Summarize(
+        picked.provider, model=picked.model, max_input_chars=chars, max_tokens=summary_tokens
+    )
+    return Compactor(
+        Tiered([ClampParts(chars), ClearToolResults(4), summarize]),
+        context_window=window,
+        estimator=kit.fit.estimator,
+        reserve_tokens=reserve,
+        memory=memory,
+    )
 
 
 async def _long_term(
@@ -235,6 +301,7 @@ async def play_turn(
     from goagent_py.messages import StopReason
 
     streamed = False
+    failed: GoAgentError | None = None
     events = session.stream(text) if text is not None else session.stream_continue()
     async with contextlib.aclosing(events):
         try:
@@ -269,10 +336,18 @@ async def play_turn(
                     console.say()
                     console.note("(turn aborted and recorded as such; /continue resumes it)")
                     return None
+                if isinstance(event.result.error, GoAgentError):
+                    # The stream raises it next; the chat shows it as its "error: ..." note.
+                    console.end_line()
+                    failed = event.result.error
+                    event = await anext(events, None)
+                    continue
                 if not streamed:
                     console.say(event.result.text, end="")
                 console.say()
             event = await anext(events, None)
+    if failed is not None:
+        raise failed
     return None
 
 
@@ -365,10 +440,10 @@ async def chat_loop(
             except asyncio.CancelledError:
                 if not state.turn.cancelled():
                     raise
-                console.say()
+                console.end_line()
                 console.note("(turn cancelled; the session is intact)")
             except GoAgentError as exc:
-                console.say()
+                console.end_line()
                 console.note(f"error: {exc}")
                 state.failures += 1
             finally:
@@ -408,6 +483,9 @@ async def _command(line: str, console: Console, state: ChatState, storage: Any) 
                 console.say(session)
     elif name == "/compact":
         focus = line[len(name) :].strip()
+        if state.no_compaction:
+            console.say(state.no_compaction)
+            return False
         try:
             done = await state.session.compact_now(focus=focus)
         except GoAgentError as exc:
@@ -423,7 +501,9 @@ async def _command(line: str, console: Console, state: ChatState, storage: Any) 
     elif name == "/memory":
         from goagent_py.cli._memory import memory_command
 
-        await memory_command(line[len(name) :], state.memory, state.recalled, console.say)
+        await memory_command(
+            line[len(name) :], state.memory, state.recalled, console.say, off=state.memory_off
+        )
     elif name == "/tools":
         selection = getattr(state.selector, "last_selection", None)
         if selection is None:
@@ -439,6 +519,16 @@ async def _command(line: str, console: Console, state: ChatState, storage: Any) 
 
 
 # -- entry point -----------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of tokens")
+    return value
 
 
 _BASE_URL_HELP = (
@@ -473,9 +563,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument(
         "--context-window",
-        type=int,
-        default=8000,
-        help="the model's context window in tokens, for --compact (default 8000)",
+        type=_positive_int,
+        metavar="TOKENS",
+        help="the model's context window in tokens, for --compact (default: what the model "
+        f"says, the embedded model's 4096; {DEFAULT_CONTEXT_WINDOW} for a model that does not "
+        "say)",
     )
     chat.add_argument(
         "--remember",

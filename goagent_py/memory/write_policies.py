@@ -25,17 +25,51 @@ from goagent_py.memory._fact_slots import is_retraction
 from goagent_py.memory.base import WritePolicy
 from goagent_py.messages import Message, Role, TextBlock
 
-__all__ = ["is_statement", "statement_clauses", "user_statements"]
+__all__ = ["is_question", "is_statement", "statement_clauses", "user_statements"]
 
 _FIRST_PERSON = frozenset(
     {"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself", "we", "our", "us"}
 )
+# The first person of other languages written in words, so a fact said in French, Spanish,
+# German, Russian, Korean... is kept as an English one is ("J'habite à Lyon.", "Ich heiße
+# Anna."); an elided form ("j'", "m'") counts by its head.
+_FIRST_PERSON_OTHER = frozenset(
+    {
+        # French
+        "je", "j'", "moi", "mon", "ma", "mes", "nous", "notre", "nos", "m'",
+        # Spanish, Portuguese, Italian
+        "yo", "mi", "mis", "nosotros", "nosotras", "nuestro", "nuestra", "nuestros",
+        "eu", "meu", "minha", "meus", "minhas", "nós", "nosso", "nossa",
+        "io", "mio", "mia", "miei", "mie", "noi", "nostro", "nostra",
+        # German, Dutch
+        "ich", "mein", "meine", "meinen", "meinem", "meiner", "mich", "mir", "wir", "unser",
+        "unsere", "ik", "mijn", "mij", "wij", "ons", "onze",
+        # Russian, Ukrainian, Polish
+        "я", "мой", "моя", "моё", "мое", "мои", "меня", "мне", "мы", "наш", "наша", "наши",
+        "мене", "мені", "ja", "mój", "moja", "moje", "mnie", "nasz", "nasza",
+        # Turkish, Indonesian
+        "ben", "benim", "biz", "bizim", "saya", "aku", "kami", "kita",
+        # Korean (written in words)
+        "나", "나는", "내", "내가", "나의", "저", "저는", "제", "제가", "저의", "우리", "우리는",
+        "우리의", "우리가",
+    }
+)  # fmt: skip
+# Scripts written without spaces between words: each character counts as a word, and the
+# first person is a character of the text (Chinese 我, Japanese 私/僕/俺).
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_FIRST_PERSON_UNSPACED = ("我", "咱", "私", "僕", "俺", "わたし", "ぼく")
+# A question in any script: "?", the full-width question mark, Arabic "؟", the Greek question
+# mark, and a sentence that ends on a Chinese or Japanese question particle without a mark
+# ("你叫什么名字吗").
+_QUESTION_END = re.compile(r"(?:[?\uff1f\u061f\u037e]|[吗嗎呢么か])[\s\u3002.!\uff01]*$")
 
 # A sentence ends at . ! ? (or an ellipsis) followed by a space and a capital letter, a digit
 # or a quote; not after a title or a common abbreviation ("Dr. Rao", "e.g. Lisbon").
 _SENTENCE_END = re.compile(
     r"(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\bMrs\.)(?<!\be\.g\.)(?<!\bi\.e\.)"
     r"(?<=[.!?…])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9])"
+    # Chinese and Japanese sentences end at a full-width mark, with no space after it.
+    r"|(?<=[\u3002\uff01\uff1f])[\u300d\u300f\u201d\uff09]?\s*(?=\S)"
 )
 # "..., and I ...", "... but my ...": a conjunction joining two first-person clauses. Only
 # before a first-person subject (I, I'm, my, we...), so "I like salt and pepper" stays whole.
@@ -49,19 +83,73 @@ _CLAUSE_JOIN = re.compile(
 _OWN_SUBJECT = re.compile(r"^(?:I|I'm|I've|I'd|[Mm]y|[Ww]e|[Ww]e're|[Oo]ur)\b")
 
 
+def is_question(text: str) -> bool:
+    """Whether ``text`` ends as a question, in any script: "?", the full-width question mark,
+    "؟", the Greek question mark, or a Chinese or Japanese question particle ("你好吗",
+    "…ですか")."""
+    return bool(_QUESTION_END.search(text.strip()))
+
+
 def is_statement(text: str, *, min_words: int = 3, about_user: bool = False) -> bool:
     """Whether ``text`` reads as a statement: not a question, at least ``min_words`` words,
     and, with ``about_user``, in the first person ("I", "my", "we"...).
+
+    Not English only: a question mark of any script (full-width, "؟") or a Chinese question
+    particle ends a question; in Chinese and Japanese, written without spaces, each character
+    counts as a word and 我/私/僕 is the first person; the first person of the main languages
+    written in words counts too ("je", "ich", "yo", "я", "저는"...). Text in a script whose
+    first person these rules do not know (no letter of Latin, Greek, Cyrillic, Han, kana or
+    Hangul) is not judged by person: a statement there is kept rather than dropped unread.
     """
     stripped = text.strip()
-    if not stripped or stripped.endswith("?"):
+    if not stripped or is_question(stripped):
         return False
-    words = stripped.split()
+    words = _words(stripped)
     if len(words) < min_words:
         return False
-    if about_user:
-        return any(w.strip(".,;:!\"'()").casefold() in _FIRST_PERSON for w in words)
-    return True
+    if not about_user:
+        return True
+    if any(_person(w) for w in words):
+        return True
+    if any(marker in stripped for marker in _FIRST_PERSON_UNSPACED):
+        return True
+    return not _judged_script(stripped)
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text``: the space-separated ones, each character of a script written
+    without spaces counted as one ("我住在北京" is five), punctuation alone not counted."""
+    words: list[str] = []
+    for chunk in text.split():
+        rest = _UNSPACED.sub(" ", chunk)
+        words.extend(_UNSPACED.findall(chunk))
+        words.extend(w for w in rest.split() if any(c.isalnum() for c in w))
+    return words
+
+
+def _person(word: str) -> bool:
+    """Whether ``word`` is a first-person word of a language written in words."""
+    word = word.strip(".,;:!¡¿\"'()«»„“”").casefold()
+    if word in _FIRST_PERSON or word in _FIRST_PERSON_OTHER:
+        return True
+    head, apostrophe, _ = word.replace("\u2019", "'").partition("'")
+    return bool(apostrophe) and head + "'" in _FIRST_PERSON_OTHER
+
+
+def _judged_script(text: str) -> bool:
+    """Whether the first-person rules read ``text``'s script: most of its letters are Latin,
+    Greek, Cyrillic, Han, kana or Hangul."""
+    letters = [c for c in text if c.isalpha()]
+    known = sum(
+        1
+        for c in letters
+        if c < "\u0530"
+        or "\u1100" <= c <= "\u11ff"
+        or "\u3040" <= c <= "\u9fff"
+        or "\uac00" <= c <= "\ud7af"
+        or "\uf900" <= c <= "\ufaff"
+    )
+    return known * 2 >= len(letters)
 
 
 def statement_clauses(text: str) -> list[str]:
@@ -146,7 +234,8 @@ def user_statements(
     def keep(text: str) -> bool:
         if questions:
             return len(text.split()) >= min_words and (
-                not about_user or is_statement(text.rstrip("?"), min_words=0, about_user=True)
+                not about_user
+                or is_statement(_QUESTION_END.sub("", text), min_words=0, about_user=True)
             )
         if about_user and (is_retraction(text) or is_correction(text)):
             return True

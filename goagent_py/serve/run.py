@@ -170,7 +170,12 @@ async def run_serve(args: argparse.Namespace) -> int:
     from goagent_py.agent import Agent
     from goagent_py.cli._agent import agent_kit, build_agent
     from goagent_py.cli._common import data_home, listen_socket, listening_url, pick_provider
-    from goagent_py.cli._setup import loading_embedder, long_term_memory, write_policy
+    from goagent_py.cli._setup import (
+        embedder_problem,
+        loading_embedder,
+        long_term_memory,
+        write_policy,
+    )
     from goagent_py.serve.app import ThreadContext, create_app
 
     try:
@@ -189,6 +194,10 @@ async def run_serve(args: argparse.Namespace) -> int:
     closers: list[Any] = []
     memory_mode = getattr(args, "memory", "statements")
     embedder = loading_embedder() if picked.small or memory_mode != "none" else None
+    if embedder is None and (picked.small or memory_mode != "none"):
+        off = ["long-term memory is off"] if memory_mode != "none" else []
+        off += ["the model is offered every tool"] if picked.small else []
+        print(f"({' and '.join(off)}: {embedder_problem()})", file=sys.stderr)
     long_term = None
     if embedder is not None and memory_mode != "none":
         threshold = getattr(args, "recall_threshold", 0.3)

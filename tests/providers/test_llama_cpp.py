@@ -428,10 +428,11 @@ async def test_errors_become_provider_errors() -> None:
             raise ValueError("Requested tokens (5000) exceed context window of 4096")
 
     provider = _fake_provider(Overflow(picks_tool=False))
-    with pytest.raises(ProviderError, match="exceed context window") as info:
+    with pytest.raises(ProviderError, match="more than the model's context window") as info:
         await provider.complete(_request(user_message("q")))
     assert info.value.provider == "llama_cpp"
-    with pytest.raises(ProviderError, match="exceed context window"):
+    assert info.value.error_type == "context_length_exceeded"
+    with pytest.raises(ProviderError, match="more than the model's context window"):
         async for _ in provider.stream(_request(user_message("q"))):
             pass
 
