@@ -4,7 +4,16 @@
   const $ = (id) => document.getElementById(id);
   // decisions: the person's choices on the calls that wait, sent together once every card
   // is decided (the server takes a turn's decisions in one request).
-  const state = { thread: null, runId: null, controller: null, running: false, decisions: {} };
+  // run: the run this page streams now; dropped: the last one whose stream broke off.
+  const state = {
+    thread: null, runId: null, controller: null, running: false, decisions: {}, run: null,
+    dropped: null,
+  };
+  // The connection (docs/serve.md, "A stream that breaks off"): lost from the first failed
+  // request until the server answers again; meanwhile a notice says so and nothing is sent.
+  const conn = { lost: false, looping: false, wake: null };
+  const LOST = "the connection to the server was lost";
+  const STALLED = "stalled";  // the reason the page gives when it ends a silent stream
 
   // What a tool call carries is shown as written: control characters and the Unicode
   // bidirectional overrides and isolates (which reorder what the person reads, so that
@@ -26,7 +35,20 @@
       init.body = JSON.stringify(options.body);
     }
     if (options.signal) init.signal = options.signal;
-    const response = await fetch(path, init);
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (error) {
+      // No answer at all (the server is down, the network is gone): not this request's fault.
+      if (error.name !== "TypeError") throw error;
+      connectionLost();
+      throw new Error(LOST);
+    }
+    // A proxy in front of a server that is down answers for it.
+    if (response.status === 502 || response.status === 503 || response.status === 504) {
+      connectionLost();
+      throw new Error(LOST);
+    }
     if (options.raw && response.ok) return response;
     const data = await response.json().catch(() => ({}));
     if (!response.ok) {
@@ -40,6 +62,8 @@
 
   function signedOut(message) {
     if (state.controller) state.controller.abort();
+    conn.lost = false;
+    $("offline").hidden = true;
     state.thread = null;
     state.decisions = {};
     $("messages").replaceChildren();
@@ -132,7 +156,7 @@
       const decisions = state.decisions;
       state.decisions = {};
       const how = await streamRun(`/api/threads/${state.thread}/decisions`, { decisions });
-      if (how === "refused" && state.thread) await openThread(state.thread);  // the cards as they are
+      if (how === "refused" && state.thread && !conn.lost) await openThread(state.thread);  // the cards as they are
     };
     approve.addEventListener("click", () => decide({ decision: "approve", always: always.checked }));
     deny.addEventListener("click", () => decide({ decision: "deny", message: reason.value.trim() || "The user denied this call." }));
@@ -271,6 +295,7 @@
     }
     for (const p of pending || []) pendingCard(p.id, p.name, p.arguments);
     await loadThreads();
+    return messages;
   }
 
   async function newThread() {
@@ -357,34 +382,56 @@
 
   async function send(text) {
     const mine = bubble("user", text);
-    const how = await streamRun(`/api/threads/${state.thread}/runs`, { message: text });
+    const how = await streamRun(`/api/threads/${state.thread}/runs`, { message: text }, text);
     // Refused (a run of this thread going on in another tab, a lost session): nothing was
     // stored, so the page does not show the message as sent. It goes back into the input.
+    // (A dropped run's messages are checked against what the server kept: resync.)
     if (how === "refused") {
       mine.remove();
-      if (!$("input").value) $("input").value = text;
+      giveBack([text]);
     }
   }
 
   // How the run's request ended: "done" (the stream ended), "refused" (an error answer: no
-  // run started) or "dropped" (the stream broke off, or Stop).
-  async function streamRun(path, body) {
+  // run started) or "dropped" (no answer, the stream broke off or went silent, or Stop).
+  // ``message``: the person's message that starts the run, if any.
+  async function streamRun(path, body, message) {
     setRunning(true);
     const controller = new AbortController();
     state.controller = controller;
+    // What the person sent in this run (its message, then what steered it): a dropped run's
+    // messages are checked against what the server kept.
+    const run = { thread: state.thread, sent: message ? [message] : [] };
+    state.run = run;
     const ctx = { cards: knownCards(), bubble: null, thinking: null, sent: performance.now() };
     let how = "refused";
+    let quiet = null;
     try {
-      const response = await api(path, {
-        method: "POST", body, raw: true, signal: controller.signal,
-      });
+      let response;
+      try {
+        response = await api(path, { method: "POST", body, raw: true, signal: controller.signal });
+      } catch (error) {
+        if (conn.lost) how = "dropped";  // the request may have reached the server
+        throw error;
+      }
       how = "dropped";
+      // The server writes a keep-alive comment when a run is quiet (a long tool call): a
+      // stream silent for much longer than that is a connection that broke without a reset
+      // or a server that hangs, which nothing else would ever tell the page.
+      const ping = Number(response.headers.get("x-goagent-ping-seconds")) || 15;
+      const silent = (2 * ping + 10) * 1000;
+      const watch = () => {
+        clearTimeout(quiet);
+        quiet = setTimeout(() => controller.abort(STALLED), silent);
+      };
+      watch();
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
+        watch();
         buffer += decoder.decode(value, { stream: true });
         let cut;
         while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
@@ -398,53 +445,165 @@
       // closes it cleanly).
       how = ctx.ended ? "done" : "dropped";
     } catch (error) {
-      if (error.name !== "AbortError") status(error.message, true);
+      // Refused: the server's reason. A stream that broke off: the notice says so instead.
+      if (how === "refused" && error.name !== "AbortError" && !conn.lost) status(error.message, true);
     } finally {
+      clearTimeout(quiet);
       setRunning(false);
       state.controller = null;
-      if (!$("app").hidden) {
+      if (state.run === run) state.run = null;
+      if (how === "dropped" && controller.signal.aborted && controller.signal.reason !== STALLED) {
+        how = "aborted";  // signed out: nothing to recover
+      }
+      if (!$("app").hidden && !conn.lost && how !== "dropped") {
         await loadThreads().catch(() => {});
         await loadFacts();
       }
     }
-    if (how === "dropped") await recover(state.thread);
+    if (how === "dropped") {
+      state.dropped = run;
+      connectionLost();
+    }
     return how;
   }
 
-  // The stream broke off (the network, a server restart): the server stopped the run and
-  // stored what it had, which is not what this page painted (events were lost on the way).
-  // Ask until the server answers and the run is over, then show the thread as it holds it.
-  async function recover(thread) {
-    for (let attempt = 0, wait = 250; thread && attempt < 40; attempt++) {
-      if (state.thread !== thread || state.running || $("app").hidden) return;
-      try {
-        const found = await api(`/api/threads/${thread}`);
-        if (!found.running) {
-          await openThread(thread);
-          status("the connection was lost; this is what the server kept", true);
-          return;
-        }
-      } catch (error) {
-        if (error.name !== "TypeError") return;  // an answer (404, 401): nothing to wait for
-      }
-      await new Promise((resolve) => setTimeout(resolve, wait));
-      wait = Math.min(wait * 2, 2000);
+  // The connection is lost: say so at once, and try again until the server answers, however
+  // long that takes (sooner when the browser is back online, or on "Retry now").
+  function connectionLost() {
+    if ($("app").hidden) return;
+    if (!conn.lost) {
+      conn.lost = true;
+      $("offline").hidden = false;
+      status("");
     }
+    if (!conn.looping) reconnect().catch((error) => status(error.message, true));
+  }
+
+  function wakeReconnect() {
+    if (conn.wake) conn.wake();
+  }
+
+  async function reachable() {
+    try {
+      const response = await fetch("/api/me", {
+        credentials: "same-origin", cache: "no-store", signal: AbortSignal.timeout(5000),
+      });
+      return response.status < 502 || response.status > 504;
+    } catch (error) {
+      return false;
+    }
+  }
+
+  async function reconnect() {
+    conn.looping = true;
+    try {
+      for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
+        if ((await reachable()) && (await resync())) return;
+        if ($("app").hidden) return;  // signed out meanwhile
+        await new Promise((resolve) => {
+          conn.wake = resolve;
+          setTimeout(resolve, wait);
+        });
+        conn.wake = null;
+        if ($("app").hidden) return;
+      }
+    } finally {
+      conn.looping = false;
+      conn.wake = null;
+    }
+  }
+
+  // The server answers again. A run whose stream broke off was stopped on the server, which
+  // stored what it had; that is not what this page painted (events were lost on the way), so
+  // the thread is shown as the server keeps it, and a message it did not keep goes back into
+  // the box. False when the connection broke again meanwhile.
+  async function resync() {
+    conn.lost = false;
+    const me = await api("/api/me").catch(() => null);
+    if (conn.lost || me === null) {
+      conn.lost = true;
+      return false;
+    }
+    $("offline").hidden = true;
+    if (!me.authenticated) {
+      signedOut(me.error);
+      return true;
+    }
+    const dropped = state.dropped;
+    const thread = state.thread;
+    let kept = null;
+    if (thread && !state.running) {
+      // The server ends the run once it sees the stream gone: wait (a little) for its record.
+      for (let attempt = 0; attempt < 20 && !conn.lost; attempt++) {
+        const found = await api(`/api/threads/${thread}`).catch(() => null);
+        if (!found || !found.running) break;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      if (!conn.lost) kept = await openThread(thread).catch(() => null);
+    } else {
+      await loadThreads().catch(() => {});
+    }
+    if (!conn.lost) await loadFacts();
+    if (conn.lost) {
+      $("offline").hidden = false;
+      return false;
+    }
+    state.dropped = null;
+    if (!dropped || dropped.thread !== thread || !kept) {
+      status("reconnected");
+      return true;
+    }
+    let said = "reconnected; the connection was lost, this is what the server kept";
+    const users = kept.filter((m) => m.role === "user").map((m) => m.text);
+    const recent = users.slice(-dropped.sent.length - 1);
+    const lost = dropped.sent.filter((t) => !recent.includes(t));
+    if (lost.length) {
+      giveBack(lost);
+      said += lost.length === 1
+        ? "; your message did not reach it and is back in the box"
+        : "; your messages did not reach it and are back in the box";
+    }
+    status(said, true);
+    return true;
   }
 
   async function submit(event) {
     event.preventDefault();
     const text = $("input").value.trim();
     if (!text) return;
-    $("input").value = "";
-    if (state.running) {
-      bubble("user", text);
-      await api(`/api/threads/${state.thread}/steer`, { method: "POST", body: { message: text } })
-        .catch((e) => status(e.message, true));
+    if (conn.lost) {
+      status(LOST + ": your message stays in the box until the server is back", true);
       return;
     }
-    if (!state.thread) await newThread();
+    $("input").value = "";
+    if (state.running) {
+      const mine = bubble("user", text);
+      const run = state.run;
+      try {
+        await api(`/api/threads/${state.thread}/steer`, { method: "POST", body: { message: text } });
+        if (run) run.sent.push(text);  // kept by the server only if the run takes it
+      } catch (error) {
+        // Not taken (the run had ended, the connection is gone): the message goes back.
+        mine.remove();
+        giveBack([text]);
+        status(error.message, true);
+      }
+      return;
+    }
+    try {
+      if (!state.thread) await newThread();
+    } catch (error) {
+      giveBack([text]);
+      status(error.message, true);
+      return;
+    }
     await send(text);
+  }
+
+  // Messages the server did not take go back into the box, before what was typed since.
+  function giveBack(texts) {
+    const box = $("input");
+    box.value = [...texts, box.value].filter((t) => t).join("\n\n");
   }
 
   async function start() {
@@ -476,6 +635,9 @@
       if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
     });
     $("new-thread").addEventListener("click", () => newThread().catch((e) => status(e.message, true)));
+    $("reconnect").addEventListener("click", wakeReconnect);
+    window.addEventListener("online", wakeReconnect);
+    document.addEventListener("visibilitychange", () => { if (!document.hidden) wakeReconnect(); });
     $("stop").addEventListener("click", () => {
       api(`/api/threads/${state.thread}/stop`, { method: "POST", body: {} }).catch(() => {});
     });

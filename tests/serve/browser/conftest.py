@@ -104,7 +104,9 @@ def launch_chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
 
     yield launch
     for driver in started:
-        driver.quit()  # a second quit is harmless
+        process = driver.service.process
+        if process is not None and process.poll() is None:  # not quit by its test
+            driver.quit()
 
 
 class ServedApp:
