@@ -21,11 +21,18 @@
   // (docs/security.md). Newlines, tabs and the CR of a CRLF stay.
   const CONTROL = /\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
   const NAMED = { "\r": "\\r", "\x1b": "\\e", "\b": "\\b", "\v": "\\v", "\f": "\\f" };
+  const escaped = (c) => NAMED[c] || (c.charCodeAt(0) < 0x100
+    ? "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0")
+    : "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
   function shown(text) {
-    return String(text).replace(CONTROL, (c) => NAMED[c] || (c.charCodeAt(0) < 0x100
-      ? "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0")
-      : "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0")));
+    return String(text).replace(CONTROL, escaped);
   }
+  // Everything else the page shows (answers, thinking, titles, memories, errors) gets the same
+  // for the controls and for the overrides and isolates that reorder what is read; newlines,
+  // tabs and CRs stay (an answer streams in pieces: a CRLF may come in two), and so do the
+  // marks (U+200E, U+200F, U+061C) that right-to-left writing uses.
+  const SPOOFING = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/g;
+  const plain = (text) => String(text).replace(SPOOFING, escaped);
   const argsText = (args) => shown(JSON.stringify(args, null, 2));
 
   async function api(path, options = {}) {
@@ -71,18 +78,18 @@
     $("app").hidden = true;
     $("login").hidden = false;
     $("login-secret").value = "";
-    $("login-error").textContent = message || "";
+    $("login-error").textContent = plain(message || "");
   }
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
     if (cls) node.className = cls;
-    if (text !== undefined) node.textContent = text;
+    if (text !== undefined) node.textContent = plain(text);
     return node;
   }
 
   function status(text, isError) {
-    $("status").textContent = text || "";
+    $("status").textContent = plain(text || "");
     $("status").className = isError ? "error" : "";
   }
 
@@ -247,16 +254,27 @@
     }
   }
 
+  // The thread's title as the server holds it (Rename starts from it), shown escaped.
+  function showTitle(title) {
+    state.title = title === undefined ? state.title : title;
+    $("thread-title").textContent = plain(state.title || "");
+  }
+
   async function loadThreads() {
     const { threads } = await api("/api/threads");
     const list = $("threads");
     list.replaceChildren();
     for (const t of threads) {
       // The server names a new thread after its first message.
-      if (t.id === state.thread) $("thread-title").textContent = t.title;
-      const item = el("li", t.id === state.thread ? "active" : "", t.title);
-      item.title = t.title;
-      item.addEventListener("click", () => openThread(t.id, t.title));
+      if (t.id === state.thread) showTitle(t.title);
+      // A button in each item: the keyboard reaches it (Tab) and opens it (Enter, Space).
+      const item = el("li", t.id === state.thread ? "active" : "");
+      const open = el("button", "thread", t.title);
+      open.type = "button";
+      open.title = plain(t.title);
+      if (t.id === state.thread) open.setAttribute("aria-current", "true");
+      open.addEventListener("click", () => openThread(t.id, t.title).catch((e) => status(e.message, true)));
+      item.appendChild(open);
       list.appendChild(item);
     }
     return threads;
@@ -272,7 +290,7 @@
     }
     state.thread = id;
     state.decisions = {};
-    $("thread-title").textContent = title;
+    showTitle(title);
     localStorage.setItem("goagent.thread", id);
     const { messages, pending } = await api(`/api/threads/${id}/messages`);
     $("messages").replaceChildren();
@@ -314,7 +332,18 @@
     $("send").textContent = running ? "Steer" : "Send";
   }
 
+  // An answer's text is appended piece by piece (one text node per network read, not the
+  // whole text rewritten per delta: a long answer made that quadratic).
+  function flushText(ctx) {
+    if (ctx.bubble && ctx.pending) {
+      ctx.bubble.querySelector(".text").appendChild(document.createTextNode(plain(ctx.pending)));
+      scroll();
+    }
+    ctx.pending = "";
+  }
+
   function handle(event, ctx) {
+    if (event.type !== "TEXT_MESSAGE_CONTENT") flushText(ctx);
     switch (event.type) {
       case "RUN_STARTED":
         state.runId = event.runId;
@@ -329,8 +358,7 @@
           ctx.firstToken = performance.now() - ctx.sent;
           document.body.dataset.ttftMs = ctx.firstToken.toFixed(1);
         }
-        ctx.bubble.querySelector(".text").textContent += event.delta;
-        scroll();
+        ctx.pending += event.delta;
         break;
       case "TEXT_MESSAGE_END":
         ctx.bubble = null;
@@ -340,14 +368,14 @@
         $("messages").appendChild(ctx.thinking);
         break;
       case "REASONING_MESSAGE_CONTENT":
-        if (ctx.thinking) ctx.thinking.textContent += event.delta;
+        if (ctx.thinking) ctx.thinking.appendChild(document.createTextNode(plain(event.delta)));
         break;
       case "TOOL_CALL_START":
         ctx.cards[event.toolCallId] = [toolCard(event.toolCallId, event.toolCallName), event.toolCallName];
         break;
       case "TOOL_CALL_ARGS": {
         const entry = ctx.cards[event.toolCallId];
-        if (entry) entry[0].querySelector(".args").textContent += shown(event.delta);
+        if (entry) entry[0].querySelector(".args").appendChild(document.createTextNode(shown(event.delta)));
         break;
       }
       case "TOOL_CALL_RESULT": {
@@ -403,7 +431,9 @@
     // messages are checked against what the server kept.
     const run = { thread: state.thread, sent: message ? [message] : [] };
     state.run = run;
-    const ctx = { cards: knownCards(), bubble: null, thinking: null, sent: performance.now() };
+    const ctx = {
+      cards: knownCards(), bubble: null, pending: "", thinking: null, sent: performance.now(),
+    };
     let how = "refused";
     let quiet = null;
     try {
@@ -440,6 +470,7 @@
           const data = frame.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
           if (data) handle(JSON.parse(data), ctx);
         }
+        flushText(ctx);
       }
       // A stream that ends without RUN_FINISHED or RUN_ERROR was cut (a server shutting down
       // closes it cleanly).
@@ -612,12 +643,12 @@
     if (!data.authenticated) {
       $("app").hidden = true;
       $("login").hidden = false;
-      if (!data.login) $("login-error").textContent = data.error;
+      if (!data.login) $("login-error").textContent = plain(data.error);
       return;
     }
     $("login").hidden = true;
     $("app").hidden = false;
-    $("whoami").textContent = "signed in as " + data.user;
+    $("whoami").textContent = plain("signed in as " + data.user);
     $("login-secret").value = "";
     $("login-error").textContent = "";
     // Only a login session can end here (a bearer token, a proxy or no auth: nothing to end).
@@ -643,10 +674,10 @@
     });
     $("rename").addEventListener("click", async () => {
       if (!state.thread) return;
-      const title = prompt("New title", $("thread-title").textContent);
+      const title = prompt("New title", state.title || "");
       if (!title) return;
       await api(`/api/threads/${state.thread}`, { method: "PATCH", body: { title } });
-      $("thread-title").textContent = title;
+      showTitle(title);
       await loadThreads();
     });
     $("delete").addEventListener("click", async () => {
@@ -654,7 +685,7 @@
       await api(`/api/threads/${state.thread}`, { method: "DELETE" });
       state.thread = null;
       $("messages").replaceChildren();
-      $("thread-title").textContent = "goagent-py";
+      showTitle("goagent-py");
       await loadThreads();
     });
     $("logout").addEventListener("click", async () => {
@@ -669,7 +700,7 @@
       const secret = $("login-secret").value;
       const body = user ? { user, password: secret } : { token: secret };
       try { await api("/api/login", { method: "POST", body }); await start(); }
-      catch (error) { $("login-error").textContent = error.message; }
+      catch (error) { $("login-error").textContent = plain(error.message); }
     });
     start().catch((e) => status(e.message, true));
   });
