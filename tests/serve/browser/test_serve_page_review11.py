@@ -29,9 +29,7 @@ _ESCAPED = "invoice_\\u202efdp.exe\\u202c \\e[31mred\\x07 \\u2067x\\u2069"
 
 
 @pytest.fixture(scope="module")
-def base(
-    served_app: Callable[[], Any], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
+def base(served_app: Callable[[], Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from goagent_py.serve import create_app
 
     def answer(request: Any) -> Any:
