@@ -93,7 +93,18 @@
     $("status").className = isError ? "error" : "";
   }
 
-  function scroll() { $("messages").scrollTop = $("messages").scrollHeight; }
+  // Once per burst of changes (a thread's whole history, a network read's events), not per
+  // element: reading scrollHeight lays the page out, and a long thread was laid out once per
+  // message it held (quadratic: 4,000 messages froze the page).
+  let scrollQueued = false;
+  function scroll() {
+    if (scrollQueued) return;
+    scrollQueued = true;
+    queueMicrotask(() => {
+      scrollQueued = false;
+      $("messages").scrollTop = $("messages").scrollHeight;
+    });
+  }
 
   function bubble(role, text) {
     const node = el("div", "msg " + role);
