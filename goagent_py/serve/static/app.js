@@ -678,6 +678,17 @@
     });
     $("new-thread").addEventListener("click", () => newThread().catch((e) => status(e.message, true)));
     $("reconnect").addEventListener("click", wakeReconnect);
+    // Back (or forward) to this page from the browser's page cache: it comes back as it was,
+    // the conversation included, without asking the server, whose session may have ended
+    // meanwhile (a logout in another tab). Nothing shows until the server says who is there.
+    window.addEventListener("pageshow", (event) => {
+      if (!event.persisted) return;
+      $("app").hidden = true;
+      $("messages").replaceChildren();
+      $("threads").replaceChildren();
+      state.thread = null;
+      start().catch((e) => status(e.message, true));
+    });
     window.addEventListener("online", wakeReconnect);
     document.addEventListener("visibilitychange", () => { if (!document.hidden) wakeReconnect(); });
     $("stop").addEventListener("click", () => {

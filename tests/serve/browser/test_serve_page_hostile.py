@@ -403,3 +403,35 @@ def test_another_chat_does_not_open_while_a_run_streams(page: Any, server: _Serv
         server.release()
     wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["after: released"])
     assert len(_texts(page, "#threads li")) == len(before)  # no empty thread made
+
+
+def test_back_after_a_logout_elsewhere_shows_the_login_form(
+    users_server: _Server, launch_chromium: Callable[[], Any]
+) -> None:
+    # The person leaves the chat, logs out elsewhere (another tab), comes back with the back
+    # button: the browser may restore the page as it was, conversation included, without
+    # asking the server anything.
+    driver = launch_chromium()
+    try:
+        wait = WebDriverWait(driver, _WAIT)
+        driver.get(users_server.base + "/")
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        driver.find_element(By.ID, "login-user").send_keys("alice")
+        driver.find_element(By.ID, "login-secret").send_keys(_PASSWORD)
+        driver.find_element(By.CSS_SELECTOR, "#login-form button").click()
+        wait.until(lambda d: d.find_element(By.ID, "whoami").text == "signed in as alice")
+        _new_chat_and_send(driver, "secret plans")
+        wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["echo: secret plans"])
+        wait.until(lambda d: d.find_element(By.ID, "send").text == "Send")
+        driver.get(users_server.base + "/api/me")
+        driver.execute_async_script(
+            "const done = arguments[0];"
+            "fetch('/api/logout', {method: 'POST', headers: {'content-type': 'application/json'},"
+            " body: '{}'}).then(() => done())"
+        )
+        driver.back()
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        assert not driver.find_element(By.ID, "app").is_displayed()
+        assert _texts(driver, "#messages .msg") == []
+    finally:
+        driver.quit()
