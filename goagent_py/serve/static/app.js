@@ -681,6 +681,12 @@
     // Back (or forward) to this page from the browser's page cache: it comes back as it was,
     // the conversation included, without asking the server, whose session may have ended
     // meanwhile (a logout in another tab). Nothing shows until the server says who is there.
+    // A logout in another tab of this browser: this one stops showing the chat at once,
+    // rather than at its next request (the server says whether this tab's session ended).
+    window.addEventListener("storage", (event) => {
+      if (event.key !== "goagent.logout" || $("app").hidden) return;
+      api("/api/me").then((me) => { if (!me.authenticated) signedOut(me.error); }).catch(() => {});
+    });
     window.addEventListener("pageshow", (event) => {
       if (!event.persisted) return;
       $("app").hidden = true;
@@ -713,6 +719,7 @@
     $("logout").addEventListener("click", async () => {
       try {
         await api("/api/logout", { method: "POST", body: {} });
+        localStorage.setItem("goagent.logout", String(Date.now()));  // the other tabs hear it
         signedOut("");
       } catch (error) { status(error.message, true); }
     });

@@ -435,3 +435,33 @@ def test_back_after_a_logout_elsewhere_shows_the_login_form(
         assert _texts(driver, "#messages .msg") == []
     finally:
         driver.quit()
+
+
+def test_a_logout_in_one_tab_closes_the_chat_in_the_others(
+    users_server: _Server, launch_chromium: Callable[[], Any]
+) -> None:
+    # One browser, two tabs on the chat; Log out in one: the other stops showing the
+    # conversation at once, not at its next request (a shared computer).
+    driver = launch_chromium()
+    try:
+        wait = WebDriverWait(driver, _WAIT)
+        driver.get(users_server.base + "/")
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        driver.find_element(By.ID, "login-user").send_keys("alice")
+        driver.find_element(By.ID, "login-secret").send_keys(_PASSWORD)
+        driver.find_element(By.CSS_SELECTOR, "#login-form button").click()
+        wait.until(lambda d: d.find_element(By.ID, "whoami").text == "signed in as alice")
+        _new_chat_and_send(driver, "secret plans")
+        wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["echo: secret plans"])
+        first = driver.current_window_handle
+        driver.switch_to.new_window("tab")
+        driver.get(users_server.base + "/")
+        wait.until(lambda d: _texts(d, "#messages .msg.user .text") == ["secret plans"])
+        driver.find_element(By.ID, "logout").click()
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        driver.switch_to.window(first)
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        assert not driver.find_element(By.ID, "app").is_displayed()
+        assert _texts(driver, "#messages .msg") == []
+    finally:
+        driver.quit()
