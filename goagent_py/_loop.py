@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal, TypeVar, cast
 
@@ -60,10 +61,12 @@ from goagent_py.approvals import (
     RunContext,
     ToolDecision,
     ToolOutput,
+    decision_hint,
     inner_decisions,
     kept_results,
     new_token,
     pending_metadata,
+    pending_of,
     under,
 )
 from goagent_py.budget import BudgetExceededError, active_budgets, before_call
@@ -289,6 +292,7 @@ class Run:
     # each one set or read went through a dict of its own (issue 36).
     __slots__ = (
         "_abandoned",
+        "_calls_started",
         "_compactions",
         "_history",
         "_hooked",
@@ -402,6 +406,9 @@ class Run:
         self._messages: list[Message] = []
         self._injected = False  # a queued message went into the request being prepared
         self._abandoned: list[ToolResult] = []  # calls an abort answered with an error result
+        # call id -> when its tool started (perf_counter, time), while it runs; kept only where
+        # the run can be aborted, so an aborted call's result says how long it ran.
+        self._calls_started: dict[str, tuple[float, float]] = {}
         # Whether anyone sees the events: False only in :meth:`outcome` without hooks, where
         # the plain path builds none (a session, a stream and a hook see every one).
         self.loud = True
@@ -838,7 +845,13 @@ class Run:
             validated = None
         if validated is not None and shown is not call:
             validated = dict(validated)  # the tool may change it; the call shown keeps its own
-        result = await self.dispatcher.execute(call, validated=validated)
+        if self.control is None:
+            result = await self.dispatcher.execute(call, validated=validated)
+        else:
+            # Kept when the call is cancelled: the abort's result reads it (_record_results).
+            self._calls_started[call.id] = (time.perf_counter(), time.time())
+            result = await self.dispatcher.execute(call, validated=validated)
+            self._calls_started.pop(call.id, None)
         asked = _current.get()
         # A context nobody asked for (still lazy) recorded nothing.
         ctx = asked.made if type(asked) is _LazyContext else cast(ToolContext | None, asked)
@@ -1219,9 +1232,11 @@ class Run:
                 held.extend(under(result.call.id, wait[0]))
                 inner[result.call.id] = wait[1]
         self._waiting = {}
-        message.metadata[PENDING_KEY] = pending_metadata(
-            self.new_token(), held, inner=inner, done=done
-        )
+        token = self.new_token()
+        # Every call listed in this wait carries its token (PendingCall.token): a decision
+        # may name it, so a late one for an earlier wait is refused, not taken here.
+        held = [replace(p, token=token) for p in held]
+        message.metadata[PENDING_KEY] = pending_metadata(token, held, inner=inner, done=done)
         self.pending_calls = []
         self.pending = held
         self.stop_reason = StopReason.DEFERRED
@@ -1576,11 +1591,12 @@ class Run:
                     yield event
             messages = ([self._recalled] if self._recalled is not None else []) + self._history
             self._messages = messages  # what a tool's context reads (agents as tools)
-            if self.resume is None and self._history and waiting_at(self._history) >= 0:
+            at = waiting_at(self._history) if self.resume is None and self._history else -1
+            if at >= 0:
+                hint = decision_hint(pending_of(self._history[at])[1], now=self.clock())
                 raise ApprovalPendingError(
                     "the conversation's last tool calls wait for decisions: resume it with "
-                    "them (agent.resume({call_id: Approve() or Deny(...)}), session.resume(...)) "
-                    "before a new prompt"
+                    f"them (agent.{hint}, or session.resume(...)) before a new prompt"
                 )
             for m in self.prompt:
                 messages.append(m)  # :meth:`_append`, without a call per message
@@ -1892,6 +1908,11 @@ class Run:
         for call, result in zip(calls, results, strict=True):
             if result is None:
                 result = error_result(call, ToolAbortedError(call.name, reason))
+                started = self._calls_started.pop(call.id, None)
+                if started is not None:  # it ran until the abort: for how long (a UI shows it)
+                    took = max(time.perf_counter() - started[0], 0.0)
+                    when = datetime.fromtimestamp(started[1], UTC)
+                    result = replace(result, duration=took, started_at=when)
                 self._append(messages, synthetic(tool_message(result), kind))
                 self._abandoned.append(result)
                 self.tool_calls += 1

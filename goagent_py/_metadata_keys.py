@@ -3,7 +3,13 @@ the loop and the validator all read them without importing each other)."""
 
 from __future__ import annotations
 
-__all__ = ["DECISIONS_KEY", "PENDING_KEY", "SYNTHETIC_METADATA_KEY", "UI_ONLY_KEY"]
+__all__ = [
+    "CLAIM_KEY",
+    "DECISIONS_KEY",
+    "PENDING_KEY",
+    "SYNTHETIC_METADATA_KEY",
+    "UI_ONLY_KEY",
+]
 
 SYNTHETIC_METADATA_KEY = "goagent.synthetic"
 """Set on a message the framework wrote for a stop (value: "aborted", "interrupted", "failed",
@@ -21,3 +27,8 @@ waiting, not unanswered (docs/approvals.md)."""
 DECISIONS_KEY = "goagent.decisions"
 """Set on that message when its calls were decided: ``{call id: {"decision": ..., ...}}``, the
 record of who-said-what that replaced :data:`PENDING_KEY` in one compare-and-set."""
+
+CLAIM_KEY = "goagent.claim"
+"""Set beside :data:`DECISIONS_KEY` by a durable run's claim: the claim's own id (the run's
+and the wait's), so a retried claim that took effect knows its own settlement from another
+decider's with the same decisions (durable11)."""

@@ -36,6 +36,7 @@ from goagent_py.errors import ConfigurationError
 __all__ = [
     "PathEscapeError",
     "open_dir_in_root",
+    "open_entry_in_root",
     "open_file_in_root",
     "open_in_root",
     "relative_in_root",
@@ -89,6 +90,12 @@ def _parts(root: Path, user_path: StrPath, *, allow_root: bool = False) -> list[
     shown = str(root)
     if "\x00" in text:
         raise PathEscapeError(shown, text, "it contains a NUL byte")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise PathEscapeError(
+            shown, text, "it holds a lone surrogate, which no file name can hold"
+        ) from None
     if not text.strip():
         if allow_root:
             return []
@@ -266,21 +273,66 @@ def open_dir_in_root(root: StrPath, user_path: StrPath, *, create: bool = False)
     return fd, "/".join(names) or "."
 
 
+def open_entry_in_root(root: StrPath, user_path: StrPath) -> tuple[int, str, bool]:
+    """A descriptor of the regular file or the directory ``user_path`` names, opened once.
+
+    For a caller that takes either (grep's ``path``): deciding which it is from the name and
+    then opening it by the name again leaves a gap in which a symlink swapped in leads
+    elsewhere. Here the one open decides: what the descriptor is (``fstat``) is what it is.
+
+    Args:
+        root: the directory every path must stay in (must exist).
+        user_path: a path relative to ``root``; ``""`` or ``"."`` is the root itself.
+
+    Returns:
+        The descriptor (the caller closes it), the path relative to the root that was opened
+        (symlinks resolved, ``"."`` for the root) and whether it is a directory.
+
+    Raises:
+        PathEscapeError: the path is refused, led outside the root when it was opened, or names
+            something other than a regular file or a directory (a FIFO, a device).
+        OSError: what the file system said (e.g. ``FileNotFoundError``).
+    """
+    base = _root_dir(root)
+    text = os.fspath(user_path)
+    parts = _parts(base, text, allow_root=True)
+    if not (os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")):  # pragma: no cover
+        raise PathEscapeError(str(base), str(text), "opening needs POSIX dir_fd support")
+    if not parts:
+        fd, _ = _open_walking(base, parts, 0, str(text), directory=True)
+        return fd, ".", True
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+    fd, names = _open_walking(base, parts, flags, str(text), either=True)
+    try:
+        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, "/".join(names) or ".", is_dir
+
+
 def walk_files(
-    top_fd: int, *, skip: frozenset[str] = frozenset()
+    top_fd: int,
+    *,
+    skip: frozenset[str] = frozenset(),
+    stop: Callable[[], bool] | None = None,
 ) -> Iterator[tuple[str, str, int]]:
     """``(directory, name, directory descriptor)`` of each regular file below ``top_fd``.
 
     ``directory`` is relative to ``top_fd`` (``""`` for its own files). Directories come
     sorted, depth first, a directory's files before its subdirectories; names in ``skip`` are
-    not entered. Every subdirectory is opened in its parent's descriptor with ``O_NOFOLLOW``,
-    so one swapped for a symlink while the walk runs is skipped, never entered. The
-    descriptor is valid until the next item: open the file in it (``dir_fd=``) before moving on.
+    not entered; ``stop()`` is asked before each directory is read (True ends the walk: a tree
+    of empty directories yields nothing a caller could stop at). Every subdirectory is opened
+    in its parent's descriptor with ``O_NOFOLLOW``, so one swapped for a symlink while the walk
+    runs is skipped, never entered. The descriptor is valid until the next item: open the file
+    in it (``dir_fd=``) before moving on.
     """
     frames: list[tuple[int, str, list[str]]] = []  # (fd, relative dir, subdirs still to visit)
     fd, rel = top_fd, ""
     try:
         while True:
+            if stop is not None and stop():
+                return
             with os.scandir(fd) as it:
                 entries = sorted(it, key=lambda e: e.name)
             for entry in entries:
@@ -325,13 +377,15 @@ def _open_walking(
     *,
     directory: bool = False,
     create: bool = False,
+    either: bool = False,
 ) -> tuple[int, list[str]]:
     """Open ``parts`` below ``base`` one component at a time, symlinks followed by hand.
 
     Returns the descriptor and the components actually opened (the path relative to the root
     that the descriptor is, symlinks resolved): a name rule can be checked on it race-free.
     ``directory`` opens a directory (``parts`` may be empty: the root); ``create`` makes the
-    missing directories on the way, each one in the directory descriptor before it.
+    missing directories on the way, each one in the directory descriptor before it;
+    ``either`` takes a directory at the last step as well as a regular file.
     """
 
     def refuse(why: str) -> PathEscapeError:
@@ -374,7 +428,7 @@ def _open_walking(
                 continue
             names.append(name)
             if file_step:
-                return _regular_file(fd, refuse), names
+                return _regular_file(fd, refuse, directory_too=either), names
             stack.append(fd)
         if not directory:
             raise refuse("it names the root itself, not a file in it")
@@ -422,9 +476,13 @@ def _link_parts(base: Path, target: str, refuse: Callable[[str], PathEscapeError
     return [p for p in target.split("/") if p not in ("", ".")]
 
 
-def _regular_file(fd: int, refuse: Callable[[str], PathEscapeError]) -> int:
+def _regular_file(
+    fd: int, refuse: Callable[[str], PathEscapeError], *, directory_too: bool = False
+) -> int:
     try:
         info = os.fstat(fd)
+        if directory_too and stat.S_ISDIR(info.st_mode):
+            return fd
         if not stat.S_ISREG(info.st_mode):
             raise refuse("it is not a regular file")
         os.set_blocking(fd, True)  # opened non-blocking only so that a FIFO could not hang us

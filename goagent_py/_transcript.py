@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from goagent_py._metadata_keys import (
+    CLAIM_KEY,
     DECISIONS_KEY,
     PENDING_KEY,
     SYNTHETIC_METADATA_KEY,
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-_KEPT = (SYNTHETIC_METADATA_KEY, UI_ONLY_KEY, PENDING_KEY, DECISIONS_KEY)
+_KEPT = (SYNTHETIC_METADATA_KEY, UI_ONLY_KEY, PENDING_KEY, DECISIONS_KEY, CLAIM_KEY)
 
 
 def waiting_at(messages: list[Message]) -> int:

@@ -95,10 +95,14 @@ person's decision."""
 class Approve:
     """Run the call; ``arguments`` replaces the model's (validated again before the run).
     ``always`` records the decider's wish to approve this tool's later calls in the same
-    conversation (the served page's "always for this thread" reads it back)."""
+    conversation (the served page's "always for this thread" reads it back). ``token``
+    (optional, every decision has it) names the wait the decision is for
+    (``PendingCall.token``): a decision whose wait is over is refused, not taken by a later
+    call with the same id."""
 
     arguments: dict[str, Any] | None = None
     always: bool = False
+    token: str = ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -108,6 +112,7 @@ class Deny:
 
     message: str = "The user denied this call."
     stop: bool = False
+    token: str = ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -117,6 +122,7 @@ class ToolOutput:
 
     content: str | Sequence[ContentBlock]
     is_error: bool = False
+    token: str = ""
 
     def blocks(self) -> list[ContentBlock]:
         """The output as content blocks."""
@@ -206,16 +212,18 @@ def pending_of(message: Message) -> tuple[str, list[PendingCall]]:
     data = message.metadata.get(PENDING_KEY)
     if not isinstance(data, dict):
         return "", []
+    token = str(data.get("token", ""))
     calls = [
         PendingCall(
             ToolCall(str(c["id"]), str(c["name"]), dict(c.get("arguments") or {})),
             "external" if c.get("kind") == "external" else "approval",
             None if c.get("deadline") is None else float(c["deadline"]),
             tuple(str(v) for v in c.get("via") or ()),
+            token,
         )
         for c in data.get("calls", [])
     ]
-    return str(data.get("token", "")), calls
+    return token, calls
 
 
 # -- calls that wait inside a tool (an agent used as a tool) ------------------------------------
@@ -236,8 +244,10 @@ def inner_decisions(
     """The decisions for the calls that wait under ``call_id``, by the ids its inner run
     knows them by (the inverse of :func:`under`)."""
     cut = len(call_id) + 1
+    # The wait's token was checked against the outer wait, which lists these calls; the
+    # inner run's own wait has a token of its own.
     return {
-        p.id[cut:]: decisions[p.id]
+        p.id[cut:]: replace(decisions[p.id], token="")
         for p in pending
         if p.via[:1] == (call_id,) and p.id in decisions
     }
@@ -261,6 +271,8 @@ def check_decisions(
 
     Raises:
         NotPendingError: a decision names a call that is not waiting.
+        ApprovalConflictError: a decision carries the token of another wait than the one its
+            call waits in now (a late decision for an earlier call with the same id).
         ApprovalExpiredError: an approval (or output) came after its call's deadline.
         ConfigurationError: a waiting call has no decision, or a decision of the wrong kind.
     """
@@ -271,6 +283,21 @@ def check_decisions(
             f"no call with id {unknown[0]!r} waits for a decision; the waiting calls are "
             f"{sorted(waiting) or 'none'}"
         )
+    for call_id, decision in decisions.items():
+        token = getattr(decision, "token", "")
+        if not isinstance(token, str):
+            raise ConfigurationError(
+                f"resume(): the token of the decision for {call_id!r} must be the str of "
+                f"PendingCall.token, got {type(token).__name__}"
+            )
+        stale = stale_token(decision, waiting[call_id].token)
+        if stale:
+            raise ApprovalConflictError(
+                f"the decision for {call_id!r} is for the wait {stale!r}, which is over (it "
+                f"was decided, or its run went on); the call that waits now under this id is "
+                f"a later one, in the wait {waiting[call_id].token!r}: list the waiting calls "
+                "again and decide it with its own token, if at all"
+            )
     missing = [i for i in waiting if i not in decisions]
     if missing:
         raise ConfigurationError(
@@ -302,6 +329,31 @@ def check_decisions(
                 f"Approve(arguments=...) for {call_id!r} must be a dict, got "
                 f"{type(arguments).__name__}"
             )
+
+
+def stale_token(decision: object, token: str) -> str:
+    """The token ``decision`` carries when it names another wait than ``token`` (the one its
+    call waits in now); "" when it carries none, the same one, or the wait has none (a wait
+    recorded before tokens were listed)."""
+    carried = getattr(decision, "token", "")
+    if not isinstance(carried, str) or not carried or not token or carried == token:
+        return ""
+    return carried
+
+
+def decision_hint(pending: Sequence[PendingCall], *, now: float | None = None) -> str:
+    """How to go on with ``pending``, as an error message says it: the decisions each
+    waiting call still takes (after its deadline, only ``Deny``)."""
+    at = time.time() if now is None else now
+    parts = []
+    for p in pending:
+        if p.deadline is not None and at >= p.deadline:
+            parts.append(f"{p.id!r}: Deny(...) (its deadline passed: an approval is refused)")
+        elif p.kind == "external":
+            parts.append(f"{p.id!r}: ToolOutput(...) or Deny(...)")
+        else:
+            parts.append(f"{p.id!r}: Approve() or Deny(...)")
+    return "resume({" + ", ".join(parts) + "})"
 
 
 def _recorded(decision: ToolDecision) -> dict[str, Any]:

@@ -77,7 +77,8 @@ class ToolResult:
         error: the specific error (``ToolTimeoutError``, ``CircuitOpenError``,
             ``ToolArgumentsError``, ``ToolNotFoundError``, ``ToolBlockedError``, or
             ``ToolExecutionError`` whose ``__cause__`` is what the tool raised), or None.
-        duration: seconds the call took (0 when the tool was not found or was blocked).
+        duration: seconds the call took (0 when the tool was not found or was blocked; for a
+            call an abort cut short, how long it had run).
         started_at: when the call started (UTC).
         details: structured data for UIs and logs; never sent to the model.
         terminate: ask the run to stop after this batch (it stops when every result of the
@@ -111,12 +112,17 @@ class PendingCall:
         via: for a call made inside a tool (an agent used as a tool), the ids of the calls it
             was made under, from this run's down (empty for this run's own calls). The call's
             ``id`` is then that path and the inner call's id joined by ``/``: ``"p1/k1"``.
+        token: the token of the wait the call is listed in (one per wait: every call of a
+            turn that waits shares it; "" where none is known). A decision may carry it
+            (``Approve(token=call.token)``) so that it cannot be taken by a later wait whose
+            call reuses this id (local models' servers number calls per turn).
     """
 
     call: ToolCall
     kind: Literal["approval", "external"] = "approval"
     deadline: float | None = None
     via: tuple[str, ...] = ()
+    token: str = ""
 
     @property
     def id(self) -> str:

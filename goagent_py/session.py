@@ -42,7 +42,7 @@ from goagent_py._transcript import (
     waiting_at,
 )
 from goagent_py.agent import _UNSET, Agent, Prompt, to_messages
-from goagent_py.approvals import ToolDecision, pending_of
+from goagent_py.approvals import ToolDecision, decision_hint, pending_of
 from goagent_py.errors import ApprovalPendingError, ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate
 from goagent_py.memory.base import ShortTermMemoryProtocol
@@ -468,10 +468,11 @@ class Session:
             if not self._transcript:
                 raise ConfigurationError("continue_(): the transcript is empty; use prompt(...)")
             # Before any queue is taken: a queued message would be lost to the refusal.
-            if waiting_at(self._transcript) >= 0:
+            at = waiting_at(self._transcript)
+            if at >= 0:
+                hint = decision_hint(pending_of(self._transcript[at])[1])
                 raise ApprovalPendingError(
-                    "continue_(): the last tool calls wait for decisions; "
-                    "resume({call_id: Approve() or Deny(...)}) goes on"
+                    f"continue_(): the last tool calls wait for decisions; {hint} goes on"
                 )
             prompt: list[Message] | None = None
             if self._transcript[-1].role is Role.ASSISTANT:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["line_endings", "not_found_hint", "occurrences"]
+from goagent_py.coding._tool import CodingToolError
+
+__all__ = ["apply_edit", "line_endings", "not_found_hint", "occurrences"]
 
 # What read_file puts before each line: the number, right-aligned, and a tab.
 _NUMBERED = re.compile(r"^ *\d+\t", re.M)
@@ -62,3 +64,27 @@ def not_found_hint(text: str, old: str) -> str:
             "line number)"
         )
     return "read the file again"
+
+
+def apply_edit(text: str, old: str, new: str, *, replace_all: bool, path: str) -> tuple[str, int]:
+    """``text`` with ``old`` replaced by ``new`` as edit_file does it, and how many times.
+
+    The one place the edit is worked out: edit_file writes it, and the approval preview shows
+    it (a preview working it out by itself showed a CRLF edit as failing, and then it was made).
+
+    Raises:
+        CodingToolError: ``old`` is not in ``text``, or is there more than once without
+            ``replace_all`` (the message tells the model what to do).
+    """
+    find, put = line_endings(text, old, new)
+    count = occurrences(text, find, stop=None if replace_all else 2)
+    if count == 0:
+        raise CodingToolError(f"{path}: old_string not found; {not_found_hint(text, old)}")
+    if count > 1 and not replace_all:
+        raise CodingToolError(
+            f"{path}: old_string appears {count} times; give more surrounding context "
+            "to make it unique, or set replace_all"
+        )
+    if replace_all:
+        return text.replace(find, put), text.count(find)  # the replacements made (no overlap)
+    return text.replace(find, put, 1), 1

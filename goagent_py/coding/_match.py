@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -74,15 +75,19 @@ class Clock:
     """One tool call's budget of matching time: each match gets what is left of it.
 
     Only the time spent matching counts: walking and reading a large tree (100k files) may
-    take longer than the budget, and a plain pattern must not be blamed for it.
+    take longer than the budget, and a plain pattern must not be blamed for it. ``cancelled``,
+    once set (the call was aborted or timed out), ends the search at its next match.
     """
 
-    def __init__(self, tool: str, timeout: float) -> None:
+    def __init__(self, tool: str, timeout: float, cancelled: threading.Event | None = None) -> None:
         self.tool = tool
         self.timeout = timeout
         self.used = 0.0
+        self.cancelled = cancelled
 
     def run(self, method: Callable[..., Any], *args: Any) -> Any:
+        if self.cancelled is not None and self.cancelled.is_set():
+            raise CodingToolError(f"{self.tool} was cancelled")
         left = self.timeout - self.used
         started = time.monotonic()
         try:
@@ -107,12 +112,17 @@ def _compile(regex: Any, source: str, flags: int, what: str) -> Any:
 
 
 def glob_matcher(
-    pattern: str, *, tool: str, clock: Clock | None = None, timeout: float = 10.0
+    pattern: str,
+    *,
+    tool: str,
+    clock: Clock | None = None,
+    timeout: float = 10.0,
+    cancelled: threading.Event | None = None,
 ) -> Callable[[str], bool]:
     """``matches(path) -> bool`` for a glob, held to ``clock`` (or a new ``timeout``)."""
     regex = _regex(tool)
     compiled = _compile(regex, glob_regex(pattern), 0, "glob pattern")
-    bound = clock or Clock(tool, timeout)
+    bound = clock or Clock(tool, timeout, cancelled)
     return lambda path: bound.run(compiled.match, path) is not None
 
 
@@ -124,15 +134,24 @@ class LineSearch:
         ignore_case: match without regard to case.
         tool: the tool named in errors.
         timeout: the most seconds all the matching of this search may take.
+        cancelled: set when the call was aborted: the search ends at its next match.
 
     Raises:
         CodingToolError: the pattern is invalid, or the ``regex`` package is missing.
     """
 
-    def __init__(self, pattern: str, *, ignore_case: bool, tool: str, timeout: float) -> None:
+    def __init__(
+        self,
+        pattern: str,
+        *,
+        ignore_case: bool,
+        tool: str,
+        timeout: float,
+        cancelled: threading.Event | None = None,
+    ) -> None:
         regex = _regex(tool)
         flags = regex.IGNORECASE if ignore_case else 0
-        self.clock = Clock(tool, timeout)
+        self.clock = Clock(tool, timeout, cancelled)
         self._line = _compile(regex, pattern, flags, "regular expression")
         self._text = (
             None if _CONTEXT.search(pattern) else _compile(regex, pattern, flags | regex.M, "")

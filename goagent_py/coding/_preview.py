@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from goagent_py._paths import PathEscapeError, open_file_in_root
+from goagent_py.coding._edit import apply_edit
 from goagent_py.coding._terminal import printable
+from goagent_py.coding._tool import CodingToolError
 from goagent_py.coding.approvals import ApprovalRequest
 
 __all__ = ["MAX_PREVIEW_CHARS", "MAX_PREVIEW_LINES", "approval_lines", "approval_question"]
@@ -59,7 +61,13 @@ def _current(root: Path, path: str, checked: str) -> tuple[str | None, str]:
         return None, f"(cannot read {path}: {getattr(exc, 'reason', exc)})"
     if len(data) > _MAX_READ:
         return None, f"({path} is larger than {_MAX_READ} bytes: no diff shown)"
-    return data.decode("utf-8", "replace"), ""
+    # As edit_file decodes it (bytes that are not UTF-8 kept), so the edit matches the same.
+    return data.decode("utf-8", "surrogateescape"), ""
+
+
+def _shown(text: str) -> str:
+    """Text decoded with ``surrogateescape`` as it can be shown (those bytes as U+FFFD)."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _capped(lines: list[str]) -> list[str]:
@@ -78,12 +86,41 @@ def _capped(lines: list[str]) -> list[str]:
     return shown
 
 
+_DIFF_WORK = 250_000
+"""The most (old lines x new lines) of a changed middle that difflib compares: its matching is
+quadratic, and a rewrite of a 20,000-line file with every other line changed took 93 s (the
+question waited for it). Past this the change is shown as the lines removed, then added."""
+_SIDE = MAX_PREVIEW_LINES // 2 - 4
+
+
 def _diff(path: str, before: str, after: str) -> list[str]:
-    diff = difflib.unified_diff(
-        before.splitlines(), after.splitlines(), f"a/{path}", f"b/{path}", lineterm=""
+    old, new = before.splitlines(), after.splitlines()
+    if old == new:
+        return ["(no change)"]
+    # The lines both keep at the start and the end need no matching.
+    start = 0
+    while start < min(len(old), len(new)) and old[start] == new[start]:
+        start += 1
+    end = 0
+    while end < min(len(old), len(new)) - start and old[-1 - end] == new[-1 - end]:
+        end += 1
+    gone, added = old[start : len(old) - end], new[start : len(new) - end]
+    if len(gone) * len(added) <= _DIFF_WORK:
+        diff = difflib.unified_diff(old, new, f"a/{path}", f"b/{path}", lineterm="")
+        return list(diff)
+    head = [f"--- a/{path}", f"+++ b/{path}"]
+    head.append(f"@@ -{start + 1},{len(gone)} +{start + 1},{len(added)} @@")
+    note = (
+        f"(a large change: {len(gone)} line(s) replaced by {len(added)}; the first of each shown)"
     )
-    lines = list(diff)
-    return lines or ["(no change)"]
+    return [note, *head, *_some("-", gone), *_some("+", added)]
+
+
+def _some(mark: str, lines: list[str]) -> list[str]:
+    shown = [mark + line for line in lines[:_SIDE]]
+    if len(lines) > _SIDE:
+        shown.append(f"[... {len(lines) - _SIDE} more {mark} line(s) ...]")
+    return shown
 
 
 def _edit_lines(root: Path, args: dict[str, Any], checked: str) -> list[str]:
@@ -92,13 +129,15 @@ def _edit_lines(root: Path, args: dict[str, Any], checked: str) -> list[str]:
     before, note = _current(root, path, checked)
     if before is None:
         return [note or f"({path} does not exist: the edit will fail)"]
-    count = before.count(old) if old else 0
-    if count == 0:
-        return [f"(old_string is not in {path}: the edit will fail)"]
-    if count > 1 and not args.get("replace_all"):
-        return [f"(old_string occurs {count} times in {path}: the edit will fail)"]
-    after = before.replace(old, new) if args.get("replace_all") else before.replace(old, new, 1)
-    return _diff(path, before, after)
+    if not old:
+        return ["(old_string is empty: the edit will fail)"]
+    try:
+        after, _ = apply_edit(
+            before, old, new, replace_all=bool(args.get("replace_all")), path=path
+        )
+    except CodingToolError as exc:
+        return [f"(the edit will fail: {exc})"]
+    return _diff(path, _shown(before), _shown(after))
 
 
 def _write_lines(root: Path, args: dict[str, Any], checked: str) -> list[str]:
@@ -106,7 +145,7 @@ def _write_lines(root: Path, args: dict[str, Any], checked: str) -> list[str]:
     content = str(args.get("content", ""))
     before, note = _current(root, path, checked)
     if before is not None:
-        return _diff(path, before, content)
+        return _diff(path, _shown(before), content)
     lines = content.splitlines()
     head = [note] if note else []
     return [*head, f"new file {path}, {len(lines)} line(s):", *(f"+{line}" for line in lines)]

@@ -13,9 +13,13 @@ import re
 
 __all__ = ["printable"]
 
-# C0 controls but tab and newline, DEL, the C1 controls (0x9b is a one-byte CSI), and the
-# Unicode bidirectional overrides and isolates (they reorder what the user reads).
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but tab and newline, DEL, the C1 controls (0x9b is a one-byte CSI), the Unicode
+# bidirectional overrides and isolates (they reorder what the user reads), and lone surrogates
+# (valid in JSON as "\ud800", they have no UTF-8: printing one raised UnicodeEncodeError and
+# ended the line mode).
+_CONTROL = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 _NAMES = {"\r": "\\r", "\n": "\\n", "\x1b": "\\e", "\x08": "\\b", "\x0b": "\\v", "\x0c": "\\f"}
 
 

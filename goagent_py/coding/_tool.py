@@ -6,6 +6,7 @@ Private: the public names are re-exported from :mod:`goagent_py.coding`.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,34 @@ from goagent_py.errors import GoAgentError, ToolArgumentsError
 from goagent_py.messages import ContentBlock, TextBlock, ToolCall
 from goagent_py.tools import ToolDefinition, validate_tool_name
 
-__all__ = ["CodingTool", "CodingToolError", "PathQueue", "PathRule", "call_key", "is_mutating"]
+__all__ = [
+    "CodingTool",
+    "CodingToolError",
+    "PathQueue",
+    "PathRule",
+    "call_key",
+    "is_mutating",
+    "valid_text",
+]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    # A byte of a file name that is not UTF-8 (os.scandir gives it as U+DC80-U+DCFF).
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
+
+
+def valid_text(text: str) -> str:
+    """``text`` as text every provider, store and terminal takes: a file name's bytes that are
+    not UTF-8 (lone surrogates, as ``os.scandir`` gives them) shown as ``\\xff`` escapes.
+
+    A repository may hold any bytes in a name: listed as they came, ``bad\\udcff.txt`` could
+    not be encoded, and the turn's token count, its storage and the terminal all failed.
+    """
+    return _SURROGATE.sub(_escaped, text) if _SURROGATE.search(text) else text
+
 
 PathRule = Callable[[str, str], bool]
 """``rule(tool_name, path) -> True`` when ``tool_name`` must not see or touch ``path`` (relative
@@ -104,8 +132,18 @@ class CodingTool:
         return dict(args)
 
     async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
-        """Validate ``args`` and run the tool; a refusal raises :class:`CodingToolError`."""
-        return [TextBlock(await self._body(self.validate_arguments(args)))]
+        """Validate ``args`` and run the tool; a refusal raises :class:`CodingToolError`.
+
+        What the model reads (the answer, or the refusal's message) is :func:`valid_text`.
+        """
+        try:
+            text = await self._body(self.validate_arguments(args))
+        except CodingToolError as exc:
+            message = str(exc)
+            if valid_text(message) == message:
+                raise
+            raise CodingToolError(valid_text(message)) from exc
+        return [TextBlock(valid_text(text))]
 
     def __repr__(self) -> str:
         kind = "mutating" if self.mutating else "read-only"

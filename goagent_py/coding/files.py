@@ -15,12 +15,16 @@ finds under a denied path is left out of its answer, and a read or write whose o
 
 grep matches with the ``regex`` package (``pip install "goagent-py[code]"``) in a worker
 thread, with its matching time bounded (``grep_timeout``): a pattern that backtracks
-catastrophically ends in an error the model reads, and the event loop never stalls.
+catastrophically ends in an error the model reads, and the event loop never stalls. A grep or
+glob walk is bounded too (``max_walk_files``, ``walk_timeout``: the answer then says it stopped
+early), and a call that is cancelled (the run aborted, the tool timed out) stops walking.
 
 A toolkit remembers what the agent read (modification time and SHA-256 per file). Writing or
 editing a file that changed since the agent last read it is refused as stale (the model reads
-it again first), and a read of a file that changed since the last read says so. Writes to one
-path run one after another in call order (:class:`~goagent_py.coding._tool.PathQueue`).
+it again first), and a read of a file that changed since the last read says so. A write or edit
+reads, checks and writes the file through one open, and refuses it untouched when another
+program changed it in between. Writes to one path run one after another in call order
+(:class:`~goagent_py.coding._tool.PathQueue`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ import contextlib
 import hashlib
 import os
 import stat
-from collections.abc import Callable, Generator, Iterable
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,13 +44,14 @@ from typing import Any
 from goagent_py._paths import (
     PathEscapeError,
     open_dir_in_root,
+    open_entry_in_root,
     open_file_in_root,
     relative_in_root,
     resolve_in_root,
     walk_files,
 )
 from goagent_py._workers import to_thread
-from goagent_py.coding._edit import line_endings, not_found_hint, occurrences
+from goagent_py.coding._edit import apply_edit
 from goagent_py.coding._match import LineSearch, glob_matcher
 from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue, PathRule, call_key
 from goagent_py.errors import ConfigurationError
@@ -72,6 +79,10 @@ class FileToolkit:
         require_read: an edit, or a write that replaces an existing file, needs a read first.
         grep_timeout: the most seconds one grep or glob spends matching (a pattern that
             backtracks catastrophically ends in an error instead of running forever).
+        max_walk_files: the most files one grep or glob visits (entries one list_dir reads);
+            past it the answer holds what was found, with a note to narrow the search.
+        walk_timeout: the most seconds one grep, glob or list_dir spends walking and reading
+            (the same note past it).
     """
 
     root: str | os.PathLike[str]
@@ -80,6 +91,8 @@ class FileToolkit:
     max_results: int = 200
     require_read: bool = True
     grep_timeout: float = 10.0
+    max_walk_files: int = 100_000
+    walk_timeout: float = 60.0
     _seen: dict[Path, str] = field(default_factory=dict, repr=False)
     _rules: list[PathRule] = field(default_factory=list, repr=False)
     _queue: PathQueue = field(default_factory=PathQueue, repr=False)
@@ -89,15 +102,17 @@ class FileToolkit:
         if not real.is_dir():
             raise ConfigurationError(f"FileToolkit(root={self.root!r}): not an existing directory")
         self.root = real
-        for name in ("max_read_chars", "max_file_bytes", "max_results"):
+        for name in ("max_read_chars", "max_file_bytes", "max_results", "max_walk_files"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigurationError(f"FileToolkit({name}={value!r}): use a positive int")
-        timeout = self.grep_timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-            raise ConfigurationError(
-                f"FileToolkit(grep_timeout={timeout!r}): use a positive number of seconds"
-            )
+        for name in ("grep_timeout", "walk_timeout"):
+            timeout = getattr(self, name)
+            number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+            if not number or not timeout > 0:
+                raise ConfigurationError(
+                    f"FileToolkit({name}={timeout!r}): use a positive number of seconds"
+                )
 
     def add_path_rule(self, rule: PathRule) -> None:
         """Hide and refuse the paths ``rule(tool_name, path)`` names (an approval policy adds
@@ -146,9 +161,6 @@ class FileToolkit:
                 "was approved; call again"
             )
 
-    def _read_bytes(self, path: str, tool: str = "read_file", expect: Path | None = None) -> bytes:
-        return self._read_opened(path, tool, expect)[0]
-
     def _read_opened(
         self, path: str, tool: str = "read_file", expect: Path | None = None, *, head: bool = False
     ) -> tuple[bytes, Path]:
@@ -156,63 +168,137 @@ class FileToolkit:
         read is recorded under: resolving the name again could name another file). With
         ``head``, a file over ``max_file_bytes`` gives its first ``max_file_bytes + 1`` bytes
         instead of an error (a caller tells it by the length)."""
-        try:
+        with _opening(path):
             opened, real = open_file_in_root(self._base, path, "rb")
             with opened as f:
-                self._refuse_hidden(tool, path, real)
+                return self._read_fd(path, f, real, tool, expect, head=head), self._base / real
+        raise AssertionError("unreachable")  # pragma: no cover - _opening re-raises
+
+    def _read_fd(
+        self,
+        path: str,
+        f: Any,
+        real: str,
+        tool: str,
+        expect: Path | None = None,
+        *,
+        head: bool = False,
+    ) -> bytes:
+        """The bytes of the opened file ``f`` (``real``: the path the open reached), after the
+        checks made on what was opened, never on the name again."""
+        self._refuse_hidden(tool, path, real)
+        self._refuse_moved(path, real, expect)
+        self._refuse_linked(path, f.fileno())
+        size = os.fstat(f.fileno()).st_size
+        if size > self.max_file_bytes and not head:
+            raise CodingToolError(
+                f"{path}: {size} bytes, more than the {self.max_file_bytes} bytes allowed"
+            )
+        data: bytes = f.read(self.max_file_bytes + 1)
+        return data
+
+    def _rewrite(
+        self,
+        path: str,
+        tool: str,
+        expect: Path,
+        make: Callable[[bytes | None], bytes],
+        *,
+        create: bool,
+    ) -> bytes:
+        """Open ``path`` once for reading and writing (made, with its missing folders, when
+        ``create``), give ``make`` its bytes (None for a file this open made) and write what
+        ``make`` returns through the same descriptor; returns that.
+
+        One open, so the file checked (rules, approved path, hard links, freshness) is the file
+        written; and the bytes ``make`` saw are read again just before the write: a file that
+        another program changed meanwhile (a formatter the model started beside the edit, the
+        user's editor) is refused untouched, never overwritten with an edit of its old text.
+        """
+        self._refuse_hidden(tool, path, relative_in_root(self._base, path))
+        try:
+            opened, real, made = self._open_rw(path, create=create)
+            with opened as f:
+                fd = f.fileno()
+                self._refuse_hidden(tool, path, real)  # a link swapped in since the check
                 self._refuse_moved(path, real, expect)
-                self._refuse_linked(path, f.fileno())
-                size = os.fstat(f.fileno()).st_size
-                if size > self.max_file_bytes and not head:
+                # A file with another hard link may be one outside the root (the same inode),
+                # which no path check can see: refused untouched.
+                if os.fstat(fd).st_nlink > 1:
                     raise CodingToolError(
-                        f"{path}: {size} bytes, more than the {self.max_file_bytes} bytes allowed"
+                        f"{path}: refused: it has other hard links (it may be a file outside "
+                        "the root)"
                     )
-                data: bytes = f.read(self.max_file_bytes + 1)
-                return data, self._base / real
-        except PathEscapeError as exc:
-            raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
+                current = None if made else self._read_fd(path, f, real, tool)
+                data = make(current)
+                self._check_size(path, data)
+                if current is not None and os.pread(fd, len(current) + 1, 0) != current:
+                    raise CodingToolError(
+                        f"{path}: the file changed on disk while it was being changed here "
+                        "(another program wrote it); nothing was written: read it again"
+                    )
+                self._refuse_replaced(path, fd, written=False)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, data, 0)
+                self._refuse_replaced(path, fd, written=True)
+                return data
         except FileNotFoundError as exc:
             raise CodingToolError(f"{path}: no such file") from exc
+        except PathEscapeError as exc:
+            raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
         except IsADirectoryError as exc:
             raise CodingToolError(f"{path}: is a directory") from exc
         except NotADirectoryError as exc:
             raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
         except OSError as exc:  # a name too long, permission denied, a loop...
-            raise CodingToolError(f"{path}: cannot be opened ({exc.strerror or exc})") from exc
+            raise CodingToolError(f"{path}: cannot be written ({exc.strerror or exc})") from exc
 
-    def _write_bytes(self, path: str, data: bytes, tool: str, expect: Path) -> None:
+    def _refuse_replaced(self, path: str, fd: int, *, written: bool) -> None:
+        """Refuse when ``path`` no longer names the file open at ``fd``: another program saved
+        a new file over the name (as editors do), and a write through ``fd`` reaches only the
+        old, unlinked one."""
+        try:
+            opened, _ = open_file_in_root(self._base, path, "rb")
+            with opened as f:
+                same = os.path.samestat(os.fstat(f.fileno()), os.fstat(fd))
+        except (OSError, PathEscapeError):
+            same = False  # gone, or now leads elsewhere: not the file written
+        if not same:
+            done = "your change is not in it" if written else "nothing was written"
+            raise CodingToolError(
+                f"{path}: the file was replaced while it was being changed here (another "
+                f"program saved a new one); {done}: read it again"
+            )
+
+    def _check_size(self, path: str, data: bytes) -> None:
         if len(data) > self.max_file_bytes:
             raise CodingToolError(
                 f"{path}: the new content is {len(data)} bytes, more than the "
                 f"{self.max_file_bytes} bytes allowed; write a smaller file"
             )
-        self._refuse_hidden(tool, path, relative_in_root(self._base, path))
-        parent = os.path.dirname(path.replace("\\", "/").strip("/"))
-        try:
+
+    def _open_rw(self, path: str, *, create: bool) -> tuple[Any, str, bool]:
+        """``path`` opened read-write (held in the root at open time), the path it reached,
+        and whether this open made it (only with ``create``; missing folders are made one at
+        a time in the descriptor of the one before, never outside, whatever is swapped in)."""
+        if create:
+            parent = os.path.dirname(path.replace("\\", "/").strip("/"))
             if parent:
-                # Made one directory at a time in the descriptor of the one before: never
-                # outside, whatever is swapped in meanwhile (os.makedirs follows symlinks).
                 fd, _ = open_dir_in_root(self._base, parent, create=True)
                 os.close(fd)
-            # Opened without truncating: a file with another hard link may be one outside the
-            # root (same inode), which no path check can see; it is refused untouched.
-            opened, real = open_file_in_root(self._base, path, "ab")
-            with opened as f:
-                self._refuse_hidden(tool, path, real)  # a link swapped in since the check
-                self._refuse_moved(path, real, expect)
-                if os.fstat(f.fileno()).st_nlink > 1:
-                    raise CodingToolError(
-                        f"{path}: refused: it has other hard links (it may be a file outside "
-                        "the root)"
-                    )
-                f.truncate(0)
-                f.write(data)
-        except PathEscapeError as exc:
-            raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
-        except NotADirectoryError as exc:
-            raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
-        except OSError as exc:  # a name too long, permission denied, a loop...
-            raise CodingToolError(f"{path}: cannot be written ({exc.strerror or exc})") from exc
+        for _ in range(3):
+            try:
+                opened, real = open_file_in_root(self._base, path, "r+b")
+                return opened, real, False
+            except FileNotFoundError:
+                if not create:
+                    raise
+            try:
+                opened, real = open_file_in_root(self._base, path, "x+b")
+                return opened, real, True
+            except FileExistsError:
+                continue  # made meanwhile by another program: open it as an existing file
+        raise CodingToolError(f"{path}: it keeps appearing and disappearing; try again")
 
     def _check_fresh(self, path: str, resolved: Path, current: bytes | None) -> None:
         """Refuse a change to a file the agent has not read, or that changed since it did."""
@@ -227,14 +313,6 @@ class FileToolkit:
             raise CodingToolError(
                 f"{path}: the file changed since you last read it (stale); read it again first"
             )
-
-    def _current(self, path: str, tool: str, expect: Path) -> bytes | None:
-        try:
-            return self._read_bytes(path, tool, expect)
-        except CodingToolError as exc:
-            if isinstance(exc.__cause__, FileNotFoundError):
-                return None
-            raise
 
     # -- the tools -----------------------------------------------------------------------------
 
@@ -315,13 +393,18 @@ class FileToolkit:
         path, content = args["path"], args["content"]
         resolved = self._approved(path)
 
+        try:
+            encoded: bytes = content.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise CodingToolError(f"content cannot be written as UTF-8 ({exc.reason})") from exc
+        self._check_size(path, encoded)
+
+        def make(current: bytes | None) -> bytes:
+            self._check_fresh(path, resolved, current)
+            return encoded
+
         def body() -> str:
-            self._check_fresh(path, resolved, self._current(path, "write_file", resolved))
-            try:
-                data = content.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                raise CodingToolError(f"content cannot be written as UTF-8 ({exc.reason})") from exc
-            self._write_bytes(path, data, "write_file", resolved)
+            data = self._rewrite(path, "write_file", resolved, make, create=True)
             self._seen[resolved] = _digest(data)
             return f"wrote {path} ({len(data)} bytes, {content.count(chr(10)) + 1} lines)"
 
@@ -337,33 +420,26 @@ class FileToolkit:
         if old == new:
             raise CodingToolError("old_string and new_string are the same")
 
-        def body() -> str:
-            current = self._current(path, "edit_file", resolved)
-            if current is None:
-                raise CodingToolError(f"{path}: no such file")
+        counted: list[int] = []
+
+        def make(current: bytes | None) -> bytes:
+            assert current is not None  # an edit opens an existing file only
             self._check_fresh(path, resolved, current)
             # Bytes that are not UTF-8 (a Latin-1 file, a binary part) pass through unchanged.
             text = current.decode("utf-8", "surrogateescape")
-            find, put = line_endings(text, old, new)
-            count = occurrences(text, find, stop=None if replace_all else 2)
-            if count == 0:
-                raise CodingToolError(f"{path}: old_string not found; {not_found_hint(text, old)}")
-            if count > 1 and not replace_all:
-                raise CodingToolError(
-                    f"{path}: old_string appears {count} times; give more surrounding context "
-                    "to make it unique, or set replace_all"
-                )
-            if replace_all:
-                count = text.count(find)  # the replacements made (they do not overlap)
+            changed, count = apply_edit(text, old, new, replace_all=replace_all, path=path)
+            counted.append(count)
             try:
-                data = text.replace(find, put).encode("utf-8", "surrogateescape")
+                return changed.encode("utf-8", "surrogateescape")
             except UnicodeEncodeError as exc:
                 raise CodingToolError(
                     f"new_string cannot be written as UTF-8 ({exc.reason})"
                 ) from exc
-            self._write_bytes(path, data, "edit_file", resolved)
+
+        def body() -> str:
+            data = self._rewrite(path, "edit_file", resolved, make, create=False)
             self._seen[resolved] = _digest(data)
-            return f"edited {path}: {count if replace_all else 1} replacement(s)"
+            return f"edited {path}: {counted[0]} replacement(s)"
 
         return await self._queue.run(resolved, lambda: _finish_in_thread(body), _running_key())
 
@@ -387,31 +463,43 @@ class FileToolkit:
         except OSError as exc:  # permission denied, a loop the kernel saw first...
             raise CodingToolError(f"{path}: cannot be opened ({exc.strerror or exc})") from exc
 
-    def _walk(self, start: str, tool: str) -> Generator[tuple[str, str, int], None, None]:
-        """(path relative to the root, name, dir fd) of the regular files below ``start``
-        that ``tool`` may see; symlinks are skipped, directories opened by descriptor.
+    def _walk(
+        self, top: int, real: str, tool: str, limits: _WalkLimits
+    ) -> Generator[tuple[str, str, int], None, None]:
+        """(path relative to the root, name, dir fd) of the regular files below the directory
+        ``top`` (opened at ``real``; the walk closes it) that ``tool`` may see; symlinks are
+        skipped, directories opened by descriptor. Ends early where ``limits`` say.
 
         The directory descriptor is valid until the next item (use it before moving on).
         """
-        top, real = self._open_dir(start)
         try:
-            for below, name, dirfd in walk_files(top, skip=_SKIP_DIRS):
+            for below, name, dirfd in walk_files(top, skip=_SKIP_DIRS, stop=limits.spent):
+                if limits.spent():
+                    return
+                limits.files += 1
                 rel = "/".join(p for p in (real, below, name) if p and p != ".")
                 if not self._hidden(tool, rel):
                     yield rel, name, dirfd
         finally:
             os.close(top)
 
-    def _list_dir_sync(self, args: dict[str, Any]) -> str:
+    def _list_dir_sync(self, args: dict[str, Any], cancelled: threading.Event | None = None) -> str:
         """list_dir: the entries of a directory (``/`` after directories)."""
         path = args.get("path", ".")
+        limits = _WalkLimits("list_dir", self.max_walk_files, self.walk_timeout, cancelled)
         top, real = self._open_dir(path)
         try:
+            entries = []
             try:
                 with os.scandir(top) as it:
-                    entries = sorted(it, key=lambda e: e.name)
+                    for entry in it:  # a folder of millions of entries: bounded like a walk
+                        if limits.spent():
+                            break
+                        limits.files += 1
+                        entries.append(entry)
             except OSError as exc:
                 raise CodingToolError(f"{path}: cannot be listed ({exc.strerror})") from exc
+            entries.sort(key=lambda e: e.name)
             lines = [
                 e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
                 for e in entries
@@ -419,38 +507,37 @@ class FileToolkit:
             ]
         finally:
             os.close(top)
-        return self._capped(lines, "entries") or "[empty directory]"
+        return (self._capped(lines, "entries") or "[empty directory]") + limits.note()
 
-    def _glob_sync(self, args: dict[str, Any]) -> str:
+    def _glob_sync(self, args: dict[str, Any], cancelled: threading.Event | None = None) -> str:
         """glob: files whose path relative to the root matches ``pattern``."""
-        matches = glob_matcher(args["pattern"], tool="glob", timeout=self.grep_timeout)
-        hits = [rel for rel, _, _ in self._walk(args.get("path", "."), "glob") if matches(rel)]
-        return self._capped(hits, "files") or "[no files match]"
+        matches = glob_matcher(
+            args["pattern"], tool="glob", timeout=self.grep_timeout, cancelled=cancelled
+        )
+        limits = _WalkLimits("glob", self.max_walk_files, self.walk_timeout, cancelled)
+        top, real = self._open_dir(args.get("path", "."))
+        hits = [rel for rel, _, _ in self._walk(top, real, "glob", limits) if matches(rel)]
+        return (self._capped(hits, "files") or "[no files match]") + limits.note()
 
-    def _grep_sync(self, args: dict[str, Any]) -> str:
+    def _grep_sync(self, args: dict[str, Any], cancelled: threading.Event | None = None) -> str:
         """grep: ``path:line:text`` for each line matching the regular expression."""
         search = LineSearch(
             args["pattern"],
             ignore_case=bool(args.get("ignore_case")),
             tool="grep",
             timeout=self.grep_timeout,
+            cancelled=cancelled,
         )
         only = None
         if args.get("glob"):
             only = glob_matcher(args["glob"], tool="grep", clock=search.clock)
-        start = args.get("path", ".")
-        walk = None if self._is_file(start) else self._walk(start, "grep")
-        files: Iterable[tuple[str, str, int]] = [(start, "", -1)] if walk is None else walk
+        limits = _WalkLimits("grep", self.max_walk_files, self.walk_timeout, cancelled)
         hits: list[str] = []
         large: list[str] = []
         binary: list[str] = []
+        files = self._grep_files(args.get("path", "."), only, large, limits)
         try:
-            for rel, name, dirfd in files:
-                if only is not None and not (only(rel) or only(rel.rsplit("/", 1)[-1])):
-                    continue
-                data = self._grep_bytes(rel, name, dirfd, large)
-                if data is None:
-                    continue  # unreadable or too large
+            for rel, data in files:
                 if _binary(data):
                     # Its lines mean nothing to the model; that it matches does (as grep says).
                     if next(search.lines(data.decode("utf-8", "replace")), None) is not None:
@@ -463,8 +550,7 @@ class FileToolkit:
                 if len(hits) > self.max_results:
                     break
         finally:
-            if walk is not None:
-                walk.close()  # the open directory descriptors, now
+            files.close()  # the open directory descriptors, now
         answer = self._capped(hits, "matches") or "[no matches]"
         # Else "[no matches]" would say a text is absent from files it was not shown from.
         if binary:
@@ -474,24 +560,42 @@ class FileToolkit:
                 f"\n[note: {len(large)} file(s) larger than {self.max_file_bytes} bytes not "
                 f"searched: {_names(large)}]"
             )
-        return answer
+        return answer + limits.note()
 
-    def _is_file(self, path: str) -> bool:
-        """Whether grep's ``path`` names a file (read by :func:`open_file_in_root`, held in
-        the root at open time) rather than a directory (walked)."""
-        if all(p in ("", ".") for p in path.replace("\\", "/").split("/")):
-            return False  # "", ".", "./", ".//": the root
+    def _grep_files(
+        self,
+        start: str,
+        only: Callable[[str], bool] | None,
+        large: list[str],
+        limits: _WalkLimits,
+    ) -> Generator[tuple[str, bytes], None, None]:
+        """(path, bytes) of the files grep searches: ``start`` itself when it is a file, else
+        the files below it. Opened once: whether ``start`` is a file or a directory is what
+        the opened descriptor is (deciding by the name and opening it again would let a
+        symlink swapped in between lead elsewhere)."""
+        with _opening(start):
+            fd, real, is_dir = open_entry_in_root(self._base, start)
+        if not is_dir:
+            with os.fdopen(fd, "rb") as f:
+                if only is not None and not (only(start) or only(start.rsplit("/", 1)[-1])):
+                    return
+                yield start, self._read_fd(start, f, real, "grep")
+            return
+        walk = self._walk(fd, real, "grep", limits)
         try:
-            return self._resolve(path).is_file()
-        except OSError:
-            return False
+            for rel, name, dirfd in walk:
+                if only is not None and not (only(rel) or only(rel.rsplit("/", 1)[-1])):
+                    continue
+                data = self._grep_bytes(rel, name, dirfd, large)
+                if data is not None:
+                    yield rel, data
+        finally:
+            walk.close()
 
     def _grep_bytes(self, rel: str, name: str, dirfd: int, large: list[str]) -> bytes | None:
         """A walked file's bytes, or None (unreadable, not a regular file, or too large: then
         its path goes to ``large``, to tell the model it was not searched)."""
         try:
-            if dirfd < 0:
-                return self._read_bytes(rel, "grep")
             flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
             fd = os.open(name, flags, dir_fd=dirfd)
             with os.fdopen(fd, "rb") as f:
@@ -503,11 +607,7 @@ class FileToolkit:
                     large.append(rel)
                     return None
                 return data
-        except OSError:
-            return None
-        except CodingToolError:
-            if dirfd < 0:
-                raise  # the one file asked for: say why (refused, too large...)
+        except (OSError, CodingToolError):
             return None
 
     def _capped(self, lines: list[str], what: str) -> str:
@@ -526,15 +626,15 @@ class FileToolkit:
 
     async def list_dir(self, args: dict[str, Any]) -> str:
         """list_dir (see :meth:`_list_dir_sync`)."""
-        return await to_thread(self._list_dir_sync, args)
+        return await _stoppable(self._list_dir_sync, args)
 
     async def glob(self, args: dict[str, Any]) -> str:
         """glob (see :meth:`_glob_sync`)."""
-        return await to_thread(self._glob_sync, args)
+        return await _stoppable(self._glob_sync, args)
 
     async def grep(self, args: dict[str, Any]) -> str:
         """grep (see :meth:`_grep_sync`)."""
-        return await to_thread(self._grep_sync, args)
+        return await _stoppable(self._grep_sync, args)
 
     # -- the tools as the model sees them ------------------------------------------------------
 
@@ -613,15 +713,44 @@ class FileToolkit:
             ),
         ]
         for tool in tools:
+            tool.check = self.check_path
             if tool.mutating:
                 tool.reserve = self.reserve
             tool.rule_path = self.rule_path
             tool.add_path_rule = self.add_path_rule
         return tools
 
+    def check_path(self, args: dict[str, Any]) -> None:
+        """Refuse a call whose ``path`` no tool here would open (outside the root, ``..``, a NUL
+        byte...): an approval policy runs this before asking, so nobody is asked about a
+        call that cannot run. The tools check again when they open the path.
+
+        Raises:
+            CodingToolError: the path is refused (the message says why).
+        """
+        path = args.get("path")
+        if not isinstance(path, str) or all(
+            p in ("", ".") for p in path.replace("\\", "/").split("/")
+        ):
+            return  # the root (the walks take it; a write says why not) or no path at all
+        try:
+            resolve_in_root(self._base, path)
+        except PathEscapeError as exc:
+            raise CodingToolError(f"path {path!r}: {exc.reason}") from exc
+        except OSError:
+            return  # a link changing while it was read: the tool's open decides
+
     def rule_path(self, path: str) -> str:
         """The path a rule is checked on: ``path`` resolved (``.//a``, ``./a`` and a symlink to
-        ``a`` all give ``a``), relative to the root, ``/``-separated (``.`` for the root)."""
+        ``a`` all give ``a``), relative to the root, ``/``-separated (``.`` for the root).
+
+        For the running call that reserved its place in a write queue (an approval gate asks
+        in the call's task), the path resolved then: resolved once, so the file the question
+        names, the file the rules were checked on and the file the write must reach are one
+        (resolving again would let a link swapped in meanwhile make them two)."""
+        reserved = self._queue.reserved_path(_running_key(), path)
+        if reserved is not None:
+            return reserved.relative_to(self._base).as_posix() or "."
         return relative_in_root(self._base, path)
 
     def reserve(self, call: ToolCall) -> Callable[[], None] | None:
@@ -658,6 +787,74 @@ async def _finish_in_thread(body: Callable[[], str]) -> str:
         with contextlib.suppress(BaseException):
             await future
         raise
+
+
+async def _stoppable(
+    body: Callable[[dict[str, Any], threading.Event], str], args: dict[str, Any]
+) -> str:
+    """Run a walking tool's ``body`` in a worker thread; when the call is cancelled (the run
+    aborted, the tool timed out) the thread is told to stop, instead of walking on unseen."""
+    cancelled = threading.Event()
+    try:
+        return await to_thread(body, args, cancelled)
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
+class _WalkLimits:
+    """What one grep or glob may walk: files visited, seconds spent, and whether its call was
+    cancelled (then the walk raises: nobody reads its answer)."""
+
+    def __init__(
+        self, tool: str, max_files: int, seconds: float, cancelled: threading.Event | None
+    ) -> None:
+        self.tool = tool
+        self.max_files = max_files
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.cancelled = cancelled
+        self.files = 0
+        self.why = ""
+
+    def spent(self) -> bool:
+        """Whether the walk must end now (``why`` says what ran out)."""
+        if self.cancelled is not None and self.cancelled.is_set():
+            raise CodingToolError(f"{self.tool} was cancelled")
+        if self.files >= self.max_files:
+            what = "entries" if self.tool == "list_dir" else "files"
+            self.why = f"after {self.max_files} {what}"
+        elif time.monotonic() > self.deadline:
+            self.why = f"after {self.seconds:g} seconds"
+        return bool(self.why)
+
+    def note(self) -> str:
+        """The note an answer ends with when the walk ended early ("" when it did not)."""
+        if not self.why:
+            return ""
+        if self.tool == "list_dir":
+            return f"\n[note: the listing stopped {self.why}, before the whole folder was seen]"
+        return (
+            f"\n[note: the search stopped {self.why}, before the whole tree was seen: narrow "
+            "it with path or glob]"
+        )
+
+
+@contextlib.contextmanager
+def _opening(path: str) -> Iterator[None]:
+    """Open errors as the model reads them: refused, no such file, a directory..."""
+    try:
+        yield
+    except PathEscapeError as exc:
+        raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
+    except FileNotFoundError as exc:
+        raise CodingToolError(f"{path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise CodingToolError(f"{path}: is a directory") from exc
+    except NotADirectoryError as exc:
+        raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
+    except OSError as exc:  # a name too long, permission denied, a loop...
+        raise CodingToolError(f"{path}: cannot be opened ({exc.strerror or exc})") from exc
 
 
 _SNIFF = 8192

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import hashlib
 import os
+import stat
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -283,11 +285,17 @@ async def open_session(
     db = _open_db_path(ns.db)
     last = _last_file(db, root)
     session_id = ns.session
-    if session_id is None and ns.resume and last.exists():
-        session_id = last.read_text().strip() or None
+    if session_id is None and ns.resume:
+        session_id = _read_private(last)
     if session_id is None:
         session_id = f"code-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    _write_private(last, session_id)
+    try:
+        _write_private(last, session_id)
+    except OSError as exc:
+        raise MemoryStoreError(
+            f"cannot write {last} ({exc.strerror or exc}): remove it, or give --db a file in "
+            "another folder"
+        ) from exc
     storage = SQLiteStorage(db, session_id=session_id)
     memory = ShortTermMemory(storage)
     files = file_tools(root)
@@ -404,6 +412,8 @@ def _open_db_path(given: str | None) -> Path:
         _write_private(db, None)
     except OSError as exc:  # a part of the path is a file, a folder is read-only...
         reason = exc.strerror or type(exc).__name__
+        if os.path.islink(db):
+            reason = "it is a symbolic link: give --db the file it points to"
         raise MemoryStoreError(
             f"cannot create the session store {db} ({reason}): give --db a file in a folder "
             "you can write to, or set GOAGENT_HOME"
@@ -417,17 +427,41 @@ def _data_home() -> Path:
     return data_home()
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _read_private(path: Path) -> str | None:
+    """The session name kept in ``path`` (None when there is none), never read through a
+    symlink: one planted there (the store's folder may be the workspace) names any file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read(4096).decode("utf-8", "replace").strip() or None
+
+
 def _write_private(path: Path, text: str | None) -> None:
     """Create ``path`` readable by its owner only (0600) and, unless ``text`` is None, write it.
 
-    SQLite gives the database's ``-wal`` and ``-shm`` files the database file's mode.
+    Never through a symlink, nor into a FIFO: with the store in the workspace, a command the
+    agent ran could plant ``code.db.last-...`` as a link to any file of the user's, which this
+    truncated and overwrote. The pointer file (``text`` given) is made anew each time; the
+    database itself, if it is a link, is refused (the caller says so). SQLite gives the
+    database's ``-wal`` and ``-shm`` files the database file's mode.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | _NOFOLLOW
+    if text is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a file, or whatever was planted in its place
+        flags |= os.O_EXCL
+    fd = os.open(path, flags, 0o600)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         with contextlib.suppress(OSError):
             os.fchmod(fd, 0o600)
         if text is not None:
-            os.ftruncate(fd, 0)
             os.write(fd, text.encode())
     finally:
         os.close(fd)
@@ -441,10 +475,19 @@ def _provider_model(provider: Any) -> str:
     return type(provider).__name__
 
 
+_BRIEF = 200
+"""The most characters of a call's one-line summary (a model may send a path of a megabyte)."""
+
+
 def brief(args: dict[str, Any]) -> str:
-    """A call's arguments in one short line: its path, its command, or ``name=value`` pairs."""
+    """A call's arguments in one short line: its path, its command, or ``name=value`` pairs
+    (at most ``_BRIEF`` characters: the rest is counted)."""
     if "path" in args:
-        return str(args["path"])
-    if "argv" in args or "command" in args:
-        return command_text(args)
-    return ", ".join(f"{k}={v!r}"[:60] for k, v in args.items())
+        text = str(args["path"])
+    elif "argv" in args or "command" in args:
+        text = command_text(args)
+    else:
+        text = ", ".join(f"{k}={v!r}"[:60] for k, v in args.items())
+    if len(text) <= _BRIEF:
+        return text
+    return f"{text[:_BRIEF]}… ({len(text) - _BRIEF} more characters)"

@@ -6,8 +6,8 @@ The model gives ``argv`` (a list: no shell, no quoting surprises). A command lin
 process group, with the environment from :func:`goagent_py._subprocess.safe_env` (no API keys),
 stdin closed. At the timeout, or when the run is aborted, the whole group is killed (also
 when the program itself has already ended and a child it started still runs). Output (stdout
-and stderr together) is capped, keeping its beginning and end with a marker between, and the
-answer ends with the exit code.
+and stderr together, decoded as UTF-8) is capped at ``max_output_chars`` characters, keeping its
+beginning and end with a marker between, and the answer ends with the exit code.
 
 The arguments are checked before anything runs, by ``tool.check`` (which an approval policy
 calls before asking): exactly one of ``argv`` and ``command``, a ``cwd`` that is a directory
@@ -25,6 +25,7 @@ started.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import math
 import os
@@ -35,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from goagent_py._paths import PathEscapeError, resolve_in_root
+from goagent_py._paths import PathEscapeError, open_dir_in_root, resolve_in_root
 from goagent_py._subprocess import safe_env
 from goagent_py.coding._sandbox import Sandbox
 from goagent_py.coding._tool import CodingTool, CodingToolError
@@ -45,6 +46,7 @@ from goagent_py.tool_context import current_tool_context
 __all__ = ["command_text", "shell_tool"]
 
 _REAP_SECONDS = 5.0
+_MAX_PINNED = 1000
 
 
 def command_text(args: Mapping[str, Any]) -> str:
@@ -67,46 +69,109 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 
 class _Capped:
-    """Keeps the first and last ``limit / 2`` characters of a stream and counts the rest."""
+    """Keeps the first and last ``limit / 2`` characters of the output text and counts the
+    characters between (text: the output decoded once, by :class:`_Output`)."""
 
     def __init__(self, limit: int) -> None:
         self.half = max(limit // 2, 1)
-        self.head = bytearray()
-        self.tail = bytearray()
+        self.head: list[str] = []
+        self.head_size = 0
+        self.tail = ""
         self.dropped = 0
 
-    def add(self, chunk: bytes) -> None:
-        room = self.half - len(self.head)
+    def add(self, text: str) -> None:
+        room = self.half - self.head_size
         if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        self.tail += chunk
+            part = text[:room]
+            self.head.append(part)
+            self.head_size += len(part)
+            text = text[room:]
+        if not text:
+            return
+        self.tail += text
         if len(self.tail) > self.half:
             self.dropped += len(self.tail) - self.half
-            del self.tail[: len(self.tail) - self.half]
+            self.tail = self.tail[-self.half :]
 
     def text(self) -> str:
+        head = "".join(self.head)
         if not self.dropped:
-            return (self.head + self.tail).decode("utf-8", "replace")
-        # Cut at byte counts: a character split at either cut is left out, not shown as
-        # U+FFFD (the model would take it for the program's output).
-        head = _utf8_prefix(bytes(self.head)).decode("utf-8", "replace")
-        tail = bytes(self.tail)
-        skip = next((i for i, b in enumerate(tail[:3]) if b & 0xC0 != 0x80), 0)
-        tail_text = tail[skip:].decode("utf-8", "replace")
-        return f"{head}\n[... {self.dropped} bytes of output cut ...]\n{tail_text}"
+            return head + self.tail
+        return f"{head}\n[... {self.dropped} characters of output cut ...]\n{self.tail}"
 
 
-def _utf8_prefix(data: bytes) -> bytes:
-    """``data`` without a UTF-8 character cut off at its end."""
-    for back in range(1, min(4, len(data)) + 1):
-        byte = data[-back]
-        if byte & 0xC0 == 0xC0:  # the lead byte of the last character
-            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return data if need <= back else data[:-back]
-        if byte & 0x80 == 0:  # ASCII: complete
-            return data
-    return data
+class _Output:
+    """The program's output bytes decoded once, as they come: a UTF-8 character split between
+    two reads is held until its end arrives, so neither the live output a UI shows nor the
+    capped answer the model reads shows it as U+FFFD (bytes that are not UTF-8 are)."""
+
+    def __init__(self, limit: int) -> None:
+        self.capped = _Capped(limit)
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def add(self, chunk: bytes) -> str:
+        """Take ``chunk``; returns the text it completes ("" while a character is cut)."""
+        text = self._decoder.decode(chunk)
+        if text:
+            self.capped.add(text)
+        return text
+
+    def text(self) -> str:
+        """All of it, capped (a character cut off at the very end is shown as U+FFFD)."""
+        rest = self._decoder.decode(b"", final=True)
+        if rest:
+            self.capped.add(rest)
+        return self.capped.text()
+
+
+def _check_passable(texts: list[str]) -> None:
+    """Refuse arguments no program can receive: a NUL byte ends a C string (what would run is
+    not what the question showed), and a lone surrogate has no bytes."""
+    for text in texts:
+        if "\x00" in text:
+            raise CodingToolError("the command holds a NUL byte, which no program can receive")
+        try:
+            os.fsencode(text)
+        except UnicodeEncodeError as exc:
+            raise CodingToolError(
+                f"the command holds {text[exc.start : exc.end]!r}, which is not text a program "
+                "can receive (a lone surrogate); write the character itself"
+            ) from exc
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long, a loop: not a folder the command can start in
+        return False
+
+
+def _open_cwd(base: Path, given: Any, checked: Path) -> int:
+    """A descriptor of the working folder ``given`` (the root when empty), which must be the
+    folder ``checked`` (what the arguments' check resolved it to)."""
+    try:
+        fd, real = open_dir_in_root(base, given or ".")
+    except PathEscapeError as exc:
+        raise CodingToolError(f"cwd {given!r} refused: {exc.reason}") from exc
+    except OSError as exc:
+        raise CodingToolError(
+            f"cwd {given!r} is not a directory of the workspace ({exc.strerror or exc})"
+        ) from exc
+    if (base / real if real != "." else base) != checked:
+        os.close(fd)
+        raise CodingToolError(
+            f"cwd {given!r} now leads to {real}, not to the folder it named when the call was "
+            "checked (and asked about); nothing was run: call again"
+        )
+    return fd
+
+
+def _fd_path(fd: int) -> str | None:
+    """A path that names the folder open at ``fd`` in the child about to start (it changes to
+    its folder before it runs the program, with this process's descriptors still open), or
+    None where there is none (no ``/proc``)."""
+    path = f"/proc/self/fd/{fd}"
+    return path if sys.platform.startswith("linux") and os.path.isdir(path) else None
 
 
 def shell_tool(
@@ -127,7 +192,8 @@ def shell_tool(
         root: the workspace directory; the working directory is it or a directory inside it.
         allow_shell: also accept ``command``, a command line run by ``/bin/sh -c``.
         timeout: seconds before the process group is killed (the model may ask for less).
-        max_output_chars: the most output returned (beginning and end kept, marked cut).
+        max_output_chars: the most characters of output returned (beginning and end kept,
+            marked cut).
         env: variables to add to the safe environment (see ``safe_env``'s ``extra``).
         name: the tool's name.
         sandbox: run each command under bubblewrap (see the module docstring); needs ``bwrap``
@@ -155,6 +221,8 @@ def shell_tool(
     child_env = safe_env(env)
     jail = Sandbox(base, network=sandbox_network, hide=hide) if sandbox else None
 
+    pinned: dict[str, Path] = {}  # call -> the folder its first check resolved
+
     def check(args: dict[str, Any]) -> tuple[list[str], Path, float]:
         """The program to run, its working directory and time limit; refuses bad arguments."""
         argv = args.get("argv") or []
@@ -167,13 +235,14 @@ def shell_tool(
             raise CodingToolError("argv must be a list of strings, e.g. ['pytest', '-q']")
         if argv and not argv[0].strip():
             raise CodingToolError("argv[0] must name a program")
+        _check_passable([*argv, str(line or "")])
         cwd = base
         if args.get("cwd") not in (None, "", "."):
             try:
                 cwd = resolve_in_root(base, args["cwd"])
             except PathEscapeError as exc:
                 raise CodingToolError(f"cwd {args['cwd']!r} refused: {exc.reason}") from exc
-            if not cwd.is_dir():
+            if not _is_dir(cwd):
                 raise CodingToolError(
                     f"cwd {args['cwd']!r} is not a directory of the workspace (leave it out to "
                     "run in the root)"
@@ -189,16 +258,31 @@ def shell_tool(
                 )
             limit = float(asked)
         program = ["/bin/sh", "-c", line] if line else list(argv)
+        context = current_tool_context()
+        # Keyed by run, iteration and call id: a model may give its calls the same ids in
+        # every turn, and a pin left by a call that was blocked must not hold the next one.
+        if context is not None and context.idempotency_key not in pinned:
+            # The first resolution in the call (an approval gate's check, before the
+            # question): the folder the user was asked about is the one it runs in.
+            if len(pinned) >= _MAX_PINNED:
+                pinned.clear()  # calls blocked after their check never came to run
+            pinned[context.idempotency_key] = cwd
         return program, cwd, limit
 
     async def run(args: dict[str, Any]) -> str:
         program, cwd, limit = check(args)
         if jail is not None:
             program = jail.wrap(program, cwd)
+        # The folder is opened once, held in the root at open time, and the program starts in
+        # that very folder (its descriptor): a link swapped in after the check above cannot
+        # start it elsewhere (outside the root, or in another folder than the one asked about).
+        context = current_tool_context()
+        first = pinned.pop(context.idempotency_key, cwd) if context is not None else cwd
+        cwd_fd = _open_cwd(base, args.get("cwd"), first)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *program,
-                cwd=cwd,
+                cwd=_fd_path(cwd_fd) or cwd,
                 env=child_env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -209,18 +293,22 @@ def shell_tool(
             raise CodingToolError(f"no such program: {program[0]!r}") from exc
         except PermissionError as exc:
             raise CodingToolError(f"cannot run {program[0]!r}: permission denied") from exc
+        except OSError as exc:  # arguments too long, too many processes...
+            raise CodingToolError(f"cannot run {program[0]!r}: {exc.strerror or exc}") from exc
+        finally:
+            os.close(cwd_fd)
         context = current_tool_context()
         if context is not None:
             context.report({"pid": proc.pid, "command": command_text(args)})
-        out = _Capped(max_output_chars)
+        out = _Output(max_output_chars)
         timed_out = False
 
         async def pump() -> None:
             assert proc.stdout is not None
             while chunk := await proc.stdout.read(65536):
-                out.add(chunk)
-                if context is not None:  # live output, for a UI (becomes an update event)
-                    context.report({"output": chunk.decode("utf-8", "replace")})
+                text = out.add(chunk)
+                if context is not None and text:  # live output, for a UI (an update event)
+                    context.report({"output": text})
             await proc.wait()
 
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -88,6 +89,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
             self.args = Static(printable(shown, newlines=True), markup=False)
             self.nested = Vertical(classes="nested")
             self.result = Static("(running)", markup=False)
+            self.started = time.perf_counter()  # for a call whose end never comes (an abort)
             super().__init__(
                 self.args,
                 self.nested,
@@ -306,7 +308,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 reason = ev.result.stop_reason
                 if reason is not None and reason.value == "aborted":
                     for view in self._calls.values():  # the calls the abort cut short
-                        view.finish(False, 0.0, "(aborted)")
+                        view.finish(False, time.perf_counter() - view.started, "(aborted)")
                         self.output.append(f"✗ {view.name_} {view.brief}")
                     self._show("(aborted)", "note")
                 self._calls.clear()

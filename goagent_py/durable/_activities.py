@@ -33,7 +33,7 @@ from goagent_py._call_gates import (
     prepared_call,
     with_arguments,
 )
-from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
+from goagent_py._metadata_keys import CLAIM_KEY, DECISIONS_KEY, PENDING_KEY
 from goagent_py._transcript import error_result, repair_transcript, truncate_content
 from goagent_py.approvals import RunContext, pending_of
 from goagent_py.dispatch import Dispatcher, error_text, timeout_middleware
@@ -249,6 +249,15 @@ def _named(name: str, fn: Activity) -> Callable[..., Any]:
 
     run.__name__ = run.__qualname__ = name.replace(".", "_")
     return activity.defn(name=name)(run)
+
+
+# What the model reads for a call this worker's definition makes wait, that the run let through
+# without asking (the app that started it had another definition of the agent).
+_UNASKED = (
+    "this tool requires a person's approval on the worker, and this run did not ask for it "
+    "(the app that started the run has another definition of the agent: deploy the same "
+    "definition to the app and the workers); the call was not run"
+)
 
 
 class _AgentActivities:
@@ -525,6 +534,8 @@ class _AgentActivities:
             return await self._after(error_result(call, exc))
         if validated is not None:
             shown = with_arguments(call, validated)
+        if data.get("asked") is False and await self._unasked(shown, data):
+            return await self._after(error_result(call, ToolBlockedError(call.name, _UNASKED)))
         reason: str | None = None
         if o.before_tool_call is not None:
 
@@ -544,6 +555,18 @@ class _AgentActivities:
         if reason is not None:
             return await self._after(error_result(call, ToolBlockedError(call.name, reason)))
         return await self._after(await self._dispatch_in_time(call))
+
+    async def _unasked(self, call: ToolCall, data: dict[str, Any]) -> bool:
+        """Whether ``call``, which the run did not check for approval (its app's definition of
+        the agent did not mark the tool: an older or different deploy), needs a person by this
+        worker's definition: then it must not run unasked (durable11)."""
+        o = self.options
+        tool = self.dispatcher.tool(call.name)
+        if getattr(tool, "external", False) is True:
+            return True  # the client runs it: never here
+        if getattr(tool, "requires_approval", False) is False and o.requires_approval is None:
+            return False
+        return await self._needs_approval(tool, call, data)
 
     async def _dispatch_in_time(self, call: ToolCall) -> ToolResult:
         """The call through the agent's chain, given up on a little before the activity's own
@@ -593,6 +616,18 @@ class _AgentActivities:
                 call = with_arguments(call, validated)
         except ToolArgumentsError:
             return {"arguments": None, "wait": False}
+        out = {"arguments": call.arguments, "wait": await self._needs_approval(tool, call, data)}
+        try:
+            json.dumps(out)
+        except (TypeError, ValueError):  # validated into objects that are not JSON
+            out["arguments"] = dict(data["arguments"])
+        return out
+
+    async def _needs_approval(self, tool: Any, call: ToolCall, data: dict[str, Any]) -> bool:
+        """Whether this worker's definition makes ``call`` (validated) wait for a person: the
+        tool's ``requires_approval`` (flag or predicate), then the agent's policy. A check that
+        raises says yes (fail closed, as in a plain run)."""
+        o = self.options
         flag = getattr(tool, "requires_approval", False)
         try:
             need = bool(flag(dict(call.arguments)) if callable(flag) else flag)
@@ -607,15 +642,10 @@ class _AgentActivities:
                 if inspect.isawaitable(verdict):
                     verdict = await verdict
                 need = bool(verdict)
-        except Exception as exc:  # fail closed, as in a plain run
+        except Exception as exc:
             o.logger.warning("the approval check raised; the call waits: %s", exc)
             need = True
-        out = {"arguments": call.arguments, "wait": need}
-        try:
-            json.dumps(out)
-        except (TypeError, ValueError):  # validated into objects that are not JSON
-            out["arguments"] = dict(data["arguments"])
-        return out
+        return need
 
     async def settle(self, data: dict[str, Any]) -> dict[str, Any]:
         """The claim of a durable run's decisions on the stored wait: a compare-and-set in the
@@ -625,6 +655,9 @@ class _AgentActivities:
         ref, token = str(data["ref"]), str(data["token"])
         decisions = dict(data["decisions"])
         ids = [str(i) for i in data["call_ids"]]
+        # This claim's own id (a run recorded before it sends none): only the message it
+        # settled is this claim's, not one another decider settled with the same decisions.
+        claim = str(data.get("claim") or "")
         try:
             if not isinstance(memory, UpdatableMemory):
                 raise ConfigurationError(
@@ -639,17 +672,24 @@ class _AgentActivities:
             def update(m: Message) -> Message:
                 metadata = {k: v for k, v in m.metadata.items() if k != PENDING_KEY}
                 metadata[DECISIONS_KEY] = decisions
+                if claim:
+                    metadata[CLAIM_KEY] = claim
                 return replace(m, metadata=metadata)
+
+            def ours(m: Message) -> bool:
+                if claim:
+                    return m.metadata.get(CLAIM_KEY) == claim
+                return (
+                    m.metadata.get(DECISIONS_KEY) == decisions
+                    and [c.id for c in m.tool_calls] == ids
+                )
 
             found = await _heartbeating(memory.update_where(match, update))
             if found is None:
-                for m in reversed(await _heartbeating(memory.messages())):
-                    if (
-                        m.metadata.get(DECISIONS_KEY) == decisions
-                        and [c.id for c in m.tool_calls] == ids
-                    ):
-                        found = m
-                        break
+                found = next(
+                    (m for m in reversed(await _heartbeating(memory.messages())) if ours(m)),
+                    None,
+                )
         except Exception as exc:
             raise self._fail(exc, "short-term memory settle") from exc
         if found is None:

@@ -112,6 +112,7 @@ async def pending_of_run(handle: Any) -> list[PendingCall]:
             ToolCall(str(c["id"]), str(c["name"]), dict(c.get("arguments") or {})),
             "external" if c.get("kind") == "external" else "approval",
             None if c.get("deadline") is None else float(c["deadline"]),
+            token=str(c.get("token") or ""),
         )
         for c in data.get("calls", [])
     ]

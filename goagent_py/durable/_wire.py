@@ -438,16 +438,28 @@ def decision_to_data(decision: ToolDecision) -> dict[str, Any]:
     Raises:
         ConfigurationError: ``decision`` is none of them.
     """
+    out: dict[str, Any]
     if isinstance(decision, Approve):
-        return {"decision": "approve", "arguments": decision.arguments, "always": decision.always}
-    if isinstance(decision, Deny):
-        return {"decision": "deny", "message": decision.message, "stop": decision.stop}
-    if isinstance(decision, ToolOutput):
-        return {
+        out = {"decision": "approve", "arguments": decision.arguments, "always": decision.always}
+    elif isinstance(decision, Deny):
+        out = {"decision": "deny", "message": decision.message, "stop": decision.stop}
+    elif isinstance(decision, ToolOutput):
+        out = {
             "decision": "output",
             "content": content_to_text(decision.blocks()),
             "is_error": decision.is_error,
         }
+    else:
+        out = {}
+    if out:
+        if not isinstance(decision.token, str):
+            raise ConfigurationError(
+                f"a decision's token must be the str of PendingCall.token, got "
+                f"{type(decision.token).__name__}"
+            )
+        if decision.token:  # the wait it is for (absent: any wait its call id names)
+            out["token"] = decision.token
+        return out
     raise ConfigurationError(
         f"a decision must be Approve(), Deny(message) or ToolOutput(...), got "
         f"{type(decision).__name__}"
@@ -457,16 +469,20 @@ def decision_to_data(decision: ToolDecision) -> dict[str, Any]:
 def decision_from_data(data: Mapping[str, Any]) -> ToolDecision:
     """The decision :func:`decision_to_data` wrote."""
     kind = data.get("decision")
+    token = str(data.get("token") or "")
     if kind == "approve":
         arguments = data.get("arguments")
         return Approve(
             arguments=None if arguments is None else dict(arguments),
             always=bool(data.get("always", False)),
+            token=token,
         )
     if kind == "deny":
-        return Deny(str(data.get("message", "")), stop=bool(data.get("stop", False)))
+        return Deny(str(data.get("message", "")), stop=bool(data.get("stop", False)), token=token)
     if kind == "output":
-        return ToolOutput(content_from_text(str(data["content"])), bool(data.get("is_error")))
+        return ToolOutput(
+            content_from_text(str(data["content"])), bool(data.get("is_error")), token=token
+        )
     raise ConfigurationError(f"unknown decision {kind!r}: approve, deny or output")
 
 

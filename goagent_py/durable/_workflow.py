@@ -98,6 +98,8 @@ from ._wire import (  # names shared with the client
 
 # The patch marker of the append that closes a loaded history's open tail (review6a).
 CLOSING_APPEND_PATCH = "goagent.closing-append"
+# The patch marker of a cancellation that closes the wait it landed in (durable11).
+CANCEL_CLOSES_WAIT_PATCH = "goagent.cancel-closes-wait"
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
 # Carried appends bigger than this are appended before the model call, not carried by it
 # (the run's new messages would otherwise cross twice: in the request and in the appends).
@@ -416,6 +418,9 @@ class _ToolProxy:
         }
         if calls.deps is not None:
             data["deps"] = calls.deps
+        # Whether the run checked the call for approval (or a person decided it): a worker
+        # whose definition makes an unasked call wait does not run it (durable11).
+        data["asked"] = call.id in calls.checked
         memory = calls.short_term
         if calls.config.get("block_refs") and memory is not None and memory.refs:
             # A big result is stored on the workers; its reference crosses (issue 30).
@@ -593,6 +598,9 @@ class _ShortTermProxy:
             "token": token,
             "decisions": changed.metadata.get(DECISIONS_KEY, {}),
             "call_ids": [c.id for c in found.tool_calls],
+            # Whose claim it is (the same on every retry and replay): a retry that finds the
+            # wait settled takes it as its own only if this claim settled it (durable11).
+            "claim": f"{self._calls.run_id}:claim:{token}",
         }
         out = await self._memory("settle", data, local=False)
         if not out.get("found"):
@@ -831,6 +839,7 @@ async def _outcome(run: Run, calls: _Calls) -> dict[str, Any]:
                 "arguments": p.arguments,
                 "kind": p.kind,
                 "deadline": p.deadline,
+                "token": p.token,
             }
             for p in result.pending
         ],
@@ -887,8 +896,11 @@ async def resume_in_workflow(
     if run.resume is not None:
         # The decided batch was checked when it was made: its calls run without asking again
         # (their tool activities validate them, an edit included).
+        # (Only those the run checked or a person decided: a call of the batch whose tool
+        # the run's settings do not check was not asked about, and its worker says.)
         for call in run.resume.message.tool_calls:
-            calls.checked[call.id] = (dict(call.arguments), None, False)
+            if call.id in decisions or call.name in calls.checks or "*" in calls.checks:
+                calls.checked[call.id] = (dict(call.arguments), None, False)
     return await _outcome(run, calls)
 
 
@@ -987,6 +999,12 @@ class AgentWorkflow:
         self._settled: set[str] = set()  # calls decided in earlier waits of this workflow
         self._decided_at = 0.0
         self._expired: dict[str, tuple[float, str]] = {}
+        # The token of the wait now ("" when none, or a wait listed before tokens), and each
+        # earlier wait's calls and expired calls by its token: a decision that carries the
+        # token of a wait that is over is refused, not taken by a later call with its id.
+        self._token = ""
+        self._past: dict[str, tuple[set[str], dict[str, tuple[float, str]]]] = {}
+        self._cancelled = False  # the run was cancelled while it waited for decisions
 
     @workflow.run
     async def run(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -1026,6 +1044,8 @@ class AgentWorkflow:
                             deps=deps,
                         )
                     )
+                    if self._cancelled:  # the wait is closed in the record: end cancelled
+                        raise asyncio.CancelledError("the run was cancelled")
                 # An abort ends the workflow: follow-ups still queued stay unprocessed.
                 if not self._follow_ups or self._abort is not None:
                     break
@@ -1059,6 +1079,8 @@ class AgentWorkflow:
         that ends the run, for the rest). Returns the decisions and when they were taken."""
         self._waiting = {p["id"]: p for p in pending}
         self._decided = {}
+        self._token = next((str(p["token"]) for p in pending if p.get("token")), "")
+        expired: dict[str, tuple[float, str]] = {}
         self._status = "waiting"
         self._events.append({"type": "pending", "calls": list(pending)})
         deadlines = [float(p["deadline"]) for p in pending if p.get("deadline") is not None]
@@ -1074,6 +1096,14 @@ class AgentWorkflow:
             else:
                 left = max(deadline - workflow.now().timestamp(), 0.0)
                 await workflow.wait_condition(done, timeout=timedelta(seconds=left))
+        except asyncio.CancelledError:
+            # Temporal's cancellation of the run (handle.cancel()): the wait is closed as an
+            # abort closes it (its calls denied, the record valid), then the run ends
+            # cancelled; left in the record, it would refuse every later run of the session.
+            # A history recorded before this (durable11) ended at the cancellation.
+            if not workflow.patched(CANCEL_CLOSES_WAIT_PATCH):
+                raise
+            self._cancelled = True
         except TimeoutError:
             assert deadline is not None
             default = str(config.get("approval_default") or "deny")
@@ -1088,15 +1118,26 @@ class AgentWorkflow:
                         f"(the default decision: {default})."
                     )
                     self._decided[call_id] = decision_to_data(Deny(message))
-                self._expired[call_id] = (deadline, default)
+                self._expired[call_id] = expired[call_id] = (deadline, default)
             # The default is decided at the deadline, not after it.
             decided_at = min(self._decided_at or deadline, deadline - 1e-3)
-        if self._abort is not None:
-            reason = f"The run was aborted before a decision: {self._abort[1]}"
+        if self._abort is not None or self._cancelled:
+            reason = (
+                "The run was cancelled before a decision"
+                if self._abort is None
+                else f"The run was aborted before a decision: {self._abort[1]}"
+            )
             for call_id in self._waiting:
                 self._decided.setdefault(call_id, decision_to_data(Deny(reason, stop=True)))
-        decisions = {i: decision_from_data(self._decided[i]) for i in self._waiting}
+        # The validator checked each decision's token against this wait: the claim below
+        # compares the stored wait's own.
+        decisions = {
+            i: replace(decision_from_data(self._decided[i]), token="") for i in self._waiting
+        }
         self._settled.update(self._waiting)
+        if self._token:
+            self._past[self._token] = (set(self._waiting), expired)
+        self._token = ""
         self._waiting = {}
         self._status = "running"
         if decided_at is None:
@@ -1127,10 +1168,23 @@ class AgentWorkflow:
     def _refusal(self, decisions: dict[str, dict[str, Any]]) -> None:
         if not isinstance(decisions, dict) or not decisions:
             raise ConfigurationError("decide(): give at least one decision, {call_id: decision}")
-        for call_id in decisions:
+        for call_id, data in decisions.items():
+            token = str(data.get("token") or "") if isinstance(data, dict) else ""
+            waiting = call_id in self._waiting
+            if token and token != self._token:
+                self._stale(call_id, token)
+            if waiting and not token and call_id in self._settled:
+                # Local models' servers number calls per turn (Ollama's ollama-tool-0): a
+                # decision by id alone may be a late one for the earlier call (durable11).
+                raise ApprovalConflictError(
+                    f"call {call_id!r} waits now, and a call decided in an earlier wait of "
+                    "this run had the same id, so a decision by id alone may be a late one "
+                    "for that call: send the decision with the token of the wait it is for "
+                    "(list the calls with durable.pending(handle), then decide with "
+                    "Approve(token=call.token) or Deny(message, token=call.token))"
+                )
             # A call decided (or expired) in an earlier wait is refused unless a call of the
             # wait now has its id: local models' servers number calls per turn (review9c).
-            waiting = call_id in self._waiting
             if call_id in self._expired and not waiting:
                 deadline, default = self._expired[call_id]
                 raise ApprovalExpiredError(call_id, deadline, applied=default)
@@ -1148,10 +1202,34 @@ class AgentWorkflow:
         named = [p for p in self._pending_calls() if p.id in parsed]
         check_decisions(named, parsed, now=workflow.now().timestamp())
 
+    def _stale(self, call_id: str, token: str) -> None:
+        """Refuse a decision for ``call_id`` that names the wait ``token``, not the one now."""
+        past = self._past.get(token)
+        if past is None or call_id not in past[0]:
+            raise NotPendingError(
+                f"no call with id {call_id!r} waits under the token {token!r} in this run; "
+                f"the waiting calls are {sorted(self._waiting) or 'none'}"
+            )
+        if call_id in past[1]:
+            deadline, default = past[1][call_id]
+            raise ApprovalExpiredError(call_id, deadline, applied=default)
+        later = (
+            f"; the call that waits now under this id is a later one (its token is {self._token!r})"
+            if call_id in self._waiting
+            else ""
+        )
+        raise ApprovalConflictError(
+            f"call {call_id!r} of the wait {token!r} was already decided (the first decision "
+            f"wins); the run went on with it{later}"
+        )
+
     def _pending_calls(self) -> list[PendingCall]:
         return [
             PendingCall(
-                ToolCall(p["id"], p["name"], dict(p["arguments"])), p["kind"], p.get("deadline")
+                ToolCall(p["id"], p["name"], dict(p["arguments"])),
+                p["kind"],
+                p.get("deadline"),
+                token=str(p.get("token") or ""),
             )
             for p in self._waiting.values()
         ]

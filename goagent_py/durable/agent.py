@@ -530,11 +530,17 @@ class DurableAgent:
     ) -> list[str]:
         """Decide calls a durable run waits on: ``{call_id: Approve() | Approve(arguments=...)
         | Deny("why") | ToolOutput(...)}``, some or all of them. The run goes on once every
-        waiting call is decided; returns the ids that still wait.
+        waiting call is decided; returns the ids that still wait. Give each decision the
+        token of the wait it is for (``Approve(token=call.token)``, the call from
+        :meth:`pending`): a late decision for an earlier wait is then refused, never taken by a
+        later call with the same id (docs/approvals.md, "Which wait a decision is for").
 
         Raises:
-            NotPendingError: a call does not wait (or the run has finished).
-            ApprovalConflictError: a call was decided already (the first decision wins).
+            NotPendingError: a call does not wait (or the run has finished), or no wait of
+                the run has the decision's token.
+            ApprovalConflictError: a call was decided already (the first decision wins), the
+                decision's token names a wait that is over, or, without a token, the id was
+                also the id of a call of an earlier wait of the run.
             ApprovalExpiredError: a call's deadline passed (its default decision applied).
             ConfigurationError: a decision of the wrong kind (``ToolOutput`` for a tool
                 that waits for approval, ``Approve`` for an external tool).

@@ -76,6 +76,7 @@ def _call_json(p: PendingCall) -> dict[str, Any]:
         "arguments": p.arguments,
         "kind": p.kind,
         "deadline": p.deadline,
+        "token": p.token,
     }
 
 
@@ -97,7 +98,12 @@ def interrupts_of(calls: list[PendingCall]) -> list[Any]:
                 message=f"{p.name} waits for your decision",
                 tool_call_id=p.id,
                 expires_at=expires,
-                metadata={"toolName": p.name, "arguments": p.arguments, "kind": p.kind},
+                metadata={
+                    "toolName": p.name,
+                    "arguments": p.arguments,
+                    "kind": p.kind,
+                    "token": p.token,
+                },
             )
         )
     return out
@@ -175,21 +181,26 @@ def _one(call_id: str, raw: Any) -> ToolDecision:
     if not isinstance(raw, dict):
         raise BadDecision(f"the decision for {call_id!r} must be an object")
     kind = raw.get("decision")
+    # The wait the decision is for (the listing's "token"): a late one for an earlier wait
+    # whose call had this id is refused (a 409), not taken by the call that waits now.
+    token = raw.get("token") or ""
+    if not isinstance(token, str):
+        raise BadDecision(f"the token for {call_id!r} must be a string (the listing's token)")
     if kind == "approve":
         arguments = raw.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
             raise BadDecision(f"arguments for {call_id!r} must be an object")
-        return Approve(arguments, always=bool(raw.get("always", False)))
+        return Approve(arguments, always=bool(raw.get("always", False)), token=token)
     if kind == "deny":
         message = raw.get("message") or "The user denied this call."
         if not isinstance(message, str):
             raise BadDecision(f"the denial message for {call_id!r} must be a string")
-        return Deny(message, stop=bool(raw.get("stop", False)))
+        return Deny(message, stop=bool(raw.get("stop", False)), token=token)
     if kind == "output":
         content = raw.get("content")
         if not isinstance(content, str):
             raise BadDecision(f"the output for {call_id!r} must be a string")
-        return ToolOutput(content, is_error=bool(raw.get("is_error", False)))
+        return ToolOutput(content, is_error=bool(raw.get("is_error", False)), token=token)
     raise BadDecision(
         f'the decision for {call_id!r} must be "approve", "deny" or "output", got {kind!r}'
     )

@@ -26,7 +26,7 @@ def batch() -> object:
     return tool_call_response(
         ToolCall("r", "read_file", {"path": "README.md"}),
         ToolCall("n", "write_file", {"path": "notes/todo.md", "content": "todo"}),
-        ToolCall("s", "write_file", {"path": "./secrets/../secrets/key", "content": "x"}),
+        ToolCall("s", "write_file", {"path": ".//secrets/key", "content": "x"}),
         ToolCall("m", "write_file", {"path": "src/main.py", "content": "print(1)"}),
     )
 

@@ -14,9 +14,12 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -63,9 +66,61 @@ def _program(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     root = tmp_path / "work"
     root.mkdir()
     program = _SCRIPTED.format(argv=["code", "--plain", "--root", str(root)]) + _console_script()
-    env = {**os.environ, "GOAGENT_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
+    # PYTHONFAULTHANDLER: a child that hangs is aborted by _wait_or_dump, and its threads'
+    # tracebacks go to its stderr (CI once saw this command outlive the signal by 120 s).
+    env = {
+        **os.environ,
+        "GOAGENT_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(ROOT),
+        "PYTHONFAULTHANDLER": "1",
+    }
     env.pop("PYTHONSTARTUP", None)
     return [sys.executable, "-c", program], env
+
+
+class _Drained:
+    """Reads ``stream`` to its end in a daemon thread; :meth:`all` waits for that end."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._chunks: list[bytes] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        while chunk := os.read(stream.fileno(), 65536):
+            self._chunks.append(chunk)
+
+    def all(self) -> bytes:
+        self._thread.join(timeout=GENEROUS)
+        return b"".join(self._chunks)
+
+
+def _drain(terminal: int) -> bytes:
+    """What the pseudo-terminal holds now."""
+    rest = b""
+    with contextlib.suppress(OSError):  # EIO once the terminal's last user has gone
+        while select.select([terminal], [], [], 0)[0]:
+            chunk = os.read(terminal, 4096)
+            if not chunk:
+                break
+            rest += chunk
+    return rest
+
+
+def _wait_or_dump(proc: subprocess.Popen[bytes], read_err: Callable[[], bytes]) -> int:
+    """``proc``'s exit status; if it has not ended within :data:`GENEROUS` seconds, fail with
+    the tracebacks of its threads (SIGABRT makes faulthandler write them to its stderr)."""
+    try:
+        return proc.wait(timeout=GENEROUS)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=30)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        dump = read_err().decode(errors="replace")
+        pytest.fail(f"still running {GENEROUS} s after Ctrl-C; its threads:\n{dump}")
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -84,17 +139,20 @@ def test_ctrl_c_at_the_prompt_ends_code_plain_at_once_with_130(tmp_path: Path) -
     ) as proc:
         assert proc.stdout is not None
         assert proc.stderr is not None
+        # stderr read as it comes: a child writing more than a pipe holds must not block on it
+        # (stdin stays open, so no communicate(): it would close it).
+        errors = _Drained(proc.stderr)
         try:
             # The prompt is printed by the read itself, after asyncio.run has installed its
             # SIGINT handler: from here on, Ctrl-C is the user's at the prompt.
             shown = _read_until(proc.stdout.fileno(), b"\n> ", time.monotonic() + GENEROUS)
             proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-            code = proc.wait(timeout=GENEROUS)  # was: waited for a line that never came
+            code = _wait_or_dump(proc, errors.all)  # was: waited for a line never sent
         finally:
             if proc.poll() is None:
                 proc.kill()
         rest = proc.stdout.read()
-        err = proc.stderr.read().decode()
+        err = errors.all().decode()
     assert code == 130, (code, err)
     assert b"session " in shown
     assert "Traceback" not in err, err
@@ -122,17 +180,11 @@ def test_ctrl_c_at_the_prompt_of_a_terminal_ends_code_plain_at_once_with_130(
             try:
                 shown = _read_until(terminal, b"\n> ", time.monotonic() + GENEROUS)
                 proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-                code = proc.wait(timeout=GENEROUS)
+                code = _wait_or_dump(proc, lambda: _drain(terminal))
             finally:
                 if proc.poll() is None:
                     proc.kill()
-        rest = b""
-        with contextlib.suppress(OSError):  # EIO once the terminal's last user has gone
-            while select.select([terminal], [], [], 0)[0]:
-                chunk = os.read(terminal, 4096)
-                if not chunk:
-                    break
-                rest += chunk
+        rest = _drain(terminal)
     finally:
         os.close(terminal)
         if user_side >= 0:

@@ -82,7 +82,7 @@ async def test_output_is_capped_with_a_marker_keeping_both_ends(tmp_path: Path) 
     code = "print('BEGIN'); print('x' * 10000); print('END')"
     out = await run(sh, argv=[PY, "-c", code])
     assert out.startswith("BEGIN")
-    assert "bytes of output cut" in out
+    assert "characters of output cut" in out
     assert out.endswith("END\nexit code: 0")
     assert len(out) < 200
 

@@ -225,10 +225,11 @@ async def test_a_one_line_edit_that_adds_lines_to_a_crlf_file_adds_crlf_lines(
 async def test_shell_output_cut_inside_a_character_shows_no_replacement_marks(
     tmp_path: Path,
 ) -> None:
-    # "é" is two bytes: a cap of 102 (51 bytes each end) cuts the head and the tail inside one.
+    # "é" is two bytes: a cap of 102 counted in bytes cut the head and the tail inside one (it
+    # counts characters now: 51 of them at each end).
     shell = shell_tool(tmp_path, max_output_chars=102)
     argv = [sys.executable, "-c", "import sys; sys.stdout.write('é' * 500)"]
     shown = await run(shell, argv=argv)
     assert "\ufffd" not in shown
-    assert "bytes of output cut" in shown
-    assert shown.startswith("é" * 25)
+    assert "characters of output cut" in shown
+    assert shown.startswith("é" * 51 + "\n")

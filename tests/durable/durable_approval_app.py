@@ -6,14 +6,20 @@ results; each model call and each run of the tool is one line in ``$GOAGENT_LOG`
 processes open.
 
 Run as a worker: ``python durable_approval_app.py <temporal address> <task queue> <sqlite file>``.
+With ``$GOAGENT_KILL_AFTER_SETTLE`` set to a path that does not exist yet, the worker creates it
+and SIGKILLs itself right after its claim of the decisions committed (before the activity can
+report), once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from durable_app import log
 
@@ -49,12 +55,34 @@ def refund(order: str, amount: float) -> str:
     return f"refunded {amount:.2f} on {order}"
 
 
+class _DiesAfterClaim(ShortTermMemory):
+    """Kills its process once, right after a claim (``update_where``) committed."""
+
+    def __init__(self, db: Path, session: str, flag: Path) -> None:
+        super().__init__(storage=SQLiteStorage(db, session_id=session))
+        self._flag = flag
+
+    async def update_where(self, match: Any, update: Any) -> Any:
+        found = await super().update_where(match, update)
+        if found is not None and not self._flag.exists():
+            self._flag.write_text("killed")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return found
+
+
+def _memory(db: Path, session: str) -> ShortTermMemory:
+    flag = os.environ.get("GOAGENT_KILL_AFTER_SETTLE")
+    if flag:
+        return _DiesAfterClaim(db, session, Path(flag))
+    return ShortTermMemory(storage=SQLiteStorage(db, session_id=session))
+
+
 def durable_agent(db: Path, task_queue: str) -> DurableAgent:
     agent = Agent(provider=FunctionProvider(plan), model="m", name="refunder", tools=[refund])
     return DurableAgent(
         agent,
         provider="plan:default",
-        short_term_memory=lambda s: ShortTermMemory(storage=SQLiteStorage(db, session_id=s)),
+        short_term_memory=lambda s: _memory(db, s),
         heartbeat_timeout=1.0,
         retry_interval=0.1,
         task_queue=task_queue,

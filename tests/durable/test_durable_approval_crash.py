@@ -67,3 +67,48 @@ async def test_a_run_waiting_for_approval_survives_a_worker_sigkill(
     assert [m.role for m in history] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
     assert history[1].metadata["goagent.decisions"] == {"call-1": {"decision": "approve"}}
     assert validate_transcript(history, allow_pending=False) == []
+
+
+async def test_a_worker_sigkilled_after_its_claim_committed_is_replaced_and_the_call_runs_once(
+    temporal: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # durable11: the claim (goagent.memory.settle) committed, then its worker died before it
+    # could report; the retry on the next worker finds the wait settled by this claim (its own
+    # id, goagent.claim) and the run goes on: the approved call runs once.
+    queue, log, db, session = (
+        f"q-{uuid.uuid4().hex[:8]}",
+        tmp_path / "calls.log",
+        tmp_path / "chat.db",
+        "ticket-10",
+    )
+    flag = tmp_path / "killed"
+    monkeypatch.setenv("GOAGENT_KILL_AFTER_SETTLE", str(flag))
+    durable = durable_approval_app.durable_agent(db, queue)
+    first = start_worker(APP, temporal, queue, str(db), log=log)
+    second = None
+    try:
+        handle = await durable.start(temporal.client, "refund A-17", session_id=session)
+        async for event in durable.events(handle):
+            if event["type"] == "pending":
+                break
+        (call,) = await durable.pending(handle)
+        await durable.decide(handle, {call.id: Approve(token=call.token)})
+        first.wait()  # it claims, then dies
+        assert first.returncode == -signal.SIGKILL
+        assert flag.exists()
+        second = start_worker(APP, temporal, queue, str(db), log=log)
+        result = await result_of(handle)
+    finally:
+        stop(first)
+        if second is not None:
+            stop(second)
+
+    assert result.text == "done: refunded 25.00 on A-17"
+    counts = collections.Counter(
+        " ".join(line.split()[:2]) for line in log.read_text().splitlines()
+    )
+    assert counts == {"model 0": 1, "model 1": 1, "tool refund": 1}
+    async with SQLiteStorage(db, session_id=session) as s:
+        history = await s.load()
+    assert history[1].metadata["goagent.claim"].endswith(f":claim:{call.token}")
+    assert validate_transcript(history, allow_pending=False) == []

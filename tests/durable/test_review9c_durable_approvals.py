@@ -77,7 +77,9 @@ async def test_a_second_wait_whose_call_reuses_a_decided_id_takes_its_decision(
         await _next_wait(durable, handle, 1)
         (second,) = await durable.pending(handle)
         assert second.arguments == {"order": "A-2"}
-        assert await durable.decide(handle, {"llama-tool-0": Approve()}) == []
+        # By id alone the decision could be a late one for the first call (durable11): it
+        # names the wait with its token.
+        assert await durable.decide(handle, {"llama-tool-0": Approve(token=second.token)}) == []
         result = await asyncio.wait_for(result_of(handle), timeout=300)
         async with SQLiteStorage(db, session_id="s1") as storage:
             record = await storage.load()
@@ -155,9 +157,12 @@ def test_a_call_of_the_wait_now_is_decided_though_its_id_expired_in_an_earlier_w
             "arguments": {"order": "A-2"},
             "kind": "approval",
             "deadline": None,
+            "token": "t2",
         }
     }
-    flow._refusal({"llama-tool-0": {"decision": "approve"}})  # accepted: it waits now
+    flow._token = "t2"
+    # accepted: it waits now (named by its wait's token: by id alone it is ambiguous)
+    flow._refusal({"llama-tool-0": {"decision": "approve", "token": "t2"}})
     flow._waiting = {}
     with pytest.raises(ApprovalExpiredError):
         flow._refusal({"llama-tool-0": {"decision": "approve"}})

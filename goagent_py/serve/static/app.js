@@ -138,9 +138,15 @@
 
   // A call that waits for the person (docs/approvals.md): Approve, Deny with a reason, and
   // "always for this thread"; the decision resumes the run (its stream, like a message's).
-  function pendingCard(id, name, args) {
-    let card = document.querySelector(`details.tool[data-call-id="${CSS.escape(id)}"]`);
-    if (!card) {
+  // token: the wait's (the listing's), sent with the decision, so a click meant for this card
+  // is refused if the wait is over, not taken by a later call with the same id (local models
+  // number calls per turn: the newest card of an id is the one that waits).
+  // deadline: seconds since the epoch, or null; once it passed only Deny is taken, so Approve
+  // (and "always") is switched off then, saying why.
+  function pendingCard(id, name, args, token, deadline) {
+    const same = document.querySelectorAll(`details.tool[data-call-id="${CSS.escape(id)}"]`);
+    let card = same.length ? same[same.length - 1] : null;
+    if (!card || card.classList.contains("done")) {
       card = toolCard(id, name);
     }
     // What runs is what the server holds: the card shows the waiting call's own arguments,
@@ -161,11 +167,21 @@
     label.append(always, document.createTextNode(" always for this thread"));
     approve.type = deny.type = "button";
     box.append(approve, deny, reason, label);
+    if (typeof deadline === "number" && isFinite(deadline)) {
+      const expire = () => {
+        approve.disabled = always.disabled = true;
+        approve.title = "the deadline passed: only Deny is taken";
+        if (!box.querySelector(".expired")) box.append(el("span", "expired", " the deadline passed: only Deny is taken"));
+      };
+      const left = deadline * 1000 - Date.now();
+      if (left <= 0) expire();
+      else setTimeout(expire, Math.min(left, 2147483647));
+    }
     card.appendChild(box);
     const decide = async (decision) => {
       for (const b of box.querySelectorAll("button, input")) b.disabled = true;
       card.classList.remove("pending");
-      state.decisions[id] = decision;
+      state.decisions[id] = token ? { ...decision, token } : decision;
       const waiting = document.querySelectorAll("details.tool.pending").length;
       if (waiting) {
         status(`decided; ${waiting} more ${waiting === 1 ? "call waits" : "calls wait"} for you`);
@@ -193,6 +209,7 @@
   function finishCard(card, name, content, isError, duration) {
     const box = card.querySelector(".decision");
     if (box) box.remove();
+    card.classList.add("done");  // answered: a later call with its id gets a card of its own
     card.querySelector(".result").textContent = shown(content);
     const took = duration === undefined ? "" : " — " + (duration * 1000).toFixed(0) + " ms";
     card.querySelector("summary").replaceWith(cardSummary(isError ? "error" : "tool", shown(name) + took));
@@ -322,7 +339,7 @@
         finishCard(card, name, m.text, m.is_error, m.duration);
       }
     }
-    for (const p of pending || []) pendingCard(p.id, p.name, p.arguments);
+    for (const p of pending || []) pendingCard(p.id, p.name, p.arguments, p.token, p.deadline);
     await loadThreads();
     return messages;
   }
@@ -403,7 +420,8 @@
         if (event.outcome && event.outcome.type === "interrupt") {
           for (const i of event.outcome.interrupts) {
             const meta = i.metadata || {};
-            pendingCard(i.toolCallId || i.id, meta.toolName || "tool", meta.arguments || {});
+            const due = i.expiresAt ? Date.parse(i.expiresAt) / 1000 : null;
+            pendingCard(i.toolCallId || i.id, meta.toolName || "tool", meta.arguments || {}, meta.token, due);
           }
           status("waiting for your decision");
           break;
