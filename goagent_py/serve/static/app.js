@@ -546,7 +546,7 @@
   async function reachable() {
     try {
       const response = await fetch("/api/me", {
-        credentials: "same-origin", cache: "no-store", signal: AbortSignal.timeout(5000),
+        credentials: "same-origin", cache: "no-store", signal: AbortSignal.timeout(10000),
       });
       return response.status < 502 || response.status > 504;
     } catch (error) {
