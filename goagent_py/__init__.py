@@ -6,7 +6,8 @@ The public face. Vendor providers live in :mod:`goagent_py.providers`, memory in
 
 import typing as _typing
 
-from goagent_py import _main_guard  # first: Ctrl-C while `-m goagent_py` imports this is 130
+# First: it guards Ctrl-C while `-m goagent_py...` imports (130, no traceback; see the module).
+from goagent_py import _main_guard  # noqa: F401
 from goagent_py._lazy import lazy_dir as _lazy_dir
 from goagent_py._lazy import lazy_load as _lazy_load
 from goagent_py.agent import Agent, Prompt
@@ -33,6 +34,7 @@ from goagent_py.errors import (
     ApprovalPendingError,
     CircuitOpenError,
     ConfigurationError,
+    ConversationClearedError,
     CorruptedDataError,
     GoAgentError,
     GuardrailTripped,
@@ -274,6 +276,7 @@ __all__ = [
     "ConfigurationError",
     "ContentBlock",
     "ContextCompacted",
+    "ConversationClearedError",
     "CorruptedDataError",
     "current_hook_context",
     "current_tool_context",
@@ -446,5 +449,3 @@ __all__ = [
     "with_transform_context",
     "with_write_policy",
 ]
-
-_main_guard.release()

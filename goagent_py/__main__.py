@@ -2,9 +2,9 @@
 
 import sys
 
-try:  # a Ctrl-C while the command imports ends it as one during a turn does: 130
-    from goagent_py.cli.main import main
-except KeyboardInterrupt:
-    sys.exit(130)
+from goagent_py import _main_guard
+from goagent_py.cli.main import main  # a Ctrl-C while this imports is 130 (see _main_guard)
 
-sys.exit(main())
+if __name__ == "__main__":
+    _main_guard.release()
+    sys.exit(main())

@@ -93,6 +93,11 @@ class RunControl:
             for name in ("steering", "follow_up") if queue is None else (queue,):
                 self._on_change(name, 0)
 
+    def guards_taken(self) -> bool:
+        """Whether the input guardrails check the queued messages a run takes (always, here;
+        a durable workflow replaying a history recorded before they did says no)."""
+        return True
+
     # -- abort -------------------------------------------------------------------------------
 
     def abort(self, mode: AbortMode = "now", reason: str = "") -> None:

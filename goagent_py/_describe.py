@@ -8,7 +8,13 @@ through :func:`message_of` or :func:`described`.
 
 from __future__ import annotations
 
-__all__ = ["described", "message_of"]
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["described", "message_of", "validation_errors"]
+
+_LISTED_ERRORS = 10
+_LOC_PART_CHARS = 64
 
 
 def message_of(error: BaseException) -> str:
@@ -24,3 +30,25 @@ def described(error: BaseException) -> str:
     ``__str__`` raises is described (:func:`message_of`), never replaced by that error."""
     text = message_of(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def validation_errors(
+    errors: Sequence[Mapping[str, Any]], root: str, *, under: tuple[str, ...] = ()
+) -> str:
+    """pydantic's errors (``exc.errors(include_url=False)``) as ``"loc: msg; ..."`` for a model
+    to read, each location ``under`` a prefix, ``root`` naming an empty one: the first ten, then
+    how many more. Every item of a 5,000-item list the model got wrong made 384 KB of feedback
+    (about 100,000 tokens) and an exception message as long; a location part the model wrote (a
+    dict key) is cut short too."""
+    parts = []
+    for error in errors[:_LISTED_ERRORS]:
+        loc = ".".join(_short(str(p)) for p in (*under, *error.get("loc", ()))) or root
+        parts.append(f"{loc}: {error.get('msg', '')}")
+    more = len(errors) - _LISTED_ERRORS
+    if more > 0:
+        parts.append(f"and {more} more errors")
+    return "; ".join(parts)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _LOC_PART_CHARS else f"{text[:_LOC_PART_CHARS]}..."

@@ -77,6 +77,7 @@ from goagent_py.errors import (
     GuardrailTripped,
     MaxIterationsError,
     MemoryStoreError,
+    OutputValidationError,
     ProviderError,
     TokenBudgetError,
     ToolAbortedError,
@@ -211,6 +212,8 @@ def new_request(
 
 
 _new = object.__new__
+_NOTHING_STREAMED: tuple[str, ...] = ()
+_PARSE_EVERY_DELTA = 4096  # answer characters up to which each delta's partial output is parsed
 _NO_USAGE = Usage()
 
 
@@ -242,10 +245,17 @@ def _drop(item: Any) -> None:
     """Where a quiet run's events go (see :meth:`Run.outcome`)."""
 
 
-def _without_calls(message: Message) -> Message:
+def _without_calls(message: Message, text: str) -> Message:
     """``message`` without its tool calls: what a trace without tool messages may keep of an
-    answer that stopped on calls (a call stored without its result is refused by every vendor)."""
-    return replace(message, tool_calls=[]) if message.tool_calls else message
+    answer that stopped on calls (a call stored without its result is refused by every vendor).
+    Its text becomes ``text``, the run's answer: a typed answer is the ``final_result`` call's
+    arguments, so without the call the message said nothing and the answer was not stored."""
+    if not message.tool_calls:
+        return message
+    kept: list[ContentBlock] = [b for b in message.content if not isinstance(b, TextBlock)]
+    if text:
+        kept.append(TextBlock(text))
+    return replace(message, content=kept, tool_calls=[])
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -299,14 +309,18 @@ class Run:
         "_injected",
         "_inner",
         "_messages",
+        "_output_failure",
         "_output_tries",
         "_partial",
+        "_partial_len",
+        "_partial_next",
         "_partial_raw",
         "_persisted",
         "_recalled",
         "_results",
         "_resume_final",
         "_start",
+        "_streamed",
         "_waiting",
         "_watch_calls",
         "clock",
@@ -335,7 +349,6 @@ class Run:
         "run_id",
         "stop_reason",
         "streaming",
-        "streaming_message",
         "tool_calls",
         "tool_defs",
         "tool_time",
@@ -371,7 +384,10 @@ class Run:
         self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
         self.output_value: Any = None
         self._output_tries = 0
-        self._partial_raw = ""
+        self._output_failure: OutputValidationError | None = None
+        self._partial_raw: list[str] = []  # the answer's JSON so far, in pieces
+        self._partial_len = 0
+        self._partial_next = 0  # the length at which it is parsed next
         self._partial: Any = None
         self.deps = deps
         self._hooked: HookContext | None = None
@@ -394,7 +410,7 @@ class Run:
         self.new_messages: list[Message] = []
         self.result: RunResult[Any] | None = None
         self.run_id = ""
-        self.streaming_message = ""
+        self._streamed: list[str] | tuple[str, ...] = _NOTHING_STREAMED
         self.pending_calls: list[ToolCall] = []
         self._persisted = 0
         self._start = 0.0
@@ -494,7 +510,7 @@ class Run:
                 to_store = strip_thinking(self.new_messages[self._persisted :] + extra)
             else:
                 users = [m for m in self.new_messages if m.role is Role.USER]
-                last = [] if final is None else [_without_calls(final)]
+                last = [] if final is None else [_without_calls(final, self.last_text)]
                 to_store = strip_thinking(users + [m for m in last if m.content])
             self._persisted = len(self.new_messages)
             if to_store:
@@ -512,7 +528,10 @@ class Run:
                 yield HistoryAppend(len(to_store), duration, error, path=self.path)
         if o.long_term_memory is not None and final is not None and self.prompt:
             policy = o.write_policy or store_always
-            answer = assistant_message(final.text)
+            # The run's answer text (a typed answer's JSON; its message's text may be "" or
+            # only the sentence beside the call); a stop's synthetic note as it reads.
+            synthetic_note = final.metadata.get(SYNTHETIC_METADATA_KEY) is not None
+            answer = assistant_message(final.text if synthetic_note else self.last_text)
             prompt = self.prompt[-1]
             try:
                 if self.control is None:
@@ -627,10 +646,14 @@ class Run:
         provider = cast(StreamingProvider, provider)  # self.streaming: it streams (see _streams)
         response: CompletionResponse | None = None
         calls: dict[int, tuple[str, str]] = {}
-        self._partial_raw, self._partial = "", None
+        self._new_partial()
+        # The text in pieces, joined when read: each ``+=`` copied all of it, quadratic in a
+        # long answer (320 KB streamed in 8-character deltas took 2.3 s).
+        streamed: list[str] = []
+        self._streamed = streamed
         async for event in provider.stream(request):
             if isinstance(event, TextDelta):
-                self.streaming_message += event.text
+                streamed.append(event.text)
                 put(MessageDelta("text", event.text, path=self.path))
             elif isinstance(event, ThinkingDelta):
                 put(MessageDelta("thinking", event.thinking, path=self.path))
@@ -651,7 +674,7 @@ class Run:
         self, iteration: int, request: CompletionRequest
     ) -> AsyncGenerator[AgentEvent | CompletionResponse, None]:
         start = time.perf_counter()
-        self.streaming_message = ""
+        self._streamed = _NOTHING_STREAMED
         try:
             if self.control is None and not self.streaming:
                 response = await self._model_events(iteration, request, lambda e: None)
@@ -701,7 +724,7 @@ class Run:
         quiet run), then the response or the error to raise (the same error, cause and context;
         the caller logs it after the event, as :meth:`_call_model` does)."""
         start = time.perf_counter()
-        self.streaming_message = ""
+        self._streamed = _NOTHING_STREAMED
         provider = self.o.provider
         try:
             assert provider is not None
@@ -1075,6 +1098,9 @@ class Run:
             except _Abort:
                 if kind == "output":  # never checked: withheld, as a trip withholds it
                     self._withhold(messages, final, "the run was aborted before it was checked")
+                else:  # never checked: answered, as a trip answers it, so continue_ never
+                    # sends it on unchecked (a continued run has no prompt of its own to check)
+                    self._append(messages, self._refusal("it was not checked: the run was aborted"))
                 raise
         tripped: GuardrailTripped | None = None
         for guard, (verdict, duration) in zip(guards, decided, strict=True):
@@ -1093,18 +1119,22 @@ class Run:
         if tripped is None:
             return
         if kind == "input":
-            note = Message(
-                Role.ASSISTANT,
-                [TextBlock(f"[The request was refused: {redact(tripped.reason)}]")],
-                metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
-            )
-            self._append(messages, note)
+            self._append(messages, self._refusal(redact(tripped.reason)))
         else:
             self._withhold(messages, final, tripped.reason)
         if o.short_term_memory is not None:
             async for event in self._persist(None):  # the trace only: no long-term write
                 yield event
         raise tripped
+
+    @staticmethod
+    def _refusal(why: str) -> Message:
+        """The note that answers user input an input guardrail refused (or never checked)."""
+        return Message(
+            Role.ASSISTANT,
+            [TextBlock(f"[The request was refused: {why}]")],
+            metadata={SYNTHETIC_METADATA_KEY: "guardrail"},
+        )
 
     def _withhold(self, messages: list[Message], final: Message | None, why: str) -> None:
         """Take the answer ``final`` out of the result and the record: what an output guardrail
@@ -1390,8 +1420,9 @@ class Run:
     ) -> Verdict | None:
         """The verdict on ``message`` as the run's answer (``stop``: why its response ended;
         ``max_tokens`` when the request set one), or None when it is not one yet (it calls
-        tools). Raises OutputValidationError when the retries are spent, or at once when the
-        model refused (asking again only repeats a refusal)."""
+        tools). When the retries are spent, or at once when the model refused (asking again
+        only repeats a refusal), the OutputValidationError the run ends with is kept in
+        ``_output_failure``: the run raises it once the turn is recorded."""
         cut_off = stop == StopReason.MAX_TOKENS
         spec = self.output
         assert spec is not None
@@ -1399,24 +1430,39 @@ class Run:
         if found is None:
             return None
         context = OutputContext(self.deps, self._output_tries)
-        judged = partial(
-            spec.judge,
-            *found,
-            self.output_mode,
-            context,
-            cut_off_at=(max_tokens or 0) if cut_off else None,
-        )
+        raw, call = found
+        cut_off_at = (max_tokens or 0) if cut_off else None
+        mode = self.output_mode
+        prepare = self.o.prepare_arguments
+
+        async def judged() -> Verdict:
+            text = raw
+            if call is not None and prepare is not None:
+                # The final_result call is a call the model made: repaired as every other call
+                # is before it is validated (it was judged as sent, past the user's repair).
+                try:
+                    text = spec.arguments_text(await prepared_call(prepare, call))
+                except ToolArgumentsError as exc:
+                    return spec.rejected(raw, call, exc.details)
+            return await spec.judge(text, call, mode, context, cut_off_at=cut_off_at)
+
         # The validators are user code: in a session, one that hangs never holds an abort.
         verdict = await (judged() if self.control is None else self._unheld(judged))
         if verdict.accepted:
             self.output_value = verdict.value
-            self.last_text = self.last_text or verdict.raw
+            if verdict.call is not None:
+                # The answer is the call's arguments: its text is their JSON, after what the
+                # model wrote beside the call. The sentence alone was the text an output
+                # guardrail judged (ctx.text), never the answer it let through.
+                raw = verdict.raw
+                self.last_text = f"{self.last_text}\n\n{raw}" if self.last_text else raw
             return verdict
         if stop == StopReason.REFUSAL:
-            raise spec.failed(verdict, refused=True)
+            self._output_failure = spec.failed(verdict, refused=True)
+            return verdict
         self._output_tries += 1
         if self._output_tries > spec.retries:
-            raise spec.failed(verdict)
+            self._output_failure = spec.failed(verdict)
         return verdict
 
     def _stream_output(
@@ -1426,22 +1472,43 @@ class Run:
         spec = self.output
         assert spec is not None
         if isinstance(event, ToolCallStart):
-            self._partial_raw, self._partial = "", None  # a new call: a new answer
+            self._new_partial()  # a new call: a new answer
             return
         if self.output_mode == "tool":
             if not isinstance(event, ToolCallDelta):
                 return
             if calls.get(event.index, ("", ""))[1] != FINAL_RESULT_TOOL:
                 return
-            self._partial_raw += event.arguments_delta
+            piece = event.arguments_delta
         elif isinstance(event, TextDelta):
-            self._partial_raw += event.text
+            piece = event.text
         else:
             return
-        value = spec.partial(self._partial_raw)
+        pieces = self._partial_raw
+        pieces.append(piece)
+        self._partial_len = n = self._partial_len + len(piece)
+        if n < self._partial_next:
+            return
+        # Each parse reads all the JSON so far: on every delta that was quadratic (a 79 KB
+        # answer held the event loop 12 s). Every delta up to 4 KB, then each time the
+        # answer has grown by an eighth: linear in all.
+        self._partial_next = n + n // 8 if n > _PARSE_EVERY_DELTA else 0
+        raw = "".join(pieces)
+        pieces[:] = [raw]
+        value = spec.partial(raw)
         if value is not None and value != self._partial:
             self._partial = value
             put(OutputDelta(value, path=self.path))
+
+    def _new_partial(self) -> None:
+        self._partial_raw, self._partial_len, self._partial_next, self._partial = [], 0, 0, None
+
+    @property
+    def streaming_message(self) -> str:
+        """The assistant text streamed so far in the current model call ("" outside one)."""
+        # Joined, never collapsed in place: ``session.state`` may read it from another thread
+        # while the stream appends, and a piece appended between the two would be lost.
+        return "".join(self._streamed)
 
     def _output_turn(
         self, messages: list[Message], i: int, message: Message, verdict: Verdict
@@ -1461,7 +1528,7 @@ class Run:
                 yield ToolExecutionEnd(result, path=self.path)
                 results.append(result)
             yield from self._tool_messages(messages, results)
-        elif not verdict.accepted:
+        elif not verdict.accepted and self._output_failure is None:  # no retry after the last
             retry = Message(Role.USER, [TextBlock(verdict.feedback)])
             self._append(messages, retry)
             yield MessageStart(Role.USER, i, retry, path=self.path)
@@ -1481,11 +1548,27 @@ class Run:
             self._append(messages, m)
             yield MessageStart(Role.USER, self.iterations, m, path=self.path)
             yield MessageEnd(m, path=self.path)
+        if self.o.input_guardrails and (self.control is None or self.control.guards_taken()):
+            # A queued message is user input as the prompt is: checked before any request
+            # carries it (a served chat's /steer took text past every input guardrail). A
+            # trip answers it with the refusal note, as a prompt's trip does.
+            async for event in self._guard("input", messages, list(taken)):
+                yield event
 
     async def _steer(self, messages: list[Message]) -> AsyncGenerator[AgentEvent, None]:
         if self.control is not None and (taken := self.control.take_steering()):
             async for event in self._inject(messages, taken, "steering"):
                 yield event
+
+    def _queued(self) -> tuple[list[Message], Literal["steering", "follow_up"]]:
+        """What a run that would stop takes from its queues: steering first, else follow-ups
+        (the run goes on with them)."""
+        control = self.control
+        assert control is not None
+        taken = control.take_steering()
+        if taken:
+            return taken, "steering"
+        return control.take_follow_ups(), "follow_up"
 
     def _abort_due(self, *modes: AbortMode) -> bool:
         return self.control is not None and self.control.abort_mode in modes
@@ -1667,7 +1750,7 @@ class Run:
                     # :meth:`_call_model_once` of a quiet run, in this frame (no coroutine per
                     # model call; the failure made there too, its event seen by nobody).
                     start = time.perf_counter()
-                    self.streaming_message = ""
+                    self._streamed = _NOTHING_STREAMED
                     quiet_failure: ProviderError | None = None
                     try:
                         provider = o.provider
@@ -1704,7 +1787,7 @@ class Run:
                 messages.append(message)  # rule 1: exactly as returned (:meth:`_append`)
                 self.new_messages.append(message)
                 self.last_text = text_of(message)
-                self.streaming_message = ""
+                self._streamed = _NOTHING_STREAMED
                 if loud:
                     yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
                 if (
@@ -1718,9 +1801,24 @@ class Run:
                 ):
                     for event in self._output_turn(messages, i, message, verdict):
                         yield event
+                    if self._output_failure is not None:
+                        # Raised once the turn is recorded: the last answer's call is answered
+                        # with what was wrong (it was closed as "the run was aborted").
+                        raise self._output_failure
                     if verdict.accepted:
+                        if self.control is not None:
+                            # As a plain answer: the run goes on while messages are queued
+                            # (they waited for the next prompt, and came after it).
+                            taken, queue = self._queued()
+                            if taken:
+                                async for event in self._inject(messages, taken, queue):
+                                    yield event
+                                continue
                         final = message
                         break
+                    if self.control is not None:  # the retry's turn, stored as a batch's is
+                        async for event in self._checkpoint():
+                            yield event
                     continue
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
                     if loud:
@@ -1729,10 +1827,7 @@ class Run:
                         "now", "after_tools", "after_turn"
                     ):
                         raise _Abort
-                    taken = self.control.take_steering() if self.control is not None else []
-                    queue: Literal["steering", "follow_up"] = "steering"
-                    if not taken and self.control is not None:
-                        taken, queue = self.control.take_follow_ups(), "follow_up"
+                    taken, queue = self._queued() if self.control is not None else ([], "steering")
                     if taken:
                         async for event in self._inject(messages, taken, queue):
                             yield event
@@ -1872,7 +1967,7 @@ class Run:
         """Keep the partial answer streamed so far and give every open call a result (the
         finished ones keep theirs); returns the partial answer kept, if any."""
         partial = self.streaming_message
-        self.streaming_message = ""
+        self._streamed = _NOTHING_STREAMED
         kept: Message | None = None
         if partial:
             kept = Message(

@@ -1,14 +1,18 @@
-"""Ctrl-C while ``python -m goagent_py`` (or ``-m goagent_py.serve``, ...) imports the package.
+"""Ctrl-C while a ``python -m goagent_py...`` command still imports: exit 130, no traceback.
 
-``-m`` imports the package (``goagent_py/__init__``: the agent and its loop, seconds on a busy
-machine) before any line of the ``__main__`` module runs, so the ``try``/``except
-KeyboardInterrupt`` around the command's imports in ``__main__`` cannot cover that time, and
-Python runs none of our code earlier (the console script avoids it by living outside the
-package: ``goagent_py_launcher``). So the package's ``__init__`` imports this module first
-(which calls :func:`guard`) and calls :func:`release` last. In between, and only in a process
-that ``-m`` is starting on one of our modules, SIGINT ends the process with 130 (a
-``SystemExit``, which Python reports without a traceback), as the console script does.
-Anywhere else (a program that imports goagent_py) the handler is left alone.
+``-m goagent_py.serve`` imports the package (``goagent_py/__init__``: the agent and its loop),
+then the subpackage (``goagent_py.serve``), then runs the ``__main__`` module, whose own imports
+load the command: seconds on a busy machine, all before any ``try``/``except
+KeyboardInterrupt`` of the command can catch a Ctrl-C, and Python runs none of our code
+earlier (the console script avoids it by living outside the package: ``goagent_py_launcher``).
+
+So the package's ``__init__`` imports this module first, which calls :func:`guard`: only in a
+process that ``-m`` is starting on one of our modules, SIGINT then ends the process with 130 (a
+``SystemExit``, which Python reports without a traceback), as the console script does. The
+guard lasts until the command starts: every module ``-m`` can run calls :func:`release` first
+thing in its ``if __name__ == "__main__":`` block (tests/cli/test_proto11_entry.py checks that
+each does), so from then on Ctrl-C is the command's own (``asyncio.run``'s handler, a REPL's
+abort). Anywhere else (a program that imports goagent_py) the handler is left alone.
 """
 
 from __future__ import annotations
@@ -43,13 +47,14 @@ def _exit_interrupted(signum: int, frame: Any) -> None:
 
 
 def guard() -> None:
-    """While the package imports under ``-m``, make SIGINT exit with 130."""
+    """While ``-m`` imports one of our commands, make SIGINT exit with 130."""
     if _started_by_m_on_us() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         _previous.append(signal.signal(signal.SIGINT, _exit_interrupted))
 
 
 def release() -> None:
-    """Put back the SIGINT handler :func:`guard` replaced (Ctrl-C is the command's again)."""
+    """Put back the SIGINT handler :func:`guard` replaced: the command starts, Ctrl-C is its
+    own again. Every ``if __name__ == "__main__":`` block of the package calls it first."""
     while _previous:
         signal.signal(signal.SIGINT, _previous.pop())
 

@@ -18,6 +18,7 @@ import importlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -48,6 +49,85 @@ def file_identity(path: str) -> tuple[int, int] | None:
     except FileNotFoundError:
         return None
     return (found.st_dev, found.st_ino)
+
+
+class HeldConnection:
+    """A long-lived connection to one SQLite file, with the lock its users take, and the one
+    rule for using it: only in the process that opened it, and only while the file at its
+    path is the one it opened. Every object of the package that keeps a SQLite connection
+    open between calls keeps it here.
+
+    - A connection stays on the file it opened: a file deleted or replaced while open (a
+      backup restored over it) would take what is read and written through it along, unseen
+      by anyone opening the path. :meth:`replaced` tells; the owner closes it and opens the
+      file now at the path (a store without state of its own), or refuses (a conversation,
+      whose writes go on from what it read: SQLiteStorage).
+    - SQLite's rule: never carry an open connection across ``fork()`` (its locks are the
+      process's; a child using or closing its parent's connection can corrupt the file or
+      delete the WAL under the parent). In a forked child every held connection is dropped,
+      not closed, and its lock renewed (a thread of the parent may have held it): the
+      child's next call opens the file for itself.
+
+    A relative path is the file it named when the connection was opened, whatever the working
+    folder is later. ``on_fork`` is called in a forked child too (with nothing else running):
+    for the owner's other locks.
+    """
+
+    def __init__(self, path: str, *, on_fork: Callable[[], None] | None = None) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self._on_fork = on_fork
+        self.conn: Any = None
+        self._where = path  # the absolute path of the file opened
+        self._identity: tuple[int, int] | None = None
+        _HELD.add(self)
+
+    def open(self, connect: Callable[[], Any]) -> Any:
+        """``connect()`` (called with :attr:`lock` held and no connection open), remembered
+        with the file it opened: the file's identity is read before and after, and a file
+        replaced in between is opened again."""
+        tracked = shares_writes(self.path)
+        where = os.path.abspath(self.path) if tracked else self.path
+        for attempt in range(3):
+            before = file_identity(where) if tracked else None
+            conn = connect()
+            after = file_identity(where) if tracked else None
+            if before is None or before == after or attempt == 2:
+                break
+            conn.close()
+        self.conn, self._where, self._identity = conn, where, after
+        return conn
+
+    def replaced(self) -> bool:
+        """Whether the file the open connection is on is no longer the one at its path."""
+        return (
+            self.conn is not None
+            and self._identity is not None
+            and file_identity(self._where) != self._identity
+        )
+
+    def close(self) -> None:
+        """Close the connection (with :attr:`lock` held); the next call may open again."""
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.close()
+
+    def _forked(self) -> None:
+        self.conn = None  # the parent's: never closed here
+        self.lock = threading.Lock()
+        if self._on_fork is not None:
+            self._on_fork()
+
+
+_HELD: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
+
+
+def _forget_held_connections() -> None:
+    for held in list(_HELD):
+        held._forked()
+
+
+os.register_at_fork(after_in_child=_forget_held_connections)
 
 
 class NotHere:
@@ -139,8 +219,8 @@ class _Writer:
         self._queue: collections.deque[_Write] = collections.deque()
         self._running = False
         self._more = threading.Condition(self._lock)  # an idle writer waits on it
-        self._conn: sqlite3.Connection | None = None
-        self._identity: tuple[int, int] | None = None  # the file self._conn opened
+        # Used by the one thread writing at a time (its lock is not taken).
+        self._file = HeldConnection(path)
 
     def submit(self, job: _Write) -> None:
         with self._lock:
@@ -168,40 +248,40 @@ class _Writer:
                     self._more.wait(_LINGER)
                 if not self._queue:
                     self._running = False
-                    if self._conn is not None:  # idle: no connection kept per file written
-                        self._conn.close()
-                        self._conn = None
+                    self._file.close()  # idle: no connection kept per file written
                     return
                 batch = list(self._queue)  # begun: withdraw() no longer finds them
                 self._queue.clear()
             _settle(batch, self._commit(batch))
 
     def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
+        if self._file.conn is None:
             import sqlite3
 
-            conn = sqlite3.connect(
-                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
-            )
-            try:
-                use_wal(conn, self.timeout)
-                # Every write of the file syncs at its commit (see SQLiteStorage's durability).
-                conn.execute("PRAGMA synchronous=FULL")
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
-            self._identity = file_identity(self.path)
-        return self._conn
+            def connect() -> sqlite3.Connection:
+                conn = sqlite3.connect(
+                    self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+                )
+                try:
+                    use_wal(conn, self.timeout)
+                    # Every write of the file syncs at its commit (see SQLiteStorage).
+                    conn.execute("PRAGMA synchronous=FULL")
+                except BaseException:
+                    conn.close()
+                    raise
+                return conn
+
+            self._file.open(connect)
+        conn: sqlite3.Connection = self._file.conn
+        return conn
 
     def _commit(self, batch: list[_Write]) -> list[tuple[bool, Any]]:
         """Each write's outcome, in order: (True, its value) or (False, its exception)."""
         done: list[tuple[bool, Any]] = []
-        if self._conn is not None and file_identity(self.path) != self._identity:
+        if self._file.replaced():
             # The file was deleted or replaced since: write the one at the path now (a write
             # that expects the old one refuses itself, see SQLiteStorage).
-            self._conn.close()
-            self._conn = None
+            self._file.close()
         try:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")

@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import marshal
+import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -53,10 +54,11 @@ from goagent_py.resilience import (
 )
 from goagent_py.resilience import rate_limit as _rate_limit
 from goagent_py.results import ToolResult
-from goagent_py.tool_context import current_tool_context
+from goagent_py.tool_context import ToolContext, current_tool_context
 from goagent_py.tools import FunctionTool, Tool
 
 __all__ = [
+    "BreakerKey",
     "CircuitBreakerConfig",
     "DispatchFunc",
     "DispatchMiddleware",
@@ -70,16 +72,45 @@ __all__ = [
 ]
 
 
+BreakerKey = Callable[[ToolCall, ToolContext | None], Hashable]
+"""``CircuitBreakerConfig.key``: which breaker of a tool a call counts in, from the call and
+its context (``context.deps`` holds the run's request-scoped values, a user id say)."""
+
+
 @dataclass(slots=True, frozen=True)
 class CircuitBreakerConfig:
-    """A per-tool circuit breaker: open after ``max_failures`` consecutive failures, for
-    ``reset_timeout`` seconds, then let one probe through."""
+    """A circuit breaker per tool: open after ``max_failures`` consecutive failures, for
+    ``reset_timeout`` seconds, then let one probe through.
+
+    By default a tool has one breaker, shared by every run of the agent: a breaker is there to
+    stop calling a dependency that is down, and a dependency down for one caller is down for
+    all. When callers can make a tool fail on their own (their input, their credentials), one
+    caller's failures open the circuit for everyone who shares the agent: give ``key``, and
+    each key gets its own breaker, e.g. one per user of a served app,
+    ``key=lambda call, ctx: ctx.deps.user_id`` (``agent.run(..., deps=...)``), or one per host
+    a fetch tool calls. Breakers of keys with nothing to remember (closed, no failure counted,
+    no call running) are dropped, so the table does not grow with every user ever seen.
+
+    Attributes:
+        max_failures: consecutive failures that open a circuit (> 0).
+        reset_timeout: seconds a circuit stays open before one probe is let through (> 0).
+        key: None (one breaker per tool), or a function of the call and its
+            :class:`~goagent_py.tool_context.ToolContext` (None outside a run) returning a
+            hashable key: one breaker per tool and key. Should it raise, the call fails with
+            that error (and is not counted).
+    """
 
     max_failures: int = 5
     reset_timeout: float = 30.0
+    key: BreakerKey | None = None
 
     def __post_init__(self) -> None:
         check_circuit_breaker(self.max_failures, self.reset_timeout, owner="CircuitBreakerConfig")
+        if self.key is not None and not callable(self.key):
+            raise ConfigurationError(
+                f"CircuitBreakerConfig: key must be None or a function (call, context) -> a "
+                f"hashable key, got {type(self.key).__name__}"
+            )
 
 
 @dataclass(slots=True, frozen=True)
@@ -286,64 +317,102 @@ def circuit_breaker_middleware(
     *,
     clock: Callable[[], float] | None = None,
     logger: logging.Logger | None = None,
+    key: BreakerKey | None = None,
 ) -> DispatchMiddleware:
-    """A circuit breaker per tool name; rejected calls fail with :class:`CircuitOpenError`.
+    """A circuit breaker per tool name (and per ``key``); rejected calls fail with
+    :class:`CircuitOpenError`.
 
-    With ``hooks``, ``on_circuit_open(call, open_until)`` fires on every rejection.
+    With ``hooks``, ``on_circuit_open(call, open_until)`` fires on every rejection. ``key``:
+    see :class:`CircuitBreakerConfig` (the breakers of keys are dropped when idle).
 
     Raises:
         ConfigurationError: a setting is out of range (checked now, not at the first call).
     """
     check_circuit_breaker(max_failures, reset_timeout, owner="circuit_breaker_middleware")
     breakers: dict[str, CircuitBreaker] = {}
+    keyed: dict[tuple[str, Hashable], _KeyedBreaker] = {}
+    keyed_lock = threading.Lock()
     log = logger or logging.getLogger("goagent_py.dispatch")
+    kwargs = {"clock": clock} if clock is not None else {}
 
     def breaker_for(name: str) -> CircuitBreaker:
         breaker = breakers.get(name)
         if breaker is None:
-            kwargs = {"clock": clock} if clock is not None else {}
             breaker = breakers.setdefault(
                 name, CircuitBreaker(max_failures, reset_timeout, **kwargs)
             )
         return breaker
 
-    def middleware(next_: DispatchFunc) -> DispatchFunc:
-        async def call(tc: ToolCall) -> list[ContentBlock]:
-            breaker = breaker_for(tc.name)
-            # The ticket: a verdict of this call counts only while the circuit has not opened
-            # since it was let through (parallel calls outlive the state they started in).
-            ticket = breaker.admit()
-            if ticket is None:
-                open_until = breaker.open_until()
-                log.warning(
-                    "circuit breaker open: tool=%s until=%s", tc.name, open_until.isoformat()
-                )
-                if hooks is not None:
-                    await call_hook(hooks.on_circuit_open, tc, open_until)
-                raise CircuitOpenError(tc.name, open_until)
-            try:
-                result = await next_(tc)
-            except asyncio.CancelledError as exc:
-                if exc.args and exc.args[0] == _TIMEOUT_CANCEL:
-                    breaker.record_failure(ticket)
-                else:
-                    breaker.release_probe(ticket)
-                raise
-            except Exception as exc:
-                if _not_a_failure(exc):
-                    breaker.release_probe(ticket)
-                else:
-                    breaker.record_failure(ticket)
-                raise
-            except BaseException:
+    async def guarded(tc: ToolCall, breaker: CircuitBreaker, next_: DispatchFunc) -> Any:
+        # The ticket: a verdict of this call counts only while the circuit has not opened
+        # since it was let through (parallel calls outlive the state they started in).
+        ticket = breaker.admit()
+        if ticket is None:
+            open_until = breaker.open_until()
+            log.warning("circuit breaker open: tool=%s until=%s", tc.name, open_until.isoformat())
+            if hooks is not None:
+                await call_hook(hooks.on_circuit_open, tc, open_until)
+            raise CircuitOpenError(tc.name, open_until)
+        try:
+            result = await next_(tc)
+        except asyncio.CancelledError as exc:
+            if exc.args and exc.args[0] == _TIMEOUT_CANCEL:
+                breaker.record_failure(ticket)
+            else:
                 breaker.release_probe(ticket)
-                raise
-            breaker.record_success(ticket)
-            return result
+            raise
+        except Exception as exc:
+            if _not_a_failure(exc):
+                breaker.release_probe(ticket)
+            else:
+                breaker.record_failure(ticket)
+            raise
+        except BaseException:
+            breaker.release_probe(ticket)
+            raise
+        breaker.record_success(ticket)
+        return result
 
-        return call
+    def middleware(next_: DispatchFunc) -> DispatchFunc:
+        if key is None:
+
+            async def call(tc: ToolCall) -> list[ContentBlock]:
+                result: list[ContentBlock] = await guarded(tc, breaker_for(tc.name), next_)
+                return result
+
+            return call
+
+        async def keyed_call(tc: ToolCall) -> list[ContentBlock]:
+            slot = (tc.name, key(tc, current_tool_context()))
+            with keyed_lock:  # runs of several threads (run_sync) share the table
+                held = keyed.get(slot)
+                if held is None:
+                    held = keyed[slot] = _KeyedBreaker(
+                        CircuitBreaker(max_failures, reset_timeout, **kwargs)
+                    )
+                held.calls += 1
+            try:
+                result: list[ContentBlock] = await guarded(tc, held.breaker, next_)
+                return result
+            finally:
+                with keyed_lock:
+                    held.calls -= 1
+                    if held.calls == 0 and held.breaker.idle and keyed.get(slot) is held:
+                        del keyed[slot]  # nothing to remember: a closed circuit, no failure
+
+        return keyed_call
 
     return middleware
+
+
+class _KeyedBreaker:
+    """The breaker of one (tool, key) and how many of its calls are running."""
+
+    __slots__ = ("breaker", "calls")
+
+    def __init__(self, breaker: CircuitBreaker) -> None:
+        self.breaker = breaker
+        self.calls = 0
 
 
 def recovery_middleware(next_: DispatchFunc) -> DispatchFunc:
@@ -467,6 +536,7 @@ class Dispatcher:
                     hooks,
                     clock=clock,
                     logger=self._logger,
+                    key=circuit_breaker.key,
                 )
             )
         if retry is not None and retry.retries:

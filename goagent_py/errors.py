@@ -12,7 +12,8 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     ├── MaxIterationsError              the iteration budget ran out (iterations, last_thought)
     ├── TokenBudgetError                the run's token budget ran out (budget, used)
     ├── MemoryStoreError                short-term or long-term memory failed to load or store
-    │   └── CorruptedDataError          a stored row cannot be read (retrying cannot help)
+    │   ├── CorruptedDataError          a stored row cannot be read (retrying cannot help)
+    │   └── ConversationClearedError    a write based on a read from before the conversation's clear
     ├── ModelRetry                      raised by an output validator: ask the model again
     ├── OutputValidationError           the model's output stayed invalid after its retries
     ├── NoEmbeddableContentError        nothing in the input can be embedded (also a ValueError)
@@ -56,6 +57,7 @@ __all__ = [
     "ApprovalPendingError",
     "CircuitOpenError",
     "ConfigurationError",
+    "ConversationClearedError",
     "CorruptedDataError",
     "GoAgentError",
     "GuardrailTripped",
@@ -232,6 +234,22 @@ class MemoryStoreError(GoAgentError):
 class CorruptedDataError(MemoryStoreError):
     """A stored row cannot be read (bad JSON, not a message): retrying cannot help, so durable
     runs fail at once instead of retrying; the message names the row and what to do."""
+
+
+class ConversationClearedError(MemoryStoreError):
+    """A write to a conversation was refused because the conversation was cleared (by another
+    process, another task, a deleted thread) after the writer last read it: what it writes goes
+    on from messages that are gone, so nothing of it is stored (the clear stands). Read the
+    conversation again (a session does after each run) to go on from what it holds now.
+
+    Attributes:
+        session_id: the conversation.
+    """
+
+    def __init__(self, message: str, *, session_id: str = "") -> None:
+        # Keyword-only extra: the default pickling (args + __dict__) round-trips it.
+        super().__init__(message)
+        self.session_id = session_id
 
 
 class SessionBusyError(GoAgentError):

@@ -1,6 +1,8 @@
 """Guardrails: checks on what goes into a run and what comes out of it, that may end it.
 
-An **input guardrail** sees the prompt before the first model call; an **output guardrail**
+An **input guardrail** sees the prompt before the first model call, and each steering or
+follow-up message a session queues when the run takes it (before the model reads it); an
+**output guardrail**
 sees the final answer (``result.output``, typed when the run has an ``output_type``, and its
 text). Either may trip: the run then ends with :class:`GuardrailTripped` (a
 :class:`~goagent_py.errors.GoAgentError` carrying the run's result), its record valid. Each

@@ -24,6 +24,7 @@ from goagent_py._json_schema import check_parameters_once
 from goagent_py._tool_servers import ToolServer
 from goagent_py.approvals import RequiresApproval, RunContext
 from goagent_py.dispatch import (
+    BreakerKey,
     CircuitBreakerConfig,
     DispatchMiddleware,
     RateLimitConfig,
@@ -794,13 +795,18 @@ def with_tool_timeout(seconds: float | None) -> Option:
     return _set("tool_timeout", seconds)
 
 
-def with_circuit_breaker(max_failures: int = 5, reset_timeout: float = 30.0) -> Option:
+def with_circuit_breaker(
+    max_failures: int = 5, reset_timeout: float = 30.0, *, key: BreakerKey | None = None
+) -> Option:
     """Open a tool's circuit after ``max_failures`` consecutive failures for ``reset_timeout`` s.
 
+    ``key``: one breaker per tool and key instead of one per tool shared by every run, e.g.
+    per user: ``key=lambda call, ctx: ctx.deps.user_id`` (see :class:`CircuitBreakerConfig`).
+
     Raises:
-        ConfigurationError: a value is not > 0.
+        ConfigurationError: a value is not > 0, or ``key`` is not a function.
     """
-    config = CircuitBreakerConfig(max_failures, reset_timeout)
+    config = CircuitBreakerConfig(max_failures, reset_timeout, key)
     return _set("circuit_breaker", config)
 
 

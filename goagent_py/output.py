@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from goagent_py import _deps
+from goagent_py._describe import validation_errors
 from goagent_py._json_schema import check_schema
 from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError, ModelRetry, OutputValidationError
-from goagent_py.messages import Message, ToolCall
+from goagent_py.messages import INVALID_ARGUMENTS_KEY, Message, ToolCall
 from goagent_py.provider import (
     CompletionRequest,
     OutputFormat,
@@ -88,7 +89,6 @@ def _takes_context(fn: Callable[..., Any]) -> bool:
 
 
 _MODES = ("tool", "native", "prompted")
-_FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
 def _schema_name(output_type: object) -> str:
@@ -152,6 +152,7 @@ class OutputSpec(Generic[Out]):
         self.wrapped = False
         self.schema: dict[str, Any] = {}
         self.name = _schema_name(output_type)
+        self._last_mode: tuple[Provider | None, object, OutputMode] | None = None
         if self.is_text:
             return
         from pydantic import TypeAdapter  # only typed runs pay for pydantic's import
@@ -189,6 +190,18 @@ class OutputSpec(Generic[Out]):
             ConfigurationError: the agent asked for ``"native"`` and the provider cannot
                 express the schema (the message names the field).
         """
+        # Asked once per run: kept for the provider last asked about (and its default, should
+        # it change). Two runtime-protocol isinstance checks were a third of a typed run's
+        # time on Python 3.11 (they list the protocol's members anew on every call).
+        default = getattr(provider, "default_output_mode", None)
+        last = self._last_mode
+        if last is not None and last[0] is provider and last[1] == default:
+            return last[2]
+        mode = self._mode_on(provider)
+        self._last_mode = (provider, default, mode)
+        return mode
+
+    def _mode_on(self, provider: Provider | None) -> OutputMode:
         mode = self.mode
         if mode is None:
             mode = (
@@ -242,10 +255,25 @@ class OutputSpec(Generic[Out]):
             return None if message.tool_calls else (message.text, None)
         for call in message.tool_calls:
             if call.name == FINAL_RESULT_TOOL:
-                return json.dumps(call.arguments), call
+                return self.arguments_text(call), call
         if message.tool_calls:
             return None
         return message.text, None
+
+    @staticmethod
+    def arguments_text(call: ToolCall) -> str:
+        """The raw output a ``final_result`` call holds: its arguments as JSON text."""
+        arguments = call.arguments
+        if INVALID_ARGUMENTS_KEY in arguments:
+            # JSON the provider could not parse comes as {INVALID_ARGUMENTS_KEY: text}: the
+            # text is the answer, judged (and reported) as written. Dumped, the wrapper read
+            # as an object missing every field ("name: Field required").
+            return str(arguments[INVALID_ARGUMENTS_KEY])
+        return json.dumps(arguments)
+
+    def rejected(self, raw: str, call: ToolCall | None, why: str) -> Verdict:
+        """The verdict on an output refused before it was validated (``why``, for the model)."""
+        return Verdict(False, raw=raw, feedback=_feedback(why), call=call)
 
     async def judge(
         self,
@@ -276,9 +304,10 @@ class OutputSpec(Generic[Out]):
                     return Verdict(False, raw=raw, feedback=_feedback(str(exc)), call=call)
                 # A grammar keeps each token valid JSON, not the JSON short enough to end.
                 limit = f" (max_tokens={cut_off_at})" if cut_off_at else ""
+                why = exc.reason if isinstance(exc, _NotJSON) else str(exc)
                 feedback = (
                     f"Your answer was cut off at the token limit{limit} before it was "
-                    f"complete ({exc}). Answer again, shorter: keep every value brief."
+                    f"complete ({why}). Answer again, shorter: keep every value brief."
                 )
                 return Verdict(False, raw=raw, feedback=feedback, call=call, cut_off=True)
         for validator, with_context in self.validators:
@@ -303,12 +332,7 @@ class OutputSpec(Generic[Out]):
         """
         from pydantic import ValidationError
 
-        match = _FENCE.match(raw)
-        text = match.group(1) if match else raw
-        try:
-            data = loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the output is not valid JSON ({exc})") from None
+        data = _json_of(raw)
         if self.wrapped:
             if not isinstance(data, dict) or "response" not in data:
                 raise ValueError('the output must be an object {"response": ...}')
@@ -316,11 +340,10 @@ class OutputSpec(Generic[Out]):
         try:
             return self._adapter.validate_python(data)  # type: ignore[no-any-return]
         except ValidationError as exc:
-            errors = [
-                f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}"
-                for e in exc.errors(include_url=False)
-            ]
-            raise ValueError("; ".join(errors)) from None
+            # Where the model wrote it: a wrapped output's fields are under "response".
+            under = ("response",) if self.wrapped else ()
+            errors = validation_errors(exc.errors(include_url=False), "(root)", under=under)
+            raise ValueError(errors) from None
 
     def partial(self, raw: str) -> Any:
         """What the JSON received so far (``raw``, possibly cut mid-value) validates to, or
@@ -328,8 +351,12 @@ class OutputSpec(Generic[Out]):
         from pydantic import ValidationError
         from pydantic_core import from_json
 
+        start = raw.find("{")  # past a fence's opening line or a word before the object
+        if start < 0:
+            return None
+        text = raw[start:] if start else raw
         try:
-            data = from_json(raw, allow_partial=True)
+            data = from_json(text, allow_partial=True)
         except ValueError:
             return None
         if self.wrapped:
@@ -360,6 +387,50 @@ def _inline_root(schema: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(target, dict) or target.get("type") != "object":
         return schema
     return {**target, "$defs": defs}
+
+
+_DECODER = json.JSONDecoder()
+_TRIED_OBJECTS = 8
+_QUOTED_CHARS = 120
+
+
+def _json_of(raw: str) -> Any:
+    """The JSON value ``raw`` holds: all of it, else the first JSON object inside it (models
+    asked for JSON alone still wrap it in a code fence or a sentence; the object is the
+    answer, so it is read rather than sent back as "not valid JSON at line 1 column 1").
+
+    Raises:
+        ValueError: no JSON object is in ``raw`` (the message quotes how it begins and says
+            what to send instead).
+    """
+    try:
+        return loads(raw)
+    except json.JSONDecodeError as exc:
+        first = exc
+    start = raw.find("{")
+    for _ in range(_TRIED_OBJECTS):
+        if start < 0:
+            break
+        try:
+            _, end = _DECODER.raw_decode(raw, start)
+        except (json.JSONDecodeError, RecursionError):
+            start = raw.find("{", start + 1)
+            continue
+        try:
+            return loads(raw[start:end])  # again, for its lone surrogates
+        except json.JSONDecodeError:
+            break
+    raise _NotJSON(first, raw)
+
+
+class _NotJSON(ValueError):
+    """No JSON object in the output; ``reason`` is the decoder's complaint alone (what an
+    answer cut off at the token limit is told: the advice about extra text does not fit it)."""
+
+    def __init__(self, error: json.JSONDecodeError, raw: str) -> None:
+        self.reason = f"the output is not valid JSON ({error})"
+        quoted = raw if len(raw) <= _QUOTED_CHARS else f"{raw[:_QUOTED_CHARS]}..."
+        super().__init__(f"{self.reason}; it began {quoted!r}. Give one JSON object, nothing else")
 
 
 def _feedback(errors: str) -> str:

@@ -403,7 +403,7 @@ class Session:
         assert self._last_result is not None
         return self._last_result
 
-    async def continue_(self) -> RunResult:
+    async def continue_(self, *, output_type: object = _UNSET, deps: Any = None) -> RunResult:
         """Resume from the transcript without a new prompt (after an abort, an error, a crash).
 
         If the transcript ends with a user message or tool results, the model is called; if it
@@ -411,13 +411,19 @@ class Session:
         next prompt; with nothing queued, an answer cut off (an abort, a cancel, a failed
         stream) or the iteration budget's note is followed by a prompt asking the model to go on.
 
+        Args:
+            output_type: the run's output type, instead of the agent's (as :meth:`prompt`:
+                give the type the stopped prompt asked for to get it again).
+            deps: the run's request-scoped dependencies, as :meth:`prompt` (a run has its own;
+                the stopped one's are not kept).
+
         Raises:
             ConfigurationError: the transcript is empty, or ends with a complete answer and
                 nothing is queued.
             ApprovalPendingError: tool calls wait for decisions (:meth:`resume`); the queues
                 are left as they were.
         """
-        async for event in self.stream_continue():
+        async for event in self.stream_continue(output_type=output_type, deps=deps):
             del event
         assert self._last_result is not None
         return self._last_result
@@ -459,7 +465,9 @@ class Session:
             async for event in events:
                 yield event
 
-    async def stream_continue(self) -> AsyncGenerator[AgentEvent, None]:
+    async def stream_continue(
+        self, *, output_type: object = _UNSET, deps: Any = None
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Like :meth:`continue_`, yielding the run's events as they happen."""
         self._claim("continue_()")
         try:
@@ -486,7 +494,9 @@ class Session:
         except BaseException:
             self._busy = False
             raise
-        async with contextlib.aclosing(self._go(prompt)) as events:
+        async with contextlib.aclosing(
+            self._go(prompt, output_type=output_type, deps=deps)
+        ) as events:
             async for event in events:
                 yield event
 

@@ -28,6 +28,7 @@ from typing import (
     runtime_checkable,
 )
 
+from goagent_py._describe import validation_errors
 from goagent_py._json_schema import check_schema
 from goagent_py._results import to_blocks
 from goagent_py._workers import run_in_thread, run_named
@@ -639,11 +640,7 @@ def _schema_for(fn: Callable[..., Any]) -> _Schema:
 
 
 def _format_validation_error(exc: pydantic.ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)
+    return validation_errors(exc.errors(include_url=False), "(arguments)")
 
 
 async def _in_worker(label: str, fn: Callable[..., T], /, *args: Any) -> T:

@@ -172,6 +172,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
         "lease lost", session_id="s", holder="w2", token=2, current_token=3
     ),
     "goagent_py.errors.CorruptedDataError": lambda: CorruptedDataError("seq=3 is corrupted"),
+    "goagent_py.errors.ConversationClearedError": lambda: errors.ConversationClearedError(
+        "cleared since read", session_id="s"
+    ),
     "goagent_py.memory.consolidation.DecisionError": lambda: _consolidation().DecisionError(
         "UPDATE names 'm9', which is not a candidate"
     ),

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from goagent_py import Agent, Session, tool, validate_transcript
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage import SQLiteStorage
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review10a, not fixed: the run's appends after a concurrent clear() land in the "
-    "emptied conversation, which then opens on an assistant message (see "
-    "docs/notes/review10a.md)",
-)
 async def test_a_conversation_cleared_mid_run_still_sends_a_valid_request(
     tmp_path: Path,
 ) -> None:

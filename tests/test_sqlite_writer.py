@@ -132,12 +132,12 @@ async def test_a_storage_read_on_the_loop_meets_a_busy_file_without_waiting(
     late = threading.Timer(10, lambda: other.execute("ROLLBACK"))
     late.start()
     try:
-        got = read_here(storage._lock, storage._opened, lambda c: c.execute("BEGIN IMMEDIATE"))
+        got = read_here(storage._file.lock, storage._opened, lambda c: c.execute("BEGIN IMMEDIATE"))
     finally:
         late.cancel()
         late.join()
     assert got is NOT_HERE
-    assert not storage._lock.locked()
+    assert not storage._file.lock.locked()
     if other.in_transaction:
         other.execute("ROLLBACK")
     other.close()
@@ -146,14 +146,14 @@ async def test_a_storage_read_on_the_loop_meets_a_busy_file_without_waiting(
         return int(c.execute("PRAGMA busy_timeout").fetchone()[0])
 
     assert await asyncio.to_thread(storage._locked, timeout) == 60000  # a worker call waits
-    assert read_here(storage._lock, storage._opened, timeout) == 0  # and after it, no wait
+    assert read_here(storage._file.lock, storage._opened, timeout) == 0  # and after it, no wait
     assert len(await storage.load()) == 2
-    with storage._lock:  # the connection in use by another thread
-        assert read_here(storage._lock, storage._opened, timeout) is NOT_HERE
+    with storage._file.lock:  # the connection in use by another thread
+        assert read_here(storage._file.lock, storage._opened, timeout) is NOT_HERE
     with pytest.raises(sqlite3.OperationalError, match="no such table"):  # other errors raise
-        read_here(storage._lock, storage._opened, lambda c: c.execute("SELECT * FROM absent"))
+        read_here(storage._file.lock, storage._opened, lambda c: c.execute("SELECT * FROM absent"))
     await storage.aclose()
-    assert read_here(storage._lock, storage._opened, timeout) is NOT_HERE  # closed
+    assert read_here(storage._file.lock, storage._opened, timeout) is NOT_HERE  # closed
 
 
 async def test_writes_one_after_another_keep_one_writer_thread_and_connection(
@@ -180,7 +180,7 @@ async def test_writes_one_after_another_keep_one_writer_thread_and_connection(
     with writer._more:  # let it end now
         writer._more.notify_all()
     await asyncio.to_thread(seen[0][0].join)
-    assert writer._conn is None
+    assert writer._file.conn is None
 
 
 def test_exit_does_not_wait_for_an_idle_writer(tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ the 0.3 names ``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cance
 
 - **Parts in** (server): text -> text; ``raw`` bytes with an image type -> an image block, with
   ``application/pdf`` or ``text/plain`` -> a document block; ``data`` -> its JSON as text;
-  ``url`` -> a line naming the file (we do not fetch it). Anything else is refused with a
-  message that says which kinds are accepted.
+  ``url`` -> a line naming the file (we do not fetch it). Anything else is refused before a
+  task exists, with the spec's error (``ContentTypeNotSupportedError``, -32005) whose message
+  says which kinds are accepted; so is a message past ``max_running`` (-32603, "send it again
+  when one has ended").
 - **A run out** (server): a Task (submitted), WORKING, a status note per tool call
   ("calling tool X") and per turn after the first, the answer's text as an artifact named
   "answer" (streamed in chunks with ``append``, then the whole text with ``last_chunk``), then
@@ -27,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from goagent_py.a2a._sdk import require
-from goagent_py.errors import ConfigurationError
 from goagent_py.events import AgentEvent, ToolExecutionStart, TurnStart
 from goagent_py.messages import (
     DOCUMENT_MEDIA_TYPES,
@@ -45,6 +46,7 @@ __all__ = [
     "agent_card",
     "answer_parts",
     "blocks_of",
+    "busy_error",
     "progress_note",
     "user_request",
 ]
@@ -60,6 +62,10 @@ _STOPPED = frozenset(
 
 def _types() -> Any:
     return require("a2a.types")
+
+
+def _errors() -> Any:
+    return require("a2a.utils.errors")
 
 
 # -- server side -------------------------------------------------------------------------------
@@ -103,7 +109,13 @@ def agent_card(
 
 
 def blocks_of(message: Any) -> list[ContentBlock]:
-    """A user message's parts as our content blocks (see the module docstring)."""
+    """A user message's parts as our content blocks (see the module docstring).
+
+    Raises:
+        a2a.utils.errors.ContentTypeNotSupportedError: a part of a kind the agent cannot
+            read (the client gets JSON-RPC error -32005, saying which kinds it can send).
+        a2a.utils.errors.InvalidParamsError: a message without parts (-32602).
+    """
     blocks: list[ContentBlock] = []
     for part in message.parts:
         kind = part.WhichOneof("content")
@@ -119,14 +131,26 @@ def blocks_of(message: Any) -> list[ContentBlock]:
         elif kind == "raw" and part.media_type in DOCUMENT_MEDIA_TYPES:
             blocks.append(DocumentBlock(part.raw, part.media_type, title=part.filename))
         else:
-            raise ConfigurationError(
+            raise _errors().ContentTypeNotSupportedError(
                 f"an A2A part of kind {kind!r} ({part.media_type or 'no media type'}) cannot be "
                 f"sent to the agent: send text, data, a url, or raw {', '.join(IMAGE_MEDIA_TYPES)}"
                 f" or {', '.join(DOCUMENT_MEDIA_TYPES)}"
             )
     if not blocks:
-        raise ConfigurationError("the A2A message has no parts: send at least one text part")
+        raise _errors().InvalidParamsError(
+            "the A2A message has no parts: send at least one text part"
+        )
     return blocks
+
+
+def busy_error(running: int) -> Exception:
+    """What a message past the server's ``max_running`` gets: the spec's error for a server
+    that is temporarily unavailable (JSON-RPC -32603), saying when to send it again."""
+    error: Exception = _errors().InternalError(
+        f"the server is running {running} tasks already (its max_running): send the message "
+        "again when one has ended"
+    )
+    return error
 
 
 def answer_parts(text: str) -> list[Any]:
@@ -185,7 +209,9 @@ class Reply:
     task_id: str = ""
     context_id: str = ""
     note: str = ""
-    _artifacts: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    # artifact id -> its text in the chunks it came in (joined once, in answer(): adding each
+    # chunk to one string copied the whole text each time, minutes of CPU for a few MB)
+    _artifacts: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def finished(self) -> bool:
@@ -205,15 +231,17 @@ class Reply:
             task = response.task
             self.task_id, self.context_id = task.id, task.context_id
             for artifact in task.artifacts:
-                self._artifacts[artifact.artifact_id] = _text(artifact.parts)
+                self._artifacts[artifact.artifact_id] = [_text(artifact.parts)]
             return self._status(task.status)
         if kind == "status_update":
             return self._status(response.status_update.status)
         if kind == "artifact_update":
             update = response.artifact_update
             artifact = update.artifact
-            before = self._artifacts.get(artifact.artifact_id, "") if update.append else ""
-            self._artifacts[artifact.artifact_id] = before + _text(artifact.parts)
+            chunks = self._artifacts.get(artifact.artifact_id) if update.append else None
+            if chunks is None:
+                chunks = self._artifacts[artifact.artifact_id] = []
+            chunks.append(_text(artifact.parts))
         return None
 
     def _status(self, status: Any) -> str | None:
@@ -225,5 +253,6 @@ class Reply:
 
     def answer(self) -> str:
         """The answer's text: the artifacts', else the last status message's."""
-        artifacts = "\n".join(t for t in self._artifacts.values() if t)
+        texts = ("".join(chunks) for chunks in self._artifacts.values())
+        artifacts = "\n".join(t for t in texts if t)
         return artifacts or self.text or self.note

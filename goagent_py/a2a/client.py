@@ -63,7 +63,8 @@ class A2AAgent:
             endpoint on another origin gets them only if that origin is in ``header_origins``
             (a card is the remote's word: it must not be able to send your key elsewhere).
         header_origins: more origins (``https://host[:port]``) the headers may go to.
-        timeout: seconds one send may take, the remote agent's work included.
+        timeout: seconds one send may take, the remote agent's work included (past it the
+            remote task is canceled and the send raises :class:`A2AError`).
         streaming: stream when the card allows it (progress reaches the tool's events).
     """
 
@@ -164,16 +165,27 @@ class A2AAgent:
             except Exception as exc:  # the card offers no interface the SDK's client speaks
                 raise A2AError(self.name, f"cannot talk to the agent: {_describe(exc)}") from exc
             try:
-                async for response in client.send_message(
-                    user_request(text, context_id=context_id)
-                ):
-                    note = reply.fold(response)
-                    if note is not None and on_update is not None:
-                        on_update(note)
+                # The whole send: httpx's timeout bounds each read only, and a remote agent
+                # that streams a note every moment would otherwise hold the call forever.
+                async with asyncio.timeout(self.timeout):
+                    async for response in client.send_message(
+                        user_request(text, context_id=context_id)
+                    ):
+                        note = reply.fold(response)
+                        if note is not None and on_update is not None:
+                            on_update(note)
             except asyncio.CancelledError:
                 if reply.task_id and not reply.finished:
                     await _cancel_remote(client, reply.task_id)
                 raise
+            except TimeoutError:
+                if reply.task_id and not reply.finished:
+                    await _cancel_remote(client, reply.task_id)
+                raise A2AError(
+                    self.name,
+                    f"no answer within timeout={self.timeout:g}s (the remote task was canceled)",
+                    state=reply.state,
+                ) from None
             except Exception as exc:
                 raise A2AError(self.name, f"the request failed: {_describe(exc)}") from exc
             finally:

@@ -29,6 +29,7 @@ from goagent_py.a2a._mapping import (
     agent_card,
     answer_parts,
     blocks_of,
+    busy_error,
     progress_note,
 )
 from goagent_py.a2a._sdk import require
@@ -51,9 +52,10 @@ _CANCEL_GRACE = 10.0
 
 @dataclass(slots=True, eq=False)
 class _Running:
-    """A task whose run is in progress: what CancelTask needs to stop it."""
+    """A task whose run is in progress: what CancelTask needs to stop it (the session once
+    the run has one)."""
 
-    session: Session
+    session: Session | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     cancel_requested: bool = False
 
@@ -93,33 +95,31 @@ class _Runner:
         for context_id in idle[: max(0, len(self._sessions) - self._max_contexts)]:
             del self._sessions[context_id]
 
+    def admit(self, message: Any) -> None:
+        """Refuse, before any task exists, a message this runner would not run: the A2A error
+        the client gets (a part the agent cannot read, no parts, ``max_running`` reached)."""
+        blocks_of(message)
+        if len(self._running) >= self._max_running:
+            raise busy_error(len(self._running))
+
     async def execute(self, context: Any, queue: Any) -> None:
         tasks: Any = require("a2a.server.tasks")
         helpers: Any = require("a2a.helpers.proto_helpers")
         types: Any = require("a2a.types")
         task_id, context_id = context.task_id, context.context_id
-        if context.current_task is None:
-            submitted = helpers.new_task(
-                task_id, context_id, types.TaskState.TASK_STATE_SUBMITTED, [], [context.message]
-            )
-            await queue.enqueue_event(submitted)
-        updater = tasks.TaskUpdater(queue, task_id, context_id)
-        try:
-            prompt = blocks_of(context.message)
-        except ConfigurationError as exc:
-            await updater.reject(updater.new_agent_message(answer_parts(str(exc))))
-            return
+        prompt = blocks_of(context.message)  # admitted: it reads
         if len(self._running) >= self._max_running:
-            busy = (
-                f"the server is running {len(self._running)} tasks already (its max_running): "
-                "send the message again when one has ended"
-            )
-            await updater.reject(updater.new_agent_message(answer_parts(busy)))
-            return
-        running = _Running(await self._session(context_id))
-        self._running[task_id] = running
+            # Admitted in a race with other messages: the same error, through the SDK.
+            raise busy_error(len(self._running))
+        running = self._running[task_id] = _Running()  # counted before the first await
         try:
-            await self._run(running, prompt, updater)
+            if context.current_task is None:
+                submitted = helpers.new_task(
+                    task_id, context_id, types.TaskState.TASK_STATE_SUBMITTED, [], [context.message]
+                )
+                await queue.enqueue_event(submitted)
+            running.session = await self._session(context_id)
+            await self._run(running, prompt, tasks.TaskUpdater(queue, task_id, context_id))
         finally:
             running.done.set()
             self._running.pop(task_id, None)
@@ -129,7 +129,7 @@ class _Runner:
             return updater.new_agent_message(answer_parts(text))
 
         await updater.start_work()
-        if running.cancel_requested:
+        if running.cancel_requested or running.session is None:
             await updater.cancel()
             return
         try:
@@ -197,7 +197,8 @@ class _Runner:
         if running is None:
             return  # not running here: the SDK records the task as canceled itself
         running.cancel_requested = True
-        running.session.abort("now", reason="canceled by the A2A client")
+        if running.session is not None:
+            running.session.abort("now", reason="canceled by the A2A client")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(running.done.wait(), _CANCEL_GRACE)
 
@@ -215,6 +216,24 @@ def _executor(runner: _Runner) -> Any:
             await runner.cancel(context, event_queue)
 
     return _Executor()
+
+
+def _request_handler(runner: _Runner, **settings: Any) -> Any:
+    """The SDK's request handler, refusing a message the runner would not run with the A2A
+    error before the SDK makes a task of it (see :meth:`_Runner.admit`)."""
+    handlers: Any = require("a2a.server.request_handlers")
+
+    class _Handler(handlers.DefaultRequestHandler):  # type: ignore[misc]
+        async def on_message_send(self, params: Any, context: Any) -> Any:
+            runner.admit(params.message)
+            return await super().on_message_send(params, context)
+
+        async def on_message_send_stream(self, params: Any, context: Any) -> AsyncIterator[Any]:
+            runner.admit(params.message)
+            async for event in super().on_message_send_stream(params, context):
+                yield event
+
+    return _Handler(**settings)
 
 
 def a2a_app(
@@ -245,8 +264,9 @@ def a2a_app(
         streaming: whether to offer ``SendStreamingMessage`` (``message/stream``).
         max_contexts: conversations kept in memory; past it, the least recently used idle one
             is dropped (a message in it then starts afresh).
-        max_running: tasks running at once; a message past it is answered with a REJECTED
-            task whose message says to send it again later.
+        max_running: tasks running at once; a message past it is refused with the A2A error
+            for a server temporarily unavailable (JSON-RPC -32603, no task is made) whose
+            message says to send it again when one has ended.
         max_tasks: tasks kept for ``GetTask``; past it, the least recently updated ones that
             are not running are dropped (``GetTask`` then answers "task not found").
         allowed_hosts: host names accepted in the ``Host`` header besides localhost and the
@@ -288,7 +308,6 @@ def a2a_app(
             f"a2a_app takes an Agent or a factory of agents, got {type(agent).__name__}"
         )
     routes: Any = require("a2a.server.routes")
-    handlers: Any = require("a2a.server.request_handlers")
     runner = _Runner(agent, max_contexts=max_contexts, max_running=max_running)
     applications: Any = require("starlette.applications")
     card = agent_card(
@@ -299,7 +318,8 @@ def a2a_app(
         streaming=streaming,
         tools=tools,
     )
-    handler = handlers.DefaultRequestHandler(
+    handler = _request_handler(
+        runner,
         agent_executor=_executor(runner),
         task_store=bounded_task_store(max_tasks, runner.is_running),
         agent_card=card,

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from goagent_py import _main_guard
 from goagent_py.cli._common import (  # re-exported: scripts and tests import them from here
     EXIT_DATABASE,
     EXIT_INTERRUPTED,
@@ -643,4 +644,5 @@ def _run(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
+    _main_guard.release()
     sys.exit(main())

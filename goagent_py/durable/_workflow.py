@@ -98,6 +98,8 @@ from ._wire import (  # names shared with the client
 
 # The patch marker of the append that closes a loaded history's open tail (review6a).
 CLOSING_APPEND_PATCH = "goagent.closing-append"
+# The patch marker of input guardrails on steered messages (a guardrail activity per take).
+GUARD_TAKEN_PATCH = "goagent.guard-taken"
 # The patch marker of a cancellation that closes the wait it landed in (durable11).
 CANCEL_CLOSES_WAIT_PATCH = "goagent.cancel-closes-wait"
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
@@ -928,6 +930,11 @@ class _WorkflowControl(RunControl):
         self.abort_reason = reason
         if self._wake is not None:
             self._wake()
+
+    def guards_taken(self) -> bool:
+        # A history recorded before steered messages were checked has no guardrail activity
+        # there: replayed, the run goes on as it ran.
+        return workflow.patched(GUARD_TAKEN_PATCH)
 
 
 def _new_control(abort: tuple[str, str] | None = None) -> Any:

@@ -17,7 +17,15 @@ from goagent_py.messages import (
     TextBlock,
 )
 
-__all__ = ["blocks_from_result", "cap_description", "error_text", "input_schema", "local_name"]
+__all__ = [
+    "ERROR_CHARS",
+    "blocks_from_result",
+    "cap_description",
+    "capped",
+    "error_text",
+    "input_schema",
+    "local_name",
+]
 
 _INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _TRUNCATED = " [description truncated]"
@@ -93,8 +101,17 @@ def blocks_from_result(result: Any) -> list[ContentBlock]:
     return blocks or [TextBlock("(the tool returned no content)")]
 
 
-def error_text(result: Any, limit: int = 4000) -> str:
+ERROR_CHARS = 4000
+"""The most characters of a server's error message the model reads (a marker says the rest)."""
+
+
+def capped(text: str, limit: int = ERROR_CHARS) -> str:
+    """``text`` cut at ``limit`` characters, with a marker when it was cut."""
+    return text if len(text) <= limit else text[:limit] + " [truncated]"
+
+
+def error_text(result: Any, limit: int = ERROR_CHARS) -> str:
     """The text of an ``isError`` result, for the error the model reads."""
     parts = [str(item.text) for item in result.content or [] if getattr(item, "type", "") == "text"]
     text = "\n".join(parts).strip() or "the server reported an error without a message"
-    return text if len(text) <= limit else text[:limit] + " [truncated]"
+    return capped(text, limit)

@@ -60,17 +60,31 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
+# What the SDK itself writes, under CONNECTION_CLOSED, for a transport that closed or a stream
+# that ended without an answer. The code alone does not say it: -32000 opens JSON-RPC's range
+# for servers' own errors, and a server's error answer with it is the server's, over a working
+# connection (taken for a loss, every such answer restarted the server).
+_SDK_CLOSED_TEXTS = ("Connection closed", "SSE stream ", "server answered a request with 202")
+
+_DESCRIBED_CHARS = 2000
+
+
 def is_lost(exc: BaseException) -> bool:
     """Whether ``exc`` says the transport is gone (the server died or closed the stream)."""
     exc = _leaf(exc)
-    if getattr(getattr(exc, "error", None), "code", None) == closed_code():
-        return True
+    error = getattr(exc, "error", None)
+    if getattr(error, "code", None) == closed_code():
+        message = str(getattr(error, "message", ""))
+        return message.startswith(_SDK_CLOSED_TEXTS)
     name = type(exc).__name__
     return name in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}
 
 
-def describe(exc: BaseException) -> str:
-    """One line for an error: its type and message (single-error groups unwrapped)."""
+def describe(exc: BaseException, limit: int = _DESCRIBED_CHARS) -> str:
+    """One line for an error: its type and message (single-error groups unwrapped), the
+    message cut at ``limit`` characters (a server's text reaches logs and errors through it)."""
     exc = _leaf(exc)
     text = str(exc).strip()
+    if len(text) > limit:
+        text = text[:limit] + f" [truncated: {len(text)} characters]"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

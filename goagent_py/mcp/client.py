@@ -129,6 +129,23 @@ def _output_schema_refusal(exc: BaseException) -> str | None:
     return None
 
 
+def _answer_refusal(exc: BaseException) -> str | None:
+    """What the model reads when ``exc`` is the server's answer to a call (a JSON-RPC error,
+    a result that is not a valid MCP result, one that misses its output schema), capped; None
+    when the call did not get an answer (the connection failed)."""
+    from pydantic import ValidationError  # the SDK's models are pydantic: loaded already
+
+    refused = _output_schema_refusal(exc)
+    if refused is not None:
+        return _convert.capped(refused)
+    if isinstance(exc, ValidationError):
+        return _convert.capped(f"the server's answer is not a valid MCP result: {exc}")
+    code = getattr(getattr(exc, "error", None), "code", None)
+    if code is not None:  # a JSON-RPC error answer: the server refused the call
+        return f"{_convert.capped(str(getattr(exc, 'message', exc)))} ({code})"
+    return None
+
+
 class MCPTool:
     """One tool of an MCP server, as a goagent-py :class:`~goagent_py.tools.Tool`.
 
@@ -204,14 +221,9 @@ class MCPTool:
             except (MCPError, ConfigurationError):
                 raise
             except Exception as exc:
-                refused = _output_schema_refusal(exc)
+                refused = _answer_refusal(exc)
                 if refused is not None:  # the server's answer, not its connection, was wrong
                     raise MCPToolError(server, self.definition.name, refused) from exc
-                code = getattr(getattr(exc, "error", None), "code", None)
-                if code is not None:  # a JSON-RPC error answer: the server refused the call
-                    raise MCPToolError(
-                        server, self.definition.name, f"{getattr(exc, 'message', exc)} ({code})"
-                    ) from exc
                 raise MCPConnectionError(server, describe(exc)) from exc
             if result.is_error:
                 raise MCPToolError(server, self.definition.name, _convert.error_text(result))

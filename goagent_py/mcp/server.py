@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import socket
+import weakref
 from collections.abc import Iterable
 from typing import Any, Literal
 
@@ -26,6 +27,10 @@ __all__ = ["http_app", "run_http", "run_sse", "run_stdio", "serve_agent", "sse_a
 
 Expose = Literal["agent", "tools", "both"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+# Servers whose agent tool runs an agent with short-term memory: one conversation for every
+# client that calls it. Fine over stdio (one client per server process); refused over HTTP.
+_ONE_CONVERSATION: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 async def _run_agent(agent: Any, prompt: str, progress: Any) -> str:
@@ -173,6 +178,8 @@ def serve_agent(
 
         # The SDK finds the context parameter by its annotation, resolved at run time here.
         ask.__annotations__ = {"prompt": str, "ctx": mcpserver.Context, "return": str}
+        if getattr(getattr(agent, "options", None), "short_term_memory", None) is not None:
+            _ONE_CONVERSATION.add(server)
         server.add_tool(
             ask,
             name=tool_name,
@@ -207,6 +214,16 @@ async def run_stdio(server: Any) -> None:
 
 
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
+
+
+def _check_one_client(server: Any) -> None:
+    """Refuse to serve over HTTP an agent whose short-term memory every client would share."""
+    if server in _ONE_CONVERSATION:
+        raise ConfigurationError(
+            "the served agent has short-term memory, which over HTTP would be one conversation "
+            "for every client (each would read the others' prompts and answers): serve an "
+            "agent without short_term_memory over HTTP, or this one over stdio (one client)"
+        )
 
 
 def _security(host: str, allowed_hosts: Iterable[str]) -> Any:
@@ -254,9 +271,14 @@ def http_app(
             foreign ``Origin`` 403, so a page in your browser cannot make the agent run. The
             transport has no auth: keep it on 127.0.0.1 or behind a proxy that authenticates
             (docs/security.md).
+
+    Raises:
+        ConfigurationError: a bad path, or ``server`` serves an agent with short-term memory
+            (every HTTP client would share its one conversation; stdio has one client).
     """
     if not path.startswith("/"):
         raise ConfigurationError(f"the HTTP path must start with '/', got {path!r}")
+    _check_one_client(server)
     return server.streamable_http_app(
         streamable_http_path=path, host=host, transport_security=_security(host, allowed_hosts)
     )
@@ -299,11 +321,15 @@ def sse_app(
         host: the address it will be served on.
         allowed_hosts: names clients reach it by besides localhost and ``host``; the Host and
             Origin checks are those of :func:`http_app`, whatever the host.
+
+    Raises:
+        ConfigurationError: a bad path, or an agent with short-term memory (as :func:`http_app`).
     """
     if not path.startswith("/") or not message_path.startswith("/"):
         raise ConfigurationError(
             f"SSE paths must start with '/', got path={path!r}, message_path={message_path!r}"
         )
+    _check_one_client(server)
     return server.sse_app(
         sse_path=path,
         message_path=message_path,

@@ -10,7 +10,7 @@ decider adds it as today. Pure and small on purpose: a pattern list, not a gramm
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = ["Fact", "is_retraction", "parse_fact", "same_value"]
@@ -439,11 +439,124 @@ def _slot_change(text: str) -> Fact | None:
     return None
 
 
+# Who a clause is about, when a pattern does not say it itself ("hired by Acme", "got a job
+# at", "after moving to"): the clause's own subject, or the one of the clause it continues.
+_SELF = frozenset(["i", "i'm", "i've", "i'd", "i'll", "we", "we're", "we've", "we'd", "we'll"])
+_OTHERS = frozenset(
+    [
+        "he",
+        "she",
+        "they",
+        "he's",
+        "she's",
+        "they're",
+        "they've",
+        "he'd",
+        "she'd",
+        "they'd",
+        "you",
+        "you're",
+        "you've",
+        "his",
+        "her",
+        "their",
+        "it",
+        "it's",
+        "its",
+    ]
+)
+_OPENERS = frozenset(
+    [
+        "and",
+        "but",
+        "so",
+        "then",
+        "also",
+        "just",
+        "finally",
+        "recently",
+        "now",
+        "today",
+        "yesterday",
+        "eventually",
+        "luckily",
+        "well",
+        "oh",
+        "ok",
+        "okay",
+        "actually",
+        "anyway",
+        "guess",
+        "what",
+        "after",
+        "that",
+        "later",
+        "soon",
+        "last",
+        "this",
+        "year",
+        "month",
+        "week",
+        "news",
+        "update",
+        "btw",
+        "good",
+        "great",
+        "yay",
+        "wow",
+        "hey",
+        "hi",
+        "hello",
+        "yes",
+        "woohoo",
+        "hooray",
+        "phew",
+        "whew",
+        "big",
+        "quick",
+        "fyi",
+    ]
+)
+_CLAUSE_SPLIT = re.compile(r"[,;:.!?()]|\s(?:and|but|so|because|while|when|then)\s", re.I)
+_WORD = re.compile(r"[A-Za-z][\w'\u2019-]*")
+
+
+def _about_someone_else(text: str, start: int) -> bool:
+    """Whether the words before ``start`` make someone other than the user the subject of
+    what follows ("My wife got a job at Acme", "Anna was hired by Acme", "My brother found a
+    job after moving to Berlin"); no subject at all ("Got hired by Acme!") is the user."""
+    before = text[:start]
+    clauses = _CLAUSE_SPLIT.split(before)
+    for clause in reversed(clauses):
+        words = _WORD.findall(clause)
+        if any(w.casefold() in _SELF for w in words):
+            return False  # "My wife and I moved...", "I found a job after moving to ..."
+        while words and words[0].casefold() in _OPENERS:
+            words = words[1:]
+        if not words:
+            continue  # a clause without a subject continues the one before it
+        first = words[0]
+        if first.casefold() in _OTHERS or first.casefold() in ("my", "our"):
+            return True
+        if first[:1].isupper():
+            return True  # a name: "Anna got a job at Acme"
+        if first.casefold() in ("me", "myself"):
+            return False
+        # A clause that opens on a verb ("got hired by", "packed up and left") continues the
+        # one before it.
+    return False
+
+
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|we|we're|we've|my|our|me)\b", re.IGNORECASE)
+
+
 def _set_fact(text: str) -> Fact | None:
     for slot, pattern, template in _SET_RE:
         match = pattern.search(text)
         if match is None:
             continue
+        if not _FIRST_PERSON.search(match.group(0)) and _about_someone_else(text, match.start()):
+            continue  # what a pattern without a subject says is about someone else here
         value = _clean_value(match.group("v"))
         if not value:
             continue
@@ -544,12 +657,30 @@ def is_retraction(text: str) -> bool:
     return bool(_RETRACT_LAST.search(text.strip()))
 
 
+_NOT_BUT = re.compile(
+    r"\b(?P<be>is|are|was)(?:n't| not) (?P<w>[^,;]+?),? (?:it's|it is|they're|they are|but) "
+    r"(?:it's |it is |actually )?(?P<v>[^,;]+)$",
+    re.IGNORECASE,
+)
+
+
 def parse_fact(text: str) -> Fact | None:
     """``text`` as a fact the model-free decider can reason about, or None."""
     text = _PREFIX.sub("", text.strip())
     if not text or text.endswith("?"):
         return None
     text = _TIME_WORDS.sub("", text.rstrip(".!… ")).strip()
+    # "My name isn't Priya, it's Riya" says what the name is, and is stored so.
+    said = _NOT_BUT.sub(r"\g<be> \g<v>", text)
+    if said != text:
+        fact = _parse(said)
+        if fact is not None and fact.kind == "set" and not fact.canonical:
+            return replace(fact, canonical=said[:1].upper() + said[1:] + ".")
+        return fact
+    return _parse(text)
+
+
+def _parse(text: str) -> Fact | None:
     if _RETRACT_LAST.search(text):
         return Fact("", "", "retract")
     forget = _FORGET.match(text)
@@ -587,7 +718,10 @@ def _retraction(text: str) -> Fact | None:
         return Fact(_norm_slot(slot), "", "retract", event=True, words=f"I have a {slot}")
     mine = _MY_NO_LONGER.search(text)
     if mine is not None:
-        return Fact(_norm_slot(mine.group("slot")), _clean_value(mine.group("v")), "retract")
+        # "My favourite colour is no longer blue": when nothing known says blue, the
+        # statement is kept as said (it is news), as every negation below.
+        slot, value = _norm_slot(mine.group("slot")), _clean_value(mine.group("v"))
+        return Fact(slot, value, "retract", event=True)
     if _NOT_WITH.search(text):
         return None  # a break-up, read by _left as an event
     match = _NO_LONGER.search(text) or _NOT_ANY_MORE.search(text)
@@ -608,7 +742,8 @@ def _retraction(text: str) -> Fact | None:
     positive = f"{who} {clause}"
     parsed = _set_fact(positive) or _multi_fact(positive)
     if parsed is not None:
-        return Fact(parsed.slot, parsed.value, "retract", event=more, words=positive, more=more)
+        # "I don't like coffee" said of nothing known is a fact of its own: kept as said.
+        return Fact(parsed.slot, parsed.value, "retract", event=True, words=positive, more=more)
     if not _CHANGE_WORDS.search(text):
         return None  # "I don't know": a negation, not a change
     # A change of something the rules do not read as a slot ("I no longer eat meat"): its

@@ -4,7 +4,8 @@ Every chunker implements :class:`~goagent_py.memory.base.Chunker`:
 ``chunk(blocks, metadata=None) -> list[Chunk]``. They are sync, pure and deterministic.
 
 Sizes: ``max_size`` and ``overlap`` are measured with an estimator's ``count_text``; by default
-:class:`~goagent_py.memory.tokens.HeuristicEstimator`, i.e. tokens estimated as UTF-8 bytes / 4.
+:class:`~goagent_py.memory.tokens.HeuristicEstimator` (ASCII bytes / 4, other scripts per
+character).
 Pass ``estimator=CharEstimator()`` to measure characters, or a ``TiktokenEstimator`` for real
 tokens. The size of a chunk is the measure of its whole text (separators included), so
 ``measure(chunk) <= max_size`` holds for every chunk except where a chunker says otherwise.
@@ -326,7 +327,9 @@ class RecursiveChunker:
     big is split again with the next level (``"\\n"``, ``". "``, ``"! "``, ``"? "``, ``" "``),
     and at the very end by characters. Separators stay with the text before them, so a sentence
     keeps its period and joining the chunks gives back the text (whitespace-only pieces aside):
-    every chunk is an exact slice of the text and no chunk exceeds ``max_size``.
+    every chunk is an exact slice of the text and no chunk exceeds ``max_size``, but for a
+    single character that alone does (an emoji is 2 heuristic tokens: with ``max_size=1`` it
+    is a chunk of its own).
 
     With ``overlap``, text is first cut to ``max_size - overlap``, then each chunk also starts
     with the last whole words of the previous chunk, as many as fit in ``overlap`` (and in

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError
+from goagent_py.memory._corrections import corrected_text, parse_correction
 from goagent_py.memory._fact_slots import Fact, parse_fact, same_value
 from goagent_py.memory.consolidation import OPS, Decision, DecisionError
 from goagent_py.memory.records import MemoryRecord
@@ -93,13 +95,34 @@ class RuleDecider:
         known = [(c, parse_fact(c.text)) for c in candidates if c.message.role == "user"]
         decided: list[list[Decision]] = []
         said: list[tuple[int, Fact]] = []  # this turn's facts still standing, in order
+        meant: dict[int, str] = {}  # a corrected fact of this turn: the text it stands for
         for index, text in enumerate(facts):
-            fact = parse_fact(text)
+            fixed = _correct(index, text, facts, meant, known)
+            if fixed is not None:
+                text, replaced, earlier_fix = fixed
+                meant[index] = text
+                if earlier_fix is not None:  # the previous fact of this turn was the slip
+                    decided[earlier_fix] = [Decision(fact=earlier_fix, op="NOOP")]
+                    said = [(i, f) for i, f in said if i != earlier_fix]
+                else:  # the latest memory was the slip: it was never true
+                    known = [(c, f) for c, f in known if c is not replaced]
+                decided.append(
+                    [Decision(fact=index, op="DELETE", target=replaced.id)]
+                    if replaced is not None
+                    else []
+                )
+                fact = parse_fact(text)
+                if fact is None:
+                    decided[-1].append(Decision(fact=index, op="ADD", text=text))
+                    continue
+            else:
+                fact = parse_fact(text)
+                decided.append([])
             if fact is None:
-                decided.append([Decision(fact=index, op="ADD")])
+                decided[-1].append(Decision(fact=index, op="ADD"))
                 continue
             if fact.kind != "retract" and any(_same(f, fact) for _, f in said):
-                decided.append([Decision(fact=index, op="NOOP")])  # said twice this turn
+                decided[-1].append(Decision(fact=index, op="NOOP"))  # said twice this turn
                 continue
             earlier = _replaced_in_turn(fact, said)
             for i in earlier:
@@ -111,15 +134,83 @@ class RuleDecider:
                 fact = Fact(taken.slot, taken.value, "retract")
             said = [(i, f) for i, f in said if i not in earlier]
             if fact.kind == "retract":
-                decided.append(_retract(index, fact, known))
+                decided[-1] += _retract(index, fact, known)
                 continue
             said.append((index, fact))
+            # A negation stored as said ("I don't like coffee.") is no longer true once the
+            # user says the fact itself.
+            decided[-1] += [
+                Decision(fact=index, op="DELETE", target=c.id) for c in _negations(fact, known)
+            ]
+            known = [(c, f) for c, f in known if not _negates(f, fact)]
             if fact.kind == "multi":
                 same = [c for c, f in known if f == fact or (f and _same(f, fact))]
-                decided.append([Decision(fact=index, op="NOOP" if same else "ADD")])
+                decided[-1].append(Decision(fact=index, op="NOOP" if same else "ADD"))
             else:
-                decided.append(_set(index, text, fact, known))
-        return [d for ds in decided for d in ds]
+                decided[-1] += _set(index, text, fact, known)
+        # A corrected fact is stored as the statement it corrects, never as "I meant John".
+        return [
+            replace(d, text=meant[d.fact])
+            if d.fact in meant and d.op == "ADD" and not d.text
+            else d
+            for ds in decided
+            for d in ds
+        ]
+
+
+def _correct(
+    index: int,
+    text: str,
+    facts: Sequence[str],
+    meant: dict[int, str],
+    known: list[tuple[MemoryRecord, Fact | None]],
+) -> tuple[str, MemoryRecord | None, int | None] | None:
+    """``text`` read as a correction of the statement before it ("Sorry, I meant John."):
+    the corrected statement, the memory it replaces (None when the slip is this turn's
+    previous fact) and the index of that fact (None when it is a memory); None when
+    ``text`` is no correction or fits nothing said before it.
+
+    The statement before it is this turn's previous fact, or, for a turn's first fact, the
+    user's latest memories (those stored last, together).
+    """
+    correction = parse_correction(text)
+    if correction is None:
+        return None
+    if index > 0:
+        previous = meant.get(index - 1, facts[index - 1])
+        said = parse_fact(previous)
+        if said is not None and said.kind == "retract":
+            return None
+        fixed = corrected_text(previous, correction)
+        return (fixed[0], None, index - 1) if fixed is not None else None
+    latest = [c for c, f in known if f is None or f.kind != "retract"]
+    if not latest:
+        return None
+    newest = max(c.created_at or _EPOCH for c in latest)
+    best: tuple[float, str, MemoryRecord] | None = None
+    for candidate in latest:
+        if (candidate.created_at or _EPOCH) != newest:
+            continue
+        fixed = corrected_text(candidate.text, correction)
+        if fixed is not None and (best is None or fixed[1] > best[0]):
+            best = (fixed[1], fixed[0], candidate)
+    return (best[1], best[2], None) if best is not None else None
+
+
+def _negates(known: Fact | None, fact: Fact) -> bool:
+    """Whether ``known`` (a memory read as a retraction, "I don't like coffee.") denies what
+    ``fact`` says ("I like coffee.")."""
+    return (
+        known is not None
+        and known.kind == "retract"
+        and known.slot == fact.slot
+        and bool(known.value)
+        and same_value(known.value, fact.value)
+    )
+
+
+def _negations(fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]) -> list[MemoryRecord]:
+    return [c for c, f in known if _negates(f, fact)]
 
 
 def _replaced_in_turn(fact: Fact, said: list[tuple[int, Fact]]) -> set[int]:
@@ -219,6 +310,9 @@ the user lives, their name, job, employer, phone, age, partner, car, a favourite
 memory's id and the merged text, written as the user would say it now ("I live in Porto.").
 - DELETE: the user says an existing memory is no longer true or asks to forget it. Give its id.
 - NOOP: the memory already says it.
+A correction of what the user just said ("Sorry, I meant John.", "*John") is an UPDATE of \
+the memory marked (latest) that it corrects, with the corrected text ("My brother is called \
+John.").
 Only use ids from EXISTING MEMORIES. Answer with JSON only, no prose:
 {"decisions": [{"fact": 0, "op": "UPDATE", "id": "m1", "text": "I live in Porto."}]}"""
 
@@ -370,8 +464,11 @@ def _prompt(facts: Sequence[str], candidates: Sequence[MemoryRecord]) -> str:
     lines: list[Any] = ["NEW FACTS:"]
     lines += [f"{i}: {json.dumps(f)}" for i, f in enumerate(facts)]
     lines.append("EXISTING MEMORIES:")
+    newest = max((c.created_at or _EPOCH for c in candidates), default=_EPOCH)
     for i, c in enumerate(candidates, 1):
         said = f" (said {c.created_at.date().isoformat()})" if c.created_at else ""
+        if c.created_at is not None and c.created_at == newest:
+            said += " (latest)"
         lines.append(f"m{i}{said}: {json.dumps(c.text)}")
     if not candidates:
         lines.append("(none)")

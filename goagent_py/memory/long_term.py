@@ -32,13 +32,14 @@ count as current in every backend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import math
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -76,6 +77,7 @@ from goagent_py.memory.records import (
     state_of,
     with_change,
 )
+from goagent_py.memory.tokens import heuristic_tokens
 from goagent_py.memory.vector._common import SESSION_KEY
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
@@ -140,8 +142,11 @@ class _MessageCounter(Protocol):
     def count(self, message: Message) -> int: ...
 
 
-def _bytes_over_four(message: Message) -> int:
-    return (len(message.text.encode("utf-8", "surrogatepass")) + 3) // 4
+def _heuristic_count(message: Message) -> int:
+    """A recalled memory's text: ASCII bytes / 4 rounded up, other text as the heuristic
+    counts it (per character by script: a Chinese memory is not counted at half its size)."""
+    text = message.text
+    return (len(text) + 3) // 4 if text.isascii() else heuristic_tokens(text)
 
 
 def message_digest(message: Message) -> str:
@@ -261,6 +266,16 @@ def _without_words(
     return out
 
 
+class _ScopeLock:
+    """A scope's writer lock and how many writers hold or await it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 class LongTermMemory:
     """Semantic memory: stores messages as vectors and recalls the most relevant ones.
 
@@ -284,7 +299,8 @@ class LongTermMemory:
         token_budget: the most tokens recalled memories may take; the lowest-scored are dropped
             first (None: no budget).
         estimator: counts a message's tokens for the budget (any object with
-            ``count(message) -> int``, e.g. a ``TokenEstimator``); None uses text bytes / 4.
+            ``count(message) -> int``, e.g. a ``TokenEstimator``); None counts the text as
+            ``HeuristicEstimator`` does.
         max_concurrency: the most ``embed`` calls in flight at once (non-batch embedders).
         decider: consolidates each turn's user facts with the memories they change
             (:mod:`goagent_py.memory.consolidation`): ``RuleDecider()`` (model-free),
@@ -391,9 +407,11 @@ class LongTermMemory:
         # belongs to one event loop: each loop has its own (threads calling run_sync each run
         # one; a lock shared across them left a waiter asleep forever). Writers of different
         # loops are kept apart as other processes are: by the store's compare-and-set.
-        self._locks: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[str, asyncio.Lock]
-        ] = weakref.WeakKeyDictionary()
+        # A scope's lock lives while a writer holds or awaits it: a served app's table does
+        # not grow by one lock per user forever.
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _ScopeLock]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._locks_guard = threading.Lock()
 
     def __repr__(self) -> str:
@@ -466,11 +484,25 @@ class LongTermMemory:
             async with self._scope_lock(session):
                 await self._consolidate(facts, session=session, now=now)
 
-    def _scope_lock(self, session: str) -> asyncio.Lock:
-        """The lock of ``session``'s writers in the running event loop."""
+    @contextlib.asynccontextmanager
+    async def _scope_lock(self, session: str) -> AsyncIterator[None]:
+        """Hold the lock of ``session``'s writers in the running event loop; the lock is
+        dropped from the table when its last holder or waiter leaves."""
         loop = asyncio.get_running_loop()
         with self._locks_guard:
-            return self._locks.setdefault(loop, {}).setdefault(session, asyncio.Lock())
+            table = self._locks.setdefault(loop, {})
+            held = table.get(session)
+            if held is None:
+                held = table[session] = _ScopeLock()
+            held.users += 1
+        try:
+            async with held.lock:
+                yield
+        finally:
+            with self._locks_guard:
+                held.users -= 1
+                if held.users == 0 and table.get(session) is held:
+                    del table[session]
 
     def _is_fact(self, message: Message, provenance: str | None) -> bool:
         """Whether ``message`` goes through the decider: a user's own text."""
@@ -596,7 +628,8 @@ class LongTermMemory:
         self, texts: list[str], session: str
     ) -> tuple[list[MemoryRecord], dict[str, Any], dict[str, MemoryRecord]]:
         """The current memories of ``session`` most similar to each fact (best first), then
-        the latest one (for "that's no longer true") when the store can list; the facts'
+        the latest ones (for "that's no longer true", "sorry, I meant John") when the store
+        can list; the facts'
         vectors by text (storing a fact reuses its vector); and, when the store can list, the
         memories of ``session`` that are no longer current, by id (a fact said again after it
         was forgotten is stored under the same id: its earlier history is kept)."""
@@ -604,18 +637,31 @@ class LongTermMemory:
         scope: dict[str, Any] = {SESSION_KEY: session}
         found: dict[str, MemoryRecord] = {}
         past: dict[str, MemoryRecord] = {}
+        # Only the user's own facts are candidates: an assistant's answer, tool output or a
+        # retrieved passage is no fact of the user's to replace, and its text (untrusted) must
+        # never reach a model decider, where it could ask for the user's memories' deletion.
         for vector in vectors:
             if vector is None:
                 continue
-            for scored in await self._search(vector, self.candidates, scope, (CURRENT,)):
+            hits = await self._search(vector, self.candidates, scope, (CURRENT,), mine=True)
+            for scored in hits:
                 found.setdefault(scored.id, record_of(_with_provenance(scored)))
         if isinstance(self.vector_store, ListableStore):
-            listed = [record_of(s) for s in await self.vector_store.entries(scope)]
+            listed = [
+                record_of(s)
+                for s in await self.vector_store.entries(scope)
+                if provenance_of(s.message) == "user"
+            ]
             past = {r.id: r for r in listed if not r.is_current}
             listed = [r for r in listed if r.is_current]
             if listed:
-                latest = max(listed, key=lambda r: r.created_at or _EPOCH)
-                found.setdefault(latest.id, latest)
+                # The latest statement, all of it ("My brother is Jon and I live in Lisbon.":
+                # two memories stored together): what "that's no longer true" or "sorry, I
+                # meant John" is about.
+                newest = max(r.created_at or _EPOCH for r in listed)
+                for latest in listed:
+                    if (latest.created_at or _EPOCH) == newest:
+                        found.setdefault(latest.id, latest)
         by_text = {t: v for t, v in zip(texts, vectors, strict=True) if v is not None}
         return list(found.values()), by_text, past
 
@@ -773,22 +819,41 @@ class LongTermMemory:
         scope: dict[str, Any],
         states: Sequence[MemoryState],
         threshold: float | None = None,
+        *,
+        mine: bool = False,
     ) -> list[ScoredMessage]:
-        """The ``k`` best entries of ``scope`` whose record is in ``states``.
+        """The ``k`` best entries of ``scope`` whose record is in ``states`` (with ``mine``,
+        whose provenance is the user's), and after them every entry scored within
+        ``tie_tolerance`` of the k-th: a newer one of them goes before it (see
+        :meth:`_newer_first`), whatever ``k``.
 
         The state is checked here, not in the store's filter: entries stored before records
         existed have none and count as current (in every backend, migrated or not), and a
         filter on the scope alone keeps each store's fast path (sqlite-vec's KNN partition).
-        Superseded entries crowding the top are skipped by asking for more, 4x at a time.
+        Entries crowding the top that are left out are skipped by asking for more, 4x at a
+        time.
         """
-        fetch = k
+        fetch = k + 1  # one more than asked: it tells whether anything below ties with the k-th
         while True:
             options = SearchOptions(top_k=fetch, score_threshold=threshold, filter=scope)
             hits = await self.vector_store.search(vector, options)
-            kept = [h for h in hits if state_of(h.message.metadata) in states]
-            if len(kept) >= k or len(hits) < fetch:
-                return kept[:k]
+            kept = [
+                h
+                for h in hits
+                if state_of(h.message.metadata) in states
+                and (not mine or provenance_of(h.message) == "user")
+            ]
+            if len(hits) < fetch:
+                break  # everything the store has
+            if len(kept) > k and kept[-1].score < kept[k - 1].score - self.tie_tolerance:
+                break  # nothing further down can tie with the k-th
+            if len(kept) >= k and fetch >= 16 * k:
+                break  # a crowd of ties: the newest of the first 16 k stand for them
             fetch *= 4
+        if len(kept) <= k:
+            return kept
+        floor = kept[k - 1].score - self.tie_tolerance
+        return kept[:k] + [h for h in kept[k:] if h.score >= floor]
 
     def _newer_first(self, found: list[ScoredMessage]) -> list[ScoredMessage]:
         """``found`` best first, in groups of near-equal scores, each group newest first.
@@ -837,7 +902,7 @@ class LongTermMemory:
         the tie order of :meth:`_newer_first`)."""
         if budget is None:
             return found
-        count = self.estimator.count if self.estimator is not None else _bytes_over_four
+        count = self.estimator.count if self.estimator is not None else _heuristic_count
         kept: list[ScoredMessage] = []
         left = budget
         for scored in found:

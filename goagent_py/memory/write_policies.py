@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from goagent_py.errors import ConfigurationError
+from goagent_py.memory._corrections import is_correction
 from goagent_py.memory._fact_slots import is_retraction
 from goagent_py.memory.base import WritePolicy
 from goagent_py.messages import Message, Role, TextBlock
@@ -125,8 +126,9 @@ def user_statements(
             stored).
         about_user: store only first-person statements ("My dog is called Biscuit."), not
             requests ("Calculate 250 - 37"), which recalled later read as facts. A retraction
-            ("That's no longer true.", "Scratch that.") is kept too: a memory's decider
-            deletes what it retracts.
+            ("That's no longer true.", "Scratch that.") and a correction ("Sorry, I meant
+            John.", "*John") are kept too: a memory's decider applies them to what they
+            take back or correct.
         split: store each sentence and each first-person clause of a text message as its own
             memory (:func:`statement_clauses`), keeping those that pass the filters above:
             "Hello! My name is Priya and I live in Lisbon." stores "My name is Priya." and "I
@@ -146,7 +148,7 @@ def user_statements(
             return len(text.split()) >= min_words and (
                 not about_user or is_statement(text.rstrip("?"), min_words=0, about_user=True)
             )
-        if about_user and is_retraction(text):
+        if about_user and (is_retraction(text) or is_correction(text)):
             return True
         return is_statement(text, min_words=min_words, about_user=about_user)
 

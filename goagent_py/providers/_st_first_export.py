@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 
+from goagent_py import _main_guard
 from goagent_py.providers.sentence_transformers import _NOTHING_STORED, SentenceTransformerEmbedder
 
 
@@ -29,4 +30,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    _main_guard.release()
     sys.exit(main(sys.argv[1:]))

@@ -12,13 +12,12 @@ import contextlib
 import functools
 import importlib
 import os
-import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
+from goagent_py._sqlite import HeldConnection, use_wal
 from goagent_py._sqlite import transaction as _transaction
-from goagent_py._sqlite import use_wal
 from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, GoAgentError, MemoryStoreError
 
@@ -74,8 +73,9 @@ class SqliteTable:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = os.fspath(path)
         driver()  # fail at construction when no usable sqlite3 is installed
-        self._lock = threading.Lock()
-        self._conn: Any = None
+        # The connection (see HeldConnection): a file deleted or replaced (a backup restored
+        # over it) is opened again, as in a forked child.
+        self._file = HeldConnection(self._path)
         self._closed = False
 
     def _migrate(self, conn: Any) -> None:
@@ -84,33 +84,36 @@ class SqliteTable:
     async def _run(self, fn: Callable[[Any], T]) -> T:
         return await to_thread(self._locked, fn)
 
+    def _connect(self) -> Any:
+        try:
+            conn = driver().connect(self._path, isolation_level=None, check_same_thread=False)
+        except Exception as exc:  # a folder, a missing folder, no permission
+            raise MemoryStoreError(
+                f"cannot open the SQLite file {self._path!r} ({exc}): give a file in "
+                "a folder that exists and is writable"
+            ) from exc
+        try:
+            conn.execute("PRAGMA busy_timeout = 5000")
+            use_wal(conn, 5.0)
+            self._migrate(conn)
+        except ConfigurationError:
+            conn.close()
+            raise
+        except Exception as exc:
+            conn.close()
+            raise MemoryStoreError(f"opening {self!r} failed: {exc}") from exc
+        return conn
+
     def _locked(self, fn: Callable[[Any], T]) -> T:
-        with self._lock:
+        with self._file.lock:
             if self._closed:
                 raise MemoryStoreError(f"{self!r} is closed")
-            if self._conn is None:
-                try:
-                    conn = driver().connect(
-                        self._path, isolation_level=None, check_same_thread=False
-                    )
-                except Exception as exc:  # a folder, a missing folder, no permission
-                    raise MemoryStoreError(
-                        f"cannot open the SQLite file {self._path!r} ({exc}): give a file in "
-                        "a folder that exists and is writable"
-                    ) from exc
-                try:
-                    conn.execute("PRAGMA busy_timeout = 5000")
-                    use_wal(conn, 5.0)
-                    self._migrate(conn)
-                except ConfigurationError:
-                    conn.close()
-                    raise
-                except Exception as exc:
-                    conn.close()
-                    raise MemoryStoreError(f"opening {self!r} failed: {exc}") from exc
-                self._conn = conn
+            if self._file.replaced():
+                self._file.close()
+            if self._file.conn is None:
+                self._file.open(self._connect)
             try:
-                return fn(self._conn)
+                return fn(self._file.conn)
             except (ValueError, GoAgentError):
                 raise
             except Exception as exc:
@@ -120,12 +123,10 @@ class SqliteTable:
         """Close the database connection. Later calls raise :class:`MemoryStoreError`."""
 
         def close() -> None:
-            with self._lock:
+            with self._file.lock:
                 self._closed = True
-                if self._conn is not None:
-                    with contextlib.suppress(Exception):
-                        self._conn.close()
-                    self._conn = None
+                with contextlib.suppress(Exception):
+                    self._file.close()
 
         await to_thread(close)
 

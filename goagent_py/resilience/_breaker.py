@@ -97,6 +97,11 @@ class CircuitBreaker:
         """The current state (an open circuit past its timeout still reads OPEN until probed)."""
         return self._state
 
+    @property
+    def idle(self) -> bool:
+        """Whether the breaker has nothing to remember: closed, with no failure counted."""
+        return self._state is CircuitState.CLOSED and self._failures == 0
+
     def allow(self) -> bool:
         """Whether a call may go through now; when it returns True for an open circuit past its
         reset timeout, this call is the single half-open probe."""

@@ -7,6 +7,7 @@ injectable so tests never wait.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 
@@ -18,12 +19,37 @@ from goagent_py.resilience._retry import Sleep
 __all__ = ["PerTool", "RateLimiter", "check_rate_limit", "rate_limit"]
 
 
+class _Waiter:
+    """One caller waiting for its reserved token: when it is due on the limiter's clock, and
+    the event that wakes it when a cancelled waiter ahead of it moves it up."""
+
+    __slots__ = ("due", "loop", "moved")
+
+    def __init__(self, due: float) -> None:
+        self.due = due
+        self.moved = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+
+    def wake(self) -> None:
+        """Wake it from any thread (a limiter may serve runs of several event loops)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            self.moved.set()
+            return
+        with contextlib.suppress(RuntimeError):  # its loop is closed: nobody to wake
+            self.loop.call_soon_threadsafe(self.moved.set)
+
+
 class RateLimiter:
     """A token bucket: ``burst`` calls at once, then ``rate`` calls per second.
 
     The bucket starts full. Waiters reserve their token when they arrive, so they are served in
     order; one that is cancelled while it waits (by its caller or by the tool timeout around it)
-    gives its token back and stops at once.
+    gives its token back and stops at once, and every waiter behind it moves up by one token's
+    time at once (it used to sleep the wait computed when it arrived).
 
     Args:
         rate: tokens added per second (> 0).
@@ -32,7 +58,7 @@ class RateLimiter:
         sleep: the async sleep used to wait (``asyncio.sleep`` by default).
     """
 
-    __slots__ = ("_clock", "_last", "_sleep", "_tokens", "burst", "rate")
+    __slots__ = ("_clock", "_last", "_sleep", "_tokens", "_waiters", "burst", "rate")
 
     def __init__(
         self,
@@ -49,6 +75,7 @@ class RateLimiter:
         self._sleep = sleep
         self._tokens = float(burst)
         self._last = clock()
+        self._waiters: list[_Waiter] = []  # in the order they reserved their tokens
 
     def _refill(self) -> None:
         now = self._clock()
@@ -81,15 +108,51 @@ class RateLimiter:
         self._tokens -= 1
         if self._tokens >= 0:
             return 0.0
-        wait = -self._tokens / self.rate
+        start = self._clock()
+        waiter = _Waiter(start + -self._tokens / self.rate)
+        self._waiters.append(waiter)
         try:
-            await self._sleep(wait)
+            await self._wait(waiter)
         except BaseException:
-            # Cancelled (or the sleep failed): the reserved token goes back to the bucket.
+            # Cancelled (or the sleep failed): the reserved token goes back to the bucket, and
+            # each waiter behind this one is due one token's time sooner.
+            position = self._leave(waiter)
             self._refill()
             self._tokens = min(float(self.burst), self._tokens + 1)
+            for other in self._waiters[position:]:
+                other.due -= 1 / self.rate
+                other.wake()
             raise
-        return wait
+        self._leave(waiter)
+        return waiter.due - start
+
+    async def _wait(self, waiter: _Waiter) -> None:
+        """Sleep until ``waiter`` is due; woken early when a waiter ahead of it leaves."""
+        while True:
+            wait = waiter.due - self._clock()
+            if wait <= 0:
+                return
+            waiter.moved.clear()
+            sleeping = asyncio.ensure_future(self._sleep(wait))
+            moved = asyncio.ensure_future(waiter.moved.wait())
+            try:
+                await asyncio.wait((sleeping, moved), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                moved.cancel()
+                if not sleeping.done():
+                    sleeping.cancel()
+            if sleeping.done():
+                # A sleep that ended is trusted (an injected one may not move the clock).
+                sleeping.result()  # its own failure, if any, is this call's
+                return
+
+    def _leave(self, waiter: _Waiter) -> int:
+        """Take ``waiter`` out of the queue; returns where it stood."""
+        for index, other in enumerate(self._waiters):
+            if other is waiter:
+                del self._waiters[index]
+                return index
+        return len(self._waiters)
 
 
 _WAIT_CANCELLED = "goagent-rate-limit-wait-cancelled"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from goagent_py import _main_guard
 from goagent_py.serve.run import add_serve_arguments, run_serve
 
 
@@ -19,4 +20,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    _main_guard.release()  # the command starts: Ctrl-C is asyncio.run's from here
     raise SystemExit(main())

@@ -268,7 +268,9 @@ class AguiMapper:
         self._unanswered: dict[str, str] = {}  # ended calls without a result yet: id -> name
         self._finished: BaseEvent | None = None
         self._interrupts: list[Any] = []  # the waiting calls' interrupts (serve/_approvals)
-        self.text = ""
+        # The answer's text in pieces, joined once at the end: ``+=`` on an attribute copies
+        # the whole text at every delta (a long answer's deltas made the mapping quadratic).
+        self._texts: list[str] = []
 
     def started(self) -> dict[str, Any]:
         """The ``RUN_STARTED`` event."""
@@ -284,7 +286,7 @@ class AguiMapper:
         final = self._finished or RunFinishedEvent(
             thread_id=self.thread_id,
             run_id=self.run_id,
-            result={"stopReason": None, "text": self.text},
+            result={"stopReason": None, "text": "".join(self._texts)},
         )
         return [*self._close_all(), wire(final)]
 
@@ -367,7 +369,7 @@ class AguiMapper:
             if not self._text_id:
                 self._text_id = _new_id("msg_")
                 out.append(text_start(self._text_id))
-            self.text += event.delta
+            self._texts.append(event.delta)
             out.append(text_content(self._text_id, event.delta))
             return out
         if not event.call_id:
@@ -396,7 +398,7 @@ class AguiMapper:
                 ]
             if message.text:
                 mid = _new_id("msg_")
-                self.text += message.text
+                self._texts.append(message.text)
                 out += [text_start(mid), text_content(mid, message.text), text_end(mid)]
         for call in message.tool_calls:
             if call.id not in self._calls:

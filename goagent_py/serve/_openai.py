@@ -628,9 +628,14 @@ class _ResponseBuilder:
         self.output: list[dict[str, Any]] = []
         self.sequence = 0
         self._text: dict[str, Any] | None = None  # the message item being written
+        # Its text in pieces, joined when the item is read: ``+=`` on the part's text copied
+        # the whole text at every delta (a long answer's deltas made the stream quadratic).
+        self._pieces: list[str] = []
         self.usage: dict[str, Any] | None = None  # once the run has finished
 
     def response(self, status: str, error: dict[str, Any] | None = None) -> dict[str, Any]:
+        if self._text is not None:  # a message still being written: its text so far
+            self._text["content"][0]["text"] = "".join(self._pieces)
         return {
             "id": self.rid,
             "object": "response",
@@ -680,7 +685,7 @@ class _ResponseBuilder:
                     part=dict(part),
                 )
             )
-        self._text["content"][0]["text"] += delta
+        self._pieces.append(delta)
         out.append(
             self.event(
                 "response.output_text.delta",
@@ -700,6 +705,8 @@ class _ResponseBuilder:
         index = self.output.index(item)
         item["status"] = "completed"
         part = item["content"][0]
+        part["text"] = "".join(self._pieces)
+        self._pieces = []
         ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
         return [
             self.event("response.output_text.done", **ids, text=part["text"], logprobs=[]),

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import secrets
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from goagent_py._sqlite import (
+    HeldConnection,
     NotHere,
     busy_waits,
     in_file_thread,
@@ -85,31 +86,39 @@ class ThreadStore:
     thread), writes in the file's shared writer (``_sqlite.write_in_file``)."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
+        # Absolute: the shared writer and this connection name one file, whatever the working
+        # folder is later.
+        self.path = os.path.abspath(path) if shares_writes(path) else path
+        # Its read connection (see HeldConnection): a file deleted or replaced (a backup
+        # restored over it) is opened again, as in a forked child.
+        self._file = HeldConnection(self.path)
         self._turns: dict[str, set[asyncio.Task[None]]] = {}  # user -> turns being recorded
 
     def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        with self._lock:
-            if self._conn is None:
-                conn = sqlite3.connect(
-                    self.path, timeout=5.0, isolation_level=None, check_same_thread=False
-                )
-                try:
-                    use_wal(conn, 5.0)
-                    conn.execute(_SCHEMA)
-                    conn.execute(_TIMES)
-                    conn.execute(_LOGINS)
-                    _add_proof_column(conn)
-                    # Off outside worker calls: reads on the loop never wait (read_here).
-                    conn.execute("PRAGMA busy_timeout = 0")
-                except BaseException:
-                    conn.close()  # the next call opens a fresh one
-                    raise
-                self._conn = conn
-            with busy_waits(self._conn, 5.0) as conn:
+        with self._file.lock:
+            if self._file.replaced():
+                self._file.close()
+            if self._file.conn is None:
+                self._file.open(self._connect)
+            with busy_waits(self._file.conn, 5.0) as conn:
                 return fn(conn)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=5.0, isolation_level=None, check_same_thread=False
+        )
+        try:
+            use_wal(conn, 5.0)
+            conn.execute(_SCHEMA)
+            conn.execute(_TIMES)
+            conn.execute(_LOGINS)
+            _add_proof_column(conn)
+            # Off outside worker calls: reads on the loop never wait (read_here).
+            conn.execute("PRAGMA busy_timeout = 0")
+        except BaseException:
+            conn.close()  # the next call opens a fresh one
+            raise
+        return conn
 
     async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await in_file_thread(self.path, lambda: self._run(fn))
@@ -117,11 +126,13 @@ class ThreadStore:
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """The short read ``fn`` on the loop when nothing can make it wait (issue 36: a
         thread hop costs more than the lookup), else in a worker thread."""
-        here = read_here(self._lock, self._opened, fn)
+        here = read_here(self._file.lock, self._opened, fn)
         return await self._call(fn) if isinstance(here, NotHere) else here
 
     def _opened(self) -> sqlite3.Connection | None:
-        return self._conn
+        # None (a worker opens it again) once the file at the path is not the one it opened.
+        conn: sqlite3.Connection | None = None if self._file.replaced() else self._file.conn
+        return conn
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run the write ``fn`` in one transaction, in the file's shared writer: the
@@ -140,7 +151,7 @@ class ThreadStore:
                 return value
 
             return await self._call(alone)
-        if self._conn is None:
+        if self._file.conn is None or self._file.replaced():
             await self._call(lambda c: None)  # the tables first
         return await write_in_file(self.path, fn, busy_timeout=5.0)
 
@@ -334,10 +345,8 @@ class ThreadStore:
 
     def close(self) -> None:
         """Close the connection."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        with self._file.lock:
+            self._file.close()
 
 
 def message_json(message: Message, durations: dict[str, float] | None = None) -> dict[str, Any]:

@@ -239,26 +239,6 @@ async def test_an_image_part_reaches_the_model_as_an_image() -> None:
 
 
 @pytest.mark.slow
-async def test_a_part_the_agent_cannot_read_is_rejected_and_says_what_to_send() -> None:
-    agent, provider = calculator()
-    sock = free_socket()
-    app = a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}")
-    message = user_message("Listen.")
-    message.parts.append(Part(raw=b"RIFF....", media_type="audio/wav"))
-    async with serving(app, sock) as url:
-        client = await create_client(url, client_config=ClientConfig(streaming=False))
-        try:
-            [event] = [e async for e in client.send_message(SendMessageRequest(message=message))]
-        finally:
-            await client.close()
-    status = event.task.status
-    assert status.state == TaskState.TASK_STATE_REJECTED
-    assert "audio/wav" in status.message.parts[0].text
-    assert "image/png" in status.message.parts[0].text
-    assert provider.requests == []
-
-
-@pytest.mark.slow
 async def test_a_factory_builds_one_agent_per_context() -> None:
     built: list[str] = []
 

@@ -1,10 +1,9 @@
 """The A2A server's in-memory state stays bounded whatever a client sends: finished tasks past
-``max_tasks`` are dropped oldest first, and runs past ``max_running`` are refused with a task
-that says why (docs/a2a.md)."""
+``max_tasks`` are dropped oldest first (docs/a2a.md); runs past ``max_running`` are refused
+with an A2A error (tests/a2a/test_proto11_refusals.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -13,10 +12,10 @@ from a2a.client import ClientConfig, create_client
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 from a2a_helpers import free_socket, serving
 
-from goagent_py import Agent, tool
+from goagent_py import Agent
 from goagent_py.a2a import a2a_app
 from goagent_py.errors import ConfigurationError
-from goagent_py.testing import ScriptedProvider, tool_call_response
+from goagent_py.testing import ScriptedProvider
 
 
 def _message(text: str) -> Message:
@@ -50,40 +49,6 @@ async def test_finished_tasks_past_max_tasks_are_dropped_oldest_first() -> None:
     # was: every task ever sent stayed in the server's memory
     assert "not found" in kept[0]
     assert kept[1:] == [TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_COMPLETED]
-
-
-@pytest.mark.slow
-async def test_a_run_past_max_running_is_rejected_with_a_message_that_says_why() -> None:
-    started, release = asyncio.Event(), asyncio.Event()
-
-    @tool
-    async def slow() -> str:
-        """Work until released."""
-        started.set()
-        await release.wait()
-        return "done"
-
-    provider = ScriptedProvider(tool_call_response(("slow", {})), "Finished.")
-    agent = Agent(provider=provider, model="m", name="busy", tools=[slow])
-    sock = free_socket()
-    app = a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}", max_running=1)
-    async with serving(app, sock) as url:
-        streaming = await create_client(url, client_config=ClientConfig(streaming=True))
-        plain = await create_client(url, client_config=ClientConfig(streaming=False))
-        try:
-            stream = streaming.send_message(SendMessageRequest(message=_message("work")))
-            await anext(stream)
-            await started.wait()
-            second = await _send(plain, "another conversation")
-            release.set()
-            rest = [e async for e in stream]
-        finally:
-            await streaming.close()
-            await plain.close()
-    # was: every message started a run, however many were running
-    assert second.status.state == TaskState.TASK_STATE_REJECTED
-    assert "max_running" in second.status.message.parts[0].text
-    assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
 
 @pytest.mark.parametrize("setting", ["max_running", "max_tasks"])

@@ -66,13 +66,3 @@ def test_ctrl_c_during_the_entry_points_imports_ends_without_a_traceback(
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert done.stdout == ""
-
-
-def test_ctrl_c_during_python_m_goagent_py_imports_ends_without_a_traceback(
-    tmp_path: Path,
-) -> None:
-    program = _TRIP.format(module="goagent_py.cli._common", argv=["chat"])
-    program += "import runpy\nrunpy.run_module('goagent_py', run_name='__main__', alter_sys=True)\n"
-    done = _interrupted(program, tmp_path)
-    assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode == 130, (done.returncode, done.stderr)

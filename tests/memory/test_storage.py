@@ -555,7 +555,7 @@ async def test_sqlite_reads_after_the_first_run_on_the_loop_unless_the_connectio
         held, release = threading.Event(), threading.Event()
 
         def hold() -> None:
-            with storage._lock:  # a worker's call on the storage's connection
+            with storage._file.lock:  # a worker's call on the storage's connection
                 held.set()
                 release.wait(10)
 

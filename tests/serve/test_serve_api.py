@@ -456,7 +456,7 @@ async def test_the_thread_lookup_reads_on_the_loop_unless_the_index_is_busy(
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with threads._lock:
+        with threads._file.lock:
             held.set()
             release.wait(10)
 

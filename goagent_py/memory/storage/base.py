@@ -39,5 +39,12 @@ class Storage(Protocol):
         ...
 
     async def clear(self) -> None:
-        """Forget the conversation."""
+        """Forget the conversation.
+
+        A storage that others can clear (another process, another task) should refuse, with
+        :class:`~goagent_py.errors.ConversationClearedError`, an append whose caller loaded
+        the conversation before the clear, as the storages of this package do
+        (docs/sessions.md "A conversation cleared under a run"): the rest of a cleared turn
+        would otherwise open the conversation on an assistant message or a tool result.
+        """
         ...

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from goagent_py._deepcopy import deepcopy
+from goagent_py.memory.storage._generation import ReadFence, cleared_error
 from goagent_py.messages import Message
 
 __all__ = ["InMemoryStorage"]
@@ -17,21 +18,36 @@ class InMemoryStorage:
     Messages are deep-copied on the way in and out (binary payloads are immutable ``bytes`` and
     shared), so neither the caller's later changes nor changes to loaded messages reach what is
     stored. Safe to share between tasks and threads.
+
+    A task that loaded the conversation before another task cleared it cannot append to it
+    until it loads again (:class:`~goagent_py.errors.ConversationClearedError`: see
+    docs/sessions.md "A conversation cleared under a run").
     """
 
     def __init__(self) -> None:
         self._messages: list[Message] = []
         self._lock = threading.Lock()
+        self._generation = 0  # clears so far
+        self._fence = ReadFence()
 
     async def load(self) -> list[Message]:
         """Copies of the stored messages, oldest first."""
         with self._lock:
-            return deepcopy(self._messages)
+            copies, generation = deepcopy(self._messages), self._generation
+        self._fence.read(generation)
+        return copies
 
     async def append(self, messages: Sequence[Message]) -> None:
-        """Store copies of ``messages`` at the end."""
+        """Store copies of ``messages`` at the end.
+
+        Raises:
+            ConversationClearedError: the conversation was cleared since this task loaded it.
+        """
         copies = deepcopy(list(messages))
+        expected = self._fence.expected()
         with self._lock:
+            if expected is not None and expected != self._generation:
+                raise cleared_error("InMemoryStorage", "")
             self._messages.extend(copies)
 
     async def update_where(
@@ -49,9 +65,13 @@ class InMemoryStorage:
         return None
 
     async def clear(self) -> None:
-        """Forget every message."""
+        """Forget every message (a task that loaded them before cannot append until it loads
+        again)."""
         with self._lock:
             self._messages.clear()
+            self._generation += 1
+            generation = self._generation
+        self._fence.read(generation)
 
     def __len__(self) -> int:
         return len(self._messages)

@@ -4,7 +4,8 @@ Layout for ``table="goagent_messages"`` in ``schema="public"`` (created on first
 
     goagent_messages           session_id, seq, message (JSON text), created_at
                                PRIMARY KEY (session_id, seq): append-only, one row per message
-    goagent_messages_sessions  session_id PRIMARY KEY, next_seq: the per-session counter
+    goagent_messages_sessions  session_id PRIMARY KEY, next_seq: the per-session counter,
+                               generation: how many times the session was cleared
     goagent_messages_appends   session_id, append_key: appends already applied (append_once)
     goagent_messages_leases    session_id PRIMARY KEY, owner, expires_at, token: run leases
     goagent_storage_tables     table_name PRIMARY KEY, schema_version: what created the table
@@ -22,6 +23,12 @@ while the run holds it: an advisory lock would pin a connection for the whole ru
 carries a larger fencing token, and an append made under a lease commits only if its token is
 still the one in force, so a holder paused past its lease cannot write next to the run that
 took the session over (:class:`~goagent_py.errors.LeaseLostError`).
+
+A clear increments the session's ``generation`` (``_generation``), in the counter row an append
+locks: an append whose caller read the session before the clear is refused in its own
+transaction (:class:`~goagent_py.errors.ConversationClearedError`), so what a run writes after
+another process cleared its conversation never lands in the emptied one. The column is added
+in place to older tables (the same schema version: older code writes on, unfenced).
 """
 
 from __future__ import annotations
@@ -41,8 +48,9 @@ from goagent_py.errors import (
     MemoryStoreError,
     MissingExtraError,
 )
+from goagent_py.memory.storage._generation import ReadFence, cleared_error
 from goagent_py.memory.storage._lease import current_fence
-from goagent_py.memory.storage._parts import check_session_id, parts_range
+from goagent_py.memory.storage._parts import PART_SEPARATOR, check_session_id, parts_range
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -210,6 +218,7 @@ class PostgresStorage:
             "owned": self._owns_pool,
         }
         self._closed = False
+        self._fence = ReadFence()  # the generation each context last read (see _generation)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -220,6 +229,7 @@ class PostgresStorage:
         other.session_id = _check_session(session_id)
         other._owns_pool = False
         other._closed = False
+        other._fence = ReadFence()
         return other
 
     @property
@@ -345,6 +355,7 @@ class PostgresStorage:
                         self._sql("UPDATE {reg} SET schema_version = %s WHERE table_name = %s"),
                         (SCHEMA_VERSION, self.table),
                     )
+                await self._add_generation(conn)
                 return
             await conn.execute(
                 self._sql(
@@ -357,7 +368,7 @@ class PostgresStorage:
             await conn.execute(
                 self._sql(
                     "CREATE TABLE IF NOT EXISTS {sessions} (session_id TEXT PRIMARY KEY, "
-                    "next_seq BIGINT NOT NULL)"
+                    "next_seq BIGINT NOT NULL, generation BIGINT NOT NULL DEFAULT 0)"
                 )
             )
             await conn.execute(
@@ -379,6 +390,23 @@ class PostgresStorage:
                 (self.table, SCHEMA_VERSION),
             )
 
+    async def _add_generation(self, conn: Any) -> None:
+        """The clear counter on a table made before it (an additive change: no new version,
+        so older code keeps writing; its clears are not counted). Looked up first: an ALTER
+        TABLE takes the table's strongest lock even when the column exists."""
+        cur = await conn.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+            "AND table_name = %s AND column_name = 'generation'",
+            (self.schema, f"{self.table}_sessions"),
+        )
+        if await cur.fetchone() is None:
+            await conn.execute(
+                self._sql(
+                    "ALTER TABLE {sessions} "
+                    "ADD COLUMN IF NOT EXISTS generation BIGINT NOT NULL DEFAULT 0"
+                )
+            )
+
     # -- Storage -------------------------------------------------------------------------------
 
     async def load(self) -> list[Message]:
@@ -389,14 +417,21 @@ class PostgresStorage:
                 ``seq``); a :class:`MemoryStoreError`, as is a server failure.
         """
         async with self._connection() as conn:
+            # One statement, one snapshot: the generation the rows were read at (see
+            # _generation), and a row with a NULL seq when the session has none.
             cur = await conn.execute(
-                self._sql("SELECT seq, message FROM {t} WHERE session_id = %s ORDER BY seq"),
-                (self.session_id,),
+                self._sql(
+                    "SELECT g.generation, m.seq, m.message FROM (SELECT COALESCE(("
+                    "SELECT generation FROM {sessions} WHERE session_id = %s), 0) AS generation"
+                    ") AS g LEFT JOIN {t} AS m ON m.session_id = %s ORDER BY m.seq"
+                ),
+                (self.session_id, self.session_id),
             )
-            rows = [(int(seq), raw) for seq, raw in await cur.fetchall()]
-        if not rows:
-            return []
-        return parse_rows(rows, self._where(), self.table)
+            found = await cur.fetchall()
+        rows = [(int(seq), raw) for _, seq, raw in found if seq is not None]
+        messages = parse_rows(rows, self._where(), self.table) if rows else []
+        self._fence.read(int(found[0][0]))
+        return messages
 
     async def append(self, messages: Sequence[Message]) -> None:
         """Add ``messages`` at the end of this session, in one transaction (all or none).
@@ -462,6 +497,7 @@ class PostgresStorage:
         rows = serialize_rows(messages, self._where())
         if not rows and key is None:
             return True
+        expected = self._fence.expected()
         async with self._connection() as conn, conn.transaction():
             await self._check_fence(conn)
             if key is not None:
@@ -474,19 +510,32 @@ class PostgresStorage:
                 )
                 if await cur.fetchone() is None:
                     return False
-            if not rows:
+            if not rows:  # a key alone: spent only if the session was not cleared since
+                if expected is not None:
+                    cur = await conn.execute(
+                        self._sql(
+                            "SELECT generation FROM {sessions} WHERE session_id = %s FOR SHARE"
+                        ),
+                        (self.session_id,),
+                    )
+                    found = await cur.fetchone()
+                    if (0 if found is None else int(found[0])) != expected:
+                        raise cleared_error(self._where(), self.session_id)
                 return True
             # The upsert row-locks the session's counter until commit: writers of one session
-            # queue here for a few milliseconds, and their seq ranges never overlap.
+            # queue here for a few milliseconds, and their seq ranges never overlap. A clear
+            # locks the same row, so the generation read here stays the one in force.
             cur = await conn.execute(
                 self._sql(
                     "INSERT INTO {sessions} AS s (session_id, next_seq) VALUES (%s, %s) "
                     "ON CONFLICT (session_id) DO UPDATE SET next_seq = s.next_seq + %s "
-                    "RETURNING next_seq"
+                    "RETURNING next_seq, generation"
                 ),
                 (self.session_id, len(rows), len(rows)),
             )
             found = await cur.fetchone()
+            if expected is not None and int(found[1]) != expected:
+                raise cleared_error(self._where(), self.session_id)  # rolls the key back too
             start = int(found[0]) - len(rows)
             async with conn.cursor() as cursor:
                 await cursor.executemany(
@@ -522,21 +571,42 @@ class PostgresStorage:
 
     async def clear(self) -> None:
         """Delete this session's messages and those of its parts (``_parts``: the durable
-        side's big tool results); sequence numbers are not reused afterwards."""
+        side's big tool results); sequence numbers are not reused afterwards. A writer that
+        read the session before this clear cannot append to it until it reads it again
+        (``ConversationClearedError``)."""
         low, high = parts_range(self.session_id)
         # COLLATE "C": the parts' range is in code-point order, whatever the database's collation.
         where = 'session_id = %s OR (session_id COLLATE "C" >= %s AND session_id COLLATE "C" < %s)'
         async with self._connection() as conn, conn.transaction():
             await self._check_fence(conn)
+            # First: the counter row's lock waits for appends in flight, whose rows the
+            # deletes below then see (and any append after it sees the new generation).
+            cur = await conn.execute(
+                self._sql(
+                    "INSERT INTO {sessions} AS s (session_id, next_seq, generation) "
+                    "VALUES (%s, 0, 1) ON CONFLICT (session_id) DO UPDATE "
+                    "SET generation = s.generation + 1 RETURNING generation"
+                ),
+                (self.session_id,),
+            )
+            found = await cur.fetchone()
             for table in ("{t}", "{appends}"):
                 await conn.execute(
                     self._sql(f"DELETE FROM {table} WHERE {where}"), (self.session_id, low, high)
                 )
+        self._fence.read(int(found[0]))  # this context goes on from its own clear
 
     async def list_sessions(self) -> list[str]:
-        """The ids of every session with at least one message in the table, sorted."""
+        """The ids of every session with at least one message in the table, sorted (not the
+        rows a session keeps under ids of its own: its parts, see ``_parts``)."""
         async with self._connection() as conn:
-            cur = await conn.execute(self._sql("SELECT DISTINCT session_id FROM {t} ORDER BY 1"))
+            cur = await conn.execute(
+                self._sql(
+                    "SELECT DISTINCT session_id FROM {t} WHERE strpos(session_id, %s) = 0 "
+                    "ORDER BY 1"
+                ),
+                (PART_SEPARATOR,),
+            )
             return [str(row[0]) for row in await cur.fetchall()]
 
     # -- leases --------------------------------------------------------------------------------

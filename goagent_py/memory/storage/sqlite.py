@@ -6,7 +6,10 @@ message, ``message`` being the message's JSON from :func:`~goagent_py.messages.m
 schema version is kept in ``PRAGMA user_version``; a file written by a newer schema is refused
 rather than misread. :meth:`SQLiteStorage.append_once` keeps the keys it applied in
 ``goagent_messages_appends(session_id, append_key)``, made by its first use: a file without
-it is the same version (older code reads it as before).
+it is the same version (older code reads it as before). ``goagent_messages_generations(
+session_id, generation)`` counts each session's clears (``_generation``: a write based on a
+read from before a clear is refused); made with the schema, or by the first clear or opening
+of an older file: a file without it is the same version, every generation 0.
 
 Durability: the file is in WAL mode and every :meth:`SQLiteStorage.append` is one
 ``BEGIN IMMEDIATE ... COMMIT`` transaction, so a turn is stored entirely or not at all, and
@@ -40,9 +43,9 @@ from typing import TypeVar
 from goagent_py._deepcopy import message_copier
 from goagent_py._sqlite import (
     NOT_HERE,
+    HeldConnection,
     NotHere,
     busy_waits,
-    file_identity,
     in_file_thread,
     read_here,
     shares_writes,
@@ -51,7 +54,8 @@ from goagent_py._sqlite import (
     write_in_file,
 )
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
-from goagent_py.memory.storage._parts import check_session_id, parts_range
+from goagent_py.memory.storage._generation import ReadFence, cleared_error
+from goagent_py.memory.storage._parts import PART_SEPARATOR, check_session_id, parts_range
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -78,23 +82,59 @@ _APPENDS_SCHEMA = (
     " PRIMARY KEY (session_id, append_key))"
 )
 
+_GENERATIONS = "goagent_messages_generations"
+_GENERATIONS_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS {_GENERATIONS} ("
+    " session_id TEXT PRIMARY KEY,"
+    " generation INTEGER NOT NULL)"
+)
+
 T = TypeVar("T")
 
 
-def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
+def _has_table(conn: sqlite3.Connection, table: str) -> bool:
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+    return found.fetchone() is not None
+
+
+def _generation(conn: sqlite3.Connection, session_id: str) -> int:
+    """How many times ``session_id`` was cleared (0: never, or a file without the table)."""
+    try:
+        row = conn.execute(
+            f"SELECT generation FROM {_GENERATIONS} WHERE session_id = ?", (session_id,)
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return 0
+    return 0 if row is None else int(row[0])
+
+
+def delete_session(conn: sqlite3.Connection, session_id: str) -> int:
     """Delete every row of ``session_id`` in the file (its messages and its applied append
-    keys) and of its parts (``_parts``: the durable side's big tool results), in the caller's
-    transaction: :meth:`SQLiteStorage.clear`, and whoever deletes a session together with rows
-    of its own (the served thread index)."""
+    keys) and of its parts (``_parts``: the durable side's big tool results), and count the
+    clear (a write based on a read from before it is refused: ``_generation``), in the
+    caller's transaction: :meth:`SQLiteStorage.clear`, and whoever deletes a session together
+    with rows of its own (the served thread index).
+
+    Returns:
+        The session's generation after this clear.
+    """
     low, high = parts_range(session_id)
     for table in (_TABLE, _APPENDS):  # either may not exist yet
-        if conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-        ).fetchone():
+        if _has_table(conn, table):
             conn.execute(
                 f"DELETE FROM {table} WHERE session_id = ? OR (session_id >= ? AND session_id < ?)",
                 (session_id, low, high),
             )
+    conn.execute(_GENERATIONS_SCHEMA)
+    (generation,) = conn.execute(
+        f"INSERT INTO {_GENERATIONS} (session_id, generation) VALUES (?, 1) "
+        "ON CONFLICT (session_id) DO UPDATE SET generation = generation + 1 "
+        "RETURNING generation",
+        (session_id,),
+    ).fetchone()
+    return int(generation)
 
 
 def _summary(exc: BaseException) -> str:
@@ -133,17 +173,20 @@ class SQLiteStorage:
         session_id = check_session_id(session_id, "SQLiteStorage")
         if timeout < 0:
             raise ConfigurationError(f"SQLiteStorage: timeout must be >= 0, got {timeout!r}")
-        self.path = os.fspath(path)
+        path = os.fspath(path)
+        # Absolute: the reads, the shared writer and the file checks name one file, whatever
+        # the working folder is later (a relative path resolved at each write followed a chdir).
+        self.path = os.path.abspath(path) if shares_writes(path) else path
         self.session_id = session_id
         self.timeout = timeout
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
+        # The read connection: this process's, on the file it opened (see HeldConnection).
+        self._file = HeldConnection(self.path, on_fork=self._forked)
         self._closed = False
-        self._identity: tuple[int, int] | None = None  # the file opened (None: ":memory:")
         # seq -> (the row's type and text as read, its message, the copier of that message):
         # see _decoded. The message is never handed out, only its copies.
         self._memo: dict[int, tuple[str, bytes, Message, Callable[[Message], Message]]] = {}
         self._memo_lock = threading.Lock()
+        self._fence = ReadFence()  # the generation each context last read (see _generation)
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -171,31 +214,38 @@ class SQLiteStorage:
             hint = "the database call failed"
         return MemoryStoreError(f"{self._where()}: {hint} ({text})")
 
+    def _forked(self) -> None:
+        self._memo_lock = threading.Lock()  # in a forked child: see HeldConnection
+
     def _open(self) -> sqlite3.Connection:
+        """The read connection (with ``self._file.lock`` held), opened and migrated if needed."""
         if self._closed:
             raise MemoryStoreError(f"{self._where()} is closed; create a new SQLiteStorage")
-        if self._conn is None:
-            # isolation_level=None: no implicit transactions; each append is an explicit one.
-            conn = sqlite3.connect(
-                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
-            )
-            try:
-                self._migrate(conn)
-                # Off outside worker calls (_locked): reads on the loop never wait (read_here).
-                conn.execute("PRAGMA busy_timeout = 0")
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
-            if shares_writes(self.path):
-                self._identity = file_identity(self.path)
+        if self._file.conn is None:
+
+            def connect() -> sqlite3.Connection:
+                # isolation_level=None: no implicit transactions; each write is an explicit one.
+                conn = sqlite3.connect(
+                    self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+                )
+                try:
+                    self._migrate(conn)
+                    # Off outside worker calls (_locked): reads on the loop never wait.
+                    conn.execute("PRAGMA busy_timeout = 0")
+                except BaseException:
+                    conn.close()
+                    raise
+                return conn
+
+            self._file.open(connect)
         self._check_file()
-        return self._conn
+        conn: sqlite3.Connection = self._file.conn
+        return conn
 
     def _check_file(self) -> None:
         """Refuse to go on once the file opened is no longer the one at the path: its writes
         would be lost (a deleted file) or land beside the new file's (a replaced one)."""
-        if self._identity is not None and file_identity(self.path) != self._identity:
+        if self._file.replaced():
             raise MemoryStoreError(
                 f"{self._where()}: the file was deleted or replaced while open, so nothing "
                 "more is written to it (it would be lost); create a new SQLiteStorage to use "
@@ -207,6 +257,13 @@ class SQLiteStorage:
         conn.execute("PRAGMA synchronous=FULL")
         version = self._version(conn)
         if version == SCHEMA_VERSION:
+            if not _has_table(conn, _GENERATIONS):  # a file made before the fence
+                try:
+                    with transaction(conn):
+                        conn.execute(_GENERATIONS_SCHEMA)
+                except sqlite3.OperationalError as exc:
+                    if "readonly" not in str(exc):  # a read-only file is still read (gen. 0)
+                        raise
             return
         if version > SCHEMA_VERSION:
             raise MemoryStoreError(
@@ -217,6 +274,7 @@ class SQLiteStorage:
             # Another process may have created the schema while we waited for the lock.
             if self._version(conn) < SCHEMA_VERSION:
                 conn.execute(_SCHEMA)
+                conn.execute(_GENERATIONS_SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @staticmethod
@@ -225,10 +283,11 @@ class SQLiteStorage:
         return int(row[0])
 
     def _opened(self) -> sqlite3.Connection | None:
-        return None if self._closed else self._conn
+        conn: sqlite3.Connection | None = None if self._closed else self._file.conn
+        return conn
 
     def _locked(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        with self._lock:
+        with self._file.lock:
             try:
                 with busy_waits(self._open(), self.timeout) as conn:
                     return fn(conn)
@@ -249,7 +308,7 @@ class SQLiteStorage:
                     return fn(conn)
 
             return await self._call(alone)
-        if self._conn is None or self._closed:
+        if self._file.conn is None or self._closed:
             await self._call(lambda conn: None)  # open (and migrate) first; refused if closed
 
         def checked(conn: sqlite3.Connection) -> T:
@@ -276,38 +335,63 @@ class SQLiteStorage:
         # thread, and a long conversation, or one with many rows to decode, is read there too:
         # the event loop is the application's, never held for long.
         self._check_file()
-        here: list[tuple[int, str, bytes]] | NotHere = NOT_HERE
+        here: tuple[int, list[tuple[int, str, bytes]]] | NotHere = NOT_HERE
         if len(self._memo) <= _ON_LOOP_ROWS:
             try:
-                here = read_here(self._lock, self._opened, self._rows)
+                here = read_here(self._file.lock, self._opened, self._rows)
             except sqlite3.Error as exc:
                 raise self._translate(exc) from exc
         if not isinstance(here, NotHere):
-            if len(here) - len(self._memo) > _ON_LOOP_DECODES:
-                return await in_file_thread(self.path, lambda: self._decoded(here))
-            if self._memo_lock.acquire(blocking=False):  # else a worker decodes it
+            generation, rows = here
+            if len(rows) - len(self._memo) > _ON_LOOP_DECODES:
+                messages = await in_file_thread(self.path, lambda: self._decoded(rows))
+            elif self._memo_lock.acquire(blocking=False):  # else a worker decodes it
                 try:
-                    return self._decode(here)
+                    messages = self._decode(rows)
                 finally:
                     self._memo_lock.release()
-            return await in_file_thread(self.path, lambda: self._decoded(here))
+            else:
+                messages = await in_file_thread(self.path, lambda: self._decoded(rows))
+            self._fence.read(generation)  # in the caller's context: what its writes go on from
+            return messages
 
-        def read() -> list[Message]:
+        def read() -> tuple[int, list[Message]]:
             # The rows and their decoding in one worker call (issue 36: a second thread hop per
             # read cost the event loop more than the decoding of a short conversation).
-            return self._decoded(self._locked(self._rows))
+            generation, rows = self._locked(self._rows)
+            return generation, self._decoded(rows)
 
-        return await in_file_thread(self.path, read)
+        generation, messages = await in_file_thread(self.path, read)
+        self._fence.read(generation)
+        return messages
 
-    def _rows(self, conn: sqlite3.Connection) -> list[tuple[int, str, bytes]]:
+    def _rows(self, conn: sqlite3.Connection) -> tuple[int, list[tuple[int, str, bytes]]]:
+        """The session's generation and rows, read by one statement (one snapshot: a clear
+        committed between two reads would pair the old rows with the new generation). An empty
+        conversation reads its generation apart: pairing "empty" with a later clear's
+        generation is what reading it after that clear would give."""
         # As bytes, decoded per row by _decoded: sqlite3 decoding a broken row itself would fail
         # the whole query without saying which row.
-        cursor = conn.execute(
-            f"SELECT seq, typeof(message), CAST(message AS BLOB) FROM {_TABLE} "
-            "WHERE session_id = ? ORDER BY seq",
-            (self.session_id,),
-        )
-        return [(int(seq), str(kind), bytes(raw or b"")) for seq, kind, raw in cursor]
+        try:
+            cursor = conn.execute(
+                f"SELECT seq, typeof(message), CAST(message AS BLOB), (SELECT generation FROM "
+                f"{_GENERATIONS} WHERE session_id = ?1) FROM {_TABLE} WHERE session_id = ?1 "
+                "ORDER BY seq",
+                (self.session_id,),
+            )
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            cursor = conn.execute(  # a file made before the generations (see _migrate)
+                f"SELECT seq, typeof(message), CAST(message AS BLOB), 0 FROM {_TABLE} "
+                "WHERE session_id = ? ORDER BY seq",
+                (self.session_id,),
+            )
+        found = cursor.fetchall()
+        rows = [(int(seq), str(kind), bytes(raw or b"")) for seq, kind, raw, _ in found]
+        if not found:
+            return _generation(conn, self.session_id), rows
+        return int(found[0][3] or 0), rows
 
     def _decoded(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
         """The messages of ``rows`` (all of the session's, in order), each row decoded once: a
@@ -389,8 +473,11 @@ class SQLiteStorage:
                     f"{self._where()}: message {i} cannot be stored as JSON: {_summary(exc)}"
                 ) from exc
         now = time.time()
+        expected = self._fence.expected()
 
         def write(conn: sqlite3.Connection) -> bool:
+            if expected is not None and _generation(conn, self.session_id) != expected:
+                raise cleared_error(self._where(), self.session_id)
             if key is not None:
                 conn.execute(_APPENDS_SCHEMA)
                 applied = conn.execute(
@@ -451,15 +538,22 @@ class SQLiteStorage:
 
     async def clear(self) -> None:
         """Delete this session's messages and the keys :meth:`append_once` applied (other
-        sessions in the file are untouched)."""
+        sessions in the file are untouched). A writer that read the conversation before this
+        clear cannot append to it until it reads it again (``ConversationClearedError``)."""
 
-        await self._write(lambda conn: delete_session(conn, self.session_id))
+        generation = await self._write(lambda conn: delete_session(conn, self.session_id))
+        self._fence.read(generation)  # this context goes on from its own clear
 
     async def list_sessions(self) -> list[str]:
-        """The ids of every session with at least one message in the file, sorted."""
+        """The ids of every session with at least one message in the file, sorted (not the
+        rows a session keeps under ids of its own: its parts, see ``_parts``)."""
 
         def sessions(conn: sqlite3.Connection) -> list[str]:
-            cursor = conn.execute(f"SELECT DISTINCT session_id FROM {_TABLE} ORDER BY session_id")
+            cursor = conn.execute(
+                f"SELECT DISTINCT session_id FROM {_TABLE} WHERE instr(session_id, ?) = 0 "
+                "ORDER BY session_id",
+                (PART_SEPARATOR,),
+            )
             return [str(row[0]) for row in cursor.fetchall()]
 
         return await self._call(sessions)
@@ -470,11 +564,9 @@ class SQLiteStorage:
         """Close the connection; later calls raise :class:`MemoryStoreError`. Idempotent."""
 
         def close() -> None:
-            with self._lock:
+            with self._file.lock:
                 self._closed = True
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
+                self._file.close()
 
         await in_file_thread(self.path, close)
 

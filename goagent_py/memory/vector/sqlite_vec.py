@@ -27,13 +27,12 @@ off again as soon as sqlite-vec is loaded.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 from goagent_py._describe import message_of
-from goagent_py._sqlite import connect_vec, transaction, vec_driver
+from goagent_py._sqlite import HeldConnection, connect_vec, transaction, vec_driver
 from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, MemoryStoreError
 from goagent_py.memory.vector._common import (
@@ -160,8 +159,9 @@ class SqliteVecStore(_SqliteVecSchema):
         vec_driver()  # fail at construction, not on first use, when the setup can't work
         if not self._peek():
             _check_new_table_name(table)
-        self._lock = threading.Lock()
-        self._conn: Any = None
+        # The connection (see HeldConnection): a file deleted or replaced (a backup restored
+        # over it) is opened again, as in a forked child.
+        self._file = HeldConnection(self._path)
         self._closed = False
 
     @property
@@ -187,39 +187,43 @@ class SqliteVecStore(_SqliteVecSchema):
         return await to_thread(self._locked, fn)
 
     def _locked(self, fn: Callable[[Any], T]) -> T:
-        with self._lock:
+        with self._file.lock:
             if self._closed:
                 raise MemoryStoreError(f"{self!r} is closed")
-            if self._conn is None:
+            if self._file.replaced():
+                self._file.close()
+            if self._file.conn is None:
+                self._mirror = None  # the codes of the file it opens, read again
                 try:
-                    conn = connect_vec(self._path)
-                    try:
-                        self._migrate(conn)
-                    except BaseException:
-                        conn.close()
-                        raise
+                    self._file.open(self._connect)
                 except ConfigurationError:
                     raise
                 except Exception as exc:
                     raise MemoryStoreError(f"opening {self!r} failed: {message_of(exc)}") from exc
-                self._conn = conn
             try:
-                return fn(self._conn)
+                return fn(self._file.conn)
             except (ValueError, ConfigurationError, MemoryStoreError):
                 raise
             except Exception as exc:
                 raise MemoryStoreError(f"{self!r}: {message_of(exc)}") from exc
 
+    def _connect(self) -> Any:
+        conn = connect_vec(self._path)
+        try:
+            self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     async def aclose(self) -> None:
         """Close the database file. Later calls raise :class:`MemoryStoreError`."""
 
         def close() -> None:
-            with self._lock:
+            with self._file.lock:
                 self._closed = True
                 self._mirror = None
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
+                self._file.close()
 
         await to_thread(close)
 

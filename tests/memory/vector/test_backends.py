@@ -227,7 +227,7 @@ async def test_sqlite_failed_batch_leaves_previous_contents_intact(
 async def test_sqlite_extension_loading_is_switched_off_after_load(tmp_path: Path) -> None:
     async with SqliteVecStore(tmp_path / "mem.db", dimensions=3) as store:
         assert await store.count() == 0
-        conn = store._conn
+        conn = store._file.conn
         with pytest.raises(Exception, match="not authorized"):
             conn.execute("SELECT load_extension('libc.so.6')")
         with pytest.raises(Exception, match="not authorized"):

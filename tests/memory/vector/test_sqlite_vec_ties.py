@@ -36,8 +36,8 @@ async def store_with_copies(path: Path, copies: int, **metadata: object) -> Sqli
 
 def statements(store: SqliteVecStore) -> list[str]:
     seen: list[str] = []
-    assert store._conn is not None
-    store._conn.set_trace_callback(seen.append)
+    assert store._file.conn is not None
+    store._file.conn.set_trace_callback(seen.append)
     return seen
 
 

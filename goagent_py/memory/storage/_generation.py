@@ -1,0 +1,73 @@
+"""Which state of a conversation a caller last read, so that a write based on that read is
+refused once the conversation was cleared since (docs/sessions.md "A conversation cleared
+under a run").
+
+Each storage keeps a *generation* per conversation, which every clear increments (never
+reset: a cleared conversation keeps its counter). A storage's ``load`` records the
+generation it read in the caller's context (:class:`ReadFence`); its writes check, in their
+own transaction, that the generation is still that one, and raise
+:class:`~goagent_py.errors.ConversationClearedError` otherwise. A run loads, then appends
+each turn, in one task: its writes are fenced by its own read, whatever other tasks or
+processes read meanwhile. A context that never read the conversation writes unfenced (as
+before); one that cleared it goes on from the clear.
+
+Per storage object and context (a ``ContextVar``, as the PostgreSQL run lease's fencing token),
+not per storage object alone: one storage shared by a streaming run and a "new chat" button in
+another task must fence the run, whose read came before the button's clear.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from contextvars import ContextVar
+from types import MappingProxyType
+
+from goagent_py.errors import ConversationClearedError
+
+__all__ = ["ReadFence", "cleared_error"]
+
+# storage object's key -> the generation this context last read (or cleared to).
+_seen: ContextVar[Mapping[int, int]] = ContextVar(
+    "goagent_read_generations", default=MappingProxyType({})
+)
+_keys = itertools.count(1)
+# A context keeps the generations of this many storages at most (a task that opens a storage
+# per job would otherwise grow its context without end); the oldest are forgotten first, and a
+# forgotten one writes unfenced, as a storage never read does.
+_KEEP = 64
+
+
+class ReadFence:
+    """One storage object's fence: the generation each context last read."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self) -> None:
+        self._key = next(_keys)
+
+    def read(self, generation: int) -> None:
+        """Record that this context read (or cleared the conversation to) ``generation``."""
+        seen = _seen.get()
+        if seen.get(self._key) == generation:
+            return
+        fresh = {key: value for key, value in seen.items() if key != self._key}
+        fresh[self._key] = generation
+        for key in list(fresh)[: max(0, len(fresh) - _KEEP)]:
+            del fresh[key]
+        _seen.set(MappingProxyType(fresh))
+
+    def expected(self) -> int | None:
+        """The generation this context last read, None if it never read the conversation."""
+        return _seen.get().get(self._key)
+
+
+def cleared_error(where: str, session_id: str) -> ConversationClearedError:
+    """The refusal of a write whose read came before the conversation's clear."""
+    return ConversationClearedError(
+        f"{where}: the conversation was cleared (by another process or task) after this "
+        "writer read it, so this write was refused and nothing of it stored (it would have "
+        "put the rest of a cleared turn back); load the conversation again to go on from what "
+        "it holds now",
+        session_id=session_id,
+    )
