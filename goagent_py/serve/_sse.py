@@ -67,7 +67,10 @@ class RunStream(Response):
         # "disconnect" or "shutdown": this stream cancelled its own task; "done": it has sent
         # its last frame and nothing may cancel it any more.
         self._ended_by = ""
-        self.raw_headers = list(_HEADERS)
+        # The page counts a stream quiet for much longer than this as a lost connection (one
+        # that broke without a reset, a server that hangs): it reads the interval from here.
+        ping = b"%g" % server.sse_ping
+        self.raw_headers = [*_HEADERS, (b"x-goagent-ping-seconds", ping)]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         task = asyncio.current_task()

@@ -57,6 +57,8 @@ async def test_a_run_stream_sends_the_event_stream_headers(echo_app: Any, helper
     assert r.headers["cache-control"] == "no-store"
     assert r.headers["x-accel-buffering"] == "no"
     assert r.headers["connection"] == "keep-alive"
+    # The keep-alive interval: the page counts a stream silent for much longer as lost.
+    assert r.headers["x-goagent-ping-seconds"] == "15"
     # The security headers of every response.
     assert r.headers["x-content-type-options"] == "nosniff"
     assert r.headers["content-security-policy"].startswith("default-src 'none'")

@@ -4,7 +4,16 @@
   const $ = (id) => document.getElementById(id);
   // decisions: the person's choices on the calls that wait, sent together once every card
   // is decided (the server takes a turn's decisions in one request).
-  const state = { thread: null, runId: null, controller: null, running: false, decisions: {} };
+  // run: the run this page streams now; dropped: the last one whose stream broke off.
+  const state = {
+    thread: null, runId: null, controller: null, running: false, decisions: {}, run: null,
+    dropped: null,
+  };
+  // The connection (docs/serve.md, "A stream that breaks off"): lost from the first failed
+  // request until the server answers again; meanwhile a notice says so and nothing is sent.
+  const conn = { lost: false, looping: false, wake: null };
+  const LOST = "the connection to the server was lost";
+  const STALLED = "stalled";  // the reason the page gives when it ends a silent stream
 
   // What a tool call carries is shown as written: control characters and the Unicode
   // bidirectional overrides and isolates (which reorder what the person reads, so that
@@ -12,11 +21,18 @@
   // (docs/security.md). Newlines, tabs and the CR of a CRLF stay.
   const CONTROL = /\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
   const NAMED = { "\r": "\\r", "\x1b": "\\e", "\b": "\\b", "\v": "\\v", "\f": "\\f" };
+  const escaped = (c) => NAMED[c] || (c.charCodeAt(0) < 0x100
+    ? "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0")
+    : "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
   function shown(text) {
-    return String(text).replace(CONTROL, (c) => NAMED[c] || (c.charCodeAt(0) < 0x100
-      ? "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0")
-      : "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0")));
+    return String(text).replace(CONTROL, escaped);
   }
+  // Everything else the page shows (answers, thinking, titles, memories, errors) gets the same
+  // for the controls and for the overrides and isolates that reorder what is read; newlines,
+  // tabs and CRs stay (an answer streams in pieces: a CRLF may come in two), and so do the
+  // marks (U+200E, U+200F, U+061C) that right-to-left writing uses.
+  const SPOOFING = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/g;
+  const plain = (text) => String(text).replace(SPOOFING, escaped);
   const argsText = (args) => shown(JSON.stringify(args, null, 2));
 
   async function api(path, options = {}) {
@@ -26,7 +42,20 @@
       init.body = JSON.stringify(options.body);
     }
     if (options.signal) init.signal = options.signal;
-    const response = await fetch(path, init);
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (error) {
+      // No answer at all (the server is down, the network is gone): not this request's fault.
+      if (error.name !== "TypeError") throw error;
+      connectionLost();
+      throw new Error(LOST);
+    }
+    // A proxy in front of a server that is down answers for it.
+    if (response.status === 502 || response.status === 503 || response.status === 504) {
+      connectionLost();
+      throw new Error(LOST);
+    }
     if (options.raw && response.ok) return response;
     const data = await response.json().catch(() => ({}));
     if (!response.ok) {
@@ -40,6 +69,8 @@
 
   function signedOut(message) {
     if (state.controller) state.controller.abort();
+    conn.lost = false;
+    $("offline").hidden = true;
     state.thread = null;
     state.decisions = {};
     $("messages").replaceChildren();
@@ -47,22 +78,33 @@
     $("app").hidden = true;
     $("login").hidden = false;
     $("login-secret").value = "";
-    $("login-error").textContent = message || "";
+    $("login-error").textContent = plain(message || "");
   }
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
     if (cls) node.className = cls;
-    if (text !== undefined) node.textContent = text;
+    if (text !== undefined) node.textContent = plain(text);
     return node;
   }
 
   function status(text, isError) {
-    $("status").textContent = text || "";
+    $("status").textContent = plain(text || "");
     $("status").className = isError ? "error" : "";
   }
 
-  function scroll() { $("messages").scrollTop = $("messages").scrollHeight; }
+  // Once per burst of changes (a thread's whole history, a network read's events), not per
+  // element: reading scrollHeight lays the page out, and a long thread was laid out once per
+  // message it held (quadratic: 4,000 messages froze the page).
+  let scrollQueued = false;
+  function scroll() {
+    if (scrollQueued) return;
+    scrollQueued = true;
+    queueMicrotask(() => {
+      scrollQueued = false;
+      $("messages").scrollTop = $("messages").scrollHeight;
+    });
+  }
 
   function bubble(role, text) {
     const node = el("div", "msg " + role);
@@ -148,7 +190,7 @@
       const decisions = state.decisions;
       state.decisions = {};
       const how = await streamRun(`/api/threads/${state.thread}/decisions`, { decisions });
-      if (how === "refused" && state.thread) await openThread(state.thread);  // the cards as they are
+      if (how === "refused" && state.thread && !conn.lost) await openThread(state.thread);  // the cards as they are
     };
     approve.addEventListener("click", () => decide({ decision: "approve", always: always.checked }));
     deny.addEventListener("click", () => decide({ decision: "deny", message: reason.value.trim() || "The user denied this call." }));
@@ -240,16 +282,27 @@
     }
   }
 
+  // The thread's title as the server holds it (Rename starts from it), shown escaped.
+  function showTitle(title) {
+    state.title = title === undefined ? state.title : title;
+    $("thread-title").textContent = plain(state.title || "");
+  }
+
   async function loadThreads() {
     const { threads } = await api("/api/threads");
     const list = $("threads");
     list.replaceChildren();
     for (const t of threads) {
       // The server names a new thread after its first message.
-      if (t.id === state.thread) $("thread-title").textContent = t.title;
-      const item = el("li", t.id === state.thread ? "active" : "", t.title);
-      item.title = t.title;
-      item.addEventListener("click", () => openThread(t.id, t.title));
+      if (t.id === state.thread) showTitle(t.title);
+      // A button in each item: the keyboard reaches it (Tab) and opens it (Enter, Space).
+      const item = el("li", t.id === state.thread ? "active" : "");
+      const open = el("button", "thread", t.title);
+      open.type = "button";
+      open.title = plain(t.title);
+      if (t.id === state.thread) open.setAttribute("aria-current", "true");
+      open.addEventListener("click", () => openThread(t.id, t.title).catch((e) => status(e.message, true)));
+      item.appendChild(open);
       list.appendChild(item);
     }
     return threads;
@@ -265,7 +318,7 @@
     }
     state.thread = id;
     state.decisions = {};
-    $("thread-title").textContent = title;
+    showTitle(title);
     localStorage.setItem("goagent.thread", id);
     const { messages, pending } = await api(`/api/threads/${id}/messages`);
     $("messages").replaceChildren();
@@ -288,6 +341,7 @@
     }
     for (const p of pending || []) pendingCard(p.id, p.name, p.arguments, p.token, p.deadline);
     await loadThreads();
+    return messages;
   }
 
   async function newThread() {
@@ -306,7 +360,18 @@
     $("send").textContent = running ? "Steer" : "Send";
   }
 
+  // An answer's text is appended piece by piece (one text node per network read, not the
+  // whole text rewritten per delta: a long answer made that quadratic).
+  function flushText(ctx) {
+    if (ctx.bubble && ctx.pending) {
+      ctx.bubble.querySelector(".text").appendChild(document.createTextNode(plain(ctx.pending)));
+      scroll();
+    }
+    ctx.pending = "";
+  }
+
   function handle(event, ctx) {
+    if (event.type !== "TEXT_MESSAGE_CONTENT") flushText(ctx);
     switch (event.type) {
       case "RUN_STARTED":
         state.runId = event.runId;
@@ -321,8 +386,7 @@
           ctx.firstToken = performance.now() - ctx.sent;
           document.body.dataset.ttftMs = ctx.firstToken.toFixed(1);
         }
-        ctx.bubble.querySelector(".text").textContent += event.delta;
-        scroll();
+        ctx.pending += event.delta;
         break;
       case "TEXT_MESSAGE_END":
         ctx.bubble = null;
@@ -332,14 +396,14 @@
         $("messages").appendChild(ctx.thinking);
         break;
       case "REASONING_MESSAGE_CONTENT":
-        if (ctx.thinking) ctx.thinking.textContent += event.delta;
+        if (ctx.thinking) ctx.thinking.appendChild(document.createTextNode(plain(event.delta)));
         break;
       case "TOOL_CALL_START":
         ctx.cards[event.toolCallId] = [toolCard(event.toolCallId, event.toolCallName), event.toolCallName];
         break;
       case "TOOL_CALL_ARGS": {
         const entry = ctx.cards[event.toolCallId];
-        if (entry) entry[0].querySelector(".args").textContent += shown(event.delta);
+        if (entry) entry[0].querySelector(".args").appendChild(document.createTextNode(shown(event.delta)));
         break;
       }
       case "TOOL_CALL_RESULT": {
@@ -375,34 +439,58 @@
 
   async function send(text) {
     const mine = bubble("user", text);
-    const how = await streamRun(`/api/threads/${state.thread}/runs`, { message: text });
+    const how = await streamRun(`/api/threads/${state.thread}/runs`, { message: text }, text);
     // Refused (a run of this thread going on in another tab, a lost session): nothing was
     // stored, so the page does not show the message as sent. It goes back into the input.
+    // (A dropped run's messages are checked against what the server kept: resync.)
     if (how === "refused") {
       mine.remove();
-      if (!$("input").value) $("input").value = text;
+      giveBack([text]);
     }
   }
 
   // How the run's request ended: "done" (the stream ended), "refused" (an error answer: no
-  // run started) or "dropped" (the stream broke off, or Stop).
-  async function streamRun(path, body) {
+  // run started) or "dropped" (no answer, the stream broke off or went silent, or Stop).
+  // ``message``: the person's message that starts the run, if any.
+  async function streamRun(path, body, message) {
     setRunning(true);
     const controller = new AbortController();
     state.controller = controller;
-    const ctx = { cards: knownCards(), bubble: null, thinking: null, sent: performance.now() };
+    // What the person sent in this run (its message, then what steered it): a dropped run's
+    // messages are checked against what the server kept.
+    const run = { thread: state.thread, sent: message ? [message] : [] };
+    state.run = run;
+    const ctx = {
+      cards: knownCards(), bubble: null, pending: "", thinking: null, sent: performance.now(),
+    };
     let how = "refused";
+    let quiet = null;
     try {
-      const response = await api(path, {
-        method: "POST", body, raw: true, signal: controller.signal,
-      });
+      let response;
+      try {
+        response = await api(path, { method: "POST", body, raw: true, signal: controller.signal });
+      } catch (error) {
+        if (conn.lost) how = "dropped";  // the request may have reached the server
+        throw error;
+      }
       how = "dropped";
+      // The server writes a keep-alive comment when a run is quiet (a long tool call): a
+      // stream silent for much longer than that is a connection that broke without a reset
+      // or a server that hangs, which nothing else would ever tell the page.
+      const ping = Number(response.headers.get("x-goagent-ping-seconds")) || 15;
+      const silent = (2 * ping + 10) * 1000;
+      const watch = () => {
+        clearTimeout(quiet);
+        quiet = setTimeout(() => controller.abort(STALLED), silent);
+      };
+      watch();
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
+        watch();
         buffer += decoder.decode(value, { stream: true });
         let cut;
         while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
@@ -411,58 +499,171 @@
           const data = frame.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
           if (data) handle(JSON.parse(data), ctx);
         }
+        flushText(ctx);
       }
       // A stream that ends without RUN_FINISHED or RUN_ERROR was cut (a server shutting down
       // closes it cleanly).
       how = ctx.ended ? "done" : "dropped";
     } catch (error) {
-      if (error.name !== "AbortError") status(error.message, true);
+      // Refused: the server's reason. A stream that broke off: the notice says so instead.
+      if (how === "refused" && error.name !== "AbortError" && !conn.lost) status(error.message, true);
     } finally {
+      clearTimeout(quiet);
       setRunning(false);
       state.controller = null;
-      if (!$("app").hidden) {
+      if (state.run === run) state.run = null;
+      if (how === "dropped" && controller.signal.aborted && controller.signal.reason !== STALLED) {
+        how = "aborted";  // signed out: nothing to recover
+      }
+      if (!$("app").hidden && !conn.lost && how !== "dropped") {
         await loadThreads().catch(() => {});
         await loadFacts();
       }
     }
-    if (how === "dropped") await recover(state.thread);
+    if (how === "dropped") {
+      state.dropped = run;
+      connectionLost();
+    }
     return how;
   }
 
-  // The stream broke off (the network, a server restart): the server stopped the run and
-  // stored what it had, which is not what this page painted (events were lost on the way).
-  // Ask until the server answers and the run is over, then show the thread as it holds it.
-  async function recover(thread) {
-    for (let attempt = 0, wait = 250; thread && attempt < 40; attempt++) {
-      if (state.thread !== thread || state.running || $("app").hidden) return;
-      try {
-        const found = await api(`/api/threads/${thread}`);
-        if (!found.running) {
-          await openThread(thread);
-          status("the connection was lost; this is what the server kept", true);
-          return;
-        }
-      } catch (error) {
-        if (error.name !== "TypeError") return;  // an answer (404, 401): nothing to wait for
-      }
-      await new Promise((resolve) => setTimeout(resolve, wait));
-      wait = Math.min(wait * 2, 2000);
+  // The connection is lost: say so at once, and try again until the server answers, however
+  // long that takes (sooner when the browser is back online, or on "Retry now").
+  function connectionLost() {
+    if ($("app").hidden) return;
+    if (!conn.lost) {
+      conn.lost = true;
+      $("offline").hidden = false;
+      status("");
     }
+    if (!conn.looping) reconnect().catch((error) => status(error.message, true));
+  }
+
+  function wakeReconnect() {
+    if (conn.wake) conn.wake();
+  }
+
+  async function reachable() {
+    try {
+      const response = await fetch("/api/me", {
+        credentials: "same-origin", cache: "no-store", signal: AbortSignal.timeout(10000),
+      });
+      return response.status < 502 || response.status > 504;
+    } catch (error) {
+      return false;
+    }
+  }
+
+  async function reconnect() {
+    conn.looping = true;
+    try {
+      for (let wait = 500; ; wait = Math.min(wait * 2, 5000)) {
+        if ((await reachable()) && (await resync())) return;
+        if ($("app").hidden) return;  // signed out meanwhile
+        await new Promise((resolve) => {
+          conn.wake = resolve;
+          setTimeout(resolve, wait);
+        });
+        conn.wake = null;
+        if ($("app").hidden) return;
+      }
+    } finally {
+      conn.looping = false;
+      conn.wake = null;
+    }
+  }
+
+  // The server answers again. A run whose stream broke off was stopped on the server, which
+  // stored what it had; that is not what this page painted (events were lost on the way), so
+  // the thread is shown as the server keeps it, and a message it did not keep goes back into
+  // the box. False when the connection broke again meanwhile.
+  async function resync() {
+    conn.lost = false;
+    const me = await api("/api/me").catch(() => null);
+    if (conn.lost || me === null) {
+      conn.lost = true;
+      return false;
+    }
+    $("offline").hidden = true;
+    if (!me.authenticated) {
+      signedOut(me.error);
+      return true;
+    }
+    const dropped = state.dropped;
+    const thread = state.thread;
+    let kept = null;
+    if (thread && !state.running) {
+      // The server ends the run once it sees the stream gone: wait (a little) for its record.
+      for (let attempt = 0; attempt < 20 && !conn.lost; attempt++) {
+        const found = await api(`/api/threads/${thread}`).catch(() => null);
+        if (!found || !found.running) break;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      if (!conn.lost) kept = await openThread(thread).catch(() => null);
+    } else {
+      await loadThreads().catch(() => {});
+    }
+    if (!conn.lost) await loadFacts();
+    if (conn.lost) {
+      $("offline").hidden = false;
+      return false;
+    }
+    state.dropped = null;
+    if (!dropped || dropped.thread !== thread || !kept) {
+      status("reconnected");
+      return true;
+    }
+    let said = "reconnected; the connection was lost, this is what the server kept";
+    const users = kept.filter((m) => m.role === "user").map((m) => m.text);
+    const recent = users.slice(-dropped.sent.length - 1);
+    const lost = dropped.sent.filter((t) => !recent.includes(t));
+    if (lost.length) {
+      giveBack(lost);
+      said += lost.length === 1
+        ? "; your message did not reach it and is back in the box"
+        : "; your messages did not reach it and are back in the box";
+    }
+    status(said, true);
+    return true;
   }
 
   async function submit(event) {
     event.preventDefault();
     const text = $("input").value.trim();
     if (!text) return;
-    $("input").value = "";
-    if (state.running) {
-      bubble("user", text);
-      await api(`/api/threads/${state.thread}/steer`, { method: "POST", body: { message: text } })
-        .catch((e) => status(e.message, true));
+    if (conn.lost) {
+      status(LOST + ": your message stays in the box until the server is back", true);
       return;
     }
-    if (!state.thread) await newThread();
+    $("input").value = "";
+    if (state.running) {
+      const mine = bubble("user", text);
+      const run = state.run;
+      try {
+        await api(`/api/threads/${state.thread}/steer`, { method: "POST", body: { message: text } });
+        if (run) run.sent.push(text);  // kept by the server only if the run takes it
+      } catch (error) {
+        // Not taken (the run had ended, the connection is gone): the message goes back.
+        mine.remove();
+        giveBack([text]);
+        status(error.message, true);
+      }
+      return;
+    }
+    try {
+      if (!state.thread) await newThread();
+    } catch (error) {
+      giveBack([text]);
+      status(error.message, true);
+      return;
+    }
     await send(text);
+  }
+
+  // Messages the server did not take go back into the box, before what was typed since.
+  function giveBack(texts) {
+    const box = $("input");
+    box.value = [...texts, box.value].filter((t) => t).join("\n\n");
   }
 
   async function start() {
@@ -471,12 +672,12 @@
     if (!data.authenticated) {
       $("app").hidden = true;
       $("login").hidden = false;
-      if (!data.login) $("login-error").textContent = data.error;
+      if (!data.login) $("login-error").textContent = plain(data.error);
       return;
     }
     $("login").hidden = true;
     $("app").hidden = false;
-    $("whoami").textContent = "signed in as " + data.user;
+    $("whoami").textContent = plain("signed in as " + data.user);
     $("login-secret").value = "";
     $("login-error").textContent = "";
     // Only a login session can end here (a bearer token, a proxy or no auth: nothing to end).
@@ -494,15 +695,35 @@
       if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
     });
     $("new-thread").addEventListener("click", () => newThread().catch((e) => status(e.message, true)));
+    $("reconnect").addEventListener("click", wakeReconnect);
+    // Back (or forward) to this page from the browser's page cache: it comes back as it was,
+    // the conversation included, without asking the server, whose session may have ended
+    // meanwhile (a logout in another tab). Nothing shows until the server says who is there.
+    // A logout in another tab of this browser: this one stops showing the chat at once,
+    // rather than at its next request (the server says whether this tab's session ended).
+    window.addEventListener("storage", (event) => {
+      if (event.key !== "goagent.logout" || $("app").hidden) return;
+      api("/api/me").then((me) => { if (!me.authenticated) signedOut(me.error); }).catch(() => {});
+    });
+    window.addEventListener("pageshow", (event) => {
+      if (!event.persisted) return;
+      $("app").hidden = true;
+      $("messages").replaceChildren();
+      $("threads").replaceChildren();
+      state.thread = null;
+      start().catch((e) => status(e.message, true));
+    });
+    window.addEventListener("online", wakeReconnect);
+    document.addEventListener("visibilitychange", () => { if (!document.hidden) wakeReconnect(); });
     $("stop").addEventListener("click", () => {
       api(`/api/threads/${state.thread}/stop`, { method: "POST", body: {} }).catch(() => {});
     });
     $("rename").addEventListener("click", async () => {
       if (!state.thread) return;
-      const title = prompt("New title", $("thread-title").textContent);
+      const title = prompt("New title", state.title || "");
       if (!title) return;
       await api(`/api/threads/${state.thread}`, { method: "PATCH", body: { title } });
-      $("thread-title").textContent = title;
+      showTitle(title);
       await loadThreads();
     });
     $("delete").addEventListener("click", async () => {
@@ -510,12 +731,13 @@
       await api(`/api/threads/${state.thread}`, { method: "DELETE" });
       state.thread = null;
       $("messages").replaceChildren();
-      $("thread-title").textContent = "goagent-py";
+      showTitle("goagent-py");
       await loadThreads();
     });
     $("logout").addEventListener("click", async () => {
       try {
         await api("/api/logout", { method: "POST", body: {} });
+        localStorage.setItem("goagent.logout", String(Date.now()));  // the other tabs hear it
         signedOut("");
       } catch (error) { status(error.message, true); }
     });
@@ -525,7 +747,7 @@
       const secret = $("login-secret").value;
       const body = user ? { user, password: secret } : { token: secret };
       try { await api("/api/login", { method: "POST", body }); await start(); }
-      catch (error) { $("login-error").textContent = error.message; }
+      catch (error) { $("login-error").textContent = plain(error.message); }
     });
     start().catch((e) => status(e.message, true));
   });

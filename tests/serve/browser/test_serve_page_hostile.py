@@ -9,38 +9,19 @@ provider whose answer depends on the last message.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 from goagent_py import Agent, Role, tool
-from goagent_py.serve.run import event_loop_factory
 from goagent_py.testing import FunctionProvider, text_response, tool_call_response
 
 pytestmark = pytest.mark.slow
 
-_CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-_DRIVER = shutil.which("chromedriver")
-if _CHROMIUM is None or _DRIVER is None:
-    pytest.skip(
-        "the browser tests need Debian's chromium and chromium-driver "
-        "(apt-get install chromium chromium-driver; .ci/run installs them)",
-        allow_module_level=True,
-    )
-pytest.importorskip("selenium", reason="the browser tests need selenium (the dev extra)")
-pytest.importorskip("uvicorn", reason="the browser tests need the serve extra")
-
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
-T = TypeVar("T")
 _WAIT = 30  # seconds before a wait fails the test (never reached when things work)
 _PASSWORD = "alice-secret-1"
 # "wipe" then U+202E (right-to-left override): shown as written, the target reads "exe.txt".
@@ -54,24 +35,25 @@ _HOSTILE = (
 
 
 class _Server:
-    """A uvicorn server in its own thread and loop (users-file auth when ``users``)."""
+    """The app served by a conftest ``ServedApp`` (users-file auth when ``users``)."""
 
-    def __init__(self, tmp: Path, *, users: bool) -> None:
+    def __init__(self, served: Any, tmp: Path, *, users: bool) -> None:
+        self.served = served
         self.tmp = tmp
         self.users = users
         self.ran: list[str] = []
-        self.loop = (event_loop_factory() or asyncio.new_event_loop)()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.app: Any = None
-        self.port = 0  # the first start picks one; a restart takes it again
         self.held = asyncio.Event()  # "hold" waits here until the test lets it go
 
-    def release(self) -> None:
-        self.loop.call_soon_threadsafe(self.held.set)
+    @property
+    def base(self) -> str:
+        base: str = self.served.base
+        return base
 
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(_WAIT)
+    def release(self) -> None:
+        self.served.call_soon(self.held.set)
+
+    def drop_connections(self) -> None:
+        self.served.drop_connections()
 
     def _factory(self) -> Any:
         ran, held = self.ran, self.held
@@ -131,8 +113,6 @@ class _Server:
         return factory
 
     def start(self) -> None:
-        import uvicorn
-
         from goagent_py.serve import UsersFileAuth, create_app, hash_password
 
         auth = None
@@ -140,85 +120,37 @@ class _Server:
             users_file = self.tmp / "users.txt"
             users_file.write_text(f"alice:{hash_password(_PASSWORD)}\n")
             auth = UsersFileAuth(str(users_file))
-        self.app = create_app(self._factory(), storage_path=str(self.tmp / "serve.db"), auth=auth)
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
-        sock.listen(128)
-        self.port = sock.getsockname()[1]
-        self.base = f"http://127.0.0.1:{self.port}"
-        self._uvicorn = uvicorn.Server(uvicorn.Config(self.app, log_level="warning"))
-        self._serving = asyncio.run_coroutine_threadsafe(
-            self._uvicorn.serve(sockets=[sock]), self.loop
-        )
-        self._sock = sock
-
-    def drop_connections(self) -> None:
-        """Reset every open connection (a network that fails under an open stream)."""
-
-        def drop() -> None:
-            for connection in list(self._uvicorn.server_state.connections):
-                connection.transport.abort()
-
-        self.loop.call_soon_threadsafe(drop)
-
-    def stop(self) -> None:
-        self._uvicorn.should_exit = True
-        self._serving.result(_WAIT)
-        self.call(self.app.aclose())
-        self._sock.close()
-
-    def close(self) -> None:
-        self.stop()
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(_WAIT)
-        self.loop.close()
+        app = create_app(self._factory(), storage_path=str(self.tmp / "serve.db"), auth=auth)
+        self.served.start(app)
 
 
-def _serving(tmp: Path, *, users: bool) -> Iterator[_Server]:
-    found = _Server(tmp, users=users)
-    found.start()
+def _serving(served_app: Callable[[], Any], tmp: Path, *, users: bool) -> Iterator[_Server]:
+    found = _Server(served_app(), tmp, users=users)
     try:
+        found.start()
         yield found
     finally:
-        found.close()
+        found.served.close()
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Server]:
+def server(
+    served_app: Callable[[], Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[_Server]:
     """Without auth, as ``goagent-py serve`` starts by default."""
-    yield from _serving(tmp_path_factory.mktemp("serve"), users=False)
+    yield from _serving(served_app, tmp_path_factory.mktemp("serve"), users=False)
 
 
 @pytest.fixture(scope="module")
-def users_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Server]:
-    yield from _serving(tmp_path_factory.mktemp("serve-users"), users=True)
-
-
-def _chromium(profile: Path) -> Any:
-    options = webdriver.ChromeOptions()
-    options.binary_location = _CHROMIUM or ""
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,800",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=options, service=Service(_DRIVER or ""))
+def users_server(
+    served_app: Callable[[], Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[_Server]:
+    yield from _serving(served_app, tmp_path_factory.mktemp("serve-users"), users=True)
 
 
 @pytest.fixture(scope="module")
-def page(server: _Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    driver = _chromium(tmp_path_factory.mktemp("chromium"))
+def page(server: _Server, launch_chromium: Callable[[], Any]) -> Iterator[Any]:
+    driver = launch_chromium()
     try:
         driver.get(server.base + "/")
         WebDriverWait(driver, _WAIT).until(
@@ -324,9 +256,9 @@ def test_a_long_unbroken_answer_and_title_stay_inside_the_page(page: Any) -> Non
 
 
 def test_a_session_that_ends_brings_back_the_login_form(
-    users_server: _Server, tmp_path_factory: pytest.TempPathFactory
+    users_server: _Server, launch_chromium: Callable[[], Any]
 ) -> None:
-    driver = _chromium(tmp_path_factory.mktemp("chromium-users"))
+    driver = launch_chromium()
     try:
         wait = WebDriverWait(driver, _WAIT)
         driver.get(users_server.base + "/")
@@ -353,8 +285,8 @@ def test_a_session_that_ends_brings_back_the_login_form(
         driver.quit()
 
 
-def test_the_page_logs_out(users_server: _Server, tmp_path_factory: pytest.TempPathFactory) -> None:
-    driver = _chromium(tmp_path_factory.mktemp("chromium-logout"))
+def test_the_page_logs_out(users_server: _Server, launch_chromium: Callable[[], Any]) -> None:
+    driver = launch_chromium()
     try:
         wait = WebDriverWait(driver, _WAIT)
         driver.get(users_server.base + "/")
@@ -471,3 +403,65 @@ def test_another_chat_does_not_open_while_a_run_streams(page: Any, server: _Serv
         server.release()
     wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["after: released"])
     assert len(_texts(page, "#threads li")) == len(before)  # no empty thread made
+
+
+def test_back_after_a_logout_elsewhere_shows_the_login_form(
+    users_server: _Server, launch_chromium: Callable[[], Any]
+) -> None:
+    # The person leaves the chat, logs out elsewhere (another tab), comes back with the back
+    # button: the browser may restore the page as it was, conversation included, without
+    # asking the server anything.
+    driver = launch_chromium()
+    try:
+        wait = WebDriverWait(driver, _WAIT)
+        driver.get(users_server.base + "/")
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        driver.find_element(By.ID, "login-user").send_keys("alice")
+        driver.find_element(By.ID, "login-secret").send_keys(_PASSWORD)
+        driver.find_element(By.CSS_SELECTOR, "#login-form button").click()
+        wait.until(lambda d: d.find_element(By.ID, "whoami").text == "signed in as alice")
+        _new_chat_and_send(driver, "secret plans")
+        wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["echo: secret plans"])
+        wait.until(lambda d: d.find_element(By.ID, "send").text == "Send")
+        driver.get(users_server.base + "/api/me")
+        driver.execute_async_script(
+            "const done = arguments[0];"
+            "fetch('/api/logout', {method: 'POST', headers: {'content-type': 'application/json'},"
+            " body: '{}'}).then(() => done())"
+        )
+        driver.back()
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        assert not driver.find_element(By.ID, "app").is_displayed()
+        assert _texts(driver, "#messages .msg") == []
+    finally:
+        driver.quit()
+
+
+def test_a_logout_in_one_tab_closes_the_chat_in_the_others(
+    users_server: _Server, launch_chromium: Callable[[], Any]
+) -> None:
+    # One browser, two tabs on the chat; Log out in one: the other stops showing the
+    # conversation at once, not at its next request (a shared computer).
+    driver = launch_chromium()
+    try:
+        wait = WebDriverWait(driver, _WAIT)
+        driver.get(users_server.base + "/")
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        driver.find_element(By.ID, "login-user").send_keys("alice")
+        driver.find_element(By.ID, "login-secret").send_keys(_PASSWORD)
+        driver.find_element(By.CSS_SELECTOR, "#login-form button").click()
+        wait.until(lambda d: d.find_element(By.ID, "whoami").text == "signed in as alice")
+        _new_chat_and_send(driver, "secret plans")
+        wait.until(lambda d: _texts(d, "#messages .msg.assistant .text") == ["echo: secret plans"])
+        first = driver.current_window_handle
+        driver.switch_to.new_window("tab")
+        driver.get(users_server.base + "/")
+        wait.until(lambda d: _texts(d, "#messages .msg.user .text") == ["secret plans"])
+        driver.find_element(By.ID, "logout").click()
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        driver.switch_to.window(first)
+        wait.until(lambda d: d.find_element(By.ID, "login").is_displayed())
+        assert not driver.find_element(By.ID, "app").is_displayed()
+        assert _texts(driver, "#messages .msg") == []
+    finally:
+        driver.quit()

@@ -4,67 +4,45 @@ goes on. Debian's headless chromium driven by selenium, against a real uvicorn s
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import socket
-import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 from goagent_py import Agent, Role, ToolCall, tool, validate_transcript
-from goagent_py.serve.run import event_loop_factory
 from goagent_py.testing import FunctionProvider, text_response, tool_call_response
 
 pytestmark = pytest.mark.slow
 
-_CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-_DRIVER = shutil.which("chromedriver")
-if _CHROMIUM is None or _DRIVER is None:
-    pytest.skip(
-        "the browser tests need Debian's chromium and chromium-driver "
-        "(apt-get install chromium chromium-driver; .ci/run installs them)",
-        allow_module_level=True,
-    )
-pytest.importorskip("selenium", reason="the browser tests need selenium (the dev extra)")
-pytest.importorskip("uvicorn", reason="the browser tests need the serve extra")
-
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
-T = TypeVar("T")
 _WAIT = 30  # seconds before a wait fails the test (never reached when things work)
 
 
 class _Server:
-    """A uvicorn server on a fixed port, in its own thread and loop; it can restart."""
+    """The app served by a conftest ``ServedApp``, which can restart it on the same port."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, served: Any, db: Path) -> None:
+        self.served = served
         self.db = db
         self.ran: list[str] = []
         # The id the model gives every call (None: the scripted default); local models'
         # servers number calls per turn, so every turn's call can have the same id.
         self.call_id: str | None = None
         self.approval_timeout: float | None = None
-        # the loop goagent-py serve runs on (uvloop when installed)
-        self.loop = (event_loop_factory() or asyncio.new_event_loop)()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.port = probe.getsockname()[1]
-        probe.close()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.app: Any = None
-        self._uvicorn: Any = None
-        self._serving: Any = None
 
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(_WAIT)
+    @property
+    def base(self) -> str:
+        base: str = self.served.base
+        return base
+
+    @property
+    def app(self) -> Any:
+        return self.served.app
+
+    def call(self, coro: Any) -> Any:
+        return self.served.call(coro)
 
     def _factory(self) -> Any:
         ran = self.ran
@@ -102,63 +80,22 @@ class _Server:
         return factory
 
     def start(self) -> None:
-        import uvicorn
-
         from goagent_py.serve import create_app
 
-        self.app = create_app(self._factory(), storage_path=str(self.db))
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
-        sock.listen(128)
-        self._uvicorn = uvicorn.Server(uvicorn.Config(self.app, log_level="warning"))
-        self._serving = asyncio.run_coroutine_threadsafe(
-            self._uvicorn.serve(sockets=[sock]), self.loop
-        )
-        self._sock = sock
+        self.served.start(create_app(self._factory(), storage_path=str(self.db)))
 
     def stop(self) -> None:
-        self._uvicorn.should_exit = True
-        self._serving.result(_WAIT)
-        self.call(self.app.aclose())
-        self._sock.close()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(_WAIT)
-        self.loop.close()
+        self.served.stop()
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[_Server]:
-    found = _Server(tmp_path / "serve.db")
-    found.start()
+def server(served_app: Callable[[], Any], tmp_path: Path) -> Iterator[_Server]:
+    found = _Server(served_app(), tmp_path / "serve.db")
     try:
+        found.start()
         yield found
     finally:
-        found.stop()
-        found.close()
-
-
-def _chromium(profile: Path) -> Any:
-    options = webdriver.ChromeOptions()
-    options.binary_location = _CHROMIUM or ""
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,800",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=options, service=Service(_DRIVER or ""))
+        found.served.close()
 
 
 def _texts(driver: Any, selector: str) -> list[str]:
@@ -174,8 +111,10 @@ def _shown(driver: Any, selector: str) -> bool:
     return bool(found) and found[0].is_displayed()
 
 
-def test_the_page_approves_a_call_across_a_server_restart(server: _Server, tmp_path: Path) -> None:
-    driver = _chromium(tmp_path / "chromium")
+def test_the_page_approves_a_call_across_a_server_restart(
+    server: _Server, launch_chromium: Callable[[], Any]
+) -> None:
+    driver = launch_chromium()
     try:
         wait = WebDriverWait(driver, _WAIT)
         driver.get(server.base + "/")
@@ -214,12 +153,14 @@ def test_the_page_approves_a_call_across_a_server_restart(server: _Server, tmp_p
     assert validate_transcript(stored, allow_pending=False) == []
 
 
-def test_a_second_call_with_the_same_id_gets_its_own_card(server: _Server, tmp_path: Path) -> None:
+def test_a_second_call_with_the_same_id_gets_its_own_card(
+    server: _Server, launch_chromium: Callable[[], Any]
+) -> None:
     # durable11: the page put the decision box of a call on the first card with its id; with
     # ids numbered per turn that was the answered card of an earlier turn (its arguments
     # overwritten), while the new call's card showed no decision.
     server.call_id = "llama-tool-0"
-    driver = _chromium(tmp_path / "chromium")
+    driver = launch_chromium()
     try:
         wait = WebDriverWait(driver, _WAIT)
         driver.get(server.base + "/")
@@ -254,11 +195,13 @@ def test_a_second_call_with_the_same_id_gets_its_own_card(server: _Server, tmp_p
         driver.quit()
 
 
-def test_after_the_deadline_the_card_offers_only_deny(server: _Server, tmp_path: Path) -> None:
+def test_after_the_deadline_the_card_offers_only_deny(
+    server: _Server, launch_chromium: Callable[[], Any]
+) -> None:
     # durable11: past its deadline a call takes only a denial, yet the card still offered
     # Approve (and the server refused it, the card came back with Approve again).
     server.approval_timeout = 0
-    driver = _chromium(tmp_path / "chromium")
+    driver = launch_chromium()
     try:
         wait = WebDriverWait(driver, _WAIT)
         driver.get(server.base + "/")

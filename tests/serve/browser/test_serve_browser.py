@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
-import socket
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 from goagent_py import Agent
 from goagent_py.messages import Message, Role, StopReason, TextBlock
@@ -33,26 +33,9 @@ from goagent_py.provider import (
     ToolCallDelta,
     ToolCallStart,
 )
-from goagent_py.serve.run import event_loop_factory
 from goagent_py.testing import text_response, tool_call_response
 
 pytestmark = pytest.mark.slow
-
-_CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-_DRIVER = shutil.which("chromedriver")
-if _CHROMIUM is None or _DRIVER is None:
-    pytest.skip(
-        "the browser tests need Debian's chromium and chromium-driver "
-        "(apt-get install chromium chromium-driver; .ci/run installs them)",
-        allow_module_level=True,
-    )
-pytest.importorskip("selenium", reason="the browser tests need selenium (the dev extra)")
-pytest.importorskip("uvicorn", reason="the browser tests need the serve extra")
-
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 T = TypeVar("T")
 PASSWORDS = {"alice": "alice-secret-1", "bob": "bob-secret-22", "carol": "carol-secret-333"}
@@ -61,24 +44,31 @@ _WAIT = 30  # seconds before a wait fails the test (never reached when things wo
 
 
 class _World:
-    """The server side: its loop, the gates the tests open, what the tools saw."""
+    """The server side: the served app, the gates the tests open, what the tools saw."""
 
-    def __init__(self) -> None:
-        # the loop goagent-py serve runs on (uvloop when installed)
-        self.loop = (event_loop_factory() or asyncio.new_event_loop)()
+    def __init__(self, served: Any) -> None:
+        self.served = served  # conftest.ServedApp
         self.mid_stream = asyncio.Event()  # the streaming answer waits here after two words
         self.tool_entered = threading.Event()
         self.tool_cancelled = threading.Event()
         self.tool_released = asyncio.Event()  # never set: only Stop ends wait_here
-        self.app: Any = None
-        self.base = ""
+
+    @property
+    def app(self) -> Any:
+        return self.served.app
+
+    @property
+    def base(self) -> str:
+        base: str = self.served.base
+        return base
 
     def call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the server's loop and return its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(_WAIT)
+        result: T = self.served.call(coro)
+        return result
 
     def release_stream(self) -> None:
-        self.loop.call_soon_threadsafe(self.mid_stream.set)
+        self.served.call_soon(self.mid_stream.set)
 
 
 class _Router:
@@ -170,61 +160,30 @@ def _build_app(world: _World, tmp: Path, *, users: bool = True) -> Any:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_World]:
+def world(
+    served_app: Callable[[], Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[_World]:
     """The server with users-file auth."""
-    yield from _running(tmp_path_factory, users=True)
+    yield from _running(served_app, tmp_path_factory, users=True)
 
 
 @pytest.fixture(scope="module")
-def local_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_World]:
+def local_world(
+    served_app: Callable[[], Any], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[_World]:
     """The server without auth, as ``goagent-py serve`` starts by default."""
-    yield from _running(tmp_path_factory, users=False)
+    yield from _running(served_app, tmp_path_factory, users=False)
 
 
-def _running(factory: pytest.TempPathFactory, *, users: bool) -> Iterator[_World]:
-    import uvicorn
-
-    world = _World()
-    thread = threading.Thread(target=world.loop.run_forever, daemon=True)
-    thread.start()
-    world.app = _build_app(world, factory.mktemp("serve"), users=users)
-    # Our own listening socket: connections queue in the kernel from now on.
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    world.base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = uvicorn.Server(uvicorn.Config(world.app, log_level="warning"))
-    serving = asyncio.run_coroutine_threadsafe(server.serve(sockets=[sock]), world.loop)
-    yield world
-    server.should_exit = True
-    serving.result(_WAIT)
-    world.call(world.app.aclose())
-    world.loop.call_soon_threadsafe(world.loop.stop)
-    thread.join(_WAIT)
-    world.loop.close()
-    sock.close()
-
-
-def _chromium(profile: Path) -> Any:
-    options = webdriver.ChromeOptions()
-    options.binary_location = _CHROMIUM or ""
-    # Without the background-networking flags chromium misbehaves on a closed network.
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,800",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=options, service=Service(_DRIVER or ""))
+def _running(
+    served_app: Callable[[], Any], factory: pytest.TempPathFactory, *, users: bool
+) -> Iterator[_World]:
+    world = _World(served_app())
+    try:
+        world.served.start(_build_app(world, factory.mktemp("serve"), users=users))
+        yield world
+    finally:
+        world.served.close()
 
 
 def _login(driver: Any, world: _World, user: str) -> None:
@@ -238,8 +197,8 @@ def _login(driver: Any, world: _World, user: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def alice(world: _World, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    driver = _chromium(tmp_path_factory.mktemp("chromium-alice"))
+def alice(world: _World, launch_chromium: Callable[[], Any]) -> Iterator[Any]:
+    driver = launch_chromium()
     try:
         _login(driver, world, "alice")
         yield driver
@@ -265,10 +224,10 @@ def _visible_in_viewport(driver: Any, element_id: str) -> bool:
 
 
 def test_without_auth_the_page_opens_on_the_chat(
-    local_world: _World, tmp_path_factory: pytest.TempPathFactory
+    local_world: _World, launch_chromium: Callable[[], Any]
 ) -> None:
     # Issue 37: what the user SEES at first paint, not what is in the DOM.
-    driver = _chromium(tmp_path_factory.mktemp("chromium-local"))
+    driver = launch_chromium()
     try:
         driver.get(local_world.base + "/")
         WebDriverWait(driver, _WAIT).until(
@@ -284,9 +243,9 @@ def test_without_auth_the_page_opens_on_the_chat(
 
 
 def test_with_auth_the_page_opens_on_the_login_form_alone(
-    world: _World, tmp_path_factory: pytest.TempPathFactory
+    world: _World, launch_chromium: Callable[[], Any]
 ) -> None:
-    driver = _chromium(tmp_path_factory.mktemp("chromium-login"))
+    driver = launch_chromium()
     try:
         driver.get(world.base + "/")
         WebDriverWait(driver, _WAIT).until(
@@ -430,7 +389,7 @@ def test_stop_cancels_the_run_on_the_server(world: _World, alice: Any) -> None:
 
 
 def test_another_user_sees_neither_threads_nor_memories(
-    world: _World, alice: Any, tmp_path_factory: pytest.TempPathFactory
+    world: _World, alice: Any, launch_chromium: Callable[[], Any]
 ) -> None:
     _new_chat(alice)
     _send(alice, "weather in Paris")
@@ -446,7 +405,7 @@ def test_another_user_sees_neither_threads_nor_memories(
     alice_threads = [t["title"] for t in listed["threads"]]
     assert "weather in Paris" in alice_threads
 
-    bob = _chromium(tmp_path_factory.mktemp("chromium-bob"))
+    bob = launch_chromium()
     try:
         _login(bob, world, "bob")  # his own cookie, in his own browser profile
         assert _api(bob, "/api/threads") == (200, {"threads": []})
@@ -470,11 +429,11 @@ def test_another_user_sees_neither_threads_nor_memories(
 
 
 def test_the_memories_panel_shows_current_facts_and_their_history(
-    world: _World, tmp_path_factory: pytest.TempPathFactory
+    world: _World, launch_chromium: Callable[[], Any]
 ) -> None:
     # Issue 31: a corrected fact replaces the old one in the panel, and its history (when,
     # which decider, what it was) is one click away.
-    carol = _chromium(tmp_path_factory.mktemp("chromium-carol"))
+    carol = launch_chromium()
     try:
         _login(carol, world, "carol")
         wait = WebDriverWait(carol, _WAIT)
