@@ -242,6 +242,12 @@ class SQLiteStorage:
         conn: sqlite3.Connection = self._file.conn
         return conn
 
+    def replaced(self) -> bool:
+        """Whether the file this storage opened was deleted or replaced since (a backup
+        restored over it): every call is refused then; a new :class:`SQLiteStorage` on the
+        same path reads and writes the file now there."""
+        return bool(self._file.replaced())
+
     def _check_file(self) -> None:
         """Refuse to go on once the file opened is no longer the one at the path: its writes
         would be lost (a deleted file) or land beside the new file's (a replaced one)."""
