@@ -151,8 +151,17 @@ class ThreadStore:
                 return value
 
             return await self._call(alone)
-        if self._file.conn is None or self._file.replaced():
+        if self._file.conn is None:
             await self._call(lambda c: None)  # the tables first
+        try:
+            return await write_in_file(self.path, fn, busy_timeout=5.0)
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+        # The file was deleted or replaced by one without the index (the shared writer writes
+        # the file at the path; the failed write rolled back): the tables, then the write
+        # again. Asked only then, not before every write (issue 36: a stat per turn).
+        await self._call(lambda c: None)
         return await write_in_file(self.path, fn, busy_timeout=5.0)
 
     async def list(self, user: str) -> list[dict[str, Any]]:
