@@ -98,6 +98,11 @@ class HeldConnection:
         self.conn, self._where, self._identity = conn, where, after
         return conn
 
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        """The file the open connection is on (device, inode), None when not tracked."""
+        return self._identity if self.conn is not None else None
+
     def replaced(self) -> bool:
         """Whether the file the open connection is on is no longer the one at its path."""
         return (
@@ -105,6 +110,17 @@ class HeldConnection:
             and self._identity is not None
             and file_identity(self._where) != self._identity
         )
+
+    def same_file_as_writer(self) -> bool | None:
+        """In a write of a file's shared writer (:func:`write_in_file`): whether that write
+        goes into the file this connection opened; None outside one, or when either side
+        does not know its file (then :meth:`replaced` says it). The writer made sure at the
+        start of its batch that its connection is on the file at the path, so this answers
+        what :meth:`replaced` would without a ``stat`` a write (issue 36)."""
+        writing = getattr(_writing, "identity", None)
+        if writing is None or self._identity is None or self.conn is None:
+            return None
+        return bool(writing == self._identity)
 
     def close(self) -> None:
         """Close the connection (with :attr:`lock` held); the next call may open again."""
@@ -120,6 +136,8 @@ class HeldConnection:
 
 
 _HELD: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
+# In a writer thread during a batch: ``identity``, the file its connection writes.
+_writing = threading.local()
 
 
 def _forget_held_connections() -> None:
@@ -285,6 +303,7 @@ class _Writer:
         try:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
+            _writing.identity = self._file.identity
             try:
                 for job in batch:
                     conn.execute("SAVEPOINT goagent_write")
@@ -302,6 +321,8 @@ class _Writer:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            finally:
+                _writing.identity = None
         except BaseException as exc:  # nothing of the batch is stored: each caller learns it
             return [(False, exc)] * len(batch)
         return done

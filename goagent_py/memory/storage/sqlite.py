@@ -252,11 +252,14 @@ class SQLiteStorage:
         """Refuse to go on once the file opened is no longer the one at the path: its writes
         would be lost (a deleted file) or land beside the new file's (a replaced one)."""
         if self._file.replaced():
-            raise MemoryStoreError(
-                f"{self._where()}: the file was deleted or replaced while open, so nothing "
-                "more is written to it (it would be lost); create a new SQLiteStorage to use "
-                "the file now at that path"
-            )
+            raise self._replaced_error()
+
+    def _replaced_error(self) -> MemoryStoreError:
+        return MemoryStoreError(
+            f"{self._where()}: the file was deleted or replaced while open, so nothing "
+            "more is written to it (it would be lost); create a new SQLiteStorage to use "
+            "the file now at that path"
+        )
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         use_wal(conn, self.timeout)
@@ -318,7 +321,14 @@ class SQLiteStorage:
             await self._call(lambda conn: None)  # open (and migrate) first; refused if closed
 
         def checked(conn: sqlite3.Connection) -> T:
-            self._check_file()  # the writer's connection is on the file at the path
+            # The write goes into the file this storage read: the writer's connection is on
+            # the file at the path (checked at its batch's start), so comparing the two files
+            # needs no stat of its own (issue 36); unknown, the path is looked at.
+            same = self._file.same_file_as_writer()
+            if same is None:
+                self._check_file()
+            elif not same:
+                raise self._replaced_error()
             return fn(conn)
 
         try:
