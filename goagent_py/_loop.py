@@ -23,7 +23,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -38,6 +38,7 @@ from goagent_py._call_gates import (
     with_arguments,
 )
 from goagent_py._control import AbortMode, RunControl
+from goagent_py._deepcopy import snapshot_message
 from goagent_py._describe import described, message_of
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
@@ -104,6 +105,7 @@ from goagent_py.events import (
     MessageStart,
     ModelRequest,
     OutputDelta,
+    OutputRetry,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -256,6 +258,14 @@ def _without_calls(message: Message, text: str) -> Message:
     if text:
         kept.append(TextBlock(text))
     return replace(message, content=kept, tool_calls=[])
+
+
+def _readable(messages: Iterable[Message]) -> list[Message]:
+    """Copies of ``messages`` for user code to read (a guardrail, ``instructions``,
+    ``should_stop``, ``before_tool_call``): one that changes what it was given changes its copy,
+    never the run's record or what the model is sent (one source of truth). Made only where such
+    a callback is configured: the plain path copies nothing (issue 36)."""
+    return [snapshot_message(m) for m in messages]
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -600,9 +610,10 @@ class Run:
 
     async def _instructed(self, system_prompt: str, messages: list[Message], iteration: int) -> str:
         """``system_prompt`` with the text of the agent's instructions functions, asked now."""
+        given = _readable(messages)
         run = RunContext(
-            message=messages[-1] if messages else Message(Role.USER, []),
-            messages=list(messages),
+            message=given[-1] if given else Message(Role.USER, []),
+            messages=given,
             tools=list(self.tool_defs),
             deps=self.deps,
             run_id=self.run_id,
@@ -1072,17 +1083,17 @@ class Run:
         a note, see :meth:`_withhold`) and :class:`GuardrailTripped` raised."""
         o = self.o
         guards = o.input_guardrails if kind == "input" else o.output_guardrails
-        context = GuardrailContext(
-            kind=kind,
-            agent=o.name,
-            deps=self.deps,
-            messages=list(messages),
-            text=self.last_text if kind == "output" else "",
-        )
+        text = self.last_text if kind == "output" else ""
 
         async def timed(guard: Any) -> tuple[Any, float]:
+            # Each guardrail its own copies: one that changes them changes neither the record
+            # nor what another guardrail reads.
+            context = GuardrailContext(
+                kind=kind, agent=o.name, deps=self.deps, messages=_readable(messages), text=text
+            )
+            given = _readable(value) if kind == "input" else value
             start = time.perf_counter()
-            verdict = await decide(guard, value, context)
+            verdict = await decide(guard, given, context)
             return verdict, time.perf_counter() - start
 
         async def together() -> list[tuple[GuardrailResult, float]]:
@@ -1173,9 +1184,12 @@ class Run:
         return self._hooked
 
     def _run_context(self, message: Message, iteration: int) -> RunContext:
+        given = _readable(self._messages)
+        # The message that made the call is the record's last one: its copy, once.
+        last = given[-1] if given and self._messages[-1] is message else snapshot_message(message)
         return RunContext(
-            message=message,
-            messages=list(self._messages),
+            message=last,
+            messages=given,
             tools=list(self.tool_defs),
             deps=self.deps,
             run_id=self.run_id,
@@ -1516,6 +1530,8 @@ class Run:
         """End a turn that gave an answer: the ``final_result`` call (and any call beside it,
         not run) gets its result; an answer to retry gets the feedback as a user message."""
         results: list[ToolResult] = []
+        if not verdict.accepted and self._output_failure is None:  # the model is asked again
+            yield OutputRetry(self._output_tries, verdict.feedback, path=self.path)
         if message.tool_calls:
             for call in message.tool_calls:
                 if call is verdict.call:
@@ -2069,7 +2085,9 @@ class Run:
     ) -> bool:
         should_stop = self.o.should_stop
         assert should_stop is not None
-        state = TurnState(i, list(messages), message, list(results))
+        given = _readable(messages)
+        last = given[-1] if given and messages[-1] is message else snapshot_message(message)
+        state = TurnState(i, given, last, list(results))
         try:
             if self.control is None:
                 return bool(await _maybe_await(should_stop(state)))

@@ -1,0 +1,91 @@
+"""The loop's contracts with user code: what a callback is given it may read, never change the
+record through; a stream consumer can tell a rejected typed answer from the next attempt
+(docs/approvals.md, "Guardrails"; docs/typed-output.md, "Streaming: partial output")."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel
+
+from goagent_py import (
+    Agent,
+    GuardrailContext,
+    Message,
+    ModelRetry,
+    OutputDelta,
+    OutputRetry,
+    TextBlock,
+)
+from goagent_py.output import OutputContext
+from goagent_py.testing import ScriptedProvider
+
+
+def _meddler(value: object, ctx: GuardrailContext) -> None:
+    """A guardrail that changes what it was given: the prompt's messages (input) and the
+    conversation in its context."""
+    if isinstance(value, list):
+        for m in value:
+            m.content.append(TextBlock("INJECTED"))
+            m.metadata["touched"] = True
+        value.append(Message("user", [TextBlock("APPENDED")]))
+    for m in ctx.messages:
+        m.content.append(TextBlock("INJECTED"))
+    ctx.messages.clear()
+
+
+def test_a_guardrail_that_changes_its_messages_leaves_the_record_as_it_was() -> None:
+    """Guardrails were given the live messages of the run: one that changed them (a
+    redacting guardrail "cleaning" the prompt) changed what the model read and what was kept."""
+    provider = ScriptedProvider("Hello.")
+    agent = Agent(provider=provider, input_guardrails=[_meddler], output_guardrails=[_meddler])
+    result = agent.run_sync("Hi")
+    sent = [m.text for m in provider.requests[0].messages]
+    assert sent == ["Hi"]
+    assert [m.text for m in result.messages] == ["Hi", "Hello."]
+    assert all(not m.metadata.get("touched") for m in result.messages)
+    assert result.output == "Hello."
+
+
+class City(BaseModel):
+    name: str
+    population: int
+
+
+def test_a_stream_marks_where_a_rejected_typed_answer_ends_and_the_retry_begins() -> None:
+    """A typed answer that failed validation streamed its partial outputs, then the retry
+    streamed its own with nothing between: a consumer showing the partial output could not
+    tell the rejected attempt's from the next one's."""
+    provider = ScriptedProvider(
+        '{"name": "Paris", "population": 2102650}', '{"name": "Lyon", "population": 2}'
+    )
+
+    def not_paris(ctx: OutputContext, city: City) -> City:
+        if city.name == "Paris":
+            raise ModelRetry("not Paris: the population must be under a million")
+        return city
+
+    agent = Agent(
+        provider=provider, output_type=City, output_mode="native", output_validators=[not_paris]
+    )
+
+    async def consume() -> list[object]:
+        seen: list[object] = []
+        async for event in agent.stream("Biggest city?"):
+            if isinstance(event, OutputDelta | OutputRetry):
+                seen.append(event)
+        return seen
+
+    seen = asyncio.run(consume())
+    retries = [e for e in seen if isinstance(e, OutputRetry)]
+    assert len(retries) == 1
+    retry = retries[0]
+    assert retry.attempt == 1
+    assert "population" in retry.feedback
+    at = seen.index(retry)
+    before = [e.partial for e in seen[:at] if isinstance(e, OutputDelta)]
+    after = [e.partial for e in seen[at + 1 :] if isinstance(e, OutputDelta)]
+    assert before
+    assert all(p.name == "Paris" for p in before)
+    assert after
+    assert after[-1] == City(name="Lyon", population=2)
