@@ -74,8 +74,10 @@ from goagent_py.budget import BudgetExceededError, active_budgets, before_call
 from goagent_py.dispatch import Dispatcher, _sink, set_event_sink
 from goagent_py.errors import (
     ApprovalPendingError,
+    ConfigurationError,
     GoAgentError,
     GuardrailTripped,
+    InvalidMediaTypeError,
     MaxIterationsError,
     MemoryStoreError,
     OutputValidationError,
@@ -85,6 +87,7 @@ from goagent_py.errors import (
     ToolArgumentsError,
     ToolBlockedError,
     ToolError,
+    ToolExecutionError,
 )
 from goagent_py.events import (
     EVENT_SINK,
@@ -266,6 +269,38 @@ def _readable(messages: Iterable[Message]) -> list[Message]:
     never the run's record or what the model is sent (one source of truth). Made only where such
     a callback is configured: the plain path copies nothing (issue 36)."""
     return [snapshot_message(m) for m in messages]
+
+
+_MISCONFIGURED = (
+    "Error: the tool could not run: the application is misconfigured (its developer has the "
+    "details); the run was stopped."
+)
+
+
+def _misconfigured(results: list[ToolResult]) -> ConfigurationError | None:
+    """The first :class:`ConfigurationError` a tool of the batch raised (an ``as_tool`` whose
+    ``deps=`` or ``returns=`` function failed, a tool that built a misconfigured agent), or None.
+    That is the developer's error, not the model's: the run records the batch and fails with it,
+    and the model is never shown it (an invalid media type, which data can cause, stays the
+    tool's error)."""
+    for r in results:
+        error = r.error
+        if (
+            type(error) is ToolExecutionError
+            and isinstance(cause := error.cause, ConfigurationError)
+            and not isinstance(cause, InvalidMediaTypeError)
+        ):
+            return cause
+    return None
+
+
+def _told_misconfigured(results: list[ToolResult]) -> list[ToolResult]:
+    """``results`` where each call :func:`_misconfigured` would name reads a note that leaves
+    the developer's error text out of the record."""
+    return [
+        replace(r, content=[TextBlock(_MISCONFIGURED)]) if _misconfigured([r]) is not None else r
+        for r in results
+    ]
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -1387,6 +1422,8 @@ class Run:
         self._inner = {}
         self.pending_calls = []
         finished = [r for r in results if r is not None]
+        if (misconfigured := _misconfigured(finished)) is not None:
+            finished = _told_misconfigured(finished)
         if self._waiting:
             async for event in self._defer(0, message, [], finished):
                 yield event
@@ -1400,6 +1437,8 @@ class Run:
         if self.o.short_term_trace_tools:
             async for event in self._persist(None):
                 yield event
+        if misconfigured is not None:  # recorded, each call answered: the run fails
+            raise misconfigured
         if stop or await self._stop_after(0, messages, message, finished):
             self._resume_final = message
             self.last_text = text_of(message)
@@ -1853,6 +1892,7 @@ class Run:
                 calls = list(message.tool_calls)
                 self.pending_calls = calls
                 self._results = [None] * len(calls)
+                misconfigured: ConfigurationError | None = None
                 over_budget = (
                     o.max_run_tokens is not None and self.usage.total_tokens > o.max_run_tokens
                 )
@@ -1896,6 +1936,8 @@ class Run:
                             self._record_results(messages, calls, self._results)
                             raise
                     results = [r for r in self._results if r is not None]
+                    if (misconfigured := _misconfigured(results)) is not None:
+                        results = _told_misconfigured(results)
                     if self._waiting:  # a tool waits inside (an agent used as a tool)
                         async for event in self._defer(i, message, [], results):
                             yield event
@@ -1912,6 +1954,8 @@ class Run:
                 if self.control is not None:  # spare an async generator when it has nothing
                     async for event in self._checkpoint():
                         yield event
+                if misconfigured is not None:  # recorded, each call answered: the run fails
+                    raise misconfigured
                 if over_budget:
                     async for event in self._budget_spent():
                         yield event

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from pydantic import BaseModel
 
 from goagent_py import (
     Agent,
+    ConfigurationError,
     GuardrailContext,
     Message,
     ModelRetry,
     OutputDelta,
     OutputRetry,
     TextBlock,
+    validate_transcript,
 )
 from goagent_py.output import OutputContext
-from goagent_py.testing import ScriptedProvider
+from goagent_py.testing import ScriptedProvider, tool_call_response
 
 
 def _meddler(value: object, ctx: GuardrailContext) -> None:
@@ -89,3 +92,26 @@ def test_a_stream_marks_where_a_rejected_typed_answer_ends_and_the_retry_begins(
     assert all(p.name == "Paris" for p in before)
     assert after
     assert after[-1] == City(name="Lyon", population=2)
+
+
+def test_an_as_tool_deps_factory_that_raises_fails_the_run_for_the_developer() -> None:
+    """A ``deps=`` factory that raised became a tool error the parent model read, with the
+    developer's exception text, and the run went on as if the model had made a mistake."""
+    child = Agent(provider=ScriptedProvider("child answer"), name="helper")
+
+    def broken(parent: object) -> object:
+        raise KeyError("secret-internal-key")
+
+    provider = ScriptedProvider(tool_call_response(("helper", {"prompt": "go"})), "Done.")
+    parent = Agent(
+        provider=provider, tools=[child.as_tool(name="helper", description="Helps.", deps=broken)]
+    )
+    with pytest.raises(ConfigurationError, match="deps") as caught:
+        parent.run_sync("Use the helper", deps=object())
+    assert isinstance(caught.value.__cause__, KeyError)
+    assert len(provider.requests) == 1  # the model was not asked again
+    result = caught.value.run_result
+    assert result is not None
+    validate_transcript(result.messages)  # the call is answered: a valid record
+    seen = [m.text for m in result.messages]
+    assert not any("secret-internal-key" in text for text in seen)
