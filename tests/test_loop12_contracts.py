@@ -13,7 +13,9 @@ from goagent_py import (
     Agent,
     ConfigurationError,
     GuardrailContext,
+    Hooks,
     Message,
+    ModelResponse,
     ModelRetry,
     OutputDelta,
     OutputRetry,
@@ -21,6 +23,7 @@ from goagent_py import (
     validate_transcript,
 )
 from goagent_py.output import OutputContext
+from goagent_py.provider import CompletionRequest
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
 
@@ -115,3 +118,26 @@ def test_an_as_tool_deps_factory_that_raises_fails_the_run_for_the_developer() -
     validate_transcript(result.messages)  # the call is answered: a valid record
     seen = [m.text for m in result.messages]
     assert not any("secret-internal-key" in text for text in seen)
+
+
+def test_a_provider_hook_that_changes_what_it_was_given_leaves_the_record_as_it_was() -> None:
+    """``on_provider_request`` got the request that was then sent, holding the record's
+    messages, and ``on_provider_response`` the record's answer: a hook that changed them changed
+    what the model read and what was kept."""
+
+    def on_request(iteration: int, request: CompletionRequest) -> None:
+        request.messages[0].content.append(TextBlock("HOOKED"))
+        request.messages.append(Message("user", [TextBlock("APPENDED")]))
+
+    def on_response(iteration: int, response: ModelResponse) -> None:
+        if response.message is not None:
+            response.message.content.append(TextBlock("HOOKED"))
+
+    provider = ScriptedProvider("Hello.")
+    agent = Agent(
+        provider=provider,
+        hooks=Hooks(on_provider_request=on_request, on_provider_response=on_response),
+    )
+    result = agent.run_sync("Hi")
+    assert [m.text for m in provider.requests[0].messages] == ["Hi"]
+    assert [m.text for m in result.messages] == ["Hi", "Hello."]
