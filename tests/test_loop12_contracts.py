@@ -141,3 +141,21 @@ def test_a_provider_hook_that_changes_what_it_was_given_leaves_the_record_as_it_
     result = agent.run_sync("Hi")
     assert [m.text for m in provider.requests[0].messages] == ["Hi"]
     assert [m.text for m in result.messages] == ["Hi", "Hello."]
+
+
+def test_an_as_tool_returns_function_that_raises_fails_the_run_for_the_developer() -> None:
+    """As ``deps=``: a ``returns=`` function that raised was shown to the model."""
+    child = Agent(provider=ScriptedProvider("child answer"), name="helper")
+
+    def broken(result: object) -> str:
+        raise AttributeError("secret-internal-field")
+
+    provider = ScriptedProvider(tool_call_response(("helper", {"prompt": "go"})), "Done.")
+    tool = child.as_tool(name="helper", description="Helps.", returns=broken)
+    with pytest.raises(ConfigurationError, match="returns") as caught:
+        Agent(provider=provider, tools=[tool]).run_sync("Use the helper")
+    assert len(provider.requests) == 1
+    result = caught.value.run_result
+    assert result is not None
+    validate_transcript(result.messages)
+    assert not any("secret-internal-field" in m.text for m in result.messages)
