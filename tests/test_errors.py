@@ -155,6 +155,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.durable._wire.RemoteToolError": lambda: _wire().RemoteToolError("disk full"),
     "goagent_py.errors.TokenBudgetError": lambda: TokenBudgetError(500, 700),
+    "goagent_py.errors.UnreadableDocumentError": lambda: errors.UnreadableDocumentError(
+        "notes/logo.txt", "binary content (a NUL byte in its first 8 KB), not text"
+    ),
     "goagent_py.errors.GuardrailTripped": lambda: errors.GuardrailTripped(
         "no_secrets", "input", "the prompt holds an API key"
     ),
