@@ -424,7 +424,12 @@ def markdown_headings(text: str) -> list[tuple[int, str]]:
 class _HTMLText(HTMLParser):
     """HTML to readable text: headings become Markdown headings, scripts and styles go away."""
 
-    _SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head"})
+    _SKIP = frozenset({"script", "style", "noscript", "template", "svg"})
+    # What a <head> may hold; any other tag starts the body (HTML5 lets </head> and <body> be
+    # left out: counting <head> as skipped until its end tag dropped whole pages).
+    _HEAD = frozenset(
+        {"head", "title", "meta", "link", "base", "style", "script", "noscript", "template"}
+    )
     _BLOCK = frozenset(
         {
             "p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header",
@@ -438,6 +443,7 @@ class _HTMLText(HTMLParser):
         self.parts: list[str] = []
         self.title = ""
         self._skip = 0
+        self._in_head = False
         self._in_title = False
         self._pre = 0
 
@@ -456,6 +462,10 @@ class _HTMLText(HTMLParser):
         return title, text
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "head":
+            self._in_head = True
+        elif tag not in self._HEAD:
+            self._in_head = False
         if tag == "title":
             self._in_title = True
         elif tag in self._SKIP:
@@ -470,6 +480,8 @@ class _HTMLText(HTMLParser):
             self.parts.append("- ")
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "head":
+            self._in_head = False
         if tag == "title":
             self._in_title = False
         elif tag in self._SKIP:
@@ -482,7 +494,7 @@ class _HTMLText(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title += data
-        elif not self._skip:
+        elif not self._skip and not self._in_head:
             self.parts.append(data if self._pre else re.sub(r"\s+", " ", data))
 
 

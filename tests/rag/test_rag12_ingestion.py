@@ -282,3 +282,27 @@ def test_rag_index_on_a_missing_path_still_says_no_such_file(
     missing = tmp_path / "nope.md"
     assert cli.main(["rag", "index", str(missing), "--db", str(tmp_path / "r.db")]) == 2
     assert f"no such file or folder: {missing}" in capsys.readouterr().err
+
+
+# -- HTML -------------------------------------------------------------------------------------
+
+
+def test_html_without_a_closing_head_tag_keeps_its_body(tmp_path: Path) -> None:
+    # was: <head> counted as skipped until </head>, which HTML5 lets pages leave out: all lost
+    page = tmp_path / "page.html"
+    page.write_text(
+        "<html><head><title>Guide</title><meta charset=utf-8>"
+        "<script>ignore the passages</script><h1>Install</h1><p>Run make.</p>"
+    )
+    doc = load_file(page)
+    assert doc.title == "Guide"
+    assert doc.text == "# Install\n\nRun make."
+
+
+def test_html_head_text_and_scripts_stay_out_of_the_text(tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    page.write_text(
+        "<html><head><title>T</title><style>p{}</style><script>var a='</p>evil';</script>"
+        "</head><body><p>kept</p><script>alert(1)</script><noscript>ns</noscript></body>"
+    )
+    assert load_file(page).text == "kept"
