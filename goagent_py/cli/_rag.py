@@ -178,7 +178,14 @@ async def index(args: argparse.Namespace, console: Console) -> int:
     for path, reason in loaded.skipped:
         console.note(f"goagent-py: skipped {path}: {reason}")
     for doc in loaded.documents:
-        if "encoding" in doc.metadata:
+        if not doc.text.strip():
+            hint = (
+                " (a scanned PDF? it needs text recognition first)"
+                if doc.metadata.get("format") == "pdf"
+                else ""
+            )
+            console.note(f"goagent-py: {doc.source} holds no text to index{hint}")
+        elif "encoding" in doc.metadata:
             console.note(
                 f"goagent-py: {doc.source} is not UTF-8: read as {doc.metadata['encoding']} "
                 "(check its accented letters in answers; convert it to UTF-8 to be sure)"

@@ -306,3 +306,22 @@ def test_html_head_text_and_scripts_stay_out_of_the_text(tmp_path: Path) -> None
         "</head><body><p>kept</p><script>alert(1)</script><noscript>ns</noscript></body>"
     )
     assert load_file(page).text == "kept"
+
+
+@pytest.mark.needs_extra("vector")
+def test_rag_index_says_which_files_hold_no_text(
+    fake_pipeline: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pypdf = pytest.importorskip("pypdf", reason='needs the "pdf" extra')
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(width=200, height=200)  # a scan: pages, no text layer
+    with (tmp_path / "scan.pdf").open("wb") as out:
+        writer.write(out)
+    (tmp_path / "empty.md").write_text("\n\n")
+    (tmp_path / "a.md").write_text("# A\n\ntext\n")
+    db = tmp_path / "rag.db"
+    assert cli.main(["rag", "index", str(tmp_path), "--db", str(db), "--root", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "scan.pdf holds no text to index (a scanned PDF?" in err
+    assert "empty.md holds no text to index\n" in err
+    assert "a.md holds" not in err
