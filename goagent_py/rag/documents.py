@@ -23,6 +23,7 @@ import errno
 import logging
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -270,6 +271,11 @@ def _log_skip(path: str, reason: str) -> None:
 
 def _read_text(path: Path, encoding: str | None) -> tuple[str, str]:
     """The text of ``path`` and the encoding it was read with (one read: one state of it)."""
+    # A pipe or a device has no end to read to (a FIFO named notes.txt blocked for ever).
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise UnreadableDocumentError(
+            str(path), "not a regular file (a pipe, socket or device); index a file"
+        )
     data = path.read_bytes()
     named = encoding
     if named is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pickle
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -325,3 +326,25 @@ def test_rag_index_says_which_files_hold_no_text(
     assert "scan.pdf holds no text to index (a scanned PDF?" in err
     assert "empty.md holds no text to index\n" in err
     assert "a.md holds" not in err
+
+
+def test_load_file_refuses_a_fifo_instead_of_reading_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "notes.txt"
+    os.mkfifo(fifo)
+    written = threading.Event()
+
+    def writer() -> None:
+        with fifo.open("wb") as out:  # blocks until a reader opens the pipe
+            out.write(b"from a pipe\n")
+        written.set()
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(UnreadableDocumentError, match="not a regular file"):
+            load_file(fifo)
+    finally:
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # let the writer finish
+        written.wait()
+        os.close(reader)
+        thread.join()
