@@ -326,9 +326,7 @@ class Agent(Generic[Deps, Out]):
             except BaseException:
                 await self.aclose()
                 raise
-            self._tools.update(
-                admit_outside_tools(self._tools, added, log=self._options.logger)
-            )
+            self._tools.update(admit_outside_tools(self._tools, added, log=self._options.logger))
             self._connected = True
 
     async def _sync_mcp(self) -> None:

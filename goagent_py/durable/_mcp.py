@@ -46,7 +46,8 @@ class MCPServerSpec:
         headers: headers sent with every HTTP request.
         timeout: HTTP connect/write timeout in seconds.
         prefix, allow, deny, idempotent, max_description_chars, connect_timeout, call_timeout,
-            pins, block_changed: the connection's options (see :class:`~goagent_py.mcp.MCPConnection`).
+            pins, block_changed: the connection's options (see
+            :class:`~goagent_py.mcp.MCPConnection`).
     """
 
     name: str

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from typing import Any
 
 import fixture_server
 import pytest
-from conftest import FIXTURE_SERVER
 from mcp_helpers import answer, offered, tool_results
 
 from goagent_py import Agent, tool, with_max_tool_result_chars
 from goagent_py.errors import ConfigurationError
 from goagent_py.mcp import MCPInProcess, MCPStdio, MCPTool, sync_mcp_tools
 from goagent_py.testing import ScriptedProvider, tool_call_response
+
+FIXTURE_SERVER = os.path.join(os.path.dirname(__file__), "fixture_server.py")
 
 
 @tool
@@ -51,9 +53,7 @@ async def test_a_server_tool_named_like_a_local_tool_is_left_out_and_the_run_goe
     await agent.aclose()
 
 
-async def test_a_server_renaming_a_tool_to_a_local_name_does_not_take_it_over_or_end_runs() -> (
-    None
-):
+async def test_a_server_renaming_a_tool_to_a_local_name_does_not_take_it_over_or_end_runs() -> None:
     conn = MCPInProcess(fixture_server.build(), allow=["add_tool", "greet"])
     p = ScriptedProvider(
         tool_call_response(("add_tool", {"name": "greet"})),  # now the server offers greet
@@ -136,9 +136,7 @@ async def test_a_huge_result_from_outside_the_process_is_capped_by_default() -> 
     await agent.aclose()
 
 
-async def test_a_huge_string_from_a_function_tool_is_capped_by_default_and_none_lifts_it() -> (
-    None
-):
+async def test_a_huge_string_from_a_function_tool_is_capped_by_default_and_none_lifts_it() -> None:
     @tool
     def dump() -> str:
         """A lot of text."""
@@ -156,7 +154,8 @@ async def test_a_huge_string_from_a_function_tool_is_capped_by_default_and_none_
 
 def test_call_timeout_defaults_to_five_minutes_and_is_checked() -> None:
     assert MCPInProcess(fixture_server.build()).settings()["call_timeout"] == 300.0
-    assert MCPInProcess(fixture_server.build(), call_timeout=None).settings()["call_timeout"] is None
+    unbounded = MCPInProcess(fixture_server.build(), call_timeout=None)
+    assert unbounded.settings()["call_timeout"] is None
     with pytest.raises(ConfigurationError, match="call_timeout"):
         MCPInProcess(fixture_server.build(), call_timeout=0)
 
