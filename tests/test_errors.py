@@ -214,6 +214,7 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
         "HandoffRefusedError"
     ),
     "goagent_py.cli._common.UsageError": lambda: _cli_error(),
+    "goagent_py.cli._agent.MessageTooLongError": lambda: _too_long(),
     "goagent_py.serve._server.HttpError": lambda: _serve_error(),
     "goagent_py._paths.PathEscapeError": lambda: _path_error(),
     "goagent_py.coding._tool.CodingToolError": lambda: _coding_error(),
@@ -249,6 +250,12 @@ def _cli_error() -> BaseException:
     from goagent_py.cli._common import UsageError
 
     return UsageError("unknown provider 'foo'")
+
+
+def _too_long() -> BaseException:
+    from goagent_py.cli._agent import MessageTooLongError
+
+    return MessageTooLongError(4804, 2816, with_results=True)
 
 
 def _modules() -> list[ModuleType]:
