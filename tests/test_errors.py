@@ -193,6 +193,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
         "time", "now", "server restarted; call not retried"
     ),
     "goagent_py.mcp.errors.MCPToolError": lambda: _mcp().MCPToolError("time", "now", "bad zone"),
+    "goagent_py.mcp.errors.MCPCallTimeoutError": lambda: _mcp().MCPCallTimeoutError(
+        "time", "now", 300.0
+    ),
     "goagent_py.mcp.errors.MCPToolChangedError": lambda: _mcp().MCPToolChangedError("t", "now"),
     "goagent_py.mcp.errors.MCPToolUnavailableError": lambda: _mcp().MCPToolUnavailableError(
         "time", "now", ("later",)
