@@ -57,6 +57,7 @@ from goagent_py.errors import (
     ToolExecutionError,
     ToolNotFoundError,
     ToolTimeoutError,
+    UnreadableDocumentError,
     UnsupportedContentError,
 )
 from goagent_py.events import (
@@ -406,6 +407,7 @@ __all__ = [
     "TurnEnd",
     "TurnStart",
     "TurnState",
+    "UnreadableDocumentError",
     "UnsupportedContentError",
     "Usage",
     "user_message",
