@@ -52,6 +52,7 @@ from goagent_py._transcript import (
     repair_transcript,
     strip_thinking,
     synthetic,
+    text_length,
     tool_message,
     truncate_content,
     waiting_at,
@@ -933,7 +934,8 @@ class Run:
             wait = ctx.outcome.get("wait")
             if wait is not None:
                 self._waiting[call.id] = wait
-        if o.after_tool_call is None and o.max_tool_result_chars is None:
+        limit = o.max_tool_result_chars
+        if o.after_tool_call is None and (limit is None or text_length(result.content) <= limit):
             return result  # :meth:`_after` has nothing to do: no coroutine for it (issue 36)
         return await self._after(result)
 
@@ -942,9 +944,10 @@ class Run:
         if o.after_tool_call is not None:
             result = await after_call(o.after_tool_call, result, self.log)
         if o.max_tool_result_chars is not None:
-            result = replace(
-                result, content=truncate_content(list(result.content), o.max_tool_result_chars)
-            )
+            content = list(result.content)
+            cut = truncate_content(content, o.max_tool_result_chars)
+            if cut is not content:  # over the limit: a result that says it was cut
+                result = replace(result, content=cut)
         return result
 
     def _lazy_context(
