@@ -57,6 +57,7 @@ from goagent_py.errors import (
     ToolExecutionError,
     ToolNotFoundError,
     ToolTimeoutError,
+    UnreadableDocumentError,
     UnsupportedContentError,
 )
 from goagent_py.events import (
@@ -78,6 +79,7 @@ from goagent_py.events import (
     MessageStart,
     ModelRequest,
     OutputDelta,
+    OutputRetry,
     QueueUpdate,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -330,6 +332,7 @@ __all__ = [
     "OutputFormat",
     "OutputGuardrail",
     "OutputMode",
+    "OutputRetry",
     "OutputValidationError",
     "parse_retry_after",
     "PendingCall",
@@ -404,6 +407,7 @@ __all__ = [
     "TurnEnd",
     "TurnStart",
     "TurnState",
+    "UnreadableDocumentError",
     "UnsupportedContentError",
     "Usage",
     "user_message",

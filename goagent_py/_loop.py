@@ -23,7 +23,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -38,6 +38,7 @@ from goagent_py._call_gates import (
     with_arguments,
 )
 from goagent_py._control import AbortMode, RunControl
+from goagent_py._deepcopy import snapshot_message
 from goagent_py._describe import described, message_of
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
@@ -51,6 +52,7 @@ from goagent_py._transcript import (
     repair_transcript,
     strip_thinking,
     synthetic,
+    text_length,
     tool_message,
     truncate_content,
     waiting_at,
@@ -73,8 +75,10 @@ from goagent_py.budget import BudgetExceededError, active_budgets, before_call
 from goagent_py.dispatch import Dispatcher, _sink, set_event_sink
 from goagent_py.errors import (
     ApprovalPendingError,
+    ConfigurationError,
     GoAgentError,
     GuardrailTripped,
+    InvalidMediaTypeError,
     MaxIterationsError,
     MemoryStoreError,
     OutputValidationError,
@@ -84,6 +88,7 @@ from goagent_py.errors import (
     ToolArgumentsError,
     ToolBlockedError,
     ToolError,
+    ToolExecutionError,
 )
 from goagent_py.events import (
     EVENT_SINK,
@@ -104,6 +109,7 @@ from goagent_py.events import (
     MessageStart,
     ModelRequest,
     OutputDelta,
+    OutputRetry,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
@@ -256,6 +262,46 @@ def _without_calls(message: Message, text: str) -> Message:
     if text:
         kept.append(TextBlock(text))
     return replace(message, content=kept, tool_calls=[])
+
+
+def _readable(messages: Iterable[Message]) -> list[Message]:
+    """Copies of ``messages`` for user code to read (a guardrail, ``instructions``,
+    ``should_stop``, ``before_tool_call``): one that changes what it was given changes its copy,
+    never the run's record or what the model is sent (one source of truth). Made only where such
+    a callback is configured: the plain path copies nothing (issue 36)."""
+    return [snapshot_message(m) for m in messages]
+
+
+_MISCONFIGURED = (
+    "Error: the tool could not run: the application is misconfigured (its developer has the "
+    "details); the run was stopped."
+)
+
+
+def _misconfigured(results: list[ToolResult]) -> ConfigurationError | None:
+    """The first :class:`ConfigurationError` a tool of the batch raised (an ``as_tool`` whose
+    ``deps=`` or ``returns=`` function failed, a tool that built a misconfigured agent), or None.
+    That is the developer's error, not the model's: the run records the batch and fails with it,
+    and the model is never shown it (an invalid media type, which data can cause, stays the
+    tool's error)."""
+    for r in results:
+        error = r.error
+        if (
+            type(error) is ToolExecutionError
+            and isinstance(cause := error.cause, ConfigurationError)
+            and not isinstance(cause, InvalidMediaTypeError)
+        ):
+            return cause
+    return None
+
+
+def _told_misconfigured(results: list[ToolResult]) -> list[ToolResult]:
+    """``results`` where each call :func:`_misconfigured` would name reads a note that leaves
+    the developer's error text out of the record."""
+    return [
+        replace(r, content=[TextBlock(_MISCONFIGURED)]) if _misconfigured([r]) is not None else r
+        for r in results
+    ]
 
 
 async def _maybe_await(value: T | Awaitable[T]) -> T:
@@ -600,9 +646,10 @@ class Run:
 
     async def _instructed(self, system_prompt: str, messages: list[Message], iteration: int) -> str:
         """``system_prompt`` with the text of the agent's instructions functions, asked now."""
+        given = _readable(messages)
         run = RunContext(
-            message=messages[-1] if messages else Message(Role.USER, []),
-            messages=list(messages),
+            message=given[-1] if given else Message(Role.USER, []),
+            messages=given,
             tools=list(self.tool_defs),
             deps=self.deps,
             run_id=self.run_id,
@@ -887,7 +934,8 @@ class Run:
             wait = ctx.outcome.get("wait")
             if wait is not None:
                 self._waiting[call.id] = wait
-        if o.after_tool_call is None and o.max_tool_result_chars is None:
+        limit = o.max_tool_result_chars
+        if o.after_tool_call is None and (limit is None or text_length(result.content) <= limit):
             return result  # :meth:`_after` has nothing to do: no coroutine for it (issue 36)
         return await self._after(result)
 
@@ -896,9 +944,10 @@ class Run:
         if o.after_tool_call is not None:
             result = await after_call(o.after_tool_call, result, self.log)
         if o.max_tool_result_chars is not None:
-            result = replace(
-                result, content=truncate_content(list(result.content), o.max_tool_result_chars)
-            )
+            content = list(result.content)
+            cut = truncate_content(content, o.max_tool_result_chars)
+            if cut is not content:  # over the limit: a result that says it was cut
+                result = replace(result, content=cut)
         return result
 
     def _lazy_context(
@@ -1072,17 +1121,17 @@ class Run:
         a note, see :meth:`_withhold`) and :class:`GuardrailTripped` raised."""
         o = self.o
         guards = o.input_guardrails if kind == "input" else o.output_guardrails
-        context = GuardrailContext(
-            kind=kind,
-            agent=o.name,
-            deps=self.deps,
-            messages=list(messages),
-            text=self.last_text if kind == "output" else "",
-        )
+        text = self.last_text if kind == "output" else ""
 
         async def timed(guard: Any) -> tuple[Any, float]:
+            # Each guardrail its own copies: one that changes them changes neither the record
+            # nor what another guardrail reads.
+            context = GuardrailContext(
+                kind=kind, agent=o.name, deps=self.deps, messages=_readable(messages), text=text
+            )
+            given = _readable(value) if kind == "input" else value
             start = time.perf_counter()
-            verdict = await decide(guard, value, context)
+            verdict = await decide(guard, given, context)
             return verdict, time.perf_counter() - start
 
         async def together() -> list[tuple[GuardrailResult, float]]:
@@ -1173,9 +1222,12 @@ class Run:
         return self._hooked
 
     def _run_context(self, message: Message, iteration: int) -> RunContext:
+        given = _readable(self._messages)
+        # The message that made the call is the record's last one: its copy, once.
+        last = given[-1] if given and self._messages[-1] is message else snapshot_message(message)
         return RunContext(
-            message=message,
-            messages=list(self._messages),
+            message=last,
+            messages=given,
             tools=list(self.tool_defs),
             deps=self.deps,
             run_id=self.run_id,
@@ -1373,6 +1425,8 @@ class Run:
         self._inner = {}
         self.pending_calls = []
         finished = [r for r in results if r is not None]
+        if (misconfigured := _misconfigured(finished)) is not None:
+            finished = _told_misconfigured(finished)
         if self._waiting:
             async for event in self._defer(0, message, [], finished):
                 yield event
@@ -1386,6 +1440,8 @@ class Run:
         if self.o.short_term_trace_tools:
             async for event in self._persist(None):
                 yield event
+        if misconfigured is not None:  # recorded, each call answered: the run fails
+            raise misconfigured
         if stop or await self._stop_after(0, messages, message, finished):
             self._resume_final = message
             self.last_text = text_of(message)
@@ -1516,6 +1572,8 @@ class Run:
         """End a turn that gave an answer: the ``final_result`` call (and any call beside it,
         not run) gets its result; an answer to retry gets the feedback as a user message."""
         results: list[ToolResult] = []
+        if not verdict.accepted and self._output_failure is None:  # the model is asked again
+            yield OutputRetry(self._output_tries, verdict.feedback, path=self.path)
         if message.tool_calls:
             for call in message.tool_calls:
                 if call is verdict.call:
@@ -1837,6 +1895,7 @@ class Run:
                 calls = list(message.tool_calls)
                 self.pending_calls = calls
                 self._results = [None] * len(calls)
+                misconfigured: ConfigurationError | None = None
                 over_budget = (
                     o.max_run_tokens is not None and self.usage.total_tokens > o.max_run_tokens
                 )
@@ -1880,6 +1939,8 @@ class Run:
                             self._record_results(messages, calls, self._results)
                             raise
                     results = [r for r in self._results if r is not None]
+                    if (misconfigured := _misconfigured(results)) is not None:
+                        results = _told_misconfigured(results)
                     if self._waiting:  # a tool waits inside (an agent used as a tool)
                         async for event in self._defer(i, message, [], results):
                             yield event
@@ -1896,6 +1957,8 @@ class Run:
                 if self.control is not None:  # spare an async generator when it has nothing
                     async for event in self._checkpoint():
                         yield event
+                if misconfigured is not None:  # recorded, each call answered: the run fails
+                    raise misconfigured
                 if over_budget:
                     async for event in self._budget_spent():
                         yield event
@@ -2069,7 +2132,9 @@ class Run:
     ) -> bool:
         should_stop = self.o.should_stop
         assert should_stop is not None
-        state = TurnState(i, list(messages), message, list(results))
+        given = _readable(messages)
+        last = given[-1] if given and messages[-1] is message else snapshot_message(message)
+        state = TurnState(i, given, last, list(results))
         try:
             if self.control is None:
                 return bool(await _maybe_await(should_stop(state)))

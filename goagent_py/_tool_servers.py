@@ -8,13 +8,21 @@ the agent's tool list in step with the servers, so the core never imports an int
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
+import logging
+from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from goagent_py.errors import ConfigurationError
 from goagent_py.tools import Tool
 
-__all__ = ["ServerTool", "ToolServer", "server_tools", "sync_server_tools"]
+__all__ = [
+    "ServerTool",
+    "ToolServer",
+    "admit_outside_tools",
+    "server_tools",
+    "sync_server_tools",
+]
+
+_log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -39,52 +47,86 @@ class ServerTool(Protocol):
     def server_name(self) -> str: ...
 
 
-async def server_tools(*servers: ToolServer) -> list[Tool]:
-    """Every server's tools, checking that names are unique across servers.
+def admit_outside_tools(
+    taken: Collection[str],
+    offered: Sequence[tuple[str, Tool]],
+    holders: Mapping[str, str] | None = None,
+    *,
+    log: logging.Logger | None = None,
+) -> dict[str, Tool]:
+    """The tools from outside the process (servers, connectors) the agent takes, by name.
 
-    Raises:
-        ConfigurationError: two servers offer a tool under the same name (use ``prefix=``).
+    A tool from outside never takes a name from a local tool, nor from the source that held
+    it (``holders``: name -> source) or, for a new name, from an earlier source in ``offered``
+    (pairs of source name and tool, in the agent's order). A tool that would is left out with
+    a warning: a server cannot end runs, nor take a tool over, by naming its tools
+    (docs/mcp.md, "Name clashes").
     """
-    owners: dict[str, str] = {}
-    out: list[Tool] = []
-    for server in servers:
-        for t in await server.tools():
-            name = t.definition.name
-            if name in owners:
-                raise ConfigurationError(
-                    f"tool {name!r} is offered by MCP servers {owners[name]!r} and "
-                    f"{server.name!r}; give one of them a prefix= (or filter with allow=/deny=)"
-                )
-            owners[name] = server.name
-            out.append(t)
-    return out
+    log = log or _log
+    held = holders or {}
+    chosen: dict[str, Tool] = {}
+    for source, t in offered:  # incumbents first: a name stays with the source that held it
+        name = t.definition.name
+        if name not in taken and name not in chosen and held.get(name) == source:
+            chosen[name] = t
+    owner = {name: held[name] for name in chosen}
+    for source, t in offered:
+        name = t.definition.name
+        if chosen.get(name) is t:
+            continue
+        if name in taken:
+            log.warning(
+                "tool %r of %r left out: the agent has a local tool of that name (give the "
+                "server a prefix= to offer both)",
+                name,
+                source,
+            )
+        elif name in chosen:
+            log.warning(
+                "tool %r of %r left out: %r offers a tool of that name (give one of them a "
+                "prefix= to offer both)",
+                name,
+                source,
+                owner[name],
+            )
+        else:
+            chosen[name] = t
+            owner[name] = source
+    order = {id(t): i for i, (_, t) in enumerate(offered)}
+    return dict(sorted(chosen.items(), key=lambda item: order[id(item[1])]))
+
+
+async def server_tools(*servers: ToolServer) -> list[Tool]:
+    """Every server's tools, each name once: a tool named like one of an earlier server is
+    left out with a warning (see :func:`admit_outside_tools`)."""
+    offered = [(server.name, t) for server in servers for t in await server.tools()]
+    return list(admit_outside_tools((), offered).values())
 
 
 async def sync_server_tools(
-    tools: MutableMapping[str, Tool], servers: Sequence[ToolServer]
+    tools: MutableMapping[str, Tool],
+    servers: Sequence[ToolServer],
+    *,
+    log: logging.Logger | None = None,
 ) -> bool:
     """Bring the server tools in ``tools`` (an agent's tools by name) up to date with ``servers``.
 
     The agent calls this before each run and between turns (never during a tool batch): it
-    connects lazily, picks up changed tool lists, and leaves local tools alone. Returns True when
-    the set of tool definitions changed.
+    connects lazily, picks up changed tool lists, and leaves local tools alone. A server's tool
+    named like a local tool, or like a tool another server holds, is left out with a warning
+    (:func:`admit_outside_tools`). Returns True when the set of tool definitions changed.
 
     Raises:
-        ConfigurationError: two servers, or a server and a local tool, use the same name; nothing
-            is changed then.
-        MCPConnectionError: a server could not be started or reached.
+        MCPConnectionError: a server could not be started or reached; nothing is changed then.
     """
-    fresh = await server_tools(*servers)
+    offered = [(server.name, t) for server in servers for t in await server.tools()]
+    before = {n: t for n, t in tools.items() if isinstance(t, ServerTool)}
     local = {n for n, t in tools.items() if not isinstance(t, ServerTool)}
-    clash = sorted(local & {t.definition.name for t in fresh})
-    if clash:
-        raise ConfigurationError(
-            f"MCP tools named like local tools: {', '.join(clash)}; give the server a prefix= "
-            "(or filter it with allow=/deny=)"
-        )
-    before = {n: t.definition for n, t in tools.items() if isinstance(t, ServerTool)}
-    after = {t.definition.name: t.definition for t in fresh}
+    holders = {n: t.server_name for n, t in before.items() if isinstance(t, ServerTool)}
+    after = admit_outside_tools(local, offered, holders, log=log)
     for name in before:
         del tools[name]
-    tools.update({t.definition.name: t for t in fresh})
-    return before != after
+    tools.update(after)
+    return {n: t.definition for n, t in before.items()} != {
+        n: t.definition for n, t in after.items()
+    }

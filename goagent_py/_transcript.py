@@ -8,6 +8,7 @@ keeps.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from goagent_py._metadata_keys import (
@@ -63,9 +64,15 @@ def strip_thinking(messages: list[Message]) -> list[Message]:
     return out
 
 
+def text_length(content: Sequence[ContentBlock]) -> int:
+    """The characters of text in ``content`` (what :func:`truncate_content` limits)."""
+    return sum([len(b.text) for b in content if isinstance(b, TextBlock)])
+
+
 def truncate_content(content: list[ContentBlock], limit: int) -> list[ContentBlock]:
-    """Cut the text of ``content`` to ``limit`` characters in all, with a visible marker."""
-    total = sum(len(b.text) for b in content if isinstance(b, TextBlock))
+    """Cut the text of ``content`` to ``limit`` characters in all, with a visible marker
+    (``content`` itself when it is within the limit)."""
+    total = text_length(content)
     if total <= limit:
         return content
     out: list[ContentBlock] = []

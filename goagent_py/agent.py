@@ -17,7 +17,7 @@ from goagent_py._loop import Resumed, Run
 from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py._records import message as new_message
 from goagent_py._records import text_block
-from goagent_py._tool_servers import sync_server_tools
+from goagent_py._tool_servers import ServerTool, admit_outside_tools, sync_server_tools
 from goagent_py._transcript import waiting_at
 from goagent_py.agent_tool import AgentTool, as_tool
 from goagent_py.approvals import (
@@ -175,7 +175,8 @@ class Agent(Generic[Deps, Out]):
         max_parallel_tools: at most this many calls of one turn at once (default 64; None: no
             limit), so a model that asks for 2,000 calls cannot start them all at once.
         max_run_tokens: a token budget for the run, checked after every model call (None: none).
-        max_tool_result_chars: cut longer tool results, with a visible marker (None: no cap).
+        max_tool_result_chars: cut longer tool results, with a visible marker (default
+            100 000; None: no cap).
         transform_context: rewrite the messages sent with each request.
         tool_retry: a :class:`RetryPolicy` for failed tool calls (None: no retry).
         rate_limit: a :class:`RateLimitConfig` for tool calls (None: no limit).
@@ -311,19 +312,21 @@ class Agent(Generic[Deps, Out]):
         async with self._connect_lock:
             if self._connected:
                 return
-            added: list[Tool] = []
+            added: list[tuple[str, Tool]] = []
             try:
-                for connector in self._options.mcp_connectors:
+                for i, connector in enumerate(self._options.mcp_connectors):
                     tools, close = await connector()
                     if close is not None:
                         self._closers.append(close)
-                    added.extend(tools)
-                AgentOptions.check_tools([*self._tools.values(), *added])
+                    for t in tools:
+                        source = t.server_name if isinstance(t, ServerTool) else f"connector {i}"
+                        added.append((source, t))
+                for _, t in added:  # each must be a tool; a name clash only leaves it out
+                    AgentOptions.check_tools([t])
             except BaseException:
                 await self.aclose()
                 raise
-            for t in added:
-                self._tools[t.definition.name] = t
+            self._tools.update(admit_outside_tools(self._tools, added, log=self._options.logger))
             self._connected = True
 
     async def _sync_mcp(self) -> None:
@@ -331,7 +334,9 @@ class Agent(Generic[Deps, Out]):
         loop calls this between turns)."""
         assert self._connect_lock is not None
         async with self._connect_lock:
-            await sync_server_tools(self._tools, self._options.mcp_servers)
+            await sync_server_tools(
+                self._tools, self._options.mcp_servers, log=self._options.logger
+            )
 
     async def _current_tools(self) -> list[ToolDefinition]:
         """The tool definitions for the next turn; a failed refresh keeps the previous ones."""

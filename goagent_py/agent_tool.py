@@ -45,6 +45,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
+from goagent_py._describe import described
 from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking, waiting_at
@@ -232,7 +233,17 @@ class AgentTool(Generic[_A]):
     def child_deps(self, parent: Any) -> Any:
         """The child run's deps given the parent run's (``deps=`` applied, else as they are);
         an orchestration that runs the child as a node uses it too."""
-        return parent if self._deps is None else self._deps(parent)
+        if self._deps is None:
+            return parent
+        try:
+            return self._deps(parent)
+        except Exception as exc:
+            # The developer's function failed, not the model's call: the parent run fails with
+            # it (the loop raises a ConfigurationError a tool raised), never shown to the model.
+            raise ConfigurationError(
+                f"as_tool({self.name!r}) deps= raised {described(exc)}: fix the function that "
+                "makes the child run's deps from the parent's"
+            ) from exc
 
     async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
         """Run the child agent with the call's prompt; its answer is the result.
@@ -276,7 +287,13 @@ class AgentTool(Generic[_A]):
         output = run.result.output
         if ctx is not None and output is not None and not isinstance(output, str):
             ctx.set_details(output)  # the parent's code gets the object, not only its JSON
-        returned = self._returns(run.result)
+        try:
+            returned = self._returns(run.result)
+        except Exception as exc:  # the developer's function, as deps= above
+            raise ConfigurationError(
+                f"as_tool({self.name!r}) returns= raised {described(exc)}: fix the function "
+                "that makes the tool's result from the child run's"
+            ) from exc
         if isinstance(returned, str):
             return [TextBlock(returned)]
         if isinstance(returned, list):

@@ -17,6 +17,7 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     ├── ModelRetry                      raised by an output validator: ask the model again
     ├── OutputValidationError           the model's output stayed invalid after its retries
     ├── NoEmbeddableContentError        nothing in the input can be embedded (also a ValueError)
+    ├── UnreadableDocumentError         a file to index is not text (binary, unparsable PDF)
     ├── SessionBusyError                a session (or its history lease) is in use by another run
     │   └── LeaseLostError              a write under a run lease that another run has taken over
     ├── ApprovalError                   a decision on a waiting call cannot be applied
@@ -64,15 +65,15 @@ __all__ = [
     "InvalidMediaTypeError",
     "LeaseLostError",
     "MaxIterationsError",
-    "TokenBudgetError",
     "MemoryStoreError",
     "MissingExtraError",
     "ModelRetry",
-    "OutputValidationError",
     "NoEmbeddableContentError",
     "NotPendingError",
+    "OutputValidationError",
     "ProviderError",
     "SessionBusyError",
+    "TokenBudgetError",
     "ToolAbortedError",
     "ToolArgumentsError",
     "ToolBlockedError",
@@ -80,6 +81,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotFoundError",
     "ToolTimeoutError",
+    "UnreadableDocumentError",
     "UnsupportedContentError",
 ]
 
@@ -297,6 +299,20 @@ class LeaseLostError(SessionBusyError):
 
 class NoEmbeddableContentError(GoAgentError, ValueError):
     """The embedder found nothing it can embed in the input (e.g. only images, for a text model)."""
+
+
+class UnreadableDocumentError(GoAgentError, ValueError):
+    """A file given to a document loader holds no text to index: binary content (a NUL byte in
+    its first 8 KB, git's rule), or a PDF that does not parse. ``path`` is the file, ``reason``
+    what is wrong with it."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.path, self.reason)
 
 
 class ToolError(GoAgentError):

@@ -50,6 +50,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "OutputDelta",
+    "OutputRetry",
     "QueueUpdate",
     "ToolExecutionEnd",
     "ToolExecutionStart",
@@ -145,6 +146,19 @@ class OutputDelta:
     required fields are in). Sent when it changes; the final output is ``AgentEnd``'s."""
 
     partial: Any
+    path: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(slots=True)
+class OutputRetry:
+    """A typed answer was rejected and the model is asked again: the ``OutputDelta`` events
+    before this one belong to the rejected answer (``attempt``, 1-based, failed with
+    ``feedback``, what the model reads); those after it to the next attempt. Sent after the
+    rejected answer's ``MessageEnd``, before the next ``TurnStart``; never when the retries are
+    spent (the run then fails with ``OutputValidationError``)."""
+
+    attempt: int
+    feedback: str
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
@@ -375,6 +389,7 @@ AgentEvent = (
     | MessageStart
     | MessageDelta
     | OutputDelta
+    | OutputRetry
     | ModelResponse
     | MessageEnd
     | ToolExecutionStart

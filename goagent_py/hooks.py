@@ -22,12 +22,13 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
 from goagent_py import _deps
+from goagent_py._deepcopy import deepcopy, snapshot_message
 from goagent_py.events import (
     AgentEnd,
     AgentEvent,
@@ -306,7 +307,10 @@ class HookDispatcher:
 
     async def _request(self, e: ModelRequest) -> None:
         if (h := self.hooks.on_provider_request) is not None:
-            await _settle(lambda: h(e.iteration, e.request), h, self.logger)
+            # A copy: the request holds the run's messages (a hook that changed them changed
+            # what the model is sent and what is stored). Made only when the hook is set.
+            request = deepcopy(e.request)
+            await _settle(lambda: h(e.iteration, request), h, self.logger)
 
     async def _message_start(self, e: MessageStart) -> None:
         if e.role is Role.ASSISTANT and e.streaming and (h := self.hooks.on_stream_start):
@@ -321,7 +325,9 @@ class HookDispatcher:
 
     async def _response(self, e: ModelResponse) -> None:
         if (h := self.hooks.on_provider_response) is not None:
-            await _settle(lambda: h(e.iteration, e), h, self.logger)
+            # The answer is the record's message: the hook reads a copy of it (as above).
+            event = e if e.message is None else replace(e, message=snapshot_message(e.message))
+            await _settle(lambda: h(e.iteration, event), h, self.logger)
 
     async def _message_end(self, e: MessageEnd) -> None:
         if e.message.role is not Role.ASSISTANT or (h := self.hooks.on_thinking) is None:

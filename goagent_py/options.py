@@ -287,7 +287,9 @@ class AgentOptions:
     sequential_tools: set[str] = field(default_factory=set)
     max_parallel_tools: int | None = 64
     max_run_tokens: int | None = None
-    max_tool_result_chars: int | None = None
+    # Results from servers and functions alike (docs/tools.md, "Result size"); the same
+    # number as DEFAULT_RESULT_CHARS in _results.py, which bounds serialising non-text results.
+    max_tool_result_chars: int | None = 100_000
     transform_context: TransformContext | None = None
     tool_retry: RetryPolicy | None = None
     rate_limit: RateLimitConfig | None = None
@@ -948,7 +950,8 @@ def with_max_parallel_tools(n: int | None) -> Option:
 
 
 def with_max_tool_result_chars(n: int | None) -> Option:
-    """Cut tool results longer than ``n`` characters, with a visible truncation marker."""
+    """Cut tool results longer than ``n`` characters, with a visible truncation marker
+    (default 100 000, about 25 000 tokens; None: no cap)."""
     return _set("max_tool_result_chars", n)
 
 

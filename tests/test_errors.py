@@ -155,6 +155,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.durable._wire.RemoteToolError": lambda: _wire().RemoteToolError("disk full"),
     "goagent_py.errors.TokenBudgetError": lambda: TokenBudgetError(500, 700),
+    "goagent_py.errors.UnreadableDocumentError": lambda: errors.UnreadableDocumentError(
+        "notes/logo.txt", "binary content (a NUL byte in its first 8 KB), not text"
+    ),
     "goagent_py.errors.GuardrailTripped": lambda: errors.GuardrailTripped(
         "no_secrets", "input", "the prompt holds an API key"
     ),
@@ -190,6 +193,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
         "time", "now", "server restarted; call not retried"
     ),
     "goagent_py.mcp.errors.MCPToolError": lambda: _mcp().MCPToolError("time", "now", "bad zone"),
+    "goagent_py.mcp.errors.MCPCallTimeoutError": lambda: _mcp().MCPCallTimeoutError(
+        "time", "now", 300.0
+    ),
     "goagent_py.mcp.errors.MCPToolChangedError": lambda: _mcp().MCPToolChangedError("t", "now"),
     "goagent_py.mcp.errors.MCPToolUnavailableError": lambda: _mcp().MCPToolUnavailableError(
         "time", "now", ("later",)

@@ -15,10 +15,12 @@ honest "not in the documents".
 from __future__ import annotations
 
 import argparse
+import errno
 import re
+import stat
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,35 +99,51 @@ def _bar(progress: IndexProgress, out: Any) -> None:
 
 @dataclass
 class Loaded:
-    """What ``rag index`` read: the documents, and the folders whose contents they are."""
+    """What ``rag index`` read: the documents, the folders whose contents they are, and the
+    files it could not read."""
 
     documents: list[Any]
     folders: list[str]  # the source prefixes of the folders given, "" for the root itself
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
 
 
 def load_paths(paths: list[str], root_arg: str | None) -> Loaded:
     """Read the files and folders of ``paths``, with sources relative to ``root_arg`` (None:
-    the current folder).
+    the current folder). A file that cannot be read (binary, a PDF that does not parse) is
+    skipped and listed in ``skipped``.
 
     Raises:
-        FileNotFoundError: a path does not exist.
+        OSError: a path does not exist, or is not a file or a folder (its ``filename`` is the
+            path as given).
     """
+    from goagent_py.errors import UnreadableDocumentError
     from goagent_py.rag.documents import load_directory, load_file, source_key
 
     root = Path(root_arg).expanduser() if root_arg else Path.cwd()
-    documents: list[Any] = []
-    folders: list[str] = []
+    loaded = Loaded([], [])
+
+    def skip(path: str, reason: str) -> None:
+        loaded.skipped.append((path, reason))
+
     for raw in paths:
         path = Path(raw).expanduser()
-        if path.is_dir():
-            documents.extend(load_directory(path, source_root=root))
+        try:
+            # stat() follows links: a loop or a dangling link raises what is wrong with it.
+            mode = path.stat().st_mode
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, raw) from exc
+        if stat.S_ISDIR(mode):
+            loaded.documents.extend(load_directory(path, source_root=root, on_skip=skip))
             key = source_key(path, root)
-            folders.append("" if key == "." else key)
-        elif path.is_file():
-            documents.append(load_file(path, source=source_key(path, root)))
+            loaded.folders.append("" if key == "." else key)
+        elif stat.S_ISREG(mode):
+            try:
+                loaded.documents.append(load_file(path, source=source_key(path, root)))
+            except UnreadableDocumentError as exc:
+                skip(raw, exc.reason)
         else:
-            raise FileNotFoundError(raw)
-    return Loaded(documents, folders)
+            raise OSError(errno.EINVAL, "not a regular file or a folder", raw)
+    return loaded
 
 
 def gone(indexed: list[str], loaded: Loaded) -> list[str]:
@@ -147,12 +165,31 @@ def gone(indexed: list[str], loaded: Loaded) -> list[str]:
 async def index(args: argparse.Namespace, console: Console) -> int:
     """Index files and folders into the RAG database; prints a progress bar and a summary."""
     from goagent_py.cli._common import EXIT_OK, EXIT_USAGE
+    from goagent_py.rag.documents import describe_os_error
 
     try:
         loaded = load_paths(args.paths, args.root)
     except FileNotFoundError as exc:
-        console.note(f"goagent-py: no such file or folder: {exc.args[0]}")
+        console.note(f"goagent-py: no such file or folder: {exc.filename}")
         return EXIT_USAGE
+    except OSError as exc:
+        console.note(f"goagent-py: cannot index {exc.filename}: {describe_os_error(exc)}")
+        return EXIT_USAGE
+    for path, reason in loaded.skipped:
+        console.note(f"goagent-py: skipped {path}: {reason}")
+    for doc in loaded.documents:
+        if not doc.text.strip():
+            hint = (
+                " (a scanned PDF? it needs text recognition first)"
+                if doc.metadata.get("format") == "pdf"
+                else ""
+            )
+            console.note(f"goagent-py: {doc.source} holds no text to index{hint}")
+        elif "encoding" in doc.metadata:
+            console.note(
+                f"goagent-py: {doc.source} is not UTF-8: read as {doc.metadata['encoding']} "
+                "(check its accented letters in answers; convert it to UTF-8 to be sure)"
+            )
     documents = loaded.documents
     db = _db(args)
     start = time.perf_counter()
@@ -171,6 +208,7 @@ async def index(args: argparse.Namespace, console: Console) -> int:
         f"{report.unchanged} unchanged, {report.deleted} stale removed, "
         f"{removed} documents removed (gone from their folder) "
         f"({time.perf_counter() - start:.1f}s)"
+        + (f"; {len(loaded.skipped)} files skipped (see above)" if loaded.skipped else "")
     )
     return EXIT_OK
 

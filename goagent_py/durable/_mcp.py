@@ -45,8 +45,9 @@ class MCPServerSpec:
         url: the endpoint of an HTTP server.
         headers: headers sent with every HTTP request.
         timeout: HTTP connect/write timeout in seconds.
-        prefix, allow, deny, idempotent, max_description_chars, connect_timeout, pins,
-            block_changed: the connection's options (see :class:`~goagent_py.mcp.MCPConnection`).
+        prefix, allow, deny, idempotent, max_description_chars, connect_timeout, call_timeout,
+            pins, block_changed: the connection's options (see
+            :class:`~goagent_py.mcp.MCPConnection`).
     """
 
     name: str
@@ -63,6 +64,7 @@ class MCPServerSpec:
     idempotent: bool | tuple[str, ...] | None = None
     max_description_chars: int = 1024
     connect_timeout: float = 30.0
+    call_timeout: float | None = 300.0
     pins: Mapping[str, str] | None = None
     block_changed: bool = False
 
@@ -108,6 +110,7 @@ class MCPServerSpec:
             else idempotent,
             "max_description_chars": settings["max_description_chars"],
             "connect_timeout": settings["connect_timeout"],
+            "call_timeout": settings["call_timeout"],
             "pins": settings["pins"] or None,
             "block_changed": settings["block_changed"],
         }
@@ -163,6 +166,7 @@ class MCPServerSpec:
             else self.idempotent,
             "max_description_chars": self.max_description_chars,
             "connect_timeout": self.connect_timeout,
+            "call_timeout": self.call_timeout,
             "pins": None if self.pins is None else dict(self.pins),
             "block_changed": self.block_changed,
         }
@@ -172,6 +176,7 @@ class MCPServerSpec:
         """From :meth:`to_data`'s dict."""
         idempotent = data.get("idempotent")
         allow = data.get("allow")
+        call_timeout = data.get("call_timeout", 300.0)
         return cls(
             name=str(data["name"]),
             command=str(data.get("command", "")),
@@ -187,6 +192,7 @@ class MCPServerSpec:
             idempotent=tuple(idempotent) if isinstance(idempotent, list) else idempotent,
             max_description_chars=int(data.get("max_description_chars", 1024)),
             connect_timeout=float(data.get("connect_timeout", 30.0)),
+            call_timeout=None if call_timeout is None else float(call_timeout),
             pins=None if data.get("pins") is None else dict(data["pins"]),
             block_changed=bool(data.get("block_changed", False)),
         )
@@ -204,6 +210,7 @@ class MCPServerSpec:
             "idempotent": self.idempotent,
             "max_description_chars": self.max_description_chars,
             "connect_timeout": self.connect_timeout,
+            "call_timeout": self.call_timeout,
             "pins": None if self.pins is None else dict(self.pins),
             "block_changed": self.block_changed,
         }

@@ -760,6 +760,8 @@ def _agent_for(
     for key in ("effort", "max_tokens", "max_tool_result_chars", "long_term_top_k"):
         if config.get(key) is not None:
             settings[key] = config[key]
+    if "max_tool_result_chars" in config:  # None is a choice here: no cap (the default caps)
+        settings["max_tool_result_chars"] = config["max_tool_result_chars"]
     agent = Agent(**settings)
     # Per-tool sequential execution is not a keyword; set it as the agent's options hold it.
     agent.options.sequential_tools.update(config.get("sequential_tools", ()))

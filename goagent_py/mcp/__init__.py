@@ -19,6 +19,7 @@ from goagent_py._tool_servers import sync_server_tools as sync_mcp_tools
 from goagent_py.mcp._pins import ToolChange, definition_hash
 from goagent_py.mcp.client import MCPConnection, MCPTool
 from goagent_py.mcp.errors import (
+    MCPCallTimeoutError,
     MCPConnectionError,
     MCPError,
     MCPServerRestartedError,
@@ -33,6 +34,7 @@ __all__ = [
     "definition_hash",
     "http_app",
     "mcp_tools",
+    "MCPCallTimeoutError",
     "MCPConnection",
     "MCPConnectionError",
     "MCPError",

@@ -43,6 +43,7 @@ from goagent_py.mcp import _convert
 from goagent_py.mcp._pins import ToolChange, _Pins
 from goagent_py.mcp._sdk import describe, is_lost, is_modern, require
 from goagent_py.mcp.errors import (
+    MCPCallTimeoutError,
     MCPConnectionError,
     MCPError,
     MCPServerRestartedError,
@@ -58,6 +59,11 @@ from goagent_py.tools import Tool, ToolDefinition
 __all__ = ["MCPConnection", "MCPTool"]
 
 _log = logging.getLogger("goagent_py.mcp")
+
+DEFAULT_CALL_TIMEOUT = 300.0
+"""Seconds a call to an MCP server may wait for its answer unless ``call_timeout=`` says
+otherwise: as long as an A2A send may take (``A2AClient(timeout=)``), so a server that never
+answers cannot hang a run that set no ``tool_timeout`` (docs/mcp.md, "Boundaries")."""
 
 _BACKOFF_START = 0.5
 _BACKOFF_MAX = 10.0
@@ -102,6 +108,7 @@ class _Settings:
     idempotent: bool | frozenset[str] | None = None
     max_description_chars: int = 1024
     connect_timeout: float = 30.0
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -207,8 +214,16 @@ class MCPTool:
         for attempt in (1, 2):
             await conn._ensure_connected()
             conn._check_offered(self)
+            limit = conn._settings.call_timeout
+            deadline = asyncio.timeout(limit)
             try:
-                result = await conn._submit(run)
+                async with deadline:
+                    result = await conn._submit(run)
+            except TimeoutError as exc:
+                if limit is None or not deadline.expired():  # a TimeoutError of the transport
+                    raise MCPConnectionError(server, describe(exc)) from exc
+                # _submit saw the cancellation and cancelled the request on the server.
+                raise MCPCallTimeoutError(server, self.definition.name, limit) from None
             except _Lost as lost:
                 if not self.idempotent:
                     raise MCPServerRestartedError(server, self.definition.name, str(lost)) from None
@@ -259,6 +274,10 @@ class MCPConnection:
         block_changed: withhold changed tools until :meth:`approve` (default: report and use).
         max_description_chars: cap on server-provided descriptions (default 1024).
         connect_timeout: seconds for starting the server and listing its tools (default 30).
+        call_timeout: seconds one call may wait for the server's answer (default 300; None:
+            no limit); past it the call is cancelled on the server and the model reads an
+            :class:`~goagent_py.mcp.MCPCallTimeoutError`. The agent's ``tool_timeout``, when
+            shorter, ends the call first.
     """
 
     def __init__(
@@ -274,6 +293,7 @@ class MCPConnection:
         block_changed: bool = False,
         max_description_chars: int = 1024,
         connect_timeout: float = 30.0,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"MCP connection name must be a non-empty str, got {name!r}")
@@ -283,6 +303,15 @@ class MCPConnection:
             raise ConfigurationError("allow= and deny= take a list of tool names, not one str")
         if connect_timeout <= 0:
             raise ConfigurationError(f"connect_timeout must be > 0, got {connect_timeout!r}")
+        if call_timeout is not None and (
+            isinstance(call_timeout, bool)
+            or not isinstance(call_timeout, int | float)
+            or not call_timeout > 0
+        ):
+            raise ConfigurationError(
+                f"call_timeout must be a number of seconds > 0 (or None for no limit), got "
+                f"{call_timeout!r}"
+            )
         if idempotent is not None and not isinstance(idempotent, bool):
             if isinstance(idempotent, str):
                 raise ConfigurationError("idempotent= takes a bool or a list of tool names")
@@ -295,6 +324,7 @@ class MCPConnection:
             idempotent=idempotent,
             max_description_chars=max_description_chars,
             connect_timeout=connect_timeout,
+            call_timeout=None if call_timeout is None else float(call_timeout),
         )
         self._pins = _Pins(name, pins, on_tool_changed, block_changed)
         self._remote: dict[str, _Remote] = {}
@@ -357,6 +387,7 @@ class MCPConnection:
             "block_changed": pins.block_changed,
             "max_description_chars": s.max_description_chars,
             "connect_timeout": s.connect_timeout,
+            "call_timeout": s.call_timeout,
         }
 
     async def tools(self) -> list[Tool]:
@@ -366,7 +397,6 @@ class MCPConnection:
 
         Raises:
             MCPConnectionError: the server could not be started or reached.
-            ConfigurationError: two tools of this server map to the same name.
         """
         await self._ensure_connected()
         if self._stale or self._applied_seq < self._fetch_seq or not self._tools_seen:
@@ -717,10 +747,18 @@ class MCPConnection:
                 continue
             local = _convert.local_name(s.prefix, t.name)
             if local in by_local:
-                raise ConfigurationError(
-                    f"MCP server {self.name!r}: tools {by_local[local]!r} and {t.name!r} both "
-                    f"map to the name {local!r}; use allow=/deny= to keep one"
-                )
+                # Raised, any server could end every run by listing two such names.
+                if (t.name, "clash") not in self._warned_schemas:
+                    self._warned_schemas.add((t.name, "clash"))
+                    _log.warning(
+                        "MCP server %r: tool %r left out: %r maps to the same name %r first; "
+                        "use allow=/deny= to choose",
+                        self.name,
+                        t.name,
+                        by_local[local],
+                        local,
+                    )
+                continue
             by_local[local] = t.name
             usable = self._pins.check(t.name, description, t.input_schema or {})
             definition = ToolDefinition(

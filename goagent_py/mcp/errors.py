@@ -9,6 +9,8 @@ the agent knows it, so the model reads their message as is (``Error: <message>``
         │   └── MCPServerRestartedError  (also a ToolError) the connection broke under a call that
         │                                is not idempotent, so it was not retried
         ├── MCPToolError                 (also a ToolError) the server answered ``isError``
+        ├── MCPCallTimeoutError          (also a ToolTimeoutError) no answer within the
+        │                                connection's ``call_timeout``; cancelled on the server
         ├── MCPToolChangedError          (also a ToolError) a pinned tool changed; blocked until
         │                                re-approved
         └── MCPToolUnavailableError      (also a ToolError) the server no longer offers the tool
@@ -18,9 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from goagent_py.errors import GoAgentError, ToolError
+from goagent_py.errors import GoAgentError, ToolError, ToolTimeoutError
 
 __all__ = [
+    "MCPCallTimeoutError",
     "MCPConnectionError",
     "MCPError",
     "MCPServerRestartedError",
@@ -75,6 +78,25 @@ class MCPToolError(MCPError, ToolError):
 
     def __reduce__(self) -> Any:
         return self._reduce_with(self.server, self.tool_name, self.text)
+
+
+class MCPCallTimeoutError(MCPError, ToolTimeoutError):
+    """The server gave no answer to a call within the connection's ``call_timeout``: the call
+    was cancelled on the server, and the connection stays up for the next one."""
+
+    def __init__(self, server: str, tool_name: str, timeout: float) -> None:
+        self.tool_name = tool_name
+        self.timeout = timeout
+        self.server = server
+        self.detail = (
+            f"tool {tool_name!r} gave no answer within call_timeout={timeout:g}s (the call "
+            "was cancelled on the server)"
+        )
+        # Past ToolTimeoutError's __init__ (it takes other arguments) to the plain message.
+        ToolError.__init__(self, f"MCP server {server!r}: {self.detail}")
+
+    def __reduce__(self) -> Any:
+        return self._reduce_with(self.server, self.tool_name, self.timeout)
 
 
 class MCPToolChangedError(MCPError, ToolError):

@@ -109,19 +109,24 @@ def _pack(
     max_size: int,
     measure: _Measure,
     carry: Callable[[int, int], int] | None = None,
+    *,
+    joined: Callable[[int, int], str] | None = None,
 ) -> list[Span]:
     """Greedily pack ``pieces`` into runs ``[start, end)`` whose joined text fits ``max_size``.
 
     A piece too big on its own is a run of its own. ``carry(start, end)`` says how many pieces
     at the end of a run to repeat at the start of the next one (the overlap); every run still
-    brings at least one new piece, so packing always ends.
+    brings at least one new piece, so packing always ends. ``joined(start, end)`` gives the
+    joined text of a run when the caller has it as one slice (contiguous pieces of a text): a
+    slice is a copy, where joining a million one-character pieces builds a million strings.
     """
     n = len(pieces)
     runs: list[Span] = []
     end = 0
+    text_of = joined or (lambda a, b: sep.join(pieces[a:b]))
 
     def fits_from(start: int) -> Callable[[int], bool]:
-        return lambda k: measure(sep.join(pieces[start : start + k])) <= max_size
+        return lambda k: measure(text_of(start, start + k)) <= max_size
 
     while end < n:
         back = carry(*runs[-1]) if carry and runs else 0
@@ -393,7 +398,13 @@ class RecursiveChunker:
             return [(start, end)]
         if level == len(self.separators):
             chars = text[start:end]
-            return [(start + s, start + e) for s, e in _pack(chars, "", budget, measure)]
+
+            def cut(a: int, b: int) -> str:
+                return text[start + a : start + b]
+
+            return [
+                (start + s, start + e) for s, e in _pack(chars, "", budget, measure, joined=cut)
+            ]
         pieces = _pieces(text, start, end, self.separators[level])
         if len(pieces) == 1:
             return self._split(text, start, end, level + 1, budget)
@@ -402,7 +413,13 @@ class RecursiveChunker:
 
         def flush() -> None:
             strings = [text[s:e] for s, e in run]
-            for i, j in _pack(strings, "", budget, measure):
+            # The pieces are contiguous: a run's text is one slice of ``text``.
+            starts, ends = [s for s, _ in run], [e for _, e in run]
+
+            def cut(i: int, j: int) -> str:
+                return text[starts[i] : ends[j - 1]] if j > i else ""
+
+            for i, j in _pack(strings, "", budget, measure, joined=cut):
                 out.append((run[i][0], run[j - 1][1]))
             run.clear()
 

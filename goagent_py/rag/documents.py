@@ -6,20 +6,31 @@ search time). The loaders read text, Markdown, reStructuredText, HTML (as text, 
 standard library's ``html.parser``) and PDF text (when ``pypdf`` is installed); each sets
 ``path``, ``title`` and ``format`` in the metadata.
 
+A file is read once, as bytes, so what is indexed is one state of it even while it is being
+written. Binary content (a NUL byte in the first 8 KB, git's rule) is refused with
+:class:`~goagent_py.errors.UnreadableDocumentError`, and so is a PDF that does not parse. Text
+that is not valid UTF-8 is read as Windows-1252 (the likeliest encoding of such a file, and
+one that maps every byte to a character, so nothing is lost), and its document says so in
+``metadata["encoding"]`` (set only for text not read as UTF-8).
+
 Loaders do blocking file I/O: inside an event loop call them through ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
 
+import codecs
+import errno
+import logging
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+import stat
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from goagent_py.errors import ConfigurationError, MissingExtraError
+from goagent_py.errors import ConfigurationError, MissingExtraError, UnreadableDocumentError
 from goagent_py.messages import ContentBlock, TextBlock, text_from
 
 __all__ = [
@@ -42,6 +53,21 @@ FORMATS: Mapping[str, str] = {
     ".pdf": "pdf",
 }
 """File suffix -> format name, for the suffixes the loaders read."""
+
+BINARY_PROBE = 8192
+"""How many leading bytes are searched for a NUL byte to call a file binary (git's rule)."""
+
+FALLBACK_ENCODING = "cp1252"
+"""The encoding a text file that is not valid UTF-8 is read with (see the module docstring)."""
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_log = logging.getLogger("goagent_py.rag")
 
 _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}\s*$")
@@ -100,7 +126,7 @@ def load_file(
     source: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     format: str | None = None,
-    encoding: str = "utf-8",
+    encoding: str | None = None,
 ) -> Document:
     """Read one file into a :class:`Document`.
 
@@ -110,16 +136,21 @@ def load_file(
         metadata: extra metadata for the document (wins over what the loader sets).
         format: "text", "markdown", "rst", "html" or "pdf"; defaults to the one the suffix
             names in :data:`FORMATS` ("text" for an unknown suffix).
-        encoding: the text encoding (undecodable bytes are replaced, never fatal).
+        encoding: the text encoding. None (the default): the encoding a byte-order mark names,
+            else UTF-8, else :data:`FALLBACK_ENCODING`. A named encoding is strict: a file
+            not valid in it is refused.
 
     Returns:
         The document, with ``path`` (absolute), ``title`` (the first heading, the HTML/PDF
-        title, else the file name without suffix) and ``format`` in its metadata. A PDF has one
-        text block per page and ``pages`` in its metadata, so chunks know their page.
+        title, else the file name without suffix), ``format`` and, for text not read as
+        UTF-8, ``encoding`` (the one it was read with) in its metadata. A PDF has one text
+        block per page and ``pages`` in its metadata, so chunks know their page.
 
     Raises:
         MissingExtraError: a PDF and ``pypdf`` is not installed.
         ConfigurationError: an unknown ``format``.
+        UnreadableDocumentError: binary content, a PDF that does not parse, or text not valid
+            in the ``encoding`` named.
         OSError: the file can't be read.
     """
     p = Path(path)
@@ -135,7 +166,9 @@ def load_file(
         blocks = [TextBlock(page) for page in pages]
         meta["pages"] = len(pages)
     else:
-        raw = p.read_text(encoding=encoding, errors="replace")
+        raw, read_as = _read_text(p, encoding)
+        if read_as not in ("utf-8", "utf-8-sig"):
+            meta["encoding"] = read_as  # only then: UTF-8 files keep their chunk ids
         if fmt == "html":
             title, text = _HTMLText.convert(raw)
         else:
@@ -153,25 +186,31 @@ def load_directory(
     glob: str = "**/*",
     formats: Sequence[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
-    encoding: str = "utf-8",
+    encoding: str | None = None,
     source_root: str | os.PathLike[str] | None = None,
+    on_skip: Callable[[str, str], None] | None = None,
 ) -> list[Document]:
     """Read every supported file under a directory, sorted by path.
 
     Hidden files and directories (a name starting with ".") are skipped, and so are files whose
     suffix is not in :data:`FORMATS` (and PDFs when ``pypdf`` is not installed), and symbolic
     links that lead out of the directory (a link to ``/etc/shadow`` in a folder of notes is
-    not a note); a link to a file inside it is read.
+    not a note); a link to a file inside it is read. A supported file that cannot be read
+    (binary content, a PDF that does not parse, a link loop, a file deleted or unreadable
+    since the listing) is skipped and reported to ``on_skip``: one bad file does not lose
+    the rest of the folder.
 
     Args:
         path: the directory.
         glob: which files, relative to ``path`` (``"**/*.md"`` for Markdown only).
         formats: only these formats (e.g. ``["markdown", "rst"]``); None for all.
         metadata: extra metadata for every document.
-        encoding: the text encoding.
+        encoding: the text encoding (see :func:`load_file`).
         source_root: make sources relative to this folder instead of ``path`` (see
             :func:`source_key`), so that two folders holding the same file names
             (``a/README.md``, ``b/README.md``) do not share sources in one index.
+        on_skip: called with ``(path, reason)`` for each supported file skipped because it
+            cannot be read; None logs a warning on the ``goagent_py.rag`` logger.
 
     Returns:
         One document per file; each source is the file's path relative to ``path`` (POSIX
@@ -189,20 +228,87 @@ def load_directory(
         wanted.discard("pdf")
     documents = []
     inside = root.resolve()
+    skip = on_skip or _log_skip
     for file in sorted(root.glob(glob)):
         rel = file.relative_to(root)
-        if any(part.startswith(".") for part in rel.parts) or not file.is_file():
+        if any(part.startswith(".") for part in rel.parts):
             continue
-        if not file.resolve().is_relative_to(inside):
-            continue  # a link (of the file or a folder on its way) out of the directory
         fmt = FORMATS.get(file.suffix.lower())
         if fmt is None or fmt not in wanted:
             continue
-        source = rel.as_posix() if source_root is None else source_key(file, source_root)
-        documents.append(
-            load_file(file, source=source, metadata=metadata, format=fmt, encoding=encoding)
-        )
+        try:
+            if not file.is_file():
+                if file.is_symlink() and not file.exists():
+                    file.stat()  # a dangling link or a loop: raise what is wrong with it
+                continue
+            if not file.resolve().is_relative_to(inside):
+                continue  # a link (of the file or a folder on its way) out of the directory
+            source = rel.as_posix() if source_root is None else source_key(file, source_root)
+            documents.append(
+                load_file(file, source=source, metadata=metadata, format=fmt, encoding=encoding)
+            )
+        except UnreadableDocumentError as exc:
+            skip(file.as_posix(), exc.reason)
+        except (OSError, RuntimeError) as exc:  # RuntimeError: resolve() on a loop (3.11, 3.12)
+            skip(file.as_posix(), describe_os_error(exc))
     return documents
+
+
+def describe_os_error(exc: BaseException) -> str:
+    """What is wrong with a file, in words, from the error reading it raised."""
+    if isinstance(exc, RuntimeError) or (isinstance(exc, OSError) and exc.errno == errno.ELOOP):
+        return "a symbolic link loop"
+    if isinstance(exc, FileNotFoundError):
+        return "no such file (deleted, or a link to nothing)"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[0].lower() + exc.strerror[1:]
+    return str(exc)
+
+
+def _log_skip(path: str, reason: str) -> None:
+    _log.warning("skipped %s: %s", path, reason)
+
+
+def _read_text(path: Path, encoding: str | None) -> tuple[str, str]:
+    """The text of ``path`` and the encoding it was read with (one read: one state of it)."""
+    # A pipe or a device has no end to read to (a FIFO named notes.txt blocked for ever).
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise UnreadableDocumentError(
+            str(path), "not a regular file (a pipe, socket or device); index a file"
+        )
+    data = path.read_bytes()
+    named = encoding
+    if named is None:
+        named = next((name for bom, name in _BOMS if data.startswith(bom)), None)
+    # UTF-16 and UTF-32 text is full of NUL bytes: the binary rule is for the other encodings.
+    wide = named is not None and named.lower().replace("_", "-").startswith(("utf-16", "utf-32"))
+    if not wide and b"\0" in data[:BINARY_PROBE]:
+        raise UnreadableDocumentError(
+            str(path),
+            f"binary content (a NUL byte in its first {BINARY_PROBE // 1024} KB), not text; "
+            "convert it to text first, or leave it out",
+        )
+    if named is not None:
+        try:
+            return data.decode(named), named
+        except UnicodeDecodeError as exc:
+            if encoding is not None:
+                raise UnreadableDocumentError(
+                    str(path),
+                    f"not valid {encoding} (byte {data[exc.start]:#04x} at offset {exc.start}); "
+                    "pass the encoding it is written in, or encoding=None to guess",
+                ) from exc
+        except LookupError as exc:
+            raise ConfigurationError(f"unknown text encoding {encoding!r}") from exc
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    try:
+        return data.decode(FALLBACK_ENCODING), FALLBACK_ENCODING
+    except UnicodeDecodeError:
+        # cp1252 leaves five bytes undefined; Latin-1 maps every byte, so nothing is lost.
+        return data.decode("latin-1"), "latin-1"
 
 
 def source_key(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> str:
@@ -324,7 +430,12 @@ def markdown_headings(text: str) -> list[tuple[int, str]]:
 class _HTMLText(HTMLParser):
     """HTML to readable text: headings become Markdown headings, scripts and styles go away."""
 
-    _SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head"})
+    _SKIP = frozenset({"script", "style", "noscript", "template", "svg"})
+    # What a <head> may hold; any other tag starts the body (HTML5 lets </head> and <body> be
+    # left out: counting <head> as skipped until its end tag dropped whole pages).
+    _HEAD = frozenset(
+        {"head", "title", "meta", "link", "base", "style", "script", "noscript", "template"}
+    )
     _BLOCK = frozenset(
         {
             "p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header",
@@ -338,6 +449,7 @@ class _HTMLText(HTMLParser):
         self.parts: list[str] = []
         self.title = ""
         self._skip = 0
+        self._in_head = False
         self._in_title = False
         self._pre = 0
 
@@ -356,6 +468,10 @@ class _HTMLText(HTMLParser):
         return title, text
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "head":
+            self._in_head = True
+        elif tag not in self._HEAD:
+            self._in_head = False
         if tag == "title":
             self._in_title = True
         elif tag in self._SKIP:
@@ -370,6 +486,8 @@ class _HTMLText(HTMLParser):
             self.parts.append("- ")
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "head":
+            self._in_head = False
         if tag == "title":
             self._in_title = False
         elif tag in self._SKIP:
@@ -382,7 +500,7 @@ class _HTMLText(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title += data
-        elif not self._skip:
+        elif not self._skip and not self._in_head:
             self.parts.append(data if self._pre else re.sub(r"\s+", " ", data))
 
 
@@ -407,12 +525,19 @@ def _read_pdf(path: Path) -> tuple[list[str], str]:
         import pypdf
     except ImportError as exc:
         raise MissingExtraError("pypdf", "pdf", feature="loading PDF documents") from exc
-    reader = pypdf.PdfReader(str(path))
-    pages = [(page.extract_text() or "").strip() for page in reader.pages]
-    title = ""
-    info = reader.metadata
-    if info is not None and isinstance(info.title, str):
-        title = info.title.strip()
+    try:
+        reader = pypdf.PdfReader(str(path))
+        pages = [(page.extract_text() or "").strip() for page in reader.pages]
+        title = ""
+        info = reader.metadata
+        if info is not None and isinstance(info.title, str):
+            title = info.title.strip()
+    except OSError:
+        raise
+    except Exception as exc:  # pypdf raises many kinds on a damaged file
+        raise UnreadableDocumentError(
+            str(path), f"the PDF does not parse ({type(exc).__name__}: {exc})"
+        ) from exc
     if not title:
         first = next((page for page in pages if page), "")
         title = first.splitlines()[0].strip()[:120] if first else ""

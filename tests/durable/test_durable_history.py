@@ -153,7 +153,13 @@ async def test_a_run_whose_own_tool_results_pass_the_payload_limit_runs_durably(
             return "read them all"
         return tool_call_response(ToolCall(f"c{done}", "read", {"path": f"f{done}"}))
 
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="run", tools=[read])
+    agent = Agent(
+        provider=FunctionProvider(plan),
+        model="m",
+        name="run",
+        tools=[read],
+        max_tool_result_chars=None,
+    )
     result, recorded = await run_durably(
         agent,
         "read four files",
@@ -212,7 +218,13 @@ async def test_a_result_over_the_payload_limit_fails_the_run_instead_of_hanging(
             return "y" * 800_000
         return tool_call_response(ToolCall(f"c{done}", "read", {"path": f"f{done}"}))
 
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="big", tools=[read])
+    agent = Agent(
+        provider=FunctionProvider(plan),
+        model="m",
+        name="big",
+        tools=[read],
+        max_tool_result_chars=None,
+    )
     with pytest.raises(DurableRunError, match="PayloadTooLargeError"):
         await run_durably(agent, "read two files", plan=plan, session_id="big")
 
@@ -253,7 +265,13 @@ def _dumping_agent(
             return "dumped"
         return tool_call_response(ToolCall("c0", "dump", {"path": "big"}))
 
-    agent = Agent(provider=FunctionProvider(plan), model="m", name=name, tools=[dump])
+    agent = Agent(
+        provider=FunctionProvider(plan),
+        model="m",
+        name=name,
+        tools=[dump],
+        max_tool_result_chars=None,
+    )
     return agent, plan, seen
 
 
@@ -311,7 +329,13 @@ async def test_a_run_whose_results_pass_the_history_limit_runs_durably(
         calls = [ToolCall(f"c{turn}.{i}", "read", {"path": f"f{turn}.{i}"}) for i in range(10)]
         return tool_call_response(*calls)
 
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="sixty", tools=[read])
+    agent = Agent(
+        provider=FunctionProvider(plan),
+        model="m",
+        name="sixty",
+        tools=[read],
+        max_tool_result_chars=None,
+    )
     result, recorded = await run_durably(
         agent, "read sixty files", plan=plan, memory=ShortTermMemory(storage), session_id="sixty"
     )

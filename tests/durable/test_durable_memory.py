@@ -121,7 +121,13 @@ async def test_a_result_over_the_servers_limit_names_the_tool_and_is_not_retried
             return tool_call_response(ToolCall("c1", "dump", {}))
         return f"error={results[0].is_error}: {results[0].text}"
 
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="big", tools=[dump])
+    agent = Agent(
+        provider=FunctionProvider(plan),
+        model="m",
+        name="big",
+        tools=[dump],
+        max_tool_result_chars=None,
+    )
     durable = DurableAgent(
         agent, provider="fn:x", payload_limit=8 * 1024 * 1024, max_attempts=3, task_queue=queue()
     )
@@ -149,7 +155,13 @@ async def test_a_model_request_over_the_servers_limit_fails_the_run_naming_it(
             return tool_call_response(ToolCall("c1", "half", {}), ToolCall("c2", "half", {}))
         return "unreachable"
 
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="req", tools=[half])
+    agent = Agent(
+        provider=FunctionProvider(plan),
+        model="m",
+        name="req",
+        tools=[half],
+        max_tool_result_chars=None,
+    )
     durable = DurableAgent(
         agent, provider="fn:x", payload_limit=8 * 1024 * 1024, max_attempts=2, task_queue=queue()
     )

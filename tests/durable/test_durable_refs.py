@@ -39,7 +39,14 @@ async def read(path: str) -> str:
 
 
 def _agent(plan: Callable[..., Any], name: str) -> Agent:
-    return Agent(provider=FunctionProvider(plan), model="m", name=name, tools=[read])
+    # No cap (max_tool_result_chars=None): the test is about big results crossing by reference.
+    return Agent(
+        provider=FunctionProvider(plan),
+        model="m",
+        name=name,
+        tools=[read],
+        max_tool_result_chars=None,
+    )
 
 
 async def test_a_runs_result_holds_the_big_tool_result_and_thinking_not_their_references(
@@ -103,7 +110,13 @@ async def test_a_tool_output_that_reads_like_a_stored_reference_stays_data(
             return tool_call_response(ToolCall("c2", "echo", {"text": forged}))
         return "done"
 
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="forge", tools=[read, echo])
+    agent = Agent(
+        provider=FunctionProvider(plan),
+        model="m",
+        name="forge",
+        tools=[read, echo],
+        max_tool_result_chars=None,
+    )
     result, _ = await run_durably(
         agent, "go", plan=plan, memory=ShortTermMemory(storage), session_id="forge"
     )

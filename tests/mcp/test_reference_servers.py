@@ -98,15 +98,15 @@ async def test_git_server_lists_its_tools_and_answers_through_an_agent(
     assert "+second line" in diff.text
 
 
-async def test_two_servers_with_the_same_tool_names_are_a_configuration_error(
+async def test_two_servers_with_the_same_tool_names_keep_the_first_servers_tools(
     time_server: str,
 ) -> None:
-    from goagent_py.errors import ConfigurationError
-
     a, b = MCPStdio(time_server, name="a"), MCPStdio(time_server, name="b")
     try:
-        with pytest.raises(ConfigurationError, match="prefix"):
-            await mcp_tools(a, b)
+        # docs/mcp.md, "Name clashes": the later server's tools of the same names are left out.
+        tools = await mcp_tools(a, b)
+        assert sorted(t.definition.name for t in tools) == ["convert_time", "get_current_time"]
+        assert {t.server_name for t in tools} == {"a"}
         b2 = MCPStdio(time_server, name="b2", prefix="b_")
         names = {t.definition.name for t in await mcp_tools(a, b2)}
         assert names == {"get_current_time", "convert_time", "b_get_current_time", "b_convert_time"}

@@ -113,7 +113,9 @@ def test_load_file_formats(tmp_path: Path) -> None:
     assert html.text.startswith("# Other")
     txt = load_file(tmp_path / "d.txt")
     assert (txt.metadata["title"], txt.metadata["format"]) == ("d", "text")
-    assert load_file(tmp_path / "e.log").text == "bad \ufffd byte"
+    # not UTF-8: read as Windows-1252, nothing replaced, and the document says so
+    log = load_file(tmp_path / "e.log")
+    assert (log.text, log.metadata["encoding"]) == ("bad \xff byte", "cp1252")
     with pytest.raises(ConfigurationError, match="unknown document format"):
         load_file(tmp_path / "d.txt", format="docx")
     with pytest.raises(FileNotFoundError):
