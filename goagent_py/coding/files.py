@@ -216,7 +216,7 @@ class FileToolkit:
         user's editor) is refused untouched, never overwritten with an edit of its old text.
         """
         self._refuse_hidden(tool, path, relative_in_root(self._base, path))
-        try:
+        with _opening(path, failing="cannot be written"):
             opened, real, made = self._open_rw(path, create=create)
             with opened as f:
                 fd = f.fileno()
@@ -242,16 +242,6 @@ class FileToolkit:
                 os.pwrite(fd, data, 0)
                 self._refuse_replaced(path, fd, written=True)
                 return data
-        except FileNotFoundError as exc:
-            raise CodingToolError(f"{path}: no such file") from exc
-        except PathEscapeError as exc:
-            raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
-        except IsADirectoryError as exc:
-            raise CodingToolError(f"{path}: is a directory") from exc
-        except NotADirectoryError as exc:
-            raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
-        except OSError as exc:  # a name too long, permission denied, a loop...
-            raise CodingToolError(f"{path}: cannot be written ({exc.strerror or exc})") from exc
 
     def _refuse_replaced(self, path: str, fd: int, *, written: bool) -> None:
         """Refuse when ``path`` no longer names the file open at ``fd``: another program saved
@@ -841,8 +831,9 @@ class _WalkLimits:
 
 
 @contextlib.contextmanager
-def _opening(path: str) -> Iterator[None]:
-    """Open errors as the model reads them: refused, no such file, a directory..."""
+def _opening(path: str, *, failing: str = "cannot be opened") -> Iterator[None]:
+    """Open errors as the model reads them: refused, no such file, a directory..., and
+    ``failing`` for any other OSError (a name too long, permission denied, a loop)."""
     try:
         yield
     except PathEscapeError as exc:
@@ -854,7 +845,7 @@ def _opening(path: str) -> Iterator[None]:
     except NotADirectoryError as exc:
         raise CodingToolError(f"{path}: a part of the path is not a directory") from exc
     except OSError as exc:  # a name too long, permission denied, a loop...
-        raise CodingToolError(f"{path}: cannot be opened ({exc.strerror or exc})") from exc
+        raise CodingToolError(f"{path}: {failing} ({exc.strerror or exc})") from exc
 
 
 _SNIFF = 8192
