@@ -896,7 +896,11 @@ async def resume_in_workflow(
         ApprovalConflictError: the stored wait was settled by someone else (a plain resume).
     """
     calls, agent = await _prepared(config, session_id, run_id, events, deps)
-    run = await agent.start_resume(decisions, streaming=False, control=control, now=decided_at)
+    # The decide update's validator matched the decisions to the wait (its token, the ids of
+    # its earlier waits); the claim compares the stored wait's own token.
+    run = await agent.start_resume(
+        decisions, streaming=False, control=control, now=decided_at, matched=True
+    )
     if run.resume is not None:
         # The decided batch was checked when it was made: its calls run without asking again
         # (their tool activities validate them, an edit included).
