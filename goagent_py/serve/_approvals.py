@@ -252,8 +252,8 @@ _YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
 _NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected"})
 
 
-_WIRE_ID = re.compile(r"(?s)(.+)_w([0-9a-f]{24})")
-_TOKEN = re.compile(r"[0-9a-f]{24}")  # approvals.new_token's
+_WIRE_ID = re.compile(r"(?s)(.+)_w([0-9a-f]{16,64})")
+_TOKEN = re.compile(r"[0-9a-f]{16,64}")  # approvals.new_token: 24; a durable run: 32
 
 
 def wire_id(call_id: str, token: str) -> str:
