@@ -393,6 +393,27 @@ def decision_hint(pending: Sequence[PendingCall], *, now: float | None = None) -
     return "resume({" + ", ".join(parts) + "})"
 
 
+_YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
+_NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected"})
+REPLY_HINT = '"approved", "approved: always" or "denied: <reason>"'
+"""What :func:`reply_decision` understands, as a message tells a person or a client."""
+
+
+def reply_decision(content: str, *, token: str = "") -> Approve | Deny | None:
+    """The decision a person's (or a client's) text reply says: ``"approved"`` (approve,
+    yes, ok, allow; ``"approved: always"`` also asks for the rest of the conversation),
+    ``"denied"`` (deny, no, reject) or ``"denied: <reason>"``; None when it says neither.
+    ``token`` names the wait the reply answers."""
+    said = content.strip()
+    word, _, reason = said.partition(":")
+    word = word.strip().lower().rstrip(".!")
+    if word in _YES:
+        return Approve(always=reason.strip().lower() == "always", token=token)
+    if word in _NO:
+        return Deny(reason.strip() or "The user denied this call.", token=token)
+    return None
+
+
 def _recorded(decision: ToolDecision) -> dict[str, Any]:
     if isinstance(decision, Approve):
         out: dict[str, Any] = {"decision": "approve"}

@@ -35,12 +35,14 @@ from typing import Any
 from goagent_py._metadata_keys import DECISIONS_KEY
 from goagent_py._transcript import waiting_at
 from goagent_py.approvals import (
+    REPLY_HINT,
     Approve,
     Deny,
     ToolDecision,
     ToolOutput,
     check_decisions,
     pending_of,
+    reply_decision,
     reused_ids,
 )
 from goagent_py.errors import ConfigurationError, NotPendingError
@@ -248,10 +250,6 @@ def decisions_from_body(body: Mapping[str, Any]) -> dict[str, ToolDecision]:
     return {str(k): _one(str(k), v) for k, v in raw.items()}
 
 
-_YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
-_NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected"})
-
-
 _WIRE_ID = re.compile(r"(?s)(.+)_w([0-9a-f]{16,64})")
 _TOKEN = re.compile(r"[0-9a-f]{16,64}")  # approvals.new_token: 24; a durable run: 32
 
@@ -273,17 +271,13 @@ def _from_wire(answered: str) -> tuple[str, str]:
 
 
 def _from_tool_message(call_id: str, content: str, token: str) -> ToolDecision:
-    said = content.strip()
-    word, _, reason = said.partition(":")
-    word = word.strip().lower().rstrip(".!")
-    if word in _YES:
-        return Approve(always=reason.strip().lower() == "always", token=token)
-    if word in _NO:
-        return Deny(reason.strip() or "The user denied this call.", token=token)
-    raise BadDecision(
-        f"call {call_id!r} waits for your decision: answer it with a tool message whose "
-        f'content is "approved", "approved: always" or "denied: <reason>" (got {said[:60]!r})'
-    )
+    decision = reply_decision(content, token=token)
+    if decision is None:
+        raise BadDecision(
+            f"call {call_id!r} waits for your decision: answer it with a tool message whose "
+            f"content is {REPLY_HINT} (got {content.strip()[:60]!r})"
+        )
+    return decision
 
 
 def decisions_from_results(
