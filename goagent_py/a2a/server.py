@@ -213,8 +213,8 @@ class _Runner:
                             last_chunk=False,
                         )
                         streamed = True
-                elif (text := progress_note(event)) is not None:
-                    await updater.update_status(working, message=note(text))
+                elif (progress := progress_note(event)) is not None:
+                    await updater.update_status(working, message=note(progress))
             if result is not None and result.stop_reason == StopReason.DEFERRED:
                 break  # the resumed run waits again: the message stays unsent
         if result is None:  # pragma: no cover - a run always ends with AgentEnd or raises
