@@ -1320,6 +1320,14 @@ class Run:
             else:
                 held.extend(under(result.call.id, wait[0]))
                 inner[result.call.id] = wait[1]
+        # This run's deadline holds for every call its wait lists, a tool's inner run's too
+        # (a sub-agent without a timeout of its own, or a later one): the earlier applies.
+        if self.o.approval_timeout is not None:
+            due = self.clock() + self.o.approval_timeout
+            held = [
+                p if p.deadline is not None and p.deadline <= due else replace(p, deadline=due)
+                for p in held
+            ]
         self._waiting = {}
         token = self.new_token()
         # Every call listed in this wait carries its token (PendingCall.token): a decision

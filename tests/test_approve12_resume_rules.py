@@ -8,7 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from goagent_py import Agent, Approve, Role, ToolCall, tool
+import pytest
+
+from goagent_py import Agent, ApprovalExpiredError, Approve, Deny, Role, ToolCall, tool
 from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage import SQLiteStorage
 from goagent_py.testing import ScriptedProvider, tool_call_response
@@ -92,3 +94,33 @@ async def test_a_call_that_still_needs_nothing_runs_after_the_approved_one(tmp_p
     again = _agent(tmp_path / "c.db", ran, "done")
     await again.resume({"c1": Approve(token=first.pending[0].token)})
     assert ran == ["pay 5", "email bob"]
+
+
+async def test_the_parents_deadline_holds_for_a_sub_agents_call_it_lists() -> None:
+    # The lead agent's approval_timeout is the deadline of every decision its run asks for;
+    # a sub-agent without one of its own listed its call with none, and an approval a day
+    # late ran it.
+    ran: list[str] = []
+    inner = Agent(
+        provider=ScriptedProvider(
+            tool_call_response(ToolCall("k1", "pay", {"amount": 5})), "paid."
+        ),
+        tools=_tools(ran, y_waits=False),
+    )
+    lead = Agent(
+        provider=ScriptedProvider(
+            tool_call_response(ToolCall("p1", "clerk", {"prompt": "pay"})), "Done."
+        ),
+        tools=[inner.as_tool(name="clerk", description="Pays.")],
+        approval_timeout=0,
+    )
+    asked = await lead.run("pay 5")
+    (call,) = asked.pending
+    assert call.id == "p1/k1"
+    assert call.deadline is not None
+    with pytest.raises(ApprovalExpiredError):
+        await lead.resume({call.id: Approve(token=call.token)}, history=asked.messages)
+    assert ran == []
+    done = await lead.resume({call.id: Deny("too late", token=call.token)}, history=asked.messages)
+    assert done.text == "Done."
+    assert ran == []
