@@ -33,6 +33,7 @@ from goagent_py.events import (
     ModelRequest,
     ToolExecutionEnd,
 )
+from goagent_py.memory._conversation import conversation_key
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
@@ -329,6 +330,16 @@ class Server:
                     agent = await agent
                 if not isinstance(agent, Agent):
                     raise ConfigurationError("the agent factory must return an Agent")
+                own = agent.options.short_term_memory
+                if own is not None and conversation_key(own) != conversation_key(memory):
+                    # One memory for every thread: each user would read the others' messages.
+                    await storage.aclose()
+                    raise HttpError(
+                        500,
+                        "the agent factory returned an agent whose short_term_memory is not this "
+                        "thread's: pass ThreadContext.short_term_memory (or a ShortTermMemory on "
+                        "its storage) as the agent's short_term_memory",
+                    )
                 live = Live(Session(agent), storage)
                 self.live[key] = live
             else:  # most recently used last, for _evict
