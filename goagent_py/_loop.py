@@ -119,6 +119,7 @@ from goagent_py.events import (
 )
 from goagent_py.guardrails import GuardrailContext, GuardrailResult, decide, guardrail_name
 from goagent_py.hooks import HookContext, HookDispatcher, call_hook, call_in
+from goagent_py.memory._conversation import held_with
 from goagent_py.memory.base import UpdatableMemory, store_always
 from goagent_py.messages import (
     ContentBlock,
@@ -983,6 +984,7 @@ class Run:
             deps=self.deps,
             can_wait=True,
             resumed=resumed,
+            conversations=held_with(self.o.short_term_memory),
         )
 
     def _current_messages(self) -> list[Message]:

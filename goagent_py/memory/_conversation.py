@@ -7,9 +7,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable
+from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["conversation_key"]
+__all__ = ["HOLDING", "conversation_key", "held_with"]
+
+HOLDING: ContextVar[frozenset[Hashable]] = ContextVar(
+    "goagent_py_conversations", default=frozenset()
+)
+"""The conversations of the runs an agent-as-tool call is inside (set by the call around its
+child run): a child whose memory keeps one of them would write its own turns into a parent's
+record, in the middle of the parent's turn."""
 
 
 def conversation_key(memory: Any) -> Hashable:
@@ -35,3 +43,9 @@ def conversation_key(memory: Any) -> Hashable:
             session_id,
         )
     return ("storage", id(storage))
+
+
+def held_with(memory: Any) -> frozenset[Hashable]:
+    """The conversations held where this is called (see :data:`HOLDING`), with ``memory``'s."""
+    held = HOLDING.get()
+    return held if memory is None else held | {conversation_key(memory)}
