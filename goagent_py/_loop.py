@@ -38,6 +38,7 @@ from goagent_py._call_gates import (
     with_arguments,
 )
 from goagent_py._control import AbortMode, RunControl
+from goagent_py._conversation import held_with
 from goagent_py._deepcopy import snapshot_message
 from goagent_py._describe import described, message_of
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
@@ -119,7 +120,6 @@ from goagent_py.events import (
 )
 from goagent_py.guardrails import GuardrailContext, GuardrailResult, decide, guardrail_name
 from goagent_py.hooks import HookContext, HookDispatcher, call_hook, call_in
-from goagent_py.memory._conversation import held_with
 from goagent_py.memory.base import UpdatableMemory, store_always
 from goagent_py.messages import (
     ContentBlock,

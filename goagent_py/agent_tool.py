@@ -45,6 +45,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
+from goagent_py._conversation import HOLDING, conversation_key
 from goagent_py._describe import described
 from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
@@ -52,7 +53,6 @@ from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinkin
 from goagent_py.approvals import Deny, pending_of
 from goagent_py.errors import ConfigurationError, ToolArgumentsError, ToolError
 from goagent_py.events import AgentEvent, ToolExecutionUpdate
-from goagent_py.memory._conversation import HOLDING, conversation_key
 from goagent_py.messages import (
     ContentBlock,
     Message,

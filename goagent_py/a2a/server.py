@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from goagent_py._conversation import conversation_key
 from goagent_py._http_guard import OriginGuard
 from goagent_py.a2a._mapping import (
     ANSWER_ARTIFACT,
@@ -37,7 +38,6 @@ from goagent_py.a2a._store import bounded_task_store
 from goagent_py.agent import Agent
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AgentEnd, MessageDelta
-from goagent_py.memory._conversation import conversation_key
 from goagent_py.messages import ContentBlock, StopReason
 from goagent_py.results import RunResult
 from goagent_py.session import Session
@@ -73,7 +73,7 @@ class _Runner:
         self._max_contexts = max_contexts
         self._max_running = max_running
         self._sessions: OrderedDict[str, Session] = OrderedDict()
-        # The conversation each context's memory keeps (see memory._conversation): a context is
+        # The conversation each context's memory keeps (see goagent_py._conversation): a context is
         # one conversation, never another client's (a memory shared by two contexts let each
         # read the other's prompts and answers). Kept past a context's eviction, as its stored
         # conversation is; bounded, the oldest forgotten first.

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from goagent_py._conversation import conversation_key
 from goagent_py.agent import Agent
 from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError
@@ -33,7 +34,6 @@ from goagent_py.events import (
     ModelRequest,
     ToolExecutionEnd,
 )
-from goagent_py.memory._conversation import conversation_key
 from goagent_py.memory.base import LongTermMemoryProtocol
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
