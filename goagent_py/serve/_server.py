@@ -340,6 +340,17 @@ class Server:
                         "thread's: pass ThreadContext.short_term_memory (or a ShortTermMemory on "
                         "its storage) as the agent's short_term_memory",
                     )
+                if agent.options.long_term_memory is not None and agent.name != memory_scope(user):
+                    # Long-term memory is scoped by the agent's name: one name for every user
+                    # recalled each user's facts (a doctor, an address) in the others' runs.
+                    await storage.aclose()
+                    raise HttpError(
+                        500,
+                        f"the agent factory returned an agent with long-term memory named "
+                        f"{agent.name!r}, which is not this user's scope: pass "
+                        "name=ThreadContext.memory_scope (long-term memory is kept and recalled "
+                        "per agent name, so one name would share every user's memories)",
+                    )
                 live = Live(Session(agent), storage)
                 self.live[key] = live
             else:  # most recently used last, for _evict

@@ -59,3 +59,47 @@ async def test_a_factory_wrapping_the_threads_storage_in_its_own_window_is_fine(
         await client.post(f"/api/threads/{tid}/runs", json={"message": "b"})
         msgs = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
     assert [m["text"] for m in msgs] == ["a", "One.", "b", "Two."]
+
+
+async def test_a_factory_scoping_long_term_memory_to_no_user_is_refused(
+    db: str, helpers: Any
+) -> None:
+    from goagent_py.memory import LongTermMemory
+    from goagent_py.memory.vector.in_memory import InMemoryVectorStore
+    from goagent_py.serve import TokenAuth
+    from goagent_py.testing import FakeEmbedder
+
+    alice, bob = "a" * 20, "b" * 20
+    ltm = LongTermMemory(FakeEmbedder(64), InMemoryVectorStore())
+    provider = ScriptedProvider("Noted.", "Hi Bob.")
+
+    def factory(ctx: ThreadContext) -> Agent:
+        return Agent(
+            provider=provider,
+            model="m",
+            name="assistant",  # not ctx.memory_scope: one scope for every user
+            short_term_memory=ctx.short_term_memory,
+            long_term_memory=ltm,
+        )
+
+    app = create_app(
+        factory, storage_path=db, long_term_memory=ltm, auth=TokenAuth({alice: "alice", bob: "bob"})
+    )
+    async with helpers.client_for(app) as client:
+        replies = []
+        for token, text in ((alice, "My doctor is Dr. Secretson."), (bob, "Who is my doctor?")):
+            headers = {"authorization": f"Bearer {token}"}
+            tid = (await client.post("/api/threads", json={}, headers=headers)).json()["id"]
+            replies.append(
+                await client.post(
+                    f"/api/threads/{tid}/runs", json={"message": text}, headers=headers
+                )
+            )
+    everything = " ".join(m.text for r in provider.requests for m in r.messages) + " ".join(
+        r.system_prompt or "" for r in provider.requests
+    )
+    assert "Secretson" not in everything.split("My doctor is Dr. Secretson.", 1)[-1]
+    assert provider.requests == []
+    for r in replies:
+        assert r.status_code == 500
+        assert "memory_scope" in r.json()["error"]
