@@ -1189,6 +1189,13 @@ class AgentWorkflow:
     def _refusal(self, decisions: dict[str, dict[str, Any]]) -> None:
         if not isinstance(decisions, dict) or not decisions:
             raise ConfigurationError("decide(): give at least one decision, {call_id: decision}")
+        if self._waiting and (self._abort is not None or self._cancelled):
+            # The wait ends with the abort (its calls denied, none run): a decision that came
+            # with it, before the wait was closed, must not run a call.
+            raise NotPendingError(
+                "the run was aborted (or cancelled) while its calls waited: they are denied "
+                "and none of them runs; nothing waits for a decision"
+            )
         for call_id, data in decisions.items():
             token = str(data.get("token") or "") if isinstance(data, dict) else ""
             waiting = call_id in self._waiting

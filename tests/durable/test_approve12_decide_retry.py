@@ -143,3 +143,15 @@ def test_a_decision_sent_again_while_its_wait_goes_on_changes_nothing_even_after
         flow._refusal({"a": decision_to_data(Approve(arguments={"order": "z"}, token="t1"))})
     with pytest.raises(ApprovalConflictError, match="already decided"):
         flow._refusal({"a": decision_to_data(Deny("no"))})
+
+
+def test_a_decision_that_comes_with_an_abort_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An abort signal and a decide update handled in one workflow activation: the wait had
+    # not closed yet, so the validator took the approval and the abort's closing kept it (a
+    # call ran although the abort denies every waiting call).
+    from goagent_py import NotPendingError
+
+    flow = _waiting_flow(monkeypatch, [1000.0])
+    flow.abort("stop it")
+    with pytest.raises(NotPendingError, match="aborted"):
+        flow._refusal({"a": decision_to_data(Approve(token="t1"))})
