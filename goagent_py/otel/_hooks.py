@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -51,10 +51,8 @@ class _Run:
     agent: str
     first_block: ContentBlock | None
     parent: otel_context.Context | None = None  # what was current before the run
-    otel_token: object = None
-    var_token: Token[_Run | None] | None = None
+    outer: _Run | None = None  # the run this one runs inside (a sub-agent's parent), if any
     chat: Span | None = None
-    chat_token: object = None
     chat_attrs: dict[str, AttributeValue] = field(default_factory=dict)
     pending: list[tuple[Span, int]] = field(default_factory=list)
     # Open execute_tool spans by call id (a list, should a model repeat an id within a turn).
@@ -192,14 +190,15 @@ class Instrumentation:
             attrs[sc.REQUEST_MODEL] = info.model
         if self.capture:
             attrs[sc.INPUT_MESSAGES] = _content.user_input(info.content)
-        stale = self._run.get()
-        if stale is not None and id(stale) not in self._open:
+        outer = self._run.get()
+        if outer is not None and id(outer) not in self._open:
             # A stream of an earlier run in this task was dropped unclosed and ended elsewhere
             # (the event loop's async-generator finalizer runs in another context): its span
             # (or its chat span) may still be current here. Put back what was current before.
             self._run.set(None)
-            if _belongs_to(trace.get_current_span(), stale.span):
-                otel_context.attach(stale.parent or otel_context.Context())
+            if _belongs_to(trace.get_current_span(), outer.span):
+                _make_current(outer.parent or otel_context.Context())
+            outer = None
         name = f"invoke_agent {info.agent_name}" if info.agent_name else "invoke_agent"
         span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs)
         ctx = trace.set_span_in_context(span)
@@ -211,9 +210,10 @@ class Instrumentation:
             agent=info.agent_name,
             first_block=info.content[0] if info.content else None,
             parent=otel_context.get_current(),
+            outer=outer,
         )
-        run.otel_token = otel_context.attach(ctx)
-        run.var_token = self._run.set(run)
+        _make_current(ctx)
+        self._run.set(run)
         self._open[id(run)] = run
 
     def _find(self, result: RunResult) -> tuple[_Run | None, bool]:
@@ -238,15 +238,6 @@ class Instrumentation:
         if run is None:
             _log.debug("on_run_end without a run span (instrumentation added mid-run?)")
             return
-        if same_context and run.var_token is not None:
-            # The run's variable is seen here, but this may be a copy of the run's context (the
-            # finalizer of a dropped stream runs in a task made from it): its tokens only reset
-            # in the context that made them.
-            try:
-                self._run.reset(run.var_token)
-            except ValueError:
-                same_context = False
-                self._run.set(None)
         self._open.pop(id(run), None)
         end_ns = _now_ns()
         if run.chat is not None:
@@ -277,7 +268,11 @@ class Instrumentation:
         span.end(end_time=end_ns)
         self.agent_duration.record(result.duration, metric)
         if same_context:
-            _detach(run.otel_token)
+            # Put back what was current before the run, by value: this hook may run in a copy of
+            # the run's context (a Session awaits a merged, async hook in a task of its own and
+            # copies the variables it set back), where a token of the run's start cannot reset.
+            self._run.set(run.outer)
+            _make_current(run.parent or otel_context.Context())
 
     # -- model ---------------------------------------------------------------------------------
 
@@ -303,7 +298,7 @@ class Instrumentation:
         name = f"chat {model}" if model else "chat"
         span = self.tracer.start_span(name, context=run.ctx, kind=SpanKind.CLIENT, attributes=attrs)
         run.chat = span
-        run.chat_token = otel_context.attach(trace.set_span_in_context(span, run.ctx))
+        _make_current(trace.set_span_in_context(span, run.ctx))
 
     def on_provider_response(self, iteration: int, event: ProviderEvent) -> None:
         """End the ``chat`` span with the response's model, usage and finish reason."""
@@ -338,9 +333,8 @@ class Instrumentation:
         if usage.total_tokens:
             self.token_usage.record(input_tokens, {**metric, sc.TOKEN_TYPE: "input"})
             self.token_usage.record(usage.output_tokens, {**metric, sc.TOKEN_TYPE: "output"})
-        _detach(run.chat_token)
+        _make_current(run.ctx)
         run.chat = None
-        run.chat_token = None
         span.set_status(Status(StatusCode.OK))
         if self.capture:
             # The assistant message only reaches hooks in RunResult.messages: end the span then,
@@ -356,9 +350,8 @@ class Instrumentation:
         if span is None:
             return
         if same_context:
-            _detach(run.chat_token)
+            _make_current(run.ctx)
         run.chat = None
-        run.chat_token = None
         set_error(span, error, capture=self.capture)
         span.end(end_time=end_ns)
 
@@ -605,6 +598,11 @@ def _input_tokens(usage: Usage) -> int:
     return usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
 
 
-def _detach(token: object) -> None:
-    if token is not None:
-        otel_context.detach(token)  # type: ignore[arg-type]
+def _make_current(ctx: otel_context.Context) -> None:
+    """Make ``ctx`` the current OpenTelemetry context, by value, with no token to reset.
+
+    A hook may run in a copy of the run's context whose variables are copied back (see
+    :meth:`Instrumentation.on_run_end`); a token is only good in the context that made it, so
+    every switch here (run, chat, restore) sets the value instead.
+    """
+    otel_context.attach(ctx)

@@ -1,0 +1,115 @@
+"""OpenTelemetry: the run's spans stay where they belong however its hooks are awaited.
+
+A ``Session`` awaits an async hook in a task of its own (so an abort can give it up) and copies
+the context variables it set back into the run's context. The documented way to add telemetry
+to your own hooks, ``hooks=[otel.instrument(), mine]``, makes every merged hook async: the
+telemetry hooks then run in that copy, and what they made current must still be undone in the
+run's context when the run ends (docs/sessions.md, docs/architecture.md "Hooks").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from goagent_py import Agent, ToolCall
+from goagent_py.hooks import Hooks
+from goagent_py.otel import instrument
+from goagent_py.provider import CompletionRequest
+from goagent_py.session import Session
+from goagent_py.testing import FunctionProvider, text_response, tool_call_response
+from goagent_py.tools import tool_func
+
+
+@pytest.fixture
+def traced() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()
+
+
+def _by_name(exporter: InMemorySpanExporter) -> dict[str, list[ReadableSpan]]:
+    out: dict[str, list[ReadableSpan]] = {}
+    for span in exporter.get_finished_spans():
+        out.setdefault(span.name, []).append(span)
+    return out
+
+
+def _parent(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def _id(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return span.context.span_id
+
+
+async def test_a_session_with_merged_async_hooks_keeps_and_restores_the_callers_span(
+    traced: tuple[TracerProvider, InMemorySpanExporter], caplog: pytest.LogCaptureFixture
+) -> None:
+    provider, exporter = traced
+    tracer = provider.get_tracer("app")
+    seen: list[str] = []
+
+    async def mine(*args: Any) -> None:
+        seen.append("hook")
+
+    def model(request: CompletionRequest) -> Any:
+        # What the provider does (an HTTP client's span) nests under the model call's span.
+        with tracer.start_as_current_span("http"):
+            pass
+        if len(request.messages) == 1:
+            return tool_call_response(ToolCall("c1", "lookup", {}))
+        return text_response("done")
+
+    async def lookup(args: dict[str, Any]) -> str:
+        with tracer.start_as_current_span("inside tool"):
+            return "found"
+
+    mine_hooks = Hooks(
+        on_run_start=mine, on_provider_request=mine, on_provider_response=mine, on_run_end=mine
+    )
+    agent = Agent(
+        provider=FunctionProvider(model),
+        model="m",
+        name="a",
+        tools=[tool_func("lookup", "Look it up.", None, lookup)],
+        hooks=[instrument(provider), mine_hooks],
+    )
+    session = Session(agent)
+    with caplog.at_level(logging.WARNING), tracer.start_as_current_span("request") as outer:
+        await session.prompt("hi")
+        # The run is over: what is current is the caller's span again, not a finished span
+        # of the run (whatever the caller does next would nest under it, in a closed trace).
+        assert trace.get_current_span() is outer
+        await session.prompt("again")
+        assert trace.get_current_span() is outer
+    assert seen  # the async hook ran (the hooks were merged, so all of them were awaited)
+
+    spans = _by_name(exporter)
+    runs = spans["invoke_agent a"]
+    assert len(runs) == 2
+    request = spans["request"][0]
+    # Each run is a child of the caller's span, not of the run before it.
+    assert [_parent(r) for r in runs] == [_id(request), _id(request)]
+    run_ids = {_id(r) for r in runs}
+    assert all(_parent(c) in run_ids for c in spans["chat m"])
+    chat_ids = {_id(c) for c in spans["chat m"]}
+    assert len(spans["http"]) == 3  # two model calls for "hi", one for "again"
+    assert all(_parent(h) in chat_ids for h in spans["http"])
+    tool_ids = {_id(t) for t in spans["execute_tool lookup"]}
+    assert all(_parent(s) in tool_ids for s in spans["inside tool"])
+    # Nothing failed to detach (OpenTelemetry logs that at ERROR).
+    assert not [r for r in caplog.records if "detach" in r.getMessage()]
