@@ -25,7 +25,6 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, Trac
 from opentelemetry.util.types import AttributeValue
 
 from goagent_py._describe import message_of
-from goagent_py._redact import redact
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
 from goagent_py.messages import ContentBlock, Role, ScoredMessage, StopReason, ToolCall, Usage
@@ -60,6 +59,8 @@ class _Run:
     # The tool names the last model request offered (None: no request seen yet). A call of any
     # other name is one the model made up: its name is model-written content.
     offered: frozenset[str] | None = None
+    # With capture on: the offered tools whose schema marks an argument secret, by name.
+    secrets: _content.Secrets = field(default_factory=dict)
 
 
 def tracer_for(tracer_provider: TracerProvider | None) -> Tracer:
@@ -72,7 +73,13 @@ def meter_for(meter_provider: MeterProvider | None) -> Meter:
     return get_meter(sc.SCOPE, meter_provider=meter_provider, schema_url=sc.SCHEMA_URL)
 
 
-def set_error(span: Span, error: BaseException, *, capture: bool) -> str:
+def set_error(
+    span: Span,
+    error: BaseException,
+    *,
+    capture: bool,
+    limit: int | None = _content.MAX_CONTENT_CHARS,
+) -> str:
     """Mark ``span`` failed; the message (which may quote content) only when capturing.
 
     Captured, the message and stack trace are redacted (``_redact``) first: a tool's error may
@@ -82,14 +89,14 @@ def set_error(span: Span, error: BaseException, *, capture: bool) -> str:
     kind = sc.error_type(error)
     span.set_attribute(sc.ERROR_TYPE, kind)
     if capture:
-        message = redact(message_of(error))
+        message = _content.text(message_of(error), limit)
         stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         span.add_event(
             "exception",
             {
                 "exception.type": f"{type(error).__module__}.{type(error).__qualname__}",
                 "exception.message": message,
-                "exception.stacktrace": redact(stack),
+                "exception.stacktrace": _content.text(stack, limit),
                 "exception.escaped": False,
             },
         )
@@ -118,10 +125,12 @@ class Instrumentation:
         meter_provider: MeterProvider | None,
         capture_content: bool,
         provider_name: str,
+        max_content_chars: int | None = _content.MAX_CONTENT_CHARS,
     ) -> None:
         self.tracer = tracer_for(tracer_provider)
         meter = meter_for(meter_provider)
         self.capture = capture_content
+        self.limit = max_content_chars
         self.provider = provider_name
         self._run: ContextVar[_Run | None] = ContextVar("goagent_otel_run", default=None)
         self._open: dict[int, _Run] = {}
@@ -189,7 +198,7 @@ class Instrumentation:
         if info.model:
             attrs[sc.REQUEST_MODEL] = info.model
         if self.capture:
-            attrs[sc.INPUT_MESSAGES] = _content.user_input(info.content)
+            attrs[sc.INPUT_MESSAGES] = _content.user_input(info.content, self.limit)
         outer = self._run.get()
         if outer is not None and id(outer) not in self._open:
             # A stream of an earlier run in this task was dropped unclosed and ended elsewhere
@@ -260,10 +269,11 @@ class Instrumentation:
         if run.agent:
             metric[sc.AGENT_NAME] = run.agent
         if result.error is not None:
-            metric[sc.ERROR_TYPE] = set_error(span, result.error, capture=self.capture)
+            metric[sc.ERROR_TYPE] = self._error(span, result.error)
         else:
             if self.capture:
-                span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_text(result.text))
+                output = _content.output_text(result.text, self.limit)
+                span.set_attribute(sc.OUTPUT_MESSAGES, output)
             span.set_status(Status(StatusCode.OK))
         span.end(end_time=end_ns)
         self.agent_duration.record(result.duration, metric)
@@ -292,9 +302,16 @@ class Instrumentation:
         if request.max_tokens is not None:
             attrs[sc.REQUEST_MAX_TOKENS] = request.max_tokens
         if self.capture:
-            attrs[sc.INPUT_MESSAGES] = _content.input_messages(request.messages)
+            run.secrets = {
+                t.name: t.parameters for t in request.tools if _content.has_secrets(t.parameters)
+            }
+            attrs[sc.INPUT_MESSAGES] = _content.input_messages(
+                request.messages, self.limit, run.secrets
+            )
             if request.system_prompt:
-                attrs[sc.SYSTEM_INSTRUCTIONS] = _content.system_instructions(request.system_prompt)
+                attrs[sc.SYSTEM_INSTRUCTIONS] = _content.system_instructions(
+                    request.system_prompt, self.limit
+                )
         name = f"chat {model}" if model else "chat"
         span = self.tracer.start_span(name, context=run.ctx, kind=SpanKind.CLIENT, attributes=attrs)
         run.chat = span
@@ -309,8 +326,10 @@ class Instrumentation:
         end_ns = _now_ns()
         metric = dict(run.chat_attrs)
         if event.model:
-            span.set_attribute(sc.RESPONSE_MODEL, event.model)
-            metric[sc.RESPONSE_MODEL] = event.model
+            # The server's word: valid text, of a model name's size.
+            model = _content.cap(_content.clean(str(event.model)), _MAX_NAME_CHARS)
+            span.set_attribute(sc.RESPONSE_MODEL, model)
+            metric[sc.RESPONSE_MODEL] = model
         if event.error is not None:
             metric[sc.ERROR_TYPE] = sc.error_type(event.error)
             self._end_chat(run, event.error, end_ns)
@@ -352,8 +371,11 @@ class Instrumentation:
         if same_context:
             _make_current(run.ctx)
         run.chat = None
-        set_error(span, error, capture=self.capture)
+        self._error(span, error)
         span.end(end_time=end_ns)
+
+    def _error(self, span: Span, error: BaseException) -> str:
+        return set_error(span, error, capture=self.capture, limit=self.limit)
 
     def _finish_pending(self, run: _Run, result: RunResult) -> None:
         if not run.pending:
@@ -367,7 +389,8 @@ class Instrumentation:
                     reason = result.stop_reason
                 elif answers[i].tool_calls:
                     reason = StopReason.TOOL_USE
-                span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_message(answers[i], reason))
+                output = _content.output_message(answers[i], reason, self.limit, run.secrets)
+                span.set_attribute(sc.OUTPUT_MESSAGES, output)
             span.end(end_time=end_ns)
         run.pending.clear()
 
@@ -404,11 +427,15 @@ class Instrumentation:
             sc.TOOL_TYPE: "function",
         }
         if name != call.name and self.capture:
-            attrs[sc.TOOL_REQUESTED_NAME] = redact(call.name)
+            attrs[sc.TOOL_REQUESTED_NAME] = _content.text(call.name, _MAX_NAME_CHARS)
         if call.id:
-            attrs[sc.TOOL_CALL_ID] = call.id
+            # Written by the model's server: valid text, of an id's size.
+            attrs[sc.TOOL_CALL_ID] = _content.cap(_content.clean(str(call.id)), _MAX_NAME_CHARS)
         if self.capture:
-            attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(call.arguments)
+            secrets = run.secrets if run is not None else {}
+            attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(
+                _content.arguments(call, secrets), self.limit
+            )
         return self.tracer.start_span(
             f"execute_tool {name}" if name != sc.OTHER else sc.OP_EXECUTE_TOOL,
             context=run.ctx if run is not None else None,
@@ -484,12 +511,13 @@ class Instrumentation:
             sc.TOOL_NAME: self._tool_name(run, call),
         }
         if result.error is not None:
-            kind = set_error(span, result.error, capture=self.capture)
+            kind = self._error(span, result.error)
             metric[sc.ERROR_TYPE] = kind
             self.tool_errors.add(1, metric)
         else:
             if self.capture:
-                span.set_attribute(sc.TOOL_CALL_RESULT, _content.tool_result(result.content))
+                output = _content.tool_result(result.content, self.limit)
+                span.set_attribute(sc.TOOL_CALL_RESULT, output)
             span.set_status(Status(StatusCode.OK))
         span.end(end_time=end_ns)
         self.tool_duration.record(result.duration, metric)
@@ -499,7 +527,7 @@ class Instrumentation:
         interrupted = result.error or RuntimeError("the tool call did not finish")
         for tools in run.tools.values():
             for tool in tools:
-                set_error(tool.span, interrupted, capture=self.capture)
+                self._error(tool.span, interrupted)
                 tool.span.end(end_time=max(end_ns, tool.start_ns))
         run.tools.clear()
 
@@ -522,7 +550,7 @@ class Instrumentation:
         )
         if event.tripped:
             # The reason may quote what it judged (a model guardrail's is model text): content.
-            reason = redact(event.reason) if self.capture else "tripped"
+            reason = _content.text(event.reason, self.limit) if self.capture else "tripped"
             span.set_status(Status(StatusCode.ERROR, reason))
         else:
             span.set_status(Status(StatusCode.OK))
@@ -556,7 +584,7 @@ class Instrumentation:
             start_time=end_ns - _span_ns(duration),
         )
         if error is not None:
-            set_error(span, error, capture=self.capture)
+            self._error(span, error)
         else:
             span.set_status(Status(StatusCode.OK))
         span.end(end_time=end_ns)
@@ -577,12 +605,15 @@ class Instrumentation:
         """``search_memory`` on the long-term store (what was recalled)."""
         extra: dict[str, AttributeValue] | None = None
         if self.capture and results:
-            extra = {sc.MEMORY_RECORDS: _content.memory_records(results)}
+            extra = {sc.MEMORY_RECORDS: _content.memory_records(results, self.limit)}
         self._memory(sc.OP_SEARCH_MEMORY, "long_term", len(results), duration, error, extra)
 
     def on_long_term_store(self, count: int, duration: float, error: BaseException | None) -> None:
         """``upsert_memory`` on the long-term store (what the write policy kept)."""
         self._memory(sc.OP_UPSERT_MEMORY, "long_term", count, duration, error)
+
+
+_MAX_NAME_CHARS = 256  # an id or a name from outside (a call id, a response model)
 
 
 def _belongs_to(current: Span, run_span: Span) -> bool:
