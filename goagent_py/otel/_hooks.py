@@ -27,7 +27,7 @@ from opentelemetry.util.types import AttributeValue
 from goagent_py._describe import message_of
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
-from goagent_py.messages import ContentBlock, Role, ScoredMessage, StopReason, ToolCall, Usage
+from goagent_py.messages import ContentBlock, ScoredMessage, ToolCall, Usage
 from goagent_py.otel import _content
 from goagent_py.otel import _semconv as sc
 from goagent_py.provider import CompletionRequest
@@ -53,7 +53,6 @@ class _Run:
     outer: _Run | None = None  # the run this one runs inside (a sub-agent's parent), if any
     chat: Span | None = None
     chat_attrs: dict[str, AttributeValue] = field(default_factory=dict)
-    pending: list[tuple[Span, int]] = field(default_factory=list)
     # Open execute_tool spans by call id (a list, should a model repeat an id within a turn).
     tools: dict[str, list[_ToolSpan]] = field(default_factory=dict)
     # The tool names the last model request offered (None: no request seen yet). A call of any
@@ -253,7 +252,6 @@ class Instrumentation:
             interrupted = result.error or RuntimeError("the provider call did not finish")
             self._end_chat(run, interrupted, end_ns, same_context=same_context)
         self._end_open_tools(run, result, end_ns)
-        self._finish_pending(run, result)
         span = run.span
         usage = result.usage
         span.set_attribute(sc.INPUT_TOKENS, _input_tokens(usage))
@@ -355,12 +353,14 @@ class Instrumentation:
         _make_current(run.ctx)
         run.chat = None
         span.set_status(Status(StatusCode.OK))
-        if self.capture:
-            # The assistant message only reaches hooks in RunResult.messages: end the span then,
-            # with its real end time.
-            run.pending.append((span, end_ns))
-        else:
-            span.end(end_time=end_ns)
+        if self.capture and event.message is not None:
+            # Recorded and ended now, not at the run's end: a run that then hangs or dies still
+            # shows the calls it made, with their answers.
+            output = _content.output_message(
+                event.message, event.stop_reason, self.limit, run.secrets
+            )
+            span.set_attribute(sc.OUTPUT_MESSAGES, output)
+        span.end(end_time=end_ns)
 
     def _end_chat(
         self, run: _Run, error: BaseException, end_ns: int, *, same_context: bool = True
@@ -376,23 +376,6 @@ class Instrumentation:
 
     def _error(self, span: Span, error: BaseException) -> str:
         return set_error(span, error, capture=self.capture, limit=self.limit)
-
-    def _finish_pending(self, run: _Run, result: RunResult) -> None:
-        if not run.pending:
-            return
-        # One assistant message per successful provider response, in order.
-        answers = [m for m in result.messages if m.role == Role.ASSISTANT]
-        for i, (span, end_ns) in enumerate(run.pending):
-            if i < len(answers):
-                reason = None
-                if i == len(answers) - 1:
-                    reason = result.stop_reason
-                elif answers[i].tool_calls:
-                    reason = StopReason.TOOL_USE
-                output = _content.output_message(answers[i], reason, self.limit, run.secrets)
-                span.set_attribute(sc.OUTPUT_MESSAGES, output)
-            span.end(end_time=end_ns)
-        run.pending.clear()
 
     # -- tools ---------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, SecretStr
 
 from goagent_py import Agent, ConfigurationError, ToolCall, tool
 from goagent_py.otel import instrument
-from goagent_py.testing import ScriptedProvider, tool_call_response
+from goagent_py.testing import FunctionProvider, ScriptedProvider, text_response, tool_call_response
 from goagent_py.tools import tool_func
 
 PASSWORD = "hunter2-correct-horse"
@@ -174,3 +174,43 @@ async def test_a_lone_surrogate_is_recorded_as_encodable_text(
 def test_a_bound_too_small_or_not_an_int_is_refused_when_the_hooks_are_made(bad: Any) -> None:
     with pytest.raises(ConfigurationError, match="max_content_chars must be None"):
         instrument(max_content_chars=bad)
+
+
+async def test_with_capture_on_each_chat_span_ends_when_its_call_does_not_at_the_run_end(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = traced
+    ended_before_second_call: list[str] = []
+    calls = 0
+
+    def model(request: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return tool_call_response(ToolCall("c1", "echo", {"q": "x"}))
+        # The first call's span is exported by now, with its answer: a run that hangs or dies
+        # here still shows it (it waited for the run's end before).
+        ended_before_second_call.extend(
+            s.name for s in exporter.get_finished_spans() if s.name == "chat m"
+        )
+        return text_response("ok")
+
+    async def echo(args: dict[str, Any]) -> str:
+        return "echoed"
+
+    agent = Agent(
+        provider=FunctionProvider(model),
+        model="m",
+        name="a",
+        tools=[tool_func("echo", "Echo.", None, echo)],
+        hooks=instrument(provider, capture_content=True),
+    )
+
+    await agent.run("go")
+
+    assert ended_before_second_call == ["chat m"]
+    chats = [s for s in exporter.get_finished_spans() if s.name == "chat m"]
+    outputs = [json.loads(str(s.attributes["gen_ai.output.messages"])) for s in chats]
+    assert [o[0]["finish_reason"] for o in outputs] == ["tool_call", "stop"]
+    assert outputs[0][0]["parts"][0]["name"] == "echo"
+    assert outputs[1][0]["parts"] == [{"type": "text", "content": "ok"}]
