@@ -27,7 +27,7 @@ from opentelemetry.util.types import AttributeValue
 from goagent_py._describe import message_of
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
-from goagent_py.messages import ContentBlock, ScoredMessage, ToolCall, Usage
+from goagent_py.messages import ContentBlock, ScoredMessage, StopReason, ToolCall, Usage
 from goagent_py.otel import _content
 from goagent_py.otel import _semconv as sc
 from goagent_py.provider import CompletionRequest
@@ -249,7 +249,7 @@ class Instrumentation:
         self._open.pop(id(run), None)
         end_ns = _now_ns()
         if run.chat is not None:
-            interrupted = result.error or RuntimeError("the provider call did not finish")
+            interrupted = result.error or _unfinished(result, "the model call")
             self._end_chat(run, interrupted, end_ns, same_context=same_context)
         self._end_open_tools(run, result, end_ns)
         span = run.span
@@ -507,7 +507,7 @@ class Instrumentation:
 
     def _end_open_tools(self, run: _Run, result: RunResult, end_ns: int) -> None:
         """End the spans of calls that never got a result (the run was cancelled meanwhile)."""
-        interrupted = result.error or RuntimeError("the tool call did not finish")
+        interrupted = result.error or _unfinished(result, "the tool call")
         for tools in run.tools.values():
             for tool in tools:
                 self._error(tool.span, interrupted)
@@ -594,6 +594,21 @@ class Instrumentation:
     def on_long_term_store(self, count: int, duration: float, error: BaseException | None) -> None:
         """``upsert_memory`` on the long-term store (what the write policy kept)."""
         self._memory(sc.OP_UPSERT_MEMORY, "long_term", count, duration, error)
+
+
+class _Unfinished(Exception):
+    """Why an operation a run left open did not finish, when the run ended without an error."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = kind  # error.type (sc.error_type reads it)
+
+
+def _unfinished(result: RunResult, what: str) -> _Unfinished:
+    if result.stop_reason == StopReason.ABORTED:
+        # The user stopped it (Session.abort): an aborted tool call reads ToolAbortedError.
+        return _Unfinished("aborted", f"{what} was aborted")
+    return _Unfinished(sc.OTHER, f"{what} did not finish")
 
 
 _MAX_NAME_CHARS = 256  # an id or a name from outside (a call id, a response model)

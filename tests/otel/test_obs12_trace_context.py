@@ -9,6 +9,7 @@ run's context when the run ends (docs/sessions.md, docs/architecture.md "Hooks")
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from goagent_py import Agent, ToolCall
 from goagent_py.hooks import Hooks
@@ -113,3 +115,28 @@ async def test_a_session_with_merged_async_hooks_keeps_and_restores_the_callers_
     assert all(_parent(s) in tool_ids for s in spans["inside tool"])
     # Nothing failed to detach (OpenTelemetry logs that at ERROR).
     assert not [r for r in caplog.records if "detach" in r.getMessage()]
+
+
+async def test_a_model_call_cut_by_an_abort_is_recorded_as_aborted_not_as_a_crash(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = traced
+    calling = asyncio.Event()
+
+    async def model(request: CompletionRequest) -> Any:
+        calling.set()
+        await asyncio.Event().wait()  # never answers: the abort ends the call
+
+    agent = Agent(provider=FunctionProvider(model), model="m", name="a", hooks=instrument(provider))
+    session = Session(agent)
+    task = asyncio.create_task(session.prompt("hi"))
+    await calling.wait()
+    session.abort("now")
+    result = await task
+
+    assert result.stop_reason == "aborted"
+    [chat] = [s for s in exporter.get_finished_spans() if s.name == "chat m"]
+    assert chat.status.status_code is StatusCode.ERROR
+    # The user stopped it: "aborted" (low cardinality, like a tool call's ToolAbortedError),
+    # not a RuntimeError that reads like a crash on every dashboard.
+    assert (chat.attributes or {})["error.type"] == "aborted"
