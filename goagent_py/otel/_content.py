@@ -222,7 +222,8 @@ def _bounded(value: Any, budget: list[int], depth: int = 0) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
     if depth > _MAX_DEPTH:
-        return _bounded(str(value), budget, depth)
+        # Not str(value): the repr of a deeply nested value recurses as deep as it goes.
+        return _bounded(f"[nested deeper than {_MAX_DEPTH} levels]", budget, depth)
     if isinstance(value, Mapping):
         return {
             _bounded(str(k), budget, depth + 1): _bounded(v, budget, depth + 1)

@@ -214,3 +214,31 @@ async def test_with_capture_on_each_chat_span_ends_when_its_call_does_not_at_the
     assert [o[0]["finish_reason"] for o in outputs] == ["tool_call", "stop"]
     assert outputs[0][0]["parts"][0]["name"] == "echo"
     assert outputs[1][0]["parts"] == [{"type": "text", "content": "ok"}]
+
+
+async def test_deeply_nested_arguments_are_recorded_cut_at_a_depth_without_a_hook_error(
+    traced: tuple[TracerProvider, InMemorySpanExporter], caplog: pytest.LogCaptureFixture
+) -> None:
+    provider, exporter = traced
+    nested: dict[str, Any] = {"leaf": "x"}
+    for _ in range(100):
+        nested = {"n": nested}
+
+    async def deep(args: dict[str, Any]) -> str:
+        return "ok"
+
+    agent = Agent(
+        provider=ScriptedProvider(tool_call_response(ToolCall("c1", "deep", nested)), "done"),
+        model="m",
+        name="a",
+        tools=[tool_func("deep", "Deep.", None, deep)],
+        hooks=instrument(provider, capture_content=True),
+    )
+
+    await agent.run("go")
+
+    assert not [r for r in caplog.records if "hook" in r.getMessage()]
+    spans = list(exporter.get_finished_spans())
+    [arguments] = _attr(spans, "execute_tool deep", "gen_ai.tool.call.arguments")
+    assert "nested deeper than" in arguments
+    json.loads(arguments)
