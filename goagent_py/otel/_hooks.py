@@ -27,7 +27,7 @@ from opentelemetry.util.types import AttributeValue
 from goagent_py._describe import message_of
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
-from goagent_py.messages import ContentBlock, ScoredMessage, StopReason, ToolCall, Usage
+from goagent_py.messages import ScoredMessage, StopReason, ToolCall, Usage
 from goagent_py.otel import _content
 from goagent_py.otel import _semconv as sc
 from goagent_py.provider import CompletionRequest
@@ -48,7 +48,7 @@ class _Run:
     provider: str
     model: str
     agent: str
-    first_block: ContentBlock | None
+    run_id: str
     parent: otel_context.Context | None = None  # what was current before the run
     outer: _Run | None = None  # the run this one runs inside (a sub-agent's parent), if any
     chat: Span | None = None
@@ -132,7 +132,7 @@ class Instrumentation:
         self.limit = max_content_chars
         self.provider = provider_name
         self._run: ContextVar[_Run | None] = ContextVar("goagent_otel_run", default=None)
-        self._open: dict[int, _Run] = {}
+        self._open: dict[str, _Run] = {}  # the runs begun and not ended, by run id
         self.token_usage = meter.create_histogram(
             sc.METRIC_TOKEN_USAGE,
             unit="{token}",
@@ -199,7 +199,7 @@ class Instrumentation:
         if self.capture:
             attrs[sc.INPUT_MESSAGES] = _content.user_input(info.content, self.limit)
         outer = self._run.get()
-        if outer is not None and id(outer) not in self._open:
+        if outer is not None and self._open.get(outer.run_id) is not outer:
             # A stream of an earlier run in this task was dropped unclosed and ended elsewhere
             # (the event loop's async-generator finalizer runs in another context): its span
             # (or its chat span) may still be current here. Put back what was current before.
@@ -216,29 +216,23 @@ class Instrumentation:
             provider=provider,
             model=info.model,
             agent=info.agent_name,
-            first_block=info.content[0] if info.content else None,
+            run_id=info.run_id,
             parent=otel_context.get_current(),
             outer=outer,
         )
         _make_current(ctx)
         self._run.set(run)
-        self._open[id(run)] = run
+        self._open[info.run_id] = run
 
     def _find(self, result: RunResult) -> tuple[_Run | None, bool]:
-        """The run ``result`` ends, and whether we are in the context that started it."""
-        run = self._run.get()
-        if run is not None:
-            return run, True
-        # on_run_end from another context (an abandoned stream closed by the event loop's
-        # async-generator finalizer): find the run by the identity of its prompt's first block.
-        if result.messages and result.messages[0].content:
-            first = result.messages[0].content[0]
-            for candidate in self._open.values():
-                if candidate.first_block is first:
-                    return candidate, False
-        if len(self._open) == 1:
-            return next(iter(self._open.values())), False
-        return None, False
+        """The run ``result`` ends, and whether we are in its context.
+
+        By its run id, never by what is current here: a stream may be closed from another
+        task (a stop handler, another run's tool call, the event loop's async-generator
+        finalizer), where the run current is another one, or none.
+        """
+        run = self._open.get(result.run_id)
+        return run, run is not None and self._run.get() is run
 
     def on_run_end(self, result: RunResult) -> None:
         """End every span the run still has open, then the run span; restore the context."""
@@ -246,7 +240,7 @@ class Instrumentation:
         if run is None:
             _log.debug("on_run_end without a run span (instrumentation added mid-run?)")
             return
-        self._open.pop(id(run), None)
+        self._open.pop(run.run_id, None)
         end_ns = _now_ns()
         if run.chat is not None:
             interrupted = result.error or _unfinished(result, "the model call")

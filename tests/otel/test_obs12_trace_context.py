@@ -140,3 +140,49 @@ async def test_a_model_call_cut_by_an_abort_is_recorded_as_aborted_not_as_a_cras
     # The user stopped it: "aborted" (low cardinality, like a tool call's ToolAbortedError),
     # not a RuntimeError that reads like a crash on every dashboard.
     assert (chat.attributes or {})["error.type"] == "aborted"
+
+
+async def test_a_stream_closed_from_inside_another_run_ends_its_own_span_not_that_runs(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """A stream closed from another task (a "stop" handler, another run's tool) ends in that
+    task's context: the run it ends is found by its run id, never by what is current there."""
+    provider, exporter = traced
+    hooks = instrument(provider)
+    first = Agent(
+        provider=FunctionProvider(lambda request: text_response("never read")),
+        model="m",
+        name="first",
+        hooks=hooks,
+    )
+    stream = first.stream("go")
+    await anext(stream)  # AgentStart: the first run's span is open
+
+    async def close_it(args: dict[str, Any]) -> str:
+        await stream.aclose()  # here, the second run (and its tool call) is current
+        return "closed"
+
+    second = Agent(
+        provider=FunctionProvider(
+            lambda request: (
+                tool_call_response(ToolCall("c1", "close_it", {}))
+                if len(request.messages) == 1
+                else text_response("done")
+            )
+        ),
+        model="m",
+        name="second",
+        tools=[tool_func("close_it", "Close the other stream.", None, close_it)],
+        hooks=hooks,
+    )
+    result = await second.run("close it")
+
+    assert result.text == "done"
+    spans = _by_name(exporter)
+    # Each run's span ended once, by its own end: both are there, and the second run's span
+    # holds its own result (two model calls), not the closed stream's.
+    assert len(spans["invoke_agent first"]) == 1
+    [run] = spans["invoke_agent second"]
+    assert (run.attributes or {})["goagent.run.iterations"] == 2
+    assert run.status.status_code is StatusCode.OK
+    assert [_parent(c) for c in spans["chat m"] if _parent(c) == _id(run)] != []
