@@ -26,7 +26,14 @@ from opentelemetry.util.types import AttributeValue
 
 from goagent_py._describe import message_of
 from goagent_py.events import GuardrailChecked
-from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
+from goagent_py.hooks import (
+    Hooks,
+    ProviderEvent,
+    RunInfo,
+    RunResult,
+    ToolResult,
+    current_hook_context,
+)
 from goagent_py.messages import ScoredMessage, StopReason, ToolCall, Usage
 from goagent_py.otel import _content
 from goagent_py.otel import _semconv as sc
@@ -234,6 +241,15 @@ class Instrumentation:
         run = self._open.get(result.run_id)
         return run, run is not None and self._run.get() is run
 
+    def _current(self) -> _Run | None:
+        """The run the running hook was called for: by the run id the loop gives every hook
+        (``current_hook_context``), so a stream read in another task than the one that began
+        it still finds its run; the context's run outside a hook call."""
+        hooked = current_hook_context()
+        if hooked is not None:
+            return self._open.get(hooked.run_id)
+        return self._run.get()
+
     def on_run_end(self, result: RunResult) -> None:
         """End every span the run still has open, then the run span; restore the context."""
         run, same_context = self._find(result)
@@ -244,7 +260,7 @@ class Instrumentation:
         end_ns = _now_ns()
         if run.chat is not None:
             interrupted = result.error or _unfinished(result, "the model call")
-            self._end_chat(run, interrupted, end_ns, same_context=same_context)
+            self._end_chat(run, interrupted, end_ns)
         self._end_open_tools(run, result, end_ns)
         span = run.span
         usage = result.usage
@@ -280,7 +296,7 @@ class Instrumentation:
 
     def on_provider_request(self, iteration: int, request: CompletionRequest) -> None:
         """Open ``chat {model}`` as a child of the run span, current while the call runs."""
-        run = self._run.get()
+        run = self._current()
         if run is None:
             return
         if run.chat is not None:  # a response that never came (should not happen)
@@ -307,11 +323,12 @@ class Instrumentation:
         name = f"chat {model}" if model else "chat"
         span = self.tracer.start_span(name, context=run.ctx, kind=SpanKind.CLIENT, attributes=attrs)
         run.chat = span
-        _make_current(trace.set_span_in_context(span, run.ctx))
+        if self._run.get() is run:  # only where the run is current (see _current)
+            _make_current(trace.set_span_in_context(span, run.ctx))
 
     def on_provider_response(self, iteration: int, event: ProviderEvent) -> None:
         """End the ``chat`` span with the response's model, usage and finish reason."""
-        run = self._run.get()
+        run = self._current()
         if run is None or run.chat is None:
             return
         span = run.chat
@@ -344,7 +361,8 @@ class Instrumentation:
         if usage.total_tokens:
             self.token_usage.record(input_tokens, {**metric, sc.TOKEN_TYPE: "input"})
             self.token_usage.record(usage.output_tokens, {**metric, sc.TOKEN_TYPE: "output"})
-        _make_current(run.ctx)
+        if self._run.get() is run:
+            _make_current(run.ctx)
         run.chat = None
         span.set_status(Status(StatusCode.OK))
         if self.capture and event.message is not None:
@@ -356,13 +374,11 @@ class Instrumentation:
             span.set_attribute(sc.OUTPUT_MESSAGES, output)
         span.end(end_time=end_ns)
 
-    def _end_chat(
-        self, run: _Run, error: BaseException, end_ns: int, *, same_context: bool = True
-    ) -> None:
+    def _end_chat(self, run: _Run, error: BaseException, end_ns: int) -> None:
         span = run.chat
         if span is None:
             return
-        if same_context:
+        if self._run.get() is run:
             _make_current(run.ctx)
         run.chat = None
         self._error(span, error)
@@ -380,7 +396,7 @@ class Instrumentation:
         runs with the span current and spans made inside it are its children, while sibling
         calls never see it. Nothing detaches it: the attachment ends with the task's context.
         """
-        run = self._run.get()
+        run = self._current()
         if run is None:
             return
         start_ns = _now_ns()
@@ -437,7 +453,7 @@ class Instrumentation:
 
     def _event(self, call: ToolCall, name: str, attributes: dict[str, AttributeValue]) -> None:
         # By call id, not by tool name: parallel calls of one tool overlap in time.
-        tool = self._open_tool(self._run.get(), call.id)
+        tool = self._open_tool(self._current(), call.id)
         if tool is not None:
             tool.span.add_event(name, attributes, timestamp=_now_ns())
 
@@ -472,7 +488,7 @@ class Instrumentation:
         plus its duration, not now. A blocked call (no start time: it never ran) ends where its
         span started.
         """
-        run = self._run.get()
+        run = self._current()
         call = result.call
         tool = self._open_tool(run, call.id, take=True)
         if tool is None:  # no on_tool_call opened it (instrumentation added mid-turn?)
@@ -512,7 +528,7 @@ class Instrumentation:
 
     def on_guardrail(self, event: GuardrailChecked) -> None:
         """One span per guardrail decision, in the run's trace; a trip is an error status."""
-        run = self._run.get()
+        run = self._current()
         end_ns = _now_ns()
         span = self.tracer.start_span(
             f"guardrail {event.name}",
@@ -544,7 +560,7 @@ class Instrumentation:
         error: BaseException | None,
         extra: dict[str, AttributeValue] | None = None,
     ) -> None:
-        run = self._run.get()
+        run = self._current()
         end_ns = _now_ns()
         attrs: dict[str, AttributeValue] = {
             sc.OPERATION: operation,

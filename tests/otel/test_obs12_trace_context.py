@@ -186,3 +186,41 @@ async def test_a_stream_closed_from_inside_another_run_ends_its_own_span_not_tha
     assert (run.attributes or {})["goagent.run.iterations"] == 2
     assert run.status.status_code is StatusCode.OK
     assert [_parent(c) for c in spans["chat m"] if _parent(c) == _id(run)] != []
+
+
+async def test_a_stream_driven_from_another_task_than_the_one_that_began_it_keeps_its_tree(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """Every hook finds its run by the run id the loop gives it (``current_hook_context``), so
+    a stream whose first event was read in one task and the rest in another still records its
+    model and tool calls, under its own span."""
+    provider, exporter = traced
+
+    async def lookup(args: dict[str, Any]) -> str:
+        return "found"
+
+    agent = Agent(
+        provider=FunctionProvider(
+            lambda request: (
+                tool_call_response(ToolCall("c1", "lookup", {}))
+                if len(request.messages) == 1
+                else text_response("done")
+            )
+        ),
+        model="m",
+        name="a",
+        tools=[tool_func("lookup", "Look it up.", None, lookup)],
+        hooks=instrument(provider),
+    )
+    stream = agent.stream("go")
+    await asyncio.create_task(anext(stream))  # AgentStart, read in a task of its own
+    async for _event in stream:  # the rest, read here
+        pass
+    assert not trace.get_current_span().get_span_context().is_valid  # nothing left current
+
+    spans = _by_name(exporter)
+    [run] = spans["invoke_agent a"]
+    assert len(spans["chat m"]) == 2
+    assert [_parent(c) for c in spans["chat m"]] == [_id(run), _id(run)]
+    [call] = spans["execute_tool lookup"]
+    assert _parent(call) == _id(run)
