@@ -43,8 +43,8 @@ _MARK = "…[{} more characters]"
 _MIN_KEPT = 64  # a string cut shorter than this says nothing: drop older messages instead
 _MAX_DEPTH = 32  # nesting of a schema or of arguments walked (a hostile one may be deeper)
 
-Secrets = Mapping[str, Any]
-"""Tool name -> that tool's parameter schema, for the tools whose schema marks a secret."""
+Secrets = Mapping[str, Sequence[Any]]
+"""Tool name -> the parameter schemas it was offered with that mark a secret."""
 
 _NO_SECRETS: Secrets = MappingProxyType({})
 
@@ -201,10 +201,10 @@ def _flat(schemas: list[object], each: Any) -> list[object]:
 
 def arguments(call: ToolCall, secrets: Secrets) -> Any:
     """A call's arguments as recorded: its tool's secret parameters masked."""
-    schema = secrets.get(call.name)
-    if schema is None:
-        return call.arguments
-    return masked(call.arguments, [schema], schema)
+    value: Any = call.arguments
+    for schema in secrets.get(call.name, ()):
+        value = masked(value, [schema], schema)
+    return value
 
 
 def _bounded(value: Any, budget: list[int], depth: int = 0) -> Any:

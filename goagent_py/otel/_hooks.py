@@ -65,8 +65,6 @@ class _Run:
     # The tool names the last model request offered (None: no request seen yet). A call of any
     # other name is one the model made up: its name is model-written content.
     offered: frozenset[str] | None = None
-    # With capture on: the offered tools whose schema marks an argument secret, by name.
-    secrets: _content.Secrets = field(default_factory=dict)
 
 
 def tracer_for(tracer_provider: TracerProvider | None) -> Tracer:
@@ -137,6 +135,10 @@ class Instrumentation:
         meter = meter_for(meter_provider)
         self.capture = capture_content
         self.limit = max_content_chars
+        # With capture on: every tool whose schema ever marked an argument secret, by name, for
+        # as long as the hooks live. A conversation carries a call into later model calls, of
+        # later runs too, after the agent's tools may have changed: it stays masked.
+        self._secrets: dict[str, list[object]] = {}
         self.provider = provider_name
         self._run: ContextVar[_Run | None] = ContextVar("goagent_otel_run", default=None)
         self._open: dict[str, _Run] = {}  # the runs begun and not ended, by run id
@@ -310,11 +312,9 @@ class Instrumentation:
         if request.max_tokens is not None:
             attrs[sc.REQUEST_MAX_TOKENS] = request.max_tokens
         if self.capture:
-            run.secrets = {
-                t.name: t.parameters for t in request.tools if _content.has_secrets(t.parameters)
-            }
+            self._learn_secrets(request)
             attrs[sc.INPUT_MESSAGES] = _content.input_messages(
-                request.messages, self.limit, run.secrets
+                request.messages, self.limit, self._secrets
             )
             if request.system_prompt:
                 attrs[sc.SYSTEM_INSTRUCTIONS] = _content.system_instructions(
@@ -369,10 +369,18 @@ class Instrumentation:
             # Recorded and ended now, not at the run's end: a run that then hangs or dies still
             # shows the calls it made, with their answers.
             output = _content.output_message(
-                event.message, event.stop_reason, self.limit, run.secrets
+                event.message, event.stop_reason, self.limit, self._secrets
             )
             span.set_attribute(sc.OUTPUT_MESSAGES, output)
         span.end(end_time=end_ns)
+
+    def _learn_secrets(self, request: CompletionRequest) -> None:
+        for t in request.tools:
+            known = self._secrets.setdefault(t.name, [])
+            # Each distinct schema once (a tool of the same name with another schema: what any
+            # of them marks is masked).
+            if t.parameters not in known and _content.has_secrets(t.parameters):
+                known.append(t.parameters)
 
     def _end_chat(self, run: _Run, error: BaseException, end_ns: int) -> None:
         span = run.chat
@@ -425,9 +433,8 @@ class Instrumentation:
             # Written by the model's server: valid text, of an id's size.
             attrs[sc.TOOL_CALL_ID] = _content.cap(_content.clean(str(call.id)), _MAX_NAME_CHARS)
         if self.capture:
-            secrets = run.secrets if run is not None else {}
             attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(
-                _content.arguments(call, secrets), self.limit
+                _content.arguments(call, self._secrets), self.limit
             )
         return self.tracer.start_span(
             f"execute_tool {name}" if name != sc.OTHER else sc.OP_EXECUTE_TOOL,

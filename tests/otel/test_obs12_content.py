@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import BaseModel, SecretStr
 
 from goagent_py import Agent, ConfigurationError, ToolCall, tool
+from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.otel import instrument
 from goagent_py.testing import FunctionProvider, ScriptedProvider, text_response, tool_call_response
 from goagent_py.tools import tool_func
@@ -242,3 +243,30 @@ async def test_deeply_nested_arguments_are_recorded_cut_at_a_depth_without_a_hoo
     [arguments] = _attr(spans, "execute_tool deep", "gen_ai.tool.call.arguments")
     assert "nested deeper than" in arguments
     json.loads(arguments)
+
+
+async def test_a_secret_argument_stays_masked_in_later_runs_that_no_longer_offer_the_tool(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """The conversation carries the call into every later model call's input, also once the
+    agent's tools changed: what a schema once marked secret stays masked."""
+    provider, exporter = traced
+    hooks = instrument(provider, capture_content=True)
+    arguments = {"user": "ada", "password": PASSWORD, "account": {"user": "ada", "token": TOKEN}}
+    memory = ShortTermMemory()  # one conversation, the agent's tools changed between turns
+    first = Agent(
+        provider=ScriptedProvider(tool_call_response(ToolCall("c1", "login", arguments)), "in"),
+        model="m",
+        name="a",
+        tools=[login],
+        hooks=hooks,
+        short_term_memory=memory,
+    )
+    await first.run("log me in")
+    later = first.replace(provider=ScriptedProvider("bye"), tools=[])
+
+    await later.run("bye")
+
+    spans = list(exporter.get_finished_spans())
+    leaked = [(s, k) for s, k, v in _values(spans) if PASSWORD in v or TOKEN in v]
+    assert leaked == []
