@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -224,3 +224,61 @@ async def test_a_stream_driven_from_another_task_than_the_one_that_began_it_keep
     assert [_parent(c) for c in spans["chat m"]] == [_id(run), _id(run)]
     [call] = spans["execute_tool lookup"]
     assert _parent(call) == _id(run)
+
+
+class _Ends(SpanProcessor):
+    """The spans started and not yet ended, by id."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, str] = {}
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.open[span.context.span_id] = span.name
+
+    def on_end(self, span: ReadableSpan) -> None:
+        assert span.context is not None
+        self.open.pop(span.context.span_id, None)
+
+
+@pytest.mark.parametrize("telemetry_first", [True, False])
+async def test_a_hook_given_up_at_the_runs_end_leaves_no_span_open_or_current(
+    traced: tuple[TracerProvider, InMemorySpanExporter], telemetry_first: bool
+) -> None:
+    """A second ``abort("now")`` gives up an ``on_run_end`` that hangs (docs/sessions.md):
+    the telemetry's own ``on_run_end``, merged before or after it, still ends the run's spans
+    and puts the caller's span back."""
+    provider, _exporter = traced
+    ends = _Ends()
+    provider.add_span_processor(ends)
+    calling = asyncio.Event()
+    ending = asyncio.Event()
+
+    async def model(request: CompletionRequest) -> Any:
+        calling.set()
+        await asyncio.Event().wait()
+
+    async def hangs(result: Any) -> None:
+        ending.set()
+        await asyncio.Event().wait()
+
+    mine = Hooks(on_run_end=hangs)
+    telemetry = instrument(provider)
+    agent = Agent(
+        provider=FunctionProvider(model),
+        model="m",
+        name="a",
+        hooks=[telemetry, mine] if telemetry_first else [mine, telemetry],
+    )
+    session = Session(agent)
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("request") as outer:
+        task = asyncio.create_task(session.prompt("hi"))
+        await calling.wait()
+        session.abort("now")
+        await ending.wait()
+        session.abort("now")  # gives the hanging hook up
+        result = await task
+        assert trace.get_current_span() is outer
+
+    assert result.stop_reason == "aborted"
+    assert ends.open == {}
