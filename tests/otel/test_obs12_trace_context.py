@@ -271,14 +271,18 @@ async def test_a_hook_given_up_at_the_runs_end_leaves_no_span_open_or_current(
     )
     session = Session(agent)
     tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span("request") as outer:
-        task = asyncio.create_task(session.prompt("hi"))
+
+    async def aborts() -> None:
         await calling.wait()
         session.abort("now")
         await ending.wait()
         session.abort("now")  # gives the hanging hook up
-        result = await task
+
+    aborter = asyncio.create_task(aborts())
+    with tracer.start_as_current_span("request") as outer:
+        result = await session.prompt("hi")  # here: the run's context is this task's
         assert trace.get_current_span() is outer
+    await aborter
 
     assert result.stop_reason == "aborted"
     assert ends.open == {}
