@@ -1,12 +1,15 @@
 """The hooks behind :func:`goagent_py.otel.instrument`: one span tree per run.
 
-Per-run state lives in a ``ContextVar`` set by ``on_run_start``. Every hook of a run is called
-from the run's own task or, for the hooks of one tool call, from that call's task (a child task,
-which inherits a copy of the run's context), so concurrent runs in one event loop never see each
-other's state. The run span is attached as the current OpenTelemetry context for the run, and
-each ``execute_tool`` span for its call's task, so spans made by other code (HTTP clients,
+Per-run state is kept by run id: every hook finds its run by the id the loop gives each hook
+call (``current_hook_context``), so concurrent runs never see each other's state, and a stream
+read, or closed, from another task than the one that began it still finds its own run. A
+``ContextVar`` set by ``on_run_start`` tells whether a hook runs where its run is current. The
+run span is made the current OpenTelemetry context for the run, and each ``execute_tool`` span
+for its call's task, so spans made by other code (HTTP clients,
 :func:`~goagent_py.otel.instrument_store`) nest under the run, or under the tool call that made
-them.
+them. The context is switched by value, never with attach/detach tokens: a ``Session`` awaits a
+merged, async hook in a copy of the run's context and copies its variables back, where a token
+made in the copy cannot reset.
 """
 
 from __future__ import annotations
