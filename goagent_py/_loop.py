@@ -1710,12 +1710,15 @@ class Run:
             raise
         finally:
             control._attach(previous)
-        if task.cancelled():
-            self.log.warning("a hook was still running when the run was aborted; given up")
-            return
+        # What the hook set comes back even when it was given up, as it would have stayed had
+        # it been awaited in place and cancelled (merged hooks before or after the one that
+        # hung may have restored the run's context: the OpenTelemetry hooks' on_run_end).
         for var, value in context.items():
             if var.get(_UNSET) is not value:
                 var.set(value)
+        if task.cancelled():
+            self.log.warning("a hook was still running when the run was aborted; given up")
+            return
         task.result()  # its error, for the hook's logging
 
     async def _events(self) -> AsyncGenerator[AgentEvent, None]:
