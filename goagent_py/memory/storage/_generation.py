@@ -25,7 +25,7 @@ from types import MappingProxyType
 
 from goagent_py.errors import ConversationClearedError
 
-__all__ = ["ReadFence", "cleared_error"]
+__all__ = ["ReadFence", "cleared_error", "expect_generation", "generation_read"]
 
 # storage object's key -> the generation this context last read (or cleared to).
 _seen: ContextVar[Mapping[int, int]] = ContextVar(
@@ -60,6 +60,32 @@ class ReadFence:
     def expected(self) -> int | None:
         """The generation this context last read, None if it never read the conversation."""
         return _seen.get().get(self._key)
+
+
+def _fence_of(storage: object) -> ReadFence | None:
+    # The storages of this package keep their fence as ``_fence``; another storage has none.
+    fence = getattr(storage, "_fence", None)
+    return fence if isinstance(fence, ReadFence) else None
+
+
+def generation_read(storage: object) -> int | None:
+    """The generation of its conversation that ``storage`` last read in this context; None
+    when it never read it here, or keeps no fence (a storage of another package).
+
+    A durable run's load and appends are separate activities (separate tasks, often separate
+    workers and storage objects): the load activity reports this with the history, the
+    workflow records it, and each append activity puts it back (:func:`expect_generation`)."""
+    fence = _fence_of(storage)
+    return None if fence is None else fence.expected()
+
+
+def expect_generation(storage: object, generation: int) -> None:
+    """Make this context's writes through ``storage`` go on from ``generation``, as if it had
+    read the conversation at that generation here (see :func:`generation_read`); nothing for
+    a storage without a fence."""
+    fence = _fence_of(storage)
+    if fence is not None:
+        fence.read(generation)
 
 
 def cleared_error(where: str, session_id: str) -> ConversationClearedError:
