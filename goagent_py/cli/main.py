@@ -49,6 +49,7 @@ from goagent_py.cli._common import (  # re-exported: scripts and tests import th
     Picked,
     UsageError,
     data_home,
+    follow_restored_history,
     make_parent,
     pick_provider,
 )
@@ -420,6 +421,9 @@ async def chat_loop(
             line = line.strip()
             if not line:
                 continue
+            restored = await follow_restored_history(session)  # a backup restored meanwhile
+            if restored is not None:
+                console.note(restored)
             prompt: str | None = line
             if line.split()[0].lower() == "/continue":
                 prompt = None  # Session.continue_ decides how to go on

@@ -54,7 +54,7 @@ from goagent_py._sqlite import (
     write_in_file,
 )
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
-from goagent_py.memory.storage._generation import ReadFence, cleared_error
+from goagent_py.memory.storage._generation import STALE, ReadFence, cleared_error
 from goagent_py.memory.storage._parts import PART_SEPARATOR, check_session_id, parts_range
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
@@ -247,6 +247,39 @@ class SQLiteStorage:
         restored over it): every call is refused then; a new :class:`SQLiteStorage` on the
         same path reads and writes the file now there."""
         return bool(self._file.replaced())
+
+    async def reopen(self) -> bool:
+        """Go on with the file now at the path if the one this storage opened was deleted or
+        replaced since (a backup restored over it): close it, and let the next call open the
+        file at the path. For a turn boundary, with nothing of this storage in flight: a write
+        based on a read of the old file (by any task) is refused all the same, since what
+        it goes on from is not in the new one; load again first.
+
+        Returns:
+            True if the storage now reads the file at the path anew, False if its file is
+            still the one there (or it is closed, or a ``:memory:`` database).
+        """
+        if not shares_writes(self.path):
+            return False
+
+        def swap() -> bool:
+            with self._file.lock:
+                if self._closed or not self._file.replaced():
+                    return False
+                self._file.close()
+                self._fence.renew()  # reads of the old file are no base for a write
+            with self._memo_lock:
+                self._memo = {}
+            return True
+
+        return await in_file_thread(self.path, swap)
+
+    def _stale_error(self) -> MemoryStoreError:
+        return MemoryStoreError(
+            f"{self._where()}: the file was replaced (a backup restored?) after this writer "
+            "read the conversation from the old one, so this write was refused and nothing of "
+            "it stored; load the conversation again to go on from the file now there"
+        )
 
     def _check_file(self) -> None:
         """Refuse to go on once the file opened is no longer the one at the path: its writes
@@ -491,6 +524,11 @@ class SQLiteStorage:
         now = time.time()
         expected = self._fence.expected()
 
+        def refusal() -> MemoryStoreError:
+            if expected == STALE:
+                return self._stale_error()
+            return cleared_error(self._where(), self.session_id)
+
         def write(conn: sqlite3.Connection) -> bool:
             if key is not None:
                 conn.execute(_APPENDS_SCHEMA)
@@ -502,18 +540,18 @@ class SQLiteStorage:
                     # Checked all the same: a key spent on a conversation cleared since is
                     # the caller's cue to read it again.
                     if expected is not None and _generation(conn, self.session_id) != expected:
-                        raise cleared_error(self._where(), self.session_id)
+                        raise refusal()
                     return False
             if not rows:
                 if expected is not None and _generation(conn, self.session_id) != expected:
-                    raise cleared_error(self._where(), self.session_id)
+                    raise refusal()
                 return True
             # The next seq and the clear counter in one statement (issue 36: a statement of
             # its own for the counter was ~2% of a served turn); the refusal rolls back
             # whatever this write did before it (the key), being in its transaction.
             start, generation = self._next_seq(conn)
             if expected is not None and generation != expected:
-                raise cleared_error(self._where(), self.session_id)
+                raise refusal()
             conn.executemany(
                 f"INSERT INTO {_TABLE} (session_id, seq, message, created_at) VALUES (?, ?, ?, ?)",
                 [(self.session_id, start + i, row, now) for i, row in enumerate(rows)],
