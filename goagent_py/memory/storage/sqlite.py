@@ -89,11 +89,25 @@ _GENERATIONS_SCHEMA = (
     " generation INTEGER NOT NULL)"
 )
 
+# Any deletion of a conversation's rows counts as a clear, whoever makes it: a goagent-py from
+# before the counter (whose clear deletes the rows alone, and reads and writes this file at the
+# same schema version) runs this trigger too, so its clears fence the writers that read before
+# them (store12). Per deleted row (SQLite has no statement triggers): a clear moves the counter
+# by its row count, and only a change of the counter matters. A part's rows (an id holding the
+# unit separator, char(31)) are deleted with their conversation, whose rows count it.
+_COUNT_CLEARS = "goagent_messages_count_clears"
+_COUNT_CLEARS_SCHEMA = (
+    f"CREATE TRIGGER IF NOT EXISTS {_COUNT_CLEARS} AFTER DELETE ON {_TABLE} "
+    "WHEN instr(OLD.session_id, char(31)) = 0 BEGIN "
+    f"INSERT INTO {_GENERATIONS} (session_id, generation) VALUES (OLD.session_id, 1) "
+    "ON CONFLICT (session_id) DO UPDATE SET generation = generation + 1; END"
+)
+
 T = TypeVar("T")
 
 
-def _has_table(conn: sqlite3.Connection, table: str) -> bool:
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+def _has_table(conn: sqlite3.Connection, table: str, kind: str = "table") -> bool:
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?", (kind, table))
     return found.fetchone() is not None
 
 
@@ -299,10 +313,11 @@ class SQLiteStorage:
         conn.execute("PRAGMA synchronous=FULL")
         version = self._version(conn)
         if version == SCHEMA_VERSION:
-            if not _has_table(conn, _GENERATIONS):  # a file made before the fence
+            if not _has_table(conn, _COUNT_CLEARS, "trigger"):  # a file made before the fence
                 try:
                     with transaction(conn):
                         conn.execute(_GENERATIONS_SCHEMA)
+                        conn.execute(_COUNT_CLEARS_SCHEMA)
                 except sqlite3.OperationalError as exc:
                     if "readonly" not in str(exc):  # a read-only file is still read (gen. 0)
                         raise
@@ -317,6 +332,7 @@ class SQLiteStorage:
             if self._version(conn) < SCHEMA_VERSION:
                 conn.execute(_SCHEMA)
                 conn.execute(_GENERATIONS_SCHEMA)
+                conn.execute(_COUNT_CLEARS_SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @staticmethod
