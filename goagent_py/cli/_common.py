@@ -287,3 +287,10 @@ async def follow_restored_history(session: Any) -> str | None:
         f"it, as restoring a backup does: going on with the file now there, which holds "
         f"{len(loaded)} message(s) of this conversation)"
     )
+
+
+def unsaved_note(error: BaseException) -> str:
+    """What the chat and the coding session show for a turn its history refused to store (a
+    ``HistoryAppend`` with an error): the answer was shown, but the conversation does not hold
+    it, which a logged warning alone left the user to find out later."""
+    return f"(this turn was not saved in the history: {error})"

@@ -19,7 +19,7 @@ import goagent_py.cli._input as cli_input
 from goagent_py.cli import main as cli
 from goagent_py.coding.repl import build_parser, code_main
 from goagent_py.memory.storage import SQLiteStorage
-from goagent_py.testing import ScriptedProvider
+from goagent_py.testing import FunctionProvider, ScriptedProvider
 
 
 def _backup(path: Path, to: Path) -> None:
@@ -141,3 +141,67 @@ async def test_the_coding_session_goes_on_with_a_restored_history_file(tmp_path:
     assert "deleted or replaced" not in shown
     assert "going on with the file now there" in shown
     assert await _texts(db, "s") == ["one", "a1", "three", "a3"]
+
+
+async def test_a_turn_the_history_refused_is_shown_as_not_saved(
+    scripted: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A backup restored while a turn runs: the turn's append is refused (it read the old
+    file). The chat said nothing of it (a logged warning only), so the user took the turn for
+    kept; it says so now, and the next turn goes on with the restored file."""
+    db = tmp_path / "chat.db"
+    backup = tmp_path / "backup.db"
+    calls: list[str] = []
+
+    def answer(request: Any) -> str:
+        calls.append(request.messages[-1].text)
+        if request.messages[-1].text == "two":
+            _restore(db, backup)  # mid-turn, before the turn is stored
+        return "hi"
+
+    async def pick(spec: str | None, base_url: str | None = None) -> Any:
+        return cli.Picked(FunctionProvider(answer), "scripted", "m", "test")
+
+    monkeypatch.setattr(cli_common, "pick_provider", pick)
+    monkeypatch.setattr(cli, "pick_provider", pick)
+    script: list[str | Callable[[], None]] = ["one", lambda: _backup(db, backup), "two", "three"]
+    monkeypatch.setattr(cli_input, "line_source", _lines(script))
+    monkeypatch.setattr(cli, "_make_embedder", lambda: None)
+    args = cli.build_parser().parse_args(["chat", "--db", str(db), "--session", "t"])
+    args.remember = "none"
+    out = tmp_path / "out.txt"
+    with out.open("w") as stream:
+        console = cli.Console(stream, stream, interactive=False)
+        await cli.run_chat(args, console)
+    shown = out.read_text()
+    assert "not saved" in shown, shown
+    assert shown.index("not saved") < shown.index("going on with the file now there")
+    assert await _texts(db, "t") == ["one", "hi", "three", "hi"]
+
+
+async def test_the_coding_session_shows_a_turn_the_history_refused(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    db = tmp_path / "code.db"
+    backup = tmp_path / "backup.db"
+
+    def answer(request: Any) -> str:
+        if request.messages[-1].text == "two":
+            _restore(db, backup)
+        return "ok"
+
+    pending: list[str | Callable[[], None]] = ["one", lambda: _backup(db, backup), "two"]
+
+    async def read_line(prompt: str) -> str | None:
+        while pending:
+            item = pending.pop(0)
+            if callable(item):
+                item()
+            else:
+                return item
+        return None
+
+    written: list[str] = []
+    ns = build_parser().parse_args(["--root", str(root), "--db", str(db), "--session", "s"])
+    await code_main(ns, provider=FunctionProvider(answer), read_line=read_line, write=written.append)
+    assert any("not saved" in line for line in written), written
