@@ -277,13 +277,13 @@ async def follow_restored_history(session: Any) -> str | None:
         The note that tells the user, None when the file is the one opened.
     """
     memory = session.agent.options.short_term_memory
-    storage = getattr(memory, "storage", None)
+    storage: Any = getattr(memory, "storage", None)
     reopen = getattr(storage, "reopen", None)
     if reopen is None or not await reopen():
         return None
     loaded = await session.load()
     return (
-        f"(the history file {storage.path} was replaced or deleted since this session opened "
+        f"(the history file {getattr(storage, 'path', '')} was replaced or deleted since this session opened "
         f"it, as restoring a backup does: going on with the file now there, which holds "
         f"{len(loaded)} message(s) of this conversation)"
     )

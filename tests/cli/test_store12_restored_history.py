@@ -81,6 +81,7 @@ async def test_the_chat_goes_on_with_a_restored_history_file(
         restore,
         "three",
     ]
+
     async def pick(spec: str | None, base_url: str | None = None) -> Any:
         return cli.Picked(ScriptedProvider("hi", "hi", "hi"), "scripted", "m", "test")
 
@@ -88,9 +89,7 @@ async def test_the_chat_goes_on_with_a_restored_history_file(
     monkeypatch.setattr(cli, "pick_provider", pick)  # the chat's own name for it (main.py)
     monkeypatch.setattr(cli_input, "line_source", _lines(script))
     monkeypatch.setattr(cli, "_make_embedder", lambda: None)
-    args = cli.build_parser().parse_args(
-        ["chat", "--no-memory", "--db", str(db), "--session", "t"]
-    )
+    args = cli.build_parser().parse_args(["chat", "--no-memory", "--db", str(db), "--session", "t"])
     args.no_memory = False  # history on, long-term memory off (no embedder)
     args.remember = "none"
     out = tmp_path / "out.txt"
@@ -203,5 +202,7 @@ async def test_the_coding_session_shows_a_turn_the_history_refused(tmp_path: Pat
 
     written: list[str] = []
     ns = build_parser().parse_args(["--root", str(root), "--db", str(db), "--session", "s"])
-    await code_main(ns, provider=FunctionProvider(answer), read_line=read_line, write=written.append)
+    await code_main(
+        ns, provider=FunctionProvider(answer), read_line=read_line, write=written.append
+    )
     assert any("not saved" in line for line in written), written
