@@ -385,7 +385,9 @@ class _AgentActivities:
                 session = str(data["session_id"])
                 memory = self.durable.short_term_memory(session)
                 message = await _heartbeating(
-                    thinking_by_reference(memory, session, response.message)
+                    thinking_by_reference(
+                        memory, session, response.message, generation=data.get("generation")
+                    )
                 )
                 response = replace(response, message=message)
             out = response_to_data(response)
@@ -485,7 +487,11 @@ class _AgentActivities:
         out: dict[str, Any] = {"content": content_to_text(result.content)}
         if data.get("refs") and len(out["content"]) > RESULT_WHOLE:
             try:
-                out.update(await self._by_reference(result.content, str(data["session_id"])))
+                out.update(
+                    await self._by_reference(
+                        result.content, str(data["session_id"]), data.get("generation")
+                    )
+                )
             except Exception as exc:  # the storage failed: the engine retries
                 raise self._fail(exc, f"{what} result store") from exc
         if result.error is not None:
@@ -501,7 +507,9 @@ class _AgentActivities:
             raise self._fail(exc, what) from exc
         return out
 
-    async def _by_reference(self, content: list[ContentBlock], session_id: str) -> dict[str, Any]:
+    async def _by_reference(
+        self, content: list[ContentBlock], session_id: str, generation: Any = None
+    ) -> dict[str, Any]:
         """A big result stored beside the session: its reference, and a preview for the run's
         events (issue 30). Truncated first as the loop would (``max_tool_result_chars``); the
         result whole if it is small then or the session's storage cannot hold it."""
@@ -512,7 +520,9 @@ class _AgentActivities:
         memory = self.durable.short_term_memory(session_id)
         digest = None
         if len(text) > RESULT_WHOLE:
-            digest = await _heartbeating(store_result(memory, session_id, content, text))
+            digest = await _heartbeating(
+                store_result(memory, session_id, content, text, generation=generation)
+            )
         if digest is None:
             return {"content": text}
         preview = "".join(b.text for b in content if isinstance(b, TextBlock))

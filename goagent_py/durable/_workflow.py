@@ -453,6 +453,8 @@ class _ToolProxy:
             # A big result is stored on the workers; its reference crosses (issue 30).
             data["refs"] = True
             data["session_id"] = memory.session_id
+            if memory.generation is not None:  # a result stored after a clear is refused
+                data["generation"] = memory.generation
         if calls.config.get("gate_sees_message"):
             # The worker's before_tool_call takes (call, assistant message): send the message.
             data["message"] = messages_to_text(_assistant_message(call.id))
@@ -604,8 +606,8 @@ class _ShortTermProxy:
             try:
                 await self._memory("append", data, local=True)
                 self.applied([data])
-            except MemoryStoreError as exc:
-                workflow.logger.warning("short-term memory append failed: %s", exc)
+            except MemoryStoreError as exc:  # its message names the append already
+                workflow.logger.warning("%s", exc)
             except BaseException:
                 self.give_back(appends[i:])
                 raise

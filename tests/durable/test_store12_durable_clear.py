@@ -142,3 +142,54 @@ async def test_a_durable_run_holding_its_messages_goes_on_and_stores_nothing_aft
 
 def _count(request: CompletionRequest) -> str:
     return f"saw {len(request.messages)}"
+
+
+async def test_a_big_result_stored_after_the_clear_leaves_no_row_of_the_conversation(
+    run_durably: RunDurably, tmp_path: Path
+) -> None:
+    """A tool's big result is stored beside its conversation (a part, deleted with it); one
+    stored after the conversation was cleared came back as a row of the deleted conversation
+    that nothing would delete (a privacy clear that kept the tool's output)."""
+    import sqlite3
+
+    db = tmp_path / "chat.db"
+    seeded = SQLiteStorage(db, session_id="s")
+    await seeded.append([user_message("earlier"), assistant_message("noted")])
+    await seeded.aclose()
+
+    @tool
+    async def dump(target: str) -> str:
+        """Dump.
+
+        Args:
+            target: what.
+        """
+        clearer = SQLiteStorage(db, session_id="s")
+        await clearer.clear()  # another process, while this call runs
+        await clearer.aclose()
+        return "secret " * 20_000  # over the 64 KB that crosses whole
+
+    def plan(request: CompletionRequest) -> CompletionResponse | str:
+        if request.messages[-1].role == Role.TOOL:
+            return "done"
+        return tool_call_response(ToolCall("c1", "dump", {"target": "x"}))
+
+    agent = Agent(
+        provider=FunctionProvider(plan),
+        model="m",
+        name="big",
+        tools=[dump],
+        max_tool_result_chars=None,
+    )
+    worker = SQLiteStorage(db, session_id="s")
+    with pytest.raises(DurableRunError):
+        await run_durably(
+            agent, "dump it", plan=plan, memory=ShortTermMemory(worker), session_id="s"
+        )
+    await worker.aclose()
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT session_id FROM goagent_messages").fetchall()
+    finally:
+        conn.close()
+    assert rows == []

@@ -176,3 +176,31 @@ async def test_a_clear_by_an_older_goagent_py_fences_the_writers_that_read_befor
     with pytest.raises(ConversationClearedError):
         await run.append([user_message("late")])
     assert [m.text for m in await other.load()] == ["fresh"]
+
+
+async def test_a_part_stored_for_a_run_that_read_before_the_clear_is_refused(
+    opener: Opener,
+) -> None:
+    """A durable run stores a big tool result as a part of its conversation, fenced by the
+    generation its load read: after the conversation's clear the part is refused, so no row
+    of the deleted conversation comes back (its parts are deleted with it, and only then)."""
+    from goagent_py.memory.storage._generation import expect_generation, generation_read
+    from goagent_py.memory.storage._parts import part_session
+
+    run, other = opener(), opener()
+    await run.append([user_message("q")])
+    await run.load()
+    read = generation_read(run)
+    assert read is not None
+    name = part_session("s", "goagent.result:x")
+    if isinstance(run, SQLiteStorage):
+        part = SQLiteStorage(run.path, session_id=name)
+    else:
+        part = run.for_session(name)
+    expect_generation(part, read)
+    assert await part.append_once("k", [user_message("big")]) is True  # not cleared yet
+    await other.clear()
+    expect_generation(part, read)
+    with pytest.raises(ConversationClearedError):
+        await part.append_once("k2", [user_message("big again")])
+    await part.aclose()

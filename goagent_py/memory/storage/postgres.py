@@ -50,7 +50,12 @@ from goagent_py.errors import (
 )
 from goagent_py.memory.storage._generation import ReadFence, cleared_error
 from goagent_py.memory.storage._lease import current_fence
-from goagent_py.memory.storage._parts import PART_SEPARATOR, check_session_id, parts_range
+from goagent_py.memory.storage._parts import (
+    PART_SEPARATOR,
+    check_session_id,
+    owner_of,
+    parts_range,
+)
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -466,7 +471,7 @@ class PostgresStorage:
                     "SELECT generation FROM {sessions} WHERE session_id = %s), 0) AS generation"
                     ") AS g LEFT JOIN {t} AS m ON m.session_id = %s ORDER BY m.seq"
                 ),
-                (self.session_id, self.session_id),
+                (owner_of(self.session_id), self.session_id),
             )
             found = await cur.fetchall()
         rows = [(int(seq), raw) for _, seq, raw in found if seq is not None]
@@ -557,7 +562,7 @@ class PostgresStorage:
                         self._sql(
                             "SELECT generation FROM {sessions} WHERE session_id = %s FOR SHARE"
                         ),
-                        (self.session_id,),
+                        (owner_of(self.session_id),),
                     )
                     found = await cur.fetchone()
                     if (0 if found is None else int(found[0])) != expected:
@@ -575,7 +580,16 @@ class PostgresStorage:
                 (self.session_id, len(rows), len(rows)),
             )
             found = await cur.fetchone()
-            if expected is not None and int(found[1]) != expected:
+            generation = int(found[1])
+            owner = owner_of(self.session_id)
+            if expected is not None and owner != self.session_id:  # a part: its conversation's
+                cur = await conn.execute(
+                    self._sql("SELECT generation FROM {sessions} WHERE session_id = %s FOR SHARE"),
+                    (owner,),
+                )
+                row = await cur.fetchone()
+                generation = 0 if row is None else int(row[0])
+            if expected is not None and generation != expected:
                 raise cleared_error(self._where(), self.session_id)  # rolls the key back too
             start = int(found[0]) - len(rows)
             async with conn.cursor() as cursor:

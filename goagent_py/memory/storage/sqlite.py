@@ -55,7 +55,12 @@ from goagent_py._sqlite import (
 )
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
 from goagent_py.memory.storage._generation import STALE, ReadFence, cleared_error
-from goagent_py.memory.storage._parts import PART_SEPARATOR, check_session_id, parts_range
+from goagent_py.memory.storage._parts import (
+    PART_SEPARATOR,
+    check_session_id,
+    owner_of,
+    parts_range,
+)
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -192,6 +197,7 @@ class SQLiteStorage:
         # the working folder is later (a relative path resolved at each write followed a chdir).
         self.path = os.path.abspath(path) if shares_writes(path) else path
         self.session_id = session_id
+        self._counter_id = owner_of(session_id)  # whose clears fence this one's writes
         self.timeout = timeout
         # The read connection: this process's, on the file it opened (see HeldConnection).
         self._file = HeldConnection(self.path, on_fork=self._forked)
@@ -440,9 +446,9 @@ class SQLiteStorage:
         try:
             cursor = conn.execute(
                 f"SELECT seq, typeof(message), CAST(message AS BLOB), (SELECT generation FROM "
-                f"{_GENERATIONS} WHERE session_id = ?1) FROM {_TABLE} WHERE session_id = ?1 "
+                f"{_GENERATIONS} WHERE session_id = ?2) FROM {_TABLE} WHERE session_id = ?1 "
                 "ORDER BY seq",
-                (self.session_id,),
+                (self.session_id, self._counter_id),
             )
         except sqlite3.OperationalError as exc:
             if "no such table" not in str(exc):
@@ -455,7 +461,7 @@ class SQLiteStorage:
         found = cursor.fetchall()
         rows = [(int(seq), str(kind), bytes(raw or b"")) for seq, kind, raw, _ in found]
         if not found:
-            return _generation(conn, self.session_id), rows
+            return _generation(conn, self._counter_id), rows
         return int(found[0][3] or 0), rows
 
     def _decoded(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
@@ -555,11 +561,11 @@ class SQLiteStorage:
                 if applied.rowcount == 0:
                     # Checked all the same: a key spent on a conversation cleared since is
                     # the caller's cue to read it again.
-                    if expected is not None and _generation(conn, self.session_id) != expected:
+                    if expected is not None and _generation(conn, self._counter_id) != expected:
                         raise refusal()
                     return False
             if not rows:
-                if expected is not None and _generation(conn, self.session_id) != expected:
+                if expected is not None and _generation(conn, self._counter_id) != expected:
                     raise refusal()
                 return True
             # The next seq and the clear counter in one statement (issue 36: a statement of
@@ -581,8 +587,8 @@ class SQLiteStorage:
         try:
             start, generation = conn.execute(
                 f"SELECT COALESCE(MAX(seq) + 1, 0), (SELECT generation FROM {_GENERATIONS} "
-                f"WHERE session_id = ?1) FROM {_TABLE} WHERE session_id = ?1",
-                (self.session_id,),
+                f"WHERE session_id = ?2) FROM {_TABLE} WHERE session_id = ?1",
+                (self.session_id, self._counter_id),
             ).fetchone()
         except sqlite3.OperationalError as exc:
             if "no such table" not in str(exc):
