@@ -282,8 +282,9 @@ async def follow_restored_history(session: Any) -> str | None:
     if reopen is None or not await reopen():
         return None
     loaded = await session.load()
+    path = getattr(storage, "path", "")
     return (
-        f"(the history file {getattr(storage, 'path', '')} was replaced or deleted since this session opened "
+        f"(the history file {path} was replaced or deleted since this session opened "
         f"it, as restoring a backup does: going on with the file now there, which holds "
         f"{len(loaded)} message(s) of this conversation)"
     )
