@@ -281,8 +281,14 @@ async def follow_restored_history(session: Any) -> str | None:
     reopen = getattr(storage, "reopen", None)
     if reopen is None or not await reopen():
         return None
-    loaded = await session.load()
     path = getattr(storage, "path", "")
+    try:
+        loaded = await session.load()
+    except MemoryStoreError as exc:  # the file now there cannot be used: say so, keep going
+        return (
+            f"(the history file {path} was replaced or deleted since this session opened it, "
+            f"and the file now there cannot be read: {exc})"
+        )
     return (
         f"(the history file {path} was replaced or deleted since this session opened "
         f"it, as restoring a backup does: going on with the file now there, which holds "

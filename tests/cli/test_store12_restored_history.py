@@ -206,3 +206,34 @@ async def test_the_coding_session_shows_a_turn_the_history_refused(tmp_path: Pat
         ns, provider=FunctionProvider(answer), read_line=read_line, write=written.append
     )
     assert any("not saved" in line for line in written), written
+
+
+async def test_a_restored_file_that_cannot_be_read_is_said_and_the_chat_goes_on(
+    scripted: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    db = tmp_path / "chat.db"
+
+    def garbage() -> None:
+        for suffix in ("-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        broken = tmp_path / "broken.db"
+        broken.write_bytes(b"not a database" * 100)
+        os.replace(broken, db)
+
+    async def pick(spec: str | None, base_url: str | None = None) -> Any:
+        return cli.Picked(ScriptedProvider("hi", "hi", "hi"), "scripted", "m", "test")
+
+    monkeypatch.setattr(cli_common, "pick_provider", pick)
+    monkeypatch.setattr(cli, "pick_provider", pick)
+    script: list[str | Callable[[], None]] = ["one", garbage, "two", "/help"]
+    monkeypatch.setattr(cli_input, "line_source", _lines(script))
+    monkeypatch.setattr(cli, "_make_embedder", lambda: None)
+    args = cli.build_parser().parse_args(["chat", "--db", str(db), "--session", "t"])
+    args.remember = "none"
+    out = tmp_path / "out.txt"
+    with out.open("w") as stream:
+        console = cli.Console(stream, stream, interactive=False)
+        await cli.run_chat(args, console)
+    shown = out.read_text()
+    assert "the file now there cannot be read" in shown, shown
+    assert "/continue" in shown  # /help ran: the chat went on after the note
