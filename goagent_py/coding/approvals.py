@@ -40,6 +40,7 @@ import asyncio
 import fnmatch
 import inspect
 import posixpath
+import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,6 +102,18 @@ def _subject(call: ToolCall) -> str:
     if "argv" in args or "command" in args:
         return command_text(args)
     return ""
+
+
+def _fold(text: str) -> str:
+    """``text`` in the form deny rules compare names in: case folded and Unicode-normalised.
+
+    A case-insensitive file system (macOS, Windows) opens ``.ENV`` as ``.env``, and macOS may
+    store ``é`` decomposed (NFD) where a rule was typed composed (NFC): compared as spelled, a
+    deny on ``.env`` let ``.ENV`` through. Folded, a deny rule covers every spelling the file
+    system may open as the named file; on a case-sensitive one it covers the other spellings too
+    (a refusal too many, never one too few). Allow rules and "always" stay exact.
+    """
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
 
 
 def glob_escape(text: str) -> str:
@@ -183,8 +196,9 @@ class ApprovalPolicy:
                 add_rule(self.denies_path)
 
     def denies_path(self, tool: str, path: str) -> bool:
-        """Whether a deny pattern covers ``tool`` on ``path`` (resolved, relative to the root)."""
-        return self._matches(self._deny, tool, path)
+        """Whether a deny pattern covers ``tool`` on ``path`` (resolved, relative to the root),
+        in any case or Unicode normal form (:func:`_fold`)."""
+        return self._matches(self._deny, tool, path, folded=True)
 
     def _path_subject(self, call: ToolCall) -> str | None:
         """The resolved path a file tool's call acts on (None for other calls)."""
@@ -203,16 +217,24 @@ class ApprovalPolicy:
         self.stopped = False
 
     @staticmethod
-    def _matches(rules: list[tuple[str, str | None]], name: str, subject: str) -> bool:
+    def _matches(
+        rules: list[tuple[str, str | None]], name: str, subject: str, *, folded: bool = False
+    ) -> bool:
+        """Whether a rule covers ``name`` on ``subject``; ``folded`` (the deny rules): the
+        subject compared in any case and normal form (:func:`_fold`)."""
+        if folded:
+            subject = _fold(subject)
         for tool_glob, subject_glob in rules:
             if not fnmatch.fnmatchcase(name, tool_glob):
                 continue
-            if subject_glob is None or fnmatch.fnmatchcase(subject, subject_glob):
+            if subject_glob is None:
+                return True
+            if fnmatch.fnmatchcase(subject, _fold(subject_glob) if folded else subject_glob):
                 return True
         return False
 
     def _denied(self, name: str, subject: str, call: ToolCall) -> bool:
-        if self._matches(self._deny, name, subject):
+        if self._matches(self._deny, name, subject, folded=True):
             return True
         return is_command_call(call.arguments) and rule_matches_command(
             self._deny, name, call.arguments
