@@ -5,7 +5,10 @@ What a sandboxed command gets (:meth:`Sandbox.wrap`):
 - the whole file system read-only, the workspace root read-write;
 - an empty, private ``/tmp``; the usual places of credentials in the home folder
   (:data:`SECRET_PLACES`: ``~/.ssh``, ``~/.aws``, ``~/.config``, ``~/.netrc``...) shown empty,
-  and the paths given in ``hide`` (the session database's folder) too; ``hide=[Path.home()]``
+  and the paths given in ``hide`` (the session database's folder) too, looked up as each
+  command starts (a folder made later, a link pointed elsewhere later, is hidden as it is
+  then; the folders between the root and a hidden one inside it are mount points the command
+  cannot rename); a root whose name leads to another folder than at start runs nothing; ``hide=[Path.home()]``
   empties the whole home folder (safer, but a Python or toolchain installed there, e.g. with
   pyenv, is then gone too);
 - a new PID namespace with its own ``/proc``: the agent's process and its environment
@@ -30,6 +33,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from goagent_py.coding._tool import CodingToolError
 from goagent_py.errors import ConfigurationError
 
 __all__ = ["SECRET_PLACES", "Sandbox", "sandbox_available"]
@@ -113,26 +117,70 @@ class Sandbox:
         self.bwrap = shutil.which("bwrap") or "bwrap"
         self.root = root
         self.network = network
-        places = [Path.home() / p for p in SECRET_PLACES]
-        hidden = [Path(os.path.realpath(p)) for p in [*places, *hide]]
+        # The paths as given, made absolute now (a relative one means the folder it names at
+        # start-up); what they lead to is looked up when each command starts (:meth:`_hidden`).
+        self.hide = [Path(os.path.abspath(p)) for p in [*_secret_places(), *hide]]
+        self._root_id = _identity(root)
+
+    def _hidden(self) -> tuple[list[Path], list[Path]]:
+        """The paths to show empty, resolved now: around the root (or beside it), and inside
+        it. Resolved when each command starts, not once: a folder made since, a link pointed
+        elsewhere since, is hidden as it is now."""
+        hidden = [Path(os.path.realpath(p)) for p in self.hide]
         # Never "/" (a session database at /code.db would otherwise empty the whole system).
-        hidden = [p for p in dict.fromkeys(hidden) if p.exists() and p not in (root, Path("/"))]
-        # Mounts stack in order: a folder around the root (or beside it) is hidden before the
-        # root is bound back on top; one inside the root is hidden after.
-        self.hidden_before = [p for p in hidden if root not in p.parents]
-        self.hidden_after = [p for p in hidden if root in p.parents]
+        hidden = [p for p in dict.fromkeys(hidden) if p not in (self.root, Path("/"))]
+        hidden = [p for p in hidden if os.path.lexists(p)]
+        before = [p for p in hidden if self.root not in p.parents]
+        return before, [p for p in hidden if self.root in p.parents]
+
+    def _check_root(self) -> None:
+        """Refuse to run when the root's name no longer leads to the folder the session
+        started in (moved, renamed, replaced by a link): the command would be given another
+        folder to write in."""
+        try:
+            same = os.path.realpath(self.root) == str(self.root) and _identity(self.root)
+        except OSError:
+            same = None
+        if same != self._root_id:
+            raise CodingToolError(
+                f"the workspace root {self.root} was moved or replaced since the session "
+                "started; nothing was run (the user must start the agent again in the folder)"
+            )
 
     def wrap(self, program: list[str], cwd: Path) -> list[str]:
-        """The command line that runs ``program`` in ``cwd`` inside the sandbox."""
+        """The command line that runs ``program`` in ``cwd`` inside the sandbox.
+
+        Raises:
+            CodingToolError: the root was moved or replaced since this sandbox was made.
+        """
+        self._check_root()
+        before, inside = self._hidden()
         argv = [self.bwrap, *_BASE]
         if not self.network:
             argv.append("--unshare-net")
-        for path in self.hidden_before:
+        for path in before:
             argv += _empty(path)
         argv += ["--bind", str(self.root), str(self.root)]
-        for path in self.hidden_after:
+        # Mounts stack in order: a folder around the root (or beside it) is hidden before the
+        # root is bound back on top; one inside is hidden after. Inside, the root is writable:
+        # each folder between it and a hidden one is made a mount point of its own first, which
+        # the command cannot rename or remove (EBUSY), so it cannot move the hidden folder out
+        # from under its mount (``mv a b`` with ``a/private`` hidden) for a later command.
+        steps = {a for p in inside for a in p.parents if self.root in a.parents}
+        for step in sorted(steps, key=lambda a: len(a.parts)):
+            argv += ["--bind", str(step), str(step)]
+        for path in sorted(inside, key=lambda a: len(a.parts)):
             argv += _empty(path)
         return [*argv, "--chdir", str(cwd), "--", *program]
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino)
+
+
+def _secret_places() -> list[Path]:
+    return [Path.home() / p for p in SECRET_PLACES]
 
 
 def _empty(path: Path) -> list[str]:
