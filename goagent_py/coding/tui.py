@@ -98,6 +98,12 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 collapsed=True,
             )
 
+        def doing(self, what: str) -> None:
+            """Show in the title what the sub-agent this call runs is doing now ("" when
+            nothing): the block is collapsed, and its calls are nested inside it."""
+            now = f" › {what}" if what else ""
+            self.title = escape(f"• {self.name_} {self.brief}{now}")
+
         def finish(self, ok: bool, duration: float, text: str) -> None:
             mark = "✓" if ok else "✗"
             self.title = escape(f"{mark} {self.name_} {self.brief} · {duration:.2f}s")
@@ -271,6 +277,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 parent = self._calls.get((path, ev.call.id))
                 if parent is not None and hasattr(inner, "path"):
                     self._render(inner, parent.nested)
+                    self._sub_agent_doing(parent, inner)
                 return
             if isinstance(ev, MessageStart) and ev.role is Role.ASSISTANT and ev.streaming:
                 self._streamed = ""
@@ -295,7 +302,8 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
             elif isinstance(ev, ToolExecutionStart):
                 view = ToolCallView(ev.call.name, brief(ev.call.arguments), ev.call.arguments)
                 self._calls[(path, ev.call.id)] = view
-                self.output.append(f"{'  ' * len(path)}• {ev.call.name} {view.brief}")
+                who = "".join(f"{printable(name)} › " for name in path)
+                self.output.append(f"{'  ' * len(path)}• {who}{view.name_} {view.brief}")
                 (box or self.query_one("#log")).mount(view)
             elif isinstance(ev, ToolExecutionEnd):
                 ended = self._calls.pop((path, ev.result.call.id), None)
@@ -314,6 +322,20 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 self._calls.clear()
                 if ev.result.error is not None:
                     self._show(f"error: {ev.result.error}")
+
+        def _sub_agent_doing(self, parent: ToolCallView, inner: Any) -> None:
+            """A sub-agent's call started or ended: shown live on the (collapsed) block of the
+            call that runs the sub-agent, and on the status line, named as the sub-agent's."""
+            if isinstance(inner, ToolExecutionStart):
+                what = f"{inner.call.name} {brief(inner.call.arguments)}"
+                parent.doing(printable(what))
+                if self.code is not None:
+                    who = " › ".join(printable(name) for name in inner.path)
+                    self.code.status.state = f"working: {who} › {printable(what)}"
+            elif isinstance(inner, ToolExecutionEnd):
+                parent.doing("")
+                if self.code is not None:
+                    self.code.status.state = "working"
 
         # -- keys ----------------------------------------------------------------------------
 
