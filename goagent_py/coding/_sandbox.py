@@ -8,9 +8,9 @@ What a sandboxed command gets (:meth:`Sandbox.wrap`):
   and the paths given in ``hide`` (the session database's folder) too, looked up as each
   command starts (a folder made later, a link pointed elsewhere later, is hidden as it is
   then; the folders between the root and a hidden one inside it are mount points the command
-  cannot rename); a root whose name leads to another folder than at start runs nothing; ``hide=[Path.home()]``
-  empties the whole home folder (safer, but a Python or toolchain installed there, e.g. with
-  pyenv, is then gone too);
+  cannot rename); a root whose name leads to another folder than at start runs nothing;
+  ``hide=[Path.home()]`` empties the whole home folder (safer, but a Python or toolchain
+  installed there, e.g. with pyenv, is then gone too);
 - a new PID namespace with its own ``/proc``: the agent's process and its environment
   (``/proc/<pid>/environ``, which holds the API keys) cannot be seen; when the command is
   killed, every process it started dies with the namespace, ``setsid()`` or not;

@@ -52,8 +52,16 @@ from goagent_py._paths import (
 )
 from goagent_py._workers import to_thread
 from goagent_py.coding._edit import apply_edit
-from goagent_py.coding._match import LineSearch, glob_matcher
-from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue, PathRule, call_key
+from goagent_py.coding._match import LineSearch, glob_matcher, text_lines
+from goagent_py.coding._terminal import printable
+from goagent_py.coding._tool import (
+    CodingTool,
+    CodingToolError,
+    PathQueue,
+    PathRule,
+    call_key,
+    valid_text,
+)
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ToolCall
 
@@ -332,7 +340,7 @@ class FileToolkit:
             text, utf8 = data.decode("utf-8"), True
         except UnicodeDecodeError:
             text, utf8 = data.decode("utf-8", errors="replace"), False
-        lines = text.splitlines()
+        lines = text_lines(text)
         start = max(int(args.get("offset", 1)), 1)
         limit = args.get("limit")
         end = len(lines) if limit is None else min(len(lines), start - 1 + max(int(limit), 0))
@@ -342,7 +350,7 @@ class FileToolkit:
         if cut:
             out.append(
                 f"[note: {path} is larger than {self.max_file_bytes} bytes: only its first "
-                f"{self.max_file_bytes} bytes ({len(text.splitlines())} whole lines) can be "
+                f"{self.max_file_bytes} bytes ({len(text_lines(text))} whole lines) can be "
                 "read, and it cannot be edited or searched here]"
             )
         if not utf8:
@@ -491,7 +499,7 @@ class FileToolkit:
                 raise CodingToolError(f"{path}: cannot be listed ({exc.strerror})") from exc
             entries.sort(key=lambda e: e.name)
             lines = [
-                e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
+                _name(e.name) + ("/" if e.is_dir(follow_symlinks=False) else "")
                 for e in entries
                 if not self._hidden("list_dir", e.name if real == "." else f"{real}/{e.name}")
             ]
@@ -506,7 +514,8 @@ class FileToolkit:
         )
         limits = _WalkLimits("glob", self.max_walk_files, self.walk_timeout, cancelled)
         top, real = self._open_dir(args.get("path", "."))
-        hits = [rel for rel, _, _ in self._walk(top, real, "glob", limits) if matches(rel)]
+        walked = self._walk(top, real, "glob", limits)
+        hits = [_name(rel) for rel, _, _ in walked if matches(rel)]
         return (self._capped(hits, "files") or "[no files match]") + limits.note()
 
     def _grep_sync(self, args: dict[str, Any], cancelled: threading.Event | None = None) -> str:
@@ -534,7 +543,7 @@ class FileToolkit:
                         binary.append(rel)
                     continue
                 for n, line in search.lines(data.decode("utf-8", "replace")):
-                    hits.append(f"{rel}:{n}:{line[:500]}")
+                    hits.append(f"{_name(rel)}:{n}:{line[:500]}")
                     if len(hits) > self.max_results:
                         break
                 if len(hits) > self.max_results:
@@ -853,7 +862,15 @@ _SNIFF = 8192
 
 def _names(paths: list[str], shown: int = 5) -> str:
     more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
-    return ", ".join(paths[:shown]) + more
+    return ", ".join(_name(p) for p in paths[:shown]) + more
+
+
+def _name(path: str) -> str:
+    """A file's name as a line of an answer shows it: control characters escaped (``\\n``,
+    ``\\e``). A repository may hold any byte in a name but ``/`` and NUL: listed raw, a name
+    with a newline read as two entries (``a.txt\\nsecrets.txt``), and one with an escape
+    sequence reached the answer (and the screen) as it was."""
+    return printable(valid_text(path))
 
 
 def _binary(data: bytes) -> bool:

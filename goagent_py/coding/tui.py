@@ -101,7 +101,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
         def doing(self, what: str) -> None:
             """Show in the title what the sub-agent this call runs is doing now ("" when
             nothing): the block is collapsed, and its calls are nested inside it."""
-            now = f" › {what}" if what else ""
+            now = f" · now {what}" if what else ""
             self.title = escape(f"• {self.name_} {self.brief}{now}")
 
         def finish(self, ok: bool, duration: float, text: str) -> None:
@@ -302,7 +302,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
             elif isinstance(ev, ToolExecutionStart):
                 view = ToolCallView(ev.call.name, brief(ev.call.arguments), ev.call.arguments)
                 self._calls[(path, ev.call.id)] = view
-                who = "".join(f"{printable(name)} › " for name in path)
+                who = "".join(f"[{printable(name)}] " for name in path)
                 self.output.append(f"{'  ' * len(path)}• {who}{view.name_} {view.brief}")
                 (box or self.query_one("#log")).mount(view)
             elif isinstance(ev, ToolExecutionEnd):
@@ -330,8 +330,8 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 what = f"{inner.call.name} {brief(inner.call.arguments)}"
                 parent.doing(printable(what))
                 if self.code is not None:
-                    who = " › ".join(printable(name) for name in inner.path)
-                    self.code.status.state = f"working: {who} › {printable(what)}"
+                    who = "".join(f"[{printable(name)}] " for name in inner.path)
+                    self.code.status.state = f"working: {who}{printable(what)}"
             elif isinstance(inner, ToolExecutionEnd):
                 parent.doing("")
                 if self.code is not None:

@@ -89,7 +89,7 @@ async def test_the_line_mode_shows_the_explore_call_while_it_runs(
     await code_main(ns, provider=provider, read_line=read_line, write=write)
     assert waited == [True]
     # Marked as the sub-agent's: nested under its call, and named.
-    assert "    • explore › grep pattern='def handler'" in out
+    assert "    • [explore] grep pattern='def handler'" in out
 
 
 async def test_the_window_shows_the_explore_call_while_it_runs(
@@ -127,7 +127,7 @@ async def test_the_window_shows_the_explore_call_while_it_runs(
         render(ev, box)
         views = {w.name_: w for w in app.query("Collapsible") if hasattr(w, "name_")}
         explore = views.get("explore")
-        if explore is not None and "› grep" in str(explore.title) and not shown.is_set():
+        if explore is not None and "· now grep" in str(explore.title) and not shown.is_set():
             live.append((str(explore.title), app.code.status.line()))
             shown.set()
 
@@ -139,9 +139,9 @@ async def test_the_window_shows_the_explore_call_while_it_runs(
         assert await app.prompts.get() == "> "
         assert waited == [True]
         title, status = live[0]
-        assert title == "• explore prompt='where is handler?' › grep pattern='def handler'"
-        assert "working: explore › grep pattern='def handler'" in status
-        assert "  • explore › grep pattern='def handler'" in app.output
+        assert title == "• explore prompt='where is handler?' · now grep pattern='def handler'"
+        assert "working: [explore] grep pattern='def handler'" in status
+        assert "  • [explore] grep pattern='def handler'" in app.output
         views = {w.name_: w for w in app.query("Collapsible") if hasattr(w, "name_")}
         assert views["explore"].title.startswith("✓ explore prompt='where is handler?' · ")
         app.query_one("#prompt").value = "/exit"
