@@ -33,7 +33,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from goagent_py.coding._tool import CodingToolError
+from goagent_py.coding._tool import WorkspaceRoot
 from goagent_py.errors import ConfigurationError
 
 __all__ = ["SECRET_PLACES", "Sandbox", "sandbox_available"]
@@ -120,7 +120,7 @@ class Sandbox:
         # The paths as given, made absolute now (a relative one means the folder it names at
         # start-up); what they lead to is looked up when each command starts (:meth:`_hidden`).
         self.hide = [Path(os.path.abspath(p)) for p in [*_secret_places(), *hide]]
-        self._root_id = _identity(root)
+        self._root = WorkspaceRoot(root)
 
     def _hidden(self) -> tuple[list[Path], list[Path]]:
         """The paths to show empty, resolved now: around the root (or beside it), and inside
@@ -133,27 +133,15 @@ class Sandbox:
         before = [p for p in hidden if self.root not in p.parents]
         return before, [p for p in hidden if self.root in p.parents]
 
-    def _check_root(self) -> None:
-        """Refuse to run when the root's name no longer leads to the folder the session
-        started in (moved, renamed, replaced by a link): the command would be given another
-        folder to write in."""
-        try:
-            same = os.path.realpath(self.root) == str(self.root) and _identity(self.root)
-        except OSError:
-            same = None
-        if same != self._root_id:
-            raise CodingToolError(
-                f"the workspace root {self.root} was moved or replaced since the session "
-                "started; nothing was run (the user must start the agent again in the folder)"
-            )
-
     def wrap(self, program: list[str], cwd: Path) -> list[str]:
         """The command line that runs ``program`` in ``cwd`` inside the sandbox.
 
         Raises:
             CodingToolError: the root was moved or replaced since this sandbox was made.
         """
-        self._check_root()
+        # The root's name must still lead to the folder it named at start: the command would
+        # be given another folder to write in.
+        self._root.check()
         before, inside = self._hidden()
         argv = [self.bwrap, *_BASE]
         if not self.network:
@@ -172,11 +160,6 @@ class Sandbox:
         for path in sorted(inside, key=lambda a: len(a.parts)):
             argv += _empty(path)
         return [*argv, "--chdir", str(cwd), "--", *program]
-
-
-def _identity(path: Path) -> tuple[int, int]:
-    st = os.stat(path)
-    return (st.st_dev, st.st_ino)
 
 
 def _secret_places() -> list[Path]:

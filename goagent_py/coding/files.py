@@ -59,6 +59,7 @@ from goagent_py.coding._tool import (
     CodingToolError,
     PathQueue,
     PathRule,
+    WorkspaceRoot,
     call_key,
     valid_text,
 )
@@ -110,6 +111,7 @@ class FileToolkit:
         if not real.is_dir():
             raise ConfigurationError(f"FileToolkit(root={self.root!r}): not an existing directory")
         self.root = real
+        self._workspace = WorkspaceRoot(real)
         for name in ("max_read_chars", "max_file_bytes", "max_results", "max_walk_files"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -717,6 +719,7 @@ class FileToolkit:
                 tool.reserve = self.reserve
             tool.rule_path = self.rule_path
             tool.add_path_rule = self.add_path_rule
+            tool.root = self._workspace
         return tools
 
     def check_path(self, args: dict[str, Any]) -> None:
@@ -727,6 +730,7 @@ class FileToolkit:
         Raises:
             CodingToolError: the path is refused (the message says why).
         """
+        self._workspace.check()
         path = args.get("path")
         if not isinstance(path, str) or all(
             p in ("", ".") for p in path.replace("\\", "/").split("/")

@@ -40,7 +40,7 @@ from typing import Any
 from goagent_py._paths import PathEscapeError, open_dir_in_root, resolve_in_root
 from goagent_py._subprocess import safe_env
 from goagent_py.coding._sandbox import Sandbox
-from goagent_py.coding._tool import CodingTool, CodingToolError
+from goagent_py.coding._tool import CodingTool, CodingToolError, WorkspaceRoot
 from goagent_py.errors import ConfigurationError
 from goagent_py.tool_context import current_tool_context
 
@@ -254,12 +254,14 @@ def shell_tool(
     if max_output_chars <= 0:
         raise ConfigurationError("shell_tool(max_output_chars=...): use a positive int")
     child_env = safe_env(env)
+    workspace = WorkspaceRoot(base)
     jail = Sandbox(base, network=sandbox_network, hide=hide) if sandbox else None
 
     pinned: dict[str, Path] = {}  # call -> the folder its first check resolved
 
     def check(args: dict[str, Any]) -> tuple[list[str], Path, float]:
         """The program to run, its working directory and time limit; refuses bad arguments."""
+        workspace.check()
         argv = args.get("argv") or []
         line = args.get("command")
         if line and not allow_shell:
@@ -390,4 +392,5 @@ def shell_tool(
     schema = {"type": "object", "properties": props, "required": []}
     tool = CodingTool(name, description, schema, run, mutating=True)
     tool.check = check
+    tool.root = workspace
     return tool

@@ -97,3 +97,27 @@ async def test_a_root_moved_away_runs_nothing_and_says_why(tmp_path: Path) -> No
     with pytest.raises(CodingToolError, match="moved or replaced"):
         await _run(sh, argv=["touch", "pwned"])
     assert not (victim / "pwned").exists()
+
+
+async def test_the_tools_refuse_a_root_moved_away_sandbox_or_not(tmp_path: Path) -> None:
+    from goagent_py.coding import file_tools
+    from goagent_py.coding._tool import CodingToolError
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("mine\n")
+    tools = {t.definition.name: t for t in [*file_tools(root), shell_tool(root)]}
+    victim = tmp_path / "elsewhere"
+    victim.mkdir()
+    (victim / "a.txt").write_text("not the workspace's\n")
+    root.rename(tmp_path / "ws-old")
+    root.symlink_to(victim)
+    for name, args in [
+        ("read_file", {"path": "a.txt"}),
+        ("write_file", {"path": "b.txt", "content": "x"}),
+        ("list_dir", {}),
+        ("shell", {"argv": ["touch", "pwned"]}),
+    ]:
+        with pytest.raises(CodingToolError, match="moved or replaced"):
+            await _run(tools[name], **args)
+    assert sorted(p.name for p in victim.iterdir()) == ["a.txt"]
