@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import unicodedata
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ __all__ = [
     "PathRule",
     "WorkspaceRoot",
     "call_key",
+    "fold",
     "is_mutating",
     "valid_text",
 ]
@@ -44,6 +46,18 @@ def valid_text(text: str) -> str:
     not be encoded, and the turn's token count, its storage and the terminal all failed.
     """
     return _SURROGATE.sub(_escaped, text) if _SURROGATE.search(text) else text
+
+
+def fold(text: str) -> str:
+    """``text`` in the form deny rules compare names in: case folded and Unicode-normalised.
+
+    A case-insensitive file system (macOS, Windows) opens ``.ENV`` as ``.env``, and macOS may
+    store ``é`` decomposed (NFD) where a rule was typed composed (NFC): compared as spelled, a
+    deny on ``.env`` let ``.ENV`` through. Folded, a deny rule covers every spelling the file
+    system may open as the named file; on a case-sensitive one it covers the other spellings too
+    (a refusal too many, never one too few). Allow rules and "always" stay exact.
+    """
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
 
 
 PathRule = Callable[[str, str], bool]

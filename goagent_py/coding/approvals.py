@@ -40,7 +40,6 @@ import asyncio
 import fnmatch
 import inspect
 import posixpath
-import unicodedata
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +53,7 @@ from goagent_py.coding._commands import (
     rule_matches_command,
 )
 from goagent_py.coding._preflight import preflight
-from goagent_py.coding._tool import is_mutating
+from goagent_py.coding._tool import fold, is_mutating
 from goagent_py.coding.shell import command_text
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ToolCall
@@ -102,18 +101,6 @@ def _subject(call: ToolCall) -> str:
     if "argv" in args or "command" in args:
         return command_text(args)
     return ""
-
-
-def _fold(text: str) -> str:
-    """``text`` in the form deny rules compare names in: case folded and Unicode-normalised.
-
-    A case-insensitive file system (macOS, Windows) opens ``.ENV`` as ``.env``, and macOS may
-    store ``é`` decomposed (NFD) where a rule was typed composed (NFC): compared as spelled, a
-    deny on ``.env`` let ``.ENV`` through. Folded, a deny rule covers every spelling the file
-    system may open as the named file; on a case-sensitive one it covers the other spellings too
-    (a refusal too many, never one too few). Allow rules and "always" stay exact.
-    """
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
 
 
 def glob_escape(text: str) -> str:
@@ -197,7 +184,7 @@ class ApprovalPolicy:
 
     def denies_path(self, tool: str, path: str) -> bool:
         """Whether a deny pattern covers ``tool`` on ``path`` (resolved, relative to the root),
-        in any case or Unicode normal form (:func:`_fold`)."""
+        in any case or Unicode normal form (:func:`~goagent_py.coding._tool.fold`)."""
         return self._matches(self._deny, tool, path, folded=True)
 
     def _path_subject(self, call: ToolCall) -> str | None:
@@ -221,15 +208,15 @@ class ApprovalPolicy:
         rules: list[tuple[str, str | None]], name: str, subject: str, *, folded: bool = False
     ) -> bool:
         """Whether a rule covers ``name`` on ``subject``; ``folded`` (the deny rules): the
-        subject compared in any case and normal form (:func:`_fold`)."""
+        subject compared in any case and normal form (:func:`~goagent_py.coding._tool.fold`)."""
         if folded:
-            subject = _fold(subject)
+            subject = fold(subject)
         for tool_glob, subject_glob in rules:
             if not fnmatch.fnmatchcase(name, tool_glob):
                 continue
             if subject_glob is None:
                 return True
-            if fnmatch.fnmatchcase(subject, _fold(subject_glob) if folded else subject_glob):
+            if fnmatch.fnmatchcase(subject, fold(subject_glob) if folded else subject_glob):
                 return True
         return False
 

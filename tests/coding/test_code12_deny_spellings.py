@@ -85,3 +85,14 @@ async def _text_error(tool: Any, **args: Any) -> str:
     with pytest.raises(CodingToolError) as caught:
         await tool.execute(args)
     return str(caught.value)
+
+
+async def test_a_command_deny_rule_holds_whatever_the_case(tmp_path: Path) -> None:
+    # macOS and Windows find /BIN/RM as /bin/rm: the deny covers the program in any case.
+    from goagent_py.coding import shell_tool
+
+    policy = ApprovalPolicy([shell_tool(tmp_path, allow_shell=True)], deny=["shell(rm *)"])
+    for args in ({"argv": ["/BIN/RM", "-rf", "x"]}, {"command": "true; Rm -rf x"}):
+        reason = await policy(ToolCall("c", "shell", args))
+        assert reason is not None, args
+        assert "denied by policy" in reason
