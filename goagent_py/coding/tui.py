@@ -326,16 +326,18 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
         def _sub_agent_doing(self, parent: ToolCallView, inner: Any) -> None:
             """A sub-agent's call started or ended: shown live on the (collapsed) block of the
             call that runs the sub-agent, and on the status line, named as the sub-agent's."""
+            # A question waiting for the user keeps the status line ("waiting for you").
+            status = self.code.status if self.code is not None and self._question is None else None
             if isinstance(inner, ToolExecutionStart):
                 what = f"{inner.call.name} {brief(inner.call.arguments)}"
                 parent.doing(printable(what))
-                if self.code is not None:
+                if status is not None:
                     who = "".join(f"[{printable(name)}] " for name in inner.path)
-                    self.code.status.state = f"working: {who}{printable(what)}"
+                    status.state = f"working: {who}{printable(what)}"
             elif isinstance(inner, ToolExecutionEnd):
                 parent.doing("")
-                if self.code is not None:
-                    self.code.status.state = "working"
+                if status is not None:
+                    status.state = "working"
 
         # -- keys ----------------------------------------------------------------------------
 

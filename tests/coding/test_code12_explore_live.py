@@ -148,3 +148,59 @@ async def test_the_window_shows_the_explore_call_while_it_runs(
         await pilot.press("enter")
         while app.return_code is None:
             await pilot.pause()
+
+
+async def test_a_question_keeps_the_status_line_while_a_sub_agent_works(tmp_path: Path) -> None:
+    # The lead edits (asked about) and explores at once; the sub-agent's call starts while the
+    # question waits: the status line must keep saying so, not "working: [explore] grep".
+    pytest.importorskip("textual")
+    from goagent_py.coding.repl import build_parser
+    from goagent_py.coding.tui import make_app
+    from goagent_py.messages import Role
+    from goagent_py.testing import FunctionProvider
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "a.txt").write_text("hello\n")
+    asked = asyncio.Event()
+
+    async def model(request: Any) -> Any:
+        answered = request.messages[-1].role is Role.TOOL
+        if request.system_prompt.startswith("You explore"):
+            if answered:
+                return "a.txt holds hello."
+            await asyncio.wait_for(asked.wait(), BOUND)
+            return tool_call_response(("grep", {"pattern": "hello"}))
+        if answered:
+            return "done"
+        edit = {"path": "a.txt", "old_string": "hello", "new_string": "bye"}
+        return tool_call_response(("edit_file", edit), ("explore", {"prompt": "what is there?"}))
+
+    argv = ["--root", str(root), "--db", str(tmp_path / "c.db")]
+    app = make_app(build_parser().parse_args(argv), provider=FunctionProvider(model))
+    during: list[str] = []
+    render = app._render
+
+    def watching(ev: Any, box: Any = None) -> None:
+        render(ev, box)
+        inner = ev.update if isinstance(ev, ToolExecutionUpdate) else None
+        if isinstance(inner, ToolExecutionStart) and inner.call.name == "grep":
+            during.append(app.code.status.line())
+
+    app._render = watching
+    async with app.run_test() as pilot:
+        assert await app.prompts.get() == "> "
+        app.query_one("#prompt").value = "change a.txt and look around"
+        await pilot.press("enter")
+        assert (await app.prompts.get()).startswith("allow edit_file a.txt?")
+        asked.set()
+        while not during:
+            await pilot.pause()
+        assert during[0].endswith("waiting for you")
+        app.query_one("#prompt").value = "n"
+        await pilot.press("enter")
+        assert await app.prompts.get() == "> "
+        app.query_one("#prompt").value = "/exit"
+        await pilot.press("enter")
+        while app.return_code is None:
+            await pilot.pause()
