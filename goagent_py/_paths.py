@@ -316,6 +316,8 @@ def walk_files(
     *,
     skip: frozenset[str] = frozenset(),
     stop: Callable[[], bool] | None = None,
+    max_depth: int | None = None,
+    too_deep: Callable[[str], None] | None = None,
 ) -> Iterator[tuple[str, str, int]]:
     """``(directory, name, directory descriptor)`` of each regular file below ``top_fd``.
 
@@ -326,6 +328,11 @@ def walk_files(
     in its parent's descriptor with ``O_NOFOLLOW``, so one swapped for a symlink while the walk
     runs is skipped, never entered. The descriptor is valid until the next item: open the file
     in it (``dir_fd=``) before moving on.
+
+    The walk holds one descriptor per level it is in: ``max_depth`` bounds the levels entered
+    (a chain of folders thousands deep would exhaust the process's descriptors, failing every
+    other open meanwhile); ``too_deep(directory)`` is told of each folder whose subfolders were
+    not entered for it.
     """
     frames: list[tuple[int, str, list[str]]] = []  # (fd, relative dir, subdirs still to visit)
     fd, rel = top_fd, ""
@@ -344,6 +351,10 @@ def walk_files(
                 with contextlib.suppress(OSError):
                     if entry.name not in skip and entry.is_dir(follow_symlinks=False):
                         subdirs.append(entry.name)
+            if subdirs and max_depth is not None and len(frames) >= max_depth:
+                subdirs = []
+                if too_deep is not None:
+                    too_deep(rel)
             frames.append((fd, rel, subdirs[::-1]))
             fd = -1
             while frames and fd < 0:

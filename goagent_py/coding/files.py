@@ -68,6 +68,10 @@ from goagent_py.messages import ToolCall
 
 __all__ = ["FileToolkit", "file_tools"]
 
+MAX_WALK_DEPTH = 100
+"""The most folder levels below its start a grep or glob walk enters (it holds one open
+descriptor per level)."""
+
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".tox"})
 
 
@@ -473,7 +477,14 @@ class FileToolkit:
         The directory descriptor is valid until the next item (use it before moving on).
         """
         try:
-            for below, name, dirfd in walk_files(top, skip=_SKIP_DIRS, stop=limits.spent):
+            walk = walk_files(
+                top,
+                skip=_SKIP_DIRS,
+                stop=limits.spent,
+                max_depth=MAX_WALK_DEPTH,
+                too_deep=lambda below: self._too_deep(tool, real, below, limits),
+            )
+            for below, name, dirfd in walk:
                 if limits.spent():
                     return
                 limits.files += 1
@@ -482,6 +493,11 @@ class FileToolkit:
                     yield rel, name, dirfd
         finally:
             os.close(top)
+
+    def _too_deep(self, tool: str, real: str, below: str, limits: _WalkLimits) -> None:
+        path = "/".join(p for p in (real, below) if p and p != ".")
+        if not self._hidden(tool, path):  # a denied folder is not named, not even here
+            limits.too_deep.append(path)
 
     def _list_dir_sync(self, args: dict[str, Any], cancelled: threading.Event | None = None) -> str:
         """list_dir: the entries of a directory (``/`` after directories)."""
@@ -819,6 +835,8 @@ class _WalkLimits:
         self.cancelled = cancelled
         self.files = 0
         self.why = ""
+        self.too_deep: list[str] = []
+        """The folders whose subfolders were not entered (:data:`MAX_WALK_DEPTH`)."""
 
     def spent(self) -> bool:
         """Whether the walk must end now (``why`` says what ran out)."""
@@ -832,14 +850,21 @@ class _WalkLimits:
         return bool(self.why)
 
     def note(self) -> str:
-        """The note an answer ends with when the walk ended early ("" when it did not)."""
+        """The note an answer ends with when the walk ended early or left folders out ("" when
+        it did neither)."""
+        deep = ""
+        if self.too_deep:
+            deep = (
+                f"\n[note: folders nested deeper than {MAX_WALK_DEPTH} levels were not searched "
+                f"(below {_names(self.too_deep, 1)})]"
+            )
         if not self.why:
-            return ""
+            return deep
         if self.tool == "list_dir":
             return f"\n[note: the listing stopped {self.why}, before the whole folder was seen]"
         return (
             f"\n[note: the search stopped {self.why}, before the whole tree was seen: narrow "
-            "it with path or glob]"
+            f"it with path or glob]{deep}"
         )
 
 
