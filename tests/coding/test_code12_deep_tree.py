@@ -68,3 +68,19 @@ async def test_a_file_just_within_the_depth_is_found(tmp_path: Path) -> None:
     globbed = await _text(tools["glob"], pattern="**/deep.txt")
     assert globbed.endswith("/deep.txt")
     assert "note" not in globbed
+
+
+async def test_a_path_too_many_folders_deep_is_refused_before_anything_is_made(
+    tmp_path: Path,
+) -> None:
+    from goagent_py._paths import MAX_PATH_DEPTH
+    from goagent_py.coding._tool import CodingToolError
+
+    tools = {t.definition.name: t for t in file_tools(tmp_path)}
+    deep = "d/" * (MAX_PATH_DEPTH + 1) + "x.txt"
+    with pytest.raises(CodingToolError, match=f"more than {MAX_PATH_DEPTH} folders deep"):
+        await _text(tools["write_file"], path=deep, content="x")
+    assert list(tmp_path.iterdir()) == []  # no folder made on the way
+    _chain(tmp_path, MAX_PATH_DEPTH + 1)
+    with pytest.raises(CodingToolError, match="folders deep"):
+        await _text(tools["read_file"], path="d/" * (MAX_PATH_DEPTH + 1) + "deep.txt")
