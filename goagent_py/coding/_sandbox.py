@@ -133,8 +133,16 @@ class Sandbox:
         before = [p for p in hidden if self.root not in p.parents]
         return before, [p for p in hidden if self.root in p.parents]
 
-    def wrap(self, program: list[str], cwd: Path) -> list[str]:
+    def wrap(
+        self, program: list[str], cwd: Path, *, folder: tuple[int, int] | None = None
+    ) -> list[str]:
         """The command line that runs ``program`` in ``cwd`` inside the sandbox.
+
+        ``folder``: the ``(st_dev, st_ino)`` of the folder the caller opened as ``cwd``.
+        bubblewrap enters ``cwd`` by name, after the caller checked it: a command running
+        beside this one could swap it for a link meanwhile. With ``folder``, the program starts
+        only in that very folder (a shell compares the folder it is in, which no later swap
+        changes, before it runs the program; else it exits 126 and runs nothing).
 
         Raises:
             CodingToolError: the root was moved or replaced since this sandbox was made.
@@ -159,7 +167,17 @@ class Sandbox:
             argv += ["--bind", str(step), str(step)]
         for path in sorted(inside, key=lambda a: len(a.parts)):
             argv += _empty(path)
+        if folder is not None:
+            program = ["/bin/sh", "-c", _IN_FOLDER, f"{folder[0]}:{folder[1]}", *program]
         return [*argv, "--chdir", str(cwd), "--", *program]
+
+
+_IN_FOLDER = (
+    'case "$(stat -c %d:%i . 2>/dev/null)" in "$0") exec "$@";; esac; '
+    'echo "the working folder is not the folder the tool opened (it was swapped for another '
+    'meanwhile); nothing was run: call again" >&2; exit 126'
+)
+"""Run ``"$@"`` only in the folder ``$0`` (``dev:inode``) names (see :meth:`Sandbox.wrap`)."""
 
 
 def _secret_places() -> list[Path]:

@@ -308,8 +308,6 @@ def shell_tool(
 
     async def run(args: dict[str, Any]) -> str:
         program, cwd, limit = check(args)
-        if jail is not None:
-            program = jail.wrap(program, cwd)
         # The folder is opened once, held in the root at open time, and the program starts in
         # that very folder (its descriptor): a link swapped in after the check above cannot
         # start it elsewhere (outside the root, or in another folder than the one asked about).
@@ -317,6 +315,9 @@ def shell_tool(
         first = pinned.pop(context.idempotency_key, cwd) if context is not None else cwd
         cwd_fd = _open_cwd(base, args.get("cwd"), first)
         try:
+            if jail is not None:
+                opened = os.fstat(cwd_fd)  # bubblewrap enters it by name: it checks it is this
+                program = jail.wrap(program, cwd, folder=(opened.st_dev, opened.st_ino))
             transport, proc, exited = await _start(
                 program,
                 cwd=_fd_path(cwd_fd) or cwd,

@@ -121,3 +121,35 @@ async def test_the_tools_refuse_a_root_moved_away_sandbox_or_not(tmp_path: Path)
         with pytest.raises(CodingToolError, match="moved or replaced"):
             await _run(tools[name], **args)
     assert sorted(p.name for p in victim.iterdir()) == ["a.txt"]
+
+
+async def test_a_sandboxed_command_starts_only_in_the_folder_the_tool_opened(
+    tmp_path: Path,
+) -> None:
+    # bubblewrap enters the working folder by name, after the tool opened and checked it: a
+    # command running beside it could swap the folder for a link meanwhile. The command starts
+    # only when the folder it is in is the one the tool opened (here: told another one).
+    import asyncio
+
+    from goagent_py.coding._sandbox import Sandbox
+
+    root = tmp_path / "ws"
+    (root / "scratch").mkdir(parents=True)
+    (root / "src").mkdir()
+    (root / "src" / "keep.py").write_text("x")
+    other = os.stat(root / "src")
+    argv = Sandbox(root).wrap(
+        ["sh", "-c", "rm -f ./*; echo ran"], root / "scratch", folder=(other.st_dev, other.st_ino)
+    )
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode == 126
+    assert b"ran" not in out
+    assert b"not the folder" in out
+    same = os.stat(root / "scratch")
+    sh = shell_tool(root, sandbox=True)
+    assert await _run(sh, argv=["pwd"], cwd="scratch") == f"{root / 'scratch'}\nexit code: 0"
+    assert same.st_ino == os.stat(root / "scratch").st_ino
+    assert (root / "src" / "keep.py").exists()
