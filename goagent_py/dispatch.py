@@ -185,8 +185,7 @@ def check_dispatch_settings(
 def _check_max_keys(max_keys: object, owner: str) -> None:
     if not isinstance(max_keys, int) or isinstance(max_keys, bool) or max_keys <= 0:
         raise ConfigurationError(
-            f"{owner}: max_keys must be an int > 0 (the most keyed breakers kept), "
-            f"got {max_keys!r}"
+            f"{owner}: max_keys must be an int > 0 (the most keyed breakers kept), got {max_keys!r}"
         )
 
 

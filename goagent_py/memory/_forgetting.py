@@ -90,9 +90,7 @@ def after_forgetting(
     for record in records:
         if record.id in ids:
             continue
-        quoted = any(
-            {c.text, c.previous} & texts or c.other_id in ids for c in record.history
-        )
+        quoted = any({c.text, c.previous} & texts or c.other_id in ids for c in record.history)
         if not quoted and record.id not in relinked:
             continue
         history = [
@@ -118,9 +116,7 @@ def after_forgetting(
                 )
             elif by is not None:
                 history.append(
-                    MemoryChange(
-                        op="superseded", at=now, decider="forget", text=after, other_id=by
-                    )
+                    MemoryChange(op="superseded", at=now, decider="forget", text=after, other_id=by)
                 )
         metadata[HISTORY_KEY] = [c.to_json() for c in history]
         out.append(

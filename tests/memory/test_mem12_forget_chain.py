@@ -18,7 +18,7 @@ from goagent_py.memory.long_term import LongTermMemory
 from goagent_py.memory.records import MemoryRecord
 from goagent_py.memory.vector.base import VectorStore
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
-from goagent_py.messages import Message, TextBlock, user_message
+from goagent_py.messages import TextBlock, user_message
 from goagent_py.testing import FakeEmbedder, ScriptedProvider
 
 ALL = ("current", "superseded", "deleted")
@@ -72,7 +72,8 @@ async def test_forgetting_the_fact_that_replaced_another_brings_the_other_back(
     assert list(left) == ["I live in Lisbon."]
     lisbon = left["I live in Lisbon."]
     assert lisbon.state == "current"
-    assert lisbon.superseded_by is None and lisbon.invalid_at is None
+    assert lisbon.superseded_by is None
+    assert lisbon.invalid_at is None
     assert lisbon.history[-1].op == "restored"
     found = await m.retrieve([TextBlock("Where do I live?")], session="alice", top_k=3)
     assert [s.message.text for s in found] == ["I live in Lisbon."]
@@ -161,5 +162,3 @@ async def test_the_served_forget_by_id_keeps_the_chain_too(tmp_path: Path) -> No
     left = {r.text: r for r in await ltm.records(session="user-local", states=ALL)}
     assert {t: r.state for t, r in left.items()} == {"I live in Lisbon.": "current"}
     _no_trace(left, "I live in Porto.", {porto.id})
-
-
