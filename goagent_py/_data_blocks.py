@@ -4,7 +4,7 @@ Recalled memories and retrieved passages reach the model inside tags that say "t
 not instructions". Text inside a block must not be able to close it early: any opening or
 closing tag of the block's names, in any case and with inner spaces (``</ Recalled_Memories >``),
 is neutralised by escaping its ``<``. So is a look-alike a model reads as the same tag: written
-with compatibility forms (the full-width ``＜／ｐａｓｓａｇｅ＞``, the small ``﹤``) or with
+with compatibility forms (full-width brackets, slash and letters, the small "<" U+FE64) or with
 invisible characters inside (a zero-width space, a soft hyphen, a word joiner): the tags are
 found in the text as a model reads it (NFKC, format characters dropped), and the character
 that opens each is escaped in the text as written.
@@ -36,9 +36,7 @@ def neutralise_tags(text: str, *names: str) -> str:
     """``text`` with every tag named in ``names`` made inert (its ``<`` escaped as ``&lt;``),
     look-alikes included (see the module docstring)."""
     pattern = _pattern(names)
-    if text.isascii() or (
-        unicodedata.is_normalized("NFKC", text) and not _INVISIBLE.search(text)
-    ):
+    if text.isascii() or (unicodedata.is_normalized("NFKC", text) and not _INVISIBLE.search(text)):
         return pattern.sub(lambda m: "&lt;" + m.group(0)[1:], text)
     # The text as read, with the index in ``text`` of each of its characters.
     read: list[str] = []

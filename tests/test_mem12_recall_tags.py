@@ -8,13 +8,13 @@ import unicodedata
 
 import pytest
 
+from goagent_py._data_blocks import neutralise_tags
 from goagent_py._recall import recall_message
 from goagent_py.messages import ScoredMessage, user_message
-from goagent_py._data_blocks import neutralise_tags
 
 
 def _as_read(text: str) -> str:
-    """``text`` as a model reads it: compatibility forms folded (＜ is <), invisible
+    """``text`` as a model reads it: compatibility forms folded (U+FF1C is <), invisible
     format characters gone."""
     folded = unicodedata.normalize("NFKC", text)
     return "".join(c for c in folded if unicodedata.category(c) != "Cf").casefold()
