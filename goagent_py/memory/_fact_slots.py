@@ -64,6 +64,12 @@ _SET: list[tuple[str, str, str | None]] = [
     ),
     (
         "home",
+        r"\b(?:i|we)(?:'ve| have)? (?:just |recently |finally )?(?:moved|relocated) "
+        r"(?:away )?from (?:(?-i:[A-Z])[\w-]*)(?: (?-i:[A-Z])[\w-]*)* to (?P<v>.+)",
+        "I live in {v}.",
+    ),
+    (
+        "home",
         r"\b(?:since|after) (?:the|my|our) (?:move|relocation) to (?P<v>.+)",
         "I live in {v}.",
     ),
@@ -144,6 +150,12 @@ _SET: list[tuple[str, str, str | None]] = [
         "I work at {v}.",
     ),
     ("employer", r"\bi (?:just )?got a (?:new )?job (?:at|with) (?P<v>.+)", "I work at {v}."),
+    (
+        "employer",
+        r"\bi (?:really |absolutely )?(?:love|like|enjoy|hate|have|am enjoying|'m enjoying) "
+        r"my (?:new )?(?:job|work|position|role) (?:at|with) (?P<v>(?-i:[A-Z]).+)",
+        "I work at {v}.",
+    ),
     ("employer", r"\bmy (?:new |current )?employer is (?P<v>.+)", None),
     (
         "employer",
@@ -607,7 +619,20 @@ _CLAUSE_END = re.compile(r"\s*[,;:]\s*|\s+(?:but|and|so|because)\s+", re.IGNOREC
 _CHANGE_WORDS = re.compile(r"\bno longer\b|\bany ?more\b", re.IGNORECASE)
 
 
+# "I didn't move to Rome after all": the move said before did not happen.
+_DID_NOT_MOVE = re.compile(
+    r"\b(?:i|we) (?:didn't|did not|never|won't|will not) (?:actually |end up |get to )?"
+    r"(?:move|moving|relocate|relocating) (?:back |over )?to (?P<v>.+)",
+    re.IGNORECASE,
+)
+
+
 def _retraction(text: str) -> Fact | None:
+    moved = _DID_NOT_MOVE.search(text)
+    if moved is not None:
+        value = _clean_value(re.sub(r" after all\b.*$", "", moved.group("v"), flags=re.I))
+        if value:
+            return Fact("home", value, "retract", event=True, words=f"I live in {value}")
     have = _HAVE_NO_MORE.search(text)
     if have is not None:
         slot = have.group("slot")

@@ -231,3 +231,31 @@ async def test_a_typographic_apostrophe_reads_as_a_plain_one() -> None:
     assert await current(m) == ["I\u2019m 34."]
     await say(m, "I\u2019m 35.")
     assert await current(m) == ["I\u2019m 35."]
+
+
+# -- more ways of saying a change -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "change", "after"),
+    [
+        ("I live in Paris.", "I moved from Paris to Rome.", "I live in Rome."),
+        ("I work at Acme.", "I love my job at Google.", "I work at Google."),
+    ],
+)
+async def test_a_change_said_with_what_it_replaces(before: str, change: str, after: str) -> None:
+    m = memory()
+    await say(m, before, change)
+    assert await current(m) == [after]
+
+
+async def test_a_move_that_did_not_happen_is_taken_back() -> None:
+    m = memory()
+    await say(m, "I moved to Rome.", "I didn't move to Rome after all.")
+    assert "I live in Rome." not in await current(m)
+
+
+async def test_quitting_the_job_one_loved_is_no_new_job() -> None:
+    m = memory()
+    await say(m, "I work at Google.", "I quit my job at Google.")
+    assert await current(m) == []  # the job is retracted, not set again
