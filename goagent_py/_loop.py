@@ -38,6 +38,7 @@ from goagent_py._call_gates import (
     with_arguments,
 )
 from goagent_py._control import AbortMode, RunControl
+from goagent_py._conversation import held_with
 from goagent_py._deepcopy import snapshot_message
 from goagent_py._describe import described, message_of
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
@@ -983,6 +984,7 @@ class Run:
             deps=self.deps,
             can_wait=True,
             resumed=resumed,
+            conversations=held_with(self.o.short_term_memory),
         )
 
     def _current_messages(self) -> list[Message]:
