@@ -172,16 +172,15 @@ def about_someone_else(text: str, start: int) -> bool:
 
 # -- whether a sentence asserts anything --------------------------------------------------------
 
-# A hypothetical: opened by "if", "suppose", "what if"... ("If I moved to Rome I'd be
-# happier."), or one of them right before the user ("I'd be happier if I moved to Rome", "I
-# wish I lived in Rome").
+# A hypothetical: "if", "suppose", "what if", "wish"... right before the user ("If I moved to
+# Rome I'd be happier.", "I'd be happier if only I lived in Rome", "I wish I lived in Rome");
+# not one about someone else ("If you must know, I live in Rome." asserts the home).
 _IF = (
     r"(?:if|unless|suppose|supposing|imagine|imagining|what if|in case|as if|as though|"
     r"pretend|pretending|hypothetically|wish|wished|whether)"
 )
 _HYPOTHETICAL = re.compile(
-    rf"^(?:(?:and|but|so|or|even|only|just|now|well|ok|okay)\s+)*{_IF}\b"
-    rf"|\b{_IF},?\s+(?:i|we|i'm|we're|i'd|we'd|i've|we've|my|our)\b",
+    rf"\b{_IF},?\s+(?:(?:only|ever|that|then)\s+)?(?:i|we|i'm|we're|i'd|we'd|i've|we've|my|our)\b",
     re.IGNORECASE,
 )
 # Someone else's words or opinion of the user ("My boss said I'm lazy", "She thinks I work

@@ -194,6 +194,12 @@ async def test_a_hypothetical_move_does_not_replace_the_home(remark: str) -> Non
     assert "I live in Rome." not in await current(m)
 
 
+async def test_an_if_about_someone_else_does_not_hide_the_users_fact() -> None:
+    m = memory()
+    await say(m, "I live in Paris.", "If you must know, I live in Rome.")
+    assert await current(m) == ["If you must know, I live in Rome."]
+
+
 async def test_i_used_to_retires_the_current_fact_and_keeps_the_past() -> None:
     m = memory()
     await say(m, "I live in Paris.", "I used to live in Paris.")
