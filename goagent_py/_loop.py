@@ -162,6 +162,13 @@ _TRUNCATED_CALL = (
 )
 
 
+_UNASKED = (
+    "this call needs a person's approval by this agent's rules, and nobody was asked when its "
+    "turn stopped (the rules changed while the turn waited); it was not run: call it again to "
+    "be asked"
+)
+
+
 _BESIDE_FINAL = (
     "not run: the final_result call in the same response ends the turn; call the tool in a "
     "response of its own if you still need it"
@@ -1311,6 +1318,14 @@ class Run:
             else:
                 held.extend(under(result.call.id, wait[0]))
                 inner[result.call.id] = wait[1]
+        # This run's deadline holds for every call its wait lists, a tool's inner run's too
+        # (a sub-agent without a timeout of its own, or a later one): the earlier applies.
+        if self.o.approval_timeout is not None:
+            due = self.clock() + self.o.approval_timeout
+            held = [
+                p if p.deadline is not None and p.deadline <= due else replace(p, deadline=due)
+                for p in held
+            ]
         self._waiting = {}
         token = self.new_token()
         # Every call listed in this wait carries its token (PendingCall.token): a decision
@@ -1401,6 +1416,15 @@ class Run:
                 )
             else:
                 to_run.append((index, call))
+        # A call that waited for nothing when its turn stopped, which this agent's rules make
+        # wait (the tool's requires_approval or the policy changed meanwhile, another deploy
+        # resumed it): nobody was asked, so it does not run (fail closed, as a durable run's
+        # worker refuses it).
+        undecided = [c for _, c in to_run if c.id not in resume.decisions and c.id not in states]
+        unasked = {p.id for p in await self._holding(0, message, undecided)} if undecided else set()
+        for index, call in [(i, c) for i, c in to_run if c.id in unasked]:
+            results[index] = error_result(call, ToolBlockedError(call.name, _UNASKED))
+        to_run = [(i, c) for i, c in to_run if c.id not in unasked]
         for result in results:
             if result is not None:
                 yield ToolExecutionStart(result.call, path=self.path)

@@ -24,6 +24,7 @@ from goagent_py.approvals import (
     ToolDecision,
     check_decisions,
     pending_of,
+    reused_ids,
     settled,
     waits_under,
 )
@@ -414,6 +415,7 @@ class Agent(Generic[Deps, Out]):
         path: tuple[str, ...] = (),
         deps: Any = None,
         now: float | None = None,
+        matched: bool = False,
     ) -> Run:
         """The :class:`Run` that goes on with a conversation whose calls waited for
         ``decisions``, not started; the decisions are claimed before it is returned.
@@ -423,7 +425,10 @@ class Agent(Generic[Deps, Out]):
         message object in ``history`` (in this process). Of two resumes of the same wait,
         the second raises :class:`ApprovalConflictError` and nothing of it runs. ``now`` is the
         time deadlines are checked against (default: the clock; a durable workflow passes its
-        own, replay-safe).
+        own, replay-safe). ``matched`` says the caller matched the decisions to this wait
+        already (a parent run's resume passing its sub-agent's decisions on, a durable run
+        whose validator checked them): a call whose id an earlier call of the conversation
+        had is then not refused for a decision without the wait's token.
         """
         if not isinstance(decisions, Mapping):
             raise ConfigurationError(
@@ -448,7 +453,10 @@ class Agent(Generic[Deps, Out]):
             )
         waiting = history[at]
         token, pending = pending_of(waiting)
-        check_decisions(pending, decided, now=now)
+        reused: set[str] = set()
+        if not matched:
+            reused = await self._reused(history, at)
+        check_decisions(pending, decided, now=now, reused=reused)
         record = dict(waiting.metadata[PENDING_KEY])  # read before the claim replaces it
         if memory is not None:
             if not isinstance(memory, UpdatableMemory):
@@ -490,6 +498,21 @@ class Agent(Generic[Deps, Out]):
             deps=deps,
             resume=Resumed(waiting, decided, tuple(pending), record),
         )
+
+    async def _reused(self, history: list[Message], at: int) -> set[str]:
+        """The ids of the calls waiting in ``history[at]`` that an earlier call of the
+        conversation had; with short-term memory, read from the whole record (the run's view
+        may start after a window or a compaction cut the earlier calls off)."""
+        memory = self._options.short_term_memory
+        whole = getattr(memory, "transcript", None)
+        if memory is not None and callable(whole):
+            stored = list(await whole())
+            found = waiting_at(stored)
+            if found >= 0 and stored[found].metadata.get(PENDING_KEY) == history[at].metadata.get(
+                PENDING_KEY
+            ):
+                return reused_ids(stored, found) | reused_ids(history, at)
+        return reused_ids(history, at)
 
     async def resume(
         self,

@@ -104,6 +104,7 @@ class ChildAgent(Protocol):
         history: list[Message] | None = None,
         path: tuple[str, ...] = (),
         deps: Any = None,
+        matched: bool = False,
     ) -> Run: ...
 
 
@@ -278,12 +279,15 @@ class AgentTool(Generic[_A]):
         self, ctx: ToolContext | None, args: dict[str, Any], path: tuple[str, ...], deps: Any
     ) -> list[ContentBlock]:
         if ctx is not None and ctx.resumed is not None:
+            # The parent's resume matched these decisions to its wait (by its token), and the
+            # sub-agent's wait now is the one that wait listed.
             run = await self.agent.start_resume(
                 ctx.resumed.decisions,
                 streaming=self._streaming,
                 history=self._kept(ctx.resumed),
                 path=path,
                 deps=deps,
+                matched=True,
             )
         else:
             text = self._prompt_text(args)
@@ -343,7 +347,7 @@ class AgentTool(Generic[_A]):
         if ctx is not None and self._handed.get(token) == ctx.run_id:
             return
         self._handed.pop(token, None)
-        dropped = {p.id: Deny(_DROPPED, stop=True) for p in pending}
+        dropped = {p.id: Deny(_DROPPED, stop=True, token=token) for p in pending}
         run = await self.agent.start_resume(dropped, streaming=False, path=path, deps=deps)
         async with contextlib.aclosing(run.events()) as events:
             async for _ in events:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -261,18 +261,46 @@ def kept_results(record: Mapping[str, Any]) -> dict[str, Message]:
     return {m.tool_call_id: m for m in messages_from_json(json.dumps(done))}
 
 
+def reused_ids(messages: Sequence[Message], at: int) -> set[str]:
+    """The ids of the calls waiting in ``messages[at]`` that an earlier call of the
+    conversation had: a call made before it (any message before ``at``) or decided in an
+    earlier wait of that message itself (a tool that waited inside it again, ``"p1/k1"``).
+
+    Local models' servers number calls per turn (Ollama's ``ollama-tool-0``), so a decision
+    by id alone for such a call may be a late one meant for the earlier call."""
+    _, pending = pending_of(messages[at])
+    ids = {p.id for p in pending}
+    if not ids:
+        return set()
+    seen: set[str] = set()
+    for i, m in enumerate(messages[: at + 1]):
+        if i < at:
+            seen.update(c.id for c in m.tool_calls)
+            if m.tool_call_id:
+                seen.add(m.tool_call_id)
+        decided = m.metadata.get(DECISIONS_KEY)
+        if isinstance(decided, dict):
+            seen.update(str(k) for k in decided)
+    return ids & seen
+
+
 def check_decisions(
     pending: Sequence[PendingCall],
     decisions: Mapping[str, ToolDecision],
     *,
     now: float | None = None,
+    reused: Collection[str] = (),
 ) -> None:
     """Refuse decisions that cannot be applied, before anything is claimed or run.
+
+    ``reused`` names the waiting calls whose id an earlier call of the conversation had
+    (:func:`reused_ids`): a decision for one of them must carry the wait's token.
 
     Raises:
         NotPendingError: a decision names a call that is not waiting.
         ApprovalConflictError: a decision carries the token of another wait than the one its
-            call waits in now (a late decision for an earlier call with the same id).
+            call waits in now (a late decision for an earlier call with the same id), or
+            carries none for a call in ``reused`` (it cannot be told from such a one).
         ApprovalExpiredError: an approval (or output) came after its call's deadline.
         ConfigurationError: a waiting call has no decision, or a decision of the wrong kind.
     """
@@ -297,6 +325,15 @@ def check_decisions(
                 f"was decided, or its run went on); the call that waits now under this id is "
                 f"a later one, in the wait {waiting[call_id].token!r}: list the waiting calls "
                 "again and decide it with its own token, if at all"
+            )
+        if call_id in reused and not token and waiting[call_id].token:
+            raise ApprovalConflictError(
+                f"call {call_id!r} waits now, and an earlier call of this conversation had "
+                "the same id (local models number calls per turn), so a decision by id alone "
+                "may be a late one meant for that call: send it with the token of the wait it "
+                f"is for (this one's is {waiting[call_id].token!r}: "
+                "Approve(token=call.token) or Deny(message, token=call.token), the call from "
+                "result.pending or session.pending)"
             )
     missing = [i for i in waiting if i not in decisions]
     if missing:
@@ -354,6 +391,27 @@ def decision_hint(pending: Sequence[PendingCall], *, now: float | None = None) -
         else:
             parts.append(f"{p.id!r}: Approve() or Deny(...)")
     return "resume({" + ", ".join(parts) + "})"
+
+
+_YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
+_NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected"})
+REPLY_HINT = '"approved", "approved: always" or "denied: <reason>"'
+"""What :func:`reply_decision` understands, as a message tells a person or a client."""
+
+
+def reply_decision(content: str, *, token: str = "") -> Approve | Deny | None:
+    """The decision a person's (or a client's) text reply says: ``"approved"`` (approve,
+    yes, ok, allow; ``"approved: always"`` also asks for the rest of the conversation),
+    ``"denied"`` (deny, no, reject) or ``"denied: <reason>"``; None when it says neither.
+    ``token`` names the wait the reply answers."""
+    said = content.strip()
+    word, _, reason = said.partition(":")
+    word = word.strip().lower().rstrip(".!")
+    if word in _YES:
+        return Approve(always=reason.strip().lower() == "always", token=token)
+    if word in _NO:
+        return Deny(reason.strip() or "The user denied this call.", token=token)
+    return None
 
 
 def _recorded(decision: ToolDecision) -> dict[str, Any]:

@@ -115,7 +115,8 @@ class PendingCall:
         token: the token of the wait the call is listed in (one per wait: every call of a
             turn that waits shares it; "" where none is known). A decision may carry it
             (``Approve(token=call.token)``) so that it cannot be taken by a later wait whose
-            call reuses this id (local models' servers number calls per turn).
+            call reuses this id (local models' servers number calls per turn); once an
+            earlier call of the conversation had this id, a decision without it is refused.
     """
 
     call: ToolCall

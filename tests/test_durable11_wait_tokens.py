@@ -91,11 +91,14 @@ async def test_a_late_decision_for_an_earlier_wait_on_a_reused_id_is_refused_by_
 
 
 async def test_a_decision_by_id_alone_still_decides_the_call_that_waits(tmp_path: Path) -> None:
+    # By id alone while the id is not reused; a reused one needs the token (approve12).
     ran: list[str] = []
     agent = _two_waits_on_one_id(tmp_path / "c.db", ran, "done")
     await agent.run("refund both")
-    await agent.resume({"llama-tool-0": Approve()})
-    result = await agent.resume({"llama-tool-0": Deny("not twice")})
+    second = await agent.resume({"llama-tool-0": Approve()})
+    with pytest.raises(ApprovalConflictError, match="by id alone"):
+        await agent.resume({"llama-tool-0": Deny("not twice")})
+    result = await agent.resume({"llama-tool-0": Deny("not twice", token=second.pending[0].token)})
     assert result.text == "done"
     assert ran == ["A-1"]
 

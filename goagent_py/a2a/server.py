@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -36,10 +37,11 @@ from goagent_py.a2a._mapping import (
 from goagent_py.a2a._sdk import require
 from goagent_py.a2a._store import bounded_task_store
 from goagent_py.agent import Agent
+from goagent_py.approvals import REPLY_HINT, Deny, reply_decision
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AgentEnd, MessageDelta
-from goagent_py.messages import ContentBlock, StopReason
-from goagent_py.results import RunResult
+from goagent_py.messages import ContentBlock, StopReason, TextBlock
+from goagent_py.results import PendingCall, RunResult
 from goagent_py.session import Session
 
 __all__ = ["a2a_app", "run_a2a"]
@@ -191,6 +193,9 @@ class _Runner:
             )
         if result.stop_reason == StopReason.ABORTED:
             await updater.cancel()
+        elif result.stop_reason == StopReason.DEFERRED and result.pending:
+            # Calls wait for a person: the context's next message is the answer.
+            await updater.requires_input(note(_asking(result.pending)))
         else:
             await updater.complete()
 
@@ -209,21 +214,45 @@ class _Runner:
         answer_id = self._answer_id(updater)
         streamed = False
         result: RunResult | None = None
-        async for event in session.stream(prompt):
-            if isinstance(event, MessageDelta):
-                if event.kind == "text" and event.delta:
-                    await updater.add_artifact(
-                        answer_parts(event.delta),
-                        artifact_id=answer_id,
-                        name=ANSWER_ARTIFACT,
-                        append=streamed,
-                        last_chunk=False,
-                    )
-                    streamed = True
-            elif isinstance(event, AgentEnd):
-                result = event.result
-            elif (text := progress_note(event)) is not None:
-                await updater.update_status(working, message=note(text))
+        if not session.loaded:
+            await session.load()
+        streams = [session.stream(prompt)]
+        waiting = session.pending
+        if waiting:
+            # The message answers the calls that wait (the task asked for input): "approved"
+            # or "denied: <reason>" decides them; anything else is a new message instead of
+            # a decision, which denies them (as in the served page) and then runs.
+            text = " ".join(b.text for b in prompt if isinstance(b, TextBlock))
+            decided = reply_decision(text, token=waiting[0].token)
+            if decided is not None:
+                streams = []
+            else:
+                decided = Deny(_WENT_ON, stop=True, token=waiting[0].token)
+            decisions = {
+                p.id: decided
+                if p.kind == "approval" or isinstance(decided, Deny)
+                else Deny("the client cannot run this tool over A2A", token=p.token)
+                for p in waiting
+            }
+            streams.insert(0, session.stream_resume(decisions))
+        for stream in streams:
+            async for event in stream:
+                if isinstance(event, AgentEnd) and not event.path:
+                    result = event.result
+                elif isinstance(event, MessageDelta):
+                    if event.kind == "text" and event.delta:
+                        await updater.add_artifact(
+                            answer_parts(event.delta),
+                            artifact_id=answer_id,
+                            name=ANSWER_ARTIFACT,
+                            append=streamed,
+                            last_chunk=False,
+                        )
+                        streamed = True
+                elif (progress := progress_note(event)) is not None:
+                    await updater.update_status(working, message=note(progress))
+            if result is not None and result.stop_reason == StopReason.DEFERRED:
+                break  # the resumed run waits again: the message stays unsent
         if result is None:  # pragma: no cover - a run always ends with AgentEnd or raises
             raise RuntimeError("the run ended without a result")
         return result
@@ -405,3 +434,15 @@ async def run_a2a(
 
     app = a2a_app(agent, url=url or f"http://{host}:{port}", **options)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+
+
+_WENT_ON = "the user sent a new message instead of deciding on this call"
+
+
+def _asking(pending: list[PendingCall]) -> str:
+    """The input-required note: what waits, and how the next message decides it."""
+    calls = "; ".join(f"{p.name} {json.dumps(p.arguments, ensure_ascii=False)}" for p in pending)
+    return (
+        f"waiting for your decision on {calls}: reply {REPLY_HINT} (any other message denies "
+        "it and is answered instead)"
+    )

@@ -3,6 +3,8 @@ calls it waits on."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -150,8 +152,14 @@ async def decide_run(handle: Any, decisions: Mapping[str, ToolDecision]) -> list
             "ToolOutput(...)}"
         )
     data = {str(i): decision_to_data(d) for i, d in decisions.items()}
+    # Decisions that each name their wait are the same request when sent again: Temporal
+    # answers an update whose id it has seen with the first one's outcome.
+    update_id = None
+    if all(d.get("token") for d in data.values()):
+        digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+        update_id = f"goagent.decide:{digest[:32]}"
     try:
-        out = await handle.execute_update(DECIDE_UPDATE, data)
+        out = await handle.execute_update(DECIDE_UPDATE, data, id=update_id)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         if isinstance(cause, ApplicationError) and cause.details:

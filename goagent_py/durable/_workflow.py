@@ -940,7 +940,11 @@ async def resume_in_workflow(
         ApprovalConflictError: the stored wait was settled by someone else (a plain resume).
     """
     calls, agent = await _prepared(config, session_id, run_id, events, deps)
-    run = await agent.start_resume(decisions, streaming=False, control=control, now=decided_at)
+    # The decide update's validator matched the decisions to the wait (its token, the ids of
+    # its earlier waits); the claim compares the stored wait's own token.
+    run = await agent.start_resume(
+        decisions, streaming=False, control=control, now=decided_at, matched=True
+    )
     if run.resume is not None:
         # The decided batch was checked when it was made: its calls run without asking again
         # (their tool activities validate them, an edit included).
@@ -1057,6 +1061,10 @@ class AgentWorkflow:
         # token of a wait that is over is refused, not taken by a later call with its id.
         self._token = ""
         self._past: dict[str, tuple[set[str], dict[str, tuple[float, str]]]] = {}
+        # What the decide update took, by the wait's token and the call's id: the same
+        # decision sent again (a retried request whose first attempt went through) is taken
+        # as done, not refused as a second one.
+        self._given: dict[str, dict[str, dict[str, Any]]] = {}
         self._cancelled = False  # the run was cancelled while it waited for decisions
 
     @workflow.run
@@ -1133,6 +1141,7 @@ class AgentWorkflow:
         self._waiting = {p["id"]: p for p in pending}
         self._decided = {}
         self._token = next((str(p["token"]) for p in pending if p.get("token")), "")
+        self._given[self._token] = {}  # (a wait listed without a token: no earlier one's)
         expired: dict[str, tuple[float, str]] = {}
         self._status = "waiting"
         self._events.append({"type": "pending", "calls": list(pending)})
@@ -1202,9 +1211,12 @@ class AgentWorkflow:
         """Take decisions for waiting calls (``{call id: decision data}``; some or all of
         them); the run goes on once every waiting call is decided. Returns the calls that
         still wait."""
-        for call_id, data in decisions.items():
+        fresh = {i: d for i, d in decisions.items() if not self._repeat(i, d)}
+        for call_id, data in fresh.items():
             self._decided[call_id] = dict(data)
-        self._decided_at = workflow.now().timestamp()
+            self._given.setdefault(self._token, {})[call_id] = dict(data)
+        if fresh:  # a decision sent again changes nothing, not even when it was taken
+            self._decided_at = workflow.now().timestamp()
         return {"waiting": [i for i in self._waiting if i not in self._decided]}
 
     @decide.validator
@@ -1221,11 +1233,16 @@ class AgentWorkflow:
     def _refusal(self, decisions: dict[str, dict[str, Any]]) -> None:
         if not isinstance(decisions, dict) or not decisions:
             raise ConfigurationError("decide(): give at least one decision, {call_id: decision}")
+        if self._waiting and (self._abort is not None or self._cancelled):
+            # The wait ends with the abort (its calls denied, none run): a decision that came
+            # with it, before the wait was closed, must not run a call.
+            raise NotPendingError(
+                "the run was aborted (or cancelled) while its calls waited: they are denied "
+                "and none of them runs; nothing waits for a decision"
+            )
         for call_id, data in decisions.items():
             token = str(data.get("token") or "") if isinstance(data, dict) else ""
             waiting = call_id in self._waiting
-            if token and token != self._token:
-                self._stale(call_id, token)
             if waiting and not token and call_id in self._settled:
                 # Local models' servers number calls per turn (Ollama's ollama-tool-0): a
                 # decision by id alone may be a late one for the earlier call (durable11).
@@ -1236,6 +1253,10 @@ class AgentWorkflow:
                     "(list the calls with durable.pending(handle), then decide with "
                     "Approve(token=call.token) or Deny(message, token=call.token))"
                 )
+            if self._repeat(call_id, data):
+                continue  # taken already: the update changes nothing
+            if token and token != self._token:
+                self._stale(call_id, token)
             # A call decided (or expired) in an earlier wait is refused unless a call of the
             # wait now has its id: local models' servers number calls per turn (review9c).
             if call_id in self._expired and not waiting:
@@ -1251,9 +1272,33 @@ class AgentWorkflow:
                     f"no call with id {call_id!r} waits for a decision in this run; the "
                     f"waiting calls are {sorted(self._waiting) or 'none'}"
                 )
-        parsed = {i: decision_from_data(d) for i, d in decisions.items()}
+        parsed = {i: decision_from_data(d) for i, d in decisions.items() if not self._repeat(i, d)}
         named = [p for p in self._pending_calls() if p.id in parsed]
         check_decisions(named, parsed, now=workflow.now().timestamp())
+
+    def _repeat(self, call_id: str, data: Any) -> bool:
+        """Whether ``data`` is the decision the decide update took already for ``call_id`` in
+        the wait it names (its token; by id alone, the wait now, or the one earlier wait
+        whose call had the id): a retried request whose first attempt went through."""
+        if not isinstance(data, dict):
+            return False
+        token = str(data.get("token") or "")
+        if not token:
+            if call_id in self._waiting:
+                token = self._token
+            else:
+                earlier = [t for t, (ids, _) in self._past.items() if call_id in ids]
+                if len(earlier) != 1:
+                    return False  # none, or the id was reused: it cannot say which
+                token = earlier[0]
+        taken = self._given.get(token, {}).get(call_id)
+        if taken is None:
+            return False
+
+        def verdict(d: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in d.items() if k != "token"}
+
+        return verdict(taken) == verdict(data)
 
     def _stale(self, call_id: str, token: str) -> None:
         """Refuse a decision for ``call_id`` that names the wait ``token``, not the one now."""

@@ -533,7 +533,9 @@ class DurableAgent:
         waiting call is decided; returns the ids that still wait. Give each decision the
         token of the wait it is for (``Approve(token=call.token)``, the call from
         :meth:`pending`): a late decision for an earlier wait is then refused, never taken by a
-        later call with the same id (docs/approvals.md, "Which wait a decision is for").
+        later call with the same id (docs/approvals.md, "Which wait a decision is for"). The
+        same decision sent again (a retried request whose first attempt went through)
+        succeeds and changes nothing.
 
         Raises:
             NotPendingError: a call does not wait (or the run has finished), or no wait of

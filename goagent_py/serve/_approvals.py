@@ -20,11 +20,14 @@ An OpenAI-compatible client (serve/_openai.py) gets the waiting calls as its ``t
 its next request's tool messages are the decisions: ``"approved"`` (``"approved: always"``:
 for the rest of the thread too), ``"denied"`` or
 ``"denied: <reason>"`` (an external tool's output as is), read by :func:`decisions_from_results`.
+A tool message carries nothing but the call's id and its content, so the id the client is
+given carries the wait's token (:func:`wire_id`): the answer names the wait it is for.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -32,12 +35,15 @@ from typing import Any
 from goagent_py._metadata_keys import DECISIONS_KEY
 from goagent_py._transcript import waiting_at
 from goagent_py.approvals import (
+    REPLY_HINT,
     Approve,
     Deny,
     ToolDecision,
     ToolOutput,
     check_decisions,
     pending_of,
+    reply_decision,
+    reused_ids,
 )
 from goagent_py.errors import ConfigurationError, NotPendingError
 from goagent_py.messages import Message
@@ -53,6 +59,7 @@ __all__ = [
     "interrupts_of",
     "pending_json",
     "waiting_calls",
+    "wire_id",
 ]
 
 # The routes (serve/_routes.py) answer ConfigurationError with a 400 and ApprovalError with a
@@ -243,22 +250,34 @@ def decisions_from_body(body: Mapping[str, Any]) -> dict[str, ToolDecision]:
     return {str(k): _one(str(k), v) for k, v in raw.items()}
 
 
-_YES = frozenset({"approve", "approved", "yes", "y", "ok", "allow", "allowed"})
-_NO = frozenset({"deny", "denied", "no", "n", "reject", "rejected"})
+_WIRE_ID = re.compile(r"(?s)(.+)_w([0-9a-f]{16,64})")
+_TOKEN = re.compile(r"[0-9a-f]{16,64}")  # approvals.new_token: 24; a durable run: 32
 
 
-def _from_tool_message(call_id: str, content: str) -> ToolDecision:
-    said = content.strip()
-    word, _, reason = said.partition(":")
-    word = word.strip().lower().rstrip(".!")
-    if word in _YES:
-        return Approve(always=reason.strip().lower() == "always")
-    if word in _NO:
-        return Deny(reason.strip() or "The user denied this call.")
-    raise BadDecision(
-        f"call {call_id!r} waits for your decision: answer it with a tool message whose "
-        f'content is "approved", "approved: always" or "denied: <reason>" (got {said[:60]!r})'
-    )
+def wire_id(call_id: str, token: str) -> str:
+    """The id an OpenAI client is given for a call that waits: the call's id with the wait's
+    token (``call_1_w<token>``). The client's tool message answers it by this id alone, so
+    the decision names the wait it is for: a late answer to an earlier wait whose call had
+    the same id (local models number calls per turn) is refused, not taken by the call that
+    waits now. A wait listed without a token keeps the call's id."""
+    return f"{call_id}_w{token}" if _TOKEN.fullmatch(token) else call_id
+
+
+def _from_wire(answered: str) -> tuple[str, str]:
+    """The call id and wait token a tool message's id names (:func:`wire_id`); the token is
+    "" for a bare call id."""
+    found = _WIRE_ID.fullmatch(answered)
+    return (found.group(1), found.group(2)) if found else (answered, "")
+
+
+def _from_tool_message(call_id: str, content: str, token: str) -> ToolDecision:
+    decision = reply_decision(content, token=token)
+    if decision is None:
+        raise BadDecision(
+            f"call {call_id!r} waits for your decision: answer it with a tool message whose "
+            f"content is {REPLY_HINT} (got {content.strip()[:60]!r})"
+        )
+    return decision
 
 
 def decisions_from_results(
@@ -281,15 +300,18 @@ def decisions_from_results(
     _, pending = pending_of(messages[at])
     kinds = {p.id: p.kind for p in pending}
     out: dict[str, ToolDecision] = {}
-    for call_id, content in results.items():
+    for answered, content in results.items():
+        call_id, token = _from_wire(answered)
+        if call_id in out:
+            raise BadDecision(f"two tool messages answer the call {call_id!r}: send one")
         kind = kinds.get(call_id)
         if kind is None:
             out[call_id] = Approve()  # check_decisions names the call that does not wait
         elif kind == "approval":
-            out[call_id] = _from_tool_message(call_id, content)
+            out[call_id] = _from_tool_message(call_id, content, token)
         else:
-            out[call_id] = ToolOutput(content)
-    check_decisions(pending, out)
+            out[call_id] = ToolOutput(content, token=token)
+    check_decisions(pending, out, reused=reused_ids(messages, at))
     return out
 
 
@@ -304,7 +326,7 @@ def check_against(messages: list[Message], decisions: Mapping[str, ToolDecision]
     if at < 0:
         raise NotPendingError("nothing in this thread waits for a decision")
     _, pending = pending_of(messages[at])
-    check_decisions(pending, decisions)
+    check_decisions(pending, decisions, reused=reused_ids(messages, at))
 
 
 def waiting_calls(messages: list[Message]) -> dict[str, str]:
@@ -323,7 +345,8 @@ def abandoned(messages: list[Message]) -> dict[str, ToolDecision] | None:
     if at < 0:
         return None
     _, pending = pending_of(messages[at])
-    return {p.id: Deny(_WENT_ON, stop=True) for p in pending}
+    # The server's own decisions name the wait they are for (a call id may be reused).
+    return {p.id: Deny(_WENT_ON, stop=True, token=p.token) for p in pending}
 
 
 def auto_decisions(
@@ -347,4 +370,4 @@ def auto_decisions(
         for p in pending
     ):
         return None
-    return {p.id: Approve() for p in pending}
+    return {p.id: Approve(token=p.token) for p in pending}

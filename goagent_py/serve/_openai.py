@@ -40,7 +40,7 @@ from goagent_py._json_schema import schema_problem
 from goagent_py.agent import Agent
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
-from goagent_py.serve._approvals import decisions_from_results, pending_json
+from goagent_py.serve._approvals import decisions_from_results, pending_json, wire_id
 from goagent_py.serve._server import PARKED_DROPPED, HttpError, Live, Run, Server, error_body
 from goagent_py.serve._sse import LastChunk, RunStream, sse_frame
 from goagent_py.tool_context import current_tool_context
@@ -433,8 +433,12 @@ async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
                     # A call that waits for a decision: the client's tool call to answer (the
                     # run is over; "done" says tool_calls, serve/_approvals.py).
                     meta = asked.get("metadata") or {}
+                    # Its id carries the wait's token: the tool message that answers it can
+                    # carry nothing else, and the call's id alone may be reused.
                     call = {
-                        "id": asked.get("toolCallId") or asked["id"],
+                        "id": wire_id(
+                            asked.get("toolCallId") or asked["id"], meta.get("token", "")
+                        ),
                         "name": meta.get("toolName", ""),
                         "arguments": json.dumps(meta.get("arguments") or {}),
                     }

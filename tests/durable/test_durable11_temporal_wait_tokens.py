@@ -88,9 +88,10 @@ async def test_a_late_decision_for_an_earlier_wait_is_refused_not_taken_by_the_c
         assert second.token
         assert second.token != first.token
 
-        # The first card's decision sent again (a second click, a retried request).
+        # A different decision for the first card's call (the same one sent again changes
+        # nothing, approve12).
         with pytest.raises(ApprovalConflictError, match="already decided") as late:
-            await durable.decide(handle, {first.id: Approve(token=first.token)})
+            await durable.decide(handle, {first.id: Deny("no", token=first.token)})
         assert second.token in str(late.value)
         # By id alone it cannot be told from a late one: refused, saying what to send.
         with pytest.raises(ApprovalConflictError, match=r"Approve\(token=call.token\)"):

@@ -186,4 +186,4 @@ async def test_always_for_a_sub_agents_tool_does_not_approve_the_parents_tool_of
     again = await lead.run("once more")
     (sub,) = again.pending
     assert sub.via
-    assert auto_decisions(await memory.transcript()) == {sub.id: Approve()}
+    assert auto_decisions(await memory.transcript()) == {sub.id: Approve(token=sub.token)}
