@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from goagent_py import _main_guard
 from goagent_py.cli._common import (  # re-exported: scripts and tests import them from here
@@ -688,11 +688,45 @@ def main(argv: list[str] | None = None) -> int:
         code = _run(argv)
     except KeyboardInterrupt:  # a Ctrl-C outside a command's own handling: while it imports
         code = EXIT_INTERRUPTED
-    if argv is None and "goagent_py.cli._setup" in sys.modules:
+    except BaseException as exc:
+        # An exception out of the command (a failing import, a bug) took the interpreter's
+        # exit while the load ran inside ONNX Runtime: a C++ abort (exit 134) instead of the
+        # traceback and exit 1. It is shown here, and the process ends as below.
+        if argv is None and _loading():
+            _leave_after(exc)
+        raise
+    if argv is None and _loading():
         from goagent_py.cli._setup import exit_if_loading
 
         exit_if_loading(code)
     return code
+
+
+def _loading() -> bool:
+    setup = sys.modules.get("goagent_py.cli._setup")
+    return setup is not None and bool(setup.loading())
+
+
+def _leave_after(exc: BaseException) -> NoReturn:
+    """End the process for ``exc`` (escaping ``main()``) as the interpreter would, its
+    traceback shown (none for a SystemExit) and its exit code kept, through
+    :func:`~goagent_py.cli._setup.exit_if_loading`; a load that ended meanwhile leaves
+    by a plain SystemExit (the traceback is not shown twice)."""
+    import traceback
+
+    from goagent_py.cli._setup import exit_if_loading
+
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code is not None and not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+        code = code or 0
+    else:
+        traceback.print_exception(exc)
+        code = 1
+    exit_if_loading(code)
+    raise SystemExit(code) from None
 
 
 def _run(argv: list[str] | None) -> int:
