@@ -4,7 +4,7 @@
                     [--system PROMPT] [--no-memory] [--remember statements|all|none]
                     [--recall-threshold SCORE] [--small-model auto|on|off]
                     [--memory-decider rules|model|none]
-    goagent-py rag index PATH... [--db PATH] [--root DIR]
+    goagent-py rag index PATH... [--db PATH] [--root DIR] [--max-file-size MB]
     goagent-py rag ask "question" [--db PATH] [--provider SPEC] [--base-url URL]
     goagent-py rag chat [--db PATH] [--provider SPEC] [--base-url URL]
 
@@ -531,6 +531,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _megabytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size in MB above 0, e.g. 50")
+    return value
+
+
 _BASE_URL_HELP = (
     "the API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (with "
     "openai:MODEL, the default then; or ollama:MODEL); OPENAI_BASE_URL is read when not given"
@@ -620,6 +630,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--root",
         help="sources are paths relative to this folder (default: the current folder); "
         "files outside it are keyed by their absolute path",
+    )
+    index.add_argument(
+        "--max-file-size",
+        type=_megabytes,
+        metavar="MB",
+        help="skip files larger than this, saying so (default 20; a file is read whole)",
     )
     ask = rag_sub.add_parser("ask", help="answer a question from the index, with citations")
     ask.add_argument("question")
