@@ -107,9 +107,7 @@ class Loaded:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
 
 
-def load_paths(
-    paths: list[str], root_arg: str | None, *, max_bytes: int | None = None
-) -> Loaded:
+def load_paths(paths: list[str], root_arg: str | None, *, max_bytes: int | None = None) -> Loaded:
     """Read the files and folders of ``paths``, with sources relative to ``root_arg`` (None:
     the current folder). A file that cannot be read (binary, a PDF that does not parse, larger
     than ``max_bytes``, None for the loaders' default) is skipped and listed in ``skipped``.
