@@ -243,7 +243,13 @@ def cited(answer: str, count: int) -> list[int]:
 
 
 def _where(result: SearchResult) -> str:
-    return f"{result.source}, {result.location}" if result.location else result.source
+    where = f"{result.source}, {result.location}" if result.location else result.source
+    copies = result.metadata.get("sources")  # the same text under other sources
+    if isinstance(copies, list):
+        others = [str(s) for s in copies if s != result.source]
+        if others:
+            where += f" (also in {', '.join(others)})"
+    return where
 
 
 def _best_similarity(results: list[SearchResult]) -> float:
