@@ -25,8 +25,8 @@ import inspect
 import logging
 import os
 import time
-from dataclasses import replace
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
