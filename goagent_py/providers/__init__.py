@@ -40,8 +40,9 @@ def provider_from_string(spec: str) -> tuple[typing.Any, str]:
 
     ``"anthropic:claude-sonnet-4-6"``, ``"openai:gpt-4o"``, ``"ollama:qwen3"`` or ``"local"``
     (the embedded SmolLM2-135M; tuned for it: one tool round, short answers, a repeat
-    penalty); ``"local:/path/to/model.gguf"`` runs that GGUF file with the same settings. Keys come from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY). Only the
-    named vendor's module is imported.
+    penalty); ``"local:/path/to/model.gguf"`` runs that GGUF file with the same settings.
+    Keys come from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY). Only the named
+    vendor's module is imported.
 
     Raises:
         ConfigurationError: an unknown vendor, a missing API key, or a ``local`` model that
