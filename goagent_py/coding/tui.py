@@ -69,6 +69,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
     from goagent_py.coding.session import CodeSession, brief, open_session
     from goagent_py.events import (
         AgentEnd,
+        HistoryAppend,
         MessageDelta,
         MessageEnd,
         MessageStart,
@@ -304,6 +305,10 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                     ended.finish(ok, ev.result.duration, _text_of(ev.result))
                     mark = "✓" if ok else "✗"
                     self.output.append(f"{'  ' * len(path)}{mark} {ended.name_} {ended.brief}")
+            elif isinstance(ev, HistoryAppend) and ev.error is not None and not path:
+                from goagent_py.cli._common import unsaved_note
+
+                self._show(unsaved_note(ev.error), "note")
             elif isinstance(ev, AgentEnd) and not path:
                 reason = ev.result.stop_reason
                 if reason is not None and reason.value == "aborted":
