@@ -546,6 +546,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_count(text: str) -> int:
+    # --top-k 0 became the default (0 is falsy) and -1 sliced the passages from the end.
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number, e.g. 4")
+    return value
+
+
 def _megabytes(text: str) -> float:
     try:
         value = float(text)
@@ -665,7 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
         answering.add_argument("--base-url", help=_BASE_URL_HELP)
         answering.add_argument(
             "--top-k",
-            type=int,
+            type=_positive_count,
             help="passages searched for the answer (default 4; 3 for a small model, which "
             "reads only their 3 sentences closest to the question)",
         )

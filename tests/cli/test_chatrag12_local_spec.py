@@ -39,3 +39,15 @@ def test_local_with_a_gguf_path_runs_that_file(tmp_path: Path) -> None:
     assert name == DEFAULT_MODELS["local"]
     with pytest.raises(ConfigurationError, match="not a file"):
         provider_from_string(f"local:{tmp_path / 'nope.gguf'}")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_rag_top_k_must_be_a_positive_number(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --top-k 0 silently became the default, and -1 sliced the passages from the end.
+    code = cli.main(["rag", "ask", "q", "--top-k", value, "--db", str(tmp_path / "none.db")])
+    assert code == cli.EXIT_USAGE
+    assert f"argument --top-k: {value!r} is not a positive whole number" in (
+        capsys.readouterr().err
+    )
