@@ -195,7 +195,9 @@ def _show_event(ev: Any, write: Write) -> None:
     elif ev.path and isinstance(ev, MessageEnd) and ev.message.text and ev.usage is not None:
         write(f"{indent}  {ev.path[-1]}: {ev.message.text}")
     elif isinstance(ev, ToolExecutionStart):
-        write(f"{indent}  • {printable(ev.call.name)} {printable(brief(ev.call.arguments))}")
+        # A sub-agent's call is named as its: "• [explore] grep ..." (shown as it starts).
+        who = "".join(f"[{printable(name)}] " for name in ev.path)
+        write(f"{indent}  • {who}{printable(ev.call.name)} {printable(brief(ev.call.arguments))}")
     elif isinstance(ev, ToolExecutionEnd):
         mark = "✗" if ev.result.is_error else "✓"
         body = " ".join(getattr(b, "text", "") for b in ev.result.content)
