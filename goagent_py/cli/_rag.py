@@ -107,18 +107,19 @@ class Loaded:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
 
 
-def load_paths(paths: list[str], root_arg: str | None) -> Loaded:
+def load_paths(paths: list[str], root_arg: str | None, *, max_bytes: int | None = None) -> Loaded:
     """Read the files and folders of ``paths``, with sources relative to ``root_arg`` (None:
-    the current folder). A file that cannot be read (binary, a PDF that does not parse) is
-    skipped and listed in ``skipped``.
+    the current folder). A file that cannot be read (binary, a PDF that does not parse, larger
+    than ``max_bytes``, None for the loaders' default) is skipped and listed in ``skipped``.
 
     Raises:
         OSError: a path does not exist, or is not a file or a folder (its ``filename`` is the
             path as given).
     """
     from goagent_py.errors import UnreadableDocumentError
-    from goagent_py.rag.documents import load_directory, load_file, source_key
+    from goagent_py.rag.documents import MAX_FILE_BYTES, load_directory, load_file, source_key
 
+    limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
     root = Path(root_arg).expanduser() if root_arg else Path.cwd()
     loaded = Loaded([], [])
 
@@ -133,12 +134,16 @@ def load_paths(paths: list[str], root_arg: str | None) -> Loaded:
         except OSError as exc:
             raise OSError(exc.errno, exc.strerror, raw) from exc
         if stat.S_ISDIR(mode):
-            loaded.documents.extend(load_directory(path, source_root=root, on_skip=skip))
+            loaded.documents.extend(
+                load_directory(path, source_root=root, on_skip=skip, max_bytes=limit)
+            )
             key = source_key(path, root)
             loaded.folders.append("" if key == "." else key)
         elif stat.S_ISREG(mode):
             try:
-                loaded.documents.append(load_file(path, source=source_key(path, root)))
+                loaded.documents.append(
+                    load_file(path, source=source_key(path, root), max_bytes=limit)
+                )
             except UnreadableDocumentError as exc:
                 skip(raw, exc.reason)
         else:
@@ -168,7 +173,9 @@ async def index(args: argparse.Namespace, console: Console) -> int:
     from goagent_py.rag.documents import describe_os_error
 
     try:
-        loaded = load_paths(args.paths, args.root)
+        megabytes = getattr(args, "max_file_size", None)
+        max_bytes = None if megabytes is None else int(megabytes * 1024 * 1024)
+        loaded = load_paths(args.paths, args.root, max_bytes=max_bytes)
     except FileNotFoundError as exc:
         console.note(f"goagent-py: no such file or folder: {exc.filename}")
         return EXIT_USAGE
@@ -236,7 +243,13 @@ def cited(answer: str, count: int) -> list[int]:
 
 
 def _where(result: SearchResult) -> str:
-    return f"{result.source}, {result.location}" if result.location else result.source
+    where = f"{result.source}, {result.location}" if result.location else result.source
+    copies = result.metadata.get("sources")  # the same text under other sources
+    if isinstance(copies, list):
+        others = [str(s) for s in copies if s != result.source]
+        if others:
+            where += f" (also in {', '.join(others)})"
+    return where
 
 
 def _best_similarity(results: list[SearchResult]) -> float:

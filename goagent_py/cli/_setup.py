@@ -37,8 +37,10 @@ run small models); the cloud models get the plain agent.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
+import logging
 import os
 import sys
 import threading
@@ -54,6 +56,7 @@ __all__ = [
     "embedder_problem",
     "exit_if_loading",
     "load_in_background",
+    "loading",
     "loading_embedder",
     "local_embedder",
     "long_term_memory",
@@ -105,6 +108,49 @@ def local_embedder() -> Any:
 _LOADS: list[threading.Thread] = []
 """The background loads started in this process (:func:`exit_if_loading` looks at them)."""
 
+EXIT_WAIT = 300.0
+"""How long the interpreter's exit waits for a background load still running (seconds)."""
+
+_log = logging.getLogger("goagent_py.cli")
+
+
+def loading() -> bool:
+    """Whether a background load started by :func:`load_in_background` is still running."""
+    return any(thread.is_alive() for thread in _LOADS)
+
+
+def _finish_loads() -> None:
+    """At the interpreter's exit, wait for the background loads still running.
+
+    The last line of defence of :func:`exit_if_loading`, for every exit that does not pass
+    through it (an exception out of ``main()``, a program that called ``main(argv)``): the
+    interpreter finalised while the load thread was inside ONNX Runtime or torch and the
+    process aborted ("terminate called without an active exception", exit 134). Waiting keeps
+    the exit code the interpreter chose. A load that outlasts :data:`EXIT_WAIT` is left by
+    ``os._exit`` rather than risk the abort.
+    """
+    for thread in _LOADS:
+        thread.join(EXIT_WAIT)
+    if loading():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(1)
+
+
+def _background(load: Callable[[], Any]) -> Callable[[], None]:
+    """``load`` for a background thread: a failure is left to the call that needs the model,
+    which loads again on the embedder's lock and reports it where the user sees it (the thread
+    printed its traceback into the middle of the chat)."""
+
+    def run() -> None:
+        try:
+            load()
+        except BaseException as exc:  # reported again by the foreground load
+            _log.debug("background load failed: %r", exc)
+
+    return run
+
 
 def load_in_background(embedder: Any) -> threading.Thread | None:
     """Load ``embedder``'s model in a daemon thread while the user types.
@@ -122,9 +168,11 @@ def load_in_background(embedder: Any) -> threading.Thread | None:
     # name 'NDArray' from partially initialized module 'numpy._typing'").
     with contextlib.suppress(ImportError):
         importlib.import_module("numpy")
-    thread = threading.Thread(target=load, name="goagent-embedder-load", daemon=True)
-    thread.start()
+    thread = threading.Thread(target=_background(load), name="goagent-embedder-load", daemon=True)
+    if not _LOADS:
+        atexit.register(_finish_loads)
     _LOADS.append(thread)
+    thread.start()
     return thread
 
 
@@ -139,7 +187,7 @@ def exit_if_loading(code: int) -> None:
     for the load instead would hold a quit for the whole load (docs/notes/review6c.md).
     For the command-line entry only: a process that called ``main()`` keeps running.
     """
-    if not any(thread.is_alive() for thread in _LOADS):
+    if not loading():
         return
     # What the normal exit waits for, first: the non-daemon threads (a SQLite file's writer
     # with writes still queued; an idle one is told to end now instead of lingering).

@@ -4,7 +4,7 @@
                     [--system PROMPT] [--no-memory] [--remember statements|all|none]
                     [--recall-threshold SCORE] [--small-model auto|on|off]
                     [--memory-decider rules|model|none]
-    goagent-py rag index PATH... [--db PATH] [--root DIR]
+    goagent-py rag index PATH... [--db PATH] [--root DIR] [--max-file-size MB]
     goagent-py rag ask "question" [--db PATH] [--provider SPEC] [--base-url URL]
     goagent-py rag chat [--db PATH] [--provider SPEC] [--base-url URL]
 
@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from goagent_py import _main_guard
 from goagent_py.cli._common import (  # re-exported: scripts and tests import them from here
@@ -546,6 +546,27 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_count(text: str) -> int:
+    # --top-k 0 became the default (0 is falsy) and -1 sliced the passages from the end.
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number, e.g. 4")
+    return value
+
+
+def _megabytes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size in MB above 0, e.g. 50")
+    return value
+
+
 _BASE_URL_HELP = (
     "the API root of an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (with "
     "openai:MODEL, the default then; or ollama:MODEL); OPENAI_BASE_URL is read when not given"
@@ -636,6 +657,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="sources are paths relative to this folder (default: the current folder); "
         "files outside it are keyed by their absolute path",
     )
+    index.add_argument(
+        "--max-file-size",
+        type=_megabytes,
+        metavar="MB",
+        help="skip files larger than this, saying so (default 20; a file is read whole)",
+    )
     ask = rag_sub.add_parser("ask", help="answer a question from the index, with citations")
     ask.add_argument("question")
     rag_chat = rag_sub.add_parser(
@@ -649,7 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
         answering.add_argument("--base-url", help=_BASE_URL_HELP)
         answering.add_argument(
             "--top-k",
-            type=int,
+            type=_positive_count,
             help="passages searched for the answer (default 4; 3 for a small model, which "
             "reads only their 3 sentences closest to the question)",
         )
@@ -703,11 +730,45 @@ def main(argv: list[str] | None = None) -> int:
         code = _run(argv)
     except KeyboardInterrupt:  # a Ctrl-C outside a command's own handling: while it imports
         code = EXIT_INTERRUPTED
-    if argv is None and "goagent_py.cli._setup" in sys.modules:
+    except BaseException as exc:
+        # An exception out of the command (a failing import, a bug) took the interpreter's
+        # exit while the load ran inside ONNX Runtime: a C++ abort (exit 134) instead of the
+        # traceback and exit 1. It is shown here, and the process ends as below.
+        if argv is None and _loading():
+            _leave_after(exc)
+        raise
+    if argv is None and _loading():
         from goagent_py.cli._setup import exit_if_loading
 
         exit_if_loading(code)
     return code
+
+
+def _loading() -> bool:
+    setup = sys.modules.get("goagent_py.cli._setup")
+    return setup is not None and bool(setup.loading())
+
+
+def _leave_after(exc: BaseException) -> NoReturn:
+    """End the process for ``exc`` (escaping ``main()``) as the interpreter would, its
+    traceback shown (none for a SystemExit) and its exit code kept, through
+    :func:`~goagent_py.cli._setup.exit_if_loading`; a load that ended meanwhile leaves
+    by a plain SystemExit (the traceback is not shown twice)."""
+    import traceback
+
+    from goagent_py.cli._setup import exit_if_loading
+
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        if code is not None and not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+        code = code or 0
+    else:
+        traceback.print_exception(exc)
+        code = 1
+    exit_if_loading(code)
+    raise SystemExit(code) from None
 
 
 def _run(argv: list[str] | None) -> int:

@@ -40,11 +40,13 @@ def provider_from_string(spec: str) -> tuple[typing.Any, str]:
 
     ``"anthropic:claude-sonnet-4-6"``, ``"openai:gpt-4o"``, ``"ollama:qwen3"`` or ``"local"``
     (the embedded SmolLM2-135M; tuned for it: one tool round, short answers, a repeat
-    penalty). Keys come from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY). Only the
-    named vendor's module is imported.
+    penalty); ``"local:/path/to/model.gguf"`` runs that GGUF file with the same settings.
+    Keys come from the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY). Only the named
+    vendor's module is imported.
 
     Raises:
-        ConfigurationError: an unknown vendor, or a missing API key.
+        ConfigurationError: an unknown vendor, a missing API key, or a ``local`` model that
+            is not a file.
     """
     from goagent_py.errors import ConfigurationError
 
@@ -62,10 +64,23 @@ def provider_from_string(spec: str) -> tuple[typing.Any, str]:
     elif vendor == "ollama":
         provider = __getattr__("OllamaProvider")()
     else:
+        # "local:NAME" ran the default model whatever NAME was (and was shown as NAME): the
+        # model part is the default's name or the path of a GGUF file.
+        path = None
+        if model != DEFAULT_MODELS["local"]:
+            from pathlib import Path
+
+            path = Path(model).expanduser()
+            if not path.is_file():
+                raise ConfigurationError(
+                    f"local takes no model name, or the path of a GGUF file: {model!r} is not "
+                    "a file (local:/path/to/model.gguf, or local for the embedded SmolLM2-135M)"
+                )
+            model = path.name
         # The shipped 135M model keeps calling tools once offered them (one round, then text)
         # and can loop on a phrase until the token limit: short answers, fewer repeats.
         provider = __getattr__("LlamaCppProvider")(
-            max_tool_rounds=1, max_tokens=200, repeat_penalty=1.3
+            path, max_tool_rounds=1, max_tokens=200, repeat_penalty=1.3
         )
     return provider, model
 

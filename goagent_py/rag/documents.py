@@ -35,6 +35,7 @@ from goagent_py.messages import ContentBlock, TextBlock, text_from
 
 __all__ = [
     "FORMATS",
+    "MAX_FILE_BYTES",
     "Document",
     "html_to_text",
     "load_directory",
@@ -56,6 +57,14 @@ FORMATS: Mapping[str, str] = {
 
 BINARY_PROBE = 8192
 """How many leading bytes are searched for a NUL byte to call a file binary (git's rule)."""
+
+MAX_FILE_BYTES = 20 * 1024 * 1024
+"""The largest file the loaders read by default (20 MB; ``max_bytes=`` changes it).
+
+A file is read whole (its bytes, then its text, then its chunks: several times its size in
+memory), so a 2 GB log named ``.txt`` in a notes folder took the machine's memory. A larger
+file is refused before it is read (:class:`~goagent_py.errors.UnreadableDocumentError`, skipped
+in a folder): 20 MB of text is ~25,000 chunks, minutes of embedding on a CPU."""
 
 FALLBACK_ENCODING = "cp1252"
 """The encoding a text file that is not valid UTF-8 is read with (see the module docstring)."""
@@ -127,6 +136,7 @@ def load_file(
     metadata: Mapping[str, Any] | None = None,
     format: str | None = None,
     encoding: str | None = None,
+    max_bytes: int | None = MAX_FILE_BYTES,
 ) -> Document:
     """Read one file into a :class:`Document`.
 
@@ -139,6 +149,8 @@ def load_file(
         encoding: the text encoding. None (the default): the encoding a byte-order mark names,
             else UTF-8, else :data:`FALLBACK_ENCODING`. A named encoding is strict: a file
             not valid in it is refused.
+        max_bytes: the largest file read (:data:`MAX_FILE_BYTES` by default); a larger one is
+            refused before it is read. None reads any size.
 
     Returns:
         The document, with ``path`` (absolute), ``title`` (the first heading, the HTML/PDF
@@ -148,9 +160,10 @@ def load_file(
 
     Raises:
         MissingExtraError: a PDF and ``pypdf`` is not installed.
-        ConfigurationError: an unknown ``format``.
-        UnreadableDocumentError: binary content, a PDF that does not parse, or text not valid
-            in the ``encoding`` named.
+        ConfigurationError: an unknown ``format``, or a ``max_bytes`` that is not a positive
+            int.
+        UnreadableDocumentError: binary content, a PDF that does not parse, text not valid
+            in the ``encoding`` named, or a file larger than ``max_bytes``.
         OSError: the file can't be read.
     """
     p = Path(path)
@@ -159,14 +172,17 @@ def load_file(
         raise ConfigurationError(
             f"unknown document format {fmt!r}; use one of {sorted(set(FORMATS.values()))}"
         )
+    _check_max_bytes(max_bytes)
     meta: dict[str, Any] = {"path": str(p.resolve()), "format": fmt}
     blocks: list[ContentBlock]
     if fmt == "pdf":
+        if max_bytes is not None:
+            _within(p, p.stat().st_size, max_bytes)
         pages, title = _read_pdf(p)
         blocks = [TextBlock(page) for page in pages]
         meta["pages"] = len(pages)
     else:
-        raw, read_as = _read_text(p, encoding)
+        raw, read_as = _read_text(p, encoding, max_bytes)
         if read_as not in ("utf-8", "utf-8-sig"):
             meta["encoding"] = read_as  # only then: UTF-8 files keep their chunk ids
         if fmt == "html":
@@ -189,6 +205,7 @@ def load_directory(
     encoding: str | None = None,
     source_root: str | os.PathLike[str] | None = None,
     on_skip: Callable[[str, str], None] | None = None,
+    max_bytes: int | None = MAX_FILE_BYTES,
 ) -> list[Document]:
     """Read every supported file under a directory, sorted by path.
 
@@ -210,7 +227,9 @@ def load_directory(
             :func:`source_key`), so that two folders holding the same file names
             (``a/README.md``, ``b/README.md``) do not share sources in one index.
         on_skip: called with ``(path, reason)`` for each supported file skipped because it
-            cannot be read; None logs a warning on the ``goagent_py.rag`` logger.
+            cannot be read (or is larger than ``max_bytes``); None logs a warning on the
+            ``goagent_py.rag`` logger.
+        max_bytes: the largest file read (see :func:`load_file`); None reads any size.
 
     Returns:
         One document per file; each source is the file's path relative to ``path`` (POSIX
@@ -220,6 +239,7 @@ def load_directory(
     Raises:
         NotADirectoryError: ``path`` is not a directory.
     """
+    _check_max_bytes(max_bytes)
     root = Path(path)
     if not root.is_dir():
         raise NotADirectoryError(f"{os.fspath(path)!r} is not a directory")
@@ -245,7 +265,14 @@ def load_directory(
                 continue  # a link (of the file or a folder on its way) out of the directory
             source = rel.as_posix() if source_root is None else source_key(file, source_root)
             documents.append(
-                load_file(file, source=source, metadata=metadata, format=fmt, encoding=encoding)
+                load_file(
+                    file,
+                    source=source,
+                    metadata=metadata,
+                    format=fmt,
+                    encoding=encoding,
+                    max_bytes=max_bytes,
+                )
             )
         except UnreadableDocumentError as exc:
             skip(file.as_posix(), exc.reason)
@@ -269,14 +296,53 @@ def _log_skip(path: str, reason: str) -> None:
     _log.warning("skipped %s: %s", path, reason)
 
 
-def _read_text(path: Path, encoding: str | None) -> tuple[str, str]:
+def _check_max_bytes(max_bytes: int | None) -> None:
+    if max_bytes is not None and (
+        isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+    ):
+        raise ConfigurationError(
+            f"max_bytes must be a positive int (bytes) or None (any size), got {max_bytes!r}"
+        )
+
+
+def _size(count: int) -> str:
+    if count < 1024 * 1024:
+        return f"{count} bytes"
+    return f"{count / (1024 * 1024):.1f} MB"
+
+
+def _within(path: Path, size: int, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise UnreadableDocumentError(
+            str(path),
+            f"{_size(size)}, more than the {_size(max_bytes)} limit (read whole, it would take "
+            "several times that in memory); split it, or raise the limit (max_bytes=, "
+            "rag index --max-file-size MB)",
+        )
+
+
+def _read_text(path: Path, encoding: str | None, max_bytes: int | None) -> tuple[str, str]:
     """The text of ``path`` and the encoding it was read with (one read: one state of it)."""
-    # A pipe or a device has no end to read to (a FIFO named notes.txt blocked for ever).
+    # A pipe or a device has no end to read to (a FIFO named notes.txt blocked for ever, and
+    # opening one blocks too: checked before the open).
     if not stat.S_ISREG(path.stat().st_mode):
         raise UnreadableDocumentError(
             str(path), "not a regular file (a pipe, socket or device); index a file"
         )
-    data = path.read_bytes()
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if max_bytes is not None:
+            _within(path, size, max_bytes)
+        # Its size at once (one buffer of that size), then whatever it grew by since, a bounded
+        # piece at a time: a file still being written stays within the limit.
+        parts = [f.read(size)]
+        total = len(parts[0])
+        while more := f.read(1 << 16):
+            total += len(more)
+            if max_bytes is not None:
+                _within(path, total, max_bytes)
+            parts.append(more)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
     named = encoding
     if named is None:
         named = next((name for bom, name in _BOMS if data.startswith(bom)), None)

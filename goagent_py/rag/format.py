@@ -83,6 +83,10 @@ def format_passages(results: Sequence[SearchResult]) -> list[ContentBlock]:
             attrs.append(f'title="{_attr(result.title)}"')
         if result.location:
             attrs.append(f'location="{_attr(result.location)}"')
+        copies = result.metadata.get("sources")  # the same text under other sources too
+        if isinstance(copies, list) and len(copies) > 1:
+            others = ", ".join(str(s) for s in copies if s != result.source)
+            attrs.append(f'also_in="{_attr(others)}"')
         attrs.append(f'score="{result.score:.3f}"')
         parts.append(
             f"<passage {' '.join(attrs)}>\n{_neutralise(result.text.strip())}\n</passage>\n"

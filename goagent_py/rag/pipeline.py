@@ -26,6 +26,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
@@ -64,6 +65,45 @@ __all__ = ["RRF_K", "Fusion", "Pipeline", "SearchMode", "fuse", "reciprocal_rank
 _log = logging.getLogger("goagent_py.rag")
 
 _MODES: tuple[str, ...] = ("hybrid", "vector", "keyword")
+
+
+SOURCES_KEY = "sources"
+"""Metadata key of a search result whose text is indexed under several sources: all of them,
+the result's own first (see :func:`merge_copies`)."""
+
+
+def merge_copies(results: Sequence[SearchResult]) -> list[SearchResult]:
+    """``results`` (best first) with passages of the same text merged into the best of them.
+
+    The same file under two names (a copy in a backup folder) was indexed twice, and both
+    copies took top-k slots: the answer's context held one passage twice and lost another.
+    The one kept names every source in ``metadata["sources"]`` (set only when there are
+    several); computed from what is indexed now, it follows re-indexing and removals. Text is
+    compared with its whitespace runs collapsed; passages without text are never merged.
+    """
+    kept: dict[str, int] = {}
+    sources: dict[int, list[str]] = {}
+    out: list[SearchResult] = []
+    for result in results:
+        key = " ".join(result.text.split())
+        first = kept.get(key) if key else None
+        if first is None:
+            if key:
+                kept[key] = len(out)
+            out.append(result)
+            continue
+        names = sources.setdefault(first, [out[first].source])
+        if result.source and result.source not in names:
+            names.append(result.source)
+    for index, names in sources.items():
+        if len(names) > 1:
+            result = out[index]
+            # A new message: the in-memory store hands out the one it keeps.
+            message = replace(
+                result.message, metadata={**result.message.metadata, SOURCES_KEY: names}
+            )
+            out[index] = replace(result, message=message)
+    return out
 
 
 # -- the pipeline -----------------------------------------------------------------------------
@@ -432,9 +472,9 @@ class Pipeline(_Indexing):
                 f"search mode {mode!r} needs a keyword index: pass keyword_index= to Pipeline"
             )
         checked = check_filter(filter) or None
-        n = top_k
-        if mode == "hybrid" or self.reranker is not None:
-            n = max(top_k, self._candidates)
+        # Candidates beyond top_k in every mode: copies of a passage merge into one result
+        # (merge_copies), and the slots they took go to the next passages.
+        n = max(top_k, self._candidates)
 
         async def vector_leg() -> list[SearchResult]:
             vector = await self.embedder.embed([TextBlock(query)])
@@ -508,6 +548,7 @@ class Pipeline(_Indexing):
                         keyword_score=keyword_scores.get(id),
                     )
                 )
+        results = merge_copies(results)
         if self.reranker is not None and results:
             results = list(await self.reranker.rerank(query, results[:n], top_k=top_k))
         return results[:top_k]
