@@ -78,7 +78,6 @@ from goagent_py.errors import (
     ConfigurationError,
     GoAgentError,
     GuardrailTripped,
-    InvalidMediaTypeError,
     MaxIterationsError,
     MemoryStoreError,
     OutputValidationError,
@@ -282,14 +281,12 @@ def _misconfigured(results: list[ToolResult]) -> ConfigurationError | None:
     """The first :class:`ConfigurationError` a tool of the batch raised (an ``as_tool`` whose
     ``deps=`` or ``returns=`` function failed, a tool that built a misconfigured agent), or None.
     That is the developer's error, not the model's: the run records the batch and fails with it,
-    and the model is never shown it (an invalid media type, which data can cause, stays the
-    tool's error)."""
+    and the model is never shown it. The error tree says whose error it is (a value from data,
+    an :class:`InvalidInputError`, is not a ConfigurationError: the model reads it)."""
     for r in results:
         error = r.error
-        if (
-            type(error) is ToolExecutionError
-            and isinstance(cause := error.cause, ConfigurationError)
-            and not isinstance(cause, InvalidMediaTypeError)
+        if type(error) is ToolExecutionError and isinstance(
+            cause := error.cause, ConfigurationError
         ):
             return cause
     return None

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import IO, Any
 
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, InvalidInputError
 
 __all__ = [
     "PathEscapeError",
@@ -49,8 +49,9 @@ StrPath = str | os.PathLike[str]
 _MAX_SYMLINKS = 40  # as Linux's own limit: a loop ends in a refusal, not a hang
 
 
-class PathEscapeError(ConfigurationError):
-    """A path was refused: it is not, or might not stay, inside the root.
+class PathEscapeError(InvalidInputError):
+    """A path was refused: it is not, or might not stay, inside the root (a value from data:
+    a tool that raises it tells the model, which can pick another path).
 
     Attributes:
         root: the root directory.
