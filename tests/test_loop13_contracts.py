@@ -110,11 +110,13 @@ def test_a_tool_raising_each_classified_error_does_what_its_class_says(name: str
         result = agent.run_sync("Read it")
         assert result.output == "Sorry."
         told = provider.requests[1].messages[-1]
-        assert told.is_error and str(error) in told.text
+        assert told.is_error
+        assert str(error) in told.text
         return
     with pytest.raises(type(error)) as caught:
         agent.run_sync("Read it")
-    assert isinstance(caught.value, GoAgentError) and caught.value.run_result is not None
+    assert isinstance(caught.value, GoAgentError)
+    assert caught.value.run_result is not None
     assert len(provider.requests) == 1  # the model is not asked to fix what it cannot
 
 
@@ -137,4 +139,48 @@ def test_a_path_outside_the_root_reaches_the_model_as_a_tool_error(tmp_path: Pat
     assert result.output == "Sorry."
     told = provider.requests[1].messages[-1]
     assert told.is_error
-    assert "refused" in told.text and "../etc/passwd" in told.text
+    assert "refused" in told.text
+    assert "../etc/passwd" in told.text
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({"query": "  "}, "non-empty"),
+        ({"query": "tea", "top_k": 0}, "top_k"),
+        ({"query": "tea", "mode": "fuzzy"}, "unknown search mode"),
+        ({"query": "tea", "filter": {"bad key!": 1}}, "bad filter"),
+    ],
+)
+def test_search_arguments_the_model_chose_badly_reach_it_as_a_tool_error(
+    arguments: dict[str, object], said: str
+) -> None:
+    """A tool searching a knowledge base with the model's arguments: an empty query, a top_k of
+    0, an unknown mode or a filter key no store can match was a ConfigurationError from the
+    pipeline, so the run failed as if the developer had erred."""
+    from goagent_py.rag import Pipeline
+    from goagent_py.testing import FakeEmbedder
+
+    pipeline = Pipeline.in_memory(FakeEmbedder(), hybrid=False)
+
+    @tool
+    async def search(
+        query: str, top_k: int = 3, mode: str = "vector", filter: dict[str, int] | None = None
+    ) -> str:
+        """Search the notes.
+
+        Args:
+            query: what to look for.
+            top_k: how many passages.
+            mode: vector, keyword or hybrid.
+            filter: metadata to match.
+        """
+        found = await pipeline.search(query, top_k=top_k, mode=mode, filter=filter)  # type: ignore[arg-type]
+        return "\n".join(r.text for r in found)
+
+    provider = ScriptedProvider(tool_call_response(("search", arguments)), "Nothing found.")
+    result = Agent(provider=provider, tools=[search]).run_sync("Find tea")
+    assert result.output == "Nothing found."
+    told = provider.requests[1].messages[-1]
+    assert told.is_error
+    assert said in told.text
