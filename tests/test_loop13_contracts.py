@@ -13,8 +13,20 @@ from pathlib import Path
 import pytest
 
 import goagent_py
-from goagent_py import Agent, ConfigurationError, GoAgentError, tool
+from goagent_py import Agent, ConfigurationError, GoAgentError, Message, TextBlock, Tool, tool
 from goagent_py.errors import InvalidInputError
+from goagent_py.events import (
+    AgentEnd,
+    MessageEnd,
+    MessageStart,
+    ModelRequest,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    TurnEnd,
+)
+from goagent_py.memory.short_term import ShortTermMemory
+from goagent_py.memory.storage.sqlite import SQLiteStorage
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
 
@@ -184,3 +196,154 @@ def test_search_arguments_the_model_chose_badly_reach_it_as_a_tool_error(
     told = provider.requests[1].messages[-1]
     assert told.is_error
     assert said in told.text
+
+
+# -- what user code is given -------------------------------------------------------------------
+
+
+def _meddle(messages: list[Message]) -> None:
+    """Change every message in place, every way a message can be changed."""
+    for m in messages:
+        m.content.append(TextBlock("MEDDLED"))
+        m.metadata["meddled"] = True
+        for call in m.tool_calls:
+            call.arguments["meddled"] = True
+
+
+async def _stored_texts(path: Path) -> list[str]:
+    storage = SQLiteStorage(path, session_id="s")
+    try:
+        return [m.text for m in await ShortTermMemory(storage).messages()]
+    finally:
+        await storage.aclose()
+
+
+def _untouched(messages: list[Message]) -> None:
+    for m in messages:
+        assert "MEDDLED" not in m.text, m
+        assert "meddled" not in m.metadata, m
+        assert all("meddled" not in c.arguments for c in m.tool_calls), m
+
+
+def _lookup_tool() -> Tool:
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up.
+
+        Args:
+            city: the city.
+        """
+        return f"{city}: sunny"
+
+    return lookup
+
+
+async def test_a_transform_context_that_changes_its_messages_leaves_the_record_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """``transform_context`` was given the run's own messages (in a new list): a transform that
+    changed a message in place (a redaction "cleaning" old turns) changed what was stored and
+    ``RunResult.messages``, not only what that request sent."""
+    seen: list[list[Message]] = []
+
+    def transform(messages: list[Message]) -> list[Message]:
+        _meddle(messages)
+        seen.append(messages)
+        return messages
+
+    provider = ScriptedProvider(tool_call_response(("lookup", {"city": "Oslo"})), "Sunny.")
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    memory = ShortTermMemory(storage)
+    agent = Agent(
+        provider=provider,
+        tools=[_lookup_tool()],
+        short_term_memory=memory,
+        transform_context=transform,
+    )
+    result = await agent.run("Weather in Oslo?")
+    await storage.aclose()
+    _untouched(result.messages)
+    assert [m.text for m in result.messages] == ["Weather in Oslo?", "", "Oslo: sunny", "Sunny."]
+    assert result.messages[1].tool_calls[0].arguments == {"city": "Oslo"}
+    assert await _stored_texts(tmp_path / "chat.db") == [m.text for m in result.messages]
+    # What the transform returned is what the model was sent: its changes stay its own.
+    assert provider.requests[1].messages[0].text == "Weather in Oslo?\nMEDDLED"
+    assert len(seen) == 2
+
+
+async def test_a_compactor_strategy_that_changes_its_messages_leaves_the_record_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """The built-in compactor is given the run's messages as they are (it anchors its measure on
+    them), and handed them to the user's strategy: one that changed them changed the record."""
+    from goagent_py.memory.compactor import Compactor
+
+    async def strategy(messages: list[Message]) -> list[Message]:
+        _meddle(messages)
+        return messages
+
+    provider = ScriptedProvider(tool_call_response(("lookup", {"city": "Oslo"})), "Sunny.")
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    memory = ShortTermMemory(storage)
+    compactor = Compactor(strategy, context_window=10_000, threshold=0.01, target=0.01)
+    agent = Agent(
+        provider=provider,
+        tools=[_lookup_tool()],
+        short_term_memory=memory,
+        transform_context=compactor,
+    )
+    result = await agent.run("Weather in Oslo? " * 60)
+    assert compactor.events  # the strategy ran
+    await storage.aclose()
+    _untouched(result.messages)
+    assert await _stored_texts(tmp_path / "chat.db") == [m.text for m in result.messages]
+
+
+def _meddle_event(event: object) -> None:
+    """A stream consumer that changes whatever message, call or request an event carries."""
+    if isinstance(event, MessageStart | MessageEnd | TurnEnd) and event.message is not None:
+        _meddle([event.message])
+    if isinstance(event, TurnEnd):
+        for r in event.tool_results:
+            r.call.arguments["meddled"] = True
+    if isinstance(event, ToolExecutionStart | ToolExecutionUpdate):
+        event.call.arguments["meddled"] = True
+    if isinstance(event, ToolExecutionEnd):
+        event.result.call.arguments["meddled"] = True
+    if isinstance(event, ModelRequest):
+        _meddle(event.request.messages)
+        event.request.messages.append(Message("user", [TextBlock("MEDDLED")]))
+        for definition in event.request.tools:
+            definition.parameters["meddled"] = True
+
+
+async def test_a_stream_consumer_that_changes_what_events_carry_leaves_the_record_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """Events carried the run's own messages, calls and request (read-only by contract, not
+    protected): a consumer that changed ``event.message`` or ``event.call.arguments`` changed
+    what the model was sent next, what was stored and ``RunResult.messages``."""
+    lookup = _lookup_tool()
+    provider = ScriptedProvider(tool_call_response(("lookup", {"city": "Oslo"})), "Sunny.")
+    storage = SQLiteStorage(tmp_path / "chat.db", session_id="s")
+    agent = Agent(provider=provider, tools=[lookup], short_term_memory=ShortTermMemory(storage))
+    result = None
+    async for event in agent.stream("Weather in Oslo?"):
+        _meddle_event(event)
+        if isinstance(event, AgentEnd):
+            result = event.result
+    await storage.aclose()
+    assert result is not None
+    _untouched(result.messages)
+    assert [m.text for m in result.messages] == ["Weather in Oslo?", "", "Oslo: sunny", "Sunny."]
+    assert result.messages[1].tool_calls[0].arguments == {"city": "Oslo"}
+    for request in provider.requests:
+        _untouched(request.messages)
+        assert all("meddled" not in d.parameters for d in request.tools)
+    assert [m.text for m in provider.requests[1].messages] == [
+        "Weather in Oslo?",
+        "",
+        "Oslo: sunny",
+    ]
+    assert await _stored_texts(tmp_path / "chat.db") == [m.text for m in result.messages]
+    assert "meddled" not in lookup.definition.parameters  # the agent's own tool is as it was
