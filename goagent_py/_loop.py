@@ -994,7 +994,8 @@ class Run:
         )
 
     def _current_messages(self) -> list[Message]:
-        return self._messages
+        # What ``ToolContext.transcript()`` reads: copies, made when a tool asks (issue 36).
+        return _readable(self._messages)
 
     def _shown(self) -> Shown:
         """The copies of the record this run's events carry (``goagent_py/_shown.py``): a
