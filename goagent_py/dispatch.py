@@ -43,7 +43,14 @@ from goagent_py.errors import (
 )
 from goagent_py.events import CircuitOpen, ToolRetry, ToolTimeout
 from goagent_py.hooks import Hooks, call_hook, merge_hooks
-from goagent_py.messages import ContentBlock, TextBlock, ToolCall
+from goagent_py.messages import (
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+)
 from goagent_py.resilience import (
     CircuitBreaker,
     PerTool,
@@ -464,10 +471,28 @@ def error_text(error: BaseException) -> str:
     return f"Error: {error}"
 
 
+def _all_blocks(content: list[Any]) -> bool:
+    for block in content:  # noqa: SIM110 - a loop, not all(): no generator per call (issue 36)
+        if not isinstance(block, _BLOCK_TYPES):
+            return False
+    return True
+
+
+def _not_blocks(name: str, content: object) -> ConfigurationError:
+    return ConfigurationError(
+        f"tool {name!r} returned {type(content).__name__} ({content!r:.80}), not a list of "
+        "content blocks: its execute() must return e.g. [TextBlock(text)] (or use @tool, "
+        "which turns any value into blocks)"
+    )
+
+
 def _recovered(tc: ToolCall, exc: BaseException) -> ToolExecutionError:
     """What exception recovery makes of ``exc``, raised by the tool of ``tc`` (call it in the
     ``except`` block: it takes the traceback being handled)."""
     return ToolExecutionError(tc.name, tc.arguments, exc, traceback.format_exc())
+
+
+_BLOCK_TYPES = (TextBlock, ImageBlock, DocumentBlock, ThinkingBlock)
 
 
 class Dispatcher:
@@ -651,6 +676,11 @@ class Dispatcher:
                         content = await chain(call)
                     finally:
                         _VALIDATED.reset(token)
+            if type(content) is not list or not _all_blocks(content):
+                # A tool of the protocol (not @tool) that returned something else: a str was
+                # sent as one block per character, None crashed the run. The developer's to
+                # fix, so a ConfigurationError: the run fails with it (docs/architecture.md).
+                raise _recovered(call, _not_blocks(call.name, content))
         except ToolError as exc:  # the specific error: timeout, open circuit, bad arguments...
             error = failure = exc
             content = [TextBlock(error_text(error))]

@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 import goagent_py
-from goagent_py import Agent, ConfigurationError, GoAgentError, Message, TextBlock, Tool, tool
+from goagent_py import (
+    Agent,
+    ConfigurationError,
+    GoAgentError,
+    Message,
+    TextBlock,
+    Tool,
+    ToolDefinition,
+    tool,
+)
 from goagent_py.errors import InvalidInputError
 from goagent_py.events import (
     AgentEnd,
@@ -376,3 +385,36 @@ async def test_a_tool_that_changes_the_transcript_it_reads_leaves_the_record_as_
     _untouched(result.messages)
     _untouched(provider.requests[1].messages)
     assert await _stored_texts(tmp_path / "chat.db") == [m.text for m in result.messages]
+
+
+class _Returns:
+    """A tool (the protocol, not ``@tool``) whose ``execute`` returns ``value``."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+        self.definition = ToolDefinition("fetch", "Fetch.", {"type": "object", "properties": {}})
+
+    async def execute(self, args: dict[str, object]) -> object:
+        return self.value
+
+
+@pytest.mark.parametrize(
+    "value", ["plain text", None, ["a", "b"], {"text": "x"}, (TextBlock("x"),)], ids=repr
+)
+def test_a_tool_whose_execute_returns_no_list_of_blocks_fails_the_run_clearly(
+    value: object,
+) -> None:
+    """``execute`` must return a list of content blocks: a str became one block per character
+    sent to the model, None crashed the run with "'NoneType' object is not iterable"."""
+    provider = ScriptedProvider(tool_call_response(("fetch", {})), "Done.")
+    agent = Agent(provider=provider, tools=[_Returns(value)])
+    with pytest.raises(ConfigurationError, match=r"tool 'fetch' returned .*list of content blocks"):
+        agent.run_sync("Fetch it")
+    assert len(provider.requests) == 1  # the developer's to fix: the model is not asked again
+
+
+def test_a_tool_returning_a_list_of_blocks_still_works() -> None:
+    provider = ScriptedProvider(tool_call_response(("fetch", {})), "Done.")
+    agent = Agent(provider=provider, tools=[_Returns([TextBlock("fetched")])])
+    assert agent.run_sync("Fetch it").output == "Done."
+    assert provider.requests[1].messages[-1].text == "fetched"
