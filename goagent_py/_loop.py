@@ -37,6 +37,7 @@ from goagent_py._call_gates import (
     take_place,
     with_arguments,
 )
+from goagent_py._cancel import failed
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._deepcopy import snapshot_message
 from goagent_py._describe import described, message_of
@@ -2178,7 +2179,9 @@ class Run:
             return await self._should_stop(state)
         except _Abort:
             raise
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            if not failed(exc):
+                raise
             self.log.warning("should_stop raised; the run goes on: %s", message_of(exc))
         return False
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from goagent_py._cancel import unasked
 from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py._records import tool_result
 from goagent_py._redact import redact
@@ -451,9 +452,9 @@ def _unasked(exc: asyncio.CancelledError) -> bool:
     """Whether ``exc`` is a CancelledError no one asked the running task for: the tool awaited
     something cancelled elsewhere (a task of its own, a future) and let it out. That is the
     tool's failure, an error result; a cancellation of the call (the run cancelled or aborted,
-    the tool timeout) always has the task's cancel request behind it, and propagates."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() == 0
+    the tool timeout) always has the task's cancel request behind it, and propagates
+    (``goagent_py/_cancel.py``)."""
+    return unasked()
 
 
 def _chain(base: DispatchFunc, middlewares: Sequence[DispatchMiddleware]) -> DispatchFunc:

@@ -5,6 +5,7 @@ a stream consumer is given it may read but never change the record through (docs
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from goagent_py import (
     Agent,
     ConfigurationError,
     GoAgentError,
+    GuardrailTripped,
+    Hooks,
     Message,
     TextBlock,
     Tool,
@@ -418,3 +421,96 @@ def test_a_tool_returning_a_list_of_blocks_still_works() -> None:
     agent = Agent(provider=provider, tools=[_Returns([TextBlock("fetched")])])
     assert agent.run_sync("Fetch it").output == "Done."
     assert provider.requests[1].messages[-1].text == "fetched"
+
+
+# -- user code that lets out a CancelledError nobody asked for ---------------------------------
+
+
+async def _let_out_a_cancellation() -> None:
+    """What a callback does when it awaits something cancelled elsewhere."""
+    cancelled = asyncio.get_running_loop().create_future()
+    cancelled.cancel()
+    await cancelled
+
+
+def _raise_cancelled(*args: object) -> None:
+    raise asyncio.CancelledError
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+@pytest.mark.parametrize(
+    "name", ["on_run_start", "on_iteration_start", "on_tool_result", "on_response", "on_run_end"]
+)
+async def test_a_hook_that_lets_out_a_stray_cancellation_is_logged_and_the_run_goes_on(
+    name: str, kind: str
+) -> None:
+    """A hook that awaited something cancelled elsewhere let the CancelledError out: the run
+    ended cancelled although nobody cancelled it (rule 8: a hook never breaks the run)."""
+
+    def hook(*args: object) -> object:
+        if kind == "sync":
+            _raise_cancelled()
+        return _let_out_a_cancellation()
+
+    provider = ScriptedProvider(tool_call_response(("lookup", {"city": "Oslo"})), "Sunny.")
+    agent = Agent(provider=provider, tools=[_lookup_tool()], hooks=Hooks(**{name: hook}))
+    result = await agent.run("Weather in Oslo?")
+    assert result.output == "Sunny."
+
+
+async def test_callbacks_that_let_out_a_stray_cancellation_fail_as_they_fail_otherwise() -> None:
+    """A guardrail fails closed, a gate blocks the call, ``after_tool_call`` keeps the result,
+    ``prepare_arguments`` is an error the model reads, ``should_stop`` lets the run go on: a
+    stray CancelledError from any of them cancelled the run instead."""
+
+    async def gate(call: object) -> None:
+        await _let_out_a_cancellation()
+
+    provider = ScriptedProvider(tool_call_response(("lookup", {"city": "Oslo"})), "Sunny.")
+    agent = Agent(provider=provider, tools=[_lookup_tool()], before_tool_call=gate)
+    assert (await agent.run("Weather?")).output == "Sunny."
+    assert "approval check failed (CancelledError)" in provider.requests[1].messages[-1].text
+
+    async def after(result: object) -> None:
+        await _let_out_a_cancellation()
+
+    async def prepare(call: object) -> None:
+        await _let_out_a_cancellation()
+
+    async def stop(state: object) -> bool:
+        await _let_out_a_cancellation()
+        return True
+
+    for setting in ({"after_tool_call": after}, {"should_stop": stop}):
+        provider = ScriptedProvider(tool_call_response(("lookup", {"city": "Oslo"})), "Sunny.")
+        agent = Agent(provider=provider, tools=[_lookup_tool()], **setting)  # type: ignore[arg-type]
+        assert (await agent.run("Weather?")).output == "Sunny.", setting
+        assert provider.requests[1].messages[-1].text == "Oslo: sunny"
+
+    provider = ScriptedProvider(tool_call_response(("lookup", {"city": "Oslo"})), "Sunny.")
+    agent = Agent(provider=provider, tools=[_lookup_tool()], prepare_arguments=prepare)
+    assert (await agent.run("Weather?")).output == "Sunny."
+    assert "preparing the arguments failed" in provider.requests[1].messages[-1].text
+
+    async def guard(value: object, ctx: object) -> None:
+        await _let_out_a_cancellation()
+
+    agent = Agent(provider=ScriptedProvider("Hi."), input_guardrails=[guard])
+    with pytest.raises(GuardrailTripped, match="CancelledError"):
+        await agent.run("Hello")
+
+
+async def test_cancelling_the_run_while_a_hook_runs_still_cancels_it() -> None:
+    """The other side: a cancellation of the run reaches it through a hook that is running."""
+    entered = asyncio.Event()
+
+    async def hook(iteration: int) -> None:
+        entered.set()
+        await asyncio.Event().wait()  # until cancelled
+
+    agent = Agent(provider=ScriptedProvider("Hi."), hooks=Hooks(on_iteration_start=hook))
+    task = asyncio.create_task(agent.run("Hello"))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
