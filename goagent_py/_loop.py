@@ -1423,9 +1423,9 @@ class Run:
                 to_run.append((index, call))
         for result in results:
             if result is not None:
-                shown = self._shown().result(result)
-                yield ToolExecutionStart(shown.call, path=self.path)
-                yield ToolExecutionEnd(shown, path=self.path)
+                seen = self._shown().result(result)
+                yield ToolExecutionStart(seen.call, path=self.path)
+                yield ToolExecutionEnd(seen, path=self.path)
         if to_run:
             subset = [c for _, c in to_run]
             self.pending_calls = subset

@@ -38,7 +38,7 @@ unsupported media type: values a model, a user or a file chose) and from failure
         ├── ToolArgumentsError          the arguments failed validation
         ├── ToolExecutionError          the tool raised; ``__cause__`` is what it raised
         ├── ToolTimeoutError            the tool ran past its timeout
-        ├── ToolBlockedError            ``before_tool_call`` refused the call
+        ├── ToolBlockedError            refused before it ran (``before_tool_call``, recursion)
         ├── ToolAbortedError            the run was aborted before the call finished
         └── CircuitOpenError            the tool's circuit breaker is open
 
@@ -408,7 +408,9 @@ class ToolTimeoutError(ToolError):
 
 
 class ToolBlockedError(ToolError):
-    """``before_tool_call`` refused the call; ``reason`` is shown to the model."""
+    """The call was refused before it ran: ``before_tool_call`` refused it, or it would run
+    an agent already running in its chain (recursion through ``as_tool``); ``reason`` is shown
+    to the model."""
 
     def __init__(self, tool_name: str, reason: str) -> None:
         self.tool_name = tool_name

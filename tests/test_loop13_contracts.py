@@ -39,7 +39,8 @@ from goagent_py.events import (
 )
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.sqlite import SQLiteStorage
-from goagent_py.testing import ScriptedProvider, tool_call_response
+from goagent_py.provider import CompletionRequest
+from goagent_py.testing import FunctionProvider, ScriptedProvider, tool_call_response
 
 
 def _all_subclasses(base: type[BaseException]) -> set[type[BaseException]]:
@@ -514,3 +515,55 @@ async def test_cancelling_the_run_while_a_hook_runs_still_cancels_it() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_an_agent_that_reaches_itself_through_as_tool_is_refused_not_recursed() -> None:
+    """An agent whose tool runs that same agent (a supervisor given itself, a tool that looks
+    the agent up): each level ran the next, with a model that keeps delegating the runs grew
+    as max_iterations ** depth (3,000 model calls and 267 s at max_iterations=2)."""
+    holder: dict[str, Tool] = {}
+
+    class Delegate:
+        definition = ToolDefinition(
+            "helper",
+            "Helps.",
+            {"type": "object", "properties": {"prompt": {"type": "string"}}},
+        )
+
+        async def execute(self, args: dict[str, object]) -> object:
+            return await holder["tool"].execute(args)
+
+    asked = [0]
+
+    def always_delegate(request: CompletionRequest) -> object:
+        asked[0] += 1
+        # A model that delegates every question it is asked (30: bounded on the old code).
+        if request.messages[-1].role != "user" or asked[0] > 30:
+            return "I cannot delegate this."
+        return tool_call_response(("helper", {"prompt": "again"}))
+
+    provider = FunctionProvider(always_delegate)
+    agent = Agent(provider=provider, tools=[Delegate()], max_iterations=3, name="a")
+    holder["tool"] = agent.as_tool(name="helper", description="Helps.")
+    result = await agent.run("go")
+    # The root and one child, each asked twice; the grandchild is refused.
+    assert len(provider.requests) == 4
+    refused = [m for r in provider.requests for m in r.messages if m.is_error]
+    assert refused
+    assert "already running" in refused[0].text
+    assert result.output
+
+
+async def test_distinct_agents_may_nest_through_as_tool() -> None:
+    inner = Agent(provider=ScriptedProvider("inner answer"), name="inner")
+    middle = Agent(
+        provider=ScriptedProvider(tool_call_response(("inner", {"prompt": "x"})), "middle answer"),
+        tools=[inner.as_tool(name="inner", description="Inner.")],
+        name="middle",
+    )
+    outer_provider = ScriptedProvider(tool_call_response(("middle", {"prompt": "x"})), "done")
+    outer = Agent(
+        provider=outer_provider, tools=[middle.as_tool(name="middle", description="Middle.")]
+    )
+    assert (await outer.run("go")).output == "done"
+    assert outer_provider.requests[1].messages[-1].text == "middle answer"
