@@ -6,7 +6,10 @@ names of the agents from the root run down to the one that emitted it (empty for
 so the events of sub-agents can stream through their parent.
 
 Events are plain slotted dataclasses, not frozen (a frozen dataclass costs a
-``object.__setattr__`` per field, and a run makes twenty of them): treat them as read-only.
+``object.__setattr__`` per field, and a run makes twenty of them). The messages, calls, results
+and requests they carry are copies of the run's record (made once per run per message;
+``goagent_py/_shown.py``): a consumer that changes them changes its copies, never what the model
+is sent, what is stored or ``RunResult.messages``.
 
 In order, for a run that calls one tool and then answers::
 
