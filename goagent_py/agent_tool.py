@@ -269,15 +269,6 @@ class AgentTool(Generic[_A]):
                 f"it runs an agent that is already running in this chain ({' > '.join(path)}): "
                 "an agent cannot call itself through as_tool; answer with what you have",
             )
-        token = _RUNNING.set((*running, self.agent))
-        try:
-            return await self._execute(ctx, path, args)
-        finally:
-            _RUNNING.reset(token)
-
-    async def _execute(
-        self, ctx: ToolContext | None, path: tuple[str, ...], args: dict[str, Any]
-    ) -> list[ContentBlock]:
         deps = self.child_deps(ctx.deps if ctx is not None else None)
         held = ctx.conversations if ctx is not None else HOLDING.get()
         memory = self.agent.options.short_term_memory
@@ -291,9 +282,11 @@ class AgentTool(Generic[_A]):
                 "then sees only the prompt its parent writes)"
             )
         holding = HOLDING.set(held)
+        token = _RUNNING.set((*running, self.agent))
         try:
             return await self._execute(ctx, args, path, deps)
         finally:
+            _RUNNING.reset(token)
             HOLDING.reset(holding)
 
     async def _execute(
