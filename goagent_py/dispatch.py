@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from goagent_py._cancel import unasked
+from goagent_py._deepcopy import deepcopy
 from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py._records import tool_result
 from goagent_py._redact import redact
@@ -209,11 +210,17 @@ def _send(make: Callable[[tuple[str, ...]], Any]) -> None:
         put(make(path))
 
 
+def _shown(call: ToolCall) -> ToolCall:
+    """A copy of ``call`` for an event: the call the chain runs is the run's record (a consumer
+    that changed ``event.call.arguments`` changed it; see goagent_py/_shown.py)."""
+    return ToolCall(call.id, call.name, deepcopy(call.arguments))
+
+
 # The middlewares report through these, turned into events for the run that made the call.
 _EVENT_HOOKS = Hooks(
-    on_tool_retry=lambda c, n, e, d: _send(lambda p: ToolRetry(c, n, e, d, path=p)),
-    on_tool_timeout=lambda c, t: _send(lambda p: ToolTimeout(c, t, path=p)),
-    on_circuit_open=lambda c, u: _send(lambda p: CircuitOpen(c, u, path=p)),
+    on_tool_retry=lambda c, n, e, d: _send(lambda p: ToolRetry(_shown(c), n, e, d, path=p)),
+    on_tool_timeout=lambda c, t: _send(lambda p: ToolTimeout(_shown(c), t, path=p)),
+    on_circuit_open=lambda c, u: _send(lambda p: CircuitOpen(_shown(c), u, path=p)),
 )
 
 _DISPATCH_LOG = logging.getLogger("goagent_py.dispatch")

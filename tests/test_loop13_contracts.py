@@ -35,6 +35,7 @@ from goagent_py.events import (
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolExecutionUpdate,
+    ToolTimeout,
     TurnEnd,
 )
 from goagent_py.memory.short_term import ShortTermMemory
@@ -567,3 +568,31 @@ async def test_distinct_agents_may_nest_through_as_tool() -> None:
     )
     assert (await outer.run("go")).output == "done"
     assert outer_provider.requests[1].messages[-1].text == "middle answer"
+
+
+async def test_a_consumer_that_changes_a_timeout_events_call_leaves_the_record_as_it_was() -> None:
+    """``ToolTimeout`` (and ``ToolRetry``, ``CircuitOpen``) carried the call the dispatcher was
+    given, the record's own."""
+
+    @tool
+    async def hang(city: str) -> str:
+        """Never answers.
+
+        Args:
+            city: the city.
+        """
+        await asyncio.Event().wait()
+        return city
+
+    provider = ScriptedProvider(tool_call_response(("hang", {"city": "Oslo"})), "Timed out.")
+    agent = Agent(provider=provider, tools=[hang], tool_timeout=0.01)
+    seen = []
+    async for event in agent.stream("Weather?"):
+        if isinstance(event, ToolTimeout):
+            event.call.arguments["meddled"] = True
+            seen.append(event)
+        if isinstance(event, AgentEnd):
+            result = event.result
+    assert seen
+    assert result.messages[1].tool_calls[0].arguments == {"city": "Oslo"}
+    assert provider.requests[1].messages[1].tool_calls[0].arguments == {"city": "Oslo"}
