@@ -1843,7 +1843,7 @@ class Run:
                         async for event in self._run_budget_spent(spent):
                             yield event
                 if loud:
-                    yield ModelRequest(i, self._shown().request(request), path=self.path)
+                    yield ModelRequest(i, request, path=self.path, copy=self._shown().request)
                     yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
                 response: CompletionResponse | None = None
                 if not loud and self.control is None and not self.streaming:

@@ -14,7 +14,6 @@ nothing, and a streamed text delta is a ``str``: no copy per delta either.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import replace
 from typing import Any
 
@@ -47,8 +46,9 @@ class Shown:
         self._copies[id(message)] = (message, shown)
         # Its calls are the calls other events carry (a ToolExecutionStart of a call the
         # model made): one copy of each, whichever event comes first.
-        for original, call in zip(message.tool_calls, shown.tool_calls, strict=True):
-            self._copies.setdefault(id(original), (original, call))
+        if message.tool_calls:
+            for original, call in zip(message.tool_calls, shown.tool_calls, strict=True):
+                self._copies.setdefault(id(original), (original, call))
         return shown
 
     def messages(self, messages: list[Message]) -> list[Message]:
@@ -80,7 +80,9 @@ class Shown:
         if seen is not None and seen[0] is definition:
             shown: ToolDefinition = seen[1]
             return shown
-        shown = copy.deepcopy(definition)
+        shown = ToolDefinition(
+            definition.name, definition.description, deepcopy(definition.parameters)
+        )
         self._copies[id(definition)] = (definition, shown)
         return shown
 
