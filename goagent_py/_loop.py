@@ -1342,7 +1342,9 @@ class Run:
         self.pending_calls = []
         self.pending = held
         self.stop_reason = StopReason.DEFERRED
-        yield ToolsPending(list(held), path=self.path)
+        yield ToolsPending(
+            [replace(p, call=self._shown().call(p.call)) for p in held], path=self.path
+        )
         yield TurnEnd(iteration, self._shown().message(message), [], path=self.path)
         yield FinalResponse(self.last_text, self.iterations, path=self.path)
         if self.o.short_term_memory is not None:
