@@ -6,12 +6,14 @@ run and a durable one treat a call, and a callback that breaks, the same way.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+from goagent_py._cancel import failed
 from goagent_py._describe import described, message_of
 from goagent_py._records import tool_call
 from goagent_py.approvals import RunContext
@@ -73,7 +75,9 @@ async def prepared_call(prepare: PrepareArguments, call: ToolCall) -> ToolCall:
     """
     try:
         repaired = await _resolved(prepare(call))
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:
+        if not failed(exc):
+            raise
         raise ToolArgumentsError(
             call.name, f"preparing the arguments failed: {message_of(exc)}"
         ) from exc
@@ -128,7 +132,9 @@ async def gate_reason(
         else:
             verdict = gate(call)
         reason = await _resolved(verdict)
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:
+        if not failed(exc):
+            raise
         logger.warning("before_tool_call raised; the call is blocked: %s", message_of(exc))
         return f"the approval check failed ({described(exc)})"
     return None if reason is None else str(reason)
@@ -140,7 +146,9 @@ async def after_call(
     """``result`` as ``after`` replaces it (kept when it returns None or raises)."""
     try:
         replacement = await _resolved(after(result))
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:
+        if not failed(exc):
+            raise
         logger.warning("after_tool_call raised; the result is kept: %s", message_of(exc))
         return result
     return result if replacement is None else replacement

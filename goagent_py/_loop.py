@@ -37,6 +37,7 @@ from goagent_py._call_gates import (
     take_place,
     with_arguments,
 )
+from goagent_py._cancel import failed
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._conversation import held_with
 from goagent_py._deepcopy import snapshot_message
@@ -45,6 +46,7 @@ from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
 from goagent_py._recall import recall_message
 from goagent_py._records import run_result, text_of
 from goagent_py._redact import redact
+from goagent_py._shown import Shown
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
@@ -79,7 +81,6 @@ from goagent_py.errors import (
     ConfigurationError,
     GoAgentError,
     GuardrailTripped,
-    InvalidMediaTypeError,
     MaxIterationsError,
     MemoryStoreError,
     OutputValidationError,
@@ -290,14 +291,12 @@ def _misconfigured(results: list[ToolResult]) -> ConfigurationError | None:
     """The first :class:`ConfigurationError` a tool of the batch raised (an ``as_tool`` whose
     ``deps=`` or ``returns=`` function failed, a tool that built a misconfigured agent), or None.
     That is the developer's error, not the model's: the run records the batch and fails with it,
-    and the model is never shown it (an invalid media type, which data can cause, stays the
-    tool's error)."""
+    and the model is never shown it. The error tree says whose error it is (a value from data,
+    an :class:`InvalidInputError`, is not a ConfigurationError: the model reads it)."""
     for r in results:
         error = r.error
-        if (
-            type(error) is ToolExecutionError
-            and isinstance(cause := error.cause, ConfigurationError)
-            and not isinstance(cause, InvalidMediaTypeError)
+        if type(error) is ToolExecutionError and isinstance(
+            cause := error.cause, ConfigurationError
         ):
             return cause
     return None
@@ -373,6 +372,7 @@ class Run:
         "_recalled",
         "_results",
         "_resume_final",
+        "_shown_by",
         "_start",
         "_streamed",
         "_waiting",
@@ -434,6 +434,7 @@ class Run:
         self.clock: Callable[[], float] = time.time
         self.new_token: Callable[[], str] = new_token
         self._resume_final: Message | None = None
+        self._shown_by: Shown | None = None
         self.output = output
         self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
         self.output_value: Any = None
@@ -632,11 +633,17 @@ class Run:
         else:
             sent = list(messages)
         if o.transform_context is not None:
+            transform = o.transform_context
+            # A transform reads copies (one that changes them changes what this request sends,
+            # never the record); the built-in compactor, which anchors its measure on the
+            # identity of what it was sent and hands its strategy copies, reads the messages.
+            if getattr(transform, "_keeps_messages", False) is not True:
+                sent = _readable(sent)
             # A compactor reports its summary usage (counted in the run) and what it did.
             usage_token = USAGE_SINK.set(self._add_usage)
             event_token = EVENT_SINK.set(self._compactions.append)
             try:
-                sent = list(await _maybe_await(o.transform_context(sent)))
+                sent = list(await _maybe_await(transform(sent)))
             finally:
                 USAGE_SINK.reset(usage_token)
                 EVENT_SINK.reset(event_token)
@@ -885,20 +892,22 @@ class Run:
             try:
                 call = await prepared_call(o.prepare_arguments, call)
             except ToolArgumentsError as exc:
-                put(ToolExecutionStart(call, path=self.path))
+                if self.loud:
+                    put(ToolExecutionStart(self._shown().call(call), path=self.path))
                 return await self._after(error_result(call, exc))
         shown = call
         try:
             validated = checked_arguments(tool, call)
         except ToolArgumentsError as exc:
-            put(ToolExecutionStart(call, path=self.path))
+            if self.loud:
+                put(ToolExecutionStart(self._shown().call(call), path=self.path))
             return await self._after(error_result(call, exc))
         # The call as validated, for whom sees it (the start event, a gate); a quiet run without
         # a gate shows it to nobody.
         if validated is not None and (self.loud or o.before_tool_call is not None):
             shown = with_arguments(call, validated)
         if self.loud:
-            put(ToolExecutionStart(shown, path=self.path))
+            put(ToolExecutionStart(self._shown().call(shown), path=self.path))
         reason: str | None = None
         if o.before_tool_call is not None:
             reason = await gate_reason(
@@ -977,7 +986,7 @@ class Run:
         resumed: ToolResume | None,
     ) -> ToolContext:
         def report(update: Any) -> None:
-            put(ToolExecutionUpdate(call, update, path=self.path))
+            put(ToolExecutionUpdate(self._shown().call(call), update, path=self.path))
 
         return ToolContext(
             call=call,
@@ -995,7 +1004,16 @@ class Run:
         )
 
     def _current_messages(self) -> list[Message]:
-        return self._messages
+        # What ``ToolContext.transcript()`` reads: copies, made when a tool asks (issue 36).
+        return _readable(self._messages)
+
+    def _shown(self) -> Shown:
+        """The copies of the record this run's events carry (``goagent_py/_shown.py``): a
+        consumer that changes what an event carries never changes the record."""
+        shown = self._shown_by
+        if shown is None:
+            shown = self._shown_by = Shown()
+        return shown
 
     def _inline(self, calls: list[ToolCall]) -> bool:
         """Whether a quiet run's batch runs inline, in the run's task: one call, and nobody
@@ -1097,7 +1115,7 @@ class Run:
                 if isinstance(item, _Done):
                     results[item.index] = item.result
                     done += 1
-                    yield ToolExecutionEnd(item.result, path=self.path)
+                    yield ToolExecutionEnd(self._shown().result(item.result), path=self.path)
                 elif isinstance(item, _Failed):
                     raise item.exc
                 else:
@@ -1335,8 +1353,10 @@ class Run:
         self.pending_calls = []
         self.pending = held
         self.stop_reason = StopReason.DEFERRED
-        yield ToolsPending(list(held), path=self.path)
-        yield TurnEnd(iteration, message, [], path=self.path)
+        yield ToolsPending(
+            [replace(p, call=self._shown().call(p.call)) for p in held], path=self.path
+        )
+        yield TurnEnd(iteration, self._shown().message(message), [], path=self.path)
         yield FinalResponse(self.last_text, self.iterations, path=self.path)
         if self.o.short_term_memory is not None:
             if self.resume is not None and message is self.resume.message:
@@ -1427,8 +1447,9 @@ class Run:
         to_run = [(i, c) for i, c in to_run if c.id not in unasked]
         for result in results:
             if result is not None:
-                yield ToolExecutionStart(result.call, path=self.path)
-                yield ToolExecutionEnd(result, path=self.path)
+                seen = self._shown().result(result)
+                yield ToolExecutionStart(seen.call, path=self.path)
+                yield ToolExecutionEnd(seen, path=self.path)
         if to_run:
             subset = [c for _, c in to_run]
             self.pending_calls = subset
@@ -1455,7 +1476,9 @@ class Run:
             return
         for event in self._tool_messages(messages, finished):
             yield event
-        yield TurnEnd(0, message, finished, path=self.path)
+        yield TurnEnd(
+            0, self._shown().message(message), self._shown().results(finished), path=self.path
+        )
         # The batch answers a message stored already (the claim): its results are stored now,
         # in a plain run too, so a later failure cannot leave that message with calls no
         # resume reaches and no result answers (review6a).
@@ -1617,16 +1640,20 @@ class Run:
                     result = ToolResult(call, [TextBlock(text)], error)
                 else:
                     result = error_result(call, ToolBlockedError(call.name, _BESIDE_FINAL))
-                yield ToolExecutionStart(call, path=self.path)
-                yield ToolExecutionEnd(result, path=self.path)
+                shown = self._shown().result(result)
+                yield ToolExecutionStart(shown.call, path=self.path)
+                yield ToolExecutionEnd(shown, path=self.path)
                 results.append(result)
             yield from self._tool_messages(messages, results)
         elif not verdict.accepted and self._output_failure is None:  # no retry after the last
             retry = Message(Role.USER, [TextBlock(verdict.feedback)])
             self._append(messages, retry)
-            yield MessageStart(Role.USER, i, retry, path=self.path)
-            yield MessageEnd(retry, path=self.path)
-        yield TurnEnd(i, message, results, path=self.path)
+            shown_retry = self._shown().message(retry)
+            yield MessageStart(Role.USER, i, shown_retry, path=self.path)
+            yield MessageEnd(shown_retry, path=self.path)
+        yield TurnEnd(
+            i, self._shown().message(message), self._shown().results(results), path=self.path
+        )
 
     def _append(self, messages: list[Message], message: Message) -> None:
         messages.append(message)
@@ -1636,11 +1663,12 @@ class Run:
         self, messages: list[Message], taken: list[Message], queue: Literal["steering", "follow_up"]
     ) -> AsyncGenerator[AgentEvent, None]:
         self._injected = True
-        yield MessagesInjected(queue, list(taken), path=self.path)
+        yield MessagesInjected(queue, self._shown().messages(taken), path=self.path)
         for m in taken:
             self._append(messages, m)
-            yield MessageStart(Role.USER, self.iterations, m, path=self.path)
-            yield MessageEnd(m, path=self.path)
+            shown = self._shown().message(m)
+            yield MessageStart(Role.USER, self.iterations, shown, path=self.path)
+            yield MessageEnd(shown, path=self.path)
         if self.o.input_guardrails and (self.control is None or self.control.guards_taken()):
             # A queued message is user input as the prompt is: checked before any request
             # carries it (a served chat's /steer took text past every input guardrail). A
@@ -1781,8 +1809,9 @@ class Run:
                 messages.append(m)  # :meth:`_append`, without a call per message
                 self.new_messages.append(m)
                 if loud:
-                    yield MessageStart(Role.USER, 0, m, path=self.path)
-                    yield MessageEnd(m, path=self.path)
+                    shown = self._shown().message(m)
+                    yield MessageStart(Role.USER, 0, shown, path=self.path)
+                    yield MessageEnd(shown, path=self.path)
             if self.control is not None:
                 async for event in self._checkpoint():
                     yield event
@@ -1839,7 +1868,7 @@ class Run:
                         async for event in self._run_budget_spent(spent):
                             yield event
                 if loud:
-                    yield ModelRequest(i, request, path=self.path)
+                    yield ModelRequest(i, request, path=self.path, copy=self._shown().request)
                     yield MessageStart(Role.ASSISTANT, i, streaming=self.streaming, path=self.path)
                 response: CompletionResponse | None = None
                 if not loud and self.control is None and not self.streaming:
@@ -1885,7 +1914,12 @@ class Run:
                 self.last_text = text_of(message)
                 self._streamed = _NOTHING_STREAMED
                 if loud:
-                    yield MessageEnd(message, response.stop_reason, response.usage, path=self.path)
+                    yield MessageEnd(
+                        self._shown().message(message),
+                        response.stop_reason,
+                        response.usage,
+                        path=self.path,
+                    )
                 if (
                     self.output is not None
                     and (
@@ -1918,7 +1952,7 @@ class Run:
                     continue
                 if not message.tool_calls:  # rule 2: only the absence of tool calls ends a run
                     if loud:
-                        yield TurnEnd(i, message, [], path=self.path)
+                        yield TurnEnd(i, self._shown().message(message), [], path=self.path)
                     if self.control is not None and self._abort_due(
                         "now", "after_tools", "after_turn"
                     ):
@@ -1943,7 +1977,7 @@ class Run:
                         error_result(c, TokenBudgetError(o.max_run_tokens or 0, 0), note)
                         for c in calls
                     ]
-                    for r in results:
+                    for r in self._shown().results(results):
                         yield ToolExecutionStart(r.call, path=self.path)
                         yield ToolExecutionEnd(r, path=self.path)
                 elif response.stop_reason == StopReason.MAX_TOKENS:
@@ -1951,7 +1985,7 @@ class Run:
                         error_result(c, ToolArgumentsError(c.name, "cut off"), _TRUNCATED_CALL)
                         for c in calls
                     ]
-                    for r in results:
+                    for r in self._shown().results(results):
                         yield ToolExecutionStart(r.call, path=self.path)
                         yield ToolExecutionEnd(r, path=self.path)
                 else:
@@ -1991,7 +2025,12 @@ class Run:
                 else:
                     self._add_tool_messages(messages, results)
                 if loud:
-                    yield TurnEnd(i, message, results, path=self.path)
+                    yield TurnEnd(
+                        i,
+                        self._shown().message(message),
+                        self._shown().results(results),
+                        path=self.path,
+                    )
                 if self.control is not None:  # spare an async generator when it has nothing
                     async for event in self._checkpoint():
                         yield event
@@ -2127,8 +2166,9 @@ class Run:
             tool_msg = tool_message(result)
             self._append(messages, tool_msg)
             if self.loud:
-                yield MessageStart(Role.TOOL, self.iterations - 1, tool_msg, path=self.path)
-                yield MessageEnd(tool_msg, path=self.path)
+                shown = self._shown().message(tool_msg)
+                yield MessageStart(Role.TOOL, self.iterations - 1, shown, path=self.path)
+                yield MessageEnd(shown, path=self.path)
 
     def _add_tool_messages(self, messages: list[Message], results: list[ToolResult]) -> None:
         """:meth:`_tool_messages` of a quiet run: no event, so no generator (issue 36)."""
@@ -2179,7 +2219,9 @@ class Run:
             return await self._should_stop(state)
         except _Abort:
             raise
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            if not failed(exc):
+                raise
             self.log.warning("should_stop raised; the run goes on: %s", message_of(exc))
         return False
 
@@ -2252,15 +2294,20 @@ class Run:
         """End an aborted run: keep the partial answer, close every open call, persist, report."""
         kept = self._close_open(messages, "aborted")
         if kept is not None:
-            yield MessageEnd(kept, StopReason.ABORTED, Usage(), path=self.path)
+            yield MessageEnd(
+                self._shown().message(kept), StopReason.ABORTED, Usage(), path=self.path
+            )
         abandoned, self._abandoned = self._abandoned, []
         for result in abandoned:  # a live stream shows every call's end, an aborted one too
-            yield ToolExecutionEnd(result, path=self.path)
+            yield ToolExecutionEnd(self._shown().result(result), path=self.path)
         self.stop_reason = StopReason.ABORTED
         last = self.new_messages[-1] if self.new_messages else None
         yield (
             TurnEnd(
-                max(self.iterations - 1, 0), last or Message(Role.ASSISTANT), [], path=self.path
+                max(self.iterations - 1, 0),
+                Message(Role.ASSISTANT) if last is None else self._shown().message(last),
+                [],
+                path=self.path,
             )
         )
         async for event in self._persist(None):  # the trace only: no long-term write

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import IO, Any
 
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, InvalidInputError
 
 __all__ = [
     "MAX_PATH_DEPTH",
@@ -55,8 +55,9 @@ or a hostile repository's links) exhausted the process's descriptors, failing ev
 meanwhile, and ``write_file`` made the folders up to where it failed."""
 
 
-class PathEscapeError(ConfigurationError):
-    """A path was refused: it is not, or might not stay, inside the root.
+class PathEscapeError(InvalidInputError):
+    """A path was refused: it is not, or might not stay, inside the root (a value from data:
+    a tool that raises it tells the model, which can pick another path).
 
     Attributes:
         root: the root directory.

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 from goagent_py._conversation import HOLDING, conversation_key
@@ -51,7 +52,7 @@ from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking, waiting_at
 from goagent_py.approvals import Deny, pending_of
-from goagent_py.errors import ConfigurationError, ToolArgumentsError, ToolError
+from goagent_py.errors import ConfigurationError, ToolArgumentsError, ToolBlockedError, ToolError
 from goagent_py.events import AgentEvent, ToolExecutionUpdate
 from goagent_py.messages import (
     ContentBlock,
@@ -72,6 +73,11 @@ _DROPPED = (
 )
 
 __all__ = ["AgentTool", "ChildAgent", "HistoryMode", "as_tool", "unwrap"]
+
+# The agents whose runs, started through ``as_tool``, lead to the running code: an agent that
+# reaches itself again (a supervisor given itself, a tool that looks the agent up) is refused,
+# or each level ran the next and the runs grew as max_iterations ** depth.
+_RUNNING: ContextVar[tuple[object, ...]] = ContextVar("goagent_as_tool_running", default=())
 
 
 class ChildAgent(Protocol):
@@ -257,6 +263,13 @@ class AgentTool(Generic[_A]):
         """
         ctx = current_tool_context()
         path = (*ctx.path, self.name) if ctx is not None else (self.name,)
+        running = _RUNNING.get()
+        if any(agent is self.agent for agent in running):
+            raise ToolBlockedError(
+                self.name,
+                f"it runs an agent that is already running in this chain ({' > '.join(path)}): "
+                "an agent cannot call itself through as_tool; answer with what you have",
+            )
         deps = self.child_deps(ctx.deps if ctx is not None else None)
         held = ctx.conversations if ctx is not None else HOLDING.get()
         memory = self.agent.options.short_term_memory
@@ -270,9 +283,11 @@ class AgentTool(Generic[_A]):
                 "then sees only the prompt its parent writes)"
             )
         holding = HOLDING.set(held)
+        token = _RUNNING.set((*running, self.agent))
         try:
             return await self._execute(ctx, args, path, deps)
         finally:
+            _RUNNING.reset(token)
             HOLDING.reset(holding)
 
     async def _execute(

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from goagent_py._cancel import unasked
+from goagent_py._deepcopy import deepcopy
 from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py._records import tool_result
 from goagent_py._redact import redact
@@ -43,7 +45,14 @@ from goagent_py.errors import (
 )
 from goagent_py.events import CircuitOpen, ToolRetry, ToolTimeout
 from goagent_py.hooks import Hooks, call_hook, merge_hooks
-from goagent_py.messages import ContentBlock, TextBlock, ToolCall
+from goagent_py.messages import (
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+)
 from goagent_py.resilience import (
     CircuitBreaker,
     PerTool,
@@ -216,11 +225,17 @@ def _send(make: Callable[[tuple[str, ...]], Any]) -> None:
         put(make(path))
 
 
+def _shown(call: ToolCall) -> ToolCall:
+    """A copy of ``call`` for an event: the call the chain runs is the run's record (a consumer
+    that changed ``event.call.arguments`` changed it; see goagent_py/_shown.py)."""
+    return ToolCall(call.id, call.name, deepcopy(call.arguments))
+
+
 # The middlewares report through these, turned into events for the run that made the call.
 _EVENT_HOOKS = Hooks(
-    on_tool_retry=lambda c, n, e, d: _send(lambda p: ToolRetry(c, n, e, d, path=p)),
-    on_tool_timeout=lambda c, t: _send(lambda p: ToolTimeout(c, t, path=p)),
-    on_circuit_open=lambda c, u: _send(lambda p: CircuitOpen(c, u, path=p)),
+    on_tool_retry=lambda c, n, e, d: _send(lambda p: ToolRetry(_shown(c), n, e, d, path=p)),
+    on_tool_timeout=lambda c, t: _send(lambda p: ToolTimeout(_shown(c), t, path=p)),
+    on_circuit_open=lambda c, u: _send(lambda p: CircuitOpen(_shown(c), u, path=p)),
 )
 
 _DISPATCH_LOG = logging.getLogger("goagent_py.dispatch")
@@ -479,9 +494,9 @@ def _unasked(exc: asyncio.CancelledError) -> bool:
     """Whether ``exc`` is a CancelledError no one asked the running task for: the tool awaited
     something cancelled elsewhere (a task of its own, a future) and let it out. That is the
     tool's failure, an error result; a cancellation of the call (the run cancelled or aborted,
-    the tool timeout) always has the task's cancel request behind it, and propagates."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() == 0
+    the tool timeout) always has the task's cancel request behind it, and propagates
+    (``goagent_py/_cancel.py``)."""
+    return unasked()
 
 
 def _chain(base: DispatchFunc, middlewares: Sequence[DispatchMiddleware]) -> DispatchFunc:
@@ -499,10 +514,28 @@ def error_text(error: BaseException) -> str:
     return f"Error: {error}"
 
 
+def _all_blocks(content: list[Any]) -> bool:
+    for block in content:  # noqa: SIM110 - a loop, not all(): no generator per call (issue 36)
+        if not isinstance(block, _BLOCK_TYPES):
+            return False
+    return True
+
+
+def _not_blocks(name: str, content: object) -> ConfigurationError:
+    return ConfigurationError(
+        f"tool {name!r} returned {type(content).__name__} ({content!r:.80}), not a list of "
+        "content blocks: its execute() must return e.g. [TextBlock(text)] (or use @tool, "
+        "which turns any value into blocks)"
+    )
+
+
 def _recovered(tc: ToolCall, exc: BaseException) -> ToolExecutionError:
     """What exception recovery makes of ``exc``, raised by the tool of ``tc`` (call it in the
     ``except`` block: it takes the traceback being handled)."""
     return ToolExecutionError(tc.name, tc.arguments, exc, traceback.format_exc())
+
+
+_BLOCK_TYPES = (TextBlock, ImageBlock, DocumentBlock, ThinkingBlock)
 
 
 class Dispatcher:
@@ -687,6 +720,11 @@ class Dispatcher:
                         content = await chain(call)
                     finally:
                         _VALIDATED.reset(token)
+            if type(content) is not list or not _all_blocks(content):
+                # A tool of the protocol (not @tool) that returned something else: a str was
+                # sent as one block per character, None crashed the run. The developer's to
+                # fix, so a ConfigurationError: the run fails with it (docs/architecture.md).
+                raise _recovered(call, _not_blocks(call.name, content))
         except ToolError as exc:  # the specific error: timeout, open circuit, bad arguments...
             error = failure = exc
             content = [TextBlock(error_text(error))]

@@ -1,13 +1,18 @@
 """The error tree of goagent-py.
 
-Every error the framework raises derives from :class:`GoAgentError`. Misuse (a bad option, a
-missing extra, an invalid media type) is kept apart from failures at run time::
+Every error the framework raises derives from :class:`GoAgentError`. The developer's misuse (a
+bad option, a missing extra) is kept apart from data that was refused (a path outside a root, an
+unsupported media type: values a model, a user or a file chose) and from failures at run time::
 
     GoAgentError
-    ├── ConfigurationError              misuse, raised as early as possible (also a ValueError)
-    │   ├── MissingExtraError           an optional dependency is missing (also an ImportError)
-    │   │   └── MissingModelFileError   a model package is installed without (all of) its file
-    │   └── InvalidMediaTypeError       unsupported image/document media type
+    ├── ConfigurationError              the developer's misuse, raised as early as possible (also
+    │   │                               a ValueError); raised inside a tool, it fails the run
+    │   └── MissingExtraError           an optional dependency is missing (also an ImportError)
+    │       └── MissingModelFileError   a model package is installed without (all of) its file
+    ├── InvalidInputError               a value from data was refused (also a ValueError); raised
+    │   │                               inside a tool, the model reads it and can correct it
+    │   ├── InvalidMediaTypeError       unsupported image/document media type
+    │   └── PathEscapeError             a path outside a root (defined in goagent_py._paths)
     ├── UnsupportedContentError         a provider cannot send this kind of content
     ├── ProviderError                   the model call failed (status, body, Retry-After)
     ├── MaxIterationsError              the iteration budget ran out (iterations, last_thought)
@@ -34,7 +39,7 @@ missing extra, an invalid media type) is kept apart from failures at run time::
         ├── ToolArgumentsError          the arguments failed validation
         ├── ToolExecutionError          the tool raised; ``__cause__`` is what it raised
         ├── ToolTimeoutError            the tool ran past its timeout
-        ├── ToolBlockedError            ``before_tool_call`` refused the call
+        ├── ToolBlockedError            refused before it ran (``before_tool_call``, recursion)
         ├── ToolAbortedError            the run was aborted before the call finished
         └── CircuitOpenError            the tool's circuit breaker is open
 
@@ -63,6 +68,7 @@ __all__ = [
     "CorruptedDataError",
     "GoAgentError",
     "GuardrailTripped",
+    "InvalidInputError",
     "InvalidMediaTypeError",
     "LeaseLostError",
     "MaxIterationsError",
@@ -119,7 +125,20 @@ class GoAgentError(Exception):
 
 
 class ConfigurationError(GoAgentError, ValueError):
-    """The framework was used wrongly: a bad option, a bad argument, a missing dependency.
+    """The developer used the framework wrongly: a bad option, a bad argument in code, a
+    missing dependency. Only the developer can fix it, so a tool that raises one fails the run
+    (the model is not shown it: it cannot fix it). A value that came from data (a model's
+    tool arguments, a user's input, a file) and was refused is an :class:`InvalidInputError`.
+
+    Also a :class:`ValueError`, so ``except ValueError`` written for a bad argument still works.
+    """
+
+
+class InvalidInputError(GoAgentError, ValueError):
+    """A value that came from data was refused: a path outside a root, an unsupported media
+    type, an empty search query; values a model, a user or a file chose. A tool that raises one
+    gives the model an error result it reads and can correct (the run goes on), as any other
+    exception a tool raises. Not a :class:`ConfigurationError`: that is the developer's.
 
     Also a :class:`ValueError`, so ``except ValueError`` written for a bad argument still works.
     """
@@ -176,7 +195,7 @@ class MissingModelFileError(MissingExtraError):
         )
 
 
-class InvalidMediaTypeError(ConfigurationError):
+class InvalidMediaTypeError(InvalidInputError):
     """An image or document block carries a media type that is not supported."""
 
     def __init__(self, kind: str, media_type: str, allowed: tuple[str, ...]) -> None:
@@ -426,7 +445,9 @@ class ToolTimeoutError(ToolError):
 
 
 class ToolBlockedError(ToolError):
-    """``before_tool_call`` refused the call; ``reason`` is shown to the model."""
+    """The call was refused before it ran: ``before_tool_call`` refused it, or it would run
+    an agent already running in its chain (recursion through ``as_tool``); ``reason`` is shown
+    to the model."""
 
     def __init__(self, tool_name: str, reason: str) -> None:
         self.tool_name = tool_name

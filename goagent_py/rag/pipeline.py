@@ -30,7 +30,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, InvalidInputError
 from goagent_py.memory.base import Chunker, Embedder
 from goagent_py.memory.vector._common import check_filter
 from goagent_py.memory.vector.base import SearchOptions, VectorStore
@@ -438,8 +438,9 @@ class Pipeline(_Indexing):
             mode: "hybrid", "vector" or "keyword"; None for :attr:`default_mode`.
 
         Raises:
-            ConfigurationError: a blank query, a bad ``top_k`` or filter, a keyword mode
-                without a keyword index, or an unknown mode.
+            InvalidInputError: a blank query, a bad ``top_k`` or filter, or an unknown mode
+                (values a model may have chosen: a tool that raises it tells the model).
+            ConfigurationError: a keyword mode without a keyword index.
         """
         t0 = time.perf_counter()
         try:
@@ -460,13 +461,15 @@ class Pipeline(_Indexing):
         filter: Mapping[str, Any] | None,
         mode: SearchMode | None,
     ) -> list[SearchResult]:
+        # A query, top_k and mode are often the model's tool arguments: a bad one is data (the
+        # model reads it and can correct it), not the developer's misuse (docs/architecture.md).
         if not isinstance(query, str) or not query.strip():
-            raise ConfigurationError("search query must be a non-empty string")
+            raise InvalidInputError("search query must be a non-empty string")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
-            raise ConfigurationError(f"top_k must be a positive int, got {top_k!r}")
+            raise InvalidInputError(f"top_k must be a positive int, got {top_k!r}")
         mode = mode or self.default_mode
         if mode not in _MODES:
-            raise ConfigurationError(f"unknown search mode {mode!r}; use one of {_MODES}")
+            raise InvalidInputError(f"unknown search mode {mode!r}; use one of {_MODES}")
         if mode != "vector" and self.keyword_index is None:
             raise ConfigurationError(
                 f"search mode {mode!r} needs a keyword index: pass keyword_index= to Pipeline"

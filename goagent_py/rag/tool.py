@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from goagent_py.errors import ConfigurationError, ToolArgumentsError
+from goagent_py.errors import ConfigurationError, InvalidInputError, ToolArgumentsError
 from goagent_py.memory.vector._common import check_filter
 from goagent_py.messages import ContentBlock
 from goagent_py.rag.format import format_passages
@@ -80,7 +80,10 @@ class KnowledgeBaseTool:
         )
         self._top_k = top_k
         self._threshold = score_threshold
-        self._filter = check_filter(filter) or None
+        try:
+            self._filter = check_filter(filter) or None
+        except InvalidInputError as exc:  # the developer's fixed filter, not the model's
+            raise ConfigurationError(str(exc)) from None
         self._mode = mode
         self._format: Formatter = formatter or format_passages
 

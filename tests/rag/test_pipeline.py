@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, InvalidInputError
 from goagent_py.memory.base import Chunk
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
 from goagent_py.messages import ImageBlock, TextBlock
@@ -282,13 +282,13 @@ async def test_filters_and_thresholds_in_every_mode(
 async def test_search_validates_its_arguments() -> None:
     pipeline = Pipeline.in_memory(BatchWordEmbedder(), hybrid=False)
     assert pipeline.default_mode == "vector"
-    with pytest.raises(ConfigurationError, match="non-empty"):
+    with pytest.raises(InvalidInputError, match="non-empty"):
         await pipeline.search("  ")
-    with pytest.raises(ConfigurationError, match="top_k"):
+    with pytest.raises(InvalidInputError, match="top_k"):
         await pipeline.search("x", top_k=0)
     with pytest.raises(ConfigurationError, match="keyword index"):
         await pipeline.search("x", mode="hybrid")
-    with pytest.raises(ConfigurationError, match="unknown search mode"):
+    with pytest.raises(InvalidInputError, match="unknown search mode"):
         await pipeline.search("x", mode="fuzzy")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="filter"):
         await pipeline.search("x", filter={"bad key!": 1})

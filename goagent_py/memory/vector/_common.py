@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, InvalidInputError
 from goagent_py.memory.vector.base import Metric, UpsertEntry, Vector
 from goagent_py.messages import messages_to_json
 
@@ -96,36 +96,37 @@ def check_filter(filter: Mapping[str, Any] | None) -> dict[str, FilterValue]:
     integers within 64 bits).
 
     Raises:
-        ConfigurationError: (also a ValueError) a key or value that no backend can match
-            exactly; the message starts with "bad filter".
+        InvalidInputError: (also a ValueError) a key or value that no backend can match
+            exactly; the message starts with "bad filter". A filter is often built from a
+            model's tool arguments: a bad one is data the model can correct, not misuse.
     """
     if not filter:
         return {}
     if not isinstance(filter, Mapping):
-        raise ConfigurationError(f"bad filter: expected a mapping, got {type(filter).__name__}")
+        raise InvalidInputError(f"bad filter: expected a mapping, got {type(filter).__name__}")
     out: dict[str, FilterValue] = {}
     for key, value in filter.items():
         if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
-            raise ConfigurationError(
+            raise InvalidInputError(
                 f"bad filter: filter key {key!r} is not supported: use letters, digits, '_' or "
                 "'-' (starting with a letter or '_', at most 64 characters)"
             )
         if not isinstance(value, str | int | float):
-            raise ConfigurationError(
+            raise InvalidInputError(
                 f"bad filter: filter value for {key!r} must be a str, int, float or bool, "
                 f"got {type(value).__name__}"
             )
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigurationError(
+            raise InvalidInputError(
                 f"bad filter: filter value for {key!r} must be finite, got {value!r}"
             )
         if isinstance(value, int) and not _INT64[0] <= value <= _INT64[1]:
-            raise ConfigurationError(
+            raise InvalidInputError(
                 f"bad filter: filter value for {key!r} is an integer beyond 64 bits ({value}); "
                 "stores compare integers as 64-bit numbers"
             )
         if isinstance(value, str) and "\x00" in value:
-            raise ConfigurationError(
+            raise InvalidInputError(
                 f"bad filter: filter value for {key!r} must not contain NUL characters"
             )
         out[key] = value

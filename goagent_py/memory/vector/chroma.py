@@ -284,7 +284,7 @@ class ChromaStore:
         """How many entries the collection holds, or how many match ``filter``.
 
         Raises:
-            ConfigurationError: a bad filter (a ValueError too).
+            InvalidInputError: a bad filter (a ValueError too).
         """
         where = _where(check_filter(filter))
 
@@ -299,7 +299,7 @@ class ChromaStore:
         """Every entry matching ``filter``, by id, with score 0.
 
         Raises:
-            ConfigurationError: a bad filter (a ValueError too).
+            InvalidInputError: a bad filter (a ValueError too).
             MemoryStoreError: Chroma failed, or a stored record is corrupted.
         """
         where = _where(check_filter(filter))

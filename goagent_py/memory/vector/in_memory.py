@@ -253,7 +253,7 @@ class InMemoryVectorStore:
         """The version token of the entries matching ``filter`` (see ``GuardedStore``).
 
         Raises:
-            ConfigurationError: a filter no backend could match exactly.
+            InvalidInputError: a filter no backend could match exactly.
         """
         checked = check_filter(filter)
         with self._lock:
@@ -287,7 +287,7 @@ class InMemoryVectorStore:
         """How many entries the store holds, or how many match ``filter``.
 
         Raises:
-            ConfigurationError: a filter no backend could match exactly.
+            InvalidInputError: a filter no backend could match exactly.
         """
         checked = check_filter(filter)
         with self._lock:
@@ -301,7 +301,7 @@ class InMemoryVectorStore:
         """Every entry matching ``filter``, by id, with score 0 (copies).
 
         Raises:
-            ConfigurationError: a filter no backend could match exactly.
+            InvalidInputError: a filter no backend could match exactly.
         """
         checked = check_filter(filter)
         with self._lock:

@@ -401,7 +401,7 @@ class PgVectorStore(_PgLayout):
         """The version token of the entries matching ``filter`` (see ``GuardedStore``).
 
         Raises:
-            ConfigurationError: a bad filter.
+            InvalidInputError: a bad filter.
         """
         query, params = self._version_sql(filter)
 
@@ -475,7 +475,7 @@ class PgVectorStore(_PgLayout):
         """How many entries the table holds, or how many match ``filter``.
 
         Raises:
-            ConfigurationError: a bad filter.
+            InvalidInputError: a bad filter.
         """
         conds, params = self._filter_sql(check_filter(filter))
         where = f"WHERE {' AND '.join(conds)}" if conds else ""
@@ -493,7 +493,7 @@ class PgVectorStore(_PgLayout):
         """Every entry matching ``filter``, by id, with score 0.
 
         Raises:
-            ConfigurationError: a bad filter.
+            InvalidInputError: a bad filter.
             MemoryStoreError: the database failed, or a stored row is corrupted.
         """
         conds, params = self._filter_sql(check_filter(filter))
@@ -515,7 +515,8 @@ class PgVectorStore(_PgLayout):
         """The entries nearest ``vector`` under the store's metric, best first.
 
         Raises:
-            ConfigurationError: a bad vector or filter.
+            ConfigurationError: a bad vector.
+            InvalidInputError: a bad filter.
             MemoryStoreError: the database failed, or a stored row is corrupted.
         """
         options = options or SearchOptions()

@@ -15,7 +15,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py._describe import message_of
-from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
+from goagent_py.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    MemoryStoreError,
+    MissingExtraError,
+)
 from goagent_py.memory.vector._common import (
     FilterValue,
     as_vector,
@@ -174,7 +179,7 @@ class QdrantStore:
         try:
             await self._ensure()
             return await work()
-        except (ConfigurationError, MemoryStoreError):
+        except (ConfigurationError, InvalidInputError, MemoryStoreError):
             raise
         except Exception as exc:
             raise MemoryStoreError(f"{self!r}: {message_of(exc)}") from exc
@@ -246,7 +251,7 @@ class QdrantStore:
         """How many points the collection holds, or how many match ``filter`` (exact).
 
         Raises:
-            ConfigurationError: a bad filter.
+            InvalidInputError: a bad filter.
         """
         count_filter = self._filter(check_filter(filter))
 
@@ -263,7 +268,7 @@ class QdrantStore:
         """Every point matching ``filter``, by id, with score 0 (scrolled 256 at a time).
 
         Raises:
-            ConfigurationError: a bad filter.
+            InvalidInputError: a bad filter.
             MemoryStoreError: Qdrant failed, or a stored point is corrupted.
         """
         scroll_filter = self._filter(check_filter(filter))

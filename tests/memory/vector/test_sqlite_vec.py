@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from goagent_py._sqlite import connect_vec
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, InvalidInputError
 from goagent_py.memory.vector.base import SearchOptions, UpsertEntry
 from goagent_py.memory.vector.sqlite_vec import SqliteVecStore
 from goagent_py.messages import Message, Role, TextBlock, messages_to_json
@@ -261,8 +261,8 @@ async def test_a_filter_integer_beyond_64_bits_is_a_bad_filter(tmp_path: Path) -
     async with SqliteVecStore(tmp_path / "v.db", dimensions=3) as store:
         await store.upsert("a", [1.0, 0.0, 0.0], msg("a", n=2**63 - 1))
         for value in (2**64, -(2**63) - 1, 2**63):
-            with pytest.raises(ConfigurationError, match=r"bad filter.*beyond 64 bits"):
+            with pytest.raises(InvalidInputError, match=r"bad filter.*beyond 64 bits"):
                 await store.search([1.0, 0.0, 0.0], SearchOptions(filter={"n": value}))
-            with pytest.raises(ConfigurationError, match="bad filter"):
+            with pytest.raises(InvalidInputError, match="bad filter"):
                 await store.count({"n": value})
         assert await store.count({"n": 2**63 - 1}) == 1

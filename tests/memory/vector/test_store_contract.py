@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, InvalidInputError
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     CountableStore,
@@ -285,7 +285,7 @@ async def test_unsupported_filters_are_a_clear_error(
 ) -> None:
     store = await make_store(3)
     await store.upsert("a", [1.0, 0.0, 0.0], msg("a"))
-    with pytest.raises(ConfigurationError, match=f"bad filter.*{match}"):
+    with pytest.raises(InvalidInputError, match=f"bad filter.*{match}"):
         await store.search([1.0, 0.0, 0.0], SearchOptions(filter=filter))
     with pytest.raises(ValueError, match=match):  # as before ConfigurationError was one
         await store.count(filter)
