@@ -137,6 +137,9 @@ class Run:
     # frame): Session.abort is a no-op then, so _drive delivers it at the run's first event.
     abort_reason: str = ""
     abort_sent: bool = False
+    # Steers this run never took (it was stopped, failed or waits for decisions): told to the
+    # client before the run's end, never kept for a later turn (docs/serve.md, "Steering").
+    not_taken: list[str] = field(default_factory=list)
     # Waiting for an OpenAI client to run its own tools: the response that saw the calls has
     # ended, the run has not (the next request's tool results continue it).
     parked: bool = False
@@ -459,17 +462,28 @@ class Server:
                 if auto is not None and not run.abort_reason and not streams:
                     run.mapper.resuming(waiting_calls(live.session.transcript))
                     streams.append(live.session.stream_resume(auto))
+                elif not streams and not run.abort_reason and _goes_on(live.session):
+                    # A steer that came after the run's last look at its queue (while it
+                    # stored its answer): the run goes on with it, on this stream. Nothing
+                    # awaits between this check and the run's end (live.run = None), so a
+                    # steer is either taken here or refused with 409.
+                    streams.append(live.session.stream_continue())
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
             if started:
                 put(started.pop())
+            for item in self._not_taken(live, run):
+                put(item)
             for item in run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__):
                 put(item)
         else:
             if started:
                 put(started.pop())
+            for item in self._not_taken(live, run):
+                put(item)
             for item in run.mapper.finished():
                 put(item)
         finally:
+            live.session.clear_queues("steering")  # cancelled: nothing is kept either
             live.run = None
             if live.base_agent is not None:
                 live.session.set_agent(live.base_agent)
@@ -489,6 +503,14 @@ class Server:
                 await self._evict()
             finally:
                 await self._recorded(run, recorded)
+
+    @staticmethod
+    def _not_taken(live: Live, run: Run) -> list[dict[str, Any]]:
+        """The steers ``run`` leaves untaken (cleared from the session's queue) as the event
+        that gives them back to the client, or nothing."""
+        run.not_taken += [m.text for m in live.session.steering_queue]
+        live.session.clear_queues("steering")
+        return [run.mapper.not_taken(run.not_taken)] if run.not_taken else []
 
     @staticmethod
     async def _recorded(run: Run, recorded: asyncio.Task[None]) -> None:
@@ -589,12 +611,20 @@ class Server:
     @staticmethod
     def _abort(live: Live, run: Run, reason: str) -> None:
         # Steering belongs to the run it was sent to: a stopped run's pending steer must not
-        # become the next run's first message (the user's new message would go unanswered).
+        # become the next run's first message (the user's new message would go unanswered);
+        # the client is told it was not taken (Server._not_taken).
+        run.not_taken += [m.text for m in live.session.steering_queue]
         live.session.clear_queues("steering")
         run.abort_reason = run.abort_reason or reason
         if live.session.state.running and not run.abort_sent:
             run.abort_sent = True
             live.session.abort("now", reason=run.abort_reason)
+
+
+def _goes_on(session: Session) -> bool:
+    """Whether a session whose run just ended has steers to go on with (nothing waits for
+    decisions: a run that stopped for them cannot take a message)."""
+    return bool(session.steering_queue) and not session.pending
 
 
 def _lone_surrogate(data: Any) -> bool:

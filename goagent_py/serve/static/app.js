@@ -414,6 +414,7 @@
       }
       case "CUSTOM":
         if (event.name === "goagent.memory_recall") showMemories(event.value.memories);
+        else if (event.name === "goagent.not_taken") ctx.note = notTaken(event.value.messages || [], ctx.run);
         break;
       case "RUN_FINISHED": {
         ctx.ended = true;
@@ -423,16 +424,16 @@
             const due = i.expiresAt ? Date.parse(i.expiresAt) / 1000 : null;
             pendingCard(i.toolCallId || i.id, meta.toolName || "tool", meta.arguments || {}, meta.token, due);
           }
-          status("waiting for your decision");
+          status("waiting for your decision" + (ctx.note || ""), Boolean(ctx.note));
           break;
         }
         const took = ctx.firstToken === undefined ? "" : ` (first token ${ctx.firstToken.toFixed(0)} ms)`;
-        status((event.result && event.result.stopReason === "aborted" ? "stopped" : "done") + took);
+        status((event.result && event.result.stopReason === "aborted" ? "stopped" : "done") + took + (ctx.note || ""), Boolean(ctx.note));
         break;
       }
       case "RUN_ERROR":
         ctx.ended = true;
-        status(event.message, true);
+        status(event.message + (ctx.note || ""), true);
         break;
     }
   }
@@ -458,10 +459,12 @@
     state.controller = controller;
     // What the person sent in this run (its message, then what steered it): a dropped run's
     // messages are checked against what the server kept.
-    const run = { thread: state.thread, sent: message ? [message] : [] };
+    // steers: the bubbles of what steered it, with their text (taken back if the run did
+    // not take them).
+    const run = { thread: state.thread, sent: message ? [message] : [], steers: [] };
     state.run = run;
     const ctx = {
-      cards: knownCards(), bubble: null, pending: "", thinking: null, sent: performance.now(),
+      cards: knownCards(), bubble: null, pending: "", thinking: null, sent: performance.now(), run,
     };
     let how = "refused";
     let quiet = null;
@@ -641,7 +644,10 @@
       const run = state.run;
       try {
         await api(`/api/threads/${state.thread}/steer`, { method: "POST", body: { message: text } });
-        if (run) run.sent.push(text);  // kept by the server only if the run takes it
+        if (run) {
+          run.sent.push(text);  // kept by the server only if the run takes it
+          run.steers.push({ text, node: mine });
+        }
       } catch (error) {
         // Not taken (the run had ended, the connection is gone): the message goes back.
         mine.remove();
@@ -658,6 +664,26 @@
       return;
     }
     await send(text);
+  }
+
+  // Steers the run never took (it was stopped, failed, or stopped for approvals first): their
+  // bubbles go, their text goes back into the box (docs/serve.md, "Steering").
+  function notTaken(texts, run) {
+    const back = [];
+    for (const text of texts) {
+      if (typeof text !== "string") continue;
+      back.push(text);
+      if (!run) continue;
+      const i = run.steers.findIndex((s) => s.text === text);
+      if (i >= 0) run.steers.splice(i, 1)[0].node.remove();
+      const j = run.sent.indexOf(text);
+      if (j >= 0) run.sent.splice(j, 1);
+    }
+    if (!back.length) return "";
+    giveBack(back);
+    return back.length === 1
+      ? "; the agent did not take your last message: it is back in the box"
+      : "; the agent did not take your last messages: they are back in the box";
   }
 
   // Messages the server did not take go back into the box, before what was typed since.
