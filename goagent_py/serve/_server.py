@@ -205,6 +205,11 @@ class Server:
         self.runs: dict[str, Run] = {}
         self.clock: Callable[[], float] = time.time
         self._building = asyncio.Lock()
+        # Open change streams (GET /api/events), by user: each queue gets the changes of that
+        # user's threads; None ends the stream (docs/serve.md, "Several tabs").
+        self.watchers: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
+        self.max_watchers = 32  # per user; past it the oldest stream ends (the page reopens it)
+        self._closed = False
 
     # -- who is asking -------------------------------------------------------------------
 
@@ -346,7 +351,43 @@ class Server:
                 await live.run.done.wait()
             await live.storage.aclose()
 
+    # -- change streams (several tabs, several clients) ----------------------------------
+
+    def watch(self, user: str) -> asyncio.Queue[dict[str, Any] | None]:
+        """A queue of the changes to ``user``'s threads, until :meth:`unwatch` (past
+        ``max_watchers`` of theirs, the oldest one's stream is ended)."""
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        if self._closed:  # a stream opened while the server shuts down ends at once
+            queue.put_nowait(None)
+            return queue
+        theirs = self.watchers.setdefault(user, [])
+        theirs.append(queue)
+        while len(theirs) > self.max_watchers:
+            theirs.pop(0).put_nowait(None)
+        return queue
+
+    def unwatch(self, user: str, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        theirs = self.watchers.get(user)
+        if theirs is not None and queue in theirs:
+            theirs.remove(queue)
+            if not theirs:
+                del self.watchers[user]
+
+    def changed(self, user: str, kind: str, thread_id: str, **more: Any) -> None:
+        """Tell ``user``'s change streams that ``thread_id`` changed (``kind``: "running",
+        "ran", "renamed", "created", "deleted")."""
+        theirs = self.watchers.get(user)
+        if theirs:
+            event = {"type": kind, "threadId": thread_id, **more}
+            for queue in theirs:
+                queue.put_nowait(event)
+
     async def close(self) -> None:
+        self._closed = True
+        for queues in self.watchers.values():
+            for queue in queues:
+                queue.put_nowait(None)
+        self.watchers.clear()
         for user, thread_id in list(self.live):
             await self.drop(user, thread_id)
         # A run that ended (its stream closed) may still be writing its turn's record.
@@ -404,6 +445,8 @@ class Server:
                 raise
             run.mapper.resuming(waiting_calls(stored))
         run.task = asyncio.create_task(self._drive(live, run, text, decisions))
+        if self.watchers:
+            self.changed(user, "running", thread_id, runId=run_id)
         return run
 
     async def _drive(
@@ -485,6 +528,8 @@ class Server:
         finally:
             live.session.clear_queues("steering")  # cancelled: nothing is kept either
             live.run = None
+            if self.watchers:  # its messages are stored; reads of the index wait for its record
+                self.changed(run.user, "ran", run.thread_id, runId=run.run_id)
             if live.base_agent is not None:
                 live.session.set_agent(live.base_agent)
                 live.base_agent = None

@@ -5,9 +5,11 @@
   // decisions: the person's choices on the calls that wait, sent together once every card
   // is decided (the server takes a turn's decisions in one request).
   // run: the run this page streams now; dropped: the last one whose stream broke off.
+  // seen: the open thread's updated_at when this tab last showed it (live updates reload it
+  // when the server's is newer).
   const state = {
     thread: null, runId: null, controller: null, running: false, decisions: {}, run: null,
-    dropped: null,
+    dropped: null, seen: null,
   };
   // The connection (docs/serve.md, "A stream that breaks off"): lost from the first failed
   // request until the server answers again; meanwhile a notice says so and nothing is sent.
@@ -69,6 +71,7 @@
 
   function signedOut(message) {
     if (state.controller) state.controller.abort();
+    stopChanges();
     conn.lost = false;
     $("offline").hidden = true;
     state.thread = null;
@@ -288,8 +291,12 @@
     $("thread-title").textContent = plain(state.title || "");
   }
 
-  async function loadThreads() {
+  // adopt: the open thread's updated_at is what this tab shows (it just opened it, or its own
+  // run ended), so live updates do not reload it for that.
+  async function loadThreads(adopt) {
     const { threads } = await api("/api/threads");
+    const open = threads.find((t) => t.id === state.thread);
+    if (adopt && open) state.seen = open.updated_at;
     const list = $("threads");
     list.replaceChildren();
     for (const t of threads) {
@@ -340,7 +347,7 @@
       }
     }
     for (const p of pending || []) pendingCard(p.id, p.name, p.arguments, p.token, p.deadline);
-    await loadThreads();
+    await loadThreads(true);
     return messages;
   }
 
@@ -519,7 +526,7 @@
         how = "aborted";  // signed out: nothing to recover
       }
       if (!$("app").hidden && !conn.lost && how !== "dropped") {
-        await loadThreads().catch(() => {});
+        await loadThreads(how !== "refused").catch(() => {});
         await loadFacts();
       }
     }
@@ -692,6 +699,102 @@
     box.value = [...texts, box.value].filter((t) => t).join("\n\n");
   }
 
+  // Live updates (docs/serve.md, "Several tabs"): GET /api/events streams the changes to this
+  // user's threads (another tab's or client's run starting and ending, a thread made, renamed
+  // or deleted). One tab of this browser holds the stream (a Web Lock) and passes what comes to
+  // the others (a BroadcastChannel): a stream per tab would take one of the browser's six
+  // connections to this server each, and six tabs would leave none for anything else.
+  const live = { source: null, channel: null, holding: false, refreshing: false, again: false };
+
+  function followChanges() {
+    if (!live.channel && "BroadcastChannel" in window) {
+      live.channel = new BroadcastChannel("goagent.events");
+      live.channel.onmessage = (e) => changed(e.data);
+    }
+    if (live.holding) return;
+    live.holding = true;
+    if (navigator.locks && live.channel) {
+      navigator.locks.request("goagent.events", () => new Promise((release) => openChanges(release)));
+    } else {
+      openChanges(() => {});  // no locks (a page served over plain http off this machine)
+    }
+  }
+
+  // Held until signed out (release then lets another tab of this browser take it over).
+  function openChanges(release) {
+    if ($("app").hidden) {
+      live.holding = false;
+      release();
+      return;
+    }
+    const source = new EventSource("/api/events");
+    live.source = source;
+    live.release = release;
+    source.onmessage = (e) => {
+      let event;
+      try { event = JSON.parse(e.data); } catch (error) { return; }
+      if (live.channel) live.channel.postMessage(event);
+      changed(event);
+    };
+    source.onerror = () => {
+      // EventSource tries again by itself, unless the server refused (signed out, say).
+      if (source.readyState !== EventSource.CLOSED) return;
+      live.source = null;
+      setTimeout(() => { if (live.release === release && !live.source) openChanges(release); }, 5000);
+    };
+  }
+
+  function stopChanges() {
+    if (live.source) live.source.close();
+    live.source = null;
+    if (live.holding && live.release) live.release();
+    live.holding = false;
+    live.release = null;
+  }
+
+  function changed(event) {
+    if ($("app").hidden || !event || typeof event.type !== "string") return;
+    const here = event.threadId === state.thread;
+    if (event.type === "running") {
+      if (here && event.runId !== state.runId && !state.running) {
+        status("a reply is being written in another tab or client; it shows here when done");
+      }
+      return;
+    }
+    if (event.type === "ran" && event.runId === state.runId) return;  // this tab's own run
+    if (event.type === "deleted" && here && !state.running) {
+      state.thread = null;
+      state.seen = null;
+      $("messages").replaceChildren();
+      showTitle("goagent-py");
+      status("this chat was deleted in another tab or client");
+    }
+    refresh();
+  }
+
+  // The thread list again, and the open thread when it changed elsewhere (its updated_at is
+  // newer than what this tab shows); a burst of changes makes one reload after another.
+  async function refresh() {
+    if (live.refreshing) {
+      live.again = true;
+      return;
+    }
+    live.refreshing = true;
+    try {
+      do {
+        live.again = false;
+        const threads = await loadThreads().catch(() => null);
+        const open = threads && threads.find((t) => t.id === state.thread);
+        if (open && !state.running && !conn.lost && open.updated_at !== state.seen) {
+          await openThread(open.id, open.title).catch(() => {});
+          if (!state.running) status("updated");
+        }
+      } while (live.again);
+    } finally {
+      live.refreshing = false;
+    }
+  }
+
   async function start() {
     // /api/me answers 200 either way: a 401 would be a console error on every login page.
     const data = await api("/api/me");
@@ -713,6 +816,7 @@
     const last = localStorage.getItem("goagent.thread");
     const pick = threads.find((t) => t.id === last) || threads[0];
     if (pick) await openThread(pick.id, pick.title);
+    followChanges();
   }
 
   document.addEventListener("DOMContentLoaded", () => {
