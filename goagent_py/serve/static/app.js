@@ -468,7 +468,8 @@
     // messages are checked against what the server kept.
     // steers: the bubbles of what steered it, with their text (taken back if the run did
     // not take them).
-    const run = { thread: state.thread, sent: message ? [message] : [], steers: [] };
+    // unsure: steers sent without an answer (the connection broke): kept or not, unknown.
+    const run = { thread: state.thread, sent: message ? [message] : [], steers: [], unsure: [] };
     state.run = run;
     const ctx = {
       cards: knownCards(), bubble: null, pending: "", thinking: null, sent: performance.now(), run,
@@ -533,6 +534,8 @@
     if (how === "dropped") {
       state.dropped = run;
       connectionLost();
+    } else if (run.unsure.length && how === "done" && state.thread === run.thread) {
+      await settleUnsure(run);
     }
     return how;
   }
@@ -656,8 +659,15 @@
           run.steers.push({ text, node: mine });
         }
       } catch (error) {
-        // Not taken (the run had ended, the connection is gone): the message goes back.
         mine.remove();
+        if (conn.lost && run && state.run === run) {
+          // No answer: the server may have taken it. What it kept is looked at when the run's
+          // stream ends (or breaks off): shown if kept, back in the box if not.
+          run.sent.push(text);
+          run.unsure.push(text);
+          return;
+        }
+        // Refused (the run had just ended): the message goes back.
         giveBack([text]);
         status(error.message, true);
       }
@@ -673,6 +683,23 @@
     await send(text);
   }
 
+  // The run ended with steers whose answer never came: the thread as the server keeps it, and
+  // those it did not keep back in the box.
+  async function settleUnsure(run) {
+    const kept = await openThread(run.thread).catch(() => null);
+    if (!kept) {
+      giveBack(run.unsure);  // cannot tell: the person decides
+      return;
+    }
+    const users = kept.filter((m) => m.role === "user").map((m) => m.text);
+    const recent = users.slice(-run.sent.length - 1);
+    const lost = run.unsure.filter((t) => !recent.includes(t));
+    if (lost.length) {
+      giveBack(lost);
+      status("your last message did not reach the server; it is back in the box", true);
+    }
+  }
+
   // Steers the run never took (it was stopped, failed, or stopped for approvals first): their
   // bubbles go, their text goes back into the box (docs/serve.md, "Steering").
   function notTaken(texts, run) {
@@ -685,6 +712,8 @@
       if (i >= 0) run.steers.splice(i, 1)[0].node.remove();
       const j = run.sent.indexOf(text);
       if (j >= 0) run.sent.splice(j, 1);
+      const k = run.unsure.indexOf(text);
+      if (k >= 0) run.unsure.splice(k, 1);
     }
     if (!back.length) return "";
     giveBack(back);

@@ -92,3 +92,79 @@ def test_a_steer_a_stopped_run_never_took_goes_back_into_the_box(
     assert "did not take your last message" in driver.find_element(By.ID, "status").text
     assert served.provider.asked == ["go"]
     driver.quit()
+
+
+class _Gated:
+    """Streams "thinking…" for "go" and waits for the test; answers anything else at once."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.asked: list[str] = []
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        return text_response("unused")
+
+    async def stream(self, request: CompletionRequest) -> Any:
+        last = request.messages[-1].text
+        self.asked.append(last)
+        if last == "go":
+            yield TextDelta("thinking…")
+            await self.gate.wait()
+            yield StreamDone(text_response("thinking…"))
+            return
+        yield TextDelta(f"answer to {last}")
+        yield StreamDone(text_response(f"answer to {last}"))
+
+
+# The page's fetch of /steer reaches the server, then fails as a connection reset after the
+# request would: the person cannot know whether the server kept the message.
+_LOSE_STEER_ANSWERS = """
+const real = window.fetch;
+window.fetch = async (path, init) => {
+  const response = await real(path, init);
+  if (String(path).endsWith("/steer")) throw new TypeError("Failed to fetch");
+  return response;
+};
+"""
+
+
+def test_a_steer_whose_answer_was_lost_is_shown_once_as_the_server_kept_it(
+    served_app: Callable[[], Any], tmp_path: Any, launch_chromium: Callable[[], Any]
+) -> None:
+    from goagent_py.serve import create_app
+
+    provider = _Gated()
+    served = served_app()
+    served.start(
+        create_app(
+            lambda ctx: Agent(
+                provider=provider, model="scripted", short_term_memory=ctx.short_term_memory
+            ),
+            storage_path=str(tmp_path / "serve.db"),
+        )
+    )
+    driver = launch_chromium()
+    try:
+        wait = WebDriverWait(driver, _WAIT)
+        driver.get(served.base + "/")
+        wait.until(lambda d: d.find_element(By.ID, "whoami").text == "signed in as local")
+        driver.find_element(By.ID, "new-thread").click()
+        wait.until(lambda d: len(_texts(d, "#threads li")) == 1)
+        driver.find_element(By.ID, "input").send_keys("go")
+        driver.find_element(By.ID, "send").click()
+        wait.until(lambda d: _texts(d, "#messages .msg.assistant") == ["thinking…"])
+        driver.execute_script(_LOSE_STEER_ANSWERS)
+        driver.find_element(By.ID, "input").send_keys("and this")
+        driver.find_element(By.ID, "send").click()  # the server takes it; the page hears nothing
+        wait.until(lambda d: "and this" not in d.find_element(By.ID, "status").text)
+        served.call_soon(provider.gate.set)
+        wait.until(lambda d: "answer to and this" in _texts(d, "#messages .msg.assistant"))
+        wait.until(lambda d: d.find_element(By.ID, "send").text == "Send")
+        wait.until(lambda d: d.find_element(By.ID, "offline").get_attribute("hidden"))
+        # Shown once, as the server kept it, and not back in the box as if it was lost.
+        wait.until(lambda d: _texts(d, "#messages .msg.user") == ["go", "and this"])
+        assert driver.find_element(By.ID, "input").get_attribute("value") == ""
+        assert provider.asked == ["go", "and this"]
+    finally:
+        driver.quit()
+        served.close()
