@@ -144,7 +144,11 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
     async def threads(request: Request) -> Response:
         user = await server.user(request)
         if request.method == "GET":
-            return JSONResponse({"threads": await server.threads.list(user)})
+            listed = await server.threads.list(user)
+            for t in listed:  # a run going on in it (another tab's, another client's)
+                live = server.live.get((user, t["id"]))
+                t["running"] = live is not None and live.run is not None
+            return JSONResponse({"threads": listed})
         body = await server.body(request)
         title = body.get("title", _TITLE)
         if not isinstance(title, str) or len(title) > 200:

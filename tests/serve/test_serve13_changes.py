@@ -102,3 +102,32 @@ async def test_a_users_stream_never_carries_another_users_changes(db: str, helpe
     await asyncio.wait_for(alice.task, 30)
     assert app.server.watchers == {}
     await app.aclose()
+
+
+async def test_the_thread_list_says_which_threads_run_now(db: str, helpers: Any) -> None:
+    from goagent_py.testing import FunctionProvider
+
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    async def answer(request: Any) -> str:
+        entered.set()
+        await gate.wait()
+        return "done"
+
+    app = create_app(helpers.factory_for(FunctionProvider(answer)), storage_path=db)
+    async with helpers.client_for(app) as client:
+        tid = (await client.post("/api/threads", json={})).json()["id"]
+        other = (await client.post("/api/threads", json={})).json()["id"]
+        run = asyncio.create_task(client.post(f"/api/threads/{tid}/runs", json={"message": "q"}))
+        await entered.wait()
+        listed = {
+            t["id"]: t["running"] for t in (await client.get("/api/threads")).json()["threads"]
+        }
+        assert listed == {tid: True, other: False}
+        gate.set()
+        await run
+        listed = {
+            t["id"]: t["running"] for t in (await client.get("/api/threads")).json()["threads"]
+        }
+        assert listed == {tid: False, other: False}
+    await app.aclose()

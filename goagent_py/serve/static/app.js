@@ -347,7 +347,9 @@
       }
     }
     for (const p of pending || []) pendingCard(p.id, p.name, p.arguments, p.token, p.deadline);
-    await loadThreads(true);
+    const threads = await loadThreads(true);
+    const open = threads.find((t) => t.id === id);
+    if (open && open.running && !state.running) status(ELSEWHERE);
     return messages;
   }
 
@@ -734,6 +736,7 @@
   // the others (a BroadcastChannel): a stream per tab would take one of the browser's six
   // connections to this server each, and six tabs would leave none for anything else.
   const live = { source: null, channel: null, holding: false, refreshing: false, again: false };
+  const ELSEWHERE = "a reply is being written in another tab or client; it shows here when done";
 
   function followChanges() {
     if (!live.channel && "BroadcastChannel" in window) {
@@ -769,6 +772,8 @@
       // EventSource tries again by itself, unless the server refused (signed out, say).
       if (source.readyState !== EventSource.CLOSED) return;
       live.source = null;
+      // Refused: a session that ended shows the login form (the server says why).
+      api("/api/me").then((me) => { if (!me.authenticated) signedOut(me.error); }).catch(() => {});
       setTimeout(() => { if (live.release === release && !live.source) openChanges(release); }, 5000);
     };
   }
@@ -785,9 +790,7 @@
     if ($("app").hidden || !event || typeof event.type !== "string") return;
     const here = event.threadId === state.thread;
     if (event.type === "running") {
-      if (here && event.runId !== state.runId && !state.running) {
-        status("a reply is being written in another tab or client; it shows here when done");
-      }
+      if (here && event.runId !== state.runId && !state.running) status(ELSEWHERE);
       return;
     }
     if (event.type === "ran" && event.runId === state.runId) return;  // this tab's own run
@@ -816,7 +819,7 @@
         const open = threads && threads.find((t) => t.id === state.thread);
         if (open && !state.running && !conn.lost && open.updated_at !== state.seen) {
           await openThread(open.id, open.title).catch(() => {});
-          if (!state.running) status("updated");
+          if (!state.running && !open.running) status("updated");
         }
       } while (live.again);
     } finally {
