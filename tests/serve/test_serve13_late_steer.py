@@ -15,10 +15,12 @@ from goagent_py.testing import FunctionProvider
 
 
 class _Held:
-    """Holds the store of the assistant's answer ``text`` until released."""
+    """Holds the store of the assistant's answer ``text`` (or of its tool calls, with
+    ``calls``) until released."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str = "", *, calls: bool = False) -> None:
         self.text = text
+        self.calls = calls
         self.entered = asyncio.Event()
         self.release = asyncio.Event()
 
@@ -27,7 +29,11 @@ class _Held:
         real = memory.append
 
         async def append(*messages: Message) -> None:
-            if any(m.role is Role.ASSISTANT and m.text == self.text for m in messages):
+            if any(
+                m.role is Role.ASSISTANT
+                and (bool(m.tool_calls) if self.calls else m.text == self.text)
+                for m in messages
+            ):
                 self.entered.set()
                 await self.release.wait()
             await real(*messages)
@@ -152,4 +158,47 @@ async def test_a_steer_a_stopped_run_never_took_is_reported(db: str, helpers: An
             e["value"] for e in events if e["type"] == "CUSTOM" and e["name"] == "goagent.not_taken"
         ]
         assert returned == [{"messages": ["and this"]}]
+    await app.aclose()
+
+
+async def test_a_steer_a_run_stopped_for_approvals_never_took_is_reported(
+    db: str, helpers: Any
+) -> None:
+    from goagent_py import tool
+    from goagent_py.testing import tool_call_response
+
+    @tool(requires_approval=True)
+    def wipe(target: str) -> str:
+        """Wipe a target."""
+        return f"wiped {target}"
+
+    held = _Held(calls=True)
+
+    def answer(request: Any) -> Any:
+        return tool_call_response(("wipe", {"target": "disk"}))
+
+    provider = FunctionProvider(answer)
+
+    def factory(ctx: ThreadContext) -> Agent:
+        return Agent(provider=provider, model="m", tools=[wipe], short_term_memory=held.wrap(ctx))
+
+    app = create_app(factory, storage_path=db)
+    async with helpers.client_for(app) as client:
+        tid = await _thread(client)
+        stream = asyncio.create_task(
+            client.post(f"/api/threads/{tid}/runs", json={"message": "go"})
+        )
+        await held.entered.wait()
+        await client.post(f"/api/threads/{tid}/steer", json={"message": "and this"})
+        held.release.set()
+        events = helpers.sse_events((await stream).text)
+        assert events[-1]["type"] == "RUN_FINISHED"
+        assert events[-1]["outcome"]["type"] == "interrupt"  # waits for the person
+        returned = [
+            e["value"] for e in events if e["type"] == "CUSTOM" and e["name"] == "goagent.not_taken"
+        ]
+        assert returned == [{"messages": ["and this"]}]
+        msgs = (await client.get(f"/api/threads/{tid}/messages")).json()
+        assert [m["text"] for m in msgs["messages"] if m["role"] == "user"] == ["go"]
+        assert [p["name"] for p in msgs["pending"]] == ["wipe"]
     await app.aclose()
