@@ -106,7 +106,7 @@ def admit_outside_tools(
             owner[name] = source
     if warned is not None:
         warned.clear()
-        warned.update(clashes)
+        warned |= clashes
     order = {id(t): i for i, (_, t) in enumerate(offered)}
     return dict(sorted(chosen.items(), key=lambda item: order[id(item[1])]))
 

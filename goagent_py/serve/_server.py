@@ -465,6 +465,7 @@ class Server:
         started = [run.mapper.started()]
         durations: dict[str, float] = {}
         spent = 0  # model calls since the person last acted: "always" shares one budget
+        told = False  # whether the client was told of the steers the run did not take
         try:
             streams: list[AsyncIterator[AgentEvent]] = []
             if decisions is not None:
@@ -514,6 +515,7 @@ class Server:
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
             if started:
                 put(started.pop())
+            told = True
             for item in self._not_taken(live, run):
                 put(item)
             for item in run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__):
@@ -521,12 +523,14 @@ class Server:
         else:
             if started:
                 put(started.pop())
+            told = True
             for item in self._not_taken(live, run):
                 put(item)
             for item in run.mapper.finished():
                 put(item)
         finally:
-            live.session.clear_queues("steering")  # cancelled: nothing is kept either
+            if not told and live.session.steering_queue:
+                live.session.clear_queues("steering")  # cancelled: nothing is kept either
             live.run = None
             if self.watchers:  # its messages are stored; reads of the index wait for its record
                 self.changed(run.user, "ran", run.thread_id, runId=run.run_id)
@@ -553,8 +557,10 @@ class Server:
     def _not_taken(live: Live, run: Run) -> list[dict[str, Any]]:
         """The steers ``run`` leaves untaken (cleared from the session's queue) as the event
         that gives them back to the client, or nothing."""
-        run.not_taken += [m.text for m in live.session.steering_queue]
-        live.session.clear_queues("steering")
+        queued = live.session.steering_queue
+        if queued:
+            run.not_taken += [m.text for m in queued]
+            live.session.clear_queues("steering")
         return [run.mapper.not_taken(run.not_taken)] if run.not_taken else []
 
     @staticmethod
