@@ -38,6 +38,7 @@ from goagent_py._call_gates import (
     with_arguments,
 )
 from goagent_py._control import AbortMode, RunControl
+from goagent_py._conversation import held_with
 from goagent_py._deepcopy import snapshot_message
 from goagent_py._describe import described, message_of
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
@@ -983,6 +984,7 @@ class Run:
             deps=self.deps,
             can_wait=True,
             resumed=resumed,
+            conversations=held_with(self.o.short_term_memory),
         )
 
     def _current_messages(self) -> list[Message]:
@@ -1491,7 +1493,7 @@ class Run:
         mode = self.output_mode
         prepare = self.o.prepare_arguments
 
-        async def judged() -> Verdict:
+        async def judged_one(raw: str, call: ToolCall | None) -> Verdict:
             text = raw
             if call is not None and prepare is not None:
                 # The final_result call is a call the model made: repaired as every other call
@@ -1501,6 +1503,19 @@ class Run:
                 except ToolArgumentsError as exc:
                     return spec.rejected(raw, call, exc.details)
             return await spec.judge(text, call, mode, context, cut_off_at=cut_off_at)
+
+        async def judged() -> Verdict:
+            verdict = await judged_one(raw, call)
+            if verdict.accepted or call is None:
+                return verdict
+            # Several final_result calls in one response: the first valid one is the answer
+            # (docs/typed-output.md); the model was asked again although it had given one.
+            for other in message.tool_calls:
+                if other is not call and other.name == FINAL_RESULT_TOOL:
+                    again = await judged_one(spec.arguments_text(other), other)
+                    if again.accepted:
+                        return again
+            return verdict
 
         # The validators are user code: in a session, one that hangs never holds an abort.
         verdict = await (judged() if self.control is None else self._unheld(judged))

@@ -45,6 +45,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
+from goagent_py._conversation import HOLDING, conversation_key
 from goagent_py._describe import described
 from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
@@ -256,6 +257,26 @@ class AgentTool(Generic[_A]):
         ctx = current_tool_context()
         path = (*ctx.path, self.name) if ctx is not None else (self.name,)
         deps = self.child_deps(ctx.deps if ctx is not None else None)
+        held = ctx.conversations if ctx is not None else HOLDING.get()
+        memory = self.agent.options.short_term_memory
+        if memory is not None and conversation_key(memory) in held:
+            # The child would write its own turns into a record a parent run is writing (in
+            # the middle of the parent's turn), and read the parent's conversation as its own.
+            raise ConfigurationError(
+                f"as_tool({self.name!r}): the sub-agent's short_term_memory keeps the "
+                "conversation of a run it is part of (its parent's, or an ancestor's): give the "
+                "sub-agent a memory of its own (its own storage or session id) or none (it "
+                "then sees only the prompt its parent writes)"
+            )
+        holding = HOLDING.set(held)
+        try:
+            return await self._execute(ctx, args, path, deps)
+        finally:
+            HOLDING.reset(holding)
+
+    async def _execute(
+        self, ctx: ToolContext | None, args: dict[str, Any], path: tuple[str, ...], deps: Any
+    ) -> list[ContentBlock]:
         if ctx is not None and ctx.resumed is not None:
             run = await self.agent.start_resume(
                 ctx.resumed.decisions,

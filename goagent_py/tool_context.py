@@ -18,7 +18,7 @@ Outside a run (a tool called directly, in a test) :func:`current_tool_context` r
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -124,6 +124,9 @@ class ToolContext:
             durable activity cannot).
         resumed: when the run resumed a call that waited (:meth:`wait_for`), its state and
             the decisions; None otherwise.
+        conversations: the stored conversations of the run and the runs it is part of (an
+            agent used as a tool): a sub-agent whose short-term memory keeps one of them is
+            refused (the loop sets it; empty by default).
     """
 
     call: ToolCall
@@ -139,6 +142,7 @@ class ToolContext:
     cancel_event: threading.Event = field(default_factory=_CancelEvent, repr=False)
     can_wait: bool = False
     resumed: ToolResume | None = field(default=None, repr=False)
+    conversations: frozenset[Hashable] = field(default=frozenset(), repr=False)
 
     def deps_as(self, kind: type[D]) -> D:
         """The run's deps, typed: ``current_tool_context().deps_as(MyDeps).db``.

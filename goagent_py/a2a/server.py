@@ -18,11 +18,12 @@ import asyncio
 import contextlib
 import inspect
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from goagent_py._conversation import conversation_key
 from goagent_py._http_guard import OriginGuard
 from goagent_py.a2a._mapping import (
     ANSWER_ARTIFACT,
@@ -46,6 +47,10 @@ __all__ = ["a2a_app", "run_a2a"]
 AgentFactory = Callable[[str], Agent | Awaitable[Agent]]
 """Builds the agent of one A2A context (its id given): e.g. one with its own stored memory."""
 
+# Conversations remembered as a context's (see _Runner._owners): far more than max_contexts,
+# so a conversation an evicted context kept is still refused to the other contexts.
+_MAX_OWNERS = 65536
+
 # How long a CancelTask waits for the aborted run to wind down before the SDK cancels it.
 _CANCEL_GRACE = 10.0
 
@@ -68,6 +73,11 @@ class _Runner:
         self._max_contexts = max_contexts
         self._max_running = max_running
         self._sessions: OrderedDict[str, Session] = OrderedDict()
+        # The conversation each context's memory keeps (see goagent_py._conversation): a context is
+        # one conversation, never another client's (a memory shared by two contexts let each
+        # read the other's prompts and answers). Kept past a context's eviction, as its stored
+        # conversation is; bounded, the oldest forgotten first.
+        self._owners: OrderedDict[Hashable, str] = OrderedDict()
         self._running: dict[str, _Running] = {}
         self._building = asyncio.Lock()
 
@@ -81,10 +91,29 @@ class _Runner:
                     agent = await built if inspect.isawaitable(built) else built
                     if not isinstance(agent, Agent):
                         raise ConfigurationError("the agent factory must return an Agent")
+                self._claim(context_id, agent)
                 session = Session(agent)
             self._sessions[context_id] = session  # most recently used last
             self._evict()
             return session
+
+    def _claim(self, context_id: str, agent: Agent) -> None:
+        memory = agent.options.short_term_memory
+        if memory is None:
+            return  # the session holds this context's transcript itself
+        key = conversation_key(memory)
+        owner = self._owners.get(key)
+        if owner is not None and owner != context_id:
+            raise ConfigurationError(
+                f"the agent factory returned, for context {context_id!r}, an agent whose "
+                f"short-term memory keeps the conversation of another context ({owner!r}): each "
+                "context must get its own (e.g. storage keyed by the context id the factory is "
+                "given), or every client would read the others' messages"
+            )
+        self._owners[key] = context_id
+        self._owners.move_to_end(key)
+        while len(self._owners) > _MAX_OWNERS:
+            self._owners.popitem(last=False)
 
     def is_running(self, task_id: str) -> bool:
         """Whether ``task_id``'s run is in progress here (the task store keeps it then)."""
@@ -118,7 +147,14 @@ class _Runner:
                     task_id, context_id, types.TaskState.TASK_STATE_SUBMITTED, [], [context.message]
                 )
                 await queue.enqueue_event(submitted)
-            running.session = await self._session(context_id)
+            try:
+                running.session = await self._session(context_id)
+            except ConfigurationError as exc:  # the developer's factory: the task says why
+                updater = tasks.TaskUpdater(queue, task_id, context_id)
+                await updater.failed(
+                    updater.new_agent_message(answer_parts(f"the agent failed: {exc}"))
+                )
+                return
             await self._run(running, prompt, tasks.TaskUpdater(queue, task_id, context_id))
         finally:
             running.done.set()
@@ -281,7 +317,8 @@ def a2a_app(
 
     Raises:
         MissingExtraError: the ``a2a`` extra is not installed.
-        ConfigurationError: a bad URL, path or limit, or a factory without ``name=``.
+        ConfigurationError: a bad URL, path or limit, a factory without ``name=``, or an agent
+            with short-term memory (one conversation for every context: pass a factory).
     """
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"a2a_app needs the http(s) URL clients reach it at, got {url!r}")
@@ -297,6 +334,15 @@ def a2a_app(
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ConfigurationError(f"max_body must be a number of bytes >= 1, got {max_body!r}")
     if isinstance(agent, Agent):
+        if agent.options.short_term_memory is not None:
+            raise ConfigurationError(
+                "the served agent has short-term memory, which would be one conversation for "
+                "every A2A context (each client would read the others' prompts and answers): "
+                "pass a factory instead, a2a_app(make_agent, name=...), where "
+                "make_agent(context_id) returns an agent whose storage is keyed by the context "
+                "id, or serve an agent without short_term_memory (each context's session keeps "
+                "its conversation in memory)"
+            )
         card_name = name or agent.name or "goagent-py"
         tools = [t.definition.name for t in agent.tools]
     elif callable(agent):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from goagent_py._conversation import conversation_key
 from goagent_py.agent import Agent
 from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError
@@ -337,6 +338,27 @@ class Server:
                     agent = await agent
                 if not isinstance(agent, Agent):
                     raise ConfigurationError("the agent factory must return an Agent")
+                own = agent.options.short_term_memory
+                if own is not None and conversation_key(own) != conversation_key(memory):
+                    # One memory for every thread: each user would read the others' messages.
+                    await storage.aclose()
+                    raise HttpError(
+                        500,
+                        "the agent factory returned an agent whose short_term_memory is not this "
+                        "thread's: pass ThreadContext.short_term_memory (or a ShortTermMemory on "
+                        "its storage) as the agent's short_term_memory",
+                    )
+                if agent.options.long_term_memory is not None and agent.name != memory_scope(user):
+                    # Long-term memory is scoped by the agent's name: one name for every user
+                    # recalled each user's facts (a doctor, an address) in the others' runs.
+                    await storage.aclose()
+                    raise HttpError(
+                        500,
+                        f"the agent factory returned an agent with long-term memory named "
+                        f"{agent.name!r}, which is not this user's scope: pass "
+                        "name=ThreadContext.memory_scope (long-term memory is kept and recalled "
+                        "per agent name, so one name would share every user's memories)",
+                    )
                 live = Live(Session(agent), storage)
                 self.live[key] = live
             else:  # most recently used last, for _evict

@@ -1,0 +1,51 @@
+"""Which stored conversation a short-term memory reads and writes, as a key two memories share
+exactly when they are one conversation (as far as it can be told): a server that gives each
+client its own conversation refuses a memory another client's conversation already holds
+(docs/a2a.md, "Serve an agent")."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["HOLDING", "conversation_key", "held_with"]
+
+HOLDING: ContextVar[frozenset[Hashable]] = ContextVar(
+    "goagent_py_conversations", default=frozenset()
+)
+"""The conversations of the runs an agent-as-tool call is inside (set by the call around its
+child run): a child whose memory keeps one of them would write its own turns into a parent's
+record, in the middle of the parent's turn."""
+
+
+def conversation_key(memory: Any) -> Hashable:
+    """The conversation ``memory`` keeps: the same memory or storage object, a SQLite file and
+    session id, or a PostgreSQL pool, table and session id give the same key. A storage of
+    another kind is known by its identity only."""
+    storage = getattr(memory, "storage", None)
+    if storage is None:
+        return ("memory", id(memory))
+    kind = type(storage).__name__
+    session_id = getattr(storage, "session_id", None)
+    if kind == "SQLiteStorage" and isinstance(session_id, str):
+        path = str(getattr(storage, "path", ""))
+        if path not in ("", ":memory:") and not path.startswith("file:"):
+            return ("sqlite", os.path.realpath(path), session_id)
+    if kind == "PostgresStorage" and isinstance(session_id, str):
+        pool = getattr(storage, "_pool", None)
+        return (
+            "postgres",
+            id(pool),
+            getattr(storage, "schema", ""),
+            getattr(storage, "table", ""),
+            session_id,
+        )
+    return ("storage", id(storage))
+
+
+def held_with(memory: Any) -> frozenset[Hashable]:
+    """The conversations held where this is called (see :data:`HOLDING`), with ``memory``'s."""
+    held = HOLDING.get()
+    return held if memory is None else held | {conversation_key(memory)}
