@@ -117,3 +117,22 @@ async def test_sessionless_clients_get_a_conversation_per_ask_never_anothers() -
             assert await _ask(a, "I am Ana") == "I am Ana"
             assert await _ask(b, "who am I?") == "who am I?"
             assert await _ask(a, "who am I?") == "who am I?"
+
+
+async def test_a_factory_giving_every_session_one_memory_is_refused_not_shared() -> None:
+    shared = ShortTermMemory()
+    provider = _recalling()
+
+    def build(session_id: str) -> Agent:
+        return Agent(provider=provider, model="m", short_term_memory=shared)
+
+    app = http_app(serve_agent(build, name="helper"))
+    async with serving(app) as port:
+        first, second = _clients("http", port)
+        async with first as a, second as b:
+            assert await _ask(a, "my secret is 42") == "my secret is 42"
+            refused = await b.call_tool("ask", {"prompt": "what is the secret?"})
+            assert refused.is_error
+            assert "another MCP session's conversation" in refused.content[0].text
+            assert "42" not in refused.content[0].text
+    assert [m.text for m in await shared.messages() if m.role is Role.USER] == ["my secret is 42"]
