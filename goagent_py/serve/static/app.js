@@ -817,7 +817,9 @@
         live.again = false;
         const threads = await loadThreads().catch(() => null);
         const open = threads && threads.find((t) => t.id === state.thread);
-        if (open && !state.running && !conn.lost && open.updated_at !== state.seen) {
+        // Newer only: a list read while this tab's own run went on is older than what the
+        // tab adopted when the run ended (reloading then replaced the cards being clicked).
+        if (open && !state.running && !conn.lost && !(open.updated_at <= state.seen)) {
           await openThread(open.id, open.title).catch(() => {});
           if (!state.running && !open.running) status("updated");
         }
