@@ -991,8 +991,9 @@ class Run:
         return self._messages
 
     def _inline(self, calls: list[ToolCall]) -> bool:
-        """Whether a batch runs inline, in the run's task: one call, and nobody who watches
-        it live (no session, no stream, no ``on_tool_call``), so no task is needed."""
+        """Whether a quiet run's batch runs inline, in the run's task: one call, and nobody
+        who watches it live (no session, no stream, no ``on_tool_call``), so no task is
+        needed. A run whose events someone iterates never does (see :meth:`_tools`)."""
         return (
             len(calls) == 1
             and self.control is None
@@ -1037,15 +1038,10 @@ class Run:
             c.name in o.sequential_tools for c in calls
         )
         limit = 1 if sequential else (o.max_parallel_tools or n)
-        if self._inline(calls):
-            # Nobody watches live: run the lone call inline; its events follow it.
-            pending: list[Any] = []  # list.append is safe from a sync tool's worker thread
-            result = await self._run_inline(iteration, message, calls[0], pending.append)
-            results[0] = result
-            for item in pending:
-                yield item
-            yield ToolExecutionEnd(result, path=self.path)
-            return
+        # No inline shortcut here: whoever iterates these events (a stream, hooks, a parent
+        # run that forwards a sub-agent's events to its user) sees each when it happens; a
+        # lone call run inline delivered its start only with its end (code12). A quiet run
+        # (nobody sees its events) runs a lone call inline (:meth:`_run_inline`).
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -1710,12 +1706,15 @@ class Run:
             raise
         finally:
             control._attach(previous)
-        if task.cancelled():
-            self.log.warning("a hook was still running when the run was aborted; given up")
-            return
+        # What the hook set comes back even when it was given up, as it would have stayed had
+        # it been awaited in place and cancelled (merged hooks before or after the one that
+        # hung may have restored the run's context: the OpenTelemetry hooks' on_run_end).
         for var, value in context.items():
             if var.get(_UNSET) is not value:
                 var.set(value)
+        if task.cancelled():
+            self.log.warning("a hook was still running when the run was aborted; given up")
+            return
         task.result()  # its error, for the hook's logging
 
     async def _events(self) -> AsyncGenerator[AgentEvent, None]:

@@ -34,6 +34,7 @@ from typing import IO, Any
 from goagent_py.errors import ConfigurationError
 
 __all__ = [
+    "MAX_PATH_DEPTH",
     "PathEscapeError",
     "open_dir_in_root",
     "open_entry_in_root",
@@ -47,6 +48,11 @@ __all__ = [
 StrPath = str | os.PathLike[str]
 
 _MAX_SYMLINKS = 40  # as Linux's own limit: a loop ends in a refusal, not a hang
+MAX_PATH_DEPTH = 256
+"""The most components a path may have (symlinks followed): a path is opened one component at
+a time and holds one descriptor per level, so a path thousands of folders deep (from a model,
+or a hostile repository's links) exhausted the process's descriptors, failing every other open
+meanwhile, and ``write_file`` made the folders up to where it failed."""
 
 
 class PathEscapeError(ConfigurationError):
@@ -111,7 +117,13 @@ def _parts(root: Path, user_path: StrPath, *, allow_root: bool = False) -> list[
         raise PathEscapeError(shown, text, "'..' components are not allowed")
     if not parts and not allow_root:
         raise PathEscapeError(shown, text, "it names the root itself, not a file in it")
+    if len(parts) > MAX_PATH_DEPTH:
+        raise PathEscapeError(shown, text, _too_deep())
     return parts
+
+
+def _too_deep() -> str:
+    return f"it is more than {MAX_PATH_DEPTH} folders deep"
 
 
 def resolve_in_root(root: StrPath, user_path: StrPath) -> Path:
@@ -316,6 +328,8 @@ def walk_files(
     *,
     skip: frozenset[str] = frozenset(),
     stop: Callable[[], bool] | None = None,
+    max_depth: int | None = None,
+    too_deep: Callable[[str], None] | None = None,
 ) -> Iterator[tuple[str, str, int]]:
     """``(directory, name, directory descriptor)`` of each regular file below ``top_fd``.
 
@@ -326,6 +340,11 @@ def walk_files(
     in its parent's descriptor with ``O_NOFOLLOW``, so one swapped for a symlink while the walk
     runs is skipped, never entered. The descriptor is valid until the next item: open the file
     in it (``dir_fd=``) before moving on.
+
+    The walk holds one descriptor per level it is in: ``max_depth`` bounds the levels entered
+    (a chain of folders thousands deep would exhaust the process's descriptors, failing every
+    other open meanwhile); ``too_deep(directory)`` is told of each folder whose subfolders were
+    not entered for it.
     """
     frames: list[tuple[int, str, list[str]]] = []  # (fd, relative dir, subdirs still to visit)
     fd, rel = top_fd, ""
@@ -344,6 +363,10 @@ def walk_files(
                 with contextlib.suppress(OSError):
                     if entry.name not in skip and entry.is_dir(follow_symlinks=False):
                         subdirs.append(entry.name)
+            if subdirs and max_depth is not None and len(frames) >= max_depth:
+                subdirs = []
+                if too_deep is not None:
+                    too_deep(rel)
             frames.append((fd, rel, subdirs[::-1]))
             fd = -1
             while frames and fd < 0:
@@ -429,6 +452,9 @@ def _open_walking(
             names.append(name)
             if file_step:
                 return _regular_file(fd, refuse, directory_too=either), names
+            if len(stack) >= MAX_PATH_DEPTH:  # links led this deep: one descriptor per level
+                os.close(fd)
+                raise refuse(_too_deep())
             stack.append(fd)
         if not directory:
             raise refuse("it names the root itself, not a file in it")

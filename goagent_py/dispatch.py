@@ -89,7 +89,11 @@ class CircuitBreakerConfig:
     each key gets its own breaker, e.g. one per user of a served app,
     ``key=lambda call, ctx: ctx.deps.user_id`` (``agent.run(..., deps=...)``), or one per host
     a fetch tool calls. Breakers of keys with nothing to remember (closed, no failure counted,
-    no call running) are dropped, so the table does not grow with every user ever seen.
+    no call running) are dropped, so the table does not grow with every user ever seen; and it
+    holds at most ``max_keys`` breakers: past that, the breaker of the key used least recently
+    (with no call running) goes, so keys that failed once and never came back cannot fill it.
+    A key that keeps calling is the one used last, so an open circuit that is still being hit
+    stays; a key evicted starts again from a closed circuit with no failure counted.
 
     Attributes:
         max_failures: consecutive failures that open a circuit (> 0).
@@ -98,14 +102,18 @@ class CircuitBreakerConfig:
             :class:`~goagent_py.tool_context.ToolContext` (None outside a run) returning a
             hashable key: one breaker per tool and key. Should it raise, the call fails with
             that error (and is not counted).
+        max_keys: with ``key``, the most breakers kept (an int > 0; 10,000 by default, a few
+            MB): the least recently used key's breaker is dropped to make room.
     """
 
     max_failures: int = 5
     reset_timeout: float = 30.0
     key: BreakerKey | None = None
+    max_keys: int = 10_000
 
     def __post_init__(self) -> None:
         check_circuit_breaker(self.max_failures, self.reset_timeout, owner="CircuitBreakerConfig")
+        _check_max_keys(self.max_keys, "CircuitBreakerConfig")
         if self.key is not None and not callable(self.key):
             raise ConfigurationError(
                 f"CircuitBreakerConfig: key must be None or a function (call, context) -> a "
@@ -172,6 +180,13 @@ def check_dispatch_settings(
                 f"dispatch middleware {middleware!r} is not callable: a middleware takes "
                 "the next DispatchFunc and returns one"
             )
+
+
+def _check_max_keys(max_keys: object, owner: str) -> None:
+    if not isinstance(max_keys, int) or isinstance(max_keys, bool) or max_keys <= 0:
+        raise ConfigurationError(
+            f"{owner}: max_keys must be an int > 0 (the most keyed breakers kept), got {max_keys!r}"
+        )
 
 
 def _check_timeout(seconds: object, said: str) -> None:
@@ -318,18 +333,22 @@ def circuit_breaker_middleware(
     clock: Callable[[], float] | None = None,
     logger: logging.Logger | None = None,
     key: BreakerKey | None = None,
+    max_keys: int = 10_000,
 ) -> DispatchMiddleware:
     """A circuit breaker per tool name (and per ``key``); rejected calls fail with
     :class:`CircuitOpenError`.
 
-    With ``hooks``, ``on_circuit_open(call, open_until)`` fires on every rejection. ``key``:
-    see :class:`CircuitBreakerConfig` (the breakers of keys are dropped when idle).
+    With ``hooks``, ``on_circuit_open(call, open_until)`` fires on every rejection. ``key`` and
+    ``max_keys``: see :class:`CircuitBreakerConfig` (the breakers of keys are dropped when idle,
+    and the least recently used past ``max_keys``).
 
     Raises:
         ConfigurationError: a setting is out of range (checked now, not at the first call).
     """
     check_circuit_breaker(max_failures, reset_timeout, owner="circuit_breaker_middleware")
+    _check_max_keys(max_keys, "circuit_breaker_middleware")
     breakers: dict[str, CircuitBreaker] = {}
+    # Least recently used first: a dict keeps insertion order, and each use moves its key last.
     keyed: dict[tuple[str, Hashable], _KeyedBreaker] = {}
     keyed_lock = threading.Lock()
     log = logger or logging.getLogger("goagent_py.dispatch")
@@ -385,11 +404,11 @@ def circuit_breaker_middleware(
         async def keyed_call(tc: ToolCall) -> list[ContentBlock]:
             slot = (tc.name, key(tc, current_tool_context()))
             with keyed_lock:  # runs of several threads (run_sync) share the table
-                held = keyed.get(slot)
+                held = keyed.pop(slot, None)
                 if held is None:
-                    held = keyed[slot] = _KeyedBreaker(
-                        CircuitBreaker(max_failures, reset_timeout, **kwargs)
-                    )
+                    _make_room(keyed, max_keys - 1)
+                    held = _KeyedBreaker(CircuitBreaker(max_failures, reset_timeout, **kwargs))
+                keyed[slot] = held  # the key used last
                 held.calls += 1
             try:
                 result: list[ContentBlock] = await guarded(tc, held.breaker, next_)
@@ -403,6 +422,22 @@ def circuit_breaker_middleware(
         return keyed_call
 
     return middleware
+
+
+def _make_room(keyed: dict[tuple[str, Hashable], _KeyedBreaker], room: int) -> None:
+    """Drop the least recently used breakers with no call running until ``keyed`` holds at
+    most ``room`` (fewer only when every breaker left has a call running: those stay)."""
+    excess = len(keyed) - room
+    if excess <= 0:
+        return
+    idle: list[tuple[str, Hashable]] = []
+    for slot, held in keyed.items():  # oldest first; stops at the first ``excess`` idle ones
+        if held.calls == 0:
+            idle.append(slot)
+            if len(idle) == excess:
+                break
+    for slot in idle:
+        del keyed[slot]
 
 
 class _KeyedBreaker:
@@ -537,6 +572,7 @@ class Dispatcher:
                     clock=clock,
                     logger=self._logger,
                     key=circuit_breaker.key,
+                    max_keys=circuit_breaker.max_keys,
                 )
             )
         if retry is not None and retry.retries:

@@ -17,6 +17,7 @@ concurrent runs without mixing them.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import logging
@@ -201,11 +202,29 @@ async def call_hook(
 
 def _merged(callbacks: list[Callable[..., Any]]) -> Callable[..., Awaitable[None]]:
     async def merged(*args: Any) -> None:
-        for callback in callbacks:
-            await call_hook(callback, *args)
+        for i, callback in enumerate(callbacks):
+            try:
+                await call_hook(callback, *args)
+            except asyncio.CancelledError:
+                # Given up (a Session's abort gives up a hook that hangs): the sync callbacks
+                # after this one still run, as they would have alone, since they cannot hang
+                # (the telemetry's on_run_end ends the run's spans); the async ones do not.
+                for rest in callbacks[i + 1 :]:
+                    _call_if_sync(rest, args)
+                raise
 
     merged.__qualname__ = "merged_hook"
     return merged
+
+
+def _call_if_sync(callback: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    try:
+        result = callback(*args)
+        if inspect.iscoroutine(result):
+            result.close()  # an async hook: not started, so it never runs (nor warns)
+    except Exception:
+        name = getattr(callback, "__qualname__", repr(callback))
+        _log.exception("hook %s raised; the run goes on", name)
 
 
 def merge_hooks(*hooks: Hooks) -> Hooks:

@@ -798,17 +798,22 @@ def with_tool_timeout(seconds: float | None) -> Option:
 
 
 def with_circuit_breaker(
-    max_failures: int = 5, reset_timeout: float = 30.0, *, key: BreakerKey | None = None
+    max_failures: int = 5,
+    reset_timeout: float = 30.0,
+    *,
+    key: BreakerKey | None = None,
+    max_keys: int = 10_000,
 ) -> Option:
     """Open a tool's circuit after ``max_failures`` consecutive failures for ``reset_timeout`` s.
 
     ``key``: one breaker per tool and key instead of one per tool shared by every run, e.g.
-    per user: ``key=lambda call, ctx: ctx.deps.user_id`` (see :class:`CircuitBreakerConfig`).
+    per user: ``key=lambda call, ctx: ctx.deps.user_id``; ``max_keys``: the most keyed
+    breakers kept, the least recently used dropped first (see :class:`CircuitBreakerConfig`).
 
     Raises:
         ConfigurationError: a value is not > 0, or ``key`` is not a function.
     """
-    config = CircuitBreakerConfig(max_failures, reset_timeout, key)
+    config = CircuitBreakerConfig(max_failures, reset_timeout, key, max_keys)
     return _set("circuit_breaker", config)
 
 

@@ -265,3 +265,39 @@ class Console:
     def note(self, text: str) -> None:
         self.err.write(text + "\n")
         self.err.flush()
+
+
+async def follow_restored_history(session: Any) -> str | None:
+    """The turn boundary of the chat and the coding session: if the history file was deleted
+    or replaced since the session opened it (a backup restored over it), go on with the file
+    now at its path (``SQLiteStorage.reopen``) and read the transcript from it (docs/cli.md
+    "Restoring the history from a backup"). Call it between turns, with no run going on.
+
+    Returns:
+        The note that tells the user, None when the file is the one opened.
+    """
+    memory = session.agent.options.short_term_memory
+    storage: Any = getattr(memory, "storage", None)
+    reopen = getattr(storage, "reopen", None)
+    if reopen is None or not await reopen():
+        return None
+    path = getattr(storage, "path", "")
+    try:
+        loaded = await session.load()
+    except MemoryStoreError as exc:  # the file now there cannot be used: say so, keep going
+        return (
+            f"(the history file {path} was replaced or deleted since this session opened it, "
+            f"and the file now there cannot be read: {exc})"
+        )
+    return (
+        f"(the history file {path} was replaced or deleted since this session opened "
+        f"it, as restoring a backup does: going on with the file now there, which holds "
+        f"{len(loaded)} message(s) of this conversation)"
+    )
+
+
+def unsaved_note(error: BaseException) -> str:
+    """What the chat and the coding session show for a turn its history refused to store (a
+    ``HistoryAppend`` with an error): the answer was shown, but the conversation does not hold
+    it, which a logged warning alone left the user to find out later."""
+    return f"(this turn was not saved in the history: {error})"

@@ -49,8 +49,10 @@ from goagent_py.cli._common import (  # re-exported: scripts and tests import th
     Picked,
     UsageError,
     data_home,
+    follow_restored_history,
     make_parent,
     pick_provider,
+    unsaved_note,
 )
 from goagent_py.cli._common import SYSTEM_PROMPT as SYSTEM_PROMPT
 from goagent_py.cli._common import make_provider as make_provider
@@ -297,7 +299,13 @@ async def play_turn(
     when that refuses (nothing to continue, calls waiting for approval) before anything is
     shown, the refusal comes back as a note to print and the turn does not run. ``prefix`` is
     printed before the first output."""
-    from goagent_py.events import AgentEnd, MessageDelta, ToolExecutionEnd, ToolExecutionStart
+    from goagent_py.events import (
+        AgentEnd,
+        HistoryAppend,
+        MessageDelta,
+        ToolExecutionEnd,
+        ToolExecutionStart,
+    )
     from goagent_py.messages import StopReason
 
     streamed = False
@@ -320,6 +328,10 @@ async def play_turn(
             elif isinstance(event, MessageDelta) and event.kind == "text":
                 console.say(event.delta, end="")
                 streamed = True
+            elif isinstance(event, HistoryAppend) and event.error is not None:
+                console.end_line()
+                streamed = False
+                console.note(unsaved_note(event.error))
             elif isinstance(event, ToolExecutionStart):
                 if streamed:
                     console.say()
@@ -420,6 +432,9 @@ async def chat_loop(
             line = line.strip()
             if not line:
                 continue
+            restored = await follow_restored_history(session)  # a backup restored meanwhile
+            if restored is not None:
+                console.note(restored)
             prompt: str | None = line
             if line.split()[0].lower() == "/continue":
                 prompt = None  # Session.continue_ decides how to go on

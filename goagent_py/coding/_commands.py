@@ -25,6 +25,8 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from goagent_py.coding._tool import fold
+
 __all__ = [
     "exact_key",
     "has_shell_syntax",
@@ -143,6 +145,8 @@ def rule_matches_command(
             continue
         if commands is None:
             commands = simple_commands(args)
-        if any(fnmatch.fnmatchcase(c, subject_glob.strip()) for c in commands):
+        # In any case (macOS and Windows run /BIN/RM as rm): :func:`fold`, as path rules.
+        pattern = fold(subject_glob.strip())
+        if any(fnmatch.fnmatchcase(fold(c), pattern) for c in commands):
             return True
     return False

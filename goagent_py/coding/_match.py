@@ -25,10 +25,22 @@ from typing import Any
 from goagent_py.coding._tool import CodingToolError
 from goagent_py.errors import MissingExtraError
 
-__all__ = ["Clock", "LineSearch", "glob_matcher", "glob_regex"]
+__all__ = ["Clock", "LineSearch", "glob_matcher", "glob_regex", "text_lines"]
 
 # What a line alone and the same line inside the whole text may answer differently.
 _CONTEXT = re.compile(r"\\[AZzG]|\(\?(?:<[=!]|[=!]|[a-zA-Z]*[-^]|[a-zA-Z]+\))")
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of ``text`` as ``grep -n``, editors and ``sed`` count them: ended by ``\\n``
+    (a ``\\r`` before it dropped), a last line without one kept. ``str.splitlines`` also ends
+    a line at a form feed, ``\\x1c``-``\\x1e``, ``\\x85``, U+2028, U+2029 and a lone CR, which
+    sit inside lines of real files (old sources, JavaScript, JSON): the line numbers read_file
+    and grep gave were not the file's."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def glob_regex(pattern: str) -> str:
@@ -158,12 +170,12 @@ class LineSearch:
         )
 
     def lines(self, text: str) -> Iterator[tuple[int, str]]:
-        """``(number, line)`` of each line of ``text`` (as ``str.splitlines``) that matches.
+        """``(number, line)`` of each line of ``text`` (:func:`text_lines`) that matches.
 
         Raises:
             CodingToolError: the matching time ran out.
         """
-        lines = text.splitlines()
+        lines = text_lines(text)
         if self._text is None:
             for n, line in enumerate(lines, 1):
                 if self.clock.run(self._line.search, line) is not None:

@@ -5,9 +5,12 @@ What a sandboxed command gets (:meth:`Sandbox.wrap`):
 - the whole file system read-only, the workspace root read-write;
 - an empty, private ``/tmp``; the usual places of credentials in the home folder
   (:data:`SECRET_PLACES`: ``~/.ssh``, ``~/.aws``, ``~/.config``, ``~/.netrc``...) shown empty,
-  and the paths given in ``hide`` (the session database's folder) too; ``hide=[Path.home()]``
-  empties the whole home folder (safer, but a Python or toolchain installed there, e.g. with
-  pyenv, is then gone too);
+  and the paths given in ``hide`` (the session database's folder) too, looked up as each
+  command starts (a folder made later, a link pointed elsewhere later, is hidden as it is
+  then; the folders between the root and a hidden one inside it are mount points the command
+  cannot rename); a root whose name leads to another folder than at start runs nothing;
+  ``hide=[Path.home()]`` empties the whole home folder (safer, but a Python or toolchain
+  installed there, e.g. with pyenv, is then gone too);
 - a new PID namespace with its own ``/proc``: the agent's process and its environment
   (``/proc/<pid>/environ``, which holds the API keys) cannot be seen; when the command is
   killed, every process it started dies with the namespace, ``setsid()`` or not;
@@ -30,6 +33,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from goagent_py.coding._tool import WorkspaceRoot
 from goagent_py.errors import ConfigurationError
 
 __all__ = ["SECRET_PLACES", "Sandbox", "sandbox_available"]
@@ -113,26 +117,71 @@ class Sandbox:
         self.bwrap = shutil.which("bwrap") or "bwrap"
         self.root = root
         self.network = network
-        places = [Path.home() / p for p in SECRET_PLACES]
-        hidden = [Path(os.path.realpath(p)) for p in [*places, *hide]]
-        # Never "/" (a session database at /code.db would otherwise empty the whole system).
-        hidden = [p for p in dict.fromkeys(hidden) if p.exists() and p not in (root, Path("/"))]
-        # Mounts stack in order: a folder around the root (or beside it) is hidden before the
-        # root is bound back on top; one inside the root is hidden after.
-        self.hidden_before = [p for p in hidden if root not in p.parents]
-        self.hidden_after = [p for p in hidden if root in p.parents]
+        # The paths as given, made absolute now (a relative one means the folder it names at
+        # start-up); what they lead to is looked up when each command starts (:meth:`_hidden`).
+        self.hide = [Path(os.path.abspath(p)) for p in [*_secret_places(), *hide]]
+        self._root = WorkspaceRoot(root)
 
-    def wrap(self, program: list[str], cwd: Path) -> list[str]:
-        """The command line that runs ``program`` in ``cwd`` inside the sandbox."""
+    def _hidden(self) -> tuple[list[Path], list[Path]]:
+        """The paths to show empty, resolved now: around the root (or beside it), and inside
+        it. Resolved when each command starts, not once: a folder made since, a link pointed
+        elsewhere since, is hidden as it is now."""
+        hidden = [Path(os.path.realpath(p)) for p in self.hide]
+        # Never "/" (a session database at /code.db would otherwise empty the whole system).
+        hidden = [p for p in dict.fromkeys(hidden) if p not in (self.root, Path("/"))]
+        hidden = [p for p in hidden if os.path.lexists(p)]
+        before = [p for p in hidden if self.root not in p.parents]
+        return before, [p for p in hidden if self.root in p.parents]
+
+    def wrap(
+        self, program: list[str], cwd: Path, *, folder: tuple[int, int] | None = None
+    ) -> list[str]:
+        """The command line that runs ``program`` in ``cwd`` inside the sandbox.
+
+        ``folder``: the ``(st_dev, st_ino)`` of the folder the caller opened as ``cwd``.
+        bubblewrap enters ``cwd`` by name, after the caller checked it: a command running
+        beside this one could swap it for a link meanwhile. With ``folder``, the program starts
+        only in that very folder (a shell compares the folder it is in, which no later swap
+        changes, before it runs the program; else it exits 126 and runs nothing).
+
+        Raises:
+            CodingToolError: the root was moved or replaced since this sandbox was made.
+        """
+        # The root's name must still lead to the folder it named at start: the command would
+        # be given another folder to write in.
+        self._root.check()
+        before, inside = self._hidden()
         argv = [self.bwrap, *_BASE]
         if not self.network:
             argv.append("--unshare-net")
-        for path in self.hidden_before:
+        for path in before:
             argv += _empty(path)
         argv += ["--bind", str(self.root), str(self.root)]
-        for path in self.hidden_after:
+        # Mounts stack in order: a folder around the root (or beside it) is hidden before the
+        # root is bound back on top; one inside is hidden after. Inside, the root is writable:
+        # each folder between it and a hidden one is made a mount point of its own first, which
+        # the command cannot rename or remove (EBUSY), so it cannot move the hidden folder out
+        # from under its mount (``mv a b`` with ``a/private`` hidden) for a later command.
+        steps = {a for p in inside for a in p.parents if self.root in a.parents}
+        for step in sorted(steps, key=lambda a: len(a.parts)):
+            argv += ["--bind", str(step), str(step)]
+        for path in sorted(inside, key=lambda a: len(a.parts)):
             argv += _empty(path)
+        if folder is not None:
+            program = ["/bin/sh", "-c", _IN_FOLDER, f"{folder[0]}:{folder[1]}", *program]
         return [*argv, "--chdir", str(cwd), "--", *program]
+
+
+_IN_FOLDER = (
+    'case "$(stat -c %d:%i . 2>/dev/null)" in "$0") exec "$@";; esac; '
+    'echo "the working folder is not the folder the tool opened (it was swapped for another '
+    'meanwhile); nothing was run: call again" >&2; exit 126'
+)
+"""Run ``"$@"`` only in the folder ``$0`` (``dev:inode``) names (see :meth:`Sandbox.wrap`)."""
+
+
+def _secret_places() -> list[Path]:
+    return [Path.home() / p for p in SECRET_PLACES]
 
 
 def _empty(path: Path) -> list[str]:

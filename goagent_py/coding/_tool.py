@@ -6,7 +6,9 @@ Private: the public names are re-exported from :mod:`goagent_py.coding`.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import unicodedata
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,9 @@ __all__ = [
     "CodingToolError",
     "PathQueue",
     "PathRule",
+    "WorkspaceRoot",
     "call_key",
+    "fold",
     "is_mutating",
     "valid_text",
 ]
@@ -44,6 +48,18 @@ def valid_text(text: str) -> str:
     return _SURROGATE.sub(_escaped, text) if _SURROGATE.search(text) else text
 
 
+def fold(text: str) -> str:
+    """``text`` in the form deny rules compare names in: case folded and Unicode-normalised.
+
+    A case-insensitive file system (macOS, Windows) opens ``.ENV`` as ``.env``, and macOS may
+    store ``é`` decomposed (NFD) where a rule was typed composed (NFC): compared as spelled, a
+    deny on ``.env`` let ``.ENV`` through. Folded, a deny rule covers every spelling the file
+    system may open as the named file; on a case-sensitive one it covers the other spellings too
+    (a refusal too many, never one too few). Allow rules and "always" stay exact.
+    """
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
+
+
 PathRule = Callable[[str, str], bool]
 """``rule(tool_name, path) -> True`` when ``tool_name`` must not see or touch ``path`` (relative
 to the workspace root, symlinks resolved, ``/``-separated)."""
@@ -61,6 +77,44 @@ class CodingToolError(GoAgentError):
     """A coding tool refused or failed; the message is what the model reads."""
 
 
+class WorkspaceRoot:
+    """The workspace root as the folder the tools were made in, not as a name.
+
+    Every tool opens paths under the root's name. If that name later leads to another folder
+    (the project moved or renamed and another put in its place, a link to elsewhere put
+    there), the tools would read, write and run in that folder: :meth:`check` refuses instead.
+
+    Args:
+        root: the root, resolved (no link in it).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._identity = _identity(root)
+
+    def check(self) -> None:
+        """Refuse when the root's name no longer leads to the folder it named at start-up.
+
+        Raises:
+            CodingToolError: it was moved, renamed or replaced (the message says what to do).
+        """
+        try:
+            same = os.path.realpath(self.root) == str(self.root)
+            same = same and _identity(self.root) == self._identity
+        except OSError:
+            same = False
+        if not same:
+            raise CodingToolError(
+                f"the workspace root {self.root} was moved or replaced since the session "
+                "started; nothing was done (the user must start the agent again in the folder)"
+            )
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino)
+
+
 class CodingTool:
     """A tool of the coding toolkits: what it is shown as, whether it changes anything, its body.
 
@@ -76,6 +130,7 @@ class CodingTool:
         "check",
         "mutating",
         "reserve",
+        "root",
         "rule_path",
     )
 
@@ -102,6 +157,8 @@ class CodingTool:
         # check(args) raises CodingToolError for arguments the body would refuse: an approval
         # policy runs it before asking (set by the shell tool; the body runs it too).
         self.check: Callable[[dict[str, Any]], object] | None = None
+        # The workspace root, checked before each run (set by the toolkits).
+        self.root: WorkspaceRoot | None = None
 
     @property
     def definition(self) -> ToolDefinition:
@@ -137,6 +194,8 @@ class CodingTool:
         What the model reads (the answer, or the refusal's message) is :func:`valid_text`.
         """
         try:
+            if self.root is not None:
+                self.root.check()
             text = await self._body(self.validate_arguments(args))
         except CodingToolError as exc:
             message = str(exc)

@@ -53,7 +53,7 @@ from goagent_py.coding._commands import (
     rule_matches_command,
 )
 from goagent_py.coding._preflight import preflight
-from goagent_py.coding._tool import is_mutating
+from goagent_py.coding._tool import fold, is_mutating
 from goagent_py.coding.shell import command_text
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ToolCall
@@ -183,8 +183,9 @@ class ApprovalPolicy:
                 add_rule(self.denies_path)
 
     def denies_path(self, tool: str, path: str) -> bool:
-        """Whether a deny pattern covers ``tool`` on ``path`` (resolved, relative to the root)."""
-        return self._matches(self._deny, tool, path)
+        """Whether a deny pattern covers ``tool`` on ``path`` (resolved, relative to the root),
+        in any case or Unicode normal form (:func:`~goagent_py.coding._tool.fold`)."""
+        return self._matches(self._deny, tool, path, folded=True)
 
     def _path_subject(self, call: ToolCall) -> str | None:
         """The resolved path a file tool's call acts on (None for other calls)."""
@@ -203,16 +204,24 @@ class ApprovalPolicy:
         self.stopped = False
 
     @staticmethod
-    def _matches(rules: list[tuple[str, str | None]], name: str, subject: str) -> bool:
+    def _matches(
+        rules: list[tuple[str, str | None]], name: str, subject: str, *, folded: bool = False
+    ) -> bool:
+        """Whether a rule covers ``name`` on ``subject``; ``folded`` (the deny rules): the
+        subject compared in any case and normal form (:func:`~goagent_py.coding._tool.fold`)."""
+        if folded:
+            subject = fold(subject)
         for tool_glob, subject_glob in rules:
             if not fnmatch.fnmatchcase(name, tool_glob):
                 continue
-            if subject_glob is None or fnmatch.fnmatchcase(subject, subject_glob):
+            if subject_glob is None:
+                return True
+            if fnmatch.fnmatchcase(subject, fold(subject_glob) if folded else subject_glob):
                 return True
         return False
 
     def _denied(self, name: str, subject: str, call: ToolCall) -> bool:
-        if self._matches(self._deny, name, subject):
+        if self._matches(self._deny, name, subject, folded=True):
             return True
         return is_command_call(call.arguments) and rule_matches_command(
             self._deny, name, call.arguments

@@ -52,12 +52,25 @@ from goagent_py._paths import (
 )
 from goagent_py._workers import to_thread
 from goagent_py.coding._edit import apply_edit
-from goagent_py.coding._match import LineSearch, glob_matcher
-from goagent_py.coding._tool import CodingTool, CodingToolError, PathQueue, PathRule, call_key
+from goagent_py.coding._match import LineSearch, glob_matcher, text_lines
+from goagent_py.coding._terminal import printable
+from goagent_py.coding._tool import (
+    CodingTool,
+    CodingToolError,
+    PathQueue,
+    PathRule,
+    WorkspaceRoot,
+    call_key,
+    valid_text,
+)
 from goagent_py.errors import ConfigurationError
 from goagent_py.messages import ToolCall
 
 __all__ = ["FileToolkit", "file_tools"]
+
+MAX_WALK_DEPTH = 100
+"""The most folder levels below its start a grep or glob walk enters (it holds one open
+descriptor per level)."""
 
 _SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".tox"})
 
@@ -102,6 +115,7 @@ class FileToolkit:
         if not real.is_dir():
             raise ConfigurationError(f"FileToolkit(root={self.root!r}): not an existing directory")
         self.root = real
+        self._workspace = WorkspaceRoot(real)
         for name in ("max_read_chars", "max_file_bytes", "max_results", "max_walk_files"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -332,7 +346,7 @@ class FileToolkit:
             text, utf8 = data.decode("utf-8"), True
         except UnicodeDecodeError:
             text, utf8 = data.decode("utf-8", errors="replace"), False
-        lines = text.splitlines()
+        lines = text_lines(text)
         start = max(int(args.get("offset", 1)), 1)
         limit = args.get("limit")
         end = len(lines) if limit is None else min(len(lines), start - 1 + max(int(limit), 0))
@@ -342,7 +356,7 @@ class FileToolkit:
         if cut:
             out.append(
                 f"[note: {path} is larger than {self.max_file_bytes} bytes: only its first "
-                f"{self.max_file_bytes} bytes ({len(text.splitlines())} whole lines) can be "
+                f"{self.max_file_bytes} bytes ({len(text_lines(text))} whole lines) can be "
                 "read, and it cannot be edited or searched here]"
             )
         if not utf8:
@@ -463,7 +477,14 @@ class FileToolkit:
         The directory descriptor is valid until the next item (use it before moving on).
         """
         try:
-            for below, name, dirfd in walk_files(top, skip=_SKIP_DIRS, stop=limits.spent):
+            walk = walk_files(
+                top,
+                skip=_SKIP_DIRS,
+                stop=limits.spent,
+                max_depth=MAX_WALK_DEPTH,
+                too_deep=lambda below: self._too_deep(tool, real, below, limits),
+            )
+            for below, name, dirfd in walk:
                 if limits.spent():
                     return
                 limits.files += 1
@@ -472,6 +493,11 @@ class FileToolkit:
                     yield rel, name, dirfd
         finally:
             os.close(top)
+
+    def _too_deep(self, tool: str, real: str, below: str, limits: _WalkLimits) -> None:
+        path = "/".join(p for p in (real, below) if p and p != ".")
+        if not self._hidden(tool, path):  # a denied folder is not named, not even here
+            limits.too_deep.append(path)
 
     def _list_dir_sync(self, args: dict[str, Any], cancelled: threading.Event | None = None) -> str:
         """list_dir: the entries of a directory (``/`` after directories)."""
@@ -491,7 +517,7 @@ class FileToolkit:
                 raise CodingToolError(f"{path}: cannot be listed ({exc.strerror})") from exc
             entries.sort(key=lambda e: e.name)
             lines = [
-                e.name + ("/" if e.is_dir(follow_symlinks=False) else "")
+                _name(e.name) + ("/" if e.is_dir(follow_symlinks=False) else "")
                 for e in entries
                 if not self._hidden("list_dir", e.name if real == "." else f"{real}/{e.name}")
             ]
@@ -506,7 +532,8 @@ class FileToolkit:
         )
         limits = _WalkLimits("glob", self.max_walk_files, self.walk_timeout, cancelled)
         top, real = self._open_dir(args.get("path", "."))
-        hits = [rel for rel, _, _ in self._walk(top, real, "glob", limits) if matches(rel)]
+        walked = self._walk(top, real, "glob", limits)
+        hits = [_name(rel) for rel, _, _ in walked if matches(rel)]
         return (self._capped(hits, "files") or "[no files match]") + limits.note()
 
     def _grep_sync(self, args: dict[str, Any], cancelled: threading.Event | None = None) -> str:
@@ -534,7 +561,7 @@ class FileToolkit:
                         binary.append(rel)
                     continue
                 for n, line in search.lines(data.decode("utf-8", "replace")):
-                    hits.append(f"{rel}:{n}:{line[:500]}")
+                    hits.append(f"{_name(rel)}:{n}:{line[:500]}")
                     if len(hits) > self.max_results:
                         break
                 if len(hits) > self.max_results:
@@ -708,6 +735,7 @@ class FileToolkit:
                 tool.reserve = self.reserve
             tool.rule_path = self.rule_path
             tool.add_path_rule = self.add_path_rule
+            tool.root = self._workspace
         return tools
 
     def check_path(self, args: dict[str, Any]) -> None:
@@ -718,6 +746,7 @@ class FileToolkit:
         Raises:
             CodingToolError: the path is refused (the message says why).
         """
+        self._workspace.check()
         path = args.get("path")
         if not isinstance(path, str) or all(
             p in ("", ".") for p in path.replace("\\", "/").split("/")
@@ -806,6 +835,8 @@ class _WalkLimits:
         self.cancelled = cancelled
         self.files = 0
         self.why = ""
+        self.too_deep: list[str] = []
+        """The folders whose subfolders were not entered (:data:`MAX_WALK_DEPTH`)."""
 
     def spent(self) -> bool:
         """Whether the walk must end now (``why`` says what ran out)."""
@@ -819,14 +850,21 @@ class _WalkLimits:
         return bool(self.why)
 
     def note(self) -> str:
-        """The note an answer ends with when the walk ended early ("" when it did not)."""
+        """The note an answer ends with when the walk ended early or left folders out ("" when
+        it did neither)."""
+        deep = ""
+        if self.too_deep:
+            deep = (
+                f"\n[note: folders nested deeper than {MAX_WALK_DEPTH} levels were not searched "
+                f"(below {_names(self.too_deep, 1)})]"
+            )
         if not self.why:
-            return ""
+            return deep
         if self.tool == "list_dir":
             return f"\n[note: the listing stopped {self.why}, before the whole folder was seen]"
         return (
             f"\n[note: the search stopped {self.why}, before the whole tree was seen: narrow "
-            "it with path or glob]"
+            f"it with path or glob]{deep}"
         )
 
 
@@ -853,7 +891,15 @@ _SNIFF = 8192
 
 def _names(paths: list[str], shown: int = 5) -> str:
     more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
-    return ", ".join(paths[:shown]) + more
+    return ", ".join(_name(p) for p in paths[:shown]) + more
+
+
+def _name(path: str) -> str:
+    """A file's name as a line of an answer shows it: control characters escaped (``\\n``,
+    ``\\e``). A repository may hold any byte in a name but ``/`` and NUL: listed raw, a name
+    with a newline read as two entries (``a.txt\\nsecrets.txt``), and one with an escape
+    sequence reached the answer (and the screen) as it was."""
+    return printable(valid_text(path))
 
 
 def _binary(data: bytes) -> bool:

@@ -180,7 +180,13 @@ async def _turn(session: Any, text: str, write: Write, status: Status) -> None:
 
 
 def _show_event(ev: Any, write: Write) -> None:
-    from goagent_py.events import AgentEnd, MessageEnd, ToolExecutionEnd, ToolExecutionStart
+    from goagent_py.events import (
+        AgentEnd,
+        HistoryAppend,
+        MessageEnd,
+        ToolExecutionEnd,
+        ToolExecutionStart,
+    )
     from goagent_py.events import ToolExecutionUpdate as Update
 
     indent = "  " * len(ev.path)  # a sub-agent's calls, nested under its own
@@ -189,13 +195,19 @@ def _show_event(ev: Any, write: Write) -> None:
     elif ev.path and isinstance(ev, MessageEnd) and ev.message.text and ev.usage is not None:
         write(f"{indent}  {ev.path[-1]}: {ev.message.text}")
     elif isinstance(ev, ToolExecutionStart):
-        write(f"{indent}  • {printable(ev.call.name)} {printable(brief(ev.call.arguments))}")
+        # A sub-agent's call is named as its: "• [explore] grep ..." (shown as it starts).
+        who = "".join(f"[{printable(name)}] " for name in ev.path)
+        write(f"{indent}  • {who}{printable(ev.call.name)} {printable(brief(ev.call.arguments))}")
     elif isinstance(ev, ToolExecutionEnd):
         mark = "✗" if ev.result.is_error else "✓"
         body = " ".join(getattr(b, "text", "") for b in ev.result.content)
         first = body.strip().splitlines()[0][:100] if body.strip() else ""
         shown = body[:300] if ev.result.is_error else first
         write(f"{indent}    {mark} {ev.result.duration:.2f}s {shown}")
+    elif isinstance(ev, HistoryAppend) and ev.error is not None and not ev.path:
+        from goagent_py.cli._common import unsaved_note
+
+        write(unsaved_note(ev.error))
     elif isinstance(ev, AgentEnd) and not ev.path:
         if ev.result.text:
             write(ev.result.text)

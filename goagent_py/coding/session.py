@@ -170,6 +170,12 @@ class CodeSession:
 
     async def command(self, text: str, write: Write) -> bool | None:
         """Run a ``/`` command: True to leave, False when done, None when ``text`` is none."""
+        from goagent_py.cli._common import follow_restored_history
+
+        restored = await follow_restored_history(self.session)  # both front ends pass here
+        if restored is not None:
+            self.status.reset_context()
+            write(restored)
         name, _, rest = text.partition(" ")
         rest = rest.strip()
         if name == "/exit":

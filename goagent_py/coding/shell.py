@@ -4,8 +4,9 @@ The model gives ``argv`` (a list: no shell, no quoting surprises). A command lin
 ``/bin/sh -c`` (pipes, ``&&``) is accepted only when the tool is made with
 ``allow_shell=True``. The program runs in the root (or a directory inside it), in its own
 process group, with the environment from :func:`goagent_py._subprocess.safe_env` (no API keys),
-stdin closed. At the timeout, or when the run is aborted, the whole group is killed (also
-when the program itself has already ended and a child it started still runs). Output (stdout
+stdin closed. The call ends when the program ends: then, at the timeout, or when the run is
+aborted, the whole group is killed, so a child the program left running in the background
+(``server &``, a daemon), which would hold the output pipe open, ends with it. Output (stdout
 and stderr together, decoded as UTF-8) is capped at ``max_output_chars`` characters, keeping its
 beginning and end with a marker between, and the answer ends with the exit code.
 
@@ -39,7 +40,7 @@ from typing import Any
 from goagent_py._paths import PathEscapeError, open_dir_in_root, resolve_in_root
 from goagent_py._subprocess import safe_env
 from goagent_py.coding._sandbox import Sandbox
-from goagent_py.coding._tool import CodingTool, CodingToolError
+from goagent_py.coding._tool import CodingTool, CodingToolError, WorkspaceRoot
 from goagent_py.errors import ConfigurationError
 from goagent_py.tool_context import current_tool_context
 
@@ -166,6 +167,40 @@ def _open_cwd(base: Path, given: Any, checked: Path) -> int:
     return fd
 
 
+class _Watched(asyncio.subprocess.SubprocessStreamProtocol):
+    """The stream protocol of :func:`asyncio.create_subprocess_exec`, which also says when the
+    program itself has ended: ``Process.wait()`` waits for the output pipe to close too, which
+    a child left in the background holds open."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+async def _start(
+    program: list[str], *, cwd: str | Path, env: Mapping[str, str]
+) -> tuple[asyncio.SubprocessTransport, asyncio.subprocess.Process, asyncio.Future[None]]:
+    """Start ``program`` (stdin closed, stdout and stderr one pipe, in its own process group);
+    returns its transport, the process and a future done when the program itself has ended."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _Watched(limit=2**16, loop=loop),
+        *program,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # its own process group: a kill reaches its children
+    )
+    return transport, asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
+
+
 def _fd_path(fd: int) -> str | None:
     """A path that names the folder open at ``fd`` in the child about to start (it changes to
     its folder before it runs the program, with this process's descriptors still open), or
@@ -219,12 +254,14 @@ def shell_tool(
     if max_output_chars <= 0:
         raise ConfigurationError("shell_tool(max_output_chars=...): use a positive int")
     child_env = safe_env(env)
+    workspace = WorkspaceRoot(base)
     jail = Sandbox(base, network=sandbox_network, hide=hide) if sandbox else None
 
     pinned: dict[str, Path] = {}  # call -> the folder its first check resolved
 
     def check(args: dict[str, Any]) -> tuple[list[str], Path, float]:
         """The program to run, its working directory and time limit; refuses bad arguments."""
+        workspace.check()
         argv = args.get("argv") or []
         line = args.get("command")
         if line and not allow_shell:
@@ -271,8 +308,6 @@ def shell_tool(
 
     async def run(args: dict[str, Any]) -> str:
         program, cwd, limit = check(args)
-        if jail is not None:
-            program = jail.wrap(program, cwd)
         # The folder is opened once, held in the root at open time, and the program starts in
         # that very folder (its descriptor): a link swapped in after the check above cannot
         # start it elsewhere (outside the root, or in another folder than the one asked about).
@@ -280,14 +315,13 @@ def shell_tool(
         first = pinned.pop(context.idempotency_key, cwd) if context is not None else cwd
         cwd_fd = _open_cwd(base, args.get("cwd"), first)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *program,
+            if jail is not None:
+                opened = os.fstat(cwd_fd)  # bubblewrap enters it by name: it checks it is this
+                program = jail.wrap(program, cwd, folder=(opened.st_dev, opened.st_ino))
+            transport, proc, exited = await _start(
+                program,
                 cwd=_fd_path(cwd_fd) or cwd,
                 env=child_env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,  # its own process group: a kill reaches its children
             )
         except FileNotFoundError as exc:
             raise CodingToolError(f"no such program: {program[0]!r}") from exc
@@ -301,7 +335,7 @@ def shell_tool(
         if context is not None:
             context.report({"pid": proc.pid, "command": command_text(args)})
         out = _Output(max_output_chars)
-        timed_out = False
+        timed_out = held = False
 
         async def pump() -> None:
             assert proc.stdout is not None
@@ -309,20 +343,34 @@ def shell_tool(
                 text = out.add(chunk)
                 if context is not None and text:  # live output, for a UI (an update event)
                     context.report({"output": text})
-            await proc.wait()
 
+        reading = asyncio.ensure_future(pump())
         try:
-            await asyncio.wait_for(pump(), limit)
+            # The call lasts as long as the program, not as long as the pipe: a child left in
+            # the background (``server &``) inherits the pipe and would hold it open.
+            await asyncio.wait_for(asyncio.shield(exited), limit)
         except TimeoutError:
             timed_out = True
         finally:
-            # On a timeout, an abort (cancellation) or any failure: no process outlives the call.
+            # The program ended, timed out, was aborted (cancellation) or failed: the whole
+            # group goes, background children included, so no process outlives the call.
             _kill_group(proc)
-            # Bounded: wait() also waits for the pipe to close, which a process that left the
-            # group (setsid) and kept our stdout would hold open for ever.
+            # The rest of what the program wrote is in the pipe: read to its end, which comes
+            # once the group is dead; bounded, for a child that left the group (setsid) and
+            # keeps the pipe open for ever.
             with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(proc.wait()), _REAP_SECONDS)
+                await asyncio.wait_for(asyncio.shield(reading), _REAP_SECONDS)
+            held = not reading.done()
+            reading.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(exited), _REAP_SECONDS)
+            transport.close()  # the pipe such a child still holds: not ours to read any more
         text = out.text().rstrip("\n")
+        if held:
+            text += (
+                "\n[note: a process the command started left its process group (setsid) and "
+                "still runs, holding the output; it was not stopped]"
+            )
         if timed_out:
             killed = f"[killed after {limit:g} seconds (timeout)]"
             return f"{text}\n{killed}\nexit code: {proc.returncode}"
@@ -345,4 +393,5 @@ def shell_tool(
     schema = {"type": "object", "properties": props, "required": []}
     tool = CodingTool(name, description, schema, run, mutating=True)
     tool.check = check
+    tool.root = workspace
     return tool

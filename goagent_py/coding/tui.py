@@ -69,6 +69,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
     from goagent_py.coding.session import CodeSession, brief, open_session
     from goagent_py.events import (
         AgentEnd,
+        HistoryAppend,
         MessageDelta,
         MessageEnd,
         MessageStart,
@@ -97,6 +98,12 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 title=escape(f"• {self.name_} {self.brief}"),  # a title is markup: made literal
                 collapsed=True,
             )
+
+        def doing(self, what: str) -> None:
+            """Show in the title what the sub-agent this call runs is doing now ("" when
+            nothing): the block is collapsed, and its calls are nested inside it."""
+            now = f" · now {what}" if what else ""
+            self.title = escape(f"• {self.name_} {self.brief}{now}")
 
         def finish(self, ok: bool, duration: float, text: str) -> None:
             mark = "✓" if ok else "✗"
@@ -271,6 +278,7 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 parent = self._calls.get((path, ev.call.id))
                 if parent is not None and hasattr(inner, "path"):
                     self._render(inner, parent.nested)
+                    self._sub_agent_doing(parent, inner)
                 return
             if isinstance(ev, MessageStart) and ev.role is Role.ASSISTANT and ev.streaming:
                 self._streamed = ""
@@ -295,7 +303,8 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
             elif isinstance(ev, ToolExecutionStart):
                 view = ToolCallView(ev.call.name, brief(ev.call.arguments), ev.call.arguments)
                 self._calls[(path, ev.call.id)] = view
-                self.output.append(f"{'  ' * len(path)}• {ev.call.name} {view.brief}")
+                who = "".join(f"[{printable(name)}] " for name in path)
+                self.output.append(f"{'  ' * len(path)}• {who}{view.name_} {view.brief}")
                 (box or self.query_one("#log")).mount(view)
             elif isinstance(ev, ToolExecutionEnd):
                 ended = self._calls.pop((path, ev.result.call.id), None)
@@ -304,6 +313,10 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                     ended.finish(ok, ev.result.duration, _text_of(ev.result))
                     mark = "✓" if ok else "✗"
                     self.output.append(f"{'  ' * len(path)}{mark} {ended.name_} {ended.brief}")
+            elif isinstance(ev, HistoryAppend) and ev.error is not None and not path:
+                from goagent_py.cli._common import unsaved_note
+
+                self._show(unsaved_note(ev.error), "note")
             elif isinstance(ev, AgentEnd) and not path:
                 reason = ev.result.stop_reason
                 if reason is not None and reason.value == "aborted":
@@ -314,6 +327,22 @@ def make_app(ns: argparse.Namespace, *, provider: Any = None, tools: Sequence[To
                 self._calls.clear()
                 if ev.result.error is not None:
                     self._show(f"error: {ev.result.error}")
+
+        def _sub_agent_doing(self, parent: ToolCallView, inner: Any) -> None:
+            """A sub-agent's call started or ended: shown live on the (collapsed) block of the
+            call that runs the sub-agent, and on the status line, named as the sub-agent's."""
+            # A question waiting for the user keeps the status line ("waiting for you").
+            status = self.code.status if self.code is not None and self._question is None else None
+            if isinstance(inner, ToolExecutionStart):
+                what = f"{inner.call.name} {brief(inner.call.arguments)}"
+                parent.doing(printable(what))
+                if status is not None:
+                    who = "".join(f"[{printable(name)}] " for name in inner.path)
+                    status.state = f"working: {who}{printable(what)}"
+            elif isinstance(inner, ToolExecutionEnd):
+                parent.doing("")
+                if status is not None:
+                    status.state = "working"
 
         # -- keys ----------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from goagent_py.approvals import RunContext, pending_of
 from goagent_py.dispatch import Dispatcher, error_text, timeout_middleware
 from goagent_py.errors import (
     ConfigurationError,
+    ConversationClearedError,
     CorruptedDataError,
     ToolArgumentsError,
     ToolBlockedError,
@@ -54,6 +55,7 @@ from goagent_py.mcp.errors import (
 from goagent_py.memory.base import UpdatableMemory
 from goagent_py.memory.consolidation import collect_consolidations
 from goagent_py.memory.long_term import LongTermMemory
+from goagent_py.memory.storage._generation import expect_generation, generation_read
 from goagent_py.messages import (
     ContentBlock,
     Message,
@@ -300,10 +302,15 @@ class _AgentActivities:
             self.server_limit = 0 if client is None else await server_blob_limit(client)
         check_size(data, what, self.limit, server_limit=self.server_limit)
 
-    async def _history(self, session_id: str, messages: list[Message]) -> list[Message]:
+    async def _history(
+        self, session_id: str, messages: list[Message], generation: int | None = None
+    ) -> list[Message]:
         """``messages`` with each stand-in replaced by the stored message it stands for.
 
         Raises:
+            ConversationClearedError: the conversation was cleared since the run loaded it at
+                ``generation`` (docs/sessions.md "A conversation cleared under a run"): what
+                the stand-ins stand for is gone, so the run cannot go on.
             CorruptedDataError: a stand-in's message is no longer stored (the history was
                 rewritten under the run): the run fails loudly rather than send a different
                 conversation.
@@ -320,6 +327,16 @@ class _AgentActivities:
             sources.append(storage.load)
         for source in sources:
             stored = await _heartbeating(source())
+            now = generation_read(storage)
+            if generation is not None and now is not None and now != generation:
+                raise ConversationClearedError(  # not retried: the history is gone
+                    f"session {session_id!r}: the conversation was cleared (by another "
+                    "process or task) while this durable run was in flight; the history it "
+                    "loaded is no longer stored, so the run cannot go on, and nothing more of "
+                    "it is stored (start a new run: it goes on from what the conversation "
+                    "holds now)",
+                    session_id=session_id,
+                )
             digests = [history_digest(m) for m in stored]
             for m, digest in zip(stored, digests, strict=True):
                 if digest in wanted:
@@ -355,7 +372,10 @@ class _AgentActivities:
         try:
             if "session_id" in data:
                 session = str(data["session_id"])
-                history = await self._history(session, request.messages)
+                generation = data.get("generation")
+                history = await self._history(
+                    session, request.messages, None if generation is None else int(generation)
+                )
                 memory = self.durable.short_term_memory(session)
                 history = await _heartbeating(expanded(memory, session, history))  # big results
                 request = replace(request, messages=history)
@@ -365,7 +385,9 @@ class _AgentActivities:
                 session = str(data["session_id"])
                 memory = self.durable.short_term_memory(session)
                 message = await _heartbeating(
-                    thinking_by_reference(memory, session, response.message)
+                    thinking_by_reference(
+                        memory, session, response.message, generation=data.get("generation")
+                    )
                 )
                 response = replace(response, message=message)
             out = response_to_data(response)
@@ -465,7 +487,11 @@ class _AgentActivities:
         out: dict[str, Any] = {"content": content_to_text(result.content)}
         if data.get("refs") and len(out["content"]) > RESULT_WHOLE:
             try:
-                out.update(await self._by_reference(result.content, str(data["session_id"])))
+                out.update(
+                    await self._by_reference(
+                        result.content, str(data["session_id"]), data.get("generation")
+                    )
+                )
             except Exception as exc:  # the storage failed: the engine retries
                 raise self._fail(exc, f"{what} result store") from exc
         if result.error is not None:
@@ -481,7 +507,9 @@ class _AgentActivities:
             raise self._fail(exc, what) from exc
         return out
 
-    async def _by_reference(self, content: list[ContentBlock], session_id: str) -> dict[str, Any]:
+    async def _by_reference(
+        self, content: list[ContentBlock], session_id: str, generation: Any = None
+    ) -> dict[str, Any]:
         """A big result stored beside the session: its reference, and a preview for the run's
         events (issue 30). Truncated first as the loop would (``max_tool_result_chars``); the
         result whole if it is small then or the session's storage cannot hold it."""
@@ -492,7 +520,9 @@ class _AgentActivities:
         memory = self.durable.short_term_memory(session_id)
         digest = None
         if len(text) > RESULT_WHOLE:
-            digest = await _heartbeating(store_result(memory, session_id, content, text))
+            digest = await _heartbeating(
+                store_result(memory, session_id, content, text, generation=generation)
+            )
         if digest is None:
             return {"content": text}
         preview = "".join(b.text for b in content if isinstance(b, TextBlock))
@@ -742,6 +772,12 @@ class _AgentActivities:
                 # Whether there is anything to append to (none: the workflow sends no appends).
                 "stores": memory is not None,
             }
+            # The generation read (docs/sessions.md "A conversation cleared under a run"):
+            # the workflow sends it with each append, whose activity writes from it, so a
+            # clear by anyone since is not written over (store12).
+            generation = generation_read(getattr(memory, "storage", None))
+            if generation is not None:
+                out["generation"] = generation
             await self._check_size(out, "short-term memory load")
         except Exception as exc:
             raise self._fail(exc, "short-term memory load") from exc
@@ -762,7 +798,10 @@ class _AgentActivities:
             return False
         session = str(data["session_id"])
         messages = await _heartbeating(expanded(memory, session, messages))  # stored whole
-        append_once = getattr(getattr(memory, "storage", None), "append_once", None)
+        storage = getattr(memory, "storage", None)
+        if data.get("generation") is not None:  # fenced by the run's load (see load)
+            expect_generation(storage, int(data["generation"]))
+        append_once = getattr(storage, "append_once", None)
         if append_once is not None:  # a retried write is recognised by its key
             return bool(await _heartbeating(append_once(str(data["key"]), messages)))
         await _heartbeating(memory.append(*messages))

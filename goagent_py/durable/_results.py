@@ -36,6 +36,7 @@ from dataclasses import replace
 from typing import Any
 
 from goagent_py.errors import CorruptedDataError
+from goagent_py.memory.storage._generation import expect_generation
 from goagent_py.memory.storage._parts import part_session
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock, ThinkingBlock
 
@@ -116,10 +117,19 @@ def _apart(memory: Any, session_id: str) -> tuple[Any, bool] | None:
 
 
 async def store_result(
-    memory: Any, session_id: str, content: Sequence[ContentBlock], data: str
+    memory: Any,
+    session_id: str,
+    content: Sequence[ContentBlock],
+    data: str,
+    *,
+    generation: Any = None,
 ) -> str | None:
     """Store ``content`` (whose JSON is ``data``) in a part of ``session_id`` (``memory``'s
-    session); its digest, or None if ``memory`` cannot hold it (the caller sends it whole)."""
+    session); its digest, or None if ``memory`` cannot hold it (the caller sends it whole).
+    ``generation``: the conversation's clear counter the run loaded it at; a part is refused
+    (``ConversationClearedError``) once the conversation was cleared since, as its appends are:
+    stored after the clear, it would be a row of the deleted conversation that nothing
+    deletes."""
     digest = hashlib.sha256(data.encode()).hexdigest()
     found = _apart(memory, part_session(session_id, reference_text(digest)))
     if found is None:
@@ -127,6 +137,8 @@ async def store_result(
     storage, owned = found
     try:
         message = Message(Role.TOOL, list(content))
+        if generation is not None:
+            expect_generation(storage, int(generation))
         append_once = getattr(storage, "append_once", None)
         if append_once is not None:  # one row, however often the result is stored
             await append_once(digest, [message])
@@ -172,7 +184,9 @@ async def expanded(memory: Any, session_id: str, messages: list[Message]) -> lis
     return out
 
 
-async def thinking_by_reference(memory: Any, session_id: str, message: Message) -> Message:
+async def thinking_by_reference(
+    memory: Any, session_id: str, message: Message, *, generation: Any = None
+) -> Message:
     """``message`` (a model's answer) with each thinking block over :data:`RESULT_WHOLE`
     stored and replaced by its reference (the signature kept, the message marked); unchanged
     where ``memory`` cannot hold it."""
@@ -180,7 +194,9 @@ async def thinking_by_reference(memory: Any, session_id: str, message: Message) 
     digests: list[str] = []
     for b in message.content:
         if isinstance(b, ThinkingBlock) and len(b.thinking) > RESULT_WHOLE:
-            digest = await store_result(memory, session_id, [b], content_to_text([b]))
+            digest = await store_result(
+                memory, session_id, [b], content_to_text([b]), generation=generation
+            )
             if digest is not None:
                 b = ThinkingBlock(thinking=reference_text(digest), signature=b.signature)
                 digests.append(digest)

@@ -18,6 +18,7 @@ from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py.approvals import Approve, Deny, ToolDecision, ToolOutput
 from goagent_py.errors import (
     ConfigurationError,
+    ConversationClearedError,
     CorruptedDataError,
     GoAgentError,
     LeaseLostError,
@@ -334,9 +335,11 @@ def error_to_data(exc: BaseException) -> ErrorData:
             retry_after=exc.retry_after,
             extra={"provider": exc.provider, "error_type": exc.error_type},
         )
-    if isinstance(exc, ConfigurationError | CorruptedDataError | LeaseLostError):
-        # Misuse, a stored row that cannot be read, a session another run took over: the same
-        # on every attempt.
+    if isinstance(
+        exc, ConfigurationError | CorruptedDataError | LeaseLostError | ConversationClearedError
+    ):
+        # Misuse, a stored row that cannot be read, a session another run took over, a write
+        # on a conversation cleared since it was read: the same on every attempt.
         return ErrorData(type(exc).__name__, str(exc), False)
     return ErrorData(type(exc).__name__, str(exc), True)
 

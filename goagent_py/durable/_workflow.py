@@ -40,6 +40,7 @@ from goagent_py.errors import (
     ApprovalError,
     ApprovalExpiredError,
     ConfigurationError,
+    ConversationClearedError,
     GoAgentError,
     GuardrailTripped,
     MaxIterationsError,
@@ -279,7 +280,15 @@ class _Calls:
         heartbeat = c.get("heartbeat_timeout")
         try:
             if local and c.get("local_memory_activities"):
-                return await self._execute_local(name, data, c, timeout_key)
+                try:
+                    return await self._execute_local(name, data, c, timeout_key)
+                except FailureError as exc:
+                    if isinstance(exc, ActivityError):
+                        raise
+                    # A local activity's final failure reaches the workflow bare, not in an
+                    # ActivityError as an activity's does: wrapped, every caller reads it as
+                    # it reads an activity's (store12: a refused append failed the run).
+                    raise _wrapped(name, exc) from exc
             return await self._execute(name, data, c, timeout_key, heartbeat)
         except ActivityError as exc:
             # An abort (or a cancelled workflow) reaches an awaited activity as an ActivityError;
@@ -308,6 +317,20 @@ class _Calls:
             start_to_close_timeout=timedelta(seconds=float(c[timeout_key])),
             retry_policy=_retry_policy(c),
         )
+
+
+def _wrapped(name: str, failure: FailureError) -> ActivityError:
+    """``failure`` (a local activity's, as it arrives) in the ActivityError an activity's
+    failure arrives in (its cause: the failure, as :func:`_error_of` reads it)."""
+    return ActivityError(
+        f"local activity {name} failed",
+        scheduled_event_id=0,
+        started_event_id=0,
+        identity="",
+        activity_type=name,
+        activity_id="",
+        retry_state=None,
+    )
 
 
 def _retry_policy(c: dict[str, Any]) -> RetryPolicy:
@@ -339,6 +362,8 @@ class _ModelProxy:
         }
         what = f"model {request.model!r} request"
         memory = calls.short_term
+        if memory is not None and memory.generation is not None:
+            data["generation"] = memory.generation  # its history was read at that one
         # The run's appends since the last model call ride on this one (keyed: a retry is
         # harmless); what the activity did not apply, the workflow appends itself, in order.
         carried = [] if memory is None else memory.take()
@@ -428,6 +453,8 @@ class _ToolProxy:
             # A big result is stored on the workers; its reference crosses (issue 30).
             data["refs"] = True
             data["session_id"] = memory.session_id
+            if memory.generation is not None:  # a result stored after a clear is refused
+                data["generation"] = memory.generation
         if calls.config.get("gate_sees_message"):
             # The worker's before_tool_call takes (call, assistant message): send the message.
             data["message"] = messages_to_text(_assistant_message(call.id))
@@ -502,6 +529,11 @@ class _ShortTermProxy:
         # The results that close the calls the loaded history ends on (the loop appends them
         # first, since review6a): a run that began before that replays without the append.
         self._closing: list[Message] = []
+        # The clear counter of the conversation the run loaded (docs/sessions.md "A
+        # conversation cleared under a run"), from the load's recorded result: sent with each
+        # append and model call, whose activities refuse to write over (or read back from) a
+        # clear made since. Only activity inputs change: no new command, no patch marker.
+        self.generation: int | None = None
         calls.short_term = self
 
     async def messages(self) -> list[Message]:
@@ -511,6 +543,8 @@ class _ShortTermProxy:
         out = await self._memory("load", data, local=True)
         self._keyed = bool(out.get("keyed", False))
         self._stores = bool(out.get("stores", True))
+        generation = out.get("generation")  # a worker before store12 sends none: unfenced
+        self.generation = None if generation is None else int(generation)
         self._loaded = messages_from_text(out["messages"])
         self._closing = closing_tail(self._loaded)
         return list(self._loaded)
@@ -572,8 +606,8 @@ class _ShortTermProxy:
             try:
                 await self._memory("append", data, local=True)
                 self.applied([data])
-            except MemoryStoreError as exc:
-                workflow.logger.warning("short-term memory append failed: %s", exc)
+            except MemoryStoreError as exc:  # its message names the append already
+                workflow.logger.warning("%s", exc)
             except BaseException:
                 self.give_back(appends[i:])
                 raise
@@ -623,7 +657,13 @@ class _ShortTermProxy:
         # the key lets a storage with append_once skip a retried write, and only that.
         self._appends += 1
         key = f"{self._calls.run_id}:persist:{self._appends}"
-        data = {"session_id": self._session, "messages": messages_to_text(messages), "key": key}
+        data: dict[str, Any] = {
+            "session_id": self._session,
+            "messages": messages_to_text(messages),
+            "key": key,
+        }
+        if self.generation is not None:
+            data["generation"] = self.generation
         check_size(data, "short-term memory append", **_limits(self._calls.config))
         if self._carry and not self._stores:
             return  # the workers keep no history (the load said so)
@@ -645,6 +685,10 @@ class _ShortTermProxy:
             error = _error_of(exc)
             what = f"short-term memory {op}"
             message = error.message.removeprefix(f"{what}: ")  # named once, here
+            if error.type == "ConversationClearedError":  # what a plain run's append raises
+                raise ConversationClearedError(
+                    f"{what} failed: {message}", session_id=self._session
+                ) from None
             raise MemoryStoreError(f"{what} failed: {message}") from None
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import fnmatch
 import logging
 import time
@@ -72,10 +73,12 @@ _LIST_PAGE_CAP = 100
 
 @dataclass(slots=True, eq=False)
 class _Request:
-    """One unit of work for the owner: ``run(client)`` in the owner's task group."""
+    """One unit of work for the owner: ``run(client)`` in the owner's task group, in the
+    context of the task that asked for it (``context``)."""
 
     run: Callable[[Any], Any]
     future: asyncio.Future[Any]
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
     scope: Any = None
     cancelled: bool = False
 
@@ -616,7 +619,11 @@ class MCPConnection:
             assert isinstance(item, _Request)
             if item.cancelled or item.future.done():
                 continue
-            tg.start_soon(self._run_request, client, item, connection_id)
+            # The request's task starts in (a copy of) its caller's context, not the owner's:
+            # the SDK makes its client span and injects the W3C trace context there, so the
+            # call joins the caller's trace (its execute_tool span), and whatever else the
+            # caller's context holds reaches the call, as if it had been made in place.
+            item.context.run(tg.start_soon, self._run_request, client, item, connection_id)
 
     async def _run_request(self, client: Any, req: _Request, connection_id: int) -> None:
         anyio: Any = require("anyio")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from goagent_py.memory._fact_slots import parse_fact
+from goagent_py.memory._questions import is_question
 
 __all__ = ["Correction", "corrected_text", "is_correction", "parse_correction"]
 
@@ -64,6 +65,19 @@ _NOT_AFTER = re.compile(r"^(?P<v>.+?),?\s+(?:and )?not\s+(?P<w>.+)$", re.IGNOREC
 _NOT_BEFORE = re.compile(r"^not\s+(?P<w>.+?)(?:,\s*|\s+but\s+)(?P<v>.+)$", re.IGNORECASE)
 _INSTEAD = re.compile(r"^(?P<v>.+?)\s+instead of\s+(?P<w>.+)$", re.IGNORECASE)
 _BARE = re.compile(rf"^{_LEAD}(?P<rest>(?:not\s+)?[^\s,].*)$", re.IGNORECASE)
+# "No wait, Madrid.", "Actually, Madrid.", "Hang on, 555-0199": a word that takes back what was
+# just said, then a bare name or number. Not a plain "No, Madrid." or "Ok, Madrid.": those
+# answer a question as often as they correct.
+_TAKE_BACK = (
+    rf"(?:{_SORRY}|no,?\s+wait|wait|hang on|hold on|actually|no,?\s+no|no,?\s+sorry|"
+    r"i mean|i meant|scratch that)"
+)
+_TAKEN_BACK = re.compile(rf"^{_TAKE_BACK}\s*[,.!:;-]*\s+{_LEAD}(?P<v>[^\s,].*)$", re.IGNORECASE)
+_NAME_OR_NUMBER = re.compile(
+    r"^(?:\+?\d[\d\s().:/-]*"
+    r"|(?-i:[A-Z])[\w'.-]*(?:\s+(?:(?:de|da|do|dos|das|del|di|du|van|von|der|den|of|the|la|"
+    r"le|el|am|upon)\s+)?(?-i:[A-Z])[\w'.-]*)*)$"
+)
 
 # A value is a few words naming something, not a clause or a remark ("I mean it", "sorry,
 # it's fine").
@@ -136,7 +150,7 @@ def _value(raw: str) -> str:
         return ""
     if words[0].casefold() in _CLAUSE_START or value.casefold() in _NOT_VALUES:
         return ""
-    if value.endswith("?"):
+    if is_question(value):
         return ""
     return value
 
@@ -160,8 +174,8 @@ def parse_correction(text: str) -> Correction | None:
     "Sorry, I meant John", "I meant John, not Jon", "Correction: John", "*John", "Oops, it's
     spelled John", "That should be Porto", "John, not Jon", "Not Jon but John".
     """
-    text = text.strip()
-    if not text or text.endswith("?"):
+    text = text.strip().replace("\u2019", "'")
+    if not text or is_question(text):
         return None
     for pattern in (_MEANT, _SORRY_IS, _LABEL):
         match = pattern.match(text)
@@ -176,6 +190,11 @@ def parse_correction(text: str) -> Correction | None:
     if mean is not None:
         found = _split_wrong(mean.group("v"))
         return found if found is not None and (mean.group("lead") or found.wrong) else None
+    taken = _TAKEN_BACK.match(text)
+    if taken is not None:
+        found = _split_wrong(taken.group("v"))
+        if found is not None and (found.wrong or _NAME_OR_NUMBER.match(found.value)):
+            return found
     # Without a marker, only a sentence that names the wrong value is a correction.
     bare = _BARE.match(text)
     if bare is not None:

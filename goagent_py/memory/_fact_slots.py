@@ -13,6 +13,15 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from goagent_py.memory._questions import is_question
+from goagent_py.memory._subjects import (
+    WHO,
+    about_someone_else,
+    asserted,
+    someone_else,
+    third_person,
+)
+
 __all__ = ["Fact", "is_retraction", "parse_fact", "same_value"]
 
 FactKind = Literal["set", "multi", "retract"]
@@ -29,7 +38,9 @@ class Fact:
     eat meat"): when no memory of ``slot`` matches, a memory the rules cannot read as a slot
     holding all its content words is retracted. ``more``: the sentence says more than the
     retraction ("I no longer like blue, my favourite colour is green"), so it is kept as said
-    too, whatever it retracts.
+    too, whatever it retracts. ``past``: said in the past ("I used to live in Paris"): it
+    retires the present fact it names and is kept as said; the present fact said later does
+    not retire it (it stays true of the past).
     """
 
     slot: str
@@ -39,6 +50,7 @@ class Fact:
     event: bool = False
     words: str = ""
     more: bool = False
+    past: bool = False
 
 
 # (slot, pattern, template): a template rewrites an indirect statement ("I moved to X") as
@@ -48,6 +60,12 @@ _SET: list[tuple[str, str, str | None]] = [
         "home",
         r"\b(?:i|we)(?:'ve| have)? (?:just |recently |finally )?(?:moved|relocated) "
         r"(?:back |over |house |home )?to (?P<v>.+)",
+        "I live in {v}.",
+    ),
+    (
+        "home",
+        r"\b(?:i|we)(?:'ve| have)? (?:just |recently |finally )?(?:moved|relocated) "
+        r"(?:away )?from (?:(?-i:[A-Z])[\w-]*)(?: (?-i:[A-Z])[\w-]*)* to (?P<v>.+)",
         "I live in {v}.",
     ),
     (
@@ -132,6 +150,12 @@ _SET: list[tuple[str, str, str | None]] = [
         "I work at {v}.",
     ),
     ("employer", r"\bi (?:just )?got a (?:new )?job (?:at|with) (?P<v>.+)", "I work at {v}."),
+    (
+        "employer",
+        r"\bi (?:really |absolutely )?(?:love|like|enjoy|hate|have|am enjoying|'m enjoying) "
+        r"my (?:new )?(?:job|work|position|role) (?:at|with) (?P<v>(?-i:[A-Z]).+)",
+        "I work at {v}.",
+    ),
     ("employer", r"\bmy (?:new |current )?employer is (?P<v>.+)", None),
     (
         "employer",
@@ -257,7 +281,8 @@ _HAVE_NO_MORE = re.compile(
 )
 # Where a value ends: a clause, a reason or a time phrase after it.
 _VALUE_END = re.compile(
-    r"\s*(?:[,;:()]|\.(?:\s|$)|!|\?| - | and | but | because | since | so | as | when | where "
+    r"\s*(?:[,;:()\uff0c\uff1b\uff1a\uff08\uff09\u3001\u3002\uff01\uff1f\u060c\u061f]"
+    r"|\.(?:\s|$)|!|\?| - | and | but | because | since | so | as | when | where "
     r"| which | who | with | from now\b| for (?:a|the|about|over|two|three|\d)| last | this "
     r"| next "
     r"| a (?:few|couple|month|week|year) | (?:two|three|four|several) | ago\b"
@@ -331,7 +356,7 @@ _PREFIX = re.compile(
 
 def _clean_value(raw: str) -> str:
     value = _VALUE_END.split(raw, maxsplit=1)[0]
-    value = value.strip().strip("\"'").rstrip(".!?").strip()
+    value = value.strip().strip("\"'\u201c\u201d").rstrip(".!?\u2026\u3002\uff01\uff1f").strip()
     if value.lower().startswith("the ") and len(value.split()) > 1:
         return value  # "the Netherlands": the article is part of the name
     return value
@@ -343,57 +368,9 @@ def _norm_slot(raw: str) -> str:
     return _SLOT_ALIASES.get(slot, slot)
 
 
-# Slots whose value says who it is: a name. What else is said of them ("my wife is a
-# doctor", "my dog is old") is another fact, not a new value of the slot.
-_WHO = frozenset(
-    [
-        "partner",
-        "wife",
-        "husband",
-        "sister",
-        "brother",
-        "mother",
-        "father",
-        "mom",
-        "mum",
-        "dad",
-        "son",
-        "daughter",
-        "child",
-        "kid",
-        "baby",
-        "twin",
-        "cousin",
-        "aunt",
-        "uncle",
-        "niece",
-        "nephew",
-        "grandmother",
-        "grandfather",
-        "grandma",
-        "grandpa",
-        "friend",
-        "boss",
-        "manager",
-        "colleague",
-        "neighbour",
-        "neighbor",
-        "roommate",
-        "flatmate",
-        "dog",
-        "cat",
-        "pet",
-        "puppy",
-        "kitten",
-        "horse",
-        "parrot",
-    ]
-)
-
-
 def _names_it(slot: str, value: str, said: str) -> bool:
     """Whether ``value`` names the one ``slot`` is about (always, for other slots)."""
-    if not slot or slot.split()[-1] not in _WHO:
+    if not slot or slot.split()[-1] not in WHO:
         return True
     if re.search(r"\b(?:called|named|name is)\b", said, re.IGNORECASE):
         return True
@@ -439,114 +416,6 @@ def _slot_change(text: str) -> Fact | None:
     return None
 
 
-# Who a clause is about, when a pattern does not say it itself ("hired by Acme", "got a job
-# at", "after moving to"): the clause's own subject, or the one of the clause it continues.
-_SELF = frozenset(["i", "i'm", "i've", "i'd", "i'll", "we", "we're", "we've", "we'd", "we'll"])
-_OTHERS = frozenset(
-    [
-        "he",
-        "she",
-        "they",
-        "he's",
-        "she's",
-        "they're",
-        "they've",
-        "he'd",
-        "she'd",
-        "they'd",
-        "you",
-        "you're",
-        "you've",
-        "his",
-        "her",
-        "their",
-        "it",
-        "it's",
-        "its",
-    ]
-)
-_OPENERS = frozenset(
-    [
-        "and",
-        "but",
-        "so",
-        "then",
-        "also",
-        "just",
-        "finally",
-        "recently",
-        "now",
-        "today",
-        "yesterday",
-        "eventually",
-        "luckily",
-        "well",
-        "oh",
-        "ok",
-        "okay",
-        "actually",
-        "anyway",
-        "guess",
-        "what",
-        "after",
-        "that",
-        "later",
-        "soon",
-        "last",
-        "this",
-        "year",
-        "month",
-        "week",
-        "news",
-        "update",
-        "btw",
-        "good",
-        "great",
-        "yay",
-        "wow",
-        "hey",
-        "hi",
-        "hello",
-        "yes",
-        "woohoo",
-        "hooray",
-        "phew",
-        "whew",
-        "big",
-        "quick",
-        "fyi",
-    ]
-)
-_CLAUSE_SPLIT = re.compile(r"[,;:.!?()]|\s(?:and|but|so|because|while|when|then)\s", re.I)
-_WORD = re.compile(r"[A-Za-z][\w'\u2019-]*")
-
-
-def _about_someone_else(text: str, start: int) -> bool:
-    """Whether the words before ``start`` make someone other than the user the subject of
-    what follows ("My wife got a job at Acme", "Anna was hired by Acme", "My brother found a
-    job after moving to Berlin"); no subject at all ("Got hired by Acme!") is the user."""
-    before = text[:start]
-    clauses = _CLAUSE_SPLIT.split(before)
-    for clause in reversed(clauses):
-        words = _WORD.findall(clause)
-        if any(w.casefold() in _SELF for w in words):
-            return False  # "My wife and I moved...", "I found a job after moving to ..."
-        while words and words[0].casefold() in _OPENERS:
-            words = words[1:]
-        if not words:
-            continue  # a clause without a subject continues the one before it
-        first = words[0]
-        if first.casefold() in _OTHERS or first.casefold() in ("my", "our"):
-            return True
-        if first[:1].isupper():
-            return True  # a name: "Anna got a job at Acme"
-        if first.casefold() in ("me", "myself"):
-            return False
-        # A clause that opens on a verb ("got hired by", "packed up and left") continues the
-        # one before it.
-    return False
-
-
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|we|we're|we've|my|our|me)\b", re.IGNORECASE)
 
 
@@ -555,7 +424,7 @@ def _set_fact(text: str) -> Fact | None:
         match = pattern.search(text)
         if match is None:
             continue
-        if not _FIRST_PERSON.search(match.group(0)) and _about_someone_else(text, match.start()):
+        if not _FIRST_PERSON.search(match.group(0)) and about_someone_else(text, match.start()):
             continue  # what a pattern without a subject says is about someone else here
         value = _clean_value(match.group("v"))
         if not value:
@@ -666,10 +535,17 @@ _NOT_BUT = re.compile(
 
 def parse_fact(text: str) -> Fact | None:
     """``text`` as a fact the model-free decider can reason about, or None."""
-    text = _PREFIX.sub("", text.strip())
-    if not text or text.endswith("?"):
+    text = _PREFIX.sub("", text.strip().replace("\u2019", "'"))  # a phone's apostrophe (U+2019)
+    if not text or is_question(text):
         return None
-    text = _TIME_WORDS.sub("", text.rstrip(".!… ")).strip()
+    text = _TIME_WORDS.sub("", text.rstrip(".!…\u3002\uff01 ")).strip()
+    if not asserted(text):
+        return None  # "If I moved to Rome...", "My boss said I'm lazy": nothing the user says is so
+    other = someone_else(text)
+    if other is not None:
+        fact = _of_someone(*other)
+        if fact is not None:
+            return fact
     # "My name isn't Priya, it's Riya" says what the name is, and is stored so.
     said = _NOT_BUT.sub(r"\g<be> \g<v>", text)
     if said != text:
@@ -680,13 +556,35 @@ def parse_fact(text: str) -> Fact | None:
     return _parse(text)
 
 
+def _of_someone(subject: str, who: str, said: str) -> Fact | None:
+    """``said`` (what is said of ``subject``, in the first person) read as a fact of theirs:
+    in a slot of their own ("brother:home"; who they are is their name slot, "brother"), and
+    stored in the third person ("My brother lives in Munich.")."""
+    fact = _parse(said)
+    if fact is None or fact.slot == "":
+        return None
+    person = _norm_slot(who)
+    if fact.slot == "name":  # "My dog is called Rex": who the dog is, said as the user said it
+        return replace(fact, slot=person, canonical="")
+    slot = fact.slot if fact.slot == "?" else f"{person}:{fact.slot}"
+    canonical = third_person(fact.canonical, subject) if fact.canonical else ""
+    words = ""
+    if fact.words:  # what a retraction takes back, said of them: never a fact of the user's
+        words = third_person(fact.words[:1].upper() + fact.words[1:], subject)
+    value = words if fact.slot == "?" else fact.value
+    return replace(fact, slot=slot, value=value, canonical=canonical, words=words)
+
+
 def _parse(text: str) -> Fact | None:
     if _RETRACT_LAST.search(text):
         return Fact("", "", "retract")
     forget = _FORGET.match(text)
     if forget is not None:
         rest = _MEMORY_WORDS.sub("", forget.group("rest").strip().rstrip(".!"))
-        parsed = _set_fact(rest) or _multi_fact(rest)
+        other = someone_else(rest[:1].upper() + rest[1:])
+        parsed = _of_someone(*other) if other is not None else None
+        if parsed is None or parsed.kind == "retract":
+            parsed = _set_fact(rest) or _multi_fact(rest)
         if parsed is not None:
             return Fact(parsed.slot, parsed.value, "retract")
         my = re.match(r"(?:my|about my) (?P<slot>.+)", rest, re.IGNORECASE)
@@ -695,10 +593,20 @@ def _parse(text: str) -> Fact | None:
             # the rules do not read as one: its words find it.
             return Fact(_norm_slot(my.group("slot")), "", "retract", words=rest)
         return Fact("?", rest, "retract")
+    used = _USED_TO.search(text)
+    if used is not None and not about_someone_else(text, used.start()):
+        # "I used to live in Paris": the present fact it names is over; the past is kept.
+        positive = f"{used.group('who')} {used.group('rest')}"
+        parsed = _set_fact(positive) or _multi_fact(positive)
+        slot, value = (parsed.slot, parsed.value) if parsed is not None else ("?", positive)
+        return Fact(slot, value, "retract", event=True, words=positive, more=True, past=True)
     retraction = _retraction(text)
     if retraction is not None:
         return retraction
     return _set_fact(text) or _left(text) or _multi_fact(text)
+
+
+_USED_TO = re.compile(r"\b(?P<who>i|we) used to (?P<rest>.+)", re.IGNORECASE)
 
 
 # "I'm not a vegetarian anymore": a negated state, a retraction only with "anymore" (so
@@ -711,7 +619,20 @@ _CLAUSE_END = re.compile(r"\s*[,;:]\s*|\s+(?:but|and|so|because)\s+", re.IGNOREC
 _CHANGE_WORDS = re.compile(r"\bno longer\b|\bany ?more\b", re.IGNORECASE)
 
 
+# "I didn't move to Rome after all": the move said before did not happen.
+_DID_NOT_MOVE = re.compile(
+    r"\b(?:i|we) (?:didn't|did not|never|won't|will not) (?:actually |end up |get to )?"
+    r"(?:move|moving|relocate|relocating) (?:back |over )?to (?P<v>.+)",
+    re.IGNORECASE,
+)
+
+
 def _retraction(text: str) -> Fact | None:
+    moved = _DID_NOT_MOVE.search(text)
+    if moved is not None:
+        value = _clean_value(re.sub(r" after all\b.*$", "", moved.group("v"), flags=re.I))
+        if value:
+            return Fact("home", value, "retract", event=True, words=f"I live in {value}")
     have = _HAVE_NO_MORE.search(text)
     if have is not None:
         slot = have.group("slot")

@@ -203,6 +203,7 @@ def _negates(known: Fact | None, fact: Fact) -> bool:
     return (
         known is not None
         and known.kind == "retract"
+        and not known.past  # "I used to live in Paris" stays true when the user is back
         and known.slot == fact.slot
         and bool(known.value)
         and same_value(known.value, fact.value)
@@ -296,7 +297,15 @@ def _retract(
 
 
 def _content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9']+", text.casefold()) if w not in _STOP}
+    """The words of ``text`` that say something, a verb's or noun's "s" dropped ("My brother
+    eats meat" holds "My brother eat meat", what "My brother no longer eats meat" takes
+    back)."""
+    words = re.findall(r"[a-z0-9']+", text.casefold().replace("\u2019", "'"))
+    return {_stem(w) for w in words if w not in _STOP}
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 # -- model decider ----------------------------------------------------------------------------

@@ -40,12 +40,12 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from goagent_py._describe import described
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
+from goagent_py.memory._forgetting import after_forgetting
 from goagent_py.memory.base import BatchEmbedder, Chunk, Chunker, Embedder
 from goagent_py.memory.consolidation import (
     ConsolidationReport,
@@ -72,7 +72,6 @@ from goagent_py.memory.records import (
     as_present,
     asks_about_past,
     format_time,
-    history_of,
     record_of,
     state_of,
     with_change,
@@ -229,41 +228,6 @@ def _marked(
         is_error=m.is_error,
         metadata=with_change(m.metadata, change, **fields),
     )
-
-
-def _without_words(
-    listed: Sequence[ScoredMessage], gone: set[str], deleted: set[str]
-) -> list[tuple[str, Message]]:
-    """The entries of ``listed`` (other than ``deleted``) whose history quotes a text of
-    ``gone``, with those quotes blanked: what :meth:`LongTermMemory.forget` rewrites."""
-    out: list[tuple[str, Message]] = []
-    for scored in listed:
-        history = history_of(scored.message.metadata)
-        if scored.id in deleted or not any({c.text, c.previous} & gone for c in history):
-            continue
-        kept = [
-            replace(
-                c,
-                text="" if c.text in gone else c.text,
-                previous="" if c.previous in gone else c.previous,
-            ).to_json()
-            for c in history
-        ]
-        m = scored.message
-        metadata = {**m.metadata, HISTORY_KEY: kept}
-        out.append(
-            (
-                scored.id,
-                Message(
-                    m.role,
-                    list(m.content),
-                    tool_call_id=m.tool_call_id,
-                    is_error=m.is_error,
-                    metadata=metadata,
-                ),
-            )
-        )
-    return out
 
 
 class _ScopeLock:
@@ -921,27 +885,45 @@ class LongTermMemory:
         Porto." for "I moved to Porto last month.", under another id) is found by the message
         it came from (its record's source message) when the store can list.
 
-        When the store can list, no copy is left behind: the words of what is forgotten are
-        also blanked in the histories of the scope's other memories (a memory that replaced
-        a forgotten one recorded its text as ``previous``).
+        When the store can list, the memories left are as if the forgotten ones had never been
+        said: a fact a forgotten one replaced takes its place (current again, or replaced by
+        what replaced it), and the words and ids of what is forgotten are blanked in the
+        histories of the scope's other memories (see :mod:`goagent_py.memory._forgetting`).
         """
         ids = [
             f"{session}:{message_digest(m)}:{i}"
             for m in messages
             for i in range(len(self._chunks(m)))
         ]
+        sources = {_source_message(m) for m in messages if m.role is Role.USER}
+        await self._forget_ids(ids, session, {m.text for m in messages}, sources)
+
+    async def forget_ids(self, ids: Sequence[str], *, session: str = "") -> None:
+        """Delete the memories of ``session`` with these entry ids (what :meth:`records`
+        lists as ``MemoryRecord.id``), with the bookkeeping of :meth:`forget`: a fact one of
+        them replaced takes its place, and no history keeps their words. An id of another
+        scope, or of no memory, deletes nothing."""
+        await self._forget_ids([i for i in ids if i.startswith(f"{session}:")], session)
+
+    async def _forget_ids(
+        self,
+        ids: list[str],
+        session: str,
+        texts: set[str] | None = None,
+        sources: set[str] | None = None,
+    ) -> None:
         if isinstance(self.vector_store, ListableStore):
-            sources = {_source_message(m) for m in messages if m.role is Role.USER}
             listed = await self.vector_store.entries({SESSION_KEY: session})
             ids += [
                 s.id
                 for s in listed
                 if s.message.role is Role.USER
-                and s.message.metadata.get(SOURCE_MESSAGE_KEY) in sources
+                and s.message.metadata.get(SOURCE_MESSAGE_KEY) in (sources or set())
                 and s.id not in ids
             ]
-            gone = {m.text for m in messages} | {s.message.text for s in listed if s.id in ids}
-            await self._write(_without_words(listed, gone - {""}, set(ids)))
+            gone = (texts or set()) | {s.message.text for s in listed if s.id in ids}
+            now = format_time(self.clock())
+            await self._write(after_forgetting(listed, set(ids), gone - {""}, now))
         if isinstance(self.vector_store, BulkVectorStore):
             await self.vector_store.delete_batch(ids)
         else:

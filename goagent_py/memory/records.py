@@ -77,9 +77,10 @@ CURRENT: MemoryState = "current"
 SUPERSEDED: MemoryState = MEMORY_FORMERLY
 DELETED: MemoryState = "deleted"
 
-ChangeOp = Literal["add", "update", "superseded", "delete"]
+ChangeOp = Literal["add", "update", "superseded", "delete", "restored"]
 """What happened to a memory: stored (``add``), stored as the new version of another
-(``update``), replaced by a newer one (``superseded``), retracted (``delete``)."""
+(``update``), replaced by a newer one (``superseded``), retracted (``delete``), current again
+because the memory that replaced it was forgotten (``restored``)."""
 
 
 def format_time(moment: datetime) -> str:
@@ -142,6 +143,7 @@ class MemoryChange:
             "update",
             "superseded",
             "delete",
+            "restored",
         ):
             return None
         fields = ("at", "decider", "source_message", "text", "previous", "other_id")

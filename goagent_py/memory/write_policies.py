@@ -22,14 +22,38 @@ import re
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory._corrections import is_correction
 from goagent_py.memory._fact_slots import is_retraction
+from goagent_py.memory._questions import QUESTION_END, is_question
 from goagent_py.memory.base import WritePolicy
 from goagent_py.messages import Message, Role, TextBlock
 
 __all__ = ["is_question", "is_statement", "statement_clauses", "user_statements"]
 
 _FIRST_PERSON = frozenset(
-    {"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself", "we", "our", "us"}
-)
+    {"i", "i'm", "i've", "i'd", "i'll", "me", "my", "mine", "myself", "we", "our", "us",
+     "we're", "we've", "we'd", "we'll", "ours", "ourselves"}
+)  # fmt: skip
+# A first-person subject and its verb written as one word: "I'm vegetarian." is three words
+# ("I am vegetarian") typed as two, and a fact, not a remark like "Me too.".
+_CONTRACTED = frozenset({"i'm", "i've", "i'd", "i'll", "we're", "we've", "we'd", "we'll"})
+# Languages that drop the subject pronoun say the first person with the verb alone ("Vivo en
+# Madrid.", "Moro em Lisboa.", "Abito a Roma.", "Mieszkam w Krakowie.", "Живу в Москве."): the
+# forms of the verbs that state facts about oneself (be, have, live, work, study, speak, be
+# called, be born).
+_VERBS = frozenset(
+    {
+        # Spanish
+        "soy", "estoy", "tengo", "vivo", "trabajo", "estudio", "hablo", "nací", "resido",
+        # Portuguese
+        "sou", "estou", "tenho", "moro", "trabalho", "estudo", "falo", "nasci",
+        # Italian
+        "sono", "ho", "abito", "lavoro", "studio", "parlo", "nato", "nata",
+        # Polish
+        "jestem", "mam", "mieszkam", "pracuję", "studiuję", "mówię", "nazywam", "urodziłem",
+        "urodziłam",
+        # Russian, Ukrainian
+        "живу", "работаю", "учусь", "говорю", "родился", "родилась", "працюю",
+    }
+)  # fmt: skip
 # The first person of other languages written in words, so a fact said in French, Spanish,
 # German, Russian, Korean... is kept as an English one is ("J'habite à Lyon.", "Ich heiße
 # Anna."); an elided form ("j'", "m'") counts by its head.
@@ -58,11 +82,6 @@ _FIRST_PERSON_OTHER = frozenset(
 # first person is a character of the text (Chinese 我, Japanese 私/僕/俺).
 _UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _FIRST_PERSON_UNSPACED = ("我", "咱", "私", "僕", "俺", "わたし", "ぼく")
-# A question in any script: "?", the full-width question mark, Arabic "؟", the Greek question
-# mark, and a sentence that ends on a Chinese or Japanese question particle without a mark
-# ("你叫什么名字吗").
-_QUESTION_END = re.compile(r"(?:[?\uff1f\u061f\u037e]|[吗嗎呢么か])[\s\u3002.!\uff01]*$")
-
 # A sentence ends at . ! ? (or an ellipsis) followed by a space and a capital letter, a digit
 # or a quote; not after a title or a common abbreviation ("Dr. Rao", "e.g. Lisbon").
 _SENTENCE_END = re.compile(
@@ -83,13 +102,6 @@ _CLAUSE_JOIN = re.compile(
 _OWN_SUBJECT = re.compile(r"^(?:I|I'm|I've|I'd|[Mm]y|[Ww]e|[Ww]e're|[Oo]ur)\b")
 
 
-def is_question(text: str) -> bool:
-    """Whether ``text`` ends as a question, in any script: "?", the full-width question mark,
-    "؟", the Greek question mark, or a Chinese or Japanese question particle ("你好吗",
-    "…ですか")."""
-    return bool(_QUESTION_END.search(text.strip()))
-
-
 def is_statement(text: str, *, min_words: int = 3, about_user: bool = False) -> bool:
     """Whether ``text`` reads as a statement: not a question, at least ``min_words`` words,
     and, with ``about_user``, in the first person ("I", "my", "we"...).
@@ -105,11 +117,13 @@ def is_statement(text: str, *, min_words: int = 3, about_user: bool = False) -> 
     if not stripped or is_question(stripped):
         return False
     words = _words(stripped)
-    if len(words) < min_words:
+    # A subject said with its verb ("I'm", "soy") counts as the two words it stands for.
+    contracted = sum(1 for w in words if _bare(w) in _CONTRACTED or _bare(w) in _VERBS)
+    if len(words) + contracted < min_words:
         return False
     if not about_user:
         return True
-    if any(_person(w) for w in words):
+    if any(_person(w) or _bare(w) in _VERBS for w in words):
         return True
     if any(marker in stripped for marker in _FIRST_PERSON_UNSPACED):
         return True
@@ -127,12 +141,18 @@ def _words(text: str) -> list[str]:
     return words
 
 
+def _bare(word: str) -> str:
+    """``word`` without the punctuation around it, in lower case, with a typographic
+    apostrophe (U+2019, what phones type) as "'"."""
+    return word.strip(".,;:!¡¿\"'()«»„“”").casefold().replace("\u2019", "'")
+
+
 def _person(word: str) -> bool:
     """Whether ``word`` is a first-person word of a language written in words."""
-    word = word.strip(".,;:!¡¿\"'()«»„“”").casefold()
+    word = _bare(word)
     if word in _FIRST_PERSON or word in _FIRST_PERSON_OTHER:
         return True
-    head, apostrophe, _ = word.replace("\u2019", "'").partition("'")
+    head, apostrophe, _ = word.partition("'")
     return bool(apostrophe) and head + "'" in _FIRST_PERSON_OTHER
 
 
@@ -235,7 +255,7 @@ def user_statements(
         if questions:
             return len(text.split()) >= min_words and (
                 not about_user
-                or is_statement(_QUESTION_END.sub("", text), min_words=0, about_user=True)
+                or is_statement(QUESTION_END.sub("", text), min_words=0, about_user=True)
             )
         if about_user and (is_retraction(text) or is_correction(text)):
             return True

@@ -57,7 +57,12 @@ Content (prompts, system instructions, completions, tool arguments and results, 
 memories, exception messages) is recorded only with ``capture_content=True`` or
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``, as JSON strings in the
 convention's message schema. Image and document bytes are never recorded (only their media
-type and size), and nothing here ever sees an API key.
+type and size), and nothing here ever sees an API key. A tool argument whose schema marks it
+secret (``writeOnly`` or ``format: password``, as a pydantic ``SecretStr`` parameter is) is
+recorded as ``[REDACTED]``, in the call's span and in the messages of later model calls. Each
+captured attribute holds at most ``max_content_chars`` characters (32768 by default), and
+every value is valid Unicode (a lone surrogate is recorded as U+FFFD), so an exporter never
+drops it.
 
 Sources (the GenAI conventions are at "Development" stability; names follow their latest text):
 
@@ -82,8 +87,10 @@ import typing
 
 # Runtime names under private aliases and type-only names under TYPE_CHECKING: the module's
 # public namespace is exactly ``__all__`` (tests/test_public_api.py checks it).
+from goagent_py.errors import ConfigurationError as _ConfigurationError
 from goagent_py.otel import _semconv
 from goagent_py.otel._content import CAPTURE_ENV
+from goagent_py.otel._content import MAX_CONTENT_CHARS as _MAX_CONTENT_CHARS
 from goagent_py.otel._content import capture_from_env as _capture_from_env
 from goagent_py.otel._hooks import Instrumentation as _Instrumentation
 from goagent_py.otel._semconv import provider_name_of
@@ -116,6 +123,9 @@ __all__ = [
 ]
 
 
+_MIN_CONTENT_CHARS = 256
+
+
 def _capture(capture_content: bool | None) -> bool:
     return _capture_from_env() if capture_content is None else capture_content
 
@@ -127,6 +137,7 @@ def instrument(
     capture_content: bool | None = None,
     provider_name: str | None = None,
     provider: object | None = None,
+    max_content_chars: int | None = _MAX_CONTENT_CHARS,
 ) -> Hooks:
     """Hooks that trace and measure every run of the agent they are given to.
 
@@ -142,10 +153,26 @@ def instrument(
         provider: the agent's provider, to derive ``gen_ai.provider.name`` from (see
             :func:`provider_name_of`). Hooks never see the provider, so without this or
             ``provider_name`` the name is derived per run from the agent's provider.
+        max_content_chars: the most characters one captured attribute holds (a prompt, the
+            messages of a model call, a tool's arguments or result, an error's message). JSON
+            stays JSON: its strings are cut, each cut said in it, and a model call's oldest
+            messages are left out first (they are on the earlier calls' spans). None: no bound.
 
     Returns:
         The hooks.
+
+    Raises:
+        ConfigurationError: ``max_content_chars`` is not None or an int of at least 256.
     """
+    if max_content_chars is not None and (
+        isinstance(max_content_chars, bool)
+        or not isinstance(max_content_chars, int)
+        or max_content_chars < _MIN_CONTENT_CHARS
+    ):
+        raise _ConfigurationError(
+            f"max_content_chars must be None (no bound) or an int of at least "
+            f"{_MIN_CONTENT_CHARS}, not {max_content_chars!r}"
+        )
     if provider_name is None:
         provider_name = (
             provider_name_of(provider) if provider is not None else _semconv.PROVIDER_OTHER
@@ -155,6 +182,7 @@ def instrument(
         meter_provider=meter_provider,
         capture_content=_capture(capture_content),
         provider_name=provider_name,
+        max_content_chars=max_content_chars,
     ).hooks()
 
 

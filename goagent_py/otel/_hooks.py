@@ -1,12 +1,15 @@
 """The hooks behind :func:`goagent_py.otel.instrument`: one span tree per run.
 
-Per-run state lives in a ``ContextVar`` set by ``on_run_start``. Every hook of a run is called
-from the run's own task or, for the hooks of one tool call, from that call's task (a child task,
-which inherits a copy of the run's context), so concurrent runs in one event loop never see each
-other's state. The run span is attached as the current OpenTelemetry context for the run, and
-each ``execute_tool`` span for its call's task, so spans made by other code (HTTP clients,
+Per-run state is kept by run id: every hook finds its run by the id the loop gives each hook
+call (``current_hook_context``), so concurrent runs never see each other's state, and a stream
+read, or closed, from another task than the one that began it still finds its own run. A
+``ContextVar`` set by ``on_run_start`` tells whether a hook runs where its run is current. The
+run span is made the current OpenTelemetry context for the run, and each ``execute_tool`` span
+for its call's task, so spans made by other code (HTTP clients,
 :func:`~goagent_py.otel.instrument_store`) nest under the run, or under the tool call that made
-them.
+them. The context is switched by value, never with attach/detach tokens: a ``Session`` awaits a
+merged, async hook in a copy of the run's context and copies its variables back, where a token
+made in the copy cannot reset.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -25,10 +28,16 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, Trac
 from opentelemetry.util.types import AttributeValue
 
 from goagent_py._describe import message_of
-from goagent_py._redact import redact
 from goagent_py.events import GuardrailChecked
-from goagent_py.hooks import Hooks, ProviderEvent, RunInfo, RunResult, ToolResult
-from goagent_py.messages import ContentBlock, Role, ScoredMessage, StopReason, ToolCall, Usage
+from goagent_py.hooks import (
+    Hooks,
+    ProviderEvent,
+    RunInfo,
+    RunResult,
+    ToolResult,
+    current_hook_context,
+)
+from goagent_py.messages import ScoredMessage, StopReason, ToolCall, Usage
 from goagent_py.otel import _content
 from goagent_py.otel import _semconv as sc
 from goagent_py.provider import CompletionRequest
@@ -49,14 +58,11 @@ class _Run:
     provider: str
     model: str
     agent: str
-    first_block: ContentBlock | None
+    run_id: str
     parent: otel_context.Context | None = None  # what was current before the run
-    otel_token: object = None
-    var_token: Token[_Run | None] | None = None
+    outer: _Run | None = None  # the run this one runs inside (a sub-agent's parent), if any
     chat: Span | None = None
-    chat_token: object = None
     chat_attrs: dict[str, AttributeValue] = field(default_factory=dict)
-    pending: list[tuple[Span, int]] = field(default_factory=list)
     # Open execute_tool spans by call id (a list, should a model repeat an id within a turn).
     tools: dict[str, list[_ToolSpan]] = field(default_factory=dict)
     # The tool names the last model request offered (None: no request seen yet). A call of any
@@ -74,7 +80,13 @@ def meter_for(meter_provider: MeterProvider | None) -> Meter:
     return get_meter(sc.SCOPE, meter_provider=meter_provider, schema_url=sc.SCHEMA_URL)
 
 
-def set_error(span: Span, error: BaseException, *, capture: bool) -> str:
+def set_error(
+    span: Span,
+    error: BaseException,
+    *,
+    capture: bool,
+    limit: int | None = _content.MAX_CONTENT_CHARS,
+) -> str:
     """Mark ``span`` failed; the message (which may quote content) only when capturing.
 
     Captured, the message and stack trace are redacted (``_redact``) first: a tool's error may
@@ -84,14 +96,14 @@ def set_error(span: Span, error: BaseException, *, capture: bool) -> str:
     kind = sc.error_type(error)
     span.set_attribute(sc.ERROR_TYPE, kind)
     if capture:
-        message = redact(message_of(error))
+        message = _content.text(message_of(error), limit)
         stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         span.add_event(
             "exception",
             {
                 "exception.type": f"{type(error).__module__}.{type(error).__qualname__}",
                 "exception.message": message,
-                "exception.stacktrace": redact(stack),
+                "exception.stacktrace": _content.text(stack, limit),
                 "exception.escaped": False,
             },
         )
@@ -120,13 +132,19 @@ class Instrumentation:
         meter_provider: MeterProvider | None,
         capture_content: bool,
         provider_name: str,
+        max_content_chars: int | None = _content.MAX_CONTENT_CHARS,
     ) -> None:
         self.tracer = tracer_for(tracer_provider)
         meter = meter_for(meter_provider)
         self.capture = capture_content
+        self.limit = max_content_chars
+        # With capture on: every tool whose schema ever marked an argument secret, by name, for
+        # as long as the hooks live. A conversation carries a call into later model calls, of
+        # later runs too, after the agent's tools may have changed: it stays masked.
+        self._secrets: dict[str, list[object]] = {}
         self.provider = provider_name
         self._run: ContextVar[_Run | None] = ContextVar("goagent_otel_run", default=None)
-        self._open: dict[int, _Run] = {}
+        self._open: dict[str, _Run] = {}  # the runs begun and not ended, by run id
         self.token_usage = meter.create_histogram(
             sc.METRIC_TOKEN_USAGE,
             unit="{token}",
@@ -191,15 +209,16 @@ class Instrumentation:
         if info.model:
             attrs[sc.REQUEST_MODEL] = info.model
         if self.capture:
-            attrs[sc.INPUT_MESSAGES] = _content.user_input(info.content)
-        stale = self._run.get()
-        if stale is not None and id(stale) not in self._open:
+            attrs[sc.INPUT_MESSAGES] = _content.user_input(info.content, self.limit)
+        outer = self._run.get()
+        if outer is not None and self._open.get(outer.run_id) is not outer:
             # A stream of an earlier run in this task was dropped unclosed and ended elsewhere
             # (the event loop's async-generator finalizer runs in another context): its span
             # (or its chat span) may still be current here. Put back what was current before.
             self._run.set(None)
-            if _belongs_to(trace.get_current_span(), stale.span):
-                otel_context.attach(stale.parent or otel_context.Context())
+            if _belongs_to(trace.get_current_span(), outer.span):
+                _make_current(outer.parent or otel_context.Context())
+            outer = None
         name = f"invoke_agent {info.agent_name}" if info.agent_name else "invoke_agent"
         span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs)
         ctx = trace.set_span_in_context(span)
@@ -209,28 +228,32 @@ class Instrumentation:
             provider=provider,
             model=info.model,
             agent=info.agent_name,
-            first_block=info.content[0] if info.content else None,
+            run_id=info.run_id,
             parent=otel_context.get_current(),
+            outer=outer,
         )
-        run.otel_token = otel_context.attach(ctx)
-        run.var_token = self._run.set(run)
-        self._open[id(run)] = run
+        _make_current(ctx)
+        self._run.set(run)
+        self._open[info.run_id] = run
 
     def _find(self, result: RunResult) -> tuple[_Run | None, bool]:
-        """The run ``result`` ends, and whether we are in the context that started it."""
-        run = self._run.get()
-        if run is not None:
-            return run, True
-        # on_run_end from another context (an abandoned stream closed by the event loop's
-        # async-generator finalizer): find the run by the identity of its prompt's first block.
-        if result.messages and result.messages[0].content:
-            first = result.messages[0].content[0]
-            for candidate in self._open.values():
-                if candidate.first_block is first:
-                    return candidate, False
-        if len(self._open) == 1:
-            return next(iter(self._open.values())), False
-        return None, False
+        """The run ``result`` ends, and whether we are in its context.
+
+        By its run id, never by what is current here: a stream may be closed from another
+        task (a stop handler, another run's tool call, the event loop's async-generator
+        finalizer), where the run current is another one, or none.
+        """
+        run = self._open.get(result.run_id)
+        return run, run is not None and self._run.get() is run
+
+    def _current(self) -> _Run | None:
+        """The run the running hook was called for: by the run id the loop gives every hook
+        (``current_hook_context``), so a stream read in another task than the one that began
+        it still finds its run; the context's run outside a hook call."""
+        hooked = current_hook_context()
+        if hooked is not None:
+            return self._open.get(hooked.run_id)
+        return self._run.get()
 
     def on_run_end(self, result: RunResult) -> None:
         """End every span the run still has open, then the run span; restore the context."""
@@ -238,22 +261,12 @@ class Instrumentation:
         if run is None:
             _log.debug("on_run_end without a run span (instrumentation added mid-run?)")
             return
-        if same_context and run.var_token is not None:
-            # The run's variable is seen here, but this may be a copy of the run's context (the
-            # finalizer of a dropped stream runs in a task made from it): its tokens only reset
-            # in the context that made them.
-            try:
-                self._run.reset(run.var_token)
-            except ValueError:
-                same_context = False
-                self._run.set(None)
-        self._open.pop(id(run), None)
+        self._open.pop(run.run_id, None)
         end_ns = _now_ns()
         if run.chat is not None:
-            interrupted = result.error or RuntimeError("the provider call did not finish")
-            self._end_chat(run, interrupted, end_ns, same_context=same_context)
+            interrupted = result.error or _unfinished(result, "the model call")
+            self._end_chat(run, interrupted, end_ns)
         self._end_open_tools(run, result, end_ns)
-        self._finish_pending(run, result)
         span = run.span
         usage = result.usage
         span.set_attribute(sc.INPUT_TOKENS, _input_tokens(usage))
@@ -269,21 +282,26 @@ class Instrumentation:
         if run.agent:
             metric[sc.AGENT_NAME] = run.agent
         if result.error is not None:
-            metric[sc.ERROR_TYPE] = set_error(span, result.error, capture=self.capture)
+            metric[sc.ERROR_TYPE] = self._error(span, result.error)
         else:
             if self.capture:
-                span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_text(result.text))
+                output = _content.output_text(result.text, self.limit)
+                span.set_attribute(sc.OUTPUT_MESSAGES, output)
             span.set_status(Status(StatusCode.OK))
         span.end(end_time=end_ns)
         self.agent_duration.record(result.duration, metric)
         if same_context:
-            _detach(run.otel_token)
+            # Put back what was current before the run, by value: this hook may run in a copy of
+            # the run's context (a Session awaits a merged, async hook in a task of its own and
+            # copies the variables it set back), where a token of the run's start cannot reset.
+            self._run.set(run.outer)
+            _make_current(run.parent or otel_context.Context())
 
     # -- model ---------------------------------------------------------------------------------
 
     def on_provider_request(self, iteration: int, request: CompletionRequest) -> None:
         """Open ``chat {model}`` as a child of the run span, current while the call runs."""
-        run = self._run.get()
+        run = self._current()
         if run is None:
             return
         if run.chat is not None:  # a response that never came (should not happen)
@@ -297,25 +315,33 @@ class Instrumentation:
         if request.max_tokens is not None:
             attrs[sc.REQUEST_MAX_TOKENS] = request.max_tokens
         if self.capture:
-            attrs[sc.INPUT_MESSAGES] = _content.input_messages(request.messages)
+            self._learn_secrets(request)
+            attrs[sc.INPUT_MESSAGES] = _content.input_messages(
+                request.messages, self.limit, self._secrets
+            )
             if request.system_prompt:
-                attrs[sc.SYSTEM_INSTRUCTIONS] = _content.system_instructions(request.system_prompt)
+                attrs[sc.SYSTEM_INSTRUCTIONS] = _content.system_instructions(
+                    request.system_prompt, self.limit
+                )
         name = f"chat {model}" if model else "chat"
         span = self.tracer.start_span(name, context=run.ctx, kind=SpanKind.CLIENT, attributes=attrs)
         run.chat = span
-        run.chat_token = otel_context.attach(trace.set_span_in_context(span, run.ctx))
+        if self._run.get() is run:  # only where the run is current (see _current)
+            _make_current(trace.set_span_in_context(span, run.ctx))
 
     def on_provider_response(self, iteration: int, event: ProviderEvent) -> None:
         """End the ``chat`` span with the response's model, usage and finish reason."""
-        run = self._run.get()
+        run = self._current()
         if run is None or run.chat is None:
             return
         span = run.chat
         end_ns = _now_ns()
         metric = dict(run.chat_attrs)
         if event.model:
-            span.set_attribute(sc.RESPONSE_MODEL, event.model)
-            metric[sc.RESPONSE_MODEL] = event.model
+            # The server's word: valid text, of a model name's size.
+            model = _content.cap(_content.clean(str(event.model)), _MAX_NAME_CHARS)
+            span.set_attribute(sc.RESPONSE_MODEL, model)
+            metric[sc.RESPONSE_MODEL] = model
         if event.error is not None:
             metric[sc.ERROR_TYPE] = sc.error_type(event.error)
             self._end_chat(run, event.error, end_ns)
@@ -338,45 +364,39 @@ class Instrumentation:
         if usage.total_tokens:
             self.token_usage.record(input_tokens, {**metric, sc.TOKEN_TYPE: "input"})
             self.token_usage.record(usage.output_tokens, {**metric, sc.TOKEN_TYPE: "output"})
-        _detach(run.chat_token)
+        if self._run.get() is run:
+            _make_current(run.ctx)
         run.chat = None
-        run.chat_token = None
         span.set_status(Status(StatusCode.OK))
-        if self.capture:
-            # The assistant message only reaches hooks in RunResult.messages: end the span then,
-            # with its real end time.
-            run.pending.append((span, end_ns))
-        else:
-            span.end(end_time=end_ns)
+        if self.capture and event.message is not None:
+            # Recorded and ended now, not at the run's end: a run that then hangs or dies still
+            # shows the calls it made, with their answers.
+            output = _content.output_message(
+                event.message, event.stop_reason, self.limit, self._secrets
+            )
+            span.set_attribute(sc.OUTPUT_MESSAGES, output)
+        span.end(end_time=end_ns)
 
-    def _end_chat(
-        self, run: _Run, error: BaseException, end_ns: int, *, same_context: bool = True
-    ) -> None:
+    def _learn_secrets(self, request: CompletionRequest) -> None:
+        for t in request.tools:
+            known = self._secrets.setdefault(t.name, [])
+            # Each distinct schema once (a tool of the same name with another schema: what any
+            # of them marks is masked).
+            if t.parameters not in known and _content.has_secrets(t.parameters):
+                known.append(t.parameters)
+
+    def _end_chat(self, run: _Run, error: BaseException, end_ns: int) -> None:
         span = run.chat
         if span is None:
             return
-        if same_context:
-            _detach(run.chat_token)
+        if self._run.get() is run:
+            _make_current(run.ctx)
         run.chat = None
-        run.chat_token = None
-        set_error(span, error, capture=self.capture)
+        self._error(span, error)
         span.end(end_time=end_ns)
 
-    def _finish_pending(self, run: _Run, result: RunResult) -> None:
-        if not run.pending:
-            return
-        # One assistant message per successful provider response, in order.
-        answers = [m for m in result.messages if m.role == Role.ASSISTANT]
-        for i, (span, end_ns) in enumerate(run.pending):
-            if i < len(answers):
-                reason = None
-                if i == len(answers) - 1:
-                    reason = result.stop_reason
-                elif answers[i].tool_calls:
-                    reason = StopReason.TOOL_USE
-                span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_message(answers[i], reason))
-            span.end(end_time=end_ns)
-        run.pending.clear()
+    def _error(self, span: Span, error: BaseException) -> str:
+        return set_error(span, error, capture=self.capture, limit=self.limit)
 
     # -- tools ---------------------------------------------------------------------------------
 
@@ -387,7 +407,7 @@ class Instrumentation:
         runs with the span current and spans made inside it are its children, while sibling
         calls never see it. Nothing detaches it: the attachment ends with the task's context.
         """
-        run = self._run.get()
+        run = self._current()
         if run is None:
             return
         start_ns = _now_ns()
@@ -411,11 +431,14 @@ class Instrumentation:
             sc.TOOL_TYPE: "function",
         }
         if name != call.name and self.capture:
-            attrs[sc.TOOL_REQUESTED_NAME] = redact(call.name)
+            attrs[sc.TOOL_REQUESTED_NAME] = _content.text(call.name, _MAX_NAME_CHARS)
         if call.id:
-            attrs[sc.TOOL_CALL_ID] = call.id
+            # Written by the model's server: valid text, of an id's size.
+            attrs[sc.TOOL_CALL_ID] = _content.cap(_content.clean(str(call.id)), _MAX_NAME_CHARS)
         if self.capture:
-            attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(call.arguments)
+            attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(
+                _content.arguments(call, self._secrets), self.limit
+            )
         return self.tracer.start_span(
             f"execute_tool {name}" if name != sc.OTHER else sc.OP_EXECUTE_TOOL,
             context=run.ctx if run is not None else None,
@@ -440,7 +463,7 @@ class Instrumentation:
 
     def _event(self, call: ToolCall, name: str, attributes: dict[str, AttributeValue]) -> None:
         # By call id, not by tool name: parallel calls of one tool overlap in time.
-        tool = self._open_tool(self._run.get(), call.id)
+        tool = self._open_tool(self._current(), call.id)
         if tool is not None:
             tool.span.add_event(name, attributes, timestamp=_now_ns())
 
@@ -475,7 +498,7 @@ class Instrumentation:
         plus its duration, not now. A blocked call (no start time: it never ran) ends where its
         span started.
         """
-        run = self._run.get()
+        run = self._current()
         call = result.call
         tool = self._open_tool(run, call.id, take=True)
         if tool is None:  # no on_tool_call opened it (instrumentation added mid-turn?)
@@ -491,22 +514,23 @@ class Instrumentation:
             sc.TOOL_NAME: self._tool_name(run, call),
         }
         if result.error is not None:
-            kind = set_error(span, result.error, capture=self.capture)
+            kind = self._error(span, result.error)
             metric[sc.ERROR_TYPE] = kind
             self.tool_errors.add(1, metric)
         else:
             if self.capture:
-                span.set_attribute(sc.TOOL_CALL_RESULT, _content.tool_result(result.content))
+                output = _content.tool_result(result.content, self.limit)
+                span.set_attribute(sc.TOOL_CALL_RESULT, output)
             span.set_status(Status(StatusCode.OK))
         span.end(end_time=end_ns)
         self.tool_duration.record(result.duration, metric)
 
     def _end_open_tools(self, run: _Run, result: RunResult, end_ns: int) -> None:
         """End the spans of calls that never got a result (the run was cancelled meanwhile)."""
-        interrupted = result.error or RuntimeError("the tool call did not finish")
+        interrupted = result.error or _unfinished(result, "the tool call")
         for tools in run.tools.values():
             for tool in tools:
-                set_error(tool.span, interrupted, capture=self.capture)
+                self._error(tool.span, interrupted)
                 tool.span.end(end_time=max(end_ns, tool.start_ns))
         run.tools.clear()
 
@@ -514,7 +538,7 @@ class Instrumentation:
 
     def on_guardrail(self, event: GuardrailChecked) -> None:
         """One span per guardrail decision, in the run's trace; a trip is an error status."""
-        run = self._run.get()
+        run = self._current()
         end_ns = _now_ns()
         span = self.tracer.start_span(
             f"guardrail {event.name}",
@@ -529,7 +553,7 @@ class Instrumentation:
         )
         if event.tripped:
             # The reason may quote what it judged (a model guardrail's is model text): content.
-            reason = redact(event.reason) if self.capture else "tripped"
+            reason = _content.text(event.reason, self.limit) if self.capture else "tripped"
             span.set_status(Status(StatusCode.ERROR, reason))
         else:
             span.set_status(Status(StatusCode.OK))
@@ -546,7 +570,7 @@ class Instrumentation:
         error: BaseException | None,
         extra: dict[str, AttributeValue] | None = None,
     ) -> None:
-        run = self._run.get()
+        run = self._current()
         end_ns = _now_ns()
         attrs: dict[str, AttributeValue] = {
             sc.OPERATION: operation,
@@ -563,7 +587,7 @@ class Instrumentation:
             start_time=end_ns - _span_ns(duration),
         )
         if error is not None:
-            set_error(span, error, capture=self.capture)
+            self._error(span, error)
         else:
             span.set_status(Status(StatusCode.OK))
         span.end(end_time=end_ns)
@@ -584,12 +608,30 @@ class Instrumentation:
         """``search_memory`` on the long-term store (what was recalled)."""
         extra: dict[str, AttributeValue] | None = None
         if self.capture and results:
-            extra = {sc.MEMORY_RECORDS: _content.memory_records(results)}
+            extra = {sc.MEMORY_RECORDS: _content.memory_records(results, self.limit)}
         self._memory(sc.OP_SEARCH_MEMORY, "long_term", len(results), duration, error, extra)
 
     def on_long_term_store(self, count: int, duration: float, error: BaseException | None) -> None:
         """``upsert_memory`` on the long-term store (what the write policy kept)."""
         self._memory(sc.OP_UPSERT_MEMORY, "long_term", count, duration, error)
+
+
+class _Unfinished(Exception):
+    """Why an operation a run left open did not finish, when the run ended without an error."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = kind  # error.type (sc.error_type reads it)
+
+
+def _unfinished(result: RunResult, what: str) -> _Unfinished:
+    if result.stop_reason == StopReason.ABORTED:
+        # The user stopped it (Session.abort): an aborted tool call reads ToolAbortedError.
+        return _Unfinished("aborted", f"{what} was aborted")
+    return _Unfinished(sc.OTHER, f"{what} did not finish")
+
+
+_MAX_NAME_CHARS = 256  # an id or a name from outside (a call id, a response model)
 
 
 def _belongs_to(current: Span, run_span: Span) -> bool:
@@ -605,6 +647,11 @@ def _input_tokens(usage: Usage) -> int:
     return usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
 
 
-def _detach(token: object) -> None:
-    if token is not None:
-        otel_context.detach(token)  # type: ignore[arg-type]
+def _make_current(ctx: otel_context.Context) -> None:
+    """Make ``ctx`` the current OpenTelemetry context, by value, with no token to reset.
+
+    A hook may run in a copy of the run's context whose variables are copied back (see
+    :meth:`Instrumentation.on_run_end`); a token is only good in the context that made it, so
+    every switch here (run, chat, restore) sets the value instead.
+    """
+    otel_context.attach(ctx)

@@ -317,12 +317,19 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         return JSONResponse({"enabled": True, "memories": [r.to_json() for r in records]})
 
     async def forget(request: Request) -> Response:
+        from goagent_py.memory.long_term import LongTermMemory
+
         scope = memory_scope(await server.user(request))
         ltm = _ltm()
         memory_id = request.path_params["memory_id"]
         # Ids are "<scope>:<digest>:<chunk>": another user's id is not found.
         if not memory_id.startswith(scope + ":"):
             raise HttpError(404, "no such memory")
+        if isinstance(ltm, LongTermMemory):
+            # Through the memory, not its store: a fact this one replaced takes its place, and
+            # no other memory's history keeps its words.
+            await ltm.forget_ids([memory_id], session=scope)
+            return JSONResponse({"forgotten": memory_id})
         store = getattr(ltm, "vector_store", None)
         if store is None:
             raise HttpError(501, "this long-term memory cannot forget by id")

@@ -7,7 +7,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from goagent_py.coding._match import LineSearch
+from goagent_py.coding._match import LineSearch, text_lines
 
 PATTERNS = [
     "a",
@@ -42,7 +42,7 @@ def test_the_lines_found_are_the_lines_that_match_alone(
     flags = regex.IGNORECASE if ignore_case else 0
     alone = [
         (n, line)
-        for n, line in enumerate(text.splitlines(), 1)
+        for n, line in enumerate(text_lines(text), 1)
         if regex.search(pattern, line, flags) is not None
     ]
     search = LineSearch(pattern, ignore_case=ignore_case, tool="grep", timeout=10)

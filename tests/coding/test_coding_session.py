@@ -241,7 +241,8 @@ async def test_the_code_agent_delegates_exploration_to_a_read_only_sub_agent(
     assert any("handler is in app.py" in line for line in out)
     # The line mode shows the sub-agent's work indented under its call, then the status line.
     at = out.index("  • explore prompt='where is handler?'")
-    assert out[at + 1 :][:2] == ["    • grep pattern='def handler'", "      ✓ " + out[at + 2][8:]]
+    shown = ["    • [explore] grep pattern='def handler'", "      ✓ " + out[at + 2][8:]]
+    assert out[at + 1 :][:2] == shown
     assert out[at + 2].endswith("app.py:1:def handler():")
     assert "    explore: app.py line 1 defines handler." in out
     assert out[-1].startswith("[")

@@ -25,10 +25,11 @@ from types import MappingProxyType
 
 from goagent_py.errors import ConversationClearedError
 
-__all__ = ["ReadFence", "cleared_error"]
+__all__ = ["STALE", "ReadFence", "cleared_error", "expect_generation", "generation_read"]
 
-# storage object's key -> the generation this context last read (or cleared to).
-_seen: ContextVar[Mapping[int, int]] = ContextVar(
+# storage object's key -> (the fence's epoch, the generation) this context last read (or
+# cleared to).
+_seen: ContextVar[Mapping[int, tuple[int, int]]] = ContextVar(
     "goagent_read_generations", default=MappingProxyType({})
 )
 _keys = itertools.count(1)
@@ -38,28 +39,71 @@ _keys = itertools.count(1)
 _KEEP = 64
 
 
+STALE = -1
+"""What :meth:`ReadFence.expected` gives a context whose read came before the fence was renewed
+(a storage that reopened its file): no generation equals it, so its writes are refused."""
+
+
 class ReadFence:
     """One storage object's fence: the generation each context last read."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_epoch", "_key")
 
     def __init__(self) -> None:
         self._key = next(_keys)
+        self._epoch = 0  # renewals so far (see renew)
 
     def read(self, generation: int) -> None:
         """Record that this context read (or cleared the conversation to) ``generation``."""
         seen = _seen.get()
-        if seen.get(self._key) == generation:
+        value = (self._epoch, generation)
+        if seen.get(self._key) == value:
             return
-        fresh = {key: value for key, value in seen.items() if key != self._key}
-        fresh[self._key] = generation
+        fresh = {key: old for key, old in seen.items() if key != self._key}
+        fresh[self._key] = value
         for key in list(fresh)[: max(0, len(fresh) - _KEEP)]:
             del fresh[key]
         _seen.set(MappingProxyType(fresh))
 
     def expected(self) -> int | None:
-        """The generation this context last read, None if it never read the conversation."""
-        return _seen.get().get(self._key)
+        """The generation this context last read, None if it never read the conversation,
+        :data:`STALE` if it read it before :meth:`renew`."""
+        seen = _seen.get().get(self._key)
+        if seen is None:
+            return None
+        return seen[1] if seen[0] == self._epoch else STALE
+
+    def renew(self) -> None:
+        """Make every read so far stale (in every context): the storage reads another file
+        now (a backup restored over its own: ``SQLiteStorage.reopen``), so what was read from
+        the old one is no base for a write, whatever the new one's generation is."""
+        self._epoch += 1
+
+
+def _fence_of(storage: object) -> ReadFence | None:
+    # The storages of this package keep their fence as ``_fence``; another storage has none.
+    fence = getattr(storage, "_fence", None)
+    return fence if isinstance(fence, ReadFence) else None
+
+
+def generation_read(storage: object) -> int | None:
+    """The generation of its conversation that ``storage`` last read in this context; None
+    when it never read it here, or keeps no fence (a storage of another package).
+
+    A durable run's load and appends are separate activities (separate tasks, often separate
+    workers and storage objects): the load activity reports this with the history, the
+    workflow records it, and each append activity puts it back (:func:`expect_generation`)."""
+    fence = _fence_of(storage)
+    return None if fence is None else fence.expected()
+
+
+def expect_generation(storage: object, generation: int) -> None:
+    """Make this context's writes through ``storage`` go on from ``generation``, as if it had
+    read the conversation at that generation here (see :func:`generation_read`); nothing for
+    a storage without a fence."""
+    fence = _fence_of(storage)
+    if fence is not None:
+        fence.read(generation)
 
 
 def cleared_error(where: str, session_id: str) -> ConversationClearedError:

@@ -30,6 +30,13 @@ def part_session(session_id: str, name: str) -> str:
     return _PartId(f"{session_id}{PART_SEPARATOR}{name}")
 
 
+def owner_of(session_id: str) -> str:
+    """The conversation a session id belongs to: itself, or for a part, the conversation whose
+    part it is. A part's writes are fenced by its conversation's clears (``_generation``): a
+    part stored after the conversation was cleared would be a row of it that nothing deletes."""
+    return session_id.split(PART_SEPARATOR, 1)[0]
+
+
 def parts_range(session_id: str) -> tuple[str, str]:
     """``(low, high)``: the ids of ``session_id``'s parts are those with ``low <= id < high``
     in code-point (binary) order."""

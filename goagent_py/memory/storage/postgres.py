@@ -50,7 +50,12 @@ from goagent_py.errors import (
 )
 from goagent_py.memory.storage._generation import ReadFence, cleared_error
 from goagent_py.memory.storage._lease import current_fence
-from goagent_py.memory.storage._parts import PART_SEPARATOR, check_session_id, parts_range
+from goagent_py.memory.storage._parts import (
+    PART_SEPARATOR,
+    check_session_id,
+    owner_of,
+    parts_range,
+)
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -356,6 +361,7 @@ class PostgresStorage:
                         (SCHEMA_VERSION, self.table),
                     )
                 await self._add_generation(conn)
+                await self._add_clear_trigger(conn)
                 return
             await conn.execute(
                 self._sql(
@@ -389,6 +395,46 @@ class PostgresStorage:
                 self._sql("INSERT INTO {reg} (table_name, schema_version) VALUES (%s, %s)"),
                 (self.table, SCHEMA_VERSION),
             )
+            await self._add_clear_trigger(conn)
+
+    async def _add_clear_trigger(self, conn: Any) -> None:
+        """Any deletion of a session's rows counts as a clear, whoever makes it: a goagent-py
+        from before the counter (whose clear deletes the rows alone, at the same schema
+        version) runs this trigger too, so its clears fence the writers that read before them
+        (store12). One bump per session and statement; a part's rows (an id holding the unit
+        separator) are deleted with their session, whose rows count it. Looked up first, as
+        the column is (a CREATE TRIGGER locks the table against writes)."""
+        from psycopg import sql
+
+        name = f"{self.table}_clears"
+        cur = await conn.execute(
+            "SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass(%s) AND tgname = %s",
+            (f'"{self.schema}"."{self.table}"', name),
+        )
+        if await cur.fetchone() is not None:
+            return
+        function = sql.Identifier(self.schema, name)
+        await conn.execute(
+            sql.SQL(
+                "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                "BEGIN UPDATE {sessions} AS s SET generation = s.generation + 1 "
+                "WHERE s.session_id IN (SELECT DISTINCT session_id FROM gone "
+                "WHERE strpos(session_id, chr(31)) = 0); RETURN NULL; END $$"
+            ).format(
+                function=function,
+                sessions=sql.Identifier(self.schema, f"{self.table}_sessions"),
+            )
+        )
+        await conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER {name} AFTER DELETE ON {t} REFERENCING OLD TABLE AS gone "
+                "FOR EACH STATEMENT EXECUTE PROCEDURE {function}()"
+            ).format(
+                name=sql.Identifier(name),
+                t=sql.Identifier(self.schema, self.table),
+                function=function,
+            )
+        )
 
     async def _add_generation(self, conn: Any) -> None:
         """The clear counter on a table made before it (an additive change: no new version,
@@ -425,7 +471,7 @@ class PostgresStorage:
                     "SELECT generation FROM {sessions} WHERE session_id = %s), 0) AS generation"
                     ") AS g LEFT JOIN {t} AS m ON m.session_id = %s ORDER BY m.seq"
                 ),
-                (self.session_id, self.session_id),
+                (owner_of(self.session_id), self.session_id),
             )
             found = await cur.fetchall()
         rows = [(int(seq), raw) for _, seq, raw in found if seq is not None]
@@ -516,7 +562,7 @@ class PostgresStorage:
                         self._sql(
                             "SELECT generation FROM {sessions} WHERE session_id = %s FOR SHARE"
                         ),
-                        (self.session_id,),
+                        (owner_of(self.session_id),),
                     )
                     found = await cur.fetchone()
                     if (0 if found is None else int(found[0])) != expected:
@@ -534,7 +580,16 @@ class PostgresStorage:
                 (self.session_id, len(rows), len(rows)),
             )
             found = await cur.fetchone()
-            if expected is not None and int(found[1]) != expected:
+            generation = int(found[1])
+            owner = owner_of(self.session_id)
+            if expected is not None and owner != self.session_id:  # a part: its conversation's
+                cur = await conn.execute(
+                    self._sql("SELECT generation FROM {sessions} WHERE session_id = %s FOR SHARE"),
+                    (owner,),
+                )
+                row = await cur.fetchone()
+                generation = 0 if row is None else int(row[0])
+            if expected is not None and generation != expected:
                 raise cleared_error(self._where(), self.session_id)  # rolls the key back too
             start = int(found[0]) - len(rows)
             async with conn.cursor() as cursor:
@@ -589,11 +644,16 @@ class PostgresStorage:
                 ),
                 (self.session_id,),
             )
-            found = await cur.fetchone()
             for table in ("{t}", "{appends}"):
                 await conn.execute(
                     self._sql(f"DELETE FROM {table} WHERE {where}"), (self.session_id, low, high)
                 )
+            # Read after the deletes: their trigger counts them too (_add_clear_trigger).
+            cur = await conn.execute(
+                self._sql("SELECT generation FROM {sessions} WHERE session_id = %s"),
+                (self.session_id,),
+            )
+            found = await cur.fetchone()
         self._fence.read(int(found[0]))  # this context goes on from its own clear
 
     async def list_sessions(self) -> list[str]:

@@ -54,8 +54,13 @@ from goagent_py._sqlite import (
     write_in_file,
 )
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
-from goagent_py.memory.storage._generation import ReadFence, cleared_error
-from goagent_py.memory.storage._parts import PART_SEPARATOR, check_session_id, parts_range
+from goagent_py.memory.storage._generation import STALE, ReadFence, cleared_error
+from goagent_py.memory.storage._parts import (
+    PART_SEPARATOR,
+    check_session_id,
+    owner_of,
+    parts_range,
+)
 from goagent_py.memory.storage.base import check_append_key
 from goagent_py.messages import Message, messages_from_json, messages_to_json
 
@@ -89,11 +94,25 @@ _GENERATIONS_SCHEMA = (
     " generation INTEGER NOT NULL)"
 )
 
+# Any deletion of a conversation's rows counts as a clear, whoever makes it: a goagent-py from
+# before the counter (whose clear deletes the rows alone, and reads and writes this file at the
+# same schema version) runs this trigger too, so its clears fence the writers that read before
+# them (store12). Per deleted row (SQLite has no statement triggers): a clear moves the counter
+# by its row count, and only a change of the counter matters. A part's rows (an id holding the
+# unit separator, char(31)) are deleted with their conversation, whose rows count it.
+_COUNT_CLEARS = "goagent_messages_count_clears"
+_COUNT_CLEARS_SCHEMA = (
+    f"CREATE TRIGGER IF NOT EXISTS {_COUNT_CLEARS} AFTER DELETE ON {_TABLE} "
+    "WHEN instr(OLD.session_id, char(31)) = 0 BEGIN "
+    f"INSERT INTO {_GENERATIONS} (session_id, generation) VALUES (OLD.session_id, 1) "
+    "ON CONFLICT (session_id) DO UPDATE SET generation = generation + 1; END"
+)
+
 T = TypeVar("T")
 
 
-def _has_table(conn: sqlite3.Connection, table: str) -> bool:
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+def _has_table(conn: sqlite3.Connection, table: str, kind: str = "table") -> bool:
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = ? AND name = ?", (kind, table))
     return found.fetchone() is not None
 
 
@@ -178,6 +197,7 @@ class SQLiteStorage:
         # the working folder is later (a relative path resolved at each write followed a chdir).
         self.path = os.path.abspath(path) if shares_writes(path) else path
         self.session_id = session_id
+        self._counter_id = owner_of(session_id)  # whose clears fence this one's writes
         self.timeout = timeout
         # The read connection: this process's, on the file it opened (see HeldConnection).
         self._file = HeldConnection(self.path, on_fork=self._forked)
@@ -248,6 +268,39 @@ class SQLiteStorage:
         same path reads and writes the file now there."""
         return bool(self._file.replaced())
 
+    async def reopen(self) -> bool:
+        """Go on with the file now at the path if the one this storage opened was deleted or
+        replaced since (a backup restored over it): close it, and let the next call open the
+        file at the path. For a turn boundary, with nothing of this storage in flight: a write
+        based on a read of the old file (by any task) is refused all the same, since what
+        it goes on from is not in the new one; load again first.
+
+        Returns:
+            True if the storage now reads the file at the path anew, False if its file is
+            still the one there (or it is closed, or a ``:memory:`` database).
+        """
+        if not shares_writes(self.path):
+            return False
+
+        def swap() -> bool:
+            with self._file.lock:
+                if self._closed or not self._file.replaced():
+                    return False
+                self._file.close()
+                self._fence.renew()  # reads of the old file are no base for a write
+            with self._memo_lock:
+                self._memo = {}
+            return True
+
+        return await in_file_thread(self.path, swap)
+
+    def _stale_error(self) -> MemoryStoreError:
+        return MemoryStoreError(
+            f"{self._where()}: the file was replaced (a backup restored?) after this writer "
+            "read the conversation from the old one, so this write was refused and nothing of "
+            "it stored; load the conversation again to go on from the file now there"
+        )
+
     def _check_file(self) -> None:
         """Refuse to go on once the file opened is no longer the one at the path: its writes
         would be lost (a deleted file) or land beside the new file's (a replaced one)."""
@@ -266,10 +319,11 @@ class SQLiteStorage:
         conn.execute("PRAGMA synchronous=FULL")
         version = self._version(conn)
         if version == SCHEMA_VERSION:
-            if not _has_table(conn, _GENERATIONS):  # a file made before the fence
+            if not _has_table(conn, _COUNT_CLEARS, "trigger"):  # a file made before the fence
                 try:
                     with transaction(conn):
                         conn.execute(_GENERATIONS_SCHEMA)
+                        conn.execute(_COUNT_CLEARS_SCHEMA)
                 except sqlite3.OperationalError as exc:
                     if "readonly" not in str(exc):  # a read-only file is still read (gen. 0)
                         raise
@@ -284,6 +338,7 @@ class SQLiteStorage:
             if self._version(conn) < SCHEMA_VERSION:
                 conn.execute(_SCHEMA)
                 conn.execute(_GENERATIONS_SCHEMA)
+                conn.execute(_COUNT_CLEARS_SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @staticmethod
@@ -391,9 +446,9 @@ class SQLiteStorage:
         try:
             cursor = conn.execute(
                 f"SELECT seq, typeof(message), CAST(message AS BLOB), (SELECT generation FROM "
-                f"{_GENERATIONS} WHERE session_id = ?1) FROM {_TABLE} WHERE session_id = ?1 "
+                f"{_GENERATIONS} WHERE session_id = ?2) FROM {_TABLE} WHERE session_id = ?1 "
                 "ORDER BY seq",
-                (self.session_id,),
+                (self.session_id, self._counter_id),
             )
         except sqlite3.OperationalError as exc:
             if "no such table" not in str(exc):
@@ -406,7 +461,7 @@ class SQLiteStorage:
         found = cursor.fetchall()
         rows = [(int(seq), str(kind), bytes(raw or b"")) for seq, kind, raw, _ in found]
         if not found:
-            return _generation(conn, self.session_id), rows
+            return _generation(conn, self._counter_id), rows
         return int(found[0][3] or 0), rows
 
     def _decoded(self, rows: list[tuple[int, str, bytes]]) -> list[Message]:
@@ -491,6 +546,11 @@ class SQLiteStorage:
         now = time.time()
         expected = self._fence.expected()
 
+        def refusal() -> MemoryStoreError:
+            if expected == STALE:
+                return self._stale_error()
+            return cleared_error(self._where(), self.session_id)
+
         def write(conn: sqlite3.Connection) -> bool:
             if key is not None:
                 conn.execute(_APPENDS_SCHEMA)
@@ -501,19 +561,19 @@ class SQLiteStorage:
                 if applied.rowcount == 0:
                     # Checked all the same: a key spent on a conversation cleared since is
                     # the caller's cue to read it again.
-                    if expected is not None and _generation(conn, self.session_id) != expected:
-                        raise cleared_error(self._where(), self.session_id)
+                    if expected is not None and _generation(conn, self._counter_id) != expected:
+                        raise refusal()
                     return False
             if not rows:
-                if expected is not None and _generation(conn, self.session_id) != expected:
-                    raise cleared_error(self._where(), self.session_id)
+                if expected is not None and _generation(conn, self._counter_id) != expected:
+                    raise refusal()
                 return True
             # The next seq and the clear counter in one statement (issue 36: a statement of
             # its own for the counter was ~2% of a served turn); the refusal rolls back
             # whatever this write did before it (the key), being in its transaction.
             start, generation = self._next_seq(conn)
             if expected is not None and generation != expected:
-                raise cleared_error(self._where(), self.session_id)
+                raise refusal()
             conn.executemany(
                 f"INSERT INTO {_TABLE} (session_id, seq, message, created_at) VALUES (?, ?, ?, ?)",
                 [(self.session_id, start + i, row, now) for i, row in enumerate(rows)],
@@ -527,8 +587,8 @@ class SQLiteStorage:
         try:
             start, generation = conn.execute(
                 f"SELECT COALESCE(MAX(seq) + 1, 0), (SELECT generation FROM {_GENERATIONS} "
-                f"WHERE session_id = ?1) FROM {_TABLE} WHERE session_id = ?1",
-                (self.session_id,),
+                f"WHERE session_id = ?2) FROM {_TABLE} WHERE session_id = ?1",
+                (self.session_id, self._counter_id),
             ).fetchone()
         except sqlite3.OperationalError as exc:
             if "no such table" not in str(exc):

@@ -251,6 +251,7 @@
       update: "updated: " + said(c.previous) + " \u2192 " + said(c.text),
       superseded: "replaced by " + said(c.text),
       delete: "deleted " + said(c.previous || c.text),
+      restored: "current again (what replaced it was forgotten)",
     }[c.op] || c.op;
     const item = el("li");
     item.appendChild(el("span", "when", (c.at || "").slice(0, 16).replace("T", " ") + " "));
