@@ -9,7 +9,7 @@
   // when the server's is newer).
   const state = {
     thread: null, runId: null, controller: null, running: false, decisions: {}, run: null,
-    dropped: null, seen: null,
+    dropped: null, seen: null, runs: 0,
   };
   // The connection (docs/serve.md, "A stream that breaks off"): lost from the first failed
   // request until the server answers again; meanwhile a notice says so and nothing is sent.
@@ -365,6 +365,7 @@
   }
 
   function setRunning(running) {
+    if (running) state.runs += 1;
     state.running = running;
     $("stop").disabled = !running;
     $("send").textContent = running ? "Steer" : "Send";
@@ -816,11 +817,15 @@
     try {
       do {
         live.again = false;
+        // A list read while this tab ran its own run (or started one) says nothing of others:
+        // the run's end shows the thread as stored (reloading here replaced the cards the
+        // person was clicking).
+        const runs = state.runs;
+        const idle = !state.running;
         const threads = await loadThreads().catch(() => null);
         const open = threads && threads.find((t) => t.id === state.thread);
-        // Newer only: a list read while this tab's own run went on is older than what the
-        // tab adopted when the run ended (reloading then replaced the cards being clicked).
-        if (open && !state.running && !conn.lost && !(open.updated_at <= state.seen)) {
+        const mine = !idle || state.running || runs !== state.runs;
+        if (open && !mine && !conn.lost && !(open.updated_at <= state.seen)) {
           await openThread(open.id, open.title).catch(() => {});
           if (!state.running && !open.running) status("updated");
         }
