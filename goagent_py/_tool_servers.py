@@ -9,7 +9,7 @@ the agent's tool list in step with the servers, so the core never imports an int
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Mapping, MutableMapping, MutableSet, Sequence
 from typing import Protocol, runtime_checkable
 
 from goagent_py.tools import Tool
@@ -53,6 +53,7 @@ def admit_outside_tools(
     holders: Mapping[str, str] | None = None,
     *,
     log: logging.Logger | None = None,
+    warned: MutableSet[tuple[str, str, str]] | None = None,
 ) -> dict[str, Tool]:
     """The tools from outside the process (servers, connectors) the agent takes, by name.
 
@@ -61,9 +62,14 @@ def admit_outside_tools(
     (pairs of source name and tool, in the agent's order). A tool that would is left out with
     a warning: a server cannot end runs, nor take a tool over, by naming its tools
     (docs/mcp.md, "Name clashes").
+
+    ``warned`` (the clashes warned about so far, kept by the caller between syncs) makes each
+    clash warned about once while it lasts; it is left holding the clashes found now, so one
+    that ends and comes back is warned about again.
     """
     log = log or _log
     held = holders or {}
+    clashes: set[tuple[str, str, str]] = set()  # (name, source left out, the name's holder)
     chosen: dict[str, Tool] = {}
     for source, t in offered:  # incumbents first: a name stays with the source that held it
         name = t.definition.name
@@ -75,23 +81,32 @@ def admit_outside_tools(
         if chosen.get(name) is t:
             continue
         if name in taken:
-            log.warning(
-                "tool %r of %r left out: the agent has a local tool of that name (give the "
-                "server a prefix= to offer both)",
-                name,
-                source,
-            )
+            clash = (name, source, "")
+            if clash not in clashes and (warned is None or clash not in warned):
+                log.warning(
+                    "tool %r of %r left out: the agent has a local tool of that name (give the "
+                    "server a prefix= to offer both)",
+                    name,
+                    source,
+                )
+            clashes.add(clash)
         elif name in chosen:
-            log.warning(
-                "tool %r of %r left out: %r offers a tool of that name (give one of them a "
-                "prefix= to offer both)",
-                name,
-                source,
-                owner[name],
-            )
+            clash = (name, source, owner[name])
+            if clash not in clashes and (warned is None or clash not in warned):
+                log.warning(
+                    "tool %r of %r left out: %r offers a tool of that name (give one of them a "
+                    "prefix= to offer both)",
+                    name,
+                    source,
+                    owner[name],
+                )
+            clashes.add(clash)
         else:
             chosen[name] = t
             owner[name] = source
+    if warned is not None:
+        warned.clear()
+        warned |= clashes
     order = {id(t): i for i, (_, t) in enumerate(offered)}
     return dict(sorted(chosen.items(), key=lambda item: order[id(item[1])]))
 
@@ -108,13 +123,15 @@ async def sync_server_tools(
     servers: Sequence[ToolServer],
     *,
     log: logging.Logger | None = None,
+    warned: MutableSet[tuple[str, str, str]] | None = None,
 ) -> bool:
     """Bring the server tools in ``tools`` (an agent's tools by name) up to date with ``servers``.
 
     The agent calls this before each run and between turns (never during a tool batch): it
     connects lazily, picks up changed tool lists, and leaves local tools alone. A server's tool
     named like a local tool, or like a tool another server holds, is left out with a warning
-    (:func:`admit_outside_tools`). Returns True when the set of tool definitions changed.
+    (:func:`admit_outside_tools`; pass the same ``warned`` set at every sync to warn about
+    each clash once while it lasts). Returns True when the set of tool definitions changed.
 
     Raises:
         MCPConnectionError: a server could not be started or reached; nothing is changed then.
@@ -123,7 +140,7 @@ async def sync_server_tools(
     before = {n: t for n, t in tools.items() if isinstance(t, ServerTool)}
     local = {n for n, t in tools.items() if not isinstance(t, ServerTool)}
     holders = {n: t.server_name for n, t in before.items() if isinstance(t, ServerTool)}
-    after = admit_outside_tools(local, offered, holders, log=log)
+    after = admit_outside_tools(local, offered, holders, log=log, warned=warned)
     for name in before:
         del tools[name]
     tools.update(after)

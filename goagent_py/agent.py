@@ -228,6 +228,9 @@ class Agent(Generic[Deps, Out]):
         self._connected = not (o.mcp_connectors or o.mcp_servers)
         self._connect_lock: asyncio.Lock | None = None
         self._closers: list[Callable[[], Awaitable[None]]] = []
+        # The name clashes with tools from outside warned about, kept with the tools they left
+        # out of: each is warned about once while it lasts, not at every sync between turns.
+        self._clashes: set[tuple[str, str, str]] = set()
         self._hook_dispatcher = HookDispatcher(o.hooks, o.logger)
         self._dispatcher = Dispatcher(
             self._tools,
@@ -327,7 +330,11 @@ class Agent(Generic[Deps, Out]):
             except BaseException:
                 await self.aclose()
                 raise
-            self._tools.update(admit_outside_tools(self._tools, added, log=self._options.logger))
+            self._tools.update(
+                admit_outside_tools(
+                    self._tools, added, log=self._options.logger, warned=self._clashes
+                )
+            )
             self._connected = True
 
     async def _sync_mcp(self) -> None:
@@ -336,7 +343,10 @@ class Agent(Generic[Deps, Out]):
         assert self._connect_lock is not None
         async with self._connect_lock:
             await sync_server_tools(
-                self._tools, self._options.mcp_servers, log=self._options.logger
+                self._tools,
+                self._options.mcp_servers,
+                log=self._options.logger,
+                warned=self._clashes,
             )
 
     async def _current_tools(self) -> list[ToolDefinition]:

@@ -86,6 +86,41 @@ def _missing(name: str) -> bool:
         return True
 
 
+# Folders whose every test needs an extra: (the modules it needs, the extra to name). Their test
+# modules are collected as one skip each when a module is missing (pytest_pycollect_makemodule),
+# never by a skip in the folder's conftest: pytest loads the conftest of a folder named on its
+# command line before collecting, and a skip raised there stops it with a traceback.
+FOLDER_EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
+    "a2a": (("a2a.server.routes",), "a2a"),
+    "durable": (("temporalio",), "temporal"),
+    "mcp": (("mcp.server.mcpserver",), "mcp"),
+    "serve": (("starlette", "ag_ui"), "serve"),
+}
+_TESTS = Path(__file__).resolve().parent
+
+
+class _NeedsExtra(pytest.Module):
+    """A test module of a folder whose extra is missing: not imported, skipped."""
+
+    reason = ""
+
+    def collect(self) -> Any:
+        pytest.skip(self.reason)
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: Any) -> Any:
+    try:
+        folder = module_path.resolve().relative_to(_TESTS).parts[0]
+    except ValueError:
+        return None
+    needed = FOLDER_EXTRAS.get(folder)
+    if needed is None or not any(_missing(name) for name in needed[0]):
+        return None
+    module = _NeedsExtra.from_parent(parent, path=module_path)
+    module.reason = f'needs the "{needed[1]}" extra (pip install "goagent-py[{needed[1]}]")'
+    return module
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "needs_extra(*extras): skip, naming the extra, unless the extras are installed"

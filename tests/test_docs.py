@@ -48,6 +48,7 @@ _EXTRA_OF = {
     '"local"': "local",
     "load_pdf": "pdf",
     "goagent_py.a2a": "a2a",
+    "goagent_py.mcp": "mcp",
     "goagent_py.serve": "serve",
     "create_app": "serve",
 }

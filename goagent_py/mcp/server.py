@@ -10,12 +10,18 @@ call ``ask(prompt)`` and read the agent's answer, with progress notifications wh
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import re
+import secrets
 import socket
 import weakref
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from goagent_py._conversation import conversation_key
 from goagent_py._describe import described, message_of
 from goagent_py.errors import ConfigurationError
 from goagent_py.events import AgentEnd, ToolExecutionStart, TurnStart
@@ -28,13 +34,141 @@ __all__ = ["http_app", "run_http", "run_sse", "run_stdio", "serve_agent", "sse_a
 Expose = Literal["agent", "tools", "both"]
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-# Servers whose agent tool runs an agent with short-term memory: one conversation for every
-# client that calls it. Fine over stdio (one client per server process); refused over HTTP.
-_ONE_CONVERSATION: weakref.WeakSet[Any] = weakref.WeakSet()
+AgentFactory = Callable[[str], Any]
+"""Builds the agent of one MCP session from its id (sync or async): ``serve_agent(factory)``."""
+
+
+class _Conversations:
+    """One conversation per MCP session (docs/mcp.md, "One conversation per client").
+
+    A conversation is a :class:`~goagent_py.Session` of the session's agent: the factory's
+    agent for that session, or the served agent with a short-term memory of the session's own
+    (in this process, in the served memory's window policy). It lives as long as the SDK keeps
+    the MCP session (a client's DELETE, a closed SSE stream, the SDK's idle timeout end it) and
+    at most ``max_sessions`` are kept: past that, the least recently used idle one is dropped
+    (its client's next ask starts afresh). A factory's agent is closed when its conversation
+    goes. One ask of a session runs at a time; another waits for it.
+    """
+
+    def __init__(self, agent: Any, *, factory: bool, max_sessions: int = 256) -> None:
+        self._agent = agent
+        self._factory = factory
+        self.max_sessions = max_sessions
+        # By the SDK's session object (weak: the SDK's end of a session ends its conversation).
+        self._by_session: weakref.WeakKeyDictionary[Any, _Conversation] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._building = asyncio.Lock()
+        # The conversation each session's memory keeps (goagent_py._conversation), by the
+        # session it belongs to: a factory's agent keeping another session's is refused (one
+        # memory for every session let each client read the others' messages). Bounded.
+        self._owners: OrderedDict[Hashable, str] = OrderedDict()
+
+    async def of(self, ctx: Any) -> _Conversation:
+        """The conversation of the MCP session ``ctx`` belongs to (made on its first ask)."""
+        key = _connection_of(ctx)
+        async with self._building:
+            found = self._by_session.pop(key, None)
+            if found is None:
+                found = _Conversation(await self._session(_session_id(ctx)), self._factory)
+                if self._factory:  # the SDK's end of the session closes what the factory made
+                    weakref.finalize(key, _close_later, found.session.agent)
+            self._by_session[key] = found  # most recently used last
+            idle = [k for k, c in self._by_session.items() if not c.lock.locked()]
+            for old in idle[: max(0, len(self._by_session) - self.max_sessions)]:
+                dropped = self._by_session.pop(old)
+                if self._factory:
+                    _close_later(dropped.session.agent)
+            return found
+
+    async def _session(self, session_id: str) -> Any:
+        from goagent_py.agent import Agent
+        from goagent_py.memory.short_term import ShortTermMemory
+        from goagent_py.session import Session
+
+        if self._factory:
+            built = self._agent(session_id)
+            agent = await built if inspect.isawaitable(built) else built
+            if not isinstance(agent, Agent):
+                raise ConfigurationError(
+                    f"the agent factory must return an Agent, got {type(agent).__name__}"
+                )
+            self._claim(session_id, agent)
+        else:
+            served = self._agent.options.short_term_memory
+            policy = getattr(served, "policy", None)
+            agent = self._agent.replace(short_term_memory=ShortTermMemory(policy=policy))
+        return Session(agent)
+
+    def _claim(self, session_id: str, agent: Any) -> None:
+        memory = agent.options.short_term_memory
+        if memory is None:
+            return  # the session keeps its transcript itself
+        key = conversation_key(memory)
+        owner = self._owners.get(key)
+        if owner is not None and owner != session_id:
+            raise ConfigurationError(
+                "the agent factory returned an agent whose short-term memory keeps another MCP "
+                "session's conversation: each session must get its own (e.g. storage keyed by "
+                "the session id the factory is given), or every client would read the others' "
+                "messages"
+            )
+        self._owners[key] = session_id
+        self._owners.move_to_end(key)
+        while len(self._owners) > _MAX_OWNERS:
+            self._owners.popitem(last=False)
+
+
+_MAX_OWNERS = 65536  # conversations remembered as a session's, past its end too
+
+
+@dataclass(slots=True)
+class _Conversation:
+    session: Any  # goagent_py.Session
+    factory: bool
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def _connection_of(ctx: Any) -> Any:
+    """The SDK's object for the MCP session of ``ctx`` (SDK 2.x: the ``Connection`` behind
+    the per-request ``ServerSession``). Without it (another SDK), the request's session: a
+    conversation per ask then, never one shared by two clients."""
+    session = ctx.session
+    return getattr(session, "_connection", None) or session
+
+
+def _session_id(ctx: Any) -> str:
+    """The MCP session's id as its transport names it (the ``mcp-session-id`` header of
+    streamable HTTP, the ``session_id`` of the legacy SSE transport), else a new random one
+    (stdio, in-process): what a factory keys the session's stored memory by."""
+    found = getattr(_connection_of(ctx), "session_id", None)
+    request = getattr(ctx.request_context, "request", None)
+    if not found:
+        headers = getattr(request, "headers", None)
+        found = headers.get("mcp-session-id") if headers is not None else None
+    if not found:
+        query = getattr(request, "query_params", None)
+        found = query.get("session_id") if query is not None else None
+    return str(found) if found else secrets.token_hex(16)
+
+
+def _close_later(agent: Any) -> None:
+    """Close ``agent`` (its MCP connections...) on the running loop, when there is one."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return  # the process is ending: nothing to close on
+    task = loop.create_task(agent.aclose())
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)
+
+
+_CLOSING: set[asyncio.Task[Any]] = set()
 
 
 async def _run_agent(agent: Any, prompt: str, progress: Any) -> str:
-    """The agent's answer to ``prompt``; ``progress(message)`` is awaited at each turn and tool.
+    """The answer of ``agent`` (an Agent, or a Session: a conversation) to ``prompt``;
+    ``progress(message)`` is awaited at each turn and tool.
 
     The one place that knows how to run the agent and read its answer (its run API is moving).
     """
@@ -116,8 +250,13 @@ def serve_agent(
     """Build an SDK ``MCPServer`` that serves ``agent``.
 
     Args:
-        agent: the :class:`~goagent_py.Agent` to serve.
-        name: the server's name (default: the agent's name, or "goagent-py").
+        agent: the :class:`~goagent_py.Agent` to serve, or a factory called with each MCP
+            session's id that returns the agent of that session (sync or async; e.g. with its
+            own stored memory): each MCP session is then one conversation. An agent with
+            short-term memory has one conversation per MCP session too, in this process
+            (docs/mcp.md, "One conversation per client").
+        name: the server's name (default: the agent's name, or "goagent-py"; required with a
+            factory).
         expose: "agent" (one tool ``tool_name(prompt) -> answer``), "tools" (the agent's function
             tools one to one, with their own schemas), or "both".
         tool_name: the agent tool's name.
@@ -131,21 +270,38 @@ def serve_agent(
     Raises:
         MissingExtraError: the ``mcp`` extra is not installed.
         ConfigurationError: a bad ``expose`` or tool name, an agent tool named like one of the
-            agent's function tools, or (``expose`` "tools" or "both") function tools behind an
-            approval or a ``before_tool_call`` gate, which a served tool's call would skip.
+            agent's function tools, (``expose`` "tools" or "both") function tools behind an
+            approval or a ``before_tool_call`` gate, which a served tool's call would skip, or
+            a factory without ``name=`` or with ``expose`` other than "agent".
     """
     if expose not in ("agent", "tools", "both"):
         raise ConfigurationError(f"expose must be 'agent', 'tools' or 'both', got {expose!r}")
+    from goagent_py.agent import Agent
+
+    factory = not isinstance(agent, Agent)
+    if factory:
+        if not callable(agent):
+            raise ConfigurationError(
+                f"serve_agent takes an Agent or a factory of agents, got {type(agent).__name__}"
+            )
+        if not name or expose != "agent":
+            raise ConfigurationError(
+                "serve_agent with an agent factory needs name= and expose='agent' (the tools "
+                "of agents not built yet cannot be listed)"
+            )
     if not _NAME_RE.match(tool_name):
         raise ConfigurationError(f"invalid tool_name {tool_name!r}: use [A-Za-z0-9_-]{{1,64}}")
     mcpserver: Any = require("mcp.server.mcpserver")
     server_name = name or getattr(agent, "name", "") or "goagent-py"
     tools = list(agent.tools) if expose in ("tools", "both") else []
+    conversations: _Conversations | None = None
+    if factory or getattr(agent.options, "short_term_memory", None) is not None:
+        conversations = _Conversations(agent, factory=factory)
     if expose == "both" and any(t.definition.name == tool_name for t in tools):
         raise ConfigurationError(
             f"the agent has a tool named {tool_name!r}: pick another tool_name= for the agent"
         )
-    gated = _gated(agent, tools)
+    gated = [] if factory else _gated(agent, tools)
     if gated:
         # A served tool runs tool.execute directly, outside any run: an MCP client's call
         # would skip the approval or gate the agent puts in front of it (review7c).
@@ -172,14 +328,16 @@ def serve_agent(
                 await ctx.report_progress(step, None, message)
 
             try:
-                return await _run_agent(agent, prompt, progress)
+                if conversations is None:  # no memory: each ask is a run of its own
+                    return await _run_agent(agent, prompt, progress)
+                conversation = await conversations.of(ctx)
+                async with conversation.lock:
+                    return await _run_agent(conversation.session, prompt, progress)
             except Exception as exc:
                 raise exceptions.ToolError(f"the agent failed: {message_of(exc)}") from exc
 
         # The SDK finds the context parameter by its annotation, resolved at run time here.
         ask.__annotations__ = {"prompt": str, "ctx": mcpserver.Context, "return": str}
-        if getattr(getattr(agent, "options", None), "short_term_memory", None) is not None:
-            _ONE_CONVERSATION.add(server)
         server.add_tool(
             ask,
             name=tool_name,
@@ -214,16 +372,6 @@ async def run_stdio(server: Any) -> None:
 
 
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
-
-
-def _check_one_client(server: Any) -> None:
-    """Refuse to serve over HTTP an agent whose short-term memory every client would share."""
-    if server in _ONE_CONVERSATION:
-        raise ConfigurationError(
-            "the served agent has short-term memory, which over HTTP would be one conversation "
-            "for every client (each would read the others' prompts and answers): serve an "
-            "agent without short_term_memory over HTTP, or this one over stdio (one client)"
-        )
 
 
 def _security(host: str, allowed_hosts: Iterable[str]) -> Any:
@@ -273,12 +421,10 @@ def http_app(
             (docs/security.md).
 
     Raises:
-        ConfigurationError: a bad path, or ``server`` serves an agent with short-term memory
-            (every HTTP client would share its one conversation; stdio has one client).
+        ConfigurationError: a bad path.
     """
     if not path.startswith("/"):
         raise ConfigurationError(f"the HTTP path must start with '/', got {path!r}")
-    _check_one_client(server)
     return server.streamable_http_app(
         streamable_http_path=path, host=host, transport_security=_security(host, allowed_hosts)
     )
@@ -323,13 +469,12 @@ def sse_app(
             Origin checks are those of :func:`http_app`, whatever the host.
 
     Raises:
-        ConfigurationError: a bad path, or an agent with short-term memory (as :func:`http_app`).
+        ConfigurationError: a bad path.
     """
     if not path.startswith("/") or not message_path.startswith("/"):
         raise ConfigurationError(
             f"SSE paths must start with '/', got path={path!r}, message_path={message_path!r}"
         )
-    _check_one_client(server)
     return server.sse_app(
         sse_path=path,
         message_path=message_path,

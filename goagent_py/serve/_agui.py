@@ -290,6 +290,11 @@ class AguiMapper:
         )
         return [*self._close_all(), wire(final)]
 
+    def not_taken(self, texts: list[str]) -> dict[str, Any]:
+        """``CUSTOM`` ``goagent.not_taken``: the messages sent to steer this run that it never
+        took (``{"messages": [...]}``), for the client to give back to the person."""
+        return custom("goagent.not_taken", {"messages": list(texts)})
+
     def resuming(self, calls: dict[str, str]) -> None:
         """This run goes on with ``calls`` (id -> name) a previous run left waiting: their
         results are this run's ``TOOL_CALL_RESULT`` events."""

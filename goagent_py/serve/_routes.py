@@ -70,6 +70,23 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
 
         return RunStream(server, run, frames())
 
+    async def changes(request: Request) -> Response:
+        # The changes to the user's threads as they happen (docs/serve.md, "Several tabs"):
+        # another tab's or client's run starting and ending, a thread made, renamed, deleted.
+        # It opens with "hello": a client reloads what it shows then (what it missed).
+        user = await server.user(request)
+        queue = server.watch(user)
+
+        async def frames() -> AsyncIterator[bytes]:
+            try:
+                yield sse_frame('{"type":"hello"}')
+                while (event := await queue.get()) is not None:
+                    yield sse_frame(_to_json(event))
+            finally:
+                server.unwatch(user, queue)
+
+        return RunStream(server, None, frames())
+
     async def page(request: Request) -> Response:
         body, media = static_file("index.html")
         return Response(body, media_type=media)
@@ -127,12 +144,18 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
     async def threads(request: Request) -> Response:
         user = await server.user(request)
         if request.method == "GET":
-            return JSONResponse({"threads": await server.threads.list(user)})
+            listed = await server.threads.list(user)
+            for t in listed:  # a run going on in it (another tab's, another client's)
+                live = server.live.get((user, t["id"]))
+                t["running"] = live is not None and live.run is not None
+            return JSONResponse({"threads": listed})
         body = await server.body(request)
         title = body.get("title", _TITLE)
         if not isinstance(title, str) or len(title) > 200:
             raise HttpError(400, "title must be a string of at most 200 characters")
-        return JSONResponse(await server.threads.create(user, title or _TITLE), 201)
+        made = await server.threads.create(user, title or _TITLE)
+        server.changed(user, "created", made["id"])
+        return JSONResponse(made, 201)
 
     async def thread(request: Request) -> Response:
         user = await server.user(request)
@@ -141,6 +164,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         if request.method == "DELETE":
             await server.drop(user, thread_id)
             await server.threads.delete(user, thread_id)
+            server.changed(user, "deleted", thread_id)
             return JSONResponse({"deleted": thread_id})
         if request.method == "PATCH":
             body = await server.body(request)
@@ -148,6 +172,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
             if not isinstance(title, str) or not title or len(title) > 200:
                 raise HttpError(400, "title must be a non-empty string of at most 200 characters")
             await server.threads.update(user, thread_id, title)
+            server.changed(user, "renamed", thread_id, title=title)
             found["title"] = title
         live = server.live.get((user, thread_id))
         found["running"] = live is not None and live.run is not None
@@ -184,7 +209,9 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         user, thread_id, text = await _message_of(request)
         found = await server.thread(user, thread_id)
         if found["title"] == _TITLE:
-            await server.threads.update(user, thread_id, text.strip()[:60])
+            title = text.strip()[:60]
+            await server.threads.update(user, thread_id, title)
+            server.changed(user, "renamed", thread_id, title=title)
         started = await server.start_run(user, thread_id, text)
         return sse(started)
 
@@ -340,6 +367,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         ("/", page, ["GET"]),
         ("/static/{name:str}", static, ["GET"]),
         ("/api/me", me, ["GET"]),
+        ("/api/events", changes, ["GET"]),
         ("/api/login", login, ["POST"]),
         ("/api/logout", logout, ["POST"]),
         ("/api/threads", threads, ["GET", "POST"]),

@@ -138,6 +138,9 @@ class Run:
     # frame): Session.abort is a no-op then, so _drive delivers it at the run's first event.
     abort_reason: str = ""
     abort_sent: bool = False
+    # Steers this run never took (it was stopped, failed or waits for decisions): told to the
+    # client before the run's end, never kept for a later turn (docs/serve.md, "Steering").
+    not_taken: list[str] = field(default_factory=list)
     # Waiting for an OpenAI client to run its own tools: the response that saw the calls has
     # ended, the run has not (the next request's tool results continue it).
     parked: bool = False
@@ -203,6 +206,11 @@ class Server:
         self.runs: dict[str, Run] = {}
         self.clock: Callable[[], float] = time.time
         self._building = asyncio.Lock()
+        # Open change streams (GET /api/events), by user: each queue gets the changes of that
+        # user's threads; None ends the stream (docs/serve.md, "Several tabs").
+        self.watchers: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
+        self.max_watchers = 32  # per user; past it the oldest stream ends (the page reopens it)
+        self._closed = False
 
     # -- who is asking -------------------------------------------------------------------
 
@@ -365,7 +373,43 @@ class Server:
                 await live.run.done.wait()
             await live.storage.aclose()
 
+    # -- change streams (several tabs, several clients) ----------------------------------
+
+    def watch(self, user: str) -> asyncio.Queue[dict[str, Any] | None]:
+        """A queue of the changes to ``user``'s threads, until :meth:`unwatch` (past
+        ``max_watchers`` of theirs, the oldest one's stream is ended)."""
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        if self._closed:  # a stream opened while the server shuts down ends at once
+            queue.put_nowait(None)
+            return queue
+        theirs = self.watchers.setdefault(user, [])
+        theirs.append(queue)
+        while len(theirs) > self.max_watchers:
+            theirs.pop(0).put_nowait(None)
+        return queue
+
+    def unwatch(self, user: str, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        theirs = self.watchers.get(user)
+        if theirs is not None and queue in theirs:
+            theirs.remove(queue)
+            if not theirs:
+                del self.watchers[user]
+
+    def changed(self, user: str, kind: str, thread_id: str, **more: Any) -> None:
+        """Tell ``user``'s change streams that ``thread_id`` changed (``kind``: "running",
+        "ran", "renamed", "created", "deleted")."""
+        theirs = self.watchers.get(user)
+        if theirs:
+            event = {"type": kind, "threadId": thread_id, **more}
+            for queue in theirs:
+                queue.put_nowait(event)
+
     async def close(self) -> None:
+        self._closed = True
+        for queues in self.watchers.values():
+            for queue in queues:
+                queue.put_nowait(None)
+        self.watchers.clear()
         for user, thread_id in list(self.live):
             await self.drop(user, thread_id)
         # A run that ended (its stream closed) may still be writing its turn's record.
@@ -423,6 +467,8 @@ class Server:
                 raise
             run.mapper.resuming(waiting_calls(stored))
         run.task = asyncio.create_task(self._drive(live, run, text, decisions))
+        if self.watchers:
+            self.changed(user, "running", thread_id, runId=run_id)
         return run
 
     async def _drive(
@@ -441,6 +487,7 @@ class Server:
         started = [run.mapper.started()]
         durations: dict[str, float] = {}
         spent = 0  # model calls since the person last acted: "always" shares one budget
+        told = False  # whether the client was told of the steers the run did not take
         try:
             streams: list[AsyncIterator[AgentEvent]] = []
             if decisions is not None:
@@ -481,18 +528,34 @@ class Server:
                 if auto is not None and not run.abort_reason and not streams:
                     run.mapper.resuming(waiting_calls(live.session.transcript))
                     streams.append(live.session.stream_resume(auto))
+                elif not streams and not run.abort_reason and _goes_on(live.session):
+                    # A steer that came after the run's last look at its queue (while it
+                    # stored its answer): the run goes on with it, on this stream. Nothing
+                    # awaits between this check and the run's end (live.run = None), so a
+                    # steer is either taken here or refused with 409.
+                    streams.append(live.session.stream_continue())
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
             if started:
                 put(started.pop())
+            told = True
+            for item in self._not_taken(live, run):
+                put(item)
             for item in run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__):
                 put(item)
         else:
             if started:
                 put(started.pop())
+            told = True
+            for item in self._not_taken(live, run):
+                put(item)
             for item in run.mapper.finished():
                 put(item)
         finally:
+            if not told and live.session.steering_queue:
+                live.session.clear_queues("steering")  # cancelled: nothing is kept either
             live.run = None
+            if self.watchers:  # its messages are stored; reads of the index wait for its record
+                self.changed(run.user, "ran", run.thread_id, runId=run.run_id)
             if live.base_agent is not None:
                 live.session.set_agent(live.base_agent)
                 live.base_agent = None
@@ -511,6 +574,16 @@ class Server:
                 await self._evict()
             finally:
                 await self._recorded(run, recorded)
+
+    @staticmethod
+    def _not_taken(live: Live, run: Run) -> list[dict[str, Any]]:
+        """The steers ``run`` leaves untaken (cleared from the session's queue) as the event
+        that gives them back to the client, or nothing."""
+        queued = live.session.steering_queue
+        if queued:
+            run.not_taken += [m.text for m in queued]
+            live.session.clear_queues("steering")
+        return [run.mapper.not_taken(run.not_taken)] if run.not_taken else []
 
     @staticmethod
     async def _recorded(run: Run, recorded: asyncio.Task[None]) -> None:
@@ -611,12 +684,20 @@ class Server:
     @staticmethod
     def _abort(live: Live, run: Run, reason: str) -> None:
         # Steering belongs to the run it was sent to: a stopped run's pending steer must not
-        # become the next run's first message (the user's new message would go unanswered).
+        # become the next run's first message (the user's new message would go unanswered);
+        # the client is told it was not taken (Server._not_taken).
+        run.not_taken += [m.text for m in live.session.steering_queue]
         live.session.clear_queues("steering")
         run.abort_reason = run.abort_reason or reason
         if live.session.state.running and not run.abort_sent:
             run.abort_sent = True
             live.session.abort("now", reason=run.abort_reason)
+
+
+def _goes_on(session: Session) -> bool:
+    """Whether a session whose run just ended has steers to go on with (nothing waits for
+    decisions: a run that stopped for them cannot take a message)."""
+    return bool(session.steering_queue) and not session.pending
 
 
 def _lone_surrogate(data: Any) -> bool:

@@ -59,7 +59,7 @@ class RunStream(Response):
     started: a client gone before the first frame never starts it.
     """
 
-    def __init__(self, server: Server, run: Run, frames: AsyncIterator[bytes]) -> None:
+    def __init__(self, server: Server, run: Run | None, frames: AsyncIterator[bytes]) -> None:
         # A Response for the routes' types: of its state only raw_headers is used.
         self._server = server
         self._run = run
@@ -103,8 +103,9 @@ class RunStream(Response):
             _Shutdown.of_this_loop().discard(self)
             self._ended_by = self._ended_by or "done"  # nothing cancels this task any more
             # Stopped before the await below: a cancellation that reaches it must not skip it.
-            if not self._run.done.is_set() and not self._run.parked:
-                self._server.stop(self._run)
+            run = self._run  # None: a stream of no run (a thread's changes, GET /api/events)
+            if run is not None and not run.done.is_set() and not run.parked:
+                self._server.stop(run)
             aclose = getattr(self._frames, "aclose", None)
             if aclose is not None:
                 await aclose()

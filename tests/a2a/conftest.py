@@ -1,7 +1,2 @@
-"""The A2A tests need the a2a extra (the official a2a-sdk with its HTTP server)."""
-
-from __future__ import annotations
-
-import pytest
-
-pytest.importorskip("a2a.server.routes", reason='needs the "a2a" extra')
+"""The A2A tests need the a2a extra (the official a2a-sdk with its HTTP server): without it every
+test module here is collected as a skip naming it (tests/conftest.py, FOLDER_EXTRAS)."""

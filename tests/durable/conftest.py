@@ -8,13 +8,15 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-pytest.importorskip("temporalio")
+if TYPE_CHECKING:
+    from temporalio.testing import WorkflowEnvironment
 
-from temporalio.testing import WorkflowEnvironment
+# Without the temporal extra every test module here is collected as a skip naming it
+# (tests/conftest.py, FOLDER_EXTRAS): nothing here imports temporalio before a fixture runs.
 
 sys.path.insert(0, str(Path(__file__).parent))  # durable_app, also run by worker processes
 
@@ -35,6 +37,8 @@ def temporal_path() -> str:
 @pytest.fixture
 async def temporal() -> AsyncIterator[WorkflowEnvironment]:
     """A Temporal dev server on localhost (never the time-skipping server: it downloads)."""
+    from temporalio.testing import WorkflowEnvironment
+
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_cli(),
         dev_server_extra_args=["--dynamic-config-value", "limit.blobSize.error=2097152"],

@@ -5,9 +5,11 @@
   // decisions: the person's choices on the calls that wait, sent together once every card
   // is decided (the server takes a turn's decisions in one request).
   // run: the run this page streams now; dropped: the last one whose stream broke off.
+  // seen: the open thread's updated_at when this tab last showed it (live updates reload it
+  // when the server's is newer).
   const state = {
     thread: null, runId: null, controller: null, running: false, decisions: {}, run: null,
-    dropped: null,
+    dropped: null, seen: null, runs: 0,
   };
   // The connection (docs/serve.md, "A stream that breaks off"): lost from the first failed
   // request until the server answers again; meanwhile a notice says so and nothing is sent.
@@ -69,6 +71,7 @@
 
   function signedOut(message) {
     if (state.controller) state.controller.abort();
+    stopChanges();
     conn.lost = false;
     $("offline").hidden = true;
     state.thread = null;
@@ -289,8 +292,12 @@
     $("thread-title").textContent = plain(state.title || "");
   }
 
-  async function loadThreads() {
+  // adopt: the open thread's updated_at is what this tab shows (it just opened it, or its own
+  // run ended), so live updates do not reload it for that.
+  async function loadThreads(adopt) {
     const { threads } = await api("/api/threads");
+    const open = threads.find((t) => t.id === state.thread);
+    if (adopt && open) state.seen = open.updated_at;
     const list = $("threads");
     list.replaceChildren();
     for (const t of threads) {
@@ -341,7 +348,9 @@
       }
     }
     for (const p of pending || []) pendingCard(p.id, p.name, p.arguments, p.token, p.deadline);
-    await loadThreads();
+    const threads = await loadThreads(true);
+    const open = threads.find((t) => t.id === id);
+    if (open && open.running && !state.running) status(ELSEWHERE);
     return messages;
   }
 
@@ -356,6 +365,7 @@
   }
 
   function setRunning(running) {
+    if (running) state.runs += 1;
     state.running = running;
     $("stop").disabled = !running;
     $("send").textContent = running ? "Steer" : "Send";
@@ -415,6 +425,7 @@
       }
       case "CUSTOM":
         if (event.name === "goagent.memory_recall") showMemories(event.value.memories);
+        else if (event.name === "goagent.not_taken") ctx.note = notTaken(event.value.messages || [], ctx.run);
         break;
       case "RUN_FINISHED": {
         ctx.ended = true;
@@ -424,16 +435,16 @@
             const due = i.expiresAt ? Date.parse(i.expiresAt) / 1000 : null;
             pendingCard(i.toolCallId || i.id, meta.toolName || "tool", meta.arguments || {}, meta.token, due);
           }
-          status("waiting for your decision");
+          status("waiting for your decision" + (ctx.note || ""), Boolean(ctx.note));
           break;
         }
         const took = ctx.firstToken === undefined ? "" : ` (first token ${ctx.firstToken.toFixed(0)} ms)`;
-        status((event.result && event.result.stopReason === "aborted" ? "stopped" : "done") + took);
+        status((event.result && event.result.stopReason === "aborted" ? "stopped" : "done") + took + (ctx.note || ""), Boolean(ctx.note));
         break;
       }
       case "RUN_ERROR":
         ctx.ended = true;
-        status(event.message, true);
+        status(event.message + (ctx.note || ""), true);
         break;
     }
   }
@@ -459,10 +470,13 @@
     state.controller = controller;
     // What the person sent in this run (its message, then what steered it): a dropped run's
     // messages are checked against what the server kept.
-    const run = { thread: state.thread, sent: message ? [message] : [] };
+    // steers: the bubbles of what steered it, with their text (taken back if the run did
+    // not take them).
+    // unsure: steers sent without an answer (the connection broke): kept or not, unknown.
+    const run = { thread: state.thread, sent: message ? [message] : [], steers: [], unsure: [] };
     state.run = run;
     const ctx = {
-      cards: knownCards(), bubble: null, pending: "", thinking: null, sent: performance.now(),
+      cards: knownCards(), bubble: null, pending: "", thinking: null, sent: performance.now(), run,
     };
     let how = "refused";
     let quiet = null;
@@ -517,13 +531,15 @@
         how = "aborted";  // signed out: nothing to recover
       }
       if (!$("app").hidden && !conn.lost && how !== "dropped") {
-        await loadThreads().catch(() => {});
+        await loadThreads(how !== "refused").catch(() => {});
         await loadFacts();
       }
     }
     if (how === "dropped") {
       state.dropped = run;
       connectionLost();
+    } else if (run.unsure.length && how === "done" && state.thread === run.thread) {
+      await settleUnsure(run);
     }
     return how;
   }
@@ -642,10 +658,20 @@
       const run = state.run;
       try {
         await api(`/api/threads/${state.thread}/steer`, { method: "POST", body: { message: text } });
-        if (run) run.sent.push(text);  // kept by the server only if the run takes it
+        if (run) {
+          run.sent.push(text);  // kept by the server only if the run takes it
+          run.steers.push({ text, node: mine });
+        }
       } catch (error) {
-        // Not taken (the run had ended, the connection is gone): the message goes back.
         mine.remove();
+        if (conn.lost && run && state.run === run) {
+          // No answer: the server may have taken it. What it kept is looked at when the run's
+          // stream ends (or breaks off): shown if kept, back in the box if not.
+          run.sent.push(text);
+          run.unsure.push(text);
+          return;
+        }
+        // Refused (the run had just ended): the message goes back.
         giveBack([text]);
         status(error.message, true);
       }
@@ -661,10 +687,152 @@
     await send(text);
   }
 
+  // The run ended with steers whose answer never came: the thread as the server keeps it, and
+  // those it did not keep back in the box.
+  async function settleUnsure(run) {
+    const kept = await openThread(run.thread).catch(() => null);
+    if (!kept) {
+      giveBack(run.unsure);  // cannot tell: the person decides
+      return;
+    }
+    const users = kept.filter((m) => m.role === "user").map((m) => m.text);
+    const recent = users.slice(-run.sent.length - 1);
+    const lost = run.unsure.filter((t) => !recent.includes(t));
+    if (lost.length) {
+      giveBack(lost);
+      status("your last message did not reach the server; it is back in the box", true);
+    }
+  }
+
+  // Steers the run never took (it was stopped, failed, or stopped for approvals first): their
+  // bubbles go, their text goes back into the box (docs/serve.md, "Steering").
+  function notTaken(texts, run) {
+    const back = [];
+    for (const text of texts) {
+      if (typeof text !== "string") continue;
+      back.push(text);
+      if (!run) continue;
+      const i = run.steers.findIndex((s) => s.text === text);
+      if (i >= 0) run.steers.splice(i, 1)[0].node.remove();
+      const j = run.sent.indexOf(text);
+      if (j >= 0) run.sent.splice(j, 1);
+      const k = run.unsure.indexOf(text);
+      if (k >= 0) run.unsure.splice(k, 1);
+    }
+    if (!back.length) return "";
+    giveBack(back);
+    return back.length === 1
+      ? "; the agent did not take your last message: it is back in the box"
+      : "; the agent did not take your last messages: they are back in the box";
+  }
+
   // Messages the server did not take go back into the box, before what was typed since.
   function giveBack(texts) {
     const box = $("input");
     box.value = [...texts, box.value].filter((t) => t).join("\n\n");
+  }
+
+  // Live updates (docs/serve.md, "Several tabs"): GET /api/events streams the changes to this
+  // user's threads (another tab's or client's run starting and ending, a thread made, renamed
+  // or deleted). One tab of this browser holds the stream (a Web Lock) and passes what comes to
+  // the others (a BroadcastChannel): a stream per tab would take one of the browser's six
+  // connections to this server each, and six tabs would leave none for anything else.
+  const live = { source: null, channel: null, holding: false, refreshing: false, again: false };
+  const ELSEWHERE = "a reply is being written in another tab or client; it shows here when done";
+
+  function followChanges() {
+    if (!live.channel && "BroadcastChannel" in window) {
+      live.channel = new BroadcastChannel("goagent.events");
+      live.channel.onmessage = (e) => changed(e.data);
+    }
+    if (live.holding) return;
+    live.holding = true;
+    if (navigator.locks && live.channel) {
+      navigator.locks.request("goagent.events", () => new Promise((release) => openChanges(release)));
+    } else {
+      openChanges(() => {});  // no locks (a page served over plain http off this machine)
+    }
+  }
+
+  // Held until signed out (release then lets another tab of this browser take it over).
+  function openChanges(release) {
+    if ($("app").hidden) {
+      live.holding = false;
+      release();
+      return;
+    }
+    const source = new EventSource("/api/events");
+    live.source = source;
+    live.release = release;
+    source.onmessage = (e) => {
+      let event;
+      try { event = JSON.parse(e.data); } catch (error) { return; }
+      if (live.channel) live.channel.postMessage(event);
+      changed(event);
+    };
+    source.onerror = () => {
+      // EventSource tries again by itself, unless the server refused (signed out, say).
+      if (source.readyState !== EventSource.CLOSED) return;
+      live.source = null;
+      // Refused: a session that ended shows the login form (the server says why).
+      api("/api/me").then((me) => { if (!me.authenticated) signedOut(me.error); }).catch(() => {});
+      setTimeout(() => { if (live.release === release && !live.source) openChanges(release); }, 5000);
+    };
+  }
+
+  function stopChanges() {
+    if (live.source) live.source.close();
+    live.source = null;
+    if (live.holding && live.release) live.release();
+    live.holding = false;
+    live.release = null;
+  }
+
+  function changed(event) {
+    if ($("app").hidden || !event || typeof event.type !== "string") return;
+    const here = event.threadId === state.thread;
+    if (event.type === "running") {
+      if (here && event.runId !== state.runId && !state.running) status(ELSEWHERE);
+      return;
+    }
+    if (event.type === "ran" && event.runId === state.runId) return;  // this tab's own run
+    if (event.type === "deleted" && here && !state.running) {
+      state.thread = null;
+      state.seen = null;
+      $("messages").replaceChildren();
+      showTitle("goagent-py");
+      status("this chat was deleted in another tab or client");
+    }
+    refresh();
+  }
+
+  // The thread list again, and the open thread when it changed elsewhere (its updated_at is
+  // newer than what this tab shows); a burst of changes makes one reload after another.
+  async function refresh() {
+    if (live.refreshing) {
+      live.again = true;
+      return;
+    }
+    live.refreshing = true;
+    try {
+      do {
+        live.again = false;
+        // A list read while this tab ran its own run (or started one) says nothing of others:
+        // the run's end shows the thread as stored (reloading here replaced the cards the
+        // person was clicking).
+        const runs = state.runs;
+        const idle = !state.running;
+        const threads = await loadThreads().catch(() => null);
+        const open = threads && threads.find((t) => t.id === state.thread);
+        const mine = !idle || state.running || runs !== state.runs;
+        if (open && !mine && !conn.lost && !(open.updated_at <= state.seen)) {
+          await openThread(open.id, open.title).catch(() => {});
+          if (!state.running && !open.running) status("updated");
+        }
+      } while (live.again);
+    } finally {
+      live.refreshing = false;
+    }
   }
 
   async function start() {
@@ -688,6 +856,7 @@
     const last = localStorage.getItem("goagent.thread");
     const pick = threads.find((t) => t.id === last) || threads[0];
     if (pick) await openThread(pick.id, pick.title);
+    followChanges();
   }
 
   document.addEventListener("DOMContentLoaded", () => {

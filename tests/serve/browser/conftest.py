@@ -168,8 +168,11 @@ class ServedApp:
         if self._sock is None:
             return
         self._uvicorn.should_exit = True
-        self._serving.result(WAIT)
+        # What the server does on Ctrl-C in its own process (its streams see uvicorn's exit
+        # flag through the signal handler, which a server in a thread has not): the app ends
+        # its streams (runs, the pages' change streams), or uvicorn would wait for them.
         self.call(self.app.aclose())
+        self._serving.result(WAIT)
         self._sock.close()
         self._sock = None
 
