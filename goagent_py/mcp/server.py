@@ -54,6 +54,9 @@ class _Conversations:
         self._agent = agent
         self._factory = factory
         self.max_sessions = max_sessions
+        # Served over stdio (run_stdio): one client for the process's life, so a served agent
+        # keeps its conversation in its own memory (its storage: kept across restarts).
+        self.one_client = False
         # By the SDK's session object (weak: the SDK's end of a session ends its conversation).
         self._by_session: weakref.WeakKeyDictionary[Any, _Conversation] = (
             weakref.WeakKeyDictionary()
@@ -94,6 +97,8 @@ class _Conversations:
                     f"the agent factory must return an Agent, got {type(agent).__name__}"
                 )
             self._claim(session_id, agent)
+        elif self.one_client:
+            agent = self._agent  # stdio: one client, the served memory is its conversation
         else:
             served = self._agent.options.short_term_memory
             policy = getattr(served, "policy", None)
@@ -348,7 +353,13 @@ def serve_agent(
             ),
             structured_output=False,
         )
+    if conversations is not None:
+        _SERVED[server] = conversations
     return server
+
+
+# The conversations of each served agent's server, for run_stdio to say it has one client.
+_SERVED: weakref.WeakKeyDictionary[Any, _Conversations] = weakref.WeakKeyDictionary()
 
 
 def _gated(agent: Any, tools: list[Tool]) -> list[str]:
@@ -367,7 +378,13 @@ def _gated(agent: Any, tools: list[Tool]) -> list[str]:
 
 
 async def run_stdio(server: Any) -> None:
-    """Serve ``server`` on this process's stdin/stdout until the client disconnects."""
+    """Serve ``server`` on this process's stdin/stdout until the client disconnects.
+
+    One client: a served agent (not a factory) with short-term memory keeps its conversation
+    in that memory, its storage included (docs/mcp.md, "One conversation per client")."""
+    conversations = _SERVED.get(server)
+    if conversations is not None:
+        conversations.one_client = True
     await server.run_stdio_async()
 
 
