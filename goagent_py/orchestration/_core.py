@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from goagent_py._describe import described
 from goagent_py.agent_tool import _PROMPT_SCHEMA
 from goagent_py.budget import Budget, BudgetExceededError, active_budgets
-from goagent_py.errors import ConfigurationError, GoAgentError, ToolArgumentsError
+from goagent_py.errors import (
+    ConfigurationError,
+    GoAgentError,
+    ToolArgumentsError,
+    ToolBlockedError,
+)
 from goagent_py.events import AgentEvent
 from goagent_py.messages import ContentBlock, Message, TextBlock, Usage
 from goagent_py.resilience import RetryPolicy
@@ -846,6 +851,12 @@ class MappedDeps(Flow):
 # error result for the model.
 
 
+# The flows whose runs, started through their tool, lead to the running code (FlowTool).
+_FLOWS_RUNNING: contextvars.ContextVar[tuple[object, ...]] = contextvars.ContextVar(
+    "goagent_flow_tool_running", default=()
+)
+
+
 class FlowTool:
     """A tool that runs an orchestration on the model's ``prompt`` (made by
     :meth:`Flow.as_tool <goagent_py.orchestration.Flow.as_tool>`)."""
@@ -873,6 +884,22 @@ class FlowTool:
         text = args.get("prompt")
         if not isinstance(text, str) or not text.strip():
             raise ToolArgumentsError(self.name, "'prompt' must be a non-empty string")
+        running = _FLOWS_RUNNING.get()
+        if any(flow is self.flow for flow in running):
+            # An agent of the flow calling the flow again: each level ran the next (as an
+            # agent reaching itself through as_tool did, agent_tool._RUNNING).
+            raise ToolBlockedError(
+                self.name,
+                "it runs a flow that is already running in this chain: a flow cannot be "
+                "called from inside itself; answer with what you have",
+            )
+        token = _FLOWS_RUNNING.set((*running, self.flow))
+        try:
+            return await self._execute(text)
+        finally:
+            _FLOWS_RUNNING.reset(token)
+
+    async def _execute(self, text: str) -> list[ContentBlock]:
         ctx = current_tool_context()
         if ctx is None:
             with _state_scope():
