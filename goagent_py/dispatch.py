@@ -515,17 +515,32 @@ def error_text(error: BaseException) -> str:
 
 
 def _all_blocks(content: list[Any]) -> bool:
-    for block in content:  # noqa: SIM110 - a loop, not all(): no generator per call (issue 36)
-        if not isinstance(block, _BLOCK_TYPES):
+    for block in content:
+        if type(block) is TextBlock:
+            # The blocks' fields are not checked when they are made (issue 36): a text that
+            # is not a str crashed the run later with a bare TypeError.
+            if type(block.text) is not str:
+                return False
+        elif not isinstance(block, _BLOCK_TYPES) or not _fields_hold(block):
             return False
     return True
+
+
+def _fields_hold(block: Any) -> bool:
+    """Whether a block other than a plain ``TextBlock`` holds what its type says."""
+    if isinstance(block, TextBlock):
+        return isinstance(block.text, str)
+    if isinstance(block, ThinkingBlock):
+        return isinstance(block.thinking, str)
+    return isinstance(block.data, bytes) and isinstance(block.media_type, str)
 
 
 def _not_blocks(name: str, content: object) -> ConfigurationError:
     return ConfigurationError(
         f"tool {name!r} returned {type(content).__name__} ({content!r:.80}), not a list of "
-        "content blocks: its execute() must return e.g. [TextBlock(text)] (or use @tool, "
-        "which turns any value into blocks)"
+        "content blocks holding what their types say (a TextBlock's text is a str): its "
+        "execute() must return e.g. [TextBlock(text)] (or use @tool, which turns any value "
+        "into blocks)"
     )
 
 
