@@ -137,6 +137,7 @@ async def test_of_two_facts_replaced_by_one_only_the_latest_comes_back(
     assert left["I live in Lisbon."].superseded_by == left["I live in Madrid."].id
 
 
+@pytest.mark.needs_extra("serve")
 async def test_the_served_forget_by_id_keeps_the_chain_too(tmp_path: Path) -> None:
     from goagent_py.serve import ThreadContext, create_app
 
