@@ -6,11 +6,12 @@ client its own conversation refuses a memory another client's conversation alrea
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Hashable
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["HOLDING", "conversation_key", "held_with"]
+__all__ = ["HOLDING", "ConversationOwners", "conversation_key", "held_with"]
 
 HOLDING: ContextVar[frozenset[Hashable]] = ContextVar(
     "goagent_py_conversations", default=frozenset()
@@ -49,3 +50,31 @@ def held_with(memory: Any) -> frozenset[Hashable]:
     """The conversations held where this is called (see :data:`HOLDING`), with ``memory``'s."""
     held = HOLDING.get()
     return held if memory is None else held | {conversation_key(memory)}
+
+
+class ConversationOwners:
+    """Which client (an A2A context, an MCP session) each conversation belongs to, for a server
+    that gives every client a conversation of its own: a memory whose conversation another
+    client holds is refused (one memory for every client let each read the others' messages).
+    An owner is kept past its client's end, as its stored conversation is; at most ``limit``
+    are kept, the least recently claimed forgotten first."""
+
+    def __init__(self, limit: int = 65536) -> None:
+        self._owners: OrderedDict[Hashable, str] = OrderedDict()
+        self._limit = limit
+
+    def claim(self, client: str, memory: Any) -> str | None:
+        """Bind ``memory``'s conversation to ``client``; the other client that holds it
+        already (the caller refuses the memory then), or None (no memory: the client's session
+        keeps its transcript itself)."""
+        if memory is None:
+            return None
+        key = conversation_key(memory)
+        owner = self._owners.get(key)
+        if owner is not None and owner != client:
+            return owner
+        self._owners[key] = client
+        self._owners.move_to_end(key)
+        while len(self._owners) > self._limit:
+            self._owners.popitem(last=False)
+        return None

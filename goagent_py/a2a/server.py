@@ -19,12 +19,12 @@ import contextlib
 import inspect
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from goagent_py._conversation import conversation_key
+from goagent_py._conversation import ConversationOwners
 from goagent_py._http_guard import OriginGuard
 from goagent_py.a2a._mapping import (
     ANSWER_ARTIFACT,
@@ -49,10 +49,6 @@ __all__ = ["a2a_app", "run_a2a"]
 AgentFactory = Callable[[str], Agent | Awaitable[Agent]]
 """Builds the agent of one A2A context (its id given): e.g. one with its own stored memory."""
 
-# Conversations remembered as a context's (see _Runner._owners): far more than max_contexts,
-# so a conversation an evicted context kept is still refused to the other contexts.
-_MAX_OWNERS = 65536
-
 # How long a CancelTask waits for the aborted run to wind down before the SDK cancels it.
 _CANCEL_GRACE = 10.0
 
@@ -75,11 +71,9 @@ class _Runner:
         self._max_contexts = max_contexts
         self._max_running = max_running
         self._sessions: OrderedDict[str, Session] = OrderedDict()
-        # The conversation each context's memory keeps (see goagent_py._conversation): a context is
-        # one conversation, never another client's (a memory shared by two contexts let each
-        # read the other's prompts and answers). Kept past a context's eviction, as its stored
-        # conversation is; bounded, the oldest forgotten first.
-        self._owners: OrderedDict[Hashable, str] = OrderedDict()
+        # A context is one conversation, never another context's; kept past a context's
+        # eviction, as its stored conversation is.
+        self._owners = ConversationOwners()
         self._running: dict[str, _Running] = {}
         self._building = asyncio.Lock()
 
@@ -100,22 +94,14 @@ class _Runner:
             return session
 
     def _claim(self, context_id: str, agent: Agent) -> None:
-        memory = agent.options.short_term_memory
-        if memory is None:
-            return  # the session holds this context's transcript itself
-        key = conversation_key(memory)
-        owner = self._owners.get(key)
-        if owner is not None and owner != context_id:
+        owner = self._owners.claim(context_id, agent.options.short_term_memory)
+        if owner is not None:
             raise ConfigurationError(
                 f"the agent factory returned, for context {context_id!r}, an agent whose "
                 f"short-term memory keeps the conversation of another context ({owner!r}): each "
                 "context must get its own (e.g. storage keyed by the context id the factory is "
                 "given), or every client would read the others' messages"
             )
-        self._owners[key] = context_id
-        self._owners.move_to_end(key)
-        while len(self._owners) > _MAX_OWNERS:
-            self._owners.popitem(last=False)
 
     def is_running(self, task_id: str) -> bool:
         """Whether ``task_id``'s run is in progress here (the task store keeps it then)."""

@@ -33,6 +33,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -536,25 +537,24 @@ async def _command(line: str, console: Console, state: ChatState, storage: Any) 
 # -- entry point -----------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of tokens")
-    return value
+def _positive(what: str) -> Callable[[str], int]:
+    """An argparse type for a whole number above 0 (``what`` ends its error message)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number{what}")
+        return value
+
+    return parse
 
 
-def _positive_count(text: str) -> int:
-    # --top-k 0 became the default (0 is falsy) and -1 sliced the passages from the end.
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number, e.g. 4")
-    return value
+_positive_int = _positive(" of tokens")
+# --top-k 0 became the default (0 is falsy) and -1 sliced the passages from the end.
+_positive_count = _positive(", e.g. 4")
 
 
 def _megabytes(text: str) -> float:

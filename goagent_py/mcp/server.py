@@ -16,12 +16,11 @@ import re
 import secrets
 import socket
 import weakref
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from goagent_py._conversation import conversation_key
+from goagent_py._conversation import ConversationOwners
 from goagent_py._describe import described, message_of
 from goagent_py.errors import ConfigurationError
 from goagent_py.events import AgentEnd, ToolExecutionStart, TurnStart
@@ -62,10 +61,8 @@ class _Conversations:
             weakref.WeakKeyDictionary()
         )
         self._building = asyncio.Lock()
-        # The conversation each session's memory keeps (goagent_py._conversation), by the
-        # session it belongs to: a factory's agent keeping another session's is refused (one
-        # memory for every session let each client read the others' messages). Bounded.
-        self._owners: OrderedDict[Hashable, str] = OrderedDict()
+        # A factory's agent keeping another session's conversation is refused.
+        self._owners = ConversationOwners()
 
     async def of(self, ctx: Any) -> _Conversation:
         """The conversation of the MCP session ``ctx`` belongs to (made on its first ask)."""
@@ -106,25 +103,13 @@ class _Conversations:
         return Session(agent)
 
     def _claim(self, session_id: str, agent: Any) -> None:
-        memory = agent.options.short_term_memory
-        if memory is None:
-            return  # the session keeps its transcript itself
-        key = conversation_key(memory)
-        owner = self._owners.get(key)
-        if owner is not None and owner != session_id:
+        if self._owners.claim(session_id, agent.options.short_term_memory) is not None:
             raise ConfigurationError(
                 "the agent factory returned an agent whose short-term memory keeps another MCP "
                 "session's conversation: each session must get its own (e.g. storage keyed by "
                 "the session id the factory is given), or every client would read the others' "
                 "messages"
             )
-        self._owners[key] = session_id
-        self._owners.move_to_end(key)
-        while len(self._owners) > _MAX_OWNERS:
-            self._owners.popitem(last=False)
-
-
-_MAX_OWNERS = 65536  # conversations remembered as a session's, past its end too
 
 
 @dataclass(slots=True)
