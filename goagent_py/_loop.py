@@ -23,7 +23,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -357,6 +357,7 @@ class Run:
         "_abandoned",
         "_calls_started",
         "_compactions",
+        "_held_in",
         "_history",
         "_hooked",
         "_injected",
@@ -435,6 +436,7 @@ class Run:
         self.new_token: Callable[[], str] = new_token
         self._resume_final: Message | None = None
         self._shown_by: Shown | None = None
+        self._held_in: frozenset[Hashable] | None = None  # see _conversations
         self.output = output
         self.output_mode = output.mode_for(options.provider) if output is not None else "tool"
         self.output_value: Any = None
@@ -1000,8 +1002,16 @@ class Run:
             deps=self.deps,
             can_wait=True,
             resumed=resumed,
-            conversations=held_with(self.o.short_term_memory),
+            conversations=self._conversations(),
         )
+
+    def _conversations(self) -> frozenset[Hashable]:
+        """The conversations this run's tool calls are inside (its memory's and its parents'),
+        worked out once: a SQLite memory's key resolves its file's path."""
+        held = self._held_in
+        if held is None:
+            held = self._held_in = held_with(self.o.short_term_memory)
+        return held
 
     def _current_messages(self) -> list[Message]:
         # What ``ToolContext.transcript()`` reads: copies, made when a tool asks (issue 36).
