@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from goagent_py._conversation import conversation_key
 from goagent_py.agent import Agent
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COOKIE",
     "LOCAL_ONLY",
+    "Affinity",
     "AgentFactory",
     "HttpError",
     "Live",
@@ -123,6 +124,29 @@ PARKED_DROPPED = (
     "waited for your tools' results at once (the server's max_parked_runs); send the message "
     "again"
 )
+
+
+class Affinity(Protocol):
+    """Which worker process a thread's run belongs to, under ``serve --workers N``
+    (implemented by :class:`goagent_py.serve._cluster.Cluster`; None in one process)."""
+
+    def check(self, user: str, thread_id: str) -> None:
+        """Raise when another worker runs the thread (the request goes there)."""
+
+    def claim(self, user: str, thread_id: str, busy: str) -> None:
+        """Take the thread for a run of this worker, or raise (``busy``: the 409's message)."""
+
+    def release(self, user: str, thread_id: str) -> None:
+        """Let go of the thread after its run."""
+
+    def holder(self, user: str, thread_id: str) -> int | None:
+        """The process of another worker that runs the thread, or None."""
+
+    def relay(self, user: str, event: dict[str, Any]) -> None:
+        """Send a change of ``user``'s threads to the other workers' change streams."""
+
+    def others(self) -> list[int]:
+        """The other workers to ask about a run this one does not know."""
 
 
 @dataclass
@@ -211,6 +235,8 @@ class Server:
         self.watchers: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
         self.max_watchers = 32  # per user; past it the oldest stream ends (the page reopens it)
         self._closed = False
+        # Under serve --workers N: the thread leases and change relay (docs/serve.md).
+        self.cluster: Affinity | None = None
 
     # -- who is asking -------------------------------------------------------------------
 
@@ -317,10 +343,21 @@ class Server:
         found = await self.threads.get(user, thread_id)
         if found is None:
             raise HttpError(404, "no such thread")
+        if self.cluster is not None:  # its run is in another worker: the request goes there
+            self.cluster.check(user, thread_id)
         return found
+
+    def running(self, user: str, thread_id: str) -> bool:
+        """Whether a run of the thread is going on (in this worker or another)."""
+        live = self.live.get((user, thread_id))
+        if live is not None and live.run is not None:
+            return True
+        return self.cluster is not None and self.cluster.holder(user, thread_id) is not None
 
     async def live_of(self, user: str, thread_id: str) -> Live:
         key = (user, thread_id)
+        if self.cluster is not None:  # its run is in another worker: the request goes there
+            self.cluster.check(user, thread_id)
         async with self._building:
             live = self.live.get(key)
             if live is not None and live.run is None and live.storage.replaced():
@@ -398,9 +435,15 @@ class Server:
     def changed(self, user: str, kind: str, thread_id: str, **more: Any) -> None:
         """Tell ``user``'s change streams that ``thread_id`` changed (``kind``: "running",
         "ran", "renamed", "created", "deleted")."""
+        event = {"type": kind, "threadId": thread_id, **more}
+        self.deliver(user, event)
+        if self.cluster is not None:
+            self.cluster.relay(user, event)
+
+    def deliver(self, user: str, event: dict[str, Any]) -> None:
+        """Put a change ``event`` in this process's change streams of ``user``."""
         theirs = self.watchers.get(user)
         if theirs:
-            event = {"type": kind, "threadId": thread_id, **more}
             for queue in theirs:
                 queue.put_nowait(event)
 
@@ -431,11 +474,13 @@ class Server:
         uses (the thread's own agent is put back when it ends); ``decisions`` resumes the
         thread's waiting calls instead (serve/_approvals.py)."""
         live = await self.live_of(user, thread_id)
+        decide_after = "a run is in progress in this thread; decide after it"
+        busy = "a run is in progress in this thread; stop or steer it"
         while live.run is not None:
             if decisions is not None:  # a decision never interrupts: the first one wins
-                raise HttpError(409, "a run is in progress in this thread; decide after it")
+                raise HttpError(409, decide_after)
             if self.busy == "refuse" and not live.run.parked:
-                raise HttpError(409, "a run is in progress in this thread; stop or steer it")
+                raise HttpError(409, busy)
             # busy="interrupt", or a run still waiting for a client's tool results: the new
             # message wins; the old run ends aborted (and stored).
             current = live.run
@@ -453,6 +498,14 @@ class Server:
 
         run_id = "run_" + secrets.token_hex(8)
         run = Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
+        if self.cluster is not None:  # nothing awaited between this and live.run = run
+            try:
+                self.cluster.claim(user, thread_id, decide_after if decisions else busy)
+            except BaseException:
+                if live.base_agent is not None:
+                    live.session.set_agent(live.base_agent)
+                    live.base_agent = None
+                raise
         live.run = run
         self.runs[run_id] = run
         if decisions is not None:
@@ -464,10 +517,12 @@ class Server:
             except ApprovalError:
                 live.run = None
                 del self.runs[run_id]
+                if self.cluster is not None:
+                    self.cluster.release(user, thread_id)
                 raise
             run.mapper.resuming(waiting_calls(stored))
         run.task = asyncio.create_task(self._drive(live, run, text, decisions))
-        if self.watchers:
+        if self.watchers or self.cluster is not None:
             self.changed(user, "running", thread_id, runId=run_id)
         return run
 
@@ -497,7 +552,9 @@ class Server:
                 # message is the answer), then the message runs. The session's projection of
                 # the record says so: it is read back after every run (issue 36: this was a
                 # third read of the conversation per turn).
-                if not live.session.loaded:
+                if not live.session.loaded or self.cluster is not None:
+                    # Under several workers another one may have run turns of this thread
+                    # since this session read it: its projection is read again.
                     await live.session.load()
                 stored = live.session.transcript
                 left = abandoned(stored)
@@ -554,7 +611,10 @@ class Server:
             if not told and live.session.steering_queue:
                 live.session.clear_queues("steering")  # cancelled: nothing is kept either
             live.run = None
-            if self.watchers:  # its messages are stored; reads of the index wait for its record
+            if self.cluster is not None:
+                self.cluster.release(run.user, run.thread_id)
+            if self.watchers or self.cluster is not None:
+                # Its messages are stored; reads of the index wait for its record.
                 self.changed(run.user, "ran", run.thread_id, runId=run.run_id)
             if live.base_agent is not None:
                 live.session.set_agent(live.base_agent)
