@@ -33,6 +33,16 @@ def guarded() -> str:
     return f"guarded ran in {os.getpid()}"
 
 
+def _wait_for(fifo: str) -> None:
+    with open(fifo, "rb") as f:  # returns once the test writes to it
+        f.read()
+
+
+def _wait_for(fifo: str) -> None:
+    with open(fifo, "rb") as f:  # returns once the test writes to it
+        f.read()
+
+
 async def _answer(request: Any) -> Any:
     last = request.messages[-1]
     if last.role != Role.USER or not last.text:
@@ -40,7 +50,7 @@ async def _answer(request: Any) -> Any:
     text = last.text
     if text.startswith("hold "):
         fifo = text[5:]
-        await asyncio.to_thread(lambda: open(fifo, "rb").read())
+        await asyncio.to_thread(_wait_for, fifo)
         return f"pid={os.getpid()} n={len(request.messages)} held"
     if text == "approve":
         return tool_call_response(("guarded", {}))
