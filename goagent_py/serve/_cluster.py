@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
 
+from goagent_py._http_guard import send_json
 from goagent_py.errors import GoAgentError
-from goagent_py.serve._server import HttpError, Server
+from goagent_py.serve._server import HttpError, Server, error_body
 from goagent_py.serve._supervise import WorkerContext
 
 if TYPE_CHECKING:
@@ -390,7 +391,18 @@ class ClusterApp:
         if not path.startswith(_THREADED):
             await self.app(scope, receive, send)
             return
-        body, whole = await _read_body(receive, self.server.max_body)
+        try:
+            # The same bound as Server.body: a client that sends part of a body and then
+            # nothing must not hold a connection for ever.
+            async with asyncio.timeout(self.server.body_timeout):
+                body, whole = await _read_body(receive, self.server.max_body)
+        except TimeoutError:
+            message = (
+                f"the body did not arrive within {self.server.body_timeout:g} s (body_timeout)"
+            )
+            status, data = error_body(408, message, path=path)
+            await send_json(send, status, data)
+            return
         if not whole:  # too large or gone: the app refuses it as it would
             await self.app(scope, _replay(body, receive, more=True), send)
             return

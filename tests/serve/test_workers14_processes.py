@@ -283,6 +283,28 @@ def test_an_approval_decided_in_the_other_worker_resumes_and_the_first_goes_on(
     assert results == 1, stored
 
 
+def test_an_openai_clients_tool_results_reach_the_run_parked_in_the_other_worker(
+    served: Served,
+) -> None:
+    first, second = served.url(0), served.url(1)
+    lookup = {"type": "function", "function": {"name": "lookup", "parameters": {}}}
+    asked = [{"role": "user", "content": "client tool"}]
+    body = {"model": "m", "messages": asked, "tools": [lookup], "user": "parked"}
+    called = _call(first, "POST", "/v1/chat/completions", json=body)
+    assert called.status_code == 200, called.text
+    message = called.json()["choices"][0]["message"]
+    (call,) = message["tool_calls"]
+    assert call["function"]["name"] == "lookup"
+    # The run waits in the first worker for the client's result; the second sends it there.
+    assert _call(second, "GET", "/api/threads/openai-parked").json()["running"] is True
+    answered = [*asked, message, {"role": "tool", "tool_call_id": call["id"], "content": "42"}]
+    body = {"model": "m", "messages": answered, "tools": [lookup], "user": "parked"}
+    done = _call(second, "POST", "/v1/chat/completions", json=body)
+    assert done.status_code == 200, done.text
+    content = done.json()["choices"][0]["message"]["content"]
+    assert content == f"pid={served.pids[0]} n=3 after the tool"
+
+
 def test_change_events_reach_a_stream_in_the_other_worker(served: Served) -> None:
     first, second = served.url(0), served.url(1)
     seen: list[dict[str, Any]] = []

@@ -8,7 +8,8 @@ that worker: the test picks the worker instead of hoping the kernel spreads conn
 
 The model answers ``pid=<worker> n=<messages it got> saw: <the last user text>``; a message
 ``hold FIFO`` makes it wait until something is written to the named pipe FIFO; ``approve``
-makes it call a tool that needs the person's approval.
+makes it call a tool that needs the person's approval; ``client tool`` calls the OpenAI
+client's tool ``lookup``.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ async def _answer(request: Any) -> Any:
         return f"pid={os.getpid()} n={len(request.messages)} held"
     if text == "approve":
         return tool_call_response(("guarded", {}))
+    if text == "client tool":  # a tool of the OpenAI client's (a /v1 request's tools)
+        return tool_call_response(("lookup", {}))
     return f"pid={os.getpid()} n={len(request.messages)} saw: {text}"
 
 
