@@ -59,7 +59,9 @@ _FLOCK = "hhqqi4x"
 # Requests that may be about a thread: their bodies are kept until the route knows whether
 # the thread is another worker's (then the request goes there whole).
 _THREADED = ("/api/threads/", "/api/runs/", "/v1/chat/completions", "/v1/responses")
-_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"content-length"})
+# Not sent on: the connection's own headers, and Expect (the body is whole already; a "100
+# Continue" from the other worker is not an answer).
+_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"expect"})
 _HOP |= {FORWARD_HEADER.encode(), _PEER_HEADER.encode()}
 _DATAGRAM = 60_000  # the largest change event relayed (a title is at most 200 characters)
 
@@ -359,6 +361,8 @@ async def _next_event(conn: Any, reader: asyncio.StreamReader) -> Any:
         event = conn.next_event()
         if event is h11.NEED_DATA:
             conn.receive_data(await reader.read(65536))
+            continue
+        if isinstance(event, h11.InformationalResponse):
             continue
         return event
 

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -250,6 +251,29 @@ def test_steer_stop_and_busy_reach_the_run_in_the_other_worker(
     assert _call(second, "GET", f"/api/threads/{thread}").json()["running"] is False
     after = _answer(_turn(second, thread, "after"))
     assert after.startswith(f"pid={served.pids[1]} ")
+
+
+def test_deleting_a_thread_whose_run_is_in_the_other_worker_ends_the_run_first(
+    served: Served, tmp_path: Path
+) -> None:
+    first, second = served.url(0), served.url(1)
+    thread = _thread(first)
+    fifo = tmp_path / "held"
+    with _held_run(first, thread, fifo) as (_, events):
+        deleted = _call(second, "DELETE", f"/api/threads/{thread}")
+        assert deleted.status_code == 200, deleted.text
+        rest = list(events)  # the run was ended before the thread went
+        _release(fifo)
+    assert rest[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
+    for base in (first, second):
+        assert _call(base, "GET", f"/api/threads/{thread}").status_code == 404
+    # Nothing of the run was written after the delete: a new thread of that id has no rows.
+    conn = sqlite3.connect(tmp_path / "serve.db")
+    rows = conn.execute(
+        "SELECT COUNT(*) FROM goagent_messages WHERE session_id LIKE ?", (f"%{thread}%",)
+    ).fetchone()[0]
+    conn.close()
+    assert rows == 0
 
 
 def test_an_approval_decided_in_the_other_worker_resumes_and_the_first_goes_on(
