@@ -203,7 +203,11 @@ async def run_serve(args: argparse.Namespace) -> int:
     closers: list[Any] = []
     memory_mode = getattr(args, "memory", "statements")
     embedder = loading_embedder() if picked.small or memory_mode != "none" else None
-    if embedder is None and (picked.small or memory_mode != "none"):
+    from goagent_py.serve._supervise import worker_context
+
+    worker = worker_context()
+    first = worker is None or worker.index == 0  # of serve --workers N, one says it
+    if embedder is None and (picked.small or memory_mode != "none") and first:
         off = ["long-term memory is off"] if memory_mode != "none" else []
         off += ["the model is offered every tool"] if picked.small else []
         print(f"({' and '.join(off)}: {embedder_problem()})", file=sys.stderr)
@@ -246,9 +250,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         log_level="warning",
         limit_concurrency=getattr(args, "max_connections", 1000),  # uvicorn's default: none
     )
-    from goagent_py.serve._supervise import worker_context
-
-    if worker_context() is not None:  # one of serve --workers N's processes
+    if worker is not None:  # one of serve --workers N's processes
         try:
             return await serve_in_worker(app, config)
         finally:
