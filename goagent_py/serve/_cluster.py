@@ -8,7 +8,7 @@ would. Ownership is a POSIX byte-range lock (``fcntl.lockf``) on one lock file o
 at an offset from a hash of (user, thread): taking it costs one system call and no message to
 anyone; ``F_GETLK`` names the holder's process; the kernel lets it go when the worker dies.
 
-Each worker also listens on a private Unix socket (``<pid>.sock``) and a datagram socket
+Each worker also listens on a private Unix socket (``<pid>.sock``) and one for thread changes
 (``<pid>.ev``) in the server's 0700 folder. A forwarded request carries the server's secret
 (the socket answers nothing else) and the peer address the first worker saw; the user is
 checked by both workers (the first decides whether there is a thread to forward, the second
@@ -26,7 +26,6 @@ import hmac
 import json
 import logging
 import os
-import socket
 import struct
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -63,7 +62,7 @@ _THREADED = ("/api/threads/", "/api/runs/", "/v1/chat/completions", "/v1/respons
 # Continue" from the other worker is not an answer).
 _HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"expect"})
 _HOP |= {FORWARD_HEADER.encode(), _PEER_HEADER.encode()}
-_DATAGRAM = 60_000  # the largest change event relayed (a title is at most 200 characters)
+_BACKLOG = 100_000  # changes waiting for one other worker, at most
 
 _forwarded: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "goagent_serve_forwarded", default=False
@@ -96,9 +95,13 @@ class Cluster:
         # go of every lock this process holds on it (POSIX record locks).
         self._locks = os.open(os.path.join(self.dir, "threads.lock"), os.O_RDWR | os.O_CREAT, 0o600)
         self._held: dict[int, int] = {}  # offset -> runs of this process holding it
-        self._events = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._events.bind(os.path.join(self.dir, f"{self.pid}.ev"))
-        self._events.setblocking(False)
+        self._events_path = os.path.join(self.dir, f"{self.pid}.ev")
+        self._events: asyncio.AbstractServer | None = None
+        # A connection to each other worker that changes are sent on, in order: what it has
+        # not read yet waits in the socket and here, never dropped (a datagram queue holds 10,
+        # net.unix.max_dgram_qlen, and lost the rest while the other worker was busy).
+        self._links: dict[int, asyncio.Queue[bytes]] = {}
+        self._readers: dict[asyncio.StreamWriter, asyncio.Task[Any] | None] = {}
         self.server: Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -180,44 +183,81 @@ class Cluster:
         self._send(user, event)
 
     def _send(self, user: str, event: dict[str, Any]) -> None:
-        data = json.dumps({"secret": self._secret.decode(), "user": user, "event": event})
-        raw = data.encode()
-        if len(raw) > _DATAGRAM:
-            return
-        own = f"{self.pid}.ev"
-        for name in os.listdir(self.dir):
-            if name.endswith(".ev") and name != own:
-                with contextlib.suppress(OSError):  # a worker gone, or its queue full
-                    self._events.sendto(raw, os.path.join(self.dir, name))
+        line = json.dumps({"user": user, "event": event}).encode() + b"\n"
+        for pid in self._peers("ev"):
+            queue = self._links.get(pid)
+            if queue is None:
+                queue = self._links[pid] = asyncio.Queue()
+                self._track(self._link(pid, queue))
+            if queue.qsize() < _BACKLOG:  # past it the worker is stuck; its streams reopen
+                queue.put_nowait(line)
 
-    def _received(self) -> None:
-        while True:
-            try:
-                raw = self._events.recv(_DATAGRAM + 1)
-            except (BlockingIOError, InterruptedError):
+    def _track(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _link(self, pid: int, queue: asyncio.Queue[bytes]) -> None:
+        """Send ``queue``'s changes to worker ``pid`` until it is gone."""
+        writer: asyncio.StreamWriter | None = None
+        try:
+            _, writer = await asyncio.open_unix_connection(os.path.join(self.dir, f"{pid}.ev"))
+            writer.write(self._secret + b"\n")
+            while True:
+                writer.write(await queue.get())
+                while not queue.empty():  # what is ready goes in one write
+                    writer.write(queue.get_nowait())
+                await writer.drain()
+        except (OSError, ConnectionError):
+            pass  # the worker is gone: its streams went with it
+        finally:
+            if self._links.get(pid) is queue:
+                del self._links[pid]
+            if writer is not None:
+                writer.close()
+
+    async def _peer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The changes another worker sends (after the server's secret), delivered here."""
+        self._readers[writer] = asyncio.current_task()
+        try:
+            given = (await reader.readline()).rstrip(b"\n")
+            if not hmac.compare_digest(given, self._secret):
                 return
-            try:
-                data = json.loads(raw)
-                secret = str(data["secret"]).encode()
-                user, event = str(data["user"]), dict(data["event"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            if hmac.compare_digest(secret, self._secret) and self.server is not None:
-                self.server.deliver(user, event)
+            while line := await reader.readline():
+                try:
+                    data = json.loads(line)
+                    user, event = str(data["user"]), dict(data["event"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if self.server is not None:
+                    self.server.deliver(user, event)
+        except (OSError, ConnectionError, ValueError):
+            pass
+        finally:
+            self._readers.pop(writer, None)
+            writer.close()
 
-    def attach(self, server: Server) -> None:
+    async def attach(self, server: Server) -> None:
         """Serve ``server``'s leases and changes from this worker (on the running loop)."""
         self.server = server
         server.cluster = self
-        asyncio.get_running_loop().add_reader(self._events.fileno(), self._received)
+        self._events = await asyncio.start_unix_server(self._peer, path=self._events_path)
 
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            asyncio.get_running_loop().remove_reader(self._events.fileno())
-        self._events.close()
-        for path in (self.socket_path, os.path.join(self.dir, f"{self.pid}.ev")):
+    async def aclose(self) -> None:
+        for path in (self.socket_path, self._events_path):
             with contextlib.suppress(OSError):
                 os.unlink(path)
+        if self._events is not None:
+            self._events.close()
+        # The other workers' connections end here (their readers see the end and return:
+        # Python 3.11's stream server logs a handler cancelled at the loop's close).
+        handlers = [task for task in self._readers.values() if task is not None]
+        for writer in list(self._readers):
+            writer.close()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         os.close(self._locks)
 
     def others(self) -> list[int]:
@@ -227,10 +267,13 @@ class Cluster:
 
     def peers(self) -> list[int]:
         """The pids of the other workers (their private sockets)."""
+        return self._peers("sock")
+
+    def _peers(self, kind: str) -> list[int]:
         found = []
         for name in os.listdir(self.dir):
             stem, _, ext = name.partition(".")
-            if ext == "sock" and stem.isdigit() and int(stem) != self.pid:
+            if ext == kind and stem.isdigit() and int(stem) != self.pid:
                 found.append(int(stem))
         return found
 

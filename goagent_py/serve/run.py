@@ -338,7 +338,7 @@ async def serve_in_worker(app: Any, config: Any, *, also: Sequence[socket.socket
     assert ctx is not None
     cluster = Cluster(ctx)
     try:
-        cluster.attach(app.server)
+        await cluster.attach(app.server)
         private = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         private.bind(cluster.socket_path)
         private.listen(config.backlog)
@@ -352,7 +352,7 @@ async def serve_in_worker(app: Any, config: Any, *, also: Sequence[socket.socket
             private.close()
             public.close()
     finally:
-        cluster.close()
+        await cluster.aclose()
     return 128 + signalled if signalled else 0
 
 
