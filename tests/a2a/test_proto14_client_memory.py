@@ -35,7 +35,8 @@ def _recalling(seen: list[str]) -> FunctionProvider:
 
 def _answer(events: list[Any]) -> str:
     task = events[-1].task if events[-1].HasField("task") else None
-    assert task is not None and task.status.state == TaskState.TASK_STATE_COMPLETED, events[-1]
+    assert task is not None, events[-1]
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED, events[-1]
     return "".join(p.text for a in task.artifacts for p in a.parts)
 
 
@@ -67,7 +68,8 @@ async def test_a_plain_agent_with_stored_memory_gives_each_context_its_own_kept_
         assert await _say(url, "who am I?", "ctx-ana") == "I am Ana | who am I?"
     # Each context's conversation is in the served file, under a key of its own.
     sessions = _stored_sessions(path)
-    assert len(sessions) == 2 and "helper" not in sessions
+    assert len(sessions) == 2
+    assert "helper" not in sessions
     # A restarted server (a new agent on the same file) continues each context.
     sock = free_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -58,13 +58,14 @@ async def test_two_http_clients_keep_their_conversations_in_the_served_storage(
     seen: list[str] = []
     memory = ShortTermMemory(SQLiteStorage(path, session_id="helper"))
     agent = Agent(provider=_recalling(seen), model="m", name="h", short_term_memory=memory)
-    async with serving(http_app(serve_agent(agent))) as port:
-        async with _client(port) as a, _client(port) as b:
-            assert await _ask(a, "I am Ana") == "I am Ana"
-            assert await _ask(b, "I am Bob") == "I am Bob"
-            assert await _ask(a, "who am I?") == "I am Ana | who am I?"
+    app = http_app(serve_agent(agent))
+    async with serving(app) as port, _client(port) as a, _client(port) as b:
+        assert await _ask(a, "I am Ana") == "I am Ana"
+        assert await _ask(b, "I am Bob") == "I am Bob"
+        assert await _ask(a, "who am I?") == "I am Ana | who am I?"
     sessions = _stored_sessions(path)
-    assert len(sessions) == 2 and all(s.startswith("helper/mcp/") for s in sessions)
+    assert len(sessions) == 2
+    assert all(s.startswith("helper/mcp/") for s in sessions)
     assert "Ana" not in seen[1]
 
 
@@ -100,10 +101,10 @@ async def test_one_sessions_remembered_facts_are_not_recalled_in_another(transpo
 async def test_a_server_that_opts_in_shares_one_long_term_memory_across_sessions() -> None:
     ltm = LongTermMemory(FakeEmbedder(64), InMemoryVectorStore())
     seen: list[str] = []
-    async with serving(http_app(serve_agent(_ltm_agent(seen, ltm), shared_memory=True))) as port:
-        async with _client(port) as a, _client(port) as b:
-            await _ask(a, "My doctor is Dr. Secretson.")
-            await _ask(b, "Who is my doctor?")
+    app = http_app(serve_agent(_ltm_agent(seen, ltm), shared_memory=True))
+    async with serving(app) as port, _client(port) as a, _client(port) as b:
+        await _ask(a, "My doctor is Dr. Secretson.")
+        await _ask(b, "Who is my doctor?")
     assert "Secretson" in seen[1]
 
 
@@ -154,11 +155,12 @@ async def test_the_sdk_still_gives_each_mcp_session_one_connection_object() -> N
 
     probe.__annotations__ = {"ctx": Context, "return": str}  # resolved here, not at run time
     server.add_tool(probe, name="probe", structured_output=False)
-    async with serving(http_app(server)) as port:
-        async with _client(port) as a, _client(port) as b:
-            for client in (a, a, b):
-                await client.call_tool("probe", {})
+    async with serving(http_app(server)) as port, _client(port) as a, _client(port) as b:
+        for client in (a, a, b):
+            await client.call_tool("probe", {})
     (first, id_a), (again, id_a2), (other, id_b) = seen
     assert all(isinstance(c, Connection) for c in (first, again, other))
-    assert first is again and first is not other
-    assert first.session_id == id_a == id_a2 and other.session_id == id_b != id_a
+    assert first is again
+    assert first is not other
+    assert first.session_id == id_a == id_a2
+    assert other.session_id == id_b != id_a
