@@ -169,7 +169,7 @@ def connection_of(ctx: Any) -> Any:
     ``mcp.server.connection.Connection`` behind it, which the tool context reaches only
     through a private attribute (``ServerSession._connection``; the public
     ``mcp.server.context.Context.connection`` is not what tools are given). This is the one
-    place that reads it; ``tests/mcp/test_proto14_client_memory.py`` pins it. Without it (an
+    place that reads it; ``tests/mcp/test_proto14_mcp_client_memory.py`` pins it. Without it (an
     SDK that changed it), the request's session: a conversation per ask, never one shared by
     two clients, and a warning says so once."""
     session = ctx.session
