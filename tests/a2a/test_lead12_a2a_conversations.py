@@ -20,7 +20,7 @@ from goagent_py.testing import ScriptedProvider
 @pytest.mark.slow
 async def test_an_agent_with_short_term_memory_gives_each_context_its_own_conversation() -> None:
     # Refused before proto14; now each context gets a memory of its own of the served kind
-    # (tests/a2a/test_proto14_client_memory.py has the stored kinds).
+    # (tests/a2a/test_proto14_a2a_client_memory.py has the stored kinds).
     provider = ScriptedProvider("Noted.", "Hello.", "Still noted.")
     agent = Agent(
         provider=provider,
