@@ -75,6 +75,9 @@ class _Context:
 
     session: Session
     opened: ClientAgent | None = None
+    # Tasks that took this context and have not ended: it is never dropped under them (between
+    # taking it and the run's start there are awaits, and another context may come).
+    users: int = 0
 
 
 class _Runner:
@@ -99,7 +102,8 @@ class _Runner:
         self._running: dict[str, _Running] = {}
         self._building = asyncio.Lock()
 
-    async def _session(self, context_id: str) -> Session:
+    async def _session(self, context_id: str) -> _Context:
+        """The context's conversation, held for the caller (``users``) until it lets go."""
         async with self._building:
             found = self._sessions.pop(context_id, None)
             if found is None:
@@ -118,12 +122,13 @@ class _Runner:
                         raise ConfigurationError("the agent factory must return an Agent")
                     self._claim(context_id, agent)
                     found = _Context(Session(agent))
+            found.users += 1
             self._sessions[context_id] = found  # most recently used last
             dropped = self._evict()
         for context in dropped:
             if context.opened is not None:
                 await context.opened.aclose()
-        return found.session
+        return found
 
     def _claim(self, context_id: str, agent: Agent) -> None:
         owner = self._owners.claim(context_id, agent.options.short_term_memory)
@@ -150,7 +155,7 @@ class _Runner:
         return task_id in self._running
 
     def _evict(self) -> list[_Context]:
-        idle = [c for c, s in self._sessions.items() if not s.session.state.running]
+        idle = [c for c, s in self._sessions.items() if not s.users and not s.session.state.running]
         return [
             self._sessions.pop(context_id)
             for context_id in idle[: max(0, len(self._sessions) - self._max_contexts)]
@@ -180,6 +185,7 @@ class _Runner:
             # Admitted in a race with other messages: the same error, through the SDK.
             raise busy_error(len(self._running))
         running = self._running[task_id] = _Running()  # counted before the first await
+        taken: _Context | None = None
         try:
             if context.current_task is None:
                 submitted = helpers.new_task(
@@ -187,7 +193,8 @@ class _Runner:
                 )
                 await queue.enqueue_event(submitted)
             try:
-                running.session = await self._session(context_id)
+                taken = await self._session(context_id)
+                running.session = taken.session
             except ConfigurationError as exc:  # the developer's factory: the task says why
                 updater = tasks.TaskUpdater(queue, task_id, context_id)
                 await updater.failed(
@@ -196,6 +203,8 @@ class _Runner:
                 return
             await self._run(running, prompt, tasks.TaskUpdater(queue, task_id, context_id))
         finally:
+            if taken is not None:
+                taken.users -= 1
             running.done.set()
             self._running.pop(task_id, None)
 

@@ -131,3 +131,54 @@ def test_a_memory_whose_storage_cannot_be_keyed_per_context_is_refused_with_what
     with pytest.raises(ConfigurationError, match="factory") as caught:
         a2a_app(agent, url="http://127.0.0.1:9000")
     assert "_Unkeyed" in str(caught.value)
+
+
+class _SlowStorage:
+    """A keyable storage whose first load waits for ``release``; it refuses use once closed
+    (as a closed SQLite or PostgreSQL storage does)."""
+
+    def __init__(self, gate: Any, loading: Any, log: list[str], session_id: str = "s") -> None:
+        self.session_id = session_id
+        self._gate, self._loading, self._log = gate, loading, log
+        self._messages: list[Message] = []
+        self.closed = False
+
+    def for_session(self, session_id: str) -> _SlowStorage:
+        return _SlowStorage(self._gate, self._loading, self._log, session_id)
+
+    async def load(self) -> list[Message]:
+        if self.session_id.endswith("ctx-slow") and not self._gate.is_set():
+            self._loading.set()
+            await self._gate.wait()
+        assert not self.closed, f"{self.session_id} used after it was closed"
+        return list(self._messages)
+
+    async def append(self, messages: Any) -> None:
+        assert not self.closed, f"{self.session_id} used after it was closed"
+        self._messages.extend(messages)
+
+    async def clear(self) -> None:
+        self._messages = []
+
+    async def aclose(self) -> None:
+        self._log.append(self.session_id)
+        self.closed = True
+
+
+@pytest.mark.slow
+async def test_a_context_about_to_run_is_not_dropped_under_it_by_other_contexts() -> None:
+    import asyncio
+
+    gate, loading, closed = asyncio.Event(), asyncio.Event(), []
+    storage = _SlowStorage(gate, loading, closed)
+    seen: list[str] = []
+    agent = Agent(provider=_recalling(seen), model="m", short_term_memory=ShortTermMemory(storage))
+    sock = free_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    async with serving(a2a_app(agent, url=url, max_contexts=1), sock) as url:
+        slow = asyncio.create_task(_say(url, "first", "ctx-slow"))
+        await loading.wait()  # ctx-slow's task has its session and reads its conversation
+        assert await _say(url, "other", "ctx-other") == "other"  # one context too many
+        gate.set()
+        assert await slow == "first"
+        assert await _say(url, "second", "ctx-slow") == "first | second"
