@@ -379,6 +379,10 @@ def serve_agent(
         exceptions: Any = require("mcp.server.mcpserver.exceptions")
 
         async def ask(prompt: str, ctx: Any) -> str:
+            if not prompt.strip():  # the agent would be run on nothing
+                raise exceptions.ToolError(
+                    "the prompt is empty: send the task or question in plain language"
+                )
             step = 0
 
             async def progress(message: str) -> None:

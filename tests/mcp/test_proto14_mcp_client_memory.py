@@ -164,3 +164,17 @@ async def test_the_sdk_still_gives_each_mcp_session_one_connection_object() -> N
     assert first is not other
     assert first.session_id == id_a == id_a2
     assert other.session_id == id_b != id_a
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prompt", ["", "  \n "])
+async def test_an_empty_prompt_is_refused_and_never_reaches_the_model(prompt: str) -> None:
+    from mcp import Client
+
+    seen: list[str] = []
+    server = serve_agent(Agent(provider=_recalling(seen), model="m"))
+    async with Client(server) as client:
+        result = await client.call_tool("ask", {"prompt": prompt})
+    assert result.is_error
+    assert "empty" in result.content[0].text
+    assert seen == []
