@@ -40,11 +40,11 @@ async def test_a_message_with_nothing_to_read_is_refused_and_never_reaches_the_m
     provider = ScriptedProvider("never")
     agent = Agent(provider=provider, model="m", name="h")
     sock = free_socket()
-    async with serving(
-        a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}"), sock
-    ) as url:
-        async with httpx.AsyncClient(timeout=60) as http:
-            answer = (await http.post(url + "/", json=_post(parts))).json()
+    async with (
+        serving(a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}"), sock) as url,
+        httpx.AsyncClient(timeout=60) as http,
+    ):
+        answer = (await http.post(url + "/", json=_post(parts))).json()
     assert answer["error"]["code"] == -32602, answer
     assert "empty" in answer["error"]["message"]
     assert provider.requests == []
