@@ -77,6 +77,9 @@ class _Conversations:
         self._building = asyncio.Lock()
         # A factory's agent keeping another session's conversation or facts is refused.
         self._owners = ConversationOwners()
+        # How many live conversations hold each thing to close (by id): a factory may give
+        # several sessions one agent, closed only when the last of them goes.
+        self._holders: dict[int, int] = {}
 
     def check_many_clients(self) -> None:
         """Refuse, for a transport of many clients, a served memory that cannot keep a
@@ -98,15 +101,26 @@ class _Conversations:
             found = self._by_session.pop(key, None)
             if found is None:
                 found = await self._made(_session_id(ctx))
-                if found.closing is not None:  # the SDK's end of the session closes it
-                    weakref.finalize(key, _close_later, found.closing)
+                if found.holder is not None:  # the SDK's end of the session lets go of it
+                    self._holders[id(found.holder)] = self._holders.get(id(found.holder), 0) + 1
+                    weakref.finalize(key, self._release, found)
             self._by_session[key] = found  # most recently used last
             idle = [k for k, c in self._by_session.items() if not c.lock.locked()]
             for old in idle[: max(0, len(self._by_session) - self.max_sessions)]:
-                dropped = self._by_session.pop(old)
-                if dropped.closing is not None:
-                    _close_later(dropped.closing)
+                self._release(self._by_session.pop(old))
             return found
+
+    def _release(self, conversation: _Conversation) -> None:
+        """Let go of a conversation (dropped, or its session ended: once): what was opened for
+        it is closed when no other live conversation holds it."""
+        holder, conversation.holder = conversation.holder, None
+        if holder is None:
+            return
+        left = self._holders.pop(id(holder), 1) - 1
+        if left:
+            self._holders[id(holder)] = left
+        else:
+            _close_later(holder.aclose)
 
     async def _made(self, session_id: str) -> _Conversation:
         from goagent_py.agent import Agent
@@ -120,17 +134,17 @@ class _Conversations:
                     f"the agent factory must return an Agent, got {type(agent).__name__}"
                 )
             self._claim(session_id, agent)
-            return _Conversation(Session(agent), agent.aclose)
+            return _Conversation(Session(agent), agent)
         if self.one_client:  # stdio: one client, the served agent is its agent
-            agent, closing = self._agent, None
+            agent, holder = self._agent, None
         else:
             opened: ClientAgent = client_agent(
                 self._agent, session_id, protocol="mcp", shared_memory=self._shared_memory
             )
-            agent, closing = opened.agent, opened.aclose
+            agent, holder = opened.agent, opened
         # Without short-term memory each ask is a run of its own, as the served agent's are.
         runner = agent if agent.options.short_term_memory is None else Session(agent)
-        return _Conversation(runner, closing)
+        return _Conversation(runner, holder)
 
     def _claim(self, session_id: str, agent: Any) -> None:
         if self._owners.claim(session_id, agent.options.short_term_memory) is not None:
@@ -151,10 +165,12 @@ class _Conversations:
             )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Conversation:
     runner: Any  # a goagent_py.Session (a conversation), or an Agent (a run per ask)
-    closing: Callable[[], Any] | None  # closes what was opened for the session
+    # What was opened for the session, closed (``aclose()``) when no conversation holds it:
+    # a factory's agent, or the storage of the served agent's client (a ClientAgent).
+    holder: Any
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 

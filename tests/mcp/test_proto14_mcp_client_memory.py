@@ -178,3 +178,53 @@ async def test_an_empty_prompt_is_refused_and_never_reaches_the_model(prompt: st
     assert result.is_error
     assert "empty" in result.content[0].text
     assert seen == []
+
+
+@pytest.mark.slow
+async def test_an_agent_a_factory_gives_two_sessions_is_closed_when_the_last_one_ends() -> None:
+    import asyncio
+    import contextlib
+    import gc
+
+    from mcp import Client
+
+    closed: list[str] = []
+    events = {"shared": asyncio.Event(), "own": asyncio.Event()}
+
+    class _Closing(Agent):
+        async def aclose(self) -> None:
+            closed.append(self.name or "")
+            events[self.name or ""].set()
+            await super().aclose()
+
+    seen: list[str] = []
+    shared = _Closing(provider=_recalling(seen), model="m", name="shared")
+    made: list[str] = []
+
+    def build(session_id: str) -> Agent:
+        made.append(session_id)
+        if len(made) <= 2:  # the first two sessions get one agent (it keeps no memory)
+            return shared
+        return _Closing(provider=_recalling(seen), model="m", name="own")
+
+    async def ended(name: str) -> None:
+        """Until ``name``'s agent is closed: collect what the SDK let go of (an ended
+        session's connection), and wait for the close that starts."""
+        while not events[name].is_set():
+            gc.collect()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(events[name].wait(), 0.05)
+
+    async with serving(http_app(serve_agent(build, name="helper"))) as port:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(url, mode="legacy") as b:
+            async with Client(url, mode="legacy") as a, Client(url, mode="legacy") as c:
+                await _ask(a, "one")
+                await _ask(b, "two")
+                await _ask(c, "three")
+            await asyncio.wait_for(ended("own"), 60)  # a and c ended
+            gc.collect()
+            assert closed == ["own"]  # the agent b still uses stays open
+            assert await _ask(b, "four") == "two | four"
+        await asyncio.wait_for(ended("shared"), 60)
+    assert sorted(closed) == ["own", "shared"]
