@@ -182,3 +182,35 @@ async def test_a_context_about_to_run_is_not_dropped_under_it_by_other_contexts(
         gate.set()
         assert await slow == "first"
         assert await _say(url, "second", "ctx-slow") == "first | second"
+
+
+@pytest.mark.slow
+@pytest.mark.needs_extra("postgres")
+async def test_a_postgres_memory_gives_each_context_its_own_conversation_on_its_pool(
+    pg_dsn: str,
+) -> None:
+    import uuid
+
+    from goagent_py.memory import PostgresStorage
+
+    table = "p14_" + uuid.uuid4().hex[:12]
+    seen: list[str] = []
+    for turn in range(2):  # the second: a restarted server on the same table
+        storage = PostgresStorage(pg_dsn, session_id="helper", table=table, max_size=2)
+        agent = Agent(
+            provider=_recalling(seen), model="m", short_term_memory=ShortTermMemory(storage)
+        )
+        sock = free_socket()
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        try:
+            async with serving(a2a_app(agent, url=url), sock) as url:
+                if turn == 0:
+                    assert await _say(url, "I am Ana", "ctx-ana") == "I am Ana"
+                    assert await _say(url, "I am Bob", "ctx-bob") == "I am Bob"
+                else:
+                    assert await _say(url, "who?", "ctx-ana") == "I am Ana | who?"
+            assert await storage.load() == []  # the served conversation itself: unused
+            sessions = await storage.list_sessions()
+        finally:
+            await storage.aclose()
+    assert sorted(sessions) == ["helper/a2a/ctx-ana", "helper/a2a/ctx-bob"]
