@@ -170,8 +170,16 @@ class _Runner:
 
     def admit(self, message: Any) -> None:
         """Refuse, before any task exists, a message this runner would not run: the A2A error
-        the client gets (a part the agent cannot read, no parts, ``max_running`` reached)."""
+        the client gets (a part the agent cannot read, no parts or only empty text, a task id
+        whose run is in progress, ``max_running`` reached)."""
         blocks_of(message)
+        if message.task_id and message.task_id in self._running:
+            # The SDK would hold it until the run ends, answer it with that run's result and
+            # then run it in the finished task: a follow-up goes in the context, after the run.
+            raise require("a2a.utils.errors").UnsupportedOperationError(
+                f"task {message.task_id[:80]!r} is still running: send the message when it has "
+                "ended (in its context, without the task id) or cancel the task"
+            )
         if len(self._running) >= self._max_running:
             raise busy_error(len(self._running))
 
