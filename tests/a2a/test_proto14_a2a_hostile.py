@@ -77,9 +77,10 @@ async def test_a_message_naming_a_task_still_running_is_refused_not_answered_wit
     async with serving(
         a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}"), sock
     ) as url:
+        https = [httpx.AsyncClient(timeout=120) for _ in range(2)]  # closed here, not by close()
         configs = [
-            ClientConfig(streaming=s, httpx_client=httpx.AsyncClient(timeout=120))
-            for s in (True, False)
+            ClientConfig(streaming=s, httpx_client=h)
+            for s, h in zip((True, False), https, strict=True)
         ]
         first, second = [await create_client(url, client_config=c) for c in configs]
 
@@ -107,6 +108,8 @@ async def test_a_message_naming_a_task_still_running_is_refused_not_answered_wit
             events = await running
             for client in (first, second):
                 await client.close()
+            for http in https:
+                await http.aclose()
     assert events[-1].status_update.status.state == 3  # TASK_STATE_COMPLETED
     assert len(provider.requests) == 2  # "more" never ran
 
