@@ -111,8 +111,10 @@ def client_session_id(base: str, protocol: str, client: str) -> str:
     """The stored session id of ``client``'s conversation beside the served one ``base``:
     ``<base>/<protocol>/<client>``, the client's id replaced by its digest when it could not
     be a session id or would be unreadable (any client id is accepted, none maps onto
-    another's)."""
+    another's), and a base too long to leave room for it by its digest too."""
     plain = _PLAIN_CLIENT.fullmatch(client) and not client.startswith("sha256-")
+    if len(base.encode("utf-8", "surrogatepass")) > 512:  # session ids hold 1,024 bytes
+        base = "sha256-" + _digest(base)
     return f"{base}/{protocol}/{client if plain else 'sha256-' + _digest(client)}"
 
 
@@ -121,20 +123,32 @@ def client_scope(name: str, protocol: str, client: str) -> str:
     return f"{(name or 'agent')[:80]}.{protocol}-{_digest(client)[:32]}"
 
 
-def _keyed_storage(storage: Any, session_id: str) -> tuple[Any, bool] | None:
-    """A storage of ``session_id`` of the kind of ``storage`` (and whether the caller closes
-    it), or None when that kind cannot name another conversation."""
+def _keyed(storage: Any) -> str | None:
+    """How a storage of another conversation beside ``storage`` is made, or None when its
+    kind cannot name another conversation."""
     from goagent_py.memory.storage.in_memory import InMemoryStorage
     from goagent_py.memory.storage.sqlite import SQLiteStorage
 
     if type(storage) is InMemoryStorage:
-        return InMemoryStorage(), False
+        return "memory"
     if type(storage) is SQLiteStorage:
-        return SQLiteStorage(storage.path, session_id=session_id, timeout=storage.timeout), True
-    for_session = getattr(storage, "for_session", None)
-    if callable(for_session):  # PostgresStorage: the same pool and tables
-        return for_session(session_id), False
-    return None
+        return "sqlite"
+    return "for_session" if callable(getattr(storage, "for_session", None)) else None
+
+
+def _keyed_storage(storage: Any, session_id: str) -> tuple[Any, bool]:
+    """A storage of ``session_id`` of the kind of ``storage`` (one :func:`unkeyable`
+    accepts), and whether the caller closes it."""
+    kind = _keyed(storage)
+    if kind == "memory":
+        return type(storage)(), False
+    if kind == "sqlite":
+        return type(storage)(storage.path, session_id=session_id, timeout=storage.timeout), True
+    if kind == "for_session":  # PostgresStorage: the same pool and tables
+        return storage.for_session(session_id), False
+    raise ConfigurationError(  # refused at construction, by unkeyable
+        f"a {type(storage).__name__} cannot name another conversation: pass a factory"
+    )
 
 
 def unkeyable(memory: Any) -> str | None:
@@ -143,20 +157,11 @@ def unkeyable(memory: Any) -> str | None:
 
     if type(memory) is not ShortTermMemory:
         return f"its short-term memory is a {type(memory).__name__}, not a ShortTermMemory"
-    if _keyed_storage_kind(memory.storage):
+    if _keyed(memory.storage) is not None:
         return None
     return (
         f"its storage, a {type(memory.storage).__name__}, cannot name another conversation "
         "(InMemoryStorage, SQLiteStorage and any storage with for_session(session_id) can)"
-    )
-
-
-def _keyed_storage_kind(storage: Any) -> bool:
-    from goagent_py.memory.storage.in_memory import InMemoryStorage
-    from goagent_py.memory.storage.sqlite import SQLiteStorage
-
-    return type(storage) in (InMemoryStorage, SQLiteStorage) or callable(
-        getattr(storage, "for_session", None)
     )
 
 
@@ -191,10 +196,7 @@ def client_agent(agent: Any, client: str, *, protocol: str, shared_memory: bool)
         session_id = client_session_id(
             base if isinstance(base, str) else "default", protocol, client
         )
-        found = _keyed_storage(memory.storage, session_id)
-        if found is None:  # pragma: no cover - refused at construction (unkeyable)
-            raise ConfigurationError(f"the served agent's short-term memory: {unkeyable(memory)}")
-        storage, owned = found
+        storage, owned = _keyed_storage(memory.storage, session_id)
         opened = storage if owned else None
         settings["short_term_memory"] = ShortTermMemory(storage, policy=memory.policy)
     if agent.options.long_term_memory is not None and not shared_memory:
