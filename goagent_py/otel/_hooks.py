@@ -65,9 +65,9 @@ class _Run:
     chat_attrs: dict[str, AttributeValue] = field(default_factory=dict)
     # Open execute_tool spans by call id (a list, should a model repeat an id within a turn).
     tools: dict[str, list[_ToolSpan]] = field(default_factory=dict)
-    # The tool names the last model request offered (None: no request seen yet). A call of any
-    # other name is one the model made up: its name is model-written content.
-    offered: frozenset[str] | None = None
+    # The tools the last model request offered, name -> description (None: no request seen
+    # yet). A call of any other name is one the model made up: its name is model-written content.
+    offered: dict[str, str] | None = None
 
 
 def tracer_for(tracer_provider: TracerProvider | None) -> Tracer:
@@ -311,7 +311,7 @@ class Instrumentation:
         if model:
             attrs[sc.REQUEST_MODEL] = model
         run.chat_attrs = dict(attrs)
-        run.offered = frozenset(t.name for t in request.tools)
+        run.offered = {t.name: t.description for t in request.tools}
         if request.max_tokens is not None:
             attrs[sc.REQUEST_MAX_TOKENS] = request.max_tokens
         if self.capture:
@@ -432,6 +432,13 @@ class Instrumentation:
         }
         if name != call.name and self.capture:
             attrs[sc.TOOL_REQUESTED_NAME] = _content.text(call.name, _MAX_NAME_CHARS)
+        description = run.offered.get(name) if run is not None and run.offered else None
+        if isinstance(description, str) and description:
+            # The convention's Recommended attribute: what the application (or an MCP server)
+            # told the model the tool does, not content; valid text of a bounded size.
+            attrs[sc.TOOL_DESCRIPTION] = _content.cap(
+                _content.clean(description), _MAX_DESCRIPTION_CHARS
+            )
         if call.id:
             # Written by the model's server: valid text, of an id's size.
             attrs[sc.TOOL_CALL_ID] = _content.cap(_content.clean(str(call.id)), _MAX_NAME_CHARS)
@@ -632,6 +639,7 @@ def _unfinished(result: RunResult, what: str) -> _Unfinished:
 
 
 _MAX_NAME_CHARS = 256  # an id or a name from outside (a call id, a response model)
+_MAX_DESCRIPTION_CHARS = 1024  # a tool's description (an MCP server's may be pages long)
 
 
 def _belongs_to(current: Span, run_span: Span) -> bool:
