@@ -28,6 +28,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, Trac
 from opentelemetry.util.types import AttributeValue
 
 from goagent_py._describe import message_of
+from goagent_py._flow_frames import FlowFrame, current_frame
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import (
     Hooks,
@@ -37,7 +38,7 @@ from goagent_py.hooks import (
     ToolResult,
     current_hook_context,
 )
-from goagent_py.messages import ScoredMessage, StopReason, ToolCall, Usage
+from goagent_py.messages import ScoredMessage, StopReason, TextBlock, ToolCall, Usage
 from goagent_py.otel import _content
 from goagent_py.otel import _semconv as sc
 from goagent_py.provider import CompletionRequest
@@ -112,6 +113,19 @@ def set_error(
         span.add_event("exception", {"exception.type": kind})
         span.set_status(Status(StatusCode.ERROR, kind))
     return kind
+
+
+def end_span(span: Span, end_ns: int | None = None) -> None:
+    """End ``span``; a span processor that raises (its own bug) is logged, never raised into
+    the hook: the hook still restores the context and ends the other spans it has to."""
+    try:
+        span.end(end_time=end_ns)
+    except Exception:
+        _log.warning("a span processor failed when %r ended", _span_name(span), exc_info=True)
+
+
+def _span_name(span: Span) -> str:
+    return str(getattr(span, "name", "") or type(span).__name__)
 
 
 def _now_ns() -> int:
@@ -220,8 +234,15 @@ class Instrumentation:
                 _make_current(outer.parent or otel_context.Context())
             outer = None
         name = f"invoke_agent {info.agent_name}" if info.agent_name else "invoke_agent"
-        span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs)
-        ctx = trace.set_span_in_context(span)
+        before = otel_context.get_current()
+        frame = current_frame()
+        # Directly inside a flow: under its invoke_workflow span (opened now if no run of it
+        # was instrumented before).
+        parent = before if frame is None else self._in_flow(frame, before)
+        span = self.tracer.start_span(
+            name, context=parent, kind=SpanKind.INTERNAL, attributes=attrs
+        )
+        ctx = trace.set_span_in_context(span, parent)
         run = _Run(
             span=span,
             ctx=ctx,
@@ -229,12 +250,60 @@ class Instrumentation:
             model=info.model,
             agent=info.agent_name,
             run_id=info.run_id,
-            parent=otel_context.get_current(),
+            parent=before,
             outer=outer,
         )
         _make_current(ctx)
         self._run.set(run)
         self._open[info.run_id] = run
+
+    # -- workflows -----------------------------------------------------------------------------
+
+    def _in_flow(self, frame: FlowFrame, current: otel_context.Context) -> otel_context.Context:
+        """The parent of an operation starting in ``current`` inside ``frame``'s flow: the
+        flow's span when nothing was made current since the flow started (the flow's own
+        code ran it); else what was (a span the caller's code opened inside the flow, an
+        agent's tool call that runs another flow...), which is already in the trace."""
+        if not _same_span(trace.get_current_span(current), _origin(frame)):
+            return current
+        return trace.set_span_in_context(self._workflow_span(frame), current)
+
+    def _workflow_span(self, frame: FlowFrame) -> Span:
+        """``invoke_workflow {name}`` for ``frame``, opened on first use at the flow's start,
+        under the span current where the flow started (itself in its enclosing flow)."""
+        started = _started(frame)
+        with frame.lock:
+            if frame.span is not None:
+                span: Span = frame.span
+                return span
+            parent = started if frame.parent is None else self._in_flow(frame.parent, started)
+            attrs: dict[str, AttributeValue] = {
+                sc.OPERATION: sc.OP_INVOKE_WORKFLOW,
+                sc.WORKFLOW_NAME: frame.name,
+            }
+            if self.capture:
+                attrs[sc.INPUT_MESSAGES] = _content.user_input(
+                    [TextBlock(frame.input)], self.limit
+                )
+            span = self.tracer.start_span(
+                f"{sc.OP_INVOKE_WORKFLOW} {frame.name}",
+                context=parent,
+                kind=SpanKind.INTERNAL,
+                attributes=attrs,
+                start_time=frame.start_ns,
+            )
+            frame.span = span
+            frame.on_end(lambda text, error: self._end_workflow(span, text, error))
+            return span
+
+    def _end_workflow(self, span: Span, text: str | None, error: BaseException | None) -> None:
+        if error is not None:
+            self._error(span, error)
+        else:
+            if self.capture and text is not None:
+                span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_text(text, self.limit))
+            span.set_status(Status(StatusCode.OK))
+        end_span(span)
 
     def _find(self, result: RunResult) -> tuple[_Run | None, bool]:
         """The run ``result`` ends, and whether we are in its context.
@@ -288,7 +357,7 @@ class Instrumentation:
                 output = _content.output_text(result.text, self.limit)
                 span.set_attribute(sc.OUTPUT_MESSAGES, output)
             span.set_status(Status(StatusCode.OK))
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
         self.agent_duration.record(result.duration, metric)
         if same_context:
             # Put back what was current before the run, by value: this hook may run in a copy of
@@ -375,7 +444,7 @@ class Instrumentation:
                 event.message, event.stop_reason, self.limit, self._secrets
             )
             span.set_attribute(sc.OUTPUT_MESSAGES, output)
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
 
     def _learn_secrets(self, request: CompletionRequest) -> None:
         for t in request.tools:
@@ -393,7 +462,7 @@ class Instrumentation:
             _make_current(run.ctx)
         run.chat = None
         self._error(span, error)
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
 
     def _error(self, span: Span, error: BaseException) -> str:
         return set_error(span, error, capture=self.capture, limit=self.limit)
@@ -529,7 +598,7 @@ class Instrumentation:
                 output = _content.tool_result(result.content, self.limit)
                 span.set_attribute(sc.TOOL_CALL_RESULT, output)
             span.set_status(Status(StatusCode.OK))
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
         self.tool_duration.record(result.duration, metric)
 
     def _end_open_tools(self, run: _Run, result: RunResult, end_ns: int) -> None:
@@ -538,7 +607,7 @@ class Instrumentation:
         for tools in run.tools.values():
             for tool in tools:
                 self._error(tool.span, interrupted)
-                tool.span.end(end_time=max(end_ns, tool.start_ns))
+                end_span(tool.span, max(end_ns, tool.start_ns))
         run.tools.clear()
 
     # -- guardrails ----------------------------------------------------------------------------
@@ -564,7 +633,7 @@ class Instrumentation:
             span.set_status(Status(StatusCode.ERROR, reason))
         else:
             span.set_status(Status(StatusCode.OK))
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
 
     # -- memory --------------------------------------------------------------------------------
 
@@ -597,7 +666,7 @@ class Instrumentation:
             self._error(span, error)
         else:
             span.set_status(Status(StatusCode.OK))
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
 
     def on_short_term_load(self, count: int, duration: float, error: BaseException | None) -> None:
         """``search_memory`` on the short-term store (the history loaded)."""
@@ -648,6 +717,24 @@ def _belongs_to(current: Span, run_span: Span) -> bool:
         return True
     parent = getattr(current, "parent", None)
     return parent is not None and parent.span_id == run_span.get_span_context().span_id
+
+
+def _started(frame: FlowFrame) -> otel_context.Context:
+    """The OpenTelemetry context that was current where ``frame``'s flow started."""
+    with frame.lock:
+        if frame.started is None:
+            frame.started = frame.context.run(otel_context.get_current)
+        started: otel_context.Context = frame.started
+        return started
+
+
+def _origin(frame: FlowFrame) -> Span:
+    """The span that was current where ``frame``'s flow started."""
+    return trace.get_current_span(_started(frame))
+
+
+def _same_span(a: Span, b: Span) -> bool:
+    return a is b or a.get_span_context() == b.get_span_context()
 
 
 def _input_tokens(usage: Usage) -> int:
