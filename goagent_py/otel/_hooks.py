@@ -282,9 +282,7 @@ class Instrumentation:
                 sc.WORKFLOW_NAME: frame.name,
             }
             if self.capture:
-                attrs[sc.INPUT_MESSAGES] = _content.user_input(
-                    [TextBlock(frame.input)], self.limit
-                )
+                attrs[sc.INPUT_MESSAGES] = _content.user_input([TextBlock(frame.input)], self.limit)
             span = self.tracer.start_span(
                 f"{sc.OP_INVOKE_WORKFLOW} {frame.name}",
                 context=parent,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-# error.type is derived where errors are described (the compactor, below this layer, records it too).
+# error.type is derived where errors are described: the compactor, below this layer, records it.
 from goagent_py._describe import error_type as error_type
 from goagent_py.messages import StopReason
 

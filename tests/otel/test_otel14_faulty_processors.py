@@ -42,7 +42,7 @@ def lookup(q: str) -> str:
 
 @pytest.fixture
 def exporter() -> Iterator[InMemorySpanExporter]:
-    yield InMemorySpanExporter()
+    return InMemorySpanExporter()
 
 
 def _provider(exporter: InMemorySpanExporter, prefix: str) -> TracerProvider:

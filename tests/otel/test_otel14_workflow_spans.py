@@ -23,7 +23,7 @@ from goagent_py import Agent, ProviderError
 from goagent_py.orchestration import Handoffs, Parallel, Pipeline, StepFailedError, Supervisor
 from goagent_py.orchestration.handoff import transfer_tool_name
 from goagent_py.otel import instrument
-from goagent_py.testing import ScriptedProvider, text_response, tool_call_response
+from goagent_py.testing import ScriptedProvider, tool_call_response
 
 
 class _Traced:
@@ -62,7 +62,9 @@ def _parent(span: ReadableSpan) -> int | None:
 
 
 def agent(name: str, hooks: Any, *responses: Any, **settings: Any) -> Agent:
-    return Agent(provider=ScriptedProvider(*responses), model="m", name=name, hooks=hooks, **settings)
+    return Agent(
+        provider=ScriptedProvider(*responses), model="m", name=name, hooks=hooks, **settings
+    )
 
 
 async def test_a_pipeline_is_the_parent_of_its_agents_runs(traced: _Traced) -> None:
@@ -82,10 +84,13 @@ async def test_a_pipeline_is_the_parent_of_its_agents_runs(traced: _Traced) -> N
     for name in ("invoke_agent drafter", "invoke_agent editor"):
         run = traced.one(name)
         assert _parent(run) == _id(workflow)
-        assert run.context is not None and workflow.context is not None
+        assert run.context is not None
+        assert workflow.context is not None
         assert run.context.trace_id == workflow.context.trace_id
-        assert workflow.start_time is not None and run.start_time is not None
-        assert workflow.end_time is not None and run.end_time is not None
+        assert workflow.start_time is not None
+        assert run.start_time is not None
+        assert workflow.end_time is not None
+        assert run.end_time is not None
         assert workflow.start_time <= run.start_time <= run.end_time <= workflow.end_time
 
 
@@ -117,7 +122,8 @@ async def test_parallel_branches_inside_a_pipeline_nest_each_under_their_own_flo
     left, right = traced.one("invoke_workflow left"), traced.one("invoke_workflow right")
     assert _parent(outer) is None
     assert _parent(fan_span) == _id(outer)
-    assert _parent(left) == _id(fan_span) and _parent(right) == _id(fan_span)
+    assert _parent(left) == _id(fan_span)
+    assert _parent(right) == _id(fan_span)
     assert _parent(traced.one("invoke_agent a")) == _id(left)
     assert _parent(traced.one("invoke_agent b")) == _id(right)
     assert _parent(traced.one("invoke_agent join")) == _id(outer)
