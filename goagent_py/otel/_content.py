@@ -293,7 +293,7 @@ def _tool_call_part(call: ToolCall, secrets: Secrets) -> dict[str, Any]:
 def message(m: Message, secrets: Secrets = _NO_SECRETS) -> dict[str, Any]:
     """One message in the input-messages schema."""
     if m.role == Role.TOOL:
-        response = "\n".join(str(b.text) for b in m.content if isinstance(b, TextBlock))
+        response = _response(m.content)
         return {
             "role": "tool",
             "parts": [{"type": "tool_call_response", "id": m.tool_call_id, "response": response}],
@@ -353,12 +353,19 @@ def output_text(answer: str, limit: int | None) -> str:
     return dumps([{"role": "assistant", "parts": [part], "finish_reason": "stop"}], limit)
 
 
-def tool_result(content: Sequence[ContentBlock], limit: int | None) -> str:
-    """``gen_ai.tool.call.result``: the text the model reads (binary parts described)."""
+def _response(content: Sequence[ContentBlock]) -> str | list[dict[str, Any]]:
+    """What a tool answered, as the model reads it: its text, or its parts with the binary
+    ones described (an image a tool returned is in the next model call's input too)."""
     blocks = list(content)
     if all(isinstance(b, TextBlock) for b in blocks):
-        return text("\n".join(str(b.text) for b in blocks if isinstance(b, TextBlock)), limit)
-    return dumps(parts(blocks), limit)
+        return "\n".join(str(b.text) for b in blocks if isinstance(b, TextBlock))
+    return parts(blocks)
+
+
+def tool_result(content: Sequence[ContentBlock], limit: int | None) -> str:
+    """``gen_ai.tool.call.result``: the text the model reads (binary parts described)."""
+    response = _response(content)
+    return text(response, limit) if isinstance(response, str) else dumps(response, limit)
 
 
 def memory_records(results: Sequence[ScoredMessage], limit: int | None) -> str:

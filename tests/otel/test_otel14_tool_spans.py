@@ -135,3 +135,39 @@ async def test_a_failed_compaction_reads_a_qualified_error_type(
     assert error_type == "goagent_py.memory.compaction.CompactionError"
     assert span.instrumentation_scope is not None
     assert span.instrumentation_scope.name == "goagent_py"
+
+
+async def test_an_image_a_tool_returned_is_described_in_the_next_model_calls_input(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    import json
+
+    from goagent_py.messages import ImageBlock, TextBlock
+    from goagent_py.tools import tool_blocks_func
+
+    provider, exporter = traced
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
+
+    async def screenshot(args: dict[str, Any]) -> list[Any]:
+        return [TextBlock("the screen:"), ImageBlock(png, "image/png")]
+
+    shot = tool_blocks_func("screenshot", "Take a screenshot.", None, screenshot)
+    agent = Agent(
+        provider=ScriptedProvider(
+            tool_call_response(ToolCall("c1", "screenshot", {})), text_response("a window")
+        ),
+        model="m",
+        tools=[shot],
+        hooks=instrument(provider, capture_content=True),
+    )
+    await agent.run("what is on screen?")
+    second = _spans(exporter, "chat m")[1]
+    messages = json.loads(str(dict(second.attributes or {})["gen_ai.input.messages"]))
+    (response,) = [p for m in messages for p in m["parts"] if p["type"] == "tool_call_response"]
+    assert response["response"] == [
+        {"type": "text", "content": "the screen:"},
+        {"type": "image", "mime_type": "image/png", "size": len(png)},
+    ]
+    tool_span = _spans(exporter, "execute_tool screenshot")[0]
+    recorded = json.loads(str(dict(tool_span.attributes or {})["gen_ai.tool.call.result"]))
+    assert recorded == response["response"]  # one description of one result, both places
