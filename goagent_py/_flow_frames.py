@@ -41,6 +41,8 @@ class FlowFrame:
         span: what the telemetry opened for it (opaque here), or None.
         started: what the telemetry read of ``context`` (opaque here), or None: read once,
             under ``lock`` (a context cannot be entered by two threads at once).
+        ended: the flow has ended: a run it left behind (a task it did not wait for) opens
+            no span for it, which nothing would end.
         lock: held while the telemetry opens the span (runs in threads may race for it).
     """
 
@@ -51,6 +53,7 @@ class FlowFrame:
     start_ns: int
     span: Any = None
     started: Any = None  # the telemetry's reading of ``context`` (opaque here), once
+    ended: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     _ender: Ender | None = None
 
@@ -61,7 +64,9 @@ class FlowFrame:
     def end(self, text: str | None, error: BaseException | None) -> None:
         """The flow ended: end what telemetry opened. Telemetry never fails the flow: an ender
         that raises is logged and dropped."""
-        ender, self._ender = self._ender, None
+        with self.lock:
+            self.ended = True
+            ender, self._ender = self._ender, None
         if ender is None:
             return
         try:

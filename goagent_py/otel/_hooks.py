@@ -266,16 +266,20 @@ class Instrumentation:
         agent's tool call that runs another flow...), which is already in the trace."""
         if not _same_span(trace.get_current_span(current), _origin(frame)):
             return current
-        return trace.set_span_in_context(self._workflow_span(frame), current)
+        span = self._workflow_span(frame)
+        return current if span is None else trace.set_span_in_context(span, current)
 
-    def _workflow_span(self, frame: FlowFrame) -> Span:
+    def _workflow_span(self, frame: FlowFrame) -> Span | None:
         """``invoke_workflow {name}`` for ``frame``, opened on first use at the flow's start,
-        under the span current where the flow started (itself in its enclosing flow)."""
+        under the span current where the flow started (itself in its enclosing flow); None
+        once the flow has ended (a run it left behind: nothing would end the span)."""
         started = _started(frame)
         with frame.lock:
             if frame.span is not None:
                 span: Span = frame.span
                 return span
+            if frame.ended:
+                return None
             parent = started if frame.parent is None else self._in_flow(frame.parent, started)
             attrs: dict[str, AttributeValue] = {
                 sc.OPERATION: sc.OP_INVOKE_WORKFLOW,

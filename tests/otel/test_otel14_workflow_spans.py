@@ -240,3 +240,23 @@ async def test_a_flow_of_functions_only_has_no_workflow_span(traced: _Traced) ->
         await Pipeline(agent("a", hooks, "ok"), name="real").run("y")
     names = sorted(s.name for s in traced.spans())
     assert names == ["chat m", "invoke_agent a", "invoke_workflow real", "request"]
+
+
+async def test_a_run_a_flow_left_behind_does_not_open_a_span_that_never_ends(
+    traced: _Traced,
+) -> None:
+    hooks = traced.hooks()
+    late = agent("late", hooks, "after the flow")
+    left: list[asyncio.Task[Any]] = []
+
+    async def spawn(text: str) -> str:  # starts a run it does not wait for
+        left.append(asyncio.create_task(late.run("later")))
+        return text
+
+    with traced.tracer.start_as_current_span("request") as request:
+        await Pipeline(spawn, name="spawner").run("go")
+        await left[0]
+    names = [s.name for s in traced.spans()]
+    assert "invoke_workflow spawner" not in names  # it had ended: nothing ran in it
+    run = traced.one("invoke_agent late")
+    assert _parent(run) == request.get_span_context().span_id
