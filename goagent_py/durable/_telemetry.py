@@ -23,6 +23,12 @@ from __future__ import annotations
 import contextvars
 from typing import Any
 
+# At import, outside any workflow: imported in Temporal's sandbox (a workflow runner that does
+# not pass OpenTelemetry through) these would be copies with context variables of their own,
+# which the telemetry hooks never read.
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from temporalio import worker as temporal_worker
 
 from goagent_py.errors import ConfigurationError
@@ -55,13 +61,10 @@ _HOOKS: contextvars.ContextVar[Hooks | None] = contextvars.ContextVar(
 def caller_trace() -> dict[str, str] | None:
     """The current span's W3C trace context (``traceparent``, ``tracestate``), or None when no
     span is current."""
-    from opentelemetry import trace
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
     if not trace.get_current_span().get_span_context().is_valid:
         return None
     carrier: dict[str, str] = {}
-    TraceContextTextMapPropagator().inject(carrier)
+    _propagator().inject(carrier)
     return carrier or None
 
 
@@ -84,20 +87,21 @@ def enter_trace(data: object) -> None:
     make it current (by value, in the activity's own task)."""
     if not isinstance(data, dict) or ACTIVITY_TRACE_KEY not in data:
         return
-    from opentelemetry import context as otel_context
-
     parent = _extract(data.pop(ACTIVITY_TRACE_KEY))
     if parent is not None:
         otel_context.attach(parent)
 
 
 def _extract(carrier: object) -> Any:
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
     if not isinstance(carrier, dict):
         return None
     plain = {str(k): str(v) for k, v in carrier.items() if isinstance(v, str)}
-    return TraceContextTextMapPropagator().extract(plain)
+    return _propagator().extract(plain)
+
+
+def _propagator() -> Any:
+    # W3C trace context only: baggage may carry anything, and it is recorded in the history.
+    return TraceContextTextMapPropagator()
 
 
 class WorkflowTelemetry(temporal_worker.Interceptor):
@@ -114,8 +118,6 @@ class WorkflowTelemetry(temporal_worker.Interceptor):
 
         class _Inbound(temporal_worker.WorkflowInboundInterceptor):
             async def execute_workflow(self, input: temporal_worker.ExecuteWorkflowInput) -> Any:
-                from opentelemetry import context as otel_context
-
                 data = input.args[0] if input.args else None
                 parent = _extract(data.get(TRACE_KEY)) if isinstance(data, dict) else None
                 token = _HOOKS.set(hooks)

@@ -6,6 +6,7 @@ so every workflow task replays the whole history before it goes on."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from collections import Counter
 from typing import Any
 
@@ -77,7 +78,11 @@ async def _traced_run(temporal: Any, **worker_options: Any) -> tuple[list[Readab
         temporal.client, [durable], registry=registry, tracer_provider=provider, **worker_options
     ):
         with app.get_tracer("app").start_as_current_span("request") as request:
-            result = await durable.execute(temporal.client, "add 2 and 3")
+            # Bounded by the server: a workflow task that fails (telemetry broken in the
+            # sandbox) is retried forever, and the run would hang instead of failing.
+            result = await durable.execute(
+                temporal.client, "add 2 and 3", execution_timeout=timedelta(minutes=3)
+            )
     assert result.text == "5"
     provider.shutdown()
     return list(exporter.get_finished_spans()), request
@@ -127,3 +132,20 @@ def test_a_provider_that_is_not_replay_safe_is_refused() -> None:
         create_worker(object(), [durable], tracer_provider=TracerProvider())
     with pytest.raises(ConfigurationError, match="with tracer_provider="):
         create_worker(object(), [durable], capture_content=True)
+
+
+@pytest.mark.slow
+async def test_a_workflow_runner_that_does_not_pass_opentelemetry_through_keeps_the_trace(
+    temporal: Any,
+) -> None:
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    # A runner of the user's own, passing goagent-py through as the docs say, and nothing else.
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(
+        "goagent_py", "pydantic", "pydantic_core", "annotated_types", "typing_extensions"
+    )
+    runner = SandboxedWorkflowRunner(restrictions=restrictions)
+    spans, request = await _traced_run(temporal, workflow_runner=runner)
+    run = next(s for s in spans if s.name == "invoke_agent calc")
+    assert _parent(run) == request.get_span_context().span_id
+    assert sum(1 for s in spans if _parent(s) == _id(run)) >= 3  # chat x2, execute_tool
