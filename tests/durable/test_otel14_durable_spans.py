@@ -6,8 +6,8 @@ so every workflow task replays the whole history before it goes on."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
