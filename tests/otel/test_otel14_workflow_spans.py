@@ -260,3 +260,26 @@ async def test_a_run_a_flow_left_behind_does_not_open_a_span_that_never_ends(
     assert "invoke_workflow spawner" not in names  # it had ended: nothing ran in it
     run = traced.one("invoke_agent late")
     assert _parent(run) == request.get_span_context().span_id
+
+
+async def test_a_graph_that_loops_holds_every_visit_of_its_agents(traced: _Traced) -> None:
+    from goagent_py.orchestration import END, Branch, Graph
+
+    hooks = traced.hooks()
+    graph = Graph(
+        {
+            "write": agent("writer", hooks, "draft 1", "draft 2"),
+            "review": agent("reviewer", hooks, "again", "APPROVED"),
+        },
+        edges={
+            "write": "review",
+            "review": Branch(lambda s: END if "APPROVED" in s["last"] else "write", "write", END),
+        },
+        start="write",
+        name="editing",
+    )
+    await graph.run("a poem")
+    workflow = traced.one("invoke_workflow editing")
+    runs = [s for s in traced.spans() if s.name.startswith("invoke_agent")]
+    assert len(runs) == 4
+    assert {_parent(s) for s in runs} == {_id(workflow)}
