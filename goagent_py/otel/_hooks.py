@@ -156,6 +156,10 @@ class Instrumentation:
         # as long as the hooks live. A conversation carries a call into later model calls, of
         # later runs too, after the agent's tools may have changed: it stays masked.
         self._secrets: dict[str, list[object]] = {}
+        # The secrecy key of each schema remembered (_content.secrecy_key): a tool whose schema
+        # changes in what bears on no secret (an enum of what there is now) is one schema, not
+        # one more per run for the hooks' life.
+        self._secret_keys: set[tuple[str, str]] = set()
         self.provider = provider_name
         self._run: ContextVar[_Run | None] = ContextVar("goagent_otel_run", default=None)
         self._open: dict[str, _Run] = {}  # the runs begun and not ended, by run id
@@ -450,11 +454,17 @@ class Instrumentation:
 
     def _learn_secrets(self, request: CompletionRequest) -> None:
         for t in request.tools:
-            known = self._secrets.setdefault(t.name, [])
+            known = self._secrets.get(t.name)
+            if known is not None and any(t.parameters is k for k in known):
+                continue  # the same schema object as before (most tools, every turn)
+            if not _content.has_secrets(t.parameters):
+                continue
             # Each distinct schema once (a tool of the same name with another schema: what any
-            # of them marks is masked).
-            if t.parameters not in known and _content.has_secrets(t.parameters):
-                known.append(t.parameters)
+            # of them marks is masked), distinct in what bears on secrecy.
+            key = (t.name, _content.secrecy_key(t.parameters))
+            if key not in self._secret_keys:
+                self._secret_keys.add(key)
+                self._secrets.setdefault(t.name, []).append(t.parameters)
 
     def _end_chat(self, run: _Run, error: BaseException, end_ns: int) -> None:
         span = run.chat

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from goagent_py import Agent, ToolCall, tool
+from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.compaction import Summarize, Tiered
 from goagent_py.memory.compactor import Compactor
 from goagent_py.messages import Message, assistant_message, user_message
@@ -171,3 +172,90 @@ async def test_an_image_a_tool_returned_is_described_in_the_next_model_calls_inp
     tool_span = _spans(exporter, "execute_tool screenshot")[0]
     recorded = json.loads(str(dict(tool_span.attributes or {})["gen_ai.tool.call.result"]))
     assert recorded == response["response"]  # one description of one result, both places
+
+
+async def test_a_tool_whose_schema_changes_every_run_is_remembered_once(
+    traced: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    import json
+
+    from goagent_py.messages import TextBlock
+    from goagent_py.provider import CompletionRequest
+    from goagent_py.testing import FunctionProvider
+    from goagent_py.tools import ToolDefinition
+
+    provider, exporter = traced
+    runs = 30
+
+    class Login:
+        """A tool whose schema lists the accounts there are now (a new enum each time)."""
+
+        def __init__(self) -> None:
+            self.seen = 0
+
+        @property
+        def definition(self) -> ToolDefinition:
+            self.seen += 1
+            return ToolDefinition(
+                "login",
+                f"Log in ({self.seen} accounts).",
+                {
+                    "type": "object",
+                    "properties": {
+                        "account": {"type": "string", "enum": [f"acct-{self.seen}"]},
+                        "password": {"type": "string", "format": "password", "writeOnly": True},
+                    },
+                },
+            )
+
+        async def execute(self, args: dict[str, Any]) -> list[Any]:
+            return [TextBlock("ok")]
+
+    def model(request: CompletionRequest) -> Any:
+        if request.messages[-1].role.value == "user":
+            n = len(request.messages)
+            return tool_call_response(
+                ToolCall(f"c{n}", "login", {"account": "a", "password": f"hunter{n}"})
+            )
+        return text_response("done")
+
+    # One hook set for the life of a server: many runs, one conversation.
+    hooks = instrument(provider, capture_content=True)
+    memory = ShortTermMemory()
+    login = Login()
+    for _ in range(runs):
+        agent = Agent(
+            provider=FunctionProvider(model),
+            model="m",
+            tools=[login],
+            hooks=hooks,
+            short_term_memory=memory,
+        )
+        await agent.run("log in")
+    assert login.seen >= runs  # the schema did change, run after run
+    telemetry: Any = hooks.on_run_start.__self__  # type: ignore[union-attr]
+    # One schema as far as secrets go: what it lists and says marks nothing secret.
+    assert len(telemetry._secrets["login"]) == 1
+    last = [s for s in exporter.get_finished_spans() if s.name == "chat m"][-1]
+    recorded = str(dict(last.attributes or {})["gen_ai.input.messages"])
+    assert "hunter" not in recorded
+    assert json.loads(recorded)
+
+
+def test_schemas_that_differ_in_what_is_secret_are_both_remembered() -> None:
+    from goagent_py.otel._content import secrecy_key
+
+    def schema(title: dict[str, Any], accounts: list[str]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                "title": title,  # a property named like a keyword
+                "account": {"type": "string", "enum": accounts, "description": "which"},
+                "password": {"type": "string", "writeOnly": True},
+            },
+        }
+
+    plain = {"type": "string"}
+    secret = {"type": "string", "format": "password"}
+    assert secrecy_key(schema(plain, ["a"])) == secrecy_key(schema(plain, ["a", "b"]))
+    assert secrecy_key(schema(plain, ["a"])) != secrecy_key(schema(secret, ["a"]))
