@@ -21,6 +21,7 @@ workflow's input, and the workflow makes it the parent of the run's ``invoke_age
 from __future__ import annotations
 
 import contextvars
+import logging
 from typing import Any
 
 # At import, outside any workflow: imported in Temporal's sandbox (a workflow runner that does
@@ -32,7 +33,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from temporalio import worker as temporal_worker
 
 from goagent_py.errors import ConfigurationError
-from goagent_py.hooks import Hooks
+from goagent_py.hooks import HOOK_NAMES, Hooks
 
 __all__ = [
     "ACTIVITY_TRACE_KEY",
@@ -42,8 +43,11 @@ __all__ = [
     "enter_trace",
     "telemetry_for",
     "traced",
+    "with_telemetry",
     "workflow_hooks",
 ]
+
+_log = logging.getLogger("goagent_py.durable")
 
 TRACE_KEY = "trace"
 """Where the workflow's input carries the caller's trace context (W3C trace context)."""
@@ -71,6 +75,33 @@ def caller_trace() -> dict[str, str] | None:
 def workflow_hooks() -> Hooks | None:
     """The telemetry hooks for the run in the workflow running here, or None."""
     return _HOOKS.get()
+
+
+def with_telemetry(hooks: Hooks, telemetry: Hooks) -> Hooks:
+    """``hooks`` and then ``telemetry`` on every event, called in place. Both sets are sync,
+    and the merge stays sync: ``merge_hooks`` makes an async hook, which a run with a control
+    (a workflow's always has one) awaits in a task of its own, and the extra steps of the
+    workflow's event loop could change the order in which parallel calls schedule their
+    activities, so that a history recorded without telemetry would not replay with it."""
+    merged = Hooks()
+    for name in HOOK_NAMES:
+        callbacks = [c for c in (getattr(hooks, name), getattr(telemetry, name)) if c is not None]
+        if len(callbacks) == 1:
+            setattr(merged, name, callbacks[0])
+        elif callbacks:
+            setattr(merged, name, _in_turn(name, callbacks))
+    return merged
+
+
+def _in_turn(name: str, callbacks: list[Any]) -> Any:
+    def each(*args: Any) -> None:
+        for callback in callbacks:
+            try:
+                callback(*args)
+            except Exception:  # a hook's failure never fails the run (as merge_hooks logs it)
+                _log.exception("hook %s raised; the run goes on", name)
+
+    return each
 
 
 def traced(data: dict[str, Any]) -> dict[str, Any]:

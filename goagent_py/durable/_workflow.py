@@ -49,7 +49,7 @@ from goagent_py.errors import (
     ProviderError,
 )
 from goagent_py.guardrails import GuardrailContext, GuardrailResult
-from goagent_py.hooks import Hooks, ProviderEvent, ToolResult, merge_hooks
+from goagent_py.hooks import Hooks, ProviderEvent, ToolResult
 from goagent_py.memory.base import MessageMatch, MessageUpdate
 from goagent_py.messages import (
     ContentBlock,
@@ -67,7 +67,7 @@ from goagent_py.tools import ToolDefinition
 
 from ._mcp import call_activity, listed_definitions
 from ._results import PREVIEW, REFS_KEY, digest_of, marked, reference_of
-from ._telemetry import traced, workflow_hooks
+from ._telemetry import traced, with_telemetry, workflow_hooks
 from ._wire import (  # names shared with the client
     ABORT_SIGNAL,
     DECIDE_UPDATE,
@@ -783,7 +783,7 @@ def _agent_for(
     }
     telemetry = workflow_hooks()  # the worker's (create_worker(tracer_provider=...)), if any
     if telemetry is not None:
-        settings["hooks"] = merge_hooks(settings["hooks"], telemetry)
+        settings["hooks"] = with_telemetry(settings["hooks"], telemetry)
     if calls.checks or config.get("external_tools"):
         # Which calls wait is decided on the workers (the tools' predicates, the agent's
         # policy): see _Calls.prepare. The deadline is the workflow's (Run.clock).

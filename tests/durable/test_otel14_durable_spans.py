@@ -149,3 +149,33 @@ async def test_a_workflow_runner_that_does_not_pass_opentelemetry_through_keeps_
     run = next(s for s in spans if s.name == "invoke_agent calc")
     assert _parent(run) == request.get_span_context().span_id
     assert sum(1 for s in spans if _parent(s) == _id(run)) >= 3  # chat x2, execute_tool
+
+
+@pytest.mark.parametrize("name", ["open_tail.json.gz", "tool_results.json.gz"])
+async def test_a_history_recorded_without_telemetry_replays_with_it_and_records_nothing(
+    name: str,
+) -> None:
+    import gzip
+    from pathlib import Path
+
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from goagent_py.durable._activities import sandbox_runner
+    from goagent_py.durable._telemetry import telemetry_for
+    from goagent_py.durable._workflow import AgentWorkflow
+
+    path = Path(__file__).parent / "histories" / name
+    history = WorkflowHistory.from_json(name, gzip.decompress(path.read_bytes()).decode())
+    exporter = InMemorySpanExporter()
+    provider = create_tracer_provider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    replayer = Replayer(
+        workflows=[AgentWorkflow],
+        workflow_runner=sandbox_runner(),
+        interceptors=[telemetry_for(provider, None, True)],
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None  # the same commands, in the same order
+    assert list(exporter.get_finished_spans()) == []  # a replay records nothing
+    provider.shutdown()
