@@ -109,8 +109,8 @@ def traced(data: dict[str, Any]) -> dict[str, Any]:
     here (what the activity does, a provider's HTTP call, nests under it); as it is untraced."""
     if _HOOKS.get() is None:
         return data
-    trace = caller_trace()
-    return data if trace is None else {**data, ACTIVITY_TRACE_KEY: trace}
+    carrier = caller_trace()
+    return data if carrier is None else {**data, ACTIVITY_TRACE_KEY: carrier}
 
 
 def enter_trace(data: object) -> None:
