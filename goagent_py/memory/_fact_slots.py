@@ -22,7 +22,7 @@ from goagent_py.memory._subjects import (
     third_person,
 )
 
-__all__ = ["Fact", "is_retraction", "parse_fact", "same_value"]
+__all__ = ["PARTNERS", "Fact", "is_about_someone", "is_retraction", "parse_fact", "same_slot", "same_value"]
 
 FactKind = Literal["set", "multi", "retract"]
 
@@ -207,7 +207,7 @@ _SET: list[tuple[str, str, str | None]] = [
     ),
     (
         "partner",
-        r"\bmy (?:new |current )?(?:wife|husband|partner|girlfriend|boyfriend|spouse|"
+        r"\bmy (?:new |current )?(?P<rel>wife|husband|partner|girlfriend|boyfriend|spouse|"
         r"fianc[ée]e?)(?:'s name)? is (?:now )?(?:called |named )?(?P<v>.+)",
         None,
     ),
@@ -220,9 +220,9 @@ _SET: list[tuple[str, str, str | None]] = [
     ("partner", r"\bi (?:just )?married (?P<v>.+)", "My partner is {v}."),
     (
         "partner",
-        r"\bi (?:have|got|'ve got) a new (?:wife|husband|partner|girlfriend|boyfriend|spouse)"
-        r",? (?:called |named )?(?P<v>(?-i:[A-Z]).+)",
-        "My partner is {v}.",
+        r"\bi (?:have|got|'ve got) a new (?P<rel>wife|husband|partner|girlfriend|boyfriend|"
+        r"spouse),? (?:called |named )?(?P<v>(?-i:[A-Z]).+)",
+        "My {rel} is {v}.",
     ),
     ("car", r"\bi (?:now )?drive (?:a |an )?(?P<v>.+)", None),
     (
@@ -310,12 +310,8 @@ _SLOT_ALIASES = {
     "email address": "email",
     "e-mail": "email",
     "car": "car",
-    "wife": "partner",
-    "husband": "partner",
-    "partner": "partner",
-    "girlfriend": "partner",
-    "boyfriend": "partner",
-    "spouse": "partner",
+    "fiance": "fiancé",
+    "fiancee": "fiancée",
     "job": "job",
     "job title": "job",
     "profession": "job",
@@ -366,6 +362,20 @@ def _norm_slot(raw: str) -> str:
     words = [_SPELLING.get(w, w) for w in raw.lower().split() if w not in _ADJECTIVES]
     slot = re.sub(r"'s name$", "", " ".join(words))  # "my dog's name" is who "my dog" is
     return _SLOT_ALIASES.get(slot, slot)
+
+
+# The relations a break-up ends ("I broke up with Leo" takes back "My boyfriend is Leo."):
+# each is a slot of its own (a wife's employer is not a husband's), and a partner named
+# without one ("I'm dating Leo") is "partner".
+PARTNERS = frozenset(
+    ["partner", "wife", "husband", "girlfriend", "boyfriend", "spouse", "fiancé", "fiancée"]
+)
+
+
+def same_slot(known: str, said: str) -> bool:
+    """Whether a memory of slot ``known`` is what a statement of slot ``said`` is about: the
+    same slot, or, for a partner retracted ("I broke up with Leo"), any partner's."""
+    return known == said or (said == "partner" and known in PARTNERS)
 
 
 def _names_it(slot: str, value: str, said: str) -> bool:
@@ -433,7 +443,10 @@ def _set_fact(text: str) -> Fact | None:
             continue
         if not _names_it(slot, value, match.group(0)):
             continue
-        canonical = template.format(v=value) if template else ""
+        rel = match.groupdict().get("rel")
+        if rel:  # "my wife is Ana", "my husband is Bob": each relation is a slot of its own
+            slot = _norm_slot(rel)
+        canonical = template.format(v=value, rel=(rel or "").lower()) if template else ""
         return Fact(slot, value, "set", canonical)
     changed = _slot_change(text)
     if changed is not None:
@@ -519,6 +532,13 @@ def _left(text: str) -> Fact | None:
         if rest:
             return Fact("?", rest, "retract", event=True)
     return None
+
+
+def is_about_someone(text: str) -> bool:
+    """Whether the rules read ``text`` as a fact of someone else's ("Anna works at Globex.",
+    "Tom moved to Oslo.", "My wife works at Google."): one of their slots."""
+    fact = parse_fact(text)
+    return fact is not None and ":" in fact.slot
 
 
 def is_retraction(text: str) -> bool:

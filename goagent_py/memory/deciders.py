@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory._corrections import corrected_text, parse_correction
-from goagent_py.memory._fact_slots import Fact, parse_fact, same_value
+from goagent_py.memory._fact_slots import Fact, parse_fact, same_slot, same_value
 from goagent_py.memory.consolidation import OPS, Decision, DecisionError
 from goagent_py.memory.records import MemoryRecord
 from goagent_py.messages import Usage, user_message
@@ -228,7 +228,7 @@ def _replaced_in_turn(fact: Fact, said: list[tuple[int, Fact]]) -> set[int]:
     return {
         i
         for i, f in said
-        if f.slot == fact.slot and (not fact.value or same_value(f.value, fact.value))
+        if same_slot(f.slot, fact.slot) and (not fact.value or same_value(f.value, fact.value))
     }
 
 
@@ -274,7 +274,7 @@ def _retract(
             for c, f in known
             if f is not None
             and f.kind != "retract"
-            and f.slot == fact.slot
+            and same_slot(f.slot, fact.slot)
             and (not fact.value or same_value(f.value, fact.value))
         ]
     if not targets and fact.words:
