@@ -367,7 +367,8 @@ def circuit_breaker_middleware(
     _check_max_keys(max_keys, "circuit_breaker_middleware")
     # One table for every breaker, keyed or not (an unkeyed breaker is the tool's breaker of
     # the key None): idle ones are dropped and at most ``max_keys`` kept, whoever picks the
-    # names. Least recently used first: a dict keeps insertion order, and each use moves its key last.
+    # names. Least recently used first: a dict keeps insertion order, and each use moves its
+    # key last.
     keyed: dict[tuple[str, Hashable], _KeyedBreaker] = {}
     keyed_lock = threading.Lock()
     log = logger or logging.getLogger("goagent_py.dispatch")

@@ -22,7 +22,15 @@ from goagent_py.memory._subjects import (
     third_person,
 )
 
-__all__ = ["PARTNERS", "Fact", "is_about_someone", "is_retraction", "parse_fact", "same_slot", "same_value"]
+__all__ = [
+    "PARTNERS",
+    "Fact",
+    "is_about_someone",
+    "is_retraction",
+    "parse_fact",
+    "same_slot",
+    "same_value",
+]
 
 FactKind = Literal["set", "multi", "retract"]
 

@@ -171,7 +171,8 @@ def _correct(
     ``text`` is no correction or fits nothing said before it.
 
     The statement before it is this turn's previous fact, or, for a turn's first fact, the
-    user's latest memories (those stored last, together).
+    memories the turn follows (``just_said``: the latest, stored together, in this
+    conversation and minutes ago; an older fact is never what a correction is about).
     """
     correction = parse_correction(text)
     if correction is None:
@@ -183,14 +184,9 @@ def _correct(
             return None
         fixed = corrected_text(previous, correction)
         return (fixed[0], None, index - 1) if fixed is not None else None
-    latest = [c for c, f in known if f is None or f.kind != "retract"]
-    if not latest:
-        return None
-    newest = max(c.created_at or _EPOCH for c in latest)
+    latest = [c for c, f in known if c.just_said and (f is None or f.kind != "retract")]
     best: tuple[float, str, MemoryRecord] | None = None
     for candidate in latest:
-        if (candidate.created_at or _EPOCH) != newest:
-            continue
         fixed = corrected_text(candidate.text, correction)
         if fixed is not None and (best is None or fixed[1] > best[0]):
             best = (fixed[1], fixed[0], candidate)
@@ -257,9 +253,11 @@ def _retract(
     index: int, fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]
 ) -> list[Decision]:
     if fact.slot == "":
-        if not known:
+        # "That's no longer true." takes back what the turn follows, never an older fact.
+        said = [c for c, _ in known if c.just_said]
+        if not said:
             return [Decision(fact=index, op="NOOP")]
-        latest = max(known, key=lambda pair: pair[0].created_at or _EPOCH)[0]
+        latest = max(said, key=lambda c: c.created_at or _EPOCH)
         return [Decision(fact=index, op="DELETE", target=latest.id)]
     if fact.slot == "?":
         words = _content_words(fact.value)
@@ -473,10 +471,9 @@ def _prompt(facts: Sequence[str], candidates: Sequence[MemoryRecord]) -> str:
     lines: list[Any] = ["NEW FACTS:"]
     lines += [f"{i}: {json.dumps(f)}" for i, f in enumerate(facts)]
     lines.append("EXISTING MEMORIES:")
-    newest = max((c.created_at or _EPOCH for c in candidates), default=_EPOCH)
     for i, c in enumerate(candidates, 1):
         said = f" (said {c.created_at.date().isoformat()})" if c.created_at else ""
-        if c.created_at is not None and c.created_at == newest:
+        if c.just_said:  # what this turn follows (not a fact a week old)
             said += " (latest)"
         lines.append(f"m{i}{said}: {json.dumps(c.text)}")
     if not candidates:

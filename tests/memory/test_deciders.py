@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -176,9 +177,13 @@ def test_a_stated_value_wins_over_a_retraction_in_the_same_sentence() -> None:
     ]
 
 
-def test_thats_no_longer_true_deletes_the_latest_memory() -> None:
+def test_thats_no_longer_true_deletes_the_memory_just_said() -> None:
     older, newer = record("o", "I like tea.", age=0), record("n", "I have a cat.", age=3)
-    assert decide(["That's no longer true."], [newer, older]) == [(0, "DELETE", "n", "")]
+    said = replace(newer, just_said=True)
+    assert decide(["That's no longer true."], [said, older]) == [(0, "DELETE", "n", "")]
+    # The newest memory that the turn does not follow (days old, another conversation) is
+    # no more what the words take back than any other.
+    assert decide(["That's no longer true."], [newer, older]) == [(0, "NOOP", "", "")]
 
 
 def test_older_duplicates_of_a_slot_are_retired_with_the_update() -> None:
