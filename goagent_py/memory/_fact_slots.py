@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from goagent_py.memory._fact_languages import parse_other
 from goagent_py.memory._questions import is_question
 from goagent_py.memory._subjects import (
     WHO,
@@ -581,7 +582,19 @@ def parse_fact(text: str) -> Fact | None:
         if fact is not None and fact.kind == "set" and not fact.canonical:
             return replace(fact, canonical=said[:1].upper() + said[1:] + ".")
         return fact
-    return _parse(text)
+    return _parse(text) or _other_language(text)
+
+
+def _other_language(text: str) -> Fact | None:
+    """``text`` read as a Spanish, French or German fact (see
+    :mod:`goagent_py.memory._fact_languages`)."""
+    parsed = parse_other(text)
+    if parsed is None:
+        return None
+    slot, value, kind, canonical, words = parsed
+    if kind == "retract":  # a negation of nothing known is news, kept as said
+        return Fact(slot, value, "retract", event=True, words=words)
+    return Fact(slot, value, "set", canonical)
 
 
 def _of_someone(subject: str, who: str, said: str) -> Fact | None:
