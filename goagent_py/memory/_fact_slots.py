@@ -28,6 +28,7 @@ __all__ = [
     "Fact",
     "is_about_someone",
     "is_retraction",
+    "named_as",
     "parse_fact",
     "same_slot",
     "same_value",
@@ -383,8 +384,23 @@ PARTNERS = frozenset(
 
 def same_slot(known: str, said: str) -> bool:
     """Whether a memory of slot ``known`` is what a statement of slot ``said`` is about: the
-    same slot, or, for a partner retracted ("I broke up with Leo"), any partner's."""
-    return known == said or (said == "partner" and known in PARTNERS)
+    same slot; for a partner retracted ("I broke up with Leo"), any partner's; or the same
+    fact of one person named with and without the relation ("brother tom:home" and
+    "tom:home": "My brother Tom lives in Oslo." and "Tom moved to Bergen.")."""
+    if known == said or (said == "partner" and known in PARTNERS):
+        return True
+    known_who, known_colon, known_what = known.rpartition(":")
+    said_who, said_colon, said_what = said.rpartition(":")
+    if not (known_colon and said_colon) or known_what != said_what:
+        return False
+    return bool(named_as(known_who, said_who))
+
+
+def named_as(a: str, b: str) -> str:
+    """The name when ``a`` and ``b`` are one person said two ways, a name alone and the
+    relation with it ("tom", "brother tom"); "" otherwise."""
+    short, long = sorted((a.split(), b.split()), key=len)
+    return short[0] if len(short) == 1 and len(long) == 2 and long[1] == short[0] else ""
 
 
 def _names_it(slot: str, value: str, said: str) -> bool:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory._corrections import corrected_text, parse_correction
-from goagent_py.memory._fact_slots import Fact, parse_fact, same_slot, same_value
+from goagent_py.memory._fact_slots import Fact, named_as, parse_fact, same_slot, same_value
 from goagent_py.memory.consolidation import OPS, Decision, DecisionError
 from goagent_py.memory.records import MemoryRecord
 from goagent_py.messages import Usage, user_message
@@ -232,10 +232,31 @@ def _same(a: Fact, b: Fact) -> bool:
     return a.kind == b.kind and a.slot == b.slot and same_value(a.value, b.value)
 
 
+def _rivals(fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]) -> list[MemoryRecord]:
+    """The memories holding the value ``fact`` gives: of its slot, or of the same person
+    named with or without the relation ("My brother Tom lives in Oslo." for "Tom moved to
+    Bergen."), unless two people of that name are known ("my brother Tom", "my colleague
+    Tom"): then a fact of "Tom" alone is said of neither."""
+    same = [(c, f) for c, f in known if f is not None and f.kind == "set"]
+    same = [(c, f) for c, f in same if same_slot(f.slot, fact.slot)]
+    if any(f.slot != fact.slot for _, f in same) and _two_of(fact.slot, known):
+        same = [(c, f) for c, f in same if f.slot == fact.slot]
+    return [c for c, _ in same]
+
+
+def _two_of(slot: str, known: list[tuple[MemoryRecord, Fact | None]]) -> bool:
+    """Whether two people known by relation share the name of ``slot``'s person."""
+    who = slot.rpartition(":")[0]
+    name = who.split()[-1] if who else ""
+    said = [who] + [f.slot.rpartition(":")[0] for _, f in known if f is not None]
+    people = {p for p in said if len(p.split()) == 2 and named_as(p, name)}
+    return len(people) > 1
+
+
 def _set(
     index: int, text: str, fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]
 ) -> list[Decision]:
-    rivals = [c for c, f in known if f is not None and f.kind == "set" and f.slot == fact.slot]
+    rivals = _rivals(fact, known)
     if not rivals:
         return [Decision(fact=index, op="ADD", text=fact.canonical)]
     if any(_same(f, fact) for c, f in known if f is not None and c in rivals):

@@ -213,3 +213,36 @@ async def test_the_model_decider_is_told_which_memory_was_just_said_only_when_it
     assert "(latest)" not in provider.requests[0].messages[0].text
     await m.store([user_message("No wait, Porto.")], session="alice")
     assert "(latest)" in provider.requests[1].messages[0].text
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "now"),
+    [
+        ("My brother Tom lives in Oslo.", "Tom moved to Bergen.", "Tom lives in Bergen."),
+        ("Tom lives in Oslo.", "My brother Tom moved to Bergen.",
+         "My brother Tom lives in Bergen."),
+    ],
+)  # fmt: skip
+async def test_a_person_named_with_and_without_the_relation_is_one_person(
+    first: str, then: str, now: str
+) -> None:
+    m = memory()
+    await say(m, first, then)
+    assert await current(m) == [now]
+
+
+async def test_a_name_two_people_share_changes_neither() -> None:
+    # Two Toms: "Tom moved to Bergen" does not say which one.
+    m = memory()
+    await say(m, "My brother Tom lives in Oslo.", "My colleague Tom lives in Rome.",
+              "Tom moved to Bergen.")  # fmt: skip
+    assert await current(m) == [
+        "My brother Tom lives in Oslo.", "My colleague Tom lives in Rome.", "Tom lives in Bergen."
+    ]  # fmt: skip
+
+
+async def test_a_relation_named_does_not_take_a_fact_of_another_person_of_that_name() -> None:
+    m = memory()
+    await say(m, "My colleague Tom works at Acme.", "Tom lives in Rome.",
+              "My brother Tom moved to Bergen.")  # fmt: skip
+    assert "Tom lives in Rome." in await current(m)
