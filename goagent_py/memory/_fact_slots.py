@@ -50,7 +50,9 @@ class Fact:
     retraction ("I no longer like blue, my favourite colour is green"), so it is kept as said
     too, whatever it retracts. ``past``: said in the past ("I used to live in Paris"): it
     retires the present fact it names and is kept as said; the present fact said later does
-    not retire it (it stays true of the past).
+    not retire it (it stays true of the past). ``family``: a partner named without the
+    relation ("I'm married to Grace", "I broke up with Leo"): it is about whichever partner
+    the user has, a wife's or a boyfriend's slot as much as "partner".
     """
 
     slot: str
@@ -61,6 +63,7 @@ class Fact:
     words: str = ""
     more: bool = False
     past: bool = False
+    family: bool = False
 
 
 # (slot, pattern, template): a template rewrites an indirect statement ("I moved to X") as
@@ -382,15 +385,16 @@ PARTNERS = frozenset(
 )
 
 
-def same_slot(known: str, said: str) -> bool:
-    """Whether a memory of slot ``known`` is what a statement of slot ``said`` is about: the
-    same slot; for a partner retracted ("I broke up with Leo"), any partner's; or the same
-    fact of one person named with and without the relation ("brother tom:home" and
+def same_slot(known: str, said: Fact) -> bool:
+    """Whether a memory of slot ``known`` is what ``said`` is about: its slot; for a partner
+    named without the relation (``family``: "I broke up with Leo", "I'm now married to
+    Grace"), any partner's ("My wife is Ana." and "My partner is Sam." are two people); or
+    the same fact of one person named with and without the relation ("brother tom:home" and
     "tom:home": "My brother Tom lives in Oslo." and "Tom moved to Bergen.")."""
-    if known == said or (said == "partner" and known in PARTNERS):
+    if known == said.slot or (said.family and known in PARTNERS):
         return True
     known_who, known_colon, known_what = known.rpartition(":")
-    said_who, said_colon, said_what = said.rpartition(":")
+    said_who, said_colon, said_what = said.slot.rpartition(":")
     if not (known_colon and said_colon) or known_what != said_what:
         return False
     return bool(named_as(known_who, said_who))
@@ -472,7 +476,7 @@ def _set_fact(text: str) -> Fact | None:
         if rel:  # "my wife is Ana", "my husband is Bob": each relation is a slot of its own
             slot = _norm_slot(rel)
         canonical = template.format(v=value, rel=(rel or "").lower()) if template else ""
-        return Fact(slot, value, "set", canonical)
+        return Fact(slot, value, "set", canonical, family=slot == "partner" and not rel)
     changed = _slot_change(text)
     if changed is not None:
         return changed
@@ -546,7 +550,8 @@ def _left(text: str) -> Fact | None:
     split = _BROKE_UP.search(text) or _NOT_WITH.search(text)
     if split is not None:
         names = [split.groupdict().get(k) for k in ("v", "v2")]
-        return Fact("partner", next((n for n in names if n), ""), "retract", event=True)
+        partner = next((n for n in names if n), "")
+        return Fact("partner", partner, "retract", event=True, family=True)
     if _SOLD_CAR.search(text):
         return Fact("car", "", "retract", event=True)
     gave_up = _GAVE_UP.search(text)

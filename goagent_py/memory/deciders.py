@@ -224,7 +224,7 @@ def _replaced_in_turn(fact: Fact, said: list[tuple[int, Fact]]) -> set[int]:
     return {
         i
         for i, f in said
-        if same_slot(f.slot, fact.slot) and (not fact.value or same_value(f.value, fact.value))
+        if same_slot(f.slot, fact) and (not fact.value or same_value(f.value, fact.value))
     }
 
 
@@ -238,7 +238,7 @@ def _rivals(fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]) -> list[M
     Bergen."), unless two people of that name are known ("my brother Tom", "my colleague
     Tom"): then a fact of "Tom" alone is said of neither."""
     same = [(c, f) for c, f in known if f is not None and f.kind == "set"]
-    same = [(c, f) for c, f in same if same_slot(f.slot, fact.slot)]
+    same = [(c, f) for c, f in same if same_slot(f.slot, fact)]
     if any(f.slot != fact.slot for _, f in same) and _two_of(fact.slot, known):
         same = [(c, f) for c, f in same if f.slot == fact.slot]
     return [c for c, _ in same]
@@ -293,7 +293,7 @@ def _retract(
             for c, f in known
             if f is not None
             and f.kind != "retract"
-            and same_slot(f.slot, fact.slot)
+            and same_slot(f.slot, fact)
             and (not fact.value or same_value(f.value, fact.value))
         ]
     if not targets and fact.words:

@@ -246,3 +246,19 @@ async def test_a_relation_named_does_not_take_a_fact_of_another_person_of_that_n
     await say(m, "My colleague Tom works at Acme.", "Tom lives in Rome.",
               "My brother Tom moved to Bergen.")  # fmt: skip
     assert "Tom lives in Rome." in await current(m)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("My wife is Ana.", "My partner is Sam."), ("My husband is Bob.", "My girlfriend is Iris.")],
+)
+async def test_a_relation_named_later_does_not_replace_another(first: str, second: str) -> None:
+    m = memory()
+    await say(m, first, second)
+    assert await current(m) == sorted([first, second])
+
+
+async def test_a_partner_named_without_the_relation_replaces_the_one_before() -> None:
+    m = memory()
+    await say(m, "My wife is Helen.", "I'm now married to Grace.")
+    assert await current(m) == ["My partner is Grace."]
