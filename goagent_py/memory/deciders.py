@@ -30,6 +30,7 @@ from goagent_py.memory._corrections import corrected_text, parse_correction
 from goagent_py.memory._fact_slots import Fact, named_as, parse_fact, same_slot, same_value
 from goagent_py.memory.consolidation import OPS, Decision, DecisionError
 from goagent_py.memory.records import MemoryRecord
+from goagent_py.memory.write_policies import statement_clauses
 from goagent_py.messages import Usage, user_message
 from goagent_py.provider import CompletionRequest, OutputFormat, Provider
 
@@ -143,11 +144,15 @@ class RuleDecider:
                 Decision(fact=index, op="DELETE", target=c.id) for c in _negations(fact, known)
             ]
             known = [(c, f) for c, f in known if not _negates(f, fact)]
+            # A message stored whole ("I live in Porto and my sister is Meera.", the agent's
+            # default write policy) says more than the one fact read in it: it is kept as said,
+            # never dropped as known nor reworded to that fact alone.
+            more = len(statement_clauses(text)) > 1
             if fact.kind == "multi":
                 same = [c for c, f in known if f == fact or (f and _same(f, fact))]
-                decided[-1].append(Decision(fact=index, op="NOOP" if same else "ADD"))
+                decided[-1].append(Decision(fact=index, op="NOOP" if same and not more else "ADD"))
             else:
-                decided[-1] += _set(index, text, fact, known)
+                decided[-1] += _set(index, text, fact, known, more=more)
         # A corrected fact is stored as the statement it corrects, never as "I meant John".
         return [
             replace(d, text=meant[d.fact])
@@ -254,17 +259,25 @@ def _two_of(slot: str, known: list[tuple[MemoryRecord, Fact | None]]) -> bool:
 
 
 def _set(
-    index: int, text: str, fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]
+    index: int,
+    text: str,
+    fact: Fact,
+    known: list[tuple[MemoryRecord, Fact | None]],
+    *,
+    more: bool = False,
 ) -> list[Decision]:
+    """``fact``'s new value against the memories holding one (``more``: ``text`` says more
+    than ``fact``, so it is stored as said)."""
     rivals = _rivals(fact, known)
+    canonical = "" if more else fact.canonical
     if not rivals:
-        return [Decision(fact=index, op="ADD", text=fact.canonical)]
+        return [Decision(fact=index, op="ADD", text=canonical)]
     if any(_same(f, fact) for c, f in known if f is not None and c in rivals):
         stale = [c for c, f in known if c in rivals and f is not None and not _same(f, fact)]
-        keep = [Decision(fact=index, op="NOOP")]
+        keep = [Decision(fact=index, op="ADD" if more else "NOOP")]
         return keep + [Decision(fact=index, op="DELETE", target=c.id) for c in stale]
     newest, *older = sorted(rivals, key=lambda c: c.created_at or _EPOCH, reverse=True)
-    merged = fact.canonical or text
+    merged = canonical or text
     return [Decision(fact=index, op="UPDATE", target=newest.id, text=merged)] + [
         Decision(fact=index, op="DELETE", target=c.id) for c in older
     ]
