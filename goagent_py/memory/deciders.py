@@ -3,6 +3,9 @@
 :class:`RuleDecider` needs no model (the default of ``goagent-py chat``, offline use and the
 embedded small model): it reads English first-person facts with one value at a time (where I
 live, my name, my job or employer, my phone, email, age, partner, car, and any "my X is Y"),
+the same of the user's people ("My wife works at Google", "Anna moved to Oslo": slots of
+theirs), and, in Spanish, French and German, home, work, name, age and origin and their
+changes (any other language is added as said: use :class:`ModelDecider` for it);
 replaces the old value with the new one, leaves compatible facts alone ("I like tea" + "I also
 like coffee"; "my sister is Meera" + "my brother is Ravi") and deletes on explicit requests
 ("forget that I live in Lisbon", "I don't work at Acme anymore", "that's no longer true").
@@ -70,7 +73,8 @@ _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
 class RuleDecider:
-    """The model-free decider for English first-person facts (see the module docstring)."""
+    """The model-free decider for English first-person facts, and the main ones in Spanish,
+    French and German (see the module docstring)."""
 
     name = "rules"
 
