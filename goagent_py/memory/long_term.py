@@ -179,6 +179,20 @@ def _source_message(message: Message) -> str:
     return value if isinstance(value, str) and value else message_digest(message)[:16]
 
 
+def _mark_just_said(
+    found: dict[str, MemoryRecord],
+    latest: Sequence[MemoryRecord],
+    facts: Sequence[Message],
+    now: str,
+) -> None:
+    """Add to ``found`` the newest of ``latest`` (all of those stored together), marked
+    ``just_said``, when ``facts`` follow them."""
+    newest = max(r.created_at or _EPOCH for r in latest)
+    for record in latest:
+        if (record.created_at or _EPOCH) == newest and _followed(record, facts, now):
+            found[record.id] = replace(found.get(record.id, record), just_said=True)
+
+
 def _followed(latest: MemoryRecord, facts: Sequence[Message], now: str) -> bool:
     """Whether ``facts`` (stored ``now``) follow ``latest``, the scope's latest statement:
     stored less than :data:`JUST_SAID` before, and in the same conversation when both record
@@ -636,10 +650,11 @@ class LongTermMemory:
                 # The latest statement, all of it ("My brother is Jon and I live in Lisbon.":
                 # two memories stored together): what "that's no longer true" or "sorry, I
                 # meant John" is about, when the facts follow it.
-                newest = max(r.created_at or _EPOCH for r in listed)
-                for latest in listed:
-                    if (latest.created_at or _EPOCH) == newest and _followed(latest, facts, now):
-                        found[latest.id] = replace(found.get(latest.id, latest), just_said=True)
+                _mark_just_said(found, listed, facts, now)
+        elif found:
+            # A store that cannot list: the newest of the similar memories stands for the
+            # latest statement (a correction is similar to what it corrects).
+            _mark_just_said(found, list(found.values()), facts, now)
         by_text = {t: v for t, v in zip(texts, vectors, strict=True) if v is not None}
         return list(found.values()), by_text, past
 

@@ -262,3 +262,33 @@ async def test_a_partner_named_without_the_relation_replaces_the_one_before() ->
     m = memory()
     await say(m, "My wife is Helen.", "I'm now married to Grace.")
     assert await current(m) == ["My partner is Grace."]
+
+
+class SearchOnlyStore:
+    """A store of one's own that can search but not list (no ``entries``)."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryVectorStore()
+
+    async def upsert(self, id: str, vector: Any, message: Message) -> None:
+        await self.inner.upsert(id, vector, message)
+
+    async def search(self, vector: Any, options: Any = None) -> Any:
+        return await self.inner.search(vector, options)
+
+    async def delete(self, id: str) -> None:
+        await self.inner.delete(id)
+
+
+async def test_a_store_that_cannot_list_still_gets_corrections_of_what_was_just_said() -> None:
+    clock = Clock()
+    m = LongTermMemory(FakeEmbedder(64), SearchOnlyStore(), decider=RuleDecider(), clock=clock)
+    await say(m, "My brother is called Jon.", "Sorry, I meant John.")
+    found = await m.retrieve([user_message("brother").content[0]], session="alice", top_k=3)
+    assert [s.message.text for s in found] == ["My brother is called John."]
+    await say(m, "I live in Lisbon.")
+    clock.jump(days=7)
+    await say(m, "Sorry, I meant Madrid.")
+    found = await m.retrieve([user_message("I live in").content[0]], session="alice", top_k=5)
+    assert "I live in Lisbon." in [s.message.text for s in found]
+    assert "I live in Madrid." not in [s.message.text for s in found]
