@@ -107,6 +107,10 @@ _REPORTED = re.compile(
     r"sagte|meint|glaubt|denkt|behauptet)\b",
     re.IGNORECASE,
 )
+# A hypothetical or a condition before it: "Si vivo en Roma, ...", "Si j'habite à Lyon, ...",
+# "Falls ich in Hamburg wohne, ..." (the German verb comes last there, so the patterns above
+# rarely match it anyway).
+_IF = re.compile(r"\b(?:si|s'|wenn|falls|sofern|ojalá|imagina|imagine|supongamos)\b", re.I)
 # Where a value ends: a clause, a reason or a time phrase after it, in any of the three.
 _VALUE_END = re.compile(
     r"\s*(?:[,;:()]|\.(?:\s|$)|!|\?| - "
@@ -118,6 +122,12 @@ _VALUE_END = re.compile(
 )
 
 
+def _asserted(before: str) -> bool:
+    """Whether what follows ``before`` is the user's assertion: not someone else's words, not
+    a hypothetical."""
+    return not (_REPORTED.search(before) or _IF.search(before))
+
+
 def _value(raw: str) -> str:
     value = _VALUE_END.split(raw.strip(), maxsplit=1)[0]
     return value.strip().strip("\"'\u201c\u201d\u00ab\u00bb").rstrip(".!?\u2026").strip()
@@ -126,7 +136,7 @@ def _value(raw: str) -> str:
 def _set(text: str) -> tuple[str, str, str] | None:
     for slot, pattern, template in _SET_RE:
         match = pattern.search(text)
-        if match is None or _REPORTED.search(text[: match.start()]):
+        if match is None or not _asserted(text[: match.start()]):
             continue
         value = _value(match.group("v"))
         if not value:
@@ -154,7 +164,7 @@ def parse_other(text: str) -> Parsed | None:
     text = text.replace("\u2019", "'")
     for negation in _NEGATIONS:
         match = negation.search(text)
-        if match is None or _REPORTED.search(text[: match.start()]):
+        if match is None or not _asserted(text[: match.start()]):
             continue
         positive = _positive(match)
         found = _set(positive)

@@ -114,6 +114,10 @@ async def test_no_longer_in_another_language_retracts_the_fact(old: str, retract
         ("Ich wohne in Berlin.", "Mein Bruder wohnt in Rom."),
         ("Trabajo en Telefónica.", "Mi trabajo en Google era aburrido."),
         ("Vivo en Madrid.", "Mi madre dice que vivo en Roma."),
+        # hypotheticals
+        ("Vivo en Madrid.", "Si vivo en Roma, tomo el metro."),
+        ("J'habite à Paris.", "Si j'habite à Lyon, je prends le tram."),
+        ("Ich wohne in Berlin.", "Falls ich in Hamburg wohne, fahre ich Rad."),
     ],
 )
 async def test_compatible_facts_and_other_peoples_stay(first: str, second: str) -> None:
