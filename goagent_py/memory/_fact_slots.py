@@ -391,8 +391,10 @@ def same_slot(known: str, said: Fact) -> bool:
     Grace"), any partner's ("My wife is Ana." and "My partner is Sam." are two people); or
     the same fact of one person named with and without the relation ("brother tom:home" and
     "tom:home": "My brother Tom lives in Oslo." and "Tom moved to Bergen.")."""
-    if known == said.slot or (said.family and known in PARTNERS):
+    if known == said.slot:
         return True
+    if said.family:  # the user's partner; someone else's ("tom:partner") is their slot alone
+        return said.slot == "partner" and known in PARTNERS
     known_who, known_colon, known_what = known.rpartition(":")
     said_who, said_colon, said_what = said.slot.rpartition(":")
     if not (known_colon and said_colon) or known_what != said_what:

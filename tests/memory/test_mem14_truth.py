@@ -292,3 +292,12 @@ async def test_a_store_that_cannot_list_still_gets_corrections_of_what_was_just_
     found = await m.retrieve([user_message("I live in").content[0]], session="alice", top_k=5)
     assert "I live in Lisbon." in [s.message.text for s in found]
     assert "I live in Madrid." not in [s.message.text for s in found]
+
+
+@pytest.mark.parametrize(
+    "theirs", ["Tom is married to Grace.", "My brother broke up with Ana.", "Anna is dating Leo."]
+)
+async def test_someone_elses_partner_never_changes_the_users(theirs: str) -> None:
+    m = memory()
+    await say(m, "My wife is Ana.", "My boyfriend is Leo.", theirs)
+    assert {"My wife is Ana.", "My boyfriend is Leo."} <= set(await current(m))
