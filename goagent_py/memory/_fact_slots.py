@@ -226,8 +226,16 @@ _SET: list[tuple[str, str, str | None]] = [
     ),
     (
         "partner",
-        r"\bi(?:'m| am) (?:now )?(?:married to|dating|engaged to|seeing|with) "
-        r"(?P<v>(?-i:[A-Z]).+)",
+        r"\bi(?:'m| am) (?:now )?(?:married to|dating|engaged to) (?P<v>(?-i:[A-Z]).+)",
+        "My partner is {v}.",
+    ),
+    # "I'm seeing Sam." is a partner; "I'm seeing Dr. Patel on Monday", "I'm seeing Sam
+    # tomorrow" and "I'm with Vodafone" are an appointment and a provider: only a name that
+    # ends the sentence, no title.
+    (
+        "partner",
+        r"\bi(?:'m| am) (?:now )?seeing (?!(?:Dr|Mr|Mrs|Ms|Prof)\b)"
+        r"(?P<v>(?-i:[A-Z])[\w'-]*)(?: now| these days)?$",
         "My partner is {v}.",
     ),
     ("partner", r"\bi (?:just )?married (?P<v>.+)", "My partner is {v}."),

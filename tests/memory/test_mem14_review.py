@@ -74,3 +74,19 @@ async def test_one_users_words_never_change_anothers_memories() -> None:
     await store_whole(m, "Sorry, I meant Madrid.", "That's no longer true.",
                       "Anna doesn't work at Globex anymore.", session="bob")  # fmt: skip
     assert await current(m, "alice") == ["Anna works at Globex.", "I live in Lisbon."]
+
+
+@pytest.mark.parametrize(
+    "remark",
+    ["I'm seeing Dr. Patel on Monday.", "I'm with Vodafone now.", "I'm seeing Sam tomorrow."],
+)
+async def test_an_appointment_or_a_provider_is_no_new_partner(remark: str) -> None:
+    m = memory()
+    await store_whole(m, "My wife is Ana.", remark)
+    assert "My wife is Ana." in await current(m)
+
+
+async def test_a_new_partner_named_alone_still_replaces_the_old_one() -> None:
+    m = memory()
+    await store_whole(m, "I'm dating Leo.", "I'm seeing Sam.")
+    assert await current(m) == ["My partner is Sam."]
