@@ -38,6 +38,7 @@ from goagent_py.errors import (
 from goagent_py.events import AgentEvent
 from goagent_py.hooks import HookDispatcher
 from goagent_py.memory.base import UpdatableMemory
+from goagent_py.memory.storage._generation import expect_generation, generation_read
 from goagent_py.messages import (
     ContentBlock,
     DocumentBlock,
@@ -463,9 +464,17 @@ class Agent(Generic[Deps, Out]):
             )
         waiting = history[at]
         token, pending = pending_of(waiting)
+        # The read the decisions are based on (``history``: read above, or by the caller just
+        # before) fences the claim, as a run's read fences its appends: a clear since, and a
+        # refill with the same waiting message, refuse it (approve14). Reading the whole record
+        # below must not move the fence to what it finds.
+        storage = getattr(memory, "storage", None)
+        base = generation_read(storage)
         reused: set[str] = set()
         if not matched:
             reused = await self._reused(history, at)
+            if base is not None:
+                expect_generation(storage, base)
         check_decisions(pending, decided, now=now, reused=reused)
         record = dict(waiting.metadata[PENDING_KEY])  # read before the claim replaces it
         if memory is not None:

@@ -638,6 +638,8 @@ class _ShortTermProxy:
             # wait settled takes it as its own only if this claim settled it (durable11).
             "claim": f"{self._calls.run_id}:claim:{token}",
         }
+        if self.generation is not None:  # a clear since the run's load refuses the claim
+            data["generation"] = self.generation
         out = await self._memory("settle", data, local=False)
         if not out.get("found"):
             return None
