@@ -355,6 +355,7 @@ class Run:
     # each one set or read went through a dict of its own (issue 36).
     __slots__ = (
         "_abandoned",
+        "_answered",
         "_calls_started",
         "_compactions",
         "_held_in",
@@ -426,9 +427,13 @@ class Run:
         output: OutputSpec[Any] | None = None,
         deps: Any = None,
         resume: Resumed | None = None,
+        answered: RunResult[Any] | None = None,
     ) -> None:
         self.o = options
         self.resume = resume
+        # A retried resume that went through already (approvals.answered_at): this run runs
+        # nothing and ends with this result.
+        self._answered = answered
         self.pending: list[PendingCall] = []
         # The clock of approval deadlines and the maker of wait tokens: a durable workflow
         # sets replay-safe ones (its own time, its seeded randomness).
@@ -1721,9 +1726,25 @@ class Run:
         Each event feeds the hooks (through the agent's :class:`HookDispatcher`) just before it
         is yielded: one place, so hooks and the stream can never disagree.
         """
+        if self._answered is not None:
+            return self._answer(self._answered)  # nothing runs: no hook sees a run
         if not self.hooks.handlers:
             return self._events()  # no hook to feed: spare every event a generator hop
         return self._hooked_events()
+
+    async def _answer(self, result: RunResult[Any]) -> AsyncGenerator[AgentEvent, None]:
+        """The end of a retried resume: the result the record gives, nothing run again. Its
+        answer is streamed again (the client that retries lost it), as one message."""
+        self.run_id = _run_ids.next()
+        self.stop_reason = result.stop_reason
+        self.pending = list(result.pending)
+        self.result = replace(result, run_id=self.run_id)
+        if result.text:
+            yield MessageStart(Role.ASSISTANT, 0, None, streaming=True, path=self.path)
+            yield MessageDelta("text", result.text, path=self.path)
+            answer = Message(Role.ASSISTANT, [TextBlock(result.text)])
+            yield MessageEnd(answer, result.stop_reason, path=self.path)
+        yield AgentEnd(self.result, path=self.path)
 
     async def _hooked_events(self) -> AsyncGenerator[AgentEvent, None]:
         handlers = self.hooks.handlers

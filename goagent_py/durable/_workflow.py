@@ -33,7 +33,15 @@ from goagent_py._loop import Run
 from goagent_py._metadata_keys import DECISIONS_KEY
 from goagent_py._transcript import closing_tail
 from goagent_py.agent import Agent
-from goagent_py.approvals import Approve, Deny, ToolDecision, check_decisions, pending_of
+from goagent_py.approvals import (
+    Approve,
+    Deny,
+    ToolDecision,
+    check_decisions,
+    pending_of,
+    same_verdict,
+    verdict_of,
+)
 from goagent_py.dispatch import DispatchFunc
 from goagent_py.errors import (
     ApprovalConflictError,
@@ -1296,11 +1304,10 @@ class AgentWorkflow:
         taken = self._given.get(token, {}).get(call_id)
         if taken is None:
             return False
-
-        def verdict(d: dict[str, Any]) -> dict[str, Any]:
-            return {k: v for k, v in d.items() if k != "token"}
-
-        return verdict(taken) == verdict(data)
+        try:  # the rule every resume follows (approvals.same_verdict)
+            return same_verdict(verdict_of(decision_from_data(taken)), decision_from_data(data))
+        except (ConfigurationError, KeyError, TypeError, ValueError):
+            return False  # not a decision: the validator says why
 
     def _stale(self, call_id: str, token: str) -> None:
         """Refuse a decision for ``call_id`` that names the wait ``token``, not the one now."""

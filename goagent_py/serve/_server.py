@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from goagent_py._conversation import conversation_key
 from goagent_py.agent import Agent
-from goagent_py.approvals import ToolDecision
+from goagent_py.approvals import ToolDecision, record_of
 from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError
 from goagent_py.events import (
     AgentEnd,
@@ -458,7 +458,7 @@ class Server:
         if decisions is not None:
             memory = live.session.agent.options.short_term_memory
             assert memory is not None  # a served thread always has its SQLite memory
-            stored = await memory.messages()  # read only: Session.load would repair it
+            stored = await record_of(memory)  # read only: Session.load would repair it
             try:  # checked again while this run holds the thread: two clicks, one wins
                 check_against(stored, decisions)
             except ApprovalError:

@@ -76,12 +76,16 @@ async def test_an_openai_clients_late_answer_on_a_reused_id_is_refused(
         assert second.id.startswith("llama-tool-0")
         assert second.id != first.id  # it names its own wait
 
-        with pytest.raises(openai.ConflictError) as late:  # the first answer, sent again
-            await tell(first.id, "approved")
+        with pytest.raises(openai.ConflictError) as late:  # another answer to the first wait
+            await tell(first.id, "denied")
         with pytest.raises(openai.ConflictError) as bare:  # the call's id alone
             await tell("llama-tool-0", "approved")
+        # The first answer sent again (a retry, approve14) is answered as done: the call that
+        # waits now does not take it.
+        retried = await tell(first.id, "approved")
+        assert retried.choices[0].finish_reason == "tool_calls"
         assert RAN == ["disk"]
-        assert "is over" in late.value.body["message"]
+        assert "already decided" in late.value.body["message"]
         assert "token" in bare.value.body["message"]
 
         done = await tell(second.id, "denied: keep the backup")

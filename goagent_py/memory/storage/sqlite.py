@@ -619,8 +619,10 @@ class SQLiteStorage:
 
         def change(conn: sqlite3.Connection) -> Message | None:
             if expected is not None and _generation(conn, self._counter_id) != expected:
-                raise self._stale_error() if expected == STALE else cleared_error(
-                    self._where(), self.session_id
+                raise (
+                    self._stale_error()
+                    if expected == STALE
+                    else cleared_error(self._where(), self.session_id)
                 )
             # Newest first, a page at a time: the message sought is nearly always the last.
             before = None

@@ -1,0 +1,162 @@
+"""A decision sent again after it went through (a client that lost the answer and retries)
+is answered as done, on every path: nothing runs twice, the retry gets the record's outcome;
+another verdict for the same wait stays a conflict (approve14; docs/approvals.md "Sending a
+decision again"). Real SQLite files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from goagent_py import (
+    Agent,
+    ApprovalConflictError,
+    Approve,
+    Deny,
+    ExternalTool,
+    NotPendingError,
+    StopReason,
+    ToolCall,
+    ToolOutput,
+    tool,
+)
+from goagent_py.memory import ShortTermMemory
+from goagent_py.memory.storage import SQLiteStorage
+from goagent_py.session import Session
+from goagent_py.testing import ScriptedProvider, tool_call_response
+
+
+def _agent(db: Path, ran: list[int], *script: Any) -> Agent:
+    @tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        ran.append(amount)
+        return f"paid {amount}"
+
+    return Agent(
+        provider=ScriptedProvider(*script),
+        tools=[pay, ExternalTool("locate", "Where the user is.")],
+        short_term_memory=ShortTermMemory(storage=SQLiteStorage(db, session_id="s")),
+    )
+
+
+PAY = tool_call_response(ToolCall("c1", "pay", {"amount": 9}))
+
+
+async def test_an_agent_resume_sent_again_runs_nothing_and_answers_the_outcome(
+    tmp_path: Path,
+) -> None:
+    ran: list[int] = []
+    db = tmp_path / "c.db"
+    (call,) = (await _agent(db, ran, PAY).run("pay 9")).pending
+    first = await _agent(db, ran, "paid it").resume({"c1": Approve(token=call.token)})
+    # The client lost that answer and sends the same decision again (another process).
+    again = await _agent(db, ran).resume({"c1": Approve(token=call.token)})
+    assert ran == [9]
+    assert again.text == first.text == "paid it"
+    assert again.stop_reason is StopReason.END_TURN
+    assert again.pending == []
+    assert [m.text for m in again.messages] == [m.text for m in first.messages]
+    assert again.iterations == 0
+
+
+async def test_a_resume_sent_again_with_another_verdict_is_a_conflict(tmp_path: Path) -> None:
+    ran: list[int] = []
+    db = tmp_path / "c.db"
+    (call,) = (await _agent(db, ran, PAY).run("pay 9")).pending
+    await _agent(db, ran, "paid it").resume({"c1": Approve(token=call.token)})
+    for other in (
+        Deny("no", token=call.token),
+        Approve({"amount": 10}, token=call.token),
+        Approve(always=True, token=call.token),
+    ):
+        with pytest.raises(ApprovalConflictError, match="already decided"):
+            await _agent(db, ran).resume({"c1": other})
+    # By id alone a retry cannot be told from a late decision: nothing waits.
+    with pytest.raises(NotPendingError):
+        await _agent(db, ran).resume({"c1": Approve()})
+    assert ran == [9]
+
+
+async def test_a_retry_after_the_conversation_waits_again_lists_the_wait_now(
+    tmp_path: Path,
+) -> None:
+    ran: list[int] = []
+    db = tmp_path / "c.db"
+    (call,) = (await _agent(db, ran, PAY).run("pay 9")).pending
+    paid_again = tool_call_response(ToolCall("c1", "pay", {"amount": 3}))
+    first = await _agent(db, ran, paid_again).resume({"c1": Approve(token=call.token)})
+    (now,) = first.pending
+    assert now.token != call.token
+    again = await _agent(db, ran).resume({"c1": Approve(token=call.token)})
+    assert ran == [9]
+    assert again.stop_reason is StopReason.DEFERRED
+    assert [(p.id, p.token, p.arguments) for p in again.pending] == [
+        ("c1", now.token, {"amount": 3})
+    ]
+    # The wait now is still decided by its own token.
+    done = await _agent(db, ran, "ok").resume({"c1": Approve(token=now.token)})
+    assert ran == [9, 3]
+    assert done.text == "ok"
+
+
+async def test_an_external_output_sent_again_is_done_and_another_output_a_conflict(
+    tmp_path: Path,
+) -> None:
+    ran: list[int] = []
+    db = tmp_path / "c.db"
+    where = tool_call_response(ToolCall("w1", "locate", {}))
+    (call,) = (await _agent(db, ran, where).run("where am I?")).pending
+    first = await _agent(db, ran, "Lisbon").resume({"w1": ToolOutput("38.7N", token=call.token)})
+    again = await _agent(db, ran).resume({"w1": ToolOutput("38.7N", token=call.token)})
+    assert again.text == first.text == "Lisbon"
+    with pytest.raises(ApprovalConflictError, match="already decided"):
+        await _agent(db, ran).resume({"w1": ToolOutput("41.1N", token=call.token)})
+
+
+async def test_a_session_resume_sent_again_is_answered_from_the_record(tmp_path: Path) -> None:
+    ran: list[int] = []
+    db = tmp_path / "c.db"
+    session = Session(_agent(db, ran, PAY, "paid it"))
+    (call,) = (await session.prompt("pay 9")).pending
+    first = await session.resume({"c1": Approve(token=call.token)})
+    again = await session.resume({"c1": Approve(token=call.token)})
+    assert ran == [9]
+    assert again.text == first.text == "paid it"
+    assert session.pending == []
+    # Another session on the record (another process) answers the same.
+    other = Session(_agent(db, ran))
+    assert (await other.resume({"c1": Approve(token=call.token)})).text == "paid it"
+    with pytest.raises(ApprovalConflictError):
+        await other.resume({"c1": Deny("no", token=call.token)})
+    assert ran == [9]
+
+
+async def test_a_resume_without_memory_sent_again_is_answered(tmp_path: Path) -> None:
+    ran: list[int] = []
+
+    @tool(requires_approval=True)
+    def pay(amount: int) -> str:
+        """Pay.
+
+        Args:
+            amount: how much.
+        """
+        ran.append(amount)
+        return "paid"
+
+    agent = Agent(provider=ScriptedProvider(PAY, "paid it"), tools=[pay])
+    first = await agent.run("pay 9")
+    (call,) = first.pending
+    history = list(first.messages)
+    done = await agent.resume({"c1": Approve(token=call.token)}, history=history)
+    again = await agent.resume({"c1": Approve(token=call.token)}, history=history)
+    assert ran == [9]
+    assert done.text == "paid it"
+    assert again.stop_reason is StopReason.END_TURN
