@@ -213,6 +213,8 @@ def _call_record(p: PendingCall) -> dict[str, Any]:
     }
     if p.via:
         out["via"] = list(p.via)
+    if p.resolved:
+        out["resolved"] = p.resolved
     return out
 
 
@@ -229,6 +231,7 @@ def pending_of(message: Message) -> tuple[str, list[PendingCall]]:
             None if c.get("deadline") is None else float(c["deadline"]),
             tuple(str(v) for v in c.get("via") or ()),
             token,
+            str(c.get("resolved") or ""),
         )
         for c in data.get("calls", [])
     ]

@@ -85,6 +85,7 @@ def _call_json(p: PendingCall) -> dict[str, Any]:
         "kind": p.kind,
         "deadline": p.deadline,
         "token": p.token,
+        "resolved": p.resolved,
     }
 
 
@@ -111,6 +112,7 @@ def interrupts_of(calls: list[PendingCall]) -> list[Any]:
                     "arguments": p.arguments,
                     "kind": p.kind,
                     "token": p.token,
+                    "resolved": p.resolved,
                 },
             )
         )
