@@ -70,6 +70,7 @@ async def test_a_waiting_call_survives_a_restart_and_the_decision_resumes_it(
         "arguments": {"target": "disk"},
         "kind": "approval",
         "token": interrupt["metadata"]["token"],  # the wait's (durable11)
+        "resolved": "",  # not a file tool's call (approve14)
     }
     assert interrupt["metadata"]["token"]
     assert not [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
