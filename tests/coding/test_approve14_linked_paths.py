@@ -53,14 +53,14 @@ async def test_an_approved_write_whose_link_was_swapped_meanwhile_is_refused(
     # Between the question and the click, the link inside the root now leads elsewhere.
     os.remove(root / "notes")
     os.symlink("src", root / "notes")
-    provider_script = ("noted",)
-    later = _agent(root, db, *provider_script)
+    later = _agent(root, db, "noted")
     result = await later.resume({"w": Approve(token=asked.token)})
     assert not (root / "src" / "plan.md").exists()
     assert not (root / "docs" / "plan.md").exists()
     (told,) = [m for m in result.messages if m.role is Role.TOOL]
     assert told.is_error
-    assert "src/plan.md" in told.text and "docs/plan.md" in told.text
+    assert "src/plan.md" in told.text
+    assert "docs/plan.md" in told.text
     assert result.text == "noted"
 
 
