@@ -1755,6 +1755,9 @@ class Run:
             yield MessageDelta("text", result.text, path=self.path)
             answer = Message(Role.ASSISTANT, [TextBlock(result.text)])
             yield MessageEnd(answer, result.stop_reason, path=self.path)
+        if result.pending:  # what waits now, as a run that stops on it says
+            shown = [replace(p, call=self._shown().call(p.call)) for p in result.pending]
+            yield ToolsPending(shown, path=self.path)
         yield AgentEnd(self.result, path=self.path)
 
     async def _hooked_events(self) -> AsyncGenerator[AgentEvent, None]:

@@ -106,3 +106,39 @@ async def test_a_decision_the_page_sends_again_is_answered_as_done(db: str, help
     assert denied.status_code == 409
     assert "already decided" in denied.json()["error"]
     assert RAN == ["disk"]
+
+
+async def test_an_always_decision_sent_again_does_not_approve_more_calls(
+    db: str, helpers: Any
+) -> None:
+    # "Always" approves a thread's later calls within the budget of the turn; the decision
+    # sent again (answered as done) must not start a fresh budget for them.
+    def again_and_again(request: Any) -> Any:
+        return tool_call_response(ToolCall("llama-tool-0", "wipe", {"target": "tmp"}))
+
+    def factory(ctx: ThreadContext) -> Agent:
+        return Agent(
+            provider=FunctionProvider(again_and_again),
+            model="scripted",
+            tools=[wipe],
+            short_term_memory=ctx.short_term_memory,
+            max_iterations=2,
+        )
+
+    RAN.clear()
+    app = create_app(factory, storage_path=db)
+    async with helpers.client_for(app) as client:
+        tid = str((await client.post("/api/threads", json={})).json()["id"])
+        url = f"/api/threads/{tid}/decisions"
+        asked = await _asked(client, helpers, tid, "go")
+        decided = {"decision": "approve", "always": True, "token": asked["metadata"]["token"]}
+        done = await client.post(url, json={"decisions": {asked["id"]: decided}})
+        ran = list(RAN)
+        again = await client.post(url, json={"decisions": {asked["id"]: decided}})
+        listed = (await client.get(f"/api/threads/{tid}/messages")).json()
+    await app.aclose()
+    assert done.status_code == again.status_code == 200
+    assert ran == ["tmp", "tmp"]
+    assert RAN == ran  # the retry approved nothing more
+    assert helpers.sse_events(again.text)[-1]["outcome"]["type"] == "interrupt"
+    assert [p["name"] for p in listed["pending"]] == ["wipe"]
