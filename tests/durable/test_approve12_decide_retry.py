@@ -16,8 +16,8 @@ from refund_clerk import (  # tests/durable/refund_clerk.py
     clerk,
     next_wait,
     numbered_refunds,
-    refund_tool,
 )
+from refund_waits import refund_tool  # tests/refund_waits.py
 from temporalio.testing import WorkflowEnvironment
 
 from goagent_py import ApprovalConflictError, Approve, Deny
