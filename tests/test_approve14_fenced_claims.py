@@ -43,9 +43,29 @@ class _ClearedUnderTheClaim:
         self.inner = inner
         self.other = other  # another storage object on the same record (another process)
         self.refill: list[Message] | None = None
+        self.refill_at_load = 0  # refill before this load instead of before the claim
+        self.loads = 0
+
+    @property
+    def _fence(self) -> Any:  # the inner storage's read fence (what a resume reads back)
+        return self.inner._fence
 
     async def load(self) -> list[Message]:
+        self.loads += 1
+        if self.refill_at_load == self.loads:
+            await self._elsewhere()
         return list(await self.inner.load())
+
+    async def _elsewhere(self) -> None:
+        refill, self.refill = self.refill, None
+        assert refill is not None
+
+        async def elsewhere() -> None:
+            other = self.other()
+            await other.clear()
+            await other.append(refill)
+
+        await asyncio.create_task(elsewhere())  # a context of its own
 
     async def append(self, messages: list[Message]) -> None:
         await self.inner.append(messages)
@@ -56,15 +76,8 @@ class _ClearedUnderTheClaim:
     async def update_where(
         self, match: Callable[[Message], bool], update: Callable[[Message], Message]
     ) -> Message | None:
-        if self.refill is not None:
-            refill, self.refill = self.refill, None
-
-            async def elsewhere() -> None:
-                other = self.other()
-                await other.clear()
-                await other.append(refill)
-
-            await asyncio.create_task(elsewhere())  # a context of its own
+        if self.refill is not None and not self.refill_at_load:
+            await self._elsewhere()
         found: Message | None = await self.inner.update_where(match, update)
         return found
 
@@ -152,6 +165,24 @@ async def test_a_session_resume_does_not_settle_a_wait_cleared_and_refilled_afte
     session = Session(later)
     await session.load()
     storage.refill = stored
+    with pytest.raises(ConversationClearedError):
+        await session.resume({"c1": Approve(token=token)})
+    assert ran == []
+    assert await record().load() == stored
+
+
+async def test_a_clear_between_the_read_and_the_whole_records_read_refuses_the_claim(
+    record: _Record,
+) -> None:
+    # The resume reads the whole record after the history its decisions are based on (for
+    # reused ids): that read must not move the claim's fence to the refilled conversation.
+    ran: list[int] = []
+    stored, token = await _waiting(record, ran)
+    later, storage = _later(record, ran)
+    session = Session(later)
+    await session.load()
+    storage.refill = stored
+    storage.refill_at_load = storage.loads + 2  # the history's read, then the record's
     with pytest.raises(ConversationClearedError):
         await session.resume({"c1": Approve(token=token)})
     assert ran == []
