@@ -58,7 +58,12 @@ async def test_a_late_decision_for_an_earlier_card_with_the_same_call_id_is_refu
         assert second["id"] == first["id"]
         assert second["metadata"]["token"] not in ("", token)
 
-        late = await decide(first["id"], token)  # the first card's click, sent again
+        # The first card's click sent again is answered as done (approve14); another
+        # decision with its token is refused: neither is taken by the card that waits now.
+        again = await decide(first["id"], token)
+        assert again.status_code == 200, again.text
+        body = {"decisions": {first["id"]: {"decision": "deny", "token": token}}}
+        late = await client.post(f"/api/threads/{tid}/decisions", json=body)
         assert late.status_code == 409, late.text
         assert RAN == ["disk"]
         still = (await client.get(f"/api/threads/{tid}/messages")).json()["pending"]
