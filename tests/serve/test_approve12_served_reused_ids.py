@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from wiping import RAN, wipe, wipes  # tests/wiping.py
 
 from goagent_py import Role, ToolCall, tool
 from goagent_py._metadata_keys import DECISIONS_KEY
@@ -19,25 +20,7 @@ from goagent_py.testing import FunctionProvider, text_response, tool_call_respon
 
 openai = pytest.importorskip("openai")
 
-RAN: list[str] = []
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
-
-
-def answer(request: Any) -> Any:
-    last = request.messages[-1]
-    if last.role is Role.TOOL:
-        return text_response(f"after: {last.text}")
-    return tool_call_response(ToolCall("llama-tool-0", "wipe", {"target": last.text}))
+answer = wipes("llama-tool-0")
 
 
 def make_app(db: str, helpers: Any) -> Any:

@@ -9,34 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from wiping import RAN, wipe, wipes  # tests/wiping.py
 
-from goagent_py import Agent, Role, ToolCall, tool
+from goagent_py import Agent, ToolCall
 from goagent_py.memory import FixedWindow, ShortTermMemory
 from goagent_py.serve import create_app
 from goagent_py.serve._server import ThreadContext
-from goagent_py.testing import FunctionProvider, text_response, tool_call_response
+from goagent_py.testing import FunctionProvider, tool_call_response
 
 pytestmark = pytest.mark.needs_extra("serve")
 
-RAN: list[str] = []
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
-
-
-def answer(request: Any) -> Any:
-    last = request.messages[-1]
-    if last.role is Role.TOOL:
-        return text_response(f"after: {last.text}")
-    return tool_call_response(ToolCall("llama-tool-0", "wipe", {"target": last.text}))
+answer = wipes("llama-tool-0")
 
 
 def make_app(db: str, *, window: int | None = None) -> Any:
@@ -139,6 +122,6 @@ async def test_an_always_decision_sent_again_does_not_approve_more_calls(
     await app.aclose()
     assert done.status_code == again.status_code == 200
     assert ran == ["tmp", "tmp"]
-    assert RAN == ran  # the retry approved nothing more
+    assert ran == RAN  # the retry approved nothing more
     assert helpers.sse_events(again.text)[-1]["outcome"]["type"] == "interrupt"
     assert [p["name"] for p in listed["pending"]] == ["wipe"]

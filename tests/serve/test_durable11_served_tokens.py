@@ -7,29 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from goagent_py import Role, ToolCall, tool
+from wiping import RAN, wipe, wipes  # tests/wiping.py
+
 from goagent_py.serve import create_app
-from goagent_py.testing import FunctionProvider, text_response, tool_call_response
+from goagent_py.testing import FunctionProvider
 
-RAN: list[str] = []
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
-
-
-def answer(request: Any) -> Any:
-    last = request.messages[-1]
-    if last.role is Role.TOOL:
-        return text_response(f"after: {last.text}")
-    return tool_call_response(ToolCall("llama-tool-0", "wipe", {"target": last.text}))
+answer = wipes("llama-tool-0")
 
 
 async def test_a_late_decision_for_an_earlier_card_with_the_same_call_id_is_refused(

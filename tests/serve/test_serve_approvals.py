@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from wiping import RAN, wipe, wipes  # tests/wiping.py
+
 from goagent_py import Role, tool, validate_transcript
 from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage import SQLiteStorage
@@ -12,25 +14,7 @@ from goagent_py.serve import create_app
 from goagent_py.serve._threads import session_key
 from goagent_py.testing import FunctionProvider, text_response, tool_call_response
 
-RAN: list[str] = []
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
-
-
-def answer(request: Any) -> Any:
-    last = request.messages[-1]
-    if last.role is Role.TOOL:
-        return text_response(f"after: {last.text}")
-    return tool_call_response(("wipe", {"target": last.text}))
+answer = wipes()
 
 
 def make_app(db: str, helpers: Any) -> Any:
