@@ -28,7 +28,7 @@ from goagent_py.session import Session
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
 
-def _agent(db: Path, ran: list[int], *script: Any) -> Agent:
+def _pay(ran: list[int]) -> Any:
     @tool(requires_approval=True)
     def pay(amount: int) -> str:
         """Pay.
@@ -39,9 +39,13 @@ def _agent(db: Path, ran: list[int], *script: Any) -> Agent:
         ran.append(amount)
         return f"paid {amount}"
 
+    return pay
+
+
+def _agent(db: Path, ran: list[int], *script: Any) -> Agent:
     return Agent(
         provider=ScriptedProvider(*script),
-        tools=[pay, ExternalTool("locate", "Where the user is.")],
+        tools=[_pay(ran), ExternalTool("locate", "Where the user is.")],
         short_term_memory=ShortTermMemory(storage=SQLiteStorage(db, session_id="s")),
     )
 
@@ -140,18 +144,7 @@ async def test_a_session_resume_sent_again_is_answered_from_the_record(tmp_path:
 
 async def test_a_resume_without_memory_sent_again_is_answered(tmp_path: Path) -> None:
     ran: list[int] = []
-
-    @tool(requires_approval=True)
-    def pay(amount: int) -> str:
-        """Pay.
-
-        Args:
-            amount: how much.
-        """
-        ran.append(amount)
-        return "paid"
-
-    agent = Agent(provider=ScriptedProvider(PAY, "paid it"), tools=[pay])
+    agent = Agent(provider=ScriptedProvider(PAY, "paid it"), tools=[_pay(ran)])
     first = await agent.run("pay 9")
     (call,) = first.pending
     history = list(first.messages)

@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from refund_waits import refund_tool  # tests/refund_waits.py
+from wiping import RAN, wipe  # tests/wiping.py
 
-from goagent_py import Agent, ApprovalPendingError, ToolCall, tool
+from goagent_py import Agent, ApprovalPendingError, ToolCall
 from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage import SQLiteStorage
 from goagent_py.orchestration import Handoffs, Pipeline, StepFailedError
@@ -18,19 +20,8 @@ from goagent_py.testing import ScriptedProvider, tool_call_response
 async def test_a_node_whose_calls_wait_for_a_person_fails_the_flow_saying_so(
     tmp_path: Path,
 ) -> None:
-    ran: list[str] = []
+    RAN.clear()
     read: list[str] = []
-
-    @tool(requires_approval=True)
-    def wipe(target: str) -> str:
-        """Wipe something.
-
-        Args:
-            target: what.
-        """
-        ran.append(target)
-        return f"wiped {target}"
-
     worker = Agent(
         name="cleaner",
         provider=ScriptedProvider(tool_call_response(ToolCall("c1", "wipe", {"target": "disk"}))),
@@ -49,7 +40,7 @@ async def test_a_node_whose_calls_wait_for_a_person_fails_the_flow_saying_so(
     assert "wipe" in said
     assert "resume" in said
     assert read == []  # the next node never read a half-done answer
-    assert ran == []
+    assert RAN == []
     # The wait is kept in the node's record, for a resume outside the flow.
     memory = worker.options.short_term_memory
     assert memory is not None
@@ -58,21 +49,10 @@ async def test_a_node_whose_calls_wait_for_a_person_fails_the_flow_saying_so(
 
 async def test_a_handoff_agent_whose_calls_wait_stops_the_desk_saying_so() -> None:
     ran: list[str] = []
-
-    @tool(requires_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order.
-
-        Args:
-            order: the order id.
-        """
-        ran.append(order)
-        return "refunded"
-
     billing = Agent(
         name="billing",
         provider=ScriptedProvider(tool_call_response(ToolCall("r1", "refund", {"order": "A-1"}))),
-        tools=[refund],
+        tools=[refund_tool(ran)],
     )
     triage = Agent(
         name="triage",
