@@ -521,16 +521,21 @@ def answered_result(messages: Sequence[Message], at: int) -> RunResult[Any]:
     """What a retried resume answers (:func:`answered_at` found its decisions on
     ``messages[at]``): nothing runs again; the result reports the record as it stands, the
     messages stored after the decided one (what the first resume's run added, and what came
-    since), the last answer's text and what waits now. Its counts are this call's: none."""
+    since), the last answer's text and what waits now; its stop reason ``DEFERRED`` when
+    something waits, ``ABORTED`` after an abort, ``END_TURN`` after an answer, None when no
+    answer is stored after the decided message (the first resume failed, or still runs). Its
+    counts are this call's: none."""
     after = [m for m in messages[at + 1 :] if not m.metadata.get(UI_ONLY_KEY)]
     waiting = waiting_at(list(messages))
     pending = pending_of(messages[waiting])[1] if waiting >= at else []
     text = next((m.text for m in reversed(after) if m.role is Role.ASSISTANT), "")
+    last = after[-1] if after else None
+    stop: StopReason | None = None  # no answer stored after it: the run failed, or still runs
     if pending:
         stop = StopReason.DEFERRED
-    elif after and after[-1].metadata.get(SYNTHETIC_METADATA_KEY) == "aborted":
+    elif last is not None and last.metadata.get(SYNTHETIC_METADATA_KEY) == "aborted":
         stop = StopReason.ABORTED
-    else:
+    elif last is not None and last.role is Role.ASSISTANT and not last.tool_calls:
         stop = StopReason.END_TURN
     return RunResult(text=text, stop_reason=stop, messages=after, output=text, pending=pending)
 

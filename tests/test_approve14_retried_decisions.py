@@ -17,6 +17,7 @@ from goagent_py import (
     Deny,
     ExternalTool,
     NotPendingError,
+    ProviderError,
     StopReason,
     ToolCall,
     ToolOutput,
@@ -149,7 +150,49 @@ async def test_a_resume_without_memory_sent_again_is_answered(tmp_path: Path) ->
     (call,) = first.pending
     history = list(first.messages)
     done = await agent.resume({"c1": Approve(token=call.token)}, history=history)
-    again = await agent.resume({"c1": Approve(token=call.token)}, history=history)
+    # The caller keeps the record: what it holds after the decision is the answer.
+    again = await agent.resume({"c1": Approve(token=call.token)}, history=history + done.messages)
     assert ran == [9]
-    assert done.text == "paid it"
+    assert done.text == again.text == "paid it"
     assert again.stop_reason is StopReason.END_TURN
+
+
+async def test_a_retry_after_the_first_resume_failed_says_no_answer_is_stored(
+    tmp_path: Path,
+) -> None:
+    ran: list[int] = []
+    db = tmp_path / "c.db"
+    (call,) = (await _agent(db, ran, PAY).run("pay 9")).pending
+    with pytest.raises(ProviderError):
+        await _agent(db, ran, ProviderError("down", status=503)).resume(
+            {"c1": Approve(token=call.token)}
+        )
+    again = await _agent(db, ran).resume({"c1": Approve(token=call.token)})
+    assert ran == [9]  # the batch ran once; its result is stored
+    assert again.stop_reason is None
+    assert [m.text for m in again.messages] == ["paid 9"]
+
+
+async def test_a_sub_agents_decision_sent_again_is_answered(tmp_path: Path) -> None:
+    ran: list[int] = []
+    db = tmp_path / "c.db"
+
+    def lead(*script: Any, inner_script: tuple[Any, ...] = ("sub: paid",)) -> Agent:
+        inner = Agent(provider=ScriptedProvider(*inner_script), tools=[_pay(ran)])
+        return Agent(
+            provider=ScriptedProvider(*script),
+            tools=[inner.as_tool(name="payer", description="Pays.")],
+            short_term_memory=ShortTermMemory(storage=SQLiteStorage(db, session_id="s")),
+        )
+
+    asked = await lead(
+        tool_call_response(ToolCall("p1", "payer", {"prompt": "pay"})), inner_script=(PAY,)
+    ).run("go")
+    (call,) = asked.pending
+    assert call.id == "p1/c1"
+    first = await lead("lead: done").resume({call.id: Approve(token=call.token)})
+    again = await lead().resume({call.id: Approve(token=call.token)})
+    assert ran == [9]
+    assert again.text == first.text == "lead: done"
+    with pytest.raises(ApprovalConflictError):
+        await lead().resume({call.id: Deny("no", token=call.token)})
