@@ -5,6 +5,7 @@ decision again"). Real SQLite files."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +197,26 @@ async def test_a_sub_agents_decision_sent_again_is_answered(tmp_path: Path) -> N
     assert again.text == first.text == "lead: done"
     with pytest.raises(ApprovalConflictError):
         await lead().resume({call.id: Deny("no", token=call.token)})
+
+
+async def test_two_resumes_racing_with_one_decision_run_it_once(tmp_path: Path) -> None:
+    ran: list[int] = []
+    db = tmp_path / "c.db"
+    (call,) = (await _agent(db, ran, PAY).run("pay 9")).pending
+    same = {"c1": Approve(token=call.token)}
+    results = await asyncio.gather(
+        _agent(db, ran, "paid it").resume(same), _agent(db, ran, "paid it").resume(same)
+    )
+    assert ran == [9]
+    assert sorted(r.iterations for r in results)[0] == 0  # the one answered ran nothing
+    # With different verdicts, the first wins and the other is refused.
+    (call,) = (await _agent(db, ran, PAY).run("pay 9 again")).pending
+    outcomes = await asyncio.gather(
+        _agent(db, ran, "paid").resume({"c1": Approve(token=call.token)}),
+        _agent(db, ran, "ok").resume({"c1": Deny("no", token=call.token)}),
+        return_exceptions=True,
+    )
+    refused = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(refused) == 1
+    assert isinstance(refused[0], ApprovalConflictError)
+    assert ran in ([9], [9, 9])  # the approval ran once if it won, not at all if it lost
