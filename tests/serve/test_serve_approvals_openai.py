@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from wiping import RAN, wipe  # tests/wiping.py
 
 from goagent_py import Role, tool, validate_transcript
 from goagent_py.serve import create_app
@@ -18,19 +19,7 @@ from goagent_py.testing import FunctionProvider, text_response, tool_call_respon
 
 openai = pytest.importorskip("openai")
 
-RAN: list[str] = []
 SEEN: list[str] = []  # what the model read last, each turn
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
 
 
 def answer(request: Any) -> Any:
