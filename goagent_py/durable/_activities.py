@@ -716,6 +716,8 @@ class _AgentActivities:
                     and [c.id for c in m.tool_calls] == ids
                 )
 
+            if data.get("generation") is not None:  # fenced by the run's load (approve14)
+                expect_generation(getattr(memory, "storage", None), int(data["generation"]))
             found = await _heartbeating(memory.update_where(match, update))
             if found is None:
                 found = next(

@@ -29,13 +29,14 @@ from goagent_py._flow_frames import enter_frame, leave_frame
 from goagent_py.agent_tool import _PROMPT_SCHEMA
 from goagent_py.budget import Budget, BudgetExceededError, active_budgets
 from goagent_py.errors import (
+    ApprovalPendingError,
     ConfigurationError,
     GoAgentError,
     ToolArgumentsError,
     ToolBlockedError,
 )
 from goagent_py.events import AgentEvent
-from goagent_py.messages import ContentBlock, Message, TextBlock, Usage
+from goagent_py.messages import ContentBlock, Message, StopReason, TextBlock, Usage
 from goagent_py.resilience import RetryPolicy
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition, validate_tool_name
@@ -829,6 +830,11 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
         raise
     r = run.result
     assert r is not None
+    waiting = still_waiting(agent.name, r)
+    if waiting is not None:
+        failed = StepFailedError(scope.path, waiting)
+        failed.partial = _record(failed_run(scope.path, r, waiting))
+        raise failed
     duration = time.perf_counter() - start
     output = r.output
     if output is None or isinstance(output, str):
@@ -839,6 +845,22 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
         text = to_json(output).decode()
     step = Step(scope.path, text, r.usage, r.iterations, duration, output=output)
     return _record(FlowResult(text, r.usage, r.iterations, duration, (step,), output=output))
+
+
+def still_waiting(name: str, r: RunResult[Any]) -> ApprovalPendingError | None:
+    """The error of an agent node whose run stopped on tool calls that wait for a person's
+    decision (``StopReason.DEFERRED``): a flow does not pause for decisions, and the run's text
+    is no answer to hand on (approve14). None for a run that ended otherwise. The wait stays
+    in the agent's record, for a resume outside the flow."""
+    if r.stop_reason is not StopReason.DEFERRED:
+        return None
+    calls = ", ".join(f"{p.name!r} ({p.id})" for p in r.pending) or "its tool calls"
+    return ApprovalPendingError(
+        f"agent {name or 'the agent'!r} stopped on {calls}, which wait for a person's "
+        "decision; a flow does not pause for decisions, so it stops here. Resume the agent "
+        "with them (agent.resume({call_id: Approve() or Deny(...)}), the calls in "
+        "exc.partial or the agent's record), or give a flow's agents no approval rules"
+    )
 
 
 def failed_run(path: tuple[str, ...], r: RunResult[Any], error: BaseException) -> FlowResult:
