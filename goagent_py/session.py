@@ -42,10 +42,9 @@ from goagent_py._transcript import (
     waiting_at,
 )
 from goagent_py.agent import _UNSET, Agent, Prompt, to_messages
-from goagent_py.approvals import ToolDecision, decision_hint, pending_of
+from goagent_py.approvals import ToolDecision, decision_hint, pending_of, record_of
 from goagent_py.errors import ApprovalPendingError, ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate
-from goagent_py.memory.base import ShortTermMemoryProtocol
 from goagent_py.messages import Message, Role, TextBlock, ToolCall
 from goagent_py.results import PendingCall, RunResult
 from goagent_py.tools import Tool
@@ -175,11 +174,11 @@ class Session:
         """
         memory = self.agent.options.short_term_memory
         if memory is not None:
-            stored = await _full(memory)
+            stored = await record_of(memory)
             closing = closing_tail(stored)
             if closing:
                 await memory.append(*closing)
-                stored = await _full(memory)
+                stored = await record_of(memory)
             self._transcript = stored
         self._loaded = True
         return self.transcript
@@ -205,7 +204,7 @@ class Session:
         if memory is None:
             return
         try:
-            self._transcript = await _full(memory)
+            self._transcript = await record_of(memory)
         except Exception as exc:  # the run's own outcome is what the caller gets
             _log.warning("reloading the transcript from short-term memory failed: %s", exc)
             self._loaded = False  # the next run loads it again
@@ -595,12 +594,3 @@ def _going_on(last: Message) -> list[Message]:
     if kind == "max_iterations":
         return [Message(Role.USER, [TextBlock(_GO_ON_PROMPT)])]
     return []
-
-
-async def _full(memory: ShortTermMemoryProtocol) -> list[Message]:
-    """Every stored message but the compaction boundaries (the memory's view if it has no
-    ``transcript()``: a third-party memory)."""
-    transcript = getattr(memory, "transcript", None)
-    if callable(transcript):
-        return list(await transcript())
-    return list(await memory.messages())

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from goagent_py._workers import to_thread
+from goagent_py.approvals import record_of
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.serve._approvals import check_against, decisions_from_body, pending_json
 from goagent_py.serve._server import (
@@ -228,7 +229,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
                 raise HttpError(409, "a run is in progress in this thread")
             memory = live.session.agent.options.short_term_memory
             assert memory is not None  # a served thread always has its SQLite memory
-            check_against(await memory.messages(), decisions)
+            check_against(await record_of(memory), decisions)
             started = await server.start_run(user, thread_id, "", decisions=decisions)
         except ApprovalError as exc:
             raise HttpError(409, str(exc)) from exc

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from goagent_py._conversation import conversation_key
 from goagent_py.agent import Agent
-from goagent_py.approvals import ToolDecision
+from goagent_py.approvals import ToolDecision, answered_at, record_of
 from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError
 from goagent_py.events import (
     AgentEnd,
@@ -451,6 +451,7 @@ class Server:
                 live.session.set_agent(agent)
         from goagent_py.serve._agui import AguiMapper  # ag-ui-protocol: loaded with the routes
 
+        retry = False
         run_id = "run_" + secrets.token_hex(8)
         run = Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
         live.run = run
@@ -458,7 +459,7 @@ class Server:
         if decisions is not None:
             memory = live.session.agent.options.short_term_memory
             assert memory is not None  # a served thread always has its SQLite memory
-            stored = await memory.messages()  # read only: Session.load would repair it
+            stored = await record_of(memory)  # read only: Session.load would repair it
             try:  # checked again while this run holds the thread: two clicks, one wins
                 check_against(stored, decisions)
             except ApprovalError:
@@ -466,7 +467,10 @@ class Server:
                 del self.runs[run_id]
                 raise
             run.mapper.resuming(waiting_calls(stored))
-        run.task = asyncio.create_task(self._drive(live, run, text, decisions))
+            # A decision sent again (answered as done, approve14) starts nothing: not even the
+            # "always" approvals, whose budget was the first one's.
+            retry = answered_at(stored, decisions) >= 0
+        run.task = asyncio.create_task(self._drive(live, run, text, decisions, retry=retry))
         if self.watchers:
             self.changed(user, "running", thread_id, runId=run_id)
         return run
@@ -477,6 +481,8 @@ class Server:
         run: Run,
         text: str,
         decisions: Mapping[str, ToolDecision] | None = None,
+        *,
+        retry: bool = False,
     ) -> None:
         put = run.queue.put_nowait
         # RUN_STARTED is made once the run has begun: it has stored the user's message or is
@@ -525,7 +531,7 @@ class Server:
                     spent=spent,
                     budget=live.session.agent.options.max_iterations,
                 )
-                if auto is not None and not run.abort_reason and not streams:
+                if auto is not None and not run.abort_reason and not streams and not retry:
                     run.mapper.resuming(waiting_calls(live.session.transcript))
                     streams.append(live.session.stream_resume(auto))
                 elif not streams and not run.abort_reason and _goes_on(live.session):
