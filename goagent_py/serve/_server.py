@@ -323,13 +323,12 @@ class Server:
         key = (user, thread_id)
         async with self._building:
             live = self.live.get(key)
-            if live is not None and live.run is None and live.storage.replaced():
-                # The database was restored (or deleted) under this idle thread: its session
-                # and storage hold the old file, which the storage refuses to write. Rebuilt
-                # from the file now at the path, as an evicted thread is (docs/serve.md).
-                del self.live[key]
-                await live.storage.aclose()
-                live = None
+            if live is not None and live.run is None:
+                # The database restored from a backup (or deleted) under this idle thread: the
+                # storage its agent uses goes on with the file now at the path and the session
+                # reads the conversation from it, by the rule the chat and the coding session
+                # follow (Session.reopen; docs/serve.md). A stat when nothing changed.
+                await live.session.reopen()
             if live is None:
                 storage = SQLiteStorage(self.storage_path, session_id=session_key(user, thread_id))
                 memory = ShortTermMemory(storage)
