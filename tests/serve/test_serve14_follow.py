@@ -13,8 +13,7 @@ from goagent_py.messages import Role
 from goagent_py.provider import StreamDone, TextDelta
 from goagent_py.serve import create_app
 from goagent_py.testing import text_response
-
-from conftest import check_agui
+from tests.serve.conftest import check_agui
 
 
 class _Slow:

@@ -75,9 +75,7 @@ async def test_a_restored_file_is_followed_by_the_storage_the_agent_uses(
             _restore(db, backup)
 
             listed = (await client.get("/api/threads")).json()["threads"]
-            assert [(t["id"], t["title"], t["running"]) for t in listed] == [
-                (kept, "kept", False)
-            ]
+            assert [(t["id"], t["title"], t["running"]) for t in listed] == [(kept, "kept", False)]
             r = await client.post(f"/api/threads/{kept}/runs", json={"message": "three"})
             events = helpers.sse_events(r.text)
             assert events[-1]["type"] == "RUN_FINISHED", events[-1]
