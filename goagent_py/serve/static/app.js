@@ -630,8 +630,12 @@
   // the run; when it ends the thread is shown as stored.
   const FOLLOWING = "a reply is being written in another tab or client";
 
+  // Only a tab that is shown follows (a stream each: a browser keeps at most six connections
+  // to one server, and six tabs following would leave none); a hidden one shows the turn when
+  // it ends, and follows again once shown.
   async function follow(thread) {
     if (state.running || state.following || conn.lost || state.thread !== thread) return;
+    if (document.hidden) return;
     const controller = new AbortController();
     const me = { thread, controller };
     state.following = me;
@@ -1061,7 +1065,17 @@
       start().catch((e) => status(e.message, true));
     });
     window.addEventListener("online", wakeReconnect);
-    document.addEventListener("visibilitychange", () => { if (!document.hidden) wakeReconnect(); });
+    document.addEventListener("visibilitychange", () => {
+      if (document.hidden) {
+        unfollow();
+        return;
+      }
+      wakeReconnect();
+      const thread = state.thread;
+      if (thread && !state.running && !state.following && !conn.lost && !$("app").hidden) {
+        api(`/api/threads/${thread}`).then((t) => { if (t.running) follow(thread); }).catch(() => {});
+      }
+    });
     $("stop").addEventListener("click", () => {
       api(`/api/threads/${state.thread}/stop`, { method: "POST", body: {} }).catch(() => {});
     });
