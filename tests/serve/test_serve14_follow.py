@@ -240,3 +240,32 @@ async def test_deltas_ready_together_are_one_event_and_read_ones_never_change() 
             text_end("m2"),
         ]
     ]
+
+
+async def test_another_users_running_thread_cannot_be_followed(db: str, helpers: Any) -> None:
+    from goagent_py.serve import TokenAuth
+
+    model = _Slow()
+    alice = {"authorization": "Bearer token-of-alice-0001"}
+    bob = {"authorization": "Bearer token-of-bob-000001"}
+    auth = TokenAuth({"token-of-alice-0001": "alice", "token-of-bob-000001": "bob"})
+    app = create_app(helpers.factory_for(model), storage_path=db, auth=auth)
+    try:
+        async with helpers.client_for(app) as client:
+            tid = (await client.post("/api/threads", json={}, headers=alice)).json()["id"]
+
+            async def run() -> Any:
+                path = f"/api/threads/{tid}/runs"
+                return await client.post(path, json={"message": "hi"}, headers=alice)
+
+            running = asyncio.create_task(run())
+            await asyncio.wait_for(model.waiting.wait(), 60)
+            theirs = await client.get(f"/api/threads/{tid}/follow", headers=bob)
+            unknown = await client.get("/api/threads/nope/follow", headers=bob)
+            assert theirs.status_code == unknown.status_code == 404
+            assert theirs.content == unknown.content  # byte for byte: nothing told
+            assert (await client.get(f"/api/threads/{tid}/follow")).status_code == 401
+            model.go.set()
+            assert helpers.sse_events((await running).text)[-1]["type"] == "RUN_FINISHED"
+    finally:
+        await app.aclose()
