@@ -67,6 +67,7 @@ from goagent_py.tools import ToolDefinition
 
 from ._mcp import call_activity, listed_definitions
 from ._results import PREVIEW, REFS_KEY, digest_of, marked, reference_of
+from ._telemetry import traced, with_telemetry, workflow_hooks
 from ._wire import (  # names shared with the client
     ABORT_SIGNAL,
     DECIDE_UPDATE,
@@ -278,6 +279,7 @@ class _Calls:
         the server, and is recorded when that task completes)."""
         c = self.config
         heartbeat = c.get("heartbeat_timeout")
+        data = traced(data)
         try:
             if local and c.get("local_memory_activities"):
                 try:
@@ -779,6 +781,9 @@ def _agent_for(
             on_tool_result=calls.on_tool_result,
         ),
     }
+    telemetry = workflow_hooks()  # the worker's (create_worker(tracer_provider=...)), if any
+    if telemetry is not None:
+        settings["hooks"] = with_telemetry(settings["hooks"], telemetry)
     if calls.checks or config.get("external_tools"):
         # Which calls wait is decided on the workers (the tools' predicates, the agent's
         # policy): see _Calls.prepare. The deadline is the workflow's (Run.clock).

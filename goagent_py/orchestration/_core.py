@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from goagent_py._describe import described
+from goagent_py._flow_frames import enter_frame, leave_frame
 from goagent_py.agent_tool import _PROMPT_SCHEMA
 from goagent_py.budget import Budget, BudgetExceededError, active_budgets
 from goagent_py.errors import (
@@ -457,9 +458,28 @@ class Flow:
     """
 
     name: str = "flow"
+    # A run of it is a workflow (an ``invoke_workflow`` span with goagent_py.otel); False for a
+    # flow that only stands for one agent node (MappedDeps).
+    _workflow: bool = True
 
     async def _invoke(self, input: str, scope: Scope) -> FlowResult:
         raise NotImplementedError
+
+    async def _call(self, input: str, scope: Scope) -> FlowResult:
+        """One run of this flow (what every caller runs, :meth:`_invoke` inside a frame that
+        telemetry can open the workflow's span for: goagent_py/_flow_frames.py)."""
+        if not self._workflow:
+            return await self._invoke(input, scope)
+        frame, token = enter_frame(self.name, input)
+        try:
+            result = await self._invoke(input, scope)
+        except BaseException as exc:
+            frame.end(None, exc)
+            raise
+        finally:
+            leave_frame(token)
+        frame.end(result.text, None)
+        return result
 
     def as_tool(self, *, name: str, description: str) -> FlowTool:
         """This orchestration as a tool an agent's model can call with a ``prompt`` (see
@@ -486,7 +506,7 @@ class Flow:
             _deps_scope(deps),
             budget if budget is not None else contextlib.nullcontext(),
         ):
-            result = await self._invoke(input, Scope((self.name,)))
+            result = await self._call(input, Scope((self.name,)))
         return dataclasses.replace(result, flow_state=state)
 
     async def stream(
@@ -502,7 +522,7 @@ class Flow:
 
         async def body() -> FlowResult:
             try:
-                return await self._invoke(input, scope)
+                return await self._call(input, scope)
             finally:
                 queue.put_nowait(done)
 
@@ -761,7 +781,7 @@ async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:
     from goagent_py.agent import Agent
 
     if isinstance(runnable, Flow):
-        return await runnable._invoke(text, scope)
+        return await runnable._call(text, scope)
     start = time.perf_counter()
     if isinstance(runnable, Agent):
         return await _run_agent(runnable, text, scope, start)
@@ -830,6 +850,8 @@ def failed_run(path: tuple[str, ...], r: RunResult[Any], error: BaseException) -
 class MappedDeps(Flow):
     """An agent node whose runs get ``deps(the flow's deps)`` instead of the flow's own (a
     member given as ``as_tool(agent, deps=fn)`` that an orchestration runs as a node)."""
+
+    _workflow = False  # one agent node, not a workflow
 
     def __init__(self, agent: Agent, deps: Callable[[Any], Any], *, name: str) -> None:
         self.agent = agent
@@ -903,14 +925,14 @@ class FlowTool:
         ctx = current_tool_context()
         if ctx is None:
             with _state_scope():
-                result = await self.flow._invoke(text, Scope((self.name,)))
+                result = await self.flow._call(text, Scope((self.name,)))
             return [TextBlock(result.text)]
         scope = Scope((*ctx.path, self.name), ctx.report)
         try:
             # The calling run's deps are the flow's agents' deps, as as_tool gives a child its
             # parent's.
             with _state_scope(), _deps_scope(ctx.deps, inherit=False):
-                result = await self.flow._invoke(text, scope)
+                result = await self.flow._call(text, scope)
         except Exception as exc:
             partial = getattr(exc, "partial", None)
             if isinstance(partial, FlowResult):
