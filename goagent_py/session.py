@@ -183,6 +183,36 @@ class Session:
         self._loaded = True
         return self.transcript
 
+    async def reopen(self) -> bool:
+        """Go on with the file now at its path when the short-term memory's file was deleted
+        or replaced since its storage opened it (a backup restored over it): the storage
+        reopens (``SQLiteStorage.reopen``) and the transcript is loaded from the file now
+        there. For a turn boundary, with no run going on: the chat, the coding session and
+        the served chat call it before each turn (docs/sessions.md "Session ids and the file
+        under the record").
+
+        Returns:
+            True if the session went over to the file now at the path (its transcript read
+            from it), False if the file is the one opened (or the memory keeps no file).
+
+        Raises:
+            SessionBusyError: a run is going on.
+            MemoryStoreError: the file now there cannot be read; the next run loads again.
+        """
+        self._ensure_idle("reopen()")
+        storage = getattr(self.agent.options.short_term_memory, "storage", None)
+        reopen = getattr(storage, "reopen", None)
+        if reopen is None:
+            return False
+        # The look first (a stat, here); the reopen (in a worker thread) only when the file
+        # changed: a served turn would pay for that hop every time (issue 36).
+        replaced = getattr(storage, "replaced", None)
+        if (replaced is not None and not replaced()) or not await reopen():
+            return False
+        self._loaded = False  # a failed load below leaves the next run to load again
+        await self.load()
+        return True
+
     async def _history(self) -> list[Message]:
         """What the next run starts from: the model's view of the record (the latest compaction
         boundary and what follows it, through the memory's window), or the session's list."""

@@ -71,6 +71,28 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
 
         return RunStream(server, run, frames())
 
+    async def follow(request: Request) -> Response:
+        # The thread's run now, from its first event, for a tab or client that did not start
+        # it (docs/serve.md, "Several tabs"); leaving does nothing to the run.
+        user = await server.user(request)
+        thread_id = request.path_params["thread_id"]
+        await server.thread(user, thread_id)
+        live = server.live.get((user, thread_id))
+        run = live.run if live is not None else None
+        if run is None:
+            raise HttpError(409, "no run in progress in this thread; read its messages")
+
+        async def frames() -> AsyncIterator[bytes]:
+            first = True
+            async for batch in run.queue.follow():
+                if first:  # RUN_STARTED, then where the run goes on from
+                    first = False
+                    told = run.mapper.following(run.stored_before, run.message)
+                    batch = [batch[0], told, *batch[1:]]
+                yield b"".join(sse_frame(_to_json(i)) for i in batch)
+
+        return RunStream(server, None, frames())
+
     async def changes(request: Request) -> Response:
         # The changes to the user's threads as they happen (docs/serve.md, "Several tabs"):
         # another tab's or client's run starting and ending, a thread made, renamed, deleted.
@@ -376,6 +398,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         (t + "/messages", messages, ["GET"]),
         (t + "/runs", run, ["POST"]),
         (t + "/steer", steer, ["POST"]),
+        (t + "/follow", follow, ["GET"]),
         (t + "/decisions", decide, ["POST"]),
         (t + "/stop", stop, ["POST"]),
         ("/api/runs/{run_id:str}/stop", stop_run, ["POST"]),
