@@ -253,6 +253,24 @@ def test_steer_stop_and_busy_reach_the_run_in_the_other_worker(
     assert after.startswith(f"pid={served.pids[1]} ")
 
 
+def test_following_a_run_in_the_other_worker_streams_it(served: Served, tmp_path: Path) -> None:
+    first, second = served.url(0), served.url(1)
+    thread = _thread(first)
+    fifo = tmp_path / "held"
+    with (
+        _held_run(first, thread, fifo) as (run_id, _),
+        httpx.stream(
+            "GET", f"{second}/api/threads/{thread}/follow", headers=_headers(), timeout=120
+        ) as followed,
+    ):
+        assert followed.status_code == 200
+        events = _events(followed.iter_lines())
+        assert next(events)["runId"] == run_id
+        _release(fifo)
+        rest = list(events)
+    assert _texts(rest) == [f"pid={served.pids[0]} n=1 held"]
+
+
 def test_deleting_a_thread_whose_run_is_in_the_other_worker_ends_the_run_first(
     served: Served, tmp_path: Path
 ) -> None:
