@@ -14,6 +14,7 @@ from goagent_py._workers import to_thread
 from goagent_py.approvals import record_of
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.serve._approvals import check_against, decisions_from_body, pending_json
+from goagent_py.serve._cluster import Moved, OwnedElsewhere
 from goagent_py.serve._server import (
     COOKIE,
     HttpError,
@@ -36,6 +37,8 @@ def _guarded(fn: Endpoint) -> Endpoint:
     async def wrapper(request: Request) -> Response:
         try:
             return await fn(request)
+        except OwnedElsewhere as exc:  # serve --workers: the worker that runs it answers
+            return Moved(request.scope, [exc.pid])
         except HttpError as exc:
             status, body = error_body(exc.status, exc.message, path=request.url.path, code=exc.code)
             return JSONResponse(body, status_code=status)
@@ -169,8 +172,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         if request.method == "GET":
             listed = await server.threads.list(user)
             for t in listed:  # a run going on in it (another tab's, another client's)
-                live = server.live.get((user, t["id"]))
-                t["running"] = live is not None and live.run is not None
+                t["running"] = server.running(user, t["id"])
             return JSONResponse({"threads": listed})
         body = await server.body(request)
         title = body.get("title", _TITLE)
@@ -197,8 +199,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
             await server.threads.update(user, thread_id, title)
             server.changed(user, "renamed", thread_id, title=title)
             found["title"] = title
-        live = server.live.get((user, thread_id))
-        found["running"] = live is not None and live.run is not None
+        found["running"] = server.running(user, thread_id)
         return JSONResponse(found)
 
     async def messages(request: Request) -> Response:
@@ -281,6 +282,10 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         user = await server.user(request)
         await server.body(request)
         found: Run | None = server.runs.get(request.path_params["run_id"])
+        if found is None and server.cluster is not None:
+            others = server.cluster.others()  # a run of another worker's (serve --workers)
+            if others:
+                return Moved(request.scope, others)
         if found is None or found.user != user:
             raise HttpError(404, "no such run")
         return JSONResponse({"stopped": server.stop(found)})

@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from goagent_py._conversation import conversation_key
 from goagent_py.agent import Agent
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COOKIE",
     "LOCAL_ONLY",
+    "Affinity",
     "AgentFactory",
     "HttpError",
     "Live",
@@ -123,6 +124,29 @@ PARKED_DROPPED = (
     "waited for your tools' results at once (the server's max_parked_runs); send the message "
     "again"
 )
+
+
+class Affinity(Protocol):
+    """Which worker process a thread's run belongs to, under ``serve --workers N``
+    (implemented by :class:`goagent_py.serve._cluster.Cluster`; None in one process)."""
+
+    def check(self, user: str, thread_id: str) -> None:
+        """Raise when another worker runs the thread (the request goes there)."""
+
+    def claim(self, user: str, thread_id: str, busy: str) -> None:
+        """Take the thread for a run of this worker, or raise (``busy``: the 409's message)."""
+
+    def release(self, user: str, thread_id: str) -> None:
+        """Let go of the thread after its run."""
+
+    def holder(self, user: str, thread_id: str) -> int | None:
+        """The process of another worker that runs the thread, or None."""
+
+    def relay(self, user: str, event: dict[str, Any]) -> None:
+        """Send a change of ``user``'s threads to the other workers' change streams."""
+
+    def others(self) -> list[int]:
+        """The other workers to ask about a run this one does not know."""
 
 
 # The events whose deltas add up (the key naming what they add to): a run's events read in
@@ -329,6 +353,8 @@ class Server:
         self.watchers: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
         self.max_watchers = 32  # per user; past it the oldest stream ends (the page reopens it)
         self._closed = False
+        # Under serve --workers N: the thread leases and change relay (docs/serve.md).
+        self.cluster: Affinity | None = None
 
     # -- who is asking -------------------------------------------------------------------
 
@@ -435,10 +461,21 @@ class Server:
         found = await self.threads.get(user, thread_id)
         if found is None:
             raise HttpError(404, "no such thread")
+        if self.cluster is not None:  # its run is in another worker: the request goes there
+            self.cluster.check(user, thread_id)
         return found
+
+    def running(self, user: str, thread_id: str) -> bool:
+        """Whether a run of the thread is going on (in this worker or another)."""
+        live = self.live.get((user, thread_id))
+        if live is not None and live.run is not None:
+            return True
+        return self.cluster is not None and self.cluster.holder(user, thread_id) is not None
 
     async def live_of(self, user: str, thread_id: str) -> Live:
         key = (user, thread_id)
+        if self.cluster is not None:  # its run is in another worker: the request goes there
+            self.cluster.check(user, thread_id)
         async with self._building:
             live = self.live.get(key)
             if live is not None and live.run is None:
@@ -515,9 +552,15 @@ class Server:
     def changed(self, user: str, kind: str, thread_id: str, **more: Any) -> None:
         """Tell ``user``'s change streams that ``thread_id`` changed (``kind``: "running",
         "ran", "renamed", "created", "deleted")."""
+        event = {"type": kind, "threadId": thread_id, **more}
+        self.deliver(user, event)
+        if self.cluster is not None:
+            self.cluster.relay(user, event)
+
+    def deliver(self, user: str, event: dict[str, Any]) -> None:
+        """Put a change ``event`` in this process's change streams of ``user``."""
         theirs = self.watchers.get(user)
         if theirs:
-            event = {"type": kind, "threadId": thread_id, **more}
             for queue in theirs:
                 queue.put_nowait(event)
 
@@ -548,11 +591,13 @@ class Server:
         uses (the thread's own agent is put back when it ends); ``decisions`` resumes the
         thread's waiting calls instead (serve/_approvals.py)."""
         live = await self.live_of(user, thread_id)
+        decide_after = "a run is in progress in this thread; decide after it"
+        busy = "a run is in progress in this thread; stop or steer it"
         while live.run is not None:
             if decisions is not None:  # a decision never interrupts: the first one wins
-                raise HttpError(409, "a run is in progress in this thread; decide after it")
+                raise HttpError(409, decide_after)
             if self.busy == "refuse" and not live.run.parked:
-                raise HttpError(409, "a run is in progress in this thread; stop or steer it")
+                raise HttpError(409, busy)
             # busy="interrupt", or a run still waiting for a client's tool results: the new
             # message wins; the old run ends aborted (and stored).
             current = live.run
@@ -571,6 +616,14 @@ class Server:
         retry = False
         run_id = "run_" + secrets.token_hex(8)
         run = Run(run_id, user, thread_id, RunEvents(), AguiMapper(thread_id, run_id))
+        if self.cluster is not None:  # nothing awaited between this and live.run = run
+            try:
+                self.cluster.claim(user, thread_id, decide_after if decisions else busy)
+            except BaseException:
+                if live.base_agent is not None:
+                    live.session.set_agent(live.base_agent)
+                    live.base_agent = None
+                raise
         live.run = run
         self.runs[run_id] = run
         if decisions is not None:
@@ -582,13 +635,15 @@ class Server:
             except ApprovalError:
                 live.run = None
                 del self.runs[run_id]
+                if self.cluster is not None:
+                    self.cluster.release(user, thread_id)
                 raise
             run.mapper.resuming(waiting_calls(stored))
             # A decision sent again (answered as done, approve14) starts nothing: not even the
             # "always" approvals, whose budget was the first one's.
             retry = answered_at(stored, decisions) >= 0
         run.task = asyncio.create_task(self._drive(live, run, text, decisions, retry=retry))
-        if self.watchers:
+        if self.watchers or self.cluster is not None:
             self.changed(user, "running", thread_id, runId=run_id)
         return run
 
@@ -615,7 +670,9 @@ class Server:
             streams: list[AsyncIterator[AgentEvent]] = []
             # The session's projection of the record (read back after every run; issue 36:
             # the conversation was read a third time per turn): what the run goes on from.
-            if not live.session.loaded:
+            # Under several workers another one may have run turns of this thread since this
+            # session read it: the projection is read again (docs/serve.md).
+            if not live.session.loaded or self.cluster is not None:
                 await live.session.load()
             stored = live.session.transcript
             run.stored_before, run.message = len(stored), text
@@ -678,7 +735,10 @@ class Server:
             if not told and live.session.steering_queue:
                 live.session.clear_queues("steering")  # cancelled: nothing is kept either
             live.run = None
-            if self.watchers:  # its messages are stored; reads of the index wait for its record
+            if self.cluster is not None:
+                self.cluster.release(run.user, run.thread_id)
+            if self.watchers or self.cluster is not None:
+                # Its messages are stored; reads of the index wait for its record.
                 self.changed(run.user, "ran", run.thread_id, runId=run.run_id)
             if live.base_agent is not None:
                 live.session.set_agent(live.base_agent)
