@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from goagent_py._paths import (
+    HeldRoot,
     PathEscapeError,
     open_dir_in_root,
     open_entry_in_root,
@@ -116,6 +117,9 @@ class FileToolkit:
             raise ConfigurationError(f"FileToolkit(root={self.root!r}): not an existing directory")
         self.root = real
         self._workspace = WorkspaceRoot(real)
+        # Every open starts from this descriptor, never from the root's name again: a root
+        # swapped for a link after the call's check cannot lead an open elsewhere.
+        self._held = HeldRoot(real)
         for name in ("max_read_chars", "max_file_bytes", "max_results", "max_walk_files"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -159,7 +163,7 @@ class FileToolkit:
 
     def _resolve(self, path: str) -> Path:
         try:
-            return resolve_in_root(self._base, path)
+            return resolve_in_root(self._held, path)
         except PathEscapeError as exc:
             raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
         except OSError as exc:  # a symlink on the way changed while it was being read
@@ -183,7 +187,7 @@ class FileToolkit:
         ``head``, a file over ``max_file_bytes`` gives its first ``max_file_bytes + 1`` bytes
         instead of an error (a caller tells it by the length)."""
         with _opening(path):
-            opened, real = open_file_in_root(self._base, path, "rb")
+            opened, real = open_file_in_root(self._held, path, "rb")
             with opened as f:
                 return self._read_fd(path, f, real, tool, expect, head=head), self._base / real
         raise AssertionError("unreachable")  # pragma: no cover - _opening re-raises
@@ -229,7 +233,7 @@ class FileToolkit:
         another program changed meanwhile (a formatter the model started beside the edit, the
         user's editor) is refused untouched, never overwritten with an edit of its old text.
         """
-        self._refuse_hidden(tool, path, relative_in_root(self._base, path))
+        self._refuse_hidden(tool, path, relative_in_root(self._held, path))
         with _opening(path, failing="cannot be written"):
             opened, real, made = self._open_rw(path, create=create)
             with opened as f:
@@ -262,7 +266,7 @@ class FileToolkit:
         a new file over the name (as editors do), and a write through ``fd`` reaches only the
         old, unlinked one."""
         try:
-            opened, _ = open_file_in_root(self._base, path, "rb")
+            opened, _ = open_file_in_root(self._held, path, "rb")
             with opened as f:
                 same = os.path.samestat(os.fstat(f.fileno()), os.fstat(fd))
         except (OSError, PathEscapeError):
@@ -288,17 +292,17 @@ class FileToolkit:
         if create:
             parent = os.path.dirname(path.replace("\\", "/").strip("/"))
             if parent:
-                fd, _ = open_dir_in_root(self._base, parent, create=True)
+                fd, _ = open_dir_in_root(self._held, parent, create=True)
                 os.close(fd)
         for _ in range(3):
             try:
-                opened, real = open_file_in_root(self._base, path, "r+b")
+                opened, real = open_file_in_root(self._held, path, "r+b")
                 return opened, real, False
             except FileNotFoundError:
                 if not create:
                     raise
             try:
-                opened, real = open_file_in_root(self._base, path, "x+b")
+                opened, real = open_file_in_root(self._held, path, "x+b")
                 return opened, real, True
             except FileExistsError:
                 continue  # made meanwhile by another program: open it as an existing file
@@ -457,7 +461,7 @@ class FileToolkit:
     def _open_dir(self, path: str) -> tuple[int, str]:
         """A descriptor of the directory ``path`` and its real path relative to the root."""
         try:
-            return open_dir_in_root(self._base, path)
+            return open_dir_in_root(self._held, path)
         except PathEscapeError as exc:
             raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
         except NotADirectoryError as exc:
@@ -591,7 +595,7 @@ class FileToolkit:
         the opened descriptor is (deciding by the name and opening it again would let a
         symlink swapped in between lead elsewhere)."""
         with _opening(start):
-            fd, real, is_dir = open_entry_in_root(self._base, start)
+            fd, real, is_dir = open_entry_in_root(self._held, start)
         if not is_dir:
             with os.fdopen(fd, "rb") as f:
                 if only is not None and not (only(start) or only(start.rsplit("/", 1)[-1])):
@@ -753,7 +757,7 @@ class FileToolkit:
         ):
             return  # the root (the walks take it; a write says why not) or no path at all
         try:
-            resolve_in_root(self._base, path)
+            resolve_in_root(self._held, path)
         except PathEscapeError as exc:
             raise CodingToolError(f"path {path!r}: {exc.reason}") from exc
         except OSError:
@@ -770,7 +774,7 @@ class FileToolkit:
         reserved = self._queue.reserved_path(_running_key(), path)
         if reserved is not None:
             return reserved.relative_to(self._base).as_posix() or "."
-        return relative_in_root(self._base, path)
+        return relative_in_root(self._held, path)
 
     def reserve(self, call: ToolCall) -> Callable[[], None] | None:
         """Take ``call``'s place in its file's write queue now (an approval gate calls this as
@@ -780,7 +784,7 @@ class FileToolkit:
         if not isinstance(path, str):
             return None
         try:
-            resolved = resolve_in_root(self._base, path)
+            resolved = resolve_in_root(self._held, path)
         except (PathEscapeError, OSError):  # refused, or a link changed meanwhile: the body says
             return None
         key = call_key(call)
