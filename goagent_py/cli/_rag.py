@@ -90,12 +90,14 @@ def _pipeline(path: Path) -> Pipeline:
 
 
 def _bar(progress: IndexProgress, out: Any, planned: int | None = None) -> None:
+    from goagent_py._terminal import printable
+
     total = max(progress.total or planned or progress.done, progress.done)
     width = 30
     filled = int(width * progress.done / total) if total else width
     line = (
         f"\rindexing [{'#' * filled}{'.' * (width - filled)}] {progress.done}/{total} "
-        f"{progress.document.source[-40:]:<40}"
+        f"{printable(progress.document.source[-40:]):<40}"
     )
     out.write(line)
     out.flush()
