@@ -113,6 +113,13 @@ class Document:
     ) -> None:
         if not isinstance(source, str) or not source.strip():
             raise ConfigurationError(f"Document source must be a non-empty str, got {source!r}")
+        try:
+            source.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ConfigurationError(
+                f"Document source {source!r} holds a lone surrogate (a name that is not valid "
+                "UTF-8, decoded with surrogateescape): give a source that is text"
+            ) from exc
         blocks = (TextBlock(content),) if isinstance(content, str) else tuple(content)
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "blocks", blocks)
@@ -168,6 +175,7 @@ def load_file(
         OSError: the file can't be read.
     """
     p = Path(path)
+    _check_name(p)
     fmt = format or FORMATS.get(p.suffix.lower(), "text")
     if fmt not in set(FORMATS.values()):
         raise ConfigurationError(
@@ -368,6 +376,22 @@ def describe_os_error(exc: BaseException) -> str:
 
 def _log_skip(path: str, reason: str) -> None:
     _log.warning("skipped %s: %s", path, reason)
+
+
+def _check_name(path: Path) -> None:
+    """Refuse a file whose path is not valid UTF-8: its name goes into the source, the title
+    and every chunk's embedded context, none of which can hold the bytes Python decoded it to
+    (lone surrogates): indexing it failed with UnicodeEncodeError and ended a folder's index."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(text[exc.start]) - 0xDC00 if 0xDC80 <= ord(text[exc.start]) <= 0xDCFF else None
+        shown = f" (byte {byte:#04x})" if byte is not None else ""
+        raise UnreadableDocumentError(
+            text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"),
+            f"its name is not valid UTF-8{shown}; rename the file (e.g. with convmv) to index it",
+        ) from exc
 
 
 def _check_max_bytes(max_bytes: int | None) -> None:
