@@ -284,14 +284,12 @@ async def follow_restored_history(session: Any) -> str | None:
     Returns:
         The note that tells the user, None when the file is the one opened.
     """
-    memory = session.agent.options.short_term_memory
-    storage: Any = getattr(memory, "storage", None)
-    reopen = getattr(storage, "reopen", None)
-    if reopen is None or not await reopen():
-        return None
+    storage: Any = getattr(session.agent.options.short_term_memory, "storage", None)
     path = getattr(storage, "path", "")
     try:
-        loaded = await session.load()
+        if not await session.reopen():  # the one rule, the served chat's too
+            return None
+        loaded = session.transcript
     except MemoryStoreError as exc:  # the file now there cannot be used: say so, keep going
         return (
             f"(the history file {path} was replaced or deleted since this session opened it, "

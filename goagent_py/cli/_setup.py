@@ -315,6 +315,7 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
     With a fact recalled, earlier turns go: the model imitates their answers instead. Only the
     best one: given two facts, it mixes them ("your name is Biscuit").
     """
+    from goagent_py.memory.long_term import provenance_of
     from goagent_py.memory.records import SUPERSEDED, asks_about_past, state_of
     from goagent_py.memory.write_policies import is_question
     from goagent_py.small_models.context_filters import (
@@ -325,7 +326,9 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
     )
 
     def transform(messages: list[Any]) -> list[Any]:
-        said = [s.message for s in recalled() if s.message.role == "user"]
+        # The user's own statements only: a passage or tool output stored as a user message
+        # (provenance "retrieved" or "tool") said back as "You ..." would be read as fact.
+        said = [s.message for s in recalled() if provenance_of(s.message) == "user"]
         facts = [m.text for m in said][:1]
         kept = drop_failed_tool_exchanges(messages)
         # Asked about the past: the fact a newer one replaced, said as the past.

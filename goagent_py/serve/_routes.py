@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from goagent_py._workers import to_thread
+from goagent_py.approvals import record_of
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.serve._approvals import check_against, decisions_from_body, pending_json
 from goagent_py.serve._server import (
@@ -69,6 +70,28 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
                 yield LastChunk(data) if last else data
 
         return RunStream(server, run, frames())
+
+    async def follow(request: Request) -> Response:
+        # The thread's run now, from its first event, for a tab or client that did not start
+        # it (docs/serve.md, "Several tabs"); leaving does nothing to the run.
+        user = await server.user(request)
+        thread_id = request.path_params["thread_id"]
+        await server.thread(user, thread_id)
+        live = server.live.get((user, thread_id))
+        run = live.run if live is not None else None
+        if run is None:
+            raise HttpError(409, "no run in progress in this thread; read its messages")
+
+        async def frames() -> AsyncIterator[bytes]:
+            first = True
+            async for batch in run.queue.follow():
+                if first:  # RUN_STARTED, then where the run goes on from
+                    first = False
+                    told = run.mapper.following(run.stored_before, run.message)
+                    batch = [batch[0], told, *batch[1:]]
+                yield b"".join(sse_frame(_to_json(i)) for i in batch)
+
+        return RunStream(server, None, frames())
 
     async def changes(request: Request) -> Response:
         # The changes to the user's threads as they happen (docs/serve.md, "Several tabs"):
@@ -228,7 +251,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
                 raise HttpError(409, "a run is in progress in this thread")
             memory = live.session.agent.options.short_term_memory
             assert memory is not None  # a served thread always has its SQLite memory
-            check_against(await memory.messages(), decisions)
+            check_against(await record_of(memory), decisions)
             started = await server.start_run(user, thread_id, "", decisions=decisions)
         except ApprovalError as exc:
             raise HttpError(409, str(exc)) from exc
@@ -375,6 +398,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         (t + "/messages", messages, ["GET"]),
         (t + "/runs", run, ["POST"]),
         (t + "/steer", steer, ["POST"]),
+        (t + "/follow", follow, ["GET"]),
         (t + "/decisions", decide, ["POST"]),
         (t + "/stop", stop, ["POST"]),
         ("/api/runs/{run_id:str}/stop", stop_run, ["POST"]),
