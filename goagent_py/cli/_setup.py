@@ -62,6 +62,7 @@ __all__ = [
     "long_term_memory",
     "small_model_context",
     "small_model_provider",
+    "wait_loaded",
     "write_policy",
 ]
 
@@ -174,6 +175,30 @@ def load_in_background(embedder: Any) -> threading.Thread | None:
     _LOADS.append(thread)
     thread.start()
     return thread
+
+
+async def wait_loaded(thing: Any) -> None:
+    """Load ``thing``'s model (an embedder's, an embedded LLM's: its ``_load``) in a
+    :func:`load_in_background` thread and wait for it, in a daemon worker.
+
+    Loaded on first use instead, the model loads in the event loop's executor, which
+    ``asyncio.run`` joins on the way out: a Ctrl-C while it loaded waited for the whole load
+    (``rag index`` sat for the seconds of the embedder's load). Loaded here, the command ends
+    at once through :func:`exit_if_loading` (exit 130, nothing more written). A failed load
+    raises here: ``_load`` is called again once the thread ended (at once when it loaded; the
+    background thread keeps its failure to itself). A ``thing`` without ``_load`` is loaded
+    by its own ``load()`` when it has one (nothing otherwise: a vendor's model).
+    """
+    from goagent_py._workers import run_named
+
+    thread = load_in_background(thing)
+    if thread is not None:
+        await run_named("load-wait", thread.join)
+        await run_named("load", thing._load)
+        return
+    load = getattr(thing, "load", None)
+    if callable(load):
+        await load()
 
 
 def exit_if_loading(code: int) -> None:
