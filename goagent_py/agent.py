@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, Unpack, overload
 from typing_extensions import TypeVar
 
 from goagent_py._control import RunControl
+from goagent_py._generation import expect_generation, generation_read
 from goagent_py._loop import Resumed, Run
 from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py._records import message as new_message
@@ -42,7 +43,6 @@ from goagent_py.errors import (
 from goagent_py.events import AgentEvent
 from goagent_py.hooks import HookDispatcher
 from goagent_py.memory.base import UpdatableMemory
-from goagent_py.memory.storage._generation import expect_generation, generation_read
 from goagent_py.messages import (
     ContentBlock,
     DocumentBlock,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from goagent_py import Agent
-from goagent_py._conversation import client_scope, client_session_id
+from goagent_py.memory._clients import client_scope, client_session_id
 from goagent_py.memory.storage._parts import check_session_id
 from goagent_py.testing import ScriptedProvider
 

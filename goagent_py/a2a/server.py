@@ -24,13 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from goagent_py._conversation import (
-    ClientAgent,
-    ConversationOwners,
-    client_agent,
-    recall_key,
-    unkeyable,
-)
+from goagent_py._conversation import ConversationOwners
 from goagent_py._http_guard import OriginGuard
 from goagent_py.a2a._mapping import (
     ANSWER_ARTIFACT,
@@ -46,6 +40,7 @@ from goagent_py.agent import Agent
 from goagent_py.approvals import REPLY_HINT, Deny, reply_decision
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AgentEnd, MessageDelta
+from goagent_py.memory._clients import ClientAgent, client_agent, recall_key, unkeyable
 from goagent_py.messages import ContentBlock, StopReason, TextBlock
 from goagent_py.results import PendingCall, RunResult
 from goagent_py.session import Session

@@ -33,6 +33,7 @@ from goagent_py._call_gates import (
     prepared_call,
     with_arguments,
 )
+from goagent_py._generation import expect_generation, generation_read
 from goagent_py._metadata_keys import CLAIM_KEY, DECISIONS_KEY, PENDING_KEY
 from goagent_py._transcript import error_result, repair_transcript, truncate_content
 from goagent_py.approvals import RunContext, pending_of
@@ -55,7 +56,6 @@ from goagent_py.mcp.errors import (
 from goagent_py.memory.base import UpdatableMemory
 from goagent_py.memory.consolidation import collect_consolidations
 from goagent_py.memory.long_term import LongTermMemory
-from goagent_py.memory.storage._generation import expect_generation, generation_read
 from goagent_py.messages import (
     ContentBlock,
     Message,

@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from goagent_py._generation import expect_generation
 from goagent_py.errors import CorruptedDataError
-from goagent_py.memory.storage._generation import expect_generation
 from goagent_py.memory.storage._parts import part_session
 from goagent_py.messages import ContentBlock, Message, Role, TextBlock, ThinkingBlock
 

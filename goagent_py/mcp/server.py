@@ -21,17 +21,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from goagent_py._conversation import (
-    ClientAgent,
-    ConversationOwners,
-    client_agent,
-    recall_key,
-    unkeyable,
-)
+from goagent_py._conversation import ConversationOwners
 from goagent_py._describe import described, message_of
 from goagent_py.errors import ConfigurationError
 from goagent_py.events import AgentEnd, ToolExecutionStart, TurnStart
 from goagent_py.mcp._sdk import require
+from goagent_py.memory._clients import ClientAgent, client_agent, recall_key, unkeyable
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
 from goagent_py.tools import Tool
 

@@ -184,7 +184,7 @@ async def test_a_part_stored_for_a_run_that_read_before_the_clear_is_refused(
     """A durable run stores a big tool result as a part of its conversation, fenced by the
     generation its load read: after the conversation's clear the part is refused, so no row
     of the deleted conversation comes back (its parts are deleted with it, and only then)."""
-    from goagent_py.memory.storage._generation import expect_generation, generation_read
+    from goagent_py._generation import expect_generation, generation_read
     from goagent_py.memory.storage._parts import part_session
 
     run, other = opener(), opener()

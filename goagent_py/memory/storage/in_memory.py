@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from goagent_py._deepcopy import deepcopy
-from goagent_py.memory.storage._generation import ReadFence, cleared_error
+from goagent_py._generation import ReadFence, cleared_error
 from goagent_py.messages import Message
 
 __all__ = ["InMemoryStorage"]

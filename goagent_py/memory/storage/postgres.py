@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from goagent_py._generation import ReadFence, cleared_error
 from goagent_py._redact import check_dsn, redact, secrets_from_dsn
 from goagent_py.errors import (
     ConfigurationError,
@@ -48,7 +49,6 @@ from goagent_py.errors import (
     MemoryStoreError,
     MissingExtraError,
 )
-from goagent_py.memory.storage._generation import ReadFence, cleared_error
 from goagent_py.memory.storage._lease import current_fence
 from goagent_py.memory.storage._parts import (
     PART_SEPARATOR,

@@ -41,6 +41,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from goagent_py._deepcopy import message_copier
+from goagent_py._generation import STALE, ReadFence, cleared_error
 from goagent_py._sqlite import (
     NOT_HERE,
     HeldConnection,
@@ -54,7 +55,6 @@ from goagent_py._sqlite import (
     write_in_file,
 )
 from goagent_py.errors import ConfigurationError, CorruptedDataError, MemoryStoreError
-from goagent_py.memory.storage._generation import STALE, ReadFence, cleared_error
 from goagent_py.memory.storage._parts import (
     PART_SEPARATOR,
     check_session_id,
