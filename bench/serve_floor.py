@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -123,7 +124,7 @@ def main(users: int, turns: int, workers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         port_file = Path(tmp) / "port"
         command = [sys.executable, __file__, "--serve", str(port_file), "--workers", str(workers)]
-        process = subprocess.Popen(command)
+        process = subprocess.Popen(command, start_new_session=True)  # its workers: one group
         try:
             port = serve_load._wait_for_port(port_file, process)
             out: list[float] = []
@@ -139,7 +140,7 @@ def main(users: int, turns: int, workers: int) -> None:
             server = _group_cpu(process.pid) - server_before
             client = serve_load._own_cpu_seconds() - client_before
         finally:
-            process.terminate()
+            os.killpg(process.pid, signal.SIGTERM)  # the forked workers too
             process.wait(30)
     out.sort()
     n = len(out)
