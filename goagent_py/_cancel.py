@@ -17,7 +17,7 @@ import asyncio
 
 from goagent_py.errors import StrayCancellationError
 
-__all__ = ["as_failure", "failed", "run_cancelled", "stray", "unasked"]
+__all__ = ["as_failure", "cancels_the_run", "failed", "run_cancelled", "stray", "unasked"]
 
 
 _RUNS = "_goagent_cancels_the_run"
@@ -32,10 +32,16 @@ def run_cancelled(message: str) -> asyncio.CancelledError:
     return exc
 
 
+def cancels_the_run(exc: BaseException) -> bool:
+    """Whether ``exc`` is a cancellation the framework raised for the run
+    (:func:`run_cancelled`)."""
+    return getattr(exc, _RUNS, False) is True
+
+
 def unasked(exc: BaseException | None = None) -> bool:
     """Whether a ``CancelledError`` being handled now (``exc``, when given) was not asked of the
     running task, nor raised by the framework for the run (:func:`run_cancelled`)."""
-    if getattr(exc, _RUNS, False) is True:
+    if exc is not None and cancels_the_run(exc):
         return False
     task = asyncio.current_task()
     return task is not None and task.cancelling() == 0

@@ -37,7 +37,7 @@ from goagent_py._call_gates import (
     take_place,
     with_arguments,
 )
-from goagent_py._cancel import as_failure, failed, stray
+from goagent_py._cancel import as_failure, cancels_the_run, failed, stray
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._conversation import held_with
 from goagent_py._deepcopy import snapshot_message
@@ -1118,6 +1118,18 @@ class Run:
             set_event_sink(put, self.path)
             try:
                 result = await self._run_one(call, message, put)
+            except asyncio.CancelledError as exc:
+                if closing or cancels_the_run(exc):  # the run cancels its calls, or ends
+                    put(_Failed(exc))
+                    raise
+                # Code other than the run cancelled this call's task (another call holding
+                # it): that call's failure, an error result the model reads; the batch and
+                # the run go on (goagent_py/_cancel.py).
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    task.uncancel()
+                error = ToolExecutionError(call.name, call.arguments, exc)
+                result = await self._after(error_result(call, error))
             except BaseException as exc:
                 put(_Failed(exc))
                 # Only cancellation ends the task as cancelled: a SystemExit or
@@ -1131,6 +1143,7 @@ class Run:
 
         tasks: dict[int, asyncio.Task[None]] = {}
         started = done = 0
+        closing = False  # set before the run cancels the calls still running
         if self.control is not None:
             self.control._attach(lambda: queue.put_nowait(_WAKE))
         try:
@@ -1155,6 +1168,7 @@ class Run:
             if self.control is not None:
                 self.control._attach(None)
             pending = [t for t in tasks.values() if not t.done()]
+            closing = True
             for task in pending:
                 task.cancel()
             if pending:

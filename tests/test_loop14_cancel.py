@@ -308,3 +308,65 @@ async def test_a_cancellation_the_framework_raises_for_the_run_cancels_it() -> N
 
     with pytest.raises(asyncio.CancelledError):
         await Agent(provider=Cancelled()).run("Hello")
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_call_whose_task_another_call_cancels_fails_alone(streamed: bool) -> None:
+    """Two parallel calls: one cancels the other's task (code holding the task of another,
+    not the run's cancellation). The cancelled call ended the whole run cancelled; it is that
+    call's error result, the other keeps its result and the run goes on."""
+    tasks: dict[str, asyncio.Task[Any]] = {}
+    waiting = asyncio.Event()
+
+    @tool
+    async def wait(n: int) -> str:
+        """Waits."""
+        task = asyncio.current_task()
+        assert task is not None
+        tasks["wait"] = task
+        waiting.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    @tool
+    async def stop_other(n: int) -> str:
+        """Cancels the other call."""
+        await waiting.wait()
+        tasks["wait"].cancel()
+        return "stopped it"
+
+    provider = ScriptedProvider(
+        tool_call_response(("wait", {"n": 1}), ("stop_other", {"n": 2})), "Done."
+    )
+    agent = Agent(provider=provider, tools=[wait, stop_other])
+    if streamed:
+        async for _ in agent.stream("Go"):
+            pass
+    else:
+        result = await agent.run("Go")
+        assert result.output == "Done."
+    told = provider.requests[1].messages
+    assert [m.tool_call_id for m in told[-2:]] == [
+        c.id for c in provider.requests[1].messages[-3].tool_calls
+    ]
+    assert told[-2].is_error
+    assert "CancelledError" in told[-2].text
+    assert not told[-1].is_error
+    assert told[-1].text == "stopped it"
+
+
+async def test_a_parallel_call_given_the_runs_own_cancellation_cancels_the_run() -> None:
+    """The durable workflow's cancellation of an activity one of several calls awaited (see
+    above) still cancels the run, not only that call."""
+    from goagent_py._cancel import run_cancelled
+
+    @tool
+    async def activity(n: int) -> str:
+        """Runs as a durable activity."""
+        raise run_cancelled("goagent.tool.activity was cancelled")
+
+    provider = ScriptedProvider(
+        tool_call_response(("activity", {"n": 1}), ("activity", {"n": 2})), "Done."
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await Agent(provider=provider, tools=[activity]).run("Go")
