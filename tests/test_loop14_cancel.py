@@ -370,3 +370,19 @@ async def test_a_parallel_call_given_the_runs_own_cancellation_cancels_the_run()
     )
     with pytest.raises(asyncio.CancelledError):
         await Agent(provider=provider, tools=[activity]).run("Go")
+
+
+async def test_a_subscriber_that_lets_out_a_stray_cancellation_never_breaks_the_run() -> None:
+    """A subscriber that raises is logged and the run goes on; one that let out a
+    CancelledError (a sync callback that re-raised one it caught) ended the prompt cancelled."""
+    seen: list[object] = []
+
+    def subscriber(event: object) -> None:
+        seen.append(event)
+        raise asyncio.CancelledError
+
+    session = Session(Agent(provider=ScriptedProvider("Hi.")))
+    session.subscribe(subscriber)
+    result = await session.prompt("Hello")
+    assert result.output == "Hi."
+    assert isinstance(seen[-1], AgentEnd)
