@@ -155,10 +155,10 @@ _CLIENT: Any = httpx.AsyncClient
 _CALLGRIND = ""  # --callgrind FILE: the server under valgrind's callgrind
 _STRACE = ""  # --strace FILE: strace -c -f attached to the server for the turns
 _LOOP = "auto"  # --loop: the server's event loop, chosen as ``goagent-py serve --loop`` does
+_WORKERS = 1  # --workers: worker processes, as ``goagent-py serve --workers``
 
 
-def _serve(port_file: str, db: str, users: int, turns: int) -> None:
-    """The server process: bind a free port, write it to ``port_file``, serve until killed."""
+def _app(db: str, users: int, turns: int) -> Any:
     tokens = _tokens(users)
     # No request records: the test double's default keeps a snapshot of every request (the
     # whole conversation each turn), CPU and memory that are the bench's, not the server's.
@@ -167,7 +167,27 @@ def _serve(port_file: str, db: str, users: int, turns: int) -> None:
     def factory(ctx: ThreadContext) -> Agent:
         return Agent(provider=provider, model="scripted", short_term_memory=ctx.short_term_memory)
 
-    app = create_app(factory, storage_path=db, auth=TokenAuth(tokens))
+    return create_app(factory, storage_path=db, auth=TokenAuth(tokens))
+
+
+def _serve(port_file: str, db: str, users: int, turns: int) -> None:
+    """The server process: bind a free port, write it to ``port_file``, serve until killed
+    (with ``--workers N`` above 1, as ``goagent-py serve --workers N``: N worker processes
+    on the socket, the port written once they all serve)."""
+    if _WORKERS > 1:
+        from goagent_py.serve._supervise import supervise
+
+        sock = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        payload = {"db": db, "users": users, "turns": turns, "loop": _LOOP}
+
+        def announce(pids: list[int]) -> None:
+            Path(port_file).write_text(str(sock.getsockname()[1]))
+
+        supervise(
+            "serve_load:_worker", payload, listening=sock, workers=_WORKERS, announce=announce
+        )
+        return
+    app = _app(db, users, turns)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
@@ -175,6 +195,29 @@ def _serve(port_file: str, db: str, users: int, turns: int) -> None:
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     with asyncio.Runner(loop_factory=event_loop_factory(_LOOP)) as runner:  # as the CLI runs it
         runner.run(server.serve(sockets=[sock]))
+
+
+def _worker(payload: dict[str, Any]) -> int:
+    """One worker of ``--workers N`` (``goagent_py.serve._supervise`` calls it)."""
+    from goagent_py.serve.run import serve_in_worker
+
+    app = _app(payload["db"], payload["users"], payload["turns"])
+    config = uvicorn.Config(app, log_level="warning")
+    with asyncio.Runner(loop_factory=event_loop_factory(payload["loop"])) as runner:
+        return runner.run(serve_in_worker(app, config))
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """:func:`_cpu_seconds` of ``pid`` and of its children (the workers of ``--workers N``)."""
+    total = _cpu_seconds(pid)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -333,12 +376,12 @@ async def _load(
 ) -> tuple[dict[str, Any], float, int]:
     out: dict[str, Any] = {"errors": [], "ttft": [], "total": [], "threads": {}}
     tracer = await asyncio.to_thread(_attach_strace, pid)
-    before = _cpu_seconds(pid)
+    before = _tree_cpu_seconds(pid)
     client_before = _own_cpu_seconds()
     start = time.perf_counter()
     await asyncio.gather(*(_user(base, user, token, turns, out) for token, user in tokens.items()))
     wall = time.perf_counter() - start
-    out["turns_cpu"] = _cpu_seconds(pid) - before  # the users' threads and turns, no checks
+    out["turns_cpu"] = _tree_cpu_seconds(pid) - before  # the users' threads and turns, no checks
     out["client_cpu"] = _own_cpu_seconds() - client_before  # the load generator's, the same
     if tracer is not None:
         out["syscalls"] = await asyncio.to_thread(_detach_strace, tracer)
@@ -444,6 +487,7 @@ def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
         port_file = Path(tmp) / "port"
         command = [sys.executable, __file__, "--serve", str(port_file), str(db)]
         command += ["--users", str(users), "--turns", str(turns), "--loop", _LOOP]
+        command += ["--workers", str(_WORKERS)]
         if _CALLGRIND:
             stale = Path(_CALLGRIND).parent.glob(Path(_CALLGRIND).name + ".*")
             for old in [Path(_CALLGRIND), *stale]:  # the dump read is the fresh ".1"
@@ -460,11 +504,11 @@ def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
             if _CALLGRIND:  # count from here: start-up and imports left out
                 zero = ["callgrind_control", "-z", str(process.pid)]
                 subprocess.run(zero, check=True, capture_output=True)
-            before = _cpu_seconds(process.pid)
+            before = _tree_cpu_seconds(process.pid)
             out, wall, cross = asyncio.run(
                 _load(f"http://127.0.0.1:{port}", tokens, turns, process.pid)
             )
-            server_cpu = _cpu_seconds(process.pid) - before
+            server_cpu = _tree_cpu_seconds(process.pid) - before
             # The server's own memory (not valgrind's or py-spy's), after the load and checks.
             memory = None if _CALLGRIND or py_spy else _memory_mb(process.pid)
         finally:
@@ -472,7 +516,9 @@ def _ours(users: int, turns: int, py_spy: str | None, gil: bool) -> int:
             process.wait(60)
         cross_db = _db_cross(db)
     loop = "uvloop" if event_loop_factory(_LOOP) else "asyncio"
-    _report(f"goagent-py serve (uvicorn on {loop}, SQLite, token auth)", out, wall, server_cpu)
+    workers = f", {_WORKERS} workers" if _WORKERS > 1 else ""
+    title = f"goagent-py serve (uvicorn on {loop}{workers}, SQLite, token auth)"
+    _report(title, out, wall, server_cpu)
     print(f"  cross-user rows: {cross} via the API, {cross_db} in the database")
     if memory is not None:
         rss, peak = memory
@@ -561,6 +607,12 @@ if __name__ == "__main__":
         default="auto",
         help="our server's event loop, as goagent-py serve --loop (auto: uvloop when installed)",
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="our server's worker processes, as goagent-py serve --workers N (CPU summed)",
+    )
     parser.add_argument("--serve", nargs=2, metavar=("PORT_FILE", "DB"), help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.raw_client:
@@ -568,6 +620,7 @@ if __name__ == "__main__":
     _CALLGRIND = ns.callgrind
     _STRACE = ns.strace
     _LOOP = ns.loop
+    _WORKERS = ns.workers
     if ns.serve:
         with contextlib.suppress(KeyboardInterrupt):
             _serve(*ns.serve, ns.users, ns.turns)

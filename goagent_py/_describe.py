@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["described", "message_of", "validation_errors"]
+__all__ = ["described", "error_type", "message_of", "validation_errors"]
 
 _LISTED_ERRORS = 10
 _LOC_PART_CHARS = 64
@@ -52,3 +52,46 @@ def validation_errors(
 
 def _short(text: str) -> str:
     return text if len(text) <= _LOC_PART_CHARS else f"{text[:_LOC_PART_CHARS]}..."
+
+
+def error_type(error: BaseException) -> str:
+    """A low-cardinality ``error.type`` for ``error`` (OpenTelemetry's attribute: the one source
+    every span and metric of goagent-py records it from).
+
+    A provider error reads as the vendor's error type from its body (``overloaded_error``,
+    ``rate_limit_error``...): that is what went wrong, even when it arrived mid-stream after an
+    HTTP 200; else as its HTTP status; anything else as its fully qualified class name (a
+    builtin's bare: ``TimeoutError``). ``ToolExecutionError`` is unwrapped to its cause: the type
+    of what the tool raised. Attributes are read defensively: a foreign exception's property
+    that raises is not looked at, never raised from here.
+    """
+    kind = _attribute(error, "error_type")
+    if isinstance(kind, str) and _is_low_cardinality(kind):
+        return kind
+    status = _attribute(error, "status")
+    if isinstance(status, int) and not isinstance(status, bool):
+        return str(status)
+    cause = _attribute(error, "cause")
+    if type(error).__name__ == "ToolExecutionError" and isinstance(cause, BaseException):
+        error = cause
+    cls = type(error)
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+def _attribute(error: BaseException, name: str) -> object:
+    try:
+        return getattr(error, name, None)
+    except Exception:  # a property of foreign code that raises: as if it were not there
+        return None
+
+
+_MAX_ERROR_TYPE_CHARS = 64
+
+
+def _is_low_cardinality(kind: str) -> bool:
+    # A vendor's enum value ("overloaded_error", "InternalServerError"), not a sentence that a
+    # compatible server put where the type goes: that would make one metric series per message.
+    return (
+        0 < len(kind) <= _MAX_ERROR_TYPE_CHARS and kind.replace("_", "").replace(".", "").isalnum()
+    )

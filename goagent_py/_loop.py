@@ -355,6 +355,8 @@ class Run:
     # each one set or read went through a dict of its own (issue 36).
     __slots__ = (
         "_abandoned",
+        "_answered",
+        "_bound",
         "_calls_started",
         "_compactions",
         "_held_in",
@@ -426,9 +428,16 @@ class Run:
         output: OutputSpec[Any] | None = None,
         deps: Any = None,
         resume: Resumed | None = None,
+        answered: RunResult[Any] | None = None,
     ) -> None:
         self.o = options
         self.resume = resume
+        # A retried resume that went through already (approvals.answered_at): this run runs
+        # nothing and ends with this result.
+        self._answered = answered
+        # The resumed calls a person approved on a file their path led to then (call id ->
+        # (the path argument, that file)): they run only if it still leads there.
+        self._bound: dict[str, tuple[str, str]] | None = None
         self.pending: list[PendingCall] = []
         # The clock of approval deadlines and the maker of wait tokens: a durable workflow
         # sets replay-safe ones (its own time, its seeded randomness).
@@ -932,7 +941,9 @@ class Run:
         if self.loud:
             put(ToolExecutionStart(self._shown().call(shown), path=self.path))
         reason: str | None = None
-        if o.before_tool_call is not None:
+        if self._bound is not None and call.id in self._bound:
+            reason = _moved(tool, call, validated, *self._bound[call.id])
+        if reason is None and o.before_tool_call is not None:
             reason = await gate_reason(
                 o.before_tool_call,
                 o.before_tool_call_sees_message,
@@ -1357,7 +1368,8 @@ class Run:
                 self.log.warning("the approval check raised; the call waits: %s", message_of(exc))
                 need = True
             if need:
-                held.append(PendingCall(shown, "approval", deadline))
+                resolved = _resolved_path(tool, shown)
+                held.append(PendingCall(shown, "approval", deadline, resolved=resolved))
         return held
 
     async def _defer(
@@ -1481,6 +1493,10 @@ class Run:
                 to_run.append(
                     (index, replace(call, name=shown.name, arguments=dict(shown.arguments)))
                 )
+                path = shown.arguments.get("path")
+                if shown.resolved and isinstance(path, str):
+                    self._bound = self._bound or {}
+                    self._bound[call.id] = (path, shown.resolved)
             else:
                 to_run.append((index, call))
         # A call that waited for nothing when its turn stopped, which this agent's rules make
@@ -1758,9 +1774,28 @@ class Run:
         Each event feeds the hooks (through the agent's :class:`HookDispatcher`) just before it
         is yielded: one place, so hooks and the stream can never disagree.
         """
+        if self._answered is not None:
+            return self._answer(self._answered)  # nothing runs: no hook sees a run
         if not self.hooks.handlers:
             return self._events()  # no hook to feed: spare every event a generator hop
         return self._hooked_events()
+
+    async def _answer(self, result: RunResult[Any]) -> AsyncGenerator[AgentEvent, None]:
+        """The end of a retried resume: the result the record gives, nothing run again. Its
+        answer is streamed again (the client that retries lost it), as one message."""
+        self.run_id = _run_ids.next()
+        self.stop_reason = result.stop_reason
+        self.pending = list(result.pending)
+        self.result = replace(result, run_id=self.run_id)
+        if result.text:
+            yield MessageStart(Role.ASSISTANT, 0, None, streaming=True, path=self.path)
+            yield MessageDelta("text", result.text, path=self.path)
+            answer = Message(Role.ASSISTANT, [TextBlock(result.text)])
+            yield MessageEnd(answer, result.stop_reason, path=self.path)
+        if result.pending:  # what waits now, as a run that stops on it says
+            shown = [replace(p, call=self._shown().call(p.call)) for p in result.pending]
+            yield ToolsPending(shown, path=self.path)
+        yield AgentEnd(self.result, path=self.path)
 
     async def _hooked_events(self) -> AsyncGenerator[AgentEvent, None]:
         handlers = self.hooks.handlers
@@ -2370,3 +2405,38 @@ class Run:
             yield event
         self.result = self._finish(None)
         yield AgentEnd(self.result, path=self.path)
+
+
+def _resolved_path(tool: object, call: ToolCall) -> str:
+    """The file a file tool's call acts on (its ``rule_path`` of the call's ``path``), what a
+    person who approves it approves; "" for another tool, or a path it cannot resolve (the
+    tool refuses it when it runs)."""
+    rule = getattr(tool, "rule_path", None)
+    path = call.arguments.get("path")
+    if not callable(rule) or not isinstance(path, str):
+        return ""
+    try:
+        return str(rule(path))
+    except Exception:
+        return ""
+
+
+def _moved(
+    tool: object, call: ToolCall, validated: dict[str, Any] | None, path: str, approved: str
+) -> str | None:
+    """Why an approved call of a file tool must not run: its path leads to another file than
+    the one it led to when the person approved it (a link swapped meanwhile); None when it
+    leads there still, or the call runs on another path (an edit: the person wrote it).
+    Checked in the call's task, after its place in the file's write queue was taken: the
+    file resolved here is the one the write reaches (``rule_path`` answers with it)."""
+    arguments = validated if validated is not None else call.arguments
+    if arguments.get("path") != path:
+        return None
+    now = _resolved_path(tool, call)
+    if now == approved:
+        return None
+    return (
+        f"its path {path!r} now leads to {now or 'nothing it can open'!r}, not to {approved!r} "
+        "as when it was approved (a link changed meanwhile); call it again to be asked about "
+        "the file it leads to now"
+    )

@@ -27,6 +27,7 @@ import errno
 import os
 import posixpath
 import stat
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import IO, Any
@@ -35,6 +36,7 @@ from goagent_py.errors import ConfigurationError, InvalidInputError
 
 __all__ = [
     "MAX_PATH_DEPTH",
+    "HeldRoot",
     "PathEscapeError",
     "open_dir_in_root",
     "open_entry_in_root",
@@ -46,6 +48,10 @@ __all__ = [
 ]
 
 StrPath = str | os.PathLike[str]
+
+_DIR_FLAGS = (
+    os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
 
 _MAX_SYMLINKS = 40  # as Linux's own limit: a loop ends in a refusal, not a hang
 MAX_PATH_DEPTH = 256
@@ -75,7 +81,49 @@ class PathEscapeError(InvalidInputError):
         return self._reduce_with(self.root, self.path, self.reason)
 
 
+class HeldRoot(os.PathLike[str]):
+    """A root directory opened once: every open under it starts from this descriptor.
+
+    Given as the ``root`` of the functions here, the walk of each open starts from the folder
+    opened when this was made, never from the root's name again: a root renamed and replaced
+    by a symlink (or another folder) between a caller's check and an open does not lead the
+    open elsewhere. Name-based answers (:func:`resolve_in_root`, :func:`relative_in_root`) use
+    :attr:`path`, so a swapped name resolves outside and is refused there.
+
+    Args:
+        root: the directory (resolved here; opened without following a link).
+
+    Raises:
+        ConfigurationError: ``root`` is not an existing directory.
+    """
+
+    def __init__(self, root: StrPath) -> None:
+        self.path = _root_dir(root)
+        try:
+            self._fd = os.open(self.path, _DIR_FLAGS)
+        except OSError as exc:
+            raise ConfigurationError(f"root {self.path} cannot be opened: {exc}") from exc
+        weakref.finalize(self, os.close, self._fd)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"HeldRoot({str(self.path)!r})"
+
+    def identity(self) -> tuple[int, int]:
+        """The held folder's ``(st_dev, st_ino)``, whatever its name leads to now."""
+        info = os.fstat(self._fd)
+        return (info.st_dev, info.st_ino)
+
+    def opened(self) -> int:
+        """A new descriptor of the held folder (the caller closes it)."""
+        return os.dup(self._fd)
+
+
 def _root_dir(root: StrPath) -> Path:
+    if isinstance(root, HeldRoot):
+        return root.path
     try:
         real = Path(os.path.realpath(os.fspath(root)))
     except (TypeError, ValueError) as exc:
@@ -225,7 +273,7 @@ def open_in_root(root: StrPath, user_path: StrPath, mode: str = "r", **open_kwar
     flags = _flags(mode)
     shown = os.fspath(user_path)
     if os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW"):
-        fd, _ = _open_walking(base, parts, flags, shown)
+        fd, _ = _open_walking(base, parts, flags, shown, held=_held(root))
     else:  # pragma: no cover - Windows
         fd = _open_checked_twice(base, user_path, flags, shown)
     try:
@@ -248,7 +296,7 @@ def open_file_in_root(
     flags = _flags(mode)
     shown = os.fspath(user_path)
     if os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW"):
-        fd, names = _open_walking(base, parts, flags, shown)
+        fd, names = _open_walking(base, parts, flags, shown, held=_held(root))
         real = "/".join(names)
     else:  # pragma: no cover - Windows
         fd = _open_checked_twice(base, user_path, flags, shown)
@@ -282,7 +330,9 @@ def open_dir_in_root(root: StrPath, user_path: StrPath, *, create: bool = False)
     parts = _parts(base, text, allow_root=True)
     if not (os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")):  # pragma: no cover
         raise PathEscapeError(str(base), str(text), "directory walks need POSIX dir_fd support")
-    fd, names = _open_walking(base, parts, 0, str(text), directory=True, create=create)
+    fd, names = _open_walking(
+        base, parts, 0, str(text), directory=True, create=create, held=_held(root)
+    )
     return fd, "/".join(names) or "."
 
 
@@ -312,10 +362,10 @@ def open_entry_in_root(root: StrPath, user_path: StrPath) -> tuple[int, str, boo
     if not (os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")):  # pragma: no cover
         raise PathEscapeError(str(base), str(text), "opening needs POSIX dir_fd support")
     if not parts:
-        fd, _ = _open_walking(base, parts, 0, str(text), directory=True)
+        fd, _ = _open_walking(base, parts, 0, str(text), directory=True, held=_held(root))
         return fd, ".", True
     flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-    fd, names = _open_walking(base, parts, flags, str(text), either=True)
+    fd, names = _open_walking(base, parts, flags, str(text), either=True, held=_held(root))
     try:
         is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
     except BaseException:
@@ -402,6 +452,7 @@ def _open_walking(
     directory: bool = False,
     create: bool = False,
     either: bool = False,
+    held: HeldRoot | None = None,
 ) -> tuple[int, list[str]]:
     """Open ``parts`` below ``base`` one component at a time, symlinks followed by hand.
 
@@ -409,13 +460,14 @@ def _open_walking(
     that the descriptor is, symlinks resolved): a name rule can be checked on it race-free.
     ``directory`` opens a directory (``parts`` may be empty: the root); ``create`` makes the
     missing directories on the way, each one in the directory descriptor before it;
-    ``either`` takes a directory at the last step as well as a regular file.
+    ``either`` takes a directory at the last step as well as a regular file; ``held``: the
+    walk starts from its descriptor rather than from ``base``'s name.
     """
 
     def refuse(why: str) -> PathEscapeError:
         return PathEscapeError(str(base), shown, why)
 
-    stack: list[int] = [os.open(base, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))]
+    stack: list[int] = [_start(base, held)]
     names: list[str] = []  # the real components of stack[1:]
     pending = list(reversed(parts))  # components still to open, next one last
     links = 0
@@ -465,9 +517,15 @@ def _open_walking(
             os.close(fd)
 
 
-_DIR_FLAGS = (
-    os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-)
+def _start(base: Path, held: HeldRoot | None) -> int:
+    """The descriptor a walk starts from: the held root's, else the root opened by name."""
+    if held is not None:
+        return held.opened()
+    return os.open(base, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+
+
+def _held(root: StrPath) -> HeldRoot | None:
+    return root if isinstance(root, HeldRoot) else None
 
 
 def _open_step(name: str, dir_fd: int, file_flags: int | None, create: bool) -> int:

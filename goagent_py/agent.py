@@ -22,10 +22,14 @@ from goagent_py._transcript import waiting_at
 from goagent_py.agent_tool import AgentTool, as_tool
 from goagent_py.approvals import (
     ToolDecision,
+    answered_at,
+    answered_result,
     check_decisions,
     pending_of,
+    record_of,
     reused_ids,
     settled,
+    stale_token,
     waits_under,
 )
 from goagent_py.dispatch import Dispatcher
@@ -38,6 +42,7 @@ from goagent_py.errors import (
 from goagent_py.events import AgentEvent
 from goagent_py.hooks import HookDispatcher
 from goagent_py.memory.base import UpdatableMemory
+from goagent_py.memory.storage._generation import expect_generation, generation_read
 from goagent_py.messages import (
     ContentBlock,
     DocumentBlock,
@@ -456,6 +461,13 @@ class Agent(Generic[Deps, Out]):
             history = await memory.messages()
         history = list(history)
         at = waiting_at(history)
+        if not matched and (
+            at < 0 or any(stale_token(d, pending_of(history[at])[0]) for d in decided.values())
+        ):
+            # Not for the wait now: maybe a retry of a resume that went through (approve14).
+            answered = await self._answered(history, decided, streaming, control, path, deps)
+            if answered is not None:
+                return answered
         if at < 0:
             raise NotPendingError(
                 "resume(): nothing in this conversation waits for a decision (its last run "
@@ -463,9 +475,17 @@ class Agent(Generic[Deps, Out]):
             )
         waiting = history[at]
         token, pending = pending_of(waiting)
+        # The read the decisions are based on (``history``: read above, or by the caller just
+        # before) fences the claim, as a run's read fences its appends: a clear since, and a
+        # refill with the same waiting message, refuse it (approve14). Reading the whole record
+        # below must not move the fence to what it finds.
+        storage = getattr(memory, "storage", None)
+        base = generation_read(storage)
         reused: set[str] = set()
         if not matched:
             reused = await self._reused(history, at)
+            if base is not None:
+                expect_generation(storage, base)
         check_decisions(pending, decided, now=now, reused=reused)
         record = dict(waiting.metadata[PENDING_KEY])  # read before the claim replaces it
         if memory is not None:
@@ -478,6 +498,11 @@ class Agent(Generic[Deps, Out]):
             found = await memory.update_where(
                 waits_under(token), lambda m: settled(m, token, decided)
             )
+            if found is None and not matched:
+                # Another resume claimed it first: this one's retry, or another decider's.
+                answered = await self._answered(history, decided, streaming, control, path, deps)
+                if answered is not None:
+                    return answered
             if found is None:
                 raise ApprovalConflictError(
                     "these calls were already decided by another resume (the first decision "
@@ -509,6 +534,45 @@ class Agent(Generic[Deps, Out]):
             resume=Resumed(waiting, decided, tuple(pending), record),
         )
 
+    async def _answered(
+        self,
+        history: list[Message],
+        decisions: Mapping[str, ToolDecision],
+        streaming: bool,
+        control: RunControl | None,
+        path: tuple[str, ...],
+        deps: Any,
+    ) -> Run | None:
+        """The run that answers a retried resume (the same decisions, under the same wait's
+        token, as one that went through: :func:`~goagent_py.approvals.answered_at`), running
+        nothing; None when these decisions were not taken before.
+
+        Raises:
+            ApprovalConflictError: the wait took other decisions (the first decision wins).
+        """
+        memory = self._options.short_term_memory
+        record = history if memory is None else await record_of(memory)
+        at = answered_at(record, decisions)
+        if at < 0:
+            return None
+        result = answered_result(record, at)
+        if self._options.output is not None:  # a typed answer is not re-parsed from text
+            result = dataclasses.replace(result, output=None)
+        return Run(
+            self._options,
+            self._dispatcher,
+            self._hook_dispatcher,
+            [t.definition for t in self._tools.values()],
+            [],
+            streaming=streaming,
+            control=control,
+            history=record,
+            path=path,
+            output=self._options.output,
+            deps=deps,
+            answered=result,
+        )
+
     async def _reused(self, history: list[Message], at: int) -> set[str]:
         """The ids of the calls waiting in ``history[at]`` that an earlier call of the
         conversation had; with short-term memory, read from the whole record (the run's view
@@ -516,7 +580,7 @@ class Agent(Generic[Deps, Out]):
         memory = self._options.short_term_memory
         whole = getattr(memory, "transcript", None)
         if memory is not None and callable(whole):
-            stored = list(await whole())
+            stored = await record_of(memory)
             found = waiting_at(stored)
             if found >= 0 and stored[found].metadata.get(PENDING_KEY) == history[at].metadata.get(
                 PENDING_KEY

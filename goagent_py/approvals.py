@@ -20,6 +20,7 @@ model reads; ``stop=True`` also ends the run) and, for an external tool, :class:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -27,7 +28,13 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
+from goagent_py._metadata_keys import (
+    DECISIONS_KEY,
+    PENDING_KEY,
+    SYNTHETIC_METADATA_KEY,
+    UI_ONLY_KEY,
+)
+from goagent_py._transcript import waiting_at
 from goagent_py.errors import (
     ApprovalConflictError,
     ApprovalExpiredError,
@@ -38,12 +45,14 @@ from goagent_py.errors import (
 from goagent_py.messages import (
     ContentBlock,
     Message,
+    Role,
+    StopReason,
     TextBlock,
     ToolCall,
     messages_from_json,
     messages_to_json,
 )
-from goagent_py.results import PendingCall
+from goagent_py.results import PendingCall, RunResult
 from goagent_py.tools import ToolDefinition, validate_tool_name
 
 __all__ = [
@@ -204,6 +213,8 @@ def _call_record(p: PendingCall) -> dict[str, Any]:
     }
     if p.via:
         out["via"] = list(p.via)
+    if p.resolved:
+        out["resolved"] = p.resolved
     return out
 
 
@@ -220,6 +231,7 @@ def pending_of(message: Message) -> tuple[str, list[PendingCall]]:
             None if c.get("deadline") is None else float(c["deadline"]),
             tuple(str(v) for v in c.get("via") or ()),
             token,
+            str(c.get("resolved") or ""),
         )
         for c in data.get("calls", [])
     ]
@@ -282,6 +294,17 @@ def reused_ids(messages: Sequence[Message], at: int) -> set[str]:
         if isinstance(decided, dict):
             seen.update(str(k) for k in decided)
     return ids & seen
+
+
+async def record_of(memory: Any) -> list[Message]:
+    """The whole record of a short-term memory: its ``transcript()`` (every stored message
+    but the compaction boundaries), or its model's view for a memory without one (a
+    third-party memory). What the decisions are checked against: a window or a compaction
+    may have cut an earlier call with a waiting call's id, or a decided wait, off the view."""
+    whole = getattr(memory, "transcript", None)
+    if callable(whole):
+        return list(await whole())
+    return list(await memory.messages())
 
 
 def check_decisions(
@@ -414,7 +437,10 @@ def reply_decision(content: str, *, token: str = "") -> Approve | Deny | None:
     return None
 
 
-def _recorded(decision: ToolDecision) -> dict[str, Any]:
+def verdict_of(decision: ToolDecision) -> dict[str, Any]:
+    """What the record keeps of ``decision``: everything it does (its verdict), not its
+    token. An output's content is the call's result message: its digest is kept here, so a
+    retry can be told from another output (:func:`same_verdict`)."""
     if isinstance(decision, Approve):
         out: dict[str, Any] = {"decision": "approve"}
         if decision.arguments is not None:
@@ -424,7 +450,94 @@ def _recorded(decision: ToolDecision) -> dict[str, Any]:
         return out
     if isinstance(decision, Deny):
         return {"decision": "deny", "message": decision.message, "stop": decision.stop}
-    return {"decision": "output", "is_error": decision.is_error}
+    content = messages_to_json([Message(Role.TOOL, decision.blocks())])
+    digest = hashlib.sha256(content).hexdigest()[:32]
+    return {"decision": "output", "is_error": decision.is_error, "content": digest}
+
+
+# What a decision's record holds beside its verdict: the wait it was taken in, and for a call
+# made inside a tool, that call's tool and the arguments shown.
+_NOT_VERDICT = frozenset({"token", "name", "asked"})
+
+
+def same_verdict(recorded: Mapping[str, Any], decision: ToolDecision) -> bool:
+    """Whether ``decision`` does what the recorded decision did (the same kind, arguments,
+    message, output): the one rule that tells a retried decision, taken as done, from a
+    second one, refused (approve14). ``recorded`` is a decision's record
+    (``goagent.decisions``) or a decision as data."""
+    verdict = {k: v for k, v in recorded.items() if k not in _NOT_VERDICT}
+    if verdict.get("decision") == "output" and "content" not in verdict:
+        return False  # recorded before outputs kept their digest: it cannot tell
+    try:
+        return bool(verdict == json.loads(json.dumps(verdict_of(decision))))
+    except (TypeError, ValueError):
+        return False  # arguments that are not JSON: never what a record holds
+
+
+def answered_at(messages: Sequence[Message], decisions: Mapping[str, ToolDecision]) -> int:
+    """The index of the message whose wait took ``decisions`` already (a retried resume whose
+    first attempt went through: the client lost the answer), or -1 when no wait did.
+
+    Only decisions that all carry one wait's token can be told apart: by id alone a retry
+    cannot be told from a late decision for another wait with the same id.
+
+    Raises:
+        ApprovalConflictError: that wait took another decision for one of these calls (the
+            first decision wins), or none for it.
+    """
+    tokens = {getattr(d, "token", "") for d in decisions.values()}
+    if len(tokens) != 1:
+        return -1
+    (token,) = tokens
+    if not isinstance(token, str) or not token:
+        return -1
+    for i in range(len(messages) - 1, -1, -1):
+        decided = messages[i].metadata.get(DECISIONS_KEY)
+        if not isinstance(decided, dict):
+            continue
+        took = {
+            str(k): v for k, v in decided.items() if isinstance(v, dict) and v.get("token") == token
+        }
+        if not took:
+            continue
+        for call_id, decision in decisions.items():
+            recorded = took.get(call_id)
+            if recorded is None:
+                raise ApprovalConflictError(
+                    f"the wait {token!r} was decided already, and it had no call "
+                    f"{call_id!r}; list the waiting calls again"
+                )
+            if not same_verdict(recorded, decision):
+                raise ApprovalConflictError(
+                    f"call {call_id!r} of the wait {token!r} was already decided, "
+                    f"otherwise ({recorded.get('decision')}); the first decision wins, and "
+                    "the run went on with it: load the conversation again to see how"
+                )
+        return i
+    return -1
+
+
+def answered_result(messages: Sequence[Message], at: int) -> RunResult[Any]:
+    """What a retried resume answers (:func:`answered_at` found its decisions on
+    ``messages[at]``): nothing runs again; the result reports the record as it stands, the
+    messages stored after the decided one (what the first resume's run added, and what came
+    since), the last answer's text and what waits now; its stop reason ``DEFERRED`` when
+    something waits, ``ABORTED`` after an abort, ``END_TURN`` after an answer, None when no
+    answer is stored after the decided message (the first resume failed, or still runs). Its
+    counts are this call's: none."""
+    after = [m for m in messages[at + 1 :] if not m.metadata.get(UI_ONLY_KEY)]
+    waiting = waiting_at(list(messages))
+    pending = pending_of(messages[waiting])[1] if waiting >= at else []
+    text = next((m.text for m in reversed(after) if m.role is Role.ASSISTANT), "")
+    last = after[-1] if after else None
+    stop: StopReason | None = None  # no answer stored after it: the run failed, or still runs
+    if pending:
+        stop = StopReason.DEFERRED
+    elif last is not None and last.metadata.get(SYNTHETIC_METADATA_KEY) == "aborted":
+        stop = StopReason.ABORTED
+    elif last is not None and last.role is Role.ASSISTANT and not last.tool_calls:
+        stop = StopReason.END_TURN
+    return RunResult(text=text, stop_reason=stop, messages=after, output=text, pending=pending)
 
 
 def settled(message: Message, token: str, decisions: Mapping[str, ToolDecision]) -> Message:
@@ -447,12 +560,15 @@ def settled(message: Message, token: str, decisions: Mapping[str, ToolDecision])
     # A call made inside a tool is not among the message's calls: its record names its tool
     # and the arguments the person was shown (what "always" covers, review9c).
     inner = {p.id: p for p in pending if p.via}
+    # Each record names the wait it was taken in: a retry with that token and verdict is
+    # answered as done (answered_at), another verdict refused.
+    mark = {"token": token} if token else {}
     metadata[DECISIONS_KEY] = {
         **(earlier if isinstance(earlier, dict) else {}),
         **{
-            i: {**_recorded(d), "name": inner[i].name, "asked": inner[i].arguments}
+            i: {**verdict_of(d), **mark, "name": inner[i].name, "asked": inner[i].arguments}
             if i in inner
-            else _recorded(d)
+            else {**verdict_of(d), **mark}
             for i, d in decisions.items()
         },
     }

@@ -111,8 +111,9 @@ class CircuitBreakerConfig:
             :class:`~goagent_py.tool_context.ToolContext` (None outside a run) returning a
             hashable key: one breaker per tool and key. Should it raise, the call fails with
             that error (and is not counted).
-        max_keys: with ``key``, the most breakers kept (an int > 0; 10,000 by default, a few
-            MB): the least recently used key's breaker is dropped to make room.
+        max_keys: the most breakers kept (an int > 0; 10,000 by default, a few MB), one per
+            tool and key (per tool without ``key``): the least recently used one is dropped
+            to make room.
     """
 
     max_failures: int = 5
@@ -354,28 +355,24 @@ def circuit_breaker_middleware(
     :class:`CircuitOpenError`.
 
     With ``hooks``, ``on_circuit_open(call, open_until)`` fires on every rejection. ``key`` and
-    ``max_keys``: see :class:`CircuitBreakerConfig` (the breakers of keys are dropped when idle,
-    and the least recently used past ``max_keys``).
+    ``max_keys``: see :class:`CircuitBreakerConfig`. Breakers, one per tool name or per tool
+    and key, are dropped when idle, and the least recently used past ``max_keys``: used alone,
+    outside the agent's ``Dispatcher`` (which passes only registered tools), the middleware may
+    be given any name, and it does not keep a breaker for each.
 
     Raises:
         ConfigurationError: a setting is out of range (checked now, not at the first call).
     """
     check_circuit_breaker(max_failures, reset_timeout, owner="circuit_breaker_middleware")
     _check_max_keys(max_keys, "circuit_breaker_middleware")
-    breakers: dict[str, CircuitBreaker] = {}
-    # Least recently used first: a dict keeps insertion order, and each use moves its key last.
+    # One table for every breaker, keyed or not (an unkeyed breaker is the tool's breaker of
+    # the key None): idle ones are dropped and at most ``max_keys`` kept, whoever picks the
+    # names. Least recently used first: a dict keeps insertion order, and each use moves its
+    # key last.
     keyed: dict[tuple[str, Hashable], _KeyedBreaker] = {}
     keyed_lock = threading.Lock()
     log = logger or logging.getLogger("goagent_py.dispatch")
     kwargs = {"clock": clock} if clock is not None else {}
-
-    def breaker_for(name: str) -> CircuitBreaker:
-        breaker = breakers.get(name)
-        if breaker is None:
-            breaker = breakers.setdefault(
-                name, CircuitBreaker(max_failures, reset_timeout, **kwargs)
-            )
-        return breaker
 
     async def guarded(tc: ToolCall, breaker: CircuitBreaker, next_: DispatchFunc) -> Any:
         # The ticket: a verdict of this call counts only while the circuit has not opened
@@ -408,16 +405,8 @@ def circuit_breaker_middleware(
         return result
 
     def middleware(next_: DispatchFunc) -> DispatchFunc:
-        if key is None:
-
-            async def call(tc: ToolCall) -> list[ContentBlock]:
-                result: list[ContentBlock] = await guarded(tc, breaker_for(tc.name), next_)
-                return result
-
-            return call
-
         async def keyed_call(tc: ToolCall) -> list[ContentBlock]:
-            slot = (tc.name, key(tc, current_tool_context()))
+            slot = (tc.name, None if key is None else key(tc, current_tool_context()))
             with keyed_lock:  # runs of several threads (run_sync) share the table
                 held = keyed.pop(slot, None)
                 if held is None:

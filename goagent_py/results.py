@@ -117,6 +117,10 @@ class PendingCall:
             (``Approve(token=call.token)``) so that it cannot be taken by a later wait whose
             call reuses this id (local models' servers number calls per turn); once an
             earlier call of the conversation had this id, a decision without it is refused.
+        resolved: for a call of a file tool (one with ``rule_path``, the coding agent's), the
+            file its ``path`` led to when the call was listed: symlinks resolved, relative to
+            the tool's root ("" for other calls). The approval is for that file: a call whose
+            path leads elsewhere when it runs (a link swapped meanwhile) is refused, not run.
     """
 
     call: ToolCall
@@ -124,6 +128,7 @@ class PendingCall:
     deadline: float | None = None
     via: tuple[str, ...] = ()
     token: str = ""
+    resolved: str = ""
 
     @property
     def id(self) -> str:

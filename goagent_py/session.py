@@ -43,10 +43,9 @@ from goagent_py._transcript import (
     waiting_at,
 )
 from goagent_py.agent import _UNSET, Agent, Prompt, to_messages
-from goagent_py.approvals import ToolDecision, decision_hint, pending_of
+from goagent_py.approvals import ToolDecision, decision_hint, pending_of, record_of
 from goagent_py.errors import ApprovalPendingError, ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate
-from goagent_py.memory.base import ShortTermMemoryProtocol
 from goagent_py.messages import Message, Role, TextBlock, ToolCall
 from goagent_py.results import PendingCall, RunResult
 from goagent_py.tools import Tool
@@ -176,14 +175,44 @@ class Session:
         """
         memory = self.agent.options.short_term_memory
         if memory is not None:
-            stored = await _full(memory)
+            stored = await record_of(memory)
             closing = closing_tail(stored)
             if closing:
                 await memory.append(*closing)
-                stored = await _full(memory)
+                stored = await record_of(memory)
             self._transcript = stored
         self._loaded = True
         return self.transcript
+
+    async def reopen(self) -> bool:
+        """Go on with the file now at its path when the short-term memory's file was deleted
+        or replaced since its storage opened it (a backup restored over it): the storage
+        reopens (``SQLiteStorage.reopen``) and the transcript is loaded from the file now
+        there. For a turn boundary, with no run going on: the chat, the coding session and
+        the served chat call it before each turn (docs/sessions.md "Session ids and the file
+        under the record").
+
+        Returns:
+            True if the session went over to the file now at the path (its transcript read
+            from it), False if the file is the one opened (or the memory keeps no file).
+
+        Raises:
+            SessionBusyError: a run is going on.
+            MemoryStoreError: the file now there cannot be read; the next run loads again.
+        """
+        self._ensure_idle("reopen()")
+        storage = getattr(self.agent.options.short_term_memory, "storage", None)
+        reopen = getattr(storage, "reopen", None)
+        if reopen is None:
+            return False
+        # The look first (a stat, here); the reopen (in a worker thread) only when the file
+        # changed: a served turn would pay for that hop every time (issue 36).
+        replaced = getattr(storage, "replaced", None)
+        if (replaced is not None and not replaced()) or not await reopen():
+            return False
+        self._loaded = False  # a failed load below leaves the next run to load again
+        await self.load()
+        return True
 
     async def _history(self) -> list[Message]:
         """What the next run starts from: the model's view of the record (the latest compaction
@@ -206,7 +235,7 @@ class Session:
         if memory is None:
             return
         try:
-            self._transcript = await _full(memory)
+            self._transcript = await record_of(memory)
         except Exception as exc:  # the run's own outcome is what the caller gets
             _log.warning("reloading the transcript from short-term memory failed: %s", exc)
             self._loaded = False  # the next run loads it again
@@ -598,12 +627,3 @@ def _going_on(last: Message) -> list[Message]:
     if kind == "max_iterations":
         return [Message(Role.USER, [TextBlock(_GO_ON_PROMPT)])]
     return []
-
-
-async def _full(memory: ShortTermMemoryProtocol) -> list[Message]:
-    """Every stored message but the compaction boundaries (the memory's view if it has no
-    ``transcript()``: a third-party memory)."""
-    transcript = getattr(memory, "transcript", None)
-    if callable(transcript):
-        return list(await transcript())
-    return list(await memory.messages())

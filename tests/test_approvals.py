@@ -115,7 +115,7 @@ async def test_approve_runs_the_call_and_the_model_reads_its_result(tmp_path: Pa
     )
     memory = sqlite_memory(tmp_path / "chat.db")
     agent = Agent(provider=provider, tools=[make_delete(ran)], short_term_memory=memory)
-    await agent.run("clean up")
+    (asked,) = (await agent.run("clean up")).pending
 
     result = await agent.resume({"c1": Approve()})
 
@@ -130,7 +130,10 @@ async def test_approve_runs_the_call_and_the_model_reads_its_result(tmp_path: Pa
     stored = await memory.transcript()
     assert validate_transcript(stored, allow_pending=False) == []
     assert PENDING_KEY not in stored[1].metadata
-    assert stored[1].metadata[DECISIONS_KEY] == {"c1": {"decision": "approve"}}
+    # The record names the wait the decision was taken in (a retry is told by it, approve14).
+    assert stored[1].metadata[DECISIONS_KEY] == {
+        "c1": {"decision": "approve", "token": asked.token}
+    }
 
 
 async def test_approve_with_edited_arguments_runs_the_edit() -> None:

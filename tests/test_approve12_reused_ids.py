@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from refund_waits import refund_tool, two_refunds, two_waits_on_one_id  # tests/refund_waits.py
 
 from goagent_py import (
     Agent,
@@ -19,39 +20,13 @@ from goagent_py import (
     Deny,
     Session,
     ToolCall,
-    tool,
 )
 from goagent_py._metadata_keys import PENDING_KEY
-from goagent_py.memory import ShortTermMemory
-from goagent_py.memory.storage import SQLiteStorage
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
 
-def _refund(ran: list[str]) -> Any:
-    @tool(requires_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order.
-
-        Args:
-            order: the order id.
-        """
-        ran.append(order)
-        return f"refunded {order}"
-
-    return refund
-
-
-def _script(*tail: Any) -> ScriptedProvider:
-    return ScriptedProvider(
-        tool_call_response(ToolCall("llama-tool-0", "refund", {"order": "A-1"})),
-        tool_call_response(ToolCall("llama-tool-0", "refund", {"order": "A-2"})),
-        *tail,
-    )
-
-
 def _agent(db: Path, ran: list[str], *tail: Any) -> Agent:
-    memory = ShortTermMemory(storage=SQLiteStorage(db, session_id="s"))
-    return Agent(provider=_script(*tail), tools=[_refund(ran)], short_term_memory=memory)
+    return two_waits_on_one_id(db, ran, *tail)
 
 
 async def test_a_plain_resume_by_id_alone_on_a_reused_id_is_refused_and_changes_nothing(
@@ -102,7 +77,7 @@ async def test_a_session_resume_by_id_alone_on_a_reused_id_is_refused(tmp_path: 
 
 async def test_a_resume_on_history_by_id_alone_on_a_reused_id_is_refused() -> None:
     ran: list[str] = []
-    agent = Agent(provider=_script("done"), tools=[_refund(ran)])
+    agent = Agent(provider=two_refunds("done"), tools=[refund_tool(ran)])
     first = await agent.run("refund both")
     second = await agent.resume({"llama-tool-0": Approve()}, history=first.messages)
     history = first.messages + second.messages
@@ -125,7 +100,7 @@ async def test_a_sub_agents_reused_id_is_refused_by_id_alone_and_taken_with_the_
             tool_call_response(ToolCall("k1", "refund", {"order": "A-2"})),
             "refunded both.",
         ),
-        tools=[_refund(ran)],
+        tools=[refund_tool(ran)],
     )
     lead = Agent(
         provider=ScriptedProvider(

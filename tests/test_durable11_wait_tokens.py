@@ -7,9 +7,9 @@ docs/approvals.md ("Which wait a decision is for")."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
+from refund_waits import refund_tool, two_waits_on_one_id  # tests/refund_waits.py
 
 from goagent_py import (
     Agent,
@@ -22,44 +22,16 @@ from goagent_py import (
     Session,
     StopReason,
     ToolCall,
-    tool,
 )
 from goagent_py._metadata_keys import PENDING_KEY
-from goagent_py.memory import ShortTermMemory
-from goagent_py.memory.storage import SQLiteStorage
 from goagent_py.testing import ScriptedProvider, tool_call_response
-
-
-def _refund(ran: list[str]) -> Any:
-    @tool(requires_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order.
-
-        Args:
-            order: the order id.
-        """
-        ran.append(order)
-        return f"refunded {order}"
-
-    return refund
-
-
-def _two_waits_on_one_id(db: Path, ran: list[str], *tail: Any, **options: Any) -> Agent:
-    """An agent whose model calls ``refund`` twice, each time as ``llama-tool-0``."""
-    provider = ScriptedProvider(
-        tool_call_response(ToolCall("llama-tool-0", "refund", {"order": "A-1"})),
-        tool_call_response(ToolCall("llama-tool-0", "refund", {"order": "A-2"})),
-        *tail,
-    )
-    memory = ShortTermMemory(storage=SQLiteStorage(db, session_id="s"))
-    return Agent(provider=provider, tools=[_refund(ran)], short_term_memory=memory, **options)
 
 
 async def test_a_late_decision_for_an_earlier_wait_on_a_reused_id_is_refused_by_its_token(
     tmp_path: Path,
 ) -> None:
     ran: list[str] = []
-    agent = _two_waits_on_one_id(tmp_path / "c.db", ran, "done")
+    agent = two_waits_on_one_id(tmp_path / "c.db", ran, "done")
     first = await agent.run("refund both")
     (asked,) = first.pending
     assert asked.token  # the wait's token is listed with its call
@@ -78,9 +50,12 @@ async def test_a_late_decision_for_an_earlier_wait_on_a_reused_id_is_refused_by_
         await agent.resume({asked.id: Approve(token=1)})  # type: ignore[arg-type]
     # The earlier card's decision again (a second click, a retried request): refused, the
     # call that waits now neither runs nor is decided by it.
-    with pytest.raises(ApprovalConflictError, match="is over") as caught:
-        await agent.resume({asked.id: Approve(token=asked.token)})
-    assert now.token in str(caught.value)
+    # (approve14: the same decision again is answered as done, listing the wait now; another
+    # one is refused.)
+    again = await agent.resume({asked.id: Approve(token=asked.token)})
+    assert [(p.id, p.token) for p in again.pending] == [(now.id, now.token)]
+    with pytest.raises(ApprovalConflictError, match="already decided"):
+        await agent.resume({asked.id: Deny("no", token=asked.token)})
     assert ran == ["A-1"]
     stored = await agent.options.short_term_memory.messages()  # type: ignore[union-attr]
     assert stored[-1].metadata[PENDING_KEY]["token"] == now.token
@@ -93,7 +68,7 @@ async def test_a_late_decision_for_an_earlier_wait_on_a_reused_id_is_refused_by_
 async def test_a_decision_by_id_alone_still_decides_the_call_that_waits(tmp_path: Path) -> None:
     # By id alone while the id is not reused; a reused one needs the token (approve12).
     ran: list[str] = []
-    agent = _two_waits_on_one_id(tmp_path / "c.db", ran, "done")
+    agent = two_waits_on_one_id(tmp_path / "c.db", ran, "done")
     await agent.run("refund both")
     second = await agent.resume({"llama-tool-0": Approve()})
     with pytest.raises(ApprovalConflictError, match="by id alone"):
@@ -111,7 +86,7 @@ async def test_a_sub_agents_call_is_decided_with_the_token_its_parent_listed() -
         provider=ScriptedProvider(
             tool_call_response(ToolCall("k1", "refund", {"order": "A-1"})), "refunded."
         ),
-        tools=[_refund(ran)],
+        tools=[refund_tool(ran)],
     )
     lead = Agent(
         provider=ScriptedProvider(
@@ -132,7 +107,7 @@ async def test_continue_after_the_deadline_names_deny_not_approve(tmp_path: Path
     # After the deadline only a denial is taken, yet continue_() said
     # "resume({call_id: Approve() or Deny(...)}) goes on" (durable11).
     ran: list[str] = []
-    agent = _two_waits_on_one_id(tmp_path / "c.db", ran, "done", approval_timeout=0)
+    agent = two_waits_on_one_id(tmp_path / "c.db", ran, "done", approval_timeout=0)
     session = Session(agent)
     waiting = await session.prompt("refund both")
     with pytest.raises(ApprovalPendingError) as caught:
@@ -149,7 +124,7 @@ async def test_continue_after_the_deadline_names_deny_not_approve(tmp_path: Path
 
 async def test_a_new_prompt_after_the_deadline_names_deny_not_approve(tmp_path: Path) -> None:
     ran: list[str] = []
-    agent = _two_waits_on_one_id(tmp_path / "c.db", ran, approval_timeout=0)
+    agent = two_waits_on_one_id(tmp_path / "c.db", ran, approval_timeout=0)
     await agent.run("refund both")
     with pytest.raises(ApprovalPendingError) as caught:
         await agent.run("and another thing")
@@ -160,7 +135,7 @@ async def test_a_new_prompt_after_the_deadline_names_deny_not_approve(tmp_path: 
 
 async def test_before_the_deadline_the_hint_offers_approve(tmp_path: Path) -> None:
     ran: list[str] = []
-    agent = _two_waits_on_one_id(tmp_path / "c.db", ran, approval_timeout=3600)
+    agent = two_waits_on_one_id(tmp_path / "c.db", ran, approval_timeout=3600)
     session = Session(agent)
     await session.prompt("refund both")
     with pytest.raises(ApprovalPendingError, match=r"'llama-tool-0': Approve\(\) or Deny"):

@@ -112,6 +112,12 @@ def _serve_error() -> BaseException:
     return HttpError(404, "no such thread")
 
 
+def _owned_elsewhere() -> BaseException:
+    from goagent_py.serve._cluster import OwnedElsewhere
+
+    return OwnedElsewhere(4242)
+
+
 SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.GoAgentError": lambda: GoAgentError("something failed"),
     "goagent_py.errors.ConfigurationError": lambda: ConfigurationError(
@@ -233,6 +239,7 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.cli._common.UsageError": lambda: _cli_error(),
     "goagent_py.cli._agent.MessageTooLongError": lambda: _too_long(),
     "goagent_py.serve._server.HttpError": lambda: _serve_error(),
+    "goagent_py.serve._cluster.OwnedElsewhere": lambda: _owned_elsewhere(),
     "goagent_py._paths.PathEscapeError": lambda: _path_error(),
     "goagent_py.coding._tool.CodingToolError": lambda: _coding_error(),
 }

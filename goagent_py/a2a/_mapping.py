@@ -114,7 +114,8 @@ def blocks_of(message: Any) -> list[ContentBlock]:
     Raises:
         a2a.utils.errors.ContentTypeNotSupportedError: a part of a kind the agent cannot
             read (the client gets JSON-RPC error -32005, saying which kinds it can send).
-        a2a.utils.errors.InvalidParamsError: a message without parts (-32602).
+        a2a.utils.errors.InvalidParamsError: a message without parts, or whose parts are
+            only empty text (-32602): the agent would be run on nothing.
     """
     blocks: list[ContentBlock] = []
     for part in message.parts:
@@ -139,6 +140,10 @@ def blocks_of(message: Any) -> list[ContentBlock]:
     if not blocks:
         raise _errors().InvalidParamsError(
             "the A2A message has no parts: send at least one text part"
+        )
+    if all(isinstance(b, TextBlock) and not b.text.strip() for b in blocks):
+        raise _errors().InvalidParamsError(
+            "the A2A message's text is empty: send the task or question in a text part"
         )
     return blocks
 

@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from goagent_py._conversation import ConversationOwners
+from goagent_py._conversation import (
+    ClientAgent,
+    ConversationOwners,
+    client_agent,
+    recall_key,
+    unkeyable,
+)
 from goagent_py._http_guard import OriginGuard
 from goagent_py.a2a._mapping import (
     ANSWER_ARTIFACT,
@@ -63,35 +69,66 @@ class _Running:
     cancel_requested: bool = False
 
 
+@dataclass(slots=True, eq=False)
+class _Context:
+    """A context's conversation, and what was opened for it (closed when it is dropped)."""
+
+    session: Session
+    opened: ClientAgent | None = None
+    # Tasks that took this context and have not ended: it is never dropped under them (between
+    # taking it and the run's start there are awaits, and another context may come).
+    users: int = 0
+
+
 class _Runner:
     """Runs the agent for the SDK's executor: one session per context, one run per task."""
 
-    def __init__(self, agent: Agent | AgentFactory, *, max_contexts: int, max_running: int) -> None:
+    def __init__(
+        self,
+        agent: Agent | AgentFactory,
+        *,
+        max_contexts: int,
+        max_running: int,
+        shared_memory: bool = False,
+    ) -> None:
         self._agent = agent
         self._max_contexts = max_contexts
         self._max_running = max_running
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._shared_memory = shared_memory
+        self._sessions: OrderedDict[str, _Context] = OrderedDict()
         # A context is one conversation, never another context's; kept past a context's
         # eviction, as its stored conversation is.
         self._owners = ConversationOwners()
         self._running: dict[str, _Running] = {}
         self._building = asyncio.Lock()
 
-    async def _session(self, context_id: str) -> Session:
+    async def _session(self, context_id: str) -> _Context:
+        """The context's conversation, held for the caller (``users``) until it lets go."""
         async with self._building:
-            session = self._sessions.pop(context_id, None)
-            if session is None:
+            found = self._sessions.pop(context_id, None)
+            if found is None:
                 agent = self._agent
-                if not isinstance(agent, Agent):
+                if isinstance(agent, Agent):
+                    # The served agent as this context gets it: its own conversation in the
+                    # served storage's kind, its own remembered facts (docs/a2a.md).
+                    opened = client_agent(
+                        agent, context_id, protocol="a2a", shared_memory=self._shared_memory
+                    )
+                    found = _Context(Session(opened.agent), opened)
+                else:
                     built = agent(context_id)
                     agent = await built if inspect.isawaitable(built) else built
                     if not isinstance(agent, Agent):
                         raise ConfigurationError("the agent factory must return an Agent")
-                self._claim(context_id, agent)
-                session = Session(agent)
-            self._sessions[context_id] = session  # most recently used last
-            self._evict()
-            return session
+                    self._claim(context_id, agent)
+                    found = _Context(Session(agent))
+            found.users += 1
+            self._sessions[context_id] = found  # most recently used last
+            dropped = self._evict()
+        for context in dropped:
+            if context.opened is not None:
+                await context.opened.aclose()
+        return found
 
     def _claim(self, context_id: str, agent: Agent) -> None:
         owner = self._owners.claim(context_id, agent.options.short_term_memory)
@@ -102,20 +139,47 @@ class _Runner:
                 "context must get its own (e.g. storage keyed by the context id the factory is "
                 "given), or every client would read the others' messages"
             )
+        scope = None if self._shared_memory else recall_key(agent)
+        owner = None if scope is None else self._owners.claim_key(context_id, scope)
+        if owner is not None:
+            raise ConfigurationError(
+                f"the agent factory returned, for context {context_id!r}, an agent whose "
+                f"long-term memory recalls the facts of another context ({owner!r}) (the same "
+                "memory and agent name): name each context's agent apart (long-term memory is "
+                "scoped by the agent's name), or pass shared_memory=True to a2a_app to have "
+                "every client's facts recalled for every other client"
+            )
 
     def is_running(self, task_id: str) -> bool:
         """Whether ``task_id``'s run is in progress here (the task store keeps it then)."""
         return task_id in self._running
 
-    def _evict(self) -> None:
-        idle = [c for c, s in self._sessions.items() if not s.state.running]
-        for context_id in idle[: max(0, len(self._sessions) - self._max_contexts)]:
-            del self._sessions[context_id]
+    def _evict(self) -> list[_Context]:
+        idle = [c for c, s in self._sessions.items() if not s.users and not s.session.state.running]
+        return [
+            self._sessions.pop(context_id)
+            for context_id in idle[: max(0, len(self._sessions) - self._max_contexts)]
+        ]
+
+    async def aclose(self) -> None:
+        """Close what was opened for the contexts kept (the app's shutdown)."""
+        contexts, self._sessions = list(self._sessions.values()), OrderedDict()
+        for context in contexts:
+            if context.opened is not None:
+                await context.opened.aclose()
 
     def admit(self, message: Any) -> None:
         """Refuse, before any task exists, a message this runner would not run: the A2A error
-        the client gets (a part the agent cannot read, no parts, ``max_running`` reached)."""
+        the client gets (a part the agent cannot read, no parts or only empty text, a task id
+        whose run is in progress, ``max_running`` reached)."""
         blocks_of(message)
+        if message.task_id and message.task_id in self._running:
+            # The SDK would hold it until the run ends, answer it with that run's result and
+            # then run it in the finished task: a follow-up goes in the context, after the run.
+            raise require("a2a.utils.errors").UnsupportedOperationError(
+                f"task {message.task_id[:80]!r} is still running: send the message when it has "
+                "ended (in its context, without the task id) or cancel the task"
+            )
         if len(self._running) >= self._max_running:
             raise busy_error(len(self._running))
 
@@ -129,6 +193,7 @@ class _Runner:
             # Admitted in a race with other messages: the same error, through the SDK.
             raise busy_error(len(self._running))
         running = self._running[task_id] = _Running()  # counted before the first await
+        taken: _Context | None = None
         try:
             if context.current_task is None:
                 submitted = helpers.new_task(
@@ -136,7 +201,8 @@ class _Runner:
                 )
                 await queue.enqueue_event(submitted)
             try:
-                running.session = await self._session(context_id)
+                taken = await self._session(context_id)
+                running.session = taken.session
             except ConfigurationError as exc:  # the developer's factory: the task says why
                 updater = tasks.TaskUpdater(queue, task_id, context_id)
                 await updater.failed(
@@ -145,6 +211,8 @@ class _Runner:
                 return
             await self._run(running, prompt, tasks.TaskUpdater(queue, task_id, context_id))
         finally:
+            if taken is not None:
+                taken.users -= 1
             running.done.set()
             self._running.pop(task_id, None)
 
@@ -301,12 +369,15 @@ def a2a_app(
     max_tasks: int = 1024,
     allowed_hosts: Iterable[str] = (),
     max_body: int = 8 << 20,
+    shared_memory: bool = False,
 ) -> Any:
     """Serve ``agent`` over A2A (protocol 1.0, JSON-RPC binding): an ASGI (Starlette) app.
 
     Args:
         agent: the :class:`~goagent_py.Agent`, or a factory called with each new context's id
-            that returns the agent for that conversation (e.g. with its own stored memory).
+            that returns the agent for that conversation (e.g. with its own stored memory). An
+            agent with short-term memory gives each context a conversation of its own in its
+            storage's kind (docs/a2a.md, "One conversation per client").
         url: the address clients reach the app at (it goes in the agent card).
         name: the card's name (default: the agent's name; required with a factory).
         description: what the agent does, for the card (default: a sentence with its name).
@@ -326,6 +397,9 @@ def a2a_app(
             (docs/security.md).
         max_body: the largest request body accepted, in bytes (413 above; 8 MiB by default,
             room for a few images or files sent inline).
+        shared_memory: recall every context's remembered facts in every other context (one
+            long-term memory scope for all clients: one user's deployment). By default each
+            context recalls its own only.
 
     Returns:
         A Starlette app; serve it with uvicorn (see :func:`run_a2a`) or mount it in yours.
@@ -333,7 +407,8 @@ def a2a_app(
     Raises:
         MissingExtraError: the ``a2a`` extra is not installed.
         ConfigurationError: a bad URL, path or limit, a factory without ``name=``, or an agent
-            with short-term memory (one conversation for every context: pass a factory).
+            whose short-term memory cannot keep a conversation per context (a storage that
+            cannot name another conversation: pass a factory).
     """
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"a2a_app needs the http(s) URL clients reach it at, got {url!r}")
@@ -348,15 +423,16 @@ def a2a_app(
             raise ConfigurationError(f"{setting} must be >= 1, got {value!r}")
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ConfigurationError(f"max_body must be a number of bytes >= 1, got {max_body!r}")
+    if not isinstance(shared_memory, bool):
+        raise ConfigurationError(f"shared_memory must be True or False, got {shared_memory!r}")
     if isinstance(agent, Agent):
-        if agent.options.short_term_memory is not None:
+        memory = agent.options.short_term_memory
+        why = None if memory is None else unkeyable(memory)
+        if why is not None:
             raise ConfigurationError(
-                "the served agent has short-term memory, which would be one conversation for "
-                "every A2A context (each client would read the others' prompts and answers): "
-                "pass a factory instead, a2a_app(make_agent, name=...), where "
-                "make_agent(context_id) returns an agent whose storage is keyed by the context "
-                "id, or serve an agent without short_term_memory (each context's session keeps "
-                "its conversation in memory)"
+                f"the served agent cannot keep a conversation per A2A context: {why}. Pass a "
+                "factory instead, a2a_app(make_agent, name=...), where make_agent(context_id) "
+                "returns an agent whose memory keeps that context's conversation"
             )
         card_name = name or agent.name or "goagent-py"
         tools = [t.definition.name for t in agent.tools]
@@ -369,7 +445,9 @@ def a2a_app(
             f"a2a_app takes an Agent or a factory of agents, got {type(agent).__name__}"
         )
     routes: Any = require("a2a.server.routes")
-    runner = _Runner(agent, max_contexts=max_contexts, max_running=max_running)
+    runner = _Runner(
+        agent, max_contexts=max_contexts, max_running=max_running, shared_memory=shared_memory
+    )
     applications: Any = require("starlette.applications")
     card = agent_card(
         name=card_name,
@@ -391,7 +469,10 @@ def a2a_app(
         try:
             yield
         finally:
-            await handler.aclose()
+            try:
+                await handler.aclose()
+            finally:
+                await runner.aclose()
 
     middleware: Any = require("starlette.middleware")
     hosts = [urlsplit(url).hostname or "", *allowed_hosts]

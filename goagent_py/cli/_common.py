@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from goagent_py._terminal import printable
 from goagent_py.errors import ConfigurationError, MemoryStoreError
 from goagent_py.providers import DEFAULT_MODELS
 
@@ -242,7 +243,13 @@ async def _ollama_up() -> bool:
 
 
 class Console:
-    """Where the chat writes: prompts and chrome only when interactive."""
+    """Where the chat writes: prompts and chrome only when interactive.
+
+    Everything said or noted goes through :func:`~goagent_py._terminal.printable` (newlines
+    kept): the model's answers, passages and file names quoted from documents, and what a tool
+    returned are text others wrote, and an ESC in them started an escape sequence on the
+    user's terminal (clear the screen, retitle the window, write the clipboard).
+    """
 
     def __init__(self, out: TextIO, err: TextIO, interactive: bool) -> None:
         self.out = out
@@ -251,6 +258,7 @@ class Console:
         self.line_open = False  # the last text said did not end its line
 
     def say(self, text: str = "", end: str = "\n") -> None:
+        text = printable(text, newlines=True)
         self.out.write(text + end)
         self.out.flush()
         if text or end:
@@ -263,7 +271,7 @@ class Console:
             self.say()
 
     def note(self, text: str) -> None:
-        self.err.write(text + "\n")
+        self.err.write(printable(text, newlines=True) + "\n")
         self.err.flush()
 
 
@@ -276,14 +284,12 @@ async def follow_restored_history(session: Any) -> str | None:
     Returns:
         The note that tells the user, None when the file is the one opened.
     """
-    memory = session.agent.options.short_term_memory
-    storage: Any = getattr(memory, "storage", None)
-    reopen = getattr(storage, "reopen", None)
-    if reopen is None or not await reopen():
-        return None
+    storage: Any = getattr(session.agent.options.short_term_memory, "storage", None)
     path = getattr(storage, "path", "")
     try:
-        loaded = await session.load()
+        if not await session.reopen():  # the one rule, the served chat's too
+            return None
+        loaded = session.transcript
     except MemoryStoreError as exc:  # the file now there cannot be used: say so, keep going
         return (
             f"(the history file {path} was replaced or deleted since this session opened it, "

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import errno
+import itertools
+import operator
 import re
 import stat
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +31,7 @@ from goagent_py.errors import GoAgentError, MissingExtraError
 
 if TYPE_CHECKING:
     from goagent_py.cli._common import Console
+    from goagent_py.rag.documents import Document
     from goagent_py.rag.grounding import Excerpt
     from goagent_py.rag.pipeline import Pipeline
     from goagent_py.rag.results import IndexProgress, SearchResult
@@ -85,13 +89,15 @@ def _pipeline(path: Path) -> Pipeline:
     return Pipeline.sqlite(path, embedder, dimensions=384, table="rag")
 
 
-def _bar(progress: IndexProgress, out: Any) -> None:
-    total = progress.total or progress.done
+def _bar(progress: IndexProgress, out: Any, planned: int | None = None) -> None:
+    from goagent_py._terminal import printable
+
+    total = max(progress.total or planned or progress.done, progress.done)
     width = 30
     filled = int(width * progress.done / total) if total else width
     line = (
         f"\rindexing [{'#' * filled}{'.' * (width - filled)}] {progress.done}/{total} "
-        f"{progress.document.source[-40:]:<40}"
+        f"{printable(progress.document.source[-40:]):<40}"
     )
     out.write(line)
     out.flush()
@@ -99,32 +105,40 @@ def _bar(progress: IndexProgress, out: Any) -> None:
 
 @dataclass
 class Loaded:
-    """What ``rag index`` read: the documents, the folders whose contents they are, and the
-    files it could not read."""
+    """What ``rag index`` reads: the documents (read one at a time as they are indexed), the
+    folders whose contents they are, and, as the reading goes, the sources read, the files it
+    could not read and what to say about the others."""
 
-    documents: list[Any]
+    documents: Iterator[Document]
     folders: list[str]  # the source prefixes of the folders given, "" for the root itself
+    planned: int = 0  # the files to read (some may be skipped)
+    sources: set[str] = field(default_factory=set)  # of the documents read so far
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    notes: list[str] = field(default_factory=list)  # about documents read (no text, encoding)
 
 
 def load_paths(paths: list[str], root_arg: str | None, *, max_bytes: int | None = None) -> Loaded:
-    """Read the files and folders of ``paths``, with sources relative to ``root_arg`` (None:
-    the current folder). A file that cannot be read (binary, a PDF that does not parse, larger
-    than ``max_bytes``, None for the loaders' default) is skipped and listed in ``skipped``.
+    """Plan reading the files and folders of ``paths``, with sources relative to ``root_arg``
+    (None: the current folder). The paths are checked and the folders listed now; each file is
+    read when the documents reach it, so one file's document is in memory at a time. A file
+    that cannot be read (binary, a PDF that does not parse, larger than ``max_bytes``, None
+    for the loaders' default) is skipped and listed in ``skipped``.
 
     Raises:
         OSError: a path does not exist, or is not a file or a folder (its ``filename`` is the
             path as given).
     """
-    from goagent_py.errors import UnreadableDocumentError
-    from goagent_py.rag.documents import MAX_FILE_BYTES, load_directory, load_file, source_key
+    from goagent_py.rag.documents import MAX_FILE_BYTES, iter_directory, source_key
 
     limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
     root = Path(root_arg).expanduser() if root_arg else Path.cwd()
-    loaded = Loaded([], [])
+    parts: list[Iterator[Document]] = []
+    folders: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    planned = 0
 
     def skip(path: str, reason: str) -> None:
-        loaded.skipped.append((path, reason))
+        skipped.append((path, reason))
 
     for raw in paths:
         path = Path(raw).expanduser()
@@ -134,29 +148,58 @@ def load_paths(paths: list[str], root_arg: str | None, *, max_bytes: int | None 
         except OSError as exc:
             raise OSError(exc.errno, exc.strerror, raw) from exc
         if stat.S_ISDIR(mode):
-            loaded.documents.extend(
-                load_directory(path, source_root=root, on_skip=skip, max_bytes=limit)
-            )
+            reading = iter_directory(path, source_root=root, on_skip=skip, max_bytes=limit)
+            planned += operator.length_hint(reading)
+            parts.append(reading)
             key = source_key(path, root)
-            loaded.folders.append("" if key == "." else key)
+            folders.append("" if key == "." else key)
         elif stat.S_ISREG(mode):
-            try:
-                loaded.documents.append(
-                    load_file(path, source=source_key(path, root), max_bytes=limit)
-                )
-            except UnreadableDocumentError as exc:
-                skip(raw, exc.reason)
+            parts.append(_one_file(raw, path, source_key(path, root), limit, skip))
+            planned += 1
         else:
             raise OSError(errno.EINVAL, "not a regular file or a folder", raw)
+    loaded = Loaded(iter(()), folders, planned, skipped=skipped)
+    loaded.documents = _noted(itertools.chain.from_iterable(parts), loaded)
     return loaded
 
 
+def _one_file(
+    raw: str, path: Path, source: str, limit: int, skip: Callable[[str, str], None]
+) -> Iterator[Document]:
+    from goagent_py.errors import UnreadableDocumentError
+    from goagent_py.rag.documents import load_file
+
+    try:
+        yield load_file(path, source=source, max_bytes=limit)
+    except UnreadableDocumentError as exc:
+        skip(raw, exc.reason)
+
+
+def _noted(documents: Iterator[Document], loaded: Loaded) -> Iterator[Document]:
+    """``documents``, each one's source recorded and what to say about it noted as it passes."""
+    for doc in documents:
+        loaded.sources.add(doc.source)
+        if not doc.text.strip():
+            hint = (
+                " (a scanned PDF? it needs text recognition first)"
+                if doc.metadata.get("format") == "pdf"
+                else ""
+            )
+            loaded.notes.append(f"{doc.source} holds no text to index{hint}")
+        elif "encoding" in doc.metadata:
+            loaded.notes.append(
+                f"{doc.source} is not UTF-8: read as {doc.metadata['encoding']} "
+                "(check its accented letters in answers; convert it to UTF-8 to be sure)"
+            )
+        yield doc
+
+
 def gone(indexed: list[str], loaded: Loaded) -> list[str]:
-    """The indexed sources inside a loaded folder that the folder no longer holds."""
-    present = {d.source for d in loaded.documents}
+    """The indexed sources inside a loaded folder that the folder no longer holds (once its
+    documents have been read)."""
     stale = []
     for source in indexed:
-        if source in present:
+        if source in loaded.sources:
             continue
         for folder in loaded.folders:
             inside = not folder or source.startswith(folder.rstrip("/") + "/")
@@ -168,8 +211,13 @@ def gone(indexed: list[str], loaded: Loaded) -> list[str]:
 
 
 async def index(args: argparse.Namespace, console: Console) -> int:
-    """Index files and folders into the RAG database; prints a progress bar and a summary."""
+    """Index files and folders into the RAG database; prints a progress bar and a summary.
+
+    The files are read one at a time while they are indexed (bounded memory for a folder of
+    any size); the sources gone from a folder given are removed once it has been read.
+    """
     from goagent_py.cli._common import EXIT_OK, EXIT_USAGE
+    from goagent_py.cli._setup import wait_loaded
     from goagent_py.rag.documents import describe_os_error
 
     try:
@@ -182,37 +230,29 @@ async def index(args: argparse.Namespace, console: Console) -> int:
     except OSError as exc:
         console.note(f"goagent-py: cannot index {exc.filename}: {describe_os_error(exc)}")
         return EXIT_USAGE
-    for path, reason in loaded.skipped:
-        console.note(f"goagent-py: skipped {path}: {reason}")
-    for doc in loaded.documents:
-        if not doc.text.strip():
-            hint = (
-                " (a scanned PDF? it needs text recognition first)"
-                if doc.metadata.get("format") == "pdf"
-                else ""
-            )
-            console.note(f"goagent-py: {doc.source} holds no text to index{hint}")
-        elif "encoding" in doc.metadata:
-            console.note(
-                f"goagent-py: {doc.source} is not UTF-8: read as {doc.metadata['encoding']} "
-                "(check its accented letters in answers; convert it to UTF-8 to be sure)"
-            )
-    documents = loaded.documents
     db = _db(args)
     start = time.perf_counter()
     async with _pipeline(db) as pipeline:
+        await wait_loaded(pipeline.embedder)
+        report = await pipeline.index(
+            loaded.documents, progress=lambda p: _bar(p, console.err, loaded.planned)
+        )
+        if report.documents:
+            console.err.write("\n")
         removed = 0
         for source in gone(await pipeline.sources(), loaded):
             if await pipeline.remove(source):
                 removed += 1
-        if not documents and not removed:
-            console.note(f"goagent-py: {nothing_to_index()}")
-            return EXIT_USAGE
-        report = await pipeline.index(documents, progress=lambda p: _bar(p, console.err))
-    console.err.write("\n")
+    for path, reason in loaded.skipped:
+        console.note(f"goagent-py: skipped {path}: {reason}")
+    for note in loaded.notes:
+        console.note(f"goagent-py: {note}")
+    if not report.documents and not removed:
+        console.note(f"goagent-py: {nothing_to_index()}")
+        return EXIT_USAGE
     console.say(
-        f"indexed {len(documents)} documents into {db}: {report.written} chunks written, "
-        f"{report.unchanged} unchanged, {report.deleted} stale removed, "
+        f"indexed {len(report.documents)} documents into {db}: {report.written} chunks "
+        f"written, {report.unchanged} unchanged, {report.deleted} stale removed, "
         f"{removed} documents removed (gone from their folder) "
         f"({time.perf_counter() - start:.1f}s)"
         + (f"; {len(loaded.skipped)} files skipped (see above)" if loaded.skipped else "")
@@ -316,11 +356,14 @@ async def warm_up(answerer: Answerer) -> None:
     """Load the embedder and the model now, together, rather than on the first question."""
     import asyncio
 
+    from goagent_py.cli._setup import wait_loaded
+
+    async def search() -> None:
+        await wait_loaded(getattr(answerer.pipeline, "embedder", None))
+        await answerer.pipeline.search("warm up", top_k=1)
+
     load = getattr(answerer.provider, "load", None)
-    await asyncio.gather(
-        answerer.pipeline.search("warm up", top_k=1),
-        load() if load is not None else asyncio.sleep(0),
-    )
+    await asyncio.gather(search(), wait_loaded(answerer.provider))
     if load is not None:
         # An embedded model's first generation costs ~3 s more than the next ones (measured:
         # 3.2 s, then 0.02 s for a one-token answer): paid here, not by the first question.
@@ -446,11 +489,13 @@ async def answer(answerer: Answerer, question: str, console: Console) -> int:
 async def ask(args: argparse.Namespace, console: Console) -> int:
     """``rag ask``: answer one question from the index, then list the sources it cites."""
     from goagent_py.cli._common import EXIT_USAGE
+    from goagent_py.cli._setup import wait_loaded
 
     answerer = await open_answerer(args, console)
     if answerer is None:
         return EXIT_USAGE
     try:
+        await wait_loaded(answerer.pipeline.embedder)
         return await answer(answerer, args.question, console)
     finally:
         await answerer.aclose()

@@ -62,6 +62,7 @@ __all__ = [
     "long_term_memory",
     "small_model_context",
     "small_model_provider",
+    "wait_loaded",
     "write_policy",
 ]
 
@@ -174,6 +175,30 @@ def load_in_background(embedder: Any) -> threading.Thread | None:
     _LOADS.append(thread)
     thread.start()
     return thread
+
+
+async def wait_loaded(thing: Any) -> None:
+    """Load ``thing``'s model (an embedder's, an embedded LLM's: its ``_load``) in a
+    :func:`load_in_background` thread and wait for it, in a daemon worker.
+
+    Loaded on first use instead, the model loads in the event loop's executor, which
+    ``asyncio.run`` joins on the way out: a Ctrl-C while it loaded waited for the whole load
+    (``rag index`` sat for the seconds of the embedder's load). Loaded here, the command ends
+    at once through :func:`exit_if_loading` (exit 130, nothing more written). A failed load
+    raises here: ``_load`` is called again once the thread ended (at once when it loaded; the
+    background thread keeps its failure to itself). A ``thing`` without ``_load`` is loaded
+    by its own ``load()`` when it has one (nothing otherwise: a vendor's model).
+    """
+    from goagent_py._workers import run_named
+
+    thread = load_in_background(thing)
+    if thread is not None:
+        await run_named("load-wait", thread.join)
+        await run_named("load", thing._load)
+        return
+    load = getattr(thing, "load", None)
+    if callable(load):
+        await load()
 
 
 def exit_if_loading(code: int) -> None:
@@ -290,6 +315,7 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
     With a fact recalled, earlier turns go: the model imitates their answers instead. Only the
     best one: given two facts, it mixes them ("your name is Biscuit").
     """
+    from goagent_py.memory.long_term import provenance_of
     from goagent_py.memory.records import SUPERSEDED, asks_about_past, state_of
     from goagent_py.memory.write_policies import is_question
     from goagent_py.small_models.context_filters import (
@@ -300,7 +326,9 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
     )
 
     def transform(messages: list[Any]) -> list[Any]:
-        said = [s.message for s in recalled() if s.message.role == "user"]
+        # The user's own statements only: a passage or tool output stored as a user message
+        # (provenance "retrieved" or "tool") said back as "You ..." would be read as fact.
+        said = [s.message for s in recalled() if provenance_of(s.message) == "user"]
         facts = [m.text for m in said][:1]
         kept = drop_failed_tool_exchanges(messages)
         # Asked about the past: the fact a newer one replaced, said as the past.

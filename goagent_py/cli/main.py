@@ -786,6 +786,12 @@ def _run(argv: list[str] | None) -> int:
     start = time.perf_counter()
     try:
         loop_factory = None
+        if args.command == "serve" and args.workers > 1 and not args.add_user:
+            from goagent_py.serve._supervise import worker_context
+            from goagent_py.serve.run import serve_workers
+
+            if worker_context() is None:  # the parent: it binds and starts the workers
+                return serve_workers(args, given)
         if args.command == "serve":  # uvloop when installed, as uvicorn's own command runs
             from goagent_py.serve.run import event_loop_factory
 

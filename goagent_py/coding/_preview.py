@@ -2,10 +2,11 @@
 
 Both front ends (the line mode and the Textual window) show :func:`approval_lines` above the
 question (:func:`approval_question`), so the user approves what will happen, not a file name:
-``edit_file`` and a ``write_file`` over an existing file as a unified diff of the file as it is
-now, a new file's content, a shell call's program and arguments, another tool's arguments.
-Long previews are capped (the beginning is shown, then how much was left out). Every line has
-passed through :func:`~goagent_py.coding._terminal.printable`.
+``edit_file`` and a ``write_file`` over an existing file as a unified diff of the file as it will
+be when the call runs (the writes and edits of it approved earlier in the turn, which have not run
+yet, applied: the file tools say which), a new file's content, a shell call's program and
+arguments, another tool's arguments. Long previews are capped (the beginning is shown, then how
+much was left out). Every line has passed through :func:`~goagent_py.coding._terminal.printable`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,22 @@ def approval_question(request: ApprovalRequest) -> str:
     return f"allow {what}? [y]es [a]lways [n]o [s]top"
 
 
-def _current(root: Path, path: str, checked: str) -> tuple[str | None, str]:
+def _before(request: ApprovalRequest, root: Path, path: str) -> tuple[str | None, str]:
+    """The file ``request`` changes as it will be when the call runs (its tool applies the
+    changes approved before it in the turn, read from the root it holds), else as it is now."""
+    checked = request.subject
+
+    def read(base: Any) -> tuple[str | None, str]:
+        return _current(base, path, checked)
+
+    planned = getattr(request.tool, "planned", None)
+    if callable(planned):
+        text, note = planned(request.call, read)
+        return text, note
+    return read(root)
+
+
+def _current(root: Any, path: str, checked: str) -> tuple[str | None, str]:
     """The file's text now (None when it does not exist) and a note when it cannot be shown.
 
     Read by descriptor from the one open, never by name again: the file the open reached must
@@ -123,12 +139,14 @@ def _some(mark: str, lines: list[str]) -> list[str]:
     return shown
 
 
-def _edit_lines(root: Path, args: dict[str, Any], checked: str) -> list[str]:
+def _edit_lines(root: Path, request: ApprovalRequest) -> list[str]:
+    args = request.call.arguments
     path = str(args.get("path", ""))
     old, new = str(args.get("old_string", "")), str(args.get("new_string", ""))
-    before, note = _current(root, path, checked)
+    before, note = _before(request, root, path)
     if before is None:
         return [note or f"({path} does not exist: the edit will fail)"]
+    head = [note] if note else []
     if not old:
         return ["(old_string is empty: the edit will fail)"]
     try:
@@ -136,16 +154,17 @@ def _edit_lines(root: Path, args: dict[str, Any], checked: str) -> list[str]:
             before, old, new, replace_all=bool(args.get("replace_all")), path=path
         )
     except CodingToolError as exc:
-        return [f"(the edit will fail: {exc})"]
-    return _diff(path, _shown(before), _shown(after))
+        return [*head, f"(the edit will fail: {exc})"]
+    return [*head, *_diff(path, _shown(before), _shown(after))]
 
 
-def _write_lines(root: Path, args: dict[str, Any], checked: str) -> list[str]:
+def _write_lines(root: Path, request: ApprovalRequest) -> list[str]:
+    args = request.call.arguments
     path = str(args.get("path", ""))
     content = str(args.get("content", ""))
-    before, note = _current(root, path, checked)
+    before, note = _before(request, root, path)
     if before is not None:
-        return _diff(path, _shown(before), content)
+        return [*([note] if note else []), *_diff(path, _shown(before), content)]
     lines = content.splitlines()
     head = [note] if note else []
     return [*head, f"new file {path}, {len(lines)} line(s):", *(f"+{line}" for line in lines)]
@@ -177,9 +196,9 @@ def approval_lines(request: ApprovalRequest, root: str | os.PathLike[str]) -> li
     name, args = request.call.name, request.call.arguments
     base = Path(root)
     if name == "edit_file":
-        lines = _edit_lines(base, args, request.subject)
+        lines = _edit_lines(base, request)
     elif name == "write_file":
-        lines = _write_lines(base, args, request.subject)
+        lines = _write_lines(base, request)
     elif "argv" in args or "command" in args:
         lines = _shell_lines(args)
     elif args:

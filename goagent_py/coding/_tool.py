@@ -129,6 +129,7 @@ class CodingTool:
         "add_path_rule",
         "check",
         "mutating",
+        "planned",
         "reserve",
         "root",
         "rule_path",
@@ -150,6 +151,11 @@ class CodingTool:
         # reserve(call) -> release: takes the call's place in its file's write queue before an
         # approval gate may hold it (set by the file toolkit on its writing tools).
         self.reserve: Callable[[ToolCall], Callable[[], None] | None] | None = None
+        # planned(call, read) -> (text, note): the file a write or edit changes as it will be
+        # when the call runs (the changes approved before it applied), for its approval
+        # preview; read(root) reads it as it is now (set by the file toolkit).
+        self.planned: Callable[[ToolCall, Callable[[Any], tuple[str | None, str]]], Any] | None
+        self.planned = None
         # rule_path(path) -> the path a rule is checked on (resolved, relative to the root), and
         # add_path_rule(rule): what walks hide and opens refuse (set by the file toolkit).
         self.rule_path: Callable[[str], str] | None = None

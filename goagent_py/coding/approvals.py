@@ -74,11 +74,15 @@ class ApprovalRequest:
         call: the call as the model made it.
         subject: the path or command line the call acts on ("" when it has none).
         mutating: whether the tool can change something.
+        tool: the tool called (None when the policy does not know it): a preview asks a file
+            tool how the file will be when the call runs (the changes approved before it in
+            the turn applied).
     """
 
     call: ToolCall
     subject: str
     mutating: bool
+    tool: Tool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,7 +360,7 @@ class ApprovalPolicy:
                 return "the user stopped this run"
             if self._allowed(name, subject, call):  # an "always" given meanwhile
                 return None
-            got = self.ask(ApprovalRequest(call, subject, mutating))
+            got = self.ask(ApprovalRequest(call, subject, mutating, self._by_name.get(name)))
             if inspect.isawaitable(got):
                 got = await got
             decision = got if isinstance(got, Decision) else Decision(got)

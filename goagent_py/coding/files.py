@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from goagent_py._paths import (
+    HeldRoot,
     PathEscapeError,
     open_dir_in_root,
     open_entry_in_root,
@@ -109,6 +110,12 @@ class FileToolkit:
     _seen: dict[Path, str] = field(default_factory=dict, repr=False)
     _rules: list[PathRule] = field(default_factory=list, repr=False)
     _queue: PathQueue = field(default_factory=PathQueue, repr=False)
+    # call key -> (the file, the tool, its arguments): the writes and edits that took their
+    # place in a write queue and have not run yet, in call order (what a preview applies).
+    _planned: dict[str, tuple[Path, str, dict[str, Any]]] = field(default_factory=dict, repr=False)
+    # Held by a body's read-check-write and by a preview's read: a preview sees each earlier
+    # change either in the file or in _planned, never in both or neither.
+    _plan_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         real = Path(os.path.realpath(os.fspath(self.root)))
@@ -116,6 +123,9 @@ class FileToolkit:
             raise ConfigurationError(f"FileToolkit(root={self.root!r}): not an existing directory")
         self.root = real
         self._workspace = WorkspaceRoot(real)
+        # Every open starts from this descriptor, never from the root's name again: a root
+        # swapped for a link after the call's check cannot lead an open elsewhere.
+        self._held = HeldRoot(real)
         for name in ("max_read_chars", "max_file_bytes", "max_results", "max_walk_files"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -159,7 +169,7 @@ class FileToolkit:
 
     def _resolve(self, path: str) -> Path:
         try:
-            return resolve_in_root(self._base, path)
+            return resolve_in_root(self._held, path)
         except PathEscapeError as exc:
             raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
         except OSError as exc:  # a symlink on the way changed while it was being read
@@ -183,7 +193,7 @@ class FileToolkit:
         ``head``, a file over ``max_file_bytes`` gives its first ``max_file_bytes + 1`` bytes
         instead of an error (a caller tells it by the length)."""
         with _opening(path):
-            opened, real = open_file_in_root(self._base, path, "rb")
+            opened, real = open_file_in_root(self._held, path, "rb")
             with opened as f:
                 return self._read_fd(path, f, real, tool, expect, head=head), self._base / real
         raise AssertionError("unreachable")  # pragma: no cover - _opening re-raises
@@ -229,7 +239,7 @@ class FileToolkit:
         another program changed meanwhile (a formatter the model started beside the edit, the
         user's editor) is refused untouched, never overwritten with an edit of its old text.
         """
-        self._refuse_hidden(tool, path, relative_in_root(self._base, path))
+        self._refuse_hidden(tool, path, relative_in_root(self._held, path))
         with _opening(path, failing="cannot be written"):
             opened, real, made = self._open_rw(path, create=create)
             with opened as f:
@@ -257,12 +267,96 @@ class FileToolkit:
                 self._refuse_replaced(path, fd, written=True)
                 return data
 
+    def _rewrite_planned(
+        self,
+        key: str,
+        path: str,
+        tool: str,
+        expect: Path,
+        make: Callable[[bytes | None], bytes],
+        *,
+        create: bool,
+    ) -> bytes:
+        """:meth:`_rewrite`, and the call ``key`` no longer planned, in one step for a preview
+        (written or refused, it is not a change still to come)."""
+        with self._plan_lock:
+            try:
+                data = self._rewrite(path, tool, expect, make, create=create)
+                self._seen[expect] = _digest(data)
+            finally:
+                self._planned.pop(key, None)
+        return data
+
+    def planned(
+        self, call: ToolCall, read: Callable[[HeldRoot], tuple[str | None, str]]
+    ) -> tuple[str | None, str]:
+        """The text of the file ``call`` changes as it will be when ``call`` runs, for its
+        approval preview, and a note ("" when there is nothing to say).
+
+        ``read(root)`` reads the file as it is now (None and a note when it cannot be shown,
+        None and "" when it does not exist); the writes and edits of the same file that took
+        their place before ``call`` and have not run yet (approved earlier in the turn; the
+        denied ones gave their place up) are applied to it in order, as their bodies will
+        apply them: one that will be refused (stale, not read, its text not found) is left
+        out and named.
+        """
+        key = call_key(call)
+        with self._plan_lock:
+            text, note = read(self._held)
+            planned = list(self._planned.items())
+            mine = dict(planned).get(key)
+            target = mine[0] if mine is not None else None
+            if target is None:
+                try:
+                    target = self._resolve(str(call.arguments.get("path", "")))
+                except CodingToolError:
+                    return text, note
+            earlier = []
+            for other, (where, tool, args) in planned:
+                if other == key:
+                    break
+                if where == target:
+                    earlier.append((tool, args))
+            seen = self._seen.get(target)
+        if not earlier or (text is None and note):
+            return text, note
+        notes: list[str] = []
+        applied = 0
+        for tool, args in earlier:
+            current = None if text is None else text.encode("utf-8", "surrogateescape")
+            unread = seen is None and self.require_read
+            if current is not None and (unread or (seen is not None and seen != _digest(current))):
+                notes.append(f"an earlier {tool} of it in this turn will be refused (stale)")
+                continue
+            if tool == "write_file":
+                text = str(args.get("content", ""))
+            elif text is None:
+                notes.append(f"an earlier {tool} of it in this turn will fail (no such file)")
+                continue
+            else:
+                try:
+                    text, _ = apply_edit(
+                        text,
+                        str(args.get("old_string", "")),
+                        str(args.get("new_string", "")),
+                        replace_all=bool(args.get("replace_all")),
+                        path=str(args.get("path", "")),
+                    )
+                except CodingToolError as exc:
+                    notes.append(f"an earlier {tool} of it in this turn will fail ({exc})")
+                    continue
+            seen = _digest(text.encode("utf-8", "surrogateescape"))
+            applied += 1
+        if applied:
+            notes.insert(0, f"as it will be after {applied} earlier change(s) to it in this turn")
+        return text, f"({'; '.join(notes)})"
+
     def _refuse_replaced(self, path: str, fd: int, *, written: bool) -> None:
         """Refuse when ``path`` no longer names the file open at ``fd``: another program saved
         a new file over the name (as editors do), and a write through ``fd`` reaches only the
         old, unlinked one."""
         try:
-            opened, _ = open_file_in_root(self._base, path, "rb")
+            opened, _ = open_file_in_root(self._held, path, "rb")
             with opened as f:
                 same = os.path.samestat(os.fstat(f.fileno()), os.fstat(fd))
         except (OSError, PathEscapeError):
@@ -288,17 +382,17 @@ class FileToolkit:
         if create:
             parent = os.path.dirname(path.replace("\\", "/").strip("/"))
             if parent:
-                fd, _ = open_dir_in_root(self._base, parent, create=True)
+                fd, _ = open_dir_in_root(self._held, parent, create=True)
                 os.close(fd)
         for _ in range(3):
             try:
-                opened, real = open_file_in_root(self._base, path, "r+b")
+                opened, real = open_file_in_root(self._held, path, "r+b")
                 return opened, real, False
             except FileNotFoundError:
                 if not create:
                     raise
             try:
-                opened, real = open_file_in_root(self._base, path, "x+b")
+                opened, real = open_file_in_root(self._held, path, "x+b")
                 return opened, real, True
             except FileExistsError:
                 continue  # made meanwhile by another program: open it as an existing file
@@ -407,12 +501,13 @@ class FileToolkit:
             self._check_fresh(path, resolved, current)
             return encoded
 
+        key = _running_key()
+
         def body() -> str:
-            data = self._rewrite(path, "write_file", resolved, make, create=True)
-            self._seen[resolved] = _digest(data)
+            data = self._rewrite_planned(key, path, "write_file", resolved, make, create=True)
             return f"wrote {path} ({len(data)} bytes, {content.count(chr(10)) + 1} lines)"
 
-        return await self._queue.run(resolved, lambda: _finish_in_thread(body), _running_key())
+        return await self._queue.run(resolved, lambda: _finish_in_thread(body), key)
 
     async def edit(self, args: dict[str, Any]) -> str:
         """edit_file: replace ``old_string`` (exactly once, or every time) with ``new_string``."""
@@ -440,12 +535,13 @@ class FileToolkit:
                     f"new_string cannot be written as UTF-8 ({exc.reason})"
                 ) from exc
 
+        key = _running_key()
+
         def body() -> str:
-            data = self._rewrite(path, "edit_file", resolved, make, create=False)
-            self._seen[resolved] = _digest(data)
+            self._rewrite_planned(key, path, "edit_file", resolved, make, create=False)
             return f"edited {path}: {counted[0]} replacement(s)"
 
-        return await self._queue.run(resolved, lambda: _finish_in_thread(body), _running_key())
+        return await self._queue.run(resolved, lambda: _finish_in_thread(body), key)
 
     def _approved(self, path: str) -> Path:
         """The file a write or edit must reach: the one ``path`` resolved to when the call
@@ -457,7 +553,7 @@ class FileToolkit:
     def _open_dir(self, path: str) -> tuple[int, str]:
         """A descriptor of the directory ``path`` and its real path relative to the root."""
         try:
-            return open_dir_in_root(self._base, path)
+            return open_dir_in_root(self._held, path)
         except PathEscapeError as exc:
             raise CodingToolError(f"{path}: refused: {exc.reason}") from exc
         except NotADirectoryError as exc:
@@ -591,7 +687,7 @@ class FileToolkit:
         the opened descriptor is (deciding by the name and opening it again would let a
         symlink swapped in between lead elsewhere)."""
         with _opening(start):
-            fd, real, is_dir = open_entry_in_root(self._base, start)
+            fd, real, is_dir = open_entry_in_root(self._held, start)
         if not is_dir:
             with os.fdopen(fd, "rb") as f:
                 if only is not None and not (only(start) or only(start.rsplit("/", 1)[-1])):
@@ -733,6 +829,7 @@ class FileToolkit:
             tool.check = self.check_path
             if tool.mutating:
                 tool.reserve = self.reserve
+                tool.planned = self.planned
             tool.rule_path = self.rule_path
             tool.add_path_rule = self.add_path_rule
             tool.root = self._workspace
@@ -753,7 +850,7 @@ class FileToolkit:
         ):
             return  # the root (the walks take it; a write says why not) or no path at all
         try:
-            resolve_in_root(self._base, path)
+            resolve_in_root(self._held, path)
         except PathEscapeError as exc:
             raise CodingToolError(f"path {path!r}: {exc.reason}") from exc
         except OSError:
@@ -770,7 +867,7 @@ class FileToolkit:
         reserved = self._queue.reserved_path(_running_key(), path)
         if reserved is not None:
             return reserved.relative_to(self._base).as_posix() or "."
-        return relative_in_root(self._base, path)
+        return relative_in_root(self._held, path)
 
     def reserve(self, call: ToolCall) -> Callable[[], None] | None:
         """Take ``call``'s place in its file's write queue now (an approval gate calls this as
@@ -780,12 +877,23 @@ class FileToolkit:
         if not isinstance(path, str):
             return None
         try:
-            resolved = resolve_in_root(self._base, path)
+            resolved = resolve_in_root(self._held, path)
         except (PathEscapeError, OSError):  # refused, or a link changed meanwhile: the body says
             return None
         key = call_key(call)
         self._queue.reserve(resolved, key, source=path)
-        return lambda: self._queue.release(key)
+        with self._plan_lock:
+            self._planned.setdefault(key, (resolved, call.name, dict(call.arguments)))
+
+        def release() -> None:
+            with self._plan_lock:
+                self._planned.pop(key, None)
+            self._queue.release(key)
+
+        task = asyncio.current_task()
+        if task is not None:  # as the queue's place: gone with the task that took it
+            task.add_done_callback(lambda _: release())
+        return release
 
 
 def _running_key() -> str:

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from goagent_py._paths import PathEscapeError, open_dir_in_root, resolve_in_root
+from goagent_py._paths import HeldRoot, PathEscapeError, open_dir_in_root, resolve_in_root
 from goagent_py._subprocess import safe_env
 from goagent_py.coding._sandbox import Sandbox
 from goagent_py.coding._tool import CodingTool, CodingToolError, WorkspaceRoot
@@ -147,11 +147,13 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
-def _open_cwd(base: Path, given: Any, checked: Path) -> int:
+def _open_cwd(held: HeldRoot, given: Any, checked: Path) -> int:
     """A descriptor of the working folder ``given`` (the root when empty), which must be the
-    folder ``checked`` (what the arguments' check resolved it to)."""
+    folder ``checked`` (what the arguments' check resolved it to), opened from the root's
+    descriptor held since start-up (never from its name: see :class:`HeldRoot`)."""
+    base = held.path
     try:
-        fd, real = open_dir_in_root(base, given or ".")
+        fd, real = open_dir_in_root(held, given or ".")
     except PathEscapeError as exc:
         raise CodingToolError(f"cwd {given!r} refused: {exc.reason}") from exc
     except OSError as exc:
@@ -255,6 +257,7 @@ def shell_tool(
         raise ConfigurationError("shell_tool(max_output_chars=...): use a positive int")
     child_env = safe_env(env)
     workspace = WorkspaceRoot(base)
+    held_root = HeldRoot(base)
     jail = Sandbox(base, network=sandbox_network, hide=hide) if sandbox else None
 
     pinned: dict[str, Path] = {}  # call -> the folder its first check resolved
@@ -276,7 +279,7 @@ def shell_tool(
         cwd = base
         if args.get("cwd") not in (None, "", "."):
             try:
-                cwd = resolve_in_root(base, args["cwd"])
+                cwd = resolve_in_root(held_root, args["cwd"])
             except PathEscapeError as exc:
                 raise CodingToolError(f"cwd {args['cwd']!r} refused: {exc.reason}") from exc
             if not _is_dir(cwd):
@@ -313,7 +316,7 @@ def shell_tool(
         # start it elsewhere (outside the root, or in another folder than the one asked about).
         context = current_tool_context()
         first = pinned.pop(context.idempotency_key, cwd) if context is not None else cwd
-        cwd_fd = _open_cwd(base, args.get("cwd"), first)
+        cwd_fd = _open_cwd(held_root, args.get("cwd"), first)
         try:
             if jail is not None:
                 opened = os.fstat(cwd_fd)  # bubblewrap enters it by name: it checks it is this

@@ -80,6 +80,7 @@ from ._results import (
     store_result,
     thinking_by_reference,
 )
+from ._telemetry import enter_trace
 from ._wire import (
     HISTORY_REF_KEY,
     MEMORY_ID_KEY,
@@ -241,6 +242,7 @@ async def _unstick() -> None:
 
 def _named(name: str, fn: Activity) -> Callable[..., Any]:
     async def run(data: dict[str, Any]) -> dict[str, Any]:
+        enter_trace(data)  # a traced run: what this activity does nests under its span
         info = activity.info()
         if info.attempt < 2 or info.is_local or not info.workflow_id:
             return await fn(data)
@@ -714,6 +716,8 @@ class _AgentActivities:
                     and [c.id for c in m.tool_calls] == ids
                 )
 
+            if data.get("generation") is not None:  # fenced by the run's load (approve14)
+                expect_generation(getattr(memory, "storage", None), int(data["generation"]))
             found = await _heartbeating(memory.update_where(match, update))
             if found is None:
                 found = next(
@@ -938,8 +942,15 @@ def sandbox_runner() -> Any:
     """Temporal's sandboxed workflow runner with goagent-py (and pydantic) passed through."""
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+    # opentelemetry too: the telemetry hooks (goagent_py.otel) hold its context variables, and
+    # a copy imported in the sandbox would have context variables of its own.
     restrictions = SandboxRestrictions.default.with_passthrough_modules(
-        "goagent_py", "pydantic", "pydantic_core", "annotated_types", "typing_extensions"
+        "goagent_py",
+        "pydantic",
+        "pydantic_core",
+        "annotated_types",
+        "typing_extensions",
+        "opentelemetry",
     )
     return SandboxedWorkflowRunner(restrictions=restrictions)
 
@@ -951,6 +962,9 @@ def create_worker(
     registry: ProviderRegistry | None = None,
     task_queue: str | None = None,
     deps: DepsRegistry | None = None,
+    tracer_provider: Any = None,
+    meter_provider: Any = None,
+    capture_content: bool | None = None,
     **worker_options: Any,
 ) -> Any:
     """A Temporal worker that runs ``agents``' workflows and activities::
@@ -965,6 +979,17 @@ def create_worker(
         task_queue: the task queue (default: the agents' own, which must agree).
         deps: the resolvers of the runs' deps specs (:class:`~goagent_py.durable.DepsRegistry`;
             None: a run started with ``deps=`` fails before its first model call).
+        tracer_provider: trace the runs this worker runs, as :func:`goagent_py.otel.instrument`
+            traces a plain run (``invoke_agent``, ``chat``, ``execute_tool``, memory spans),
+            each under the span that was current where the run was started. Must be
+            Temporal's replay-safe provider
+            (``temporalio.contrib.opentelemetry.create_tracer_provider()``), so a replayed
+            history records nothing twice (docs/scaling-out.md, "Tracing durable runs").
+            None: no spans.
+        meter_provider: the runs' GenAI metrics (wrapped in Temporal's
+            ``ReplaySafeMeterProvider``); None: none (never the global provider, which would
+            record every replayed operation again). Only with ``tracer_provider``.
+        capture_content: record content in the spans, as ``instrument(capture_content=...)``.
         **worker_options: passed to ``temporalio.worker.Worker``. Its
             ``sticky_queue_schedule_to_start_timeout`` defaults to 1 s here (Temporal's own
             default is 10 s): a workflow task waiting for a worker that died goes to another
@@ -988,6 +1013,15 @@ def create_worker(
             )
         task_queue = queues.pop()
     groups = _groups(agents, registry or ProviderRegistry.default(), deps)
+    if tracer_provider is not None:
+        from ._telemetry import telemetry_for
+
+        telemetry = telemetry_for(tracer_provider, meter_provider, capture_content)
+        worker_options["interceptors"] = [*worker_options.get("interceptors", ()), telemetry]
+    elif meter_provider is not None or capture_content is not None:
+        raise ConfigurationError(
+            "create_worker: meter_provider= and capture_content= go with tracer_provider="
+        )
     worker_options.setdefault("sticky_queue_schedule_to_start_timeout", _STICKY_TIMEOUT)
     # Built here, not in the first workflow task that decodes messages: a cold build there
     # ran past Temporal's 2 s deadlock check on a busy machine and failed the task.

@@ -34,7 +34,15 @@ from goagent_py._loop import Run
 from goagent_py._metadata_keys import DECISIONS_KEY
 from goagent_py._transcript import closing_tail
 from goagent_py.agent import Agent
-from goagent_py.approvals import Approve, Deny, ToolDecision, check_decisions, pending_of
+from goagent_py.approvals import (
+    Approve,
+    Deny,
+    ToolDecision,
+    check_decisions,
+    pending_of,
+    same_verdict,
+    verdict_of,
+)
 from goagent_py.dispatch import DispatchFunc
 from goagent_py.errors import (
     ApprovalConflictError,
@@ -68,6 +76,7 @@ from goagent_py.tools import ToolDefinition
 
 from ._mcp import call_activity, listed_definitions
 from ._results import PREVIEW, REFS_KEY, digest_of, marked, reference_of
+from ._telemetry import traced, with_telemetry, workflow_hooks
 from ._wire import (  # names shared with the client
     ABORT_SIGNAL,
     DECIDE_UPDATE,
@@ -279,6 +288,7 @@ class _Calls:
         the server, and is recorded when that task completes)."""
         c = self.config
         heartbeat = c.get("heartbeat_timeout")
+        data = traced(data)
         try:
             if local and c.get("local_memory_activities"):
                 try:
@@ -535,6 +545,9 @@ class _ShortTermProxy:
         # append and model call, whose activities refuse to write over (or read back from) a
         # clear made since. Only activity inputs change: no new command, no patch marker.
         self.generation: int | None = None
+        # A resume's: the clear counter when its run stopped to wait (approve14). Its claim
+        # is fenced by it: a clear during the wait refuses the decision, refill or not.
+        self.waited_at: int | None = None
         calls.short_term = self
 
     async def messages(self) -> list[Message]:
@@ -639,6 +652,9 @@ class _ShortTermProxy:
             # wait settled takes it as its own only if this claim settled it (durable11).
             "claim": f"{self._calls.run_id}:claim:{token}",
         }
+        fence = self.waited_at if self.waited_at is not None else self.generation
+        if fence is not None:  # a clear since the wait (or the run's load) refuses the claim
+            data["generation"] = fence
         out = await self._memory("settle", data, local=False)
         if not out.get("found"):
             return None
@@ -780,6 +796,9 @@ def _agent_for(
             on_tool_result=calls.on_tool_result,
         ),
     }
+    telemetry = workflow_hooks()  # the worker's (create_worker(tracer_provider=...)), if any
+    if telemetry is not None:
+        settings["hooks"] = with_telemetry(settings["hooks"], telemetry)
     if calls.checks or config.get("external_tools"):
         # Which calls wait is decided on the workers (the tools' predicates, the agent's
         # policy): see _Calls.prepare. The deadline is the workflow's (Run.clock).
@@ -870,7 +889,7 @@ async def _outcome(run: Run, calls: _Calls) -> dict[str, Any]:
             check_size({"messages": messages}, "run result", **_limits(calls.config))
         except PayloadTooLargeError:  # the stored ones are in the session: stand-ins here
             messages = messages_to_text(memory.lean(new))
-    return {
+    out: dict[str, Any] = {
         "text": result.text,
         "stop_reason": None if result.stop_reason is None else str(result.stop_reason),
         "iterations": result.iterations,
@@ -893,6 +912,11 @@ async def _outcome(run: Run, calls: _Calls) -> dict[str, Any]:
             for p in result.pending
         ],
     }
+    if result.pending and memory is not None and memory.generation is not None:
+        # The conversation's clear counter when the run stopped to wait: its resume's claim
+        # is fenced by it, so a clear during the wait (and a refill) refuses the decision.
+        out["generation"] = memory.generation
+    return out
 
 
 async def run_in_workflow(
@@ -932,6 +956,7 @@ async def resume_in_workflow(
     events: list[dict[str, Any]] | None = None,
     control: Any = None,
     deps: dict[str, Any] | None = None,
+    waited_at: int | None = None,
 ) -> dict[str, Any]:
     """Go on with the session's waiting calls in the current workflow, with ``decisions``
     (taken at ``decided_at``, the workflow's time): the claim settles the stored wait on a
@@ -941,6 +966,8 @@ async def resume_in_workflow(
         ApprovalConflictError: the stored wait was settled by someone else (a plain resume).
     """
     calls, agent = await _prepared(config, session_id, run_id, events, deps)
+    if calls.short_term is not None:  # ``waited_at``: the generation the wait was stored at
+        calls.short_term.waited_at = waited_at
     # The decide update's validator matched the decisions to the wait (its token, the ids of
     # its earlier waits); the claim compares the stored wait's own token.
     run = await agent.start_resume(
@@ -1104,6 +1131,7 @@ class AgentWorkflow:
                             events=self._events,
                             control=self._control,
                             deps=deps,
+                            waited_at=results[-1].get("generation"),
                         )
                     )
                     if self._cancelled:  # the wait is closed in the record: end cancelled
@@ -1295,11 +1323,10 @@ class AgentWorkflow:
         taken = self._given.get(token, {}).get(call_id)
         if taken is None:
             return False
-
-        def verdict(d: dict[str, Any]) -> dict[str, Any]:
-            return {k: v for k, v in d.items() if k != "token"}
-
-        return verdict(taken) == verdict(data)
+        try:  # the rule every resume follows (approvals.same_verdict)
+            return same_verdict(verdict_of(decision_from_data(taken)), decision_from_data(data))
+        except (ConfigurationError, KeyError, TypeError, ValueError):
+            return False  # not a decision: the validator says why
 
     def _stale(self, call_id: str, token: str) -> None:
         """Refuse a decision for ``call_id`` that names the wait ``token``, not the one now."""

@@ -38,6 +38,7 @@ from goagent_py.results import PendingCall
 
 from ._deps import DepsSpec
 from ._mcp import MCPServerSpec, specs_of
+from ._telemetry import TRACE_KEY, caller_trace
 from ._wire import (
     ABORT_SIGNAL,
     DECIDE_UPDATE,
@@ -435,6 +436,9 @@ class DurableAgent:
                     f"resolve, got {type(deps).__name__}: a live object cannot cross to them"
                 )
             data["deps"] = deps.to_data()
+        trace = caller_trace()
+        if trace is not None:  # the run's spans join the caller's trace (workers that trace)
+            data[TRACE_KEY] = trace
         start_options.setdefault("request_eager_start", True)
         try:
             return await client.start_workflow(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import re
 import secrets
 import socket
@@ -20,7 +21,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from goagent_py._conversation import ConversationOwners
+from goagent_py._conversation import (
+    ClientAgent,
+    ConversationOwners,
+    client_agent,
+    recall_key,
+    unkeyable,
+)
 from goagent_py._describe import described, message_of
 from goagent_py.errors import ConfigurationError
 from goagent_py.events import AgentEnd, ToolExecutionStart, TurnStart
@@ -38,52 +45,85 @@ AgentFactory = Callable[[str], Any]
 
 
 class _Conversations:
-    """One conversation per MCP session (docs/mcp.md, "One conversation per client").
+    """The agent each MCP session gets (docs/mcp.md, "One conversation per client").
 
-    A conversation is a :class:`~goagent_py.Session` of the session's agent: the factory's
-    agent for that session, or the served agent with a short-term memory of the session's own
-    (in this process, in the served memory's window policy). It lives as long as the SDK keeps
-    the MCP session (a client's DELETE, a closed SSE stream, the SDK's idle timeout end it) and
-    at most ``max_sessions`` are kept: past that, the least recently used idle one is dropped
-    (its client's next ask starts afresh). A factory's agent is closed when its conversation
-    goes. One ask of a session runs at a time; another waits for it.
+    A session's conversation is a :class:`~goagent_py.Session` of the session's agent: the
+    factory's agent for that session, or the served agent as that session gets it (a
+    short-term memory keeping the session's own conversation in the served storage's kind,
+    long-term memory scoped to the session unless ``shared_memory``; see
+    :func:`goagent_py._conversation.client_agent`). An agent without short-term memory runs
+    each ask on its own (no conversation). It lives as long as the SDK keeps the MCP session
+    (a client's DELETE, a closed SSE stream, the SDK's idle timeout end it) and at most
+    ``max_sessions`` are kept: past that, the least recently used idle one is dropped (its
+    client's next ask reads its stored conversation again, or starts afresh in memory). What
+    was opened for a session (a factory's agent, a storage) is closed when it goes. One ask of
+    a session runs at a time; another waits for it.
     """
 
-    def __init__(self, agent: Any, *, factory: bool, max_sessions: int = 256) -> None:
+    def __init__(
+        self, agent: Any, *, factory: bool, shared_memory: bool, max_sessions: int = 256
+    ) -> None:
         self._agent = agent
         self._factory = factory
+        self._shared_memory = shared_memory
         self.max_sessions = max_sessions
-        # Served over stdio (run_stdio): one client for the process's life, so a served agent
-        # keeps its conversation in its own memory (its storage: kept across restarts).
+        # Served over stdio (run_stdio): one client for the process's life, so the served
+        # agent is its agent as it is (its memory's storage: kept across restarts).
         self.one_client = False
-        # By the SDK's session object (weak: the SDK's end of a session ends its conversation).
+        # By the SDK's connection object (weak: the SDK's end of a session ends its conversation).
         self._by_session: weakref.WeakKeyDictionary[Any, _Conversation] = (
             weakref.WeakKeyDictionary()
         )
         self._building = asyncio.Lock()
-        # A factory's agent keeping another session's conversation is refused.
+        # A factory's agent keeping another session's conversation or facts is refused.
         self._owners = ConversationOwners()
+        # How many live conversations hold each thing to close (by id): a factory may give
+        # several sessions one agent, closed only when the last of them goes.
+        self._holders: dict[int, int] = {}
+
+    def check_many_clients(self) -> None:
+        """Refuse, for a transport of many clients, a served memory that cannot keep a
+        conversation per session."""
+        memory = None if self._factory else self._agent.options.short_term_memory
+        why = None if memory is None else unkeyable(memory)
+        if why is not None:
+            raise ConfigurationError(
+                f"the served agent cannot keep a conversation per MCP session: {why}. Serve it "
+                "over stdio (one client), or pass a factory, serve_agent(make_agent, name=...), "
+                "where make_agent(session_id) returns an agent whose memory keeps that session's "
+                "conversation"
+            )
 
     async def of(self, ctx: Any) -> _Conversation:
         """The conversation of the MCP session ``ctx`` belongs to (made on its first ask)."""
-        key = _connection_of(ctx)
+        key = connection_of(ctx)
         async with self._building:
             found = self._by_session.pop(key, None)
             if found is None:
-                found = _Conversation(await self._session(_session_id(ctx)), self._factory)
-                if self._factory:  # the SDK's end of the session closes what the factory made
-                    weakref.finalize(key, _close_later, found.session.agent)
+                found = await self._made(_session_id(ctx))
+                if found.holder is not None:  # the SDK's end of the session lets go of it
+                    self._holders[id(found.holder)] = self._holders.get(id(found.holder), 0) + 1
+                    weakref.finalize(key, self._release, found)
             self._by_session[key] = found  # most recently used last
             idle = [k for k, c in self._by_session.items() if not c.lock.locked()]
             for old in idle[: max(0, len(self._by_session) - self.max_sessions)]:
-                dropped = self._by_session.pop(old)
-                if self._factory:
-                    _close_later(dropped.session.agent)
+                self._release(self._by_session.pop(old))
             return found
 
-    async def _session(self, session_id: str) -> Any:
+    def _release(self, conversation: _Conversation) -> None:
+        """Let go of a conversation (dropped, or its session ended: once): what was opened for
+        it is closed when no other live conversation holds it."""
+        holder, conversation.holder = conversation.holder, None
+        if holder is None:
+            return
+        left = self._holders.pop(id(holder), 1) - 1
+        if left:
+            self._holders[id(holder)] = left
+        else:
+            _close_later(holder.aclose)
+
+    async def _made(self, session_id: str) -> _Conversation:
         from goagent_py.agent import Agent
-        from goagent_py.memory.short_term import ShortTermMemory
         from goagent_py.session import Session
 
         if self._factory:
@@ -94,13 +134,17 @@ class _Conversations:
                     f"the agent factory must return an Agent, got {type(agent).__name__}"
                 )
             self._claim(session_id, agent)
-        elif self.one_client:
-            agent = self._agent  # stdio: one client, the served memory is its conversation
+            return _Conversation(Session(agent), agent)
+        if self.one_client:  # stdio: one client, the served agent is its agent
+            agent, holder = self._agent, None
         else:
-            served = self._agent.options.short_term_memory
-            policy = getattr(served, "policy", None)
-            agent = self._agent.replace(short_term_memory=ShortTermMemory(policy=policy))
-        return Session(agent)
+            opened: ClientAgent = client_agent(
+                self._agent, session_id, protocol="mcp", shared_memory=self._shared_memory
+            )
+            agent, holder = opened.agent, opened
+        # Without short-term memory each ask is a run of its own, as the served agent's are.
+        runner = agent if agent.options.short_term_memory is None else Session(agent)
+        return _Conversation(runner, holder)
 
     def _claim(self, session_id: str, agent: Any) -> None:
         if self._owners.claim(session_id, agent.options.short_term_memory) is not None:
@@ -110,28 +154,58 @@ class _Conversations:
                 "the session id the factory is given), or every client would read the others' "
                 "messages"
             )
+        scope = None if self._shared_memory else recall_key(agent)
+        if scope is not None and self._owners.claim_key(session_id, scope) is not None:
+            raise ConfigurationError(
+                "the agent factory returned an agent whose long-term memory recalls another MCP "
+                "session's facts (the same memory and agent name): name each session's agent "
+                "apart (long-term memory is scoped by the agent's name), or pass "
+                "shared_memory=True to serve_agent to have every client's facts recalled for "
+                "every other client"
+            )
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Conversation:
-    session: Any  # goagent_py.Session
-    factory: bool
+    runner: Any  # a goagent_py.Session (a conversation), or an Agent (a run per ask)
+    # What was opened for the session, closed (``aclose()``) when no conversation holds it:
+    # a factory's agent, or the storage of the served agent's client (a ClientAgent).
+    holder: Any
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-def _connection_of(ctx: Any) -> Any:
-    """The SDK's object for the MCP session of ``ctx`` (SDK 2.x: the ``Connection`` behind
-    the per-request ``ServerSession``). Without it (another SDK), the request's session: a
-    conversation per ask then, never one shared by two clients."""
+_LOG = logging.getLogger(__name__)
+_WARNED: list[bool] = []
+
+
+def connection_of(ctx: Any) -> Any:
+    """The SDK's object for the MCP session of ``ctx``: what tells one client from another.
+
+    SDK 2.x makes a ``ServerSession`` per request; the per-client object is the
+    ``mcp.server.connection.Connection`` behind it, which the tool context reaches only
+    through a private attribute (``ServerSession._connection``; the public
+    ``mcp.server.context.Context.connection`` is not what tools are given). This is the one
+    place that reads it; ``tests/mcp/test_proto14_mcp_client_memory.py`` pins it. Without it (an
+    SDK that changed it), the request's session: a conversation per ask, never one shared by
+    two clients, and a warning says so once."""
     session = ctx.session
-    return getattr(session, "_connection", None) or session
+    found = getattr(session, "_connection", None)
+    if found is None:
+        if not _WARNED:
+            _WARNED.append(True)
+            _LOG.warning(
+                "this MCP SDK gives tools no per-client connection (ServerSession._connection): "
+                "each ask of a served agent with memory is a conversation of its own"
+            )
+        return session
+    return found
 
 
 def _session_id(ctx: Any) -> str:
     """The MCP session's id as its transport names it (the ``mcp-session-id`` header of
     streamable HTTP, the ``session_id`` of the legacy SSE transport), else a new random one
-    (stdio, in-process): what a factory keys the session's stored memory by."""
-    found = getattr(_connection_of(ctx), "session_id", None)
+    (stdio, in-process, sessionless): what a session's stored conversation is keyed by."""
+    found = getattr(connection_of(ctx), "session_id", None)
     request = getattr(ctx.request_context, "request", None)
     if not found:
         headers = getattr(request, "headers", None)
@@ -142,13 +216,14 @@ def _session_id(ctx: Any) -> str:
     return str(found) if found else secrets.token_hex(16)
 
 
-def _close_later(agent: Any) -> None:
-    """Close ``agent`` (its MCP connections...) on the running loop, when there is one."""
+def _close_later(close: Callable[[], Any]) -> None:
+    """Await ``close()`` (a factory agent's ``aclose``, a session storage's) on the running
+    loop, when there is one."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return  # the process is ending: nothing to close on
-    task = loop.create_task(agent.aclose())
+    task = loop.create_task(close())
     _CLOSING.add(task)
     task.add_done_callback(_CLOSING.discard)
 
@@ -236,6 +311,7 @@ def serve_agent(
     tool_name: str = "ask",
     description: str | None = None,
     instructions: str | None = None,
+    shared_memory: bool = False,
 ) -> Any:
     """Build an SDK ``MCPServer`` that serves ``agent``.
 
@@ -243,7 +319,7 @@ def serve_agent(
         agent: the :class:`~goagent_py.Agent` to serve, or a factory called with each MCP
             session's id that returns the agent of that session (sync or async; e.g. with its
             own stored memory): each MCP session is then one conversation. An agent with
-            short-term memory has one conversation per MCP session too, in this process
+            short-term memory has one conversation per MCP session too, in its storage's kind
             (docs/mcp.md, "One conversation per client").
         name: the server's name (default: the agent's name, or "goagent-py"; required with a
             factory).
@@ -252,6 +328,9 @@ def serve_agent(
         tool_name: the agent tool's name.
         description: the agent tool's description (default: says to send a task in plain text).
         instructions: the server's instructions for clients.
+        shared_memory: recall every session's remembered facts in every other session (one
+            long-term memory scope for all clients: one user's deployment). By default each
+            session recalls its own only (over stdio, one client: the agent's own scope).
 
     Returns:
         An ``mcp.server.mcpserver.MCPServer``: run it with :func:`run_stdio` or :func:`run_http`,
@@ -284,9 +363,15 @@ def serve_agent(
     mcpserver: Any = require("mcp.server.mcpserver")
     server_name = name or getattr(agent, "name", "") or "goagent-py"
     tools = list(agent.tools) if expose in ("tools", "both") else []
+    if not isinstance(shared_memory, bool):
+        raise ConfigurationError(f"shared_memory must be True or False, got {shared_memory!r}")
     conversations: _Conversations | None = None
-    if factory or getattr(agent.options, "short_term_memory", None) is not None:
-        conversations = _Conversations(agent, factory=factory)
+    if (
+        factory
+        or agent.options.short_term_memory is not None
+        or (agent.options.long_term_memory is not None and not shared_memory)
+    ):
+        conversations = _Conversations(agent, factory=factory, shared_memory=shared_memory)
     if expose == "both" and any(t.definition.name == tool_name for t in tools):
         raise ConfigurationError(
             f"the agent has a tool named {tool_name!r}: pick another tool_name= for the agent"
@@ -310,6 +395,10 @@ def serve_agent(
         exceptions: Any = require("mcp.server.mcpserver.exceptions")
 
         async def ask(prompt: str, ctx: Any) -> str:
+            if not prompt.strip():  # the agent would be run on nothing
+                raise exceptions.ToolError(
+                    "the prompt is empty: send the task or question in plain language"
+                )
             step = 0
 
             async def progress(message: str) -> None:
@@ -322,7 +411,7 @@ def serve_agent(
                     return await _run_agent(agent, prompt, progress)
                 conversation = await conversations.of(ctx)
                 async with conversation.lock:
-                    return await _run_agent(conversation.session, prompt, progress)
+                    return await _run_agent(conversation.runner, prompt, progress)
             except Exception as exc:
                 raise exceptions.ToolError(f"the agent failed: {message_of(exc)}") from exc
 
@@ -343,7 +432,8 @@ def serve_agent(
     return server
 
 
-# The conversations of each served agent's server, for run_stdio to say it has one client.
+# The conversations of each served agent's server: run_stdio says it has one client, the
+# HTTP transports check its memory can keep one conversation per session.
 _SERVED: weakref.WeakKeyDictionary[Any, _Conversations] = weakref.WeakKeyDictionary()
 
 
@@ -371,6 +461,13 @@ async def run_stdio(server: Any) -> None:
     if conversations is not None:
         conversations.one_client = True
     await server.run_stdio_async()
+
+
+def _many_clients(server: Any) -> None:
+    """Refuse to serve to many clients an agent that cannot keep a conversation per client."""
+    conversations = _SERVED.get(server)
+    if conversations is not None:
+        conversations.check_many_clients()
 
 
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
@@ -423,10 +520,12 @@ def http_app(
             (docs/security.md).
 
     Raises:
-        ConfigurationError: a bad path.
+        ConfigurationError: a bad path, or a served agent whose short-term memory cannot keep
+            a conversation per session (docs/mcp.md, "One conversation per client").
     """
     if not path.startswith("/"):
         raise ConfigurationError(f"the HTTP path must start with '/', got {path!r}")
+    _many_clients(server)
     return server.streamable_http_app(
         streamable_http_path=path, host=host, transport_security=_security(host, allowed_hosts)
     )
@@ -471,12 +570,14 @@ def sse_app(
             Origin checks are those of :func:`http_app`, whatever the host.
 
     Raises:
-        ConfigurationError: a bad path.
+        ConfigurationError: a bad path, or a served agent whose short-term memory cannot keep
+            a conversation per session (docs/mcp.md, "One conversation per client").
     """
     if not path.startswith("/") or not message_path.startswith("/"):
         raise ConfigurationError(
             f"SSE paths must start with '/', got path={path!r}, message_path={message_path!r}"
         )
+    _many_clients(server)
     return server.sse_app(
         sse_path=path,
         message_path=message_path,

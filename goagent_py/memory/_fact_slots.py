@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from goagent_py.memory._fact_languages import parse_other
 from goagent_py.memory._questions import is_question
 from goagent_py.memory._subjects import (
     WHO,
@@ -22,7 +23,16 @@ from goagent_py.memory._subjects import (
     third_person,
 )
 
-__all__ = ["Fact", "is_retraction", "parse_fact", "same_value"]
+__all__ = [
+    "PARTNERS",
+    "Fact",
+    "is_about_someone",
+    "is_retraction",
+    "named_as",
+    "parse_fact",
+    "same_slot",
+    "same_value",
+]
 
 FactKind = Literal["set", "multi", "retract"]
 
@@ -40,7 +50,9 @@ class Fact:
     retraction ("I no longer like blue, my favourite colour is green"), so it is kept as said
     too, whatever it retracts. ``past``: said in the past ("I used to live in Paris"): it
     retires the present fact it names and is kept as said; the present fact said later does
-    not retire it (it stays true of the past).
+    not retire it (it stays true of the past). ``family``: a partner named without the
+    relation ("I'm married to Grace", "I broke up with Leo"): it is about whichever partner
+    the user has, a wife's or a boyfriend's slot as much as "partner".
     """
 
     slot: str
@@ -51,6 +63,7 @@ class Fact:
     words: str = ""
     more: bool = False
     past: bool = False
+    family: bool = False
 
 
 # (slot, pattern, template): a template rewrites an indirect statement ("I moved to X") as
@@ -207,22 +220,30 @@ _SET: list[tuple[str, str, str | None]] = [
     ),
     (
         "partner",
-        r"\bmy (?:new |current )?(?:wife|husband|partner|girlfriend|boyfriend|spouse|"
+        r"\bmy (?:new |current )?(?P<rel>wife|husband|partner|girlfriend|boyfriend|spouse|"
         r"fianc[ée]e?)(?:'s name)? is (?:now )?(?:called |named )?(?P<v>.+)",
         None,
     ),
     (
         "partner",
-        r"\bi(?:'m| am) (?:now )?(?:married to|dating|engaged to|seeing|with) "
-        r"(?P<v>(?-i:[A-Z]).+)",
+        r"\bi(?:'m| am) (?:now )?(?:married to|dating|engaged to) (?P<v>(?-i:[A-Z]).+)",
+        "My partner is {v}.",
+    ),
+    # "I'm seeing Sam." is a partner; "I'm seeing Dr. Patel on Monday", "I'm seeing Sam
+    # tomorrow" and "I'm with Vodafone" are an appointment and a provider: only a name that
+    # ends the sentence, no title.
+    (
+        "partner",
+        r"\bi(?:'m| am) (?:now )?seeing (?!(?:Dr|Mr|Mrs|Ms|Prof)\b)"
+        r"(?P<v>(?-i:[A-Z])[\w'-]*)(?: now| these days)?$",
         "My partner is {v}.",
     ),
     ("partner", r"\bi (?:just )?married (?P<v>.+)", "My partner is {v}."),
     (
         "partner",
-        r"\bi (?:have|got|'ve got) a new (?:wife|husband|partner|girlfriend|boyfriend|spouse)"
-        r",? (?:called |named )?(?P<v>(?-i:[A-Z]).+)",
-        "My partner is {v}.",
+        r"\bi (?:have|got|'ve got) a new (?P<rel>wife|husband|partner|girlfriend|boyfriend|"
+        r"spouse),? (?:called |named )?(?P<v>(?-i:[A-Z]).+)",
+        "My {rel} is {v}.",
     ),
     ("car", r"\bi (?:now )?drive (?:a |an )?(?P<v>.+)", None),
     (
@@ -310,12 +331,8 @@ _SLOT_ALIASES = {
     "email address": "email",
     "e-mail": "email",
     "car": "car",
-    "wife": "partner",
-    "husband": "partner",
-    "partner": "partner",
-    "girlfriend": "partner",
-    "boyfriend": "partner",
-    "spouse": "partner",
+    "fiance": "fiancé",
+    "fiancee": "fiancée",
     "job": "job",
     "job title": "job",
     "profession": "job",
@@ -366,6 +383,38 @@ def _norm_slot(raw: str) -> str:
     words = [_SPELLING.get(w, w) for w in raw.lower().split() if w not in _ADJECTIVES]
     slot = re.sub(r"'s name$", "", " ".join(words))  # "my dog's name" is who "my dog" is
     return _SLOT_ALIASES.get(slot, slot)
+
+
+# The relations a break-up ends ("I broke up with Leo" takes back "My boyfriend is Leo."):
+# each is a slot of its own (a wife's employer is not a husband's), and a partner named
+# without one ("I'm dating Leo") is "partner".
+PARTNERS = frozenset(
+    ["partner", "wife", "husband", "girlfriend", "boyfriend", "spouse", "fiancé", "fiancée"]
+)
+
+
+def same_slot(known: str, said: Fact) -> bool:
+    """Whether a memory of slot ``known`` is what ``said`` is about: its slot; for a partner
+    named without the relation (``family``: "I broke up with Leo", "I'm now married to
+    Grace"), any partner's ("My wife is Ana." and "My partner is Sam." are two people); or
+    the same fact of one person named with and without the relation ("brother tom:home" and
+    "tom:home": "My brother Tom lives in Oslo." and "Tom moved to Bergen.")."""
+    if known == said.slot:
+        return True
+    if said.family:  # the user's partner; someone else's ("tom:partner") is their slot alone
+        return said.slot == "partner" and known in PARTNERS
+    known_who, known_colon, known_what = known.rpartition(":")
+    said_who, said_colon, said_what = said.slot.rpartition(":")
+    if not (known_colon and said_colon) or known_what != said_what:
+        return False
+    return bool(named_as(known_who, said_who))
+
+
+def named_as(a: str, b: str) -> str:
+    """The name when ``a`` and ``b`` are one person said two ways, a name alone and the
+    relation with it ("tom", "brother tom"); "" otherwise."""
+    short, long = sorted((a.split(), b.split()), key=len)
+    return short[0] if len(short) == 1 and len(long) == 2 and long[1] == short[0] else ""
 
 
 def _names_it(slot: str, value: str, said: str) -> bool:
@@ -433,8 +482,11 @@ def _set_fact(text: str) -> Fact | None:
             continue
         if not _names_it(slot, value, match.group(0)):
             continue
-        canonical = template.format(v=value) if template else ""
-        return Fact(slot, value, "set", canonical)
+        rel = match.groupdict().get("rel")
+        if rel:  # "my wife is Ana", "my husband is Bob": each relation is a slot of its own
+            slot = _norm_slot(rel)
+        canonical = template.format(v=value, rel=(rel or "").lower()) if template else ""
+        return Fact(slot, value, "set", canonical, family=slot == "partner" and not rel)
     changed = _slot_change(text)
     if changed is not None:
         return changed
@@ -508,7 +560,8 @@ def _left(text: str) -> Fact | None:
     split = _BROKE_UP.search(text) or _NOT_WITH.search(text)
     if split is not None:
         names = [split.groupdict().get(k) for k in ("v", "v2")]
-        return Fact("partner", next((n for n in names if n), ""), "retract", event=True)
+        partner = next((n for n in names if n), "")
+        return Fact("partner", partner, "retract", event=True, family=True)
     if _SOLD_CAR.search(text):
         return Fact("car", "", "retract", event=True)
     gave_up = _GAVE_UP.search(text)
@@ -519,6 +572,13 @@ def _left(text: str) -> Fact | None:
         if rest:
             return Fact("?", rest, "retract", event=True)
     return None
+
+
+def is_about_someone(text: str) -> bool:
+    """Whether the rules read ``text`` as a fact of someone else's ("Anna works at Globex.",
+    "Tom moved to Oslo.", "My wife works at Google."): one of their slots."""
+    fact = parse_fact(text)
+    return fact is not None and ":" in fact.slot
 
 
 def is_retraction(text: str) -> bool:
@@ -553,7 +613,19 @@ def parse_fact(text: str) -> Fact | None:
         if fact is not None and fact.kind == "set" and not fact.canonical:
             return replace(fact, canonical=said[:1].upper() + said[1:] + ".")
         return fact
-    return _parse(text)
+    return _parse(text) or _other_language(text)
+
+
+def _other_language(text: str) -> Fact | None:
+    """``text`` read as a Spanish, French or German fact (see
+    :mod:`goagent_py.memory._fact_languages`)."""
+    parsed = parse_other(text)
+    if parsed is None:
+        return None
+    slot, value, kind, canonical, words = parsed
+    if kind == "retract":  # a negation of nothing known is news, kept as said
+        return Fact(slot, value, "retract", event=True, words=words)
+    return Fact(slot, value, "set", canonical)
 
 
 def _of_someone(subject: str, who: str, said: str) -> Fact | None:

@@ -21,6 +21,13 @@ WHO = frozenset(
         "partner",
         "wife",
         "husband",
+        "girlfriend",
+        "boyfriend",
+        "spouse",
+        "fiancé",
+        "fiancée",
+        "fiance",
+        "fiancee",
         "sister",
         "brother",
         "mother",
@@ -260,15 +267,63 @@ def _first_person_verb(word: str) -> str | None:
     return None
 
 
+# "Anna works at Globex", "Tom moved to Oslo", "Anna's email is ...": a person named without
+# "my" (one or two capitalised words, then a verb or "'s"). Not the user ("I"), a pronoun, an
+# opener ("Yesterday I moved..."), a weekday or a month, nor "Everyone calls me Bea".
+_NAMED = re.compile(
+    r"^(?P<name>(?-i:[A-Z])[\w-]*(?: (?-i:[A-Z])[\w-]*)?)(?P<own>'s)? (?P<rest>.+)$"
+)
+_NOT_NAMES = (
+    _SELF
+    | _OTHERS
+    | _OPENERS
+    | frozenset(
+        ["the", "a", "an", "these", "those", "there", "here", "my", "our", "your", "please",
+         "everyone", "everybody", "nobody", "somebody", "someone", "people", "most", "friends",
+         "all", "both", "no", "not", "mr", "mrs", "ms", "dr", "monday", "tuesday",
+         "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february",
+         "march", "april", "may", "june", "july", "august", "september", "october",
+         "november", "december", "tonight", "tomorrow", "sorry", "thanks", "forget", "call"]
+    )
+)  # fmt: skip
+
+
 def someone_else(text: str) -> tuple[str, str, str] | None:
-    """A fact about one of the user's people or pets, split: the subject as said ("My
-    brother Tom"), who it is (its slot's first part: "brother tom"; the raw relation word,
-    for the caller to normalise) and what is said of them in the first person ("I moved to
-    Munich"); None when ``text`` is no such fact."""
+    """A fact about someone other than the user, split: the subject as said ("My brother
+    Tom", "Anna"), who it is (its slot's first part: "brother tom", "anna"; the raw relation
+    word, for the caller to normalise) and what is said of them in the first person ("I
+    moved to Munich", "My email is ..." for "Anna's email is ..."); None when ``text`` is no
+    such fact."""
     match = _SOMEONE.match(text)
     if match is None:
+        return _named(text)
+    return _split(match.group("subject"), match.group("who"), match.group("name"),
+                  match.group("rest"))  # fmt: skip
+
+
+def _named(text: str) -> tuple[str, str, str] | None:
+    """:func:`someone_else` for a person named without "my" ("Anna works at Globex")."""
+    match = _NAMED.match(text)
+    if match is None:
         return None
-    words = match.group("rest").split()
+    name = match.group("name")
+    if any(w.casefold() in _NOT_NAMES for w in name.split()):
+        return None
+    rest = match.group("rest")
+    if match.group("own"):  # "Anna's email is ...": what she would say of her own email
+        return name, name.casefold(), "My " + rest
+    if _WHAT_IT_IS.match(rest):
+        return None  # "Berlin is a city": a capitalised word names places and things too
+    return _split(name, "", None, rest)
+
+
+# What a thing is as much as what a person does: not read of a bare name ("Anna is a doctor"
+# is said as "Anna works as a doctor", which is read).
+_WHAT_IT_IS = re.compile(r"^(?:is|was)(?: \w+ly| now| still)? (?:a|an|the)\b", re.IGNORECASE)
+
+
+def _split(subject: str, who: str, name: str | None, rest: str) -> tuple[str, str, str] | None:
+    words = rest.split()
     index = 0
     while index < len(words) and words[index].casefold() in _ADVERBS:
         index += 1
@@ -278,10 +333,8 @@ def someone_else(text: str) -> tuple[str, str, str] | None:
     if verb is None:
         return None
     said = " ".join([*words[:index], verb, *words[index + 1 :]])
-    who = match.group("who").casefold()
-    if match.group("name"):
-        who += " " + match.group("name").casefold()
-    return match.group("subject"), who, f"I {said}"
+    who = " ".join(w for w in (who.casefold(), (name or "").casefold()) if w)
+    return subject, who or subject.casefold(), f"I {said}"
 
 
 _AS_ME = re.compile(r"^(?:I am|I'm)\b|^I (?P<verb>[a-z]+)\b|^My\b")

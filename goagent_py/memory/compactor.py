@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from goagent_py._deepcopy import snapshot_message
+from goagent_py._describe import error_type
 from goagent_py._metadata_keys import UI_ONLY_KEY
 from goagent_py.errors import ConfigurationError
 from goagent_py.events import EVENT_SINK, CompactionEvent
@@ -254,7 +255,8 @@ class Compactor:
         report = _Report(None if force else target, self.estimator, focus)
         from opentelemetry import trace  # here: `import goagent_py` stays light
 
-        tracer = trace.get_tracer(__name__, tracer_provider=self.tracer_provider)
+        # goagent-py's instrumentation scope, as every span of ours has (goagent_py.otel).
+        tracer = trace.get_tracer("goagent_py", tracer_provider=self.tracer_provider)
         with tracer.start_as_current_span("compact_context") as span:
             token = _REPORT.set(report)
             try:
@@ -267,7 +269,7 @@ class Compactor:
             span.set_attribute("goagent.compaction.fallback_used", report.fallback_used)
             if report.errors:
                 error = report.errors[0]
-                span.set_attribute("error.type", type(error).__qualname__)
+                span.set_attribute("error.type", error_type(error))
         self.usage = self.usage + report.usage
         out, boundary = self._record(current, out, before)
         persisted = False

@@ -3,6 +3,9 @@
 :class:`RuleDecider` needs no model (the default of ``goagent-py chat``, offline use and the
 embedded small model): it reads English first-person facts with one value at a time (where I
 live, my name, my job or employer, my phone, email, age, partner, car, and any "my X is Y"),
+the same of the user's people ("My wife works at Google", "Anna moved to Oslo": slots of
+theirs), and, in Spanish, French and German, home, work, name, age and origin and their
+changes (any other language is added as said: use :class:`ModelDecider` for it);
 replaces the old value with the new one, leaves compatible facts alone ("I like tea" + "I also
 like coffee"; "my sister is Meera" + "my brother is Ravi") and deletes on explicit requests
 ("forget that I live in Lisbon", "I don't work at Acme anymore", "that's no longer true").
@@ -27,9 +30,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory._corrections import corrected_text, parse_correction
-from goagent_py.memory._fact_slots import Fact, parse_fact, same_value
+from goagent_py.memory._fact_slots import Fact, named_as, parse_fact, same_slot, same_value
 from goagent_py.memory.consolidation import OPS, Decision, DecisionError
 from goagent_py.memory.records import MemoryRecord
+from goagent_py.memory.write_policies import statement_clauses
 from goagent_py.messages import Usage, user_message
 from goagent_py.provider import CompletionRequest, OutputFormat, Provider
 
@@ -69,7 +73,8 @@ _EPOCH = datetime.min.replace(tzinfo=UTC)
 
 
 class RuleDecider:
-    """The model-free decider for English first-person facts (see the module docstring)."""
+    """The model-free decider for English first-person facts, and the main ones in Spanish,
+    French and German (see the module docstring)."""
 
     name = "rules"
 
@@ -143,11 +148,15 @@ class RuleDecider:
                 Decision(fact=index, op="DELETE", target=c.id) for c in _negations(fact, known)
             ]
             known = [(c, f) for c, f in known if not _negates(f, fact)]
+            # A message stored whole ("I live in Porto and my sister is Meera.", the agent's
+            # default write policy) says more than the one fact read in it: it is kept as said,
+            # never dropped as known nor reworded to that fact alone.
+            more = len(statement_clauses(text)) > 1
             if fact.kind == "multi":
                 same = [c for c, f in known if f == fact or (f and _same(f, fact))]
-                decided[-1].append(Decision(fact=index, op="NOOP" if same else "ADD"))
+                decided[-1].append(Decision(fact=index, op="NOOP" if same and not more else "ADD"))
             else:
-                decided[-1] += _set(index, text, fact, known)
+                decided[-1] += _set(index, text, fact, known, more=more)
         # A corrected fact is stored as the statement it corrects, never as "I meant John".
         return [
             replace(d, text=meant[d.fact])
@@ -171,7 +180,8 @@ def _correct(
     ``text`` is no correction or fits nothing said before it.
 
     The statement before it is this turn's previous fact, or, for a turn's first fact, the
-    user's latest memories (those stored last, together).
+    memories the turn follows (``just_said``: the latest, stored together, in this
+    conversation and minutes ago; an older fact is never what a correction is about).
     """
     correction = parse_correction(text)
     if correction is None:
@@ -183,14 +193,9 @@ def _correct(
             return None
         fixed = corrected_text(previous, correction)
         return (fixed[0], None, index - 1) if fixed is not None else None
-    latest = [c for c, f in known if f is None or f.kind != "retract"]
-    if not latest:
-        return None
-    newest = max(c.created_at or _EPOCH for c in latest)
+    latest = [c for c, f in known if c.just_said and (f is None or f.kind != "retract")]
     best: tuple[float, str, MemoryRecord] | None = None
     for candidate in latest:
-        if (candidate.created_at or _EPOCH) != newest:
-            continue
         fixed = corrected_text(candidate.text, correction)
         if fixed is not None and (best is None or fixed[1] > best[0]):
             best = (fixed[1], fixed[0], candidate)
@@ -228,7 +233,7 @@ def _replaced_in_turn(fact: Fact, said: list[tuple[int, Fact]]) -> set[int]:
     return {
         i
         for i, f in said
-        if f.slot == fact.slot and (not fact.value or same_value(f.value, fact.value))
+        if same_slot(f.slot, fact) and (not fact.value or same_value(f.value, fact.value))
     }
 
 
@@ -236,18 +241,47 @@ def _same(a: Fact, b: Fact) -> bool:
     return a.kind == b.kind and a.slot == b.slot and same_value(a.value, b.value)
 
 
+def _rivals(fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]) -> list[MemoryRecord]:
+    """The memories holding the value ``fact`` gives: of its slot, or of the same person
+    named with or without the relation ("My brother Tom lives in Oslo." for "Tom moved to
+    Bergen."), unless two people of that name are known ("my brother Tom", "my colleague
+    Tom"): then a fact of "Tom" alone is said of neither."""
+    same = [(c, f) for c, f in known if f is not None and f.kind == "set"]
+    same = [(c, f) for c, f in same if same_slot(f.slot, fact)]
+    if any(f.slot != fact.slot for _, f in same) and _two_of(fact.slot, known):
+        same = [(c, f) for c, f in same if f.slot == fact.slot]
+    return [c for c, _ in same]
+
+
+def _two_of(slot: str, known: list[tuple[MemoryRecord, Fact | None]]) -> bool:
+    """Whether two people known by relation share the name of ``slot``'s person."""
+    who = slot.rpartition(":")[0]
+    name = who.split()[-1] if who else ""
+    said = [who] + [f.slot.rpartition(":")[0] for _, f in known if f is not None]
+    people = {p for p in said if len(p.split()) == 2 and named_as(p, name)}
+    return len(people) > 1
+
+
 def _set(
-    index: int, text: str, fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]
+    index: int,
+    text: str,
+    fact: Fact,
+    known: list[tuple[MemoryRecord, Fact | None]],
+    *,
+    more: bool = False,
 ) -> list[Decision]:
-    rivals = [c for c, f in known if f is not None and f.kind == "set" and f.slot == fact.slot]
+    """``fact``'s new value against the memories holding one (``more``: ``text`` says more
+    than ``fact``, so it is stored as said)."""
+    rivals = _rivals(fact, known)
+    canonical = "" if more else fact.canonical
     if not rivals:
-        return [Decision(fact=index, op="ADD", text=fact.canonical)]
+        return [Decision(fact=index, op="ADD", text=canonical)]
     if any(_same(f, fact) for c, f in known if f is not None and c in rivals):
         stale = [c for c, f in known if c in rivals and f is not None and not _same(f, fact)]
-        keep = [Decision(fact=index, op="NOOP")]
+        keep = [Decision(fact=index, op="ADD" if more else "NOOP")]
         return keep + [Decision(fact=index, op="DELETE", target=c.id) for c in stale]
     newest, *older = sorted(rivals, key=lambda c: c.created_at or _EPOCH, reverse=True)
-    merged = fact.canonical or text
+    merged = canonical or text
     return [Decision(fact=index, op="UPDATE", target=newest.id, text=merged)] + [
         Decision(fact=index, op="DELETE", target=c.id) for c in older
     ]
@@ -257,9 +291,11 @@ def _retract(
     index: int, fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]
 ) -> list[Decision]:
     if fact.slot == "":
-        if not known:
+        # "That's no longer true." takes back what the turn follows, never an older fact.
+        said = [c for c, _ in known if c.just_said]
+        if not said:
             return [Decision(fact=index, op="NOOP")]
-        latest = max(known, key=lambda pair: pair[0].created_at or _EPOCH)[0]
+        latest = max(said, key=lambda c: c.created_at or _EPOCH)
         return [Decision(fact=index, op="DELETE", target=latest.id)]
     if fact.slot == "?":
         words = _content_words(fact.value)
@@ -274,7 +310,7 @@ def _retract(
             for c, f in known
             if f is not None
             and f.kind != "retract"
-            and f.slot == fact.slot
+            and same_slot(f.slot, fact)
             and (not fact.value or same_value(f.value, fact.value))
         ]
     if not targets and fact.words:
@@ -473,10 +509,9 @@ def _prompt(facts: Sequence[str], candidates: Sequence[MemoryRecord]) -> str:
     lines: list[Any] = ["NEW FACTS:"]
     lines += [f"{i}: {json.dumps(f)}" for i, f in enumerate(facts)]
     lines.append("EXISTING MEMORIES:")
-    newest = max((c.created_at or _EPOCH for c in candidates), default=_EPOCH)
     for i, c in enumerate(candidates, 1):
         said = f" (said {c.created_at.date().isoformat()})" if c.created_at else ""
-        if c.created_at is not None and c.created_at == newest:
+        if c.just_said:  # what this turn follows (not a fact a week old)
             said += " (latest)"
         lines.append(f"m{i}{said}: {json.dumps(c.text)}")
     if not candidates:

@@ -40,7 +40,8 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from goagent_py._describe import described
@@ -60,6 +61,7 @@ from goagent_py.memory.records import (
     DELETED,
     HISTORY_KEY,
     INVALID_AT_KEY,
+    JUST_SAID,
     SOURCE_MESSAGE_KEY,
     SOURCE_SESSION_KEY,
     STATE_KEY,
@@ -72,6 +74,7 @@ from goagent_py.memory.records import (
     as_present,
     asks_about_past,
     format_time,
+    parse_time,
     record_of,
     state_of,
     with_change,
@@ -174,6 +177,31 @@ def _source_message(message: Message) -> str:
     """The id of the message a memory comes from: given in its metadata, else its digest."""
     value = message.metadata.get(SOURCE_MESSAGE_KEY)
     return value if isinstance(value, str) and value else message_digest(message)[:16]
+
+
+def _mark_just_said(
+    found: dict[str, MemoryRecord],
+    latest: Sequence[MemoryRecord],
+    facts: Sequence[Message],
+    now: str,
+) -> None:
+    """Add to ``found`` the newest of ``latest`` (all of those stored together), marked
+    ``just_said``, when ``facts`` follow them."""
+    newest = max(r.created_at or _EPOCH for r in latest)
+    for record in latest:
+        if (record.created_at or _EPOCH) == newest and _followed(record, facts, now):
+            found[record.id] = replace(found.get(record.id, record), just_said=True)
+
+
+def _followed(latest: MemoryRecord, facts: Sequence[Message], now: str) -> bool:
+    """Whether ``facts`` (stored ``now``) follow ``latest``, the scope's latest statement:
+    stored less than :data:`JUST_SAID` before, and in the same conversation when both record
+    one. A correction a week later, or in another conversation, is about something else."""
+    said, at = latest.created_at, parse_time(now)
+    if said is None or at is None or not timedelta(0) <= at - said < JUST_SAID:
+        return False
+    theirs = {str(f.metadata.get(SOURCE_SESSION_KEY) or "") for f in facts} - {""}
+    return not (latest.source_session and theirs and theirs != {latest.source_session})
 
 
 def _new_record(
@@ -532,7 +560,7 @@ class LongTermMemory:
             version = await store.version(scope) if isinstance(store, GuardedStore) else ""
             report = ConsolidationReport(decider=self.decider.name, facts=texts, attempts=attempt)
             started = time.perf_counter()
-            candidates, vectors, past = await self._candidates(texts, session)
+            candidates, vectors, past = await self._candidates(texts, session, facts, now)
             decisions = await self._decide(facts, candidates, report)
             deciding += time.perf_counter() - started
             by_id = {c.id: c for c in candidates}
@@ -589,14 +617,14 @@ class LongTermMemory:
                 await self.vector_store.upsert(entry.id, entry.vector, entry.message)
 
     async def _candidates(
-        self, texts: list[str], session: str
+        self, texts: list[str], session: str, facts: Sequence[Message], now: str
     ) -> tuple[list[MemoryRecord], dict[str, Any], dict[str, MemoryRecord]]:
-        """The current memories of ``session`` most similar to each fact (best first), then
-        the latest ones (for "that's no longer true", "sorry, I meant John") when the store
-        can list; the facts'
-        vectors by text (storing a fact reuses its vector); and, when the store can list, the
-        memories of ``session`` that are no longer current, by id (a fact said again after it
-        was forgotten is stored under the same id: its earlier history is kept)."""
+        """The current memories of ``session`` most similar to each fact (best first), then,
+        when the store can list, the latest ones if the facts follow them (``just_said``: for
+        "that's no longer true", "sorry, I meant John"); the facts' vectors by text (storing a
+        fact reuses its vector); and, when the store can list, the memories of ``session``
+        that are no longer current, by id (a fact said again after it was forgotten is stored
+        under the same id: its earlier history is kept)."""
         vectors = await self._embed_all([[TextBlock(t)] for t in texts])
         scope: dict[str, Any] = {SESSION_KEY: session}
         found: dict[str, MemoryRecord] = {}
@@ -621,11 +649,12 @@ class LongTermMemory:
             if listed:
                 # The latest statement, all of it ("My brother is Jon and I live in Lisbon.":
                 # two memories stored together): what "that's no longer true" or "sorry, I
-                # meant John" is about.
-                newest = max(r.created_at or _EPOCH for r in listed)
-                for latest in listed:
-                    if (latest.created_at or _EPOCH) == newest:
-                        found.setdefault(latest.id, latest)
+                # meant John" is about, when the facts follow it.
+                _mark_just_said(found, listed, facts, now)
+        elif found:
+            # A store that cannot list: the newest of the similar memories stands for the
+            # latest statement (a correction is similar to what it corrects).
+            _mark_just_said(found, list(found.values()), facts, now)
         by_text = {t: v for t, v in zip(texts, vectors, strict=True) if v is not None}
         return list(found.values()), by_text, past
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from goagent_py.memory.base import (
@@ -43,6 +43,7 @@ __all__ = [
     "DELETED",
     "HISTORY_KEY",
     "INVALID_AT_KEY",
+    "JUST_SAID",
     "SOURCE_MESSAGE_KEY",
     "SOURCE_SESSION_KEY",
     "STATE_KEY",
@@ -71,6 +72,10 @@ SUPERSEDED_BY_KEY = "goagent.superseded_by"
 SOURCE_SESSION_KEY = "goagent.source_session"
 SOURCE_MESSAGE_KEY = "goagent.source_message"
 HISTORY_KEY = "goagent.history"
+
+JUST_SAID = timedelta(minutes=30)
+"""How recent the scope's latest memory must be for a new turn to follow it (a correction of
+what was "just said"): see :attr:`MemoryRecord.just_said`."""
 
 MemoryState = Literal["current", "superseded", "deleted"]
 CURRENT: MemoryState = "current"
@@ -177,6 +182,12 @@ class MemoryRecord:
         source_message: the message it came from.
         history: its changes, oldest first.
         score: its similarity to the query it was found by (0 when listed).
+        just_said: set on a consolidation's candidates only: the memory is the statement
+            the new facts follow (the scope's latest, stored less than
+            :data:`JUST_SAID` before them, in the same conversation when both record one):
+            what a correction ("Sorry, I meant John.") or "That's no longer true." is about.
+            An older fact, or one of another conversation, is never corrected or retracted
+            by such words.
     """
 
     id: str
@@ -191,6 +202,7 @@ class MemoryRecord:
     source_message: str = ""
     history: tuple[MemoryChange, ...] = field(default=())
     score: float = 0.0
+    just_said: bool = False
 
     @property
     def is_current(self) -> bool:

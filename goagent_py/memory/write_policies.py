@@ -21,7 +21,7 @@ import re
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory._corrections import is_correction
-from goagent_py.memory._fact_slots import is_retraction
+from goagent_py.memory._fact_slots import is_about_someone, is_retraction
 from goagent_py.memory._questions import QUESTION_END, is_question
 from goagent_py.memory.base import WritePolicy
 from goagent_py.messages import Message, Role, TextBlock
@@ -232,8 +232,10 @@ def user_statements(
             ("thanks", "hi there").
         questions: store questions too (by default a message or clause ending in "?" is not
             stored).
-        about_user: store only first-person statements ("My dog is called Biscuit."), not
-            requests ("Calculate 250 - 37"), which recalled later read as facts. A retraction
+        about_user: store only first-person statements ("My dog is called Biscuit."), and
+            facts of a person the user names ("Anna works at Globex.", "Tom moved to Oslo.":
+            those the model-free decider reads, see docs/memory.md), not requests
+            ("Calculate 250 - 37"), which recalled later read as facts. A retraction
             ("That's no longer true.", "Scratch that.") and a correction ("Sorry, I meant
             John.", "*John") are kept too: a memory's decider applies them to what they
             take back or correct.
@@ -259,7 +261,11 @@ def user_statements(
             )
         if about_user and (is_retraction(text) or is_correction(text)):
             return True
-        return is_statement(text, min_words=min_words, about_user=about_user)
+        if is_statement(text, min_words=min_words, about_user=about_user):
+            return True
+        # A fact of someone in the user's life named without "my" ("Anna works at Globex.")
+        # is theirs to recall, as "My wife works at Google." is.
+        return about_user and is_statement(text, min_words=min_words) and is_about_someone(text)
 
     def policy(user: Message, assistant: Message) -> list[Message] | None:
         text = user.text.strip()

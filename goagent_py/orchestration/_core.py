@@ -25,16 +25,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from goagent_py._describe import described
+from goagent_py._flow_frames import enter_frame, leave_frame
 from goagent_py.agent_tool import _PROMPT_SCHEMA
 from goagent_py.budget import Budget, BudgetExceededError, active_budgets
 from goagent_py.errors import (
+    ApprovalPendingError,
     ConfigurationError,
     GoAgentError,
     ToolArgumentsError,
     ToolBlockedError,
 )
 from goagent_py.events import AgentEvent
-from goagent_py.messages import ContentBlock, Message, TextBlock, Usage
+from goagent_py.messages import ContentBlock, Message, StopReason, TextBlock, Usage
 from goagent_py.resilience import RetryPolicy
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition, validate_tool_name
@@ -457,9 +459,28 @@ class Flow:
     """
 
     name: str = "flow"
+    # A run of it is a workflow (an ``invoke_workflow`` span with goagent_py.otel); False for a
+    # flow that only stands for one agent node (MappedDeps).
+    _workflow: bool = True
 
     async def _invoke(self, input: str, scope: Scope) -> FlowResult:
         raise NotImplementedError
+
+    async def _call(self, input: str, scope: Scope) -> FlowResult:
+        """One run of this flow (what every caller runs, :meth:`_invoke` inside a frame that
+        telemetry can open the workflow's span for: goagent_py/_flow_frames.py)."""
+        if not self._workflow:
+            return await self._invoke(input, scope)
+        frame, token = enter_frame(self.name, input)
+        try:
+            result = await self._invoke(input, scope)
+        except BaseException as exc:
+            frame.end(None, exc)
+            raise
+        finally:
+            leave_frame(token)
+        frame.end(result.text, None)
+        return result
 
     def as_tool(self, *, name: str, description: str) -> FlowTool:
         """This orchestration as a tool an agent's model can call with a ``prompt`` (see
@@ -486,7 +507,7 @@ class Flow:
             _deps_scope(deps),
             budget if budget is not None else contextlib.nullcontext(),
         ):
-            result = await self._invoke(input, Scope((self.name,)))
+            result = await self._call(input, Scope((self.name,)))
         return dataclasses.replace(result, flow_state=state)
 
     async def stream(
@@ -502,7 +523,7 @@ class Flow:
 
         async def body() -> FlowResult:
             try:
-                return await self._invoke(input, scope)
+                return await self._call(input, scope)
             finally:
                 queue.put_nowait(done)
 
@@ -761,7 +782,7 @@ async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:
     from goagent_py.agent import Agent
 
     if isinstance(runnable, Flow):
-        return await runnable._invoke(text, scope)
+        return await runnable._call(text, scope)
     start = time.perf_counter()
     if isinstance(runnable, Agent):
         return await _run_agent(runnable, text, scope, start)
@@ -809,6 +830,11 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
         raise
     r = run.result
     assert r is not None
+    waiting = still_waiting(agent.name, r)
+    if waiting is not None:
+        failed = StepFailedError(scope.path, waiting)
+        failed.partial = _record(failed_run(scope.path, r, waiting))
+        raise failed
     duration = time.perf_counter() - start
     output = r.output
     if output is None or isinstance(output, str):
@@ -821,6 +847,22 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
     return _record(FlowResult(text, r.usage, r.iterations, duration, (step,), output=output))
 
 
+def still_waiting(name: str, r: RunResult[Any]) -> ApprovalPendingError | None:
+    """The error of an agent node whose run stopped on tool calls that wait for a person's
+    decision (``StopReason.DEFERRED``): a flow does not pause for decisions, and the run's text
+    is no answer to hand on (approve14). None for a run that ended otherwise. The wait stays
+    in the agent's record, for a resume outside the flow."""
+    if r.stop_reason is not StopReason.DEFERRED:
+        return None
+    calls = ", ".join(f"{p.name!r} ({p.id})" for p in r.pending) or "its tool calls"
+    return ApprovalPendingError(
+        f"agent {name or 'the agent'!r} stopped on {calls}, which wait for a person's "
+        "decision; a flow does not pause for decisions, so it stops here. Resume the agent "
+        "with them (agent.resume({call_id: Approve() or Deny(...)}), the calls in "
+        "exc.partial or the agent's record), or give a flow's agents no approval rules"
+    )
+
+
 def failed_run(path: tuple[str, ...], r: RunResult[Any], error: BaseException) -> FlowResult:
     """What an agent node that failed with ``error`` had done: one failed step."""
     failed = Step(path, "", r.usage, r.iterations, r.duration, error)
@@ -830,6 +872,8 @@ def failed_run(path: tuple[str, ...], r: RunResult[Any], error: BaseException) -
 class MappedDeps(Flow):
     """An agent node whose runs get ``deps(the flow's deps)`` instead of the flow's own (a
     member given as ``as_tool(agent, deps=fn)`` that an orchestration runs as a node)."""
+
+    _workflow = False  # one agent node, not a workflow
 
     def __init__(self, agent: Agent, deps: Callable[[Any], Any], *, name: str) -> None:
         self.agent = agent
@@ -903,14 +947,14 @@ class FlowTool:
         ctx = current_tool_context()
         if ctx is None:
             with _state_scope():
-                result = await self.flow._invoke(text, Scope((self.name,)))
+                result = await self.flow._call(text, Scope((self.name,)))
             return [TextBlock(result.text)]
         scope = Scope((*ctx.path, self.name), ctx.report)
         try:
             # The calling run's deps are the flow's agents' deps, as as_tool gives a child its
             # parent's.
             with _state_scope(), _deps_scope(ctx.deps, inherit=False):
-                result = await self.flow._invoke(text, scope)
+                result = await self.flow._call(text, scope)
         except Exception as exc:
             partial = getattr(exc, "partial", None)
             if isinstance(partial, FlowResult):

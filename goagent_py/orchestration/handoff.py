@@ -41,6 +41,7 @@ from goagent_py.orchestration._core import (
     combine,
     failed_run,
     flow_deps,
+    still_waiting,
 )
 from goagent_py.results import RunResult
 from goagent_py.tool_context import current_tool_context
@@ -283,6 +284,15 @@ class Handoffs(Flow):
             r = run.result
             assert r is not None
             transcript.extend(r.messages)
+            waiting = still_waiting(active, r)
+            if waiting is not None:  # its calls wait for a person: the desk stops (approve14)
+                if here.emit is not None:
+                    here.emit(NodeEnd(None, waiting, path=here.path))
+                error = StepFailedError(here.path, waiting)
+                error.partial = self._result(
+                    start, parts, transcript, active, handoffs, self._spent(here, r, waiting)
+                )
+                raise error
             memory = agent.options.short_term_memory
             if memory is not None:  # it stored its part: it holds the conversation this far
                 held[:] = [h for h in held if h[0] is not memory] + [[memory, len(transcript)]]

@@ -12,6 +12,8 @@ the global ones with the SDK (``pip install "goagent-py[otel-sdk]"``)::
 
 What a run emits (the span tree; times are the operations' real times)::
 
+    invoke_workflow {flow name}        INTERNAL, a run of an orchestration the agent runs in
+                                       (goagent_py.orchestration), if any: see below
     invoke_agent {agent name}          INTERNAL, child of the caller's current span
     ├── search_memory                  long-term recall, then short-term history
     ├── chat {model}                   CLIENT, one per provider call
@@ -31,6 +33,15 @@ the cancellation's class name), as the conventions' "Recording errors" counts an
 that ended by an exception: it did not complete, and a backend looking for unfinished
 operations finds it.
 
+Orchestrations: each run of a flow (``Pipeline``, ``Parallel``, ``Router``, ``Loop``,
+``Graph``, ``Handoffs``, ``Supervisor``, a flow called as a tool) is an ``invoke_workflow
+{name}`` span with ``gen_ai.workflow.name`` (the flow's ``name``), the parent of the runs of
+its agents and of the flows nested in it. The first instrumented run inside opens it, with
+its hooks' tracer, at the flow's own start time; the flow ends it (ERROR and ``error.type``
+when the flow failed or was cancelled). A flow of plain functions records nothing. Durable
+runs: ``goagent_py.durable.create_worker(tracer_provider=...)`` runs these hooks in the
+workflow, on Temporal's replay-safe provider, under the span that started the run.
+
 Attributes: ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
 ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` (cached input included, as the
 convention counts it) / ``output_tokens``, ``gen_ai.response.finish_reasons`` (goagent's
@@ -39,7 +50,9 @@ agents called as tools spent: they are counted again on their own nested ``invok
 spans, as each ``chat`` span is counted in its run's. The GenAI conventions give usage per
 operation, and an agent invocation's operation includes its sub-agents' calls; totals come from
 the ``chat`` spans or the ``gen_ai.client.token.usage`` metric, or the root ``invoke_agent``
-span alone), ``gen_ai.agent.name``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+span alone), ``gen_ai.agent.name``, ``gen_ai.workflow.name``, ``gen_ai.tool.name``,
+``gen_ai.tool.description`` (what the model request said of the tool, at most 1024
+characters; not content: the application's or an MCP server's text), ``gen_ai.tool.call.id``,
 ``gen_ai.memory.store.id`` (``short_term`` or ``long_term``), ``gen_ai.memory.record.count``,
 ``error.type`` (for a provider error the vendor's error type from its body, e.g.
 ``overloaded_error`` even when sent mid-stream after an HTTP 200, else its HTTP status; else the
@@ -72,7 +85,8 @@ Sources (the GenAI conventions are at "Development" stability; names follow thei
   ``create_memory``, ``upsert_memory`` named ``{gen_ai.operation.name}``; ``execute_tool
   {gen_ai.tool.name}`` INTERNAL; opt-in content attributes and "SHOULD NOT capture by default").
 * Agent spans: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-agent-spans/
-  (``invoke_agent {gen_ai.agent.name}``, INTERNAL for in-process agents).
+  (``invoke_agent {gen_ai.agent.name}``, INTERNAL for in-process agents; ``invoke_workflow
+  {gen_ai.workflow.name}``, INTERNAL, for a process that groups several agent invocations).
 * Metrics: https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/ (token buckets
   [1, 4, ..., 67108864], duration buckets [0.01, ..., 81.92]; well-known
   ``gen_ai.provider.name`` values); ``gen_ai.invoke_agent.duration`` and

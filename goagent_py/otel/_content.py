@@ -99,6 +99,40 @@ def has_secrets(schema: object, root: object = None, depth: int = 0) -> bool:
     return any(has_secrets(sub, root, depth + 1) for sub in _subschemas(schema, root))
 
 
+# Keywords that never make a value secret or not: two schemas that differ only in these mask
+# the same arguments (a tool listing what there is now in an enum, a count in its text).
+_NOT_SECRECY = frozenset(
+    {"enum", "const", "default", "examples", "description", "title", "minimum", "maximum"}
+)
+
+
+def secrecy_key(schema: object, depth: int = 0) -> str:
+    """A canonical text of ``schema`` without the keywords that do not bear on what it marks
+    secret: schemas with the same key mask the same arguments, so one of them is enough."""
+    return json.dumps(_secrecy(schema, depth), sort_keys=True, default=str)
+
+
+# Keywords whose value maps names (of properties, of definitions) to schemas: a name there is
+# kept whatever it is ("title" may be a property, and a secret one).
+_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+
+
+def _secrecy(schema: object, depth: int) -> object:
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(schema, Mapping):
+        out: dict[str, object] = {}
+        for k, v in schema.items():
+            if k in _NAME_MAPS and isinstance(v, Mapping):
+                out[str(k)] = {str(n): _secrecy(sub, depth + 1) for n, sub in v.items()}
+            elif k not in _NOT_SECRECY:
+                out[str(k)] = _secrecy(v, depth + 1)
+        return out
+    if isinstance(schema, list):
+        return [_secrecy(v, depth + 1) for v in schema]
+    return schema
+
+
 def _subschemas(schema: Mapping[str, Any], root: object) -> list[object]:
     out: list[object] = []
     ref = schema.get("$ref")
@@ -293,7 +327,7 @@ def _tool_call_part(call: ToolCall, secrets: Secrets) -> dict[str, Any]:
 def message(m: Message, secrets: Secrets = _NO_SECRETS) -> dict[str, Any]:
     """One message in the input-messages schema."""
     if m.role == Role.TOOL:
-        response = "\n".join(str(b.text) for b in m.content if isinstance(b, TextBlock))
+        response = _response(m.content)
         return {
             "role": "tool",
             "parts": [{"type": "tool_call_response", "id": m.tool_call_id, "response": response}],
@@ -353,12 +387,19 @@ def output_text(answer: str, limit: int | None) -> str:
     return dumps([{"role": "assistant", "parts": [part], "finish_reason": "stop"}], limit)
 
 
-def tool_result(content: Sequence[ContentBlock], limit: int | None) -> str:
-    """``gen_ai.tool.call.result``: the text the model reads (binary parts described)."""
+def _response(content: Sequence[ContentBlock]) -> str | list[dict[str, Any]]:
+    """What a tool answered, as the model reads it: its text, or its parts with the binary
+    ones described (an image a tool returned is in the next model call's input too)."""
     blocks = list(content)
     if all(isinstance(b, TextBlock) for b in blocks):
-        return text("\n".join(str(b.text) for b in blocks if isinstance(b, TextBlock)), limit)
-    return dumps(parts(blocks), limit)
+        return "\n".join(str(b.text) for b in blocks if isinstance(b, TextBlock))
+    return parts(blocks)
+
+
+def tool_result(content: Sequence[ContentBlock], limit: int | None) -> str:
+    """``gen_ai.tool.call.result``: the text the model reads (binary parts described)."""
+    response = _response(content)
+    return text(response, limit) if isinstance(response, str) else dumps(response, limit)
 
 
 def memory_records(results: Sequence[ScoredMessage], limit: int | None) -> str:

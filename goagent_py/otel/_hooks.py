@@ -28,6 +28,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, Trac
 from opentelemetry.util.types import AttributeValue
 
 from goagent_py._describe import message_of
+from goagent_py._flow_frames import FlowFrame, current_frame
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import (
     Hooks,
@@ -37,7 +38,7 @@ from goagent_py.hooks import (
     ToolResult,
     current_hook_context,
 )
-from goagent_py.messages import ScoredMessage, StopReason, ToolCall, Usage
+from goagent_py.messages import ScoredMessage, StopReason, TextBlock, ToolCall, Usage
 from goagent_py.otel import _content
 from goagent_py.otel import _semconv as sc
 from goagent_py.provider import CompletionRequest
@@ -65,9 +66,9 @@ class _Run:
     chat_attrs: dict[str, AttributeValue] = field(default_factory=dict)
     # Open execute_tool spans by call id (a list, should a model repeat an id within a turn).
     tools: dict[str, list[_ToolSpan]] = field(default_factory=dict)
-    # The tool names the last model request offered (None: no request seen yet). A call of any
-    # other name is one the model made up: its name is model-written content.
-    offered: frozenset[str] | None = None
+    # The tools the last model request offered, name -> description (None: no request seen
+    # yet). A call of any other name is one the model made up: its name is model-written content.
+    offered: dict[str, str] | None = None
 
 
 def tracer_for(tracer_provider: TracerProvider | None) -> Tracer:
@@ -114,6 +115,19 @@ def set_error(
     return kind
 
 
+def end_span(span: Span, end_ns: int | None = None) -> None:
+    """End ``span``; a span processor that raises (its own bug) is logged, never raised into
+    the hook: the hook still restores the context and ends the other spans it has to."""
+    try:
+        span.end(end_time=end_ns)
+    except Exception:
+        _log.warning("a span processor failed when %r ended", _span_name(span), exc_info=True)
+
+
+def _span_name(span: Span) -> str:
+    return str(getattr(span, "name", "") or type(span).__name__)
+
+
 def _now_ns() -> int:
     return time.time_ns()
 
@@ -142,6 +156,10 @@ class Instrumentation:
         # as long as the hooks live. A conversation carries a call into later model calls, of
         # later runs too, after the agent's tools may have changed: it stays masked.
         self._secrets: dict[str, list[object]] = {}
+        # The secrecy key of each schema remembered (_content.secrecy_key): a tool whose schema
+        # changes in what bears on no secret (an enum of what there is now) is one schema, not
+        # one more per run for the hooks' life.
+        self._secret_keys: set[tuple[str, str]] = set()
         self.provider = provider_name
         self._run: ContextVar[_Run | None] = ContextVar("goagent_otel_run", default=None)
         self._open: dict[str, _Run] = {}  # the runs begun and not ended, by run id
@@ -220,8 +238,15 @@ class Instrumentation:
                 _make_current(outer.parent or otel_context.Context())
             outer = None
         name = f"invoke_agent {info.agent_name}" if info.agent_name else "invoke_agent"
-        span = self.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attrs)
-        ctx = trace.set_span_in_context(span)
+        before = otel_context.get_current()
+        frame = current_frame()
+        # Directly inside a flow: under its invoke_workflow span (opened now if no run of it
+        # was instrumented before).
+        parent = before if frame is None else self._in_flow(frame, before)
+        span = self.tracer.start_span(
+            name, context=parent, kind=SpanKind.INTERNAL, attributes=attrs
+        )
+        ctx = trace.set_span_in_context(span, parent)
         run = _Run(
             span=span,
             ctx=ctx,
@@ -229,12 +254,62 @@ class Instrumentation:
             model=info.model,
             agent=info.agent_name,
             run_id=info.run_id,
-            parent=otel_context.get_current(),
+            parent=before,
             outer=outer,
         )
         _make_current(ctx)
         self._run.set(run)
         self._open[info.run_id] = run
+
+    # -- workflows -----------------------------------------------------------------------------
+
+    def _in_flow(self, frame: FlowFrame, current: otel_context.Context) -> otel_context.Context:
+        """The parent of an operation starting in ``current`` inside ``frame``'s flow: the
+        flow's span when nothing was made current since the flow started (the flow's own
+        code ran it); else what was (a span the caller's code opened inside the flow, an
+        agent's tool call that runs another flow...), which is already in the trace."""
+        if not _same_span(trace.get_current_span(current), _origin(frame)):
+            return current
+        span = self._workflow_span(frame)
+        return current if span is None else trace.set_span_in_context(span, current)
+
+    def _workflow_span(self, frame: FlowFrame) -> Span | None:
+        """``invoke_workflow {name}`` for ``frame``, opened on first use at the flow's start,
+        under the span current where the flow started (itself in its enclosing flow); None
+        once the flow has ended (a run it left behind: nothing would end the span)."""
+        started = _started(frame)
+        with frame.lock:
+            if frame.span is not None:
+                span: Span = frame.span
+                return span
+            if frame.ended:
+                return None
+            parent = started if frame.parent is None else self._in_flow(frame.parent, started)
+            attrs: dict[str, AttributeValue] = {
+                sc.OPERATION: sc.OP_INVOKE_WORKFLOW,
+                sc.WORKFLOW_NAME: frame.name,
+            }
+            if self.capture:
+                attrs[sc.INPUT_MESSAGES] = _content.user_input([TextBlock(frame.input)], self.limit)
+            span = self.tracer.start_span(
+                f"{sc.OP_INVOKE_WORKFLOW} {frame.name}",
+                context=parent,
+                kind=SpanKind.INTERNAL,
+                attributes=attrs,
+                start_time=frame.start_ns,
+            )
+            frame.span = span
+            frame.on_end(lambda text, error: self._end_workflow(span, text, error))
+            return span
+
+    def _end_workflow(self, span: Span, text: str | None, error: BaseException | None) -> None:
+        if error is not None:
+            self._error(span, error)
+        else:
+            if self.capture and text is not None:
+                span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_text(text, self.limit))
+            span.set_status(Status(StatusCode.OK))
+        end_span(span)
 
     def _find(self, result: RunResult) -> tuple[_Run | None, bool]:
         """The run ``result`` ends, and whether we are in its context.
@@ -288,7 +363,7 @@ class Instrumentation:
                 output = _content.output_text(result.text, self.limit)
                 span.set_attribute(sc.OUTPUT_MESSAGES, output)
             span.set_status(Status(StatusCode.OK))
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
         self.agent_duration.record(result.duration, metric)
         if same_context:
             # Put back what was current before the run, by value: this hook may run in a copy of
@@ -311,7 +386,7 @@ class Instrumentation:
         if model:
             attrs[sc.REQUEST_MODEL] = model
         run.chat_attrs = dict(attrs)
-        run.offered = frozenset(t.name for t in request.tools)
+        run.offered = {t.name: t.description for t in request.tools}
         if request.max_tokens is not None:
             attrs[sc.REQUEST_MAX_TOKENS] = request.max_tokens
         if self.capture:
@@ -375,15 +450,21 @@ class Instrumentation:
                 event.message, event.stop_reason, self.limit, self._secrets
             )
             span.set_attribute(sc.OUTPUT_MESSAGES, output)
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
 
     def _learn_secrets(self, request: CompletionRequest) -> None:
         for t in request.tools:
-            known = self._secrets.setdefault(t.name, [])
+            known = self._secrets.get(t.name)
+            if known is not None and any(t.parameters is k for k in known):
+                continue  # the same schema object as before (most tools, every turn)
+            if not _content.has_secrets(t.parameters):
+                continue
             # Each distinct schema once (a tool of the same name with another schema: what any
-            # of them marks is masked).
-            if t.parameters not in known and _content.has_secrets(t.parameters):
-                known.append(t.parameters)
+            # of them marks is masked), distinct in what bears on secrecy.
+            key = (t.name, _content.secrecy_key(t.parameters))
+            if key not in self._secret_keys:
+                self._secret_keys.add(key)
+                self._secrets.setdefault(t.name, []).append(t.parameters)
 
     def _end_chat(self, run: _Run, error: BaseException, end_ns: int) -> None:
         span = run.chat
@@ -393,7 +474,7 @@ class Instrumentation:
             _make_current(run.ctx)
         run.chat = None
         self._error(span, error)
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
 
     def _error(self, span: Span, error: BaseException) -> str:
         return set_error(span, error, capture=self.capture, limit=self.limit)
@@ -432,6 +513,13 @@ class Instrumentation:
         }
         if name != call.name and self.capture:
             attrs[sc.TOOL_REQUESTED_NAME] = _content.text(call.name, _MAX_NAME_CHARS)
+        description = run.offered.get(name) if run is not None and run.offered else None
+        if isinstance(description, str) and description:
+            # The convention's Recommended attribute: what the application (or an MCP server)
+            # told the model the tool does, not content; valid text of a bounded size.
+            attrs[sc.TOOL_DESCRIPTION] = _content.cap(
+                _content.clean(description), _MAX_DESCRIPTION_CHARS
+            )
         if call.id:
             # Written by the model's server: valid text, of an id's size.
             attrs[sc.TOOL_CALL_ID] = _content.cap(_content.clean(str(call.id)), _MAX_NAME_CHARS)
@@ -522,7 +610,7 @@ class Instrumentation:
                 output = _content.tool_result(result.content, self.limit)
                 span.set_attribute(sc.TOOL_CALL_RESULT, output)
             span.set_status(Status(StatusCode.OK))
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
         self.tool_duration.record(result.duration, metric)
 
     def _end_open_tools(self, run: _Run, result: RunResult, end_ns: int) -> None:
@@ -531,7 +619,7 @@ class Instrumentation:
         for tools in run.tools.values():
             for tool in tools:
                 self._error(tool.span, interrupted)
-                tool.span.end(end_time=max(end_ns, tool.start_ns))
+                end_span(tool.span, max(end_ns, tool.start_ns))
         run.tools.clear()
 
     # -- guardrails ----------------------------------------------------------------------------
@@ -557,7 +645,7 @@ class Instrumentation:
             span.set_status(Status(StatusCode.ERROR, reason))
         else:
             span.set_status(Status(StatusCode.OK))
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
 
     # -- memory --------------------------------------------------------------------------------
 
@@ -590,7 +678,7 @@ class Instrumentation:
             self._error(span, error)
         else:
             span.set_status(Status(StatusCode.OK))
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
 
     def on_short_term_load(self, count: int, duration: float, error: BaseException | None) -> None:
         """``search_memory`` on the short-term store (the history loaded)."""
@@ -632,6 +720,7 @@ def _unfinished(result: RunResult, what: str) -> _Unfinished:
 
 
 _MAX_NAME_CHARS = 256  # an id or a name from outside (a call id, a response model)
+_MAX_DESCRIPTION_CHARS = 1024  # a tool's description (an MCP server's may be pages long)
 
 
 def _belongs_to(current: Span, run_span: Span) -> bool:
@@ -640,6 +729,24 @@ def _belongs_to(current: Span, run_span: Span) -> bool:
         return True
     parent = getattr(current, "parent", None)
     return parent is not None and parent.span_id == run_span.get_span_context().span_id
+
+
+def _started(frame: FlowFrame) -> otel_context.Context:
+    """The OpenTelemetry context that was current where ``frame``'s flow started."""
+    with frame.lock:
+        if frame.started is None:
+            frame.started = frame.context.run(otel_context.get_current)
+        started: otel_context.Context = frame.started
+        return started
+
+
+def _origin(frame: FlowFrame) -> Span:
+    """The span that was current where ``frame``'s flow started."""
+    return trace.get_current_span(_started(frame))
+
+
+def _same_span(a: Span, b: Span) -> bool:
+    return a is b or a.get_span_context() == b.get_span_context()
 
 
 def _input_tokens(usage: Usage) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
+# error.type is derived where errors are described: the compactor, below this layer, records it.
+from goagent_py._describe import error_type as error_type
 from goagent_py.messages import StopReason
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
@@ -27,9 +29,11 @@ CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
 TOKEN_TYPE = "gen_ai.token.type"
 AGENT_NAME = "gen_ai.agent.name"
+WORKFLOW_NAME = "gen_ai.workflow.name"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_TYPE = "gen_ai.tool.type"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
 MEMORY_STORE_ID = "gen_ai.memory.store.id"
 MEMORY_RECORD_COUNT = "gen_ai.memory.record.count"
 EMBEDDINGS_DIMENSION = "gen_ai.embeddings.dimension.count"
@@ -45,6 +49,7 @@ MEMORY_RECORDS = "gen_ai.memory.records"
 
 # -- GenAI operation names ---------------------------------------------------------------------
 OP_INVOKE_AGENT = "invoke_agent"
+OP_INVOKE_WORKFLOW = "invoke_workflow"
 OP_CHAT = "chat"
 OP_EXECUTE_TOOL = "execute_tool"
 OP_EMBEDDINGS = "embeddings"
@@ -189,39 +194,6 @@ def provider_name_of(provider: object) -> str:
     cls = type(provider).__name__
     stem = cls.removesuffix("Provider").removesuffix("Embedder") or cls
     return _WELL_KNOWN_PROVIDERS.get(stem.lower().replace("_", ""), snake_case(stem))
-
-
-def error_type(error: BaseException) -> str:
-    """A low-cardinality ``error.type`` for ``error``.
-
-    A provider error reads as the vendor's error type from its body (``overloaded_error``,
-    ``rate_limit_error``...): that is what went wrong, even when it arrived mid-stream after an
-    HTTP 200; else as its HTTP status; anything else as its qualified class name.
-    ``ToolExecutionError`` is unwrapped to its cause: the type of what the tool raised.
-    """
-    kind = getattr(error, "error_type", None)
-    if isinstance(kind, str) and _is_low_cardinality(kind):
-        return kind
-    status = getattr(error, "status", None)
-    if isinstance(status, int) and not isinstance(status, bool):
-        return str(status)
-    cause = getattr(error, "cause", None)
-    if type(error).__name__ == "ToolExecutionError" and isinstance(cause, BaseException):
-        error = cause
-    cls = type(error)
-    module = cls.__module__
-    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
-
-
-def _is_low_cardinality(kind: str) -> bool:
-    # A vendor's enum value ("overloaded_error", "InternalServerError"), not a sentence that a
-    # compatible server put where the type goes: that would make one metric series per message.
-    return (
-        0 < len(kind) <= _MAX_ERROR_TYPE_CHARS and kind.replace("_", "").replace(".", "").isalnum()
-    )
-
-
-_MAX_ERROR_TYPE_CHARS = 64
 
 
 def to_ns(moment: datetime) -> int:

@@ -15,7 +15,7 @@ from goagent_py.memory.vector.base import VectorStore
 from goagent_py.memory.vector.observable import ObservableStore, merge_observers
 from goagent_py.messages import ContentBlock
 from goagent_py.otel import _semconv as sc
-from goagent_py.otel._hooks import meter_for, set_error, tracer_for
+from goagent_py.otel._hooks import end_span, meter_for, set_error, tracer_for
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,7 +86,7 @@ class StoreTelemetry:
             metric[sc.ERROR_TYPE] = set_error(span, error, capture=self.capture)
         else:
             span.set_status(Status(StatusCode.OK))
-        span.end(end_time=end_ns)
+        end_span(span, end_ns)
         self.duration.record(duration, metric)
 
     def on_upsert(self, id: str, duration: float, error: BaseException | None) -> None:

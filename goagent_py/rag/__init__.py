@@ -2,16 +2,23 @@
 
 ::
 
-    from goagent_py.rag import Pipeline, load_directory
+    from goagent_py.rag import Pipeline, iter_directory
 
     pipeline = Pipeline.sqlite("kb.db", SentenceTransformerEmbedder(), dimensions=384)
-    await pipeline.index(load_directory("docs", glob="**/*.md"))
+    await pipeline.index(iter_directory("docs", glob="**/*.md"))
     agent = Agent(provider=..., tools=[pipeline.as_tool()])
 
 Importing this package imports numpy (``import goagent_py`` does not).
 """
 
-from goagent_py.rag.documents import FORMATS, Document, html_to_text, load_directory, load_file
+from goagent_py.rag.documents import (
+    FORMATS,
+    Document,
+    html_to_text,
+    iter_directory,
+    load_directory,
+    load_file,
+)
 from goagent_py.rag.format import (
     NO_RESULTS,
     Formatter,
@@ -76,6 +83,7 @@ __all__ = [
     "IndexReport",
     "InMemoryKeywordIndex",
     "InMemoryManifest",
+    "iter_directory",
     "KeywordEntry",
     "KeywordIndex",
     "KnowledgeBaseTool",

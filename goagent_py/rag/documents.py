@@ -38,6 +38,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "Document",
     "html_to_text",
+    "iter_directory",
     "load_directory",
     "load_file",
     "source_key",
@@ -112,6 +113,13 @@ class Document:
     ) -> None:
         if not isinstance(source, str) or not source.strip():
             raise ConfigurationError(f"Document source must be a non-empty str, got {source!r}")
+        try:
+            source.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ConfigurationError(
+                f"Document source {source!r} holds a lone surrogate (a name that is not valid "
+                "UTF-8, decoded with surrogateescape): give a source that is text"
+            ) from exc
         blocks = (TextBlock(content),) if isinstance(content, str) else tuple(content)
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "blocks", blocks)
@@ -167,6 +175,7 @@ def load_file(
         OSError: the file can't be read.
     """
     p = Path(path)
+    _check_name(p)
     fmt = format or FORMATS.get(p.suffix.lower(), "text")
     if fmt not in set(FORMATS.values()):
         raise ConfigurationError(
@@ -207,7 +216,49 @@ def load_directory(
     on_skip: Callable[[str, str], None] | None = None,
     max_bytes: int | None = MAX_FILE_BYTES,
 ) -> list[Document]:
-    """Read every supported file under a directory, sorted by path.
+    """Read every supported file under a directory, sorted by path, into a list.
+
+    Every document of the folder is in memory at once: for a large folder, index
+    :func:`iter_directory` instead (one file in memory at a time). The arguments, what is
+    skipped and the sources are :func:`iter_directory`'s.
+
+    Returns:
+        One document per file read.
+
+    Raises:
+        NotADirectoryError: ``path`` is not a directory.
+    """
+    return list(
+        iter_directory(
+            path,
+            glob=glob,
+            formats=formats,
+            metadata=metadata,
+            encoding=encoding,
+            source_root=source_root,
+            on_skip=on_skip,
+            max_bytes=max_bytes,
+        )
+    )
+
+
+def iter_directory(
+    path: str | os.PathLike[str],
+    *,
+    glob: str = "**/*",
+    formats: Sequence[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    encoding: str | None = None,
+    source_root: str | os.PathLike[str] | None = None,
+    on_skip: Callable[[str, str], None] | None = None,
+    max_bytes: int | None = MAX_FILE_BYTES,
+) -> Iterator[Document]:
+    """Read the supported files under a directory one at a time, sorted by path.
+
+    The folder is listed now (names only); each file is read when the iterator reaches it,
+    so one document is in memory at a time: ``await pipeline.index(iter_directory("notes"))``
+    indexes a folder of any size in bounded memory (the pipeline reads each file in a worker
+    thread). ``operator.length_hint`` of the iterator is the number of files still to read.
 
     Hidden files and directories (a name starting with ".") are skipped, and so are files whose
     suffix is not in :data:`FORMATS` (and PDFs when ``pypdf`` is not installed), and symbolic
@@ -232,12 +283,13 @@ def load_directory(
         max_bytes: the largest file read (see :func:`load_file`); None reads any size.
 
     Returns:
-        One document per file; each source is the file's path relative to ``path`` (POSIX
-        separators), so the same folder indexes the same way from any working directory; or
-        relative to ``source_root`` when given.
+        An iterator of one document per file; each source is the file's path relative to
+        ``path`` (POSIX separators), so the same folder indexes the same way from any working
+        directory; or relative to ``source_root`` when given.
 
     Raises:
-        NotADirectoryError: ``path`` is not a directory.
+        NotADirectoryError: ``path`` is not a directory (raised by this call, not by the
+            iteration).
     """
     _check_max_bytes(max_bytes)
     root = Path(path)
@@ -246,39 +298,69 @@ def load_directory(
     wanted = set(formats) if formats is not None else set(FORMATS.values())
     if "pdf" in wanted and not _has_pypdf():
         wanted.discard("pdf")
-    documents = []
-    inside = root.resolve()
-    skip = on_skip or _log_skip
+    files = []
     for file in sorted(root.glob(glob)):
         rel = file.relative_to(root)
         if any(part.startswith(".") for part in rel.parts):
             continue
         fmt = FORMATS.get(file.suffix.lower())
-        if fmt is None or fmt not in wanted:
-            continue
+        if fmt is not None and fmt in wanted:
+            files.append((file, fmt))
+    inside = root.resolve()
+    skip = on_skip or _log_skip
+
+    def load(file: Path, fmt: str) -> Document | None:
         try:
             if not file.is_file():
                 if file.is_symlink() and not file.exists():
                     file.stat()  # a dangling link or a loop: raise what is wrong with it
-                continue
+                return None
             if not file.resolve().is_relative_to(inside):
-                continue  # a link (of the file or a folder on its way) out of the directory
+                return None  # a link (of the file or a folder on its way) out of the directory
+            rel = file.relative_to(root)
             source = rel.as_posix() if source_root is None else source_key(file, source_root)
-            documents.append(
-                load_file(
-                    file,
-                    source=source,
-                    metadata=metadata,
-                    format=fmt,
-                    encoding=encoding,
-                    max_bytes=max_bytes,
-                )
+            return load_file(
+                file,
+                source=source,
+                metadata=metadata,
+                format=fmt,
+                encoding=encoding,
+                max_bytes=max_bytes,
             )
         except UnreadableDocumentError as exc:
             skip(file.as_posix(), exc.reason)
         except (OSError, RuntimeError) as exc:  # RuntimeError: resolve() on a loop (3.11, 3.12)
             skip(file.as_posix(), describe_os_error(exc))
-    return documents
+        return None
+
+    return _Reading(files, load)
+
+
+class _Reading(Iterator[Document]):
+    """The documents of listed files, each read when it is reached (see
+    :func:`iter_directory`); its length hint is the number of files still to read."""
+
+    def __init__(
+        self, files: list[tuple[Path, str]], load: Callable[[Path, str], Document | None]
+    ) -> None:
+        self._files = files
+        self._load = load
+        self._next = 0
+
+    def __iter__(self) -> Iterator[Document]:
+        return self
+
+    def __next__(self) -> Document:
+        while self._next < len(self._files):
+            file, fmt = self._files[self._next]
+            self._next += 1
+            document = self._load(file, fmt)
+            if document is not None:
+                return document
+        raise StopIteration
+
+    def __length_hint__(self) -> int:
+        return len(self._files) - self._next
 
 
 def describe_os_error(exc: BaseException) -> str:
@@ -294,6 +376,22 @@ def describe_os_error(exc: BaseException) -> str:
 
 def _log_skip(path: str, reason: str) -> None:
     _log.warning("skipped %s: %s", path, reason)
+
+
+def _check_name(path: Path) -> None:
+    """Refuse a file whose path is not valid UTF-8: its name goes into the source, the title
+    and every chunk's embedded context, none of which can hold the bytes Python decoded it to
+    (lone surrogates): indexing it failed with UnicodeEncodeError and ended a folder's index."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(text[exc.start]) - 0xDC00 if 0xDC80 <= ord(text[exc.start]) <= 0xDCFF else None
+        shown = f" (byte {byte:#04x})" if byte is not None else ""
+        raise UnreadableDocumentError(
+            text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"),
+            f"its name is not valid UTF-8{shown}; rename the file (e.g. with convmv) to index it",
+        ) from exc
 
 
 def _check_max_bytes(max_bytes: int | None) -> None:

@@ -23,13 +23,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import operator
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, InvalidInputError
 from goagent_py.memory.base import Chunker, Embedder
 from goagent_py.memory.vector._common import check_filter
@@ -66,6 +68,9 @@ _log = logging.getLogger("goagent_py.rag")
 
 _MODES: tuple[str, ...] = ("hybrid", "vector", "keyword")
 
+
+_END: Any = object()
+"""The end of the documents given to :meth:`Pipeline.index`."""
 
 SOURCES_KEY = "sources"
 """Metadata key of a search result whose text is indexed under several sources: all of them,
@@ -334,7 +339,10 @@ class Pipeline(_Indexing):
         """Index documents: chunk, embed what changed, write it, delete what is gone.
 
         Documents are indexed one after another; a failure stops the call and raises (with a
-        note naming the document), and documents indexed before it stay indexed.
+        note naming the document), and documents indexed before it stay indexed. A lazy
+        iterator (:func:`~goagent_py.rag.documents.iter_directory`, a generator) is advanced
+        in a worker thread, one document at a time: reading a file never blocks the event loop,
+        and only the document being indexed is in memory.
 
         Args:
             documents: one document or an iterable of them.
@@ -345,11 +353,22 @@ class Pipeline(_Indexing):
             What was written, left unchanged and deleted, per document.
         """
         docs: Iterable[Document] = [documents] if isinstance(documents, Document) else documents
+        lazy = isinstance(docs, Iterator)
         total = len(docs) if isinstance(docs, Sized) else None
         started = time.perf_counter()
         reports: list[DocumentReport] = []
         async with self._write_lock:
-            for doc in docs:
+            items = iter(docs)
+            while True:
+                if lazy:
+                    doc = await to_thread(next, items, _END)
+                    # What is done and what it says it has left (-1: it does not say).
+                    left = operator.length_hint(items, -1)
+                    total = None if left < 0 else len(reports) + (doc is not _END) + left
+                else:
+                    doc = next(items, _END)
+                if doc is _END:
+                    break
                 if not isinstance(doc, Document):
                     raise ConfigurationError(f"index() takes Documents, got {type(doc).__name__}")
                 counts: dict[str, int] = {}

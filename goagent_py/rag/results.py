@@ -127,7 +127,9 @@ class IndexProgress:
 
     Attributes:
         done: documents indexed so far.
-        total: documents to index (None when given an iterator of unknown length).
+        total: documents to index: the length of a list, what is done plus the
+            ``operator.length_hint`` of an iterator that gives one (the files
+            :func:`~goagent_py.rag.documents.iter_directory` has still to read), else None.
         document: the report of the document just indexed.
         elapsed: seconds since the call started.
     """

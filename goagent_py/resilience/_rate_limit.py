@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -85,6 +86,11 @@ class RateLimiter:
         self._last = now
 
     @property
+    def idle(self) -> bool:
+        """Whether the bucket is what a new one is: full, nobody waiting."""
+        return not self._waiters and self.tokens >= self.burst
+
+    @property
     def tokens(self) -> float:
         """Tokens available now (negative while callers wait for reserved ones)."""
         self._refill()
@@ -155,6 +161,8 @@ class RateLimiter:
         return len(self._waiters)
 
 
+_SWEEP_AT = 1_024  # per-tool buckets kept before the idle ones are dropped
+
 _WAIT_CANCELLED = "goagent-rate-limit-wait-cancelled"
 """The message of the cancellation a call waiting for its token ends with, whatever cancelled
 it: the tool never ran, so nothing about the tool's health is learned from it."""
@@ -222,17 +230,30 @@ def rate_limit(
         sleep: the async sleep used to wait (inject one in tests).
 
     Returns:
-        The middleware. Its buckets live as long as it does (build it once per agent).
+        The middleware. Its buckets live as long as it does (build it once per agent); a
+        per-tool bucket that is full again with nobody waiting is what a new one would be, so
+        it is dropped: the table holds the tools called lately, not every name it was given.
     """
     named = check_rate_limit(rate, burst, per_tool=per_tool)
     shared = RateLimiter(rate, burst, clock=clock, sleep=sleep)
     buckets: dict[str, RateLimiter] = {}
+    sweep_at = [_SWEEP_AT]  # the table's size that triggers the next sweep of idle buckets
+    table_lock = threading.Lock()  # runs of several threads (run_sync) share the table
 
     def limiter_for(name: str) -> RateLimiter:
         if per_tool is False or (named and name not in named):
             return shared
+        with table_lock:
+            return bucket_for(name)
+
+    def bucket_for(name: str) -> RateLimiter:
         limiter = buckets.get(name)
         if limiter is None:
+            if len(buckets) >= sweep_at[0]:
+                for idle in [n for n, b in buckets.items() if b.idle]:
+                    del buckets[idle]
+                # Amortised: the next sweep waits until the table has grown as much again.
+                sweep_at[0] = max(_SWEEP_AT, 2 * len(buckets))
             r, b = named.get(name, (rate, burst))
             limiter = buckets[name] = RateLimiter(r, b, clock=clock, sleep=sleep)
         return limiter

@@ -19,6 +19,7 @@ ToolExecutionEnd               ``TOOL_CALL_RESULT`` {toolCallId, content, metada
 MemoryRecall                   ``CUSTOM`` ``goagent.memory_recall`` {memories: [{text, score,
                                id}]}
 ToolExecutionStart             ``CUSTOM`` ``goagent.tool_started`` {toolCallId, toolCallName}
+MessagesInjected (steering)    ``CUSTOM`` ``goagent.steered`` {messages: [text]}
 AgentEnd                       ``RUN_FINISHED`` {result: {stopReason, text, output (a typed
                                run's answer as JSON)}, usage}; an aborted run
                                carries ``outcome: {type: "cancelled"}``
@@ -69,6 +70,7 @@ from goagent_py.events import (
     MemoryRecall,
     MessageDelta,
     MessageEnd,
+    MessagesInjected,
     MessageStart,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -295,6 +297,12 @@ class AguiMapper:
         took (``{"messages": [...]}``), for the client to give back to the person."""
         return custom("goagent.not_taken", {"messages": list(texts)})
 
+    def following(self, stored: int, message: str) -> dict[str, Any]:
+        """``CUSTOM`` ``goagent.following``, after ``RUN_STARTED`` in a stream that follows the
+        run from elsewhere: the run goes on from the first ``stored`` messages of the thread's
+        transcript and runs ``message`` ("" for decisions)."""
+        return custom("goagent.following", {"stored": stored, "message": message})
+
     def resuming(self, calls: dict[str, str]) -> None:
         """This run goes on with ``calls`` (id -> name) a previous run left waiting: their
         results are this run's ``TOOL_CALL_RESULT`` events."""
@@ -329,6 +337,11 @@ class AguiMapper:
                 for m in event.memories
             ]
             return [custom("goagent.memory_recall", {"memories": memories})]
+        if isinstance(event, MessagesInjected) and event.queue == "steering":
+            # Steers the run took: a tab that follows the run from elsewhere shows them (the
+            # tab that sent them shows them already).
+            texts = [m.text for m in event.messages]
+            return [custom("goagent.steered", {"messages": texts})]
         if isinstance(event, ToolsPending):
             self._unanswered.clear()  # the calls wait for decisions: no result in this run
             self._interrupts = interrupts_of(event.calls)

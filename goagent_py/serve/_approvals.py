@@ -40,6 +40,7 @@ from goagent_py.approvals import (
     Deny,
     ToolDecision,
     ToolOutput,
+    answered_at,
     check_decisions,
     pending_of,
     reply_decision,
@@ -84,6 +85,7 @@ def _call_json(p: PendingCall) -> dict[str, Any]:
         "kind": p.kind,
         "deadline": p.deadline,
         "token": p.token,
+        "resolved": p.resolved,
     }
 
 
@@ -110,6 +112,7 @@ def interrupts_of(calls: list[PendingCall]) -> list[Any]:
                     "arguments": p.arguments,
                     "kind": p.kind,
                     "token": p.token,
+                    "resolved": p.resolved,
                 },
             )
         )
@@ -292,36 +295,62 @@ def decisions_from_results(
         ConfigurationError: a content that is neither, or a waiting call left out (a 400).
     """
     at = waiting_at(messages)
-    if at < 0:
-        raise NotPendingError(
-            "no call in this thread waits for a decision (it was decided, or the run ended); "
-            "send a user message"
-        )
-    _, pending = pending_of(messages[at])
-    kinds = {p.id: p.kind for p in pending}
+    _, pending = pending_of(messages[at]) if at >= 0 else ("", [])
+    waiting = {p.id: p for p in pending}
     out: dict[str, ToolDecision] = {}
     for answered, content in results.items():
         call_id, token = _from_wire(answered)
         if call_id in out:
             raise BadDecision(f"two tool messages answer the call {call_id!r}: send one")
-        kind = kinds.get(call_id)
+        p = waiting.get(call_id)
+        kind = (
+            p.kind
+            if p is not None and token in ("", p.token)
+            else _decided_kind(messages, call_id, token)
+        )
         if kind is None:
-            out[call_id] = Approve()  # check_decisions names the call that does not wait
+            out[call_id] = Approve(token=token)  # check_against names what is wrong with it
         elif kind == "approval":
             out[call_id] = _from_tool_message(call_id, content, token)
         else:
             out[call_id] = ToolOutput(content, token=token)
+    if answered_at(messages, out) >= 0:
+        return out  # a retry: the resume answers it, running nothing
+    if at < 0:
+        raise NotPendingError(
+            "no call in this thread waits for a decision (it was decided, or the run ended); "
+            "send a user message"
+        )
     check_decisions(pending, out, reused=reused_ids(messages, at))
     return out
 
 
+def _decided_kind(messages: list[Message], call_id: str, token: str) -> str | None:
+    """The kind of ``call_id`` in the wait ``token`` decided already (its record), so that a
+    retried answer is read as it was the first time; None when no such decision is known."""
+    if not token:
+        return None
+    for m in reversed(messages):
+        decided = m.metadata.get(DECISIONS_KEY)
+        record = decided.get(call_id) if isinstance(decided, dict) else None
+        if isinstance(record, dict) and record.get("token") == token:
+            return "external" if record.get("decision") == "output" else "approval"
+    return None
+
+
 def check_against(messages: list[Message], decisions: Mapping[str, ToolDecision]) -> None:
-    """Refuse, before a run starts, decisions that cannot apply to the stored record.
+    """Refuse, before a run starts, decisions that cannot apply to the stored record
+    (``messages``: the whole record, :func:`~goagent_py.approvals.record_of`, as the resume
+    checks it: a window may have cut an earlier call with a waiting call's id off the view).
+    Decisions a wait took already (a retry) pass: the resume answers them, running nothing.
 
     Raises:
-        ApprovalError: nothing waits, a call does not wait, or a deadline passed (a 409).
+        ApprovalError: nothing waits, a call does not wait, a deadline passed, or the wait
+            took other decisions (a 409).
         ConfigurationError: a decision is missing or of the wrong kind (a 400).
     """
+    if answered_at(messages, decisions) >= 0:
+        return
     at = waiting_at(messages)
     if at < 0:
         raise NotPendingError("nothing in this thread waits for a decision")

@@ -38,6 +38,7 @@ from starlette.responses import JSONResponse, Response
 
 from goagent_py._json_schema import schema_problem
 from goagent_py.agent import Agent
+from goagent_py.approvals import record_of
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.serve._approvals import decisions_from_results, pending_json, wire_id
@@ -351,7 +352,7 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
             raise HttpError(409, "a run is in progress in this thread; decide after it")
         memory = live.session.agent.options.short_term_memory
         assert memory is not None  # a served thread always has its SQLite memory
-        stored = await memory.messages()
+        stored = await record_of(memory)  # the whole record, as the resume checks it
         try:
             decisions = decisions_from_results(stored, request.results)
             resumed = await server.start_run(user, thread_id, "", decisions=decisions)

@@ -11,8 +11,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from goagent_py._workers import to_thread
+from goagent_py.approvals import record_of
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.serve._approvals import check_against, decisions_from_body, pending_json
+from goagent_py.serve._cluster import Moved, OwnedElsewhere
 from goagent_py.serve._server import (
     COOKIE,
     HttpError,
@@ -35,6 +37,8 @@ def _guarded(fn: Endpoint) -> Endpoint:
     async def wrapper(request: Request) -> Response:
         try:
             return await fn(request)
+        except OwnedElsewhere as exc:  # serve --workers: the worker that runs it answers
+            return Moved(request.scope, [exc.pid])
         except HttpError as exc:
             status, body = error_body(exc.status, exc.message, path=request.url.path, code=exc.code)
             return JSONResponse(body, status_code=status)
@@ -69,6 +73,28 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
                 yield LastChunk(data) if last else data
 
         return RunStream(server, run, frames())
+
+    async def follow(request: Request) -> Response:
+        # The thread's run now, from its first event, for a tab or client that did not start
+        # it (docs/serve.md, "Several tabs"); leaving does nothing to the run.
+        user = await server.user(request)
+        thread_id = request.path_params["thread_id"]
+        await server.thread(user, thread_id)
+        live = server.live.get((user, thread_id))
+        run = live.run if live is not None else None
+        if run is None:
+            raise HttpError(409, "no run in progress in this thread; read its messages")
+
+        async def frames() -> AsyncIterator[bytes]:
+            first = True
+            async for batch in run.queue.follow():
+                if first:  # RUN_STARTED, then where the run goes on from
+                    first = False
+                    told = run.mapper.following(run.stored_before, run.message)
+                    batch = [batch[0], told, *batch[1:]]
+                yield b"".join(sse_frame(_to_json(i)) for i in batch)
+
+        return RunStream(server, None, frames())
 
     async def changes(request: Request) -> Response:
         # The changes to the user's threads as they happen (docs/serve.md, "Several tabs"):
@@ -146,8 +172,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         if request.method == "GET":
             listed = await server.threads.list(user)
             for t in listed:  # a run going on in it (another tab's, another client's)
-                live = server.live.get((user, t["id"]))
-                t["running"] = live is not None and live.run is not None
+                t["running"] = server.running(user, t["id"])
             return JSONResponse({"threads": listed})
         body = await server.body(request)
         title = body.get("title", _TITLE)
@@ -174,8 +199,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
             await server.threads.update(user, thread_id, title)
             server.changed(user, "renamed", thread_id, title=title)
             found["title"] = title
-        live = server.live.get((user, thread_id))
-        found["running"] = live is not None and live.run is not None
+        found["running"] = server.running(user, thread_id)
         return JSONResponse(found)
 
     async def messages(request: Request) -> Response:
@@ -228,7 +252,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
                 raise HttpError(409, "a run is in progress in this thread")
             memory = live.session.agent.options.short_term_memory
             assert memory is not None  # a served thread always has its SQLite memory
-            check_against(await memory.messages(), decisions)
+            check_against(await record_of(memory), decisions)
             started = await server.start_run(user, thread_id, "", decisions=decisions)
         except ApprovalError as exc:
             raise HttpError(409, str(exc)) from exc
@@ -258,6 +282,10 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         user = await server.user(request)
         await server.body(request)
         found: Run | None = server.runs.get(request.path_params["run_id"])
+        if found is None and server.cluster is not None:
+            others = server.cluster.others()  # a run of another worker's (serve --workers)
+            if others:
+                return Moved(request.scope, others)
         if found is None or found.user != user:
             raise HttpError(404, "no such run")
         return JSONResponse({"stopped": server.stop(found)})
@@ -375,6 +403,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         (t + "/messages", messages, ["GET"]),
         (t + "/runs", run, ["POST"]),
         (t + "/steer", steer, ["POST"]),
+        (t + "/follow", follow, ["GET"]),
         (t + "/decisions", decide, ["POST"]),
         (t + "/stop", stop, ["POST"]),
         ("/api/runs/{run_id:str}/stop", stop_run, ["POST"]),

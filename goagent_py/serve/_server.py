@@ -21,11 +21,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from goagent_py._conversation import conversation_key
 from goagent_py.agent import Agent
-from goagent_py.approvals import ToolDecision
+from goagent_py.approvals import ToolDecision, answered_at, record_of
 from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError
 from goagent_py.events import (
     AgentEnd,
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COOKIE",
     "LOCAL_ONLY",
+    "Affinity",
     "AgentFactory",
     "HttpError",
     "Live",
@@ -125,12 +126,148 @@ PARKED_DROPPED = (
 )
 
 
+class Affinity(Protocol):
+    """Which worker process a thread's run belongs to, under ``serve --workers N``
+    (implemented by :class:`goagent_py.serve._cluster.Cluster`; None in one process)."""
+
+    def check(self, user: str, thread_id: str) -> None:
+        """Raise when another worker runs the thread (the request goes there)."""
+
+    def claim(self, user: str, thread_id: str, busy: str) -> None:
+        """Take the thread for a run of this worker, or raise (``busy``: the 409's message)."""
+
+    def release(self, user: str, thread_id: str) -> None:
+        """Let go of the thread after its run."""
+
+    def holder(self, user: str, thread_id: str) -> int | None:
+        """The process of another worker that runs the thread, or None."""
+
+    def relay(self, user: str, event: dict[str, Any]) -> None:
+        """Send a change of ``user``'s threads to the other workers' change streams."""
+
+    def others(self) -> list[int]:
+        """The other workers to ask about a run this one does not know."""
+
+
+# The events whose deltas add up (the key naming what they add to): a run's events read in
+# one batch carry one of each in a row, their deltas joined (RunEvents).
+_JOINED = {
+    "TEXT_MESSAGE_CONTENT": "messageId",
+    "REASONING_MESSAGE_CONTENT": "messageId",
+    "TOOL_CALL_ARGS": "toolCallId",
+}
+
+
+class RunEvents:
+    """A run's AG-UI events, kept for the run's life (``None`` ends them): its own stream
+    reads them as they come (:meth:`get`, :meth:`take`), and a stream that follows the run
+    from another tab reads them from the start (:meth:`follow`), so both see one run.
+
+    Consecutive deltas of one message (or one call's arguments) that nobody has read yet are
+    one event, their deltas joined: a client gets the same text in fewer events (issue 36:
+    each event was a dict, a JSON encoding and a frame). An event once read is never changed.
+    The part of ``asyncio.Queue`` the OpenAI streams use (``put_nowait``, ``get``,
+    ``get_nowait``, ``empty``) reads as the run's own stream.
+    """
+
+    def __init__(self) -> None:
+        self._log: list[dict[str, Any] | None] = []
+        self._pieces: list[str] | None = None  # more deltas of the last event, unread
+        self._read = 0  # the run's own stream has read the events before this one
+        self._sealed = 0  # the events before this one were read: never joined into
+        self._ready = asyncio.Event()
+
+    def put_nowait(self, item: dict[str, Any] | None) -> None:
+        log = self._log
+        pieces = self._pieces
+        if pieces is not None and item is not None:
+            last = log[-1]
+            assert last is not None
+            key = _JOINED.get(item["type"])
+            if item["type"] == last["type"] and key is not None and item[key] == last[key]:
+                pieces.append(item["delta"])
+                return
+        if pieces is not None:
+            self._seal()
+        log.append(item)
+        if item is not None and item["type"] in _JOINED:
+            self._pieces = [item["delta"]]
+        if not self._ready.is_set():
+            self._ready.set()
+
+    def _seal(self) -> None:
+        """The events so far as read: the last one's deltas joined, nothing joined into it."""
+        pieces = self._pieces
+        if pieces is not None:
+            self._pieces = None
+            if len(pieces) > 1:
+                last = self._log[-1]
+                assert last is not None
+                self._log[-1] = {**last, "delta": "".join(pieces)}
+        self._sealed = len(self._log)
+
+    def empty(self) -> bool:
+        return self._read >= len(self._log)
+
+    def ended(self) -> bool:
+        """Whether the run's end is among its events."""
+        return bool(self._log) and self._log[-1] is None
+
+    def get_nowait(self) -> dict[str, Any] | None:
+        if self._read >= len(self._log):
+            raise asyncio.QueueEmpty
+        if self._read >= self._sealed:
+            self._seal()
+        item = self._log[self._read]
+        self._read += 1
+        return item
+
+    async def get(self) -> dict[str, Any] | None:
+        await self.get_ready()
+        return self.get_nowait()
+
+    async def get_ready(self) -> None:
+        """Wait until the run's own stream has an event to read."""
+        while self._read >= len(self._log):
+            await self._wait()
+
+    def take(self) -> list[dict[str, Any] | None]:
+        """Every event the run's own stream has not read yet (the end, None, included)."""
+        if self._read >= self._sealed:
+            self._seal()
+        taken = self._log[self._read :]
+        self._read = len(self._log)
+        return taken
+
+    async def _wait(self) -> None:
+        # One event for every reader: a reader clears it only when it has read everything,
+        # and a set wakes every reader waiting then.
+        self._ready.clear()
+        await self._ready.wait()
+
+    async def follow(self) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every event of the run from its first, in batches as they are ready, until its
+        end (a reader from elsewhere: leaving early does nothing to the run)."""
+        at = 0
+        while True:
+            while at >= len(self._log):
+                await self._wait()
+            self._seal()
+            batch = self._log[at:]
+            at = len(self._log)
+            if batch[-1] is None:
+                if len(batch) > 1:
+                    yield batch[:-1]  # type: ignore[misc]
+                return
+            yield batch  # type: ignore[misc]
+
+
 @dataclass
 class Run:
     run_id: str
     user: str
     thread_id: str
-    queue: asyncio.Queue[dict[str, Any] | None]
+    queue: RunEvents
     mapper: AguiMapper
     task: asyncio.Task[None] | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -151,6 +288,11 @@ class Run:
     # continue it: the names of the client's tools, and whether the answer is typed JSON.
     client_tools: frozenset[str] = frozenset()
     typed: bool = False
+    # For a stream that follows the run from elsewhere (Server.follow): how many messages of
+    # the thread's transcript were stored before it (set before its first event), and the
+    # person's message it runs ("" for decisions).
+    stored_before: int = 0
+    message: str = ""
 
 
 @dataclass
@@ -211,6 +353,8 @@ class Server:
         self.watchers: dict[str, list[asyncio.Queue[dict[str, Any] | None]]] = {}
         self.max_watchers = 32  # per user; past it the oldest stream ends (the page reopens it)
         self._closed = False
+        # Under serve --workers N: the thread leases and change relay (docs/serve.md).
+        self.cluster: Affinity | None = None
 
     # -- who is asking -------------------------------------------------------------------
 
@@ -317,19 +461,29 @@ class Server:
         found = await self.threads.get(user, thread_id)
         if found is None:
             raise HttpError(404, "no such thread")
+        if self.cluster is not None:  # its run is in another worker: the request goes there
+            self.cluster.check(user, thread_id)
         return found
+
+    def running(self, user: str, thread_id: str) -> bool:
+        """Whether a run of the thread is going on (in this worker or another)."""
+        live = self.live.get((user, thread_id))
+        if live is not None and live.run is not None:
+            return True
+        return self.cluster is not None and self.cluster.holder(user, thread_id) is not None
 
     async def live_of(self, user: str, thread_id: str) -> Live:
         key = (user, thread_id)
+        if self.cluster is not None:  # its run is in another worker: the request goes there
+            self.cluster.check(user, thread_id)
         async with self._building:
             live = self.live.get(key)
-            if live is not None and live.run is None and live.storage.replaced():
-                # The database was restored (or deleted) under this idle thread: its session
-                # and storage hold the old file, which the storage refuses to write. Rebuilt
-                # from the file now at the path, as an evicted thread is (docs/serve.md).
-                del self.live[key]
-                await live.storage.aclose()
-                live = None
+            if live is not None and live.run is None:
+                # The database restored from a backup (or deleted) under this idle thread: the
+                # storage its agent uses goes on with the file now at the path and the session
+                # reads the conversation from it, by the rule the chat and the coding session
+                # follow (Session.reopen; docs/serve.md). A stat when nothing changed.
+                await live.session.reopen()
             if live is None:
                 storage = SQLiteStorage(self.storage_path, session_id=session_key(user, thread_id))
                 memory = ShortTermMemory(storage)
@@ -398,9 +552,15 @@ class Server:
     def changed(self, user: str, kind: str, thread_id: str, **more: Any) -> None:
         """Tell ``user``'s change streams that ``thread_id`` changed (``kind``: "running",
         "ran", "renamed", "created", "deleted")."""
+        event = {"type": kind, "threadId": thread_id, **more}
+        self.deliver(user, event)
+        if self.cluster is not None:
+            self.cluster.relay(user, event)
+
+    def deliver(self, user: str, event: dict[str, Any]) -> None:
+        """Put a change ``event`` in this process's change streams of ``user``."""
         theirs = self.watchers.get(user)
         if theirs:
-            event = {"type": kind, "threadId": thread_id, **more}
             for queue in theirs:
                 queue.put_nowait(event)
 
@@ -431,11 +591,13 @@ class Server:
         uses (the thread's own agent is put back when it ends); ``decisions`` resumes the
         thread's waiting calls instead (serve/_approvals.py)."""
         live = await self.live_of(user, thread_id)
+        decide_after = "a run is in progress in this thread; decide after it"
+        busy = "a run is in progress in this thread; stop or steer it"
         while live.run is not None:
             if decisions is not None:  # a decision never interrupts: the first one wins
-                raise HttpError(409, "a run is in progress in this thread; decide after it")
+                raise HttpError(409, decide_after)
             if self.busy == "refuse" and not live.run.parked:
-                raise HttpError(409, "a run is in progress in this thread; stop or steer it")
+                raise HttpError(409, busy)
             # busy="interrupt", or a run still waiting for a client's tool results: the new
             # message wins; the old run ends aborted (and stored).
             current = live.run
@@ -451,23 +613,37 @@ class Server:
                 live.session.set_agent(agent)
         from goagent_py.serve._agui import AguiMapper  # ag-ui-protocol: loaded with the routes
 
+        retry = False
         run_id = "run_" + secrets.token_hex(8)
-        run = Run(run_id, user, thread_id, asyncio.Queue(), AguiMapper(thread_id, run_id))
+        run = Run(run_id, user, thread_id, RunEvents(), AguiMapper(thread_id, run_id))
+        if self.cluster is not None:  # nothing awaited between this and live.run = run
+            try:
+                self.cluster.claim(user, thread_id, decide_after if decisions else busy)
+            except BaseException:
+                if live.base_agent is not None:
+                    live.session.set_agent(live.base_agent)
+                    live.base_agent = None
+                raise
         live.run = run
         self.runs[run_id] = run
         if decisions is not None:
             memory = live.session.agent.options.short_term_memory
             assert memory is not None  # a served thread always has its SQLite memory
-            stored = await memory.messages()  # read only: Session.load would repair it
+            stored = await record_of(memory)  # read only: Session.load would repair it
             try:  # checked again while this run holds the thread: two clicks, one wins
                 check_against(stored, decisions)
             except ApprovalError:
                 live.run = None
                 del self.runs[run_id]
+                if self.cluster is not None:
+                    self.cluster.release(user, thread_id)
                 raise
             run.mapper.resuming(waiting_calls(stored))
-        run.task = asyncio.create_task(self._drive(live, run, text, decisions))
-        if self.watchers:
+            # A decision sent again (answered as done, approve14) starts nothing: not even the
+            # "always" approvals, whose budget was the first one's.
+            retry = answered_at(stored, decisions) >= 0
+        run.task = asyncio.create_task(self._drive(live, run, text, decisions, retry=retry))
+        if self.watchers or self.cluster is not None:
             self.changed(user, "running", thread_id, runId=run_id)
         return run
 
@@ -477,6 +653,8 @@ class Server:
         run: Run,
         text: str,
         decisions: Mapping[str, ToolDecision] | None = None,
+        *,
+        retry: bool = False,
     ) -> None:
         put = run.queue.put_nowait
         # RUN_STARTED is made once the run has begun: it has stored the user's message or is
@@ -490,16 +668,19 @@ class Server:
         told = False  # whether the client was told of the steers the run did not take
         try:
             streams: list[AsyncIterator[AgentEvent]] = []
+            # The session's projection of the record (read back after every run; issue 36:
+            # the conversation was read a third time per turn): what the run goes on from.
+            # Under several workers another one may have run turns of this thread since this
+            # session read it: the projection is read again (docs/serve.md).
+            if not live.session.loaded or self.cluster is not None:
+                await live.session.load()
+            stored = live.session.transcript
+            run.stored_before, run.message = len(stored), text
             if decisions is not None:
                 streams.append(live.session.stream_resume(decisions))
             else:
                 # A new message while calls wait for the person: they are denied (the
-                # message is the answer), then the message runs. The session's projection of
-                # the record says so: it is read back after every run (issue 36: this was a
-                # third read of the conversation per turn).
-                if not live.session.loaded:
-                    await live.session.load()
-                stored = live.session.transcript
+                # message is the answer), then the message runs.
                 left = abandoned(stored)
                 if left is not None:
                     run.mapper.resuming(waiting_calls(stored))
@@ -525,7 +706,7 @@ class Server:
                     spent=spent,
                     budget=live.session.agent.options.max_iterations,
                 )
-                if auto is not None and not run.abort_reason and not streams:
+                if auto is not None and not run.abort_reason and not streams and not retry:
                     run.mapper.resuming(waiting_calls(live.session.transcript))
                     streams.append(live.session.stream_resume(auto))
                 elif not streams and not run.abort_reason and _goes_on(live.session):
@@ -554,7 +735,10 @@ class Server:
             if not told and live.session.steering_queue:
                 live.session.clear_queues("steering")  # cancelled: nothing is kept either
             live.run = None
-            if self.watchers:  # its messages are stored; reads of the index wait for its record
+            if self.cluster is not None:
+                self.cluster.release(run.user, run.thread_id)
+            if self.watchers or self.cluster is not None:
+                # Its messages are stored; reads of the index wait for its record.
                 self.changed(run.user, "ran", run.thread_id, runId=run.run_id)
             if live.base_agent is not None:
                 live.session.set_agent(live.base_agent)
@@ -632,26 +816,23 @@ class Server:
         it)."""
         finished = False
         settle = _FIRST_WRITE_TURNS
+        events = run.queue
         try:
             while not finished:
-                batch: list[dict[str, Any]] = []
-                ready: Any = await run.queue.get()  # an event, None (the end) or _EMPTY
-                while True:
-                    while ready is not None and ready is not _EMPTY:
-                        batch.append(ready)
-                        ready = _EMPTY if run.queue.empty() else run.queue.get_nowait()
-                    if ready is None or not settle:
-                        break
+                if events.empty():
+                    await events.get_ready()
+                while settle and not events.ended():
                     # Before the first write (RUN_STARTED), a few turns of the loop for what
                     # the run makes at once (a model answering without waiting runs in a task
                     # of its own: two turns away); never a wait for anything else.
                     settle -= 1
                     await asyncio.sleep(0)
-                    ready = _EMPTY if run.queue.empty() else run.queue.get_nowait()
-                settle = 0
-                finished = ready is None
+                batch = events.take()
+                finished = batch[-1] is None
+                if finished:
+                    batch.pop()
                 if batch:
-                    yield batch, finished
+                    yield batch, finished  # type: ignore[misc]
         finally:
             if not finished and not run.parked:
                 self.stop(run)

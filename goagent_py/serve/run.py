@@ -10,7 +10,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from goagent_py.serve._auth import (
     is_loopback,
 )
 
-__all__ = ["add_serve_arguments", "build_auth", "event_loop_factory", "run_serve"]
+__all__ = ["add_serve_arguments", "build_auth", "event_loop_factory", "run_serve", "serve_workers"]
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +76,15 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "chat stream holds one)",
     )
     parser.add_argument(
+        "--workers",
+        type=_at_least_one,
+        default=1,
+        metavar="N",
+        help="worker processes serving the one socket (default 1; Linux only above 1): a "
+        "thread's run stays in the worker that started it, and requests about it are sent "
+        "there; see docs/serve.md",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "uvloop", "asyncio"),
         default="auto",
@@ -87,7 +96,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 def _at_least_one(text: str) -> int:
     """A ``--max-connections`` value (argparse ``type``): a whole number from 1."""
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of connections from 1")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1")
     return int(text)
 
 
@@ -194,7 +203,11 @@ async def run_serve(args: argparse.Namespace) -> int:
     closers: list[Any] = []
     memory_mode = getattr(args, "memory", "statements")
     embedder = loading_embedder() if picked.small or memory_mode != "none" else None
-    if embedder is None and (picked.small or memory_mode != "none"):
+    from goagent_py.serve._supervise import worker_context
+
+    worker = worker_context()
+    first = worker is None or worker.index == 0  # of serve --workers N, one says it
+    if embedder is None and (picked.small or memory_mode != "none") and first:
         off = ["long-term memory is off"] if memory_mode != "none" else []
         off += ["the model is offered every tool"] if picked.small else []
         print(f"({' and '.join(off)}: {embedder_problem()})", file=sys.stderr)
@@ -237,6 +250,12 @@ async def run_serve(args: argparse.Namespace) -> int:
         log_level="warning",
         limit_concurrency=getattr(args, "max_connections", 1000),  # uvicorn's default: none
     )
+    if worker is not None:  # one of serve --workers N's processes
+        try:
+            return await serve_in_worker(app, config)
+        finally:
+            for closer in reversed(closers):
+                await closer.aclose()
     try:
         listening = listen_socket(args.host, args.port, backlog=config.backlog)
     except ConfigurationError:
@@ -256,7 +275,7 @@ async def run_serve(args: argparse.Namespace) -> int:
             print(f"long-term memory ({memory_mode}) in {vectors}", file=sys.stderr)
 
     try:
-        signalled = await _serve_until_signalled(uvicorn.Server(config), announce, listening)
+        signalled = await _serve_until_signalled(uvicorn.Server(config), announce, [listening])
     finally:
         listening.close()
         for closer in reversed(closers):
@@ -264,8 +283,81 @@ async def run_serve(args: argparse.Namespace) -> int:
     return 128 + signalled if signalled else 0  # 130 for Ctrl-C, as the shell reports it
 
 
+def serve_workers(args: argparse.Namespace, argv: list[str]) -> int:
+    """``goagent-py serve --workers N`` (N > 1): bind the socket once, then run the command
+    ``argv`` in N worker processes serving it (:mod:`goagent_py.serve._supervise`) until
+    SIGINT or SIGTERM; the exit code.
+
+    Raises:
+        ConfigurationError: a bad auth option or address (before any worker starts).
+    """
+    build_auth(args)  # its errors before any worker starts
+    try:
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError("uvicorn", "serve", feature="goagent-py serve") from exc
+    from goagent_py.serve.app import _require_starlette
+
+    _require_starlette()
+    from goagent_py.cli._common import listen_socket, listening_url
+    from goagent_py.serve._supervise import supervise
+
+    backlog = 2048  # uvicorn.Config's default, what each worker's config has
+    with listen_socket(args.host, args.port, backlog=backlog) as listening:
+        url = listening_url(args.host, listening)
+
+        def announce(pids: list[int]) -> None:
+            print(
+                f"goagent-py serve — {len(pids)} worker processes ({', '.join(map(str, pids))})\n"
+                f"open {url}/",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        return supervise(
+            "goagent_py.cli.main:main",
+            argv,
+            listening=listening,
+            workers=args.workers,
+            announce=announce,
+        )
+
+
+async def serve_in_worker(app: Any, config: Any, *, also: Sequence[socket.socket] = ()) -> int:
+    """Serve ``app`` (a :class:`~goagent_py.serve.app.ServeApp`) with uvicorn's ``config`` in
+    a worker of ``serve --workers N``: on the parent's socket and this worker's private one,
+    forwarding requests about threads other workers run (:mod:`goagent_py.serve._cluster`),
+    until SIGINT or SIGTERM; the exit code (128 + the signal). ``also``: more listening
+    sockets served as the parent's is (tests reach one worker through one)."""
+    import uvicorn
+
+    from goagent_py.serve._cluster import Cluster, ClusterApp
+    from goagent_py.serve._supervise import ready, worker_context
+
+    ctx = worker_context()
+    assert ctx is not None
+    cluster = Cluster(ctx)
+    try:
+        await cluster.attach(app.server)
+        private = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        private.bind(cluster.socket_path)
+        private.listen(config.backlog)
+        public = socket.socket(fileno=ctx.listen_fd)
+        config.app = ClusterApp(app, cluster, app.server)
+        try:
+            signalled = await _serve_until_signalled(
+                uvicorn.Server(config), lambda: ready(ctx), [public, private, *also]
+            )
+        finally:
+            private.close()
+            public.close()
+    finally:
+        await cluster.aclose()
+    return 128 + signalled if signalled else 0
+
+
 async def _serve_until_signalled(
-    server: Any, announce: Callable[[], None], listening: socket.socket | None = None
+    server: Any, announce: Callable[[], None], listening: list[socket.socket] | None = None
 ) -> int:
     """Run uvicorn's ``server`` until SIGINT or SIGTERM; the signal that ended it, else 0.
     ``announce`` (the address) is called once the handlers are in: a signal sent as soon as
@@ -290,7 +382,7 @@ async def _serve_until_signalled(
     with _signal_handlers(on_signal):
         announce()
         await asyncio.sleep(0)
-        await server.serve(sockets=None if listening is None else [listening])
+        await server.serve(sockets=listening)
     return caught[0] if caught else 0
 
 

@@ -14,23 +14,11 @@ import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 from a2a_helpers import free_socket, serving
+from wiping import RAN, wipe  # tests/wiping.py
 
-from goagent_py import Agent, tool
+from goagent_py import Agent
 from goagent_py.a2a import a2a_app
 from goagent_py.testing import ScriptedProvider, tool_call_response
-
-RAN: list[str] = []
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
 
 
 async def send(url: str, text: str, *, context_id: str = "") -> Any:

@@ -12,22 +12,35 @@ from test_a2a_server import send
 
 from goagent_py import Agent
 from goagent_py.a2a import a2a_app
-from goagent_py.errors import ConfigurationError
 from goagent_py.memory import InMemoryStorage, ShortTermMemory, SQLiteStorage
 from goagent_py.messages import Role
 from goagent_py.testing import ScriptedProvider
 
 
-def test_an_agent_with_short_term_memory_is_refused_with_what_to_do() -> None:
+@pytest.mark.slow
+async def test_an_agent_with_short_term_memory_gives_each_context_its_own_conversation() -> None:
+    # Refused before proto14; now each context gets a memory of its own of the served kind
+    # (tests/a2a/test_proto14_a2a_client_memory.py has the stored kinds).
+    provider = ScriptedProvider("Noted.", "Hello.", "Still noted.")
     agent = Agent(
-        provider=ScriptedProvider(),
+        provider=provider,
         model="m",
         name="remembers",
         short_term_memory=ShortTermMemory(),
     )
-    with pytest.raises(ConfigurationError, match="factory") as caught:
-        a2a_app(agent, url="http://127.0.0.1:9000")
-    assert "context" in str(caught.value)
+    sock = free_socket()
+    async with serving(
+        a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}"), sock
+    ) as url:
+        [first] = await send(url, "my secret is 1234", streaming=False, context_id="c-1")
+        await send(url, "hi", streaming=False, context_id="c-2")
+        await send(url, "again", streaming=False, context_id="c-1")
+    assert first.task.status.state == TaskState.TASK_STATE_COMPLETED
+    texts = _user_texts(provider)
+    assert texts[1] == ["hi"]
+    assert texts[2] == ["my secret is 1234", "again"]
+    assert agent.options.short_term_memory is not None
+    assert await agent.options.short_term_memory.storage.load() == []  # the served one: unused
 
 
 def _user_texts(provider: ScriptedProvider) -> list[list[str]]:

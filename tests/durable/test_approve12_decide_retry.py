@@ -7,34 +7,23 @@ Real Temporal dev server, SQLite memory; the validator on its own for the clock.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from refund_clerk import (  # tests/durable/refund_clerk.py
+    clerk,
+    next_wait,
+    numbered_refunds,
+)
+from refund_waits import refund_tool  # tests/refund_waits.py
 from temporalio.testing import WorkflowEnvironment
 
-from goagent_py import Agent, ApprovalConflictError, Approve, Deny
-from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
+from goagent_py import ApprovalConflictError, Approve, Deny
+from goagent_py.durable import create_worker
 from goagent_py.durable._client import result_of
 from goagent_py.durable._wire import decision_to_data
-from goagent_py.memory import ShortTermMemory
-from goagent_py.memory.storage import SQLiteStorage
-from goagent_py.messages import Role, ToolCall
-from goagent_py.provider import CompletionRequest, CompletionResponse
-from goagent_py.testing import FunctionProvider, tool_call_response
-from goagent_py.tools import tool
-
-
-async def _next_wait(durable: DurableAgent, handle: Any, seen: int) -> None:
-    count = 0
-    async for event in durable.events(handle):
-        if event["type"] == "pending":
-            count += 1
-            if count > seen:
-                return
-    raise AssertionError("the run ended without waiting")
 
 
 @pytest.mark.slow
@@ -44,39 +33,15 @@ async def test_the_same_decision_sent_again_succeeds_and_changes_nothing(
     db = tmp_path / "chat.db"
     ran: list[str] = []
 
-    async def plan(request: CompletionRequest) -> CompletionResponse | str:
-        results = [m for m in request.messages if m.role is Role.TOOL]
-        if len(results) < 2:
-            order = "A-1" if not results else "A-2"
-            return tool_call_response(ToolCall("llama-tool-0", "refund", {"order": order}))
-        return "done: " + " | ".join(m.text for m in results)
-
-    @tool(requires_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order.
-
-        Args:
-            order: the order id.
-        """
-        ran.append(order)
-        return f"refunded {order}"
-
-    durable = DurableAgent(
-        Agent(provider=FunctionProvider(plan), model="m", name="clerk", tools=[refund]),
-        provider="fn:x",
-        short_term_memory=lambda s: ShortTermMemory(storage=SQLiteStorage(db, session_id=s)),
-        heartbeat_timeout=5.0,
-        task_queue=f"q-{uuid.uuid4().hex[:8]}",
-    )
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    durable, registry = clerk(numbered_refunds(), [refund_tool(ran)], db=db)
     async with create_worker(temporal.client, [durable], registry=registry):
         handle = await durable.start(temporal.client, "refund both", session_id="s1")
-        await _next_wait(durable, handle, 0)
+        await next_wait(durable, handle, 0)
         (first,) = await durable.pending(handle)
         decision = {first.id: Approve(token=first.token)}
         assert await durable.decide(handle, decision) == []
         assert await durable.decide(handle, decision) == []  # retried at once
-        await _next_wait(durable, handle, 1)
+        await next_wait(durable, handle, 1)
         (second,) = await durable.pending(handle)
         assert second.id == first.id
         assert second.token != first.token

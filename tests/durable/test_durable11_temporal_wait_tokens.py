@@ -11,6 +11,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from refund_clerk import (  # tests/durable/refund_clerk.py
+    clerk,
+    next_wait,
+    numbered_refunds,
+    one_refund,
+)
+from refund_waits import refund_tool  # tests/refund_waits.py
 from temporalio.testing import WorkflowEnvironment
 
 from goagent_py import (
@@ -32,17 +39,6 @@ from goagent_py.testing import FunctionProvider, tool_call_response
 from goagent_py.tools import tool
 
 
-async def _next_wait(durable: DurableAgent, handle: Any, seen: int) -> None:
-    """Until the run's ``seen + 1``-th wait for decisions."""
-    count = 0
-    async for event in durable.events(handle):
-        if event["type"] == "pending":
-            count += 1
-            if count > seen:
-                return
-    raise AssertionError("the run ended without waiting")
-
-
 @pytest.mark.slow
 async def test_a_late_decision_for_an_earlier_wait_is_refused_not_taken_by_the_call_now(
     temporal: WorkflowEnvironment, tmp_path: Path
@@ -50,38 +46,14 @@ async def test_a_late_decision_for_an_earlier_wait_is_refused_not_taken_by_the_c
     db = tmp_path / "chat.db"
     ran: list[str] = []
 
-    async def plan(request: CompletionRequest) -> CompletionResponse | str:
-        results = [m for m in request.messages if m.role is Role.TOOL]
-        if len(results) < 2:
-            order = "A-1" if not results else "A-2"
-            return tool_call_response(ToolCall("llama-tool-0", "refund", {"order": order}))
-        return "done: " + " | ".join(m.text for m in results)
-
-    @tool(requires_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order.
-
-        Args:
-            order: the order id.
-        """
-        ran.append(order)
-        return f"refunded {order}"
-
-    durable = DurableAgent(
-        Agent(provider=FunctionProvider(plan), model="m", name="clerk", tools=[refund]),
-        provider="fn:x",
-        short_term_memory=lambda s: ShortTermMemory(storage=SQLiteStorage(db, session_id=s)),
-        heartbeat_timeout=5.0,
-        task_queue=f"q-{uuid.uuid4().hex[:8]}",
-    )
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    durable, registry = clerk(numbered_refunds(), [refund_tool(ran)], db=db)
     async with create_worker(temporal.client, [durable], registry=registry):
         handle = await durable.start(temporal.client, "refund both", session_id="s1")
-        await _next_wait(durable, handle, 0)
+        await next_wait(durable, handle, 0)
         (first,) = await durable.pending(handle)
         assert first.token
         assert await durable.decide(handle, {first.id: Approve(token=first.token)}) == []
-        await _next_wait(durable, handle, 1)
+        await next_wait(durable, handle, 1)
         (second,) = await durable.pending(handle)
         assert second.id == first.id
         assert second.arguments == {"order": "A-2"}
@@ -170,33 +142,13 @@ async def test_a_claim_that_another_decider_won_with_the_same_decision_is_not_ta
     db = tmp_path / "chat.db"
     ran: list[str] = []
 
-    async def plan(request: CompletionRequest) -> CompletionResponse | str:
-        if request.messages[-1].role is not Role.TOOL:
-            return tool_call_response(ToolCall("c1", "refund", {"order": "A-1"}))
-        return "done"
-
-    @tool(requires_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order.
-
-        Args:
-            order: the order id.
-        """
-        ran.append(order)
-        return f"refunded {order}"
-
     other = ShortTermMemory(storage=SQLiteStorage(db, session_id="s1"))
-    durable = DurableAgent(
-        Agent(provider=FunctionProvider(plan), model="m", name="clerk", tools=[refund]),
-        provider="fn:x",
-        short_term_memory=lambda s: _ClaimedFirst(db, s, other),
-        heartbeat_timeout=5.0,
-        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+    durable, registry = clerk(
+        one_refund(), [refund_tool(ran)], memory=lambda s: _ClaimedFirst(db, s, other)
     )
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
     async with create_worker(temporal.client, [durable], registry=registry):
         handle = await durable.start(temporal.client, "refund A-1", session_id="s1")
-        await _next_wait(durable, handle, 0)
+        await next_wait(durable, handle, 0)
         (call,) = await durable.pending(handle)
         await durable.decide(handle, {call.id: Approve(token=call.token)})
         with pytest.raises(DurableRunError) as caught:
@@ -231,35 +183,17 @@ async def test_a_claim_whose_reply_was_lost_after_it_committed_is_taken_on_its_r
     ran: list[str] = []
     _ReplyLost.lost.clear()
 
-    async def plan(request: CompletionRequest) -> CompletionResponse | str:
-        if request.messages[-1].role is not Role.TOOL:
-            return tool_call_response(ToolCall("c1", "refund", {"order": "A-1"}))
-        return "done"
-
-    @tool(requires_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order.
-
-        Args:
-            order: the order id.
-        """
-        ran.append(order)
-        return f"refunded {order}"
-
     session = f"s-{uuid.uuid4().hex[:8]}"
     async with PostgresStorage(pg_dsn, table="durable11_messages", session_id=session) as pg:
-        durable = DurableAgent(
-            Agent(provider=FunctionProvider(plan), model="m", name="clerk", tools=[refund]),
-            provider="fn:x",
-            short_term_memory=lambda s: _ReplyLost(storage=pg.for_session(s)),
-            heartbeat_timeout=5.0,
+        durable, registry = clerk(
+            one_refund(),
+            [refund_tool(ran)],
+            memory=lambda s: _ReplyLost(storage=pg.for_session(s)),
             retry_interval=0.1,
-            task_queue=f"q-{uuid.uuid4().hex[:8]}",
         )
-        registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
         async with create_worker(temporal.client, [durable], registry=registry):
             handle = await durable.start(temporal.client, "refund A-1", session_id=session)
-            await _next_wait(durable, handle, 0)
+            await next_wait(durable, handle, 0)
             (call,) = await durable.pending(handle)
             await durable.decide(handle, {call.id: Approve(token=call.token)})
             result = await asyncio.wait_for(result_of(handle), timeout=300)
@@ -350,27 +284,10 @@ async def test_a_run_cancelled_while_it_waits_for_a_decision_closes_the_wait(
             return tool_call_response(ToolCall("c1", "refund", {"order": "A-1"}))
         return f"answered: {last.text}"
 
-    @tool(requires_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order.
-
-        Args:
-            order: the order id.
-        """
-        ran.append(order)
-        return f"refunded {order}"
-
-    durable = DurableAgent(
-        Agent(provider=FunctionProvider(plan), model="m", name="clerk", tools=[refund]),
-        provider="fn:x",
-        short_term_memory=lambda s: ShortTermMemory(storage=SQLiteStorage(db, session_id=s)),
-        heartbeat_timeout=5.0,
-        task_queue=f"q-{uuid.uuid4().hex[:8]}",
-    )
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    durable, registry = clerk(plan, [refund_tool(ran)], db=db)
     async with create_worker(temporal.client, [durable], registry=registry):
         handle = await durable.start(temporal.client, "refund A-1", session_id="s1")
-        await _next_wait(durable, handle, 0)
+        await next_wait(durable, handle, 0)
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
             await handle.result()
@@ -400,15 +317,7 @@ async def test_an_unasked_call_in_a_decided_batch_does_not_run_either(
             )
         return "done"
 
-    @tool(requires_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order.
-
-        Args:
-            order: the order id.
-        """
-        ran.append(order)
-        return f"refunded {order}"
+    refund = refund_tool(ran)
 
     def make_wipe(requires_approval: bool) -> Any:
         @tool(requires_approval=requires_approval)
@@ -446,7 +355,7 @@ async def test_an_unasked_call_in_a_decided_batch_does_not_run_either(
     registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
     async with create_worker(temporal.client, [workers], registry=registry):
         handle = await app.start(temporal.client, "refund and wipe", session_id="s1")
-        await _next_wait(app, handle, 0)
+        await next_wait(app, handle, 0)
         (call,) = await app.pending(handle)
         assert call.id == "c1"
         await app.decide(handle, {"c1": Approve(token=call.token)})

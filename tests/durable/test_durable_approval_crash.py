@@ -65,7 +65,9 @@ async def test_a_run_waiting_for_approval_survives_a_worker_sigkill(
     async with SQLiteStorage(db, session_id=session) as s:
         history = await s.load()
     assert [m.role for m in history] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
-    assert history[1].metadata["goagent.decisions"] == {"call-1": {"decision": "approve"}}
+    assert history[1].metadata["goagent.decisions"] == {
+        "call-1": {"decision": "approve", "token": call.token}
+    }
     assert validate_transcript(history, allow_pending=False) == []
 
 

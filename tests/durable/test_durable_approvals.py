@@ -164,7 +164,10 @@ async def test_a_durable_run_waits_for_the_decision_and_goes_on_with_it(
     assert result.stop_reason == StopReason.END_TURN
     after = await stored(world, "s1")
     assert "goagent.pending" not in after[1].metadata
-    assert after[1].metadata["goagent.decisions"] == {"c1": {"decision": "approve"}}
+    # The record names the wait the decision was taken in (approve14).
+    assert after[1].metadata["goagent.decisions"] == {
+        "c1": {"decision": "approve", "token": pending[0].token}
+    }
     assert [m.role for m in after] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
     assert validate_transcript(after, allow_pending=False) == []
     # The model's second request held the whole conversation (stand-ins put back).

@@ -5,35 +5,27 @@ id of a call decided in the first (local models' servers number calls per turn: 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
+from refund_clerk import (  # tests/durable/refund_clerk.py
+    clerk,
+    next_wait,
+    numbered_refunds,
+)
+from refund_waits import refund_tool  # tests/refund_waits.py
 from temporalio.testing import WorkflowEnvironment
 
-from goagent_py import Agent, ApprovalExpiredError, Approve, Deny
-from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
+from goagent_py import ApprovalExpiredError, Approve, Deny
+from goagent_py.durable import create_worker
 from goagent_py.durable._client import result_of
-from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage import SQLiteStorage
 from goagent_py.messages import Role, ToolCall
 from goagent_py.provider import CompletionRequest, CompletionResponse
-from goagent_py.testing import FunctionProvider, tool_call_response
+from goagent_py.testing import tool_call_response
 from goagent_py.tools import tool
 
 pytestmark = pytest.mark.slow
-
-
-async def _next_wait(durable: DurableAgent, handle: Any, seen: int) -> None:
-    """Until the run's ``seen + 1``-th wait for decisions."""
-    count = 0
-    async for event in durable.events(handle):
-        if event["type"] == "pending":
-            count += 1
-            if count > seen:
-                return
-    raise AssertionError("the run ended without waiting")
 
 
 async def test_a_second_wait_whose_call_reuses_a_decided_id_takes_its_decision(
@@ -45,36 +37,12 @@ async def test_a_second_wait_whose_call_reuses_a_decided_id_takes_its_decision(
     db = tmp_path / "chat.db"
     ran: list[str] = []
 
-    async def plan(request: CompletionRequest) -> CompletionResponse | str:
-        results = [m for m in request.messages if m.role is Role.TOOL]
-        if len(results) < 2:
-            order = "A-1" if not results else "A-2"
-            return tool_call_response(ToolCall("llama-tool-0", "refund", {"order": order}))
-        return "done: " + " | ".join(m.text for m in results)
-
-    @tool(requires_approval=True)
-    def refund(order: str) -> str:
-        """Refund an order.
-
-        Args:
-            order: the order id.
-        """
-        ran.append(order)
-        return f"refunded {order}"
-
-    durable = DurableAgent(
-        Agent(provider=FunctionProvider(plan), model="m", name="clerk", tools=[refund]),
-        provider="fn:x",
-        short_term_memory=lambda s: ShortTermMemory(storage=SQLiteStorage(db, session_id=s)),
-        heartbeat_timeout=5.0,
-        task_queue=f"q-{uuid.uuid4().hex[:8]}",
-    )
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    durable, registry = clerk(numbered_refunds(), [refund_tool(ran)], db=db)
     async with create_worker(temporal.client, [durable], registry=registry):
         handle = await durable.start(temporal.client, "refund both", session_id="s1")
-        await _next_wait(durable, handle, 0)
+        await next_wait(durable, handle, 0)
         assert await durable.decide(handle, {"llama-tool-0": Approve()}) == []
-        await _next_wait(durable, handle, 1)
+        await next_wait(durable, handle, 1)
         (second,) = await durable.pending(handle)
         assert second.arguments == {"order": "A-2"}
         # By id alone the decision could be a late one for the first call (durable11): it
@@ -116,17 +84,10 @@ async def test_a_call_that_reuses_the_id_of_one_let_through_is_checked_again(
         ran.append(amount)
         return f"paid {amount:.2f}"
 
-    durable = DurableAgent(
-        Agent(provider=FunctionProvider(plan), model="m", name="payer", tools=[pay]),
-        provider="fn:x",
-        short_term_memory=lambda s: ShortTermMemory(storage=SQLiteStorage(db, session_id=s)),
-        heartbeat_timeout=5.0,
-        task_queue=f"q-{uuid.uuid4().hex[:8]}",
-    )
-    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    durable, registry = clerk(plan, [pay], db=db, name="payer")
     async with create_worker(temporal.client, [durable], registry=registry):
         handle = await durable.start(temporal.client, "pay twice", session_id="s1")
-        await _next_wait(durable, handle, 0)
+        await next_wait(durable, handle, 0)
         (waiting,) = await durable.pending(handle)
         assert ran == [50.0]
         assert await durable.decide(handle, {"ollama-tool-0": Deny("too much")}) == []

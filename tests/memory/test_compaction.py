@@ -366,7 +366,7 @@ async def test_a_compaction_is_a_span_with_its_sizes() -> None:
         attributes["goagent.compaction.tokens_after"]
         < attributes["goagent.compaction.tokens_before"]
     )
-    assert attributes["error.type"] == "CompactionError"
+    assert attributes["error.type"] == "goagent_py.memory.compaction.CompactionError"
 
 
 async def test_compact_now_runs_every_tier_with_a_focus() -> None:

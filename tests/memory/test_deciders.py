@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -48,7 +49,7 @@ def decide(facts: list[str], candidates: list[MemoryRecord]) -> list[tuple[int, 
         ("My new number is 555-0199.", "phone", "555-0199", "set"),
         ("I'm 34.", "age", "34", "set"),
         ("I just turned 35.", "age", "35", "set"),
-        ("My wife is called Ana.", "partner", "Ana", "set"),
+        ("My wife is called Ana.", "wife", "Ana", "set"),
         ("I drive a Tesla now.", "car", "Tesla", "set"),
         ("My favorite color is green.", "favourite colour", "green", "set"),
         ("My sister is Meera.", "sister", "Meera", "set"),
@@ -92,7 +93,7 @@ def test_first_person_facts_are_read_as_slot_and_value(
         ("New address: 12 Elm Street.", "address", "12 Elm Street"),
         ("My favourite drink at the moment is kombucha.", "favourite drink", "kombucha"),
         ("I celebrated my 52nd birthday.", "age", "52"),
-        ("I have a new girlfriend named Iris.", "partner", "Iris"),
+        ("I have a new girlfriend named Iris.", "girlfriend", "Iris"),
         ("I swapped my Golf for a Polestar.", "car", "Polestar"),
         ("My friends call me Bea.", "name", "Bea"),
     ],
@@ -176,9 +177,13 @@ def test_a_stated_value_wins_over_a_retraction_in_the_same_sentence() -> None:
     ]
 
 
-def test_thats_no_longer_true_deletes_the_latest_memory() -> None:
+def test_thats_no_longer_true_deletes_the_memory_just_said() -> None:
     older, newer = record("o", "I like tea.", age=0), record("n", "I have a cat.", age=3)
-    assert decide(["That's no longer true."], [newer, older]) == [(0, "DELETE", "n", "")]
+    said = replace(newer, just_said=True)
+    assert decide(["That's no longer true."], [said, older]) == [(0, "DELETE", "n", "")]
+    # The newest memory that the turn does not follow (days old, another conversation) is
+    # no more what the words take back than any other.
+    assert decide(["That's no longer true."], [newer, older]) == [(0, "NOOP", "", "")]
 
 
 def test_older_duplicates_of_a_slot_are_retired_with_the_update() -> None:

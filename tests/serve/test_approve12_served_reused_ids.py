@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from wiping import RAN, wipe, wipes  # tests/wiping.py
 
 from goagent_py import Role, ToolCall, tool
 from goagent_py._metadata_keys import DECISIONS_KEY
@@ -19,25 +20,7 @@ from goagent_py.testing import FunctionProvider, text_response, tool_call_respon
 
 openai = pytest.importorskip("openai")
 
-RAN: list[str] = []
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
-
-
-def answer(request: Any) -> Any:
-    last = request.messages[-1]
-    if last.role is Role.TOOL:
-        return text_response(f"after: {last.text}")
-    return tool_call_response(ToolCall("llama-tool-0", "wipe", {"target": last.text}))
+answer = wipes("llama-tool-0")
 
 
 def make_app(db: str, helpers: Any) -> Any:
@@ -76,12 +59,16 @@ async def test_an_openai_clients_late_answer_on_a_reused_id_is_refused(
         assert second.id.startswith("llama-tool-0")
         assert second.id != first.id  # it names its own wait
 
-        with pytest.raises(openai.ConflictError) as late:  # the first answer, sent again
-            await tell(first.id, "approved")
+        with pytest.raises(openai.ConflictError) as late:  # another answer to the first wait
+            await tell(first.id, "denied")
         with pytest.raises(openai.ConflictError) as bare:  # the call's id alone
             await tell("llama-tool-0", "approved")
+        # The first answer sent again (a retry, approve14) is answered as done: the call that
+        # waits now does not take it.
+        retried = await tell(first.id, "approved")
+        assert retried.choices[0].finish_reason == "tool_calls"
         assert RAN == ["disk"]
-        assert "is over" in late.value.body["message"]
+        assert "already decided" in late.value.body["message"]
         assert "token" in bare.value.body["message"]
 
         done = await tell(second.id, "denied: keep the backup")

@@ -7,29 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from goagent_py import Role, ToolCall, tool
+from wiping import RAN, wipe, wipes  # tests/wiping.py
+
 from goagent_py.serve import create_app
-from goagent_py.testing import FunctionProvider, text_response, tool_call_response
+from goagent_py.testing import FunctionProvider
 
-RAN: list[str] = []
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
-
-
-def answer(request: Any) -> Any:
-    last = request.messages[-1]
-    if last.role is Role.TOOL:
-        return text_response(f"after: {last.text}")
-    return tool_call_response(ToolCall("llama-tool-0", "wipe", {"target": last.text}))
+answer = wipes("llama-tool-0")
 
 
 async def test_a_late_decision_for_an_earlier_card_with_the_same_call_id_is_refused(
@@ -58,7 +41,12 @@ async def test_a_late_decision_for_an_earlier_card_with_the_same_call_id_is_refu
         assert second["id"] == first["id"]
         assert second["metadata"]["token"] not in ("", token)
 
-        late = await decide(first["id"], token)  # the first card's click, sent again
+        # The first card's click sent again is answered as done (approve14); another
+        # decision with its token is refused: neither is taken by the card that waits now.
+        again = await decide(first["id"], token)
+        assert again.status_code == 200, again.text
+        body = {"decisions": {first["id"]: {"decision": "deny", "token": token}}}
+        late = await client.post(f"/api/threads/{tid}/decisions", json=body)
         assert late.status_code == 409, late.text
         assert RAN == ["disk"]
         still = (await client.get(f"/api/threads/{tid}/messages")).json()["pending"]

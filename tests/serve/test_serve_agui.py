@@ -57,14 +57,15 @@ async def test_a_text_run(db: str, helpers: Any) -> None:
     app = create_app(helpers.factory_for(ScriptedProvider("hello there")), storage_path=db)
     (events,) = await _run(app, helpers, "hi")
     check_agui(events)
+    # The two deltas were ready at once: one TEXT_MESSAGE_CONTENT with both (issue 36).
     assert _types(events) == [
         "RUN_STARTED",
         "TEXT_MESSAGE_START",
         "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_CONTENT",
         "TEXT_MESSAGE_END",
         "RUN_FINISHED",
     ]
+    assert events[2]["delta"] == "hello there"
     assert events[-1]["result"] == {"stopReason": "end_turn", "text": "hello there"}
     assert "outcome" not in events[-1]  # absent: success
 

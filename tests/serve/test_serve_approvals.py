@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from wiping import RAN, wipe, wipes  # tests/wiping.py
+
 from goagent_py import Role, tool, validate_transcript
 from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage import SQLiteStorage
@@ -12,25 +14,7 @@ from goagent_py.serve import create_app
 from goagent_py.serve._threads import session_key
 from goagent_py.testing import FunctionProvider, text_response, tool_call_response
 
-RAN: list[str] = []
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
-
-
-def answer(request: Any) -> Any:
-    last = request.messages[-1]
-    if last.role is Role.TOOL:
-        return text_response(f"after: {last.text}")
-    return tool_call_response(("wipe", {"target": last.text}))
+answer = wipes()
 
 
 def make_app(db: str, helpers: Any) -> Any:
@@ -70,6 +54,7 @@ async def test_a_waiting_call_survives_a_restart_and_the_decision_resumes_it(
         "arguments": {"target": "disk"},
         "kind": "approval",
         "token": interrupt["metadata"]["token"],  # the wait's (durable11)
+        "resolved": "",  # not a file tool's call (approve14)
     }
     assert interrupt["metadata"]["token"]
     assert not [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
@@ -202,8 +187,11 @@ async def test_the_openai_endpoint_returns_waiting_calls_as_tool_calls(
     assert answer["message"]["content"].endswith("after: wiped disk")
     assert 'name="wipe"' in answer["message"]["content"]
     assert RAN == ["disk"]
-    assert again.status_code == 409  # decided already: nothing waits for these results
-    assert "waits for a decision" in again.json()["error"]["message"]
+    # The same request again (a client that lost the answer): answered as done, from the
+    # record; nothing runs twice (approve14).
+    assert again.status_code == 200, again.text
+    assert again.json()["choices"][0]["message"]["content"] == "after: wiped disk"
+    assert RAN == ["disk"]
 
 
 @tool(requires_approval=True)

@@ -8,24 +8,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from wiping import RAN, wipe  # tests/wiping.py
+
 from goagent_py import Role, tool, validate_transcript
 from goagent_py.serve import create_app
 from goagent_py.testing import FunctionProvider, text_response, tool_call_response
 
-RAN: list[str] = []
 STARTED = asyncio.Event()
 RELEASE = asyncio.Event()
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
 
 
 @tool(requires_approval=True)

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from wiping import RAN, wipe  # tests/wiping.py
 
 from goagent_py import Role, tool, validate_transcript
 from goagent_py.serve import create_app
@@ -18,19 +19,7 @@ from goagent_py.testing import FunctionProvider, text_response, tool_call_respon
 
 openai = pytest.importorskip("openai")
 
-RAN: list[str] = []
 SEEN: list[str] = []  # what the model read last, each turn
-
-
-@tool(requires_approval=True)
-def wipe(target: str) -> str:
-    """Wipe something.
-
-    Args:
-        target: what.
-    """
-    RAN.append(target)
-    return f"wiped {target}"
 
 
 def answer(request: Any) -> Any:
@@ -142,14 +131,16 @@ async def test_bad_decisions_are_refused_and_lose_nothing(db: str, helpers: Any)
         with pytest.raises(openai.ConflictError) as stranger:
             await send("call-nobody-made", "approved")
         done = await send(call.id, "approved")
-        with pytest.raises(openai.ConflictError) as late:
-            await send(call.id, "approved")
+        with pytest.raises(openai.ConflictError) as late:  # another answer once decided
+            await send(call.id, "denied")
+        again = await send(call.id, "approved")  # the same answer: a retry (approve14)
         stored = await _stored(app)
     await app.aclose()
     assert '"approved"' in unclear.value.body["message"]
     assert "call-nobody-made" in stranger.value.body["message"]
-    assert "waits" in late.value.body["message"]
+    assert "already decided" in late.value.body["message"]
     assert done.choices[0].message.content.endswith("after: wiped disk")
+    assert again.choices[0].message.content == "after: wiped disk"  # the same outcome
     assert RAN == ["disk"]
     assert validate_transcript(stored, allow_pending=False) == []
 

@@ -53,7 +53,9 @@ async def test_openai_sdk_streams_from_chat_completions(db: str, helpers: Any) -
             user="sdk",
         )
         pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
-        assert len([p for p in pieces if p]) > 1  # it really streamed
+        # Streamed as content deltas; the model's deltas, ready together, are one chunk
+        # (test_serve_openai_stream checks a paced model's deltas each go out as made).
+        assert [p for p in pieces if p]
         assert "".join(pieces) == "nice to meet you"
         # The server owns history: the second request sends only the new message.
         done = await client.chat.completions.create(
@@ -247,7 +249,7 @@ async def test_openai_sdk_responses_and_client_tools_on_a_real_port(db: str, hel
         )
         events = [e async for e in stream]
         deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
-        assert len(deltas) > 1  # it really streamed
+        assert deltas  # streamed (deltas ready together are one event)
         assert "".join(deltas) == "It means humanity."
         await client.close()
     await app.aclose()

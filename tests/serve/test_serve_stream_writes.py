@@ -52,10 +52,12 @@ async def test_run_started_goes_out_with_an_answer_ready_at_once(db: str, helper
         stored = await app.server.live[("local", next(iter(app.server.live))[1])].session.load()
     finally:
         await app.aclose()
+    # The three deltas were ready together: one TEXT_MESSAGE_CONTENT holds them.
     assert [_types(b) for b, _ in bodies] == [
-        ["RUN_STARTED", "TEXT_MESSAGE_START"] + ["TEXT_MESSAGE_CONTENT"] * 3 + ["TEXT_MESSAGE_END"],
+        ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"],
         ["RUN_FINISHED"],
     ]
+    assert b'"delta": "one two three"' in bodies[0][0]
     assert [more for _, more in bodies] == [True, False]
     assert [m.text for m in stored] == ["go", "one two three"]
 

@@ -54,8 +54,16 @@ class InMemoryStorage:
         self, match: Callable[[Message], bool], update: Callable[[Message], Message]
     ) -> Message | None:
         """Replace the newest message ``match`` accepts with ``update(message)``, atomically
-        (under the storage's lock); None when none matches."""
+        (under the storage's lock); None when none matches.
+
+        Raises:
+            ConversationClearedError: the conversation was cleared since this task loaded it
+                (the message it decided on may have come back with a refill: approve14).
+        """
+        expected = self._fence.expected()
         with self._lock:
+            if expected is not None and expected != self._generation:
+                raise cleared_error("InMemoryStorage", "")
             for i in range(len(self._messages) - 1, -1, -1):
                 current = deepcopy(self._messages[i])
                 if match(current):

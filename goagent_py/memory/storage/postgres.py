@@ -510,9 +510,19 @@ class PostgresStorage:
         of two updaters of one message, the second reads what the first wrote (a
         compare-and-set). None when no message matches; an exception from ``update`` rolls
         back and propagates.
+
+        Fenced as :meth:`append` is (approve14): a context that read the conversation before a
+        clear cannot change a message of it (one that came back with a refill) until it reads
+        it again.
+
+        Raises:
+            ConversationClearedError: the conversation was cleared since this context read it.
         """
+        expected = self._fence.expected()
         async with self._connection() as conn, conn.transaction():
             await self._check_fence(conn)
+            if expected is not None:
+                await self._check_generation(conn, expected)
             before: int | None = None
             while True:  # newest first, a page at a time: the one sought is nearly always last
                 cur = await conn.execute(
@@ -558,15 +568,7 @@ class PostgresStorage:
                     return False
             if not rows:  # a key alone: spent only if the session was not cleared since
                 if expected is not None:
-                    cur = await conn.execute(
-                        self._sql(
-                            "SELECT generation FROM {sessions} WHERE session_id = %s FOR SHARE"
-                        ),
-                        (owner_of(self.session_id),),
-                    )
-                    found = await cur.fetchone()
-                    if (0 if found is None else int(found[0])) != expected:
-                        raise cleared_error(self._where(), self.session_id)
+                    await self._check_generation(conn, expected)
                 return True
             # The upsert row-locks the session's counter until commit: writers of one session
             # queue here for a few milliseconds, and their seq ranges never overlap. A clear
@@ -598,6 +600,18 @@ class PostgresStorage:
                     [(self.session_id, start + i, row) for i, row in enumerate(rows)],
                 )
         return True
+
+    async def _check_generation(self, conn: Any, expected: int) -> None:
+        """Refuse the write unless the conversation's clear counter is still ``expected`` (the
+        one this context read); ``FOR SHARE`` holds the counter's row until the write commits,
+        so a clear cannot come in between."""
+        cur = await conn.execute(
+            self._sql("SELECT generation FROM {sessions} WHERE session_id = %s FOR SHARE"),
+            (owner_of(self.session_id),),
+        )
+        found = await cur.fetchone()
+        if (0 if found is None else int(found[0])) != expected:
+            raise cleared_error(self._where(), self.session_id)
 
     async def _check_fence(self, conn: Any) -> None:
         """Under a run lease (held in this context), refuse the write unless the lease's token

@@ -607,9 +607,23 @@ class SQLiteStorage:
         ``update(message)``, in one write transaction (``BEGIN IMMEDIATE``): of two processes
         updating the same message, the second reads what the first wrote (a compare-and-set).
         None when no message matches; an exception from ``update`` rolls back and propagates.
+
+        Fenced as :meth:`append` is (approve14): a context that read the conversation before
+        another process or task cleared it (and maybe filled it again with the same messages)
+        cannot change a message of it until it reads it again.
+
+        Raises:
+            ConversationClearedError: the conversation was cleared since this context read it.
         """
+        expected = self._fence.expected()
 
         def change(conn: sqlite3.Connection) -> Message | None:
+            if expected is not None and _generation(conn, self._counter_id) != expected:
+                raise (
+                    self._stale_error()
+                    if expected == STALE
+                    else cleared_error(self._where(), self.session_id)
+                )
             # Newest first, a page at a time: the message sought is nearly always the last.
             before = None
             while True:

@@ -9,7 +9,7 @@
   // when the server's is newer).
   const state = {
     thread: null, runId: null, controller: null, running: false, decisions: {}, run: null,
-    dropped: null, seen: null, runs: 0,
+    dropped: null, seen: null, runs: 0, following: null,
   };
   // The connection (docs/serve.md, "A stream that breaks off"): lost from the first failed
   // request until the server answers again; meanwhile a notice says so and nothing is sent.
@@ -158,6 +158,7 @@
     if (card.querySelector(".decision")) return card;
     card.open = true;
     card.classList.add("pending");
+    card.dataset.token = token || "";
     card.querySelector("summary").replaceWith(cardSummary("approval", shown(name) + " waits for you"));
     const box = el("div", "decision");
     const approve = el("button", "approve", "Approve");
@@ -181,10 +182,14 @@
       else setTimeout(expire, Math.min(left, 2147483647));
     }
     card.appendChild(box);
-    const decide = async (decision) => {
+    // A decision made (a click, or kept across a reload of the thread: restoreDecisions).
+    card.decided = (decision) => {
       for (const b of box.querySelectorAll("button, input")) b.disabled = true;
       card.classList.remove("pending");
-      state.decisions[id] = token ? { ...decision, token } : decision;
+      state.decisions[id] = decision;
+    };
+    const decide = async (decision) => {
+      card.decided(token ? { ...decision, token } : decision);
       const waiting = document.querySelectorAll("details.tool.pending").length;
       if (waiting) {
         status(`decided; ${waiting} more ${waiting === 1 ? "call waits" : "calls wait"} for you`);
@@ -324,11 +329,30 @@
       if (id !== state.thread) status(BUSY);
       return;
     }
+    unfollow();
+    const again = id === state.thread;
     state.thread = id;
-    state.decisions = {};
     showTitle(title);
     localStorage.setItem("goagent.thread", id);
     const { messages, pending } = await api(`/api/threads/${id}/messages`);
+    if (state.thread !== id || state.running) return messages;  // another click meanwhile
+    // The same thread again (a change elsewhere, a reconnect): what the person had started
+    // deciding on the cards that still wait stays (checked boxes, a reason, a choice made).
+    const held = again ? heldDecisions() : {};
+    state.decisions = {};
+    render(messages);
+    for (const p of pending || []) {
+      const card = pendingCard(p.id, p.name, p.arguments, p.token, p.deadline);
+      restoreDecision(card, held[p.id], p.token);
+    }
+    const threads = await loadThreads(true);
+    const open = threads.find((t) => t.id === id);
+    if (open && open.running && !state.running && state.thread === id) follow(id);
+    return messages;
+  }
+
+  // The stored messages as the chat shows them (the cards of waiting calls aside).
+  function render(messages) {
     $("messages").replaceChildren();
     const cards = {};
     for (const m of messages) {
@@ -347,11 +371,43 @@
         finishCard(card, name, m.text, m.is_error, m.duration);
       }
     }
-    for (const p of pending || []) pendingCard(p.id, p.name, p.arguments, p.token, p.deadline);
-    const threads = await loadThreads(true);
-    const open = threads.find((t) => t.id === id);
-    if (open && open.running && !state.running) status(ELSEWHERE);
-    return messages;
+  }
+
+  // The decisions begun on the cards that wait: by call id, with the wait's token.
+  function heldDecisions() {
+    const held = {};
+    for (const card of document.querySelectorAll("details.tool")) {
+      const box = card.querySelector(".decision");
+      if (!box) continue;
+      const focused = box.contains(document.activeElement) ? document.activeElement : null;
+      held[card.dataset.callId] = {
+        token: card.dataset.token || "",
+        decision: state.decisions[card.dataset.callId],
+        reason: box.querySelector(".reason").value,
+        always: box.querySelector(".always").checked,
+        focus: focused ? focused.className : "",
+        caret: focused && focused.selectionStart !== undefined ? focused.selectionStart : null,
+      };
+    }
+    return held;
+  }
+
+  // Only on the same wait (its token): a later call with the same id starts afresh.
+  function restoreDecision(card, held, token) {
+    const box = card.querySelector(".decision");
+    if (!held || !box || held.token !== (token || "")) return;
+    box.querySelector(".reason").value = held.reason;
+    const always = box.querySelector(".always");
+    if (!always.disabled) always.checked = held.always;
+    if (held.decision) {
+      card.decided(held.decision);
+    } else if (held.focus) {
+      const focus = box.querySelector("." + held.focus.split(" ")[0]);
+      if (focus) {
+        focus.focus();
+        if (held.caret !== null && focus.setSelectionRange) focus.setSelectionRange(held.caret, held.caret);
+      }
+    }
   }
 
   async function newThread() {
@@ -367,8 +423,14 @@
   function setRunning(running) {
     if (running) state.runs += 1;
     state.running = running;
-    $("stop").disabled = !running;
-    $("send").textContent = running ? "Steer" : "Send";
+    showBusy();
+  }
+
+  // A run of this tab's, or one it follows: Stop stops it, a message steers it.
+  function showBusy() {
+    const busy = state.running || Boolean(state.following);
+    $("stop").disabled = !busy;
+    $("send").textContent = busy ? "Steer" : "Send";
   }
 
   // An answer's text is appended piece by piece (one text node per network read, not the
@@ -385,15 +447,20 @@
     if (event.type !== "TEXT_MESSAGE_CONTENT") flushText(ctx);
     switch (event.type) {
       case "RUN_STARTED":
-        state.runId = event.runId;
-        status("working…");
+        if (ctx.follower) {
+          ctx.runId = event.runId;
+          status(FOLLOWING);
+        } else {
+          state.runId = event.runId;
+          status("working…");
+        }
         break;
       case "TEXT_MESSAGE_START":
         ctx.bubble = bubble("assistant", "");
         break;
       case "TEXT_MESSAGE_CONTENT":
         if (!ctx.bubble) ctx.bubble = bubble("assistant", "");
-        if (ctx.firstToken === undefined) {
+        if (ctx.firstToken === undefined && !ctx.follower) {
           ctx.firstToken = performance.now() - ctx.sent;
           document.body.dataset.ttftMs = ctx.firstToken.toFixed(1);
         }
@@ -426,6 +493,7 @@
       case "CUSTOM":
         if (event.name === "goagent.memory_recall") showMemories(event.value.memories);
         else if (event.name === "goagent.not_taken") ctx.note = notTaken(event.value.messages || [], ctx.run);
+        else if (event.name === "goagent.steered") steered(event.value.messages || [], ctx.run);
         break;
       case "RUN_FINISHED": {
         ctx.ended = true;
@@ -499,23 +567,7 @@
         quiet = setTimeout(() => controller.abort(STALLED), silent);
       };
       watch();
-      const reader = response.body.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        watch();
-        buffer += decoder.decode(value, { stream: true });
-        let cut;
-        while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
-          const frame = buffer.slice(0, cut);
-          buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
-          const data = frame.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
-          if (data) handle(JSON.parse(data), ctx);
-        }
-        flushText(ctx);
-      }
+      await readEvents(response, ctx, watch);
       // A stream that ends without RUN_FINISHED or RUN_ERROR was cut (a server shutting down
       // closes it cleanly).
       how = ctx.ended ? "done" : "dropped";
@@ -542,6 +594,108 @@
       await settleUnsure(run);
     }
     return how;
+  }
+
+  // The AG-UI events of a run's stream, handled as they come (``watch`` at every read).
+  async function readEvents(response, ctx, watch) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      watch();
+      buffer += decoder.decode(value, { stream: true });
+      let cut;
+      while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
+        const frame = buffer.slice(0, cut);
+        buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
+        const data = frame.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+        if (!data) continue;
+        const event = JSON.parse(data);
+        if (event.type === "CUSTOM" && event.name === "goagent.following" && ctx.follower) {
+          flushText(ctx);
+          await ctx.from(event.value);
+        } else {
+          handle(event, ctx);
+        }
+      }
+      flushText(ctx);
+    }
+  }
+
+  // A run in the open thread that this tab did not start (another tab's, another client's),
+  // followed live (docs/serve.md, "Several tabs"): the thread as it was when the run began,
+  // then the run's events from its first. Leaving (another thread, a reload) does nothing to
+  // the run; when it ends the thread is shown as stored.
+  const FOLLOWING = "a reply is being written in another tab or client";
+
+  // Only a tab that is shown follows (a stream each: a browser keeps at most six connections
+  // to one server, and six tabs following would leave none); a hidden one shows the turn when
+  // it ends, and follows again once shown.
+  async function follow(thread) {
+    if (state.running || state.following || conn.lost || state.thread !== thread) return;
+    if (document.hidden) return;
+    const controller = new AbortController();
+    const me = { thread, controller };
+    state.following = me;
+    showBusy();
+    status(FOLLOWING);
+    // What this tab sends to steer the run it follows, as for a run of its own.
+    const run = { thread, sent: [], steers: [], unsure: [] };
+    me.run = run;
+    const ctx = {
+      cards: knownCards(), bubble: null, pending: "", thinking: null, sent: performance.now(),
+      run, follower: true, runId: null,
+    };
+    ctx.from = async ({ stored, message }) => {
+      // Where the run goes on from: the thread's first ``stored`` messages (the rest is in
+      // the events), and the message it runs.
+      const { messages } = await api(`/api/threads/${thread}/messages`, { signal: controller.signal });
+      render(messages.slice(0, stored));
+      if (message) bubble("user", message);
+      ctx.cards = knownCards();
+      ctx.bubble = null;
+      ctx.thinking = null;
+    };
+    let quiet = null;
+    let how = "gone";
+    try {
+      const response = await api(`/api/threads/${thread}/follow`, { raw: true, signal: controller.signal });
+      const ping = Number(response.headers.get("x-goagent-ping-seconds")) || 15;
+      const watch = () => {
+        clearTimeout(quiet);
+        quiet = setTimeout(() => controller.abort(STALLED), (2 * ping + 10) * 1000);
+      };
+      watch();
+      how = "dropped";
+      await readEvents(response, ctx, watch);
+      how = ctx.ended ? "done" : "dropped";
+    } catch (error) {
+      // No run any more (it ended meanwhile), or left: the thread as stored, below.
+    } finally {
+      clearTimeout(quiet);
+      if (state.following === me) state.following = null;
+      showBusy();
+    }
+    if (controller.signal.aborted && controller.signal.reason !== STALLED) return;  // left
+    if (how === "dropped" && !conn.lost) {
+      connectionLost();  // the reconnect shows the thread as stored, and follows it again
+      return;
+    }
+    if (state.thread === thread && !state.running && !conn.lost) {
+      if (run.unsure.length) await settleUnsure(run);
+      else await openThread(thread).catch(() => {});
+      if (how === "done" && !state.following && !state.running && !run.unsure.length) status("updated");
+    }
+  }
+
+  function unfollow() {
+    const following = state.following;
+    if (!following) return;
+    state.following = null;
+    following.controller.abort();
+    showBusy();
   }
 
   // The connection is lost: say so at once, and try again until the server answers, however
@@ -610,8 +764,10 @@
     const thread = state.thread;
     let kept = null;
     if (thread && !state.running) {
-      // The server ends the run once it sees the stream gone: wait (a little) for its record.
-      for (let attempt = 0; attempt < 20 && !conn.lost; attempt++) {
+      // The server ends the run once it sees the stream gone: wait (a little) for its record
+      // (a run of another tab's goes on: followed again once the thread is open).
+      const mine = dropped && dropped.thread === thread;
+      for (let attempt = 0; mine && attempt < 20 && !conn.lost; attempt++) {
         const found = await api(`/api/threads/${thread}`).catch(() => null);
         if (!found || !found.running) break;
         await new Promise((resolve) => setTimeout(resolve, 250));
@@ -653,18 +809,29 @@
       return;
     }
     $("input").value = "";
-    if (state.running) {
+    if (state.running || state.following) {
       const mine = bubble("user", text);
-      const run = state.run;
+      const run = state.running ? state.run : state.following.run;
+      // Noted before it is sent: the run may take it (goagent.steered) or give it back
+      // (goagent.not_taken) before the answer to this request is read.
+      const entry = { text, node: mine };
+      if (run) {
+        run.sent.push(text);  // kept by the server only if the run takes it
+        run.steers.push(entry);
+      }
+      const forget = () => {
+        if (!run) return;
+        const i = run.steers.indexOf(entry);
+        if (i >= 0) run.steers.splice(i, 1);
+        const j = run.sent.lastIndexOf(text);
+        if (j >= 0) run.sent.splice(j, 1);
+      };
       try {
         await api(`/api/threads/${state.thread}/steer`, { method: "POST", body: { message: text } });
-        if (run) {
-          run.sent.push(text);  // kept by the server only if the run takes it
-          run.steers.push({ text, node: mine });
-        }
       } catch (error) {
         mine.remove();
-        if (conn.lost && run && state.run === run) {
+        forget();
+        if (conn.lost && run && (state.run === run || (state.following && state.following.run === run))) {
           // No answer: the server may have taken it. What it kept is looked at when the run's
           // stream ends (or breaks off): shown if kept, back in the box if not.
           run.sent.push(text);
@@ -710,6 +877,9 @@
     const back = [];
     for (const text of texts) {
       if (typeof text !== "string") continue;
+      // Only what this tab sent goes back into its box (another tab's steer goes back there).
+      const j0 = run ? run.sent.indexOf(text) : 0;
+      if (j0 < 0) continue;
       back.push(text);
       if (!run) continue;
       const i = run.steers.findIndex((s) => s.text === text);
@@ -726,6 +896,17 @@
       : "; the agent did not take your last messages: they are back in the box";
   }
 
+  // Steers the run took (CUSTOM goagent.steered): those another tab or client sent are shown
+  // where the run took them; this tab's own are on the page already.
+  function steered(texts, run) {
+    for (const text of texts) {
+      if (typeof text !== "string") continue;
+      const mine = run ? run.steers.find((s) => s.text === text && !s.taken) : null;
+      if (mine) mine.taken = true;
+      else bubble("user", text);
+    }
+  }
+
   // Messages the server did not take go back into the box, before what was typed since.
   function giveBack(texts) {
     const box = $("input");
@@ -738,7 +919,6 @@
   // the others (a BroadcastChannel): a stream per tab would take one of the browser's six
   // connections to this server each, and six tabs would leave none for anything else.
   const live = { source: null, channel: null, holding: false, refreshing: false, again: false };
-  const ELSEWHERE = "a reply is being written in another tab or client; it shows here when done";
 
   function followChanges() {
     if (!live.channel && "BroadcastChannel" in window) {
@@ -792,7 +972,7 @@
     if ($("app").hidden || !event || typeof event.type !== "string") return;
     const here = event.threadId === state.thread;
     if (event.type === "running") {
-      if (here && event.runId !== state.runId && !state.running) status(ELSEWHERE);
+      if (here && event.runId !== state.runId && !state.running) follow(state.thread);
       return;
     }
     if (event.type === "ran" && event.runId === state.runId) return;  // this tab's own run
@@ -825,7 +1005,8 @@
         const threads = await loadThreads().catch(() => null);
         const open = threads && threads.find((t) => t.id === state.thread);
         const mine = !idle || state.running || runs !== state.runs;
-        if (open && !mine && !conn.lost && !(open.updated_at <= state.seen)) {
+        const followed = state.following && state.following.thread === (open && open.id);
+        if (open && !mine && !followed && !conn.lost && !(open.updated_at <= state.seen)) {
           await openThread(open.id, open.title).catch(() => {});
           if (!state.running && !open.running) status("updated");
         }
@@ -884,7 +1065,17 @@
       start().catch((e) => status(e.message, true));
     });
     window.addEventListener("online", wakeReconnect);
-    document.addEventListener("visibilitychange", () => { if (!document.hidden) wakeReconnect(); });
+    document.addEventListener("visibilitychange", () => {
+      if (document.hidden) {
+        unfollow();
+        return;
+      }
+      wakeReconnect();
+      const thread = state.thread;
+      if (thread && !state.running && !state.following && !conn.lost && !$("app").hidden) {
+        api(`/api/threads/${thread}`).then((t) => { if (t.running) follow(thread); }).catch(() => {});
+      }
+    });
     $("stop").addEventListener("click", () => {
       api(`/api/threads/${state.thread}/stop`, { method: "POST", body: {} }).catch(() => {});
     });

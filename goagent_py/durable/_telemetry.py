@@ -1,0 +1,200 @@
+"""Spans for durable runs: the same span tree as a plain run, made where the loop runs.
+
+The loop of a durable run runs in its workflow, so the telemetry hooks of
+:func:`goagent_py.otel.instrument` run there too, given to the workflow's agent by the worker
+(:func:`~goagent_py.durable.create_worker` with ``tracer_provider=``): ``invoke_agent``, a
+``chat`` span per model call, an ``execute_tool`` span per tool call, memory and guardrail
+spans, exactly as a plain run makes them. Temporal replays a workflow's history whenever a
+worker picks a run up again (another worker after a crash, or the same one after evicting it
+from its cache), and the loop's hooks run again then. Two things keep a replay from recording
+anything twice: the tracer provider must be Temporal's replay-safe one
+(``temporalio.contrib.opentelemetry.create_tracer_provider()``: span ids drawn from the
+workflow's deterministic random, so a span started again has the id it had, and no span ended
+while history is replayed), and metrics go through Temporal's ``ReplaySafeMeterProvider`` (no
+recording while history is replayed).
+
+The run is linked to the trace of the code that started it: :meth:`DurableAgent.start` writes
+the current span's W3C ``traceparent`` (never baggage, which may carry anything) into the
+workflow's input, and the workflow makes it the parent of the run's ``invoke_agent`` span.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from typing import Any
+
+# At import, outside any workflow: imported in Temporal's sandbox (a workflow runner that does
+# not pass OpenTelemetry through) these would be copies with context variables of their own,
+# which the telemetry hooks never read.
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from temporalio import worker as temporal_worker
+
+from goagent_py.errors import ConfigurationError
+from goagent_py.hooks import HOOK_NAMES, Hooks
+
+__all__ = [
+    "ACTIVITY_TRACE_KEY",
+    "TRACE_KEY",
+    "WorkflowTelemetry",
+    "caller_trace",
+    "enter_trace",
+    "telemetry_for",
+    "traced",
+    "with_telemetry",
+    "workflow_hooks",
+]
+
+_log = logging.getLogger("goagent_py.durable")
+
+TRACE_KEY = "trace"
+"""Where the workflow's input carries the caller's trace context (W3C trace context)."""
+
+ACTIVITY_TRACE_KEY = "_trace"
+"""Where an activity's input carries the trace context of the span it runs under (the
+``chat`` span of a model call, the ``execute_tool`` span of a tool call), in a traced run."""
+
+# The telemetry hooks of the workflow running here (set by the worker's interceptor).
+_HOOKS: contextvars.ContextVar[Hooks | None] = contextvars.ContextVar(
+    "goagent_durable_telemetry", default=None
+)
+
+
+def caller_trace() -> dict[str, str] | None:
+    """The current span's W3C trace context (``traceparent``, ``tracestate``), or None when no
+    span is current."""
+    if not trace.get_current_span().get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    _propagator().inject(carrier)
+    return carrier or None
+
+
+def workflow_hooks() -> Hooks | None:
+    """The telemetry hooks for the run in the workflow running here, or None."""
+    return _HOOKS.get()
+
+
+def with_telemetry(hooks: Hooks, telemetry: Hooks) -> Hooks:
+    """``hooks`` and then ``telemetry`` on every event, called in place. Both sets are sync,
+    and the merge stays sync: ``merge_hooks`` makes an async hook, which a run with a control
+    (a workflow's always has one) awaits in a task of its own, and the extra steps of the
+    workflow's event loop could change the order in which parallel calls schedule their
+    activities, so that a history recorded without telemetry would not replay with it."""
+    merged = Hooks()
+    for name in HOOK_NAMES:
+        callbacks = [c for c in (getattr(hooks, name), getattr(telemetry, name)) if c is not None]
+        if len(callbacks) == 1:
+            setattr(merged, name, callbacks[0])
+        elif callbacks:
+            setattr(merged, name, _in_turn(name, callbacks))
+    return merged
+
+
+def _in_turn(name: str, callbacks: list[Any]) -> Any:
+    def each(*args: Any) -> None:
+        for callback in callbacks:
+            try:
+                callback(*args)
+            except Exception:  # a hook's failure never fails the run (as merge_hooks logs it)
+                _log.exception("hook %s raised; the run goes on", name)
+
+    return each
+
+
+def traced(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` for an activity of a traced run, with the trace context of the span current
+    here (what the activity does, a provider's HTTP call, nests under it); as it is untraced."""
+    if _HOOKS.get() is None:
+        return data
+    carrier = caller_trace()
+    return data if carrier is None else {**data, ACTIVITY_TRACE_KEY: carrier}
+
+
+def enter_trace(data: object) -> None:
+    """In an activity: take the trace context :func:`traced` put in ``data`` out of it, and
+    make it current (by value, in the activity's own task)."""
+    if not isinstance(data, dict) or ACTIVITY_TRACE_KEY not in data:
+        return
+    parent = _extract(data.pop(ACTIVITY_TRACE_KEY))
+    if parent is not None:
+        otel_context.attach(parent)
+
+
+def _extract(carrier: object) -> Any:
+    if not isinstance(carrier, dict):
+        return None
+    plain = {str(k): str(v) for k, v in carrier.items() if isinstance(v, str)}
+    return _propagator().extract(plain)
+
+
+def _propagator() -> Any:
+    # W3C trace context only: baggage may carry anything, and it is recorded in the history.
+    return TraceContextTextMapPropagator()
+
+
+class WorkflowTelemetry(temporal_worker.Interceptor):
+    """A worker interceptor that gives the workflows it runs the telemetry hooks and the
+    caller's trace context (see the module docstring)."""
+
+    def __init__(self, hooks: Hooks) -> None:
+        self.hooks = hooks
+
+    def workflow_interceptor_class(
+        self, input: temporal_worker.WorkflowInterceptorClassInput
+    ) -> type[temporal_worker.WorkflowInboundInterceptor]:
+        hooks = self.hooks
+
+        class _Inbound(temporal_worker.WorkflowInboundInterceptor):
+            async def execute_workflow(self, input: temporal_worker.ExecuteWorkflowInput) -> Any:
+                data = input.args[0] if input.args else None
+                parent = _extract(data.get(TRACE_KEY)) if isinstance(data, dict) else None
+                token = _HOOKS.set(hooks)
+                if parent is not None:
+                    # By value, in the workflow's own task (nothing to detach: it ends with it).
+                    otel_context.attach(parent)
+                try:
+                    return await super().execute_workflow(input)
+                finally:
+                    _HOOKS.reset(token)
+
+        return _Inbound
+
+
+def telemetry_for(
+    tracer_provider: Any, meter_provider: Any, capture_content: bool | None
+) -> WorkflowTelemetry:
+    """The interceptor for a worker whose runs are traced with ``tracer_provider``.
+
+    Raises:
+        ConfigurationError: ``tracer_provider`` is not replay-safe.
+    """
+    try:
+        from opentelemetry.metrics import NoOpMeterProvider
+        from temporalio.contrib.opentelemetry import (
+            ReplaySafeMeterProvider,
+            ReplaySafeTracerProvider,
+        )
+    except ImportError as exc:  # the SDK is what makes a provider replay-safe
+        raise ConfigurationError(
+            "create_worker(tracer_provider=...) needs the OpenTelemetry SDK: pip install "
+            '"goagent-py[otel-sdk]"'
+        ) from exc
+    from goagent_py.otel import instrument
+
+    if not isinstance(tracer_provider, ReplaySafeTracerProvider):
+        raise ConfigurationError(
+            "create_worker(tracer_provider=...): a durable run's spans are made in its "
+            "workflow, which Temporal replays; give a replay-safe provider (from "
+            "temporalio.contrib.opentelemetry import create_tracer_provider; provider = "
+            "create_tracer_provider(); provider.add_span_processor(...)), or another provider "
+            f"would record every replayed span again (got {type(tracer_provider).__name__})"
+        )
+    if meter_provider is None:
+        meter_provider = NoOpMeterProvider()  # never the global one: replays would record
+    elif not isinstance(meter_provider, ReplaySafeMeterProvider):
+        meter_provider = ReplaySafeMeterProvider(meter_provider)
+    hooks = instrument(tracer_provider, meter_provider, capture_content=capture_content)
+    return WorkflowTelemetry(hooks)
