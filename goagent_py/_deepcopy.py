@@ -292,7 +292,7 @@ def _recorded_tool(definition: ToolDefinition, recorded: Recorded) -> ToolDefini
     # The same object (not a new one at a reused address) with the same value, types included
     # (``==`` holds 1, 1.0 and True equal; the model reads 1, 1.0 and true): its copy holds.
     if seen is not None and seen[0] is definition:
-        if fingerprint and fingerprint == seen[2]:
+        if fingerprint and fingerprint == seen[2] and _same_strings(definition, seen[1]):
             return seen[1]
     else:
         shared = _SHARED.get(id(definition)) if fingerprint else None
@@ -302,6 +302,7 @@ def _recorded_tool(definition: ToolDefinition, recorded: Recorded) -> ToolDefini
             shared is not None
             and shared[0] is definition
             and fingerprint == shared[2]
+            and _same_strings(definition, shared[1])
             and _fingerprint(shared[1]) == fingerprint
         ):
             recorded[id(definition)] = shared
@@ -316,15 +317,27 @@ def _recorded_tool(definition: ToolDefinition, recorded: Recorded) -> ToolDefini
 
 
 def _fingerprint(definition: ToolDefinition) -> bytes:
-    """The definition's value as bytes that tell types apart (marshal, format 2: no references
-    that would depend on reference counts); empty when it holds a value marshal cannot write
-    (then it is copied on every request), and for a subclass, whose fields may be more."""
-    if type(definition) is not ToolDefinition:
+    """The value of the definition's parameters as bytes that tell types apart (marshal, format
+    2: no references that would depend on reference counts); its name and description, strings
+    the copy shares, are compared by identity (:func:`_same_strings`). Empty when the
+    parameters hold a value marshal cannot write (then it is copied on every request), for a
+    name or description that is not a ``str``, and for a subclass, whose fields may be more."""
+    if (
+        type(definition) is not ToolDefinition
+        or type(definition.name) is not str
+        or type(definition.description) is not str
+    ):
         return b""
     try:
-        return marshal.dumps((definition.name, definition.description, definition.parameters), 2)
+        return marshal.dumps(definition.parameters, 2)
     except ValueError:
         return b""
+
+
+def _same_strings(definition: ToolDefinition, copied: ToolDefinition) -> bool:
+    """Whether the copy holds the definition's own name and description (strings, shared by
+    the copy when it was made: the same objects mean the same values)."""
+    return definition.name is copied.name and definition.description is copied.description
 
 
 def snapshot_message(message: Message) -> Message:

@@ -37,7 +37,7 @@ from goagent_py._call_gates import (
     take_place,
     with_arguments,
 )
-from goagent_py._cancel import failed
+from goagent_py._cancel import as_failure, cancels_the_run, failed, stray
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._conversation import held_with
 from goagent_py._deepcopy import snapshot_message
@@ -530,7 +530,8 @@ class Run:
         except _Abort:  # the run meets the abort at its first turn, the prompt stored
             yield MemoryRecall([], time.perf_counter() - start, path=self.path)
             return
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as caught:
+            exc = as_failure(caught, "long-term memory")
             yield MemoryRecall([], time.perf_counter() - start, exc, path=self.path)
             raise MemoryStoreError(
                 f"retrieving long-term context failed: {message_of(exc)}"
@@ -552,7 +553,8 @@ class Run:
             if closing:
                 await memory.append(*closing)
                 past = past + closing
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as caught:
+            exc = as_failure(caught, "short-term memory")
             yield HistoryLoad(0, time.perf_counter() - start, exc, path=self.path)
             raise MemoryStoreError(f"loading short-term history failed: {message_of(exc)}") from exc
         yield HistoryLoad(len(past), time.perf_counter() - start, path=self.path)
@@ -587,7 +589,8 @@ class Run:
                         await o.short_term_memory.append(*to_store)
                     else:
                         await _whole(o.short_term_memory.append(*to_store))
-                except Exception as exc:
+                except (Exception, asyncio.CancelledError) as caught:
+                    exc = as_failure(caught, "short-term memory")
                     error = exc
                     self.log.warning("short-term memory append failed: %s", message_of(exc))
                 duration = time.perf_counter() - start
@@ -607,7 +610,8 @@ class Run:
             except _Abort:
                 self.log.warning("the run was aborted while its write policy decided")
                 return
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as caught:
+                exc = as_failure(caught, "the write policy")
                 self.log.warning("write policy failed; nothing stored: %s", message_of(exc))
                 return
             if chosen is None:
@@ -620,7 +624,8 @@ class Run:
             except _Abort:
                 error = MemoryStoreError("the run was aborted while long-term memory stored")
                 self.log.warning("%s", error)
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as caught:
+                exc = as_failure(caught, "long-term memory")
                 error = exc
                 self.log.warning("long-term memory store failed: %s", message_of(exc))
             duration = time.perf_counter() - start
@@ -655,6 +660,10 @@ class Run:
             event_token = EVENT_SINK.set(self._compactions.append)
             try:
                 sent = list(await _maybe_await(transform(sent)))
+            except asyncio.CancelledError as exc:  # user code's, or the run's
+                if (error := stray(exc, "transform_context")) is None:
+                    raise
+                raise error from exc
             finally:
                 USAGE_SINK.reset(usage_token)
                 EVENT_SINK.reset(event_token)
@@ -667,7 +676,12 @@ class Run:
         if self.output is not None:
             request = self.output.shape(request, self.output_mode)
         if o.prepare_turn is not None:
-            request = await _maybe_await(o.prepare_turn(request))
+            try:
+                request = await _maybe_await(o.prepare_turn(request))
+            except asyncio.CancelledError as exc:  # user code's, or the run's
+                if (error := stray(exc, "prepare_turn")) is None:
+                    raise
+                raise error from exc
         return request
 
     async def _instructed(self, system_prompt: str, messages: list[Message], iteration: int) -> str:
@@ -683,7 +697,12 @@ class Run:
         )
         parts = [system_prompt] if system_prompt else []
         for instructions in self.o.instructions:
-            text = await _maybe_await(instructions(run))
+            try:
+                text = await _maybe_await(instructions(run))
+            except asyncio.CancelledError as exc:  # user code's, or the run's
+                if (error := stray(exc, "instructions")) is None:
+                    raise
+                raise error from exc
             if text:
                 parts.append(text)
         return "\n\n".join(parts)
@@ -767,7 +786,8 @@ class Run:
                 )
         except _Abort:
             raise
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as caught:
+            exc = as_failure(caught, "the provider")
             failed = ModelResponse(
                 time.perf_counter() - start, error=exc, iteration=iteration, path=self.path
             )
@@ -803,7 +823,8 @@ class Run:
             assert provider is not None
             response = await provider.complete(request)
             _check_response(response)
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as caught:
+            exc = as_failure(caught, "the provider")
             failed, error = self._model_failure(exc, start, iteration)
             return failed, None, error
         if not self.loud:
@@ -1108,6 +1129,18 @@ class Run:
             set_event_sink(put, self.path)
             try:
                 result = await self._run_one(call, message, put)
+            except asyncio.CancelledError as exc:
+                if closing or cancels_the_run(exc):  # the run cancels its calls, or ends
+                    put(_Failed(exc))
+                    raise
+                # Code other than the run cancelled this call's task (another call holding
+                # it): that call's failure, an error result the model reads; the batch and
+                # the run go on (goagent_py/_cancel.py).
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    task.uncancel()
+                error = ToolExecutionError(call.name, call.arguments, exc)
+                result = await self._after(error_result(call, error))
             except BaseException as exc:
                 put(_Failed(exc))
                 # Only cancellation ends the task as cancelled: a SystemExit or
@@ -1121,6 +1154,7 @@ class Run:
 
         tasks: dict[int, asyncio.Task[None]] = {}
         started = done = 0
+        closing = False  # set before the run cancels the calls still running
         if self.control is not None:
             self.control._attach(lambda: queue.put_nowait(_WAKE))
         try:
@@ -1145,6 +1179,7 @@ class Run:
             if self.control is not None:
                 self.control._attach(None)
             pending = [t for t in tasks.values() if not t.done()]
+            closing = True
             for task in pending:
                 task.cancel()
             if pending:
@@ -1328,7 +1363,8 @@ class Run:
                 if not need and policy is not None:
                     context = self._run_context(message, iteration)
                     need = bool(await _maybe_await(policy(shown, context)))
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as caught:
+                exc = as_failure(caught, "the approval policy")
                 self.log.warning("the approval check raised; the call waits: %s", message_of(exc))
                 need = True
             if need:
@@ -1406,7 +1442,8 @@ class Run:
 
         try:
             await memory.update_where(match, update)
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as caught:
+            exc = as_failure(caught, "short-term memory")
             raise MemoryStoreError(
                 f"storing the calls that wait failed: {message_of(exc)}"
             ) from exc
@@ -1927,7 +1964,8 @@ class Run:
                         assert provider is not None
                         response = await provider.complete(request)
                         _check_response(response)
-                    except Exception as exc:
+                    except (Exception, asyncio.CancelledError) as caught:
+                        exc = as_failure(caught, "the provider")
                         quiet_failure = self._model_failure(exc, start, i)[1]
                         self.log.warning("provider error: %s", message_of(exc))
                     if quiet_failure is not None:  # raised here, as the loud path raises it
@@ -2112,11 +2150,17 @@ class Run:
             async for event in self._aborted(messages):
                 yield event
             ended = True
-        except BaseException as exc:
+        except BaseException as caught:
+            raised: BaseException = caught
             if not ended:
-                cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit)
+                # Only the run's own cancellation ends it cancelled: one user code let out
+                # (where it was awaited, nothing turned it into that code's failure) fails it.
+                strayed = stray(caught, "code the run awaited")
+                if strayed is not None:
+                    raised = strayed
+                cancelled = isinstance(raised, asyncio.CancelledError | GeneratorExit)
                 await self._failed(cancelled)
-                self.result = self._finish(exc)
+                self.result = self._finish(raised)
                 ended = True
                 if cancelled:
                     self.log.info("run cancelled")
@@ -2124,9 +2168,11 @@ class Run:
                         self._hook_context(), self.hooks, AgentEnd(self.result, path=self.path)
                     )
                 else:
-                    if isinstance(exc, GoAgentError):
-                        exc.run_result = self.result
+                    if isinstance(raised, GoAgentError):
+                        raised.run_result = self.result
                     yield AgentEnd(self.result, path=self.path)
+            if raised is not caught:
+                raise raised from caught
             raise
 
     async def _failed(self, cancelled: bool) -> None:

@@ -485,7 +485,7 @@ def _unasked(exc: asyncio.CancelledError) -> bool:
     tool's failure, an error result; a cancellation of the call (the run cancelled or aborted,
     the tool timeout) always has the task's cancel request behind it, and propagates
     (``goagent_py/_cancel.py``)."""
-    return unasked()
+    return unasked(exc)
 
 
 def _chain(base: DispatchFunc, middlewares: Sequence[DispatchMiddleware]) -> DispatchFunc:
@@ -687,7 +687,7 @@ class Dispatcher:
             )
         start = time.perf_counter()
         error: ToolError | None = None
-        failure: Exception | None = None
+        failure: BaseException | None = None
         given: _Validated | None = None
         try:
             chain = self._chain or self._build()
@@ -733,6 +733,15 @@ class Dispatcher:
             error = failure = exc
             content = [TextBlock(error_text(error))]
         except Exception as exc:  # a custom middleware's own failure
+            failure = exc
+            error = ToolExecutionError(call.name, call.arguments, exc)
+            error.__cause__ = exc
+            content = [TextBlock(error_text(error))]
+        except asyncio.CancelledError as exc:
+            # A custom middleware that let out a CancelledError nobody asked the call's task
+            # for (the tool's own was recovered inside): its failure, as an exception is.
+            if not _unasked(exc):
+                raise
             failure = exc
             error = ToolExecutionError(call.name, call.arguments, exc)
             error.__cause__ = exc

@@ -32,6 +32,8 @@ unsupported media type: values a model, a user or a file chose) and from failure
     │   ├── ApprovalExpiredError        the decision came after the call's deadline
     │   └── ApprovalPendingError        a new prompt while calls wait for decisions
     ├── GuardrailTripped                an input or output guardrail ended the run
+    ├── StrayCancellationError          code the run awaited let out a CancelledError although
+    │                                   nobody cancelled the run (its cause)
     ├── InvalidTranscriptError          a transcript breaks a vendor's pairing or role rules
     │                                   (defined in goagent_py.transcript, with Violation)
     └── ToolError                       base of what a tool call can end in; the model reads these
@@ -81,6 +83,7 @@ __all__ = [
     "OutputValidationError",
     "ProviderError",
     "SessionBusyError",
+    "StrayCancellationError",
     "TokenBudgetError",
     "ToolAbortedError",
     "ToolArgumentsError",
@@ -606,6 +609,32 @@ class ApprovalExpiredError(ApprovalError):
 class ApprovalPendingError(ApprovalError):
     """A run was started on a conversation whose last tool calls wait for decisions: resume
     it with the decisions instead (``agent.resume(...)``, ``session.resume(...)``)."""
+
+
+class StrayCancellationError(GoAgentError):
+    """Code the run awaited (``instructions``, ``transform_context``, ``prepare_turn``, an output
+    validator, a provider, a memory, a middleware...) let out an ``asyncio.CancelledError``
+    although nobody cancelled the run: it awaited something cancelled elsewhere (a task or a
+    future of its own). That is the code's failure, handled where it was awaited as that code's
+    other failures are (a provider's becomes a :class:`ProviderError`, a tool's or middleware's an
+    error result the model reads); where those propagate, the run fails with this error.
+    ``__cause__`` is the ``CancelledError``: its traceback shows where it came from
+    (docs/architecture.md, rule 5).
+
+    Attributes:
+        where: what let it out ("instructions", "the provider", ...).
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        super().__init__(
+            f"{where} let out an asyncio.CancelledError although nobody cancelled the run (it "
+            "awaited something cancelled elsewhere); catch that CancelledError where it is "
+            "awaited, or raise an error of your own"
+        )
+
+    def __reduce__(self) -> _Reduced:
+        return self._reduce_with(self.where)
 
 
 class GuardrailTripped(GoAgentError):

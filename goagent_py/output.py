@@ -21,6 +21,7 @@ the model with what was wrong; after ``output_retries`` retries the run raises
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from goagent_py import _deps
+from goagent_py._cancel import stray
 from goagent_py._describe import validation_errors
 from goagent_py._json_schema import check_schema
 from goagent_py._json_text import loads
@@ -321,6 +323,10 @@ class OutputSpec(Generic[Out]):
                     value = await value
             except ModelRetry as exc:
                 return Verdict(False, raw=raw, feedback=_feedback(exc.message), call=call)
+            except asyncio.CancelledError as exc:  # the validator's, or the run's
+                if (error := stray(exc, "an output validator")) is None:
+                    raise
+                raise error from exc
         return Verdict(True, value=value, raw=raw, call=call)
 
     def parse(self, raw: str) -> Out:

@@ -32,6 +32,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 
+from goagent_py._cancel import failed
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._transcript import (
@@ -374,7 +375,9 @@ class Session:
         for subscriber in list(self._subscribers):
             try:
                 subscriber(event)
-            except Exception:
+            except (Exception, asyncio.CancelledError) as exc:
+                if not failed(exc):  # the run's own cancellation (goagent_py/_cancel.py)
+                    raise
                 _log.exception("session subscriber %r raised; the run goes on", subscriber)
 
     def _queued(self, queue: str, size: int) -> None:

@@ -178,6 +178,9 @@ SAMPLES: dict[str, Callable[[], BaseException]] = {
     "goagent_py.errors.GuardrailTripped": lambda: errors.GuardrailTripped(
         "no_secrets", "input", "the prompt holds an API key"
     ),
+    "goagent_py.errors.StrayCancellationError": lambda: errors.StrayCancellationError(
+        "instructions"
+    ),
     "goagent_py.errors.ApprovalError": lambda: errors.ApprovalError("cannot apply"),
     "goagent_py.errors.NotPendingError": lambda: errors.NotPendingError("nothing waits"),
     "goagent_py.errors.ApprovalConflictError": lambda: errors.ApprovalConflictError("taken"),

@@ -28,6 +28,7 @@ from temporalio.exceptions import (
     is_cancelled_exception,
 )
 
+from goagent_py._cancel import run_cancelled
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._metadata_keys import DECISIONS_KEY
@@ -304,7 +305,7 @@ class _Calls:
             # An abort (or a cancelled workflow) reaches an awaited activity as an ActivityError;
             # the loop must see a cancellation, not a tool or model failure to carry on from.
             if is_cancelled_exception(exc):
-                raise asyncio.CancelledError(f"{name} was cancelled") from exc
+                raise run_cancelled(f"{name} was cancelled") from exc
             raise
 
     async def _execute(
@@ -1134,7 +1135,7 @@ class AgentWorkflow:
                         )
                     )
                     if self._cancelled:  # the wait is closed in the record: end cancelled
-                        raise asyncio.CancelledError("the run was cancelled")
+                        raise run_cancelled("the run was cancelled")
                 # An abort ends the workflow: follow-ups still queued stay unprocessed.
                 if not self._follow_ups or self._abort is not None:
                     break
