@@ -257,6 +257,9 @@ def _worker_main() -> int:
 
 
 if __name__ == "__main__":
+    from goagent_py import _main_guard
+
+    _main_guard.release()  # the worker's command starts: Ctrl-C is the command's from here
     # Through the module's own name: run as __main__, this file is a second module whose
     # worker context the rest of the package would not see.
     from goagent_py.serve._supervise import _worker_main as main

@@ -69,7 +69,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-connections",
-        type=_at_least_one,
+        type=_at_least_one("connections"),
         default=1000,
         metavar="N",
         help="connections and requests served at once; past it a 503 (default 1000; each open "
@@ -77,7 +77,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--workers",
-        type=_at_least_one,
+        type=_at_least_one("worker processes"),
         default=1,
         metavar="N",
         help="worker processes serving the one socket (default 1; Linux only above 1): a "
@@ -93,11 +93,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _at_least_one(text: str) -> int:
-    """A ``--max-connections`` value (argparse ``type``): a whole number from 1."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1")
-    return int(text)
+def _at_least_one(what: str) -> Callable[[str], int]:
+    """An argparse ``type`` for a whole number from 1 (``--max-connections``, ``--workers``);
+    ``what`` names the thing counted in its error message."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what} from 1")
+        return int(text)
+
+    return parse
 
 
 def event_loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEventLoop] | None:

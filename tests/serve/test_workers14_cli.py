@@ -76,4 +76,4 @@ def test_a_worker_that_cannot_start_stops_the_server(tmp_path: Path) -> None:
 
 def test_workers_must_be_a_whole_number_from_one(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--workers", "0"]) == 2
-    assert "'0' is not a whole number from 1" in capsys.readouterr().err
+    assert "'0' is not a number of worker processes from 1" in capsys.readouterr().err
