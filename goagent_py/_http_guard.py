@@ -19,7 +19,7 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
-__all__ = ["LOCAL_HOSTS", "OriginGuard", "host_and_origin", "refusal"]
+__all__ = ["LOCAL_HOSTS", "OriginGuard", "host_and_origin", "refusal", "replay_body", "send_json"]
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -94,7 +94,7 @@ class OriginGuard:
                     if body is None:
                         found = 413, f"body larger than {self.max_body} bytes"
                     else:
-                        receive = _replay(body, receive)
+                        receive = replay_body(body, receive)
             if found is not None:
                 await _send_json_error(send, *found)
                 return
@@ -118,16 +118,17 @@ async def _bounded_body(scope: Scope, receive: Receive, limit: int) -> bytes | N
             return bytes(body)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive, *, more: bool = False) -> Receive:
     """A ``receive`` giving ``body`` in one message, then what the client sends next (its
-    disconnect, which a streamed response waits for)."""
+    disconnect, which a streamed response waits for; with ``more``, the rest of a body read
+    only in part)."""
     sent = False
 
     async def replay() -> MutableMapping[str, Any]:
         nonlocal sent
         if not sent:
             sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": more}
         return await receive()
 
     return replay

@@ -401,23 +401,30 @@ class Agent(Generic[Deps, Out]):
         history: list[Message] | None,
         path: tuple[str, ...],
         deps: Any,
+        *,
+        resume: Resumed | None = None,
+        answered: RunResult[Any] | None = None,
     ) -> Run:
-        """The :class:`Run` :meth:`start_run` returns, once the agent is connected and its MCP
-        tools are up to date."""
-        defs = [t.definition for t in self._tools.values()]
+        """A :class:`Run` of this agent (what :meth:`start_run` and :meth:`start_resume`
+        return, once the agent is connected and its MCP tools are up to date). ``answered``:
+        a retried resume's run, which runs nothing and so refreshes no tools."""
         return Run(
             self._options,
             self._dispatcher,
             self._hook_dispatcher,
-            defs,
+            [t.definition for t in self._tools.values()],
             messages,
             streaming=streaming,
             control=control,
             history=history,
             path=path,
-            refresh_tools=self._current_tools if self._options.mcp_servers else None,
+            refresh_tools=(
+                self._current_tools if self._options.mcp_servers and answered is None else None
+            ),
             output=output,
             deps=deps,
+            resume=resume,
+            answered=answered,
         )
 
     async def start_resume(
@@ -518,21 +525,9 @@ class Agent(Generic[Deps, Out]):
         await self._connect()
         if self._options.mcp_servers:
             await self._sync_mcp()
-        return Run(
-            self._options,
-            self._dispatcher,
-            self._hook_dispatcher,
-            [t.definition for t in self._tools.values()],
-            [],
-            streaming=streaming,
-            control=control,
-            history=history,
-            path=path,
-            refresh_tools=self._current_tools if self._options.mcp_servers else None,
-            output=self._options.output,
-            deps=deps,
-            resume=Resumed(waiting, decided, tuple(pending), record),
-        )
+        resumed = Resumed(waiting, decided, tuple(pending), record)
+        output = self._options.output
+        return self._new_run([], output, streaming, control, history, path, deps, resume=resumed)
 
     async def _answered(
         self,
@@ -558,20 +553,8 @@ class Agent(Generic[Deps, Out]):
         result = answered_result(record, at)
         if self._options.output is not None:  # a typed answer is not re-parsed from text
             result = dataclasses.replace(result, output=None)
-        return Run(
-            self._options,
-            self._dispatcher,
-            self._hook_dispatcher,
-            [t.definition for t in self._tools.values()],
-            [],
-            streaming=streaming,
-            control=control,
-            history=record,
-            path=path,
-            output=self._options.output,
-            deps=deps,
-            answered=result,
-        )
+        output = self._options.output
+        return self._new_run([], output, streaming, control, record, path, deps, answered=result)
 
     async def _reused(self, history: list[Message], at: int) -> set[str]:
         """The ids of the calls waiting in ``history[at]`` that an earlier call of the

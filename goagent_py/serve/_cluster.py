@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
 
-from goagent_py._http_guard import send_json
+from goagent_py._http_guard import replay_body, send_json
 from goagent_py.errors import GoAgentError
 from goagent_py.serve._server import HttpError, Server, error_body
 from goagent_py.serve._supervise import WorkerContext
@@ -451,7 +451,7 @@ class ClusterApp:
             await send_json(send, status, data)
             return
         if not whole:  # too large or gone: the app refuses it as it would
-            await self.app(scope, _replay(body, receive, more=True), send)
+            await self.app(scope, replay_body(body, receive, more=True), send)
             return
         moved: list[int] = []
         started = False
@@ -462,7 +462,7 @@ class ClusterApp:
             await send(message)
 
         scope = {**scope, "goagent.moved": moved}
-        await self.app(scope, _replay(body, receive), watch)
+        await self.app(scope, replay_body(body, receive), watch)
         if not moved or started:
             return
         if not await self.cluster.forward(scope, body, receive, send, moved):
@@ -497,19 +497,6 @@ async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
             return bytes(body), False
         if not message.get("more_body", False):
             return bytes(body), True
-
-
-def _replay(body: bytes, receive: Receive, *, more: bool = False) -> Receive:
-    sent = False
-
-    async def replay() -> MutableMapping[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": more}
-        return await receive()
-
-    return replay
 
 
 async def _plain(send: Send, status: int, text: bytes) -> None:
