@@ -16,6 +16,7 @@ follow-ups only when the run would otherwise stop; an abort stops it at the poin
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import inspect
@@ -334,6 +335,36 @@ class _Failed:
 
 _WAKE = object()
 _UNSET = object()  # a context variable with no value
+
+
+class _Inbox:
+    """What a task of the run puts (a streamed answer's deltas and its end, a batch's tool
+    events) and the run's task gets, in order: one reader, puts on the run's loop only.
+    ``asyncio.Queue`` did the same with bookkeeping never used here (a bound, putters,
+    ``join``): ~0.8 us a put and get against ~0.06 (issue 36: a served turn streams every
+    delta through it)."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: collections.deque[Any] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: Any) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> Any:
+        items = self._items
+        while not items:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        return items.popleft()
 
 
 @dataclass(slots=True, frozen=True)
@@ -864,7 +895,7 @@ class Run:
     ) -> AsyncGenerator[AgentEvent | T, None]:
         """Run ``work`` in a task whose events arrive through a queue, so that they stream and an
         abort ("now" or "after_tools") interrupts it."""
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        queue = _Inbox()
 
         async def body() -> None:
             try:
@@ -1110,7 +1141,7 @@ class Run:
         # lone call run inline delivered its start only with its end (code12). A quiet run
         # (nobody sees its events) runs a lone call inline (:meth:`_run_inline`).
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        queue = _Inbox()
 
         def put(item: Any) -> None:
             # By the running loop, not the thread: an event loop may hop threads between steps
