@@ -183,3 +183,29 @@ print(run_command(command()), signal.set_wakeup_fd(-1) == w)
     )
     assert done.returncode == 0, done
     assert done.stdout.strip() == "ran True", done
+
+
+def test_a_programs_own_sigint_handler_is_left_to_it() -> None:
+    """As asyncio.run: a SIGINT handler the program installed is not replaced."""
+    done = _child(
+        """
+import asyncio, signal
+from goagent_py._interrupt import run_command
+
+heard = []
+
+def own(signum, frame):
+    heard.append("own")
+
+signal.signal(signal.SIGINT, own)
+
+async def command():
+    signal.raise_signal(signal.SIGINT)
+    await asyncio.sleep(0)
+    return "ran"
+
+print(run_command(command()), heard, signal.getsignal(signal.SIGINT) is own)
+"""
+    )
+    assert done.returncode == 0, done
+    assert done.stdout.strip() == "ran ['own'] True", done
