@@ -121,7 +121,7 @@ from goagent_py.events import (
 )
 from goagent_py.guardrails import GuardrailContext, GuardrailResult, decide, guardrail_name
 from goagent_py.hooks import HookContext, HookDispatcher, call_hook, call_in
-from goagent_py.memory.base import UpdatableMemory, store_always
+from goagent_py.memory.base import MEMORY_RECALLED_KEY, UpdatableMemory, store_always
 from goagent_py.messages import (
     ContentBlock,
     Message,
@@ -273,6 +273,37 @@ def _without_calls(message: Message, text: str) -> Message:
     return replace(message, content=kept, tool_calls=[])
 
 
+def _given(messages: list[Message], ids: list[str]) -> list[Message]:
+    """``messages`` (what short-term memory is about to store) with the answer, their last
+    assistant message, naming the long-term memories it was given (a copy: the run's own
+    message is left as returned)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role is Role.ASSISTANT:
+            answer = messages[i]
+            tagged = replace(answer, metadata={**answer.metadata, MEMORY_RECALLED_KEY: list(ids)})
+            return [*messages[:i], tagged, *messages[i + 1 :]]
+    return messages
+
+
+def _following(chosen: list[Message], history: list[Message]) -> list[Message]:
+    """``chosen`` (the user's messages a write policy keeps) naming the memories the answer
+    they reply to was given (the last answer of ``history``, as short-term memory stored it):
+    what a correction such as "No wait, Madrid." is about (docs/memory.md)."""
+    ids: list[str] = []
+    for message in reversed(history):
+        if message.role is Role.ASSISTANT:
+            found = message.metadata.get(MEMORY_RECALLED_KEY)
+            if isinstance(found, list):
+                ids = [i for i in found if isinstance(i, str)]
+            break
+    if not ids:
+        return chosen
+    return [
+        replace(m, metadata={**m.metadata, MEMORY_RECALLED_KEY: ids}) if m.role is Role.USER else m
+        for m in chosen
+    ]
+
+
 def _readable(messages: Iterable[Message]) -> list[Message]:
     """Copies of ``messages`` for user code to read (a guardrail, ``instructions``,
     ``should_stop``, ``before_tool_call``): one that changes what it was given changes its copy,
@@ -373,6 +404,7 @@ class Run:
         "_partial_raw",
         "_persisted",
         "_recalled",
+        "_recalled_ids",
         "_results",
         "_resume_final",
         "_shown_by",
@@ -481,6 +513,7 @@ class Run:
         self._persisted = 0
         self._start = 0.0
         self._recalled: Message | None = None
+        self._recalled_ids: list[str] = []  # the memories this run's answer is given, best first
         self._history: list[Message] = []
         self._results: list[ToolResult | None] = []
         self._watch_calls = False
@@ -539,6 +572,7 @@ class Run:
         yield MemoryRecall(recalled, time.perf_counter() - start, path=self.path)
         if recalled:
             self._recalled = recall_message(recalled)
+            self._recalled_ids = [s.id for s in recalled if s.id]
 
     async def _load(self) -> AsyncGenerator[AgentEvent, None]:
         """Load short-term history (the caller checks there is a memory and no given history)."""
@@ -581,6 +615,8 @@ class Run:
                 last = [] if final is None else [_without_calls(final, self.last_text)]
                 to_store = strip_thinking(users + [m for m in last if m.content])
             self._persisted = len(self.new_messages)
+            if final is not None and self._recalled_ids:
+                to_store = _given(to_store, self._recalled_ids)
             if to_store:
                 start = time.perf_counter()
                 error: BaseException | None = None
@@ -616,9 +652,10 @@ class Run:
                 return
             if chosen is None:
                 return
+            chosen = _following(list(chosen), self._history)
             start = time.perf_counter()
             error = None
-            store = partial(o.long_term_memory.store, list(chosen), session=o.name)
+            store = partial(o.long_term_memory.store, chosen, session=o.name)
             try:
                 await (store() if self.control is None else self._unheld(store))
             except _Abort:

@@ -62,6 +62,7 @@ from goagent_py.memory.records import (
     HISTORY_KEY,
     INVALID_AT_KEY,
     JUST_SAID,
+    RECALLED_KEY,
     SOURCE_MESSAGE_KEY,
     SOURCE_SESSION_KEY,
     STATE_KEY,
@@ -191,6 +192,36 @@ def _mark_just_said(
     for record in latest:
         if (record.created_at or _EPOCH) == newest and _followed(record, facts, now):
             found[record.id] = replace(found.get(record.id, record), just_said=True)
+
+
+def _answer_used(messages: Sequence[Message], session: str) -> list[str]:
+    """The ids of ``session``'s memories the answer ``messages`` reply to was given (their
+    :data:`RECALLED_KEY`, best first): an id of another scope is never one, whoever wrote the
+    metadata."""
+    ids: list[str] = []
+    for message in messages:
+        found = message.metadata.get(RECALLED_KEY)
+        if isinstance(found, list):
+            ids += [i for i in found if isinstance(i, str) and i.startswith(f"{session}:")]
+    return list(dict.fromkeys(ids))
+
+
+def _without_context(message: Message) -> Message:
+    """``message`` without the turn's context (:data:`RECALLED_KEY`), which no memory keeps."""
+    if RECALLED_KEY not in message.metadata:
+        return message
+    metadata = {k: v for k, v in message.metadata.items() if k != RECALLED_KEY}
+    return replace(message, metadata=metadata)
+
+
+def _mark_recalled(found: dict[str, MemoryRecord], current: Sequence[MemoryRecord],
+                   recalled: Sequence[str]) -> None:  # fmt: skip
+    """Mark in ``found`` (adding them) the ``current`` memories the answer was given, with
+    their rank among ``recalled``."""
+    rank = {id: i for i, id in enumerate(recalled, 1)}
+    for record in current:
+        if record.id in rank:
+            found[record.id] = replace(found.get(record.id, record), recalled=rank[record.id])
 
 
 def _followed(latest: MemoryRecord, facts: Sequence[Message], now: str) -> bool:
@@ -446,6 +477,8 @@ class LongTermMemory:
                 f"provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}"
             )
         now = format_time(self.clock())
+        recalled = _answer_used(messages, session)
+        messages = [_without_context(m) for m in messages]
         facts = [m for m in messages if self._is_fact(m, provenance)]
         plain = [m for m in messages if not any(m is f for f in facts)]
         pending: list[tuple[str, Message]] = []
@@ -474,7 +507,7 @@ class LongTermMemory:
         await self._write(pending)
         if facts:
             async with self._scope_lock(session):
-                await self._consolidate(facts, session=session, now=now)
+                await self._consolidate(facts, session=session, now=now, recalled=recalled)
 
     @contextlib.asynccontextmanager
     async def _scope_lock(self, session: str) -> AsyncIterator[None]:
@@ -539,7 +572,9 @@ class LongTermMemory:
 
     # -- consolidation -------------------------------------------------------------------------
 
-    async def _consolidate(self, facts: list[Message], *, session: str, now: str) -> None:
+    async def _consolidate(
+        self, facts: list[Message], *, session: str, now: str, recalled: Sequence[str] = ()
+    ) -> None:
         """Decide and apply what ``facts`` do to the current memories of ``session``.
 
         On a :class:`GuardedStore` the write is a compare-and-set on the scope: the scope's
@@ -560,7 +595,9 @@ class LongTermMemory:
             version = await store.version(scope) if isinstance(store, GuardedStore) else ""
             report = ConsolidationReport(decider=self.decider.name, facts=texts, attempts=attempt)
             started = time.perf_counter()
-            candidates, vectors, past = await self._candidates(texts, session, facts, now)
+            candidates, vectors, past = await self._candidates(
+                texts, session, facts, now, recalled
+            )
             decisions = await self._decide(facts, candidates, report)
             deciding += time.perf_counter() - started
             by_id = {c.id: c for c in candidates}
@@ -617,14 +654,21 @@ class LongTermMemory:
                 await self.vector_store.upsert(entry.id, entry.vector, entry.message)
 
     async def _candidates(
-        self, texts: list[str], session: str, facts: Sequence[Message], now: str
+        self,
+        texts: list[str],
+        session: str,
+        facts: Sequence[Message],
+        now: str,
+        recalled: Sequence[str] = (),
     ) -> tuple[list[MemoryRecord], dict[str, Any], dict[str, MemoryRecord]]:
         """The current memories of ``session`` most similar to each fact (best first), then,
         when the store can list, the latest ones if the facts follow them (``just_said``: for
         "that's no longer true", "sorry, I meant John"); the facts' vectors by text (storing a
         fact reuses its vector); and, when the store can list, the memories of ``session``
         that are no longer current, by id (a fact said again after it was forgotten is stored
-        under the same id: its earlier history is kept)."""
+        under the same id: its earlier history is kept). The current memories of ``recalled``
+        (what the answer the facts reply to was given) are candidates too, marked
+        ``recalled``."""
         vectors = await self._embed_all([[TextBlock(t)] for t in texts])
         scope: dict[str, Any] = {SESSION_KEY: session}
         found: dict[str, MemoryRecord] = {}
@@ -651,10 +695,13 @@ class LongTermMemory:
                 # two memories stored together): what "that's no longer true" or "sorry, I
                 # meant John" is about, when the facts follow it.
                 _mark_just_said(found, listed, facts, now)
+            _mark_recalled(found, listed, recalled)
         elif found:
             # A store that cannot list: the newest of the similar memories stands for the
-            # latest statement (a correction is similar to what it corrects).
+            # latest statement (a correction is similar to what it corrects), and only the
+            # similar memories can be known as recalled.
             _mark_just_said(found, list(found.values()), facts, now)
+            _mark_recalled(found, list(found.values()), recalled)
         by_text = {t: v for t, v in zip(texts, vectors, strict=True) if v is not None}
         return list(found.values()), by_text, past
 
