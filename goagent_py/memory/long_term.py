@@ -595,9 +595,7 @@ class LongTermMemory:
             version = await store.version(scope) if isinstance(store, GuardedStore) else ""
             report = ConsolidationReport(decider=self.decider.name, facts=texts, attempts=attempt)
             started = time.perf_counter()
-            candidates, vectors, past = await self._candidates(
-                texts, session, facts, now, recalled
-            )
+            candidates, vectors, past = await self._candidates(texts, session, facts, now, recalled)
             decisions = await self._decide(facts, candidates, report)
             deciding += time.perf_counter() - started
             by_id = {c.id: c for c in candidates}

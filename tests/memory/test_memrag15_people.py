@@ -59,11 +59,19 @@ async def current(m: LongTermMemory) -> list[str]:
             ["My older brother works at Acme.", "My younger brother works at Globex."],
         ),
         (
-            ("My sister is Ana.", "My sister lives in Lisbon.", "My other sister is Eva.",
-             "My other sister lives in Rome."),
-            ["My other sister is Eva.", "My other sister lives in Rome.", "My sister is Ana.",
-             "My sister lives in Lisbon."],
-        ),  # fmt: skip
+            (
+                "My sister is Ana.",
+                "My sister lives in Lisbon.",
+                "My other sister is Eva.",
+                "My other sister lives in Rome.",
+            ),
+            [
+                "My other sister is Eva.",
+                "My other sister lives in Rome.",
+                "My sister is Ana.",
+                "My sister lives in Lisbon.",
+            ],
+        ),
         (
             ("My sister Ana lives in Lisbon.", "My other sister Eva lives in Rome."),
             ["My other sister Eva lives in Rome.", "My sister Ana lives in Lisbon."],
@@ -82,7 +90,10 @@ async def test_two_people_of_one_relation_keep_their_facts(
     ("turns", "kept"),
     [
         # One person, said again: still one slot.
-        (("My sister lives in Lisbon.", "My sister moved to Paris."), ["My sister lives in Paris."]),
+        (
+            ("My sister lives in Lisbon.", "My sister moved to Paris."),
+            ["My sister lives in Paris."],
+        ),
         (
             ("My other sister lives in Rome.", "My other sister moved to Oslo."),
             ["My other sister lives in Oslo."],
@@ -97,9 +108,11 @@ async def test_two_people_of_one_relation_keep_their_facts(
         (("My boss is Tom.", "My boss is Sam."), ["My boss is Sam."]),
         (("My dog is called Rex.", "My dog is called Luna now."), ["My dog is called Luna now."]),
         # A name taken back is that person's.
-        (("My sister is Ana.", "My sister is Eva.", "Forget that my sister is Ana."),
-         ["My sister is Eva."]),
-    ],  # fmt: skip
+        (
+            ("My sister is Ana.", "My sister is Eva.", "Forget that my sister is Ana."),
+            ["My sister is Eva."],
+        ),
+    ],
 )
 async def test_one_person_said_again_is_still_one(turns: tuple[str, ...], kept: list[str]) -> None:
     m = memory()
