@@ -82,6 +82,7 @@ from goagent_py.memory.records import (
 )
 from goagent_py.memory.tokens import heuristic_tokens
 from goagent_py.memory.vector._common import SESSION_KEY
+from goagent_py.memory.vector._shared import owned, search_shared
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     GuardedStore,
@@ -874,7 +875,9 @@ class LongTermMemory:
         fetch = k + 1  # one more than asked: it tells whether anything below ties with the k-th
         while True:
             options = SearchOptions(top_k=fetch, score_threshold=threshold, filter=scope)
-            hits = await self.vector_store.search(vector, options)
+            # Hits left out (other states, crowds of ties) are read, never copied: only what is
+            # returned gets a message of its own.
+            hits, shared = await search_shared(self.vector_store, vector, options)
             kept = [
                 h
                 for h in hits
@@ -888,10 +891,10 @@ class LongTermMemory:
             if len(kept) >= k and fetch >= 16 * k:
                 break  # a crowd of ties: the newest of the first 16 k stand for them
             fetch *= 4
-        if len(kept) <= k:
-            return kept
-        floor = kept[k - 1].score - self.tie_tolerance
-        return kept[:k] + [h for h in kept[k:] if h.score >= floor]
+        if len(kept) > k:
+            floor = kept[k - 1].score - self.tie_tolerance
+            kept = kept[:k] + [h for h in kept[k:] if h.score >= floor]
+        return [owned(h) for h in kept] if shared else kept
 
     def _newer_first(self, found: list[ScoredMessage]) -> list[ScoredMessage]:
         """``found`` best first, in groups of near-equal scores, each group newest first.
