@@ -1,5 +1,5 @@
-"""Correcting the memory the model just used (docs/memory.md, "A correction applies to what it
-corrects"): the answer a run gives records which memories it was given, and the facts of the
+"""Correcting the memory the model just used (docs/memory.md, "Corrections of the
+last answer"): the answer a run gives records which memories it was given, and the facts of the
 next turn name them, so "No wait, Madrid." after an answer that used a week-old "I live in
 Lisbon." corrects that memory; a real SQLite conversation and a real sqlite-vec memory."""
 

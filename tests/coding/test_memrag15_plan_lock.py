@@ -1,4 +1,5 @@
-"""The file tools' bookkeeping never holds the event loop (docs/coding.md, "Approvals"): a
+"""The file tools' bookkeeping never holds the event loop (docs/approvals.md, "What an
+approval covers"): a
 write's place is taken on the loop (``reserve``) while a preview or a write's
 read-check-write holds the files in a worker thread; the loop takes no lock such a holder
 keeps across file I/O."""

@@ -1,4 +1,5 @@
-"""The in-memory store's search copies only what reaches the caller (docs/rag.md, "Stores"):
+"""The in-memory store's search copies only what reaches the caller (docs/vector-stores.md,
+"Vector stores: speed options"):
 the pipeline asks for 30 candidates to keep 3, and copying all 30 was most of a search's own
 time; whatever the caller does to a result never changes what the store keeps."""
 
