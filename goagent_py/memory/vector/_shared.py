@@ -36,9 +36,17 @@ async def search_shared(
 ) -> tuple[list[ScoredMessage], bool]:
     """``store``'s hits, and whether they hold the store's own messages (then the caller
     copies what it keeps with :func:`owned`)."""
-    if isinstance(store, SharedSearch):
+    if isinstance(store, SharedSearch) and _same_search(store):
         return await store.search_shared(vector, options), True
     return await store.search(vector, options), False
+
+
+def _same_search(store: object) -> bool:
+    """Whether ``store``'s ``search`` is the one its ``search_shared`` goes with: a subclass
+    that overrides ``search`` (to filter, rescore or wrap it) is searched through it."""
+    kind = type(store)
+    owner = next((c for c in kind.__mro__ if "search_shared" in c.__dict__), None)
+    return owner is not None and getattr(kind, "search", None) is owner.__dict__.get("search")
 
 
 def owned(hit: ScoredMessage) -> ScoredMessage:
