@@ -38,7 +38,7 @@ from goagent_py._call_gates import (
 from goagent_py._generation import expect_generation, generation_read
 from goagent_py._metadata_keys import CLAIM_KEY, DECISIONS_KEY, PENDING_KEY
 from goagent_py._transcript import error_result, repair_transcript, truncate_content
-from goagent_py.approvals import RunContext, pending_of, record_of
+from goagent_py.approvals import RunContext, record_of, waits_under
 from goagent_py.dispatch import Dispatcher, error_text, timeout_middleware
 from goagent_py.errors import (
     ConfigurationError,
@@ -707,8 +707,10 @@ class _AgentActivities:
                     "with SQLiteStorage or PostgresStorage)"
                 )
 
+            waits = waits_under(token)
+
             def match(m: Message) -> bool:
-                return pending_of(m)[0] == token and history_digest(m) == ref
+                return waits(m) and history_digest(m) == ref
 
             def update(m: Message) -> Message:
                 metadata = {k: v for k, v in m.metadata.items() if k != PENDING_KEY}
