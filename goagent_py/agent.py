@@ -473,14 +473,14 @@ class Agent(Generic[Deps, Out]):
         # below must not move the fence to what it finds.
         storage = getattr(memory, "storage", None)
         base = generation_read(storage)
-        record: list[Message] | None = None
+        stored: list[Message] | None = None
         if memory is not None and not matched:
             # Which calls wait is the record's to say, never a window's (approve15): a view
             # that cut the waiting turn off (or was read before it) is given that turn.
-            record = await record_of(memory)
+            stored = await record_of(memory)
             if base is not None:
                 expect_generation(storage, base)
-            history = holding_wait(history, record)
+            history = holding_wait(history, stored)
         at = waiting_at(history)
         if not matched and (
             at < 0 or any(stale_token(d, pending_of(history[at])[0]) for d in decided.values())
@@ -496,7 +496,7 @@ class Agent(Generic[Deps, Out]):
             )
         waiting = history[at]
         token, pending = pending_of(waiting)
-        reused = set() if matched else _reused(history, at, record)
+        reused = set() if matched else _reused(history, at, stored)
         check_decisions(pending, decided, now=now, reused=reused)
         record = dict(waiting.metadata[PENDING_KEY])  # read before the claim replaces it
         if memory is not None:

@@ -15,10 +15,12 @@ from goagent_py import (
     Agent,
     ApprovalPendingError,
     Approve,
+    Message,
     Role,
     StopReason,
     ToolCall,
     tool,
+    user_message,
 )
 from goagent_py.memory import FixedWindow, NoOp, ShortTermMemory, TokenWindow
 from goagent_py.memory.policies import Policy
@@ -47,9 +49,7 @@ def _agent(db: Path, policy: Policy, ran: list[int], *script: Any) -> Agent:
     return Agent(
         provider=ScriptedProvider(*script),
         tools=[_pay(ran)],
-        short_term_memory=ShortTermMemory(
-            storage=SQLiteStorage(db, session_id="s"), policy=policy
-        ),
+        short_term_memory=ShortTermMemory(storage=SQLiteStorage(db, session_id="s"), policy=policy),
     )
 
 
@@ -82,7 +82,8 @@ async def test_a_window_smaller_than_the_waiting_turn_still_resumes(
     sent = request.messages
     assert sent[0].role is Role.USER
     calls = [i for i, m in enumerate(sent) if m.tool_calls and m.tool_calls[0].id == "c1"]
-    assert calls and sent[calls[-1] + 1].tool_call_id == "c1"
+    assert calls
+    assert sent[calls[-1] + 1].tool_call_id == "c1"
     assert sent[calls[-1] + 1].text == "paid 9"
     assert any(m.role is Role.USER and m.text == "pay 9" for m in sent)
 
@@ -114,3 +115,29 @@ async def test_a_session_on_a_windowed_wait_lists_and_resumes_it(
     assert ran == [9]
     assert result.text == "paid it"
     assert session.pending == []
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=repr)
+async def test_calls_a_crash_left_open_are_closed_under_any_window(
+    tmp_path: Path, policy: Policy
+) -> None:
+    """A process that died in the middle of a batch left its calls without results: the next
+    run closes them in the record first ("interrupted"), whatever its window shows, so no
+    later request carries a call without its result."""
+    db = tmp_path / "c.db"
+    async with SQLiteStorage(db, session_id="s") as storage:
+        asked = Message(Role.ASSISTANT, [], tool_calls=[ToolCall("c1", "pay", {})])
+        await storage.append([user_message("pay 9"), asked])
+    ran: list[int] = []
+    agent = _agent(db, policy, ran, "hello")
+    await agent.run("hi")
+    stored = await SQLiteStorage(db, session_id="s").load()
+    assert [(m.role, m.tool_call_id) for m in stored] == [
+        (Role.USER, ""),
+        (Role.ASSISTANT, ""),
+        (Role.TOOL, "c1"),
+        (Role.USER, ""),
+        (Role.ASSISTANT, ""),
+    ]
+    assert stored[2].is_error
+    assert ran == []
