@@ -141,3 +141,39 @@ async def test_calls_a_crash_left_open_are_closed_under_any_window(
     ]
     assert stored[2].is_error
     assert ran == []
+
+
+class _OwnWindow:
+    """A memory of another package whose view shows only what came before the last turn (here:
+    nothing): the resume reads the wait from its whole record (``transcript``), not from that
+    view."""
+
+    def __init__(self, inner: ShortTermMemory) -> None:
+        self.inner = inner
+        self.storage = inner.storage
+
+    async def messages(self) -> list[Message]:
+        return []
+
+    async def transcript(self) -> list[Message]:
+        return await self.inner.transcript()
+
+    async def append(self, *messages: Message) -> None:
+        await self.inner.append(*messages)
+
+    async def update_where(self, match: Any, update: Any) -> Message | None:
+        return await self.inner.update_where(match, update)
+
+
+async def test_a_memory_whose_view_cuts_the_wait_resumes_from_its_record(tmp_path: Path) -> None:
+    ran: list[int] = []
+    db = tmp_path / "c.db"
+    token = await _waiting(db, NoOp(), ran)
+    memory = _OwnWindow(ShortTermMemory(storage=SQLiteStorage(db, session_id="s")))
+    agent = Agent(provider=ScriptedProvider("paid it"), tools=[_pay(ran)], short_term_memory=memory)
+    result = await agent.resume({"c1": Approve(token=token)})
+    assert ran == [9]
+    assert result.text == "paid it"
+    (request,) = agent.options.provider.requests  # type: ignore[attr-defined]
+    assert [m.role for m in request.messages] == [Role.USER, Role.ASSISTANT, Role.TOOL]
+    assert request.messages[0].text == "pay 9"
