@@ -802,8 +802,8 @@
     }
   }
 
-  // The server answers again. A run whose stream broke off was stopped on the server, which
-  // stored what it had; that is not what this page painted (events were lost on the way), so
+  // The server answers again. A run whose stream broke off was stopped on the server (unless
+  // another tab follows it), which stored what it had; that is not what this page painted (events were lost on the way), so
   // the thread is shown as the server keeps it, and a message it did not keep goes back into
   // the box. False when the connection broke again meanwhile.
   async function resync() {
