@@ -213,3 +213,56 @@ def test_a_parent_that_cannot_start_leaves_no_folder(
     listening.close()
     assert [type(e) for e in errors] == [ValueError]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_run_followed_from_the_other_worker_goes_on_when_its_starter_leaves(
+    tmp_path: Path,
+) -> None:
+    import httpx
+
+    from tests.serve.test_workers14_processes import (
+        _events,
+        _headers,
+        _release,
+        _start,
+        _stop,
+        _texts,
+        _thread,
+    )
+
+    served = _start(tmp_path)
+    try:
+        first, second = served.url(0), served.url(1)
+        thread = _thread(first)
+        fifo = tmp_path / "held"
+        os.mkfifo(fifo)
+        with httpx.stream(
+            "POST",
+            f"{first}/api/threads/{thread}/runs",
+            headers=_headers(),
+            json={"message": f"hold {fifo}"},
+            timeout=120,
+        ) as owner:
+            mine = _events(owner.iter_lines())  # kept: a generator dropped closes the stream
+            assert next(mine)["type"] == "RUN_STARTED"
+            # Followed through the other worker (the request is forwarded to the run's).
+            with httpx.stream(
+                "GET", f"{second}/api/threads/{thread}/follow", headers=_headers(), timeout=120
+            ) as followed:
+                assert followed.status_code == 200, followed.read()
+                events = _events(followed.iter_lines())
+                assert next(events)["type"] == "RUN_STARTED"
+                owner.close()  # the tab that started it is closed
+                shown = httpx.get(
+                    f"{second}/api/threads/{thread}", headers=_headers(), timeout=120
+                ).json()
+                assert shown["running"] is True
+                _release(fifo)
+                rest = list(events)
+        assert rest[-1]["type"] == "RUN_FINISHED"
+        assert rest[-1]["result"]["stopReason"] == "end_turn"
+        assert _texts(rest) == [f"pid={served.pids[0]} n=1 held"]
+    finally:
+        _stop(served)
+    assert _folders_of(served.process.pid) == []
