@@ -362,9 +362,30 @@ def sweep(where: str | None = None) -> list[str]:
             continue  # its parent serves
         if old and not _old_and_stale(path, info):
             continue
+        if _answers(path):
+            continue  # a worker serves there (a parent this process cannot see: a container)
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
+
+
+def _answers(path: str) -> bool:
+    """Whether a worker's private socket in the folder ``path`` takes a connection."""
+    try:
+        names = [n for n in os.listdir(path) if n.endswith(".sock")]
+    except OSError:
+        return False
+    for name in names:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.setblocking(False)
+            try:
+                probe.connect(os.path.join(path, name))
+            except (BlockingIOError, InterruptedError):
+                return True  # its backlog is full: it is there
+            except OSError:
+                continue  # refused: nobody listens on it
+            return True
+    return False
 
 
 _OLD = re.compile(re.escape(_PREFIX) + r"[A-Za-z0-9_]{8}")

@@ -266,3 +266,25 @@ def test_a_run_followed_from_the_other_worker_goes_on_when_its_starter_leaves(
     finally:
         _stop(served)
     assert _folders_of(served.process.pid) == []
+
+
+def test_sweep_keeps_a_folder_whose_worker_answers(tmp_path: Path) -> None:
+    """A parent this process cannot see (another pid namespace sharing the folder): its
+    workers' sockets answer, and its folder stays."""
+    import socket
+
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    folder = tmp_path / f"goagent-serve-{ended.pid}-12345-other001"
+    folder.mkdir()
+    (folder / "1.sock").touch()  # a socket file nobody listens on (a plain file here)
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(folder / "2.sock"))
+    listening.listen(1)
+    try:
+        assert _supervise.sweep(str(tmp_path)) == []
+        assert folder.exists()
+    finally:
+        listening.close()
+    assert _supervise.sweep(str(tmp_path)) == [str(folder)]  # nobody answers now
+    assert not folder.exists()
