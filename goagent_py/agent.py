@@ -14,6 +14,7 @@ from typing_extensions import TypeVar
 
 from goagent_py._control import RunControl
 from goagent_py._generation import expect_generation, generation_read
+from goagent_py._interrupt import run_command
 from goagent_py._loop import Resumed, Run
 from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py._records import message as new_message
@@ -616,7 +617,7 @@ class Agent(Generic[Deps, Out]):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.resume(decisions, history=history, deps=deps))
+            return run_command(self.resume(decisions, history=history, deps=deps))
         raise ConfigurationError(
             "resume_sync() was called inside a running event loop: use 'await agent.resume(...)'"
         )
@@ -708,7 +709,7 @@ class Agent(Generic[Deps, Out]):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(prompt, output_type=output_type, deps=deps))
+            return run_command(self.run(prompt, output_type=output_type, deps=deps))
         raise ConfigurationError(
             "run_sync() was called inside a running event loop: use 'await agent.run(...)'"
         )

@@ -143,7 +143,7 @@ async def run_mcp_command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m goagent_py.mcp serve ...``."""
-    from goagent_py.cli._interrupt import run_command
+    from goagent_py._interrupt import run_command
 
     parser = argparse.ArgumentParser(prog="python -m goagent_py.mcp", usage="%(prog)s serve ...")
     add_mcp_cli(parser.add_subparsers(dest="command", required=True))

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from goagent_py import _main_guard
+from goagent_py._interrupt import on_interrupt, run_command
 from goagent_py.cli._common import (  # re-exported: scripts and tests import them from here
     EXIT_DATABASE,
     EXIT_INTERRUPTED,
@@ -58,7 +59,6 @@ from goagent_py.cli._common import SYSTEM_PROMPT as SYSTEM_PROMPT
 from goagent_py.cli._common import make_provider as make_provider
 from goagent_py.cli._common import parse_provider as parse_provider
 from goagent_py.cli._common import provider_from_spec as provider_from_spec
-from goagent_py.cli._interrupt import on_interrupt, run_command
 from goagent_py.cli._tools import calculator as calculator  # re-exported for scripts
 from goagent_py.cli._tools import current_time as current_time
 from goagent_py.errors import (

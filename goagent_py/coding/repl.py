@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from goagent_py._interrupt import on_interrupt, run_command
 from goagent_py._workers import to_thread
 from goagent_py.cli._input import _input_in_daemon_thread, stdin_reader
-from goagent_py.cli._interrupt import on_interrupt, run_command
 from goagent_py.coding._preview import approval_lines, approval_question
 from goagent_py.coding._terminal import printable
 from goagent_py.coding.approvals import Answer, ApprovalRequest

@@ -1,4 +1,4 @@
-"""Ctrl-C heard whichever thread the kernel hands it to (goagent_py/cli/_interrupt.py).
+"""Ctrl-C heard whichever thread the kernel hands it to (goagent_py/_interrupt.py).
 
 Each case runs in a child interpreter: a SIGINT the code under test failed to take would end
 the test process itself. ``signal.pthread_kill`` sends the signal to one chosen thread, which
@@ -57,7 +57,7 @@ def test_run_command_ends_with_keyboard_interrupt_when_another_thread_catches_ct
     done = _child(
         _SIGNAL_FROM
         + """
-from goagent_py.cli._interrupt import run_command
+from goagent_py._interrupt import run_command
 
 cleaned = []
 
@@ -87,7 +87,7 @@ def test_a_block_takes_ctrl_c_over_and_gives_it_back_when_it_ends() -> None:
     done = _child(
         _SIGNAL_FROM
         + """
-from goagent_py.cli._interrupt import on_interrupt, run_command
+from goagent_py._interrupt import on_interrupt, run_command
 
 heard = []
 
@@ -119,7 +119,7 @@ def test_a_second_ctrl_c_during_the_cleanup_ends_it_at_once() -> None:
     done = _child(
         _SIGNAL_FROM
         + """
-from goagent_py.cli._interrupt import run_command
+from goagent_py._interrupt import run_command
 
 async def command():
     signal_from_a_thread()
@@ -145,7 +145,7 @@ def test_a_cancel_that_is_not_ctrl_c_stays_a_cancel() -> None:
     done = _child(
         """
 import asyncio, sys
-from goagent_py.cli._interrupt import run_command
+from goagent_py._interrupt import run_command
 
 async def command():
     asyncio.current_task().cancel()
@@ -161,3 +161,51 @@ except KeyboardInterrupt:
     )
     assert done.returncode == 0, done
     assert done.stdout.strip() == "cancelled", done
+
+
+def test_the_programs_own_wakeup_descriptor_is_put_back() -> None:
+    """A program that set ``signal.set_wakeup_fd`` itself gets it back after the command (the
+    loop's removal of its handler set none)."""
+    done = _child(
+        """
+import asyncio, os, signal
+from goagent_py._interrupt import run_command
+
+r, w = os.pipe()
+os.set_blocking(w, False)
+signal.set_wakeup_fd(w)
+
+async def command():
+    return "ran"
+
+print(run_command(command()), signal.set_wakeup_fd(-1) == w)
+"""
+    )
+    assert done.returncode == 0, done
+    assert done.stdout.strip() == "ran True", done
+
+
+def test_a_programs_own_sigint_handler_is_left_to_it() -> None:
+    """As asyncio.run: a SIGINT handler the program installed is not replaced."""
+    done = _child(
+        """
+import asyncio, signal
+from goagent_py._interrupt import run_command
+
+heard = []
+
+def own(signum, frame):
+    heard.append("own")
+
+signal.signal(signal.SIGINT, own)
+
+async def command():
+    signal.raise_signal(signal.SIGINT)
+    await asyncio.sleep(0)
+    return "ran"
+
+print(run_command(command()), heard, signal.getsignal(signal.SIGINT) is own)
+"""
+    )
+    assert done.returncode == 0, done
+    assert done.stdout.strip() == "ran ['own'] True", done

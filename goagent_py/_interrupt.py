@@ -12,11 +12,13 @@ to another thread (the prompt's reader, an executor worker), nothing woke the ma
 The event loop's own signal handling (``loop.add_signal_handler``) does not have this gap: the
 C-level handler, in whatever thread catches the signal, writes the signal's number to the
 loop's wakeup pipe, and the loop wakes and calls the handler. So every command with a prompt
-hears Ctrl-C through the loop:
+hears Ctrl-C through the loop, and so does ``Agent.run_sync`` (a sync tool runs in a worker
+thread, which the kernel may pick as well):
 
-- :func:`run_command` runs a command's coroutine as ``asyncio.Runner`` does, Ctrl-C included
-  (the first cancels the command, which then ends with ``KeyboardInterrupt``; a second raises
-  ``KeyboardInterrupt`` at once), but through the loop.
+- :func:`run_command` runs a coroutine as ``asyncio.run`` does, Ctrl-C included (the first
+  cancels it, and it then ends with ``KeyboardInterrupt``; a second raises
+  ``KeyboardInterrupt`` at once), but through the loop. As ``asyncio.run``, it leaves a SIGINT
+  handler the program installed itself alone.
 - :func:`on_interrupt` lets a block (a REPL, a turn) take Ctrl-C over, and gives it back to the
   handler before it when the block ends (``loop.remove_signal_handler`` would put back
   Python's default handler instead, and take away the wakeup pipe with it).
@@ -55,12 +57,15 @@ def on_interrupt(handler: Callable[[], None]) -> Iterator[None]:
     if sys.platform == "win32" or threading.current_thread() is not threading.main_thread():
         yield
         return
+    taken = _taken.setdefault(loop, [])
+    # The program's own wakeup descriptor, if it set one: the loop's replaces it while the
+    # loop hears Ctrl-C, and removing the loop's handler sets none (-1) instead of it.
+    program_wakeup = _wakeup_fd() if not taken else -1
     try:
         loop.add_signal_handler(signal.SIGINT, handler)
     except (NotImplementedError, RuntimeError, ValueError):
         yield
         return
-    taken = _taken.setdefault(loop, [])
     entry = _Entry(handler)
     taken.append(entry)
     try:
@@ -72,6 +77,15 @@ def on_interrupt(handler: Callable[[], None]) -> Iterator[None]:
                 loop.add_signal_handler(signal.SIGINT, taken[-1])
             else:
                 loop.remove_signal_handler(signal.SIGINT)
+                if program_wakeup != -1 and _wakeup_fd() == -1:  # the loop has let go of it
+                    signal.set_wakeup_fd(program_wakeup)
+
+
+def _wakeup_fd() -> int:
+    """The descriptor ``signal.set_wakeup_fd`` last set (-1: none), left as it was."""
+    fd = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(fd)
+    return fd
 
 
 class _Entry:
@@ -91,12 +105,14 @@ def run_command(
     *,
     loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
 ) -> T:
-    """Run a command's coroutine to its end on a new event loop, as ``asyncio.run`` does, with
-    Ctrl-C heard through the loop (see the module's docstring): the first cancels ``main``,
-    which ends with ``KeyboardInterrupt`` once its cleanup has run; a second, while that
-    cleanup still runs, raises ``KeyboardInterrupt`` at once."""
+    """Run ``main`` to its end on a new event loop, as ``asyncio.run`` does, with Ctrl-C heard
+    through the loop (see the module's docstring): the first cancels ``main``, which ends with
+    ``KeyboardInterrupt`` once its cleanup has run; a second, while that cleanup still runs,
+    raises ``KeyboardInterrupt`` at once. Where SIGINT has a handler other than Python's
+    default (the program's own), it is left to that handler, as ``asyncio.run`` leaves it."""
+    ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        return runner.run(_interruptible(main))
+        return runner.run(_interruptible(main) if ours else main)
 
 
 async def _interruptible(main: Coroutine[Any, Any, T]) -> T:
