@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,7 +29,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, Trac
 from opentelemetry.util.types import AttributeValue
 
 from goagent_py._describe import message_of
-from goagent_py._flow_frames import FlowFrame, current_frame
+from goagent_py._flow_frames import FlowFrame, add_opener, current_frame
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import (
     Hooks,
@@ -36,6 +37,7 @@ from goagent_py.hooks import (
     RunInfo,
     RunResult,
     ToolResult,
+    callbacks_of,
     current_hook_context,
 )
 from goagent_py.messages import ScoredMessage, StopReason, TextBlock, ToolCall, Usage
@@ -729,6 +731,37 @@ def _belongs_to(current: Span, run_span: Span) -> bool:
         return True
     parent = getattr(current, "parent", None)
     return parent is not None and parent.span_id == run_span.get_span_context().span_id
+
+
+def _open_flow(frame: FlowFrame) -> Callable[[], None] | None:
+    """As a flow starts: its ``invoke_workflow`` span, made current for all the flow runs
+    (its agents, the spans its steps open with the application's tracer), by the telemetry of
+    the first instrumented agent it holds; None (the span opens with the first instrumented
+    run inside, if any) when it holds none."""
+    telemetry = _telemetry_of(frame)
+    if telemetry is None:
+        return None
+    span = telemetry._workflow_span(frame)
+    if span is None:
+        return None
+    before = otel_context.get_current()
+    _make_current(trace.set_span_in_context(span, before))
+    return lambda: _make_current(before)
+
+
+def _telemetry_of(frame: FlowFrame) -> Instrumentation | None:
+    for hooks in frame.hook_sets():
+        start = getattr(hooks, "on_run_start", None)
+        if start is None:
+            continue
+        for callback in callbacks_of(start):
+            owner = getattr(callback, "__self__", None)
+            if isinstance(owner, Instrumentation):
+                return owner
+    return None
+
+
+add_opener(_open_flow)
 
 
 def _started(frame: FlowFrame) -> otel_context.Context:
