@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import time
 from typing import Any
 
 # At import, outside any workflow: imported in Temporal's sandbox (a workflow runner that does
@@ -31,6 +32,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from temporalio import worker as temporal_worker
+from temporalio import workflow as temporal_workflow
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.hooks import HOOK_NAMES, Hooks
@@ -182,7 +184,7 @@ def telemetry_for(
             "create_worker(tracer_provider=...) needs the OpenTelemetry SDK: pip install "
             '"goagent-py[otel-sdk]"'
         ) from exc
-    from goagent_py.otel import instrument
+    from goagent_py.otel import _instrument_on_clock
 
     if not isinstance(tracer_provider, ReplaySafeTracerProvider):
         raise ConfigurationError(
@@ -196,5 +198,16 @@ def telemetry_for(
         meter_provider = NoOpMeterProvider()  # never the global one: replays would record
     elif not isinstance(meter_provider, ReplaySafeMeterProvider):
         meter_provider = ReplaySafeMeterProvider(meter_provider)
-    hooks = instrument(tracer_provider, meter_provider, capture_content=capture_content)
+    hooks = _instrument_on_clock(
+        tracer_provider, meter_provider, _history_ns, capture_content=capture_content
+    )
     return WorkflowTelemetry(hooks)
+
+
+def _history_ns() -> int:
+    """Now, for a span made in a workflow: the workflow's time (the start of the workflow task
+    running, as the history records it), so a span made again on a replay carries the time
+    its work really started, as Temporal's own workflow spans do; the wall clock elsewhere."""
+    if temporal_workflow.in_workflow():
+        return temporal_workflow.time_ns()
+    return time.time_ns()

@@ -117,6 +117,8 @@ from goagent_py.otel._store import wrap_embedder as _wrap_embedder
 from goagent_py.otel._store import wrap_store as _wrap_store
 
 if typing.TYPE_CHECKING:
+    from collections.abc import Callable
+
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
@@ -197,6 +199,24 @@ def instrument(
         capture_content=_capture(capture_content),
         provider_name=provider_name,
         max_content_chars=max_content_chars,
+    ).hooks()
+
+
+def _instrument_on_clock(
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    clock: Callable[[], int],
+    *,
+    capture_content: bool | None,
+) -> Hooks:
+    """:func:`instrument` with every time read from ``clock`` (ns since the epoch): a durable
+    run's, whose workflow Temporal replays (goagent_py/durable/_telemetry.py)."""
+    return _Instrumentation(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        capture_content=_capture(capture_content),
+        provider_name=_semconv.PROVIDER_OTHER,
+        clock=clock,
     ).hooks()
 
 

@@ -130,10 +130,6 @@ def _span_name(span: Span) -> str:
     return str(getattr(span, "name", "") or type(span).__name__)
 
 
-def _now_ns() -> int:
-    return time.time_ns()
-
-
 def _span_ns(seconds: float) -> int:
     return max(0, int(seconds * 1e9))
 
@@ -149,8 +145,15 @@ class Instrumentation:
         capture_content: bool,
         provider_name: str,
         max_content_chars: int | None = _content.MAX_CONTENT_CHARS,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         self.tracer = tracer_for(tracer_provider)
+        # Where "now" comes from, in ns since the epoch. A durable run's hooks run in its
+        # workflow, which Temporal replays: there the clock is the workflow's (the history's
+        # time), so a span made again on a replay starts when its work really started, not
+        # when the replay ran (goagent_py/durable/_telemetry.py).
+        self._history = clock is not None
+        self._now: Callable[[], int] = clock if clock is not None else time.time_ns
         meter = meter_for(meter_provider)
         self.capture = capture_content
         self.limit = max_content_chars
@@ -246,7 +249,7 @@ class Instrumentation:
         # was instrumented before).
         parent = before if frame is None else self._in_flow(frame, before)
         span = self.tracer.start_span(
-            name, context=parent, kind=SpanKind.INTERNAL, attributes=attrs
+            name, context=parent, kind=SpanKind.INTERNAL, attributes=attrs, start_time=self._now()
         )
         ctx = trace.set_span_in_context(span, parent)
         run = _Run(
@@ -311,7 +314,7 @@ class Instrumentation:
             if self.capture and text is not None:
                 span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_text(text, self.limit))
             span.set_status(Status(StatusCode.OK))
-        end_span(span)
+        end_span(span, self._now())
 
     def _find(self, result: RunResult) -> tuple[_Run | None, bool]:
         """The run ``result`` ends, and whether we are in its context.
@@ -339,7 +342,7 @@ class Instrumentation:
             _log.debug("on_run_end without a run span (instrumentation added mid-run?)")
             return
         self._open.pop(run.run_id, None)
-        end_ns = _now_ns()
+        end_ns = self._now()
         if run.chat is not None:
             interrupted = result.error or _unfinished(result, "the model call")
             self._end_chat(run, interrupted, end_ns)
@@ -382,7 +385,7 @@ class Instrumentation:
         if run is None:
             return
         if run.chat is not None:  # a response that never came (should not happen)
-            self._end_chat(run, RuntimeError("no provider response"), _now_ns())
+            self._end_chat(run, RuntimeError("no provider response"), self._now())
         model = request.model or run.model
         attrs: dict[str, AttributeValue] = {sc.OPERATION: sc.OP_CHAT, sc.PROVIDER: run.provider}
         if model:
@@ -401,7 +404,9 @@ class Instrumentation:
                     request.system_prompt, self.limit
                 )
         name = f"chat {model}" if model else "chat"
-        span = self.tracer.start_span(name, context=run.ctx, kind=SpanKind.CLIENT, attributes=attrs)
+        span = self.tracer.start_span(
+            name, context=run.ctx, kind=SpanKind.CLIENT, attributes=attrs, start_time=self._now()
+        )
         run.chat = span
         if self._run.get() is run:  # only where the run is current (see _current)
             _make_current(trace.set_span_in_context(span, run.ctx))
@@ -412,7 +417,7 @@ class Instrumentation:
         if run is None or run.chat is None:
             return
         span = run.chat
-        end_ns = _now_ns()
+        end_ns = self._now()
         metric = dict(run.chat_attrs)
         if event.model:
             # The server's word: valid text, of a model name's size.
@@ -493,7 +498,7 @@ class Instrumentation:
         run = self._current()
         if run is None:
             return
-        start_ns = _now_ns()
+        start_ns = self._now()
         span = self._start_tool_span(run, call, start_ns)
         run.tools.setdefault(call.id, []).append(_ToolSpan(span, start_ns))
         otel_context.attach(trace.set_span_in_context(span, run.ctx))
@@ -555,7 +560,7 @@ class Instrumentation:
         # By call id, not by tool name: parallel calls of one tool overlap in time.
         tool = self._open_tool(self._current(), call.id)
         if tool is not None:
-            tool.span.add_event(name, attributes, timestamp=_now_ns())
+            tool.span.add_event(name, attributes, timestamp=self._now())
 
     def on_tool_retry(
         self, call: ToolCall, attempt: int, error: BaseException, delay: float
@@ -593,11 +598,16 @@ class Instrumentation:
         tool = self._open_tool(run, call.id, take=True)
         if tool is None:  # no on_tool_call opened it (instrumentation added mid-turn?)
             started = result.started_at
-            start_ns = sc.to_ns(started) if started is not None else _now_ns()
+            known = started is not None and not self._history  # the history has no wall clock
+            start_ns = sc.to_ns(started) if started is not None and known else self._now()
             tool = _ToolSpan(self._start_tool_span(run, call, start_ns), start_ns)
         span = tool.span
         end_ns = tool.start_ns + _span_ns(result.duration)
-        if result.started_at is not None:
+        if self._history:
+            # The loop's duration and start are read from the process's clocks, which a replay
+            # does not give back: the call ended by the time the workflow learned its result.
+            end_ns = max(end_ns, self._now())
+        elif result.started_at is not None:
             end_ns = max(end_ns, sc.to_ns(result.started_at) + _span_ns(result.duration))
         metric: dict[str, AttributeValue] = {
             sc.OPERATION: sc.OP_EXECUTE_TOOL,
@@ -629,7 +639,7 @@ class Instrumentation:
     def on_guardrail(self, event: GuardrailChecked) -> None:
         """One span per guardrail decision, in the run's trace; a trip is an error status."""
         run = self._current()
-        end_ns = _now_ns()
+        end_ns = self._now()
         span = self.tracer.start_span(
             f"guardrail {event.name}",
             context=run.ctx if run is not None else None,
@@ -661,7 +671,7 @@ class Instrumentation:
         extra: dict[str, AttributeValue] | None = None,
     ) -> None:
         run = self._current()
-        end_ns = _now_ns()
+        end_ns = self._now()
         attrs: dict[str, AttributeValue] = {
             sc.OPERATION: operation,
             sc.MEMORY_STORE_ID: store,
