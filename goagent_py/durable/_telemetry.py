@@ -37,6 +37,8 @@ from temporalio import workflow as temporal_workflow
 from goagent_py.errors import ConfigurationError
 from goagent_py.hooks import HOOK_NAMES, Hooks
 
+from ._wire import WORKFLOW_NAME
+
 __all__ = [
     "ACTIVITY_TRACE_KEY",
     "TRACE_KEY",
@@ -44,6 +46,7 @@ __all__ = [
     "caller_trace",
     "enter_trace",
     "telemetry_for",
+    "telemetry_interceptor",
     "traced",
     "with_telemetry",
     "workflow_hooks",
@@ -151,8 +154,13 @@ class WorkflowTelemetry(temporal_worker.Interceptor):
 
         class _Inbound(temporal_worker.WorkflowInboundInterceptor):
             async def execute_workflow(self, input: temporal_worker.ExecuteWorkflowInput) -> Any:
-                data = input.args[0] if input.args else None
-                parent = _extract(data.get(TRACE_KEY)) if isinstance(data, dict) else None
+                parent = None
+                if temporal_workflow.info().workflow_type == WORKFLOW_NAME:
+                    # The library's workflow carries its caller's trace in its input; a
+                    # workflow of yours has its own input (whatever is current in it is
+                    # the parent: Temporal's TracingInterceptor's workflow span, if used).
+                    data = input.args[0] if input.args else None
+                    parent = _extract(data.get(TRACE_KEY)) if isinstance(data, dict) else None
                 token = _HOOKS.set(hooks)
                 if parent is not None:
                     # By value, in the workflow's own task (nothing to detach: it ends with it).
@@ -163,6 +171,31 @@ class WorkflowTelemetry(temporal_worker.Interceptor):
                     _HOOKS.reset(token)
 
         return _Inbound
+
+
+def telemetry_interceptor(
+    tracer_provider: Any, *, meter_provider: Any = None, capture_content: bool | None = None
+) -> temporal_worker.Interceptor:
+    """The interceptor that traces the durable runs of a worker you build yourself, as
+    :func:`~goagent_py.durable.create_worker` with ``tracer_provider=`` traces its own: the
+    runs ``durable.run`` makes inside your workflows (and any of the library's workflow)::
+
+        Worker(client, task_queue=..., workflows=[ReportWorkflow],
+               activities=activities_for([durable], registry),
+               interceptors=[telemetry_interceptor(create_tracer_provider())])
+
+    Args:
+        tracer_provider: Temporal's replay-safe provider
+            (``temporalio.contrib.opentelemetry.create_tracer_provider()``).
+        meter_provider: the runs' GenAI metrics (wrapped in Temporal's
+            ``ReplaySafeMeterProvider``); None: none.
+        capture_content: record content in the spans, as ``instrument(capture_content=...)``.
+
+    Raises:
+        ConfigurationError: ``tracer_provider`` is not replay-safe, or the OpenTelemetry SDK
+            is not installed.
+    """
+    return telemetry_for(tracer_provider, meter_provider, capture_content)
 
 
 def telemetry_for(
@@ -188,7 +221,7 @@ def telemetry_for(
 
     if not isinstance(tracer_provider, ReplaySafeTracerProvider):
         raise ConfigurationError(
-            "create_worker(tracer_provider=...): a durable run's spans are made in its "
+            "tracer_provider=...: a durable run's spans are made in its "
             "workflow, which Temporal replays; give a replay-safe provider (from "
             "temporalio.contrib.opentelemetry import create_tracer_provider; provider = "
             "create_tracer_provider(); provider.add_span_processor(...)), or another provider "
