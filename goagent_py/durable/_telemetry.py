@@ -31,12 +31,14 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from temporalio import activity as temporal_activity
 from temporalio import worker as temporal_worker
 from temporalio import workflow as temporal_workflow
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.hooks import HOOK_NAMES, Hooks
 
+from ._span_ledger import SpanLedger
 from ._wire import WORKFLOW_NAME
 
 __all__ = [
@@ -87,15 +89,40 @@ def with_telemetry(hooks: Hooks, telemetry: Hooks) -> Hooks:
     and the merge stays sync: ``merge_hooks`` makes an async hook, which a run with a control
     (a workflow's always has one) awaits in a task of its own, and the extra steps of the
     workflow's event loop could change the order in which parallel calls schedule their
-    activities, so that a history recorded without telemetry would not replay with it."""
+    activities, so that a history recorded without telemetry would not replay with it.
+
+    The telemetry is called only in this workflow run: a run whose workflow the worker
+    dropped without evicting it (one the server closed from outside: terminated, timed out)
+    is closed by the garbage collector, wherever it runs, and its loop's ending there is no
+    end of the run's work: its spans stay open for the sweep that ends them with the reason
+    (_span_ledger.py)."""
     merged = Hooks()
+    here = _workflow_run()
     for name in HOOK_NAMES:
-        callbacks = [c for c in (getattr(hooks, name), getattr(telemetry, name)) if c is not None]
+        told = getattr(telemetry, name)
+        if told is not None and here is not None:
+            told = _only_in(here, told)
+        callbacks = [c for c in (getattr(hooks, name), told) if c is not None]
         if len(callbacks) == 1:
             setattr(merged, name, callbacks[0])
         elif callbacks:
             setattr(merged, name, _in_turn(name, callbacks))
     return merged
+
+
+def _workflow_run() -> tuple[str, str] | None:
+    if not temporal_workflow.in_workflow():
+        return None
+    info = temporal_workflow.info()
+    return info.workflow_id, info.run_id
+
+
+def _only_in(run: tuple[str, str], callback: Any) -> Any:
+    def in_run(*args: Any) -> None:
+        if _workflow_run() == run:
+            callback(*args)
+
+    return in_run
 
 
 def _in_turn(name: str, callbacks: list[Any]) -> Any:
@@ -144,8 +171,23 @@ class WorkflowTelemetry(temporal_worker.Interceptor):
     """A worker interceptor that gives the workflows it runs the telemetry hooks and the
     caller's trace context (see the module docstring)."""
 
-    def __init__(self, hooks: Hooks) -> None:
+    def __init__(self, hooks: Hooks, ledger: SpanLedger) -> None:
         self.hooks = hooks
+        self.ledger = ledger
+
+    def intercept_activity(
+        self, next: temporal_worker.ActivityInboundInterceptor
+    ) -> temporal_worker.ActivityInboundInterceptor:
+        ledger = self.ledger
+
+        class _Activity(temporal_worker.ActivityInboundInterceptor):
+            async def execute_activity(self, input: temporal_worker.ExecuteActivityInput) -> Any:
+                # The worker's loop and client, where a traced run's activities run: the
+                # sweep of runs closed from outside runs there (_span_ledger.py).
+                ledger.watch(temporal_activity.client())
+                return await super().execute_activity(input)
+
+        return _Activity(next)
 
     def workflow_interceptor_class(
         self, input: temporal_worker.WorkflowInterceptorClassInput
@@ -231,10 +273,14 @@ def telemetry_for(
         meter_provider = NoOpMeterProvider()  # never the global one: replays would record
     elif not isinstance(meter_provider, ReplaySafeMeterProvider):
         meter_provider = ReplaySafeMeterProvider(meter_provider)
+    from goagent_py.otel._content import capture_from_env
+
+    capture = capture_from_env() if capture_content is None else capture_content
+    ledger = SpanLedger(capture=capture)
     hooks = _instrument_on_clock(
-        tracer_provider, meter_provider, _history_ns, capture_content=capture_content
+        tracer_provider, meter_provider, _history_ns, capture_content=capture, ledger=ledger
     )
-    return WorkflowTelemetry(hooks)
+    return WorkflowTelemetry(hooks, ledger)
 
 
 def _history_ns() -> int:

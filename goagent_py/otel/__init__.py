@@ -126,6 +126,7 @@ if typing.TYPE_CHECKING:
     from goagent_py.memory.base import Embedder
     from goagent_py.memory.vector.base import VectorStore
     from goagent_py.memory.vector.observable import ObservableStore
+    from goagent_py.otel._hooks import SpanLedger
 
 __all__ = [
     "CAPTURE_ENV",
@@ -208,15 +209,18 @@ def _instrument_on_clock(
     clock: Callable[[], int],
     *,
     capture_content: bool | None,
+    ledger: SpanLedger | None = None,
 ) -> Hooks:
-    """:func:`instrument` with every time read from ``clock`` (ns since the epoch): a durable
-    run's, whose workflow Temporal replays (goagent_py/durable/_telemetry.py)."""
+    """:func:`instrument` with every time read from ``clock`` (ns since the epoch) and the
+    spans left open across awaits told to ``ledger``: a durable run's, whose workflow Temporal
+    replays, or closes from outside (goagent_py/durable/_telemetry.py)."""
     return _Instrumentation(
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
         capture_content=_capture(capture_content),
         provider_name=_semconv.PROVIDER_OTHER,
         clock=clock,
+        ledger=ledger,
     ).hooks()
 
 

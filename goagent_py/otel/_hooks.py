@@ -21,6 +21,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -71,6 +72,17 @@ class _Run:
     # The tools the last model request offered, name -> description (None: no request seen
     # yet). A call of any other name is one the model made up: its name is model-written content.
     offered: dict[str, str] | None = None
+
+
+class SpanLedger(Protocol):
+    """Told of each span the hooks leave open across awaits (a run's, a model call's, a tool
+    call's, a flow's) as it starts and as it ends: whoever keeps one can end what a run that
+    stopped from outside left open (a durable run's workflow, terminated:
+    goagent_py/durable/_telemetry.py)."""
+
+    def opened(self, span: Span) -> None: ...
+
+    def closed(self, span: Span) -> None: ...
 
 
 def tracer_for(tracer_provider: TracerProvider | None) -> Tracer:
@@ -146,6 +158,7 @@ class Instrumentation:
         provider_name: str,
         max_content_chars: int | None = _content.MAX_CONTENT_CHARS,
         clock: Callable[[], int] | None = None,
+        ledger: SpanLedger | None = None,
     ) -> None:
         self.tracer = tracer_for(tracer_provider)
         # Where "now" comes from, in ns since the epoch. A durable run's hooks run in its
@@ -154,6 +167,7 @@ class Instrumentation:
         # when the replay ran (goagent_py/durable/_telemetry.py).
         self._history = clock is not None
         self._now: Callable[[], int] = clock if clock is not None else time.time_ns
+        self._ledger = ledger
         meter = meter_for(meter_provider)
         self.capture = capture_content
         self.limit = max_content_chars
@@ -195,6 +209,16 @@ class Instrumentation:
         self.tool_errors = meter.create_counter(
             sc.METRIC_TOOL_ERRORS, unit="{error}", description="Tool calls that failed."
         )
+
+    def _opened(self, span: Span) -> Span:
+        if self._ledger is not None:
+            self._ledger.opened(span)
+        return span
+
+    def _end(self, span: Span, end_ns: int | None = None) -> None:
+        end_span(span, end_ns)
+        if self._ledger is not None:
+            self._ledger.closed(span)
 
     def hooks(self) -> Hooks:
         """The hook set (all sync: nothing here awaits)."""
@@ -248,8 +272,14 @@ class Instrumentation:
         # Directly inside a flow: under its invoke_workflow span (opened now if no run of it
         # was instrumented before).
         parent = before if frame is None else self._in_flow(frame, before)
-        span = self.tracer.start_span(
-            name, context=parent, kind=SpanKind.INTERNAL, attributes=attrs, start_time=self._now()
+        span = self._opened(
+            self.tracer.start_span(
+                name,
+                context=parent,
+                kind=SpanKind.INTERNAL,
+                attributes=attrs,
+                start_time=self._now(),
+            )
         )
         ctx = trace.set_span_in_context(span, parent)
         run = _Run(
@@ -303,7 +333,7 @@ class Instrumentation:
                 attributes=attrs,
                 start_time=frame.start_ns,
             )
-            frame.span = span
+            frame.span = self._opened(span)
             frame.on_end(lambda text, error: self._end_workflow(span, text, error))
             return span
 
@@ -314,7 +344,7 @@ class Instrumentation:
             if self.capture and text is not None:
                 span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_text(text, self.limit))
             span.set_status(Status(StatusCode.OK))
-        end_span(span, self._now())
+        self._end(span, self._now())
 
     def _find(self, result: RunResult) -> tuple[_Run | None, bool]:
         """The run ``result`` ends, and whether we are in its context.
@@ -368,7 +398,7 @@ class Instrumentation:
                 output = _content.output_text(result.text, self.limit)
                 span.set_attribute(sc.OUTPUT_MESSAGES, output)
             span.set_status(Status(StatusCode.OK))
-        end_span(span, end_ns)
+        self._end(span, end_ns)
         self.agent_duration.record(result.duration, metric)
         if same_context:
             # Put back what was current before the run, by value: this hook may run in a copy of
@@ -404,8 +434,14 @@ class Instrumentation:
                     request.system_prompt, self.limit
                 )
         name = f"chat {model}" if model else "chat"
-        span = self.tracer.start_span(
-            name, context=run.ctx, kind=SpanKind.CLIENT, attributes=attrs, start_time=self._now()
+        span = self._opened(
+            self.tracer.start_span(
+                name,
+                context=run.ctx,
+                kind=SpanKind.CLIENT,
+                attributes=attrs,
+                start_time=self._now(),
+            )
         )
         run.chat = span
         if self._run.get() is run:  # only where the run is current (see _current)
@@ -457,7 +493,7 @@ class Instrumentation:
                 event.message, event.stop_reason, self.limit, self._secrets
             )
             span.set_attribute(sc.OUTPUT_MESSAGES, output)
-        end_span(span, end_ns)
+        self._end(span, end_ns)
 
     def _learn_secrets(self, request: CompletionRequest) -> None:
         for t in request.tools:
@@ -481,7 +517,7 @@ class Instrumentation:
             _make_current(run.ctx)
         run.chat = None
         self._error(span, error)
-        end_span(span, end_ns)
+        self._end(span, end_ns)
 
     def _error(self, span: Span, error: BaseException) -> str:
         return set_error(span, error, capture=self.capture, limit=self.limit)
@@ -534,12 +570,14 @@ class Instrumentation:
             attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(
                 _content.arguments(call, self._secrets), self.limit
             )
-        return self.tracer.start_span(
-            f"execute_tool {name}" if name != sc.OTHER else sc.OP_EXECUTE_TOOL,
-            context=run.ctx if run is not None else None,
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
-            start_time=start_ns,
+        return self._opened(
+            self.tracer.start_span(
+                f"execute_tool {name}" if name != sc.OTHER else sc.OP_EXECUTE_TOOL,
+                context=run.ctx if run is not None else None,
+                kind=SpanKind.INTERNAL,
+                attributes=attrs,
+                start_time=start_ns,
+            )
         )
 
     @staticmethod
@@ -622,7 +660,7 @@ class Instrumentation:
                 output = _content.tool_result(result.content, self.limit)
                 span.set_attribute(sc.TOOL_CALL_RESULT, output)
             span.set_status(Status(StatusCode.OK))
-        end_span(span, end_ns)
+        self._end(span, end_ns)
         self.tool_duration.record(result.duration, metric)
 
     def _end_open_tools(self, run: _Run, result: RunResult, end_ns: int) -> None:
@@ -631,7 +669,7 @@ class Instrumentation:
         for tools in run.tools.values():
             for tool in tools:
                 self._error(tool.span, interrupted)
-                end_span(tool.span, max(end_ns, tool.start_ns))
+                self._end(tool.span, max(end_ns, tool.start_ns))
         run.tools.clear()
 
     # -- guardrails ----------------------------------------------------------------------------
@@ -657,7 +695,7 @@ class Instrumentation:
             span.set_status(Status(StatusCode.ERROR, reason))
         else:
             span.set_status(Status(StatusCode.OK))
-        end_span(span, end_ns)
+        self._end(span, end_ns)
 
     # -- memory --------------------------------------------------------------------------------
 
@@ -690,7 +728,7 @@ class Instrumentation:
             self._error(span, error)
         else:
             span.set_status(Status(StatusCode.OK))
-        end_span(span, end_ns)
+        self._end(span, end_ns)
 
     def on_short_term_load(self, count: int, duration: float, error: BaseException | None) -> None:
         """``search_memory`` on the short-term store (the history loaded)."""

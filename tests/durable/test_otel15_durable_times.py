@@ -80,12 +80,15 @@ async def test_a_replayed_tool_call_keeps_the_time_it_really_started(temporal: A
     run = _one(spans, "invoke_agent stamper")
     assert len(RAN) == 1
     started, ended = RAN[0]
-    assert call.start_time is not None and call.end_time is not None
+    assert call.start_time is not None
+    assert call.end_time is not None
     # The span holds the work: it started no later than the tool did, ended no earlier.
     assert call.start_time <= started
     assert call.end_time >= ended
-    assert run.start_time is not None and run.end_time is not None
+    assert run.start_time is not None
+    assert run.end_time is not None
     assert run.start_time <= call.start_time <= call.end_time <= run.end_time
     for span in spans:  # every span made in the workflow, in order
-        assert span.start_time is not None and span.end_time is not None
+        assert span.start_time is not None
+        assert span.end_time is not None
         assert span.start_time <= span.end_time, span.name

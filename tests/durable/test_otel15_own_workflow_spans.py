@@ -85,7 +85,8 @@ async def test_a_run_inside_your_own_workflow_is_traced_once_under_the_workflow(
     run = next(s for s in spans if s.name == "invoke_agent doubler")
     started = next(s for s in spans if s.name == "StartWorkflow:ReportWorkflow")
     assert _parent(run) == _id(started)
-    assert run.context is not None and started.context is not None
+    assert run.context is not None
+    assert started.context is not None
     assert run.context.trace_id == started.context.trace_id
     for span in spans:
         if span.name in ("chat m", "execute_tool double"):
