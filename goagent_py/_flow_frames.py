@@ -2,11 +2,15 @@
 
 Each run of an orchestration (:mod:`goagent_py.orchestration`) opens a :class:`FlowFrame`: the
 flow's name and input, when it started, the frame it runs inside, and a copy of the context it
-started in. Telemetry (:mod:`goagent_py.otel`) opens the flow's ``invoke_workflow`` span only
-when an instrumented agent run starts inside it, with the frame's start time and the tracer of
-that run's hooks (a flow of plain functions groups no GenAI operation: no span), and the frame
-ends that span when the flow ends. With nothing instrumented a flow pays for one small object
-and a context variable.
+started in, and how to find the hooks of the agents it holds. Telemetry
+(:mod:`goagent_py.otel`), once imported, is told of every frame as it opens
+(:func:`add_opener`): a flow holding an instrumented agent gets its ``invoke_workflow`` span
+then, with the tracer of that agent's hooks, current for everything the flow runs (its agents,
+and the spans its steps open with the application's own tracer), until the flow ends. A flow
+whose agents are only made while it runs (a function node building one) gets the span when the
+first instrumented run starts inside it, with the frame's start time; a flow of plain functions
+groups no GenAI operation: no span. The frame ends the span when the flow ends. With nothing
+instrumented a flow pays for one small object and a context variable.
 """
 
 from __future__ import annotations
@@ -15,16 +19,19 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FlowFrame", "current_frame", "enter_frame", "leave_frame"]
+__all__ = ["FlowFrame", "add_opener", "current_frame", "enter_frame", "leave_frame"]
 
 _log = logging.getLogger("goagent_py.otel")
 
 Ender = Callable[[str | None, BaseException | None], None]
 """Ends what telemetry opened for a frame: ``(output text, None)`` or ``(None, error)``."""
+
+Opener = Callable[["FlowFrame"], "Callable[[], None] | None"]
+"""Told of a frame as it opens; returns what puts the context back as the flow leaves, or None."""
 
 
 @dataclass(slots=True, eq=False)
@@ -44,6 +51,8 @@ class FlowFrame:
         ended: the flow has ended: a run it left behind (a task it did not wait for) opens
             no span for it, which nothing would end.
         lock: held while the telemetry opens the span (runs in threads may race for it).
+        hook_sets: the hook sets of the agents the flow holds (its nodes, at any depth), read
+            only by telemetry.
     """
 
     name: str
@@ -55,7 +64,9 @@ class FlowFrame:
     started: Any = None  # the telemetry's reading of ``context`` (opaque here), once
     ended: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    hook_sets: Callable[[], Iterable[Any]] = tuple
     _ender: Ender | None = None
+    _restore: list[Callable[[], None]] = field(default_factory=list)
 
     def on_end(self, ender: Ender) -> None:
         """Have ``ender`` called once when the flow ends (the telemetry that opened the span)."""
@@ -85,18 +96,48 @@ def current_frame() -> FlowFrame | None:
     return _FRAME.get()
 
 
-def enter_frame(name: str, input: str) -> tuple[FlowFrame, contextvars.Token[FlowFrame | None]]:
-    """Open a frame for a flow starting now, inside the current one; :func:`leave_frame` it."""
+_OPENERS: list[Opener] = []
+
+
+def add_opener(opener: Opener) -> None:
+    """Have ``opener`` told of every frame as it opens (telemetry, once, at its import)."""
+    if opener not in _OPENERS:
+        _OPENERS.append(opener)
+
+
+def enter_frame(
+    name: str, input: str, hook_sets: Callable[[], Iterable[Any]] = tuple
+) -> tuple[FlowFrame, contextvars.Token[FlowFrame | None]]:
+    """Open a frame for a flow starting now, inside the current one; :func:`leave_frame` it.
+
+    ``hook_sets`` lists the hook sets of the agents the flow holds (called only when telemetry
+    is there to read them)."""
     frame = FlowFrame(
         name=name,
         input=input,
         parent=_FRAME.get(),
         context=contextvars.copy_context(),
         start_ns=time.time_ns(),
+        hook_sets=hook_sets,
     )
-    return frame, _FRAME.set(frame)
+    token = _FRAME.set(frame)
+    for opener in _OPENERS:
+        try:
+            restore = opener(frame)
+        except Exception:  # telemetry's own fault: the flow runs untraced, never fails
+            _log.warning("opening the span of flow %r failed", name, exc_info=True)
+            continue
+        if restore is not None:
+            frame._restore.append(restore)
+    return frame, token
 
 
-def leave_frame(token: contextvars.Token[FlowFrame | None]) -> None:
-    """Put back the frame that was current before :func:`enter_frame`."""
+def leave_frame(frame: FlowFrame, token: contextvars.Token[FlowFrame | None]) -> None:
+    """Put back the frame (and what telemetry made current) from before :func:`enter_frame`."""
+    for restore in reversed(frame._restore):
+        try:
+            restore()
+        except Exception:
+            _log.warning("leaving the span of flow %r failed", frame.name, exc_info=True)
+    frame._restore.clear()
     _FRAME.reset(token)

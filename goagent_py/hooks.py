@@ -64,6 +64,7 @@ __all__ = [
     "RunInfo",
     "RunResult",
     "ToolResult",
+    "callbacks_of",
     "current_hook_context",
     "merge_hooks",
 ]
@@ -217,7 +218,20 @@ def _merged(callbacks: list[Callable[..., Any]]) -> Callable[..., Awaitable[None
                 raise
 
     merged.__qualname__ = "merged_hook"
+    merged.__dict__[_PARTS] = tuple(callbacks)
     return merged
+
+
+_PARTS = "_goagent_merged_callbacks"
+
+
+def callbacks_of(callback: Callable[..., Any]) -> tuple[Callable[..., Any], ...]:
+    """The callbacks :func:`merge_hooks` combined into ``callback`` (at any depth), or
+    ``callback`` alone: who is behind a hook (telemetry finds its own this way)."""
+    parts = getattr(callback, "__dict__", {}).get(_PARTS)
+    if parts is None:
+        return (callback,)
+    return tuple(c for part in parts for c in callbacks_of(part))
 
 
 def _call_if_sync(callback: Callable[..., Any], args: tuple[Any, ...]) -> None:

@@ -27,6 +27,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from goagent_py.durable._activities import activities_for, create_worker, sandbox_runner
 from goagent_py.durable._deps import DepsRegistry, DepsSpec
 from goagent_py.durable._mcp import MCPServerSpec
+from goagent_py.durable._telemetry import telemetry_interceptor
 from goagent_py.durable._wire import (
     MEMORY_ID_KEY,
     DurableRunError,
@@ -72,4 +73,5 @@ __all__ = [
     "create_worker",
     "run_in_workflow",
     "sandbox_runner",
+    "telemetry_interceptor",
 ]

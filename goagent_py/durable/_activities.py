@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 from collections import ChainMap
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, replace
@@ -939,11 +940,21 @@ class _Worker(Worker):
     """A worker that closes its agents' MCP connections when it stops."""
 
     _groups: list[_AgentActivities]
+    _telemetry: Any = None  # the WorkflowTelemetry of a traced worker
 
     async def run(self) -> None:
         try:
             await super().run()
         finally:
+            if self._telemetry is not None:
+                # What runs closed from outside (terminated, timed out) left open ends now:
+                # nothing here would end it later (_span_ledger.py).
+                try:
+                    await self._telemetry.ledger.stop(self.client)
+                except Exception as exc:  # telemetry never hides why the worker stopped
+                    logging.getLogger("goagent_py.durable").warning(
+                        "ending the spans of closed runs failed: %s", exc
+                    )
             for group in self._groups:
                 try:
                     await group.mcp.aclose()
@@ -1048,4 +1059,6 @@ def create_worker(
         **worker_options,
     )
     worker._groups = groups
+    if tracer_provider is not None:
+        worker._telemetry = telemetry
     return worker

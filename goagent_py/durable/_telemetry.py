@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import time
 from typing import Any
 
 # At import, outside any workflow: imported in Temporal's sandbox (a workflow runner that does
@@ -30,10 +31,15 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from temporalio import activity as temporal_activity
 from temporalio import worker as temporal_worker
+from temporalio import workflow as temporal_workflow
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.hooks import HOOK_NAMES, Hooks
+
+from ._span_ledger import SpanLedger
+from ._wire import WORKFLOW_NAME
 
 __all__ = [
     "ACTIVITY_TRACE_KEY",
@@ -42,6 +48,7 @@ __all__ = [
     "caller_trace",
     "enter_trace",
     "telemetry_for",
+    "telemetry_interceptor",
     "traced",
     "with_telemetry",
     "workflow_hooks",
@@ -82,15 +89,40 @@ def with_telemetry(hooks: Hooks, telemetry: Hooks) -> Hooks:
     and the merge stays sync: ``merge_hooks`` makes an async hook, which a run with a control
     (a workflow's always has one) awaits in a task of its own, and the extra steps of the
     workflow's event loop could change the order in which parallel calls schedule their
-    activities, so that a history recorded without telemetry would not replay with it."""
+    activities, so that a history recorded without telemetry would not replay with it.
+
+    The telemetry is called only in this workflow run: a run whose workflow the worker
+    dropped without evicting it (one the server closed from outside: terminated, timed out)
+    is closed by the garbage collector, wherever it runs, and its loop's ending there is no
+    end of the run's work: its spans stay open for the sweep that ends them with the reason
+    (_span_ledger.py)."""
     merged = Hooks()
+    here = _workflow_run()
     for name in HOOK_NAMES:
-        callbacks = [c for c in (getattr(hooks, name), getattr(telemetry, name)) if c is not None]
+        told = getattr(telemetry, name)
+        if told is not None and here is not None:
+            told = _only_in(here, told)
+        callbacks = [c for c in (getattr(hooks, name), told) if c is not None]
         if len(callbacks) == 1:
             setattr(merged, name, callbacks[0])
         elif callbacks:
             setattr(merged, name, _in_turn(name, callbacks))
     return merged
+
+
+def _workflow_run() -> tuple[str, str] | None:
+    if not temporal_workflow.in_workflow():
+        return None
+    info = temporal_workflow.info()
+    return info.workflow_id, info.run_id
+
+
+def _only_in(run: tuple[str, str], callback: Any) -> Any:
+    def in_run(*args: Any) -> None:
+        if _workflow_run() == run:
+            callback(*args)
+
+    return in_run
 
 
 def _in_turn(name: str, callbacks: list[Any]) -> Any:
@@ -139,8 +171,23 @@ class WorkflowTelemetry(temporal_worker.Interceptor):
     """A worker interceptor that gives the workflows it runs the telemetry hooks and the
     caller's trace context (see the module docstring)."""
 
-    def __init__(self, hooks: Hooks) -> None:
+    def __init__(self, hooks: Hooks, ledger: SpanLedger) -> None:
         self.hooks = hooks
+        self.ledger = ledger
+
+    def intercept_activity(
+        self, next: temporal_worker.ActivityInboundInterceptor
+    ) -> temporal_worker.ActivityInboundInterceptor:
+        ledger = self.ledger
+
+        class _Activity(temporal_worker.ActivityInboundInterceptor):
+            async def execute_activity(self, input: temporal_worker.ExecuteActivityInput) -> Any:
+                # The worker's loop and client, where a traced run's activities run: the
+                # sweep of runs closed from outside runs there (_span_ledger.py).
+                ledger.watch(temporal_activity.client())
+                return await super().execute_activity(input)
+
+        return _Activity(next)
 
     def workflow_interceptor_class(
         self, input: temporal_worker.WorkflowInterceptorClassInput
@@ -149,8 +196,13 @@ class WorkflowTelemetry(temporal_worker.Interceptor):
 
         class _Inbound(temporal_worker.WorkflowInboundInterceptor):
             async def execute_workflow(self, input: temporal_worker.ExecuteWorkflowInput) -> Any:
-                data = input.args[0] if input.args else None
-                parent = _extract(data.get(TRACE_KEY)) if isinstance(data, dict) else None
+                parent = None
+                if temporal_workflow.info().workflow_type == WORKFLOW_NAME:
+                    # The library's workflow carries its caller's trace in its input; a
+                    # workflow of yours has its own input (whatever is current in it is
+                    # the parent: Temporal's TracingInterceptor's workflow span, if used).
+                    data = input.args[0] if input.args else None
+                    parent = _extract(data.get(TRACE_KEY)) if isinstance(data, dict) else None
                 token = _HOOKS.set(hooks)
                 if parent is not None:
                     # By value, in the workflow's own task (nothing to detach: it ends with it).
@@ -161,6 +213,31 @@ class WorkflowTelemetry(temporal_worker.Interceptor):
                     _HOOKS.reset(token)
 
         return _Inbound
+
+
+def telemetry_interceptor(
+    tracer_provider: Any, *, meter_provider: Any = None, capture_content: bool | None = None
+) -> temporal_worker.Interceptor:
+    """The interceptor that traces the durable runs of a worker you build yourself, as
+    :func:`~goagent_py.durable.create_worker` with ``tracer_provider=`` traces its own: the
+    runs ``durable.run`` makes inside your workflows (and any of the library's workflow)::
+
+        Worker(client, task_queue=..., workflows=[ReportWorkflow],
+               activities=activities_for([durable], registry),
+               interceptors=[telemetry_interceptor(create_tracer_provider())])
+
+    Args:
+        tracer_provider: Temporal's replay-safe provider
+            (``temporalio.contrib.opentelemetry.create_tracer_provider()``).
+        meter_provider: the runs' GenAI metrics (wrapped in Temporal's
+            ``ReplaySafeMeterProvider``); None: none.
+        capture_content: record content in the spans, as ``instrument(capture_content=...)``.
+
+    Raises:
+        ConfigurationError: ``tracer_provider`` is not replay-safe, or the OpenTelemetry SDK
+            is not installed.
+    """
+    return telemetry_for(tracer_provider, meter_provider, capture_content)
 
 
 def telemetry_for(
@@ -182,11 +259,11 @@ def telemetry_for(
             "create_worker(tracer_provider=...) needs the OpenTelemetry SDK: pip install "
             '"goagent-py[otel-sdk]"'
         ) from exc
-    from goagent_py.otel import instrument
+    from goagent_py.otel import _instrument_on_clock
 
     if not isinstance(tracer_provider, ReplaySafeTracerProvider):
         raise ConfigurationError(
-            "create_worker(tracer_provider=...): a durable run's spans are made in its "
+            "tracer_provider=...: a durable run's spans are made in its "
             "workflow, which Temporal replays; give a replay-safe provider (from "
             "temporalio.contrib.opentelemetry import create_tracer_provider; provider = "
             "create_tracer_provider(); provider.add_span_processor(...)), or another provider "
@@ -196,5 +273,20 @@ def telemetry_for(
         meter_provider = NoOpMeterProvider()  # never the global one: replays would record
     elif not isinstance(meter_provider, ReplaySafeMeterProvider):
         meter_provider = ReplaySafeMeterProvider(meter_provider)
-    hooks = instrument(tracer_provider, meter_provider, capture_content=capture_content)
-    return WorkflowTelemetry(hooks)
+    from goagent_py.otel._content import capture_from_env
+
+    capture = capture_from_env() if capture_content is None else capture_content
+    ledger = SpanLedger(capture=capture)
+    hooks = _instrument_on_clock(
+        tracer_provider, meter_provider, _history_ns, capture_content=capture, ledger=ledger
+    )
+    return WorkflowTelemetry(hooks, ledger)
+
+
+def _history_ns() -> int:
+    """Now, for a span made in a workflow: the workflow's time (the start of the workflow task
+    running, as the history records it), so a span made again on a replay carries the time
+    its work really started, as Temporal's own workflow spans do; the wall clock elsewhere."""
+    if temporal_workflow.in_workflow():
+        return temporal_workflow.time_ns()
+    return time.time_ns()

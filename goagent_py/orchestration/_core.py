@@ -471,16 +471,42 @@ class Flow:
         telemetry can open the workflow's span for: goagent_py/_flow_frames.py)."""
         if not self._workflow:
             return await self._invoke(input, scope)
-        frame, token = enter_frame(self.name, input)
+        frame, token = enter_frame(self.name, input, self._hook_sets)
         try:
             result = await self._invoke(input, scope)
         except BaseException as exc:
             frame.end(None, exc)
             raise
         finally:
-            leave_frame(token)
+            leave_frame(frame, token)
         frame.end(result.text, None)
         return result
+
+    def _hook_sets(self) -> list[Any]:
+        """The hook sets of the agents this flow holds, at any depth (its nodes, the flows
+        among them, what a pattern built from them), for telemetry to open the flow's span
+        with their tracer as the flow starts (goagent_py/_flow_frames.py)."""
+        from goagent_py.agent import Agent
+
+        found: list[Any] = []
+        seen: set[int] = set()
+        pending: list[Any] = [self]
+        while pending:
+            item = pending.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, Agent):
+                found.extend(item._options.hook_sets)
+            elif isinstance(item, Node):
+                pending.append(item.runnable)
+            elif isinstance(item, Flow):
+                pending.extend(reversed(list(vars(item).values())))
+            elif isinstance(item, list | tuple):
+                pending.extend(reversed(item))
+            elif isinstance(item, dict):
+                pending.extend(reversed(list(item.values())))
+        return found
 
     def as_tool(self, *, name: str, description: str) -> FlowTool:
         """This orchestration as a tool an agent's model can call with a ``prompt`` (see

@@ -117,6 +117,8 @@ from goagent_py.otel._store import wrap_embedder as _wrap_embedder
 from goagent_py.otel._store import wrap_store as _wrap_store
 
 if typing.TYPE_CHECKING:
+    from collections.abc import Callable
+
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
@@ -124,6 +126,7 @@ if typing.TYPE_CHECKING:
     from goagent_py.memory.base import Embedder
     from goagent_py.memory.vector.base import VectorStore
     from goagent_py.memory.vector.observable import ObservableStore
+    from goagent_py.otel._hooks import SpanLedger
 
 __all__ = [
     "CAPTURE_ENV",
@@ -197,6 +200,27 @@ def instrument(
         capture_content=_capture(capture_content),
         provider_name=provider_name,
         max_content_chars=max_content_chars,
+    ).hooks()
+
+
+def _instrument_on_clock(
+    tracer_provider: TracerProvider,
+    meter_provider: MeterProvider,
+    clock: Callable[[], int],
+    *,
+    capture_content: bool | None,
+    ledger: SpanLedger | None = None,
+) -> Hooks:
+    """:func:`instrument` with every time read from ``clock`` (ns since the epoch) and the
+    spans left open across awaits told to ``ledger``: a durable run's, whose workflow Temporal
+    replays, or closes from outside (goagent_py/durable/_telemetry.py)."""
+    return _Instrumentation(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        capture_content=_capture(capture_content),
+        provider_name=_semconv.PROVIDER_OTHER,
+        clock=clock,
+        ledger=ledger,
     ).hooks()
 
 

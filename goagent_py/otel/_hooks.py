@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -28,7 +30,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, Trac
 from opentelemetry.util.types import AttributeValue
 
 from goagent_py._describe import message_of
-from goagent_py._flow_frames import FlowFrame, current_frame
+from goagent_py._flow_frames import FlowFrame, add_opener, current_frame
 from goagent_py.events import GuardrailChecked
 from goagent_py.hooks import (
     Hooks,
@@ -36,6 +38,7 @@ from goagent_py.hooks import (
     RunInfo,
     RunResult,
     ToolResult,
+    callbacks_of,
     current_hook_context,
 )
 from goagent_py.messages import ScoredMessage, StopReason, TextBlock, ToolCall, Usage
@@ -69,6 +72,17 @@ class _Run:
     # The tools the last model request offered, name -> description (None: no request seen
     # yet). A call of any other name is one the model made up: its name is model-written content.
     offered: dict[str, str] | None = None
+
+
+class SpanLedger(Protocol):
+    """Told of each span the hooks leave open across awaits (a run's, a model call's, a tool
+    call's, a flow's) as it starts and as it ends: whoever keeps one can end what a run that
+    stopped from outside left open (a durable run's workflow, terminated:
+    goagent_py/durable/_telemetry.py)."""
+
+    def opened(self, span: Span) -> None: ...
+
+    def closed(self, span: Span) -> None: ...
 
 
 def tracer_for(tracer_provider: TracerProvider | None) -> Tracer:
@@ -128,10 +142,6 @@ def _span_name(span: Span) -> str:
     return str(getattr(span, "name", "") or type(span).__name__)
 
 
-def _now_ns() -> int:
-    return time.time_ns()
-
-
 def _span_ns(seconds: float) -> int:
     return max(0, int(seconds * 1e9))
 
@@ -147,8 +157,17 @@ class Instrumentation:
         capture_content: bool,
         provider_name: str,
         max_content_chars: int | None = _content.MAX_CONTENT_CHARS,
+        clock: Callable[[], int] | None = None,
+        ledger: SpanLedger | None = None,
     ) -> None:
         self.tracer = tracer_for(tracer_provider)
+        # Where "now" comes from, in ns since the epoch. A durable run's hooks run in its
+        # workflow, which Temporal replays: there the clock is the workflow's (the history's
+        # time), so a span made again on a replay starts when its work really started, not
+        # when the replay ran (goagent_py/durable/_telemetry.py).
+        self._history = clock is not None
+        self._now: Callable[[], int] = clock if clock is not None else time.time_ns
+        self._ledger = ledger
         meter = meter_for(meter_provider)
         self.capture = capture_content
         self.limit = max_content_chars
@@ -190,6 +209,16 @@ class Instrumentation:
         self.tool_errors = meter.create_counter(
             sc.METRIC_TOOL_ERRORS, unit="{error}", description="Tool calls that failed."
         )
+
+    def _opened(self, span: Span) -> Span:
+        if self._ledger is not None:
+            self._ledger.opened(span)
+        return span
+
+    def _end(self, span: Span, end_ns: int | None = None) -> None:
+        end_span(span, end_ns)
+        if self._ledger is not None:
+            self._ledger.closed(span)
 
     def hooks(self) -> Hooks:
         """The hook set (all sync: nothing here awaits)."""
@@ -243,8 +272,14 @@ class Instrumentation:
         # Directly inside a flow: under its invoke_workflow span (opened now if no run of it
         # was instrumented before).
         parent = before if frame is None else self._in_flow(frame, before)
-        span = self.tracer.start_span(
-            name, context=parent, kind=SpanKind.INTERNAL, attributes=attrs
+        span = self._opened(
+            self.tracer.start_span(
+                name,
+                context=parent,
+                kind=SpanKind.INTERNAL,
+                attributes=attrs,
+                start_time=self._now(),
+            )
         )
         ctx = trace.set_span_in_context(span, parent)
         run = _Run(
@@ -298,7 +333,7 @@ class Instrumentation:
                 attributes=attrs,
                 start_time=frame.start_ns,
             )
-            frame.span = span
+            frame.span = self._opened(span)
             frame.on_end(lambda text, error: self._end_workflow(span, text, error))
             return span
 
@@ -309,7 +344,7 @@ class Instrumentation:
             if self.capture and text is not None:
                 span.set_attribute(sc.OUTPUT_MESSAGES, _content.output_text(text, self.limit))
             span.set_status(Status(StatusCode.OK))
-        end_span(span)
+        self._end(span, self._now())
 
     def _find(self, result: RunResult) -> tuple[_Run | None, bool]:
         """The run ``result`` ends, and whether we are in its context.
@@ -337,7 +372,7 @@ class Instrumentation:
             _log.debug("on_run_end without a run span (instrumentation added mid-run?)")
             return
         self._open.pop(run.run_id, None)
-        end_ns = _now_ns()
+        end_ns = self._now()
         if run.chat is not None:
             interrupted = result.error or _unfinished(result, "the model call")
             self._end_chat(run, interrupted, end_ns)
@@ -363,7 +398,7 @@ class Instrumentation:
                 output = _content.output_text(result.text, self.limit)
                 span.set_attribute(sc.OUTPUT_MESSAGES, output)
             span.set_status(Status(StatusCode.OK))
-        end_span(span, end_ns)
+        self._end(span, end_ns)
         self.agent_duration.record(result.duration, metric)
         if same_context:
             # Put back what was current before the run, by value: this hook may run in a copy of
@@ -380,7 +415,7 @@ class Instrumentation:
         if run is None:
             return
         if run.chat is not None:  # a response that never came (should not happen)
-            self._end_chat(run, RuntimeError("no provider response"), _now_ns())
+            self._end_chat(run, RuntimeError("no provider response"), self._now())
         model = request.model or run.model
         attrs: dict[str, AttributeValue] = {sc.OPERATION: sc.OP_CHAT, sc.PROVIDER: run.provider}
         if model:
@@ -399,7 +434,15 @@ class Instrumentation:
                     request.system_prompt, self.limit
                 )
         name = f"chat {model}" if model else "chat"
-        span = self.tracer.start_span(name, context=run.ctx, kind=SpanKind.CLIENT, attributes=attrs)
+        span = self._opened(
+            self.tracer.start_span(
+                name,
+                context=run.ctx,
+                kind=SpanKind.CLIENT,
+                attributes=attrs,
+                start_time=self._now(),
+            )
+        )
         run.chat = span
         if self._run.get() is run:  # only where the run is current (see _current)
             _make_current(trace.set_span_in_context(span, run.ctx))
@@ -410,7 +453,7 @@ class Instrumentation:
         if run is None or run.chat is None:
             return
         span = run.chat
-        end_ns = _now_ns()
+        end_ns = self._now()
         metric = dict(run.chat_attrs)
         if event.model:
             # The server's word: valid text, of a model name's size.
@@ -450,7 +493,7 @@ class Instrumentation:
                 event.message, event.stop_reason, self.limit, self._secrets
             )
             span.set_attribute(sc.OUTPUT_MESSAGES, output)
-        end_span(span, end_ns)
+        self._end(span, end_ns)
 
     def _learn_secrets(self, request: CompletionRequest) -> None:
         for t in request.tools:
@@ -474,7 +517,7 @@ class Instrumentation:
             _make_current(run.ctx)
         run.chat = None
         self._error(span, error)
-        end_span(span, end_ns)
+        self._end(span, end_ns)
 
     def _error(self, span: Span, error: BaseException) -> str:
         return set_error(span, error, capture=self.capture, limit=self.limit)
@@ -491,7 +534,7 @@ class Instrumentation:
         run = self._current()
         if run is None:
             return
-        start_ns = _now_ns()
+        start_ns = self._now()
         span = self._start_tool_span(run, call, start_ns)
         run.tools.setdefault(call.id, []).append(_ToolSpan(span, start_ns))
         otel_context.attach(trace.set_span_in_context(span, run.ctx))
@@ -527,12 +570,14 @@ class Instrumentation:
             attrs[sc.TOOL_CALL_ARGUMENTS] = _content.dumps(
                 _content.arguments(call, self._secrets), self.limit
             )
-        return self.tracer.start_span(
-            f"execute_tool {name}" if name != sc.OTHER else sc.OP_EXECUTE_TOOL,
-            context=run.ctx if run is not None else None,
-            kind=SpanKind.INTERNAL,
-            attributes=attrs,
-            start_time=start_ns,
+        return self._opened(
+            self.tracer.start_span(
+                f"execute_tool {name}" if name != sc.OTHER else sc.OP_EXECUTE_TOOL,
+                context=run.ctx if run is not None else None,
+                kind=SpanKind.INTERNAL,
+                attributes=attrs,
+                start_time=start_ns,
+            )
         )
 
     @staticmethod
@@ -553,7 +598,7 @@ class Instrumentation:
         # By call id, not by tool name: parallel calls of one tool overlap in time.
         tool = self._open_tool(self._current(), call.id)
         if tool is not None:
-            tool.span.add_event(name, attributes, timestamp=_now_ns())
+            tool.span.add_event(name, attributes, timestamp=self._now())
 
     def on_tool_retry(
         self, call: ToolCall, attempt: int, error: BaseException, delay: float
@@ -591,11 +636,16 @@ class Instrumentation:
         tool = self._open_tool(run, call.id, take=True)
         if tool is None:  # no on_tool_call opened it (instrumentation added mid-turn?)
             started = result.started_at
-            start_ns = sc.to_ns(started) if started is not None else _now_ns()
+            known = started is not None and not self._history  # the history has no wall clock
+            start_ns = sc.to_ns(started) if started is not None and known else self._now()
             tool = _ToolSpan(self._start_tool_span(run, call, start_ns), start_ns)
         span = tool.span
         end_ns = tool.start_ns + _span_ns(result.duration)
-        if result.started_at is not None:
+        if self._history:
+            # The loop's duration and start are read from the process's clocks, which a replay
+            # does not give back: the call ended by the time the workflow learned its result.
+            end_ns = max(end_ns, self._now())
+        elif result.started_at is not None:
             end_ns = max(end_ns, sc.to_ns(result.started_at) + _span_ns(result.duration))
         metric: dict[str, AttributeValue] = {
             sc.OPERATION: sc.OP_EXECUTE_TOOL,
@@ -610,7 +660,7 @@ class Instrumentation:
                 output = _content.tool_result(result.content, self.limit)
                 span.set_attribute(sc.TOOL_CALL_RESULT, output)
             span.set_status(Status(StatusCode.OK))
-        end_span(span, end_ns)
+        self._end(span, end_ns)
         self.tool_duration.record(result.duration, metric)
 
     def _end_open_tools(self, run: _Run, result: RunResult, end_ns: int) -> None:
@@ -619,7 +669,7 @@ class Instrumentation:
         for tools in run.tools.values():
             for tool in tools:
                 self._error(tool.span, interrupted)
-                end_span(tool.span, max(end_ns, tool.start_ns))
+                self._end(tool.span, max(end_ns, tool.start_ns))
         run.tools.clear()
 
     # -- guardrails ----------------------------------------------------------------------------
@@ -627,7 +677,7 @@ class Instrumentation:
     def on_guardrail(self, event: GuardrailChecked) -> None:
         """One span per guardrail decision, in the run's trace; a trip is an error status."""
         run = self._current()
-        end_ns = _now_ns()
+        end_ns = self._now()
         span = self.tracer.start_span(
             f"guardrail {event.name}",
             context=run.ctx if run is not None else None,
@@ -645,7 +695,7 @@ class Instrumentation:
             span.set_status(Status(StatusCode.ERROR, reason))
         else:
             span.set_status(Status(StatusCode.OK))
-        end_span(span, end_ns)
+        self._end(span, end_ns)
 
     # -- memory --------------------------------------------------------------------------------
 
@@ -659,7 +709,7 @@ class Instrumentation:
         extra: dict[str, AttributeValue] | None = None,
     ) -> None:
         run = self._current()
-        end_ns = _now_ns()
+        end_ns = self._now()
         attrs: dict[str, AttributeValue] = {
             sc.OPERATION: operation,
             sc.MEMORY_STORE_ID: store,
@@ -678,7 +728,7 @@ class Instrumentation:
             self._error(span, error)
         else:
             span.set_status(Status(StatusCode.OK))
-        end_span(span, end_ns)
+        self._end(span, end_ns)
 
     def on_short_term_load(self, count: int, duration: float, error: BaseException | None) -> None:
         """``search_memory`` on the short-term store (the history loaded)."""
@@ -729,6 +779,37 @@ def _belongs_to(current: Span, run_span: Span) -> bool:
         return True
     parent = getattr(current, "parent", None)
     return parent is not None and parent.span_id == run_span.get_span_context().span_id
+
+
+def _open_flow(frame: FlowFrame) -> Callable[[], None] | None:
+    """As a flow starts: its ``invoke_workflow`` span, made current for all the flow runs
+    (its agents, the spans its steps open with the application's tracer), by the telemetry of
+    the first instrumented agent it holds; None (the span opens with the first instrumented
+    run inside, if any) when it holds none."""
+    telemetry = _telemetry_of(frame)
+    if telemetry is None:
+        return None
+    span = telemetry._workflow_span(frame)
+    if span is None:
+        return None
+    before = otel_context.get_current()
+    _make_current(trace.set_span_in_context(span, before))
+    return lambda: _make_current(before)
+
+
+def _telemetry_of(frame: FlowFrame) -> Instrumentation | None:
+    for hooks in frame.hook_sets():
+        start = getattr(hooks, "on_run_start", None)
+        if start is None:
+            continue
+        for callback in callbacks_of(start):
+            owner = getattr(callback, "__self__", None)
+            if isinstance(owner, Instrumentation):
+                return owner
+    return None
+
+
+add_opener(_open_flow)
 
 
 def _started(frame: FlowFrame) -> otel_context.Context:

@@ -1,0 +1,104 @@
+"""A traced durable run whose workflow is closed from outside (terminated, timed out,
+cancelled) still ends every span it opened, with an error status and an ``error.type`` that
+says why (docs/scaling-out.md, "Tracing durable runs"). A terminated or timed-out workflow is
+never told: the worker learns it from the server. A real Temporal dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+from temporalio.client import WorkflowFailureError
+
+from goagent_py import Agent, ToolCall
+from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
+from goagent_py.provider import CompletionRequest
+from goagent_py.testing import FunctionProvider, text_response, tool_call_response
+from goagent_py.tools import tool
+
+ENTERED: dict[str, asyncio.Event] = {}
+
+
+@tool
+async def hang(label: str) -> str:
+    """Wait for ever.
+
+    Args:
+        label: which test waits.
+    """
+    ENTERED[label].set()
+    await asyncio.Event().wait()
+    return "never"
+
+
+def plan(request: CompletionRequest) -> Any:
+    if len(request.messages) == 1:
+        label = request.messages[0].text
+        return tool_call_response(ToolCall("c1", "hang", {"label": label}))
+    return text_response("done")
+
+
+def _one(spans: list[ReadableSpan], name: str) -> ReadableSpan:
+    found = [s for s in spans if s.name == name]
+    assert len(found) == 1, (name, [s.name for s in spans])
+    return found[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("how", "kind"),
+    [
+        ("terminate", "workflow_terminated"),
+    ],
+)
+async def test_a_closed_workflow_ends_every_span_it_opened(
+    temporal: Any, how: str, kind: str
+) -> None:
+    from temporalio.contrib.opentelemetry import create_tracer_provider
+
+    label = f"{how}-{uuid.uuid4().hex[:6]}"
+    ENTERED[label] = asyncio.Event()
+    exporter = InMemorySpanExporter()
+    provider = create_tracer_provider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="waiter", tools=[hang])
+    durable = DurableAgent(
+        agent,
+        provider="fn:x",
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        tool_timeout=600,
+    )
+    registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
+    async with create_worker(
+        temporal.client, [durable], registry=registry, tracer_provider=provider
+    ):
+        handle = await durable.start(temporal.client, label)
+        await ENTERED[label].wait()  # the tool call is in flight
+        if how == "terminate":
+            await handle.terminate("stop it")
+        elif how == "cancel":
+            await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    provider.shutdown()
+    spans = list(exporter.get_finished_spans())
+    run = _one(spans, "invoke_agent waiter")
+    call = _one(spans, "execute_tool hang")
+    for span in (run, call):
+        assert span.status.status_code is StatusCode.ERROR, span.name
+        assert dict(span.attributes or {})["error.type"] == kind, span.name
+        assert span.end_time is not None
+        assert span.start_time is not None
+        assert span.start_time <= span.end_time
+    assert call.end_time is not None
+    assert run.end_time is not None
+    assert call.end_time <= run.end_time
