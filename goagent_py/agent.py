@@ -38,6 +38,7 @@ from goagent_py.errors import (
     ApprovalConflictError,
     ConfigurationError,
     GoAgentError,
+    InvalidInputError,
     NotPendingError,
 )
 from goagent_py.events import AgentEvent
@@ -87,8 +88,12 @@ Prompt = str | Sequence[ContentBlock] | Message | Sequence[Message]
 
 
 def to_messages(prompt: Prompt, where: str) -> list[Message]:
-    """The user messages a run starts from; a clear error for anything else."""
+    """The user messages a run starts from; a clear error for anything else, an empty prompt
+    included (a run on nothing has nothing to answer: docs/architecture.md, "Running an
+    agent")."""
     if isinstance(prompt, str):
+        if not prompt or prompt.isspace():
+            raise _empty(where)
         return [new_message(Role.USER, [text_block(prompt)])]
     if isinstance(prompt, Message):
         prompt = [prompt]
@@ -106,8 +111,26 @@ def to_messages(prompt: Prompt, where: str) -> list[Message]:
                     "is the agent's system_prompt, and history belongs in short-term memory"
                 )
             _check_blocks(m.content, where)
+            if _blank(m.content):
+                raise _empty(where)
         return messages
-    return [Message(Role.USER, _check_blocks(prompt, where))]
+    blocks = _check_blocks(prompt, where)
+    if _blank(blocks):
+        raise _empty(where)
+    return [Message(Role.USER, blocks)]
+
+
+def _blank(blocks: Sequence[ContentBlock]) -> bool:
+    """Whether a prompt's blocks say nothing: text only, and all of it whitespace."""
+    return all(type(b) is TextBlock and (not b.text or b.text.isspace()) for b in blocks)
+
+
+def _empty(where: str) -> InvalidInputError:
+    return InvalidInputError(
+        f"{where} was given an empty prompt, which leaves the model nothing to answer: pass "
+        "the text to answer, or continue the conversation without a new prompt with "
+        "Session.continue_()"
+    )
 
 
 def _check_blocks(blocks: Sequence[Any], where: str) -> list[ContentBlock]:
@@ -667,6 +690,7 @@ class Agent(Generic[Deps, Out]):
             ProviderError: the model call failed.
             MemoryStoreError: memory could not be loaded.
             ConfigurationError: the prompt is not text, blocks or user messages.
+            InvalidInputError: the prompt is empty (text only, all whitespace).
             OutputValidationError: the output stayed invalid after ``output_retries``.
 
         A failed run's exception carries the run's result as ``exc.run_result``.
