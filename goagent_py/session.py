@@ -101,7 +101,7 @@ def _as_message(message: str | Message) -> Message:
         return to_messages(message, "steer()")[0]
     if not isinstance(message, Message) or message.role is not Role.USER:
         raise ConfigurationError("queue a str or a user Message")
-    return message
+    return to_messages(message, "steer()")[0]  # checked as a prompt is (an empty one refused)
 
 
 class Session:

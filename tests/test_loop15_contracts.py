@@ -57,8 +57,12 @@ async def test_an_empty_message_among_the_prompts_messages_is_refused(prompt: st
     agent = Agent(provider=provider)
     with pytest.raises(InvalidInputError):
         await agent.run([user_message(prompt), user_message("Hello")])
-    with pytest.raises(InvalidInputError):
-        await Session(agent).steer(prompt)
+    session = Session(agent)
+    for queue in (session.steer, session.follow_up):
+        with pytest.raises(InvalidInputError):
+            queue(prompt)
+        with pytest.raises(InvalidInputError):
+            queue(user_message(prompt))
     assert provider.requests == []
 
 
