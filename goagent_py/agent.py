@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, Unpack, overload
 
 from typing_extensions import TypeVar
 
+from goagent_py._cancel import stray
 from goagent_py._control import RunControl
 from goagent_py._generation import expect_generation, generation_read
 from goagent_py._loop import Resumed, Run
@@ -347,7 +348,13 @@ class Agent(Generic[Deps, Out]):
             added: list[tuple[str, Tool]] = []
             try:
                 for i, connector in enumerate(self._options.mcp_connectors):
-                    tools, close = await connector()
+                    try:
+                        tools, close = await connector()
+                    except asyncio.CancelledError as exc:
+                        # Its other failures fail the run: so does this one (_cancel.py).
+                        if (error := stray(exc, "an MCP connector")) is None:
+                            raise
+                        raise error from exc
                     if close is not None:
                         self._closers.append(close)
                     for t in tools:
@@ -370,12 +377,19 @@ class Agent(Generic[Deps, Out]):
         loop calls this between turns)."""
         assert self._connect_lock is not None
         async with self._connect_lock:
-            await sync_server_tools(
-                self._tools,
-                self._options.mcp_servers,
-                log=self._options.logger,
-                warned=self._clashes,
-            )
+            try:
+                await sync_server_tools(
+                    self._tools,
+                    self._options.mcp_servers,
+                    log=self._options.logger,
+                    warned=self._clashes,
+                )
+            except asyncio.CancelledError as exc:
+                # A GoAgentError, as a server's own failures are: the first run fails with it,
+                # a refresh between turns logs it and keeps the tools (_cancel.py).
+                if (error := stray(exc, "an MCP server")) is None:
+                    raise
+                raise error from exc
 
     async def _current_tools(self) -> list[ToolDefinition]:
         """The tool definitions for the next turn; a failed refresh keeps the previous ones."""
