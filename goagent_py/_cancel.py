@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+C = TypeVar("C")
 
 
 _RUNS = "_goagent_cancels_the_run"
@@ -95,7 +96,8 @@ def as_failure(exc: BaseException, where: str) -> Exception:
 @types.coroutine
 def in_the_runs_task(
     coro: Coroutine[Any, Any, T],
-    failed_call: Callable[[asyncio.CancelledError], Awaitable[T]],
+    failed_call: Callable[[C, asyncio.CancelledError], Awaitable[T]],
+    call: C,
 ) -> Generator[Any, Any, T]:
     """Await ``coro``, code that would have a task of its own (a tool call) but runs in the
     run's task to spare one (a quiet run's lone call), with the rule its own task would give.
@@ -105,45 +107,30 @@ def in_the_runs_task(
     that code. So the requests are told apart by when they come: one made while the code's own
     steps run is the code's; one that comes while it waits is somebody else's (the run's caller,
     an ``asyncio.timeout`` around the code, which takes its own back). A ``CancelledError`` the
-    code lets out is then ``failed_call(exc)``'s to answer (as its task's end would be) when it
-    was the code's own request or nobody's (:func:`unasked`), and propagates when anyone else's
-    request is still standing (the run's cancellation is never swallowed). The code's own
-    requests are taken back when it ends, so they never reach the run's next step, as they die
-    with a task of its own. A signal handler that cancels the task while the code's own steps
-    run (``asyncio.run``'s first Ctrl-C) cannot be told from the code's own request; one that
-    comes while it waits, as a wait on I/O or a worker thread does, is the run's.
+    code lets out is then ``failed_call(call, exc)``'s to answer (as its task's end would be)
+    when it was the code's own request or nobody's (:func:`unasked`), and propagates when
+    anyone else's request is still standing (the run's cancellation is never swallowed). The
+    code's own requests are taken back when it ends, so they never reach the run's next step,
+    as they die with a task of its own. A signal handler that cancels the task while the code's
+    own steps run (``asyncio.run``'s first Ctrl-C) cannot be told from the code's own request;
+    one that comes while it waits, as a wait on I/O or a worker thread does, is the run's.
     """
     task = asyncio.current_task()
     if task is None:  # not in a task: nothing to tell apart
         return (yield from coro.__await__())
-    own = others = 0  # the requests standing, by whom
     level = task.cancelling()
-    value: Any = None
-    thrown: BaseException | None = None
+    try:  # the first step: all of a call that never waits, with nothing more to watch
+        yielded = coro.send(None)
+    except StopIteration as stop:
+        if task.cancelling() != level:  # it asked for its own task's cancellation
+            own, others = _moved(task.cancelling() - level, 0, 0, True)
+            if own:
+                yield from _take_back(task, own, others)
+        return stop.value  # type: ignore[no-any-return]
+    except BaseException as exc:
+        return (yield from _ended(task, level, 0, 0, exc, failed_call, call))
+    own = others = 0  # the requests standing, by whom
     while True:
-        try:
-            if thrown is None:
-                yielded = coro.send(value)
-            else:
-                error, thrown = thrown, None
-                yielded = coro.throw(error)
-        except StopIteration as stop:
-            own, others = _moved(task.cancelling() - level, own, others, True)
-            if own:
-                yield from _take_back(task, own, others)
-            return stop.value  # type: ignore[no-any-return]
-        except asyncio.CancelledError as exc:
-            own, others = _moved(task.cancelling() - level, own, others, True)
-            if others or cancels_the_run(exc) or not (own or unasked()):
-                raise
-            if own:
-                yield from _take_back(task, own, others)
-            return (yield from failed_call(exc).__await__())
-        except BaseException:
-            own, others = _moved(task.cancelling() - level, own, others, True)
-            if own:
-                yield from _take_back(task, own, others)
-            raise
         stepped = task.cancelling()
         own, others = _moved(stepped - level, own, others, True)
         try:
@@ -152,9 +139,43 @@ def in_the_runs_task(
             coro.close()
             raise
         except BaseException as exc:  # what the task throws in: the awaited future's error
-            thrown, value = exc, None
+            thrown: BaseException | None = exc
+        else:
+            thrown = None
         level = task.cancelling()
         own, others = _moved(level - stepped, own, others, False)
+        try:
+            yielded = coro.send(value) if thrown is None else coro.throw(thrown)
+        except StopIteration as stop:
+            own, others = _moved(task.cancelling() - level, own, others, True)
+            if own:
+                yield from _take_back(task, own, others)
+            return stop.value  # type: ignore[no-any-return]
+        except BaseException as exc:
+            return (yield from _ended(task, level, own, others, exc, failed_call, call))
+
+
+@types.coroutine
+def _ended(
+    task: asyncio.Task[Any],
+    level: int,
+    own: int,
+    others: int,
+    exc: BaseException,
+    failed_call: Callable[[C, asyncio.CancelledError], Awaitable[T]],
+    call: C,
+) -> Generator[Any, Any, T]:
+    """The end of :func:`in_the_runs_task`'s code that raised ``exc`` in its last step."""
+    own, others = _moved(task.cancelling() - level, own, others, True)
+    if isinstance(exc, asyncio.CancelledError) and not (
+        others or cancels_the_run(exc) or not (own or unasked())
+    ):
+        if own:
+            yield from _take_back(task, own, others)
+        return (yield from failed_call(call, exc).__await__())
+    if own:
+        yield from _take_back(task, own, others)
+    raise exc
 
 
 def _moved(change: int, own: int, others: int, stepping: bool) -> tuple[int, int]:

@@ -1090,7 +1090,7 @@ class Run:
             # In the run's task, with the rule of the call's own task (as :meth:`_tools`
             # gives it): a cancel request the call makes on the task it runs in is its own.
             return await in_the_runs_task(
-                self._run_checked(call, message, put, tool), partial(self._cancelled, call)
+                self._run_checked(call, message, put, tool), self._cancelled, call
             )
         finally:
             if release is not None:
