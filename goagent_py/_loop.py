@@ -31,10 +31,13 @@ from typing import Any, Literal, TypeVar, cast
 
 from goagent_py._call_gates import (
     after_call,
+    bound_file,
     checked_arguments,
     gate_reason,
     let_go,
+    moved_reason,
     prepared_call,
+    resolved_path,
     take_place,
     with_arguments,
 )
@@ -943,7 +946,11 @@ class Run:
             put(ToolExecutionStart(self._shown().call(shown), path=self.path))
         reason: str | None = None
         if self._bound is not None and call.id in self._bound:
-            reason = _moved(tool, call, validated, *self._bound[call.id])
+            bind = getattr(tool, "bind_file", None)
+            if callable(bind):  # the tool runs elsewhere (a durable run's): checked there
+                bind(call, *self._bound[call.id])
+            else:
+                reason = moved_reason(tool, call, validated, *self._bound[call.id])
         if reason is None and o.before_tool_call is not None:
             reason = await gate_reason(
                 o.before_tool_call,
@@ -1379,7 +1386,7 @@ class Run:
                 self.log.warning("the approval check raised; the call waits: %s", message_of(exc))
                 need = True
             if need:
-                resolved = _resolved_path(tool, shown)
+                resolved = resolved_path(tool, shown)
                 held.append(PendingCall(shown, "approval", deadline, resolved=resolved))
         return held
 
@@ -1504,10 +1511,10 @@ class Run:
                 to_run.append(
                     (index, replace(call, name=shown.name, arguments=dict(shown.arguments)))
                 )
-                path = shown.arguments.get("path")
-                if shown.resolved and isinstance(path, str):
+                bound = bound_file(shown, decision)
+                if bound is not None:
                     self._bound = self._bound or {}
-                    self._bound[call.id] = (path, shown.resolved)
+                    self._bound[call.id] = bound
             else:
                 to_run.append((index, call))
         # A call that waited for nothing when its turn stopped, which this agent's rules make
@@ -2416,38 +2423,3 @@ class Run:
             yield event
         self.result = self._finish(None)
         yield AgentEnd(self.result, path=self.path)
-
-
-def _resolved_path(tool: object, call: ToolCall) -> str:
-    """The file a file tool's call acts on (its ``rule_path`` of the call's ``path``), what a
-    person who approves it approves; "" for another tool, or a path it cannot resolve (the
-    tool refuses it when it runs)."""
-    rule = getattr(tool, "rule_path", None)
-    path = call.arguments.get("path")
-    if not callable(rule) or not isinstance(path, str):
-        return ""
-    try:
-        return str(rule(path))
-    except Exception:
-        return ""
-
-
-def _moved(
-    tool: object, call: ToolCall, validated: dict[str, Any] | None, path: str, approved: str
-) -> str | None:
-    """Why an approved call of a file tool must not run: its path leads to another file than
-    the one it led to when the person approved it (a link swapped meanwhile); None when it
-    leads there still, or the call runs on another path (an edit: the person wrote it).
-    Checked in the call's task, after its place in the file's write queue was taken: the
-    file resolved here is the one the write reaches (``rule_path`` answers with it)."""
-    arguments = validated if validated is not None else call.arguments
-    if arguments.get("path") != path:
-        return None
-    now = _resolved_path(tool, call)
-    if now == approved:
-        return None
-    return (
-        f"its path {path!r} now leads to {now or 'nothing it can open'!r}, not to {approved!r} "
-        "as when it was approved (a link changed meanwhile); call it again to be asked about "
-        "the file it leads to now"
-    )
