@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from goagent_py._cancel import failed
+from goagent_py._cancel import failed, stray
 from goagent_py._describe import described, message_of
 from goagent_py._records import tool_call
 from goagent_py.approvals import Approve, RunContext
@@ -29,6 +29,7 @@ __all__ = [
     "bound_file",
     "checked_arguments",
     "gate_reason",
+    "let_go",
     "moved_reason",
     "prepared_call",
     "resolved_path",
@@ -61,9 +62,23 @@ def take_place(tool: object, call: ToolCall) -> Callable[[], None] | None:
         return None
     try:
         release = reserve(call)
-    except Exception:
+    except (Exception, asyncio.CancelledError) as exc:
+        if not failed(exc):  # the run's own cancellation (goagent_py/_cancel.py)
+            raise
         return None
     return release if callable(release) else None
+
+
+def let_go(release: Callable[[], object], logger: logging.Logger) -> None:
+    """Call the ``release`` a tool's ``reserve`` returned, as the call ends. One that raises
+    (or lets out a ``CancelledError`` nobody asked for) is logged: the call has run, and its
+    result stands."""
+    try:
+        release()
+    except (Exception, asyncio.CancelledError) as exc:
+        if not failed(exc):
+            raise
+        logger.warning("a tool's reserve release raised: %s", message_of(exc))
 
 
 def resolved_path(tool: object, call: ToolCall) -> str:
@@ -172,7 +187,16 @@ def checked_arguments(tool: object, call: ToolCall) -> dict[str, Any] | None:
             "Call the tool again with its arguments as one JSON object.",
         )
     validate = getattr(tool, "validate_arguments", None)
-    return None if validate is None else cast("dict[str, Any]", validate(dict(arguments)))
+    if validate is None:
+        return None
+    try:
+        return cast("dict[str, Any]", validate(dict(arguments)))
+    except asyncio.CancelledError as exc:
+        # Its other failures (but the model's bad arguments) fail the run: so does this one.
+        error = stray(exc, "a tool's validate_arguments")
+        if error is None:
+            raise
+        raise error from exc
 
 
 async def gate_reason(

@@ -35,13 +35,14 @@ from goagent_py._call_gates import (
     bound_file,
     checked_arguments,
     gate_reason,
+    let_go,
     moved_reason,
     prepared_call,
     resolved_path,
     take_place,
     with_arguments,
 )
-from goagent_py._cancel import as_failure, cancels_the_run, failed, stray
+from goagent_py._cancel import as_failure, cancels_the_run, failed, in_the_runs_task, stray
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._conversation import held_with
 from goagent_py._deepcopy import snapshot_message
@@ -982,7 +983,7 @@ class Run:
             return await self._run_checked(call, message, put, tool)
         finally:
             if release is not None:
-                release()
+                let_go(release, self.log)
 
     async def _run_checked(
         self, call: ToolCall, message: Message, put: Callable[[Any], None], tool: Tool | None
@@ -1161,12 +1162,24 @@ class Run:
         # A function tool has no ``reserve`` (slotted, no instance dict): no place to take.
         release = None if type(tool) is FunctionTool else take_place(tool, call)
         try:
-            return await self._run_checked(call, message, put, tool)
+            # In the run's task, with the rule of the call's own task (as :meth:`_tools`
+            # gives it): a cancel request the call makes on the task it runs in is its own.
+            return await in_the_runs_task(
+                self._run_checked(call, message, put, tool), self._cancelled, call
+            )
         finally:
             if release is not None:
-                release()
+                let_go(release, self.log)
             _current.reset(token)
             _sink.reset(sink_token)
+
+    async def _cancelled(self, call: ToolCall, exc: asyncio.CancelledError) -> ToolResult:
+        """The result of a call that ended with a ``CancelledError`` that was not the run's:
+        code other than the run cancelled the call's task (the call itself, another call
+        holding it), or the call let out one nobody asked for. That call's failure, an error
+        result the model reads; the batch and the run go on (goagent_py/_cancel.py)."""
+        error = ToolExecutionError(call.name, call.arguments, exc)
+        return await self._after(error_result(call, error))
 
     async def _tools(
         self, iteration: int, message: Message, calls: list[ToolCall]
@@ -1208,14 +1221,12 @@ class Run:
                 if closing or cancels_the_run(exc):  # the run cancels its calls, or ends
                     put(_Failed(exc))
                     raise
-                # Code other than the run cancelled this call's task (another call holding
-                # it): that call's failure, an error result the model reads; the batch and
-                # the run go on (goagent_py/_cancel.py).
+                # Code other than the run cancelled this call's task (the call itself,
+                # another call holding it): see :meth:`_cancelled`.
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
                     task.uncancel()
-                error = ToolExecutionError(call.name, call.arguments, exc)
-                result = await self._after(error_result(call, error))
+                result = await self._cancelled(call, exc)
             except BaseException as exc:
                 put(_Failed(exc))
                 # Only cancellation ends the task as cancelled: a SystemExit or

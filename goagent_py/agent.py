@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, Unpack, overload
 
 from typing_extensions import TypeVar
 
+from goagent_py._cancel import stray
 from goagent_py._control import RunControl
 from goagent_py._generation import expect_generation, generation_read
 from goagent_py._interrupt import run_command
@@ -39,6 +40,7 @@ from goagent_py.errors import (
     ApprovalConflictError,
     ConfigurationError,
     GoAgentError,
+    InvalidInputError,
     NotPendingError,
 )
 from goagent_py.events import AgentEvent
@@ -88,8 +90,12 @@ Prompt = str | Sequence[ContentBlock] | Message | Sequence[Message]
 
 
 def to_messages(prompt: Prompt, where: str) -> list[Message]:
-    """The user messages a run starts from; a clear error for anything else."""
+    """The user messages a run starts from; a clear error for anything else, an empty prompt
+    included (a run on nothing has nothing to answer: docs/architecture.md, "Running an
+    agent")."""
     if isinstance(prompt, str):
+        if not prompt or prompt.isspace():
+            raise _empty(where)
         return [new_message(Role.USER, [text_block(prompt)])]
     if isinstance(prompt, Message):
         prompt = [prompt]
@@ -107,8 +113,26 @@ def to_messages(prompt: Prompt, where: str) -> list[Message]:
                     "is the agent's system_prompt, and history belongs in short-term memory"
                 )
             _check_blocks(m.content, where)
+            if _blank(m.content):
+                raise _empty(where)
         return messages
-    return [Message(Role.USER, _check_blocks(prompt, where))]
+    blocks = _check_blocks(prompt, where)
+    if _blank(blocks):
+        raise _empty(where)
+    return [Message(Role.USER, blocks)]
+
+
+def _blank(blocks: Sequence[ContentBlock]) -> bool:
+    """Whether a prompt's blocks say nothing: text only, and all of it whitespace."""
+    return all(type(b) is TextBlock and (not b.text or b.text.isspace()) for b in blocks)
+
+
+def _empty(where: str) -> InvalidInputError:
+    return InvalidInputError(
+        f"{where} was given an empty prompt, which leaves the model nothing to answer: pass "
+        "the text to answer, or continue the conversation without a new prompt with "
+        "Session.continue_()"
+    )
 
 
 def _check_blocks(blocks: Sequence[Any], where: str) -> list[ContentBlock]:
@@ -325,7 +349,13 @@ class Agent(Generic[Deps, Out]):
             added: list[tuple[str, Tool]] = []
             try:
                 for i, connector in enumerate(self._options.mcp_connectors):
-                    tools, close = await connector()
+                    try:
+                        tools, close = await connector()
+                    except asyncio.CancelledError as exc:
+                        # Its other failures fail the run: so does this one (_cancel.py).
+                        if (error := stray(exc, "an MCP connector")) is None:
+                            raise
+                        raise error from exc
                     if close is not None:
                         self._closers.append(close)
                     for t in tools:
@@ -348,12 +378,19 @@ class Agent(Generic[Deps, Out]):
         loop calls this between turns)."""
         assert self._connect_lock is not None
         async with self._connect_lock:
-            await sync_server_tools(
-                self._tools,
-                self._options.mcp_servers,
-                log=self._options.logger,
-                warned=self._clashes,
-            )
+            try:
+                await sync_server_tools(
+                    self._tools,
+                    self._options.mcp_servers,
+                    log=self._options.logger,
+                    warned=self._clashes,
+                )
+            except asyncio.CancelledError as exc:
+                # A GoAgentError, as a server's own failures are: the first run fails with it,
+                # a refresh between turns logs it and keeps the tools (_cancel.py).
+                if (error := stray(exc, "an MCP server")) is None:
+                    raise
+                raise error from exc
 
     async def _current_tools(self) -> list[ToolDefinition]:
         """The tool definitions for the next turn; a failed refresh keeps the previous ones."""
@@ -657,6 +694,7 @@ class Agent(Generic[Deps, Out]):
             ProviderError: the model call failed.
             MemoryStoreError: memory could not be loaded.
             ConfigurationError: the prompt is not text, blocks or user messages.
+            InvalidInputError: the prompt is empty (text only, all whitespace).
             OutputValidationError: the output stayed invalid after ``output_retries``.
 
         A failed run's exception carries the run's result as ``exc.run_result``.

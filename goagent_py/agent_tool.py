@@ -40,12 +40,14 @@ What crosses the boundary:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
+from goagent_py._cancel import failed
 from goagent_py._conversation import HOLDING, conversation_key
 from goagent_py._describe import described
 from goagent_py._json_schema import check_schema
@@ -245,7 +247,9 @@ class AgentTool(Generic[_A]):
             return parent
         try:
             return self._deps(parent)
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            if not failed(exc):  # the run's own cancellation (goagent_py/_cancel.py)
+                raise
             # The developer's function failed, not the model's call: the parent run fails with
             # it (the loop raises a ConfigurationError a tool raised), never shown to the model.
             raise ConfigurationError(
@@ -329,7 +333,9 @@ class AgentTool(Generic[_A]):
             ctx.set_details(output)  # the parent's code gets the object, not only its JSON
         try:
             returned = self._returns(run.result)
-        except Exception as exc:  # the developer's function, as deps= above
+        except (Exception, asyncio.CancelledError) as exc:  # the developer's, as deps= above
+            if not failed(exc):
+                raise
             raise ConfigurationError(
                 f"as_tool({self.name!r}) returns= raised {described(exc)}: fix the function "
                 "that makes the tool's result from the child run's"

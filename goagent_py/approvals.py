@@ -20,6 +20,7 @@ model reads; ``stop=True`` also ends the run) and, for an external tool, :class:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from goagent_py._cancel import stray
 from goagent_py._metadata_keys import (
     DECISIONS_KEY,
     PENDING_KEY,
@@ -302,9 +304,15 @@ async def record_of(memory: Any) -> list[Message]:
     third-party memory). What the decisions are checked against: a window or a compaction
     may have cut an earlier call with a waiting call's id, or a decided wait, off the view."""
     whole = getattr(memory, "transcript", None)
-    if callable(whole):
-        return list(await whole())
-    return list(await memory.messages())
+    try:
+        if callable(whole):
+            return list(await whole())
+        return list(await memory.messages())
+    except asyncio.CancelledError as exc:
+        # The memory's other failures propagate: so does this one, as one (_cancel.py).
+        if (error := stray(exc, "short-term memory")) is None:
+            raise
+        raise error from exc
 
 
 def check_decisions(

@@ -32,7 +32,7 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 
-from goagent_py._cancel import failed
+from goagent_py._cancel import failed, stray
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._transcript import (
@@ -101,7 +101,7 @@ def _as_message(message: str | Message) -> Message:
         return to_messages(message, "steer()")[0]
     if not isinstance(message, Message) or message.role is not Role.USER:
         raise ConfigurationError("queue a str or a user Message")
-    return message
+    return to_messages(message, "steer()")[0]  # checked as a prompt is (an empty one refused)
 
 
 class Session:
@@ -178,7 +178,12 @@ class Session:
             stored = await record_of(memory)
             closing = closing_tail(stored)
             if closing:
-                await memory.append(*closing)
+                try:
+                    await memory.append(*closing)
+                except asyncio.CancelledError as exc:
+                    if (error := stray(exc, "short-term memory")) is None:
+                        raise
+                    raise error from exc
                 stored = await record_of(memory)
             self._transcript = stored
         self._loaded = True
