@@ -108,7 +108,8 @@ def client_agent(agent: Any, client: str, *, protocol: str, shared_memory: bool)
     short-term memory keeps the client's own conversation, in the served memory's storage
     kind (``<session>/<protocol>/<client>`` in the same file, pool or process), with the
     served memory's window policy; its long-term memory recalls the client's own facts only
-    (the agent is named :func:`client_scope`), unless ``shared_memory``. Call
+    (the agent is named :func:`client_scope`), unless ``shared_memory``; its tools, their
+    dispatch (circuit breakers, rate limits) and MCP connections are the served agent's. Call
     :func:`unkeyable` first: a memory it refuses raises here."""
     settings: dict[str, Any] = {}
     opened = None
@@ -123,7 +124,9 @@ def client_agent(agent: Any, client: str, *, protocol: str, shared_memory: bool)
         settings["short_term_memory"] = ShortTermMemory(storage, policy=memory.policy)
     if agent.options.long_term_memory is not None and not shared_memory:
         settings["name"] = client_scope(agent.name, protocol, client)
-    return ClientAgent(agent.replace(**settings) if settings else agent, opened)
+    # Its tools, their circuit breakers and rate limits, its MCP connections: the served
+    # agent's, whichever client calls (one server's breaker, one server's limit).
+    return ClientAgent(agent._sharing_tools(**settings) if settings else agent, opened)
 
 
 def recall_key(agent: Any) -> Hashable | None:
