@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from goagent_py._conversation import ConversationOwners
 from goagent_py._http_guard import OriginGuard
+from goagent_py.a2a._guard import JsonRpcGuard
 from goagent_py.a2a._mapping import (
     ANSWER_ARTIFACT,
     agent_card,
@@ -476,7 +477,10 @@ def a2a_app(
             *routes.create_agent_card_routes(card),
             *routes.create_jsonrpc_routes(handler, path, enable_v0_3_compat=True),
         ],
-        middleware=[middleware.Middleware(OriginGuard, hosts=hosts, max_body=max_body)],
+        middleware=[
+            middleware.Middleware(OriginGuard, hosts=hosts, max_body=max_body),
+            middleware.Middleware(JsonRpcGuard),
+        ],
         lifespan=lifespan,
     )
 
