@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -36,12 +37,23 @@ from goagent_py.a2a._mapping import (
     progress_note,
 )
 from goagent_py.a2a._sdk import require
+from goagent_py.a2a._sent import Sent, SentMessages
 from goagent_py.a2a._store import bounded_task_store
 from goagent_py.agent import Agent
 from goagent_py.approvals import REPLY_HINT, Deny, reply_decision
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AgentEnd, MessageDelta
-from goagent_py.memory._clients import ClientAgent, client_agent, recall_key, unkeyable
+from goagent_py.memory._clients import (
+    ClientAgent,
+    ClientLedger,
+    check_forget_after,
+    client_agent,
+    client_key,
+    clients_stored,
+    forget_client,
+    recall_key,
+    unkeyable,
+)
 from goagent_py.messages import ContentBlock, StopReason, TextBlock
 from goagent_py.results import PendingCall, RunResult
 from goagent_py.session import Session
@@ -53,6 +65,9 @@ AgentFactory = Callable[[str], Agent | Awaitable[Agent]]
 
 # How long a CancelTask waits for the aborted run to wind down before the SDK cancels it.
 _CANCEL_GRACE = 10.0
+# Messages sent without a context whose context is remembered (for one sent again so).
+_CONTEXTLESS = 4096
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(slots=True, eq=False)
@@ -63,6 +78,16 @@ class _Running:
     session: Session | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     cancel_requested: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Claim:
+    """A message being answered: a copy of it (the same context and message id) waits for
+    ``settled`` and is then answered from its record."""
+
+    key: tuple[str, str]  # the context id as sent ("" when none was) and the message id
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    taken: bool = False  # a task's run took it (that run settles it, whatever the request does)
 
 
 @dataclass(slots=True, eq=False)
@@ -86,6 +111,8 @@ class _Runner:
         max_contexts: int,
         max_running: int,
         shared_memory: bool = False,
+        forget_after: float | None = None,
+        max_kept: int = 10_000,
     ) -> None:
         self._agent = agent
         self._max_contexts = max_contexts
@@ -97,30 +124,76 @@ class _Runner:
         self._owners = ConversationOwners()
         self._running: dict[str, _Running] = {}
         self._building = asyncio.Lock()
+        # How each message's run ended, to answer it again when it is sent again (docs/a2a.md,
+        # "A message sent again"), and the messages being answered now.
+        self._sent = SentMessages(agent)
+        self._answering: dict[tuple[str, str], _Claim] = {}
+        self._contextless: OrderedDict[str, str] = OrderedDict()
+        # When each context was last used: the idle ones are forgotten (docs/a2a.md, "How long
+        # a context is kept").
+        self.ledger = ClientLedger(forget_after=forget_after, max_kept=max_kept)
+        self._met = False
 
     async def _session(self, context_id: str) -> _Context:
-        """The context's conversation, held for the caller (``users``) until it lets go."""
+        """The context's conversation, held for the caller (``users``, and on the ledger)
+        until it lets go (:meth:`_let_go`)."""
         async with self._building:
-            found = self._sessions.pop(context_id, None)
-            if found is None:
+            if not self._met:  # what a server on this storage met before a restart
+                self._met = True
                 agent = self._agent
                 if isinstance(agent, Agent):
-                    # The served agent as this context gets it: its own conversation in the
-                    # served storage's kind, its own remembered facts (docs/a2a.md).
-                    opened = client_agent(
-                        agent, context_id, protocol="a2a", shared_memory=self._shared_memory
+                    self.ledger.met(await clients_stored(agent, "a2a"))
+                self.ledger.met(await self._sent.stored())
+            self.ledger.hold(client_key(context_id))
+            try:
+                await self._forget(self.ledger.due())
+                return await self._taken(context_id)
+            except BaseException:
+                self.ledger.release(client_key(context_id))
+                raise
+
+    async def _forget(self, keys: list[str]) -> None:
+        """Delete what is kept of the contexts ``keys`` (none holds a task): their conversation
+        here and stored, their remembered facts, the records of their messages."""
+        if not keys:
+            return
+        gone = set(keys)
+        for context_id in [c for c in self._sessions if client_key(c) in gone]:
+            context = self._sessions.pop(context_id)
+            if context.opened is not None:
+                await context.opened.aclose()
+        for key in keys:
+            try:
+                if isinstance(self._agent, Agent):
+                    await forget_client(
+                        self._agent, key, protocol="a2a", shared_memory=self._shared_memory
                     )
-                    found = _Context(Session(opened.agent), opened)
-                else:
-                    built = agent(context_id)
-                    agent = await built if inspect.isawaitable(built) else built
-                    if not isinstance(agent, Agent):
-                        raise ConfigurationError("the agent factory must return an Agent")
-                    self._claim(context_id, agent)
-                    found = _Context(Session(agent))
-            found.users += 1
-            self._sessions[context_id] = found  # most recently used last
-            dropped = self._evict()
+                await self._sent.forget(key)
+            except Exception as exc:  # the next context's message goes on; told once per key
+                _LOG.warning("a2a: the idle context %s could not be forgotten: %s", key, exc)
+
+    async def _taken(self, context_id: str) -> _Context:
+        """The context's conversation (made on its first message), its ``users`` counted."""
+        found = self._sessions.pop(context_id, None)
+        if found is None:
+            agent = self._agent
+            if isinstance(agent, Agent):
+                # The served agent as this context gets it: its own conversation in the
+                # served storage's kind, its own remembered facts (docs/a2a.md).
+                opened = client_agent(
+                    agent, context_id, protocol="a2a", shared_memory=self._shared_memory
+                )
+                found = _Context(Session(opened.agent), opened)
+            else:
+                built = agent(context_id)
+                agent = await built if inspect.isawaitable(built) else built
+                if not isinstance(agent, Agent):
+                    raise ConfigurationError("the agent factory must return an Agent")
+                self._claim(context_id, agent)
+                found = _Context(Session(agent))
+        found.users += 1
+        self._sessions[context_id] = found  # most recently used last
+        dropped = self._evict()
         for context in dropped:
             if context.opened is not None:
                 await context.opened.aclose()
@@ -144,6 +217,68 @@ class _Runner:
                 "memory and agent name): name each context's agent apart (long-term memory is "
                 "scoped by the agent's name), or pass shared_memory=True to a2a_app to have "
                 "every client's facts recalled for every other client"
+            )
+
+    async def sent_before(self, message: Any) -> tuple[str, Sent] | None:
+        """How the run of ``message`` ended when its context sent it before (the same
+        message id; once that run has ended, if it is running), as its context's id and its
+        record; None when it was not: it is then being answered (a copy sent meanwhile waits
+        for this one's run) until a run takes it or :meth:`not_taken` lets it go."""
+        message_id = message.message_id
+        if not message_id:
+            return None
+        key = (message.context_id, message_id)
+        while (answering := self._answering.get(key)) is not None:
+            await answering.settled.wait()
+        answering = self._answering[key] = _Claim(key)
+        context_id = message.context_id or self._contextless.get(message_id, "")
+        try:
+            found = await self._sent.find(context_id, message_id) if context_id else None
+        except BaseException:
+            self._settle(answering)
+            raise
+        if found is None:
+            return None
+        self._settle(answering)
+        return context_id, found
+
+    def not_taken(self, message: Any) -> None:
+        """The request of ``message`` ended before a run took it (refused, or failed in the
+        SDK): a copy of it may be answered again."""
+        answering = self._answering.get((message.context_id, message.message_id))
+        if answering is not None and not answering.taken:
+            self._settle(answering)
+
+    def _take(self, message: Any, context_id: str) -> _Claim | None:
+        """The task's run takes the answering of its message (see :meth:`sent_before`)."""
+        for key in ((message.context_id, message.message_id), ("", message.message_id)):
+            answering = self._answering.get(key)
+            if answering is not None and not answering.taken:
+                answering.taken = True
+                return answering
+        return None
+
+    def _settle(self, answering: _Claim | None) -> None:
+        if answering is None:
+            return
+        if self._answering.get(answering.key) is answering:
+            del self._answering[answering.key]
+        answering.settled.set()
+
+    async def _record(
+        self, message: Any, context_id: str, sent: Sent, answering: _Claim | None
+    ) -> None:
+        """Keep how ``message``'s run ended, to answer it so when it is sent again."""
+        if answering is not None and not answering.key[0]:  # sent without its context
+            self._contextless[message.message_id] = context_id
+            self._contextless.move_to_end(message.message_id)
+            while len(self._contextless) > _CONTEXTLESS:
+                self._contextless.popitem(last=False)
+        try:
+            await self._sent.keep(context_id, message.message_id, sent)
+        except Exception as exc:  # the answer went out: only a copy of it would run again
+            _LOG.warning(
+                "a2a: the answer to message %r was not recorded: %s", message.message_id[:80], exc
             )
 
     def is_running(self, task_id: str) -> bool:
@@ -189,7 +324,10 @@ class _Runner:
             # Admitted in a race with other messages: the same error, through the SDK.
             raise busy_error(len(self._running))
         running = self._running[task_id] = _Running()  # counted before the first await
+        message_id = context.message.message_id
+        answering = self._take(context.message, context_id)
         taken: _Context | None = None
+        sent: Sent | None = None
         try:
             if context.current_task is None:
                 submitted = helpers.new_task(
@@ -205,21 +343,33 @@ class _Runner:
                     updater.new_agent_message(answer_parts(f"the agent failed: {exc}"))
                 )
                 return
-            await self._run(running, prompt, tasks.TaskUpdater(queue, task_id, context_id))
+            sent = await self._run(running, prompt, tasks.TaskUpdater(queue, task_id, context_id))
         finally:
             if taken is not None:
                 taken.users -= 1
+                self.ledger.release(client_key(context_id))
             running.done.set()
             self._running.pop(task_id, None)
+            try:
+                if sent is not None and message_id:
+                    await self._record(context.message, context_id, sent, answering)
+            finally:
+                self._settle(answering)
 
-    async def _run(self, running: _Running, prompt: list[ContentBlock], updater: Any) -> None:
+    async def _run(
+        self, running: _Running, prompt: list[ContentBlock], updater: Any
+    ) -> Sent | None:
+        """Run the agent on the task's message; how the run ended (None: it did not run, the
+        message may be sent again to run it)."""
+        states: Any = require("a2a.types").TaskState
+
         def note(text: str) -> Any:
             return updater.new_agent_message(answer_parts(text))
 
         await updater.start_work()
         if running.cancel_requested or running.session is None:
             await updater.cancel()
-            return
+            return None
         try:
             result = await self._stream(running.session, prompt, updater, note)
         except SessionBusyError:
@@ -229,10 +379,11 @@ class _Runner:
                     "it, or send the message in a new context"
                 )
             )
-            return
+            return None
         except Exception as exc:
-            await updater.failed(note(f"the agent failed: {type(exc).__name__}: {exc}"))
-            return
+            said = f"the agent failed: {type(exc).__name__}: {exc}"
+            await updater.failed(note(said))
+            return Sent(updater.task_id, states.TASK_STATE_FAILED, "", said)
         if result.text or result.stop_reason != StopReason.ABORTED:
             await updater.add_artifact(
                 answer_parts(result.text),
@@ -243,11 +394,14 @@ class _Runner:
             )
         if result.stop_reason == StopReason.ABORTED:
             await updater.cancel()
-        elif result.stop_reason == StopReason.DEFERRED and result.pending:
+            return Sent(updater.task_id, states.TASK_STATE_CANCELED, result.text, "")
+        if result.stop_reason == StopReason.DEFERRED and result.pending:
             # Calls wait for a person: the context's next message is the answer.
-            await updater.requires_input(note(_asking(result.pending)))
-        else:
-            await updater.complete()
+            asking = _asking(result.pending)
+            await updater.requires_input(note(asking))
+            return Sent(updater.task_id, states.TASK_STATE_INPUT_REQUIRED, result.text, asking)
+        await updater.complete()
+        return Sent(updater.task_id, states.TASK_STATE_COMPLETED, result.text, "")
 
     @staticmethod
     def _answer_id(updater: Any) -> str:
@@ -340,13 +494,36 @@ def _request_handler(runner: _Runner, **settings: Any) -> Any:
 
     class _Handler(handlers.DefaultRequestHandler):  # type: ignore[misc]
         async def on_message_send(self, params: Any, context: Any) -> Any:
-            runner.admit(params.message)
-            return await super().on_message_send(params, context)
+            found = await runner.sent_before(params.message)
+            if found is not None:  # sent again: answered as it was, not run again
+                return await self._answered(params.message, *found, context)
+            try:
+                runner.admit(params.message)
+                return await super().on_message_send(params, context)
+            except BaseException:
+                runner.not_taken(params.message)
+                raise
 
         async def on_message_send_stream(self, params: Any, context: Any) -> AsyncIterator[Any]:
-            runner.admit(params.message)
-            async for event in super().on_message_send_stream(params, context):
-                yield event
+            found = await runner.sent_before(params.message)
+            if found is not None:
+                yield await self._answered(params.message, *found, context)
+                return
+            try:
+                runner.admit(params.message)
+                async for event in super().on_message_send_stream(params, context):
+                    yield event
+            except BaseException:
+                runner.not_taken(params.message)
+                raise
+
+        async def _answered(self, message: Any, context_id: str, sent: Sent, call: Any) -> Any:
+            """The task that answered ``message`` before: as the task store keeps it, or
+            as its record says when the store no longer has it (dropped, or a restart)."""
+            kept = await self.task_store.get(sent.task_id, call)
+            if kept is not None and kept.status.state == sent.state:
+                return kept
+            return answered_task(message, context_id, sent)
 
     return _Handler(**settings)
 
@@ -366,6 +543,8 @@ def a2a_app(
     allowed_hosts: Iterable[str] = (),
     max_body: int = 8 << 20,
     shared_memory: bool = False,
+    forget_after: float | None = 30 * 86400.0,
+    max_kept_contexts: int = 10_000,
 ) -> Any:
     """Serve ``agent`` over A2A (protocol 1.0, JSON-RPC binding): an ASGI (Starlette) app.
 
@@ -396,6 +575,12 @@ def a2a_app(
         shared_memory: recall every context's remembered facts in every other context (one
             long-term memory scope for all clients: one user's deployment). By default each
             context recalls its own only.
+        forget_after: seconds a context may stay idle (no message) before what is kept of it
+            is deleted: its stored conversation, its remembered facts and the records of its
+            messages (docs/a2a.md, "How long a context is kept"); None: kept however long.
+            30 days by default. A context with a task running is never forgotten.
+        max_kept_contexts: contexts kept at most; past it, the one idle longest is
+            forgotten first (10,000 by default).
 
     Returns:
         A Starlette app; serve it with uvicorn (see :func:`run_a2a`) or mount it in yours.
@@ -414,6 +599,7 @@ def a2a_app(
         ("max_contexts", max_contexts),
         ("max_running", max_running),
         ("max_tasks", max_tasks),
+        ("max_kept_contexts", max_kept_contexts),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{setting} must be >= 1, got {value!r}")
@@ -421,6 +607,7 @@ def a2a_app(
         raise ConfigurationError(f"max_body must be a number of bytes >= 1, got {max_body!r}")
     if not isinstance(shared_memory, bool):
         raise ConfigurationError(f"shared_memory must be True or False, got {shared_memory!r}")
+    check_forget_after(forget_after)
     if isinstance(agent, Agent):
         memory = agent.options.short_term_memory
         why = None if memory is None else unkeyable(memory)
@@ -442,7 +629,12 @@ def a2a_app(
         )
     routes: Any = require("a2a.server.routes")
     runner = _Runner(
-        agent, max_contexts=max_contexts, max_running=max_running, shared_memory=shared_memory
+        agent,
+        max_contexts=max_contexts,
+        max_running=max_running,
+        shared_memory=shared_memory,
+        forget_after=forget_after,
+        max_kept=max_kept_contexts,
     )
     applications: Any = require("starlette.applications")
     card = agent_card(
@@ -503,6 +695,32 @@ async def run_a2a(
 
 
 _WENT_ON = "the user sent a new message instead of deciding on this call"
+
+
+def answered_task(message: Any, context_id: str, sent: Sent) -> Any:
+    """The task a record says answered ``message`` (its id, state, answer and note)."""
+    types: Any = require("a2a.types")
+    status = types.TaskStatus(state=sent.state)
+    if sent.note:
+        status.message.CopyFrom(
+            types.Message(
+                role=types.Role.ROLE_AGENT,
+                message_id=f"{sent.task_id}-note",
+                task_id=sent.task_id,
+                context_id=context_id,
+                parts=answer_parts(sent.note),
+            )
+        )
+    task = types.Task(id=sent.task_id, context_id=context_id, status=status, history=[message])
+    if sent.answer or sent.state != types.TaskState.TASK_STATE_CANCELED:
+        task.artifacts.append(
+            types.Artifact(
+                artifact_id=f"{sent.task_id}-{ANSWER_ARTIFACT}",
+                name=ANSWER_ARTIFACT,
+                parts=answer_parts(sent.answer),
+            )
+        )
+    return task
 
 
 def _asking(pending: list[PendingCall]) -> str:
