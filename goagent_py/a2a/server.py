@@ -324,10 +324,26 @@ class _Runner:
             # Admitted in a race with other messages: the same error, through the SDK.
             raise busy_error(len(self._running))
         running = self._running[task_id] = _Running()  # counted before the first await
-        message_id = context.message.message_id
         answering = self._take(context.message, context_id)
         taken: _Context | None = None
-        sent: Sent | None = None
+        let_go = False
+
+        async def finish(sent: Sent | None) -> None:
+            """The run is over (before its last event goes out, so a client that has it finds
+            its record and its context idle): keep how it ended, let the context go."""
+            nonlocal let_go
+            if let_go:
+                return
+            let_go = True
+            try:
+                if sent is not None and context.message.message_id:
+                    await self._record(context.message, context_id, sent, answering)
+            finally:
+                if taken is not None:
+                    taken.users -= 1
+                    self.ledger.release(client_key(context_id))
+                self._settle(answering)
+
         try:
             if context.current_task is None:
                 submitted = helpers.new_task(
@@ -338,29 +354,31 @@ class _Runner:
                 taken = await self._session(context_id)
                 running.session = taken.session
             except ConfigurationError as exc:  # the developer's factory: the task says why
+                await finish(None)
                 updater = tasks.TaskUpdater(queue, task_id, context_id)
                 await updater.failed(
                     updater.new_agent_message(answer_parts(f"the agent failed: {exc}"))
                 )
                 return
-            sent = await self._run(running, prompt, tasks.TaskUpdater(queue, task_id, context_id))
+            updater = tasks.TaskUpdater(queue, task_id, context_id)
+            await self._run(running, prompt, updater, finish)
         finally:
-            if taken is not None:
-                taken.users -= 1
-                self.ledger.release(client_key(context_id))
-            running.done.set()
-            self._running.pop(task_id, None)
             try:
-                if sent is not None and message_id:
-                    await self._record(context.message, context_id, sent, answering)
+                await finish(None)  # when the run did not get there (cancelled, an error)
             finally:
-                self._settle(answering)
+                running.done.set()
+                self._running.pop(task_id, None)
 
     async def _run(
-        self, running: _Running, prompt: list[ContentBlock], updater: Any
-    ) -> Sent | None:
-        """Run the agent on the task's message; how the run ended (None: it did not run, the
-        message may be sent again to run it)."""
+        self,
+        running: _Running,
+        prompt: list[ContentBlock],
+        updater: Any,
+        finish: Callable[[Sent | None], Awaitable[None]],
+    ) -> None:
+        """Run the agent on the task's message; ``finish`` is told how the run ended (None:
+        it did not run, the message may be sent again to run it) before the task's last
+        event."""
         states: Any = require("a2a.types").TaskState
 
         def note(text: str) -> Any:
@@ -368,22 +386,25 @@ class _Runner:
 
         await updater.start_work()
         if running.cancel_requested or running.session is None:
+            await finish(None)
             await updater.cancel()
-            return None
+            return
         try:
             result = await self._stream(running.session, prompt, updater, note)
         except SessionBusyError:
+            await finish(None)
             await updater.reject(
                 note(
                     "this context is busy with another task: wait for it to finish or cancel "
                     "it, or send the message in a new context"
                 )
             )
-            return None
+            return
         except Exception as exc:
             said = f"the agent failed: {type(exc).__name__}: {exc}"
+            await finish(Sent(updater.task_id, states.TASK_STATE_FAILED, "", said))
             await updater.failed(note(said))
-            return Sent(updater.task_id, states.TASK_STATE_FAILED, "", said)
+            return
         if result.text or result.stop_reason != StopReason.ABORTED:
             await updater.add_artifact(
                 answer_parts(result.text),
@@ -393,15 +414,18 @@ class _Runner:
                 last_chunk=True,
             )
         if result.stop_reason == StopReason.ABORTED:
+            await finish(Sent(updater.task_id, states.TASK_STATE_CANCELED, result.text, ""))
             await updater.cancel()
-            return Sent(updater.task_id, states.TASK_STATE_CANCELED, result.text, "")
-        if result.stop_reason == StopReason.DEFERRED and result.pending:
+        elif result.stop_reason == StopReason.DEFERRED and result.pending:
             # Calls wait for a person: the context's next message is the answer.
             asking = _asking(result.pending)
+            await finish(
+                Sent(updater.task_id, states.TASK_STATE_INPUT_REQUIRED, result.text, asking)
+            )
             await updater.requires_input(note(asking))
-            return Sent(updater.task_id, states.TASK_STATE_INPUT_REQUIRED, result.text, asking)
-        await updater.complete()
-        return Sent(updater.task_id, states.TASK_STATE_COMPLETED, result.text, "")
+        else:
+            await finish(Sent(updater.task_id, states.TASK_STATE_COMPLETED, result.text, ""))
+            await updater.complete()
 
     @staticmethod
     def _answer_id(updater: Any) -> str:
