@@ -7,13 +7,15 @@ A record names the task and how its run ended (its state, its answer, its note):
 where the context's conversation is kept, beside it in the served memory's storage
 (``<session>/a2a-sent/<context>``: the same SQLite file, the same PostgreSQL tables), so it
 outlives a restart as the conversation does; in this process otherwise (an in-memory
-storage, no short-term memory, a factory's agents). At most :data:`KEPT` records per context,
-the oldest dropped first; a context's records are deleted when the context is forgotten.
+storage, no short-term memory, a factory's agents). At least the last :data:`KEPT` records
+of each context are kept, the oldest dropped first; a context's records are deleted when the
+context is forgotten.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +27,18 @@ from goagent_py.messages import Message, Role, TextBlock
 __all__ = ["KEPT", "Sent", "SentMessages"]
 
 KEPT = 32
-"""Records kept per context: a client sends a message again soon after it, not 32 later."""
+"""Records kept per context at least (up to twice as many before the oldest are dropped): a
+client sends a message again soon after it, not 32 messages later."""
 
 _RECORD_KEY = "a2a_sent"
+_OPEN = 64  # storages of records kept open (SQLite: one connection each)
+
+
+def _digest(message_id: str) -> str:
+    """How a record names its message: a client's id may be long, or any text."""
+    return hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 _PROTOCOL = "a2a-sent"
 
 
@@ -57,78 +68,105 @@ class SentMessages:
         self._base = base if isinstance(base, str) else "default"
         # In this process (nothing to keep them beside): context key -> its storage.
         self._here: OrderedDict[str, InMemoryStorage] = OrderedDict()
-        self._lock = asyncio.Lock()  # one read-and-rewrite of a context's records at a time
+        # The storages of the contexts used last, open (opening a SQLite one per message cost
+        # ~10 ms at load 11), and whether this closes them; the least recently used closed.
+        self._open: OrderedDict[str, tuple[Any, bool]] = OrderedDict()
+        # One use of a context's records at a time (a rewrite is read then write; a storage
+        # in use is never closed past the limit); other contexts' go on meanwhile.
+        self._locks: dict[str, asyncio.Lock] = {}
 
-    def _of(self, key: str) -> tuple[Any, bool]:
+    def _lock(self, key: str) -> asyncio.Lock:
+        found = self._locks.get(key)
+        if found is None:
+            found = self._locks[key] = asyncio.Lock()
+        return found
+
+    async def _of(self, key: str) -> Any:
+        """The storage of ``key``'s records (call it holding ``key``'s lock)."""
         if self._storage is None:
             found = self._here.get(key)
             if found is None:
                 found = self._here[key] = InMemoryStorage()
-            return found, False
-        return keyed_storage(self._storage, keyed_session_id(self._base, _PROTOCOL, key))
+            return found
+        opened = self._open.pop(key, None)
+        if opened is None:
+            session_id = keyed_session_id(self._base, _PROTOCOL, key)
+            opened = keyed_storage(self._storage, session_id)
+        self._open[key] = opened
+        while len(self._open) > _OPEN:
+            idle = [k for k in self._open if k != key and not self._lock(k).locked()]
+            if not idle:
+                break
+            old, owned = self._open.pop(idle[0])
+            self._locks.pop(idle[0], None)
+            if owned:
+                await old.aclose()
+        return opened[0]
 
     async def _read(self, key: str) -> list[Message]:
-        if self._storage is None and key not in self._here:
-            return []
-        storage, owned = self._of(key)
-        try:
-            loaded: list[Message] = await storage.load()
+        async with self._lock(key):
+            if self._storage is None and key not in self._here:
+                return []
+            loaded: list[Message] = await (await self._of(key)).load()
             return loaded
-        finally:
+
+    async def aclose(self) -> None:
+        """Close the storages opened here (the app's shutdown)."""
+        opened, self._open = list(self._open.values()), OrderedDict()
+        for storage, owned in opened:
             if owned:
                 await storage.aclose()
 
     async def find(self, context_id: str, message_id: str) -> Sent | None:
         """The record of ``message_id`` sent in ``context_id``, or None."""
+        named = _digest(message_id)
         for message in reversed(await self._read(client_key(context_id))):
             record = message.metadata.get(_RECORD_KEY)
-            if isinstance(record, dict) and record.get("message_id") == message_id:
+            if not isinstance(record, dict) or record.get("message") != named:
+                continue
+            try:
                 return Sent(
                     str(record["task_id"]),
                     int(record["state"]),
                     str(record["answer"]),
                     str(record["note"]),
                 )
+            except (KeyError, TypeError, ValueError):  # not a record of ours: none
+                return None
         return None
 
     async def keep(self, context_id: str, message_id: str, sent: Sent) -> None:
         """Record how ``message_id``'s run in ``context_id`` ended."""
+        named = _digest(message_id)
         record = {
-            "message_id": message_id,
+            "message": named,
             "task_id": sent.task_id,
             "state": sent.state,
             "answer": sent.answer,
             "note": sent.note,
         }
-        entry = Message(
-            role=Role.USER, content=[TextBlock(message_id)], metadata={_RECORD_KEY: record}
-        )
+        entry = Message(role=Role.USER, content=[TextBlock(named)], metadata={_RECORD_KEY: record})
         key = client_key(context_id)
-        async with self._lock:
-            storage, owned = self._of(key)
-            try:
-                kept = await storage.load()
-                if len(kept) < KEPT:
-                    await storage.append([entry])
-                else:  # the oldest go: rewritten as the newest KEPT
-                    await storage.clear()
-                    await storage.append([*kept[len(kept) - KEPT + 1 :], entry])
-            finally:
-                if owned:
-                    await storage.aclose()
+        async with self._lock(key):
+            storage = await self._of(key)
+            kept = await storage.load()
+            if len(kept) < 2 * KEPT:
+                await storage.append([entry])
+            else:  # the oldest go, every KEPT records (a rewrite is two writes)
+                await storage.clear()
+                await storage.append([*kept[len(kept) - KEPT + 1 :], entry])
 
     async def forget(self, key: str) -> None:
         """Delete the records of the context ``key`` (:func:`client_key`)."""
-        async with self._lock:
+        async with self._lock(key):
             if self._storage is None:
                 self._here.pop(key, None)
-                return
-            storage, owned = self._of(key)
-            try:
-                await storage.clear()
-            finally:
+            else:
+                await (await self._of(key)).clear()
+                storage, owned = self._open.pop(key)
                 if owned:
                     await storage.aclose()
+        self._locks.pop(key, None)
 
     async def stored(self) -> list[str]:
         """The keys of the contexts with records kept in the storage (met before a restart)."""

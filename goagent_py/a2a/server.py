@@ -295,9 +295,12 @@ class _Runner:
     async def aclose(self) -> None:
         """Close what was opened for the contexts kept (the app's shutdown)."""
         contexts, self._sessions = list(self._sessions.values()), OrderedDict()
-        for context in contexts:
-            if context.opened is not None:
-                await context.opened.aclose()
+        try:
+            for context in contexts:
+                if context.opened is not None:
+                    await context.opened.aclose()
+        finally:
+            await self._sent.aclose()
 
     def admit(self, message: Any) -> None:
         """Refuse, before any task exists, a message this runner would not run: the A2A error

@@ -163,3 +163,29 @@ async def test_a_restarted_server_counts_the_contexts_stored_before_it(tmp_path:
     kept = {s.split("/")[-1] for s in _sessions(path) if "ctx-" in s}
     assert len(kept) == 2
     assert "ctx-cy" in kept
+
+
+async def test_a_contexts_message_records_are_bounded_the_oldest_dropped(tmp_path: Any) -> None:
+    from goagent_py.a2a._sent import KEPT, Sent, SentMessages
+
+    storage = SQLiteStorage(str(tmp_path / "a2a.db"), session_id="helper")
+    sent = SentMessages(
+        Agent(provider=_echo(), model="m", short_term_memory=ShortTermMemory(storage))
+    )
+    try:
+        for i in range(3 * KEPT):
+            await sent.keep("ctx-1", f"m-{i}", Sent(f"t-{i}", 3, f"answer {i}", ""))
+        assert await sent.find("ctx-1", "m-0") is None
+        for i in range(2 * KEPT, 3 * KEPT):  # at least the last KEPT
+            found = await sent.find("ctx-1", f"m-{i}")
+            assert found == Sent(f"t-{i}", 3, f"answer {i}", "")
+        kept = SQLiteStorage(str(tmp_path / "a2a.db"), session_id="helper/a2a-sent/ctx-1")
+        try:
+            assert KEPT <= len(await kept.load()) <= 2 * KEPT
+        finally:
+            await kept.aclose()
+        await sent.forget("ctx-1")
+        assert await sent.find("ctx-1", f"m-{3 * KEPT - 1}") is None
+    finally:
+        await sent.aclose()
+        await storage.aclose()

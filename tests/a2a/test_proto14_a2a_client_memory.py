@@ -151,7 +151,8 @@ class _SlowStorage:
         return _SlowStorage(self._gate, self._loading, self._log, session_id)
 
     async def load(self) -> list[Message]:
-        if self.session_id.endswith("ctx-slow") and not self._gate.is_set():
+        # The conversation's (not the records of its messages: docs/a2a.md).
+        if self.session_id.endswith("/a2a/ctx-slow") and not self._gate.is_set():
             self._loading.set()
             await self._gate.wait()
         assert not self.closed, f"{self.session_id} used after it was closed"
