@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from goagent_py._cancel import failed
 from goagent_py._describe import described, message_of
 from goagent_py._records import tool_call
-from goagent_py.approvals import RunContext
+from goagent_py.approvals import Approve, RunContext
 from goagent_py.errors import ToolArgumentsError
 from goagent_py.messages import INVALID_ARGUMENTS_KEY, Message, ToolCall
 from goagent_py.results import ToolResult
@@ -26,9 +26,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "after_call",
+    "bound_file",
     "checked_arguments",
     "gate_reason",
+    "moved_reason",
     "prepared_call",
+    "resolved_path",
     "take_place",
     "with_arguments",
 ]
@@ -61,6 +64,70 @@ def take_place(tool: object, call: ToolCall) -> Callable[[], None] | None:
     except Exception:
         return None
     return release if callable(release) else None
+
+
+def resolved_path(tool: object, call: ToolCall) -> str:
+    """The file a file tool's call acts on, what a person who approves it approves: the
+    tool's ``rule_path`` of the call's ``path`` (symlinks resolved), or what a tool that runs
+    elsewhere reported for this call (``resolved_for(call)``: a durable run's tools, whose
+    files are on the workers); "" for another tool, or a path it cannot resolve (the tool
+    refuses it when it runs)."""
+    elsewhere = getattr(tool, "resolved_for", None)
+    if callable(elsewhere):
+        try:
+            return str(elsewhere(call) or "")
+        except Exception:
+            return ""
+    rule = getattr(tool, "rule_path", None)
+    path = call.arguments.get("path")
+    if not callable(rule) or not isinstance(path, str):
+        return ""
+    try:
+        return str(rule(path))
+    except Exception:
+        return ""
+
+
+def bound_file(pending: Any, decision: object) -> tuple[str, str] | None:
+    """What an approval of the waiting call ``pending`` (a ``PendingCall``) binds the call
+    to: its ``path`` argument and the file it led to when it was listed
+    (``pending.resolved``); None when nothing is bound (another decision, an approval with
+    edited arguments, which the person wrote, or a call of no file tool). One rule for a plain
+    run and a durable one (approve14, approve15)."""
+    if not isinstance(decision, Approve) or decision.arguments is not None:
+        return None
+    path = pending.arguments.get("path")
+    if not pending.resolved or not isinstance(path, str):
+        return None
+    return path, str(pending.resolved)
+
+
+def moved_reason(
+    tool: object, call: ToolCall, validated: dict[str, Any] | None, path: str, approved: str
+) -> str | None:
+    """Why an approved call of a file tool must not run: its path leads to another file than
+    the one it led to when the person approved it (a link swapped meanwhile); None when it
+    leads there still, or the call runs on another path (an edit: the person wrote it).
+    Checked where the call runs, as late as can be (in a plain run, in the call's task after
+    its place in the file's write queue was taken; in a durable run, in the tool's activity
+    on the worker that holds the file), with the tool's own ``rule_path``."""
+    arguments = validated if validated is not None else call.arguments
+    if arguments.get("path") != path:
+        return None
+    rule = getattr(tool, "rule_path", None)
+    now = ""
+    if callable(rule):
+        try:
+            now = str(rule(path))
+        except Exception:
+            now = ""
+    if now == approved:
+        return None
+    return (
+        f"its path {path!r} now leads to {now or 'nothing it can open'!r}, not to {approved!r} "
+        "as when it was approved (a link changed meanwhile); call it again to be asked about "
+        "the file it leads to now"
+    )
 
 
 async def _resolved(value: Any) -> Any:

@@ -16,6 +16,7 @@ follow-ups only when the run would otherwise stop; an abort stops it at the poin
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import inspect
@@ -31,9 +32,12 @@ from typing import Any, Literal, TypeVar, cast
 
 from goagent_py._call_gates import (
     after_call,
+    bound_file,
     checked_arguments,
     gate_reason,
+    moved_reason,
     prepared_call,
+    resolved_path,
     take_place,
     with_arguments,
 )
@@ -121,7 +125,7 @@ from goagent_py.events import (
 )
 from goagent_py.guardrails import GuardrailContext, GuardrailResult, decide, guardrail_name
 from goagent_py.hooks import HookContext, HookDispatcher, call_hook, call_in
-from goagent_py.memory.base import UpdatableMemory, store_always
+from goagent_py.memory.base import MEMORY_RECALLED_KEY, UpdatableMemory, store_always
 from goagent_py.messages import (
     ContentBlock,
     Message,
@@ -273,6 +277,37 @@ def _without_calls(message: Message, text: str) -> Message:
     return replace(message, content=kept, tool_calls=[])
 
 
+def _given(messages: list[Message], ids: list[str]) -> list[Message]:
+    """``messages`` (what short-term memory is about to store) with the answer, their last
+    assistant message, naming the long-term memories it was given (a copy: the run's own
+    message is left as returned)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role is Role.ASSISTANT:
+            answer = messages[i]
+            tagged = replace(answer, metadata={**answer.metadata, MEMORY_RECALLED_KEY: list(ids)})
+            return [*messages[:i], tagged, *messages[i + 1 :]]
+    return messages
+
+
+def _following(chosen: list[Message], history: list[Message]) -> list[Message]:
+    """``chosen`` (the user's messages a write policy keeps) naming the memories the answer
+    they reply to was given (the last answer of ``history``, as short-term memory stored it):
+    what a correction such as "No wait, Madrid." is about (docs/memory.md)."""
+    ids: list[str] = []
+    for message in reversed(history):
+        if message.role is Role.ASSISTANT:
+            found = message.metadata.get(MEMORY_RECALLED_KEY)
+            if isinstance(found, list):
+                ids = [i for i in found if isinstance(i, str)]
+            break
+    if not ids:
+        return chosen
+    return [
+        replace(m, metadata={**m.metadata, MEMORY_RECALLED_KEY: ids}) if m.role is Role.USER else m
+        for m in chosen
+    ]
+
+
 def _readable(messages: Iterable[Message]) -> list[Message]:
     """Copies of ``messages`` for user code to read (a guardrail, ``instructions``,
     ``should_stop``, ``before_tool_call``): one that changes what it was given changes its copy,
@@ -336,6 +371,36 @@ _WAKE = object()
 _UNSET = object()  # a context variable with no value
 
 
+class _Inbox:
+    """What a task of the run puts (a streamed answer's deltas and its end, a batch's tool
+    events) and the run's task gets, in order: one reader, puts on the run's loop only.
+    ``asyncio.Queue`` did the same with bookkeeping never used here (a bound, putters,
+    ``join``): ~0.8 us a put and get against ~0.06 (issue 36: a served turn streams every
+    delta through it)."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: collections.deque[Any] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: Any) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> Any:
+        items = self._items
+        while not items:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        return items.popleft()
+
+
 @dataclass(slots=True, frozen=True)
 class Resumed:
     """What a resumed run starts from: the assistant message whose calls were decided (its
@@ -373,6 +438,7 @@ class Run:
         "_partial_raw",
         "_persisted",
         "_recalled",
+        "_recalled_ids",
         "_results",
         "_resume_final",
         "_shown_by",
@@ -481,6 +547,7 @@ class Run:
         self._persisted = 0
         self._start = 0.0
         self._recalled: Message | None = None
+        self._recalled_ids: list[str] = []  # the memories this run's answer is given, best first
         self._history: list[Message] = []
         self._results: list[ToolResult | None] = []
         self._watch_calls = False
@@ -539,6 +606,7 @@ class Run:
         yield MemoryRecall(recalled, time.perf_counter() - start, path=self.path)
         if recalled:
             self._recalled = recall_message(recalled)
+            self._recalled_ids = [s.id for s in recalled if s.id]
 
     async def _load(self) -> AsyncGenerator[AgentEvent, None]:
         """Load short-term history (the caller checks there is a memory and no given history)."""
@@ -581,6 +649,8 @@ class Run:
                 last = [] if final is None else [_without_calls(final, self.last_text)]
                 to_store = strip_thinking(users + [m for m in last if m.content])
             self._persisted = len(self.new_messages)
+            if final is not None and self._recalled_ids:
+                to_store = _given(to_store, self._recalled_ids)
             if to_store:
                 start = time.perf_counter()
                 error: BaseException | None = None
@@ -616,9 +686,10 @@ class Run:
                 return
             if chosen is None:
                 return
+            chosen = _following(list(chosen), self._history)
             start = time.perf_counter()
             error = None
-            store = partial(o.long_term_memory.store, list(chosen), session=o.name)
+            store = partial(o.long_term_memory.store, chosen, session=o.name)
             try:
                 await (store() if self.control is None else self._unheld(store))
             except _Abort:
@@ -864,7 +935,7 @@ class Run:
     ) -> AsyncGenerator[AgentEvent | T, None]:
         """Run ``work`` in a task whose events arrive through a queue, so that they stream and an
         abort ("now" or "after_tools") interrupts it."""
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        queue = _Inbox()
 
         async def body() -> None:
             try:
@@ -942,7 +1013,11 @@ class Run:
             put(ToolExecutionStart(self._shown().call(shown), path=self.path))
         reason: str | None = None
         if self._bound is not None and call.id in self._bound:
-            reason = _moved(tool, call, validated, *self._bound[call.id])
+            bind = getattr(tool, "bind_file", None)
+            if callable(bind):  # the tool runs elsewhere (a durable run's): checked there
+                bind(call, *self._bound[call.id])
+            else:
+                reason = moved_reason(tool, call, validated, *self._bound[call.id])
         if reason is None and o.before_tool_call is not None:
             reason = await gate_reason(
                 o.before_tool_call,
@@ -1110,7 +1185,7 @@ class Run:
         # lone call run inline delivered its start only with its end (code12). A quiet run
         # (nobody sees its events) runs a lone call inline (:meth:`_run_inline`).
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
+        queue = _Inbox()
 
         def put(item: Any) -> None:
             # By the running loop, not the thread: an event loop may hop threads between steps
@@ -1368,7 +1443,7 @@ class Run:
                 self.log.warning("the approval check raised; the call waits: %s", message_of(exc))
                 need = True
             if need:
-                resolved = _resolved_path(tool, shown)
+                resolved = resolved_path(tool, shown)
                 held.append(PendingCall(shown, "approval", deadline, resolved=resolved))
         return held
 
@@ -1493,10 +1568,10 @@ class Run:
                 to_run.append(
                     (index, replace(call, name=shown.name, arguments=dict(shown.arguments)))
                 )
-                path = shown.arguments.get("path")
-                if shown.resolved and isinstance(path, str):
+                bound = bound_file(shown, decision)
+                if bound is not None:
                     self._bound = self._bound or {}
-                    self._bound[call.id] = (path, shown.resolved)
+                    self._bound[call.id] = bound
             else:
                 to_run.append((index, call))
         # A call that waited for nothing when its turn stopped, which this agent's rules make
@@ -2405,38 +2480,3 @@ class Run:
             yield event
         self.result = self._finish(None)
         yield AgentEnd(self.result, path=self.path)
-
-
-def _resolved_path(tool: object, call: ToolCall) -> str:
-    """The file a file tool's call acts on (its ``rule_path`` of the call's ``path``), what a
-    person who approves it approves; "" for another tool, or a path it cannot resolve (the
-    tool refuses it when it runs)."""
-    rule = getattr(tool, "rule_path", None)
-    path = call.arguments.get("path")
-    if not callable(rule) or not isinstance(path, str):
-        return ""
-    try:
-        return str(rule(path))
-    except Exception:
-        return ""
-
-
-def _moved(
-    tool: object, call: ToolCall, validated: dict[str, Any] | None, path: str, approved: str
-) -> str | None:
-    """Why an approved call of a file tool must not run: its path leads to another file than
-    the one it led to when the person approved it (a link swapped meanwhile); None when it
-    leads there still, or the call runs on another path (an edit: the person wrote it).
-    Checked in the call's task, after its place in the file's write queue was taken: the
-    file resolved here is the one the write reaches (``rule_path`` answers with it)."""
-    arguments = validated if validated is not None else call.arguments
-    if arguments.get("path") != path:
-        return None
-    now = _resolved_path(tool, call)
-    if now == approved:
-        return None
-    return (
-        f"its path {path!r} now leads to {now or 'nothing it can open'!r}, not to {approved!r} "
-        "as when it was approved (a link changed meanwhile); call it again to be asked about "
-        "the file it leads to now"
-    )

@@ -29,6 +29,7 @@ __all__ = [
     "UI_ONLY_KEY",
     "closing_tail",
     "error_result",
+    "holding_wait",
     "repair_transcript",
     "strip_thinking",
     "synthetic",
@@ -52,6 +53,41 @@ def waiting_at(messages: list[Message]) -> int:
             return i
         return -1
     return -1
+
+
+def holding_wait(
+    view: list[Message], record: list[Message], *, interrupted: bool = False
+) -> list[Message]:
+    """``view`` (what a window of ``record`` shows the model) holding the turn that waits in
+    ``record``: which calls wait is the record's to say, never a window's (approve15). A view
+    that shows that waiting message is returned as it is; one that cut it off (a window
+    smaller than the turn) becomes the turn itself, from the user message that asked for it
+    on (what the run that stopped sent the model, and what its resume sends), after the
+    view's messages from before that turn (the same objects as ``record``'s: a view read
+    apart from the record keeps only the turn).
+
+    ``interrupted``: also hold a turn the record ends open on (calls without results: a
+    process died in the middle of its batch), so the run that reads the view closes them in
+    the record (:func:`closing_tail`); ``view`` must then be read with ``record``."""
+    at = waiting_at(record)
+    if at >= 0:
+        wait = record[at].metadata.get(PENDING_KEY)
+        seen = waiting_at(view)
+        if seen >= 0 and view[seen].metadata.get(PENDING_KEY) == wait:
+            return view
+    elif interrupted and closing_tail(record):
+        if view and view[-1] is record[-1]:
+            return view
+        at = len(record) - 1
+    else:
+        return view
+    start = at
+    while start > 0 and not (
+        record[start].role is Role.USER and not record[start].metadata.get(UI_ONLY_KEY)
+    ):
+        start -= 1
+    earlier = {id(m) for m in record[:start]}
+    return [m for m in view if id(m) in earlier] + record[start:]
 
 
 def strip_thinking(messages: list[Message]) -> list[Message]:

@@ -14,12 +14,13 @@ from typing_extensions import TypeVar
 
 from goagent_py._control import RunControl
 from goagent_py._generation import expect_generation, generation_read
+from goagent_py._interrupt import run_command
 from goagent_py._loop import Resumed, Run
 from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py._records import message as new_message
 from goagent_py._records import text_block
 from goagent_py._tool_servers import ServerTool, admit_outside_tools, sync_server_tools
-from goagent_py._transcript import waiting_at
+from goagent_py._transcript import holding_wait, waiting_at
 from goagent_py.agent_tool import AgentTool, as_tool
 from goagent_py.approvals import (
     ToolDecision,
@@ -502,6 +503,20 @@ class Agent(Generic[Deps, Out]):
                 )
             history = await memory.messages()
         history = list(history)
+        # The read the decisions are based on (``history``: read above, or by the caller just
+        # before) fences the claim, as a run's read fences its appends: a clear since, and a
+        # refill with the same waiting message, refuse it (approve14). Reading the whole record
+        # below must not move the fence to what it finds.
+        storage = getattr(memory, "storage", None)
+        base = generation_read(storage)
+        stored: list[Message] | None = None
+        if memory is not None and not matched:
+            # Which calls wait is the record's to say, never a window's (approve15): a view
+            # that cut the waiting turn off (or was read before it) is given that turn.
+            stored = await record_of(memory)
+            if base is not None:
+                expect_generation(storage, base)
+            history = holding_wait(history, stored)
         at = waiting_at(history)
         if not matched and (
             at < 0 or any(stale_token(d, pending_of(history[at])[0]) for d in decided.values())
@@ -517,17 +532,7 @@ class Agent(Generic[Deps, Out]):
             )
         waiting = history[at]
         token, pending = pending_of(waiting)
-        # The read the decisions are based on (``history``: read above, or by the caller just
-        # before) fences the claim, as a run's read fences its appends: a clear since, and a
-        # refill with the same waiting message, refuse it (approve14). Reading the whole record
-        # below must not move the fence to what it finds.
-        storage = getattr(memory, "storage", None)
-        base = generation_read(storage)
-        reused: set[str] = set()
-        if not matched:
-            reused = await self._reused(history, at)
-            if base is not None:
-                expect_generation(storage, base)
+        reused = set() if matched else _reused(history, at, stored)
         check_decisions(pending, decided, now=now, reused=reused)
         record = dict(waiting.metadata[PENDING_KEY])  # read before the claim replaces it
         if memory is not None:
@@ -591,21 +596,6 @@ class Agent(Generic[Deps, Out]):
         output = self._options.output
         return self._new_run([], output, streaming, control, record, path, deps, answered=result)
 
-    async def _reused(self, history: list[Message], at: int) -> set[str]:
-        """The ids of the calls waiting in ``history[at]`` that an earlier call of the
-        conversation had; with short-term memory, read from the whole record (the run's view
-        may start after a window or a compaction cut the earlier calls off)."""
-        memory = self._options.short_term_memory
-        whole = getattr(memory, "transcript", None)
-        if memory is not None and callable(whole):
-            stored = await record_of(memory)
-            found = waiting_at(stored)
-            if found >= 0 and stored[found].metadata.get(PENDING_KEY) == history[at].metadata.get(
-                PENDING_KEY
-            ):
-                return reused_ids(stored, found) | reused_ids(history, at)
-        return reused_ids(history, at)
-
     async def resume(
         self,
         decisions: Mapping[str, ToolDecision],
@@ -651,7 +641,7 @@ class Agent(Generic[Deps, Out]):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.resume(decisions, history=history, deps=deps))
+            return run_command(self.resume(decisions, history=history, deps=deps))
         raise ConfigurationError(
             "resume_sync() was called inside a running event loop: use 'await agent.resume(...)'"
         )
@@ -743,7 +733,7 @@ class Agent(Generic[Deps, Out]):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(prompt, output_type=output_type, deps=deps))
+            return run_command(self.run(prompt, output_type=output_type, deps=deps))
         raise ConfigurationError(
             "run_sync() was called inside a running event loop: use 'await agent.run(...)'"
         )
@@ -792,6 +782,19 @@ _TOOLING = frozenset(
         "mcp_servers",
     }
 )
+
+
+def _reused(history: list[Message], at: int, record: list[Message] | None) -> set[str]:
+    """The ids of the calls waiting in ``history[at]`` that an earlier call of the
+    conversation had; with short-term memory, read from the whole ``record`` too (the run's
+    view may start after a window or a compaction cut the earlier calls off)."""
+    if record is not None:
+        found = waiting_at(record)
+        if found >= 0 and record[found].metadata.get(PENDING_KEY) == history[at].metadata.get(
+            PENDING_KEY
+        ):
+            return reused_ids(record, found) | reused_ids(history, at)
+    return reused_ids(history, at)
 
 
 def _signature() -> inspect.Signature:

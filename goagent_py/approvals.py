@@ -549,7 +549,7 @@ def settled(message: Message, token: str, decisions: Mapping[str, ToolDecision])
             settled it first).
     """
     found, pending = pending_of(message)
-    if found != token:
+    if not _waits(message) or found != token:
         raise ApprovalConflictError(
             "these calls were already decided by another resume (the first decision wins); "
             "load the conversation again to see how it went on"
@@ -576,12 +576,19 @@ def settled(message: Message, token: str, decisions: Mapping[str, ToolDecision])
 
 
 def waits_under(token: str) -> Callable[[Message], bool]:
-    """A match for the stored message that waits under ``token``."""
+    """A match for the stored message that waits under ``token``: one that waits (a record
+    an older version made has no token, "", and neither has any message that waits for
+    nothing, such as the one a first resume just settled: approve15)."""
 
     def match(message: Message) -> bool:
-        return pending_of(message)[0] == token
+        return _waits(message) and pending_of(message)[0] == token
 
     return match
+
+
+def _waits(message: Message) -> bool:
+    """Whether ``message`` carries a wait's record (its calls wait for decisions)."""
+    return isinstance(message.metadata.get(PENDING_KEY), dict)
 
 
 Kind = Literal["approval", "external"]

@@ -143,13 +143,13 @@ async def run_mcp_command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m goagent_py.mcp serve ...``."""
-    import asyncio
+    from goagent_py._interrupt import run_command
 
     parser = argparse.ArgumentParser(prog="python -m goagent_py.mcp", usage="%(prog)s serve ...")
     add_mcp_cli(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["mcp", *(sys.argv[1:] if argv is None else argv)])
     try:
-        return asyncio.run(run_mcp_command(args))
+        return run_command(run_mcp_command(args))
     except ConfigurationError as exc:
         print(f"goagent-py mcp: {exc}", file=sys.stderr)
         return 2

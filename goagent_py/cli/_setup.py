@@ -315,7 +315,7 @@ def small_model_context(recalled: Callable[[], list[Any]]) -> Callable[[list[Any
     With a fact recalled, earlier turns go: the model imitates their answers instead. Only the
     best one: given two facts, it mixes them ("your name is Biscuit").
     """
-    from goagent_py.memory.long_term import provenance_of
+    from goagent_py.memory._provenance import provenance_of
     from goagent_py.memory.records import SUPERSEDED, asks_about_past, state_of
     from goagent_py.memory.write_policies import is_question
     from goagent_py.small_models.context_filters import (

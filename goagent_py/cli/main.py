@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from goagent_py import _main_guard
+from goagent_py._interrupt import on_interrupt, run_command
 from goagent_py.cli._common import (  # re-exported: scripts and tests import them from here
     EXIT_DATABASE,
     EXIT_INTERRUPTED,
@@ -391,7 +391,6 @@ async def chat_loop(
 
     session = Session(agent)
     state.session = session
-    loop = asyncio.get_running_loop()
     interrupted = False
     stop = asyncio.Event()
 
@@ -407,68 +406,69 @@ async def chat_loop(
             interrupted = True
             stop.set()
 
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
     if console.interactive:
         console.note("type /help for commands")
-    try:
-        while not stop.is_set():
-            next_line = asyncio.ensure_future(anext(lines, None))
-            stopping = asyncio.ensure_future(stop.wait())
-            done, _ = await asyncio.wait({next_line, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if next_line not in done:
-                next_line.cancel()
-                break
-            line = next_line.result()
-            if line is None:
-                break
-            if isinstance(line, KeyboardInterrupt):  # Ctrl-C at the prompt, read as a key
-                interrupted = True
-                break
-            if isinstance(line, UnicodeDecodeError):
-                console.note("error: input is not UTF-8 text; line skipped")
-                state.failures += 1
-                continue
-            line = line.strip()
-            if not line:
-                continue
-            restored = await follow_restored_history(session)  # a backup restored meanwhile
-            if restored is not None:
-                console.note(restored)
-            prompt: str | None = line
-            if line.split()[0].lower() == "/continue":
-                prompt = None  # Session.continue_ decides how to go on
-            elif line.startswith("/"):
-                if await _command(line, console, state, storage):
+    with on_interrupt(on_sigint):
+        try:
+            while not stop.is_set():
+                next_line = asyncio.ensure_future(anext(lines, None))
+                stopping = asyncio.ensure_future(stop.wait())
+                done, _ = await asyncio.wait(
+                    {next_line, stopping}, return_when=asyncio.FIRST_COMPLETED
+                )
+                stopping.cancel()
+                if next_line not in done:
+                    next_line.cancel()
                     break
-                continue
-            prefix = "bot> " if console.interactive else ""
-            if prompt is not None:  # a /continue's prefix waits: continue_ may refuse
-                console.say(prefix, end="")
-                prefix = ""
-            state.aborting = False
-            state.turn = asyncio.ensure_future(play_turn(session, prompt, console, prefix=prefix))
-            try:
-                note = await state.turn
-                if note is not None:
-                    console.note(note)
-            except asyncio.CancelledError:
-                if not state.turn.cancelled():
-                    raise
-                console.end_line()
-                console.note("(turn cancelled; the session is intact)")
-            except GoAgentError as exc:
-                console.end_line()
-                console.note(f"error: {exc}")
-                state.failures += 1
-            finally:
-                state.turn = None
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-        with contextlib.suppress(Exception):
-            await lines.aclose()
+                line = next_line.result()
+                if line is None:
+                    break
+                if isinstance(line, KeyboardInterrupt):  # Ctrl-C at the prompt, read as a key
+                    interrupted = True
+                    break
+                if isinstance(line, UnicodeDecodeError):
+                    console.note("error: input is not UTF-8 text; line skipped")
+                    state.failures += 1
+                    continue
+                line = line.strip()
+                if not line:
+                    continue
+                restored = await follow_restored_history(session)  # a backup restored meanwhile
+                if restored is not None:
+                    console.note(restored)
+                prompt: str | None = line
+                if line.split()[0].lower() == "/continue":
+                    prompt = None  # Session.continue_ decides how to go on
+                elif line.startswith("/"):
+                    if await _command(line, console, state, storage):
+                        break
+                    continue
+                prefix = "bot> " if console.interactive else ""
+                if prompt is not None:  # a /continue's prefix waits: continue_ may refuse
+                    console.say(prefix, end="")
+                    prefix = ""
+                state.aborting = False
+                state.turn = asyncio.ensure_future(
+                    play_turn(session, prompt, console, prefix=prefix)
+                )
+                try:
+                    note = await state.turn
+                    if note is not None:
+                        console.note(note)
+                except asyncio.CancelledError:
+                    if not state.turn.cancelled():
+                        raise
+                    console.end_line()
+                    console.note("(turn cancelled; the session is intact)")
+                except GoAgentError as exc:
+                    console.end_line()
+                    console.note(f"error: {exc}")
+                    state.failures += 1
+                finally:
+                    state.turn = None
+        finally:
+            with contextlib.suppress(Exception):
+                await lines.aclose()
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_TURN_FAILED if state.failures else EXIT_OK
@@ -785,19 +785,20 @@ def _run(argv: list[str] | None) -> int:
         return EXIT_USAGE if exc.code else EXIT_OK
     start = time.perf_counter()
     try:
-        loop_factory = None
         if args.command == "serve" and args.workers > 1 and not args.add_user:
             from goagent_py.serve._supervise import worker_context
             from goagent_py.serve.run import serve_workers
 
             if worker_context() is None:  # the parent: it binds and starts the workers
                 return serve_workers(args, given)
-        if args.command == "serve":  # uvloop when installed, as uvicorn's own command runs
+        if args.command == "serve":
             from goagent_py.serve.run import event_loop_factory
 
-            loop_factory = event_loop_factory(args.loop)
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
-            return runner.run(_main(args))
+            # uvloop when installed, as uvicorn's own command runs; Ctrl-C is the server's own
+            # (uvicorn's loop looks at its signals ten times a second, from any thread)
+            with asyncio.Runner(loop_factory=event_loop_factory(args.loop)) as runner:
+                return runner.run(_main(args))
+        return run_command(_main(args))
     except UsageError as exc:
         print(f"goagent-py: {exc}", file=sys.stderr)
         return EXIT_USAGE

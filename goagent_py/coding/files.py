@@ -113,9 +113,13 @@ class FileToolkit:
     # call key -> (the file, the tool, its arguments): the writes and edits that took their
     # place in a write queue and have not run yet, in call order (what a preview applies).
     _planned: dict[str, tuple[Path, str, dict[str, Any]]] = field(default_factory=dict, repr=False)
-    # Held by a body's read-check-write and by a preview's read: a preview sees each earlier
-    # change either in the file or in _planned, never in both or neither.
+    # Held by a body's read-check-write and by a preview's read, both in worker threads: a
+    # preview sees each earlier change either in the file or in _planned, never in both or
+    # neither. Never taken on the event loop: it is held across file I/O.
     _plan_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Guards _planned's entries alone, never across I/O: the loop takes and gives up places
+    # (reserve, release) under it without waiting for a write or a preview.
+    _table_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         real = Path(os.path.realpath(os.fspath(self.root)))
@@ -284,7 +288,8 @@ class FileToolkit:
                 data = self._rewrite(path, tool, expect, make, create=create)
                 self._seen[expect] = _digest(data)
             finally:
-                self._planned.pop(key, None)
+                with self._table_lock:
+                    self._planned.pop(key, None)
         return data
 
     def planned(
@@ -303,7 +308,8 @@ class FileToolkit:
         key = call_key(call)
         with self._plan_lock:
             text, note = read(self._held)
-            planned = list(self._planned.items())
+            with self._table_lock:
+                planned = list(self._planned.items())
             mine = dict(planned).get(key)
             target = mine[0] if mine is not None else None
             if target is None:
@@ -882,11 +888,12 @@ class FileToolkit:
             return None
         key = call_key(call)
         self._queue.reserve(resolved, key, source=path)
-        with self._plan_lock:
+        # On the event loop: the table's own lock, never the one a write holds across I/O.
+        with self._table_lock:
             self._planned.setdefault(key, (resolved, call.name, dict(call.arguments)))
 
         def release() -> None:
-            with self._plan_lock:
+            with self._table_lock:
                 self._planned.pop(key, None)
             self._queue.release(key)
 

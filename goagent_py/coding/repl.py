@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from goagent_py._interrupt import on_interrupt, run_command
 from goagent_py._workers import to_thread
 from goagent_py.cli._input import _input_in_daemon_thread, stdin_reader
 from goagent_py.coding._preview import approval_lines, approval_question
@@ -133,7 +132,6 @@ async def code_main(
     write(f"session {code.session_id} ({code.loaded} messages) in {code.db}; root {code.root}")
     for _, text in code.recap():
         write(text)
-    loop = asyncio.get_running_loop()
     try:
         while True:
             line = await read_line("> ")
@@ -148,7 +146,7 @@ async def code_main(
             if done is False:
                 continue
             code.policy.reset_stop()
-            with _sigint(loop, lambda: session.abort("now", reason="Ctrl-C")):
+            with on_interrupt(lambda: session.abort("now", reason="Ctrl-C")):
                 await _turn(session, text, write, code.status)
             write(f"[{code.status.line()}]")
     finally:
@@ -218,27 +216,6 @@ def _show_event(ev: Any, write: Write) -> None:
             write(f"error: {ev.result.error}")
 
 
-@contextlib.contextmanager
-def _sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> Any:
-    """Ctrl-C calls ``handler`` while the block runs (where signals can be handled)."""
-    installed = False
-    if sys.platform != "win32" and _main_thread():
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGINT, handler)
-            installed = True
-    try:
-        yield
-    finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
-
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
 def run_code(argv: Sequence[str] | None = None) -> int:
     """``goagent-py code``: parse ``argv`` and run the REPL; returns the exit status."""
     ns = build_parser().parse_args(argv)
@@ -258,7 +235,7 @@ def run_code(argv: Sequence[str] | None = None) -> int:
                 code = app.run()
                 return code if isinstance(code, int) else 0
         # A pipe's lines are read outside sys.stdin's buffer (see stdin_reader).
-        return asyncio.run(code_main(ns, read_line=_TerminalLines(stdin_reader())))
+        return run_command(code_main(ns, read_line=_TerminalLines(stdin_reader())))
     except ConfigurationError as exc:
         print(f"goagent-py code: {exc}", file=sys.stderr)
         return 2

@@ -30,13 +30,15 @@ from goagent_py._call_gates import (
     after_call,
     checked_arguments,
     gate_reason,
+    moved_reason,
     prepared_call,
+    resolved_path,
     with_arguments,
 )
 from goagent_py._generation import expect_generation, generation_read
 from goagent_py._metadata_keys import CLAIM_KEY, DECISIONS_KEY, PENDING_KEY
 from goagent_py._transcript import error_result, repair_transcript, truncate_content
-from goagent_py.approvals import RunContext, pending_of
+from goagent_py.approvals import RunContext, record_of, waits_under
 from goagent_py.dispatch import Dispatcher, error_text, timeout_middleware
 from goagent_py.errors import (
     ConfigurationError,
@@ -569,7 +571,11 @@ class _AgentActivities:
         if data.get("asked") is False and await self._unasked(shown, data):
             return await self._after(error_result(call, ToolBlockedError(call.name, _UNASKED)))
         reason: str | None = None
-        if o.before_tool_call is not None:
+        bound = data.get("bound")
+        if isinstance(bound, list) and len(bound) == 2:  # approved on the file it led to
+            tool = self.dispatcher.tool(call.name)
+            reason = moved_reason(tool, call, validated, str(bound[0]), str(bound[1]))
+        if reason is None and o.before_tool_call is not None:
 
             def message() -> Message:
                 found = messages_from_text(str(data.get("message", "[]")))
@@ -649,6 +655,9 @@ class _AgentActivities:
         except ToolArgumentsError:
             return {"arguments": None, "wait": False}
         out = {"arguments": call.arguments, "wait": await self._needs_approval(tool, call, data)}
+        if out["wait"]:
+            # The file its path leads to here, what an approval covers (approve15).
+            out["resolved"] = resolved_path(tool, call)
         try:
             json.dumps(out)
         except (TypeError, ValueError):  # validated into objects that are not JSON
@@ -698,8 +707,10 @@ class _AgentActivities:
                     "with SQLiteStorage or PostgresStorage)"
                 )
 
+            waits = waits_under(token)
+
             def match(m: Message) -> bool:
-                return pending_of(m)[0] == token and history_digest(m) == ref
+                return waits(m) and history_digest(m) == ref
 
             def update(m: Message) -> Message:
                 metadata = {k: v for k, v in m.metadata.items() if k != PENDING_KEY}
@@ -720,8 +731,10 @@ class _AgentActivities:
                 expect_generation(getattr(memory, "storage", None), int(data["generation"]))
             found = await _heartbeating(memory.update_where(match, update))
             if found is None:
+                # In the whole record: a window may have cut the settled message off
+                # (approve15).
                 found = next(
-                    (m for m in reversed(await _heartbeating(memory.messages())) if ours(m)),
+                    (m for m in reversed(await _heartbeating(record_of(memory))) if ours(m)),
                     None,
                 )
         except Exception as exc:

@@ -115,6 +115,7 @@ async def pending_of_run(handle: Any) -> list[PendingCall]:
             "external" if c.get("kind") == "external" else "approval",
             None if c.get("deadline") is None else float(c["deadline"]),
             token=str(c.get("token") or ""),
+            resolved=str(c.get("resolved") or ""),
         )
         for c in data.get("calls", [])
     ]

@@ -175,6 +175,12 @@ class _Calls:
         # id: (the model's arguments, the validated ones or None when they failed validation,
         # whether the call waits).
         self.checked: dict[str, tuple[dict[str, Any], dict[str, Any] | None, bool]] = {}
+        # The file each checked call's path led to on the worker (a file tool's: what an
+        # approval covers, PendingCall.resolved), by call id; "" for another tool.
+        self.resolved: dict[str, str] = {}
+        # The (path, file) each approved call is bound to, sent with its tool activity: the
+        # worker refuses it when the path now leads elsewhere (approve15).
+        self.bound: dict[str, tuple[str, str]] = {}
         self.checks = set(config.get("approval_checks", ()))
         self.last_message: Message | None = None
         self.short_term: _ShortTermProxy | None = None  # set by _agent_for
@@ -205,6 +211,7 @@ class _Calls:
                 # Fail closed, as a plain run's check that raises: the call waits.
                 out = {"arguments": call.arguments, "wait": True, "error": error.message}
             self.checked[call.id] = (dict(call.arguments), out["arguments"], bool(out["wait"]))
+            self.resolved[call.id] = str(out.get("resolved") or "")  # none in older histories
         raw, validated, _ = self.checked[call.id]
         return validated if call.arguments == raw else None
 
@@ -243,6 +250,7 @@ class _Calls:
         # id (local models' servers number calls per turn) and must be checked, and may wait,
         # again; a call cached by its id alone ran unasked (review9c).
         self.checked = {}
+        self.resolved = {}
         self.events.append(
             {
                 "type": "message",
@@ -443,6 +451,16 @@ class _ToolProxy:
     def definition(self) -> ToolDefinition:
         return self._definition
 
+    def resolved_for(self, call: ToolCall) -> str:
+        """The file ``call``'s path led to when a worker checked it for approval (the files
+        are the workers'): what the wait records (``_call_gates.resolved_path``)."""
+        return self._calls.resolved.get(call.id, "")
+
+    def bind_file(self, call: ToolCall, path: str, approved: str) -> None:
+        """Send ``call``'s binding to the file it was approved on with its activity: the
+        worker checks it where the file is (``_call_gates.moved_reason``)."""
+        self._calls.bound[call.id] = (path, approved)
+
     async def execute(self, args: dict[str, Any]) -> list[ContentBlock]:
         calls = self._calls
         name = self._definition.name
@@ -459,6 +477,9 @@ class _ToolProxy:
         # Whether the run checked the call for approval (or a person decided it): a worker
         # whose definition makes an unasked call wait does not run it (durable11).
         data["asked"] = call.id in calls.checked
+        bound = calls.bound.pop(call.id, None)
+        if bound is not None:  # an activity input only: no new command, replays as before
+            data["bound"] = list(bound)
         memory = calls.short_term
         if calls.config.get("block_refs") and memory is not None and memory.refs:
             # A big result is stored on the workers; its reference crosses (issue 30).
@@ -908,6 +929,8 @@ async def _outcome(run: Run, calls: _Calls) -> dict[str, Any]:
                 "kind": p.kind,
                 "deadline": p.deadline,
                 "token": p.token,
+                # The file a file tool's path led to: what an approval covers (approve15).
+                **({"resolved": p.resolved} if p.resolved else {}),
             }
             for p in result.pending
         ],
@@ -1356,6 +1379,7 @@ class AgentWorkflow:
                 p["kind"],
                 p.get("deadline"),
                 token=str(p.get("token") or ""),
+                resolved=str(p.get("resolved") or ""),
             )
             for p in self._waiting.values()
         ]

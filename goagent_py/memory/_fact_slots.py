@@ -19,6 +19,7 @@ from goagent_py.memory._subjects import (
     WHO,
     about_someone_else,
     asserted,
+    person_named,
     someone_else,
     third_person,
 )
@@ -412,9 +413,21 @@ def same_slot(known: str, said: Fact) -> bool:
 
 def named_as(a: str, b: str) -> str:
     """The name when ``a`` and ``b`` are one person said two ways, a name alone and the
-    relation with it ("tom", "brother tom"); "" otherwise."""
+    relation with it ("tom", "brother tom"); "" otherwise ("sister" and "other sister" are
+    two people: "other" is no name)."""
     short, long = sorted((a.split(), b.split()), key=len)
-    return short[0] if len(short) == 1 and len(long) == 2 and long[1] == short[0] else ""
+    if len(short) != 1 or len(long) != 2 or long[1] != short[0]:
+        return ""
+    return short[0] if long[0] in WHO and short[0] not in WHO else ""
+
+
+def _person_slot(slot: str, value: str) -> str:
+    """The slot of "my ``slot`` is ``value``": for a relation one can have several of, the
+    person ``value`` names ("sister ana": "My sister is Eva." is another sister, not a new
+    name of Ana's); any other slot as it is ("wife", "favourite colour")."""
+    if ":" in slot or not slot or slot.split()[-1] not in WHO:
+        return slot
+    return person_named(slot, value)
 
 
 def _names_it(slot: str, value: str, said: str) -> bool:
@@ -499,7 +512,7 @@ def _set_fact(text: str) -> Fact | None:
             # above read "my car is a Tesla").
             if slot == "car" or not _names_it(slot, value, match.group(0)):
                 return None
-            return Fact(slot, value, "set")
+            return Fact(_person_slot(slot, value), value, "set")
     return None
 
 
@@ -637,7 +650,7 @@ def _of_someone(subject: str, who: str, said: str) -> Fact | None:
         return None
     person = _norm_slot(who)
     if fact.slot == "name":  # "My dog is called Rex": who the dog is, said as the user said it
-        return replace(fact, slot=person, canonical="")
+        return replace(fact, slot=_person_slot(person, fact.value), canonical="")
     slot = fact.slot if fact.slot == "?" else f"{person}:{fact.slot}"
     canonical = third_person(fact.canonical, subject) if fact.canonical else ""
     words = ""

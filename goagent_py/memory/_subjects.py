@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["WHO", "about_someone_else", "asserted", "someone_else"]
+__all__ = ["MANY", "WHO", "about_someone_else", "asserted", "person_named", "someone_else"]
 
 # Slots whose value says who it is: a name. What else is said of them ("my wife is a
 # doctor", "my dog is old") is another fact, not a new value of the slot.
@@ -67,6 +67,33 @@ WHO = frozenset(
         "parrot",
     ]
 )
+
+# The relations a user often has more than one of: a name said with one is who that person is
+# ("My sister is Ana." and "My sister is Eva." are two sisters), so the name is part of the
+# person's key ("sister ana"), as it is in their other facts ("sister ana:home"). A partner, a
+# parent, a boss or a pet is one at a time: a new name replaces the old one ("My dog is called
+# Luna now.").
+MANY = frozenset(
+    ["sister", "brother", "son", "daughter", "child", "kid", "cousin", "aunt", "uncle", "niece",
+     "nephew", "grandmother", "grandfather", "grandma", "grandpa", "friend", "colleague",
+     "neighbour", "neighbor", "roommate", "flatmate"]
+)  # fmt: skip
+# Words before a relation that tell one person of it from another when no name is given ("my
+# other sister", "my younger brother", "my ex wife"): part of that person's key. Other words
+# ("my new boss", "my dear friend") say nothing of which one.
+_WHICH = frozenset(
+    ["other", "another", "second", "third", "older", "younger", "elder", "eldest", "oldest",
+     "youngest", "middle", "step", "half", "best", "ex", "former", "late"]
+)  # fmt: skip
+
+
+def person_named(relation: str, name: str) -> str:
+    """The key of the person of ``relation`` (a slot: "sister", "other sister", "wife")
+    called ``name``: the relation and the name's first word for the relations of
+    :data:`MANY` ("sister ana"), the relation alone for the others ("wife")."""
+    who = relation.split()[-1] if relation.strip() else ""
+    first = name.split()[0].casefold() if name.split() else ""
+    return f"{who} {first}" if who in MANY and first else relation
 
 
 # Who a clause is about, when a pattern does not say it itself ("hired by Acme", "got a job
@@ -214,7 +241,7 @@ def asserted(text: str) -> bool:
 # one of the people or pets of :data:`WHO` (a word or two before it), maybe their name, then
 # a verb.
 _SOMEONE = re.compile(
-    r"^(?P<subject>(?:my|our) (?:[a-z-]+ ){0,2}?"
+    r"^(?P<subject>(?:my|our) (?P<which>(?:[a-z-]+ ){0,2}?)"
     rf"(?P<who>{'|'.join(sorted(WHO, key=len, reverse=True))})"
     r"(?:,? (?P<name>(?-i:[A-Z])[\w-]+),?)?) (?P<rest>.+)$",
     re.IGNORECASE,
@@ -297,8 +324,11 @@ def someone_else(text: str) -> tuple[str, str, str] | None:
     match = _SOMEONE.match(text)
     if match is None:
         return _named(text)
-    return _split(match.group("subject"), match.group("who"), match.group("name"),
-                  match.group("rest"))  # fmt: skip
+    who, name = match.group("who"), match.group("name")
+    if name is None:  # "my other sister", "my younger brother": which one, when unnamed
+        which = [w for w in match.group("which").casefold().split() if w in _WHICH]
+        who = " ".join([*which, who])
+    return _split(match.group("subject"), who, name, match.group("rest"))
 
 
 def _named(text: str) -> tuple[str, str, str] | None:

@@ -17,6 +17,7 @@ __all__ = [
     "MEMORY_CREATED_AT_KEY",
     "MEMORY_FORMERLY",
     "MEMORY_INVALID_AT_KEY",
+    "MEMORY_RECALLED_KEY",
     "MEMORY_STATE_KEY",
     "BatchEmbedder",
     "Chunk",
@@ -94,6 +95,12 @@ MEMORY_CREATED_AT_KEY = "goagent.created_at"
 
 MEMORY_INVALID_AT_KEY = "goagent.invalid_at"
 """The metadata key of when a long-term memory stopped being true (ISO 8601, UTC), or None."""
+
+MEMORY_RECALLED_KEY = "goagent.recalled"
+"""The metadata key of the ids of the long-term memories an answer was given (recalled for its
+run, best first). The agent sets it on the answer it stores in short-term memory, and on the
+messages of the next turn it hands to long-term memory's ``store``: what "No wait, Madrid."
+corrects is the memory the answer used. ``LongTermMemory`` never stores it with a memory."""
 
 MEMORY_FORMERLY: Final = "superseded"
 """The :data:`MEMORY_STATE_KEY` value of a memory a newer fact replaced (recalled as

@@ -180,8 +180,11 @@ def _correct(
     ``text`` is no correction or fits nothing said before it.
 
     The statement before it is this turn's previous fact, or, for a turn's first fact, the
-    memories the turn follows (``just_said``: the latest, stored together, in this
-    conversation and minutes ago; an older fact is never what a correction is about).
+    memories the turn follows: ``just_said`` (the latest, stored together, in this
+    conversation and minutes ago) and ``recalled`` (those the answer the turn replies to was
+    given: "Where do I live?" answered from a week-old "I live in Lisbon."): the just-said
+    memory the correction fits best, else the best recalled one it fits. Any other fact is
+    never what a correction is about.
     """
     correction = parse_correction(text)
     if correction is None:
@@ -193,13 +196,21 @@ def _correct(
             return None
         fixed = corrected_text(previous, correction)
         return (fixed[0], None, index - 1) if fixed is not None else None
-    latest = [c for c, f in known if c.just_said and (f is None or f.kind != "retract")]
+    usable = [(c, f) for c, f in known if f is None or f.kind != "retract"]
     best: tuple[float, str, MemoryRecord] | None = None
-    for candidate in latest:
+    for candidate in [c for c, _ in usable if c.just_said]:
         fixed = corrected_text(candidate.text, correction)
         if fixed is not None and (best is None or fixed[1] > best[0]):
             best = (fixed[1], fixed[0], candidate)
-    return (best[1], best[2], None) if best is not None else None
+    if best is not None:
+        return best[1], best[2], None
+    # The answer's memories, best recalled first: "Madrid" corrects the home the answer
+    # gave, not a sister's name recalled beside it that is spelled more like it.
+    for candidate in sorted((c for c, _ in usable if c.recalled), key=lambda c: c.recalled):
+        fixed = corrected_text(candidate.text, correction)
+        if fixed is not None:
+            return fixed[0], candidate, None
+    return None
 
 
 def _negates(known: Fact | None, fact: Fact) -> bool:
@@ -291,11 +302,16 @@ def _retract(
     index: int, fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]
 ) -> list[Decision]:
     if fact.slot == "":
-        # "That's no longer true." takes back what the turn follows, never an older fact.
+        # "That's no longer true." takes back what the turn follows, never an older fact:
+        # the statement just said, else the best memory the answer it replies to used.
         said = [c for c, _ in known if c.just_said]
-        if not said:
+        used = sorted((c for c, _ in known if c.recalled), key=lambda c: c.recalled)
+        if said:
+            latest = max(said, key=lambda c: c.created_at or _EPOCH)
+        elif used:
+            latest = used[0]
+        else:
             return [Decision(fact=index, op="NOOP")]
-        latest = max(said, key=lambda c: c.created_at or _EPOCH)
         return [Decision(fact=index, op="DELETE", target=latest.id)]
     if fact.slot == "?":
         words = _content_words(fact.value)
@@ -357,7 +373,8 @@ memory's id and the merged text, written as the user would say it now ("I live i
 - NOOP: the memory already says it.
 A correction of what the user just said ("Sorry, I meant John.", "*John") is an UPDATE of \
 the memory marked (latest) that it corrects, with the corrected text ("My brother is called \
-John.").
+John."); a correction of the last answer ("No wait, Madrid.") is an UPDATE of the memory \
+marked (used in the last answer) that it corrects.
 Only use ids from EXISTING MEMORIES. Answer with JSON only, no prose:
 {"decisions": [{"fact": 0, "op": "UPDATE", "id": "m1", "text": "I live in Porto."}]}"""
 
@@ -513,6 +530,8 @@ def _prompt(facts: Sequence[str], candidates: Sequence[MemoryRecord]) -> str:
         said = f" (said {c.created_at.date().isoformat()})" if c.created_at else ""
         if c.just_said:  # what this turn follows (not a fact a week old)
             said += " (latest)"
+        if c.recalled:  # what the answer this turn replies to was given
+            said += " (used in the last answer)"
         lines.append(f"m{i}{said}: {json.dumps(c.text)}")
     if not candidates:
         lines.append("(none)")

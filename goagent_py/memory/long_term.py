@@ -33,20 +33,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import math
 import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from goagent_py._describe import described
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
+from goagent_py.memory._entries import (
+    applied,
+    change_of,
+    message_digest,
+    new_record,
+    source_message,
+)
+from goagent_py.memory._following import (
+    EPOCH,
+    answer_used,
+    mark_just_said,
+    mark_recalled,
+    without_context,
+)
 from goagent_py.memory._forgetting import after_forgetting
+from goagent_py.memory._provenance import (
+    DISTRUST,
+    PROVENANCE_KEY,
+    PROVENANCES,
+    Provenance,
+    provenance_of,
+    with_provenance,
+)
 from goagent_py.memory.base import BatchEmbedder, Chunk, Chunker, Embedder
 from goagent_py.memory.consolidation import (
     ConsolidationReport,
@@ -56,31 +76,20 @@ from goagent_py.memory.consolidation import (
     report_consolidation,
 )
 from goagent_py.memory.records import (
-    CREATED_AT_KEY,
     CURRENT,
-    DELETED,
-    HISTORY_KEY,
-    INVALID_AT_KEY,
-    JUST_SAID,
     SOURCE_MESSAGE_KEY,
-    SOURCE_SESSION_KEY,
-    STATE_KEY,
     SUPERSEDED,
-    SUPERSEDED_BY_KEY,
-    UPDATED_AT_KEY,
-    MemoryChange,
     MemoryRecord,
     MemoryState,
     as_present,
     asks_about_past,
     format_time,
-    parse_time,
     record_of,
     state_of,
-    with_change,
 )
 from goagent_py.memory.tokens import heuristic_tokens
 from goagent_py.memory.vector._common import SESSION_KEY
+from goagent_py.memory.vector._shared import owned, search_shared
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     GuardedStore,
@@ -95,7 +104,6 @@ from goagent_py.messages import (
     Role,
     ScoredMessage,
     TextBlock,
-    messages_to_json,
     text_from,
 )
 
@@ -105,38 +113,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PROVENANCE_KEY", "PROVENANCES", "SESSION_KEY", "LongTermMemory", "Provenance"]
 
-PROVENANCE_KEY = "goagent.provenance"
-"""The metadata key of a memory's provenance (see the module docstring)."""
-
-Provenance = Literal["user", "assistant", "tool", "retrieved"]
-"""Where a memory's text came from; ``"tool"`` and ``"retrieved"`` are untrusted."""
-
-PROVENANCES: tuple[Provenance, ...] = ("user", "assistant", "tool", "retrieved")
-
 _log = logging.getLogger("goagent_py.memory")
-_EPOCH = datetime.min.replace(tzinfo=UTC)
 _ATTEMPTS = 8  # compare-and-set rounds of one consolidation before the facts are just added
-
-# How far each provenance is from the user: a message is given the least trusted of its role's
-# and any declared provenance, so a declaration can lower trust but never raise it.
-_DISTRUST: dict[str, int] = {"user": 0, "assistant": 1, "tool": 2, "retrieved": 2}
-_ROLE_PROVENANCE: dict[str, Provenance] = {
-    "user": "user",
-    "assistant": "assistant",
-    "tool": "tool",
-    "document": "retrieved",
-}
-
-
-def provenance_of(message: Message, declared: str | None = None) -> Provenance:
-    """The provenance to record for ``message``: the least trusted of what its role implies
-    (an unknown role counts as retrieved), its metadata's :data:`PROVENANCE_KEY` and
-    ``declared``; invalid metadata values are ignored."""
-    found: Provenance = _ROLE_PROVENANCE.get(str(message.role), "retrieved")
-    for value in (message.metadata.get(PROVENANCE_KEY), declared):
-        if isinstance(value, str) and _DISTRUST.get(value, -1) >= _DISTRUST[found]:
-            found = value  # type: ignore[assignment]  # checked against _DISTRUST
-    return found
 
 
 @runtime_checkable
@@ -151,111 +129,11 @@ def _heuristic_count(message: Message) -> int:
     return (len(text) + 3) // 4 if text.isascii() else heuristic_tokens(text)
 
 
-def message_digest(message: Message) -> str:
-    """The hex SHA-256 of ``message`` as JSON: the same message always gives the same digest."""
-    return hashlib.sha256(messages_to_json([message])).hexdigest()
-
-
-def _with_provenance(scored: ScoredMessage) -> ScoredMessage:
-    """``scored`` with a valid provenance (entries stored before it existed get their role's)."""
-    message = scored.message
-    recorded = message.metadata.get(PROVENANCE_KEY)
-    if isinstance(recorded, str) and recorded in _DISTRUST:
-        return scored
-    message.metadata = {**message.metadata, PROVENANCE_KEY: provenance_of(message)}
-    return scored
-
-
 def _plain_text(message: Message) -> str | None:
     """The text of a message made of one text block (None otherwise)."""
     if len(message.content) == 1 and isinstance(message.content[0], TextBlock):
         return message.content[0].text
     return None
-
-
-def _source_message(message: Message) -> str:
-    """The id of the message a memory comes from: given in its metadata, else its digest."""
-    value = message.metadata.get(SOURCE_MESSAGE_KEY)
-    return value if isinstance(value, str) and value else message_digest(message)[:16]
-
-
-def _mark_just_said(
-    found: dict[str, MemoryRecord],
-    latest: Sequence[MemoryRecord],
-    facts: Sequence[Message],
-    now: str,
-) -> None:
-    """Add to ``found`` the newest of ``latest`` (all of those stored together), marked
-    ``just_said``, when ``facts`` follow them."""
-    newest = max(r.created_at or _EPOCH for r in latest)
-    for record in latest:
-        if (record.created_at or _EPOCH) == newest and _followed(record, facts, now):
-            found[record.id] = replace(found.get(record.id, record), just_said=True)
-
-
-def _followed(latest: MemoryRecord, facts: Sequence[Message], now: str) -> bool:
-    """Whether ``facts`` (stored ``now``) follow ``latest``, the scope's latest statement:
-    stored less than :data:`JUST_SAID` before, and in the same conversation when both record
-    one. A correction a week later, or in another conversation, is about something else."""
-    said, at = latest.created_at, parse_time(now)
-    if said is None or at is None or not timedelta(0) <= at - said < JUST_SAID:
-        return False
-    theirs = {str(f.metadata.get(SOURCE_SESSION_KEY) or "") for f in facts} - {""}
-    return not (latest.source_session and theirs and theirs != {latest.source_session})
-
-
-def _new_record(
-    message: Message, now: str, change: MemoryChange, history: Sequence[MemoryChange] = ()
-) -> dict[str, Any]:
-    """The record keys of a memory stored ``now`` (see :mod:`goagent_py.memory.records`)."""
-    return {
-        STATE_KEY: CURRENT,
-        CREATED_AT_KEY: now,
-        UPDATED_AT_KEY: now,
-        INVALID_AT_KEY: None,
-        SUPERSEDED_BY_KEY: None,
-        SOURCE_SESSION_KEY: str(message.metadata.get(SOURCE_SESSION_KEY) or ""),
-        SOURCE_MESSAGE_KEY: _source_message(message),
-        HISTORY_KEY: [*(c.to_json() for c in history), change.to_json()],
-    }
-
-
-def _fact_entry(
-    message: Message,
-    session: str,
-    now: str,
-    change: MemoryChange,
-    history: Sequence[MemoryChange],
-) -> Message:
-    """A user fact as stored by consolidation (one entry, no chunking)."""
-    metadata = {
-        **message.metadata,
-        **_new_record(message, now, change, history),
-        SESSION_KEY: session,
-        PROVENANCE_KEY: "user",
-    }
-    return Message(Role.USER, list(message.content), metadata=metadata)
-
-
-def _reworded(fact: Message, text: str) -> Message:
-    """``fact`` said as ``text`` (a decider's merged or canonical wording)."""
-    metadata = {**fact.metadata, SOURCE_MESSAGE_KEY: _source_message(fact)}
-    return Message(Role.USER, [TextBlock(text)], metadata=metadata)
-
-
-def _marked(
-    old: MemoryRecord, change: MemoryChange, state: MemoryState, now: str, *, by: str | None = None
-) -> Message:
-    """``old``'s message with its record marked ``state`` (kept, never deleted)."""
-    fields = {STATE_KEY: state, UPDATED_AT_KEY: now, INVALID_AT_KEY: now, SUPERSEDED_BY_KEY: by}
-    m = old.message
-    return Message(
-        m.role,
-        list(m.content),
-        tool_call_id=m.tool_call_id,
-        is_error=m.is_error,
-        metadata=with_change(m.metadata, change, **fields),
-    )
 
 
 class _ScopeLock:
@@ -441,25 +319,27 @@ class LongTermMemory:
         Raises:
             ConfigurationError: ``provenance`` is not one of :data:`PROVENANCES`.
         """
-        if provenance is not None and provenance not in _DISTRUST:
+        if provenance is not None and provenance not in DISTRUST:
             raise ConfigurationError(
                 f"provenance must be one of {', '.join(PROVENANCES)}, got {provenance!r}"
             )
         now = format_time(self.clock())
+        recalled = answer_used(messages, session)
+        messages = [without_context(m) for m in messages]
         facts = [m for m in messages if self._is_fact(m, provenance)]
         plain = [m for m in messages if not any(m is f for f in facts)]
         pending: list[tuple[str, Message]] = []
         for message in plain:
             digest = message_digest(message)
             origin = provenance_of(message, provenance)
-            change = self._change("add", now, message, decider="none", text=message.text)
+            change = change_of("add", now, message, decider="none", text=message.text)
             for index, chunk in enumerate(self._chunks(message)):
                 if not chunk.blocks:
                     continue
                 metadata = {
                     **message.metadata,
                     **chunk.metadata,
-                    **_new_record(message, now, change),
+                    **new_record(message, now, change),
                     SESSION_KEY: session,
                     PROVENANCE_KEY: origin,
                 }
@@ -474,7 +354,7 @@ class LongTermMemory:
         await self._write(pending)
         if facts:
             async with self._scope_lock(session):
-                await self._consolidate(facts, session=session, now=now)
+                await self._consolidate(facts, session=session, now=now, recalled=recalled)
 
     @contextlib.asynccontextmanager
     async def _scope_lock(self, session: str) -> AsyncIterator[None]:
@@ -506,13 +386,6 @@ class LongTermMemory:
             and all(isinstance(b, TextBlock) for b in message.content)
         )
 
-    def _change(
-        self, op: Any, now: str, message: Message, *, decider: str, **fields: str
-    ) -> MemoryChange:
-        return MemoryChange(
-            op=op, at=now, decider=decider, source_message=_source_message(message), **fields
-        )
-
     async def _write(
         self, pending: Sequence[tuple[str, Message]], known: Mapping[str, Any] | None = None
     ) -> None:
@@ -539,7 +412,9 @@ class LongTermMemory:
 
     # -- consolidation -------------------------------------------------------------------------
 
-    async def _consolidate(self, facts: list[Message], *, session: str, now: str) -> None:
+    async def _consolidate(
+        self, facts: list[Message], *, session: str, now: str, recalled: Sequence[str] = ()
+    ) -> None:
         """Decide and apply what ``facts`` do to the current memories of ``session``.
 
         On a :class:`GuardedStore` the write is a compare-and-set on the scope: the scope's
@@ -560,13 +435,13 @@ class LongTermMemory:
             version = await store.version(scope) if isinstance(store, GuardedStore) else ""
             report = ConsolidationReport(decider=self.decider.name, facts=texts, attempts=attempt)
             started = time.perf_counter()
-            candidates, vectors, past = await self._candidates(texts, session, facts, now)
+            candidates, vectors, past = await self._candidates(texts, session, facts, now, recalled)
             decisions = await self._decide(facts, candidates, report)
             deciding += time.perf_counter() - started
             by_id = {c.id: c for c in candidates}
             name = self.decider.name if not report.warning else "none"
-            applied = self._applied(decisions, facts, by_id, session, now, name, past)
-            entries = await self._entries(applied, vectors)
+            written = applied(decisions, facts, by_id, session, now, name, past)
+            entries = await self._entries(written, vectors)
             if not isinstance(store, GuardedStore):
                 await self._upsert(entries)
                 break
@@ -581,7 +456,7 @@ class LongTermMemory:
             )
             _log.warning("long-term memory consolidation: %s", report.warning)
             report.decisions = [Decision(fact=i, op="ADD") for i in range(len(facts))]
-            plain = self._applied(report.decisions, facts, {}, session, now, "none", past)
+            plain = applied(report.decisions, facts, {}, session, now, "none", past)
             await self._upsert(await self._entries(plain, vectors))
         report.duration = deciding
         report_consolidation(report)
@@ -617,14 +492,21 @@ class LongTermMemory:
                 await self.vector_store.upsert(entry.id, entry.vector, entry.message)
 
     async def _candidates(
-        self, texts: list[str], session: str, facts: Sequence[Message], now: str
+        self,
+        texts: list[str],
+        session: str,
+        facts: Sequence[Message],
+        now: str,
+        recalled: Sequence[str] = (),
     ) -> tuple[list[MemoryRecord], dict[str, Any], dict[str, MemoryRecord]]:
         """The current memories of ``session`` most similar to each fact (best first), then,
         when the store can list, the latest ones if the facts follow them (``just_said``: for
         "that's no longer true", "sorry, I meant John"); the facts' vectors by text (storing a
         fact reuses its vector); and, when the store can list, the memories of ``session``
         that are no longer current, by id (a fact said again after it was forgotten is stored
-        under the same id: its earlier history is kept)."""
+        under the same id: its earlier history is kept). The current memories of ``recalled``
+        (what the answer the facts reply to was given) are candidates too, marked
+        ``recalled``."""
         vectors = await self._embed_all([[TextBlock(t)] for t in texts])
         scope: dict[str, Any] = {SESSION_KEY: session}
         found: dict[str, MemoryRecord] = {}
@@ -637,7 +519,7 @@ class LongTermMemory:
                 continue
             hits = await self._search(vector, self.candidates, scope, (CURRENT,), mine=True)
             for scored in hits:
-                found.setdefault(scored.id, record_of(_with_provenance(scored)))
+                found.setdefault(scored.id, record_of(with_provenance(scored)))
         if isinstance(self.vector_store, ListableStore):
             listed = [
                 record_of(s)
@@ -650,65 +532,16 @@ class LongTermMemory:
                 # The latest statement, all of it ("My brother is Jon and I live in Lisbon.":
                 # two memories stored together): what "that's no longer true" or "sorry, I
                 # meant John" is about, when the facts follow it.
-                _mark_just_said(found, listed, facts, now)
+                mark_just_said(found, listed, facts, now)
+            mark_recalled(found, listed, recalled)
         elif found:
             # A store that cannot list: the newest of the similar memories stands for the
-            # latest statement (a correction is similar to what it corrects).
-            _mark_just_said(found, list(found.values()), facts, now)
+            # latest statement (a correction is similar to what it corrects), and only the
+            # similar memories can be known as recalled.
+            mark_just_said(found, list(found.values()), facts, now)
+            mark_recalled(found, list(found.values()), recalled)
         by_text = {t: v for t, v in zip(texts, vectors, strict=True) if v is not None}
         return list(found.values()), by_text, past
-
-    def _applied(
-        self,
-        decisions: list[Decision],
-        facts: list[Message],
-        candidates: dict[str, MemoryRecord],
-        session: str,
-        now: str,
-        decider: str,
-        past: Mapping[str, MemoryRecord] | None = None,
-    ) -> list[tuple[str, Message]]:
-        """The entries ``decisions`` write: new memories, and the records they mark; a new
-        memory written over a ``past`` one (same words, same source) continues its history."""
-        past = past or {}
-        out: list[tuple[str, Message]] = []
-        for d in decisions:
-            fact = facts[d.fact]
-            if d.op == "NOOP":
-                continue
-            if d.op == "DELETE":
-                old = candidates[d.target]
-                change = self._change("delete", now, fact, decider=decider, previous=old.text)
-                out.append((old.id, _marked(old, change, DELETED, now)))
-                continue
-            text = d.text.strip() or fact.text
-            message = fact if text == fact.text else _reworded(fact, text)
-            id = f"{session}:{message_digest(message)}:0"
-            if d.op == "ADD":
-                if id in candidates:
-                    continue  # stored already, under the same id: its record stays as it is
-                change = self._change("add", now, fact, decider=decider, text=text)
-                before = past[id].history if id in past else ()
-                out.append((id, _fact_entry(message, session, now, change, before)))
-                continue
-            old = candidates[d.target]
-            if id == old.id or text == old.text:
-                if text != fact.text:
-                    # An UPDATE that keeps the old words drops the fact (a small model's
-                    # mistake): the fact is added as said instead, nothing lost.
-                    change = self._change("add", now, fact, decider=decider, text=fact.text)
-                    plain = f"{session}:{message_digest(fact)}:0"
-                    out.append((plain, _fact_entry(fact, session, now, change, ())))
-                continue  # the same words again: nothing changes
-            update = self._change(
-                "update", now, fact, decider=decider, text=text, previous=old.text, other_id=old.id
-            )
-            out.append((id, _fact_entry(message, session, now, update, old.history)))
-            replaced = self._change(
-                "superseded", now, fact, decider=decider, text=text, previous=old.text, other_id=id
-            )
-            out.append((old.id, _marked(old, replaced, SUPERSEDED, now, by=id)))
-        return out
 
     async def _embed_all(
         self, inputs: list[list[ContentBlock]]
@@ -801,7 +634,7 @@ class LongTermMemory:
         states = (CURRENT, SUPERSEDED) if include_superseded else (CURRENT,)
         scope = {**(filter or {}), SESSION_KEY: session}
         found = await self._search(vector, k, scope, states, threshold)
-        found = self._newer_first([_with_provenance(s) for s in found])[:k]
+        found = self._newer_first([with_provenance(s) for s in found])[:k]
         budget = token_budget if token_budget is not None else self.token_budget
         return self._within_budget(found, budget)
 
@@ -829,7 +662,9 @@ class LongTermMemory:
         fetch = k + 1  # one more than asked: it tells whether anything below ties with the k-th
         while True:
             options = SearchOptions(top_k=fetch, score_threshold=threshold, filter=scope)
-            hits = await self.vector_store.search(vector, options)
+            # Hits left out (other states, crowds of ties) are read, never copied: only what is
+            # returned gets a message of its own.
+            hits, shared = await search_shared(self.vector_store, vector, options)
             kept = [
                 h
                 for h in hits
@@ -843,10 +678,10 @@ class LongTermMemory:
             if len(kept) >= k and fetch >= 16 * k:
                 break  # a crowd of ties: the newest of the first 16 k stand for them
             fetch *= 4
-        if len(kept) <= k:
-            return kept
-        floor = kept[k - 1].score - self.tie_tolerance
-        return kept[:k] + [h for h in kept[k:] if h.score >= floor]
+        if len(kept) > k:
+            floor = kept[k - 1].score - self.tie_tolerance
+            kept = kept[:k] + [h for h in kept[k:] if h.score >= floor]
+        return [owned(h) for h in kept] if shared else kept
 
     def _newer_first(self, found: list[ScoredMessage]) -> list[ScoredMessage]:
         """``found`` best first, in groups of near-equal scores, each group newest first.
@@ -864,7 +699,7 @@ class LongTermMemory:
                 end += 1
             group = ranked[start:end]
             if len(group) > 1:
-                group.sort(key=lambda s: record_of(s).created_at or _EPOCH, reverse=True)
+                group.sort(key=lambda s: record_of(s).created_at or EPOCH, reverse=True)
             ordered.extend(group)
             start = end
         return ordered
@@ -886,8 +721,8 @@ class LongTermMemory:
                 "entries(filter) (in-memory, sqlite-vec or pgvector) to list memories"
             )
         listed = await self.vector_store.entries({SESSION_KEY: session})
-        found = [r for r in (record_of(_with_provenance(s)) for s in listed) if r.state in states]
-        return sorted(found, key=lambda r: (r.created_at or _EPOCH, r.id))
+        found = [r for r in (record_of(with_provenance(s)) for s in listed) if r.state in states]
+        return sorted(found, key=lambda r: (r.created_at or EPOCH, r.id))
 
     def _within_budget(self, found: list[ScoredMessage], budget: int | None) -> list[ScoredMessage]:
         """The prefix of ``found`` (best first, ties newest first) that fits ``budget``: the
@@ -924,7 +759,7 @@ class LongTermMemory:
             for m in messages
             for i in range(len(self._chunks(m)))
         ]
-        sources = {_source_message(m) for m in messages if m.role is Role.USER}
+        sources = {source_message(m) for m in messages if m.role is Role.USER}
         await self._forget_ids(ids, session, {m.text for m in messages}, sources)
 
     async def forget_ids(self, ids: Sequence[str], *, session: str = "") -> None:

@@ -33,6 +33,7 @@ from goagent_py.memory.base import (
     MEMORY_CREATED_AT_KEY,
     MEMORY_FORMERLY,
     MEMORY_INVALID_AT_KEY,
+    MEMORY_RECALLED_KEY,
     MEMORY_STATE_KEY,
 )
 from goagent_py.messages import Message, ScoredMessage
@@ -44,6 +45,7 @@ __all__ = [
     "HISTORY_KEY",
     "INVALID_AT_KEY",
     "JUST_SAID",
+    "RECALLED_KEY",
     "SOURCE_MESSAGE_KEY",
     "SOURCE_SESSION_KEY",
     "STATE_KEY",
@@ -72,6 +74,9 @@ SUPERSEDED_BY_KEY = "goagent.superseded_by"
 SOURCE_SESSION_KEY = "goagent.source_session"
 SOURCE_MESSAGE_KEY = "goagent.source_message"
 HISTORY_KEY = "goagent.history"
+RECALLED_KEY = MEMORY_RECALLED_KEY
+"""The ids of the memories an answer was given (:data:`~goagent_py.memory.base.MEMORY_RECALLED_KEY`;
+see :attr:`MemoryRecord.recalled`)."""
 
 JUST_SAID = timedelta(minutes=30)
 """How recent the scope's latest memory must be for a new turn to follow it (a correction of
@@ -188,6 +193,10 @@ class MemoryRecord:
             what a correction ("Sorry, I meant John.") or "That's no longer true." is about.
             An older fact, or one of another conversation, is never corrected or retracted
             by such words.
+        recalled: set on a consolidation's candidates only: the memory's rank (1 = best)
+            among those the answer the new facts follow was given (the facts'
+            :data:`RECALLED_KEY`), 0 when it was not one: what "No wait, Madrid." corrects
+            after "Where do I live?" was answered from a week-old "I live in Lisbon.".
     """
 
     id: str
@@ -203,6 +212,7 @@ class MemoryRecord:
     history: tuple[MemoryChange, ...] = field(default=())
     score: float = 0.0
     just_said: bool = False
+    recalled: int = 0
 
     @property
     def is_current(self) -> bool:

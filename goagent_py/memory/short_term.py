@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from goagent_py._describe import message_of
 from goagent_py._metadata_keys import UI_ONLY_KEY
+from goagent_py._transcript import holding_wait
 from goagent_py.errors import ConfigurationError, MemoryStoreError
 from goagent_py.memory.base import MessageMatch, MessageUpdate
 from goagent_py.memory.policies import NoOp, Policy
@@ -78,7 +79,10 @@ class ShortTermMemory:
 
         A window that is a cut tail of the history starts on a user message (see the class
         docs); a history that itself starts with an assistant message (a greeting) is returned
-        as the policy gives it.
+        as the policy gives it. A window never cuts off the turn whose tool calls wait for
+        decisions, nor one a crash left with calls without results: it is widened to that
+        turn, from the user message that asked on (docs/approvals.md "Short-term memory
+        windows").
 
         Raises:
             MemoryStoreError: the storage could not be read.
@@ -98,7 +102,16 @@ class ShortTermMemory:
         if window and cut > 0 and window[0] is transcript[cut]:  # a tail: the policy cut the start
             first = next((i for i, m in enumerate(window) if m.role == Role.USER), len(window))
             window = window[first:]
-        cut_off = head + transcript[: len(transcript) - len(window)]
+        # The window never cuts off the turn that waits for decisions (approve15): which calls
+        # wait is the record's to say, and their resume sends that turn with its results; nor
+        # one a crash left open, which the next run closes in the record first.
+        whole = head + transcript if head else transcript
+        held = holding_wait(window, whole, interrupted=True)
+        if held is not window:
+            window = held
+            if len(window) > len(transcript):  # a compaction summed it up: the turn instead
+                boundary = None
+        cut_off = whole[: len(whole) - len(window)]
         self.window_start = sum(model_visible(m) for m in cut_off)
         if boundary is not None and len(window) == len(transcript):
             return [boundary, *window]  # the summary stands for what the window starts after

@@ -31,10 +31,12 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 
+from goagent_py._deepcopy import deepcopy
 from goagent_py._workers import to_thread
 from goagent_py.errors import ConfigurationError, InvalidInputError
 from goagent_py.memory.base import Chunker, Embedder
 from goagent_py.memory.vector._common import check_filter
+from goagent_py.memory.vector._shared import search_shared
 from goagent_py.memory.vector.base import SearchOptions, VectorStore
 from goagent_py.messages import Message, Role, TextBlock
 from goagent_py.rag._chunks import collapse_parts, is_part_id
@@ -75,6 +77,11 @@ _END: Any = object()
 SOURCES_KEY = "sources"
 """Metadata key of a search result whose text is indexed under several sources: all of them,
 the result's own first (see :func:`merge_copies`)."""
+
+
+def _owned(results: Sequence[SearchResult]) -> list[SearchResult]:
+    """``results`` with messages of their own (their vector hits held the store's)."""
+    return [replace(r, message=deepcopy(r.message)) for r in results]
 
 
 def merge_copies(results: Sequence[SearchResult]) -> list[SearchResult]:
@@ -505,7 +512,10 @@ class Pipeline(_Indexing):
             k = 2 * n if self._part_vectors else n
             threshold = None if self._part_vectors else score_threshold
             options = SearchOptions(top_k=k, score_threshold=threshold, filter=checked)
-            hits = await self.store.search(vector, options)
+            # Of ~30 candidates a few are returned: a store that keeps Python objects (the
+            # in-memory one) hands them out uncopied, and only the returned ones are copied.
+            hits, shared = await search_shared(self.store, vector, options)
+            borrowed.append(shared)
             return [
                 SearchResult(id=id, message=message, score=score, vector_score=score)
                 for id, message, score in collapse_parts(hits, n)
@@ -522,6 +532,7 @@ class Pipeline(_Indexing):
             entries = await self.keyword_index.get([id for id, _ in hits]) if hits else {}
             return hits, entries
 
+        borrowed: list[bool] = []  # whether the vector hits hold the store's own messages
         vector_hits: list[SearchResult] = []
         keyword_hits: list[tuple[str, float]] = []
         entries: dict[str, KeywordEntry] = {}
@@ -572,8 +583,9 @@ class Pipeline(_Indexing):
                 )
         results = merge_copies(results)
         if self.reranker is not None and results:
-            results = list(await self.reranker.rerank(query, results[:n], top_k=top_k))
-        return results[:top_k]
+            results = _owned(results[:n]) if any(borrowed) else results[:n]
+            return list(await self.reranker.rerank(query, results, top_k=top_k))[:top_k]
+        return _owned(results[:top_k]) if any(borrowed) else results[:top_k]
 
     # -- the agent's tool -------------------------------------------------------------------
 

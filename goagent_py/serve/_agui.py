@@ -107,7 +107,9 @@ AGUI_VERSION = "1.0"
 _UNFINISHED = "the run ended before this call finished"
 
 
-def wire(event: BaseEvent) -> dict[str, Any]:
+def wire(
+    event: BaseEvent | RunFinishedCancelledOutcome | RunFinishedInterruptOutcome | TokenUsage,
+) -> dict[str, Any]:
     """``event`` as its JSON object on the wire (camelCase, optional fields left out)."""
     data: dict[str, Any] = event.model_dump(mode="json", by_alias=True)
     return data
@@ -122,6 +124,35 @@ Wire = dict[str, Any]
 def run_started(thread_id: str, run_id: str) -> Wire:
     """``RUN_STARTED``."""
     return {"type": "RUN_STARTED", "threadId": thread_id, "runId": run_id}
+
+
+def run_finished(
+    thread_id: str,
+    run_id: str,
+    result: dict[str, Any],
+    outcome: RunFinishedCancelledOutcome | RunFinishedInterruptOutcome | None = None,
+    usage: TokenUsage | None = None,
+) -> Wire:
+    """``RUN_FINISHED``: what :func:`wire` of the ``RunFinishedEvent`` gives, key for key
+    (tests/serve/test_perf15_agui_wire.py), without building and dumping the event's model for
+    every run (issue 36: the largest cost of mapping a scripted turn). ``result`` holds plain
+    JSON values; a typed answer's ``output`` goes through the model, whose JSON rules it
+    follows (a NaN is null)."""
+    if "output" in result:
+        event = RunFinishedEvent(
+            thread_id=thread_id,
+            run_id=run_id,
+            result=result,
+            outcome=outcome,
+            usage=None if usage is None else [usage],
+        )
+        return wire(event)
+    out: Wire = {"type": "RUN_FINISHED", "threadId": thread_id, "runId": run_id, "result": result}
+    if outcome is not None:
+        out["outcome"] = wire(outcome)
+    if usage is not None:
+        out["usage"] = [wire(usage)]
+    return out
 
 
 def text_start(message_id: str) -> Wire:
@@ -268,7 +299,7 @@ class AguiMapper:
         self._reasoning_id = ""  # the open reasoning message (and its span)
         self._calls: dict[str, str] = {}  # calls started in this message: id -> name
         self._unanswered: dict[str, str] = {}  # ended calls without a result yet: id -> name
-        self._finished: BaseEvent | None = None
+        self._finished: Wire | None = None  # RUN_FINISHED, once the run's AgentEnd is mapped
         self._interrupts: list[Any] = []  # the waiting calls' interrupts (serve/_approvals)
         # The answer's text in pieces, joined once at the end: ``+=`` on an attribute copies
         # the whole text at every delta (a long answer's deltas made the mapping quadratic).
@@ -285,12 +316,10 @@ class AguiMapper:
     def finished(self) -> list[dict[str, Any]]:
         """What ends a run whose stream ended without an error: what is still open closed, then
         ``RUN_FINISHED`` (its ``AgentEnd`` result, held by :meth:`map`)."""
-        final = self._finished or RunFinishedEvent(
-            thread_id=self.thread_id,
-            run_id=self.run_id,
-            result={"stopReason": None, "text": "".join(self._texts)},
+        final = self._finished or run_finished(
+            self.thread_id, self.run_id, {"stopReason": None, "text": "".join(self._texts)}
         )
-        return [*self._close_all(), wire(final)]
+        return [*self._close_all(), final]
 
     def not_taken(self, texts: list[str]) -> dict[str, Any]:
         """``CUSTOM`` ``goagent.not_taken``: the messages sent to steer this run that it never
@@ -360,13 +389,8 @@ class AguiMapper:
                 from pydantic_core import to_jsonable_python
 
                 summary["output"] = to_jsonable_python(final.output)  # a typed run's answer
-            self._finished = RunFinishedEvent(
-                thread_id=self.thread_id,
-                run_id=self.run_id,
-                result=summary,
-                outcome=outcome,
-                usage=[_token_usage(final.usage)] if final.usage.total_tokens else None,
-            )
+            usage = _token_usage(final.usage) if final.usage.total_tokens else None
+            self._finished = run_finished(self.thread_id, self.run_id, summary, outcome, usage)
         return []
 
     # -- the assistant message as it streams ------------------------------------------------

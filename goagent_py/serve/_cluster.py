@@ -35,7 +35,7 @@ from starlette.responses import Response
 from goagent_py._http_guard import replay_body, send_json
 from goagent_py.errors import GoAgentError
 from goagent_py.serve._server import HttpError, Server, error_body
-from goagent_py.serve._supervise import WorkerContext
+from goagent_py.serve._supervise import WorkerContext, leave
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -259,6 +259,7 @@ class Cluster:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         os.close(self._locks)
+        leave(self.ctx)  # the parent is gone (killed): the last worker removes the folder
 
     def others(self) -> list[int]:
         """The other workers to ask about a run this one does not know (none for a request

@@ -375,6 +375,7 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
                 pending.set_result(request.results[call_id])
         waiting.parked = False
         waiting.waiting_for = []
+        waiting.readers.add(waiting)  # this request's stream reads it now
         return waiting
     run = await server.start_run(user, thread_id, request.prompt, adapt=_adapter(server, request))
     run.client_tools = frozenset(name for name, _, _ in request.tools)
@@ -450,8 +451,8 @@ async def steps(server: Server, run: Run) -> AsyncIterator[Step]:
             elif kind == "RUN_ERROR":
                 yield Step("error", item["message"], code=str(item.get("code") or ""))
     finally:
-        if not over and not run.parked:
-            server.stop(run)
+        if not over:
+            server.leave(run, run)
 
 
 _IDLE = Step("idle")

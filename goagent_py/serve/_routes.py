@@ -76,7 +76,8 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
 
     async def follow(request: Request) -> Response:
         # The thread's run now, from its first event, for a tab or client that did not start
-        # it (docs/serve.md, "Several tabs"); leaving does nothing to the run.
+        # it (docs/serve.md, "Several tabs"); leaving stops the run only when nobody else
+        # reads it.
         user = await server.user(request)
         thread_id = request.path_params["thread_id"]
         await server.thread(user, thread_id)
@@ -84,6 +85,10 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         run = live.run if live is not None else None
         if run is None:
             raise HttpError(409, "no run in progress in this thread; read its messages")
+
+        # While it reads, the run goes on when the stream that started it is gone (a closed
+        # tab): the run stops when its last reader leaves (Server.leave).
+        reader = server.join(run)
 
         async def frames() -> AsyncIterator[bytes]:
             first = True
@@ -94,7 +99,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
                     batch = [batch[0], told, *batch[1:]]
                 yield b"".join(sse_frame(_to_json(i)) for i in batch)
 
-        return RunStream(server, None, frames())
+        return RunStream(server, run, frames(), reader=reader)
 
     async def changes(request: Request) -> Response:
         # The changes to the user's threads as they happen (docs/serve.md, "Several tabs"):

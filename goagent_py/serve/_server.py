@@ -262,7 +262,7 @@ class RunEvents:
             yield batch  # type: ignore[misc]
 
 
-@dataclass
+@dataclass(eq=False)  # one run is one run (its own stream's mark among its readers)
 class Run:
     run_id: str
     user: str
@@ -293,6 +293,13 @@ class Run:
     # person's message it runs ("" for decisions).
     stored_before: int = 0
     message: str = ""
+    # Who reads the run's events: the stream that started it (the run itself stands for it)
+    # and each stream following it (Server.join). The run is stopped when the last one
+    # leaves before its end (Server.leave), never while another still reads it.
+    readers: set[object] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.readers.add(self)
 
 
 @dataclass
@@ -793,7 +800,8 @@ class Server:
             await live.storage.aclose()
 
     async def events(self, run: Run) -> AsyncIterator[dict[str, Any]]:
-        """The run's AG-UI events; leaving early (a closed tab) aborts the run."""
+        """The run's AG-UI events; leaving early (a closed tab) aborts the run when nobody
+        else follows it (:meth:`leave`)."""
         finished = False
         try:
             while True:
@@ -803,8 +811,8 @@ class Server:
                     return
                 yield item
         finally:
-            if not finished and not run.parked:
-                self.stop(run)
+            if not finished:
+                self.leave(run, run)
 
     async def event_batches(self, run: Run) -> AsyncIterator[tuple[list[dict[str, Any]], bool]]:
         """:meth:`events` in batches: each holds every event ready at that moment (a streamed
@@ -834,8 +842,8 @@ class Server:
                 if batch:
                     yield batch, finished  # type: ignore[misc]
         finally:
-            if not finished and not run.parked:
-                self.stop(run)
+            if not finished:
+                self.leave(run, run)
 
     def park(self, run: Run, waiting: list[str]) -> None:
         """``run`` waits for its client's results of the calls ``waiting``. Each parked run
@@ -854,6 +862,23 @@ class Server:
             live.dropped_calls = frozenset(oldest.waiting_for)
             oldest.parked, oldest.waiting_for = False, []
             self._abort(live, oldest, PARKED_DROPPED.format(limit=self.max_parked_runs))
+
+    def join(self, run: Run) -> object:
+        """A stream that follows ``run`` from elsewhere starts reading it: its mark for
+        :meth:`leave` (while it reads, the run goes on when its own stream is gone)."""
+        mark = object()
+        run.readers.add(mark)
+        return mark
+
+    def leave(self, run: Run, reader: object) -> None:
+        """``reader`` (``run`` itself for the stream that started it, or a mark of
+        :meth:`join`) stops reading ``run`` before its end: the run is stopped when nobody
+        reads it any more (a closed tab with no other tab following; docs/serve.md, "Several
+        tabs"), unless it waits for an OpenAI client's tool results (the next request
+        continues it)."""
+        run.readers.discard(reader)
+        if not run.readers and not run.done.is_set() and not run.parked:
+            self.stop(run)
 
     def stop(self, run: Run) -> bool:
         live = self.live.get((run.user, run.thread_id))

@@ -54,15 +54,25 @@ class RunStream(Response):
     ``frames`` yields whole SSE frames (bytes); a :class:`LastChunk` is the last (the response
     ends with it; the generator is still run to its end). The stream ends early when the client
     disconnects, when the server shuts down (uvicorn's exit flag), or when a send fails; then
-    the run is stopped unless it is parked (an OpenAI client's tools: the next request continues
-    it). Leaving ``server.events`` early aborts the run too, but only once that generator has
-    started: a client gone before the first frame never starts it.
+    it leaves the run (``Server.leave``: the run is stopped when no other stream reads it and it
+    is not parked for an OpenAI client's tools). ``reader``: a follower's mark of
+    ``Server.join`` (None: this stream started the run).
     """
 
-    def __init__(self, server: Server, run: Run | None, frames: AsyncIterator[bytes]) -> None:
+    def __init__(
+        self,
+        server: Server,
+        run: Run | None,
+        frames: AsyncIterator[bytes],
+        *,
+        reader: object | None = None,
+    ) -> None:
         # A Response for the routes' types: of its state only raw_headers is used.
         self._server = server
         self._run = run
+        # Who this stream is among the run's readers (Server.leave): the run itself for the
+        # stream that started it, a mark of Server.join for one that follows it.
+        self._reader = run if reader is None else reader
         self._frames = frames
         # "disconnect" or "shutdown": this stream cancelled its own task; "done": it has sent
         # its last frame and nothing may cancel it any more.
@@ -104,8 +114,8 @@ class RunStream(Response):
             self._ended_by = self._ended_by or "done"  # nothing cancels this task any more
             # Stopped before the await below: a cancellation that reaches it must not skip it.
             run = self._run  # None: a stream of no run (a thread's changes, GET /api/events)
-            if run is not None and not run.done.is_set() and not run.parked:
-                self._server.stop(run)
+            if run is not None:
+                self._server.leave(run, self._reader)
             aclose = getattr(self._frames, "aclose", None)
             if aclose is not None:
                 await aclose()

@@ -62,10 +62,41 @@ def _read_until(fd: int, wanted: bytes, deadline: float) -> bytes:
     return seen
 
 
-def _program(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+# The kernel hands a process's SIGINT to any thread that does not block it; this makes its
+# pick the prompt's reading thread, every time (signal.pthread_kill is a signal to one thread).
+_CAUGHT_BY_THE_READER = """
+import signal
+import threading
+
+import goagent_py.coding.repl as repl
+from tests.interrupting import asleep_in_the_event_loop
+
+_stdin_reader = repl.stdin_reader
+
+
+def stdin_reader():
+    read = _stdin_reader()
+
+    def caught_here(prompt):
+        asleep_in_the_event_loop(threading.main_thread().native_id)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # delivered in this thread
+        return read(prompt)
+
+    return caught_here
+
+
+repl.stdin_reader = stdin_reader
+"""
+
+
+def _program(tmp_path: Path, *, prelude: str = "") -> tuple[list[str], dict[str, str]]:
     root = tmp_path / "work"
     root.mkdir()
-    program = _SCRIPTED.format(argv=["code", "--plain", "--root", str(root)]) + _console_script()
+    program = (
+        _SCRIPTED.format(argv=["code", "--plain", "--root", str(root)])
+        + prelude
+        + _console_script()
+    )
     # PYTHONFAULTHANDLER: a child that hangs is aborted by _wait_or_dump, and its threads'
     # tracebacks go to its stderr (CI once saw this command outlive the signal by 120 s).
     env = {
@@ -158,6 +189,36 @@ def test_ctrl_c_at_the_prompt_ends_code_plain_at_once_with_130(tmp_path: Path) -
     assert "Traceback" not in err, err
     assert err.strip() == "", err
     assert rest.strip() == b"", rest
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_caught_by_the_reading_thread_ends_code_plain_with_130(tmp_path: Path) -> None:
+    """The kernel gave the Ctrl-C to the thread reading the prompt, not the main thread: the
+    main thread slept in the event loop's select() and nothing woke it, so ``asyncio.run``'s
+    handler never ran and the command waited for ever (CI: one run in ~25 under load).
+    Here the reader signals itself, so the delivery is the reader's on every run."""
+    argv, env = _program(tmp_path, prelude=_CAUGHT_BY_THE_READER)
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,  # kept open: only the signal can end the read
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        errors = _Drained(proc.stderr)
+        try:
+            code = _wait_or_dump(proc, errors.all)  # was: waited for ever
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        shown = proc.stdout.read()
+        err = errors.all().decode()
+    assert code == 130, (code, err)
+    assert b"session " in shown
+    assert err.strip() == "", err
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and terminals")

@@ -127,11 +127,12 @@ async def test_a_correction_replaces_the_statement_it_corrects(
 
 async def test_a_correction_in_the_same_turn_fixes_the_fact_before_it() -> None:
     m = memory()
-    await say(m, "My brother is called Bob.")
-    await say(m, "My brother is called Jon. Sorry, I meant John.")
-    assert await current(m) == ["My brother is called John."]
-    assert (await states(m))["My brother is called Bob."] == "superseded"
-    assert "My brother is called Jon." not in await states(m)
+    # A manager is one at a time (a brother named anew is a second brother: memrag15).
+    await say(m, "My manager is called Bob.")
+    await say(m, "My manager is called Jon. Sorry, I meant John.")
+    assert await current(m) == ["My manager is called John."]
+    assert (await states(m))["My manager is called Bob."] == "superseded"
+    assert "My manager is called Jon." not in await states(m)
 
 
 async def test_a_correction_of_one_of_two_facts_said_together_picks_the_one_it_fits() -> None:

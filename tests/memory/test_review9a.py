@@ -205,7 +205,8 @@ async def test_a_fact_about_a_person_does_not_replace_their_name(name: str, abou
     [
         ("My wife is Ana.", "My wife is Eva now."),
         ("My dog is called Rex.", "My dog's name is Max."),
-        ("My brother is Ravi.", "My brother is called Arjun."),
+        # A brother named anew is a second brother (memrag15); a boss is one at a time.
+        ("My boss is Ravi.", "My boss is called Arjun."),
     ],
 )
 async def test_a_new_name_still_replaces_the_old_one(old: str, new: str) -> None:

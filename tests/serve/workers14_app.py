@@ -10,6 +10,10 @@ The model answers ``pid=<worker> n=<messages it got> saw: <the last user text>``
 ``hold FIFO`` makes it wait until something is written to the named pipe FIFO; ``approve``
 makes it call a tool that needs the person's approval; ``client tool`` calls the OpenAI
 client's tool ``lookup``.
+
+``python workers14_app.py DB PORTS_DIR N crash '{"_CRASH_WINDOW": 3600}'`` starts workers that
+end (exit code 3) as soon as they are ready, with the parent's crash-loop settings given
+(names of ``goagent_py.serve._supervise``'s constants).
 """
 
 from __future__ import annotations
@@ -32,11 +36,6 @@ TOKENS = {"alice-token-0123456789": "alice", "bob-token-0123456789ab": "bob"}
 def guarded() -> str:
     """A tool that needs approval."""
     return f"guarded ran in {os.getpid()}"
-
-
-def _wait_for(fifo: str) -> None:
-    with open(fifo, "rb") as f:  # returns once the test writes to it
-        f.read()
 
 
 def _wait_for(fifo: str) -> None:
@@ -88,10 +87,26 @@ def serve(payload: dict[str, Any]) -> int:
     return asyncio.run(main())
 
 
+def crash(payload: dict[str, Any]) -> int:
+    """A worker that says it is ready, then ends at once."""
+    from goagent_py.serve._supervise import ready, worker_context
+
+    ctx = worker_context()
+    assert ctx is not None
+    ready(ctx)
+    return 3
+
+
 if __name__ == "__main__":
+    import json
+
+    from goagent_py.serve import _supervise
     from goagent_py.serve._supervise import supervise
 
     db, ports, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    target = sys.argv[4] if len(sys.argv) > 4 else "serve"
+    for name, value in (json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}).items():
+        setattr(_supervise, name, value)
     listening = socket.create_server(("127.0.0.1", 0))
     print(f"listening {listening.getsockname()[1]}", flush=True)
 
@@ -100,7 +115,7 @@ if __name__ == "__main__":
 
     sys.exit(
         supervise(
-            "workers14_app:serve",
+            f"workers14_app:{target}",
             {"db": db, "ports": ports},
             listening=listening,
             workers=workers,

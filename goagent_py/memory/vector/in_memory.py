@@ -36,6 +36,7 @@ from goagent_py.memory.vector._common import (
     split_session,
 )
 from goagent_py.memory.vector._int8 import Int8Rows, Selection, _simsimd, candidate_count
+from goagent_py.memory.vector._shared import owned
 from goagent_py.memory.vector.base import (
     Metric,
     SearchOptions,
@@ -384,7 +385,21 @@ class InMemoryVectorStore:
     async def search(
         self, vector: Vector, options: SearchOptions | None = None
     ) -> list[ScoredMessage]:
-        """The entries nearest ``vector`` under the store's metric, best first (ties by id).
+        """The entries nearest ``vector`` under the store's metric, best first (ties by id);
+        each result is a copy (changing it never changes the store).
+
+        Raises:
+            ConfigurationError: a bad vector, or a filter no backend could match exactly.
+        """
+        return [owned(hit) for hit in await self.search_shared(vector, options)]
+
+    async def search_shared(
+        self, vector: Vector, options: SearchOptions | None = None
+    ) -> list[ScoredMessage]:
+        """The hits of :meth:`search` holding the store's own messages, uncopied: for a
+        caller that keeps a few of many candidates, reads them and copies only those it
+        hands on (``goagent_py.memory.vector._shared``). Never change them: an upsert
+        replaces a stored message, so a hit stays what it was when found.
 
         Raises:
             ConfigurationError: a bad vector, or a filter no backend could match exactly.
@@ -455,7 +470,7 @@ class InMemoryVectorStore:
             hits.sort(key=lambda h: (-h[0], h[1]))
             threshold = options.score_threshold
             return [
-                ScoredMessage(deepcopy(self._messages[row]), score, id)
+                ScoredMessage(self._messages[row], score, id)
                 for score, id, row in hits[:k]
                 if threshold is None or score >= threshold
             ]

@@ -630,12 +630,57 @@
   // the run; when it ends the thread is shown as stored.
   const FOLLOWING = "a reply is being written in another tab or client";
 
-  // Only a tab that is shown follows (a stream each: a browser keeps at most six connections
-  // to one server, and six tabs following would leave none); a hidden one shows the turn when
-  // it ends, and follows again once shown.
+  // Every shown tab follows, and of the hidden tabs of this browser on the thread one does (a
+  // stream each: a browser keeps at most six connections to one server, and six tabs
+  // following would leave none). The hidden one holds the thread's slot (a Web Lock shared by
+  // the browser's tabs): the run goes on while any tab follows it, so closing the tab that
+  // started it leaves it running for the others. Another hidden tab waits for the slot (it
+  // follows when the holder goes), and a tab shown catches up: the thread as it was when the
+  // run began, then the run's events from its first.
+  const slot = { thread: null, abort: null, release: null };
+
+  function dropSlot() {
+    if (slot.abort) slot.abort.abort();
+    if (slot.release) slot.release();
+    slot.thread = slot.abort = slot.release = null;
+  }
+
+  // The browser's hidden-follower slot of ``thread``: ``now`` takes it only if free (false
+  // when not); otherwise waits for it and then follows the thread's run, if there still is one.
+  function takeSlot(thread, now) {
+    if (!navigator.locks) return Promise.resolve(false);  // not a secure context: no slot
+    if (slot.thread === thread && (slot.release || !now)) return Promise.resolve(Boolean(slot.release));
+    dropSlot();
+    const abort = new AbortController();
+    slot.thread = thread;
+    slot.abort = abort;
+    return new Promise((resolve) => {
+      const options = now ? { ifAvailable: true } : { signal: abort.signal };
+      navigator.locks.request(`goagent.follow.${thread}`, options, (lock) => {
+        if (slot.abort !== abort || !lock || !document.hidden) {
+          if (slot.abort === abort) slot.thread = slot.abort = null;
+          resolve(false);
+          return undefined;
+        }
+        return new Promise((release) => {
+          slot.release = release;
+          resolve(true);
+          if (now) return;
+          // Waited for: this tab follows the run now (or finds none and lets go).
+          follow(thread).finally(() => {
+            if (slot.release === release && state.following === null) dropSlot();
+          });
+        });
+      }).catch(() => resolve(false));
+    });
+  }
+
   async function follow(thread) {
     if (state.running || state.following || conn.lost || state.thread !== thread) return;
-    if (document.hidden) return;
+    if (document.hidden && !(slot.thread === thread && slot.release)) {
+      takeSlot(thread, false);
+      return;
+    }
     const controller = new AbortController();
     const me = { thread, controller };
     state.following = me;
@@ -683,6 +728,7 @@
       connectionLost();  // the reconnect shows the thread as stored, and follows it again
       return;
     }
+    if (slot.thread === thread && slot.release && !state.following) dropSlot();  // its run is over
     if (state.thread === thread && !state.running && !conn.lost) {
       if (run.unsure.length) await settleUnsure(run);
       else await openThread(thread).catch(() => {});
@@ -691,11 +737,23 @@
   }
 
   function unfollow() {
+    dropSlot();
     const following = state.following;
     if (!following) return;
     state.following = null;
     following.controller.abort();
     showBusy();
+  }
+
+  // This tab is hidden: it goes on following when it gets the browser's slot at once; else it
+  // leaves the stream to the tab that holds it and waits for the slot.
+  async function hidden() {
+    const following = state.following;
+    if (!following) return;
+    if (await takeSlot(following.thread, true)) return;
+    if (!document.hidden || state.following !== following) return;
+    unfollow();
+    takeSlot(following.thread, false);
   }
 
   // The connection is lost: say so at once, and try again until the server answers, however
@@ -744,8 +802,8 @@
     }
   }
 
-  // The server answers again. A run whose stream broke off was stopped on the server, which
-  // stored what it had; that is not what this page painted (events were lost on the way), so
+  // The server answers again. A run whose stream broke off was stopped on the server (unless
+  // another tab follows it), which stored what it had; that is not what this page painted (events were lost on the way), so
   // the thread is shown as the server keeps it, and a message it did not keep goes back into
   // the box. False when the connection broke again meanwhile.
   async function resync() {
@@ -1067,9 +1125,10 @@
     window.addEventListener("online", wakeReconnect);
     document.addEventListener("visibilitychange", () => {
       if (document.hidden) {
-        unfollow();
+        hidden();
         return;
       }
+      dropSlot();  // a shown tab follows without the slot: a hidden one may take it
       wakeReconnect();
       const thread = state.thread;
       if (thread && !state.running && !state.following && !conn.lost && !$("app").hidden) {

@@ -1,0 +1,152 @@
+"""Several tabs of one browser on one thread, in a real browser (serve15; docs/serve.md,
+"Several tabs"): closing the tab that started a run leaves it running for a tab that follows it,
+hidden or shown; a hidden tab shown during a run shows the run so far, then live, nothing
+lost or doubled.
+
+Debian's headless chromium driven by selenium, against a real uvicorn server without auth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from goagent_py import Agent
+from tests.serve.browser.test_serve14_tabs_follow import _signed_in, _Slow, _texts
+
+pytestmark = pytest.mark.slow
+
+_WAIT = 30  # seconds before a wait fails the test (never reached when things work)
+
+
+@pytest.fixture
+def slow(served_app: Callable[[], Any], tmp_path: Path) -> Iterator[tuple[Any, _Slow]]:
+    from goagent_py.serve import create_app
+
+    model = _Slow()
+    served = served_app()
+    served.start(
+        create_app(
+            lambda ctx: Agent(
+                provider=model, model="scripted", short_term_memory=ctx.short_term_memory
+            ),
+            storage_path=str(tmp_path / "serve.db"),
+        )
+    )
+    try:
+        yield served, model
+    finally:
+        if model.go is not None:
+            served.call_soon(model.go.set)
+        served.close()
+
+
+def _readers(served: Any) -> int:
+    """How many streams read the server's run now (its own and its followers)."""
+
+    async def count() -> int:
+        runs = list(served.app.server.runs.values())
+        return len(runs[0].readers) if runs else 0
+
+    n: int = served.call(count())
+    return n
+
+
+def _tab(driver: Any, base: str) -> str:
+    """A new tab of ``driver``'s browser on the page (shown; the others hidden), its handle."""
+    driver.switch_to.new_window("tab")
+    driver.get(base + "/")
+    _signed_in(driver)
+    WebDriverWait(driver, _WAIT).until(lambda d: len(_texts(d, "#threads li")) == 1)
+    handle: str = driver.current_window_handle
+    return handle
+
+
+def _shown(driver: Any, handle: str) -> None:
+    driver.switch_to.window(handle)
+    WebDriverWait(driver, _WAIT).until(
+        lambda d: d.execute_script("return document.visibilityState") == "visible"
+    )
+
+
+def _send(driver: Any, text: str) -> None:
+    driver.find_element(By.ID, "input").send_keys(text)
+    driver.find_element(By.ID, "send").click()
+
+
+def test_closing_the_tab_that_started_a_run_leaves_it_running_for_a_hidden_follower(
+    slow: tuple[Any, _Slow], launch_chromium: Callable[[], Any]
+) -> None:
+    served, model = slow
+    driver = launch_chromium()
+    driver.get(served.base + "/")
+    _signed_in(driver)
+    driver.find_element(By.ID, "new-thread").click()
+    WebDriverWait(driver, _WAIT).until(lambda d: len(_texts(d, "#threads li")) == 1)
+    starter = driver.current_window_handle
+    other = _tab(driver, served.base)
+    _shown(driver, starter)  # the other tab is hidden from here on
+
+    _send(driver, "hello")
+    WebDriverWait(driver, _WAIT).until(lambda d: "Hel" in _texts(d, "#messages .msg.assistant"))
+    # The hidden tab follows (the browser's one hidden follower of the thread).
+    WebDriverWait(driver, _WAIT).until(lambda d: _readers(served) == 2)
+    driver.close()  # the tab that started the run
+    _shown(driver, other)
+    WebDriverWait(driver, _WAIT).until(lambda d: _texts(d, "#messages .msg") == ["hello", "Hel"])
+    assert _readers(served) == 1  # the run goes on: the other tab reads it
+    assert model.go is not None
+    served.call_soon(model.go.set)
+    WebDriverWait(driver, _WAIT).until(lambda d: _texts(d, "#messages .msg") == ["hello", "Hello!"])
+    tid = driver.execute_script("return localStorage.getItem('goagent.thread')")
+    stored = httpx.get(f"{served.base}/api/threads/{tid}/messages", timeout=60).json()
+    assert [m["text"] for m in stored["messages"]] == ["hello", "Hello!"]  # not stopped
+    logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert logs == []
+    driver.quit()
+
+
+def test_a_hidden_tab_shown_during_a_run_catches_up_then_follows_live(
+    slow: tuple[Any, _Slow], launch_chromium: Callable[[], Any]
+) -> None:
+    served, model = slow
+    driver = launch_chromium()
+    driver.get(served.base + "/")
+    _signed_in(driver)
+    driver.find_element(By.ID, "new-thread").click()
+    WebDriverWait(driver, _WAIT).until(lambda d: len(_texts(d, "#threads li")) == 1)
+    first = driver.current_window_handle
+    second = _tab(driver, served.base)
+    starter = _tab(driver, served.base)  # shown: the first two are hidden
+
+    _send(driver, "hello")
+    WebDriverWait(driver, _WAIT).until(lambda d: "Hel" in _texts(d, "#messages .msg.assistant"))
+    # One hidden tab follows; the other waits for its slot.
+    WebDriverWait(driver, _WAIT).until(lambda d: _readers(served) == 2)
+    assert model.waiting == 1
+    for handle in (first, second):  # shown one after the other: each catches up
+        _shown(driver, handle)
+        WebDriverWait(driver, _WAIT).until(
+            lambda d: _texts(d, "#messages .msg") == ["hello", "Hel"]
+        )
+        # The shown tab follows, and a hidden one still does (it took the slot if it was free).
+        WebDriverWait(driver, _WAIT).until(lambda d: _readers(served) == 3)
+    assert model.go is not None
+    served.call_soon(model.go.set)  # the rest comes live
+    WebDriverWait(driver, _WAIT).until(lambda d: _texts(d, "#messages .msg") == ["hello", "Hello!"])
+    for handle in (first, starter):
+        _shown(driver, handle)
+        WebDriverWait(driver, _WAIT).until(
+            lambda d: _texts(d, "#messages .msg") == ["hello", "Hello!"]
+        )
+    for handle in (first, second, starter):
+        driver.switch_to.window(handle)
+        logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert logs == []
+    driver.quit()
