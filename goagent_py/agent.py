@@ -261,6 +261,9 @@ class Agent(Generic[Deps, Out]):
         # The name clashes with tools from outside warned about, kept with the tools they left
         # out of: each is warned about once while it lasts, not at every sync between turns.
         self._clashes: set[tuple[str, str, str]] = set()
+        # The agent whose tools, tool dispatch and MCP connections this one uses (see
+        # :meth:`_sharing_tools`), or None: its own.
+        self._origin: Agent[Any, Any] | None = None
         self._hook_dispatcher = HookDispatcher(o.hooks, o.logger)
         self._dispatcher = Dispatcher(
             self._tools,
@@ -316,6 +319,31 @@ class Agent(Generic[Deps, Out]):
         clone._setup(build_options((), settings, base=base))
         return clone
 
+    def _sharing_tools(self, **settings: Unpack[AgentSettings]) -> Agent[Deps, Out]:
+        """:meth:`replace` for one client of a served agent (an A2A context, an MCP session):
+        these settings changed (its conversation's memory, its name), while its tools, their
+        dispatch (circuit breakers, rate limits: one server's, whatever client calls) and its
+        MCP connections stay this agent's own, one source of truth for every client
+        (docs/a2a.md, "One conversation per client"). Closing the clone closes nothing.
+
+        Raises:
+            ConfigurationError: a setting of the tools or of their dispatch was given.
+        """
+        kept = sorted(set(settings) & _TOOLING)
+        if kept:
+            raise ConfigurationError(
+                f"a client's agent shares the served agent's tools and their dispatch: "
+                f"{', '.join(kept)} cannot differ (use replace() for an agent of its own)"
+            )
+        origin = self._origin or self
+        clone = self.replace(**settings)
+        clone._origin = origin
+        clone._tools = origin._tools
+        clone._clashes = origin._clashes
+        clone._dispatcher = origin._dispatcher
+        clone._connected = origin._connected
+        return clone
+
     @property
     def options(self) -> AgentOptions:
         """The validated settings (read-only by convention)."""
@@ -340,6 +368,10 @@ class Agent(Generic[Deps, Out]):
 
     async def _connect(self) -> None:
         if self._connected:
+            return
+        if self._origin is not None:  # the served agent's connections, made once for all
+            await self._origin._connect()
+            self._connected = True
             return
         if self._connect_lock is None:
             self._connect_lock = asyncio.Lock()
@@ -376,6 +408,9 @@ class Agent(Generic[Deps, Out]):
     async def _sync_mcp(self) -> None:
         """Bring the MCP servers' tools up to date (never while a run's tool batch runs: the
         loop calls this between turns)."""
+        if self._origin is not None:
+            await self._origin._sync_mcp()
+            return
         assert self._connect_lock is not None
         async with self._connect_lock:
             try:
@@ -743,6 +778,8 @@ class Agent(Generic[Deps, Out]):
 
     async def aclose(self) -> None:
         """Close what the agent's connectors and MCP servers opened. Idempotent."""
+        if self._origin is not None:  # a client's agent: the served agent's, closed with it
+            return
         closers, self._closers = self._closers, []
         closers = [s.aclose for s in self._options.mcp_servers] + closers
         for close in reversed(closers):
@@ -769,6 +806,20 @@ class Agent(Generic[Deps, Out]):
 
 
 _KEYWORDS = frozenset(AgentSettings.__annotations__)
+# What a client's agent shares with the served one (:meth:`Agent._sharing_tools`).
+_TOOLING = frozenset(
+    {
+        "tools",
+        "tool_timeout",
+        "circuit_breaker",
+        "tool_retry",
+        "rate_limit",
+        "dispatch_middlewares",
+        "logger",
+        "mcp_connectors",
+        "mcp_servers",
+    }
+)
 
 
 def _reused(history: list[Message], at: int, record: list[Message] | None) -> set[str]:

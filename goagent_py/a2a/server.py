@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from urllib.parse import urlsplit
 
 from goagent_py._conversation import ConversationOwners
 from goagent_py._http_guard import OriginGuard
+from goagent_py.a2a._guard import JsonRpcGuard
 from goagent_py.a2a._mapping import (
     ANSWER_ARTIFACT,
     agent_card,
@@ -35,12 +37,23 @@ from goagent_py.a2a._mapping import (
     progress_note,
 )
 from goagent_py.a2a._sdk import require
+from goagent_py.a2a._sent import Sent, SentMessages
 from goagent_py.a2a._store import bounded_task_store
 from goagent_py.agent import Agent
 from goagent_py.approvals import REPLY_HINT, Deny, reply_decision
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.events import AgentEnd, MessageDelta
-from goagent_py.memory._clients import ClientAgent, client_agent, recall_key, unkeyable
+from goagent_py.memory._clients import (
+    ClientAgent,
+    ClientLedger,
+    check_forget_after,
+    client_agent,
+    client_key,
+    clients_stored,
+    forget_client,
+    recall_key,
+    unkeyable,
+)
 from goagent_py.messages import ContentBlock, StopReason, TextBlock
 from goagent_py.results import PendingCall, RunResult
 from goagent_py.session import Session
@@ -52,6 +65,9 @@ AgentFactory = Callable[[str], Agent | Awaitable[Agent]]
 
 # How long a CancelTask waits for the aborted run to wind down before the SDK cancels it.
 _CANCEL_GRACE = 10.0
+# Messages sent without a context whose context is remembered (for one sent again so).
+_CONTEXTLESS = 4096
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(slots=True, eq=False)
@@ -62,6 +78,16 @@ class _Running:
     session: Session | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     cancel_requested: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Claim:
+    """A message being answered: a copy of it (the same context and message id) waits for
+    ``settled`` and is then answered from its record."""
+
+    key: tuple[str, str]  # the context id as sent ("" when none was) and the message id
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    taken: bool = False  # a task's run took it (that run settles it, whatever the request does)
 
 
 @dataclass(slots=True, eq=False)
@@ -85,6 +111,8 @@ class _Runner:
         max_contexts: int,
         max_running: int,
         shared_memory: bool = False,
+        forget_after: float | None = None,
+        max_kept: int = 10_000,
     ) -> None:
         self._agent = agent
         self._max_contexts = max_contexts
@@ -96,30 +124,76 @@ class _Runner:
         self._owners = ConversationOwners()
         self._running: dict[str, _Running] = {}
         self._building = asyncio.Lock()
+        # How each message's run ended, to answer it again when it is sent again (docs/a2a.md,
+        # "A message sent again"), and the messages being answered now.
+        self._sent = SentMessages(agent)
+        self._answering: dict[tuple[str, str], _Claim] = {}
+        self._contextless: OrderedDict[str, str] = OrderedDict()
+        # When each context was last used: the idle ones are forgotten (docs/a2a.md, "How long
+        # a context is kept").
+        self.ledger = ClientLedger(forget_after=forget_after, max_kept=max_kept)
+        self._met = False
 
     async def _session(self, context_id: str) -> _Context:
-        """The context's conversation, held for the caller (``users``) until it lets go."""
+        """The context's conversation, held for the caller (``users``, and on the ledger)
+        until it lets go (:meth:`_let_go`)."""
         async with self._building:
-            found = self._sessions.pop(context_id, None)
-            if found is None:
+            if not self._met:  # what a server on this storage met before a restart
+                self._met = True
                 agent = self._agent
                 if isinstance(agent, Agent):
-                    # The served agent as this context gets it: its own conversation in the
-                    # served storage's kind, its own remembered facts (docs/a2a.md).
-                    opened = client_agent(
-                        agent, context_id, protocol="a2a", shared_memory=self._shared_memory
+                    self.ledger.met(await clients_stored(agent, "a2a"))
+                self.ledger.met(await self._sent.stored())
+            self.ledger.hold(client_key(context_id))
+            try:
+                await self._forget(self.ledger.due())
+                return await self._taken(context_id)
+            except BaseException:
+                self.ledger.release(client_key(context_id))
+                raise
+
+    async def _forget(self, keys: list[str]) -> None:
+        """Delete what is kept of the contexts ``keys`` (none holds a task): their conversation
+        here and stored, their remembered facts, the records of their messages."""
+        if not keys:
+            return
+        gone = set(keys)
+        for context_id in [c for c in self._sessions if client_key(c) in gone]:
+            context = self._sessions.pop(context_id)
+            if context.opened is not None:
+                await context.opened.aclose()
+        for key in keys:
+            try:
+                if isinstance(self._agent, Agent):
+                    await forget_client(
+                        self._agent, key, protocol="a2a", shared_memory=self._shared_memory
                     )
-                    found = _Context(Session(opened.agent), opened)
-                else:
-                    built = agent(context_id)
-                    agent = await built if inspect.isawaitable(built) else built
-                    if not isinstance(agent, Agent):
-                        raise ConfigurationError("the agent factory must return an Agent")
-                    self._claim(context_id, agent)
-                    found = _Context(Session(agent))
-            found.users += 1
-            self._sessions[context_id] = found  # most recently used last
-            dropped = self._evict()
+                await self._sent.forget(key)
+            except Exception as exc:  # the next context's message goes on; told once per key
+                _LOG.warning("a2a: the idle context %s could not be forgotten: %s", key, exc)
+
+    async def _taken(self, context_id: str) -> _Context:
+        """The context's conversation (made on its first message), its ``users`` counted."""
+        found = self._sessions.pop(context_id, None)
+        if found is None:
+            agent = self._agent
+            if isinstance(agent, Agent):
+                # The served agent as this context gets it: its own conversation in the
+                # served storage's kind, its own remembered facts (docs/a2a.md).
+                opened = client_agent(
+                    agent, context_id, protocol="a2a", shared_memory=self._shared_memory
+                )
+                found = _Context(Session(opened.agent), opened)
+            else:
+                built = agent(context_id)
+                agent = await built if inspect.isawaitable(built) else built
+                if not isinstance(agent, Agent):
+                    raise ConfigurationError("the agent factory must return an Agent")
+                self._claim(context_id, agent)
+                found = _Context(Session(agent))
+        found.users += 1
+        self._sessions[context_id] = found  # most recently used last
+        dropped = self._evict()
         for context in dropped:
             if context.opened is not None:
                 await context.opened.aclose()
@@ -145,6 +219,68 @@ class _Runner:
                 "every client's facts recalled for every other client"
             )
 
+    async def sent_before(self, message: Any) -> tuple[str, Sent] | None:
+        """How the run of ``message`` ended when its context sent it before (the same
+        message id; once that run has ended, if it is running), as its context's id and its
+        record; None when it was not: it is then being answered (a copy sent meanwhile waits
+        for this one's run) until a run takes it or :meth:`not_taken` lets it go."""
+        message_id = message.message_id
+        if not message_id:
+            return None
+        key = (message.context_id, message_id)
+        while (answering := self._answering.get(key)) is not None:
+            await answering.settled.wait()
+        answering = self._answering[key] = _Claim(key)
+        context_id = message.context_id or self._contextless.get(message_id, "")
+        try:
+            found = await self._sent.find(context_id, message_id) if context_id else None
+        except BaseException:
+            self._settle(answering)
+            raise
+        if found is None:
+            return None
+        self._settle(answering)
+        return context_id, found
+
+    def not_taken(self, message: Any) -> None:
+        """The request of ``message`` ended before a run took it (refused, or failed in the
+        SDK): a copy of it may be answered again."""
+        answering = self._answering.get((message.context_id, message.message_id))
+        if answering is not None and not answering.taken:
+            self._settle(answering)
+
+    def _take(self, message: Any, context_id: str) -> _Claim | None:
+        """The task's run takes the answering of its message (see :meth:`sent_before`)."""
+        for key in ((message.context_id, message.message_id), ("", message.message_id)):
+            answering = self._answering.get(key)
+            if answering is not None and not answering.taken:
+                answering.taken = True
+                return answering
+        return None
+
+    def _settle(self, answering: _Claim | None) -> None:
+        if answering is None:
+            return
+        if self._answering.get(answering.key) is answering:
+            del self._answering[answering.key]
+        answering.settled.set()
+
+    async def _record(
+        self, message: Any, context_id: str, sent: Sent, answering: _Claim | None
+    ) -> None:
+        """Keep how ``message``'s run ended, to answer it so when it is sent again."""
+        if answering is not None and not answering.key[0]:  # sent without its context
+            self._contextless[message.message_id] = context_id
+            self._contextless.move_to_end(message.message_id)
+            while len(self._contextless) > _CONTEXTLESS:
+                self._contextless.popitem(last=False)
+        try:
+            await self._sent.keep(context_id, message.message_id, sent)
+        except Exception as exc:  # the answer went out: only a copy of it would run again
+            _LOG.warning(
+                "a2a: the answer to message %r was not recorded: %s", message.message_id[:80], exc
+            )
+
     def is_running(self, task_id: str) -> bool:
         """Whether ``task_id``'s run is in progress here (the task store keeps it then)."""
         return task_id in self._running
@@ -159,9 +295,12 @@ class _Runner:
     async def aclose(self) -> None:
         """Close what was opened for the contexts kept (the app's shutdown)."""
         contexts, self._sessions = list(self._sessions.values()), OrderedDict()
-        for context in contexts:
-            if context.opened is not None:
-                await context.opened.aclose()
+        try:
+            for context in contexts:
+                if context.opened is not None:
+                    await context.opened.aclose()
+        finally:
+            await self._sent.aclose()
 
     def admit(self, message: Any) -> None:
         """Refuse, before any task exists, a message this runner would not run: the A2A error
@@ -188,7 +327,26 @@ class _Runner:
             # Admitted in a race with other messages: the same error, through the SDK.
             raise busy_error(len(self._running))
         running = self._running[task_id] = _Running()  # counted before the first await
+        answering = self._take(context.message, context_id)
         taken: _Context | None = None
+        let_go = False
+
+        async def finish(sent: Sent | None) -> None:
+            """The run is over (before its last event goes out, so a client that has it finds
+            its record and its context idle): keep how it ended, let the context go."""
+            nonlocal let_go
+            if let_go:
+                return
+            let_go = True
+            try:
+                if sent is not None and context.message.message_id:
+                    await self._record(context.message, context_id, sent, answering)
+            finally:
+                if taken is not None:
+                    taken.users -= 1
+                    self.ledger.release(client_key(context_id))
+                self._settle(answering)
+
         try:
             if context.current_task is None:
                 submitted = helpers.new_task(
@@ -199,29 +357,45 @@ class _Runner:
                 taken = await self._session(context_id)
                 running.session = taken.session
             except ConfigurationError as exc:  # the developer's factory: the task says why
+                await finish(None)
                 updater = tasks.TaskUpdater(queue, task_id, context_id)
                 await updater.failed(
                     updater.new_agent_message(answer_parts(f"the agent failed: {exc}"))
                 )
                 return
-            await self._run(running, prompt, tasks.TaskUpdater(queue, task_id, context_id))
+            updater = tasks.TaskUpdater(queue, task_id, context_id)
+            await self._run(running, prompt, updater, finish)
         finally:
-            if taken is not None:
-                taken.users -= 1
-            running.done.set()
-            self._running.pop(task_id, None)
+            try:
+                await finish(None)  # when the run did not get there (cancelled, an error)
+            finally:
+                running.done.set()
+                self._running.pop(task_id, None)
 
-    async def _run(self, running: _Running, prompt: list[ContentBlock], updater: Any) -> None:
+    async def _run(
+        self,
+        running: _Running,
+        prompt: list[ContentBlock],
+        updater: Any,
+        finish: Callable[[Sent | None], Awaitable[None]],
+    ) -> None:
+        """Run the agent on the task's message; ``finish`` is told how the run ended (None:
+        it did not run, the message may be sent again to run it) before the task's last
+        event."""
+        states: Any = require("a2a.types").TaskState
+
         def note(text: str) -> Any:
             return updater.new_agent_message(answer_parts(text))
 
         await updater.start_work()
         if running.cancel_requested or running.session is None:
+            await finish(None)
             await updater.cancel()
             return
         try:
             result = await self._stream(running.session, prompt, updater, note)
         except SessionBusyError:
+            await finish(None)
             await updater.reject(
                 note(
                     "this context is busy with another task: wait for it to finish or cancel "
@@ -230,7 +404,9 @@ class _Runner:
             )
             return
         except Exception as exc:
-            await updater.failed(note(f"the agent failed: {type(exc).__name__}: {exc}"))
+            said = f"the agent failed: {type(exc).__name__}: {exc}"
+            await finish(Sent(updater.task_id, states.TASK_STATE_FAILED, "", said))
+            await updater.failed(note(said))
             return
         if result.text or result.stop_reason != StopReason.ABORTED:
             await updater.add_artifact(
@@ -241,11 +417,17 @@ class _Runner:
                 last_chunk=True,
             )
         if result.stop_reason == StopReason.ABORTED:
+            await finish(Sent(updater.task_id, states.TASK_STATE_CANCELED, result.text, ""))
             await updater.cancel()
         elif result.stop_reason == StopReason.DEFERRED and result.pending:
             # Calls wait for a person: the context's next message is the answer.
-            await updater.requires_input(note(_asking(result.pending)))
+            asking = _asking(result.pending)
+            await finish(
+                Sent(updater.task_id, states.TASK_STATE_INPUT_REQUIRED, result.text, asking)
+            )
+            await updater.requires_input(note(asking))
         else:
+            await finish(Sent(updater.task_id, states.TASK_STATE_COMPLETED, result.text, ""))
             await updater.complete()
 
     @staticmethod
@@ -339,13 +521,36 @@ def _request_handler(runner: _Runner, **settings: Any) -> Any:
 
     class _Handler(handlers.DefaultRequestHandler):  # type: ignore[misc]
         async def on_message_send(self, params: Any, context: Any) -> Any:
-            runner.admit(params.message)
-            return await super().on_message_send(params, context)
+            found = await runner.sent_before(params.message)
+            if found is not None:  # sent again: answered as it was, not run again
+                return await self._answered(params.message, *found, context)
+            try:
+                runner.admit(params.message)
+                return await super().on_message_send(params, context)
+            except BaseException:
+                runner.not_taken(params.message)
+                raise
 
         async def on_message_send_stream(self, params: Any, context: Any) -> AsyncIterator[Any]:
-            runner.admit(params.message)
-            async for event in super().on_message_send_stream(params, context):
-                yield event
+            found = await runner.sent_before(params.message)
+            if found is not None:
+                yield await self._answered(params.message, *found, context)
+                return
+            try:
+                runner.admit(params.message)
+                async for event in super().on_message_send_stream(params, context):
+                    yield event
+            except BaseException:
+                runner.not_taken(params.message)
+                raise
+
+        async def _answered(self, message: Any, context_id: str, sent: Sent, call: Any) -> Any:
+            """The task that answered ``message`` before: as the task store keeps it, or
+            as its record says when the store no longer has it (dropped, or a restart)."""
+            kept = await self.task_store.get(sent.task_id, call)
+            if kept is not None and kept.status.state == sent.state:
+                return kept
+            return answered_task(message, context_id, sent)
 
     return _Handler(**settings)
 
@@ -365,6 +570,8 @@ def a2a_app(
     allowed_hosts: Iterable[str] = (),
     max_body: int = 8 << 20,
     shared_memory: bool = False,
+    forget_after: float | None = 30 * 86400.0,
+    max_kept_contexts: int = 10_000,
 ) -> Any:
     """Serve ``agent`` over A2A (protocol 1.0, JSON-RPC binding): an ASGI (Starlette) app.
 
@@ -395,6 +602,12 @@ def a2a_app(
         shared_memory: recall every context's remembered facts in every other context (one
             long-term memory scope for all clients: one user's deployment). By default each
             context recalls its own only.
+        forget_after: seconds a context may stay idle (no message) before what is kept of it
+            is deleted: its stored conversation, its remembered facts and the records of its
+            messages (docs/a2a.md, "How long a context is kept"); None: kept however long.
+            30 days by default. A context with a task running is never forgotten.
+        max_kept_contexts: contexts kept at most; past it, the one idle longest is
+            forgotten first (10,000 by default).
 
     Returns:
         A Starlette app; serve it with uvicorn (see :func:`run_a2a`) or mount it in yours.
@@ -413,6 +626,7 @@ def a2a_app(
         ("max_contexts", max_contexts),
         ("max_running", max_running),
         ("max_tasks", max_tasks),
+        ("max_kept_contexts", max_kept_contexts),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{setting} must be >= 1, got {value!r}")
@@ -420,6 +634,7 @@ def a2a_app(
         raise ConfigurationError(f"max_body must be a number of bytes >= 1, got {max_body!r}")
     if not isinstance(shared_memory, bool):
         raise ConfigurationError(f"shared_memory must be True or False, got {shared_memory!r}")
+    check_forget_after(forget_after)
     if isinstance(agent, Agent):
         memory = agent.options.short_term_memory
         why = None if memory is None else unkeyable(memory)
@@ -441,7 +656,12 @@ def a2a_app(
         )
     routes: Any = require("a2a.server.routes")
     runner = _Runner(
-        agent, max_contexts=max_contexts, max_running=max_running, shared_memory=shared_memory
+        agent,
+        max_contexts=max_contexts,
+        max_running=max_running,
+        shared_memory=shared_memory,
+        forget_after=forget_after,
+        max_kept=max_kept_contexts,
     )
     applications: Any = require("starlette.applications")
     card = agent_card(
@@ -476,7 +696,10 @@ def a2a_app(
             *routes.create_agent_card_routes(card),
             *routes.create_jsonrpc_routes(handler, path, enable_v0_3_compat=True),
         ],
-        middleware=[middleware.Middleware(OriginGuard, hosts=hosts, max_body=max_body)],
+        middleware=[
+            middleware.Middleware(OriginGuard, hosts=hosts, max_body=max_body),
+            middleware.Middleware(JsonRpcGuard),
+        ],
         lifespan=lifespan,
     )
 
@@ -499,6 +722,32 @@ async def run_a2a(
 
 
 _WENT_ON = "the user sent a new message instead of deciding on this call"
+
+
+def answered_task(message: Any, context_id: str, sent: Sent) -> Any:
+    """The task a record says answered ``message`` (its id, state, answer and note)."""
+    types: Any = require("a2a.types")
+    status = types.TaskStatus(state=sent.state)
+    if sent.note:
+        status.message.CopyFrom(
+            types.Message(
+                role=types.Role.ROLE_AGENT,
+                message_id=f"{sent.task_id}-note",
+                task_id=sent.task_id,
+                context_id=context_id,
+                parts=answer_parts(sent.note),
+            )
+        )
+    task = types.Task(id=sent.task_id, context_id=context_id, status=status, history=[message])
+    if sent.answer or sent.state != types.TaskState.TASK_STATE_CANCELED:
+        task.artifacts.append(
+            types.Artifact(
+                artifact_id=f"{sent.task_id}-{ANSWER_ARTIFACT}",
+                name=ANSWER_ARTIFACT,
+                parts=answer_parts(sent.answer),
+            )
+        )
+    return task
 
 
 def _asking(pending: list[PendingCall]) -> str:

@@ -26,7 +26,17 @@ from goagent_py._describe import described, message_of
 from goagent_py.errors import ConfigurationError
 from goagent_py.events import AgentEnd, ToolExecutionStart, TurnStart
 from goagent_py.mcp._sdk import require
-from goagent_py.memory._clients import ClientAgent, client_agent, recall_key, unkeyable
+from goagent_py.memory._clients import (
+    ClientAgent,
+    ClientLedger,
+    check_forget_after,
+    client_agent,
+    client_key,
+    clients_stored,
+    forget_client,
+    recall_key,
+    unkeyable,
+)
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
 from goagent_py.tools import Tool
 
@@ -52,11 +62,21 @@ class _Conversations:
     ``max_sessions`` are kept: past that, the least recently used idle one is dropped (its
     client's next ask reads its stored conversation again, or starts afresh in memory). What
     was opened for a session (a factory's agent, a storage) is closed when it goes. One ask of
-    a session runs at a time; another waits for it.
+    a session runs at a time; another waits for it. What the served agent keeps of a session
+    (its stored conversation, its remembered facts) is deleted once the session has been idle
+    ``forget_after`` seconds, or past ``max_kept`` sessions for the one idle longest, never
+    while one of its asks runs (docs/mcp.md, "How long a session is kept").
     """
 
     def __init__(
-        self, agent: Any, *, factory: bool, shared_memory: bool, max_sessions: int = 256
+        self,
+        agent: Any,
+        *,
+        factory: bool,
+        shared_memory: bool,
+        max_sessions: int = 256,
+        forget_after: float | None = None,
+        max_kept: int = 10_000,
     ) -> None:
         self._agent = agent
         self._factory = factory
@@ -75,6 +95,10 @@ class _Conversations:
         # How many live conversations hold each thing to close (by id): a factory may give
         # several sessions one agent, closed only when the last of them goes.
         self._holders: dict[int, int] = {}
+        # When each session of the served agent was last used (a factory's agents keep what
+        # they store themselves: nothing here to forget).
+        self.ledger = ClientLedger(forget_after=forget_after, max_kept=max_kept)
+        self._met = False
 
     def check_many_clients(self) -> None:
         """Refuse, for a transport of many clients, a served memory that cannot keep a
@@ -95,15 +119,53 @@ class _Conversations:
         async with self._building:
             found = self._by_session.pop(key, None)
             if found is None:
-                found = await self._made(_session_id(ctx))
+                session_id = _session_id(ctx)
+                found = await self._made(session_id)
+                found.key = client_key(session_id) if self._forgets else ""
                 if found.holder is not None:  # the SDK's end of the session lets go of it
                     self._holders[id(found.holder)] = self._holders.get(id(found.holder), 0) + 1
                     weakref.finalize(key, self._release, found)
             self._by_session[key] = found  # most recently used last
+            if found.key:
+                if not self._met:  # what a server on this storage met before a restart
+                    self._met = True
+                    self.ledger.met(await clients_stored(self._agent, "mcp"))
+                self.ledger.hold(found.key)
+                try:
+                    await self._forget(self.ledger.due())
+                except BaseException:
+                    self.ledger.release(found.key)
+                    raise
             idle = [k for k, c in self._by_session.items() if not c.lock.locked()]
             for old in idle[: max(0, len(self._by_session) - self.max_sessions)]:
                 self._release(self._by_session.pop(old))
             return found
+
+    @property
+    def _forgets(self) -> bool:
+        """Whether sessions are kept on the ledger: the served agent's, to many clients."""
+        return not self._factory and not self.one_client
+
+    def done(self, conversation: _Conversation) -> None:
+        """An ask of ``conversation``'s session ended (its idle time starts)."""
+        if conversation.key:
+            self.ledger.release(conversation.key)
+
+    async def _forget(self, keys: list[str]) -> None:
+        """Delete what the served agent keeps of the sessions ``keys`` (none has an ask
+        running): their conversations here and stored, their remembered facts."""
+        if not keys:
+            return
+        gone = set(keys)
+        for old in [k for k, c in self._by_session.items() if c.key in gone]:
+            self._release(self._by_session.pop(old))
+        for key in keys:
+            try:
+                await forget_client(
+                    self._agent, key, protocol="mcp", shared_memory=self._shared_memory
+                )
+            except Exception as exc:  # the ask goes on; the next one tries the others
+                _LOG.warning("mcp: the idle session %s could not be forgotten: %s", key, exc)
 
     def _release(self, conversation: _Conversation) -> None:
         """Let go of a conversation (dropped, or its session ended: once): what was opened for
@@ -167,6 +229,7 @@ class _Conversation:
     # a factory's agent, or the storage of the served agent's client (a ClientAgent).
     holder: Any
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    key: str = ""  # the session's name on the ledger (client_key), "" when not on it
 
 
 _LOG = logging.getLogger(__name__)
@@ -307,6 +370,8 @@ def serve_agent(
     description: str | None = None,
     instructions: str | None = None,
     shared_memory: bool = False,
+    forget_after: float | None = 30 * 86400.0,
+    max_kept_sessions: int = 10_000,
 ) -> Any:
     """Build an SDK ``MCPServer`` that serves ``agent``.
 
@@ -326,6 +391,12 @@ def serve_agent(
         shared_memory: recall every session's remembered facts in every other session (one
             long-term memory scope for all clients: one user's deployment). By default each
             session recalls its own only (over stdio, one client: the agent's own scope).
+        forget_after: seconds an MCP session may stay idle (no ask) before what the served
+            agent keeps of it is deleted: its stored conversation and its remembered facts
+            (docs/mcp.md, "How long a session is kept"); None: kept however long. 30 days by
+            default. Never while an ask of it runs; not over stdio (one client).
+        max_kept_sessions: sessions kept at most; past it, the one idle longest is forgotten
+            first (10,000 by default).
 
     Returns:
         An ``mcp.server.mcpserver.MCPServer``: run it with :func:`run_stdio` or :func:`run_http`,
@@ -360,13 +431,26 @@ def serve_agent(
     tools = list(agent.tools) if expose in ("tools", "both") else []
     if not isinstance(shared_memory, bool):
         raise ConfigurationError(f"shared_memory must be True or False, got {shared_memory!r}")
+    check_forget_after(forget_after)
+    if (
+        isinstance(max_kept_sessions, bool)
+        or not isinstance(max_kept_sessions, int)
+        or max_kept_sessions < 1
+    ):
+        raise ConfigurationError(f"max_kept_sessions must be >= 1, got {max_kept_sessions!r}")
     conversations: _Conversations | None = None
     if (
         factory
         or agent.options.short_term_memory is not None
         or (agent.options.long_term_memory is not None and not shared_memory)
     ):
-        conversations = _Conversations(agent, factory=factory, shared_memory=shared_memory)
+        conversations = _Conversations(
+            agent,
+            factory=factory,
+            shared_memory=shared_memory,
+            forget_after=forget_after,
+            max_kept=max_kept_sessions,
+        )
     if expose == "both" and any(t.definition.name == tool_name for t in tools):
         raise ConfigurationError(
             f"the agent has a tool named {tool_name!r}: pick another tool_name= for the agent"
@@ -405,8 +489,11 @@ def serve_agent(
                 if conversations is None:  # no memory: each ask is a run of its own
                     return await _run_agent(agent, prompt, progress)
                 conversation = await conversations.of(ctx)
-                async with conversation.lock:
-                    return await _run_agent(conversation.runner, prompt, progress)
+                try:
+                    async with conversation.lock:
+                        return await _run_agent(conversation.runner, prompt, progress)
+                finally:
+                    conversations.done(conversation)
             except Exception as exc:
                 raise exceptions.ToolError(f"the agent failed: {message_of(exc)}") from exc
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Hashable
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +21,16 @@ from goagent_py.memory.storage.sqlite import SQLiteStorage
 
 __all__ = [
     "ClientAgent",
+    "ClientLedger",
+    "check_forget_after",
     "client_agent",
+    "client_key",
     "client_scope",
     "client_session_id",
+    "clients_stored",
+    "forget_client",
+    "keyed_session_id",
+    "keyed_storage",
     "recall_key",
     "unkeyable",
 ]
@@ -36,20 +45,42 @@ def _digest(client: str) -> str:
     return hashlib.sha256(client.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def client_key(client: str) -> str:
+    """``client``'s name in what is stored for it: its id, or ``sha256-<its digest>`` when the
+    id could not be a session id or would be unreadable (any client id is accepted, none maps
+    onto another's)."""
+    plain = _PLAIN_CLIENT.fullmatch(client) and not client.startswith("sha256-")
+    return client if plain else "sha256-" + _digest(client)
+
+
+def _base(base: str) -> str:
+    """The served session id as the prefix of its clients' ones (by its digest when too long
+    to leave room for a client's name: session ids hold 1,024 bytes)."""
+    if len(base.encode("utf-8", "surrogatepass")) > 512:
+        return "sha256-" + _digest(base)
+    return base
+
+
 def client_session_id(base: str, protocol: str, client: str) -> str:
     """The stored session id of ``client``'s conversation beside the served one ``base``:
-    ``<base>/<protocol>/<client>``, the client's id replaced by its digest when it could not
-    be a session id or would be unreadable (any client id is accepted, none maps onto
-    another's), and a base too long to leave room for it by its digest too."""
-    plain = _PLAIN_CLIENT.fullmatch(client) and not client.startswith("sha256-")
-    if len(base.encode("utf-8", "surrogatepass")) > 512:  # session ids hold 1,024 bytes
-        base = "sha256-" + _digest(base)
-    return f"{base}/{protocol}/{client if plain else 'sha256-' + _digest(client)}"
+    ``<base>/<protocol>/<client_key(client)>``."""
+    return keyed_session_id(base, protocol, client_key(client))
+
+
+def keyed_session_id(base: str, protocol: str, key: str) -> str:
+    """The stored session id of the client named ``key`` (:func:`client_key`) beside the
+    served session ``base``."""
+    return f"{_base(base)}/{protocol}/{key}"
 
 
 def client_scope(name: str, protocol: str, client: str) -> str:
     """The long-term memory scope (the agent name) of ``client`` of the agent ``name``."""
-    return f"{(name or 'agent')[:80]}.{protocol}-{_digest(client)[:32]}"
+    return _scope_of_key(name, protocol, client_key(client))
+
+
+def _scope_of_key(name: str, protocol: str, key: str) -> str:
+    digest = key[len("sha256-") :] if key.startswith("sha256-") else _digest(key)
+    return f"{(name or 'agent')[:80]}.{protocol}-{digest[:32]}"
 
 
 def _keyed(storage: Any) -> str | None:
@@ -62,7 +93,7 @@ def _keyed(storage: Any) -> str | None:
     return "for_session" if callable(getattr(storage, "for_session", None)) else None
 
 
-def _keyed_storage(storage: Any, session_id: str) -> tuple[Any, bool]:
+def keyed_storage(storage: Any, session_id: str) -> tuple[Any, bool]:
     """A storage of ``session_id`` of the kind of ``storage`` (one :func:`unkeyable`
     accepts), and whether the caller closes it."""
     kind = _keyed(storage)
@@ -108,7 +139,8 @@ def client_agent(agent: Any, client: str, *, protocol: str, shared_memory: bool)
     short-term memory keeps the client's own conversation, in the served memory's storage
     kind (``<session>/<protocol>/<client>`` in the same file, pool or process), with the
     served memory's window policy; its long-term memory recalls the client's own facts only
-    (the agent is named :func:`client_scope`), unless ``shared_memory``. Call
+    (the agent is named :func:`client_scope`), unless ``shared_memory``; its tools, their
+    dispatch (circuit breakers, rate limits) and MCP connections are the served agent's. Call
     :func:`unkeyable` first: a memory it refuses raises here."""
     settings: dict[str, Any] = {}
     opened = None
@@ -118,15 +150,147 @@ def client_agent(agent: Any, client: str, *, protocol: str, shared_memory: bool)
         session_id = client_session_id(
             base if isinstance(base, str) else "default", protocol, client
         )
-        storage, owned = _keyed_storage(memory.storage, session_id)
+        storage, owned = keyed_storage(memory.storage, session_id)
         opened = storage if owned else None
         settings["short_term_memory"] = ShortTermMemory(storage, policy=memory.policy)
     if agent.options.long_term_memory is not None and not shared_memory:
         settings["name"] = client_scope(agent.name, protocol, client)
-    return ClientAgent(agent.replace(**settings) if settings else agent, opened)
+    # Its tools, their circuit breakers and rate limits, its MCP connections: the served
+    # agent's, whichever client calls (one server's breaker, one server's limit).
+    return ClientAgent(agent._sharing_tools(**settings) if settings else agent, opened)
 
 
 def recall_key(agent: Any) -> Hashable | None:
     """The long-term memory scope ``agent`` recalls from (its memory and name), or None."""
     memory = agent.options.long_term_memory
     return None if memory is None else ("recall", id(memory), agent.name)
+
+
+def _served_base(memory: Any) -> str:
+    base = getattr(memory.storage, "session_id", None)
+    return base if isinstance(base, str) else "default"
+
+
+async def clients_stored(agent: Any, protocol: str) -> list[str]:
+    """The keys (:func:`client_key`) of the clients of the served ``agent`` whose conversation
+    its storage keeps (what a server restarted on it met before), when the storage can list
+    its sessions; else none."""
+    memory = agent.options.short_term_memory
+    listing = getattr(getattr(memory, "storage", None), "list_sessions", None)
+    if memory is None or _keyed(memory.storage) == "memory" or not callable(listing):
+        return []
+    prefix = keyed_session_id(_served_base(memory), protocol, "")
+    return [s[len(prefix) :] for s in await listing() if s.startswith(prefix) and s != prefix]
+
+
+async def forget_client(agent: Any, key: str, *, protocol: str, shared_memory: bool) -> None:
+    """Delete what the served ``agent`` keeps of its client ``key`` (:func:`client_key`): its
+    stored conversation, and its remembered facts (its own long-term memory scope, unless
+    ``shared_memory``; a vector store that cannot list its entries keeps them)."""
+    memory = agent.options.short_term_memory
+    if memory is not None and _keyed(memory.storage) != "memory":
+        session_id = keyed_session_id(_served_base(memory), protocol, key)
+        storage, owned = keyed_storage(memory.storage, session_id)
+        try:
+            await storage.clear()
+        finally:
+            if owned:
+                await storage.aclose()
+    recall = agent.options.long_term_memory
+    entries = getattr(getattr(recall, "vector_store", None), "entries", None)
+    if recall is None or shared_memory or not callable(entries):
+        return
+    from goagent_py.memory.vector._common import SESSION_KEY
+
+    store = recall.vector_store
+    ids = [s.id for s in await entries({SESSION_KEY: _scope_of_key(agent.name, protocol, key)})]
+    delete_batch = getattr(store, "delete_batch", None)
+    if callable(delete_batch):
+        await delete_batch(ids)
+    else:
+        for entry_id in ids:
+            await store.delete(entry_id)
+
+
+def check_forget_after(value: object) -> None:
+    """Refuse a ``forget_after`` that is not None or a number of seconds > 0.
+
+    Raises:
+        ConfigurationError: what was given, and what to give.
+    """
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigurationError(
+            f"forget_after must be a number of seconds > 0 (or None: keep clients' "
+            f"conversations however long they are idle), got {value!r}"
+        )
+    if value != value or value == float("inf"):
+        raise ConfigurationError(f"forget_after must be finite (None: never), got {value!r}")
+
+
+class ClientLedger:
+    """When each client of a served agent was last seen, to forget the ones gone (a server
+    meeting many clients grew without bound; docs/a2a.md, "How long a context is kept").
+
+    :meth:`due` names the clients to forget: those idle ``forget_after`` seconds or more, and
+    past ``max_kept`` clients the ones idle longest, never one held (a task or an ask of it
+    running). Clients are known by :func:`client_key`; ``clock`` is the wall clock (seconds).
+    """
+
+    def __init__(
+        self,
+        *,
+        forget_after: float | None,
+        max_kept: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.forget_after = forget_after
+        self.max_kept = max_kept
+        self.clock = clock
+        self._seen: OrderedDict[str, float] = OrderedDict()  # least recently seen first
+        self._held: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def met(self, keys: list[str]) -> None:
+        """Clients met before this process (a restart): seen now, before any seen since."""
+        now = self.clock()
+        for key in keys:
+            if key not in self._seen:
+                self._seen[key] = now
+                self._seen.move_to_end(key, last=False)
+
+    def hold(self, key: str) -> None:
+        """``key`` is in use from now until :meth:`release` (seen now, never due meanwhile)."""
+        self._seen[key] = self.clock()
+        self._seen.move_to_end(key)
+        self._held[key] = self._held.get(key, 0) + 1
+
+    def release(self, key: str) -> None:
+        """One use of ``key`` ended (it is seen now: its idle time starts here)."""
+        left = self._held.get(key, 0) - 1
+        if left > 0:
+            self._held[key] = left
+        else:
+            self._held.pop(key, None)
+        self._seen[key] = self.clock()
+        self._seen.move_to_end(key)
+
+    def due(self) -> list[str]:
+        """The clients to forget now (taken off the ledger), idle longest first."""
+        now = self.clock()
+        excess = len(self._seen) - self.max_kept
+        found: list[str] = []
+        for key, last in self._seen.items():
+            expired = self.forget_after is not None and now - last >= self.forget_after
+            if not expired and excess <= 0:
+                break  # the rest were seen later
+            if key in self._held:
+                continue
+            found.append(key)
+            excess -= 1
+        for key in found:
+            del self._seen[key]
+        return found

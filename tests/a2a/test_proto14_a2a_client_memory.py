@@ -66,10 +66,14 @@ async def test_a_plain_agent_with_stored_memory_gives_each_context_its_own_kept_
         assert await _say(url, "I am Ana", "ctx-ana") == "I am Ana"
         assert await _say(url, "I am Bob", "ctx-bob") == "I am Bob"
         assert await _say(url, "who am I?", "ctx-ana") == "I am Ana | who am I?"
-    # Each context's conversation is in the served file, under a key of its own.
+    # Each context's conversation is in the served file, under a key of its own (beside it,
+    # the records of its messages: docs/a2a.md, "A message sent again").
     sessions = _stored_sessions(path)
-    assert len(sessions) == 2
-    assert "helper" not in sessions
+    assert {s for s in sessions if "/a2a/" in s} == {"helper/a2a/ctx-ana", "helper/a2a/ctx-bob"}
+    assert sessions - {"helper/a2a/ctx-ana", "helper/a2a/ctx-bob"} == {
+        "helper/a2a-sent/ctx-ana",
+        "helper/a2a-sent/ctx-bob",
+    }
     # A restarted server (a new agent on the same file) continues each context.
     sock = free_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -147,7 +151,8 @@ class _SlowStorage:
         return _SlowStorage(self._gate, self._loading, self._log, session_id)
 
     async def load(self) -> list[Message]:
-        if self.session_id.endswith("ctx-slow") and not self._gate.is_set():
+        # The conversation's (not the records of its messages: docs/a2a.md).
+        if self.session_id.endswith("/a2a/ctx-slow") and not self._gate.is_set():
             self._loading.set()
             await self._gate.wait()
         assert not self.closed, f"{self.session_id} used after it was closed"
@@ -213,4 +218,9 @@ async def test_a_postgres_memory_gives_each_context_its_own_conversation_on_its_
             sessions = await storage.list_sessions()
         finally:
             await storage.aclose()
-    assert sorted(sessions) == ["helper/a2a/ctx-ana", "helper/a2a/ctx-bob"]
+    assert sorted(sessions) == [  # beside each conversation, its messages' records
+        "helper/a2a-sent/ctx-ana",
+        "helper/a2a-sent/ctx-bob",
+        "helper/a2a/ctx-ana",
+        "helper/a2a/ctx-bob",
+    ]
