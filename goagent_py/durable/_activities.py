@@ -937,10 +937,12 @@ def _groups(
 
 
 class _Worker(Worker):
-    """A worker that closes its agents' MCP connections when it stops."""
+    """A worker that closes its agents' MCP connections when it stops, and, traced, ends the
+    spans of the runs the server closed from outside and evicts those runs first."""
 
     _groups: list[_AgentActivities]
     _telemetry: Any = None  # the WorkflowTelemetry of a traced worker
+    _swept = False  # the runs closed from outside ended as the worker stopped
 
     async def shutdown(self) -> None:
         # Before Temporal's shutdown, while the worker can still evict: the runs the server
@@ -952,8 +954,9 @@ class _Worker(Worker):
         await super().shutdown()
 
     async def _end_closed_runs(self) -> None:
-        if self._telemetry is None:
+        if self._telemetry is None or self._swept:
             return
+        self._swept = True  # once: shutdown() sweeps, then run() ends
         try:
             await self._telemetry.ledger.stop(self.client)
         except Exception as exc:  # telemetry never hides why the worker stopped

@@ -52,6 +52,9 @@ asked about it; doubled each time it is still running, up to :data:`SWEEP_MOST`.
 
 SWEEP_MOST = 600.0
 
+RELEASED_KEPT = 1024
+"""How many runs whose spans the sweep ended the ledger remembers (their hooks do nothing)."""
+
 SWEEP_EVERY = 10.0
 """Seconds between two sweeps of a running worker."""
 
@@ -89,7 +92,9 @@ class SpanLedger:
         self._lock = threading.Lock()
         self._runs: dict[tuple[str, str], _Open] = {}
         self._watcher: asyncio.Task[None] | None = None
-        self._released: set[tuple[str, str]] = set()  # runs whose spans the sweep ended
+        # The runs whose spans the sweep ended, oldest first (a dict as an ordered set; the
+        # latest RELEASED_KEPT: a run is evicted as it goes in, so its hooks run only then).
+        self._released: dict[tuple[str, str], None] = {}
         self.evict: Callable[[str], None] | None = None  # the worker's, by run id (if any)
 
     def released(self, key: tuple[str, str] | None) -> bool:
@@ -175,7 +180,9 @@ class SpanLedger:
                 continue
             close = described.close_time
             end_ns = int(close.timestamp() * 1e9) if close is not None else time.time_ns()
-            self._released.add(key)
+            self._released[key] = None
+            while len(self._released) > RELEASED_KEPT:
+                del self._released[next(iter(self._released))]
             self._end(spans, _Closed(*closed), end_ns)
             self._evict(key[1])
 
