@@ -937,24 +937,43 @@ def _groups(
 
 
 class _Worker(Worker):
-    """A worker that closes its agents' MCP connections when it stops."""
+    """A worker that closes its agents' MCP connections when it stops, and, traced, ends the
+    spans of the runs the server closed from outside and evicts those runs first."""
 
     _groups: list[_AgentActivities]
     _telemetry: Any = None  # the WorkflowTelemetry of a traced worker
+    _swept = False  # the runs closed from outside ended as the worker stopped
+
+    async def shutdown(self) -> None:
+        # Before Temporal's shutdown, while the worker can still evict: the runs the server
+        # closed from outside (terminated, timed out) end their spans and are evicted, so
+        # their loops end on their own workflow threads, not wherever the garbage collector
+        # drops them once the worker is gone (_span_ledger.py).
+        if self.is_running:
+            await self._end_closed_runs()
+        await super().shutdown()
+
+    async def _end_closed_runs(self) -> None:
+        if self._telemetry is None or self._swept:
+            return
+        self._swept = True  # once: shutdown() sweeps, then run() ends
+        try:
+            await self._telemetry.ledger.stop(self.client)
+        except Exception as exc:  # telemetry never hides why the worker stopped
+            logging.getLogger("goagent_py.durable").warning(
+                "ending the spans of closed runs failed: %s", exc
+            )
+
+    def _evict(self, run_id: str) -> None:
+        # Temporal's Worker has no public eviction: its core worker's, which it evicts with.
+        self._bridge_worker.request_workflow_eviction(run_id)
 
     async def run(self) -> None:
         try:
             await super().run()
         finally:
-            if self._telemetry is not None:
-                # What runs closed from outside (terminated, timed out) left open ends now:
-                # nothing here would end it later (_span_ledger.py).
-                try:
-                    await self._telemetry.ledger.stop(self.client)
-                except Exception as exc:  # telemetry never hides why the worker stopped
-                    logging.getLogger("goagent_py.durable").warning(
-                        "ending the spans of closed runs failed: %s", exc
-                    )
+            # Stopped without shutdown() (its task cancelled): the spans still end here.
+            await self._end_closed_runs()
             for group in self._groups:
                 try:
                     await group.mcp.aclose()
@@ -1061,4 +1080,5 @@ def create_worker(
     worker._groups = groups
     if tracer_provider is not None:
         worker._telemetry = telemetry
+        telemetry.ledger.evict = worker._evict
     return worker

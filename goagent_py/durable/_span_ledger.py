@@ -16,6 +16,14 @@ error status and ``error.type`` ``workflow_terminated``, ``workflow_timed_out``,
 
 What stays open is only what this worker opened and never ended: a span ended on a replay was
 ended live before (another worker, or this one before an eviction).
+
+A run the server closed from outside is still held by the worker that ran it (Temporal never
+tells it), its loop suspended where it was. Dropped with the worker, its coroutines would be
+closed by the garbage collector wherever it next runs (another workflow's thread, another
+test), raising there from the loop's ``finally`` blocks. So the ledger asks the worker to evict
+each such run (``evict``, the run id: Temporal then cancels its tasks on its own workflow
+thread), and the telemetry hooks skip the runs whose spans it ended (:meth:`released`): the
+eviction runs the loop's ends again, and they would touch ended spans.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +51,9 @@ SWEEP_AFTER = 30.0
 asked about it; doubled each time it is still running, up to :data:`SWEEP_MOST`."""
 
 SWEEP_MOST = 600.0
+
+RELEASED_KEPT = 1024
+"""How many runs whose spans the sweep ended the ledger remembers (their hooks do nothing)."""
 
 SWEEP_EVERY = 10.0
 """Seconds between two sweeps of a running worker."""
@@ -80,6 +92,15 @@ class SpanLedger:
         self._lock = threading.Lock()
         self._runs: dict[tuple[str, str], _Open] = {}
         self._watcher: asyncio.Task[None] | None = None
+        # The runs whose spans the sweep ended, oldest first (a dict as an ordered set; the
+        # latest RELEASED_KEPT: a run is evicted as it goes in, so its hooks run only then).
+        self._released: dict[tuple[str, str], None] = {}
+        self.evict: Callable[[str], None] | None = None  # the worker's, by run id (if any)
+
+    def released(self, key: tuple[str, str] | None) -> bool:
+        """Whether the sweep ended the spans of the workflow run ``key`` (closed from outside):
+        its loop, evicted, must not touch them again."""
+        return key in self._released
 
     def opened(self, span: Span) -> None:
         key = _workflow_run()
@@ -159,7 +180,19 @@ class SpanLedger:
                 continue
             close = described.close_time
             end_ns = int(close.timestamp() * 1e9) if close is not None else time.time_ns()
+            self._released[key] = None
+            while len(self._released) > RELEASED_KEPT:
+                del self._released[next(iter(self._released))]
             self._end(spans, _Closed(*closed), end_ns)
+            self._evict(key[1])
+
+    def _evict(self, run_id: str) -> None:
+        if self.evict is None:  # your own worker: the run stays cached until Temporal drops it
+            return
+        try:
+            self.evict(run_id)  # a run this worker no longer holds: nothing happens
+        except Exception as exc:  # the worker is stopping: nothing left to evict from
+            _log.debug("could not evict workflow run %s: %s", run_id, exc)
 
     def _end(self, spans: list[Span], why: _Closed, end_ns: int) -> None:
         for span in reversed(spans):  # the latest first: a call's span ends before its run's

@@ -125,6 +125,26 @@ def _only_in(run: tuple[str, str], callback: Any) -> Any:
     return in_run
 
 
+def _unless_released(hooks: Hooks, ledger: SpanLedger) -> Hooks:
+    """``hooks``, each skipped in a workflow run whose spans the ledger ended (closed from
+    outside, then evicted: the eviction cancels the loop, whose ends would touch them)."""
+    guarded = Hooks()
+    for name in HOOK_NAMES:
+        callback = getattr(hooks, name)
+        if callback is not None:
+            setattr(guarded, name, _skip_released(ledger, callback))
+    return guarded
+
+
+def _skip_released(ledger: SpanLedger, callback: Any) -> Any:
+    def unless_released(*args: Any) -> Any:
+        if not ledger.released(_workflow_run()):
+            return callback(*args)
+        return None
+
+    return unless_released
+
+
 def _in_turn(name: str, callbacks: list[Any]) -> Any:
     def each(*args: Any) -> None:
         for callback in callbacks:
@@ -172,7 +192,7 @@ class WorkflowTelemetry(temporal_worker.Interceptor):
     caller's trace context (see the module docstring)."""
 
     def __init__(self, hooks: Hooks, ledger: SpanLedger) -> None:
-        self.hooks = hooks
+        self.hooks = _unless_released(hooks, ledger)
         self.ledger = ledger
 
     def intercept_activity(
