@@ -174,8 +174,9 @@ def test_ctrl_c_at_the_prompt_ends_code_plain_at_once_with_130(tmp_path: Path) -
         # (stdin stays open, so no communicate(): it would close it).
         errors = _Drained(proc.stderr)
         try:
-            # The prompt is printed by the read itself, after asyncio.run has installed its
-            # SIGINT handler: from here on, Ctrl-C is the user's at the prompt.
+            # The prompt is printed by the read itself, after run_command has given Ctrl-C to
+            # the loop (goagent_py/_interrupt.py): from here on, Ctrl-C is the user's at the
+            # prompt.
             shown = _read_until(proc.stdout.fileno(), b"\n> ", time.monotonic() + GENEROUS)
             proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
             code = _wait_or_dump(proc, errors.all)  # was: waited for a line never sent
