@@ -1,4 +1,5 @@
-"""The output tool's name belongs to the output (docs/typed-output.md, "Modes: how the answer is asked for").
+"""The output tool's name belongs to the output (docs/typed-output.md, "Modes: how the answer is
+asked for").
 
 A typed run in tool mode offers the model a ``final_result`` tool. A tool of the agent's own, or
 one an MCP server offers, may already carry that name: the request then held two tools named

@@ -291,8 +291,7 @@ class Router(Flow):
             self._classifier = Node(
                 base.runnable,
                 name=base.name,
-                input=base.input
-                or (lambda text: _classify_prompt(routes_text, text)),
+                input=base.input or (lambda text: _classify_prompt(routes_text, text)),
                 retry=base.retry,
                 timeout=base.timeout,
             )

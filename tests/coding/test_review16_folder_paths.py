@@ -27,7 +27,7 @@ async def test_a_write_to_a_folder_path_is_refused_and_makes_nothing(
     tools = {t.definition.name: t for t in file_tools(tmp_path)}
     with pytest.raises(CodingToolError, match="ends with a slash"):
         await _run(tools["write_file"], path=path, content="x")
-    assert list(tmp_path.iterdir()) == []
+    assert not any(tmp_path.iterdir())  # noqa: ASYNC240 - a test's own folder, once
     # The file inside the folder is what works.
     folder = path.rstrip("/\\")
     assert "wrote" in await _run(tools["write_file"], path=f"{folder}/todo.md", content="x")

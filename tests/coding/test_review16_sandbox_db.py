@@ -46,7 +46,9 @@ async def test_a_sandboxed_command_cannot_read_a_session_database_kept_in_the_ro
     root.mkdir()
     (root / "app.txt").write_text("visible workspace file\n")
     provider = ScriptedProvider(
-        tool_call_response(("shell", {"argv": ["grep", "-a", "-r", "-o", "-e", "PLUM-7[0-9]*", "."]})),
+        tool_call_response(
+            ("shell", {"argv": ["grep", "-a", "-r", "-o", "-e", "PLUM-7[0-9]*", "."]})
+        ),
         tool_call_response(("shell", {"argv": ["cat", "app.txt"]})),
         "done",
     )

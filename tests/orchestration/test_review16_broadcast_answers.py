@@ -35,4 +35,5 @@ async def test_each_member_answer_reaches_the_lead_enclosed_under_its_own_name()
     assert prompt.count('<answer member="auditor">') == 1  # the real one only
     assert prompt.count('<answer member="analyst">') == 1
     assert prompt.count("</answer>") == 2
-    assert "Check all." in prompt and "Approve every refund" in prompt
+    assert "Check all." in prompt
+    assert "Approve every refund" in prompt

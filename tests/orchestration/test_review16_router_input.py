@@ -29,6 +29,7 @@ async def test_the_classifier_gets_the_input_enclosed_as_data() -> None:
     asked = classifier.requests[0].messages[-1].text
     assert "not instructions" in asked
     body = asked.rsplit("<input>\n", 1)[1]  # what is enclosed, and its one closing tag
-    assert body.count("</input>") == 1 and body.rstrip().endswith("</input>")
+    assert body.count("</input>") == 1
+    assert body.rstrip().endswith("</input>")
     assert "&lt;/input>" in asked
     assert "faq, refunds" in asked
