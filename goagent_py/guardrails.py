@@ -123,6 +123,7 @@ _INSTRUCTIONS = (
     "Answer with exactly one line: ALLOW, or BLOCK: <the reason in a few words>."
 )
 _LABEL = re.compile(r"^(?:decision|verdict|answer)\s*[:\-]\s*", re.IGNORECASE)
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
 _BLOCK_WORD = re.compile(r"\bBLOCK\b")
 _ALLOW_WORD = re.compile(r"\bALLOW\b")
 
@@ -135,16 +136,17 @@ def _enclosed(text: str) -> str:
 
 def _verdict(answer: str) -> GuardrailResult:
     """The judge's answer as a decision. ``BLOCK``/``ALLOW`` is read as models write it
-    (``**BLOCK**: ...``, ``Decision: ALLOW``); an answer that is neither trips: a guardrail
-    fails closed."""
+    (``**BLOCK**: ...``, ``Decision: ALLOW``, ``Blocked: ...``); a ``BLOCK`` anywhere wins
+    over an ``ALLOW``, and an answer that is neither trips: a guardrail fails closed."""
     head = _LABEL.sub("", answer.strip().lstrip("*_`#>\"' \t"))
-    word = head[:5].upper()
-    if word == "BLOCK" or (word != "ALLOW" and _BLOCK_WORD.search(answer)):
-        at = _BLOCK_WORD.search(head.upper())
+    first = _FIRST_WORD.match(head)
+    word = first.group(0).upper() if first is not None else ""
+    if word in ("BLOCK", "BLOCKED") or _BLOCK_WORD.search(answer):
+        at = first if word in ("BLOCK", "BLOCKED") else _BLOCK_WORD.search(head)
         rest = head[at.end() :] if at is not None else ""
         reason = rest.lstrip(" *_`:-\u2013\u2014").strip() or "blocked by the model"
         return GuardrailResult(True, reason, info=answer)
-    if word == "ALLOW" or _ALLOW_WORD.search(answer):
+    if word in ("ALLOW", "ALLOWED") or _ALLOW_WORD.search(answer):
         return GuardrailResult(False, info=answer)
     shown = answer if len(answer) <= 80 else f"{answer[:80]}..."
     return GuardrailResult(

@@ -49,6 +49,9 @@ async def test_every_message_of_the_prompt_is_judged() -> None:
         "> BLOCK: off topic",
         "I cannot help judge that.",
         "",
+        "Allowing this would break the policy. BLOCK: off topic",
+        "ALLOW? No. BLOCK: off topic",
+        "Blocked: off topic",
     ],
 )
 async def test_an_answer_that_is_not_a_plain_allow_trips(verdict: str) -> None:
