@@ -143,6 +143,9 @@ class Session:
         self._last_error: BaseException | None = None
         self._last_result: RunResult | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The run's hold on its stored conversation (the storage's ``hold_run``), released when
+        # the run settles: another Session over the same record is refused meanwhile.
+        self._held: contextlib.AsyncExitStack | None = None
 
     # -- transcript --------------------------------------------------------------------------
 
@@ -179,12 +182,16 @@ class Session:
             closing = closing_tail(stored)
             if closing:
                 try:
-                    await memory.append(*closing)
+                    async with self._holding(refused_ok=True) as holding:
+                        # Calls without results while another Session's run holds the record
+                        # are its calls, still running: that run closes them, not this load.
+                        if holding:
+                            await memory.append(*closing)
+                            stored = await record_of(memory)
                 except asyncio.CancelledError as exc:
                     if (error := stray(exc, "short-term memory")) is None:
                         raise
                     raise error from exc
-                stored = await record_of(memory)
             self._transcript = stored
         self._loaded = True
         return self.transcript
@@ -251,7 +258,8 @@ class Session:
         memory = self.agent.options.short_term_memory
         clear = getattr(memory, "clear", None)
         if callable(clear):
-            await clear()
+            async with self._holding():  # not under another Session's run
+                await clear()
         self._transcript = []
         self._control.clear()
 
@@ -298,7 +306,8 @@ class Session:
             )
         if not self._loaded:
             await self.load()
-        await compactor.compact_now(await self._history(), focus=focus)
+        async with self._holding():  # the boundary goes in no other Session's run
+            await compactor.compact_now(await self._history(), focus=focus)
         await self._reload()
         return compactor.events[-1] if compactor.events else None
 
@@ -313,7 +322,8 @@ class Session:
         if memory is None:
             self._transcript.append(message)
             return
-        await memory.append(message)
+        async with self._holding():  # not inside another Session's run
+            await memory.append(message)
         await self._reload()
 
     # -- queues and abort (thread-safe) ------------------------------------------------------
@@ -401,6 +411,51 @@ class Session:
             self._publish(event)
 
     # -- runs --------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _holding(self, *, refused_ok: bool = False) -> AsyncGenerator[bool, None]:
+        """Hold the stored conversation for a write outside a run (``add_ui_message``, a
+        reset, a compaction, a load's repair); within this session's own run it is held
+        already. Yields whether it is held (False only with ``refused_ok``, when another
+        Session's run holds it).
+
+        Raises:
+            SessionBusyError: another Session's run holds the conversation (unless
+                ``refused_ok``).
+        """
+        hold = self._hold_of()
+        if hold is None or self._held is not None:
+            yield True
+            return
+        try:
+            held = hold()
+            await held.__aenter__()
+        except SessionBusyError:
+            if not refused_ok:
+                raise
+            yield False
+            return
+        try:
+            yield True
+        except BaseException as exc:
+            await held.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        await held.__aexit__(None, None, None)
+
+    def _hold_of(self) -> Callable[[], contextlib.AbstractAsyncContextManager[object]] | None:
+        """The storage's ``hold_run`` (docs/sessions.md "One run at a time"), or None."""
+        storage = getattr(self.agent.options.short_term_memory, "storage", None)
+        hold = getattr(storage, "hold_run", None)
+        return hold if callable(hold) else None
+
+    async def _hold(self) -> None:
+        """Take the run's hold on its stored conversation (released by :meth:`_settle`)."""
+        hold = self._hold_of()
+        if hold is None:
+            return
+        stack = contextlib.AsyncExitStack()
+        await stack.enter_async_context(hold())
+        self._held = stack
 
     def _ensure_idle(self, what: str) -> None:
         if self._busy:
@@ -558,6 +613,8 @@ class Session:
         settled = False
         self._last_error = None
         try:
+            # First: a second Session over this record is refused before it reads or writes.
+            await self._hold()
             if not self._loaded:
                 await self.load()
             if decisions is not None:
@@ -605,8 +662,11 @@ class Session:
             else:
                 await self._reload()
             self._last_result = run.result
+        held, self._held = self._held, None
         self._run = None
         self._busy = False
+        if held is not None:
+            await held.aclose()
         self._control.abort_mode = None
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from goagent_py._deepcopy import deepcopy
 from goagent_py._generation import ReadFence, cleared_error
+from goagent_py._run_hold import busy_error, held_in_process
 from goagent_py.messages import Message
 
 __all__ = ["InMemoryStorage"]
@@ -80,6 +82,19 @@ class InMemoryStorage:
             self._generation += 1
             generation = self._generation
         self._fence.read(generation)
+
+    @contextlib.asynccontextmanager
+    async def hold_run(self) -> AsyncIterator[None]:
+        """Hold this conversation for one run: no other run (another
+        :class:`~goagent_py.Session` on this storage) runs in it until the ``async with``
+        ends (docs/sessions.md "One run at a time").
+
+        Raises:
+            SessionBusyError: another run holds the conversation; nothing was written.
+        """
+        busy = busy_error("this InMemoryStorage's conversation", "")
+        with held_in_process(("memory", id(self)), busy):
+            yield
 
     def __len__(self) -> int:
         return len(self._messages)

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py._generation import ReadFence, cleared_error
 from goagent_py._redact import check_dsn, redact, secrets_from_dsn
+from goagent_py._run_hold import busy_error, lock_offset
 from goagent_py.errors import (
     ConfigurationError,
     CorruptedDataError,
@@ -723,6 +724,34 @@ class PostgresStorage:
 
         session = self if session_id is None else self.for_session(session_id)
         return SessionLease(session, wait=wait, timeout=timeout, ttl=ttl, poll=poll_interval)
+
+    @contextlib.asynccontextmanager
+    async def hold_run(self) -> AsyncIterator[None]:
+        """Hold this conversation for one run: no other run, from this process or another,
+        runs in it until the ``async with`` ends (a :class:`~goagent_py.Session` takes it
+        around every run: docs/sessions.md "One run at a time").
+
+        The hold is a session-level advisory lock (``pg_try_advisory_lock``) on a pooled
+        connection kept for the run: the server releases it when that connection ends, so a
+        process that dies leaves nothing held. A run therefore uses two connections of the
+        pool at its busiest (the hold and a write): give a pool of your own ``max_size >= 2``.
+
+        Raises:
+            SessionBusyError: another run holds the conversation; nothing was written.
+        """
+        key = lock_offset("postgres", self.schema, self.table, self.session_id)
+        async with self._connection() as conn:
+            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+            row = await cur.fetchone()
+            if row is None or not row[0]:
+                what = f"conversation {self.session_id!r} in PostgreSQL {self.schema}.{self.table}"
+                raise busy_error(what, self.session_id)
+            try:
+                yield
+            finally:
+                # Ending the connection releases it too: a failed unlock loses nothing.
+                with contextlib.suppress(Exception):
+                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     # -- lifecycle -----------------------------------------------------------------------------
 

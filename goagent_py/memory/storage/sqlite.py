@@ -32,16 +32,18 @@ before. A ``:memory:`` database writes on its own connection. WAL needs a local 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
 from goagent_py._deepcopy import message_copier
 from goagent_py._generation import STALE, ReadFence, cleared_error
+from goagent_py._run_hold import ByteLocks, busy_error, held_in_process, lock_offset
 from goagent_py._sqlite import (
     NOT_HERE,
     HeldConnection,
@@ -673,6 +675,37 @@ class SQLiteStorage:
         return await self._call(sessions)
 
     # -- lifecycle ---------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def hold_run(self) -> AsyncIterator[None]:
+        """Hold this conversation for one run: no other run, from another storage of this
+        process or from another process, runs in it until the ``async with`` ends (a
+        :class:`~goagent_py.Session` takes it around every run: docs/sessions.md "One run at
+        a time"). The hold beyond this process is a byte-range lock on ``<path>-runs.lock``
+        beside the database, which the system releases when the process dies.
+
+        Raises:
+            SessionBusyError: another run holds the conversation; nothing was written.
+        """
+        if not shares_writes(self.path):  # a database of this connection alone
+            yield
+            return
+        what = f"conversation {self.session_id!r} of {self.path}"
+        key = ("sqlite", self.path, self.session_id)  # self.path is absolute
+        with held_in_process(key, busy_error(what, self.session_id)):
+            try:
+                locks = ByteLocks.at(self.path + "-runs.lock")
+            except OSError:
+                locks = None  # a folder we cannot write to: the database itself will say so
+            at = lock_offset(self.session_id)
+            if locks is not None and (pid := locks.take(at)) is not None:
+                holder = f"process {pid}" if pid > 0 else "another process"
+                raise busy_error(what, self.session_id, holder)
+            try:
+                yield
+            finally:
+                if locks is not None:
+                    locks.release(at)
 
     async def aclose(self) -> None:
         """Close the connection; later calls raise :class:`MemoryStoreError`. Idempotent."""
