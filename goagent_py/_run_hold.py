@@ -76,7 +76,9 @@ def lock_offset(*parts: str) -> int:
 
 
 class ByteLocks:
-    """Exclusive byte-range locks on one lock file, across processes.
+    """Exclusive byte-range locks on one lock file, across processes (the stored
+    conversations' run holds, through :meth:`at`, and the served app's thread ownership,
+    docs/serve.md, on an instance of its own).
 
     One descriptor per file for the process's life: closing any descriptor of a file lets go
     of every lock the process holds on it (POSIX record locks). Locks are per process: callers
@@ -111,6 +113,11 @@ class ByteLocks:
     def fd(self) -> int:
         """The descriptor the locks are taken on."""
         return self._fd
+
+    def close(self) -> None:
+        """Close the descriptor, letting go of every lock the process holds on the file (for
+        an owner of its own instance, such as the served app's cluster, not :meth:`at`'s)."""
+        os.close(self._fd)
 
     def take(self, at: int) -> int | None:
         """Lock byte ``at``: None when taken, else the pid of the process that holds it (-1

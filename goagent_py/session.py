@@ -152,7 +152,10 @@ class Session:
     @property
     def transcript(self) -> list[Message]:
         """The conversation so far (a copy): with short-term memory, every stored message but
-        the compaction boundaries (UI-only messages and what a summary covers included)."""
+        the compaction boundaries (UI-only messages and what a summary covers included), as
+        this session last read it (at :meth:`load`, and after each of its own runs and
+        changes). Another session's writes to the same record show after the next
+        :meth:`load` or run (docs/sessions.md "One run per stored conversation")."""
         return list(self._transcript)
 
     @property

@@ -68,7 +68,8 @@ async def _two_sessions_one_record(first_storage: Any, second_storage: Any) -> l
     assert (await task).text == "one"
     stored = await first_storage.load()
     assert _shape(stored) == ["user:first", "assistant:", "tool", "assistant:one"]
-    assert stored[2].text == "slow done" and not stored[2].is_error
+    assert stored[2].text == "slow done"
+    assert not stored[2].is_error
     # Once the run is over, the second Session goes on after it.
     assert (await second.prompt("second")).text == "two"
     stored = await first_storage.load()

@@ -20,19 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import fcntl
 import hashlib
 import hmac
 import json
 import logging
 import os
-import struct
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import Response
 
 from goagent_py._http_guard import replay_body, send_json
+from goagent_py._run_hold import ByteLocks
 from goagent_py.errors import GoAgentError
 from goagent_py.serve._server import HttpError, Server, error_body
 from goagent_py.serve._supervise import WorkerContext, leave
@@ -53,8 +52,6 @@ _log = logging.getLogger("goagent_py.serve")
 FORWARD_HEADER = "x-goagent-forward"
 _PEER_HEADER = "x-goagent-peer"
 _SLOTS = 1 << 62  # lock offsets: a 62-bit hash (off_t is 63 bits)
-# struct flock on Linux (short type, short whence, off_t start, off_t len, pid_t pid, padding).
-_FLOCK = "hhqqi4x"
 # Requests that may be about a thread: their bodies are kept until the route knows whether
 # the thread is another worker's (then the request goes there whole).
 _THREADED = ("/api/threads/", "/api/runs/", "/v1/chat/completions", "/v1/responses")
@@ -93,7 +90,7 @@ class Cluster:
         self.socket_path = os.path.join(self.dir, f"{self.pid}.sock")
         # One descriptor for the process's life: closing any descriptor of the file would let
         # go of every lock this process holds on it (POSIX record locks).
-        self._locks = os.open(os.path.join(self.dir, "threads.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        self._locks = ByteLocks(os.path.join(self.dir, "threads.lock"))
         self._held: dict[int, int] = {}  # offset -> runs of this process holding it
         self._events_path = os.path.join(self.dir, f"{self.pid}.ev")
         self._events: asyncio.AbstractServer | None = None
@@ -119,10 +116,9 @@ class Cluster:
         if at in self._held:
             self._held[at] += 1
             return None
-        try:
-            fcntl.lockf(self._locks, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, at)
-        except OSError:
-            return self._holder_at(at) or -1
+        pid = self._locks.take(at)
+        if pid is not None:
+            return pid
         self._held[at] = 1
         return None
 
@@ -133,17 +129,12 @@ class Cluster:
             self._held[at] = left
             return
         self._held.pop(at, None)
-        fcntl.lockf(self._locks, fcntl.LOCK_UN, 1, at)
+        self._locks.release(at)
 
     def holder(self, user: str, thread_id: str) -> int | None:
         """The pid of the other worker whose run holds the thread, or None."""
         at = self._offset(user, thread_id)
-        return None if at in self._held else self._holder_at(at)
-
-    def _holder_at(self, at: int) -> int | None:
-        asked = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, at, 1, 0)
-        kind, _, _, _, pid = struct.unpack(_FLOCK, fcntl.fcntl(self._locks, fcntl.F_GETLK, asked))
-        return None if kind == fcntl.F_UNLCK or pid == self.pid else pid
+        return None if at in self._held else self._locks.holder(at)
 
     def check(self, user: str, thread_id: str) -> None:
         """Raise :class:`OwnedElsewhere` when another worker runs the thread (a request
@@ -258,7 +249,7 @@ class Cluster:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        os.close(self._locks)
+        self._locks.close()
         leave(self.ctx)  # the parent is gone (killed): the last worker removes the folder
 
     def others(self) -> list[int]:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from goagent_py import Agent, Session, tool, validate_transcript
-from goagent_py.errors import ConversationClearedError, MemoryStoreError
+from goagent_py.errors import ConversationClearedError, MemoryStoreError, SessionBusyError
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage import InMemoryStorage, SQLiteStorage
 from goagent_py.messages import assistant_message, user_message
@@ -239,8 +239,10 @@ async def test_list_sessions_lists_conversations_not_their_stored_parts(opener: 
 
 
 async def test_two_sessions_on_one_conversation_keep_one_valid_record(opener: Opener) -> None:
-    """Two terminals of `goagent-py chat --db same.db`: B's turn lands while A's run waits in a
-    tool; both transcripts are the one record, and every request either sends is valid."""
+    """Two terminals of `goagent-py chat --db same.db`: B prompts while A's run waits in a
+    tool and is refused (record16: a run holds its conversation, docs/sessions.md "One run per
+    stored conversation"), then goes on after A; both transcripts are the one record, and
+    every request either sends is valid."""
     in_tool, go_on = asyncio.Event(), asyncio.Event()
 
     @tool
@@ -258,9 +260,11 @@ async def test_two_sessions_on_one_conversation_keep_one_valid_record(opener: Op
     b = Session(Agent(provider=b_model, short_term_memory=ShortTermMemory(opener("s"))))
     running = asyncio.create_task(a.prompt("A asks"))
     await in_tool.wait()
-    await b.prompt("B asks")
+    with pytest.raises(SessionBusyError):
+        await b.prompt("B asks")
     go_on.set()
     await running
+    await b.prompt("B asks")
     await a.prompt("A again")
     record = await ShortTermMemory(opener("s")).transcript()
     assert a.transcript == record
