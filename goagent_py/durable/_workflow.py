@@ -32,8 +32,9 @@ from goagent_py._cancel import run_cancelled
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._metadata_keys import DECISIONS_KEY
+from goagent_py._prompt import to_messages
 from goagent_py._transcript import closing_tail
-from goagent_py.agent import Agent, to_messages
+from goagent_py.agent import Agent
 from goagent_py.approvals import (
     Approve,
     Deny,

@@ -26,7 +26,8 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from goagent_py.agent import Agent, to_messages
+from goagent_py._prompt import to_messages
+from goagent_py.agent import Agent
 from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.guardrails import guardrail_name
