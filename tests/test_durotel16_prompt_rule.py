@@ -38,7 +38,11 @@ async def _flow(how: str, prompt: str) -> tuple[ScriptedProvider, list[str]]:
         await flow.as_tool(name="p", description="Runs p.").execute({"prompt": prompt})
     else:
         assert how == "agent tool"
-        await Agent(provider=provider, name="a").as_tool(name="a", description="Asks a.").execute({"prompt": prompt})
+        await (
+            Agent(provider=provider, name="a")
+            .as_tool(name="a", description="Asks a.")
+            .execute({"prompt": prompt})
+        )
     return provider, ran
 
 

@@ -43,7 +43,9 @@ async def test_an_empty_prompt_starts_no_durable_run(
     """The client built the content itself: a blank prompt started a workflow, which failed on
     the worker with a DurableRunError (or, from a steer, reached the model)."""
     model = FunctionProvider(lambda _request: "unused")
-    durable = DurableAgent(Agent(provider=model, name="blank"), provider="fn:x", task_queue="q-blank")
+    durable = DurableAgent(
+        Agent(provider=model, name="blank"), provider="fn:x", task_queue="q-blank"
+    )
     workflow_id = f"blank-{uuid.uuid4().hex[:8]}"
     entry = durable.start if how == "start" else durable.execute
     with pytest.raises(InvalidInputError, match="empty prompt"):
@@ -99,7 +101,9 @@ async def test_empty_steer_and_follow_up_signals_are_refused_not_run(
         return f"answer {len(seen)}"
 
     durable = DurableAgent(
-        Agent(provider=FunctionProvider(plan), name="signals"), provider="fn:x", task_queue=f"q-{uuid.uuid4().hex[:8]}"
+        Agent(provider=FunctionProvider(plan), name="signals"),
+        provider="fn:x",
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
     )
     registry = ProviderRegistry({"fn": lambda _: FunctionProvider(plan)})
     async with create_worker(temporal.client, [durable], registry=registry):
@@ -111,8 +115,10 @@ async def test_empty_steer_and_follow_up_signals_are_refused_not_run(
         state = await handle.query(STATE_QUERY)
         release.set()
         result = await durable.result(handle)
-    assert state["steering"] == [] and state["follow_ups"] == ["Second"]
-    assert len(state["refused"]) == 2 and all("empty prompt" in r for r in state["refused"])
+    assert state["steering"] == []
+    assert state["follow_ups"] == ["Second"]
+    assert len(state["refused"]) == 2
+    assert all("empty prompt" in r for r in state["refused"])
     users = [[text for role, text in request if role == Role.USER.value] for request in seen]
     assert users == [["First"], ["Second"]]  # no memory: each prompt a run of its own
     assert result.text == "answer 2"
