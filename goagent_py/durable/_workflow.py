@@ -372,6 +372,10 @@ class _ModelProxy:
     def __init__(self, calls: _Calls, session_id: str) -> None:
         self._calls = calls
         self._session = session_id
+        # What telemetry names the provider (``gen_ai.provider.name``; otel's
+        # ``provider_name_of`` reads it): the provider of the run's spec, by the prefix the
+        # workers' registry builds it under ("anthropic:...", "openai:..."), never this proxy.
+        self.provider_name = spec_provider(str(calls.config["provider"]))
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         calls = self._calls
@@ -436,6 +440,12 @@ class _ModelProxy:
             memory.applied(carried[:applied])
             await memory.append_now(carried[applied:])
         return response_from_data(out)
+
+
+def spec_provider(spec: str) -> str:
+    """The provider a spec names (``"anthropic:claude-..."`` -> ``"anthropic"``): its prefix,
+    which :class:`~goagent_py.durable.ProviderRegistry` resolves it by."""
+    return spec.partition(":")[0] or spec
 
 
 class _ToolProxy:
