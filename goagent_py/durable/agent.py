@@ -233,6 +233,14 @@ class DurableAgent:
         ):
             if value <= 0:
                 raise ConfigurationError(f"DurableAgent: {label} must be > 0, got {value!r}")
+        if retry_interval > max_retry_delay:
+            # Temporal refuses such a retry policy when the first activity is scheduled: every
+            # run failed then (memory, model, tool), or hung on a workflow task retried forever.
+            raise ConfigurationError(
+                f"DurableAgent: retry_interval ({retry_interval!r} s) is longer than "
+                f"max_retry_delay ({max_retry_delay!r} s), the longest wait between two "
+                "attempts: raise max_retry_delay to at least retry_interval"
+            )
         if heartbeat_timeout is not None and heartbeat_timeout <= 0:
             raise ConfigurationError("DurableAgent: heartbeat_timeout must be > 0 or None")
         if max_attempts < 1 or payload_limit < 1:
