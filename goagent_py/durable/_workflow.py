@@ -288,7 +288,11 @@ class _Calls:
             try:
                 return await next_call(call)
             finally:
-                self.call.reset(token)
+                if workflow.in_workflow():
+                    self.call.reset(token)
+                # else: a run its worker dropped unevicted (closed from outside, on a worker
+                # of yours), closed by the garbage collector in whatever context it runs in:
+                # nothing of ours to restore there.
 
         return run
 
@@ -697,6 +701,11 @@ class _ShortTermProxy:
         return replace(found, metadata=metadata)
 
     async def append(self, *messages: Message) -> None:
+        if not workflow.in_workflow():
+            # A run its worker dropped unevicted (closed from outside), closed by the garbage
+            # collector: its workflow is gone and nothing can be stored from here (the next
+            # run of the session closes the turn it left open).
+            return
         if self._closing and not self._appends and list(messages) == self._closing:
             self._closing = []
             # A history recorded before the loop closed an open tail has no marker here and
