@@ -39,9 +39,11 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from goagent_py._deepcopy import deepcopy
 from goagent_py._describe import described
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
 from goagent_py.memory._entries import (
@@ -90,7 +92,7 @@ from goagent_py.memory.records import (
 )
 from goagent_py.memory.tokens import heuristic_tokens
 from goagent_py.memory.vector._common import SESSION_KEY
-from goagent_py.memory.vector._shared import owned, search_shared
+from goagent_py.memory.vector._shared import entries_shared, owned, search_shared
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     GuardedStore,
@@ -535,19 +537,22 @@ class LongTermMemory:
             for scored in hits:
                 found.setdefault(scored.id, record_of(with_provenance(scored)))
         if isinstance(self.vector_store, ListableStore):
-            listed = [
-                record_of(s)
-                for s in await self.vector_store.entries(scope)
-                if provenance_of(s.message) == "user"
-            ]
+            # Every entry of the scope is read, never copied: only the candidates the decider
+            # (user code) is handed get a message of their own.
+            hits, shared = await entries_shared(self.vector_store, scope)
+            listed = [record_of(s) for s in hits if provenance_of(s.message) == "user"]
             past = {r.id: r for r in listed if not r.is_current}
             listed = [r for r in listed if r.is_current]
+            searched = set(found)
             if listed:
                 # The latest statement, all of it ("My brother is Jon and I live in Lisbon.":
                 # two memories stored together): what "that's no longer true" or "sorry, I
                 # meant John" is about, when the facts follow it.
                 mark_just_said(found, listed, facts, now, follows)
             mark_recalled(found, listed, recalled)
+            if shared:
+                for id in found.keys() - searched:
+                    found[id] = replace(found[id], message=deepcopy(found[id].message))
         elif found:
             # A store that cannot list: the newest of the similar memories stands for the
             # latest statement (a correction is similar to what it corrects), and only the
