@@ -31,9 +31,11 @@ from goagent_py._call_gates import (
     after_call,
     checked_arguments,
     gate_reason,
+    let_go,
     moved_reason,
     prepared_call,
     resolved_path,
+    take_place,
     with_arguments,
 )
 from goagent_py._describe import described
@@ -572,6 +574,17 @@ class _AgentActivities:
         return out
 
     async def _run_call(self, call: ToolCall, data: dict[str, Any]) -> ToolResult:
+        """One call, holding its place in its tool's line (a file's write queue: see
+        :func:`take_place`) from before anything can delay it until it ends, as in a plain
+        run: the approved file is checked, and written, in that place."""
+        release = take_place(self.dispatcher.tool(call.name), call)
+        try:
+            return await self._run_checked(call, data)
+        finally:
+            if release is not None:
+                let_go(release, self.options.logger)
+
+    async def _run_checked(self, call: ToolCall, data: dict[str, Any]) -> ToolResult:
         o = self.options
         if o.prepare_arguments is not None:
             # As in a plain run: the repair comes first, and its failure is the model's to read.
