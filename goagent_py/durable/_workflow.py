@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -185,6 +185,10 @@ class _Calls:
         # The (path, file) each approved call is bound to, sent with its tool activity: the
         # worker refuses it when the path now leads elsewhere (approve15).
         self.bound: dict[str, tuple[str, str]] = {}
+        # The calls holding a place in a file's line, by the path they name, in call order:
+        # a queued tool's call runs its activity after those before it (see _ToolProxy.reserve).
+        self.lines: dict[str, list[asyncio.Future[None]]] = {}
+        self.ahead: dict[str, list[asyncio.Future[None]]] = {}
         self.checks = set(config.get("approval_checks", ()))
         self.last_message: Message | None = None
         self.short_term: _ShortTermProxy | None = None  # set by _agent_for
@@ -474,6 +478,34 @@ class _ToolProxy:
         are the workers'): what the wait records (``_call_gates.resolved_path``)."""
         return self._calls.resolved.get(call.id, "")
 
+    def reserve(self, call: ToolCall) -> Callable[[], None] | None:
+        """Take ``call``'s place in its path's line (the loop calls this at the start of each
+        call's task, in the order the model gave the calls: ``_call_gates.take_place``): its
+        activity is started once the calls before it on that path have ended, so two writes
+        to one file in one batch reach the worker's write queue in call order, as in a plain
+        run. Only for a tool that queues its calls on the workers (``queued_tools``)."""
+        calls = self._calls
+        path = call.arguments.get("path")
+        if self._definition.name not in calls.config.get("queued_tools", ()):
+            return None
+        if not isinstance(path, str) or not path:
+            return None
+        line = calls.lines.setdefault(path, [])
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        calls.ahead[call.id] = list(line)
+        line.append(mine)
+
+        def release() -> None:
+            calls.ahead.pop(call.id, None)
+            if not mine.done():
+                mine.set_result(None)
+            if mine in line:
+                line.remove(mine)
+            if not line and calls.lines.get(path) is line:
+                del calls.lines[path]
+
+        return release
+
     def bind_file(self, call: ToolCall, path: str, approved: str) -> None:
         """Send ``call``'s binding to the file it was approved on with its activity: the
         worker checks it where the file is (``_call_gates.moved_reason``)."""
@@ -483,6 +515,9 @@ class _ToolProxy:
         calls = self._calls
         name = self._definition.name
         call = calls.call.get() or ToolCall("", name, args)
+        ahead = calls.ahead.pop(call.id, None)
+        if ahead:  # the calls before it on its file: they end first (see reserve)
+            await asyncio.gather(*ahead)
         data: dict[str, Any] = {
             "tool": name,
             "call_id": call.id,

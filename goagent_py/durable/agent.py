@@ -364,6 +364,11 @@ class DurableAgent:
             # workers' check decides (the predicates and the policy are code).
             "approval_checks": _approval_checks(self.agent),
             "external_tools": _external_tools(self.agent),
+            # The tools that queue their calls by file (a file tool's writes, ``reserve``): in
+            # the workflow, a call of one waits for the earlier calls of the same batch on the
+            # same path, as a plain run's queue orders them; a run started without this key
+            # replays as it ran: unordered.
+            "queued_tools": _queued_tools(self.agent),
             "approval_timeout": o.approval_timeout,
             # The guardrails run on the workers, one activity each; only their names cross.
             "input_guardrails": [guardrail_name(g) for g in o.input_guardrails],
@@ -634,6 +639,10 @@ def _approval_checks(agent: Agent) -> list[str]:
         if getattr(t, "requires_approval", False) is not False
         and getattr(t, "external", False) is not True
     ]
+
+
+def _queued_tools(agent: Agent) -> list[str]:
+    return [t.definition.name for t in agent.tools if callable(getattr(t, "reserve", None))]
 
 
 def _external_tools(agent: Agent) -> list[str]:
