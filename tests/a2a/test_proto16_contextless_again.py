@@ -148,3 +148,36 @@ async def test_a_reply_naming_only_its_task_continues_that_tasks_context(tmp_pat
     assert RAN == ["disk"]
     assert done["contextId"] == asked["contextId"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+
+
+async def test_a_0_3_contextless_message_sent_again_is_answered_once(tmp_path: Any) -> None:
+    path = str(tmp_path / "a2a.db")
+    provider = ScriptedProvider("Once.", "Never.")
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {
+            "message": {
+                "kind": "message",
+                "role": "user",
+                "messageId": "m-1",
+                "parts": [{"kind": "text", "text": "hello"}],
+            }
+        },
+    }
+    tasks = []
+    for _ in range(2):  # a restart between the two
+        memory = ShortTermMemory(SQLiteStorage(path, session_id="helper"))
+        agent = Agent(provider=provider, model="m", short_term_memory=memory)
+        sock = free_socket()
+        async with (
+            serving(a2a_app(agent, url=_url(sock)), sock) as url,
+            httpx.AsyncClient() as http,
+        ):
+            tasks.append((await http.post(url + "/", json=body)).json()["result"])
+        await memory.storage.aclose()
+    assert len(provider.requests) == 1
+    assert tasks[1]["id"] == tasks[0]["id"]
+    assert tasks[1]["contextId"] == tasks[0]["contextId"]
+    assert tasks[1]["artifacts"][0]["parts"] == [{"kind": "text", "text": "Once."}]

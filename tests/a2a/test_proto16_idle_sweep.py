@@ -74,3 +74,44 @@ async def test_an_idle_server_forgets_a_context_idle_past_forget_after(
         await ticks.sweep_after(40)
         assert not [s for s in _sessions(path) if "ctx-" in s]
     await memory.storage.aclose()
+
+
+async def test_a_factorys_stored_conversation_is_the_users_and_outlives_forgetting(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rule (docs/a2a.md, "How long a context is kept"): the server forgets what it made
+    # (its session of the context, the records of its messages); a factory's agent keeps its
+    # conversation where the factory put it, and that stays.
+    ticks = Ticks(monkeypatch)
+    path = str(tmp_path / "mine.db")
+    provider = FunctionProvider(
+        lambda r: " | ".join(m.text for m in r.messages if m.role.value == "user")
+    )
+    opened: list[SQLiteStorage] = []
+
+    def make(context_id: str) -> Agent:
+        opened.append(SQLiteStorage(path, session_id=f"mine/{context_id}"))
+        return Agent(provider=provider, model="m", short_term_memory=ShortTermMemory(opened[-1]))
+
+    sock = free_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    async with (
+        serving(a2a_app(make, name="mine", url=url, forget_after=100), sock),
+        httpx.AsyncClient(timeout=60) as http,
+    ):
+        await ticks.next_wait()
+
+        async def say(text: str, message_id: str) -> str:
+            answer = await http.post(
+                url + "/", json=_message(text, message_id, "ctx-1"), headers={"A2A-Version": "1.0"}
+            )
+            task = answer.json()["result"]["task"]
+            return "".join(p["text"] for a in task["artifacts"] for p in a["parts"])
+
+        assert await say("I am Ana", "m-1") == "I am Ana"
+        await ticks.sweep_after(101)  # ctx-1 is forgotten: the server's session of it goes
+        assert "mine/ctx-1" in _sessions(path)  # the factory's conversation stays
+        assert await say("who am I?", "m-2") == "I am Ana | who am I?"
+    assert len(opened) == 2  # the forgotten context's next message asked the factory again
+    for storage in opened:
+        await storage.aclose()
