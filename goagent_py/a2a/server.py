@@ -554,14 +554,14 @@ def _request_handler(runner: _Runner, **settings: Any) -> Any:
             only the task it answers), or one made of the message itself (see
             :func:`contextless_id`), so that a copy sent again is found in the same context by
             any server on the same storage (the SDK made a random one per copy)."""
-            if message.context_id or not message.message_id:
+            if message.context_id:
                 return
             if message.task_id:  # a task the store does not have: the SDK says so
                 kept = await self.task_store.get(message.task_id, call)
                 if kept is not None:
                     message.context_id = kept.context_id
-                return
-            message.context_id = contextless_id(message)
+            elif message.message_id:
+                message.context_id = contextless_id(message)
 
         async def _answered(self, message: Any, context_id: str, sent: Sent, call: Any) -> Any:
             """The task that answered ``message`` before: as the task store keeps it, or
