@@ -181,3 +181,38 @@ async def test_a_0_3_contextless_message_sent_again_is_answered_once(tmp_path: A
     assert tasks[1]["id"] == tasks[0]["id"]
     assert tasks[1]["contextId"] == tasks[0]["contextId"]
     assert tasks[1]["artifacts"][0]["parts"] == [{"kind": "text", "text": "Once."}]
+
+
+async def test_a_contextless_message_streamed_again_to_another_worker_gets_its_task(
+    tmp_path: Any,
+) -> None:
+    from a2a.client import ClientConfig, create_client
+    from a2a.types import Message, Part, SendMessageRequest
+    from a2a.types import Role as A2ARole
+
+    path = str(tmp_path / "a2a.db")
+    provider = ScriptedProvider("Streamed once.", "Never.")
+    memories = [ShortTermMemory(SQLiteStorage(path, session_id="helper")) for _ in range(2)]
+    socks = [free_socket(), free_socket()]
+    apps = [
+        a2a_app(Agent(provider=provider, model="m", short_term_memory=m), url=_url(s))
+        for m, s in zip(memories, socks, strict=True)
+    ]
+    found = []
+    async with serving(apps[0], socks[0]) as first, serving(apps[1], socks[1]) as second:
+        for url in (first, second):
+            client = await create_client(url, client_config=ClientConfig(streaming=True))
+            try:
+                message = Message(role=A2ARole.ROLE_USER, message_id="m-1", parts=[Part(text="hi")])
+                request = SendMessageRequest(message=message)
+                found.append([e async for e in client.send_message(request)])
+            finally:
+                await client.close()
+    for memory in memories:
+        await memory.storage.aclose()
+    assert len(provider.requests) == 1
+    first_task = next(e.task for e in found[0] if e.HasField("task"))
+    [again] = found[1]
+    assert again.task.id == first_task.id
+    assert again.task.context_id == first_task.context_id
+    assert "".join(p.text for a in again.task.artifacts for p in a.parts) == "Streamed once."
