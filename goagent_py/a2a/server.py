@@ -91,11 +91,28 @@ class _Claim:
 
 
 @dataclass(slots=True, eq=False)
+class _FactoryAgent:
+    """A factory's agent as one context holds it: closed when the last context holding it is
+    dropped (a factory may give several contexts one agent; ``held`` counts them by agent)."""
+
+    agent: Agent
+    held: dict[int, int]
+
+    async def aclose(self) -> None:
+        key = id(self.agent)
+        left = self.held.pop(key, 1) - 1
+        if left > 0:
+            self.held[key] = left
+        else:
+            await self.agent.aclose()
+
+
+@dataclass(slots=True, eq=False)
 class _Context:
     """A context's conversation, and what was opened for it (closed when it is dropped)."""
 
     session: Session
-    opened: ClientAgent | None = None
+    opened: ClientAgent | _FactoryAgent | None = None
     # Tasks that took this context and have not ended: it is never dropped under them (between
     # taking it and the run's start there are awaits, and another context may come).
     users: int = 0
@@ -122,6 +139,8 @@ class _Runner:
         # A context is one conversation, never another context's; kept past a context's
         # eviction, as its stored conversation is.
         self._owners = ConversationOwners()
+        # How many kept contexts hold each factory agent (by id): closed with the last one.
+        self._held: dict[int, int] = {}
         self._running: dict[str, _Running] = {}
         self._building = asyncio.Lock()
         # How each message's run ended, to answer it again when it is sent again (docs/a2a.md,
@@ -201,7 +220,8 @@ class _Runner:
                 if not isinstance(agent, Agent):
                     raise ConfigurationError("the agent factory must return an Agent")
                 self._claim(context_id, agent)
-                found = _Context(Session(agent))
+                self._held[id(agent)] = self._held.get(id(agent), 0) + 1
+                found = _Context(Session(agent), _FactoryAgent(agent, self._held))
         found.users += 1
         self._sessions[context_id] = found  # most recently used last
         dropped = self._evict()
