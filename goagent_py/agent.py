@@ -344,7 +344,8 @@ class Agent(Generic[Deps, Out]):
         name, its output type), while its tools, their dispatch (circuit breakers, rate limits:
         one server's, whatever client calls) and its MCP connections stay this agent's own, one
         source of truth for every client (docs/a2a.md, "One conversation per client"). Closing
-        the clone closes nothing. Only what differs is built: no tool table, no dispatcher.
+        the clone closes nothing. Only what differs is built: no tool table, no dispatcher, no
+        copy of the settings it shares.
 
         ``client_tools`` are the client's own tools for the clone (an OpenAI client's
         functions), offered after this agent's; their calls count in breakers and rate limits
@@ -379,19 +380,14 @@ class Agent(Generic[Deps, Out]):
                     "agent's own: rename them"
                 )
             tools = [*tools, *client_tools]
-        # Validated without the tools (checked when this agent was made, the client's just
-        # above), then given them back: what depends on them is worked out again.
+        if "sequential_tools" in given:
+            fresh["sequential_tools"] = set(self._options.sequential_tools)
+        # Validated with every tool: what depends on them (a typed output's tool name, the
+        # calls that wait for approval) is checked for the clone as it is.
         base = dataclasses.replace(
-            self._options,
-            sources=dict(self._options.sources),
-            tools=[],
-            sequential_tools=set(),
-            **fresh,
+            self._options, sources=dict(self._options.sources), tools=tools, **fresh
         )
         options = build_options((), settings, base=base)
-        options.tools = tools
-        options.sequential_tools = self._options.sequential_tools
-        options._check_approvals()  # holds_calls: the tools' approvals
         clone: Agent[Deps, Out] = Agent.__new__(Agent)
         clone._options = options
         if client_tools:
@@ -884,7 +880,6 @@ _REPLACED_LISTS = {
 _TOOLING = frozenset(
     {
         "tools",
-        "sequential_tools",
         "tool_timeout",
         "circuit_breaker",
         "tool_retry",
