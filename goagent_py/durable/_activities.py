@@ -951,7 +951,20 @@ class _Worker(Worker):
         # drops them once the worker is gone (_span_ledger.py).
         if self.is_running:
             await self._end_closed_runs()
+            self._evict_held()
         await super().shutdown()
+
+    def _evict_held(self) -> None:
+        """Evict every run this worker still holds, traced or not (before Temporal's shutdown,
+        which hands out the evictions before it ends the workflow worker's polls): each run's
+        loop then ends on its own workflow thread, in its own context, as any eviction ends
+        it. A run the server closed from outside is never evicted by Temporal, and once the
+        worker was dropped the garbage collector closed its coroutines wherever it ran next:
+        their ``finally`` blocks raised and logged there (a context variable reset in another
+        context, a memory append with no event loop). A run still going on is replayed by the
+        next worker that picks it up, as after any eviction."""
+        for run_id in list(getattr(self._workflow_worker, "_running_workflows", None) or ()):
+            self._evict(run_id)
 
     async def _end_closed_runs(self) -> None:
         if self._telemetry is None or self._swept:
@@ -966,7 +979,12 @@ class _Worker(Worker):
 
     def _evict(self, run_id: str) -> None:
         # Temporal's Worker has no public eviction: its core worker's, which it evicts with.
-        self._bridge_worker.request_workflow_eviction(run_id)
+        try:
+            self._bridge_worker.request_workflow_eviction(run_id)
+        except Exception as exc:  # a run the worker no longer holds, a core shutting down
+            logging.getLogger("goagent_py.durable").debug(
+                "could not evict workflow run %s: %s", run_id, exc
+            )
 
     async def run(self) -> None:
         try:

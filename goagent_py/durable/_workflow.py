@@ -32,6 +32,7 @@ from goagent_py._cancel import run_cancelled
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._metadata_keys import DECISIONS_KEY
+from goagent_py._prompt import to_messages
 from goagent_py._transcript import closing_tail
 from goagent_py.agent import Agent
 from goagent_py.approvals import (
@@ -52,6 +53,7 @@ from goagent_py.errors import (
     ConversationClearedError,
     GoAgentError,
     GuardrailTripped,
+    InvalidInputError,
     MaxIterationsError,
     MemoryStoreError,
     NotPendingError,
@@ -113,6 +115,8 @@ CLOSING_APPEND_PATCH = "goagent.closing-append"
 GUARD_TAKEN_PATCH = "goagent.guard-taken"
 # The patch marker of a cancellation that closes the wait it landed in (durable11).
 CANCEL_CLOSES_WAIT_PATCH = "goagent.cancel-closes-wait"
+# The patch marker of steer and follow-up signals refused when their text is empty (durotel16).
+BLANK_SIGNAL_PATCH = "goagent.blank-signal-refused"
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
 # Carried appends bigger than this are appended before the model call, not carried by it
 # (the run's new messages would otherwise cross twice: in the request and in the appends).
@@ -284,7 +288,11 @@ class _Calls:
             try:
                 return await next_call(call)
             finally:
-                self.call.reset(token)
+                if workflow.in_workflow():
+                    self.call.reset(token)
+                # else: a run its worker dropped unevicted (closed from outside, on a worker
+                # of yours), closed by the garbage collector in whatever context it runs in:
+                # nothing of ours to restore there.
 
         return run
 
@@ -368,6 +376,10 @@ class _ModelProxy:
     def __init__(self, calls: _Calls, session_id: str) -> None:
         self._calls = calls
         self._session = session_id
+        # What telemetry names the provider (``gen_ai.provider.name``; otel's
+        # ``provider_name_of`` reads it): the provider of the run's spec, by the prefix the
+        # workers' registry builds it under ("anthropic:...", "openai:..."), never this proxy.
+        self.provider_name = spec_provider(str(calls.config["provider"]))
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         calls = self._calls
@@ -432,6 +444,12 @@ class _ModelProxy:
             memory.applied(carried[:applied])
             await memory.append_now(carried[applied:])
         return response_from_data(out)
+
+
+def spec_provider(spec: str) -> str:
+    """The provider a spec names (``"anthropic:claude-..."`` -> ``"anthropic"``): its prefix,
+    which :class:`~goagent_py.durable.ProviderRegistry` resolves it by."""
+    return spec.partition(":")[0] or spec
 
 
 class _ToolProxy:
@@ -683,6 +701,11 @@ class _ShortTermProxy:
         return replace(found, metadata=metadata)
 
     async def append(self, *messages: Message) -> None:
+        if not workflow.in_workflow():
+            # A run its worker dropped unevicted (closed from outside), closed by the garbage
+            # collector: its workflow is gone and nothing can be stored from here (the next
+            # run of the session closes the turn it left open).
+            return
         if self._closing and not self._appends and list(messages) == self._closing:
             self._closing = []
             # A history recorded before the loop closed an open tail has no marker here and
@@ -1395,9 +1418,25 @@ class AgentWorkflow:
     @workflow.signal(name=STEER_SIGNAL)
     def steer(self, text: str) -> None:
         """Steer the running prompt: the message reaches the model at the loop's next drain
-        point (where the loop has a steering queue; otherwise it is only recorded)."""
+        point (where the loop has a steering queue; otherwise it is only recorded). An empty
+        message is refused (listed under ``refused`` by the state query), as a session's
+        ``steer`` refuses one."""
+        if self._blank(text, "steer"):
+            return
         self._steering.append(text)
         self._steer(text)
+
+    def _blank(self, text: str, signal: str) -> bool:
+        """Whether ``text`` breaks the rule every prompt follows (``to_messages``: not text,
+        or only whitespace); such a signal is refused, since a signal cannot raise to its
+        sender. (Histories from before the rule replay as they ran: the patch.)"""
+        try:
+            to_messages(text, f"the {signal} signal")
+        except (InvalidInputError, ConfigurationError) as exc:
+            if workflow.patched(BLANK_SIGNAL_PATCH):
+                self._refused.append(str(exc))
+                return True
+        return False
 
     def _steer(self, text: str) -> None:
         if self._control is not None:
@@ -1406,7 +1445,10 @@ class AgentWorkflow:
 
     @workflow.signal(name=FOLLOW_UP_SIGNAL)
     def follow_up(self, text: str) -> None:
-        """Queue a follow-up prompt: it runs when the current prompt is answered."""
+        """Queue a follow-up prompt: it runs when the current prompt is answered (an empty
+        one is refused, listed under ``refused`` by the state query)."""
+        if self._blank(text, "follow_up"):
+            return
         self._follow_ups.append(text)
 
     @workflow.signal(name=ABORT_SIGNAL)
