@@ -190,3 +190,20 @@ def test_a_run_in_another_process_holds_the_conversation_until_it_dies(tmp_path:
             child.wait()
         if child.stdout is not None:
             child.stdout.close()
+
+
+async def test_a_conversation_opened_through_a_symlink_is_the_same_conversation(
+    tmp_path: Path,
+) -> None:
+    """A symlink to the database names the same file (SQLite follows it): one hold, and the
+    lock file beside the real database (was: beside the link, a lock of its own)."""
+    real = tmp_path / "data" / "chat.db"
+    real.parent.mkdir()
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    stored = await _two_sessions_one_record(
+        SQLiteStorage(real, session_id="t"), SQLiteStorage(link, session_id="t")
+    )
+    assert _shape(stored)[:4] == ["user:first", "assistant:", "tool", "assistant:one"]
+    assert (real.parent / "chat.db-runs.lock").exists()
+    assert not (tmp_path / "link.db-runs.lock").exists()

@@ -682,7 +682,8 @@ class SQLiteStorage:
         process or from another process, runs in it until the ``async with`` ends (a
         :class:`~goagent_py.Session` takes it around every run: docs/sessions.md "One run at
         a time"). The hold beyond this process is a byte-range lock on ``<path>-runs.lock``
-        beside the database, which the system releases when the process dies.
+        beside the database (the real file's path: a symlink to it is the same
+        conversation), which the system releases when the process dies.
 
         Raises:
             SessionBusyError: another run holds the conversation; nothing was written.
@@ -691,10 +692,13 @@ class SQLiteStorage:
             yield
             return
         what = f"conversation {self.session_id!r} of {self.path}"
-        key = ("sqlite", self.path, self.session_id)  # self.path is absolute
+        # The file, not the name: a symlink to the database names the same file (SQLite
+        # follows it), so the hold and its lock file are the real file's.
+        real = os.path.realpath(self.path)  # noqa: ASYNC240 - a few lstat calls, as the lock's open
+        key = ("sqlite", real, self.session_id)
         with held_in_process(key, busy_error(what, self.session_id)):
             try:
-                locks = ByteLocks.at(self.path + "-runs.lock")
+                locks = ByteLocks.at(real + "-runs.lock")
             except OSError:
                 locks = None  # a folder we cannot write to: the database itself will say so
             at = lock_offset(self.session_id)
