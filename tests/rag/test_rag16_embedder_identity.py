@@ -28,11 +28,17 @@ from goagent_py.testing import FakeEmbedder
 pytestmark = pytest.mark.needs_extra("vector")
 
 DIMS = 16
-DOCS = [
-    Document("The capital of Peru is Lima, on the Pacific coast.", source="peru.md"),
-    Document("Basalt forms when lava cools quickly at the surface.", source="rocks.md"),
-    Document("The violin has four strings tuned in fifths.", source="music.md"),
-]
+# Texts, not Documents: a module-level Document stays alive through the whole session, and
+# tests/rag/test_ragcode14_streaming.py counts the live ones.
+TEXTS = {
+    "peru.md": "The capital of Peru is Lima, on the Pacific coast.",
+    "rocks.md": "Basalt forms when lava cools quickly at the surface.",
+    "music.md": "The violin has four strings tuned in fifths.",
+}
+
+
+def _docs() -> list[Document]:
+    return [Document(text, source=source) for source, text in TEXTS.items()]
 
 
 class OtherModel(FakeEmbedder):
@@ -70,80 +76,86 @@ async def _finds(pipeline: Pipeline, doc: Document) -> bool:
 
 
 async def test_another_embedder_re_embeds_everything(tmp_path: Path) -> None:
+    docs = _docs()
     db = tmp_path / "rag.db"
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(DOCS)
+        await pipeline.index(docs)
     async with _open(db, OtherModel()) as pipeline:
-        report = await pipeline.index(DOCS)
+        report = await pipeline.index(docs)
         assert report.unchanged == 0
         assert report.written == report.chunks
-        assert report.reembedded == len(DOCS)
+        assert report.reembedded == len(docs)
         # The search compares the new model's query with the new model's vectors.
-        assert all([await _finds(pipeline, doc) for doc in DOCS])
+        assert all([await _finds(pipeline, doc) for doc in docs])
         assert await pipeline.other_embedder_sources() == []
         # Indexed again with the same model: nothing re-embedded.
-        again = await pipeline.index(DOCS)
+        again = await pipeline.index(docs)
         assert (again.written, again.reembedded) == (0, 0)
 
 
 async def test_a_query_with_another_embedder_is_refused(tmp_path: Path) -> None:
+    docs = _docs()
     db = tmp_path / "rag.db"
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(DOCS)
+        await pipeline.index(docs)
     async with _open(db, OtherModel()) as pipeline:
         with pytest.raises(ConfigurationError, match="Index the documents again"):
             await pipeline.search("Lima", mode="vector")
         # The keyword index needs no embedder: a keyword search is still answered.
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        assert await _finds(pipeline, DOCS[0])
+        assert await _finds(pipeline, docs[0])
 
 
 async def test_a_wrapper_passes_its_embedders_identity_through(tmp_path: Path) -> None:
+    docs = _docs()
     from goagent_py.otel import instrument_embedder
 
     db = tmp_path / "rag.db"
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(DOCS)
+        await pipeline.index(docs)
     async with _open(db, instrument_embedder(FakeEmbedder(DIMS), model="fake")) as pipeline:
-        report = await pipeline.index(DOCS)
+        report = await pipeline.index(docs)
         assert (report.written, report.reembedded) == (0, 0)
         assert report.unchanged == report.chunks
-        assert await _finds(pipeline, DOCS[2])
+        assert await _finds(pipeline, docs[2])
 
 
 async def test_an_embedder_without_identity_is_not_checked(tmp_path: Path) -> None:
+    docs = _docs()
     db = tmp_path / "rag.db"
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(DOCS)
+        await pipeline.index(docs)
     async with _open(db, UserEmbedder(FakeEmbedder(DIMS))) as pipeline:
-        report = await pipeline.index(DOCS)
+        report = await pipeline.index(docs)
         assert (report.written, report.reembedded) == (0, 0)
-        assert await _finds(pipeline, DOCS[0])
+        assert await _finds(pipeline, docs[0])
     with sqlite3.connect(db) as conn:  # the record is the identified embedder's, untouched
         row = conn.execute("SELECT ids FROM rag_manifest WHERE source = ?", (EMBEDDER_KEY,))
         assert row.fetchone()[0] == f'["fake:fnv32a-lcg:{DIMS}"]'
 
 
 async def test_an_index_from_before_identities_is_adopted(tmp_path: Path) -> None:
+    docs = _docs()
     db = tmp_path / "rag.db"
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(DOCS)
+        await pipeline.index(docs)
     with sqlite3.connect(db) as conn:  # as an index made before the record existed
         conn.execute("DELETE FROM rag_manifest WHERE source = ?", (EMBEDDER_KEY,))
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        assert await _finds(pipeline, DOCS[0])
-        report = await pipeline.index(DOCS)
+        assert await _finds(pipeline, docs[0])
+        report = await pipeline.index(docs)
         assert (report.written, report.reembedded) == (0, 0)
-        assert await pipeline.sources() == sorted(d.source for d in DOCS)
+        assert await pipeline.sources() == sorted(d.source for d in docs)
     async with _open(db, OtherModel()) as pipeline:  # adopted: now checked
         with pytest.raises(ConfigurationError, match="embedded with fake:fnv32a-lcg"):
             await pipeline.search("Lima", mode="vector")
 
 
 async def test_a_crash_mid_re_index_leaves_the_sources_listed(tmp_path: Path) -> None:
+    docs = _docs()
     db = tmp_path / "rag.db"
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(DOCS)
+        await pipeline.index(docs)
     async with _open(db, OtherModel()) as pipeline:
         store: Any = pipeline.store
         write = store.upsert_batch
@@ -154,31 +166,32 @@ async def test_a_crash_mid_re_index_leaves_the_sources_listed(tmp_path: Path) ->
 
         store.upsert_batch = crash_after_writing
         with pytest.raises(OSError, match="killed"):
-            await pipeline.index(DOCS)
+            await pipeline.index(docs)
     # Neither embedder may search the half re-embedded index silently.
     async with _open(db, OtherModel()) as pipeline:
         with pytest.raises(ConfigurationError, match="3 indexed sources still hold"):
             await pipeline.search("Lima", mode="vector")
-        assert await pipeline.other_embedder_sources() == sorted(d.source for d in DOCS)
+        assert await pipeline.other_embedder_sources() == sorted(d.source for d in docs)
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
         with pytest.raises(ConfigurationError, match="embedded with fake:other-model"):
             await pipeline.search("Lima", mode="vector")
     async with _open(db, OtherModel()) as pipeline:
-        report = await pipeline.index(DOCS)
-        assert report.reembedded == len(DOCS)
-        for doc in DOCS:
+        report = await pipeline.index(docs)
+        assert report.reembedded == len(docs)
+        for doc in docs:
             assert await _finds(pipeline, doc)
 
 
 async def test_rag_index_says_it_re_embedded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    docs = _docs()
     from goagent_py.cli import _rag as cli_rag
     from goagent_py.cli import main as cli
 
     root = tmp_path / "docs"
     root.mkdir()
-    for doc in DOCS:
+    for doc in docs:
         (root / doc.source).write_text(doc.text, encoding="utf-8")
     other = tmp_path / "other"
     other.mkdir()
