@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from goagent_py._conversation import ConversationOwners
 from goagent_py._describe import described, message_of
-from goagent_py.errors import ConfigurationError
+from goagent_py._prompt import to_messages
+from goagent_py.errors import ConfigurationError, InvalidInputError
 from goagent_py.events import AgentEnd, ToolExecutionStart, TurnStart
 from goagent_py.mcp._sdk import require
 from goagent_py.memory._clients import (
@@ -474,7 +475,7 @@ def serve_agent(
         exceptions: Any = require("mcp.server.mcpserver.exceptions")
 
         async def ask(prompt: str, ctx: Any) -> str:
-            if not prompt.strip():  # the agent would be run on nothing
+            if not _is_prompt(prompt):  # the agent would be run on nothing
                 raise exceptions.ToolError(
                     "the prompt is empty: send the task or question in plain language"
                 )
@@ -690,3 +691,13 @@ async def _serve(app: Any, host: str, port: int, sock: socket.socket | None) -> 
 
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     await server.serve(sockets=None if sock is None else [sock])
+
+
+def _is_prompt(text: object) -> bool:
+    """Whether ``text`` may start a run, by the rule every run's prompt follows
+    (goagent_py/_prompt.py): not empty, not only whitespace."""
+    try:
+        to_messages(text, "ask")  # type: ignore[arg-type]
+    except (InvalidInputError, ConfigurationError):
+        return False
+    return True

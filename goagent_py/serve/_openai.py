@@ -42,7 +42,15 @@ from goagent_py.approvals import record_of
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.serve._approvals import decisions_from_results, pending_json, wire_id
-from goagent_py.serve._server import PARKED_DROPPED, HttpError, Live, Run, Server, error_body
+from goagent_py.serve._server import (
+    PARKED_DROPPED,
+    HttpError,
+    Live,
+    Run,
+    Server,
+    error_body,
+    prompt_text,
+)
 from goagent_py.serve._sse import LastChunk, RunStream, sse_frame
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import Tool, tool_func
@@ -164,8 +172,7 @@ def parse_chat(headers: Any, body: dict[str, Any], default_model: str) -> OpenAI
         prompt = next(
             (_text_of(m.get("content")) for m in reversed(chat) if m.get("role") == "user"), ""
         )
-        if not prompt:
-            raise HttpError(400, "no user message with text content")
+        prompt = prompt_text(prompt, "no user message with text content")
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise HttpError(400, "tools must be a list")
@@ -216,8 +223,8 @@ def parse_responses(headers: Any, body: dict[str, Any], default_model: str) -> O
             )
     else:
         raise HttpError(400, "input must be a string or a list of input items")
-    if not results and not prompt:
-        raise HttpError(400, "no user message with text content in input")
+    if not results:
+        prompt = prompt_text(prompt, "no user message with text content in input")
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise HttpError(400, "tools must be a list")
