@@ -151,10 +151,22 @@ class _Indexing:
                 return changed
 
     async def _listed(self, source: str) -> bool:
-        """Whether ``source``'s vectors are listed as another embedder's."""
-        if embedder_identity(self.embedder) is None:
+        """Whether ``source``'s vectors are listed as another embedder's.
+
+        Raises:
+            ConfigurationError: another indexer (another process) has since moved the index to
+                another embedder: this one's vectors would be written under its identity.
+        """
+        identity = embedder_identity(self.embedder)
+        if identity is None:
             return False
-        return source in (await self.manifest.get(EMBEDDER_KEY))[1:]
+        record = await self.manifest.get(EMBEDDER_KEY)
+        if record and record[0] != identity:
+            raise ConfigurationError(
+                f"another indexer moved this index to the embedder {record[0]} while this one "
+                f"indexed with {identity}: index with one embedder at a time"
+            )
+        return source in record[1:]
 
     async def _unlist(self, source: str) -> None:
         """Take ``source`` off the list of sources holding another embedder's vectors."""

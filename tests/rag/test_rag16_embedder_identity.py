@@ -211,3 +211,17 @@ async def test_rag_index_says_it_re_embedded(
     said = await index(root)
     assert "3 documents were embedded again" in said
     assert "1 indexed documents still hold another embedder's vectors (other/extra.md)" in said
+
+
+async def test_an_indexer_whose_embedder_was_replaced_meanwhile_stops(tmp_path: Path) -> None:
+    db = tmp_path / "rag.db"
+    docs = _docs()
+    async with _open(db, FakeEmbedder(DIMS)) as old, _open(db, OtherModel()) as new:
+        await old.index(docs[0])
+        await new.index(docs[0])  # another process moves the index to its model...
+        # ...while this one, started with the old model, goes on: it must not write old
+        # vectors under the new identity.
+        with pytest.raises(ConfigurationError, match="another indexer moved this index"):
+            await old._index_one(docs[1], {})
+        assert await new.sources() == ["peru.md"]
+        assert await _finds(new, docs[0])
