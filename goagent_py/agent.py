@@ -6,7 +6,15 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Unpack, overload
 
@@ -19,7 +27,12 @@ from goagent_py._interrupt import run_command
 from goagent_py._loop import Resumed, Run
 from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py._prompt import Prompt, to_messages
-from goagent_py._tool_servers import ServerTool, admit_outside_tools, sync_server_tools
+from goagent_py._tool_servers import (
+    JoinedTools,
+    ServerTool,
+    admit_outside_tools,
+    sync_server_tools,
+)
 from goagent_py._transcript import holding_wait, waiting_at
 from goagent_py.agent_tool import AgentTool, as_tool
 from goagent_py.approvals import (
@@ -176,7 +189,7 @@ class Agent(Generic[Deps, Out]):
     def _setup(self, options: AgentOptions) -> None:
         self._options = options
         o = options
-        self._tools: dict[str, Tool] = {_name_of(t): t for t in o.tools}
+        self._tools: MutableMapping[str, Tool] = {_name_of(t): t for t in o.tools}
         self._connected = not (o.mcp_connectors or o.mcp_servers)
         self._connect_lock: asyncio.Lock | None = None
         self._closers: list[Callable[[], Awaitable[None]]] = []
@@ -241,15 +254,29 @@ class Agent(Generic[Deps, Out]):
         clone._setup(build_options((), settings, base=base))
         return clone
 
-    def _sharing_tools(self, **settings: Unpack[AgentSettings]) -> Agent[Deps, Out]:
-        """:meth:`replace` for one client of a served agent (an A2A context, an MCP session):
-        these settings changed (its conversation's memory, its name), while its tools, their
-        dispatch (circuit breakers, rate limits: one server's, whatever client calls) and its
-        MCP connections stay this agent's own, one source of truth for every client
-        (docs/a2a.md, "One conversation per client"). Closing the clone closes nothing.
+    def _sharing_tools(
+        self,
+        *,
+        client_tools: Sequence[Tool] = (),
+        client: Hashable = None,
+        **settings: Unpack[AgentSettings],
+    ) -> Agent[Deps, Out]:
+        """:meth:`replace` for one client of a served agent (an A2A context, an MCP session, an
+        OpenAI-compatible request): these settings changed (its conversation's memory, its
+        name, its output type), while its tools, their dispatch (circuit breakers, rate limits:
+        one server's, whatever client calls) and its MCP connections stay this agent's own, one
+        source of truth for every client (docs/a2a.md, "One conversation per client"). Closing
+        the clone closes nothing. Only what differs is built: no tool table, no dispatcher, no
+        copy of the settings it shares.
+
+        ``client_tools`` are the client's own tools for the clone (an OpenAI client's
+        functions), offered after this agent's; their calls count in breakers and rate limits
+        of ``client``'s, kept by this agent across clones (one client's failures never open
+        another client's circuit).
 
         Raises:
-            ConfigurationError: a setting of the tools or of their dispatch was given.
+            ConfigurationError: a setting of the tools or of their dispatch was given, or a
+                client tool is not a tool, has a duplicate name or one of this agent's.
         """
         kept = sorted(set(settings) & _TOOLING)
         if kept:
@@ -257,13 +284,47 @@ class Agent(Generic[Deps, Out]):
                 f"a client's agent shares the served agent's tools and their dispatch: "
                 f"{', '.join(kept)} cannot differ (use replace() for an agent of its own)"
             )
+        unknown = set(settings) - _KEYWORDS - {"output_type"}
+        if unknown:
+            raise TypeError(f"Agent.replace() got unknown settings: {', '.join(sorted(unknown))}")
         origin = self._origin or self
-        clone = self.replace(**settings)
-        clone._origin = origin
-        clone._tools = origin._tools
-        clone._clashes = origin._clashes
-        clone._dispatcher = origin._dispatcher
+        given = set(settings)
+        # The lists given are replaced (as in replace()); the others are this agent's, shared
+        # read-only (the options are never changed after construction).
+        fresh: dict[str, Any] = {f: [] for k, f in _REPLACED_LISTS.items() if k in given}
+        tools = self._options.tools
+        if client_tools:
+            AgentOptions.check_tools(client_tools)
+            clash = sorted({_name_of(t) for t in client_tools} & set(origin._tools))
+            if clash:
+                raise ConfigurationError(
+                    f"the client's tools {', '.join(clash)} have the names of the served "
+                    "agent's own: rename them"
+                )
+            tools = [*tools, *client_tools]
+        if "sequential_tools" in given:
+            fresh["sequential_tools"] = set(self._options.sequential_tools)
+        # Validated with every tool: what depends on them (a typed output's tool name, the
+        # calls that wait for approval) is checked for the clone as it is.
+        base = dataclasses.replace(
+            self._options, sources=dict(self._options.sources), tools=tools, **fresh
+        )
+        options = build_options((), settings, base=base)
+        clone: Agent[Deps, Out] = Agent.__new__(Agent)
+        clone._options = options
+        if client_tools:
+            extra = {_name_of(t): t for t in client_tools}
+            clone._tools = JoinedTools(origin._tools, extra)
+            clone._dispatcher = origin._dispatcher.joined(extra, scope=client)
+        else:
+            clone._tools = origin._tools
+            clone._dispatcher = origin._dispatcher
         clone._connected = origin._connected
+        clone._connect_lock = None
+        clone._closers = []
+        clone._clashes = origin._clashes
+        clone._origin = origin
+        clone._hook_dispatcher = HookDispatcher(options.hooks, options.logger)
         return clone
 
     @property
@@ -728,6 +789,15 @@ class Agent(Generic[Deps, Out]):
 
 
 _KEYWORDS = frozenset(AgentSettings.__annotations__)
+# The list settings _sharing_tools() starts afresh when given (as replace() does), by the field
+# of AgentOptions that holds each.
+_REPLACED_LISTS = {
+    "hooks": "hook_sets",
+    "instructions": "instructions",
+    "output_validators": "output_validators",
+    "input_guardrails": "input_guardrails",
+    "output_guardrails": "output_guardrails",
+}
 # What a client's agent shares with the served one (:meth:`Agent._sharing_tools`).
 _TOOLING = frozenset(
     {

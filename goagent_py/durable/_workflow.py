@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -490,6 +491,10 @@ class _ToolProxy:
             return None
         if not isinstance(path, str) or not path:
             return None
+        # One line per file as the workflow can tell (it has no files to resolve against):
+        # "plan.md", "./plan.md" and "docs/../plan.md" are one line. Two names that only the
+        # worker's files make one (a symlink) are ordered by the worker's own write queue.
+        path = posixpath.normpath(path)
         line = calls.lines.setdefault(path, [])
         mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         calls.ahead[call.id] = list(line)

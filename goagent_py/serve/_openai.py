@@ -317,12 +317,20 @@ def _client_tool(
     )
 
 
-def _adapter(server: Server, request: OpenAIRequest) -> Callable[[Live], Agent | None]:
+def _adapter(
+    server: Server, request: OpenAIRequest, client: tuple[str, str]
+) -> Callable[[Live], Agent | None]:
+    """The agent of one request's run: the thread's, with the client's tools and output type.
+    Its own tools' dispatch (circuit breakers, rate limits) is the thread agent's, across
+    requests; the client's tools count in breakers and limits of ``client`` (the user and the
+    thread), kept by the thread's agent (docs/serve.md, "Client tools")."""
+
     def adapt(live: Live) -> Agent | None:
         if not request.tools and request.schema is None:
             return None
         agent = live.session.agent
         settings: dict[str, Any] = {}
+        tools: list[Tool] = []
         if request.tools:
             own = {t.definition.name for t in agent.tools}
             clash = sorted(own & {name for name, _, _ in request.tools})
@@ -331,12 +339,11 @@ def _adapter(server: Server, request: OpenAIRequest) -> Callable[[Live], Agent |
                     400, f"tools: {', '.join(clash)} is the agent's own tool; rename yours"
                 )
             wait = server.client_tool_timeout
-            client = [_client_tool(live, *spec, wait) for spec in request.tools]
-            settings["tools"] = [*agent.tools, *client]
+            tools = [_client_tool(live, *spec, wait) for spec in request.tools]
         if request.schema is not None:
             settings["output_type"] = schema_type(*request.schema)
         try:
-            return agent.replace(**settings)
+            return agent._sharing_tools(client_tools=tools, client=client, **settings)
         except ConfigurationError as exc:
             raise HttpError(400, str(exc)) from exc
 
@@ -384,7 +391,8 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
         waiting.waiting_for = []
         waiting.readers.add(waiting)  # this request's stream reads it now
         return waiting
-    run = await server.start_run(user, thread_id, request.prompt, adapt=_adapter(server, request))
+    adapt = _adapter(server, request, (user, thread_id))
+    run = await server.start_run(user, thread_id, request.prompt, adapt=adapt)
     run.client_tools = frozenset(name for name, _, _ in request.tools)
     run.typed = request.schema is not None
     return run

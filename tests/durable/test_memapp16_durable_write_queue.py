@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from refund_clerk import next_wait
@@ -27,18 +29,25 @@ pytestmark = pytest.mark.slow
 WRITE = "goagent.tool.writer.write_file"
 
 
-async def _plan(request: CompletionRequest) -> CompletionResponse | str:
-    if request.messages[-1].role is not Role.TOOL:
-        return tool_call_response(
-            ToolCall("w1", "write_file", {"path": "plan.md", "content": "first"}),
-            ToolCall("w2", "write_file", {"path": "plan.md", "content": "second"}),
-        )
-    return "noted"
+def _planner(first: str, second: str) -> Callable[[CompletionRequest], Awaitable[Any]]:
+    async def plan(request: CompletionRequest) -> CompletionResponse | str:
+        if request.messages[-1].role is not Role.TOOL:
+            return tool_call_response(
+                ToolCall("w1", "write_file", {"path": first, "content": "first"}),
+                ToolCall("w2", "write_file", {"path": second, "content": "second"}),
+            )
+        return "noted"
+
+    return plan
 
 
+# The same file written as the same name, and as two names of it (was: "./plan.md" took a line
+# of its own, and the two activities ran at once).
+@pytest.mark.parametrize("names", [("plan.md", "plan.md"), ("plan.md", "./plan.md")])
 async def test_two_approved_writes_to_one_file_run_in_call_order(
-    temporal: WorkflowEnvironment, tmp_path: Path
+    temporal: WorkflowEnvironment, tmp_path: Path, names: tuple[str, str]
 ) -> None:
+    _plan = _planner(*names)
     root = tmp_path / "repo"
     root.mkdir()
     tools = file_tools(root, require_read=False)
