@@ -269,6 +269,8 @@ class FakeEmbedder:
                 f"FakeEmbedder dimensions must be a positive int, got {dimensions!r}"
             )
         self.dimensions = dimensions
+        self.embedder_identity = f"fake:fnv32a-lcg:{dimensions}"
+        """Which vectors it makes (a RAG index records it; see ``docs/rag.md``)."""
         self.embed_calls = 0
         self.batch_calls = 0
 

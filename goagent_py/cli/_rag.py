@@ -270,6 +270,8 @@ async def index(args: argparse.Namespace, console: Console) -> int:
         for source in gone(await pipeline.sources(), loaded):
             if await pipeline.remove(source):
                 removed += 1
+        # Sources indexed with another embedder that this run did not reach (another folder).
+        left = await pipeline.other_embedder_sources()
     for path, reason in loaded.skipped:
         console.note(f"goagent-py: skipped {path}: {reason}")
     for note in loaded.notes:
@@ -284,6 +286,18 @@ async def index(args: argparse.Namespace, console: Console) -> int:
         f"({time.perf_counter() - start:.1f}s)"
         + (f"; {len(loaded.skipped)} files skipped (see above)" if loaded.skipped else "")
     )
+    if report.reembedded:
+        console.note(
+            f"goagent-py: the index was made with another embedder; {report.reembedded} "
+            f"documents were embedded again with this one ({pipeline.embedder_identity})"
+        )
+    if left:
+        names = ", ".join(left[:5]) + (", ..." if len(left) > 5 else "")
+        console.note(
+            f"goagent-py: {len(left)} indexed documents still hold another embedder's vectors "
+            f"({names}); 'rag ask' refuses to search until they are indexed again: run "
+            "'goagent-py rag index' on them too"
+        )
     return EXIT_OK
 
 

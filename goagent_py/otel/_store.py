@@ -179,6 +179,12 @@ class InstrumentedEmbedder:
     def __repr__(self) -> str:
         return f"instrument_embedder({self.inner!r})"
 
+    @property
+    def embedder_identity(self) -> str | None:
+        """The wrapped embedder's (same vectors: a RAG index sees no change)."""
+        identity = getattr(self.inner, "embedder_identity", None)
+        return identity if isinstance(identity, str) else None
+
     async def _traced(self, call: Any, batch: int | None) -> NDArray[np.float32]:
         attrs: dict[str, AttributeValue] = {
             sc.OPERATION: sc.OP_EMBEDDINGS,

@@ -668,6 +668,15 @@ class RemoteEmbedder(HTTPBackend, ABC):
         """The vector size: as configured, else as first received (None before any call)."""
         return self._dimensions
 
+    @property
+    def embedder_identity(self) -> str:
+        """Which vectors this embedder makes: ``provider:model`` (``:dimensions`` when set).
+
+        A RAG index records it and refuses a query embedded by another (``docs/rag.md``).
+        """
+        size = self._requested_dimensions
+        return f"{self._provider}:{self._model}" + (f":{size}" if size is not None else "")
+
     async def embed(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
         """Embed the text of ``blocks`` as one 1-D float32 vector.
 

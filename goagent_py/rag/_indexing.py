@@ -6,6 +6,18 @@ ids it no longer has, and records the new ids in the manifest last. The ids it w
 recorded first as pending (``manifest.pending_key``), so that a run that fails after writing
 them leaves no chunk nothing knows about.
 
+The manifest records which embedder made the vectors (:data:`~goagent_py.rag.manifest.
+EMBEDDER_KEY`: its ``embedder_identity`` and the sources whose vectors are still another
+embedder's). Chunk ids cover content and metadata, not the embedder: without the record, a
+re-index with another model of the same size kept every old vector as "unchanged", and searches
+compared vectors of two models. :meth:`_Indexing._start_embedder` (at the start of ``index()``)
+adopts an index that records none, or, when the identity differs, records the new identity with
+every indexed source listed *before* any vector is written; a listed source is re-embedded in
+full and taken off the list only after its new vectors are recorded. A crash therefore leaves
+at worst listed sources (re-embedded again), never a vector under the wrong identity unlisted;
+:meth:`_Indexing._check_embedder` refuses a vector search while the identity differs or a source
+is listed. An embedder without an identity (user code) is neither recorded nor checked.
+
 Here so that pipeline.py keeps the public :class:`~goagent_py.rag.pipeline.Pipeline` and its
 methods (and both files stay within the project's 600 lines); the pipeline inherits
 :class:`_Indexing`.
@@ -14,16 +26,25 @@ methods (and both files stay within the project's 600 lines); the pipeline inher
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from goagent_py.errors import MemoryStoreError, NoEmbeddableContentError
+from goagent_py.errors import ConfigurationError, MemoryStoreError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder
 from goagent_py.memory.vector.base import BulkVectorStore, UpsertEntry, VectorStore
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.rag._chunks import Prepared, is_part_id, part_entries, prepare
 from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
-from goagent_py.rag.manifest import compare_and_set, pending_key, source_key
+from goagent_py.rag.manifest import (
+    EMBEDDER_KEY,
+    compare_and_set,
+    pending_key,
+    source_key,
+    source_of_key,
+)
+
+_log = logging.getLogger("goagent_py.rag")
 
 _ATTEMPTS = 8  # tries of one document while other indexers replace it (see _index_one)
 
@@ -33,6 +54,16 @@ if TYPE_CHECKING:
 
     from goagent_py.rag.documents import Document
     from goagent_py.rag.manifest import ChunkManifest
+
+
+def embedder_identity(embedder: object) -> str | None:
+    """The embedder's ``embedder_identity`` (kind, model and dimensions), or None (not checked).
+
+    The built-in embedders have one; a wrapper passes its inner embedder's through; an
+    embedder of user code without the attribute (or with a non-string one) has none.
+    """
+    identity = getattr(embedder, "embedder_identity", None)
+    return identity if isinstance(identity, str) and identity else None
 
 
 class _Indexing:
@@ -88,6 +119,103 @@ class _Indexing:
         await asyncio.gather(*(limited(i) for i in range(len(chunks))))
         return vectors
 
+    @property
+    def embedder_identity(self) -> str | None:
+        """The identity of the embedder (None: it has none, and the index is not checked)."""
+        return embedder_identity(self.embedder)
+
+    async def _start_embedder(self) -> list[str]:
+        """Record this embedder's identity before ``index()`` writes (see the module); the
+        sources that held another embedder's vectors when it changed here ([] otherwise)."""
+        identity = embedder_identity(self.embedder)
+        if identity is None:
+            return []
+        while True:
+            record = await self.manifest.get(EMBEDDER_KEY)
+            if record and record[0] == identity:
+                return []
+            if not record:  # a new index, or one from before identities: adopted as it is
+                wanted, changed = [identity], []
+            else:  # every indexed source now holds another embedder's vectors
+                keys = await self.manifest.sources()
+                changed = sorted({source_of_key(k) for k in keys if k != EMBEDDER_KEY})
+                wanted = [identity, *changed]
+            if await compare_and_set(self.manifest, EMBEDDER_KEY, record, wanted):
+                if changed:
+                    _log.warning(
+                        "RAG index embedded with %s; re-embedding its %d sources with %s",
+                        record[0],
+                        len(changed),
+                        identity,
+                    )
+                return changed
+
+    async def _listed(self, source: str) -> bool:
+        """Whether ``source``'s vectors are listed as another embedder's.
+
+        Raises:
+            ConfigurationError: another indexer (another process) has since moved the index to
+                another embedder: this one's vectors would be written under its identity.
+        """
+        identity = embedder_identity(self.embedder)
+        if identity is None:
+            return False
+        record = await self.manifest.get(EMBEDDER_KEY)
+        if record and record[0] != identity:
+            raise ConfigurationError(
+                f"another indexer moved this index to the embedder {record[0]} while this one "
+                f"indexed with {identity}: index with one embedder at a time"
+            )
+        return source in record[1:]
+
+    async def _unlist(self, source: str) -> None:
+        """Take ``source`` off the list of sources holding another embedder's vectors."""
+        while True:
+            record = await self.manifest.get(EMBEDDER_KEY)
+            if source not in record[1:]:
+                return
+            wanted = [record[0], *(s for s in record[1:] if s != source)]
+            if await compare_and_set(self.manifest, EMBEDDER_KEY, record, wanted):
+                return
+
+    async def other_embedder_sources(self) -> list[str]:
+        """The indexed sources whose vectors are still another embedder's (index them again;
+        [] when none, or when this pipeline's embedder has no identity)."""
+        if embedder_identity(self.embedder) is None:
+            return []
+        record = await self.manifest.get(EMBEDDER_KEY)
+        if record and record[0] != embedder_identity(self.embedder):
+            return await self._indexed_sources()
+        return sorted(record[1:])
+
+    async def _indexed_sources(self) -> list[str]:
+        keys = await self.manifest.sources()
+        return sorted({source_of_key(k) for k in keys if k != EMBEDDER_KEY})
+
+    async def _check_embedder(self) -> None:
+        """Refuse a vector search whose query vector would not be comparable to the index's."""
+        identity = embedder_identity(self.embedder)
+        if identity is None:
+            return
+        record = await self.manifest.get(EMBEDDER_KEY)
+        if not record:  # nothing recorded yet (an index from before identities)
+            return
+        if record[0] != identity:
+            raise ConfigurationError(
+                f"this index was embedded with {record[0]}, not with this pipeline's embedder "
+                f"{identity}: their vectors do not compare. Index the documents again with "
+                "this embedder (goagent-py rag index PATH..., or Pipeline.index), or search "
+                "with the index's embedder"
+            )
+        listed = record[1:]
+        if listed:
+            names = ", ".join(repr(s) for s in listed[:3]) + (", ..." if len(listed) > 3 else "")
+            raise ConfigurationError(
+                f"{len(listed)} indexed sources still hold another embedder's vectors ({names}): "
+                f"a re-index with {identity} did not reach them. Index them again "
+                "(goagent-py rag index PATH..., or Pipeline.index), or remove them"
+            )
+
     async def _delete(self, ids: Sequence[str]) -> None:
         if not ids:
             return
@@ -133,13 +261,17 @@ class _Indexing:
         pending_at = pending_key(doc.source)
         pending = await self.manifest.get(pending_at)
         old_set = set(old)
-        new = [c for c in prepared if c.id not in old_set]
+        # Vectors of another embedder: every chunk is embedded again (same ids, overwritten).
+        listed = await self._listed(doc.source)
+        kept = set() if listed else old_set
+        new = [c for c in prepared if c.id not in kept]
         counts["unchanged"] = len(prepared) - len(new)
+        counts["reembedded"] = int(listed)
         # Part vectors are items of their own (ids derived from the chunk's): a store indexed
         # without them gets them on the next index(), one indexed with them loses them when
         # part_vectors is turned off (they are then stale).
         parts = [p for c in prepared for p in part_entries(c)] if self._part_vectors else []
-        new_parts = [p for p in parts if p.id not in old_set]
+        new_parts = [p for p in parts if p.id not in kept]
         vectors = await self._embed([*new, *new_parts])
         entries = [
             UpsertEntry(c.id, v, c.message)
@@ -168,7 +300,7 @@ class _Indexing:
             keyword_entries = [
                 KeywordEntry(e.id, e.message.text, e.message.metadata, contexts[e.id])
                 for e in entries
-                if e.message.text.strip()
+                if e.message.text.strip() and e.id not in old_set  # a re-embedded one is there
             ]
             if isinstance(self.keyword_index, BulkKeywordIndex):
                 await self.keyword_index.add_batch(keyword_entries)
@@ -176,8 +308,9 @@ class _Indexing:
                 for k in keyword_entries:
                     await self.keyword_index.add(k.id, k.text, k.metadata)
         counts["written"] = len(entries)
-        stored = {e.id for e in entries} | (old_set & {c.id for c in prepared})
-        parts_stored = {e.id for e in part_rows} | (old_set & {p.id for p in parts})
+        # (A listed source's old vectors are kept only where new ones overwrote them.)
+        stored = {e.id for e in entries} | (kept & {c.id for c in prepared})
+        parts_stored = {e.id for e in part_rows} | (kept & {p.id for p in parts})
         known = dict.fromkeys([*old, *pending])
         stale = [id for id in known if id not in stored and id not in parts_stored]
         final = [c.id for c in prepared if c.id in stored] + [
@@ -194,4 +327,6 @@ class _Indexing:
         counts["deleted"] = len([id for id in stale if id in old_set and not is_part_id(id)])
         if pending or writing or stale:
             await self._pending(pending_at, drop=[*pending, *writing, *stale])
+        if listed:  # its new vectors are recorded: off the list last
+            await self._unlist(doc.source)
         return True

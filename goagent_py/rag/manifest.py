@@ -10,6 +10,12 @@ once the source's own is set. A run that failed in between leaves the record, an
 ``index()`` or ``remove()`` of the source deletes those ids too (they may have been written: the
 document may have changed again since, and nothing else would know them).
 
+The manifest also records which embedder made the vectors, under :data:`EMBEDDER_KEY` (see
+:mod:`goagent_py.rag._indexing`): ``[identity, *sources]``, the embedder's identity and the
+sources whose vectors are still another embedder's (a re-index with a new embedder moves the
+identity first and takes each source off the list once its new vectors are written, so a crash
+leaves no vector under the wrong identity unlisted).
+
 Use a persistent manifest with a persistent store (:class:`SqliteManifest` beside a
 ``SqliteVecStore``, the same file is fine): an in-memory manifest forgets, after a restart, which
 chunks a source had.
@@ -35,6 +41,8 @@ __all__ = ["ChunkManifest", "InMemoryManifest", "SqliteManifest"]
 _MARK = "\x1f"
 _PENDING = "\x1fpending\x1f"
 _ESCAPED = "\x1fsource\x1f"
+EMBEDDER_KEY = "\x1fembedder\x1f"
+"""The manifest key of the embedder record: ``[identity, *sources still to re-embed]``."""
 
 
 def source_key(source: str) -> str:

@@ -51,7 +51,6 @@ from goagent_py.rag.manifest import (
     compare_and_set,
     pending_key,
     source_key,
-    source_of_key,
 )
 from goagent_py.rag.results import (
     DocumentReport,
@@ -366,6 +365,8 @@ class Pipeline(_Indexing):
         started = time.perf_counter()
         reports: list[DocumentReport] = []
         async with self._write_lock:
+            # The embedder's identity is recorded before any vector is written (see _indexing).
+            await self._start_embedder()
             items = iter(docs)
             while True:
                 if lazy:
@@ -389,7 +390,8 @@ class Pipeline(_Indexing):
                 except Exception as exc:
                     exc.add_note(f"while indexing document {doc.source!r}")
                     error = exc
-                report = DocumentReport(source=doc.source, **counts)
+                reembedded = bool(counts.pop("reembedded", 0))
+                report = DocumentReport(source=doc.source, reembedded=reembedded, **counts)
                 await self._notify("on_index", report, time.perf_counter() - t0, error)
                 if error is not None:
                     raise error
@@ -427,6 +429,7 @@ class Pipeline(_Indexing):
                 if ids or pending:
                     await self._pending(pending_key(source), drop=[*ids, *pending])
                 deleted = len([id for id in ids if not is_part_id(id)])
+                await self._unlist(source)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -437,7 +440,7 @@ class Pipeline(_Indexing):
 
     async def sources(self) -> list[str]:
         """Every indexed source, sorted (one a failed ``index()`` left chunks of included)."""
-        return sorted({source_of_key(key) for key in await self.manifest.sources()})
+        return await self._indexed_sources()
 
     # -- search -----------------------------------------------------------------------------
 
@@ -467,7 +470,9 @@ class Pipeline(_Indexing):
         Raises:
             InvalidInputError: a blank query, a bad ``top_k`` or filter, or an unknown mode
                 (values a model may have chosen: a tool that raises it tells the model).
-            ConfigurationError: a keyword mode without a keyword index.
+            ConfigurationError: a keyword mode without a keyword index; a vector or hybrid
+                search whose embedder is not the one that made the index's vectors (index
+                again with it; see ``docs/rag.md``).
         """
         t0 = time.perf_counter()
         try:
@@ -507,7 +512,10 @@ class Pipeline(_Indexing):
         n = max(top_k, self._candidates)
 
         async def vector_leg() -> list[SearchResult]:
-            vector = await self.embedder.embed([TextBlock(query)])
+            # The query vector compares only with vectors of the same embedder (see _indexing).
+            vector, _ = await asyncio.gather(
+                self.embedder.embed([TextBlock(query)]), self._check_embedder()
+            )
             # With part vectors, twice as many rows, collapsed to chunks (see collapse_parts);
             # the threshold then applies to the chunk's combined score, after collapsing.
             k = 2 * n if self._part_vectors else n

@@ -78,6 +78,8 @@ class DocumentReport:
         unchanged: chunks already indexed with the same content (not embedded, not written).
         deleted: old chunks of the source removed (changed or gone).
         skipped: chunks with nothing the embedder could embed (not indexed).
+        reembedded: whether every chunk was embedded again because the stored vectors were
+            another embedder's (see ``docs/rag.md``, "Which embedder made the vectors").
     """
 
     source: str
@@ -86,6 +88,7 @@ class DocumentReport:
     unchanged: int = 0
     deleted: int = 0
     skipped: int = 0
+    reembedded: bool = False
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -119,6 +122,11 @@ class IndexReport:
     def skipped(self) -> int:
         """Chunks with nothing to embed."""
         return sum(d.skipped for d in self.documents)
+
+    @property
+    def reembedded(self) -> int:
+        """Documents embedded again because their vectors were another embedder's."""
+        return sum(1 for d in self.documents if d.reembedded)
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
