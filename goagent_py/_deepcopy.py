@@ -18,8 +18,10 @@ The scripted providers record and return *snapshots* (:func:`snapshot_request`,
 :func:`snapshot_response`): the same values, nothing mutable shared with the original, but no
 memo (a message given twice becomes two equal copies) and a tool definition copied once while it
 stays the same object with the same value (records share that copy, across providers too while
-the copy itself is unchanged). A request carries every
-tool's schema and the whole conversation; copied node by node they were ~45% of a benchmark run.
+the copy itself is unchanged). A definition whose schema is frozen (the tools' generated ones,
+:mod:`goagent_py._frozen`) is neither fingerprinted nor copied: its records share the schema.
+A request carries every tool's schema and the whole conversation; copied node by node they were
+~45% of a benchmark run.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import marshal
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from goagent_py._frozen import FrozenDict
 from goagent_py._records import tool_call
 from goagent_py.messages import (
     DocumentBlock,
@@ -287,6 +290,13 @@ _SHARED_MAX = 256
 
 
 def _recorded_tool(definition: ToolDefinition, recorded: Recorded) -> ToolDefinition:
+    if (
+        type(definition.parameters) is FrozenDict
+        and type(definition) is ToolDefinition
+        and type(definition.name) is str
+        and type(definition.description) is str
+    ):
+        return _recorded_frozen(definition, recorded)
     seen = recorded.get(id(definition))
     fingerprint = _fingerprint(definition)
     # The same object (not a new one at a reused address) with the same value, types included
@@ -314,6 +324,34 @@ def _recorded_tool(definition: ToolDefinition, recorded: Recorded) -> ToolDefini
             _SHARED.clear()
         _SHARED[id(definition)] = entry
     return copied
+
+
+def _recorded_frozen(definition: ToolDefinition, recorded: Recorded) -> ToolDefinition:
+    """The record of a definition whose schema is frozen (the tools' generated ones): a record
+    of its own sharing the schema, which cannot change (:mod:`goagent_py._frozen`), and the
+    strings; nothing to fingerprint or copy. The record made before (by this provider or
+    another) is given again while it and the definition hold the same three objects (either
+    may be changed past its frozenness, ``object.__setattr__``)."""
+    key = id(definition)
+    seen = recorded.get(key) or _SHARED.get(key)
+    if seen is not None and seen[0] is definition:
+        kept = seen[1]
+        if (
+            kept.parameters is definition.parameters
+            and kept.name is definition.name
+            and kept.description is definition.description
+        ):
+            recorded[key] = seen
+            return kept
+    kept = _new(ToolDefinition)
+    _set(kept, "name", definition.name)
+    _set(kept, "description", definition.description)
+    _set(kept, "parameters", definition.parameters)
+    recorded[key] = entry = (definition, kept, b"")
+    if len(_SHARED) >= _SHARED_MAX:
+        _SHARED.clear()
+    _SHARED[key] = entry
+    return kept
 
 
 def _fingerprint(definition: ToolDefinition) -> bytes:

@@ -105,7 +105,8 @@ class ScriptedProvider:
     lists, messages or tool definitions never shows in it. Each response returned is a copy, so
     changing it never changes the script. (An unchanged tool definition is copied once and that
     copy shared by the records, of this provider and of the next ones given the same definition
-    while neither it nor the copy changed.) Strings are shorthand for :func:`text_response`. It also
+    while neither it nor the copy changed; a tool's generated schema is frozen, so the records
+    share it with the tool.) Strings are shorthand for :func:`text_response`. It also
     streams (text split at spaces) so streaming paths can be tested with the same script.
 
     Args:

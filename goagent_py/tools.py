@@ -29,6 +29,7 @@ from typing import (
 )
 
 from goagent_py._describe import validation_errors
+from goagent_py._frozen import FrozenDict, freeze
 from goagent_py._json_schema import check_schema
 from goagent_py._results import to_blocks
 from goagent_py._workers import run_in_thread, run_named
@@ -64,7 +65,15 @@ T = TypeVar("T")
 
 @dataclass(slots=True, frozen=True)
 class ToolDefinition:
-    """What the model is told about a tool: its name, description and JSON-schema parameters."""
+    """What the model is told about a tool: its name, description and JSON-schema parameters.
+
+    The schema :func:`tool` generates from a signature is made once and shared by every
+    request, so it is frozen: a ``dict`` (and ``list``) for every reader, JSON encoder and
+    ``isinstance``, which refuses any change with ``TypeError``. To send a changed schema,
+    change a copy (``copy.deepcopy(definition.parameters)`` is a plain, mutable one) and make a
+    new definition from it (``dataclasses.replace``, or :func:`tool_func`). A schema given by
+    hand (:func:`tool_func`, ``ToolDefinition(...)``) stays the caller's object.
+    """
 
     name: str
     description: str
@@ -159,7 +168,10 @@ class FunctionTool:
         definition = self._definition
         if definition is None:
             assert self._schema is not None
-            parameters = dict(self._schema.parameters(self._name))
+            # Frozen (when it is JSON), so shared: no copy here, none in the requests' records.
+            parameters = self._schema.parameters(self._name)
+            if type(parameters) is not FrozenDict:
+                parameters = dict(parameters)
             definition = self._definition = ToolDefinition(
                 self._name, self._description, parameters
             )
@@ -563,7 +575,8 @@ class _Schema:
         return model
 
     def parameters(self, tool_name: str) -> dict[str, Any]:
-        """The JSON schema of the arguments (built on first use, then shared: do not mutate)."""
+        """The JSON schema of the arguments (built on first use, then shared: frozen, see
+        :mod:`goagent_py._frozen`, unless it holds a value that is not JSON)."""
         parameters = self._parameters
         if parameters is None:
             if self._fast is not None:
@@ -575,7 +588,7 @@ class _Schema:
                 parameters["type"] = "object"
             else:
                 parameters = _model_parameters(self.model, tool_name)
-            self._parameters = parameters
+            parameters = self._parameters = freeze(parameters)
         return parameters
 
     def validate(self, tool_name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,8 @@ import copy
 import dataclasses
 from typing import Any
 
+import pytest
+
 from goagent_py import Agent, ToolCall, tool
 from goagent_py._deepcopy import deepcopy as _deepcopy
 from goagent_py._deepcopy import (
@@ -143,7 +145,12 @@ def test_recorded_requests_do_not_change_with_the_run() -> None:
     ]
     # An unchanged definition is snapshotted once and shared by the records (issue 36)...
     assert first.tools[0] is scripted.requests[1].tools[0]
-    assert first.tools[0].parameters is not add.definition.parameters  # ...never the tool's
+    # ...and a tool's generated schema, frozen, is the tool's own: it cannot change, so no
+    # record can (docs/notes/loop16.md).
+    assert first.tools[0].parameters is add.definition.parameters
+    with pytest.raises(TypeError, match="cannot be changed"):
+        add.definition.parameters["properties"]["a"]["type"] = "string"
+    assert first.tools[0].parameters["properties"]["a"] == {"type": "integer"}
     assert len(function.requests) == 1
 
 
