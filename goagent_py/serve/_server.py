@@ -233,8 +233,9 @@ class RunEvents:
 
     def take(self) -> list[dict[str, Any] | None]:
         """Every event the run's own stream has not read yet (the end, None, included)."""
-        if self._read >= self._sealed:
-            self._seal()
+        # Sealed whatever this reads: a follower may have read (and sealed) further than this
+        # stream, and the events after that are still open to joins.
+        self._seal()
         taken = self._log[self._read :]
         self._read = len(self._log)
         return taken
