@@ -3,6 +3,8 @@ followers read them (goagent_py/serve/_agui.py, ``RunEvents``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from goagent_py.serve._agui import text_content, text_end
 from goagent_py.serve._server import RunEvents
 
@@ -15,10 +17,10 @@ async def test_the_runs_own_stream_reads_every_delta_while_another_tab_follows()
     events.put_nowait({"type": "RUN_STARTED", "threadId": "t", "runId": "r"})
     follower = events.follow()
     assert [e["type"] for e in await anext(follower)] == ["RUN_STARTED"]
-    events.put_nowait(text_content("m1", "a"))
+    events.put_delta(text_content, "m1", "a")
     owner = events.take()
-    events.put_nowait(text_content("m1", "b"))
-    events.put_nowait(text_content("m1", "c"))
+    events.put_delta(text_content, "m1", "b")
+    events.put_delta(text_content, "m1", "c")
     owner += events.take()
     events.put_nowait(text_end("m1"))
     events.put_nowait(None)
@@ -27,3 +29,52 @@ async def test_the_runs_own_stream_reads_every_delta_while_another_tab_follows()
     assert told == "abc"
     followed = [e async for batch in follower for e in batch]
     assert "".join(e["delta"] for e in followed if e["type"] == "TEXT_MESSAGE_CONTENT") == "abc"
+
+
+def test_a_delta_that_joins_builds_no_event_of_its_own() -> None:
+    # Issue 36: each delta was a dict built only to be joined away; the run's log now builds an
+    # event when one begins and when it is read, with the same builder (one way to map it).
+    made: list[str] = []
+
+    def make(target: str, delta: str) -> dict[str, Any]:
+        made.append(delta)
+        return text_content(target, delta)
+
+    events = RunEvents()
+    for piece in ["word0", " word1", " word2"]:
+        events.put_delta(make, "m1", piece)
+    events.put_nowait(text_end("m1"))
+    assert events.take() == [text_content("m1", "word0 word1 word2"), text_end("m1")]
+    assert made == ["word0", "word0 word1 word2"]
+
+
+def test_a_mapped_turn_is_the_same_events_joined_or_not() -> None:
+    # The mapper puts into any sink: the run's log joins what nobody read, a WireList keeps
+    # every delta; the text and the order of the events are the same.
+    from goagent_py.events import MessageDelta, MessageEnd, MessageStart
+    from goagent_py.messages import Message, Role, TextBlock
+    from goagent_py.serve._agui import AguiMapper, WireList
+
+    pieces = ["Hel", "lo", " é字"]
+    run = [
+        MessageStart(Role.ASSISTANT, 1, streaming=True),
+        *[MessageDelta("text", p) for p in pieces],
+        MessageEnd(Message(Role.ASSISTANT, [TextBlock("".join(pieces))])),
+    ]
+    joined, every = RunEvents(), WireList()
+    for out in (joined, every):
+        mapper = AguiMapper("t", "r", out)
+        for event in run:
+            mapper.map(event)
+        mapper.finished()
+    log = [e for e in joined.take() if e is not None]
+    assert [e["type"] for e in log] == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
+    assert log[2]["delta"] == "".join(pieces)
+    assert [e["delta"] for e in every if e["type"] == "TEXT_MESSAGE_CONTENT"] == pieces
+    assert log[-1]["result"]["text"] == every[-1]["result"]["text"] == "".join(pieces)
