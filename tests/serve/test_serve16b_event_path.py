@@ -78,3 +78,18 @@ def test_a_mapped_turn_is_the_same_events_joined_or_not() -> None:
     assert log[2]["delta"] == "".join(pieces)
     assert [e["delta"] for e in every if e["type"] == "TEXT_MESSAGE_CONTENT"] == pieces
     assert log[-1]["result"]["text"] == every[-1]["result"]["text"] == "".join(pieces)
+
+
+def test_a_batchs_frames_are_each_events_json_dumps_frame() -> None:
+    import json
+
+    from goagent_py.serve._sse import frames_of, sse_frame
+
+    batch: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        text_content("m1", 'word0 é字 \U0001f600 "quoted" \\ \n\t\u2028'),
+        {"type": "CUSTOM", "name": "x", "value": {"n": [1, 2.5, None, True, float("nan")]}},
+        {"type": "RUN_FINISHED", "result": {"output": {"big": 10**30, "neg": -0.0}}},
+    ]
+    assert frames_of(batch) == b"".join(sse_frame(json.dumps(e)) for e in batch)
+    assert frames_of([]) == b""
