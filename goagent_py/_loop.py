@@ -48,7 +48,7 @@ from goagent_py._conversation import held_with
 from goagent_py._deepcopy import snapshot_message
 from goagent_py._describe import described, message_of
 from goagent_py._metadata_keys import DECISIONS_KEY, PENDING_KEY
-from goagent_py._recall import recall_message
+from goagent_py._recall import answer_context, context_of, handed, recall_message, turn_of
 from goagent_py._records import run_result, text_of
 from goagent_py._redact import redact
 from goagent_py._shown import Shown
@@ -126,7 +126,7 @@ from goagent_py.events import (
 )
 from goagent_py.guardrails import GuardrailContext, GuardrailResult, decide, guardrail_name
 from goagent_py.hooks import HookContext, HookDispatcher, call_hook, call_in
-from goagent_py.memory.base import MEMORY_RECALLED_KEY, UpdatableMemory, store_always
+from goagent_py.memory.base import UpdatableMemory, store_always
 from goagent_py.messages import (
     ContentBlock,
     Message,
@@ -278,35 +278,16 @@ def _without_calls(message: Message, text: str) -> Message:
     return replace(message, content=kept, tool_calls=[])
 
 
-def _given(messages: list[Message], ids: list[str]) -> list[Message]:
+def _given(messages: list[Message], context: dict[str, Any]) -> list[Message]:
     """``messages`` (what short-term memory is about to store) with the answer, their last
-    assistant message, naming the long-term memories it was given (a copy: the run's own
-    message is left as returned)."""
+    assistant message, recording its turn (``context``: :func:`~goagent_py._recall.answer_context`;
+    a copy: the run's own message is left as returned)."""
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].role is Role.ASSISTANT:
             answer = messages[i]
-            tagged = replace(answer, metadata={**answer.metadata, MEMORY_RECALLED_KEY: list(ids)})
+            tagged = replace(answer, metadata={**answer.metadata, **context})
             return [*messages[:i], tagged, *messages[i + 1 :]]
     return messages
-
-
-def _following(chosen: list[Message], history: list[Message]) -> list[Message]:
-    """``chosen`` (the user's messages a write policy keeps) naming the memories the answer
-    they reply to was given (the last answer of ``history``, as short-term memory stored it):
-    what a correction such as "No wait, Madrid." is about (docs/memory.md)."""
-    ids: list[str] = []
-    for message in reversed(history):
-        if message.role is Role.ASSISTANT:
-            found = message.metadata.get(MEMORY_RECALLED_KEY)
-            if isinstance(found, list):
-                ids = [i for i in found if isinstance(i, str)]
-            break
-    if not ids:
-        return chosen
-    return [
-        replace(m, metadata={**m.metadata, MEMORY_RECALLED_KEY: ids}) if m.role is Role.USER else m
-        for m in chosen
-    ]
 
 
 def _readable(messages: Iterable[Message]) -> list[Message]:
@@ -633,6 +614,9 @@ class Run:
         """Store the turn: short-term gets the trace (or [user, answer]); long-term what the
         write policy keeps. Failures are reported as events and never fail the run."""
         o = self.o
+        # The turn's id, recorded on its answer and its facts: what the next turn's correction
+        # follows (docs/memory.md, "Corrections of the last answer").
+        turn = turn_of(self.prompt[-1]) if o.long_term_memory is not None and self.prompt else ""
         if o.short_term_memory is not None and self.new_messages:
             # ``final`` is stored only when the run has not appended it already (the synthetic
             # note of an exhausted budget): a run stopped right after a tool batch ends on the
@@ -650,8 +634,8 @@ class Run:
                 last = [] if final is None else [_without_calls(final, self.last_text)]
                 to_store = strip_thinking(users + [m for m in last if m.content])
             self._persisted = len(self.new_messages)
-            if final is not None and self._recalled_ids:
-                to_store = _given(to_store, self._recalled_ids)
+            if final is not None and turn:
+                to_store = _given(to_store, answer_context(self._recalled_ids, turn))
             if to_store:
                 start = time.perf_counter()
                 error: BaseException | None = None
@@ -666,6 +650,17 @@ class Run:
                     self.log.warning("short-term memory append failed: %s", message_of(exc))
                 duration = time.perf_counter() - start
                 yield HistoryAppend(len(to_store), duration, error, path=self.path)
+        if (
+            turn
+            and final is not None
+            and (o.short_term_memory is None or self.given_history is not None)
+        ):
+            # The caller keeps the conversation (``history=``): the run's messages are its
+            # record, so its answer records the turn there (a copy, in the run's messages).
+            context = answer_context(self._recalled_ids, turn)
+            for i, m in enumerate(self.new_messages):
+                if m is final:
+                    self.new_messages[i] = replace(m, metadata={**m.metadata, **context})
         if o.long_term_memory is not None and final is not None and self.prompt:
             policy = o.write_policy or store_always
             # The run's answer text (a typed answer's JSON; its message's text may be "" or
@@ -687,7 +682,7 @@ class Run:
                 return
             if chosen is None:
                 return
-            chosen = _following(list(chosen), self._history)
+            chosen = handed(chosen, context_of(self._history), turn)
             start = time.perf_counter()
             error = None
             store = partial(o.long_term_memory.store, chosen, session=o.name)

@@ -1,17 +1,43 @@
-"""How recalled long-term memories reach the model: one delimited block of data (rule 7)."""
+"""How recalled long-term memories reach the model: one delimited block of data (rule 7); and
+what a turn's answer records of them, for the next turn's facts (what a correction refers to).
+
+The answer a run records (in short-term memory, or in the run's messages when the caller keeps
+the history) carries :func:`answer_context`: the ids of the memories it was given
+(:data:`~goagent_py.memory.base.MEMORY_RECALLED_KEY`) and its turn
+(:data:`~goagent_py.memory.base.MEMORY_TURN_KEY`). The next turn reads it back from its history
+(:func:`context_of`) and hands it with the facts its write policy keeps (:func:`handed`), with
+its own turn: long-term memory then knows which memories the answer used and whether the
+statement it holds last was made in the turn just before (docs/memory.md).
+"""
 
 from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 from goagent_py._data_blocks import neutralise_tags
 from goagent_py.memory.base import (
     MEMORY_CREATED_AT_KEY,
+    MEMORY_FOLLOWS_KEY,
     MEMORY_FORMERLY,
     MEMORY_INVALID_AT_KEY,
+    MEMORY_RECALLED_KEY,
     MEMORY_STATE_KEY,
+    MEMORY_TURN_KEY,
 )
 from goagent_py.messages import ContentBlock, ImageBlock, Message, Role, ScoredMessage, TextBlock
 
-__all__ = ["PROVENANCE_KEY", "RECALL_METADATA_KEY", "recall_message"]
+__all__ = [
+    "PROVENANCE_KEY",
+    "RECALL_METADATA_KEY",
+    "answer_context",
+    "context_of",
+    "handed",
+    "recall_message",
+    "turn_of",
+]
 
 RECALL_METADATA_KEY = "goagent.recall"
 PROVENANCE_KEY = "goagent.provenance"
@@ -59,3 +85,53 @@ def _date(value: object) -> str:
     if isinstance(value, str) and len(value) >= 10 and value[4] == "-" and value[7] == "-":
         return value[:10]
     return ""
+
+
+def turn_of(prompt: Message) -> str:
+    """The id of the turn ``prompt`` opens: a digest of its text (the same on every replay of a
+    durable run; a prompt said again word for word is the same statement)."""
+    return hashlib.sha256(
+        f"{prompt.role}:{prompt.text}".encode("utf-8", "surrogatepass")
+    ).hexdigest()[:16]
+
+
+def answer_context(recalled: Sequence[str], turn: str) -> dict[str, Any]:
+    """The metadata an answer records of its turn: the ids of the memories it was given (best
+    first; none, none recorded) and the turn's id."""
+    context: dict[str, Any] = {MEMORY_TURN_KEY: turn}
+    if recalled:
+        context[MEMORY_RECALLED_KEY] = list(recalled)
+    return context
+
+
+def context_of(history: Sequence[Message]) -> Mapping[str, Any]:
+    """What the last answer of ``history`` recorded of its turn (:func:`answer_context`), as
+    the next turn's facts carry it: the ids it was given and the turn they follow."""
+    for message in reversed(history):
+        if message.role is Role.ASSISTANT:
+            found = message.metadata.get(MEMORY_RECALLED_KEY)
+            turn = message.metadata.get(MEMORY_TURN_KEY)
+            context: dict[str, Any] = {}
+            if isinstance(found, list):
+                context[MEMORY_RECALLED_KEY] = [i for i in found if isinstance(i, str)]
+            if isinstance(turn, str) and turn:
+                context[MEMORY_FOLLOWS_KEY] = turn
+            return context
+    return {}
+
+
+def handed(
+    chosen: Sequence[Message], context: Mapping[str, Any], turn: str | None
+) -> list[Message]:
+    """``chosen`` (the messages a write policy keeps) as they are handed to ``store``: each
+    user message carrying ``context`` (what the answer it replies to recorded: see
+    :func:`context_of`) and its own ``turn`` (copies: the policy's messages are left as they
+    are)."""
+    extra = dict(context)
+    if turn:
+        extra[MEMORY_TURN_KEY] = turn
+    if not extra:
+        return list(chosen)
+    return [
+        replace(m, metadata={**m.metadata, **extra}) if m.role is Role.USER else m for m in chosen
+    ]

@@ -9,12 +9,13 @@ the agent's tool list in step with the servers, so the core never imports an int
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, MutableMapping, MutableSet, Sequence
+from collections.abc import Collection, Iterator, Mapping, MutableMapping, MutableSet, Sequence
 from typing import Protocol, runtime_checkable
 
 from goagent_py.tools import Tool
 
 __all__ = [
+    "JoinedTools",
     "ServerTool",
     "ToolServer",
     "admit_outside_tools",
@@ -147,3 +148,35 @@ async def sync_server_tools(
     return {n: t.definition for n, t in before.items()} != {
         n: t.definition for n, t in after.items()
     }
+
+
+class JoinedTools(MutableMapping[str, Tool]):
+    """The tools of an agent and a client's own for one run, read through (the agent's, as
+    they are now: its MCP servers' tools change between turns), the agent's first and winning
+    a name both have. Read only: the agent's own are changed on the agent."""
+
+    __slots__ = ("_extra", "_own")
+
+    def __init__(self, own: Mapping[str, Tool], extra: Mapping[str, Tool]) -> None:
+        self._own = own
+        self._extra = extra
+
+    def __getitem__(self, name: str) -> Tool:
+        found = self._own.get(name)
+        return self._extra[name] if found is None else found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._own or name in self._extra
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._own
+        yield from (name for name in self._extra if name not in self._own)
+
+    def __len__(self) -> int:
+        return len(self._own) + sum(1 for name in self._extra if name not in self._own)
+
+    def __setitem__(self, name: str, tool: Tool) -> None:
+        raise TypeError("a client's run reads the served agent's tools: change them there")
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("a client's run reads the served agent's tools: change them there")

@@ -6,7 +6,15 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Unpack, overload
 
@@ -18,9 +26,13 @@ from goagent_py._generation import expect_generation, generation_read
 from goagent_py._interrupt import run_command
 from goagent_py._loop import Resumed, Run
 from goagent_py._metadata_keys import PENDING_KEY
-from goagent_py._records import message as new_message
-from goagent_py._records import text_block
-from goagent_py._tool_servers import ServerTool, admit_outside_tools, sync_server_tools
+from goagent_py._prompt import Prompt, to_messages
+from goagent_py._tool_servers import (
+    JoinedTools,
+    ServerTool,
+    admit_outside_tools,
+    sync_server_tools,
+)
 from goagent_py._transcript import holding_wait, waiting_at
 from goagent_py.agent_tool import AgentTool, as_tool
 from goagent_py.approvals import (
@@ -40,20 +52,13 @@ from goagent_py.errors import (
     ApprovalConflictError,
     ConfigurationError,
     GoAgentError,
-    InvalidInputError,
     NotPendingError,
 )
 from goagent_py.events import AgentEvent
 from goagent_py.hooks import HookDispatcher
 from goagent_py.memory.base import UpdatableMemory
 from goagent_py.messages import (
-    ContentBlock,
-    DocumentBlock,
-    ImageBlock,
     Message,
-    Role,
-    TextBlock,
-    ThinkingBlock,
 )
 from goagent_py.options import (
     AgentOptions,
@@ -74,82 +79,12 @@ Out = TypeVar("Out", default=str)
 RunOut = TypeVar("RunOut")
 _UNSET: Any = object()
 
-_BLOCK_TYPES = (TextBlock, ImageBlock, DocumentBlock, ThinkingBlock)
-
 
 class _Default:
     """The default shown for each keyword in ``help(Agent)`` (None is a real value: "off")."""
 
     def __repr__(self) -> str:
         return "<default>"
-
-
-Prompt = str | Sequence[ContentBlock] | Message | Sequence[Message]
-"""What a run takes: text, content blocks (text, images, documents), or whole messages
-(user messages; the last one is the prompt, the ones before it enter the conversation first)."""
-
-
-def to_messages(prompt: Prompt, where: str) -> list[Message]:
-    """The user messages a run starts from; a clear error for anything else, an empty prompt
-    included (a run on nothing has nothing to answer: docs/architecture.md, "Running an
-    agent")."""
-    if isinstance(prompt, str):
-        if not prompt or prompt.isspace():
-            raise _empty(where)
-        return [new_message(Role.USER, [text_block(prompt)])]
-    if isinstance(prompt, Message):
-        prompt = [prompt]
-    if not isinstance(prompt, Sequence) or not prompt:
-        raise ConfigurationError(
-            f"{where} takes a str, content blocks or user messages, got "
-            f"{type(prompt).__name__ if not isinstance(prompt, Sequence) else 'an empty list'}"
-        )
-    if all(isinstance(m, Message) for m in prompt):
-        messages = [m for m in prompt if isinstance(m, Message)]
-        for m in messages:
-            if m.role is not Role.USER:
-                raise ConfigurationError(
-                    f"{where} takes user messages, got a {m.role} message; the system prompt "
-                    "is the agent's system_prompt, and history belongs in short-term memory"
-                )
-            _check_blocks(m.content, where)
-            if _blank(m.content):
-                raise _empty(where)
-        return messages
-    blocks = _check_blocks(prompt, where)
-    if _blank(blocks):
-        raise _empty(where)
-    return [Message(Role.USER, blocks)]
-
-
-def _blank(blocks: Sequence[ContentBlock]) -> bool:
-    """Whether a prompt's blocks say nothing: text only, and all of it whitespace."""
-    return all(type(b) is TextBlock and (not b.text or b.text.isspace()) for b in blocks)
-
-
-def _empty(where: str) -> InvalidInputError:
-    return InvalidInputError(
-        f"{where} was given an empty prompt, which leaves the model nothing to answer: pass "
-        "the text to answer, or continue the conversation without a new prompt with "
-        "Session.continue_()"
-    )
-
-
-def _check_blocks(blocks: Sequence[Any], where: str) -> list[ContentBlock]:
-    if not blocks:
-        raise ConfigurationError(
-            f"{where} requires at least one content block, e.g. TextBlock('...')"
-        )
-    for block in blocks:
-        if not isinstance(block, _BLOCK_TYPES):
-            raise ConfigurationError(
-                f"{where} takes content blocks (TextBlock, ImageBlock, DocumentBlock), "
-                f"got {type(block).__name__}"
-            )
-        # Blocks validate themselves when built; re-check in case one was built around that.
-        if isinstance(block, ImageBlock | DocumentBlock):
-            type(block).__post_init__(block)  # type: ignore[arg-type]
-    return list(blocks)
 
 
 class Agent(Generic[Deps, Out]):
@@ -254,7 +189,7 @@ class Agent(Generic[Deps, Out]):
     def _setup(self, options: AgentOptions) -> None:
         self._options = options
         o = options
-        self._tools: dict[str, Tool] = {_name_of(t): t for t in o.tools}
+        self._tools: MutableMapping[str, Tool] = {_name_of(t): t for t in o.tools}
         self._connected = not (o.mcp_connectors or o.mcp_servers)
         self._connect_lock: asyncio.Lock | None = None
         self._closers: list[Callable[[], Awaitable[None]]] = []
@@ -319,15 +254,29 @@ class Agent(Generic[Deps, Out]):
         clone._setup(build_options((), settings, base=base))
         return clone
 
-    def _sharing_tools(self, **settings: Unpack[AgentSettings]) -> Agent[Deps, Out]:
-        """:meth:`replace` for one client of a served agent (an A2A context, an MCP session):
-        these settings changed (its conversation's memory, its name), while its tools, their
-        dispatch (circuit breakers, rate limits: one server's, whatever client calls) and its
-        MCP connections stay this agent's own, one source of truth for every client
-        (docs/a2a.md, "One conversation per client"). Closing the clone closes nothing.
+    def _sharing_tools(
+        self,
+        *,
+        client_tools: Sequence[Tool] = (),
+        client: Hashable = None,
+        **settings: Unpack[AgentSettings],
+    ) -> Agent[Deps, Out]:
+        """:meth:`replace` for one client of a served agent (an A2A context, an MCP session, an
+        OpenAI-compatible request): these settings changed (its conversation's memory, its
+        name, its output type), while its tools, their dispatch (circuit breakers, rate limits:
+        one server's, whatever client calls) and its MCP connections stay this agent's own, one
+        source of truth for every client (docs/a2a.md, "One conversation per client"). Closing
+        the clone closes nothing. Only what differs is built: no tool table, no dispatcher, no
+        copy of the settings it shares.
+
+        ``client_tools`` are the client's own tools for the clone (an OpenAI client's
+        functions), offered after this agent's; their calls count in breakers and rate limits
+        of ``client``'s, kept by this agent across clones (one client's failures never open
+        another client's circuit).
 
         Raises:
-            ConfigurationError: a setting of the tools or of their dispatch was given.
+            ConfigurationError: a setting of the tools or of their dispatch was given, or a
+                client tool is not a tool, has a duplicate name or one of this agent's.
         """
         kept = sorted(set(settings) & _TOOLING)
         if kept:
@@ -335,13 +284,47 @@ class Agent(Generic[Deps, Out]):
                 f"a client's agent shares the served agent's tools and their dispatch: "
                 f"{', '.join(kept)} cannot differ (use replace() for an agent of its own)"
             )
+        unknown = set(settings) - _KEYWORDS - {"output_type"}
+        if unknown:
+            raise TypeError(f"Agent.replace() got unknown settings: {', '.join(sorted(unknown))}")
         origin = self._origin or self
-        clone = self.replace(**settings)
-        clone._origin = origin
-        clone._tools = origin._tools
-        clone._clashes = origin._clashes
-        clone._dispatcher = origin._dispatcher
+        given = set(settings)
+        # The lists given are replaced (as in replace()); the others are this agent's, shared
+        # read-only (the options are never changed after construction).
+        fresh: dict[str, Any] = {f: [] for k, f in _REPLACED_LISTS.items() if k in given}
+        tools = self._options.tools
+        if client_tools:
+            AgentOptions.check_tools(client_tools)
+            clash = sorted({_name_of(t) for t in client_tools} & set(origin._tools))
+            if clash:
+                raise ConfigurationError(
+                    f"the client's tools {', '.join(clash)} have the names of the served "
+                    "agent's own: rename them"
+                )
+            tools = [*tools, *client_tools]
+        if "sequential_tools" in given:
+            fresh["sequential_tools"] = set(self._options.sequential_tools)
+        # Validated with every tool: what depends on them (a typed output's tool name, the
+        # calls that wait for approval) is checked for the clone as it is.
+        base = dataclasses.replace(
+            self._options, sources=dict(self._options.sources), tools=tools, **fresh
+        )
+        options = build_options((), settings, base=base)
+        clone: Agent[Deps, Out] = Agent.__new__(Agent)
+        clone._options = options
+        if client_tools:
+            extra = {_name_of(t): t for t in client_tools}
+            clone._tools = JoinedTools(origin._tools, extra)
+            clone._dispatcher = origin._dispatcher.joined(extra, scope=client)
+        else:
+            clone._tools = origin._tools
+            clone._dispatcher = origin._dispatcher
         clone._connected = origin._connected
+        clone._connect_lock = None
+        clone._closers = []
+        clone._clashes = origin._clashes
+        clone._origin = origin
+        clone._hook_dispatcher = HookDispatcher(options.hooks, options.logger)
         return clone
 
     @property
@@ -806,6 +789,15 @@ class Agent(Generic[Deps, Out]):
 
 
 _KEYWORDS = frozenset(AgentSettings.__annotations__)
+# The list settings _sharing_tools() starts afresh when given (as replace() does), by the field
+# of AgentOptions that holds each.
+_REPLACED_LISTS = {
+    "hooks": "hook_sets",
+    "instructions": "instructions",
+    "output_validators": "output_validators",
+    "input_guardrails": "input_guardrails",
+    "output_guardrails": "output_guardrails",
+}
 # What a client's agent shares with the served one (:meth:`Agent._sharing_tools`).
 _TOOLING = frozenset(
     {

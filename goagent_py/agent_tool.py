@@ -52,9 +52,16 @@ from goagent_py._conversation import HOLDING, conversation_key
 from goagent_py._describe import described
 from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
+from goagent_py._prompt import to_messages
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking, waiting_at
 from goagent_py.approvals import Deny, pending_of
-from goagent_py.errors import ConfigurationError, ToolArgumentsError, ToolBlockedError, ToolError
+from goagent_py.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    ToolArgumentsError,
+    ToolBlockedError,
+    ToolError,
+)
 from goagent_py.events import AgentEvent, ToolExecutionUpdate
 from goagent_py.messages import (
     ContentBlock,
@@ -216,8 +223,12 @@ class AgentTool(Generic[_A]):
             return self._prompt(args)
         if not self._custom_schema or "prompt" in args:
             text = args.get("prompt")
-            if not isinstance(text, str) or not text.strip():
+            if not isinstance(text, str):
                 raise ToolArgumentsError(self.name, "'prompt' must be a non-empty string")
+            try:
+                to_messages(text, "the call's prompt")  # the rule every run's prompt follows
+            except InvalidInputError:
+                raise ToolArgumentsError(self.name, "'prompt' must be a non-empty string") from None
             return text
         # A custom schema without a prompt field: the child reads the arguments as JSON.
         # (json, not pydantic: an agent imports this module, and a plain run loads no pydantic)

@@ -22,6 +22,7 @@ import marshal
 import threading
 import time
 import traceback
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from goagent_py._deepcopy import deepcopy
 from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py._records import tool_result
 from goagent_py._redact import redact
+from goagent_py._tool_servers import JoinedTools
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
@@ -592,8 +594,62 @@ class Dispatcher:
         self._settings = (timeout, circuit_breaker, retry, rate_limit, middlewares, hooks, clock)
         self._chain: DispatchFunc | None = None  # built on the first call: most agents never
         self._bare = False  # nothing configured between logging and recovery
+        # The chain's layers, whose state (breakers, rate limits) dispatchers made by
+        # :meth:`sharing` share; and the layers of each scope of :meth:`joined`.
+        self._layers: list[DispatchMiddleware] | None = None
+        self._scopes: OrderedDict[Hashable, Dispatcher] | None = None
+        self._scopes_lock = threading.Lock()
+
+    def sharing(self, tools: Mapping[str, Tool]) -> Dispatcher:
+        """A dispatcher of ``tools`` whose chain is this one's: the same settings and the same
+        state (each tool's circuit breaker, the rate limits), built once for both."""
+        layers = self._made_layers()
+        other: Dispatcher = Dispatcher.__new__(Dispatcher)
+        other._tools = tools
+        other._logger = self._logger
+        other._settings = self._settings
+        other._chain = None
+        other._bare = False
+        other._layers = layers
+        other._scopes = None
+        other._scopes_lock = self._scopes_lock
+        return other
+
+    def joined(self, tools: Mapping[str, Tool], *, scope: Hashable) -> Dispatcher:
+        """A dispatcher of this one's tools and ``tools`` (a client's own, for one run; a name
+        of this one's wins): a call to one of this one's tools goes through this one's chain
+        (its breakers, its rate limits, whoever calls), a call to one of ``tools`` through a
+        chain of the same settings whose state is ``scope``'s, kept here across runs (a
+        client's own tools never open another client's circuit, nor spend its rate). At most
+        :data:`_MAX_SCOPES` scopes are kept, the least recently used dropped first."""
+        with self._scopes_lock:
+            if self._scopes is None:
+                self._scopes = OrderedDict()
+            kept = self._scopes.pop(scope, None)
+            if kept is None:
+                kept = self.sharing({})
+                kept._layers = None  # its own state, built on its first call
+                if len(self._scopes) >= _MAX_SCOPES:
+                    self._scopes.popitem(last=False)
+            self._scopes[scope] = kept
+        return _JoinedDispatcher(self, kept.sharing(JoinedTools(self._tools, tools)))
+
+    def _made_layers(self) -> list[DispatchMiddleware]:
+        if self._layers is None:
+            self._layers = self._new_layers()
+        return self._layers
 
     def _build(self) -> DispatchFunc:
+        chain = self._made_layers()
+        if not chain:  # nothing between logging and recovery: recovery and the tool, one await
+            self._chain = self._execute_recovered
+            self._bare = True
+            return self._chain
+        self._chain = _chain(self._execute_tool, [*chain, recovery_middleware])
+        return self._chain
+
+    def _new_layers(self) -> list[DispatchMiddleware]:
+        """The configured layers between logging and recovery, each with its state."""
         timeout, circuit_breaker, retry, rate_limit, middlewares, hooks, clock = self._settings
         hooks = _EVENT_HOOKS if hooks is None else merge_hooks(hooks, _EVENT_HOOKS)
         # Logging, the outermost layer, is :meth:`execute`'s own (it times every call anyway).
@@ -624,13 +680,7 @@ class Dispatcher:
                 )
             )
         chain.extend(middlewares)
-        if not chain:  # nothing between logging and recovery: recovery and the tool, one await
-            self._chain = self._execute_recovered
-            self._bare = True
-            return self._chain
-        chain.append(recovery_middleware)
-        self._chain = _chain(self._execute_tool, chain)
-        return self._chain
+        return chain
 
     def tool(self, name: str) -> Tool | None:
         """The tool registered under ``name``, or None."""
@@ -764,3 +814,28 @@ class Dispatcher:
         # process paused between the two clock reads a start taken first would need.
         started = datetime.fromtimestamp(time.time() - duration, UTC)
         return tool_result(call, content, error, duration, started)
+
+
+# The scopes of :meth:`Dispatcher.joined` whose state a dispatcher keeps (a client's tools'
+# breakers and rate limits, one set per client seen lately).
+_MAX_SCOPES = 4096
+
+
+class _JoinedDispatcher(Dispatcher):
+    """:meth:`Dispatcher.joined`: a call to one of ``own``'s tools goes to ``own``, any other
+    to ``extra`` (whose tools are both's: a name in neither is told with every name)."""
+
+    def __init__(self, own: Dispatcher, extra: Dispatcher) -> None:
+        # Not Dispatcher.__init__: this one only routes, each side has its chain.
+        self._own = own
+        self._extra = extra
+        self._tools = extra._tools
+
+    def tool(self, name: str) -> Tool | None:
+        return self._extra.tool(name)
+
+    async def execute(
+        self, call: ToolCall, *, validated: dict[str, Any] | None = None
+    ) -> ToolResult:
+        side = self._own if call.name in self._own._tools else self._extra
+        return await side.execute(call, validated=validated)

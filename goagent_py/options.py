@@ -35,7 +35,7 @@ from goagent_py.guardrails import InputGuardrail, OutputGuardrail
 from goagent_py.hooks import Hooks, ToolResult, merge_hooks
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol, WritePolicy
 from goagent_py.messages import Message, ToolCall
-from goagent_py.output import OutputSpec, OutputValidator
+from goagent_py.output import FINAL_RESULT_TOOL, OutputSpec, OutputValidator
 from goagent_py.provider import CompletionRequest, OutputMode, Provider, ThinkingConfig
 from goagent_py.resilience import PerTool, RetryPolicy
 from goagent_py.tools import FunctionTool, Tool, _name_of
@@ -436,12 +436,23 @@ class AgentOptions:
                 )
         if output_type is str and not validators:
             return None
-        return OutputSpec(
+        spec: OutputSpec[Any] = OutputSpec(
             output_type,
             mode=self.output_mode,
             retries=self.output_retries,
             validators=validators,
         )
+        if not spec.is_text and spec.mode in (None, "tool"):
+            # The output tool would be a second tool of that name: vendors refuse the request,
+            # and the model's call to the user's tool would be taken for the answer.
+            clash = [t for t in self.tools if _name_of(t) == FINAL_RESULT_TOOL]
+            if clash:
+                raise ConfigurationError(
+                    f"tool {FINAL_RESULT_TOOL!r}: a typed output in tool mode gives the model a "
+                    "tool of that name; rename yours (@tool(name=...)), or use "
+                    "output_mode='native' or 'prompted'"
+                )
+        return spec
 
     def _said_dispatch(self, name: str, value: object) -> str:
         setting = _DISPATCH_SETTING.get(name, name)

@@ -234,7 +234,11 @@ class OutputSpec(Generic[Out]):
                 f"Call this with your final answer; it ends the run. {self.description}",
                 self.schema,
             )
-            request.tools = [*request.tools, definition]
+            # The name is the output's: a server's tool of that name is left out (the agent
+            # refuses its own when it is built, AgentOptions.output_spec), so the request never
+            # holds two tools of one name and no call to it is taken for the answer.
+            kept = [t for t in request.tools if t.name != FINAL_RESULT_TOOL]
+            request.tools = [*kept, definition]
         elif mode == "native":
             request.output = OutputFormat(self.name, self.schema, self.description)
         else:

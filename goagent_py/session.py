@@ -35,6 +35,7 @@ from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 from goagent_py._cancel import failed, stray
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
+from goagent_py._prompt import to_messages
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
@@ -42,7 +43,7 @@ from goagent_py._transcript import (
     repair_transcript,
     waiting_at,
 )
-from goagent_py.agent import _UNSET, Agent, Prompt, to_messages
+from goagent_py.agent import _UNSET, Agent, Prompt
 from goagent_py.approvals import ToolDecision, decision_hint, pending_of, record_of
 from goagent_py.errors import ApprovalPendingError, ConfigurationError, SessionBusyError
 from goagent_py.events import AbortRequested, AgentEnd, AgentEvent, CompactionEvent, QueueUpdate

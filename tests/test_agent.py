@@ -41,6 +41,8 @@ from goagent_py import (
     with_provider,
     with_tool,
 )
+from goagent_py._recall import turn_of
+from goagent_py.memory.base import MEMORY_TURN_KEY
 from goagent_py.testing import (
     FunctionProvider as _FunctionProvider,
 )
@@ -381,9 +383,13 @@ async def test_history_order_recall_block_then_short_term_then_prompt(
     assert ltm.queries == [([TextBlock("what is my cat called?")], 5, "alice")]
     # the recall block is never persisted
     assert stm.appends[0][0] == user_message("what is my cat called?")
-    assert ltm.stored == [
-        ([user_message("what is my cat called?"), assistant_message("ok")], "alice")
-    ]
+    # The user's words are handed with the turn they were said in (docs/memory.md,
+    # "Corrections of the last answer"): what a later correction follows.
+    (([said, answered], session),) = ltm.stored
+    assert said.text == "what is my cat called?"
+    assert answered == assistant_message("ok")
+    assert said.metadata == {MEMORY_TURN_KEY: turn_of(said)}
+    assert session == "alice"
 
 
 async def test_recalled_text_cannot_close_the_block_early(make_agent: MakeAgent) -> None:

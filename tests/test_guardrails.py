@@ -181,7 +181,7 @@ async def test_a_model_guardrail_asks_a_model_and_trips_on_block() -> None:
     assert result.text == "Boil it."
     asked = judge.requests[0]
     assert "Only questions about cooking." in asked.system_prompt
-    assert asked.messages[-1].text == "Who won the match?"
+    assert asked.messages[-1].text == "<text>\nWho won the match?\n</text>"  # data, enclosed
     assert asked.tools == []
 
 

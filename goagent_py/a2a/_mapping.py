@@ -28,7 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from goagent_py._prompt import to_messages
 from goagent_py.a2a._sdk import require
+from goagent_py.errors import InvalidInputError
 from goagent_py.events import AgentEvent, ToolExecutionStart, TurnStart
 from goagent_py.messages import (
     DOCUMENT_MEDIA_TYPES,
@@ -141,10 +143,12 @@ def blocks_of(message: Any) -> list[ContentBlock]:
         raise _errors().InvalidParamsError(
             "the A2A message has no parts: send at least one text part"
         )
-    if all(isinstance(b, TextBlock) and not b.text.strip() for b in blocks):
+    try:
+        to_messages(blocks, "the A2A message")  # the rule every run's prompt follows
+    except InvalidInputError:
         raise _errors().InvalidParamsError(
             "the A2A message's text is empty: send the task or question in a text part"
-        )
+        ) from None
     return blocks
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import inspect
 import json
 import logging
@@ -52,6 +53,7 @@ from goagent_py.memory._clients import (
     clients_stored,
     forget_client,
     recall_key,
+    sweeping,
     unkeyable,
 )
 from goagent_py.messages import ContentBlock, StopReason, TextBlock
@@ -65,8 +67,6 @@ AgentFactory = Callable[[str], Agent | Awaitable[Agent]]
 
 # How long a CancelTask waits for the aborted run to wind down before the SDK cancels it.
 _CANCEL_GRACE = 10.0
-# Messages sent without a context whose context is remembered (for one sent again so).
-_CONTEXTLESS = 4096
 _LOG = logging.getLogger(__name__)
 
 
@@ -85,9 +85,26 @@ class _Claim:
     """A message being answered: a copy of it (the same context and message id) waits for
     ``settled`` and is then answered from its record."""
 
-    key: tuple[str, str]  # the context id as sent ("" when none was) and the message id
+    key: tuple[str, str]  # the context id and the message id
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     taken: bool = False  # a task's run took it (that run settles it, whatever the request does)
+
+
+@dataclass(slots=True, eq=False)
+class _FactoryAgent:
+    """A factory's agent as one context holds it: closed when the last context holding it is
+    dropped (a factory may give several contexts one agent; ``held`` counts them by agent)."""
+
+    agent: Agent
+    held: dict[int, int]
+
+    async def aclose(self) -> None:
+        key = id(self.agent)
+        left = self.held.pop(key, 1) - 1
+        if left > 0:
+            self.held[key] = left
+        else:
+            await self.agent.aclose()
 
 
 @dataclass(slots=True, eq=False)
@@ -95,7 +112,7 @@ class _Context:
     """A context's conversation, and what was opened for it (closed when it is dropped)."""
 
     session: Session
-    opened: ClientAgent | None = None
+    opened: ClientAgent | _FactoryAgent | None = None
     # Tasks that took this context and have not ended: it is never dropped under them (between
     # taking it and the run's start there are awaits, and another context may come).
     users: int = 0
@@ -122,13 +139,14 @@ class _Runner:
         # A context is one conversation, never another context's; kept past a context's
         # eviction, as its stored conversation is.
         self._owners = ConversationOwners()
+        # How many kept contexts hold each factory agent (by id): closed with the last one.
+        self._held: dict[int, int] = {}
         self._running: dict[str, _Running] = {}
         self._building = asyncio.Lock()
         # How each message's run ended, to answer it again when it is sent again (docs/a2a.md,
         # "A message sent again"), and the messages being answered now.
         self._sent = SentMessages(agent)
         self._answering: dict[tuple[str, str], _Claim] = {}
-        self._contextless: OrderedDict[str, str] = OrderedDict()
         # When each context was last used: the idle ones are forgotten (docs/a2a.md, "How long
         # a context is kept").
         self.ledger = ClientLedger(forget_after=forget_after, max_kept=max_kept)
@@ -138,12 +156,7 @@ class _Runner:
         """The context's conversation, held for the caller (``users``, and on the ledger)
         until it lets go (:meth:`_let_go`)."""
         async with self._building:
-            if not self._met:  # what a server on this storage met before a restart
-                self._met = True
-                agent = self._agent
-                if isinstance(agent, Agent):
-                    self.ledger.met(await clients_stored(agent, "a2a"))
-                self.ledger.met(await self._sent.stored())
+            await self._meet()
             self.ledger.hold(client_key(context_id))
             try:
                 await self._forget(self.ledger.due())
@@ -151,6 +164,23 @@ class _Runner:
             except BaseException:
                 self.ledger.release(client_key(context_id))
                 raise
+
+    async def _meet(self) -> None:
+        """Put on the ledger, once, what a server on this storage met before a restart (call it
+        holding ``_building``)."""
+        if self._met:
+            return
+        self._met = True
+        agent = self._agent
+        if isinstance(agent, Agent):
+            self.ledger.met(await clients_stored(agent, "a2a"))
+        self.ledger.met(await self._sent.stored())
+
+    async def sweep(self) -> None:
+        """Forget the contexts due now, with no message arriving (the app's periodic sweep)."""
+        async with self._building:
+            await self._meet()
+            await self._forget(self.ledger.due())
 
     async def _forget(self, keys: list[str]) -> None:
         """Delete what is kept of the contexts ``keys`` (none holds a task): their conversation
@@ -190,7 +220,8 @@ class _Runner:
                 if not isinstance(agent, Agent):
                     raise ConfigurationError("the agent factory must return an Agent")
                 self._claim(context_id, agent)
-                found = _Context(Session(agent))
+                self._held[id(agent)] = self._held.get(id(agent), 0) + 1
+                found = _Context(Session(agent), _FactoryAgent(agent, self._held))
         found.users += 1
         self._sessions[context_id] = found  # most recently used last
         dropped = self._evict()
@@ -231,7 +262,7 @@ class _Runner:
         while (answering := self._answering.get(key)) is not None:
             await answering.settled.wait()
         answering = self._answering[key] = _Claim(key)
-        context_id = message.context_id or self._contextless.get(message_id, "")
+        context_id = message.context_id  # "" only for a task the SDK does not know: refused
         try:
             found = await self._sent.find(context_id, message_id) if context_id else None
         except BaseException:
@@ -249,13 +280,12 @@ class _Runner:
         if answering is not None and not answering.taken:
             self._settle(answering)
 
-    def _take(self, message: Any, context_id: str) -> _Claim | None:
+    def _take(self, message: Any) -> _Claim | None:
         """The task's run takes the answering of its message (see :meth:`sent_before`)."""
-        for key in ((message.context_id, message.message_id), ("", message.message_id)):
-            answering = self._answering.get(key)
-            if answering is not None and not answering.taken:
-                answering.taken = True
-                return answering
+        answering = self._answering.get((message.context_id, message.message_id))
+        if answering is not None and not answering.taken:
+            answering.taken = True
+            return answering
         return None
 
     def _settle(self, answering: _Claim | None) -> None:
@@ -265,15 +295,8 @@ class _Runner:
             del self._answering[answering.key]
         answering.settled.set()
 
-    async def _record(
-        self, message: Any, context_id: str, sent: Sent, answering: _Claim | None
-    ) -> None:
+    async def _record(self, message: Any, context_id: str, sent: Sent) -> None:
         """Keep how ``message``'s run ended, to answer it so when it is sent again."""
-        if answering is not None and not answering.key[0]:  # sent without its context
-            self._contextless[message.message_id] = context_id
-            self._contextless.move_to_end(message.message_id)
-            while len(self._contextless) > _CONTEXTLESS:
-                self._contextless.popitem(last=False)
         try:
             await self._sent.keep(context_id, message.message_id, sent)
         except Exception as exc:  # the answer went out: only a copy of it would run again
@@ -327,7 +350,7 @@ class _Runner:
             # Admitted in a race with other messages: the same error, through the SDK.
             raise busy_error(len(self._running))
         running = self._running[task_id] = _Running()  # counted before the first await
-        answering = self._take(context.message, context_id)
+        answering = self._take(context.message)
         taken: _Context | None = None
         let_go = False
 
@@ -340,7 +363,7 @@ class _Runner:
             let_go = True
             try:
                 if sent is not None and context.message.message_id:
-                    await self._record(context.message, context_id, sent, answering)
+                    await self._record(context.message, context_id, sent)
             finally:
                 if taken is not None:
                     taken.users -= 1
@@ -521,6 +544,7 @@ def _request_handler(runner: _Runner, **settings: Any) -> Any:
 
     class _Handler(handlers.DefaultRequestHandler):  # type: ignore[misc]
         async def on_message_send(self, params: Any, context: Any) -> Any:
+            await self._in_its_context(params.message, context)
             found = await runner.sent_before(params.message)
             if found is not None:  # sent again: answered as it was, not run again
                 return await self._answered(params.message, *found, context)
@@ -532,6 +556,7 @@ def _request_handler(runner: _Runner, **settings: Any) -> Any:
                 raise
 
         async def on_message_send_stream(self, params: Any, context: Any) -> AsyncIterator[Any]:
+            await self._in_its_context(params.message, context)
             found = await runner.sent_before(params.message)
             if found is not None:
                 yield await self._answered(params.message, *found, context)
@@ -543,6 +568,20 @@ def _request_handler(runner: _Runner, **settings: Any) -> Any:
             except BaseException:
                 runner.not_taken(params.message)
                 raise
+
+        async def _in_its_context(self, message: Any, call: Any) -> None:
+            """Name the context of a message sent without one: its task's (a reply naming
+            only the task it answers), or one made of the message itself (see
+            :func:`contextless_id`), so that a copy sent again is found in the same context by
+            any server on the same storage (the SDK made a random one per copy)."""
+            if message.context_id:
+                return
+            if message.task_id:  # a task the store does not have: the SDK says so
+                kept = await self.task_store.get(message.task_id, call)
+                if kept is not None:
+                    message.context_id = kept.context_id
+            elif message.message_id:
+                message.context_id = contextless_id(message)
 
         async def _answered(self, message: Any, context_id: str, sent: Sent, call: Any) -> Any:
             """The task that answered ``message`` before: as the task store keeps it, or
@@ -682,7 +721,9 @@ def a2a_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         try:
-            yield
+            # An idle server forgets too (docs/a2a.md, "How long a context is kept").
+            async with sweeping(runner.sweep, runner.ledger, what="a2a"):
+                yield
         finally:
             try:
                 await handler.aclose()
@@ -722,6 +763,19 @@ async def run_a2a(
 
 
 _WENT_ON = "the user sent a new message instead of deciding on this call"
+
+
+def contextless_id(message: Any) -> str:
+    """The context of a message sent without one (and without a task): ``msg-`` and a digest
+    of its id and its parts. A copy sent again names the same context wherever it arrives (a
+    restarted server, another worker on the same storage), so its record there is found; a
+    message that reuses the id for something else (another client's "1") is another context,
+    never given the first one's answer (docs/a2a.md, "A message sent again")."""
+    digest = hashlib.sha256(message.message_id.encode("utf-8", "surrogatepass"))
+    for part in message.parts:
+        digest.update(b"\x1f")
+        digest.update(part.SerializeToString(deterministic=True))
+    return "msg-" + digest.hexdigest()[:32]
 
 
 def answered_task(message: Any, context_id: str, sent: Sent) -> Any:

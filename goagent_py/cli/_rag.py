@@ -15,6 +15,7 @@ honest "not in the documents".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import itertools
 import operator
@@ -111,6 +112,7 @@ class Loaded:
 
     documents: Iterator[Document]
     folders: list[str]  # the source prefixes of the folders given, "" for the root itself
+    root: Path = field(default_factory=Path.cwd)  # what the sources are relative to
     planned: int = 0  # the files to read (some may be skipped)
     sources: set[str] = field(default_factory=set)  # of the documents read so far
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
@@ -158,7 +160,7 @@ def load_paths(paths: list[str], root_arg: str | None, *, max_bytes: int | None 
             planned += 1
         else:
             raise OSError(errno.EINVAL, "not a regular file or a folder", raw)
-    loaded = Loaded(iter(()), folders, planned, skipped=skipped)
+    loaded = Loaded(iter(()), folders, root, planned, skipped=skipped)
     loaded.documents = _noted(itertools.chain.from_iterable(parts), loaded)
     return loaded
 
@@ -195,11 +197,21 @@ def _noted(documents: Iterator[Document], loaded: Loaded) -> Iterator[Document]:
 
 
 def gone(indexed: list[str], loaded: Loaded) -> list[str]:
-    """The indexed sources inside a loaded folder that the folder no longer holds (once its
-    documents have been read)."""
+    """The indexed sources inside a loaded folder that the folder no longer holds, or that it
+    holds but could not read this time (once its documents have been read): their passages
+    are of a version that is gone.
+
+    Not "every source the folder's walk did not read": a file the walk does not take (a hidden
+    one, a suffix it does not read) was indexed by naming it, and is still there."""
+    unreadable = set()
+    for path, _ in loaded.skipped:
+        with contextlib.suppress(OSError, RuntimeError):  # a loop: no source, no record
+            unreadable.add(_source_of(path, loaded.root))
     stale = []
     for source in indexed:
         if source in loaded.sources:
+            continue
+        if source not in unreadable and _still_a_file(loaded.root, source):
             continue
         for folder in loaded.folders:
             inside = not folder or source.startswith(folder.rstrip("/") + "/")
@@ -208,6 +220,21 @@ def gone(indexed: list[str], loaded: Loaded) -> list[str]:
                 stale.append(source)
                 break
     return stale
+
+
+def _source_of(path: str, root: Path) -> str:
+    from goagent_py.rag.documents import source_key
+
+    return source_key(path, root)
+
+
+def _still_a_file(root: Path, source: str) -> bool:
+    """Whether the source still names a regular file (a link to one counts: the walk reads
+    links, each under its target's name)."""
+    try:
+        return (root / source).is_file()
+    except OSError:  # a loop, a name too long: no file there to read
+        return False
 
 
 async def index(args: argparse.Namespace, console: Console) -> int:

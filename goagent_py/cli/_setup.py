@@ -139,21 +139,36 @@ def _finish_loads() -> None:
         os._exit(1)
 
 
-def _background(load: Callable[[], Any]) -> Callable[[], None]:
-    """``load`` for a background thread: a failure is left to the call that needs the model,
-    which loads again on the embedder's lock and reports it where the user sees it (the thread
-    printed its traceback into the middle of the chat)."""
+class _Load(threading.Thread):
+    """A model load in a daemon thread, registered in :data:`_LOADS`.
 
-    def run() -> None:
+    A failure is kept in :attr:`failure` for the call that needs the model, which reports it
+    where the user sees it (the thread printed its traceback into the middle of the chat).
+    """
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        super().__init__(name="goagent-embedder-load", daemon=True)
+        self._load = load
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
         try:
-            load()
-        except BaseException as exc:  # reported again by the foreground load
+            self._load()
+        except BaseException as exc:  # reported by wait_loaded, or by the next _load call
             _log.debug("background load failed: %r", exc)
+            self.failure = exc
 
-    return run
+
+def _start_load(load: Callable[[], Any]) -> _Load:
+    thread = _Load(load)
+    if not _LOADS:
+        atexit.register(_finish_loads)
+    _LOADS.append(thread)
+    thread.start()
+    return thread
 
 
-def load_in_background(embedder: Any) -> threading.Thread | None:
+def load_in_background(embedder: Any) -> _Load | None:
     """Load ``embedder``'s model in a daemon thread while the user types.
 
     Not in the event loop's executor: quitting right after start must not wait for the load
@@ -169,12 +184,7 @@ def load_in_background(embedder: Any) -> threading.Thread | None:
     # name 'NDArray' from partially initialized module 'numpy._typing'").
     with contextlib.suppress(ImportError):
         importlib.import_module("numpy")
-    thread = threading.Thread(target=_background(load), name="goagent-embedder-load", daemon=True)
-    if not _LOADS:
-        atexit.register(_finish_loads)
-    _LOADS.append(thread)
-    thread.start()
-    return thread
+    return _start_load(load)
 
 
 async def wait_loaded(thing: Any) -> None:
@@ -185,20 +195,26 @@ async def wait_loaded(thing: Any) -> None:
     ``asyncio.run`` joins on the way out: a Ctrl-C while it loaded waited for the whole load
     (``rag index`` sat for the seconds of the embedder's load). Loaded here, the command ends
     at once through :func:`exit_if_loading` (exit 130, nothing more written). A failed load
-    raises here: ``_load`` is called again once the thread ended (at once when it loaded; the
-    background thread keeps its failure to itself). A ``thing`` without ``_load`` is loaded
-    by its own ``load()`` when it has one (nothing otherwise: a vendor's model).
+    is tried once more, in a registered load thread too (a Ctrl-C during the second try must
+    also leave through :func:`exit_if_loading`), and its failure raised here. A ``thing``
+    without ``_load`` is loaded by its own ``load()`` when it has one (nothing otherwise: a
+    vendor's model).
     """
     from goagent_py._workers import run_named
 
     thread = load_in_background(thing)
-    if thread is not None:
-        await run_named("load-wait", thread.join)
-        await run_named("load", thing._load)
+    if thread is None:
+        load = getattr(thing, "load", None)
+        if callable(load):
+            await load()
         return
-    load = getattr(thing, "load", None)
-    if callable(load):
-        await load()
+    await run_named("load-wait", thread.join)
+    if thread.failure is None:
+        return
+    again = _start_load(thing._load)
+    await run_named("load-wait", again.join)
+    if again.failure is not None:
+        raise again.failure
 
 
 def exit_if_loading(code: int) -> None:

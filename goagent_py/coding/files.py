@@ -495,6 +495,7 @@ class FileToolkit:
     async def write(self, args: dict[str, Any]) -> str:
         """write_file: create or replace a file with ``content``."""
         path, content = args["path"], args["content"]
+        _refuse_folder_path(path)
         resolved = self._approved(path)
 
         try:
@@ -519,6 +520,7 @@ class FileToolkit:
         """edit_file: replace ``old_string`` (exactly once, or every time) with ``new_string``."""
         path, old, new = args["path"], args["old_string"], args["new_string"]
         replace_all = bool(args.get("replace_all", False))
+        _refuse_folder_path(path)
         resolved = self._approved(path)
         if not old:
             raise CodingToolError("old_string is empty; use write_file to create a file")
@@ -834,6 +836,7 @@ class FileToolkit:
         for tool in tools:
             tool.check = self.check_path
             if tool.mutating:
+                tool.check = self._check_file_path
                 tool.reserve = self.reserve
                 tool.planned = self.planned
             tool.rule_path = self.rule_path
@@ -861,6 +864,14 @@ class FileToolkit:
             raise CodingToolError(f"path {path!r}: {exc.reason}") from exc
         except OSError:
             return  # a link changing while it was read: the tool's open decides
+
+    def _check_file_path(self, args: dict[str, Any]) -> None:
+        """:meth:`check_path`, and a path ending in a slash refused: it names a folder, and a
+        write to it made a file of the folder's name."""
+        self.check_path(args)
+        path = args.get("path")
+        if isinstance(path, str):
+            _refuse_folder_path(path)
 
     def rule_path(self, path: str) -> str:
         """The path a rule is checked on: ``path`` resolved (``.//a``, ``./a`` and a symlink to
@@ -901,6 +912,14 @@ class FileToolkit:
         if task is not None:  # as the queue's place: gone with the task that took it
             task.add_done_callback(lambda _: release())
         return release
+
+
+def _refuse_folder_path(path: str) -> None:
+    if path.rstrip().endswith(("/", "\\")) and path.strip(" ./\\"):
+        raise CodingToolError(
+            f"{path}: the path ends with a slash, so it names a folder; give the file's name "
+            "(a file's folders are made as it is written)"
+        )
 
 
 def _running_key() -> str:

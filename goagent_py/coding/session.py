@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a database (they hold its latest writes)."""
+
+
 def _last_file(db: Path, root: Path) -> Path:
     key = hashlib.sha256(str(root).encode()).hexdigest()[:12]
     return db.with_name(f"{db.name}.last-{key}")
@@ -328,7 +332,10 @@ async def open_session(
     )
     explore.mutating = False  # type: ignore[attr-defined]  # its agent has read-only tools only
     boxed = _sandbox_choice(getattr(ns, "sandbox", "off"), write)
-    shell = shell_tool(root, allow_shell=ns.shell, sandbox=boxed, hide=[db.parent])
+    # The database's folder, and its own files: a folder that is the root is never hidden
+    # (it would empty the workspace), and a database kept in the root was then not hidden at all.
+    db_files = [db, *(Path(f"{db}{suffix}") for suffix in _SQLITE_SIDE_FILES), last]
+    shell = shell_tool(root, allow_shell=ns.shell, sandbox=boxed, hide=[db.parent, *db_files])
     all_tools: list[Tool] = [*files, shell, explore, *tools]
     mcp_servers = []
     if ns.mcp:

@@ -31,13 +31,17 @@ from goagent_py._call_gates import (
     after_call,
     checked_arguments,
     gate_reason,
+    let_go,
     moved_reason,
     prepared_call,
     resolved_path,
+    take_place,
     with_arguments,
 )
+from goagent_py._describe import described
 from goagent_py._generation import expect_generation, generation_read
 from goagent_py._metadata_keys import CLAIM_KEY, DECISIONS_KEY, PENDING_KEY
+from goagent_py._recall import handed
 from goagent_py._transcript import error_result, repair_transcript, truncate_content
 from goagent_py.approvals import RunContext, record_of, waits_under
 from goagent_py.dispatch import Dispatcher, error_text, timeout_middleware
@@ -56,7 +60,12 @@ from goagent_py.mcp.errors import (
     MCPServerRestartedError,
     MCPToolUnavailableError,
 )
-from goagent_py.memory.base import UpdatableMemory
+from goagent_py.memory.base import (
+    MEMORY_FOLLOWS_KEY,
+    MEMORY_RECALLED_KEY,
+    MEMORY_TURN_KEY,
+    UpdatableMemory,
+)
 from goagent_py.memory.consolidation import collect_consolidations
 from goagent_py.memory.long_term import LongTermMemory
 from goagent_py.messages import (
@@ -117,6 +126,16 @@ Activity = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 _RANGE_MIN = 64  # fewer leading messages than this stay one stand-in each
+# What the workflow's loop hands with a turn's user message (goagent_py._recall.handed).
+_TURN_CONTEXT = (MEMORY_RECALLED_KEY, MEMORY_FOLLOWS_KEY, MEMORY_TURN_KEY)
+
+
+def _last_prompt(messages: list[Message]) -> int:
+    """Where the last turn of ``messages`` begins (its user prompt); 0 when none does."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role is Role.USER and not messages[i].tool_call_id:
+            return i
+    return 0
 
 
 def _closed_prefix(messages: list[Message]) -> int:
@@ -555,6 +574,17 @@ class _AgentActivities:
         return out
 
     async def _run_call(self, call: ToolCall, data: dict[str, Any]) -> ToolResult:
+        """One call, holding its place in its tool's line (a file's write queue: see
+        :func:`take_place`) from before anything can delay it until it ends, as in a plain
+        run: the approved file is checked, and written, in that place."""
+        release = take_place(self.dispatcher.tool(call.name), call)
+        try:
+            return await self._run_checked(call, data)
+        finally:
+            if release is not None:
+                let_go(release, self.options.logger)
+
+    async def _run_checked(self, call: ToolCall, data: dict[str, Any]) -> ToolResult:
         o = self.options
         if o.prepare_arguments is not None:
             # As in a plain run: the repair comes first, and its failure is the model's to read.
@@ -778,7 +808,9 @@ class _AgentActivities:
             # By reference (issue 30): the history stays here; the workflow gets stand-ins,
             # and (where the run asks for it) one for the closed turns that lead the window.
             digests = [history_digest(m) for m in messages]
-            closed = _closed_prefix(messages) if data.get("ranges") else 0
+            # The last turn is never in the range: its answer's stand-in carries what the
+            # next turn's facts follow (goagent_py._recall: the memories it used, its turn).
+            closed = _closed_prefix(messages[: _last_prompt(messages)]) if data.get("ranges") else 0
             shown = [range_stand_in(digests[:closed])] if closed else []
             shown += [stand_in(m, d) for m, d in zip(messages, digests, strict=True)][closed:]
             out = {
@@ -860,7 +892,9 @@ class _AgentActivities:
     async def _store(self, memory: Any, data: dict[str, Any]) -> None:
         try:
             if memory is not None:
-                messages = messages_from_text(data["messages"])
+                messages = await self._chosen(messages_from_text(data["messages"]))
+                if messages is None:
+                    return
                 session = str(data["session"])
                 key = data.get("key")
                 store_once = getattr(memory, "store_once", None)
@@ -879,6 +913,32 @@ class _AgentActivities:
                     await _heartbeating(memory.store(messages, session=session))
         except Exception as exc:
             raise self._fail(exc, "long-term memory store") from exc
+
+    async def _chosen(self, turn: list[Message]) -> list[Message] | None:
+        """What the agent's write policy keeps of ``turn`` (the workflow sends the user's
+        message and the answer, each turn whole: the policy is user code, so it runs here),
+        handed with the turn's context as a plain run hands it (:func:`handed`). None: the
+        policy keeps nothing, or failed (logged, as in a plain run: nothing is stored)."""
+        policy = self.options.write_policy
+        users = [m for m in turn if m.role is Role.USER]
+        answers = [m for m in turn if m.role is Role.ASSISTANT]
+        if policy is None or len(users) != 1 or len(answers) != 1:
+            return turn
+        said = users[0]
+        context = {k: v for k, v in said.metadata.items() if k in _TURN_CONTEXT}
+        plain = replace(said, metadata={k: v for k, v in said.metadata.items()
+                                        if k not in _TURN_CONTEXT})  # fmt: skip
+        try:
+            chosen = policy(plain, answers[0])
+            if inspect.isawaitable(chosen):
+                chosen = await _heartbeating(chosen)
+        except Exception as exc:
+            self.options.logger.warning("write policy failed; nothing stored: %s", described(exc))
+            return None
+        if chosen is None:
+            return None
+        turn_id = context.pop(MEMORY_TURN_KEY, None)
+        return handed(list(chosen), context, turn_id if isinstance(turn_id, str) else None)
 
     async def check_deps(self, data: dict[str, Any]) -> dict[str, Any]:
         """Resolve the run's deps spec once, when the run starts (the live deps are dropped)."""
@@ -951,7 +1011,20 @@ class _Worker(Worker):
         # drops them once the worker is gone (_span_ledger.py).
         if self.is_running:
             await self._end_closed_runs()
+            self._evict_held()
         await super().shutdown()
+
+    def _evict_held(self) -> None:
+        """Evict every run this worker still holds, traced or not (before Temporal's shutdown,
+        which hands out the evictions before it ends the workflow worker's polls): each run's
+        loop then ends on its own workflow thread, in its own context, as any eviction ends
+        it. A run the server closed from outside is never evicted by Temporal, and once the
+        worker was dropped the garbage collector closed its coroutines wherever it ran next:
+        their ``finally`` blocks raised and logged there (a context variable reset in another
+        context, a memory append with no event loop). A run still going on is replayed by the
+        next worker that picks it up, as after any eviction."""
+        for run_id in list(getattr(self._workflow_worker, "_running_workflows", None) or ()):
+            self._evict(run_id)
 
     async def _end_closed_runs(self) -> None:
         if self._telemetry is None or self._swept:
@@ -966,7 +1039,12 @@ class _Worker(Worker):
 
     def _evict(self, run_id: str) -> None:
         # Temporal's Worker has no public eviction: its core worker's, which it evicts with.
-        self._bridge_worker.request_workflow_eviction(run_id)
+        try:
+            self._bridge_worker.request_workflow_eviction(run_id)
+        except Exception as exc:  # a run the worker no longer holds, a core shutting down
+            logging.getLogger("goagent_py.durable").debug(
+                "could not evict workflow run %s: %s", run_id, exc
+            )
 
     async def run(self) -> None:
         try:

@@ -27,6 +27,7 @@ from goagent_py.errors import (
     ToolError,
     ToolTimeoutError,
 )
+from goagent_py.memory.base import MEMORY_RECALLED_KEY, MEMORY_TURN_KEY
 from goagent_py.messages import ContentBlock, Message, Role, StopReason, ToolCall, Usage
 from goagent_py.messages import messages_from_json as _from_json
 from goagent_py.messages import messages_to_json as _to_json
@@ -40,6 +41,7 @@ MEMORY_ID_KEY = "goagent.memory_id"
 A memory with ``store_once(key, messages, *, session)`` gets the key ``<run id>:store:<n>``
 instead."""
 
+_ANSWER_CONTEXT = (MEMORY_RECALLED_KEY, MEMORY_TURN_KEY)
 HISTORY_REF_KEY = "goagent.ref"
 """The metadata key of a stand-in: a history message that stays on the workers (issue 30).
 
@@ -168,11 +170,16 @@ def stand_in(message: Message, digest: str) -> Message:
     """The workflow's stand-in for a history message (see :data:`HISTORY_REF_KEY`).
 
     A message whose calls wait for decisions keeps its calls' arguments and its wait
-    (``goagent.pending``): the loop refuses a new prompt on it, and a resume runs those calls."""
+    (``goagent.pending``): the loop refuses a new prompt on it, and a resume runs those calls.
+    An answer keeps what it recorded of its turn (the memories it was given, the turn's id:
+    ``goagent_py._recall``), which the next turn hands with its facts."""
     waiting = message.metadata.get(PENDING_KEY)
     metadata: dict[str, Any] = {HISTORY_REF_KEY: digest}
     if waiting is not None:
         metadata[PENDING_KEY] = waiting
+    for key in _ANSWER_CONTEXT:
+        if key in message.metadata:
+            metadata[key] = message.metadata[key]
     return Message(
         message.role,
         [],

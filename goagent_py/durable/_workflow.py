@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Sequence
+import posixpath
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -32,6 +33,7 @@ from goagent_py._cancel import run_cancelled
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._metadata_keys import DECISIONS_KEY
+from goagent_py._prompt import to_messages
 from goagent_py._transcript import closing_tail
 from goagent_py.agent import Agent
 from goagent_py.approvals import (
@@ -52,6 +54,7 @@ from goagent_py.errors import (
     ConversationClearedError,
     GoAgentError,
     GuardrailTripped,
+    InvalidInputError,
     MaxIterationsError,
     MemoryStoreError,
     NotPendingError,
@@ -113,6 +116,8 @@ CLOSING_APPEND_PATCH = "goagent.closing-append"
 GUARD_TAKEN_PATCH = "goagent.guard-taken"
 # The patch marker of a cancellation that closes the wait it landed in (durable11).
 CANCEL_CLOSES_WAIT_PATCH = "goagent.cancel-closes-wait"
+# The patch marker of steer and follow-up signals refused when their text is empty (durotel16).
+BLANK_SIGNAL_PATCH = "goagent.blank-signal-refused"
 _NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
 # Carried appends bigger than this are appended before the model call, not carried by it
 # (the run's new messages would otherwise cross twice: in the request and in the appends).
@@ -181,6 +186,10 @@ class _Calls:
         # The (path, file) each approved call is bound to, sent with its tool activity: the
         # worker refuses it when the path now leads elsewhere (approve15).
         self.bound: dict[str, tuple[str, str]] = {}
+        # The calls holding a place in a file's line, by the path they name, in call order:
+        # a queued tool's call runs its activity after those before it (see _ToolProxy.reserve).
+        self.lines: dict[str, list[asyncio.Future[None]]] = {}
+        self.ahead: dict[str, list[asyncio.Future[None]]] = {}
         self.checks = set(config.get("approval_checks", ()))
         self.last_message: Message | None = None
         self.short_term: _ShortTermProxy | None = None  # set by _agent_for
@@ -284,7 +293,11 @@ class _Calls:
             try:
                 return await next_call(call)
             finally:
-                self.call.reset(token)
+                if workflow.in_workflow():
+                    self.call.reset(token)
+                # else: a run its worker dropped unevicted (closed from outside, on a worker
+                # of yours), closed by the garbage collector in whatever context it runs in:
+                # nothing of ours to restore there.
 
         return run
 
@@ -368,6 +381,10 @@ class _ModelProxy:
     def __init__(self, calls: _Calls, session_id: str) -> None:
         self._calls = calls
         self._session = session_id
+        # What telemetry names the provider (``gen_ai.provider.name``; otel's
+        # ``provider_name_of`` reads it): the provider of the run's spec, by the prefix the
+        # workers' registry builds it under ("anthropic:...", "openai:..."), never this proxy.
+        self.provider_name = spec_provider(str(calls.config["provider"]))
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         calls = self._calls
@@ -434,6 +451,12 @@ class _ModelProxy:
         return response_from_data(out)
 
 
+def spec_provider(spec: str) -> str:
+    """The provider a spec names (``"anthropic:claude-..."`` -> ``"anthropic"``): its prefix,
+    which :class:`~goagent_py.durable.ProviderRegistry` resolves it by."""
+    return spec.partition(":")[0] or spec
+
+
 class _ToolProxy:
     """A tool whose ``execute`` is an activity: ``goagent.tool.<agent>.<tool>`` for the agent's
     own tools, ``goagent.mcp.call.<agent>.<server>`` for an MCP server's."""
@@ -456,6 +479,38 @@ class _ToolProxy:
         are the workers'): what the wait records (``_call_gates.resolved_path``)."""
         return self._calls.resolved.get(call.id, "")
 
+    def reserve(self, call: ToolCall) -> Callable[[], None] | None:
+        """Take ``call``'s place in its path's line (the loop calls this at the start of each
+        call's task, in the order the model gave the calls: ``_call_gates.take_place``): its
+        activity is started once the calls before it on that path have ended, so two writes
+        to one file in one batch reach the worker's write queue in call order, as in a plain
+        run. Only for a tool that queues its calls on the workers (``queued_tools``)."""
+        calls = self._calls
+        path = call.arguments.get("path")
+        if self._definition.name not in calls.config.get("queued_tools", ()):
+            return None
+        if not isinstance(path, str) or not path:
+            return None
+        # One line per file as the workflow can tell (it has no files to resolve against):
+        # "plan.md", "./plan.md" and "docs/../plan.md" are one line. Two names that only the
+        # worker's files make one (a symlink) are ordered by the worker's own write queue.
+        path = posixpath.normpath(path)
+        line = calls.lines.setdefault(path, [])
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        calls.ahead[call.id] = list(line)
+        line.append(mine)
+
+        def release() -> None:
+            calls.ahead.pop(call.id, None)
+            if not mine.done():
+                mine.set_result(None)
+            if mine in line:
+                line.remove(mine)
+            if not line and calls.lines.get(path) is line:
+                del calls.lines[path]
+
+        return release
+
     def bind_file(self, call: ToolCall, path: str, approved: str) -> None:
         """Send ``call``'s binding to the file it was approved on with its activity: the
         worker checks it where the file is (``_call_gates.moved_reason``)."""
@@ -465,6 +520,9 @@ class _ToolProxy:
         calls = self._calls
         name = self._definition.name
         call = calls.call.get() or ToolCall("", name, args)
+        ahead = calls.ahead.pop(call.id, None)
+        if ahead:  # the calls before it on its file: they end first (see reserve)
+            await asyncio.gather(*ahead)
         data: dict[str, Any] = {
             "tool": name,
             "call_id": call.id,
@@ -683,6 +741,11 @@ class _ShortTermProxy:
         return replace(found, metadata=metadata)
 
     async def append(self, *messages: Message) -> None:
+        if not workflow.in_workflow():
+            # A run its worker dropped unevicted (closed from outside), closed by the garbage
+            # collector: its workflow is gone and nothing can be stored from here (the next
+            # run of the session closes the turn it left open).
+            return
         if self._closing and not self._appends and list(messages) == self._closing:
             self._closing = []
             # A history recorded before the loop closed an open tail has no marker here and
@@ -1395,9 +1458,25 @@ class AgentWorkflow:
     @workflow.signal(name=STEER_SIGNAL)
     def steer(self, text: str) -> None:
         """Steer the running prompt: the message reaches the model at the loop's next drain
-        point (where the loop has a steering queue; otherwise it is only recorded)."""
+        point (where the loop has a steering queue; otherwise it is only recorded). An empty
+        message is refused (listed under ``refused`` by the state query), as a session's
+        ``steer`` refuses one."""
+        if self._blank(text, "steer"):
+            return
         self._steering.append(text)
         self._steer(text)
+
+    def _blank(self, text: str, signal: str) -> bool:
+        """Whether ``text`` breaks the rule every prompt follows (``to_messages``: not text,
+        or only whitespace); such a signal is refused, since a signal cannot raise to its
+        sender. (Histories from before the rule replay as they ran: the patch.)"""
+        try:
+            to_messages(text, f"the {signal} signal")
+        except (InvalidInputError, ConfigurationError) as exc:
+            if workflow.patched(BLANK_SIGNAL_PATCH):
+                self._refused.append(str(exc))
+                return True
+        return False
 
     def _steer(self, text: str) -> None:
         if self._control is not None:
@@ -1406,7 +1485,10 @@ class AgentWorkflow:
 
     @workflow.signal(name=FOLLOW_UP_SIGNAL)
     def follow_up(self, text: str) -> None:
-        """Queue a follow-up prompt: it runs when the current prompt is answered."""
+        """Queue a follow-up prompt: it runs when the current prompt is answered (an empty
+        one is refused, listed under ``refused`` by the state query)."""
+        if self._blank(text, "follow_up"):
+            return
         self._follow_ups.append(text)
 
     @workflow.signal(name=ABORT_SIGNAL)

@@ -26,13 +26,14 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from goagent_py._prompt import to_messages
 from goagent_py.agent import Agent
 from goagent_py.approvals import ToolDecision
 from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.guardrails import guardrail_name
 from goagent_py.memory.base import LongTermMemoryProtocol, ShortTermMemoryProtocol
 from goagent_py.memory.storage._parts import check_session_id
-from goagent_py.messages import ContentBlock, TextBlock
+from goagent_py.messages import ContentBlock
 from goagent_py.provider import Provider
 from goagent_py.results import PendingCall
 
@@ -232,6 +233,14 @@ class DurableAgent:
         ):
             if value <= 0:
                 raise ConfigurationError(f"DurableAgent: {label} must be > 0, got {value!r}")
+        if retry_interval > max_retry_delay:
+            # Temporal refuses such a retry policy when the first activity is scheduled: every
+            # run failed then (memory, model, tool), or hung on a workflow task retried forever.
+            raise ConfigurationError(
+                f"DurableAgent: retry_interval ({retry_interval!r} s) is longer than "
+                f"max_retry_delay ({max_retry_delay!r} s), the longest wait between two "
+                "attempts: raise max_retry_delay to at least retry_interval"
+            )
         if heartbeat_timeout is not None and heartbeat_timeout <= 0:
             raise ConfigurationError("DurableAgent: heartbeat_timeout must be > 0 or None")
         if max_attempts < 1 or payload_limit < 1:
@@ -355,6 +364,11 @@ class DurableAgent:
             # workers' check decides (the predicates and the policy are code).
             "approval_checks": _approval_checks(self.agent),
             "external_tools": _external_tools(self.agent),
+            # The tools that queue their calls by file (a file tool's writes, ``reserve``): in
+            # the workflow, a call of one waits for the earlier calls of the same batch on the
+            # same path, as a plain run's queue orders them; a run started without this key
+            # replays as it ran: unordered.
+            "queued_tools": _queued_tools(self.agent),
             "approval_timeout": o.approval_timeout,
             # The guardrails run on the workers, one activity each; only their names cross.
             "input_guardrails": [guardrail_name(g) for g in o.input_guardrails],
@@ -401,6 +415,8 @@ class DurableAgent:
                 costs"); with no such worker the request is not made.
 
         Raises:
+            InvalidInputError: the prompt is empty (text only, all whitespace); nothing
+                is started.
             SessionBusyError: ``exclusive`` and a run of this session is in progress.
         """
         import uuid
@@ -413,9 +429,7 @@ class DurableAgent:
                 raise ConfigurationError("DurableAgent.start: exclusive= sets the workflow id")
             workflow_id = f"{self.name}-{session_id}"
 
-        content = [TextBlock(prompt)] if isinstance(prompt, str) else list(prompt)
-        if not content:
-            raise ConfigurationError("DurableAgent.start: the prompt is empty")
+        content = prompt_content(prompt, "DurableAgent.start()")
         config = self.config()
         if approval_timeout is not None:
             if approval_timeout <= 0:
@@ -476,6 +490,7 @@ class DurableAgent:
         it stays the reference (docs/scaling-out.md, "What the caller gets").
 
         Raises:
+            InvalidInputError: the prompt is empty (text only, all whitespace).
             SessionBusyError: ``exclusive`` and a run of this session is in progress.
             DurableRunError: the run failed (its ``type`` names the error inside, e.g.
                 ``"ProviderError"`` or ``"MaxIterationsError"``).
@@ -567,11 +582,12 @@ class DurableAgent:
 
         Raises:
             ConfigurationError: called outside a Temporal workflow.
+            InvalidInputError: the prompt is empty (text only, all whitespace).
         """
         from ._workflow import run_in_workflow
 
         check_session_id(session_id, "DurableAgent.run")
-        content = [TextBlock(prompt)] if isinstance(prompt, str) else list(prompt)
+        content = prompt_content(prompt, "DurableAgent.run()")
         return DurableResult.from_data(
             await run_in_workflow(
                 self.config(),
@@ -594,6 +610,24 @@ class DurableAgent:
         return f"DurableAgent(name={self.name!r}, provider={self.provider!r})"
 
 
+def prompt_content(prompt: str | list[ContentBlock], where: str) -> list[ContentBlock]:
+    """The content of a durable run's one user message, checked by the rule every run's
+    prompt follows (``to_messages``: an empty or whitespace-only prompt is refused with
+    ``InvalidInputError`` before anything starts; docs/architecture.md, "Running an agent")."""
+    if not isinstance(prompt, str | list):
+        raise ConfigurationError(
+            f"{where} takes the user's text or a list of content blocks, got "
+            f"{type(prompt).__name__}"
+        )
+    messages = to_messages(prompt, where)
+    if len(messages) != 1:
+        raise ConfigurationError(
+            f"{where} takes one prompt (text or content blocks), got {len(messages)} messages: "
+            "earlier turns belong in the session's short-term memory"
+        )
+    return list(messages[0].content)
+
+
 def _approval_checks(agent: Agent) -> list[str]:
     """The tools whose calls may wait for a person: every tool ("*") when the agent has an
     approval policy, else those with a ``requires_approval`` flag or predicate."""
@@ -605,6 +639,10 @@ def _approval_checks(agent: Agent) -> list[str]:
         if getattr(t, "requires_approval", False) is not False
         and getattr(t, "external", False) is not True
     ]
+
+
+def _queued_tools(agent: Agent) -> list[str]:
+    return [t.definition.name for t in agent.tools if callable(getattr(t, "reserve", None))]
 
 
 def _external_tools(agent: Agent) -> list[str]:

@@ -11,19 +11,21 @@ call ``ask(prompt)`` and read the agent's answer, with progress notifications wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import re
 import secrets
 import socket
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from goagent_py._conversation import ConversationOwners
 from goagent_py._describe import described, message_of
-from goagent_py.errors import ConfigurationError
+from goagent_py._prompt import to_messages
+from goagent_py.errors import ConfigurationError, InvalidInputError
 from goagent_py.events import AgentEnd, ToolExecutionStart, TurnStart
 from goagent_py.mcp._sdk import require
 from goagent_py.memory._clients import (
@@ -35,6 +37,7 @@ from goagent_py.memory._clients import (
     clients_stored,
     forget_client,
     recall_key,
+    sweeping,
     unkeyable,
 )
 from goagent_py.messages import ContentBlock, DocumentBlock, ImageBlock, TextBlock, ThinkingBlock
@@ -127,9 +130,7 @@ class _Conversations:
                     weakref.finalize(key, self._release, found)
             self._by_session[key] = found  # most recently used last
             if found.key:
-                if not self._met:  # what a server on this storage met before a restart
-                    self._met = True
-                    self.ledger.met(await clients_stored(self._agent, "mcp"))
+                await self._meet()
                 self.ledger.hold(found.key)
                 try:
                     await self._forget(self.ledger.due())
@@ -140,6 +141,37 @@ class _Conversations:
             for old in idle[: max(0, len(self._by_session) - self.max_sessions)]:
                 self._release(self._by_session.pop(old))
             return found
+
+    async def _meet(self) -> None:
+        """Put on the ledger, once, the sessions a server on this storage met before a restart
+        (call it holding ``_building``)."""
+        if not self._met:
+            self._met = True
+            self.ledger.met(await clients_stored(self._agent, "mcp"))
+
+    async def sweep(self) -> None:
+        """Forget the sessions due now, with no ask arriving (the HTTP app's periodic sweep)."""
+        if not self._forgets:
+            return
+        async with self._building:
+            await self._meet()
+            await self._forget(self.ledger.due())
+
+    def with_sweeps(self, app: Any) -> Any:
+        """``app`` (an SDK transport's Starlette app) whose lifespan also sweeps the idle
+        sessions (docs/mcp.md, "How long a session is kept"), when the served agent's are
+        forgotten at all."""
+        if not self._forgets:
+            return app
+        inner = app.router.lifespan_context
+
+        @contextlib.asynccontextmanager
+        async def lifespan(served: Any) -> AsyncIterator[Any]:
+            async with inner(served) as state, sweeping(self.sweep, self.ledger, what="mcp"):
+                yield state
+
+        app.router.lifespan_context = lifespan
+        return app
 
     @property
     def _forgets(self) -> bool:
@@ -474,7 +506,7 @@ def serve_agent(
         exceptions: Any = require("mcp.server.mcpserver.exceptions")
 
         async def ask(prompt: str, ctx: Any) -> str:
-            if not prompt.strip():  # the agent would be run on nothing
+            if not _is_prompt(prompt):  # the agent would be run on nothing
                 raise exceptions.ToolError(
                     "the prompt is empty: send the task or question in plain language"
                 )
@@ -552,6 +584,12 @@ def _many_clients(server: Any) -> None:
         conversations.check_many_clients()
 
 
+def _sweeping(server: Any, app: Any) -> Any:
+    """``app``, sweeping the idle sessions of ``server``'s served agent while it runs."""
+    conversations = _SERVED.get(server)
+    return app if conversations is None else conversations.with_sweeps(app)
+
+
 _WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
 
@@ -608,9 +646,10 @@ def http_app(
     if not path.startswith("/"):
         raise ConfigurationError(f"the HTTP path must start with '/', got {path!r}")
     _many_clients(server)
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         streamable_http_path=path, host=host, transport_security=_security(host, allowed_hosts)
     )
+    return _sweeping(server, app)
 
 
 async def run_http(
@@ -660,12 +699,13 @@ def sse_app(
             f"SSE paths must start with '/', got path={path!r}, message_path={message_path!r}"
         )
     _many_clients(server)
-    return server.sse_app(
+    app = server.sse_app(
         sse_path=path,
         message_path=message_path,
         host=host,
         transport_security=_security(host, allowed_hosts),
     )
+    return _sweeping(server, app)
 
 
 async def run_sse(
@@ -690,3 +730,13 @@ async def _serve(app: Any, host: str, port: int, sock: socket.socket | None) -> 
 
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     await server.serve(sockets=None if sock is None else [sock])
+
+
+def _is_prompt(text: object) -> bool:
+    """Whether ``text`` may start a run, by the rule every run's prompt follows
+    (goagent_py/_prompt.py): not empty, not only whitespace."""
+    try:
+        to_messages(text, "ask")  # type: ignore[arg-type]
+    except (InvalidInputError, ConfigurationError):
+        return False
+    return True

@@ -6,11 +6,14 @@ conversation, and the client's memory made beside the served one."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
+import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +23,7 @@ from goagent_py.memory.storage.in_memory import InMemoryStorage
 from goagent_py.memory.storage.sqlite import SQLiteStorage
 
 __all__ = [
+    "CLOCK",
     "ClientAgent",
     "ClientLedger",
     "check_forget_after",
@@ -32,8 +36,12 @@ __all__ = [
     "keyed_session_id",
     "keyed_storage",
     "recall_key",
+    "sweep_wait",
+    "sweeping",
     "unkeyable",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 
 # A client's id as it may appear in a stored session id and an agent name; anything else
@@ -243,11 +251,11 @@ class ClientLedger:
         *,
         forget_after: float | None,
         max_kept: int,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.forget_after = forget_after
         self.max_kept = max_kept
-        self.clock = clock
+        self.clock = clock or _wall_clock
         self._seen: OrderedDict[str, float] = OrderedDict()  # least recently seen first
         self._held: dict[str, int] = {}
 
@@ -278,6 +286,19 @@ class ClientLedger:
         self._seen[key] = self.clock()
         self._seen.move_to_end(key)
 
+    def next_due(self) -> float | None:
+        """Seconds until :meth:`due` names a client (0: it would now), or None when time alone
+        will not (``forget_after`` is None, or every client is held: a held client is seen
+        again when it is released, so it becomes due later)."""
+        free = (key for key in self._seen if key not in self._held)
+        if len(self._seen) > self.max_kept and next(free, None) is not None:
+            return 0.0
+        if self.forget_after is None:
+            return None
+        for key in free:  # the one seen longest ago first
+            return max(0.0, self._seen[key] + self.forget_after - self.clock())
+        return None
+
     def due(self) -> list[str]:
         """The clients to forget now (taken off the ledger), idle longest first."""
         now = self.clock()
@@ -294,3 +315,52 @@ class ClientLedger:
         for key in found:
             del self._seen[key]
         return found
+
+
+def _wall_clock() -> float:
+    return CLOCK()
+
+
+CLOCK: Callable[[], float] = time.time
+"""The ledgers' wall clock (seconds), read at each use: tests replace it."""
+
+
+async def sweep_wait(seconds: float) -> None:
+    """How a server's sweep waits for the next client to become due (tests replace it)."""
+    await asyncio.sleep(seconds)
+
+
+# A sweep waits at least this long (a storage that keeps failing is not retried in a busy loop)
+# and at most this (a clock set forward is caught up with within the hour).
+_MIN_WAIT = 1.0
+_MAX_WAIT = 3600.0
+
+
+@contextlib.asynccontextmanager
+async def sweeping(
+    sweep: Callable[[], Awaitable[None]], ledger: ClientLedger, *, what: str
+) -> AsyncIterator[None]:
+    """Forget the clients due (``sweep``) now and each time the next one becomes due, while the
+    block runs (a server's lifespan): an idle server forgets too, not only when a new client
+    arrives. The sweep is cancelled when the block ends. ``what`` names the server in logs."""
+
+    async def sweeps() -> None:
+        while True:
+            try:
+                await sweep()
+            except Exception as exc:  # the storage, for now: tried again at the next sweep
+                _LOG.warning("%s: the idle clients could not be forgotten: %s", what, exc)
+            # Never longer than forget_after: a client seen during the wait is due that long
+            # after it at the earliest, so the next sweep is in time for it.
+            limit = (
+                _MAX_WAIT if ledger.forget_after is None else min(ledger.forget_after, _MAX_WAIT)
+            )
+            delay = ledger.next_due()
+            await sweep_wait(limit if delay is None else min(max(delay, _MIN_WAIT), limit))
+
+    task = asyncio.create_task(sweeps(), name=f"goagent-py {what} sweep")
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.wait([task])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from goagent_py.memory._provenance import PROVENANCE_KEY
@@ -22,6 +23,7 @@ from goagent_py.memory.records import (
     STATE_KEY,
     SUPERSEDED,
     SUPERSEDED_BY_KEY,
+    TURN_KEY,
     UPDATED_AT_KEY,
     MemoryChange,
     MemoryRecord,
@@ -44,7 +46,13 @@ __all__ = [
 
 
 def message_digest(message: Message) -> str:
-    """The hex SHA-256 of ``message`` as JSON: the same message always gives the same digest."""
+    """The hex SHA-256 of ``message`` as JSON: the same message always gives the same digest.
+
+    The turn it was stated in (:data:`TURN_KEY`) is not part of it: a fact said again in
+    another turn is the same memory (its id, and the history a forgotten one continues)."""
+    if TURN_KEY in message.metadata:
+        metadata = {k: v for k, v in message.metadata.items() if k != TURN_KEY}
+        message = replace(message, metadata=metadata)
     return hashlib.sha256(messages_to_json([message])).hexdigest()
 
 

@@ -15,10 +15,12 @@ if TYPE_CHECKING:  # numpy stays out of `import goagent_py`
 
 __all__ = [
     "MEMORY_CREATED_AT_KEY",
+    "MEMORY_FOLLOWS_KEY",
     "MEMORY_FORMERLY",
     "MEMORY_INVALID_AT_KEY",
     "MEMORY_RECALLED_KEY",
     "MEMORY_STATE_KEY",
+    "MEMORY_TURN_KEY",
     "BatchEmbedder",
     "Chunk",
     "Chunker",
@@ -101,6 +103,18 @@ MEMORY_RECALLED_KEY = "goagent.recalled"
 run, best first). The agent sets it on the answer it stores in short-term memory, and on the
 messages of the next turn it hands to long-term memory's ``store``: what "No wait, Madrid."
 corrects is the memory the answer used. ``LongTermMemory`` never stores it with a memory."""
+
+MEMORY_TURN_KEY = "goagent.turn"
+"""The metadata key of a turn's id (a digest of its prompt's text). The agent sets it on the
+answer it records and on the messages the turn hands to long-term memory's ``store``, which
+keeps it in their records: the memories a turn stated are known by it."""
+
+MEMORY_FOLLOWS_KEY = "goagent.follows"
+"""The metadata key, on the messages the agent hands to long-term memory's ``store``, of the
+turn the answer they reply to belongs to (that answer's :data:`MEMORY_TURN_KEY`): a
+correction follows a statement directly only when the statement is a memory of that turn
+("I live in Lisbon.", "Where does my sister live?", "That's no longer true." is about the
+answer, not the home). ``LongTermMemory`` never stores it with a memory."""
 
 MEMORY_FORMERLY: Final = "superseded"
 """The :data:`MEMORY_STATE_KEY` value of a memory a newer fact replaced (recalled as

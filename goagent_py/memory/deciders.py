@@ -31,6 +31,7 @@ from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory._corrections import corrected_text, parse_correction
 from goagent_py.memory._fact_slots import Fact, named_as, parse_fact, same_slot, same_value
+from goagent_py.memory._people import CHANGE, one_person, person_of, with_name
 from goagent_py.memory.consolidation import OPS, Decision, DecisionError
 from goagent_py.memory.records import MemoryRecord
 from goagent_py.memory.write_policies import statement_clauses
@@ -252,16 +253,48 @@ def _same(a: Fact, b: Fact) -> bool:
     return a.kind == b.kind and a.slot == b.slot and same_value(a.value, b.value)
 
 
-def _rivals(fact: Fact, known: list[tuple[MemoryRecord, Fact | None]]) -> list[MemoryRecord]:
+def _rivals(
+    fact: Fact, known: list[tuple[MemoryRecord, Fact | None]], *, change: bool = False
+) -> list[MemoryRecord]:
     """The memories holding the value ``fact`` gives: of its slot, or of the same person
     named with or without the relation ("My brother Tom lives in Oslo." for "Tom moved to
     Bergen."), unless two people of that name are known ("my brother Tom", "my colleague
-    Tom"): then a fact of "Tom" alone is said of neither."""
-    same = [(c, f) for c, f in known if f is not None and f.kind == "set"]
-    same = [(c, f) for c, f in same if same_slot(f.slot, fact)]
+    Tom"): then a fact of "Tom" alone is said of neither; or of the relation said with and
+    without a name when they are one person (:func:`_linked`; ``change``: the fact says a
+    change)."""
+    sets = [(c, f) for c, f in known if f is not None and f.kind == "set"]
+    same = [(c, f) for c, f in sets if same_slot(f.slot, fact)]
     if any(f.slot != fact.slot for _, f in same) and _two_of(fact.slot, known):
         same = [(c, f) for c, f in same if f.slot == fact.slot]
-    return [c for c, _ in same]
+    linked = [c for c, f in sets if _linked(f, fact, known, change=change)]
+    return [c for c, _ in same] + [c for c in linked if all(c is not d for d, _ in same)]
+
+
+def _linked(
+    memory: Fact, fact: Fact, known: list[tuple[MemoryRecord, Fact | None]], *, change: bool
+) -> bool:
+    """Whether ``memory`` is ``fact``'s slot of the same person said with and without a name
+    ("sister:home", "sister ana:home"; :func:`~goagent_py.memory._people.one_person`)."""
+    known_who, colon, what = memory.slot.rpartition(":")
+    said_who, said_colon, said_what = fact.slot.rpartition(":")
+    if not (colon and said_colon) or what != said_what or known_who == said_who:
+        return False
+    people = [said_who] + [f.slot.rpartition(":")[0] or f.slot for _, f in known if f]
+    same = bool(memory.value) and same_value(memory.value, fact.value)
+    return one_person(known_who, said_who, same_value=same, change=change, people=people)
+
+
+def _holds(memory: Fact, fact: Fact) -> bool:
+    """Whether ``memory`` already says ``fact``: the same, or the same value said of the same
+    person with the name the fact leaves out ("My sister Ana lives in Lisbon." holds "My
+    sister lives in Lisbon.")."""
+    if _same(memory, fact):
+        return True
+    if memory.kind != fact.kind or not same_value(memory.value, fact.value):
+        return False
+    known, said = memory.slot.rpartition(":")[0], fact.slot.rpartition(":")[0]
+    a, b = person_of(known), person_of(said)
+    return a is not None and b is not None and bool(a[1]) and b[2] and a[0] == b[0]
 
 
 def _two_of(slot: str, known: list[tuple[MemoryRecord, Fact | None]]) -> bool:
@@ -283,16 +316,19 @@ def _set(
 ) -> list[Decision]:
     """``fact``'s new value against the memories holding one (``more``: ``text`` says more
     than ``fact``, so it is stored as said)."""
-    rivals = _rivals(fact, known)
+    rivals = _rivals(fact, known, change=bool(CHANGE.search(text)))
     canonical = "" if more else fact.canonical
     if not rivals:
         return [Decision(fact=index, op="ADD", text=canonical)]
-    if any(_same(f, fact) for c, f in known if f is not None and c in rivals):
-        stale = [c for c, f in known if c in rivals and f is not None and not _same(f, fact)]
+    if any(_holds(f, fact) for c, f in known if f is not None and c in rivals):
+        stale = [c for c, f in known if c in rivals and f is not None and not _holds(f, fact)]
         keep = [Decision(fact=index, op="ADD" if more else "NOOP")]
         return keep + [Decision(fact=index, op="DELETE", target=c.id) for c in stale]
     newest, *older = sorted(rivals, key=lambda c: c.created_at or _EPOCH, reverse=True)
     merged = canonical or text
+    relation = person_of(fact.slot.rpartition(":")[0])
+    if relation is not None and relation[2]:  # "my sister" for the one named before: her name
+        merged = with_name(merged, relation[0], newest.text)
     return [Decision(fact=index, op="UPDATE", target=newest.id, text=merged)] + [
         Decision(fact=index, op="DELETE", target=c.id) for c in older
     ]
@@ -321,12 +357,14 @@ def _retract(
             if words and words <= _content_words(c.text) and (f is None or f.kind != "retract")
         ]
     else:
+        # A retraction says a change: "my sister" takes back her named self's fact when
+        # she is the only sister compared, or the value says which one.
         targets = [
             c
             for c, f in known
             if f is not None
             and f.kind != "retract"
-            and same_slot(f.slot, fact)
+            and (same_slot(f.slot, fact) or _linked(f, fact, known, change=True))
             and (not fact.value or same_value(f.value, fact.value))
         ]
     if not targets and fact.words:

@@ -39,9 +39,11 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from goagent_py._deepcopy import deepcopy
 from goagent_py._describe import described
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
 from goagent_py.memory._entries import (
@@ -56,6 +58,7 @@ from goagent_py.memory._following import (
     answer_used,
     mark_just_said,
     mark_recalled,
+    turn_followed,
     without_context,
 )
 from goagent_py.memory._forgetting import after_forgetting
@@ -89,7 +92,7 @@ from goagent_py.memory.records import (
 )
 from goagent_py.memory.tokens import heuristic_tokens
 from goagent_py.memory.vector._common import SESSION_KEY
-from goagent_py.memory.vector._shared import owned, search_shared
+from goagent_py.memory.vector._shared import entries_shared, owned, search_shared
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     GuardedStore,
@@ -325,6 +328,7 @@ class LongTermMemory:
             )
         now = format_time(self.clock())
         recalled = answer_used(messages, session)
+        follows = turn_followed(messages)
         messages = [without_context(m) for m in messages]
         facts = [m for m in messages if self._is_fact(m, provenance)]
         plain = [m for m in messages if not any(m is f for f in facts)]
@@ -354,7 +358,9 @@ class LongTermMemory:
         await self._write(pending)
         if facts:
             async with self._scope_lock(session):
-                await self._consolidate(facts, session=session, now=now, recalled=recalled)
+                await self._consolidate(
+                    facts, session=session, now=now, recalled=recalled, follows=follows
+                )
 
     @contextlib.asynccontextmanager
     async def _scope_lock(self, session: str) -> AsyncIterator[None]:
@@ -413,7 +419,13 @@ class LongTermMemory:
     # -- consolidation -------------------------------------------------------------------------
 
     async def _consolidate(
-        self, facts: list[Message], *, session: str, now: str, recalled: Sequence[str] = ()
+        self,
+        facts: list[Message],
+        *,
+        session: str,
+        now: str,
+        recalled: Sequence[str] = (),
+        follows: str | None = None,
     ) -> None:
         """Decide and apply what ``facts`` do to the current memories of ``session``.
 
@@ -435,7 +447,9 @@ class LongTermMemory:
             version = await store.version(scope) if isinstance(store, GuardedStore) else ""
             report = ConsolidationReport(decider=self.decider.name, facts=texts, attempts=attempt)
             started = time.perf_counter()
-            candidates, vectors, past = await self._candidates(texts, session, facts, now, recalled)
+            candidates, vectors, past = await self._candidates(
+                texts, session, facts, now, recalled, follows
+            )
             decisions = await self._decide(facts, candidates, report)
             deciding += time.perf_counter() - started
             by_id = {c.id: c for c in candidates}
@@ -498,10 +512,12 @@ class LongTermMemory:
         facts: Sequence[Message],
         now: str,
         recalled: Sequence[str] = (),
+        follows: str | None = None,
     ) -> tuple[list[MemoryRecord], dict[str, Any], dict[str, MemoryRecord]]:
         """The current memories of ``session`` most similar to each fact (best first), then,
-        when the store can list, the latest ones if the facts follow them (``just_said``: for
-        "that's no longer true", "sorry, I meant John"); the facts' vectors by text (storing a
+        when the store can list, the latest ones if the facts follow them directly
+        (``just_said``, stated in the turn ``follows`` when it is given: for "that's no longer
+        true", "sorry, I meant John"); the facts' vectors by text (storing a
         fact reuses its vector); and, when the store can list, the memories of ``session``
         that are no longer current, by id (a fact said again after it was forgotten is stored
         under the same id: its earlier history is kept). The current memories of ``recalled``
@@ -521,24 +537,27 @@ class LongTermMemory:
             for scored in hits:
                 found.setdefault(scored.id, record_of(with_provenance(scored)))
         if isinstance(self.vector_store, ListableStore):
-            listed = [
-                record_of(s)
-                for s in await self.vector_store.entries(scope)
-                if provenance_of(s.message) == "user"
-            ]
+            # Every entry of the scope is read, never copied: only the candidates the decider
+            # (user code) is handed get a message of their own.
+            hits, shared = await entries_shared(self.vector_store, scope)
+            listed = [record_of(s) for s in hits if provenance_of(s.message) == "user"]
             past = {r.id: r for r in listed if not r.is_current}
             listed = [r for r in listed if r.is_current]
+            searched = set(found)
             if listed:
                 # The latest statement, all of it ("My brother is Jon and I live in Lisbon.":
                 # two memories stored together): what "that's no longer true" or "sorry, I
                 # meant John" is about, when the facts follow it.
-                mark_just_said(found, listed, facts, now)
+                mark_just_said(found, listed, facts, now, follows)
             mark_recalled(found, listed, recalled)
+            if shared:
+                for id in found.keys() - searched:
+                    found[id] = replace(found[id], message=deepcopy(found[id].message))
         elif found:
             # A store that cannot list: the newest of the similar memories stands for the
             # latest statement (a correction is similar to what it corrects), and only the
             # similar memories can be known as recalled.
-            mark_just_said(found, list(found.values()), facts, now)
+            mark_just_said(found, list(found.values()), facts, now, follows)
             mark_recalled(found, list(found.values()), recalled)
         by_text = {t: v for t, v in zip(texts, vectors, strict=True) if v is not None}
         return list(found.values()), by_text, past

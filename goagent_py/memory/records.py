@@ -11,6 +11,7 @@ of truth; there is no side table):
 ``goagent.superseded_by``      the id of the memory that replaced it (None unless superseded)
 ``goagent.source_session``     the conversation it came from ("" when unknown)
 ``goagent.source_message``     the id of the message it came from (a digest when unknown)
+``goagent.turn``               the agent's turn it was stated in ("" when unknown)
 ``goagent.history``            its changes, oldest first (:class:`MemoryChange` as JSON)
 =============================  ==============================================================
 
@@ -31,10 +32,12 @@ from typing import Any, Literal
 
 from goagent_py.memory.base import (
     MEMORY_CREATED_AT_KEY,
+    MEMORY_FOLLOWS_KEY,
     MEMORY_FORMERLY,
     MEMORY_INVALID_AT_KEY,
     MEMORY_RECALLED_KEY,
     MEMORY_STATE_KEY,
+    MEMORY_TURN_KEY,
 )
 from goagent_py.messages import Message, ScoredMessage
 
@@ -42,6 +45,7 @@ __all__ = [
     "CREATED_AT_KEY",
     "CURRENT",
     "DELETED",
+    "FOLLOWS_KEY",
     "HISTORY_KEY",
     "INVALID_AT_KEY",
     "JUST_SAID",
@@ -51,6 +55,7 @@ __all__ = [
     "STATE_KEY",
     "SUPERSEDED",
     "SUPERSEDED_BY_KEY",
+    "TURN_KEY",
     "UPDATED_AT_KEY",
     "as_present",
     "asks_about_past",
@@ -77,6 +82,12 @@ HISTORY_KEY = "goagent.history"
 RECALLED_KEY = MEMORY_RECALLED_KEY
 """The ids of the memories an answer was given (:data:`~goagent_py.memory.base.MEMORY_RECALLED_KEY`;
 see :attr:`MemoryRecord.recalled`)."""
+TURN_KEY = MEMORY_TURN_KEY
+"""The id of the turn a memory was stated in (:data:`~goagent_py.memory.base.MEMORY_TURN_KEY`;
+see :attr:`MemoryRecord.turn`)."""
+FOLLOWS_KEY = MEMORY_FOLLOWS_KEY
+"""The turn the facts handed to ``store`` follow
+(:data:`~goagent_py.memory.base.MEMORY_FOLLOWS_KEY`)."""
 
 JUST_SAID = timedelta(minutes=30)
 """How recent the scope's latest memory must be for a new turn to follow it (a correction of
@@ -185,14 +196,17 @@ class MemoryRecord:
         superseded_by: the id of the memory that replaced it.
         source_session: the conversation it came from.
         source_message: the message it came from.
+        turn: the agent's turn it was stated in (:data:`TURN_KEY`; "" when unknown).
         history: its changes, oldest first.
         score: its similarity to the query it was found by (0 when listed).
         just_said: set on a consolidation's candidates only: the memory is the statement
-            the new facts follow (the scope's latest, stored less than
-            :data:`JUST_SAID` before them, in the same conversation when both record one):
-            what a correction ("Sorry, I meant John.") or "That's no longer true." is about.
-            An older fact, or one of another conversation, is never corrected or retracted
-            by such words.
+            the new facts follow directly (the scope's latest, stored less than
+            :data:`JUST_SAID` before them, in the same conversation when both record one,
+            and, when the facts name the turn they follow (:data:`FOLLOWS_KEY`), stated in
+            that turn; never a question): what a correction ("Sorry, I meant John.") or
+            "That's no longer true." is about. An older fact, one of another conversation, or
+            one with a question answered between, is never corrected or retracted by such
+            words.
         recalled: set on a consolidation's candidates only: the memory's rank (1 = best)
             among those the answer the new facts follow was given (the facts'
             :data:`RECALLED_KEY`), 0 when it was not one: what "No wait, Madrid." corrects
@@ -209,6 +223,7 @@ class MemoryRecord:
     superseded_by: str | None = None
     source_session: str = ""
     source_message: str = ""
+    turn: str = ""
     history: tuple[MemoryChange, ...] = field(default=())
     score: float = 0.0
     just_said: bool = False
@@ -266,6 +281,7 @@ def record_of(scored: ScoredMessage) -> MemoryRecord:
         superseded_by=by if isinstance(by, str) and by else None,
         source_session=str(meta.get(SOURCE_SESSION_KEY) or ""),
         source_message=str(meta.get(SOURCE_MESSAGE_KEY) or ""),
+        turn=str(meta.get(TURN_KEY) or ""),
         history=history_of(meta),
         score=scored.score,
     )

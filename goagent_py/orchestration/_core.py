@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from goagent_py._describe import described
 from goagent_py._flow_frames import enter_frame, leave_frame
+from goagent_py._prompt import to_messages
 from goagent_py.agent_tool import _PROMPT_SCHEMA
 from goagent_py.budget import Budget, BudgetExceededError, active_budgets
 from goagent_py.errors import (
     ApprovalPendingError,
     ConfigurationError,
     GoAgentError,
+    InvalidInputError,
     ToolArgumentsError,
     ToolBlockedError,
 )
@@ -524,10 +526,12 @@ class Flow:
         the deps of the run this flow runs in (a flow called as a tool), if any.
 
         Raises:
+            InvalidInputError: ``input`` is empty (all whitespace): nothing runs.
             BudgetExceededError: the run-wide budget ran out.
             StepFailedError: a node failed (``path`` names it, ``partial`` holds what was done).
             MaxStepsError: a graph or loop ran past its limit.
         """
+        to_messages(input, f"{type(self).__name__}.run()")  # the one prompt rule
         with (
             _state_scope() as state,
             _deps_scope(deps),
@@ -543,6 +547,7 @@ class Flow:
         :class:`NodeStart` to its :class:`NodeEnd` (whose ``result`` is the run's); raises what
         :meth:`run` raises, with ``budget`` and ``deps`` as :meth:`run` takes them.
         Closing the iterator early cancels the run."""
+        to_messages(input, f"{type(self).__name__}.stream()")  # the one prompt rule
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
         scope = Scope((self.name,), queue.put_nowait)
@@ -952,8 +957,12 @@ class FlowTool:
             OrchestrationError: what the flow failed with (an error result for the model).
         """
         text = args.get("prompt")
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str):
             raise ToolArgumentsError(self.name, "'prompt' must be a non-empty string")
+        try:
+            to_messages(text, "the call's prompt")  # the rule every run's prompt follows
+        except InvalidInputError:
+            raise ToolArgumentsError(self.name, "'prompt' must be a non-empty string") from None
         running = _FLOWS_RUNNING.get()
         if any(flow is self.flow for flow in running):
             # An agent of the flow calling the flow again: each level ran the next (as an

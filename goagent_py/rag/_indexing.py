@@ -23,7 +23,7 @@ from goagent_py.memory.vector.base import BulkVectorStore, UpsertEntry, VectorSt
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.rag._chunks import Prepared, is_part_id, part_entries, prepare
 from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
-from goagent_py.rag.manifest import compare_and_set, pending_key
+from goagent_py.rag.manifest import compare_and_set, pending_key, source_key
 
 _ATTEMPTS = 8  # tries of one document while other indexers replace it (see _index_one)
 
@@ -127,7 +127,8 @@ class _Indexing:
     async def _index_attempt(self, doc: Document, counts: dict[str, int]) -> bool:
         prepared = prepare(doc, self.chunker)
         counts["chunks"] = len(prepared)
-        old = await self.manifest.get(doc.source)
+        key = source_key(doc.source)
+        old = await self.manifest.get(key)
         # Ids a failed earlier run may have written without recording them (see below).
         pending_at = pending_key(doc.source)
         pending = await self.manifest.get(pending_at)
@@ -187,7 +188,7 @@ class _Indexing:
         # attempt started from: the winner of a race may still use them.
         if stale:
             await self._pending(pending_at, add=stale)
-        if not await compare_and_set(self.manifest, doc.source, old, final):
+        if not await compare_and_set(self.manifest, key, old, final):
             return False
         await self._delete(stale)
         counts["deleted"] = len([id for id in stale if id in old_set and not is_part_id(id)])

@@ -28,7 +28,19 @@ from goagent_py.rag._sqlite import SqliteTable, Transaction, validate_identifier
 
 __all__ = ["ChunkManifest", "InMemoryManifest", "SqliteManifest"]
 
-_PENDING = "\x1fpending\x1f"  # a unit separator: no path or URL starts with it
+# Two kinds of record share the manifest's keys: a source's ids under the source, the ids being
+# written under _PENDING + source. A unit separator starts no usual path or URL, but a file name
+# may start with any byte: a source that starts with one is stored under _ESCAPED + source, so
+# no source's key is ever another source's pending record (nor the other way round).
+_MARK = "\x1f"
+_PENDING = "\x1fpending\x1f"
+_ESCAPED = "\x1fsource\x1f"
+
+
+def source_key(source: str) -> str:
+    """The manifest key under which ``source``'s chunk ids are recorded (``source`` itself,
+    unless it starts like a pending record's key)."""
+    return _ESCAPED + source if source.startswith(_MARK) else source
 
 
 def pending_key(source: str) -> str:
@@ -37,8 +49,10 @@ def pending_key(source: str) -> str:
 
 
 def source_of_key(key: str) -> str:
-    """The source a manifest key belongs to (itself, or the source of a pending record)."""
-    return key.removeprefix(_PENDING)
+    """The source a manifest key belongs to (of its own record, or of a pending one)."""
+    if key.startswith(_PENDING):
+        return key.removeprefix(_PENDING)
+    return key.removeprefix(_ESCAPED)
 
 
 async def compare_and_set(

@@ -50,6 +50,7 @@ from goagent_py.rag.manifest import (
     InMemoryManifest,
     compare_and_set,
     pending_key,
+    source_key,
     source_of_key,
 )
 from goagent_py.rag.results import (
@@ -412,7 +413,7 @@ class Pipeline(_Indexing):
         try:
             async with self._write_lock:
                 while True:
-                    ids = await self.manifest.get(source)
+                    ids = await self.manifest.get(source_key(source))
                     # And what a failed index() may have written without recording it.
                     pending = await self.manifest.get(pending_key(source))
                     # Pending first (a crash after the manifest moves on leaves them known);
@@ -420,7 +421,7 @@ class Pipeline(_Indexing):
                     # chunks are not these): else read again.
                     if ids:
                         await self._pending(pending_key(source), add=ids)
-                    if await compare_and_set(self.manifest, source, ids, []):
+                    if await compare_and_set(self.manifest, source_key(source), ids, []):
                         break
                 await self._delete(list(dict.fromkeys([*ids, *pending])))
                 if ids or pending:

@@ -42,7 +42,15 @@ from goagent_py.approvals import record_of
 from goagent_py.errors import ApprovalError, ConfigurationError
 from goagent_py.output import FINAL_RESULT_TOOL
 from goagent_py.serve._approvals import decisions_from_results, pending_json, wire_id
-from goagent_py.serve._server import PARKED_DROPPED, HttpError, Live, Run, Server, error_body
+from goagent_py.serve._server import (
+    PARKED_DROPPED,
+    HttpError,
+    Live,
+    Run,
+    Server,
+    error_body,
+    prompt_text,
+)
 from goagent_py.serve._sse import LastChunk, RunStream, sse_frame
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import Tool, tool_func
@@ -164,8 +172,7 @@ def parse_chat(headers: Any, body: dict[str, Any], default_model: str) -> OpenAI
         prompt = next(
             (_text_of(m.get("content")) for m in reversed(chat) if m.get("role") == "user"), ""
         )
-        if not prompt:
-            raise HttpError(400, "no user message with text content")
+        prompt = prompt_text(prompt, "no user message with text content")
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise HttpError(400, "tools must be a list")
@@ -216,8 +223,8 @@ def parse_responses(headers: Any, body: dict[str, Any], default_model: str) -> O
             )
     else:
         raise HttpError(400, "input must be a string or a list of input items")
-    if not results and not prompt:
-        raise HttpError(400, "no user message with text content in input")
+    if not results:
+        prompt = prompt_text(prompt, "no user message with text content in input")
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise HttpError(400, "tools must be a list")
@@ -310,12 +317,20 @@ def _client_tool(
     )
 
 
-def _adapter(server: Server, request: OpenAIRequest) -> Callable[[Live], Agent | None]:
+def _adapter(
+    server: Server, request: OpenAIRequest, client: tuple[str, str]
+) -> Callable[[Live], Agent | None]:
+    """The agent of one request's run: the thread's, with the client's tools and output type.
+    Its own tools' dispatch (circuit breakers, rate limits) is the thread agent's, across
+    requests; the client's tools count in breakers and limits of ``client`` (the user and the
+    thread), kept by the thread's agent (docs/serve.md, "Client tools")."""
+
     def adapt(live: Live) -> Agent | None:
         if not request.tools and request.schema is None:
             return None
         agent = live.session.agent
         settings: dict[str, Any] = {}
+        tools: list[Tool] = []
         if request.tools:
             own = {t.definition.name for t in agent.tools}
             clash = sorted(own & {name for name, _, _ in request.tools})
@@ -324,12 +339,11 @@ def _adapter(server: Server, request: OpenAIRequest) -> Callable[[Live], Agent |
                     400, f"tools: {', '.join(clash)} is the agent's own tool; rename yours"
                 )
             wait = server.client_tool_timeout
-            client = [_client_tool(live, *spec, wait) for spec in request.tools]
-            settings["tools"] = [*agent.tools, *client]
+            tools = [_client_tool(live, *spec, wait) for spec in request.tools]
         if request.schema is not None:
             settings["output_type"] = schema_type(*request.schema)
         try:
-            return agent.replace(**settings)
+            return agent._sharing_tools(client_tools=tools, client=client, **settings)
         except ConfigurationError as exc:
             raise HttpError(400, str(exc)) from exc
 
@@ -377,7 +391,8 @@ async def begin(server: Server, user: str, request: OpenAIRequest) -> Run:
         waiting.waiting_for = []
         waiting.readers.add(waiting)  # this request's stream reads it now
         return waiting
-    run = await server.start_run(user, thread_id, request.prompt, adapt=_adapter(server, request))
+    adapt = _adapter(server, request, (user, thread_id))
+    run = await server.start_run(user, thread_id, request.prompt, adapt=adapt)
     run.client_tools = frozenset(name for name, _, _ in request.tools)
     run.typed = request.schema is not None
     return run

@@ -21,6 +21,7 @@ from goagent_py.serve._server import (
     Server,
     error_body,
     memory_scope,
+    prompt_text,
     static_file,
 )
 from goagent_py.serve._sse import LastChunk, RunStream, frames_of, sse_frame, to_json
@@ -223,9 +224,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
         user = await server.user(request)
         thread_id = request.path_params["thread_id"]
         body = await server.body(request)
-        text = body.get("message")
-        if not isinstance(text, str) or not text.strip():
-            raise HttpError(400, 'send {"message": "..."} with a non-empty string')
+        text = prompt_text(body.get("message"), 'send {"message": "..."} with a non-empty string')
         return user, thread_id, text
 
     async def run(request: Request) -> Response:

@@ -24,9 +24,10 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol
 
 from goagent_py._conversation import conversation_key
+from goagent_py._prompt import to_messages
 from goagent_py.agent import Agent
 from goagent_py.approvals import ToolDecision, answered_at, record_of
-from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError
+from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError, InvalidInputError
 from goagent_py.events import (
     AgentEnd,
     AgentEvent,
@@ -114,6 +115,20 @@ class HttpError(GoAgentError):
 
     def __reduce__(self) -> Any:
         return self._reduce_with(self.status, self.message, code=self.code)
+
+
+def prompt_text(text: object, refusal: str) -> str:
+    """``text`` as a run's prompt, checked by the rule every run's prompt follows
+    (goagent_py/_prompt.py); anything else, an empty or whitespace-only text included, is a
+    400 with ``refusal``, before a thread is made or a title stored."""
+    if isinstance(text, str):
+        try:
+            to_messages(text, "the message")
+        except InvalidInputError:
+            pass
+        else:
+            return text
+    raise HttpError(400, refusal)
 
 
 # Why a parked run ended early (Server.park): the message of the 409 its late results get.

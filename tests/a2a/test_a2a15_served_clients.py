@@ -11,16 +11,15 @@ import httpx
 import pytest
 from a2a.types import TaskState
 from a2a_helpers import free_socket, serving
+from down_host import DownHost  # tests/down_host.py
 from test_a2a_server import send
 from wiping import RAN, wipe  # tests/wiping.py
 
 from goagent_py import Agent, tool
 from goagent_py.a2a import a2a_app
-from goagent_py.dispatch import CircuitBreakerConfig
 from goagent_py.memory import ShortTermMemory, SQLiteStorage
 from goagent_py.memory.storage.in_memory import InMemoryStorage
-from goagent_py.messages import Role
-from goagent_py.testing import FunctionProvider, ScriptedProvider, tool_call_response
+from goagent_py.testing import ScriptedProvider, tool_call_response
 
 pytestmark = pytest.mark.slow
 
@@ -40,28 +39,8 @@ def _text(task: Any) -> str:
 
 
 async def test_a_tools_circuit_breaker_is_the_servers_whichever_context_calls_it() -> None:
-    calls: list[str] = []
-
-    @tool
-    async def fetch() -> str:
-        """Fetch the page (its host is down)."""
-        calls.append("fetch")
-        raise ConnectionError("the host is down")
-
-    def model(request: Any) -> Any:
-        last = request.messages[-1]
-        if last.role is Role.USER:
-            return tool_call_response(("fetch", {}))
-        return "tool said: " + last.text
-
-    agent = Agent(
-        provider=FunctionProvider(model),
-        model="m",
-        name="h",
-        tools=[fetch],
-        short_term_memory=ShortTermMemory(InMemoryStorage()),
-        circuit_breaker=CircuitBreakerConfig(max_failures=2, reset_timeout=3600),
-    )
+    host = DownHost()
+    agent = host.agent(name="h", short_term_memory=ShortTermMemory(InMemoryStorage()))
     sock = free_socket()
     async with serving(a2a_app(agent, url=_url(sock)), sock) as url:
         for context in ("ctx-a", "ctx-b", "ctx-c"):
@@ -69,7 +48,7 @@ async def test_a_tools_circuit_breaker_is_the_servers_whichever_context_calls_it
             assert task.status.state == TaskState.TASK_STATE_COMPLETED
         # Two failures, from two clients, open the tool's one circuit: the third client's
         # call is refused without reaching the host (each client had a breaker of its own).
-        assert calls == ["fetch", "fetch"]
+        assert host.calls == ["fetch", "fetch"]
         assert "circuit" in _text(task).lower(), _text(task)
 
 

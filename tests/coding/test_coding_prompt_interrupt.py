@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -126,6 +126,32 @@ class _Drained:
         return b"".join(self._chunks)
 
 
+@contextlib.contextmanager
+def _piped(
+    argv: list[str], env: dict[str, str], cwd: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], _Drained]]:
+    """``argv`` with stdin a pipe kept open (a driver, a script: only a signal can end the
+    prompt's read), stdout a pipe, and stderr read as it comes (a child writing more than a
+    pipe holds must not block on it; stdin stays open, so no ``communicate()``). The child is
+    killed if the block leaves before it ends; read its pipes inside the block (leaving it
+    closes them)."""
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    ) as proc:
+        assert proc.stderr is not None
+        errors = _Drained(proc.stderr)
+        try:
+            yield proc, errors
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
 def _drain(terminal: int) -> bytes:
     """What the pseudo-terminal holds now."""
     rest = b""
@@ -160,29 +186,14 @@ def test_ctrl_c_at_the_prompt_ends_code_plain_at_once_with_130(tmp_path: Path) -
     ``sys.stdin``'s buffer, and the interpreter aborted at exit (SIGABRT, "Fatal Python error:
     _enter_buffered_busy") because the reading thread held the buffer's lock."""
     argv, env = _program(tmp_path)
-    with subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,  # kept open: the prompt's read never sees a line or an end
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=tmp_path,
-    ) as proc:
+    with _piped(argv, env, tmp_path) as (proc, errors):
         assert proc.stdout is not None
-        assert proc.stderr is not None
-        # stderr read as it comes: a child writing more than a pipe holds must not block on it
-        # (stdin stays open, so no communicate(): it would close it).
-        errors = _Drained(proc.stderr)
-        try:
-            # The prompt is printed by the read itself, after run_command has given Ctrl-C to
-            # the loop (goagent_py/_interrupt.py): from here on, Ctrl-C is the user's at the
-            # prompt.
-            shown = _read_until(proc.stdout.fileno(), b"\n> ", time.monotonic() + GENEROUS)
-            proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-            code = _wait_or_dump(proc, errors.all)  # was: waited for a line never sent
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        # The prompt is printed by the read itself, after run_command has given Ctrl-C to
+        # the loop (goagent_py/_interrupt.py): from here on, Ctrl-C is the user's at the
+        # prompt.
+        shown = _read_until(proc.stdout.fileno(), b"\n> ", time.monotonic() + GENEROUS)
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        code = _wait_or_dump(proc, errors.all)  # was: waited for a line never sent
         rest = proc.stdout.read()
         err = errors.all().decode()
     assert code == 130, (code, err)
@@ -199,22 +210,9 @@ def test_ctrl_c_caught_by_the_reading_thread_ends_code_plain_with_130(tmp_path: 
     handler never ran and the command waited for ever (CI: one run in ~25 under load).
     Here the reader signals itself, so the delivery is the reader's on every run."""
     argv, env = _program(tmp_path, prelude=_CAUGHT_BY_THE_READER)
-    with subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,  # kept open: only the signal can end the read
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=tmp_path,
-    ) as proc:
+    with _piped(argv, env, tmp_path) as (proc, errors):
         assert proc.stdout is not None
-        assert proc.stderr is not None
-        errors = _Drained(proc.stderr)
-        try:
-            code = _wait_or_dump(proc, errors.all)  # was: waited for ever
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        code = _wait_or_dump(proc, errors.all)  # was: waited for ever
         shown = proc.stdout.read()
         err = errors.all().decode()
     assert code == 130, (code, err)

@@ -85,3 +85,19 @@ class ReportWorkflow:
             "tool_calls": result.tool_calls,
             "stop_reason": result.stop_reason and result.stop_reason.value,
         }
+
+
+@workflow.defn
+class BlankPromptWorkflow:
+    """The user's workflow running the agent on a prompt it was given (an empty one is
+    refused by ``DurableAgent.run`` with ``InvalidInputError``, reported here as data)."""
+
+    @workflow.run
+    async def run(self, prompt: str) -> dict[str, Any]:
+        from goagent_py.errors import InvalidInputError
+
+        try:
+            result = await DURABLE.run(prompt)
+        except InvalidInputError as exc:
+            return {"refused": str(exc)}
+        return {"text": result.text}

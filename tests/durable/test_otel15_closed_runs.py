@@ -17,11 +17,11 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from temporalio.client import WorkflowFailureError
+from traced_spans import only  # tests/traced_spans.py
 
 from goagent_py import Agent, ToolCall
 from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
@@ -49,12 +49,6 @@ def plan(request: CompletionRequest) -> Any:
         label = request.messages[0].text
         return tool_call_response(ToolCall("c1", "hang", {"label": label}))
     return text_response("done")
-
-
-def _one(spans: list[ReadableSpan], name: str) -> ReadableSpan:
-    found = [s for s in spans if s.name == name]
-    assert len(found) == 1, (name, [s.name for s in spans])
-    return found[0]
 
 
 @pytest.mark.slow
@@ -99,8 +93,8 @@ async def test_a_closed_workflow_ends_every_span_it_opened(
     assert not worker._workflow_worker._running_workflows
     provider.shutdown()
     spans = list(exporter.get_finished_spans())
-    run = _one(spans, "invoke_agent waiter")
-    call = _one(spans, "execute_tool hang")
+    run = only(spans, "invoke_agent waiter")
+    call = only(spans, "execute_tool hang")
     for span in (run, call):
         assert span.status.status_code is StatusCode.ERROR, span.name
         assert dict(span.attributes or {})["error.type"] == kind, span.name

@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.contrib.opentelemetry import create_tracer_provider
+from traced_spans import only  # tests/traced_spans.py
 
 from goagent_py import Agent, ToolCall
 from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
@@ -45,12 +45,6 @@ def plan(request: CompletionRequest) -> Any:
     return text_response("done")
 
 
-def _one(spans: list[ReadableSpan], name: str) -> ReadableSpan:
-    found = [s for s in spans if s.name == name]
-    assert len(found) == 1, (name, [s.name for s in spans])
-    return found[0]
-
-
 @pytest.mark.slow
 async def test_a_replayed_tool_call_keeps_the_time_it_really_started(temporal: Any) -> None:
     RAN.clear()
@@ -76,8 +70,8 @@ async def test_a_replayed_tool_call_keeps_the_time_it_really_started(temporal: A
     assert result.text == "done"
     provider.shutdown()
     spans = list(exporter.get_finished_spans())
-    call = _one(spans, "execute_tool stamp")
-    run = _one(spans, "invoke_agent stamper")
+    call = only(spans, "execute_tool stamp")
+    run = only(spans, "invoke_agent stamper")
     assert len(RAN) == 1
     started, ended = RAN[0]
     assert call.start_time is not None

@@ -9,15 +9,14 @@ import sqlite3
 from typing import Any
 
 import pytest
+from down_host import DownHost  # tests/down_host.py
 from mcp_helpers import serving
 
-from goagent_py import Agent, tool
-from goagent_py.dispatch import CircuitBreakerConfig
+from goagent_py import Agent
 from goagent_py.mcp.server import http_app, serve_agent
 from goagent_py.memory import LongTermMemory, ShortTermMemory, SQLiteStorage
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
-from goagent_py.messages import Role
-from goagent_py.testing import FakeEmbedder, FunctionProvider, tool_call_response
+from goagent_py.testing import FakeEmbedder, FunctionProvider
 
 pytestmark = pytest.mark.slow
 
@@ -59,29 +58,10 @@ async def test_past_max_kept_sessions_the_one_idle_longest_is_forgotten(tmp_path
 
 
 async def test_a_tools_circuit_breaker_is_the_servers_whichever_session_calls_it() -> None:
-    calls: list[str] = []
-
-    @tool
-    async def fetch() -> str:
-        """Fetch the page (its host is down)."""
-        calls.append("fetch")
-        raise ConnectionError("the host is down")
-
-    def model(request: Any) -> Any:
-        last = request.messages[-1]
-        if last.role is Role.USER:
-            return tool_call_response(("fetch", {}))
-        return "tool said: " + last.text
-
-    agent = Agent(
-        provider=FunctionProvider(model),
-        model="m",
-        tools=[fetch],
-        long_term_memory=LongTermMemory(FakeEmbedder(64), InMemoryVectorStore()),
-        circuit_breaker=CircuitBreakerConfig(max_failures=2, reset_timeout=3600),
-    )
+    host = DownHost()
+    agent = host.agent(long_term_memory=LongTermMemory(FakeEmbedder(64), InMemoryVectorStore()))
     async with serving(http_app(serve_agent(agent))) as port:
         url = f"http://127.0.0.1:{port}/mcp"
         answers = [await _ask(url, "get it") for _ in range(3)]
-    assert calls == ["fetch", "fetch"]  # the third session met the server's open circuit
+    assert host.calls == ["fetch", "fetch"]  # the third session met the server's open circuit
     assert "circuit" in answers[-1].lower(), answers

@@ -129,8 +129,8 @@ async def test_broadcast_mode_asks_everyone_then_the_lead_writes() -> None:
 
     assert result.text == "synthesis"
     prompt = boss_p.requests[0].messages[0].text
-    assert "[a]\nfrom A" in prompt
-    assert "[b]\nfrom B" in prompt
+    assert '<answer member="a">\nfrom A\n</answer>' in prompt  # data, enclosed (review16)
+    assert '<answer member="b">\nfrom B\n</answer>' in prompt
     assert "question" in prompt
 
 

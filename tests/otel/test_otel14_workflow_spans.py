@@ -14,51 +14,20 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from traced_spans import Traced, parent_id, span_id  # tests/traced_spans.py
 
 from goagent_py import Agent, ProviderError
 from goagent_py.orchestration import Handoffs, Parallel, Pipeline, StepFailedError, Supervisor
 from goagent_py.orchestration.handoff import transfer_tool_name
-from goagent_py.otel import instrument
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
 
-class _Traced:
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.tracer = self.provider.get_tracer("app")
-
-    def hooks(self, *, capture: bool = False) -> Any:
-        return instrument(self.provider, capture_content=capture)
-
-    def spans(self) -> list[ReadableSpan]:
-        return list(self.exporter.get_finished_spans())
-
-    def one(self, name: str) -> ReadableSpan:
-        found = [s for s in self.spans() if s.name == name]
-        assert len(found) == 1, (name, [s.name for s in self.spans()])
-        return found[0]
-
-
 @pytest.fixture
-def traced() -> Iterator[_Traced]:
-    found = _Traced()
+def traced() -> Iterator[Traced]:
+    found = Traced()
     yield found
     found.provider.shutdown()
-
-
-def _id(span: ReadableSpan) -> int:
-    assert span.context is not None
-    return span.context.span_id
-
-
-def _parent(span: ReadableSpan) -> int | None:
-    return span.parent.span_id if span.parent is not None else None
 
 
 def agent(name: str, hooks: Any, *responses: Any, **settings: Any) -> Agent:
@@ -67,14 +36,14 @@ def agent(name: str, hooks: Any, *responses: Any, **settings: Any) -> Agent:
     )
 
 
-async def test_a_pipeline_is_the_parent_of_its_agents_runs(traced: _Traced) -> None:
+async def test_a_pipeline_is_the_parent_of_its_agents_runs(traced: Traced) -> None:
     hooks = traced.hooks()
     flow = Pipeline(agent("drafter", hooks, "draft"), agent("editor", hooks, "final"), name="docs")
     with traced.tracer.start_as_current_span("request") as request:
         result = await flow.run("write")
     assert result.text == "final"
     workflow = traced.one("invoke_workflow docs")
-    assert _parent(workflow) == request.get_span_context().span_id
+    assert parent_id(workflow) == request.get_span_context().span_id
     assert workflow.kind is SpanKind.INTERNAL
     attributes = dict(workflow.attributes or {})
     assert attributes["gen_ai.operation.name"] == "invoke_workflow"
@@ -83,7 +52,7 @@ async def test_a_pipeline_is_the_parent_of_its_agents_runs(traced: _Traced) -> N
     assert workflow.status.status_code is StatusCode.OK
     for name in ("invoke_agent drafter", "invoke_agent editor"):
         run = traced.one(name)
-        assert _parent(run) == _id(workflow)
+        assert parent_id(run) == span_id(workflow)
         assert run.context is not None
         assert workflow.context is not None
         assert run.context.trace_id == workflow.context.trace_id
@@ -95,7 +64,7 @@ async def test_a_pipeline_is_the_parent_of_its_agents_runs(traced: _Traced) -> N
 
 
 async def test_parallel_branches_inside_a_pipeline_nest_each_under_their_own_flow(
-    traced: _Traced,
+    traced: Traced,
 ) -> None:
     hooks = traced.hooks()
     both = asyncio.Event()
@@ -120,25 +89,25 @@ async def test_parallel_branches_inside_a_pipeline_nest_each_under_their_own_flo
     outer = traced.one("invoke_workflow outer")
     fan_span = traced.one("invoke_workflow fan")
     left, right = traced.one("invoke_workflow left"), traced.one("invoke_workflow right")
-    assert _parent(outer) is None
-    assert _parent(fan_span) == _id(outer)
-    assert _parent(left) == _id(fan_span)
-    assert _parent(right) == _id(fan_span)
-    assert _parent(traced.one("invoke_agent a")) == _id(left)
-    assert _parent(traced.one("invoke_agent b")) == _id(right)
-    assert _parent(traced.one("invoke_agent join")) == _id(outer)
+    assert parent_id(outer) is None
+    assert parent_id(fan_span) == span_id(outer)
+    assert parent_id(left) == span_id(fan_span)
+    assert parent_id(right) == span_id(fan_span)
+    assert parent_id(traced.one("invoke_agent a")) == span_id(left)
+    assert parent_id(traced.one("invoke_agent b")) == span_id(right)
+    assert parent_id(traced.one("invoke_agent join")) == span_id(outer)
 
 
-async def test_two_flows_run_at_once_keep_their_own_agents(traced: _Traced) -> None:
+async def test_two_flows_run_at_once_keep_their_own_agents(traced: Traced) -> None:
     hooks = traced.hooks()
     one = Pipeline(agent("x", hooks, "1"), name="one")
     two = Pipeline(agent("y", hooks, "2"), name="two")
     await asyncio.gather(one.run("a"), two.run("b"))
-    assert _parent(traced.one("invoke_agent x")) == _id(traced.one("invoke_workflow one"))
-    assert _parent(traced.one("invoke_agent y")) == _id(traced.one("invoke_workflow two"))
+    assert parent_id(traced.one("invoke_agent x")) == span_id(traced.one("invoke_workflow one"))
+    assert parent_id(traced.one("invoke_agent y")) == span_id(traced.one("invoke_workflow two"))
 
 
-async def test_a_flow_called_as_a_tool_nests_under_the_tool_call(traced: _Traced) -> None:
+async def test_a_flow_called_as_a_tool_nests_under_the_tool_call(traced: Traced) -> None:
     hooks = traced.hooks()
     team = Pipeline(agent("writer", hooks, "poem"), name="team")
     lead = agent(
@@ -151,12 +120,12 @@ async def test_a_flow_called_as_a_tool_nests_under_the_tool_call(traced: _Traced
     await lead.run("go")
     call = traced.one("execute_tool write")
     workflow = traced.one("invoke_workflow team")
-    assert _parent(call) == _id(traced.one("invoke_agent lead"))
-    assert _parent(workflow) == _id(call)
-    assert _parent(traced.one("invoke_agent writer")) == _id(workflow)
+    assert parent_id(call) == span_id(traced.one("invoke_agent lead"))
+    assert parent_id(workflow) == span_id(call)
+    assert parent_id(traced.one("invoke_agent writer")) == span_id(workflow)
 
 
-async def test_handoffs_group_every_agent_that_took_the_conversation(traced: _Traced) -> None:
+async def test_handoffs_group_every_agent_that_took_the_conversation(traced: Traced) -> None:
     hooks = traced.hooks()
     triage = agent(
         "triage", hooks, tool_call_response((transfer_tool_name("billing"), {"reason": "money"}))
@@ -166,11 +135,11 @@ async def test_handoffs_group_every_agent_that_took_the_conversation(traced: _Tr
     result = await desk.run("charged twice")
     assert result.text == "refunded"
     workflow = traced.one("invoke_workflow desk")
-    assert _parent(traced.one("invoke_agent triage")) == _id(workflow)
-    assert _parent(traced.one("invoke_agent billing")) == _id(workflow)
+    assert parent_id(traced.one("invoke_agent triage")) == span_id(workflow)
+    assert parent_id(traced.one("invoke_agent billing")) == span_id(workflow)
 
 
-async def test_a_supervisor_is_one_workflow(traced: _Traced) -> None:
+async def test_a_supervisor_is_one_workflow(traced: Traced) -> None:
     from goagent_py.agent_tool import as_tool
 
     hooks = traced.hooks()
@@ -185,10 +154,10 @@ async def test_a_supervisor_is_one_workflow(traced: _Traced) -> None:
     await boss.run("go")
     workflows = [s for s in traced.spans() if s.name.startswith("invoke_workflow")]
     assert [s.name for s in workflows] == ["invoke_workflow boss"]
-    assert _parent(traced.one("invoke_agent lead")) == _id(workflows[0])
+    assert parent_id(traced.one("invoke_agent lead")) == span_id(workflows[0])
 
 
-async def test_a_failed_flow_is_an_error_with_the_failure_type(traced: _Traced) -> None:
+async def test_a_failed_flow_is_an_error_with_the_failure_type(traced: Traced) -> None:
     hooks = traced.hooks()
     flow = Pipeline(agent("a", hooks, "ok"), agent("b", hooks, ProviderError("down")), name="f")
     with pytest.raises(StepFailedError):
@@ -197,10 +166,10 @@ async def test_a_failed_flow_is_an_error_with_the_failure_type(traced: _Traced) 
     assert workflow.status.status_code is StatusCode.ERROR
     error_type = dict(workflow.attributes or {})["error.type"]
     assert str(error_type).endswith("StepFailedError")
-    assert _parent(traced.one("invoke_agent b")) == _id(workflow)
+    assert parent_id(traced.one("invoke_agent b")) == span_id(workflow)
 
 
-async def test_a_stream_closed_early_ends_the_workflow_span(traced: _Traced) -> None:
+async def test_a_stream_closed_early_ends_the_workflow_span(traced: Traced) -> None:
     hooks = traced.hooks()
     release = asyncio.Event()
 
@@ -217,10 +186,10 @@ async def test_a_stream_closed_early_ends_the_workflow_span(traced: _Traced) -> 
     workflow = traced.one("invoke_workflow held")
     assert workflow.status.status_code is StatusCode.ERROR
     assert dict(workflow.attributes or {})["error.type"] == "asyncio.exceptions.CancelledError"
-    assert _parent(traced.one("invoke_agent a")) == _id(workflow)
+    assert parent_id(traced.one("invoke_agent a")) == span_id(workflow)
 
 
-async def test_with_capture_the_workflow_records_its_input_and_output(traced: _Traced) -> None:
+async def test_with_capture_the_workflow_records_its_input_and_output(traced: Traced) -> None:
     hooks = traced.hooks(capture=True)
     flow = Pipeline(agent("a", hooks, "the answer"), name="cap")
     await flow.run("the question")
@@ -229,7 +198,7 @@ async def test_with_capture_the_workflow_records_its_input_and_output(traced: _T
     assert "the answer" in str(attributes["gen_ai.output.messages"])
 
 
-async def test_a_flow_of_functions_only_has_no_workflow_span(traced: _Traced) -> None:
+async def test_a_flow_of_functions_only_has_no_workflow_span(traced: Traced) -> None:
     async def shout(text: str) -> str:
         return text.upper()
 
@@ -243,7 +212,7 @@ async def test_a_flow_of_functions_only_has_no_workflow_span(traced: _Traced) ->
 
 
 async def test_a_run_a_flow_left_behind_does_not_open_a_span_that_never_ends(
-    traced: _Traced,
+    traced: Traced,
 ) -> None:
     hooks = traced.hooks()
     late = agent("late", hooks, "after the flow")
@@ -259,10 +228,10 @@ async def test_a_run_a_flow_left_behind_does_not_open_a_span_that_never_ends(
     names = [s.name for s in traced.spans()]
     assert "invoke_workflow spawner" not in names  # it had ended: nothing ran in it
     run = traced.one("invoke_agent late")
-    assert _parent(run) == request.get_span_context().span_id
+    assert parent_id(run) == request.get_span_context().span_id
 
 
-async def test_a_graph_that_loops_holds_every_visit_of_its_agents(traced: _Traced) -> None:
+async def test_a_graph_that_loops_holds_every_visit_of_its_agents(traced: Traced) -> None:
     from goagent_py.orchestration import END, Branch, Graph
 
     hooks = traced.hooks()
@@ -282,4 +251,4 @@ async def test_a_graph_that_loops_holds_every_visit_of_its_agents(traced: _Trace
     workflow = traced.one("invoke_workflow editing")
     runs = [s for s in traced.spans() if s.name.startswith("invoke_agent")]
     assert len(runs) == 4
-    assert {_parent(s) for s in runs} == {_id(workflow)}
+    assert {parent_id(s) for s in runs} == {span_id(workflow)}

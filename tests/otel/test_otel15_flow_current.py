@@ -13,9 +13,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from traced_spans import Traced, parent_id, span_id  # tests/traced_spans.py
 
 from goagent_py import Agent
 from goagent_py.hooks import Hooks, merge_hooks
@@ -24,36 +22,11 @@ from goagent_py.otel import instrument
 from goagent_py.testing import ScriptedProvider
 
 
-class _Traced:
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.tracer = self.provider.get_tracer("app")
-
-    def spans(self) -> list[ReadableSpan]:
-        return list(self.exporter.get_finished_spans())
-
-    def one(self, name: str) -> ReadableSpan:
-        found = [s for s in self.spans() if s.name == name]
-        assert len(found) == 1, (name, [s.name for s in self.spans()])
-        return found[0]
-
-
 @pytest.fixture
-def traced() -> Iterator[_Traced]:
-    found = _Traced()
+def traced() -> Iterator[Traced]:
+    found = Traced()
     yield found
     found.provider.shutdown()
-
-
-def _id(span: ReadableSpan) -> int:
-    assert span.context is not None
-    return span.context.span_id
-
-
-def _parent(span: ReadableSpan) -> int | None:
-    return span.parent.span_id if span.parent is not None else None
 
 
 def _agent(name: str, hooks: Any, *responses: Any) -> Agent:
@@ -61,7 +34,7 @@ def _agent(name: str, hooks: Any, *responses: Any) -> Agent:
 
 
 async def test_a_span_a_step_opens_before_any_agent_nests_under_the_flow(
-    traced: _Traced,
+    traced: Traced,
 ) -> None:
     hooks = instrument(traced.provider)
 
@@ -73,13 +46,13 @@ async def test_a_span_a_step_opens_before_any_agent_nests_under_the_flow(
     with traced.tracer.start_as_current_span("request") as request:
         await flow.run("url")
     workflow = traced.one("invoke_workflow digest")
-    assert _parent(workflow) == request.get_span_context().span_id
-    assert _parent(traced.one("fetch page")) == _id(workflow)
-    assert _parent(traced.one("invoke_agent summarizer")) == _id(workflow)
+    assert parent_id(workflow) == request.get_span_context().span_id
+    assert parent_id(traced.one("fetch page")) == span_id(workflow)
+    assert parent_id(traced.one("invoke_agent summarizer")) == span_id(workflow)
 
 
 async def test_an_agent_run_inside_a_step_span_nests_under_it_inside_the_flow(
-    traced: _Traced,
+    traced: Traced,
 ) -> None:
     hooks = instrument(traced.provider)
     writer = _agent("writer", hooks, "text")
@@ -92,13 +65,13 @@ async def test_an_agent_run_inside_a_step_span_nests_under_it_inside_the_flow(
     await flow.run("go")
     workflow = traced.one("invoke_workflow docs")
     prepare = traced.one("prepare")
-    assert _parent(prepare) == _id(workflow)
-    assert _parent(traced.one("invoke_agent writer")) == _id(prepare)
-    assert _parent(traced.one("invoke_agent editor")) == _id(workflow)
+    assert parent_id(prepare) == span_id(workflow)
+    assert parent_id(traced.one("invoke_agent writer")) == span_id(prepare)
+    assert parent_id(traced.one("invoke_agent editor")) == span_id(workflow)
 
 
 async def test_the_flow_span_is_current_in_parallel_branches_and_nested_flows(
-    traced: _Traced,
+    traced: Traced,
 ) -> None:
     # The instrumented hooks merged with the application's own: still found.
     hooks = merge_hooks(instrument(traced.provider), Hooks(on_run_end=lambda result: None))
@@ -117,14 +90,14 @@ async def test_the_flow_span_is_current_in_parallel_branches_and_nested_flows(
     outer = traced.one("invoke_workflow outer")
     fan_span = traced.one("invoke_workflow fan")
     left = traced.one("invoke_workflow left")
-    assert _parent(fan_span) == _id(outer)
-    assert _parent(left) == _id(fan_span)
-    assert _parent(traced.one("left step")) == _id(left)
-    assert _parent(traced.one("right step")) == _id(fan_span)
-    assert _parent(traced.one("invoke_agent a")) == _id(left)
+    assert parent_id(fan_span) == span_id(outer)
+    assert parent_id(left) == span_id(fan_span)
+    assert parent_id(traced.one("left step")) == span_id(left)
+    assert parent_id(traced.one("right step")) == span_id(fan_span)
+    assert parent_id(traced.one("invoke_agent a")) == span_id(left)
 
 
-async def test_after_the_flow_the_callers_span_is_current_again(traced: _Traced) -> None:
+async def test_after_the_flow_the_callers_span_is_current_again(traced: Traced) -> None:
     hooks = instrument(traced.provider)
 
     async def boom(text: str) -> str:

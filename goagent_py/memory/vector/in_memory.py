@@ -304,10 +304,20 @@ class InMemoryVectorStore:
         Raises:
             InvalidInputError: a filter no backend could match exactly.
         """
+        return [owned(hit) for hit in await self.entries_shared(filter)]
+
+    async def entries_shared(self, filter: Mapping[str, Any] | None = None) -> list[ScoredMessage]:
+        """The entries of :meth:`entries` holding the store's own messages, uncopied: for a
+        caller that reads them all and copies only those it hands on (long-term memory's
+        consolidation; ``goagent_py.memory.vector._shared``). Never change them.
+
+        Raises:
+            InvalidInputError: a filter no backend could match exactly.
+        """
         checked = check_filter(filter)
         with self._lock:
             found = [
-                ScoredMessage(deepcopy(message), 0.0, id)
+                ScoredMessage(message, 0.0, id)
                 for id, message in zip(self._ids, self._messages, strict=True)
                 if metadata_matches(message.metadata, checked)
             ]
