@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from ag_ui.core import (
     AssistantMessage,
@@ -67,11 +68,13 @@ from ag_ui.core import ToolCall as AguiToolCall
 from goagent_py.events import (
     AgentEnd,
     AgentEvent,
+    HistoryAppend,
     MemoryRecall,
     MessageDelta,
     MessageEnd,
     MessagesInjected,
     MessageStart,
+    ModelRequest,
     ToolExecutionEnd,
     ToolExecutionStart,
     ToolsPending,
@@ -82,7 +85,10 @@ from goagent_py.serve._approvals import interrupts_of
 __all__ = [
     "AGUI_VERSION",
     "AguiMapper",
+    "MakeDelta",
+    "Sink",
     "Wire",
+    "WireList",
     "custom",
     "messages_snapshot",
     "reasoning_content",
@@ -285,16 +291,51 @@ def messages_snapshot(messages: list[Message]) -> dict[str, Any]:
     return wire(MessagesSnapshotEvent(messages=out))
 
 
-class AguiMapper:
-    """Turns one run's events into AG-UI events (stateful: the open message and calls).
+MakeDelta = Callable[[str, str], Wire]
+"""What builds a delta's event from its target (a message or call id) and its text:
+:func:`text_content`, :func:`reasoning_content` or :func:`tool_call_args`."""
 
-    ``map``, ``started``, ``finished`` and ``error`` return wire dicts (the hand-written events
-    above, or :func:`wire` of the package's models).
+
+class Sink(Protocol):
+    """Where :class:`AguiMapper` puts a run's events: whole events, and the deltas of a message
+    or a call's arguments (a sink may join consecutive deltas of one target into one event,
+    as the served run's event log does: goagent_py/serve/_server.py, ``RunEvents``)."""
+
+    def put_nowait(self, item: Wire) -> None:
+        """Take one whole event."""
+
+    def put_delta(self, make: MakeDelta, target: str, delta: str) -> None:
+        """Take one delta; ``make(target, delta)`` is its event."""
+
+
+class WireList(list[Wire]):
+    """A :class:`Sink` that keeps every event as it is mapped, each delta an event of its own."""
+
+    def put_nowait(self, item: Wire) -> None:
+        self.append(item)
+
+    def put_delta(self, make: MakeDelta, target: str, delta: str) -> None:
+        self.append(make(target, delta))
+
+
+class AguiMapper:
+    """Turns one run's events into AG-UI events (stateful: the open message and calls), put in
+    ``out`` (a :class:`Sink`; by default a :class:`WireList`, read as ``mapper.out``).
+
+    ``RUN_STARTED`` goes first, once the run has begun: with the first event it maps, or at
+    the run's first ``HistoryAppend`` or ``ModelRequest``, or with :meth:`finished`,
+    :meth:`error` or :meth:`begin` (issue 36: made before, it was alone in its write and the
+    run waited for that write).
     """
 
-    def __init__(self, thread_id: str, run_id: str) -> None:
+    def __init__(self, thread_id: str, run_id: str, out: Sink | None = None) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
+        self.out: Sink = WireList() if out is None else out
+        # Until the run begins these put RUN_STARTED first (then they are the sink's own).
+        self._begun = False
+        self._put: Callable[[Wire], None] = self._first_put
+        self._put_delta: Callable[[MakeDelta, str, str], None] = self._first_put_delta
         self._text_id = ""  # the open text message, "" when none
         self._reasoning_id = ""  # the open reasoning message (and its span)
         self._calls: dict[str, str] = {}  # calls started in this message: id -> name
@@ -305,31 +346,46 @@ class AguiMapper:
         # the whole text at every delta (a long answer's deltas made the mapping quadratic).
         self._texts: list[str] = []
 
-    def started(self) -> dict[str, Any]:
-        """The ``RUN_STARTED`` event."""
-        return run_started(self.thread_id, self.run_id)
+    def begin(self) -> None:
+        """Put ``RUN_STARTED`` if it is not out yet (the run has begun)."""
+        if not self._begun:
+            self._begun = True
+            self._put = self.out.put_nowait
+            self._put_delta = self.out.put_delta
+            self._put(run_started(self.thread_id, self.run_id))
 
-    def error(self, message: str, code: str) -> list[dict[str, Any]]:
+    def _first_put(self, item: Wire) -> None:
+        self.begin()
+        self._put(item)
+
+    def _first_put_delta(self, make: MakeDelta, target: str, delta: str) -> None:
+        self.begin()
+        self._put_delta(make, target, delta)
+
+    def error(self, message: str, code: str) -> None:
         """What ends a failed run: what is still open closed, then ``RUN_ERROR``."""
-        return [*self._close_all(), wire(RunErrorEvent(message=message, code=code))]
+        self._close_all()
+        self._put(wire(RunErrorEvent(message=message, code=code)))
 
-    def finished(self) -> list[dict[str, Any]]:
+    def finished(self) -> None:
         """What ends a run whose stream ended without an error: what is still open closed, then
         ``RUN_FINISHED`` (its ``AgentEnd`` result, held by :meth:`map`)."""
         final = self._finished or run_finished(
             self.thread_id, self.run_id, {"stopReason": None, "text": "".join(self._texts)}
         )
-        return [*self._close_all(), final]
+        self._close_all()
+        self._put(final)
 
-    def not_taken(self, texts: list[str]) -> dict[str, Any]:
+    def not_taken(self, texts: list[str]) -> None:
         """``CUSTOM`` ``goagent.not_taken``: the messages sent to steer this run that it never
         took (``{"messages": [...]}``), for the client to give back to the person."""
-        return custom("goagent.not_taken", {"messages": list(texts)})
+        self._put(custom("goagent.not_taken", {"messages": list(texts)}))
 
-    def following(self, stored: int, message: str) -> dict[str, Any]:
+    def following(self, stored: int, message: str) -> Wire:
         """``CUSTOM`` ``goagent.following``, after ``RUN_STARTED`` in a stream that follows the
-        run from elsewhere: the run goes on from the first ``stored`` messages of the thread's
-        transcript and runs ``message`` ("" for decisions)."""
+        run from elsewhere (that stream's own, not the run's: returned, not put): the run goes
+        on from the first ``stored`` messages of the thread's transcript and runs ``message``
+        ("" for decisions)."""
         return custom("goagent.following", {"stored": stored, "message": message})
 
     def resuming(self, calls: dict[str, str]) -> None:
@@ -337,150 +393,191 @@ class AguiMapper:
         results are this run's ``TOOL_CALL_RESULT`` events."""
         self._unanswered.update(calls)
 
-    def map(self, event: AgentEvent) -> list[dict[str, Any]]:
-        """The AG-UI events for one goagent-py event (often none). Nested agents' events
+    def map(self, event: AgentEvent) -> None:
+        """Put the AG-UI events of one goagent-py event (often none). Nested agents' events
         (a non-empty ``path``) are left out: the page shows the top-level conversation."""
-        if getattr(event, "path", ()):
-            return []
-        return self._map(event)
+        if event.path:
+            return
+        kind = event.__class__
+        handle = _HANDLERS.get(kind)
+        if handle is None:
+            handle = _HANDLERS[kind] = _handler_of(kind)
+        handle(self, event)
 
-    def _map(self, event: AgentEvent) -> list[Wire]:
-        if isinstance(event, MessageStart) and event.role is Role.ASSISTANT:
-            return self._close_message()
-        if isinstance(event, MessageDelta):
-            return self._delta(event)
-        if isinstance(event, MessageEnd) and event.message.role is Role.ASSISTANT:
-            return self._end(event.message)
-        if isinstance(event, ToolExecutionStart):
-            value = {"toolCallId": event.call.id, "toolCallName": event.call.name}
-            return [custom("goagent.tool_started", value)]
-        if isinstance(event, ToolExecutionEnd):
-            result = event.result
-            if self._unanswered.pop(result.call.id, None) is None:
-                return []  # a call this stream never announced (cannot be: kept safe)
-            content = _text(result.content)
-            return [tool_call_result(result.call.id, content, result.is_error, result.duration)]
-        if isinstance(event, MemoryRecall):
-            memories = [
-                {"text": m.message.text, "score": round(float(m.score), 4), "id": m.id}
-                for m in event.memories
-            ]
-            return [custom("goagent.memory_recall", {"memories": memories})]
-        if isinstance(event, MessagesInjected) and event.queue == "steering":
+    # -- one event each (_HANDLERS) -----------------------------------------------------------
+
+    def _ignore(self, event: Any) -> None:
+        pass
+
+    def _run_begins(self, event: Any) -> None:
+        # The run has stored the person's message or calls the model: it has begun.
+        if not self._begun:
+            self.begin()
+
+    def _message_start(self, event: MessageStart) -> None:
+        if event.role is Role.ASSISTANT:
+            self._close_message()
+
+    def _message_end(self, event: MessageEnd) -> None:
+        if event.message.role is Role.ASSISTANT:
+            self._end(event.message)
+
+    def _tool_started(self, event: ToolExecutionStart) -> None:
+        value = {"toolCallId": event.call.id, "toolCallName": event.call.name}
+        self._put(custom("goagent.tool_started", value))
+
+    def _tool_ended(self, event: ToolExecutionEnd) -> None:
+        result = event.result
+        if self._unanswered.pop(result.call.id, None) is None:
+            return  # a call this stream never announced (cannot be: kept safe)
+        content = _text(result.content)
+        self._put(tool_call_result(result.call.id, content, result.is_error, result.duration))
+
+    def _recalled(self, event: MemoryRecall) -> None:
+        memories = [
+            {"text": m.message.text, "score": round(float(m.score), 4), "id": m.id}
+            for m in event.memories
+        ]
+        self._put(custom("goagent.memory_recall", {"memories": memories}))
+
+    def _injected(self, event: MessagesInjected) -> None:
+        if event.queue == "steering":
             # Steers the run took: a tab that follows the run from elsewhere shows them (the
             # tab that sent them shows them already).
             texts = [m.text for m in event.messages]
-            return [custom("goagent.steered", {"messages": texts})]
-        if isinstance(event, ToolsPending):
-            self._unanswered.clear()  # the calls wait for decisions: no result in this run
-            self._interrupts = interrupts_of(event.calls)
-            return []
-        if isinstance(event, AgentEnd):
-            final = event.result
-            aborted = final.stop_reason is StopReason.ABORTED
-            outcome: Any = RunFinishedCancelledOutcome() if aborted else None
-            if final.stop_reason is StopReason.DEFERRED and self._interrupts:
-                outcome = RunFinishedInterruptOutcome(interrupts=self._interrupts)
-            summary: dict[str, Any] = {
-                "stopReason": final.stop_reason.value if final.stop_reason else None,
-                "text": final.text,
-            }
-            if final.output is not None and not isinstance(final.output, str):
-                from pydantic_core import to_jsonable_python
+            self._put(custom("goagent.steered", {"messages": texts}))
 
-                summary["output"] = to_jsonable_python(final.output)  # a typed run's answer
-            usage = _token_usage(final.usage) if final.usage.total_tokens else None
-            self._finished = run_finished(self.thread_id, self.run_id, summary, outcome, usage)
-        return []
+    def _pending(self, event: ToolsPending) -> None:
+        self._unanswered.clear()  # the calls wait for decisions: no result in this run
+        self._interrupts = interrupts_of(event.calls)
+
+    def _agent_end(self, event: AgentEnd) -> None:
+        final = event.result
+        aborted = final.stop_reason is StopReason.ABORTED
+        outcome: Any = RunFinishedCancelledOutcome() if aborted else None
+        if final.stop_reason is StopReason.DEFERRED and self._interrupts:
+            outcome = RunFinishedInterruptOutcome(interrupts=self._interrupts)
+        summary: dict[str, Any] = {
+            "stopReason": final.stop_reason.value if final.stop_reason else None,
+            "text": final.text,
+        }
+        if final.output is not None and not isinstance(final.output, str):
+            from pydantic_core import to_jsonable_python
+
+            summary["output"] = to_jsonable_python(final.output)  # a typed run's answer
+        usage = _token_usage(final.usage) if final.usage.total_tokens else None
+        self._finished = run_finished(self.thread_id, self.run_id, summary, outcome, usage)
 
     # -- the assistant message as it streams ------------------------------------------------
 
-    def _delta(self, event: MessageDelta) -> list[Wire]:
-        if event.kind == "thinking":
-            out = self._close_text()
-            if not self._reasoning_id:
-                self._reasoning_id = _new_id("reasoning_")
-                out += [
-                    reasoning_start(self._reasoning_id),
-                    reasoning_message_start(self._reasoning_id),
-                ]
-            out.append(reasoning_content(self._reasoning_id, event.delta))
-            return out
-        if event.kind == "text":
-            out = self._close_reasoning()
+    def _delta(self, event: MessageDelta) -> None:
+        kind = event.kind
+        if kind == "text":
+            if self._reasoning_id:
+                self._close_reasoning()
             if not self._text_id:
                 self._text_id = _new_id("msg_")
-                out.append(text_start(self._text_id))
+                self._put(text_start(self._text_id))
             self._texts.append(event.delta)
-            out.append(text_content(self._text_id, event.delta))
-            return out
-        if not event.call_id:
-            return []
-        out = self._close_reasoning() + self._close_text()
-        if event.call_id not in self._calls:
-            self._calls[event.call_id] = event.name
-            out.append(tool_call_start(event.call_id, event.name))
-        out.append(tool_call_args(event.call_id, event.delta))
-        return out
+            self._put_delta(text_content, self._text_id, event.delta)
+        elif kind == "thinking":
+            if self._text_id:
+                self._close_text()
+            if not self._reasoning_id:
+                self._reasoning_id = _new_id("reasoning_")
+                self._put(reasoning_start(self._reasoning_id))
+                self._put(reasoning_message_start(self._reasoning_id))
+            self._put_delta(reasoning_content, self._reasoning_id, event.delta)
+        elif event.call_id:
+            self._close_reasoning()
+            self._close_text()
+            if event.call_id not in self._calls:
+                self._calls[event.call_id] = event.name
+                self._put(tool_call_start(event.call_id, event.name))
+            self._put_delta(tool_call_args, event.call_id, event.delta)
 
-    def _end(self, message: Message) -> list[Wire]:
+    def _end(self, message: Message) -> None:
         streamed = bool(self._text_id or self._reasoning_id or self._calls)
-        out = self._close_reasoning() + self._close_text()
+        self._close_reasoning()
+        self._close_text()
         if not streamed:
             # Not streamed (a provider without streaming): the whole message at once.
             thought = _thinking(message.content)
             if thought:
                 rid = _new_id("reasoning_")
-                out += [
-                    reasoning_start(rid),
-                    reasoning_message_start(rid),
-                    reasoning_content(rid, thought),
-                    reasoning_message_end(rid),
-                    reasoning_end(rid),
-                ]
+                self._put(reasoning_start(rid))
+                self._put(reasoning_message_start(rid))
+                self._put_delta(reasoning_content, rid, thought)
+                self._put(reasoning_message_end(rid))
+                self._put(reasoning_end(rid))
             if message.text:
                 mid = _new_id("msg_")
                 self._texts.append(message.text)
-                out += [text_start(mid), text_content(mid, message.text), text_end(mid)]
+                self._put(text_start(mid))
+                self._put_delta(text_content, mid, message.text)
+                self._put(text_end(mid))
         for call in message.tool_calls:
             if call.id not in self._calls:
-                out += [
-                    tool_call_start(call.id, call.name),
-                    tool_call_args(call.id, json.dumps(call.arguments)),
-                ]
-            out.append(tool_call_end(call.id))
+                self._put(tool_call_start(call.id, call.name))
+                self._put_delta(tool_call_args, call.id, json.dumps(call.arguments))
+            self._put(tool_call_end(call.id))
             self._unanswered[call.id] = call.name
         # Calls streamed but not in the final message (a provider that dropped one) end too.
         for call_id in self._calls:
             if call_id not in self._unanswered:
-                out.append(tool_call_end(call_id))
+                self._put(tool_call_end(call_id))
                 self._unanswered[call_id] = self._calls[call_id]
         self._calls = {}
-        return out
 
-    def _close_reasoning(self) -> list[Wire]:
-        if not self._reasoning_id:
-            return []
-        rid, self._reasoning_id = self._reasoning_id, ""
-        return [reasoning_message_end(rid), reasoning_end(rid)]
+    def _close_reasoning(self) -> None:
+        if self._reasoning_id:
+            rid, self._reasoning_id = self._reasoning_id, ""
+            self._put(reasoning_message_end(rid))
+            self._put(reasoning_end(rid))
 
-    def _close_text(self) -> list[Wire]:
-        if not self._text_id:
-            return []
-        mid, self._text_id = self._text_id, ""
-        return [text_end(mid)]
+    def _close_text(self) -> None:
+        if self._text_id:
+            mid, self._text_id = self._text_id, ""
+            self._put(text_end(mid))
 
-    def _close_message(self) -> list[Wire]:
-        out = self._close_reasoning() + self._close_text()
+    def _close_message(self) -> None:
+        self._close_reasoning()
+        self._close_text()
         for call_id in self._calls:
-            out.append(tool_call_end(call_id))
+            self._put(tool_call_end(call_id))
             self._unanswered[call_id] = self._calls[call_id]
         self._calls = {}
-        return out
 
-    def _close_all(self) -> list[Wire]:
-        out = self._close_message()
+    def _close_all(self) -> None:
+        self._close_message()
         for call_id in list(self._unanswered):
-            out.append(tool_call_result(call_id, _UNFINISHED, True, 0.0))
+            self._put(tool_call_result(call_id, _UNFINISHED, True, 0.0))
         self._unanswered = {}
-        return out
+
+
+_Handler = Callable[[AguiMapper, Any], None]
+
+_HANDLERS: dict[type, _Handler] = {
+    MessageDelta: AguiMapper._delta,
+    MessageStart: AguiMapper._message_start,
+    MessageEnd: AguiMapper._message_end,
+    HistoryAppend: AguiMapper._run_begins,
+    ModelRequest: AguiMapper._run_begins,
+    ToolExecutionStart: AguiMapper._tool_started,
+    ToolExecutionEnd: AguiMapper._tool_ended,
+    MemoryRecall: AguiMapper._recalled,
+    MessagesInjected: AguiMapper._injected,
+    ToolsPending: AguiMapper._pending,
+    AgentEnd: AguiMapper._agent_end,
+}
+"""What each kind of event does to the mapping, by its class (one lookup an event, issue 36:
+a chain of ``isinstance`` tests was most of the mapping's own time); an event of a class not
+here is looked up once by its bases (:func:`_handler_of`) and its class added."""
+
+
+def _handler_of(kind: type) -> _Handler:
+    for base in kind.__mro__[1:]:
+        found = _HANDLERS.get(base)
+        if found is not None:
+            return found
+    return AguiMapper._ignore

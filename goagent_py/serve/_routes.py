@@ -3,7 +3,6 @@ OpenAI-compatible ``/v1``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -25,7 +24,7 @@ from goagent_py.serve._server import (
     prompt_text,
     static_file,
 )
-from goagent_py.serve._sse import LastChunk, RunStream, sse_frame
+from goagent_py.serve._sse import LastChunk, RunStream, frames_of, sse_frame, to_json
 from goagent_py.serve._threads import message_json
 
 __all__ = ["table"]
@@ -47,11 +46,6 @@ def _guarded(fn: Endpoint) -> Endpoint:
     return wrapper
 
 
-_to_json = json.JSONEncoder().encode
-"""``json.dumps`` with its defaults (the same encoder, the same output) without its keyword
-checks: one call per AG-UI event of every run (issue 36)."""
-
-
 def _text_of(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -70,7 +64,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
             # One JSON line per event, the ready ones in one chunk; the last batch ends the
             # response in the same write.
             async for batch, last in server.event_batches(run):
-                data = b"".join(sse_frame(_to_json(i)) for i in batch)
+                data = frames_of(batch)
                 yield LastChunk(data) if last else data
 
         return RunStream(server, run, frames())
@@ -98,7 +92,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
                     first = False
                     told = run.mapper.following(run.stored_before, run.message)
                     batch = [batch[0], told, *batch[1:]]
-                yield b"".join(sse_frame(_to_json(i)) for i in batch)
+                yield frames_of(batch)
 
         return RunStream(server, run, frames(), reader=reader)
 
@@ -113,7 +107,7 @@ def table(server: Server) -> list[tuple[str, Endpoint, list[str]]]:
             try:
                 yield sse_frame('{"type":"hello"}')
                 while (event := await queue.get()) is not None:
-                    yield sse_frame(_to_json(event))
+                    yield sse_frame(to_json(event))
             finally:
                 server.unwatch(user, queue)
 

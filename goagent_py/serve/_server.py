@@ -31,8 +31,6 @@ from goagent_py.errors import ApprovalError, ConfigurationError, GoAgentError, I
 from goagent_py.events import (
     AgentEnd,
     AgentEvent,
-    HistoryAppend,
-    ModelRequest,
     ToolExecutionEnd,
 )
 from goagent_py.memory.base import LongTermMemoryProtocol
@@ -164,51 +162,50 @@ class Affinity(Protocol):
         """The other workers to ask about a run this one does not know."""
 
 
-# The events whose deltas add up (the key naming what they add to): a run's events read in
-# one batch carry one of each in a row, their deltas joined (RunEvents).
-_JOINED = {
-    "TEXT_MESSAGE_CONTENT": "messageId",
-    "REASONING_MESSAGE_CONTENT": "messageId",
-    "TOOL_CALL_ARGS": "toolCallId",
-}
-
-
 class RunEvents:
     """A run's AG-UI events, kept for the run's life (``None`` ends them): its own stream
     reads them as they come (:meth:`get`, :meth:`take`), and a stream that follows the run
     from another tab reads them from the start (:meth:`follow`), so both see one run.
 
-    Consecutive deltas of one message (or one call's arguments) that nobody has read yet are
-    one event, their deltas joined: a client gets the same text in fewer events (issue 36:
-    each event was a dict, a JSON encoding and a frame). An event once read is never changed.
-    The part of ``asyncio.Queue`` the OpenAI streams use (``put_nowait``, ``get``,
-    ``get_nowait``, ``empty``) reads as the run's own stream.
+    The run's :class:`~goagent_py.serve._agui.AguiMapper` puts them (this is its sink): whole
+    events with :meth:`put_nowait`, deltas with :meth:`put_delta`. Consecutive deltas of one
+    message (or one call's arguments) that nobody has read yet are one event, their deltas
+    joined: a client gets the same text in fewer events (issue 36: each event was a dict, a
+    JSON encoding and a frame), and a delta that joins builds no event at all. An event once
+    read, by any reader, is never changed. The part of ``asyncio.Queue`` the OpenAI streams use
+    (``put_nowait``, ``get``, ``get_nowait``, ``empty``) reads as the run's own stream.
     """
 
     def __init__(self) -> None:
         self._log: list[dict[str, Any] | None] = []
-        self._pieces: list[str] | None = None  # more deltas of the last event, unread
+        # The last event's deltas while nobody has read it (None: it is not open to joins),
+        # what built it, and its target (the message or call id).
+        self._pieces: list[str] | None = None
+        self._make: Callable[[str, str], dict[str, Any]] | None = None
+        self._target = ""
         self._read = 0  # the run's own stream has read the events before this one
         self._sealed = 0  # the events before this one were read: never joined into
         self._ready = asyncio.Event()
 
     def put_nowait(self, item: dict[str, Any] | None) -> None:
-        log = self._log
-        pieces = self._pieces
-        if pieces is not None and item is not None:
-            last = log[-1]
-            assert last is not None
-            key = _JOINED.get(item["type"])
-            if item["type"] == last["type"] and key is not None and item[key] == last[key]:
-                pieces.append(item["delta"])
-                return
-        if pieces is not None:
+        """Add a whole event (None: the run's end)."""
+        if self._pieces is not None:
             self._seal()
-        log.append(item)
-        if item is not None and item["type"] in _JOINED:
-            self._pieces = [item["delta"]]
+        self._log.append(item)
         if not self._ready.is_set():
             self._ready.set()
+
+    def put_delta(
+        self, make: Callable[[str, str], dict[str, Any]], target: str, delta: str
+    ) -> None:
+        """Add a delta of ``target`` (``make(target, delta)`` is its event): joined into the
+        last event when that is one of ``make``'s for ``target`` nobody has read yet."""
+        pieces = self._pieces
+        if pieces is not None and make is self._make and target == self._target:
+            pieces.append(delta)
+            return
+        self.put_nowait(make(target, delta))
+        self._pieces, self._make, self._target = [delta], make, target
 
     def _seal(self) -> None:
         """The events so far as read: the last one's deltas joined, nothing joined into it."""
@@ -216,9 +213,8 @@ class RunEvents:
         if pieces is not None:
             self._pieces = None
             if len(pieces) > 1:
-                last = self._log[-1]
-                assert last is not None
-                self._log[-1] = {**last, "delta": "".join(pieces)}
+                assert self._make is not None
+                self._log[-1] = self._make(self._target, "".join(pieces))
         self._sealed = len(self._log)
 
     def empty(self) -> bool:
@@ -248,8 +244,9 @@ class RunEvents:
 
     def take(self) -> list[dict[str, Any] | None]:
         """Every event the run's own stream has not read yet (the end, None, included)."""
-        if self._read >= self._sealed:
-            self._seal()
+        # Sealed whatever this reads: a follower may have read (and sealed) further than this
+        # stream, and the events after that are still open to joins.
+        self._seal()
         taken = self._log[self._read :]
         self._read = len(self._log)
         return taken
@@ -637,7 +634,8 @@ class Server:
 
         retry = False
         run_id = "run_" + secrets.token_hex(8)
-        run = Run(run_id, user, thread_id, RunEvents(), AguiMapper(thread_id, run_id))
+        events = RunEvents()
+        run = Run(run_id, user, thread_id, events, AguiMapper(thread_id, run_id, events))
         if self.cluster is not None:  # nothing awaited between this and live.run = run
             try:
                 self.cluster.claim(user, thread_id, decide_after if decisions else busy)
@@ -678,13 +676,10 @@ class Server:
         *,
         retry: bool = False,
     ) -> None:
-        put = run.queue.put_nowait
-        # RUN_STARTED is made once the run has begun: it has stored the user's message or is
-        # calling the model (or has an event of its own first). Made earlier, it was alone in
-        # its write (issue 36: the run then waited for that commit); now it goes out with what
-        # the run makes next when that is ready at once (a scripted answer), and alone before
-        # a model that takes its time (nothing the model makes waits for it).
-        started = [run.mapper.started()]
+        # The mapper puts the run's events in run.queue; RUN_STARTED once the run has begun
+        # (AguiMapper): it goes out with what the run makes next when that is ready at once (a
+        # scripted answer), and alone before a model that takes its time.
+        mapper = run.mapper
         durations: dict[str, float] = {}
         spent = 0  # model calls since the person last acted: "always" shares one budget
         told = False  # whether the client was told of the steers the run did not take
@@ -716,11 +711,7 @@ class Server:
                         durations[event.result.call.id] = round(event.result.duration, 6)
                     elif isinstance(event, AgentEnd) and not event.path:
                         spent += event.result.iterations
-                    items = run.mapper.map(event)
-                    if started and (items or isinstance(event, (HistoryAppend, ModelRequest))):
-                        put(started.pop())
-                    for item in items:
-                        put(item)
+                    mapper.map(event)
                 # Calls of tools the person approved "always for this thread" go on at once,
                 # within the agent's iteration budget for all of them (review9c).
                 auto = auto_decisions(
@@ -738,21 +729,13 @@ class Server:
                     # steer is either taken here or refused with 409.
                     streams.append(live.session.stream_continue())
         except Exception as exc:  # the client gets it as RUN_ERROR; the server goes on
-            if started:
-                put(started.pop())
             told = True
-            for item in self._not_taken(live, run):
-                put(item)
-            for item in run.mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__):
-                put(item)
+            self._not_taken(live, run)
+            mapper.error(f"{type(exc).__name__}: {exc}", type(exc).__name__)
         else:
-            if started:
-                put(started.pop())
             told = True
-            for item in self._not_taken(live, run):
-                put(item)
-            for item in run.mapper.finished():
-                put(item)
+            self._not_taken(live, run)
+            mapper.finished()
         finally:
             if not told and live.session.steering_queue:
                 live.session.clear_queues("steering")  # cancelled: nothing is kept either
@@ -773,23 +756,23 @@ class Server:
             # 36: every turn's stream waited for that commit); the turn's messages are stored
             # already, and the index's reads for this user wait for the write.
             recorded = self.threads.record_turn(run.user, run.thread_id, durations)
-            if started:  # cancelled before it began
-                put(started.pop())
-            put(None)
+            mapper.begin()  # cancelled before it began: RUN_STARTED still comes first
+            run.queue.put_nowait(None)
             try:
                 await self._evict()
             finally:
                 await self._recorded(run, recorded)
 
     @staticmethod
-    def _not_taken(live: Live, run: Run) -> list[dict[str, Any]]:
-        """The steers ``run`` leaves untaken (cleared from the session's queue) as the event
-        that gives them back to the client, or nothing."""
+    def _not_taken(live: Live, run: Run) -> None:
+        """Give the steers ``run`` leaves untaken (cleared from the session's queue) back to
+        the client (an event), if there are any."""
         queued = live.session.steering_queue
         if queued:
             run.not_taken += [m.text for m in queued]
             live.session.clear_queues("steering")
-        return [run.mapper.not_taken(run.not_taken)] if run.not_taken else []
+        if run.not_taken:
+            run.mapper.not_taken(run.not_taken)
 
     @staticmethod
     async def _recorded(run: Run, recorded: asyncio.Task[None]) -> None:
@@ -814,23 +797,9 @@ class Server:
             live = self.live.pop(key)
             await live.storage.aclose()
 
-    async def events(self, run: Run) -> AsyncIterator[dict[str, Any]]:
-        """The run's AG-UI events; leaving early (a closed tab) aborts the run when nobody
-        else follows it (:meth:`leave`)."""
-        finished = False
-        try:
-            while True:
-                item = await run.queue.get()
-                if item is None:
-                    finished = True
-                    return
-                yield item
-        finally:
-            if not finished:
-                self.leave(run, run)
-
     async def event_batches(self, run: Run) -> AsyncIterator[tuple[list[dict[str, Any]], bool]]:
-        """:meth:`events` in batches: each holds every event ready at that moment (a streamed
+        """The run's AG-UI events for the stream that started it, in batches: each holds every
+        event ready at that moment (a streamed
         answer's deltas often arrive many at once), so a stream writes one chunk per batch, not
         one per event (issue 36: each write is a system call and a trip through the server);
         no event is held back for the ones after it: only the first batch gets a few turns of

@@ -212,14 +212,14 @@ async def test_deltas_ready_together_are_one_event_and_read_ones_never_change() 
     from goagent_py.serve._server import RunEvents
 
     events = RunEvents()
-    events.put_nowait(text_content("m1", "a"))
-    events.put_nowait(text_content("m1", "b"))
+    events.put_delta(text_content, "m1", "a")
+    events.put_delta(text_content, "m1", "b")
     first = events.get_nowait()
     assert first == text_content("m1", "ab")
-    events.put_nowait(text_content("m1", "c"))  # after a read: an event of its own
-    events.put_nowait(text_content("m2", "x"))  # another message: never joined
-    events.put_nowait(tool_call_args("c1", '{"a"'))
-    events.put_nowait(tool_call_args("c1", ": 1}"))
+    events.put_delta(text_content, "m1", "c")  # after a read: an event of its own
+    events.put_delta(text_content, "m2", "x")  # another message: never joined
+    events.put_delta(tool_call_args, "c1", '{"a"')
+    events.put_delta(tool_call_args, "c1", ": 1}")
     events.put_nowait(text_end("m2"))
     events.put_nowait(None)
     assert first == text_content("m1", "ab")

@@ -176,11 +176,12 @@ def _every_branch() -> list[Any]:
 
 
 def test_every_event_of_a_run_is_what_its_model_dumps() -> None:
-    mapper = _agui.AguiMapper("t1", "r1")
-    events = [mapper.started()]
+    events = _agui.WireList()
+    mapper = _agui.AguiMapper("t1", "r1", events)
+    mapper.begin()
     for event in _every_branch():
-        events += mapper.map(event)
-    events += mapper.finished()  # c2 never got its result: an error result closes it
+        mapper.map(event)
+    mapper.finished()  # c2 never got its result: an error result closes it
     for event in events:
         _same(event, _ADAPTER.validate_python(event))
     assert {e["type"] for e in events} >= set(PAIRS)
@@ -188,9 +189,16 @@ def test_every_event_of_a_run_is_what_its_model_dumps() -> None:
 
 
 def test_a_failed_run_ends_with_the_models_run_error() -> None:
-    mapper = _agui.AguiMapper("t1", "r1")
+    events = _agui.WireList()
+    mapper = _agui.AguiMapper("t1", "r1", events)
     mapper.map(MessageDelta("text", "partial"))
-    events = mapper.error("ProviderError: down", "ProviderError")
-    assert [e["type"] for e in events] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
+    mapper.error("ProviderError: down", "ProviderError")
+    assert [e["type"] for e in events] == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_ERROR",
+    ]
     for event in events:
         _same(event, _ADAPTER.validate_python(event))

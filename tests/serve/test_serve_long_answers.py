@@ -20,16 +20,15 @@ WHOLE = "".join(PIECES)
 
 
 def test_agui_forwards_every_delta_and_finishes_with_the_whole_text() -> None:
-    mapper = _agui.AguiMapper("t1", "r1")
-    deltas = []
+    out = _agui.WireList()
+    mapper = _agui.AguiMapper("t1", "r1", out)
     for piece in PIECES:
-        for event in mapper.map(MessageDelta("text", piece)):
-            if event["type"] == "TEXT_MESSAGE_CONTENT":
-                deltas.append(event["delta"])
-    end = mapper.finished()
+        mapper.map(MessageDelta("text", piece))
+    deltas = [e["delta"] for e in out if e["type"] == "TEXT_MESSAGE_CONTENT"]
+    mapper.finished()
     assert deltas == PIECES
-    assert end[-1]["type"] == "RUN_FINISHED"
-    assert end[-1]["result"]["text"] == WHOLE
+    assert out[-1]["type"] == "RUN_FINISHED"
+    assert out[-1]["result"]["text"] == WHOLE
 
 
 def _builder() -> Any:
