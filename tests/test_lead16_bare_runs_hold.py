@@ -39,16 +39,6 @@ def _slow_agent(storage: Any) -> tuple[Agent[Any, Any], asyncio.Event, asyncio.E
     return agent, running, release
 
 
-async def _prompt(agent: Agent[Any, Any], how: str) -> None:
-    if how == "run":
-        await agent.run("second")
-    elif how == "stream":
-        async for _ in agent.stream("second"):
-            pass
-    else:
-        await Session(agent).prompt("second")
-
-
 @pytest.mark.parametrize("how", ["run", "stream", "session"])
 @pytest.mark.parametrize("kind", ["sqlite", "memory"])
 async def test_a_bare_run_holds_its_conversation(tmp_path: Path, kind: str, how: str) -> None:
@@ -64,7 +54,13 @@ async def test_a_bare_run_holds_its_conversation(tmp_path: Path, kind: str, how:
     task = asyncio.create_task(first.run("first"))
     await running.wait()
     with pytest.raises(SessionBusyError, match="is busy"):
-        await _prompt(second, how)  # was: answered, its turn inside the first run's
+        if how == "run":
+            await second.run("second")  # was: answered, its turn inside the first run's
+        elif how == "stream":
+            async for _ in second.stream("second"):
+                pass
+        else:
+            await Session(second).prompt("second")
     release.set()
     assert (await task).text == "one"
     stored = await first_storage.load()
