@@ -642,14 +642,13 @@ class Agent(Generic[Deps, Out]):
             ConfigurationError: a waiting call has no decision, or one of the wrong kind.
             ProviderError, MaxIterationsError, MemoryStoreError: as :meth:`run`.
         """
-        async with self._record_hold() or contextlib.nullcontext():
-            run = await self.start_resume(
-                decisions,
-                streaming=False,
-                history=None if history is None else list(history),
-                deps=deps,
-            )
-            return await run.outcome()
+        run = await self.start_resume(
+            decisions,
+            streaming=False,
+            history=None if history is None else list(history),
+            deps=deps,
+        )
+        return await run.outcome()
 
     def resume_sync(
         self,
@@ -675,33 +674,15 @@ class Agent(Generic[Deps, Out]):
         deps: Deps | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """:meth:`resume`, yielding the run's events as they happen."""
-        async with self._record_hold() or contextlib.nullcontext():
-            run = await self.start_resume(
-                decisions,
-                streaming=True,
-                history=None if history is None else list(history),
-                deps=deps,
-            )
-            async with contextlib.aclosing(run.events()) as events:
-                async for event in events:
-                    yield event
-
-    def _record_hold(self) -> contextlib.AbstractAsyncContextManager[object] | None:
-        """The hold of the stored conversation a run of :meth:`run`, :meth:`stream` or
-        :meth:`resume` writes to (its short-term memory's storage's ``hold_run``), or None
-        without one. A :class:`~goagent_py.Session` takes the same hold around its runs,
-        which go through :meth:`start_run`: no other run, bare or in a Session, in this
-        process or another, appends to that conversation meanwhile (docs/sessions.md "One run
-        per stored conversation, whoever opens it").
-
-        Raises (on entry):
-            SessionBusyError: another run holds the conversation; nothing was written.
-        """
-        memory = self._options.short_term_memory
-        if memory is None:
-            return None
-        hold = getattr(getattr(memory, "storage", None), "hold_run", None)
-        return hold() if callable(hold) else None
+        run = await self.start_resume(
+            decisions,
+            streaming=True,
+            history=None if history is None else list(history),
+            deps=deps,
+        )
+        async with contextlib.aclosing(run.events()) as events:
+            async for event in events:
+                yield event
 
     @overload
     async def run(self, prompt: Prompt, *, deps: Deps | None = None) -> RunResult[Out]: ...
@@ -733,19 +714,9 @@ class Agent(Generic[Deps, Out]):
             ConfigurationError: the prompt is not text, blocks or user messages.
             InvalidInputError: the prompt is empty (text only, all whitespace).
             OutputValidationError: the output stayed invalid after ``output_retries``.
-            SessionBusyError: another run (a Session's, or a bare one like this, in this
-                process or another) is going on in the stored conversation of the agent's
-                short-term memory; nothing was written.
 
         A failed run's exception carries the run's result as ``exc.run_result``.
         """
-        hold = self._record_hold()
-        if hold is not None:  # one run at a time on the stored conversation
-            async with hold:
-                run = await self.start_run(
-                    prompt, streaming=False, output_type=output_type, deps=deps
-                )
-                return await run.outcome()
         if self._connected and not self._options.mcp_servers and output_type is _UNSET:
             # :meth:`start_run` with nothing to await: no coroutine for it (issue 36).
             messages = to_messages(prompt, "run()")
@@ -760,12 +731,11 @@ class Agent(Generic[Deps, Out]):
         """Run the agent and yield its events as they happen (text deltas when the provider
         streams). The last event is :class:`~goagent_py.AgentEnd` (its result's ``output``
         is the typed answer); failures then raise as in :meth:`run`."""
-        async with self._record_hold() or contextlib.nullcontext():
-            run = await self.start_run(prompt, streaming=True, output_type=output_type, deps=deps)
-            # aclosing: a consumer that stops early still ends the run (on_run_end) at once.
-            async with contextlib.aclosing(run.events()) as events:
-                async for event in events:
-                    yield event
+        run = await self.start_run(prompt, streaming=True, output_type=output_type, deps=deps)
+        # aclosing: a consumer that stops early still ends the run (on_run_end) right away.
+        async with contextlib.aclosing(run.events()) as events:
+            async for event in events:
+                yield event
 
     @overload
     def run_sync(self, prompt: Prompt, *, deps: Deps | None = None) -> RunResult[Out]: ...
