@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import sqlite3
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,3 +31,26 @@ async def serving(app: Any, sock: socket.socket) -> AsyncIterator[str]:
         web.should_exit = True
         await task
         sock.close()
+
+
+def stored_sessions(path: str) -> set[str]:
+    """The conversation ids stored in the SQLite file at ``path``."""
+    with sqlite3.connect(path) as conn:
+        return {r[0] for r in conn.execute("SELECT DISTINCT session_id FROM goagent_messages")}
+
+
+def send_message(text: str, message_id: str, context_id: str) -> Any:
+    """A JSON-RPC ``SendMessage`` body (A2A 1.0) of one user text."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "role": "ROLE_USER",
+                "messageId": message_id,
+                "contextId": context_id,
+                "parts": [{"text": text}],
+            }
+        },
+    }

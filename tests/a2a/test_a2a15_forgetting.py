@@ -6,12 +6,13 @@ never one whose task is running; a restarted server counts the contexts stored b
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from typing import Any
 
 import httpx
 import pytest
 from a2a_helpers import free_socket, serving
+from a2a_helpers import send_message as _message
+from a2a_helpers import stored_sessions as _sessions
 
 from goagent_py import Agent, tool
 from goagent_py.a2a import a2a_app
@@ -25,27 +26,6 @@ pytestmark = pytest.mark.slow
 
 def _url(sock: Any) -> str:
     return f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-
-def _sessions(path: str) -> set[str]:
-    with sqlite3.connect(path) as conn:
-        return {r[0] for r in conn.execute("SELECT DISTINCT session_id FROM goagent_messages")}
-
-
-def _message(text: str, message_id: str, context_id: str) -> Any:
-    return {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "role": "ROLE_USER",
-                "messageId": message_id,
-                "contextId": context_id,
-                "parts": [{"text": text}],
-            }
-        },
-    }
 
 
 async def _say(http: httpx.AsyncClient, url: str, text: str, context_id: str) -> Any:

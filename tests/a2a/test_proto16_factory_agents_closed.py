@@ -10,28 +10,13 @@ from typing import Any
 import httpx
 import pytest
 from a2a_helpers import free_socket, serving
+from a2a_helpers import send_message as _message
 
 from goagent_py import Agent
 from goagent_py.a2a import a2a_app
 from goagent_py.testing import FunctionProvider
 
 pytestmark = pytest.mark.slow
-
-
-def _message(text: str, message_id: str, context_id: str) -> Any:
-    return {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "role": "ROLE_USER",
-                "messageId": message_id,
-                "contextId": context_id,
-                "parts": [{"text": text}],
-            }
-        },
-    }
 
 
 def _connected(name: str, closed: list[str]) -> Any:

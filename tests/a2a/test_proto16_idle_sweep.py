@@ -4,12 +4,13 @@ sweeping at shutdown. The clock and the sweep's waits are the test's (tests/swee
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import httpx
 import pytest
 from a2a_helpers import free_socket, serving
+from a2a_helpers import send_message as _message
+from a2a_helpers import stored_sessions as _sessions
 from sweep_ticks import Ticks  # tests/sweep_ticks.py
 
 from goagent_py import Agent
@@ -18,27 +19,6 @@ from goagent_py.memory import ShortTermMemory, SQLiteStorage
 from goagent_py.testing import FunctionProvider
 
 pytestmark = pytest.mark.slow
-
-
-def _sessions(path: str) -> set[str]:
-    with sqlite3.connect(path) as conn:
-        return {r[0] for r in conn.execute("SELECT DISTINCT session_id FROM goagent_messages")}
-
-
-def _message(text: str, message_id: str, context_id: str) -> Any:
-    return {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {
-            "message": {
-                "role": "ROLE_USER",
-                "messageId": message_id,
-                "contextId": context_id,
-                "parts": [{"text": text}],
-            }
-        },
-    }
 
 
 async def test_an_idle_server_forgets_a_context_idle_past_forget_after(
