@@ -334,6 +334,44 @@ async def _maybe_await(value: T | Awaitable[T]) -> T:
     return value
 
 
+def _away(loop: asyncio.AbstractEventLoop | None) -> bool:
+    """Whether this frame is being closed away from ``loop``, its run's event loop: a run its
+    owner dropped unclosed (a durable worker that let go of a workflow without evicting it),
+    whose frames the garbage collector then closes one by one, in no order, wherever it runs
+    next (docs/scaling-out.md, "Tracing durable runs"). Nothing can be awaited there (no loop
+    drives the run), no generator closed (the one a frame awaited stays mid-step) and no context
+    restored (another one is current): each frame ends doing nothing of the run's end."""
+    try:
+        return asyncio.get_running_loop() is not loop
+    except RuntimeError:  # no loop at all: a thread's garbage collection
+        return True
+
+
+class _Closing:
+    """``contextlib.aclosing`` for a generator the run drives: closed unless the run is being
+    dropped (:func:`_away`) or the generator is mid-step (the frame that drove it was closed
+    while it awaited it: "aclose(): asynchronous generator is already running")."""
+
+    __slots__ = ("gen", "loop")
+
+    def __init__(self, gen: AsyncGenerator[Any, None], loop: asyncio.AbstractEventLoop | None):
+        self.gen = gen
+        self.loop = loop
+
+    async def __aenter__(self) -> AsyncGenerator[Any, None]:
+        return self.gen
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await _close(self.gen, self.loop)
+
+
+async def _close(gen: AsyncGenerator[Any, None], loop: asyncio.AbstractEventLoop | None) -> None:
+    """Close ``gen`` as :class:`_Closing` does."""
+    if getattr(gen, "ag_running", False) or _away(loop):
+        return  # its own finalizer closes it, as it closes this frame
+    await gen.aclose()
+
+
 class _Abort(Exception):
     """Internal: the run stops here because of an abort (never escapes the loop)."""
 
@@ -411,6 +449,7 @@ class Run:
         "_hooked",
         "_injected",
         "_inner",
+        "_loop",
         "_messages",
         "_output_failure",
         "_output_tries",
@@ -528,6 +567,7 @@ class Run:
         self.pending_calls: list[ToolCall] = []
         self._persisted = 0
         self._start = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the run runs on
         self._recalled: Message | None = None
         self._recalled_ids: list[str] = []  # the memories this run's answer is given, best first
         self._history: list[Message] = []
@@ -725,15 +765,20 @@ class Run:
             # A compactor reports its summary usage (counted in the run) and what it did.
             usage_token = USAGE_SINK.set(self._add_usage)
             event_token = EVENT_SINK.set(self._compactions.append)
+            dropped = False
             try:
                 sent = list(await _maybe_await(transform(sent)))
             except asyncio.CancelledError as exc:  # user code's, or the run's
                 if (error := stray(exc, "transform_context")) is None:
                     raise
                 raise error from exc
+            except GeneratorExit:  # dropped unclosed (see _away): another context is current
+                dropped = True
+                raise
             finally:
-                USAGE_SINK.reset(usage_token)
-                EVENT_SINK.reset(event_token)
+                if not dropped:
+                    USAGE_SINK.reset(usage_token)
+                    EVENT_SINK.reset(event_token)
         system_prompt = o.system_prompt
         if o.instructions:
             system_prompt = await self._instructed(system_prompt, messages, iteration)
@@ -789,7 +834,7 @@ class Run:
         ) -> CompletionRequest:
             return await self._request(given, i)
 
-        async with contextlib.aclosing(self._interruptible(work, iteration, messages)) as items:
+        async with _Closing(self._interruptible(work, iteration, messages), self._loop) as items:
             async for item in items:
                 if isinstance(item, CompletionRequest):
                     return item
@@ -936,6 +981,8 @@ class Run:
         async def body() -> None:
             try:
                 queue.put_nowait(_Done(0, await work(iteration, request, queue.put_nowait)))  # type: ignore[arg-type]
+            except GeneratorExit:  # the run was dropped unclosed (see _away): nobody reads
+                raise
             except BaseException as exc:  # handed to the run's task, which re-raises it
                 queue.put_nowait(_Failed(exc))
                 if isinstance(exc, asyncio.CancelledError):
@@ -960,7 +1007,7 @@ class Run:
         finally:
             if self.control is not None:
                 self.control._attach(None)
-            if not task.done():
+            if not task.done() and not _away(self._loop):
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
@@ -1150,7 +1197,7 @@ class Run:
         lazy = _LazyContext(
             self._context, self.o.max_tool_result_chars, call, iteration, put, resumed
         )
-        token = _current.set(lazy)
+        token: contextvars.Token[Any] | None = _current.set(lazy)
         sink_token = _sink.set((put, self.path))
         # :meth:`_run_one`, one coroutine layer fewer (issue 36).
         tool = self.dispatcher.tool(call.name)
@@ -1162,11 +1209,15 @@ class Run:
             return await in_the_runs_task(
                 self._run_checked(call, message, put, tool), self._cancelled, call
             )
+        except GeneratorExit:  # dropped unclosed (see _away): another context is current
+            token = None
+            raise
         finally:
             if release is not None:
                 let_go(release, self.log)
-            _current.reset(token)
-            _sink.reset(sink_token)
+            if token is not None:
+                _current.reset(token)
+                _sink.reset(sink_token)
 
     async def _cancelled(self, call: ToolCall, exc: asyncio.CancelledError) -> ToolResult:
         """The result of a call that ended with a ``CancelledError`` that was not the run's:
@@ -1212,6 +1263,8 @@ class Run:
             set_event_sink(put, self.path)
             try:
                 result = await self._run_one(call, message, put)
+            except GeneratorExit:  # the run was dropped unclosed (see _away): not a failure
+                raise
             except asyncio.CancelledError as exc:
                 if closing or cancels_the_run(exc):  # the run cancels its calls, or ends
                     put(_Failed(exc))
@@ -1259,7 +1312,7 @@ class Run:
         finally:
             if self.control is not None:
                 self.control._attach(None)
-            pending = [t for t in tasks.values() if not t.done()]
+            pending = [] if _away(loop) else [t for t in tasks.values() if not t.done()]
             closing = True
             for task in pending:
                 task.cancel()
@@ -1889,7 +1942,7 @@ class Run:
                     await call_in(self._hook_context(), handler, event, awaiter)
                 yield event
         finally:
-            await inner.aclose()
+            await _close(inner, self._loop)
 
     async def _hook_awaited(self, awaitable: Awaitable[Any]) -> None:
         """Await an async hook in a task that an ``abort("now")`` signalled meanwhile cancels
@@ -1935,6 +1988,7 @@ class Run:
     async def _events(self) -> AsyncGenerator[AgentEvent, None]:
         o = self.o
         self._start = time.perf_counter()
+        self._loop = asyncio.get_running_loop()
         self.run_id = _run_ids.next()
         self._watch_calls = self.hooks.hooks.on_tool_call is not None
         loud = self.loud
@@ -2061,7 +2115,7 @@ class Run:
                         self.log.warning("provider error: %s", message_of(error or failure))
                         raise failure
                 else:
-                    async with contextlib.aclosing(self._call_model(i, request)) as items:
+                    async with _Closing(self._call_model(i, request), self._loop) as items:
                         async for item in items:
                             if isinstance(item, CompletionResponse):
                                 response = item
@@ -2166,8 +2220,8 @@ class Run:
                             # aclosing: a consumer that closes the stream mid-batch cancels
                             # the calls (an as_tool child among them) now, not when the
                             # generator is collected (issue 28).
-                            async with contextlib.aclosing(
-                                self._tools(i, message, calls)
+                            async with _Closing(
+                                self._tools(i, message, calls), self._loop
                             ) as tool_events:
                                 async for event in tool_events:
                                     yield event
@@ -2232,6 +2286,8 @@ class Run:
                 yield event
             ended = True
         except BaseException as caught:
+            if isinstance(caught, GeneratorExit) and _away(self._loop):
+                raise  # dropped unclosed: no end of the run runs here (see _away)
             raised: BaseException = caught
             if not ended:
                 # Only the run's own cancellation ends it cancelled: one user code let out
@@ -2415,7 +2471,7 @@ class Run:
         async def work(i: int, _: None, put: Callable[[Any], None]) -> T:
             return await call()
 
-        async with contextlib.aclosing(self._interruptible(work, 0, None)) as items:
+        async with _Closing(self._interruptible(work, 0, None), self._loop) as items:
             async for item in items:
                 return cast(T, item)
         raise AssertionError("the call gave no answer")  # pragma: no cover
