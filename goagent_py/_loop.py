@@ -43,6 +43,7 @@ from goagent_py._call_gates import (
     with_arguments,
 )
 from goagent_py._cancel import as_failure, cancels_the_run, failed, in_the_runs_task, stray
+from goagent_py._closing import Closing, away, close
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._conversation import held_with
 from goagent_py._deepcopy import snapshot_message
@@ -332,44 +333,6 @@ async def _maybe_await(value: T | Awaitable[T]) -> T:
     if inspect.isawaitable(value):
         return await value
     return value
-
-
-def _away(loop: asyncio.AbstractEventLoop | None) -> bool:
-    """Whether this frame is being closed away from ``loop``, its run's event loop: a run its
-    owner dropped unclosed (a durable worker that let go of a workflow without evicting it),
-    whose frames the garbage collector then closes one by one, in no order, wherever it runs
-    next (docs/scaling-out.md, "Tracing durable runs"). Nothing can be awaited there (no loop
-    drives the run), no generator closed (the one a frame awaited stays mid-step) and no context
-    restored (another one is current): each frame ends doing nothing of the run's end."""
-    try:
-        return asyncio.get_running_loop() is not loop
-    except RuntimeError:  # no loop at all: a thread's garbage collection
-        return True
-
-
-class _Closing:
-    """``contextlib.aclosing`` for a generator the run drives: closed unless the run is being
-    dropped (:func:`_away`) or the generator is mid-step (the frame that drove it was closed
-    while it awaited it: "aclose(): asynchronous generator is already running")."""
-
-    __slots__ = ("gen", "loop")
-
-    def __init__(self, gen: AsyncGenerator[Any, None], loop: asyncio.AbstractEventLoop | None):
-        self.gen = gen
-        self.loop = loop
-
-    async def __aenter__(self) -> AsyncGenerator[Any, None]:
-        return self.gen
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await _close(self.gen, self.loop)
-
-
-async def _close(gen: AsyncGenerator[Any, None], loop: asyncio.AbstractEventLoop | None) -> None:
-    """Close ``gen`` as :class:`_Closing` does."""
-    if getattr(gen, "ag_running", False) or _away(loop):
-        return  # its own finalizer closes it, as it closes this frame
-    await gen.aclose()
 
 
 class _Abort(Exception):
@@ -772,7 +735,7 @@ class Run:
                 if (error := stray(exc, "transform_context")) is None:
                     raise
                 raise error from exc
-            except GeneratorExit:  # dropped unclosed (see _away): another context is current
+            except GeneratorExit:  # dropped unclosed (goagent_py._closing): not our context
                 dropped = True
                 raise
             finally:
@@ -834,7 +797,7 @@ class Run:
         ) -> CompletionRequest:
             return await self._request(given, i)
 
-        async with _Closing(self._interruptible(work, iteration, messages), self._loop) as items:
+        async with Closing(self._interruptible(work, iteration, messages), self._loop) as items:
             async for item in items:
                 if isinstance(item, CompletionRequest):
                     return item
@@ -981,7 +944,7 @@ class Run:
         async def body() -> None:
             try:
                 queue.put_nowait(_Done(0, await work(iteration, request, queue.put_nowait)))  # type: ignore[arg-type]
-            except GeneratorExit:  # the run was dropped unclosed (see _away): nobody reads
+            except GeneratorExit:  # dropped unclosed (goagent_py._closing): nobody reads
                 raise
             except BaseException as exc:  # handed to the run's task, which re-raises it
                 queue.put_nowait(_Failed(exc))
@@ -1007,7 +970,7 @@ class Run:
         finally:
             if self.control is not None:
                 self.control._attach(None)
-            if not task.done() and not _away(self._loop):
+            if not task.done() and not away(self._loop):
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
@@ -1209,7 +1172,7 @@ class Run:
             return await in_the_runs_task(
                 self._run_checked(call, message, put, tool), self._cancelled, call
             )
-        except GeneratorExit:  # dropped unclosed (see _away): another context is current
+        except GeneratorExit:  # dropped unclosed (goagent_py._closing): not our context
             token = None
             raise
         finally:
@@ -1263,7 +1226,7 @@ class Run:
             set_event_sink(put, self.path)
             try:
                 result = await self._run_one(call, message, put)
-            except GeneratorExit:  # the run was dropped unclosed (see _away): not a failure
+            except GeneratorExit:  # dropped unclosed (goagent_py._closing): no failure
                 raise
             except asyncio.CancelledError as exc:
                 if closing or cancels_the_run(exc):  # the run cancels its calls, or ends
@@ -1312,7 +1275,7 @@ class Run:
         finally:
             if self.control is not None:
                 self.control._attach(None)
-            pending = [] if _away(loop) else [t for t in tasks.values() if not t.done()]
+            pending = [] if away(loop) else [t for t in tasks.values() if not t.done()]
             closing = True
             for task in pending:
                 task.cancel()
@@ -1942,7 +1905,7 @@ class Run:
                     await call_in(self._hook_context(), handler, event, awaiter)
                 yield event
         finally:
-            await _close(inner, self._loop)
+            await close(inner, self._loop)
 
     async def _hook_awaited(self, awaitable: Awaitable[Any]) -> None:
         """Await an async hook in a task that an ``abort("now")`` signalled meanwhile cancels
@@ -2115,7 +2078,7 @@ class Run:
                         self.log.warning("provider error: %s", message_of(error or failure))
                         raise failure
                 else:
-                    async with _Closing(self._call_model(i, request), self._loop) as items:
+                    async with Closing(self._call_model(i, request), self._loop) as items:
                         async for item in items:
                             if isinstance(item, CompletionResponse):
                                 response = item
@@ -2220,7 +2183,7 @@ class Run:
                             # aclosing: a consumer that closes the stream mid-batch cancels
                             # the calls (an as_tool child among them) now, not when the
                             # generator is collected (issue 28).
-                            async with _Closing(
+                            async with Closing(
                                 self._tools(i, message, calls), self._loop
                             ) as tool_events:
                                 async for event in tool_events:
@@ -2286,8 +2249,8 @@ class Run:
                 yield event
             ended = True
         except BaseException as caught:
-            if isinstance(caught, GeneratorExit) and _away(self._loop):
-                raise  # dropped unclosed: no end of the run runs here (see _away)
+            if isinstance(caught, GeneratorExit) and away(self._loop):
+                raise  # dropped unclosed: no end of the run runs here (goagent_py._closing)
             raised: BaseException = caught
             if not ended:
                 # Only the run's own cancellation ends it cancelled: one user code let out
@@ -2471,7 +2434,7 @@ class Run:
         async def work(i: int, _: None, put: Callable[[Any], None]) -> T:
             return await call()
 
-        async with _Closing(self._interruptible(work, 0, None), self._loop) as items:
+        async with Closing(self._interruptible(work, 0, None), self._loop) as items:
             async for item in items:
                 return cast(T, item)
         raise AssertionError("the call gave no answer")  # pragma: no cover

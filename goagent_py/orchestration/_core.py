@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from goagent_py._closing import Closing
 from goagent_py._describe import described
 from goagent_py._flow_frames import enter_frame, leave_frame
 from goagent_py._prompt import to_messages
@@ -837,7 +838,7 @@ async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> Flo
         text, streaming=scope.emit is not None, path=scope.path, deps=flow_deps()
     )
     try:
-        async with contextlib.aclosing(run.events()) as events:
+        async with Closing(run.events()) as events:
             async for event in events:
                 if scope.emit is not None:
                     scope.emit(event)
