@@ -12,7 +12,9 @@ server closed as terminated, timed out, cancelled or failed are ended at its clo
 error status and ``error.type`` ``workflow_terminated``, ``workflow_timed_out``,
 ``workflow_cancelled`` or ``workflow_failed``. The worker of
 :func:`~goagent_py.durable.create_worker` sweeps as it stops too. A run the server completed
-(or continued as new) ended its spans where it ran: they are forgotten here.
+(or continued as new) ended its spans where it ran: they are forgotten here. A worker that
+stops ends the spans of the runs still going on (``worker_stopped``, :meth:`SpanLedger.let_go`):
+the server may close such a run while no worker holds it, and nothing would end them then.
 
 What stays open is only what this worker opened and never ended: a span ended on a replay was
 ended live before (another worker, or this one before an eviction).

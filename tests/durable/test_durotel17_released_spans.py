@@ -112,7 +112,8 @@ async def test_spans_of_a_run_closed_after_its_worker_stopped_have_ended(
     with pytest.raises(WorkflowFailureError):
         await handle.result()
     names = sorted(s.name for s in started)
-    assert "invoke_agent left" in names and "execute_tool wait_long" in names
+    assert "invoke_agent left" in names
+    assert "execute_tool wait_long" in names
     assert sorted(s.name for s in ended) == names  # every span that started has ended
     for span in ended:
         if span.name in ("invoke_agent left", "execute_tool wait_long"):
