@@ -14,6 +14,7 @@ import pytest
 
 from goagent_py import Agent, GuardrailTripped, ModelGuardrail
 from goagent_py.errors import ConfigurationError
+from goagent_py.guardrails import GuardrailContext, decide
 from goagent_py.messages import DocumentBlock, ImageBlock, Message, Role, TextBlock
 from goagent_py.provider import CompletionRequest
 from goagent_py.testing import FunctionProvider, ScriptedProvider
@@ -56,11 +57,10 @@ async def test_a_prompt_that_is_only_an_image_is_not_judged_as_empty_text() -> N
     assert provider.calls == 0
 
 
-async def test_a_steered_image_trips_as_the_prompt_s_does() -> None:
+async def test_an_image_in_an_earlier_guarded_message_trips_too() -> None:
+    # Several messages judged at once (a prompt of several, the steering taken at once).
     guard = ModelGuardrail(_allowing(), policy="Nothing about lockpicking.")
-    checked: list[Message] = [*_prompt(TextBlock("fine")), *_prompt(ImageBlock(_PNG, "image/png"))]
-    from goagent_py.guardrails import GuardrailContext, decide
-
+    checked: list[Message] = [*_prompt(ImageBlock(_PNG, "image/png")), *_prompt(TextBlock("ok"))]
     verdict = await decide(guard, checked, GuardrailContext(kind="input"))
     assert verdict.tripped
     assert "image/png" in verdict.reason
