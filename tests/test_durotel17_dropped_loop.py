@@ -32,7 +32,7 @@ def _plan(name: str, args: dict[str, Any]) -> Any:
     return plan
 
 
-@pytest.mark.parametrize("stalled", ["tool", "hook"])
+@pytest.mark.parametrize("stalled", ["tool", "hook", "flow"])
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "stream"])
 def test_a_run_dropped_with_its_loop_is_finalized_silently(
     streamed: bool, stalled: str, caplog: pytest.LogCaptureFixture
@@ -45,11 +45,20 @@ def test_a_run_dropped_with_its_loop_is_finalized_silently(
             entered.set()
             await asyncio.Event().wait()
 
+    depth: list[int] = []
+
     @tool
     async def stall() -> str:
         """Wait for ever."""
         if stalled == "hook":
             return "done"
+        if stalled == "flow" and not depth:
+            depth.append(1)
+            from goagent_py.orchestration import Pipeline
+
+            # A flow inside the tool: its agents' runs, its state, deps and tallies.
+            inner = Agent(provider=FunctionProvider(_plan("stall", {})), model="m", tools=[stall])
+            return (await Pipeline(inner).run("again")).text
         entered.set()
         await asyncio.Event().wait()  # referenced only by this frame: dropped with it
         return "never"
