@@ -423,6 +423,8 @@ class Run:
         "_recalled_ids",
         "_results",
         "_resume_final",
+        "_said",
+        "_said_answers",
         "_shown_by",
         "_start",
         "_streamed",
@@ -536,6 +538,12 @@ class Run:
         self._compactions: list[Any] = []
         self._messages: list[Message] = []
         self._injected = False  # a queued message went into the request being prepared
+        # The user's words the run took after its prompt (steering, follow-ups), as turns: the
+        # first list joins the prompt's turn; each later one opens a turn after the answer
+        # that closed the one before (the answers are the second list). Long-term memory's
+        # write policy gets each, as it gets the prompt (:meth:`_said_turns`).
+        self._said: list[list[Message]] = [[]]
+        self._said_answers: list[Message] = []
         self._abandoned: list[ToolResult] = []  # calls an abort answered with an error result
         # call id -> when its tool started (perf_counter, time), while it runs; kept only where
         # the run can be aborted, so an aborted call's result says how long it ran.
@@ -616,7 +624,11 @@ class Run:
         o = self.o
         # The turn's id, recorded on its answer and its facts: what the next turn's correction
         # follows (docs/memory.md, "Corrections of the last answer").
-        turn = turn_of(self.prompt[-1]) if o.long_term_memory is not None and self.prompt else ""
+        said = self._said_turns() if o.long_term_memory is not None else []
+        # The turn the answer replies to: the last user message the run took (a follow-up's,
+        # when one came after the prompt's answer).
+        last_said = [m for users in said for m in users][-1:]
+        turn = turn_of(last_said[0]) if last_said else ""
         if o.short_term_memory is not None and self.new_messages:
             # ``final`` is stored only when the run has not appended it already (the synthetic
             # note of an exhausted budget): a run stopped right after a tool batch ends on the
@@ -661,42 +673,70 @@ class Run:
             for i, m in enumerate(self.new_messages):
                 if m is final:
                     self.new_messages[i] = replace(m, metadata={**m.metadata, **context})
-        if o.long_term_memory is not None and final is not None and self.prompt:
+        if o.long_term_memory is not None and final is not None and last_said:
             policy = o.write_policy or store_always
             # The run's answer text (a typed answer's JSON; its message's text may be "" or
             # only the sentence beside the call); a stop's synthetic note as it reads.
             synthetic_note = final.metadata.get(SYNTHETIC_METADATA_KEY) is not None
-            answer = assistant_message(final.text if synthetic_note else self.last_text)
-            prompt = self.prompt[-1]
-            try:
-                if self.control is None:
-                    chosen = await _maybe_await(policy(prompt, answer))
-                else:  # user code: one that hangs never holds an abort (review7a)
-                    chosen = await self._unheld(lambda: _maybe_await(policy(prompt, answer)))
-            except _Abort:
-                self.log.warning("the run was aborted while its write policy decided")
-                return
-            except (Exception, asyncio.CancelledError) as caught:
-                exc = as_failure(caught, "the write policy")
-                self.log.warning("write policy failed; nothing stored: %s", message_of(exc))
-                return
-            if chosen is None:
-                return
-            chosen = handed(chosen, context_of(self._history), turn)
-            start = time.perf_counter()
-            error = None
-            store = partial(o.long_term_memory.store, chosen, session=o.name)
-            try:
-                await (store() if self.control is None else self._unheld(store))
-            except _Abort:
-                error = MemoryStoreError("the run was aborted while long-term memory stored")
-                self.log.warning("%s", error)
-            except (Exception, asyncio.CancelledError) as caught:
-                exc = as_failure(caught, "long-term memory")
-                error = exc
-                self.log.warning("long-term memory store failed: %s", message_of(exc))
-            duration = time.perf_counter() - start
-            yield MemoryStore(len(chosen), duration, error, path=self.path)
+            answers = [
+                *self._said_answers,
+                assistant_message(final.text if synthetic_note else self.last_text),
+            ]
+            follows = context_of(self._history)  # what the answer before the run recorded
+            for users, answer in zip(said, answers, strict=True):
+                if not users:
+                    continue
+                chosen: list[Message] = []
+                for prompt in users:
+                    try:
+                        if self.control is None:
+                            kept = await _maybe_await(policy(prompt, answer))
+                        else:  # user code: one that hangs never holds an abort (review7a)
+                            kept = await self._unheld(
+                                lambda p=prompt, a=answer: _maybe_await(policy(p, a))
+                            )
+                    except _Abort:
+                        self.log.warning("the run was aborted while its write policy decided")
+                        return
+                    except (Exception, asyncio.CancelledError) as caught:
+                        exc = as_failure(caught, "the write policy")
+                        self.log.warning("write policy failed; nothing stored: %s", message_of(exc))
+                        return
+                    if kept is not None:  # the turn's answer once, for several messages
+                        fresh = [m for m in kept if not any(m is c for c in chosen)]
+                        chosen.extend(handed(fresh, follows, turn_of(prompt)))
+                # The next turn follows this one's answer: its memories and its turn.
+                recorded = answer_context(self._recalled_ids, turn_of(users[-1]))
+                follows = context_of([Message(Role.ASSISTANT, [], metadata=recorded)])
+                if not chosen:
+                    continue
+                async for event in self._store_long_term(chosen):
+                    yield event
+
+    async def _store_long_term(self, chosen: list[Message]) -> AsyncGenerator[AgentEvent, None]:
+        """Hand ``chosen`` to long-term memory; a failure is reported, never raised."""
+        o = self.o
+        assert o.long_term_memory is not None
+        start = time.perf_counter()
+        error: BaseException | None = None
+        store = partial(o.long_term_memory.store, chosen, session=o.name)
+        try:
+            await (store() if self.control is None else self._unheld(store))
+        except _Abort:
+            error = MemoryStoreError("the run was aborted while long-term memory stored")
+            self.log.warning("%s", error)
+        except (Exception, asyncio.CancelledError) as caught:
+            exc = as_failure(caught, "long-term memory")
+            error = exc
+            self.log.warning("long-term memory store failed: %s", message_of(exc))
+        duration = time.perf_counter() - start
+        yield MemoryStore(len(chosen), duration, error, path=self.path)
+
+    def _said_turns(self) -> list[list[Message]]:
+        """The user's turns of this run, as their messages, one list per answer: the prompt's
+        (with steering taken before its answer), then each one queued messages opened after
+        an answer (a list may be empty: queued messages that were not the user's)."""
+        return [[*self.prompt[-1:], *self._said[0]], *self._said[1:]]
 
     async def _checkpoint(self) -> AsyncGenerator[AgentEvent, None]:
         """In a session, store what the run has added so far (each append leaves a valid
@@ -1804,9 +1844,22 @@ class Run:
         self.new_messages.append(message)
 
     async def _inject(
-        self, messages: list[Message], taken: list[Message], queue: Literal["steering", "follow_up"]
+        self,
+        messages: list[Message],
+        taken: list[Message],
+        queue: Literal["steering", "follow_up"],
+        *,
+        answered: bool = False,
     ) -> AsyncGenerator[AgentEvent, None]:
+        """Put queued messages into the run; ``answered``: the run had its answer and would
+        have stopped (the answer closes the user's turn, and ``taken`` open the next one)."""
         self._injected = True
+        said = [m for m in taken if m.role is Role.USER]
+        if answered:
+            self._said_answers.append(assistant_message(self.last_text))
+            self._said.append(said)
+        else:
+            self._said[-1].extend(said)
         yield MessagesInjected(queue, self._shown().messages(taken), path=self.path)
         for m in taken:
             self._append(messages, m)
@@ -2105,7 +2158,9 @@ class Run:
                             # (they waited for the next prompt, and came after it).
                             taken, queue = self._queued()
                             if taken:
-                                async for event in self._inject(messages, taken, queue):
+                                async for event in self._inject(
+                                    messages, taken, queue, answered=True
+                                ):
                                     yield event
                                 continue
                         final = message
@@ -2123,7 +2178,7 @@ class Run:
                         raise _Abort
                     taken, queue = self._queued() if self.control is not None else ([], "steering")
                     if taken:
-                        async for event in self._inject(messages, taken, queue):
+                        async for event in self._inject(messages, taken, queue, answered=True):
                             yield event
                         continue
                     final = message
