@@ -1752,8 +1752,12 @@ class Run:
                 # The answer is the call's arguments: its text is their JSON, after what the
                 # model wrote beside the call. The sentence alone was the text an output
                 # guardrail judged (ctx.text), never the answer it let through.
-                raw = verdict.raw
+                raw = verdict.raw if verdict.text is None else verdict.text
                 self.last_text = f"{self.last_text}\n\n{raw}" if self.last_text else raw
+            elif verdict.text is not None:
+                # A validator changed the answer: the run's text (what a guardrail reads,
+                # long-term memory stores and callers send on) is the answer it returns.
+                self.last_text = verdict.text
             return verdict
         if stop == StopReason.REFUSAL:
             self._output_failure = spec.failed(verdict, refused=True)
