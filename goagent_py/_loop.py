@@ -543,7 +543,7 @@ class Run:
         # that closed the one before (the answers are the second list). Long-term memory's
         # write policy gets each, as it gets the prompt (:meth:`_said_turns`).
         self._said: list[list[Message]] = [[]]
-        self._said_answers: list[Message] = []
+        self._said_answers: list[tuple[Message, list[str]]] = []  # and the memories it had
         self._abandoned: list[ToolResult] = []  # calls an abort answered with an error result
         # call id -> when its tool started (perf_counter, time), while it runs; kept only where
         # the run can be aborted, so an aborted call's result says how long it ran.
@@ -568,14 +568,15 @@ class Run:
 
     # -- memory ------------------------------------------------------------------------------
 
-    async def _recall(self) -> AsyncGenerator[AgentEvent, None]:
-        """Search long-term memory (the caller checks there is one, and a prompt)."""
+    async def _recall(self, query: Message | None = None) -> AsyncGenerator[AgentEvent, None]:
+        """Search long-term memory for ``query`` (by default the prompt; the caller checks
+        there is a memory, and a prompt)."""
         memory = self.o.long_term_memory
         assert memory is not None
         start = time.perf_counter()
         retrieve = partial(
             memory.retrieve,
-            self.prompt[-1].content,
+            (query or self.prompt[-1]).content,
             top_k=self.o.long_term_top_k,
             session=self.o.name,
         )
@@ -680,10 +681,13 @@ class Run:
             synthetic_note = final.metadata.get(SYNTHETIC_METADATA_KEY) is not None
             answers = [
                 *self._said_answers,
-                assistant_message(final.text if synthetic_note else self.last_text),
+                (
+                    assistant_message(final.text if synthetic_note else self.last_text),
+                    self._recalled_ids,
+                ),
             ]
             follows = context_of(self._history)  # what the answer before the run recorded
-            for users, answer in zip(said, answers, strict=True):
+            for users, (answer, recalled) in zip(said, answers, strict=True):
                 if not users:
                     continue
                 chosen: list[Message] = []
@@ -706,7 +710,7 @@ class Run:
                         fresh = [m for m in kept if not any(m is c for c in chosen)]
                         chosen.extend(handed(fresh, follows, turn_of(prompt)))
                 # The next turn follows this one's answer: its memories and its turn.
-                recorded = answer_context(self._recalled_ids, turn_of(users[-1]))
+                recorded = answer_context(recalled, turn_of(users[-1]))
                 follows = context_of([Message(Role.ASSISTANT, [], metadata=recorded)])
                 if not chosen:
                     continue
@@ -1860,8 +1864,11 @@ class Run:
         self._injected = True
         said = [m for m in taken if m.role is Role.USER]
         if answered:
-            self._said_answers.append(assistant_message(self.last_text))
+            self._said_answers.append((assistant_message(self.last_text), self._recalled_ids))
             self._said.append(said)
+            if said and self.o.long_term_memory is not None:
+                async for event in self._recall_again(messages, said[-1]):
+                    yield event
         else:
             self._said[-1].extend(said)
         yield MessagesInjected(queue, self._shown().messages(taken), path=self.path)
@@ -1876,6 +1883,23 @@ class Run:
             # trip answers it with the refusal note, as a prompt's trip does.
             async for event in self._guard("input", messages, list(taken)):
                 yield event
+
+    async def _recall_again(
+        self, messages: list[Message], query: Message
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """A turn a queued message opens recalls for it, as a prompt's turn does (rule 7): the
+        recalled block at the head of the context becomes that turn's. When nothing is recalled
+        for it, the block the run had stays (and the ids its answer records)."""
+        before, before_ids = self._recalled, self._recalled_ids
+        self._recalled, self._recalled_ids = None, []
+        async for event in self._recall(query):
+            yield event
+        if self._recalled is None:
+            self._recalled, self._recalled_ids = before, before_ids
+        elif before is not None and messages and messages[0] is before:
+            messages[0] = self._recalled
+        else:
+            messages.insert(0, self._recalled)
 
     async def _steer(self, messages: list[Message]) -> AsyncGenerator[AgentEvent, None]:
         if self.control is not None and (taken := self.control.take_steering()):

@@ -115,3 +115,23 @@ async def test_a_fact_corrected_in_a_follow_up_replaces_the_stale_one() -> None:
     answer = (await storage.load())[-1]
     assert answer.role is Role.ASSISTANT
     assert answer.metadata[MEMORY_TURN_KEY] == turn_of(follow_up)
+
+
+async def test_a_follow_up_question_gets_the_memories_recalled_for_it() -> None:
+    memory = LongTermMemory(embedder=FakeEmbedder(), store=InMemoryVectorStore(), top_k=1)
+    await memory.store([user_message("My dog is called Biscuit.")])
+    await memory.store([user_message("I live in Lisbon by the sea.")])
+    lookup, started, release = _slow_tool()
+    provider = ScriptedProvider(tool_call_response(("lookup", {})), "Biscuit.", "In Lisbon.")
+    session = Session(Agent(provider=provider, tools=[lookup], long_term_memory=memory))
+    running = asyncio.create_task(session.prompt("What is my dog called?"))
+    await started.wait()
+    session.follow_up("Where do I live by the sea?")
+    release.set()
+    await running
+    first, last = provider.requests[0].messages, provider.requests[-1].messages
+    assert "Biscuit" in first[0].text  # the prompt's memories
+    # The follow-up's request opens on the memories recalled for the follow-up, once.
+    assert "Lisbon" in last[0].text
+    assert [m.text for m in last].count(last[0].text) == 1
+    assert last[-1].text == "Where do I live by the sea?"
