@@ -322,7 +322,8 @@ def response_format(output: OutputFormat) -> dict[str, Any]:
 
 def _closed(schema: Any) -> Any:
     """``schema`` with every object closed, or None when an object has an optional property
-    (strict mode would make it required)."""
+    (strict mode would make it required) or takes properties it does not name (a
+    ``dict[str, X]``, a model with ``extra="allow"``: closed, it could hold none of them)."""
     if isinstance(schema, list):
         items = [_closed(s) for s in schema]
         return None if any(i is None for i in items) else items
@@ -344,6 +345,8 @@ def _closed(schema: Any) -> Any:
             out[key] = value
     if out.get("type") == "object":
         if set(out.get("properties", {})) != set(out.get("required", [])):
+            return None
+        if schema.get("additionalProperties", False) is not False or "patternProperties" in schema:
             return None
         out["additionalProperties"] = False
     return out
