@@ -328,6 +328,12 @@ def _told_misconfigured(results: list[ToolResult]) -> list[ToolResult]:
     ]
 
 
+async def _decide(policy: Any, user: Message, answer: Message) -> list[Message] | None:
+    """What a write policy keeps of ``user`` and ``answer`` (sync or async)."""
+    kept: list[Message] | None = await _maybe_await(policy(user, answer))
+    return kept
+
+
 async def _maybe_await(value: T | Awaitable[T]) -> T:
     if inspect.isawaitable(value):
         return await value
@@ -694,11 +700,9 @@ class Run:
                 for prompt in users:
                     try:
                         if self.control is None:
-                            kept = await _maybe_await(policy(prompt, answer))
+                            kept = await _decide(policy, prompt, answer)
                         else:  # user code: one that hangs never holds an abort (review7a)
-                            kept = await self._unheld(
-                                lambda p=prompt, a=answer: _maybe_await(policy(p, a))
-                            )
+                            kept = await self._unheld(partial(_decide, policy, prompt, answer))
                     except _Abort:
                         self.log.warning("the run was aborted while its write policy decided")
                         return
