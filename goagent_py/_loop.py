@@ -1867,10 +1867,14 @@ class Run:
         have stopped (the answer closes the user's turn, and ``taken`` open the next one)."""
         self._injected = True
         said = [m for m in taken if m.role is Role.USER]
-        if answered:
+        if self.o.long_term_memory is None or (
+            self.control is not None and not self.control.said_taken()
+        ):
+            pass  # nothing to recall or store (or a durable history from before: as it ran)
+        elif answered:
             self._said_answers.append((assistant_message(self.last_text), self._recalled_ids))
             self._said.append(said)
-            if said and self.o.long_term_memory is not None:
+            if said:
                 async for event in self._recall_again(messages, said[-1]):
                     yield event
         else:
