@@ -11,20 +11,23 @@ storage, no short-term memory, a factory's agents). At least the last :data:`KEP
 of each context are kept, the oldest dropped first; a context's records are deleted when the
 context is forgotten.
 
-A message being answered is claimed where its record will be (:meth:`SentMessages.claim`):
-the storage's run hold (``hold_run()``) of a name of its own, ``<session>/a2a-claim/<context>
-/<message digest>``, so a second server on the same storage (another worker process) sent the
-same message waits for the first one's answer instead of running it again; the hold is a lock
-the system (SQLite's lock file) or the database (PostgreSQL's advisory lock on the holder's
-connection) lets go of when its holder dies, so a killed worker's claim holds nothing.
+A message being answered is claimed where its record will be (:meth:`SentMessages.claim`),
+so a second server on the same storage (another worker process) sent the same message waits
+for the first one's answer instead of running it again: in SQLite, the run hold
+(``hold_run()``) of a name of its own, ``<session>/a2a-claim/<context>/<message digest>``,
+a byte-range lock the system lets go of when its holder dies; in PostgreSQL, a lease
+(``lease()``) on one of a fixed set of names, which a killed worker's claim holds for at most
+its ``ttl`` (30 s).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +53,10 @@ def _digest(message_id: str) -> str:
 
 _PROTOCOL = "a2a-sent"
 _CLAIMS = "a2a-claim"
+# A claim in a storage with leases (PostgreSQL) is one of this many lease rows per served
+# session (a lease's row is never deleted): two messages of one slot wait for each other.
+_LEASE_SLOTS = 4096
+_LEASE_TTL = 30.0  # how long a killed worker's claim outlives it (seconds)
 
 
 async def claim_wait(attempt: int) -> None:
@@ -147,15 +154,25 @@ class SentMessages:
         stack = contextlib.AsyncExitStack()
         if self._storage is None:
             return stack
-        digest = _digest(message_id)[:32]
-        name = keyed_session_id(self._base, _CLAIMS, f"{client_key(context_id)}/{digest}")
-        storage, owned = keyed_storage(self._storage, name)
-        if owned:
-            stack.push_async_callback(storage.aclose)
-        hold = getattr(storage, "hold_run", None)
+        key, digest = client_key(context_id), _digest(message_id)
+        hold: Callable[[], contextlib.AbstractAsyncContextManager[object]] | None
+        lease = getattr(self._storage, "lease", None)
+        if callable(lease):
+            # PostgreSQL: a lease row (no pooled connection pinned for the run, which holds one
+            # for its conversation already), in one of _LEASE_SLOTS rows per served session.
+            slot = int(_digest(f"{key}\x1f{digest}")[:8], 16) % _LEASE_SLOTS
+            name = keyed_session_id(self._base, _CLAIMS, f"slot-{slot}")
+            hold = functools.partial(lease, name, wait=False, ttl=_LEASE_TTL)
+        else:
+            name = keyed_session_id(self._base, _CLAIMS, f"{key}/{digest[:32]}")
+            storage, owned = keyed_storage(self._storage, name)
+            if owned:
+                stack.push_async_callback(storage.aclose)
+            found = getattr(storage, "hold_run", None)
+            hold = found if callable(found) else None
         try:
             attempt = 0
-            while callable(hold):
+            while hold is not None:
                 try:
                     await stack.enter_async_context(hold())
                     break

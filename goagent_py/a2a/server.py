@@ -197,10 +197,11 @@ class _Runner:
                 await context.opened.aclose()
         for key in keys:
             try:
-                if isinstance(self._agent, Agent):
-                    await forget_client(
-                        self._agent, key, protocol="a2a", shared_memory=self._shared_memory
-                    )
+                if isinstance(self._agent, Agent) and not await forget_client(
+                    self._agent, key, protocol="a2a", shared_memory=self._shared_memory
+                ):
+                    self.ledger.seen(key)  # running on another server: in use, kept
+                    continue
                 await self._sent.forget(key)
             except Exception as exc:  # the next context's message goes on; told once per key
                 _LOG.warning("a2a: the idle context %s could not be forgotten: %s", key, exc)

@@ -87,7 +87,7 @@ async def _first_of(*waits: Any) -> None:
     """Wait until one of ``waits`` (coroutines or tasks) is done; cancel the others (tasks
     given are left running)."""
     tasks = [w if isinstance(w, asyncio.Task) else asyncio.ensure_future(w) for w in waits]
-    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     for task in pending:
         if task not in waits:
             task.cancel()
