@@ -248,3 +248,86 @@ async def test_two_servers_on_one_postgres_answer_a_copy_once(
     assert tasks[1]["id"] == tasks[0]["id"]
     assert [t["status"]["state"] for t in tasks] == ["TASK_STATE_COMPLETED"] * 2
     assert _answer_of(tasks[1]) == "answer from one"
+
+
+_PG_CLAIMER = """
+import asyncio, sys
+from goagent_py import Agent
+from goagent_py.a2a import _sent
+from goagent_py.memory import ShortTermMemory
+from goagent_py.memory.storage import PostgresStorage
+from goagent_py.testing import ScriptedProvider
+
+_sent._LEASE_TTL = 10.0  # a killed worker's claim outlives it this long
+
+async def main() -> None:
+    storage = PostgresStorage(sys.argv[1], table=sys.argv[2], session_id="served")
+    agent = Agent(provider=ScriptedProvider(), short_term_memory=ShortTermMemory(storage))
+    await _sent.SentMessages(agent).claim("ctx-1", "m-1")
+    print("claimed", flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.needs_extra("postgres")
+async def test_a_postgres_claim_of_a_killed_worker_lets_the_message_run(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uuid
+
+    from goagent_py import Agent
+    from goagent_py.a2a import _sent, a2a_app
+    from goagent_py.memory import ShortTermMemory
+    from goagent_py.memory.storage import PostgresStorage
+    from goagent_py.testing import ScriptedProvider
+
+    waiting = asyncio.Event()
+    original = _sent.claim_wait
+
+    async def claim_wait(attempt: int) -> None:
+        waiting.set()
+        await original(attempt)
+
+    monkeypatch.setattr(_sent, "claim_wait", claim_wait)
+    table = f"t_{uuid.uuid4().hex[:12]}"
+    claimer = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _PG_CLAIMER,
+        pg_dsn,
+        table,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    provider = ScriptedProvider("answered here")
+    try:
+        assert claimer.stdout is not None
+        assert (await claimer.stdout.readline()).strip() == b"claimed"
+        async with PostgresStorage(pg_dsn, table=table, session_id="served") as storage:
+            sock = free_socket()
+            app = a2a_app(
+                Agent(provider=provider, model="m", short_term_memory=ShortTermMemory(storage)),
+                url=f"http://127.0.0.1:{sock.getsockname()[1]}",
+            )
+            async with (
+                asyncio.timeout(_PATIENCE),
+                serving(app, sock) as url,
+                httpx.AsyncClient(timeout=_PATIENCE) as http,
+            ):
+                sent = asyncio.create_task(
+                    _send(http, url + "/", send_message("hello", "m-1", "ctx-1"))
+                )
+                await _first_of(waiting.wait(), sent)
+                assert waiting.is_set()  # the other worker's claim is seen
+                claimer.kill()  # killed holding it: its lease is renewed no more, and expires
+                await claimer.wait()
+                task = await sent
+    finally:
+        if claimer.returncode is None:
+            claimer.kill()
+            await claimer.wait()
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert _answer_of(task) == "answered here"
+    assert len(provider.requests) == 1
