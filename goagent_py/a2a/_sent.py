@@ -55,7 +55,7 @@ _PROTOCOL = "a2a-sent"
 _CLAIMS = "a2a-claim"
 # A claim in a storage with leases (PostgreSQL) is one of this many lease rows per served
 # session (a lease's row is never deleted): two messages of one slot wait for each other.
-_LEASE_SLOTS = 4096
+_LEASE_SLOTS = 1 << 16
 _LEASE_TTL = 30.0  # how long a killed worker's claim outlives it (seconds)
 
 
