@@ -146,7 +146,7 @@ class SentMessages:
         waiting while another server on the same storage holds it (it is answering it: its
         record is then there once the claim is free); closing the stack lets go. In this
         process only (an empty stack) when the records are (the caller's own claim), or when
-        the storage has no ``hold_run()``.
+        the storage has neither ``lease()`` (PostgreSQL's) nor ``hold_run()``.
 
         Raises:
             MemoryStoreError: the storage failed (its database is down).
