@@ -27,6 +27,7 @@ from goagent_py._interrupt import run_command
 from goagent_py._loop import Resumed, Run
 from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py._prompt import Prompt, to_messages
+from goagent_py._record_hold import record_hold
 from goagent_py._tool_servers import (
     JoinedTools,
     ServerTool,
@@ -54,7 +55,7 @@ from goagent_py.errors import (
     GoAgentError,
     NotPendingError,
 )
-from goagent_py.events import AgentEvent
+from goagent_py.events import AgentEnd, AgentEvent
 from goagent_py.hooks import HookDispatcher
 from goagent_py.memory.base import UpdatableMemory
 from goagent_py.messages import (
@@ -640,15 +641,18 @@ class Agent(Generic[Deps, Out]):
             ApprovalConflictError: another resume decided these calls first.
             ApprovalExpiredError: an approval came after its call's deadline.
             ConfigurationError: a waiting call has no decision, or one of the wrong kind.
+            SessionBusyError: another run (another decider's resume, a run or a Session's)
+                is going on in the stored conversation; nothing of this one was taken.
             ProviderError, MaxIterationsError, MemoryStoreError: as :meth:`run`.
         """
-        run = await self.start_resume(
-            decisions,
-            streaming=False,
-            history=None if history is None else list(history),
-            deps=deps,
-        )
-        return await run.outcome()
+        async with self._holding():
+            run = await self.start_resume(
+                decisions,
+                streaming=False,
+                history=None if history is None else list(history),
+                deps=deps,
+            )
+            return await run.outcome()
 
     def resume_sync(
         self,
@@ -674,15 +678,34 @@ class Agent(Generic[Deps, Out]):
         deps: Deps | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """:meth:`resume`, yielding the run's events as they happen."""
-        run = await self.start_resume(
-            decisions,
-            streaming=True,
-            history=None if history is None else list(history),
-            deps=deps,
-        )
-        async with contextlib.aclosing(run.events()) as events:
-            async for event in events:
-                yield event
+        async with contextlib.AsyncExitStack() as held:
+            await held.enter_async_context(self._holding())
+            run = await self.start_resume(
+                decisions,
+                streaming=True,
+                history=None if history is None else list(history),
+                deps=deps,
+            )
+            async with contextlib.aclosing(run.events()) as events:
+                async for event in events:
+                    if isinstance(event, AgentEnd) and not event.path:
+                        await held.aclose()  # over and stored: released before it is seen
+                    yield event
+
+    def _holding(self) -> contextlib.AbstractAsyncContextManager[object]:
+        """The hold a run without a :class:`~goagent_py.Session` takes on the stored
+        conversation it writes to (its short-term memory's; none without one): no other run,
+        bare or in a Session, in this process or another, appends to that conversation
+        meanwhile (docs/sessions.md "One run per stored
+        conversation, whoever opens it"). A Session takes the same hold (the same
+        :func:`~goagent_py._record_hold.record_hold`) around its runs, which go through
+        :meth:`start_run` and :meth:`start_resume`, so it is taken once.
+
+        Raises (on entry):
+            SessionBusyError: another run holds the conversation; nothing was written.
+        """
+        hold = record_hold(self._options.short_term_memory)
+        return contextlib.nullcontext() if hold is None else hold()
 
     @overload
     async def run(self, prompt: Prompt, *, deps: Deps | None = None) -> RunResult[Out]: ...
@@ -714,9 +737,20 @@ class Agent(Generic[Deps, Out]):
             ConfigurationError: the prompt is not text, blocks or user messages.
             InvalidInputError: the prompt is empty (text only, all whitespace).
             OutputValidationError: the output stayed invalid after ``output_retries``.
+            SessionBusyError: another run (bare like this one, or a Session's; in this process
+                or another) is going on in the stored conversation of the agent's short-term
+                memory; nothing was written (docs/sessions.md "One run per stored
+                conversation, whoever opens it").
 
         A failed run's exception carries the run's result as ``exc.run_result``.
         """
+        hold = record_hold(self._options.short_term_memory)
+        if hold is not None:  # one run at a time in the stored conversation
+            async with hold():
+                run = await self.start_run(
+                    prompt, streaming=False, output_type=output_type, deps=deps
+                )
+                return await run.outcome()
         if self._connected and not self._options.mcp_servers and output_type is _UNSET:
             # :meth:`start_run` with nothing to await: no coroutine for it (issue 36).
             messages = to_messages(prompt, "run()")
@@ -731,11 +765,17 @@ class Agent(Generic[Deps, Out]):
         """Run the agent and yield its events as they happen (text deltas when the provider
         streams). The last event is :class:`~goagent_py.AgentEnd` (its result's ``output``
         is the typed answer); failures then raise as in :meth:`run`."""
-        run = await self.start_run(prompt, streaming=True, output_type=output_type, deps=deps)
-        # aclosing: a consumer that stops early still ends the run (on_run_end) right away.
-        async with contextlib.aclosing(run.events()) as events:
-            async for event in events:
-                yield event
+        async with contextlib.AsyncExitStack() as held:
+            await held.enter_async_context(self._holding())
+            run = await self.start_run(prompt, streaming=True, output_type=output_type, deps=deps)
+            # aclosing: a consumer that stops early still ends the run (on_run_end) right away.
+            async with contextlib.aclosing(run.events()) as events:
+                async for event in events:
+                    if isinstance(event, AgentEnd) and not event.path:
+                        # Over and stored: released before the consumer sees the end, so one
+                        # that starts the next run here is not refused by this one.
+                        await held.aclose()
+                    yield event
 
     @overload
     def run_sync(self, prompt: Prompt, *, deps: Deps | None = None) -> RunResult[Out]: ...
