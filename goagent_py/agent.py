@@ -54,6 +54,7 @@ from goagent_py.errors import (
     ConfigurationError,
     GoAgentError,
     NotPendingError,
+    SessionBusyError,
 )
 from goagent_py.events import AgentEnd, AgentEvent
 from goagent_py.hooks import HookDispatcher
@@ -645,13 +646,8 @@ class Agent(Generic[Deps, Out]):
                 is going on in the stored conversation; nothing of this one was taken.
             ProviderError, MaxIterationsError, MemoryStoreError: as :meth:`run`.
         """
-        async with self._holding():
-            run = await self.start_resume(
-                decisions,
-                streaming=False,
-                history=None if history is None else list(history),
-                deps=deps,
-            )
+        async with contextlib.AsyncExitStack() as held:
+            run = await self._held_resume(decisions, False, history, deps, held)
             return await run.outcome()
 
     def resume_sync(
@@ -679,18 +675,45 @@ class Agent(Generic[Deps, Out]):
     ) -> AsyncIterator[AgentEvent]:
         """:meth:`resume`, yielding the run's events as they happen."""
         async with contextlib.AsyncExitStack() as held:
-            await held.enter_async_context(self._holding())
-            run = await self.start_resume(
-                decisions,
-                streaming=True,
-                history=None if history is None else list(history),
-                deps=deps,
-            )
+            run = await self._held_resume(decisions, True, history, deps, held)
             async with contextlib.aclosing(run.events()) as events:
                 async for event in events:
                     if isinstance(event, AgentEnd) and not event.path:
                         await held.aclose()  # over and stored: released before it is seen
                     yield event
+
+    async def _held_resume(
+        self,
+        decisions: Mapping[str, ToolDecision],
+        streaming: bool,
+        history: Sequence[Message] | None,
+        deps: Any,
+        held: contextlib.AsyncExitStack,
+    ) -> Run:
+        """:meth:`start_resume` under the conversation's hold (entered on ``held``). A resume
+        refused by the hold that repeats the decisions of the resume holding it (a retry: a
+        double click, a request sent again) is answered from the record as a retry always is
+        (the outcome, or nothing yet while that run goes on), running and writing nothing.
+
+        Raises:
+            SessionBusyError: another run holds the conversation, and these decisions are not
+                the ones it took; nothing was taken or written.
+        """
+        given = None if history is None else list(history)
+        try:
+            await held.enter_async_context(self._holding())
+        except SessionBusyError:
+            if isinstance(decisions, Mapping):
+                try:
+                    answered = await self._answered(
+                        given or [], dict(decisions), streaming, None, (), deps
+                    )
+                except ApprovalConflictError:
+                    answered = None  # another decider's: the hold's refusal says it best
+                if answered is not None:
+                    return answered
+            raise
+        return await self.start_resume(decisions, streaming=streaming, history=given, deps=deps)
 
     def _holding(self) -> contextlib.AbstractAsyncContextManager[object]:
         """The hold a run without a :class:`~goagent_py.Session` takes on the stored

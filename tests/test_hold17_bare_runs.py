@@ -299,3 +299,31 @@ async def test_a_postgres_run_takes_one_connection_of_its_pool(pg_dsn: str, own_
         await storage.aclose()
         if pool is not None:
             await pool.close()
+
+
+async def test_a_retried_resume_while_the_first_runs_is_answered_not_refused(
+    tmp_path: Path,
+) -> None:
+    """A resume sent again with the same decisions (a double click) while the first one runs
+    its decided call is a retry, answered from the record as before the hold: nothing run
+    twice, nothing written, no SessionBusyError."""
+    gate = _Gate(requires_approval=True)
+
+    def agent(*replies: Any) -> Agent[Any, Any]:
+        return Agent(
+            provider=ScriptedProvider(*replies),
+            tools=[gate.tool],
+            short_term_memory=ShortTermMemory(SQLiteStorage(tmp_path / "chat.db", session_id="s")),
+        )
+
+    (call,) = (await agent(tool_call_response(ToolCall("c1", "slow", {}))).run("go")).pending
+    same = {"c1": Approve(token=call.token)}
+    task = asyncio.create_task(agent("Done.").resume(same))
+    await gate.running.wait()  # claimed, running the call
+    again = await agent("never").resume(same)
+    assert (again.iterations, again.tool_calls) == (0, 0)
+    gate.release.set()
+    assert (await task).text == "Done."
+    assert gate.calls == 1
+    stored = await SQLiteStorage(tmp_path / "chat.db", session_id="s").load()
+    assert _shape(stored) == ["user:go", "assistant:", "tool", "assistant:Done."]
