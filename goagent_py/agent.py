@@ -768,12 +768,13 @@ class Agent(Generic[Deps, Out]):
         A failed run's exception carries the run's result as ``exc.run_result``.
         """
         hold = record_hold(self._options.short_term_memory)
-        if hold is not None:  # one run at a time in the stored conversation
-            async with hold():
-                run = await self.start_run(
-                    prompt, streaming=False, output_type=output_type, deps=deps
-                )
-                return await run.outcome()
+        if hold is None:
+            return await self._run_once(prompt, output_type, deps)
+        async with hold():  # one run at a time in the stored conversation
+            return await self._run_once(prompt, output_type, deps)
+
+    async def _run_once(self, prompt: Prompt, output_type: object, deps: Any) -> RunResult[Any]:
+        """:meth:`run`'s run, once its conversation is held."""
         if self._connected and not self._options.mcp_servers and output_type is _UNSET:
             # :meth:`start_run` with nothing to await: no coroutine for it (issue 36).
             messages = to_messages(prompt, "run()")
