@@ -55,6 +55,7 @@ from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
 from goagent_py._prompt import to_messages
 from goagent_py._recall import PROVENANCE_KEY
+from goagent_py._record_hold import record_hold
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking, waiting_at
 from goagent_py.approvals import Deny, pending_of
 from goagent_py.errors import (
@@ -306,7 +307,14 @@ class AgentTool(Generic[_A]):
         holding = HOLDING.set(held)
         token = _RUNNING.set((*running, self.agent))
         try:
-            return await self._execute(ctx, args, path, deps)
+            # The child's own stored conversation, held for its run as any run holds it (two
+            # calls of this tool at once would interleave their turns in its record): the
+            # second is refused with SessionBusyError, an error result for the parent's model.
+            hold = record_hold(memory)
+            if hold is None:
+                return await self._execute(ctx, args, path, deps)
+            async with hold():
+                return await self._execute(ctx, args, path, deps)
         finally:
             _RUNNING.reset(token)
             HOLDING.reset(holding)

@@ -28,6 +28,7 @@ from goagent_py._describe import described
 from goagent_py._flow_frames import enter_frame, leave_frame
 from goagent_py._prompt import to_messages
 from goagent_py._recall import PROVENANCE_KEY
+from goagent_py._record_hold import record_hold
 from goagent_py.agent_tool import _PROMPT_SCHEMA
 from goagent_py.budget import Budget, BudgetExceededError, active_budgets
 from goagent_py.errors import (
@@ -864,6 +865,16 @@ async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:
 
 
 async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> FlowResult:
+    # The node's stored conversation is held for its run as any run's is (two nodes running
+    # one agent at once would interleave their turns in its record): the second is refused.
+    hold = record_hold(agent.options.short_term_memory)
+    if hold is None:
+        return await _agent_node(agent, text, scope, start)
+    async with hold():
+        return await _agent_node(agent, text, scope, start)
+
+
+async def _agent_node(agent: Agent, text: str, scope: Scope, start: float) -> FlowResult:
     run = await agent.start_run(
         agent_prompt(text), streaming=scope.emit is not None, path=scope.path, deps=flow_deps()
     )
