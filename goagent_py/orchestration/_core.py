@@ -770,8 +770,12 @@ def _user_input_scope(input: str) -> Iterator[None]:
     token = _said_by_user.set(said)
     try:
         yield
-    finally:
+    except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
+        raise
+    except BaseException:
         _said_by_user.reset(token)
+        raise
+    _said_by_user.reset(token)
 
 
 def agent_prompt(text: str) -> str | list[Message]:
