@@ -43,6 +43,7 @@ from goagent_py._call_gates import (
     with_arguments,
 )
 from goagent_py._cancel import as_failure, cancels_the_run, failed, in_the_runs_task, stray
+from goagent_py._closing import Closing, away, close
 from goagent_py._control import AbortMode, RunControl
 from goagent_py._conversation import held_with
 from goagent_py._deepcopy import snapshot_message
@@ -417,6 +418,7 @@ class Run:
         "_hooked",
         "_injected",
         "_inner",
+        "_loop",
         "_messages",
         "_output_failure",
         "_output_tries",
@@ -536,6 +538,7 @@ class Run:
         self.pending_calls: list[ToolCall] = []
         self._persisted = 0
         self._start = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the run runs on
         self._recalled: Message | None = None
         self._recalled_ids: list[str] = []  # the memories this run's answer is given, best first
         self._history: list[Message] = []
@@ -773,15 +776,20 @@ class Run:
             # A compactor reports its summary usage (counted in the run) and what it did.
             usage_token = USAGE_SINK.set(self._add_usage)
             event_token = EVENT_SINK.set(self._compactions.append)
+            dropped = False
             try:
                 sent = list(await _maybe_await(transform(sent)))
             except asyncio.CancelledError as exc:  # user code's, or the run's
                 if (error := stray(exc, "transform_context")) is None:
                     raise
                 raise error from exc
+            except GeneratorExit:  # dropped unclosed (goagent_py._closing): not our context
+                dropped = True
+                raise
             finally:
-                USAGE_SINK.reset(usage_token)
-                EVENT_SINK.reset(event_token)
+                if not dropped:
+                    USAGE_SINK.reset(usage_token)
+                    EVENT_SINK.reset(event_token)
         system_prompt = o.system_prompt
         if o.instructions:
             system_prompt = await self._instructed(system_prompt, messages, iteration)
@@ -837,7 +845,7 @@ class Run:
         ) -> CompletionRequest:
             return await self._request(given, i)
 
-        async with contextlib.aclosing(self._interruptible(work, iteration, messages)) as items:
+        async with Closing(self._interruptible(work, iteration, messages), self._loop) as items:
             async for item in items:
                 if isinstance(item, CompletionRequest):
                     return item
@@ -984,6 +992,8 @@ class Run:
         async def body() -> None:
             try:
                 queue.put_nowait(_Done(0, await work(iteration, request, queue.put_nowait)))  # type: ignore[arg-type]
+            except GeneratorExit:  # dropped unclosed (goagent_py._closing): nobody reads
+                raise
             except BaseException as exc:  # handed to the run's task, which re-raises it
                 queue.put_nowait(_Failed(exc))
                 if isinstance(exc, asyncio.CancelledError):
@@ -1008,7 +1018,7 @@ class Run:
         finally:
             if self.control is not None:
                 self.control._attach(None)
-            if not task.done():
+            if not task.done() and not away(self._loop):
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
@@ -1198,7 +1208,7 @@ class Run:
         lazy = _LazyContext(
             self._context, self.o.max_tool_result_chars, call, iteration, put, resumed
         )
-        token = _current.set(lazy)
+        token: contextvars.Token[Any] | None = _current.set(lazy)
         sink_token = _sink.set((put, self.path))
         # :meth:`_run_one`, one coroutine layer fewer (issue 36).
         tool = self.dispatcher.tool(call.name)
@@ -1210,11 +1220,15 @@ class Run:
             return await in_the_runs_task(
                 self._run_checked(call, message, put, tool), self._cancelled, call
             )
+        except GeneratorExit:  # dropped unclosed (goagent_py._closing): not our context
+            token = None
+            raise
         finally:
             if release is not None:
                 let_go(release, self.log)
-            _current.reset(token)
-            _sink.reset(sink_token)
+            if token is not None:
+                _current.reset(token)
+                _sink.reset(sink_token)
 
     async def _cancelled(self, call: ToolCall, exc: asyncio.CancelledError) -> ToolResult:
         """The result of a call that ended with a ``CancelledError`` that was not the run's:
@@ -1260,6 +1274,8 @@ class Run:
             set_event_sink(put, self.path)
             try:
                 result = await self._run_one(call, message, put)
+            except GeneratorExit:  # dropped unclosed (goagent_py._closing): no failure
+                raise
             except asyncio.CancelledError as exc:
                 if closing or cancels_the_run(exc):  # the run cancels its calls, or ends
                     put(_Failed(exc))
@@ -1307,7 +1323,7 @@ class Run:
         finally:
             if self.control is not None:
                 self.control._attach(None)
-            pending = [t for t in tasks.values() if not t.done()]
+            pending = [] if away(loop) else [t for t in tasks.values() if not t.done()]
             closing = True
             for task in pending:
                 task.cancel()
@@ -1978,7 +1994,7 @@ class Run:
                     await call_in(self._hook_context(), handler, event, awaiter)
                 yield event
         finally:
-            await inner.aclose()
+            await close(inner, self._loop)
 
     async def _hook_awaited(self, awaitable: Awaitable[Any]) -> None:
         """Await an async hook in a task that an ``abort("now")`` signalled meanwhile cancels
@@ -2024,6 +2040,7 @@ class Run:
     async def _events(self) -> AsyncGenerator[AgentEvent, None]:
         o = self.o
         self._start = time.perf_counter()
+        self._loop = asyncio.get_running_loop()
         self.run_id = _run_ids.next()
         self._watch_calls = self.hooks.hooks.on_tool_call is not None
         loud = self.loud
@@ -2150,7 +2167,7 @@ class Run:
                         self.log.warning("provider error: %s", message_of(error or failure))
                         raise failure
                 else:
-                    async with contextlib.aclosing(self._call_model(i, request)) as items:
+                    async with Closing(self._call_model(i, request), self._loop) as items:
                         async for item in items:
                             if isinstance(item, CompletionResponse):
                                 response = item
@@ -2257,8 +2274,8 @@ class Run:
                             # aclosing: a consumer that closes the stream mid-batch cancels
                             # the calls (an as_tool child among them) now, not when the
                             # generator is collected (issue 28).
-                            async with contextlib.aclosing(
-                                self._tools(i, message, calls)
+                            async with Closing(
+                                self._tools(i, message, calls), self._loop
                             ) as tool_events:
                                 async for event in tool_events:
                                     yield event
@@ -2323,6 +2340,8 @@ class Run:
                 yield event
             ended = True
         except BaseException as caught:
+            if isinstance(caught, GeneratorExit) and away(self._loop):
+                raise  # dropped unclosed: no end of the run runs here (goagent_py._closing)
             raised: BaseException = caught
             if not ended:
                 # Only the run's own cancellation ends it cancelled: one user code let out
@@ -2506,7 +2525,7 @@ class Run:
         async def work(i: int, _: None, put: Callable[[Any], None]) -> T:
             return await call()
 
-        async with contextlib.aclosing(self._interruptible(work, 0, None)) as items:
+        async with Closing(self._interruptible(work, 0, None), self._loop) as items:
             async for item in items:
                 return cast(T, item)
         raise AssertionError("the call gave no answer")  # pragma: no cover

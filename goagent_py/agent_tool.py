@@ -41,13 +41,13 @@ What crosses the boundary:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 from goagent_py._cancel import failed
+from goagent_py._closing import Closing
 from goagent_py._conversation import HOLDING, conversation_key
 from goagent_py._describe import described
 from goagent_py._frozen import freeze
@@ -312,12 +312,19 @@ class AgentTool(Generic[_A]):
             # second is refused with SessionBusyError, an error result for the parent's model.
             hold = record_hold(memory)
             if hold is None:
-                return await self._execute(ctx, args, path, deps)
-            async with hold():
-                return await self._execute(ctx, args, path, deps)
-        finally:
+                blocks = await self._execute(ctx, args, path, deps)
+            else:
+                async with hold():
+                    blocks = await self._execute(ctx, args, path, deps)
+        except GeneratorExit:  # dropped unclosed (goagent_py._closing): not our context
+            raise
+        except BaseException:
             _RUNNING.reset(token)
             HOLDING.reset(holding)
+            raise
+        _RUNNING.reset(token)
+        HOLDING.reset(holding)
+        return blocks
 
     async def _execute(
         self, ctx: ToolContext | None, args: dict[str, Any], path: tuple[str, ...], deps: Any
@@ -343,7 +350,7 @@ class AgentTool(Generic[_A]):
                 prompt, streaming=self._streaming, history=history, path=path, deps=deps
             )
         try:
-            async with contextlib.aclosing(run.events()) as events:
+            async with Closing(run.events()) as events:
                 async for event in events:
                     if ctx is not None:
                         ctx.report(event)
@@ -395,7 +402,7 @@ class AgentTool(Generic[_A]):
         self._handed.pop(token, None)
         dropped = {p.id: Deny(_DROPPED, stop=True, token=token) for p in pending}
         run = await self.agent.start_resume(dropped, streaming=False, path=path, deps=deps)
-        async with contextlib.aclosing(run.events()) as events:
+        async with Closing(run.events()) as events:
             async for _ in events:
                 pass
 

@@ -772,8 +772,12 @@ class Dispatcher:
                     token = _VALIDATED.set(given)
                     try:
                         content = await chain(call)
-                    finally:
+                    except GeneratorExit:  # dropped unclosed (goagent_py._closing)
+                        raise
+                    except BaseException:
                         _VALIDATED.reset(token)
+                        raise
+                    _VALIDATED.reset(token)
             if type(content) is not list or not _all_blocks(content):
                 # A tool of the protocol (not @tool) that returned something else: a str was
                 # sent as one block per character, None crashed the run. The developer's to

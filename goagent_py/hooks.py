@@ -126,12 +126,17 @@ async def call_in(
     each async hook's awaitable (a sync hook costs nothing more)."""
     token = _HOOK_CONTEXT.set(context)
     waiting = _HOOK_AWAIT.set(awaiter) if awaiter is not None else None
+    dropped = False
     try:
         await handler(event)
+    except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
+        dropped = True
+        raise
     finally:
-        if waiting is not None:
-            _HOOK_AWAIT.reset(waiting)
-        _HOOK_CONTEXT.reset(token)
+        if not dropped:
+            if waiting is not None:
+                _HOOK_AWAIT.reset(waiting)
+            _HOOK_CONTEXT.reset(token)
 
 
 @dataclass(slots=True)

@@ -12,7 +12,9 @@ server closed as terminated, timed out, cancelled or failed are ended at its clo
 error status and ``error.type`` ``workflow_terminated``, ``workflow_timed_out``,
 ``workflow_cancelled`` or ``workflow_failed``. The worker of
 :func:`~goagent_py.durable.create_worker` sweeps as it stops too. A run the server completed
-(or continued as new) ended its spans where it ran: they are forgotten here.
+(or continued as new) ended its spans where it ran: they are forgotten here. A worker that
+stops ends the spans of the runs still going on (``worker_stopped``, :meth:`SpanLedger.let_go`):
+the server may close such a run while no worker holds it, and nothing would end them then.
 
 What stays open is only what this worker opened and never ended: a span ended on a replay was
 ended live before (another worker, or this one before an eviction).
@@ -64,6 +66,12 @@ _CLOSED: dict[WorkflowExecutionStatus, tuple[str, str]] = {
     WorkflowExecutionStatus.CANCELED: ("workflow_cancelled", "the workflow was cancelled"),
     WorkflowExecutionStatus.FAILED: ("workflow_failed", "the workflow failed"),
 }
+
+_STOPPED = (
+    "worker_stopped",
+    "the worker stopped while the run went on: another worker goes on with it, or the server "
+    "closes it",
+)
 
 
 class _Closed(Exception):
@@ -138,18 +146,44 @@ class SpanLedger:
         self._watcher = asyncio.get_running_loop().create_task(self._watch(client))
 
     async def stop(self, client: Any) -> None:
-        """Stop watching and sweep every run with open spans, quiet or not (a worker that
-        stops: nothing here would end them later)."""
+        """Stop watching, sweep every run with open spans, quiet or not, and end the spans of
+        the runs still going on (:meth:`let_go`): a worker that stops, nothing here would end
+        them later."""
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.cancel()
             await asyncio.wait([watcher])  # its cancellation is not ours: nothing raised here
-        await self.sweep(client, everyone=True)
+        try:
+            await self.sweep(client, everyone=True)
+        finally:
+            self.let_go()
+
+    def let_go(self) -> None:
+        """End, now, every span this worker holds open, with ``error.type`` ``worker_stopped``:
+        the worker stops while their runs go on. Nothing else could end them: the server may
+        close such a run while no worker holds it (terminated, timed out, cancelled), and a
+        worker that picks it up again replays what these spans recorded (replayed spans are
+        not recorded) and traces only what it runs itself."""
+        with self._lock:
+            runs, self._runs = self._runs, {}
+        now = time.time_ns()
+        for key, entry in runs.items():
+            self._release(key)
+            self._end(list(entry.spans.values()), _Closed(*_STOPPED), now)
+            self._evict(key[1])
 
     async def _watch(self, client: Any) -> None:
-        while True:
-            await asyncio.sleep(SWEEP_EVERY)
-            await self.sweep(client)
+        try:
+            while True:
+                await asyncio.sleep(SWEEP_EVERY)
+                await self.sweep(client)
+        except asyncio.CancelledError:
+            # Cancelled by :meth:`stop` (which goes on), or by the end of the event loop the
+            # worker ran on (``asyncio.run`` cancels what is left): a worker of yours tells
+            # its interceptor nothing as it stops, so this is the last word on its spans.
+            if self._watcher is asyncio.current_task():
+                self.let_go()
+            raise
 
     async def sweep(self, client: Any, *, everyone: bool = False) -> None:
         """Ask the server about each quiet run with open spans (``everyone``: each run), and end
@@ -180,11 +214,14 @@ class SpanLedger:
                 continue
             close = described.close_time
             end_ns = int(close.timestamp() * 1e9) if close is not None else time.time_ns()
-            self._released[key] = None
-            while len(self._released) > RELEASED_KEPT:
-                del self._released[next(iter(self._released))]
+            self._release(key)
             self._end(spans, _Closed(*closed), end_ns)
             self._evict(key[1])
+
+    def _release(self, key: tuple[str, str]) -> None:
+        self._released[key] = None
+        while len(self._released) > RELEASED_KEPT:
+            del self._released[next(iter(self._released))]
 
     def _evict(self, run_id: str) -> None:
         if self.evict is None:  # your own worker: the run stays cached until Temporal drops it

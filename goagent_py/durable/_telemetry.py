@@ -228,9 +228,16 @@ class WorkflowTelemetry(temporal_worker.Interceptor):
                     # By value, in the workflow's own task (nothing to detach: it ends with it).
                     otel_context.attach(parent)
                 try:
-                    return await super().execute_workflow(input)
-                finally:
+                    result = await super().execute_workflow(input)
+                except GeneratorExit:
+                    # A run its worker dropped unevicted, closed by the garbage collector in
+                    # whatever context it runs in: nothing of ours to restore there.
+                    raise
+                except BaseException:
                     _HOOKS.reset(token)
+                    raise
+                _HOOKS.reset(token)
+                return result
 
         return _Inbound
 

@@ -293,13 +293,17 @@ class _Calls:
         async def run(call: ToolCall) -> list[ContentBlock]:
             token = self.call.set(call)
             try:
-                return await next_call(call)
-            finally:
-                if workflow.in_workflow():
-                    self.call.reset(token)
-                # else: a run its worker dropped unevicted (closed from outside, on a worker
-                # of yours), closed by the garbage collector in whatever context it runs in:
-                # nothing of ours to restore there.
+                blocks = await next_call(call)
+            except GeneratorExit:
+                # A run its worker dropped unevicted (closed from outside, on a worker of
+                # yours), closed by the garbage collector in whatever context it runs in, maybe
+                # another workflow's: nothing of ours to restore there.
+                raise
+            except BaseException:
+                self.call.reset(token)
+                raise
+            self.call.reset(token)
+            return blocks
 
         return run
 

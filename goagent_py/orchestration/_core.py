@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from goagent_py._closing import Closing
 from goagent_py._describe import described
 from goagent_py._flow_frames import enter_frame, leave_frame
 from goagent_py._prompt import to_messages
@@ -246,8 +247,12 @@ def _state_scope() -> Any:
     token = _flow_state.set(state)
     try:
         yield state
-    finally:
+    except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
+        raise
+    except BaseException:
         _flow_state.reset(token)
+        raise
+    _flow_state.reset(token)
 
 
 _flow_deps: contextvars.ContextVar[Any] = contextvars.ContextVar("goagent_flow_deps", default=None)
@@ -269,8 +274,12 @@ def _deps_scope(deps: Any, *, inherit: bool = True) -> Any:
     token = _flow_deps.set(deps)
     try:
         yield
-    finally:
+    except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
+        raise
+    except BaseException:
         _flow_deps.reset(token)
+        raise
+    _flow_deps.reset(token)
 
 
 def combine(
@@ -478,11 +487,15 @@ class Flow:
         frame, token = enter_frame(self.name, input, self._hook_sets)
         try:
             result = await self._invoke(input, scope)
-        except BaseException as exc:
-            frame.end(None, exc)
+        except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): no end here
             raise
-        finally:
-            leave_frame(frame, token)
+        except BaseException as exc:
+            try:
+                frame.end(None, exc)
+            finally:
+                leave_frame(frame, token)
+            raise
+        leave_frame(frame, token)
         frame.end(result.text, None)
         return result
 
@@ -757,8 +770,12 @@ def _user_input_scope(input: str) -> Iterator[None]:
     token = _said_by_user.set(said)
     try:
         yield
-    finally:
+    except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
+        raise
+    except BaseException:
         _said_by_user.reset(token)
+        raise
+    _said_by_user.reset(token)
 
 
 def agent_prompt(text: str) -> str | list[Message]:
@@ -786,8 +803,12 @@ def tally() -> Iterator[list[FlowResult]]:
     token = _tallies.set((*_tallies.get(), spent))
     try:
         yield spent
-    finally:
+    except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
+        raise
+    except BaseException:
         _tallies.reset(token)
+        raise
+    _tallies.reset(token)
 
 
 def _record(result: FlowResult) -> FlowResult:
@@ -879,7 +900,7 @@ async def _agent_node(agent: Agent, text: str, scope: Scope, start: float) -> Fl
         agent_prompt(text), streaming=scope.emit is not None, path=scope.path, deps=flow_deps()
     )
     try:
-        async with contextlib.aclosing(run.events()) as events:
+        async with Closing(run.events()) as events:
             async for event in events:
                 if scope.emit is not None:
                     scope.emit(event)
@@ -956,9 +977,14 @@ class MappedDeps(Flow):
     async def _invoke(self, input: str, scope: Scope) -> FlowResult:
         token = _flow_deps.set(self.deps(_flow_deps.get()))
         try:
-            return await _run_once(self.agent, input, scope)
-        finally:
+            result = await _run_once(self.agent, input, scope)
+        except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
+            raise
+        except BaseException:
             _flow_deps.reset(token)
+            raise
+        _flow_deps.reset(token)
+        return result
 
 
 # -- an orchestration as a tool ------------------------------------------------------------
@@ -1016,9 +1042,14 @@ class FlowTool:
             )
         token = _FLOWS_RUNNING.set((*running, self.flow))
         try:
-            return await self._execute(text)
-        finally:
+            blocks = await self._execute(text)
+        except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
+            raise
+        except BaseException:
             _FLOWS_RUNNING.reset(token)
+            raise
+        _FLOWS_RUNNING.reset(token)
+        return blocks
 
     async def _execute(self, text: str) -> list[ContentBlock]:
         ctx = current_tool_context()

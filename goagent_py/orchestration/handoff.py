@@ -17,12 +17,12 @@ decides what history the next agent sees (its answer is repaired into a valid tr
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from goagent_py._closing import Closing
 from goagent_py._transcript import repair_transcript, strip_thinking
 from goagent_py.budget import BudgetExceededError
 from goagent_py.errors import ConfigurationError, ToolError
@@ -258,7 +258,7 @@ class Handoffs(Flow):
             if here.emit is not None:
                 here.emit(NodeStart(input if not parts else "", path=here.path))
             try:
-                async with contextlib.aclosing(run.events()) as events:
+                async with Closing(run.events()) as events:
                     async for event in events:
                         if here.emit is not None:
                             here.emit(event)
