@@ -77,11 +77,14 @@ def release_in_process(key: Hashable) -> None:
 
 
 @contextlib.contextmanager
-def held_in_process(key: Hashable, busy: Callable[[], SessionBusyError]) -> Iterator[None]:
-    """Hold ``key`` for this process's run, or raise ``busy()`` when another run here holds it
-    (the error is built only then: issue 36, a run paid for a refusal it never made)."""
+def held_in_process(
+    key: Hashable, busy: SessionBusyError | Callable[[], SessionBusyError]
+) -> Iterator[None]:
+    """Hold ``key`` for this process's run, or raise ``busy`` when another run here holds it;
+    given as a function, the error is built only then (issue 36: a run paid for a refusal it
+    never made)."""
     if not take_in_process(key):
-        raise busy()
+        raise busy if isinstance(busy, SessionBusyError) else busy()
     try:
         yield
     finally:
