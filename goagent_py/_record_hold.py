@@ -20,6 +20,7 @@ from typing import Any
 
 from goagent_py._conversation import conversation_key
 from goagent_py._run_hold import busy_error, held_in_process
+from goagent_py.errors import SessionBusyError
 
 __all__ = ["record_hold"]
 
@@ -57,8 +58,12 @@ async def _held_here(memory: object, target: object) -> AsyncIterator[None]:
             kind.__name__,
         )
     session_id: Any = getattr(target, "session_id", "")
-    busy = busy_error(
-        f"this {kind.__name__}'s conversation", session_id if isinstance(session_id, str) else ""
-    )
+
+    def busy() -> SessionBusyError:  # built only when refused (serve17)
+        return busy_error(
+            f"this {kind.__name__}'s conversation",
+            session_id if isinstance(session_id, str) else "",
+        )
+
     with held_in_process(("conversation", conversation_key(memory)), busy):
         yield

@@ -22,7 +22,7 @@ import hashlib
 import os
 import struct
 import threading
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import ClassVar
 
 from goagent_py.errors import SessionBusyError
@@ -32,7 +32,14 @@ try:
 except ImportError:  # pragma: no cover - Windows: the in-process registry only
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["ByteLocks", "busy_error", "held_in_process", "lock_offset"]
+__all__ = [
+    "ByteLocks",
+    "busy_error",
+    "held_in_process",
+    "lock_offset",
+    "release_in_process",
+    "take_in_process",
+]
 
 _SLOTS = 1 << 62  # offsets in the lock file (a lock takes no space: the file stays empty)
 # struct flock on Linux (x86-64, aarch64): short type, short whence, off_t start, off_t len,
@@ -54,18 +61,34 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
-@contextlib.contextmanager
-def held_in_process(key: Hashable, busy: SessionBusyError) -> Iterator[None]:
-    """Hold ``key`` for this process's run, or raise ``busy`` when another run here holds it."""
+def take_in_process(key: Hashable) -> bool:
+    """Hold ``key`` for this process's run: False when another run here holds it."""
     with _registry_lock:
         if key in _held:
-            raise busy
+            return False
         _held.add(key)
+        return True
+
+
+def release_in_process(key: Hashable) -> None:
+    """Let go of ``key`` (taken by :func:`take_in_process`)."""
+    with _registry_lock:
+        _held.discard(key)
+
+
+@contextlib.contextmanager
+def held_in_process(
+    key: Hashable, busy: SessionBusyError | Callable[[], SessionBusyError]
+) -> Iterator[None]:
+    """Hold ``key`` for this process's run, or raise ``busy`` when another run here holds it;
+    given as a function, the error is built only then (issue 36: a run paid for a refusal it
+    never made)."""
+    if not take_in_process(key):
+        raise busy if isinstance(busy, SessionBusyError) else busy()
     try:
         yield
     finally:
-        with _registry_lock:
-            _held.discard(key)
+        release_in_process(key)
 
 
 def lock_offset(*parts: str) -> int:

@@ -305,17 +305,29 @@ class _Writer:
             conn.execute("BEGIN IMMEDIATE")
             _writing.identity = self._file.identity
             try:
-                for job in batch:
-                    conn.execute("SAVEPOINT goagent_write")
+                if len(batch) == 1:
+                    # A write alone: its transaction is its savepoint (issue 36: two
+                    # statements less); one that fails rolls it back, and nothing commits.
+                    (job,) = batch
                     try:
                         value = job.context.run(job.fn, conn)
                     except Exception as exc:
-                        conn.execute("ROLLBACK TO goagent_write")
-                        conn.execute("RELEASE goagent_write")
-                        done.append((False, exc))
-                        continue
-                    conn.execute("RELEASE goagent_write")
+                        if conn.in_transaction:  # not rolled back by SQLite itself
+                            conn.execute("ROLLBACK")
+                        return [(False, exc)]
                     done.append((True, value))
+                else:
+                    for job in batch:
+                        conn.execute("SAVEPOINT goagent_write")
+                        try:
+                            value = job.context.run(job.fn, conn)
+                        except Exception as exc:
+                            conn.execute("ROLLBACK TO goagent_write")
+                            conn.execute("RELEASE goagent_write")
+                            done.append((False, exc))
+                            continue
+                        conn.execute("RELEASE goagent_write")
+                        done.append((True, value))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:

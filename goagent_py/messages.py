@@ -8,6 +8,7 @@ pydantic is imported (and the adapter built) on first use: importing goagent_py 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -405,6 +406,11 @@ def messages_to_json(messages: list[Message]) -> bytes:
         return _messages_adapter().dump_json(messages)
 
 
+# json.dumps(..., ensure_ascii=False, separators=(",", ":")), built on first use (issue 36:
+# dumps built a new encoder for every stored message).
+_ENCODE: list[Callable[[Any], str]] = []
+
+
 class _NotPlain(Exception):
     """Internal: a value the stdlib path does not write exactly as pydantic does."""
 
@@ -418,10 +424,12 @@ def _plain_json(messages: list[Message]) -> bytes:
     a tuple, a non-str key, a subclass) raises :class:`_NotPlain` and goes through pydantic, so
     the output is the same either way (entry ids hash it; a test compares the two).
     """
-    import json  # cheap, and often imported already
-
     out = [_plain_message(m) for m in messages]
-    text = json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+    if not _ENCODE:
+        from goagent_py._json_fast import fast_encoder
+
+        _ENCODE.append(fast_encoder(ensure_ascii=False, separators=(",", ":")))
+    text = _ENCODE[0](out)
     try:
         return text.encode()
     except UnicodeEncodeError:

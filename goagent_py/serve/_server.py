@@ -791,10 +791,22 @@ class Server:
 
     async def _evict(self) -> None:
         # Each live thread holds a session and a SQLite connection: keep the most recently
-        # used ones; an evicted thread is rebuilt from storage on its next request.
-        idle = [key for key, live in self.live.items() if live.run is None]
-        for key in idle[: max(0, len(self.live) - self.max_live)]:
-            live = self.live.pop(key)
+        # used ones; an evicted thread is rebuilt from storage on its next request. Nothing to
+        # do while at most max_live are live (issue 36: every run's end listed them all);
+        # past it, the least recently used idle ones (live_of keeps them first) are taken out
+        # before any is closed, so none is chosen and then used by a run in between.
+        over = len(self.live) - self.max_live
+        if over <= 0:
+            return
+        evicted: list[tuple[tuple[str, str], Live]] = []
+        for key, live in self.live.items():
+            if live.run is None:
+                evicted.append((key, live))
+                if len(evicted) == over:
+                    break
+        for key, _ in evicted:
+            del self.live[key]
+        for _, live in evicted:
             await live.storage.aclose()
 
     async def event_batches(self, run: Run) -> AsyncIterator[tuple[list[dict[str, Any]], bool]]:

@@ -9,16 +9,16 @@ stream, ~12% of the server's CPU per turn under load (issue 36).
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from goagent_py._json_fast import fast_encoder
 from goagent_py.serve._server import Run, Server
 
 __all__ = ["LastChunk", "RunStream", "frames_of", "sse_frame", "to_json"]
@@ -41,37 +41,7 @@ def sse_frame(data: str, event: str | None = None) -> bytes:
     return b"event: %s\r\ndata: %s\r\n\r\n" % (event.encode(), data.encode())
 
 
-def _json_encoder() -> Callable[[Any], str]:
-    """``json.dumps`` with its defaults, the same output, without what ``dumps`` redoes at
-    every call (its keyword checks, a new C encoder and a closure; issue 36: one call per AG-UI
-    event of every run). The events are plain JSON the server built, never circular. Where the
-    C encoder is missing or differs, ``JSONEncoder().encode`` itself."""
-    plain = json.JSONEncoder()
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return plain.encode
-    try:
-        encode = make(
-            None,
-            plain.default,
-            json.encoder.encode_basestring_ascii,
-            None,
-            ": ",
-            ", ",
-            False,
-            False,
-            True,
-        )
-        probe = {"a": ["\u00e9\n\ud800", 1, 2.5, None, True, {"b": float("nan")}]}
-        fast: Callable[[Any], str] = lambda o: "".join(encode(o, 0))  # noqa: E731
-        if fast(probe) == plain.encode(probe):
-            return fast
-    except Exception:  # another Python's C encoder: the documented one
-        pass
-    return plain.encode
-
-
-to_json = _json_encoder()
+to_json = fast_encoder()
 """An event as its JSON text, as ``json.dumps(event)`` writes it."""
 
 

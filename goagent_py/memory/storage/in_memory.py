@@ -9,9 +9,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from goagent_py._deepcopy import deepcopy
 from goagent_py._generation import ReadFence, cleared_error
 from goagent_py._run_hold import busy_error, held_in_process
+from goagent_py.errors import SessionBusyError
 from goagent_py.messages import Message
 
 __all__ = ["InMemoryStorage"]
+
+
+def _busy() -> SessionBusyError:
+    return busy_error("this InMemoryStorage's conversation", "")
 
 
 class InMemoryStorage:
@@ -92,8 +97,7 @@ class InMemoryStorage:
         Raises:
             SessionBusyError: another run holds the conversation; nothing was written.
         """
-        busy = busy_error("this InMemoryStorage's conversation", "")
-        with held_in_process(("memory", id(self)), busy):
+        with held_in_process(("memory", id(self)), _busy):
             yield
 
     def __len__(self) -> int:

@@ -37,18 +37,25 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
 from goagent_py._deepcopy import message_copier
 from goagent_py._generation import STALE, ReadFence, cleared_error
-from goagent_py._run_hold import ByteLocks, busy_error, held_in_process, lock_offset
+from goagent_py._run_hold import (
+    ByteLocks,
+    busy_error,
+    lock_offset,
+    release_in_process,
+    take_in_process,
+)
 from goagent_py._sqlite import (
     NOT_HERE,
     HeldConnection,
     NotHere,
     busy_waits,
+    file_identity,
     in_file_thread,
     read_here,
     shares_writes,
@@ -209,6 +216,9 @@ class SQLiteStorage:
         self._memo: dict[int, tuple[str, bytes, Message, Callable[[Message], Message]]] = {}
         self._memo_lock = threading.Lock()
         self._fence = ReadFence()  # the generation each context last read (see _generation)
+        # The run hold's byte in the lock file, and its place (see _hold_place).
+        self._hold_at = lock_offset(session_id)
+        self._hold_known: tuple[tuple[int, int], Hashable, ByteLocks | None] | None = None
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -676,8 +686,7 @@ class SQLiteStorage:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def hold_run(self) -> AsyncIterator[None]:
+    def hold_run(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Hold this conversation for one run: no other run, from another storage of this
         process or from another process, runs in it until the ``async with`` ends (a
         :class:`~goagent_py.Session` takes it around every run: docs/sessions.md "One run at
@@ -688,28 +697,57 @@ class SQLiteStorage:
         Raises:
             SessionBusyError: another run holds the conversation; nothing was written.
         """
-        if not shares_writes(self.path):  # a database of this connection alone
-            yield
-            return
-        what = f"conversation {self.session_id!r} of {self.path}"
-        # The file, not the name: a symlink to the database names the same file (SQLite
-        # follows it), so the hold and its lock file are the real file's.
-        real = os.path.realpath(self.path)  # noqa: ASYNC240 - a few lstat calls, as the lock's open
+        return _RunHold(self)
+
+    def _take_hold(self) -> tuple[Hashable, ByteLocks | None] | None:
+        """Take the run's hold (see :meth:`hold_run`): what :meth:`_release_hold` lets go of,
+        None for a database of this connection alone."""
+        if not shares_writes(self.path):
+            return None
+        key, locks = self._hold_place()
+        if not take_in_process(key):
+            raise busy_error(self._hold_what(), self.session_id)
+        if locks is not None and (pid := locks.take(self._hold_at)) is not None:
+            release_in_process(key)
+            holder = f"process {pid}" if pid > 0 else "another process"
+            raise busy_error(self._hold_what(), self.session_id, holder)
+        return key, locks
+
+    def _release_hold(self, taken: tuple[Hashable, ByteLocks | None]) -> None:
+        key, locks = taken
+        try:
+            if locks is not None:
+                locks.release(self._hold_at)
+        finally:
+            release_in_process(key)
+
+    def _hold_what(self) -> str:
+        return f"conversation {self.session_id!r} of {self.path}"
+
+    def _hold_place(self) -> tuple[Hashable, ByteLocks | None]:
+        """The hold's key in this process and the lock file's locks: the real file's (a
+        symlink to the database names the same file, SQLite follows it).
+
+        Derived from the file the storage's connection is on (issue 36: two ``realpath``
+        calls, a few ``lstat`` each, a run): remembered with that file's identity once the
+        real path is seen to name it, and found again only while the connection is on that
+        same file. A file replaced at the path (a backup restored, a symlink pointed
+        elsewhere) and opened again by :meth:`reopen` is another identity: looked up anew.
+        """
+        identity = self._file.identity
+        known = self._hold_known
+        if known is not None and identity is not None and known[0] == identity:
+            return known[1], known[2]
+        # The file, not the name: a symlink to the database names the same file.
+        real = os.path.realpath(self.path)
         key = ("sqlite", real, self.session_id)
-        with held_in_process(key, busy_error(what, self.session_id)):
-            try:
-                locks = ByteLocks.at(real + "-runs.lock")
-            except OSError:
-                locks = None  # a folder we cannot write to: the database itself will say so
-            at = lock_offset(self.session_id)
-            if locks is not None and (pid := locks.take(at)) is not None:
-                holder = f"process {pid}" if pid > 0 else "another process"
-                raise busy_error(what, self.session_id, holder)
-            try:
-                yield
-            finally:
-                if locks is not None:
-                    locks.release(at)
+        try:
+            locks = ByteLocks.at(real + "-runs.lock")
+        except OSError:
+            locks = None  # a folder we cannot write to: the database itself will say so
+        if identity is not None and file_identity(real) == identity:
+            self._hold_known = (identity, key, locks)
+        return key, locks
 
     async def aclose(self) -> None:
         """Close the connection; later calls raise :class:`MemoryStoreError`. Idempotent."""
@@ -735,3 +773,27 @@ class SQLiteStorage:
 
     def __repr__(self) -> str:
         return f"SQLiteStorage({self.path!r}, session_id={self.session_id!r})"
+
+
+class _RunHold:
+    """:meth:`SQLiteStorage.hold_run`'s context: taken on entry, let go of on exit (a class, not
+    a generator's context: issue 36, one run's hold was an async generator's worth of work)."""
+
+    __slots__ = ("_storage", "_taken")
+
+    def __init__(self, storage: SQLiteStorage) -> None:
+        self._storage = storage
+        self._taken: tuple[Hashable, ByteLocks | None] | None = None
+
+    async def __aenter__(self) -> None:
+        self._taken = self._storage._take_hold()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        taken, self._taken = self._taken, None
+        if taken is not None:
+            self._storage._release_hold(taken)
