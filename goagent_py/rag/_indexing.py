@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from goagent_py.errors import ConfigurationError, MemoryStoreError, NoEmbeddableContentError
-from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder
+from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder, embedder_identity
 from goagent_py.memory.vector.base import BulkVectorStore, UpsertEntry, VectorStore
 from goagent_py.messages import ContentBlock, TextBlock
 from goagent_py.rag._chunks import Prepared, is_part_id, part_entries, prepare
@@ -54,16 +54,6 @@ if TYPE_CHECKING:
 
     from goagent_py.rag.documents import Document
     from goagent_py.rag.manifest import ChunkManifest
-
-
-def embedder_identity(embedder: object) -> str | None:
-    """The embedder's ``embedder_identity`` (kind, model and dimensions), or None (not checked).
-
-    The built-in embedders have one; a wrapper passes its inner embedder's through; an
-    embedder of user code without the attribute (or with a non-string one) has none.
-    """
-    identity = getattr(embedder, "embedder_identity", None)
-    return identity if isinstance(identity, str) and identity else None
 
 
 class _Indexing:
@@ -120,16 +110,14 @@ class _Indexing:
         return vectors
 
     @property
-    def embedder_identity(self) -> str | None:
-        """The identity of the embedder (None: it has none, and the index is not checked)."""
+    def embedder_identity(self) -> str:
+        """The identity of the embedder (see ``goagent_py.memory.base.embedder_identity``)."""
         return embedder_identity(self.embedder)
 
     async def _start_embedder(self) -> list[str]:
         """Record this embedder's identity before ``index()`` writes (see the module); the
         sources that held another embedder's vectors when it changed here ([] otherwise)."""
         identity = embedder_identity(self.embedder)
-        if identity is None:
-            return []
         while True:
             record = await self.manifest.get(EMBEDDER_KEY)
             if record and record[0] == identity:
@@ -158,8 +146,6 @@ class _Indexing:
                 another embedder: this one's vectors would be written under its identity.
         """
         identity = embedder_identity(self.embedder)
-        if identity is None:
-            return False
         record = await self.manifest.get(EMBEDDER_KEY)
         if record and record[0] != identity:
             raise ConfigurationError(
@@ -178,11 +164,56 @@ class _Indexing:
             if await compare_and_set(self.manifest, EMBEDDER_KEY, record, wanted):
                 return
 
+    async def _remove_source(self, source: str) -> int:
+        """Delete every chunk of ``source`` and forget it (see ``Pipeline.remove``); how many
+        chunks it had. It is unlisted last: until its vectors are gone, a listed source keeps
+        searches refused."""
+        while True:
+            ids = await self.manifest.get(source_key(source))
+            # And what a failed index() may have written without recording it.
+            pending = await self.manifest.get(pending_key(source))
+            # Pending first (a crash after the manifest moves on leaves them known); forgotten
+            # only if no other indexer replaced the document meanwhile (its chunks are not
+            # these): else read again.
+            if ids:
+                await self._pending(pending_key(source), add=ids)
+            if await compare_and_set(self.manifest, source_key(source), ids, []):
+                break
+        await self._delete(list(dict.fromkeys([*ids, *pending])))
+        if ids or pending:
+            await self._pending(pending_key(source), drop=[*ids, *pending])
+        await self._unlist(source)
+        return len([id for id in ids if not is_part_id(id)])
+
+    async def _drop_listed(self) -> list[str]:
+        """Remove the sources still holding another embedder's vectors (an ``index()`` of
+        this embedder did not reach them); the sources removed, sorted.
+
+        Their stored text is not always what was embedded (chunk context, part vectors), so
+        they are not re-embedded from the store: they are removed, each as ``remove()`` does
+        (still listed until its vectors are deleted, so a crash leaves nothing that claims to
+        be this embedder's), and reported for indexing again. Nothing is dropped when another
+        indexer has moved the index to another embedder meanwhile (its sources are not
+        these).
+        """
+        record = await self.manifest.get(EMBEDDER_KEY)
+        if not record or record[0] != embedder_identity(self.embedder) or not record[1:]:
+            return []
+        listed = sorted(record[1:])
+        _log.warning(
+            "RAG index: %d sources held another embedder's vectors and were not indexed with "
+            "%s in this run; removed (index them again): %s",
+            len(listed),
+            record[0],
+            ", ".join(listed[:5]) + (", ..." if len(listed) > 5 else ""),
+        )
+        for source in listed:
+            await self._remove_source(source)
+        return listed
+
     async def other_embedder_sources(self) -> list[str]:
         """The indexed sources whose vectors are still another embedder's (index them again;
-        [] when none, or when this pipeline's embedder has no identity)."""
-        if embedder_identity(self.embedder) is None:
-            return []
+        [] when none)."""
         record = await self.manifest.get(EMBEDDER_KEY)
         if record and record[0] != embedder_identity(self.embedder):
             return await self._indexed_sources()
@@ -195,8 +226,6 @@ class _Indexing:
     async def _check_embedder(self) -> None:
         """Refuse a vector search whose query vector would not be comparable to the index's."""
         identity = embedder_identity(self.embedder)
-        if identity is None:
-            return
         record = await self.manifest.get(EMBEDDER_KEY)
         if not record:  # nothing recorded yet (an index from before identities)
             return
