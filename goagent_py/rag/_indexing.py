@@ -32,9 +32,14 @@ from typing import TYPE_CHECKING
 
 from goagent_py.errors import ConfigurationError, MemoryStoreError, NoEmbeddableContentError
 from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder, embedder_identity
-from goagent_py.memory.vector.base import BulkVectorStore, UpsertEntry, VectorStore
+from goagent_py.memory.vector.base import (
+    BulkVectorStore,
+    ListableStore,
+    UpsertEntry,
+    VectorStore,
+)
 from goagent_py.messages import ContentBlock, TextBlock
-from goagent_py.rag._chunks import Prepared, is_part_id, part_entries, prepare
+from goagent_py.rag._chunks import Prepared, is_part_id, part_entries, prepare, rebuilt
 from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
 from goagent_py.rag.manifest import (
     EMBEDDER_KEY,
@@ -43,6 +48,7 @@ from goagent_py.rag.manifest import (
     source_key,
     source_of_key,
 )
+from goagent_py.rag.results import DocumentReport
 
 _log = logging.getLogger("goagent_py.rag")
 
@@ -185,31 +191,91 @@ class _Indexing:
         await self._unlist(source)
         return len([id for id in ids if not is_part_id(id)])
 
-    async def _drop_listed(self) -> list[str]:
-        """Remove the sources still holding another embedder's vectors (an ``index()`` of
-        this embedder did not reach them); the sources removed, sorted.
+    async def _drop_listed(self, reports: list[DocumentReport]) -> list[str]:
+        """Re-embed from the store, or else remove, the sources still holding another
+        embedder's vectors (an ``index()`` of this embedder did not reach them); the sources
+        removed, sorted. ``reports`` gets one report per source re-embedded.
 
-        Their stored text is not always what was embedded (chunk context, part vectors), so
-        they are not re-embedded from the store: they are removed, each as ``remove()`` does
-        (still listed until its vectors are deleted, so a crash leaves nothing that claims to
-        be this embedder's), and reported for indexing again. Nothing is dropped when another
-        indexer has moved the index to another embedder meanwhile (its sources are not
-        these).
+        A source is re-embedded from the store when the store can list it and every chunk's
+        embedded text can be rebuilt exactly (:meth:`_reembed_stored`); otherwise it is
+        removed as ``remove()`` does (still listed until its vectors are deleted, so a crash
+        leaves nothing that claims to be this embedder's) and reported for indexing again.
+        Nothing is done when another indexer has moved the index to another embedder
+        meanwhile (its sources are not these).
         """
         record = await self.manifest.get(EMBEDDER_KEY)
         if not record or record[0] != embedder_identity(self.embedder) or not record[1:]:
             return []
-        listed = sorted(record[1:])
-        _log.warning(
-            "RAG index: %d sources held another embedder's vectors and were not indexed with "
-            "%s in this run; removed (index them again): %s",
-            len(listed),
-            record[0],
-            ", ".join(listed[:5]) + (", ..." if len(listed) > 5 else ""),
-        )
-        for source in listed:
+        dropped: list[str] = []
+        for source in sorted(record[1:]):
+            chunks = await self._reembed_stored(source)
+            if chunks is not None:
+                reports.append(
+                    DocumentReport(source=source, chunks=chunks, written=chunks, reembedded=True)
+                )
+                continue
             await self._remove_source(source)
-        return listed
+            dropped.append(source)
+        if dropped:
+            _log.warning(
+                "RAG index: %d sources held another embedder's vectors, were not indexed with "
+                "%s in this run and could not be re-embedded from the store; removed (index "
+                "them again): %s",
+                len(dropped),
+                record[0],
+                ", ".join(dropped[:5]) + (", ..." if len(dropped) > 5 else ""),
+            )
+        return dropped
+
+    async def _reembed_stored(self, source: str) -> int | None:
+        """Re-embed ``source``'s chunks from what the store keeps, when that is exactly what
+        was embedded (:func:`~goagent_py.rag._chunks.rebuilt`: the ids' digests say so); the
+        number of chunks, or None (a store that cannot list, a chunk that cannot be rebuilt
+        or embedded: the caller removes the source).
+
+        Its ids are pending before any vector is written (another indexer may replace the
+        document meanwhile, and nothing else would know these ids), and it is unlisted only
+        after its new vectors are written and its record is still what was re-embedded.
+        """
+        if not isinstance(self.store, ListableStore):
+            return None
+        ids = await self.manifest.get(source_key(source))
+        if not ids:
+            return None
+        stored = {s.id: s.message for s in await self.store.entries({"source": source})}
+        chunks: dict[str, Prepared] = {}
+        for id in ids:
+            message = stored.get(id)
+            if is_part_id(id):
+                continue
+            chunk = rebuilt(id, message) if message is not None else None
+            if chunk is None:
+                return None
+            chunks[id] = chunk
+        parts = {p.id: p for c in chunks.values() for p in part_entries(c)}
+        wanted = [*chunks.values(), *(parts[id] for id in ids if id in parts)]
+        if len(wanted) != len(ids):  # a part vector of another way of splitting
+            return None
+        vectors = await self._embed(wanted)
+        entries = [
+            UpsertEntry(c.id, v, c.message)
+            for c, v in zip(wanted, vectors, strict=True)
+            if v is not None
+        ]
+        if len(entries) != len(wanted):  # something this embedder cannot embed
+            return None
+        pending_at = pending_key(source)
+        await self._pending(pending_at, add=ids)
+        if isinstance(self.store, BulkVectorStore):
+            await self.store.upsert_batch(entries)
+        else:
+            for entry in entries:
+                await self.store.upsert(entry.id, entry.vector, entry.message)
+        if await self.manifest.get(source_key(source)) != ids:
+            return None  # replaced meanwhile: the ids stay pending, the source listed
+        await self._pending(pending_at, drop=ids)
+        await self._unlist(source)
+        return len(chunks)
 
     async def other_embedder_sources(self) -> list[str]:
         """The indexed sources whose vectors are still another embedder's (index them again;

@@ -404,8 +404,9 @@ class Pipeline(_Indexing):
                     if inspect.isawaitable(result):
                         await result
             # Sources still holding another embedder's vectors that this run did not reach
-            # (another folder): removed, so every source left is this embedder's.
-            dropped = await self._drop_listed()
+            # (another folder): re-embedded from the store, or removed, so that every source
+            # left is this embedder's.
+            dropped = await self._drop_listed(reports)
         return IndexReport(
             documents=reports, dropped=dropped, duration=time.perf_counter() - started
         )

@@ -168,6 +168,7 @@ async def test_a_crash_mid_reembed_is_refused_by_both_until_it_is_finished(
 async def test_a_wrapped_store_is_checked_too(opener: Opener) -> None:
     first = LongTermMemory(FakeEmbedder(DIMS), opener())
     await first.store(_facts(), session="alice")
+
     class Quiet(VectorStoreObserver):
         pass
 

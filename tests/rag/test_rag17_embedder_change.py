@@ -4,7 +4,8 @@ embedder made the vectors").
 rag16 left two ways to mix two models' vectors: an embedder of user code without an
 ``embedder_identity`` wrote under the recorded identity unchecked, and sources a re-index did
 not reach (another folder) stayed listed, blocking every search until someone indexed them
-again. These tests run on a real sqlite-vec file.
+again; they are now re-embedded from the store when what they embedded can be rebuilt
+exactly, else removed and reported. These tests run on a real sqlite-vec file.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ def test_a_failing_dimensions_property_still_gives_an_identity() -> None:
     assert embedder_identity(Broken()).endswith(".Broken")
 
 
-async def test_sources_a_re_index_did_not_reach_are_dropped_and_reported(
+async def test_sources_a_re_index_did_not_reach_are_re_embedded_from_the_store(
     tmp_path: Path,
 ) -> None:
     docs, extra = _docs(), _docs(EXTRA)
@@ -145,15 +146,40 @@ async def test_sources_a_re_index_did_not_reach_are_dropped_and_reported(
         await pipeline.index(extra)  # another folder, into the same index
     async with _open(db, OtherModel()) as pipeline:
         report = await pipeline.index(docs)
+        # The other folder's chunks are rebuilt exactly from the store and embedded again.
+        assert report.dropped == []
+        assert report.reembedded == len(docs) + 1
+        assert report.documents[-1].source == "other/owls.md"
+        assert await pipeline.sources() == sorted([*TEXTS, *EXTRA])
+        assert await pipeline.other_embedder_sources() == []
+        for doc in [*docs, *extra]:  # every source is searchable with the new model at once
+            assert await _finds(pipeline, doc)
+        assert _record(db) == [f"fake:other-model:{DIMS}"]
+        report = await pipeline.index(extra)  # and its vectors count as the new model's
+        assert (report.written, report.reembedded, report.unchanged) == (0, 0, 1)
+
+
+def _tamper(db: Path, word: str) -> None:
+    """Change a stored chunk's text in place: what it embedded can no longer be rebuilt."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE rag SET message = replace(message, ?, 'Bats')", (word,))
+
+
+async def test_sources_that_cannot_be_rebuilt_are_dropped_and_reported(tmp_path: Path) -> None:
+    docs, extra = _docs(), _docs(EXTRA)
+    db = tmp_path / "rag.db"
+    async with _open(db, FakeEmbedder(DIMS)) as pipeline:
+        await pipeline.index([*docs, *extra])
+    _tamper(db, "Owls")
+    async with _open(db, OtherModel()) as pipeline:
+        report = await pipeline.index(docs)
         assert report.reembedded == len(docs)
-        # The other folder's vectors are the old model's: they are gone, and said so.
+        # Its vectors are the old model's, and what they embedded is unknown: removed, said so.
         assert report.dropped == ["other/owls.md"]
         assert await pipeline.sources() == sorted(TEXTS)
         assert await pipeline.other_embedder_sources() == []
-        for doc in docs:  # the index is searchable again at once
+        for doc in docs:
             assert await _finds(pipeline, doc)
-        hits = await pipeline.search(extra[0].text, top_k=5, mode="vector")
-        assert "other/owls.md" not in {h.source for h in hits}
         assert await pipeline.store.count() == len(docs)  # type: ignore[attr-defined]
         assert _record(db) == [f"fake:other-model:{DIMS}"]
         report = await pipeline.index(extra)  # indexed again: searchable again
@@ -166,6 +192,7 @@ async def test_a_crash_while_dropping_leaves_the_source_listed(tmp_path: Path) -
     db = tmp_path / "rag.db"
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
         await pipeline.index([*docs, *extra])
+    _tamper(db, "Owls")
     async with _open(db, OtherModel()) as pipeline:
         store: Any = pipeline.store
         delete = store.delete_batch
@@ -214,8 +241,50 @@ async def test_rag_index_says_what_it_dropped(
 
     await index(root)
     await index(other)
+    _tamper(db, "Owls")
     said = await index(root)
     assert "2 documents were embedded again" in said
     assert "1 indexed documents held another embedder's vectors and were removed" in said
     assert "other/owls.md" in said
     assert "still hold" not in said
+
+
+async def test_part_vectors_and_keywords_are_re_embedded_from_the_store(tmp_path: Path) -> None:
+    sentences = [
+        "Owls hunt at night and find mice by sound alone, even under deep snow.",
+        "They sleep by day in hollow trees, barns and the eaves of old churches.",
+        "Swifts eat, drink and even sleep on the wing, landing only to nest.",
+        "A young swift may fly for two years before it first lands at all.",
+        "Herons stand still in shallow water for an hour before they strike.",
+        "Their neck folds into an S, so the strike is faster than the eye.",
+    ]
+    long = {"other/notes.md": "# Birds\n\n" + " ".join(sentences)}
+    docs, extra = _docs(), _docs(long)
+    db = tmp_path / "rag.db"
+
+    def open_full(embedder: Any) -> Pipeline:
+        return Pipeline.sqlite(db, embedder, dimensions=DIMS, part_vectors=True)
+
+    async with open_full(FakeEmbedder(DIMS)) as pipeline:
+        await pipeline.index([*docs, *extra])
+        rows = await pipeline.store.count()  # type: ignore[attr-defined]
+        assert len(await pipeline.manifest.get("other/notes.md")) > 1  # the chunk and its parts
+    async with open_full(OtherModel()) as pipeline:
+        report = await pipeline.index(docs)
+        assert (report.dropped, report.reembedded) == ([], len(docs) + 1)
+        assert await pipeline.store.count() == rows  # type: ignore[attr-defined]
+        hits = await pipeline.search("Swifts sleep on the wing", top_k=1)
+        assert hits[0].source == "other/notes.md"
+        assert hits[0].keyword_score  # its keyword row is kept
+    # The chunk's and its parts' vectors are the ones a fresh index with the new model makes.
+    only = {"source": "other/notes.md"}
+    async with Pipeline.sqlite(
+        tmp_path / "fresh.db", OtherModel(), dimensions=DIMS, part_vectors=True
+    ) as fresh:
+        await fresh.index(extra)
+        expected = await fresh.search("Swifts sleep on the wing", mode="vector", filter=only)
+    async with open_full(OtherModel()) as pipeline:
+        got = await pipeline.search("Swifts sleep on the wing", mode="vector", filter=only)
+        assert [r.vector_score for r in got] == pytest.approx([r.vector_score for r in expected])
+        report = await pipeline.index(extra)
+        assert (report.written, report.reembedded) == (0, 0)
