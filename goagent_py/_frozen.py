@@ -1,10 +1,12 @@
-"""JSON values that cannot change: the tool schemas goagent-py builds itself.
+"""JSON values that cannot change: the schemas goagent-py builds itself and shares.
 
 A tool's JSON schema is made once per function and then sent in every request of every run
 (the model reads it each turn). Until it was frozen, each snapshot a scripted provider recorded
 had to prove the schema unchanged (a marshal of it, three a benchmark run: issue 36's largest
 single piece of a test double's cost) or copy it, and a caller that changed
 ``tool.definition.parameters`` changed the cached schema of every tool made from the function.
+The same holds for every schema built once and handed to many holders: the ``prompt`` schema
+of every sub-agent, flow and A2A tool, and a typed output's schema (sent in every run).
 
 :func:`freeze` makes a deep, immutable twin of a JSON value: :class:`FrozenDict` and
 :class:`FrozenList` are ``dict`` and ``list`` (``isinstance``, ``==``, JSON encoders, pydantic
@@ -27,9 +29,9 @@ _LEAVES = frozenset((str, int, float, bool, type(None)))
 
 def _refused(what: object) -> NoReturn:
     raise TypeError(
-        f"this {type(what).__name__} is part of a tool's generated JSON schema, shared by every "
-        "request and cannot be changed: change a copy (copy.deepcopy(definition.parameters)) "
-        "and give it to ToolDefinition or tool_func"
+        f"this {type(what).__name__} is part of a JSON schema goagent-py built once and shares "
+        "with every tool or run that uses it, so it cannot be changed: change a copy "
+        "(copy.deepcopy(definition.parameters)) and give it to ToolDefinition or tool_func"
     )
 
 

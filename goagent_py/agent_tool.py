@@ -50,6 +50,7 @@ from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 from goagent_py._cancel import failed
 from goagent_py._conversation import HOLDING, conversation_key
 from goagent_py._describe import described
+from goagent_py._frozen import freeze
 from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
 from goagent_py._prompt import to_messages
@@ -128,16 +129,19 @@ HistoryMode = Literal["none", "last_user"] | Callable[[list[Message]], Sequence[
 what a function picks from the parent's transcript (any messages; the result is repaired into a
 valid transcript and stripped of thinking blocks)."""
 
-_PROMPT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "prompt": {
-            "type": "string",
-            "description": "The task for the sub-agent, with every detail it needs.",
-        }
-    },
-    "required": ["prompt"],
-}
+# Frozen: every tool made here holds this one schema (see goagent_py/_frozen.py).
+_PROMPT_SCHEMA: dict[str, Any] = freeze(
+    {
+        "type": "object",
+        "properties": {
+            "prompt": {
+                "type": "string",
+                "description": "The task for the sub-agent, with every detail it needs.",
+            }
+        },
+        "required": ["prompt"],
+    }
+)
 
 
 def _default_returns(result: RunResult[Any]) -> str:
@@ -202,7 +206,7 @@ class AgentTool(Generic[_A]):
         self.name = name
         if parameters is not None:
             check_schema(parameters, what=f"as_tool({name!r}) parameters")
-        self._definition = ToolDefinition(name, description, parameters or dict(_PROMPT_SCHEMA))
+        self._definition = ToolDefinition(name, description, parameters or _PROMPT_SCHEMA)
         self._custom_schema = parameters is not None
         self._prompt = prompt
         self._history = history

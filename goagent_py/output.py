@@ -32,6 +32,7 @@ from typing import Any, Generic, TypeVar
 from goagent_py import _deps
 from goagent_py._cancel import stray
 from goagent_py._describe import validation_errors
+from goagent_py._frozen import freeze
 from goagent_py._json_schema import check_schema
 from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError, ModelRetry, OutputValidationError
@@ -180,6 +181,9 @@ class OutputSpec(Generic[Out]):
                 **({"$defs": defs} if defs else {}),
             }
         check_schema(self.schema, what=f"the JSON schema of output_type={self.name}")
+        # Sent in every run's request (a tool's parameters, the native format): frozen, so an
+        # edit through one request cannot change the next run's (goagent_py/_frozen.py).
+        self.schema = freeze(self.schema)
         self.description = schema.get("description", "") or f"The final {self.name} answer."
 
     # -- requests --------------------------------------------------------------------------

@@ -232,7 +232,7 @@ def test_parse_retry_after_seconds_and_http_date() -> None:
     assert parse_retry_after(" 2.5 ") == 2.5
     assert parse_retry_after("Wed, 01 Jan 2025 12:00:30 GMT", now=now) == 30.0
     assert parse_retry_after("Wed, 01 Jan 2025 11:00:00 GMT", now=now) == 0.0
-    assert parse_retry_after("-5") == 0.0
+    assert parse_retry_after("-5") is None  # unusable (RFC 9110): the backoff applies
     assert parse_retry_after(None) is None
     assert parse_retry_after("soon") is None
 

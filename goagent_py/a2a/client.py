@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from goagent_py._frozen import freeze
 from goagent_py.a2a._mapping import Reply, user_request
 from goagent_py.a2a._sdk import require
 from goagent_py.a2a.errors import A2AError
@@ -218,13 +219,16 @@ class A2AAgent:
         return A2ATool(self, ToolDefinition(tool_name, description, _PROMPT_SCHEMA))
 
 
-_PROMPT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "prompt": {"type": "string", "description": "the task or question, self-contained"}
-    },
-    "required": ["prompt"],
-}
+# Frozen: every A2A tool holds this one schema (see goagent_py/_frozen.py).
+_PROMPT_SCHEMA: dict[str, Any] = freeze(
+    {
+        "type": "object",
+        "properties": {
+            "prompt": {"type": "string", "description": "the task or question, self-contained"}
+        },
+        "required": ["prompt"],
+    }
+)
 
 
 class A2ATool:

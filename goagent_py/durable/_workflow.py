@@ -118,7 +118,7 @@ GUARD_TAKEN_PATCH = "goagent.guard-taken"
 CANCEL_CLOSES_WAIT_PATCH = "goagent.cancel-closes-wait"
 # The patch marker of steer and follow-up signals refused when their text is empty (durotel16).
 BLANK_SIGNAL_PATCH = "goagent.blank-signal-refused"
-_NON_RETRYABLE = ["ConfigurationError", "PayloadTooLargeError", "MissingExtraError"]
+_NON_RETRYABLE = ("ConfigurationError", "PayloadTooLargeError", "MissingExtraError")
 # Carried appends bigger than this are appended before the model call, not carried by it
 # (the run's new messages would otherwise cross twice: in the request and in the appends).
 _CARRY_WHOLE = 64 * 1024

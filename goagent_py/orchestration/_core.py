@@ -942,7 +942,7 @@ class FlowTool:
             raise ConfigurationError(f"as_tool({name!r}) needs a description for the model")
         self.flow = flow
         self.name = name
-        self._definition = ToolDefinition(name, description, dict(_PROMPT_SCHEMA))
+        self._definition = ToolDefinition(name, description, _PROMPT_SCHEMA)
 
     @property
     def definition(self) -> ToolDefinition:

@@ -8,7 +8,8 @@ What every HTTP backend needs, in one place:
   :meth:`HTTPBackend.stream_ndjson`, which turn every failure into a
   :class:`~goagent_py.errors.ProviderError`.
 - :func:`error_from_response`: status, vendor error type and message parsed from the body, the
-  raw body, Retry-After (:func:`parse_retry_after`) and the server's ``x-should-retry`` verdict.
+  raw body, Retry-After (read by :mod:`goagent_py._retry_after`, the rule the retry policy's
+  ``parse_retry_after`` is) and the server's ``x-should-retry`` verdict.
 - :func:`redact_error`: every error built here has the API keys it could echo taken out of its
   message and body (:func:`goagent_py._redact.redact`) before it leaves: what is logged or put in
   a span afterwards is safe. :meth:`HTTPBackend._redacting` does the same for the errors a vendor
@@ -27,11 +28,9 @@ or a log line (nothing here logs), even when the server echoes them back.
 
 from __future__ import annotations
 
-import email.utils
 import inspect
 import json
 import os
-import time
 import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import (
@@ -54,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from goagent_py._json_text import loads
 from goagent_py._provider_retry import parse_should_retry, set_server_should_retry
 from goagent_py._redact import redact, secrets_from_headers
+from goagent_py._retry_after import retry_after_of
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError, ProviderError
 from goagent_py.messages import INVALID_ARGUMENTS_KEY, ContentBlock, TextBlock
 
@@ -72,7 +72,6 @@ __all__ = [
     "excerpt",
     "null_is_absent",
     "parse_json",
-    "parse_retry_after",
     "redact_error",
     "resolve_api_key",
     "transport_error",
@@ -127,40 +126,6 @@ def resolve_api_key(
     if not key and required:
         raise ConfigurationError(f"{provider}: no API key: set {env_var} or pass api_key=...")
     return key
-
-
-def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds the server asked us to wait, from ``retry-after-ms`` or ``retry-after``.
-
-    ``retry-after`` may be seconds (a float is accepted) or an HTTP date. The value is not capped
-    here: the retry policy caps it at its own maximum delay.
-
-    Args:
-        headers: the response headers (case-insensitive mapping, e.g. ``httpx.Headers``).
-        now: the current time as a Unix timestamp, for tests; defaults to ``time.time()``.
-
-    Returns:
-        Seconds (>= 0), or None when there is no usable header.
-    """
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
 
 
 def null_is_absent(cls: type[BaseModel], data: Any) -> Any:
@@ -248,7 +213,7 @@ def _answered_error(
         status=response.status_code,
         error_type=kind,
         body=body,
-        retry_after=parse_retry_after(response.headers),
+        retry_after=retry_after_of(response.headers),
     )
     set_server_should_retry(error, parse_should_retry(response.headers.get("x-should-retry")))
     return error

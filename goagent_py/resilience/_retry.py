@@ -12,11 +12,11 @@ import random
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import KW_ONLY, dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from goagent_py._dispatch_types import DispatchFunc, DispatchMiddleware
 from goagent_py._provider_retry import provider_verdict
+from goagent_py._retry_after import parse_retry_after
 from goagent_py.errors import (
     CircuitOpenError,
     ConfigurationError,
@@ -198,36 +198,6 @@ def _transient_verdict(error: BaseException) -> bool | None:
         if isinstance(e, TransientError):
             return bool(e.is_transient())
     return None
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP date.
-
-    Args:
-        value: the header's value (None or "" when absent).
-        now: the current time for the HTTP-date form (UTC now by default).
-
-    Returns:
-        The seconds (>= 0), or None when the header is absent or unreadable.
-    """
-    if not value:
-        return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            import email.utils  # here: its imports cost ~5 ms, and few retries carry a date
-
-            when = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if seconds != seconds:  # NaN
-        return None
-    return max(0.0, seconds)
 
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})

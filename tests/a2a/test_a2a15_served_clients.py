@@ -10,22 +10,25 @@ from typing import Any
 import httpx
 import pytest
 from a2a.types import TaskState
-from a2a_helpers import free_socket, serving
+from a2a_helpers import (
+    answer_of,
+    answered_across_a_restart,
+    free_socket,
+    post_task,
+    serving,
+    url_of,
+)
 from down_host import DownHost  # tests/down_host.py
 from test_a2a_server import send
 from wiping import RAN, wipe  # tests/wiping.py
 
 from goagent_py import Agent, tool
 from goagent_py.a2a import a2a_app
-from goagent_py.memory import ShortTermMemory, SQLiteStorage
+from goagent_py.memory import ShortTermMemory
 from goagent_py.memory.storage.in_memory import InMemoryStorage
 from goagent_py.testing import ScriptedProvider, tool_call_response
 
 pytestmark = pytest.mark.slow
-
-
-def _url(sock: Any) -> str:
-    return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 def _task(events: list[Any]) -> Any:
@@ -42,7 +45,7 @@ async def test_a_tools_circuit_breaker_is_the_servers_whichever_context_calls_it
     host = DownHost()
     agent = host.agent(name="h", short_term_memory=ShortTermMemory(InMemoryStorage()))
     sock = free_socket()
-    async with serving(a2a_app(agent, url=_url(sock)), sock) as url:
+    async with serving(a2a_app(agent, url=url_of(sock)), sock) as url:
         for context in ("ctx-a", "ctx-b", "ctx-c"):
             task = _task(await send(url, "get it", streaming=False, context_id=context))
             assert task.status.state == TaskState.TASK_STATE_COMPLETED
@@ -71,16 +74,6 @@ def _sent(text: str, message_id: str, context_id: str, method: str = "SendMessag
     }
 
 
-async def _post(http: httpx.AsyncClient, url: str, body: Any) -> Any:
-    answer = (await http.post(url + "/", json=body, headers={"A2A-Version": "1.0"})).json()
-    assert "result" in answer, answer
-    return answer["result"]["task"]
-
-
-def _answer_of(task: Any) -> str:
-    return "".join(p["text"] for a in task.get("artifacts", []) for p in a["parts"])
-
-
 async def test_a_message_sent_again_is_answered_with_its_task_not_run_again() -> None:
     provider = ScriptedProvider("First answer.", "Second answer.")
     agent = Agent(
@@ -88,15 +81,15 @@ async def test_a_message_sent_again_is_answered_with_its_task_not_run_again() ->
     )
     sock = free_socket()
     async with (
-        serving(a2a_app(agent, url=_url(sock)), sock) as url,
+        serving(a2a_app(agent, url=url_of(sock)), sock) as url,
         httpx.AsyncClient(timeout=60) as http,
     ):
-        first = await _post(http, url, _sent("hello", "m-1", "ctx-1"))
-        again = await _post(http, url, _sent("hello", "m-1", "ctx-1"))
+        first = await post_task(http, url, _sent("hello", "m-1", "ctx-1"))
+        again = await post_task(http, url, _sent("hello", "m-1", "ctx-1"))
     assert len(provider.requests) == 1  # one turn
     assert again["id"] == first["id"]
     assert again["status"]["state"] == first["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert _answer_of(again) == _answer_of(first) == "First answer."
+    assert answer_of(again) == answer_of(first) == "First answer."
 
 
 async def test_an_approval_sent_again_after_it_went_through_is_not_a_new_message() -> None:
@@ -112,17 +105,17 @@ async def test_an_approval_sent_again_after_it_went_through_is_not_a_new_message
     )
     sock = free_socket()
     async with (
-        serving(a2a_app(agent, url=_url(sock)), sock) as url,
+        serving(a2a_app(agent, url=url_of(sock)), sock) as url,
         httpx.AsyncClient(timeout=60) as http,
     ):
-        asked = await _post(http, url, _sent("wipe the disk", "m-1", "ctx-ops"))
+        asked = await post_task(http, url, _sent("wipe the disk", "m-1", "ctx-ops"))
         assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-        done = await _post(http, url, _sent("approved", "m-2", "ctx-ops"))
-        again = await _post(http, url, _sent("approved", "m-2", "ctx-ops"))  # a retry
+        done = await post_task(http, url, _sent("approved", "m-2", "ctx-ops"))
+        again = await post_task(http, url, _sent("approved", "m-2", "ctx-ops"))  # a retry
     assert RAN == ["disk"]
     assert len(provider.requests) == 2  # "approved" was never a new turn
     assert again["id"] == done["id"]
-    assert _answer_of(again) == _answer_of(done) == "Wiped the disk."
+    assert answer_of(again) == answer_of(done) == "Wiped the disk."
     assert again["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
@@ -142,18 +135,18 @@ async def test_a_copy_sent_while_the_message_runs_waits_and_gets_the_same_task()
     agent = Agent(provider=provider, model="m", tools=[slow])
     sock = free_socket()
     async with (
-        serving(a2a_app(agent, url=_url(sock)), sock) as url,
+        serving(a2a_app(agent, url=url_of(sock)), sock) as url,
         httpx.AsyncClient(timeout=120) as one,
         httpx.AsyncClient(timeout=120) as two,
     ):
-        first = asyncio.create_task(_post(one, url, _sent("work", "m-1", "ctx-1")))
+        first = asyncio.create_task(post_task(one, url, _sent("work", "m-1", "ctx-1")))
         await started.wait()
-        copy = asyncio.create_task(_post(two, url, _sent("work", "m-1", "ctx-1")))
+        copy = asyncio.create_task(post_task(two, url, _sent("work", "m-1", "ctx-1")))
         release.set()
         answers = await asyncio.gather(first, copy)
     assert calls == ["slow"]
     assert answers[0]["id"] == answers[1]["id"]
-    assert [_answer_of(a) for a in answers] == ["Finished.", "Finished."]
+    assert [answer_of(a) for a in answers] == ["Finished.", "Finished."]
 
 
 async def test_a_message_sent_again_after_a_restart_is_answered_from_the_stored_record(
@@ -161,21 +154,14 @@ async def test_a_message_sent_again_after_a_restart_is_answered_from_the_stored_
 ) -> None:
     path = str(tmp_path / "a2a.db")
     provider = ScriptedProvider("Stored answer.", "Never.")
-    tasks = []
-    for _ in range(2):  # the second: a restarted server on the same file
-        memory = ShortTermMemory(SQLiteStorage(path, session_id="helper"))
-        agent = Agent(provider=provider, model="m", short_term_memory=memory)
-        sock = free_socket()
-        async with (
-            serving(a2a_app(agent, url=_url(sock)), sock) as url,
-            httpx.AsyncClient(timeout=60) as http,
-        ):
-            tasks.append(await _post(http, url, _sent("hello", "m-1", "ctx-1")))
-        await memory.storage.aclose()
+    # The second: a restarted server on the same file.
+    tasks = await answered_across_a_restart(
+        path, provider, lambda http, url: post_task(http, url, _sent("hello", "m-1", "ctx-1"))
+    )
     assert len(provider.requests) == 1
     assert tasks[1]["id"] == tasks[0]["id"]
     assert tasks[1]["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert _answer_of(tasks[1]) == "Stored answer."
+    assert answer_of(tasks[1]) == "Stored answer."
 
 
 async def test_a_message_sent_again_over_the_stream_gets_its_task() -> None:
@@ -186,7 +172,7 @@ async def test_a_message_sent_again_over_the_stream_gets_its_task() -> None:
     provider = ScriptedProvider("Only once.", "Never.")
     agent = Agent(provider=provider, model="m")
     sock = free_socket()
-    async with serving(a2a_app(agent, url=_url(sock)), sock) as url:
+    async with serving(a2a_app(agent, url=url_of(sock)), sock) as url:
         found = []
         for _ in range(2):
             client = await create_client(url, client_config=ClientConfig(streaming=True))

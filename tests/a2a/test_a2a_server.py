@@ -11,7 +11,7 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types import CancelTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
-from a2a_helpers import free_socket, serving
+from a2a_helpers import free_socket, message_send_0_3, serving
 
 from goagent_py import Agent, Hooks, tool
 from goagent_py.a2a import a2a_app
@@ -193,19 +193,7 @@ async def test_a_0_3_client_calls_message_send_on_the_same_endpoint() -> None:
     agent, _ = calculator("Hi there.")
     sock = free_socket()
     app = a2a_app(agent, url=f"http://127.0.0.1:{sock.getsockname()[1]}")
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "message/send",
-        "params": {
-            "message": {
-                "kind": "message",
-                "role": "user",
-                "messageId": "m-1",
-                "parts": [{"kind": "text", "text": "hello"}],
-            }
-        },
-    }
+    body = message_send_0_3("hello", "m-1")
     async with serving(app, sock) as url, httpx.AsyncClient() as http:
         reply = (await http.post(url + "/", json=body)).json()
     task = reply["result"]

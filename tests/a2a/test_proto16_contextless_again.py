@@ -9,7 +9,15 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a_helpers import free_socket, serving
+from a2a_helpers import (
+    answer_of,
+    answered_across_a_restart,
+    free_socket,
+    message_send_0_3,
+    post_task,
+    serving,
+    url_of,
+)
 
 from goagent_py import Agent
 from goagent_py.a2a import a2a_app
@@ -18,10 +26,6 @@ from goagent_py.messages import Role
 from goagent_py.testing import FunctionProvider, ScriptedProvider, tool_call_response
 
 pytestmark = pytest.mark.slow
-
-
-def _url(sock: Any) -> str:
-    return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 def _contextless(text: str, message_id: str, *, task_id: str = "") -> Any:
@@ -40,37 +44,20 @@ def _contextless(text: str, message_id: str, *, task_id: str = "") -> Any:
     }
 
 
-async def _post(http: httpx.AsyncClient, url: str, body: Any) -> Any:
-    answer = (await http.post(url + "/", json=body, headers={"A2A-Version": "1.0"})).json()
-    assert "result" in answer, answer
-    return answer["result"]["task"]
-
-
-def _answer_of(task: Any) -> str:
-    return "".join(p["text"] for a in task.get("artifacts", []) for p in a["parts"])
-
-
 async def test_a_contextless_message_sent_again_after_a_restart_is_not_run_again(
     tmp_path: Any,
 ) -> None:
     path = str(tmp_path / "a2a.db")
     provider = ScriptedProvider("Stored answer.", "Never.")
-    tasks = []
-    for _ in range(2):  # the second: a restarted server on the same file
-        memory = ShortTermMemory(SQLiteStorage(path, session_id="helper"))
-        agent = Agent(provider=provider, model="m", short_term_memory=memory)
-        sock = free_socket()
-        async with (
-            serving(a2a_app(agent, url=_url(sock)), sock) as url,
-            httpx.AsyncClient(timeout=60) as http,
-        ):
-            tasks.append(await _post(http, url, _contextless("hello", "m-1")))
-        await memory.storage.aclose()
+    # The second: a restarted server on the same file.
+    tasks = await answered_across_a_restart(
+        path, provider, lambda http, url: post_task(http, url, _contextless("hello", "m-1"))
+    )
     assert len(provider.requests) == 1  # one turn, one stored conversation
     assert tasks[1]["id"] == tasks[0]["id"]
     assert tasks[1]["contextId"] == tasks[0]["contextId"]
     assert tasks[1]["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert _answer_of(tasks[1]) == "Stored answer."
+    assert answer_of(tasks[1]) == "Stored answer."
 
 
 async def test_two_servers_on_one_file_answer_a_contextless_message_once(tmp_path: Any) -> None:
@@ -80,17 +67,17 @@ async def test_two_servers_on_one_file_answer_a_contextless_message_once(tmp_pat
     agents = [Agent(provider=provider, model="m", short_term_memory=m) for m in memories]
     one, two = free_socket(), free_socket()
     async with (
-        serving(a2a_app(agents[0], url=_url(one)), one) as first,
-        serving(a2a_app(agents[1], url=_url(two)), two) as second,
+        serving(a2a_app(agents[0], url=url_of(one)), one) as first,
+        serving(a2a_app(agents[1], url=url_of(two)), two) as second,
         httpx.AsyncClient(timeout=60) as http,
     ):
-        answered = await _post(http, first, _contextless("hello", "m-1"))
-        again = await _post(http, second, _contextless("hello", "m-1"))  # another worker
+        answered = await post_task(http, first, _contextless("hello", "m-1"))
+        again = await post_task(http, second, _contextless("hello", "m-1"))  # another worker
     for memory in memories:
         await memory.storage.aclose()
     assert len(provider.requests) == 1
     assert again["id"] == answered["id"]
-    assert _answer_of(again) == "Only once."
+    assert answer_of(again) == "Only once."
     stored = SQLiteStorage(path, session_id=f"helper/a2a/{answered['contextId']}")
     try:
         turns = [m for m in await stored.load() if m.role is Role.USER]
@@ -109,14 +96,14 @@ async def test_another_message_with_the_same_id_and_no_context_is_not_given_that
     agent = Agent(provider=provider, model="m", short_term_memory=memory)
     sock = free_socket()
     async with (
-        serving(a2a_app(agent, url=_url(sock)), sock) as url,
+        serving(a2a_app(agent, url=url_of(sock)), sock) as url,
         httpx.AsyncClient(timeout=60) as http,
     ):
-        mine = await _post(http, url, _contextless("my secret plan", "1"))
-        theirs = await _post(http, url, _contextless("what is 2+2?", "1"))
+        mine = await post_task(http, url, _contextless("my secret plan", "1"))
+        theirs = await post_task(http, url, _contextless("what is 2+2?", "1"))
     await memory.storage.aclose()
-    assert _answer_of(mine) == "re: my secret plan"
-    assert _answer_of(theirs) == "re: what is 2+2?"
+    assert answer_of(mine) == "re: my secret plan"
+    assert answer_of(theirs) == "re: what is 2+2?"
     assert theirs["contextId"] != mine["contextId"]
 
 
@@ -138,12 +125,12 @@ async def test_a_reply_naming_only_its_task_continues_that_tasks_context(tmp_pat
     agent = Agent(provider=provider, model="m", tools=[wipe], short_term_memory=memory)
     sock = free_socket()
     async with (
-        serving(a2a_app(agent, url=_url(sock)), sock) as url,
+        serving(a2a_app(agent, url=url_of(sock)), sock) as url,
         httpx.AsyncClient(timeout=60) as http,
     ):
-        asked = await _post(http, url, _contextless("wipe it", "m-1"))
+        asked = await post_task(http, url, _contextless("wipe it", "m-1"))
         assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", asked
-        done = await _post(http, url, _contextless("approved", "m-2", task_id=asked["id"]))
+        done = await post_task(http, url, _contextless("approved", "m-2", task_id=asked["id"]))
     await memory.storage.aclose()
     assert RAN == ["disk"]
     assert done["contextId"] == asked["contextId"]
@@ -153,30 +140,12 @@ async def test_a_reply_naming_only_its_task_continues_that_tasks_context(tmp_pat
 async def test_a_0_3_contextless_message_sent_again_is_answered_once(tmp_path: Any) -> None:
     path = str(tmp_path / "a2a.db")
     provider = ScriptedProvider("Once.", "Never.")
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "message/send",
-        "params": {
-            "message": {
-                "kind": "message",
-                "role": "user",
-                "messageId": "m-1",
-                "parts": [{"kind": "text", "text": "hello"}],
-            }
-        },
-    }
-    tasks = []
-    for _ in range(2):  # a restart between the two
-        memory = ShortTermMemory(SQLiteStorage(path, session_id="helper"))
-        agent = Agent(provider=provider, model="m", short_term_memory=memory)
-        sock = free_socket()
-        async with (
-            serving(a2a_app(agent, url=_url(sock)), sock) as url,
-            httpx.AsyncClient() as http,
-        ):
-            tasks.append((await http.post(url + "/", json=body)).json()["result"])
-        await memory.storage.aclose()
+    body = message_send_0_3("hello", "m-1")
+
+    async def send(http: httpx.AsyncClient, url: str) -> Any:
+        return (await http.post(url + "/", json=body)).json()["result"]
+
+    tasks = await answered_across_a_restart(path, provider, send)  # a restart between the two
     assert len(provider.requests) == 1
     assert tasks[1]["id"] == tasks[0]["id"]
     assert tasks[1]["contextId"] == tasks[0]["contextId"]
@@ -195,7 +164,7 @@ async def test_a_contextless_message_streamed_again_to_another_worker_gets_its_t
     memories = [ShortTermMemory(SQLiteStorage(path, session_id="helper")) for _ in range(2)]
     socks = [free_socket(), free_socket()]
     apps = [
-        a2a_app(Agent(provider=provider, model="m", short_term_memory=m), url=_url(s))
+        a2a_app(Agent(provider=provider, model="m", short_term_memory=m), url=url_of(s))
         for m, s in zip(memories, socks, strict=True)
     ]
     found = []

@@ -13,36 +13,15 @@ import uuid
 from typing import Any
 
 import pytest
+from hanging_tool import ENTERED, hang, plan  # tests/durable/hanging_tool.py
 from temporalio.client import WorkflowFailureError
 
-from goagent_py import Agent, ToolCall
+from goagent_py import Agent
 from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
 from goagent_py.memory import ShortTermMemory
-from goagent_py.provider import CompletionRequest
-from goagent_py.testing import FunctionProvider, text_response, tool_call_response
-from goagent_py.tools import tool
+from goagent_py.testing import FunctionProvider
 
 pytestmark = pytest.mark.slow
-
-ENTERED: dict[str, asyncio.Event] = {}
-
-
-@tool
-async def hang(label: str) -> str:
-    """Wait for ever.
-
-    Args:
-        label: which test waits.
-    """
-    ENTERED[label].set()
-    await asyncio.Event().wait()
-    return "never"
-
-
-def plan(request: CompletionRequest) -> Any:
-    if len(request.messages) == 1:
-        return tool_call_response(ToolCall("c1", "hang", {"label": request.messages[0].text}))
-    return text_response("done")
 
 
 def _worker(temporal: Any, kind: str, durable: DurableAgent, traced: Any) -> Any:

@@ -17,38 +17,16 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
+from hanging_tool import ENTERED, hang, plan  # tests/durable/hanging_tool.py
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from temporalio.client import WorkflowFailureError
 from traced_spans import only  # tests/traced_spans.py
 
-from goagent_py import Agent, ToolCall
+from goagent_py import Agent
 from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
-from goagent_py.provider import CompletionRequest
-from goagent_py.testing import FunctionProvider, text_response, tool_call_response
-from goagent_py.tools import tool
-
-ENTERED: dict[str, asyncio.Event] = {}
-
-
-@tool
-async def hang(label: str) -> str:
-    """Wait for ever.
-
-    Args:
-        label: which test waits.
-    """
-    ENTERED[label].set()
-    await asyncio.Event().wait()
-    return "never"
-
-
-def plan(request: CompletionRequest) -> Any:
-    if len(request.messages) == 1:
-        label = request.messages[0].text
-        return tool_call_response(ToolCall("c1", "hang", {"label": label}))
-    return text_response("done")
+from goagent_py.testing import FunctionProvider
 
 
 @pytest.mark.slow

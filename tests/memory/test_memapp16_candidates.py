@@ -5,33 +5,23 @@ every entry of the scope; what a decider does to its candidates never changes th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
+from message_copies import count_message_copies  # tests/message_copies.py
 
 from goagent_py.memory.consolidation import Decision
 from goagent_py.memory.deciders import RuleDecider
 from goagent_py.memory.long_term import LongTermMemory
 from goagent_py.memory.records import MemoryRecord
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
-from goagent_py.messages import Message, TextBlock, user_message
+from goagent_py.messages import TextBlock, user_message
 from goagent_py.testing import FakeEmbedder
 
 
 @pytest.fixture
 def copies(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the messages deep-copied (by the framework's one deep copy)."""
-    from goagent_py import _deepcopy
-
-    count = [0]
-    copier = _deepcopy._COPIERS[Message]
-
-    def counting(value: Any, memo: dict[int, Any]) -> Any:
-        count[0] += 1
-        return copier(value, memo)
-
-    monkeypatch.setitem(_deepcopy._COPIERS, Message, counting)
-    return count
+    return count_message_copies(monkeypatch)
 
 
 class Seen:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from goagent_py._retry_after import retry_after_of
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError, ProviderError
 from goagent_py.messages import ImageBlock, TextBlock
 from goagent_py.providers._http import (
@@ -18,7 +20,6 @@ from goagent_py.providers._http import (
     RemoteEmbedder,
     error_from_response,
     excerpt,
-    parse_retry_after,
     resolve_api_key,
 )
 from goagent_py.providers.cohere import CohereEmbedder
@@ -68,20 +69,21 @@ def test_optional_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"retry-after": "7"}, 7.0),
         ({"retry-after": "1.5"}, 1.5),
         ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
-        ({"retry-after": "-3"}, 0.0),
+        ({"retry-after": "-3"}, None),
         ({"retry-after": "soon"}, None),
         ({}, None),
     ],
 )
 def test_retry_after_seconds(headers: dict[str, str], expected: float | None) -> None:
-    assert parse_retry_after(httpx.Headers(headers)) == expected
+    assert retry_after_of(httpx.Headers(headers)) == expected
 
 
 def test_retry_after_http_date() -> None:
     # Wed, 21 Oct 2015 07:28:00 GMT = 1445412480
     headers = httpx.Headers({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})
-    assert parse_retry_after(headers, now=1445412480 - 30) == pytest.approx(30.0)
-    assert parse_retry_after(headers, now=1445412480 + 30) == 0.0
+    when = datetime.fromtimestamp(1445412480, UTC)
+    assert retry_after_of(headers, now=when - timedelta(seconds=30)) == pytest.approx(30.0)
+    assert retry_after_of(headers, now=when + timedelta(seconds=30)) == 0.0
 
 
 # --- error mapping ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from message_copies import count_message_copies  # tests/message_copies.py
 
 from goagent_py.memory.vector.in_memory import InMemoryVectorStore
 from goagent_py.messages import Message, Role, TextBlock
@@ -19,17 +20,7 @@ from goagent_py.testing import FakeEmbedder
 @pytest.fixture
 def copies(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts the messages deep-copied (by the framework's one deep copy)."""
-    from goagent_py import _deepcopy
-
-    count = [0]
-    copier = _deepcopy._COPIERS[Message]
-
-    def counting(value: Any, memo: dict[int, Any]) -> Any:
-        count[0] += 1
-        return copier(value, memo)
-
-    monkeypatch.setitem(_deepcopy._COPIERS, Message, counting)
-    return count
+    return count_message_copies(monkeypatch)
 
 
 async def _filled(store: InMemoryVectorStore, embedder: FakeEmbedder, n: int = 40) -> None:

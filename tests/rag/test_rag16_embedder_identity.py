@@ -57,6 +57,15 @@ def _open(path: Path, embedder: Any) -> Pipeline:
     return Pipeline.sqlite(path, embedder, dimensions=DIMS, hybrid=False)
 
 
+async def _indexed(tmp_path: Path) -> tuple[list[Document], Path]:
+    """The documents, indexed with the first model into a new file; and the file."""
+    docs = _docs()
+    db = tmp_path / "rag.db"
+    async with _open(db, FakeEmbedder(DIMS)) as pipeline:
+        await pipeline.index(docs)
+    return docs, db
+
+
 async def _finds(pipeline: Pipeline, doc: Document) -> bool:
     """Whether a vector search for the document's text finds it as close as the same model's
     vectors are (another model's vectors score near 0 against this model's query)."""
@@ -65,10 +74,7 @@ async def _finds(pipeline: Pipeline, doc: Document) -> bool:
 
 
 async def test_another_embedder_re_embeds_everything(tmp_path: Path) -> None:
-    docs = _docs()
-    db = tmp_path / "rag.db"
-    async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(docs)
+    docs, db = await _indexed(tmp_path)
     async with _open(db, OtherModel()) as pipeline:
         report = await pipeline.index(docs)
         assert report.unchanged == 0
@@ -83,10 +89,7 @@ async def test_another_embedder_re_embeds_everything(tmp_path: Path) -> None:
 
 
 async def test_a_query_with_another_embedder_is_refused(tmp_path: Path) -> None:
-    docs = _docs()
-    db = tmp_path / "rag.db"
-    async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(docs)
+    docs, db = await _indexed(tmp_path)
     async with _open(db, OtherModel()) as pipeline:
         with pytest.raises(ConfigurationError, match="Index the documents again"):
             await pipeline.search("Lima", mode="vector")
@@ -96,12 +99,9 @@ async def test_a_query_with_another_embedder_is_refused(tmp_path: Path) -> None:
 
 
 async def test_a_wrapper_passes_its_embedders_identity_through(tmp_path: Path) -> None:
-    docs = _docs()
     from goagent_py.otel import instrument_embedder
 
-    db = tmp_path / "rag.db"
-    async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(docs)
+    docs, db = await _indexed(tmp_path)
     async with _open(db, instrument_embedder(FakeEmbedder(DIMS), model="fake")) as pipeline:
         report = await pipeline.index(docs)
         assert (report.written, report.reembedded) == (0, 0)
@@ -110,10 +110,7 @@ async def test_a_wrapper_passes_its_embedders_identity_through(tmp_path: Path) -
 
 
 async def test_an_index_from_before_identities_is_adopted(tmp_path: Path) -> None:
-    docs = _docs()
-    db = tmp_path / "rag.db"
-    async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(docs)
+    docs, db = await _indexed(tmp_path)
     with sqlite3.connect(db) as conn:  # as an index made before the record existed
         conn.execute("DELETE FROM rag_manifest WHERE source = ?", (EMBEDDER_KEY,))
     async with _open(db, FakeEmbedder(DIMS)) as pipeline:
@@ -127,10 +124,7 @@ async def test_an_index_from_before_identities_is_adopted(tmp_path: Path) -> Non
 
 
 async def test_a_crash_mid_re_index_leaves_the_sources_listed(tmp_path: Path) -> None:
-    docs = _docs()
-    db = tmp_path / "rag.db"
-    async with _open(db, FakeEmbedder(DIMS)) as pipeline:
-        await pipeline.index(docs)
+    docs, db = await _indexed(tmp_path)
     async with _open(db, OtherModel()) as pipeline:
         store: Any = pipeline.store
         write = store.upsert_batch

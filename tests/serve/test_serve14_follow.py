@@ -5,111 +5,18 @@ and a run's deltas ready together go out as one event (issue 36)."""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 from goagent_py.messages import Role
-from goagent_py.provider import StreamDone, TextDelta
 from goagent_py.serve import create_app
-from goagent_py.testing import text_response
 from tests.serve.conftest import check_agui
-
-
-class _Slow:
-    """A model that streams "Hel", then waits for ``go`` before "lo!" (a slow model)."""
-
-    def __init__(self) -> None:
-        self.go = asyncio.Event()
-        self.waiting = asyncio.Event()
-        self.requests: list[Any] = []
-
-    async def complete(self, request: Any) -> Any:
-        raise AssertionError("the served run streams")
-
-    async def stream(self, request: Any) -> AsyncIterator[Any]:
-        self.requests.append(request)
-        yield TextDelta("Hel")
-        self.waiting.set()
-        async with asyncio.timeout(60):
-            await self.go.wait()
-        yield TextDelta("lo")
-        yield TextDelta("!")
-        yield StreamDone(text_response("Hello!"))
-
-
-class _Stream:
-    """A request to the app read as its frames arrive (httpx's ASGI transport waits for the
-    whole body); ``leave()`` disconnects."""
-
-    def __init__(self, app: Any, method: str, path: str, body: bytes = b"") -> None:
-        self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.all: list[dict[str, Any]] = []
-        self.status = 0
-        self.gone = asyncio.Event()
-        self.ended = asyncio.Event()
-        self._body = body
-        headers = [(b"host", b"127.0.0.1")]
-        if method == "POST":
-            headers += [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ]
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.4"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": headers,
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 80),
-        }
-        self.task = asyncio.create_task(app(scope, self._receive, self._send))
-
-    async def _receive(self) -> dict[str, Any]:
-        if self._body:
-            body, self._body = self._body, b""
-            return {"type": "http.request", "body": body, "more_body": False}
-        await self.gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def _send(self, message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            self.status = message["status"]
-            return
-        for line in message.get("body", b"").decode().splitlines():
-            if line.startswith("data:"):
-                event = json.loads(line[5:])
-                self.all.append(event)
-                self.events.put_nowait(event)
-        if not message.get("more_body", False):
-            self.ended.set()
-
-    async def until(self, kind: str) -> list[dict[str, Any]]:
-        seen = []
-        while True:
-            event = await asyncio.wait_for(self.events.get(), 60)
-            seen.append(event)
-            if event["type"] == kind:
-                return seen
-
-    def leave(self) -> None:
-        self.gone.set()
-
-
-def _text(events: list[dict[str, Any]]) -> str:
-    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+from tests.serve.following import Slow, Stream, followed_run, text_of
 
 
 async def test_a_run_started_elsewhere_is_followed_from_its_start_and_live(
     db: str, helpers: Any
 ) -> None:
-    model = _Slow()
+    model = Slow()
     app = create_app(helpers.factory_for(model), storage_path=db)
     try:
         async with helpers.client_for(app) as client:
@@ -122,15 +29,15 @@ async def test_a_run_started_elsewhere_is_followed_from_its_start_and_live(
             assert (await client.get("/api/threads/nope/follow")).status_code == 404
         # One turn stored first: the followed run goes on from two stored messages.
         model.go.set()
-        first = _Stream(app, "POST", f"/api/threads/{tid}/runs", b'{"message": "one"}')
+        first = Stream(app, "POST", f"/api/threads/{tid}/runs", b'{"message": "one"}')
         await asyncio.wait_for(first.ended.wait(), 60)
         model.go.clear()
         model.waiting.clear()
 
-        owner = _Stream(app, "POST", f"/api/threads/{tid}/runs", b'{"message": "two"}')
+        owner = Stream(app, "POST", f"/api/threads/{tid}/runs", b'{"message": "two"}')
         await asyncio.wait_for(model.waiting.wait(), 60)
         await owner.until("TEXT_MESSAGE_CONTENT")  # "Hel" went out before the follower came
-        follower = _Stream(app, "GET", f"/api/threads/{tid}/follow")
+        follower = Stream(app, "GET", f"/api/threads/{tid}/follow")
         seen = await follower.until("TEXT_MESSAGE_CONTENT")
         assert follower.status == 200
         assert [e["type"] for e in seen] == [
@@ -150,7 +57,7 @@ async def test_a_run_started_elsewhere_is_followed_from_its_start_and_live(
         await asyncio.wait_for(owner.ended.wait(), 60)
         await asyncio.wait_for(follower.ended.wait(), 60)
         assert follower.all[-1]["type"] == "RUN_FINISHED"
-        assert _text(follower.all) == _text(owner.all) == "Hello!"
+        assert text_of(follower.all) == text_of(owner.all) == "Hello!"
         check_agui([e for e in follower.all if e.get("name") != "goagent.following"])
         check_agui(owner.all)
     finally:
@@ -158,43 +65,28 @@ async def test_a_run_started_elsewhere_is_followed_from_its_start_and_live(
 
 
 async def test_a_follower_that_leaves_does_not_stop_the_run(db: str, helpers: Any) -> None:
-    model = _Slow()
-    app = create_app(helpers.factory_for(model), storage_path=db)
-    try:
-        async with helpers.client_for(app) as client:
-            tid = (await client.post("/api/threads", json={})).json()["id"]
-        owner = _Stream(app, "POST", f"/api/threads/{tid}/runs", b'{"message": "hi"}')
-        await asyncio.wait_for(model.waiting.wait(), 60)
-        follower = _Stream(app, "GET", f"/api/threads/{tid}/follow")
-        await follower.until("TEXT_MESSAGE_CONTENT")
+    async with followed_run(db, helpers) as run:
+        (follower,) = run.followers
         follower.leave()
         await asyncio.wait_for(follower.task, 60)
-        model.go.set()
-        await asyncio.wait_for(owner.ended.wait(), 60)
-        assert owner.all[-1]["type"] == "RUN_FINISHED"
-        assert owner.all[-1]["result"]["stopReason"] == "end_turn"
-        async with helpers.client_for(app) as client:
-            shown = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+        run.model.go.set()
+        await asyncio.wait_for(run.owner.ended.wait(), 60)
+        assert run.owner.all[-1]["type"] == "RUN_FINISHED"
+        assert run.owner.all[-1]["result"]["stopReason"] == "end_turn"
+        async with helpers.client_for(run.app) as client:
+            shown = (await client.get(f"/api/threads/{run.tid}/messages")).json()["messages"]
         assert [m["text"] for m in shown] == ["hi", "Hello!"]
-    finally:
-        await app.aclose()
 
 
 async def test_steers_a_run_took_reach_its_followers(db: str, helpers: Any) -> None:
-    model = _Slow()
-    app = create_app(helpers.factory_for(model), storage_path=db)
-    try:
-        async with helpers.client_for(app) as client:
-            tid = (await client.post("/api/threads", json={})).json()["id"]
-            owner = _Stream(app, "POST", f"/api/threads/{tid}/runs", b'{"message": "hi"}')
-            await asyncio.wait_for(model.waiting.wait(), 60)
-            follower = _Stream(app, "GET", f"/api/threads/{tid}/follow")
-            await follower.until("TEXT_MESSAGE_CONTENT")
-            r = await client.post(f"/api/threads/{tid}/steer", json={"message": "shorter"})
+    async with followed_run(db, helpers) as run:
+        model, (follower,) = run.model, run.followers
+        async with helpers.client_for(run.app) as client:
+            r = await client.post(f"/api/threads/{run.tid}/steer", json={"message": "shorter"})
             assert r.status_code == 200, r.text
             model.go.set()
             await asyncio.wait_for(follower.ended.wait(), 60)
-            await asyncio.wait_for(owner.ended.wait(), 60)
+            await asyncio.wait_for(run.owner.ended.wait(), 60)
         steered = [e for e in follower.all if e.get("name") == "goagent.steered"]
         assert steered == [
             {"type": "CUSTOM", "name": "goagent.steered", "value": {"messages": ["shorter"]}}
@@ -203,8 +95,6 @@ async def test_steers_a_run_took_reach_its_followers(db: str, helpers: Any) -> N
         users = [m.text for m in model.requests[-1].messages if m.role is Role.USER]
         assert users[-1] == "shorter"
         assert follower.all[-1]["type"] == "RUN_FINISHED"
-    finally:
-        await app.aclose()
 
 
 async def test_deltas_ready_together_are_one_event_and_read_ones_never_change() -> None:
@@ -245,7 +135,7 @@ async def test_deltas_ready_together_are_one_event_and_read_ones_never_change() 
 async def test_another_users_running_thread_cannot_be_followed(db: str, helpers: Any) -> None:
     from goagent_py.serve import TokenAuth
 
-    model = _Slow()
+    model = Slow()
     alice = {"authorization": "Bearer token-of-alice-0001"}
     bob = {"authorization": "Bearer token-of-bob-000001"}
     auth = TokenAuth({"token-of-alice-0001": "alice", "token-of-bob-000001": "bob"})

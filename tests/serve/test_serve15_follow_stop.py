@@ -7,50 +7,32 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from goagent_py.serve import create_app
-from tests.serve.test_serve14_follow import _Slow, _Stream, _text
+from tests.serve.following import followed_run, text_of
 
 
 async def test_the_run_goes_on_when_the_tab_that_started_it_closes_while_another_follows(
     db: str, helpers: Any
 ) -> None:
-    model = _Slow()
-    app = create_app(helpers.factory_for(model), storage_path=db)
-    try:
-        async with helpers.client_for(app) as client:
-            tid = (await client.post("/api/threads", json={})).json()["id"]
-        owner = _Stream(app, "POST", f"/api/threads/{tid}/runs", b'{"message": "hi"}')
-        await asyncio.wait_for(model.waiting.wait(), 60)
-        follower = _Stream(app, "GET", f"/api/threads/{tid}/follow")
-        await follower.until("TEXT_MESSAGE_CONTENT")
-        owner.leave()  # the tab that started the run is closed
-        await asyncio.wait_for(owner.task, 60)
-        async with helpers.client_for(app) as client:
-            shown = (await client.get(f"/api/threads/{tid}")).json()
+    async with followed_run(db, helpers) as run:
+        (follower,) = run.followers
+        run.owner.leave()  # the tab that started the run is closed
+        await asyncio.wait_for(run.owner.task, 60)
+        async with helpers.client_for(run.app) as client:
+            shown = (await client.get(f"/api/threads/{run.tid}")).json()
         assert shown["running"] is True
-        model.go.set()
+        run.model.go.set()
         await asyncio.wait_for(follower.ended.wait(), 60)
         assert follower.all[-1]["type"] == "RUN_FINISHED"
         assert follower.all[-1]["result"]["stopReason"] == "end_turn"
-        assert _text(follower.all) == "Hello!"
-        async with helpers.client_for(app) as client:
-            stored = (await client.get(f"/api/threads/{tid}/messages")).json()["messages"]
+        assert text_of(follower.all) == "Hello!"
+        async with helpers.client_for(run.app) as client:
+            stored = (await client.get(f"/api/threads/{run.tid}/messages")).json()["messages"]
         assert [m["text"] for m in stored] == ["hi", "Hello!"]
-    finally:
-        await app.aclose()
 
 
 async def test_the_run_stops_when_its_last_reader_leaves(db: str, helpers: Any) -> None:
-    model = _Slow()
-    app = create_app(helpers.factory_for(model), storage_path=db)
-    try:
-        async with helpers.client_for(app) as client:
-            tid = (await client.post("/api/threads", json={})).json()["id"]
-        owner = _Stream(app, "POST", f"/api/threads/{tid}/runs", b'{"message": "hi"}')
-        await asyncio.wait_for(model.waiting.wait(), 60)
-        followers = [_Stream(app, "GET", f"/api/threads/{tid}/follow") for _ in range(2)]
-        for follower in followers:
-            await follower.until("TEXT_MESSAGE_CONTENT")
+    async with followed_run(db, helpers, followers=2) as followed:
+        app, tid, owner, followers = followed.app, followed.tid, followed.owner, followed.followers
         (run,) = app.server.runs.values()
         owner.leave()
         await asyncio.wait_for(owner.task, 60)
@@ -66,25 +48,15 @@ async def test_the_run_stops_when_its_last_reader_leaves(db: str, helpers: Any) 
         # Stopped mid-answer: the model's "lo!" never came (go was never set).
         assert "Hello!" not in [m["text"] for m in stored]
         assert stored[0]["text"] == "hi"
-    finally:
-        await app.aclose()
 
 
 async def test_an_explicit_stop_ends_a_run_that_others_follow(db: str, helpers: Any) -> None:
-    model = _Slow()
-    app = create_app(helpers.factory_for(model), storage_path=db)
-    try:
-        async with helpers.client_for(app) as client:
-            tid = (await client.post("/api/threads", json={})).json()["id"]
-            owner = _Stream(app, "POST", f"/api/threads/{tid}/runs", b'{"message": "hi"}')
-            await asyncio.wait_for(model.waiting.wait(), 60)
-            follower = _Stream(app, "GET", f"/api/threads/{tid}/follow")
-            await follower.until("TEXT_MESSAGE_CONTENT")
-            stopped = await client.post(f"/api/threads/{tid}/stop", json={})
+    async with followed_run(db, helpers) as run:
+        (follower,) = run.followers
+        async with helpers.client_for(run.app) as client:
+            stopped = await client.post(f"/api/threads/{run.tid}/stop", json={})
             assert stopped.json() == {"stopped": True}
             await asyncio.wait_for(follower.ended.wait(), 60)
-            await asyncio.wait_for(owner.ended.wait(), 60)
-        assert "Hello!" not in _text(follower.all)
+            await asyncio.wait_for(run.owner.ended.wait(), 60)
+        assert "Hello!" not in text_of(follower.all)
         assert follower.all[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
-    finally:
-        await app.aclose()

@@ -8,8 +8,7 @@ Debian's headless chromium driven by selenium, against a real uvicorn server wit
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,94 +18,47 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from goagent_py import Agent, Role, tool
-from goagent_py.provider import CompletionRequest, StreamDone, TextDelta
 from goagent_py.testing import FunctionProvider, text_response, tool_call_response
+from tests.serve.browser.tabs import (
+    WAIT,
+    Slow,
+    on_a_new_thread,
+    signed_in,
+    slow_server,
+    texts,
+)
 
 pytestmark = pytest.mark.slow
 
-_WAIT = 30  # seconds before a wait fails the test (never reached when things work)
-
-
-class _Slow:
-    """Streams "Hel", then waits for ``go`` (set on the server's loop) before "lo!"."""
-
-    def __init__(self) -> None:
-        self.go: asyncio.Event | None = None
-        self.waiting = 0
-
-    async def complete(self, request: CompletionRequest) -> Any:
-        raise AssertionError("the served run streams")
-
-    async def stream(self, request: CompletionRequest) -> AsyncIterator[Any]:
-        self.go = self.go or asyncio.Event()
-        yield TextDelta("Hel")
-        self.waiting += 1
-        await asyncio.wait_for(self.go.wait(), 120)
-        yield TextDelta("lo!")
-        yield StreamDone(text_response("Hello!"))
-
-
-def _texts(driver: Any, selector: str) -> list[str]:
-    texts: list[str] = driver.execute_script(
-        "return Array.from(document.querySelectorAll(arguments[0]), e => e.textContent)",
-        selector,
-    )
-    return texts
-
-
-def _signed_in(driver: Any) -> None:
-    WebDriverWait(driver, _WAIT).until(
-        lambda d: d.find_element(By.ID, "whoami").text == "signed in as local"
-    )
-
 
 @pytest.fixture
-def slow(served_app: Callable[[], Any], tmp_path: Path) -> Iterator[tuple[Any, _Slow]]:
-    from goagent_py.serve import create_app
-
-    model = _Slow()
-    served = served_app()
-    served.start(
-        create_app(
-            lambda ctx: Agent(
-                provider=model, model="scripted", short_term_memory=ctx.short_term_memory
-            ),
-            storage_path=str(tmp_path / "serve.db"),
-        )
-    )
-    try:
-        yield served, model
-    finally:
-        if model.go is not None:
-            served.call_soon(model.go.set)
-        served.close()
+def slow(served_app: Callable[[], Any], tmp_path: Path) -> Iterator[tuple[Any, Slow]]:
+    with slow_server(served_app, tmp_path) as both:
+        yield both
 
 
 def test_a_run_started_elsewhere_streams_live_in_every_tab_on_its_thread(
-    slow: tuple[Any, _Slow], launch_chromium: Callable[[], Any]
+    slow: tuple[Any, Slow], launch_chromium: Callable[[], Any]
 ) -> None:
     served, model = slow
     first = launch_chromium()
-    first.get(served.base + "/")
-    _signed_in(first)
-    first.find_element(By.ID, "new-thread").click()
-    WebDriverWait(first, _WAIT).until(lambda d: len(_texts(d, "#threads li")) == 1)
+    on_a_new_thread(first, served.base)
     other = launch_chromium()  # another browser, open on the thread before the run
     other.get(served.base + "/")
-    _signed_in(other)
-    WebDriverWait(other, _WAIT).until(lambda d: len(_texts(d, "#threads li")) == 1)
+    signed_in(other)
+    WebDriverWait(other, WAIT).until(lambda d: len(texts(d, "#threads li")) == 1)
 
     first.find_element(By.ID, "input").send_keys("hello")
     first.find_element(By.ID, "send").click()
-    WebDriverWait(first, _WAIT).until(lambda d: "Hel" in _texts(d, "#messages .msg.assistant"))
+    WebDriverWait(first, WAIT).until(lambda d: "Hel" in texts(d, "#messages .msg.assistant"))
     assert model.waiting == 1  # the model holds the rest back
     # The other browser shows the run as it streams: the message and the answer so far.
-    WebDriverWait(other, _WAIT).until(lambda d: _texts(d, "#messages .msg") == ["hello", "Hel"])
+    WebDriverWait(other, WAIT).until(lambda d: texts(d, "#messages .msg") == ["hello", "Hel"])
     # A tab opened during the run (the first browser's second tab) follows it too.
     first.switch_to.new_window("tab")
     first.get(served.base + "/")
-    _signed_in(first)
-    WebDriverWait(first, _WAIT).until(lambda d: _texts(d, "#messages .msg") == ["hello", "Hel"])
+    signed_in(first)
+    WebDriverWait(first, WAIT).until(lambda d: texts(d, "#messages .msg") == ["hello", "Hel"])
     assert model.waiting == 1
     # It can stop or steer the run it follows.
     assert first.find_element(By.ID, "send").text == "Steer"
@@ -115,9 +67,9 @@ def test_a_run_started_elsewhere_streams_live_in_every_tab_on_its_thread(
     assert model.go is not None
     served.call_soon(model.go.set)
     done = ["hello", "Hello!"]
-    WebDriverWait(other, _WAIT).until(lambda d: _texts(d, "#messages .msg") == done)
-    WebDriverWait(first, _WAIT).until(lambda d: _texts(d, "#messages .msg") == done)
-    WebDriverWait(first, _WAIT).until(lambda d: d.find_element(By.ID, "send").text == "Send")
+    WebDriverWait(other, WAIT).until(lambda d: texts(d, "#messages .msg") == done)
+    WebDriverWait(first, WAIT).until(lambda d: texts(d, "#messages .msg") == done)
+    WebDriverWait(first, WAIT).until(lambda d: d.find_element(By.ID, "send").text == "Send")
     assert not first.find_element(By.ID, "stop").is_enabled()
     for driver in (first, other):
         logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
@@ -171,11 +123,11 @@ def test_a_reload_for_another_tabs_change_keeps_the_decisions_begun(
     served.start(create_app(approvals.factory(), storage_path=str(tmp_path / "serve.db")))
     try:
         driver = launch_chromium()
-        wait = WebDriverWait(driver, _WAIT)
+        wait = WebDriverWait(driver, WAIT)
         driver.get(served.base + "/")
-        _signed_in(driver)
+        signed_in(driver)
         driver.find_element(By.ID, "new-thread").click()
-        wait.until(lambda d: len(_texts(d, "#threads li")) == 1)
+        wait.until(lambda d: len(texts(d, "#threads li")) == 1)
         driver.find_element(By.ID, "input").send_keys("wipe both")
         driver.find_element(By.ID, "send").click()
         cards = "#messages details.tool.pending"
@@ -208,9 +160,9 @@ def test_a_reload_for_another_tabs_change_keeps_the_decisions_begun(
 
         second.find_element(By.CSS_SELECTOR, ".deny").click()  # the last: both are sent
         wait.until(
-            lambda d: any(t.startswith("after:") for t in _texts(d, "#messages .msg.assistant"))
+            lambda d: any(t.startswith("after:") for t in texts(d, "#messages .msg.assistant"))
         )
-        answer = [t for t in _texts(driver, "#messages .msg.assistant") if t.startswith("after")]
+        answer = [t for t in texts(driver, "#messages .msg.assistant") if t.startswith("after")]
         assert approvals.ran == ["a"]
         assert "wiped a" in answer[0]
         assert "not b" in answer[0]  # the reason typed before the reload reached the model
