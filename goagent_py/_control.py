@@ -98,6 +98,12 @@ class RunControl:
         a durable workflow replaying a history recorded before they did says no)."""
         return True
 
+    def said_taken(self) -> bool:
+        """Whether a run treats the queued messages it takes as the user's words for long-term
+        memory (recalled for, stored through the write policy: always, here; a durable
+        workflow replaying a history recorded before it did says no)."""
+        return True
+
     # -- abort -------------------------------------------------------------------------------
 
     def abort(self, mode: AbortMode = "now", reason: str = "") -> None:

@@ -24,7 +24,9 @@ record, in the middle of the parent's turn."""
 def conversation_key(memory: Any) -> Hashable:
     """The conversation ``memory`` keeps: the same memory or storage object, a SQLite file and
     session id, or a PostgreSQL pool, table and session id give the same key. A storage of
-    another kind is known by its identity only."""
+    another kind is known by its ``conversation_key`` attribute (any hashable value naming its
+    conversation: two storages of its type with equal keys are one conversation), or else by
+    its identity only (docs/sessions.md "A storage of your own")."""
     storage = getattr(memory, "storage", None)
     if storage is None:
         return ("memory", id(memory))
@@ -43,6 +45,14 @@ def conversation_key(memory: Any) -> Hashable:
             getattr(storage, "table", ""),
             session_id,
         )
+    named = getattr(storage, "conversation_key", None)
+    if named is not None and not callable(named):
+        try:
+            hash(named)
+        except TypeError:
+            pass
+        else:
+            return ("named", f"{type(storage).__module__}.{type(storage).__qualname__}", named)
     return ("storage", id(storage))
 
 

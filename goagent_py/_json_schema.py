@@ -11,7 +11,7 @@ validator for the meta-schema is built once.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from goagent_py.errors import ConfigurationError
@@ -209,20 +209,61 @@ def check_parameters_once(definition: object, parameters: object, *, what: str) 
     _CHECKED[key] = definition
 
 
+def _children(node: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """The sub-schemas directly under ``node`` (a schema object), each with its path below it.
+
+    Only the keywords that hold schemas are entered: a ``properties`` (or ``$defs``...) map by
+    its entries, so a field named ``type``, ``minimum`` or ``default`` is a field; the values
+    of ``enum``, ``const``, ``default`` and ``examples`` are data."""
+    for key, value in node.items():
+        if key in _SCHEMA_MAP and isinstance(value, Mapping):
+            for name, sub in value.items():
+                yield (key, name), sub
+        elif key in _SCHEMA_LIST and isinstance(value, list):
+            for i, sub in enumerate(value):
+                yield (key, i), sub
+        elif key in _SCHEMA:
+            if isinstance(value, list):  # ``items`` as a list (drafts before 2020-12)
+                for i, sub in enumerate(value):
+                    yield (key, i), sub
+            else:
+                yield (key,), value
+
+
 def walk_schema(
     node: object, path: tuple[str | int, ...] = ()
 ) -> Iterator[tuple[tuple[str | int, ...], Any]]:
-    """Every sub-schema of ``node`` with its path (values of ``enum``/``const``/``default``
-    and ``examples`` are data, not schemas, and are skipped)."""
+    """Every sub-schema of ``node`` with its path (only keywords that hold schemas are
+    entered: see :func:`_children`)."""
     yield path, node
     if isinstance(node, Mapping):
-        for key, value in node.items():
-            if key in ("enum", "const", "default", "examples"):
-                continue
-            yield from walk_schema(value, (*path, key))
+        for below, sub in _children(node):
+            yield from walk_schema(sub, (*path, *below))
     elif isinstance(node, list):
         for i, value in enumerate(node):
             yield from walk_schema(value, (*path, i))
+
+
+def map_schema(node: Any, change: Callable[[dict[str, Any]], Any]) -> Any:
+    """``node`` rebuilt with ``change`` applied to every schema object in it, innermost first
+    (``change`` gets a new dict whose sub-schemas are changed already; what it returns takes
+    the object's place). The keywords entered are those of :func:`_children`; every other
+    value (data, strings, numbers) is kept as it is."""
+    if isinstance(node, list):
+        return [map_schema(v, change) for v in node]
+    if not isinstance(node, Mapping):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _SCHEMA_MAP and isinstance(value, Mapping):
+            out[key] = {name: map_schema(sub, change) for name, sub in value.items()}
+        elif (key in _SCHEMA_LIST or key in _SCHEMA) and isinstance(value, list):
+            out[key] = [map_schema(sub, change) for sub in value]
+        elif key in _SCHEMA:
+            out[key] = map_schema(value, change)
+        else:
+            out[key] = value
+    return change(out)
 
 
 def _refs(node: Mapping[str, Any]) -> dict[str, set[str]]:

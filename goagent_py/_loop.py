@@ -328,6 +328,12 @@ def _told_misconfigured(results: list[ToolResult]) -> list[ToolResult]:
     ]
 
 
+async def _decide(policy: Any, user: Message, answer: Message) -> list[Message] | None:
+    """What a write policy keeps of ``user`` and ``answer`` (sync or async)."""
+    kept: list[Message] | None = await _maybe_await(policy(user, answer))
+    return kept
+
+
 async def _maybe_await(value: T | Awaitable[T]) -> T:
     if inspect.isawaitable(value):
         return await value
@@ -423,6 +429,8 @@ class Run:
         "_recalled_ids",
         "_results",
         "_resume_final",
+        "_said",
+        "_said_answers",
         "_shown_by",
         "_start",
         "_streamed",
@@ -536,6 +544,12 @@ class Run:
         self._compactions: list[Any] = []
         self._messages: list[Message] = []
         self._injected = False  # a queued message went into the request being prepared
+        # The user's words the run took after its prompt (steering, follow-ups), as turns: the
+        # first list joins the prompt's turn; each later one opens a turn after the answer
+        # that closed the one before (the answers are the second list). Long-term memory's
+        # write policy gets each, as it gets the prompt (:meth:`_said_turns`).
+        self._said: list[list[Message]] = [[]]
+        self._said_answers: list[tuple[Message, list[str]]] = []  # and the memories it had
         self._abandoned: list[ToolResult] = []  # calls an abort answered with an error result
         # call id -> when its tool started (perf_counter, time), while it runs; kept only where
         # the run can be aborted, so an aborted call's result says how long it ran.
@@ -560,14 +574,15 @@ class Run:
 
     # -- memory ------------------------------------------------------------------------------
 
-    async def _recall(self) -> AsyncGenerator[AgentEvent, None]:
-        """Search long-term memory (the caller checks there is one, and a prompt)."""
+    async def _recall(self, query: Message | None = None) -> AsyncGenerator[AgentEvent, None]:
+        """Search long-term memory for ``query`` (by default the prompt; the caller checks
+        there is a memory, and a prompt)."""
         memory = self.o.long_term_memory
         assert memory is not None
         start = time.perf_counter()
         retrieve = partial(
             memory.retrieve,
-            self.prompt[-1].content,
+            (query or self.prompt[-1]).content,
             top_k=self.o.long_term_top_k,
             session=self.o.name,
         )
@@ -616,7 +631,11 @@ class Run:
         o = self.o
         # The turn's id, recorded on its answer and its facts: what the next turn's correction
         # follows (docs/memory.md, "Corrections of the last answer").
-        turn = turn_of(self.prompt[-1]) if o.long_term_memory is not None and self.prompt else ""
+        said = self._said_turns() if o.long_term_memory is not None else []
+        # The turn the answer replies to: the last user message the run took (a follow-up's,
+        # when one came after the prompt's answer).
+        last_said = [m for users in said for m in users][-1:]
+        turn = turn_of(last_said[0]) if last_said else ""
         if o.short_term_memory is not None and self.new_messages:
             # ``final`` is stored only when the run has not appended it already (the synthetic
             # note of an exhausted budget): a run stopped right after a tool batch ends on the
@@ -661,42 +680,71 @@ class Run:
             for i, m in enumerate(self.new_messages):
                 if m is final:
                     self.new_messages[i] = replace(m, metadata={**m.metadata, **context})
-        if o.long_term_memory is not None and final is not None and self.prompt:
+        if o.long_term_memory is not None and final is not None and last_said:
             policy = o.write_policy or store_always
             # The run's answer text (a typed answer's JSON; its message's text may be "" or
             # only the sentence beside the call); a stop's synthetic note as it reads.
             synthetic_note = final.metadata.get(SYNTHETIC_METADATA_KEY) is not None
-            answer = assistant_message(final.text if synthetic_note else self.last_text)
-            prompt = self.prompt[-1]
-            try:
-                if self.control is None:
-                    chosen = await _maybe_await(policy(prompt, answer))
-                else:  # user code: one that hangs never holds an abort (review7a)
-                    chosen = await self._unheld(lambda: _maybe_await(policy(prompt, answer)))
-            except _Abort:
-                self.log.warning("the run was aborted while its write policy decided")
-                return
-            except (Exception, asyncio.CancelledError) as caught:
-                exc = as_failure(caught, "the write policy")
-                self.log.warning("write policy failed; nothing stored: %s", message_of(exc))
-                return
-            if chosen is None:
-                return
-            chosen = handed(chosen, context_of(self._history), turn)
-            start = time.perf_counter()
-            error = None
-            store = partial(o.long_term_memory.store, chosen, session=o.name)
-            try:
-                await (store() if self.control is None else self._unheld(store))
-            except _Abort:
-                error = MemoryStoreError("the run was aborted while long-term memory stored")
-                self.log.warning("%s", error)
-            except (Exception, asyncio.CancelledError) as caught:
-                exc = as_failure(caught, "long-term memory")
-                error = exc
-                self.log.warning("long-term memory store failed: %s", message_of(exc))
-            duration = time.perf_counter() - start
-            yield MemoryStore(len(chosen), duration, error, path=self.path)
+            answers = [
+                *self._said_answers,
+                (
+                    assistant_message(final.text if synthetic_note else self.last_text),
+                    self._recalled_ids,
+                ),
+            ]
+            follows = context_of(self._history)  # what the answer before the run recorded
+            for users, (answer, recalled) in zip(said, answers, strict=True):
+                if not users:
+                    continue
+                chosen: list[Message] = []
+                for prompt in users:
+                    try:
+                        if self.control is None:
+                            kept = await _decide(policy, prompt, answer)
+                        else:  # user code: one that hangs never holds an abort (review7a)
+                            kept = await self._unheld(partial(_decide, policy, prompt, answer))
+                    except _Abort:
+                        self.log.warning("the run was aborted while its write policy decided")
+                        return
+                    except (Exception, asyncio.CancelledError) as caught:
+                        exc = as_failure(caught, "the write policy")
+                        self.log.warning("write policy failed; nothing stored: %s", message_of(exc))
+                        return
+                    if kept is not None:  # the turn's answer once, for several messages
+                        fresh = [m for m in kept if not any(m is c for c in chosen)]
+                        chosen.extend(handed(fresh, follows, turn_of(prompt)))
+                # The next turn follows this one's answer: its memories and its turn.
+                recorded = answer_context(recalled, turn_of(users[-1]))
+                follows = context_of([Message(Role.ASSISTANT, [], metadata=recorded)])
+                if not chosen:
+                    continue
+                async for event in self._store_long_term(chosen):
+                    yield event
+
+    async def _store_long_term(self, chosen: list[Message]) -> AsyncGenerator[AgentEvent, None]:
+        """Hand ``chosen`` to long-term memory; a failure is reported, never raised."""
+        o = self.o
+        assert o.long_term_memory is not None
+        start = time.perf_counter()
+        error: BaseException | None = None
+        store = partial(o.long_term_memory.store, chosen, session=o.name)
+        try:
+            await (store() if self.control is None else self._unheld(store))
+        except _Abort:
+            error = MemoryStoreError("the run was aborted while long-term memory stored")
+            self.log.warning("%s", error)
+        except (Exception, asyncio.CancelledError) as caught:
+            exc = as_failure(caught, "long-term memory")
+            error = exc
+            self.log.warning("long-term memory store failed: %s", message_of(exc))
+        duration = time.perf_counter() - start
+        yield MemoryStore(len(chosen), duration, error, path=self.path)
+
+    def _said_turns(self) -> list[list[Message]]:
+        """The user's turns of this run, as their messages, one list per answer: the prompt's
+        (with steering taken before its answer), then each one queued messages opened after
+        an answer (a list may be empty: queued messages that were not the user's)."""
+        return [[*self.prompt[-1:], *self._said[0]], *self._said[1:]]
 
     async def _checkpoint(self) -> AsyncGenerator[AgentEvent, None]:
         """In a session, store what the run has added so far (each append leaves a valid
@@ -1712,8 +1760,12 @@ class Run:
                 # The answer is the call's arguments: its text is their JSON, after what the
                 # model wrote beside the call. The sentence alone was the text an output
                 # guardrail judged (ctx.text), never the answer it let through.
-                raw = verdict.raw
+                raw = verdict.raw if verdict.text is None else verdict.text
                 self.last_text = f"{self.last_text}\n\n{raw}" if self.last_text else raw
+            elif verdict.text is not None:
+                # A validator changed the answer: the run's text (what a guardrail reads,
+                # long-term memory stores and callers send on) is the answer it returns.
+                self.last_text = verdict.text
             return verdict
         if stop == StopReason.REFUSAL:
             self._output_failure = spec.failed(verdict, refused=True)
@@ -1804,9 +1856,29 @@ class Run:
         self.new_messages.append(message)
 
     async def _inject(
-        self, messages: list[Message], taken: list[Message], queue: Literal["steering", "follow_up"]
+        self,
+        messages: list[Message],
+        taken: list[Message],
+        queue: Literal["steering", "follow_up"],
+        *,
+        answered: bool = False,
     ) -> AsyncGenerator[AgentEvent, None]:
+        """Put queued messages into the run; ``answered``: the run had its answer and would
+        have stopped (the answer closes the user's turn, and ``taken`` open the next one)."""
         self._injected = True
+        said = [m for m in taken if m.role is Role.USER]
+        if self.o.long_term_memory is None or (
+            self.control is not None and not self.control.said_taken()
+        ):
+            pass  # nothing to recall or store (or a durable history from before: as it ran)
+        elif answered:
+            self._said_answers.append((assistant_message(self.last_text), self._recalled_ids))
+            self._said.append(said)
+            if said:
+                async for event in self._recall_again(messages, said[-1]):
+                    yield event
+        else:
+            self._said[-1].extend(said)
         yield MessagesInjected(queue, self._shown().messages(taken), path=self.path)
         for m in taken:
             self._append(messages, m)
@@ -1819,6 +1891,23 @@ class Run:
             # trip answers it with the refusal note, as a prompt's trip does.
             async for event in self._guard("input", messages, list(taken)):
                 yield event
+
+    async def _recall_again(
+        self, messages: list[Message], query: Message
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """A turn a queued message opens recalls for it, as a prompt's turn does (rule 7): the
+        recalled block at the head of the context becomes that turn's. When nothing is recalled
+        for it, the block the run had stays (and the ids its answer records)."""
+        before, before_ids = self._recalled, self._recalled_ids
+        self._recalled, self._recalled_ids = None, []
+        async for event in self._recall(query):
+            yield event
+        if self._recalled is None:
+            self._recalled, self._recalled_ids = before, before_ids
+        elif before is not None and messages and messages[0] is before:
+            messages[0] = self._recalled
+        else:
+            messages.insert(0, self._recalled)
 
     async def _steer(self, messages: list[Message]) -> AsyncGenerator[AgentEvent, None]:
         if self.control is not None and (taken := self.control.take_steering()):
@@ -2105,7 +2194,9 @@ class Run:
                             # (they waited for the next prompt, and came after it).
                             taken, queue = self._queued()
                             if taken:
-                                async for event in self._inject(messages, taken, queue):
+                                async for event in self._inject(
+                                    messages, taken, queue, answered=True
+                                ):
                                     yield event
                                 continue
                         final = message
@@ -2123,7 +2214,7 @@ class Run:
                         raise _Abort
                     taken, queue = self._queued() if self.control is not None else ([], "steering")
                     if taken:
-                        async for event in self._inject(messages, taken, queue):
+                        async for event in self._inject(messages, taken, queue, answered=True):
                             yield event
                         continue
                     final = message

@@ -65,8 +65,11 @@ def recall_message(recalled: list[ScoredMessage]) -> Message:
         # One line per memory: a line break inside one would let its text start a forged
         # entry ("[2] (user, ...)") the model cannot tell from ours.
         text = _LINE_BREAK.join(neutralise_tags(msg.text, _TAG).splitlines())
-        origin = _UNTRUSTED.get(str(msg.metadata.get(PROVENANCE_KEY, "")))
+        provenance = str(msg.metadata.get(PROVENANCE_KEY, ""))
+        origin = _UNTRUSTED.get(provenance)
         note = f", untrusted: {origin}" if origin else ""
+        if not origin and provenance == "assistant" and msg.role is Role.USER:
+            note = ", written by an agent, not the user"  # a task an agent handed on
         said = _date(msg.metadata.get(MEMORY_CREATED_AT_KEY))
         when = f", said {said}" if said else ""
         if msg.metadata.get(MEMORY_STATE_KEY) == MEMORY_FORMERLY:

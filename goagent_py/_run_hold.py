@@ -147,8 +147,9 @@ def busy_error(what: str, session_id: str, holder: str = "") -> SessionBusyError
     """The refusal of a run on a conversation another run holds: what is busy, what to do."""
     by = f" ({holder})" if holder else ""
     return SessionBusyError(
-        f"{what} is busy: a run of another Session is going on in it{by}; wait for that run "
-        "to end (or abort it there), then prompt again, or use another session_id",
+        f"{what} is busy: another run (a Session's or an agent's) is going on in it{by}; "
+        "wait for that run to end (or abort it there), then prompt again, or use another "
+        "session_id",
         session_id=session_id,
         holder=holder,
     )

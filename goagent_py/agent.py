@@ -27,6 +27,7 @@ from goagent_py._interrupt import run_command
 from goagent_py._loop import Resumed, Run
 from goagent_py._metadata_keys import PENDING_KEY
 from goagent_py._prompt import Prompt, to_messages
+from goagent_py._record_hold import record_hold
 from goagent_py._tool_servers import (
     JoinedTools,
     ServerTool,
@@ -53,8 +54,9 @@ from goagent_py.errors import (
     ConfigurationError,
     GoAgentError,
     NotPendingError,
+    SessionBusyError,
 )
-from goagent_py.events import AgentEvent
+from goagent_py.events import AgentEnd, AgentEvent
 from goagent_py.hooks import HookDispatcher
 from goagent_py.memory.base import UpdatableMemory
 from goagent_py.messages import (
@@ -640,15 +642,13 @@ class Agent(Generic[Deps, Out]):
             ApprovalConflictError: another resume decided these calls first.
             ApprovalExpiredError: an approval came after its call's deadline.
             ConfigurationError: a waiting call has no decision, or one of the wrong kind.
+            SessionBusyError: another run (another decider's resume, a run or a Session's)
+                is going on in the stored conversation; nothing of this one was taken.
             ProviderError, MaxIterationsError, MemoryStoreError: as :meth:`run`.
         """
-        run = await self.start_resume(
-            decisions,
-            streaming=False,
-            history=None if history is None else list(history),
-            deps=deps,
-        )
-        return await run.outcome()
+        async with contextlib.AsyncExitStack() as held:
+            run = await self._held_resume(decisions, False, history, deps, held)
+            return await run.outcome()
 
     def resume_sync(
         self,
@@ -674,15 +674,61 @@ class Agent(Generic[Deps, Out]):
         deps: Deps | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """:meth:`resume`, yielding the run's events as they happen."""
-        run = await self.start_resume(
-            decisions,
-            streaming=True,
-            history=None if history is None else list(history),
-            deps=deps,
-        )
-        async with contextlib.aclosing(run.events()) as events:
-            async for event in events:
-                yield event
+        async with contextlib.AsyncExitStack() as held:
+            run = await self._held_resume(decisions, True, history, deps, held)
+            async with contextlib.aclosing(run.events()) as events:
+                async for event in events:
+                    if isinstance(event, AgentEnd) and not event.path:
+                        await held.aclose()  # over and stored: released before it is seen
+                    yield event
+
+    async def _held_resume(
+        self,
+        decisions: Mapping[str, ToolDecision],
+        streaming: bool,
+        history: Sequence[Message] | None,
+        deps: Any,
+        held: contextlib.AsyncExitStack,
+    ) -> Run:
+        """:meth:`start_resume` under the conversation's hold (entered on ``held``). A resume
+        refused by the hold that repeats the decisions of the resume holding it (a retry: a
+        double click, a request sent again) is answered from the record as a retry always is
+        (the outcome, or nothing yet while that run goes on), running and writing nothing.
+
+        Raises:
+            SessionBusyError: another run holds the conversation, and these decisions are not
+                the ones it took; nothing was taken or written.
+        """
+        given = None if history is None else list(history)
+        try:
+            await held.enter_async_context(self._holding())
+        except SessionBusyError:
+            if isinstance(decisions, Mapping):
+                try:
+                    answered = await self._answered(
+                        given or [], dict(decisions), streaming, None, (), deps
+                    )
+                except ApprovalConflictError:
+                    answered = None  # another decider's: the hold's refusal says it best
+                if answered is not None:
+                    return answered
+            raise
+        return await self.start_resume(decisions, streaming=streaming, history=given, deps=deps)
+
+    def _holding(self) -> contextlib.AbstractAsyncContextManager[object]:
+        """The hold a run without a :class:`~goagent_py.Session` takes on the stored
+        conversation it writes to (its short-term memory's; none without one): no other run,
+        bare or in a Session, in this process or another, appends to that conversation
+        meanwhile (docs/sessions.md "One run per stored
+        conversation, whoever opens it"). A Session takes the same hold (the same
+        :func:`~goagent_py._record_hold.record_hold`) around its runs, which go through
+        :meth:`start_run` and :meth:`start_resume`, so it is taken once.
+
+        Raises (on entry):
+            SessionBusyError: another run holds the conversation; nothing was written.
+        """
+        hold = record_hold(self._options.short_term_memory)
+        return contextlib.nullcontext() if hold is None else hold()
 
     @overload
     async def run(self, prompt: Prompt, *, deps: Deps | None = None) -> RunResult[Out]: ...
@@ -714,9 +760,21 @@ class Agent(Generic[Deps, Out]):
             ConfigurationError: the prompt is not text, blocks or user messages.
             InvalidInputError: the prompt is empty (text only, all whitespace).
             OutputValidationError: the output stayed invalid after ``output_retries``.
+            SessionBusyError: another run (bare like this one, or a Session's; in this process
+                or another) is going on in the stored conversation of the agent's short-term
+                memory; nothing was written (docs/sessions.md "One run per stored
+                conversation, whoever opens it").
 
         A failed run's exception carries the run's result as ``exc.run_result``.
         """
+        hold = record_hold(self._options.short_term_memory)
+        if hold is None:
+            return await self._run_once(prompt, output_type, deps)
+        async with hold():  # one run at a time in the stored conversation
+            return await self._run_once(prompt, output_type, deps)
+
+    async def _run_once(self, prompt: Prompt, output_type: object, deps: Any) -> RunResult[Any]:
+        """:meth:`run`'s run, once its conversation is held."""
         if self._connected and not self._options.mcp_servers and output_type is _UNSET:
             # :meth:`start_run` with nothing to await: no coroutine for it (issue 36).
             messages = to_messages(prompt, "run()")
@@ -731,11 +789,17 @@ class Agent(Generic[Deps, Out]):
         """Run the agent and yield its events as they happen (text deltas when the provider
         streams). The last event is :class:`~goagent_py.AgentEnd` (its result's ``output``
         is the typed answer); failures then raise as in :meth:`run`."""
-        run = await self.start_run(prompt, streaming=True, output_type=output_type, deps=deps)
-        # aclosing: a consumer that stops early still ends the run (on_run_end) right away.
-        async with contextlib.aclosing(run.events()) as events:
-            async for event in events:
-                yield event
+        async with contextlib.AsyncExitStack() as held:
+            await held.enter_async_context(self._holding())
+            run = await self.start_run(prompt, streaming=True, output_type=output_type, deps=deps)
+            # aclosing: a consumer that stops early still ends the run (on_run_end) right away.
+            async with contextlib.aclosing(run.events()) as events:
+                async for event in events:
+                    if isinstance(event, AgentEnd) and not event.path:
+                        # Over and stored: released before the consumer sees the end, so one
+                        # that starts the next run here is not refused by this one.
+                        await held.aclose()
+                    yield event
 
     @overload
     def run_sync(self, prompt: Prompt, *, deps: Deps | None = None) -> RunResult[Out]: ...

@@ -54,6 +54,8 @@ from goagent_py._frozen import freeze
 from goagent_py._json_schema import check_schema
 from goagent_py._loop import Run
 from goagent_py._prompt import to_messages
+from goagent_py._recall import PROVENANCE_KEY
+from goagent_py._record_hold import record_hold
 from goagent_py._transcript import UI_ONLY_KEY, repair_transcript, strip_thinking, waiting_at
 from goagent_py.approvals import Deny, pending_of
 from goagent_py.errors import (
@@ -239,21 +241,22 @@ class AgentTool(Generic[_A]):
         return json.dumps(args, ensure_ascii=False, separators=(",", ":"))
 
     def _messages(self, transcript: list[Message], text: str) -> tuple[Any, list[Message] | None]:
-        """The child's prompt and history from the parent's transcript."""
+        """The child's prompt and history from the parent's transcript. The prompt is the
+        parent's model's text, not the user's: recorded so (``_user``)."""
         if self._history == "none":
-            return text, None
+            return [_user(text)], None
         if self._history == "last_user":
             for m in reversed(transcript):
                 if m.role is Role.USER and not m.metadata.get(UI_ONLY_KEY):
                     first = strip_thinking([m])[0]
                     return [Message(Role.USER, list(first.content)), _user(text)], None
-            return text, None
+            return [_user(text)], None
         assert callable(self._history)
         # The assistant message that made this call has no results yet: leave it out.
         if transcript and transcript[-1].role is Role.ASSISTANT and transcript[-1].tool_calls:
             transcript = transcript[:-1]
         chosen = list(self._history(list(transcript)))
-        return text, repair_transcript(strip_thinking(chosen), "not shown to this agent")
+        return [_user(text)], repair_transcript(strip_thinking(chosen), "not shown to this agent")
 
     def child_deps(self, parent: Any) -> Any:
         """The child run's deps given the parent run's (``deps=`` applied, else as they are);
@@ -304,7 +307,14 @@ class AgentTool(Generic[_A]):
         holding = HOLDING.set(held)
         token = _RUNNING.set((*running, self.agent))
         try:
-            return await self._execute(ctx, args, path, deps)
+            # The child's own stored conversation, held for its run as any run holds it (two
+            # calls of this tool at once would interleave their turns in its record): the
+            # second is refused with SessionBusyError, an error result for the parent's model.
+            hold = record_hold(memory)
+            if hold is None:
+                return await self._execute(ctx, args, path, deps)
+            async with hold():
+                return await self._execute(ctx, args, path, deps)
         finally:
             _RUNNING.reset(token)
             HOLDING.reset(holding)
@@ -424,7 +434,9 @@ class AgentTool(Generic[_A]):
 
 
 def _user(text: str) -> Message:
-    return Message(Role.USER, [TextBlock(text)])
+    """The child's prompt: written by the parent's model, so long-term memory records it as an
+    agent's text (``goagent.provenance``), never as the user's own statement."""
+    return Message(Role.USER, [TextBlock(text)], metadata={PROVENANCE_KEY: "assistant"})
 
 
 def as_tool(

@@ -110,6 +110,9 @@ class Verdict:
         feedback: what the model reads when it must try again ("" when accepted).
         call: the ``final_result`` call the verdict answers (tool mode), or None.
         cut_off: the output did not parse because it ended at the token limit.
+        text: the accepted output as text when a validator changed it (the text itself for
+            ``str``, else its JSON), None when ``raw`` still says it: the run's text is the
+            answer it returns, not the one a validator replaced.
     """
 
     accepted: bool
@@ -118,6 +121,7 @@ class Verdict:
     feedback: str = ""
     call: ToolCall | None = None
     cut_off: bool = False
+    text: str | None = None
 
 
 class OutputSpec(Generic[Out]):
@@ -320,6 +324,8 @@ class OutputSpec(Generic[Out]):
                     f"complete ({why}). Answer again, shorter: keep every value brief."
                 )
                 return Verdict(False, raw=raw, feedback=feedback, call=call, cut_off=True)
+        # What the output says before the validators (one may change it in place).
+        before = self._text_of(value) if self.validators else None
         for validator, with_context in self.validators:
             try:
                 value = (
@@ -335,7 +341,20 @@ class OutputSpec(Generic[Out]):
                 if (error := stray(exc, "an output validator")) is None:
                     raise
                 raise error from exc
-        return Verdict(True, value=value, raw=raw, call=call)
+        after = self._text_of(value) if self.validators else None
+        text = after if after is not None and after != before else None
+        return Verdict(True, value=value, raw=raw, call=call, text=text)
+
+    def _text_of(self, value: Any) -> str | None:
+        """``value`` as the run's text: a str as is, else its JSON (None when it has none)."""
+        if self.is_text:
+            return value if isinstance(value, str) else None
+        from pydantic_core import PydanticSerializationError, to_json
+
+        try:
+            return to_json(value).decode()
+        except (PydanticSerializationError, ValueError, TypeError):
+            return None
 
     def parse(self, raw: str) -> Out:
         """The output ``raw`` (JSON text) holds, validated.

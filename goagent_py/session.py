@@ -36,6 +36,7 @@ from goagent_py._cancel import failed, stray
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._prompt import to_messages
+from goagent_py._record_hold import record_hold
 from goagent_py._transcript import (
     SYNTHETIC_METADATA_KEY,
     UI_ONLY_KEY,
@@ -447,10 +448,10 @@ class Session:
         await held.__aexit__(None, None, None)
 
     def _hold_of(self) -> Callable[[], contextlib.AbstractAsyncContextManager[object]] | None:
-        """The storage's ``hold_run`` (docs/sessions.md "One run at a time"), or None."""
-        storage = getattr(self.agent.options.short_term_memory, "storage", None)
-        hold = getattr(storage, "hold_run", None)
-        return hold if callable(hold) else None
+        """The hold of the stored conversation (docs/sessions.md "One run at a time"): the one
+        a bare run of the agent takes too (:func:`~goagent_py._record_hold.record_hold`), or
+        None without short-term memory."""
+        return record_hold(self.agent.options.short_term_memory)
 
     async def _hold(self) -> None:
         """Take the run's hold on its stored conversation (released by :meth:`_settle`)."""

@@ -367,11 +367,27 @@ async def test_a_new_prompt_while_calls_wait_is_refused_before_any_model_call(
     assert len(stored) == 2  # the refused prompt left nothing behind
 
 
+class _UnheldStorage:
+    """A storage whose run hold does not reach the other decider (one of one's own without
+    ``hold_run``, each decider with its own object, as two processes would be): both deciders
+    run at once, and the claim's compare-and-set on the record decides. With a storage that
+    holds (SQLite, PostgreSQL, in memory) the second decider is refused with SessionBusyError
+    before it reads (tests/test_hold17_bare_runs.py)."""
+
+    def __init__(self, inner: SQLiteStorage) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "hold_run":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
 class _TogetherMemory(ShortTermMemory):
     """Two deciders that both read the waiting record before either claims it."""
 
     def __init__(self, storage: SQLiteStorage, barrier: asyncio.Barrier) -> None:
-        super().__init__(storage=storage)
+        super().__init__(storage=_UnheldStorage(storage))  # type: ignore[arg-type]
         self.barrier = barrier
 
     async def messages(self) -> list[Message]:
@@ -473,7 +489,7 @@ def test_approvals_need_the_tool_trace_in_memory() -> None:
 _RESUME = textwrap.dedent(
     """
     import asyncio, json, sys
-    from goagent_py import Agent, Approve, ApprovalError, tool
+    from goagent_py import Agent, Approve, ApprovalError, SessionBusyError, tool
     from goagent_py.memory import ShortTermMemory
     from goagent_py.memory.storage import SQLiteStorage
     from goagent_py.testing import ScriptedProvider
@@ -498,7 +514,7 @@ _RESUME = textwrap.dedent(
                       short_term_memory=memory)
         try:
             result = await agent.resume({"c1": Approve()})
-        except ApprovalError as exc:
+        except (ApprovalError, SessionBusyError) as exc:
             print(type(exc).__name__)
             return
         print(result.text)
@@ -551,9 +567,10 @@ async def test_two_processes_deciding_at_once_run_the_call_once(tmp_path: Path) 
 
     assert [c.returncode for c in children] == [0, 0], outputs
     said = [out.strip() for out, _ in outputs]
-    # The loser either read the record after the claim (nothing waits) or before (conflict).
+    # The loser came while the winner's resume held the conversation (refused before it read
+    # anything), or after it (nothing waits, or a conflict with the decision taken).
     assert said.count("Done.") == 1
-    assert {*said} - {"Done."} <= {"ApprovalConflictError", "NotPendingError"}
+    assert {*said} - {"Done."} <= {"SessionBusyError", "ApprovalConflictError", "NotPendingError"}
     assert len(log.read_text().splitlines()) == 1
     assert issubclass(ApprovalConflictError, ApprovalError)
 
@@ -627,7 +644,8 @@ async def test_two_deciders_on_postgres_first_wins(pg_dsn: str) -> None:
             Agent(
                 provider=ScriptedProvider("Done."),
                 tools=[make_delete(ran)],
-                short_term_memory=Together(storage=storage),
+                # Without the run hold, so both read before either claims (see _UnheldStorage).
+                short_term_memory=Together(storage=_UnheldStorage(storage)),  # type: ignore[arg-type]
             )
             for storage in (first, second)
         ]

@@ -58,7 +58,7 @@ async def _two_sessions_one_record(first_storage: Any, second_storage: Any) -> l
     )
     task = asyncio.create_task(first.prompt("first"))
     await running.wait()
-    with pytest.raises(SessionBusyError, match="is busy: a run of another Session") as caught:
+    with pytest.raises(SessionBusyError, match="is busy: another run") as caught:
         await second.prompt("second")
     assert "wait for that run" in str(caught.value)
     with pytest.raises(SessionBusyError):  # nor a UI message inside the other run's turn

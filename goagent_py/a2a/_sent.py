@@ -10,21 +10,33 @@ outlives a restart as the conversation does; in this process otherwise (an in-me
 storage, no short-term memory, a factory's agents). At least the last :data:`KEPT` records
 of each context are kept, the oldest dropped first; a context's records are deleted when the
 context is forgotten.
+
+A message being answered is claimed where its record will be (:meth:`SentMessages.claim`),
+so a second server on the same storage (another worker process) sent the same message waits
+for the first one's answer instead of running it again: in SQLite, the run hold
+(``hold_run()``) of a name of its own, ``<session>/a2a-claim/<context>/<message digest>``,
+a byte-range lock the system lets go of when its holder dies; in PostgreSQL, a lease
+(``lease()``) on one of a fixed set of names, which a killed worker's claim holds for at most
+its ``ttl`` (30 s).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from goagent_py.errors import SessionBusyError
 from goagent_py.memory._clients import client_key, keyed_session_id, keyed_storage, unkeyable
 from goagent_py.memory.storage.in_memory import InMemoryStorage
 from goagent_py.messages import Message, Role, TextBlock
 
-__all__ = ["KEPT", "Sent", "SentMessages"]
+__all__ = ["KEPT", "Sent", "SentMessages", "claim_wait"]
 
 KEPT = 32
 """Records kept per context at least (up to twice as many before the oldest are dropped): a
@@ -40,6 +52,18 @@ def _digest(message_id: str) -> str:
 
 
 _PROTOCOL = "a2a-sent"
+_CLAIMS = "a2a-claim"
+# A claim in a storage with leases (PostgreSQL) is one of this many lease rows per served
+# session (a lease's row is never deleted): two messages of one slot wait for each other.
+_LEASE_SLOTS = 1 << 16
+_LEASE_TTL = 30.0  # how long a killed worker's claim outlives it (seconds)
+
+
+async def claim_wait(attempt: int) -> None:
+    """The pause before asking again for a message another server is answering (``attempt``
+    pauses so far): 20 ms doubling to 1 s; a module seam, read at each use (the tests of
+    workers replace it to be told a server waits)."""
+    await asyncio.sleep(min(0.02 * 2**attempt, 1.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +140,49 @@ class SentMessages:
         for storage, owned in opened:
             if owned:
                 await storage.aclose()
+
+    async def claim(self, context_id: str, message_id: str) -> contextlib.AsyncExitStack:
+        """Claim the answering of ``message_id`` in ``context_id`` where its record is kept,
+        waiting while another server on the same storage holds it (it is answering it: its
+        record is then there once the claim is free); closing the stack lets go. In this
+        process only (an empty stack) when the records are (the caller's own claim), or when
+        the storage has neither ``lease()`` (PostgreSQL's) nor ``hold_run()``.
+
+        Raises:
+            MemoryStoreError: the storage failed (its database is down).
+        """
+        stack = contextlib.AsyncExitStack()
+        if self._storage is None:
+            return stack
+        key, digest = client_key(context_id), _digest(message_id)
+        hold: Callable[[], contextlib.AbstractAsyncContextManager[object]] | None
+        lease = getattr(self._storage, "lease", None)
+        if callable(lease):
+            # PostgreSQL: a lease row (no pooled connection pinned for the run, which holds one
+            # for its conversation already), in one of _LEASE_SLOTS rows per served session.
+            slot = int(_digest(f"{key}\x1f{digest}")[:8], 16) % _LEASE_SLOTS
+            name = keyed_session_id(self._base, _CLAIMS, f"slot-{slot}")
+            hold = functools.partial(lease, name, wait=False, ttl=_LEASE_TTL)
+        else:
+            name = keyed_session_id(self._base, _CLAIMS, f"{key}/{digest[:32]}")
+            storage, owned = keyed_storage(self._storage, name)
+            if owned:
+                stack.push_async_callback(storage.aclose)
+            found = getattr(storage, "hold_run", None)
+            hold = found if callable(found) else None
+        try:
+            attempt = 0
+            while hold is not None:
+                try:
+                    await stack.enter_async_context(hold())
+                    break
+                except SessionBusyError:  # another server answers it: its record comes
+                    await claim_wait(attempt)
+                    attempt += 1
+        except BaseException:
+            await stack.aclose()
+            raise
+        return stack
 
     async def find(self, context_id: str, message_id: str) -> Sent | None:
         """The record of ``message_id`` sent in ``context_id``, or None."""

@@ -88,6 +88,9 @@ class _Claim:
     key: tuple[str, str]  # the context id and the message id
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     taken: bool = False  # a task's run took it (that run settles it, whatever the request does)
+    # The claim where the records are kept (other servers on the storage wait on it), let go
+    # when settled (SentMessages.claim).
+    held: contextlib.AsyncExitStack | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -194,10 +197,11 @@ class _Runner:
                 await context.opened.aclose()
         for key in keys:
             try:
-                if isinstance(self._agent, Agent):
-                    await forget_client(
-                        self._agent, key, protocol="a2a", shared_memory=self._shared_memory
-                    )
+                if isinstance(self._agent, Agent) and not await forget_client(
+                    self._agent, key, protocol="a2a", shared_memory=self._shared_memory
+                ):
+                    self.ledger.seen(key)  # running on another server: in use, kept
+                    continue
                 await self._sent.forget(key)
             except Exception as exc:  # the next context's message goes on; told once per key
                 _LOG.warning("a2a: the idle context %s could not be forgotten: %s", key, exc)
@@ -263,22 +267,26 @@ class _Runner:
             await answering.settled.wait()
         answering = self._answering[key] = _Claim(key)
         context_id = message.context_id  # "" only for a task the SDK does not know: refused
+        if not context_id:
+            return None
         try:
-            found = await self._sent.find(context_id, message_id) if context_id else None
+            # Where the records are: another server on the storage answering it is waited for.
+            answering.held = await self._sent.claim(context_id, message_id)
+            found = await self._sent.find(context_id, message_id)
         except BaseException:
-            self._settle(answering)
+            await self._settle(answering)
             raise
         if found is None:
             return None
-        self._settle(answering)
+        await self._settle(answering)
         return context_id, found
 
-    def not_taken(self, message: Any) -> None:
+    async def not_taken(self, message: Any) -> None:
         """The request of ``message`` ended before a run took it (refused, or failed in the
         SDK): a copy of it may be answered again."""
         answering = self._answering.get((message.context_id, message.message_id))
         if answering is not None and not answering.taken:
-            self._settle(answering)
+            await self._settle(answering)
 
     def _take(self, message: Any) -> _Claim | None:
         """The task's run takes the answering of its message (see :meth:`sent_before`)."""
@@ -288,12 +296,21 @@ class _Runner:
             return answering
         return None
 
-    def _settle(self, answering: _Claim | None) -> None:
+    async def _settle(self, answering: _Claim | None) -> None:
+        """Let go of the claim (its record, if any, is kept by now): a copy waiting here or
+        on another server goes on, and finds it."""
         if answering is None:
             return
-        if self._answering.get(answering.key) is answering:
-            del self._answering[answering.key]
-        answering.settled.set()
+        held, answering.held = answering.held, None
+        try:
+            if held is not None:
+                await held.aclose()
+        except Exception as exc:  # the hold goes with its connection or process anyway
+            _LOG.warning("a2a: the claim of message %r was not let go: %s", answering.key[1], exc)
+        finally:
+            if self._answering.get(answering.key) is answering:
+                del self._answering[answering.key]
+            answering.settled.set()
 
     async def _record(self, message: Any, context_id: str, sent: Sent) -> None:
         """Keep how ``message``'s run ended, to answer it so when it is sent again."""
@@ -368,7 +385,7 @@ class _Runner:
                 if taken is not None:
                     taken.users -= 1
                     self.ledger.release(client_key(context_id))
-                self._settle(answering)
+                await self._settle(answering)
 
         try:
             if context.current_task is None:
@@ -552,7 +569,7 @@ def _request_handler(runner: _Runner, **settings: Any) -> Any:
                 runner.admit(params.message)
                 return await super().on_message_send(params, context)
             except BaseException:
-                runner.not_taken(params.message)
+                await runner.not_taken(params.message)
                 raise
 
         async def on_message_send_stream(self, params: Any, context: Any) -> AsyncIterator[Any]:
@@ -566,7 +583,7 @@ def _request_handler(runner: _Runner, **settings: Any) -> Any:
                 async for event in super().on_message_send_stream(params, context):
                     yield event
             except BaseException:
-                runner.not_taken(params.message)
+                await runner.not_taken(params.message)
                 raise
 
         async def _in_its_context(self, message: Any, call: Any) -> None:

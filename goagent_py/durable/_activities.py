@@ -916,29 +916,37 @@ class _AgentActivities:
 
     async def _chosen(self, turn: list[Message]) -> list[Message] | None:
         """What the agent's write policy keeps of ``turn`` (the workflow sends the user's
-        message and the answer, each turn whole: the policy is user code, so it runs here),
-        handed with the turn's context as a plain run hands it (:func:`handed`). None: the
+        messages of a turn, the prompt and any steering taken before its answer, and the
+        answer: the policy is user code, so it runs here), each user message handed with its
+        context as a plain run hands it (:func:`handed`), the answer kept once. None: the
         policy keeps nothing, or failed (logged, as in a plain run: nothing is stored)."""
         policy = self.options.write_policy
         users = [m for m in turn if m.role is Role.USER]
         answers = [m for m in turn if m.role is Role.ASSISTANT]
-        if policy is None or len(users) != 1 or len(answers) != 1:
+        if policy is None or not users or len(answers) != 1:
             return turn
-        said = users[0]
-        context = {k: v for k, v in said.metadata.items() if k in _TURN_CONTEXT}
-        plain = replace(said, metadata={k: v for k, v in said.metadata.items()
-                                        if k not in _TURN_CONTEXT})  # fmt: skip
-        try:
-            chosen = policy(plain, answers[0])
-            if inspect.isawaitable(chosen):
-                chosen = await _heartbeating(chosen)
-        except Exception as exc:
-            self.options.logger.warning("write policy failed; nothing stored: %s", described(exc))
-            return None
-        if chosen is None:
-            return None
-        turn_id = context.pop(MEMORY_TURN_KEY, None)
-        return handed(list(chosen), context, turn_id if isinstance(turn_id, str) else None)
+        kept: list[Message] = []
+        policy_kept: list[Message] = []  # as the policy returned them (the answer: one object)
+        for said in users:
+            context = {k: v for k, v in said.metadata.items() if k in _TURN_CONTEXT}
+            plain = replace(said, metadata={k: v for k, v in said.metadata.items()
+                                            if k not in _TURN_CONTEXT})  # fmt: skip
+            try:
+                chosen = policy(plain, answers[0])
+                if inspect.isawaitable(chosen):
+                    chosen = await _heartbeating(chosen)
+            except Exception as exc:
+                self.options.logger.warning(
+                    "write policy failed; nothing stored: %s", described(exc)
+                )
+                return None
+            if chosen is None:
+                continue
+            fresh = [m for m in chosen if not any(m is k for k in policy_kept)]
+            policy_kept.extend(fresh)
+            turn_id = context.pop(MEMORY_TURN_KEY, None)
+            kept.extend(handed(fresh, context, turn_id if isinstance(turn_id, str) else None))
+        return kept or None
 
     async def check_deps(self, data: dict[str, Any]) -> dict[str, Any]:
         """Resolve the run's deps spec once, when the run starts (the live deps are dropped)."""

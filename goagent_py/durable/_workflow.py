@@ -114,6 +114,8 @@ from ._wire import (  # names shared with the client
 CLOSING_APPEND_PATCH = "goagent.closing-append"
 # The patch marker of input guardrails on steered messages (a guardrail activity per take).
 GUARD_TAKEN_PATCH = "goagent.guard-taken"
+# The patch marker of queued messages recalled for and stored as the user's words (review17).
+SAID_TAKEN_PATCH = "goagent.said-taken"
 # The patch marker of a cancellation that closes the wait it landed in (durable11).
 CANCEL_CLOSES_WAIT_PATCH = "goagent.cancel-closes-wait"
 # The patch marker of steer and follow-up signals refused when their text is empty (durotel16).
@@ -1099,6 +1101,11 @@ class _WorkflowControl(RunControl):
         # A history recorded before steered messages were checked has no guardrail activity
         # there: replayed, the run goes on as it ran.
         return workflow.patched(GUARD_TAKEN_PATCH)
+
+    def said_taken(self) -> bool:
+        # A history recorded before taken messages were recalled for and stored has no recall
+        # or store activity of theirs: replayed, the run goes on as it ran.
+        return workflow.patched(SAID_TAKEN_PATCH)
 
 
 def _new_control(abort: tuple[str, str] | None = None) -> Any:

@@ -193,9 +193,10 @@ class _Conversations:
             self._release(self._by_session.pop(old))
         for key in keys:
             try:
-                await forget_client(
+                if not await forget_client(
                     self._agent, key, protocol="mcp", shared_memory=self._shared_memory
-                )
+                ):
+                    self.ledger.seen(key)  # an ask of it runs on another server: kept
             except Exception as exc:  # the ask goes on; the next one tries the others
                 _LOG.warning("mcp: the idle session %s could not be forgotten: %s", key, exc)
 

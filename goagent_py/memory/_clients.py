@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from goagent_py.errors import ConfigurationError
+from goagent_py.errors import ConfigurationError, SessionBusyError
 from goagent_py.memory.short_term import ShortTermMemory
 from goagent_py.memory.storage.in_memory import InMemoryStorage
 from goagent_py.memory.storage.sqlite import SQLiteStorage
@@ -191,19 +191,37 @@ async def clients_stored(agent: Any, protocol: str) -> list[str]:
     return [s[len(prefix) :] for s in await listing() if s.startswith(prefix) and s != prefix]
 
 
-async def forget_client(agent: Any, key: str, *, protocol: str, shared_memory: bool) -> None:
+async def forget_client(agent: Any, key: str, *, protocol: str, shared_memory: bool) -> bool:
     """Delete what the served ``agent`` keeps of its client ``key`` (:func:`client_key`): its
     stored conversation, and its remembered facts (its own long-term memory scope, unless
-    ``shared_memory``; a vector store that cannot list its entries keeps them)."""
+    ``shared_memory``; a vector store that cannot list its entries keeps them).
+
+    Each server knows the use its own messages made: another server on the same storage (a
+    worker process) may be running the client's message now. So the conversation is deleted
+    holding its run hold (the storage's ``hold_run()``, which that run holds); when a run
+    holds it, nothing is deleted and this returns False (the caller sees the client as in use
+    now). True once deleted.
+    """
     memory = agent.options.short_term_memory
-    if memory is not None and _keyed(memory.storage) != "memory":
-        session_id = keyed_session_id(_served_base(memory), protocol, key)
-        storage, owned = keyed_storage(memory.storage, session_id)
-        try:
-            await storage.clear()
-        finally:
+    async with contextlib.AsyncExitStack() as stack:
+        if memory is not None and _keyed(memory.storage) != "memory":
+            session_id = keyed_session_id(_served_base(memory), protocol, key)
+            storage, owned = keyed_storage(memory.storage, session_id)
             if owned:
-                await storage.aclose()
+                stack.push_async_callback(storage.aclose)
+            hold = getattr(storage, "hold_run", None)
+            if callable(hold):
+                try:
+                    await stack.enter_async_context(hold())
+                except SessionBusyError:
+                    return False  # in use on another server (or another Session here)
+            await storage.clear()
+        await _forget_facts(agent, key, protocol=protocol, shared_memory=shared_memory)
+    return True
+
+
+async def _forget_facts(agent: Any, key: str, *, protocol: str, shared_memory: bool) -> None:
+    """Delete the client's own long-term memory scope (see :func:`forget_client`)."""
     recall = agent.options.long_term_memory
     entries = getattr(getattr(recall, "vector_store", None), "entries", None)
     if recall is None or shared_memory or not callable(entries):
@@ -275,6 +293,11 @@ class ClientLedger:
         self._seen[key] = self.clock()
         self._seen.move_to_end(key)
         self._held[key] = self._held.get(key, 0) + 1
+
+    def seen(self, key: str) -> None:
+        """``key`` is in use now (elsewhere: another server's run holds it): seen now."""
+        self._seen[key] = self.clock()
+        self._seen.move_to_end(key)
 
     def release(self, key: str) -> None:
         """One use of ``key`` ended (it is seen now: its idle time starts here)."""

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from goagent_py._describe import described
 from goagent_py._flow_frames import enter_frame, leave_frame
 from goagent_py._prompt import to_messages
+from goagent_py._recall import PROVENANCE_KEY
+from goagent_py._record_hold import record_hold
 from goagent_py.agent_tool import _PROMPT_SCHEMA
 from goagent_py.budget import Budget, BudgetExceededError, active_budgets
 from goagent_py.errors import (
@@ -38,7 +40,7 @@ from goagent_py.errors import (
     ToolBlockedError,
 )
 from goagent_py.events import AgentEvent
-from goagent_py.messages import ContentBlock, Message, StopReason, TextBlock, Usage
+from goagent_py.messages import ContentBlock, Message, Role, StopReason, TextBlock, Usage
 from goagent_py.resilience import RetryPolicy
 from goagent_py.tool_context import current_tool_context
 from goagent_py.tools import ToolDefinition, validate_tool_name
@@ -533,6 +535,7 @@ class Flow:
         """
         to_messages(input, f"{type(self).__name__}.run()")  # the one prompt rule
         with (
+            _user_input_scope(input),
             _state_scope() as state,
             _deps_scope(deps),
             budget if budget is not None else contextlib.nullcontext(),
@@ -559,6 +562,7 @@ class Flow:
                 queue.put_nowait(done)
 
         with (
+            _user_input_scope(input),
             _state_scope() as state,
             _deps_scope(deps),
             budget if budget is not None else contextlib.nullcontext(),
@@ -739,6 +743,34 @@ async def run_node(node: Node, received: Any, scope: Scope) -> FlowResult:
         return result
 
 
+# The text of the flow run that is the user's own words: the input of the outermost run made
+# outside any tool call (a flow called as a tool, or inside one, has none: a model wrote it).
+_said_by_user: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "goagent_flow_said_by_user", default=None
+)
+
+
+@contextlib.contextmanager
+def _user_input_scope(input: str) -> Iterator[None]:
+    outer = _said_by_user.get()
+    said = outer if outer is not None else (input if current_tool_context() is None else "")
+    token = _said_by_user.set(said)
+    try:
+        yield
+    finally:
+        _said_by_user.reset(token)
+
+
+def agent_prompt(text: str) -> str | list[Message]:
+    """An agent node's prompt: ``text`` as it is when it is the user's input to the flow, else
+    one user message recorded as an agent's text (another node's output, a task a model wrote,
+    a prompt the flow built): long-term memory never takes it for the user's statement."""
+    said = _said_by_user.get()
+    if said is not None and text == said:
+        return text
+    return [Message(Role.USER, [TextBlock(text)], metadata={PROVENANCE_KEY: "assistant"})]
+
+
 # Every leaf run (an agent's, a function's) records what it spent in each enclosing tally (a
 # node attempt bounded in time, a Parallel branch): a task that is cancelled returns nothing, so
 # what it had spent before (its agent's run_result is set even then) is read from its tally.
@@ -833,8 +865,18 @@ async def _run_once(runnable: Runnable, text: str, scope: Scope) -> FlowResult:
 
 
 async def _run_agent(agent: Agent, text: str, scope: Scope, start: float) -> FlowResult:
+    # The node's stored conversation is held for its run as any run's is (two nodes running
+    # one agent at once would interleave their turns in its record): the second is refused.
+    hold = record_hold(agent.options.short_term_memory)
+    if hold is None:
+        return await _agent_node(agent, text, scope, start)
+    async with hold():
+        return await _agent_node(agent, text, scope, start)
+
+
+async def _agent_node(agent: Agent, text: str, scope: Scope, start: float) -> FlowResult:
     run = await agent.start_run(
-        text, streaming=scope.emit is not None, path=scope.path, deps=flow_deps()
+        agent_prompt(text), streaming=scope.emit is not None, path=scope.path, deps=flow_deps()
     )
     try:
         async with contextlib.aclosing(run.events()) as events:

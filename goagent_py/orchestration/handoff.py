@@ -37,6 +37,7 @@ from goagent_py.orchestration._core import (
     Scope,
     Step,
     StepFailedError,
+    agent_prompt,
     attach_partial,
     combine,
     failed_run,
@@ -249,7 +250,10 @@ class Handoffs(Flow):
                 )
             else:
                 run = await agent.start_run(
-                    input, streaming=scope.emit is not None, path=here.path, deps=flow_deps()
+                    agent_prompt(input),
+                    streaming=scope.emit is not None,
+                    path=here.path,
+                    deps=flow_deps(),
                 )
             if here.emit is not None:
                 here.emit(NodeStart(input if not parts else "", path=here.path))

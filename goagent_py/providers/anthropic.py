@@ -33,7 +33,7 @@ from typing import Any, cast
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from goagent_py._json_schema import recursive_def, walk_schema
+from goagent_py._json_schema import map_schema, recursive_def, walk_schema
 from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError, ProviderError, UnsupportedContentError
 from goagent_py.messages import (
@@ -291,14 +291,13 @@ def structured_output_problem(schema: dict[str, Any]) -> str | None:
 
 def _closed_objects(schema: Any) -> Any:
     """``schema`` as structured outputs take it: ``additionalProperties: false`` on every object
-    (required), and the constraints they refuse moved into the description (as the SDK does)."""
-    if isinstance(schema, list):
-        return [_closed_objects(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {
-        k: v if k in ("enum", "const", "default") else _closed_objects(v) for k, v in schema.items()
-    }
+    (required), and the constraints they refuse moved into the description (as the SDK does).
+    Only schema objects are changed (:func:`~goagent_py._json_schema.map_schema`): a field
+    named ``minimum`` is a field."""
+    return map_schema(schema, _closed_object)
+
+
+def _closed_object(out: dict[str, Any]) -> dict[str, Any]:
     if out.get("type") == "object":
         out.setdefault("additionalProperties", False)
     moved = [k for k in _UNSUPPORTED_CONSTRAINTS if k in out]

@@ -44,7 +44,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from goagent_py._json_schema import recursive_def
+from goagent_py._json_schema import map_schema, recursive_def
 from goagent_py._json_text import loads
 from goagent_py._workers import to_thread
 from goagent_py.errors import (
@@ -215,19 +215,15 @@ def bounded_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     arrays: list[dict[str, Any]] = []
     fixed = {"enum", "const", "pattern", "format"}
 
-    def walk(node: Any) -> Any:
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        out = {key: walk(value) for key, value in node.items()}
+    def note(out: dict[str, Any]) -> dict[str, Any]:
         if out.get("type") == "string" and fixed.isdisjoint(out) and "maxLength" not in out:
             strings.append(out)
         elif out.get("type") == "array" and "maxItems" not in out and "prefixItems" not in out:
             arrays.append(out)
         return out
 
-    copy: dict[str, Any] = walk(schema)
+    # Schema objects only (a ``default`` or an example value is data, not a string to bound).
+    copy: dict[str, Any] = map_schema(schema, note)
     if strings or arrays:
         share = max_tokens // (len(strings) + len(arrays))
         for node in strings:

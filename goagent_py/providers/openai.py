@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from goagent_py._json_schema import map_schema
 from goagent_py._json_text import loads
 from goagent_py.errors import ConfigurationError, ProviderError, UnsupportedContentError
 from goagent_py.messages import (
@@ -320,31 +321,28 @@ def response_format(output: OutputFormat) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": spec}
 
 
+class _NotStrict(Exception):
+    """A schema strict mode cannot take as it is (raised inside :func:`_closed`)."""
+
+
 def _closed(schema: Any) -> Any:
     """``schema`` with every object closed, or None when an object has an optional property
-    (strict mode would make it required)."""
-    if isinstance(schema, list):
-        items = [_closed(s) for s in schema]
-        return None if any(i is None for i in items) else items
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in ("properties", "$defs") and isinstance(value, dict):
-            closed = {k: _closed(v) for k, v in value.items()}
-            if any(v is None for v in closed.values()):
-                return None
-            out[key] = closed
-        elif isinstance(value, dict | list) and key not in ("default", "enum", "const"):
-            closed_value = _closed(value)
-            if closed_value is None:
-                return None
-            out[key] = closed_value
-        else:
-            out[key] = value
+    (strict mode would make it required) or takes properties it does not name (a
+    ``dict[str, X]``, a model with ``extra="allow"``: closed, it could hold none of them).
+    Only schema objects are changed (:func:`~goagent_py._json_schema.map_schema`): a field
+    named ``default`` is a field, and example values are data."""
+    try:
+        return map_schema(schema, _closed_object)
+    except _NotStrict:
+        return None
+
+
+def _closed_object(out: dict[str, Any]) -> dict[str, Any]:
     if out.get("type") == "object":
         if set(out.get("properties", {})) != set(out.get("required", [])):
-            return None
+            raise _NotStrict
+        if out.get("additionalProperties", False) is not False or "patternProperties" in out:
+            raise _NotStrict
         out["additionalProperties"] = False
     return out
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from goagent_py._generation import ReadFence, cleared_error
 from goagent_py._redact import check_dsn, redact, secrets_from_dsn
-from goagent_py._run_hold import busy_error, lock_offset
+from goagent_py._run_hold import busy_error, held_in_process, lock_offset
 from goagent_py.errors import (
     ConfigurationError,
     CorruptedDataError,
@@ -225,6 +225,10 @@ class PostgresStorage:
         }
         self._closed = False
         self._fence = ReadFence()  # the generation each context last read (see _generation)
+        # The connection a run's hold keeps (hold_run), which this storage's calls use while
+        # it is held, one call at a time: a run takes one connection of the pool, not two.
+        self._held: Any = None
+        self._held_lock = asyncio.Lock()
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -236,6 +240,8 @@ class PostgresStorage:
         other._owns_pool = False
         other._closed = False
         other._fence = ReadFence()
+        other._held = None  # another conversation: not this one's run
+        other._held_lock = asyncio.Lock()
         return other
 
     @property
@@ -267,6 +273,16 @@ class PostgresStorage:
         if self._closed:
             raise MemoryStoreError(f"{self._where()} is closed; create a new PostgresStorage")
         try:
+            if self._held is not None:
+                # A run holds the conversation on this connection: the run's writes (and
+                # reads) take it rather than a second one of the pool (a pool of one
+                # deadlocked), one call at a time.
+                async with self._held_lock:
+                    held = self._held
+                    if held is not None:
+                        async with held:  # each call commits (or rolls back), as _lend's
+                            yield held
+                        return
             await self._ready()
             async with self._lend() as conn:
                 yield conn
@@ -733,25 +749,35 @@ class PostgresStorage:
 
         The hold is a session-level advisory lock (``pg_try_advisory_lock``) on a pooled
         connection kept for the run: the server releases it when that connection ends, so a
-        process that dies leaves nothing held. A run therefore uses two connections of the
-        pool at its busiest (the hold and a write): give a pool of your own ``max_size >= 2``.
+        process that dies leaves nothing held. This storage's calls during the run use that
+        connection too, so a run takes one connection of the pool (a pool of ``max_size=1``
+        runs one conversation at a time; another waits for the connection up to ``timeout``).
+        Two storages of this process on one pool, table and session are refused here first,
+        without a connection.
 
         Raises:
             SessionBusyError: another run holds the conversation; nothing was written.
         """
         key = lock_offset("postgres", self.schema, self.table, self.session_id)
-        async with self._connection() as conn:
-            cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
-            row = await cur.fetchone()
-            if row is None or not row[0]:
-                what = f"conversation {self.session_id!r} in PostgreSQL {self.schema}.{self.table}"
-                raise busy_error(what, self.session_id)
-            try:
-                yield
-            finally:
-                # Ending the connection releases it too: a failed unlock loses nothing.
-                with contextlib.suppress(Exception):
-                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        what = f"conversation {self.session_id!r} in PostgreSQL {self.schema}.{self.table}"
+        here = ("postgres", id(self._pool), self.schema, self.table, self.session_id)
+        with held_in_process(here, busy_error(what, self.session_id)):
+            async with self._connection() as conn:
+                cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
+                row = await cur.fetchone()
+                if row is None or not row[0]:
+                    raise busy_error(what, self.session_id)
+                await conn.commit()  # a pool without autocommit: no transaction left open
+                self._held = conn
+                try:
+                    yield
+                finally:
+                    self._held = None  # the calls from now on take their own connection
+                    async with self._held_lock:  # after a call still on it, if one is
+                        pass
+                    # Ending the connection releases it too: a failed unlock loses nothing.
+                    with contextlib.suppress(Exception):
+                        await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     # -- lifecycle -----------------------------------------------------------------------------
 
