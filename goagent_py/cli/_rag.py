@@ -291,6 +291,13 @@ async def index(args: argparse.Namespace, console: Console) -> int:
             f"goagent-py: the index was made with another embedder; {report.reembedded} "
             f"documents were embedded again with this one ({pipeline.embedder_identity})"
         )
+    if report.dropped:
+        names = ", ".join(report.dropped[:5]) + (", ..." if len(report.dropped) > 5 else "")
+        console.note(
+            f"goagent-py: {len(report.dropped)} indexed documents held another embedder's "
+            f"vectors and were removed from the index ({names}): this run did not index them "
+            "with the new one; run 'goagent-py rag index' on them to search them again"
+        )
     if left:
         names = ", ".join(left[:5]) + (", ..." if len(left) > 5 else "")
         console.note(

@@ -29,6 +29,7 @@ __all__ = [
     "ShortTermMemoryProtocol",
     "UpdatableMemory",
     "WritePolicy",
+    "embedder_identity",
     "min_length",
     "store_always",
 ]
@@ -158,6 +159,32 @@ class Embedder(Protocol):
             NoEmbeddableContentError: nothing in ``blocks`` can be embedded by this model.
         """
         ...
+
+
+def embedder_identity(embedder: object) -> str:
+    """Which vectors ``embedder`` makes: its ``embedder_identity``, else one derived from its
+    class (``module.QualName``, and ``:dimensions`` when it has an int ``dimensions``).
+
+    A RAG index and a long-term memory's store record it and refuse vectors of another
+    (``docs/rag.md``, "Which embedder made the vectors"). The built-in embedders declare one
+    (kind, model, size, and a remote one's endpoint when it is not the vendor's); a wrapper
+    passes its inner embedder's through. An embedder of user code without the attribute (or
+    with an empty or non-string one) gets the derived one, so it is never mixed silently with
+    another's vectors: declare ``embedder_identity`` (a string naming the model) to keep an
+    index across a rename of the class, or in a wrapper of an embedder that has one.
+    """
+    identity = getattr(embedder, "embedder_identity", None)
+    if isinstance(identity, str) and identity:
+        return identity
+    kind = type(embedder)
+    derived = f"{kind.__module__}.{kind.__qualname__}"
+    try:
+        dimensions = getattr(embedder, "dimensions", None)
+    except Exception:  # a property of user code that fails: the class alone names it
+        dimensions = None
+    if isinstance(dimensions, int) and not isinstance(dimensions, bool):
+        derived += f":{dimensions}"
+    return derived
 
 
 @runtime_checkable

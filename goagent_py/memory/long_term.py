@@ -38,14 +38,15 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from goagent_py._deepcopy import deepcopy
 from goagent_py._describe import described
 from goagent_py.errors import ConfigurationError, NoEmbeddableContentError
+from goagent_py.memory import _embedder_record
 from goagent_py.memory._entries import (
     applied,
     change_of,
@@ -70,7 +71,7 @@ from goagent_py.memory._provenance import (
     provenance_of,
     with_provenance,
 )
-from goagent_py.memory.base import BatchEmbedder, Chunk, Chunker, Embedder
+from goagent_py.memory.base import BatchEmbedder, Chunk, Chunker, Embedder, embedder_identity
 from goagent_py.memory.consolidation import (
     ConsolidationReport,
     Decider,
@@ -117,6 +118,7 @@ if TYPE_CHECKING:
 __all__ = ["PROVENANCE_KEY", "PROVENANCES", "SESSION_KEY", "LongTermMemory", "Provenance"]
 
 _log = logging.getLogger("goagent_py.memory")
+T = TypeVar("T")
 _ATTEMPTS = 8  # compare-and-set rounds of one consolidation before the facts are just added
 
 
@@ -562,10 +564,31 @@ class LongTermMemory:
         by_text = {t: v for t, v in zip(texts, vectors, strict=True) if v is not None}
         return list(found.values()), by_text, past
 
+    async def _checked(self, embedding: Awaitable[T]) -> T:
+        """``embedding``'s result, once the store's record says its vectors are this
+        embedder's (read while it embeds; see :mod:`goagent_py.memory._embedder_record`)."""
+        made, checked = await asyncio.gather(
+            embedding,
+            _embedder_record.check(self.vector_store, embedder_identity(self.embedder)),
+            return_exceptions=True,
+        )
+        if isinstance(checked, BaseException):
+            raise checked
+        if isinstance(made, BaseException):
+            raise made
+        return made
+
     async def _embed_all(
         self, inputs: list[list[ContentBlock]]
     ) -> list[NDArray[np.float32] | None]:
-        """One vector per input; None where the embedder found nothing to embed."""
+        """One vector per input (None where the embedder found nothing to embed), checked
+        against the store's embedder record: every vector the memory writes or searches with
+        comes from here or from :meth:`retrieve`'s check."""
+        return await self._checked(self._embed_unchecked(inputs))
+
+    async def _embed_unchecked(
+        self, inputs: list[list[ContentBlock]]
+    ) -> list[NDArray[np.float32] | None]:
         if isinstance(self.embedder, BatchEmbedder):
             try:
                 matrix = await self.embedder.embed_batch(inputs)
@@ -646,7 +669,7 @@ class LongTermMemory:
                 *(b for b in query if not isinstance(b, TextBlock)),
             ]
         try:
-            vector = await self.embedder.embed(query)
+            vector = await self._checked(self.embedder.embed(query))
         except NoEmbeddableContentError:
             return []
         threshold = score_threshold if score_threshold is not None else self.score_threshold
@@ -722,6 +745,26 @@ class LongTermMemory:
             ordered.extend(group)
             start = end
         return ordered
+
+    async def reembed(self) -> int:
+        """Embed every memory in the store again with this memory's embedder.
+
+        After a change of embedder (another model, another server), the stored vectors are
+        the old one's and every call refuses them (``docs/memory.md``, "Which embedder made the
+        memories"); this moves all of them, of every session, to this embedder, records it, and
+        returns how many it re-embedded (0 when they are this embedder's already). Stop other
+        writers of the store meanwhile: they are refused until it finishes. A crash part-way
+        leaves the store refused by both embedders; call it again to finish. A memory this
+        embedder cannot embed (an image for a text model) is deleted (logged).
+
+        Raises:
+            ConfigurationError: the store cannot list its entries or record its embedder
+                (re-embed needs in-memory, sqlite-vec or pgvector), or another re-embedding
+                took the store over meanwhile.
+        """
+        return await _embedder_record.reembed(
+            self.vector_store, embedder_identity(self.embedder), self._embed_unchecked
+        )
 
     async def records(
         self, *, session: str = "", states: Sequence[MemoryState] = (CURRENT,)

@@ -10,7 +10,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from goagent_py.memory.base import BatchEmbedder, Embedder
+from goagent_py.memory.base import BatchEmbedder, Embedder, embedder_identity
 from goagent_py.memory.vector.base import VectorStore
 from goagent_py.memory.vector.observable import ObservableStore, merge_observers
 from goagent_py.messages import ContentBlock
@@ -180,10 +180,10 @@ class InstrumentedEmbedder:
         return f"instrument_embedder({self.inner!r})"
 
     @property
-    def embedder_identity(self) -> str | None:
-        """The wrapped embedder's (same vectors: a RAG index sees no change)."""
-        identity = getattr(self.inner, "embedder_identity", None)
-        return identity if isinstance(identity, str) else None
+    def embedder_identity(self) -> str:
+        """The wrapped embedder's (same vectors: a RAG index sees no change), derived from its
+        class when it declares none (see ``goagent_py.memory.base.embedder_identity``)."""
+        return embedder_identity(self.inner)
 
     async def _traced(self, call: Any, batch: int | None) -> NDArray[np.float32]:
         attrs: dict[str, AttributeValue] = {

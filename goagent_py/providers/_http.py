@@ -31,6 +31,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import (
     AsyncGenerator,
@@ -554,6 +555,25 @@ def _kinds(blocks: Sequence[ContentBlock]) -> str:
     return ", ".join(sorted({"blank text" if isinstance(b, TextBlock) else b.type for b in blocks}))
 
 
+def normalised_endpoint(url: str) -> str:
+    """``url`` as an embedder's identity names it: ``scheme://host[:port]/path``, lower-cased
+    scheme and host, no default port, no trailing slash, and nothing that may be a secret
+    (user, password, query, fragment)."""
+    parts = urllib.parse.urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # not a number: the host and port as written (without a user)
+        host = parts.netloc.rpartition("@")[2].lower()
+    else:
+        host = (parts.hostname or "").lower()
+        if ":" in host:  # an IPv6 address
+            host = f"[{host}]"
+        if port is not None and (scheme, port) not in (("http", 80), ("https", 443)):
+            host = f"{host}:{port}"
+    return f"{scheme}://{host}{parts.path.rstrip('/')}"
+
+
 class RemoteEmbedder(HTTPBackend, ABC):
     """Base of the HTTP embedders (OpenAI-compatible, Ollama, Voyage).
 
@@ -586,6 +606,8 @@ class RemoteEmbedder(HTTPBackend, ABC):
 
     _path: ClassVar[str]
     """The endpoint, relative to ``base_url`` ("/embeddings")."""
+    _vendor_url: ClassVar[str | None] = None
+    """The vendor's API root: an embedder there leaves the endpoint out of its identity."""
 
     def __init__(
         self,
@@ -635,12 +657,23 @@ class RemoteEmbedder(HTTPBackend, ABC):
 
     @property
     def embedder_identity(self) -> str:
-        """Which vectors this embedder makes: ``provider:model`` (``:dimensions`` when set).
+        """Which vectors this embedder makes: ``provider:model`` (``:dimensions`` when set),
+        then ``@endpoint`` when the API root is not the vendor's.
 
-        A RAG index records it and refuses a query embedded by another (``docs/rag.md``).
+        The same model name on two servers (a local llama.cpp and the vendor) may be two
+        models. The endpoint is normalised (scheme and host lower-cased, a default port and a
+        trailing slash dropped) and holds no secret (no user, password, query or fragment).
+        The vendor's own is left out, so identities recorded before endpoints were named still
+        match. A RAG index and a long-term memory's store record it and refuse vectors of
+        another (``docs/rag.md``).
         """
         size = self._requested_dimensions
-        return f"{self._provider}:{self._model}" + (f":{size}" if size is not None else "")
+        identity = f"{self._provider}:{self._model}" + (f":{size}" if size is not None else "")
+        endpoint = normalised_endpoint(self._base_url)
+        vendor = self._vendor_url
+        if vendor is not None and endpoint == normalised_endpoint(vendor):
+            return identity
+        return f"{identity}@{endpoint}"
 
     async def embed(self, blocks: Sequence[ContentBlock]) -> NDArray[np.float32]:
         """Embed the text of ``blocks`` as one 1-D float32 vector.

@@ -68,6 +68,7 @@ class CohereEmbedder(RemoteEmbedder):
     """
 
     _path = "/embed"
+    _vendor_url = "https://api.cohere.com/v2"
 
     def __init__(
         self,

@@ -505,6 +505,7 @@ class OllamaEmbedder(RemoteEmbedder):
     """
 
     _path = "/api/embed"
+    _vendor_url = DEFAULT_BASE_URL
 
     def __init__(
         self,

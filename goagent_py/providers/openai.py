@@ -766,6 +766,7 @@ class OpenAIEmbedder(RemoteEmbedder):
     """
 
     _path = "/embeddings"
+    _vendor_url = _OPENAI_URL
 
     def __init__(
         self,

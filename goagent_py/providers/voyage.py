@@ -48,6 +48,7 @@ class VoyageEmbedder(RemoteEmbedder):
     """
 
     _path = "/embeddings"
+    _vendor_url = "https://api.voyageai.com/v1"
 
     def __init__(
         self,

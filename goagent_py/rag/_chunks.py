@@ -173,6 +173,26 @@ def part_entries(chunk: Prepared) -> list[Prepared]:
     return [Prepared(part_id(chunk.id, n), message, text) for n, text in enumerate(chunk.parts)]
 
 
+def rebuilt(chunk_id: str, message: Message) -> Prepared | None:
+    """The chunk ``chunk_id`` as :func:`prepare` made it, from the message the store keeps:
+    what it embedded is rebuilt from its metadata (source, title, heading) and its text, and
+    accepted only when the id's digest says it is exactly that (None otherwise: another
+    version's context, a message the store did not keep byte for byte)."""
+    meta = message.metadata
+    source, title, heading = meta.get("source"), meta.get("title"), meta.get("heading")
+    context = chunk_context(
+        source if isinstance(source, str) else "",
+        title if isinstance(title, str) else "",
+        heading if isinstance(heading, str) else None,
+    )
+    body = text_from(list(message.content))
+    embed_text = (context + "\n\n" + body) if context and body else body
+    if chunk_id.rpartition(":")[2] != digest(message, embed_text):
+        return None
+    parts = sentence_parts(body) if body else []
+    return Prepared(chunk_id, message, embed_text, context if body else "", parts)
+
+
 def default_chunker(fmt: str) -> Chunker:
     from goagent_py.memory.chunking import MarkdownChunker, RecursiveChunker
 

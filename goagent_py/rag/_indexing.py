@@ -31,10 +31,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from goagent_py.errors import ConfigurationError, MemoryStoreError, NoEmbeddableContentError
-from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder
-from goagent_py.memory.vector.base import BulkVectorStore, UpsertEntry, VectorStore
+from goagent_py.memory.base import BatchEmbedder, Chunker, Embedder, embedder_identity
+from goagent_py.memory.vector.base import (
+    BulkVectorStore,
+    ListableStore,
+    UpsertEntry,
+    VectorStore,
+)
 from goagent_py.messages import ContentBlock, TextBlock
-from goagent_py.rag._chunks import Prepared, is_part_id, part_entries, prepare
+from goagent_py.rag._chunks import Prepared, is_part_id, part_entries, prepare, rebuilt
 from goagent_py.rag.keyword import BulkKeywordIndex, KeywordEntry, KeywordIndex
 from goagent_py.rag.manifest import (
     EMBEDDER_KEY,
@@ -43,6 +48,7 @@ from goagent_py.rag.manifest import (
     source_key,
     source_of_key,
 )
+from goagent_py.rag.results import DocumentReport
 
 _log = logging.getLogger("goagent_py.rag")
 
@@ -54,16 +60,6 @@ if TYPE_CHECKING:
 
     from goagent_py.rag.documents import Document
     from goagent_py.rag.manifest import ChunkManifest
-
-
-def embedder_identity(embedder: object) -> str | None:
-    """The embedder's ``embedder_identity`` (kind, model and dimensions), or None (not checked).
-
-    The built-in embedders have one; a wrapper passes its inner embedder's through; an
-    embedder of user code without the attribute (or with a non-string one) has none.
-    """
-    identity = getattr(embedder, "embedder_identity", None)
-    return identity if isinstance(identity, str) and identity else None
 
 
 class _Indexing:
@@ -120,16 +116,14 @@ class _Indexing:
         return vectors
 
     @property
-    def embedder_identity(self) -> str | None:
-        """The identity of the embedder (None: it has none, and the index is not checked)."""
+    def embedder_identity(self) -> str:
+        """The identity of the embedder (see ``goagent_py.memory.base.embedder_identity``)."""
         return embedder_identity(self.embedder)
 
     async def _start_embedder(self) -> list[str]:
         """Record this embedder's identity before ``index()`` writes (see the module); the
         sources that held another embedder's vectors when it changed here ([] otherwise)."""
         identity = embedder_identity(self.embedder)
-        if identity is None:
-            return []
         while True:
             record = await self.manifest.get(EMBEDDER_KEY)
             if record and record[0] == identity:
@@ -158,8 +152,6 @@ class _Indexing:
                 another embedder: this one's vectors would be written under its identity.
         """
         identity = embedder_identity(self.embedder)
-        if identity is None:
-            return False
         record = await self.manifest.get(EMBEDDER_KEY)
         if record and record[0] != identity:
             raise ConfigurationError(
@@ -178,11 +170,116 @@ class _Indexing:
             if await compare_and_set(self.manifest, EMBEDDER_KEY, record, wanted):
                 return
 
+    async def _remove_source(self, source: str) -> int:
+        """Delete every chunk of ``source`` and forget it (see ``Pipeline.remove``); how many
+        chunks it had. It is unlisted last: until its vectors are gone, a listed source keeps
+        searches refused."""
+        while True:
+            ids = await self.manifest.get(source_key(source))
+            # And what a failed index() may have written without recording it.
+            pending = await self.manifest.get(pending_key(source))
+            # Pending first (a crash after the manifest moves on leaves them known); forgotten
+            # only if no other indexer replaced the document meanwhile (its chunks are not
+            # these): else read again.
+            if ids:
+                await self._pending(pending_key(source), add=ids)
+            if await compare_and_set(self.manifest, source_key(source), ids, []):
+                break
+        await self._delete(list(dict.fromkeys([*ids, *pending])))
+        if ids or pending:
+            await self._pending(pending_key(source), drop=[*ids, *pending])
+        await self._unlist(source)
+        return len([id for id in ids if not is_part_id(id)])
+
+    async def _drop_listed(self, reports: list[DocumentReport]) -> list[str]:
+        """Re-embed from the store, or else remove, the sources still holding another
+        embedder's vectors (an ``index()`` of this embedder did not reach them); the sources
+        removed, sorted. ``reports`` gets one report per source re-embedded.
+
+        A source is re-embedded from the store when the store can list it and every chunk's
+        embedded text can be rebuilt exactly (:meth:`_reembed_stored`); otherwise it is
+        removed as ``remove()`` does (still listed until its vectors are deleted, so a crash
+        leaves nothing that claims to be this embedder's) and reported for indexing again.
+        Nothing is done when another indexer has moved the index to another embedder
+        meanwhile (its sources are not these).
+        """
+        record = await self.manifest.get(EMBEDDER_KEY)
+        if not record or record[0] != embedder_identity(self.embedder) or not record[1:]:
+            return []
+        dropped: list[str] = []
+        for source in sorted(record[1:]):
+            chunks = await self._reembed_stored(source)
+            if chunks is not None:
+                reports.append(
+                    DocumentReport(source=source, chunks=chunks, written=chunks, reembedded=True)
+                )
+                continue
+            await self._remove_source(source)
+            dropped.append(source)
+        if dropped:
+            _log.warning(
+                "RAG index: %d sources held another embedder's vectors, were not indexed with "
+                "%s in this run and could not be re-embedded from the store; removed (index "
+                "them again): %s",
+                len(dropped),
+                record[0],
+                ", ".join(dropped[:5]) + (", ..." if len(dropped) > 5 else ""),
+            )
+        return dropped
+
+    async def _reembed_stored(self, source: str) -> int | None:
+        """Re-embed ``source``'s chunks from what the store keeps, when that is exactly what
+        was embedded (:func:`~goagent_py.rag._chunks.rebuilt`: the ids' digests say so); the
+        number of chunks, or None (a store that cannot list, a chunk that cannot be rebuilt
+        or embedded: the caller removes the source).
+
+        Its ids are pending before any vector is written (another indexer may replace the
+        document meanwhile, and nothing else would know these ids), and it is unlisted only
+        after its new vectors are written and its record is still what was re-embedded.
+        """
+        if not isinstance(self.store, ListableStore):
+            return None
+        ids = await self.manifest.get(source_key(source))
+        if not ids:
+            return None
+        stored = {s.id: s.message for s in await self.store.entries({"source": source})}
+        chunks: dict[str, Prepared] = {}
+        for id in ids:
+            message = stored.get(id)
+            if is_part_id(id):
+                continue
+            chunk = rebuilt(id, message) if message is not None else None
+            if chunk is None:
+                return None
+            chunks[id] = chunk
+        parts = {p.id: p for c in chunks.values() for p in part_entries(c)}
+        wanted = [*chunks.values(), *(parts[id] for id in ids if id in parts)]
+        if len(wanted) != len(ids):  # a part vector of another way of splitting
+            return None
+        vectors = await self._embed(wanted)
+        entries = [
+            UpsertEntry(c.id, v, c.message)
+            for c, v in zip(wanted, vectors, strict=True)
+            if v is not None
+        ]
+        if len(entries) != len(wanted):  # something this embedder cannot embed
+            return None
+        pending_at = pending_key(source)
+        await self._pending(pending_at, add=ids)
+        if isinstance(self.store, BulkVectorStore):
+            await self.store.upsert_batch(entries)
+        else:
+            for entry in entries:
+                await self.store.upsert(entry.id, entry.vector, entry.message)
+        if await self.manifest.get(source_key(source)) != ids:
+            return None  # replaced meanwhile: the ids stay pending, the source listed
+        await self._pending(pending_at, drop=ids)
+        await self._unlist(source)
+        return len(chunks)
+
     async def other_embedder_sources(self) -> list[str]:
         """The indexed sources whose vectors are still another embedder's (index them again;
-        [] when none, or when this pipeline's embedder has no identity)."""
-        if embedder_identity(self.embedder) is None:
-            return []
+        [] when none)."""
         record = await self.manifest.get(EMBEDDER_KEY)
         if record and record[0] != embedder_identity(self.embedder):
             return await self._indexed_sources()
@@ -195,8 +292,6 @@ class _Indexing:
     async def _check_embedder(self) -> None:
         """Refuse a vector search whose query vector would not be comparable to the index's."""
         identity = embedder_identity(self.embedder)
-        if identity is None:
-            return
         record = await self.manifest.get(EMBEDDER_KEY)
         if not record:  # nothing recorded yet (an index from before identities)
             return

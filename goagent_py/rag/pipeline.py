@@ -39,7 +39,7 @@ from goagent_py.memory.vector._common import check_filter
 from goagent_py.memory.vector._shared import search_shared
 from goagent_py.memory.vector.base import SearchOptions, VectorStore
 from goagent_py.messages import Message, Role, TextBlock
-from goagent_py.rag._chunks import collapse_parts, is_part_id
+from goagent_py.rag._chunks import collapse_parts
 from goagent_py.rag._indexing import _Indexing
 from goagent_py.rag._search import SearchMode
 from goagent_py.rag.documents import Document
@@ -48,9 +48,6 @@ from goagent_py.rag.keyword import KeywordEntry, KeywordIndex
 from goagent_py.rag.manifest import (
     ChunkManifest,
     InMemoryManifest,
-    compare_and_set,
-    pending_key,
-    source_key,
 )
 from goagent_py.rag.results import (
     DocumentReport,
@@ -406,7 +403,13 @@ class Pipeline(_Indexing):
                     result = progress(update)
                     if inspect.isawaitable(result):
                         await result
-        return IndexReport(documents=reports, duration=time.perf_counter() - started)
+            # Sources still holding another embedder's vectors that this run did not reach
+            # (another folder): re-embedded from the store, or removed, so that every source
+            # left is this embedder's.
+            dropped = await self._drop_listed(reports)
+        return IndexReport(
+            documents=reports, dropped=dropped, duration=time.perf_counter() - started
+        )
 
     async def remove(self, source: str) -> int:
         """Delete every chunk of ``source``; returns how many (0 for an unknown source)."""
@@ -414,22 +417,7 @@ class Pipeline(_Indexing):
         deleted = 0
         try:
             async with self._write_lock:
-                while True:
-                    ids = await self.manifest.get(source_key(source))
-                    # And what a failed index() may have written without recording it.
-                    pending = await self.manifest.get(pending_key(source))
-                    # Pending first (a crash after the manifest moves on leaves them known);
-                    # forgotten only if no other indexer replaced the document meanwhile (its
-                    # chunks are not these): else read again.
-                    if ids:
-                        await self._pending(pending_key(source), add=ids)
-                    if await compare_and_set(self.manifest, source_key(source), ids, []):
-                        break
-                await self._delete(list(dict.fromkeys([*ids, *pending])))
-                if ids or pending:
-                    await self._pending(pending_key(source), drop=[*ids, *pending])
-                deleted = len([id for id in ids if not is_part_id(id)])
-                await self._unlist(source)
+                deleted = await self._remove_source(source)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

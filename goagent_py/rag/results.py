@@ -93,9 +93,18 @@ class DocumentReport:
 
 @dataclass(slots=True, frozen=True, kw_only=True)
 class IndexReport:
-    """What one :meth:`Pipeline.index` call did, per document and in total."""
+    """What one :meth:`Pipeline.index` call did, per document and in total.
+
+    Attributes:
+        documents: one report per document indexed, in order.
+        dropped: sources removed because their vectors were another embedder's and this call
+            did not index them (after an embedder change; index them again: see
+            ``docs/rag.md``, "Which embedder made the vectors").
+        duration: seconds the call took.
+    """
 
     documents: list[DocumentReport] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
     duration: float = 0.0
 
     @property

@@ -30,6 +30,9 @@ class WordEmbedder:
 
     def __init__(self, dimensions: int = 32) -> None:
         self.dimensions = dimensions
+        # Declared (docs/rag.md): its subclasses here make the same vectors, and an identity
+        # derived from the class would tell them apart.
+        self.embedder_identity = f"test:words:{dimensions}"
         self.texts: list[str] = []
         self.fail_on: str | None = None
 

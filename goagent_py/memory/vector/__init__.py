@@ -7,6 +7,7 @@ Importing this package stays light: numpy and each backend's driver load on firs
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     CountableStore,
+    EmbedderRecordStore,
     GuardedStore,
     ListableStore,
     Metric,
@@ -31,6 +32,7 @@ __all__ = [
     "BulkVectorStore",
     "ChromaStore",
     "CountableStore",
+    "EmbedderRecordStore",
     "GuardedStore",
     "InMemoryVectorStore",
     "ListableStore",

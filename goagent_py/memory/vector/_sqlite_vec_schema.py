@@ -3,8 +3,9 @@
 For ``table="memories"`` a store keeps the data table ``memories``, the vec0 table
 ``memories_vec`` (the session is its partition key) and, with ``quantization="int8"``, the side
 tables of ``_sqlite_int8``; ``goagent_vector_tables`` records each table's schema version,
-dimensions and metric. Here: the table-name checks, the read-only look at an existing file at
-construction, and on first use the creation of the tables or the migration of older ones.
+dimensions and metric (and which embedder made its vectors, see ``EmbedderRecordStore``).
+Here: the table-name checks, the read-only look at an existing file at construction, and on
+first use the creation of the tables or the migration of older ones.
 
 Here so that sqlite_vec.py keeps the store's connection, writes and searches (and both files stay
 within the project's 600 lines); the store inherits :class:`_SqliteVecSchema`.
@@ -33,6 +34,9 @@ _REGISTRY = "goagent_vector_tables"
 # A column, not a schema version: versions without it read and write the file as before (a row
 # they write has no record, and counts as a current memory of unknown date).
 _RECORDS_COLUMN = "records_dated"
+# The registry's column recording which embedder made a table's vectors (EmbedderRecordStore).
+# A column too: versions without it open the file as before (and write without checking).
+_EMBEDDER_COLUMN = "embedder"
 # The partition of entries without a session. Not NULL: sqlite-vec allocates a new chunk for
 # every NULL-partition insert (issue 19: 1,000 session-less vectors made a 199 MB file). A NUL
 # character, because no session name can contain one (session_of refuses it), so no session
@@ -74,6 +78,14 @@ def _check_new_table_name(table: str) -> None:
 def _names(conn: Any) -> set[str]:
     """The lower-cased names of every table, view and index in the main schema."""
     return {str(n).lower() for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+
+
+def _add_embedder_column(conn: Any) -> None:
+    """Add :data:`_EMBEDDER_COLUMN` to the registry of a file made before it existed (NULL:
+    nothing recorded, so long-term memory adopts the table as it is)."""
+    columns = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({_REGISTRY})")}
+    if _EMBEDDER_COLUMN not in columns:
+        conn.execute(f"ALTER TABLE {_REGISTRY} ADD COLUMN {_EMBEDDER_COLUMN} TEXT")
 
 
 def _add_records_column(conn: Any) -> None:
@@ -143,6 +155,7 @@ class _SqliteVecSchema:
                 "schema_version INTEGER NOT NULL, dimensions INTEGER NOT NULL, "
                 "metric TEXT NOT NULL)"
             )
+            _add_embedder_column(conn)
             registered = self._registered(conn)
             if not registered:
                 _check_new_table_name(self._name)
@@ -177,6 +190,27 @@ class _SqliteVecSchema:
         # connection reading the file makes VACUUM fail, and the pages are reused anyway).
         with contextlib.suppress(Exception):
             conn.execute("VACUUM")
+
+    def _read_embedder(self, conn: Any) -> str | None:
+        """The table's embedder record (None: none, or a file the store has not migrated)."""
+        row = conn.execute(
+            f"SELECT {_EMBEDDER_COLUMN} FROM {_REGISTRY} WHERE name = ? COLLATE NOCASE "
+            "ORDER BY name",
+            (self._name,),
+        ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def _swap_embedder(self, conn: Any, expected: str | None, record: str) -> bool:
+        """Set the embedder record if it is still ``expected`` (one ``BEGIN IMMEDIATE``
+        transaction: another process's swap waits for it, then sees this one's)."""
+        with transaction(conn):
+            if self._read_embedder(conn) != expected:
+                return False
+            conn.execute(
+                f"UPDATE {_REGISTRY} SET {_EMBEDDER_COLUMN} = ? WHERE name = ? COLLATE NOCASE",
+                (record, self._name),
+            )
+            return True
 
     def _set_version(self, conn: Any, version: int) -> None:
         conn.execute(

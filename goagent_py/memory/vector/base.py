@@ -5,7 +5,9 @@ Optional capabilities are separate protocols checked with ``isinstance``: bulk w
 (:class:`BulkVectorStore`), counting (:class:`CountableStore`) and listing without a query
 (:class:`ListableStore`, how long-term memory shows its records and their history) and writes
 guarded by a version of a set of entries (:class:`GuardedStore`, how two processes
-consolidating the same memories never lose an update).
+consolidating the same memories never lose an update) and the record of which embedder made the
+vectors (:class:`EmbedderRecordStore`, how long-term memory refuses to compare vectors of two
+models).
 
 Every backend takes ``metric="cosine"`` (the default) or ``metric="l2"`` (Euclidean distance).
 Scores are "higher is better" everywhere: cosine similarity ``1 - d`` in [-1, 1] for cosine,
@@ -33,6 +35,7 @@ __all__ = [
     "METRICS",
     "BulkVectorStore",
     "CountableStore",
+    "EmbedderRecordStore",
     "GuardedStore",
     "ListableStore",
     "ScoredMessage",
@@ -215,4 +218,24 @@ class GuardedStore(VectorStore, Protocol):
         """Write all ``entries`` in one transaction if ``version(filter)`` is still
         ``version``, checked and written atomically against other writers (other processes
         included); otherwise write nothing and return False."""
+        ...
+
+
+@runtime_checkable
+class EmbedderRecordStore(VectorStore, Protocol):
+    """A store that records which embedder made its vectors (one record per store or table).
+
+    Long-term memory records its embedder's identity here (``goagent_py.memory.base.
+    embedder_identity``) and refuses another's (``docs/memory.md``, "Which embedder made the
+    memories"). The record is a string the store keeps as it is given; None until one is set.
+    """
+
+    async def embedder_record(self) -> str | None:
+        """The recorded string (None: nothing recorded, e.g. a table made before records)."""
+        ...
+
+    async def replace_embedder_record(self, expected: str | None, record: str) -> bool:
+        """Record ``record`` if the record is still ``expected``, checked and written
+        atomically against other writers (other processes too, where the store is shared);
+        whether it did."""
         ...

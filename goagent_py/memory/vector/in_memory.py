@@ -58,7 +58,8 @@ class InMemoryVectorStore:
     """An exact vector store held in memory (lost when the process ends).
 
     Implements :class:`~goagent_py.memory.vector.base.VectorStore`, ``BulkVectorStore``,
-    ``CountableStore``, ``ListableStore`` and ``GuardedStore`` (within one process). Vectors
+    ``CountableStore``, ``ListableStore``, ``GuardedStore`` and ``EmbedderRecordStore`` (within
+    one process). Vectors
     and messages are copied in and out, so callers can't change what is stored.
 
     Args:
@@ -111,6 +112,7 @@ class InMemoryVectorStore:
         # Rows [0, _grouped) are sorted by session code; _slices[code] = (start, end) there.
         self._grouped = 0
         self._slices: dict[int, tuple[int, int]] = {}
+        self._embedder: str | None = None  # see EmbedderRecordStore
         if quantization == "int8" and self._dims is not None:
             self._int8 = Int8Rows(self._dims)
 
@@ -271,6 +273,19 @@ class InMemoryVectorStore:
             if self._version(checked) != version:
                 return False
             self._write(prepared)
+            return True
+
+    async def embedder_record(self) -> str | None:
+        """Which embedder made the vectors, as recorded (see ``EmbedderRecordStore``)."""
+        with self._lock:
+            return self._embedder
+
+    async def replace_embedder_record(self, expected: str | None, record: str) -> bool:
+        """Record ``record`` if the record is still ``expected`` (under the store's lock)."""
+        with self._lock:
+            if self._embedder != expected:
+                return False
+            self._embedder = record
             return True
 
     async def delete(self, id: str) -> None:

@@ -3,10 +3,11 @@
 ``ObservableStore(store, observer)`` keeps the wrapped store's optional capabilities: the
 wrapper is a :class:`~goagent_py.memory.vector.base.BulkVectorStore`,
 :class:`~goagent_py.memory.vector.base.CountableStore`,
-:class:`~goagent_py.memory.vector.base.ListableStore` or
-:class:`~goagent_py.memory.vector.base.GuardedStore` exactly when the inner store is one (the
-reference's wrapper hid ``count``; a hidden ``GuardedStore`` would turn off long-term memory's
-compare-and-set write wherever telemetry is on).
+:class:`~goagent_py.memory.vector.base.ListableStore`,
+:class:`~goagent_py.memory.vector.base.GuardedStore` or
+:class:`~goagent_py.memory.vector.base.EmbedderRecordStore` exactly when the inner store is one
+(the reference's wrapper hid ``count``; a hidden ``GuardedStore`` would turn off long-term
+memory's compare-and-set write wherever telemetry is on, a hidden record its embedder check).
 
 An observer implements any subset of the :class:`VectorStoreObserver` methods, sync or async.
 Subclass :class:`VectorStoreObserver` to inherit no-op defaults for the rest, or pass any object
@@ -28,6 +29,7 @@ from goagent_py.errors import ConfigurationError
 from goagent_py.memory.vector.base import (
     BulkVectorStore,
     CountableStore,
+    EmbedderRecordStore,
     GuardedStore,
     ListableStore,
     SearchOptions,
@@ -341,6 +343,20 @@ class _GuardMixin(ObservableStore):
         )
 
 
+class _RecordMixin(ObservableStore):
+    async def embedder_record(self) -> str | None:
+        """The inner store's embedder record (not reported: one small read)."""
+        inner = self._inner
+        assert isinstance(inner, EmbedderRecordStore)
+        return await inner.embedder_record()
+
+    async def replace_embedder_record(self, expected: str | None, record: str) -> bool:
+        """Swap the inner store's embedder record (not reported)."""
+        inner = self._inner
+        assert isinstance(inner, EmbedderRecordStore)
+        return await inner.replace_embedder_record(expected, record)
+
+
 # Each optional protocol and the mixin that forwards it; the wrapper's class is composed from
 # the mixins the inner store's capabilities call for (one cached class per combination).
 _CAPABILITIES: tuple[tuple[type, type[ObservableStore]], ...] = (
@@ -348,6 +364,7 @@ _CAPABILITIES: tuple[tuple[type, type[ObservableStore]], ...] = (
     (CountableStore, _CountMixin),
     (ListableStore, _ListMixin),
     (GuardedStore, _GuardMixin),
+    (EmbedderRecordStore, _RecordMixin),
 )
 
 

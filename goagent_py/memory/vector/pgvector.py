@@ -35,7 +35,7 @@ import json
 import struct
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from goagent_py._redact import check_dsn, redact, secrets_from_dsn
 from goagent_py.errors import ConfigurationError, MemoryStoreError, MissingExtraError
@@ -154,9 +154,10 @@ async def _register_params(conn: Any) -> None:
 class PgVectorStore(_PgLayout):
     """A vector store in a PostgreSQL table with pgvector (HNSW index).
 
-    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore``, ``ListableStore`` and
-    ``GuardedStore`` (``upsert_batch_if`` checks and writes under a transaction-scoped advisory
-    lock on the table and filter, so guarded writers in any process take turns).
+    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore``, ``ListableStore``,
+    ``EmbedderRecordStore`` (in the registry table) and ``GuardedStore`` (``upsert_batch_if``
+    checks and writes under a transaction-scoped advisory lock on the table and filter, so
+    guarded writers in any process take turns).
 
     Args:
         dsn_or_connection: a libpq connection string (the store opens and closes its own
@@ -290,6 +291,7 @@ class PgVectorStore(_PgLayout):
                     "metric TEXT NOT NULL)"
                 )
             )
+            await self._add_embedder_column(conn)
             cur = await conn.execute(
                 self._sql("SELECT schema_version, dimensions, metric FROM {reg} WHERE name = %s"),
                 (self._name,),
@@ -321,6 +323,56 @@ class PgVectorStore(_PgLayout):
                 )
             await _register_params(conn)  # in the transaction: it must not leave one open
             return await self._ensure_indexes(conn)
+
+    async def _add_embedder_column(self, conn: Any) -> None:
+        """Add the registry's ``embedder`` column (see ``EmbedderRecordStore``) to a database
+        made before it existed: NULL, so long-term memory adopts its tables as they are.
+
+        Looked up first: ``ALTER TABLE`` locks the registry (other stores opening their
+        tables) even when the column is there. Two stores adding it at once take turns on an
+        advisory lock of the registry (the table lock above is per table).
+        """
+        query = (
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = %s AND column_name = 'embedder'"
+        )
+        cur = await conn.execute(query, (_REGISTRY,))
+        if await cur.fetchone() is not None:
+            return
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_REGISTRY + ":columns",)
+        )
+        await conn.execute(self._sql("ALTER TABLE {reg} ADD COLUMN IF NOT EXISTS embedder TEXT"))
+
+    async def embedder_record(self) -> str | None:
+        """Which embedder made the vectors, as recorded in the registry (see
+        ``EmbedderRecordStore``); None for a table made before the record."""
+
+        async def read(conn: Any) -> str | None:
+            cur = await conn.execute(
+                self._sql("SELECT embedder FROM {reg} WHERE name = %s"), (self._name,)
+            )
+            row = await cur.fetchone()
+            return None if row is None or row[0] is None else str(row[0])
+
+        return cast("str | None", await self._with_conn(read))
+
+    async def replace_embedder_record(self, expected: str | None, record: str) -> bool:
+        """Record ``record`` if the record is still ``expected`` (one ``UPDATE``: atomic
+        against every other writer of the database); whether it did."""
+
+        async def swap(conn: Any) -> bool:
+            async with conn.transaction():
+                cur = await conn.execute(
+                    self._sql(
+                        "UPDATE {reg} SET embedder = %s WHERE name = %s "
+                        "AND embedder IS NOT DISTINCT FROM %s::text"
+                    ),
+                    (record, self._name, expected),
+                )
+                return bool(cur.rowcount == 1)
+
+        return cast(bool, await self._with_conn(swap))
 
     async def _with_conn(self, work: Any) -> Any:
         """Run ``work(conn)`` under the lock; database errors become MemoryStoreError."""

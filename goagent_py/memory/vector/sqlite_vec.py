@@ -91,9 +91,10 @@ def _where(session: str | None, filter: Mapping[str, FilterValue]) -> tuple[str,
 class SqliteVecStore(_SqliteVecSchema):
     """A persistent vector store in one SQLite file, on sqlite-vec (exact search).
 
-    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore``, ``ListableStore`` and
-    ``GuardedStore`` (the check and the write of ``upsert_batch_if`` share one ``BEGIN
-    IMMEDIATE`` transaction, so other processes writing the file wait for it).
+    Implements ``VectorStore``, ``BulkVectorStore``, ``CountableStore``, ``ListableStore``,
+    ``EmbedderRecordStore`` (in the registry table) and ``GuardedStore`` (the check and the
+    write of ``upsert_batch_if`` share one ``BEGIN IMMEDIATE`` transaction, so other processes
+    writing the file wait for it).
     SQLite calls run in a worker thread, one at a time. Use ``async with`` (or call
     :meth:`aclose`) to close the file.
 
@@ -363,6 +364,16 @@ class SqliteVecStore(_SqliteVecSchema):
             return True
 
         return await self._run(write)
+
+    async def embedder_record(self) -> str | None:
+        """Which embedder made the vectors, as recorded in the registry (see
+        ``EmbedderRecordStore``); None for a table made before the record."""
+        return await self._run(self._read_embedder)
+
+    async def replace_embedder_record(self, expected: str | None, record: str) -> bool:
+        """Record ``record`` if the record is still ``expected``, checked and written in one
+        transaction (other processes on the file included); whether it did."""
+        return await self._run(lambda conn: self._swap_embedder(conn, expected, record))
 
     async def delete(self, id: str) -> None:
         """Remove entry ``id`` (no error if it does not exist)."""
