@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, Unpack, overload
 from typing_extensions import TypeVar
 
 from goagent_py._cancel import stray
+from goagent_py._closing import Closing
 from goagent_py._control import RunControl
 from goagent_py._generation import expect_generation, generation_read
 from goagent_py._interrupt import run_command
@@ -676,7 +677,7 @@ class Agent(Generic[Deps, Out]):
         """:meth:`resume`, yielding the run's events as they happen."""
         async with contextlib.AsyncExitStack() as held:
             run = await self._held_resume(decisions, True, history, deps, held)
-            async with contextlib.aclosing(run.events()) as events:
+            async with Closing(run.events()) as events:
                 async for event in events:
                     if isinstance(event, AgentEnd) and not event.path:
                         await held.aclose()  # over and stored: released before it is seen
@@ -792,8 +793,8 @@ class Agent(Generic[Deps, Out]):
         async with contextlib.AsyncExitStack() as held:
             await held.enter_async_context(self._holding())
             run = await self.start_run(prompt, streaming=True, output_type=output_type, deps=deps)
-            # aclosing: a consumer that stops early still ends the run (on_run_end) right away.
-            async with contextlib.aclosing(run.events()) as events:
+            # Closing: a consumer that stops early still ends the run (on_run_end) right away.
+            async with Closing(run.events()) as events:
                 async for event in events:
                     if isinstance(event, AgentEnd) and not event.path:
                         # Over and stored: released before the consumer sees the end, so one

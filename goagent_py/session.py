@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from goagent_py._cancel import failed, stray
+from goagent_py._closing import Closing
 from goagent_py._control import AbortMode, QueueMode, RunControl
 from goagent_py._loop import Run
 from goagent_py._prompt import to_messages
@@ -584,9 +585,7 @@ class Session:
         except BaseException:
             self._busy = False
             raise
-        async with contextlib.aclosing(
-            self._go(prompt, output_type=output_type, deps=deps)
-        ) as events:
+        async with Closing(self._go(prompt, output_type=output_type, deps=deps)) as events:
             async for event in events:
                 yield event
 
@@ -642,7 +641,7 @@ class Session:
                     deps=deps,
                 )
             self._run = run
-            async with contextlib.aclosing(run.events()) as events:
+            async with Closing(run.events()) as events:
                 async for event in events:
                     self._publish(event)
                     if isinstance(event, AgentEnd) and not event.path:

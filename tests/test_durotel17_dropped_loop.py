@@ -33,9 +33,11 @@ def _plan(name: str, args: dict[str, Any]) -> Any:
 
 
 @pytest.mark.parametrize("stalled", ["tool", "hook", "flow"])
-@pytest.mark.parametrize("streamed", [False, True], ids=["run", "stream"])
+@pytest.mark.parametrize(
+    "streamed", [False, True, "Agent.stream"], ids=["run", "stream", "agent_stream"]
+)
 def test_a_run_dropped_with_its_loop_is_finalized_silently(
-    streamed: bool, stalled: str, caplog: pytest.LogCaptureFixture
+    streamed: bool | str, stalled: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Dropped mid-call in a sub-agent's tool, or in the parent's async hook."""
     entered = threading.Event()
@@ -76,7 +78,11 @@ def test_a_run_dropped_with_its_loop_is_finalized_silently(
         # A loop that finalizes nothing itself (as a Temporal workflow's): the garbage
         # collector closes each generator on its own.
         sys.set_asyncgen_hooks(firstiter=None, finalizer=None)
-        run = await parent.start_run("hi", streaming=streamed)
+        if streamed == "Agent.stream":  # the public stream's own frame around the run's
+            async for _ in parent.stream("hi"):
+                pass
+            return
+        run = await parent.start_run("hi", streaming=bool(streamed))
         async for _ in run.events():
             pass
 
