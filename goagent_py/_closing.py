@@ -14,10 +14,12 @@ runs").
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import contextlib
+import contextvars
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Closing", "away", "close"]
+__all__ = ["Closing", "away", "close", "scoped"]
 
 G = TypeVar("G", bound=AsyncGenerator[Any, None])
 
@@ -56,3 +58,20 @@ class Closing(Generic[G]):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await close(self.gen, self.loop)
+
+
+@contextlib.contextmanager
+def scoped(var: contextvars.ContextVar[Any], value: Any) -> Iterator[None]:
+    """``var`` set to ``value`` inside the block and reset on the way out, but not in a frame
+    of a dropped run (``GeneratorExit``): the context current there is not the one it was set
+    in (see the module docstring). For code off the loop's hot path; the loop and dispatch
+    spell the same rule out inline."""
+    token = var.set(value)
+    try:
+        yield
+    except GeneratorExit:
+        raise
+    except BaseException:
+        var.reset(token)
+        raise
+    var.reset(token)

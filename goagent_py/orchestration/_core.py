@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from goagent_py._closing import Closing
+from goagent_py._closing import Closing, scoped
 from goagent_py._describe import described
 from goagent_py._flow_frames import enter_frame, leave_frame
 from goagent_py._prompt import to_messages
@@ -244,15 +244,8 @@ def _state_scope() -> Any:
         yield state
         return
     state = FlowState()
-    token = _flow_state.set(state)
-    try:
+    with scoped(_flow_state, state):
         yield state
-    except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
-        raise
-    except BaseException:
-        _flow_state.reset(token)
-        raise
-    _flow_state.reset(token)
 
 
 _flow_deps: contextvars.ContextVar[Any] = contextvars.ContextVar("goagent_flow_deps", default=None)
@@ -271,15 +264,8 @@ def _deps_scope(deps: Any, *, inherit: bool = True) -> Any:
     if deps is None and inherit:
         yield
         return
-    token = _flow_deps.set(deps)
-    try:
+    with scoped(_flow_deps, deps):
         yield
-    except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
-        raise
-    except BaseException:
-        _flow_deps.reset(token)
-        raise
-    _flow_deps.reset(token)
 
 
 def combine(
@@ -767,15 +753,8 @@ _said_by_user: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 def _user_input_scope(input: str) -> Iterator[None]:
     outer = _said_by_user.get()
     said = outer if outer is not None else (input if current_tool_context() is None else "")
-    token = _said_by_user.set(said)
-    try:
+    with scoped(_said_by_user, said):
         yield
-    except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
-        raise
-    except BaseException:
-        _said_by_user.reset(token)
-        raise
-    _said_by_user.reset(token)
 
 
 def agent_prompt(text: str) -> str | list[Message]:
@@ -800,15 +779,8 @@ _tallies: contextvars.ContextVar[tuple[list[FlowResult], ...]] = contextvars.Con
 def tally() -> Iterator[list[FlowResult]]:
     """A list every leaf run inside records its result (or what it spent) in."""
     spent: list[FlowResult] = []
-    token = _tallies.set((*_tallies.get(), spent))
-    try:
+    with scoped(_tallies, (*_tallies.get(), spent)):
         yield spent
-    except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
-        raise
-    except BaseException:
-        _tallies.reset(token)
-        raise
-    _tallies.reset(token)
 
 
 def _record(result: FlowResult) -> FlowResult:
@@ -975,16 +947,8 @@ class MappedDeps(Flow):
         self.name = name
 
     async def _invoke(self, input: str, scope: Scope) -> FlowResult:
-        token = _flow_deps.set(self.deps(_flow_deps.get()))
-        try:
-            result = await _run_once(self.agent, input, scope)
-        except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
-            raise
-        except BaseException:
-            _flow_deps.reset(token)
-            raise
-        _flow_deps.reset(token)
-        return result
+        with scoped(_flow_deps, self.deps(_flow_deps.get())):
+            return await _run_once(self.agent, input, scope)
 
 
 # -- an orchestration as a tool ------------------------------------------------------------
@@ -1040,16 +1004,8 @@ class FlowTool:
                 "it runs a flow that is already running in this chain: a flow cannot be "
                 "called from inside itself; answer with what you have",
             )
-        token = _FLOWS_RUNNING.set((*running, self.flow))
-        try:
-            blocks = await self._execute(text)
-        except GeneratorExit:  # a run dropped unclosed (goagent_py._closing): not our context
-            raise
-        except BaseException:
-            _FLOWS_RUNNING.reset(token)
-            raise
-        _FLOWS_RUNNING.reset(token)
-        return blocks
+        with scoped(_FLOWS_RUNNING, (*running, self.flow)):
+            return await self._execute(text)
 
     async def _execute(self, text: str) -> list[ContentBlock]:
         ctx = current_tool_context()
