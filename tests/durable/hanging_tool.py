@@ -1,5 +1,6 @@
 """A durable run that waits for ever inside a tool call, for the tests that close a workflow
-from outside while its tool call is in flight (otel15_closed_runs, durotel16_dropped_runs).
+from outside while its tool call is in flight (otel15_closed_runs, durotel16_dropped_runs,
+durotel17_dropped_runs, durotel17_released_spans).
 
 The model (:func:`plan`) calls ``hang`` with the prompt as its label; ``hang`` sets
 ``ENTERED[label]`` (an ``asyncio.Event`` the test puts there) and never returns.

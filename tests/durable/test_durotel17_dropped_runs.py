@@ -16,37 +16,15 @@ import uuid
 from typing import Any
 
 import pytest
+from hanging_tool import ENTERED, hang, plan  # tests/durable/hanging_tool.py
 from temporalio.client import WorkflowFailureError
 
-from goagent_py import Agent, ToolCall
+from goagent_py import Agent
 from goagent_py.durable import DurableAgent, ProviderRegistry
 from goagent_py.memory import ShortTermMemory
-from goagent_py.provider import CompletionRequest
-from goagent_py.testing import FunctionProvider, text_response, tool_call_response
-from goagent_py.tools import tool
+from goagent_py.testing import FunctionProvider
 
 pytestmark = pytest.mark.slow
-
-ENTERED: dict[str, asyncio.Event] = {}
-
-
-@tool
-async def wait_forever(label: str) -> str:
-    """Wait for ever.
-
-    Args:
-        label: which test waits.
-    """
-    ENTERED[label].set()
-    await asyncio.Event().wait()
-    return "never"
-
-
-def plan(request: CompletionRequest) -> Any:
-    if len(request.messages) == 1:
-        call = ToolCall("c1", "wait_forever", {"label": request.messages[0].text})
-        return tool_call_response(call)
-    return text_response("done")
 
 
 @pytest.mark.parametrize("traced", [False, True], ids=["untraced", "traced"])
@@ -75,7 +53,7 @@ async def test_a_run_dropped_by_your_worker_is_finalized_silently(
         provider=FunctionProvider(plan),
         model="m",
         name="dropped",
-        tools=[wait_forever],
+        tools=[hang],
         hooks=hooks,
     )
     memory = ShortTermMemory()

@@ -11,35 +11,14 @@ import uuid
 from typing import Any
 
 import pytest
+from hanging_tool import ENTERED, hang, plan  # tests/durable/hanging_tool.py
 from temporalio.client import WorkflowFailureError
 
-from goagent_py import Agent, ToolCall
+from goagent_py import Agent
 from goagent_py.durable import DurableAgent, ProviderRegistry, create_worker
-from goagent_py.provider import CompletionRequest
-from goagent_py.testing import FunctionProvider, text_response, tool_call_response
-from goagent_py.tools import tool
+from goagent_py.testing import FunctionProvider
 
 pytestmark = pytest.mark.slow
-
-ENTERED: dict[str, asyncio.Event] = {}
-
-
-@tool
-async def wait_long(label: str) -> str:
-    """Wait for ever.
-
-    Args:
-        label: which test waits.
-    """
-    ENTERED[label].set()
-    await asyncio.Event().wait()
-    return "never"
-
-
-def plan(request: CompletionRequest) -> Any:
-    if len(request.messages) == 1:
-        return tool_call_response(ToolCall("c1", "wait_long", {"label": request.messages[0].text}))
-    return text_response("done")
 
 
 def _recorder(traced: Any) -> tuple[list[Any], list[Any]]:
@@ -78,7 +57,7 @@ async def test_spans_of_a_run_closed_after_its_worker_stopped_have_ended(
     started, ended = _recorder(traced)
     label = f"left-{uuid.uuid4().hex[:6]}"
     ENTERED[label] = asyncio.Event()
-    agent = Agent(provider=FunctionProvider(plan), model="m", name="left", tools=[wait_long])
+    agent = Agent(provider=FunctionProvider(plan), model="m", name="left", tools=[hang])
     durable = DurableAgent(
         agent, provider="fn:x", task_queue=f"q-{uuid.uuid4().hex[:8]}", tool_timeout=600
     )
@@ -113,10 +92,10 @@ async def test_spans_of_a_run_closed_after_its_worker_stopped_have_ended(
         await handle.result()
     names = sorted(s.name for s in started)
     assert "invoke_agent left" in names
-    assert "execute_tool wait_long" in names
+    assert "execute_tool hang" in names
     assert sorted(s.name for s in ended) == names  # every span that started has ended
     for span in ended:
-        if span.name in ("invoke_agent left", "execute_tool wait_long"):
+        if span.name in ("invoke_agent left", "execute_tool hang"):
             assert span.status.status_code.name == "ERROR", span.name
             assert dict(span.attributes or {})["error.type"] == "worker_stopped", span.name
     traced.provider.shutdown()
