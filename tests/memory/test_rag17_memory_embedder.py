@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+from other_model import OtherModel  # tests/other_model.py
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory.long_term import LongTermMemory
@@ -33,18 +33,6 @@ FACTS = [
     "I keep bees on the roof of my building.",
     "My favourite composer is Arvo Part.",
 ]
-
-
-class OtherModel(FakeEmbedder):
-    """Another model of the same size: other vectors for the same text."""
-
-    def __init__(self) -> None:
-        super().__init__(DIMS)
-        self.embedder_identity = f"fake:other-model:{DIMS}"
-
-    def _vector(self, blocks: Sequence[ContentBlock]) -> Any:
-        vector = super()._vector(blocks)
-        return np.roll(vector[::-1], 3).astype(np.float32)
 
 
 class UserEmbedder:

@@ -11,15 +11,13 @@ from __future__ import annotations
 import argparse
 import io
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+from other_model import OtherModel  # tests/other_model.py
 
 from goagent_py.errors import ConfigurationError
-from goagent_py.messages import ContentBlock
 from goagent_py.rag.documents import Document
 from goagent_py.rag.manifest import EMBEDDER_KEY
 from goagent_py.rag.pipeline import Pipeline
@@ -39,18 +37,6 @@ TEXTS = {
 
 def _docs() -> list[Document]:
     return [Document(text, source=source) for source, text in TEXTS.items()]
-
-
-class OtherModel(FakeEmbedder):
-    """Another model of the same size: other vectors for the same text."""
-
-    def __init__(self) -> None:
-        super().__init__(DIMS)
-        self.embedder_identity = f"fake:other-model:{DIMS}"
-
-    def _vector(self, blocks: Sequence[ContentBlock]) -> Any:
-        vector = super()._vector(blocks)
-        return np.roll(vector[::-1], 3).astype(np.float32)
 
 
 def _open(path: Path, embedder: Any) -> Pipeline:

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+from other_model import OtherModel  # tests/other_model.py
 
 from goagent_py.errors import ConfigurationError
 from goagent_py.memory.base import embedder_identity
@@ -40,18 +40,6 @@ EXTRA = {"other/owls.md": "Owls hunt at night and sleep by day in hollow trees."
 
 def _docs(texts: dict[str, str] = TEXTS) -> list[Document]:
     return [Document(text, source=source) for source, text in texts.items()]
-
-
-class OtherModel(FakeEmbedder):
-    """Another model of the same size: other vectors for the same text."""
-
-    def __init__(self) -> None:
-        super().__init__(DIMS)
-        self.embedder_identity = f"fake:other-model:{DIMS}"
-
-    def _vector(self, blocks: Sequence[ContentBlock]) -> Any:
-        vector = super()._vector(blocks)
-        return np.roll(vector[::-1], 3).astype(np.float32)
 
 
 class UserEmbedder:
